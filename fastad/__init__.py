@@ -1,0 +1,9 @@
+"""fastad: reverse-mode, define-by-run automatic differentiation for small and sparse models."""
+from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, detect_anomaly,
+                             is_grad_enabled, set_default_dtype, get_default_dtype,
+                             float32, float64)
+from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
+                                   softplus, logsigmoid, sqrt, square, abs)
+
+__version__ = "0.1.0"
+from fastad.gradcheck import finite_difference, gradcheck

@@ -1,0 +1,375 @@
+"""Elementwise ops: unary functions and broadcasting + - * /.
+
+Each op's forward value and its derivative stand side by side in the tables
+`unary_value`/`unary_slope` and `binary_value`/`binary_da`/`binary_db`; the
+loops below apply them to whole buffers.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdlib cimport malloc, free
+from cython cimport floating
+
+from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_variable,
+                              same_dtype, require_float)
+from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup,
+                                  bcast_start, bcast_next_row)
+from fastad_cy.loops cimport vec_zero
+from fastad_cy.scalar cimport (s_exp, s_log, s_tanh, s_sigmoid, s_sqrt, s_abs, s_pow,
+                               s_softplus)
+
+cnp.import_array()
+
+
+# ------------------------------------------------------------------ unary
+
+cdef enum UnaryOp:
+    U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
+    U_SQRT, U_SQUARE, U_ABS, U_POW
+
+
+cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
+    """y = f(x); `p` is the exponent of U_POW."""
+    if op == U_NEG: return -x
+    if op == U_EXP: return s_exp(x)
+    if op == U_LOG: return s_log(x)
+    if op == U_TANH: return s_tanh(x)
+    if op == U_SIGMOID: return s_sigmoid(x)
+    if op == U_RELU: return x if x > 0 else 0
+    if op == U_SOFTPLUS: return s_softplus(x)
+    if op == U_LOGSIGMOID: return -s_softplus(-x)
+    if op == U_SQRT: return s_sqrt(x)
+    if op == U_SQUARE: return x * x
+    if op == U_ABS: return s_abs(x)
+    return s_pow(x, p)
+
+
+cdef inline floating unary_slope(int op, floating x, floating y, floating p) noexcept nogil:
+    """dy/dx, from the input x and the output y."""
+    if op == U_NEG: return -1
+    if op == U_EXP: return y
+    if op == U_LOG: return 1 / x
+    if op == U_TANH: return 1 - y * y
+    if op == U_SIGMOID: return y * (1 - y)
+    if op == U_RELU: return 1 if x > 0 else 0
+    if op == U_SOFTPLUS: return s_sigmoid(x)
+    if op == U_LOGSIGMOID: return s_sigmoid(-x)
+    if op == U_SQRT: return 0.5 / y
+    if op == U_SQUARE: return 2 * x
+    if op == U_ABS: return (x > 0) - (x < 0)
+    if p == 2: return 2 * x
+    return p * s_pow(x, p - 1)
+
+
+cdef void unary_forward(int op, const floating* x, floating* y, Py_ssize_t n,
+                        floating p) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        y[i] = unary_value(op, x[i], p)
+
+
+cdef void unary_backward(int op, const floating* x, const floating* y, const floating* gy,
+                         floating* gx, Py_ssize_t n, floating p, bint add) noexcept nogil:
+    cdef Py_ssize_t i
+    if add:
+        for i in range(n):
+            gx[i] += gy[i] * unary_slope(op, x[i], y[i], p)
+    else:
+        for i in range(n):
+            gx[i] = gy[i] * unary_slope(op, x[i], y[i], p)
+
+
+cdef class Unary(Variable):
+    cdef int code
+    cdef double p
+    cdef Variable x
+
+    cdef int run_forward(self) except -1:
+        if self.f64:
+            unary_forward(self.code, <double*>self.x.val_ptr, <double*>self.val_ptr, self.size, self.p)
+        else:
+            unary_forward(self.code, <float*>self.x.val_ptr, <float*>self.val_ptr, self.size,
+                          <float>self.p)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        cdef Variable x = self.x
+        if not x.needs_grad:
+            return 0
+        cdef bint add = x.grad_slot()
+        if self.f64:
+            unary_backward(self.code, <double*>x.val_ptr, <double*>self.val_ptr,
+                           <double*>self.grad_ptr, <double*>x.grad_ptr, self.size, self.p, add)
+        else:
+            unary_backward(self.code, <float*>x.val_ptr, <float*>self.val_ptr,
+                           <float*>self.grad_ptr, <float*>x.grad_ptr, self.size, <float>self.p, add)
+        return 0
+
+
+cdef Variable _unary(str name, int code, object x, double p=0):
+    require_float(name, x, "x")
+    cdef Unary node = Unary.__new__(Unary)
+    node.code = code
+    node.p = p
+    node.x = <Variable>x
+    init_node_like(node, name, (x,), <Variable>x)
+    return finish(node)
+
+
+def neg(x):
+    """-x, elementwise."""
+    return _unary("neg", U_NEG, x)
+
+def exp(x):
+    """e**x, elementwise."""
+    return _unary("exp", U_EXP, x)
+
+def log(x):
+    """Natural logarithm, elementwise (NaN/-inf outside x > 0, as numpy)."""
+    return _unary("log", U_LOG, x)
+
+def tanh(x):
+    """Hyperbolic tangent, elementwise."""
+    return _unary("tanh", U_TANH, x)
+
+def sigmoid(x):
+    """1 / (1 + e**-x), elementwise, stable for large |x|."""
+    return _unary("sigmoid", U_SIGMOID, x)
+
+def relu(x):
+    """max(x, 0), elementwise; its gradient at 0 is 0."""
+    return _unary("relu", U_RELU, x)
+
+def softplus(x):
+    """log(1 + e**x), elementwise, without overflow."""
+    return _unary("softplus", U_SOFTPLUS, x)
+
+def logsigmoid(x):
+    """log(sigmoid(x)), elementwise, without overflow."""
+    return _unary("logsigmoid", U_LOGSIGMOID, x)
+
+def sqrt(x):
+    """Square root, elementwise."""
+    return _unary("sqrt", U_SQRT, x)
+
+def square(x):
+    """x * x, elementwise."""
+    return _unary("square", U_SQUARE, x)
+
+def abs(x):
+    """|x|, elementwise; its gradient at 0 is 0."""
+    return _unary("abs", U_ABS, x)
+
+def pow(x, exponent):
+    """x ** exponent for a scalar (Python number) exponent, elementwise."""
+    if isinstance(exponent, Variable) or not np.isscalar(exponent) or isinstance(exponent, (str, bytes)):
+        raise TypeError(f"pow: the exponent must be a Python number, got {type(exponent).__name__}")
+    e = float(exponent)
+    if e == 2:
+        return _unary("square", U_SQUARE, x)
+    return _unary("pow", U_POW, x, e)
+
+
+# ----------------------------------------------------------------- binary
+
+cdef enum BinaryOp:
+    B_ADD, B_SUB, B_MUL, B_DIV
+
+cdef dict _BINARY_NAMES = {B_ADD: "add", B_SUB: "sub", B_MUL: "mul", B_DIV: "div"}
+
+
+cdef inline floating binary_value(int op, floating a, floating b) noexcept nogil:
+    if op == B_ADD: return a + b
+    if op == B_SUB: return a - b
+    if op == B_MUL: return a * b
+    return a / b
+
+
+cdef inline floating binary_da(int op, floating a, floating b, floating y) noexcept nogil:
+    """dy/da."""
+    if op == B_MUL: return b
+    if op == B_DIV: return 1 / b
+    return 1
+
+
+cdef inline floating binary_db(int op, floating a, floating b, floating y) noexcept nogil:
+    """dy/db."""
+    if op == B_ADD: return 1
+    if op == B_SUB: return -1
+    if op == B_MUL: return a
+    return -y / b
+
+
+cdef void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,
+                         Py_ssize_t sb, floating* y, Py_ssize_t n) noexcept nogil:
+    """One row: y[i] = a[i*sa] op b[i*sb]; the common stride pairs get their own loop."""
+    cdef Py_ssize_t i
+    if sa == 1 and sb == 1:
+        for i in range(n):
+            y[i] = binary_value(op, a[i], b[i])
+    elif sa == 1 and sb == 0:
+        for i in range(n):
+            y[i] = binary_value(op, a[i], b[0])
+    elif sa == 0 and sb == 1:
+        for i in range(n):
+            y[i] = binary_value(op, a[0], b[i])
+    else:
+        for i in range(n):
+            y[i] = binary_value(op, a[i * sa], b[i * sb])
+
+
+cdef void binary_forward_all(int op, const Bcast* it, Py_ssize_t size, const floating* a,
+                             const floating* b, floating* y) noexcept nogil:
+    """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
+    cdef BcastPos pos
+    cdef Py_ssize_t r, inner
+    if it == NULL:
+        binary_forward(op, a, 1, b, 1, y, size)
+        return
+    inner = it.shape[it.nd - 1]
+    bcast_start(it, &pos)
+    for r in range(it.rows):
+        binary_forward(op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
+                       y + r * inner, inner)
+        bcast_next_row(it, &pos)
+
+
+cdef void binary_backward_same(int op, bint to_a, const floating* a, const floating* b,
+                               const floating* y, const floating* gy, floating* g,
+                               Py_ssize_t n, bint add) noexcept nogil:
+    """Gradient into a (to_a) or b when a, b and y share one shape."""
+    cdef Py_ssize_t i
+    if to_a and add:
+        for i in range(n):
+            g[i] += gy[i] * binary_da(op, a[i], b[i], y[i])
+    elif to_a:
+        for i in range(n):
+            g[i] = gy[i] * binary_da(op, a[i], b[i], y[i])
+    elif add:
+        for i in range(n):
+            g[i] += gy[i] * binary_db(op, a[i], b[i], y[i])
+    else:
+        for i in range(n):
+            g[i] = gy[i] * binary_db(op, a[i], b[i], y[i])
+
+
+cdef void binary_backward_bcast(int op, bint to_a, const floating* a, const floating* b,
+                                const floating* y, const floating* gy, floating* g,
+                                const Bcast* it) noexcept nogil:
+    """Add the gradient into a (to_a) or b, summing over the axes it was broadcast along."""
+    cdef BcastPos pos
+    cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1], o
+    cdef Py_ssize_t sa = it.sa[it.nd - 1], sb = it.sb[it.nd - 1]
+    cdef const floating* yr
+    cdef const floating* gr
+    bcast_start(it, &pos)
+    for r in range(it.rows):
+        yr = y + r * inner
+        gr = gy + r * inner
+        for i in range(inner):
+            if to_a:
+                o = pos.oa + i * sa
+                g[o] += gr[i] * binary_da(op, a[o], b[pos.ob + i * sb], yr[i])
+            else:
+                o = pos.ob + i * sb
+                g[o] += gr[i] * binary_db(op, a[pos.oa + i * sa], b[o], yr[i])
+        bcast_next_row(it, &pos)
+
+
+cdef class Binary(Variable):
+    """a op b; `it` is set only when the shapes differ (broadcasting)."""
+    cdef int code
+    cdef Variable a, b
+    cdef Bcast* it
+
+    def __dealloc__(self):
+        free(self.it)
+
+    cdef int run_forward(self) except -1:
+        if self.f64:
+            binary_forward_all(self.code, self.it, self.size, <double*>self.a.val_ptr,
+                               <double*>self.b.val_ptr, <double*>self.val_ptr)
+        else:
+            binary_forward_all(self.code, self.it, self.size, <float*>self.a.val_ptr,
+                               <float*>self.b.val_ptr, <float*>self.val_ptr)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        if self.a.needs_grad:
+            self._backward_into(self.a, True)
+        if self.b.needs_grad:
+            self._backward_into(self.b, False)
+        return 0
+
+    cdef int _backward_into(self, Variable x, bint to_a) except -1:
+        cdef bint add = x.grad_slot()
+        if self.it == NULL:
+            if self.f64:
+                binary_backward_same(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
+                                     <double*>self.val_ptr, <double*>self.grad_ptr,
+                                     <double*>x.grad_ptr, self.size, add)
+            else:
+                binary_backward_same(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
+                                     <float*>self.val_ptr, <float*>self.grad_ptr,
+                                     <float*>x.grad_ptr, self.size, add)
+            return 0
+        if self.f64:
+            if not add:
+                vec_zero(<double*>x.grad_ptr, x.size)
+            binary_backward_bcast(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
+                                  <double*>self.val_ptr, <double*>self.grad_ptr,
+                                  <double*>x.grad_ptr, self.it)
+        else:
+            if not add:
+                vec_zero(<float*>x.grad_ptr, x.size)
+            binary_backward_bcast(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
+                                  <float*>self.val_ptr, <float*>self.grad_ptr,
+                                  <float*>x.grad_ptr, self.it)
+        return 0
+
+
+cdef Variable _binary(int code, object a, object b):
+    cdef str name = _BINARY_NAMES[code]
+    cdef Variable va, vb
+    if isinstance(a, Variable):
+        require_float(name, a, "a")
+        va = <Variable>a
+        vb = as_variable(b, va)
+        require_float(name, vb, "b")
+    elif isinstance(b, Variable):
+        require_float(name, b, "b")
+        vb = <Variable>b
+        va = as_variable(a, vb)
+    else:
+        raise TypeError(f"{name}: at least one operand must be a fastad Variable")
+    same_dtype(name, va, vb)
+    cdef Binary node = Binary.__new__(Binary)
+    node.code = code
+    node.a = va
+    node.b = vb
+    if va._shape == vb._shape:
+        init_node_like(node, name, (va, vb), va)
+        return finish(node)
+    shape = broadcast_shapes(name, va._shape, vb._shape)
+    init_node(node, name, (va, vb), shape, va.f64)
+    node.it = <Bcast*>malloc(sizeof(Bcast))
+    if node.it == NULL:
+        raise MemoryError()
+    bcast_setup(node.it, shape, va._shape, vb._shape)
+    return finish(node)
+
+
+def add(a, b):
+    """a + b with numpy broadcasting (either side may be a number or an array)."""
+    return _binary(B_ADD, a, b)
+
+def sub(a, b):
+    """a - b with numpy broadcasting."""
+    return _binary(B_SUB, a, b)
+
+def mul(a, b):
+    """a * b with numpy broadcasting."""
+    return _binary(B_MUL, a, b)
+
+def div(a, b):
+    """a / b with numpy broadcasting."""
+    return _binary(B_DIV, a, b)

@@ -1,0 +1,152 @@
+/* Scalar math used by fastad's CPU kernels.
+ *
+ * fa_exp/fa_log/fa_tanh/fa_sigmoid (and the float versions with an f suffix)
+ * call the C library, unless the package was built with FASTAD_FAST_MATH=1:
+ * then they use the branch-light approximations below, which gcc can inline
+ * and vectorise. The approximations are always compiled so that the tests can
+ * check their error bounds on any build:
+ *
+ *   exp      relative error <= 1e-8 (double), <= 1e-6 (float); results below
+ *            the smallest normal number flush to zero
+ *   log      relative error <= 1e-8 (double), <= 1e-6 (float)
+ *   tanh     absolute error <= 1e-8 (double), <= 1e-6 (float)
+ *   sigmoid  absolute error <= 1e-8 (double), <= 1e-6 (float)
+ *
+ * NaN and infinities propagate as in the C library, so detect_anomaly still
+ * sees them.
+ */
+#ifndef FASTAD_FASTMATH_H
+#define FASTAD_FASTMATH_H
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- double ------------------------------------------------------------ */
+
+static inline double fa_fast_exp(double x) {
+    if (x > 709.0) return x * INFINITY;        /* +inf (and keeps NaN) */
+    if (x < -708.0) return 0.0;
+    double k = nearbyint(x * 1.4426950408889634);
+    /* Cody-Waite: ln2 split in two parts keeps r exact enough. */
+    double r = (x - k * 0.693145751953125) - k * 1.4286068203094173e-06;
+    double p = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120
+               + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320))))))));
+    int64_t bits = ((int64_t)k + 1023) << 52;
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+static inline double fa_fast_log(double x) {
+    if (!(x >= DBL_MIN && x <= DBL_MAX)) return log(x);  /* <=0, subnormal, inf, NaN */
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int64_t e = (int64_t)((bits >> 52) & 0x7ff) - 1023;
+    bits = (bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL;  /* m in [1, 2) */
+    double m;
+    memcpy(&m, &bits, sizeof m);
+    if (m > 1.4142135623730951) { m *= 0.5; e += 1; }            /* m in [0.707, 1.414) */
+    double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+    double logm = 2.0 * s * (1.0 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7
+                  + s2 * (1.0 / 9 + s2 * (1.0 / 11))))));
+    return (double)e * 0.6931471805599453 + logm;
+}
+
+static inline double fa_fast_tanh(double x) {
+    double a = fabs(x);
+    if (a < 0.0625) {
+        double x2 = x * x;
+        return x * (1.0 + x2 * (-1.0 / 3 + x2 * (2.0 / 15 + x2 * (-17.0 / 315 + x2 * (62.0 / 2835)))));
+    }
+    double t = fa_fast_exp(-2.0 * a);
+    return copysign((1.0 - t) / (1.0 + t), x);
+}
+
+static inline double fa_fast_sigmoid(double x) {
+    double t = fa_fast_exp(-fabs(x));
+    return x >= 0 ? 1.0 / (1.0 + t) : t / (1.0 + t);
+}
+
+/* ---- float ------------------------------------------------------------- */
+
+static inline float fa_fast_expf(float x) {
+    if (x > 88.5f) return x * INFINITY;
+    if (x < -87.0f) return 0.0f;
+    float k = nearbyintf(x * 1.44269504f);
+    float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120
+              + r * (1.0f / 720))))));
+    int32_t bits = ((int32_t)k + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+static inline float fa_fast_logf(float x) {
+    if (!(x >= FLT_MIN && x <= FLT_MAX)) return logf(x);
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int32_t e = (int32_t)((bits >> 23) & 0xff) - 127;
+    bits = (bits & 0x007fffffu) | 0x3f800000u;
+    float m;
+    memcpy(&m, &bits, sizeof m);
+    if (m > 1.41421356f) { m *= 0.5f; e += 1; }
+    float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
+    float logm = 2.0f * s * (1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7 + s2 * (1.0f / 9)))));
+    return (float)e * 0.693147181f + logm;
+}
+
+static inline float fa_fast_tanhf(float x) {
+    float a = fabsf(x);
+    if (a < 0.0625f) {
+        float x2 = x * x;
+        return x * (1.0f + x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315))));
+    }
+    float t = fa_fast_expf(-2.0f * a);
+    return copysignf((1.0f - t) / (1.0f + t), x);
+}
+
+static inline float fa_fast_sigmoidf(float x) {
+    float t = fa_fast_expf(-fabsf(x));
+    return x >= 0 ? 1.0f / (1.0f + t) : t / (1.0f + t);
+}
+
+/* ---- exact (C library) ------------------------------------------------- */
+
+static inline double fa_exact_sigmoid(double x) {
+    double t = exp(-fabs(x));
+    return x >= 0 ? 1.0 / (1.0 + t) : t / (1.0 + t);
+}
+
+static inline float fa_exact_sigmoidf(float x) {
+    float t = expf(-fabsf(x));
+    return x >= 0 ? 1.0f / (1.0f + t) : t / (1.0f + t);
+}
+
+/* ---- what the kernels call ---------------------------------------------- */
+
+#ifdef FASTAD_FAST_MATH
+#define FASTAD_FAST_MATH_ENABLED 1
+#define fa_exp fa_fast_exp
+#define fa_log fa_fast_log
+#define fa_tanh fa_fast_tanh
+#define fa_sigmoid fa_fast_sigmoid
+#define fa_expf fa_fast_expf
+#define fa_logf fa_fast_logf
+#define fa_tanhf fa_fast_tanhf
+#define fa_sigmoidf fa_fast_sigmoidf
+#else
+#define FASTAD_FAST_MATH_ENABLED 0
+#define fa_exp exp
+#define fa_log log
+#define fa_tanh tanh
+#define fa_sigmoid fa_exact_sigmoid
+#define fa_expf expf
+#define fa_logf logf
+#define fa_tanhf tanhf
+#define fa_sigmoidf fa_exact_sigmoidf
+#endif
+
+#endif

@@ -1,0 +1,65 @@
+# The graph engine's shared declarations: every op module cimports these.
+cimport numpy as cnp
+
+cdef class Plan
+from libc.stdint cimport int64_t
+
+cdef enum GradMode:
+    GRAD_NONE = 0      # a leaf holds no gradient (reads as zeros)
+    GRAD_SPARSE = 1    # only the rows listed in `touched` hold values
+    GRAD_DENSE = 2     # the whole buffer holds the gradient
+
+cdef class Variable:
+    cdef cnp.ndarray _value          # C-contiguous, made once at build time
+    cdef cnp.ndarray _grad           # same shape, made on first gradient
+    cdef char* val_ptr
+    cdef char* grad_ptr
+    cdef readonly Py_ssize_t size
+    cdef tuple _shape
+    cdef bint f64
+    cdef bint needs_grad
+    cdef bint is_leaf
+    cdef unsigned long grad_pass     # == the current pass id: grad holds this pass's value
+    cdef unsigned long visit_mark    # scratch for topological sorting
+    cdef tuple inputs
+    cdef str op                      # name shown in errors and anomaly reports
+    cdef object _plan                # cached Plan for replays rooted here
+
+    cdef int run_forward(self) except -1    # recompute _value from the inputs, in place
+    cdef int run_backward(self) except -1   # push _grad into the inputs that need it
+    cdef int ensure_grad_buffer(self) except -1
+    cdef int grad_slot(self) except -1
+    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1
+    cdef Plan _get_plan(self)
+
+cdef class Leaf(Variable):
+    cdef int grad_mode
+
+cdef class Parameter(Leaf):
+    cdef public object name
+    cdef cnp.ndarray touched         # int64 row ids, first n_touched valid
+    cdef Py_ssize_t n_touched
+    cdef cnp.ndarray row_mark        # uint8 per row: 1 when listed in touched
+    cdef Py_ssize_t row_len
+    cdef int densify(self) except -1
+
+cdef class Input(Leaf):
+    pass
+
+cdef class IndexInput(Variable):
+    pass
+
+cdef class Plan:
+    cdef list fwd                    # non-leaf nodes strictly below the root, inputs first
+    cdef list bwd                    # nodes that need backward, outputs first
+    cdef list params                 # Parameters below the root, in first-visit order
+
+# Node construction helpers for op modules.
+cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1
+cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1
+cdef Variable finish(Variable node)       # compute the new node's value (define-by-run)
+cdef bint grad_enabled() noexcept
+cdef int check_anomaly(Variable node, str phase) except -1
+cdef Variable as_variable(object x, Variable like)
+cdef int same_dtype(str op, Variable a, Variable b) except -1
+cdef int require_float(str op, object x, str argname) except -1

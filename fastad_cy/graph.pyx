@@ -1,0 +1,803 @@
+"""The graph engine: Variable nodes, leaves, cached replay plans, gradient passes.
+
+A node computes its value when it is built (define-by-run). `root.forward()`
+replays every node below `root` in topological order from the leaves' current
+values; `root.backward()` pushes gradients back through the same order. The
+order is computed once per root, iteratively, and cached; both replays are C
+loops that call each node's `run_forward`/`run_backward` with no Python in
+between.
+
+Gradient buffers follow a write-then-add rule: within one backward pass the
+first contribution to a node's gradient overwrites the buffer and later ones
+add, so no buffer is ever zeroed. A pass id stamped on the node tells which
+case applies. Leaves keep their gradient across passes (gradients accumulate
+until `zero_grad`), tracked by a per-leaf mode; a Parameter can also hold a
+sparse gradient: only the rows a gather touched.
+"""
+import numpy as np
+cimport numpy as cnp
+from cpython.ref cimport PyObject
+from libc.stdint cimport int64_t, uint8_t
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy, memset
+from cython cimport floating
+
+from fastad_cy.loops cimport vec_put, vec_zero
+
+cnp.import_array()
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+
+cdef unsigned long _pass_id = 0          # current backward pass
+cdef unsigned long _sort_id = 0          # current topological sort
+cdef bint _grad_enabled = True
+cdef bint _anomaly = False
+cdef bint _default_f64 = False
+
+
+# ---------------------------------------------------------------- global modes
+
+def set_default_dtype(dtype):
+    """Set the dtype of new leaves made without `dtype=`: float32 (default) or float64."""
+    global _default_f64
+    d = np.dtype(dtype)
+    if d == float32:
+        _default_f64 = False
+    elif d == float64:
+        _default_f64 = True
+    else:
+        raise TypeError(f"set_default_dtype: expected float32 or float64, got {d}")
+
+
+def get_default_dtype():
+    """The dtype given to new leaves made without `dtype=`."""
+    return float64 if _default_f64 else float32
+
+
+cdef bint grad_enabled() noexcept:
+    return _grad_enabled
+
+
+def is_grad_enabled():
+    """False inside `fastad.no_grad()`."""
+    return _grad_enabled
+
+
+class no_grad:
+    """Context manager: nodes built inside it record no gradient.
+
+    >>> with fa.no_grad():
+    ...     y = w * 2        # y.backward() would raise: nothing needs a gradient
+    """
+
+    def __enter__(self):
+        global _grad_enabled
+        self._prev = _grad_enabled
+        _grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self._prev
+        return False
+
+
+class detect_anomaly:
+    """Context manager: raise FloatingPointError at the first op whose forward
+    or backward produces NaN or Inf, naming the op. Slows every op down."""
+
+    def __enter__(self):
+        global _anomaly
+        self._prev = _anomaly
+        _anomaly = True
+        return self
+
+    def __exit__(self, *exc):
+        global _anomaly
+        _anomaly = self._prev
+        return False
+
+
+cdef int check_anomaly(Variable node, str phase) except -1:
+    cdef Variable x
+    if phase == "forward":
+        if not np.isfinite(node._value).all():
+            raise FloatingPointError(
+                f"detect_anomaly: the forward of '{node.op}' produced NaN or Inf "
+                f"(output shape {node._shape})")
+        return 0
+    for x in node.inputs:
+        if x.needs_grad and x._grad is not None and not np.isfinite(x._grad).all():
+            raise FloatingPointError(
+                f"detect_anomaly: the backward of '{node.op}' produced NaN or Inf in the "
+                f"gradient of its input '{x.op}' (shape {x._shape})")
+    return 0
+
+
+# ------------------------------------------------------------ array checking
+
+cdef object _as_numeric_array(object data, str argname):
+    """`data` as an ndarray of real numbers, or a clear TypeError/ValueError."""
+    try:
+        arr = np.asarray(data)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{argname}: cannot make an array of this data ({e})") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{argname}: expected real numbers, got an array of dtype {arr.dtype}")
+    return arr
+
+
+cdef object _float_array(object data, object dtype, str argname):
+    """A fresh C-contiguous float32/float64 copy of `data`."""
+    arr = _as_numeric_array(data, argname)
+    if dtype is None:
+        dtype = float64 if _default_f64 else float32
+    dtype = np.dtype(dtype)
+    if dtype != float32 and dtype != float64:
+        raise TypeError(f"{argname}: dtype must be float32 or float64, got {dtype}")
+    return np.array(arr, dtype=dtype, order="C", copy=True)
+
+
+cdef int require_float(str op, object x, str argname) except -1:
+    if not isinstance(x, Variable):
+        raise TypeError(f"{op}: {argname} must be a fastad Variable, got {type(x).__name__}")
+    if isinstance(x, IndexInput):
+        raise TypeError(f"{op}: {argname} is an IndexInput (integer ids); "
+                        f"use it to index a Parameter (p[ix]) or as targets")
+    return 0
+
+
+cdef int same_dtype(str op, Variable a, Variable b) except -1:
+    if a.f64 != b.f64:
+        raise TypeError(f"{op}: mixed dtypes {a.dtype} and {b.dtype}; "
+                        f"convert one side (leaves take dtype=)")
+    return 0
+
+
+cdef Variable as_variable(object x, Variable like):
+    """x if it is a Variable, else a constant leaf in `like`'s dtype."""
+    if isinstance(x, Variable):
+        return <Variable>x
+    return Input(x, dtype=float64 if like.f64 else float32)
+
+
+# ------------------------------------------------------------- node helpers
+
+cdef inline int _type_num(bint f64) noexcept:
+    return cnp.NPY_FLOAT64 if f64 else cnp.NPY_FLOAT32
+
+
+cdef int _adopt_value(Variable node, cnp.ndarray value) except -1:
+    node._value = value
+    node.val_ptr = <char*>cnp.PyArray_DATA(value)
+    node.size = cnp.PyArray_SIZE(value)
+    return 0
+
+
+cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
+    cdef Variable x
+    cdef bint needs = False
+    node.op = op
+    node.inputs = inputs
+    node.f64 = f64
+    if _grad_enabled:
+        for x in inputs:
+            if x.needs_grad:
+                needs = True
+                break
+    node.needs_grad = needs
+    return 0
+
+
+cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
+    """Wire a new op node to its inputs and give it an output buffer of `shape`."""
+    cdef cnp.npy_intp dims[64]
+    cdef int nd = len(shape), i
+    if nd > 64:
+        raise ValueError(f"{op}: at most 64 dimensions, got {nd}")
+    for i in range(nd):
+        dims[i] = shape[i]
+    _wire(node, op, inputs, f64)
+    node._shape = shape
+    _adopt_value(node, <cnp.ndarray>cnp.PyArray_EMPTY(nd, dims, _type_num(f64), 0))
+    return 0
+
+
+cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1:
+    """Like init_node, with the shape and dtype of `like` (no tuple work)."""
+    _wire(node, op, inputs, like.f64)
+    node._shape = like._shape
+    _adopt_value(node, <cnp.ndarray>cnp.PyArray_EMPTY(
+        cnp.PyArray_NDIM(like._value), cnp.PyArray_DIMS(like._value), _type_num(like.f64), 0))
+    return 0
+
+
+cdef Variable finish(Variable node):
+    node.run_forward()
+    if _anomaly:
+        check_anomaly(node, "forward")
+    return node
+
+
+# ------------------------------------------------------------ plans (replay)
+
+cdef class Plan:
+    """The nodes below one root in topological order, computed once."""
+
+
+cdef Plan _build_plan(Variable root):
+    """Iterative post-order DFS: a 100,000-node chain needs no recursion."""
+    global _sort_id
+    _sort_id += 1
+    cdef unsigned long sid = _sort_id
+    cdef Plan plan = Plan.__new__(Plan)
+    cdef list fwd = [], params = [], stack = [root]
+    cdef Py_ssize_t cap = 64, depth = 1, i
+    cdef Py_ssize_t* pos = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
+    cdef Variable node, child
+    if pos == NULL:
+        raise MemoryError()
+    pos[0] = 0
+    root.visit_mark = sid
+    try:
+        while depth:
+            node = <Variable>stack[depth - 1]
+            i = pos[depth - 1]
+            if i < len(node.inputs):
+                pos[depth - 1] = i + 1
+                child = <Variable>node.inputs[i]
+                if child.visit_mark == sid:
+                    continue
+                child.visit_mark = sid
+                if child.is_leaf:
+                    if isinstance(child, Parameter):
+                        params.append(child)
+                    continue
+                if depth == cap:
+                    cap *= 2
+                    pos = <Py_ssize_t*>realloc(pos, cap * sizeof(Py_ssize_t))
+                    if pos == NULL:
+                        raise MemoryError()
+                stack.append(child)
+                pos[depth] = 0
+                depth += 1
+            else:
+                stack.pop()
+                depth -= 1
+                if depth:
+                    fwd.append(node)
+    finally:
+        free(pos)
+    plan.fwd = fwd
+    plan.bwd = [n for n in reversed(fwd) if (<Variable>n).needs_grad]
+    plan.params = params
+    return plan
+
+
+# ---------------------------------------------------------------- Variable
+
+cdef object _modules = {}
+
+cdef object _ops(str name):
+    """An op module, imported on first use (op modules cimport this one)."""
+    mod = _modules.get(name)
+    if mod is None:
+        mod = __import__("fastad_cy." + name, fromlist=["_"])
+        _modules[name] = mod
+    return mod
+
+
+cdef class Variable:
+    """A node of a define-by-run graph: a value, and a gradient after backward.
+
+    Variables come from leaves (`Parameter`, `Input`, `IndexInput`) and from
+    ops on them (`a + b`, `fa.tanh(a)`, `a @ b`, ...). Each op computes its
+    value when it is built. `forward()` recomputes the graph below a node from
+    the leaves' current values; `backward()` adds gradients into the leaves.
+    """
+
+    __array_ufunc__ = None       # numpy defers `array * variable` to Variable
+
+    cdef int run_forward(self) except -1:
+        return 0
+
+    cdef int run_backward(self) except -1:
+        return 0
+
+    cdef int ensure_grad_buffer(self) except -1:
+        if self._grad is None:
+            self._grad = <cnp.ndarray>cnp.PyArray_EMPTY(
+                cnp.PyArray_NDIM(self._value), cnp.PyArray_DIMS(self._value), _type_num(self.f64), 0)
+            self.grad_ptr = <char*>cnp.PyArray_DATA(self._grad)
+        return 0
+
+    cdef int grad_slot(self) except -1:
+        """Make the grad buffer ready for a contribution: 1 means add, 0 means overwrite."""
+        if self.grad_ptr == NULL:
+            self.ensure_grad_buffer()
+        if self.grad_pass == _pass_id:
+            return 1
+        self.grad_pass = _pass_id
+        return 0
+
+    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1:
+        """Add rows[k] into grad row ids[k] (ids already bounds-checked)."""
+        cdef Py_ssize_t row_len = self.size // self._shape[0] if self.size else 0
+        if not self.grad_slot():
+            if self.f64:
+                vec_zero(<double*>self.grad_ptr, self.size)
+            else:
+                vec_zero(<float*>self.grad_ptr, self.size)
+        if self.f64:
+            _scatter_add(<double*>self.grad_ptr, ids, n, <const double*>rows, row_len)
+        else:
+            _scatter_add(<float*>self.grad_ptr, ids, n, <const float*>rows, row_len)
+        return 0
+
+    # ---- the public face
+
+    @property
+    def value(self):
+        """The forward value: a numpy array owned by the node (do not resize it)."""
+        return self._value
+
+    @property
+    def grad(self):
+        """The gradient from the latest backward pass through this node, or None."""
+        if self._grad is None or self.grad_pass != _pass_id:
+            return None
+        return self._grad
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    @property
+    def dtype(self):
+        return float64 if self.f64 else float32
+
+    @property
+    def device(self):
+        return "cpu"
+
+    @property
+    def requires_grad(self):
+        """True when a gradient flows back through this node."""
+        return self.needs_grad
+
+    @property
+    def op_name(self):
+        return self.op
+
+    @property
+    def parents(self):
+        """The nodes this one was computed from."""
+        return self.inputs
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d Variable")
+        return self._shape[0]
+
+    def __repr__(self):
+        return f"Variable(op={self.op!r}, shape={self._shape}, dtype={self.dtype.name})"
+
+    def item(self):
+        """The value of a one-element Variable as a Python float."""
+        if self.size != 1:
+            raise ValueError(f"item(): the Variable has {self.size} elements, not 1 (shape {self._shape})")
+        return float(self._value.reshape(-1)[0])
+
+    def numpy(self):
+        """A copy of the value."""
+        return self._value.copy()
+
+    def to(self, device):
+        """This Variable on `device`. Only 'cpu' exists in this build."""
+        if str(device) == "cpu":
+            return self
+        raise RuntimeError(f"to({device!r}): this build of fastad runs on the CPU only")
+
+    cdef Plan _get_plan(self):
+        if self._plan is None:
+            self._plan = _build_plan(self)
+        return <Plan>self._plan
+
+    def forward(self):
+        """Recompute every node below this one, in place, from the leaves' current values."""
+        cdef Plan plan = self._get_plan()
+        cdef Variable node
+        if _anomaly:
+            for node in plan.fwd:
+                node.run_forward()
+                check_anomaly(node, "forward")
+        else:
+            for node in plan.fwd:
+                node.run_forward()
+        if not self.is_leaf:
+            self.run_forward()
+            if _anomaly:
+                check_anomaly(self, "forward")
+        return self
+
+    def backward(self, grad=None):
+        """Add d(self)/d(leaf) into every leaf's `.grad` (times `grad`, if given).
+
+        A one-element Variable needs no `grad`; any other needs one of its shape.
+        Uses the values of the last build or `forward()`.
+        """
+        global _pass_id
+        if not self.needs_grad:
+            raise RuntimeError(
+                f"backward(): '{self.op}' does not depend on any Parameter, or was built "
+                f"under no_grad(); there is no gradient to compute")
+        if grad is None:
+            if self.size != 1:
+                raise RuntimeError(
+                    f"backward(): the output has shape {self._shape}; only a one-element "
+                    f"output can be differentiated without a `grad` of the same shape")
+            seed = None
+        else:
+            seed = _as_numeric_array(grad, "backward(grad)")
+            if seed.shape != self._shape:
+                raise ValueError(f"backward(grad): grad has shape {seed.shape}, "
+                                 f"expected the output's shape {self._shape}")
+        cdef Plan plan = self._get_plan()
+        _pass_id += 1
+        cdef bint add = self.grad_slot()
+        if seed is None:
+            if add:
+                self._grad += 1
+            else:
+                self._grad.fill(1)
+        elif add:
+            self._grad += seed
+        else:
+            np.copyto(self._grad, seed, casting="unsafe")
+        cdef Variable node
+        cdef unsigned long pid = _pass_id
+        if not self.is_leaf:
+            self.run_backward()
+            if _anomaly:
+                check_anomaly(self, "backward")
+        for node in plan.bwd:
+            if node.grad_pass == pid:
+                node.run_backward()
+                if _anomaly:
+                    check_anomaly(node, "backward")
+
+    def parameters(self):
+        """The Parameters this Variable depends on, in first-visit order."""
+        if isinstance(self, Parameter):
+            return [self]
+        return list(self._get_plan().params)
+
+    def zero_grad(self):
+        """Clear the gradients of every Parameter below (or of this leaf)."""
+        for p in self.parameters():
+            p.zero_grad()
+
+    # ---- operators (the op modules hold the implementations)
+
+    def __add__(self, other):
+        return _ops("elementwise").add(self, other)
+
+    def __radd__(self, other):
+        return _ops("elementwise").add(other, self)
+
+    def __sub__(self, other):
+        return _ops("elementwise").sub(self, other)
+
+    def __rsub__(self, other):
+        return _ops("elementwise").sub(other, self)
+
+    def __mul__(self, other):
+        return _ops("elementwise").mul(self, other)
+
+    def __rmul__(self, other):
+        return _ops("elementwise").mul(other, self)
+
+    def __truediv__(self, other):
+        return _ops("elementwise").div(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops("elementwise").div(other, self)
+
+    def __pow__(self, exponent, modulo):
+        if modulo is not None:
+            raise TypeError("pow() with a modulus is not supported")
+        return _ops("elementwise").pow(self, exponent)
+
+    def __neg__(self):
+        return _ops("elementwise").neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __matmul__(self, other):
+        return _ops("linalg").matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops("linalg").matmul(other, self)
+
+    def __getitem__(self, key):
+        if isinstance(key, IndexInput):
+            return _ops("sparse").take(self, key)
+        return _ops("shape").getitem(self, key)
+
+    @property
+    def T(self):
+        """The transpose (all axes reversed)."""
+        return _ops("shape").transpose(self)
+
+    def transpose(self, *axes):
+        return _ops("shape").transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+    def reshape(self, *shape):
+        return _ops("shape").reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def sum(self, axis=None, keepdims=False):
+        return _ops("reduction").sum(self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return _ops("reduction").mean(self, axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return _ops("reduction").max(self, axis, keepdims)
+
+    def exp(self):
+        return _ops("elementwise").exp(self)
+
+    def log(self):
+        return _ops("elementwise").log(self)
+
+    def tanh(self):
+        return _ops("elementwise").tanh(self)
+
+    def sigmoid(self):
+        return _ops("elementwise").sigmoid(self)
+
+    def relu(self):
+        return _ops("elementwise").relu(self)
+
+
+cdef void _scatter_add(floating* dst, const int64_t* ids, Py_ssize_t n, const floating* rows,
+                       Py_ssize_t row_len) noexcept nogil:
+    cdef Py_ssize_t k, j
+    cdef floating* d
+    for k in range(n):
+        d = dst + ids[k] * row_len
+        for j in range(row_len):
+            d[j] += rows[k * row_len + j]
+
+
+# ------------------------------------------------------------------- leaves
+
+cdef class Leaf(Variable):
+    """Base of Parameter and Input: a value set from outside, a persistent grad."""
+
+    cdef int grad_slot(self) except -1:
+        if self.grad_ptr == NULL:
+            self.ensure_grad_buffer()
+        if self.grad_mode == GRAD_DENSE:
+            return 1
+        self.grad_mode = GRAD_DENSE
+        return 0
+
+    @property
+    def grad(self):
+        """The accumulated gradient as a dense array (zeros before any backward); a live view."""
+        self.ensure_grad_buffer()
+        if self.grad_mode == GRAD_SPARSE:
+            (<Parameter>self).densify()
+        elif self.grad_mode == GRAD_NONE:
+            self._grad.fill(0)
+            self.grad_mode = GRAD_DENSE
+        return self._grad
+
+    def zero_grad(self):
+        """Forget the accumulated gradient (costs nothing: the next one overwrites)."""
+        self.grad_mode = GRAD_NONE
+
+    def set_value(self, data):
+        """Copy `data` (same shape) into this leaf; `forward()` then recomputes the graph."""
+        cdef cnp.ndarray arr
+        if (isinstance(data, np.ndarray) and (<cnp.ndarray>data).dtype is self._value.dtype
+                and (<cnp.ndarray>data).shape == self._value.shape
+                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data)):
+            arr = <cnp.ndarray>data
+            memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+            return
+        arr = _as_numeric_array(data, "set_value")
+        if (<object>arr).shape != self._shape:
+            raise ValueError(f"set_value: got shape {(<object>arr).shape}, expected {self._shape} "
+                             f"(a leaf keeps its shape; build a new graph for a new shape)")
+        np.copyto(self._value, arr, casting="unsafe")
+
+
+cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint needs_grad) except -1:
+    _adopt_value(leaf, arr)
+    leaf._shape = (<object>arr).shape
+    leaf.f64 = arr.dtype == float64
+    leaf.op = op
+    leaf.inputs = ()
+    leaf.is_leaf = True
+    leaf.needs_grad = needs_grad
+    return 0
+
+
+cdef class Parameter(Leaf):
+    """A trainable leaf. Gradients accumulate into `.grad` until `zero_grad()`.
+
+    `Parameter(array, dtype=None)` copies `array` (float32 unless `dtype` or
+    `set_default_dtype` says otherwise). A shared array from `fastad.hogwild`
+    is adopted without a copy. A 2-D Parameter indexed with an IndexInput
+    (`p[ix]`) receives a sparse gradient: only the touched rows are stored.
+    """
+
+    def __init__(self, data, dtype=None, name=None):
+        shared = getattr(data, "_fastad_shared_array", None)
+        if shared is not None:
+            arr = shared()             # zero copy: the shared segment is the value
+            if dtype is not None and np.dtype(dtype) != arr.dtype:
+                raise TypeError(f"Parameter: the shared array is {arr.dtype}, not {np.dtype(dtype)}")
+            if arr.dtype != float32 and arr.dtype != float64 or not arr.flags.c_contiguous:
+                raise TypeError("Parameter: a shared array must be C-contiguous float32 or float64")
+            _init_leaf(self, "parameter", arr, True)
+        else:
+            _init_leaf(self, "parameter", _float_array(data, dtype, "Parameter"), True)
+        self.name = name
+        self.row_len = self.size // self._shape[0] if self._shape and self._shape[0] else 0
+
+    cdef int grad_slot(self) except -1:
+        if self.grad_mode == GRAD_SPARSE:
+            self.densify()
+            return 1
+        return Leaf.grad_slot(self)
+
+    cdef int densify(self) except -1:
+        """Turn a sparse gradient into a dense one: zero the untouched rows."""
+        cdef Py_ssize_t r, rows = self._shape[0]
+        cdef uint8_t* mark = <uint8_t*>cnp.PyArray_DATA(self.row_mark)
+        cdef Py_ssize_t width = self.row_len * (8 if self.f64 else 4)
+        for r in range(rows):
+            if not mark[r]:
+                memset(self.grad_ptr + r * width, 0, width)
+            mark[r] = 0
+        self.n_touched = 0
+        self.grad_mode = GRAD_DENSE
+        return 0
+
+    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1:
+        cdef Py_ssize_t k, row_len = self.row_len
+        cdef int64_t r
+        cdef uint8_t* mark
+        cdef int64_t* touched
+        self.ensure_grad_buffer()
+        if self.grad_mode == GRAD_DENSE:
+            if self.f64:
+                _scatter_add(<double*>self.grad_ptr, ids, n, <const double*>rows, row_len)
+            else:
+                _scatter_add(<float*>self.grad_ptr, ids, n, <const float*>rows, row_len)
+            return 0
+        if self.row_mark is None:
+            self.row_mark = np.zeros(self._shape[0], dtype=np.uint8)
+            self.touched = np.empty(self._shape[0], dtype=np.int64)
+        mark = <uint8_t*>cnp.PyArray_DATA(self.row_mark)
+        touched = <int64_t*>cnp.PyArray_DATA(self.touched)
+        if self.grad_mode == GRAD_NONE:
+            self.n_touched = 0
+        self.grad_mode = GRAD_SPARSE
+        for k in range(n):
+            r = ids[k]
+            if self.f64:
+                vec_put(<double*>self.grad_ptr + r * row_len, <const double*>rows + k * row_len,
+                        row_len, mark[r])
+            else:
+                vec_put(<float*>self.grad_ptr + r * row_len, <const float*>rows + k * row_len,
+                        row_len, mark[r])
+            if not mark[r]:
+                mark[r] = 1
+                touched[self.n_touched] = r
+                self.n_touched += 1
+        return 0
+
+    @property
+    def is_sparse_grad(self):
+        """True while the gradient holds only the rows listed by `sparse_rows()`."""
+        return self.grad_mode == GRAD_SPARSE
+
+    def sparse_rows(self):
+        """The row ids a sparse gradient touched (each once), or None if the gradient is dense or empty."""
+        if self.grad_mode != GRAD_SPARSE:
+            return None
+        return self.touched[:self.n_touched].copy()
+
+    def zero_grad(self):
+        cdef Py_ssize_t k
+        cdef uint8_t* mark
+        cdef int64_t* touched
+        if self.grad_mode == GRAD_SPARSE:
+            mark = <uint8_t*>cnp.PyArray_DATA(self.row_mark)
+            touched = <int64_t*>cnp.PyArray_DATA(self.touched)
+            for k in range(self.n_touched):
+                mark[touched[k]] = 0
+            self.n_touched = 0
+        self.grad_mode = GRAD_NONE
+
+    def __repr__(self):
+        label = f", name={self.name!r}" if self.name is not None else ""
+        return f"Parameter(shape={self._shape}, dtype={self.dtype.name}{label})"
+
+
+cdef class Input(Leaf):
+    """A data leaf: `Input(array, dtype=None)`; `set_value(new)` with the same shape.
+
+    Inputs need no gradient unless made with `requires_grad=True`.
+    """
+
+    def __init__(self, data, dtype=None, requires_grad=False):
+        _init_leaf(self, "input", _float_array(data, dtype, "Input"), bool(requires_grad))
+
+    def __repr__(self):
+        return f"Input(shape={self._shape}, dtype={self.dtype.name})"
+
+
+cdef cnp.ndarray _index_array(object ids, str argname):
+    try:
+        arr = np.asarray(ids)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{argname}: cannot make an array of ids from this data ({e})") from None
+    if arr.dtype.kind not in "iu":
+        if arr.size == 0 and arr.dtype.kind == "f":
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{argname}: ids must be integers, got dtype {arr.dtype}")
+    if arr.size and arr.min() < 0:
+        raise IndexError(f"{argname}: ids must be >= 0, got {arr.min()}")
+    return np.array(arr, dtype=np.int64, order="C", copy=True)
+
+
+cdef class IndexInput(Variable):
+    """An integer leaf of row ids: `IndexInput([3, 7])`; `set_value` with the same shape.
+
+    Index a 2-D Parameter with it (`p[ix]`, `fa.take(p, ix)`) for a sparse
+    gradient, or pass it as class targets to `fa.nn.cross_entropy`.
+    """
+
+    def __init__(self, ids):
+        cdef cnp.ndarray arr = _index_array(ids, "IndexInput")
+        _adopt_value(self, arr)
+        self._shape = (<object>arr).shape
+        self.op = "index_input"
+        self.inputs = ()
+        self.is_leaf = True
+        self.needs_grad = False
+
+    @property
+    def dtype(self):
+        return np.dtype(np.int64)
+
+    def set_value(self, ids):
+        """Copy new ids (same shape, integers >= 0) into this leaf."""
+        cdef cnp.ndarray arr
+        if (isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
+                and (<cnp.ndarray>ids).shape == self._value.shape
+                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>ids)):
+            arr = <cnp.ndarray>ids
+            if arr.size and arr.min() < 0:
+                raise IndexError(f"IndexInput.set_value: ids must be >= 0, got {arr.min()}")
+            memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+            return
+        arr = _index_array(ids, "IndexInput.set_value")
+        if (<object>arr).shape != self._shape:
+            raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, expected {self._shape}")
+        memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+
+    def __repr__(self):
+        return f"IndexInput(shape={self._shape})"
