@@ -37,6 +37,7 @@ cdef class Leaf(Variable):
 
 cdef class Parameter(Leaf):
     cdef public object name
+    cdef readonly object shared      # the hogwild handle whose segment holds the value, or None
     cdef cnp.ndarray touched         # int64 row ids, first n_touched valid
     cdef Py_ssize_t n_touched
     cdef cnp.ndarray row_mark        # uint8 per row: 1 when listed in touched

@@ -649,6 +649,7 @@ cdef class Parameter(Leaf):
             if arr.dtype != float32 and arr.dtype != float64 or not arr.flags.c_contiguous:
                 raise TypeError("Parameter: a shared array must be C-contiguous float32 or float64")
             _init_leaf(self, "parameter", arr, True)
+            self.shared = data
         else:
             _init_leaf(self, "parameter", _float_array(data, dtype, "Parameter"), True)
         self.name = name
