@@ -1,0 +1,42 @@
+"""The fast-math approximations keep the error bounds that fastmath.h documents."""
+import numpy as np
+import pytest
+
+from fastad_cy.fastmath import approximate, enabled
+
+BOUNDS = {np.float64: 1e-8, np.float32: 1e-6}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_exp_and_log_relative_error(dtype):
+    x = np.linspace(-80, 80, 100_001).astype(dtype)
+    ref = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(approximate("exp", x) - ref) / ref) <= BOUNDS[dtype]
+    y = ref.astype(dtype)
+    ref_log = np.log(y.astype(np.float64))
+    err = np.abs(approximate("log", y) - ref_log) / np.maximum(np.abs(ref_log), 1.0)
+    assert np.max(err) <= BOUNDS[dtype]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name,ref", [("tanh", np.tanh), ("sigmoid", lambda x: 1 / (1 + np.exp(-x)))])
+def test_tanh_and_sigmoid_absolute_error(dtype, name, ref):
+    x = np.linspace(-30, 30, 100_001).astype(dtype)
+    assert np.max(np.abs(approximate(name, x) - ref(x.astype(np.float64)))) <= BOUNDS[dtype]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_special_values_propagate(dtype):
+    e = approximate("exp", np.array([np.nan, np.inf, -np.inf, 1e4, -1e4], dtype))
+    assert np.isnan(e[0]) and e[1] == np.inf and e[2] == 0 and e[3] == np.inf and e[4] == 0
+    lg = approximate("log", np.array([np.nan, np.inf, 0.0, -1.0], dtype))
+    assert np.isnan(lg[0]) and lg[1] == np.inf and lg[2] == -np.inf and np.isnan(lg[3])
+    assert np.isnan(approximate("tanh", np.array([np.nan], dtype))[0])
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown function"):
+        approximate("sin", np.zeros(2))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        approximate("exp", np.zeros(2, dtype=np.int64))
+    assert isinstance(enabled(), bool)

@@ -1,0 +1,268 @@
+"""The engine: define-by-run values, replay, gradient accumulation, modes, bad input."""
+import os
+
+import numpy as np
+import pytest
+
+import fastad as fa
+
+
+def f64(a):
+    return fa.Parameter(np.asarray(a, dtype=np.float64), dtype=np.float64)
+
+
+def test_values_are_computed_as_the_graph_is_built():
+    x = fa.Input([[1.0, 2.0]])
+    w = fa.Parameter([[0.5, -1.0]])
+    y = fa.tanh(x * w + 1)
+    np.testing.assert_allclose(y.value, np.tanh(np.array([[1.5, -1.0]])), rtol=1e-6)
+    assert y.shape == (1, 2) and y.dtype == fa.float32 and y.device == "cpu"
+
+
+def test_gradients_add_into_leaves_until_zero_grad():
+    w = f64([1.0, 2.0, 3.0])
+    loss = fa.mul(w, w)
+    g = np.ones(3)
+    loss.backward(g)
+    loss.backward(g)
+    np.testing.assert_allclose(w.grad, 4 * w.value)
+    w.zero_grad()
+    np.testing.assert_allclose(w.grad, 0)
+    loss.backward(g)
+    np.testing.assert_allclose(w.grad, 2 * w.value)
+
+
+def test_grad_reads_zero_before_backward_and_intermediates_hold_the_pass_gradient():
+    w = f64([1.0, -2.0])
+    assert np.all(w.grad == 0)
+    h = fa.square(w)
+    out = fa.mul(h, 3.0)
+    assert h.grad is None
+    out.backward(np.ones(2))
+    np.testing.assert_allclose(h.grad, [3.0, 3.0])
+    np.testing.assert_allclose(w.grad, 6 * w.value)
+
+
+def test_shared_subexpression_gets_every_contribution():
+    x = f64([0.3, -0.7])
+    t = fa.tanh(x)
+    out = t * t + t + fa.exp(t)
+    out.backward(np.ones(2))
+    tv = np.tanh(x.value)
+    expected = (2 * tv + 1 + np.exp(tv)) * (1 - tv ** 2)
+    np.testing.assert_allclose(x.grad, expected, rtol=1e-12)
+
+
+def test_replay_after_set_value_matches_a_fresh_build():
+    rng = np.random.default_rng(0)
+    w = f64(rng.normal(size=(3,)))
+    x = fa.Input(rng.normal(size=(2, 3)), dtype=np.float64)
+    loss = fa.sigmoid(x * w - 0.5) / (fa.softplus(w) + 1)
+    for step in range(3):
+        new = rng.normal(size=(2, 3))
+        x.set_value(new)
+        w.zero_grad()
+        loss.forward()
+        loss.backward(np.ones((2, 3)))
+        replay_value, replay_grad = loss.value.copy(), w.grad.copy()
+
+        w2 = f64(w.value)
+        fresh = fa.sigmoid(fa.Input(new, dtype=np.float64) * w2 - 0.5) / (fa.softplus(w2) + 1)
+        fresh.backward(np.ones((2, 3)))
+        np.testing.assert_allclose(replay_value, fresh.value, rtol=1e-12)
+        np.testing.assert_allclose(replay_grad, w2.grad, rtol=1e-12)
+
+
+def test_replay_sees_parameter_updates_made_in_place():
+    w = f64([1.0])
+    y = fa.square(w)
+    w.value[...] = 3.0
+    y.forward()
+    assert y.item() == pytest.approx(9.0)
+
+
+def test_a_100000_node_chain_builds_replays_and_backpropagates():
+    w = f64([0.5])
+    v = w
+    for _ in range(100_000):
+        v = v * 0.99999 + 0.00001
+    v.backward(np.ones(1))
+    expected_grad = 0.99999 ** 100_000
+    np.testing.assert_allclose(w.grad, [expected_grad], rtol=1e-9)
+    w.zero_grad()
+    w.value[...] = 1.0
+    v.forward()
+    v.backward(np.ones(1))
+    np.testing.assert_allclose(v.value, [1.0], rtol=1e-9)
+    np.testing.assert_allclose(w.grad, [expected_grad], rtol=1e-9)
+
+
+def test_parameters_lists_each_parameter_once_and_zero_grad_clears_them():
+    a, b = f64([1.0]), f64([2.0])
+    out = a * b + a
+    assert out.parameters() == [a, b]
+    out.backward(np.ones(1))
+    out.zero_grad()
+    assert np.all(a.grad == 0) and np.all(b.grad == 0)
+
+
+def test_no_grad_builds_values_without_gradient():
+    w = f64([1.0, 2.0])
+    with fa.no_grad():
+        y = w * 2
+        assert not fa.is_grad_enabled()
+    assert fa.is_grad_enabled()
+    np.testing.assert_allclose(y.value, [2.0, 4.0])
+    assert not y.requires_grad
+    with pytest.raises(RuntimeError, match="does not depend on any Parameter"):
+        y.backward(np.ones(2))
+
+
+def test_detect_anomaly_names_the_forward_op():
+    x = fa.Input([-1.0])
+    with fa.detect_anomaly():
+        with pytest.raises(FloatingPointError, match="forward of 'log'"):
+            fa.log(x)
+
+
+def test_detect_anomaly_names_the_backward_op_and_replays_are_checked():
+    w = f64([1.0])
+    y = fa.sqrt(w * 1.0)
+    w.value[...] = 0.0
+    with fa.detect_anomaly():
+        y.forward()
+        with pytest.raises(FloatingPointError, match="backward of 'sqrt'"):
+            y.backward(np.ones(1))
+
+
+def test_default_dtype_is_float32_and_can_be_float64():
+    assert fa.Parameter(np.zeros(2)).dtype == fa.float32
+    fa.set_default_dtype(np.float64)
+    try:
+        assert fa.Parameter([1, 2]).dtype == fa.float64
+        assert fa.get_default_dtype() == fa.float64
+    finally:
+        fa.set_default_dtype(np.float32)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        fa.set_default_dtype(np.int32)
+
+
+def test_mixed_dtypes_raise_and_python_scalars_adopt_the_dtype():
+    a = fa.Parameter([1.0], dtype=np.float32)
+    b = fa.Parameter([1.0], dtype=np.float64)
+    with pytest.raises(TypeError, match="mixed dtypes float32 and float64"):
+        a + b
+    assert (a * 2.5).dtype == fa.float32
+    assert (2.5 * b).dtype == fa.float64
+    assert (np.ones(1) * a).dtype == fa.float32
+
+
+def test_backward_needs_a_grad_for_non_scalar_outputs():
+    w = f64([1.0, 2.0])
+    y = w * 2
+    with pytest.raises(RuntimeError, match=r"shape \(2,\)"):
+        y.backward()
+    with pytest.raises(ValueError, match=r"grad has shape \(3,\), expected"):
+        y.backward(np.ones(3))
+    s = f64(3.0) * 2
+    s.backward()
+    assert s.item() == 6.0
+
+
+def test_leaf_backward_seeds_its_own_gradient():
+    w = f64(2.0)
+    w.backward()
+    assert w.grad == 1.0
+
+
+def test_set_value_checks_shape_and_data():
+    x = fa.Input(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"got shape \(3, 2\), expected \(2, 3\)"):
+        x.set_value(np.zeros((3, 2)))
+    with pytest.raises(TypeError, match="real numbers"):
+        x.set_value(np.array([["a", "b", "c"]] * 2))
+    with pytest.raises(ValueError, match="cannot make an array"):
+        x.set_value([[1.0, 2.0, 3.0], [1.0]])
+    x.set_value(np.arange(6, dtype=np.int64).reshape(2, 3))
+    np.testing.assert_array_equal(x.value, np.arange(6).reshape(2, 3))
+
+
+def test_leaves_reject_bad_data():
+    with pytest.raises(TypeError, match="real numbers"):
+        fa.Parameter(np.array([1 + 2j]))
+    with pytest.raises(TypeError, match="real numbers"):
+        fa.Input(["x"])
+    with pytest.raises(ValueError, match="cannot make an array"):
+        fa.Parameter([[1.0], [1.0, 2.0]])
+    with pytest.raises(TypeError, match="float32 or float64"):
+        fa.Parameter([1], dtype=np.int32)
+
+
+def test_non_contiguous_and_strided_arrays_are_copied_correctly():
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    x = fa.Input(base.T, dtype=np.float64)
+    np.testing.assert_array_equal(x.value, base.T)
+    assert x.value.flags.c_contiguous
+    y = fa.Input(np.zeros((3, 2)), dtype=np.float64)
+    y.set_value(base[1:4, ::3])
+    np.testing.assert_array_equal(y.value, base[1:4, ::3])
+    p = fa.Parameter(base[:, ::2], dtype=np.float64)
+    np.testing.assert_array_equal(p.value, base[:, ::2])
+
+
+def test_index_input_validates_ids():
+    with pytest.raises(TypeError, match="integers"):
+        fa.IndexInput([1.0, 2.0])
+    with pytest.raises(IndexError, match=">= 0"):
+        fa.IndexInput([1, -2])
+    ix = fa.IndexInput([1, 2])
+    with pytest.raises(ValueError, match=r"got shape \(3,\), expected \(2,\)"):
+        ix.set_value([1, 2, 3])
+    with pytest.raises(IndexError, match=">= 0"):
+        ix.set_value(np.array([0, -1], dtype=np.int64))
+    with pytest.raises(TypeError, match="integers"):
+        ix.set_value([0.5, 1.0])
+    with pytest.raises(TypeError, match="IndexInput"):
+        fa.tanh(ix)
+
+
+def test_ops_reject_non_variables():
+    with pytest.raises(TypeError, match="must be a fastad Variable"):
+        fa.tanh(np.ones(3))
+    with pytest.raises(TypeError, match="exponent must be a Python number"):
+        fa.Parameter([1.0]) ** fa.Parameter([2.0])
+
+
+def test_item_numpy_and_repr():
+    w = fa.Parameter([[1.5]], name="w")
+    assert w.item() == 1.5
+    arr = w.numpy()
+    arr[...] = 0
+    assert w.item() == 1.5
+    assert "name='w'" in repr(w)
+    with pytest.raises(ValueError, match="2 elements"):
+        fa.Parameter([1.0, 2.0]).item()
+    with pytest.raises(RuntimeError, match="CPU only"):
+        w.to("cuda")
+    assert w.to("cpu") is w
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc to read memory use")
+def test_a_million_replays_keep_memory_flat():
+    w = fa.Parameter(np.random.randn(4))
+    x = fa.Input(np.random.randn(4))
+    loss = fa.tanh(x * w + 1.0) * 0.5
+    seed = np.ones(4, dtype=np.float32)
+    for _ in range(1000):
+        loss.forward()
+        loss.backward(seed)
+    before = _rss_bytes()
+    for _ in range(1_000_000):
+        loss.forward()
+        loss.backward(seed)
+    assert _rss_bytes() - before < 2 * 2**20
