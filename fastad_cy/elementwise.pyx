@@ -24,11 +24,13 @@ cnp.import_array()
 
 cdef enum UnaryOp:
     U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
-    U_SQRT, U_SQUARE, U_ABS, U_POW
+    U_SQRT, U_SQUARE, U_ABS, U_POW,
+    # a Variable and a Python number p: no constant node needed
+    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
 
 
 cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
-    """y = f(x); `p` is the exponent of U_POW."""
+    """y = f(x); `p` is the exponent of U_POW or the number of a *_SCALAR op."""
     if op == U_NEG: return -x
     if op == U_EXP: return s_exp(x)
     if op == U_LOG: return s_log(x)
@@ -40,7 +42,12 @@ cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
     if op == U_SQRT: return s_sqrt(x)
     if op == U_SQUARE: return x * x
     if op == U_ABS: return s_abs(x)
-    return s_pow(x, p)
+    if op == U_POW: return s_pow(x, p)
+    if op == U_ADD_SCALAR: return x + p
+    if op == U_RSUB_SCALAR: return p - x
+    if op == U_MUL_SCALAR: return x * p
+    if op == U_DIV_SCALAR: return x / p
+    return p / x
 
 
 cdef inline floating unary_slope(int op, floating x, floating y, floating p) noexcept nogil:
@@ -56,8 +63,12 @@ cdef inline floating unary_slope(int op, floating x, floating y, floating p) noe
     if op == U_SQRT: return 0.5 / y
     if op == U_SQUARE: return 2 * x
     if op == U_ABS: return (x > 0) - (x < 0)
-    if p == 2: return 2 * x
-    return p * s_pow(x, p - 1)
+    if op == U_POW: return p * s_pow(x, p - 1)
+    if op == U_ADD_SCALAR: return 1
+    if op == U_RSUB_SCALAR: return -1
+    if op == U_MUL_SCALAR: return p
+    if op == U_DIV_SCALAR: return 1 / p
+    return -y / x
 
 
 cdef void unary_forward(int op, const floating* x, floating* y, Py_ssize_t n,
@@ -166,6 +177,8 @@ def pow(x, exponent):
     e = float(exponent)
     if e == 2:
         return _unary("square", U_SQUARE, x)
+    if e == 1:
+        return _unary("pow", U_MUL_SCALAR, x, 1.0)
     return _unary("pow", U_POW, x, e)
 
 
@@ -327,9 +340,28 @@ cdef class Binary(Variable):
         return 0
 
 
+cdef inline bint _is_number(object x):
+    return isinstance(x, (float, int)) and not isinstance(x, bool)
+
+
+cdef Variable _with_number(int code, object a, object b):
+    """a op b where exactly one side is a Python number: one Unary node."""
+    if _is_number(b):
+        if code == B_ADD: return _unary("add", U_ADD_SCALAR, a, b)
+        if code == B_SUB: return _unary("sub", U_ADD_SCALAR, a, -b)
+        if code == B_MUL: return _unary("mul", U_MUL_SCALAR, a, b)
+        return _unary("div", U_DIV_SCALAR, a, b)
+    if code == B_ADD: return _unary("add", U_ADD_SCALAR, b, a)
+    if code == B_SUB: return _unary("sub", U_RSUB_SCALAR, b, a)
+    if code == B_MUL: return _unary("mul", U_MUL_SCALAR, b, a)
+    return _unary("div", U_RDIV_SCALAR, b, a)
+
+
 cdef Variable _binary(int code, object a, object b):
     cdef str name = _BINARY_NAMES[code]
     cdef Variable va, vb
+    if isinstance(a, Variable) and _is_number(b) or isinstance(b, Variable) and _is_number(a):
+        return _with_number(code, a, b)
     if isinstance(a, Variable):
         require_float(name, a, "a")
         va = <Variable>a

@@ -1,0 +1,47 @@
+"""Shared benchmark plumbing: alternate timings of competitors in one process."""
+import os
+import platform
+import statistics
+import time
+
+
+def torch_or_none():
+    """PyTorch if installed (the comparator is optional), pinned to one thread."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    return torch
+
+
+def alternate(candidates, repeats, min_time=0.05):
+    """Time each candidate `repeats` times, alternating A, B, A, B ... in this process.
+
+    `candidates` maps a name to a zero-argument function that performs the
+    workload once and returns how many units of work it did (examples, nodes
+    ...). Each timing runs the function enough times to last `min_time`.
+    Returns {name: median seconds per unit}.
+    """
+    loops = {}
+    for name, fn in candidates.items():
+        fn()                                      # warm up
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < min_time / 4:
+            fn()
+            n += 1
+        loops[name] = max(1, int(n * 4 * min_time / max(time.perf_counter() - t0, 1e-9) / 4))
+    samples = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            units = 0
+            t0 = time.perf_counter()
+            for _ in range(loops[name]):
+                units += fn()
+            samples[name].append((time.perf_counter() - t0) / units)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def machine():
+    """One line describing where the figures were measured."""
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
