@@ -55,6 +55,10 @@ cdef class Plan:
     cdef list bwd                    # nodes that need backward, outputs first
     cdef list params                 # Parameters below the root, in first-visit order
 
+# Replays, for compiled training loops.
+cdef int replay_forward(Variable root) except -1
+cdef int replay_backward(Variable root, object seed) except -1
+
 # Node construction helpers for op modules.
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1

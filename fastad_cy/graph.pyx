@@ -275,6 +275,61 @@ cdef Plan _build_plan(Variable root):
     return plan
 
 
+cdef int replay_forward(Variable root) except -1:
+    """Recompute every node below `root`, then `root`, in topological order."""
+    cdef Plan plan = root._get_plan()
+    cdef Variable node
+    if _anomaly:
+        for node in plan.fwd:
+            node.run_forward()
+            check_anomaly(node, "forward")
+    else:
+        for node in plan.fwd:
+            node.run_forward()
+    if not root.is_leaf:
+        root.run_forward()
+        if _anomaly:
+            check_anomaly(root, "forward")
+    return 0
+
+
+cdef int replay_backward(Variable root, object seed) except -1:
+    """One backward pass from `root`, seeded with ones (seed None, one-element root) or `seed`."""
+    global _pass_id
+    if not root.needs_grad:
+        raise RuntimeError(
+            f"backward(): '{root.op}' does not depend on any Parameter, or was built "
+            f"under no_grad(); there is no gradient to compute")
+    if seed is None and root.size != 1:
+        raise RuntimeError(
+            f"backward(): the output has shape {root._shape}; only a one-element "
+            f"output can be differentiated without a `grad` of the same shape")
+    cdef Plan plan = root._get_plan()
+    _pass_id += 1
+    cdef unsigned long pid = _pass_id
+    cdef bint add = root.grad_slot()
+    if seed is not None:
+        if add:
+            root._grad += seed
+        else:
+            np.copyto(root._grad, seed, casting="unsafe")
+    elif root.f64:
+        (<double*>root.grad_ptr)[0] = (<double*>root.grad_ptr)[0] + 1 if add else 1
+    else:
+        (<float*>root.grad_ptr)[0] = (<float*>root.grad_ptr)[0] + 1 if add else 1
+    cdef Variable node
+    if not root.is_leaf:
+        root.run_backward()
+        if _anomaly:
+            check_anomaly(root, "backward")
+    for node in plan.bwd:
+        if node.grad_pass == pid:
+            node.run_backward()
+            if _anomaly:
+                check_anomaly(node, "backward")
+    return 0
+
+
 # ---------------------------------------------------------------- Variable
 
 cdef object _modules = {}
@@ -410,19 +465,7 @@ cdef class Variable:
 
     def forward(self):
         """Recompute every node below this one, in place, from the leaves' current values."""
-        cdef Plan plan = self._get_plan()
-        cdef Variable node
-        if _anomaly:
-            for node in plan.fwd:
-                node.run_forward()
-                check_anomaly(node, "forward")
-        else:
-            for node in plan.fwd:
-                node.run_forward()
-        if not self.is_leaf:
-            self.run_forward()
-            if _anomaly:
-                check_anomaly(self, "forward")
+        replay_forward(self)
         return self
 
     def backward(self, grad=None):
@@ -431,45 +474,14 @@ cdef class Variable:
         A one-element Variable needs no `grad`; any other needs one of its shape.
         Uses the values of the last build or `forward()`.
         """
-        global _pass_id
-        if not self.needs_grad:
-            raise RuntimeError(
-                f"backward(): '{self.op}' does not depend on any Parameter, or was built "
-                f"under no_grad(); there is no gradient to compute")
         if grad is None:
-            if self.size != 1:
-                raise RuntimeError(
-                    f"backward(): the output has shape {self._shape}; only a one-element "
-                    f"output can be differentiated without a `grad` of the same shape")
-            seed = None
-        else:
-            seed = _as_numeric_array(grad, "backward(grad)")
-            if seed.shape != self._shape:
-                raise ValueError(f"backward(grad): grad has shape {seed.shape}, "
-                                 f"expected the output's shape {self._shape}")
-        cdef Plan plan = self._get_plan()
-        _pass_id += 1
-        cdef bint add = self.grad_slot()
-        if seed is None:
-            if add:
-                self._grad += 1
-            else:
-                self._grad.fill(1)
-        elif add:
-            self._grad += seed
-        else:
-            np.copyto(self._grad, seed, casting="unsafe")
-        cdef Variable node
-        cdef unsigned long pid = _pass_id
-        if not self.is_leaf:
-            self.run_backward()
-            if _anomaly:
-                check_anomaly(self, "backward")
-        for node in plan.bwd:
-            if node.grad_pass == pid:
-                node.run_backward()
-                if _anomaly:
-                    check_anomaly(node, "backward")
+            replay_backward(self, None)
+            return
+        seed = _as_numeric_array(grad, "backward(grad)")
+        if seed.shape != self._shape:
+            raise ValueError(f"backward(grad): grad has shape {seed.shape}, "
+                             f"expected the output's shape {self._shape}")
+        replay_backward(self, seed)
 
     def parameters(self):
         """The Parameters this Variable depends on, in first-visit order."""
