@@ -8,3 +8,4 @@ from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh,
 __version__ = "0.1.0"
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad_cy.sparse import take
+from fastad_cy.train import train
