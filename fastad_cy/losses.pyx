@@ -64,6 +64,13 @@ cdef Py_ssize_t count_kept(const int64_t* t, Py_ssize_t n, int64_t ignore) noexc
     return kept
 
 
+cdef object bad_target_error(str op, object target, Py_ssize_t position, Py_ssize_t classes,
+                             int64_t ignore):
+    return IndexError(f"{op}: target {target} at position {position} is out of range for "
+                      f"{classes} classes (expected 0 <= target < {classes}, or "
+                      f"ignore_index={ignore})")
+
+
 cdef class ClassTargetLoss(Variable):
     """Shared by cross_entropy and nll_loss: scores x (B, C) and B class ids."""
     cdef Variable x
@@ -82,10 +89,7 @@ cdef class ClassTargetLoss(Variable):
         cdef Py_ssize_t bad = first_bad_target(ids, self.batch, self.classes, self.ignore_index)
         if bad >= 0:
             self.failed = True
-            raise IndexError(
-                f"{self.op}: target {ids[bad]} at position {bad} is out of range for "
-                f"{self.classes} classes (expected 0 <= target < {self.classes}, or "
-                f"ignore_index={self.ignore_index})")
+            raise bad_target_error(self.op, ids[bad], bad, self.classes, self.ignore_index)
         if self.source is not None:
             memcpy(self.tgt, ids, self.batch * sizeof(int64_t))
         self.failed = False
@@ -144,13 +148,11 @@ cdef int setup_class_targets(ClassTargetLoss node, str op, str argname, object s
         # range-check before the int64 cast, which would wrap huge unsigned ids
         bad = np.flatnonzero((ids != node.ignore_index) & ((ids < 0) | (ids >= node.classes)))
         if bad.size:
-            raise IndexError(
-                f"{op}: target {ids[bad[0]]} at position {bad[0]} is out of range for "
-                f"{node.classes} classes (expected 0 <= target < {node.classes}, or "
-                f"ignore_index={node.ignore_index})")
+            raise bad_target_error(op, ids[bad[0]], bad[0], node.classes, node.ignore_index)
         node.targets[:] = ids
     node.x = x
-    init_node(node, op, (x,) if node.source is None else (x, node.source), target_shape if node.reduction == RED_NONE else (), x.f64)
+    init_node(node, op, (x,) if node.source is None else (x, node.source),
+              target_shape if node.reduction == RED_NONE else (), x.f64)
     node.scale = 1.0
     return 0
 

@@ -104,6 +104,11 @@ def test_max_propagates_nan_like_numpy():
     x = np.array([[1.0, np.nan, 3.0], [np.nan, 0.0, 1.0], [4.0, 2.0, np.nan]])
     np.testing.assert_array_equal(fmax(fa.Input(x), axis=1).value, np.max(x, axis=1))
     assert np.isnan(fmax(fa.Input(x)).item())
+    for where in (0, 7, 20, 39):          # rows long enough for the 8-lane accumulators
+        row = np.random.default_rng(where).normal(size=40)
+        row[where] = np.nan
+        assert np.isnan(fmax(fa.Input(row)).item())
+        assert np.isnan(logsumexp(fa.Input(row)).item())
 
 
 def test_logsumexp_is_stable():
