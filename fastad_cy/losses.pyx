@@ -1,0 +1,542 @@
+"""Loss functions with PyTorch's semantics.
+
+Every loss takes `reduction`: "mean" (the default), "sum" or "none" (one
+loss per element or per row, no reduction).
+
+- Class-target losses (`cross_entropy`, `nll_loss`) take (B, C) scores and B
+  integer class ids: an int array, fixed at build, or an `IndexInput`, read
+  again at every forward. Ids are checked at build and at every forward; a
+  target equal to `ignore_index` contributes nothing and "mean" divides by
+  the number of targets not ignored.
+- Pairwise losses (`bce_with_logits`, `mse`, `huber`) compare two arrays of
+  one shape elementwise; gradients flow to both sides. Each one's value and
+  its two partial derivatives stand side by side in `pair_value`,
+  `pair_da`, `pair_db`.
+"""
+import operator
+
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+from libc.string cimport memcpy
+from libc.math cimport INFINITY, NAN
+from cython cimport floating
+
+from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
+                              as_variable, same_dtype, require_float)
+from fastad_cy.loops cimport vec_zero
+from fastad_cy.scalar cimport s_exp, s_log, s_abs, s_sigmoid, s_softplus
+
+cnp.import_array()
+
+
+cdef enum Reduction:
+    RED_NONE, RED_MEAN, RED_SUM
+
+
+cdef int reduction_code(str op, object reduction) except -1:
+    if isinstance(reduction, str):
+        if reduction == "mean":
+            return RED_MEAN
+        if reduction == "sum":
+            return RED_SUM
+        if reduction == "none":
+            return RED_NONE
+    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+# ------------------------------------------------------ class-target losses
+
+cdef Py_ssize_t first_bad_target(const int64_t* t, Py_ssize_t n, Py_ssize_t classes,
+                                 int64_t ignore) noexcept nogil:
+    """The position of the first id outside [0, classes) that is not `ignore`, or -1."""
+    cdef Py_ssize_t b
+    for b in range(n):
+        if (t[b] < 0 or t[b] >= classes) and t[b] != ignore:
+            return b
+    return -1
+
+
+cdef Py_ssize_t count_kept(const int64_t* t, Py_ssize_t n, int64_t ignore) noexcept nogil:
+    cdef Py_ssize_t b, kept = 0
+    for b in range(n):
+        kept += t[b] != ignore
+    return kept
+
+
+cdef object bad_target_error(str op, object target, Py_ssize_t position, Py_ssize_t classes,
+                             int64_t ignore):
+    return IndexError(f"{op}: target {target} at position {position} is out of range for "
+                      f"{classes} classes (expected 0 <= target < {classes}, or "
+                      f"ignore_index={ignore})")
+
+
+cdef class ClassTargetLoss(Variable):
+    """Shared by cross_entropy and nll_loss: scores x (B, C) and B class ids."""
+    cdef Variable x
+    cdef Variable source            # the IndexInput whose ids each forward reads, or None
+    cdef cnp.ndarray targets        # int64 (B,): the ids of the last good forward
+    cdef int64_t* tgt
+    cdef Py_ssize_t batch, classes
+    cdef int64_t ignore_index
+    cdef int reduction
+    cdef double scale               # the factor applied to the summed loss
+    cdef bint failed                # the last forward stopped at a bad id: no backward
+
+    cdef int load_targets(self) except -1:
+        """Check the ids (an IndexInput's may have changed) and keep them for the backward."""
+        cdef const int64_t* ids = self.tgt if self.source is None else <int64_t*>self.source.val_ptr
+        cdef Py_ssize_t bad = first_bad_target(ids, self.batch, self.classes, self.ignore_index)
+        if bad >= 0:
+            self.failed = True
+            raise bad_target_error(self.op, ids[bad], bad, self.classes, self.ignore_index)
+        if self.source is not None:
+            memcpy(self.tgt, ids, self.batch * sizeof(int64_t))
+        self.failed = False
+        cdef Py_ssize_t kept
+        if self.reduction == RED_MEAN:
+            kept = count_kept(self.tgt, self.batch, self.ignore_index)
+            self.scale = 1.0 / kept if kept else NAN       # torch: the mean of nothing is NaN
+        return 0
+
+    cdef int check_backward(self) except -1:
+        if self.failed:
+            raise RuntimeError(f"{self.op}: the last forward stopped at an out-of-range target; "
+                               f"set valid targets and call forward() before backward()")
+        return 0
+
+
+cdef int setup_class_targets(ClassTargetLoss node, str op, str argname, object scores,
+                             object targets, object reduction, object ignore_index) except -1:
+    """Check the arguments, wire the node and give it its target buffer."""
+    require_float(op, scores, argname)
+    cdef Variable x = <Variable>scores
+    node.reduction = reduction_code(op, reduction)
+    try:
+        node.ignore_index = operator.index(ignore_index)
+    except TypeError:
+        raise TypeError(f"{op}: ignore_index must be an int, got {ignore_index!r}") from None
+    shape = x._shape
+    if len(shape) == 2:
+        node.batch, node.classes = shape
+        target_shape = (node.batch,)
+    elif len(shape) == 1:
+        node.batch, node.classes = 1, shape[0]
+        target_shape = ()
+    else:
+        raise ValueError(f"{op}: {argname} must have shape (batch, classes) or (classes,), "
+                         f"got {shape}")
+    if isinstance(targets, IndexInput):
+        node.source = <Variable>targets
+        ids = None
+        got_shape = node.source._shape
+    elif isinstance(targets, Variable):
+        raise TypeError(f"{op}: targets must be integer class ids (an int array or an "
+                        f"IndexInput), got a float Variable of shape {targets.shape}")
+    else:
+        ids = np.asarray(targets)
+        if ids.dtype.kind not in "iu" and not (ids.size == 0 and ids.dtype.kind == "f"):
+            raise TypeError(f"{op}: targets must be integer class ids, got dtype {ids.dtype}")
+        got_shape = ids.shape
+    if got_shape != target_shape:
+        raise ValueError(f"{op}: targets have shape {got_shape}, expected {target_shape} "
+                         f"for {argname} of shape {shape}")
+    node.targets = np.empty(node.batch, dtype=np.int64)
+    node.tgt = <int64_t*>cnp.PyArray_DATA(node.targets)
+    if ids is not None:
+        ids = ids.reshape(-1)
+        # range-check before the int64 cast, which would wrap huge unsigned ids
+        bad = np.flatnonzero((ids != node.ignore_index) & ((ids < 0) | (ids >= node.classes)))
+        if bad.size:
+            raise bad_target_error(op, ids[bad[0]], bad[0], node.classes, node.ignore_index)
+        node.targets[:] = ids
+    node.x = x
+    init_node(node, op, (x,) if node.source is None else (x, node.source),
+              target_shape if node.reduction == RED_NONE else (), x.f64)
+    node.scale = 1.0
+    return 0
+
+
+cdef double ce_forward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
+                       int64_t ignore, floating smoothing, floating* lse,
+                       floating* losses) noexcept nogil:
+    """Sum of the rows' losses (each also into `losses` unless NULL; 0 for ignored rows).
+
+    loss = lse - (1 - smoothing) * x[t] - smoothing * mean(x), lse the row's
+    log-sum-exp (kept for the backward), computed after subtracting the row max.
+    """
+    cdef Py_ssize_t b, c
+    cdef double total = 0
+    cdef floating m, s, loss, row_sum
+    cdef const floating* xr
+    for b in range(rows):
+        if t[b] == ignore:
+            if losses != NULL:
+                losses[b] = 0
+            continue
+        xr = x + b * classes
+        m = -INFINITY
+        for c in range(classes):
+            if xr[c] > m or xr[c] != xr[c]:
+                m = xr[c]
+        s = 0
+        for c in range(classes):
+            s += s_exp(xr[c] - m)
+        lse[b] = m + s_log(s)
+        loss = lse[b] - (1 - smoothing) * xr[t[b]]
+        if smoothing != 0:
+            row_sum = 0
+            for c in range(classes):
+                row_sum += xr[c]
+            loss -= smoothing * row_sum / classes
+        total += loss
+        if losses != NULL:
+            losses[b] = loss
+    return total
+
+
+cdef void ce_backward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
+                      int64_t ignore, floating smoothing, const floating* lse, const floating* gy,
+                      Py_ssize_t gy_step, floating scale, floating* gx, bint add) noexcept nogil:
+    """gx row b = (softmax(x_b) - target distribution) * gy[b * gy_step] * scale."""
+    cdef Py_ssize_t b, c
+    cdef floating g, off = smoothing / classes if classes else 0
+    cdef const floating* xr
+    cdef floating* gr
+    for b in range(rows):
+        gr = gx + b * classes
+        if t[b] == ignore:
+            if not add:
+                vec_zero(gr, classes)
+            continue
+        xr = x + b * classes
+        g = gy[b * gy_step] * scale
+        if add:
+            for c in range(classes):
+                gr[c] += g * (s_exp(xr[c] - lse[b]) - off)
+        else:
+            for c in range(classes):
+                gr[c] = g * (s_exp(xr[c] - lse[b]) - off)
+        gr[t[b]] -= g * (1 - smoothing)
+
+
+cdef class CrossEntropy(ClassTargetLoss):
+    cdef double smoothing
+    cdef cnp.ndarray lse            # (B,) per-row log-sum-exp from the forward
+    cdef char* lse_ptr
+
+    cdef int run_forward(self) except -1:
+        self.load_targets()
+        cdef bint each = self.reduction == RED_NONE
+        cdef double total
+        if self.f64:
+            total = ce_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
+                               self.ignore_index, self.smoothing, <double*>self.lse_ptr,
+                               <double*>self.val_ptr if each else NULL)
+            if not each:
+                (<double*>self.val_ptr)[0] = total * self.scale
+        else:
+            total = ce_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
+                               self.ignore_index, <float>self.smoothing, <float*>self.lse_ptr,
+                               <float*>self.val_ptr if each else NULL)
+            if not each:
+                (<float*>self.val_ptr)[0] = <float>(total * self.scale)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        cdef Variable x = self.x
+        if not x.needs_grad:
+            return 0
+        self.check_backward()
+        cdef bint add = x.grad_slot()
+        cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
+        if self.f64:
+            ce_backward(<double*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
+                        self.smoothing, <double*>self.lse_ptr, <double*>self.grad_ptr, gy_step,
+                        self.scale, <double*>x.grad_ptr, add)
+        else:
+            ce_backward(<float*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
+                        <float>self.smoothing, <float*>self.lse_ptr, <float*>self.grad_ptr, gy_step,
+                        <float>self.scale, <float*>x.grad_ptr, add)
+        return 0
+
+
+def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+    """Softmax cross-entropy of `logits` (B, C) against integer class ids `targets` (B,).
+
+    As torch.nn.functional.cross_entropy: fused and stable (log-softmax inside).
+    `targets` is an int array-like (fixed at build) or an `IndexInput` (read at
+    every forward); an id outside [0, C) that is not `ignore_index` raises
+    IndexError, at build or at forward. Rows whose target is `ignore_index`
+    add nothing, and "mean" divides by the rows not ignored (NaN if none).
+    `label_smoothing` in [0, 1] mixes the one-hot target with the uniform
+    distribution. Logits of shape (C,) take a 0-d target. Output: () for
+    "mean"/"sum", the targets' shape for "none".
+
+    >>> logits = fa.Parameter(np.zeros((2, 3)))
+    >>> fa.nn.cross_entropy(logits, [0, 2]).item()       # log(3)
+    1.0986...
+    """
+    cdef CrossEntropy node = CrossEntropy.__new__(CrossEntropy)
+    try:
+        smoothing = float(label_smoothing)
+    except (TypeError, ValueError):
+        raise TypeError(f"cross_entropy: label_smoothing must be a number, "
+                        f"got {label_smoothing!r}") from None
+    if not 0.0 <= smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {smoothing}")
+    node.smoothing = smoothing
+    setup_class_targets(node, "cross_entropy", "logits", logits, targets, reduction, ignore_index)
+    node.lse = np.empty(node.batch, dtype=node.x.dtype)
+    node.lse_ptr = <char*>cnp.PyArray_DATA(node.lse)
+    return finish(node)
+
+
+cdef double nll_forward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
+                        int64_t ignore, floating* losses) noexcept nogil:
+    """Sum of -x[b, t[b]] over the rows not ignored (each also into `losses` unless NULL)."""
+    cdef Py_ssize_t b
+    cdef double total = 0
+    cdef floating loss
+    for b in range(rows):
+        loss = 0 if t[b] == ignore else -x[b * classes + t[b]]
+        total += loss
+        if losses != NULL:
+            losses[b] = loss
+    return total
+
+
+cdef void nll_backward(const int64_t* t, Py_ssize_t rows, Py_ssize_t classes, int64_t ignore,
+                       const floating* gy, Py_ssize_t gy_step, floating scale, floating* gx,
+                       bint add) noexcept nogil:
+    cdef Py_ssize_t b
+    if not add:
+        vec_zero(gx, rows * classes)
+    for b in range(rows):
+        if t[b] != ignore:
+            gx[b * classes + t[b]] -= gy[b * gy_step] * scale
+
+
+cdef class NLLLoss(ClassTargetLoss):
+
+    cdef int run_forward(self) except -1:
+        self.load_targets()
+        cdef bint each = self.reduction == RED_NONE
+        cdef double total
+        if self.f64:
+            total = nll_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
+                                self.ignore_index, <double*>self.val_ptr if each else NULL)
+            if not each:
+                (<double*>self.val_ptr)[0] = total * self.scale
+        else:
+            total = nll_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
+                                self.ignore_index, <float*>self.val_ptr if each else NULL)
+            if not each:
+                (<float*>self.val_ptr)[0] = <float>(total * self.scale)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        cdef Variable x = self.x
+        if not x.needs_grad:
+            return 0
+        self.check_backward()
+        cdef bint add = x.grad_slot()
+        cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
+        if self.f64:
+            nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
+                         <double*>self.grad_ptr, gy_step, self.scale, <double*>x.grad_ptr, add)
+        else:
+            nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
+                         <float*>self.grad_ptr, gy_step, <float>self.scale, <float*>x.grad_ptr, add)
+        return 0
+
+
+def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
+    """Negative log-likelihood: -log_probs[b, targets[b]], as torch.nn.functional.nll_loss.
+
+    `log_probs` (B, C) (typically a `log_softmax`) or (C,) with a 0-d target;
+    `targets`, `ignore_index` and the output shape as in `cross_entropy`.
+
+    >>> lp = fa.log_softmax(fa.Parameter(np.zeros((2, 4))))
+    >>> fa.nn.nll_loss(lp, fa.IndexInput([1, 3])).item()    # log(4)
+    1.3862...
+    """
+    cdef NLLLoss node = NLLLoss.__new__(NLLLoss)
+    setup_class_targets(node, "nll_loss", "log_probs", log_probs, targets, reduction, ignore_index)
+    return finish(node)
+
+
+# ------------------------------------------------------------ pairwise losses
+
+cdef enum PairLossOp:
+    P_BCE, P_MSE, P_HUBER
+
+cdef dict _PAIR_NAMES = {P_BCE: "bce_with_logits", P_MSE: "mse", P_HUBER: "huber"}
+
+
+cdef inline floating pair_value(int op, floating a, floating b, floating delta) noexcept nogil:
+    """The loss of one element: a is the prediction (logit for BCE), b the target."""
+    cdef floating d
+    if op == P_BCE: return s_softplus(a) - a * b     # max(a, 0) - a*b + log1p(exp(-|a|))
+    d = a - b
+    if op == P_MSE: return d * d
+    if s_abs(d) < delta: return <floating>0.5 * d * d
+    return delta * (s_abs(d) - <floating>0.5 * delta)
+
+
+cdef inline floating pair_da(int op, floating a, floating b, floating delta) noexcept nogil:
+    cdef floating d
+    if op == P_BCE: return s_sigmoid(a) - b
+    d = a - b
+    if op == P_MSE: return 2 * d
+    if s_abs(d) < delta: return d
+    return delta if d > 0 else -delta
+
+
+cdef inline floating pair_db(int op, floating a, floating b, floating delta) noexcept nogil:
+    if op == P_BCE: return -a
+    return -pair_da(op, a, b, delta)
+
+
+cdef double pair_forward(int op, const floating* a, const floating* b, Py_ssize_t n,
+                         floating delta, floating* losses) noexcept nogil:
+    """Sum of the elements' losses; each also into `losses` unless NULL."""
+    cdef Py_ssize_t i
+    cdef double total = 0
+    cdef floating v
+    for i in range(n):
+        v = pair_value(op, a[i], b[i], delta)
+        total += v
+        if losses != NULL:
+            losses[i] = v
+    return total
+
+
+cdef void pair_backward(int op, bint to_a, const floating* a, const floating* b, Py_ssize_t n,
+                        floating delta, const floating* gy, Py_ssize_t gy_step, floating scale,
+                        floating* g, bint add) noexcept nogil:
+    """g = (or +=) d(loss)/da (to_a) or d(loss)/db, times gy[i * gy_step] * scale."""
+    cdef Py_ssize_t i
+    cdef floating v
+    for i in range(n):
+        v = gy[i * gy_step] * scale
+        v *= pair_da(op, a[i], b[i], delta) if to_a else pair_db(op, a[i], b[i], delta)
+        if add:
+            g[i] += v
+        else:
+            g[i] = v
+
+
+cdef class PairLoss(Variable):
+    cdef int code, reduction
+    cdef Variable a, b
+    cdef double delta, scale
+
+    cdef int run_forward(self) except -1:
+        cdef bint each = self.reduction == RED_NONE
+        cdef Py_ssize_t n = self.a.size
+        cdef double total
+        if self.f64:
+            total = pair_forward(self.code, <double*>self.a.val_ptr, <double*>self.b.val_ptr, n,
+                                 self.delta, <double*>self.val_ptr if each else NULL)
+            if not each:
+                (<double*>self.val_ptr)[0] = total * self.scale
+        else:
+            total = pair_forward(self.code, <float*>self.a.val_ptr, <float*>self.b.val_ptr, n,
+                                 <float>self.delta, <float*>self.val_ptr if each else NULL)
+            if not each:
+                (<float*>self.val_ptr)[0] = <float>(total * self.scale)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        if self.a.needs_grad:
+            self._backward_into(self.a, True)
+        if self.b.needs_grad:
+            self._backward_into(self.b, False)
+        return 0
+
+    cdef int _backward_into(self, Variable side, bint to_a) except -1:
+        cdef bint add = side.grad_slot()
+        cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
+        if self.f64:
+            pair_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
+                          self.a.size, self.delta, <double*>self.grad_ptr, gy_step, self.scale,
+                          <double*>side.grad_ptr, add)
+        else:
+            pair_backward(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
+                          self.a.size, <float>self.delta, <float*>self.grad_ptr, gy_step,
+                          <float>self.scale, <float*>side.grad_ptr, add)
+        return 0
+
+
+cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, object reduction,
+                         double delta=0):
+    cdef str name = _PAIR_NAMES[code]
+    require_float(name, a, aname)
+    cdef Variable va = <Variable>a
+    cdef Variable vb = as_variable(b, va)
+    require_float(name, vb, bname)
+    same_dtype(name, va, vb)
+    if va._shape != vb._shape:
+        raise ValueError(f"{name}: {aname} has shape {va._shape} but {bname} has shape "
+                         f"{vb._shape}; they must be equal")
+    cdef PairLoss node = PairLoss.__new__(PairLoss)
+    node.code = code
+    node.reduction = reduction_code(name, reduction)
+    node.a = va
+    node.b = vb
+    node.delta = delta
+    if node.reduction == RED_MEAN:
+        node.scale = 1.0 / va.size if va.size else NAN
+    else:
+        node.scale = 1.0
+    if node.reduction == RED_NONE:
+        init_node_like(node, name, (va, vb), va)
+    else:
+        init_node(node, name, (va, vb), (), va.f64)
+    return finish(node)
+
+
+def bce_with_logits(logits, targets, reduction="mean"):
+    """Binary cross-entropy of sigmoid(logits) against `targets` in [0, 1], elementwise.
+
+    As torch.nn.functional.binary_cross_entropy_with_logits: computed stably
+    as max(x, 0) - x*t + log1p(exp(-|x|)). `targets` is a Variable (it gets a
+    gradient when it needs one) or an array, of the same shape as `logits`.
+    Output: () for "mean"/"sum", the logits' shape for "none".
+
+    >>> fa.nn.bce_with_logits(fa.Parameter([0.0, 0.0]), [1.0, 0.0]).item()    # log(2)
+    0.6931...
+    """
+    return _pair_loss(P_BCE, "logits", logits, "targets", targets, reduction)
+
+
+def mse(pred, target, reduction="mean"):
+    """Squared error (pred - target)**2, elementwise; as torch.nn.functional.mse_loss.
+
+    `target` is a Variable or an array of pred's shape; gradients go to both.
+    Output: () for "mean"/"sum", pred's shape for "none".
+
+    >>> fa.nn.mse(fa.Parameter([1.0, 2.0]), [0.0, 0.0]).item()     # (1 + 4) / 2
+    2.5
+    """
+    return _pair_loss(P_MSE, "pred", pred, "target", target, reduction)
+
+
+def huber(pred, target, reduction="mean", delta=1.0):
+    """Huber loss, elementwise; as torch.nn.functional.huber_loss.
+
+    With d = pred - target: 0.5 * d**2 where |d| < delta, else
+    delta * (|d| - 0.5 * delta). `delta` must be > 0; shapes and output as in
+    `mse`.
+
+    >>> fa.nn.huber(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
+    array([0.125, 2.5  ], dtype=float32)
+    """
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise TypeError(f"huber: delta must be a number, got {delta!r}") from None
+    if not d > 0:
+        raise ValueError(f"huber: delta must be > 0, got {d}")
+    return _pair_loss(P_HUBER, "pred", pred, "target", target, reduction, d)
