@@ -43,6 +43,7 @@ extensions = [
         include_dirs=[numpy.get_include(), "fastad_cy"],
         define_macros=macros,
         extra_compile_args=compile_args,
+        libraries=["m"],   # bind expf/logf to libm's current symbols, not the slow compat ones
     )
     for path in sorted(glob.glob(os.path.join("fastad_cy", "*.pyx")))
 ]

@@ -6,6 +6,7 @@ from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh,
                                    softplus, logsigmoid, sqrt, square, abs)
 
 __version__ = "0.1.0"
+from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad_cy.sparse import take
 from fastad_cy.train import train
