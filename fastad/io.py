@@ -1,0 +1,166 @@
+"""Checkpoints: `save(obj, path)` / `load(path)` for state dicts.
+
+A checkpoint is a plain `.npz` file. `obj` is a dict, possibly nested, whose
+keys are strings without "/" and whose values are numpy arrays (numbers or
+booleans), Python or numpy numbers, booleans, strings, or further dicts. Each
+value is stored under its flattened key ("model/0.weight",
+"optimizer/state.0.exp_avg", ...), so `numpy.load` can read it too; one more
+entry, "__fastad__", records the tree (and which leaves were numbers or
+strings) as JSON so that `load` rebuilds exactly what was saved, empty dicts
+included.
+
+Saving writes a temporary file in the target's directory, fsyncs it and
+renames it over the target (os.replace): a crash mid-save leaves any old file
+intact. Loading never unpickles (allow_pickle=False).
+"""
+import json
+import os
+import secrets
+import zipfile
+
+import numpy as np
+
+__all__ = ["save", "load"]
+
+_MANIFEST = "__fastad__"
+_FORMAT = "fastad-checkpoint-1"
+_SCALAR_KINDS = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def _leaf_kind(value, key):
+    """The manifest tag of a leaf value, or a TypeError naming its key."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"save: {key!r} is an array of dtype {value.dtype}; only numeric and "
+                            f"boolean arrays can be saved")
+        return "array"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    raise TypeError(f"save: {key!r} is a {type(value).__name__}; a checkpoint holds dicts of numpy "
+                    f"arrays, numbers, booleans and strings")
+
+
+def _flatten(tree, prefix, arrays):
+    """The manifest of `tree`; fills `arrays` with {flattened key: array}."""
+    manifest = {}
+    for key, value in tree.items():
+        if not isinstance(key, str) or "/" in key or not key:
+            raise TypeError(f"save: keys must be non-empty strings without '/', got {key!r}"
+                            f"{' under ' + repr(prefix) if prefix else ''}")
+        path = prefix + key
+        if path == _MANIFEST:
+            raise ValueError(f"save: the top-level key {_MANIFEST!r} is reserved")
+        if isinstance(value, dict):
+            manifest[key] = _flatten(value, path + "/", arrays)
+        else:
+            manifest[key] = _leaf_kind(value, path)
+            arrays[path] = np.asarray(value)
+    return manifest
+
+
+def save(obj, path):
+    """Write the dict `obj` (e.g. {"model": model.state_dict(), "optimizer":
+    opt.state_dict(), "epoch": 3}) to `path` as an .npz file, atomically.
+
+    `path` is used as given (no suffix is added). Raises TypeError for a value
+    or key that a checkpoint cannot hold, before anything is written.
+
+    >>> fa.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "ckpt.npz")
+    """
+    if not isinstance(obj, dict):
+        raise TypeError(f"save: expected a dict (e.g. a state_dict()), got {type(obj).__name__}")
+    arrays = {}
+    manifest = _flatten(obj, "", arrays)
+    arrays[_MANIFEST] = np.array(json.dumps({"format": _FORMAT, "tree": manifest}))
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
+    # 0o666 less the umask: the file gets the permissions a plain open() would give
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory):
+    """Make the rename durable (where the platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _unflatten(manifest, prefix, arrays, path):
+    tree = {}
+    for key, kind in manifest.items():
+        flat = prefix + key
+        if isinstance(kind, dict):
+            tree[key] = _unflatten(kind, flat + "/", arrays, path)
+            continue
+        if flat not in arrays:
+            raise ValueError(f"load: {path} is damaged: the entry {flat!r} is missing")
+        value = arrays[flat]
+        if kind == "array":
+            tree[key] = value
+        elif kind in _SCALAR_KINDS and value.ndim == 0:
+            tree[key] = _SCALAR_KINDS[kind](value.item())
+        else:
+            raise ValueError(f"load: {path} is damaged: the entry {flat!r} has kind {kind!r}")
+    return tree
+
+
+def load(path):
+    """Read a checkpoint written by `save`: the same nested dict, with arrays as
+    numpy arrays and numbers and strings as Python values.
+
+    Raises FileNotFoundError if `path` does not exist and ValueError naming
+    `path` if it is truncated, damaged or not a fastad checkpoint.
+
+    >>> ckpt = fa.load("ckpt.npz")
+    >>> model.load_state_dict(ckpt["model"]); opt.load_state_dict(ckpt["optimizer"])
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            npz = np.load(f, allow_pickle=False)
+            if not isinstance(npz, np.lib.npyio.NpzFile):
+                raise ValueError("it holds a single array, not an .npz archive")
+            with npz:
+                arrays = {name: npz[name] for name in npz.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise ValueError(f"load: {path} is not a readable fastad checkpoint "
+                         f"(truncated or another format?): {e}") from None
+    header = arrays.pop(_MANIFEST, None)
+    try:
+        meta = json.loads(str(header[()])) if header is not None and header.ndim == 0 else None
+    except (ValueError, TypeError):
+        meta = None
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT or not isinstance(
+            meta.get("tree"), dict):
+        raise ValueError(f"load: {path} is not a fastad checkpoint (no valid {_MANIFEST!r} entry; "
+                         f"it may be a plain .npz written by numpy)")
+    return _unflatten(meta["tree"], "", arrays, path)

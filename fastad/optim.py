@@ -1,0 +1,138 @@
+"""Optimizers, gradient clipping and learning-rate schedulers (`fa.optim`).
+
+The optimizers and clipping functions are compiled (fastad_cy.optim); the
+schedulers only set an optimizer's `lr` between steps, with torch's formulas.
+
+>>> opt = fa.optim.Adam(model.parameters(), lr=1e-3)
+>>> sched = fa.optim.CosineAnnealingLR(opt, T_max=100)
+>>> for batch in batches:
+...     loss = model(batch); loss.backward()
+...     fa.optim.clip_grad_norm(model.parameters(), 1.0)
+...     opt.step(); opt.zero_grad(); sched.step()
+"""
+import math
+import numbers
+
+from fastad_cy.optim import (Optimizer, SGD, Adagrad, Adam, AdamW, RMSprop, clip_grad_norm,
+                             clip_grad_value)
+
+__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "clip_grad_norm",
+           "clip_grad_value", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup"]
+
+
+def _positive_int(who, name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{who}: {name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _real(who, name, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= value <= high:
+        raise ValueError(f"{who}: {name} must be a number in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
+class LRScheduler:
+    """Base of the schedulers: sets `optimizer.lr = lr_at(epoch)` at construction
+    (epoch 0) and on each `step()` (epoch + 1). `base_lr` is the optimizer's lr
+    when the scheduler is made. Subclasses define `lr_at(epoch)`."""
+
+    def __init__(self, optimizer):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(self).__name__}: expected a fastad optimizer, "
+                            f"got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        self.base_lr = optimizer.lr
+        self.last_epoch = 0
+        self.optimizer.lr = self.lr_at(0)
+
+    def lr_at(self, epoch):
+        raise NotImplementedError(f"{type(self).__name__} does not define lr_at(epoch)")
+
+    def step(self):
+        """Advance one epoch (or step) and set the optimizer's lr for it.
+
+        >>> opt.step(); sched.step()
+        """
+        self.last_epoch += 1
+        self.optimizer.lr = self.lr_at(self.last_epoch)
+
+    def get_last_lr(self):
+        """The lr this scheduler last set (a float: fastad has no parameter groups).
+
+        >>> sched.get_last_lr()
+        0.1
+        """
+        return self.optimizer.lr
+
+    def state_dict(self):
+        """{"base_lr": float, "last_epoch": int}, for checkpoints.
+
+        >>> fa.save({"scheduler": sched.state_dict()}, "ckpt.npz")
+        """
+        return {"base_lr": self.base_lr, "last_epoch": self.last_epoch}
+
+    def load_state_dict(self, state):
+        """Restore a state_dict() and set the optimizer's lr to match it.
+
+        >>> sched.load_state_dict(fa.load("ckpt.npz")["scheduler"])
+        """
+        who = f"{type(self).__name__}.load_state_dict"
+        try:
+            base_lr, last_epoch = float(state["base_lr"]), state["last_epoch"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{who}: expected a dict with 'base_lr' and 'last_epoch' ({e!r})") from None
+        if int(last_epoch) != last_epoch or last_epoch < 0:
+            raise ValueError(f"{who}: last_epoch must be an integer >= 0, got {last_epoch!r}")
+        self.base_lr, self.last_epoch = base_lr, int(last_epoch)
+        self.optimizer.lr = self.lr_at(self.last_epoch)
+
+
+class StepLR(LRScheduler):
+    """lr = base_lr * gamma ** (epoch // step_size) (torch.optim.lr_scheduler.StepLR).
+
+    >>> sched = fa.optim.StepLR(opt, step_size=30, gamma=0.1)
+    """
+
+    def __init__(self, optimizer, step_size, gamma=0.1):
+        self.step_size = _positive_int("StepLR", "step_size", step_size)
+        self.gamma = _real("StepLR", "gamma", gamma, 0.0, math.inf)
+        super().__init__(optimizer)
+
+    def lr_at(self, epoch):
+        return self.base_lr * self.gamma ** (epoch // self.step_size)
+
+
+class CosineAnnealingLR(LRScheduler):
+    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2
+    (torch.optim.lr_scheduler.CosineAnnealingLR; past T_max the cosine goes on).
+
+    >>> sched = fa.optim.CosineAnnealingLR(opt, T_max=100, eta_min=1e-5)
+    """
+
+    def __init__(self, optimizer, T_max, eta_min=0.0):
+        self.T_max = _positive_int("CosineAnnealingLR", "T_max", T_max)
+        self.eta_min = _real("CosineAnnealingLR", "eta_min", eta_min, 0.0, math.inf)
+        super().__init__(optimizer)
+
+    def lr_at(self, epoch):
+        return self.eta_min + (self.base_lr - self.eta_min) * (
+            1 + math.cos(math.pi * epoch / self.T_max)) / 2
+
+
+class LinearWarmup(LRScheduler):
+    """lr = base_lr * (start_factor + (1 - start_factor) * min(epoch, warmup_steps) / warmup_steps):
+    a linear ramp from start_factor * base_lr to base_lr over warmup_steps steps, then
+    constant (torch.optim.lr_scheduler.LinearLR with end_factor=1, total_iters=warmup_steps).
+
+    >>> sched = fa.optim.LinearWarmup(opt, warmup_steps=1000)
+    """
+
+    def __init__(self, optimizer, warmup_steps, start_factor=0.0):
+        self.warmup_steps = _positive_int("LinearWarmup", "warmup_steps", warmup_steps)
+        self.start_factor = _real("LinearWarmup", "start_factor", start_factor, 0.0, 1.0)
+        super().__init__(optimizer)
+
+    def lr_at(self, epoch):
+        progress = min(epoch, self.warmup_steps) / self.warmup_steps
+        return self.base_lr * (self.start_factor + (1 - self.start_factor) * progress)

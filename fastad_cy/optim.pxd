@@ -1,0 +1,49 @@
+# Optimizer declarations: compiled code cimports these and calls step() and
+# zero_grad() with no Python in between.
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+
+cdef class Optimizer:
+    cdef list _params                # the Parameters, in order
+    cdef Py_ssize_t n_params
+    cdef double _lr
+    cdef tuple slot_names            # names of the per-Parameter state arrays
+    cdef int n_slots
+    cdef list _state                 # _state[i]: tuple of Parameter i's state arrays
+    cdef char** state_ptrs           # n_params * n_slots raw pointers into _state
+    cdef cnp.ndarray _steps          # int64 step count per Parameter (per process)
+    cdef int64_t* steps
+
+    cdef int init_state(self, tuple slot_names, tuple fills) except -1
+    cdef int begin(self, int64_t step, bint sparse) except -1
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil
+    cpdef int step(self) except -1
+    cpdef zero_grad(self)
+
+
+cdef class SGD(Optimizer):
+    cdef readonly double momentum, dampening, weight_decay
+    cdef readonly bint nesterov
+    cdef bint first                  # this step is the Parameter's first, and dense
+
+
+cdef class Adagrad(Optimizer):
+    cdef readonly double eps, weight_decay, initial_accumulator_value
+
+
+cdef class Adam(Optimizer):
+    cdef readonly double beta1, beta2, eps, weight_decay
+    cdef readonly bint decoupled     # AdamW's decoupled weight decay
+    cdef double step_size, bc2_sqrt  # this step's bias-corrected coefficients
+
+    cdef int _configure(self, object params, object lr, object betas, object eps,
+                        object weight_decay, bint decoupled) except -1
+
+
+cdef class AdamW(Adam):
+    pass
+
+
+cdef class RMSprop(Optimizer):
+    cdef readonly double alpha, eps, weight_decay, momentum

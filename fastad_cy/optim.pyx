@@ -1,0 +1,729 @@
+"""Optimizers (SGD, Adagrad, Adam, AdamW, RMSprop) and gradient clipping.
+
+`step()` walks the Parameters in a C loop and updates each value in place
+with a typed kernel on raw buffers:
+
+* a dense gradient updates every element with torch.optim's rule for that
+  optimizer (same formulas, same order of operations);
+* a sparse gradient (from a gather such as `p[ix]`) updates only the touched
+  rows, in time proportional to them, with lazy per-row state: the state
+  rows of untouched rows neither decay nor move their parameter rows
+  (torch.optim.SparseAdam's rule); weight decay, too, applies to the touched
+  rows only. Each class states its exact rule;
+* a Parameter with no gradient since its last `zero_grad()` is skipped, and
+  its step count does not advance.
+
+State arrays (moments, accumulators, momentum buffers) have the Parameter's
+shape and dtype. A Parameter made from a fastad.hogwild shared array keeps
+them in shared memory as well (`p.shared.state_array(key, fill)`, with keys
+such as "Adam.exp_avg"), so Hogwild workers update one copy without locks.
+Step counts (Adam's bias correction, SGD's first momentum step) stay per
+process.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport sqrt, pow, fabs, isinf, INFINITY
+from libc.stdint cimport int64_t
+from libc.stdlib cimport calloc, free
+from cython cimport floating
+
+from fastad_cy.graph cimport Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE
+
+cnp.import_array()
+
+__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop",
+           "clip_grad_norm", "clip_grad_value"]
+
+
+# ------------------------------------------------------------ argument checks
+
+cdef double _number(str who, str name, object value) except? -1.0:
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{who}: {name} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: {name} must be a number, got {value!r}") from None
+
+
+cdef double _in_range(str who, str name, object value, double low, double high,
+                      bint high_open) except? -1.0:
+    """`value` as a float in [low, high) (or [low, high] when not high_open); NaN fails."""
+    cdef double v = _number(who, name, value)
+    if not (v >= low and (v < high if high_open else v <= high)):
+        interval = f"[{low:g}, {high:g})" if high_open else f"[{low:g}, {high:g}]"
+        raise ValueError(f"{who}: {name} must be in {interval}, got {value!r}")
+    return v
+
+
+cdef double _check_lr(str who, object lr) except? -1.0:
+    return _in_range(who, "lr", lr, 0.0, INFINITY, True)
+
+
+cdef double _check_eps(str who, object eps) except? -1.0:
+    cdef double v = _number(who, "eps", eps)
+    if not (0 < v < INFINITY):
+        raise ValueError(f"{who}: eps must be > 0 and finite, got {eps!r}")
+    return v
+
+
+cdef double _check_weight_decay(str who, object weight_decay) except? -1.0:
+    return _in_range(who, "weight_decay", weight_decay, 0.0, INFINITY, True)
+
+
+cdef tuple _check_betas(str who, object betas):
+    try:
+        beta1, beta2 = betas
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got {betas!r}") from None
+    return (_in_range(who, "betas[0]", beta1, 0.0, 1.0, True),
+            _in_range(who, "betas[1]", beta2, 0.0, 1.0, True))
+
+
+cdef list _param_list(object params, str who, bint allow_single, bint allow_empty):
+    """The Parameters in `params` as a list, or a clear TypeError/ValueError."""
+    if isinstance(params, Variable):
+        if allow_single and isinstance(params, Parameter):
+            return [params]
+        raise TypeError(f"{who}: params must be an iterable of Parameters "
+                        f"(e.g. model.parameters() or [w, b]), got a single {type(params).__name__}")
+    if isinstance(params, (str, bytes, dict)):
+        raise TypeError(f"{who}: params must be an iterable of Parameters, got a {type(params).__name__}")
+    try:
+        plist = list(params)
+    except TypeError:
+        raise TypeError(f"{who}: params must be an iterable of Parameters, "
+                        f"got {type(params).__name__}") from None
+    seen = {}
+    for i, p in enumerate(plist):
+        if not isinstance(p, Parameter):
+            raise TypeError(f"{who}: params[{i}] is a {type(p).__name__}, not a fastad Parameter")
+        if id(p) in seen:
+            raise ValueError(f"{who}: params[{i}] is the same Parameter as params[{seen[id(p)]}]; "
+                             f"list each Parameter once")
+        seen[id(p)] = i
+    if not plist and not allow_empty:
+        raise ValueError(f"{who}: got an empty list of parameters")
+    return plist
+
+
+cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t* span_len) noexcept:
+    """Where p's gradient holds values: returns the number of spans of `span_len`
+    elements; span k starts at element rows[k] * span_len, or at 0 when rows is NULL
+    (one dense span). Zero spans when p has no gradient."""
+    if p.grad_mode == GRAD_SPARSE:
+        rows[0] = <const int64_t*>cnp.PyArray_DATA(p.touched)
+        span_len[0] = p.row_len
+        return p.n_touched
+    rows[0] = NULL
+    span_len[0] = p.size
+    return 1 if p.grad_mode == GRAD_DENSE else 0
+
+
+cdef cnp.ndarray _state_array(Parameter p, str key, double fill):
+    """A state array of p's shape and dtype filled with `fill`: in p's shared
+    segment when p is shared (filled once across processes), else private."""
+    if p.shared is None:
+        return np.full(p._shape, fill, dtype=p._value.dtype)
+    arr = p.shared.state_array(key, fill)
+    if (not isinstance(arr, np.ndarray) or arr.shape != p._shape or arr.dtype != p._value.dtype
+            or not arr.flags.c_contiguous or not arr.flags.writeable):
+        raise RuntimeError(
+            f"state_array({key!r}) of the shared handle returned "
+            f"{type(arr).__name__} {getattr(arr, 'shape', '')} {getattr(arr, 'dtype', '')}; "
+            f"expected a writeable C-contiguous array of shape {p._shape} and dtype {p._value.dtype}")
+    return <cnp.ndarray>arr
+
+
+# ------------------------------------------------------------------ kernels
+# One call updates n contiguous elements: a whole Parameter (dense gradient)
+# or one touched row (sparse gradient). The order of operations follows
+# torch.optim's single-tensor implementations.
+
+cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n,
+                     double lr, double weight_decay, double momentum, double dampening,
+                     bint nesterov, bint first) noexcept nogil:
+    cdef floating lr_ = lr, wd = weight_decay, mom = momentum, keep = 1 - dampening
+    cdef floating d, b
+    cdef Py_ssize_t i
+    for i in range(n):
+        d = g[i]
+        if wd != 0:
+            d = d + wd * p[i]
+        if buf != NULL:
+            b = d if first else buf[i] * mom + keep * d
+            buf[i] = b
+            d = d + mom * b if nesterov else b
+        p[i] = p[i] + (-lr_) * d
+
+
+cdef void adagrad_kernel(floating* p, const floating* g, floating* sums, Py_ssize_t n,
+                         double lr, double weight_decay, double eps) noexcept nogil:
+    cdef floating lr_ = lr, wd = weight_decay, eps_ = eps
+    cdef floating d, s
+    cdef Py_ssize_t i
+    for i in range(n):
+        d = g[i]
+        if wd != 0:
+            d = d + wd * p[i]
+        s = sums[i] + d * d
+        sums[i] = s
+        p[i] = p[i] + (-lr_) * (d / (sqrt(s) + eps_))
+
+
+cdef void adam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
+                      double beta1, double beta2, double eps, double weight_decay, double decay,
+                      double step_size, double bc2_sqrt) noexcept nogil:
+    """`weight_decay` is Adam's L2 term added to the gradient; `decay` is
+    AdamW's factor 1 - lr * weight_decay applied to the value first (else 1)."""
+    cdef floating wd = weight_decay, dec = decay, b2 = beta2, eps_ = eps
+    cdef floating w1 = 1 - beta1, w2 = 1 - beta2, step = step_size, bc2 = bc2_sqrt
+    cdef bint small_w1 = fabs(1 - beta1) < 0.5
+    cdef floating d, mi, vi
+    cdef Py_ssize_t i
+    for i in range(n):
+        d = g[i]
+        if dec != 1:
+            p[i] = p[i] * dec
+        if wd != 0:
+            d = d + wd * p[i]
+        # torch's lerp(m, d, w1), evaluated its way for both sizes of w1
+        mi = m[i] + w1 * (d - m[i]) if small_w1 else d - (d - m[i]) * (1 - w1)
+        vi = v[i] * b2 + w2 * d * d
+        m[i] = mi
+        v[i] = vi
+        p[i] = p[i] + (-step) * (mi / (sqrt(vi) / bc2 + eps_))
+
+
+cdef void rmsprop_kernel(floating* p, const floating* g, floating* sq, floating* buf, Py_ssize_t n,
+                         double lr, double alpha, double eps, double weight_decay,
+                         double momentum) noexcept nogil:
+    cdef floating lr_ = lr, a = alpha, w = 1 - alpha, eps_ = eps, wd = weight_decay
+    cdef floating mom = momentum
+    cdef floating d, s, step
+    cdef Py_ssize_t i
+    for i in range(n):
+        d = g[i]
+        if wd != 0:
+            d = d + wd * p[i]
+        s = sq[i] * a + w * d * d
+        sq[i] = s
+        step = d / (sqrt(s) + eps_)
+        if buf != NULL:
+            step = buf[i] * mom + step
+            buf[i] = step
+        p[i] = p[i] + (-lr_) * step
+
+
+# --------------------------------------------------------------- Optimizer
+
+cdef class Optimizer:
+    """Base class of the optimizers: `Optimizer(params)` (not used directly).
+
+    `params` is an iterable of Parameters (each listed once, at least one).
+    `lr` is a plain attribute that schedulers may change between steps.
+    A built-in subclass implements two C methods: `begin(step, sparse)`
+    computes the per-step coefficients of one Parameter, and `update(...)`
+    applies the kernel to one span of it (the whole buffer, or one touched row).
+    """
+
+    def __cinit__(self):
+        self.state_ptrs = NULL
+
+    def __dealloc__(self):
+        free(self.state_ptrs)
+
+    def __init__(self, params):
+        if type(self) is Optimizer:
+            raise TypeError("Optimizer is the base class; use SGD, Adagrad, Adam, AdamW or "
+                            "RMSprop, or subclass it")
+        self._params = _param_list(params, type(self).__name__, False, False)
+        self.n_params = len(self._params)
+        self._steps = np.zeros(self.n_params, dtype=np.int64)
+        self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
+        self.slot_names = ()
+        self.n_slots = 0
+        self._state = [() for _ in range(self.n_params)]
+
+    cdef int init_state(self, tuple slot_names, tuple fills) except -1:
+        """Give every Parameter one state array per slot name, filled with `fills`."""
+        cdef Py_ssize_t i, s
+        cdef str prefix = type(self).__name__ + "."
+        self.slot_names = slot_names
+        self.n_slots = len(slot_names)
+        free(self.state_ptrs)
+        self.state_ptrs = <char**>calloc(max(1, self.n_params * self.n_slots), sizeof(char*))
+        if self.state_ptrs == NULL:
+            raise MemoryError()
+        for i in range(self.n_params):
+            arrays = tuple(_state_array(<Parameter>self._params[i], prefix + name, fill)
+                           for name, fill in zip(slot_names, fills))
+            self._state[i] = arrays
+            for s in range(self.n_slots):
+                self.state_ptrs[i * self.n_slots + s] = <char*>cnp.PyArray_DATA(arrays[s])
+        return 0
+
+    cdef int begin(self, int64_t step, bint sparse) except -1:
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        pass
+
+    cpdef int step(self) except -1:
+        """Update every Parameter that holds a gradient (dense: all of it; sparse:
+        its touched rows). Gradients are left as they are: call zero_grad().
+
+        >>> loss.backward(); opt.step(); opt.zero_grad()
+        """
+        cdef Py_ssize_t i, k, n_spans, span_len, offset
+        cdef const int64_t* rows
+        cdef Parameter p
+        cdef int64_t t
+        cdef char** state
+        for i in range(self.n_params):
+            p = <Parameter>self._params[i]
+            if p.grad_mode == GRAD_NONE:
+                continue
+            t = self.steps[i] + 1
+            self.begin(t, p.grad_mode == GRAD_SPARSE)
+            self.steps[i] = t
+            state = self.state_ptrs + i * self.n_slots
+            n_spans = grad_spans(p, &rows, &span_len)
+            for k in range(n_spans):
+                offset = rows[k] * span_len if rows != NULL else 0
+                self.update(p.val_ptr, p.grad_ptr, state, offset, span_len, p.f64)
+        return 0
+
+    cpdef zero_grad(self):
+        """Clear every Parameter's gradient (a sparse one in time proportional to its rows).
+
+        >>> opt.zero_grad()      # the next backward() writes fresh gradients
+        """
+        for p in self._params:
+            p.zero_grad()
+
+    @property
+    def lr(self):
+        """The learning rate used by the next step() (settable, >= 0).
+
+        >>> opt.lr = opt.lr * 0.5
+        """
+        return self._lr
+
+    @lr.setter
+    def lr(self, value):
+        self._lr = _check_lr(type(self).__name__, value)
+
+    @property
+    def params(self):
+        """The optimized Parameters, in order (a new list).
+
+        >>> [p.shape for p in opt.params]
+        """
+        return list(self._params)
+
+    def hyperparameters(self):
+        """The hyperparameters as a dict of numbers (lr included).
+
+        >>> fa.optim.Adam([w]).hyperparameters()["beta2"]
+        0.999
+        """
+        return {"lr": self._lr}
+
+    def state_dict(self):
+        """The optimizer's state as a flat dict of numbers and numpy arrays (copies).
+
+        Keys: the hyperparameters ("lr", ...), and for Parameter i
+        "state.{i}.step" (int) and "state.{i}.{slot}" (array of its shape).
+
+        >>> fa.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "ckpt.npz")
+        """
+        d = dict(self.hyperparameters())
+        for i in range(self.n_params):
+            d[f"state.{i}.step"] = int(self.steps[i])
+            for name, arr in zip(self.slot_names, self._state[i]):
+                d[f"state.{i}.{name}"] = arr.copy()
+        return d
+
+    def load_state_dict(self, state):
+        """Restore a state_dict() of the same kind of optimizer over Parameters of
+        the same shapes. Restores lr; the other hyperparameters must match this
+        optimizer's. Everything is checked before anything changes (ValueError
+        naming the offending keys, shapes or values). Returns self.
+
+        >>> opt.load_state_dict(fa.load("ckpt.npz")["optimizer"])
+        """
+        cdef Py_ssize_t i
+        who = f"{type(self).__name__}.load_state_dict"
+        if not hasattr(state, "keys"):
+            raise TypeError(f"{who}: expected a dict from state_dict(), got {type(state).__name__}")
+        hyper = self.hyperparameters()
+        expected = set(hyper)
+        for i in range(self.n_params):
+            expected.add(f"state.{i}.step")
+            expected.update(f"state.{i}.{name}" for name in self.slot_names)
+        missing = sorted(expected - set(state.keys()))
+        unexpected = sorted(set(state.keys()) - expected)
+        if missing or unexpected:
+            raise ValueError(
+                f"{who}: the state dict does not fit this optimizer ({self.n_params} parameters, "
+                f"state slots {list(self.slot_names)}): missing keys {missing}, unexpected keys "
+                f"{unexpected}. Was it saved from another optimizer or another model?")
+        lr = _check_lr(who, state["lr"])
+        for name, value in hyper.items():
+            if name != "lr" and _number(who, name, state[name]) != value:
+                raise ValueError(f"{who}: the state dict was saved with {name}={state[name]!r}, "
+                                 f"this optimizer has {name}={value!r}; build the optimizer with "
+                                 f"the saved hyperparameters")
+        steps = np.empty(self.n_params, dtype=np.int64)
+        arrays = []
+        for i in range(self.n_params):
+            key = f"state.{i}.step"
+            step = _number(who, key, state[key])
+            if not (step >= 0 and step == int(step)):
+                raise ValueError(f"{who}: {key} must be an integer >= 0, got {state[key]!r}")
+            steps[i] = int(step)
+            for name, current in zip(self.slot_names, self._state[i]):
+                key = f"state.{i}.{name}"
+                arr = np.asarray(state[key])
+                if arr.dtype.kind != "f" or arr.shape != current.shape:
+                    raise ValueError(f"{who}: {key} is a {arr.dtype} array of shape {arr.shape}; "
+                                     f"expected a float array of shape {current.shape}")
+                arrays.append((current, arr))
+        for current, arr in arrays:
+            np.copyto(current, arr, casting="same_kind")
+        self._steps[:] = steps
+        self._lr = lr
+        return self
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
+        return f"{type(self).__name__}({args}; {self.n_params} parameters)"
+
+
+cdef class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum, Nesterov and weight decay.
+
+    `SGD(params, lr, momentum=0, dampening=0, nesterov=False, weight_decay=0)`.
+    Dense rule (torch.optim.SGD): d = g + weight_decay * p; with momentum,
+    buf = d on the first step, else buf = momentum * buf + (1 - dampening) * d,
+    and d = d + momentum * buf (nesterov) or d = buf; then p -= lr * d.
+
+    Sparse rule: only the touched rows move. A momentum row starts at zero and
+    follows buf = momentum * buf + (1 - dampening) * d on each step that touches
+    it (so a row's first update is (1 - dampening) * d: torch's rule whenever
+    dampening = 0); untouched rows keep their buffer unchanged and their value
+    still. Weight decay applies to the touched rows only.
+
+    >>> opt = fa.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    >>> loss.backward(); opt.step(); opt.zero_grad()
+    """
+
+    def __init__(self, params, lr, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0):
+        who = "SGD"
+        self._lr = _check_lr(who, lr)
+        self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
+        self.dampening = _in_range(who, "dampening", dampening, 0.0, 1.0, False)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        if not isinstance(nesterov, (bool, np.bool_)):
+            raise TypeError(f"{who}: nesterov must be True or False, got {nesterov!r}")
+        self.nesterov = nesterov
+        if nesterov and (self.momentum == 0 or self.dampening != 0):
+            raise ValueError(f"{who}: nesterov=True needs momentum > 0 and dampening = 0, got "
+                             f"momentum={momentum!r}, dampening={dampening!r}")
+        Optimizer.__init__(self, params)
+        if self.momentum != 0:
+            self.init_state(("momentum_buffer",), (0.0,))
+        else:
+            self.init_state((), ())
+
+    cdef int begin(self, int64_t step, bint sparse) except -1:
+        self.first = step == 1 and not sparse
+        return 0
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        if f64:
+            sgd_kernel(<double*>value + offset, <const double*>grad + offset,
+                       <double*>state[0] + offset if self.n_slots else NULL, n, self._lr,
+                       self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
+        else:
+            sgd_kernel(<float*>value + offset, <const float*>grad + offset,
+                       <float*>state[0] + offset if self.n_slots else NULL, n, self._lr,
+                       self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "momentum": self.momentum, "dampening": self.dampening,
+                "nesterov": bool(self.nesterov), "weight_decay": self.weight_decay}
+
+
+cdef class Adagrad(Optimizer):
+    """Adagrad: `Adagrad(params, lr=1e-2, eps=1e-10, weight_decay=0, initial_accumulator_value=0)`.
+
+    Dense rule (torch.optim.Adagrad without lr_decay): d = g + weight_decay * p;
+    sum += d * d; p -= lr * d / (sqrt(sum) + eps).
+
+    Sparse rule: the same on the touched rows only; untouched rows keep their
+    sum and value (exactly what the dense rule does with a zero gradient, and
+    torch's sparse Adagrad). Weight decay applies to the touched rows only.
+
+    >>> opt = fa.optim.Adagrad([emb.weight], lr=0.05)
+    """
+
+    def __init__(self, params, lr=1e-2, eps=1e-10, weight_decay=0.0, initial_accumulator_value=0.0):
+        who = "Adagrad"
+        self._lr = _check_lr(who, lr)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.initial_accumulator_value = _in_range(
+            who, "initial_accumulator_value", initial_accumulator_value, 0.0, INFINITY, True)
+        Optimizer.__init__(self, params)
+        self.init_state(("sum",), (self.initial_accumulator_value,))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1:
+        return 0
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        if f64:
+            adagrad_kernel(<double*>value + offset, <const double*>grad + offset,
+                           <double*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
+        else:
+            adagrad_kernel(<float*>value + offset, <const float*>grad + offset,
+                           <float*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "eps": self.eps, "weight_decay": self.weight_decay,
+                "initial_accumulator_value": self.initial_accumulator_value}
+
+
+cdef class Adam(Optimizer):
+    """Adam: `Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`.
+
+    Dense rule (torch.optim.Adam): t += 1; d = g + weight_decay * p;
+    m = beta1 * m + (1 - beta1) * d; v = beta2 * v + (1 - beta2) * d * d;
+    p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps).
+
+    Sparse rule (torch.optim.SparseAdam's): t counts the steps at which the
+    Parameter had any gradient; only the touched rows update m, v and p, with
+    the bias corrections of that shared t. Untouched rows' moments do not decay.
+    Weight decay applies to the touched rows only. eps sits where the dense
+    rule puts it (SparseAdam adds it before the bias correction of v instead).
+
+    >>> opt = fa.optim.Adam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        self._configure(params, lr, betas, eps, weight_decay, False)
+
+    cdef int _configure(self, params, lr, betas, eps, weight_decay, bint decoupled) except -1:
+        who = type(self).__name__
+        self._lr = _check_lr(who, lr)
+        self.beta1, self.beta2 = _check_betas(who, betas)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.decoupled = decoupled
+        Optimizer.__init__(self, params)
+        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
+        return 0
+
+    cdef int begin(self, int64_t step, bint sparse) except -1:
+        self.step_size = self._lr / (1 - pow(self.beta1, <double>step))
+        self.bc2_sqrt = sqrt(1 - pow(self.beta2, <double>step))
+        return 0
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        cdef double l2 = 0 if self.decoupled else self.weight_decay
+        cdef double decay = 1 - self._lr * self.weight_decay if self.decoupled else 1
+        if f64:
+            adam_kernel(<double*>value + offset, <const double*>grad + offset,
+                        <double*>state[0] + offset, <double*>state[1] + offset, n,
+                        self.beta1, self.beta2, self.eps, l2, decay, self.step_size, self.bc2_sqrt)
+        else:
+            adam_kernel(<float*>value + offset, <const float*>grad + offset,
+                        <float*>state[0] + offset, <float*>state[1] + offset, n,
+                        self.beta1, self.beta2, self.eps, l2, decay, self.step_size, self.bc2_sqrt)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "weight_decay": self.weight_decay}
+
+
+cdef class AdamW(Adam):
+    """AdamW: `AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)`.
+
+    Adam with decoupled weight decay (torch.optim.AdamW): p *= 1 - lr * weight_decay
+    before the Adam update, which then uses the plain gradient. Sparse rule:
+    Adam's, and the decay too applies to the touched rows only.
+
+    >>> opt = fa.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        self._configure(params, lr, betas, eps, weight_decay, True)
+
+
+cdef class RMSprop(Optimizer):
+    """RMSprop: `RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0)`.
+
+    Dense rule (torch.optim.RMSprop, not centered): d = g + weight_decay * p;
+    sq = alpha * sq + (1 - alpha) * d * d; u = d / (sqrt(sq) + eps); with
+    momentum, buf = momentum * buf + u and u = buf; p -= lr * u.
+
+    Sparse rule: the same on the touched rows only; untouched rows' square
+    averages do not decay and their momentum rows do not move them. Weight
+    decay applies to the touched rows only.
+
+    >>> opt = fa.optim.RMSprop(model.parameters(), lr=1e-2, momentum=0.9)
+    """
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0):
+        who = "RMSprop"
+        self._lr = _check_lr(who, lr)
+        self.alpha = _in_range(who, "alpha", alpha, 0.0, 1.0, True)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
+        Optimizer.__init__(self, params)
+        if self.momentum != 0:
+            self.init_state(("square_avg", "momentum_buffer"), (0.0, 0.0))
+        else:
+            self.init_state(("square_avg",), (0.0,))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1:
+        return 0
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        if f64:
+            rmsprop_kernel(<double*>value + offset, <const double*>grad + offset,
+                           <double*>state[0] + offset,
+                           <double*>state[1] + offset if self.n_slots == 2 else NULL, n,
+                           self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
+        else:
+            rmsprop_kernel(<float*>value + offset, <const float*>grad + offset,
+                           <float*>state[0] + offset,
+                           <float*>state[1] + offset if self.n_slots == 2 else NULL, n,
+                           self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "alpha": self.alpha, "eps": self.eps,
+                "weight_decay": self.weight_decay, "momentum": self.momentum}
+
+
+# ---------------------------------------------------------------- clipping
+
+cdef double norm_accumulate(const floating* g, Py_ssize_t n, double q, double acc) noexcept nogil:
+    """acc combined with the n values: max |g| for q = inf, else acc + sum |g|**q."""
+    cdef Py_ssize_t i
+    cdef double x
+    if isinf(q):
+        for i in range(n):
+            x = fabs(g[i])
+            if x > acc or x != x:
+                acc = x
+    elif q == 2:
+        for i in range(n):
+            acc += <double>g[i] * g[i]
+    elif q == 1:
+        for i in range(n):
+            acc += fabs(g[i])
+    else:
+        for i in range(n):
+            acc += pow(fabs(g[i]), q)
+    return acc
+
+
+cdef void scale_values(floating* g, Py_ssize_t n, double factor) noexcept nogil:
+    cdef floating f = factor
+    cdef Py_ssize_t i
+    for i in range(n):
+        g[i] = g[i] * f
+
+
+cdef void clamp_values(floating* g, Py_ssize_t n, double limit) noexcept nogil:
+    cdef floating hi = limit, lo = -limit
+    cdef Py_ssize_t i
+    for i in range(n):
+        if g[i] > hi:
+            g[i] = hi
+        elif g[i] < lo:
+            g[i] = lo
+
+
+def clip_grad_norm(params, max_norm, norm_type=2.0):
+    """Scale the gradients of `params` in place so that their joint norm is at
+    most `max_norm`; returns the norm before clipping as a float.
+
+    As torch.nn.utils.clip_grad_norm_: the norm of all gradients seen as one
+    vector (`norm_type` > 0, or float('inf') for the largest absolute value);
+    when max_norm / (norm + 1e-6) < 1 every gradient is multiplied by it.
+    Sparse gradients count and scale only their touched rows; Parameters
+    without a gradient are skipped. `params`: a Parameter or an iterable of them.
+
+    >>> loss.backward()
+    >>> norm = fa.optim.clip_grad_norm(model.parameters(), max_norm=1.0)
+    >>> opt.step()
+    """
+    cdef list plist = _param_list(params, "clip_grad_norm", True, True)
+    cdef double limit = _in_range("clip_grad_norm", "max_norm", max_norm, 0.0, INFINITY, False)
+    cdef double q = _number("clip_grad_norm", "norm_type", norm_type)
+    cdef double acc = 0, total, factor
+    cdef Py_ssize_t k, n_spans, span_len, offset
+    cdef const int64_t* rows
+    cdef Parameter p
+    if not q > 0:
+        raise ValueError(f"clip_grad_norm: norm_type must be > 0 (or float('inf')), got {norm_type!r}")
+    for p in plist:
+        n_spans = grad_spans(p, &rows, &span_len)
+        for k in range(n_spans):
+            offset = rows[k] * span_len if rows != NULL else 0
+            if p.f64:
+                acc = norm_accumulate(<const double*>p.grad_ptr + offset, span_len, q, acc)
+            else:
+                acc = norm_accumulate(<const float*>p.grad_ptr + offset, span_len, q, acc)
+    if isinf(q):
+        total = acc
+    elif q == 2:
+        total = sqrt(acc)
+    elif q == 1:
+        total = acc
+    else:
+        total = pow(acc, 1 / q)
+    factor = limit / (total + 1e-6)
+    if factor < 1:
+        for p in plist:
+            n_spans = grad_spans(p, &rows, &span_len)
+            for k in range(n_spans):
+                offset = rows[k] * span_len if rows != NULL else 0
+                if p.f64:
+                    scale_values(<double*>p.grad_ptr + offset, span_len, factor)
+                else:
+                    scale_values(<float*>p.grad_ptr + offset, span_len, factor)
+    return total
+
+
+def clip_grad_value(params, clip_value):
+    """Clamp every gradient element of `params` into [-clip_value, clip_value], in place.
+
+    As torch.nn.utils.clip_grad_value_. Sparse gradients clamp their touched
+    rows; Parameters without a gradient are skipped. `params`: a Parameter or
+    an iterable of them; `clip_value` >= 0.
+
+    >>> fa.optim.clip_grad_value(model.parameters(), 0.5)
+    """
+    cdef list plist = _param_list(params, "clip_grad_value", True, True)
+    cdef double limit = _in_range("clip_grad_value", "clip_value", clip_value, 0.0, INFINITY, False)
+    cdef Py_ssize_t k, n_spans, span_len, offset
+    cdef const int64_t* rows
+    cdef Parameter p
+    for p in plist:
+        n_spans = grad_spans(p, &rows, &span_len)
+        for k in range(n_spans):
+            offset = rows[k] * span_len if rows != NULL else 0
+            if p.f64:
+                clamp_values(<double*>p.grad_ptr + offset, span_len, limit)
+            else:
+                clamp_values(<float*>p.grad_ptr + offset, span_len, limit)
