@@ -1,12 +1,22 @@
-"""fastad: reverse-mode, define-by-run automatic differentiation for small and sparse models."""
+"""fastad: reverse-mode, define-by-run automatic differentiation for small and sparse models.
+
+>>> import numpy as np, fastad as fa
+>>> w = fa.Parameter(np.random.randn(4, 3))
+>>> x = fa.Input(np.zeros((1, 4)))
+>>> loss = (fa.tanh(x @ w) ** 2).sum()
+>>> loss.backward()                      # gradients add into w.grad
+>>> x.set_value(np.ones((1, 4))); loss.forward(); loss.backward()   # replay, no Python per node
+"""
 from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, detect_anomaly,
                              is_grad_enabled, set_default_dtype, get_default_dtype,
                              float32, float64)
 from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
                                    softplus, logsigmoid, sqrt, square, abs)
-
-__version__ = "0.1.0"
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
-from fastad.gradcheck import finite_difference, gradcheck
 from fastad_cy.sparse import take
 from fastad_cy.train import train
+from fastad.gradcheck import finite_difference, gradcheck
+from fastad.io import save, load
+from fastad import optim, nn, io, data
+
+__version__ = "0.1.0"

@@ -1,0 +1,260 @@
+"""Module, Sequential and Dropout: the containers every model is built from."""
+from collections import namedtuple
+
+import numpy as np
+
+from fastad_cy.graph import IndexInput, Input, Parameter, Variable
+from fastad_cy.elementwise import mul
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Module:
+    """Base class of models and layers.
+
+    Subclasses call `super().__init__()` first, then assign Parameters and
+    Modules as attributes; `forward(...)` computes the output and `module(...)`
+    calls it. `training` is True until `eval()`.
+    """
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        params = self.__dict__.get("_parameters")
+        if params is None:
+            if isinstance(value, (Parameter, Module)):
+                raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
+                                     f"assigning the Parameter or Module {name!r}")
+        else:
+            params.pop(name, None)
+            self._modules.pop(name, None)
+            if isinstance(value, Parameter):
+                params[name] = value
+            elif isinstance(value, Module):
+                self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        self.__dict__.get("_parameters", {}).pop(name, None)
+        self.__dict__.get("_modules", {}).pop(name, None)
+        object.__delattr__(self, name)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def children(self):
+        """The direct sub-Modules, in assignment order.
+
+        >>> [type(m).__name__ for m in model.children()]
+        """
+        return list(self._modules.values())
+
+    def modules(self):
+        """This Module and every sub-Module below it (each once), depth first.
+
+        >>> drops = [m for m in model.modules() if isinstance(m, fa.nn.Dropout)]
+        """
+        found, seen, stack = [], set(), [self]
+        while stack:
+            module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            found.append(module)
+            stack.extend(reversed(module.children()))
+        return found
+
+    def named_parameters(self):
+        """[(dotted name, Parameter)] for every Parameter below this Module, each
+        once (a Parameter shared by two sub-Modules keeps its first name; a
+        Module's own Parameters come before its sub-Modules').
+
+        >>> [(name, p.shape) for name, p in model.named_parameters()]
+        """
+        found, seen, stack = [], set(), [("", self)]
+        while stack:
+            prefix, module = stack.pop()
+            for name, p in module._parameters.items():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    found.append((prefix + name, p))
+            stack.extend(reversed([(prefix + name + ".", child)
+                                   for name, child in module._modules.items()]))
+        return found
+
+    def parameters(self):
+        """The Parameters below this Module, each once, in named_parameters() order.
+
+        >>> opt = fa.optim.Adam(model.parameters(), lr=1e-3)
+        """
+        return [p for _, p in self.named_parameters()]
+
+    def state_dict(self):
+        """{dotted name: copy of the Parameter's value}.
+
+        >>> fa.save({"model": model.state_dict()}, "model.npz")
+        """
+        return {name: p.value.copy() for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy the arrays of `state_dict` into the Parameters of the same names,
+        in place (graphs built on them see the new values after `forward()`).
+
+        With strict=True (default) the names must match exactly; with
+        strict=False missing and unexpected names are skipped. Shapes must
+        always match. Everything is checked before anything is copied.
+        Returns IncompatibleKeys(missing_keys, unexpected_keys).
+
+        >>> model.load_state_dict(fa.load("model.npz")["model"])
+        """
+        who = f"{type(self).__name__}.load_state_dict"
+        if not hasattr(state_dict, "keys"):
+            raise TypeError(f"{who}: expected a dict of arrays, got {type(state_dict).__name__}")
+        own = dict(self.named_parameters())
+        missing = [name for name in own if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in own]
+        if strict and (missing or unexpected):
+            raise ValueError(f"{who}: the names do not match: missing {missing}, "
+                             f"unexpected {unexpected} (strict=False skips them)")
+        updates = []
+        for name, p in own.items():
+            if name not in state_dict:
+                continue
+            arr = np.asarray(state_dict[name])
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"{who}: {name!r} holds {arr.dtype} data, expected numbers")
+            if arr.shape != p.shape:
+                raise ValueError(f"{who}: {name!r} has shape {arr.shape} in the state dict, "
+                                 f"but the Parameter has shape {p.shape}")
+            updates.append((p, arr))
+        for p, arr in updates:
+            np.copyto(p.value, arr, casting="same_kind")
+        return IncompatibleKeys(missing, unexpected)
+
+    def zero_grad(self):
+        """Clear the gradient of every Parameter below this Module.
+
+        >>> model.zero_grad()
+        """
+        for p in self.parameters():
+            p.zero_grad()
+
+    def train(self, mode=True):
+        """Set training mode (Dropout active) on this Module and all below; returns self.
+
+        >>> model.train()
+        """
+        for module in self.modules():
+            object.__setattr__(module, "training", bool(mode))
+        return self
+
+    def eval(self):
+        """Evaluation mode (Dropout is the identity): train(False); returns self.
+
+        >>> model.eval()
+        """
+        return self.train(False)
+
+    def to(self, device):
+        """This Module on `device`. Only "cpu" exists in this build (RuntimeError otherwise).
+
+        >>> model = model.to("cpu")
+        """
+        if str(device) == "cpu":
+            return self
+        raise RuntimeError(f"to({device!r}): this build of fastad runs on the CPU only")
+
+    def extra_repr(self):
+        """The text inside this Module's parentheses in repr()."""
+        return ""
+
+    def __repr__(self):
+        lines = [f"  ({name}): " + repr(child).replace("\n", "\n  ")
+                 for name, child in self._modules.items()]
+        if not lines:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
+
+
+class Sequential(Module):
+    """Calls its layers in order: `Sequential(layer0, layer1, ...)(x)`.
+
+    A layer is a Module (registered under its position, so its Parameters are
+    named "0.weight", "2.bias", ...) or any callable taking and returning a
+    Variable, such as `fa.tanh`.
+
+    >>> model = fa.nn.Sequential(first, fa.tanh, fa.nn.Dropout(0.2), second)
+    """
+
+    def __init__(self, *layers):
+        super().__init__()
+        for i, layer in enumerate(layers):
+            if not callable(layer):
+                raise TypeError(f"Sequential: layer {i} is a {type(layer).__name__}, "
+                                f"expected a Module or a callable")
+            if isinstance(layer, Module):
+                setattr(self, str(i), layer)
+        self._layers = list(layers)
+
+    def forward(self, x):
+        for layer in self._layers:
+            x = layer(x)
+        return x
+
+    def __len__(self):
+        return len(self._layers)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Sequential(*self._layers[index])
+        return self._layers[index]
+
+    def __iter__(self):
+        return iter(self._layers)
+
+    def __repr__(self):
+        lines = [f"  ({i}): " + (repr(layer) if isinstance(layer, Module)
+                                 else getattr(layer, "__name__", repr(layer))).replace("\n", "\n  ")
+                 for i, layer in enumerate(self._layers)]
+        return "Sequential(\n" + "\n".join(lines) + "\n)" if lines else "Sequential()"
+
+
+class Dropout(Module):
+    """Inverted dropout: `Dropout(p=0.5, seed=None)`.
+
+    In training mode each call multiplies its input by a fresh mask of
+    Bernoulli(1 - p) draws divided by 1 - p (a constant Input drawn from a
+    numpy Generator seeded with `seed`), so the expected output is the input;
+    in eval mode (and for p = 0) it returns the input itself. A graph replayed
+    with `forward()` keeps the mask drawn when it was built.
+
+    >>> drop = fa.nn.Dropout(0.25, seed=0)
+    >>> y = drop(h)                 # training: about a quarter of h zeroed, the rest * 4/3
+    >>> drop.eval(); drop(h) is h
+    True
+    """
+
+    def __init__(self, p=0.5, seed=None):
+        super().__init__()
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) \
+                or not 0 <= p < 1:
+            raise ValueError(f"Dropout: p must be a number in [0, 1), got {p!r}")
+        self.p = float(p)
+        self._rng = np.random.default_rng(seed)
+
+    def forward(self, x):
+        if not isinstance(x, Variable) or isinstance(x, IndexInput):
+            raise TypeError(f"Dropout: expected a float Variable, got {type(x).__name__}")
+        if not self.training or self.p == 0:
+            return x
+        keep = self._rng.random(x.shape) >= self.p
+        return mul(x, Input(keep / (1 - self.p), dtype=x.dtype))
+
+    def extra_repr(self):
+        return f"p={self.p}"
