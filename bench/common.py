@@ -45,3 +45,13 @@ def alternate(candidates, repeats, min_time=0.05):
 def machine():
     """One line describing where the figures were measured."""
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def report(rows):
+    """Print one line per row: fastad's time per unit, PyTorch's, and the speed-up."""
+    for r in rows:
+        line = f"{r['workload']}: fastad {r['fastad'] * 1e9:10.1f} ns/{r['unit']} ({1 / r['fastad']:,.0f}/s)"
+        if r.get("torch"):
+            line += (f" | torch {r['torch'] * 1e9:10.1f} ns/{r['unit']}"
+                     f" | speed-up {r['torch'] / r['fastad']:6.1f}x")
+        print(line + f"   [target: {r['target']}]")

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import alternate, machine, torch_or_none  # noqa: E402
+from common import alternate, machine, report, torch_or_none  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -88,14 +88,6 @@ def run(quick=False):
              "fastad": t["fastad eager"], "torch": t.get("torch eager"),
              "target": ">= 4x torch eager"}]
     return rows
-
-
-def report(rows):
-    for r in rows:
-        line = f"{r['workload']}: fastad {r['fastad'] * 1e9:9.1f} ns/{r['unit']}"
-        if r.get("torch"):
-            line += f" | torch {r['torch'] * 1e9:9.1f} ns/{r['unit']} | speed-up {r['torch'] / r['fastad']:6.1f}x"
-        print(line + f"   (target {r['target']})")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
 from fastad_cy.graph cimport Variable, IndexInput, Leaf, replay_forward, replay_backward
+from fastad_cy.optim cimport Optimizer
 
 cnp.import_array()
 
@@ -89,6 +90,8 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
     cdef cnp.ndarray order_arr = np.arange(n, dtype=np.int64)
     cdef int64_t* order = <int64_t*>cnp.PyArray_DATA(order_arr)
     rng = np.random.default_rng(seed)
+    # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
+    cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
     step = optimizer.step
     zero_grad = optimizer.zero_grad
     cdef double total
@@ -110,8 +113,12 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
                 replay_forward(root)
                 total += (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
                 replay_backward(root, None)
-                step()
-                zero_grad()
+                if fast_opt is not None:
+                    fast_opt.step()
+                    fast_opt.zero_grad()
+                else:
+                    step()
+                    zero_grad()
                 done += 1
                 if progress is not None and done % report_every == 0:
                     progress(done)
