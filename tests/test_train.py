@@ -1,0 +1,106 @@
+"""fastad.train (the compiled per-example loop) and the BPR model."""
+import numpy as np
+import pytest
+
+import fastad as fa
+
+
+def small_bpr(dtype=np.float64, seed=1):
+    model = fa.models.BPR(40, 30, dim=4, seed=seed, dtype=dtype)
+    loss, feeds = model.example_graph()
+    return model, loss, feeds
+
+
+def triples(n=500, seed=0):
+    train, test = fa.data.planted_preferences(40, 30, n_train=n, n_test=2000, rank=3, seed=seed)
+    return train, test
+
+
+@pytest.mark.parametrize("opt_cls,kw", [(fa.optim.SGD, {"lr": 0.1}), (fa.optim.Adagrad, {"lr": 0.1}),
+                                        (fa.optim.Adam, {"lr": 0.01})])
+def test_train_matches_the_python_loop_exactly(opt_cls, kw):
+    train, _ = triples(200)
+    m1, loss1, feeds1 = small_bpr()
+    m2, loss2, feeds2 = small_bpr()
+    opt1 = opt_cls(m1.parameters(), **kw)
+    opt2 = opt_cls(m2.parameters(), **kw)
+    means = fa.train(loss1, opt1, feeds1(train))
+    leaves = list(feeds2(train).keys())
+    total = 0.0
+    for e in range(200):
+        for leaf, key in zip(leaves, ("users", "pos", "neg")):
+            leaf.set_value(train[key][e:e + 1])
+        loss2.forward()
+        total += loss2.item()
+        loss2.backward()
+        opt2.step()
+        opt2.zero_grad()
+    np.testing.assert_allclose(means, [total / 200], rtol=1e-12)
+    np.testing.assert_array_equal(m1.U.value, m2.U.value)
+    np.testing.assert_array_equal(m1.V.value, m2.V.value)
+
+
+def test_training_learns_the_planted_preferences():
+    train, test = triples(20_000)
+    model, loss, feeds = small_bpr(np.float32)
+    before = model.auc(test)
+    means = fa.train(loss, fa.optim.SGD(model.parameters(), lr=0.1), feeds(train), epochs=3,
+                     shuffle=True, seed=0)
+    assert len(means) == 3 and means[2] < means[0]
+    assert model.auc(test) > max(0.8, before + 0.2)
+
+
+def test_progress_is_reported_and_a_python_optimizer_works():
+    train, _ = triples(250)
+    model, loss, feeds = small_bpr()
+    seen = []
+
+    class PlainSGD:
+        def __init__(self, params):
+            self.params = params
+
+        def step(self):
+            for p in self.params:
+                p.value[...] -= 0.1 * p.grad
+
+        def zero_grad(self):
+            for p in self.params:
+                p.zero_grad()
+
+    fa.train(loss, PlainSGD(model.parameters()), feeds(train), epochs=2, progress=seen.append,
+             report_every=100)
+    assert seen == [100, 200, 300, 400, 500]
+
+
+def test_float_feeds_for_inputs():
+    w = fa.Parameter(np.zeros(1), dtype=np.float64)
+    x, y = fa.Input(np.zeros(1), dtype=np.float64), fa.Input(np.zeros(1), dtype=np.float64)
+    loss = fa.sum(fa.square(x * w - y))
+    xs = np.linspace(-1, 1, 400)
+    fa.train(loss, fa.optim.SGD([w], lr=0.1), {x: xs, y: 3 * xs}, epochs=20)
+    assert w.item() == pytest.approx(3.0, abs=1e-3)
+
+
+def test_bad_feeds_are_rejected_clearly():
+    model, loss, feeds = small_bpr()
+    opt = fa.optim.SGD(model.parameters(), lr=0.1)
+    u, i, j = feeds(triples(10)[0]).keys()
+    good = np.zeros(10, dtype=np.int64)
+    with pytest.raises(ValueError, match="different numbers of examples"):
+        fa.train(loss, opt, {u: good, i: good, j: np.zeros(9, dtype=np.int64)})
+    with pytest.raises(TypeError, match="must hold integers"):
+        fa.train(loss, opt, {u: good.astype(float), i: good, j: good})
+    with pytest.raises(IndexError, match="negative id"):
+        fa.train(loss, opt, {u: good - 1, i: good, j: good})
+    with pytest.raises(ValueError, match=r"does not fit a leaf of shape \(1,\)"):
+        fa.train(loss, opt, {u: np.zeros((10, 2), dtype=np.int64), i: good, j: good})
+    with pytest.raises(IndexError, match="id 30 at position 0"):
+        fa.train(loss, opt, {u: good, i: good + 30, j: good})
+    with pytest.raises(ValueError, match="empty"):
+        fa.train(loss, opt, {})
+    with pytest.raises(TypeError, match="feeds must be keyed by Input or IndexInput"):
+        fa.train(loss, opt, {loss: good})
+    with pytest.raises(TypeError, match="one-element"):
+        fa.train(model.U * 1.0, opt, {u: good})
+    with pytest.raises(TypeError, match="step\\(\\) and zero_grad\\(\\)"):
+        fa.train(loss, object(), {u: good})
