@@ -1,0 +1,663 @@
+"""Lock-free (Hogwild) training across processes on one machine.
+
+Parameters live in POSIX shared-memory segments made by the parent; workers
+attach to them by name without copying and update them without locks::
+
+    import fastad as fa
+
+    def train(rank, shared, data):
+        U = fa.Parameter(shared["U"])          # zero-copy view of the segment
+        ...                                   # per-example SGD writes U.value in place
+        fa.hogwild.report(len(data[rank]))    # optional progress count
+
+    with fa.hogwild.share({"U": U0}) as shared:
+        fa.hogwild.run(train, workers=2, args=(shared, data))
+        U_trained = shared["U"].numpy().copy()
+
+Segments are files under /dev/shm (Linux; the same objects that
+`multiprocessing.shared_memory.SharedMemory(name)` opens), named
+`fastad_<owner pid>_<owner pid namespace>_<random>_<n>`. The process that called
+`share` owns them and unlinks them all when its block ends, whatever happened;
+a worker never unlinks anything nor registers anything with a resource
+tracker. If the owner dies without cleanup (SIGKILL), its resource tracker
+unlinks the segments it made, and the next `share` call on the machine sweeps
+any fastad segment whose owner (in the same pid namespace) no longer exists.
+Optimizer state (`SharedArray.state_array`) lives in segments of the same block
+and is freed with it.
+"""
+import ctypes
+import mmap
+import multiprocessing
+import os
+import pickle
+import re
+import secrets
+import signal
+import sys
+import threading
+import time
+import traceback
+import weakref
+from collections.abc import Mapping
+from contextlib import contextmanager
+from multiprocessing import connection, resource_tracker
+from multiprocessing.reduction import ForkingPickler
+
+import numpy as np
+
+__all__ = ["share", "run", "report", "SharedArray", "SharedArrays", "WorkerError"]
+
+_SHM_DIR = "/dev/shm"
+_PREFIX = "fastad_"
+_OWNED_NAME = re.compile(r"fastad_(\d+)_(\d+)_")
+_STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+_COUNTER_STRIDE = 8        # int64 slots between two ranks' counters: one 64-byte cache line each
+_TERMINATE_GRACE_S = 5.0   # after SIGTERM, how long a worker may take before SIGKILL
+
+
+# ------------------------------------------------------------------ segments
+
+def _require_shm_dir():
+    if not os.path.isdir(_SHM_DIR):
+        raise OSError(f"fastad.hogwild needs POSIX shared memory listed under {_SHM_DIR} "
+                      f"(Linux); this system ({sys.platform}) has no {_SHM_DIR}")
+
+
+def _path(name):
+    return os.path.join(_SHM_DIR, name)
+
+
+def _map(fd):
+    return mmap.mmap(fd, os.fstat(fd).st_size)
+
+
+def _create_segment(name, nbytes):
+    """Make segment `name` (fails with FileExistsError if it exists) and map it."""
+    fd = os.open(_path(name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        # Reserve the pages now: a full /dev/shm is then an OSError here, not a SIGBUS on a write
+        # later. An empty array still needs one mappable byte.
+        os.posix_fallocate(fd, 0, max(nbytes, 1))
+        return _map(fd)
+    except BaseException:
+        os.unlink(_path(name))
+        raise
+    finally:
+        os.close(fd)
+
+
+def _attach_segment(name):
+    fd = os.open(_path(name), os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        return _map(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink(name):
+    try:
+        os.unlink(_path(name))
+    except FileNotFoundError:
+        pass
+
+
+def _view(mapping, shape, dtype):
+    """The C-contiguous array over a mapped segment (the array keeps the mapping alive)."""
+    return np.ndarray(shape, dtype=dtype, buffer=mapping)
+
+
+def _track(name):
+    """Let the resource tracker unlink an owner's segment if the owner dies without cleanup."""
+    resource_tracker.register("/" + name, "shared_memory")
+
+
+def _untrack(name):
+    resource_tracker.unregister("/" + name, "shared_memory")
+
+
+def _pid_namespace():
+    """This process's pid namespace id: a pid in a segment name means nothing outside it."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+_PID_NAMESPACE = _pid_namespace()
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:        # someone else's live process
+        return True
+    return True
+
+
+def _sweep_stale_segments():
+    """Unlink fastad segments whose owner process (in this pid namespace) no longer exists."""
+    for entry in os.listdir(_SHM_DIR):
+        match = _OWNED_NAME.match(entry)
+        if match and match.group(2) == _PID_NAMESPACE and not _pid_alive(int(match.group(1))):
+            try:
+                os.unlink(_path(entry))
+            except (FileNotFoundError, PermissionError):
+                pass
+
+
+def _new_prefix():
+    return f"{_PREFIX}{os.getpid()}_{_PID_NAMESPACE}_{secrets.token_hex(4)}_"
+
+
+# -------------------------------------------------------------- shared arrays
+
+class _Block:
+    """The segments of one `share` call, as its owner process sees them."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.owner_pid = os.getpid()
+        self.tracked = []          # names this process registered with its resource tracker
+        self.closed = False
+
+
+def _free_block(block):
+    """Unlink every segment of `block`: arrays, state made by any process, stray temporaries."""
+    if os.getpid() != block.owner_pid or block.closed:
+        return                      # a forked child's copy of the block owns nothing
+    block.closed = True
+    names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(block.prefix)}
+    for name in names.union(block.tracked):
+        _unlink(name)
+    for name in block.tracked:
+        _untrack(name)
+
+
+_handles = weakref.WeakValueDictionary()    # segment name -> the SharedArray mapping it here
+
+
+class SharedArray:
+    """A handle on one array in shared memory; pickling it sends only its name, shape and dtype.
+
+    Made by `share`. In any process that holds it (the parent, or a worker that
+    received it through `run`'s args), `numpy()` is a zero-copy view of the
+    segment and `fa.Parameter(handle)` adopts that view as its value, so the
+    parameter's in-place updates are seen by every process.
+
+    Example::
+
+        with fa.hogwild.share({"w": np.zeros(3)}) as shared:
+            h = shared["w"]            # SharedArray(shape=(3,), dtype=float64)
+            h.numpy()[0] = 1.0         # visible to every process attached to "w"
+    """
+
+    def __init__(self, segment, shape, dtype, array, block):
+        self.segment = segment     # the segment's name under /dev/shm
+        self.shape = shape
+        self.dtype = dtype
+        self._array = array
+        self._block = block        # the owner's _Block; None in a process that attached
+        self._states = {}
+        self._states_lock = threading.Lock()
+
+    @classmethod
+    def _attach(cls, segment, shape, dtype_str):
+        handle = _handles.get(segment)
+        if handle is not None:
+            return handle
+        try:
+            mapping = _attach_segment(segment)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"shared array segment {segment!r} no longer exists: the share() block that "
+                f"made it has ended, or its owner process died") from None
+        dtype = np.dtype(dtype_str)
+        handle = cls(segment, shape, dtype, _view(mapping, shape, dtype), None)
+        _handles[segment] = handle
+        return handle
+
+    def __reduce__(self):
+        return (SharedArray._attach, (self.segment, self.shape, self.dtype.str))
+
+    def numpy(self):
+        """The shared array itself (no copy), shape `self.shape`; writes are seen by all processes.
+
+        After the owner's `share` block has ended the array stays readable in a
+        process that already mapped it, until every reference to it is dropped.
+        """
+        return self._array
+
+    def _fastad_shared_array(self):
+        return self._array
+
+    @property
+    def nbytes(self):
+        return self._array.nbytes
+
+    def state_array(self, key, fill=0.0):
+        """A shared array of this handle's shape and dtype for optimizer state, filled once.
+
+        `key` names the state (letters, digits, `_`, `.`, `-`; e.g. "Adagrad.sum"). The
+        first process to ask for `key` makes it filled with `fill` (a scalar or
+        an array broadcastable to `self.shape`); every later call, in any
+        process, returns a zero-copy view of that same array, never refilled,
+        even when several workers ask at the same moment. The state belongs to
+        the `share` block and is freed with it.
+
+        Example::
+
+            acc = shared["U"].state_array("adagrad_sum", fill=0.1)   # shape == shared["U"].shape
+            acc += g * g                                             # seen by every worker
+        """
+        if not isinstance(key, str) or not _STATE_KEY.fullmatch(key):
+            raise ValueError(f"state_array: key must be 1 to 64 letters, digits, '_', '.' or '-', "
+                             f"got {key!r}")
+        with self._states_lock:
+            array = self._states.get(key)
+            if array is None:
+                array = self._open_state(key, fill)
+                self._states[key] = array
+        return array
+
+    def _open_state(self, key, fill):
+        if self._block is not None and self._block.closed:
+            raise RuntimeError(f"state_array({key!r}): the share() block of this array has ended")
+        name = f"{self.segment}_{key}"
+        try:
+            return _view(_attach_segment(name), self.shape, self.dtype)
+        except FileNotFoundError:
+            pass
+        # Fill a private segment, then publish it under the final name with link(2), which
+        # fails if the name exists: a reader sees either no state or a completely filled one.
+        temp = f"{name}~{os.getpid()}_{threading.get_ident()}"   # '~' is never in a key
+        mapping = _create_segment(temp, self._array.nbytes)
+        try:
+            array = _view(mapping, self.shape, self.dtype)
+            try:
+                array[...] = fill
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
+                                 f"{self.shape} and dtype {self.dtype} with a fill of shape "
+                                 f"{np.shape(fill)}: {exc}") from None
+            os.link(_path(temp), _path(name))
+        except FileExistsError:
+            return _view(_attach_segment(name), self.shape, self.dtype)
+        finally:
+            _unlink(temp)
+        if self._block is not None and os.getpid() == self._block.owner_pid:
+            _track(name)
+            self._block.tracked.append(name)
+        return array
+
+    def __repr__(self):
+        return f"SharedArray(shape={self.shape}, dtype={self.dtype.name}, segment={self.segment!r})"
+
+
+class SharedArrays(Mapping):
+    """The mapping `share` returns: key -> SharedArray, and the context manager that frees them.
+
+    Picklable: a worker that receives it gets the same handles (attached by
+    name); only the process that called `share` frees the segments.
+    """
+
+    def __init__(self, handles, block):
+        self._handles = handles
+        self._block = block
+        self._finalizer = weakref.finalize(self, _free_block, block) if block is not None else None
+
+    def __getitem__(self, key):
+        try:
+            return self._handles[key]
+        except KeyError:
+            raise KeyError(f"no shared array named {key!r}; "
+                           f"shared: {sorted(self._handles)}") from None
+
+    def __iter__(self):
+        return iter(self._handles)
+
+    def __len__(self):
+        return len(self._handles)
+
+    def __reduce__(self):
+        return (SharedArrays, (self._handles, None))
+
+    def close(self):
+        """Unlink every segment of this block (arrays and optimizer state); idempotent."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._handles.items())
+        return f"SharedArrays({{{inner}}})"
+
+
+def share(arrays):
+    """Copy float arrays into shared memory for Hogwild workers: `with share({...}) as shared:`.
+
+    `arrays` maps names to float32 or float64 arrays of any shape (a
+    non-contiguous array is copied into C order); each gets its own segment.
+    Returns a `SharedArrays` mapping of name -> `SharedArray`. Leaving the
+    `with` block (or `close()`) unlinks every segment of the block, including
+    optimizer state that any worker made, whatever happened inside it; until
+    then, `shared[name].numpy()` holds the latest values, even after a `run`
+    that failed; afterwards, arrays this process already holds stay readable
+    but no process can attach any more. The block is also freed when the
+    returned object is garbage-collected, so keep it (not just one handle)
+    alive while the arrays are in use. `share` first unlinks segments left by
+    fastad processes that died.
+
+    Example::
+
+        with fa.hogwild.share({"U": np.random.randn(100, 8)}) as shared:
+            fa.hogwild.run(train, workers=2, args=(shared,))
+            U = shared["U"].numpy().copy()
+    """
+    _require_shm_dir()
+    if not hasattr(arrays, "items"):
+        raise TypeError(f"share: expected a dict of name -> array, got {type(arrays).__name__}")
+    sources = {}
+    for key, value in arrays.items():
+        if not isinstance(key, str):
+            raise TypeError(f"share: names must be str, got {key!r}")
+        array = np.asarray(value)
+        if array.dtype not in (np.float32, np.float64):
+            raise TypeError(f"share: {key!r} has dtype {array.dtype}; expected float32 or float64 "
+                            f"(convert it with .astype(np.float32))")
+        sources[key] = array
+    _sweep_stale_segments()
+    block = _Block(_new_prefix())
+    shared = SharedArrays({}, block)
+    try:
+        for n, (key, array) in enumerate(sources.items()):
+            segment = f"{block.prefix}{n}"
+            mapping = _create_segment(segment, array.nbytes)
+            _track(segment)
+            block.tracked.append(segment)
+            view = _view(mapping, array.shape, array.dtype)
+            view[...] = array
+            handle = SharedArray(segment, array.shape, array.dtype, view, block)
+            _handles[segment] = handle
+            shared._handles[key] = handle
+    except BaseException:
+        shared.close()
+        raise
+    return shared
+
+
+# ------------------------------------------------------------------- workers
+
+class WorkerError(RuntimeError):
+    """A Hogwild worker raised or died; `rank`, `exitcode` and the worker's `traceback` text.
+
+    `exitcode` is None when the worker raised (its traceback is in the message)
+    and the process exit code (negative: killed by that signal) when it died.
+    """
+
+    def __init__(self, rank, message, traceback=None, exitcode=None):
+        super().__init__(message)
+        self.rank = rank
+        self.traceback = traceback
+        self.exitcode = exitcode
+
+    def __reduce__(self):
+        return (WorkerError, (self.rank, self.args[0], self.traceback, self.exitcode))
+
+
+_counter = None     # in a worker of `run` with progress: this rank's int64 slot
+
+
+def report(n=1):
+    """Add `n` examples to this worker's progress count (read by `run`'s `progress`).
+
+    A plain store into a per-rank shared int64, no lock: cheap, but call it per
+    batch of examples rather than per example. Outside a worker, or when `run`
+    was given no `progress`, it does nothing, so the same training function runs
+    unchanged in a single process.
+
+    Example::
+
+        for start in range(0, len(ids), 256):
+            ...                               # train on 256 examples
+            fa.hogwild.report(256)
+    """
+    if _counter is not None:
+        _counter[0] += n
+
+
+def _limit_threads_to_one():
+    os.environ.update(dict.fromkeys(_THREAD_ENV, "1"))
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return                          # a forked BLAS pool keeps the parent's size
+    threadpool_limits(limits=1)
+
+
+def _die_with_parent(parent_pid):
+    """Ask Linux to SIGKILL this worker when the parent dies, so no orphan trains forever."""
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:      # the parent died before the request took effect
+        os._exit(1)
+
+
+def _worker_main(rank, payload, counter_segment, conn, parent_pid, fork):
+    global _counter
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent handles Ctrl-C and stops us
+    _die_with_parent(parent_pid)
+    if fork:
+        _limit_threads_to_one()
+    _counter = None
+    if counter_segment is not None:
+        slot = rank * _COUNTER_STRIDE
+        _counter = np.frombuffer(_attach_segment(counter_segment), np.int64)[slot:slot + 1]
+    try:
+        fn, args = payload if fork else pickle.loads(payload)
+        message = ("ok", fn(rank, *args))
+    except BaseException as exc:
+        message = ("error", f"raised {type(exc).__name__}: {exc}", traceback.format_exc())
+    try:
+        conn.send(message)
+    except Exception as exc:
+        conn.send(("error", f"returned a result that could not be sent back "
+                            f"({type(exc).__name__}: {exc})", traceback.format_exc()))
+    conn.close()
+
+
+_env_lock = threading.Lock()
+
+
+@contextmanager
+def _single_thread_env():
+    """Spawned children read these before numpy loads its BLAS: set them while starting one."""
+    with _env_lock:
+        saved = {key: os.environ.get(key) for key in _THREAD_ENV}
+        os.environ.update(dict.fromkeys(_THREAD_ENV, "1"))
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    del os.environ[key]
+                else:
+                    os.environ[key] = value
+
+
+def _describe_exit(exitcode):
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-exitcode).name} (exit code {exitcode})"
+        except ValueError:
+            pass
+    return f"exited with code {exitcode}"
+
+
+def _stop(processes, finished):
+    """End every worker: let finished ones exit by themselves, terminate the rest."""
+    if not finished:
+        for process in processes:
+            if process.exitcode is None:
+                process.terminate()
+    deadline = time.monotonic() + _TERMINATE_GRACE_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+        process.close()
+
+
+def _collect(processes, conns, progress, progress_interval, counters):
+    """Wait for every worker's result; raise WorkerError on the first failure."""
+    workers = len(processes)
+    results = [None] * workers
+    done = [False] * workers
+    waiting = {}
+    for rank in range(workers):
+        waiting[conns[rank]] = rank
+        waiting[processes[rank].sentinel] = rank
+
+    def receive(rank):
+        conn = conns[rank]
+        if conn not in waiting:
+            return
+        del waiting[conn]
+        try:
+            message = conn.recv()
+        except EOFError:
+            return                      # it died before sending: its sentinel reports the exit
+        if message[0] == "error":
+            raise WorkerError(rank, f"hogwild worker {rank} {message[1]}\n\n"
+                                    f"Worker {rank} traceback:\n{message[2]}", message[2])
+        results[rank] = message[1]
+        done[rank] = True
+
+    last_time, last_total = time.monotonic(), 0
+    while not all(done):
+        timeout = progress_interval if progress is not None else None
+        for ready in connection.wait(list(waiting), timeout):
+            rank = waiting.get(ready)
+            if rank is None:
+                continue                # already handled with its pair this round
+            if ready is conns[rank]:
+                receive(rank)
+            else:
+                del waiting[ready]
+                processes[rank].join()
+                if conns[rank].poll():
+                    receive(rank)
+                if not done[rank]:
+                    exitcode = processes[rank].exitcode
+                    raise WorkerError(rank, f"hogwild worker {rank} {_describe_exit(exitcode)} "
+                                            f"before returning a result; the other workers were "
+                                            f"stopped", exitcode=exitcode)
+        if progress is not None:
+            now = time.monotonic()
+            if now - last_time >= progress_interval or all(done):
+                total = int(counters.sum())
+                progress(total, (total - last_total) / max(now - last_time, 1e-9))
+                last_time, last_total = now, total
+    return results
+
+
+def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_interval=1.0):
+    """Call `fn(rank, *args)` in `workers` processes at once; return their results in rank order.
+
+    `rank` runs from 0 to workers - 1. Each worker's BLAS/OpenMP is limited to
+    one thread. `start_method` is "spawn" (the default; safe with CUDA and
+    threads; `fn` and `args` are pickled once and sent to every worker, so `fn`
+    lives at module level in an importable module, and a script guards its
+    entry point with `if __name__ == "__main__":`) or "fork" (Linux; starts in
+    milliseconds instead of a fresh interpreter per worker, `fn` may be any
+    callable; a BLAS thread pool the parent already started is resized to one
+    thread only if threadpoolctl is installed). Shared arrays from `share` in
+    `args` reach the workers by name, without copying.
+
+    If a worker raises, the others are terminated and `WorkerError` is raised
+    here with the worker's rank and traceback; if one dies (os._exit, a
+    signal), the others are stopped and `WorkerError` gives its exit code. On
+    Ctrl-C, or any error in the parent, the workers are terminated too, and a
+    worker dies with the parent. `progress(examples_done, examples_per_second)`,
+    if given, is called about every `progress_interval` seconds and once at the
+    end with the totals that workers add with `report(n)`; the rate is over the
+    time since the previous call.
+
+    Example::
+
+        def train(rank, shared, n):          # at module level for spawn
+            w = fa.Parameter(shared["w"])
+            ...
+            return rank
+
+        with fa.hogwild.share({"w": np.zeros(8)}) as shared:
+            assert fa.hogwild.run(train, workers=2, args=(shared, 1000)) == [0, 1]
+    """
+    _require_shm_dir()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"run: workers must be a positive int, got {workers!r}")
+    methods = [m for m in ("spawn", "fork") if m in multiprocessing.get_all_start_methods()]
+    if start_method not in methods:
+        raise ValueError(f"run: start_method must be one of {methods}, got {start_method!r}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"run: progress must be a callable or None, got {type(progress).__name__}")
+    if not progress_interval > 0:
+        raise ValueError(f"run: progress_interval must be > 0 seconds, got {progress_interval!r}")
+    if not callable(fn):
+        raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
+    args = tuple(args)
+    fork = start_method == "fork"
+    if fork:
+        payload = (fn, args)
+    else:
+        try:
+            payload = bytes(ForkingPickler.dumps((fn, args)))
+        except Exception as exc:
+            raise TypeError(
+                f"run: with start_method='spawn', fn and args are pickled to each worker, and "
+                f"pickling failed ({type(exc).__name__}: {exc}); define fn at module level in an "
+                f"importable module (not a lambda or a nested function), or use "
+                f"start_method='fork'") from exc
+    context = multiprocessing.get_context(start_method)
+    counters = counter_segment = None
+    processes, conns = [], []
+    finished = False
+    try:
+        if progress is not None:
+            name = _new_prefix() + "progress"
+            mapping = _create_segment(name, 8 * _COUNTER_STRIDE * workers)   # zero-filled
+            _track(name)
+            counter_segment = name
+            counters = _view(mapping, (workers, _COUNTER_STRIDE), np.int64)[:, 0]
+        for rank in range(workers):
+            receiver, sender = context.Pipe(duplex=False)
+            conns.append(receiver)
+            process = context.Process(
+                target=_worker_main, name=f"fastad-hogwild-{rank}", daemon=True,
+                args=(rank, payload, counter_segment, sender, os.getpid(), fork))
+            if fork:
+                process.start()
+            else:
+                with _single_thread_env():
+                    process.start()
+            processes.append(process)
+            sender.close()
+        results = _collect(processes, conns, progress, progress_interval, counters)
+        finished = True
+        return results
+    finally:
+        _stop(processes, finished)
+        for conn in conns:
+            conn.close()
+        if counter_segment is not None:
+            _unlink(counter_segment)
+            _untrack(counter_segment)
