@@ -1,14 +1,19 @@
 """Ready-made models that the examples, benchmarks and demo share."""
+import time
+
 import numpy as np
 
 from fastad_cy.elementwise import logsigmoid
 from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.reduction import sum as fa_sum
 from fastad_cy.sparse import take
+from fastad_cy.train import train
+from fastad import hogwild
 from fastad.data import pairwise_auc
+from fastad.optim import SGD, Adagrad
 from fastad.nn.module import Module
 
-__all__ = ["BPR"]
+__all__ = ["BPR", "bpr_hogwild_worker"]
 
 
 class BPR(Module):
@@ -50,3 +55,34 @@ class BPR(Module):
     def auc(self, triples):
         """Share of triples ranked correctly (0.5 is chance)."""
         return pairwise_auc(self.U, self.V, triples)
+
+
+def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05, epochs=1, seed=0):
+    """One Hogwild worker of BPR training: `fastad.hogwild.run(bpr_hogwild_worker, ...)`.
+
+    Trains `BPR` factors living in `shared["U"]`, `shared["V"]` (zero copy,
+    no locks) on its shard of `triples` (every `workers`-th example from
+    `rank`), with `optimizer` "sgd" or "adagrad" (whose state is shared
+    too). Reports its examples to `fastad.hogwild.report` and returns
+    `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`.
+    """
+    model = BPR(1, 1, U=shared["U"], V=shared["V"])
+    loss, feeds = model.example_graph()
+    shard = {k: v[rank::workers] for k, v in triples.items()}
+    if optimizer == "sgd":
+        opt = SGD(model.parameters(), lr=lr)
+    elif optimizer == "adagrad":
+        opt = Adagrad(model.parameters(), lr=lr)
+    else:
+        raise ValueError(f"bpr_hogwild_worker: optimizer must be 'sgd' or 'adagrad', got {optimizer!r}")
+    last = [0]
+
+    def progress(done):
+        hogwild.report(done - last[0])
+        last[0] = done
+
+    start = time.perf_counter()
+    means = train(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed + rank,
+                  progress=progress, report_every=10_000)
+    return {"loss": means, "examples": epochs * len(shard["users"]),
+            "seconds": time.perf_counter() - start}

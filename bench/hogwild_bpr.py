@@ -1,0 +1,103 @@
+"""Hogwild scaling of BPR (k=32, 50,000 users x 20,000 items, per-example sparse SGD).
+
+Runs the same number of examples with 1, 2, ... worker processes (alternating
+the counts, several rounds) and reports examples per second measured inside
+the workers (start-up excluded), beside PyTorch's Hogwild recipe
+(`share_memory()` + processes, sparse embeddings) on the same data.
+Run: python bench/hogwild_bpr.py [--quick] [--max-workers N]
+"""
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import machine, torch_or_none  # noqa: E402
+
+import fastad as fa  # noqa: E402
+
+USERS, ITEMS, DIM, LR = 50_000, 20_000, 32, 0.05
+
+
+def fastad_round(triples, model, workers):
+    with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
+        results = fa.hogwild.run(fa.models.bpr_hogwild_worker, workers=workers,
+                                 args=(shared, triples, workers), start_method="fork")
+    return sum(r["examples"] for r in results) / max(r["seconds"] for r in results)
+
+
+def _torch_worker(rank, workers, U, V, triples, n, out):
+    import torch
+    torch.set_num_threads(1)
+    opt = torch.optim.SGD(list(U.parameters()) + list(V.parameters()), lr=LR)
+    users, pos, neg = (torch.from_numpy(triples[k][rank::workers][:n]) for k in ("users", "pos", "neg"))
+    start = time.perf_counter()
+    for e in range(n):
+        margin = (U(users[e:e + 1]) * (V(pos[e:e + 1]) - V(neg[e:e + 1]))).sum(-1)
+        loss = -torch.nn.functional.logsigmoid(margin).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    out[rank] = time.perf_counter() - start
+
+
+def torch_round(torch, triples, workers, n_per_worker):
+    U = torch.nn.Embedding(USERS, DIM, sparse=True)
+    V = torch.nn.Embedding(ITEMS, DIM, sparse=True)
+    U.share_memory()
+    V.share_memory()
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Array("d", workers)
+    procs = [ctx.Process(target=_torch_worker, args=(r, workers, U, V, triples, n_per_worker, out))
+             for r in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    return workers * n_per_worker / max(out[:])
+
+
+def run(quick=False, max_workers=None):
+    max_workers = max_workers or min(os.cpu_count() or 1, 8)
+    counts = list(range(1, max_workers + 1))
+    triples, _ = fa.data.planted_preferences(USERS, ITEMS, n_train=400_000 if quick else 2_000_000,
+                                             n_test=1, seed=0)
+    model = fa.models.BPR(USERS, ITEMS, dim=DIM, seed=1)
+    speeds = {w: [] for w in counts}
+    for _ in range(2 if quick else 3):
+        for w in counts:
+            speeds[w].append(fastad_round(triples, model, w))
+    rows = []
+    base = statistics.median(speeds[1])
+    torch = torch_or_none()
+    for w in counts:
+        s = statistics.median(speeds[w])
+        row = {"workload": f"BPR Hogwild, {w} worker{'s' if w > 1 else ''}", "unit": "example",
+               "fastad": 1 / s, "scaling": s / base,
+               "target": ">= 1,000,000/s" if w == 1 else (">= 1.8x one worker" if w == 2 else "-")}
+        if torch is not None:
+            row["torch"] = 1 / torch_round(torch, triples, w, 300 if quick else 1000)
+        rows.append(row)
+    return rows
+
+
+def report(rows):
+    for r in rows:
+        line = (f"{r['workload']}: fastad {1 / r['fastad']:12,.0f} examples/s"
+                f" ({r['scaling']:.2f}x one worker)")
+        if r.get("torch"):
+            line += f" | torch {1 / r['torch']:10,.0f} examples/s | speed-up {r['torch'] / r['fastad']:6.1f}x"
+        print(line + f"   [target: {r['target']}]")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--max-workers", type=int, default=None)
+    args = ap.parse_args()
+    print(machine())
+    report(run(args.quick, args.max_workers))
