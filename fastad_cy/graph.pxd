@@ -34,15 +34,21 @@ cdef class Variable:
 
 cdef class Leaf(Variable):
     cdef int grad_mode
+    cdef int clear_grad(self) except -1  # forget the accumulated gradient
 
 cdef class Parameter(Leaf):
     cdef public object name
     cdef readonly object shared      # the hogwild handle whose segment holds the value, or None
-    cdef cnp.ndarray touched         # int64 row ids, first n_touched valid
+    # A sparse gradient keeps the touched rows packed in `slab`: slab row k holds
+    # the gradient of table row touched[k]; slot_of[r] is r's slab row or -1.
+    cdef cnp.ndarray touched         # int64, first n_touched valid
+    cdef cnp.ndarray slot_of         # int32 per table row
+    cdef cnp.ndarray slab            # (capacity, row_len), grows by doubling
+    cdef char* slab_ptr
     cdef Py_ssize_t n_touched
-    cdef cnp.ndarray row_mark        # uint8 per row: 1 when listed in touched
     cdef Py_ssize_t row_len
     cdef int densify(self) except -1
+    cdef int _grow_slab(self) except -1
 
 cdef class Input(Leaf):
     pass

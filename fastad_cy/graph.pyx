@@ -17,7 +17,7 @@ sparse gradient: only the rows a gather touched.
 import numpy as np
 cimport numpy as cnp
 from cpython.ref cimport PyObject
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 from cython cimport floating
@@ -612,9 +612,13 @@ cdef class Leaf(Variable):
             self.grad_mode = GRAD_DENSE
         return self._grad
 
+    cdef int clear_grad(self) except -1:
+        self.grad_mode = GRAD_NONE
+        return 0
+
     def zero_grad(self):
         """Forget the accumulated gradient (costs nothing: the next one overwrites)."""
-        self.grad_mode = GRAD_NONE
+        self.clear_grad()
 
     def set_value(self, data):
         """Copy `data` (same shape) into this leaf; `forward()` then recomputes the graph."""
@@ -674,50 +678,63 @@ cdef class Parameter(Leaf):
         return Leaf.grad_slot(self)
 
     cdef int densify(self) except -1:
-        """Turn a sparse gradient into a dense one: zero the untouched rows."""
-        cdef Py_ssize_t r, rows = self._shape[0]
-        cdef uint8_t* mark = <uint8_t*>cnp.PyArray_DATA(self.row_mark)
-        cdef Py_ssize_t width = self.row_len * (8 if self.f64 else 4)
-        for r in range(rows):
-            if not mark[r]:
-                memset(self.grad_ptr + r * width, 0, width)
-            mark[r] = 0
+        """Turn the sparse gradient into a dense one."""
+        cdef Py_ssize_t k, width = self.row_len * (8 if self.f64 else 4)
+        cdef const int64_t* touched = <const int64_t*>cnp.PyArray_DATA(self.touched)
+        cdef int32_t* slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
+        self.ensure_grad_buffer()
+        memset(self.grad_ptr, 0, self.size * (8 if self.f64 else 4))
+        for k in range(self.n_touched):
+            memcpy(self.grad_ptr + touched[k] * width, self.slab_ptr + k * width, width)
+            slot_of[touched[k]] = -1
         self.n_touched = 0
         self.grad_mode = GRAD_DENSE
+        return 0
+
+    cdef int _grow_slab(self) except -1:
+        cdef Py_ssize_t capacity = max(16, 2 * (<object>self.slab).shape[0] if self.slab is not None else 0)
+        capacity = min(capacity, self._shape[0])
+        slab = np.empty((capacity, self.row_len), dtype=self._value.dtype)
+        if self.n_touched:
+            slab[:self.n_touched] = self.slab[:self.n_touched]
+        self.slab = slab
+        self.slab_ptr = <char*>cnp.PyArray_DATA(self.slab)
         return 0
 
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1:
         cdef Py_ssize_t k, row_len = self.row_len
         cdef int64_t r
-        cdef uint8_t* mark
-        cdef int64_t* touched
-        self.ensure_grad_buffer()
+        cdef int32_t slot
+        cdef int32_t* slot_of
         if self.grad_mode == GRAD_DENSE:
             if self.f64:
                 _scatter_add(<double*>self.grad_ptr, ids, n, <const double*>rows, row_len)
             else:
                 _scatter_add(<float*>self.grad_ptr, ids, n, <const float*>rows, row_len)
             return 0
-        if self.row_mark is None:
-            self.row_mark = np.zeros(self._shape[0], dtype=np.uint8)
+        if self.slot_of is None:
+            self.slot_of = np.full(self._shape[0], -1, dtype=np.int32)
             self.touched = np.empty(self._shape[0], dtype=np.int64)
-        mark = <uint8_t*>cnp.PyArray_DATA(self.row_mark)
-        touched = <int64_t*>cnp.PyArray_DATA(self.touched)
-        if self.grad_mode == GRAD_NONE:
-            self.n_touched = 0
+        slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
         self.grad_mode = GRAD_SPARSE
+        cdef bint fresh
         for k in range(n):
             r = ids[k]
-            if self.f64:
-                vec_put(<double*>self.grad_ptr + r * row_len, <const double*>rows + k * row_len,
-                        row_len, mark[r])
-            else:
-                vec_put(<float*>self.grad_ptr + r * row_len, <const float*>rows + k * row_len,
-                        row_len, mark[r])
-            if not mark[r]:
-                mark[r] = 1
-                touched[self.n_touched] = r
+            slot = slot_of[r]
+            fresh = slot < 0
+            if fresh:
+                if self.slab is None or self.n_touched == (<object>self.slab).shape[0]:
+                    self._grow_slab()
+                slot = <int32_t>self.n_touched
+                slot_of[r] = slot
+                (<int64_t*>cnp.PyArray_DATA(self.touched))[slot] = r
                 self.n_touched += 1
+            if self.f64:
+                vec_put(<double*>self.slab_ptr + slot * row_len, <const double*>rows + k * row_len,
+                        row_len, not fresh)
+            else:
+                vec_put(<float*>self.slab_ptr + slot * row_len, <const float*>rows + k * row_len,
+                        row_len, not fresh)
         return 0
 
     @property
@@ -731,17 +748,24 @@ cdef class Parameter(Leaf):
             return None
         return self.touched[:self.n_touched].copy()
 
-    def zero_grad(self):
+    def sparse_grad(self):
+        """`(rows, values)`: the touched row ids and their gradient rows (copies), or None if not sparse."""
+        if self.grad_mode != GRAD_SPARSE:
+            return None
+        return self.touched[:self.n_touched].copy(), self.slab[:self.n_touched].copy()
+
+    cdef int clear_grad(self) except -1:
         cdef Py_ssize_t k
-        cdef uint8_t* mark
-        cdef int64_t* touched
+        cdef int32_t* slot_of
+        cdef const int64_t* touched
         if self.grad_mode == GRAD_SPARSE:
-            mark = <uint8_t*>cnp.PyArray_DATA(self.row_mark)
-            touched = <int64_t*>cnp.PyArray_DATA(self.touched)
+            slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
+            touched = <const int64_t*>cnp.PyArray_DATA(self.touched)
             for k in range(self.n_touched):
-                mark[touched[k]] = 0
+                slot_of[touched[k]] = -1
             self.n_touched = 0
         self.grad_mode = GRAD_NONE
+        return 0
 
     def __repr__(self):
         label = f", name={self.name!r}" if self.name is not None else ""

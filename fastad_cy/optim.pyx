@@ -109,8 +109,9 @@ cdef list _param_list(object params, str who, bint allow_single, bint allow_empt
 
 cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t* span_len) noexcept:
     """Where p's gradient holds values: returns the number of spans of `span_len`
-    elements; span k starts at element rows[k] * span_len, or at 0 when rows is NULL
-    (one dense span). Zero spans when p has no gradient."""
+    elements. Span k covers the value (and state) from element rows[k] * span_len,
+    or from 0 when rows is NULL (one dense span); its gradient is at span_grad(p, k).
+    Zero spans when p has no gradient."""
     if p.grad_mode == GRAD_SPARSE:
         rows[0] = <const int64_t*>cnp.PyArray_DATA(p.touched)
         span_len[0] = p.row_len
@@ -118,6 +119,13 @@ cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t*
     rows[0] = NULL
     span_len[0] = p.size
     return 1 if p.grad_mode == GRAD_DENSE else 0
+
+
+cdef inline char* span_grad(Parameter p, Py_ssize_t k) noexcept:
+    """The gradient of span k: a packed row of the sparse slab, or the dense buffer."""
+    if p.grad_mode == GRAD_SPARSE:
+        return p.slab_ptr + k * p.row_len * (8 if p.f64 else 4)
+    return p.grad_ptr
 
 
 cdef cnp.ndarray _state_array(Parameter p, str key, double fill):
@@ -268,6 +276,8 @@ cdef class Optimizer:
 
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil:
+        """Update n elements: the value and state from element `offset` on, with the
+        span's gradient at `grad`."""
         pass
 
     cpdef int step(self) except -1:
@@ -292,7 +302,7 @@ cdef class Optimizer:
             n_spans = grad_spans(p, &rows, &span_len)
             for k in range(n_spans):
                 offset = rows[k] * span_len if rows != NULL else 0
-                self.update(p.val_ptr, p.grad_ptr, state, offset, span_len, p.f64)
+                self.update(p.val_ptr, span_grad(p, k), state, offset, span_len, p.f64)
         return 0
 
     cpdef zero_grad(self):
@@ -300,8 +310,9 @@ cdef class Optimizer:
 
         >>> opt.zero_grad()      # the next backward() writes fresh gradients
         """
+        cdef Parameter p
         for p in self._params:
-            p.zero_grad()
+            p.clear_grad()
 
     @property
     def lr(self):
@@ -445,11 +456,11 @@ cdef class SGD(Optimizer):
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil:
         if f64:
-            sgd_kernel(<double*>value + offset, <const double*>grad + offset,
+            sgd_kernel(<double*>value + offset, <const double*>grad,
                        <double*>state[0] + offset if self.n_slots else NULL, n, self._lr,
                        self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
         else:
-            sgd_kernel(<float*>value + offset, <const float*>grad + offset,
+            sgd_kernel(<float*>value + offset, <const float*>grad,
                        <float*>state[0] + offset if self.n_slots else NULL, n, self._lr,
                        self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
 
@@ -487,10 +498,10 @@ cdef class Adagrad(Optimizer):
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil:
         if f64:
-            adagrad_kernel(<double*>value + offset, <const double*>grad + offset,
+            adagrad_kernel(<double*>value + offset, <const double*>grad,
                            <double*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
         else:
-            adagrad_kernel(<float*>value + offset, <const float*>grad + offset,
+            adagrad_kernel(<float*>value + offset, <const float*>grad,
                            <float*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
 
     def hyperparameters(self):
@@ -538,11 +549,11 @@ cdef class Adam(Optimizer):
         cdef double l2 = 0 if self.decoupled else self.weight_decay
         cdef double decay = 1 - self._lr * self.weight_decay if self.decoupled else 1
         if f64:
-            adam_kernel(<double*>value + offset, <const double*>grad + offset,
+            adam_kernel(<double*>value + offset, <const double*>grad,
                         <double*>state[0] + offset, <double*>state[1] + offset, n,
                         self.beta1, self.beta2, self.eps, l2, decay, self.step_size, self.bc2_sqrt)
         else:
-            adam_kernel(<float*>value + offset, <const float*>grad + offset,
+            adam_kernel(<float*>value + offset, <const float*>grad,
                         <float*>state[0] + offset, <float*>state[1] + offset, n,
                         self.beta1, self.beta2, self.eps, l2, decay, self.step_size, self.bc2_sqrt)
 
@@ -598,12 +609,12 @@ cdef class RMSprop(Optimizer):
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil:
         if f64:
-            rmsprop_kernel(<double*>value + offset, <const double*>grad + offset,
+            rmsprop_kernel(<double*>value + offset, <const double*>grad,
                            <double*>state[0] + offset,
                            <double*>state[1] + offset if self.n_slots == 2 else NULL, n,
                            self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
         else:
-            rmsprop_kernel(<float*>value + offset, <const float*>grad + offset,
+            rmsprop_kernel(<float*>value + offset, <const float*>grad,
                            <float*>state[0] + offset,
                            <float*>state[1] + offset if self.n_slots == 2 else NULL, n,
                            self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
@@ -671,7 +682,7 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     cdef double limit = _in_range("clip_grad_norm", "max_norm", max_norm, 0.0, INFINITY, False)
     cdef double q = _number("clip_grad_norm", "norm_type", norm_type)
     cdef double acc = 0, total, factor
-    cdef Py_ssize_t k, n_spans, span_len, offset
+    cdef Py_ssize_t k, n_spans, span_len
     cdef const int64_t* rows
     cdef Parameter p
     if not q > 0:
@@ -679,11 +690,10 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):
-            offset = rows[k] * span_len if rows != NULL else 0
             if p.f64:
-                acc = norm_accumulate(<const double*>p.grad_ptr + offset, span_len, q, acc)
+                acc = norm_accumulate(<const double*>span_grad(p, k), span_len, q, acc)
             else:
-                acc = norm_accumulate(<const float*>p.grad_ptr + offset, span_len, q, acc)
+                acc = norm_accumulate(<const float*>span_grad(p, k), span_len, q, acc)
     if isinf(q):
         total = acc
     elif q == 2:
@@ -697,11 +707,10 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
         for p in plist:
             n_spans = grad_spans(p, &rows, &span_len)
             for k in range(n_spans):
-                offset = rows[k] * span_len if rows != NULL else 0
                 if p.f64:
-                    scale_values(<double*>p.grad_ptr + offset, span_len, factor)
+                    scale_values(<double*>span_grad(p, k), span_len, factor)
                 else:
-                    scale_values(<float*>p.grad_ptr + offset, span_len, factor)
+                    scale_values(<float*>span_grad(p, k), span_len, factor)
     return total
 
 
@@ -716,14 +725,13 @@ def clip_grad_value(params, clip_value):
     """
     cdef list plist = _param_list(params, "clip_grad_value", True, True)
     cdef double limit = _in_range("clip_grad_value", "clip_value", clip_value, 0.0, INFINITY, False)
-    cdef Py_ssize_t k, n_spans, span_len, offset
+    cdef Py_ssize_t k, n_spans, span_len
     cdef const int64_t* rows
     cdef Parameter p
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):
-            offset = rows[k] * span_len if rows != NULL else 0
             if p.f64:
-                clamp_values(<double*>p.grad_ptr + offset, span_len, limit)
+                clamp_values(<double*>span_grad(p, k), span_len, limit)
             else:
-                clamp_values(<float*>p.grad_ptr + offset, span_len, limit)
+                clamp_values(<float*>span_grad(p, k), span_len, limit)
