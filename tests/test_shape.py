@@ -1,6 +1,7 @@
 """reshape, transpose, getitem, concat, stack: values, gradients, replay, bad input."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import fastad as fa
 from fastad_cy.shape import concat, getitem, reshape, stack, transpose
@@ -337,3 +338,41 @@ def test_non_contiguous_numpy_inputs():
     strided = data(6, 8)[::2, ::2]                         # a (3, 4) view, not C-contiguous
     x.set_value(strided)
     np.testing.assert_array_equal(y.forward().value, strided.T[::2])
+
+
+# ------------------------------------------------ getitem against numpy, at random
+
+@st.composite
+def shapes_and_keys(draw):
+    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=0, max_size=3)))
+    parts = []
+    used = draw(st.integers(0, len(shape)))
+    array_len = draw(st.integers(0, 4))     # integer arrays in one key must broadcast together
+    for n in shape[:used]:
+        kind = draw(st.sampled_from(["int", "slice", "array", "newaxis"] if n else ["slice", "newaxis"]))
+        if kind == "int":
+            parts.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            parts.append(slice(draw(st.none() | st.integers(-5, 5)), draw(st.none() | st.integers(-5, 5)),
+                               draw(st.none() | st.sampled_from([-3, -2, -1, 1, 2, 3]))))
+        elif kind == "array":
+            parts.append(draw(st.lists(st.integers(-n, n - 1), min_size=array_len, max_size=array_len)))
+        else:
+            parts.extend([None, slice(None)])
+    if draw(st.booleans()):              # an Ellipsis that stands for the axes left over
+        parts.insert(0 if used == len(shape) else len(parts), Ellipsis)
+    return shape, tuple(parts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(shapes_and_keys())
+def test_getitem_matches_numpy_values_and_add_at_gradients(shape_key):
+    shape, key = shape_key
+    x = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+    p = fa.Parameter(x, dtype=np.float64)
+    y = getitem(p, key)
+    np.testing.assert_array_equal(y.value, x[key])
+    weighted_sum(y).backward()
+    expected = np.zeros(shape)
+    np.add.at(expected, key, weights_for(x[key].shape))
+    np.testing.assert_array_equal(p.grad, expected)
