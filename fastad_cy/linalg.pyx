@@ -1,0 +1,359 @@
+"""Matrix products: matmul (BLAS for large products, C loops for tiny ones) and vector_dot.
+
+All buffers are row-major (C order). BLAS is column-major, and a row-major
+matrix is its own transpose in column-major order, so the row-major product
+C = op(A) @ op(B) is computed as the column-major C^T = op(B)^T @ op(A)^T.
+"""
+from math import prod
+
+cimport numpy as cnp
+from libc.limits cimport INT_MAX
+from cython cimport floating
+from scipy.linalg.cython_blas cimport sgemm, dgemm
+
+from fastad_cy.graph cimport Variable, init_node, finish, as_variable, same_dtype, require_float
+from fastad_cy.loops cimport vec_zero
+
+cnp.import_array()
+
+# Products with fewer multiply-adds (m*n*k) than this run in the C loops below;
+# larger ones call BLAS, whose per-call overhead the loops beat on tiny shapes.
+# Measured with bench/matmul_crossover.py (one matmul, forward + backward
+# replay; time with the loops / time with BLAS, float64 and float32, 2-core
+# x86-64 development machine, OpenBLAS 0.3.31): work <= 125 (2^3..5^3, 1x8x8,
+# 16x2x2, 8x4x4): 0.7-1.0; work 216-512: 0.8-1.3, BLAS ahead unless m == 1
+# (6^3 1.09, 16x4x4 1.20, 8^3 1.26, 1x16x16 0.86, 1x24x24 0.9); tall thin
+# products lose in the loops from 128 on (32x2x2 1.2-1.5); 16^3 2.5-2.9,
+# 32^3 5-6. The loops' gain is at most ~0.15 us per replay, so BLAS takes
+# everything from 128 on.
+BLAS_MIN_WORK = 128
+
+cdef Py_ssize_t blas_min_work = BLAS_MIN_WORK
+
+
+def _set_blas_min_work(Py_ssize_t work):
+    """Set the BLAS crossover for matmuls built from now on; returns the old one.
+
+    For tests and benchmarks that force one path (0: always BLAS; a huge
+    number: always the C loops).
+    """
+    global blas_min_work
+    old = blas_min_work
+    blas_min_work = work
+    return old
+
+
+# ------------------------------------------------------------ GEMM kernels
+# Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`. M, N, K > 0;
+# ld* are the row lengths of the stored matrices.
+
+cdef void gemm_blas(bint trans_a, bint trans_b, int M, int N, int K, const floating* A, int lda,
+                    const floating* B, int ldb, floating* C, int ldc, bint add) noexcept nogil:
+    cdef char ta = b'T' if trans_a else b'N'
+    cdef char tb = b'T' if trans_b else b'N'
+    cdef floating one = 1
+    cdef floating beta = 1 if add else 0
+    if floating is double:
+        dgemm(&tb, &ta, &N, &M, &K, &one, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
+    else:
+        sgemm(&tb, &ta, &N, &M, &K, &one, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
+
+
+cdef inline floating dot(const floating* x, const floating* y, Py_ssize_t n) noexcept nogil:
+    """x . y with four partial sums, so that each add need not wait for the previous one."""
+    cdef floating s0 = 0, s1 = 0, s2 = 0, s3 = 0
+    cdef Py_ssize_t p = 0
+    while p + 4 <= n:
+        s0 += x[p] * y[p]
+        s1 += x[p + 1] * y[p + 1]
+        s2 += x[p + 2] * y[p + 2]
+        s3 += x[p + 3] * y[p + 3]
+        p += 4
+    while p < n:
+        s0 += x[p] * y[p]
+        p += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+cdef void mm_nn(int M, int N, int K, const floating* A, const floating* B, floating* C,
+                bint add, bint blas) noexcept nogil:
+    """C = A @ B; A is M x K, B is K x N."""
+    cdef Py_ssize_t i, j, p
+    cdef floating a
+    cdef floating* c
+    if blas:
+        gemm_blas(False, False, M, N, K, A, K, B, N, C, N, add)
+        return
+    for i in range(M):
+        c = C + i * N
+        if not add:
+            vec_zero(c, N)
+        for p in range(K):
+            a = A[i * K + p]
+            for j in range(N):
+                c[j] += a * B[p * N + j]
+
+
+cdef void mm_nt(int M, int N, int K, const floating* A, const floating* B, floating* C,
+                bint add, bint blas) noexcept nogil:
+    """C = A @ B^T; A is M x K, B is N x K."""
+    cdef Py_ssize_t i, j
+    cdef floating s
+    if blas:
+        gemm_blas(False, True, M, N, K, A, K, B, K, C, N, add)
+        return
+    for i in range(M):
+        for j in range(N):
+            s = dot(A + i * K, B + j * K, K)
+            if add:
+                C[i * N + j] += s
+            else:
+                C[i * N + j] = s
+
+
+cdef void mm_tn(int M, int N, int K, const floating* A, const floating* B, floating* C,
+                bint add, bint blas) noexcept nogil:
+    """C = A^T @ B; A is K x M, B is K x N."""
+    cdef Py_ssize_t i, j, p
+    cdef floating a
+    cdef floating* c
+    if blas:
+        gemm_blas(True, False, M, N, K, A, M, B, N, C, N, add)
+        return
+    if not add:
+        vec_zero(C, <Py_ssize_t>M * N)
+    for p in range(K):
+        for i in range(M):
+            a = A[p * M + i]
+            c = C + i * N
+            for j in range(N):
+                c[j] += a * B[p * N + j]
+
+
+# ------------------------------------------------------------------ matmul
+
+cdef class Matmul(Variable):
+    """`batch` products C_t (m x n) = A_t (m x k) @ B_t (k x n).
+
+    A_t starts at a + t * a_step and B_t at b + t * b_step. An a_step of 0
+    means one left matrix shared by every product: its gradient sums over them.
+    A shared right matrix never needs that: its batch is folded into m.
+    """
+    cdef Variable a, b
+    cdef int m, n, k
+    cdef Py_ssize_t batch, a_step, b_step
+    cdef bint blas
+    cdef bint empty                 # some dimension is 0: no product to compute
+
+    cdef int run_forward(self) except -1:
+        if self.f64:
+            self._forward(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.val_ptr)
+        else:
+            self._forward(<float*>self.a.val_ptr, <float*>self.b.val_ptr, <float*>self.val_ptr)
+        return 0
+
+    cdef void _forward(self, const floating* A, const floating* B, floating* C) noexcept nogil:
+        cdef Py_ssize_t t, c_step = <Py_ssize_t>self.m * self.n
+        if self.empty:
+            vec_zero(C, self.size)      # k == 0: a sum of nothing (else the output is empty)
+            return
+        for t in range(self.batch):
+            mm_nn(self.m, self.n, self.k, A + t * self.a_step, B + t * self.b_step, C + t * c_step,
+                  False, self.blas)
+
+    cdef int run_backward(self) except -1:
+        cdef bint add
+        if self.a.needs_grad:
+            add = self.a.grad_slot()
+            if self.f64:
+                self._grad_a(<double*>self.b.val_ptr, <double*>self.grad_ptr, <double*>self.a.grad_ptr, add)
+            else:
+                self._grad_a(<float*>self.b.val_ptr, <float*>self.grad_ptr, <float*>self.a.grad_ptr, add)
+        if self.b.needs_grad:
+            add = self.b.grad_slot()
+            if self.f64:
+                self._grad_b(<double*>self.a.val_ptr, <double*>self.grad_ptr, <double*>self.b.grad_ptr, add)
+            else:
+                self._grad_b(<float*>self.a.val_ptr, <float*>self.grad_ptr, <float*>self.b.grad_ptr, add)
+        return 0
+
+    cdef void _grad_a(self, const floating* B, const floating* G, floating* GA, bint add) noexcept nogil:
+        """dA_t = dC_t @ B_t^T."""
+        cdef Py_ssize_t t, c_step = <Py_ssize_t>self.m * self.n
+        if self.empty:
+            if not add:
+                vec_zero(GA, self.a.size)
+            return
+        for t in range(self.batch):
+            mm_nt(self.m, self.k, self.n, G + t * c_step, B + t * self.b_step, GA + t * self.a_step,
+                  add or (self.a_step == 0 and t > 0), self.blas)
+
+    cdef void _grad_b(self, const floating* A, const floating* G, floating* GB, bint add) noexcept nogil:
+        """dB_t = A_t^T @ dC_t (a b shared by a batch was folded into one product: no sum here)."""
+        cdef Py_ssize_t t, c_step = <Py_ssize_t>self.m * self.n
+        if self.empty:
+            if not add:
+                vec_zero(GB, self.b.size)
+            return
+        for t in range(self.batch):
+            mm_tn(self.k, self.n, self.m, A + t * self.a_step, G + t * c_step, GB + t * self.b_step,
+                  add, self.blas)
+
+
+cdef tuple _operands(str op, object a, object b):
+    """(a, b) as float Variables of one dtype; one of them may be a number or an array."""
+    cdef Variable va, vb
+    if isinstance(a, Variable):
+        require_float(op, a, "a")
+        va = <Variable>a
+        vb = as_variable(b, va)
+        require_float(op, vb, "b")
+    elif isinstance(b, Variable):
+        require_float(op, b, "b")
+        vb = <Variable>b
+        va = as_variable(a, vb)
+    else:
+        raise TypeError(f"{op}: at least one operand must be a fastad Variable")
+    same_dtype(op, va, vb)
+    return va, vb
+
+
+def matmul(a, b):
+    """Matrix product a @ b with numpy's rules for these shapes.
+
+    - (m, k) @ (k, n) -> (m, n)
+    - (..., m, k) @ (..., k, n) -> (..., m, n), equal leading (batch) axes
+    - (..., m, k) @ (k, n) or (m, k) @ (..., k, n): the 2-D side is shared by
+      the whole batch and its gradient sums over it
+    - a 1-D operand is a row vector on the left, a column vector on the right,
+      and that axis is dropped from the result: (k,) @ (k,) -> ()
+
+    Either side may be a numpy array or number (a constant in the other's
+    dtype). Large products use BLAS, tiny ones C loops (see BLAS_MIN_WORK).
+
+    >>> x = fa.Input(np.ones((2, 3))); w = fa.Parameter(np.ones((3, 4)))
+    >>> fa.matmul(x, w).shape
+    (2, 4)
+    """
+    cdef Variable va, vb
+    va, vb = _operands("matmul", a, b)
+    cdef tuple sa = va._shape, sb = vb._shape
+    if not sa or not sb:
+        raise ValueError(f"matmul: operands need at least 1 axis, got shapes {sa} and {sb} "
+                         f"(multiply by a scalar with *)")
+    cdef tuple a_mat = sa if len(sa) >= 2 else (1,) + sa       # (..., m, k)
+    cdef tuple b_mat = sb if len(sb) >= 2 else sb + (1,)       # (..., k, n)
+    cdef Py_ssize_t na = len(a_mat), nb = len(b_mat)
+    cdef Py_ssize_t m = a_mat[na - 2], k = a_mat[na - 1], n = b_mat[nb - 1]
+    if b_mat[nb - 2] != k:
+        raise ValueError(f"matmul: shapes {sa} and {sb} do not match: the inner dimensions "
+                         f"differ ({k}, the last axis of a, vs {b_mat[nb - 2]}, "
+                         f"{'the only' if len(sb) == 1 else 'the second-to-last'} axis of b)")
+    cdef tuple a_batch = a_mat[:na - 2], b_batch = b_mat[:nb - 2]
+    if a_batch and b_batch and a_batch != b_batch:
+        raise ValueError(f"matmul: shapes {sa} and {sb} have different batch axes {a_batch} and "
+                         f"{b_batch}; they must be equal, or one operand 1-D or 2-D")
+    cdef tuple out_shape = ((a_batch or b_batch) + ((m,) if len(sa) >= 2 else ())
+                            + ((n,) if len(sb) >= 2 else ()))
+    cdef Matmul node = Matmul.__new__(Matmul)
+    node.a = va
+    node.b = vb
+    if a_batch and not b_batch:
+        # A batch times one matrix is a single product: stack the batch's rows.
+        m *= prod(a_batch)
+        node.batch = 1
+    else:
+        node.batch = prod(a_batch or b_batch)
+    node.a_step = m * k if a_batch and b_batch else 0
+    node.b_step = k * n if b_batch else 0
+    if m > INT_MAX or n > INT_MAX or k > INT_MAX:
+        raise ValueError(f"matmul: shapes {sa} and {sb} exceed BLAS's 32-bit dimension limit")
+    node.m, node.n, node.k = m, n, k
+    node.empty = m == 0 or n == 0 or k == 0 or node.batch == 0
+    node.blas = m * n * k >= blas_min_work
+    init_node(node, "matmul", (va, vb), out_shape, va.f64)
+    return finish(node)
+
+
+# -------------------------------------------------------------- vector_dot
+
+cdef void dot_rows(const floating* a, const floating* b, floating* y, Py_ssize_t rows,
+                   Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t r
+    for r in range(rows):
+        y[r] = dot(a + r * d, b + r * d, d)
+
+
+cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_ssize_t rows,
+                     Py_ssize_t d, bint add) noexcept nogil:
+    """gx[r, :] = g[r] * other[r, :] (or += when `add`)."""
+    cdef Py_ssize_t r, j
+    cdef floating s
+    for r in range(rows):
+        s = g[r]
+        if add:
+            for j in range(d):
+                gx[r * d + j] += s * other[r * d + j]
+        else:
+            for j in range(d):
+                gx[r * d + j] = s * other[r * d + j]
+
+
+cdef class VectorDot(Variable):
+    """y[r] = sum_j a[r, j] * b[r, j] over the last axis (length d)."""
+    cdef Variable a, b
+    cdef Py_ssize_t d
+
+    cdef int run_forward(self) except -1:
+        if self.f64:
+            dot_rows(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.val_ptr,
+                     self.size, self.d)
+        else:
+            dot_rows(<float*>self.a.val_ptr, <float*>self.b.val_ptr, <float*>self.val_ptr,
+                     self.size, self.d)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        if self.a.needs_grad:
+            self._grad_into(self.a, self.b)
+        if self.b.needs_grad:
+            self._grad_into(self.b, self.a)
+        return 0
+
+    cdef int _grad_into(self, Variable x, Variable other) except -1:
+        cdef bint add = x.grad_slot()
+        if self.f64:
+            scale_rows(<double*>self.grad_ptr, <double*>other.val_ptr, <double*>x.grad_ptr,
+                       self.size, self.d, add)
+        else:
+            scale_rows(<float*>self.grad_ptr, <float*>other.val_ptr, <float*>x.grad_ptr,
+                       self.size, self.d, add)
+        return 0
+
+
+def vector_dot(a, b):
+    """Row-wise dot product over the last axis: out[...] = sum(a[..., j] * b[..., j]).
+
+    a and b have the same shape (at least 1 axis); the result drops the last
+    axis: (n, d), (n, d) -> (n,); (d,), (d,) -> (). Either side may be a
+    numpy array (a constant).
+
+    >>> u = fa.Parameter(np.ones((5, 3))); v = fa.Parameter(np.ones((5, 3)))
+    >>> fa.vector_dot(u, v).shape
+    (5,)
+    """
+    cdef Variable va, vb
+    va, vb = _operands("vector_dot", a, b)
+    if va._shape != vb._shape:
+        raise ValueError(f"vector_dot: a and b must have the same shape, got {va._shape} "
+                         f"and {vb._shape}")
+    if not va._shape:
+        raise ValueError("vector_dot: operands are 0-d; they need a last axis to sum over "
+                         "(use * for scalars)")
+    cdef VectorDot node = VectorDot.__new__(VectorDot)
+    node.a = va
+    node.b = vb
+    cdef Py_ssize_t nd = len(va._shape)
+    node.d = va._shape[nd - 1]
+    init_node(node, "vector_dot", (va, vb), va._shape[:nd - 1], va.f64)
+    return finish(node)

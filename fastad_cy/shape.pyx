@@ -1,0 +1,435 @@
+"""Shape ops: reshape, transpose, indexing, concat and stack.
+
+Three node kinds do the work, each with its forward and backward side by side:
+
+- `View`: the output is a contiguous run of the input's buffer seen with a new
+  shape (reshape, and any index that picks a contiguous run such as `v[2:5]` of
+  a vector or `m[i]` of a matrix). Its value is a read-only numpy view of the
+  input's buffer, which never moves, so forward costs nothing; it has its own
+  gradient.
+- `Gather`: transpose and every other index. At build, the flat input position
+  of each output element is computed once; forward gathers, backward
+  scatter-adds (an integer array may repeat a position).
+- `Join`: concat and stack. Each input fills one block of every outer row of
+  the output.
+
+reshape, transpose and basic indexing (ints, slices, None, Ellipsis) let numpy
+make the strided view of the input's buffer that they describe; a
+C-contiguous one becomes a View, any other a Gather of its strided positions.
+Integer arrays and boolean masks go through `_flat_positions`.
+"""
+import operator
+from math import prod
+
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+from libc.stdlib cimport malloc, free
+from cython cimport floating
+
+from fastad_cy.graph cimport Variable, init_node, finish, require_float, same_dtype
+from fastad_cy.loops cimport vec_put, vec_zero
+
+cnp.import_array()
+
+
+# -------------------------------------------------------------------- View
+
+cdef void put_run(floating* gx, Py_ssize_t nx, const floating* g, Py_ssize_t offset,
+                  Py_ssize_t n, bint add) noexcept nogil:
+    """gx[offset:offset+n] = g (or += g when `add`); writing also zeroes the rest of gx."""
+    if not add:
+        vec_zero(gx, offset)
+        vec_zero(gx + offset + n, nx - offset - n)
+    vec_put(gx + offset, g, n, add)
+
+
+cdef class View(Variable):
+    """A contiguous run of x's buffer with another shape; the value aliases x's buffer."""
+    cdef Variable x
+    cdef Py_ssize_t offset          # the run's first element in x
+
+    cdef int run_forward(self) except -1:
+        return 0                    # the value is a view: it follows x by itself
+
+    cdef int run_backward(self) except -1:
+        cdef Variable x = self.x
+        if not x.needs_grad:
+            return 0
+        cdef bint add = x.grad_slot()
+        if self.f64:
+            put_run(<double*>x.grad_ptr, x.size, <double*>self.grad_ptr, self.offset, self.size, add)
+        else:
+            put_run(<float*>x.grad_ptr, x.size, <float*>self.grad_ptr, self.offset, self.size, add)
+        return 0
+
+
+# ------------------------------------------------------------------ Gather
+
+cdef void gather(const floating* x, const int64_t* pos, floating* y, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        y[i] = x[pos[i]]
+
+
+cdef void scatter(floating* gx, const int64_t* pos, const floating* g, Py_ssize_t n,
+                  bint add) noexcept nogil:
+    """gx[pos[i]] = g[i] (or += when `add`); with `add`, repeated positions sum."""
+    cdef Py_ssize_t i
+    if add:
+        for i in range(n):
+            gx[pos[i]] += g[i]
+    else:
+        for i in range(n):
+            gx[pos[i]] = g[i]
+
+
+cdef class Gather(Variable):
+    """y.flat[i] = x.flat[positions[i]]; positions are checked once, at build."""
+    cdef Variable x
+    cdef cnp.ndarray positions      # int64, C-contiguous, every entry in [0, x.size)
+    cdef const int64_t* pos
+    cdef bint each_once             # positions is a permutation of x's elements
+
+    cdef int run_forward(self) except -1:
+        if self.f64:
+            gather(<double*>self.x.val_ptr, self.pos, <double*>self.val_ptr, self.size)
+        else:
+            gather(<float*>self.x.val_ptr, self.pos, <float*>self.val_ptr, self.size)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        cdef Variable x = self.x
+        if not x.needs_grad:
+            return 0
+        cdef bint add = x.grad_slot()
+        # A permutation writes every element of x's gradient once; any other
+        # map leaves some untouched or hits some twice, so it must add into zeros.
+        if not add and not self.each_once:
+            if self.f64:
+                vec_zero(<double*>x.grad_ptr, x.size)
+            else:
+                vec_zero(<float*>x.grad_ptr, x.size)
+            add = True
+        if self.f64:
+            scatter(<double*>x.grad_ptr, self.pos, <double*>self.grad_ptr, self.size, add)
+        else:
+            scatter(<float*>x.grad_ptr, self.pos, <float*>self.grad_ptr, self.size, add)
+        return 0
+
+
+cdef Variable _gather(str op, Variable x, cnp.ndarray positions, bint each_once):
+    """The node that picks x.flat[positions]; positions is int64, in range, C-contiguous."""
+    cdef Gather node = Gather.__new__(Gather)
+    node.x = x
+    node.positions = positions
+    node.pos = <const int64_t*>cnp.PyArray_DATA(positions)
+    node.each_once = each_once
+    init_node(node, op, (x,), (<object>positions).shape, x.f64)
+    return finish(node)
+
+
+# ---------------------------------------- numpy views of x's buffer as nodes
+
+cdef void strided_positions(int64_t* out, Py_ssize_t size, int nd, const cnp.npy_intp* shape,
+                            const Py_ssize_t* steps, Py_ssize_t start) noexcept nogil:
+    """out[i] = start + sum_k index_k * steps[k] for the i-th multi-index of `shape` in C order."""
+    cdef Py_ssize_t idx[cnp.NPY_MAXDIMS]
+    cdef Py_ssize_t i, pos = start
+    cdef int d
+    for d in range(nd):
+        idx[d] = 0
+    for i in range(size):
+        out[i] = pos
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            pos += steps[d]
+            if idx[d] < shape[d]:
+                break
+            pos -= steps[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+
+
+cdef Variable _from_view(str op, Variable x, cnp.ndarray view):
+    """The node whose value is `view`, a view numpy made of x's buffer (no repeated elements)."""
+    cdef Py_ssize_t item = cnp.PyArray_ITEMSIZE(view)
+    cdef Py_ssize_t size = cnp.PyArray_SIZE(view), k
+    cdef Py_ssize_t start = (<char*>cnp.PyArray_DATA(view) - x.val_ptr) // item
+    cdef int nd = cnp.PyArray_NDIM(view)
+    cdef Py_ssize_t steps[cnp.NPY_MAXDIMS]
+    cdef View node
+    if view is x._value:            # the read-only flag below must not reach x's own array
+        view = view.view()
+    if cnp.PyArray_IS_C_CONTIGUOUS(view):
+        node = View.__new__(View)
+        node.x = x
+        node.offset = start if size else 0   # an empty view may point past x's end
+        init_node(node, op, (x,), (<object>view).shape, x.f64)
+        # init_node gave the node a buffer of its own; the read-only view replaces it.
+        cnp.PyArray_CLEARFLAGS(view, cnp.NPY_ARRAY_WRITEABLE)
+        node._value = view
+        node.val_ptr = <char*>cnp.PyArray_DATA(view)
+        return finish(node)
+    for k in range(nd):
+        steps[k] = cnp.PyArray_STRIDES(view)[k] // item
+    positions = <cnp.ndarray>cnp.PyArray_EMPTY(nd, cnp.PyArray_DIMS(view), cnp.NPY_INT64, 0)
+    strided_positions(<int64_t*>cnp.PyArray_DATA(positions), size, nd, cnp.PyArray_DIMS(view),
+                      steps, start)
+    # A view never repeats an element, so one as large as x is a permutation of it.
+    return _gather(op, x, positions, size == x.size)
+
+
+cdef bint _is_basic_index(object part):
+    """True for the parts of a key that numpy answers with a view: ints, slices, None, ...."""
+    if part is None or part is Ellipsis or isinstance(part, slice):
+        return True
+    return isinstance(part, (int, np.integer)) and not isinstance(part, (bool, np.bool_))
+
+
+cdef object _flat_positions(tuple shape, object key):
+    """x.flat positions of the elements of x[key], for an x of `shape` (numpy semantics).
+
+    A flat position is the sum over axes of index * C-stride. Each axis's term
+    is indexed from a zero-copy array of x's shape that varies along that axis
+    alone, so numpy applies its rules (and its bounds checks) while the work and
+    memory stay those of the output, not of x.
+    """
+    cdef Py_ssize_t nd = len(shape), k, j, stride = 1
+    positions = np.zeros((), dtype=np.int64)[key] if nd == 0 else 0
+    for k in range(nd - 1, -1, -1):
+        along = np.arange(shape[k], dtype=np.int64) * stride
+        steps = tuple(along.itemsize if j == k else 0 for j in range(nd))
+        positions = positions + np.ndarray(shape, np.int64, along, 0, steps)[key]
+        stride *= shape[k]
+    return np.ascontiguousarray(positions, dtype=np.int64)
+
+
+# ---------------------------------------------------------- public: views
+
+def reshape(x, shape):
+    """x with a new shape of the same size; one entry may be -1 (inferred).
+
+    `shape` is an int or a tuple of ints. The value is a view of x's buffer
+    (forward costs nothing); the gradient is x's gradient reshaped back.
+
+    >>> fa.reshape(fa.Parameter(np.arange(6.0)), (2, -1)).shape
+    (2, 3)
+    """
+    require_float("reshape", x, "x")
+    cdef Variable v = <Variable>x
+    if shape is None:
+        raise TypeError("reshape: shape must be an int or a tuple of ints, got None")
+    try:
+        view = v._value.reshape(shape)
+    except ValueError as e:
+        raise ValueError(f"reshape: cannot reshape shape {v._shape} ({v.size} elements) "
+                         f"into {shape} ({e})") from None
+    except TypeError as e:
+        raise TypeError(f"reshape: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
+    return _from_view("reshape", v, view)
+
+
+cdef tuple _transpose_axes(tuple shape, object axes):
+    cdef Py_ssize_t nd = len(shape)
+    if axes is None:
+        return tuple(range(nd - 1, -1, -1))
+    if not isinstance(axes, (tuple, list)):
+        axes = (axes,)
+    try:
+        given = tuple(operator.index(a) for a in axes)
+    except TypeError:
+        raise TypeError(f"transpose: axes must be integers, got {axes!r}") from None
+    if len(given) != nd:
+        raise ValueError(f"transpose: axes {given} has {len(given)} entries, but shape {shape} "
+                         f"has {nd} axes")
+    normal = tuple(a + nd if a < 0 else a for a in given)
+    if sorted(normal) != list(range(nd)):
+        raise ValueError(f"transpose: axes {given} is not a permutation of the {nd} axes of "
+                         f"shape {shape} (each of 0..{nd - 1}, or its negative, exactly once)")
+    return normal
+
+
+def transpose(x, axes=None):
+    """x with its axes permuted: output axis i is input axis axes[i].
+
+    `axes=None` reverses them (`x.T`). Negative axes count from the end.
+
+    >>> fa.transpose(fa.Parameter(np.zeros((2, 3, 4))), (1, 0, 2)).shape
+    (3, 2, 4)
+    """
+    require_float("transpose", x, "x")
+    cdef Variable v = <Variable>x
+    return _from_view("transpose", v, v._value.transpose(_transpose_axes(v._shape, axes)))
+
+
+def getitem(x, key):
+    """x[key] with numpy's indexing rules; the gradient scatters back (repeats add up).
+
+    Keys: ints (negative count from the end), slices with any step, None
+    (np.newaxis), Ellipsis, integer arrays or lists, boolean masks, and tuples of
+    these. An IndexInput key goes to `take` (sparse gradient), not here. The key
+    is fixed when the node is built.
+
+    >>> v = fa.Parameter(np.arange(12.0).reshape(3, 4))
+    >>> getitem(v, (slice(None, None, -1), [0, 0, 3])).shape
+    (3, 3)
+    """
+    require_float("getitem", x, "x")
+    cdef Variable v = <Variable>x
+    cdef tuple parts = key if isinstance(key, tuple) else (key,)
+    cdef bint basic = True
+    for part in parts:
+        if isinstance(part, Variable):
+            raise TypeError(f"getitem: a Variable ({part!r}) cannot be part of an index; "
+                            f"index a Parameter with one IndexInput alone (p[ix] or fa.take)")
+        basic = basic and _is_basic_index(part)
+    try:
+        if basic:
+            # A trailing Ellipsis makes numpy return a 0-d view, not a scalar, for all-int keys.
+            view = v._value[parts if Ellipsis in parts else parts + (Ellipsis,)]
+        else:
+            positions = _flat_positions(v._shape, key)
+    except (IndexError, TypeError, ValueError) as e:
+        raise type(e)(f"getitem: bad index {key!r} for shape {v._shape}: {e}") from None
+    if basic:
+        return _from_view("getitem", v, view)
+    return _gather("getitem", v, positions, False)
+
+
+# ---------------------------------------------------------- concat, stack
+
+cdef void put_blocks(floating* dst, Py_ssize_t dst_row, const floating* src, Py_ssize_t src_row,
+                     Py_ssize_t width, Py_ssize_t rows, bint add) noexcept nogil:
+    """For each row r: dst[r*dst_row : +width] = (or +=) src[r*src_row : +width]."""
+    cdef Py_ssize_t r
+    for r in range(rows):
+        vec_put(dst + r * dst_row, src + r * src_row, width, add)
+
+
+cdef class Join(Variable):
+    """concat/stack: input i fills columns [starts[i], starts[i] + widths[i]) of every outer row."""
+    cdef Py_ssize_t outer           # rows: the product of the output axes before the joined one
+    cdef Py_ssize_t row             # elements in one output row
+    cdef Py_ssize_t* widths         # per input: elements of its block in one row
+    cdef Py_ssize_t* starts
+
+    def __dealloc__(self):
+        free(self.widths)
+        free(self.starts)
+
+    cdef int run_forward(self) except -1:
+        cdef Py_ssize_t i
+        cdef Variable x
+        for i in range(len(self.inputs)):
+            x = <Variable>self.inputs[i]
+            if self.f64:
+                put_blocks(<double*>self.val_ptr + self.starts[i], self.row, <double*>x.val_ptr,
+                           self.widths[i], self.widths[i], self.outer, False)
+            else:
+                put_blocks(<float*>self.val_ptr + self.starts[i], self.row, <float*>x.val_ptr,
+                           self.widths[i], self.widths[i], self.outer, False)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        cdef Py_ssize_t i
+        cdef Variable x
+        cdef bint add
+        for i in range(len(self.inputs)):
+            x = <Variable>self.inputs[i]
+            if not x.needs_grad:
+                continue
+            add = x.grad_slot()
+            if self.f64:
+                put_blocks(<double*>x.grad_ptr, self.widths[i], <double*>self.grad_ptr + self.starts[i],
+                           self.row, self.widths[i], self.outer, add)
+            else:
+                put_blocks(<float*>x.grad_ptr, self.widths[i], <float*>self.grad_ptr + self.starts[i],
+                           self.row, self.widths[i], self.outer, add)
+        return 0
+
+
+cdef tuple _join_inputs(str op, object xs):
+    if not isinstance(xs, (list, tuple)):
+        raise TypeError(f"{op}: xs must be a list or tuple of Variables, got {type(xs).__name__}")
+    if not xs:
+        raise ValueError(f"{op}: xs is empty; need at least one Variable")
+    cdef Py_ssize_t i
+    for i in range(len(xs)):
+        require_float(op, xs[i], f"xs[{i}]")
+        same_dtype(op, <Variable>xs[0], <Variable>xs[i])
+    return tuple(xs)
+
+
+cdef Py_ssize_t _normal_axis(str op, object axis, Py_ssize_t nd) except -1:
+    """axis in [-nd, nd) as a non-negative int, or a ValueError."""
+    try:
+        a = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{op}: axis must be an integer, got {axis!r}") from None
+    if not -nd <= a < nd:
+        raise ValueError(f"{op}: axis {a} is out of range for {nd} axes (allowed {-nd}..{nd - 1})")
+    return a + nd if a < 0 else a
+
+
+cdef Variable _join(str op, tuple xs, tuple out_shape, Py_ssize_t axis):
+    """The Join node; input i's block width is the product of its own axes from `axis` on."""
+    cdef Join node = Join.__new__(Join)
+    cdef Py_ssize_t i, n = len(xs), start = 0
+    node.widths = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
+    node.starts = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
+    if node.widths == NULL or node.starts == NULL:
+        raise MemoryError()
+    for i in range(n):
+        node.widths[i] = prod((<Variable>xs[i])._shape[axis:])
+        node.starts[i] = start
+        start += node.widths[i]
+    node.outer = prod(out_shape[:axis])
+    node.row = start
+    init_node(node, op, xs, out_shape, (<Variable>xs[0]).f64)
+    return finish(node)
+
+
+def concat(xs, axis=0):
+    """Join Variables along an existing axis (numpy.concatenate).
+
+    All inputs have the same dtype and number of axes (at least 1) and the same
+    length on every axis but `axis`. Each input gets its slice of the gradient.
+
+    >>> fa.concat([fa.Parameter(np.zeros((2, 3))), fa.Parameter(np.ones((2, 1)))], axis=1).shape
+    (2, 4)
+    """
+    cdef tuple inputs = _join_inputs("concat", xs)
+    cdef tuple first = (<Variable>inputs[0])._shape
+    cdef Py_ssize_t nd = len(first), i, total = 0
+    if nd == 0:
+        raise ValueError("concat: xs[0] is 0-d; concat needs at least one axis (use stack)")
+    cdef Py_ssize_t ax = _normal_axis("concat", axis, nd)
+    for i in range(len(inputs)):
+        shape = (<Variable>inputs[i])._shape
+        if len(shape) != nd or shape[:ax] != first[:ax] or shape[ax + 1:] != first[ax + 1:]:
+            raise ValueError(f"concat: xs[{i}] has shape {shape}, but xs[0] has shape {first}; "
+                             f"all axes except axis {ax} must match")
+        total += shape[ax]
+    return _join("concat", inputs, first[:ax] + (total,) + first[ax + 1:], ax)
+
+
+def stack(xs, axis=0):
+    """Join same-shaped Variables along a new axis (numpy.stack).
+
+    `axis` may be -(ndim+1)..ndim of the inputs' ndim. n inputs of shape s give
+    shape s[:axis] + (n,) + s[axis:].
+
+    >>> fa.stack([fa.Parameter(np.zeros(3)), fa.Parameter(np.ones(3))], axis=1).shape
+    (3, 2)
+    """
+    cdef tuple inputs = _join_inputs("stack", xs)
+    cdef tuple first = (<Variable>inputs[0])._shape
+    cdef Py_ssize_t i
+    cdef Py_ssize_t ax = _normal_axis("stack", axis, len(first) + 1)
+    for i in range(len(inputs)):
+        if (<Variable>inputs[i])._shape != first:
+            raise ValueError(f"stack: xs[{i}] has shape {(<Variable>inputs[i])._shape}, but xs[0] "
+                             f"has shape {first}; stack needs equal shapes")
+    return _join("stack", inputs, first[:ax] + (len(inputs),) + first[ax:], ax)

@@ -1,0 +1,49 @@
+"""Helpers for the shape and linalg tests: a scalar that sees every element, and a replay check."""
+import numpy as np
+
+import fastad as fa
+from fastad_cy.linalg import vector_dot
+from fastad_cy.shape import reshape
+
+
+def weights_for(shape, dtype=np.float64):
+    """Fixed, distinct weights of `shape` (the same ones every call)."""
+    return np.random.default_rng(1234).standard_normal(shape).astype(dtype)
+
+
+def weighted_sum(y):
+    """sum(w * y) for fixed weights w: a scalar whose gradient in y is w (an empty y gives 0)."""
+    w = fa.Input(weights_for(y.shape, y.dtype), dtype=y.dtype)
+    return vector_dot(reshape(y, -1), reshape(w, -1))
+
+
+def torch_weighted_grads(torch, fn, *arrays):
+    """Gradients of sum(w * fn(*tensors)) in PyTorch, with the weights of `weighted_sum`."""
+    tensors = [torch.tensor(a, requires_grad=True) for a in arrays]
+    y = fn(*tensors)
+    (y * torch.tensor(weights_for(tuple(y.shape), arrays[0].dtype))).sum().backward()
+    return [t.grad.numpy() for t in tensors]
+
+
+def assert_replay_matches_fresh(build, old_arrays, new_arrays, rtol=1e-12):
+    """Build on old data, set_value the new data and replay; compare with a fresh build on it.
+
+    `build(*inputs)` gets float64 Inputs and returns (output, parameters); the
+    value, the weighted sum and every parameter's gradient must agree.
+    """
+    def make(arrays):
+        inputs = [fa.Input(a, dtype=np.float64) for a in arrays]
+        out, params = build(*inputs)
+        return inputs, out, params, weighted_sum(out)
+
+    inputs, out, params, root = make(old_arrays)
+    for x, data in zip(inputs, new_arrays):
+        x.set_value(data)
+    root.forward()
+    root.backward()
+    _, out2, params2, root2 = make(new_arrays)
+    root2.backward()
+    np.testing.assert_allclose(out.value, out2.value, rtol=rtol)
+    np.testing.assert_allclose(root.item(), root2.item(), rtol=rtol)
+    for p, p2 in zip(params, params2):
+        np.testing.assert_allclose(p.grad, p2.grad, rtol=rtol)
