@@ -13,6 +13,8 @@ from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, de
 from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
                                    softplus, logsigmoid, sqrt, square, abs)
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
+from fastad_cy.shape import reshape, transpose, getitem, concat, stack
+from fastad_cy.linalg import matmul, vector_dot
 from fastad_cy.sparse import take
 from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
