@@ -5,6 +5,7 @@ import numpy as np
 
 from fastad_cy.elementwise import logsigmoid
 from fastad_cy.graph import IndexInput, Parameter
+from fastad_cy.linalg import vector_dot
 from fastad_cy.reduction import sum as fa_sum
 from fastad_cy.sparse import take
 from fastad_cy.train import train
@@ -37,8 +38,7 @@ class BPR(Module):
 
     def forward(self, users, pos, neg):
         """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
-        u = take(self.U, users)
-        margin = fa_sum(u * (take(self.V, pos) - take(self.V, neg)), -1)
+        margin = vector_dot(take(self.U, users), take(self.V, pos) - take(self.V, neg))
         return -fa_sum(logsigmoid(margin))
 
     def example_graph(self):
