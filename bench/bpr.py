@@ -9,7 +9,6 @@ import argparse
 import os
 import sys
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import alternate, machine, report, torch_or_none  # noqa: E402

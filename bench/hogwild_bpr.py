@@ -13,7 +13,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, torch_or_none  # noqa: E402
