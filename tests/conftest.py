@@ -1,12 +1,34 @@
 import os
+import re
 
 import pytest
 
+_OWNER = re.compile(r"fastad_(\d+)_")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 
 def _fastad_segments():
+    """fastad segments in /dev/shm, except those of other live processes (concurrent runs)."""
     if not os.path.isdir("/dev/shm"):
         return set()
-    return {name for name in os.listdir("/dev/shm") if name.startswith("fastad")}
+    mine = set()
+    for name in os.listdir("/dev/shm"):
+        owner = _OWNER.match(name)
+        if not name.startswith("fastad"):
+            continue
+        if owner and int(owner.group(1)) != os.getpid() and _alive(int(owner.group(1))):
+            continue
+        mine.add(name)
+    return mine
 
 
 @pytest.fixture(autouse=True)
