@@ -19,6 +19,7 @@ from fastad_cy.sparse import take
 from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
+from fastad.viz import to_dot, render
 from fastad import optim, nn, io, data, models, hogwild
 
 __version__ = "0.1.0"
