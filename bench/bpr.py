@@ -55,25 +55,9 @@ def run(quick=False):
         return n
 
     candidates = {"fastad train": fastad_train, "fastad python loop": fastad_python_loop}
-    torch = torch_or_none()
-    if torch is not None:
-        U = torch.nn.Embedding(USERS, DIM, sparse=True)
-        V = torch.nn.Embedding(ITEMS, DIM, sparse=True)
-        topt = torch.optim.SGD(list(U.parameters()) + list(V.parameters()), lr=LR)
-        tt = {k: torch.from_numpy(v) for k, v in triples.items()}
-
-        def torch_loop(n=500):
-            s = state["next"] * chunk
-            for e in range(s, s + n):
-                uu = U(tt["users"][e:e + 1])
-                margin = (uu * (V(tt["pos"][e:e + 1]) - V(tt["neg"][e:e + 1]))).sum(-1)
-                loss_t = -torch.nn.functional.logsigmoid(margin).sum()
-                topt.zero_grad()
-                loss_t.backward()
-                topt.step()
-            return n
-
-        candidates["torch per-example"] = torch_loop
+    if torch_or_none() is not None:
+        torch_step = fa.compare.torch_bpr_trainer(USERS, ITEMS, DIM, LR)
+        candidates["torch per-example"] = lambda n=500: torch_step(triples, state["next"] * chunk, n)
     t = alternate(candidates, repeats=3 if quick else 7)
     return [
         {"workload": "BPR k=32 per-example sparse SGD, fa.train (compiled loop)", "unit": "example",

@@ -17,26 +17,15 @@ import time
 import fastad as fa
 
 
-def progress_bar(total):
-    """A progress callback for fastad.hogwild.run: examples done and examples/s."""
-    def show(done, per_second):
-        width = 30
-        filled = int(width * min(done, total) / total)
-        sys.stdout.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done:>9,}/{total:,} "
-                         f"examples  {per_second:>12,.0f} examples/s")
-        sys.stdout.flush()
-    return show
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--users", type=int, default=20_000)
-    ap.add_argument("--items", type=int, default=5_000)
+    ap.add_argument("--users", type=int, default=5_000)
+    ap.add_argument("--items", type=int, default=2_000)
     ap.add_argument("--examples", type=int, default=1_000_000, help="training triples per epoch")
     ap.add_argument("--optimizer", choices=("sgd", "adagrad"), default="sgd")
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--start-method", choices=("fork", "spawn"),
                     default="fork" if sys.platform.startswith("linux") else "spawn")
     ap.add_argument("--checkpoint", default="recommender.npz")
@@ -57,13 +46,13 @@ def main(argv=None):
             results = fa.hogwild.run(
                 fa.models.bpr_hogwild_worker, workers=args.workers,
                 args=(shared, train, args.workers, args.optimizer, args.lr, 1, epoch),
-                start_method=args.start_method, progress=progress_bar(args.examples))
+                start_method=args.start_method, progress=fa.hogwild.progress_bar(args.examples, sys.stdout))
             seconds = time.perf_counter() - start
             inside = sum(r["examples"] for r in results) / max(r["seconds"] for r in results)
             aucs.append(fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test))
             loss = sum(r["loss"][0] * r["examples"] for r in results) / sum(r["examples"] for r in results)
-            print(f"\repoch {epoch}  test AUC {aucs[-1]:.4f}  train loss {loss:.4f}  "
-                  f"{inside:,.0f} examples/s ({seconds:.2f} s with start-up)" + " " * 20)
+            print(f"epoch {epoch}  test AUC {aucs[-1]:.4f}  train loss {loss:.4f}  "
+                  f"{inside:,.0f} examples/s ({seconds:.2f} s with start-up)")
         model.U.set_value(shared["U"].numpy())
         model.V.set_value(shared["V"].numpy())
     fa.save(model.state_dict(), args.checkpoint)

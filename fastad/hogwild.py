@@ -45,7 +45,7 @@ from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
-__all__ = ["share", "run", "report", "SharedArray", "SharedArrays", "WorkerError"]
+__all__ = ["share", "run", "report", "progress_bar", "SharedArray", "SharedArrays", "WorkerError"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -431,6 +431,30 @@ def report(n=1):
     """
     if _counter is not None:
         _counter[0] += n
+
+
+def progress_bar(total, stream=None, width=30):
+    """A `progress` callback for `run` that draws a one-line bar with examples/s.
+
+    `total` is the number of examples the workers will report in all. The bar
+    redraws in place (carriage return) on `stream` (default sys.stderr) and
+    ends its line when `total` is reached.
+
+    >>> fa.hogwild.run(worker, workers=4, args=(shared, data), progress=fa.hogwild.progress_bar(len(data)))
+    """
+    if total <= 0:
+        raise ValueError(f"progress_bar: total must be > 0, got {total!r}")
+    out = stream if stream is not None else sys.stderr
+
+    def show(done, per_second):
+        filled = int(width * min(done, total) / total)
+        out.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done:>11,}/{total:,} examples"
+                  f"  {per_second:>12,.0f} examples/s")
+        if done >= total:
+            out.write("\n")
+        out.flush()
+
+    return show
 
 
 def _limit_threads_to_one():

@@ -1,0 +1,46 @@
+"""The `python -m fastad` demo, the Hogwild progress bar and the PyTorch comparators."""
+import io
+
+import pytest
+
+import fastad as fa
+from fastad.__main__ import main as demo_main
+
+
+def test_demo_trains_and_reports(capsys):
+    demo_main(["--workers", "2", "--examples", "600000", "--no-torch"])
+    out = capsys.readouterr().out
+    assert "2 Hogwild worker(s)" in out and "examples/s" in out
+    before, after = (float(x) for x in out.split("test AUC")[1].split("(")[0].split("->"))
+    assert after > before + 0.2
+
+
+def test_demo_help_lists_the_other_demos(capsys):
+    with pytest.raises(SystemExit):
+        demo_main(["--help"])
+    out = capsys.readouterr().out
+    for path in ("examples/quickstart.py", "examples/recommender.py", "bench/run.py"):
+        assert path in out
+
+
+def test_demo_rejects_bad_arguments():
+    with pytest.raises(SystemExit):
+        demo_main(["--workers", "0"])
+
+
+def test_progress_bar_draws_and_ends_its_line():
+    out = io.StringIO()
+    bar = fa.hogwild.progress_bar(100, out, width=10)
+    bar(50, 1234.0)
+    bar(100, 2000.0)
+    text = out.getvalue()
+    assert "[#####.....]" in text and "1,234 examples/s" in text
+    assert text.endswith("\n") and "[##########]" in text
+    with pytest.raises(ValueError, match="total must be > 0"):
+        fa.hogwild.progress_bar(0)
+
+
+def test_torch_bpr_comparator_runs():
+    pytest.importorskip("torch")
+    train, _ = fa.data.planted_preferences(50, 40, n_train=300, n_test=1)
+    assert fa.compare.torch_examples_per_second(train, 50, 40, dim=8, n=200) > 0
