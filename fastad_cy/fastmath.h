@@ -26,17 +26,20 @@
 /* ---- double ------------------------------------------------------------ */
 
 static inline double fa_fast_exp(double x) {
-    if (x > 709.0) return x * INFINITY;        /* +inf (and keeps NaN) */
-    if (x < -708.0) return 0.0;
+    if (!(x <= 709.782712893384)) return x * INFINITY;   /* log(DBL_MAX): +inf; NaN stays NaN */
+    if (x < -708.3964185322641) return 0.0;              /* log(DBL_MIN): flush to zero */
     double k = nearbyint(x * 1.4426950408889634);
     /* Cody-Waite: ln2 split in two parts keeps r exact enough. */
     double r = (x - k * 0.693145751953125) - k * 1.4286068203094173e-06;
     double p = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120
                + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320))))))));
-    int64_t bits = ((int64_t)k + 1023) << 52;
-    double scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    /* 2**k as two normal powers of two: k reaches 1024, one past the largest exponent. */
+    int64_t k1 = (int64_t)k / 2, k2 = (int64_t)k - k1;
+    uint64_t bits1 = (uint64_t)(k1 + 1023) << 52, bits2 = (uint64_t)(k2 + 1023) << 52;
+    double scale1, scale2;
+    memcpy(&scale1, &bits1, sizeof scale1);
+    memcpy(&scale2, &bits2, sizeof scale2);
+    return p * scale1 * scale2;
 }
 
 static inline double fa_fast_log(double x) {
@@ -72,16 +75,18 @@ static inline double fa_fast_sigmoid(double x) {
 /* ---- float ------------------------------------------------------------- */
 
 static inline float fa_fast_expf(float x) {
-    if (x > 88.5f) return x * INFINITY;
-    if (x < -87.0f) return 0.0f;
+    if (!(x <= 88.7228391f)) return x * INFINITY;        /* log(FLT_MAX), as above */
+    if (x < -87.3365448f) return 0.0f;                   /* log(FLT_MIN) */
     float k = nearbyintf(x * 1.44269504f);
     float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120
               + r * (1.0f / 720))))));
-    int32_t bits = ((int32_t)k + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    int32_t k1 = (int32_t)k / 2, k2 = (int32_t)k - k1;   /* k reaches 128 */
+    uint32_t bits1 = (uint32_t)(k1 + 127) << 23, bits2 = (uint32_t)(k2 + 127) << 23;
+    float scale1, scale2;
+    memcpy(&scale1, &bits1, sizeof scale1);
+    memcpy(&scale2, &bits2, sizeof scale2);
+    return p * scale1 * scale2;
 }
 
 static inline float fa_fast_logf(float x) {

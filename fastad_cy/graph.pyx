@@ -17,9 +17,9 @@ sparse gradient: only the rows a gather touched.
 import numpy as np
 cimport numpy as cnp
 from cpython.ref cimport PyObject
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy, memmove, memset
 from cython cimport floating
 
 from fastad_cy.loops cimport vec_put, vec_zero
@@ -99,6 +99,17 @@ class detect_anomaly:
         return False
 
 
+cdef object _current_grad(Variable x):
+    """The values x's gradient holds now: a sparse Parameter's touched rows, nothing
+    for a leaf without a gradient (its dense buffer is stale), else the dense buffer."""
+    if isinstance(x, Leaf):
+        if (<Leaf>x).grad_mode == GRAD_SPARSE:
+            return (<Parameter>x).slab[:(<Parameter>x).n_touched]
+        if (<Leaf>x).grad_mode == GRAD_NONE:
+            return ()
+    return () if x._grad is None else x._grad
+
+
 cdef int check_anomaly(Variable node, str phase) except -1:
     cdef Variable x
     if phase == "forward":
@@ -108,7 +119,7 @@ cdef int check_anomaly(Variable node, str phase) except -1:
                 f"(output shape {node._shape})")
         return 0
     for x in node.inputs:
-        if x.needs_grad and x._grad is not None and not np.isfinite(x._grad).all():
+        if x.needs_grad and not np.isfinite(_current_grad(x)).all():
             raise FloatingPointError(
                 f"detect_anomaly: the backward of '{node.op}' produced NaN or Inf in the "
                 f"gradient of its input '{x.op}' (shape {x._shape})")
@@ -178,15 +189,15 @@ cdef int _adopt_value(Variable node, cnp.ndarray value) except -1:
 cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
     cdef Variable x
     cdef bint needs = False
+    for x in inputs:
+        if x._value is None:
+            raise TypeError(f"{op}: an input is a Variable that was never initialised; make "
+                            f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
+        needs = needs or x.needs_grad
     node.op = op
     node.inputs = inputs
     node.f64 = f64
-    if _grad_enabled:
-        for x in inputs:
-            if x.needs_grad:
-                needs = True
-                break
-    node.needs_grad = needs
+    node.needs_grad = needs and _grad_enabled
     return 0
 
 
@@ -354,6 +365,15 @@ cdef class Variable:
 
     __array_ufunc__ = None       # numpy defers `array * variable` to Variable
 
+    def __init__(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} cannot be made directly: make leaves with "
+                        f"fa.Parameter, fa.Input or fa.IndexInput, and nodes with ops on them")
+
+    def __reduce_ex__(self, protocol):
+        # Before any subclass's generated pickling, which would read the raw buffer pointers as strings.
+        raise TypeError(f"{type(self).__name__} cannot be pickled or copied: save the values "
+                        f"(fa.save(model.state_dict(), path), v.numpy()) and build a new graph")
+
     cdef int run_forward(self) except -1:
         return 0
 
@@ -362,6 +382,8 @@ cdef class Variable:
 
     cdef int ensure_grad_buffer(self) except -1:
         if self._grad is None:
+            if self._value is None:
+                raise TypeError("this Variable was never initialised: it has no value and no gradient")
             self._grad = <cnp.ndarray>cnp.PyArray_EMPTY(
                 cnp.PyArray_NDIM(self._value), cnp.PyArray_DIMS(self._value), _type_num(self.f64), 0)
             self.grad_ptr = <char*>cnp.PyArray_DATA(self._grad)
@@ -627,13 +649,21 @@ cdef class Leaf(Variable):
                 and (<cnp.ndarray>data).shape == self._value.shape
                 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data)):
             arr = <cnp.ndarray>data
-            memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+            memmove(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
             return
         arr = _as_numeric_array(data, "set_value")
         if (<object>arr).shape != self._shape:
             raise ValueError(f"set_value: got shape {(<object>arr).shape}, expected {self._shape} "
                              f"(a leaf keeps its shape; build a new graph for a new shape)")
         np.copyto(self._value, arr, casting="unsafe")
+
+
+cdef int _once(Variable leaf) except -1:
+    """Refuse a second __init__: nodes built on a leaf keep its size, and its buffer."""
+    if leaf._value is not None:
+        raise RuntimeError(f"{type(leaf).__name__} is already initialised; use set_value() "
+                           f"to change its value, or make a new leaf for a new shape")
+    return 0
 
 
 cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint needs_grad) except -1:
@@ -657,13 +687,20 @@ cdef class Parameter(Leaf):
     """
 
     def __init__(self, data, dtype=None, name=None):
+        _once(self)
         shared = getattr(data, "_fastad_shared_array", None)
         if shared is not None:
             arr = shared()             # zero copy: the shared segment is the value
+            if not isinstance(arr, np.ndarray):
+                raise TypeError(f"Parameter: _fastad_shared_array() returned a "
+                                f"{type(arr).__name__}, not a numpy array")
             if dtype is not None and np.dtype(dtype) != arr.dtype:
                 raise TypeError(f"Parameter: the shared array is {arr.dtype}, not {np.dtype(dtype)}")
             if arr.dtype != float32 and arr.dtype != float64 or not arr.flags.c_contiguous:
                 raise TypeError("Parameter: a shared array must be C-contiguous float32 or float64")
+            if not arr.flags.writeable or not arr.flags.aligned:
+                raise ValueError("Parameter: a shared array must be writeable and aligned "
+                                 "(optimizers update it in place)")
             _init_leaf(self, "parameter", arr, True)
             self.shared = data
         else:
@@ -713,8 +750,12 @@ cdef class Parameter(Leaf):
                 _scatter_add(<float*>self.grad_ptr, ids, n, <const float*>rows, row_len)
             return 0
         if self.slot_of is None:
+            if self._shape[0] > INT32_MAX:
+                raise ValueError(f"take: a sparse gradient supports tables of at most {INT32_MAX} "
+                                 f"rows, this Parameter has {self._shape[0]}")
             self.slot_of = np.full(self._shape[0], -1, dtype=np.int32)
             self.touched = np.empty(self._shape[0], dtype=np.int64)
+            self._grow_slab()   # even a gather of no rows leaves a sparse gradient with a slab
         slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
         self.grad_mode = GRAD_SPARSE
         cdef bint fresh
@@ -779,6 +820,7 @@ cdef class Input(Leaf):
     """
 
     def __init__(self, data, dtype=None, requires_grad=False):
+        _once(self)
         _init_leaf(self, "input", _float_array(data, dtype, "Input"), bool(requires_grad))
 
     def __repr__(self):
@@ -797,6 +839,8 @@ cdef cnp.ndarray _index_array(object ids, str argname):
             raise TypeError(f"{argname}: ids must be integers, got dtype {arr.dtype}")
     if arr.size and arr.min() < 0:
         raise IndexError(f"{argname}: ids must be >= 0, got {arr.min()}")
+    if arr.size and arr.dtype.kind == "u" and arr.max() > INT64_MAX:
+        raise IndexError(f"{argname}: ids must be < 2**63, got {arr.max()}")
     return np.array(arr, dtype=np.int64, order="C", copy=True)
 
 
@@ -808,6 +852,7 @@ cdef class IndexInput(Variable):
     """
 
     def __init__(self, ids):
+        _once(self)
         cdef cnp.ndarray arr = _index_array(ids, "IndexInput")
         _adopt_value(self, arr)
         self._shape = (<object>arr).shape

@@ -392,8 +392,8 @@ cdef class Optimizer:
         for i in range(self.n_params):
             key = f"state.{i}.step"
             step = _number(who, key, state[key])
-            if not (step >= 0 and step == int(step)):
-                raise ValueError(f"{who}: {key} must be an integer >= 0, got {state[key]!r}")
+            if not (0 <= step < 2.0 ** 63 and step == int(step)):   # NaN and inf fail before int()
+                raise ValueError(f"{who}: {key} must be an integer in [0, 2**63), got {state[key]!r}")
             steps[i] = int(step)
             for name, current in zip(self.slot_names, self._state[i]):
                 key = f"state.{i}.{name}"
