@@ -14,6 +14,8 @@ case applies. Leaves keep their gradient across passes (gradients accumulate
 until `zero_grad`), tracked by a per-leaf mode; a Parameter can also hold a
 sparse gradient: only the rows a gather touched.
 """
+import contextlib
+
 import numpy as np
 cimport numpy as cnp
 from cpython.ref cimport PyObject
@@ -64,8 +66,8 @@ def is_grad_enabled():
     return _grad_enabled
 
 
-class no_grad:
-    """Context manager: nodes built inside it record no gradient.
+class no_grad(contextlib.ContextDecorator):
+    """Context manager (or decorator): nodes built inside it record no gradient.
 
     >>> with fa.no_grad():
     ...     y = w * 2        # y.backward() would raise: nothing needs a gradient
@@ -83,8 +85,8 @@ class no_grad:
         return False
 
 
-class detect_anomaly:
-    """Context manager: raise FloatingPointError at the first op whose forward
+class detect_anomaly(contextlib.ContextDecorator):
+    """Context manager (or decorator): raise FloatingPointError at the first op whose forward
     or backward produces NaN or Inf, naming the op. Slows every op down."""
 
     def __enter__(self):

@@ -118,6 +118,17 @@ def test_no_grad_builds_values_without_gradient():
         y.backward(np.ones(2))
 
 
+def test_no_grad_works_as_a_decorator():
+    w = f64([1.0])
+
+    @fa.no_grad()
+    def frozen(v):
+        return v * 2
+
+    assert not frozen(w).requires_grad
+    assert (w * 2).requires_grad
+
+
 def test_detect_anomaly_names_the_forward_op():
     x = fa.Input([-1.0])
     with fa.detect_anomaly():
