@@ -11,6 +11,7 @@ import numpy as np
 
 import fastad as fa
 from fastad.nn.module import Module
+from fastad_cy.fused import lstm_cell
 
 
 def _rng(who, generator):
@@ -142,21 +143,15 @@ class LSTMCell(Module):
 
     def forward(self, x, state=None):
         _check_batch_input("LSTMCell", x, self.input_size)
-        H = self.hidden_size
-        gates = x @ self.weight_ih + self.bias
+        h = c = None
         if state is not None:
             if not isinstance(state, (tuple, list)) or len(state) != 2:
                 raise TypeError(f"LSTMCell: state must be a pair (h, c), got {type(state).__name__}")
             h, c = state
-            _check_state("LSTMCell", "h", h, x.shape[0], H)
-            _check_state("LSTMCell", "c", c, x.shape[0], H)
-            gates = gates + h @ self.weight_hh
-        i = fa.sigmoid(gates[:, :H])
-        f = fa.sigmoid(gates[:, H:2 * H])
-        g = fa.tanh(gates[:, 2 * H:3 * H])
-        o = fa.sigmoid(gates[:, 3 * H:])
-        c = i * g if state is None else f * c + i * g
-        return o * fa.tanh(c), c
+            _check_state("LSTMCell", "h", h, x.shape[0], self.hidden_size)
+            _check_state("LSTMCell", "c", c, x.shape[0], self.hidden_size)
+        hc = lstm_cell(x, h, c, self.weight_ih, self.weight_hh, self.bias)   # one fused node
+        return hc[0], hc[1]
 
     def extra_repr(self):
         return f"{self.input_size}, {self.hidden_size}"
