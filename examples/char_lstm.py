@@ -134,6 +134,9 @@ def main(epochs=5, chars=300_000, seq_len=32, batch=4, hidden=64, embed=16, lr=3
     split = int(len(codes) * 0.9)
     train_codes, valid_codes = codes[:split], codes[split:]
     vocab = len(ALPHABET)
+    if len(valid_codes) <= seq_len * batch:
+        raise ValueError(f"char_lstm: {len(text):,} characters leave too few held out for one "
+                         f"chunk of {seq_len} x {batch}; read more (chars) or shorten seq_len/batch")
     print(f"corpus: {len(text):,} characters of {n_modules} standard-library modules "
           f"({len(train_codes):,} train, {len(valid_codes):,} held out), {vocab} symbols")
 

@@ -37,6 +37,11 @@ def test_char_lstm_learns(char_lstm, capsys):
     assert "standard-library modules" in out and "chars/s" in out and "epoch 2:" in out
 
 
+def test_char_lstm_rejects_a_corpus_too_small_for_one_chunk(char_lstm):
+    with pytest.raises(ValueError, match="too few held out for one chunk of 32 x 4"):
+        char_lstm.main(epochs=1, chars=1_000)
+
+
 def test_char_lstm_batches_pair_each_character_with_the_next(char_lstm):
     codes = np.arange(23)
     chunks = list(char_lstm.batches(codes, seq_len=4, batch=2))
