@@ -13,6 +13,7 @@ column-major order).
 """
 import numpy as np
 cimport numpy as cnp
+from libc.limits cimport INT_MAX
 from cython cimport floating
 from scipy.linalg.cython_blas cimport sgemm, dgemm
 
@@ -217,6 +218,9 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
         _check("c", c, (B, H), vx)
     if I == 0:
         raise ValueError(f"lstm_cell: x has no features (shape {vx._shape})")
+    if B > INT_MAX or I > INT_MAX or 4 * H > INT_MAX:
+        raise ValueError(f"lstm_cell: x {vx._shape} and bias {vb._shape} exceed BLAS's 32-bit "
+                         f"dimension limit")
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
     node.x, node.w_ih, node.w_hh, node.bias = vx, weight_ih, weight_hh, vb
     node.h, node.c = h, c
