@@ -12,7 +12,11 @@ import argparse
 import os
 import sys
 
-import numpy as np
+# Run as a script, start BLAS with one thread (no idle workers spinning on the other
+# core); run() pins it again for a caller that loaded BLAS first.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from blas_threads import pin_blas_to_one_thread  # noqa: E402

@@ -1,9 +1,10 @@
-"""fastad_cy.fused.lstm_cell: one LSTM step as one node, against finite differences and numpy."""
+"""fastad_cy.fused: lstm_cell and gru_cell, one recurrent step as one node, against finite
+differences and numpy."""
 import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy.fused import lstm_cell
+from fastad_cy.fused import gru_cell, lstm_cell
 
 F64 = np.float64
 
@@ -148,3 +149,95 @@ def test_bad_input():
     with pytest.raises(ValueError, match=r"x has no features"):
         lstm_cell(fa.Input(np.zeros((2, 0)), dtype=F64), h, c,
                   fa.Input(np.zeros((0, 16)), dtype=F64), w_hh, b)
+
+
+# ------------------------------------------------------------------- GRU
+
+def gru_reference(x, h, w_ih, w_hh, b_ih, b_hh):
+    H = b_ih.shape[0] // 3
+    gi = x @ w_ih + b_ih
+    gh = (h @ w_hh if h is not None else np.zeros((x.shape[0], 3 * H))) + b_hh
+    r = sig(gi[:, :H] + gh[:, :H])
+    z = sig(gi[:, H:2 * H] + gh[:, H:2 * H])
+    n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+    return (1 - z) * n + (z * h if h is not None else 0)
+
+
+def gru_arrays(batch, n_in, H, seed=0):
+    g = np.random.default_rng(seed)
+    return (g.standard_normal((batch, n_in)), g.standard_normal((batch, H)),
+            g.standard_normal((n_in, 3 * H)) * 0.5, g.standard_normal((H, 3 * H)) * 0.5,
+            g.standard_normal(3 * H) * 0.5, g.standard_normal(3 * H) * 0.5)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_gru_values_match_numpy(batch):
+    x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(batch, 4, 5)
+    P = lambda a: fa.Parameter(a, dtype=F64)
+    out = gru_cell(P(x), P(h), P(w_ih), P(w_hh), P(b_ih), P(b_hh))
+    assert out.shape == (batch, 5) and out.op_name == "gru_cell"
+    np.testing.assert_allclose(out.value, gru_reference(x, h, w_ih, w_hh, b_ih, b_hh), rtol=1e-12)
+    zero = gru_cell(P(x), None, P(w_ih), P(w_hh), P(b_ih), P(b_hh))
+    np.testing.assert_allclose(zero.value, gru_reference(x, None, w_ih, w_hh, b_ih, b_hh), rtol=1e-12)
+    np.testing.assert_allclose(zero.value, gru_reference(x, 0 * h, w_ih, w_hh, b_ih, b_hh), rtol=1e-12)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_gru_gradcheck(batch):
+    x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(batch, 3, 4)
+    assert fa.gradcheck(lambda *p: weighted(gru_cell(*p)), x, h, w_ih, w_hh, b_ih, b_hh)
+    assert fa.gradcheck(lambda x_, wi, bi, bh: weighted(
+        gru_cell(x_, None, wi, fa.Parameter(w_hh, dtype=F64), bi, bh)), x, w_ih, b_ih, b_hh)
+
+
+def test_gru_gradients_over_steps_with_shared_weights():
+    x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(2, 3, 4, seed=2)
+
+    def three_steps(x_, h_, wi, wh, bi, bh):
+        total = None
+        for _ in range(3):
+            h_ = gru_cell(x_, h_, wi, wh, bi, bh)
+            total = weighted(h_) if total is None else total + weighted(h_)
+        return total
+
+    assert fa.gradcheck(three_steps, x, h, w_ih, w_hh, b_ih, b_hh)
+
+
+def test_gru_replay_float32_and_empty_batch():
+    x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(3, 4, 5, seed=3)
+    xi, hi = fa.Input(x, dtype=F64), fa.Input(h, dtype=F64)
+    params = [fa.Parameter(a, dtype=F64) for a in (w_ih, w_hh, b_ih, b_hh)]
+    loss = weighted(gru_cell(xi, hi, *params))
+    new_x, new_h = gru_arrays(3, 4, 5, seed=4)[:2]
+    xi.set_value(new_x)
+    hi.set_value(new_h)
+    loss.forward()
+    assert loss.item() == pytest.approx(
+        weighted(gru_cell(fa.Input(new_x, dtype=F64), fa.Input(new_h, dtype=F64), *params)).item(),
+        rel=1e-12)
+    out32 = gru_cell(*[fa.Parameter(v, dtype=np.float32) for v in (x, h, w_ih, w_hh, b_ih, b_hh)])
+    assert out32.dtype == np.float32
+    np.testing.assert_allclose(out32.value, gru_reference(x, h, w_ih, w_hh, b_ih, b_hh),
+                               rtol=1e-5, atol=1e-6)
+    empty = gru_cell(fa.Input(np.zeros((0, 4)), dtype=F64), fa.Input(np.zeros((0, 5)), dtype=F64),
+                     *params)
+    assert empty.shape == (0, 5)
+    for p in params:
+        p.zero_grad()
+    fa.sum(empty).backward()
+    for p in params:
+        np.testing.assert_array_equal(p.grad, 0)
+
+
+def test_gru_bad_input():
+    x, h, w_ih, w_hh, b_ih, b_hh = (fa.Input(a, dtype=F64) for a in gru_arrays(2, 3, 4))
+    with pytest.raises(ValueError, match=r"gru_cell: bias_ih must have shape \(3 \* hidden_size,\), got \(13,\)"):
+        gru_cell(x, h, w_ih, w_hh, fa.Input(np.zeros(13), dtype=F64), b_hh)
+    with pytest.raises(ValueError, match=r"gru_cell: bias_hh must have shape \(12,\), got \(15,\)"):
+        gru_cell(x, h, w_ih, w_hh, b_ih, fa.Input(np.zeros(15), dtype=F64))
+    with pytest.raises(ValueError, match=r"gru_cell: h must have shape \(2, 4\), got \(2, 3\)"):
+        gru_cell(x, fa.Input(np.zeros((2, 3)), dtype=F64), w_ih, w_hh, b_ih, b_hh)
+    with pytest.raises(ValueError, match=r"gru_cell: weight_hh must have shape \(4, 12\)"):
+        gru_cell(x, h, w_ih, w_ih, b_ih, b_hh)
+    with pytest.raises(TypeError, match="gru_cell: mixed dtypes"):
+        gru_cell(x, fa.Input(np.zeros((2, 4)), dtype=np.float32), w_ih, w_hh, b_ih, b_hh)

@@ -11,7 +11,7 @@ import numpy as np
 
 import fastad as fa
 from fastad.nn.module import Module
-from fastad_cy.fused import lstm_cell
+from fastad_cy.fused import gru_cell, lstm_cell
 
 
 def _rng(who, generator):
@@ -185,18 +185,9 @@ class GRUCell(Module):
 
     def forward(self, x, state=None):
         _check_batch_input("GRUCell", x, self.input_size)
-        H = self.hidden_size
-        if state is None:
-            h = fa.Input(np.zeros((x.shape[0], H)), dtype=self.bias_ih.dtype)
-        else:
-            _check_state("GRUCell", "h", state, x.shape[0], H)
-            h = state
-        gi = x @ self.weight_ih + self.bias_ih
-        gh = h @ self.weight_hh + self.bias_hh
-        r = fa.sigmoid(gi[:, :H] + gh[:, :H])
-        z = fa.sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
-        n = fa.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
-        return (1.0 - z) * n + z * h
+        if state is not None:
+            _check_state("GRUCell", "h", state, x.shape[0], self.hidden_size)
+        return gru_cell(x, state, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
 
     def extra_repr(self):
         return f"{self.input_size}, {self.hidden_size}"
