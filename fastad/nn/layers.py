@@ -3,7 +3,8 @@
 Weights are Parameters initialised as PyTorch does by default; a `generator`
 (numpy Generator) makes the initialisation reproducible. Linear and the
 recurrent cells store weights as (in, out) so that `x @ W` needs no transpose
-(torch's `weight` is the transpose).
+(torch's `weight` is the transpose). A recurrent step is one fused node
+(fastad_cy.fused.lstm_cell / gru_cell), not a dozen small ones.
 """
 import math
 
@@ -123,7 +124,8 @@ class LSTMCell(Module):
     (input_size, 4 * hidden_size) and weight_hh (hidden_size, 4 * hidden_size)
     (torch's transposed); the one `bias` plays torch's b_ih + b_hh. Weights
     start uniform in +-1/sqrt(hidden_size) and the bias as the sum of two
-    such draws, so every entry has PyTorch's distribution.
+    such draws, so every entry has PyTorch's distribution. h' and c' are two
+    views of one fused node of shape (2, batch, hidden_size).
 
     >>> cell = fa.nn.LSTMCell(16, 32)
     >>> h, c = cell(fa.Input(np.zeros((1, 16))))
