@@ -2,7 +2,9 @@
 
 Weights are Parameters initialised as PyTorch does by default; a `generator`
 (numpy Generator) makes the initialisation reproducible. Linear and the
-recurrent cells store weights as (in, out) so that `x @ W` needs no transpose.
+recurrent cells store weights as (in, out) so that `x @ W` needs no transpose
+(torch's `weight` is the transpose). A recurrent step is one fused node
+(fastad_cy.fused.lstm_cell / gru_cell), not a dozen small ones.
 """
 import math
 
@@ -10,150 +12,221 @@ import numpy as np
 
 import fastad as fa
 from fastad.nn.module import Module
+from fastad_cy.fused import gru_cell, lstm_cell
 
 
-def _uniform(shape, bound, generator, dtype):
-    rng = generator if generator is not None else np.random.default_rng()
+def _rng(who, generator):
+    if generator is None:
+        return np.random.default_rng()
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"{who}: generator must be a numpy Generator (np.random.default_rng(seed)) "
+                        f"or None, got {type(generator).__name__}")
+    return generator
+
+
+def _uniform(shape, bound, rng, dtype):
     return fa.Parameter(rng.uniform(-bound, bound, size=shape), dtype=dtype)
 
 
 def _check_sizes(who, **sizes):
     for name, value in sizes.items():
-        if not isinstance(value, (int, np.integer)) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
             raise ValueError(f"{who}: {name} must be a positive integer, got {value!r}")
 
 
+def _check_input(who, x, width):
+    """x must be a float Variable whose last axis has `width` elements."""
+    if not isinstance(x, fa.Variable) or isinstance(x, fa.IndexInput):
+        raise TypeError(f"{who}: expected a float fastad Variable, got {type(x).__name__}")
+    if not x.shape or x.shape[-1] != width:
+        raise ValueError(f"{who}: the last axis of the input must have size {width}, "
+                         f"got shape {x.shape}")
+
+
+def _check_batch_input(who, x, width):
+    _check_input(who, x, width)
+    if x.ndim != 2:
+        raise ValueError(f"{who}: x must have shape (batch, {width}), got {x.shape}")
+
+
+def _check_state(who, name, s, batch, hidden):
+    if not isinstance(s, fa.Variable) or isinstance(s, fa.IndexInput):
+        raise TypeError(f"{who}: the state {name} must be a float fastad Variable, "
+                        f"got {type(s).__name__}")
+    if s.shape != (batch, hidden):
+        raise ValueError(f"{who}: the state {name} must have shape ({batch}, {hidden}) "
+                         f"(batch, hidden_size), got {s.shape}")
+
+
 class Linear(Module):
-    """y = x @ weight + bias, for x of shape (..., in_features).
+    """y = x @ weight + bias, for x of shape (..., in_features) -> (..., out_features).
 
-    weight: (in_features, out_features); bias: (out_features,). Both start
-    uniform in +-1/sqrt(in_features), as in PyTorch.
+    weight: (in_features, out_features) (torch's weight transposed); bias:
+    (out_features,), or none with bias=False. Both start uniform in
+    +-1/sqrt(in_features), as in PyTorch.
 
-    >>> layer = fa.nn.Linear(784, 128)
-    >>> h = layer(fa.Input(np.zeros((32, 784))))       # shape (32, 128)
+    >>> layer = fa.nn.Linear(784, 128, generator=np.random.default_rng(0))
+    >>> layer(fa.Input(np.zeros((32, 784)))).shape
+    (32, 128)
     """
 
     def __init__(self, in_features, out_features, bias=True, dtype=None, generator=None):
         super().__init__()
         _check_sizes("Linear", in_features=in_features, out_features=out_features)
+        rng = _rng("Linear", generator)
         bound = 1 / math.sqrt(in_features)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = _uniform((in_features, out_features), bound, generator, dtype)
-        self.bias = _uniform((out_features,), bound, generator, dtype) if bias else None
+        self.weight = _uniform((in_features, out_features), bound, rng, dtype)
+        self.bias = _uniform((out_features,), bound, rng, dtype) if bias else None
 
     def forward(self, x):
+        _check_input("Linear", x, self.in_features)
         y = x @ self.weight
         return y + self.bias if self.bias is not None else y
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, " \
+               f"bias={self.bias is not None}"
 
 
 class Embedding(Module):
     """Rows of a (num_embeddings, embedding_dim) table, with a sparse gradient.
 
     Call it on an IndexInput (or integer ids) of any shape; the result has
-    shape ids.shape + (embedding_dim,). Starts N(0, 1), as in PyTorch.
+    shape ids.shape + (embedding_dim,), and backward touches only the rows
+    used. The table starts N(0, 1), as in PyTorch.
 
     >>> emb = fa.nn.Embedding(10_000, 32)
-    >>> vectors = emb(fa.IndexInput([5, 42]))          # shape (2, 32)
+    >>> emb(fa.IndexInput([5, 42])).shape
+    (2, 32)
     """
 
     def __init__(self, num_embeddings, embedding_dim, dtype=None, generator=None):
         super().__init__()
         _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-        rng = generator if generator is not None else np.random.default_rng()
+        rng = _rng("Embedding", generator)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = fa.Parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype=dtype)
 
     def forward(self, ids):
         return fa.take(self.weight, ids)
 
-
-def _zeros_state(batch, hidden, like):
-    return fa.Input(np.zeros((batch, hidden)), dtype=like.dtype)
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
 class LSTMCell(Module):
-    """One LSTM step: `(h, c) = cell(x, (h, c))`; x (batch, input_size).
+    """One LSTM step: `h, c = cell(x, (h, c))`; x (batch, input_size), h and c (batch, hidden_size).
 
-    Gates in the order input, forget, cell, output, as in PyTorch; a missing
-    state starts at zeros. Weights start uniform in +-1/sqrt(hidden_size).
+    Gates in PyTorch's order input, forget, cell, output:
+    gates = x @ weight_ih + h @ weight_hh + bias; c' = f * c + i * g;
+    h' = o * tanh(c'). A missing state means zeros. weight_ih is
+    (input_size, 4 * hidden_size) and weight_hh (hidden_size, 4 * hidden_size)
+    (torch's transposed); the one `bias` plays torch's b_ih + b_hh. Weights
+    start uniform in +-1/sqrt(hidden_size) and the bias as the sum of two
+    such draws, so every entry has PyTorch's distribution. h' and c' are two
+    views of one fused node of shape (2, batch, hidden_size).
 
     >>> cell = fa.nn.LSTMCell(16, 32)
     >>> h, c = cell(fa.Input(np.zeros((1, 16))))
+    >>> h, c = cell(fa.Input(np.ones((1, 16))), (h, c))
     """
 
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
         _check_sizes("LSTMCell", input_size=input_size, hidden_size=hidden_size)
+        rng = _rng("LSTMCell", generator)
         bound = 1 / math.sqrt(hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
-        self.weight_ih = _uniform((input_size, 4 * hidden_size), bound, generator, dtype)
-        self.weight_hh = _uniform((hidden_size, 4 * hidden_size), bound, generator, dtype)
-        self.bias = _uniform((4 * hidden_size,), bound, generator, dtype)
+        self.weight_ih = _uniform((input_size, 4 * hidden_size), bound, rng, dtype)
+        self.weight_hh = _uniform((hidden_size, 4 * hidden_size), bound, rng, dtype)
+        self.bias = fa.Parameter(rng.uniform(-bound, bound, size=(2, 4 * hidden_size)).sum(axis=0),
+                                 dtype=dtype)
 
     def forward(self, x, state=None):
-        if x.ndim != 2 or x.shape[1] != self.input_size:
-            raise ValueError(f"LSTMCell: x must have shape (batch, {self.input_size}), got {x.shape}")
-        H = self.hidden_size
-        if state is None:
-            h = c = _zeros_state(x.shape[0], H, self.bias)
-        else:
+        _check_batch_input("LSTMCell", x, self.input_size)
+        h = c = None
+        if state is not None:
+            if not isinstance(state, (tuple, list)) or len(state) != 2:
+                raise TypeError(f"LSTMCell: state must be a pair (h, c), got {type(state).__name__}")
             h, c = state
-        gates = x @ self.weight_ih + h @ self.weight_hh + self.bias
-        i = fa.sigmoid(gates[:, :H])
-        f = fa.sigmoid(gates[:, H:2 * H])
-        g = fa.tanh(gates[:, 2 * H:3 * H])
-        o = fa.sigmoid(gates[:, 3 * H:])
-        c = f * c + i * g
-        return o * fa.tanh(c), c
+            _check_state("LSTMCell", "h", h, x.shape[0], self.hidden_size)
+            _check_state("LSTMCell", "c", c, x.shape[0], self.hidden_size)
+        hc = lstm_cell(x, h, c, self.weight_ih, self.weight_hh, self.bias)   # one fused node
+        return hc[0], hc[1]
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}"
 
 
 class GRUCell(Module):
-    """One GRU step: `h = cell(x, h)`; x (batch, input_size), PyTorch's equations.
+    """One GRU step: `h = cell(x, h)`; x (batch, input_size), h (batch, hidden_size).
 
+    PyTorch's equations, gates in the order reset, update, new:
     r = sigmoid(x W_ir + b_ir + h W_hr + b_hr), z likewise,
     n = tanh(x W_in + b_in + r * (h W_hn + b_hn)), h' = (1 - z) * n + z * h.
+    weight_ih is (input_size, 3 * hidden_size), weight_hh (hidden_size,
+    3 * hidden_size) (torch's transposed); bias_ih and bias_hh as in torch.
+    Everything starts uniform in +-1/sqrt(hidden_size); a missing h means zeros.
+
+    >>> cell = fa.nn.GRUCell(16, 32)
+    >>> h = cell(fa.Input(np.zeros((1, 16))))
+    >>> h = cell(fa.Input(np.ones((1, 16))), h)
     """
 
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
         _check_sizes("GRUCell", input_size=input_size, hidden_size=hidden_size)
+        rng = _rng("GRUCell", generator)
         bound = 1 / math.sqrt(hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
-        self.weight_ih = _uniform((input_size, 3 * hidden_size), bound, generator, dtype)
-        self.weight_hh = _uniform((hidden_size, 3 * hidden_size), bound, generator, dtype)
-        self.bias_ih = _uniform((3 * hidden_size,), bound, generator, dtype)
-        self.bias_hh = _uniform((3 * hidden_size,), bound, generator, dtype)
+        self.weight_ih = _uniform((input_size, 3 * hidden_size), bound, rng, dtype)
+        self.weight_hh = _uniform((hidden_size, 3 * hidden_size), bound, rng, dtype)
+        self.bias_ih = _uniform((3 * hidden_size,), bound, rng, dtype)
+        self.bias_hh = _uniform((3 * hidden_size,), bound, rng, dtype)
 
     def forward(self, x, state=None):
-        if x.ndim != 2 or x.shape[1] != self.input_size:
-            raise ValueError(f"GRUCell: x must have shape (batch, {self.input_size}), got {x.shape}")
-        H = self.hidden_size
-        h = _zeros_state(x.shape[0], H, self.bias_ih) if state is None else state
-        gi = x @ self.weight_ih + self.bias_ih
-        gh = h @ self.weight_hh + self.bias_hh
-        r = fa.sigmoid(gi[:, :H] + gh[:, :H])
-        z = fa.sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
-        n = fa.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
-        return (1.0 - z) * n + z * h
+        _check_batch_input("GRUCell", x, self.input_size)
+        if state is not None:
+            _check_state("GRUCell", "h", state, x.shape[0], self.hidden_size)
+        return gru_cell(x, state, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}"
 
 
 class _Recurrent(Module):
-    """Runs a cell over a list of (batch, input_size) Variables."""
+    """Runs self.cell over a list of (batch, input_size) Variables."""
 
     def forward(self, xs, state=None, return_state=False):
-        if isinstance(xs, fa.Variable) or not len(xs):
-            raise ValueError(f"{type(self).__name__}: expected a non-empty list of (batch, features) Variables")
+        name = type(self).__name__
+        if isinstance(xs, fa.Variable) or not isinstance(xs, (list, tuple)) or not xs:
+            raise TypeError(f"{name}: expected a non-empty list of (batch, input_size) Variables, "
+                            f"got {type(xs).__name__}")
         outputs = []
-        for x in xs:
-            state = self.cell(x, state)
+        for t, x in enumerate(xs):
+            try:
+                state = self.cell(x, state)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"{name}: step {t}: {e}") from None
             outputs.append(self._hidden(state))
         return (outputs, state) if return_state else outputs
 
+    def extra_repr(self):
+        return f"{self.cell.input_size}, {self.cell.hidden_size}"
+
 
 class LSTM(_Recurrent):
-    """An LSTM over a sequence: `hs = layer(xs)`, xs a list of (batch, input_size).
+    """An LSTM over a sequence: `hs = layer(xs)`, xs a list of (batch, input_size) Variables.
 
-    Returns the list of hidden states; `layer(xs, state, return_state=True)`
-    also returns the final (h, c) so a caller can carry it on.
+    Returns the list of hidden states h_t, each (batch, hidden_size).
+    `layer(xs, state=(h, c), return_state=True)` starts from a given state and
+    also returns the final (h, c), so a caller can carry it on. The weights are
+    those of `layer.cell`, an LSTMCell.
+
+    >>> lstm = fa.nn.LSTM(16, 32)
+    >>> xs = [fa.Input(np.zeros((1, 16))) for _ in range(20)]
+    >>> hs, (h, c) = lstm(xs, return_state=True)
     """
 
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
@@ -166,7 +239,15 @@ class LSTM(_Recurrent):
 
 
 class GRU(_Recurrent):
-    """A GRU over a sequence: `hs = layer(xs)`, xs a list of (batch, input_size)."""
+    """A GRU over a sequence: `hs = layer(xs)`, xs a list of (batch, input_size) Variables.
+
+    Returns the list of hidden states; `layer(xs, state=h, return_state=True)`
+    starts from h and also returns the final one. The weights are those of
+    `layer.cell`, a GRUCell.
+
+    >>> gru = fa.nn.GRU(16, 32)
+    >>> hs, h = gru([fa.Input(np.zeros((1, 16)))] * 5, return_state=True)
+    """
 
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
@@ -178,21 +259,32 @@ class GRU(_Recurrent):
 
 
 class LayerNorm(Module):
-    """Normalise over the last axis: (x - mean) / sqrt(var + eps) * weight + bias."""
+    """Normalise over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
+
+    var is the biased variance, as in PyTorch; weight starts at ones and bias
+    at zeros, both (normalized_shape,); elementwise_affine=False leaves them out.
+
+    >>> norm = fa.nn.LayerNorm(64)
+    >>> norm(fa.Input(np.random.randn(8, 64))).shape
+    (8, 64)
+    """
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=None):
         super().__init__()
         _check_sizes("LayerNorm", normalized_shape=normalized_shape)
-        if eps <= 0:
-            raise ValueError(f"LayerNorm: eps must be > 0, got {eps}")
-        self.normalized_shape, self.eps = normalized_shape, eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+            raise ValueError(f"LayerNorm: eps must be a number > 0, got {eps!r}")
+        self.normalized_shape, self.eps = normalized_shape, float(eps)
         self.weight = fa.Parameter(np.ones(normalized_shape), dtype=dtype) if elementwise_affine else None
         self.bias = fa.Parameter(np.zeros(normalized_shape), dtype=dtype) if elementwise_affine else None
 
     def forward(self, x):
-        if not x.shape or x.shape[-1] != self.normalized_shape:
-            raise ValueError(f"LayerNorm: the last axis must have size {self.normalized_shape}, got shape {x.shape}")
+        _check_input("LayerNorm", x, self.normalized_shape)
         centred = x - fa.mean(x, axis=-1, keepdims=True)
         var = fa.mean(fa.square(centred), axis=-1, keepdims=True)
         y = centred / fa.sqrt(var + self.eps)
         return y * self.weight + self.bias if self.weight is not None else y
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, " \
+               f"elementwise_affine={self.weight is not None}"

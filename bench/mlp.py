@@ -1,0 +1,99 @@
+"""MLP 784-128-10 train step (ReLU, softmax cross-entropy, plain SGD) at batch 32 and batch 1.
+
+fastad replays one graph per batch size (set_value on an Input and an
+IndexInput, forward, backward, step); PyTorch runs its usual
+forward/zero_grad/backward/step. Both start from the same weights and are
+checked to compute the same first loss. float32, one BLAS/PyTorch thread
+each (blas_threads.py, common.torch_or_none); timed alternately in one process.
+Run: python bench/mlp.py [--quick]
+"""
+import argparse
+import os
+import sys
+
+# Run as a script, start BLAS with one thread (no idle workers spinning on the other
+# core); run() pins it again for a caller that loaded BLAS first.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from blas_threads import pin_blas_to_one_thread  # noqa: E402
+from common import alternate, machine, report, torch_or_none  # noqa: E402
+
+import fastad as fa  # noqa: E402
+
+SIZES, LR = (784, 128, 10), 0.01
+
+
+def candidates_for(batch, torch, rng):
+    data = rng.standard_normal((16, batch, SIZES[0])).astype(np.float32)   # 16 batches, cycled
+    labels = rng.integers(0, SIZES[2], size=(16, batch))
+    state = {"next": 0}
+
+    def next_batch():
+        state["next"] = (state["next"] + 1) % len(data)
+        return state["next"]
+
+    first = fa.nn.Linear(SIZES[0], SIZES[1], generator=rng)
+    second = fa.nn.Linear(SIZES[1], SIZES[2], generator=rng)
+    x, y = fa.Input(data[0]), fa.IndexInput(labels[0])
+    loss = fa.nn.cross_entropy(second(fa.relu(first(x))), y)
+    first_loss = loss.item()
+    opt = fa.optim.SGD(first.parameters() + second.parameters(), lr=LR)
+
+    def fastad_step():
+        k = next_batch()
+        x.set_value(data[k])
+        y.set_value(labels[k])
+        loss.forward()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return 1
+
+    candidates = {"fastad": fastad_step}
+    if torch is None:
+        return candidates
+    model = torch.nn.Sequential(torch.nn.Linear(*SIZES[:2]), torch.nn.ReLU(), torch.nn.Linear(*SIZES[1:]))
+    with torch.no_grad():
+        for layer, mine in zip((model[0], model[2]), (first, second)):
+            layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(mine.weight.value.T)))
+            layer.bias.copy_(torch.from_numpy(mine.bias.value))
+    tdata, tlabels = torch.from_numpy(data), torch.from_numpy(labels)
+    topt = torch.optim.SGD(model.parameters(), lr=LR)
+    torch_first = torch.nn.functional.cross_entropy(model(tdata[0]), tlabels[0]).item()
+    assert abs(torch_first - first_loss) < 1e-4 * abs(first_loss), \
+        f"fastad and torch disagree: {first_loss} vs {torch_first}"
+
+    def torch_step():
+        k = next_batch()
+        out = torch.nn.functional.cross_entropy(model(tdata[k]), tlabels[k])
+        topt.zero_grad()
+        out.backward()
+        topt.step()
+        return 1
+
+    candidates["torch"] = torch_step
+    return candidates
+
+
+def run(quick=False):
+    pin_blas_to_one_thread()
+    torch = torch_or_none()
+    rng = np.random.default_rng(0)
+    rows = []
+    for batch, target in ((32, "no slower than PyTorch (speed-up >= 1)"), (1, ">= 5x faster than PyTorch")):
+        t = alternate(candidates_for(batch, torch, rng), repeats=3 if quick else 7)
+        rows.append({"workload": f"MLP 784-128-10 train step, batch {batch}", "unit": "step",
+                     "fastad": t["fastad"], "torch": t.get("torch"), "target": target})
+    return rows
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    print(machine())
+    print("BLAS:", pin_blas_to_one_thread())
+    report(run(args.quick))

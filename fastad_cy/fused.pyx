@@ -1,0 +1,418 @@
+"""Fused recurrent-cell ops: a whole LSTM or GRU step as one node.
+
+Built from separate ops, one LSTM step is about seventeen nodes (two matmuls,
+adds, four gate slices, five nonlinearities, products) and a GRU step about
+twenty; with a batch above one the gate slices are gathers. `lstm_cell` and
+`gru_cell` compute the step in one node: GEMMs into gate buffers, then one
+pass over them for the gates and the new state. Each backward stands beside
+its forward and reads the activations the forward kept, so nothing is
+recomputed.
+
+All buffers are row-major (C order); the GEMMs call BLAS the way
+fastad_cy/linalg.pyx does (a row-major matrix is its own transpose in
+column-major order).
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.limits cimport INT_MAX
+from cython cimport floating
+from scipy.linalg.cython_blas cimport sgemm, dgemm
+
+from fastad_cy.graph cimport Variable, init_node, finish, same_dtype, require_float
+from fastad_cy.loops cimport vec_zero
+from fastad_cy.scalar cimport s_tanh, s_sigmoid
+
+cnp.import_array()
+
+
+cdef void gemm(bint trans_a, bint trans_b, int M, int N, int K, const floating* A, int lda,
+               const floating* B, int ldb, floating* C, int ldc, bint add) noexcept nogil:
+    """Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`; M, N, K > 0."""
+    cdef char ta = b'T' if trans_a else b'N'
+    cdef char tb = b'T' if trans_b else b'N'
+    cdef floating one = 1
+    cdef floating beta = 1 if add else 0
+    if floating is double:
+        dgemm(&tb, &ta, &N, &M, &K, &one, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
+    else:
+        sgemm(&tb, &ta, &N, &M, &K, &one, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
+
+
+cdef void lstm_pointwise(const floating* bias, const floating* c_prev, floating* act,
+                         floating* tanh_c, floating* h, floating* c, Py_ssize_t batch,
+                         Py_ssize_t H) noexcept nogil:
+    """act holds the pre-activations (batch, 4H); add the bias and apply the gates in place.
+
+    Row r: act = [i f g o] after sigmoid/sigmoid/tanh/sigmoid;
+    c = f * c_prev + i * g (i * g without c_prev); h = o * tanh(c).
+    """
+    cdef Py_ssize_t r, j
+    cdef floating* a
+    cdef floating ig
+    for r in range(batch):
+        a = act + r * 4 * H
+        for j in range(4 * H):
+            a[j] = a[j] + bias[j]
+        for j in range(H):
+            a[j] = s_sigmoid(a[j])
+            a[H + j] = s_sigmoid(a[H + j])
+            a[2 * H + j] = s_tanh(a[2 * H + j])
+            a[3 * H + j] = s_sigmoid(a[3 * H + j])
+        for j in range(H):
+            ig = a[j] * a[2 * H + j]
+            c[r * H + j] = a[H + j] * c_prev[r * H + j] + ig if c_prev != NULL else ig
+            tanh_c[r * H + j] = s_tanh(c[r * H + j])
+            h[r * H + j] = a[3 * H + j] * tanh_c[r * H + j]
+
+
+cdef void lstm_pointwise_backward(const floating* act, const floating* tanh_c,
+                                  const floating* c_prev, const floating* gh, const floating* gc,
+                                  floating* dgates, floating* gc_prev, bint add_c_prev,
+                                  Py_ssize_t batch, Py_ssize_t H) noexcept nogil:
+    """dgates (batch, 4H): the gradient of the pre-activations; gc_prev (if not NULL) gets
+    the gradient of c_prev, written or added (`add_c_prev`)."""
+    cdef Py_ssize_t r, j, k
+    cdef const floating* a
+    cdef floating* d
+    cdef floating i, f, g, o, tc, dc
+    for r in range(batch):
+        a = act + r * 4 * H
+        d = dgates + r * 4 * H
+        for j in range(H):
+            k = r * H + j
+            i, f, g, o, tc = a[j], a[H + j], a[2 * H + j], a[3 * H + j], tanh_c[k]
+            dc = gc[k] + gh[k] * o * (1 - tc * tc)
+            d[j] = dc * g * i * (1 - i)
+            d[H + j] = dc * c_prev[k] * f * (1 - f) if c_prev != NULL else 0
+            d[2 * H + j] = dc * i * (1 - g * g)
+            d[3 * H + j] = gh[k] * tc * o * (1 - o)
+            if gc_prev != NULL:
+                if add_c_prev:
+                    gc_prev[k] += dc * f
+                else:
+                    gc_prev[k] = dc * f
+
+
+cdef void column_sums(const floating* m, floating* out, Py_ssize_t rows, Py_ssize_t cols,
+                      bint add) noexcept nogil:
+    cdef Py_ssize_t r, j
+    if not add:
+        vec_zero(out, cols)
+    for r in range(rows):
+        for j in range(cols):
+            out[j] += m[r * cols + j]
+
+
+cdef class LSTMCell(Variable):
+    """Value (2, batch, H): [h', c'] of one LSTM step from x, optional (h, c) and the weights."""
+    cdef Variable x, h, c, w_ih, w_hh, bias     # h and c are None for a zero state
+    cdef Py_ssize_t batch, n_in, H
+    cdef cnp.ndarray act, tanh_c, dgates        # scratch made at build: (B, 4H), (B, H), (B, 4H)
+
+    cdef int run_forward(self) except -1:
+        if self.batch == 0:
+            return 0
+        if self.f64:
+            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
+        else:
+            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
+        return 0
+
+    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept:
+        cdef int B = self.batch, I = self.n_in, H = self.H
+        cdef floating* act = <floating*>cnp.PyArray_DATA(self.act)
+        cdef floating* out = <floating*>self.val_ptr
+        gemm(False, False, B, 4 * H, I, x, I, w_ih, 4 * H, act, 4 * H, False)
+        if self.h is not None:
+            gemm(False, False, B, 4 * H, H, <floating*>self.h.val_ptr, H,
+                 <floating*>self.w_hh.val_ptr, 4 * H, act, 4 * H, True)
+        lstm_pointwise(<floating*>self.bias.val_ptr,
+                       <floating*>self.c.val_ptr if self.c is not None else NULL,
+                       act, <floating*>cnp.PyArray_DATA(self.tanh_c), out, out + B * H, B, H)
+
+    cdef int run_backward(self) except -1:
+        if self.f64:
+            self._backward(<double*>self.grad_ptr)
+        else:
+            self._backward(<float*>self.grad_ptr)
+        return 0
+
+    cdef int _backward(self, const floating* grad) except -1:
+        cdef int B = self.batch, I = self.n_in, H = self.H
+        cdef floating* dgates = <floating*>cnp.PyArray_DATA(self.dgates)
+        cdef floating* gc_prev = NULL
+        cdef bint add_c_prev = False, add
+        cdef Variable v
+        if B == 0:                 # nothing flows back, but every gradient must be written
+            for v in self.inputs:
+                if v.needs_grad and not v.grad_slot():
+                    vec_zero(<floating*>v.grad_ptr, v.size)
+            return 0
+        if self.c is not None and self.c.needs_grad:
+            add_c_prev = self.c.grad_slot()
+            gc_prev = <floating*>self.c.grad_ptr
+        lstm_pointwise_backward(<floating*>cnp.PyArray_DATA(self.act),
+                                <floating*>cnp.PyArray_DATA(self.tanh_c),
+                                <floating*>self.c.val_ptr if self.c is not None else NULL,
+                                grad, grad + B * H, dgates, gc_prev, add_c_prev, B, H)
+        # grad_slot() makes the buffer that grad_ptr points to: call it first
+        if self.x.needs_grad:                                        # dx = dgates @ W_ih^T
+            add = self.x.grad_slot()
+            gemm(False, True, B, I, 4 * H, dgates, 4 * H, <floating*>self.w_ih.val_ptr, 4 * H,
+                 <floating*>self.x.grad_ptr, I, add)
+        if self.w_ih.needs_grad:                                     # dW_ih = x^T @ dgates
+            add = self.w_ih.grad_slot()
+            gemm(True, False, I, 4 * H, B, <floating*>self.x.val_ptr, I, dgates, 4 * H,
+                 <floating*>self.w_ih.grad_ptr, 4 * H, add)
+        if self.bias.needs_grad:
+            add = self.bias.grad_slot()
+            column_sums(dgates, <floating*>self.bias.grad_ptr, B, 4 * H, add)
+        if self.h is None:
+            return 0
+        if self.h.needs_grad:                                        # dh = dgates @ W_hh^T
+            add = self.h.grad_slot()
+            gemm(False, True, B, H, 4 * H, dgates, 4 * H, <floating*>self.w_hh.val_ptr, 4 * H,
+                 <floating*>self.h.grad_ptr, H, add)
+        if self.w_hh.needs_grad:                                     # dW_hh = h^T @ dgates
+            add = self.w_hh.grad_slot()
+            gemm(True, False, H, 4 * H, B, <floating*>self.h.val_ptr, H, dgates, 4 * H,
+                 <floating*>self.w_hh.grad_ptr, 4 * H, add)
+        return 0
+
+
+# --------------------------------------------------------------------- GRU
+
+cdef void gru_pointwise(const floating* b_ih, const floating* b_hh, const floating* h_prev,
+                        floating* gi, floating* gh, floating* h, Py_ssize_t batch,
+                        Py_ssize_t H) noexcept nogil:
+    """gi = x @ W_ih and gh = h @ W_hh (batch, 3H), without biases; gh is ignored when
+    h_prev is NULL (a zero state). Computes h and leaves in place what the backward
+    needs: gi = [r z n] after the nonlinearities, gh[2H:] = h @ W_hn + b_hn.
+
+    r = sigmoid(gi_r + b_ir + gh_r + b_hr), z likewise,
+    n = tanh(gi_n + b_in + r * (gh_n + b_hn)), h = (1 - z) * n + z * h_prev.
+    """
+    cdef Py_ssize_t r, j
+    cdef floating* a
+    cdef floating* e
+    cdef floating rr, z, n, ghn
+    for r in range(batch):
+        a = gi + r * 3 * H
+        e = gh + r * 3 * H
+        for j in range(H):
+            if h_prev != NULL:
+                rr = s_sigmoid(a[j] + b_ih[j] + e[j] + b_hh[j])
+                z = s_sigmoid(a[H + j] + b_ih[H + j] + e[H + j] + b_hh[H + j])
+                ghn = e[2 * H + j] + b_hh[2 * H + j]
+            else:
+                rr = s_sigmoid(a[j] + b_ih[j] + b_hh[j])
+                z = s_sigmoid(a[H + j] + b_ih[H + j] + b_hh[H + j])
+                ghn = b_hh[2 * H + j]
+            n = s_tanh(a[2 * H + j] + b_ih[2 * H + j] + rr * ghn)
+            a[j], a[H + j], a[2 * H + j], e[2 * H + j] = rr, z, n, ghn
+            h[r * H + j] = (1 - z) * n + (z * h_prev[r * H + j] if h_prev != NULL else 0)
+
+
+cdef void gru_pointwise_backward(const floating* act, const floating* gh, const floating* h_prev,
+                                 const floating* g, floating* dgi, floating* dgh,
+                                 Py_ssize_t batch, Py_ssize_t H) noexcept nogil:
+    """dgi, dgh (batch, 3H): the gradients of x @ W_ih + b_ih and of h @ W_hh + b_hh."""
+    cdef Py_ssize_t r, j, k
+    cdef const floating* a
+    cdef floating rr, z, n, dn, dr, dz
+    for r in range(batch):
+        a = act + r * 3 * H
+        for j in range(H):
+            k = r * 3 * H + j
+            rr, z, n = a[j], a[H + j], a[2 * H + j]
+            dn = g[r * H + j] * (1 - z) * (1 - n * n)
+            dr = dn * gh[k + 2 * H] * rr * (1 - rr)
+            dz = g[r * H + j] * ((h_prev[r * H + j] if h_prev != NULL else 0) - n) * z * (1 - z)
+            dgi[k], dgi[k + H], dgi[k + 2 * H] = dr, dz, dn
+            dgh[k], dgh[k + H], dgh[k + 2 * H] = dr, dz, dn * rr
+
+
+cdef void add_scaled_product(floating* out, const floating* a, const floating* b, Py_ssize_t batch,
+                             Py_ssize_t H, Py_ssize_t b_stride, Py_ssize_t b_offset) noexcept nogil:
+    """out[r, j] += a[r, j] * b[r * b_stride + b_offset + j]."""
+    cdef Py_ssize_t r, j
+    for r in range(batch):
+        for j in range(H):
+            out[r * H + j] += a[r * H + j] * b[r * b_stride + b_offset + j]
+
+
+cdef class GRUCell(Variable):
+    """Value (batch, H): h' of one GRU step from x, optional h and the weights."""
+    cdef Variable x, h, w_ih, w_hh, b_ih, b_hh    # h is None for a zero state
+    cdef Py_ssize_t batch, n_in, H
+    cdef cnp.ndarray gi, gh, dgi, dgh             # scratch made at build, each (B, 3H)
+
+    cdef int run_forward(self) except -1:
+        if self.batch == 0:
+            return 0
+        if self.f64:
+            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
+        else:
+            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
+        return 0
+
+    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept:
+        cdef int B = self.batch, I = self.n_in, H = self.H
+        cdef floating* gi = <floating*>cnp.PyArray_DATA(self.gi)
+        cdef floating* gh = <floating*>cnp.PyArray_DATA(self.gh)
+        gemm(False, False, B, 3 * H, I, x, I, w_ih, 3 * H, gi, 3 * H, False)
+        if self.h is not None:
+            gemm(False, False, B, 3 * H, H, <floating*>self.h.val_ptr, H,
+                 <floating*>self.w_hh.val_ptr, 3 * H, gh, 3 * H, False)
+        gru_pointwise(<floating*>self.b_ih.val_ptr, <floating*>self.b_hh.val_ptr,
+                      <floating*>self.h.val_ptr if self.h is not None else NULL,
+                      gi, gh, <floating*>self.val_ptr, B, H)
+
+    cdef int run_backward(self) except -1:
+        if self.f64:
+            self._backward(<double*>self.grad_ptr)
+        else:
+            self._backward(<float*>self.grad_ptr)
+        return 0
+
+    cdef int _backward(self, const floating* grad) except -1:
+        cdef int B = self.batch, I = self.n_in, H = self.H
+        cdef floating* dgi = <floating*>cnp.PyArray_DATA(self.dgi)
+        cdef floating* dgh = <floating*>cnp.PyArray_DATA(self.dgh)
+        cdef bint add
+        cdef Variable v
+        if B == 0:                 # nothing flows back, but every gradient must be written
+            for v in self.inputs:
+                if v.needs_grad and not v.grad_slot():
+                    vec_zero(<floating*>v.grad_ptr, v.size)
+            return 0
+        gru_pointwise_backward(<floating*>cnp.PyArray_DATA(self.gi),
+                               <floating*>cnp.PyArray_DATA(self.gh),
+                               <floating*>self.h.val_ptr if self.h is not None else NULL,
+                               grad, dgi, dgh, B, H)
+        # grad_slot() makes the buffer that grad_ptr points to: call it first
+        if self.x.needs_grad:                                        # dx = dgi @ W_ih^T
+            add = self.x.grad_slot()
+            gemm(False, True, B, I, 3 * H, dgi, 3 * H, <floating*>self.w_ih.val_ptr, 3 * H,
+                 <floating*>self.x.grad_ptr, I, add)
+        if self.w_ih.needs_grad:                                     # dW_ih = x^T @ dgi
+            add = self.w_ih.grad_slot()
+            gemm(True, False, I, 3 * H, B, <floating*>self.x.val_ptr, I, dgi, 3 * H,
+                 <floating*>self.w_ih.grad_ptr, 3 * H, add)
+        if self.b_ih.needs_grad:
+            add = self.b_ih.grad_slot()
+            column_sums(dgi, <floating*>self.b_ih.grad_ptr, B, 3 * H, add)
+        if self.b_hh.needs_grad:
+            add = self.b_hh.grad_slot()
+            column_sums(dgh, <floating*>self.b_hh.grad_ptr, B, 3 * H, add)
+        if self.h is None:
+            return 0
+        if self.h.needs_grad:                                        # dh = dgh @ W_hh^T + g * z
+            add = self.h.grad_slot()
+            gemm(False, True, B, H, 3 * H, dgh, 3 * H, <floating*>self.w_hh.val_ptr, 3 * H,
+                 <floating*>self.h.grad_ptr, H, add)
+            add_scaled_product(<floating*>self.h.grad_ptr, grad,
+                               <floating*>cnp.PyArray_DATA(self.gi), B, H, 3 * H, H)
+        if self.w_hh.needs_grad:                                     # dW_hh = h^T @ dgh
+            add = self.w_hh.grad_slot()
+            gemm(True, False, H, 3 * H, B, <floating*>self.h.val_ptr, H, dgh, 3 * H,
+                 <floating*>self.w_hh.grad_ptr, 3 * H, add)
+        return 0
+
+
+cdef int _check(str op, str what, object v, tuple shape, Variable like) except -1:
+    require_float(op, v, what)
+    if (<Variable>v)._shape != shape:
+        raise ValueError(f"{op}: {what} must have shape {shape}, got {(<Variable>v)._shape}")
+    same_dtype(op, like, <Variable>v)
+    return 0
+
+
+cdef tuple _cell_sizes(str op, object x, object bias, str bias_name, int gates):
+    """(batch, input_size, hidden_size) from x (batch, I) and a bias of shape (gates * H,)."""
+    require_float(op, x, "x")
+    cdef Variable vx = <Variable>x
+    if len(vx._shape) != 2:
+        raise ValueError(f"{op}: x must have shape (batch, input_size), got {vx._shape}")
+    require_float(op, bias, bias_name)
+    cdef tuple bshape = (<Variable>bias)._shape
+    if len(bshape) != 1 or bshape[0] % gates or bshape[0] == 0:
+        raise ValueError(f"{op}: {bias_name} must have shape ({gates} * hidden_size,), got {bshape}")
+    cdef Py_ssize_t B = vx._shape[0], I = vx._shape[1], H = bshape[0] // gates
+    if I == 0:
+        raise ValueError(f"{op}: x has no features (shape {vx._shape})")
+    if B > INT_MAX or I > INT_MAX or gates * H > INT_MAX:
+        raise ValueError(f"{op}: x {vx._shape} and {bias_name} {bshape} exceed BLAS's 32-bit "
+                         f"dimension limit")
+    return B, I, H
+
+
+def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
+    """One LSTM step in one node; returns hc of shape (2, batch, H): h' = hc[0], c' = hc[1].
+
+    x (batch, I); h and c (batch, H), or both None for a zero state;
+    weight_ih (I, 4H), weight_hh (H, 4H), bias (4H,), gates in PyTorch's order
+    i, f, g, o: gates = x @ weight_ih + h @ weight_hh + bias,
+    c' = sigmoid(f) * c + sigmoid(i) * tanh(g), h' = sigmoid(o) * tanh(c').
+    All float Variables of one dtype. fa.nn.LSTMCell calls it.
+
+    >>> hc = lstm_cell(x, None, None, w_ih, w_hh, b)       # x (1, 16), H = 32
+    >>> h, c = hc[0], hc[1]                                 # each (1, 32)
+    """
+    cdef str op = "lstm_cell"
+    B, I, H = _cell_sizes(op, x, bias, "bias", 4)
+    cdef Variable vx = <Variable>x
+    _check(op, "weight_ih", weight_ih, (I, 4 * H), vx)
+    _check(op, "weight_hh", weight_hh, (H, 4 * H), vx)
+    _check(op, "bias", bias, (4 * H,), vx)
+    if (h is None) != (c is None):
+        raise ValueError("lstm_cell: give both h and c, or neither (a zero state)")
+    if h is not None:
+        _check(op, "h", h, (B, H), vx)
+        _check(op, "c", c, (B, H), vx)
+    cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
+    node.x, node.w_ih, node.w_hh, node.bias = vx, weight_ih, weight_hh, bias
+    node.h, node.c = h, c
+    node.batch, node.n_in, node.H = B, I, H
+    dtype = np.float64 if vx.f64 else np.float32
+    node.act = np.zeros((B, 4 * H), dtype=dtype)
+    node.tanh_c = np.zeros((B, H), dtype=dtype)
+    node.dgates = np.zeros((B, 4 * H), dtype=dtype)
+    # without a state, weight_hh takes no part (and receives no gradient)
+    inputs = (vx, weight_ih, bias) + ((weight_hh, h, c) if h is not None else ())
+    init_node(node, op, inputs, (2, B, H), vx.f64)
+    return finish(node)
+
+
+def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+    """One GRU step in one node; returns h' of shape (batch, H).
+
+    x (batch, I); h (batch, H), or None for a zero state; weight_ih (I, 3H),
+    weight_hh (H, 3H), bias_ih and bias_hh (3H,), gates in PyTorch's order
+    r, z, n: r = sigmoid(x W_ir + b_ir + h W_hr + b_hr), z likewise,
+    n = tanh(x W_in + b_in + r * (h W_hn + b_hn)), h' = (1 - z) * n + z * h.
+    All float Variables of one dtype. fa.nn.GRUCell calls it.
+
+    >>> h = gru_cell(x, None, w_ih, w_hh, b_ih, b_hh)       # x (1, 16), H = 32: h (1, 32)
+    >>> h = gru_cell(x, h, w_ih, w_hh, b_ih, b_hh)
+    """
+    cdef str op = "gru_cell"
+    B, I, H = _cell_sizes(op, x, bias_ih, "bias_ih", 3)
+    cdef Variable vx = <Variable>x
+    _check(op, "weight_ih", weight_ih, (I, 3 * H), vx)
+    _check(op, "weight_hh", weight_hh, (H, 3 * H), vx)
+    _check(op, "bias_ih", bias_ih, (3 * H,), vx)
+    _check(op, "bias_hh", bias_hh, (3 * H,), vx)
+    if h is not None:
+        _check(op, "h", h, (B, H), vx)
+    cdef GRUCell node = GRUCell.__new__(GRUCell)
+    node.x, node.h, node.w_ih, node.w_hh = vx, h, weight_ih, weight_hh
+    node.b_ih, node.b_hh = bias_ih, bias_hh
+    node.batch, node.n_in, node.H = B, I, H
+    dtype = np.float64 if vx.f64 else np.float32
+    node.gi, node.gh = np.zeros((B, 3 * H), dtype=dtype), np.zeros((B, 3 * H), dtype=dtype)
+    node.dgi, node.dgh = np.zeros((B, 3 * H), dtype=dtype), np.zeros((B, 3 * H), dtype=dtype)
+    # without a state, weight_hh takes no part (and receives no gradient)
+    inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh, h) if h is not None else ())
+    init_node(node, op, inputs, (B, H), vx.f64)
+    return finish(node)

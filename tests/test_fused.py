@@ -1,0 +1,243 @@
+"""fastad_cy.fused: lstm_cell and gru_cell, one recurrent step as one node, against finite
+differences and numpy."""
+import numpy as np
+import pytest
+
+import fastad as fa
+from fastad_cy.fused import gru_cell, lstm_cell
+
+F64 = np.float64
+
+
+def sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def reference(x, h, c, w_ih, w_hh, b):
+    H = b.shape[0] // 4
+    gates = x @ w_ih + b + (h @ w_hh if h is not None else 0)
+    i, f, g, o = (gates[:, k * H:(k + 1) * H] for k in range(4))
+    c_new = sig(i) * np.tanh(g) + (sig(f) * c if c is not None else 0)
+    return np.stack([sig(o) * np.tanh(c_new), c_new])
+
+
+def arrays(batch, n_in, H, seed=0):
+    g = np.random.default_rng(seed)
+    return (g.standard_normal((batch, n_in)), g.standard_normal((batch, H)),
+            g.standard_normal((batch, H)), g.standard_normal((n_in, 4 * H)) * 0.5,
+            g.standard_normal((H, 4 * H)) * 0.5, g.standard_normal(4 * H) * 0.5)
+
+
+def weighted(v, seed=9):
+    return fa.sum(v * np.random.default_rng(seed).standard_normal(v.shape))
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_values_match_numpy(batch):
+    x, h, c, w_ih, w_hh, b = arrays(batch, 4, 5)
+    P = lambda a: fa.Parameter(a, dtype=F64)
+    hc = lstm_cell(P(x), P(h), P(c), P(w_ih), P(w_hh), P(b))
+    assert hc.shape == (2, batch, 5) and hc.op_name == "lstm_cell"
+    np.testing.assert_allclose(hc.value, reference(x, h, c, w_ih, w_hh, b), rtol=1e-12, atol=1e-14)
+    zero = lstm_cell(P(x), None, None, P(w_ih), P(w_hh), P(b))
+    np.testing.assert_allclose(zero.value, reference(x, None, None, w_ih, w_hh, b), rtol=1e-12)
+    np.testing.assert_allclose(zero.value, reference(x, 0 * h, 0 * c, w_ih, w_hh, b), rtol=1e-12)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_gradcheck_with_state(batch):
+    assert fa.gradcheck(lambda *p: weighted(lstm_cell(*p)), *arrays(batch, 3, 4))
+
+
+def test_gradcheck_without_state_and_weight_hh_untouched():
+    x, _, _, w_ih, w_hh, b = arrays(2, 3, 4)
+    assert fa.gradcheck(lambda x_, w, b_: weighted(lstm_cell(x_, None, None, w, fa.Parameter(w_hh, dtype=F64), b_)),
+                        x, w_ih, b)
+    W = fa.Parameter(w_hh, dtype=F64)
+    out = lstm_cell(fa.Parameter(x, dtype=F64), None, None, fa.Parameter(w_ih, dtype=F64), W,
+                    fa.Parameter(b, dtype=F64))
+    weighted(out).backward()
+    assert out.parameters().count(W) == 0
+    np.testing.assert_array_equal(W.grad, 0)
+
+
+@pytest.mark.parametrize("part", [0, 1])
+def test_gradients_through_one_half_only(part):
+    """Only h' (or only c') used downstream: the other half's gradient is zero."""
+    assert fa.gradcheck(lambda *p: weighted(fa.tanh(lstm_cell(*p)[part])), *arrays(2, 3, 4, seed=1))
+
+
+def test_gradients_add_into_shared_inputs_over_steps():
+    """Three steps sharing the weights; state flows from step to step."""
+    x, h, c, w_ih, w_hh, b = arrays(2, 3, 4, seed=2)
+
+    def three_steps(x_, h_, c_, wi, wh, b_):
+        total = None
+        for _ in range(3):
+            hc = lstm_cell(x_, h_, c_, wi, wh, b_)
+            h_, c_ = hc[0], hc[1]
+            total = weighted(h_) if total is None else total + weighted(h_)
+        return total + weighted(c_, seed=4)
+
+    assert fa.gradcheck(three_steps, x, h, c, w_ih, w_hh, b)
+
+
+def test_replay_after_set_value_matches_a_fresh_build():
+    x, h, c, w_ih, w_hh, b = arrays(3, 4, 5, seed=3)
+    xi, hi, ci = fa.Input(x, dtype=F64), fa.Input(h, dtype=F64), fa.Input(c, dtype=F64)
+    params = [fa.Parameter(a, dtype=F64) for a in (w_ih, w_hh, b)]
+    loss = weighted(lstm_cell(xi, hi, ci, *params))
+    new = arrays(3, 4, 5, seed=4)[:3]
+    for leaf, value in zip((xi, hi, ci), new):
+        leaf.set_value(value)
+    loss.forward()
+    loss.backward()
+    replayed = loss.item(), [p.grad.copy() for p in params]
+    for p in params:
+        p.zero_grad()
+    fresh = weighted(lstm_cell(*[fa.Input(v, dtype=F64) for v in new], *params))
+    fresh.backward()
+    assert replayed[0] == pytest.approx(fresh.item(), rel=1e-12)
+    for got, p in zip(replayed[1], params):
+        np.testing.assert_allclose(got, p.grad, rtol=1e-12)
+
+
+def test_float32_matches_float64():
+    a = arrays(2, 3, 4, seed=5)
+    out32 = lstm_cell(*[fa.Parameter(v, dtype=np.float32) for v in a])
+    assert out32.dtype == np.float32
+    np.testing.assert_allclose(out32.value, reference(*a), rtol=1e-5, atol=1e-6)
+    weighted(out32).backward()
+    p64 = [fa.Parameter(v, dtype=F64) for v in a]
+    weighted(lstm_cell(*p64)).backward()
+    for leaf32, leaf64 in zip(out32.parents, (p64[0], p64[3], p64[5], p64[4], p64[1], p64[2])):
+        np.testing.assert_allclose(leaf32.grad, leaf64.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_empty_batch():
+    _, _, _, w_ih, w_hh, b = arrays(1, 3, 4)
+    W = [fa.Parameter(v, dtype=F64) for v in (w_ih, w_hh, b)]
+    empty = fa.Input(np.zeros((0, 3)), dtype=F64)
+    state = fa.Input(np.zeros((0, 4)), dtype=F64)
+    hc = lstm_cell(empty, state, state, *W)
+    assert hc.shape == (2, 0, 4)
+    fa.sum(hc).backward()
+    for p in W:
+        np.testing.assert_array_equal(p.grad, 0)
+
+
+def test_bad_input():
+    x, h, c, w_ih, w_hh, b = (fa.Input(a, dtype=F64) for a in arrays(2, 3, 4))
+    with pytest.raises(ValueError, match=r"lstm_cell: x must have shape \(batch, input_size\), got \(3,\)"):
+        lstm_cell(fa.Input(np.zeros(3), dtype=F64), h, c, w_ih, w_hh, b)
+    with pytest.raises(ValueError, match=r"bias must have shape \(4 \* hidden_size,\), got \(15,\)"):
+        lstm_cell(x, h, c, w_ih, w_hh, fa.Input(np.zeros(15), dtype=F64))
+    with pytest.raises(ValueError, match=r"weight_ih must have shape \(3, 16\), got \(4, 16\)"):
+        lstm_cell(x, h, c, fa.Input(np.zeros((4, 16)), dtype=F64), w_hh, b)
+    with pytest.raises(ValueError, match=r"weight_hh must have shape \(4, 16\), got \(16, 4\)"):
+        lstm_cell(x, h, c, w_ih, fa.Input(np.zeros((16, 4)), dtype=F64), b)
+    with pytest.raises(ValueError, match=r"c must have shape \(2, 4\), got \(1, 4\)"):
+        lstm_cell(x, h, fa.Input(np.zeros((1, 4)), dtype=F64), w_ih, w_hh, b)
+    with pytest.raises(ValueError, match="give both h and c, or neither"):
+        lstm_cell(x, h, None, w_ih, w_hh, b)
+    with pytest.raises(TypeError, match="lstm_cell: mixed dtypes"):
+        lstm_cell(x, h, c, w_ih, w_hh, fa.Input(np.zeros(16), dtype=np.float32))
+    with pytest.raises(TypeError, match="lstm_cell: x must be a fastad Variable"):
+        lstm_cell(np.zeros((2, 3)), h, c, w_ih, w_hh, b)
+    with pytest.raises(TypeError, match="h is an IndexInput"):
+        lstm_cell(x, fa.IndexInput(np.zeros((2, 4), dtype=np.int64)), c, w_ih, w_hh, b)
+    with pytest.raises(ValueError, match=r"x has no features"):
+        lstm_cell(fa.Input(np.zeros((2, 0)), dtype=F64), h, c,
+                  fa.Input(np.zeros((0, 16)), dtype=F64), w_hh, b)
+
+
+# ------------------------------------------------------------------- GRU
+
+def gru_reference(x, h, w_ih, w_hh, b_ih, b_hh):
+    H = b_ih.shape[0] // 3
+    gi = x @ w_ih + b_ih
+    gh = (h @ w_hh if h is not None else np.zeros((x.shape[0], 3 * H))) + b_hh
+    r = sig(gi[:, :H] + gh[:, :H])
+    z = sig(gi[:, H:2 * H] + gh[:, H:2 * H])
+    n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+    return (1 - z) * n + (z * h if h is not None else 0)
+
+
+def gru_arrays(batch, n_in, H, seed=0):
+    g = np.random.default_rng(seed)
+    return (g.standard_normal((batch, n_in)), g.standard_normal((batch, H)),
+            g.standard_normal((n_in, 3 * H)) * 0.5, g.standard_normal((H, 3 * H)) * 0.5,
+            g.standard_normal(3 * H) * 0.5, g.standard_normal(3 * H) * 0.5)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_gru_values_match_numpy(batch):
+    x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(batch, 4, 5)
+    P = lambda a: fa.Parameter(a, dtype=F64)
+    out = gru_cell(P(x), P(h), P(w_ih), P(w_hh), P(b_ih), P(b_hh))
+    assert out.shape == (batch, 5) and out.op_name == "gru_cell"
+    np.testing.assert_allclose(out.value, gru_reference(x, h, w_ih, w_hh, b_ih, b_hh), rtol=1e-12)
+    zero = gru_cell(P(x), None, P(w_ih), P(w_hh), P(b_ih), P(b_hh))
+    np.testing.assert_allclose(zero.value, gru_reference(x, None, w_ih, w_hh, b_ih, b_hh), rtol=1e-12)
+    np.testing.assert_allclose(zero.value, gru_reference(x, 0 * h, w_ih, w_hh, b_ih, b_hh), rtol=1e-12)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_gru_gradcheck(batch):
+    x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(batch, 3, 4)
+    assert fa.gradcheck(lambda *p: weighted(gru_cell(*p)), x, h, w_ih, w_hh, b_ih, b_hh)
+    assert fa.gradcheck(lambda x_, wi, bi, bh: weighted(
+        gru_cell(x_, None, wi, fa.Parameter(w_hh, dtype=F64), bi, bh)), x, w_ih, b_ih, b_hh)
+
+
+def test_gru_gradients_over_steps_with_shared_weights():
+    x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(2, 3, 4, seed=2)
+
+    def three_steps(x_, h_, wi, wh, bi, bh):
+        total = None
+        for _ in range(3):
+            h_ = gru_cell(x_, h_, wi, wh, bi, bh)
+            total = weighted(h_) if total is None else total + weighted(h_)
+        return total
+
+    assert fa.gradcheck(three_steps, x, h, w_ih, w_hh, b_ih, b_hh)
+
+
+def test_gru_replay_float32_and_empty_batch():
+    x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(3, 4, 5, seed=3)
+    xi, hi = fa.Input(x, dtype=F64), fa.Input(h, dtype=F64)
+    params = [fa.Parameter(a, dtype=F64) for a in (w_ih, w_hh, b_ih, b_hh)]
+    loss = weighted(gru_cell(xi, hi, *params))
+    new_x, new_h = gru_arrays(3, 4, 5, seed=4)[:2]
+    xi.set_value(new_x)
+    hi.set_value(new_h)
+    loss.forward()
+    assert loss.item() == pytest.approx(
+        weighted(gru_cell(fa.Input(new_x, dtype=F64), fa.Input(new_h, dtype=F64), *params)).item(),
+        rel=1e-12)
+    out32 = gru_cell(*[fa.Parameter(v, dtype=np.float32) for v in (x, h, w_ih, w_hh, b_ih, b_hh)])
+    assert out32.dtype == np.float32
+    np.testing.assert_allclose(out32.value, gru_reference(x, h, w_ih, w_hh, b_ih, b_hh),
+                               rtol=1e-5, atol=1e-6)
+    empty = gru_cell(fa.Input(np.zeros((0, 4)), dtype=F64), fa.Input(np.zeros((0, 5)), dtype=F64),
+                     *params)
+    assert empty.shape == (0, 5)
+    for p in params:
+        p.zero_grad()
+    fa.sum(empty).backward()
+    for p in params:
+        np.testing.assert_array_equal(p.grad, 0)
+
+
+def test_gru_bad_input():
+    x, h, w_ih, w_hh, b_ih, b_hh = (fa.Input(a, dtype=F64) for a in gru_arrays(2, 3, 4))
+    with pytest.raises(ValueError, match=r"gru_cell: bias_ih must have shape \(3 \* hidden_size,\), got \(13,\)"):
+        gru_cell(x, h, w_ih, w_hh, fa.Input(np.zeros(13), dtype=F64), b_hh)
+    with pytest.raises(ValueError, match=r"gru_cell: bias_hh must have shape \(12,\), got \(15,\)"):
+        gru_cell(x, h, w_ih, w_hh, b_ih, fa.Input(np.zeros(15), dtype=F64))
+    with pytest.raises(ValueError, match=r"gru_cell: h must have shape \(2, 4\), got \(2, 3\)"):
+        gru_cell(x, fa.Input(np.zeros((2, 3)), dtype=F64), w_ih, w_hh, b_ih, b_hh)
+    with pytest.raises(ValueError, match=r"gru_cell: weight_hh must have shape \(4, 12\)"):
+        gru_cell(x, h, w_ih, w_ih, b_ih, b_hh)
+    with pytest.raises(TypeError, match="gru_cell: mixed dtypes"):
+        gru_cell(x, fa.Input(np.zeros((2, 4)), dtype=np.float32), w_ih, w_hh, b_ih, b_hh)
