@@ -154,6 +154,10 @@ cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n
     cdef floating lr_ = lr, wd = weight_decay, mom = momentum, keep = 1 - dampening
     cdef floating d, b
     cdef Py_ssize_t i
+    if buf == NULL and wd == 0:          # plain SGD: a loop gcc can vectorise
+        for i in range(n):
+            p[i] = p[i] + (-lr_) * g[i]
+        return
     for i in range(n):
         d = g[i]
         if wd != 0:
