@@ -16,26 +16,13 @@ import numpy as np
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
 from cython cimport floating
-from scipy.linalg.cython_blas cimport sgemm, dgemm
+from fastad_cy.blas cimport gemm
 
 from fastad_cy.graph cimport Variable, init_node, finish, same_dtype, require_float
 from fastad_cy.loops cimport vec_zero
 from fastad_cy.scalar cimport s_tanh, s_sigmoid
 
 cnp.import_array()
-
-
-cdef void gemm(bint trans_a, bint trans_b, int M, int N, int K, const floating* A, int lda,
-               const floating* B, int ldb, floating* C, int ldc, bint add) noexcept nogil:
-    """Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`; M, N, K > 0."""
-    cdef char ta = b'T' if trans_a else b'N'
-    cdef char tb = b'T' if trans_b else b'N'
-    cdef floating one = 1
-    cdef floating beta = 1 if add else 0
-    if floating is double:
-        dgemm(&tb, &ta, &N, &M, &K, &one, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
-    else:
-        sgemm(&tb, &ta, &N, &M, &K, &one, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
 
 
 cdef void lstm_pointwise(const floating* bias, const floating* c_prev, floating* act,

@@ -9,7 +9,7 @@ from math import prod
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
 from cython cimport floating
-from scipy.linalg.cython_blas cimport sgemm, dgemm
+from fastad_cy.blas cimport gemm
 
 from fastad_cy.graph cimport Variable, init_node, finish, as_variable, same_dtype, require_float
 from fastad_cy.loops cimport vec_zero
@@ -47,18 +47,6 @@ def _set_blas_min_work(Py_ssize_t work):
 # Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`. M, N, K > 0;
 # ld* are the row lengths of the stored matrices.
 
-cdef void gemm_blas(bint trans_a, bint trans_b, int M, int N, int K, const floating* A, int lda,
-                    const floating* B, int ldb, floating* C, int ldc, bint add) noexcept nogil:
-    cdef char ta = b'T' if trans_a else b'N'
-    cdef char tb = b'T' if trans_b else b'N'
-    cdef floating one = 1
-    cdef floating beta = 1 if add else 0
-    if floating is double:
-        dgemm(&tb, &ta, &N, &M, &K, &one, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
-    else:
-        sgemm(&tb, &ta, &N, &M, &K, &one, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
-
-
 cdef inline floating dot(const floating* x, const floating* y, Py_ssize_t n) noexcept nogil:
     """x . y with four partial sums, so that each add need not wait for the previous one."""
     cdef floating s0 = 0, s1 = 0, s2 = 0, s3 = 0
@@ -82,7 +70,7 @@ cdef void mm_nn(int M, int N, int K, const floating* A, const floating* B, float
     cdef floating a
     cdef floating* c
     if blas:
-        gemm_blas(False, False, M, N, K, A, K, B, N, C, N, add)
+        gemm(False, False, M, N, K, A, K, B, N, C, N, add)
         return
     for i in range(M):
         c = C + i * N
@@ -100,7 +88,7 @@ cdef void mm_nt(int M, int N, int K, const floating* A, const floating* B, float
     cdef Py_ssize_t i, j
     cdef floating s
     if blas:
-        gemm_blas(False, True, M, N, K, A, K, B, K, C, N, add)
+        gemm(False, True, M, N, K, A, K, B, K, C, N, add)
         return
     for i in range(M):
         for j in range(N):
@@ -118,7 +106,7 @@ cdef void mm_tn(int M, int N, int K, const floating* A, const floating* B, float
     cdef floating a
     cdef floating* c
     if blas:
-        gemm_blas(True, False, M, N, K, A, M, B, N, C, N, add)
+        gemm(True, False, M, N, K, A, M, B, N, C, N, add)
         return
     if not add:
         vec_zero(C, <Py_ssize_t>M * N)
