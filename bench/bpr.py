@@ -5,13 +5,12 @@ fastad's compiled loop (`fa.train`) and its plain Python loop
 `nn.Embedding(sparse=True)` and `torch.optim.SGD`, timed alternately.
 Run: python bench/bpr.py [--quick]
 """
-import argparse
 import os
 import sys
 
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import alternate, machine, report, torch_or_none  # noqa: E402
+from common import alternate, cli, torch_or_none  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -69,8 +68,4 @@ def run(quick=False):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    print(machine())
-    report(run(args.quick))
+    cli(run, __doc__)

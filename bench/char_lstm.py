@@ -8,7 +8,6 @@ graph afresh every step (eager); PyTorch runs its usual loop of
 compute the same first loss. Timed alternately in one process.
 Run: python bench/char_lstm.py [--quick]
 """
-import argparse
 import os
 import sys
 
@@ -20,7 +19,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from blas_threads import pin_blas_to_one_thread  # noqa: E402
-from common import alternate, machine, report, torch_or_none  # noqa: E402
+from common import alternate, cli, torch_or_none  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -135,9 +134,4 @@ def run(quick=False):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    print(machine())
-    print("BLAS:", pin_blas_to_one_thread())
-    report(run(args.quick))
+    cli(run, __doc__)

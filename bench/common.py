@@ -1,4 +1,5 @@
 """Shared benchmark plumbing: alternate timings of competitors in one process."""
+import argparse
 import os
 import platform
 import statistics
@@ -55,3 +56,15 @@ def report(rows):
             line += (f" | torch {r['torch'] * 1e9:10.1f} ns/{r['unit']}"
                      f" | speed-up {r['torch'] / r['fastad']:6.1f}x")
         print(line + f"   [target: {r['target']}]")
+
+
+def cli(run, doc):
+    """The command line of one benchmark module: `python bench/NAME.py [--quick]`."""
+    from blas_threads import pin_blas_to_one_thread
+
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats, smaller data")
+    args = ap.parse_args()
+    print(machine())
+    print("BLAS:", pin_blas_to_one_thread())
+    report(run(args.quick))

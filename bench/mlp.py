@@ -7,7 +7,6 @@ checked to compute the same first loss. float32, one BLAS/PyTorch thread
 each (blas_threads.py, common.torch_or_none); timed alternately in one process.
 Run: python bench/mlp.py [--quick]
 """
-import argparse
 import os
 import sys
 
@@ -19,7 +18,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from blas_threads import pin_blas_to_one_thread  # noqa: E402
-from common import alternate, machine, report, torch_or_none  # noqa: E402
+from common import alternate, cli, torch_or_none  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -91,9 +90,4 @@ def run(quick=False):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    print(machine())
-    print("BLAS:", pin_blas_to_one_thread())
-    report(run(args.quick))
+    cli(run, __doc__)

@@ -14,6 +14,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from blas_threads import pin_blas_to_one_thread  # noqa: E402
 from common import machine  # noqa: E402
 
 BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "char_lstm", "mlp", "distributed_bpr"]
@@ -43,6 +44,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer repeats and smaller data (about 2 minutes)")
     ap.add_argument("--only", nargs="*", choices=BENCHMARKS, help="run only these benchmarks")
     args = ap.parse_args(argv)
+    print(machine())
+    print("BLAS:", pin_blas_to_one_thread())
     rows, skipped = [], []
     for name in args.only or BENCHMARKS:
         try:

@@ -4,14 +4,13 @@ The graph mixes tanh, sigmoid, softplus, add and mul at random (seeded); each
 binary op combines the newest node with a random recent one, so every node
 lies on a path to the root. Run: python bench/scalar_graph.py [--quick]
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import alternate, machine, report, torch_or_none  # noqa: E402
+from common import alternate, cli, torch_or_none  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -91,8 +90,4 @@ def run(quick=False):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    print(machine())
-    report(run(args.quick))
+    cli(run, __doc__)
