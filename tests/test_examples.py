@@ -87,3 +87,20 @@ def test_mlp_falls_back_to_documented_synthetic_data(mlp, monkeypatch, capsys):
     images, labels = mlp.synthetic_digits(n=50, seed=3)
     assert images.shape == (50, 64) and images.min() >= 0 and images.max() <= 16
     np.testing.assert_array_equal(labels, mlp.synthetic_digits(n=50, seed=3)[1])
+
+
+def test_quickstart_recovers_the_line():
+    slope, intercept = load_example("quickstart").main(steps=600)
+    assert slope == pytest.approx(3.0, abs=1e-3) and intercept == pytest.approx(5.0, abs=1e-3)
+
+
+def test_recommender_learns_with_two_workers_and_saves_a_checkpoint(tmp_path, capsys):
+    import fastad as fa
+
+    path = tmp_path / "bpr.npz"
+    aucs = load_example("recommender").main(["--workers", "2", "--epochs", "2", "--examples", "400000",
+                                             "--checkpoint", str(path)])
+    assert aucs[-1] > 0.75
+    state = fa.load(path)
+    assert state["U"].shape == (5_000, 32) and state["V"].shape == (2_000, 32)
+    assert "test AUC" in capsys.readouterr().out
