@@ -248,6 +248,7 @@ cdef Plan _build_plan(Variable root):
     cdef list fwd = [], params = [], stack = [root]
     cdef Py_ssize_t cap = 64, depth = 1, i
     cdef Py_ssize_t* pos = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* grown
     cdef Variable node, child
     if pos == NULL:
         raise MemoryError()
@@ -268,10 +269,11 @@ cdef Plan _build_plan(Variable root):
                         params.append(child)
                     continue
                 if depth == cap:
+                    grown = <Py_ssize_t*>realloc(pos, 2 * cap * sizeof(Py_ssize_t))
+                    if grown == NULL:
+                        raise MemoryError()     # pos is still valid: the finally frees it
+                    pos = grown
                     cap *= 2
-                    pos = <Py_ssize_t*>realloc(pos, cap * sizeof(Py_ssize_t))
-                    if pos == NULL:
-                        raise MemoryError()
                 stack.append(child)
                 pos[depth] = 0
                 depth += 1

@@ -250,6 +250,9 @@ cdef class Optimizer:
             raise TypeError("Optimizer is the base class; use SGD, Adagrad, Adam, AdamW or "
                             "RMSprop, or subclass it")
         self._params = _param_list(params, type(self).__name__, False, False)
+        # A second __init__ must not leave pointers into the state arrays it drops below.
+        free(self.state_ptrs)
+        self.state_ptrs = NULL
         self.n_params = len(self._params)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
@@ -267,12 +270,17 @@ cdef class Optimizer:
         self.state_ptrs = <char**>calloc(max(1, self.n_params * self.n_slots), sizeof(char*))
         if self.state_ptrs == NULL:
             raise MemoryError()
-        for i in range(self.n_params):
-            arrays = tuple(_state_array(<Parameter>self._params[i], prefix + name, fill)
-                           for name, fill in zip(slot_names, fills))
-            self._state[i] = arrays
-            for s in range(self.n_slots):
-                self.state_ptrs[i * self.n_slots + s] = <char*>cnp.PyArray_DATA(arrays[s])
+        try:
+            for i in range(self.n_params):
+                arrays = tuple(_state_array(<Parameter>self._params[i], prefix + name, fill)
+                               for name, fill in zip(slot_names, fills))
+                self._state[i] = arrays
+                for s in range(self.n_slots):
+                    self.state_ptrs[i * self.n_slots + s] = <char*>cnp.PyArray_DATA(arrays[s])
+        except BaseException:
+            free(self.state_ptrs)      # step() then refuses to run on the missing state
+            self.state_ptrs = NULL
+            raise
         return 0
 
     cdef int begin(self, int64_t step, bint sparse) except -1:
@@ -301,6 +309,11 @@ cdef class Optimizer:
                 continue
             t = self.steps[i] + 1
             self.begin(t, p.grad_mode == GRAD_SPARSE)
+            if self.state_ptrs == NULL:
+                raise RuntimeError(
+                    f"{type(self).__name__}.step(): the optimizer's state was never set up; a "
+                    f"subclass's __init__ must call its base class's __init__ (e.g. "
+                    f"super().__init__(params, lr=...)), not Optimizer.__init__ alone")
             self.steps[i] = t
             state = self.state_ptrs + i * self.n_slots
             n_spans = grad_spans(p, &rows, &span_len)

@@ -12,7 +12,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
-from fastad_cy.graph cimport Variable, IndexInput, Leaf, replay_forward, replay_backward
+from fastad_cy.graph cimport Variable, IndexInput, Input, replay_forward, replay_backward
 from fastad_cy.optim cimport Optimizer
 
 cnp.import_array()
@@ -20,6 +20,12 @@ cnp.import_array()
 
 cdef object _feed_array(Variable leaf, object data, Py_ssize_t* count):
     """`data` as a C-contiguous array of shape (N,) + leaf.shape, checked."""
+    if not isinstance(leaf, (Input, IndexInput)):
+        # A Parameter too is a leaf, but feeding it would overwrite what the optimizer learns.
+        raise TypeError(f"train: feeds must be keyed by Input or IndexInput leaves, got '{leaf.op}'")
+    if np.ndim(data) == 0:
+        raise ValueError(f"train: the feed for a leaf of shape {leaf.shape} is a scalar; "
+                         f"expected an array of shape (N,) + {leaf.shape}")
     if isinstance(leaf, IndexInput):
         arr = np.asarray(data)
         if arr.dtype.kind not in "iu":
@@ -27,10 +33,8 @@ cdef object _feed_array(Variable leaf, object data, Py_ssize_t* count):
         arr = np.ascontiguousarray(arr, dtype=np.int64)
         if arr.size and arr.min() < 0:
             raise IndexError(f"train: a feed for an IndexInput holds a negative id ({arr.min()})")
-    elif isinstance(leaf, Leaf):
-        arr = np.ascontiguousarray(data, dtype=leaf.dtype)
     else:
-        raise TypeError(f"train: feeds must be keyed by Input or IndexInput leaves, got '{leaf.op}'")
+        arr = np.ascontiguousarray(data, dtype=leaf.dtype)
     shape = leaf.shape
     if arr.shape[1:] != shape and not (arr.ndim == 1 and shape == (1,)):
         raise ValueError(f"train: a feed of shape {arr.shape} does not fit a leaf of shape {shape}; "
@@ -86,6 +90,9 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
     cdef char** dst = <char**>PyMem_Malloc(nfeeds * sizeof(char*))
     cdef Py_ssize_t* width = <Py_ssize_t*>PyMem_Malloc(nfeeds * sizeof(Py_ssize_t))
     if src == NULL or dst == NULL or width == NULL:
+        PyMem_Free(src)
+        PyMem_Free(dst)
+        PyMem_Free(width)
         raise MemoryError()
     cdef cnp.ndarray order_arr = np.arange(n, dtype=np.int64)
     cdef int64_t* order = <int64_t*>cnp.PyArray_DATA(order_arr)
