@@ -45,6 +45,7 @@ cdef class Parameter(Leaf):
     cdef cnp.ndarray slot_of         # int32 per table row
     cdef cnp.ndarray slab            # (capacity, row_len), grows by doubling
     cdef char* slab_ptr
+    cdef Py_ssize_t slab_rows        # the slab's capacity
     cdef Py_ssize_t n_touched
     cdef Py_ssize_t row_len
     cdef int densify(self) except -1

@@ -733,13 +733,13 @@ cdef class Parameter(Leaf):
         return 0
 
     cdef int _grow_slab(self) except -1:
-        cdef Py_ssize_t capacity = max(16, 2 * (<object>self.slab).shape[0] if self.slab is not None else 0)
-        capacity = min(capacity, self._shape[0])
+        cdef Py_ssize_t capacity = min(max(16, 2 * self.slab_rows), self._shape[0])
         slab = np.empty((capacity, self.row_len), dtype=self._value.dtype)
         if self.n_touched:
             slab[:self.n_touched] = self.slab[:self.n_touched]
         self.slab = slab
         self.slab_ptr = <char*>cnp.PyArray_DATA(self.slab)
+        self.slab_rows = capacity
         return 0
 
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1:
@@ -768,7 +768,7 @@ cdef class Parameter(Leaf):
             slot = slot_of[r]
             fresh = slot < 0
             if fresh:
-                if self.slab is None or self.n_touched == (<object>self.slab).shape[0]:
+                if self.n_touched == self.slab_rows:
                     self._grow_slab()
                 slot = <int32_t>self.n_touched
                 slot_of[r] = slot
