@@ -156,8 +156,12 @@ class _Shard:
             tables = _tables_of(self._load_own_checkpoint())
         else:
             tables = arrays
-        self.tables = {name: np.array(rows, copy=True) for name, rows in tables.items()}
-        self.versions = {name: np.zeros(len(rows), np.int64) for name, rows in self.tables.items()}
+        self.tables = {}
+        self.versions = {}       # per row: the clock of its last write
+        self.writers = {}        # per row: who wrote it last
+        self.before = {}         # per row: its version before that writer's run of writes began
+        for name, rows in tables.items():
+            self._add_table(name, np.array(rows, copy=True))
         if checkpoint_path is not None:
             self.checkpoint()
 
@@ -169,24 +173,37 @@ class _Shard:
                                f"{self.checkpoint_path} is not this shard's checkpoint")
         return snapshot
 
-    def sync(self, requests):
-        """Add pushed deltas; answer each table's rows changed since the caller's last request.
+    def _add_table(self, name, table):
+        self.tables[name] = table
+        self.versions[name] = np.zeros(len(table), np.int64)
+        self.writers[name] = np.full(len(table), -1, np.int64)
+        self.before[name] = np.zeros(len(table), np.int64)
 
-        requests: {table: (token, since, local rows, deltas)}. A caller whose token is
-        not this start's, or whose since is -1, gets every row of the table.
+    def sync(self, writer, requests):
+        """Add the deltas pushed by `writer`; answer each table's rows changed since its last request.
+
+        requests: {table: (token, since, local rows, deltas)}. A caller whose
+        token is not this start's, or whose since is -1, gets every row of the
+        table; otherwise the rows that someone else wrote after `since`. Rows
+        only the caller wrote since then are left out: the caller computed
+        their value itself, with the same float additions.
         Returns (token, clock, {table: (local rows, values)}).
         """
         self.clock += 1
         for name, (_, _, rows, deltas) in requests.items():
             if len(rows):
                 self.tables[name][rows] += deltas
+                new_run = rows[self.writers[name][rows] != writer]
+                self.before[name][new_run] = self.versions[name][new_run]
+                self.writers[name][rows] = writer
                 self.versions[name][rows] = self.clock
         answer = {}
         for name, (token, since, _, _) in requests.items():
             if token != self.token or since < 0:
                 rows = np.arange(len(self.tables[name]), dtype=np.int64)
             else:
-                rows = np.flatnonzero(self.versions[name] > since)
+                rows = np.flatnonzero((self.versions[name] > since) & (
+                    (self.writers[name] != writer) | (self.before[name] > since)))
             answer[name] = (rows, self.tables[name][rows])
         if self.checkpoint_every is not None and time.monotonic() - self.saved_at >= self.checkpoint_every:
             self.checkpoint()
@@ -197,8 +214,7 @@ class _Shard:
         if name not in self.tables:
             table = np.empty_like(self.tables[like])
             table[...] = fill
-            self.tables[name] = table
-            self.versions[name] = np.zeros(len(table), np.int64)
+            self._add_table(name, table)
 
     def ready(self):
         return True
@@ -641,6 +657,7 @@ class _Session:
     """The replicas of one worker of `run` and its exchanges with the shards."""
 
     def __init__(self, sync_every, sync_timeout):
+        self.id = secrets.randbits(62)   # this worker as a writer of rows, to the shards
         self.sync_every = sync_every
         self.sync_timeout = sync_timeout
         self.replicas = {}       # (block id, table name) -> _Replica
@@ -683,7 +700,7 @@ class _Session:
         replica = self.replicas.get((block.id, name))
         if replica is None:
             replica = _Replica(block, handle.key, name, handle.shape, handle.dtype)
-            answers = self._wait([(block, s, shard.sync.remote({name: replica.request(s)}))
+            answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}))
                                   for s, shard in enumerate(block.shards)])
             for s, (token, clock, answer) in enumerate(answers):
                 replica.merge(s, token, clock, *answer[name])
@@ -697,16 +714,18 @@ class _Session:
         blocks = {}
         for replica in self.replicas.values():
             changed = _changed_rows(replica.rows, replica.base)
-            current = replica.rows[changed]
-            deltas = current - replica.base[changed]
-            replica.base[changed] = current
+            base = replica.base[changed]
+            deltas = replica.rows[changed] - base
+            # The shard adds the deltas to the same base unless someone else wrote the row:
+            # take its float result (within an ulp of ours) so that replica, base and shard agree.
+            replica.rows[changed] = replica.base[changed] = base + deltas
             cuts = np.searchsorted(changed, replica.bounds)
             blocks[replica.block.id] = replica.block
             for s in range(len(cuts) - 1):
                 part = slice(cuts[s], cuts[s + 1])
                 requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(
                     s, changed[part], deltas[part])
-        self.pending = [(blocks[block_id], s, blocks[block_id].shards[s].sync.remote(tables))
+        self.pending = [(blocks[block_id], s, blocks[block_id].shards[s].sync.remote(self.id, tables))
                         for (block_id, s), tables in requests.items()]
         if wait:
             self._finish_round()
