@@ -568,7 +568,8 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                       `shard-<i>-of-<n>.npz` (fastad.save) at start, on
                       `shared.checkpoint()` and every `checkpoint_every`
                       seconds; a shard whose process dies is then restarted
-                      from it (up to `shard_restarts` times).
+                      from it (up to `shard_restarts` times). Use one
+                      directory per share.
     address           Ray to use when Ray is not initialised yet: None
                       starts a local instance with `os.cpu_count()` CPUs,
                       "auto" or "ray://host:port" joins a running cluster.
@@ -617,6 +618,10 @@ def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                  if _SHARD_FILE.fullmatch(os.path.basename(f))]
         if not files:
             raise FileNotFoundError(f"restore: no shard-<i>-of-<n>.npz checkpoint in {path}")
+        counts = sorted({int(_SHARD_FILE.fullmatch(os.path.basename(f)).group(2)) for f in files})
+        if len(counts) > 1:
+            raise ValueError(f"restore: {path} holds the checkpoints of shares of {counts} shards; "
+                             f"keep one share's checkpoint per directory")
         snapshots = [load(f) for f in files]
     else:
         snapshots = [load(path)]

@@ -215,6 +215,9 @@ def test_save_and_restore_keep_arrays_and_optimizer_state(tmp_path):
     np.testing.assert_array_equal(counts, np.full((5, 2), 4.5))
     with pytest.raises(FileNotFoundError, match="no shard-<i>-of-<n>.npz checkpoint"):
         distributed.restore(tmp_path)
+    fa.save({"w": start}, tmp_path / "plain.npz")
+    with pytest.raises(ValueError, match="not a fastad.distributed checkpoint"):
+        distributed.restore(tmp_path / "plain.npz")
 
 
 def test_a_lost_shard_comes_back_from_its_checkpoint(tmp_path):
@@ -241,3 +244,6 @@ def test_periodic_checkpoints_restore_the_latest_state(tmp_path):
     with distributed.restore(tmp_path) as restored:                   # shards of a run that ended
         np.testing.assert_array_equal(restored["w"].numpy(), final)
         np.testing.assert_array_equal(final, np.full((3, 2), 12.0))
+    distributed.share({"w": final}, shards=3, checkpoint_dir=tmp_path).close()
+    with pytest.raises(ValueError, match=r"shares of \[2, 3\] shards; keep one share's checkpoint"):
+        distributed.restore(tmp_path)
