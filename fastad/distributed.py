@@ -792,10 +792,10 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_timeout=60
 
     `rank` runs from 0 to workers - 1; each worker is a Ray task with one CPU
     (Ray limits its BLAS/OpenMP threads to one), run in a pooled Ray worker
-    process. `fn` and `args` are
-    serialised once (cloudpickle: `fn` may be any function; one defined in a
-    module must be importable on every node) and reach every worker;
-    numpy arrays in them arrive read-only. `DistributedArrays` from `share`
+    process. `fn` and `args` are serialised once (cloudpickle: `fn` may be
+    any function; one defined in a module must be importable on every node)
+    and reach every worker; numpy arrays in them arrive read-only.
+    `DistributedArrays` from `share`
     in `args` give each worker replicas that sync with the shards every
     `sync_every` examples counted by `fastad.hogwild.report`, on
     `fastad.distributed.sync()`, and when `fn` returns (see the module
@@ -831,12 +831,15 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_timeout=60
         raise ValueError(f"run: max_restarts must be an int >= 0, got {max_restarts!r}")
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
+    args = tuple(args)
+    if any(isinstance(arg, DistributedArrays) and arg._block.closed for arg in args):
+        raise RuntimeError("run: args hold a DistributedArrays whose share() block has ended")
     ray = _connect(address)
     cpus = ray.cluster_resources().get("CPU", 0)
     if workers > cpus:
         raise ValueError(f"run: {workers} workers need one CPU each but the Ray cluster has "
                          f"{cpus:g}; use workers <= {int(cpus)} or add nodes")
-    payload = ray.put((fn, tuple(args)))
+    payload = ray.put((fn, args))
     task = _remote(_run_rank).options(num_cpus=1, max_retries=0)
     died = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
             ray.exceptions.OutOfMemoryError)

@@ -67,3 +67,7 @@ def train_on_replica(rank, shared):
     """Touch the replica through numpy() and a Parameter: both are the same array."""
     p = fa.Parameter(shared["w"])
     return shared["w"].numpy() is p.value, np.shares_memory(shared["w"].numpy(), p.value)
+
+
+def make_state(rank, shared, key, fill):
+    return shared["w"].state_array(key, fill).copy()

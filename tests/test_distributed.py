@@ -65,6 +65,8 @@ def test_share_splits_rows_and_gathers_every_shape():
             shared["nope"]
     with pytest.raises(RuntimeError, match="share\\(\\) block of this array has ended"):
         shared["matrix"].numpy()
+    with pytest.raises(RuntimeError, match="args hold a DistributedArrays whose share\\(\\) block has ended"):
+        distributed.run(jobs.add_ones, args=(shared, 1))
     shared.close()                                   # idempotent
 
 
@@ -119,6 +121,16 @@ def test_updates_of_every_worker_add_up_in_arrays_and_state():
         np.testing.assert_array_equal(shared["w"].numpy(), start + 50.0)   # no update lost or doubled
         counts = distributed.run(jobs.read_state, workers=1, args=(shared,))[0]
     np.testing.assert_array_equal(counts, np.full((6, 2), 50.5))           # filled once, never refilled
+
+
+def test_state_filled_from_an_array_across_shards_and_a_bad_fill():
+    with distributed.share({"w": np.zeros((5, 2), np.float32)}, shards=2) as shared:
+        state = distributed.run(jobs.make_state, args=(shared, "rows", np.array([1.0, 2.0])))[0]
+        assert state.dtype == np.float32
+        np.testing.assert_array_equal(state, np.tile([1.0, 2.0], (5, 1)))
+        with pytest.raises(WorkerError, match=r"state_array\('bad'\): cannot fill an array of "
+                                              r"shape \(5, 2\) and dtype float32 with a fill of shape \(3,\)"):
+            distributed.run(jobs.make_state, args=(shared, "bad", np.ones(3)))
 
 
 def test_workers_see_each_others_pushed_rows():
