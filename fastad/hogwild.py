@@ -413,6 +413,7 @@ class WorkerError(RuntimeError):
 
 
 _counter = None     # in a worker of `run` with progress: this rank's int64 slot
+_report_hook = None  # in a fastad.distributed worker: its sync clock, called as hook(n)
 
 
 def report(n=1):
@@ -421,7 +422,8 @@ def report(n=1):
     A plain store into a per-rank shared int64, no lock: cheap, but call it per
     batch of examples rather than per example. Outside a worker, or when `run`
     was given no `progress`, it does nothing, so the same training function runs
-    unchanged in a single process.
+    unchanged in a single process. In a `fastad.distributed.run` worker the
+    same count paces the exchange of parameter rows with the shards.
 
     Example::
 
@@ -431,6 +433,8 @@ def report(n=1):
     """
     if _counter is not None:
         _counter[0] += n
+    if _report_hook is not None:
+        _report_hook(n)
 
 
 def progress_bar(total, stream=None, width=30):

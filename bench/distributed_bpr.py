@@ -1,0 +1,113 @@
+"""Parameter-server BPR on Ray (fastad.distributed) beside local Hogwild (fastad.hogwild).
+
+BPR, k=32, 5,000 users x 1,000 items of planted rank-8 preferences, one epoch
+of per-example SGD from the same start, on a local Ray instance. Part 1 runs
+the same examples with 1 and 2 Ray workers and 1 and 2 Hogwild processes,
+alternating the four over several rounds; part 2 varies `sync_every` (the
+push/pull interval, in examples per worker) with 2 Ray workers. Each row gives
+examples per second measured inside the workers (start-up excluded; for Ray the
+syncs made during training are included), end to end (the whole `run` call:
+process or task start, the first pull, the final push) and the test AUC after
+the epoch (0.5 is chance).
+Run: python bench/distributed_bpr.py [--quick]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import machine  # noqa: E402
+
+import fastad as fa  # noqa: E402
+from fastad import distributed  # noqa: E402
+
+USERS, ITEMS, DIM, LR = 5_000, 1_000, 32, 0.1
+SYNC_EVERY = 10_000
+
+
+def _measure(results, seconds, shared, test):
+    inside = sum(r["examples"] for r in results) / max(r["seconds"] for r in results)
+    return {"inside": inside, "end_to_end": sum(r["examples"] for r in results) / seconds,
+            "auc": fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)}
+
+
+def hogwild_round(train, test, model, workers):
+    with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
+        start = time.perf_counter()
+        results = fa.hogwild.run(fa.models.bpr_hogwild_worker, workers=workers,
+                                 args=(shared, train, workers, "sgd", LR), start_method="fork")
+        return _measure(results, time.perf_counter() - start, shared, test)
+
+
+def ray_round(train, test, model, workers, sync_every):
+    with distributed.share({"U": model.U.value, "V": model.V.value}) as shared:
+        start = time.perf_counter()
+        results = distributed.run(fa.models.bpr_hogwild_worker, workers=workers,
+                                  args=(shared, train, workers, "sgd", LR),
+                                  sync_every=sync_every)
+        return _measure(results, time.perf_counter() - start, shared, test)
+
+
+def _row(workload, samples, base=None, target="-"):
+    inside = statistics.median(s["inside"] for s in samples)
+    row = {"workload": workload, "unit": "example", "fastad": 1 / inside,
+           "inside": [s["inside"] for s in samples],
+           "end_to_end": [s["end_to_end"] for s in samples],
+           "auc": statistics.median(s["auc"] for s in samples), "target": target}
+    if base is not None:
+        row["vs"] = base / row["fastad"]
+    return row
+
+
+def run(quick=False):
+    """Rows: Ray and Hogwild with 1 and 2 workers, then 2 Ray workers per sync interval."""
+    distributed._connect(None)                # start Ray before timing anything
+    train, test = fa.data.planted_preferences(USERS, ITEMS, n_train=500_000 if quick else 1_000_000,
+                                              n_test=20_000, rank=8, noise=0.5, seed=0)
+    model = fa.models.BPR(USERS, ITEMS, dim=DIM, seed=1)
+    cpus = min(os.cpu_count() or 1, 2)
+    configs = {}
+    for w in range(1, cpus + 1):
+        configs[("hogwild", w)] = lambda w=w: hogwild_round(train, test, model, w)
+        configs[("ray", w)] = lambda w=w: ray_round(train, test, model, w, SYNC_EVERY)
+    samples = {key: [] for key in configs}
+    for _ in range(2 if quick else 3):
+        for key, fn in configs.items():
+            samples[key].append(fn())
+    rows = []
+    for w in range(1, cpus + 1):
+        hog = _row(f"BPR Hogwild, {w} process{'es' if w > 1 else ''}", samples[("hogwild", w)])
+        rows.append(hog)
+        rows.append(_row(f"BPR Ray, {w} worker{'s' if w > 1 else ''}, sync_every={SYNC_EVERY:,}",
+                         samples[("ray", w)], base=hog["fastad"],
+                         target="same model quality as Hogwild"))
+    intervals = [10_000, 50_000, 200_000, len(train["users"])]
+    sweep = {k: [] for k in intervals}
+    for _ in range(1 if quick else 2):
+        for k in intervals:
+            sweep[k].append(ray_round(train, test, model, cpus, k))
+    for k in intervals:
+        label = "once, at the end" if k == len(train["users"]) else f"{k:,}"
+        rows.append(_row(f"BPR Ray, {cpus} workers, sync_every={label}", sweep[k]))
+    return rows
+
+
+def report(rows):
+    for r in rows:
+        low, high = min(r["inside"]), max(r["inside"])
+        e2e = statistics.median(r["end_to_end"])
+        line = (f"{r['workload']}: {1 / r['fastad']:11,.0f} examples/s inside "
+                f"[{low:,.0f} .. {high:,.0f}], {e2e:11,.0f} end to end, test AUC {r['auc']:.4f}")
+        if "vs" in r:
+            line += f" | {r['vs']:.2f}x Hogwild"
+        print(line)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    print(machine())
+    report(run(args.quick))

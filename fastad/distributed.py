@@ -1,0 +1,885 @@
+"""Asynchronous parameter-server training on Ray: the same worker code as `fastad.hogwild`.
+
+An optional extra: `pip install "fastad[distributed]"` installs Ray. Importing
+this module does not import Ray; the first `share`, `run` or `restore` does.
+
+    import fastad as fa
+    from fastad import distributed
+
+    with distributed.share({"U": U0, "V": V0}, shards=2) as shared:
+        results = distributed.run(fa.models.bpr_hogwild_worker, workers=4,
+                                  args=(shared, triples, 4), address="auto")
+        U = shared["U"].numpy()                # gathered from the shards
+
+Parameter server. `share` splits every array into `shards` contiguous blocks
+of rows (along the first axis; a 0-d array is one row) and gives each block to
+a shard: a Ray actor that holds its rows of every array and of every optimizer
+state array made for them ("Adagrad.sum", "Adam.exp_avg", ...). A worker of
+`run` never sees the shards directly. In a worker, `fa.Parameter(shared["U"])`
+adopts a worker-local replica of U pulled from the shards, the compiled
+training loop (`fa.train`) and the optimizer update the replica in place at
+full speed, and the worker exchanges rows with the shards at sync points:
+
+* it pushes the rows it changed since the last sync point as deltas
+  (replica - the value it last had from the shards); a shard adds them, so
+  updates of several workers to one row add up and none is lost;
+* it asks for the rows that changed on the shards since its previous
+  request (the shards keep a version per row); the answer arrives while the
+  worker trains on and is merged at the next sync point as
+  `shard value + (replica - last shard value)`, keeping the worker's own
+  changes made in the meantime.
+
+Optimizer state arrays are replicated and exchanged the same way, so
+Adagrad's accumulators, like Hogwild's shared ones, sum every worker's
+squared gradients. Step counts stay per worker.
+
+Sync points and staleness. Training code cannot be interrupted inside the
+compiled loop, so sync points are the places where it already returns to
+Python: every call to `fastad.hogwild.report(n)` (which `fa.train`'s progress
+callback makes in `bpr_hogwild_worker`, every 10,000 examples) starts a sync
+once `sync_every` examples have been reported since the last one; an explicit
+`fastad.distributed.sync()` starts one at once; and when the worker function
+returns, a final sync pushes everything and waits for the shards. Hence a
+worker's update reaches its shard within `max(sync_every, report period)`
+examples of that worker, and a worker sees another worker's pushed update at
+its second sync point after the push, at most two of its own sync intervals
+later. A worker that never reports trains on its replica alone and
+merges once, at its end.
+
+Fault policy.
+* A worker that raises stops the run: the others are stopped and
+  `WorkerError` (the same class as `fastad.hogwild.WorkerError`) names its
+  rank and carries its traceback.
+* A worker whose process dies (killed, out of memory, node lost) is started
+  again, from the beginning of its function (its examples are seen again; the
+  shards keep what it had pushed), up to `max_restarts` times per rank; past
+  that (`max_restarts=0`, the default) `WorkerError` names the rank. Its
+  updates since its last sync point are lost.
+* A shard that does not answer a worker within `sync_timeout` seconds fails
+  that worker with a `TimeoutError` naming the shard, and `run(timeout=...)`
+  bounds a whole run: nothing waits forever.
+* Shards are checkpointed with `fastad.save`: with `checkpoint_dir`, each
+  shard writes `shard-<i>-of-<n>.npz` there when it starts, on
+  `shared.checkpoint()`, and every `checkpoint_every` seconds (checked at each
+  sync). A shard whose process dies is then restarted by Ray (up to
+  `shard_restarts` times) from its latest checkpoint, and the workers pull
+  its rows again: only the updates made since that checkpoint are lost.
+  Without `checkpoint_dir` a dead shard is not restarted; the workers fail
+  with an error naming it. On a cluster, `checkpoint_dir` must be a
+  directory every node sees (a shared file system) for a shard to come back
+  on another node. `shared.save(path)` gathers everything into one file on
+  the driver; `restore(path)` makes a new share from either.
+"""
+import glob
+import os
+import re
+import secrets
+import time
+import traceback
+from collections.abc import Mapping
+
+import numpy as np
+
+from fastad import hogwild
+from fastad.hogwild import WorkerError
+from fastad.io import load, save
+
+__all__ = ["share", "restore", "run", "sync", "DistributedArray", "DistributedArrays",
+           "WorkerError"]
+
+_FORMAT = "fastad-distributed-shard-1"
+_KEY = re.compile(r"[^/]{1,128}")
+_STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_SHARD_FILE = re.compile(r"shard-(\d+)-of-(\d+)\.npz")
+_EMPTY_ROWS = np.zeros(0, np.int64)
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("fastad.distributed needs Ray: pip install 'fastad[distributed]' "
+                          "(or pip install 'ray>=2.9')") from None
+    return ray
+
+
+def _connect(address):
+    """Ray, initialised: joins `address` ("auto", "ray://host:port", ...) or starts a local one."""
+    ray = _ray()
+    if not ray.is_initialized():
+        if address is None:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
+        else:
+            ray.init(address=address)
+    return ray
+
+
+def _as_rows(array):
+    """`array` seen as a 2-D (rows, row length) array: 0-d is one row, 1-D is one value a row."""
+    if array.ndim == 0:
+        return array.reshape(1, 1)
+    return array.reshape(array.shape[0], int(np.prod(array.shape[1:])))
+
+
+def _changed_rows(current, base):
+    """Ids of the rows whose bits differ between two 2-D arrays of one shape (sorted)."""
+    if current.size == 0:
+        return _EMPTY_ROWS
+    width = 8 if current.shape[1] * current.itemsize % 8 == 0 else current.itemsize
+    unsigned = np.dtype(f"u{width}")
+    return np.flatnonzero((current.view(unsigned) != base.view(unsigned)).any(axis=1))
+
+
+def _positive(who, name, value, integer=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or (
+            integer and not isinstance(value, int)):
+        kind = "int" if integer else "number"
+        raise ValueError(f"{who}: {name} must be a positive {kind}, got {value!r}")
+    return value
+
+
+# ------------------------------------------------------------------ shards
+
+class _Shard:
+    """A parameter server: rows [first_row, first_row + n) of every shared array, their
+    optimizer state, a version per row, and its checkpoint file. Runs as a Ray actor."""
+
+    def __init__(self, index, count, shapes, first_rows, arrays, checkpoint_path,
+                 checkpoint_every):
+        self.index, self.count = index, count
+        self.shapes, self.first_rows = shapes, first_rows
+        self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
+        self.token = secrets.token_hex(8)        # a new one per start: workers then pull again
+        self.clock = 0
+        self.saved_at = time.monotonic()
+        if checkpoint_path is not None and _ray().get_runtime_context().was_current_actor_reconstructed:
+            tables = _tables_of(self._load_own_checkpoint())
+        else:
+            tables = arrays
+        self.tables = {}
+        self.versions = {}       # per row: the clock of its last write
+        self.writers = {}        # per row: who wrote it last
+        self.before = {}         # per row: its version before that writer's run of writes began
+        for name, rows in tables.items():
+            self._add_table(name, np.array(rows, copy=True))
+        if checkpoint_path is not None:
+            self.checkpoint()
+
+    def _load_own_checkpoint(self):
+        snapshot = load(self.checkpoint_path)
+        if snapshot.get("format") != _FORMAT or (snapshot["shard"], snapshot["shards"]) != (
+                self.index, self.count):
+            raise RuntimeError(f"parameter shard {self.index} of {self.count}: "
+                               f"{self.checkpoint_path} is not this shard's checkpoint")
+        return snapshot
+
+    def _add_table(self, name, table):
+        self.tables[name] = table
+        self.versions[name] = np.zeros(len(table), np.int64)
+        self.writers[name] = np.full(len(table), -1, np.int64)
+        self.before[name] = np.zeros(len(table), np.int64)
+
+    def sync(self, writer, requests):
+        """Add the deltas pushed by `writer`; answer each table's rows changed since its last request.
+
+        requests: {table: (token, since, local rows, deltas)}. A caller whose
+        token is not this start's, or whose since is -1, gets every row of the
+        table; otherwise the rows that someone else wrote after `since`. Rows
+        only the caller wrote since then are left out: the caller computed
+        their value itself, with the same float additions.
+        Returns (token, clock, {table: (local rows, values)}).
+        """
+        self.clock += 1
+        for name, (_, _, rows, deltas) in requests.items():
+            if len(rows):
+                self.tables[name][rows] += deltas
+                new_run = rows[self.writers[name][rows] != writer]
+                self.before[name][new_run] = self.versions[name][new_run]
+                self.writers[name][rows] = writer
+                self.versions[name][rows] = self.clock
+        answer = {}
+        for name, (token, since, _, _) in requests.items():
+            if token != self.token or since < 0:
+                rows = np.arange(len(self.tables[name]), dtype=np.int64)
+            else:
+                rows = np.flatnonzero((self.versions[name] > since) & (
+                    (self.writers[name] != writer) | (self.before[name] > since)))
+            answer[name] = (rows, self.tables[name][rows])
+        if self.checkpoint_every is not None and time.monotonic() - self.saved_at >= self.checkpoint_every:
+            self.checkpoint()
+        return self.token, self.clock, answer
+
+    def create_state(self, name, like, fill):
+        """Make state table `name` shaped like table `like`, filled with `fill`, unless it exists."""
+        if name not in self.tables:
+            table = np.empty_like(self.tables[like])
+            table[...] = fill
+            self._add_table(name, table)
+
+    def ready(self):
+        return True
+
+    def read(self, name):
+        return self.tables[name]
+
+    def snapshot(self):
+        """This shard as a checkpoint dict (see `_merge_snapshots` for the layout)."""
+        arrays = {name: rows for name, rows in self.tables.items() if "/" not in name}
+        state = {key: {} for key in arrays}
+        for name, rows in self.tables.items():
+            if "/" in name:
+                key, state_key = name.split("/", 1)
+                state[key][state_key] = rows
+        return {"format": _FORMAT, "shard": self.index, "shards": self.count,
+                "first_row": dict(self.first_rows),
+                "shape": {key: np.array(shape, np.int64) for key, shape in self.shapes.items()},
+                "arrays": arrays, "state": state}
+
+    def checkpoint(self):
+        save(self.snapshot(), self.checkpoint_path)
+        self.saved_at = time.monotonic()
+        return self.checkpoint_path
+
+
+def _tables_of(snapshot):
+    tables = dict(snapshot["arrays"])
+    for key, states in snapshot["state"].items():
+        for state_key, rows in states.items():
+            tables[f"{key}/{state_key}"] = rows
+    return tables
+
+
+def _results(calls, timeout, timeout_name):
+    """The results of shard calls [(block, shard index, ObjectRef)], waiting at most `timeout`
+    seconds (None: no limit); an error names a shard that died or did not answer."""
+    if not calls:
+        return []
+    ray = _ray()
+    refs = [ref for _, _, ref in calls]
+    _, late = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    if late:
+        names = "; ".join(b.describe(s) for b, s, ref in calls if ref in late)
+        raise TimeoutError(f"no answer from {names} within {timeout_name}={timeout} s")
+    results = []
+    for block, s, ref in calls:
+        try:
+            results.append(ray.get(ref))
+        except ray.exceptions.RayActorError as exc:
+            policy = ("it could not be restarted from its checkpoint" if block.checkpoint_dir
+                      else "share() had no checkpoint_dir, so it is not restarted and its "
+                           "rows are lost")
+            raise RuntimeError(f"{block.describe(s)} died; {policy}\n{exc}") from None
+    return results
+
+
+_remotes = {}
+
+
+def _remote(target):
+    """The Ray actor class or remote function of `target`, made once (Ray is imported late)."""
+    if target not in _remotes:
+        _remotes[target] = _ray().remote(target)
+    return _remotes[target]
+
+
+# ------------------------------------------------------------ driver side
+
+class _Block:
+    """What the handles of one `share` call have in common (pickled to workers as it is)."""
+
+    def __init__(self, shards, bounds, checkpoint_dir):
+        self.id = secrets.token_hex(8)
+        self.shards = shards              # Ray actor handles, in shard order
+        self.bounds = bounds              # key -> int64 array of len(shards) + 1 row bounds
+        self.checkpoint_dir = checkpoint_dir
+        self.closed = False
+
+    def __getstate__(self):
+        return {**self.__dict__, "closed": False}
+
+    def call(self, method, *args):
+        """Call `method(*args)` on every shard and wait for the results, in shard order."""
+        return _results([(self, s, getattr(shard, method).remote(*args))
+                         for s, shard in enumerate(self.shards)], None, "")
+
+    def describe(self, s):
+        held = ", ".join(f"{key!r} rows {b[s]}..{b[s + 1] - 1}" for key, b in self.bounds.items()
+                         if b[s + 1] > b[s])
+        return f"parameter shard {s} of {len(self.shards)} ({held or 'no rows'})"
+
+
+class DistributedArray:
+    """A handle on one array held by the parameter shards of `share`.
+
+    In the driver, `numpy()` gathers the array from the shards (a new array
+    each call). In a worker of `run`, `fa.Parameter(handle)` trains on the
+    worker's replica (see the module docstring for how it syncs), and
+    optimizers keep their state in the shards through `state_array`.
+
+    Example::
+
+        with fa.distributed.share({"w": np.zeros(3)}) as shared:
+            shared["w"]              # DistributedArray(key='w', shape=(3,), dtype=float64, shards=1)
+            shared["w"].numpy()      # array([0., 0., 0.])
+    """
+
+    def __init__(self, key, shape, dtype, block):
+        self.key = key
+        self.shape = shape
+        self.dtype = dtype
+        self._block = block
+
+    def numpy(self):
+        """In the driver, the array gathered from the shards now (a new array of `self.shape`
+        and `self.dtype`); in a worker of `run`, the worker's replica (the array its
+        Parameter adopts, updated in place at sync points)."""
+        if _session is not None:
+            return _session.replica(self).array
+        return self._gather(self.key)
+
+    def _gather(self, name):
+        block = self._block
+        if block.closed:
+            raise RuntimeError(f"{self!r}: the share() block of this array has ended")
+        parts = block.call("read", name)
+        return np.concatenate(parts).reshape(self.shape)
+
+    def _fastad_shared_array(self):
+        if _session is None:
+            raise RuntimeError(
+                f"fa.Parameter({self!r}): a distributed array becomes a Parameter only inside a "
+                f"worker of fastad.distributed.run; in the driver read it with .numpy()")
+        return _session.replica(self).array
+
+    def state_array(self, key, fill=0.0):
+        """Optimizer state of this array's shape and dtype, held by the shards; in a worker only.
+
+        `key` names the state (letters, digits, `_`, `.`, `-`; e.g. "Adagrad.sum").
+        The first worker to ask makes it on every shard, filled with `fill` (a
+        scalar or an array broadcastable to `self.shape`); later calls, in any
+        worker, get a replica of that same state, never refilled. The replica
+        syncs with the shards like the array's. Optimizers call this for a
+        Parameter made from the handle.
+
+        Example::
+
+            acc = shared["U"].state_array("adagrad_sum", fill=0.1)   # in a worker of run()
+        """
+        if not isinstance(key, str) or not _STATE_KEY.fullmatch(key):
+            raise ValueError(f"state_array: key must be 1 to 64 letters, digits, '_', '.' or '-', "
+                             f"got {key!r}")
+        if _session is None:
+            raise RuntimeError(f"{self!r}.state_array({key!r}): optimizer state is made only inside "
+                               f"a worker of fastad.distributed.run; read it with shared.save(path)")
+        return _session.state_replica(self, key, fill).array
+
+    def __repr__(self):
+        return (f"DistributedArray(key={self.key!r}, shape={self.shape}, dtype={self.dtype.name}, "
+                f"shards={len(self._block.shards)})")
+
+
+class DistributedArrays(Mapping):
+    """The mapping `share` returns: key -> DistributedArray, and the context manager that ends it.
+
+    Picklable: a worker that receives it gets handles on the same shards; only
+    the driver's object ends them.
+    """
+
+    def __init__(self, handles, block, owner):
+        self._handles = handles
+        self._block = block
+        self._owner = owner
+
+    def __getitem__(self, key):
+        try:
+            return self._handles[key]
+        except KeyError:
+            raise KeyError(f"no distributed array named {key!r}; shared: {sorted(self._handles)}") from None
+
+    def __iter__(self):
+        return iter(self._handles)
+
+    def __len__(self):
+        return len(self._handles)
+
+    def __reduce__(self):
+        return (DistributedArrays, (self._handles, self._block, False))
+
+    def _check_open(self, what):
+        if self._block.closed:
+            raise RuntimeError(f"{what}: the share() block has ended")
+
+    def checkpoint(self):
+        """Make every shard write its checkpoint now; returns the files' paths.
+
+        Needs `share(..., checkpoint_dir=...)`. A shard writes
+        `<checkpoint_dir>/shard-<i>-of-<n>.npz` with `fastad.save` (on the node
+        it runs on), atomically.
+
+        Example::
+
+            with fa.distributed.share({"U": U0}, checkpoint_dir="ckpt") as shared:
+                ...
+                shared.checkpoint()          # ['ckpt/shard-0000-of-0001.npz']
+        """
+        self._check_open("checkpoint")
+        if self._block.checkpoint_dir is None:
+            raise ValueError("checkpoint: this share has no checkpoint_dir; pass "
+                             "share(..., checkpoint_dir=...) or use save(path)")
+        return self._block.call("checkpoint")
+
+    def save(self, path):
+        """Gather every array and its optimizer state into one `fastad.save` file at `path`.
+
+        The file holds the same layout as a shard checkpoint, as one shard of
+        one; `restore(path)` reads it. Each shard's part is a consistent
+        snapshot of that shard (shards are read one after another while
+        workers may still push).
+
+        Example::
+
+            shared.save("model.npz"); shared = fa.distributed.restore("model.npz", shards=4)
+        """
+        self._check_open("save")
+        arrays, state = _merge_snapshots(self._block.call("snapshot"), "save")
+        save(_snapshot_of(arrays, state), path)
+
+    def close(self):
+        """End the shards (their arrays are gone unless checkpointed or saved); idempotent."""
+        if self._owner and not self._block.closed:
+            self._block.closed = True
+            ray = _ray()
+            for shard in self._block.shards:
+                ray.kill(shard)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._handles.items())
+        return f"DistributedArrays({{{inner}}})"
+
+
+def _snapshot_of(arrays, state):
+    """A whole share as the checkpoint dict of shard 0 of 1."""
+    return {"format": _FORMAT, "shard": 0, "shards": 1,
+            "first_row": {key: 0 for key in arrays},
+            "shape": {key: np.array(a.shape, np.int64) for key, a in arrays.items()},
+            "arrays": {key: _as_rows(a) for key, a in arrays.items()},
+            "state": {key: {k: _as_rows(s) for k, s in states.items()}
+                      for key, states in state.items()}}
+
+
+def _merge_snapshots(snapshots, who):
+    """Full arrays and state from the checkpoint dicts of every shard of one share.
+
+    A checkpoint dict: {"format", "shard": i, "shards": n, "first_row": {key:
+    int}, "shape": {key: int64 array}, "arrays": {key: 2-D rows}, "state":
+    {key: {state key: 2-D rows}}}.
+    """
+    for snapshot in snapshots:
+        if not isinstance(snapshot, dict) or snapshot.get("format") != _FORMAT:
+            raise ValueError(f"{who}: not a fastad.distributed checkpoint (format "
+                             f"{snapshot.get('format') if isinstance(snapshot, dict) else None!r})")
+    count = snapshots[0]["shards"]
+    indices = sorted(s["shard"] for s in snapshots)
+    if indices != list(range(count)) or any(s["shards"] != count for s in snapshots):
+        raise ValueError(f"{who}: expected shards 0..{count - 1} of one checkpoint, got shards "
+                         f"{indices} of {sorted({s['shards'] for s in snapshots})}")
+    snapshots = sorted(snapshots, key=lambda s: s["shard"])
+    arrays, state = {}, {}
+    for key, shape in snapshots[0]["shape"].items():
+        shape = tuple(int(n) for n in shape)
+        parts, row = [], 0
+        for snapshot in snapshots:
+            if key not in snapshot["arrays"] or snapshot["first_row"][key] != row:
+                raise ValueError(f"{who}: shard {snapshot['shard']} does not hold the rows of "
+                                 f"{key!r} from {row} on")
+            parts.append(snapshot["arrays"][key])
+            row += len(snapshot["arrays"][key])
+        arrays[key] = np.concatenate(parts).reshape(shape)
+        names = set.intersection(*(set(s["state"].get(key, {})) for s in snapshots))
+        state[key] = {name: np.concatenate([s["state"][key][name] for s in snapshots]).reshape(shape)
+                      for name in sorted(names)}
+    return arrays, state
+
+
+def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restarts, address):
+    _connect(address)
+    if checkpoint_dir is not None:
+        checkpoint_dir = os.path.abspath(os.fspath(checkpoint_dir))
+        os.makedirs(checkpoint_dir, exist_ok=True)
+    bounds = {key: np.array([len(_as_rows(a)) * s // shards for s in range(shards + 1)], np.int64)
+              for key, a in arrays.items()}
+    shapes = {key: a.shape for key, a in arrays.items()}
+    restartable = checkpoint_dir is not None
+    Shard = _remote(_Shard).options(
+        num_cpus=0, scheduling_strategy="SPREAD",
+        max_restarts=shard_restarts if restartable else 0,
+        max_task_retries=-1 if restartable else 0)
+    actors = []
+    for s in range(shards):
+        tables, first_rows = {}, {}
+        for key, a in arrays.items():
+            lo, hi = bounds[key][s], bounds[key][s + 1]
+            first_rows[key] = int(lo)
+            tables[key] = _as_rows(a)[lo:hi]
+            for state_key, values in state.get(key, {}).items():
+                tables[f"{key}/{state_key}"] = _as_rows(values)[lo:hi]
+        path = (os.path.join(checkpoint_dir, f"shard-{s:04d}-of-{shards:04d}.npz")
+                if checkpoint_dir is not None else None)
+        actors.append(Shard.remote(s, shards, shapes, first_rows, tables, path, checkpoint_every))
+    block = _Block(actors, bounds, checkpoint_dir)
+    shared = DistributedArrays(
+        {key: DistributedArray(key, a.shape, a.dtype, block) for key, a in arrays.items()},
+        block, owner=True)
+    try:
+        block.call("ready")              # the shards are up (and wrote their first checkpoint)
+    except BaseException:
+        shared.close()
+        raise
+    return shared
+
+
+def _check_options(who, shards, checkpoint_dir, checkpoint_every, shard_restarts):
+    _positive(who, "shards", shards, integer=True)
+    if checkpoint_every is not None:
+        _positive(who, "checkpoint_every", checkpoint_every)
+        if checkpoint_dir is None:
+            raise ValueError(f"{who}: checkpoint_every needs a checkpoint_dir to write to")
+    if isinstance(shard_restarts, bool) or not isinstance(shard_restarts, int) or shard_restarts < 0:
+        raise ValueError(f"{who}: shard_restarts must be an int >= 0, got {shard_restarts!r}")
+
+
+def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_restarts=3,
+          address=None):
+    """Put float arrays in parameter shards on Ray: `with share({...}) as shared:`.
+
+    `arrays` maps names (non-empty, without "/") to float32 or float64 arrays
+    of any shape; each is split by rows (first axis) into `shards` contiguous
+    blocks, shard i holding block i of every array. Returns a
+    `DistributedArrays` mapping name -> `DistributedArray` to pass to `run`.
+    Leaving the `with` block (or `close()`) ends the shards.
+
+    checkpoint_dir    a directory where each shard writes
+                      `shard-<i>-of-<n>.npz` (fastad.save) at start, on
+                      `shared.checkpoint()` and every `checkpoint_every`
+                      seconds; a shard whose process dies is then restarted
+                      from it (up to `shard_restarts` times). Use one
+                      directory per share.
+    address           Ray to use when Ray is not initialised yet: None
+                      starts a local instance with `os.cpu_count()` CPUs,
+                      "auto" or "ray://host:port" joins a running cluster.
+                      An initialised Ray is used as it is.
+
+    Shards take no CPU from Ray's accounting and are spread over the nodes.
+
+    Example::
+
+        with fa.distributed.share({"U": U0, "V": V0}, shards=2) as shared:
+            fa.distributed.run(fa.models.bpr_hogwild_worker, workers=2,
+                               args=(shared, triples, 2))
+            U = shared["U"].numpy()
+    """
+    if not hasattr(arrays, "items"):
+        raise TypeError(f"share: expected a dict of name -> array, got {type(arrays).__name__}")
+    _check_options("share", shards, checkpoint_dir, checkpoint_every, shard_restarts)
+    sources = {}
+    for key, value in arrays.items():
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
+            raise TypeError(f"share: names must be non-empty str without '/', got {key!r}")
+        array = np.asarray(value)
+        if array.dtype not in (np.float32, np.float64):
+            raise TypeError(f"share: {key!r} has dtype {array.dtype}; expected float32 or float64 "
+                            f"(convert it with .astype(np.float32))")
+        sources[key] = array
+    return _share(sources, {}, shards, checkpoint_dir, checkpoint_every, shard_restarts, address)
+
+
+def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_restarts=3,
+            address=None):
+    """A new share with the arrays and optimizer state of a checkpoint; options as `share`.
+
+    `path` is a file written by `shared.save(path)` or a `checkpoint_dir`
+    holding every shard's `shard-<i>-of-<n>.npz`. The number of shards may
+    differ from the checkpoint's.
+
+    Example::
+
+        shared = fa.distributed.restore("ckpt", shards=4, checkpoint_dir="ckpt")
+    """
+    _check_options("restore", shards, checkpoint_dir, checkpoint_every, shard_restarts)
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        files = [f for f in sorted(glob.glob(os.path.join(path, "shard-*-of-*.npz")))
+                 if _SHARD_FILE.fullmatch(os.path.basename(f))]
+        if not files:
+            raise FileNotFoundError(f"restore: no shard-<i>-of-<n>.npz checkpoint in {path}")
+        counts = sorted({int(_SHARD_FILE.fullmatch(os.path.basename(f)).group(2)) for f in files})
+        if len(counts) > 1:
+            raise ValueError(f"restore: {path} holds the checkpoints of shares of {counts} shards; "
+                             f"keep one share's checkpoint per directory")
+        snapshots = [load(f) for f in files]
+    else:
+        snapshots = [load(path)]
+    arrays, state = _merge_snapshots(snapshots, f"restore({path!r})")
+    return _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restarts, address)
+
+
+# ------------------------------------------------------------ worker side
+
+class _Replica:
+    """One table (an array or its optimizer state) as a worker holds it."""
+
+    def __init__(self, block, key, name, shape, dtype):
+        self.block = block
+        self.name = name                       # the shard's table name: key or "key/state key"
+        self.bounds = block.bounds[key]
+        self.array = np.zeros(shape, dtype)    # what the worker's Parameter adopts
+        self.rows = _as_rows(self.array)       # a view of it
+        self.base = np.zeros_like(self.rows)   # the value last pulled from or pushed to the shards
+        count = len(block.shards)
+        self.tokens = [None] * count           # the shard start each row range was pulled from
+        self.since = [-1] * count              # the shard clock of that pull
+
+    def request(self, s, rows=_EMPTY_ROWS, deltas=None):
+        lo = self.bounds[s]
+        if deltas is None:
+            deltas = self.rows[:0]
+        return (self.tokens[s], self.since[s], rows - lo, deltas)
+
+    def merge(self, s, token, clock, local_rows, values):
+        rows = local_rows + self.bounds[s]
+        self.rows[rows] = values + (self.rows[rows] - self.base[rows])
+        self.base[rows] = values
+        self.tokens[s], self.since[s] = token, clock
+
+
+class _Session:
+    """The replicas of one worker of `run` and its exchanges with the shards."""
+
+    def __init__(self, sync_every, sync_timeout):
+        self.id = secrets.randbits(62)   # this worker as a writer of rows, to the shards
+        self.sync_every = sync_every
+        self.sync_timeout = sync_timeout
+        self.replicas = {}       # (block id, table name) -> _Replica
+        self.pending = []        # (block, shard index, ObjectRef) of the sync round in flight
+        self.examples = 0
+        self.synced_at = 0
+
+    def count(self, n):
+        self.examples += n
+        if self.examples - self.synced_at >= self.sync_every:
+            self.synced_at = self.examples
+            self.sync(wait=False)
+
+    def replica(self, handle):
+        return self._open(handle, handle.key)
+
+    def state_replica(self, handle, key, fill):
+        name = f"{handle.key}/{key}"
+        if (handle._block.id, name) not in self.replicas:
+            try:
+                filled = np.broadcast_to(np.asarray(fill, handle.dtype), handle.shape)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
+                                 f"{handle.shape} and dtype {handle.dtype} with a fill of shape "
+                                 f"{np.shape(fill)}: {exc}") from None
+            block = handle._block
+            bounds = block.bounds[handle.key]
+            if np.ndim(fill) == 0:
+                parts = [np.asarray(fill, handle.dtype)] * len(block.shards)
+            else:
+                rows = _as_rows(filled)
+                parts = [np.ascontiguousarray(rows[bounds[s]:bounds[s + 1]])
+                         for s in range(len(block.shards))]
+            self._wait([(block, s, shard.create_state.remote(name, handle.key, parts[s]))
+                        for s, shard in enumerate(block.shards)])
+        return self._open(handle, name)
+
+    def _open(self, handle, name):
+        block = handle._block
+        replica = self.replicas.get((block.id, name))
+        if replica is None:
+            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype)
+            answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}))
+                                  for s, shard in enumerate(block.shards)])
+            for s, (token, clock, answer) in enumerate(answers):
+                replica.merge(s, token, clock, *answer[name])
+            self.replicas[(block.id, name)] = replica
+        return replica
+
+    def sync(self, wait):
+        """Merge the previous round's answers, push changed rows, ask for fresh ones."""
+        self._finish_round()
+        requests = {}            # (block id, shard) -> {table: request}
+        blocks = {}
+        for replica in self.replicas.values():
+            changed = _changed_rows(replica.rows, replica.base)
+            base = replica.base[changed]
+            deltas = replica.rows[changed] - base
+            # The shard adds the deltas to the same base unless someone else wrote the row:
+            # take its float result (within an ulp of ours) so that replica, base and shard agree.
+            replica.rows[changed] = replica.base[changed] = base + deltas
+            cuts = np.searchsorted(changed, replica.bounds)
+            blocks[replica.block.id] = replica.block
+            for s in range(len(cuts) - 1):
+                part = slice(cuts[s], cuts[s + 1])
+                requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(
+                    s, changed[part], deltas[part])
+        self.pending = [(blocks[block_id], s, blocks[block_id].shards[s].sync.remote(self.id, tables))
+                        for (block_id, s), tables in requests.items()]
+        if wait:
+            self._finish_round()
+
+    def _finish_round(self):
+        pending, self.pending = self.pending, []
+        for (block, s, _), (token, clock, answer) in zip(pending, self._wait(pending)):
+            for name, (rows, values) in answer.items():
+                self.replicas[(block.id, name)].merge(s, token, clock, rows, values)
+
+    def _wait(self, calls):
+        return _results(calls, self.sync_timeout, "sync_timeout")
+
+
+_session = None     # in a worker of `run`: its _Session
+
+
+def sync():
+    """In a worker of `run`: exchange rows with the shards now and wait for the answer.
+
+    Pushes every row this worker changed since its last sync point and merges
+    every row the shards changed since then. Outside a worker it does nothing,
+    so the same function runs unchanged under `fastad.hogwild.run`.
+
+    Example::
+
+        for epoch in range(epochs):
+            ...                        # train on the replica
+            fa.distributed.sync()      # everyone's updates so far, before the next epoch
+    """
+    if _session is not None:
+        _session.sync(wait=True)
+
+
+def _run_rank(rank, payload, sync_every, sync_timeout):
+    """One rank of `run`, as a Ray task: ("ok", result) or ("error", message, traceback)."""
+    global _session
+    fn, args = payload
+    _session = session = _Session(sync_every, sync_timeout)
+    hogwild._report_hook = session.count
+    try:
+        result = fn(rank, *args)
+        session.sync(wait=True)
+        return "ok", result
+    except BaseException as exc:
+        return "error", f"raised {type(exc).__name__}: {exc}", traceback.format_exc()
+    finally:
+        _session = None
+        hogwild._report_hook = None
+
+
+def _first_line(exc):
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_timeout=60.0, timeout=None,
+        max_restarts=0):
+    """Call `fn(rank, *args)` in `workers` Ray worker processes; return the results in rank order.
+
+    `rank` runs from 0 to workers - 1; each worker is a Ray task with one CPU
+    (Ray limits its BLAS/OpenMP threads to one), run in a pooled Ray worker
+    process. `fn` and `args` are serialised once (cloudpickle: `fn` may be
+    any function; one defined in a module must be importable on every node)
+    and reach every worker; numpy arrays in them arrive read-only.
+    `DistributedArrays` from `share`
+    in `args` give each worker replicas that sync with the shards every
+    `sync_every` examples counted by `fastad.hogwild.report`, on
+    `fastad.distributed.sync()`, and when `fn` returns (see the module
+    docstring for the staleness bound).
+
+    address       as in `share` (None: a local Ray instance with every CPU).
+    sync_timeout  seconds a worker waits for a shard's answer before failing.
+    timeout       seconds the whole run may take (None: no limit); past it the
+                  workers are stopped and TimeoutError names the unfinished ranks.
+    max_restarts  how many times a rank whose process died is started again
+                  from the beginning of `fn` (0: report it).
+
+    A worker that raises stops the run with `WorkerError` (rank, traceback);
+    so does a worker whose process died past its restarts. The other workers
+    are always stopped before `run` returns or raises.
+
+    Example::
+
+        def train(rank, shared, n):          # the same function works with fastad.hogwild.run
+            w = fa.Parameter(shared["w"])
+            ...
+            return rank
+
+        with fa.distributed.share({"w": np.zeros(8)}) as shared:
+            assert fa.distributed.run(train, workers=2, args=(shared, 1000)) == [0, 1]
+    """
+    _positive("run", "workers", workers, integer=True)
+    _positive("run", "sync_every", sync_every, integer=True)
+    _positive("run", "sync_timeout", sync_timeout)
+    if timeout is not None:
+        _positive("run", "timeout", timeout)
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ValueError(f"run: max_restarts must be an int >= 0, got {max_restarts!r}")
+    if not callable(fn):
+        raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
+    args = tuple(args)
+    if any(isinstance(arg, DistributedArrays) and arg._block.closed for arg in args):
+        raise RuntimeError("run: args hold a DistributedArrays whose share() block has ended")
+    ray = _connect(address)
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if workers > cpus:
+        raise ValueError(f"run: {workers} workers need one CPU each but the Ray cluster has "
+                         f"{cpus:g}; use workers <= {int(cpus)} or add nodes")
+    payload = ray.put((fn, args))
+    task = _remote(_run_rank).options(num_cpus=1, max_retries=0)
+    died = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+            ray.exceptions.OutOfMemoryError)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    running = {}
+    restarts = [0] * workers
+
+    def start(rank):
+        running[task.remote(rank, payload, sync_every, sync_timeout)] = rank
+
+    results = [None] * workers
+    try:
+        for rank in range(workers):
+            start(rank)
+        while running:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"run: workers {sorted(running.values())} were still running "
+                                   f"after timeout={timeout} s; every worker was stopped")
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=left)
+            for ref in ready:
+                rank = running.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except died as exc:
+                    if restarts[rank] < max_restarts:
+                        restarts[rank] += 1
+                        start(rank)
+                        continue
+                    raise WorkerError(rank, f"distributed worker {rank} died before returning a "
+                                            f"result ({_first_line(exc)}; restarts used: "
+                                            f"{restarts[rank]} of {max_restarts}); the other "
+                                            f"workers were stopped\n\n{exc}") from None
+                except ray.exceptions.RayError as exc:
+                    raise WorkerError(rank, f"distributed worker {rank} failed: {exc}") from None
+                if outcome[0] == "error":
+                    raise WorkerError(rank, f"distributed worker {rank} {outcome[1]}\n\n"
+                                            f"Worker {rank} traceback:\n{outcome[2]}", outcome[2])
+                results[rank] = outcome[1]
+        return results
+    finally:
+        for ref in running:
+            ray.cancel(ref, force=True)

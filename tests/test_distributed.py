@@ -1,0 +1,261 @@
+"""fastad.distributed: parameter shards on a local Ray instance (2 CPUs), the Hogwild worker code
+unchanged, worker failures, and shard checkpoints."""
+import glob
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="fastad.distributed needs Ray: pip install 'fastad[distributed]'")
+
+import fastad as fa  # noqa: E402
+from fastad import distributed  # noqa: E402
+from fastad.hogwild import WorkerError  # noqa: E402
+
+import distributed_workers as jobs  # noqa: E402
+import hogwild_workers  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """One local Ray instance for the module; its workers import this checkout's fastad."""
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([REPO, TESTS])}})
+    yield
+    ray.shutdown()
+
+
+def shard_actor(shared, s):
+    return shared["w"]._block.shards[s]
+
+
+def restart_shard(actor, seconds=30):
+    """Kill a shard's process and wait until Ray has started it again (it has a new token)."""
+    token = ray.get(actor.sync.remote(-1, {}))[0]
+    ray.kill(actor, no_restart=False)
+    deadline = time.monotonic() + seconds
+    while ray.get(actor.sync.remote(-1, {}))[0] == token:
+        assert time.monotonic() < deadline, "the shard was not restarted"
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- share()
+
+def test_share_splits_rows_and_gathers_every_shape():
+    arrays = {"scalar": np.array(2.5), "vector": np.arange(5.0), "matrix": np.arange(21.0).reshape(7, 3),
+              "cube": np.arange(24, dtype=np.float32).reshape(4, 2, 3), "empty": np.zeros((0, 3)),
+              "strided": np.arange(12.0).reshape(3, 4)[:, ::2]}
+    with distributed.share(arrays, shards=3) as shared:
+        assert sorted(shared) == sorted(arrays) and len(shared) == 6
+        for key, source in arrays.items():
+            gathered = shared[key].numpy()
+            np.testing.assert_array_equal(gathered, source)
+            assert gathered.dtype == source.dtype and shared[key].shape == source.shape
+        assert shared["matrix"]._block.bounds["matrix"].tolist() == [0, 2, 4, 7]
+        assert repr(shared["cube"]) == "DistributedArray(key='cube', shape=(4, 2, 3), dtype=float32, shards=3)"
+        with pytest.raises(KeyError, match="no distributed array named 'nope'"):
+            shared["nope"]
+    with pytest.raises(RuntimeError, match="share\\(\\) block of this array has ended"):
+        shared["matrix"].numpy()
+    with pytest.raises(RuntimeError, match="args hold a DistributedArrays whose share\\(\\) block has ended"):
+        distributed.run(jobs.add_ones, args=(shared, 1))
+    shared.close()                                   # idempotent
+
+
+@pytest.mark.parametrize("arrays,kwargs,error,match", [
+    ({"w": np.arange(3)}, {}, TypeError, "'w' has dtype int64; expected float32 or float64"),
+    ({"a/b": np.zeros(2)}, {}, TypeError, "without '/'"),
+    ([np.zeros(2)], {}, TypeError, "expected a dict"),
+    ({"w": np.zeros(2)}, {"shards": 0}, ValueError, "shards must be a positive int"),
+    ({"w": np.zeros(2)}, {"checkpoint_every": 5}, ValueError, "checkpoint_every needs a checkpoint_dir"),
+    ({"w": np.zeros(2)}, {"shard_restarts": -1}, ValueError, "shard_restarts must be an int >= 0"),
+])
+def test_share_rejects_bad_input(arrays, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        distributed.share(arrays, **kwargs)
+
+
+def test_a_parameter_or_state_outside_a_worker_is_refused():
+    with distributed.share({"w": np.zeros(3)}) as shared:
+        with pytest.raises(RuntimeError, match="only inside a worker of fastad.distributed.run"):
+            fa.Parameter(shared["w"])
+        with pytest.raises(RuntimeError, match="inside a worker"):
+            shared["w"].state_array("m")
+        with pytest.raises(ValueError, match="key must be"):
+            shared["w"].state_array("a b")
+        with pytest.raises(ValueError, match="has no checkpoint_dir"):
+            shared.checkpoint()
+    distributed.sync()                               # outside a worker: nothing happens
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"workers": 0}, "workers must be a positive int"), ({"sync_every": 0}, "sync_every"),
+    ({"timeout": -1}, "timeout"), ({"max_restarts": -1}, "max_restarts"),
+    ({"workers": 3}, "3 workers need one CPU each but the Ray cluster has 2"),
+])
+def test_run_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        distributed.run(jobs.sleep_forever, **kwargs)
+
+
+def test_import_does_not_import_ray():
+    code = "import sys, fastad, fastad.distributed; assert 'ray' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
+                   env=dict(os.environ, PYTHONPATH=REPO))
+
+
+# --------------------------------------------------------- training runs
+
+def test_updates_of_every_worker_add_up_in_arrays_and_state():
+    start = np.arange(12.0).reshape(6, 2)
+    with distributed.share({"w": start}, shards=2) as shared:
+        assert distributed.run(jobs.add_ones, workers=2, args=(shared, 25), sync_every=3) == [0, 1]
+        np.testing.assert_array_equal(shared["w"].numpy(), start + 50.0)   # no update lost or doubled
+        counts = distributed.run(jobs.read_state, workers=1, args=(shared,))[0]
+    np.testing.assert_array_equal(counts, np.full((6, 2), 50.5))           # filled once, never refilled
+
+
+def test_state_filled_from_an_array_across_shards_and_a_bad_fill():
+    with distributed.share({"w": np.zeros((5, 2), np.float32)}, shards=2) as shared:
+        state = distributed.run(jobs.make_state, args=(shared, "rows", np.array([1.0, 2.0])))[0]
+        assert state.dtype == np.float32
+        np.testing.assert_array_equal(state, np.tile([1.0, 2.0], (5, 1)))
+        with pytest.raises(WorkerError, match=r"state_array\('bad'\): cannot fill an array of "
+                                              r"shape \(5, 2\) and dtype float32 with a fill of shape \(3,\)"):
+            distributed.run(jobs.make_state, args=(shared, "bad", np.ones(3)))
+
+
+def test_workers_see_each_others_pushed_rows():
+    with distributed.share({"w": np.zeros(2)}) as shared:
+        assert distributed.run(jobs.exchange, workers=2, args=(shared, 30.0)) == [True, True]
+        np.testing.assert_array_equal(shared["w"].numpy(), [10.0, 11.0])
+
+
+def test_in_a_worker_numpy_is_the_replica_the_parameter_trains():
+    with distributed.share({"w": np.zeros(2)}) as shared:
+        assert distributed.run(jobs.train_on_replica, workers=1, args=(shared,)) == [(True, True)]
+
+
+def test_the_hogwild_line_fit_runs_unchanged():
+    rng = np.random.default_rng(0)
+    xs = rng.uniform(-1.0, 1.0, 400)
+    ys = 2.0 * xs - 1.0
+    # The worker reports (and so syncs) once per epoch and both workers' steps add up: a learning
+    # rate at which one epoch moves halfway keeps their sum from overshooting.
+    with distributed.share({"a": np.array(0.0), "b": np.array(0.0)}) as shared:
+        steps = distributed.run(hogwild_workers.sgd_line_fit, workers=2,
+                                args=(shared, xs, ys, 60, 0.002), sync_every=100)
+        a, b = float(shared["a"].numpy()), float(shared["b"].numpy())
+    assert steps == [12_000, 12_000]
+    assert abs(a - 2.0) < 1e-3 and abs(b + 1.0) < 1e-3
+
+
+@pytest.mark.parametrize("optimizer,lr", [("sgd", 0.05), ("adagrad", 0.1)])
+def test_the_hogwild_bpr_worker_learns_planted_preferences(optimizer, lr, tmp_path):
+    train, test = fa.data.planted_preferences(300, 150, n_train=60_000, n_test=5_000, rank=4, seed=0)
+    model = fa.models.BPR(300, 150, dim=16, seed=1)
+    before = model.auc(test)
+    with distributed.share({"U": model.U.value, "V": model.V.value}, shards=2) as shared:
+        results = distributed.run(fa.models.bpr_hogwild_worker, workers=2,
+                                  args=(shared, train, 2, optimizer, lr, 2), sync_every=10_000)
+        auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
+        shared.save(tmp_path / "bpr.npz")
+    assert [r["examples"] for r in results] == [60_000, 60_000]
+    assert abs(before - 0.5) < 0.05 and auc > 0.85
+    state = fa.load(tmp_path / "bpr.npz")["state"]
+    if optimizer == "adagrad":                       # the accumulators live in the shards
+        assert (state["U"]["Adagrad.sum"] > 0).mean() > 0.9
+    else:
+        assert state == {"U": {}, "V": {}}
+
+
+# ---------------------------------------------------------------- failures
+
+def test_a_worker_that_raises_names_its_rank_and_stops_the_others():
+    with pytest.raises(WorkerError, match="distributed worker 1 raised ValueError: worker 1 found "
+                                          "bad data") as info:
+        distributed.run(jobs.fail_or_wait, workers=2, args=("raise",))
+    assert info.value.rank == 1 and "fail_or_wait" in info.value.traceback
+
+
+def test_a_dead_worker_is_reported_by_rank():
+    with pytest.raises(WorkerError, match="distributed worker 1 died before returning a result") as info:
+        distributed.run(jobs.fail_or_wait, workers=2, args=("exit",))
+    assert info.value.rank == 1 and "restarts used: 0 of 0" in str(info.value)
+
+
+def test_a_dead_worker_is_restarted_when_allowed(tmp_path):
+    marker = str(tmp_path / "died")
+    assert distributed.run(jobs.die_once, workers=2, args=(marker,), max_restarts=1) == [0, 1]
+    assert os.path.exists(marker)
+
+
+def test_a_run_past_its_timeout_is_stopped():
+    with pytest.raises(TimeoutError, match=r"workers \[0, 1\] were still running after timeout=1"):
+        distributed.run(jobs.sleep_forever, workers=2, timeout=1)
+
+
+def test_a_lost_shard_without_checkpoint_is_reported():
+    with distributed.share({"w": np.zeros((4, 2))}, shards=2) as shared:
+        ray.kill(shard_actor(shared, 1))
+        with pytest.raises(WorkerError, match=r"parameter shard 1 of 2 \('w' rows 2..3\) died; "
+                                              r"share\(\) had no checkpoint_dir"):
+            distributed.run(jobs.add_ones, workers=1, args=(shared, 1))
+        with pytest.raises(RuntimeError, match="parameter shard 1 of 2"):
+            shared["w"].numpy()
+
+
+# ------------------------------------------------------------- checkpoints
+
+def test_save_and_restore_keep_arrays_and_optimizer_state(tmp_path):
+    start = np.arange(10.0).reshape(5, 2)
+    with distributed.share({"w": start, "b": np.array(1.0, np.float32)}, shards=2) as shared:
+        distributed.run(jobs.add_ones, workers=1, args=(shared, 4))
+        shared.save(tmp_path / "all.npz")
+    with distributed.restore(tmp_path / "all.npz", shards=3) as restored:
+        np.testing.assert_array_equal(restored["w"].numpy(), start + 4.0)
+        assert restored["b"].numpy().dtype == np.float32 and restored["b"].numpy() == 1.0
+        counts = distributed.run(jobs.read_state, workers=1, args=(restored,))[0]
+    np.testing.assert_array_equal(counts, np.full((5, 2), 4.5))
+    with pytest.raises(FileNotFoundError, match="no shard-<i>-of-<n>.npz checkpoint"):
+        distributed.restore(tmp_path)
+    fa.save({"w": start}, tmp_path / "plain.npz")
+    with pytest.raises(ValueError, match="not a fastad.distributed checkpoint"):
+        distributed.restore(tmp_path / "plain.npz")
+
+
+def test_a_lost_shard_comes_back_from_its_checkpoint(tmp_path):
+    start = np.zeros((4, 2))
+    with distributed.share({"w": start}, shards=2, checkpoint_dir=tmp_path) as shared:
+        distributed.run(jobs.add_ones, workers=1, args=(shared, 3))
+        paths = shared.checkpoint()
+        assert [os.path.basename(p) for p in paths] == ["shard-0000-of-0002.npz", "shard-0001-of-0002.npz"]
+        distributed.run(jobs.add_ones, workers=1, args=(shared, 2))      # not checkpointed
+        restart_shard(shard_actor(shared, 0))
+        np.testing.assert_array_equal(shared["w"].numpy(), [[3, 3], [3, 3], [5, 5], [5, 5]])
+        distributed.run(jobs.add_ones, workers=2, args=(shared, 1))      # the restarted shard serves
+        np.testing.assert_array_equal(shared["w"].numpy(), [[5, 5], [5, 5], [7, 7], [7, 7]])
+        counts = distributed.run(jobs.read_state, workers=1, args=(shared,))[0]
+    np.testing.assert_array_equal(counts, [[5.5] * 2] * 2 + [[7.5] * 2] * 2)
+
+
+def test_periodic_checkpoints_restore_the_latest_state(tmp_path):
+    with distributed.share({"w": np.zeros((3, 2))}, shards=2, checkpoint_dir=tmp_path,
+                           checkpoint_every=1e-6) as shared:
+        distributed.run(jobs.add_ones, workers=2, args=(shared, 6), sync_every=2)
+        final = shared["w"].numpy()
+    assert len(glob.glob(str(tmp_path / "shard-*-of-0002.npz"))) == 2
+    with distributed.restore(tmp_path) as restored:                   # shards of a run that ended
+        np.testing.assert_array_equal(restored["w"].numpy(), final)
+        np.testing.assert_array_equal(final, np.full((3, 2), 12.0))
+    distributed.share({"w": final}, shards=3, checkpoint_dir=tmp_path).close()
+    with pytest.raises(ValueError, match=r"shares of \[2, 3\] shards; keep one share's checkpoint"):
+        distributed.restore(tmp_path)
