@@ -20,6 +20,6 @@ from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
-from fastad import optim, nn, io, data, models, hogwild, compare
+from fastad import optim, nn, io, data, models, hogwild, compare, distributed
 
 __version__ = "0.1.0"
