@@ -76,7 +76,6 @@ import re
 import secrets
 import time
 import traceback
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -378,7 +377,7 @@ class DistributedArray:
                 f"shards={len(self._block.shards)})")
 
 
-class DistributedArrays(Mapping):
+class DistributedArrays(hogwild.ArrayHandles):
     """The mapping `share` returns: key -> DistributedArray, and the context manager that ends it.
 
     Picklable: a worker that receives it gets handles on the same shards; only
@@ -389,18 +388,6 @@ class DistributedArrays(Mapping):
         self._handles = handles
         self._block = block
         self._owner = owner
-
-    def __getitem__(self, key):
-        try:
-            return self._handles[key]
-        except KeyError:
-            raise KeyError(f"no distributed array named {key!r}; shared: {sorted(self._handles)}") from None
-
-    def __iter__(self):
-        return iter(self._handles)
-
-    def __len__(self):
-        return len(self._handles)
 
     def __reduce__(self):
         return (DistributedArrays, (self._handles, self._block, False))
@@ -452,15 +439,6 @@ class DistributedArrays(Mapping):
             for shard in self._block.shards:
                 ray.kill(shard)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __repr__(self):
-        inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._handles.items())
-        return f"DistributedArrays({{{inner}}})"
 
 
 def _snapshot_of(arrays, state):

@@ -296,17 +296,10 @@ class SharedArray:
         return f"SharedArray(shape={self.shape}, dtype={self.dtype.name}, segment={self.segment!r})"
 
 
-class SharedArrays(Mapping):
-    """The mapping `share` returns: key -> SharedArray, and the context manager that frees them.
-
-    Picklable: a worker that receives it gets the same handles (attached by
-    name); only the process that called `share` frees the segments.
-    """
-
-    def __init__(self, handles, block):
-        self._handles = handles
-        self._block = block
-        self._finalizer = weakref.finalize(self, _free_block, block) if block is not None else None
+class ArrayHandles(Mapping):
+    """A read-only mapping of names to array handles that is also a context
+    manager: `with share(...) as handles:` calls `close()` at the end. Subclasses
+    set `self._handles` and implement `close`."""
 
     def __getitem__(self, key):
         try:
@@ -321,13 +314,8 @@ class SharedArrays(Mapping):
     def __len__(self):
         return len(self._handles)
 
-    def __reduce__(self):
-        return (SharedArrays, (self._handles, None))
-
     def close(self):
-        """Unlink every segment of this block (arrays and optimizer state); idempotent."""
-        if self._finalizer is not None:
-            self._finalizer()
+        raise NotImplementedError
 
     def __enter__(self):
         return self
@@ -337,7 +325,28 @@ class SharedArrays(Mapping):
 
     def __repr__(self):
         inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._handles.items())
-        return f"SharedArrays({{{inner}}})"
+        return f"{type(self).__name__}({{{inner}}})"
+
+
+class SharedArrays(ArrayHandles):
+    """The mapping `share` returns: key -> SharedArray, and the context manager that frees them.
+
+    Picklable: a worker that receives it gets the same handles (attached by
+    name); only the process that called `share` frees the segments.
+    """
+
+    def __init__(self, handles, block):
+        self._handles = handles
+        self._block = block
+        self._finalizer = weakref.finalize(self, _free_block, block) if block is not None else None
+
+    def __reduce__(self):
+        return (SharedArrays, (self._handles, None))
+
+    def close(self):
+        """Unlink every segment of this block (arrays and optimizer state); idempotent."""
+        if self._finalizer is not None:
+            self._finalizer()
 
 
 def share(arrays):

@@ -3,7 +3,6 @@
 # operands whose element strides are 0 along broadcast axes. Axes of length 1
 # are dropped and adjacent axes merged first, so the common cases collapse to
 # one or two loops.
-from libc.string cimport memset
 
 cdef enum:
     MAX_DIMS = 32
@@ -85,7 +84,9 @@ cdef inline int bcast_setup(Bcast* it, tuple out, tuple a, tuple b) except -1:
 
 
 cdef inline void bcast_start(const Bcast* it, BcastPos* p) noexcept nogil:
-    memset(p.idx, 0, sizeof(p.idx))
+    cdef int d
+    for d in range(it.nd):              # only the axes in use: most walks have one or two
+        p.idx[d] = 0
     p.oa = 0
     p.ob = 0
 

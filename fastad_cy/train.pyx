@@ -9,7 +9,6 @@ workers call on their shard).
 import numpy as np
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
-from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
 from fastad_cy.graph cimport Variable, IndexInput, Input, replay_forward, replay_backward
@@ -55,6 +54,9 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
     optimizer  any fastad optimizer over the parameters to train.
     feeds      {leaf: array}: an array of shape (N,) + leaf.shape per leaf
                (IndexInput or Input), or (N,) for a leaf of shape (1,).
+    shuffle    visit the examples in a new random order each epoch (from a
+               numpy Generator seeded with `seed`); the feeds are copied in
+               that order once per epoch, which takes memory for one copy.
     progress   optional callable(examples_done) called every `report_every`
                examples and at the end.
 
@@ -85,7 +87,7 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
             raise ValueError(f"train: feeds hold different numbers of examples ({n} and {count})")
         n = count
         leaves.append(leaf)
-    cdef Py_ssize_t k, nfeeds = len(leaves), e, epoch, row, done = 0
+    cdef Py_ssize_t k, nfeeds = len(leaves), e, epoch, done = 0
     cdef char** src = <char**>PyMem_Malloc(nfeeds * sizeof(char*))
     cdef char** dst = <char**>PyMem_Malloc(nfeeds * sizeof(char*))
     cdef Py_ssize_t* width = <Py_ssize_t*>PyMem_Malloc(nfeeds * sizeof(Py_ssize_t))
@@ -94,8 +96,6 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
         PyMem_Free(dst)
         PyMem_Free(width)
         raise MemoryError()
-    cdef cnp.ndarray order_arr = np.arange(n, dtype=np.int64)
-    cdef int64_t* order = <int64_t*>cnp.PyArray_DATA(order_arr)
     rng = np.random.default_rng(seed)
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
@@ -111,12 +111,16 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
         zero_grad()
         for epoch in range(epochs):
             if shuffle:
-                rng.shuffle(order_arr)
+                # Copy the feeds in the new order once per epoch, so that the loop
+                # reads them sequentially instead of missing the cache per example.
+                order = rng.permutation(n)
+                epoch_arrays = [arr[order] for arr in arrays]
+                for k in range(nfeeds):
+                    src[k] = <char*>cnp.PyArray_DATA(epoch_arrays[k])
             total = 0
             for e in range(n):
-                row = order[e]
                 for k in range(nfeeds):
-                    memcpy(dst[k], src[k] + row * width[k], width[k])
+                    memcpy(dst[k], src[k] + e * width[k], width[k])
                 replay_forward(root)
                 total += (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
                 replay_backward(root, None)

@@ -61,7 +61,7 @@ def test_share_splits_rows_and_gathers_every_shape():
             assert gathered.dtype == source.dtype and shared[key].shape == source.shape
         assert shared["matrix"]._block.bounds["matrix"].tolist() == [0, 2, 4, 7]
         assert repr(shared["cube"]) == "DistributedArray(key='cube', shape=(4, 2, 3), dtype=float32, shards=3)"
-        with pytest.raises(KeyError, match="no distributed array named 'nope'"):
+        with pytest.raises(KeyError, match="no shared array named 'nope'"):
             shared["nope"]
     with pytest.raises(RuntimeError, match="share\\(\\) block of this array has ended"):
         shared["matrix"].numpy()

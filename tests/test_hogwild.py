@@ -340,7 +340,8 @@ def test_clean_exit_leaves_no_segment_and_no_tracker_warning():
     assert segments_of(script.pid) == []
 
 
-def test_ctrl_c_in_the_parent_stops_workers_and_frees_segments():
+def start_sleeping_workers():
+    """A parent script running two workers that sleep forever; returns it and the worker pids."""
     script = run_script("""
         import numpy as np
         from fastad import hogwild
@@ -357,6 +358,11 @@ def test_ctrl_c_in_the_parent_stops_workers_and_frees_segments():
         """)
     pids = [int(p) for p in script.stdout.readline().split()]
     assert len(pids) == 2, script.stderr.read()
+    return script, pids
+
+
+def test_ctrl_c_in_the_parent_stops_workers_and_frees_segments():
+    script, pids = start_sleeping_workers()
     assert segments_of(script.pid) != []
     script.send_signal(signal.SIGINT)
     _, err = script.communicate(timeout=30)
@@ -366,22 +372,7 @@ def test_ctrl_c_in_the_parent_stops_workers_and_frees_segments():
 
 
 def test_workers_die_with_a_killed_parent_and_its_segments_get_swept():
-    script = run_script("""
-        import numpy as np
-        from fastad import hogwild
-        import hogwild_workers
-
-        def show(done, rate):
-            pids = shared["pids"].numpy()
-            if pids.all():
-                print(*pids.astype(int), flush=True)
-
-        with hogwild.share({"pids": np.zeros(2)}) as shared:
-            hogwild.run(hogwild_workers.sleep_forever, workers=2, args=(shared["pids"],),
-                        start_method="fork", progress=show, progress_interval=0.05)
-        """)
-    pids = [int(p) for p in script.stdout.readline().split()]
-    assert len(pids) == 2, script.stderr.read()
+    script, pids = start_sleeping_workers()
     script.kill()
     script.communicate(timeout=30)
     deadline = time.monotonic() + 10
