@@ -276,7 +276,7 @@ def test_same_params_compares_names_kinds_and_defaults():
 
 def test_typing_sample_type_checks_against_the_stubs(request):
     pytest.importorskip("mypy")
-    cache = request.config.cache.mkdir("mypy")      # a cold cache costs ~25 s, a warm one ~1 s
+    cache = request.config.cache.mkdir("mypy")      # kept between runs: ~4 s cold, <1 s warm
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--follow-imports=silent", "--cache-dir", str(cache),
          os.path.join("tests", "typing_sample.py")],
