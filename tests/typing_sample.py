@@ -1,8 +1,8 @@
 """Public-API usage that mypy checks against the compiled modules' stubs (fastad_cy/*.pyi).
 
-Not a pytest module (no test_ prefix): `python -m mypy --follow-imports=silent
-tests/typing_sample.py` type-checks it
-(tests/test_stubs.py does so when mypy is installed), and `python tests/typing_sample.py` runs it.
+Not a pytest module (no test_ prefix). `python -m mypy --follow-imports=silent
+tests/typing_sample.py` type-checks it (tests/test_stubs.py does so when mypy is installed);
+`python tests/typing_sample.py` runs it.
 Each assert_type pins what an editor or mypy infers for one call.
 """
 import sys
