@@ -2,13 +2,15 @@
 
 Each benchmark module times fastad and PyTorch (when installed) alternately
 in this one process and returns rows; this script prints them as one table
-and writes bench/results.md and bench/results.json.
+and writes bench/results.md, bench/results.json and, when matplotlib is
+installed, a chart of the speed-ups over PyTorch in bench/speedups.png.
 Run: python bench/run.py [--quick] [--only NAME ...]
 """
 import argparse
 import importlib
 import json
 import os
+import re
 import sys
 import time
 
@@ -29,14 +31,75 @@ def fmt_time(seconds, unit):
     return f"{seconds:,.2f} s/{unit}"
 
 
+def speedup(row):
+    """PyTorch's time over fastad's for one row, or None without a PyTorch figure."""
+    return row["torch"] / row["fastad"] if row.get("torch") else None
+
+
+# Targets that are a speed-up over PyTorch: ">= 50x torch eager", ">= 5x faster than PyTorch",
+# "no slower than PyTorch (speed-up >= 1)". Others (">= 1,000,000/s", ">= 1.8x one worker") are not.
+_SPEEDUP_TARGET = re.compile(
+    r">=\s*([\d.]+)x\s+(?:faster than\s+)?(?:PyTorch|torch)|speed-up\s*>=\s*([\d.]+)", re.I)
+
+
+def speedup_target(target):
+    """The speed-up over PyTorch that a row's target asks for, or None if it asks for something else."""
+    match = _SPEEDUP_TARGET.search(target)
+    return float(match.group(1) or match.group(2)) if match else None
+
+
 def table(rows):
     lines = ["| workload | fastad | PyTorch | speed-up | target |", "| --- | --- | --- | --- | --- |"]
     for r in rows:
-        speedup = f"{r['torch'] / r['fastad']:,.1f}x" if r.get("torch") else "-"
+        ratio = speedup(r)
+        shown = f"{ratio:,.1f}x" if ratio is not None else "-"
         extra = f" ({r['scaling']:.2f}x one worker)" if "scaling" in r else ""
         lines.append(f"| {r['workload']} | {fmt_time(r['fastad'], r['unit'])}{extra} | "
-                     f"{fmt_time(r.get('torch'), r['unit'])} | {speedup} | {r['target']} |")
+                     f"{fmt_time(r.get('torch'), r['unit'])} | {shown} | {r['target']} |")
     return "\n".join(lines)
+
+
+def write_chart(rows, path):
+    """Draw fastad's speed-up over PyTorch as a PNG at `path`; return a line saying what happened.
+
+    One horizontal bar per row with a PyTorch figure, growing from parity (1x)
+    on a log-scale x axis; a diamond marks the target where the target is a
+    speed-up over PyTorch. Without matplotlib (optional) nothing is written.
+    """
+    try:
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        return f"No chart: matplotlib is not installed (pip install matplotlib to get {path})."
+    shown = [r for r in rows if speedup(r) is not None]
+    if not shown:
+        return "No chart: no workload has a PyTorch figure (is PyTorch installed?)."
+    ratios = [speedup(r) for r in shown]
+    targets = [speedup_target(r["target"]) for r in shown]
+    ys = range(len(shown))
+    fig = Figure(figsize=(10, 1.5 + 0.5 * len(shown)), layout="constrained")
+    ax = fig.add_subplot()
+    ax.barh(ys, [s - 1 for s in ratios], left=1,
+            color=["tab:green" if s >= 1 else "tab:red" for s in ratios])
+    for y, s in zip(ys, ratios):
+        ax.annotate(f"{s:,.1f}x", (s, y), xytext=(4 if s >= 1 else -4, 0), textcoords="offset points",
+                    ha="left" if s >= 1 else "right", va="center")
+    marked = [(t, y) for t, y in zip(targets, ys) if t is not None]
+    if marked:
+        ax.scatter([t for t, _ in marked], [y for _, y in marked], marker="D", color="black",
+                   zorder=3, label="target")
+        ax.legend(loc="lower right")
+    ax.axvline(1, color="gray", linewidth=1)
+    ax.set_xscale("log")
+    values = ratios + [t for t, _ in marked] + [1]
+    ax.set_xlim(min(values) / 2, max(values) * 2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
+    ax.set_yticks(list(ys), [r["workload"] for r in shown])
+    ax.invert_yaxis()
+    ax.set_xlabel("speed-up over PyTorch: PyTorch time / fastad time (log scale)")
+    ax.set_title("fastad vs PyTorch, measured alternately in one process")
+    fig.savefig(path, dpi=100)
+    return f"Chart: {path}"
 
 
 def main(argv=None):
@@ -67,6 +130,7 @@ def main(argv=None):
         f.write(report + "\n")
     with open(os.path.join(HERE, "results.json"), "w") as f:
         json.dump({"machine": where, "quick": args.quick, "rows": rows}, f, indent=2)
+    print(write_chart(rows, os.path.join(HERE, "speedups.png")))
     return rows
 
 

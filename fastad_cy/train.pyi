@@ -1,0 +1,21 @@
+"""Type stubs for fastad_cy/train.pyx: the compiled per-example training loop."""
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeAlias
+
+from numpy.typing import ArrayLike
+
+from fastad_cy.graph import IndexInput, Input, Variable
+
+# Any object with step() and zero_grad() will do; fastad's optimizers are called through C.
+class _Steppable(Protocol):
+    def step(self) -> object: ...
+    def zero_grad(self) -> object: ...
+
+# Mapping is invariant in its key type: a dict of IndexInput keys is no Mapping[Variable, ...].
+_Feeds: TypeAlias = (Mapping[Input, ArrayLike] | Mapping[IndexInput, ArrayLike]
+                     | Mapping[Variable, ArrayLike])
+
+def train(loss: Variable, optimizer: _Steppable, feeds: _Feeds, epochs: int = 1,
+          shuffle: bool = False, seed: int | None = None,
+          progress: Callable[[int], object] | None = None,
+          report_every: int = 100_000) -> list[float]: ...

@@ -1,0 +1,96 @@
+"""bench/run.py's report: the table, the speed-up targets and the PNG chart, on fake rows.
+
+No benchmark runs here: the rows are made up.
+"""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "run.py")
+
+
+@pytest.fixture(scope="module")
+def run():
+    spec = importlib.util.spec_from_file_location("bench_run", RUN_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ROWS = [
+    {"workload": "scalar graph replay, 10000 nodes (fwd+bwd)", "unit": "node", "fastad": 2e-8,
+     "torch": 4e-6, "target": "<= 100 ns/node, >= 50x torch eager"},
+    {"workload": "MLP 784-128-10 train step, batch 32", "unit": "step", "fastad": 2e-4,
+     "torch": 1.6e-4, "target": "no slower than PyTorch (speed-up >= 1)"},
+    {"workload": "BPR Hogwild, 2 workers", "unit": "example", "fastad": 5e-7, "torch": 2e-5,
+     "scaling": 1.9, "target": ">= 1.8x one worker"},
+    {"workload": "BPR k=32 per-example sparse SGD, fa.train (compiled loop)", "unit": "example",
+     "fastad": 6e-7, "torch": None, "target": ">= 1,000,000 examples/s on one core"},
+]
+
+
+def test_table_has_a_row_per_workload_with_its_speedup(run):
+    lines = run.table(ROWS).splitlines()
+    assert len(lines) == 2 + len(ROWS)
+    assert "| 200.0x |" in lines[2] and "| 0.8x |" in lines[3] and "| 40.0x |" in lines[4]
+    assert "(1.90x one worker)" in lines[4]
+    assert "| - | - |" in lines[5]                      # no PyTorch figure, no speed-up
+
+
+@pytest.mark.parametrize("target, ratio", [
+    ("<= 100 ns/node, >= 50x torch eager", 50.0),
+    (">= 4x torch eager", 4.0),
+    (">= 10x faster than PyTorch LSTMCell loop", 10.0),
+    (">= 5x faster than PyTorch", 5.0),
+    ("no slower than PyTorch (speed-up >= 1)", 1.0),
+    (">= 1.8x one worker", None),
+    (">= 1,000,000 examples/s on one core", None),
+    ("same model quality as Hogwild", None),
+    ("-", None),
+])
+def test_speedup_target_reads_only_ratios_over_pytorch(run, target, ratio):
+    assert run.speedup_target(target) == ratio
+
+
+def test_chart_is_a_png_with_one_bar_per_pytorch_row(run, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    drawn = []
+    save = Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        drawn.append(fig)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    path = tmp_path / "speedups.png"
+    assert run.write_chart(ROWS, str(path)) == f"Chart: {path}"
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    ax = drawn[0].axes[0]
+    assert ax.get_xscale() == "log"
+    assert [t.get_text() for t in ax.get_yticklabels()] == [r["workload"] for r in ROWS[:3]]
+    bar_ends = sorted(round(p.get_x() + p.get_width(), 6) for p in ax.patches)
+    assert bar_ends == [0.8, 40.0, 200.0]
+    targets = ax.collections[0].get_offsets()           # the Hogwild scaling target is not a ratio
+    assert [tuple(map(float, t)) for t in targets] == [(50.0, 0.0), (1.0, 1.0)]
+
+
+def test_chart_says_why_when_there_is_nothing_to_draw(run, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "speedups.png"
+    message = run.write_chart(ROWS[3:], str(path))
+    assert message.startswith("No chart: no workload has a PyTorch figure")
+    assert not path.exists()
+
+
+def test_chart_without_matplotlib_says_so_and_writes_nothing(run, tmp_path, monkeypatch):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)         # makes `import matplotlib` fail
+    path = tmp_path / "speedups.png"
+    message = run.write_chart(ROWS, str(path))
+    assert message.startswith("No chart: matplotlib is not installed")
+    assert not path.exists()
