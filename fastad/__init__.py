@@ -23,3 +23,13 @@ from fastad.viz import to_dot, render
 from fastad import optim, nn, io, data, models, hogwild, compare, distributed
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Variable", "Parameter", "Input", "IndexInput", "no_grad", "detect_anomaly",
+    "is_grad_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64", "add",
+    "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "softplus",
+    "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp", "softmax",
+    "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
+    "vector_dot", "take", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
+    "render", "optim", "nn", "io", "data", "models", "hogwild", "compare", "distributed",
+]

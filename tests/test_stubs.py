@@ -278,7 +278,7 @@ def test_typing_sample_type_checks_against_the_stubs(request):
     pytest.importorskip("mypy")
     cache = request.config.cache.mkdir("mypy")      # kept between runs: ~4 s cold, <1 s warm
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--follow-imports=silent", "--cache-dir", str(cache),
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--cache-dir", str(cache),
          os.path.join("tests", "typing_sample.py")],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
