@@ -98,7 +98,7 @@ def write_chart(rows, path):
     ax.invert_yaxis()
     ax.set_xlabel("speed-up over PyTorch: PyTorch time / fastad time (log scale)")
     ax.set_title("fastad vs PyTorch, measured alternately in one process")
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     return f"Chart: {path}"
 
 
