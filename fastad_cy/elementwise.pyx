@@ -127,51 +127,111 @@ cdef Variable _unary(str name, int code, object x, double p=0):
 
 
 def neg(x):
-    """-x, elementwise."""
+    """-x, elementwise.
+
+    Same shape and dtype as x. Example::
+
+        fa.neg(fa.Input([1.0, -2.0])).value   # [-1., 2.]
+    """
     return _unary("neg", U_NEG, x)
 
 def exp(x):
-    """e**x, elementwise."""
+    """e**x, elementwise.
+
+    Same shape and dtype as x. Example::
+
+        fa.exp(fa.Input([0.0, 1.0])).value   # [1.    , 2.7183]
+    """
     return _unary("exp", U_EXP, x)
 
 def log(x):
-    """Natural logarithm, elementwise (NaN/-inf outside x > 0, as numpy)."""
+    """Natural logarithm, elementwise (NaN/-inf outside x > 0, as numpy).
+
+    Same shape and dtype as x. Example::
+
+        fa.log(fa.Input([1.0, 2.0])).value   # [0.    , 0.6931]
+    """
     return _unary("log", U_LOG, x)
 
 def tanh(x):
-    """Hyperbolic tangent, elementwise."""
+    """Hyperbolic tangent, elementwise.
+
+    Same shape and dtype as x. Example::
+
+        fa.tanh(fa.Input([0.0, 1.0])).value   # [0.    , 0.7616]
+    """
     return _unary("tanh", U_TANH, x)
 
 def sigmoid(x):
-    """1 / (1 + e**-x), elementwise, stable for large |x|."""
+    """1 / (1 + e**-x), elementwise, stable for large |x|.
+
+    Same shape and dtype as x. Example::
+
+        fa.sigmoid(fa.Input([0.0, 1.0])).value   # [0.5   , 0.7311]
+    """
     return _unary("sigmoid", U_SIGMOID, x)
 
 def relu(x):
-    """max(x, 0), elementwise; its gradient at 0 is 0."""
+    """max(x, 0), elementwise; its gradient at 0 is 0.
+
+    Same shape and dtype as x. Example::
+
+        fa.relu(fa.Input([-1.0, 2.0])).value   # [0., 2.]
+    """
     return _unary("relu", U_RELU, x)
 
 def softplus(x):
-    """log(1 + e**x), elementwise, without overflow."""
+    """log(1 + e**x), elementwise, without overflow.
+
+    Same shape and dtype as x. Example::
+
+        fa.softplus(fa.Input([0.0, 1.0])).value   # [0.6931, 1.3133]
+    """
     return _unary("softplus", U_SOFTPLUS, x)
 
 def logsigmoid(x):
-    """log(sigmoid(x)), elementwise, without overflow."""
+    """log(sigmoid(x)), elementwise, without overflow.
+
+    Same shape and dtype as x. Example::
+
+        fa.logsigmoid(fa.Input([0.0, 1.0])).value   # [-0.6931, -0.3133]
+    """
     return _unary("logsigmoid", U_LOGSIGMOID, x)
 
 def sqrt(x):
-    """Square root, elementwise."""
+    """Square root, elementwise.
+
+    Same shape and dtype as x. Example::
+
+        fa.sqrt(fa.Input([4.0, 9.0])).value   # [2., 3.]
+    """
     return _unary("sqrt", U_SQRT, x)
 
 def square(x):
-    """x * x, elementwise."""
+    """x * x, elementwise.
+
+    Same shape and dtype as x. Example::
+
+        fa.square(fa.Input([-1.0, 2.0])).value   # [1., 4.]
+    """
     return _unary("square", U_SQUARE, x)
 
 def abs(x):
-    """|x|, elementwise; its gradient at 0 is 0."""
+    """|x|, elementwise; its gradient at 0 is 0.
+
+    Same shape and dtype as x. Example::
+
+        fa.abs(fa.Input([-1.0, 2.0])).value   # [1., 2.]
+    """
     return _unary("abs", U_ABS, x)
 
 def pow(x, exponent):
-    """x ** exponent for a scalar (Python number) exponent, elementwise."""
+    """x ** exponent for a scalar (Python number) exponent, elementwise.
+
+    Same shape and dtype as x; `v ** p` calls it. Example::
+
+        fa.pow(fa.Input([4.0, 9.0]), 0.5).value   # [2., 3.]
+    """
     if isinstance(exponent, Variable) or not np.isscalar(exponent) or isinstance(exponent, (str, bytes)):
         raise TypeError(f"pow: the exponent must be a Python number, got {type(exponent).__name__}")
     e = float(exponent)
@@ -391,17 +451,49 @@ cdef Variable _binary(int code, object a, object b):
 
 
 def add(a, b):
-    """a + b with numpy broadcasting (either side may be a number or an array)."""
+    """a + b with numpy broadcasting (either side may be a number or an array).
+
+    The result has the broadcast shape of a and b; each gradient is summed back
+    over the axes its operand was broadcast along. `a + b` calls it. Example::
+
+        x = fa.Input(np.ones((2, 3)))
+        b = fa.Parameter(np.zeros(3))
+        fa.add(x, b).shape                       # (2, 3); b.grad gets shape (3,)
+    """
     return _binary(B_ADD, a, b)
 
 def sub(a, b):
-    """a - b with numpy broadcasting."""
+    """a - b with numpy broadcasting.
+
+    The result has the broadcast shape of a and b; each gradient is summed back
+    over the axes its operand was broadcast along. `a - b` calls it. Example::
+
+        x = fa.Input(np.ones((2, 3)))
+        b = fa.Parameter(np.zeros(3))
+        fa.sub(x, b).shape                       # (2, 3); b.grad gets shape (3,)
+    """
     return _binary(B_SUB, a, b)
 
 def mul(a, b):
-    """a * b with numpy broadcasting."""
+    """a * b with numpy broadcasting.
+
+    The result has the broadcast shape of a and b; each gradient is summed back
+    over the axes its operand was broadcast along. `a * b` calls it. Example::
+
+        x = fa.Input(np.ones((2, 3)))
+        b = fa.Parameter(np.zeros(3))
+        fa.mul(x, b).shape                       # (2, 3); b.grad gets shape (3,)
+    """
     return _binary(B_MUL, a, b)
 
 def div(a, b):
-    """a / b with numpy broadcasting."""
+    """a / b with numpy broadcasting.
+
+    The result has the broadcast shape of a and b; each gradient is summed back
+    over the axes its operand was broadcast along. `a / b` calls it. Example::
+
+        x = fa.Input(np.ones((2, 3)))
+        b = fa.Parameter(np.zeros(3))
+        fa.div(x, b).shape                       # (2, 3); b.grad gets shape (3,)
+    """
     return _binary(B_DIV, a, b)

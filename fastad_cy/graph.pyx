@@ -41,7 +41,13 @@ cdef bint _default_f64 = False
 # ---------------------------------------------------------------- global modes
 
 def set_default_dtype(dtype):
-    """Set the dtype of new leaves made without `dtype=`: float32 (default) or float64."""
+    """Set the dtype of new leaves made without `dtype=`: float32 (default) or float64.
+
+    Example::
+
+        fa.set_default_dtype(np.float64)
+        fa.Parameter([1, 2]).dtype        # float64
+    """
     global _default_f64
     d = np.dtype(dtype)
     if d == float32:
@@ -53,7 +59,12 @@ def set_default_dtype(dtype):
 
 
 def get_default_dtype():
-    """The dtype given to new leaves made without `dtype=`."""
+    """The dtype given to new leaves made without `dtype=` (float32 unless changed).
+
+    Example::
+
+        fa.get_default_dtype()            # dtype('float32')
+    """
     return float64 if _default_f64 else float32
 
 
@@ -62,7 +73,13 @@ cdef bint grad_enabled() noexcept:
 
 
 def is_grad_enabled():
-    """False inside `fastad.no_grad()`."""
+    """False inside `fastad.no_grad()`, else True.
+
+    Example::
+
+        with fa.no_grad():
+            fa.is_grad_enabled()          # False
+    """
     return _grad_enabled
 
 
@@ -87,7 +104,13 @@ class no_grad(contextlib.ContextDecorator):
 
 class detect_anomaly(contextlib.ContextDecorator):
     """Context manager (or decorator): raise FloatingPointError at the first op whose forward
-    or backward produces NaN or Inf, naming the op. Slows every op down."""
+    or backward produces NaN or Inf, naming the op. Slows every op down.
+
+    Example::
+
+        with fa.detect_anomaly():
+            fa.log(fa.Input([-1.0]))      # FloatingPointError: ... the forward of 'log' ...
+    """
 
     def __enter__(self):
         global _anomaly
@@ -365,6 +388,13 @@ cdef class Variable:
     ops on them (`a + b`, `fa.tanh(a)`, `a @ b`, ...). Each op computes its
     value when it is built. `forward()` recomputes the graph below a node from
     the leaves' current values; `backward()` adds gradients into the leaves.
+
+    Example::
+
+        w = fa.Parameter(np.ones((3, 2)))          # leaves ...
+        x = fa.Input(np.zeros((4, 3)))
+        y = fa.tanh(x @ w)                         # ... and an op node: shape (4, 2)
+        y.sum().backward()                         # w.grad: shape (3, 2)
     """
 
     __array_ufunc__ = None       # numpy defers `array * variable` to Variable
@@ -688,6 +718,12 @@ cdef class Parameter(Leaf):
     `set_default_dtype` says otherwise). A shared array from `fastad.hogwild`
     is adopted without a copy. A 2-D Parameter indexed with an IndexInput
     (`p[ix]`) receives a sparse gradient: only the touched rows are stored.
+
+    Example::
+
+        w = fa.Parameter(np.random.randn(4, 3), name="w")    # float32, shape (4, 3)
+        (w * w).sum().backward()
+        w.grad                                               # 2 * w.value
     """
 
     def __init__(self, data, dtype=None, name=None):
@@ -821,6 +857,12 @@ cdef class Input(Leaf):
     """A data leaf: `Input(array, dtype=None)`; `set_value(new)` with the same shape.
 
     Inputs need no gradient unless made with `requires_grad=True`.
+
+    Example::
+
+        x = fa.Input(np.zeros((1, 4)))
+        loss = (x * 2.0).sum()
+        x.set_value(np.ones((1, 4))); loss.forward()         # loss.item() == 8.0
     """
 
     def __init__(self, data, dtype=None, requires_grad=False):
@@ -853,6 +895,12 @@ cdef class IndexInput(Variable):
 
     Index a 2-D Parameter with it (`p[ix]`, `fa.take(p, ix)`) for a sparse
     gradient, or pass it as class targets to `fa.nn.cross_entropy`.
+
+    Example::
+
+        ix = fa.IndexInput([3, 7])
+        rows = fa.Parameter(np.zeros((10, 4)))[ix]           # shape (2, 4)
+        ix.set_value([1, 2]); rows.forward()
     """
 
     def __init__(self, ids):
