@@ -19,7 +19,7 @@ sys.path.insert(0, HERE)
 from blas_threads import pin_blas_to_one_thread  # noqa: E402
 from common import machine  # noqa: E402
 
-BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "char_lstm", "mlp", "distributed_bpr"]
+BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "optim_step", "char_lstm", "mlp", "distributed_bpr"]
 
 
 def fmt_time(seconds, unit):

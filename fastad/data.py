@@ -44,7 +44,10 @@ def planted_preferences(n_users, n_items, n_train, n_test, rank=8, noise=0.0, se
 def pairwise_auc(U, V, triples):
     """The share of triples whose preferred item scores higher: U[u].V[pos] > U[u].V[neg].
 
-    U: (n_users, k) and V: (n_items, k) arrays (or Variables: their values).
+    U: (n_users, k) and V: (n_items, k) arrays (or Variables: their values);
+    triples: a dict of int arrays `users`, `pos`, `neg` of one length.
+
+    >>> pairwise_auc(model.U, model.V, test)      # 0.5 is chance, 1 is perfect
     """
     U = getattr(U, "value", U)
     V = getattr(V, "value", V)

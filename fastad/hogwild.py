@@ -409,6 +409,13 @@ class WorkerError(RuntimeError):
 
     `exitcode` is None when the worker raised (its traceback is in the message)
     and the process exit code (negative: killed by that signal) when it died.
+
+    Example::
+
+        try:
+            fa.hogwild.run(worker, workers=4, args=(shared,))
+        except fa.hogwild.WorkerError as err:
+            print(err.rank, err.exitcode, err.traceback)
     """
 
     def __init__(self, rank, message, traceback=None, exitcode=None):

@@ -65,6 +65,9 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
     `rank`), with `optimizer` "sgd" or "adagrad" (whose state is shared
     too). Reports its examples to `fastad.hogwild.report` and returns
     `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`.
+
+    >>> with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
+    ...     fa.hogwild.run(bpr_hogwild_worker, workers=2, args=(shared, train, 2))
     """
     model = BPR(1, 1, U=shared["U"], V=shared["V"])
     loss, feeds = model.example_graph()

@@ -35,7 +35,14 @@ def _real(who, name, value, low, high):
 class LRScheduler:
     """Base of the schedulers: sets `optimizer.lr = lr_at(epoch)` at construction
     (epoch 0) and on each `step()` (epoch + 1). `base_lr` is the optimizer's lr
-    when the scheduler is made. Subclasses define `lr_at(epoch)`."""
+    when the scheduler is made. Subclasses define `lr_at(epoch)`.
+
+    Example::
+
+        sched = fa.optim.StepLR(opt, step_size=10, gamma=0.5)
+        for epoch in range(30):
+            train_one_epoch(); sched.step()      # lr halves every 10 epochs
+    """
 
     def __init__(self, optimizer):
         if not isinstance(optimizer, Optimizer):

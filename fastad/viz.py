@@ -64,7 +64,10 @@ def render(root, path):
     """Draw the graph below `root` to `path` (.svg, .png or .pdf) with Graphviz.
 
     Needs the `dot` program of Graphviz on PATH (e.g. the `graphviz` system
-    package); raises RuntimeError saying so when it is missing.
+    package); raises RuntimeError saying so when it is missing. Returns the path.
+
+    >>> fa.render(loss, "graph.svg")
+    'graph.svg'
     """
     fmt = os.path.splitext(str(path))[1].lstrip(".").lower()
     if fmt not in ("svg", "png", "pdf"):

@@ -237,6 +237,12 @@ cdef class Optimizer:
     A built-in subclass implements two C methods: `begin(step, sparse)`
     computes the per-step coefficients of one Parameter, and `update(...)`
     applies the kernel to one span of it (the whole buffer, or one touched row).
+
+    Example::
+
+        opt = fa.optim.Adam(model.parameters(), lr=1e-3)
+        loss.backward(); opt.step(); opt.zero_grad()
+        fa.save({"optimizer": opt.state_dict()}, "opt.npz")
     """
 
     def __cinit__(self):

@@ -15,6 +15,19 @@ class Module:
     Subclasses call `super().__init__()` first, then assign Parameters and
     Modules as attributes; `forward(...)` computes the output and `module(...)`
     calls it. `training` is True until `eval()`.
+
+    Example::
+
+        class Classifier(fa.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.hidden = fa.nn.Linear(784, 128)
+                self.out = fa.nn.Linear(128, 10)
+            def forward(self, x):                       # x: (batch, 784) -> (batch, 10)
+                return self.out(fa.relu(self.hidden(x)))
+
+        model = Classifier()
+        fa.save(model.state_dict(), "model.npz")
     """
 
     def __init__(self):
