@@ -316,14 +316,14 @@ cdef Plan _build_plan(Variable root):
 cdef int replay_forward(Variable root) except -1:
     """Recompute every node below `root`, then `root`, in topological order."""
     cdef Plan plan = root._get_plan()
+    cdef list order = plan.fwd
+    cdef Py_ssize_t i
     cdef Variable node
-    if _anomaly:
-        for node in plan.fwd:
-            node.run_forward()
+    for i in range(len(order)):
+        node = <Variable>order[i]        # the plan holds only Variables: no type test
+        node.run_forward()
+        if _anomaly:
             check_anomaly(node, "forward")
-    else:
-        for node in plan.fwd:
-            node.run_forward()
     if not root.is_leaf:
         root.run_forward()
         if _anomaly:
@@ -360,7 +360,10 @@ cdef int replay_backward(Variable root, object seed) except -1:
         root.run_backward()
         if _anomaly:
             check_anomaly(root, "backward")
-    for node in plan.bwd:
+    cdef list order = plan.bwd
+    cdef Py_ssize_t i
+    for i in range(len(order)):
+        node = <Variable>order[i]
         if node.grad_pass == pid:
             node.run_backward()
             if _anomaly:
