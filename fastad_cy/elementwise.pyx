@@ -63,7 +63,7 @@ cdef inline floating unary_slope(int op, floating x, floating y, floating p) noe
     if op == U_SQRT: return 0.5 / y
     if op == U_SQUARE: return 2 * x
     if op == U_ABS: return (x > 0) - (x < 0)
-    if op == U_POW: return p * s_pow(x, p - 1)
+    if op == U_POW: return 0 if p == 0 else p * s_pow(x, p - 1)
     if op == U_ADD_SCALAR: return 1
     if op == U_RSUB_SCALAR: return -1
     if op == U_MUL_SCALAR: return p
@@ -417,6 +417,15 @@ cdef Variable _with_number(int code, object a, object b):
     return _unary("div", U_RDIV_SCALAR, b, a)
 
 
+cdef Variable _constant(str name, str argname, object x, Variable like):
+    """x as a Variable for `name`: itself, or a constant made from a number or array."""
+    try:
+        return as_variable(x, like)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: operand {argname} must be a Variable, a number or an array of "
+                        f"real numbers, got {type(x).__name__} ({e})") from None
+
+
 cdef Variable _binary(int code, object a, object b):
     cdef str name = _BINARY_NAMES[code]
     cdef Variable va, vb
@@ -425,12 +434,12 @@ cdef Variable _binary(int code, object a, object b):
     if isinstance(a, Variable):
         require_float(name, a, "a")
         va = <Variable>a
-        vb = as_variable(b, va)
+        vb = _constant(name, "b", b, va)
         require_float(name, vb, "b")
     elif isinstance(b, Variable):
         require_float(name, b, "b")
         vb = <Variable>b
-        va = as_variable(a, vb)
+        va = _constant(name, "a", a, vb)
     else:
         raise TypeError(f"{name}: at least one operand must be a fastad Variable")
     same_dtype(name, va, vb)

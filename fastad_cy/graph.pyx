@@ -498,6 +498,16 @@ cdef class Variable:
             raise TypeError("len() of a 0-d Variable")
         return self._shape[0]
 
+    def __array__(self, dtype=None, copy=None):
+        """`np.asarray(v)`: a copy of the value (as `v.numpy()`)."""
+        return self._value.astype(dtype, copy=True) if dtype is not None else self._value.copy()
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(f"the truth value of a Variable with {self.size} elements is ambiguous; "
+                             f"compare its .value with numpy instead")
+        return bool(self._value.reshape(-1)[0])
+
     def __repr__(self):
         return f"Variable(op={self.op!r}, shape={self._shape}, dtype={self.dtype.name})"
 
@@ -662,14 +672,21 @@ cdef class Leaf(Variable):
 
     @property
     def grad(self):
-        """The accumulated gradient as a dense array (zeros before any backward); a live view."""
-        self.ensure_grad_buffer()
+        """The accumulated gradient as a dense array; reading it changes nothing.
+
+        A dense gradient is the live buffer (writes to it count); before any
+        backward, or for a sparse gradient (only the touched rows of a gather
+        hold values), it is a read-only dense copy, so a sparse gradient stays
+        sparse and an optimizer still skips a leaf that got no gradient.
+        """
+        if self.grad_mode == GRAD_DENSE:
+            return self._grad
+        dense = np.zeros(self._shape, dtype=self._value.dtype)
         if self.grad_mode == GRAD_SPARSE:
-            (<Parameter>self).densify()
-        elif self.grad_mode == GRAD_NONE:
-            self._grad.fill(0)
-            self.grad_mode = GRAD_DENSE
-        return self._grad
+            sp = <Parameter>self
+            dense[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
+        dense.flags.writeable = False
+        return dense
 
     cdef int clear_grad(self) except -1:
         self.grad_mode = GRAD_NONE

@@ -32,7 +32,8 @@ def test_repeated_ids_add_and_only_touched_rows_are_listed():
     expected = np.zeros((6, 3))
     np.add.at(expected, [4, 0, 4, 4], cot)
     np.testing.assert_allclose(E.grad, expected)
-    assert not E.is_sparse_grad            # reading .grad densified it
+    assert E.is_sparse_grad                # reading .grad changes nothing
+    assert not E.grad.flags.writeable      # a dense copy of a sparse gradient
 
 
 def test_sparse_gradients_accumulate_across_backward_calls():
@@ -124,3 +125,21 @@ def test_sparse_gradient_float32():
     E = fa.Parameter(np.ones((4, 2)), dtype=np.float32)
     E[fa.IndexInput([3, 3])].backward(np.ones((2, 2), dtype=np.float32))
     np.testing.assert_array_equal(E.grad, [[0, 0], [0, 0], [0, 0], [2, 2]])
+
+
+def test_reading_grad_does_not_change_what_the_optimizer_does():
+    def run(read_grad):
+        E = fa.Parameter(np.ones((4, 2)), dtype=np.float64)
+        ix = fa.IndexInput([1])
+        loss = fa.sum(E[ix])
+        opt = fa.optim.Adam([E], lr=0.1)
+        loss.backward(); opt.step(); opt.zero_grad()
+        ix.set_value([2]); loss.forward(); loss.backward()
+        if read_grad:
+            np.linalg.norm(E.grad)
+        opt.step(); opt.zero_grad()
+        if read_grad:
+            E.grad                         # no gradient now: zeros, and the next step skips E
+        opt.step()
+        return E.value.copy()
+    np.testing.assert_array_equal(run(False), run(True))
