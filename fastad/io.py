@@ -37,6 +37,9 @@ def _leaf_kind(value, key):
     if isinstance(value, (bool, np.bool_)):
         return "bool"
     if isinstance(value, (int, np.integer)):
+        if not -2**63 <= int(value) < 2**63:
+            raise TypeError(f"save: {key!r} is the integer {value}, outside the int64 range a "
+                            f"checkpoint can hold; save it as a string or a float")
         return "int"
     if isinstance(value, (float, np.floating)):
         return "float"

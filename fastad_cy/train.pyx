@@ -6,6 +6,9 @@ steps over whole feed arrays with no Python between them, which is what makes
 a million sparse examples a second per core possible (and what Hogwild
 workers call on their shard).
 """
+import numbers
+from collections.abc import Mapping
+
 import numpy as np
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
@@ -29,11 +32,17 @@ cdef object _feed_array(Variable leaf, object data, Py_ssize_t* count):
         arr = np.asarray(data)
         if arr.dtype.kind not in "iu":
             raise TypeError(f"train: the feed for an IndexInput must hold integers, got {arr.dtype}")
+        if arr.size and arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
+            raise IndexError(f"train: a feed for an IndexInput holds an id too large for int64 ({arr.max()})")
         arr = np.ascontiguousarray(arr, dtype=np.int64)
         if arr.size and arr.min() < 0:
             raise IndexError(f"train: a feed for an IndexInput holds a negative id ({arr.min()})")
     else:
-        arr = np.ascontiguousarray(data, dtype=leaf.dtype)
+        try:
+            arr = np.ascontiguousarray(data, dtype=leaf.dtype)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"train: the feed for an Input of shape {leaf.shape} must hold real "
+                            f"numbers ({e})") from None
     shape = leaf.shape
     if arr.shape[1:] != shape and not (arr.ndim == 1 and shape == (1,)):
         raise ValueError(f"train: a feed of shape {arr.shape} does not fit a leaf of shape {shape}; "
@@ -42,7 +51,7 @@ cdef object _feed_array(Variable leaf, object data, Py_ssize_t* count):
     return arr
 
 
-def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, progress=None,
+def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progress=None,
           Py_ssize_t report_every=100_000):
     """Train by replaying one graph per example, in compiled code.
 
@@ -72,8 +81,12 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
         raise RuntimeError("train: `loss` does not depend on any Parameter")
     if not hasattr(optimizer, "step") or not hasattr(optimizer, "zero_grad"):
         raise TypeError("train: `optimizer` must have step() and zero_grad() (a fastad optimizer)")
+    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral):
+        raise TypeError(f"train: epochs must be an integer, got {epochs!r}")
     if epochs < 0 or report_every < 1:
         raise ValueError("train: epochs must be >= 0 and report_every >= 1")
+    if not isinstance(feeds, Mapping):
+        raise TypeError(f"train: feeds must be a dict {{leaf: array}}, got {type(feeds).__name__}")
     if not feeds:
         raise ValueError("train: `feeds` is empty; give at least one {leaf: array}")
     cdef Variable root = <Variable>loss
@@ -87,7 +100,7 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
             raise ValueError(f"train: feeds hold different numbers of examples ({n} and {count})")
         n = count
         leaves.append(leaf)
-    cdef Py_ssize_t k, nfeeds = len(leaves), e, epoch, done = 0
+    cdef Py_ssize_t k, nfeeds = len(leaves), e = 0, epoch = 0, done = 0
     cdef char** src = <char**>PyMem_Malloc(nfeeds * sizeof(char*))
     cdef char** dst = <char**>PyMem_Malloc(nfeeds * sizeof(char*))
     cdef Py_ssize_t* width = <Py_ssize_t*>PyMem_Malloc(nfeeds * sizeof(Py_ssize_t))
@@ -97,6 +110,7 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
         PyMem_Free(width)
         raise MemoryError()
     rng = np.random.default_rng(seed)
+    order = None
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
     step = optimizer.step
@@ -136,6 +150,10 @@ def train(loss, optimizer, feeds, int epochs=1, bint shuffle=False, seed=None, p
             means.append(total / n if n else float("nan"))
         if progress is not None and done % report_every:
             progress(done)
+    except (IndexError, FloatingPointError) as err:
+        # Name the example (a bad id, a NaN); the examples before it have been applied.
+        row = int(order[e]) if shuffle else e
+        raise type(err)(f"train: epoch {epoch}, row {row} of the feeds: {err}") from err
     finally:
         PyMem_Free(src)
         PyMem_Free(dst)

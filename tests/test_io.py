@@ -197,3 +197,13 @@ def test_training_resumes_exactly_from_a_checkpoint(tmp_path):
 def test_pathlib_and_str_paths(tmp_path):
     io.save({"x": np.ones(1)}, pathlib.Path(tmp_path) / "a.npz")
     assert io.load(os.path.join(str(tmp_path), "a.npz"))["x"].tolist() == [1.0]
+
+
+def test_integers_outside_int64_are_refused_before_writing(tmp_path):
+    path = tmp_path / "ck.npz"
+    fa.save({"w": np.ones(2)}, path)
+    with pytest.raises(TypeError, match="outside the int64 range"):
+        fa.save({"w": np.ones(2), "seed": 2**64}, path)
+    np.testing.assert_array_equal(fa.load(path)["w"], np.ones(2))     # the old checkpoint survives
+    fa.save({"big": 2**63 - 1, "small": -2**63}, path)
+    assert fa.load(path) == {"big": 2**63 - 1, "small": -2**63}

@@ -104,3 +104,21 @@ def test_bad_feeds_are_rejected_clearly():
         fa.train(model.U * 1.0, opt, {u: good})
     with pytest.raises(TypeError, match="step\\(\\) and zero_grad\\(\\)"):
         fa.train(loss, object(), {u: good})
+
+
+def test_errors_inside_the_loop_name_the_feed_row_and_bad_arguments_are_clear():
+    E = fa.Parameter(np.zeros((5, 2)))
+    ix = fa.IndexInput([0])
+    loss = fa.sum(E[ix])
+    opt = fa.optim.SGD([E], lr=1.0)
+    with pytest.raises(IndexError, match="row 2 of the feeds: take: id 9"):
+        fa.train(loss, opt, {ix: np.array([1, 2, 9, 3])})
+    with pytest.raises(TypeError, match="feeds must be a dict"):
+        fa.train(loss, opt, [(ix, np.zeros(3, dtype=np.int64))])
+    with pytest.raises(TypeError, match="epochs must be an integer"):
+        fa.train(loss, opt, {ix: np.zeros(3, dtype=np.int64)}, epochs=2.7)
+    with pytest.raises(IndexError, match="too large for int64"):
+        fa.train(loss, opt, {ix: np.array([2**63 + 1], dtype=np.uint64)})
+    x, row = fa.Input(np.zeros(2)), fa.IndexInput([0])
+    with pytest.raises(TypeError, match="must hold real numbers"):
+        fa.train(fa.sum(x * E[row]), opt, {x: np.array([["a", "b"]]), row: np.zeros(1, dtype=np.int64)})
