@@ -1,7 +1,9 @@
 """Gradient checks by central finite differences (use float64)."""
+import warnings
+
 import numpy as np
 
-from fastad_cy.graph import Parameter, Variable
+from fastad_cy.graph import Parameter, Variable, get_default_dtype, set_default_dtype
 
 __all__ = ["finite_difference", "gradcheck"]
 
@@ -13,7 +15,10 @@ def finite_difference(leaf, output, eps=1e-6):
     numerical one perturbs each element of `leaf` by +-eps and replays the
     graph (`output.forward()`); the analytic one comes from
     `output.backward()`. The leaf's accumulated gradient is cleared first and
-    its value is restored afterwards.
+    its value is restored afterwards; the backward pass also adds into the
+    gradients of the other leaves below `output` (clear them if that matters).
+    Use float64: in float32, eps = 1e-6 is below the rounding error and the
+    numerical gradient is noise (a warning says so).
 
     >>> w = fa.Parameter(np.random.randn(3), dtype=np.float64)
     >>> num, ana = fa.finite_difference(w, (w * w).sum())
@@ -22,6 +27,9 @@ def finite_difference(leaf, output, eps=1e-6):
         raise ValueError(f"finite_difference: the output must have one element, got shape {output.shape}")
     if not isinstance(leaf, Variable) or not leaf.requires_grad:
         raise TypeError("finite_difference: `leaf` must be a Parameter (or an Input made with requires_grad=True)")
+    if leaf.dtype != np.float64:
+        warnings.warn(f"finite_difference: the leaf is {leaf.dtype}; central differences with "
+                      f"eps={eps} need float64 to mean anything", RuntimeWarning, stacklevel=2)
     values = leaf.value
     flat = values.reshape(-1)
     numerical = np.zeros(flat.shape, dtype=np.float64)
@@ -44,15 +52,21 @@ def finite_difference(leaf, output, eps=1e-6):
 def gradcheck(fn, *arrays, eps=1e-6, atol=1e-5, rtol=1e-4):
     """Check `fn`'s gradients against finite differences.
 
-    `fn(*params)` is called on float64 Parameters made from `arrays` and must
-    return a one-element Variable. Returns True, or raises AssertionError
+    `fn(*params)` is called on float64 Parameters made from `arrays` (with
+    float64 as the default dtype meanwhile, so constants and layers that `fn`
+    makes match) and must return a one-element Variable. Returns True, or raises AssertionError
     naming the input and its worst element.
 
     >>> fa.gradcheck(lambda a, b: (fa.tanh(a) * b).sum(), np.random.randn(3), np.random.randn(3))
     True
     """
     params = [Parameter(np.asarray(a, dtype=np.float64), dtype=np.float64) for a in arrays]
-    output = fn(*params)
+    previous = get_default_dtype()
+    set_default_dtype(np.float64)
+    try:
+        output = fn(*params)
+    finally:
+        set_default_dtype(previous)
     if not isinstance(output, Variable):
         raise TypeError(f"gradcheck: fn must return a fastad Variable, got {type(output).__name__}")
     if output.size != 1:

@@ -277,3 +277,15 @@ def test_a_million_replays_keep_memory_flat():
         loss.forward()
         loss.backward(seed)
     assert _rss_bytes() - before < 2 * 2**20
+
+
+def test_gradcheck_builds_fn_in_float64_and_finite_difference_warns_on_float32():
+    assert fa.gradcheck(lambda a: fa.sum(a * fa.Input(np.ones(3))), np.ones(3))
+    assert fa.get_default_dtype() == fa.float32
+    w = fa.Parameter(np.ones(3), dtype=np.float32)
+    with pytest.warns(RuntimeWarning, match="need float64"):
+        fa.finite_difference(w, fa.sum(w * w))
+
+
+def test_cuda_queries_say_there_is_no_gpu_path():
+    assert fa.cuda.is_available() is False and fa.cuda.device_count() == 0
