@@ -602,9 +602,13 @@ def _collect(processes, conns, progress, progress_interval, counters):
                     receive(rank)
                 if not done[rank]:
                     exitcode = processes[rank].exitcode
+                    hint = ("; under start_method='spawn' an exit with code 1 before any "
+                            "result often means the main script lacks an `if __name__ == "
+                            "\"__main__\":` guard, or fn's module cannot be imported by the "
+                            "worker (its stderr says which)") if exitcode == 1 else ""
                     raise WorkerError(rank, f"hogwild worker {rank} {_describe_exit(exitcode)} "
                                             f"before returning a result; the other workers were "
-                                            f"stopped", exitcode=exitcode)
+                                            f"stopped{hint}", exitcode=exitcode)
         if progress is not None:
             now = time.monotonic()
             if now - last_time >= progress_interval or all(done):
