@@ -46,6 +46,20 @@ def weighted(out, seed):
 @pytest.mark.parametrize("keepdims", [False, True])
 @pytest.mark.parametrize("shape,axis", CASES)
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def assert_replay_matches_fresh_build(build, x0, x1):
+    """build(x) -> (parameter, input, root): replaying on x1 equals building on x1."""
+    p, inp, root = build(x0)
+    root.backward()
+    inp.set_value(x1)
+    root.forward()
+    p.zero_grad()
+    root.backward()
+    p_fresh, _, root_fresh = build(x1)
+    root_fresh.backward()
+    assert root.item() == root_fresh.item()
+    np.testing.assert_array_equal(p.grad, p_fresh.grad)
+
+
 def test_values_shapes_and_gradients(name, shape, axis, keepdims):
     op, ref = REDUCTIONS[name]
     x = np.random.default_rng(len(shape)).normal(size=shape)
@@ -173,16 +187,7 @@ def test_replay_after_set_value_matches_a_fresh_build(name):
         inp = fa.Input(x, dtype=np.float64)
         return p, inp, weighted(op(p * inp, axis=-1), 8) + weighted(op(p * inp, axis=(0, 1)), 9)
 
-    p, inp, root = build(x0)
-    root.backward()
-    inp.set_value(x1)
-    root.forward()
-    p.zero_grad()
-    root.backward()
-    p_fresh, _, root_fresh = build(x1)
-    root_fresh.backward()
-    assert root.item() == root_fresh.item()
-    np.testing.assert_array_equal(p.grad, p_fresh.grad)
+    assert_replay_matches_fresh_build(build, x0, x1)
 
 
 def test_methods_take_axis_and_keepdims_positionally():
@@ -290,16 +295,7 @@ def test_softmax_float32_empty_and_replay(name):
         inp = fa.Input(x, dtype=np.float64)
         return p, inp, weighted(op(p * inp, axis=1), 17)
 
-    p, inp, root = build(x0)
-    root.backward()
-    inp.set_value(x1)
-    root.forward()
-    p.zero_grad()
-    root.backward()
-    p_fresh, _, root_fresh = build(x1)
-    root_fresh.backward()
-    assert root.item() == root_fresh.item()
-    np.testing.assert_array_equal(p.grad, p_fresh.grad)
+    assert_replay_matches_fresh_build(build, x0, x1)
 
 
 def test_softmax_bad_axis():
