@@ -13,6 +13,10 @@ def torch_bpr_trainer(n_users, n_items, dim=32, lr=0.05, threads=1):
 
     Returns `step(triples, start, n)`, which trains on triples[start:start+n]
     one example at a time (the same loss as `fastad.models.BPR`) and returns n.
+
+    >>> step = torch_bpr_trainer(1000, 500)
+    >>> step(train, 0, 100)          # 100 examples, as fastad.train would run them
+    100
     """
     import torch
 
@@ -41,7 +45,10 @@ def torch_bpr_trainer(n_users, n_items, dim=32, lr=0.05, threads=1):
 
 
 def torch_examples_per_second(triples, n_users, n_items, dim=32, lr=0.05, n=2000):
-    """PyTorch's per-example BPR throughput on one thread, timed over n examples."""
+    """PyTorch's per-example BPR throughput on one thread, timed over n examples.
+
+    >>> torch_examples_per_second(train, 1000, 500, n=1000)    # examples per second
+    """
     step = torch_bpr_trainer(n_users, n_items, dim, lr)
     step(triples, 0, min(100, n))                      # warm up
     start = time.perf_counter()

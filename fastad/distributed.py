@@ -382,6 +382,12 @@ class DistributedArrays(hogwild.ArrayHandles):
 
     Picklable: a worker that receives it gets handles on the same shards; only
     the driver's object ends them.
+
+    Example::
+
+        with fa.distributed.share({"U": U0}, shards=2) as shared:
+            fa.distributed.run(worker, workers=2, args=(shared,))
+            U = shared["U"].numpy()                # gathered from the shards
     """
 
     def __init__(self, handles, block, owner):

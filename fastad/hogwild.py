@@ -333,6 +333,11 @@ class SharedArrays(ArrayHandles):
 
     Picklable: a worker that receives it gets the same handles (attached by
     name); only the process that called `share` frees the segments.
+
+    Example::
+
+        with fa.hogwild.share({"U": np.zeros((1000, 32), np.float32)}) as shared:
+            shared["U"].shape, list(shared)        # (1000, 32), ['U']
     """
 
     def __init__(self, handles, block):

@@ -14,6 +14,7 @@ def python_blocks():
 
 
 @pytest.mark.parametrize("index", range(len(python_blocks())))
-def test_readme_block_runs(index, capsys):
+def test_readme_block_runs(index, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)            # blocks may write files (checkpoints)
     code = python_blocks()[index]
     exec(compile(code, f"README.md block {index}", "exec"), {"__name__": f"readme_block_{index}"})
