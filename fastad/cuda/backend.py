@@ -1,0 +1,237 @@
+"""Where device arrays live and how kernels run: CuPy on a GPU, or the CPU emulator.
+
+Both backends offer the same small interface, used by `fastad.cuda.ops` and
+`fastad.cuda.optim`:
+
+- `xp`: the array module (cupy, or numpy for the emulator);
+- `launch(kernel, dtype, n, *args)`: run a kernel from the table in
+  `fastad.cuda.kernels` over `n` work items (grid-stride), scalars passed as
+  numpy scalars of the kernel's parameter types;
+- `empty`, `zeros`, `from_host`, `to_host`, `gemm`, `synchronize`;
+- `capture(fn)`: record what `fn` launches once, return a callable replaying it.
+
+The emulator runs the same `.cu` sources compiled as C++ (see
+`fastad.cuda.emulator`), so the GPU path's Python and kernel code are tested
+on machines without a GPU. It is selected by `fastad.cuda.emulate()` or the
+environment variable FASTAD_CUDA_EMULATE=1, never silently.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from fastad.cuda import kernels
+
+BLOCK = 256
+
+
+class CupyBackend:
+    """Kernels from `cuda/*.cu` through `cupy.RawModule`, GEMM through cuBLAS."""
+
+    name = "cupy"
+
+    def __init__(self, cupy):
+        self.xp = cupy
+        self._modules = {}
+        self._functions = {}
+        self._capturing = False
+        self._sm_count = {}
+
+    def _function(self, expression: str, family: str):
+        fn = self._functions.get(expression)
+        if fn is None:
+            module = self._modules.get(family)
+            if module is None:
+                module = self.xp.RawModule(code=kernels.program_source(family),
+                                           options=kernels.RAWMODULE_OPTIONS,
+                                           name_expressions=kernels.name_expressions(family))
+                self._modules[family] = module
+            fn = module.get_function(expression)
+            self._functions[expression] = fn
+        return fn
+
+    def launch(self, kernel: str, dtype, n: int, *args):
+        if n <= 0:
+            return
+        fn = self._function(kernels.name_expression(kernel, dtype), kernels.KERNEL_FAMILY[kernel])
+        device = self.xp.cuda.Device()
+        sms = self._sm_count.get(device.id)
+        if sms is None:
+            sms = self._sm_count[device.id] = device.attributes["MultiProcessorCount"]
+        grid = min((n + BLOCK - 1) // BLOCK, sms * 32)
+        fn((grid,), (BLOCK,), args)
+
+    def empty(self, shape, dtype):
+        return self.xp.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        return self.xp.zeros(shape, dtype=dtype)
+
+    def from_host(self, array: np.ndarray):
+        return self.xp.asarray(array)
+
+    def to_host(self, array) -> np.ndarray:
+        return self.xp.asnumpy(array)
+
+    def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
+        """out = op(a) @ op(b) + beta * out, for 2-D C-contiguous arrays (cuBLAS)."""
+        from cupy import cublas
+        cublas.gemm("T" if trans_a else "N", "T" if trans_b else "N", a, b, out=out,
+                    alpha=1.0, beta=beta)
+
+    def synchronize(self):
+        self.xp.cuda.get_current_stream().synchronize()
+
+    def capture(self, fn):
+        """Capture `fn`'s launches as a CUDA graph (after one warm-up call that makes
+        any lazily allocated buffers); return a callable that replays the graph."""
+        cupy = self.xp
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            fn()
+            stream.synchronize()
+            stream.begin_capture()
+            self._capturing = True
+            try:
+                fn()
+            finally:
+                self._capturing = False
+                graph = stream.end_capture()
+
+        def replay():
+            graph.launch(stream)
+            stream.synchronize()
+        return replay
+
+
+class EmulatedBackend:
+    """The `.cu` kernels compiled as C++ and run on the CPU over numpy arrays.
+
+    Launches use a small odd grid and block (5 blocks of 7 threads) so every
+    grid-stride loop wraps several times: a kernel that is only right for one
+    launch shape fails here.
+    """
+
+    name = "emulator"
+    GRID, BLOCK = 5, 7
+
+    def __init__(self):
+        from fastad.cuda.emulator import Emulator
+        self.xp = np
+        self._emulator = Emulator()
+        self._recording = None
+
+    def _run(self, action):
+        if self._recording is not None:
+            self._recording.append(action)
+        else:
+            action()
+
+    def launch(self, kernel: str, dtype, n: int, *args):
+        if n <= 0:
+            return
+        expression = kernels.name_expression(kernel, dtype)
+        family = kernels.KERNEL_FAMILY[kernel]
+        grid = min((n + self.BLOCK - 1) // self.BLOCK, self.GRID)
+        self._run(lambda: self._emulator.launch(family, expression, grid, self.BLOCK, args))
+
+    def _check_not_capturing(self, what):
+        if self._recording is not None:
+            raise RuntimeError(f"{what} during fastad.cuda.capture: a captured function must "
+                               f"allocate nothing (run it once before capturing)")
+
+    def empty(self, shape, dtype):
+        self._check_not_capturing("an allocation")
+        return np.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        self._check_not_capturing("an allocation")
+        return np.zeros(shape, dtype=dtype)
+
+    def from_host(self, array: np.ndarray):
+        self._check_not_capturing("a host-to-device copy")
+        return np.array(array, copy=True, order="C")
+
+    def to_host(self, array) -> np.ndarray:
+        self._check_not_capturing("a device-to-host copy")
+        return np.array(array, copy=True)
+
+    def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
+        def action():
+            product = (a.T if trans_a else a) @ (b.T if trans_b else b)
+            if beta:
+                out[...] = product + beta * out
+            else:
+                out[...] = product
+        self._run(action)
+
+    def synchronize(self):
+        pass
+
+    def capture(self, fn):
+        fn()
+        self._recording = []
+        try:
+            fn()
+            recorded = self._recording
+        finally:
+            self._recording = None
+
+        def replay():
+            for action in recorded:
+                action()
+        return replay
+
+
+_backend = None
+_emulate = None
+
+
+def _cupy_or_none():
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy
+
+
+def get(required: bool = True):
+    """The active backend: the emulator when asked for, else CuPy with a GPU.
+
+    With `required`, raise RuntimeError saying what is missing instead of None.
+    """
+    global _backend
+    if _backend is not None:
+        return _backend
+    emulate = _emulate if _emulate is not None else os.environ.get("FASTAD_CUDA_EMULATE") == "1"
+    if emulate:
+        _backend = EmulatedBackend()
+        return _backend
+    cupy = _cupy_or_none()
+    if cupy is None:
+        if required:
+            raise RuntimeError("fastad's GPU path needs CuPy: install it with "
+                               "`pip install fastad[cuda12]` or `fastad[cuda13]` "
+                               "(matching your CUDA driver)")
+        return None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:            # no driver, or a driver too old for this CuPy
+        if required:
+            raise RuntimeError(f"fastad's GPU path found CuPy but no usable CUDA device: {e}") from None
+        return None
+    if count == 0:
+        if required:
+            raise RuntimeError("fastad's GPU path found CuPy but no CUDA device")
+        return None
+    _backend = CupyBackend(cupy)
+    return _backend
+
+
+def set_emulation(enabled):
+    """Select the emulator (True), the real GPU (False), or the environment's
+    choice (None); forgets the current backend."""
+    global _backend, _emulate
+    _backend = None
+    _emulate = enabled

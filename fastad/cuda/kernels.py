@@ -1,0 +1,105 @@
+"""The table of GPU kernels: which `.cu` file holds each kernel, and how it is compiled.
+
+Every kernel is a template on the element type `T`, instantiated for float
+and double through CuPy's `name_expressions` ("unary_forward<float>", ...).
+A family's program is `common.cuh` followed by the family's `.cu` file, so
+NVRTC needs no include path and CuPy's cache key covers both texts.
+
+This table is the only place a kernel is registered: the CuPy backend, the
+CPU emulator, and the NVRTC/nvcc compile checks all read it.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+#: family -> the kernels its `.cu` file defines (each a template on T).
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "elementwise": (
+        "fill", "copy_or_add", "scale_add", "unary_forward", "unary_backward",
+        "binary_forward", "binary_backward", "row_dot_forward", "row_dot_backward",
+        "all_finite",
+    ),
+    "reduction": (
+        "sum_axis", "broadcast_axis", "max_axis", "max_backward", "logsumexp_axis",
+        "logsumexp_backward", "sum_to_shape", "sum_squares",
+    ),
+    "softmax": (
+        "softmax_forward", "softmax_backward", "cross_entropy_forward",
+        "cross_entropy_backward", "nll_forward", "nll_backward", "pointwise_loss_forward",
+        "pointwise_loss_backward", "loss_finish",
+    ),
+    "index": (
+        "gather_rows", "scatter_add_rows", "zero_rows", "strided_copy", "strided_scatter",
+    ),
+    "optimizers": (
+        "claim_rows", "release_rows", "sgd_update", "adagrad_update", "adam_update",
+        "rmsprop_update", "count_step", "scale_inplace",
+    ),
+}
+
+#: kernel name -> its family
+KERNEL_FAMILY: dict[str, str] = {k: fam for fam, names in FAMILIES.items() for k in names}
+
+#: numpy dtype -> the C type a template is instantiated with
+CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+#: Options fastad passes to `cupy.RawModule`. CuPy adds, for NVRTC: `-ftz=true`,
+#: `-arch=sm_XX` (or compute_XX) for the device, and
+#: `--device-as-default-execution-space`; `COMPILE_CHECK_OPTIONS` spells out the
+#: same full list for the checks that run without a GPU.
+RAWMODULE_OPTIONS = ("--std=c++17",)
+COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
+    "-ftz=true", "-arch=compute_90", "--device-as-default-execution-space")
+
+#: The unary ops of `unary_forward`/`unary_backward`, in the order of the
+#: `UnaryOp` enum in cuda/elementwise.cu (the code passed is the index here).
+UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
+             "sqrt", "square", "abs", "pow_scalar", "add_scalar", "mul_scalar",
+             "rsub_scalar", "rdiv_scalar")
+
+#: The binary ops of `binary_forward`/`binary_backward` (the `BinaryOp` enum).
+BINARY_OPS = ("add", "sub", "mul", "div")
+
+#: The pointwise losses of `pointwise_loss_forward/backward` (the `PointwiseLoss` enum).
+POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber")
+
+
+def source_dir() -> Path:
+    """The folder holding the `.cu` sources: inside the installed package
+    (`fastad/cuda/src`), or the repository's `cuda/` folder in a source tree."""
+    installed = Path(__file__).resolve().parent / "src"
+    if (installed / "common.cuh").is_file():
+        return installed
+    repo = Path(__file__).resolve().parents[2] / "cuda"
+    if (repo / "common.cuh").is_file():
+        return repo
+    raise FileNotFoundError(
+        f"fastad's CUDA sources are missing: looked for common.cuh in {installed} and {repo}; "
+        f"reinstall fastad (`pip install .` ships them inside the package)")
+
+
+@functools.lru_cache(maxsize=None)
+def program_source(family: str) -> str:
+    """The full program text of a family: common.cuh, then `<family>.cu`."""
+    if family not in FAMILIES:
+        raise KeyError(f"unknown kernel family {family!r}; known: {sorted(FAMILIES)}")
+    folder = source_dir()
+    common = (folder / "common.cuh").read_text()
+    body = (folder / f"{family}.cu").read_text()
+    return f"{common}\n#line 1 \"{family}.cu\"\n{body}"
+
+
+def name_expressions(family: str) -> list[str]:
+    """Every instantiation CuPy compiles for a family: each kernel for float and double."""
+    return [f"{kernel}<{ctype}>" for kernel in FAMILIES[family] for ctype in CTYPE.values()]
+
+
+def name_expression(kernel: str, dtype) -> str:
+    """`"kernel<float>"` or `"kernel<double>"` for an array dtype."""
+    try:
+        return f"{kernel}<{CTYPE[np.dtype(dtype)]}>"
+    except KeyError:
+        raise TypeError(f"GPU kernels take float32 or float64 arrays, got {np.dtype(dtype)}") from None
