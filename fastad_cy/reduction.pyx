@@ -318,6 +318,8 @@ def logsumexp(x, axis=None, keepdims=False):
 
 # ------------------------------------------------------- softmax, log_softmax
 
+from fastad_cy.graph cimport on_device, device_ops
+
 cdef inline void softmax_block(bint log, const floating* x, floating* y, Py_ssize_t n,
                                Py_ssize_t inner, floating* m, floating* s) noexcept nogil:
     """y = softmax (or log_softmax) of an (n, inner) block along n; m and s hold `inner` values."""
@@ -433,6 +435,8 @@ cdef class Softmax(Variable):
 
 
 cdef Variable _softmax(str name, bint log, object x, object axis):
+    if on_device(x):
+        return device_ops().softmax(x, axis, log)
     require_float(name, x, "x")
     if axis is None or isinstance(axis, tuple):
         raise TypeError(f"{name}: axis must be one int, got {axis!r}")

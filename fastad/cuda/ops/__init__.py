@@ -14,3 +14,5 @@ from fastad.cuda.ops.common import (to_host, from_host, empty, empty_like, fill,
                                     set_value, seed_grad, leaf_grad, zero_rows, touched_rows,
                                     check_anomaly)
 from fastad.cuda.ops.elementwise import unary, binary
+from fastad.cuda.ops.softmax import softmax
+from fastad.cuda.ops.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
