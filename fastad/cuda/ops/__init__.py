@@ -18,3 +18,4 @@ from fastad.cuda.ops.reduction import reduce
 from fastad.cuda.ops.shape import reshape, transpose, gather, join
 from fastad.cuda.ops.linalg import matmul, vector_dot
 from fastad.cuda.ops.sparse import take
+from fastad.cuda.ops.fused import lstm_cell, gru_cell

@@ -119,8 +119,10 @@ def zero_rows(grad, ids):
 
 
 def touched_rows(ids) -> np.ndarray:
-    """The distinct row ids of a sparse device gradient, sorted, on the host."""
-    return np.unique(to_host(ids))
+    """The distinct row ids of a sparse device gradient in first-touch order (as on
+    the CPU), on the host."""
+    rows, first = np.unique(to_host(ids), return_index=True)
+    return rows[np.argsort(first)]
 
 
 def append_ids(record, count, ids, dtype):
