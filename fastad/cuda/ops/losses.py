@@ -124,10 +124,10 @@ class ClassTargets:
 
 
 class CrossEntropy(ClassTargets):
-    def __init__(self, smoothing, *args):
-        super().__init__("cross_entropy", *args)
+    def __init__(self, logits, targets, reduction, ignore_index, smoothing):
+        super().__init__("cross_entropy", logits, "logits", targets, reduction, ignore_index)
         self.smoothing = smoothing
-        self.lse = backend().empty((self.batch,), args[0].dtype)     # each row's log-sum-exp
+        self.lse = backend().empty((self.batch,), logits.dtype)     # each row's log-sum-exp
 
     def forward(self, node):
         x = node.parents[0]
@@ -154,13 +154,13 @@ def cross_entropy(logits, targets, reduction, ignore_index, label_smoothing):
                         f"got {label_smoothing!r}") from None
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {smoothing}")
-    fn = CrossEntropy(smoothing, logits, "logits", targets, reduction, ignore_index)
+    fn = CrossEntropy(logits, targets, reduction, ignore_index, smoothing)
     return make_node("cross_entropy", fn.inputs, fn.out_shape, logits.dtype, fn)
 
 
 class NLLLoss(ClassTargets):
-    def __init__(self, *args):
-        super().__init__("nll_loss", *args)
+    def __init__(self, log_probs, targets, reduction, ignore_index):
+        super().__init__("nll_loss", log_probs, "log_probs", targets, reduction, ignore_index)
 
     def forward(self, node):
         x = node.parents[0]
@@ -178,7 +178,7 @@ class NLLLoss(ClassTargets):
 
 def nll_loss(log_probs, targets, reduction, ignore_index):
     """fastad_cy/losses.pyx's `nll_loss` for device arguments."""
-    fn = NLLLoss(log_probs, "log_probs", targets, reduction, ignore_index)
+    fn = NLLLoss(log_probs, targets, reduction, ignore_index)
     return make_node("nll_loss", fn.inputs, fn.out_shape, log_probs.dtype, fn)
 
 
