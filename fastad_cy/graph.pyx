@@ -835,7 +835,7 @@ cdef class Parameter(Leaf):
         return Leaf.grad_slot(self)
 
     def _copy_to(self, target):
-        return Parameter(self.numpy(), name=self.name, device=target)
+        return Parameter(self.numpy(), dtype=self.dtype, name=self.name, device=target)
 
     cdef int densify(self) except -1:
         """Turn the sparse gradient into a dense one."""
@@ -978,7 +978,7 @@ cdef class Input(Leaf):
                    _parse_device(device))
 
     def _copy_to(self, target):
-        return Input(self.numpy(), requires_grad=self.needs_grad, device=target)
+        return Input(self.numpy(), dtype=self.dtype, requires_grad=self.needs_grad, device=target)
 
     def __repr__(self):
         where = f", device={self._device!r}" if self._device is not None else ""

@@ -253,8 +253,6 @@ def test_item_numpy_and_repr():
     assert "name='w'" in repr(w)
     with pytest.raises(ValueError, match="2 elements"):
         fa.Parameter([1.0, 2.0]).item()
-    with pytest.raises(RuntimeError, match="CPU only"):
-        w.to("cuda")
     assert w.to("cpu") is w
 
 
@@ -287,5 +285,3 @@ def test_gradcheck_builds_fn_in_float64_and_finite_difference_warns_on_float32()
         fa.finite_difference(w, fa.sum(w * w))
 
 
-def test_cuda_queries_say_there_is_no_gpu_path():
-    assert fa.cuda.is_available() is False and fa.cuda.device_count() == 0

@@ -56,7 +56,15 @@ def _target(who, param, generator):
     elif not isinstance(generator, np.random.Generator):
         raise TypeError(f"{who}: generator must be a numpy Generator "
                         f"(np.random.default_rng(seed)) or None, got {type(generator).__name__}")
-    return param.value, generator
+    value = param.value if param.device == "cpu" else param.numpy()
+    return value, generator
+
+
+def _commit(param, value):
+    """Make a write into `_target`'s array count: it is the value itself on the
+    CPU, a host copy of a device Parameter's value otherwise."""
+    if param.device != "cpu":
+        param.set_value(value)
 
 
 def _fans(who, shape):
@@ -76,6 +84,7 @@ def uniform_(param, a=0.0, b=1.0, generator=None):
     if not a <= b:
         raise ValueError(f"uniform_: need a <= b, got a={a!r}, b={b!r}")
     value[...] = rng.uniform(a, b, size=value.shape)
+    _commit(param, value)
     return param
 
 
@@ -88,6 +97,7 @@ def normal_(param, mean=0.0, std=1.0, generator=None):
     if not std >= 0:
         raise ValueError(f"normal_: std must be >= 0, got {std!r}")
     value[...] = rng.normal(mean, std, size=value.shape)
+    _commit(param, value)
     return param
 
 
@@ -96,7 +106,9 @@ def zeros_(param):
 
     >>> fa.nn.init.zeros_(bias)
     """
-    _target("zeros_", param, None)[0][...] = 0
+    value = _target("zeros_", param, None)[0]
+    value[...] = 0
+    _commit(param, value)
     return param
 
 
@@ -105,7 +117,9 @@ def ones_(param):
 
     >>> fa.nn.init.ones_(scale)
     """
-    _target("ones_", param, None)[0][...] = 1
+    value = _target("ones_", param, None)[0]
+    value[...] = 1
+    _commit(param, value)
     return param
 
 
@@ -119,6 +133,7 @@ def xavier_uniform_(param, gain=1.0, generator=None):
         fan_in, fan_out = _fans("xavier_uniform_", value.shape)
         bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
         value[...] = rng.uniform(-bound, bound, size=value.shape)
+        _commit(param, value)
     return param
 
 
@@ -131,6 +146,7 @@ def xavier_normal_(param, gain=1.0, generator=None):
     if value.size:
         fan_in, fan_out = _fans("xavier_normal_", value.shape)
         value[...] = rng.normal(0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), size=value.shape)
+        _commit(param, value)
     return param
 
 
@@ -152,6 +168,7 @@ def kaiming_uniform_(param, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     if value.size:
         bound = math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", value.shape, a, mode, nonlinearity)
         value[...] = rng.uniform(-bound, bound, size=value.shape)
+        _commit(param, value)
     return param
 
 
@@ -164,4 +181,5 @@ def kaiming_normal_(param, a=0, mode="fan_in", nonlinearity="leaky_relu", genera
     if value.size:
         std = _kaiming_std("kaiming_normal_", value.shape, a, mode, nonlinearity)
         value[...] = rng.normal(0.0, std, size=value.shape)
+        _commit(param, value)
     return param

@@ -113,7 +113,7 @@ class Module:
 
         >>> fa.save({"model": model.state_dict()}, "model.npz")
         """
-        return {name: p.value.copy() for name, p in self.named_parameters()}
+        return {name: p.numpy() for name, p in self.named_parameters()}
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy the arrays of `state_dict` into the Parameters of the same names,
@@ -145,9 +145,12 @@ class Module:
             if arr.shape != p.shape:
                 raise ValueError(f"{who}: {name!r} has shape {arr.shape} in the state dict, "
                                  f"but the Parameter has shape {p.shape}")
+            if not np.can_cast(arr.dtype, p.dtype, casting="same_kind"):
+                raise TypeError(f"{who}: {name!r} holds {arr.dtype} data, which does not cast "
+                                f"safely to the Parameter's {p.dtype}")
             updates.append((p, arr))
         for p, arr in updates:
-            np.copyto(p.value, arr, casting="same_kind")
+            p.set_value(arr)
         return IncompatibleKeys(missing, unexpected)
 
     def zero_grad(self):
@@ -175,13 +178,21 @@ class Module:
         return self.train(False)
 
     def to(self, device):
-        """This Module on `device`. Only "cpu" exists in this build (RuntimeError otherwise).
+        """Move every Parameter below this Module to `device` ("cpu", "cuda",
+        "cuda:N"), in place; returns self. Each Parameter attribute is replaced by
+        its copy on the device (`p.to(device)`; one shared by several Modules stays
+        shared). Make the optimizer after moving the model, as its Parameters change.
 
-        >>> model = model.to("cpu")
+        >>> model = MyModel().to("cuda")
+        >>> opt = fa.optim.Adam(model.parameters(), lr=1e-3)
         """
-        if str(device) == "cpu":
-            return self
-        raise RuntimeError(f"to({device!r}): this build of fastad runs on the CPU only")
+        moved = {}
+        for module in self.modules():
+            for name, p in list(module._parameters.items()):
+                if id(p) not in moved:
+                    moved[id(p)] = p.to(device)
+                setattr(module, name, moved[id(p)])
+        return self
 
     def extra_repr(self):
         """The text inside this Module's parentheses in repr()."""
@@ -267,7 +278,7 @@ class Dropout(Module):
         if not self.training or self.p == 0:
             return x
         keep = self._rng.random(x.shape) >= self.p
-        return mul(x, Input(keep / (1 - self.p), dtype=x.dtype))
+        return mul(x, Input(keep / (1 - self.p), dtype=x.dtype, device=x.device))
 
     def extra_repr(self):
         return f"p={self.p}"

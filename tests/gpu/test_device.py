@@ -30,6 +30,7 @@ def test_to_moves_leaves_and_keeps_their_kind(backend):
     x = fa.Input(np.zeros(3), requires_grad=True).to("cuda")
     assert isinstance(x, fa.Input) and x.requires_grad
     assert isinstance(fa.IndexInput([0]).to("cuda"), fa.IndexInput)
+    assert fa.Parameter(np.ones(2), dtype=np.float64).to("cuda").to("cpu").dtype == np.float64
     with pytest.raises(RuntimeError, match="only leaves move"):
         (d * 2.0).to("cpu")
 

@@ -1,0 +1,84 @@
+"""fa.nn on the device: Module.to, state dicts, initialisers, layers against the CPU."""
+import numpy as np
+import pytest
+
+import fastad as fa
+from fastad import nn
+from conftest import host, tolerance
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encode = nn.Linear(4, 3, dtype=np.float64)
+        self.decode = nn.Linear(3, 4, dtype=np.float64)
+        self.decode.weight = self.encode.weight          # one Parameter, two places
+        self.drop = nn.Dropout(0.5, seed=0)
+
+    def forward(self, x):
+        return self.decode(fa.tanh(self.encode(x)) @ self.encode.weight.T @ self.encode.weight)
+
+
+def test_module_to_moves_every_parameter_and_keeps_ties(backend):
+    model = Tied()
+    before = model.state_dict()
+    assert model.to("cuda") is model
+    assert all(p.device == "cuda:0" for p in model.parameters())
+    assert model.decode.weight is model.encode.weight
+    assert len(model.parameters()) == len(dict(model.named_parameters()))
+    after = model.state_dict()
+    assert all(isinstance(v, np.ndarray) for v in after.values())
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name])
+    model.to("cpu")
+    assert all(p.device == "cpu" for p in model.parameters())
+
+
+def test_load_state_dict_and_initialisers_on_the_device(backend):
+    layer = nn.Linear(3, 2).to("cuda")
+    state = {"weight": np.ones((3, 2)), "bias": np.zeros(2)}
+    layer.load_state_dict(state)
+    np.testing.assert_array_equal(layer.weight.numpy(), np.ones((3, 2)))
+    nn.init.zeros_(layer.weight)
+    assert not layer.weight.numpy().any()
+    nn.init.normal_(layer.bias, generator=np.random.default_rng(0))
+    np.testing.assert_allclose(layer.bias.numpy(), np.random.default_rng(0).normal(size=2),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="shape"):
+        layer.load_state_dict({"weight": np.ones((2, 2)), "bias": np.zeros(2)})
+
+
+@pytest.mark.parametrize("make", [
+    lambda: nn.Sequential(nn.Linear(5, 6, dtype=np.float64), nn.Linear(6, 2, dtype=np.float64)),
+    lambda: nn.LSTMCell(5, 3, dtype=np.float64),
+    lambda: nn.GRUCell(5, 3, dtype=np.float64),
+    lambda: nn.LayerNorm(5, dtype=np.float64),
+], ids=["sequential", "lstm-cell", "gru-cell", "layernorm"])
+def test_layers_match_the_cpu(backend, make):
+    rng = np.random.default_rng(3)
+    cpu = make()
+    dev = make()
+    dev.load_state_dict(cpu.state_dict())
+    dev.to("cuda")
+    data = rng.standard_normal((4, 5))
+    def run(model, device):
+        out = model(fa.Input(data, dtype=np.float64, device=device))
+        if isinstance(out, tuple):
+            out = out[0]
+        loss = (out * out).sum()
+        loss.backward()
+        return loss
+    loss_cpu, loss_dev = run(cpu, "cpu"), run(dev, "cuda")
+    np.testing.assert_allclose(loss_dev.item(), loss_cpu.item(), **tolerance(np.float64))
+    for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
+        np.testing.assert_allclose(host(q.grad), p.grad, **tolerance(np.float64), err_msg=name)
+
+
+def test_embedding_and_dropout_on_the_device(backend):
+    emb = nn.Embedding(10, 4, dtype=np.float64).to("cuda")
+    drop = nn.Dropout(0.5, seed=1)
+    rows = drop(emb(fa.IndexInput([1, 1, 7], device="cuda")))
+    assert rows.device == "cuda:0" and rows.shape == (3, 4)
+    rows.sum().backward()
+    assert emb.weight.is_sparse_grad
+    assert sorted(emb.weight.sparse_rows().tolist()) == [1, 7]
