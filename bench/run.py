@@ -1,7 +1,7 @@
 """Run every benchmark beside PyTorch and write a report.
 
 Each benchmark module times fastad and PyTorch (when installed) alternately
-in this one process and returns rows; this script prints them as one table
+in this one process and returns rows (the GPU ones run where a GPU is present); this script prints them as one table
 and writes bench/results.md, bench/results.json and, when matplotlib is
 installed, a chart of the speed-ups over PyTorch in bench/speedups.png.
 Run: python bench/run.py [--quick] [--only NAME ...]
@@ -19,7 +19,8 @@ sys.path.insert(0, HERE)
 from blas_threads import pin_blas_to_one_thread  # noqa: E402
 from common import machine  # noqa: E402
 
-BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "optim_step", "char_lstm", "mlp", "distributed_bpr"]
+BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "optim_step", "char_lstm", "mlp", "distributed_bpr",
+              "gpu"]
 
 
 def fmt_time(seconds, unit):
@@ -115,6 +116,10 @@ def main(argv=None):
             module = importlib.import_module(name)
         except ImportError as exc:           # an optional extra (e.g. ray) that is not installed
             skipped.append(f"{name}: {exc}")
+            continue
+        reason = getattr(module, "skip_reason", lambda: None)()
+        if reason:                           # e.g. the GPU benchmarks on a machine without a GPU
+            skipped.append(f"{name}: {reason}")
             continue
         start = time.perf_counter()
         print(f"running {name} ...", flush=True)
