@@ -33,3 +33,25 @@ template <typename T>
 __device__ __forceinline__ void fa_put(T* dst, T value, int accumulate) {
     *dst = accumulate ? *dst + value : value;
 }
+
+// sigmoid and softplus without overflow for large |x|.
+template <typename T> __device__ __forceinline__ T fa_sigmoid(T x) {
+    if (x >= 0) return T(1) / (T(1) + fa_exp(-x));
+    T e = fa_exp(x);
+    return e / (T(1) + e);
+}
+template <typename T> __device__ __forceinline__ T fa_softplus(T x) {
+    return fa_max(x, T(0)) + fa_log1p(fa_exp(-fa_abs(x)));
+}
+
+// Broadcasting: the offset, in an operand with element strides `strides` (0 along
+// broadcast axes), of the element at flat index `i` of a contiguous array of shape `dims`.
+#define FA_MAX_DIMS 8
+__device__ __forceinline__ i64 fa_offset(i64 i, const i64* dims, const i64* strides, int nd) {
+    i64 offset = 0;
+    for (int k = nd - 1; k >= 0; --k) {
+        offset += (i % dims[k]) * strides[k];
+        i /= dims[k];
+    }
+    return offset;
+}

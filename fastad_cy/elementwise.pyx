@@ -10,7 +10,7 @@ from libc.stdlib cimport malloc, free
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_variable,
-                              same_dtype, require_float)
+                              same_dtype, require_float, on_device, device_ops)
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup,
                                   bcast_start, bcast_next_row)
 from fastad_cy.loops cimport vec_zero
@@ -117,6 +117,8 @@ cdef class Unary(Variable):
 
 
 cdef Variable _unary(str name, int code, object x, double p=0):
+    if on_device(x):
+        return device_ops().unary(name, code, x, p)
     require_float(name, x, "x")
     cdef Unary node = Unary.__new__(Unary)
     node.code = code
@@ -431,6 +433,8 @@ cdef Variable _binary(int code, object a, object b):
     cdef Variable va, vb
     if isinstance(a, Variable) and _is_number(b) or isinstance(b, Variable) and _is_number(a):
         return _with_number(code, a, b)
+    if on_device(a) or on_device(b):
+        return device_ops().binary(name, a, b)
     if isinstance(a, Variable):
         require_float(name, a, "a")
         va = <Variable>a

@@ -24,6 +24,11 @@ cdef class Variable:
     cdef tuple inputs
     cdef str op                      # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
+    # On a GPU (see fastad/cuda): the device name, and the value and gradient as device
+    # arrays; _value/_grad/val_ptr/grad_ptr stay empty. None on the CPU.
+    cdef object _device
+    cdef object _dvalue
+    cdef object _dgrad
 
     cdef int run_forward(self) except -1    # recompute _value from the inputs, in place
     cdef int run_backward(self) except -1   # push _grad into the inputs that need it
@@ -50,12 +55,19 @@ cdef class Parameter(Leaf):
     cdef Py_ssize_t row_len
     cdef int densify(self) except -1
     cdef int _grow_slab(self) except -1
+    # On a device, a sparse gradient is the dense buffer, zero outside the rows of the
+    # id arrays in _dtouched; _dgrad_zero says the whole buffer is known to be zero.
+    cdef list _dtouched
+    cdef bint _dgrad_zero
 
 cdef class Input(Leaf):
     pass
 
 cdef class IndexInput(Variable):
-    pass
+    cdef Py_ssize_t _dbound          # on a device: ids must stay below this (the smallest consumer's size)
+
+cdef class DeviceNode(Variable):
+    cdef object fn                   # the op: fn.forward(node) and fn.backward(node), see fastad/cuda/ops.py
 
 cdef class Plan:
     cdef list fwd                    # non-leaf nodes strictly below the root, inputs first
@@ -75,3 +87,8 @@ cdef int check_anomaly(Variable node, str phase) except -1
 cdef Variable as_variable(object x, Variable like)
 cdef int same_dtype(str op, Variable a, Variable b) except -1
 cdef int require_float(str op, object x, str argname) except -1
+cdef object device_ops()                  # the module fastad.cuda.ops
+
+
+cdef inline bint on_device(object x) noexcept:
+    return isinstance(x, Variable) and (<Variable>x)._device is not None

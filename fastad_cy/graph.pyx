@@ -137,6 +137,8 @@ cdef object _current_grad(Variable x):
 
 cdef int check_anomaly(Variable node, str phase) except -1:
     cdef Variable x
+    if node._device is not None:
+        return device_ops().check_anomaly(node, phase)
     if phase == "forward":
         if not np.isfinite(node._value).all():
             raise FloatingPointError(
@@ -154,7 +156,10 @@ cdef int check_anomaly(Variable node, str phase) except -1:
 # ------------------------------------------------------------ array checking
 
 cdef object _as_numeric_array(object data, str argname):
-    """`data` as an ndarray of real numbers, or a clear TypeError/ValueError."""
+    """`data` as an ndarray of real numbers, or a clear TypeError/ValueError.
+    A device array (CuPy) is copied to the host."""
+    if hasattr(data, "__cuda_array_interface__"):
+        data = device_ops().to_host(data)
     try:
         arr = np.asarray(data)
     except (ValueError, TypeError) as e:
@@ -215,15 +220,22 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
     cdef Variable x
     cdef bint needs = False
     for x in inputs:
-        if x._value is None:
+        if x.op is None:
             raise TypeError(f"{op}: an input is a Variable that was never initialised; make "
                             f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
+        if x._device is not node._device and x._device != node._device:
+            raise ValueError(f"{op}: inputs on different devices, {_device_name(x)} and "
+                             f"{_device_name(node)}; move them with .to(device) first")
         needs = needs or x.needs_grad
     node.op = op
     node.inputs = inputs
     node.f64 = f64
     node.needs_grad = needs and _grad_enabled
     return 0
+
+
+cdef str _device_name(Variable x):
+    return "cpu" if x._device is None else x._device
 
 
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
@@ -346,7 +358,9 @@ cdef int replay_backward(Variable root, object seed) except -1:
     _pass_id += 1
     cdef unsigned long pid = _pass_id
     cdef bint add = root.grad_slot()
-    if seed is not None:
+    if root._device is not None:
+        device_ops().seed_grad(root, seed, add)
+    elif seed is not None:
         if add:
             root._grad += seed
         else:
@@ -418,6 +432,10 @@ cdef class Variable:
         return 0
 
     cdef int ensure_grad_buffer(self) except -1:
+        if self._device is not None:
+            if self._dgrad is None:
+                self._dgrad = device_ops().empty_like(self)
+            return 0
         if self._grad is None:
             if self._value is None:
                 raise TypeError("this Variable was never initialised: it has no value and no gradient")
@@ -428,7 +446,7 @@ cdef class Variable:
 
     cdef int grad_slot(self) except -1:
         """Make the grad buffer ready for a contribution: 1 means add, 0 means overwrite."""
-        if self.grad_ptr == NULL:
+        if self.grad_ptr == NULL:      # always NULL on a device: ensure_grad_buffer is cheap there
             self.ensure_grad_buffer()
         if self.grad_pass == _pass_id:
             return 1
@@ -453,15 +471,16 @@ cdef class Variable:
 
     @property
     def value(self):
-        """The forward value: a numpy array owned by the node (do not resize it)."""
-        return self._value
+        """The forward value, owned by the node (do not resize it): a numpy array on
+        the CPU, a CuPy array on a GPU."""
+        return self._value if self._device is None else self._dvalue
 
     @property
     def grad(self):
         """The gradient from the latest backward pass through this node, or None."""
-        if self._grad is None or self.grad_pass != _pass_id:
+        if self.grad_pass != _pass_id:
             return None
-        return self._grad
+        return self._grad if self._device is None else self._dgrad
 
     @property
     def shape(self):
@@ -477,7 +496,8 @@ cdef class Variable:
 
     @property
     def device(self):
-        return "cpu"
+        """Where the value lives: "cpu", or "cuda:N" for GPU N."""
+        return _device_name(self)
 
     @property
     def requires_grad(self):
@@ -499,14 +519,15 @@ cdef class Variable:
         return self._shape[0]
 
     def __array__(self, dtype=None, copy=None):
-        """`np.asarray(v)`: a copy of the value (as `v.numpy()`)."""
-        return self._value.astype(dtype, copy=True) if dtype is not None else self._value.copy()
+        """`np.asarray(v)`: a copy of the value on the host (as `v.numpy()`)."""
+        host = self.numpy()
+        return host.astype(dtype, copy=False) if dtype is not None else host
 
     def __bool__(self):
         if self.size != 1:
             raise ValueError(f"the truth value of a Variable with {self.size} elements is ambiguous; "
                              f"compare its .value with numpy instead")
-        return bool(self._value.reshape(-1)[0])
+        return bool(self.numpy().reshape(-1)[0])
 
     def __repr__(self):
         return f"Variable(op={self.op!r}, shape={self._shape}, dtype={self.dtype.name})"
@@ -515,17 +536,40 @@ cdef class Variable:
         """The value of a one-element Variable as a Python float."""
         if self.size != 1:
             raise ValueError(f"item(): the Variable has {self.size} elements, not 1 (shape {self._shape})")
-        return float(self._value.reshape(-1)[0])
+        return float(self.numpy().reshape(-1)[0])
 
     def numpy(self):
-        """A copy of the value."""
+        """A copy of the value, as a numpy array on the host."""
+        if self._device is not None:
+            return device_ops().to_host(self._dvalue)
         return self._value.copy()
 
     def to(self, device):
-        """This Variable on `device`. Only 'cpu' exists in this build."""
-        if str(device) == "cpu":
+        """This leaf on `device` ("cpu", "cuda", "cuda:N"): itself if it is there
+        already, else a new leaf of the same kind holding a copy of the value (a
+        Parameter keeps its name; gradients do not flow between the two). Only
+        leaves move: build the graph from leaves on the device you want.
+
+        Example::
+
+            w = fa.Parameter(np.ones((3, 2))).to("cuda")     # w.value is a CuPy array
+            w.to("cpu").value                                # numpy again
+        """
+        target = _parse_device(device)
+        if target == self._device:
             return self
-        raise RuntimeError(f"to({device!r}): this build of fastad runs on the CPU only")
+        if not self.is_leaf:
+            raise RuntimeError(
+                f"to({device!r}): '{self.op}' is an op node; only leaves move between devices "
+                f"(make the Parameters and Inputs on {device!r} and build the graph there)")
+        return self._copy_to(target)
+
+    def _copy_to(self, target):
+        raise RuntimeError(f"to(): a {type(self).__name__} cannot move between devices")
+
+    def _device_grad_buffer(self):
+        """The device gradient buffer (None if never made), for fastad.cuda.ops."""
+        return self._dgrad
 
     cdef Plan _get_plan(self):
         if self._plan is None:
@@ -679,6 +723,9 @@ cdef class Leaf(Variable):
         hold values), it is a read-only dense copy, so a sparse gradient stays
         sparse and an optimizer still skips a leaf that got no gradient.
         """
+        if self._device is not None:
+            return device_ops().leaf_grad(self, self.grad_mode == GRAD_DENSE,
+                                          self.grad_mode == GRAD_NONE)
         if self.grad_mode == GRAD_DENSE:
             return self._grad
         dense = np.zeros(self._shape, dtype=self._value.dtype)
@@ -699,6 +746,9 @@ cdef class Leaf(Variable):
     def set_value(self, data):
         """Copy `data` (same shape) into this leaf; `forward()` then recomputes the graph."""
         cdef cnp.ndarray arr
+        if self._device is not None:
+            device_ops().set_value(self, data)
+            return
         if (isinstance(data, np.ndarray) and (<cnp.ndarray>data).dtype is self._value.dtype
                 and (<cnp.ndarray>data).shape == self._value.shape
                 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data)):
@@ -714,14 +764,20 @@ cdef class Leaf(Variable):
 
 cdef int _once(Variable leaf) except -1:
     """Refuse a second __init__: nodes built on a leaf keep its size, and its buffer."""
-    if leaf._value is not None:
+    if leaf.op is not None:
         raise RuntimeError(f"{type(leaf).__name__} is already initialised; use set_value() "
                            f"to change its value, or make a new leaf for a new shape")
     return 0
 
 
-cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint needs_grad) except -1:
-    _adopt_value(leaf, arr)
+cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint needs_grad, object device) except -1:
+    """Make `leaf` hold `arr` (kept as its buffer on the CPU, copied to `device` otherwise)."""
+    if device is None:
+        _adopt_value(leaf, arr)
+    else:
+        leaf._device = device
+        leaf._dvalue = device_ops().from_host(arr)
+        leaf.size = arr.size
     leaf._shape = (<object>arr).shape
     leaf.f64 = arr.dtype == float64
     leaf.op = op
@@ -746,9 +802,13 @@ cdef class Parameter(Leaf):
         w.grad                                               # 2 * w.value
     """
 
-    def __init__(self, data, dtype=None, name=None):
+    def __init__(self, data, dtype=None, name=None, device=None):
         _once(self)
+        target = _parse_device(device)
         shared = getattr(data, "_fastad_shared_array", None)
+        if shared is not None and target is not None:
+            raise ValueError(f"Parameter: a hogwild shared array lives in host memory; it cannot "
+                             f"be a Parameter on {target} (Hogwild trains on the CPU)")
         if shared is not None:
             arr = shared()             # zero copy: the shared segment is the value
             if not isinstance(arr, np.ndarray):
@@ -761,10 +821,10 @@ cdef class Parameter(Leaf):
             if not arr.flags.writeable or not arr.flags.aligned:
                 raise ValueError("Parameter: a shared array must be writeable and aligned "
                                  "(optimizers update it in place)")
-            _init_leaf(self, "parameter", arr, True)
+            _init_leaf(self, "parameter", arr, True, None)
             self.shared = data
         else:
-            _init_leaf(self, "parameter", _float_array(data, dtype, "Parameter"), True)
+            _init_leaf(self, "parameter", _float_array(data, dtype, "Parameter"), True, target)
         self.name = name
         self.row_len = self.size // self._shape[0] if self._shape and self._shape[0] else 0
 
@@ -774,8 +834,16 @@ cdef class Parameter(Leaf):
             return 1
         return Leaf.grad_slot(self)
 
+    def _copy_to(self, target):
+        return Parameter(self.numpy(), name=self.name, device=target)
+
     cdef int densify(self) except -1:
         """Turn the sparse gradient into a dense one."""
+        if self._device is not None:     # the device buffer is already dense: zero off the touched rows
+            self._dtouched = None
+            self.grad_mode = GRAD_DENSE
+            self._dgrad_zero = False
+            return 0
         cdef Py_ssize_t k, width = self.row_len * (8 if self.f64 else 4)
         cdef const int64_t* touched = <const int64_t*>cnp.PyArray_DATA(self.touched)
         cdef int32_t* slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
@@ -847,18 +915,32 @@ cdef class Parameter(Leaf):
         """The row ids a sparse gradient touched (each once), or None if the gradient is dense or empty."""
         if self.grad_mode != GRAD_SPARSE:
             return None
+        if self._device is not None:
+            return device_ops().touched_rows(self._dtouched)
         return self.touched[:self.n_touched].copy()
 
     def sparse_grad(self):
         """`(rows, values)`: the touched row ids and their gradient rows (copies), or None if not sparse."""
         if self.grad_mode != GRAD_SPARSE:
             return None
+        if self._device is not None:
+            rows = device_ops().touched_rows(self._dtouched)
+            return rows, device_ops().to_host(self._dgrad)[rows]
         return self.touched[:self.n_touched].copy(), self.slab[:self.n_touched].copy()
 
     cdef int clear_grad(self) except -1:
         cdef Py_ssize_t k
         cdef int32_t* slot_of
         cdef const int64_t* touched
+        if self._device is not None:
+            if self.grad_mode == GRAD_SPARSE:
+                device_ops().zero_rows(self._dgrad, self._dtouched)
+                self._dgrad_zero = True
+            elif self.grad_mode == GRAD_DENSE:
+                self._dgrad_zero = False
+            self._dtouched = None
+            self.grad_mode = GRAD_NONE
+            return 0
         if self.grad_mode == GRAD_SPARSE:
             slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
             touched = <const int64_t*>cnp.PyArray_DATA(self.touched)
@@ -870,7 +952,8 @@ cdef class Parameter(Leaf):
 
     def __repr__(self):
         label = f", name={self.name!r}" if self.name is not None else ""
-        return f"Parameter(shape={self._shape}, dtype={self.dtype.name}{label})"
+        where = f", device={self._device!r}" if self._device is not None else ""
+        return f"Parameter(shape={self._shape}, dtype={self.dtype.name}{label}{where})"
 
 
 cdef class Input(Leaf):
@@ -885,12 +968,17 @@ cdef class Input(Leaf):
         x.set_value(np.ones((1, 4))); loss.forward()         # loss.item() == 8.0
     """
 
-    def __init__(self, data, dtype=None, requires_grad=False):
+    def __init__(self, data, dtype=None, requires_grad=False, device=None):
         _once(self)
-        _init_leaf(self, "input", _float_array(data, dtype, "Input"), bool(requires_grad))
+        _init_leaf(self, "input", _float_array(data, dtype, "Input"), bool(requires_grad),
+                   _parse_device(device))
+
+    def _copy_to(self, target):
+        return Input(self.numpy(), requires_grad=self.needs_grad, device=target)
 
     def __repr__(self):
-        return f"Input(shape={self._shape}, dtype={self.dtype.name})"
+        where = f", device={self._device!r}" if self._device is not None else ""
+        return f"Input(shape={self._shape}, dtype={self.dtype.name}{where})"
 
 
 cdef cnp.ndarray _index_array(object ids, str argname):
@@ -923,10 +1011,17 @@ cdef class IndexInput(Variable):
         ix.set_value([1, 2]); rows.forward()
     """
 
-    def __init__(self, ids):
+    def __init__(self, ids, device=None):
         _once(self)
         cdef cnp.ndarray arr = _index_array(ids, "IndexInput")
-        _adopt_value(self, arr)
+        target = _parse_device(device)
+        if target is None:
+            _adopt_value(self, arr)
+        else:
+            self._device = target
+            self._dvalue = device_ops().from_host(arr)
+            self.size = arr.size
+            self._dbound = INT64_MAX
         self._shape = (<object>arr).shape
         self.op = "index_input"
         self.inputs = ()
@@ -940,6 +1035,16 @@ cdef class IndexInput(Variable):
     def set_value(self, ids):
         """Copy new ids (same shape, integers >= 0) into this leaf."""
         cdef cnp.ndarray arr
+        if self._device is not None:
+            arr = _index_array(ids, "IndexInput.set_value")
+            if (<object>arr).shape != self._shape:
+                raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, "
+                                 f"expected {self._shape}")
+            if arr.size and arr.max() >= self._dbound:
+                raise IndexError(f"IndexInput.set_value: id {arr.max()} is out of range for the "
+                                 f"ops built on this IndexInput (ids must be < {self._dbound})")
+            device_ops().copy_from_host(self._dvalue, arr)
+            return
         if (isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
                 and (<cnp.ndarray>ids).shape == self._value.shape
                 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>ids)):
@@ -953,5 +1058,110 @@ cdef class IndexInput(Variable):
             raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, expected {self._shape}")
         memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
 
+    def _copy_to(self, target):
+        return IndexInput(self.numpy(), device=target)
+
     def __repr__(self):
-        return f"IndexInput(shape={self._shape})"
+        where = f", device={self._device!r}" if self._device is not None else ""
+        return f"IndexInput(shape={self._shape}{where})"
+
+
+# ------------------------------------------------------------------- devices
+# The GPU path (fastad/cuda) builds DeviceNodes: the same plans, pass ids and
+# leaf gradient modes as on the CPU, with each op's forward and backward in
+# fastad/cuda/ops.py launching the kernels of cuda/*.cu on device arrays.
+
+cdef object _device_ops = None
+
+
+cdef object device_ops():
+    global _device_ops
+    if _device_ops is None:
+        from fastad.cuda import ops
+        _device_ops = ops
+    return _device_ops
+
+
+cdef object _parse_device(object device):
+    """None for the CPU, else the canonical "cuda:N" (checked against the devices present)."""
+    if device is None or device == "cpu":
+        return None
+    from fastad.cuda import canonical_device
+    return canonical_device(device)
+
+
+cdef class DeviceNode(Variable):
+    """An op node on a GPU: `fn.forward(node)` writes node.value in place from the
+    inputs' values; `fn.backward(node)` pushes node.grad into the inputs."""
+
+    cdef int run_forward(self) except -1:
+        self.fn.forward(self)
+        return 0
+
+    cdef int run_backward(self) except -1:
+        self.fn.backward(self)
+        return 0
+
+
+def device_node(str op, tuple inputs, tuple shape, dtype, fn, value=None):
+    """A new DeviceNode on its inputs' device, with a fresh value buffer of
+    `shape` and `dtype` (or `value`, an existing buffer), computed now."""
+    cdef DeviceNode node = DeviceNode.__new__(DeviceNode)
+    node._device = (<Variable>inputs[0])._device
+    _wire(node, op, inputs, np.dtype(dtype) == float64)
+    node._shape = shape
+    node.size = int(np.prod(shape, dtype=np.int64))
+    node._dvalue = device_ops().empty(shape, dtype) if value is None else value
+    node.fn = fn
+    return finish(node)
+
+
+def device_grad_slot(Variable x):
+    """`(buffer, accumulate)` for a dense gradient contribution to x: write into the
+    buffer when accumulate is 0, add when 1."""
+    cdef int add = x.grad_slot()
+    if isinstance(x, Parameter):
+        (<Parameter>x)._dgrad_zero = False
+    return x._dgrad, add
+
+
+def device_sparse_slot(Variable x, ids):
+    """The gradient buffer a gather's backward scatter-adds its rows into (`ids`, a
+    device array of row ids, is recorded when x is a Parameter with a sparse
+    gradient). The buffer is ready to be added into."""
+    cdef Parameter p
+    if not isinstance(x, Parameter):
+        buf, add = device_grad_slot(x)
+        if not add:
+            device_ops().fill(buf, 0)
+        return buf
+    p = <Parameter>x
+    if p.grad_mode == GRAD_DENSE:
+        return p._dgrad
+    p.ensure_grad_buffer()
+    if p.grad_mode == GRAD_NONE:
+        if not p._dgrad_zero:
+            device_ops().fill(p._dgrad, 0)
+            p._dgrad_zero = True
+        p._dtouched = []
+        p.grad_mode = GRAD_SPARSE
+    if not any(t is ids for t in p._dtouched):
+        p._dtouched.append(ids)
+    return p._dgrad
+
+
+def device_grad(Parameter p):
+    """`(mode, grad, touched)` of a device Parameter, for optimizers: mode "none",
+    "dense" or "sparse"; grad the dense buffer (for "sparse": zero outside the
+    touched rows); touched the id arrays of a sparse gradient (ids may repeat)."""
+    mode = ("none", "sparse", "dense")[p.grad_mode]
+    return mode, p._dgrad, tuple(p._dtouched) if p.grad_mode == GRAD_SPARSE else ()
+
+
+def bound_ids(IndexInput ix, Py_ssize_t bound, str op):
+    """Require a device IndexInput's ids below `bound` now and at every set_value."""
+    if ix._dbound > bound:
+        ids = device_ops().to_host(ix._dvalue)
+        if ids.size and ids.max() >= bound:
+            raise IndexError(f"{op}: id {ids.max()} is out of range for {bound} rows")
+        ix._dbound = bound

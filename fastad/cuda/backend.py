@@ -74,6 +74,10 @@ class CupyBackend:
     def to_host(self, array) -> np.ndarray:
         return self.xp.asnumpy(array)
 
+    def copy_from_host(self, dst, host: np.ndarray):
+        """Copy a C-contiguous host array of dst's dtype and shape into dst (same buffer)."""
+        dst.set(host)
+
     def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
         """out = op(a) @ op(b) + beta * out, for 2-D C-contiguous arrays (cuBLAS)."""
         from cupy import cublas
@@ -156,6 +160,10 @@ class EmulatedBackend:
     def to_host(self, array) -> np.ndarray:
         self._check_not_capturing("a device-to-host copy")
         return np.array(array, copy=True)
+
+    def copy_from_host(self, dst, host: np.ndarray):
+        self._check_not_capturing("a host-to-device copy")
+        np.copyto(dst, host)
 
     def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
         def action():

@@ -18,7 +18,7 @@ import numpy as np
 #: family -> the kernels its `.cu` file defines (each a template on T).
 FAMILIES: dict[str, tuple[str, ...]] = {
     "elementwise": (
-        "fill", "copy_or_add", "scale_add", "unary_forward", "unary_backward",
+        "fill", "copy_or_add", "unary_forward", "unary_backward",
         "binary_forward", "binary_backward", "row_dot_forward", "row_dot_backward",
         "all_finite",
     ),
@@ -59,8 +59,8 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
 #: The unary ops of `unary_forward`/`unary_backward`, in the order of the
 #: `UnaryOp` enum in cuda/elementwise.cu (the code passed is the index here).
 UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
-             "sqrt", "square", "abs", "pow_scalar", "add_scalar", "mul_scalar",
-             "rsub_scalar", "rdiv_scalar")
+             "sqrt", "square", "abs", "pow", "add_scalar", "rsub_scalar", "mul_scalar",
+             "div_scalar", "rdiv_scalar")
 
 #: The binary ops of `binary_forward`/`binary_backward` (the `BinaryOp` enum).
 BINARY_OPS = ("add", "sub", "mul", "div")

@@ -1,0 +1,16 @@
+"""Every op on a GPU, one module per family as on the CPU (fastad_cy/<family>.pyx):
+each op's forward and backward stand side by side and launch the kernels of
+`cuda/<family>.cu` (GEMM goes to cuBLAS).
+
+The public functions (`fa.exp`, `fa.matmul`, ...) come here when an operand
+lives on a GPU. Each builds a `DeviceNode` whose `fn` is one of the op classes:
+`forward(node)` writes `node.value` in place from the inputs' values, and
+`backward(node)` pushes `node.grad` into each input that needs a gradient,
+writing the first contribution of a pass and adding the later ones (the
+`accumulate` flag every backward kernel takes). Index and shape checks run
+here, on the host, before any kernel.
+"""
+from fastad.cuda.ops.common import (to_host, from_host, empty, empty_like, fill, copy_from_host,
+                                    set_value, seed_grad, leaf_grad, zero_rows, touched_rows,
+                                    check_anomaly)
+from fastad.cuda.ops.elementwise import unary, binary

@@ -1,0 +1,190 @@
+"""What every device op module shares: launching kernels, operand checks, and the
+services fastad_cy/graph.pyx calls for device Variables.
+
+The public functions (`fa.exp`, `fa.matmul`, ...) come here when an operand
+lives on a GPU. Each builds a `DeviceNode` whose `fn` is one of the op classes
+below: `forward(node)` writes `node.value` in place from the inputs' values,
+`backward(node)` pushes `node.grad` into each input that needs a gradient,
+writing the first contribution of a pass and adding the later ones (the
+`accumulate` flag every backward kernel takes). Index and shape checks happen
+here, on the host, before any kernel runs.
+
+The CPU versions live in `fastad_cy/` (elementwise.pyx, reduction.pyx, ...),
+the kernels in `cuda/<family>.cu`, and `fastad.cuda.kernels` lists them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fastad_cy.graph import Variable, Input, IndexInput, device_node
+from fastad.cuda import backend as _backend
+from fastad.cuda.kernels import UNARY_OPS
+
+I64, I32 = np.int64, np.int32
+
+
+def backend():
+    """The active backend (CuPy, or the emulator)."""
+    return _backend.get()
+
+
+def launch(kernel, dtype, n, *args):
+    backend().launch(kernel, dtype, n, *args)
+
+
+def scalar(dtype, value):
+    """value as a numpy scalar of the kernel's T."""
+    return np.dtype(dtype).type(value)
+
+
+def meta_array(values):
+    """A small int64 device array of shape metadata (a valid pointer even when empty)."""
+    return backend().from_host(np.array(list(values) or [0], dtype=np.int64))
+
+
+# ------------------------------------------------------------ engine services
+# Called by fastad_cy/graph.pyx for device Variables.
+
+def to_host(array) -> np.ndarray:
+    return backend().to_host(array)
+
+
+def from_host(array: np.ndarray):
+    return backend().from_host(np.ascontiguousarray(array))
+
+
+def empty(shape, dtype):
+    return backend().empty(shape, dtype)
+
+
+def empty_like(v: Variable):
+    return backend().empty(v.shape, v.dtype)
+
+
+def fill(buffer, value):
+    launch("fill", buffer.dtype, buffer.size, buffer, I64(buffer.size), scalar(buffer.dtype, value))
+
+
+def copy_from_host(dst, host: np.ndarray):
+    backend().copy_from_host(dst, np.ascontiguousarray(host, dtype=dst.dtype))
+
+
+def set_value(leaf, data):
+    """Copy `data` (host or device array, or nested lists) into a device leaf's buffer."""
+    if hasattr(data, "__cuda_array_interface__") and data.dtype == leaf.dtype \
+            and tuple(data.shape) == leaf.shape and data.flags.c_contiguous:
+        launch("copy_or_add", leaf.dtype, leaf.size, data, leaf.value, I64(leaf.size), I32(0))
+        return
+    if hasattr(data, "__cuda_array_interface__"):
+        data = to_host(data)
+    arr = np.asarray(data)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"set_value: expected real numbers, got an array of dtype {arr.dtype}")
+    if arr.shape != leaf.shape:
+        raise ValueError(f"set_value: got shape {arr.shape}, expected {leaf.shape} "
+                         f"(a leaf keeps its shape; build a new graph for a new shape)")
+    copy_from_host(leaf.value, arr)
+
+
+def seed_grad(root, seed, accumulate):
+    """Start a backward pass: root's gradient (+)= ones, or (+)= `seed` (a host array)."""
+    grad = root._device_grad_buffer()
+    if seed is None:
+        if accumulate:
+            launch("unary_forward", grad.dtype, grad.size, grad, grad, I64(grad.size),
+                    I32(UNARY_OPS.index("add_scalar")), scalar(grad.dtype, 1))
+        else:
+            fill(grad, 1)
+        return
+    values = from_host(np.asarray(seed, dtype=grad.dtype))
+    launch("copy_or_add", grad.dtype, grad.size, values, grad, I64(grad.size), I32(accumulate))
+
+
+def leaf_grad(leaf, dense, none):
+    """A device leaf's `.grad`: the live buffer when dense, else a fresh dense copy
+    (zeros when the leaf has no gradient; a sparse gradient's buffer is already dense)."""
+    buffer = leaf._device_grad_buffer() if not none else None
+    if dense:
+        return buffer
+    out = backend().zeros(leaf.shape, leaf.dtype)
+    if buffer is not None:
+        launch("copy_or_add", leaf.dtype, leaf.size, buffer, out, I64(leaf.size), I32(0))
+    return out
+
+
+def zero_rows(grad, touched):
+    """Zero the rows of `grad` listed in each id array of `touched`."""
+    row_len = grad.size // grad.shape[0] if grad.shape[0] else 0
+    for ids in touched:
+        launch("zero_rows", grad.dtype, ids.size * row_len, grad, ids, I64(ids.size), I64(row_len))
+
+
+def touched_rows(touched) -> np.ndarray:
+    """The distinct row ids of a sparse device gradient, sorted, on the host."""
+    if not touched:
+        return np.empty(0, dtype=np.int64)
+    return np.unique(np.concatenate([to_host(ids) for ids in touched]))
+
+
+def _finite(array) -> bool:
+    flag = backend().zeros((1,), np.int32)
+    launch("all_finite", array.dtype, array.size, array, I64(array.size), flag)
+    return not to_host(flag)[0]
+
+
+def check_anomaly(node, phase):
+    """detect_anomaly on a device: the same errors as on the CPU."""
+    if phase == "forward":
+        if not _finite(node.value):
+            raise FloatingPointError(f"detect_anomaly: the forward of '{node.op_name}' produced "
+                                     f"NaN or Inf (output shape {node.shape})")
+        return 0
+    for x in node.parents:
+        if x.requires_grad and not isinstance(x, IndexInput):
+            grad = x._device_grad_buffer()
+            if grad is not None and not _finite(grad):
+                raise FloatingPointError(
+                    f"detect_anomaly: the backward of '{node.op_name}' produced NaN or Inf in "
+                    f"the gradient of its input '{x.op_name}' (shape {x.shape})")
+    return 0
+
+
+# ------------------------------------------------------------- operand checks
+
+def require_float(op, x, argname):
+    if not isinstance(x, Variable):
+        raise TypeError(f"{op}: {argname} must be a fastad Variable, got {type(x).__name__}")
+    if isinstance(x, IndexInput):
+        raise TypeError(f"{op}: {argname} is an IndexInput (integer ids); use it to index a "
+                        f"Parameter (p[ix]) or as targets")
+
+
+def same_device(op, *xs):
+    devices = {x.device for x in xs if isinstance(x, Variable)}
+    if len(devices) > 1:
+        a, b = sorted(devices)
+        raise ValueError(f"{op}: inputs on different devices, {a} and {b}; move them with "
+                         f".to(device) first")
+
+
+def same_dtype(op, a, b):
+    if a.dtype != b.dtype:
+        raise TypeError(f"{op}: mixed dtypes {a.dtype} and {b.dtype}; convert one side "
+                        f"(leaves take dtype=)")
+
+
+def constant(op, argname, x, like):
+    """x as a Variable on like's device: itself, or a constant Input made from an array."""
+    if isinstance(x, Variable):
+        return x
+    try:
+        return Input(x, dtype=like.dtype, device=like.device)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{op}: operand {argname} must be a Variable, a number or an array of "
+                        f"real numbers, got {type(x).__name__} ({e})") from None
+
+
+def make_node(op, inputs, shape, dtype, fn):
+    return device_node(op, tuple(inputs), tuple(shape), dtype, fn)
+
+

@@ -1,0 +1,105 @@
+"""Elementwise ops on a GPU (cuda/elementwise.cu): unary functions and broadcasting + - * /.
+
+As in fastad_cy/elementwise.pyx, a Python number operand becomes a unary
+*scalar op, chosen there before a device operand is sent here.
+"""
+import numpy as np
+
+from fastad_cy.graph import Variable, device_grad_slot
+from fastad.cuda.kernels import BINARY_OPS
+from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node,
+                                    require_float,
+                                    same_device, same_dtype, constant)
+
+
+# ------------------------------------------------------------------ unary
+
+class Unary:
+    """y = f(x) elementwise; `p` is pow's exponent or a *scalar op's number."""
+
+    def __init__(self, code, p):
+        self.code, self.p = I32(code), p
+
+    def forward(self, node):
+        x = node.parents[0]
+        launch("unary_forward", node.dtype, node.size, x.value, node.value, I64(node.size),
+                self.code, scalar(node.dtype, self.p))
+
+    def backward(self, node):
+        x = node.parents[0]
+        if not x.requires_grad:
+            return
+        grad, accumulate = device_grad_slot(x)
+        launch("unary_backward", node.dtype, node.size, x.value, node.value, node.grad, grad,
+                I64(node.size), self.code, scalar(node.dtype, self.p), I32(accumulate))
+
+
+def unary(op, code, x, p):
+    """Build unary op number `code` (kernels.UNARY_OPS) on x; fastad_cy/elementwise.pyx's
+    `_unary` sends device operands here, after choosing the code as on the CPU."""
+    require_float(op, x, "x")
+    return make_node(op, (x,), x.shape, x.dtype, Unary(code, p))
+
+
+# ----------------------------------------------------------------- binary
+
+def broadcast_meta(op, out_shape, *shapes):
+    """[out dims, then each operand's element strides (0 along broadcast axes)]."""
+    nd = len(out_shape)
+    if nd > 8:
+        raise ValueError(f"{op}: on a GPU, broadcasting supports at most 8 dimensions, "
+                         f"got {nd}")
+    meta = list(out_shape)
+    for shape in shapes:
+        padded = (1,) * (nd - len(shape)) + tuple(shape)
+        strides, step = [0] * nd, 1
+        for k in range(nd - 1, -1, -1):
+            strides[k] = step if padded[k] != 1 else 0
+            step *= padded[k]
+        meta += strides
+    return meta
+
+
+class Binary:
+    """a op b with numpy broadcasting; `meta` is None when a, b and the output share a shape."""
+
+    def __init__(self, code, meta):
+        self.code = I32(code)
+        self.nd = I32(0 if meta is None else len(meta) // 3)
+        self.meta = meta_array(meta or ())
+
+    def forward(self, node):
+        a, b = node.parents
+        launch("binary_forward", node.dtype, node.size, a.value, b.value, node.value,
+                I64(node.size), self.code, self.meta, self.nd)
+
+    def backward(self, node):
+        a, b = node.parents
+        for x, to_a in ((a, 1), (b, 0)):
+            if x.requires_grad:
+                grad, accumulate = device_grad_slot(x)
+                launch("binary_backward", node.dtype, x.size, a.value, b.value, node.value,
+                        node.grad, grad, I64(x.size), self.code, I32(to_a), self.meta, self.nd,
+                        I32(accumulate))
+
+
+def binary(name, a, b):
+    """Build a + - * / b (name in kernels.BINARY_OPS) with numpy broadcasting; a Python
+    number operand never gets here (elementwise.pyx makes it a unary *scalar op)."""
+    same_device(name, a, b)
+    if isinstance(a, Variable):
+        require_float(name, a, "a")
+        b = constant(name, "b", b, a)
+        require_float(name, b, "b")
+    else:
+        require_float(name, b, "b")
+        a = constant(name, "a", a, b)
+    same_dtype(name, a, b)
+    if a.shape == b.shape:
+        return make_node(name, (a, b), a.shape, a.dtype, Binary(BINARY_OPS.index(name), None))
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"{name}: shapes {a.shape} and {b.shape} do not broadcast") from None
+    meta = broadcast_meta(name, shape, a.shape, b.shape)
+    return make_node(name, (a, b), shape, a.dtype, Binary(BINARY_OPS.index(name), meta))
