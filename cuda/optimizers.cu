@@ -227,6 +227,13 @@ __global__ void rmsprop_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, con
 // non-negative doubles (and a positive NaN above +inf) as unsigned integers;
 // q = 2: sum of g*g in double; q = 1: sum of |g|; else sum of |g|**q.
 
+// The bit pattern of a double (a union: no intrinsic, so the emulator needs none).
+__device__ __forceinline__ unsigned long long fa_double_bits(double x) {
+    union { double d; unsigned long long u; } v;
+    v.d = x;
+    return v.u;
+}
+
 __device__ __forceinline__ void fa_norm_add(double* acc, double x, double q) {
     double a = fa_abs(x);
     if (q == 2) {
@@ -234,7 +241,7 @@ __device__ __forceinline__ void fa_norm_add(double* acc, double x, double q) {
     } else if (q == 1) {
         atomicAdd(acc, a);
     } else if (isinf(q)) {
-        atomicMax((unsigned long long*)acc, (unsigned long long)__double_as_longlong(a));
+        atomicMax((unsigned long long*)acc, fa_double_bits(a));
     } else {
         atomicAdd(acc, fa_pow(a, q));
     }

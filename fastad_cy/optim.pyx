@@ -117,16 +117,18 @@ cdef object _params_device(list plist, str who):
     """None when every Parameter of `plist` is on the CPU, else the device they all
     share ("cuda:0"); a ValueError naming both devices when they differ."""
     cdef Py_ssize_t i
+    cdef object first, device
     if not plist:
         return None
-    first = plist[0].device
+    first = (<Parameter>plist[0])._device
     for i in range(1, len(plist)):
-        device = plist[i].device
-        if device != first:
+        device = (<Parameter>plist[i])._device
+        if device is not first and device != first:
             raise ValueError(
-                f"{who}: params[0] is on {first} but params[{i}] is on {device}; all "
-                f"Parameters must be on one device (move them with .to(device))")
-    return None if first == "cpu" else first
+                f"{who}: params[0] is on {first or 'cpu'} but params[{i}] is on "
+                f"{device or 'cpu'}; all Parameters must be on one device (move them "
+                f"with .to(device))")
+    return first
 
 
 cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t* span_len) noexcept:

@@ -130,7 +130,7 @@ class DeviceState:
     def set_lr(self, lr):
         """Write the learning rate the next kernels read (waits until written, so
         a CUDA graph replayed on another stream reads it)."""
-        self.lr[...] = lr
+        self.backend.copy_from_host(self.lr, np.array([lr], dtype=np.float64))
         self.backend.synchronize()
 
     def to_host(self):
@@ -143,8 +143,8 @@ class DeviceState:
         as (device state array, host array of its shape), and the lr."""
         b = self.backend
         for current, arr in arrays:
-            current[...] = b.from_host(np.asarray(arr, dtype=current.dtype))
-        self.steps[...] = b.from_host(np.asarray(steps, dtype=np.int64))
+            b.copy_from_host(current, np.ascontiguousarray(arr, dtype=current.dtype))
+        b.copy_from_host(self.steps, np.ascontiguousarray(steps, dtype=np.int64))
         self.set_lr(lr)
 
 
