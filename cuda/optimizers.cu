@@ -85,17 +85,29 @@ __device__ __forceinline__ void adagrad_element(T* p, const T* g, T* sums, i64 e
     p[e] = (T)(p[e] + (-lr_) * ((double)d / (fa_sqrt((double)s) + eps_)));
 }
 
-// Adam and AdamW (adam_kernel, with Adam.begin's bias corrections for step t).
+// Adam's per-step coefficients (Adam.begin and Adam.update): the bias-corrected step
+// size and sqrt(1 - beta2**t), AdamW's decay factor (else 1) and Adam's L2 term (else 0).
+struct AdamStep {
+    double step_size, bc2_sqrt, decay, l2;
+};
+
+__device__ __forceinline__ AdamStep adam_step(double lr, i64 t, double beta1, double beta2,
+                                              double weight_decay, int decoupled) {
+    AdamStep c;
+    c.step_size = lr / (1 - fa_pow(beta1, (double)t));
+    c.bc2_sqrt = fa_sqrt(1 - fa_pow(beta2, (double)t));
+    c.decay = decoupled ? 1 - lr * weight_decay : 1.0;
+    c.l2 = decoupled ? 0.0 : weight_decay;
+    return c;
+}
+
+// Adam and AdamW (adam_kernel).
 template <typename T>
-__device__ __forceinline__ void adam_element(T* p, const T* g, T* m, T* v, i64 e, double lr,
-                                             i64 t, double beta1, double beta2, double eps,
-                                             double weight_decay, int decoupled) {
-    double step_size = lr / (1 - fa_pow(beta1, (double)t));
-    double bc2_sqrt = fa_sqrt(1 - fa_pow(beta2, (double)t));
-    double l2 = decoupled ? 0.0 : weight_decay;
-    double decay = decoupled ? 1 - lr * weight_decay : 1.0;
-    T wd = (T)l2, dec = (T)decay, b2 = (T)beta2, eps_ = (T)eps;
-    T w1 = (T)(1.0 - beta1), w2 = (T)(1.0 - beta2), step = (T)step_size, bc2 = (T)bc2_sqrt;
+__device__ __forceinline__ void adam_element(T* p, const T* g, T* m, T* v, i64 e,
+                                             const AdamStep& c, double beta1, double beta2,
+                                             double eps) {
+    T wd = (T)c.l2, dec = (T)c.decay, b2 = (T)beta2, eps_ = (T)eps;
+    T w1 = (T)(1.0 - beta1), w2 = (T)(1.0 - beta2), step = (T)c.step_size, bc2 = (T)c.bc2_sqrt;
     bool small_w1 = fa_abs(1.0 - beta1) < 0.5;
     T d = g[e];
     if ((double)dec != 1.0) p[e] = p[e] * dec;
@@ -138,8 +150,9 @@ __global__ void sgd_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* l
                           const i64* steps, i64 index, double weight_decay, double momentum,
                           double dampening, double h3, int nesterov) {
     bool first = steps[index] == 1;
+    double rate = *lr;
     FA_GRID_STRIDE(i, n) {
-        sgd_element(p, g, s0, i, *lr, weight_decay, momentum, dampening, nesterov, first);
+        sgd_element(p, g, s0, i, rate, weight_decay, momentum, dampening, nesterov, first);
     }
 }
 
@@ -148,9 +161,10 @@ __global__ void sgd_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const i
                          i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
                          i64 index, double weight_decay, double momentum, double dampening,
                          double h3, int nesterov) {
+    double rate = *lr;
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) sgd_element(p, g, s0, e, *lr, weight_decay, momentum, dampening, nesterov, false);
+        if (e >= 0) sgd_element(p, g, s0, e, rate, weight_decay, momentum, dampening, nesterov, false);
     }
 }
 
@@ -159,8 +173,9 @@ template <typename T>
 __global__ void adagrad_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
                               const i64* steps, i64 index, double weight_decay, double eps,
                               double h2, double h3, int flag) {
+    double rate = *lr;
     FA_GRID_STRIDE(i, n) {
-        adagrad_element(p, g, s0, i, *lr, weight_decay, eps);
+        adagrad_element(p, g, s0, i, rate, weight_decay, eps);
     }
 }
 
@@ -169,9 +184,10 @@ __global__ void adagrad_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, con
                              i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
                              i64 index, double weight_decay, double eps, double h2, double h3,
                              int flag) {
+    double rate = *lr;
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) adagrad_element(p, g, s0, e, *lr, weight_decay, eps);
+        if (e >= 0) adagrad_element(p, g, s0, e, rate, weight_decay, eps);
     }
 }
 
@@ -181,9 +197,9 @@ template <typename T>
 __global__ void adam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
                            const i64* steps, i64 index, double beta1, double beta2, double eps,
                            double weight_decay, int decoupled) {
-    i64 t = steps[index];
+    AdamStep c = adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
     FA_GRID_STRIDE(i, n) {
-        adam_element(p, g, s0, s1, i, *lr, t, beta1, beta2, eps, weight_decay, decoupled);
+        adam_element(p, g, s0, s1, i, c, beta1, beta2, eps);
     }
 }
 
@@ -192,10 +208,10 @@ __global__ void adam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const 
                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
                           i64 index, double beta1, double beta2, double eps, double weight_decay,
                           int decoupled) {
-    i64 t = steps[index];
+    AdamStep c = adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) adam_element(p, g, s0, s1, e, *lr, t, beta1, beta2, eps, weight_decay, decoupled);
+        if (e >= 0) adam_element(p, g, s0, s1, e, c, beta1, beta2, eps);
     }
 }
 
@@ -205,8 +221,9 @@ template <typename T>
 __global__ void rmsprop_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
                               const i64* steps, i64 index, double alpha, double eps,
                               double weight_decay, double momentum, int flag) {
+    double rate = *lr;
     FA_GRID_STRIDE(i, n) {
-        rmsprop_element(p, g, s0, s1, i, *lr, alpha, eps, weight_decay, momentum);
+        rmsprop_element(p, g, s0, s1, i, rate, alpha, eps, weight_decay, momentum);
     }
 }
 
@@ -215,9 +232,10 @@ __global__ void rmsprop_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, con
                              i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
                              i64 index, double alpha, double eps, double weight_decay,
                              double momentum, int flag) {
+    double rate = *lr;
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) rmsprop_element(p, g, s0, s1, e, *lr, alpha, eps, weight_decay, momentum);
+        if (e >= 0) rmsprop_element(p, g, s0, s1, e, rate, alpha, eps, weight_decay, momentum);
     }
 }
 
