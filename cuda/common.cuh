@@ -55,3 +55,61 @@ __device__ __forceinline__ i64 fa_offset(i64 i, const i64* dims, const i64* stri
     }
     return offset;
 }
+
+// Folding (reductions, and gradients of broadcast operands): the elements of a
+// contiguous array of shape dims that go to one output slot. keep[k] != 0 marks
+// the axes a slot keeps; the others fold. Slots number the kept axes row-major.
+struct FaFold {
+    i64 stride[FA_MAX_DIMS];  // the input's contiguous element strides
+    i64 count;                // elements per slot
+};
+
+__device__ __forceinline__ void fa_fold_init(FaFold* f, const i64* dims, const i64* keep, int nd) {
+    i64 s = 1;
+    f->count = 1;
+    for (int k = nd - 1; k >= 0; --k) {
+        f->stride[k] = s;
+        s *= dims[k];
+        if (!keep[k]) f->count *= dims[k];
+    }
+}
+
+// The input offset of a slot's first element.
+__device__ __forceinline__ i64 fa_fold_base(const FaFold* f, i64 slot, const i64* dims,
+                                            const i64* keep, int nd) {
+    i64 base = 0;
+    for (int k = nd - 1; k >= 0; --k) {
+        if (keep[k]) {
+            base += (slot % dims[k]) * f->stride[k];
+            slot /= dims[k];
+        }
+    }
+    return base;
+}
+
+// The offset of a slot's r-th element from the slot's first one.
+__device__ __forceinline__ i64 fa_fold_step(const FaFold* f, i64 r, const i64* dims,
+                                            const i64* keep, int nd) {
+    i64 offset = 0;
+    for (int k = nd - 1; k >= 0; --k) {
+        if (!keep[k]) {
+            offset += (r % dims[k]) * f->stride[k];
+            r /= dims[k];
+        }
+    }
+    return offset;
+}
+
+// The slot input element i folds into.
+__device__ __forceinline__ i64 fa_fold_slot(i64 i, const i64* dims, const i64* keep, int nd) {
+    i64 slot = 0, scale = 1;
+    for (int k = nd - 1; k >= 0; --k) {
+        i64 c = i % dims[k];
+        i /= dims[k];
+        if (keep[k]) {
+            slot += c * scale;
+            scale *= dims[k];
+        }
+    }
+    return slot;
+}

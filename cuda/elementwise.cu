@@ -108,45 +108,25 @@ __global__ void binary_forward(const T* a, const T* b, T* out, i64 n, int op, co
 }
 
 // The gradient of operand a (to_a) or b: for each of its n elements, the sum of
-// gy * d(out)/d(operand) over the output elements it was broadcast to. One
-// thread per operand element, so no atomics. meta and nd as in binary_forward.
+// gy * d(out)/d(operand) over the output elements it was broadcast to (a fold of
+// the output over the axes where the operand's stride is 0). One thread per
+// operand element, so no atomics. meta and nd as in binary_forward.
 template <typename T>
 __global__ void binary_backward(const T* a, const T* b, const T* y, const T* gy, T* g, i64 n,
                                 int op, int to_a, const i64* meta, int nd, int accumulate) {
+    const i64* dims = meta;
+    const i64* mine = meta + (to_a ? nd : 2 * nd);
+    FaFold fold;
+    fa_fold_init(&fold, dims, mine, nd);
     FA_GRID_STRIDE(j, n) {
         T total = 0;
-        if (nd == 0) {
-            total = gy[j] * (to_a ? binary_da(op, a[j], b[j], y[j]) : binary_db(op, a[j], b[j], y[j]));
-        } else {
-            const i64* dims = meta;
-            const i64* mine = meta + (to_a ? nd : 2 * nd);
-            i64 out_stride[FA_MAX_DIMS];
-            i64 s = 1, reduced = 1;
-            for (int k = nd - 1; k >= 0; --k) {
-                out_stride[k] = s;
-                s *= dims[k];
-                if (mine[k] == 0) reduced *= dims[k];
-            }
-            // j's coordinates along the axes the operand keeps give the first output element.
-            i64 base = 0, rest = j;
-            for (int k = nd - 1; k >= 0; --k) {
-                if (mine[k] != 0) {
-                    base += (rest % dims[k]) * out_stride[k];
-                    rest /= dims[k];
-                }
-            }
-            for (i64 r = 0; r < reduced; ++r) {
-                i64 o = base, rr = r;
-                for (int k = nd - 1; k >= 0; --k) {
-                    if (mine[k] == 0) {
-                        o += (rr % dims[k]) * out_stride[k];
-                        rr /= dims[k];
-                    }
-                }
-                i64 oa = fa_offset(o, dims, meta + nd, nd), ob = fa_offset(o, dims, meta + 2 * nd, nd);
-                total += gy[o] * (to_a ? binary_da(op, a[oa], b[ob], y[o])
-                                       : binary_db(op, a[oa], b[ob], y[o]));
-            }
+        i64 base = nd ? fa_fold_base(&fold, j, dims, mine, nd) : j;
+        for (i64 r = 0; r < fold.count; ++r) {
+            i64 o = base + fa_fold_step(&fold, r, dims, mine, nd);
+            i64 oa = nd ? fa_offset(o, dims, meta + nd, nd) : o;
+            i64 ob = nd ? fa_offset(o, dims, meta + 2 * nd, nd) : o;
+            total += gy[o] * (to_a ? binary_da(op, a[oa], b[ob], y[o])
+                                   : binary_db(op, a[oa], b[ob], y[o]));
         }
         fa_put(g + j, total, accumulate);
     }

@@ -18,7 +18,8 @@ from libc.limits cimport INT_MAX
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport Variable, init_node, finish, same_dtype, require_float
+from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, on_device,
+                              device_ops)
 from fastad_cy.loops cimport vec_zero
 from fastad_cy.scalar cimport s_tanh, s_sigmoid
 
@@ -357,6 +358,8 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
     if h is not None:
         _check(op, "h", h, (B, H), vx)
         _check(op, "c", c, (B, H), vx)
+    if on_device(vx):
+        return device_ops().lstm_cell(vx, h, c, weight_ih, weight_hh, bias, H)
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
     node.x, node.w_ih, node.w_hh, node.bias = vx, weight_ih, weight_hh, bias
     node.h, node.c = h, c
@@ -392,6 +395,8 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     _check(op, "bias_hh", bias_hh, (3 * H,), vx)
     if h is not None:
         _check(op, "h", h, (B, H), vx)
+    if on_device(vx):
+        return device_ops().gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef GRUCell node = GRUCell.__new__(GRUCell)
     node.x, node.h, node.w_ih, node.w_hh = vx, h, weight_ih, weight_hh
     node.b_ih, node.b_hh = bias_ih, bias_hh

@@ -55,9 +55,11 @@ cdef class Parameter(Leaf):
     cdef Py_ssize_t row_len
     cdef int densify(self) except -1
     cdef int _grow_slab(self) except -1
-    # On a device, a sparse gradient is the dense buffer, zero outside the rows of the
-    # id arrays in _dtouched; _dgrad_zero says the whole buffer is known to be zero.
-    cdef list _dtouched
+    # On a device, a sparse gradient is the dense buffer, zero outside the rows whose
+    # ids fill the first _dtouched_n entries of the int64 device array _dtouched (ids
+    # may repeat); _dgrad_zero says the whole buffer is known to be zero.
+    cdef object _dtouched
+    cdef Py_ssize_t _dtouched_n
     cdef bint _dgrad_zero
 
 cdef class Input(Leaf):

@@ -200,7 +200,7 @@ cdef Variable as_variable(object x, Variable like):
     """x if it is a Variable, else a constant leaf in `like`'s dtype."""
     if isinstance(x, Variable):
         return <Variable>x
-    return Input(x, dtype=float64 if like.f64 else float32)
+    return Input(x, dtype=float64 if like.f64 else float32, device=like._device)
 
 
 # ------------------------------------------------------------- node helpers
@@ -840,7 +840,7 @@ cdef class Parameter(Leaf):
     cdef int densify(self) except -1:
         """Turn the sparse gradient into a dense one."""
         if self._device is not None:     # the device buffer is already dense: zero off the touched rows
-            self._dtouched = None
+            self._dtouched_n = 0
             self.grad_mode = GRAD_DENSE
             self._dgrad_zero = False
             return 0
@@ -906,6 +906,10 @@ cdef class Parameter(Leaf):
                         row_len, not fresh)
         return 0
 
+    def _touched_ids(self):
+        """The ids a sparse device gradient touched, as one int64 device array (repeats kept)."""
+        return self._dtouched[:self._dtouched_n]
+
     @property
     def is_sparse_grad(self):
         """True while the gradient holds only the rows listed by `sparse_rows()`."""
@@ -916,7 +920,7 @@ cdef class Parameter(Leaf):
         if self.grad_mode != GRAD_SPARSE:
             return None
         if self._device is not None:
-            return device_ops().touched_rows(self._dtouched)
+            return device_ops().touched_rows(self._touched_ids())
         return self.touched[:self.n_touched].copy()
 
     def sparse_grad(self):
@@ -924,7 +928,7 @@ cdef class Parameter(Leaf):
         if self.grad_mode != GRAD_SPARSE:
             return None
         if self._device is not None:
-            rows = device_ops().touched_rows(self._dtouched)
+            rows = device_ops().touched_rows(self._touched_ids())
             return rows, device_ops().to_host(self._dgrad)[rows]
         return self.touched[:self.n_touched].copy(), self.slab[:self.n_touched].copy()
 
@@ -934,11 +938,11 @@ cdef class Parameter(Leaf):
         cdef const int64_t* touched
         if self._device is not None:
             if self.grad_mode == GRAD_SPARSE:
-                device_ops().zero_rows(self._dgrad, self._dtouched)
+                device_ops().zero_rows(self._dgrad, self._touched_ids())
                 self._dgrad_zero = True
             elif self.grad_mode == GRAD_DENSE:
                 self._dgrad_zero = False
-            self._dtouched = None
+            self._dtouched_n = 0
             self.grad_mode = GRAD_NONE
             return 0
         if self.grad_mode == GRAD_SPARSE:
@@ -1126,9 +1130,9 @@ def device_grad_slot(Variable x):
 
 
 def device_sparse_slot(Variable x, ids):
-    """The gradient buffer a gather's backward scatter-adds its rows into (`ids`, a
-    device array of row ids, is recorded when x is a Parameter with a sparse
-    gradient). The buffer is ready to be added into."""
+    """The gradient buffer a gather's backward scatter-adds its rows into; ready to
+    be added into. When x is a Parameter with a sparse gradient, the row ids
+    (`ids`, an int64 device array) are appended to its record of touched rows."""
     cdef Parameter p
     if not isinstance(x, Parameter):
         buf, add = device_grad_slot(x)
@@ -1143,10 +1147,10 @@ def device_sparse_slot(Variable x, ids):
         if not p._dgrad_zero:
             device_ops().fill(p._dgrad, 0)
             p._dgrad_zero = True
-        p._dtouched = []
+        p._dtouched_n = 0
         p.grad_mode = GRAD_SPARSE
-    if not any(t is ids for t in p._dtouched):
-        p._dtouched.append(ids)
+    p._dtouched = device_ops().append_ids(p._dtouched, p._dtouched_n, ids, p.dtype)
+    p._dtouched_n += ids.size
     return p._dgrad
 
 
@@ -1155,7 +1159,7 @@ def device_grad(Parameter p):
     "dense" or "sparse"; grad the dense buffer (for "sparse": zero outside the
     touched rows); touched the id arrays of a sparse gradient (ids may repeat)."""
     mode = ("none", "sparse", "dense")[p.grad_mode]
-    return mode, p._dgrad, tuple(p._dtouched) if p.grad_mode == GRAD_SPARSE else ()
+    return mode, p._dgrad, (p._touched_ids(),) if p.grad_mode == GRAD_SPARSE else ()
 
 
 def bound_ids(IndexInput ix, Py_ssize_t bound, str op):

@@ -11,7 +11,8 @@ from libc.limits cimport INT_MAX
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport Variable, init_node, finish, as_variable, same_dtype, require_float
+from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float,
+                              on_device, device_ops)
 from fastad_cy.loops cimport vec_zero
 
 cnp.import_array()
@@ -243,17 +244,23 @@ def matmul(a, b):
                          f"{b_batch}; they must be equal, or one operand 1-D or 2-D")
     cdef tuple out_shape = ((a_batch or b_batch) + ((m,) if len(sa) >= 2 else ())
                             + ((n,) if len(sb) >= 2 else ()))
-    cdef Matmul node = Matmul.__new__(Matmul)
-    node.a = va
-    node.b = vb
+    cdef Py_ssize_t batch
     if a_batch and not b_batch:
         # A batch times one matrix is a single product: stack the batch's rows.
         m *= prod(a_batch)
-        node.batch = 1
+        batch = 1
     else:
-        node.batch = prod(a_batch or b_batch)
-    node.a_step = m * k if a_batch and b_batch else 0
-    node.b_step = k * n if b_batch else 0
+        batch = prod(a_batch or b_batch)
+    cdef Py_ssize_t a_step = m * k if a_batch and b_batch else 0
+    cdef Py_ssize_t b_step = k * n if b_batch else 0
+    if on_device(va):
+        return device_ops().matmul(va, vb, out_shape, m, k, n, batch, a_step, b_step)
+    cdef Matmul node = Matmul.__new__(Matmul)
+    node.a = va
+    node.b = vb
+    node.batch = batch
+    node.a_step = a_step
+    node.b_step = b_step
     if m > INT_MAX or n > INT_MAX or k > INT_MAX:
         raise ValueError(f"matmul: shapes {sa} and {sb} exceed BLAS's 32-bit dimension limit")
     node.m, node.n, node.k = m, n, k
@@ -338,10 +345,12 @@ def vector_dot(a, b):
     if not va._shape:
         raise ValueError("vector_dot: operands are 0-d; they need a last axis to sum over "
                          "(use * for scalars)")
+    cdef Py_ssize_t nd = len(va._shape)
+    if on_device(va):
+        return device_ops().vector_dot(va, vb, va._shape[nd - 1])
     cdef VectorDot node = VectorDot.__new__(VectorDot)
     node.a = va
     node.b = vb
-    cdef Py_ssize_t nd = len(va._shape)
     node.d = va._shape[nd - 1]
     init_node(node, "vector_dot", (va, vb), va._shape[:nd - 1], va.f64)
     return finish(node)

@@ -17,7 +17,8 @@ from libc.stdlib cimport malloc, free
 from libc.math cimport INFINITY, NAN, isfinite
 from cython cimport floating
 
-from fastad_cy.graph cimport Variable, init_node, init_node_like, finish, require_float
+from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, require_float,
+                              on_device, device_ops)
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad_cy.loops cimport vec_fill, vec_zero
 from fastad_cy.scalar cimport s_exp, s_log
@@ -255,6 +256,9 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
                          f"axis={axis!r}); the result of an empty {name} is undefined")
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
     out = kept if keepdims else tuple(d for i, d in enumerate(shape) if i not in axes)
+    if on_device(v):
+        return device_ops().reduce(name, code, v, kept, out,
+                                   (1.0 / count if count else NAN) if code == R_MEAN else 1.0)
     cdef Reduce node = Reduce.__new__(Reduce)
     node.code = code
     node.x = v

@@ -27,7 +27,8 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, free
 from cython cimport floating
 
-from fastad_cy.graph cimport Variable, init_node, finish, require_float, same_dtype
+from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, on_device,
+                              device_ops)
 from fastad_cy.loops cimport vec_put, vec_zero
 
 cnp.import_array()
@@ -221,6 +222,8 @@ def reshape(x, shape):
     cdef Variable v = <Variable>x
     if shape is None:
         raise TypeError("reshape: shape must be an int or a tuple of ints, got None")
+    if on_device(v):
+        return device_ops().reshape(v, shape)
     try:
         view = v._value.reshape(shape)
     except ValueError as e:
@@ -261,6 +264,8 @@ def transpose(x, axes=None):
     """
     require_float("transpose", x, "x")
     cdef Variable v = <Variable>x
+    if on_device(v):
+        return device_ops().transpose(v, _transpose_axes(v._shape, axes))
     return _from_view("transpose", v, v._value.transpose(_transpose_axes(v._shape, axes)))
 
 
@@ -286,13 +291,17 @@ def getitem(x, key):
                             f"index a Parameter with one IndexInput alone (p[ix] or fa.take)")
         basic = basic and _is_basic_index(part)
     try:
-        if basic:
+        if on_device(v):
+            positions = _flat_positions(v._shape, key)
+        elif basic:
             # A trailing Ellipsis makes numpy return a 0-d view, not a scalar, for all-int keys.
             view = v._value[parts if Ellipsis in parts else parts + (Ellipsis,)]
         else:
             positions = _flat_positions(v._shape, key)
     except (IndexError, TypeError, ValueError) as e:
         raise type(e)(f"getitem: bad index {key!r} for shape {v._shape}: {e}") from None
+    if on_device(v):
+        return device_ops().gather("getitem", v, np.ascontiguousarray(positions, dtype=np.int64))
     if basic:
         return _from_view("getitem", v, view)
     return _gather("getitem", v, positions, False)
@@ -375,6 +384,8 @@ cdef Py_ssize_t _normal_axis(str op, object axis, Py_ssize_t nd) except -1:
 
 cdef Variable _join(str op, tuple xs, tuple out_shape, Py_ssize_t axis):
     """The Join node; input i's block width is the product of its own axes from `axis` on."""
+    if any(on_device(x) for x in xs):
+        return device_ops().join(op, xs, out_shape, axis)
     cdef Join node = Join.__new__(Join)
     cdef Py_ssize_t i, n = len(xs), start = 0
     node.widths = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))

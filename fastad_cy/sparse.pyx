@@ -9,7 +9,8 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
-from fastad_cy.graph cimport Variable, IndexInput, init_node, finish, require_float
+from fastad_cy.graph cimport (Variable, IndexInput, init_node, finish, require_float, on_device,
+                              device_ops)
 
 cnp.import_array()
 
@@ -57,6 +58,8 @@ def take(table, ix):
     >>> ix = fa.IndexInput([3, 7, 3])
     >>> rows = E[ix]                     # shape (3, 8); E.grad touches rows 3 and 7 only
     """
+    if on_device(table) or on_device(ix):
+        return device_ops().take(table, ix)
     require_float("take", table, "table")
     cdef Variable t = <Variable>table
     if not t._shape:

@@ -23,8 +23,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "all_finite",
     ),
     "reduction": (
-        "sum_axis", "broadcast_axis", "max_axis", "max_backward", "logsumexp_axis",
-        "logsumexp_backward", "sum_to_shape", "sum_squares",
+        "reduce_sum", "reduce_max", "reduce_logsumexp", "count_ties", "reduce_backward",
     ),
     "softmax": (
         "softmax_forward", "softmax_backward", "cross_entropy_forward",
@@ -32,7 +31,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "pointwise_loss_backward", "loss_finish",
     ),
     "index": (
-        "gather_rows", "scatter_add_rows", "zero_rows", "strided_copy", "strided_scatter",
+        "gather_rows", "scatter_add_rows", "zero_rows", "gather_positions", "put_positions",
+        "scatter_add_positions", "copy_ids",
     ),
     "optimizers": (
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",

@@ -12,5 +12,10 @@ here, on the host, before any kernel.
 """
 from fastad.cuda.ops.common import (to_host, from_host, empty, empty_like, fill, copy_from_host,
                                     set_value, seed_grad, leaf_grad, zero_rows, touched_rows,
-                                    check_anomaly)
+                                    append_ids, check_anomaly)
 from fastad.cuda.ops.elementwise import unary, binary
+from fastad.cuda.ops.reduction import reduce
+from fastad.cuda.ops.shape import reshape, transpose, gather, join
+from fastad.cuda.ops.linalg import matmul, vector_dot
+from fastad.cuda.ops.sparse import take
+from fastad.cuda.ops.fused import lstm_cell, gru_cell

@@ -112,18 +112,32 @@ def leaf_grad(leaf, dense, none):
     return out
 
 
-def zero_rows(grad, touched):
-    """Zero the rows of `grad` listed in each id array of `touched`."""
+def zero_rows(grad, ids):
+    """Zero the rows of `grad` listed in `ids` (an int64 device array)."""
     row_len = grad.size // grad.shape[0] if grad.shape[0] else 0
-    for ids in touched:
-        launch("zero_rows", grad.dtype, ids.size * row_len, grad, ids, I64(ids.size), I64(row_len))
+    launch("zero_rows", grad.dtype, ids.size * row_len, grad, ids, I64(ids.size), I64(row_len))
 
 
-def touched_rows(touched) -> np.ndarray:
-    """The distinct row ids of a sparse device gradient, sorted, on the host."""
-    if not touched:
-        return np.empty(0, dtype=np.int64)
-    return np.unique(np.concatenate([to_host(ids) for ids in touched]))
+def touched_rows(ids) -> np.ndarray:
+    """The distinct row ids of a sparse device gradient in first-touch order (as on
+    the CPU), on the host."""
+    rows, first = np.unique(to_host(ids), return_index=True)
+    return rows[np.argsort(first)]
+
+
+def append_ids(record, count, ids, dtype):
+    """Copy the int64 device array `ids` into `record` after its first `count`
+    entries, growing it (by doubling) when full; returns the record. `dtype` is
+    that of the Parameter the record serves (the kernels' T)."""
+    need = count + ids.size
+    if record is None or record.size < need:
+        grown = backend().empty((max(need, 2 * (0 if record is None else record.size), 64),),
+                                np.int64)
+        if count:
+            launch("copy_ids", dtype, count, record, grown, I64(count))
+        record = grown
+    launch("copy_ids", dtype, ids.size, ids, record[count:], I64(ids.size))
+    return record
 
 
 def _finite(array) -> bool:

@@ -1,0 +1,98 @@
+// Reductions over any axes: sum (and mean), max, logsumexp, and their backward.
+// meta = [dims(nd), keep(nd)] of the input: keep[k] != 0 for the axes the output
+// keeps (see FaFold in common.cuh); nd = 0 for a 0-d input. As in
+// fastad_cy/reduction.pyx, max's gradient is shared equally among ties and
+// logsumexp shifts by the max (by 0 when the max is not finite).
+
+// out[slot] (+)= scale * (sum of the slot's elements). With n_chunks > 1, thread t
+// sums chunk t % n_chunks of slot t / n_chunks and adds it atomically: the caller
+// zeroes out first, and accumulate must be 1.
+template <typename T>
+__global__ void reduce_sum(const T* x, T* out, i64 n_slots, i64 chunk, i64 n_chunks,
+                           const i64* meta, int nd, T scale, int accumulate) {
+    const i64* keep = meta + nd;
+    FaFold fold;
+    fa_fold_init(&fold, meta, keep, nd);
+    FA_GRID_STRIDE(t, n_slots * n_chunks) {
+        i64 slot = t / n_chunks, first = (t % n_chunks) * chunk;
+        i64 last = fa_min(first + chunk, fold.count);
+        i64 base = fa_fold_base(&fold, slot, meta, keep, nd);
+        T total = 0;
+        for (i64 r = first; r < last; ++r) total += x[base + fa_fold_step(&fold, r, meta, keep, nd)];
+        if (n_chunks > 1) atomicAdd(out + slot, scale * total);
+        else fa_put(out + slot, scale * total, accumulate);
+    }
+}
+
+// out[slot] = the slot's largest element; a NaN sticks, as in numpy.
+template <typename T>
+__global__ void reduce_max(const T* x, T* out, i64 n_slots, const i64* meta, int nd) {
+    const i64* keep = meta + nd;
+    FaFold fold;
+    fa_fold_init(&fold, meta, keep, nd);
+    FA_GRID_STRIDE(slot, n_slots) {
+        i64 base = fa_fold_base(&fold, slot, meta, keep, nd);
+        T best = x[base];
+        for (i64 r = 1; r < fold.count; ++r) {
+            T v = x[base + fa_fold_step(&fold, r, meta, keep, nd)];
+            if (v > best || v != v) best = v;
+            if (best != best) break;
+        }
+        out[slot] = best;
+    }
+}
+
+// out[slot] = log(sum(exp(x))) over the slot, shifted by the slot's max.
+template <typename T>
+__global__ void reduce_logsumexp(const T* x, T* out, i64 n_slots, const i64* meta, int nd) {
+    const i64* keep = meta + nd;
+    FaFold fold;
+    fa_fold_init(&fold, meta, keep, nd);
+    FA_GRID_STRIDE(slot, n_slots) {
+        i64 base = fa_fold_base(&fold, slot, meta, keep, nd);
+        T shift = x[base];
+        for (i64 r = 1; r < fold.count; ++r) {
+            T v = x[base + fa_fold_step(&fold, r, meta, keep, nd)];
+            if (v > shift || v != v) shift = v;
+        }
+        if (!fa_isfinite(shift)) shift = 0;
+        T total = 0;
+        for (i64 r = 0; r < fold.count; ++r)
+            total += fa_exp(x[base + fa_fold_step(&fold, r, meta, keep, nd)] - shift);
+        out[slot] = shift + fa_log(total);
+    }
+}
+
+// ties[slot] = how many of the slot's elements equal its max y[slot].
+template <typename T>
+__global__ void count_ties(const T* x, const T* y, T* ties, i64 n_slots, const i64* meta, int nd) {
+    const i64* keep = meta + nd;
+    FaFold fold;
+    fa_fold_init(&fold, meta, keep, nd);
+    FA_GRID_STRIDE(slot, n_slots) {
+        i64 base = fa_fold_base(&fold, slot, meta, keep, nd);
+        T count = 0;
+        for (i64 r = 0; r < fold.count; ++r)
+            count += x[base + fa_fold_step(&fold, r, meta, keep, nd)] == y[slot];
+        ties[slot] = count;
+    }
+}
+
+enum ReduceMode { R_SUM, R_MAX, R_LOGSUMEXP };
+
+// The gradient of a reduction, one thread per input element i in slot s:
+// R_SUM: scale * gy[s]; R_MAX: gy[s] / ties[s] where x[i] is the max, else 0;
+// R_LOGSUMEXP: gy[s] * exp(x[i] - y[s]).
+template <typename T>
+__global__ void reduce_backward(const T* x, const T* y, const T* gy, const T* ties, T* gx, i64 n,
+                                const i64* meta, int nd, int mode, T scale, int accumulate) {
+    const i64* keep = meta + nd;
+    FA_GRID_STRIDE(i, n) {
+        i64 s = fa_fold_slot(i, meta, keep, nd);
+        T g;
+        if (mode == R_SUM) g = scale * gy[s];
+        else if (mode == R_MAX) g = x[i] == y[s] ? gy[s] / ties[s] : T(0);
+        else g = gy[s] * fa_exp(x[i] - y[s]);
+        fa_put(gx + i, g, accumulate);
+    }
+}

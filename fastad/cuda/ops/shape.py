@@ -1,0 +1,106 @@
+"""Shape ops on a GPU (cuda/index.cu): reshape, transpose, indexing, concat and stack.
+
+reshape aliases its input's buffer (the value is a view; the input's buffer
+never moves). transpose and indexing gather by flat input position, computed
+once on the host at build (by fastad_cy/shape.pyx for indexing); their backward
+scatter-adds (an integer-array index may repeat a position). concat and stack
+put each input at its positions in the output.
+"""
+import numpy as np
+
+from fastad_cy.graph import device_grad_slot, device_node
+from fastad.cuda.ops.common import I32, I64, launch, make_node, from_host, fill, require_float
+
+
+class View:
+    """The output is the input's buffer with another shape."""
+
+    def forward(self, node):
+        pass                      # the value aliases the input's buffer
+
+    def backward(self, node):
+        x = node.parents[0]
+        if x.requires_grad:
+            grad, accumulate = device_grad_slot(x)
+            launch("copy_or_add", node.dtype, node.size, node.grad, grad, I64(node.size),
+                   I32(accumulate))
+
+
+def reshape(x, shape):
+    require_float("reshape", x, "x")
+    if shape is None:
+        raise TypeError("reshape: shape must be an int or a tuple of ints, got None")
+    try:
+        out = np.empty(x.shape, dtype=np.int8).reshape(shape).shape
+    except ValueError as e:
+        raise ValueError(f"reshape: cannot reshape shape {x.shape} ({x.size} elements) "
+                         f"into {shape} ({e})") from None
+    except TypeError as e:
+        raise TypeError(f"reshape: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
+    return device_node("reshape", (x,), out, x.dtype, View(), x.value.reshape(out))
+
+
+class Gather:
+    """out[i] = x[positions[i]]; the backward scatter-adds."""
+
+    def __init__(self, positions):
+        self.positions = from_host(positions.reshape(-1))
+
+    def forward(self, node):
+        x = node.parents[0]
+        launch("gather_positions", node.dtype, node.size, x.value, self.positions, node.value,
+               I64(node.size), I32(0))
+
+    def backward(self, node):
+        x = node.parents[0]
+        if not x.requires_grad:
+            return
+        grad, accumulate = device_grad_slot(x)
+        if not accumulate:
+            fill(grad, 0)
+        launch("scatter_add_positions", node.dtype, node.size, node.grad, self.positions, grad,
+               I64(node.size))
+
+
+def gather(op, x, positions):
+    """The op node whose element i is x's element positions[i] (positions: host int64,
+    every value in [0, x.size), of the output's shape)."""
+    return make_node(op, (x,), positions.shape, x.dtype, Gather(positions))
+
+
+def transpose(x, axes):
+    """x with axes permuted (`axes` already checked by fastad_cy/shape.pyx)."""
+    positions = np.arange(x.size, dtype=np.int64).reshape(x.shape).transpose(axes)
+    return gather("transpose", x, np.ascontiguousarray(positions))
+
+
+class Join:
+    """Input k's elements go to output positions `positions[k]`."""
+
+    def __init__(self, positions):
+        self.positions = [from_host(p) for p in positions]
+
+    def forward(self, node):
+        for x, positions in zip(node.parents, self.positions):
+            launch("put_positions", node.dtype, x.size, x.value, positions, node.value, I64(x.size))
+
+    def backward(self, node):
+        for x, positions in zip(node.parents, self.positions):
+            if x.requires_grad:
+                grad, accumulate = device_grad_slot(x)
+                launch("gather_positions", node.dtype, x.size, node.grad, positions, grad,
+                       I64(x.size), I32(accumulate))
+
+
+def join(op, xs, out_shape, axis):
+    """concat/stack of xs (checked by fastad_cy/shape.pyx) into out_shape: input i
+    fills a block of width prod(xs[i].shape[axis:]) in every row of the outer axes."""
+    outer = int(np.prod(out_shape[:axis], dtype=np.int64))
+    widths = [int(np.prod(x.shape[axis:], dtype=np.int64)) for x in xs]
+    row = sum(widths)
+    positions, start = [], 0
+    for width in widths:
+        block = np.arange(outer, dtype=np.int64)[:, None] * row + start + np.arange(width)
+        positions.append(np.ascontiguousarray(block.reshape(-1)))
+        start += width
+    return make_node(op, xs, out_shape, xs[0].dtype, Join(positions))

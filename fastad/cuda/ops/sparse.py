@@ -1,0 +1,43 @@
+"""Row gathers on a GPU (cuda/index.cu): `take`, with a sparse gradient.
+
+The backward scatter-adds the gathered rows' gradients into the table's
+gradient buffer (repeated ids add, atomically). A Parameter records which id
+arrays touched it, so optimizers update, and zero_grad clears, only those
+rows (see fastad_cy/graph.pyx, device_sparse_slot).
+"""
+from fastad_cy.graph import IndexInput, Variable, bound_ids, device_sparse_slot
+from fastad.cuda.ops.common import I64, launch, make_node, require_float, same_device
+
+
+class Take:
+    def __init__(self, row_len):
+        self.row_len = I64(row_len)
+
+    def forward(self, node):
+        table, ix = node.parents
+        launch("gather_rows", node.dtype, node.size, table.value, ix.value, node.value,
+               I64(ix.size), self.row_len)
+
+    def backward(self, node):
+        table, ix = node.parents
+        if table.requires_grad:
+            grad = device_sparse_slot(table, ix.value)
+            launch("scatter_add_rows", node.dtype, node.size, node.grad, ix.value, grad,
+                   I64(ix.size), self.row_len)
+
+
+def take(table, ix):
+    """Rows `ix` of a device `table` (as fa.take): ids are checked now and at every
+    `ix.set_value`, on the host, before they reach the device."""
+    require_float("take", table, "table")
+    if not table.shape:
+        raise ValueError("take: the table must have at least one axis, got a 0-d Variable")
+    if not isinstance(ix, IndexInput):
+        if isinstance(ix, Variable):
+            raise TypeError("take: ids must be an IndexInput or integers, got a float Variable")
+        ix = IndexInput(ix, device=table.device)
+    same_device("take", table, ix)
+    rows = table.shape[0]
+    bound_ids(ix, rows, "take")
+    row_len = table.size // rows if rows else 0
+    return make_node("take", (table, ix), ix.shape + table.shape[1:], table.dtype, Take(row_len))

@@ -1,0 +1,49 @@
+"""Device tests run twice where they can: on the CPU emulator of the kernels
+(always, given g++), and on a real GPU through CuPy (skipped, with the reason,
+where CuPy sees no GPU). Ask for the `backend` fixture, then build leaves with
+device="cuda"; `compare` checks a device result against the CPU path."""
+import shutil
+
+import numpy as np
+import pytest
+
+from fastad.cuda import backend as cuda_backend
+
+
+def _gpu_skip_reason():
+    cuda_backend.set_emulation(False)
+    try:
+        cuda_backend.get(required=True)
+    except RuntimeError as e:
+        return str(e)
+    finally:
+        cuda_backend.set_emulation(None)
+    return None
+
+
+@pytest.fixture(params=["emulator", "gpu"])
+def backend(request):
+    """The device backend under test; restores the environment's choice afterwards."""
+    if request.param == "emulator":
+        if shutil.which("g++") is None:
+            pytest.skip("the kernel emulator needs g++")
+        cuda_backend.set_emulation(True)
+    else:
+        reason = _gpu_skip_reason()
+        if reason is not None:
+            pytest.skip(f"no GPU: {reason}")
+        cuda_backend.set_emulation(False)
+    try:
+        yield cuda_backend.get()
+    finally:
+        cuda_backend.set_emulation(None)
+
+
+def host(x):
+    """A device or host array, or a Variable's value, as a numpy array."""
+    value = getattr(x, "value", x)
+    return value if isinstance(value, np.ndarray) else cuda_backend.get().to_host(value)
+
+
+def tolerance(dtype):
+    return dict(rtol=1e-10, atol=1e-12) if np.dtype(dtype) == np.float64 else dict(rtol=2e-5, atol=2e-6)

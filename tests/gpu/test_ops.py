@@ -1,0 +1,192 @@
+"""Every op on the device against the CPU path: values, gradients, replay."""
+import numpy as np
+import pytest
+
+import fastad as fa
+from conftest import host, tolerance
+from device_check import check_against_cpu
+
+rng = np.random.default_rng(7)
+DTYPES = [np.float64, np.float32]
+
+
+def r(*shape, positive=False):
+    a = rng.standard_normal(shape)
+    return np.abs(a) + 0.5 if positive else a
+
+
+UNARY = {
+    "neg": (fa.neg, False), "exp": (fa.exp, False), "log": (fa.log, True),
+    "tanh": (fa.tanh, False), "sigmoid": (fa.sigmoid, False), "relu": (fa.relu, False),
+    "softplus": (fa.softplus, False), "logsigmoid": (fa.logsigmoid, False),
+    "sqrt": (fa.sqrt, True), "square": (fa.square, False), "abs": (fa.abs, False),
+    "pow 2.5": (lambda x: x ** 2.5, True), "pow 0": (lambda x: x ** 0, False),
+    "pow 1": (lambda x: x ** 1, False), "pow -1": (lambda x: x ** -1, True),
+    "x + 2": (lambda x: x + 2, False), "2 - x": (lambda x: 2 - x, False),
+    "3 * x": (lambda x: 3 * x, False), "x / 4": (lambda x: x / 4, False),
+    "2 / x": (lambda x: 2 / x, True), "x - 1": (lambda x: x - 1, False),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(backend, name, dtype):
+    fn, positive = UNARY[name]
+    check_against_cpu(fn, r(3, 5, positive=positive), dtype=dtype)
+
+
+BROADCASTS = [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((1, 5), (5,)),
+              ((2, 1, 3), (4, 1)), ((0, 3), (3,)), ((1,), ())]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", [fa.add, fa.sub, fa.mul, fa.div])
+@pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
+def test_binary_broadcasting(backend, op, shapes, dtype):
+    a, b = r(*shapes[0]), r(*shapes[1], positive=True)
+    check_against_cpu(op, a, b, dtype=dtype)
+    check_against_cpu(lambda u, v: op(v, u), a, b, dtype=dtype)
+
+
+def test_binary_with_a_host_array(backend):
+    b = r(4)
+    check_against_cpu(lambda u: u * b + b, r(3, 4))
+
+
+REDUCTIONS = [(None, False), (0, False), (1, True), ((0, 2), False), (-1, False), ((), False)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis,keepdims", REDUCTIONS, ids=str)
+@pytest.mark.parametrize("op", [fa.sum, fa.mean, fa.max, fa.logsumexp], ids=lambda f: f.__name__)
+def test_reductions(backend, op, axis, keepdims, dtype):
+    check_against_cpu(lambda x: op(x, axis=axis, keepdims=keepdims), r(3, 4, 5), dtype=dtype)
+
+
+@pytest.mark.parametrize("op", [fa.sum, fa.mean])
+def test_long_sums_split_across_threads(backend, op):
+    check_against_cpu(lambda x: op(x), r(3000))
+    check_against_cpu(lambda x: op(x, axis=0), r(700, 3))
+
+
+def test_max_shares_the_gradient_among_ties(backend):
+    check_against_cpu(lambda x: fa.max(x, axis=1), np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]),
+                      replay=False)
+
+
+def test_reductions_of_edge_shapes(backend):
+    check_against_cpu(lambda x: fa.sum(x), r())
+    check_against_cpu(lambda x: fa.sum(x, axis=0), r(0, 3))
+    check_against_cpu(lambda x: fa.mean(x, axis=1), r(1, 6))
+
+
+SHAPE_OPS = {
+    "reshape": (lambda x: fa.reshape(x, (4, -1)) * 2.0, (2, 3, 2)),
+    "transpose": (lambda x: fa.transpose(x, (2, 0, 1)) * 2.0, (2, 3, 4)),
+    ".T": (lambda x: x.T * 2.0, (3, 4)),
+    "slice": (lambda x: x[1:, ::-2] * 2.0, (3, 5)),
+    "int": (lambda x: x[1] * 2.0, (3, 5)),
+    "int array, repeats": (lambda x: x[[0, 2, 0, 0]] * 2.0, (3, 5)),
+    "mask": (lambda x: x[np.array([True, False, True])] * 2.0, (3, 5)),
+    "newaxis, ellipsis": (lambda x: x[None, ..., 1] * 2.0, (3, 5)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(SHAPE_OPS))
+def test_shape_ops(backend, name, dtype):
+    fn, shape = SHAPE_OPS[name]
+    check_against_cpu(fn, r(*shape), dtype=dtype)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat_and_stack(backend, axis):
+    check_against_cpu(lambda a, b: fa.concat([a, b, a], axis=axis), r(2, 3), r(2, 3))
+    check_against_cpu(lambda a, b: fa.stack([a, b], axis=axis), r(2, 3), r(2, 3))
+
+
+MATMULS = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (2, 4, 5)),
+           ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((3, 0), (0, 2)), ((1, 1), (1, 1))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", MATMULS, ids=str)
+def test_matmul(backend, shapes, dtype):
+    check_against_cpu(lambda a, b: a @ b, r(*shapes[0]), r(*shapes[1]), dtype=dtype)
+
+
+def test_matmul_accumulates_into_a_shared_leaf(backend):
+    check_against_cpu(lambda a, b: (a @ b) @ b.T + a, r(3, 3), r(3, 3))
+
+
+def test_vector_dot(backend):
+    check_against_cpu(fa.vector_dot, r(5, 3), r(5, 3))
+    check_against_cpu(fa.vector_dot, r(3), r(3))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_take_with_repeated_ids_has_a_sparse_gradient(backend, dtype):
+    table = r(10, 4)
+    ids = [3, 7, 3, 3, 0]
+    cpu = fa.Parameter(table, dtype=dtype)
+    dev = fa.Parameter(table, dtype=dtype, device="cuda")
+    ix_cpu, ix_dev = fa.IndexInput(ids), fa.IndexInput(ids, device="cuda")
+    weights = r(5, 4)
+    loss_cpu = (cpu[ix_cpu] * weights).sum()
+    loss_dev = (dev[ix_dev] * weights).sum()
+    tol = tolerance(dtype)
+    for new_ids in (None, [1, 1, 9, 2, 3]):
+        if new_ids is not None:
+            ix_cpu.set_value(new_ids)
+            ix_dev.set_value(new_ids)
+            loss_cpu.forward()
+            loss_dev.forward()
+            cpu.zero_grad()
+            dev.zero_grad()
+        np.testing.assert_allclose(host(loss_dev), loss_cpu.value, **tol)
+        loss_cpu.backward()
+        loss_dev.backward()
+        assert dev.is_sparse_grad
+        np.testing.assert_array_equal(dev.sparse_rows(), cpu.sparse_rows())
+        rows, values = dev.sparse_grad()
+        np.testing.assert_allclose(values, cpu.sparse_grad()[1], **tol)
+        np.testing.assert_allclose(host(dev.grad), cpu.grad, **tol)
+
+
+def test_take_mixed_with_a_dense_gradient(backend):
+    ids = [2, 2, 0]
+    check_against_cpu(lambda t: (fa.take(t, fa.IndexInput(ids, device=t.device)) ** 2).sum() + t.sum(),
+                      r(4, 3))
+
+
+def test_take_checks_ids_at_build_and_at_set_value(backend):
+    table = fa.Parameter(r(4, 2), device="cuda")
+    with pytest.raises(IndexError, match="out of range"):
+        fa.take(table, fa.IndexInput([1, 4], device="cuda"))
+    ix = fa.IndexInput([1, 2], device="cuda")
+    rows = table[ix]
+    with pytest.raises(IndexError, match="< 4"):
+        ix.set_value([0, 4])
+    with pytest.raises(IndexError, match=">= 0"):
+        ix.set_value([-1, 0])
+    np.testing.assert_array_equal(ix.numpy(), [1, 2])       # unchanged after refusals
+    rows.forward()
+
+
+def test_lstm_and_gru_cells(backend):
+    B, I, H = 2, 3, 4
+    x, h, c = r(B, I), r(B, H), r(B, H)
+    w_ih, w_hh, b = r(I, 4 * H), r(H, 4 * H), r(4 * H)
+    from fastad_cy.fused import lstm_cell, gru_cell
+    check_against_cpu(lambda *v: lstm_cell(*v), x, h, c, w_ih, w_hh, b)
+    check_against_cpu(lambda x, wi, wh, b: lstm_cell(x, None, None, wi, wh, b), x, w_ih, w_hh, b)
+    g_ih, g_hh, b_ih, b_hh = r(I, 3 * H), r(H, 3 * H), r(3 * H), r(3 * H)
+    check_against_cpu(lambda *v: gru_cell(*v), x, h, g_ih, g_hh, b_ih, b_hh)
+    check_against_cpu(lambda x, wi, wh, bi, bh: gru_cell(x, None, wi, wh, bi, bh),
+                      x, g_ih, g_hh, b_ih, b_hh)
+
+
+def test_a_small_network_matches_the_cpu(backend):
+    def net(x, w1, b1, w2):
+        return fa.logsumexp(fa.tanh(x @ w1 + b1) @ w2, axis=1).mean()
+    check_against_cpu(net, r(8, 5), r(5, 6), r(6), r(6, 3))
