@@ -2,17 +2,14 @@
 cuda/optimizers.cu), run by the CPU emulator: every step on the device must
 match the same step on the CPU, dense and sparse gradients, float32 and float64.
 
-A device sparse gradient is made the way a device gather's backward makes it:
-`device_sparse_slot(p, ids)` records the id array and returns the dense buffer,
-into which the rows are scatter-added (numpy's add.at: under the emulator a
-device array is a numpy array).
+Sparse gradients come from gathers `p[ix]` on both sides.
 """
 import numpy as np
 import pytest
 
 import fastad as fa
+import fastad.cuda.optim as cuda_optim
 from fastad.cuda import backend
-from fastad_cy.graph import device_sparse_slot
 
 DTYPES = [np.float32, np.float64]
 
@@ -55,11 +52,10 @@ def dense_grad(cpu, dev, g):
 
 
 def sparse_grad(cpu, dev, ids, rows):
-    """Add `rows` at row `ids` (repeats allowed) into both gradients, as a gather does."""
-    ix = fa.IndexInput(ids)
-    (cpu[ix] * fa.Input(rows, dtype=cpu.dtype)).sum().backward()
-    buffer = device_sparse_slot(dev, backend.get().from_host(ids))
-    np.add.at(buffer, ids, rows)
+    """Add `rows` at row `ids` (repeats allowed) into both gradients, through a gather."""
+    for p, device in ((cpu, None), (dev, "cuda")):
+        ix = fa.IndexInput(ids, device=device)
+        (p[ix] * fa.Input(rows, dtype=p.dtype, device=device)).sum().backward()
 
 
 def assert_same(opt_cpu, opt_dev, pairs, dtype):
@@ -222,3 +218,28 @@ def test_load_state_dict_checks_before_uploading():
     with pytest.raises(ValueError, match=r"state.0.sum .* expected a float array of shape \(2, 3\)"):
         opt.load_state_dict(bad)
     np.testing.assert_array_equal(opt.state_dict()["state.0.sum"], np.zeros((2, 3), np.float32))
+
+
+def test_touched_rows_split_over_several_id_arrays(monkeypatch):
+    """A sparse gradient may list its rows in several id arrays, with repeats
+    across them: each distinct row is still updated, and counted, once."""
+    real = cuda_optim.device_grad
+
+    def split(p):
+        mode, grad, touched = real(p)
+        if mode == "sparse":
+            ids = touched[0]
+            touched = (ids[:3], ids[3:])
+        return mode, grad, touched
+
+    monkeypatch.setattr(cuda_optim, "device_grad", split)
+    rng = np.random.default_rng(5)
+    emb = twins(rng.standard_normal((8, 3)), np.float64)
+    opt_cpu, opt_dev = fa.optim.Adam([emb[0]], lr=0.1), fa.optim.Adam([emb[1]], lr=0.1)
+    for _ in range(3):
+        sparse_grad(*emb, np.array([4, 1, 6, 4, 2, 1, 6]), rng.standard_normal((7, 3)))
+        total_cpu = fa.optim.clip_grad_norm([emb[0]], 0.5)
+        total_dev = fa.optim.clip_grad_norm([emb[1]], 0.5)
+        assert total_dev == pytest.approx(total_cpu, rel=1e-12)
+        opt_cpu.step(); opt_dev.step(); opt_cpu.zero_grad(); opt_dev.zero_grad()
+    assert_same(opt_cpu, opt_dev, [emb], np.float64)
