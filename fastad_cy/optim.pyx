@@ -268,6 +268,7 @@ cdef class Optimizer:
     A built-in subclass implements two C methods: `begin(step, sparse)`
     computes the per-step coefficients of one Parameter, and `update(...)`
     applies the kernel to one span of it (the whole buffer, or one touched row).
+    On a GPU, `device_kernel()` names its kernel in cuda/optimizers.cu instead.
 
     Example::
 
