@@ -23,7 +23,7 @@ from libc.math cimport INFINITY, NAN
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
-                              as_variable, same_dtype, require_float)
+                              as_variable, same_dtype, require_float, on_device, device_ops)
 from fastad_cy.loops cimport vec_zero
 from fastad_cy.scalar cimport s_exp, s_log, s_abs, s_sigmoid, s_softplus
 
@@ -277,6 +277,8 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
     >>> fa.nn.cross_entropy(logits, [0, 2]).item()       # log(3)
     1.0986...
     """
+    if on_device(logits) or on_device(targets):
+        return device_ops().cross_entropy(logits, targets, reduction, ignore_index, label_smoothing)
     cdef CrossEntropy node = CrossEntropy.__new__(CrossEntropy)
     try:
         smoothing = float(label_smoothing)
@@ -361,6 +363,8 @@ def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
     >>> fa.nn.nll_loss(lp, fa.IndexInput([1, 3])).item()    # log(4)
     1.3862...
     """
+    if on_device(log_probs) or on_device(targets):
+        return device_ops().nll_loss(log_probs, targets, reduction, ignore_index)
     cdef NLLLoss node = NLLLoss.__new__(NLLLoss)
     setup_class_targets(node, "nll_loss", "log_probs", log_probs, targets, reduction, ignore_index)
     return finish(node)
@@ -508,6 +512,8 @@ def bce_with_logits(logits, targets, reduction="mean"):
     >>> fa.nn.bce_with_logits(fa.Parameter([0.0, 0.0]), [1.0, 0.0]).item()    # log(2)
     0.6931...
     """
+    if on_device(logits) or on_device(targets):
+        return device_ops().bce_with_logits(logits, targets, reduction)
     return _pair_loss(P_BCE, "logits", logits, "targets", targets, reduction)
 
 
@@ -520,6 +526,8 @@ def mse(pred, target, reduction="mean"):
     >>> fa.nn.mse(fa.Parameter([1.0, 2.0]), [0.0, 0.0]).item()     # (1 + 4) / 2
     2.5
     """
+    if on_device(pred) or on_device(target):
+        return device_ops().mse(pred, target, reduction)
     return _pair_loss(P_MSE, "pred", pred, "target", target, reduction)
 
 
@@ -533,6 +541,8 @@ def huber(pred, target, reduction="mean", delta=1.0):
     >>> fa.nn.huber(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
     array([0.125, 2.5  ], dtype=float32)
     """
+    if on_device(pred) or on_device(target):
+        return device_ops().huber(pred, target, reduction, delta)
     try:
         d = float(delta)
     except (TypeError, ValueError):

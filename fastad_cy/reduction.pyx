@@ -437,6 +437,8 @@ cdef class Softmax(Variable):
 
 
 cdef Variable _softmax(str name, bint log, object x, object axis):
+    if on_device(x):
+        return device_ops().softmax(x, axis, log)
     require_float(name, x, "x")
     if axis is None or isinstance(axis, tuple):
         raise TypeError(f"{name}: axis must be one int, got {axis!r}")

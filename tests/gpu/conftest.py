@@ -1,7 +1,9 @@
 """Device tests run twice where they can: on the CPU emulator of the kernels
 (always, given g++), and on a real GPU through CuPy (skipped, with the reason,
 where CuPy sees no GPU). Ask for the `backend` fixture, then build leaves with
-device="cuda"; `compare` checks a device result against the CPU path."""
+device="cuda". FASTAD_DEVICE_TESTS=gpu (or =emulator) runs one of the two only
+(bench/gpu_check.sh runs the GPU ones)."""
+import os
 import shutil
 
 import numpy as np
@@ -21,7 +23,10 @@ def _gpu_skip_reason():
     return None
 
 
-@pytest.fixture(params=["emulator", "gpu"])
+BACKENDS = os.environ.get("FASTAD_DEVICE_TESTS", "emulator,gpu").split(",")
+
+
+@pytest.fixture(params=BACKENDS)
 def backend(request):
     """The device backend under test; restores the environment's choice afterwards."""
     if request.param == "emulator":
