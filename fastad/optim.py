@@ -2,6 +2,9 @@
 
 The optimizers and clipping functions are compiled (fastad_cy.optim); the
 schedulers only set an optimizer's `lr` between steps, with torch's formulas.
+On Parameters on a GPU the same classes and functions run fused kernels
+(fastad.cuda.optim); the lr they set lives on the device, so it also reaches a
+step captured with `fa.cuda.capture`.
 
 >>> opt = fa.optim.Adam(model.parameters(), lr=1e-3)
 >>> sched = fa.optim.CosineAnnealingLR(opt, T_max=100)

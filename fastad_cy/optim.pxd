@@ -13,9 +13,12 @@ cdef class Optimizer:
     cdef char** state_ptrs           # n_params * n_slots raw pointers into _state
     cdef cnp.ndarray _steps          # int64 step count per Parameter (per process)
     cdef int64_t* steps
+    cdef object _device              # fastad.cuda.optim.DeviceState when the Parameters are
+                                     # on a GPU (step() then runs its kernels), else None
 
     cdef int init_state(self, tuple slot_names, tuple fills) except -1
     cdef int begin(self, int64_t step, bint sparse) except -1
+    cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag) for the GPU
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil
     cpdef int step(self) except -1

@@ -19,6 +19,12 @@ them in shared memory as well (`p.shared.state_array(key, fill)`, with keys
 such as "Adam.exp_avg"), so Hogwild workers update one copy without locks.
 Step counts (Adam's bias correction, SGD's first momentum step) stay per
 process.
+
+Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
+CPU and GPU) keep their state, step counts and the lr on that device, and
+`step()` launches the fused kernels of cuda/optimizers.cu (fastad.cuda.optim),
+which repeat the CPU rules below exactly, sparse rows included.
+`state_dict()` still returns host numpy arrays.
 """
 import numpy as np
 cimport numpy as cnp
@@ -105,6 +111,24 @@ cdef list _param_list(object params, str who, bint allow_single, bint allow_empt
     if not plist and not allow_empty:
         raise ValueError(f"{who}: got an empty list of parameters")
     return plist
+
+
+cdef object _params_device(list plist, str who):
+    """None when every Parameter of `plist` is on the CPU, else the device they all
+    share ("cuda:0"); a ValueError naming both devices when they differ."""
+    cdef Py_ssize_t i
+    cdef object first, device
+    if not plist:
+        return None
+    first = (<Parameter>plist[0])._device
+    for i in range(1, len(plist)):
+        device = (<Parameter>plist[i])._device
+        if device is not first and device != first:
+            raise ValueError(
+                f"{who}: params[0] is on {first or 'cpu'} but params[{i}] is on "
+                f"{device or 'cpu'}; all Parameters must be on one device (move them "
+                f"with .to(device))")
+    return first
 
 
 cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t* span_len) noexcept:
@@ -229,6 +253,13 @@ cdef void rmsprop_kernel(floating* p, const floating* g, floating* sq, floating*
 
 # --------------------------------------------------------------- Optimizer
 
+cdef int _missing_state(str who) except -1:
+    raise RuntimeError(
+        f"{who}.step(): the optimizer's state was never set up; a subclass's __init__ "
+        f"must call its base class's __init__ (e.g. super().__init__(params, lr=...)), "
+        f"not Optimizer.__init__ alone")
+
+
 cdef class Optimizer:
     """Base class of the optimizers: `Optimizer(params)` (not used directly).
 
@@ -237,6 +268,7 @@ cdef class Optimizer:
     A built-in subclass implements two C methods: `begin(step, sparse)`
     computes the per-step coefficients of one Parameter, and `update(...)`
     applies the kernel to one span of it (the whole buffer, or one touched row).
+    On a GPU, `device_kernel()` names its kernel in cuda/optimizers.cu instead.
 
     Example::
 
@@ -260,6 +292,11 @@ cdef class Optimizer:
         free(self.state_ptrs)
         self.state_ptrs = NULL
         self.n_params = len(self._params)
+        self._device = None
+        device = _params_device(self._params, type(self).__name__)
+        if device is not None:
+            from fastad.cuda.optim import DeviceState
+            self._device = DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
         self.slot_names = ()
@@ -276,6 +313,15 @@ cdef class Optimizer:
         self.state_ptrs = <char**>calloc(max(1, self.n_params * self.n_slots), sizeof(char*))
         if self.state_ptrs == NULL:
             raise MemoryError()
+        if self._device is not None:
+            # Device state: the raw pointers stay NULL (step() hands over to the kernels).
+            try:
+                self._state = self._device.init_state(self.device_kernel(), fills)
+            except BaseException:
+                free(self.state_ptrs)
+                self.state_ptrs = NULL
+                raise
+            return 0
         try:
             for i in range(self.n_params):
                 arrays = tuple(_state_array(<Parameter>self._params[i], prefix + name, fill)
@@ -291,6 +337,12 @@ cdef class Optimizer:
 
     cdef int begin(self, int64_t step, bint sparse) except -1:
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    cdef tuple device_kernel(self):
+        """The GPU update: (kernel name in cuda/optimizers.cu without its _dense/_rows
+        suffix, its four double hyperparameters h0..h3, its int flag)."""
+        raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
+                        f"Adagrad, Adam, AdamW or RMSprop")
 
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil:
@@ -309,6 +361,11 @@ cdef class Optimizer:
         cdef Parameter p
         cdef int64_t t
         cdef char** state
+        if self._device is not None:
+            if self.state_ptrs == NULL:
+                _missing_state(type(self).__name__)
+            self._device.step()
+            return 0
         for i in range(self.n_params):
             p = <Parameter>self._params[i]
             if p.grad_mode == GRAD_NONE:
@@ -316,10 +373,7 @@ cdef class Optimizer:
             t = self.steps[i] + 1
             self.begin(t, p.grad_mode == GRAD_SPARSE)
             if self.state_ptrs == NULL:
-                raise RuntimeError(
-                    f"{type(self).__name__}.step(): the optimizer's state was never set up; a "
-                    f"subclass's __init__ must call its base class's __init__ (e.g. "
-                    f"super().__init__(params, lr=...)), not Optimizer.__init__ alone")
+                _missing_state(type(self).__name__)
             self.steps[i] = t
             state = self.state_ptrs + i * self.n_slots
             n_spans = grad_spans(p, &rows, &span_len)
@@ -348,6 +402,8 @@ cdef class Optimizer:
     @lr.setter
     def lr(self, value):
         self._lr = _check_lr(type(self).__name__, value)
+        if self._device is not None:
+            self._device.set_lr(self._lr)
 
     @property
     def params(self):
@@ -374,10 +430,14 @@ cdef class Optimizer:
         >>> fa.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "ckpt.npz")
         """
         d = dict(self.hyperparameters())
+        if self._device is not None:
+            steps, state = self._device.to_host()
+        else:
+            steps, state = self._steps, [[arr.copy() for arr in arrays] for arrays in self._state]
         for i in range(self.n_params):
-            d[f"state.{i}.step"] = int(self.steps[i])
-            for name, arr in zip(self.slot_names, self._state[i]):
-                d[f"state.{i}.{name}"] = arr.copy()
+            d[f"state.{i}.step"] = int(steps[i])
+            for name, arr in zip(self.slot_names, state[i]):
+                d[f"state.{i}.{name}"] = arr
         return d
 
     def load_state_dict(self, state):
@@ -425,9 +485,12 @@ cdef class Optimizer:
                     raise ValueError(f"{who}: {key} is a {arr.dtype} array of shape {arr.shape}; "
                                      f"expected a float array of shape {current.shape}")
                 arrays.append((current, arr))
-        for current, arr in arrays:
-            np.copyto(current, arr, casting="same_kind")
-        self._steps[:] = steps
+        if self._device is not None:
+            self._device.load(steps, arrays, lr)
+        else:
+            for current, arr in arrays:
+                np.copyto(current, arr, casting="same_kind")
+            self._steps[:] = steps
         self._lr = lr
         return self
 
@@ -487,6 +550,9 @@ cdef class SGD(Optimizer):
                        <float*>state[0] + offset if self.n_slots else NULL, n, self._lr,
                        self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
 
+    cdef tuple device_kernel(self):
+        return ("sgd", (self.weight_decay, self.momentum, self.dampening, 0.0), int(self.nesterov))
+
     def hyperparameters(self):
         return {"lr": self._lr, "momentum": self.momentum, "dampening": self.dampening,
                 "nesterov": bool(self.nesterov), "weight_decay": self.weight_decay}
@@ -526,6 +592,9 @@ cdef class Adagrad(Optimizer):
         else:
             adagrad_kernel(<float*>value + offset, <const float*>grad,
                            <float*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
+
+    cdef tuple device_kernel(self):
+        return ("adagrad", (self.weight_decay, self.eps, 0.0, 0.0), 0)
 
     def hyperparameters(self):
         return {"lr": self._lr, "eps": self.eps, "weight_decay": self.weight_decay,
@@ -579,6 +648,9 @@ cdef class Adam(Optimizer):
             adam_kernel(<float*>value + offset, <const float*>grad,
                         <float*>state[0] + offset, <float*>state[1] + offset, n,
                         self.beta1, self.beta2, self.eps, l2, decay, self.step_size, self.bc2_sqrt)
+
+    cdef tuple device_kernel(self):
+        return ("adam", (self.beta1, self.beta2, self.eps, self.weight_decay), int(self.decoupled))
 
     def hyperparameters(self):
         return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
@@ -641,6 +713,9 @@ cdef class RMSprop(Optimizer):
                            <float*>state[0] + offset,
                            <float*>state[1] + offset if self.n_slots == 2 else NULL, n,
                            self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
+
+    cdef tuple device_kernel(self):
+        return ("rmsprop", (self.alpha, self.eps, self.weight_decay, self.momentum), 0)
 
     def hyperparameters(self):
         return {"lr": self._lr, "alpha": self.alpha, "eps": self.eps,
@@ -710,6 +785,9 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     cdef Parameter p
     if not q > 0:
         raise ValueError(f"clip_grad_norm: norm_type must be > 0 (or float('inf')), got {norm_type!r}")
+    if _params_device(plist, "clip_grad_norm") is not None:
+        from fastad.cuda.optim import clip_grad_norm as clip_on_device
+        return clip_on_device(plist, limit, q)
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):
@@ -751,6 +829,10 @@ def clip_grad_value(params, clip_value):
     cdef Py_ssize_t k, n_spans, span_len
     cdef const int64_t* rows
     cdef Parameter p
+    if _params_device(plist, "clip_grad_value") is not None:
+        from fastad.cuda.optim import clip_grad_value as clip_on_device
+        clip_on_device(plist, limit)
+        return
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):

@@ -35,8 +35,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "scatter_add_positions", "copy_ids",
     ),
     "optimizers": (
-        "claim_rows", "release_rows", "sgd_update", "adagrad_update", "adam_update",
-        "rmsprop_update", "count_step", "scale_inplace",
+        "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
+        "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
+        "grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows", "clamp_dense",
+        "clamp_rows",
     ),
 }
 

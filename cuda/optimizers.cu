@@ -1,0 +1,329 @@
+// Fused optimizer updates and gradient clipping (the GPU side of fastad_cy/optim.pyx).
+//
+// Each update repeats the CPU kernel's arithmetic exactly, types included: where the
+// Cython code promotes to double (its `1 - x` literals, libc sqrt), so does this code.
+//
+// Every optimizer has two kernels with one argument layout:
+//   NAME_dense(p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag)
+//   NAME_rows (p, g, s0, s1, ids, owner, base, n_ids, row_len, lr, steps, index, h0..h3, flag)
+// p: the value; g: the dense gradient buffer; s0, s1: the state arrays (an unused one
+// is any valid pointer, never read); lr: a 1-element device array; steps[index]: the
+// Parameter's step count (already advanced by count_step); h0..h3, flag: the
+// optimizer's hyperparameters, named in each kernel.
+//
+// The rows form updates the rows listed in `ids` (int64 row ids, repeats allowed):
+// work item i is element j of listed row k (k = i / row_len). Before it runs,
+// claim_rows has stored in owner[r] the smallest position base + k listing row r; only
+// that item's thread updates the element, so each distinct row is updated exactly once
+// from its accumulated gradient row. release_rows then resets owner to FA_NO_OWNER.
+// A gradient listed in several id arrays uses one base per array (the running count of
+// ids before it), all claimed before any update and released after.
+
+#define FA_NO_OWNER 2147483647
+
+// The flat element a rows-form work item updates, or -1 when another item owns its row.
+__device__ __forceinline__ i64 fa_owned_element(i64 i, const i64* ids, const int* owner,
+                                                i64 base, i64 row_len) {
+    i64 k = i / row_len;
+    i64 row = ids[k];
+    if (owner[row] != (int)(base + k)) return -1;
+    return row * row_len + (i - k * row_len);
+}
+
+// owner[ids[k]] = min(owner[ids[k]], base + k) for k in [0, n_ids).
+template <typename T>
+__global__ void claim_rows(const i64* ids, int* owner, i64 base, i64 n_ids) {
+    FA_GRID_STRIDE(k, n_ids) {
+        atomicMin(owner + ids[k], (int)(base + k));
+    }
+}
+
+// owner[ids[k]] = FA_NO_OWNER for k in [0, n_ids).
+template <typename T>
+__global__ void release_rows(const i64* ids, int* owner, i64 n_ids) {
+    FA_GRID_STRIDE(k, n_ids) {
+        owner[ids[k]] = FA_NO_OWNER;
+    }
+}
+
+// steps[index] += 1 (launched over one work item).
+template <typename T>
+__global__ void count_step(i64* steps, i64 index) {
+    FA_GRID_STRIDE(i, 1) {
+        steps[index] += 1;
+    }
+}
+
+// ------------------------------------------------------------------ element rules
+// One element e of the value and its state; the CPU kernels' loop bodies.
+
+// SGD (sgd_kernel): buf exists when momentum != 0; `first`: the Parameter's first, dense step.
+template <typename T>
+__device__ __forceinline__ void sgd_element(T* p, const T* g, T* buf, i64 e, double lr,
+                                            double weight_decay, double momentum,
+                                            double dampening, int nesterov, bool first) {
+    T lr_ = (T)lr, wd = (T)weight_decay, mom = (T)momentum, keep = (T)(1.0 - dampening);
+    T d = g[e];
+    if (wd != (T)0) d = d + wd * p[e];
+    if (momentum != 0) {
+        T b = first ? d : buf[e] * mom + keep * d;
+        buf[e] = b;
+        d = nesterov ? d + mom * b : b;
+    }
+    p[e] = p[e] + (-lr_) * d;
+}
+
+// Adagrad (adagrad_kernel).
+template <typename T>
+__device__ __forceinline__ void adagrad_element(T* p, const T* g, T* sums, i64 e, double lr,
+                                                double weight_decay, double eps) {
+    T lr_ = (T)lr, wd = (T)weight_decay, eps_ = (T)eps;
+    T d = g[e];
+    if (wd != (T)0) d = d + wd * p[e];
+    T s = sums[e] + d * d;
+    sums[e] = s;
+    p[e] = (T)(p[e] + (-lr_) * ((double)d / (fa_sqrt((double)s) + eps_)));
+}
+
+// Adam's per-step coefficients (Adam.begin and Adam.update): the bias-corrected step
+// size and sqrt(1 - beta2**t), AdamW's decay factor (else 1) and Adam's L2 term (else 0).
+struct AdamStep {
+    double step_size, bc2_sqrt, decay, l2;
+};
+
+__device__ __forceinline__ AdamStep adam_step(double lr, i64 t, double beta1, double beta2,
+                                              double weight_decay, int decoupled) {
+    AdamStep c;
+    c.step_size = lr / (1 - fa_pow(beta1, (double)t));
+    c.bc2_sqrt = fa_sqrt(1 - fa_pow(beta2, (double)t));
+    c.decay = decoupled ? 1 - lr * weight_decay : 1.0;
+    c.l2 = decoupled ? 0.0 : weight_decay;
+    return c;
+}
+
+// Adam and AdamW (adam_kernel).
+template <typename T>
+__device__ __forceinline__ void adam_element(T* p, const T* g, T* m, T* v, i64 e,
+                                             const AdamStep& c, double beta1, double beta2,
+                                             double eps) {
+    T wd = (T)c.l2, dec = (T)c.decay, b2 = (T)beta2, eps_ = (T)eps;
+    T w1 = (T)(1.0 - beta1), w2 = (T)(1.0 - beta2), step = (T)c.step_size, bc2 = (T)c.bc2_sqrt;
+    bool small_w1 = fa_abs(1.0 - beta1) < 0.5;
+    T d = g[e];
+    if ((double)dec != 1.0) p[e] = p[e] * dec;
+    if (wd != (T)0) d = d + wd * p[e];
+    T mi;
+    if (small_w1) mi = m[e] + w1 * (d - m[e]);
+    else mi = (T)(d - (d - m[e]) * (1.0 - w1));
+    T vi = v[e] * b2 + w2 * d * d;
+    m[e] = mi;
+    v[e] = vi;
+    p[e] = (T)(p[e] + (-step) * ((double)mi / (fa_sqrt((double)vi) / (double)bc2 + eps_)));
+}
+
+// RMSprop (rmsprop_kernel): buf exists when momentum != 0.
+template <typename T>
+__device__ __forceinline__ void rmsprop_element(T* p, const T* g, T* sq, T* buf, i64 e,
+                                                double lr, double alpha, double eps,
+                                                double weight_decay, double momentum) {
+    T lr_ = (T)lr, a = (T)alpha, w = (T)(1.0 - alpha), eps_ = (T)eps, wd = (T)weight_decay;
+    T mom = (T)momentum;
+    T d = g[e];
+    if (wd != (T)0) d = d + wd * p[e];
+    T s = sq[e] * a + w * d * d;
+    sq[e] = s;
+    T step = (T)((double)d / (fa_sqrt((double)s) + eps_));
+    if (momentum != 0) {
+        step = buf[e] * mom + step;
+        buf[e] = step;
+    }
+    p[e] = p[e] + (-lr_) * step;
+}
+
+// ------------------------------------------------------------------ update kernels
+
+// SGD: h0 = weight_decay, h1 = momentum, h2 = dampening, h3 unused, flag = nesterov;
+// s0 = momentum buffer (when momentum != 0). A dense step with steps[index] == 1
+// starts the buffer at d; the rows form never does (the sparse rule).
+template <typename T>
+__global__ void sgd_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                          const i64* steps, i64 index, double weight_decay, double momentum,
+                          double dampening, double h3, int nesterov) {
+    bool first = steps[index] == 1;
+    double rate = *lr;
+    FA_GRID_STRIDE(i, n) {
+        sgd_element(p, g, s0, i, rate, weight_decay, momentum, dampening, nesterov, first);
+    }
+}
+
+template <typename T>
+__global__ void sgd_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                         i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                         i64 index, double weight_decay, double momentum, double dampening,
+                         double h3, int nesterov) {
+    double rate = *lr;
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) sgd_element(p, g, s0, e, rate, weight_decay, momentum, dampening, nesterov, false);
+    }
+}
+
+// Adagrad: h0 = weight_decay, h1 = eps, h2, h3, flag unused; s0 = sum.
+template <typename T>
+__global__ void adagrad_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                              const i64* steps, i64 index, double weight_decay, double eps,
+                              double h2, double h3, int flag) {
+    double rate = *lr;
+    FA_GRID_STRIDE(i, n) {
+        adagrad_element(p, g, s0, i, rate, weight_decay, eps);
+    }
+}
+
+template <typename T>
+__global__ void adagrad_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                             i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                             i64 index, double weight_decay, double eps, double h2, double h3,
+                             int flag) {
+    double rate = *lr;
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) adagrad_element(p, g, s0, e, rate, weight_decay, eps);
+    }
+}
+
+// Adam/AdamW: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled;
+// s0 = exp_avg, s1 = exp_avg_sq; t = steps[index].
+template <typename T>
+__global__ void adam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                           const i64* steps, i64 index, double beta1, double beta2, double eps,
+                           double weight_decay, int decoupled) {
+    AdamStep c = adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
+    FA_GRID_STRIDE(i, n) {
+        adam_element(p, g, s0, s1, i, c, beta1, beta2, eps);
+    }
+}
+
+template <typename T>
+__global__ void adam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                          i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                          i64 index, double beta1, double beta2, double eps, double weight_decay,
+                          int decoupled) {
+    AdamStep c = adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) adam_element(p, g, s0, s1, e, c, beta1, beta2, eps);
+    }
+}
+
+// RMSprop: h0 = alpha, h1 = eps, h2 = weight_decay, h3 = momentum, flag unused;
+// s0 = square_avg, s1 = momentum buffer (when momentum != 0).
+template <typename T>
+__global__ void rmsprop_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                              const i64* steps, i64 index, double alpha, double eps,
+                              double weight_decay, double momentum, int flag) {
+    double rate = *lr;
+    FA_GRID_STRIDE(i, n) {
+        rmsprop_element(p, g, s0, s1, i, rate, alpha, eps, weight_decay, momentum);
+    }
+}
+
+template <typename T>
+__global__ void rmsprop_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                             i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                             i64 index, double alpha, double eps, double weight_decay,
+                             double momentum, int flag) {
+    double rate = *lr;
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) rmsprop_element(p, g, s0, s1, e, rate, alpha, eps, weight_decay, momentum);
+    }
+}
+
+// ------------------------------------------------------------------ gradient clipping
+// The norm accumulates into acc[0] (a float64 array starting at 0), as norm_accumulate:
+// q = inf: the largest |g| (NaN wins), through atomicMax on the bit pattern, which orders
+// non-negative doubles (and a positive NaN above +inf) as unsigned integers;
+// q = 2: sum of g*g in double; q = 1: sum of |g|; else sum of |g|**q.
+
+// The bit pattern of a double (a union: no intrinsic, so the emulator needs none).
+__device__ __forceinline__ unsigned long long fa_double_bits(double x) {
+    union { double d; unsigned long long u; } v;
+    v.d = x;
+    return v.u;
+}
+
+__device__ __forceinline__ void fa_norm_add(double* acc, double x, double q) {
+    double a = fa_abs(x);
+    if (q == 2) {
+        atomicAdd(acc, x * x);
+    } else if (q == 1) {
+        atomicAdd(acc, a);
+    } else if (isinf(q)) {
+        atomicMax((unsigned long long*)acc, fa_double_bits(a));
+    } else {
+        atomicAdd(acc, fa_pow(a, q));
+    }
+}
+
+template <typename T>
+__global__ void grad_norm_dense(const T* g, i64 n, double* acc, double q) {
+    FA_GRID_STRIDE(i, n) {
+        fa_norm_add(acc, (double)g[i], q);
+    }
+}
+
+template <typename T>
+__global__ void grad_norm_rows(const T* g, const i64* ids, const int* owner, i64 base,
+                               i64 n_ids, i64 row_len, double* acc, double q) {
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) fa_norm_add(acc, (double)g[e], q);
+    }
+}
+
+// g *= factor (scale_values).
+template <typename T>
+__global__ void scale_dense(T* g, i64 n, double factor) {
+    T f = (T)factor;
+    FA_GRID_STRIDE(i, n) {
+        g[i] = g[i] * f;
+    }
+}
+
+template <typename T>
+__global__ void scale_rows(T* g, const i64* ids, const int* owner, i64 base, i64 n_ids,
+                           i64 row_len, double factor) {
+    T f = (T)factor;
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) g[e] = g[e] * f;
+    }
+}
+
+// g = clamp(g, -limit, limit) (clamp_values; NaN stays NaN).
+template <typename T>
+__device__ __forceinline__ void fa_clamp(T* g, i64 e, T lo, T hi) {
+    T x = g[e];
+    if (x > hi) x = hi;
+    if (x < lo) x = lo;
+    g[e] = x;
+}
+
+template <typename T>
+__global__ void clamp_dense(T* g, i64 n, double limit) {
+    T hi = (T)limit, lo = (T)(-limit);
+    FA_GRID_STRIDE(i, n) {
+        fa_clamp(g, i, lo, hi);
+    }
+}
+
+// Clamping twice changes nothing, so a row listed several times needs no owner:
+// every thread reaching an element writes the same clamped value.
+template <typename T>
+__global__ void clamp_rows(T* g, const i64* ids, i64 n_ids, i64 row_len, double limit) {
+    T hi = (T)limit, lo = (T)(-limit);
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 k = i / row_len;
+        fa_clamp(g, ids[k] * row_len + (i - k * row_len), lo, hi);
+    }
+}
