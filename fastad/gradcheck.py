@@ -44,7 +44,11 @@ def finite_difference(leaf, output, eps=1e-6):
     output.forward()
     leaf.zero_grad()
     output.backward()
-    analytic = np.array(leaf.grad, dtype=np.float64)
+    grad = leaf.grad
+    if leaf.device != "cpu":
+        from fastad.cuda.ops import to_host
+        grad = to_host(grad)
+    analytic = np.array(grad, dtype=np.float64)
     leaf.zero_grad()
     return numerical.reshape(values.shape), analytic
 

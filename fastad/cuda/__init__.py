@@ -84,8 +84,9 @@ def synchronize():
 def capture(step):
     """Capture `step()` (forward, backward and optimizer step of a graph built
     on the GPU) once as a CUDA graph; return a function that replays it with one
-    launch. `step` is called twice while capturing (a warm-up that makes any
-    lazily allocated buffers, then the capture). Afterwards the replay reads the
+    launch. `step` runs once as a warm-up (which makes any lazily allocated
+    buffers), then is called once more to record its kernels without running
+    them: after `capture` returns, one step has happened. The replay reads the
     leaves' current device buffers: feed new data with `set_value` between
     replays; Python in `step` does not run again, so anything it decides on the
     host (its shapes, which branch it takes, hyperparameters passed as numbers)

@@ -6,7 +6,6 @@ device="cuda". FASTAD_DEVICE_TESTS=gpu (or =emulator) runs one of the two only
 import os
 import shutil
 
-import numpy as np
 import pytest
 
 from fastad.cuda import backend as cuda_backend
@@ -42,13 +41,3 @@ def backend(request):
         yield cuda_backend.get()
     finally:
         cuda_backend.set_emulation(None)
-
-
-def host(x):
-    """A device or host array, or a Variable's value, as a numpy array."""
-    value = getattr(x, "value", x)
-    return value if isinstance(value, np.ndarray) else cuda_backend.get().to_host(value)
-
-
-def tolerance(dtype):
-    return dict(rtol=1e-10, atol=1e-12) if np.dtype(dtype) == np.float64 else dict(rtol=2e-5, atol=2e-6)

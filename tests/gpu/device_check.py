@@ -1,9 +1,20 @@
-"""check_against_cpu: build one graph on the CPU and on the device from the same
-arrays, and require the same values and gradients, also after a replay."""
+"""Helpers of the device tests: `host`, `tolerance`, and `check_against_cpu`, which
+builds one graph on the CPU and on the device from the same arrays and requires
+the same values and gradients, also after a replay."""
 import numpy as np
 
 import fastad as fa
-from conftest import host, tolerance
+from fastad.cuda import backend as cuda_backend
+
+
+def host(x):
+    """A device or host array, or a Variable's value, as a numpy array."""
+    value = getattr(x, "value", x)
+    return value if isinstance(value, np.ndarray) else cuda_backend.get().to_host(value)
+
+
+def tolerance(dtype):
+    return dict(rtol=1e-10, atol=1e-12) if np.dtype(dtype) == np.float64 else dict(rtol=2e-5, atol=2e-6)
 
 
 def check_against_cpu(build, *arrays, dtype=np.float64, replay=True, rng=None):

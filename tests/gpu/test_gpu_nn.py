@@ -4,7 +4,7 @@ import pytest
 
 import fastad as fa
 from fastad import nn
-from conftest import host, tolerance
+from device_check import host, tolerance
 
 
 class Tied(nn.Module):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from conftest import host
+from device_check import host
 
 
 def test_leaves_live_on_the_device(backend):
@@ -149,3 +149,17 @@ def test_queries(backend):
     assert fa.cuda.device_count() >= 1
     assert fa.cuda.canonical_device("cuda") == "cuda:0"
     assert fa.cuda.canonical_device(0) == "cuda:0"
+
+
+def test_finite_differences_on_the_device(backend):
+    w = fa.Parameter(np.array([0.3, -0.7]), dtype=np.float64, device="cuda")
+    numerical, analytic = fa.finite_difference(w, (fa.tanh(w) * w).sum())
+    np.testing.assert_allclose(analytic, numerical, rtol=1e-6)
+
+
+def test_the_compiled_training_loop_refuses_a_device_graph(backend):
+    w = fa.Parameter(np.ones(2), device="cuda")
+    x = fa.Input(np.ones(2), device="cuda")
+    loss = (w * x).sum()
+    with pytest.raises(ValueError, match="runs on the CPU.*cuda:0"):
+        fa.train(loss, fa.optim.SGD([w], lr=0.1), {x: np.ones((3, 2))})

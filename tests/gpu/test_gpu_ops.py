@@ -3,8 +3,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from conftest import host, tolerance
-from device_check import check_against_cpu
+from device_check import check_against_cpu, host, tolerance
 
 rng = np.random.default_rng(7)
 DTYPES = [np.float64, np.float32]
