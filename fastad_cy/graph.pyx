@@ -224,8 +224,9 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
             raise TypeError(f"{op}: an input is a Variable that was never initialised; make "
                             f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
         if x._device is not node._device and x._device != node._device:
-            raise ValueError(f"{op}: inputs on different devices, {_device_name(x)} and "
-                             f"{_device_name(node)}; move them with .to(device) first")
+            first, second = sorted((_device_name(x), _device_name(node)))
+            raise ValueError(f"{op}: inputs on different devices, {first} and {second}; "
+                             f"move them with .to(device) first")
         needs = needs or x.needs_grad
     node.op = op
     node.inputs = inputs

@@ -71,6 +71,14 @@ cdef object bad_target_error(str op, object target, Py_ssize_t position, Py_ssiz
                       f"ignore_index={ignore})")
 
 
+def check_target_ids(str op, ids, Py_ssize_t classes, int64_t ignore):
+    """Raise IndexError for the first id of the 1-D array `ids` outside [0, classes)
+    that is not `ignore`."""
+    bad = np.flatnonzero((ids != ignore) & ((ids < 0) | (ids >= classes)))
+    if bad.size:
+        raise bad_target_error(op, ids[bad[0]], bad[0], classes, ignore)
+
+
 cdef class ClassTargetLoss(Variable):
     """Shared by cross_entropy and nll_loss: scores x (B, C) and B class ids."""
     cdef Variable x
@@ -106,30 +114,46 @@ cdef class ClassTargetLoss(Variable):
         return 0
 
 
-cdef int setup_class_targets(ClassTargetLoss node, str op, str argname, object scores,
-                             object targets, object reduction, object ignore_index) except -1:
-    """Check the arguments, wire the node and give it its target buffer."""
+cdef class ClassTargets:
+    """The checked arguments of cross_entropy or nll_loss (the CPU node and the
+    device op, fastad/cuda/ops/losses.py, both start from these)."""
+    cdef readonly Variable x
+    cdef readonly int reduction
+    cdef readonly int64_t ignore_index
+    cdef readonly Py_ssize_t batch, classes
+    cdef readonly tuple out_shape
+    cdef readonly object source      # the IndexInput read at every forward, or None
+    cdef readonly object ids         # else the fixed targets: flat int64, range-checked
+
+    @property
+    def reduction_name(self):
+        return {RED_NONE: "none", RED_MEAN: "mean", RED_SUM: "sum"}[self.reduction]
+
+
+cdef ClassTargets check_class_targets(str op, str argname, object scores, object targets,
+                                      object reduction, object ignore_index):
     require_float(op, scores, argname)
-    cdef Variable x = <Variable>scores
-    node.reduction = reduction_code(op, reduction)
+    cdef ClassTargets c = ClassTargets.__new__(ClassTargets)
+    c.x = <Variable>scores
+    c.reduction = reduction_code(op, reduction)
     try:
-        node.ignore_index = operator.index(ignore_index)
+        c.ignore_index = operator.index(ignore_index)
     except TypeError:
         raise TypeError(f"{op}: ignore_index must be an int, got {ignore_index!r}") from None
-    shape = x._shape
+    shape = c.x._shape
     if len(shape) == 2:
-        node.batch, node.classes = shape
-        target_shape = (node.batch,)
+        c.batch, c.classes = shape
+        target_shape = (c.batch,)
     elif len(shape) == 1:
-        node.batch, node.classes = 1, shape[0]
+        c.batch, c.classes = 1, shape[0]
         target_shape = ()
     else:
         raise ValueError(f"{op}: {argname} must have shape (batch, classes) or (classes,), "
                          f"got {shape}")
     if isinstance(targets, IndexInput):
-        node.source = <Variable>targets
+        c.source = targets
         ids = None
-        got_shape = node.source._shape
+        got_shape = targets.shape
     elif isinstance(targets, Variable):
         raise TypeError(f"{op}: targets must be integer class ids (an int array or an "
                         f"IndexInput), got a float Variable of shape {targets.shape}")
@@ -141,18 +165,26 @@ cdef int setup_class_targets(ClassTargetLoss node, str op, str argname, object s
     if got_shape != target_shape:
         raise ValueError(f"{op}: targets have shape {got_shape}, expected {target_shape} "
                          f"for {argname} of shape {shape}")
-    node.targets = np.empty(node.batch, dtype=np.int64)
-    node.tgt = <int64_t*>cnp.PyArray_DATA(node.targets)
     if ids is not None:
         ids = ids.reshape(-1)
-        # range-check before the int64 cast, which would wrap huge unsigned ids
-        bad = np.flatnonzero((ids != node.ignore_index) & ((ids < 0) | (ids >= node.classes)))
-        if bad.size:
-            raise bad_target_error(op, ids[bad[0]], bad[0], node.classes, node.ignore_index)
-        node.targets[:] = ids
-    node.x = x
-    init_node(node, op, (x,) if node.source is None else (x, node.source),
-              target_shape if node.reduction == RED_NONE else (), x.f64)
+        check_target_ids(op, ids, c.classes, c.ignore_index)   # before the cast, which wraps huge ids
+        c.ids = ids.astype(np.int64)
+    c.out_shape = target_shape if c.reduction == RED_NONE else ()
+    return c
+
+
+cdef int setup_class_targets(ClassTargetLoss node, str op, ClassTargets c) except -1:
+    """Wire the node to the checked arguments and give it its target buffer."""
+    node.x = c.x
+    node.source = c.source
+    node.reduction = c.reduction
+    node.ignore_index = c.ignore_index
+    node.batch, node.classes = c.batch, c.classes
+    node.targets = np.empty(node.batch, dtype=np.int64)
+    node.tgt = <int64_t*>cnp.PyArray_DATA(node.targets)
+    if c.ids is not None:
+        node.targets[:] = c.ids
+    init_node(node, op, (c.x,) if c.source is None else (c.x, c.source), c.out_shape, c.x.f64)
     node.scale = 1.0
     return 0
 
@@ -277,9 +309,6 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
     >>> fa.nn.cross_entropy(logits, [0, 2]).item()       # log(3)
     1.0986...
     """
-    if on_device(logits) or on_device(targets):
-        return device_ops().cross_entropy(logits, targets, reduction, ignore_index, label_smoothing)
-    cdef CrossEntropy node = CrossEntropy.__new__(CrossEntropy)
     try:
         smoothing = float(label_smoothing)
     except (TypeError, ValueError):
@@ -287,8 +316,13 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
                         f"got {label_smoothing!r}") from None
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {smoothing}")
+    cdef ClassTargets checked = check_class_targets("cross_entropy", "logits", logits, targets,
+                                                    reduction, ignore_index)
+    if on_device(checked.x):
+        return device_ops().cross_entropy(checked, smoothing)
+    cdef CrossEntropy node = CrossEntropy.__new__(CrossEntropy)
     node.smoothing = smoothing
-    setup_class_targets(node, "cross_entropy", "logits", logits, targets, reduction, ignore_index)
+    setup_class_targets(node, "cross_entropy", checked)
     node.lse = np.empty(node.batch, dtype=node.x.dtype)
     node.lse_ptr = <char*>cnp.PyArray_DATA(node.lse)
     return finish(node)
@@ -363,10 +397,12 @@ def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
     >>> fa.nn.nll_loss(lp, fa.IndexInput([1, 3])).item()    # log(4)
     1.3862...
     """
-    if on_device(log_probs) or on_device(targets):
-        return device_ops().nll_loss(log_probs, targets, reduction, ignore_index)
+    cdef ClassTargets checked = check_class_targets("nll_loss", "log_probs", log_probs, targets,
+                                                    reduction, ignore_index)
+    if on_device(checked.x):
+        return device_ops().nll_loss(checked)
     cdef NLLLoss node = NLLLoss.__new__(NLLLoss)
-    setup_class_targets(node, "nll_loss", "log_probs", log_probs, targets, reduction, ignore_index)
+    setup_class_targets(node, "nll_loss", checked)
     return finish(node)
 
 
@@ -484,9 +520,12 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
     if va._shape != vb._shape:
         raise ValueError(f"{name}: {aname} has shape {va._shape} but {bname} has shape "
                          f"{vb._shape}; they must be equal")
+    cdef int red = reduction_code(name, reduction)
+    if on_device(va) or on_device(vb):
+        return device_ops().pair_loss(name, va, vb, reduction, delta)
     cdef PairLoss node = PairLoss.__new__(PairLoss)
     node.code = code
-    node.reduction = reduction_code(name, reduction)
+    node.reduction = red
     node.a = va
     node.b = vb
     node.delta = delta
@@ -512,8 +551,6 @@ def bce_with_logits(logits, targets, reduction="mean"):
     >>> fa.nn.bce_with_logits(fa.Parameter([0.0, 0.0]), [1.0, 0.0]).item()    # log(2)
     0.6931...
     """
-    if on_device(logits) or on_device(targets):
-        return device_ops().bce_with_logits(logits, targets, reduction)
     return _pair_loss(P_BCE, "logits", logits, "targets", targets, reduction)
 
 
@@ -526,8 +563,6 @@ def mse(pred, target, reduction="mean"):
     >>> fa.nn.mse(fa.Parameter([1.0, 2.0]), [0.0, 0.0]).item()     # (1 + 4) / 2
     2.5
     """
-    if on_device(pred) or on_device(target):
-        return device_ops().mse(pred, target, reduction)
     return _pair_loss(P_MSE, "pred", pred, "target", target, reduction)
 
 
@@ -541,8 +576,6 @@ def huber(pred, target, reduction="mean", delta=1.0):
     >>> fa.nn.huber(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
     array([0.125, 2.5  ], dtype=float32)
     """
-    if on_device(pred) or on_device(target):
-        return device_ops().huber(pred, target, reduction, delta)
     try:
         d = float(delta)
     except (TypeError, ValueError):

@@ -437,14 +437,15 @@ cdef class Softmax(Variable):
 
 
 cdef Variable _softmax(str name, bint log, object x, object axis):
-    if on_device(x):
-        return device_ops().softmax(x, axis, log)
     require_float(name, x, "x")
     if axis is None or isinstance(axis, tuple):
         raise TypeError(f"{name}: axis must be one int, got {axis!r}")
     cdef Variable v = <Variable>x
     dims = v._shape or (1,)          # a 0-d input is one element along one axis, as in torch
     cdef Py_ssize_t k = normalize_axes(name, axis, len(dims))[0]
+    if on_device(v):
+        return device_ops().softmax(v, log, int(np.prod(dims[:k])), dims[k],
+                                    int(np.prod(dims[k + 1:])))
     cdef Softmax node = Softmax.__new__(Softmax)
     node.x = v
     node.log = log

@@ -20,4 +20,4 @@ from fastad.cuda.ops.linalg import matmul, vector_dot
 from fastad.cuda.ops.sparse import take
 from fastad.cuda.ops.fused import lstm_cell, gru_cell
 from fastad.cuda.ops.softmax import softmax
-from fastad.cuda.ops.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
+from fastad.cuda.ops.losses import cross_entropy, nll_loss, pair_loss
