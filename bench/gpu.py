@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import alternate, machine  # noqa: E402
+from common import alternate, machine, report  # noqa: E402
 
 import fastad as fa  # noqa: E402
 from fastad.cuda import backend  # noqa: E402
@@ -191,12 +191,7 @@ def main(argv=None):
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         print("GPU:", props["name"].decode(), "| CuPy", cupy.__version__)
     rows = run(args.quick, args.width, args.batch)
-    for r in rows:
-        line = f"{r['workload']}: fastad {r['fastad'] * 1e6:10.1f} us/step"
-        if r.get("torch"):
-            line += (f" | torch {r['torch'] * 1e6:10.1f} us/step"
-                     f" | speed-up {r['torch'] / r['fastad']:5.2f}x")
-        print(line + f"   [target: {r['target']}]")
+    report(rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine(), "rows": rows}, f, indent=2)

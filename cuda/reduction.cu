@@ -24,6 +24,18 @@ __global__ void reduce_sum(const T* x, T* out, i64 n_slots, i64 chunk, i64 n_chu
     }
 }
 
+// The largest element of the slot starting at `base`; a NaN sticks, as in numpy.
+template <typename T>
+__device__ T slot_max(const T* x, const FaFold* fold, i64 base, const i64* meta, const i64* keep,
+                      int nd) {
+    T best = x[base];
+    for (i64 r = 1; r < fold->count && best == best; ++r) {
+        T v = x[base + fa_fold_step(fold, r, meta, keep, nd)];
+        if (v > best || v != v) best = v;
+    }
+    return best;
+}
+
 // out[slot] = the slot's largest element; a NaN sticks, as in numpy.
 template <typename T>
 __global__ void reduce_max(const T* x, T* out, i64 n_slots, const i64* meta, int nd) {
@@ -31,14 +43,7 @@ __global__ void reduce_max(const T* x, T* out, i64 n_slots, const i64* meta, int
     FaFold fold;
     fa_fold_init(&fold, meta, keep, nd);
     FA_GRID_STRIDE(slot, n_slots) {
-        i64 base = fa_fold_base(&fold, slot, meta, keep, nd);
-        T best = x[base];
-        for (i64 r = 1; r < fold.count; ++r) {
-            T v = x[base + fa_fold_step(&fold, r, meta, keep, nd)];
-            if (v > best || v != v) best = v;
-            if (best != best) break;
-        }
-        out[slot] = best;
+        out[slot] = slot_max(x, &fold, fa_fold_base(&fold, slot, meta, keep, nd), meta, keep, nd);
     }
 }
 
@@ -50,11 +55,7 @@ __global__ void reduce_logsumexp(const T* x, T* out, i64 n_slots, const i64* met
     fa_fold_init(&fold, meta, keep, nd);
     FA_GRID_STRIDE(slot, n_slots) {
         i64 base = fa_fold_base(&fold, slot, meta, keep, nd);
-        T shift = x[base];
-        for (i64 r = 1; r < fold.count; ++r) {
-            T v = x[base + fa_fold_step(&fold, r, meta, keep, nd)];
-            if (v > shift || v != v) shift = v;
-        }
+        T shift = slot_max(x, &fold, base, meta, keep, nd);
         if (!fa_isfinite(shift)) shift = 0;
         T total = 0;
         for (i64 r = 0; r < fold.count; ++r)

@@ -771,8 +771,8 @@ cdef int _once(Variable leaf) except -1:
     return 0
 
 
-cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint needs_grad, object device) except -1:
-    """Make `leaf` hold `arr` (kept as its buffer on the CPU, copied to `device` otherwise)."""
+cdef int _hold(Variable leaf, cnp.ndarray arr, object device) except -1:
+    """Make `leaf` hold `arr`: as its buffer on the CPU (device None), else a copy on `device`."""
     if device is None:
         _adopt_value(leaf, arr)
     else:
@@ -780,6 +780,11 @@ cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint needs_grad, object 
         leaf._dvalue = device_ops().from_host(arr)
         leaf.size = arr.size
     leaf._shape = (<object>arr).shape
+    return 0
+
+
+cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint needs_grad, object device) except -1:
+    _hold(leaf, arr, device)
     leaf.f64 = arr.dtype == float64
     leaf.op = op
     leaf.inputs = ()
@@ -1019,15 +1024,8 @@ cdef class IndexInput(Variable):
     def __init__(self, ids, device=None):
         _once(self)
         cdef cnp.ndarray arr = _index_array(ids, "IndexInput")
-        target = _parse_device(device)
-        if target is None:
-            _adopt_value(self, arr)
-        else:
-            self._device = target
-            self._dvalue = device_ops().from_host(arr)
-            self.size = arr.size
-            self._dbound = INT64_MAX
-        self._shape = (<object>arr).shape
+        _hold(self, arr, _parse_device(device))
+        self._dbound = INT64_MAX
         self.op = "index_input"
         self.inputs = ()
         self.is_leaf = True
