@@ -104,6 +104,8 @@ class CupyBackend:
                 graph = stream.end_capture()
 
         def replay():
+            # Start after the work queued on the caller's stream (set_value's copies).
+            stream.wait_event(cupy.cuda.get_current_stream().record())
             graph.launch(stream)
             stream.synchronize()
         return replay
