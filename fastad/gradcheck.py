@@ -34,7 +34,7 @@ def finite_difference(leaf, output, eps=1e-6):
     flat = values.reshape(-1)
     numerical = np.zeros(flat.shape, dtype=np.float64)
     for i in range(flat.size):
-        saved = flat[i]
+        saved = flat[i].item()          # a number: a GPU array's flat[i] is a view
         flat[i] = saved + eps
         up = output.forward().item()
         flat[i] = saved - eps

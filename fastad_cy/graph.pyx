@@ -1035,6 +1035,18 @@ cdef class IndexInput(Variable):
     def dtype(self):
         return np.dtype(np.int64)
 
+    @property
+    def value(self):
+        """The ids (int64). On a GPU, a copy: the ids there change only through
+        set_value, which checks them on the host before they reach the device."""
+        if self._device is None:
+            return self._value
+        return device_ops().copy(self._dvalue)
+
+    def _live_ids(self):
+        """The device buffer of ids the ops read (fastad.cuda.ops only)."""
+        return self._dvalue
+
     def set_value(self, ids):
         """Copy new ids (same shape, integers >= 0) into this leaf."""
         cdef cnp.ndarray arr

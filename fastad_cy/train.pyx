@@ -85,6 +85,9 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
                          f"backward, optimizer.step) or capture it with fa.cuda.capture")
     if not hasattr(optimizer, "step") or not hasattr(optimizer, "zero_grad"):
         raise TypeError("train: `optimizer` must have step() and zero_grad() (a fastad optimizer)")
+    if isinstance(optimizer, Optimizer) and (<Optimizer>optimizer)._device is not None:
+        raise ValueError("train: the compiled loop runs on the CPU, and the optimizer's "
+                         "Parameters are on a GPU; build the graph and the optimizer on one device")
     if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral):
         raise TypeError(f"train: epochs must be an integer, got {epochs!r}")
     if epochs < 0 or report_every < 1:
@@ -99,6 +102,9 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     for leaf, data in feeds.items():
         if not isinstance(leaf, Variable):
             raise TypeError(f"train: feed keys must be leaves, got {type(leaf).__name__}")
+        if leaf.device != "cpu":
+            raise ValueError(f"train: the compiled loop runs on the CPU; the fed leaf {leaf!r} "
+                             f"is on {leaf.device}")
         arrays.append(_feed_array(<Variable>leaf, data, &count))
         if n >= 0 and count != n:
             raise ValueError(f"train: feeds hold different numbers of examples ({n} and {count})")

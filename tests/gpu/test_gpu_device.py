@@ -163,3 +163,18 @@ def test_the_compiled_training_loop_refuses_a_device_graph(backend):
     loss = (w * x).sum()
     with pytest.raises(ValueError, match="runs on the CPU.*cuda:0"):
         fa.train(loss, fa.optim.SGD([w], lr=0.1), {x: np.ones((3, 2))})
+    w_cpu, x_cpu = fa.Parameter(np.ones(2)), fa.Input(np.ones(2))
+    cpu_loss = (w_cpu * x_cpu).sum()
+    with pytest.raises(ValueError, match="fed leaf .* is on cuda:0"):
+        fa.train(cpu_loss, fa.optim.SGD([w_cpu], lr=0.1), {x: np.ones((3, 2))})
+    with pytest.raises(ValueError, match="optimizer's Parameters are on a GPU"):
+        fa.train(cpu_loss, fa.optim.SGD([w], lr=0.1), {x_cpu: np.ones((3, 2))})
+
+
+def test_device_ids_change_only_through_set_value(backend):
+    table = fa.Parameter(np.ones((4, 3)), device="cuda")
+    ix = fa.IndexInput([1, 2], device="cuda")
+    rows = table[ix].sum()
+    ix.value[:] = 1 << 40                  # a copy: the ids the graph reads stay checked
+    assert rows.forward().item() == 6.0
+    np.testing.assert_array_equal(ix.numpy(), [1, 2])

@@ -116,6 +116,8 @@ def test_matmul(backend, shapes, dtype):
 
 def test_matmul_accumulates_into_a_shared_leaf(backend):
     check_against_cpu(lambda a, b: (a @ b) @ b.T + a, r(3, 3), r(3, 3))
+    check_against_cpu(lambda a: a @ a, r(3, 3))
+    check_against_cpu(lambda a: fa.matmul(a, a), r(2, 3, 3))
 
 
 def test_vector_dot(backend):

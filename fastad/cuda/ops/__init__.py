@@ -10,7 +10,7 @@ writing the first contribution of a pass and adding the later ones (the
 `accumulate` flag every backward kernel takes). Index and shape checks run
 here, on the host, before any kernel.
 """
-from fastad.cuda.ops.common import (to_host, from_host, empty, empty_like, fill, copy_from_host,
+from fastad.cuda.ops.common import (to_host, from_host, copy, empty, empty_like, fill, copy_from_host,
                                     set_value, seed_grad, leaf_grad, zero_rows, touched_rows,
                                     append_ids, check_anomaly)
 from fastad.cuda.ops.elementwise import unary, binary

@@ -53,6 +53,11 @@ def from_host(array: np.ndarray):
     return backend().from_host(np.ascontiguousarray(array))
 
 
+def copy(array):
+    """A new device array holding a copy of `array`."""
+    return backend().xp.array(array, copy=True)
+
+
 def empty(shape, dtype):
     return backend().empty(shape, dtype)
 

@@ -37,7 +37,7 @@ class Matmul:
         A, B = self._mats(node)
         G = node.grad.reshape((self.batch, self.m, self.n))
         gemm = backend().gemm
-        for x, shared in ((a, self.a_shared), (b, self.b_shared)):
+        for x, shared, into_a in ((a, self.a_shared, True), (b, self.b_shared, False)):
             if not x.requires_grad:
                 continue
             grad, accumulate = device_grad_slot(x)
@@ -45,7 +45,7 @@ class Matmul:
                 if not accumulate:
                     fill(grad, 0)
                 continue
-            if x is a:
+            if into_a:                            # (a and b may be one leaf: a @ a)
                 target = grad.reshape(A.shape)
                 for t in range(self.batch):       # dA_t = dC_t @ B_t^T; a shared batch sums
                     gemm(G[t], B[0 if self.b_shared else t], target[0 if shared else t],

@@ -56,7 +56,7 @@ class ClassTargets:
         if self.source is None:
             self.ids = from_host(checked.ids)
         else:
-            check_target_ids(op, to_host(self.source.value).reshape(-1), self.classes, self.ignore)
+            check_target_ids(op, to_host(self.source._live_ids()).reshape(-1), self.classes, self.ignore)
             bound_ids(self.source, max(self.classes, self.ignore + 1), op)
             self.ids = backend().empty((self.batch,), np.int64)
         self.inputs = (scores,) if self.source is None else (scores, self.source)
@@ -65,7 +65,7 @@ class ClassTargets:
 
     def read_ids(self):
         """The ids the forward reads: the IndexInput's current ones, or the fixed ones."""
-        return self.ids if self.source is None else self.source.value
+        return self.ids if self.source is None else self.source._live_ids()
 
     def gy_step(self):
         return I64(1 if self.reduction == "none" else 0)

@@ -15,14 +15,15 @@ class Take:
 
     def forward(self, node):
         table, ix = node.parents
-        launch("gather_rows", node.dtype, node.size, table.value, ix.value, node.value,
+        launch("gather_rows", node.dtype, node.size, table.value, ix._live_ids(), node.value,
                I64(ix.size), self.row_len)
 
     def backward(self, node):
         table, ix = node.parents
         if table.requires_grad:
-            grad = device_sparse_slot(table, ix.value)
-            launch("scatter_add_rows", node.dtype, node.size, node.grad, ix.value, grad,
+            ids = ix._live_ids()
+            grad = device_sparse_slot(table, ids)
+            launch("scatter_add_rows", node.dtype, node.size, node.grad, ids, grad,
                    I64(ix.size), self.row_len)
 
 
