@@ -35,8 +35,7 @@ class CupyBackend:
         self.xp = cupy
         self._modules = {}
         self._functions = {}
-        self._capturing = False
-        self._sm_count = {}
+        self._max_grid = None
 
     def _function(self, expression: str, family: str):
         fn = self._functions.get(expression)
@@ -55,12 +54,9 @@ class CupyBackend:
         if n <= 0:
             return
         fn = self._function(kernels.name_expression(kernel, dtype), kernels.KERNEL_FAMILY[kernel])
-        device = self.xp.cuda.Device()
-        sms = self._sm_count.get(device.id)
-        if sms is None:
-            sms = self._sm_count[device.id] = device.attributes["MultiProcessorCount"]
-        grid = min((n + BLOCK - 1) // BLOCK, sms * 32)
-        fn((grid,), (BLOCK,), args)
+        if self._max_grid is None:        # fastad computes on the current device only
+            self._max_grid = 32 * self.xp.cuda.Device().attributes["MultiProcessorCount"]
+        fn((min((n + BLOCK - 1) // BLOCK, self._max_grid),), (BLOCK,), args)
 
     def empty(self, shape, dtype):
         return self.xp.empty(shape, dtype=dtype)
@@ -96,11 +92,9 @@ class CupyBackend:
             fn()
             stream.synchronize()
             stream.begin_capture()
-            self._capturing = True
             try:
                 fn()
             finally:
-                self._capturing = False
                 graph = stream.end_capture()
 
         def replay():
