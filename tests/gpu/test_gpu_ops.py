@@ -47,6 +47,12 @@ def test_binary_broadcasting(backend, op, shapes, dtype):
     check_against_cpu(lambda u, v: op(v, u), a, b, dtype=dtype)
 
 
+@pytest.mark.parametrize("op", [fa.add, fa.sub])
+def test_a_long_broadcast_sum_in_the_gradient(backend, op):
+    check_against_cpu(op, r(700, 3), r(3))          # each column's gradient: 700 rows, chunked
+    check_against_cpu(op, r(1, 3), r(600, 2, 3))
+
+
 def test_binary_with_a_host_array(backend):
     b = r(4)
     check_against_cpu(lambda u: u * b + b, r(3, 4))

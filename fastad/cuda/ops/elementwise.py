@@ -8,8 +8,8 @@ import numpy as np
 from fastad_cy.graph import Variable, device_grad_slot
 from fastad.cuda.kernels import BINARY_OPS
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node,
-                                    require_float,
-                                    same_device, same_dtype, constant)
+                                    require_float, same_device, same_dtype, constant)
+from fastad.cuda.ops.reduction import Fold
 
 
 # ------------------------------------------------------------------ unary
@@ -61,12 +61,25 @@ def broadcast_meta(op, out_shape, *shapes):
 
 
 class Binary:
-    """a op b with numpy broadcasting; `meta` is None when a, b and the output share a shape."""
+    """a op b with numpy broadcasting; `meta` is None when a, b and the output share a shape.
+
+    The gradient of a broadcast operand of + or - is a plain sum of the output's
+    gradient (a bias's over the batch): `sums[k]` does it with the chunked
+    reduction kernel, which spreads a long sum over many threads."""
 
     def __init__(self, code, meta):
         self.code = I32(code)
-        self.nd = I32(0 if meta is None else len(meta) // 3)
+        nd = 0 if meta is None else len(meta) // 3
+        self.nd = I32(nd)
         self.meta = meta_array(meta or ())
+        self.sums = [None, None]
+        if nd and BINARY_OPS[code] in ("add", "sub"):
+            dims = meta[:nd]
+            for k in range(2):
+                strides = meta[(k + 1) * nd:(k + 2) * nd]
+                if int(np.prod([d for d, st in zip(dims, strides) if st], dtype=np.int64)) \
+                        < int(np.prod(dims, dtype=np.int64)):
+                    self.sums[k] = Fold(dims, strides)
 
     def forward(self, node):
         a, b = node.parents
@@ -78,6 +91,11 @@ class Binary:
         for x, to_a in ((a, 1), (b, 0)):
             if x.requires_grad:
                 grad, accumulate = device_grad_slot(x)
+                fold = self.sums[1 - to_a]
+                if fold is not None:
+                    sign = -1 if not to_a and BINARY_OPS[self.code] == "sub" else 1
+                    fold.sum(node.grad, grad, sign, accumulate)
+                    continue
                 launch("binary_backward", node.dtype, x.size, a.value, b.value, node.value,
                         node.grad, grad, I64(x.size), self.code, I32(to_a), self.meta, self.nd,
                         I32(accumulate))
