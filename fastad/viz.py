@@ -18,13 +18,15 @@ def _label(node):
     else:
         kind = node.op_name
     shape = "x".join(str(d) for d in node.shape) or "scalar"
-    return f"{kind}\\n{shape} {node.dtype.name}"
+    where = f" {node.device}" if node.device != "cpu" else ""
+    return f"{kind}\\n{shape} {node.dtype.name}{where}"
 
 
 def to_dot(root, name="fastad"):
     """The graph below `root` as Graphviz DOT text.
 
-    One box per node with its op (or leaf kind), shape and dtype; Parameters
+    One box per node with its op (or leaf kind), shape and dtype (and its
+    device when it is on a GPU); Parameters
     are filled, nodes that need no gradient are grey, and the edges of
     gathers that send a sparse gradient to a Parameter are dashed and
     labelled "sparse grad". Each node appears once, however often it is used.

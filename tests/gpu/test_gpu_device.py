@@ -178,3 +178,9 @@ def test_device_ids_change_only_through_set_value(backend):
     ix.value[:] = 1 << 40                  # a copy: the ids the graph reads stay checked
     assert rows.forward().item() == 6.0
     np.testing.assert_array_equal(ix.numpy(), [1, 2])
+
+
+def test_graph_pictures_name_the_device(backend):
+    w = fa.Parameter(np.ones((2, 3)), device="cuda", name="w")
+    dot = fa.to_dot((w * 2.0).sum())
+    assert "Parameter w\\n2x3 float32 cuda:0" in dot
