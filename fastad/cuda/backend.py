@@ -105,6 +105,16 @@ class CupyBackend:
         return replay
 
 
+class DeviceArray(np.ndarray):
+    """A numpy array standing for device memory under the emulator: kernels take
+    only these (as CuPy takes only its own arrays), so a host array passed to a
+    kernel fails here as it would on a GPU."""
+
+
+def _device(array):
+    return array.view(DeviceArray)
+
+
 class EmulatedBackend:
     """The `.cu` kernels compiled as C++ and run on the CPU over numpy arrays.
 
@@ -129,6 +139,10 @@ class EmulatedBackend:
             action()
 
     def launch(self, kernel: str, dtype, n: int, *args):
+        for k, arg in enumerate(args):
+            if isinstance(arg, np.ndarray) and not isinstance(arg, DeviceArray):
+                raise TypeError(f"{kernel}: argument {k} is a host array; kernels take device "
+                                f"arrays (from_host, empty, zeros)")
         if n <= 0:
             return
         expression = kernels.name_expression(kernel, dtype)
@@ -143,25 +157,28 @@ class EmulatedBackend:
 
     def empty(self, shape, dtype):
         self._check_not_capturing("an allocation")
-        return np.empty(shape, dtype=dtype)
+        return _device(np.empty(shape, dtype=dtype))
 
     def zeros(self, shape, dtype):
         self._check_not_capturing("an allocation")
-        return np.zeros(shape, dtype=dtype)
+        return _device(np.zeros(shape, dtype=dtype))
 
     def from_host(self, array: np.ndarray):
         self._check_not_capturing("a host-to-device copy")
-        return np.array(array, copy=True, order="C")
+        return _device(np.array(array, copy=True, order="C"))
 
     def to_host(self, array) -> np.ndarray:
         self._check_not_capturing("a device-to-host copy")
-        return np.array(array, copy=True)
+        return np.array(array, copy=True, subok=False)
 
     def copy_from_host(self, dst, host: np.ndarray):
         self._check_not_capturing("a host-to-device copy")
         np.copyto(dst, host)
 
     def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
+        if not all(isinstance(m, DeviceArray) for m in (a, b, out)):
+            raise TypeError("gemm: the operands must be device arrays")
+
         def action():
             product = (a.T if trans_a else a) @ (b.T if trans_b else b)
             if beta:
