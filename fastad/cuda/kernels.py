@@ -69,6 +69,50 @@ BINARY_OPS = ("add", "sub", "mul", "div")
 POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber")
 
 
+_ROWS = ("claim_rows", "release_rows")
+
+#: Each public op, loss and optimizer -> the kernels its device forward and
+#: backward (or step) launch. The code is in fastad/cuda/ops/<family>.py (and
+#: fastad/cuda/optim.py), the CPU version in fastad_cy/. matmul's products go to
+#: cuBLAS; lstm_cell and gru_cell are composed of the ops below. Seeding a
+#: backward pass also launches fill or copy_or_add. A test runs every op and
+#: checks this table against the kernels it launched.
+OPS: dict[str, tuple[str, ...]] = {
+    **{op: ("unary_forward", "unary_backward") for op in
+       ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid", "sqrt",
+        "square", "abs", "pow")},
+    "add": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
+    "sub": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
+    "mul": ("binary_forward", "binary_backward"),
+    "div": ("binary_forward", "binary_backward"),
+    "vector_dot": ("row_dot_forward", "row_dot_backward"),
+    "matmul": (),
+    "sum": ("reduce_sum", "fill", "reduce_backward"),
+    "mean": ("reduce_sum", "fill", "reduce_backward"),
+    "max": ("reduce_max", "count_ties", "reduce_backward"),
+    "logsumexp": ("reduce_logsumexp", "reduce_backward"),
+    "softmax": ("softmax_forward", "softmax_backward"),
+    "log_softmax": ("softmax_forward", "softmax_backward"),
+    "reshape": ("copy_or_add",),
+    "transpose": ("gather_positions", "fill", "scatter_add_positions"),
+    "getitem": ("gather_positions", "fill", "scatter_add_positions"),
+    "concat": ("put_positions", "gather_positions"),
+    "stack": ("put_positions", "gather_positions"),
+    "take": ("gather_rows", "fill", "copy_ids", "scatter_add_rows"),
+    "cross_entropy": ("fill", "cross_entropy_forward", "loss_finish", "cross_entropy_backward"),
+    "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
+    **{loss: ("fill", "pointwise_loss_forward", "loss_finish", "pointwise_loss_backward")
+       for loss in POINTWISE_LOSSES},
+    "SGD": ("count_step", "sgd_dense", "sgd_rows") + _ROWS,
+    "Adagrad": ("count_step", "adagrad_dense", "adagrad_rows") + _ROWS,
+    "Adam": ("count_step", "adam_dense", "adam_rows") + _ROWS,
+    "AdamW": ("count_step", "adam_dense", "adam_rows") + _ROWS,
+    "RMSprop": ("count_step", "rmsprop_dense", "rmsprop_rows") + _ROWS,
+    "clip_grad_norm": ("grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows") + _ROWS,
+    "clip_grad_value": ("clamp_dense", "clamp_rows"),
+}
+
+
 def source_dir() -> Path:
     """The folder holding the `.cu` sources: inside the installed package
     (`fastad/cuda/src`), or the repository's `cuda/` folder in a source tree."""
