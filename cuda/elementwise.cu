@@ -107,28 +107,19 @@ __global__ void binary_forward(const T* a, const T* b, T* out, i64 n, int op, co
     }
 }
 
-// The gradient of operand a (to_a) or b: for each of its n elements, the sum of
-// gy * d(out)/d(operand) over the output elements it was broadcast to (a fold of
-// the output over the axes where the operand's stride is 0). One thread per
-// operand element, so no atomics. meta and nd as in binary_forward.
+// g[i] (+)= gy[i] * d(out)/d(operand) at each of the output's n elements, for the
+// operand a (to_a) or b: the gradient of an operand of the output's shape, or, written
+// into scratch, the terms a broadcast operand's gradient sums (the chunked reduce_sum
+// does that sum; see Binary in fastad/cuda/ops/elementwise.py). meta and nd as in
+// binary_forward.
 template <typename T>
 __global__ void binary_backward(const T* a, const T* b, const T* y, const T* gy, T* g, i64 n,
                                 int op, int to_a, const i64* meta, int nd, int accumulate) {
-    const i64* dims = meta;
-    const i64* mine = meta + (to_a ? nd : 2 * nd);
-    FaFold fold;
-    fa_fold_init(&fold, dims, mine, nd);
-    FA_GRID_STRIDE(j, n) {
-        T total = 0;
-        i64 base = nd ? fa_fold_base(&fold, j, dims, mine, nd) : j;
-        for (i64 r = 0; r < fold.count; ++r) {
-            i64 o = base + fa_fold_step(&fold, r, dims, mine, nd);
-            i64 oa = nd ? fa_offset(o, dims, meta + nd, nd) : o;
-            i64 ob = nd ? fa_offset(o, dims, meta + 2 * nd, nd) : o;
-            total += gy[o] * (to_a ? binary_da(op, a[oa], b[ob], y[o])
-                                   : binary_db(op, a[oa], b[ob], y[o]));
-        }
-        fa_put(g + j, total, accumulate);
+    FA_GRID_STRIDE(i, n) {
+        i64 oa = nd ? fa_offset(i, meta, meta + nd, nd) : i;
+        i64 ob = nd ? fa_offset(i, meta, meta + 2 * nd, nd) : i;
+        T slope = to_a ? binary_da(op, a[oa], b[ob], y[i]) : binary_db(op, a[oa], b[ob], y[i]);
+        fa_put(g + i, gy[i] * slope, accumulate);
     }
 }
 

@@ -1,7 +1,8 @@
 // Fused optimizer updates and gradient clipping (the GPU side of fastad_cy/optim.pyx).
 //
-// Each update repeats the CPU kernel's arithmetic exactly, types included: where the
-// Cython code promotes to double (its `1 - x` literals, libc sqrt), so does this code.
+// Each update repeats the CPU kernel's arithmetic, types included: where the Cython
+// code promotes to double (its `1 - x` literals, libc sqrt), so does this code. On a
+// GPU results still differ in the last bits (fused multiply-adds, CUDA's libm).
 //
 // Every optimizer has two kernels with one argument layout:
 //   NAME_dense(p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag)
@@ -252,33 +253,42 @@ __device__ __forceinline__ unsigned long long fa_double_bits(double x) {
     return v.u;
 }
 
-__device__ __forceinline__ void fa_norm_add(double* acc, double x, double q) {
+// One element's part of the q-norm: |x|**q, or |x| for the max norm (q = inf).
+__device__ __forceinline__ double fa_norm_term(double x, double q) {
     double a = fa_abs(x);
-    if (q == 2) {
-        atomicAdd(acc, x * x);
-    } else if (q == 1) {
-        atomicAdd(acc, a);
-    } else if (isinf(q)) {
-        atomicMax((unsigned long long*)acc, fa_double_bits(a));
-    } else {
-        atomicAdd(acc, fa_pow(a, q));
-    }
+    if (q == 2) return x * x;
+    if (q == 1 || isinf(q)) return a;
+    return fa_pow(a, q);
+}
+
+// Fold one thread's terms into acc: a sum, or a max for q = inf (the bit pattern of a
+// non-negative double orders as the double does). One atomic per thread, not per element.
+__device__ __forceinline__ void fa_norm_fold(double* acc, double part, double q) {
+    if (isinf(q)) atomicMax((unsigned long long*)acc, fa_double_bits(part));
+    else atomicAdd(acc, part);
+}
+
+__device__ __forceinline__ double fa_norm_merge(double part, double term, double q) {
+    if (isinf(q)) return term > part || term != term ? term : part;
+    return part + term;
 }
 
 template <typename T>
 __global__ void grad_norm_dense(const T* g, i64 n, double* acc, double q) {
-    FA_GRID_STRIDE(i, n) {
-        fa_norm_add(acc, (double)g[i], q);
-    }
+    double part = 0;
+    FA_GRID_STRIDE(i, n) { part = fa_norm_merge(part, fa_norm_term((double)g[i], q), q); }
+    fa_norm_fold(acc, part, q);
 }
 
 template <typename T>
 __global__ void grad_norm_rows(const T* g, const i64* ids, const int* owner, i64 base,
                                i64 n_ids, i64 row_len, double* acc, double q) {
+    double part = 0;
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_norm_add(acc, (double)g[e], q);
+        if (e >= 0) part = fa_norm_merge(part, fa_norm_term((double)g[e], q), q);
     }
+    fa_norm_fold(acc, part, q);
 }
 
 // g *= factor (scale_values).

@@ -66,13 +66,14 @@ __global__ void reduce_logsumexp(const T* x, T* out, i64 n_slots, const i64* met
 
 // ties[slot] = how many of the slot's elements equal its max y[slot].
 template <typename T>
-__global__ void count_ties(const T* x, const T* y, T* ties, i64 n_slots, const i64* meta, int nd) {
+__global__ void count_ties(const T* x, const T* y, double* ties, i64 n_slots, const i64* meta,
+                           int nd) {
     const i64* keep = meta + nd;
     FaFold fold;
     fa_fold_init(&fold, meta, keep, nd);
     FA_GRID_STRIDE(slot, n_slots) {
         i64 base = fa_fold_base(&fold, slot, meta, keep, nd);
-        T count = 0;
+        double count = 0;
         for (i64 r = 0; r < fold.count; ++r)
             count += x[base + fa_fold_step(&fold, r, meta, keep, nd)] == y[slot];
         ties[slot] = count;
@@ -85,14 +86,14 @@ enum ReduceMode { R_SUM, R_MAX, R_LOGSUMEXP };
 // R_SUM: scale * gy[s]; R_MAX: gy[s] / ties[s] where x[i] is the max, else 0;
 // R_LOGSUMEXP: gy[s] * exp(x[i] - y[s]).
 template <typename T>
-__global__ void reduce_backward(const T* x, const T* y, const T* gy, const T* ties, T* gx, i64 n,
+__global__ void reduce_backward(const T* x, const T* y, const T* gy, const double* ties, T* gx, i64 n,
                                 const i64* meta, int nd, int mode, T scale, int accumulate) {
     const i64* keep = meta + nd;
     FA_GRID_STRIDE(i, n) {
         i64 s = fa_fold_slot(i, meta, keep, nd);
         T g;
         if (mode == R_SUM) g = scale * gy[s];
-        else if (mode == R_MAX) g = x[i] == y[s] ? gy[s] / ties[s] : T(0);
+        else if (mode == R_MAX) g = x[i] == y[s] ? gy[s] / T(ties[s]) : T(0);
         else g = gy[s] * fa_exp(x[i] - y[s]);
         fa_put(gx + i, g, accumulate);
     }

@@ -204,7 +204,7 @@ cdef object _flat_positions(tuple shape, object key):
         steps = tuple(along.itemsize if j == k else 0 for j in range(nd))
         positions = positions + np.ndarray(shape, np.int64, along, 0, steps)[key]
         stride *= shape[k]
-    return np.ascontiguousarray(positions, dtype=np.int64)
+    return np.asarray(positions, dtype=np.int64, order="C")     # keeps a 0-d result 0-d
 
 
 # ---------------------------------------------------------- public: views
@@ -301,7 +301,7 @@ def getitem(x, key):
     except (IndexError, TypeError, ValueError) as e:
         raise type(e)(f"getitem: bad index {key!r} for shape {v._shape}: {e}") from None
     if on_device(v):
-        return device_ops().gather("getitem", v, np.ascontiguousarray(positions, dtype=np.int64))
+        return device_ops().gather("getitem", v, positions)
     if basic:
         return _from_view("getitem", v, view)
     return _gather("getitem", v, positions, False)

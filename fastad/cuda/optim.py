@@ -143,8 +143,8 @@ class DeviceState:
         as (device state array, host array of its shape), and the lr."""
         b = self.backend
         for current, arr in arrays:
-            b.copy_from_host(current, np.ascontiguousarray(arr, dtype=current.dtype))
-        b.copy_from_host(self.steps, np.ascontiguousarray(steps, dtype=np.int64))
+            b.copy_from_host(current, np.asarray(arr, dtype=current.dtype, order="C"))
+        b.copy_from_host(self.steps, np.asarray(steps, dtype=np.int64, order="C"))
         self.set_lr(lr)
 
 

@@ -184,3 +184,21 @@ def test_graph_pictures_name_the_device(backend):
     w = fa.Parameter(np.ones((2, 3)), device="cuda", name="w")
     dot = fa.to_dot((w * 2.0).sum())
     assert "Parameter w\\n2x3 float32 cuda:0" in dot
+
+
+def test_a_0d_parameter_keeps_its_shape_everywhere(backend):
+    s = fa.Parameter(2.5, device="cuda")
+    assert s.shape == () and s.value.shape == () and s.numpy().shape == ()
+    assert s.to("cpu").shape == () and s.to("cpu").to("cuda").shape == ()
+    layer = fa.nn.LayerNorm(3).to("cuda")
+    layer.scale = s
+    state = layer.state_dict()
+    assert state["scale"].shape == ()
+    layer.load_state_dict(state)
+    fa.nn.init.ones_(s)
+    assert s.item() == 1.0
+    opt = fa.optim.Adam([s], lr=0.1)
+    (s * s).backward()
+    opt.step()
+    assert opt.state_dict()["state.0.exp_avg"].shape == ()
+    assert fa.IndexInput(3, device="cuda").numpy().shape == ()

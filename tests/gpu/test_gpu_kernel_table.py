@@ -29,7 +29,7 @@ BUILDS = {
     "add": lambda: fa.add(P(700, 3), P(3)),          # a broadcast bias: a chunked sum
     "sub": lambda: fa.sub(P(700, 3), P(3)),
     "mul": lambda: fa.mul(P(3, 4), P(4)),
-    "div": lambda: fa.div(P(3, 4), P(3, 4)),
+    "div": lambda: fa.div(P(3, 4), P(4)),
     "vector_dot": lambda: fa.vector_dot(P(3, 2), P(3, 2)),
     "matmul": lambda: fa.matmul(P(3, 4), P(4, 2)),
     "sum": lambda: fa.sum(P(3000)),

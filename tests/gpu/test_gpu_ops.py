@@ -47,7 +47,7 @@ def test_binary_broadcasting(backend, op, shapes, dtype):
     check_against_cpu(lambda u, v: op(v, u), a, b, dtype=dtype)
 
 
-@pytest.mark.parametrize("op", [fa.add, fa.sub])
+@pytest.mark.parametrize("op", [fa.add, fa.sub, fa.mul, fa.div])
 def test_a_long_broadcast_sum_in_the_gradient(backend, op):
     check_against_cpu(op, r(700, 3), r(3))          # each column's gradient: 700 rows, chunked
     check_against_cpu(op, r(1, 3), r(600, 2, 3))
@@ -79,6 +79,15 @@ def test_max_shares_the_gradient_among_ties(backend):
                       replay=False)
 
 
+def test_reductions_over_many_axes(backend):
+    x = r(*(2,) * 10)
+    check_against_cpu(lambda v: fa.sum(v, axis=(0, 1, 2)), x, replay=False)
+    check_against_cpu(lambda v: fa.max(v, axis=(7, 8, 9)), x, replay=False)
+    check_against_cpu(lambda v: fa.logsumexp(v, axis=(3, 4)), x, replay=False)
+    with pytest.raises(ValueError, match="at most 8 runs"):
+        fa.sum(fa.Parameter(x, device="cuda"), axis=(0, 2, 4, 6, 8))
+
+
 def test_reductions_of_edge_shapes(backend):
     check_against_cpu(lambda x: fa.sum(x), r())
     check_against_cpu(lambda x: fa.sum(x, axis=0), r(0, 3))
@@ -94,6 +103,10 @@ SHAPE_OPS = {
     "int array, repeats": (lambda x: x[[0, 2, 0, 0]] * 2.0, (3, 5)),
     "mask": (lambda x: x[np.array([True, False, True])] * 2.0, (3, 5)),
     "newaxis, ellipsis": (lambda x: x[None, ..., 1] * 2.0, (3, 5)),
+    "ints only": (lambda x: x[1, 2] * 2.0, (3, 5)),
+    "int of a vector": (lambda x: fa.stack([x[0], x[-1]]) * 2.0, (4,)),
+    "empty tuple of a 0-d": (lambda x: x[()] * 2.0, ()),
+    "0-d transpose": (lambda x: x.T * 2.0, ()),
 }
 
 

@@ -50,7 +50,7 @@ def to_host(array) -> np.ndarray:
 
 
 def from_host(array: np.ndarray):
-    return backend().from_host(np.ascontiguousarray(array))
+    return backend().from_host(np.asarray(array, order="C"))
 
 
 def copy(array):
@@ -71,7 +71,7 @@ def fill(buffer, value):
 
 
 def copy_from_host(dst, host: np.ndarray):
-    backend().copy_from_host(dst, np.ascontiguousarray(host, dtype=dst.dtype))
+    backend().copy_from_host(dst, np.asarray(host, dtype=dst.dtype, order="C"))
 
 
 def set_value(leaf, data):

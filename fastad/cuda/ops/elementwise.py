@@ -7,7 +7,7 @@ import numpy as np
 
 from fastad_cy.graph import Variable, device_grad_slot
 from fastad.cuda.kernels import BINARY_OPS
-from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node,
+from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
                                     require_float, same_device, same_dtype, constant)
 from fastad.cuda.ops.reduction import Fold
 
@@ -63,42 +63,48 @@ def broadcast_meta(op, out_shape, *shapes):
 class Binary:
     """a op b with numpy broadcasting; `meta` is None when a, b and the output share a shape.
 
-    The gradient of a broadcast operand of + or - is a plain sum of the output's
-    gradient (a bias's over the batch): `sums[k]` does it with the chunked
-    reduction kernel, which spreads a long sum over many threads."""
+    An operand of the output's shape gets its gradient from binary_backward
+    directly. A broadcast operand's gradient is a sum over the axes it was
+    broadcast along, done by the chunked reduce_sum (`folds[k]`): of the output's
+    gradient itself for + and - (a bias's gradient), of binary_backward's terms,
+    written into `scratch`, for * and /."""
 
-    def __init__(self, code, meta):
+    def __init__(self, code, meta, shape, dtype):
         self.code = I32(code)
         nd = 0 if meta is None else len(meta) // 3
         self.nd = I32(nd)
         self.meta = meta_array(meta or ())
-        self.sums = [None, None]
-        if nd and BINARY_OPS[code] in ("add", "sub"):
-            dims = meta[:nd]
+        self.folds = [None, None]
+        self.scratch = None
+        if nd:
             for k in range(2):
                 strides = meta[(k + 1) * nd:(k + 2) * nd]
-                if int(np.prod([d for d, st in zip(dims, strides) if st], dtype=np.int64)) \
-                        < int(np.prod(dims, dtype=np.int64)):
-                    self.sums[k] = Fold(dims, strides)
+                if any(st == 0 and d != 1 for d, st in zip(shape, strides)):   # broadcast
+                    self.folds[k] = Fold(shape, strides, BINARY_OPS[code])
+            if any(self.folds) and BINARY_OPS[code] in ("mul", "div"):
+                self.scratch = backend().empty(shape, dtype)
 
     def forward(self, node):
         a, b = node.parents
         launch("binary_forward", node.dtype, node.size, a.value, b.value, node.value,
-                I64(node.size), self.code, self.meta, self.nd)
+               I64(node.size), self.code, self.meta, self.nd)
 
     def backward(self, node):
         a, b = node.parents
-        for x, to_a in ((a, 1), (b, 0)):
-            if x.requires_grad:
-                grad, accumulate = device_grad_slot(x)
-                fold = self.sums[1 - to_a]
-                if fold is not None:
-                    sign = -1 if not to_a and BINARY_OPS[self.code] == "sub" else 1
-                    fold.sum(node.grad, grad, sign, accumulate)
-                    continue
-                launch("binary_backward", node.dtype, x.size, a.value, b.value, node.value,
-                        node.grad, grad, I64(x.size), self.code, I32(to_a), self.meta, self.nd,
-                        I32(accumulate))
+        for x, to_a, fold in ((a, 1, self.folds[0]), (b, 0, self.folds[1])):
+            if not x.requires_grad:
+                continue
+            grad, accumulate = device_grad_slot(x)
+            if fold is not None and self.scratch is None:       # + or -: sum the output's gradient
+                sign = -1 if not to_a and BINARY_OPS[self.code] == "sub" else 1
+                fold.sum(node.grad, grad, sign, accumulate)
+                continue
+            terms = grad if fold is None else self.scratch
+            launch("binary_backward", node.dtype, node.size, a.value, b.value, node.value,
+                   node.grad, terms, I64(node.size), self.code, I32(to_a), self.meta, self.nd,
+                   I32(accumulate if fold is None else 0))
+            if fold is not None:
+                fold.sum(self.scratch, grad, 1, accumulate)
 
 
 def binary(name, a, b):
@@ -114,10 +120,12 @@ def binary(name, a, b):
         a = constant(name, "a", a, b)
     same_dtype(name, a, b)
     if a.shape == b.shape:
-        return make_node(name, (a, b), a.shape, a.dtype, Binary(BINARY_OPS.index(name), None))
+        return make_node(name, (a, b), a.shape, a.dtype,
+                         Binary(BINARY_OPS.index(name), None, a.shape, a.dtype))
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise ValueError(f"{name}: shapes {a.shape} and {b.shape} do not broadcast") from None
     meta = broadcast_meta(name, shape, a.shape, b.shape)
-    return make_node(name, (a, b), shape, a.dtype, Binary(BINARY_OPS.index(name), meta))
+    return make_node(name, (a, b), shape, a.dtype,
+                     Binary(BINARY_OPS.index(name), meta, shape, a.dtype))

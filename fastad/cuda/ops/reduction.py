@@ -19,14 +19,37 @@ CHUNK = 256
 FEW_SLOTS = 4096
 
 
+MAX_DIMS = 8        # FA_MAX_DIMS in cuda/common.cuh
+
+
+def _coalesce(dims, keep):
+    """The same fold over fewer axes: length-1 axes dropped, and neighbours that are
+    both kept or both folded merged into one."""
+    out_dims, out_keep = [], []
+    for d, k in zip(dims, keep):
+        k = bool(k)
+        if d == 1:
+            continue
+        if out_keep and out_keep[-1] == k:
+            out_dims[-1] *= d
+        else:
+            out_dims.append(d)
+            out_keep.append(k)
+    return out_dims, out_keep
+
+
 class Fold:
     """How the elements of a contiguous array of shape `dims` fold into slots: the
     axes with keep[k] true stay (see FaFold in cuda/common.cuh). Holds the
     kernels' shape metadata, made once, and the chunking of sums."""
 
-    def __init__(self, dims, keep):
+    def __init__(self, dims, keep, op="reduction"):
+        dims, keep = _coalesce(dims, keep)
+        if len(dims) > MAX_DIMS:
+            raise ValueError(f"{op}: on a GPU, a reduction handles at most {MAX_DIMS} runs of "
+                             f"kept and reduced axes, got {len(dims)}")
         self.nd = I32(len(dims))
-        self.meta = meta_array(list(dims) + [int(bool(k)) for k in keep])
+        self.meta = meta_array(list(dims) + [int(k) for k in keep])
         size = int(np.prod(dims, dtype=np.int64))
         self.n_slots = I64(np.prod([d for d, k in zip(dims, keep) if k], dtype=np.int64))
         per_slot = size // self.n_slots if self.n_slots else 0
@@ -49,7 +72,8 @@ class Reduce:
         # keep: the axes the output keeps (a length-1 axis may count as either)
         self.fold = Fold(x.shape, [k == d for k, d in zip(kept, x.shape)])
         self.scale = scale
-        self.ties = backend().empty((self.fold.n_slots,), x.dtype) if code == R_MAX else None
+        # max: how many elements of each slot equal its max (double: exact past 2**24)
+        self.ties = backend().empty((self.fold.n_slots if code == R_MAX else 1,), np.float64)
 
     def forward(self, node):
         x = node.parents[0]
@@ -67,13 +91,11 @@ class Reduce:
         if not x.requires_grad:
             return
         t, f = node.dtype, self.fold
-        ties = node.value
         if self.code == R_MAX:
             launch("count_ties", t, f.n_slots, x.value, node.value, self.ties, f.n_slots, f.meta, f.nd)
-            ties = self.ties
         mode = {R_SUM: MODE_SUM, R_MEAN: MODE_SUM, R_MAX: MODE_MAX}.get(self.code, MODE_LOGSUMEXP)
         grad, accumulate = device_grad_slot(x)
-        launch("reduce_backward", t, x.size, x.value, node.value, node.grad, ties, grad,
+        launch("reduce_backward", t, x.size, x.value, node.value, node.grad, self.ties, grad,
                I64(x.size), f.meta, f.nd, I32(mode), scalar(t, self.scale), I32(accumulate))
 
 

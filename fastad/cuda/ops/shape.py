@@ -71,7 +71,7 @@ def gather(op, x, positions):
 def transpose(x, axes):
     """x with axes permuted (`axes` already checked by fastad_cy/shape.pyx)."""
     positions = np.arange(x.size, dtype=np.int64).reshape(x.shape).transpose(axes)
-    return gather("transpose", x, np.ascontiguousarray(positions))
+    return gather("transpose", x, np.asarray(positions, order="C"))
 
 
 class Join:
