@@ -117,9 +117,9 @@ cdef class Unary(Variable):
 
 
 cdef Variable _unary(str name, int code, object x, double p=0):
+    require_float(name, x, "x")
     if on_device(x):
         return device_ops().unary(name, code, x, p)
-    require_float(name, x, "x")
     cdef Unary node = Unary.__new__(Unary)
     node.code = code
     node.p = p
@@ -433,8 +433,6 @@ cdef Variable _binary(int code, object a, object b):
     cdef Variable va, vb
     if isinstance(a, Variable) and _is_number(b) or isinstance(b, Variable) and _is_number(a):
         return _with_number(code, a, b)
-    if on_device(a) or on_device(b):
-        return device_ops().binary(name, a, b)
     if isinstance(a, Variable):
         require_float(name, a, "a")
         va = <Variable>a
@@ -447,6 +445,9 @@ cdef Variable _binary(int code, object a, object b):
     else:
         raise TypeError(f"{name}: at least one operand must be a fastad Variable")
     same_dtype(name, va, vb)
+    if on_device(va) or on_device(vb):
+        shape = va._shape if va._shape == vb._shape else broadcast_shapes(name, va._shape, vb._shape)
+        return device_ops().binary(name, va, vb, shape)
     cdef Binary node = Binary.__new__(Binary)
     node.code = code
     node.a = va

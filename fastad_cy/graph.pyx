@@ -722,7 +722,9 @@ cdef class Leaf(Variable):
         A dense gradient is the live buffer (writes to it count); before any
         backward, or for a sparse gradient (only the touched rows of a gather
         hold values), it is a read-only dense copy, so a sparse gradient stays
-        sparse and an optimizer still skips a leaf that got no gradient.
+        sparse and an optimizer still skips a leaf that got no gradient. (On a
+        GPU that copy is writable, CuPy having no read-only arrays, but writes
+        to it change nothing.)
         """
         if self._device is not None:
             return device_ops().leaf_grad(self, self.grad_mode == GRAD_DENSE,
@@ -1055,9 +1057,11 @@ cdef class IndexInput(Variable):
             if (<object>arr).shape != self._shape:
                 raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, "
                                  f"expected {self._shape}")
-            if arr.size and arr.max() >= self._dbound:
-                raise IndexError(f"IndexInput.set_value: id {arr.max()} is out of range for the "
-                                 f"ops built on this IndexInput (ids must be < {self._dbound})")
+            bad = np.flatnonzero(arr.reshape(-1) >= self._dbound)
+            if bad.size:
+                raise IndexError(f"IndexInput.set_value: id {arr.reshape(-1)[bad[0]]} at position "
+                                 f"{bad[0]} is out of range for the ops built on this IndexInput "
+                                 f"(ids must be < {self._dbound})")
             device_ops().copy_from_host(self._dvalue, arr)
             return
         if (isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
@@ -1176,7 +1180,9 @@ def device_grad(Parameter p):
 def bound_ids(IndexInput ix, Py_ssize_t bound, str op):
     """Require a device IndexInput's ids below `bound` now and at every set_value."""
     if ix._dbound > bound:
-        ids = device_ops().to_host(ix._dvalue)
-        if ids.size and ids.max() >= bound:
-            raise IndexError(f"{op}: id {ids.max()} is out of range for {bound} rows")
+        ids = device_ops().to_host(ix._dvalue).reshape(-1)
+        bad = np.flatnonzero(ids >= bound)
+        if bad.size:
+            raise IndexError(f"{op}: id {ids[bad[0]]} at position {bad[0]} of the IndexInput is "
+                             f"out of range (ids must be < {bound})")
         ix._dbound = bound

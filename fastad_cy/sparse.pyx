@@ -58,8 +58,6 @@ def take(table, ix):
     >>> ix = fa.IndexInput([3, 7, 3])
     >>> rows = E[ix]                     # shape (3, 8); E.grad touches rows 3 and 7 only
     """
-    if on_device(table) or on_device(ix):
-        return device_ops().take(table, ix)
     require_float("take", table, "table")
     cdef Variable t = <Variable>table
     if not t._shape:
@@ -67,7 +65,9 @@ def take(table, ix):
     if not isinstance(ix, IndexInput):
         if isinstance(ix, Variable):
             raise TypeError(f"take: ids must be an IndexInput or integers, got a float Variable")
-        ix = IndexInput(ix)
+        ix = IndexInput(ix, device=t.device)
+    if on_device(t) or on_device(ix):
+        return device_ops().take(t, ix)
     cdef Take node = Take.__new__(Take)
     node.table = t
     node.ix = <IndexInput>ix

@@ -92,6 +92,13 @@ def capture(step):
     host (its shapes, which branch it takes, hyperparameters passed as numbers)
     is fixed at capture.
 
+    A captured step may not allocate or copy between host and device. Keep
+    these outside it, between replays: `set_value`, `.item()`/`.numpy()`,
+    `clip_grad_norm` (it returns a host number; `clip_grad_value` is fine),
+    and learning-rate changes (`opt.lr = ...`, a scheduler's `step()`: they
+    write the lr the replay reads). Call `opt.zero_grad()` inside the step:
+    the rows a sparse gradient touches are recorded at capture.
+
     >>> loss = fa.nn.cross_entropy(model(x), y)           # x, y, model on "cuda"
     >>> def step():
     ...     loss.forward(); opt.zero_grad(); loss.backward(); opt.step()

@@ -152,8 +152,10 @@ class EmulatedBackend:
 
     def _check_not_capturing(self, what):
         if self._recording is not None:
-            raise RuntimeError(f"{what} during fastad.cuda.capture: a captured function must "
-                               f"allocate nothing (run it once before capturing)")
+            raise RuntimeError(f"{what} during fastad.cuda.capture: a captured step must "
+                               f"allocate nothing and copy nothing between host and device "
+                               f"(keep set_value, .item(), clip_grad_norm and lr changes "
+                               f"outside it; see fastad.cuda.capture)")
 
     def empty(self, shape, dtype):
         self._check_not_capturing("an allocation")

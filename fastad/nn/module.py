@@ -116,8 +116,8 @@ class Module:
         return {name: p.numpy() for name, p in self.named_parameters()}
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copy the arrays of `state_dict` into the Parameters of the same names,
-        in place (graphs built on them see the new values after `forward()`).
+        """Copy the arrays of `state_dict` (numpy, or CuPy) into the Parameters of the
+        same names, in place (graphs built on them see the new values after `forward()`).
 
         With strict=True (default) the names must match exactly; with
         strict=False missing and unexpected names are skipped. Shapes must
@@ -139,7 +139,8 @@ class Module:
         for name, p in own.items():
             if name not in state_dict:
                 continue
-            arr = np.asarray(state_dict[name])
+            arr = state_dict[name]
+            arr = arr.get() if hasattr(arr, "__cuda_array_interface__") else np.asarray(arr)
             if arr.dtype.kind not in "biuf":
                 raise TypeError(f"{who}: {name!r} holds {arr.dtype} data, expected numbers")
             if arr.shape != p.shape:

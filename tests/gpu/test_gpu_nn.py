@@ -82,3 +82,20 @@ def test_embedding_and_dropout_on_the_device(backend):
     rows.sum().backward()
     assert emb.weight.is_sparse_grad
     assert sorted(emb.weight.sparse_rows().tolist()) == [1, 7]
+
+
+class _CupyLike:
+    """Stands for a CuPy array in a state dict: a device array with .get()."""
+    __cuda_array_interface__ = {}
+
+    def __init__(self, array):
+        self.array = array
+
+    def get(self):
+        return self.array
+
+
+def test_load_state_dict_takes_device_arrays():
+    layer = nn.Linear(2, 1)
+    layer.load_state_dict({"weight": _CupyLike(np.full((2, 1), 3.0)), "bias": np.zeros(1)})
+    np.testing.assert_array_equal(layer.weight.value, np.full((2, 1), 3.0))

@@ -181,11 +181,11 @@ def test_take_mixed_with_a_dense_gradient(backend):
 
 def test_take_checks_ids_at_build_and_at_set_value(backend):
     table = fa.Parameter(r(4, 2), device="cuda")
-    with pytest.raises(IndexError, match="out of range"):
+    with pytest.raises(IndexError, match="id 4 at position 1 of the IndexInput is out of range"):
         fa.take(table, fa.IndexInput([1, 4], device="cuda"))
     ix = fa.IndexInput([1, 2], device="cuda")
     rows = table[ix]
-    with pytest.raises(IndexError, match="< 4"):
+    with pytest.raises(IndexError, match="id 4 at position 1 .*< 4"):
         ix.set_value([0, 4])
     with pytest.raises(IndexError, match=">= 0"):
         ix.set_value([-1, 0])
@@ -210,3 +210,12 @@ def test_a_small_network_matches_the_cpu(backend):
     def net(x, w1, b1, w2):
         return fa.logsumexp(fa.tanh(x @ w1 + b1) @ w2, axis=1).mean()
     check_against_cpu(net, r(8, 5), r(5, 6), r(6), r(6, 3))
+
+
+def test_a_recurrent_cell_with_its_state_on_another_device_names_the_cell(backend):
+    from fastad_cy.fused import lstm_cell
+    x = fa.Parameter(r(2, 3), device="cuda")
+    with pytest.raises(ValueError, match="lstm_cell: inputs on different devices, cpu and cuda:0"):
+        lstm_cell(x, fa.Parameter(r(2, 4)), fa.Parameter(r(2, 4)),
+                  fa.Parameter(r(3, 16), device="cuda"), fa.Parameter(r(4, 16), device="cuda"),
+                  fa.Parameter(r(16), device="cuda"))

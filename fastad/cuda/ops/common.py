@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastad_cy.graph import Variable, Input, IndexInput, device_node
+from fastad_cy.graph import Variable, IndexInput, device_node
 from fastad.cuda import backend as _backend
 from fastad.cuda.kernels import UNARY_OPS
 
@@ -29,12 +29,16 @@ def backend():
 
 
 def launch(kernel, dtype, n, *args):
+    """Run `kernel` (from fastad.cuda.kernels) instantiated for `dtype` over n work
+    items; args are device arrays and numpy scalars of the kernel's parameter types."""
     backend().launch(kernel, dtype, n, *args)
 
 
 def scalar(dtype, value):
-    """value as a numpy scalar of the kernel's T."""
-    return np.dtype(dtype).type(value)
+    """value as a numpy scalar of the kernel's T (inf where float32 overflows, silently,
+    as on the CPU)."""
+    with np.errstate(over="ignore"):
+        return np.dtype(dtype).type(value)
 
 
 def meta_array(values):
@@ -46,10 +50,12 @@ def meta_array(values):
 # Called by fastad_cy/graph.pyx for device Variables.
 
 def to_host(array) -> np.ndarray:
+    """A numpy copy of a device array."""
     return backend().to_host(array)
 
 
 def from_host(array: np.ndarray):
+    """A new device array holding a copy of a host array (its shape kept, 0-d too)."""
     return backend().from_host(np.asarray(array, order="C"))
 
 
@@ -59,18 +65,22 @@ def copy(array):
 
 
 def empty(shape, dtype):
+    """A new, uninitialised device array."""
     return backend().empty(shape, dtype)
 
 
 def empty_like(v: Variable):
+    """A new, uninitialised device array of v's shape and dtype (a gradient buffer)."""
     return backend().empty(v.shape, v.dtype)
 
 
 def fill(buffer, value):
+    """Set every element of a float device array to `value`."""
     launch("fill", buffer.dtype, buffer.size, buffer, I64(buffer.size), scalar(buffer.dtype, value))
 
 
 def copy_from_host(dst, host: np.ndarray):
+    """Copy a host array (cast to dst's dtype, same shape) into the device array dst."""
     backend().copy_from_host(dst, np.asarray(host, dtype=dst.dtype, order="C"))
 
 
@@ -170,15 +180,8 @@ def check_anomaly(node, phase):
 
 # ------------------------------------------------------------- operand checks
 
-def require_float(op, x, argname):
-    if not isinstance(x, Variable):
-        raise TypeError(f"{op}: {argname} must be a fastad Variable, got {type(x).__name__}")
-    if isinstance(x, IndexInput):
-        raise TypeError(f"{op}: {argname} is an IndexInput (integer ids); use it to index a "
-                        f"Parameter (p[ix]) or as targets")
-
-
 def same_device(op, *xs):
+    """ValueError naming both devices when the Variables among xs are on two."""
     devices = {x.device for x in xs if isinstance(x, Variable)}
     if len(devices) > 1:
         a, b = sorted(devices)
@@ -186,24 +189,8 @@ def same_device(op, *xs):
                          f".to(device) first")
 
 
-def same_dtype(op, a, b):
-    if a.dtype != b.dtype:
-        raise TypeError(f"{op}: mixed dtypes {a.dtype} and {b.dtype}; convert one side "
-                        f"(leaves take dtype=)")
-
-
-def constant(op, argname, x, like):
-    """x as a Variable on like's device: itself, or a constant Input made from an array."""
-    if isinstance(x, Variable):
-        return x
-    try:
-        return Input(x, dtype=like.dtype, device=like.device)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{op}: operand {argname} must be a Variable, a number or an array of "
-                        f"real numbers, got {type(x).__name__} ({e})") from None
-
-
 def make_node(op, inputs, shape, dtype, fn):
+    """A DeviceNode for op `fn` on inputs' device, its value computed now."""
     return device_node(op, tuple(inputs), tuple(shape), dtype, fn)
 
 

@@ -5,10 +5,10 @@ As in fastad_cy/elementwise.pyx, a Python number operand becomes a unary
 """
 import numpy as np
 
-from fastad_cy.graph import Variable, device_grad_slot
+from fastad_cy.graph import device_grad_slot
 from fastad.cuda.kernels import BINARY_OPS
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
-                                    require_float, same_device, same_dtype, constant)
+                                    same_device)
 from fastad.cuda.ops.reduction import Fold
 
 
@@ -37,7 +37,6 @@ class Unary:
 def unary(op, code, x, p):
     """Build unary op number `code` (kernels.UNARY_OPS) on x; fastad_cy/elementwise.pyx's
     `_unary` sends device operands here, after choosing the code as on the CPU."""
-    require_float(op, x, "x")
     return make_node(op, (x,), x.shape, x.dtype, Unary(code, p))
 
 
@@ -107,25 +106,11 @@ class Binary:
                 fold.sum(self.scratch, grad, 1, accumulate)
 
 
-def binary(name, a, b):
-    """Build a + - * / b (name in kernels.BINARY_OPS) with numpy broadcasting; a Python
-    number operand never gets here (elementwise.pyx makes it a unary *scalar op)."""
+def binary(name, a, b, shape):
+    """Build a + - * / b (name in kernels.BINARY_OPS) of the broadcast `shape`;
+    fastad_cy/elementwise.pyx checks the operands and works out the shape first
+    (a Python number operand becomes a unary *_scalar op there instead)."""
     same_device(name, a, b)
-    if isinstance(a, Variable):
-        require_float(name, a, "a")
-        b = constant(name, "b", b, a)
-        require_float(name, b, "b")
-    else:
-        require_float(name, b, "b")
-        a = constant(name, "a", a, b)
-    same_dtype(name, a, b)
-    if a.shape == b.shape:
-        return make_node(name, (a, b), a.shape, a.dtype,
-                         Binary(BINARY_OPS.index(name), None, a.shape, a.dtype))
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ValueError(f"{name}: shapes {a.shape} and {b.shape} do not broadcast") from None
-    meta = broadcast_meta(name, shape, a.shape, b.shape)
-    return make_node(name, (a, b), shape, a.dtype,
-                     Binary(BINARY_OPS.index(name), meta, shape, a.dtype))
+    meta = None if a.shape == b.shape else broadcast_meta(name, shape, a.shape, b.shape)
+    return make_node(name, (a, b), shape, a.dtype, Binary(BINARY_OPS.index(name), meta, shape,
+                                                           a.dtype))

@@ -9,6 +9,7 @@ obvious place. fastad_cy/fused.pyx checks the shapes first.
 import fastad_cy.elementwise as ew
 from fastad_cy.linalg import matmul
 from fastad_cy.shape import getitem, stack
+from fastad.cuda.ops.common import same_device
 
 
 def _gate(gates, k, H):
@@ -17,6 +18,7 @@ def _gate(gates, k, H):
 
 def lstm_cell(x, h, c, weight_ih, weight_hh, bias, H):
     """hc (2, batch, H) = [h', c'] with PyTorch's gate order i, f, g, o."""
+    same_device("lstm_cell", x, h, c, weight_ih, weight_hh, bias)
     gates = ew.add(matmul(x, weight_ih), bias)
     if h is not None:
         gates = ew.add(gates, matmul(h, weight_hh))
@@ -30,6 +32,7 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias, H):
 
 def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh, H):
     """h' (batch, H) with PyTorch's gate order r, z, n."""
+    same_device("gru_cell", x, h, weight_ih, weight_hh, bias_ih, bias_hh)
     gi = ew.add(matmul(x, weight_ih), bias_ih)
     gh = bias_hh if h is None else ew.add(matmul(h, weight_hh), bias_hh)
     gh_r, gh_z, gh_n = (getitem(gh, (Ellipsis, slice(k * H, (k + 1) * H))) for k in range(3))

@@ -5,8 +5,8 @@ gradient buffer (repeated ids add, atomically). A Parameter records which id
 arrays touched it, so optimizers update, and zero_grad clears, only those
 rows (see fastad_cy/graph.pyx, device_sparse_slot).
 """
-from fastad_cy.graph import IndexInput, Variable, bound_ids, device_sparse_slot
-from fastad.cuda.ops.common import I64, launch, make_node, require_float, same_device
+from fastad_cy.graph import bound_ids, device_sparse_slot
+from fastad.cuda.ops.common import I64, launch, make_node, same_device
 
 
 class Take:
@@ -28,15 +28,9 @@ class Take:
 
 
 def take(table, ix):
-    """Rows `ix` of a device `table` (as fa.take): ids are checked now and at every
-    `ix.set_value`, on the host, before they reach the device."""
-    require_float("take", table, "table")
-    if not table.shape:
-        raise ValueError("take: the table must have at least one axis, got a 0-d Variable")
-    if not isinstance(ix, IndexInput):
-        if isinstance(ix, Variable):
-            raise TypeError("take: ids must be an IndexInput or integers, got a float Variable")
-        ix = IndexInput(ix, device=table.device)
+    """Rows `ix` (an IndexInput) of `table` (fastad_cy/sparse.pyx's `take`, after its
+    checks): ids are checked now and at every `ix.set_value`, on the host, before
+    they reach the device."""
     same_device("take", table, ix)
     rows = table.shape[0]
     bound_ids(ix, rows, "take")
