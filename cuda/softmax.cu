@@ -66,6 +66,12 @@ __global__ void softmax_backward(const T* y, const T* gy, T* gx, i64 outer, i64 
 
 // --------------------------------------------------------- reduced losses
 
+// One thread's partial sum of the losses and count of kept elements, into acc.
+__device__ __forceinline__ void fa_add_partial(double* acc, double total, double kept) {
+    atomicAdd(acc, total);
+    atomicAdd(acc + 1, kept);
+}
+
 // out[0] = acc[0] * scale, scale = 1 / acc[1] for "mean" (NaN when nothing was
 // counted, as torch's mean of nothing) or 1 for "sum"; the scale is kept in acc[2].
 template <typename T>
@@ -120,10 +126,7 @@ __global__ void cross_entropy_forward(const T* x, const i64* t, i64* t_saved, T*
         if (each) losses[b] = loss;
         total += loss;
     }
-    if (!each) {
-        atomicAdd(acc, total);
-        atomicAdd(acc + 1, kept);
-    }
+    if (!each) fa_add_partial(acc, total, kept);
 }
 
 // gx[b, c] (+)= g * (softmax(x[b])[c] - smoothing / classes - (1 - smoothing) * [c == t]),
@@ -163,10 +166,7 @@ __global__ void nll_forward(const T* x, const i64* t, i64* t_saved, T* losses, i
         if (each) losses[b] = loss;
         total += loss;
     }
-    if (!each) {
-        atomicAdd(acc, total);
-        atomicAdd(acc + 1, kept);
-    }
+    if (!each) fa_add_partial(acc, total, kept);
 }
 
 // gx[b, c] (+)= -gy[b * gy_step] * acc[2] where c == t[b] (not ignored), else 0.
@@ -222,10 +222,7 @@ __global__ void pointwise_loss_forward(int op, const T* a, const T* b, T* losses
         total += v;
         count += 1;
     }
-    if (!each) {
-        atomicAdd(acc, total);
-        atomicAdd(acc + 1, count);
-    }
+    if (!each) fa_add_partial(acc, total, count);
 }
 
 // g (+)= gy[i * gy_step] * acc[2] * d(loss)/da (to_a = 1) or d(loss)/db (to_a = 0).
