@@ -2,8 +2,8 @@
 // program (common.cuh + <family>.cu, see fastad/cuda/kernels.py) compiles as plain C++17
 // with g++ and runs on the CPU (fastad/cuda/emulator.py).
 //
-// Threads run one after another: the launcher sets blockIdx/threadIdx and calls the
-// kernel once per (block, thread) pair. That is a valid CUDA schedule only for kernels
+// Threads run one after another, in a scrambled order: the launcher sets
+// blockIdx/threadIdx and calls the kernel once per (block, thread) pair. That is a valid CUDA schedule only for kernels
 // that never wait on another thread, which is the rule for fastad's kernels; so the
 // features that need cooperating threads (__syncthreads, __shared__, warp intrinsics)
 // are made compile errors here, and a kernel that uses them fails the CPU tests.
@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <math.h>
+#include <numeric>
 #include <type_traits>
 #include <utility>
 
@@ -122,21 +123,25 @@ FA_EMULATED_ATOMIC_CAS(unsigned long long)
 // ---- the launcher and parameter description used by fastad/cuda/emulator.py ------------
 namespace fa_emulation {
 
-// Run every (block, thread) pair of a one-dimensional launch, one after another. As with
-// cudaLaunchKernel, args[i] points at the value of the kernel's i-th parameter, whose type
-// is deduced from the kernel's function type.
+// Run every (block, thread) pair of a one-dimensional launch, one after another, in a
+// scrambled order (thread k * step mod total, step coprime to total) rather than 0, 1,
+// 2, ...: a kernel that needs any particular order of its threads fails the tests. As
+// with cudaLaunchKernel, args[i] points at the value of the kernel's i-th parameter,
+// whose type is deduced from the kernel's function type.
 template <typename... P, std::size_t... I>
 void run(void (*kernel)(P...), void** args, unsigned int grid, unsigned int block,
          std::index_sequence<I...>) {
     (void)args;
     gridDim = dim3{grid, 1, 1};
     blockDim = dim3{block, 1, 1};
-    for (unsigned int b = 0; b < grid; ++b) {
-        for (unsigned int t = 0; t < block; ++t) {
-            blockIdx = uint3{b, 0, 0};
-            threadIdx = uint3{t, 0, 0};
-            kernel(*static_cast<P*>(args[I])...);
-        }
+    const unsigned long long total = (unsigned long long)grid * block;
+    unsigned long long step = total / 2 + 1;
+    while (std::gcd(step, total) != 1) ++step;
+    for (unsigned long long k = 0; k < total; ++k) {
+        unsigned long long j = k * step % total;
+        blockIdx = uint3{(unsigned int)(j / block), 0, 0};
+        threadIdx = uint3{(unsigned int)(j % block), 0, 0};
+        kernel(*static_cast<P*>(args[I])...);
     }
 }
 

@@ -86,6 +86,17 @@ def test_every_thread_runs_once_with_its_coordinates(emulator, grid, block):
     np.testing.assert_array_equal(shape, [grid, block])
 
 
+def test_threads_run_in_a_scrambled_order(tmp_path):
+    body = ("unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "x[t] = atomicAdd(x + gridDim.x * blockDim.x, (T)1);")     # each thread's turn
+    emulator = Emulator({"order": one_kernel_program(body)}, cache_dir=tmp_path)
+    turns = np.zeros(5 * 7 + 1, dtype=np.float64)
+    emulator.launch("order", "k<double>", 5, 7, (turns,))
+    turns = turns[:-1]
+    assert sorted(turns) == list(range(35))                            # each thread once
+    assert not np.array_equal(turns, np.arange(35))                    # not 0, 1, 2, ...
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_atomics_return_the_old_value(emulator, dtype):
     ints = np.array([3, 5, 4, 1, 8], dtype=np.int32)
