@@ -37,23 +37,23 @@ class CupyBackend:
         self._functions = {}
         self._max_grid = None
 
-    def _function(self, expression: str, family: str):
-        fn = self._functions.get(expression)
-        if fn is None:
-            module = self._modules.get(family)
-            if module is None:
-                module = self.xp.RawModule(code=kernels.program_source(family),
-                                           options=kernels.RAWMODULE_OPTIONS,
-                                           name_expressions=kernels.name_expressions(family))
-                self._modules[family] = module
-            fn = module.get_function(expression)
-            self._functions[expression] = fn
+    def _function(self, kernel: str, dtype):
+        """The compiled kernel for (kernel, dtype), its family's module built on first use."""
+        family = kernels.KERNEL_FAMILY[kernel]
+        module = self._modules.get(family)
+        if module is None:
+            module = self.xp.RawModule(code=kernels.program_source(family),
+                                       options=kernels.RAWMODULE_OPTIONS,
+                                       name_expressions=kernels.name_expressions(family))
+            self._modules[family] = module
+        fn = self._functions[kernel, dtype] = module.get_function(
+            kernels.name_expression(kernel, dtype))
         return fn
 
     def launch(self, kernel: str, dtype, n: int, *args):
         if n <= 0:
             return
-        fn = self._function(kernels.name_expression(kernel, dtype), kernels.KERNEL_FAMILY[kernel])
+        fn = self._functions.get((kernel, dtype)) or self._function(kernel, dtype)
         if self._max_grid is None:        # fastad computes on the current device only
             self._max_grid = 32 * self.xp.cuda.Device().attributes["MultiProcessorCount"]
         fn((min((n + BLOCK - 1) // BLOCK, self._max_grid),), (BLOCK,), args)
