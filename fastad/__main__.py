@@ -18,6 +18,7 @@ EXAMPLES = {
     "examples/char_lstm.py": "character-level LSTM language model on the standard library's source",
     "examples/mlp.py": "MLP classifier on a small bundled dataset, held-out accuracy",
     "bench/run.py": "every benchmark beside PyTorch, written to bench/results.md",
+    "bench/gpu.py": "the GPU benchmarks beside PyTorch CUDA (needs a GPU and CuPy)",
 }
 
 
