@@ -3,6 +3,9 @@ import re
 
 import pytest
 
+# skip_policy: a skip for any reason but the GPU fails the run; pytester: tests of that plugin.
+pytest_plugins = ["skip_policy", "pytester"]
+
 _OWNER = re.compile(r"fastad_(\d+)_")
 
 

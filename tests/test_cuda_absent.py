@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+from skip_policy import HAS_GPU
 
 import fastad as fa
 from fastad.cuda import backend
@@ -14,7 +15,7 @@ from fastad.cuda import backend
 def real_devices_only():
     backend.set_emulation(False)
     if backend.get(required=False) is not None:
-        pytest.skip("this machine has a usable GPU")
+        pytest.skip(f"{HAS_GPU}: these check the errors raised without one")
     yield
     backend.set_emulation(None)
 

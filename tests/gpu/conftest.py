@@ -7,6 +7,7 @@ import os
 import shutil
 
 import pytest
+from skip_policy import NO_GPU
 
 from fastad.cuda import backend as cuda_backend
 
@@ -35,7 +36,7 @@ def backend(request):
     else:
         reason = _gpu_skip_reason()
         if reason is not None:
-            pytest.skip(f"no GPU: {reason}")
+            pytest.skip(f"{NO_GPU}: {reason}")
         cuda_backend.set_emulation(False)
     try:
         yield cuda_backend.get()
