@@ -52,6 +52,9 @@ def report(rows):
     """Print one line per row: fastad's time per unit, PyTorch's, and the speed-up."""
     for r in rows:
         line = f"{r['workload']}: fastad {r['fastad'] * 1e9:10.1f} ns/{r['unit']} ({1 / r['fastad']:,.0f}/s)"
+        if r.get("peer"):
+            line += (f" | {r['peer_name']} {r['peer'] * 1e9:10.1f} ns/{r['unit']}"
+                     f" | speed-up {r['peer'] / r['fastad']:6.2f}x")
         if r.get("torch"):
             line += (f" | torch {r['torch'] * 1e9:10.1f} ns/{r['unit']}"
                      f" | speed-up {r['torch'] / r['fastad']:6.1f}x")

@@ -1,11 +1,18 @@
-"""Built-in data for examples and benchmarks (no downloads).
+"""Data for training: the samplers of `fastad.train`'s compiled loop, and built-in
+data for examples and benchmarks (no downloads).
 
-`planted_preferences` makes implicit-feedback data with a known low-rank
-structure, so that a recommender's test AUC shows whether it learned anything.
+- `FeedSampler`, `PairwiseSampler`, `SkipGramSampler` (compiled, in
+  fastad_cy/samplers.pyx) fill a graph's leaves with one example at a time
+  inside `fastad.train`, with no Python between examples.
+- `planted_preferences` makes implicit-feedback data with a known low-rank
+  structure, so that a recommender's test AUC shows whether it learned anything.
 """
 import numpy as np
 
-__all__ = ["planted_preferences", "pairwise_auc"]
+from fastad_cy.samplers import AliasTable, FeedSampler, PairwiseSampler, Sampler, SkipGramSampler
+
+__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "SkipGramSampler", "AliasTable",
+           "planted_preferences", "pairwise_auc"]
 
 
 def planted_preferences(n_users, n_items, n_train, n_test, rank=8, noise=0.0, seed=0):

@@ -1,7 +1,8 @@
 """Optimizers, gradient clipping and learning-rate schedulers (`fa.optim`).
 
 The optimizers and clipping functions are compiled (fastad_cy.optim); the
-schedulers only set an optimizer's `lr` between steps, with torch's formulas.
+schedulers set an optimizer's `lr` between steps, with torch's formulas, or inside
+`fastad.train`'s compiled loop (`lr_schedule=`), by the same compiled rule.
 On Parameters on a GPU the same classes and functions run fused kernels
 (fastad.cuda.optim); the lr they set lives on the device, so it also reaches a
 step captured with `fa.cuda.capture`.
@@ -18,9 +19,11 @@ import numbers
 
 from fastad_cy.optim import (Optimizer, SGD, Adagrad, Adam, AdamW, RMSprop, clip_grad_norm,
                              clip_grad_value)
+from fastad_cy.train import scheduled_lr
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "clip_grad_norm",
-           "clip_grad_value", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup"]
+           "clip_grad_value", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
+           "LinearDecay"]
 
 
 def _positive_int(who, name, value):
@@ -57,7 +60,13 @@ class LRScheduler:
         self.optimizer.lr = self.lr_at(0)
 
     def lr_at(self, epoch):
-        raise NotImplementedError(f"{type(self).__name__} does not define lr_at(epoch)")
+        """The lr after `epoch` steps, from the same compiled rule `fastad.train` runs."""
+        return scheduled_lr(*self.compiled_rule(), epoch)
+
+    def compiled_rule(self):
+        """(rule, base_lr, a, b): the rule and its numbers, as `fastad_cy.train.scheduled_lr`
+        takes them; `fastad.train` evaluates it in its loop every `schedule_every` examples."""
+        raise NotImplementedError(f"{type(self).__name__} does not define compiled_rule()")
 
     def step(self):
         """Advance one epoch (or step) and set the optimizer's lr for it.
@@ -109,8 +118,8 @@ class StepLR(LRScheduler):
         self.gamma = _real("StepLR", "gamma", gamma, 0.0, math.inf)
         super().__init__(optimizer)
 
-    def lr_at(self, epoch):
-        return self.base_lr * self.gamma ** (epoch // self.step_size)
+    def compiled_rule(self):
+        return "step", self.base_lr, self.gamma, float(self.step_size)
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -125,9 +134,8 @@ class CosineAnnealingLR(LRScheduler):
         self.eta_min = _real("CosineAnnealingLR", "eta_min", eta_min, 0.0, math.inf)
         super().__init__(optimizer)
 
-    def lr_at(self, epoch):
-        return self.eta_min + (self.base_lr - self.eta_min) * (
-            1 + math.cos(math.pi * epoch / self.T_max)) / 2
+    def compiled_rule(self):
+        return "cosine", self.base_lr, self.eta_min, float(self.T_max)
 
 
 class LinearWarmup(LRScheduler):
@@ -143,6 +151,36 @@ class LinearWarmup(LRScheduler):
         self.start_factor = _real("LinearWarmup", "start_factor", start_factor, 0.0, 1.0)
         super().__init__(optimizer)
 
+    def compiled_rule(self):
+        return "warmup", self.base_lr, self.start_factor, float(self.warmup_steps)
+
+
+class LinearDecay(LRScheduler):
+    """lr falls linearly from base_lr to min_lr, then stays there (word2vec's schedule).
+
+    With `total_steps`, over that many steps (lr_at(step)). Without it, only
+    inside `fastad.train(..., lr_schedule=...)`, over that whole run (all its
+    epochs), following the sampler's progress.
+
+    >>> opt = fa.optim.SGD(params, lr=0.025)
+    >>> fa.train(loss, opt, sampler, epochs=5, lr_schedule=fa.optim.LinearDecay(opt, min_lr=1e-4))
+    """
+
+    def __init__(self, optimizer, min_lr=0.0, total_steps=None):
+        self.min_lr = _real("LinearDecay", "min_lr", min_lr, 0.0, math.inf)
+        if self.min_lr > optimizer.lr:
+            raise ValueError(f"LinearDecay: min_lr ({min_lr}) is above the optimizer's lr "
+                             f"({optimizer.lr}): the decay would end above where it starts")
+        self.total_steps = None if total_steps is None else _positive_int("LinearDecay", "total_steps", total_steps)
+        super().__init__(optimizer)
+
     def lr_at(self, epoch):
-        progress = min(epoch, self.warmup_steps) / self.warmup_steps
-        return self.base_lr * (self.start_factor + (1 - self.start_factor) * progress)
+        if self.total_steps is None and epoch > 0:
+            raise ValueError("LinearDecay: without total_steps it decays over a fastad.train run "
+                             "(lr_schedule=); give total_steps to step it by hand")
+        return super().lr_at(epoch)
+
+    def compiled_rule(self):
+        if self.total_steps is None:
+            return "linear_run", self.base_lr, self.min_lr, 1.0
+        return "linear_steps", self.base_lr, self.min_lr, float(self.total_steps)

@@ -5,6 +5,7 @@ from typing import Protocol, TypeAlias
 from numpy.typing import ArrayLike
 
 from fastad_cy.graph import IndexInput, Input, Variable
+from fastad_cy.samplers import Sampler
 
 # Any object with step() and zero_grad() will do; fastad's optimizers are called through C.
 class _Steppable(Protocol):
@@ -15,7 +16,16 @@ class _Steppable(Protocol):
 _Feeds: TypeAlias = (Mapping[Input, ArrayLike] | Mapping[IndexInput, ArrayLike]
                      | Mapping[Variable, ArrayLike])
 
-def train(loss: Variable, optimizer: _Steppable, feeds: _Feeds, epochs: int = 1,
+# A fastad scheduler: fastad.optim.StepLR, CosineAnnealingLR, LinearWarmup, LinearDecay.
+class _CompiledSchedule(Protocol):
+    last_epoch: int
+    def compiled_rule(self) -> tuple[str, float, float, float]: ...
+
+def scheduled_lr(rule: str, base: float, a: float, b: float, step: int,
+                 run_progress: float = 0.0) -> float: ...
+
+def train(loss: Variable, optimizer: _Steppable, feeds: _Feeds | Sampler, epochs: int = 1,
           shuffle: bool = False, seed: int | None = None,
           progress: Callable[[int], object] | None = None,
-          report_every: int = 100_000) -> list[float]: ...
+          report_every: int = 100_000, lr_schedule: _CompiledSchedule | None = None,
+          schedule_every: int = 1) -> list[float]: ...

@@ -10,70 +10,122 @@ import numbers
 from collections.abc import Mapping
 
 import numpy as np
-cimport numpy as cnp
-from cpython.mem cimport PyMem_Malloc, PyMem_Free
-from libc.string cimport memcpy
+from libc.math cimport cos, pi, floor, pow
 
-from fastad_cy.graph cimport Variable, IndexInput, Input, replay_forward, replay_backward
+from fastad_cy.graph cimport Variable, IndexInput, replay_forward, replay_backward
 from fastad_cy.optim cimport Optimizer
+from fastad_cy.samplers cimport Sampler
+from fastad_cy.samplers import FeedSampler
 
-cnp.import_array()
+
+# The learning-rate rules that run inside the loop; a scheduler names its rule and
+# numbers through `compiled_rule()` (see fastad.optim).
+cdef enum Rule:
+    RULE_NONE, RULE_STEP, RULE_COSINE, RULE_WARMUP, RULE_LINEAR_STEPS, RULE_LINEAR_RUN
+
+_RULES = {"step": RULE_STEP, "cosine": RULE_COSINE, "warmup": RULE_WARMUP,
+          "linear_steps": RULE_LINEAR_STEPS, "linear_run": RULE_LINEAR_RUN}
+
+cdef struct Schedule:
+    Rule rule
+    double base, a, b          # the rule's numbers, as compiled_rule() gives them
 
 
-cdef object _feed_array(Variable leaf, object data, Py_ssize_t* count):
-    """`data` as a C-contiguous array of shape (N,) + leaf.shape, checked."""
-    if not isinstance(leaf, (Input, IndexInput)):
-        # A Parameter too is a leaf, but feeding it would overwrite what the optimizer learns.
-        raise TypeError(f"train: feeds must be keyed by Input or IndexInput leaves, got '{leaf.op}'")
-    if np.ndim(data) == 0:
-        raise ValueError(f"train: the feed for a leaf of shape {leaf.shape} is a scalar; "
-                         f"expected an array of shape (N,) + {leaf.shape}")
-    if isinstance(leaf, IndexInput):
-        arr = np.asarray(data)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"train: the feed for an IndexInput must hold integers, got {arr.dtype}")
-        if arr.size and arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
-            raise IndexError(f"train: a feed for an IndexInput holds an id too large for int64 ({arr.max()})")
-        arr = np.ascontiguousarray(arr, dtype=np.int64)
-        if arr.size and arr.min() < 0:
-            raise IndexError(f"train: a feed for an IndexInput holds a negative id ({arr.min()})")
-    else:
+cdef double _scheduled_lr(const Schedule* s, long long step, double run_progress) noexcept nogil:
+    """The lr after `step` scheduler steps, `run_progress` of the way through the run."""
+    cdef double t
+    if s.rule == RULE_STEP:             # a = gamma, b = step_size
+        return s.base * pow(s.a, floor(step / s.b))
+    if s.rule == RULE_COSINE:           # a = eta_min, b = T_max
+        return s.a + (s.base - s.a) * (1 + cos(pi * step / s.b)) / 2
+    if s.rule == RULE_WARMUP:           # a = start_factor, b = warmup_steps
+        t = step / s.b if step < s.b else 1.0
+        return s.base * (s.a + (1 - s.a) * t)
+    if s.rule == RULE_LINEAR_STEPS:     # a = min_lr, b = total_steps
+        t = step / s.b if step < s.b else 1.0
+        return s.base - (s.base - s.a) * t
+    if s.rule == RULE_LINEAR_RUN:       # a = min_lr
+        t = run_progress if run_progress < 1.0 else 1.0
+        return s.base - (s.base - s.a) * t
+    return s.base
+
+
+def scheduled_lr(str rule, double base, double a, double b, long long step, double run_progress=0.0):
+    """The lr of a scheduler's rule ("step", "cosine", "warmup", "linear_steps",
+    "linear_run") after `step` steps, `run_progress` (0..1) through a run: the
+    same C function the loop of `train` calls (fastad.optim's lr_at uses it)."""
+    cdef Schedule s
+    if rule not in _RULES:
+        raise ValueError(f"scheduled_lr: rule must be one of {sorted(_RULES)}, got {rule!r}")
+    s.rule, s.base, s.a, s.b = _RULES[rule], base, a, b
+    return _scheduled_lr(&s, step, run_progress)
+
+
+cdef int _read_schedule(object scheduler, object optimizer, Schedule* out) except -1:
+    if not hasattr(scheduler, "compiled_rule"):
+        raise TypeError(f"train: lr_schedule must be a fastad scheduler (fa.optim.StepLR, "
+                        f"CosineAnnealingLR, LinearWarmup, LinearDecay), got {type(scheduler).__name__}")
+    if not isinstance(optimizer, Optimizer) or getattr(scheduler, "optimizer", None) is not optimizer:
+        raise ValueError("train: lr_schedule must schedule the optimizer given to train")
+    name, base, a, b = scheduler.compiled_rule()
+    out.rule = _RULES[name]
+    out.base, out.a, out.b = base, a, b
+    return 0
+
+
+cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
+    """Run the graph with the largest id the sampler can write into each leaf in turn,
+    so that an id out of range fails here (IndexError), before any Parameter changes."""
+    for k, (leaf, top) in enumerate(zip(sampler.leaves, sampler.largest_ids())):
+        if top < 0:
+            continue
+        saved = np.array(leaf.value)
         try:
-            arr = np.ascontiguousarray(data, dtype=leaf.dtype)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"train: the feed for an Input of shape {leaf.shape} must hold real "
-                            f"numbers ({e})") from None
-    shape = leaf.shape
-    if arr.shape[1:] != shape and not (arr.ndim == 1 and shape == (1,)):
-        raise ValueError(f"train: a feed of shape {arr.shape} does not fit a leaf of shape {shape}; "
-                         f"expected (N,) + {shape}")
-    count[0] = arr.shape[0]
-    return arr
+            leaf.set_value(np.full(leaf.shape, top, dtype=np.int64))
+            replay_forward(root)
+        except IndexError as err:
+            raise IndexError(f"train: the sampler writes ids up to {top}{sampler.origin_of(k, top)} "
+                             f"into leaf {k} of {type(sampler).__name__}, out of range for the "
+                             f"graph ({err}); nothing was trained") from None
+        finally:
+            leaf.set_value(saved)
+    return 0
 
 
 def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progress=None,
-          Py_ssize_t report_every=100_000):
+          Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1):
     """Train by replaying one graph per example, in compiled code.
 
-    For each example e (in order, or shuffled each epoch): copy row e of every
-    feed into its leaf, `loss.forward()`, `loss.backward()`,
-    `optimizer.step()`, `optimizer.zero_grad()`.
+    For each example: the sampler writes it into the graph's leaves, then
+    `loss.forward()`, `loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`,
+    with no Python in between.
 
-    loss       a one-element Variable built once over the leaves in `feeds`.
-    optimizer  any fastad optimizer over the parameters to train.
-    feeds      {leaf: array}: an array of shape (N,) + leaf.shape per leaf
-               (IndexInput or Input), or (N,) for a leaf of shape (1,).
-    shuffle    visit the examples in a new random order each epoch (from a
-               numpy Generator seeded with `seed`); the feeds are copied in
-               that order once per epoch, which takes memory for one copy.
+    loss       a one-element Variable built once over the sampler's leaves.
+    optimizer  any fastad optimizer over the parameters to train (or any object
+               with step() and zero_grad(), called through Python).
+    feeds      {leaf: array of N rows}, which make a `FeedSampler` with
+               `shuffle` and `seed`; or a sampler (`fa.data.FeedSampler`,
+               `PairwiseSampler`, `SkipGramSampler`).
+    epochs     passes over the data (a sampler's epoch: see its docstring).
     progress   optional callable(examples_done) called every `report_every`
                examples and at the end.
+    lr_schedule  a fastad scheduler of `optimizer` (StepLR, CosineAnnealingLR,
+               LinearWarmup, LinearDecay) applied inside the loop: one scheduler
+               step every `schedule_every` examples; LinearDecay without
+               total_steps decays over this whole run. The scheduler's
+               last_epoch advances by the steps taken.
+
+    Before the first example, the ids the sampler can write are checked against
+    the graph (a forward with the largest ones), so an id out of range is an
+    IndexError with the Parameters untouched.
 
     Returns the mean loss of each epoch (a list of floats).
 
-    >>> u, i = fa.IndexInput([0]), fa.IndexInput([0])
-    >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i])).sum()
-    >>> fa.train(loss, fa.optim.SGD([U, V], lr=0.05), {u: users, i: items}, epochs=2)
+    >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
+    >>> opt = fa.optim.SGD([U, V], lr=0.05)
+    >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5,
+    ...          lr_schedule=fa.optim.LinearDecay(opt, min_lr=1e-4))
     """
     if not isinstance(loss, Variable) or (<Variable>loss).size != 1:
         raise TypeError("train: `loss` must be a one-element fastad Variable")
@@ -90,61 +142,45 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
                          "Parameters are on a GPU; build the graph and the optimizer on one device")
     if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral):
         raise TypeError(f"train: epochs must be an integer, got {epochs!r}")
-    if epochs < 0 or report_every < 1:
-        raise ValueError("train: epochs must be >= 0 and report_every >= 1")
-    if not isinstance(feeds, Mapping):
-        raise TypeError(f"train: feeds must be a dict {{leaf: array}}, got {type(feeds).__name__}")
-    if not feeds:
-        raise ValueError("train: `feeds` is empty; give at least one {leaf: array}")
+    if epochs < 0 or report_every < 1 or schedule_every < 1:
+        raise ValueError("train: epochs must be >= 0, report_every and schedule_every >= 1")
+    cdef Sampler sampler
+    if isinstance(feeds, Sampler):
+        if shuffle or seed is not None:
+            raise ValueError("train: shuffle and seed are the sampler's to set; pass them to it")
+        sampler = feeds
+    elif isinstance(feeds, Mapping):
+        sampler = FeedSampler(feeds, shuffle=shuffle, seed=seed)
+    else:
+        raise TypeError(f"train: feeds must be a dict {{leaf: array}} or a sampler, got {type(feeds).__name__}")
+    cdef Schedule schedule
+    schedule.rule, schedule.base, schedule.a, schedule.b = RULE_NONE, 0, 0, 1
+    if lr_schedule is not None:
+        _read_schedule(lr_schedule, optimizer, &schedule)
     cdef Variable root = <Variable>loss
-    cdef list leaves = [], arrays = []
-    cdef Py_ssize_t n = -1, count = 0
-    for leaf, data in feeds.items():
-        if not isinstance(leaf, Variable):
-            raise TypeError(f"train: feed keys must be leaves, got {type(leaf).__name__}")
-        if leaf.device != "cpu":
-            raise ValueError(f"train: the compiled loop runs on the CPU; the fed leaf {leaf!r} "
-                             f"is on {leaf.device}")
-        arrays.append(_feed_array(<Variable>leaf, data, &count))
-        if n >= 0 and count != n:
-            raise ValueError(f"train: feeds hold different numbers of examples ({n} and {count})")
-        n = count
-        leaves.append(leaf)
-    cdef Py_ssize_t k, nfeeds = len(leaves), e = 0, epoch = 0, done = 0
-    cdef char** src = <char**>PyMem_Malloc(nfeeds * sizeof(char*))
-    cdef char** dst = <char**>PyMem_Malloc(nfeeds * sizeof(char*))
-    cdef Py_ssize_t* width = <Py_ssize_t*>PyMem_Malloc(nfeeds * sizeof(Py_ssize_t))
-    if src == NULL or dst == NULL or width == NULL:
-        PyMem_Free(src)
-        PyMem_Free(dst)
-        PyMem_Free(width)
-        raise MemoryError()
-    rng = np.random.default_rng(seed)
-    order = None
+    _check_sampled_ids(root, sampler)
+
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
     step = optimizer.step
     zero_grad = optimizer.zero_grad
-    cdef double total
+    cdef Py_ssize_t epoch = 0, done = 0
+    cdef long long schedule_steps = 0
+    cdef double total, before
     means = []
     try:
-        for k in range(nfeeds):
-            src[k] = <char*>cnp.PyArray_DATA(arrays[k])
-            dst[k] = (<Variable>leaves[k]).val_ptr
-            width[k] = cnp.PyArray_NBYTES(arrays[k]) // n if n else 0
         zero_grad()
         for epoch in range(epochs):
-            if shuffle:
-                # Copy the feeds in the new order once per epoch, so that the loop
-                # reads them sequentially instead of missing the cache per example.
-                order = rng.permutation(n)
-                epoch_arrays = [arr[order] for arr in arrays]
-                for k in range(nfeeds):
-                    src[k] = <char*>cnp.PyArray_DATA(epoch_arrays[k])
+            sampler.begin_epoch(epoch)
             total = 0
-            for e in range(n):
-                for k in range(nfeeds):
-                    memcpy(dst[k], src[k] + e * width[k], width[k])
+            while True:
+                before = sampler.epoch_progress()
+                if not sampler.next_example():
+                    break
+                if schedule.rule != RULE_NONE and done % schedule_every == 0:
+                    # The share of the run done before this example sets a run-long decay.
+                    fast_opt._lr = _scheduled_lr(&schedule, schedule_steps, (epoch + before) / epochs)
+                    schedule_steps += 1
                 replay_forward(root)
                 total += (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
                 replay_backward(root, None)
@@ -157,15 +193,13 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
                 done += 1
                 if progress is not None and done % report_every == 0:
                     progress(done)
-            means.append(total / n if n else float("nan"))
+            means.append(total / sampler.epoch_examples if sampler.epoch_examples else float("nan"))
         if progress is not None and done % report_every:
             progress(done)
     except (IndexError, FloatingPointError) as err:
         # Name the example (a bad id, a NaN); the examples before it have been applied.
-        row = int(order[e]) if shuffle else e
-        raise type(err)(f"train: epoch {epoch}, row {row} of the feeds: {err}") from err
+        raise type(err)(f"train: epoch {epoch}, {sampler.where()}: {err}") from err
     finally:
-        PyMem_Free(src)
-        PyMem_Free(dst)
-        PyMem_Free(width)
+        if lr_schedule is not None:
+            lr_schedule.last_epoch += schedule_steps
     return means

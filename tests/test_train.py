@@ -111,8 +111,13 @@ def test_errors_inside_the_loop_name_the_feed_row_and_bad_arguments_are_clear():
     ix = fa.IndexInput([0])
     loss = fa.sum(E[ix])
     opt = fa.optim.SGD([E], lr=1.0)
-    with pytest.raises(IndexError, match="row 2 of the feeds: take: id 9"):
+    with pytest.raises(IndexError, match=r"ids up to 9 \(row 2 of its feed\) into leaf 0 .*take: id 9.*nothing was trained"):
         fa.train(loss, opt, {ix: np.array([1, 2, 9, 3])})
+    assert not E.value.any() and ix.value.tolist() == [0]     # checked before the first example
+    nan_feed = fa.Input(np.ones(1))
+    nan_loss = fa.sum(E[ix] + fa.log(nan_feed))
+    with fa.detect_anomaly(), pytest.raises(FloatingPointError, match="epoch 0, row 2 of the feeds"):
+        fa.train(nan_loss, opt, {ix: np.zeros(4, dtype=np.int64), nan_feed: np.array([1.0, 2.0, -1.0, 3.0])})
     with pytest.raises(TypeError, match="feeds must be a dict"):
         fa.train(loss, opt, [(ix, np.zeros(3, dtype=np.int64))])
     with pytest.raises(TypeError, match="epochs must be an integer"):

@@ -1,0 +1,267 @@
+"""fastad beside the hand-written peers: implicit's BPR and gensim's word2vec.
+
+Both sides sample inside their loops, on the same data with the same settings,
+at 1 and 2 threads/workers (fastad: Hogwild processes, each with its own
+sampler stream). The peers are optional: a missing one is skipped with the
+reason. Speeds are examples per second including sampling; quality is held-out
+(test AUC for BPR, held-out SGNS loss for skip-gram), computed the same way for
+both sides from their learned vectors.
+
+- BPR: a planted implicit-feedback set (low-rank preferences), k=32, SGD,
+  `fa.data.PairwiseSampler` vs `implicit.cpu.bpr.BayesianPersonalizedRanking`.
+- Skip-gram with negative sampling: the docstrings and comments of Python's
+  standard library (on every machine), dim 64, window 5, 5 negatives,
+  min_count 5, no subsampling, lr 0.025 decayed linearly to 1e-4;
+  `fa.data.SkipGramSampler` vs `gensim.models.Word2Vec(sg=1)`.
+
+Run: python bench/peers.py [--quick]
+"""
+import io
+import os
+import re
+import sys
+import sysconfig
+import time
+import tokenize
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import cli  # noqa: E402
+
+import fastad as fa  # noqa: E402
+
+# ---------------------------------------------------------------- data
+
+def planted_interactions(n_users, n_items, per_user, seed=0):
+    """Each user likes `per_user` items drawn by a rank-8 preference (softmax sampling)."""
+    rng = np.random.default_rng(seed)
+    P, Q = rng.normal(size=(n_users, 8)), rng.normal(size=(n_items, 8))
+    rows, cols = [], []
+    for start in range(0, n_users, 2000):
+        scores = P[start:start + 2000] @ Q.T
+        gumbel = scores + rng.gumbel(size=scores.shape) * 0.5
+        top = np.argpartition(-gumbel, per_user, axis=1)[:, :per_user]
+        rows.append(np.repeat(np.arange(start, start + len(top)), per_user))
+        cols.append(top.ravel())
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    test = rng.random(rows.size) < 0.05
+    shape = (n_users, n_items)
+    train = sp.csr_matrix((np.ones((~test).sum()), (rows[~test], cols[~test])), shape=shape)
+    held = sp.csr_matrix((np.ones(test.sum()), (rows[test], cols[test])), shape=shape)
+    return train, held
+
+
+def test_auc(user_factors, item_factors, train, held, n=50_000, seed=1):
+    """P(score of a held-out liked item > score of a random item the user did not like)."""
+    rng = np.random.default_rng(seed)
+    held = held.tocoo()
+    pick = rng.integers(0, held.nnz, n)
+    users, pos = held.row[pick], held.col[pick]
+    neg = rng.integers(0, train.shape[1], n)
+    keep = ~np.asarray(train[users, neg]).ravel().astype(bool)
+    users, pos, neg = users[keep], pos[keep], neg[keep]
+    margin = np.einsum("nk,nk->n", user_factors[users], item_factors[pos] - item_factors[neg])
+    return float(np.mean(margin > 0))
+
+
+def stdlib_text(limit_tokens):
+    """Lower-cased words of the standard library's docstrings and comments, by sentence."""
+    words = re.compile(r"[a-z]+")
+    sentences, total = [], 0
+    root = sysconfig.get_paths()["stdlib"]
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs[:] = sorted(d for d in dirs if d not in ("test", "tests", "idlelib", "site-packages"))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    source = f.read()
+                tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+            except (SyntaxError, UnicodeDecodeError, tokenize.TokenError, IndentationError):
+                continue
+            for tok in tokens:
+                if tok.type in (tokenize.COMMENT, tokenize.STRING):
+                    for line in tok.string.lower().split("."):
+                        sentence = words.findall(line)
+                        if len(sentence) > 1:
+                            sentences.append(sentence)
+                            total += len(sentence)
+            if total >= limit_tokens:
+                return sentences
+    return sentences
+
+
+def vocabulary(sentences, min_count):
+    counts = {}
+    for s in sentences:
+        for w in s:
+            counts[w] = counts.get(w, 0) + 1
+    words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    return {w: i for i, w in enumerate(words)}
+
+
+def encode(sentences, vocab):
+    ids, ends = [], []
+    for s in sentences:
+        kept = [vocab[w] for w in s if w in vocab]
+        if kept:
+            ids.extend(kept)
+            ends.append(len(ids))
+    return np.array(ids, dtype=np.int64), np.array(ends, dtype=np.int64)
+
+
+def heldout_sgns_loss(W, C, tokens, ends, negatives=5, window=5, seed=2, pairs=50_000):
+    """Mean SGNS loss of held-out (centre, context) pairs with unigram^0.75 negatives."""
+    rng = np.random.default_rng(seed)
+    noise = np.bincount(tokens, minlength=W.shape[0]) ** 0.75
+    noise = noise / noise.sum()
+    starts = np.concatenate(([0], ends[:-1]))
+    sentence_of = np.repeat(np.arange(ends.size), ends - starts)
+    centre = rng.integers(0, tokens.size, pairs * 2)
+    offset = rng.integers(1, window + 1, centre.size) * rng.choice([-1, 1], centre.size)
+    other = centre + offset
+    ok = (other >= 0) & (other < tokens.size)
+    centre, other = centre[ok], other[ok]
+    ok = sentence_of[centre] == sentence_of[other]
+    centre, other = tokens[centre[ok]][:pairs], tokens[other[ok]][:pairs]
+    neg = rng.choice(W.shape[0], size=(centre.size, negatives), p=noise)
+    logsig = lambda x: -np.logaddexp(0, -x)
+    pos_score = np.einsum("nk,nk->n", W[centre], C[other])
+    neg_score = np.einsum("nk,njk->nj", W[centre], C[neg])
+    return float(np.mean(-logsig(pos_score) - logsig(-neg_score).sum(axis=1)))
+
+
+# ---------------------------------------------------------------- fastad sides
+
+def bpr_worker(rank, shared, train, workers, epochs, lr, seed):
+    U, V = fa.Parameter(shared["U"]), fa.Parameter(shared["V"])
+    u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    loss = -fa.sum(fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])))
+    sampler = fa.data.PairwiseSampler(train, u, i, j, seed=seed, rank=rank, workers=workers)
+    fa.train(loss, fa.optim.SGD([U, V], lr=lr), sampler, epochs=epochs)
+    return sampler.examples_per_epoch * epochs
+
+
+def fastad_bpr(train, dim, epochs, lr, workers, seed=0):
+    rng = np.random.default_rng(seed)
+    U0 = rng.normal(0, 0.1, (train.shape[0], dim)).astype(np.float32)
+    V0 = rng.normal(0, 0.1, (train.shape[1], dim)).astype(np.float32)
+    with fa.hogwild.share({"U": U0, "V": V0}) as shared:
+        start = time.perf_counter()
+        done = fa.hogwild.run(bpr_worker, workers=workers, start_method="fork",
+                              args=(shared, train, workers, epochs, lr, seed))
+        seconds = time.perf_counter() - start
+        return sum(done) / seconds, shared["U"].numpy().copy(), shared["V"].numpy().copy()
+
+
+def sgns_worker(rank, shared, tokens, ends, workers, epochs, lr, min_lr, seed):
+    W, C = fa.Parameter(shared["W"]), fa.Parameter(shared["C"])
+    centre, context = fa.IndexInput([0]), fa.IndexInput([0] * 6)
+    signs = fa.Input(np.array([[1.0]] + [[-1.0]] * 5))
+    loss = -fa.sum(fa.logsigmoid((C[context] @ W[centre].T) * signs))
+    sampler = fa.data.SkipGramSampler(tokens, centre, context, sentence_ends=ends, window=5,
+                                      vocab_size=W.shape[0], seed=seed, rank=rank, workers=workers)
+    opt = fa.optim.SGD([W, C], lr=lr)
+    fa.train(loss, opt, sampler, epochs=epochs, lr_schedule=fa.optim.LinearDecay(opt, min_lr=min_lr),
+             schedule_every=1000)
+    return sampler.epoch_examples * epochs
+
+
+def fastad_sgns(tokens, ends, vocab_size, dim, epochs, workers, seed=0):
+    rng = np.random.default_rng(seed)
+    W0 = ((rng.random((vocab_size, dim)) - 0.5) / dim).astype(np.float32)     # word2vec's init
+    C0 = np.zeros((vocab_size, dim), dtype=np.float32)
+    with fa.hogwild.share({"W": W0, "C": C0}) as shared:
+        start = time.perf_counter()
+        done = fa.hogwild.run(sgns_worker, workers=workers, start_method="fork",
+                              args=(shared, tokens, ends, workers, epochs, 0.025, 1e-4, seed))
+        seconds = time.perf_counter() - start
+        return sum(done) / seconds, shared["W"].numpy().copy(), shared["C"].numpy().copy()
+
+
+# ---------------------------------------------------------------- the runs
+
+def bpr_rows(quick):
+    try:
+        from implicit.cpu.bpr import BayesianPersonalizedRanking
+    except ImportError as e:
+        print(f"BPR vs implicit skipped: implicit is not installed ({e})")
+        return []
+    users, items, per_user = (5_000, 2_000, 50) if quick else (20_000, 5_000, 50)
+    train, held = planted_interactions(users, items, per_user)
+    dim, epochs, lr = 32, (2 if quick else 5), 0.05
+    rows = []
+    for threads in (1, 2):
+        model = BayesianPersonalizedRanking(factors=dim, learning_rate=lr, regularization=0.0,
+                                            iterations=epochs, num_threads=threads, random_state=0)
+        start = time.perf_counter()
+        model.fit(train, show_progress=False)
+        peer_rate = train.nnz * epochs / (time.perf_counter() - start)
+        peer_auc = test_auc(model.user_factors, model.item_factors, train, held)
+        rate, U, V = fastad_bpr(train, dim, epochs, lr, workers=threads)
+        auc = test_auc(U, V, train, held)
+        print(f"BPR k={dim}, {threads} thread(s): fastad {rate:,.0f} samples/s AUC {auc:.3f} | "
+              f"implicit {peer_rate:,.0f} samples/s AUC {peer_auc:.3f} | {rate / peer_rate:.2f}x")
+        rows.append({"workload": f"BPR k={dim}, {threads} thread(s), sampling included, vs implicit "
+                                 f"(AUC {auc:.3f} vs {peer_auc:.3f})",
+                     "unit": "sample", "fastad": 1 / rate, "peer": 1 / peer_rate, "peer_name": "implicit",
+                     "target": ">= 1.0x implicit, AUC no worse"})
+    return rows
+
+
+def sgns_rows(quick):
+    try:
+        from gensim.models import Word2Vec
+    except ImportError as e:
+        print(f"skip-gram vs gensim skipped: gensim is not installed ({e})")
+        return []
+    sentences = stdlib_text(300_000 if quick else 1_000_000)
+    split = int(len(sentences) * 0.9)
+    vocab = vocabulary(sentences[:split], min_count=5)
+    tokens, ends = encode(sentences[:split], vocab)
+    held_tokens, held_ends = encode(sentences[split:], vocab)
+    dim, epochs = 64, 1
+    counting = fa.data.SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * 6),
+                                       sentence_ends=ends, window=5, seed=0)
+    pairs = sum(1 for _ in counting.epoch())      # both sides' pairs per epoch (same windows)
+    rows = []
+    for threads in (1, 2):
+        words = [[str(t) for t in tokens[a:b]] for a, b in zip(np.concatenate(([0], ends[:-1])), ends)]
+        start = time.perf_counter()
+        model = Word2Vec(words, vector_size=dim, window=5, negative=5, min_count=1, sample=0, sg=1,
+                         workers=threads, epochs=epochs, alpha=0.025, min_alpha=1e-4, seed=0)
+        peer_rate = pairs * epochs / (time.perf_counter() - start)
+        order = np.array([model.wv.key_to_index[str(i)] for i in range(len(vocab))])
+        peer_loss = heldout_sgns_loss(model.wv.vectors[order], model.syn1neg[order], held_tokens, held_ends)
+        rate, W, C = fastad_sgns(tokens, ends, len(vocab), dim, epochs, workers=threads)
+        loss = heldout_sgns_loss(W, C, held_tokens, held_ends)
+        print(f"SGNS dim {dim}, {threads} thread(s), {tokens.size:,} tokens: fastad {rate:,.0f} pairs/s "
+              f"loss {loss:.3f} | gensim {peer_rate:,.0f} pairs/s loss {peer_loss:.3f} | {rate / peer_rate:.2f}x")
+        rows.append({"workload": f"skip-gram NS dim {dim}, {threads} thread(s), sampling included, vs gensim "
+                                 f"(held-out loss {loss:.3f} vs {peer_loss:.3f})",
+                     "unit": "pair", "fastad": 1 / rate, "peer": 1 / peer_rate, "peer_name": "gensim",
+                     "target": ">= 1.0x gensim, held-out loss no worse"})
+    return rows
+
+
+def skip_reason():
+    missing = [name for name in ("implicit", "gensim") if _absent(name)]
+    if len(missing) == 2:
+        return "neither implicit nor gensim is installed (pip install implicit gensim)"
+    return None
+
+
+def _absent(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is None
+
+
+def run(quick=False):
+    return bpr_rows(quick) + sgns_rows(quick)
+
+
+if __name__ == "__main__":
+    cli(run, __doc__)

@@ -1,0 +1,30 @@
+# Samplers fill a graph's leaves with one example at a time inside `fastad.train`'s
+# compiled loop: no Python between examples.
+from libc.stdint cimport int64_t, uint64_t
+
+cdef extern from "rng.h":
+    ctypedef struct fa_rng:
+        uint64_t s[4]
+    uint64_t fa_rng_next(fa_rng* r) noexcept nogil
+    int64_t fa_rng_below(fa_rng* r, int64_t n) noexcept nogil
+    double fa_rng_uniform(fa_rng* r) noexcept nogil
+
+
+cdef class Sampler:
+    cdef fa_rng rng
+    cdef readonly tuple leaves            # the leaves it fills, in the order of its arguments
+    cdef readonly Py_ssize_t rank, workers
+    cdef readonly Py_ssize_t epoch_examples   # examples drawn in the current (or last) epoch
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1
+    cdef bint next_example(self) noexcept nogil    # fill the leaves; False once the epoch is over
+    cdef double epoch_progress(self) noexcept nogil   # the share of this epoch done, in [0, 1]
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2   # leaf k's largest possible id, -1 if none
+
+
+cdef class AliasTable:
+    """Draws i with probability weights[i] / sum(weights) in O(1) (Vose's alias method)."""
+    cdef double[::1] prob
+    cdef int64_t[::1] alias
+    cdef int64_t n
+    cdef int64_t draw(self, fa_rng* rng) noexcept nogil

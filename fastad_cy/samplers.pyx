@@ -1,0 +1,683 @@
+"""Samplers: the examples of `fastad.train`, drawn inside its compiled loop.
+
+A sampler is bound to the leaves of a graph (`IndexInput`s, and `Input`s for
+feeds) and writes one example into them per call, with no Python between
+examples. Everything it draws is checked when it is made, so the loop runs
+without bounds checks:
+
+- `FeedSampler`: rows of arrays given up front (`fa.train(loss, opt, {leaf: array})`).
+- `PairwiseSampler`: (user, liked item, other item) triples from implicit
+  feedback, for BPR-style ranking losses.
+- `SkipGramSampler`: (centre, context word, negatives) from a token stream, as
+  word2vec's skip-gram with negative sampling draws them.
+
+Each sampler draws from its own stream, seeded from `seed` and its `rank`
+(numpy's SeedSequence), so Hogwild workers (`rank`, `workers`) draw
+independent, reproducible streams over their own shard without copying data.
+"""
+import numbers
+
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport sqrt
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+
+from fastad_cy.graph cimport Variable, IndexInput, Input
+
+cnp.import_array()
+
+__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "SkipGramSampler", "AliasTable"]
+
+
+# ---------------------------------------------------------------- checks shared by the samplers
+
+cdef Py_ssize_t _whole(str who, str name, object value, Py_ssize_t low) except? -1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{who}: {name} must be an integer, got {value!r}")
+    if value < low:
+        raise ValueError(f"{who}: {name} must be >= {low}, got {value}")
+    return value
+
+
+cdef int _seed_stream(Sampler sampler, str who, object seed, object rank, object workers) except -1:
+    sampler.workers = _whole(who, "workers", workers, 1)
+    sampler.rank = _whole(who, "rank", rank, 0)
+    if sampler.rank >= sampler.workers:
+        raise ValueError(f"{who}: rank must be below workers ({sampler.workers}), got {rank}")
+    state = np.random.SeedSequence(seed, spawn_key=(sampler.rank,)).generate_state(4, np.uint64)
+    for k in range(4):
+        sampler.rng.s[k] = <uint64_t>int(state[k])
+    if sampler.rng.s[0] == 0 and sampler.rng.s[1] == 0 and sampler.rng.s[2] == 0 and sampler.rng.s[3] == 0:
+        sampler.rng.s[0] = 1          # xoshiro's one forbidden state
+    return 0
+
+
+cdef int64_t* _index_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL:
+    """The id buffer of an IndexInput on the CPU, of `size` ids (any size when size < 0)."""
+    if not isinstance(leaf, IndexInput):
+        raise TypeError(f"{who}: {name} must be an IndexInput leaf of the graph, got {type(leaf).__name__}")
+    if leaf.device != "cpu":
+        raise ValueError(f"{who}: {name} is on {leaf.device}; the compiled loop samples on the CPU")
+    if size >= 0 and (<Variable>leaf).size != size:
+        raise ValueError(f"{who}: {name} holds {(<Variable>leaf).size} ids, expected {size}")
+    return <int64_t*>(<Variable>leaf).val_ptr
+
+
+cdef object _integer_array(str who, str name, object data):
+    """`data` as a C-contiguous int64 array of non-negative ids."""
+    arr = np.asarray(data)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{who}: {name} must hold integers, got dtype {arr.dtype}")
+    if arr.size and arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
+        raise IndexError(f"{who}: {name} holds an id too large for int64 ({arr.max()})")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.size and arr.min() < 0:
+        raise IndexError(f"{who}: {name} holds a negative id ({arr.min()}) at position "
+                         f"{int(np.argmin(arr))}")
+    return arr
+
+
+cdef str _first_ids(object ids):
+    shown = ", ".join(str(int(i)) for i in ids[:5])
+    return shown + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
+
+
+# ---------------------------------------------------------------- the protocol
+
+cdef class Sampler:
+    """Base of the samplers: `fastad.train` calls `begin_epoch`, then `next_example`
+    (which fills the leaves and counts `epoch_examples`) until it returns False. `epoch()` runs the same steps from Python, for a look
+    at what a sampler draws."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Sampler is the base class; use FeedSampler, PairwiseSampler or SkipGramSampler")
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        self.epoch_examples = 0
+        return 0
+
+    cdef bint next_example(self) noexcept nogil:
+        return False
+
+    cdef double epoch_progress(self) noexcept nogil:
+        return 1.0
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        return -1
+
+    def where(self):
+        """Where the last example came from, for error messages."""
+        return f"example {self.epoch_examples}"
+
+    def origin_of(self, k, id):
+        """Where leaf k's id `id` comes from, for error messages (" (row 7 of its feed)")."""
+        return ""
+
+    def epoch(self, epoch=0):
+        """Yield each example of an epoch as a tuple of copies of the leaves' values.
+
+        >>> users, pos, neg = next(sampler.epoch())
+        """
+        self.begin_epoch(_whole(type(self).__name__, "epoch", epoch, 0))
+        while self.next_example():
+            yield tuple(np.array(leaf.value) for leaf in self.leaves)
+
+    def largest_ids(self):
+        """For each leaf, the largest id this sampler can write into it (-1 for an Input).
+
+        `fastad.train` checks these against the graph before its first example.
+        """
+        return tuple(self.largest_id(k) for k in range(len(self.leaves)))
+
+
+# ---------------------------------------------------------------- rows of given arrays
+
+cdef object _feed_array(str who, object leaf, object data):
+    """`data` as a C-contiguous array of shape (N,) + leaf.shape, checked."""
+    if not isinstance(leaf, (Input, IndexInput)):
+        # A Parameter too is a leaf, but feeding it would overwrite what the optimizer learns.
+        kind = leaf.op_name if isinstance(leaf, Variable) else type(leaf).__name__
+        raise TypeError(f"{who}: feeds must be keyed by Input or IndexInput leaves, got '{kind}'")
+    if leaf.device != "cpu":
+        raise ValueError(f"{who}: the compiled loop runs on the CPU; the fed leaf {leaf!r} "
+                         f"is on {leaf.device}")
+    if np.ndim(data) == 0:
+        raise ValueError(f"{who}: the feed for a leaf of shape {leaf.shape} is a scalar; "
+                         f"expected an array of shape (N,) + {leaf.shape}")
+    if isinstance(leaf, IndexInput):
+        arr = _integer_array(who, "the feed for an IndexInput", data)
+    else:
+        try:
+            arr = np.ascontiguousarray(data, dtype=leaf.dtype)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{who}: the feed for an Input of shape {leaf.shape} must hold real "
+                            f"numbers ({e})") from None
+    shape = leaf.shape
+    if arr.shape[1:] != shape and not (arr.ndim == 1 and shape == (1,)):
+        raise ValueError(f"{who}: a feed of shape {arr.shape} does not fit a leaf of shape {shape}; "
+                         f"expected (N,) + {shape}")
+    return arr
+
+
+cdef class FeedSampler(Sampler):
+    """Rows of arrays given up front: row e of every feed goes into its leaf.
+
+    feeds    {leaf: array}: an array of shape (N,) + leaf.shape per leaf
+             (IndexInput or Input), or (N,) for a leaf of shape (1,).
+    shuffle  visit the rows in a new random order each epoch (the shard is
+             copied in that order once per epoch: memory for one copy).
+    rank, workers  this worker's shard: rows rank, rank + workers, ... (no copy).
+
+    `fa.train(loss, opt, {leaf: array}, shuffle=..., seed=...)` makes one.
+
+    >>> fa.train(loss, opt, fa.data.FeedSampler({u: users, i: items}, shuffle=True, seed=0))
+    """
+    cdef list arrays, epoch_arrays
+    cdef object order, generator
+    cdef char** src
+    cdef char** dst
+    cdef Py_ssize_t* width
+    cdef Py_ssize_t* stride
+    cdef Py_ssize_t n_feeds, n_rows, shard_rows, row
+    cdef bint shuffle
+
+    def __dealloc__(self):
+        PyMem_Free(self.src)
+        PyMem_Free(self.dst)
+        PyMem_Free(self.width)
+        PyMem_Free(self.stride)
+
+    def __init__(self, feeds, shuffle=False, seed=None, rank=0, workers=1):
+        who = "FeedSampler"
+        if not hasattr(feeds, "items"):
+            raise TypeError(f"{who}: feeds must be a dict {{leaf: array}}, got {type(feeds).__name__}")
+        if not feeds:
+            raise ValueError(f"{who}: `feeds` is empty; give at least one {{leaf: array}}")
+        _seed_stream(self, who, seed, rank, workers)
+        self.shuffle = bool(shuffle)
+        self.generator = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(self.rank,)))
+        leaves, self.arrays = [], []
+        self.n_rows = -1
+        for leaf, data in feeds.items():
+            arr = _feed_array(who, leaf, data)
+            if self.n_rows >= 0 and arr.shape[0] != self.n_rows:
+                raise ValueError(f"{who}: feeds hold different numbers of examples "
+                                 f"({self.n_rows} and {arr.shape[0]})")
+            self.n_rows = arr.shape[0]
+            leaves.append(leaf)
+            self.arrays.append(arr)
+        self.leaves = tuple(leaves)
+        self.n_feeds = len(leaves)
+        self.shard_rows = max(0, (self.n_rows - self.rank + self.workers - 1) // self.workers)
+        self.src = <char**>PyMem_Malloc(self.n_feeds * sizeof(char*))
+        self.dst = <char**>PyMem_Malloc(self.n_feeds * sizeof(char*))
+        self.width = <Py_ssize_t*>PyMem_Malloc(self.n_feeds * sizeof(Py_ssize_t))
+        self.stride = <Py_ssize_t*>PyMem_Malloc(self.n_feeds * sizeof(Py_ssize_t))
+        if self.src == NULL or self.dst == NULL or self.width == NULL or self.stride == NULL:
+            raise MemoryError()
+        for k in range(self.n_feeds):
+            self.dst[k] = (<Variable>self.leaves[k]).val_ptr
+            self.width[k] = (<Variable>self.leaves[k]).size * (<cnp.ndarray>self.arrays[k]).itemsize
+        self.begin_epoch(0)
+
+    @property
+    def examples_per_epoch(self):
+        """The rows of this worker's shard."""
+        return self.shard_rows
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        cdef Py_ssize_t k
+        self.epoch_examples = 0
+        self.row = 0
+        if self.shuffle:
+            # Copy the shard in this epoch's order, so that the loop reads it sequentially.
+            self.order = self.rank + self.workers * self.generator.permutation(self.shard_rows)
+            self.epoch_arrays = [arr[self.order] for arr in self.arrays]
+            for k in range(self.n_feeds):
+                self.src[k] = <char*>cnp.PyArray_DATA(self.epoch_arrays[k])
+                self.stride[k] = self.width[k]
+        else:
+            self.order = None
+            for k in range(self.n_feeds):
+                self.src[k] = <char*>cnp.PyArray_DATA(self.arrays[k]) + self.rank * self.width[k]
+                self.stride[k] = self.workers * self.width[k]
+        return 0
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t k
+        if self.row >= self.shard_rows:
+            return False
+        for k in range(self.n_feeds):
+            memcpy(self.dst[k], self.src[k] + self.row * self.stride[k], self.width[k])
+        self.row += 1
+        self.epoch_examples += 1
+        return True
+
+    cdef double epoch_progress(self) noexcept nogil:
+        return self.row / <double>self.shard_rows if self.shard_rows else 1.0
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        if isinstance(self.leaves[k], IndexInput) and self.arrays[k].size:
+            return int(self.arrays[k].max())
+        return -1
+
+    def origin_of(self, k, id):
+        rows = np.flatnonzero((self.arrays[k] == id).reshape(self.n_rows, -1).any(axis=1))
+        return f" (row {int(rows[0])} of its feed)" if rows.size else ""
+
+    def where(self):
+        if self.row == 0:
+            return "before the first row"
+        last = self.row - 1
+        row = int(self.order[last]) if self.order is not None else self.rank + self.workers * last
+        return f"row {row} of the feeds"
+
+
+# ---------------------------------------------------------------- weighted draws
+
+cdef class AliasTable:
+    """Draws i with probability weights[i] / sum(weights), in constant time
+    (Vose's alias method). Built once from non-negative finite weights.
+
+    >>> table = AliasTable(counts ** 0.75)       # word2vec's noise distribution
+    """
+
+    def __init__(self, weights):
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 1 or w.size == 0:
+            raise ValueError(f"AliasTable: weights must be a non-empty 1-D array, got shape {w.shape}")
+        if not np.all(np.isfinite(w)) or w.min() < 0:
+            raise ValueError("AliasTable: weights must be finite and >= 0")
+        total = w.sum()
+        if total <= 0:
+            raise ValueError("AliasTable: the weights sum to 0; nothing can be drawn")
+        self.n = w.size
+        scaled = w * (self.n / total)
+        prob = np.ones(self.n)
+        alias = np.arange(self.n, dtype=np.int64)
+        small = [i for i in range(self.n) if scaled[i] < 1.0]
+        large = [i for i in range(self.n) if scaled[i] >= 1.0]
+        while small and large:
+            s, l = small.pop(), large.pop()
+            prob[s], alias[s] = scaled[s], l
+            scaled[l] -= 1.0 - scaled[s]
+            (small if scaled[l] < 1.0 else large).append(l)
+        # What is left holds probability 1 up to rounding; a weightless item left over
+        # by rounding hands its draws to the heaviest one.
+        heaviest = int(np.argmax(w))
+        for i in small + large:
+            prob[i] = 1.0 if w[i] > 0 else 0.0
+            alias[i] = i if w[i] > 0 else heaviest
+        self.prob = prob
+        self.alias = alias
+
+    cdef int64_t draw(self, fa_rng* rng) noexcept nogil:
+        cdef int64_t i = fa_rng_below(rng, self.n)
+        return i if fa_rng_uniform(rng) < self.prob[i] else self.alias[i]
+
+    def probabilities(self):
+        """The distribution the table draws from (for checks)."""
+        p = np.asarray(self.prob).copy()
+        np.add.at(p, np.asarray(self.alias), 1.0 - np.asarray(self.prob))
+        return p / self.n
+
+
+# ---------------------------------------------------------------- ranking triples
+
+cdef object _interactions_csr(str who, object interactions, object n_users, object n_items):
+    """(indptr, indices) of a user x item matrix: int64, each row's items sorted and unique."""
+    import scipy.sparse as sp
+    if sp.issparse(interactions):
+        matrix = sp.csr_matrix(interactions, copy=True)
+        if matrix.nnz and (not np.all(np.isfinite(matrix.data)) or matrix.data.min() < 0):
+            raise ValueError(f"{who}: interactions must hold finite values >= 0 "
+                             f"(a stored value is {'not finite' if not np.all(np.isfinite(matrix.data)) else 'negative'})")
+        if n_users is not None or n_items is not None:
+            raise ValueError(f"{who}: n_users and n_items come from the matrix's shape {matrix.shape}; "
+                             f"give them only with (user_ids, item_ids) arrays")
+    elif isinstance(interactions, tuple) and len(interactions) == 2:
+        users = _integer_array(who, "the user ids", interactions[0]).ravel()
+        items = _integer_array(who, "the item ids", interactions[1]).ravel()
+        if users.size != items.size:
+            raise ValueError(f"{who}: {users.size} user ids but {items.size} item ids")
+        rows = _whole(who, "n_users", n_users, 1) if n_users is not None else (int(users.max()) + 1 if users.size else 0)
+        cols = _whole(who, "n_items", n_items, 1) if n_items is not None else (int(items.max()) + 1 if items.size else 0)
+        for name, ids, bound in (("user", users, rows), ("item", items, cols)):
+            if ids.size and ids.max() >= bound:
+                raise ValueError(f"{who}: {name} id {int(ids.max())} is out of range for {bound} {name}s")
+        matrix = sp.csr_matrix((np.ones(users.size), (users, items)), shape=(rows, cols))
+    else:
+        raise TypeError(f"{who}: interactions must be a scipy sparse user x item matrix or a "
+                        f"(user_ids, item_ids) tuple, got {type(interactions).__name__}")
+    matrix.sum_duplicates()
+    matrix.eliminate_zeros()
+    matrix.sort_indices()
+    if matrix.nnz == 0:
+        raise ValueError(f"{who}: interactions hold no interaction (no stored value > 0)")
+    return matrix
+
+
+cdef class PairwiseSampler(Sampler):
+    """(user, liked item, other item) triples from implicit feedback, for ranking
+    losses such as BPR's `-logsigmoid(U[u].(V[i] - V[j]))`.
+
+    interactions  a scipy sparse user x item matrix (a stored value > 0 is an
+                  interaction), or a (user_ids, item_ids) tuple of arrays with
+                  optional `n_users`, `n_items` (default: the largest id + 1).
+    users, pos, neg  IndexInput leaves of one size b: each example fills b triples.
+    sample        "interaction": a liked (user, item) pair drawn uniformly (a
+                  user weighs by activity, as implicit's BPR does); "user": a user
+                  drawn uniformly, then one of their items.
+    negatives     "uniform" over the items, or "popularity" (in proportion to
+                  each item's interactions). A negative the user liked is redrawn
+                  (never skipped); `redraws` counts them.
+    examples      examples per epoch for this worker (default: interactions / (b * workers)).
+    seed, rank, workers  the stream: workers draw independent streams.
+
+    >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
+    >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5)
+    """
+    cdef object matrix, noise
+    cdef const int64_t[::1] indptr
+    cdef const int64_t[::1] indices
+    cdef const int64_t[::1] user_of
+    cdef int64_t* out_users
+    cdef int64_t* out_pos
+    cdef int64_t* out_neg
+    cdef Py_ssize_t batch
+    cdef int64_t n_users, n_items, nnz
+    cdef bint by_user, by_popularity
+    cdef AliasTable noise_table
+    cdef readonly Py_ssize_t examples_per_epoch
+    cdef readonly int64_t redraws
+
+    def __init__(self, interactions, users, pos, neg, *, sample="interaction", negatives="uniform",
+                 examples=None, n_users=None, n_items=None, seed=None, rank=0, workers=1):
+        who = "PairwiseSampler"
+        if sample not in ("interaction", "user"):
+            raise ValueError(f"{who}: sample must be 'interaction' or 'user', got {sample!r}")
+        if negatives not in ("uniform", "popularity"):
+            raise ValueError(f"{who}: negatives must be 'uniform' or 'popularity', got {negatives!r}")
+        _seed_stream(self, who, seed, rank, workers)
+        self.batch = (<Variable>users).size if isinstance(users, Variable) else 0
+        self.out_users = _index_leaf(who, "users", users, -1)
+        self.out_pos = _index_leaf(who, "pos", pos, self.batch)
+        self.out_neg = _index_leaf(who, "neg", neg, self.batch)
+        if self.batch == 0:
+            raise ValueError(f"{who}: the leaves hold no ids; give IndexInputs of at least one id")
+        self.leaves = (users, pos, neg)
+        self.matrix = _interactions_csr(who, interactions, n_users, n_items)
+        self.n_users, self.n_items = self.matrix.shape
+        self.nnz = self.matrix.nnz
+        indptr = self.matrix.indptr.astype(np.int64)
+        self.indptr = indptr
+        self.indices = self.matrix.indices.astype(np.int64)
+        degree = np.diff(indptr)
+        self.by_user = sample == "user"
+        if self.by_user and np.any(degree == 0):
+            raise ValueError(f"{who}: with sample='user' every user needs an interaction; users "
+                             f"{_first_ids(np.flatnonzero(degree == 0))} have none (use "
+                             f"sample='interaction', or leave them out of the matrix)")
+        user_of = np.repeat(np.arange(self.n_users, dtype=np.int64), degree)
+        items = np.asarray(self.indices)
+        self.user_of = user_of
+        self.by_popularity = negatives == "popularity"
+        if self.by_popularity:
+            popularity = np.bincount(items, minlength=self.n_items).astype(np.float64)
+            liked_mass = np.bincount(user_of, weights=popularity[items], minlength=self.n_users)
+            no_negative = np.flatnonzero((degree > 0) & (liked_mass >= popularity.sum()))
+            self.noise_table = AliasTable(popularity)
+        else:
+            no_negative = np.flatnonzero(degree >= self.n_items)
+        if no_negative.size:
+            raise ValueError(f"{who}: users {_first_ids(no_negative)} liked every item that can be "
+                             f"drawn as a negative, so no negative exists for them")
+        if examples is None:
+            self.examples_per_epoch = max(1, self.nnz // (self.batch * self.workers))
+        else:
+            self.examples_per_epoch = _whole(who, "examples", examples, 1)
+
+    cdef bint liked(self, int64_t user, int64_t item) noexcept nogil:
+        cdef int64_t lo = self.indptr[user], hi = self.indptr[user + 1], mid
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self.indices[mid] < item:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo < self.indptr[user + 1] and self.indices[lo] == item
+
+    cdef int64_t unliked_item(self, int64_t user) noexcept nogil:
+        """An item the user did not like, uniformly: the r-th gap in their sorted items."""
+        cdef int64_t start = self.indptr[user], end = self.indptr[user + 1], k
+        cdef int64_t item = fa_rng_below(&self.rng, self.n_items - (end - start))
+        for k in range(start, end):
+            if self.indices[k] <= item:
+                item += 1
+            else:
+                break
+        return item
+
+    cdef int64_t negative(self, int64_t user) noexcept nogil:
+        cdef int64_t item
+        cdef int tries
+        for tries in range(32):
+            item = self.noise_table.draw(&self.rng) if self.by_popularity else fa_rng_below(&self.rng, self.n_items)
+            if not self.liked(user, item):
+                return item
+            self.redraws += 1
+        if not self.by_popularity:
+            return self.unliked_item(user)
+        while True:      # terminates: every user has a drawable negative (checked when made)
+            item = self.noise_table.draw(&self.rng)
+            if not self.liked(user, item):
+                return item
+            self.redraws += 1
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t b
+        cdef int64_t user, k
+        if self.epoch_examples >= self.examples_per_epoch:
+            return False
+        for b in range(self.batch):
+            if self.by_user:
+                user = fa_rng_below(&self.rng, self.n_users)
+                k = self.indptr[user] + fa_rng_below(&self.rng, self.indptr[user + 1] - self.indptr[user])
+            else:
+                k = fa_rng_below(&self.rng, self.nnz)
+                user = self.user_of[k]
+            self.out_users[b] = user
+            self.out_pos[b] = self.indices[k]
+            self.out_neg[b] = self.negative(user)
+        self.epoch_examples += 1
+        return True
+
+    cdef double epoch_progress(self) noexcept nogil:
+        return self.epoch_examples / <double>self.examples_per_epoch
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        return self.n_users - 1 if k == 0 else self.n_items - 1
+
+    def where(self):
+        return f"triple {self.epoch_examples} of the epoch"
+
+
+# ---------------------------------------------------------------- skip-gram pairs
+
+cdef class SkipGramSampler(Sampler):
+    """Skip-gram pairs with negative sampling from a token stream, drawn as
+    word2vec (and gensim) draws them.
+
+    tokens         1-D integer array of word ids in [0, vocab_size).
+    center         IndexInput of 1 id: the centre word.
+    context        IndexInput of 1 + k ids: a word within the centre's window,
+                   then k negatives from the unigram distribution ** ns_exponent
+                   (a negative equal to that word is redrawn).
+    sentence_ends  increasing end offsets of the sentences (the last is
+                   len(tokens)); windows never cross a sentence end. Default:
+                   one sentence.
+    window         the largest window; each centre draws a reduced window
+                   uniformly from 1..window, as word2vec does.
+    sample         frequent-word subsampling threshold (word2vec's `sample`,
+                   e.g. 1e-3; 0 keeps every token), redrawn every epoch.
+    vocab_size     default: the largest id + 1.
+    seed, rank, workers  the stream, and this worker's shard: the sentences that
+                   start in its 1/workers of the tokens (no copy).
+
+    The noise distribution counts the tokens given (all shards).
+
+    >>> c, ctx = fa.IndexInput([0]), fa.IndexInput([0] * 6)
+    >>> scores = C[ctx] @ W[c].T                  # (6, 1): the word, then 5 negatives
+    >>> loss = -fa.logsigmoid(scores * signs).sum()     # signs: Input [[1], [-1], ...]
+    >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, window=5, seed=0))
+    """
+    cdef object tokens_array, ends_array, keep_array, buffer_array
+    cdef const int64_t[::1] tokens
+    cdef const int64_t[::1] ends
+    cdef const double[::1] keep
+    cdef int64_t[::1] buffer         # the kept tokens of the current sentence
+    cdef int64_t* out_center
+    cdef int64_t* out_context
+    cdef AliasTable noise_table
+    cdef Py_ssize_t negative, window, vocab_size
+    cdef Py_ssize_t first_sentence, end_sentence, sentence, token_lo, token_hi
+    cdef Py_ssize_t length, center_pos, context_pos, context_end, sentence_start
+    cdef bint subsample
+    cdef readonly double sample
+
+    def __init__(self, tokens, center, context, *, sentence_ends=None, window=5, ns_exponent=0.75,
+                 sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
+        who = "SkipGramSampler"
+        _seed_stream(self, who, seed, rank, workers)
+        self.window = _whole(who, "window", window, 1)
+        self.out_center = _index_leaf(who, "center", center, 1)
+        self.out_context = _index_leaf(who, "context", context, -1)
+        self.negative = (<Variable>context).size - 1
+        if self.negative < 1:
+            raise ValueError(f"{who}: context must hold the context word and at least one negative "
+                             f"(1 + k ids), got {(<Variable>context).size}")
+        self.leaves = (center, context)
+        arr = np.asarray(tokens)
+        if arr.ndim != 1:
+            raise ValueError(f"{who}: tokens must be a 1-D array of word ids, got shape {arr.shape}")
+        self.tokens_array = _integer_array(who, "tokens", arr)
+        n = self.tokens_array.size
+        if n == 0:
+            raise ValueError(f"{who}: tokens is empty")
+        largest = int(self.tokens_array.max())
+        self.vocab_size = largest + 1 if vocab_size is None else _whole(who, "vocab_size", vocab_size, 1)
+        if largest >= self.vocab_size:
+            raise ValueError(f"{who}: token id {largest} (at position {int(np.argmax(self.tokens_array))}) "
+                             f"is out of range for vocab_size {self.vocab_size}")
+        self.tokens = self.tokens_array
+        if sentence_ends is None:
+            ends = np.array([n], dtype=np.int64)
+        else:
+            ends = _integer_array(who, "sentence_ends", sentence_ends).ravel()
+            if ends.size == 0 or ends[-1] != n or np.any(np.diff(ends) < 0):
+                raise ValueError(f"{who}: sentence_ends must be non-decreasing offsets ending at "
+                                 f"len(tokens) = {n}")
+        self.ends_array = ends
+        self.ends = ends
+        if not isinstance(ns_exponent, numbers.Real) or not np.isfinite(ns_exponent):
+            raise ValueError(f"{who}: ns_exponent must be a finite number, got {ns_exponent!r}")
+        if not isinstance(sample, numbers.Real) or not (0 <= sample < np.inf):
+            raise ValueError(f"{who}: sample must be a number >= 0, got {sample!r}")
+        counts = np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
+        weights = np.zeros(self.vocab_size)
+        weights[counts > 0] = counts[counts > 0] ** float(ns_exponent)
+        if np.count_nonzero(weights) < 2:
+            raise ValueError(f"{who}: the tokens hold fewer than 2 distinct words; a negative "
+                             f"must differ from the context word")
+        self.noise_table = AliasTable(weights)
+        self.sample = float(sample)
+        self.subsample = self.sample > 0
+        # word2vec's keep probability: (sqrt(c / t) + 1) * t / c with t = sample * total.
+        threshold = self.sample * n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = np.where(counts > 0, (np.sqrt(counts / threshold) + 1) * threshold / counts, 1.0) \
+                if self.subsample else np.ones(self.vocab_size)
+        self.keep_array = np.minimum(keep, 1.0)
+        self.keep = self.keep_array
+        starts = np.concatenate(([0], ends[:-1]))
+        self.token_lo, self.token_hi = n * self.rank // self.workers, n * (self.rank + 1) // self.workers
+        self.first_sentence = int(np.searchsorted(starts, self.token_lo, side="left"))
+        self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
+        longest = int(np.max(ends - starts))
+        self.buffer_array = np.zeros(max(longest, 1), dtype=np.int64)
+        self.buffer = self.buffer_array
+        self.begin_epoch(0)
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        self.epoch_examples = 0
+        self.sentence = self.first_sentence
+        self.length = self.center_pos = self.context_pos = self.context_end = 0
+        self.sentence_start = 0
+        return 0
+
+    cdef bint load_sentence(self) noexcept nogil:
+        """Read the next sentence of the shard into the buffer, subsampled; False at the end."""
+        cdef Py_ssize_t start, end, t
+        cdef int64_t word
+        while self.sentence < self.end_sentence:
+            start = self.ends[self.sentence - 1] if self.sentence > 0 else 0
+            end = self.ends[self.sentence]
+            self.sentence += 1
+            self.sentence_start = start
+            self.length = 0
+            for t in range(start, end):
+                word = self.tokens[t]
+                if not self.subsample or self.keep[word] >= 1.0 or fa_rng_uniform(&self.rng) < self.keep[word]:
+                    self.buffer[self.length] = word
+                    self.length += 1
+            if self.length > 1:
+                return True
+        return False
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t k, reach
+        cdef int64_t word
+        while True:
+            if self.context_pos == self.center_pos:
+                self.context_pos += 1
+            if self.context_pos < self.context_end:
+                break
+            # The next centre, in this sentence or the next one.
+            self.center_pos += 1
+            if self.center_pos >= self.length:
+                if not self.load_sentence():
+                    return False
+                self.center_pos = 0
+            reach = self.window - fa_rng_below(&self.rng, self.window)
+            self.context_pos = self.center_pos - reach if self.center_pos > reach else 0
+            self.context_end = self.center_pos + reach + 1
+            if self.context_end > self.length:
+                self.context_end = self.length
+        self.out_center[0] = self.buffer[self.center_pos]
+        word = self.buffer[self.context_pos]
+        self.out_context[0] = word
+        for k in range(1, self.negative + 1):
+            self.out_context[k] = self.noise_table.draw(&self.rng)
+            while self.out_context[k] == word:
+                self.out_context[k] = self.noise_table.draw(&self.rng)
+        self.context_pos += 1
+        self.epoch_examples += 1
+        return True
+
+    cdef double epoch_progress(self) noexcept nogil:
+        cdef double span = self.token_hi - self.token_lo
+        cdef double done = self.sentence_start - self.token_lo
+        if self.length:
+            done += (self.ends[self.sentence - 1] - self.sentence_start) * self.center_pos / <double>self.length
+        if span <= 0 or self.sentence >= self.end_sentence and self.center_pos >= self.length:
+            return 1.0
+        return min(1.0, max(0.0, done / span))
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        return self.vocab_size - 1
+
+    def where(self):
+        return f"pair {self.epoch_examples} of the epoch (sentence {self.sentence - 1})"

@@ -1,0 +1,341 @@
+"""The samplers of fastad.train's compiled loop: what they draw, their streams and
+shards, their bad input, and training with them (schedules included)."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fastad as fa
+from fastad.data import AliasTable, FeedSampler, PairwiseSampler, SkipGramSampler
+
+
+def ids(n=1):
+    return fa.IndexInput(np.zeros(n, dtype=np.int64))
+
+
+def liked_sets(matrix):
+    matrix = sp.csr_matrix(matrix)
+    return [set(matrix.indices[matrix.indptr[u]:matrix.indptr[u + 1]].tolist())
+            for u in range(matrix.shape[0])]
+
+
+def random_interactions(n_users=30, n_items=40, density=0.2, seed=0):
+    rng = np.random.default_rng(seed)
+    dense = (rng.random((n_users, n_items)) < density).astype(np.float64)
+    dense[:, 0] = 1.0           # every user has an interaction
+    dense[:, -1] = 0.0          # and a negative
+    return sp.csr_matrix(dense)
+
+
+# ---------------------------------------------------------------- FeedSampler
+
+def test_feed_sampler_visits_every_row_once_per_epoch_shuffled_or_not():
+    x, ix = fa.Input(np.zeros(2)), ids()
+    rows = np.arange(10)
+    sampler = FeedSampler({ix: rows, x: np.stack([rows, -rows], axis=1).astype(float)},
+                          shuffle=True, seed=3)
+    orders = []
+    for epoch in range(3):
+        drawn = [(int(i[0]), tuple(v)) for i, v in sampler.epoch(epoch)]    # leaves in feed order
+        assert sorted(i for i, _ in drawn) == rows.tolist()
+        assert all(v == (i, -i) for i, v in drawn)             # rows stay whole
+        orders.append([i for i, _ in drawn])
+    assert orders[0] != orders[1] and orders[0] != rows.tolist()
+    assert [int(a[0]) for (a, _) in FeedSampler({ix: rows, x: np.zeros((10, 2))}).epoch()] == rows.tolist()
+
+
+def test_feed_shards_split_the_rows_without_overlap():
+    ix = ids()
+    seen = []
+    for rank in range(3):
+        sampler = FeedSampler({ix: np.arange(10)}, shuffle=rank == 1, seed=0, rank=rank, workers=3)
+        drawn = [int(a[0]) for (a,) in sampler.epoch()]
+        assert sorted(drawn) == list(range(rank, 10, 3)) and sampler.examples_per_epoch == len(drawn)
+        seen += drawn
+    assert sorted(seen) == list(range(10))
+
+
+def test_train_with_shuffle_applies_every_example_each_epoch():
+    E = fa.Parameter(np.zeros((6, 1)), dtype=np.float64)
+    ix = ids()
+    fa.train(fa.sum(E[ix]), fa.optim.SGD([E], lr=1.0), {ix: np.arange(6)}, epochs=3, shuffle=True, seed=1)
+    assert E.value.ravel().tolist() == [-3.0] * 6
+
+
+# ---------------------------------------------------------------- AliasTable
+
+def test_alias_table_draws_the_weights():
+    weights = np.array([0.0, 1.0, 3.0, 0.0, 6.0])
+    table = AliasTable(weights)
+    assert np.allclose(table.probabilities(), weights / weights.sum())
+    for bad in ([], [1.0, -1.0], [np.nan, 1.0], [0.0, 0.0], [[1.0]]):
+        with pytest.raises(ValueError, match="AliasTable"):
+            AliasTable(bad)
+
+
+# ---------------------------------------------------------------- PairwiseSampler
+
+def test_pairwise_triples_hold_a_liked_item_and_an_unliked_one():
+    matrix = random_interactions()
+    liked = liked_sets(matrix)
+    u, i, j = ids(4), ids(4), ids(4)
+    sampler = PairwiseSampler(matrix, u, i, j, seed=0)
+    assert sampler.examples_per_epoch == matrix.nnz // 4
+    count = 0
+    for users, pos, neg in sampler.epoch():
+        for a, b, c in zip(users, pos, neg):
+            assert b in liked[a] and c not in liked[a]
+            count += 1
+    assert count == 4 * sampler.examples_per_epoch and sampler.epoch_examples == sampler.examples_per_epoch
+
+
+def test_pairwise_draws_interactions_or_users_uniformly():
+    # user 0 liked 8 items, user 1 liked 1 item, of 20
+    dense = np.zeros((2, 20))
+    dense[0, :8] = 1
+    dense[1, 3] = 1
+    u, i, j = ids(), ids(), ids()
+    by_interaction = PairwiseSampler(sp.csr_matrix(dense), u, i, j, examples=9000, seed=1)
+    users = np.array([a[0] for a, _, _ in by_interaction.epoch()])
+    assert abs(np.mean(users == 0) - 8 / 9) < 0.02
+    by_user = PairwiseSampler(sp.csr_matrix(dense), u, i, j, sample="user", examples=9000, seed=1)
+    drawn = [(a[0], b[0], c[0]) for a, b, c in by_user.epoch()]
+    assert abs(np.mean([a == 0 for a, _, _ in drawn]) - 0.5) < 0.03
+    negatives_of_0 = np.bincount([c for a, _, c in drawn if a == 0], minlength=20)
+    assert negatives_of_0[:8].sum() == 0 and negatives_of_0[8:].min() > 0.5 * negatives_of_0[8:].mean()
+
+
+def test_a_dense_user_gets_redrawn_negatives_and_every_one_is_unliked():
+    dense = np.zeros((1, 50))
+    dense[0, :49] = 1          # one negative exists: item 49
+    u, i, j = ids(), ids(), ids()
+    sampler = PairwiseSampler(sp.csr_matrix(dense), u, i, j, examples=200, seed=0)
+    assert {int(c[0]) for _, _, c in sampler.epoch()} == {49}
+    assert sampler.redraws > 200
+    pop = PairwiseSampler((np.array([0, 0, 1, 1]), np.array([0, 1, 1, 2])), u, i, j,
+                          negatives="popularity", n_items=4, examples=500, seed=0)
+    # item 3 has no interactions, so popularity never draws it: user 0's negative is 2, user 1's is 0
+    for a, _, c in pop.epoch():
+        assert int(c[0]) == (2 if a[0] == 0 else 0)
+
+
+def test_popularity_negatives_follow_the_item_counts():
+    # item 0 is liked by users 0..99, item 1 by users 0..49: twice as popular
+    users = np.concatenate([np.arange(100), np.arange(50), [100]])
+    items = np.concatenate([np.zeros(100, dtype=int), np.ones(50, dtype=int), [2]])   # user 100: item 2
+    u, i, j = ids(), ids(), ids()
+    sampler = PairwiseSampler((users, items), u, i, j, negatives="popularity", sample="user",
+                              examples=100_000, seed=4)
+    negs = [int(c[0]) for a, _, c in sampler.epoch() if a[0] == 100]
+    counts = np.bincount(negs, minlength=3)
+    assert counts[2] == 0 and abs(counts[0] / counts[1] - 2.0) < 0.4
+
+
+def test_streams_are_reproducible_and_independent_per_rank():
+    matrix = random_interactions()
+    def draw(seed, rank):
+        u, i, j = ids(), ids(), ids()
+        s = PairwiseSampler(matrix, u, i, j, seed=seed, rank=rank, workers=2, examples=50)
+        return [tuple(int(x[0]) for x in t) for t in s.epoch()]
+    assert draw(7, 0) == draw(7, 0)
+    assert draw(7, 0) != draw(7, 1) and draw(7, 0) != draw(8, 0)
+
+
+def test_pairwise_bad_input_is_named():
+    u, i, j = ids(), ids(), ids()
+    good = random_interactions()
+    with pytest.raises(ValueError, match="negative"):
+        PairwiseSampler(sp.csr_matrix(np.array([[1.0, -1.0, 0.0]])), u, i, j)
+    with pytest.raises(ValueError, match="not finite"):
+        PairwiseSampler(sp.csr_matrix(np.array([[1.0, np.nan, 0.0]])), u, i, j)
+    with pytest.raises(ValueError, match="no interaction"):
+        PairwiseSampler(sp.csr_matrix((3, 4)), u, i, j)
+    with pytest.raises(ValueError, match=r"users 1 liked every item"):
+        PairwiseSampler(sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 1.0]])), u, i, j)
+    with pytest.raises(ValueError, match=r"users 1 have none"):
+        PairwiseSampler(sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 0.0]])), u, i, j, sample="user")
+    with pytest.raises(ValueError, match="item id 5 is out of range for 3 items"):
+        PairwiseSampler((np.array([0]), np.array([5])), u, i, j, n_items=3)
+    with pytest.raises(IndexError, match="negative id"):
+        PairwiseSampler((np.array([-1]), np.array([0])), u, i, j)
+    with pytest.raises(TypeError, match="must hold integers"):
+        PairwiseSampler((np.array([0.5]), np.array([0])), u, i, j)
+    with pytest.raises(ValueError, match="neg holds 2 ids, expected 1"):
+        PairwiseSampler(good, u, i, ids(2))
+    with pytest.raises(TypeError, match="pos must be an IndexInput"):
+        PairwiseSampler(good, u, fa.Input(np.zeros(1)), j)
+    with pytest.raises(ValueError, match="rank must be below workers"):
+        PairwiseSampler(good, u, i, j, rank=2, workers=2)
+    with pytest.raises(ValueError, match="sample must be"):
+        PairwiseSampler(good, u, i, j, sample="items")
+    with pytest.raises(ValueError, match="examples must be >= 1"):
+        PairwiseSampler(good, u, i, j, examples=0)
+
+
+# ---------------------------------------------------------------- SkipGramSampler
+
+def skipgram_pairs(sampler, epoch=0):
+    return [(int(c[0]), [int(x) for x in ctx]) for c, ctx in sampler.epoch(epoch)]
+
+
+def test_window_one_gives_the_neighbours_within_each_sentence():
+    tokens = np.array([0, 1, 2, 3, 4, 5, 6])
+    ends = [3, 3, 7]                                     # [0 1 2] [] [3 4 5 6]
+    sampler = SkipGramSampler(tokens, ids(), ids(3), sentence_ends=ends, window=1, seed=0)
+    pairs = skipgram_pairs(sampler)
+    expected = [(0, 1), (1, 0), (1, 2), (2, 1), (3, 4), (4, 3), (4, 5), (5, 4), (5, 6), (6, 5)]
+    assert [(c, ctx[0]) for c, ctx in pairs] == expected
+    assert all(word not in ctx[1:] for _, ctx in pairs for word in ctx[:1])
+
+
+def test_reduced_windows_weigh_distances_as_word2vec():
+    tokens = np.arange(4000) % 50
+    window = 4
+    sampler = SkipGramSampler(tokens, ids(), ids(2), window=window, seed=2)
+    distance = []
+    position = {}
+    for c, ctx in skipgram_pairs(sampler):
+        d = (ctx[0] - c) % 50
+        distance.append(min(d, 50 - d))
+    counts = np.bincount(distance, minlength=window + 1)[1:]
+    expected = np.arange(window, 0, -1) / np.arange(window, 0, -1).sum()   # P(d) ~ window - d + 1
+    assert counts.sum() == len(distance) and np.allclose(counts / counts.sum(), expected, atol=0.02)
+
+
+def test_negatives_follow_the_unigram_power_and_skip_the_context_word():
+    tokens = np.array([0] * 800 + [1] * 100 + [2] * 100)
+    np.random.default_rng(0).shuffle(tokens)
+    sampler = SkipGramSampler(tokens, ids(), ids(6), window=2, seed=0)
+    negatives = np.concatenate([ctx[1:] for _, ctx in skipgram_pairs(sampler) if ctx[0] == 0])
+    weights = np.array([800, 100, 100]) ** 0.75
+    expected = weights[1:] / weights[1:].sum()
+    counts = np.bincount(negatives, minlength=3)
+    assert counts[0] == 0 and np.allclose(counts[1:] / counts.sum(), expected, atol=0.03)
+
+
+def test_subsampling_drops_frequent_words_at_word2vecs_rate():
+    tokens = np.array(([0] * 9 + [1]) * 2000)
+    sample = 1e-2
+    sampler = SkipGramSampler(tokens, ids(), ids(2), window=1, sample=sample, seed=5)
+    total = tokens.size
+    keep = lambda c: min(1.0, (np.sqrt(c / (sample * total)) + 1) * sample * total / c)
+    centres = np.array([c for c, _ in skipgram_pairs(sampler)])
+    # with window 1 a kept word is a centre of 1 or 2 pairs: compare the shares of the two words
+    ratio = np.mean(centres == 0) / np.mean(centres == 1)
+    assert abs(ratio - 9 * keep(18000) / keep(2000)) < 0.5
+
+
+def test_skipgram_shards_cover_each_sentence_once():
+    tokens = np.arange(100) % 7
+    ends = np.arange(5, 101, 5)
+    full = skipgram_pairs(SkipGramSampler(tokens, ids(), ids(2), sentence_ends=ends, window=1, seed=0))
+    parts = [skipgram_pairs(SkipGramSampler(tokens, ids(), ids(2), sentence_ends=ends, window=1,
+                                            seed=0, rank=r, workers=3)) for r in range(3)]
+    assert sorted((c, x[0]) for p in parts for c, x in p) == sorted((c, x[0]) for c, x in full)
+    assert all(parts)
+
+
+def test_skipgram_bad_input_is_named():
+    tokens = np.array([0, 1, 2, 1])
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        SkipGramSampler(tokens, ids(), ids(2), window=0)
+    with pytest.raises(ValueError, match="at least one negative"):
+        SkipGramSampler(tokens, ids(), ids(1))
+    with pytest.raises(TypeError, match="tokens must hold integers"):
+        SkipGramSampler(np.array([0.5, 1.0]), ids(), ids(2))
+    with pytest.raises(ValueError, match="token id 2 .* out of range for vocab_size 2"):
+        SkipGramSampler(tokens, ids(), ids(2), vocab_size=2)
+    with pytest.raises(ValueError, match="sentence_ends"):
+        SkipGramSampler(tokens, ids(), ids(2), sentence_ends=[3, 2, 4])
+    with pytest.raises(ValueError, match="tokens is empty"):
+        SkipGramSampler(np.zeros(0, dtype=np.int64), ids(), ids(2))
+    with pytest.raises(ValueError, match="fewer than 2 distinct"):
+        SkipGramSampler(np.zeros(5, dtype=np.int64), ids(), ids(2))
+    with pytest.raises(ValueError, match="center holds 2 ids"):
+        SkipGramSampler(tokens, ids(2), ids(2))
+
+
+# ---------------------------------------------------------------- training with samplers
+
+def bpr_graph(n_users, n_items, dim=8, seed=0):
+    rng = np.random.default_rng(seed)
+    U = fa.Parameter(rng.normal(0, 0.1, (n_users, dim)))
+    V = fa.Parameter(rng.normal(0, 0.1, (n_items, dim)))
+    u, i, j = ids(), ids(), ids()
+    loss = -fa.sum(fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])))
+    return U, V, (u, i, j), loss
+
+
+def test_bpr_learns_from_the_pairwise_sampler():
+    rng = np.random.default_rng(0)
+    P, Q = rng.normal(size=(200, 4)), rng.normal(size=(100, 4))
+    scores = P @ Q.T
+    liked = scores > np.quantile(scores, 0.8, axis=1, keepdims=True)
+    U, V, (u, i, j), loss = bpr_graph(200, 100)
+    opt = fa.optim.SGD([U, V], lr=0.1)
+    sampler = PairwiseSampler(sp.csr_matrix(liked.astype(float)), u, i, j, seed=0)
+    means = fa.train(loss, opt, sampler, epochs=8, lr_schedule=fa.optim.LinearDecay(opt, min_lr=0.01))
+    assert means[-1] < means[0] * 0.6
+    predicted = U.value @ V.value.T
+    auc = np.mean([np.mean(predicted[k, liked[k]][:, None] > predicted[k, ~liked[k]][None, :])
+                   for k in range(200)])
+    assert auc > 0.85
+    assert opt.lr == pytest.approx(0.01, rel=0.05)
+
+
+def test_ids_out_of_range_fail_before_any_parameter_changes():
+    U, V, (u, i, j), loss = bpr_graph(5, 10)
+    before = U.value.copy(), V.value.copy()
+    sampler = PairwiseSampler(random_interactions(5, 12), u, i, j, seed=0)     # 12 items > 10 rows
+    with pytest.raises(IndexError, match=r"ids up to 11 into leaf 1 of PairwiseSampler.*nothing was trained"):
+        fa.train(loss, fa.optim.SGD([U, V], lr=0.1), sampler)
+    assert np.array_equal(U.value, before[0]) and np.array_equal(V.value, before[1])
+    with pytest.raises(ValueError, match="shuffle and seed are the sampler's"):
+        fa.train(loss, fa.optim.SGD([U, V], lr=0.1), sampler, shuffle=True)
+
+
+def test_schedules_in_the_loop_equal_a_python_loop_that_sets_lr():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(12, 3)), rng.normal(size=12)
+    def graph():
+        w = fa.Parameter(np.zeros(3), dtype=np.float64)
+        x, y = fa.Input(np.zeros(3), dtype=np.float64), fa.Input(np.zeros(1), dtype=np.float64)
+        return w, x, y, fa.sum(fa.square(fa.sum(w * x) - y))
+    for make in (lambda o: fa.optim.StepLR(o, step_size=2, gamma=0.5),
+                 lambda o: fa.optim.CosineAnnealingLR(o, T_max=5, eta_min=0.01),
+                 lambda o: fa.optim.LinearWarmup(o, warmup_steps=4),
+                 lambda o: fa.optim.LinearDecay(o, min_lr=0.01, total_steps=9)):
+        w, x, y, loss = graph()
+        opt = fa.optim.SGD([w], lr=0.1)
+        sched = make(opt)
+        fa.train(loss, opt, {x: X, y: Y}, epochs=2, lr_schedule=sched, schedule_every=3)
+        w2, x2, y2, loss2 = graph()
+        opt2 = fa.optim.SGD([w2], lr=0.1)
+        sched2 = make(opt2)
+        for e in range(24):
+            if e % 3 == 0:
+                opt2.lr = sched2.lr_at(e // 3)
+            x2.set_value(X[e % 12]); y2.set_value(Y[e % 12:e % 12 + 1])
+            loss2.forward(); loss2.backward(); opt2.step(); opt2.zero_grad()
+        assert np.allclose(w.value, w2.value, rtol=1e-12), type(sched).__name__
+        assert sched.last_epoch == 8 and opt.lr == opt2.lr
+
+
+def test_linear_decay_over_the_run_ends_at_min_lr_and_bad_schedules_are_named():
+    w = fa.Parameter(np.zeros(1))
+    x = fa.Input(np.zeros(1))
+    loss = fa.sum(w * x)
+    opt = fa.optim.SGD([w], lr=0.5)
+    decay = fa.optim.LinearDecay(opt, min_lr=0.1)
+    fa.train(loss, opt, {x: np.ones((100, 1))}, epochs=2, lr_schedule=decay)
+    assert opt.lr == pytest.approx(0.1 + 0.4 / 200, rel=1e-6)     # the last example's lr
+    with pytest.raises(ValueError, match="min_lr .* is above the optimizer's lr"):
+        fa.optim.LinearDecay(opt, min_lr=1.0)
+    with pytest.raises(ValueError, match="total_steps must be"):
+        fa.optim.LinearDecay(opt, min_lr=0.0, total_steps=0)
+    other = fa.optim.SGD([w], lr=0.5)
+    with pytest.raises(ValueError, match="must schedule the optimizer given to train"):
+        fa.train(loss, opt, {x: np.ones((3, 1))}, lr_schedule=fa.optim.LinearDecay(other))
+    with pytest.raises(TypeError, match="lr_schedule must be a fastad scheduler"):
+        fa.train(loss, opt, {x: np.ones((3, 1))}, lr_schedule=object())
+    with pytest.raises(ValueError, match="schedule_every"):
+        fa.train(loss, opt, {x: np.ones((3, 1))}, lr_schedule=decay, schedule_every=0)
