@@ -28,15 +28,18 @@ ROWS = [
      "scaling": 1.9, "target": ">= 1.8x one worker"},
     {"workload": "BPR k=32 per-example sparse SGD, fa.train (compiled loop)", "unit": "example",
      "fastad": 6e-7, "torch": None, "target": ">= 1,000,000 examples/s on one core"},
+    {"workload": "BPR k=32, 1 thread(s), vs implicit", "unit": "sample", "fastad": 4e-7, "peer": 3e-7,
+     "peer_name": "implicit", "target": ">= 1.0x implicit, AUC no worse"},
 ]
 
 
 def test_table_has_a_row_per_workload_with_its_speedup(run):
     lines = run.table(ROWS).splitlines()
     assert len(lines) == 2 + len(ROWS)
-    assert "| 200.0x |" in lines[2] and "| 0.8x |" in lines[3] and "| 40.0x |" in lines[4]
+    assert "| 200.0x |" in lines[2] and "| 0.80x |" in lines[3] and "| 40.0x |" in lines[4]
     assert "(1.90x one worker)" in lines[4]
     assert "| - | - |" in lines[5]                      # no PyTorch figure, no speed-up
+    assert "| implicit: 300.0 ns/sample" in lines[6] and "| 0.75x |" in lines[6]   # a peer row
 
 
 @pytest.mark.parametrize("target, ratio", [
@@ -56,7 +59,7 @@ def test_speedup_target_reads_only_ratios_over_pytorch(run, target, ratio):
     assert run.speedup_target(target) == ratio
 
 
-def test_chart_is_a_png_with_one_bar_per_pytorch_row(run, tmp_path, monkeypatch):
+def test_chart_is_a_png_with_one_bar_per_row_with_a_comparator(run, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
     drawn = []
@@ -73,9 +76,9 @@ def test_chart_is_a_png_with_one_bar_per_pytorch_row(run, tmp_path, monkeypatch)
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     ax = drawn[0].axes[0]
     assert ax.get_xscale() == "log"
-    assert [t.get_text() for t in ax.get_yticklabels()] == [r["workload"] for r in ROWS[:3]]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [r["workload"] for r in ROWS[:3] + ROWS[4:]]
     bar_ends = sorted(round(p.get_x() + p.get_width(), 6) for p in ax.patches)
-    assert bar_ends == [0.8, 40.0, 200.0]
+    assert bar_ends == [0.75, 0.8, 40.0, 200.0]
     targets = ax.collections[0].get_offsets()           # the Hogwild scaling target is not a ratio
     assert [tuple(map(float, t)) for t in targets] == [(50.0, 0.0), (1.0, 1.0)]
 
@@ -83,8 +86,8 @@ def test_chart_is_a_png_with_one_bar_per_pytorch_row(run, tmp_path, monkeypatch)
 def test_chart_says_why_when_there_is_nothing_to_draw(run, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "speedups.png"
-    message = run.write_chart(ROWS[3:], str(path))
-    assert message.startswith("No chart: no workload has a PyTorch figure")
+    message = run.write_chart(ROWS[3:4], str(path))
+    assert message.startswith("No chart: no workload has a PyTorch or peer figure")
     assert not path.exists()
 
 
