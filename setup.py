@@ -4,18 +4,81 @@ Environment switches (read at build time):
   FASTAD_NATIVE=1     add -march=native (binaries then run only on CPUs like this one)
   FASTAD_DEBUG=1      bounds checks on, -O0 -g: for hunting memory errors
   FASTAD_FAST_MATH=1  exp/log/tanh/sigmoid use fast approximations (see fastad_cy/fastmath.h)
+
+Before compiling anything it checks, and stops with a message naming what is
+missing: every module of EXTENSIONS has its fastad_cy/<name>.pyx (an sdist
+without them would otherwise install a package that cannot import), there is a
+C compiler, and NumPy is new enough to compile against.
 """
 import glob
 import os
+import re
+import shutil
+import sys
 
-import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
+
+#: The compiled modules fastad needs: fastad_cy/<name>.pyx becomes fastad_cy.<name>.
+EXTENSIONS = ("elementwise", "fastmath", "fused", "graph", "linalg", "losses", "optim",
+              "reduction", "shape", "sparse", "train")
+
+#: The oldest NumPy to compile against, as in pyproject's build-system.requires:
+#: extensions built against NumPy 2 also import under NumPy 1.x, not the other way round.
+MIN_BUILD_NUMPY = (2, 0)
 
 
 def _flag(name):
     return os.environ.get(name, "").strip() not in ("", "0", "false", "False")
+
+
+def extension_sources():
+    """{module name: fastad_cy/<name>.pyx} for EXTENSIONS; exits naming any .pyx missing or unlisted."""
+    found = {os.path.splitext(os.path.basename(path))[0]: path
+             for path in glob.glob(os.path.join("fastad_cy", "*.pyx"))}
+    missing = [name for name in EXTENSIONS if name not in found]
+    if len(missing) == len(EXTENSIONS):
+        sys.exit(f"error: found no Cython sources (fastad_cy/*.pyx) in {os.getcwd()}: this source "
+                 f"tree or sdist is incomplete, and fastad would install without its compiled core")
+    if missing:
+        sys.exit("error: fastad's Cython sources are incomplete: missing "
+                 + ", ".join(f"fastad_cy/{name}.pyx" for name in missing))
+    unlisted = sorted(set(found) - set(EXTENSIONS))
+    if unlisted:
+        sys.exit("error: " + ", ".join(found[name] for name in unlisted)
+                 + " not listed in setup.py's EXTENSIONS: add the module name there")
+    return {name: found[name] for name in EXTENSIONS}
+
+
+def require_c_compiler(compiler):
+    """Exit with what to install when the compiler command distutils would run is not on PATH."""
+    command = getattr(compiler, "compiler_so", None)     # unix-style compilers (gcc, clang)
+    if command and shutil.which(command[0]) is None:
+        sys.exit(f"error: fastad compiles C extensions and found no C compiler: {command[0]!r} "
+                 f"(from $CC or Python's build configuration) is not on PATH. Install one "
+                 f"(Debian/Ubuntu: apt-get install gcc python3-dev; Fedora: dnf install gcc "
+                 f"python3-devel; macOS: xcode-select --install), or install a fastad wheel, "
+                 f"which needs no compiler")
+
+
+def numpy_to_compile_against():
+    """The build environment's numpy module; exits naming the version needed when it is missing or too old."""
+    wanted = ".".join(map(str, MIN_BUILD_NUMPY))
+    try:
+        import numpy
+    except ImportError:
+        sys.exit(f"error: fastad's extensions compile against NumPy's headers and NumPy is not "
+                 f"installed in the build environment: pip install 'numpy>={wanted}' (pip's "
+                 f"default build isolation installs it for you)")
+    version = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", numpy.__version__).groups())
+    if version < MIN_BUILD_NUMPY:
+        sys.exit(f"error: fastad's extensions must be compiled against NumPy >= {wanted}, and the "
+                 f"build environment has NumPy {numpy.__version__} ({os.path.dirname(numpy.__file__)}): "
+                 f"upgrade it (pip install 'numpy>={wanted}') or build without --no-build-isolation "
+                 f"(the wheel still runs with the NumPy that pyproject's dependencies allow)")
+    return numpy
 
 
 DEBUG = _flag("FASTAD_DEBUG")
@@ -38,27 +101,52 @@ directives = {
 
 extensions = [
     Extension(
-        "fastad_cy." + os.path.splitext(os.path.basename(path))[0],
+        "fastad_cy." + name,
         [path],
-        include_dirs=[numpy.get_include(), "fastad_cy"],
+        include_dirs=["fastad_cy"],
         define_macros=macros,
         extra_compile_args=compile_args,
         libraries=["m"],   # bind expf/logf to libm's current symbols, not the slow compat ones
     )
-    for path in sorted(glob.glob(os.path.join("fastad_cy", "*.pyx")))
+    for name, path in extension_sources().items()
 ]
 
 
-class ParallelBuildExt(build_ext):
-    """Compile the extensions on every core unless told otherwise."""
+class CheckedParallelBuildExt(build_ext):
+    """Check the compiler and NumPy, then cythonize and compile on every core unless told otherwise.
+
+    Cythonizing here rather than at import keeps `setup.py sdist` fast and its
+    file list free of generated .c files."""
 
     def finalize_options(self):
         super().finalize_options()
         if not self.parallel:
             self.parallel = os.cpu_count() or 1
 
+    def build_extensions(self):
+        require_c_compiler(self.compiler)
+        numpy_include = numpy_to_compile_against().get_include()
+        cythonized = cythonize(self.extensions, compiler_directives=directives,
+                               nthreads=os.cpu_count() or 1)
+        generated_sources = {extension.name: extension.sources for extension in cythonized}
+        for extension in self.extensions:
+            extension.sources = generated_sources[extension.name]
+            extension.include_dirs.insert(0, numpy_include)
+        super().build_extensions()
+
+
+class SourcesOnlySdist(sdist):
+    """An sdist without setuptools' fastad.egg-info folder: it is generated, and every build
+    from the sdist writes it anew from pyproject.toml (PKG-INFO stays, as the format requires)."""
+
+    def make_distribution(self):
+        egg_info = self.get_finalized_command("egg_info").egg_info
+        self.filelist.files = [path for path in self.filelist.files
+                               if os.path.commonpath([path, egg_info]) != egg_info]
+        super().make_distribution()
+
 
 setup(
-    ext_modules=cythonize(extensions, compiler_directives=directives, nthreads=os.cpu_count() or 1),
-    cmdclass={"build_ext": ParallelBuildExt},
+    ext_modules=extensions,
+    cmdclass={"build_ext": CheckedParallelBuildExt, "sdist": SourcesOnlySdist},
 )

@@ -1,0 +1,214 @@
+"""The release artifacts: an sdist that builds every extension, a wheel that holds them all.
+
+One build for the module: the sdist from this checkout (`python -m build --sdist`);
+then, inside a fresh virtual environment outside the tree, the wheel from that
+sdist (what `pip install fastad-*.tar.gz` does first, kept as a file here) and
+its install (what it does next); then the same wheel alone in a second fresh
+environment. Each environment runs tests/install_smoke.py from a folder outside
+the tree. Build isolation is off and the environments see this Python's
+site-packages, so NumPy, SciPy and Cython are not installed again and the
+extensions compile exactly once.
+
+setup.py's own checks (missing sources, no C compiler, an old NumPy) run on a
+copy of setup.py beside empty .pyx files: they stop before anything compiles.
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import zipfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAME_VERSION = "fastad-0.1.0"
+MODULES = sorted(os.path.splitext(os.path.basename(path))[0]
+                 for path in glob.glob(os.path.join(ROOT, "fastad_cy", "*.pyx")))
+GENERATED_SUFFIXES = (".c", ".cpp", ".so", ".pyd", ".html", ".pyc", ".o")
+
+C_COMPILER = (sysconfig.get_config_var("CC") or "cc").split()[0]
+pytestmark = pytest.mark.skipif(
+    shutil.which(C_COMPILER) is None,
+    reason=f"building the sdist's extensions needs a C compiler ({C_COMPILER}, as Python was built "
+           f"with), which is not on PATH")
+
+
+def clean_env(**extra):
+    """This process's environment without PYTHONPATH, so no source tree leaks into a child."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+def run(command, cwd, **extra_env):
+    done = subprocess.run(command, cwd=cwd, env=clean_env(**extra_env), capture_output=True, text=True)
+    assert done.returncode == 0, (f"{' '.join(map(str, command))} exited {done.returncode}\n"
+                                  f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def fresh_venv(path):
+    """A new virtual environment that sees the base Python's site-packages (NumPy, SciPy,
+    Cython, pip, CuPy's NVRTC) after its own: run this test from the Python that holds the
+    test extra, or from a venv made with --system-site-packages over it."""
+    run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
+        cwd=path.parent)
+    return path / "bin" / "python"
+
+
+def pip_install(python, archive, cwd):
+    run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
+         str(archive)], cwd=cwd)
+
+
+def smoke(python, cwd):
+    """tests/install_smoke.py, copied outside the tree and run there; returns its output."""
+    script = cwd / "install_smoke.py"
+    shutil.copy(os.path.join(ROOT, "tests", "install_smoke.py"), script)
+    return run([str(python), "-I", str(script)], cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """{"sdist", "wheel": paths; "from_sdist", "from_wheel": smoke test outputs}."""
+    base = tmp_path_factory.mktemp("release")
+    dist = base / "dist"
+    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(dist), ROOT],
+        cwd=base)
+    sdist = dist / f"{NAME_VERSION}.tar.gz"
+
+    from_sdist = fresh_venv(base / "venv-sdist")
+    run([str(from_sdist), "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation",
+         "--wheel-dir", str(dist), str(sdist)], cwd=base)
+    (wheel,) = dist.glob(f"{NAME_VERSION}-*.whl")
+    pip_install(from_sdist, wheel, cwd=base)
+
+    from_wheel = fresh_venv(base / "venv-wheel")
+    pip_install(from_wheel, wheel, cwd=base)
+    return {"sdist": sdist, "wheel": wheel, "dist": dist,
+            "from_sdist": smoke(from_sdist, base / "venv-sdist"),
+            "from_wheel": smoke(from_wheel, base / "venv-wheel")}
+
+
+def checkout_files(*patterns):
+    return {os.path.relpath(path, ROOT) for pattern in patterns
+            for path in glob.glob(os.path.join(ROOT, pattern), recursive=True)}
+
+
+def assert_nothing_generated(names):
+    generated = sorted(name for name in names if name.endswith(GENERATED_SUFFIXES)
+                       or ".egg-info" in name or "__pycache__" in name)
+    assert not generated, f"generated files in the archive: {generated}"
+
+
+def test_sdist_holds_every_source_and_nothing_generated(release):
+    with tarfile.open(release["sdist"]) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    needed = checkout_files("fastad_cy/*.pyx", "fastad_cy/*.pxd", "fastad_cy/*.pyi", "fastad_cy/*.h",
+                            "fastad_cy/py.typed", "fastad/py.typed", "fastad/**/*.py", "cuda/*",
+                            "tests/install_smoke.py")
+    needed |= {"README.md", "LICENSE", "pyproject.toml", "setup.py", "MANIFEST.in", "PKG-INFO"}
+    assert len(MODULES) > 0 and needed <= names, f"missing from the sdist: {sorted(needed - names)}"
+    assert_nothing_generated(names)
+
+
+def test_wheel_holds_every_extension_the_kernel_sources_and_the_stubs(release):
+    with zipfile.ZipFile(release["wheel"]) as archive:
+        names = set(archive.namelist())
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    needed = {f"fastad_cy/{module}{suffix}" for module in MODULES}
+    needed |= checkout_files("fastad_cy/*.pyi", "fastad_cy/*.pxd", "fastad_cy/*.h", "fastad_cy/py.typed",
+                             "fastad/py.typed", "fastad/**/*.py")
+    needed |= {f"fastad/cuda/src/{os.path.basename(path)}" for path in checkout_files("cuda/*")}
+    needed.add(f"{NAME_VERSION}.dist-info/licenses/LICENSE")
+    assert needed <= names, f"missing from the wheel: {sorted(needed - names)}"
+    compiled = {name for name in names if name.endswith(suffix)}
+    assert compiled == {f"fastad_cy/{module}{suffix}" for module in MODULES}, compiled
+    assert_nothing_generated(names - compiled)
+    strays = sorted(name for name in names if name.startswith(("tests/", "cuda/", "examples/"))
+                    or name.endswith(".pyx"))
+    assert not strays, f"files that do not belong in the wheel: {strays}"
+
+
+def test_twine_check_passes_on_both_archives(release):
+    output = run([sys.executable, "-m", "twine", "check", "--strict",
+                  str(release["sdist"]), str(release["wheel"])], cwd=release["dist"])
+    assert output.count("PASSED") == 2, output
+
+
+@pytest.mark.parametrize("install", ["from_sdist", "from_wheel"])
+def test_installed_package_passes_the_smoke_test_outside_the_tree(release, install):
+    output = release[install]
+    assert f"{len(MODULES)} compiled modules" in output, output
+    for check in ("gradient: matches", "replay: the same graph", "hogwild: 2 spawned workers",
+                  "smoke test passed"):
+        assert check in output, output
+    from fastad.cuda import compile_check
+    if compile_check.nvrtc_available()[0]:
+        assert "kernel compile: index family" in output, output
+
+
+# --- setup.py's checks, on a copy beside empty sources: nothing compiles -----------------
+
+def setup_copy(tmp_path, modules):
+    os.makedirs(tmp_path / "fastad_cy")
+    shutil.copy(os.path.join(ROOT, "setup.py"), tmp_path / "setup.py")
+    for module in modules:
+        (tmp_path / "fastad_cy" / f"{module}.pyx").write_text("")
+    return tmp_path
+
+
+def run_setup(cwd, *arguments, python_prelude="", **extra_env):
+    """setup.py run in `cwd` (after `python_prelude`, for faking the build environment)."""
+    code = (f"{python_prelude}\nimport runpy, sys\nsys.argv = ['setup.py', *{list(arguments)!r}]\n"
+            "runpy.run_path('setup.py', run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=clean_env(**extra_env),
+                          capture_output=True, text=True)
+
+
+def build_ext_arguments(cwd):
+    return ("build_ext", "--build-lib", str(cwd / "lib"), "--build-temp", str(cwd / "temp"))
+
+
+def test_setup_py_names_the_missing_cython_sources(tmp_path):
+    cwd = setup_copy(tmp_path, [m for m in MODULES if m not in ("graph", "train")])
+    done = run_setup(cwd, "--version")
+    assert done.returncode != 0
+    assert "missing fastad_cy/graph.pyx, fastad_cy/train.pyx" in done.stderr, done.stderr
+
+
+def test_setup_py_refuses_a_tree_without_cython_sources(tmp_path):
+    done = run_setup(setup_copy(tmp_path, []), "--version")
+    assert done.returncode != 0
+    assert "found no Cython sources (fastad_cy/*.pyx)" in done.stderr, done.stderr
+
+
+def test_setup_py_refuses_a_cython_source_it_does_not_list(tmp_path):
+    done = run_setup(setup_copy(tmp_path, MODULES + ["extra"]), "--version")
+    assert done.returncode != 0
+    assert "fastad_cy/extra.pyx not listed in setup.py's EXTENSIONS" in done.stderr, done.stderr
+
+
+def test_setup_py_lists_exactly_the_checkouts_cython_sources(tmp_path):
+    done = run_setup(setup_copy(tmp_path, MODULES), "--version")
+    assert done.returncode == 0, done.stderr
+
+
+def test_setup_py_says_which_c_compiler_is_missing(tmp_path):
+    cwd = setup_copy(tmp_path, MODULES)
+    done = run_setup(cwd, *build_ext_arguments(cwd), CC="/nonexistent/bin/cc")
+    assert done.returncode != 0
+    assert "found no C compiler: '/nonexistent/bin/cc'" in done.stderr, done.stderr
+    assert not (cwd / "fastad_cy" / "graph.c").exists()       # stopped before cythonizing
+
+
+def test_setup_py_refuses_to_compile_against_an_old_numpy(tmp_path):
+    cwd = setup_copy(tmp_path, MODULES)
+    done = run_setup(cwd, *build_ext_arguments(cwd), python_prelude="import numpy; numpy.__version__ = '1.26.4'")
+    assert done.returncode != 0
+    assert "must be compiled against NumPy >= 2.0, and the build environment has NumPy 1.26.4" in done.stderr, \
+        done.stderr
+    assert not (cwd / "fastad_cy" / "graph.c").exists()
