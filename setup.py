@@ -23,7 +23,7 @@ from setuptools.command.sdist import sdist
 
 #: The compiled modules fastad needs: fastad_cy/<name>.pyx becomes fastad_cy.<name>.
 EXTENSIONS = ("elementwise", "fastmath", "fused", "graph", "linalg", "losses", "optim",
-              "reduction", "shape", "sparse", "train")
+              "reduction", "samplers", "shape", "sparse", "train")
 
 #: The oldest NumPy to compile against, as in pyproject's build-system.requires:
 #: extensions built against NumPy 2 also import under NumPy 1.x, not the other way round.
