@@ -63,14 +63,18 @@ def pairwise_auc(U, V, triples):
     return float(np.mean(margin > 0))
 
 
-def planted_interactions(n_users, n_items, per_user=20, rank=8, noise=1.0, seed=0):
+def planted_interactions(n_users, n_items, per_user=20, rank=8, noise=0.5, seed=0,
+                         user_groups=None, item_groups=None):
     """A CSR user x item matrix of 1s: each user liked `per_user` items drawn by planted taste.
 
     Users and items get hidden factors P[u], Q[i] ~ N(0, 1) of `rank`
     dimensions; user u likes the `per_user` items of highest
     P[u].Q[i] / sqrt(rank) + noise * Gumbel noise (a draw without replacement,
     with probabilities rising with the planted score). A model that recovers
-    the factors ranks held-out likes far above chance.
+    the factors ranks held-out likes far above chance. `user_groups` (an int
+    array, one group id per user) makes users of one group share their
+    factors, and `item_groups` likewise for items: taste that features explain
+    (see `fa.models.TwoTower`).
 
     >>> likes = planted_interactions(1000, 500, per_user=20)     # 1000 x 500, 20 per row
     """
@@ -81,8 +85,8 @@ def planted_interactions(n_users, n_items, per_user=20, rank=8, noise=1.0, seed=
         raise ValueError(f"planted_interactions: per_user must be < n_items (every user needs an item "
                          f"it did not like), got per_user={per_user}, n_items={n_items}")
     rng = np.random.default_rng(seed)
-    P = rng.standard_normal((n_users, rank))
-    Q = rng.standard_normal((n_items, rank))
+    P = _planted_factors("user_groups", user_groups, n_users, rank, rng)
+    Q = _planted_factors("item_groups", item_groups, n_items, rank, rng)
     taste = P @ Q.T / np.sqrt(rank) + noise * rng.gumbel(size=(n_users, n_items))
     liked = np.argpartition(-taste, per_user - 1, axis=1)[:, :per_user]
     indptr = np.arange(0, n_users * per_user + 1, per_user)
@@ -90,6 +94,17 @@ def planted_interactions(n_users, n_items, per_user=20, rank=8, noise=1.0, seed=
                            shape=(n_users, n_items))
     matrix.sort_indices()
     return matrix
+
+
+def _planted_factors(name, groups, n, rank, rng):
+    """(n, rank) N(0, 1) factors, equal within each group when `groups` (n group ids) is given."""
+    if groups is None:
+        return rng.standard_normal((n, rank))
+    groups = np.asarray(groups)
+    if groups.shape != (n,) or groups.dtype.kind not in "iu" or (groups < 0).any():
+        raise ValueError(f"planted_interactions: {name} must hold {n} non-negative int group ids, "
+                         f"got shape {groups.shape} and dtype {groups.dtype}")
+    return rng.standard_normal((int(groups.max()) + 1, rank))[groups]
 
 
 def check_interactions(interactions, who, name="interactions", shape=None):

@@ -55,7 +55,7 @@ def top_k(scores, k):
     """
     n, m = scores.shape
     k = min(k, m)
-    if n == 0:
+    if n == 0 or k == 0:
         return np.empty((0, k), dtype=np.int64)
     kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]     # the k-th highest score per row
     above = scores > kth
@@ -248,4 +248,5 @@ def evaluate(model, test, train=None, k=10, users=None, batch_size=1000):
             counts[name] += int(counted.sum())
     if not counts[f"precision@{k}"]:
         raise ValueError("evaluate: no user of `users` has a held-out item in test")
-    return {name: sums[name] / counts[name] if counts[name] else float("nan") for name in metrics}
+    return {name: float(sums[name] / counts[name]) if counts[name] else float("nan")
+            for name in metrics}
