@@ -27,7 +27,6 @@ first. `k` larger than the number of items is capped at it.
 import numbers
 
 import numpy as np
-import scipy.stats
 
 from fastad.data import check_interactions
 
@@ -119,54 +118,67 @@ def check_ids(who, name, ids, limit, what):
     return array.astype(np.int64)
 
 
-def _hits_at_k(scores, held, k):
-    """(hit matrix (n, k) of the top-k ranking, held-out count per user)."""
-    ranked = top_k(scores, k)
-    return np.take_along_axis(held, ranked, axis=1), held.sum(axis=1)
+def _top_k_hits(scores, held, k):
+    """(hit matrix (n, k) of each user's top-k ranking, held-out count per user)."""
+    return np.take_along_axis(held, top_k(scores, k), axis=1), held.sum(axis=1)
 
 
-def _precision(scores, held, excluded, k):
-    hits, count = _hits_at_k(scores, held, k)
-    return hits.sum(axis=1) / hits.shape[1], count > 0
+def _precision(hits, count):
+    return hits.sum(axis=1) / hits.shape[1]
 
 
-def _recall(scores, held, excluded, k):
-    hits, count = _hits_at_k(scores, held, k)
-    return hits.sum(axis=1) / np.maximum(count, 1), count > 0
+def _recall(hits, count):
+    return hits.sum(axis=1) / np.maximum(count, 1)
 
 
-def _ndcg(scores, held, excluded, k):
-    hits, count = _hits_at_k(scores, held, k)
+def _ndcg(hits, count):
     discount = 1.0 / np.log2(np.arange(2, hits.shape[1] + 2))
     best = np.cumsum(discount)[np.clip(np.minimum(count, hits.shape[1]) - 1, 0, None)]
-    return (hits * discount).sum(axis=1) / best, count > 0
+    return (hits * discount).sum(axis=1) / best
 
 
-def _map(scores, held, excluded, k):
-    hits, count = _hits_at_k(scores, held, k)
+def _map(hits, count):
     precision_at_rank = np.cumsum(hits, axis=1) / np.arange(1, hits.shape[1] + 1)
-    ideal = np.maximum(np.minimum(count, hits.shape[1]), 1)
-    return (precision_at_rank * hits).sum(axis=1) / ideal, count > 0
+    return (precision_at_rank * hits).sum(axis=1) / np.maximum(np.minimum(count, hits.shape[1]), 1)
 
 
-def _auc(scores, held, excluded, k):
-    """Mann-Whitney per row: average ranks count ties as one half; excluded items rank lowest."""
+TOP_K_METRICS = {"precision": _precision, "recall": _recall, "ndcg": _ndcg, "map": _map}
+
+
+def _average_ranks(ordered):
+    """1-based ranks of rows sorted ascending; equal values share their average rank."""
+    n, m = ordered.shape
+    starts = np.ones((n, m), dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    ends = np.ones((n, m), dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    position = np.arange(m)
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, position, m)[:, ::-1], axis=1)[:, ::-1]
+    return (first + last) / 2 + 1
+
+
+def _auc(scores, held, excluded):
+    """(AUC per user, counted): Mann-Whitney; excluded items (at -inf) rank below all others."""
     positives = held.sum(axis=1)
     n_excluded = excluded.sum(axis=1)
     negatives = scores.shape[1] - positives - n_excluded
-    ranks = scipy.stats.rankdata(scores, method="average", axis=1) - n_excluded[:, None]
-    above_negatives = (ranks * held).sum(axis=1) - positives * (positives + 1) / 2
-    counted = (positives > 0) & (negatives > 0)
-    return above_negatives / np.maximum(positives * negatives, 1), counted
+    order = np.argsort(scores, axis=1)
+    ranks = _average_ranks(np.take_along_axis(scores, order, axis=1)) - n_excluded[:, None]
+    held_in_order = np.take_along_axis(held, order, axis=1)
+    above_negatives = (ranks * held_in_order).sum(axis=1) - positives * (positives + 1) / 2
+    return above_negatives / np.maximum(positives * negatives, 1), (positives > 0) & (negatives > 0)
 
 
-def _mean_over_users(who, per_user, scores, test, k, train, users):
-    """The mean of a per-user metric over the users it counts; ValueError if it counts none."""
-    if k is not None:
-        k = check_k(who, k)
+def _mean_over_users(who, metric, scores, test, k, train, users):
+    """The mean of a per-user metric ("auc" or a TOP_K_METRICS key) over the users it counts."""
     test, train = _check_split(who, test, train)
     scores, held, excluded = _masks(who, scores, test, train, users)
-    values, counted = per_user(scores, held, excluded, k)
+    if metric == "auc":
+        values, counted = _auc(scores, held, excluded)
+    else:
+        hits, count = _top_k_hits(scores, held, check_k(who, k))
+        values, counted = TOP_K_METRICS[metric](hits, count), count > 0
     if not counted.any():
         raise ValueError(f"{who}: no user of these scores has a held-out item in test "
                          f"(and, for AUC, an item to rank below it)")
@@ -179,7 +191,7 @@ def precision_at_k(scores, test, k=10, train=None, users=None):
     >>> fa.metrics.precision_at_k(np.array([[0.9, 0.1, 0.5]]), sp.csr_matrix([[1, 0, 0]]), k=2)
     0.5
     """
-    return _mean_over_users("precision_at_k", _precision, scores, test, k, train, users)
+    return _mean_over_users("precision_at_k", "precision", scores, test, k, train, users)
 
 
 def recall_at_k(scores, test, k=10, train=None, users=None):
@@ -187,7 +199,7 @@ def recall_at_k(scores, test, k=10, train=None, users=None):
 
     >>> fa.metrics.recall_at_k(scores, test, k=10, train=train)
     """
-    return _mean_over_users("recall_at_k", _recall, scores, test, k, train, users)
+    return _mean_over_users("recall_at_k", "recall", scores, test, k, train, users)
 
 
 def ndcg_at_k(scores, test, k=10, train=None, users=None):
@@ -195,7 +207,7 @@ def ndcg_at_k(scores, test, k=10, train=None, users=None):
 
     >>> fa.metrics.ndcg_at_k(scores, test, k=10, train=train)
     """
-    return _mean_over_users("ndcg_at_k", _ndcg, scores, test, k, train, users)
+    return _mean_over_users("ndcg_at_k", "ndcg", scores, test, k, train, users)
 
 
 def mean_average_precision_at_k(scores, test, k=10, train=None, users=None):
@@ -203,7 +215,7 @@ def mean_average_precision_at_k(scores, test, k=10, train=None, users=None):
 
     >>> fa.metrics.mean_average_precision_at_k(scores, test, k=10, train=train)
     """
-    return _mean_over_users("mean_average_precision_at_k", _map, scores, test, k, train, users)
+    return _mean_over_users("mean_average_precision_at_k", "map", scores, test, k, train, users)
 
 
 def auc(scores, test, train=None, users=None):
@@ -213,7 +225,7 @@ def auc(scores, test, train=None, users=None):
 
     >>> fa.metrics.auc(scores, test, train=train)      # 0.5 is chance
     """
-    return _mean_over_users("auc", _auc, scores, test, None, train, users)
+    return _mean_over_users("auc", "auc", scores, test, None, train, users)
 
 
 def evaluate(model, test, train=None, k=10, users=None, batch_size=1000):
@@ -235,18 +247,21 @@ def evaluate(model, test, train=None, k=10, users=None, batch_size=1000):
     test, train = _check_split("evaluate", test, train)
     users = (np.flatnonzero(np.diff(test.indptr)) if users is None
              else check_ids("evaluate", "users", users, test.shape[0], "users"))
-    metrics = {f"precision@{k}": _precision, f"recall@{k}": _recall, f"ndcg@{k}": _ndcg,
-               f"map@{k}": _map, "auc": _auc}
-    sums = dict.fromkeys(metrics, 0.0)
-    counts = dict.fromkeys(metrics, 0)
+    names = [f"{metric}@{k}" for metric in TOP_K_METRICS] + ["auc"]
+    sums, counts = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0)
+
+    def add(name, values, counted):
+        sums[name] += values[counted].sum()
+        counts[name] += int(counted.sum())
+
     for start in range(0, len(users), batch_size):
         batch = users[start:start + batch_size]
         scores, held, excluded = _masks("evaluate", model.scores(batch), test, train, batch)
-        for name, per_user in metrics.items():
-            values, counted = per_user(scores, held, excluded, k)
-            sums[name] += values[counted].sum()
-            counts[name] += int(counted.sum())
+        hits, count = _top_k_hits(scores, held, k)
+        for metric, per_user in TOP_K_METRICS.items():
+            add(f"{metric}@{k}", per_user(hits, count), count > 0)
+        add("auc", *_auc(scores, held, excluded))
     if not counts[f"precision@{k}"]:
         raise ValueError("evaluate: no user of `users` has a held-out item in test")
     return {name: float(sums[name] / counts[name]) if counts[name] else float("nan")
-            for name in metrics}
+            for name in names}
