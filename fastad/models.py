@@ -100,9 +100,10 @@ class Recommender(Module):
         uniform among the items the user did not like), then trains on them
         with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr`: in this
         process with `fa.train` when `workers` is 1, else in `workers` Hogwild
-        processes (`start_method` "fork" on Linux by default, else "spawn";
-        the weights are copied back after each epoch). `seed` fixes the
-        sampling (and, with one worker, the whole run).
+        processes that each draw and train on their share of the triples
+        (`start_method` "fork" on Linux by default, else "spawn"; the weights
+        are copied back after each epoch). `seed` (an int >= 0, or None for a
+        fresh one) fixes the sampling (and, with one worker, the whole run).
 
         `callback(epoch, loss)`, if given, runs after each epoch (1-based),
         with the model holding that epoch's weights; `progress(examples_done,
@@ -121,6 +122,11 @@ class Recommender(Module):
         epochs = _check_count(who, "epochs", epochs)
         workers = _check_count(who, "workers", workers)
         samples = matrix.nnz if samples is None else _check_count(who, "samples", samples)
+        if samples < workers:
+            raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
+                             f"worker trains on its share of each epoch's triples")
+        seed = np.random.default_rng().integers(2**63) if seed is None else _check_count(
+            who, "seed", seed, minimum=0)
         if not isinstance(lr, numbers.Real) or not np.isfinite(lr) or lr <= 0:
             raise ValueError(f"{who}: lr must be a finite number > 0, got {lr!r}")
         if optimizer not in OPTIMIZERS:
@@ -130,15 +136,16 @@ class Recommender(Module):
                 raise TypeError(f"{who}: {name} must be callable or None, got {type(value).__name__}")
         if start_method is None:
             start_method = "fork" if sys.platform.startswith("linux") else "spawn"
-        rng = np.random.default_rng(seed)
         self.liked = matrix
-        epoch_runner = (_LocalEpochs(self, make_optimizer(who, optimizer, self.parameters(), lr), progress)
+        epoch_runner = (_LocalEpochs(self, matrix, samples, seed,
+                                     make_optimizer(who, optimizer, self.parameters(), lr), progress)
                         if workers == 1 else
-                        _HogwildEpochs(self, workers, optimizer, lr, progress, start_method, seed))
+                        _HogwildEpochs(self, matrix, samples, seed, workers, optimizer, lr, progress,
+                                       start_method))
         losses = []
         with epoch_runner as run_epoch:
             for epoch in range(1, epochs + 1):
-                losses.append(run_epoch(_draw_triples(matrix, samples, rng), (epoch - 1) * samples))
+                losses.append(run_epoch(epoch, (epoch - 1) * samples))
                 if callback is not None:
                     callback(epoch, losses[-1])
         return losses
@@ -258,11 +265,17 @@ def _nearest(who, name, ids, vectors, k, what):
     return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
 
 
+def _epoch_triples(matrix, n, seed, epoch, rank=0):
+    """The `n` triples of one epoch (of one Hogwild rank), from their own seeded stream."""
+    return _draw_triples(matrix, n, np.random.default_rng([seed, epoch, rank]))
+
+
 class _LocalEpochs:
     """Epochs in this process: one graph and one optimizer, replayed by `fa.train`."""
 
-    def __init__(self, model, optimizer, progress):
+    def __init__(self, model, matrix, samples, seed, optimizer, progress):
         self.loss, self.feeds = model.example_graph()
+        self.matrix, self.samples, self.seed = matrix, samples, seed
         self.optimizer = optimizer
         self.progress = progress
 
@@ -272,7 +285,7 @@ class _LocalEpochs:
     def __exit__(self, *exc):
         return False
 
-    def run(self, triples, done_before):
+    def run(self, epoch, done_before):
         report = None
         if self.progress is not None:
             clock = [time.perf_counter(), 0]
@@ -282,6 +295,7 @@ class _LocalEpochs:
                 self.progress(done_before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
                 clock[:] = [now, done]
 
+        triples = _epoch_triples(self.matrix, self.samples, self.seed, epoch)
         return train(self.loss, self.optimizer, self.feeds(triples), progress=report,
                      report_every=10_000)[0]
 
@@ -289,11 +303,11 @@ class _LocalEpochs:
 class _HogwildEpochs:
     """Epochs in Hogwild workers over the model's weights in shared memory, copied back each epoch."""
 
-    def __init__(self, model, workers, optimizer, lr, progress, start_method, seed):
-        self.model, self.workers, self.optimizer, self.lr = model, workers, optimizer, lr
-        self.progress, self.start_method, self.seed = progress, start_method, seed
+    def __init__(self, model, matrix, samples, seed, workers, optimizer, lr, progress, start_method):
+        self.model, self.matrix, self.samples, self.seed = model, matrix, samples, seed
+        self.workers, self.optimizer, self.lr = workers, optimizer, lr
+        self.progress, self.start_method = progress, start_method
         self.shared = None
-        self.epoch = 0
 
     def __enter__(self):
         self.shared = hogwild.share(self.model.state_dict())
@@ -303,15 +317,15 @@ class _HogwildEpochs:
         self.shared.close()
         return False
 
-    def run(self, triples, done_before):
-        self.epoch += 1
+    def run(self, epoch, done_before):
         progress = None
         if self.progress is not None:
             def progress(done, per_second):
                 self.progress(done_before + done, per_second)
         results = hogwild.run(_fit_worker, workers=self.workers, start_method=self.start_method,
-                              args=(self.shared, type(self.model), self.model.config(), triples,
-                                    self.workers, self.optimizer, self.lr, self.seed + self.epoch),
+                              args=(self.shared, type(self.model), self.model.config(), self.matrix,
+                                    self.samples, self.workers, self.optimizer, self.lr, self.seed,
+                                    epoch),
                               progress=progress)
         self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
         examples = sum(r["examples"] for r in results)
@@ -329,10 +343,9 @@ def _share_parameters(model, shared):
     return model
 
 
-def _train_shard(model, rank, triples, workers, optimizer, lr, epochs, seed, who):
-    """Train `model` on every `workers`-th triple from `rank`, reporting progress to Hogwild."""
+def _train_shard(model, shard, optimizer, lr, epochs, seed, who):
+    """Train `model` on a Hogwild worker's triples, reporting its progress to `hogwild.report`."""
     loss, feeds = model.example_graph()
-    shard = {key: ids[rank::workers] for key, ids in triples.items()}
     opt = make_optimizer(who, optimizer, model.parameters(), lr)
     last = [0]
 
@@ -341,17 +354,20 @@ def _train_shard(model, rank, triples, workers, optimizer, lr, epochs, seed, who
         last[0] = done
 
     start = time.perf_counter()
-    means = train(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed + rank,
+    means = train(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed,
                   progress=progress, report_every=10_000)
     return {"loss": means, "examples": epochs * len(shard["users"]),
             "seconds": time.perf_counter() - start}
 
 
-def _fit_worker(rank, shared, model_class, config, triples, workers, optimizer, lr, seed):
-    """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights."""
+def _fit_worker(rank, shared, model_class, config, matrix, samples, workers, optimizer, lr, seed,
+                epoch):
+    """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
+    on this rank's share of the epoch's triples, which it draws itself."""
     model = _share_parameters(model_class(**config), shared)
-    return _train_shard(model, rank, triples, workers, optimizer, lr, 1, seed,
-                        f"{model_class.__name__}.fit")
+    share = samples // workers + (rank < samples % workers)
+    triples = _epoch_triples(matrix, share, seed, epoch, rank)
+    return _train_shard(model, triples, optimizer, lr, 1, seed + rank, f"{model_class.__name__}.fit")
 
 
 class BPR(Recommender):
@@ -539,4 +555,5 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
     ...     fa.hogwild.run(bpr_hogwild_worker, workers=2, args=(shared, train, 2))
     """
     model = BPR(1, 1, U=shared["U"], V=shared["V"])
-    return _train_shard(model, rank, triples, workers, optimizer, lr, epochs, seed, "bpr_hogwild_worker")
+    shard = {key: ids[rank::workers] for key, ids in triples.items()}
+    return _train_shard(model, shard, optimizer, lr, epochs, seed + rank, "bpr_hogwild_worker")

@@ -98,7 +98,8 @@ def test_evaluate_matches_the_functions_in_any_batch_size():
     assert full["map@4"] == pytest.approx(
         fa.metrics.mean_average_precision_at_k(rows, test, 4, train, users))
     assert full["auc"] == pytest.approx(fa.metrics.auc(rows, test, train, users))
-    assert fa.metrics.evaluate(RowModel(scores), test, train=train, k=4, batch_size=1000) == pytest.approx(full)
+    one_batch = fa.metrics.evaluate(RowModel(scores), test, train=train, k=4, batch_size=1000)
+    assert one_batch == pytest.approx(full)
 
 
 def test_a_perfect_and_a_reversed_ranking():
@@ -127,7 +128,8 @@ def test_bad_scores_and_splits_are_named():
         fa.metrics.auc(np.where(SCORES > 0.85, np.nan, SCORES), TEST)
     with pytest.raises(ValueError, match="scores must be a 2-D"):
         fa.metrics.auc(SCORES[0], TEST)
-    with pytest.raises(ValueError, match="test must hold non-negative finite values; it holds -1.0 at user 1, item 2"):
+    with pytest.raises(ValueError, match="test must hold non-negative finite values; "
+                                         "it holds -1.0 at user 1, item 2"):
         fa.metrics.auc(SCORES, sp.csr_matrix(np.array([[0, 1, 0, 0, 0], [0, 0, -1, 0, 0]])))
     with pytest.raises(ValueError, match=r"train has shape \(2, 4\), expected \(2, 5\)"):
         fa.metrics.auc(SCORES, TEST, train=sp.csr_matrix((2, 4)))

@@ -164,6 +164,8 @@ LIKES = sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
     (LIKES, {"lr": -0.1}, ValueError, "lr must be a finite number > 0"),
     (LIKES, {"optimizer": "lbfgs"}, ValueError, r"optimizer must be one of \['adagrad', 'adam', 'sgd'\]"),
     (LIKES, {"callback": 3}, TypeError, "callback must be callable or None, got int"),
+    (LIKES, {"samples": 2, "workers": 3}, ValueError, r"samples \(2\) must be >= workers \(3\)"),
+    (LIKES, {"seed": -1}, ValueError, "seed must be >= 0, got -1"),
 ])
 def test_fit_refuses_bad_input_before_training(interactions, kwargs, error, message):
     model = fa.models.BPR(2, 3, dim=4, biases=True)
@@ -213,7 +215,8 @@ def test_two_tower_learns_taste_that_features_explain_where_ids_alone_do_not():
 def test_two_tower_vectors_are_sums_of_field_rows_and_rank_like_bpr():
     users, items, (train, _) = planted_features()
     tower = fa.models.TwoTower(users, items, dim=4, seed=0)
-    assert [name for name, _ in tower.named_parameters()] == ["user_id", "user_group", "item_id", "item_genre"]
+    names = [name for name, _ in tower.named_parameters()]
+    assert names == ["user_id", "user_group", "item_id", "item_genre"]
     assert tower.user_group.shape == (int(users["group"].max()) + 1, 4)
     user = tower.user_id.numpy()[5] + tower.user_group.numpy()[users["group"][5]]
     item_vectors = tower.item_id.numpy() + tower.item_genre.numpy()[items["genre"]]
