@@ -227,19 +227,33 @@ def sample_triples(interactions, n=None, seed=0):
     return _draw_triples(matrix, int(n), _seed_or_error("sample_triples", seed))
 
 
+# Up to this many user x item cells, liked pairs are looked up in a dense table of bools (one
+# random read each) rather than by binary search over the sorted liked pairs (many reads each).
+DENSE_LOOKUP_CELLS = 1 << 26
+
+
 def _draw_triples(matrix, n, rng):
     """`sample_triples` on a checked canonical CSR matrix, with a numpy Generator."""
-    n_items = matrix.shape[1]
-    users_of = np.repeat(np.arange(matrix.shape[0], dtype=np.int64), np.diff(matrix.indptr))
+    n_users, n_items = matrix.shape
+    users_of = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(matrix.indptr))
     liked_keys = users_of * n_items + matrix.indices      # ascending: rows in order, sorted columns
+    if n_users * n_items <= DENSE_LOOKUP_CELLS:
+        table = np.zeros(n_users * n_items, dtype=bool)
+        table[liked_keys] = True
+
+        def liked(keys):
+            return table[keys]
+    else:
+        def liked(keys):
+            at = np.minimum(np.searchsorted(liked_keys, keys), liked_keys.size - 1)
+            return liked_keys[at] == keys
+
     picked = rng.integers(0, matrix.nnz, size=n)
     users = users_of[picked]
     pos = matrix.indices[picked].astype(np.int64)
     neg = rng.integers(0, n_items, size=n)
     redraw = np.arange(n)
     while redraw.size:
-        keys = users[redraw] * n_items + neg[redraw]
-        at = np.minimum(np.searchsorted(liked_keys, keys), liked_keys.size - 1)
-        redraw = redraw[liked_keys[at] == keys]
+        redraw = redraw[liked(users[redraw] * n_items + neg[redraw])]
         neg[redraw] = rng.integers(0, n_items, size=redraw.size)
     return {"users": users, "pos": pos, "neg": neg}
