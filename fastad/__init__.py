@@ -20,7 +20,7 @@ from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
-from fastad import optim, nn, io, data, models, hogwild, compare, distributed, cuda
+from fastad import optim, nn, io, data, metrics, models, hogwild, compare, distributed, cuda
 
 __version__ = "0.1.0"
 
@@ -31,5 +31,6 @@ __all__ = [
     "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp", "softmax",
     "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
     "vector_dot", "take", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
-    "render", "optim", "nn", "io", "data", "models", "hogwild", "compare", "distributed", "cuda",
+    "render", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
+    "cuda",
 ]

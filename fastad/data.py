@@ -1,18 +1,25 @@
-"""Data for training: the samplers of `fastad.train`'s compiled loop, and built-in
-data for examples and benchmarks (no downloads).
+"""Data for training: the samplers of `fastad.train`'s compiled loop, built-in
+data, and user x item interaction matrices with their splits.
 
 - `FeedSampler`, `PairwiseSampler`, `SkipGramSampler` (compiled, in
   fastad_cy/samplers.pyx) fill a graph's leaves with one example at a time
   inside `fastad.train`, with no Python between examples.
-- `planted_preferences` makes implicit-feedback data with a known low-rank
-  structure, so that a recommender's test AUC shows whether it learned anything.
+- `planted_preferences` (BPR triples) and `planted_interactions` (a user x item
+  matrix) make implicit-feedback data with a known low-rank structure, so that a
+  recommender's test metrics show whether it learned anything.
+- `train_test_split` and `leave_k_out` hold out some of each user's
+  interactions; `sample_triples` draws BPR training triples from a matrix.
 """
+import numbers
+
 import numpy as np
+import scipy.sparse as sp
 
 from fastad_cy.samplers import AliasTable, FeedSampler, PairwiseSampler, Sampler, SkipGramSampler
 
 __all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "SkipGramSampler", "AliasTable",
-           "planted_preferences", "pairwise_auc"]
+           "planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
+           "train_test_split", "leave_k_out", "sample_triples"]
 
 
 def planted_preferences(n_users, n_items, n_train, n_test, rank=8, noise=0.0, seed=0):
@@ -61,3 +68,199 @@ def pairwise_auc(U, V, triples):
     u, p, n = triples["users"], triples["pos"], triples["neg"]
     margin = np.einsum("nk,nk->n", U[u], V[p] - V[n])
     return float(np.mean(margin > 0))
+
+
+def planted_interactions(n_users, n_items, per_user=20, rank=8, noise=0.5, seed=0,
+                         user_groups=None, item_groups=None):
+    """A CSR user x item matrix of 1s: each user liked `per_user` items drawn by planted taste.
+
+    Users and items get hidden factors P[u], Q[i] ~ N(0, 1) of `rank`
+    dimensions; user u likes the `per_user` items of highest
+    P[u].Q[i] / sqrt(rank) + noise * Gumbel noise (a draw without replacement,
+    with probabilities rising with the planted score). A model that recovers
+    the factors ranks held-out likes far above chance. `user_groups` (an int
+    array, one group id per user) makes users of one group share their
+    factors, and `item_groups` likewise for items: taste that features explain
+    (see `fa.models.TwoTower`).
+
+    >>> likes = planted_interactions(1000, 500, per_user=20)     # 1000 x 500, 20 per row
+    """
+    for name, value in (("n_users", n_users), ("rank", rank), ("per_user", per_user)):
+        if int(value) < 1:
+            raise ValueError(f"planted_interactions: {name} must be >= 1, got {value}")
+    if not per_user < n_items:
+        raise ValueError(f"planted_interactions: per_user must be < n_items (every user needs an item "
+                         f"it did not like), got per_user={per_user}, n_items={n_items}")
+    rng = np.random.default_rng(seed)
+    P = _planted_factors("user_groups", user_groups, n_users, rank, rng)
+    Q = _planted_factors("item_groups", item_groups, n_items, rank, rng)
+    taste = P @ Q.T / np.sqrt(rank) + noise * rng.gumbel(size=(n_users, n_items))
+    liked = np.argpartition(-taste, per_user - 1, axis=1)[:, :per_user]
+    indptr = np.arange(0, n_users * per_user + 1, per_user)
+    matrix = sp.csr_matrix((np.ones(liked.size, dtype=np.float32), liked.ravel(), indptr),
+                           shape=(n_users, n_items))
+    matrix.sort_indices()
+    return matrix
+
+
+def _planted_factors(name, groups, n, rank, rng):
+    """(n, rank) N(0, 1) factors, equal within each group when `groups` (n group ids) is given."""
+    if groups is None:
+        return rng.standard_normal((n, rank))
+    groups = np.asarray(groups)
+    if groups.shape != (n,) or groups.dtype.kind not in "iu" or (groups < 0).any():
+        raise ValueError(f"planted_interactions: {name} must hold {n} non-negative int group ids, "
+                         f"got shape {groups.shape} and dtype {groups.dtype}")
+    return rng.standard_normal((int(groups.max()) + 1, rank))[groups]
+
+
+def check_interactions(interactions, who, name="interactions", shape=None):
+    """`interactions` as a canonical CSR copy (sorted, summed, no stored zeros), or a clear error.
+
+    A user x item scipy sparse matrix of non-negative finite values: a stored
+    positive value is an interaction (its size is ignored by the ranking
+    models). Raises TypeError or ValueError naming `who` (the caller) and
+    `name` for another type, negative or non-finite values, an empty matrix, or
+    a shape other than `shape` (when given).
+
+    >>> train = check_interactions(train, "fit")
+    """
+    if not sp.issparse(interactions):
+        raise TypeError(f"{who}: {name} must be a scipy sparse user x item matrix "
+                        f"(e.g. scipy.sparse.csr_matrix), got {type(interactions).__name__}")
+    matrix = sp.csr_matrix(interactions, dtype=np.float64, copy=True)
+    if matrix.ndim != 2 or 0 in matrix.shape:
+        raise ValueError(f"{who}: {name} has shape {matrix.shape}; expected users x items, both >= 1")
+    if shape is not None and matrix.shape != tuple(shape):
+        raise ValueError(f"{who}: {name} has shape {matrix.shape}, expected {tuple(shape)} "
+                         f"(users x items of the model)")
+    matrix.sum_duplicates()
+    bad = ~np.isfinite(matrix.data) | (matrix.data < 0)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        user = np.searchsorted(matrix.indptr, first, side="right") - 1
+        raise ValueError(f"{who}: {name} must hold non-negative finite values; it holds "
+                         f"{matrix.data[first]} at user {user}, item {matrix.indices[first]} "
+                         f"({int(bad.sum())} such value(s) in all)")
+    matrix.eliminate_zeros()
+    if matrix.nnz == 0:
+        raise ValueError(f"{who}: {name} is empty: shape {matrix.shape} with no positive value")
+    return matrix
+
+
+def _seed_or_error(who, seed):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise TypeError(f"{who}: seed must be an int or None, got {seed!r}")
+    return np.random.default_rng(seed)
+
+
+def _split_by_user(matrix, held_per_user, rng):
+    """(train, test): in each row u, `held_per_user[u]` interactions chosen at random go to test."""
+    users = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    order = np.lexsort((rng.random(matrix.nnz), users))       # within each user, a random order
+    position = np.empty(matrix.nnz, dtype=np.int64)
+    position[order] = np.arange(matrix.nnz) - matrix.indptr[users[order]]
+    held = position < held_per_user[users]
+
+    def part(mask):
+        result = sp.csr_matrix((matrix.data[mask], (users[mask], matrix.indices[mask])),
+                               shape=matrix.shape)
+        result.sort_indices()
+        return result
+
+    return part(~held), part(held)
+
+
+def train_test_split(interactions, test_fraction=0.2, seed=0):
+    """Hold out `test_fraction` of each user's interactions: returns `(train, test)` CSR matrices.
+
+    User u with n interactions puts round(test_fraction * n) of them, drawn
+    at random (seeded), in `test` and the rest in `train`; both keep the
+    shape and the values of `interactions`. A user with one interaction keeps
+    it in train for any fraction below 0.5.
+
+    >>> train, test = fa.data.train_test_split(likes, test_fraction=0.2, seed=0)
+    """
+    matrix = check_interactions(interactions, "train_test_split")
+    if not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
+        raise ValueError(f"train_test_split: test_fraction must be a number in (0, 1), got {test_fraction!r}")
+    rng = _seed_or_error("train_test_split", seed)
+    held = np.rint(test_fraction * np.diff(matrix.indptr)).astype(np.int64)
+    return _split_by_user(matrix, held, rng)
+
+
+def leave_k_out(interactions, k=1, seed=0):
+    """Hold out `k` random interactions of each user who has more than `k`: returns `(train, test)`.
+
+    Users with `k` or fewer interactions keep them all in train (so every
+    held-out user still has something to learn from). Seeded; both matrices
+    keep the shape and the values of `interactions`.
+
+    >>> train, test = fa.data.leave_k_out(likes, k=1, seed=0)
+    """
+    matrix = check_interactions(interactions, "leave_k_out")
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"leave_k_out: k must be an int >= 1, got {k!r}")
+    rng = _seed_or_error("leave_k_out", seed)
+    counts = np.diff(matrix.indptr)
+    return _split_by_user(matrix, np.where(counts > k, k, 0), rng)
+
+
+def require_negatives(matrix, who, name="interactions"):
+    """Raise ValueError naming the users of a checked CSR matrix who liked every item (no negative)."""
+    full = np.flatnonzero(np.diff(matrix.indptr) == matrix.shape[1])
+    if full.size:
+        raise ValueError(f"{who}: {name} has users who liked every item, so no negative item "
+                         f"exists for them: users {full[:10].tolist()}{' ...' if full.size > 10 else ''}")
+
+
+def sample_triples(interactions, n=None, seed=0):
+    """Draw `n` BPR triples (user, liked item, other item) from a user x item matrix.
+
+    A triple picks a stored interaction uniformly (so users are drawn in
+    proportion to their interactions) and an item uniformly from the items
+    that user did not like (a negative the user liked is redrawn). `n`
+    defaults to the number of interactions (one epoch). Returns a dict of
+    int64 arrays `users`, `pos`, `neg`, as `BPR.example_graph`'s feeds take.
+    (The compiled in-loop sampler of the training-loop work will replace this.)
+
+    >>> triples = fa.data.sample_triples(train, seed=0)
+    """
+    matrix = check_interactions(interactions, "sample_triples")
+    require_negatives(matrix, "sample_triples")
+    n = matrix.nnz if n is None else n
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise ValueError(f"sample_triples: n must be an int >= 1, got {n!r}")
+    return _draw_triples(matrix, int(n), _seed_or_error("sample_triples", seed))
+
+
+# Up to this many user x item cells, liked pairs are looked up in a dense table of bools (one
+# random read each) rather than by binary search over the sorted liked pairs (many reads each).
+DENSE_LOOKUP_CELLS = 1 << 26
+
+
+def _draw_triples(matrix, n, rng):
+    """`sample_triples` on a checked canonical CSR matrix, with a numpy Generator."""
+    n_users, n_items = matrix.shape
+    users_of = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(matrix.indptr))
+    liked_keys = users_of * n_items + matrix.indices      # ascending: rows in order, sorted columns
+    if n_users * n_items <= DENSE_LOOKUP_CELLS:
+        table = np.zeros(n_users * n_items, dtype=bool)
+        table[liked_keys] = True
+
+        def liked(keys):
+            return table[keys]
+    else:
+        def liked(keys):
+            at = np.minimum(np.searchsorted(liked_keys, keys), liked_keys.size - 1)
+            return liked_keys[at] == keys
+
+    picked = rng.integers(0, matrix.nnz, size=n)
+    users = users_of[picked]
+    pos = matrix.indices[picked].astype(np.int64)
+    neg = rng.integers(0, n_items, size=n)
+    redraw = np.arange(n)
+    while redraw.size:
+        redraw = redraw[liked(users[redraw] * n_items + neg[redraw])]
+        neg[redraw] = rng.integers(0, n_items, size=redraw.size)
+    return {"users": users, "pos": pos, "neg": neg}

@@ -1,4 +1,12 @@
-"""Ready-made models that the examples, benchmarks and demo share."""
+"""Ready-made ranking models: BPR matrix factorisation and a two-tower model over feature fields.
+
+Both are `Recommender`s: `fit(interactions, epochs, workers, ...)` trains them
+on a scipy user x item matrix with the BPR loss (one worker: `fa.train`;
+several: Hogwild processes over shared memory); `recommend`, `similar_items`,
+`similar_users` and `scores` rank with one matrix product per batch of users.
+"""
+import numbers
+import sys
 import time
 
 import numpy as np
@@ -7,77 +15,338 @@ from fastad_cy.elementwise import logsigmoid
 from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.linalg import vector_dot
 from fastad_cy.reduction import sum as fa_sum
+from fastad_cy.shape import reshape
 from fastad_cy.sparse import take
 from fastad_cy.train import train
 from fastad import hogwild
-from fastad.data import pairwise_auc
-from fastad.optim import SGD, Adagrad
+from fastad.data import _draw_triples, check_interactions, require_negatives
+from fastad.metrics import check_ids, check_k, top_k
+from fastad.optim import SGD, Adagrad, Adam
 from fastad.nn.module import Module
 
-__all__ = ["BPR", "bpr_hogwild_worker"]
+__all__ = ["Recommender", "BPR", "TwoTower", "bpr_hogwild_worker"]
+
+OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}
 
 
-class BPR(Module):
-    """Bayesian personalised ranking by matrix factorisation.
+def make_optimizer(who, name, parameters, lr):
+    """The fastad optimizer called `name` ("sgd", "adagrad" or "adam") over `parameters`."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"{who}: optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
+    return OPTIMIZERS[name](parameters, lr=lr)
 
-    Users and items get `dim`-dimensional factors U, V (N(0, scale)); a
-    triple (u, i, j) says u prefers i to j, and its loss is
-    -log sigmoid(U[u].(V[i] - V[j])). Gradients are sparse: a step touches
-    three rows.
 
-    >>> model = BPR(1000, 500, dim=32)
-    >>> loss, feeds = model.example_graph()
-    >>> fa.train(loss, fa.optim.SGD(model.parameters(), lr=0.05), feeds(train), epochs=1)
+def bpr_loss(user, pos, neg, bias_difference=None):
+    """-sum(log sigmoid(user . (pos - neg) + bias_difference)) over rows of (n, dim) Variables."""
+    margin = vector_dot(user, pos - neg)
+    if bias_difference is not None:
+        margin = margin + reshape(bias_difference, margin.shape)
+    return -fa_sum(logsigmoid(margin))
+
+
+def _check_count(who, name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{who}: {name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{who}: {name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _unit_rows(vectors):
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1)
+
+
+def _top_k_in_batches(rows, k, score_rows, columns=None, batch_size=1000):
+    """top_k of `score_rows(batch)` for batches of `rows`: (ids, scores), each (len(rows), k).
+
+    `columns` maps a score column to its id (default: the column itself); a
+    slot whose score is -inf (filtered out) gets id -1.
+    """
+    ids = np.empty((len(rows), k), dtype=np.int64)
+    scores = np.empty((len(rows), k))
+    for start in range(0, len(rows), batch_size):
+        batch_scores = score_rows(rows[start:start + batch_size])
+        top = top_k(batch_scores, k)
+        best = np.take_along_axis(batch_scores, top, axis=1)
+        found = top if columns is None else columns[top]
+        ids[start:start + len(top)] = np.where(np.isneginf(best), -1, found)
+        scores[start:start + len(top)] = best
+    return ids, scores
+
+
+class Recommender(Module):
+    """Base class of the ranking models: training on a user x item matrix, and ranking.
+
+    A subclass sets `n_users` and `n_items`, and defines `example_graph()`
+    (a one-triple BPR loss to replay and its feeds), `user_vectors(user_ids)`
+    and `item_vectors()` (numpy rows whose dot product is the score),
+    `item_biases()` (an (n_items,) array added to every score, or None) and
+    `config()` (the constructor's keyword arguments, without weights, for
+    Hogwild workers to rebuild the model around shared arrays).
+
+    `liked` holds the interactions of the last `fit` (canonical CSR), which
+    `recommend` filters out by default.
     """
 
-    def __init__(self, n_users, n_items, dim=32, scale=0.1, seed=0, dtype=None, U=None, V=None):
-        super().__init__()
-        rng = np.random.default_rng(seed)
-        self.U = Parameter(U if U is not None else rng.normal(0, scale, (n_users, dim)), dtype=dtype)
-        self.V = Parameter(V if V is not None else rng.normal(0, scale, (n_items, dim)), dtype=dtype)
+    liked = None
 
-    def forward(self, users, pos, neg):
-        """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
-        margin = vector_dot(take(self.U, users), take(self.V, pos) - take(self.V, neg))
-        return -fa_sum(logsigmoid(margin))
+    def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
+            callback=None, progress=None, start_method=None):
+        """Train on a scipy user x item matrix with the BPR loss; returns the mean loss per epoch.
 
-    def example_graph(self):
-        """A one-triple graph to replay, and a function mapping triples to its feeds.
+        Each epoch draws `samples` triples (default: one per interaction) with
+        `fa.data.sample_triples`' rule (users by interaction, negatives
+        uniform among the items the user did not like), then trains on them
+        with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr`: in this
+        process with `fa.train` when `workers` is 1, else in `workers` Hogwild
+        processes that each draw and train on their share of the triples
+        (`start_method` "fork" on Linux by default, else "spawn"; the weights
+        are copied back after each epoch). `seed` (an int >= 0, or None for a
+        fresh one) fixes the sampling (and, with one worker, the whole run).
 
-        Returns `(loss, feeds)`; `feeds(triples)` gives the `{leaf: ids}` dict
-        that `fastad.train` takes, for triples as made by
-        `fastad.data.planted_preferences`.
+        `callback(epoch, loss)`, if given, runs after each epoch (1-based),
+        with the model holding that epoch's weights; `progress(examples_done,
+        examples_per_second)` is called during training (e.g.
+        `fa.hogwild.progress_bar(epochs * samples)`). Every argument is
+        checked before any weight changes.
+
+        >>> likes = fa.data.planted_interactions(1000, 500, per_user=20)
+        >>> train, test = fa.data.train_test_split(likes, 0.2)
+        >>> model = fa.models.BPR(1000, 500, dim=32)
+        >>> model.fit(train, epochs=5, workers=2, lr=0.1)
         """
-        u, i, j = IndexInput([0]), IndexInput([0]), IndexInput([0])
-        loss = self(u, i, j)
-        return loss, lambda t: {u: t["users"], i: t["pos"], j: t["neg"]}
+        who = f"{type(self).__name__}.fit"
+        matrix = check_interactions(interactions, who, shape=(self.n_users, self.n_items))
+        require_negatives(matrix, who)
+        epochs = _check_count(who, "epochs", epochs)
+        workers = _check_count(who, "workers", workers)
+        samples = matrix.nnz if samples is None else _check_count(who, "samples", samples)
+        if samples < workers:
+            raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
+                             f"worker trains on its share of each epoch's triples")
+        seed = np.random.default_rng().integers(2**63) if seed is None else _check_count(
+            who, "seed", seed, minimum=0)
+        if not isinstance(lr, numbers.Real) or not np.isfinite(lr) or lr <= 0:
+            raise ValueError(f"{who}: lr must be a finite number > 0, got {lr!r}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"{who}: optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+        for name, value in (("callback", callback), ("progress", progress)):
+            if value is not None and not callable(value):
+                raise TypeError(f"{who}: {name} must be callable or None, got {type(value).__name__}")
+        if start_method is None:
+            start_method = "fork" if sys.platform.startswith("linux") else "spawn"
+        self.liked = matrix
+        epoch_runner = (_LocalEpochs(self, matrix, samples, seed,
+                                     make_optimizer(who, optimizer, self.parameters(), lr), progress)
+                        if workers == 1 else
+                        _HogwildEpochs(self, matrix, samples, seed, workers, optimizer, lr, progress,
+                                       start_method))
+        losses = []
+        with epoch_runner as run_epoch:
+            for epoch in range(1, epochs + 1):
+                losses.append(run_epoch(epoch, (epoch - 1) * samples))
+                if callback is not None:
+                    callback(epoch, losses[-1])
+        return losses
+
+    def scores(self, user_ids):
+        """The (len(user_ids), n_items) scores of the users for every item (one matrix product).
+
+        >>> model.scores([0, 1]).shape
+        (2, 500)
+        """
+        users = check_ids(f"{type(self).__name__}.scores", "user_ids", user_ids, self.n_users,
+                          "users of the model")
+        scores = self.user_vectors(users) @ self.item_vectors().T
+        biases = self.item_biases()
+        return scores if biases is None else scores + biases
+
+    def recommend(self, user_ids, k=10, filter_liked=True, items=None, liked=None, batch_size=1000):
+        """The top `k` items for each user: `(ids, scores)`, best first.
+
+        `user_ids` is one id (results are 1-D) or a sequence (results are
+        (n, k)); users are scored `batch_size` at a time with one matrix
+        product. `filter_liked` leaves out the items each user liked in `liked`
+        (a user x item matrix; default: the matrix of the last `fit`).
+        `items` restricts the candidates to those item ids. A user with fewer
+        than k candidates gets id -1 (score -inf) in the slots left over; k is
+        capped at the number of candidates. Ties go to the lower item id.
+
+        >>> ids, scores = model.recommend([0, 1, 2], k=10)
+        >>> ids, scores = model.recommend(7, k=5, items=np.arange(100))   # among items 0..99
+        """
+        who = f"{type(self).__name__}.recommend"
+        k = check_k(who, k)
+        batch_size = _check_count(who, "batch_size", batch_size)
+        users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
+        if users.ndim > 1:
+            raise ValueError(f"{who}: user_ids must be one id or a 1-D sequence, got shape {users.shape}")
+        candidates = None
+        vectors, biases = self.item_vectors(), self.item_biases()
+        if items is not None:
+            candidates = check_ids(who, "items", items, self.n_items, "items of the model")
+            if candidates.ndim != 1 or candidates.size == 0:
+                raise ValueError(f"{who}: items must be a non-empty 1-D sequence of item ids, "
+                                 f"got shape {candidates.shape}")
+            vectors = vectors[candidates]
+            biases = None if biases is None else biases[candidates]
+        if filter_liked:
+            if liked is None and self.liked is None:
+                raise ValueError(f"{who}: filter_liked=True needs the items each user liked: fit the "
+                                 f"model first, pass liked= (a user x item matrix), or filter_liked=False")
+            liked = self.liked if liked is None else check_interactions(
+                liked, who, "liked", shape=(self.n_users, self.n_items))
+
+        def score_rows(batch):
+            scores = self.user_vectors(batch) @ vectors.T
+            if biases is not None:
+                scores += biases
+            if filter_liked:
+                mask = liked[batch].toarray() > 0
+                scores[mask if candidates is None else mask[:, candidates]] = -np.inf
+            return scores
+
+        ids, scores = _top_k_in_batches(np.atleast_1d(users), min(k, len(vectors)), score_rows,
+                                        candidates, batch_size)
+        return (ids[0], scores[0]) if users.ndim == 0 else (ids, scores)
+
+    def similar_items(self, item_ids, k=10):
+        """The `k` items most similar to each item by cosine of item vectors: `(ids, similarities)`.
+
+        An item is not listed as similar to itself. One id gives 1-D results,
+        a sequence (n, k).
+
+        >>> ids, sims = model.similar_items(42, k=5)
+        """
+        return _nearest(f"{type(self).__name__}.similar_items", "item_ids", item_ids,
+                        self.item_vectors(), k, "items of the model")
+
+    def similar_users(self, user_ids, k=10):
+        """The `k` users most similar to each user by cosine of user vectors: `(ids, similarities)`.
+
+        >>> ids, sims = model.similar_users([0, 1], k=5)
+        """
+        return _nearest(f"{type(self).__name__}.similar_users", "user_ids", user_ids,
+                        self.user_vectors(np.arange(self.n_users)), k, "users of the model")
 
     def auc(self, triples):
-        """Share of triples ranked correctly (0.5 is chance)."""
-        return pairwise_auc(self.U, self.V, triples)
+        """The share of triples (dict of `users`, `pos`, `neg` ids) whose `pos` scores above `neg`.
+
+        For held-out interactions, see `fa.metrics.auc` and `fa.metrics.evaluate`.
+
+        >>> model.auc(test_triples)      # 0.5 is chance
+        """
+        who = f"{type(self).__name__}.auc"
+        users = check_ids(who, "triples['users']", triples["users"], self.n_users, "users of the model")
+        pos = check_ids(who, "triples['pos']", triples["pos"], self.n_items, "items of the model")
+        neg = check_ids(who, "triples['neg']", triples["neg"], self.n_items, "items of the model")
+        items = self.item_vectors()
+        margin = np.einsum("nk,nk->n", self.user_vectors(users), items[pos] - items[neg])
+        biases = self.item_biases()
+        if biases is not None:
+            margin += biases[pos] - biases[neg]
+        return float(np.mean(margin > 0))
 
 
-def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05, epochs=1, seed=0):
-    """One Hogwild worker of BPR training: `fastad.hogwild.run(bpr_hogwild_worker, ...)`.
+def _nearest(who, name, ids, vectors, k, what):
+    k = check_k(who, k)
+    queries = check_ids(who, name, ids, len(vectors), what)
+    if queries.ndim > 1:
+        raise ValueError(f"{who}: {name} must be one id or a 1-D sequence, got shape {queries.shape}")
+    unit = _unit_rows(vectors)
 
-    Trains `BPR` factors living in `shared["U"]`, `shared["V"]` (zero copy,
-    no locks) on its shard of `triples` (every `workers`-th example from
-    `rank`), with `optimizer` "sgd" or "adagrad" (whose state is shared
-    too). Reports its examples to `fastad.hogwild.report` and returns
-    `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`.
+    def score_rows(batch):
+        similarities = unit[batch] @ unit.T
+        similarities[np.arange(len(batch)), batch] = -np.inf        # not similar to itself
+        return similarities
 
-    >>> with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
-    ...     fa.hogwild.run(bpr_hogwild_worker, workers=2, args=(shared, train, 2))
-    """
-    model = BPR(1, 1, U=shared["U"], V=shared["V"])
+    ids, similarities = _top_k_in_batches(np.atleast_1d(queries), min(k, len(vectors) - 1), score_rows)
+    return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
+
+
+def _epoch_triples(matrix, n, seed, epoch, rank=0):
+    """The `n` triples of one epoch (of one Hogwild rank), from their own seeded stream."""
+    return _draw_triples(matrix, n, np.random.default_rng([seed, epoch, rank]))
+
+
+class _LocalEpochs:
+    """Epochs in this process: one graph and one optimizer, replayed by `fa.train`."""
+
+    def __init__(self, model, matrix, samples, seed, optimizer, progress):
+        self.loss, self.feeds = model.example_graph()
+        self.matrix, self.samples, self.seed = matrix, samples, seed
+        self.optimizer = optimizer
+        self.progress = progress
+
+    def __enter__(self):
+        return self.run
+
+    def __exit__(self, *exc):
+        return False
+
+    def run(self, epoch, done_before):
+        report = None
+        if self.progress is not None:
+            clock = [time.perf_counter(), 0]
+
+            def report(done):
+                now = time.perf_counter()
+                self.progress(done_before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
+                clock[:] = [now, done]
+
+        triples = _epoch_triples(self.matrix, self.samples, self.seed, epoch)
+        return train(self.loss, self.optimizer, self.feeds(triples), progress=report,
+                     report_every=10_000)[0]
+
+
+class _HogwildEpochs:
+    """Epochs in Hogwild workers over the model's weights in shared memory, copied back each epoch."""
+
+    def __init__(self, model, matrix, samples, seed, workers, optimizer, lr, progress, start_method):
+        self.model, self.matrix, self.samples, self.seed = model, matrix, samples, seed
+        self.workers, self.optimizer, self.lr = workers, optimizer, lr
+        self.progress, self.start_method = progress, start_method
+        self.shared = None
+
+    def __enter__(self):
+        self.shared = hogwild.share(self.model.state_dict())
+        return self.run
+
+    def __exit__(self, *exc):
+        self.shared.close()
+        return False
+
+    def run(self, epoch, done_before):
+        progress = None
+        if self.progress is not None:
+            def progress(done, per_second):
+                self.progress(done_before + done, per_second)
+        results = hogwild.run(_fit_worker, workers=self.workers, start_method=self.start_method,
+                              args=(self.shared, type(self.model), self.model.config(), self.matrix,
+                                    self.samples, self.workers, self.optimizer, self.lr, self.seed,
+                                    epoch),
+                              progress=progress)
+        self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
+        examples = sum(r["examples"] for r in results)
+        return sum(r["loss"][0] * r["examples"] for r in results) / examples
+
+
+def _share_parameters(model, shared):
+    """Replace every Parameter of `model` by a zero-copy Parameter over `shared[its dotted name]`."""
+    for name, _ in model.named_parameters():
+        owner, _, attribute = name.rpartition(".")
+        module = model
+        for part in filter(None, owner.split(".")):
+            module = module._modules[part]
+        setattr(module, attribute, Parameter(shared[name]))
+    return model
+
+
+def _train_shard(model, shard, optimizer, lr, epochs, seed, who):
+    """Train `model` on a Hogwild worker's triples, reporting its progress to `hogwild.report`."""
     loss, feeds = model.example_graph()
-    shard = {k: v[rank::workers] for k, v in triples.items()}
-    if optimizer == "sgd":
-        opt = SGD(model.parameters(), lr=lr)
-    elif optimizer == "adagrad":
-        opt = Adagrad(model.parameters(), lr=lr)
-    else:
-        raise ValueError(f"bpr_hogwild_worker: optimizer must be 'sgd' or 'adagrad', got {optimizer!r}")
+    opt = make_optimizer(who, optimizer, model.parameters(), lr)
     last = [0]
 
     def progress(done):
@@ -85,7 +354,206 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
         last[0] = done
 
     start = time.perf_counter()
-    means = train(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed + rank,
+    means = train(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed,
                   progress=progress, report_every=10_000)
     return {"loss": means, "examples": epochs * len(shard["users"]),
             "seconds": time.perf_counter() - start}
+
+
+def _fit_worker(rank, shared, model_class, config, matrix, samples, workers, optimizer, lr, seed,
+                epoch):
+    """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
+    on this rank's share of the epoch's triples, which it draws itself."""
+    model = _share_parameters(model_class(**config), shared)
+    share = samples // workers + (rank < samples % workers)
+    triples = _epoch_triples(matrix, share, seed, epoch, rank)
+    return _train_shard(model, triples, optimizer, lr, 1, seed + rank, f"{model_class.__name__}.fit")
+
+
+class BPR(Recommender):
+    """Bayesian personalised ranking by matrix factorisation.
+
+    Users and items get `dim`-dimensional factors U, V (N(0, scale)); a
+    triple (u, i, j) says u prefers i to j, and its loss is
+    -log sigmoid(U[u].(V[i] - V[j]) + b[i] - b[j]), where the item biases b
+    (an (n_items, 1) Parameter `item_bias`, from zero) exist only with
+    `biases=True`. Gradients are sparse: a step touches three rows (and two
+    biases).
+
+    >>> model = BPR(1000, 500, dim=32)
+    >>> model.fit(likes, epochs=5)                      # a scipy user x item matrix
+    >>> ids, scores = model.recommend([0, 1], k=10)
+    >>> loss, feeds = model.example_graph()             # or train on triples yourself
+    >>> fa.train(loss, fa.optim.SGD(model.parameters(), lr=0.05), feeds(train), epochs=1)
+    """
+
+    def __init__(self, n_users, n_items, dim=32, scale=0.1, seed=0, dtype=None, U=None, V=None,
+                 biases=False):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.U = Parameter(U if U is not None else rng.normal(0, scale, (n_users, dim)), dtype=dtype)
+        self.V = Parameter(V if V is not None else rng.normal(0, scale, (n_items, dim)), dtype=dtype)
+        if biases:
+            self.item_bias = Parameter(np.zeros((self.V.shape[0], 1)), dtype=self.V.dtype)
+
+    @property
+    def n_users(self):
+        return self.U.shape[0]
+
+    @property
+    def n_items(self):
+        return self.V.shape[0]
+
+    @property
+    def biases(self):
+        return "item_bias" in self._parameters
+
+    def config(self):
+        return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.U.shape[1],
+                "dtype": self.U.dtype, "biases": self.biases}
+
+    def forward(self, users, pos, neg):
+        """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
+        bias_difference = (take(self.item_bias, pos) - take(self.item_bias, neg)) if self.biases else None
+        return bpr_loss(take(self.U, users), take(self.V, pos), take(self.V, neg), bias_difference)
+
+    def example_graph(self):
+        """A one-triple graph to replay, and a function mapping triples to its feeds.
+
+        Returns `(loss, feeds)`; `feeds(triples)` gives the `{leaf: ids}` dict
+        that `fastad.train` takes, for triples as made by
+        `fastad.data.planted_preferences` or `fastad.data.sample_triples`.
+        """
+        u, i, j = IndexInput([0]), IndexInput([0]), IndexInput([0])
+        loss = self(u, i, j)
+        return loss, lambda t: {u: t["users"], i: t["pos"], j: t["neg"]}
+
+    def user_vectors(self, user_ids):
+        return self.U.value[user_ids]
+
+    def item_vectors(self):
+        return self.V.value
+
+    def item_biases(self):
+        return self.item_bias.value[:, 0] if self.biases else None
+
+
+class TwoTower(Recommender):
+    """Users and items as sums of feature embeddings (as LightFM does), trained with the BPR loss.
+
+    `user_features` maps a field name to an int array with one id per user
+    (e.g. `{"id": np.arange(n_users), "age": age_group}`); `item_features`
+    likewise per item. Each field gets a table (Parameter `user_<name>` or
+    `item_<name>`) of (largest id + 1) x dim rows, N(0, scale); a user's
+    vector is the sum of its fields' rows (one `IndexInput` per field in the
+    training graph), an item's likewise, and the score is their dot product.
+    Users or items that share features share what is learned about them.
+
+    >>> model = fa.models.TwoTower({"id": np.arange(n_users), "age": ages},
+    ...                            {"id": np.arange(n_items), "genre": genres}, dim=16)
+    >>> model.fit(likes, epochs=5)
+    """
+
+    def __init__(self, user_features, item_features, dim=32, scale=0.1, seed=0, dtype=None):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.user_features = _check_fields("TwoTower", "user_features", user_features)
+        self.item_features = _check_fields("TwoTower", "item_features", item_features)
+        self.dim = _check_count("TwoTower", "dim", dim)
+        for side, fields in (("user", self.user_features), ("item", self.item_features)):
+            for name, ids in fields.items():
+                rows = int(ids.max()) + 1
+                setattr(self, f"{side}_{name}", Parameter(rng.normal(0, scale, (rows, dim)), dtype=dtype))
+
+    @property
+    def n_users(self):
+        return len(next(iter(self.user_features.values())))
+
+    @property
+    def n_items(self):
+        return len(next(iter(self.item_features.values())))
+
+    def config(self):
+        return {"user_features": self.user_features, "item_features": self.item_features,
+                "dim": self.dim, "dtype": next(iter(self._parameters.values())).dtype}
+
+    def _tower(self, side, leaves):
+        """The sum of the rows of each field's table at the field's IndexInput."""
+        total = None
+        for name, ids in leaves.items():
+            rows = take(self._parameters[f"{side}_{name}"], ids)
+            total = rows if total is None else total + rows
+        return total
+
+    def example_graph(self):
+        """A one-triple graph to replay, and a function mapping triples to its feeds.
+
+        Each field has an `IndexInput` (items have two: the preferred and the
+        other item); `feeds(triples)` looks up each triple's field ids.
+        """
+        user = {name: IndexInput([0]) for name in self.user_features}
+        pos = {name: IndexInput([0]) for name in self.item_features}
+        neg = {name: IndexInput([0]) for name in self.item_features}
+        loss = bpr_loss(self._tower("user", user), self._tower("item", pos), self._tower("item", neg))
+
+        def feeds(triples):
+            fed = {user[name]: ids[triples["users"]] for name, ids in self.user_features.items()}
+            for name, ids in self.item_features.items():
+                fed[pos[name]] = ids[triples["pos"]]
+                fed[neg[name]] = ids[triples["neg"]]
+            return fed
+
+        return loss, feeds
+
+    def _vectors(self, side, fields, rows):
+        return sum(self._parameters[f"{side}_{name}"].value[ids[rows]] for name, ids in fields.items())
+
+    def user_vectors(self, user_ids):
+        return self._vectors("user", self.user_features, user_ids)
+
+    def item_vectors(self):
+        return self._vectors("item", self.item_features, slice(None))
+
+    def item_biases(self):
+        return None
+
+
+def _check_fields(who, name, fields):
+    """{field name: int64 ids} with one length and ids >= 0, or a clear error naming `name`."""
+    if not hasattr(fields, "items") or not fields:
+        raise TypeError(f"{who}: {name} must be a non-empty dict of field name -> int ids, "
+                        f"got {fields!r:.60}")
+    checked, length = {}, None
+    for field, ids in fields.items():
+        if not isinstance(field, str) or not field.isidentifier():
+            raise ValueError(f"{who}: {name} field names must be identifiers, got {field!r}")
+        array = np.asarray(ids)
+        if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iu":
+            raise ValueError(f"{who}: {name}[{field!r}] must be a non-empty 1-D int array, "
+                             f"got shape {array.shape} and dtype {array.dtype}")
+        if (array < 0).any():
+            raise ValueError(f"{who}: {name}[{field!r}] holds a negative id ({array.min()})")
+        if length is not None and len(array) != length:
+            raise ValueError(f"{who}: the fields of {name} differ in length ({length} and "
+                             f"{len(array)} for {field!r}); each needs one id per row")
+        length = len(array)
+        checked[field] = array.astype(np.int64)
+    return checked
+
+
+def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05, epochs=1, seed=0):
+    """One Hogwild worker of BPR training: `fastad.hogwild.run(bpr_hogwild_worker, ...)`.
+
+    Trains `BPR` factors living in `shared["U"]`, `shared["V"]` (zero copy,
+    no locks) on its shard of `triples` (every `workers`-th example from
+    `rank`), with `optimizer` "sgd", "adagrad" or "adam" (whose state is
+    shared too). Reports its examples to `fastad.hogwild.report` and returns
+    `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`.
+    (`BPR.fit(..., workers=N)` does all of this from a user x item matrix.)
+
+    >>> with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
+    ...     fa.hogwild.run(bpr_hogwild_worker, workers=2, args=(shared, train, 2))
+    """
+    model = BPR(1, 1, U=shared["U"], V=shared["V"])
+    shard = {key: ids[rank::workers] for key, ids in triples.items()}
+    return _train_shard(model, shard, optimizer, lr, epochs, seed + rank, "bpr_hogwild_worker")

@@ -11,8 +11,14 @@ def test_demo_trains_and_reports(capsys):
     demo_main(["--workers", "2", "--examples", "600000", "--no-torch"])
     out = capsys.readouterr().out
     assert "2 Hogwild worker(s)" in out and "examples/s" in out
-    before, after = (float(x) for x in out.split("test AUC")[1].split("(")[0].split("->"))
-    assert after > before + 0.2
+
+    def before_and_after(label):
+        return [float(x) for x in out.split(label)[1].split("(")[0].split("->")]
+
+    auc_before, auc_after = before_and_after("test AUC")
+    precision_before, precision_after = before_and_after("precision@10")
+    assert auc_after > auc_before + 0.2
+    assert precision_after > 5 * max(precision_before, 0.005)
 
 
 def test_demo_help_lists_the_other_demos(capsys):

@@ -98,9 +98,12 @@ def test_recommender_learns_with_two_workers_and_saves_a_checkpoint(tmp_path, ca
     import fastad as fa
 
     path = tmp_path / "bpr.npz"
-    aucs = load_example("recommender").main(["--workers", "2", "--epochs", "2", "--examples", "400000",
-                                             "--checkpoint", str(path)])
-    assert aucs[-1] > 0.75
+    history = load_example("recommender").main(["--workers", "2", "--epochs", "4", "--eval-users", "300",
+                                                "--checkpoint", str(path)])
+    assert len(history) == 5                                  # before training and after each epoch
+    assert history[-1]["auc"] > 0.75 and history[0]["auc"] < 0.6
+    assert history[-1]["precision@10"] > 5 * history[0]["precision@10"]
     state = fa.load(path)
     assert state["U"].shape == (5_000, 32) and state["V"].shape == (2_000, 32)
-    assert "test AUC" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "precision@10" in out and "test AUC" in out and "user 0's top 5" in out

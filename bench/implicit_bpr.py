@@ -1,0 +1,117 @@
+"""BPR.fit beside implicit's BPR (an optional peer): speed and ranking quality on the same data.
+
+Both train k=32 factors with per-example SGD on the same planted user x item
+matrix (`fa.data.planted_interactions`, 20% of each user's likes held out):
+the same learning rate, epochs, one sampled triple per training interaction
+per epoch, no regularisation, 1 and 2 threads (fastad: `workers=` Hogwild
+processes; implicit: `num_threads=`). Fits are alternated in one process;
+the figures are the median of the repeats. Quality is precision@10 and AUC
+of `fa.metrics.evaluate` on the held-out likes of the same users (implicit's
+factors scored the same way). implicit adds an item-bias column to its
+factors; fastad runs with `biases=True` to match.
+
+Not a test: the comparison is skipped, with the reason, when implicit is not
+installed (`pip install implicit`).
+Run: python bench/implicit_bpr.py [--quick]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from blas_threads import pin_blas_to_one_thread  # noqa: E402
+from common import machine  # noqa: E402
+
+import fastad as fa  # noqa: E402
+
+DIM, LR = 32, 0.05
+
+
+def skip_reason():
+    """Why this machine cannot run the comparison, or None."""
+    try:
+        import implicit  # noqa: F401
+    except ImportError:
+        return "implicit is not installed (pip install implicit)"
+    return None
+
+
+class FactorScores:
+    """`scores(user_ids)` over fixed factor arrays, as `fa.metrics.evaluate` takes."""
+
+    def __init__(self, user_factors, item_factors):
+        self.user_factors, self.item_factors = user_factors, item_factors
+
+    def scores(self, user_ids):
+        return self.user_factors[user_ids] @ self.item_factors.T
+
+
+def fit_fastad(train, threads, epochs, seed):
+    model = fa.models.BPR(*train.shape, dim=DIM, seed=seed, biases=True)
+    model.fit(train, epochs=epochs, workers=threads, lr=LR, seed=seed)
+    return model
+
+
+def fit_implicit(train, threads, epochs, seed):
+    from implicit.cpu.bpr import BayesianPersonalizedRanking
+
+    model = BayesianPersonalizedRanking(factors=DIM, learning_rate=LR, regularization=0.0,
+                                        iterations=epochs, num_threads=threads, random_state=seed)
+    model.fit(train.astype(np.float32), show_progress=False)
+    return FactorScores(model.user_factors, model.item_factors)
+
+
+def run(quick=False):
+    users, items, epochs, repeats = (4_000, 1_500, 5, 2) if quick else (10_000, 3_000, 10, 3)
+    likes = fa.data.planted_interactions(users, items, per_user=40, rank=8, seed=0)
+    train, test = fa.data.train_test_split(likes, test_fraction=0.2, seed=0)
+    ranked = np.random.default_rng(0).choice(users, size=2_000, replace=False)
+    fits = {"fastad": fit_fastad, "implicit": fit_implicit}
+    rows = []
+    for threads in (1, 2):
+        seconds = {name: [] for name in fits}
+        quality = {name: [] for name in fits}
+        for repeat in range(repeats):
+            for name, fit in fits.items():
+                start = time.perf_counter()
+                model = fit(train, threads, epochs, seed=repeat)
+                seconds[name].append(time.perf_counter() - start)
+                quality[name].append(fa.metrics.evaluate(model, test, train=train, k=10, users=ranked))
+        for name in fits:
+            rows.append({"library": name, "threads": threads,
+                         "samples_per_second": epochs * train.nnz / statistics.median(seconds[name]),
+                         "precision@10": statistics.median(q["precision@10"] for q in quality[name]),
+                         "auc": statistics.median(q["auc"] for q in quality[name])})
+    return {"users": users, "items": items, "train": train.nnz, "epochs": epochs, "rows": rows}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller data, fewer epochs and repeats")
+    args = ap.parse_args()
+    reason = skip_reason()
+    if reason:
+        print(f"skipped: {reason}")
+        return None
+    print(machine())
+    print("BLAS:", pin_blas_to_one_thread())
+    result = run(args.quick)
+    print(f"BPR k={DIM}, lr={LR}, {result['epochs']} epochs over {result['train']:,} training likes "
+          f"({result['users']:,} users x {result['items']:,} items), sampling included")
+    by_threads = {}
+    for row in result["rows"]:
+        by_threads.setdefault(row["threads"], {})[row["library"]] = row
+        print(f"  {row['library']:8s} {row['threads']} thread(s): {row['samples_per_second']:>12,.0f} "
+              f"samples/s   precision@10 {row['precision@10']:.4f}   AUC {row['auc']:.4f}")
+    for threads, pair in by_threads.items():
+        ratio = pair["fastad"]["samples_per_second"] / pair["implicit"]["samples_per_second"]
+        print(f"  {threads} thread(s): fastad / implicit speed {ratio:.2f}x")
+    return result
+
+
+if __name__ == "__main__":
+    main()

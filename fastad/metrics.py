@@ -1,0 +1,267 @@
+"""Ranking metrics of a recommender over a held-out split, vectorised in numpy.
+
+Every metric takes `scores`, an (n, n_items) array of a model's scores for n
+users, and `test`, the held-out user x item matrix (scipy sparse, as from
+`fa.data.train_test_split` or `leave_k_out`); row r of `scores` belongs to
+user `users[r]` (default: users 0..n-1). Items in `train` (optional, the
+training matrix) are never ranked, as a recommender filters what a user
+already liked, and do not count as held out. Each metric is the mean over the
+users with at least one held-out item (users without are skipped); for AUC,
+over those who also have an item neither held out nor in train.
+
+Ranking: higher scores first; equal scores are ranked by the lower item id
+first. `k` larger than the number of items is capped at it.
+
+- precision@k: held-out items in the top k, divided by k
+- recall@k: held-out items in the top k, divided by the user's held-out count
+- ndcg@k: sum over top-k hits of 1/log2(rank + 1), divided by its best value
+  (all min(k, held-out count) hits first)
+- map@k: sum over top-k hits of precision@rank, divided by min(k, held-out count)
+- auc: the share of (held-out item, other item) pairs scored in the right
+  order, ties counting one half
+
+>>> scores = model.scores(np.arange(model.n_users))
+>>> fa.metrics.precision_at_k(scores, test, k=10, train=train)
+>>> fa.metrics.evaluate(model, test, train=train, k=10)   # all five, in batches of users
+"""
+import numbers
+
+import numpy as np
+
+from fastad.data import check_interactions
+
+__all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision_at_k", "auc",
+           "evaluate", "top_k"]
+
+
+def check_k(who, k):
+    """`k` as an int >= 1, or TypeError/ValueError naming `who`."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise TypeError(f"{who}: k must be an int, got {k!r}")
+    if k < 1:
+        raise ValueError(f"{who}: k must be >= 1, got {k}")
+    return int(k)
+
+
+def top_k(scores, k):
+    """The columns of the k highest scores of each row, best first; ties go to the lower column.
+
+    `scores` is a 2-D float array (n, m); k is capped at m. Returns an (n, k)
+    int64 array. Vectorised: one partition, then a sort of k per row.
+
+    >>> top_k(np.array([[0.1, 0.9, 0.5, 0.9]]), 2)
+    array([[1, 3]])
+    """
+    n, m = scores.shape
+    k = min(k, m)
+    if n == 0 or k == 0:
+        return np.empty((0, k), dtype=np.int64)
+    kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]     # the k-th highest score per row
+    above = scores > kth
+    tied = scores == kth
+    room = k - above.sum(axis=1, keepdims=True)                  # slots left for scores == kth
+    chosen = above | (tied & (np.cumsum(tied, axis=1) <= room))  # lower columns win ties
+    columns = np.nonzero(chosen)[1].reshape(n, k)                # ascending within each row
+    order = np.argsort(-np.take_along_axis(scores, columns, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(columns, order, axis=1)
+
+
+def _check_split(who, test, train):
+    """`test` and `train` (or None) as canonical CSR matrices of one shape."""
+    test = check_interactions(test, who, "test")
+    if train is not None:
+        train = check_interactions(train, who, "train", shape=test.shape)
+    return test, train
+
+
+def _masks(who, scores, test, train, users):
+    """(scores with train items at -inf, held-out mask, train mask), rows for `users`."""
+    scores = np.array(scores, dtype=np.float64)
+    if scores.ndim != 2:
+        raise ValueError(f"{who}: scores must be a 2-D (users, items) array, got shape {scores.shape}")
+    if not np.isfinite(scores).all():
+        raise ValueError(f"{who}: scores holds non-finite values; expected finite scores")
+    if scores.shape[1] != test.shape[1]:
+        raise ValueError(f"{who}: scores has {scores.shape[1]} item columns but test has "
+                         f"{test.shape[1]} items")
+    if users is None:
+        if scores.shape[0] != test.shape[0]:
+            raise ValueError(f"{who}: scores has {scores.shape[0]} rows but test has {test.shape[0]} "
+                             f"users; pass users= to say whose rows they are")
+        users = np.arange(test.shape[0])
+    else:
+        users = check_ids(who, "users", users, test.shape[0], "users")
+        if users.shape != (scores.shape[0],):
+            raise ValueError(f"{who}: users has shape {users.shape}, expected ({scores.shape[0]},), "
+                             f"one id per row of scores")
+    excluded = np.zeros(scores.shape, dtype=bool)
+    if train is not None:
+        excluded = train[users].toarray() > 0
+        scores[excluded] = -np.inf
+    held = (test[users].toarray() > 0) & ~excluded
+    return scores, held, excluded
+
+
+def check_ids(who, name, ids, limit, what):
+    """`ids` as an int64 array of values in [0, limit), or TypeError/IndexError naming `name`."""
+    array = np.asarray(ids)
+    if array.dtype.kind not in "iu":
+        if array.size == 0:
+            return array.astype(np.int64)
+        raise TypeError(f"{who}: {name} must be integer ids, got dtype {array.dtype}")
+    bad = (array < 0) | (array >= limit)
+    if bad.any():
+        position = np.unravel_index(np.flatnonzero(bad)[0], array.shape)
+        raise IndexError(f"{who}: {name} holds {array[position]} at position "
+                         f"{position if array.ndim > 1 else position[0]}, outside the "
+                         f"{limit} {what} (ids 0..{limit - 1})")
+    return array.astype(np.int64)
+
+
+def _top_k_hits(scores, held, k):
+    """(hit matrix (n, k) of each user's top-k ranking, held-out count per user)."""
+    return np.take_along_axis(held, top_k(scores, k), axis=1), held.sum(axis=1)
+
+
+def _precision(hits, count):
+    return hits.sum(axis=1) / hits.shape[1]
+
+
+def _recall(hits, count):
+    return hits.sum(axis=1) / np.maximum(count, 1)
+
+
+def _ndcg(hits, count):
+    discount = 1.0 / np.log2(np.arange(2, hits.shape[1] + 2))
+    best = np.cumsum(discount)[np.clip(np.minimum(count, hits.shape[1]) - 1, 0, None)]
+    return (hits * discount).sum(axis=1) / best
+
+
+def _map(hits, count):
+    precision_at_rank = np.cumsum(hits, axis=1) / np.arange(1, hits.shape[1] + 1)
+    return (precision_at_rank * hits).sum(axis=1) / np.maximum(np.minimum(count, hits.shape[1]), 1)
+
+
+TOP_K_METRICS = {"precision": _precision, "recall": _recall, "ndcg": _ndcg, "map": _map}
+
+
+def _average_ranks(ordered):
+    """1-based ranks of rows sorted ascending; equal values share their average rank."""
+    n, m = ordered.shape
+    starts = np.ones((n, m), dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    ends = np.ones((n, m), dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    position = np.arange(m)
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, position, m)[:, ::-1], axis=1)[:, ::-1]
+    return (first + last) / 2 + 1
+
+
+def _auc(scores, held, excluded):
+    """(AUC per user, counted): Mann-Whitney; excluded items (at -inf) rank below all others."""
+    positives = held.sum(axis=1)
+    n_excluded = excluded.sum(axis=1)
+    negatives = scores.shape[1] - positives - n_excluded
+    order = np.argsort(scores, axis=1)
+    ranks = _average_ranks(np.take_along_axis(scores, order, axis=1)) - n_excluded[:, None]
+    held_in_order = np.take_along_axis(held, order, axis=1)
+    above_negatives = (ranks * held_in_order).sum(axis=1) - positives * (positives + 1) / 2
+    return above_negatives / np.maximum(positives * negatives, 1), (positives > 0) & (negatives > 0)
+
+
+def _mean_over_users(who, metric, scores, test, k, train, users):
+    """The mean of a per-user metric ("auc" or a TOP_K_METRICS key) over the users it counts."""
+    test, train = _check_split(who, test, train)
+    scores, held, excluded = _masks(who, scores, test, train, users)
+    if metric == "auc":
+        values, counted = _auc(scores, held, excluded)
+    else:
+        hits, count = _top_k_hits(scores, held, check_k(who, k))
+        values, counted = TOP_K_METRICS[metric](hits, count), count > 0
+    if not counted.any():
+        raise ValueError(f"{who}: no user of these scores has a held-out item in test "
+                         f"(and, for AUC, an item to rank below it)")
+    return float(values[counted].mean())
+
+
+def precision_at_k(scores, test, k=10, train=None, users=None):
+    """Mean over users of (held-out items in the top k) / k. See the module docstring.
+
+    >>> fa.metrics.precision_at_k(np.array([[0.9, 0.1, 0.5]]), sp.csr_matrix([[1, 0, 0]]), k=2)
+    0.5
+    """
+    return _mean_over_users("precision_at_k", "precision", scores, test, k, train, users)
+
+
+def recall_at_k(scores, test, k=10, train=None, users=None):
+    """Mean over users of (held-out items in the top k) / (the user's held-out items).
+
+    >>> fa.metrics.recall_at_k(scores, test, k=10, train=train)
+    """
+    return _mean_over_users("recall_at_k", "recall", scores, test, k, train, users)
+
+
+def ndcg_at_k(scores, test, k=10, train=None, users=None):
+    """Mean over users of the normalised discounted cumulative gain of the top k.
+
+    >>> fa.metrics.ndcg_at_k(scores, test, k=10, train=train)
+    """
+    return _mean_over_users("ndcg_at_k", "ndcg", scores, test, k, train, users)
+
+
+def mean_average_precision_at_k(scores, test, k=10, train=None, users=None):
+    """Mean over users of the average precision of the top k (MAP@k).
+
+    >>> fa.metrics.mean_average_precision_at_k(scores, test, k=10, train=train)
+    """
+    return _mean_over_users("mean_average_precision_at_k", "map", scores, test, k, train, users)
+
+
+def auc(scores, test, train=None, users=None):
+    """Mean over users of the share of (held-out, other) item pairs in the right order.
+
+    Other items are those neither held out nor in `train`; ties count one half.
+
+    >>> fa.metrics.auc(scores, test, train=train)      # 0.5 is chance
+    """
+    return _mean_over_users("auc", "auc", scores, test, None, train, users)
+
+
+def evaluate(model, test, train=None, k=10, users=None, batch_size=1000):
+    """All five metrics of `model` on `test`, scoring `batch_size` users at a time.
+
+    `model` is any object with `scores(user_ids)` returning (len, n_items)
+    (every `fa.models` recommender). Returns a dict with keys
+    `precision@k`, `recall@k`, `ndcg@k`, `map@k` (k as given) and `auc`, each
+    the mean over the users it counts, as the functions above (`users`
+    defaults to those with a held-out item; AUC is nan if none of them has an
+    item to rank below their held-out ones).
+
+    >>> fa.metrics.evaluate(model, test, train=train, k=10)
+    {'precision@10': 0.21, 'recall@10': 0.52, 'ndcg@10': 0.41, 'map@10': 0.30, 'auc': 0.93}
+    """
+    k = check_k("evaluate", k)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ValueError(f"evaluate: batch_size must be an int >= 1, got {batch_size!r}")
+    test, train = _check_split("evaluate", test, train)
+    users = (np.flatnonzero(np.diff(test.indptr)) if users is None
+             else check_ids("evaluate", "users", users, test.shape[0], "users"))
+    names = [f"{metric}@{k}" for metric in TOP_K_METRICS] + ["auc"]
+    sums, counts = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0)
+
+    def add(name, values, counted):
+        sums[name] += values[counted].sum()
+        counts[name] += int(counted.sum())
+
+    for start in range(0, len(users), batch_size):
+        batch = users[start:start + batch_size]
+        scores, held, excluded = _masks("evaluate", model.scores(batch), test, train, batch)
+        hits, count = _top_k_hits(scores, held, k)
+        for metric, per_user in TOP_K_METRICS.items():
+            add(f"{metric}@{k}", per_user(hits, count), count > 0)
+        add("auc", *_auc(scores, held, excluded))
+    if not counts[f"precision@{k}"]:
+        raise ValueError("evaluate: no user of `users` has a held-out item in test")
+    return {name: float(sums[name] / counts[name]) if counts[name] else float("nan")
+            for name in names}

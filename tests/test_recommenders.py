@@ -1,0 +1,243 @@
+"""fa.models.BPR and TwoTower: fit on a user x item matrix, ranking API, and refusal of bad input."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fastad as fa
+
+USERS, ITEMS = 600, 300
+
+
+@pytest.fixture(scope="module")
+def split():
+    likes = fa.data.planted_interactions(USERS, ITEMS, per_user=20, rank=4, noise=0.3, seed=0)
+    return fa.data.train_test_split(likes, 0.25, seed=0)
+
+
+@pytest.fixture(scope="module")
+def fitted(split):
+    train, _ = split
+    model = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
+    model.fit(train, epochs=8, lr=0.05, seed=0)
+    return model
+
+
+def weights(model):
+    return {name: value.copy() for name, value in model.state_dict().items()}
+
+
+def test_fit_learns_the_planted_taste(split):
+    train, test = split
+    model = fa.models.BPR(USERS, ITEMS, dim=16, seed=1)
+    before = fa.metrics.evaluate(model, test, train)
+    seen = []
+    losses = model.fit(train, epochs=8, lr=0.05, seed=0, callback=lambda epoch, loss: seen.append(
+        (epoch, loss, fa.metrics.evaluate(model, test, train)["auc"])))
+    after = fa.metrics.evaluate(model, test, train)
+    assert [e for e, _, _ in seen] == list(range(1, 9)) and [l for _, l, _ in seen] == losses
+    assert losses[-1] < losses[0] and seen[-1][2] > seen[0][2]
+    chance = 5 / (ITEMS - 15)                       # 5 held out among the items not trained on
+    assert after["auc"] > 0.8 and before["auc"] < 0.6
+    assert after["precision@10"] > 5 * chance
+
+
+def test_fit_is_seeded_and_reports_progress(split):
+    train, _ = split
+    runs, done = [], []
+    for _ in range(2):
+        model = fa.models.BPR(USERS, ITEMS, dim=8, seed=1)
+        done.clear()
+        model.fit(train, epochs=2, samples=25_000, seed=3, progress=lambda n, rate: done.append(n))
+        runs.append(model.U.numpy())
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert done == [10_000, 20_000, 25_000, 35_000, 45_000, 50_000]
+
+
+@pytest.mark.parametrize("optimizer,lr", [("sgd", 0.1), ("adagrad", 0.1), ("adam", 0.01)])
+def test_two_hogwild_workers_learn_with_each_optimizer(split, optimizer, lr):
+    train, test = split
+    model = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
+    done = []
+    losses = model.fit(train, epochs=6, workers=2, lr=lr, optimizer=optimizer, seed=0,
+                       progress=lambda n, rate: done.append(n))
+    assert len(losses) == 6 and losses[-1] < losses[0]
+    assert fa.metrics.evaluate(model, test, train)["auc"] > 0.75
+    assert done[-1] == 6 * train.nnz
+    assert np.abs(model.item_bias.numpy()).max() > 0
+
+
+def test_item_biases_add_to_every_score(fitted):
+    assert set(fitted.state_dict()) == {"U", "V", "item_bias"}
+    U, V, b = fitted.U.numpy(), fitted.V.numpy(), fitted.item_bias.numpy()
+    assert np.abs(b).max() > 0
+    np.testing.assert_allclose(fitted.scores([3, 5]), U[[3, 5]] @ V.T + b[:, 0], rtol=1e-6)
+    assert not fa.models.BPR(3, 4).biases and fitted.biases
+
+
+def test_recommend_is_the_top_k_of_the_unliked_items(fitted, split):
+    train, _ = split
+    users = np.arange(0, USERS, 7)
+    ids, scores = fitted.recommend(users, k=10, batch_size=16)
+    assert ids.shape == scores.shape == (len(users), 10)
+    full = fitted.scores(users)
+    liked = train[users].toarray() > 0
+    for row, user in enumerate(users):
+        allowed = np.flatnonzero(~liked[row])
+        expected = allowed[np.argsort(-full[row, allowed], kind="stable")[:10]]
+        np.testing.assert_array_equal(ids[row], expected)
+        np.testing.assert_allclose(scores[row], full[row, expected], rtol=1e-6)
+    one_ids, one_scores = fitted.recommend(int(users[1]), k=10)
+    np.testing.assert_array_equal(one_ids, ids[1])
+    assert np.diff(one_scores).max() <= 0
+
+
+def test_recommend_with_liked_items_and_a_candidate_list(fitted, split):
+    train, _ = split
+    everything, _ = fitted.recommend(0, k=ITEMS, filter_liked=False)
+    assert sorted(everything.tolist()) == list(range(ITEMS))
+    candidates = np.array([5, 9, 11, 200, 201])
+    liked = sp.csr_matrix((np.ones(2), ([0, 0], [9, 200])), shape=(USERS, ITEMS))
+    ids, scores = fitted.recommend(0, k=4, items=candidates, liked=liked)
+    kept = np.array([5, 11, 201])
+    expected = kept[np.argsort(-fitted.scores(0)[kept], kind="stable")]
+    np.testing.assert_array_equal(ids, np.append(expected, -1))      # 3 candidates for 4 slots
+    assert np.isneginf(scores[-1])
+    assert fitted.recommend(0, k=50, items=candidates, filter_liked=False)[0].shape == (5,)
+
+
+def test_similar_items_and_users_by_cosine(fitted):
+    V = fitted.V.numpy()
+    unit = V / np.linalg.norm(V, axis=1, keepdims=True)
+    ids, sims = fitted.similar_items(7, k=5)
+    cosine = unit @ unit[7]
+    cosine[7] = -np.inf
+    np.testing.assert_array_equal(ids, np.argsort(-cosine, kind="stable")[:5])
+    np.testing.assert_allclose(sims, cosine[ids], rtol=1e-5)
+    both, _ = fitted.similar_items([7, 8], k=5)
+    np.testing.assert_array_equal(both[0], ids)
+    U = fitted.U.numpy()
+    user_ids, user_sims = fitted.similar_users([2], k=3)
+    assert 2 not in user_ids[0] and user_ids.shape == (1, 3)
+    expected = U[user_ids[0]] @ U[2] / np.linalg.norm(U[user_ids[0]], axis=1) / np.linalg.norm(U[2])
+    np.testing.assert_allclose(user_sims[0], expected, rtol=1e-5)
+    assert fa.models.BPR(3, 1).similar_items(0, k=3)[0].shape == (0,)
+
+
+def test_ranking_refuses_bad_ids_and_k(fitted):
+    with pytest.raises(IndexError, match=f"recommend: user_ids holds {USERS} at position 1, "
+                                         f"outside the {USERS} users of the model"):
+        fitted.recommend([0, USERS])
+    with pytest.raises(IndexError, match="recommend: items holds -1 at position 0"):
+        fitted.recommend(0, items=[-1, 3])
+    with pytest.raises(ValueError, match="recommend: k must be >= 1, got 0"):
+        fitted.recommend(0, k=0)
+    with pytest.raises(ValueError, match="user_ids must be one id or a 1-D sequence"):
+        fitted.recommend([[0, 1]])
+    with pytest.raises(TypeError, match="recommend: user_ids must be integer ids, got dtype float64"):
+        fitted.recommend([0.5])
+    with pytest.raises(IndexError, match=f"similar_items: item_ids holds {ITEMS} at position 0"):
+        fitted.similar_items([ITEMS])
+    with pytest.raises(ValueError, match="similar_users: k must be >= 1, got -2"):
+        fitted.similar_users(0, k=-2)
+    with pytest.raises(IndexError, match="scores: user_ids holds -3"):
+        fitted.scores([-3])
+    with pytest.raises(ValueError, match="filter_liked=True needs the items each user liked"):
+        fa.models.BPR(4, 5).recommend(0)
+
+
+LIKES = sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+
+
+@pytest.mark.parametrize("interactions,kwargs,error,message", [
+    (sp.csr_matrix(np.array([[1.0, 0.0, -2.0], [0.0, 1.0, 0.0]])), {}, ValueError,
+     "BPR.fit: interactions must hold non-negative finite values; it holds -2.0 at user 0, item 2"),
+    (sp.csr_matrix(np.array([[1.0, 0.0, np.inf], [0.0, 1.0, 0.0]])), {}, ValueError, "holds inf"),
+    (sp.csr_matrix((2, 3)), {}, ValueError, r"interactions is empty: shape \(2, 3\)"),
+    (sp.csr_matrix(np.ones((2, 4))), {}, ValueError,
+     r"interactions has shape \(2, 4\), expected \(2, 3\) \(users x items of the model\)"),
+    (LIKES.toarray(), {}, TypeError, "interactions must be a scipy sparse"),
+    (sp.csr_matrix(np.array([[1.0, 1.0, 1.0], [0.0, 1.0, 0.0]])), {}, ValueError,
+     r"users who liked every item, so no negative item exists for them: users \[0\]"),
+    (LIKES, {"epochs": 0}, ValueError, "epochs must be >= 1, got 0"),
+    (LIKES, {"workers": 0}, ValueError, "workers must be >= 1, got 0"),
+    (LIKES, {"samples": 2.5}, TypeError, "samples must be an int"),
+    (LIKES, {"lr": -0.1}, ValueError, "lr must be a finite number > 0"),
+    (LIKES, {"optimizer": "lbfgs"}, ValueError, r"optimizer must be one of \['adagrad', 'adam', 'sgd'\]"),
+    (LIKES, {"callback": 3}, TypeError, "callback must be callable or None, got int"),
+    (LIKES, {"samples": 2, "workers": 3}, ValueError, r"samples \(2\) must be >= workers \(3\)"),
+    (LIKES, {"seed": -1}, ValueError, "seed must be >= 0, got -1"),
+])
+def test_fit_refuses_bad_input_before_training(interactions, kwargs, error, message):
+    model = fa.models.BPR(2, 3, dim=4, biases=True)
+    before = weights(model)
+    with pytest.raises(error, match=message):
+        model.fit(interactions, **kwargs)
+    after = weights(model)
+    assert all(np.array_equal(before[name], after[name]) for name in before)
+    assert model.liked is None
+
+
+def test_a_failing_worker_leaves_the_last_finished_epoch():
+    model = fa.models.BPR(2, 3, dim=4)
+    model.fit(LIKES, epochs=1)
+    trained = weights(model)
+
+    def stop(epoch, loss):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        model.fit(LIKES, epochs=3, workers=2, callback=stop)
+    assert not np.array_equal(model.U.numpy(), trained["U"])     # epoch 1 of the second fit landed
+
+
+def planted_features(seed=1):
+    rng = np.random.default_rng(0)
+    groups, genres = rng.integers(0, 8, USERS), rng.integers(0, 8, ITEMS)
+    likes = fa.data.planted_interactions(USERS, ITEMS, per_user=8, rank=4, noise=0.3, seed=seed,
+                                         user_groups=groups, item_groups=genres)
+    users = {"id": np.arange(USERS), "group": groups}
+    items = {"id": np.arange(ITEMS), "genre": genres}
+    return users, items, fa.data.train_test_split(likes, 0.25, seed=0)
+
+
+def test_two_tower_learns_taste_that_features_explain_where_ids_alone_do_not():
+    users, items, (train, test) = planted_features()
+    tower = fa.models.TwoTower(users, items, dim=8, seed=0)
+    losses = tower.fit(train, epochs=10, lr=0.05, seed=0)
+    bpr = fa.models.BPR(USERS, ITEMS, dim=8, seed=0)
+    bpr.fit(train, epochs=10, lr=0.05, seed=0)
+    learned = fa.metrics.evaluate(tower, test, train)
+    assert losses[-1] < losses[0]
+    assert learned["auc"] > 0.75 and learned["auc"] > fa.metrics.evaluate(bpr, test, train)["auc"] + 0.15
+    assert learned["precision@10"] > 3 * 2 / (ITEMS - 6)         # 2 held out per user
+
+
+def test_two_tower_vectors_are_sums_of_field_rows_and_rank_like_bpr():
+    users, items, (train, _) = planted_features()
+    tower = fa.models.TwoTower(users, items, dim=4, seed=0)
+    names = [name for name, _ in tower.named_parameters()]
+    assert names == ["user_id", "user_group", "item_id", "item_genre"]
+    assert tower.user_group.shape == (int(users["group"].max()) + 1, 4)
+    user = tower.user_id.numpy()[5] + tower.user_group.numpy()[users["group"][5]]
+    item_vectors = tower.item_id.numpy() + tower.item_genre.numpy()[items["genre"]]
+    np.testing.assert_allclose(tower.scores(5), item_vectors @ user, rtol=1e-5)
+    tower.fit(train, epochs=1, workers=2, seed=0, start_method="spawn")
+    ids, _ = tower.recommend([5], k=3)
+    assert not (train[5].toarray()[0, ids[0]] > 0).any()
+    assert tower.similar_items(0, k=2)[0].shape == (2,)
+    loss, feeds = tower.example_graph()
+    fed = feeds({"users": np.array([5]), "pos": np.array([1]), "neg": np.array([2])})
+    assert sorted(int(ids[0]) for ids in fed.values()) == sorted(
+        [5, users["group"][5], 1, items["genre"][1], 2, items["genre"][2]])
+
+
+@pytest.mark.parametrize("user_features,message", [
+    ({}, "user_features must be a non-empty dict"),
+    ({"id": np.arange(3.0)}, r"user_features\['id'\] must be a non-empty 1-D int array"),
+    ({"id": np.array([0, -1])}, r"user_features\['id'\] holds a negative id \(-1\)"),
+    ({"id": np.arange(3), "age": np.arange(4)}, "the fields of user_features differ in length"),
+    ({"not a name": np.arange(3)}, "field names must be identifiers"),
+])
+def test_two_tower_refuses_bad_features(user_features, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        fa.models.TwoTower(user_features, {"id": np.arange(4)})
