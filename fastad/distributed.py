@@ -552,14 +552,15 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
               for key, a in arrays.items()}
     shapes = {key: a.shape for key, a in arrays.items()}
     restartable = checkpoint_dir is not None
-    # Shard s starts on node s mod n (soft: a restarted shard may go to another node).
+    # Shard s lives on node s mod n. A hard affinity: Ray's soft one and "SPREAD" put shards
+    # that take no CPU all on one node.
     nodes = sorted(node["NodeID"] for node in ray.nodes() if node["Alive"])
     actors = []
     for s in range(shards):
         Shard = _remote(_Shard).options(
             num_cpus=0, max_restarts=shard_restarts if restartable else 0,
             max_task_retries=-1 if restartable else 0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[s % len(nodes)], soft=True))
+            scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[s % len(nodes)], soft=False))
         tables, first_rows = {}, {}
         for key, a in arrays.items():
             lo, hi = bounds[key][s], bounds[key][s + 1]
