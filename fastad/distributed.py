@@ -74,6 +74,7 @@ import glob
 import os
 import re
 import secrets
+import socket
 import time
 import traceback
 
@@ -90,7 +91,8 @@ _FORMAT = "fastad-distributed-shard-1"
 _KEY = re.compile(r"[^/]{1,128}")
 _STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _SHARD_FILE = re.compile(r"shard-(\d+)-of-(\d+)\.npz")
-_EMPTY_ROWS = np.zeros(0, np.int64)
+_HOST_PORT = re.compile(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d{1,5})")
+_CONNECT_SECONDS = 10.0
 
 
 def _ray():
@@ -109,8 +111,28 @@ def _connect(address):
         if address is None:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
         else:
+            _check_reachable(address)
             ray.init(address=address)
     return ray
+
+
+def _check_reachable(address):
+    """Fail within _CONNECT_SECONDS when nothing answers at a "host:port" or "ray://host:port"
+    address (Ray itself would retry for minutes); other forms ("auto") go to Ray as they are."""
+    if not isinstance(address, str):
+        raise TypeError(f"address must be a str such as 'auto' or 'host:port', or None, "
+                        f"got {type(address).__name__}")
+    match = _HOST_PORT.fullmatch(address)
+    if match is None:
+        return
+    host, port = match.group(1), int(match.group(2))
+    try:
+        socket.create_connection((host, port), timeout=_CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise ConnectionError(f"cannot reach a Ray cluster at address={address!r}: nothing "
+                              f"answered at {host}:{port} within {_CONNECT_SECONDS:g} s ({exc}); "
+                              f"start one with `ray start --head`, or pass address=None for a "
+                              f"local instance") from None
 
 
 def _as_rows(array):
@@ -120,13 +142,19 @@ def _as_rows(array):
     return array.reshape(array.shape[0], int(np.prod(array.shape[1:])))
 
 
-def _changed_rows(current, base):
-    """Ids of the rows whose bits differ between two 2-D arrays of one shape (sorted)."""
+def _changed(current, base):
+    """Per row, whether its bits differ between two 2-D arrays of one shape."""
     if current.size == 0:
-        return _EMPTY_ROWS
+        return np.zeros(len(current), bool)
     width = 8 if current.shape[1] * current.itemsize % 8 == 0 else current.itemsize
     unsigned = np.dtype(f"u{width}")
-    return np.flatnonzero((current.view(unsigned) != base.view(unsigned)).any(axis=1))
+    return (current.view(unsigned) != base.view(unsigned)).any(axis=1)
+
+
+def _dense(rows, total):
+    """Whether `rows` of `total` rows travel as the whole block: contiguous array arithmetic
+    then costs less than gathering and scattering that many rows one by one."""
+    return 2 * rows >= total
 
 
 def _positive(who, name, value, integer=False):
@@ -181,17 +209,23 @@ class _Shard:
     def sync(self, writer, requests):
         """Add the deltas pushed by `writer`; answer each table's rows changed since its last request.
 
-        requests: {table: (token, since, local rows, deltas)}. A caller whose
-        token is not this start's, or whose since is -1, gets every row of the
-        table; otherwise the rows that someone else wrote after `since`. Rows
-        only the caller wrote since then are left out: the caller computed
+        requests: {table: (token, since, local rows, deltas)}, the deltas of
+        those rows, or of every row (dense, zero where not in `rows`). A caller
+        whose token is not this start's, or whose since is -1, gets every row of
+        the table; otherwise the rows that someone else wrote after `since`.
+        Rows only the caller wrote since then are left out: the caller computed
         their value itself, with the same float additions.
-        Returns (token, clock, {table: (local rows, values)}).
+        Returns (token, clock, {table: (local rows, values)}): the values of
+        those rows, or of every row when many are asked for (dense).
         """
         self.clock += 1
         for name, (_, _, rows, deltas) in requests.items():
             if len(rows):
-                self.tables[name][rows] += deltas
+                table = self.tables[name]
+                if len(deltas) == len(table):      # dense: zero for the rows not in `rows`
+                    table += deltas
+                else:
+                    table[rows] += deltas
                 new_run = rows[self.writers[name][rows] != writer]
                 self.before[name][new_run] = self.versions[name][new_run]
                 self.writers[name][rows] = writer
@@ -203,7 +237,8 @@ class _Shard:
             else:
                 rows = np.flatnonzero((self.versions[name] > since) & (
                     (self.writers[name] != writer) | (self.before[name] > since)))
-            answer[name] = (rows, self.tables[name][rows])
+            table = self.tables[name]
+            answer[name] = (rows, table.copy() if _dense(len(rows), len(table)) else table[rows])
         if self.checkpoint_every is not None and time.monotonic() - self.saved_at >= self.checkpoint_every:
             self.checkpoint()
         return self.token, self.clock, answer
@@ -215,8 +250,9 @@ class _Shard:
             table[...] = fill
             self._add_table(name, table)
 
-    def ready(self):
-        return True
+    def node(self):
+        """The id of the Ray node this shard runs on."""
+        return _ray().get_runtime_context().get_node_id()
 
     def read(self, name):
         return self.tables[name]
@@ -283,6 +319,12 @@ def _remote(target):
 
 # ------------------------------------------------------------ driver side
 
+def _checkpoint_path(checkpoint_dir, s, shards):
+    if checkpoint_dir is None:
+        return None
+    return os.path.join(checkpoint_dir, f"shard-{s:04d}-of-{shards:04d}.npz")
+
+
 class _Block:
     """What the handles of one `share` call have in common (pickled to workers as it is)."""
 
@@ -291,6 +333,7 @@ class _Block:
         self.shards = shards              # Ray actor handles, in shard order
         self.bounds = bounds              # key -> int64 array of len(shards) + 1 row bounds
         self.checkpoint_dir = checkpoint_dir
+        self.job = _ray().get_runtime_context().get_job_id()   # the Ray session it lives in
         self.closed = False
 
     def __getstate__(self):
@@ -300,6 +343,10 @@ class _Block:
         """Call `method(*args)` on every shard and wait for the results, in shard order."""
         return _results([(self, s, getattr(shard, method).remote(*args))
                          for s, shard in enumerate(self.shards)], None, "")
+
+    def checkpoint_path(self, s):
+        """Where shard s writes its checkpoint (None without a checkpoint_dir)."""
+        return _checkpoint_path(self.checkpoint_dir, s, len(self.shards))
 
     def describe(self, s):
         held = ", ".join(f"{key!r} rows {b[s]}..{b[s + 1] - 1}" for key, b in self.bounds.items()
@@ -349,6 +396,10 @@ class DistributedArray:
                 f"fa.Parameter({self!r}): a distributed array becomes a Parameter only inside a "
                 f"worker of fastad.distributed.run; in the driver read it with .numpy()")
         return _session.replica(self).array
+
+    def _fastad_step_clock(self):
+        """The clock by which an optimizer's step() paces this worker's syncs."""
+        return _session.step_clock() if _session is not None else None
 
     def state_array(self, key, fill=0.0):
         """Optimizer state of this array's shape and dtype, held by the shards; in a worker only.
@@ -492,7 +543,8 @@ def _merge_snapshots(snapshots, who):
 
 
 def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restarts, address):
-    _connect(address)
+    ray = _connect(address)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     if checkpoint_dir is not None:
         checkpoint_dir = os.path.abspath(os.fspath(checkpoint_dir))
         os.makedirs(checkpoint_dir, exist_ok=True)
@@ -500,12 +552,15 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
               for key, a in arrays.items()}
     shapes = {key: a.shape for key, a in arrays.items()}
     restartable = checkpoint_dir is not None
-    Shard = _remote(_Shard).options(
-        num_cpus=0, scheduling_strategy="SPREAD",
-        max_restarts=shard_restarts if restartable else 0,
-        max_task_retries=-1 if restartable else 0)
+    # Shard s lives on node s mod n. A hard affinity: Ray's soft one and "SPREAD" put shards
+    # that take no CPU all on one node.
+    nodes = sorted(node["NodeID"] for node in ray.nodes() if node["Alive"])
     actors = []
     for s in range(shards):
+        Shard = _remote(_Shard).options(
+            num_cpus=0, max_restarts=shard_restarts if restartable else 0,
+            max_task_retries=-1 if restartable else 0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[s % len(nodes)], soft=False))
         tables, first_rows = {}, {}
         for key, a in arrays.items():
             lo, hi = bounds[key][s], bounds[key][s + 1]
@@ -513,15 +568,14 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
             tables[key] = _as_rows(a)[lo:hi]
             for state_key, values in state.get(key, {}).items():
                 tables[f"{key}/{state_key}"] = _as_rows(values)[lo:hi]
-        path = (os.path.join(checkpoint_dir, f"shard-{s:04d}-of-{shards:04d}.npz")
-                if checkpoint_dir is not None else None)
-        actors.append(Shard.remote(s, shards, shapes, first_rows, tables, path, checkpoint_every))
+        actors.append(Shard.remote(s, shards, shapes, first_rows, tables,
+                                   _checkpoint_path(checkpoint_dir, s, shards), checkpoint_every))
     block = _Block(actors, bounds, checkpoint_dir)
     shared = DistributedArrays(
         {key: DistributedArray(key, a.shape, a.dtype, block) for key, a in arrays.items()},
         block, owner=True)
     try:
-        block.call("ready")              # the shards are up (and wrote their first checkpoint)
+        block.call("node")               # the shards are up (and wrote their first checkpoint)
     except BaseException:
         shared.close()
         raise
@@ -559,7 +613,8 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                       "auto" or "ray://host:port" joins a running cluster.
                       An initialised Ray is used as it is.
 
-    Shards take no CPU from Ray's accounting and are spread over the nodes.
+    Shards take no CPU from Ray's accounting; shard i starts on node i mod n of the
+    cluster's n nodes.
 
     Example::
 
@@ -629,36 +684,102 @@ class _Replica:
         self.tokens = [None] * count           # the shard start each row range was pulled from
         self.since = [-1] * count              # the shard clock of that pull
 
-    def request(self, s, rows=_EMPTY_ROWS, deltas=None):
-        lo = self.bounds[s]
-        if deltas is None:
-            deltas = self.rows[:0]
-        return (self.tokens[s], self.since[s], rows - lo, deltas)
+    def request(self, s):
+        """The request to shard s: the ids of this replica's rows of that shard changed since
+        the last push and their deltas (replica - base), which are added to the base."""
+        lo, hi = self.bounds[s], self.bounds[s + 1]
+        rows, base = self.rows[lo:hi], self.base[lo:hi]
+        changed = _changed(rows, base)
+        ids = np.flatnonzero(changed)
+        # The shard adds the deltas to the same base unless someone else wrote the row: take
+        # its float result (within an ulp of ours) so that replica, base and shard agree.
+        if _dense(len(ids), hi - lo):
+            deltas = rows - base
+            deltas[~changed] = 0            # not inf - inf: an unchanged row adds nothing
+            base += deltas
+            rows[...] = base
+        else:
+            old = base[ids]
+            deltas = rows[ids] - old
+            rows[ids] = base[ids] = old + deltas
+        return (self.tokens[s], self.since[s], ids, deltas)
 
-    def merge(self, s, token, clock, local_rows, values):
-        rows = local_rows + self.bounds[s]
+    def merge(self, s, token, clock, ids, values):
+        """Take shard s's answer: `values` of rows `ids`, or of every row of the shard."""
+        lo, hi = self.bounds[s], self.bounds[s + 1]
+        rows = slice(lo, hi) if len(values) == hi - lo else ids + lo
         self.rows[rows] = values + (self.rows[rows] - self.base[rows])
         self.base[rows] = values
         self.tokens[s], self.since[s] = token, clock
 
 
+class _StepClock:
+    """The step clock that one optimizer over a worker's replicas calls (see
+    fastad_cy.optim._step_clock): it counts the optimizer's steps for its session."""
+
+    def __init__(self, session):
+        self.session = session
+        self.steps = 0
+        self.ticked_at = time.monotonic()
+
+    def __call__(self, steps):
+        now = time.monotonic()
+        seconds, self.ticked_at = now - self.ticked_at, now
+        self.steps += steps
+        self.session.sync_if_due()
+        return self.session.steps_to_next_check(steps, seconds)
+
+
 class _Session:
     """The replicas of one worker of `run` and its exchanges with the shards."""
 
-    def __init__(self, sync_every, sync_timeout):
+    def __init__(self, sync_every, sync_seconds, sync_timeout):
         self.id = secrets.randbits(62)   # this worker as a writer of rows, to the shards
         self.sync_every = sync_every
+        self.sync_seconds = sync_seconds
         self.sync_timeout = sync_timeout
         self.replicas = {}       # (block id, table name) -> _Replica
         self.pending = []        # (block, shard index, ObjectRef) of the sync round in flight
-        self.examples = 0
-        self.synced_at = 0
+        self.clocks = []         # a _StepClock per optimizer over the replicas
+        self.reported = 0        # examples counted by fastad.hogwild.report
+        self.next_sync = sync_every
+        self.synced_at = time.monotonic()
+
+    def progress(self):
+        """Examples done: the most steps of any one optimizer, or the reported count if larger."""
+        return max([self.reported] + [clock.steps for clock in self.clocks])
+
+    def step_clock(self):
+        clock = _StepClock(self)
+        self.clocks.append(clock)
+        return clock
 
     def count(self, n):
-        self.examples += n
-        if self.examples - self.synced_at >= self.sync_every:
-            self.synced_at = self.examples
+        self.reported += n
+        self.sync_if_due()
+
+    def sync_if_due(self):
+        """Sync when `sync_every` examples or `sync_seconds` have passed since the last sync;
+        else merge the last sync's answer if it has arrived."""
+        if (self.progress() >= self.next_sync
+                or time.monotonic() - self.synced_at >= self.sync_seconds):
             self.sync(wait=False)
+        elif self.pending:
+            refs = [ref for _, _, ref in self.pending]
+            if len(_ray().wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs):
+                self._finish_round()
+
+    def steps_to_next_check(self, steps, seconds):
+        """Steps until a step clock should call again, after `steps` steps in `seconds`: at the
+        next sync by count, or sooner, to merge an answer (a quarter of sync_every) or to meet
+        sync_seconds (at half the time left at the last step rate, and at most twice as many
+        steps as last time, so that a worker whose steps slow down checks again in time)."""
+        by_count = self.next_sync - self.progress()
+        if self.pending:
+            by_count = min(by_count, -(-self.sync_every // 4))
+        time_left = self.sync_seconds - (time.monotonic() - self.synced_at)
+        by_time = int(steps * time_left / (2 * seconds)) if seconds > 0 else by_count
+        return max(1, min(by_count, by_time, 2 * steps))
 
     def replica(self, handle):
         return self._open(handle, handle.key)
@@ -698,22 +819,15 @@ class _Session:
 
     def sync(self, wait):
         """Merge the previous round's answers, push changed rows, ask for fresh ones."""
+        self.next_sync = self.progress() + self.sync_every
+        self.synced_at = time.monotonic()
         self._finish_round()
         requests = {}            # (block id, shard) -> {table: request}
         blocks = {}
         for replica in self.replicas.values():
-            changed = _changed_rows(replica.rows, replica.base)
-            base = replica.base[changed]
-            deltas = replica.rows[changed] - base
-            # The shard adds the deltas to the same base unless someone else wrote the row:
-            # take its float result (within an ulp of ours) so that replica, base and shard agree.
-            replica.rows[changed] = replica.base[changed] = base + deltas
-            cuts = np.searchsorted(changed, replica.bounds)
             blocks[replica.block.id] = replica.block
-            for s in range(len(cuts) - 1):
-                part = slice(cuts[s], cuts[s + 1])
-                requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(
-                    s, changed[part], deltas[part])
+            for s in range(len(replica.block.shards)):
+                requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(s)
         self.pending = [(blocks[block_id], s, blocks[block_id].shards[s].sync.remote(self.id, tables))
                         for (block_id, s), tables in requests.items()]
         if wait:
@@ -749,11 +863,11 @@ def sync():
         _session.sync(wait=True)
 
 
-def _run_rank(rank, payload, sync_every, sync_timeout):
+def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
     """One rank of `run`, as a Ray task: ("ok", result) or ("error", message, traceback)."""
     global _session
     fn, args = payload
-    _session = session = _Session(sync_every, sync_timeout)
+    _session = session = _Session(sync_every, sync_seconds, sync_timeout)
     hogwild._report_hook = session.count
     try:
         result = fn(rank, *args)
@@ -770,8 +884,8 @@ def _first_line(exc):
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_timeout=60.0, timeout=None,
-        max_restarts=0):
+def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_seconds=1.0,
+        sync_timeout=60.0, timeout=None, max_restarts=0):
     """Call `fn(rank, *args)` in `workers` Ray worker processes; return the results in rank order.
 
     `rank` runs from 0 to workers - 1; each worker is a Ray task with one CPU
@@ -808,6 +922,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_timeout=60
     """
     _positive("run", "workers", workers, integer=True)
     _positive("run", "sync_every", sync_every, integer=True)
+    _positive("run", "sync_seconds", sync_seconds)
     _positive("run", "sync_timeout", sync_timeout)
     if timeout is not None:
         _positive("run", "timeout", timeout)
@@ -816,9 +931,19 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_timeout=60
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
     args = tuple(args)
-    if any(isinstance(arg, DistributedArrays) and arg._block.closed for arg in args):
+    if any(isinstance(arg, hogwild.SharedArrays) for arg in args):
+        raise TypeError("run: args hold a fastad.hogwild share, which lives in this machine's "
+                        "shared memory; give distributed workers a fastad.distributed.share(...)")
+    shares = [arg for arg in args if isinstance(arg, DistributedArrays)]
+    if any(shared._block.closed for shared in shares):
         raise RuntimeError("run: args hold a DistributedArrays whose share() block has ended")
     ray = _connect(address)
+    job = ray.get_runtime_context().get_job_id()
+    for shared in shares:
+        if shared._block.job != job:
+            raise ValueError(f"run: args hold a DistributedArrays made by share() in another Ray "
+                             f"session (job {shared._block.job}; this one is job {job}): its "
+                             f"shards are gone with that session; call share() again")
     cpus = ray.cluster_resources().get("CPU", 0)
     if workers > cpus:
         raise ValueError(f"run: {workers} workers need one CPU each but the Ray cluster has "
@@ -832,7 +957,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_timeout=60
     restarts = [0] * workers
 
     def start(rank):
-        running[task.remote(rank, payload, sync_every, sync_timeout)] = rank
+        running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout)] = rank
 
     results = [None] * workers
     try:

@@ -15,9 +15,12 @@ cdef class Optimizer:
     cdef int64_t* steps
     cdef object _device              # fastad.cuda.optim.DeviceState when the Parameters are
                                      # on a GPU (step() then runs its kernels), else None
+    cdef object step_clock           # called every clock_period steps (see _step_clock), or None
+    cdef Py_ssize_t clock_period, clock_countdown
 
     cdef int init_state(self, tuple slot_names, tuple fills) except -1
     cdef int begin(self, int64_t step, bint sparse) except -1
+    cdef int tick_clock(self) except -1
     cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag) for the GPU
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil

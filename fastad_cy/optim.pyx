@@ -18,7 +18,8 @@ shape and dtype. A Parameter made from a fastad.hogwild shared array keeps
 them in shared memory as well (`p.shared.state_array(key, fill)`, with keys
 such as "Adam.exp_avg"), so Hogwild workers update one copy without locks.
 Step counts (Adam's bias correction, SGD's first momentum step) stay per
-process.
+process. A shared handle may also give a step clock (fastad.distributed does,
+to sync its replicas): `step()` then calls it every so many steps.
 
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
@@ -167,6 +168,20 @@ cdef cnp.ndarray _state_array(Parameter p, str key, double fill):
     return <cnp.ndarray>arr
 
 
+cdef object _step_clock(list params):
+    """The step clock of the first Parameter whose shared handle has one, else None.
+
+    A handle's `_fastad_step_clock()` returns a callable `clock(steps)`: `step()`
+    calls it after `steps` steps (1 the first time), and it returns how many
+    steps to take before its next call (an int >= 1)."""
+    for p in params:
+        shared = (<Parameter>p).shared
+        make_clock = getattr(shared, "_fastad_step_clock", None) if shared is not None else None
+        if make_clock is not None:
+            return make_clock()
+    return None
+
+
 # ------------------------------------------------------------------ kernels
 # One call updates n contiguous elements: a whole Parameter (dense gradient)
 # or one touched row (sparse gradient). The order of operations follows
@@ -299,6 +314,8 @@ cdef class Optimizer:
             self._device = DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
+        self.step_clock = _step_clock(self._params)
+        self.clock_period = self.clock_countdown = 1
         self.slot_names = ()
         self.n_slots = 0
         self._state = [() for _ in range(self.n_params)]
@@ -380,6 +397,18 @@ cdef class Optimizer:
             for k in range(n_spans):
                 offset = rows[k] * span_len if rows != NULL else 0
                 self.update(p.val_ptr, span_grad(p, k), state, offset, span_len, p.f64)
+        if self.step_clock is not None:
+            self.clock_countdown -= 1
+            if self.clock_countdown == 0:
+                self.tick_clock()
+        return 0
+
+    cdef int tick_clock(self) except -1:
+        period = self.step_clock(self.clock_period)
+        if isinstance(period, bool) or not isinstance(period, int) or period < 1:
+            raise TypeError(f"{type(self).__name__}.step: the step clock of a shared Parameter "
+                            f"returned {period!r}; expected an int >= 1")
+        self.clock_period = self.clock_countdown = period
         return 0
 
     cpdef zero_grad(self):

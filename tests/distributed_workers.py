@@ -58,6 +58,18 @@ def die_once(rank, marker):
     return rank
 
 
+def push_then_die_once(rank, shared, folder):
+    """Add 3 to shared["w"] and push; rank 1 then kills its process the first time."""
+    w = fa.Parameter(shared["w"])
+    w.value[...] += 3.0
+    distributed.sync()
+    marker = os.path.join(folder, "died")
+    if rank == 1 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return rank
+
+
 def sleep_forever(rank):
     while True:
         time.sleep(0.05)
@@ -71,3 +83,88 @@ def train_on_replica(rank, shared):
 
 def make_state(rank, shared, key, fill):
     return shared["w"].state_array(key, fill).copy()
+
+
+def bpr_loop_worker(rank, shared, triples, workers, lr):
+    """BPR by a Python loop of set_value/forward/backward/step: no report, no sync call."""
+    model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
+    users, pos, neg = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    loss = model(users, pos, neg)
+    opt = fa.optim.SGD(model.parameters(), lr=lr)
+    for e in range(rank, len(triples["users"]), workers):
+        users.set_value(triples["users"][e:e + 1])
+        pos.set_value(triples["pos"][e:e + 1])
+        neg.set_value(triples["neg"][e:e + 1])
+        loss.forward()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return rank
+
+
+def bpr_train_worker(rank, shared, triples, workers, lr):
+    """BPR by fa.train without a progress callback: no report, no sync call."""
+    model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
+    loss, feeds = model.example_graph()
+    shard = {key: ids[rank::workers] for key, ids in triples.items()}
+    fa.train(loss, fa.optim.SGD(model.parameters(), lr=lr), feeds(shard), shuffle=True, seed=rank)
+    return rank
+
+
+def step_ones(rank, shared, steps, seconds_per_step=0.0):
+    """`steps` optimizer steps that each add 1 to every element of shared["w"] (SGD, lr 1, on
+    a gradient of -1); returns how many syncs the worker started by itself."""
+    w = fa.Parameter(shared["w"])
+    loss = -fa.sum(w)
+    opt = fa.optim.SGD([w], lr=1.0)
+    session = distributed._session
+    synced = 0
+    for _ in range(steps):
+        loss.backward()
+        before = session.synced_at
+        opt.step()
+        opt.zero_grad()
+        synced += session.synced_at != before
+        time.sleep(seconds_per_step)
+    return synced
+
+
+def wait_for(path, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.01)
+
+
+def kill_a_shard_midway(rank, shared, steps, folder, seconds_per_step):
+    """Both ranks add 1 to every element of shared["w"] `steps` times, sync, and meet; rank 0
+    then reads shard 0's last checkpoint, kills that shard, and both add `steps` more.
+    Returns (rank, shard 0's rows of w in its last checkpoint before the kill, or None)."""
+    w = fa.Parameter(shared["w"])
+
+    def add_ones():
+        for _ in range(steps):
+            w.value[...] += 1.0
+            hogwild.report(1)
+            time.sleep(seconds_per_step)
+
+    add_ones()
+    distributed.sync()
+    open(os.path.join(folder, f"pushed-{rank}"), "w").close()
+    wait_for(os.path.join(folder, f"pushed-{1 - rank}"))
+    checkpointed = None
+    if rank == 0:
+        checkpointed = fa.load(shared._block.checkpoint_path(0))["arrays"]["w"]
+        import ray
+        ray.kill(shared._block.shards[0], no_restart=False)
+        open(os.path.join(folder, "killed"), "w").close()
+    wait_for(os.path.join(folder, "killed"))
+    add_ones()
+    return rank, checkpointed
+
+
+def node_of(rank):
+    """The id of the Ray node this worker runs on (it holds its CPU until the other starts)."""
+    import ray
+    time.sleep(1.0)
+    return ray.get_runtime_context().get_node_id()

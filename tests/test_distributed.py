@@ -97,13 +97,27 @@ def test_a_parameter_or_state_outside_a_worker_is_refused():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"workers": 0}, "workers must be a positive int"), ({"sync_every": 0}, "sync_every"),
+    ({"workers": 0}, "workers must be a positive int"),
+    ({"sync_every": 0}, "sync_every must be a positive int, got 0"),
+    ({"sync_every": 2.5}, "sync_every must be a positive int"),
+    ({"sync_seconds": 0}, "sync_seconds must be a positive number, got 0"),
     ({"timeout": -1}, "timeout"), ({"max_restarts": -1}, "max_restarts"),
     ({"workers": 3}, "3 workers need one CPU each but the Ray cluster has 2"),
 ])
 def test_run_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         distributed.run(jobs.sleep_forever, **kwargs)
+
+
+def test_a_share_of_another_kind_or_session_is_refused():
+    with fa.hogwild.share({"w": np.zeros(2)}) as local:
+        with pytest.raises(TypeError, match="args hold a fastad.hogwild share"):
+            distributed.run(jobs.add_ones, args=(local, 1))
+    with distributed.share({"w": np.zeros(2)}) as shared:
+        shared._block.job = "ffff"            # as if made before a ray.shutdown() and ray.init()
+        with pytest.raises(ValueError, match="made by share\\(\\) in another Ray session "
+                                             "\\(job ffff; this one is job"):
+            distributed.run(jobs.add_ones, args=(shared, 1))
 
 
 def test_import_does_not_import_ray():
@@ -142,6 +156,44 @@ def test_workers_see_each_others_pushed_rows():
 def test_in_a_worker_numpy_is_the_replica_the_parameter_trains():
     with distributed.share({"w": np.zeros(2)}) as shared:
         assert distributed.run(jobs.train_on_replica, workers=1, args=(shared,)) == [(True, True)]
+
+
+def test_optimizer_steps_sync_without_report_or_sync():
+    start = np.arange(6.0).reshape(3, 2)
+    with distributed.share({"w": start}, shards=2) as shared:
+        synced = distributed.run(jobs.step_ones, workers=2, args=(shared, 40), sync_every=5,
+                                 sync_seconds=3600)
+        np.testing.assert_array_equal(shared["w"].numpy(), start + 80.0)   # every step, once
+    assert all(count >= 7 for count in synced), synced                    # about every 5 steps
+
+
+def test_sync_seconds_bounds_the_staleness_of_slow_steps():
+    with distributed.share({"w": np.zeros(2)}) as shared:
+        synced = distributed.run(jobs.step_ones, workers=1, args=(shared, 30, 0.01),
+                                 sync_every=10**9, sync_seconds=0.05)
+        np.testing.assert_array_equal(shared["w"].numpy(), [30.0, 30.0])
+    assert synced[0] >= 2                  # 30 steps of >= 10 ms: syncs by time alone
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return fa.data.planted_preferences(300, 150, n_train=30_000, n_test=5_000, rank=4, seed=0)
+
+
+@pytest.mark.parametrize("worker", [jobs.bpr_loop_worker, jobs.bpr_train_worker])
+def test_workers_that_never_sync_reach_hogwild_quality(worker, planted):
+    train, test = planted
+    model = fa.models.BPR(300, 150, dim=16, seed=1)
+    start = {"U": model.U.value, "V": model.V.value}
+    with fa.hogwild.share(start) as shared:
+        fa.hogwild.run(worker, workers=2, args=(shared, train, 2, 0.2), start_method="fork")
+        hogwild_auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
+    # The 450-row tables are small: sync about as often in proportion to them as the default
+    # sync_every does for tables of tens of thousands of rows.
+    with distributed.share(start, shards=2) as shared:
+        distributed.run(worker, workers=2, args=(shared, train, 2, 0.2), sync_every=250)
+        ray_auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
+    assert hogwild_auc > 0.8 and ray_auc > hogwild_auc - 0.02, (hogwild_auc, ray_auc)
 
 
 def test_the_hogwild_line_fit_runs_unchanged():
@@ -198,6 +250,13 @@ def test_a_dead_worker_is_restarted_when_allowed(tmp_path):
     assert os.path.exists(marker)
 
 
+def test_a_killed_worker_restarts_and_the_shards_keep_what_it_pushed(tmp_path):
+    with distributed.share({"w": np.zeros(2)}) as shared:
+        assert distributed.run(jobs.push_then_die_once, workers=2, args=(shared, str(tmp_path)),
+                               max_restarts=1) == [0, 1]
+        np.testing.assert_array_equal(shared["w"].numpy(), [9.0, 9.0])   # 3 + 3 again + rank 0's 3
+
+
 def test_a_run_past_its_timeout_is_stopped():
     with pytest.raises(TimeoutError, match=r"workers \[0, 1\] were still running after timeout=1"):
         distributed.run(jobs.sleep_forever, workers=2, timeout=1)
@@ -245,6 +304,28 @@ def test_a_lost_shard_comes_back_from_its_checkpoint(tmp_path):
         np.testing.assert_array_equal(shared["w"].numpy(), [[5, 5], [5, 5], [7, 7], [7, 7]])
         counts = distributed.run(jobs.read_state, workers=1, args=(shared,))[0]
     np.testing.assert_array_equal(counts, [[5.5] * 2] * 2 + [[7.5] * 2] * 2)
+
+
+@pytest.mark.parametrize("shard_restarts", [3, 0])
+def test_a_shard_killed_mid_run_restores_its_checkpoint_or_stops_the_run(shard_restarts, tmp_path):
+    steps = 60
+    folder = tmp_path / "meet"
+    folder.mkdir()
+    with distributed.share({"w": np.zeros((4, 2))}, shards=2, checkpoint_dir=tmp_path / "ckpt",
+                           checkpoint_every=0.05, shard_restarts=shard_restarts) as shared:
+        args = (shared, steps, str(folder), 0.005)
+        if shard_restarts == 0:
+            with pytest.raises(WorkerError, match=r"parameter shard 0 of 2 \('w' rows 0..1\) died"):
+                distributed.run(jobs.kill_a_shard_midway, workers=2, args=args, sync_every=10)
+            return
+        results = distributed.run(jobs.kill_a_shard_midway, workers=2, args=args, sync_every=10)
+        final = shared["w"].numpy()
+    checkpointed = results[0][1]
+    # Both ranks had pushed 2 * steps to every row when shard 0 was killed; it came back with
+    # what its last periodic checkpoint held, and lost only what came after that checkpoint.
+    assert 0 < checkpointed[0, 0] <= 2 * steps and (checkpointed == checkpointed[0, 0]).all()
+    np.testing.assert_array_equal(final[:2], checkpointed + 2 * steps)
+    np.testing.assert_array_equal(final[2:], np.full((2, 2), 4.0 * steps))  # shard 1 lost nothing
 
 
 def test_periodic_checkpoints_restore_the_latest_state(tmp_path):
