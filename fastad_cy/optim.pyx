@@ -33,7 +33,8 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 from cython cimport floating
 
-from fastad_cy.graph cimport Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE
+from fastad_cy.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
+                              device_optim)
 from fastad_cy.rules cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element, adam_element,
                               rmsprop_element)
 
@@ -253,8 +254,7 @@ cdef class Optimizer:
         self._device = None
         device = _params_device(self._params, type(self).__name__)
         if device is not None:
-            from fastad.cuda.optim import DeviceState
-            self._device = DeviceState(self._params, device, self._lr)
+            self._device = device_optim().DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
         self.slot_names = ()
@@ -742,8 +742,7 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     if not q > 0:
         raise ValueError(f"clip_grad_norm: norm_type must be > 0 (or float('inf')), got {norm_type!r}")
     if _params_device(plist, "clip_grad_norm") is not None:
-        from fastad.cuda.optim import clip_grad_norm as clip_on_device
-        return clip_on_device(plist, limit, q)
+        return device_optim().clip_grad_norm(plist, limit, q)
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):
@@ -786,8 +785,7 @@ def clip_grad_value(params, clip_value):
     cdef const int64_t* rows
     cdef Parameter p
     if _params_device(plist, "clip_grad_value") is not None:
-        from fastad.cuda.optim import clip_grad_value as clip_on_device
-        clip_on_device(plist, limit)
+        device_optim().clip_grad_value(plist, limit)
         return
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
