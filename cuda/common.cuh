@@ -1,5 +1,9 @@
-// Shared by every kernel family: prepended to each .cu file to make one NVRTC program
-// (see fastad/cuda/kernels.py). No #include: NVRTC gets no CUDA headers.
+// Shared by every kernel family: prepended, with fastad_cy/rules.h (the scalar rules the
+// CPU kernels share), to each .cu file to make one NVRTC program (see
+// fastad/cuda/kernels.py). No #include: NVRTC gets no CUDA headers.
+
+// rules.h compiles its rules as device templates on the fa_* math below.
+#define FA_RULES_ON_DEVICE 1
 
 typedef long long i64;
 
@@ -34,14 +38,11 @@ __device__ __forceinline__ void fa_put(T* dst, T value, int accumulate) {
     *dst = accumulate ? *dst + value : value;
 }
 
-// sigmoid and softplus without overflow for large |x|.
+// sigmoid without overflow for large |x|.
 template <typename T> __device__ __forceinline__ T fa_sigmoid(T x) {
     if (x >= 0) return T(1) / (T(1) + fa_exp(-x));
     T e = fa_exp(x);
     return e / (T(1) + e);
-}
-template <typename T> __device__ __forceinline__ T fa_softplus(T x) {
-    return fa_max(x, T(0)) + fa_log1p(fa_exp(-fa_abs(x)));
 }
 
 // Broadcasting: the offset, in an operand with element strides `strides` (0 along

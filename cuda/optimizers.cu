@@ -1,8 +1,8 @@
 // Fused optimizer updates and gradient clipping (the GPU side of fastad_cy/optim.pyx).
 //
-// Each update repeats the CPU kernel's arithmetic, types included: where the Cython
-// code promotes to double (its `1 - x` literals, libc sqrt), so does this code. On a
-// GPU results still differ in the last bits (fused multiply-adds, CUDA's libm).
+// The element updates are the rules of fastad_cy/rules.h, which the CPU kernels share,
+// types included. On a GPU results still differ in the last bits (fused multiply-adds,
+// CUDA's libm).
 //
 // Every optimizer has two kernels with one argument layout:
 //   NAME_dense(p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag)
@@ -55,92 +55,6 @@ __global__ void count_step(i64* steps, i64 index) {
     }
 }
 
-// ------------------------------------------------------------------ element rules
-// One element e of the value and its state; the CPU kernels' loop bodies.
-
-// SGD (sgd_kernel): buf exists when momentum != 0; `first`: the Parameter's first, dense step.
-template <typename T>
-__device__ __forceinline__ void sgd_element(T* p, const T* g, T* buf, i64 e, double lr,
-                                            double weight_decay, double momentum,
-                                            double dampening, int nesterov, bool first) {
-    T lr_ = (T)lr, wd = (T)weight_decay, mom = (T)momentum, keep = (T)(1.0 - dampening);
-    T d = g[e];
-    if (wd != (T)0) d = d + wd * p[e];
-    if (momentum != 0) {
-        T b = first ? d : buf[e] * mom + keep * d;
-        buf[e] = b;
-        d = nesterov ? d + mom * b : b;
-    }
-    p[e] = p[e] + (-lr_) * d;
-}
-
-// Adagrad (adagrad_kernel).
-template <typename T>
-__device__ __forceinline__ void adagrad_element(T* p, const T* g, T* sums, i64 e, double lr,
-                                                double weight_decay, double eps) {
-    T lr_ = (T)lr, wd = (T)weight_decay, eps_ = (T)eps;
-    T d = g[e];
-    if (wd != (T)0) d = d + wd * p[e];
-    T s = sums[e] + d * d;
-    sums[e] = s;
-    p[e] = (T)(p[e] + (-lr_) * ((double)d / (fa_sqrt((double)s) + eps_)));
-}
-
-// Adam's per-step coefficients (Adam.begin and Adam.update): the bias-corrected step
-// size and sqrt(1 - beta2**t), AdamW's decay factor (else 1) and Adam's L2 term (else 0).
-struct AdamStep {
-    double step_size, bc2_sqrt, decay, l2;
-};
-
-__device__ __forceinline__ AdamStep adam_step(double lr, i64 t, double beta1, double beta2,
-                                              double weight_decay, int decoupled) {
-    AdamStep c;
-    c.step_size = lr / (1 - fa_pow(beta1, (double)t));
-    c.bc2_sqrt = fa_sqrt(1 - fa_pow(beta2, (double)t));
-    c.decay = decoupled ? 1 - lr * weight_decay : 1.0;
-    c.l2 = decoupled ? 0.0 : weight_decay;
-    return c;
-}
-
-// Adam and AdamW (adam_kernel).
-template <typename T>
-__device__ __forceinline__ void adam_element(T* p, const T* g, T* m, T* v, i64 e,
-                                             const AdamStep& c, double beta1, double beta2,
-                                             double eps) {
-    T wd = (T)c.l2, dec = (T)c.decay, b2 = (T)beta2, eps_ = (T)eps;
-    T w1 = (T)(1.0 - beta1), w2 = (T)(1.0 - beta2), step = (T)c.step_size, bc2 = (T)c.bc2_sqrt;
-    bool small_w1 = fa_abs(1.0 - beta1) < 0.5;
-    T d = g[e];
-    if ((double)dec != 1.0) p[e] = p[e] * dec;
-    if (wd != (T)0) d = d + wd * p[e];
-    T mi;
-    if (small_w1) mi = m[e] + w1 * (d - m[e]);
-    else mi = (T)(d - (d - m[e]) * (1.0 - w1));
-    T vi = v[e] * b2 + w2 * d * d;
-    m[e] = mi;
-    v[e] = vi;
-    p[e] = (T)(p[e] + (-step) * ((double)mi / (fa_sqrt((double)vi) / (double)bc2 + eps_)));
-}
-
-// RMSprop (rmsprop_kernel): buf exists when momentum != 0.
-template <typename T>
-__device__ __forceinline__ void rmsprop_element(T* p, const T* g, T* sq, T* buf, i64 e,
-                                                double lr, double alpha, double eps,
-                                                double weight_decay, double momentum) {
-    T lr_ = (T)lr, a = (T)alpha, w = (T)(1.0 - alpha), eps_ = (T)eps, wd = (T)weight_decay;
-    T mom = (T)momentum;
-    T d = g[e];
-    if (wd != (T)0) d = d + wd * p[e];
-    T s = sq[e] * a + w * d * d;
-    sq[e] = s;
-    T step = (T)((double)d / (fa_sqrt((double)s) + eps_));
-    if (momentum != 0) {
-        step = buf[e] * mom + step;
-        buf[e] = step;
-    }
-    p[e] = p[e] + (-lr_) * step;
-}
-
 // ------------------------------------------------------------------ update kernels
 
 // SGD: h0 = weight_decay, h1 = momentum, h2 = dampening, h3 unused, flag = nesterov;
@@ -153,7 +67,7 @@ __global__ void sgd_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* l
     bool first = steps[index] == 1;
     double rate = *lr;
     FA_GRID_STRIDE(i, n) {
-        sgd_element(p, g, s0, i, rate, weight_decay, momentum, dampening, nesterov, first);
+        fa_sgd_element(p, g, s0, i, rate, weight_decay, momentum, dampening, nesterov, first);
     }
 }
 
@@ -165,7 +79,7 @@ __global__ void sgd_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const i
     double rate = *lr;
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) sgd_element(p, g, s0, e, rate, weight_decay, momentum, dampening, nesterov, false);
+        if (e >= 0) fa_sgd_element(p, g, s0, e, rate, weight_decay, momentum, dampening, nesterov, false);
     }
 }
 
@@ -176,7 +90,7 @@ __global__ void adagrad_dense(T* p, const T* g, T* s0, T* s1, i64 n, const doubl
                               double h2, double h3, int flag) {
     double rate = *lr;
     FA_GRID_STRIDE(i, n) {
-        adagrad_element(p, g, s0, i, rate, weight_decay, eps);
+        fa_adagrad_element(p, g, s0, i, rate, weight_decay, eps);
     }
 }
 
@@ -188,7 +102,7 @@ __global__ void adagrad_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, con
     double rate = *lr;
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) adagrad_element(p, g, s0, e, rate, weight_decay, eps);
+        if (e >= 0) fa_adagrad_element(p, g, s0, e, rate, weight_decay, eps);
     }
 }
 
@@ -198,9 +112,9 @@ template <typename T>
 __global__ void adam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
                            const i64* steps, i64 index, double beta1, double beta2, double eps,
                            double weight_decay, int decoupled) {
-    AdamStep c = adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
+    FaAdamStep c = fa_adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
     FA_GRID_STRIDE(i, n) {
-        adam_element(p, g, s0, s1, i, c, beta1, beta2, eps);
+        fa_adam_element(p, g, s0, s1, i, &c, beta1, beta2, eps);
     }
 }
 
@@ -209,10 +123,10 @@ __global__ void adam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const 
                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
                           i64 index, double beta1, double beta2, double eps, double weight_decay,
                           int decoupled) {
-    AdamStep c = adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
+    FaAdamStep c = fa_adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) adam_element(p, g, s0, s1, e, c, beta1, beta2, eps);
+        if (e >= 0) fa_adam_element(p, g, s0, s1, e, &c, beta1, beta2, eps);
     }
 }
 
@@ -224,7 +138,7 @@ __global__ void rmsprop_dense(T* p, const T* g, T* s0, T* s1, i64 n, const doubl
                               double weight_decay, double momentum, int flag) {
     double rate = *lr;
     FA_GRID_STRIDE(i, n) {
-        rmsprop_element(p, g, s0, s1, i, rate, alpha, eps, weight_decay, momentum);
+        fa_rmsprop_element(p, g, s0, s1, i, rate, alpha, eps, weight_decay, momentum);
     }
 }
 
@@ -236,7 +150,7 @@ __global__ void rmsprop_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, con
     double rate = *lr;
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) rmsprop_element(p, g, s0, s1, e, rate, alpha, eps, weight_decay, momentum);
+        if (e >= 0) fa_rmsprop_element(p, g, s0, s1, e, rate, alpha, eps, weight_decay, momentum);
     }
 }
 

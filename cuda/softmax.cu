@@ -186,38 +186,13 @@ __global__ void nll_backward(const i64* t, const T* gy, i64 gy_step, const doubl
 
 // ---------------------------------------------------------- pointwise losses
 
-// The order of fastad.cuda.kernels.POINTWISE_LOSSES.
-enum PointwiseLoss { P_BCE, P_MSE, P_HUBER };
-
-// The loss of one element: a is the prediction (a logit for BCE), b the target.
-template <typename T> __device__ __forceinline__ T pair_value(int op, T a, T b, T delta) {
-    if (op == P_BCE) return fa_softplus(a) - a * b;
-    T d = a - b;
-    if (op == P_MSE) return d * d;
-    if (fa_abs(d) < delta) return T(0.5) * d * d;
-    return delta * (fa_abs(d) - T(0.5) * delta);
-}
-
-template <typename T> __device__ __forceinline__ T pair_da(int op, T a, T b, T delta) {
-    if (op == P_BCE) return fa_sigmoid(a) - b;
-    T d = a - b;
-    if (op == P_MSE) return T(2) * d;
-    if (fa_abs(d) < delta) return d;
-    return d > 0 ? delta : -delta;
-}
-
-template <typename T> __device__ __forceinline__ T pair_db(int op, T a, T b, T delta) {
-    if (op == P_BCE) return -a;
-    return -pair_da(op, a, b, delta);
-}
-
 // Each element's loss into losses[i] (each = 1), or summed and counted into acc (each = 0).
 template <typename T>
 __global__ void pointwise_loss_forward(int op, const T* a, const T* b, T* losses, i64 n, T delta,
                                        int each, double* acc) {
     double total = 0, count = 0;
     FA_GRID_STRIDE(i, n) {
-        T v = pair_value(op, a[i], b[i], delta);
+        T v = fa_loss_value(op, a[i], b[i], delta);
         if (each) losses[i] = v;
         total += v;
         count += 1;
@@ -233,7 +208,7 @@ __global__ void pointwise_loss_backward(int op, int to_a, const T* a, const T* b
     T scale = T(acc[2]);
     FA_GRID_STRIDE(i, n) {
         T v = gy[i * gy_step] * scale;
-        v *= to_a ? pair_da(op, a[i], b[i], delta) : pair_db(op, a[i], b[i], delta);
+        v *= to_a ? fa_loss_da(op, a[i], b[i], delta) : fa_loss_db(op, a[i], b[i], delta);
         fa_put(g + i, v, accumulate);
     }
 }

@@ -1,8 +1,9 @@
 """Elementwise ops: unary functions and broadcasting + - * /.
 
-Each op's forward value and its derivative stand side by side in the tables
-`unary_value`/`unary_slope` and `binary_value`/`binary_da`/`binary_db`; the
-loops below apply them to whole buffers.
+Each op's forward value and its derivative stand side by side in the rules
+`fa_unary_value`/`fa_unary_slope` and `fa_binary_value`/`fa_binary_da`/`fa_binary_db`
+of rules.h, which the CUDA kernels share; the loops below apply them to whole
+buffers.
 """
 import numpy as np
 cimport numpy as cnp
@@ -14,62 +15,16 @@ from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_va
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup,
                                   bcast_start, bcast_next_row)
 from fastad_cy.loops cimport vec_zero
-from fastad_cy.scalar cimport (s_exp, s_log, s_tanh, s_sigmoid, s_sqrt, s_abs, s_pow,
-                               s_softplus)
+from fastad_cy.rules cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS,
+                              U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_ADD_SCALAR,
+                              U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
+                              B_ADD, B_SUB, B_MUL, B_DIV, unary_value, unary_slope,
+                              binary_value, binary_da, binary_db)
 
 cnp.import_array()
 
 
 # ------------------------------------------------------------------ unary
-
-cdef enum UnaryOp:
-    U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
-    U_SQRT, U_SQUARE, U_ABS, U_POW,
-    # a Variable and a Python number p: no constant node needed
-    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
-
-
-cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
-    """y = f(x); `p` is the exponent of U_POW or the number of a *_SCALAR op."""
-    if op == U_NEG: return -x
-    if op == U_EXP: return s_exp(x)
-    if op == U_LOG: return s_log(x)
-    if op == U_TANH: return s_tanh(x)
-    if op == U_SIGMOID: return s_sigmoid(x)
-    if op == U_RELU: return x if x > 0 else 0
-    if op == U_SOFTPLUS: return s_softplus(x)
-    if op == U_LOGSIGMOID: return -s_softplus(-x)
-    if op == U_SQRT: return s_sqrt(x)
-    if op == U_SQUARE: return x * x
-    if op == U_ABS: return s_abs(x)
-    if op == U_POW: return s_pow(x, p)
-    if op == U_ADD_SCALAR: return x + p
-    if op == U_RSUB_SCALAR: return p - x
-    if op == U_MUL_SCALAR: return x * p
-    if op == U_DIV_SCALAR: return x / p
-    return p / x
-
-
-cdef inline floating unary_slope(int op, floating x, floating y, floating p) noexcept nogil:
-    """dy/dx, from the input x and the output y."""
-    if op == U_NEG: return -1
-    if op == U_EXP: return y
-    if op == U_LOG: return 1 / x
-    if op == U_TANH: return 1 - y * y
-    if op == U_SIGMOID: return y * (1 - y)
-    if op == U_RELU: return 1 if x > 0 else 0
-    if op == U_SOFTPLUS: return s_sigmoid(x)
-    if op == U_LOGSIGMOID: return s_sigmoid(-x)
-    if op == U_SQRT: return 0.5 / y
-    if op == U_SQUARE: return 2 * x
-    if op == U_ABS: return (x > 0) - (x < 0)
-    if op == U_POW: return 0 if p == 0 else p * s_pow(x, p - 1)
-    if op == U_ADD_SCALAR: return 1
-    if op == U_RSUB_SCALAR: return -1
-    if op == U_MUL_SCALAR: return p
-    if op == U_DIV_SCALAR: return 1 / p
-    return -y / x
-
 
 cdef void unary_forward(int op, const floating* x, floating* y, Py_ssize_t n,
                         floating p) noexcept nogil:
@@ -246,32 +201,7 @@ def pow(x, exponent):
 
 # ----------------------------------------------------------------- binary
 
-cdef enum BinaryOp:
-    B_ADD, B_SUB, B_MUL, B_DIV
-
 cdef dict _BINARY_NAMES = {B_ADD: "add", B_SUB: "sub", B_MUL: "mul", B_DIV: "div"}
-
-
-cdef inline floating binary_value(int op, floating a, floating b) noexcept nogil:
-    if op == B_ADD: return a + b
-    if op == B_SUB: return a - b
-    if op == B_MUL: return a * b
-    return a / b
-
-
-cdef inline floating binary_da(int op, floating a, floating b, floating y) noexcept nogil:
-    """dy/da."""
-    if op == B_MUL: return b
-    if op == B_DIV: return 1 / b
-    return 1
-
-
-cdef inline floating binary_db(int op, floating a, floating b, floating y) noexcept nogil:
-    """dy/db."""
-    if op == B_ADD: return 1
-    if op == B_SUB: return -1
-    if op == B_MUL: return a
-    return -y / b
 
 
 cdef void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,

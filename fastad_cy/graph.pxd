@@ -24,7 +24,7 @@ cdef class Variable:
     cdef tuple inputs
     cdef str op                      # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
-    # On a GPU (see fastad/cuda): the device name, and the value and gradient as device
+    # On a device (registered by fastad.cuda): the device name, and the value and gradient as device
     # arrays; _value/_grad/val_ptr/grad_ptr stay empty. None on the CPU.
     cdef object _device
     cdef object _dvalue
@@ -69,7 +69,7 @@ cdef class IndexInput(Variable):
     cdef Py_ssize_t _dbound          # on a device: ids must stay below this (the smallest consumer's size)
 
 cdef class DeviceNode(Variable):
-    cdef object fn                   # the op: fn.forward(node) and fn.backward(node), see fastad/cuda/ops.py
+    cdef object fn                   # the op: fn.forward(node) and fn.backward(node) (fastad/cuda/ops/)
 
 cdef class Plan:
     cdef list fwd                    # non-leaf nodes strictly below the root, inputs first
@@ -89,7 +89,8 @@ cdef int check_anomaly(Variable node, str phase) except -1
 cdef Variable as_variable(object x, Variable like)
 cdef int same_dtype(str op, Variable a, Variable b) except -1
 cdef int require_float(str op, object x, str argname) except -1
-cdef object device_ops()                  # the module fastad.cuda.ops
+cdef object device_ops()                  # the device ops fastad.cuda registered (register_devices)
+cdef object device_optim()                # the device optimizer support it registered
 
 
 cdef inline bint on_device(object x) noexcept:

@@ -568,10 +568,6 @@ cdef class Variable:
     def _copy_to(self, target):
         raise RuntimeError(f"to(): a {type(self).__name__} cannot move between devices")
 
-    def _device_grad_buffer(self):
-        """The device gradient buffer (None if never made), for fastad.cuda.ops."""
-        return self._dgrad
-
     cdef Plan _get_plan(self):
         if self._plan is None:
             self._plan = _build_plan(self)
@@ -914,10 +910,6 @@ cdef class Parameter(Leaf):
                         row_len, not fresh)
         return 0
 
-    def _touched_ids(self):
-        """The ids a sparse device gradient touched, as one int64 device array (repeats kept)."""
-        return self._dtouched[:self._dtouched_n]
-
     @property
     def is_sparse_grad(self):
         """True while the gradient holds only the rows listed by `sparse_rows()`."""
@@ -928,7 +920,7 @@ cdef class Parameter(Leaf):
         if self.grad_mode != GRAD_SPARSE:
             return None
         if self._device is not None:
-            return device_ops().touched_rows(self._touched_ids())
+            return device_ops().touched_rows(_touched_ids(self))
         return self.touched[:self.n_touched].copy()
 
     def sparse_grad(self):
@@ -936,7 +928,7 @@ cdef class Parameter(Leaf):
         if self.grad_mode != GRAD_SPARSE:
             return None
         if self._device is not None:
-            rows = device_ops().touched_rows(self._touched_ids())
+            rows = device_ops().touched_rows(_touched_ids(self))
             return rows, device_ops().to_host(self._dgrad)[rows]
         return self.touched[:self.n_touched].copy(), self.slab[:self.n_touched].copy()
 
@@ -946,7 +938,7 @@ cdef class Parameter(Leaf):
         cdef const int64_t* touched
         if self._device is not None:
             if self.grad_mode == GRAD_SPARSE:
-                device_ops().zero_rows(self._dgrad, self._touched_ids())
+                device_ops().zero_rows(self._dgrad, _touched_ids(self))
                 self._dgrad_zero = True
             elif self.grad_mode == GRAD_DENSE:
                 self._dgrad_zero = False
@@ -1045,10 +1037,6 @@ cdef class IndexInput(Variable):
             return self._value
         return device_ops().copy(self._dvalue)
 
-    def _live_ids(self):
-        """The device buffer of ids the ops read (fastad.cuda.ops only)."""
-        return self._dvalue
-
     def set_value(self, ids):
         """Copy new ids (same shape, integers >= 0) into this leaf."""
         cdef cnp.ndarray arr
@@ -1086,27 +1074,50 @@ cdef class IndexInput(Variable):
 
 
 # ------------------------------------------------------------------- devices
-# The GPU path (fastad/cuda) builds DeviceNodes: the same plans, pass ids and
-# leaf gradient modes as on the CPU, with each op's forward and backward in
-# fastad/cuda/ops.py launching the kernels of cuda/*.cu on device arrays.
+# The engine never imports the device package: fastad.cuda registers itself here
+# when imported (register_devices). Device ops build DeviceNodes: the same plans,
+# pass ids and leaf gradient modes as on the CPU, with each op's forward and
+# backward in fastad/cuda/ops/<family>.py launching the kernels of cuda/*.cu.
 
-cdef object _device_ops = None
+cdef object _canonical_device = None     # registered: device name -> "cuda:N"
+cdef object _device_ops = None           # registered: the device op implementations
+cdef object _device_optim = None         # registered: device optimizer state and clipping
+
+
+def register_devices(canonical_device, ops, optim):
+    """Connect the engine to a device package (fastad.cuda calls this when imported):
+    `canonical_device(name)` checks a device name and returns its canonical form,
+    `ops` holds the device op implementations, `optim` the device optimizer state
+    (`DeviceState`) and clipping (`clip_grad_norm`, `clip_grad_value`)."""
+    global _canonical_device, _device_ops, _device_optim
+    _canonical_device = canonical_device
+    _device_ops = ops
+    _device_optim = optim
+
+
+cdef int _require_devices(object device) except -1:
+    if _device_ops is None:
+        raise RuntimeError(f"device {device!r}: no device support is registered with the "
+                           f"engine; import fastad (or fastad.cuda) first")
+    return 0
 
 
 cdef object device_ops():
-    global _device_ops
-    if _device_ops is None:
-        from fastad.cuda import ops
-        _device_ops = ops
+    _require_devices("cuda")
     return _device_ops
 
 
+cdef object device_optim():
+    _require_devices("cuda")
+    return _device_optim
+
+
 cdef object _parse_device(object device):
-    """None for the CPU, else the canonical "cuda:N" (checked against the devices present)."""
+    """None for the CPU, else the canonical device name (checked by the registered device package)."""
     if device is None or device == "cpu":
         return None
-    from fastad.cuda import canonical_device
-    return canonical_device(device)
+    _require_devices(device)
+    return _canonical_device(device)
 
 
 cdef class DeviceNode(Variable):
@@ -1133,6 +1144,21 @@ def device_node(str op, tuple inputs, tuple shape, dtype, fn, value=None):
     node._dvalue = device_ops().empty(shape, dtype) if value is None else value
     node.fn = fn
     return finish(node)
+
+
+cdef object _touched_ids(Parameter p):
+    """The ids a sparse device gradient touched, as one int64 device array (repeats kept)."""
+    return p._dtouched[:p._dtouched_n]
+
+
+def device_grad_buffer(Variable x):
+    """x's device gradient buffer as it is (None if never made)."""
+    return x._dgrad
+
+
+def device_ids(IndexInput ix):
+    """The device buffer of ids that ops on a device IndexInput read."""
+    return ix._dvalue
 
 
 def device_grad_slot(Variable x):
@@ -1174,7 +1200,7 @@ def device_grad(Parameter p):
     "dense" or "sparse"; grad the dense buffer (for "sparse": zero outside the
     touched rows); touched the id arrays of a sparse gradient (ids may repeat)."""
     mode = ("none", "sparse", "dense")[p.grad_mode]
-    return mode, p._dgrad, (p._touched_ids(),) if p.grad_mode == GRAD_SPARSE else ()
+    return mode, p._dgrad, (_touched_ids(p),) if p.grad_mode == GRAD_SPARSE else ()
 
 
 def bound_ids(IndexInput ix, Py_ssize_t bound, str op):

@@ -10,8 +10,8 @@ loss per element or per row, no reduction).
   the number of targets not ignored.
 - Pairwise losses (`bce_with_logits`, `mse`, `huber`) compare two arrays of
   one shape elementwise; gradients flow to both sides. Each one's value and
-  its two partial derivatives stand side by side in `pair_value`,
-  `pair_da`, `pair_db`.
+  its two partial derivatives stand side by side in `fa_loss_value`,
+  `fa_loss_da`, `fa_loss_db` of rules.h, which the CUDA kernels share.
 """
 import operator
 
@@ -25,7 +25,8 @@ from cython cimport floating
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
                               as_variable, same_dtype, require_float, on_device, device_ops)
 from fastad_cy.loops cimport vec_zero
-from fastad_cy.scalar cimport s_exp, s_log, s_abs, s_sigmoid, s_softplus
+from fastad_cy.scalar cimport s_exp, s_log
+from fastad_cy.rules cimport P_BCE, P_MSE, P_HUBER, loss_value, loss_da, loss_db
 
 cnp.import_array()
 
@@ -408,34 +409,7 @@ def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
 
 # ------------------------------------------------------------ pairwise losses
 
-cdef enum PairLossOp:
-    P_BCE, P_MSE, P_HUBER
-
 cdef dict _PAIR_NAMES = {P_BCE: "bce_with_logits", P_MSE: "mse", P_HUBER: "huber"}
-
-
-cdef inline floating pair_value(int op, floating a, floating b, floating delta) noexcept nogil:
-    """The loss of one element: a is the prediction (logit for BCE), b the target."""
-    cdef floating d
-    if op == P_BCE: return s_softplus(a) - a * b     # max(a, 0) - a*b + log1p(exp(-|a|))
-    d = a - b
-    if op == P_MSE: return d * d
-    if s_abs(d) < delta: return <floating>0.5 * d * d
-    return delta * (s_abs(d) - <floating>0.5 * delta)
-
-
-cdef inline floating pair_da(int op, floating a, floating b, floating delta) noexcept nogil:
-    cdef floating d
-    if op == P_BCE: return s_sigmoid(a) - b
-    d = a - b
-    if op == P_MSE: return 2 * d
-    if s_abs(d) < delta: return d
-    return delta if d > 0 else -delta
-
-
-cdef inline floating pair_db(int op, floating a, floating b, floating delta) noexcept nogil:
-    if op == P_BCE: return -a
-    return -pair_da(op, a, b, delta)
 
 
 cdef double pair_forward(int op, const floating* a, const floating* b, Py_ssize_t n,
@@ -445,7 +419,7 @@ cdef double pair_forward(int op, const floating* a, const floating* b, Py_ssize_
     cdef double total = 0
     cdef floating v
     for i in range(n):
-        v = pair_value(op, a[i], b[i], delta)
+        v = loss_value(op, a[i], b[i], delta)
         total += v
         if losses != NULL:
             losses[i] = v
@@ -460,7 +434,7 @@ cdef void pair_backward(int op, bint to_a, const floating* a, const floating* b,
     cdef floating v
     for i in range(n):
         v = gy[i * gy_step] * scale
-        v *= pair_da(op, a[i], b[i], delta) if to_a else pair_db(op, a[i], b[i], delta)
+        v *= loss_da(op, a[i], b[i], delta) if to_a else loss_db(op, a[i], b[i], delta)
         if add:
             g[i] += v
         else:

@@ -3,6 +3,8 @@
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
+from fastad_cy.rules cimport FaAdamStep
+
 cdef class Optimizer:
     cdef list _params                # the Parameters, in order
     cdef Py_ssize_t n_params
@@ -41,7 +43,7 @@ cdef class Adagrad(Optimizer):
 cdef class Adam(Optimizer):
     cdef readonly double beta1, beta2, eps, weight_decay
     cdef readonly bint decoupled     # AdamW's decoupled weight decay
-    cdef double step_size, bc2_sqrt  # this step's bias-corrected coefficients
+    cdef FaAdamStep coefficients     # this step's bias corrections and weight decay
 
     cdef int _configure(self, object params, object lr, object betas, object eps,
                         object weight_decay, bint decoupled) except -1

@@ -24,7 +24,7 @@ to sync its replicas): `step()` then calls it every so many steps.
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
 `step()` launches the fused kernels of cuda/optimizers.cu (fastad.cuda.optim),
-which repeat the CPU rules below exactly, sparse rows included.
+which apply the same element rules (rules.h), sparse rows included.
 `state_dict()` still returns host numpy arrays.
 """
 import numpy as np
@@ -34,7 +34,10 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 from cython cimport floating
 
-from fastad_cy.graph cimport Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE
+from fastad_cy.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
+                              device_optim)
+from fastad_cy.rules cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element, adam_element,
+                              rmsprop_element)
 
 cnp.import_array()
 
@@ -190,80 +193,36 @@ cdef object _step_clock(list params):
 cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n,
                      double lr, double weight_decay, double momentum, double dampening,
                      bint nesterov, bint first) noexcept nogil:
-    cdef floating lr_ = lr, wd = weight_decay, mom = momentum, keep = 1 - dampening
-    cdef floating d, b
+    cdef floating lr_ = lr
     cdef Py_ssize_t i
-    if buf == NULL and wd == 0:          # plain SGD: a loop gcc can vectorise
+    if momentum == 0 and weight_decay == 0:     # plain SGD: a loop gcc can vectorise
         for i in range(n):
             p[i] = p[i] + (-lr_) * g[i]
         return
     for i in range(n):
-        d = g[i]
-        if wd != 0:
-            d = d + wd * p[i]
-        if buf != NULL:
-            b = d if first else buf[i] * mom + keep * d
-            buf[i] = b
-            d = d + mom * b if nesterov else b
-        p[i] = p[i] + (-lr_) * d
+        sgd_element(p, g, buf, i, lr, weight_decay, momentum, dampening, nesterov, first)
 
 
 cdef void adagrad_kernel(floating* p, const floating* g, floating* sums, Py_ssize_t n,
                          double lr, double weight_decay, double eps) noexcept nogil:
-    cdef floating lr_ = lr, wd = weight_decay, eps_ = eps
-    cdef floating d, s
     cdef Py_ssize_t i
     for i in range(n):
-        d = g[i]
-        if wd != 0:
-            d = d + wd * p[i]
-        s = sums[i] + d * d
-        sums[i] = s
-        p[i] = p[i] + (-lr_) * (d / (sqrt(s) + eps_))
+        adagrad_element(p, g, sums, i, lr, weight_decay, eps)
 
 
 cdef void adam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
-                      double beta1, double beta2, double eps, double weight_decay, double decay,
-                      double step_size, double bc2_sqrt) noexcept nogil:
-    """`weight_decay` is Adam's L2 term added to the gradient; `decay` is
-    AdamW's factor 1 - lr * weight_decay applied to the value first (else 1)."""
-    cdef floating wd = weight_decay, dec = decay, b2 = beta2, eps_ = eps
-    cdef floating w1 = 1 - beta1, w2 = 1 - beta2, step = step_size, bc2 = bc2_sqrt
-    cdef bint small_w1 = fabs(1 - beta1) < 0.5
-    cdef floating d, mi, vi
+                      const FaAdamStep* c, double beta1, double beta2, double eps) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(n):
-        d = g[i]
-        if dec != 1:
-            p[i] = p[i] * dec
-        if wd != 0:
-            d = d + wd * p[i]
-        # torch's lerp(m, d, w1), evaluated its way for both sizes of w1
-        mi = m[i] + w1 * (d - m[i]) if small_w1 else d - (d - m[i]) * (1 - w1)
-        vi = v[i] * b2 + w2 * d * d
-        m[i] = mi
-        v[i] = vi
-        p[i] = p[i] + (-step) * (mi / (sqrt(vi) / bc2 + eps_))
+        adam_element(p, g, m, v, i, c, beta1, beta2, eps)
 
 
 cdef void rmsprop_kernel(floating* p, const floating* g, floating* sq, floating* buf, Py_ssize_t n,
                          double lr, double alpha, double eps, double weight_decay,
                          double momentum) noexcept nogil:
-    cdef floating lr_ = lr, a = alpha, w = 1 - alpha, eps_ = eps, wd = weight_decay
-    cdef floating mom = momentum
-    cdef floating d, s, step
     cdef Py_ssize_t i
     for i in range(n):
-        d = g[i]
-        if wd != 0:
-            d = d + wd * p[i]
-        s = sq[i] * a + w * d * d
-        sq[i] = s
-        step = d / (sqrt(s) + eps_)
-        if buf != NULL:
-            step = buf[i] * mom + step
-            buf[i] = step
-        p[i] = p[i] + (-lr_) * step
+        rmsprop_element(p, g, sq, buf, i, lr, alpha, eps, weight_decay, momentum)
 
 
 # --------------------------------------------------------------- Optimizer
@@ -310,8 +269,7 @@ cdef class Optimizer:
         self._device = None
         device = _params_device(self._params, type(self).__name__)
         if device is not None:
-            from fastad.cuda.optim import DeviceState
-            self._device = DeviceState(self._params, device, self._lr)
+            self._device = device_optim().DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
         self.step_clock = _step_clock(self._params)
@@ -661,22 +619,20 @@ cdef class Adam(Optimizer):
         return 0
 
     cdef int begin(self, int64_t step, bint sparse) except -1:
-        self.step_size = self._lr / (1 - pow(self.beta1, <double>step))
-        self.bc2_sqrt = sqrt(1 - pow(self.beta2, <double>step))
+        self.coefficients = fa_adam_step(self._lr, step, self.beta1, self.beta2,
+                                         self.weight_decay, self.decoupled)
         return 0
 
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil:
-        cdef double l2 = 0 if self.decoupled else self.weight_decay
-        cdef double decay = 1 - self._lr * self.weight_decay if self.decoupled else 1
         if f64:
             adam_kernel(<double*>value + offset, <const double*>grad,
                         <double*>state[0] + offset, <double*>state[1] + offset, n,
-                        self.beta1, self.beta2, self.eps, l2, decay, self.step_size, self.bc2_sqrt)
+                        &self.coefficients, self.beta1, self.beta2, self.eps)
         else:
             adam_kernel(<float*>value + offset, <const float*>grad,
                         <float*>state[0] + offset, <float*>state[1] + offset, n,
-                        self.beta1, self.beta2, self.eps, l2, decay, self.step_size, self.bc2_sqrt)
+                        &self.coefficients, self.beta1, self.beta2, self.eps)
 
     cdef tuple device_kernel(self):
         return ("adam", (self.beta1, self.beta2, self.eps, self.weight_decay), int(self.decoupled))
@@ -815,8 +771,7 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     if not q > 0:
         raise ValueError(f"clip_grad_norm: norm_type must be > 0 (or float('inf')), got {norm_type!r}")
     if _params_device(plist, "clip_grad_norm") is not None:
-        from fastad.cuda.optim import clip_grad_norm as clip_on_device
-        return clip_on_device(plist, limit, q)
+        return device_optim().clip_grad_norm(plist, limit, q)
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):
@@ -859,8 +814,7 @@ def clip_grad_value(params, clip_value):
     cdef const int64_t* rows
     cdef Parameter p
     if _params_device(plist, "clip_grad_value") is not None:
-        from fastad.cuda.optim import clip_grad_value as clip_on_device
-        clip_on_device(plist, limit)
+        device_optim().clip_grad_value(plist, limit)
         return
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)

@@ -1,8 +1,7 @@
-# Scalar math for float and double kernels. exp/log/tanh/sigmoid go through
-# fastmath.h, which switches them to fast approximations in a FASTAD_FAST_MATH
-# build; the rest is the C library.
+# exp/log/tanh/sigmoid for float and double kernels, through fastmath.h, which
+# switches them to fast approximations in a FASTAD_FAST_MATH build. The scalar
+# rules the CUDA kernels share are in rules.h (rules.pxd).
 from cython cimport floating
-from libc.math cimport log1p, log1pf, sqrt, sqrtf, fabs, fabsf, pow, powf
 
 cdef extern from "fastmath.h":
     int FASTAD_FAST_MATH_ENABLED
@@ -50,36 +49,3 @@ cdef inline floating s_sigmoid(floating x) noexcept nogil:
         return fa_sigmoidf(x)
     else:
         return fa_sigmoid(x)
-
-
-cdef inline floating s_log1p(floating x) noexcept nogil:
-    if floating is float:
-        return log1pf(x)
-    else:
-        return log1p(x)
-
-
-cdef inline floating s_sqrt(floating x) noexcept nogil:
-    if floating is float:
-        return sqrtf(x)
-    else:
-        return sqrt(x)
-
-
-cdef inline floating s_abs(floating x) noexcept nogil:
-    if floating is float:
-        return fabsf(x)
-    else:
-        return fabs(x)
-
-
-cdef inline floating s_pow(floating x, floating p) noexcept nogil:
-    if floating is float:
-        return powf(x, p)
-    else:
-        return pow(x, p)
-
-
-cdef inline floating s_softplus(floating x) noexcept nogil:
-    """log(1 + exp(x)) without overflow."""
-    return (x if x > 0 else 0) + s_log1p(s_exp(-s_abs(x)))

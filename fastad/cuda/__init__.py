@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import re
 
-from fastad.cuda import backend as _backend
+from fastad_cy.graph import register_devices as _register_devices
+from fastad.cuda import backend as _backend, ops as _ops, optim as _optim
 
 __all__ = ["is_available", "device_count", "capture", "synchronize", "emulate",
            "canonical_device"]
@@ -127,3 +128,7 @@ def emulate():
         yield
     finally:
         _backend.set_emulation(previous)
+
+
+# The engine (fastad_cy) never imports this package: this is how it learns of devices.
+_register_devices(canonical_device, _ops, _optim)

@@ -74,7 +74,8 @@ def nvrtc_compile_program(source: str, name_expressions: Sequence[str], name: st
 def nvrtc_compile(family: str) -> dict[str, str]:
     """Compile a family's program as `cupy.RawModule` does; return the lowered names
     of its name expressions. Raises CompileError with NVRTC's log."""
-    # The program starts with common.cuh; the family file follows after a #line directive.
+    # The program starts with common.cuh; rules.h and the family file follow, each after
+    # a #line directive.
     return nvrtc_compile_program(kernels.program_source(family), kernels.name_expressions(family),
                                  "common.cuh")
 

@@ -2,8 +2,9 @@
 
 Every kernel is a template on the element type `T`, instantiated for float
 and double through CuPy's `name_expressions` ("unary_forward<float>", ...).
-A family's program is `common.cuh` followed by the family's `.cu` file, so
-NVRTC needs no include path and CuPy's cache key covers both texts.
+A family's program is `common.cuh`, then `fastad_cy/rules.h` (the scalar
+rules the CPU kernels share), then the family's `.cu` file, so NVRTC needs no
+include path and CuPy's cache key covers all three texts.
 
 This table is the only place a kernel is registered: the CuPy backend, the
 CPU emulator, and the NVRTC/nvcc compile checks all read it.
@@ -14,6 +15,8 @@ import functools
 from pathlib import Path
 
 import numpy as np
+
+import fastad_cy.graph
 
 #: family -> the kernels its `.cu` file defines (each a template on T).
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -57,15 +60,15 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
     "-ftz=true", "-arch=compute_90", "--device-as-default-execution-space")
 
 #: The unary ops of `unary_forward`/`unary_backward`, in the order of the
-#: `UnaryOp` enum in cuda/elementwise.cu (the code passed is the index here).
+#: `UnaryOp` enum in fastad_cy/rules.h (the code passed is the index here).
 UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
              "sqrt", "square", "abs", "pow", "add_scalar", "rsub_scalar", "mul_scalar",
              "div_scalar", "rdiv_scalar")
 
-#: The binary ops of `binary_forward`/`binary_backward` (the `BinaryOp` enum).
+#: The binary ops of `binary_forward`/`binary_backward` (rules.h's `BinaryOp` enum).
 BINARY_OPS = ("add", "sub", "mul", "div")
 
-#: The pointwise losses of `pointwise_loss_forward/backward` (the `PointwiseLoss` enum).
+#: The pointwise losses of `pointwise_loss_forward/backward` (rules.h's `PointwiseLoss` enum).
 POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber")
 
 
@@ -127,15 +130,22 @@ def source_dir() -> Path:
         f"reinstall fastad (`pip install .` ships them inside the package)")
 
 
+def rules_header() -> Path:
+    """`rules.h`, the scalar rules shared with the CPU kernels, in the fastad_cy package."""
+    return Path(fastad_cy.graph.__file__).resolve().parent / "rules.h"
+
+
 @functools.lru_cache(maxsize=None)
 def program_source(family: str) -> str:
-    """The full program text of a family: common.cuh, then `<family>.cu`."""
+    """The full program text of a family: common.cuh, rules.h, then `<family>.cu`."""
     if family not in FAMILIES:
         raise KeyError(f"unknown kernel family {family!r}; known: {sorted(FAMILIES)}")
     folder = source_dir()
     common = (folder / "common.cuh").read_text()
+    rules = rules_header().read_text()
     body = (folder / f"{family}.cu").read_text()
-    return f"{common}\n#line 1 \"{family}.cu\"\n{body}"
+    return (f"{common}\n#line 1 \"rules.h\"\n{rules}"
+            f"\n#line 1 \"{family}.cu\"\n{body}")
 
 
 def name_expressions(family: str) -> list[str]:

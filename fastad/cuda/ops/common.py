@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastad_cy.graph import Variable, IndexInput, device_node
+from fastad_cy.graph import Variable, IndexInput, device_node, device_grad_buffer
 from fastad.cuda import backend as _backend
 from fastad.cuda.kernels import UNARY_OPS
 
@@ -103,7 +103,7 @@ def set_value(leaf, data):
 
 def seed_grad(root, seed, accumulate):
     """Start a backward pass: root's gradient (+)= ones, or (+)= `seed` (a host array)."""
-    grad = root._device_grad_buffer()
+    grad = device_grad_buffer(root)
     if seed is None:
         if accumulate:
             launch("unary_forward", grad.dtype, grad.size, grad, grad, I64(grad.size),
@@ -118,7 +118,7 @@ def seed_grad(root, seed, accumulate):
 def leaf_grad(leaf, dense, none):
     """A device leaf's `.grad`: the live buffer when dense, else a fresh dense copy
     (zeros when the leaf has no gradient; a sparse gradient's buffer is already dense)."""
-    buffer = leaf._device_grad_buffer() if not none else None
+    buffer = device_grad_buffer(leaf) if not none else None
     if dense:
         return buffer
     out = backend().zeros(leaf.shape, leaf.dtype)
@@ -170,7 +170,7 @@ def check_anomaly(node, phase):
         return 0
     for x in node.parents:
         if x.requires_grad and not isinstance(x, IndexInput):
-            grad = x._device_grad_buffer()
+            grad = device_grad_buffer(x)
             if grad is not None and not _finite(grad):
                 raise FloatingPointError(
                     f"detect_anomaly: the backward of '{node.op_name}' produced NaN or Inf in "

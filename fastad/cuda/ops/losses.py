@@ -19,7 +19,7 @@ an IndexInput's ignored rows), and the scale its backward applies.
 """
 import numpy as np
 
-from fastad_cy.graph import device_grad_slot, bound_ids
+from fastad_cy.graph import device_grad_slot, device_ids, bound_ids
 from fastad_cy.losses import check_target_ids
 from fastad.cuda.kernels import POINTWISE_LOSSES
 from fastad.cuda.ops.common import (I32, I64, backend, launch, scalar, make_node, same_device,
@@ -56,7 +56,7 @@ class ClassTargets:
         if self.source is None:
             self.ids = from_host(checked.ids)
         else:
-            check_target_ids(op, to_host(self.source._live_ids()).reshape(-1), self.classes, self.ignore)
+            check_target_ids(op, to_host(device_ids(self.source)).reshape(-1), self.classes, self.ignore)
             bound_ids(self.source, max(self.classes, self.ignore + 1), op)
             self.ids = backend().empty((self.batch,), np.int64)
         self.inputs = (scores,) if self.source is None else (scores, self.source)
@@ -65,7 +65,7 @@ class ClassTargets:
 
     def read_ids(self):
         """The ids the forward reads: the IndexInput's current ones, or the fixed ones."""
-        return self.ids if self.source is None else self.source._live_ids()
+        return self.ids if self.source is None else device_ids(self.source)
 
     def gy_step(self):
         return I64(1 if self.reduction == "none" else 0)

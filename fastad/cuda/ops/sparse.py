@@ -5,7 +5,7 @@ gradient buffer (repeated ids add, atomically). A Parameter records which id
 arrays touched it, so optimizers update, and zero_grad clears, only those
 rows (see fastad_cy/graph.pyx, device_sparse_slot).
 """
-from fastad_cy.graph import bound_ids, device_sparse_slot
+from fastad_cy.graph import bound_ids, device_ids, device_sparse_slot
 from fastad.cuda.ops.common import I64, launch, make_node, same_device
 
 
@@ -15,13 +15,13 @@ class Take:
 
     def forward(self, node):
         table, ix = node.parents
-        launch("gather_rows", node.dtype, node.size, table.value, ix._live_ids(), node.value,
+        launch("gather_rows", node.dtype, node.size, table.value, device_ids(ix), node.value,
                I64(ix.size), self.row_len)
 
     def backward(self, node):
         table, ix = node.parents
         if table.requires_grad:
-            ids = ix._live_ids()
+            ids = device_ids(ix)
             grad = device_sparse_slot(table, ids)
             launch("scatter_add_rows", node.dtype, node.size, node.grad, ids, grad,
                    I64(ix.size), self.row_len)

@@ -1,0 +1,283 @@
+/* The scalar rules of fastad, written once: each unary op's value and slope, the
+ * binary ops, the pointwise losses, and the optimizers' element updates.
+ *
+ * The same text compiles two ways:
+ * - host C, for the CPU kernels in fastad_cy/ (through Cython's `cdef extern`, see
+ *   rules.pxd): every rule is a `static inline` function, once for float (suffix _f)
+ *   and once for double (suffix _d); exp/log/tanh/sigmoid come from fastmath.h, so
+ *   FASTAD_FAST_MATH applies to them;
+ * - CUDA device code, for the kernels in cuda/ (fastad/cuda/kernels.py puts this file
+ *   after common.cuh in every family's program; common.cuh defines FA_RULES_ON_DEVICE
+ *   and the fa_* math overloads): every rule is one template on T, without suffix.
+ *
+ * The enums' orders are those of the Python tables in fastad/cuda/kernels.py
+ * (UNARY_OPS, BINARY_OPS, POINTWISE_LOSSES): a test pins them.
+ *
+ * Host C includes this file three times: once for the enums and the type macros,
+ * then once per element type for the rules (FA_RULES_BODY). */
+#ifndef FASTAD_RULES_H
+#define FASTAD_RULES_H
+
+enum UnaryOp {
+    U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
+    U_SQRT, U_SQUARE, U_ABS, U_POW,
+    /* a Variable and a Python number p: no constant node needed */
+    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
+};
+
+enum BinaryOp { B_ADD, B_SUB, B_MUL, B_DIV };
+
+enum PointwiseLoss { P_BCE, P_MSE, P_HUBER };
+
+#ifdef FA_RULES_ON_DEVICE
+#define FA_PLAIN_RULE __device__ __forceinline__
+#else
+#include <math.h>
+#include "fastmath.h"
+#define FA_PLAIN_RULE static inline
+#endif
+
+/* Adam's per-step coefficients: the bias-corrected step size and sqrt(1 - beta2**t),
+ * AdamW's decay factor 1 - lr * weight_decay (else 1) and Adam's L2 term (else 0). */
+typedef struct {
+    double step_size, bc2_sqrt, decay, l2;
+} FaAdamStep;
+
+FA_PLAIN_RULE FaAdamStep fa_adam_step(double lr, long long t, double beta1, double beta2,
+                                      double weight_decay, int decoupled) {
+    FaAdamStep c;
+    c.step_size = lr / (1 - pow(beta1, (double)t));
+    c.bc2_sqrt = sqrt(1 - pow(beta2, (double)t));
+    c.decay = decoupled ? 1 - lr * weight_decay : 1.0;
+    c.l2 = decoupled ? 0.0 : weight_decay;
+    return c;
+}
+
+#ifdef FA_RULES_ON_DEVICE
+#define FA_RULE template <typename T> __device__ __forceinline__
+#define FA_T T
+#define FA_NAME(name) name
+#define FA_EXP fa_exp
+#define FA_LOG fa_log
+#define FA_LOG1P fa_log1p
+#define FA_TANH fa_tanh
+#define FA_SIGMOID fa_sigmoid
+#define FA_SQRT fa_sqrt
+#define FA_ABS fa_abs
+#define FA_POW fa_pow
+#define FA_RULES_BODY
+#else
+#define FA_RULE static inline
+
+#define FA_T float
+#define FA_NAME(name) name##_f
+#define FA_EXP fa_expf
+#define FA_LOG fa_logf
+#define FA_LOG1P log1pf
+#define FA_TANH fa_tanhf
+#define FA_SIGMOID fa_sigmoidf
+#define FA_SQRT sqrtf
+#define FA_ABS fabsf
+#define FA_POW powf
+#define FA_RULES_BODY
+#include "rules.h"
+#undef FA_T
+#undef FA_NAME
+#undef FA_EXP
+#undef FA_LOG
+#undef FA_LOG1P
+#undef FA_TANH
+#undef FA_SIGMOID
+#undef FA_SQRT
+#undef FA_ABS
+#undef FA_POW
+
+#define FA_T double
+#define FA_NAME(name) name##_d
+#define FA_EXP fa_exp
+#define FA_LOG fa_log
+#define FA_LOG1P log1p
+#define FA_TANH fa_tanh
+#define FA_SIGMOID fa_sigmoid
+#define FA_SQRT sqrt
+#define FA_ABS fabs
+#define FA_POW pow
+#include "rules.h"
+#undef FA_RULES_BODY
+#endif
+
+#endif /* FASTAD_RULES_H */
+
+#ifdef FA_RULES_BODY
+/* ------------------------------------------------------------------ unary ops */
+
+/* log(1 + exp(x)) without overflow. */
+FA_RULE FA_T FA_NAME(fa_softplus)(FA_T x) {
+    return (x > 0 ? x : (FA_T)0) + FA_LOG1P(FA_EXP(-FA_ABS(x)));
+}
+
+/* y = f(x); p is the exponent of U_POW or the number of a *_SCALAR op. */
+FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
+    switch (op) {
+        case U_NEG: return -x;
+        case U_EXP: return FA_EXP(x);
+        case U_LOG: return FA_LOG(x);
+        case U_TANH: return FA_TANH(x);
+        case U_SIGMOID: return FA_SIGMOID(x);
+        case U_RELU: return x > 0 ? x : (FA_T)0;
+        case U_SOFTPLUS: return FA_NAME(fa_softplus)(x);
+        case U_LOGSIGMOID: return -FA_NAME(fa_softplus)(-x);
+        case U_SQRT: return FA_SQRT(x);
+        case U_SQUARE: return x * x;
+        case U_ABS: return FA_ABS(x);
+        case U_POW: return FA_POW(x, p);
+        case U_ADD_SCALAR: return x + p;
+        case U_RSUB_SCALAR: return p - x;
+        case U_MUL_SCALAR: return x * p;
+        case U_DIV_SCALAR: return x / p;
+        default: return p / x;  /* U_RDIV_SCALAR */
+    }
+}
+
+/* dy/dx, from the input x and the output y. */
+FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
+    switch (op) {
+        case U_NEG: return (FA_T)-1;
+        case U_EXP: return y;
+        case U_LOG: return (FA_T)1 / x;
+        case U_TANH: return (FA_T)1 - y * y;
+        case U_SIGMOID: return y * ((FA_T)1 - y);
+        case U_RELU: return x > 0 ? (FA_T)1 : (FA_T)0;
+        case U_SOFTPLUS: return FA_SIGMOID(x);
+        case U_LOGSIGMOID: return FA_SIGMOID(-x);
+        case U_SQRT: return (FA_T)0.5 / y;
+        case U_SQUARE: return (FA_T)2 * x;
+        case U_ABS: return (FA_T)((x > 0) - (x < 0));
+        case U_POW: return p == 0 ? (FA_T)0 : p * FA_POW(x, p - (FA_T)1);
+        case U_ADD_SCALAR: return (FA_T)1;
+        case U_RSUB_SCALAR: return (FA_T)-1;
+        case U_MUL_SCALAR: return p;
+        case U_DIV_SCALAR: return (FA_T)1 / p;
+        default: return -y / x;  /* U_RDIV_SCALAR */
+    }
+}
+
+/* ----------------------------------------------------------------- binary ops */
+
+FA_RULE FA_T FA_NAME(fa_binary_value)(int op, FA_T a, FA_T b) {
+    switch (op) {
+        case B_ADD: return a + b;
+        case B_SUB: return a - b;
+        case B_MUL: return a * b;
+        default: return a / b;  /* B_DIV */
+    }
+}
+
+/* d(a op b)/da and d(a op b)/db, given y = a op b. */
+FA_RULE FA_T FA_NAME(fa_binary_da)(int op, FA_T a, FA_T b, FA_T y) {
+    if (op == B_MUL) return b;
+    if (op == B_DIV) return (FA_T)1 / b;
+    return (FA_T)1;
+}
+
+FA_RULE FA_T FA_NAME(fa_binary_db)(int op, FA_T a, FA_T b, FA_T y) {
+    if (op == B_ADD) return (FA_T)1;
+    if (op == B_SUB) return (FA_T)-1;
+    if (op == B_MUL) return a;
+    return -y / b;  /* B_DIV */
+}
+
+/* ----------------------------------------------------------- pointwise losses */
+
+/* The loss of one element: a is the prediction (a logit for BCE), b the target. */
+FA_RULE FA_T FA_NAME(fa_loss_value)(int op, FA_T a, FA_T b, FA_T delta) {
+    FA_T d;
+    if (op == P_BCE) return FA_NAME(fa_softplus)(a) - a * b;
+    d = a - b;
+    if (op == P_MSE) return d * d;
+    if (FA_ABS(d) < delta) return (FA_T)0.5 * d * d;
+    return delta * (FA_ABS(d) - (FA_T)0.5 * delta);
+}
+
+FA_RULE FA_T FA_NAME(fa_loss_da)(int op, FA_T a, FA_T b, FA_T delta) {
+    FA_T d;
+    if (op == P_BCE) return FA_SIGMOID(a) - b;
+    d = a - b;
+    if (op == P_MSE) return (FA_T)2 * d;
+    if (FA_ABS(d) < delta) return d;
+    return d > 0 ? delta : -delta;
+}
+
+FA_RULE FA_T FA_NAME(fa_loss_db)(int op, FA_T a, FA_T b, FA_T delta) {
+    if (op == P_BCE) return -a;
+    return -FA_NAME(fa_loss_da)(op, a, b, delta);
+}
+
+/* -------------------------------------------------------- optimizer elements
+ * One element e of a Parameter's value p, its gradient g and its state. The order
+ * of operations follows torch.optim's single-tensor implementations; where the
+ * arithmetic goes through double (the `1.0 - x` terms, sqrt), it does so on purpose. */
+
+/* SGD: buf is used only when momentum != 0; `first`: the Parameter's first, dense step. */
+FA_RULE void FA_NAME(fa_sgd_element)(FA_T* p, const FA_T* g, FA_T* buf, long long e, double lr,
+                                     double weight_decay, double momentum, double dampening,
+                                     int nesterov, int first) {
+    FA_T lr_ = (FA_T)lr, wd = (FA_T)weight_decay, mom = (FA_T)momentum;
+    FA_T keep = (FA_T)(1.0 - dampening);
+    FA_T d = g[e], b;
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    if (momentum != 0) {
+        b = first ? d : buf[e] * mom + keep * d;
+        buf[e] = b;
+        d = nesterov ? d + mom * b : b;
+    }
+    p[e] = p[e] + (-lr_) * d;
+}
+
+FA_RULE void FA_NAME(fa_adagrad_element)(FA_T* p, const FA_T* g, FA_T* sums, long long e,
+                                         double lr, double weight_decay, double eps) {
+    FA_T lr_ = (FA_T)lr, wd = (FA_T)weight_decay, eps_ = (FA_T)eps;
+    FA_T d = g[e], s;
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    s = sums[e] + d * d;
+    sums[e] = s;
+    p[e] = (FA_T)(p[e] + (-lr_) * ((double)d / (sqrt((double)s) + eps_)));
+}
+
+/* Adam and AdamW, with the step's coefficients c (fa_adam_step). */
+FA_RULE void FA_NAME(fa_adam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
+                                      const FaAdamStep* c, double beta1, double beta2,
+                                      double eps) {
+    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, eps_ = (FA_T)eps;
+    FA_T w1 = (FA_T)(1.0 - beta1), w2 = (FA_T)(1.0 - beta2);
+    FA_T step = (FA_T)c->step_size, bc2 = (FA_T)c->bc2_sqrt;
+    FA_T d = g[e], mi, vi;
+    if ((double)dec != 1.0) p[e] = p[e] * dec;
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    /* torch's lerp(m, d, w1), evaluated its way for both sizes of w1 */
+    if (fabs(1.0 - beta1) < 0.5) mi = m[e] + w1 * (d - m[e]);
+    else mi = (FA_T)(d - (d - m[e]) * (1.0 - w1));
+    vi = v[e] * b2 + w2 * d * d;
+    m[e] = mi;
+    v[e] = vi;
+    p[e] = (FA_T)(p[e] + (-step) * ((double)mi / (sqrt((double)vi) / (double)bc2 + eps_)));
+}
+
+/* RMSprop: buf is used only when momentum != 0. */
+FA_RULE void FA_NAME(fa_rmsprop_element)(FA_T* p, const FA_T* g, FA_T* sq, FA_T* buf, long long e,
+                                         double lr, double alpha, double eps,
+                                         double weight_decay, double momentum) {
+    FA_T lr_ = (FA_T)lr, a = (FA_T)alpha, w = (FA_T)(1.0 - alpha), eps_ = (FA_T)eps;
+    FA_T wd = (FA_T)weight_decay, mom = (FA_T)momentum;
+    FA_T d = g[e], s, step;
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    s = sq[e] * a + w * d * d;
+    sq[e] = s;
+    step = (FA_T)((double)d / (sqrt((double)s) + eps_));
+    if (momentum != 0) {
+        step = buf[e] * mom + step;
+        buf[e] = step;
+    }
+    p[e] = p[e] + (-lr_) * step;
+}
+#endif /* FA_RULES_BODY */
