@@ -102,7 +102,8 @@ class Recommender(Module):
         process with `fa.train` when `workers` is 1, else in `workers` Hogwild
         processes that each draw and train on their share of the triples
         (`start_method` "fork" on Linux by default, else "spawn"; the weights
-        are copied back after each epoch). `seed` (an int >= 0, or None for a
+        are copied back at the end, or after each epoch when there is a
+        `callback`). `seed` (an int >= 0, or None for a
         fresh one) fixes the sampling (and, with one worker, the whole run).
 
         `callback(epoch, loss)`, if given, runs after each epoch (1-based),
@@ -142,12 +143,16 @@ class Recommender(Module):
                         if workers == 1 else
                         _HogwildEpochs(self, matrix, samples, seed, workers, optimizer, lr, progress,
                                        start_method))
+        # without a callback, Hogwild workers run every epoch in one go (no process start per epoch)
+        runs = ([range(1, epochs + 1)] if callback is None else
+                [range(epoch, epoch + 1) for epoch in range(1, epochs + 1)])
         losses = []
-        with epoch_runner as run_epoch:
-            for epoch in range(1, epochs + 1):
-                losses.append(run_epoch(epoch, (epoch - 1) * samples))
-                if callback is not None:
-                    callback(epoch, losses[-1])
+        with epoch_runner as run_epochs:
+            for epoch_range in runs:
+                for epoch, loss in zip(epoch_range, run_epochs(epoch_range)):
+                    losses.append(loss)
+                    if callback is not None:
+                        callback(epoch, loss)
         return losses
 
     def scores(self, user_ids):
@@ -285,9 +290,13 @@ class _LocalEpochs:
     def __exit__(self, *exc):
         return False
 
-    def run(self, epoch, done_before):
+    def run(self, epochs):
+        return [self.run_epoch(epoch) for epoch in epochs]
+
+    def run_epoch(self, epoch):
         report = None
         if self.progress is not None:
+            done_before = (epoch - 1) * self.samples
             clock = [time.perf_counter(), 0]
 
             def report(done):
@@ -301,7 +310,8 @@ class _LocalEpochs:
 
 
 class _HogwildEpochs:
-    """Epochs in Hogwild workers over the model's weights in shared memory, copied back each epoch."""
+    """Epochs in Hogwild workers over the model's weights in shared memory, copied back after
+    each run of epochs."""
 
     def __init__(self, model, matrix, samples, seed, workers, optimizer, lr, progress, start_method):
         self.model, self.matrix, self.samples, self.seed = model, matrix, samples, seed
@@ -317,19 +327,23 @@ class _HogwildEpochs:
         self.shared.close()
         return False
 
-    def run(self, epoch, done_before):
+    def run(self, epochs):
         progress = None
         if self.progress is not None:
+            done_before = (epochs[0] - 1) * self.samples
+
             def progress(done, per_second):
                 self.progress(done_before + done, per_second)
+
         results = hogwild.run(_fit_worker, workers=self.workers, start_method=self.start_method,
                               args=(self.shared, type(self.model), self.model.config(), self.matrix,
                                     self.samples, self.workers, self.optimizer, self.lr, self.seed,
-                                    epoch),
+                                    epochs),
                               progress=progress)
         self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
-        examples = sum(r["examples"] for r in results)
-        return sum(r["loss"][0] * r["examples"] for r in results) / examples
+        examples = [r["examples"] / len(epochs) for r in results]
+        return [sum(r["loss"][i] * n for r, n in zip(results, examples)) / sum(examples)
+                for i in range(len(epochs))]
 
 
 def _share_parameters(model, shared):
@@ -343,31 +357,30 @@ def _share_parameters(model, shared):
     return model
 
 
-def _train_shard(model, shard, optimizer, lr, epochs, seed, who):
-    """Train `model` on a Hogwild worker's triples, reporting its progress to `hogwild.report`."""
-    loss, feeds = model.example_graph()
-    opt = make_optimizer(who, optimizer, model.parameters(), lr)
+def _train_reporting(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None):
+    """`fa.train` in a Hogwild worker, adding its progress to `hogwild.report`."""
     last = [0]
 
     def progress(done):
         hogwild.report(done - last[0])
         last[0] = done
 
-    start = time.perf_counter()
-    means = train(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed,
-                  progress=progress, report_every=10_000)
-    return {"loss": means, "examples": epochs * len(shard["users"]),
-            "seconds": time.perf_counter() - start}
+    return train(loss, optimizer, feeds, epochs=epochs, shuffle=shuffle, seed=seed,
+                 progress=progress, report_every=10_000)
 
 
 def _fit_worker(rank, shared, model_class, config, matrix, samples, workers, optimizer, lr, seed,
-                epoch):
+                epochs):
     """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
-    on this rank's share of the epoch's triples, which it draws itself."""
+    for `epochs` (a range) on this rank's share of each epoch's triples, which it draws itself."""
     model = _share_parameters(model_class(**config), shared)
+    loss, feeds = model.example_graph()
+    opt = make_optimizer(f"{model_class.__name__}.fit", optimizer, model.parameters(), lr)
     share = samples // workers + (rank < samples % workers)
-    triples = _epoch_triples(matrix, share, seed, epoch, rank)
-    return _train_shard(model, triples, optimizer, lr, 1, seed + rank, f"{model_class.__name__}.fit")
+    start = time.perf_counter()
+    means = [_train_reporting(loss, opt, feeds(_epoch_triples(matrix, share, seed, epoch, rank)))[0]
+             for epoch in epochs]
+    return {"loss": means, "examples": share * len(epochs), "seconds": time.perf_counter() - start}
 
 
 class BPR(Recommender):
@@ -555,5 +568,10 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
     ...     fa.hogwild.run(bpr_hogwild_worker, workers=2, args=(shared, train, 2))
     """
     model = BPR(1, 1, U=shared["U"], V=shared["V"])
+    loss, feeds = model.example_graph()
+    opt = make_optimizer("bpr_hogwild_worker", optimizer, model.parameters(), lr)
     shard = {key: ids[rank::workers] for key, ids in triples.items()}
-    return _train_shard(model, shard, optimizer, lr, epochs, seed + rank, "bpr_hogwild_worker")
+    start = time.perf_counter()
+    means = _train_reporting(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed + rank)
+    return {"loss": means, "examples": epochs * len(shard["users"]),
+            "seconds": time.perf_counter() - start}

@@ -177,7 +177,7 @@ def test_fit_refuses_bad_input_before_training(interactions, kwargs, error, mess
     assert model.liked is None
 
 
-def test_a_failing_worker_leaves_the_last_finished_epoch():
+def test_an_error_after_an_epoch_leaves_that_epoch_trained():
     model = fa.models.BPR(2, 3, dim=4)
     model.fit(LIKES, epochs=1)
     trained = weights(model)
