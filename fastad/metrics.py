@@ -24,23 +24,12 @@ first. `k` larger than the number of items is capped at it.
 >>> fa.metrics.precision_at_k(scores, test, k=10, train=train)
 >>> fa.metrics.evaluate(model, test, train=train, k=10)   # all five, in batches of users
 """
-import numbers
-
 import numpy as np
 
-from fastad.data import check_interactions
+from fastad.data import check_int, check_interactions
 
 __all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision_at_k", "auc",
            "evaluate", "top_k"]
-
-
-def check_k(who, k):
-    """`k` as an int >= 1, or TypeError/ValueError naming `who`."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise TypeError(f"{who}: k must be an int, got {k!r}")
-    if k < 1:
-        raise ValueError(f"{who}: k must be >= 1, got {k}")
-    return int(k)
 
 
 def top_k(scores, k):
@@ -177,7 +166,7 @@ def _mean_over_users(who, metric, scores, test, k, train, users):
     if metric == "auc":
         values, counted = _auc(scores, held, excluded)
     else:
-        hits, count = _top_k_hits(scores, held, check_k(who, k))
+        hits, count = _top_k_hits(scores, held, check_int(who, "k", k))
         values, counted = TOP_K_METRICS[metric](hits, count), count > 0
     if not counted.any():
         raise ValueError(f"{who}: no user of these scores has a held-out item in test "
@@ -241,9 +230,8 @@ def evaluate(model, test, train=None, k=10, users=None, batch_size=1000):
     >>> fa.metrics.evaluate(model, test, train=train, k=10)
     {'precision@10': 0.21, 'recall@10': 0.52, 'ndcg@10': 0.41, 'map@10': 0.30, 'auc': 0.93}
     """
-    k = check_k("evaluate", k)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise ValueError(f"evaluate: batch_size must be an int >= 1, got {batch_size!r}")
+    k = check_int("evaluate", "k", k)
+    batch_size = check_int("evaluate", "batch_size", batch_size)
     test, train = _check_split("evaluate", test, train)
     users = (np.flatnonzero(np.diff(test.indptr)) if users is None
              else check_ids("evaluate", "users", users, test.shape[0], "users"))

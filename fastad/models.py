@@ -19,8 +19,8 @@ from fastad_cy.shape import reshape
 from fastad_cy.sparse import take
 from fastad_cy.train import train
 from fastad import hogwild
-from fastad.data import _draw_triples, check_interactions, require_negatives
-from fastad.metrics import check_ids, check_k, top_k
+from fastad.data import _draw_triples, check_int, check_interactions, require_negatives
+from fastad.metrics import check_ids, top_k
 from fastad.optim import SGD, Adagrad, Adam
 from fastad.nn.module import Module
 
@@ -29,11 +29,16 @@ __all__ = ["Recommender", "BPR", "TwoTower", "bpr_hogwild_worker"]
 OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}
 
 
-def make_optimizer(who, name, parameters, lr):
-    """The fastad optimizer called `name` ("sgd", "adagrad" or "adam") over `parameters`."""
+def check_optimizer(who, name):
+    """`name` if it names an optimizer of OPTIMIZERS, or ValueError naming `who`."""
     if name not in OPTIMIZERS:
         raise ValueError(f"{who}: optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
-    return OPTIMIZERS[name](parameters, lr=lr)
+    return name
+
+
+def make_optimizer(who, name, parameters, lr):
+    """The fastad optimizer called `name` ("sgd", "adagrad" or "adam") over `parameters`."""
+    return OPTIMIZERS[check_optimizer(who, name)](parameters, lr=lr)
 
 
 def bpr_loss(user, pos, neg, bias_difference=None):
@@ -42,14 +47,6 @@ def bpr_loss(user, pos, neg, bias_difference=None):
     if bias_difference is not None:
         margin = margin + reshape(bias_difference, margin.shape)
     return -fa_sum(logsigmoid(margin))
-
-
-def _check_count(who, name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{who}: {name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{who}: {name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _unit_rows(vectors):
@@ -120,18 +117,17 @@ class Recommender(Module):
         who = f"{type(self).__name__}.fit"
         matrix = check_interactions(interactions, who, shape=(self.n_users, self.n_items))
         require_negatives(matrix, who)
-        epochs = _check_count(who, "epochs", epochs)
-        workers = _check_count(who, "workers", workers)
-        samples = matrix.nnz if samples is None else _check_count(who, "samples", samples)
+        epochs = check_int(who, "epochs", epochs)
+        workers = check_int(who, "workers", workers)
+        samples = matrix.nnz if samples is None else check_int(who, "samples", samples)
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's triples")
-        seed = np.random.default_rng().integers(2**63) if seed is None else _check_count(
+        seed = np.random.default_rng().integers(2**63) if seed is None else check_int(
             who, "seed", seed, minimum=0)
         if not isinstance(lr, numbers.Real) or not np.isfinite(lr) or lr <= 0:
             raise ValueError(f"{who}: lr must be a finite number > 0, got {lr!r}")
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"{who}: optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+        check_optimizer(who, optimizer)
         for name, value in (("callback", callback), ("progress", progress)):
             if value is not None and not callable(value):
                 raise TypeError(f"{who}: {name} must be callable or None, got {type(value).__name__}")
@@ -182,8 +178,8 @@ class Recommender(Module):
         >>> ids, scores = model.recommend(7, k=5, items=np.arange(100))   # among items 0..99
         """
         who = f"{type(self).__name__}.recommend"
-        k = check_k(who, k)
-        batch_size = _check_count(who, "batch_size", batch_size)
+        k = check_int(who, "k", k)
+        batch_size = check_int(who, "batch_size", batch_size)
         users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
         if users.ndim > 1:
             raise ValueError(f"{who}: user_ids must be one id or a 1-D sequence, got shape {users.shape}")
@@ -255,7 +251,7 @@ class Recommender(Module):
 
 
 def _nearest(who, name, ids, vectors, k, what):
-    k = check_k(who, k)
+    k = check_int(who, "k", k)
     queries = check_ids(who, name, ids, len(vectors), what)
     if queries.ndim > 1:
         raise ValueError(f"{who}: {name} must be one id or a 1-D sequence, got shape {queries.shape}")
@@ -472,7 +468,7 @@ class TwoTower(Recommender):
         rng = np.random.default_rng(seed)
         self.user_features = _check_fields("TwoTower", "user_features", user_features)
         self.item_features = _check_fields("TwoTower", "item_features", item_features)
-        self.dim = _check_count("TwoTower", "dim", dim)
+        self.dim = check_int("TwoTower", "dim", dim)
         for side, fields in (("user", self.user_features), ("item", self.item_features)):
             for name, ids in fields.items():
                 rows = int(ids.max()) + 1

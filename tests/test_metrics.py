@@ -144,7 +144,7 @@ def test_bad_scores_and_splits_are_named():
 def test_evaluate_rejects_bad_arguments():
     with pytest.raises(ValueError, match="evaluate: k must be >= 1"):
         fa.metrics.evaluate(RowModel(SCORES), TEST, k=-1)
-    with pytest.raises(ValueError, match="evaluate: batch_size must be an int >= 1"):
+    with pytest.raises(ValueError, match="evaluate: batch_size must be >= 1, got 0"):
         fa.metrics.evaluate(RowModel(SCORES), TEST, batch_size=0)
     with pytest.raises(ValueError, match="evaluate: no user of `users` has a held-out item"):
         fa.metrics.evaluate(RowModel(SCORES), TEST, users=[], k=2)
