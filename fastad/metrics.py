@@ -35,16 +35,16 @@ __all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision
 def top_k(scores, k):
     """The columns of the k highest scores of each row, best first; ties go to the lower column.
 
-    `scores` is a 2-D float array (n, m); k is capped at m. Returns an (n, k)
-    int64 array. Vectorised: one partition, then a sort of k per row.
+    `scores` is a 2-D float array (n, m); k (>= 0) is capped at m. Returns an
+    (n, k) int64 array. Vectorised: one partition, then a sort of k per row.
 
     >>> top_k(np.array([[0.1, 0.9, 0.5, 0.9]]), 2)
     array([[1, 3]])
     """
     n, m = scores.shape
-    k = min(k, m)
+    k = min(check_int("top_k", "k", k, minimum=0), m)
     if n == 0 or k == 0:
-        return np.empty((0, k), dtype=np.int64)
+        return np.empty((n, k), dtype=np.int64)
     kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]     # the k-th highest score per row
     above = scores > kth
     tied = scores == kth

@@ -20,6 +20,12 @@ def test_top_k_breaks_ties_by_the_lower_item_id():
     np.testing.assert_array_equal(fa.metrics.top_k(SCORES, 9), [[0, 1, 2, 3, 4], [3, 1, 2, 4, 0]])
 
 
+def test_top_k_takes_k_from_zero_up():
+    assert fa.metrics.top_k(SCORES, 0).shape == (2, 0)
+    with pytest.raises(ValueError, match="top_k: k must be >= 0, got -1"):
+        fa.metrics.top_k(SCORES, -1)
+
+
 def test_top_k_ranks_minus_infinity_last():
     scores = np.array([[-np.inf, 2.0, -np.inf, 1.0]])
     np.testing.assert_array_equal(fa.metrics.top_k(scores, 3), [[1, 3, 0]])
