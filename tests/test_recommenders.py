@@ -144,9 +144,9 @@ def test_ranking_refuses_bad_ids_and_k(fitted):
         fitted.scores([-3])
     with pytest.raises(ValueError, match="filter_liked=True needs the items each user liked"):
         fa.models.BPR(4, 5).recommend(0)
-    with pytest.raises(ValueError, match=rf"recommend: liked has shape \(2, 3\), expected \({USERS}, {ITEMS}\)"):
+    with pytest.raises(ValueError, match=rf"liked has shape \(2, 3\), expected \({USERS}, {ITEMS}\)"):
         fitted.recommend(0, liked=LIKES)
-    with pytest.raises(ValueError, match=r"items must be a non-empty 1-D sequence of item ids, got shape \(1, 2\)"):
+    with pytest.raises(ValueError, match=r"items must be a non-empty 1-D sequence .* shape \(1, 2\)"):
         fitted.recommend(0, items=[[1, 2]])
 
 
