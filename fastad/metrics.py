@@ -41,6 +41,11 @@ def top_k(scores, k):
     >>> top_k(np.array([[0.1, 0.9, 0.5, 0.9]]), 2)
     array([[1, 3]])
     """
+    scores = np.asarray(scores)
+    if scores.ndim != 2:
+        raise ValueError(f"top_k: scores must be a 2-D (rows, columns) array, got shape {scores.shape}")
+    if np.isnan(scores).any():
+        raise ValueError("top_k: scores holds NaN (did training diverge? try a smaller lr)")
     n, m = scores.shape
     k = min(check_int("top_k", "k", k, minimum=0), m)
     if n == 0 or k == 0:

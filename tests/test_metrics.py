@@ -24,6 +24,10 @@ def test_top_k_takes_k_from_zero_up():
     assert fa.metrics.top_k(SCORES, 0).shape == (2, 0)
     with pytest.raises(ValueError, match="top_k: k must be >= 0, got -1"):
         fa.metrics.top_k(SCORES, -1)
+    with pytest.raises(ValueError, match="top_k: scores holds NaN"):
+        fa.metrics.top_k(np.array([[0.0, np.nan]]), 1)
+    with pytest.raises(ValueError, match=r"top_k: scores must be a 2-D .* got shape \(3,\)"):
+        fa.metrics.top_k([1.0, 2.0, 3.0], 1)
 
 
 def test_top_k_ranks_minus_infinity_last():
