@@ -243,3 +243,15 @@ def test_two_tower_vectors_are_sums_of_field_rows_and_rank_like_bpr():
 def test_two_tower_refuses_bad_features(user_features, message):
     with pytest.raises((TypeError, ValueError), match=message):
         fa.models.TwoTower(user_features, {"id": np.arange(4)})
+
+
+def test_triple_auc_counts_item_biases_and_checks_ids(fitted):
+    triples = fa.data.sample_triples(fitted.liked, n=2_000, seed=5)
+    U, V, b = fitted.U.numpy(), fitted.V.numpy(), fitted.item_bias.numpy()[:, 0]
+    u, p, n = triples["users"], triples["pos"], triples["neg"]
+    margin = np.einsum("nk,nk->n", U[u], V[p] - V[n]) + b[p] - b[n]
+    assert fitted.auc(triples) == pytest.approx(np.mean(margin > 0))
+    plain = fa.models.BPR(USERS, ITEMS, dim=4, seed=2)
+    assert plain.auc(triples) == fa.data.pairwise_auc(plain.U, plain.V, triples)
+    with pytest.raises(IndexError, match=rf"auc: triples\['neg'\] holds {ITEMS} at position 0"):
+        fitted.auc({"users": [0], "pos": [1], "neg": [ITEMS]})
