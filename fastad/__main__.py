@@ -49,10 +49,9 @@ def main(argv=None):
     ranked_users = np.random.default_rng(0).choice(users, size=1_000, replace=False)
     model = fa.models.BPR(users, items, dim=32, seed=1)
     before = fa.metrics.evaluate(model, test, train=train, k=10, users=ranked_users)
-    start_method = "fork" if sys.platform.startswith("linux") else "spawn"
     start = time.perf_counter()
     model.fit(train, epochs=1, samples=args.examples, workers=args.workers, lr=0.1, seed=0,
-              start_method=start_method, progress=fa.hogwild.progress_bar(args.examples, sys.stdout))
+              progress=fa.hogwild.progress_bar(args.examples, sys.stdout))
     rate = args.examples / (time.perf_counter() - start)
     after = fa.metrics.evaluate(model, test, train=train, k=10, users=ranked_users)
     print(f"test AUC      {before['auc']:.3f} -> {after['auc']:.3f}   (0.5 is chance)")

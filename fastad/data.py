@@ -148,10 +148,18 @@ def check_interactions(interactions, who, name="interactions", shape=None):
     return matrix
 
 
-def _seed_or_error(who, seed):
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
-        raise TypeError(f"{who}: seed must be an int or None, got {seed!r}")
-    return np.random.default_rng(seed)
+def check_int(who, name, value, minimum=1):
+    """`value` as an int >= `minimum`, or TypeError/ValueError naming `who` and `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{who}: {name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{who}: {name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _seeded(who, seed):
+    """A numpy Generator from `seed` (an int >= 0, or None for fresh entropy)."""
+    return np.random.default_rng(None if seed is None else check_int(who, "seed", seed, minimum=0))
 
 
 def _split_by_user(matrix, held_per_user, rng):
@@ -184,7 +192,7 @@ def train_test_split(interactions, test_fraction=0.2, seed=0):
     matrix = check_interactions(interactions, "train_test_split")
     if not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
         raise ValueError(f"train_test_split: test_fraction must be a number in (0, 1), got {test_fraction!r}")
-    rng = _seed_or_error("train_test_split", seed)
+    rng = _seeded("train_test_split", seed)
     held = np.rint(test_fraction * np.diff(matrix.indptr)).astype(np.int64)
     return _split_by_user(matrix, held, rng)
 
@@ -199,9 +207,8 @@ def leave_k_out(interactions, k=1, seed=0):
     >>> train, test = fa.data.leave_k_out(likes, k=1, seed=0)
     """
     matrix = check_interactions(interactions, "leave_k_out")
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"leave_k_out: k must be an int >= 1, got {k!r}")
-    rng = _seed_or_error("leave_k_out", seed)
+    k = check_int("leave_k_out", "k", k)
+    rng = _seeded("leave_k_out", seed)
     counts = np.diff(matrix.indptr)
     return _split_by_user(matrix, np.where(counts > k, k, 0), rng)
 
@@ -228,10 +235,8 @@ def sample_triples(interactions, n=None, seed=0):
     """
     matrix = check_interactions(interactions, "sample_triples")
     require_negatives(matrix, "sample_triples")
-    n = matrix.nnz if n is None else n
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise ValueError(f"sample_triples: n must be an int >= 1, got {n!r}")
-    return _draw_triples(matrix, int(n), _seed_or_error("sample_triples", seed))
+    n = matrix.nnz if n is None else check_int("sample_triples", "n", n)
+    return _draw_triples(matrix, n, _seeded("sample_triples", seed))
 
 
 # Up to this many user x item cells, liked pairs are looked up in a dense table of bools (one

@@ -24,38 +24,32 @@ first. `k` larger than the number of items is capped at it.
 >>> fa.metrics.precision_at_k(scores, test, k=10, train=train)
 >>> fa.metrics.evaluate(model, test, train=train, k=10)   # all five, in batches of users
 """
-import numbers
-
 import numpy as np
 
-from fastad.data import check_interactions
+from fastad.data import check_int, check_interactions
 
 __all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision_at_k", "auc",
            "evaluate", "top_k"]
 
 
-def check_k(who, k):
-    """`k` as an int >= 1, or TypeError/ValueError naming `who`."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise TypeError(f"{who}: k must be an int, got {k!r}")
-    if k < 1:
-        raise ValueError(f"{who}: k must be >= 1, got {k}")
-    return int(k)
-
-
 def top_k(scores, k):
     """The columns of the k highest scores of each row, best first; ties go to the lower column.
 
-    `scores` is a 2-D float array (n, m); k is capped at m. Returns an (n, k)
-    int64 array. Vectorised: one partition, then a sort of k per row.
+    `scores` is a 2-D float array (n, m); k (>= 0) is capped at m. Returns an
+    (n, k) int64 array. Vectorised: one partition, then a sort of k per row.
 
     >>> top_k(np.array([[0.1, 0.9, 0.5, 0.9]]), 2)
     array([[1, 3]])
     """
+    scores = np.asarray(scores)
+    if scores.ndim != 2:
+        raise ValueError(f"top_k: scores must be a 2-D (rows, columns) array, got shape {scores.shape}")
+    if np.isnan(scores).any():
+        raise ValueError("top_k: scores holds NaN (did training diverge? try a smaller lr)")
     n, m = scores.shape
-    k = min(k, m)
+    k = min(check_int("top_k", "k", k, minimum=0), m)
     if n == 0 or k == 0:
-        return np.empty((0, k), dtype=np.int64)
+        return np.empty((n, k), dtype=np.int64)
     kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]     # the k-th highest score per row
     above = scores > kth
     tied = scores == kth
@@ -177,7 +171,7 @@ def _mean_over_users(who, metric, scores, test, k, train, users):
     if metric == "auc":
         values, counted = _auc(scores, held, excluded)
     else:
-        hits, count = _top_k_hits(scores, held, check_k(who, k))
+        hits, count = _top_k_hits(scores, held, check_int(who, "k", k))
         values, counted = TOP_K_METRICS[metric](hits, count), count > 0
     if not counted.any():
         raise ValueError(f"{who}: no user of these scores has a held-out item in test "
@@ -241,9 +235,8 @@ def evaluate(model, test, train=None, k=10, users=None, batch_size=1000):
     >>> fa.metrics.evaluate(model, test, train=train, k=10)
     {'precision@10': 0.21, 'recall@10': 0.52, 'ndcg@10': 0.41, 'map@10': 0.30, 'auc': 0.93}
     """
-    k = check_k("evaluate", k)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise ValueError(f"evaluate: batch_size must be an int >= 1, got {batch_size!r}")
+    k = check_int("evaluate", "k", k)
+    batch_size = check_int("evaluate", "batch_size", batch_size)
     test, train = _check_split("evaluate", test, train)
     users = (np.flatnonzero(np.diff(test.indptr)) if users is None
              else check_ids("evaluate", "users", users, test.shape[0], "users"))

@@ -19,8 +19,8 @@ from fastad_cy.shape import reshape
 from fastad_cy.sparse import take
 from fastad_cy.train import train
 from fastad import hogwild
-from fastad.data import _draw_triples, check_interactions, require_negatives
-from fastad.metrics import check_ids, check_k, top_k
+from fastad.data import _draw_triples, check_int, check_interactions, require_negatives
+from fastad.metrics import check_ids, top_k
 from fastad.optim import SGD, Adagrad, Adam
 from fastad.nn.module import Module
 
@@ -29,11 +29,16 @@ __all__ = ["Recommender", "BPR", "TwoTower", "bpr_hogwild_worker"]
 OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}
 
 
-def make_optimizer(who, name, parameters, lr):
-    """The fastad optimizer called `name` ("sgd", "adagrad" or "adam") over `parameters`."""
+def check_optimizer(who, name):
+    """`name` if it names an optimizer of OPTIMIZERS, or ValueError naming `who`."""
     if name not in OPTIMIZERS:
         raise ValueError(f"{who}: optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
-    return OPTIMIZERS[name](parameters, lr=lr)
+    return name
+
+
+def make_optimizer(who, name, parameters, lr):
+    """The fastad optimizer called `name` ("sgd", "adagrad" or "adam") over `parameters`."""
+    return OPTIMIZERS[check_optimizer(who, name)](parameters, lr=lr)
 
 
 def bpr_loss(user, pos, neg, bias_difference=None):
@@ -42,14 +47,6 @@ def bpr_loss(user, pos, neg, bias_difference=None):
     if bias_difference is not None:
         margin = margin + reshape(bias_difference, margin.shape)
     return -fa_sum(logsigmoid(margin))
-
-
-def _check_count(who, name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{who}: {name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{who}: {name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _unit_rows(vectors):
@@ -102,7 +99,8 @@ class Recommender(Module):
         process with `fa.train` when `workers` is 1, else in `workers` Hogwild
         processes that each draw and train on their share of the triples
         (`start_method` "fork" on Linux by default, else "spawn"; the weights
-        are copied back after each epoch). `seed` (an int >= 0, or None for a
+        are copied back at the end, or after each epoch when there is a
+        `callback`). `seed` (an int >= 0, or None for a
         fresh one) fixes the sampling (and, with one worker, the whole run).
 
         `callback(epoch, loss)`, if given, runs after each epoch (1-based),
@@ -119,18 +117,17 @@ class Recommender(Module):
         who = f"{type(self).__name__}.fit"
         matrix = check_interactions(interactions, who, shape=(self.n_users, self.n_items))
         require_negatives(matrix, who)
-        epochs = _check_count(who, "epochs", epochs)
-        workers = _check_count(who, "workers", workers)
-        samples = matrix.nnz if samples is None else _check_count(who, "samples", samples)
+        epochs = check_int(who, "epochs", epochs)
+        workers = check_int(who, "workers", workers)
+        samples = matrix.nnz if samples is None else check_int(who, "samples", samples)
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's triples")
-        seed = np.random.default_rng().integers(2**63) if seed is None else _check_count(
+        seed = np.random.default_rng().integers(2**63) if seed is None else check_int(
             who, "seed", seed, minimum=0)
         if not isinstance(lr, numbers.Real) or not np.isfinite(lr) or lr <= 0:
             raise ValueError(f"{who}: lr must be a finite number > 0, got {lr!r}")
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"{who}: optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+        check_optimizer(who, optimizer)
         for name, value in (("callback", callback), ("progress", progress)):
             if value is not None and not callable(value):
                 raise TypeError(f"{who}: {name} must be callable or None, got {type(value).__name__}")
@@ -142,12 +139,16 @@ class Recommender(Module):
                         if workers == 1 else
                         _HogwildEpochs(self, matrix, samples, seed, workers, optimizer, lr, progress,
                                        start_method))
+        # without a callback, Hogwild workers run every epoch in one go (no process start per epoch)
+        runs = ([range(1, epochs + 1)] if callback is None else
+                [range(epoch, epoch + 1) for epoch in range(1, epochs + 1)])
         losses = []
-        with epoch_runner as run_epoch:
-            for epoch in range(1, epochs + 1):
-                losses.append(run_epoch(epoch, (epoch - 1) * samples))
-                if callback is not None:
-                    callback(epoch, losses[-1])
+        with epoch_runner as run_epochs:
+            for epoch_range in runs:
+                for epoch, loss in zip(epoch_range, run_epochs(epoch_range)):
+                    losses.append(loss)
+                    if callback is not None:
+                        callback(epoch, loss)
         return losses
 
     def scores(self, user_ids):
@@ -177,8 +178,8 @@ class Recommender(Module):
         >>> ids, scores = model.recommend(7, k=5, items=np.arange(100))   # among items 0..99
         """
         who = f"{type(self).__name__}.recommend"
-        k = check_k(who, k)
-        batch_size = _check_count(who, "batch_size", batch_size)
+        k = check_int(who, "k", k)
+        batch_size = check_int(who, "batch_size", batch_size)
         users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
         if users.ndim > 1:
             raise ValueError(f"{who}: user_ids must be one id or a 1-D sequence, got shape {users.shape}")
@@ -250,7 +251,7 @@ class Recommender(Module):
 
 
 def _nearest(who, name, ids, vectors, k, what):
-    k = check_k(who, k)
+    k = check_int(who, "k", k)
     queries = check_ids(who, name, ids, len(vectors), what)
     if queries.ndim > 1:
         raise ValueError(f"{who}: {name} must be one id or a 1-D sequence, got shape {queries.shape}")
@@ -285,9 +286,13 @@ class _LocalEpochs:
     def __exit__(self, *exc):
         return False
 
-    def run(self, epoch, done_before):
+    def run(self, epochs):
+        return [self.run_epoch(epoch) for epoch in epochs]
+
+    def run_epoch(self, epoch):
         report = None
         if self.progress is not None:
+            done_before = (epoch - 1) * self.samples
             clock = [time.perf_counter(), 0]
 
             def report(done):
@@ -301,7 +306,8 @@ class _LocalEpochs:
 
 
 class _HogwildEpochs:
-    """Epochs in Hogwild workers over the model's weights in shared memory, copied back each epoch."""
+    """Epochs in Hogwild workers over the model's weights in shared memory, copied back after
+    each run of epochs."""
 
     def __init__(self, model, matrix, samples, seed, workers, optimizer, lr, progress, start_method):
         self.model, self.matrix, self.samples, self.seed = model, matrix, samples, seed
@@ -317,19 +323,23 @@ class _HogwildEpochs:
         self.shared.close()
         return False
 
-    def run(self, epoch, done_before):
+    def run(self, epochs):
         progress = None
         if self.progress is not None:
+            done_before = (epochs[0] - 1) * self.samples
+
             def progress(done, per_second):
                 self.progress(done_before + done, per_second)
+
         results = hogwild.run(_fit_worker, workers=self.workers, start_method=self.start_method,
                               args=(self.shared, type(self.model), self.model.config(), self.matrix,
                                     self.samples, self.workers, self.optimizer, self.lr, self.seed,
-                                    epoch),
+                                    epochs),
                               progress=progress)
         self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
-        examples = sum(r["examples"] for r in results)
-        return sum(r["loss"][0] * r["examples"] for r in results) / examples
+        examples = [r["examples"] / len(epochs) for r in results]
+        return [sum(r["loss"][i] * n for r, n in zip(results, examples)) / sum(examples)
+                for i in range(len(epochs))]
 
 
 def _share_parameters(model, shared):
@@ -343,31 +353,30 @@ def _share_parameters(model, shared):
     return model
 
 
-def _train_shard(model, shard, optimizer, lr, epochs, seed, who):
-    """Train `model` on a Hogwild worker's triples, reporting its progress to `hogwild.report`."""
-    loss, feeds = model.example_graph()
-    opt = make_optimizer(who, optimizer, model.parameters(), lr)
+def _train_reporting(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None):
+    """`fa.train` in a Hogwild worker, adding its progress to `hogwild.report`."""
     last = [0]
 
     def progress(done):
         hogwild.report(done - last[0])
         last[0] = done
 
-    start = time.perf_counter()
-    means = train(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed,
-                  progress=progress, report_every=10_000)
-    return {"loss": means, "examples": epochs * len(shard["users"]),
-            "seconds": time.perf_counter() - start}
+    return train(loss, optimizer, feeds, epochs=epochs, shuffle=shuffle, seed=seed,
+                 progress=progress, report_every=10_000)
 
 
 def _fit_worker(rank, shared, model_class, config, matrix, samples, workers, optimizer, lr, seed,
-                epoch):
+                epochs):
     """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
-    on this rank's share of the epoch's triples, which it draws itself."""
+    for `epochs` (a range) on this rank's share of each epoch's triples, which it draws itself."""
     model = _share_parameters(model_class(**config), shared)
+    loss, feeds = model.example_graph()
+    opt = make_optimizer(f"{model_class.__name__}.fit", optimizer, model.parameters(), lr)
     share = samples // workers + (rank < samples % workers)
-    triples = _epoch_triples(matrix, share, seed, epoch, rank)
-    return _train_shard(model, triples, optimizer, lr, 1, seed + rank, f"{model_class.__name__}.fit")
+    start = time.perf_counter()
+    means = [_train_reporting(loss, opt, feeds(_epoch_triples(matrix, share, seed, epoch, rank)))[0]
+             for epoch in epochs]
+    return {"loss": means, "examples": share * len(epochs), "seconds": time.perf_counter() - start}
 
 
 class BPR(Recommender):
@@ -459,7 +468,7 @@ class TwoTower(Recommender):
         rng = np.random.default_rng(seed)
         self.user_features = _check_fields("TwoTower", "user_features", user_features)
         self.item_features = _check_fields("TwoTower", "item_features", item_features)
-        self.dim = _check_count("TwoTower", "dim", dim)
+        self.dim = check_int("TwoTower", "dim", dim)
         for side, fields in (("user", self.user_features), ("item", self.item_features)):
             for name, ids in fields.items():
                 rows = int(ids.max()) + 1
@@ -555,5 +564,10 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
     ...     fa.hogwild.run(bpr_hogwild_worker, workers=2, args=(shared, train, 2))
     """
     model = BPR(1, 1, U=shared["U"], V=shared["V"])
+    loss, feeds = model.example_graph()
+    opt = make_optimizer("bpr_hogwild_worker", optimizer, model.parameters(), lr)
     shard = {key: ids[rank::workers] for key, ids in triples.items()}
-    return _train_shard(model, shard, optimizer, lr, epochs, seed + rank, "bpr_hogwild_worker")
+    start = time.perf_counter()
+    means = _train_reporting(loss, opt, feeds(shard), epochs=epochs, shuffle=True, seed=seed + rank)
+    return {"loss": means, "examples": epochs * len(shard["users"]),
+            "seconds": time.perf_counter() - start}

@@ -100,9 +100,11 @@ def test_bad_matrices_are_named(function):
 def test_bad_split_arguments_are_named():
     with pytest.raises(ValueError, match="test_fraction must be a number in \\(0, 1\\), got 1.5"):
         fa.data.train_test_split(LIKES, test_fraction=1.5)
-    with pytest.raises(ValueError, match="leave_k_out: k must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="leave_k_out: k must be >= 1, got 0"):
         fa.data.leave_k_out(LIKES, k=0)
-    with pytest.raises(TypeError, match="leave_k_out: seed must be an int or None"):
+    with pytest.raises(TypeError, match="leave_k_out: seed must be an int, got 1.5"):
         fa.data.leave_k_out(LIKES, seed=1.5)
-    with pytest.raises(ValueError, match="sample_triples: n must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="train_test_split: seed must be >= 0, got -2"):
+        fa.data.train_test_split(LIKES, seed=-2)
+    with pytest.raises(ValueError, match="sample_triples: n must be >= 1, got 0"):
         fa.data.sample_triples(LIKES, n=0)

@@ -20,6 +20,16 @@ def test_top_k_breaks_ties_by_the_lower_item_id():
     np.testing.assert_array_equal(fa.metrics.top_k(SCORES, 9), [[0, 1, 2, 3, 4], [3, 1, 2, 4, 0]])
 
 
+def test_top_k_takes_k_from_zero_up():
+    assert fa.metrics.top_k(SCORES, 0).shape == (2, 0)
+    with pytest.raises(ValueError, match="top_k: k must be >= 0, got -1"):
+        fa.metrics.top_k(SCORES, -1)
+    with pytest.raises(ValueError, match="top_k: scores holds NaN"):
+        fa.metrics.top_k(np.array([[0.0, np.nan]]), 1)
+    with pytest.raises(ValueError, match=r"top_k: scores must be a 2-D .* got shape \(3,\)"):
+        fa.metrics.top_k([1.0, 2.0, 3.0], 1)
+
+
 def test_top_k_ranks_minus_infinity_last():
     scores = np.array([[-np.inf, 2.0, -np.inf, 1.0]])
     np.testing.assert_array_equal(fa.metrics.top_k(scores, 3), [[1, 3, 0]])
@@ -144,7 +154,7 @@ def test_bad_scores_and_splits_are_named():
 def test_evaluate_rejects_bad_arguments():
     with pytest.raises(ValueError, match="evaluate: k must be >= 1"):
         fa.metrics.evaluate(RowModel(SCORES), TEST, k=-1)
-    with pytest.raises(ValueError, match="evaluate: batch_size must be an int >= 1"):
+    with pytest.raises(ValueError, match="evaluate: batch_size must be >= 1, got 0"):
         fa.metrics.evaluate(RowModel(SCORES), TEST, batch_size=0)
     with pytest.raises(ValueError, match="evaluate: no user of `users` has a held-out item"):
         fa.metrics.evaluate(RowModel(SCORES), TEST, users=[], k=2)

@@ -6,6 +6,7 @@ import scipy.sparse as sp
 import fastad as fa
 
 USERS, ITEMS = 600, 300
+LIKES = sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
 
 
 @pytest.fixture(scope="module")
@@ -143,9 +144,10 @@ def test_ranking_refuses_bad_ids_and_k(fitted):
         fitted.scores([-3])
     with pytest.raises(ValueError, match="filter_liked=True needs the items each user liked"):
         fa.models.BPR(4, 5).recommend(0)
-
-
-LIKES = sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+    with pytest.raises(ValueError, match=rf"liked has shape \(2, 3\), expected \({USERS}, {ITEMS}\)"):
+        fitted.recommend(0, liked=LIKES)
+    with pytest.raises(ValueError, match=r"items must be a non-empty 1-D sequence .* shape \(1, 2\)"):
+        fitted.recommend(0, items=[[1, 2]])
 
 
 @pytest.mark.parametrize("interactions,kwargs,error,message", [
@@ -177,7 +179,7 @@ def test_fit_refuses_bad_input_before_training(interactions, kwargs, error, mess
     assert model.liked is None
 
 
-def test_a_failing_worker_leaves_the_last_finished_epoch():
+def test_an_error_after_an_epoch_leaves_that_epoch_trained():
     model = fa.models.BPR(2, 3, dim=4)
     model.fit(LIKES, epochs=1)
     trained = weights(model)
@@ -241,3 +243,15 @@ def test_two_tower_vectors_are_sums_of_field_rows_and_rank_like_bpr():
 def test_two_tower_refuses_bad_features(user_features, message):
     with pytest.raises((TypeError, ValueError), match=message):
         fa.models.TwoTower(user_features, {"id": np.arange(4)})
+
+
+def test_triple_auc_counts_item_biases_and_checks_ids(fitted):
+    triples = fa.data.sample_triples(fitted.liked, n=2_000, seed=5)
+    U, V, b = fitted.U.numpy(), fitted.V.numpy(), fitted.item_bias.numpy()[:, 0]
+    u, p, n = triples["users"], triples["pos"], triples["neg"]
+    margin = np.einsum("nk,nk->n", U[u], V[p] - V[n]) + b[p] - b[n]
+    assert fitted.auc(triples) == pytest.approx(np.mean(margin > 0))
+    plain = fa.models.BPR(USERS, ITEMS, dim=4, seed=2)
+    assert plain.auc(triples) == fa.data.pairwise_auc(plain.U, plain.V, triples)
+    with pytest.raises(IndexError, match=rf"auc: triples\['neg'\] holds {ITEMS} at position 0"):
+        fitted.auc({"users": [0], "pos": [1], "neg": [ITEMS]})
