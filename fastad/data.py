@@ -1,7 +1,7 @@
 """Data for training: the samplers of `fastad.train`'s compiled loop, built-in
 data, and user x item interaction matrices with their splits.
 
-- `FeedSampler`, `PairwiseSampler`, `SkipGramSampler` (compiled, in
+- `FeedSampler`, `PairwiseSampler`, `SkipGramSampler`, `CbowSampler` (compiled, in
   fastad_cy/samplers.pyx) fill a graph's leaves with one example at a time
   inside `fastad.train`, with no Python between examples.
 - `planted_preferences` (BPR triples) and `planted_interactions` (a user x item
@@ -15,9 +15,11 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from fastad_cy.samplers import AliasTable, FeedSampler, PairwiseSampler, Sampler, SkipGramSampler
+from fastad_cy.samplers import (AliasTable, CbowSampler, FeedSampler, PairwiseSampler, Sampler,
+                                SkipGramSampler, WindowSampler)
 
-__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "SkipGramSampler", "AliasTable",
+__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "WindowSampler", "SkipGramSampler", "CbowSampler",
+           "AliasTable",
            "planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
            "train_test_split", "leave_k_out", "sample_triples"]
 

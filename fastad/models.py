@@ -23,8 +23,9 @@ from fastad.data import _draw_triples, check_int, check_interactions, require_ne
 from fastad.metrics import check_ids, top_k
 from fastad.optim import SGD, Adagrad, Adam
 from fastad.nn.module import Module
+from fastad.word2vec import Word2Vec
 
-__all__ = ["Recommender", "BPR", "TwoTower", "bpr_hogwild_worker"]
+__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "bpr_hogwild_worker"]
 
 OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}
 

@@ -44,10 +44,18 @@ class PairwiseSampler(Sampler):
                  examples: int | None = None, n_users: int | None = None, n_items: int | None = None,
                  seed: int | None = None, rank: int = 0, workers: int = 1) -> None: ...
 
-class SkipGramSampler(Sampler):
+class WindowSampler(Sampler):
     @property
     def sample(self) -> float: ...
+
+class SkipGramSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike, center: IndexInput, context: IndexInput, *,
+                 sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
+                 sample: float = 0.0, vocab_size: int | None = None, seed: int | None = None,
+                 rank: int = 0, workers: int = 1) -> None: ...
+
+class CbowSampler(WindowSampler):
+    def __init__(self, tokens: ArrayLike, context: IndexInput, weights: Input, target: IndexInput, *,
                  sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
                  sample: float = 0.0, vocab_size: int | None = None, seed: int | None = None,
                  rank: int = 0, workers: int = 1) -> None: ...

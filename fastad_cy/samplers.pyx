@@ -8,8 +8,9 @@ without bounds checks:
 - `FeedSampler`: rows of arrays given up front (`fa.train(loss, opt, {leaf: array})`).
 - `PairwiseSampler`: (user, liked item, other item) triples from implicit
   feedback, for BPR-style ranking losses.
-- `SkipGramSampler`: (centre, context word, negatives) from a token stream, as
-  word2vec's skip-gram with negative sampling draws them.
+- `SkipGramSampler`, `CbowSampler`: word2vec's examples from a token stream,
+  skip-gram (centre, context word, negatives) or CBOW (context words, centre,
+  negatives), with negative sampling, reduced windows and subsampling.
 
 Each sampler draws from its own stream, seeded from `seed` and its `rank`
 (numpy's SeedSequence), so Hogwild workers (`rank`, `workers`) draw
@@ -28,7 +29,8 @@ from fastad_cy.graph cimport Variable, IndexInput, Input
 
 cnp.import_array()
 
-__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "SkipGramSampler", "AliasTable"]
+__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "WindowSampler", "SkipGramSampler", "CbowSampler",
+           "AliasTable"]
 
 
 # ---------------------------------------------------------------- checks shared by the samplers
@@ -92,7 +94,8 @@ cdef class Sampler:
     at what a sampler draws."""
 
     def __init__(self, *args, **kwargs):
-        raise TypeError("Sampler is the base class; use FeedSampler, PairwiseSampler or SkipGramSampler")
+        raise TypeError(f"{type(self).__name__} is a base class; use FeedSampler, PairwiseSampler, "
+                        f"SkipGramSampler or CbowSampler")
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.epoch_examples = 0
@@ -505,61 +508,27 @@ cdef class PairwiseSampler(Sampler):
         return f"triple {self.epoch_examples} of the epoch"
 
 
-# ---------------------------------------------------------------- skip-gram pairs
+# ---------------------------------------------------------------- word2vec's windows
 
-cdef class SkipGramSampler(Sampler):
-    """Skip-gram pairs with negative sampling from a token stream, drawn as
-    word2vec (and gensim) draws them.
-
-    tokens         1-D integer array of word ids in [0, vocab_size).
-    center         IndexInput of 1 id: the centre word.
-    context        IndexInput of 1 + k ids: a word within the centre's window,
-                   then k negatives from the unigram distribution ** ns_exponent
-                   (a negative equal to that word is redrawn).
-    sentence_ends  increasing end offsets of the sentences (the last is
-                   len(tokens)); windows never cross a sentence end. Default:
-                   one sentence.
-    window         the largest window; each centre draws a reduced window
-                   uniformly from 1..window, as word2vec does.
-    sample         frequent-word subsampling threshold (word2vec's `sample`,
-                   e.g. 1e-3; 0 keeps every token), redrawn every epoch.
-    vocab_size     default: the largest id + 1.
-    seed, rank, workers  the stream, and this worker's shard: the sentences that
-                   start in its 1/workers of the tokens (no copy).
-
-    The noise distribution counts the tokens given (all shards).
-
-    >>> c, ctx = fa.IndexInput([0]), fa.IndexInput([0] * 6)
-    >>> scores = C[ctx] @ W[c].T                  # (6, 1): the word, then 5 negatives
-    >>> loss = -fa.logsigmoid(scores * signs).sum()     # signs: Input [[1], [-1], ...]
-    >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, window=5, seed=0))
-    """
+cdef class WindowSampler(Sampler):
+    """The corpus walk word2vec's two models share: sentences of this worker's shard,
+    frequent words subsampled, a reduced window drawn per centre, and negatives
+    from the unigram distribution ** ns_exponent. Subclasses fill the leaves."""
     cdef object tokens_array, ends_array, keep_array, buffer_array
     cdef const int64_t[::1] tokens
     cdef const int64_t[::1] ends
     cdef const double[::1] keep
     cdef int64_t[::1] buffer         # the kept tokens of the current sentence
-    cdef int64_t* out_center
-    cdef int64_t* out_context
     cdef AliasTable noise_table
-    cdef Py_ssize_t negative, window, vocab_size
+    cdef Py_ssize_t window, vocab_size
     cdef Py_ssize_t first_sentence, end_sentence, sentence, token_lo, token_hi
-    cdef Py_ssize_t length, center_pos, context_pos, context_end, sentence_start
+    cdef Py_ssize_t length, center_pos, sentence_start
     cdef bint subsample
     cdef readonly double sample
 
-    def __init__(self, tokens, center, context, *, sentence_ends=None, window=5, ns_exponent=0.75,
-                 sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
-        who = "SkipGramSampler"
-        _seed_stream(self, who, seed, rank, workers)
+    cdef int read_corpus(self, str who, object tokens, object sentence_ends, object window,
+                         object ns_exponent, object sample, object vocab_size) except -1:
         self.window = _whole(who, "window", window, 1)
-        self.out_center = _index_leaf(who, "center", center, 1)
-        self.out_context = _index_leaf(who, "context", context, -1)
-        self.negative = (<Variable>context).size - 1
-        if self.negative < 1:
-            raise ValueError(f"{who}: context must hold the context word and at least one negative "
-                             f"(1 + k ids), got {(<Variable>context).size}")
-        self.leaves = (center, context)
         arr = np.asarray(tokens)
         if arr.ndim != 1:
             raise ValueError(f"{who}: tokens must be a 1-D array of word ids, got shape {arr.shape}")
@@ -591,7 +560,7 @@ cdef class SkipGramSampler(Sampler):
         weights[counts > 0] = counts[counts > 0] ** float(ns_exponent)
         if np.count_nonzero(weights) < 2:
             raise ValueError(f"{who}: the tokens hold fewer than 2 distinct words; a negative "
-                             f"must differ from the context word")
+                             f"must differ from the word it is drawn against")
         self.noise_table = AliasTable(weights)
         self.sample = float(sample)
         self.subsample = self.sample > 0
@@ -606,16 +575,14 @@ cdef class SkipGramSampler(Sampler):
         self.token_lo, self.token_hi = n * self.rank // self.workers, n * (self.rank + 1) // self.workers
         self.first_sentence = int(np.searchsorted(starts, self.token_lo, side="left"))
         self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
-        longest = int(np.max(ends - starts))
-        self.buffer_array = np.zeros(max(longest, 1), dtype=np.int64)
+        self.buffer_array = np.zeros(max(int(np.max(ends - starts)), 1), dtype=np.int64)
         self.buffer = self.buffer_array
-        self.begin_epoch(0)
+        return 0
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.epoch_examples = 0
         self.sentence = self.first_sentence
-        self.length = self.center_pos = self.context_pos = self.context_end = 0
-        self.sentence_start = 0
+        self.length = self.center_pos = self.sentence_start = 0
         return 0
 
     cdef bint load_sentence(self) noexcept nogil:
@@ -637,35 +604,16 @@ cdef class SkipGramSampler(Sampler):
                 return True
         return False
 
-    cdef bint next_example(self) noexcept nogil:
-        cdef Py_ssize_t k, reach
-        cdef int64_t word
-        while True:
-            if self.context_pos == self.center_pos:
-                self.context_pos += 1
-            if self.context_pos < self.context_end:
-                break
-            # The next centre, in this sentence or the next one.
-            self.center_pos += 1
-            if self.center_pos >= self.length:
-                if not self.load_sentence():
-                    return False
-                self.center_pos = 0
-            reach = self.window - fa_rng_below(&self.rng, self.window)
-            self.context_pos = self.center_pos - reach if self.center_pos > reach else 0
-            self.context_end = self.center_pos + reach + 1
-            if self.context_end > self.length:
-                self.context_end = self.length
-        self.out_center[0] = self.buffer[self.center_pos]
-        word = self.buffer[self.context_pos]
-        self.out_context[0] = word
-        for k in range(1, self.negative + 1):
-            self.out_context[k] = self.noise_table.draw(&self.rng)
-            while self.out_context[k] == word:
-                self.out_context[k] = self.noise_table.draw(&self.rng)
-        self.context_pos += 1
-        self.epoch_examples += 1
-        return True
+    cdef Py_ssize_t reduced_window(self) noexcept nogil:
+        return self.window - fa_rng_below(&self.rng, self.window)
+
+    cdef int draw_negatives(self, int64_t* out, Py_ssize_t k, int64_t avoid) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(k):
+            out[i] = self.noise_table.draw(&self.rng)
+            while out[i] == avoid:
+                out[i] = self.noise_table.draw(&self.rng)
+        return 0
 
     cdef double epoch_progress(self) noexcept nogil:
         cdef double span = self.token_hi - self.token_lo
@@ -677,7 +625,164 @@ cdef class SkipGramSampler(Sampler):
         return min(1.0, max(0.0, done / span))
 
     cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
-        return self.vocab_size - 1
+        return self.vocab_size - 1 if isinstance(self.leaves[k], IndexInput) else -1
 
     def where(self):
-        return f"pair {self.epoch_examples} of the epoch (sentence {self.sentence - 1})"
+        return f"example {self.epoch_examples} of the epoch (sentence {self.sentence - 1})"
+
+
+cdef class SkipGramSampler(WindowSampler):
+    """Skip-gram pairs with negative sampling from a token stream, drawn as
+    word2vec (and gensim) draws them.
+
+    tokens         1-D integer array of word ids in [0, vocab_size).
+    center         IndexInput of 1 id: the centre word.
+    context        IndexInput of 1 + k ids: a word within the centre's window,
+                   then k negatives from the unigram distribution ** ns_exponent
+                   (a negative equal to that word is redrawn).
+    sentence_ends  increasing end offsets of the sentences (the last is
+                   len(tokens)); windows never cross a sentence end. Default:
+                   one sentence.
+    window         the largest window; each centre draws a reduced window
+                   uniformly from 1..window, as word2vec does.
+    sample         frequent-word subsampling threshold (word2vec's `sample`,
+                   e.g. 1e-3; 0 keeps every token), redrawn every epoch.
+    vocab_size     default: the largest id + 1.
+    seed, rank, workers  the stream, and this worker's shard: the sentences that
+                   start in its 1/workers of the tokens (no copy).
+
+    The noise distribution counts the tokens given (all shards).
+
+    >>> c, ctx = fa.IndexInput([0]), fa.IndexInput([0] * 6)
+    >>> scores = C[ctx] @ W[c].T                  # (6, 1): the word, then 5 negatives
+    >>> loss = -fa.logsigmoid(scores * signs).sum()     # signs: Input [[1], [-1], ...]
+    >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, window=5, seed=0))
+    """
+    cdef int64_t* out_center
+    cdef int64_t* out_context
+    cdef Py_ssize_t negative, context_pos, context_end
+
+    def __init__(self, tokens, center, context, *, sentence_ends=None, window=5, ns_exponent=0.75,
+                 sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
+        who = "SkipGramSampler"
+        _seed_stream(self, who, seed, rank, workers)
+        self.out_center = _index_leaf(who, "center", center, 1)
+        self.out_context = _index_leaf(who, "context", context, -1)
+        self.negative = (<Variable>context).size - 1
+        if self.negative < 1:
+            raise ValueError(f"{who}: context must hold the context word and at least one negative "
+                             f"(1 + k ids), got {(<Variable>context).size}")
+        self.leaves = (center, context)
+        self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
+        self.begin_epoch(0)
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        WindowSampler.begin_epoch(self, epoch)
+        self.context_pos = self.context_end = 0
+        return 0
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t reach
+        while True:
+            if self.context_pos == self.center_pos:
+                self.context_pos += 1
+            if self.context_pos < self.context_end:
+                break
+            # The next centre, in this sentence or the next one.
+            self.center_pos += 1
+            if self.center_pos >= self.length:
+                if not self.load_sentence():
+                    return False
+                self.center_pos = 0
+            reach = self.reduced_window()
+            self.context_pos = self.center_pos - reach if self.center_pos > reach else 0
+            self.context_end = min(self.center_pos + reach + 1, self.length)
+        self.out_center[0] = self.buffer[self.center_pos]
+        self.out_context[0] = self.buffer[self.context_pos]
+        self.draw_negatives(self.out_context + 1, self.negative, self.out_context[0])
+        self.context_pos += 1
+        self.epoch_examples += 1
+        return True
+
+
+cdef class CbowSampler(WindowSampler):
+    """CBOW examples with negative sampling: the words around a centre predict it,
+    drawn as word2vec draws them (same corpus walk and arguments as SkipGramSampler).
+
+    context   IndexInput of 2 * window ids: the words of the centre's reduced
+              window (padded with id 0).
+    weights   Input of 2 * window values (shape (2 * window,) or (2 * window, 1)):
+              1 / n for each of the n real context words, 0 for padding, so that
+              `fa.sum(W[context] * weights, axis=0)` is their mean.
+    target    IndexInput of 1 + k ids: the centre, then k negatives (redrawn when
+              equal to the centre).
+
+    >>> h = fa.sum(W[ctx] * wts, axis=0, keepdims=True)       # wts: Input (2 * window, 1)
+    >>> loss = -fa.logsigmoid((C[target] @ h.T) * signs).sum()
+    >>> fa.train(loss, opt, fa.data.CbowSampler(tokens, ctx, wts, target, window=5, seed=0))
+    """
+    cdef int64_t* out_context
+    cdef char* out_weights
+    cdef bint weights_f64
+    cdef int64_t* out_target
+    cdef Py_ssize_t negative, slots
+
+    def __init__(self, tokens, context, weights, target, *, sentence_ends=None, window=5,
+                 ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
+        who = "CbowSampler"
+        _seed_stream(self, who, seed, rank, workers)
+        self.slots = 2 * _whole(who, "window", window, 1)
+        self.out_context = _index_leaf(who, "context", context, self.slots)
+        if not isinstance(weights, Input) or (<Variable>weights).size != self.slots or weights.device != "cpu":
+            raise ValueError(f"{who}: weights must be a CPU Input of 2 * window = {self.slots} values, "
+                             f"got {weights!r}")
+        self.out_weights = (<Variable>weights).val_ptr
+        self.weights_f64 = (<Variable>weights).f64
+        self.out_target = _index_leaf(who, "target", target, -1)
+        self.negative = (<Variable>target).size - 1
+        if self.negative < 1:
+            raise ValueError(f"{who}: target must hold the centre and at least one negative "
+                             f"(1 + k ids), got {(<Variable>target).size}")
+        self.leaves = (context, weights, target)
+        self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
+        self.begin_epoch(0)
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        WindowSampler.begin_epoch(self, epoch)
+        self.center_pos = -1
+        return 0
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t reach, lo, hi, j, n = 0
+        cdef double share
+        while n == 0:
+            self.center_pos += 1
+            if self.center_pos >= self.length:
+                if not self.load_sentence():
+                    return False
+                self.center_pos = 0
+            reach = self.reduced_window()
+            lo = self.center_pos - reach if self.center_pos > reach else 0
+            hi = min(self.center_pos + reach + 1, self.length)
+            n = hi - lo - 1
+        share = 1.0 / n
+        for j in range(self.slots):
+            self.out_context[j] = 0
+            if self.weights_f64:
+                (<double*>self.out_weights)[j] = 0
+            else:
+                (<float*>self.out_weights)[j] = 0
+        n = 0
+        for j in range(lo, hi):
+            if j == self.center_pos:
+                continue
+            self.out_context[n] = self.buffer[j]
+            if self.weights_f64:
+                (<double*>self.out_weights)[n] = share
+            else:
+                (<float*>self.out_weights)[n] = <float>share
+            n += 1
+        self.out_target[0] = self.buffer[self.center_pos]
+        self.draw_negatives(self.out_target + 1, self.negative, self.out_target[0])
+        self.epoch_examples += 1
+        return True

@@ -1,0 +1,364 @@
+"""`fa.models.Word2Vec`: skip-gram and CBOW with negative sampling, on fastad's
+graph and compiled loop (`fa.data.SkipGramSampler` / `CbowSampler` inside
+`fa.train`, Hogwild processes for `workers` > 1)."""
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from fastad_cy.elementwise import logsigmoid
+from fastad_cy.graph import IndexInput, Input, Parameter
+from fastad_cy.reduction import sum as fa_sum
+from fastad_cy.samplers import CbowSampler, SkipGramSampler
+from fastad_cy.train import train
+from fastad import hogwild
+from fastad.io import load, save
+from fastad.optim import SGD, LinearDecay
+
+__all__ = ["Word2Vec"]
+
+
+def _positive(who, name, value, integer=True):
+    kind = int if integer else float
+    if isinstance(value, bool) or not isinstance(value, (int, float) if not integer else int) or value <= 0:
+        raise ValueError(f"{who}: {name} must be a positive {kind.__name__}, got {value!r}")
+    return kind(value)
+
+
+def _sentences_of(source):
+    """Token lists from an iterable of token lists, or from a text file (a sentence a line)."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, encoding="utf-8") as f:
+            for line in f:
+                words = line.split()
+                if words:
+                    yield words
+        return
+    for k, sentence in enumerate(source):
+        if isinstance(sentence, str):
+            raise TypeError(f"Word2Vec.fit: sentence {k} is a string; give lists of tokens "
+                            f"(or a path to a text file, one sentence a line)")
+        yield list(sentence)
+
+
+class Word2Vec:
+    """Word vectors by skip-gram (`sg=True`) or CBOW with negative sampling.
+
+    >>> model = fa.models.Word2Vec(dim=64, window=5, negative=5, min_count=5, epochs=5, workers=2)
+    >>> model.fit(sentences)                 # token lists, or a path to a text file
+    >>> model.most_similar("king", topn=5)
+    >>> model.analogy("man", "king", "woman")        # man : king :: woman : ?
+
+    Training follows word2vec: a reduced window per centre, `negative` noise
+    words from the unigram distribution ** 0.75, frequent words subsampled with
+    `sample`, the lr falling linearly from `lr` to `min_lr` over all epochs
+    (`lr` defaults to 0.025 for skip-gram, and 0.025 * (window + 1) for CBOW,
+    whose update here is the exact gradient of the context words' mean).
+    With `workers` > 1 the vectors train lock-free in Hogwild processes, each
+    over its share of the sentences; with one worker the run is deterministic
+    (the same seed gives the same vectors).
+    """
+
+    def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
+                 min_lr=1e-4, sg=True, workers=1, seed=0):
+        who = "Word2Vec"
+        if lr is None:
+            # CBOW here takes the exact gradient of the context mean, so each context word gets
+            # 1/n of word2vec's update (whose CBOW skips the mean's 1/n): scale lr to match.
+            lr = 0.025 if sg else 0.025 * (window + 1)
+        self.dim = _positive(who, "dim", dim)
+        self.window = _positive(who, "window", window)
+        self.negative = _positive(who, "negative", negative)
+        self.min_count = _positive(who, "min_count", min_count)
+        self.epochs = _positive(who, "epochs", epochs)
+        self.workers = _positive(who, "workers", workers)
+        self.lr = _positive(who, "lr", lr, integer=False)
+        if isinstance(min_lr, bool) or not isinstance(min_lr, (int, float)) or not 0 <= min_lr <= lr:
+            raise ValueError(f"{who}: min_lr must be a number in [0, lr={lr}], got {min_lr!r}")
+        if isinstance(sample, bool) or not isinstance(sample, (int, float)) or sample < 0:
+            raise ValueError(f"{who}: sample must be a number >= 0, got {sample!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"{who}: seed must be an int >= 0, got {seed!r}")
+        self.min_lr, self.sample, self.sg, self.seed = float(min_lr), float(sample), bool(sg), seed
+        self.words, self.index, self.counts = [], {}, np.zeros(0, dtype=np.int64)
+        self.vectors = self.output = None
+        self.history = []
+
+    # ------------------------------------------------------------ vocabulary
+
+    def build_vocab(self, sentences):
+        """Count the words in one pass and encode the corpus; returns (tokens, sentence_ends).
+
+        Words seen fewer than `min_count` times are dropped; ids go by falling count.
+        """
+        provisional, flat, ends = {}, [], []
+        for sentence in _sentences_of(sentences):
+            for word in sentence:
+                flat.append(provisional.setdefault(word, len(provisional)))
+            ends.append(len(flat))
+        if not flat:
+            raise ValueError("Word2Vec.fit: the corpus is empty (no sentence holds a token)")
+        flat = np.asarray(flat, dtype=np.int64)
+        counts = np.bincount(flat, minlength=len(provisional))
+        words = np.array(list(provisional), dtype=object)
+        kept = np.flatnonzero(counts >= self.min_count)
+        if kept.size < 2:
+            raise ValueError(f"Word2Vec.fit: min_count={self.min_count} leaves {kept.size} word(s) of "
+                             f"{len(provisional)}; at least 2 are needed (lower min_count)")
+        order = kept[np.lexsort((np.arange(kept.size), -counts[kept]))]
+        final = np.full(len(provisional), -1, dtype=np.int64)
+        final[order] = np.arange(order.size)
+        self.words = list(words[order])
+        self.index = {w: i for i, w in enumerate(self.words)}
+        self.counts = counts[order]
+        mapped = final[flat]
+        keep = mapped >= 0
+        new_ends = np.cumsum(keep)[np.asarray(ends) - 1]
+        return mapped[keep], new_ends.astype(np.int64)
+
+    # ------------------------------------------------------------ training
+
+    def fit(self, sentences, callback=None, progress=None):
+        """Build the vocabulary from `sentences` and train; returns self.
+
+        sentences  an iterable of token lists, or a path to a text file (one
+                   sentence a line, tokens split on white space).
+        callback   callback(epoch, loss, words_per_second) after each epoch; loss
+                   is the epoch's mean loss per example (accumulated in float64
+                   by each worker, weighted by their examples).
+        progress   a `fa.hogwild.progress_bar(total)`-style callable(done, per_second)
+                   fed with examples done, with `workers` > 1.
+
+        A failure leaves the model as it was before `fit` (nothing half-trained is kept).
+        """
+        tokens, ends = self.build_vocab(sentences)
+        if tokens.size < 2 or np.count_nonzero(np.bincount(tokens)) < 2:
+            raise ValueError("Word2Vec.fit: fewer than 2 distinct words survive min_count")
+        rng = np.random.default_rng(self.seed)
+        n = len(self.words)
+        W = ((rng.random((n, self.dim)) - 0.5) / self.dim).astype(np.float32)
+        C = np.zeros((n, self.dim), dtype=np.float32)
+        history = []
+        with hogwild.share({"W": W, "C": C}) as shared:
+            for epoch in range(self.epochs):
+                start = time.perf_counter()
+                lr_from = self.lr - (self.lr - self.min_lr) * epoch / self.epochs
+                lr_to = self.lr - (self.lr - self.min_lr) * (epoch + 1) / self.epochs
+                args = (shared, self._settings(), tokens, ends, epoch, lr_from, lr_to)
+                if self.workers == 1:
+                    results = [_train_epoch(0, *args)]
+                else:
+                    results = hogwild.run(_train_epoch, workers=self.workers, args=args,
+                                          start_method="fork" if os.name == "posix" else "spawn",
+                                          progress=progress)
+                seconds = time.perf_counter() - start
+                examples = sum(r[1] for r in results)
+                loss = sum(r[0] * r[1] for r in results) / examples if examples else math.nan
+                history.append(loss)
+                if callback is not None:
+                    callback(epoch, loss, tokens.size / seconds)
+            W, C = shared["W"].numpy().copy(), shared["C"].numpy().copy()
+        self.vectors, self.output, self.history = W, C, history
+        return self
+
+    def _settings(self):
+        return {"dim": self.dim, "window": self.window, "negative": self.negative, "sample": self.sample,
+                "sg": self.sg, "seed": self.seed, "workers": self.workers}
+
+    # ------------------------------------------------------------ queries
+
+    def _require_trained(self, who):
+        if self.vectors is None:
+            raise RuntimeError(f"Word2Vec.{who}: the model is not trained; call fit() or load()")
+
+    def __contains__(self, word):
+        return word in self.index
+
+    def __len__(self):
+        return len(self.words)
+
+    def vector(self, word):
+        """The vector of `word` (a copy)."""
+        self._require_trained("vector")
+        return self.vectors[self._id(word, "vector")].copy()
+
+    def _id(self, word, who):
+        try:
+            return self.index[word]
+        except KeyError:
+            raise KeyError(f"Word2Vec.{who}: {word!r} is not in the vocabulary "
+                           f"({len(self.words)} words, min_count={self.min_count})") from None
+
+    def _unit(self):
+        norms = np.linalg.norm(self.vectors, axis=1, keepdims=True)
+        return self.vectors / np.maximum(norms, 1e-12)
+
+    def most_similar(self, positive, negative=(), topn=10, exclude=()):
+        """The `topn` words nearest by cosine to the mean of `positive` minus `negative`.
+
+        positive, negative  a word, a vector, or a list of them.
+        exclude             words never returned (the query words always are excluded).
+        Returns [(word, cosine), ...], most similar first.
+        """
+        self._require_trained("most_similar")
+        if isinstance(topn, bool) or not isinstance(topn, int) or topn <= 0:
+            raise ValueError(f"Word2Vec.most_similar: topn must be a positive int, got {topn!r}")
+        unit = self._unit()
+        query, used = np.zeros(self.dim), set()
+
+        def terms(x):
+            if isinstance(x, (str, np.ndarray)) or np.ndim(x) == 1 and not isinstance(x, (list, tuple)):
+                return [x]
+            return list(x)
+
+        for sign, group in ((1.0, terms(positive)), (-1.0, terms(negative))):
+            for term in group:
+                if isinstance(term, str):
+                    k = self._id(term, "most_similar")
+                    used.add(k)
+                    query += sign * unit[k]
+                else:
+                    v = np.asarray(term, dtype=np.float64)
+                    if v.shape != (self.dim,):
+                        raise ValueError(f"Word2Vec.most_similar: a vector must have shape ({self.dim},), "
+                                         f"got {v.shape}")
+                    query += sign * v / max(np.linalg.norm(v), 1e-12)
+        for word in exclude:
+            used.add(self._id(word, "most_similar"))
+        scores = unit @ (query / max(np.linalg.norm(query), 1e-12))
+        if used:
+            scores[list(used)] = -np.inf
+        count = min(topn, len(self.words) - len(used))
+        best = np.argpartition(-scores, count - 1)[:count] if count > 0 else np.zeros(0, dtype=int)
+        best = best[np.lexsort((best, -scores[best]))]
+        return [(self.words[k], float(scores[k])) for k in best]
+
+    def similarity(self, a, b):
+        """The cosine of the vectors of words a and b."""
+        self._require_trained("similarity")
+        unit = self._unit()
+        return float(unit[self._id(a, "similarity")] @ unit[self._id(b, "similarity")])
+
+    def analogy(self, a, b, c, topn=1):
+        """a is to b as c is to ?: the words nearest b - a + c (3CosAdd), as [(word, cosine)]."""
+        return self.most_similar(positive=[b, c], negative=[a], topn=topn)
+
+    def evaluate_analogies(self, path):
+        """Accuracy on a `questions-words.txt`-style file: ": section" lines, then
+        lines of four words "a b c d" (a : b :: c : d). Questions with a word
+        outside the vocabulary are skipped and counted.
+
+        Returns {"accuracy": float, "correct": int, "total": int, "skipped": int,
+        "sections": {name: (correct, total)}}.
+        """
+        self._require_trained("evaluate_analogies")
+        sections, section = {}, None
+        correct = total = skipped = 0
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                if line.startswith(":"):
+                    section = line[1:].strip()
+                    sections.setdefault(section, [0, 0])
+                    continue
+                words = line.split()
+                if len(words) != 4:
+                    raise ValueError(f"Word2Vec.evaluate_analogies: {path} line {number} holds "
+                                     f"{len(words)} words, expected 4")
+                if section is None:
+                    section = ""
+                    sections.setdefault(section, [0, 0])
+                if not all(w in self.index for w in words):
+                    skipped += 1
+                    continue
+                a, b, c, d = words
+                guess = self.analogy(a, b, c, topn=1)[0][0]
+                hit = guess == d
+                correct += hit
+                total += 1
+                sections[section][0] += hit
+                sections[section][1] += 1
+        return {"accuracy": correct / total if total else math.nan, "correct": correct, "total": total,
+                "skipped": skipped, "sections": {k: tuple(v) for k, v in sections.items()}}
+
+    # ------------------------------------------------------------ files
+
+    def save(self, path):
+        """Save the vocabulary (as JSON text), counts, vectors and settings with `fa.save` (a .npz, atomic)."""
+        self._require_trained("save")
+        save({"words": json.dumps(self.words), "counts": self.counts, "vectors": self.vectors,
+              "output": self.output, "settings": {k: v for k, v in self._settings().items() if k != "seed"}
+              | {"min_count": self.min_count, "epochs": self.epochs, "lr": self.lr, "min_lr": self.min_lr},
+              }, path)
+
+    @classmethod
+    def load(cls, path):
+        """A model saved with `save`."""
+        state = load(path)
+        try:
+            settings = dict(state["settings"])
+            model = cls(dim=int(settings["dim"]), window=int(settings["window"]),
+                        negative=int(settings["negative"]), min_count=int(settings["min_count"]),
+                        sample=float(settings["sample"]), epochs=int(settings["epochs"]),
+                        lr=float(settings["lr"]), min_lr=float(settings["min_lr"]),
+                        sg=bool(settings["sg"]), workers=int(settings["workers"]))
+            words = json.loads(state["words"])
+            vectors, output = np.asarray(state["vectors"]), np.asarray(state["output"])
+            counts = np.asarray(state["counts"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"Word2Vec.load: {path} is not a saved Word2Vec ({e!r})") from None
+        if vectors.shape != (len(words), model.dim) or output.shape != vectors.shape:
+            raise ValueError(f"Word2Vec.load: {path} holds {len(words)} words but vectors of shape "
+                             f"{vectors.shape}")
+        model.words, model.index, model.counts = words, {w: i for i, w in enumerate(words)}, counts
+        model.vectors, model.output = vectors, output
+        return model
+
+    def save_word2vec_format(self, path):
+        """Write the vectors in word2vec's text format (a "count dim" header, then
+        "word v1 v2 ..." lines), which gensim's KeyedVectors.load_word2vec_format reads."""
+        self._require_trained("save_word2vec_format")
+        if any(not w or any(ch.isspace() for ch in w) for w in self.words):
+            raise ValueError("Word2Vec.save_word2vec_format: a word holds white space, which the text "
+                             "format cannot store")
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"{len(self.words)} {self.dim}\n")
+            for word, row in zip(self.words, self.vectors):
+                f.write(word + " " + " ".join(f"{x:.6g}" for x in row) + "\n")
+        os.replace(tmp, path)
+
+
+def _train_epoch(rank, shared, settings, tokens, ends, epoch, lr_from, lr_to):
+    """One worker's epoch: returns (mean loss, examples)."""
+    W, C = Parameter(shared["W"]), Parameter(shared["C"])
+    k = settings["negative"]
+    signs = Input(np.array([[1.0]] + [[-1.0]] * k, dtype=np.float32))
+    common = dict(sentence_ends=ends, window=settings["window"], sample=settings["sample"],
+                  vocab_size=W.shape[0], seed=[settings["seed"], epoch], rank=rank,
+                  workers=settings["workers"])
+    if settings["sg"]:
+        centre, context = IndexInput([0]), IndexInput([0] * (k + 1))
+        loss = -fa_sum(logsigmoid((C[context] @ W[centre].T) * signs))
+        sampler = SkipGramSampler(tokens, centre, context, **common)
+    else:
+        slots = 2 * settings["window"]
+        context, weights, target = IndexInput([0] * slots), Input(np.zeros((slots, 1), dtype=np.float32)), \
+            IndexInput([0] * (k + 1))
+        hidden = fa_sum(W[context] * weights, axis=0, keepdims=True)
+        loss = -fa_sum(logsigmoid((C[target] @ hidden.T) * signs))
+        sampler = CbowSampler(tokens, context, weights, target, **common)
+    opt = SGD([W, C], lr=lr_from)
+    reported = [0]
+
+    def report(done):              # fa.train counts up; the Hogwild progress count takes steps
+        hogwild.report(done - reported[0])
+        reported[0] = done
+
+    means = train(loss, opt, sampler, epochs=1, lr_schedule=LinearDecay(opt, min_lr=lr_to),
+                  schedule_every=256, progress=report, report_every=10_000)
+    return means[0], sampler.epoch_examples

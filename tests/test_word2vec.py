@@ -1,0 +1,146 @@
+"""fa.models.Word2Vec and the CBOW sampler: vocabulary, training on a planted corpus,
+queries, analogies, files, and bad input."""
+import numpy as np
+import pytest
+
+import fastad as fa
+from fastad.data import CbowSampler
+
+
+def topics_corpus(sentences=400, seed=0):
+    """Sentences of one topic each: words a0..a7 or b0..b7, never mixed."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(sentences):
+        topic = "ab"[k % 2]
+        out.append([f"{topic}{i}" for i in rng.integers(0, 8, 12)])
+    return out
+
+
+def test_vocabulary_counts_filters_and_orders_by_count():
+    model = fa.models.Word2Vec(min_count=2)
+    tokens, ends = model.build_vocab([["x", "y", "y", "z"], ["w"], ["y", "x", "q"]])
+    assert model.words == ["y", "x"] and model.counts.tolist() == [3, 2]
+    assert tokens.tolist() == [1, 0, 0, 0, 1] and ends.tolist() == [3, 3, 5]
+
+
+def test_fit_learns_the_topics_deterministically_with_one_worker():
+    corpus = topics_corpus()
+    settings = dict(dim=16, window=3, negative=4, min_count=1, sample=0, epochs=5, seed=3)
+    losses = []
+    model = fa.models.Word2Vec(**settings).fit(corpus, callback=lambda e, loss, wps: losses.append(loss))
+    assert len(losses) == 5 and losses[-1] < losses[0] and model.history == losses
+    near = [w for w, _ in model.most_similar("a0", topn=5)]
+    assert all(w.startswith("a") for w in near) and "a0" not in near
+    assert model.similarity("a0", "a1") > model.similarity("a0", "b1")
+    again = fa.models.Word2Vec(**settings).fit(corpus)
+    assert np.array_equal(model.vectors, again.vectors)
+
+
+def test_cbow_and_two_workers_learn_the_topics_too():
+    corpus = topics_corpus()
+    for sg, workers in ((False, 1), (True, 2)):
+        model = fa.models.Word2Vec(dim=16, window=3, negative=4, min_count=1, sample=0, epochs=5,
+                                   sg=sg, workers=workers, seed=1).fit(corpus)
+        near = [w for w, _ in model.most_similar("b2", topn=5)]
+        assert all(w.startswith("b") for w in near), (sg, workers, near)
+
+
+def planted_model():
+    """A model whose vectors are set by hand: king - man + woman = queen."""
+    model = fa.models.Word2Vec(dim=3, min_count=1)
+    vectors = {"man": [1, 0, 0], "woman": [1, 1, 0], "king": [1, 0, 1], "queen": [1, 1, 1],
+               "apple": [-1, 0, 0.2], "pear": [-1, 0.1, 0.2]}
+    model.words = list(vectors)
+    model.index = {w: i for i, w in enumerate(model.words)}
+    model.counts = np.ones(len(vectors), dtype=np.int64)
+    model.vectors = np.array(list(vectors.values()), dtype=np.float32)
+    model.output = np.zeros_like(model.vectors)
+    return model
+
+
+def test_analogies_and_their_evaluation_file(tmp_path):
+    model = planted_model()
+    assert model.analogy("man", "king", "woman")[0][0] == "queen"
+    path = tmp_path / "questions-words.txt"
+    path.write_text(": royals\nman king woman queen\nwoman queen man king\n"
+                    ": fruit\nman king apple queen\nman king unknown queen\n")
+    result = model.evaluate_analogies(path)
+    assert result["correct"] == 2 and result["total"] == 3 and result["skipped"] == 1
+    assert result["accuracy"] == pytest.approx(2 / 3)
+    assert result["sections"] == {"royals": (2, 2), "fruit": (0, 1)}
+    path.write_text("man king woman\n")
+    with pytest.raises(ValueError, match="line 1 holds 3 words, expected 4"):
+        model.evaluate_analogies(path)
+
+
+def test_most_similar_takes_vectors_and_excludes():
+    model = planted_model()
+    assert model.most_similar(np.array([-1.0, 0.0, 0.2]), topn=1)[0][0] == "apple"
+    assert model.most_similar("apple", topn=1, exclude=["pear"])[0][0] != "pear"
+    assert len(model.most_similar("apple", topn=100)) == 5
+    with pytest.raises(KeyError, match="'plum' is not in the vocabulary"):
+        model.most_similar("plum")
+    with pytest.raises(ValueError, match="shape \\(3,\\)"):
+        model.most_similar(np.zeros(4))
+    with pytest.raises(ValueError, match="topn must be a positive int"):
+        model.most_similar("apple", topn=0)
+
+
+def test_save_load_and_the_word2vec_text_format(tmp_path):
+    model = planted_model()
+    model.save(tmp_path / "w2v.npz")
+    back = fa.models.Word2Vec.load(tmp_path / "w2v.npz")
+    assert back.words == model.words and np.array_equal(back.vectors, model.vectors)
+    assert back.analogy("man", "king", "woman")[0][0] == "queen"
+    model.save_word2vec_format(tmp_path / "w2v.txt")
+    lines = (tmp_path / "w2v.txt").read_text().splitlines()
+    assert lines[0] == "6 3" and lines[3].split()[0] == "king"
+    assert np.allclose([float(x) for x in lines[3].split()[1:]], [1, 0, 1])
+    fa.save({"something": np.zeros(2)}, tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="is not a saved Word2Vec"):
+        fa.models.Word2Vec.load(tmp_path / "other.npz")
+
+
+def test_bad_input_is_named_and_a_failed_fit_keeps_the_model():
+    with pytest.raises(ValueError, match="empty"):
+        fa.models.Word2Vec().fit([[], []])
+    with pytest.raises(ValueError, match="min_count=5 leaves 0 word"):
+        fa.models.Word2Vec(min_count=5).fit([["a", "b"]])
+    with pytest.raises(TypeError, match="sentence 0 is a string"):
+        fa.models.Word2Vec(min_count=1).fit(["a b c"])
+    for kwargs, message in ((dict(window=0), "window"), (dict(negative=0), "negative"),
+                            (dict(dim=-1), "dim"), (dict(lr=0.01, min_lr=0.1), "min_lr"),
+                            (dict(sample=-1), "sample"), (dict(seed=None), "seed")):
+        with pytest.raises(ValueError, match=message):
+            fa.models.Word2Vec(**kwargs)
+    with pytest.raises(RuntimeError, match="not trained"):
+        fa.models.Word2Vec().most_similar("a")
+    model = planted_model()
+    before = model.vectors.copy()
+    with pytest.raises(ValueError):
+        model.fit([["only"]])
+    assert np.array_equal(model.vectors, before)
+
+
+def test_text_file_corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(" ".join(s) for s in topics_corpus(100)) + "\n\n")
+    model = fa.models.Word2Vec(dim=8, min_count=1, epochs=1, sample=0).fit(path)
+    assert len(model) == 16 and "a3" in model and model.vector("a3").shape == (8,)
+
+
+def test_cbow_sampler_fills_the_window_with_mean_weights():
+    tokens = np.array([0, 1, 2, 3, 4])
+    context, weights, target = (fa.IndexInput([0, 0]), fa.Input(np.zeros((2, 1))),
+                                fa.IndexInput([0, 0, 0]))
+    sampler = CbowSampler(tokens, context, weights, target, window=1, seed=0)
+    drawn = [(c.tolist(), w.ravel().tolist(), t.tolist()) for c, w, t in sampler.epoch()]
+    assert [(c, w, t[0]) for c, w, t in drawn] == [
+        ([1, 0], [1.0, 0.0], 0), ([0, 2], [0.5, 0.5], 1), ([1, 3], [0.5, 0.5], 2),
+        ([2, 4], [0.5, 0.5], 3), ([3, 0], [1.0, 0.0], 4)]
+    assert all(t[0] not in t[1:] for _, _, t in drawn)
+    with pytest.raises(ValueError, match="weights must be a CPU Input of 2 \\* window = 2"):
+        CbowSampler(tokens, context, fa.Input(np.zeros(3)), target, window=1)
+    with pytest.raises(ValueError, match="context holds 2 ids, expected 4"):
+        CbowSampler(tokens, context, weights, target, window=2)
