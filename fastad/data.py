@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from fastad_cy.graph import IndexInput
 from fastad_cy.samplers import (AliasTable, CbowSampler, FeedSampler, PairwiseSampler, Sampler,
                                 SkipGramSampler, WindowSampler)
 
@@ -231,43 +232,22 @@ def sample_triples(interactions, n=None, seed=0):
     that user did not like (a negative the user liked is redrawn). `n`
     defaults to the number of interactions (one epoch). Returns a dict of
     int64 arrays `users`, `pos`, `neg`, as `BPR.example_graph`'s feeds take.
-    (The compiled in-loop sampler of the training-loop work will replace this.)
+    The triples come from `PairwiseSampler`, the sampler `fa.train` runs in its loop.
 
     >>> triples = fa.data.sample_triples(train, seed=0)
     """
     matrix = check_interactions(interactions, "sample_triples")
     require_negatives(matrix, "sample_triples")
     n = matrix.nnz if n is None else check_int("sample_triples", "n", n)
-    return _draw_triples(matrix, n, _seeded("sample_triples", seed))
+    if seed is not None:
+        seed = check_int("sample_triples", "seed", seed, minimum=0)
+    return _draw_triples(matrix, n, seed)
 
 
-# Up to this many user x item cells, liked pairs are looked up in a dense table of bools (one
-# random read each) rather than by binary search over the sorted liked pairs (many reads each).
-DENSE_LOOKUP_CELLS = 1 << 26
-
-
-def _draw_triples(matrix, n, rng):
-    """`sample_triples` on a checked canonical CSR matrix, with a numpy Generator."""
-    n_users, n_items = matrix.shape
-    users_of = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(matrix.indptr))
-    liked_keys = users_of * n_items + matrix.indices      # ascending: rows in order, sorted columns
-    if n_users * n_items <= DENSE_LOOKUP_CELLS:
-        table = np.zeros(n_users * n_items, dtype=bool)
-        table[liked_keys] = True
-
-        def liked(keys):
-            return table[keys]
-    else:
-        def liked(keys):
-            at = np.minimum(np.searchsorted(liked_keys, keys), liked_keys.size - 1)
-            return liked_keys[at] == keys
-
-    picked = rng.integers(0, matrix.nnz, size=n)
-    users = users_of[picked]
-    pos = matrix.indices[picked].astype(np.int64)
-    neg = rng.integers(0, n_items, size=n)
-    redraw = np.arange(n)
-    while redraw.size:
-        redraw = redraw[liked(users[redraw] * n_items + neg[redraw])]
-        neg[redraw] = rng.integers(0, n_items, size=redraw.size)
-    return {"users": users, "pos": pos, "neg": neg}
+def _draw_triples(matrix, n, seed):
+    """`sample_triples` on a checked canonical CSR matrix: one example of n triples from
+    the compiled `PairwiseSampler` (the same rule as in `fa.train`'s loop), seeded by `seed`."""
+    users, pos, neg = (IndexInput(np.zeros(n, dtype=np.int64)) for _ in range(3))
+    sampler = PairwiseSampler(matrix, users, pos, neg, examples=1, seed=seed)
+    drawn_users, drawn_pos, drawn_neg = next(sampler.epoch())
+    return {"users": drawn_users, "pos": drawn_pos, "neg": drawn_neg}

@@ -269,7 +269,7 @@ def _nearest(who, name, ids, vectors, k, what):
 
 def _epoch_triples(matrix, n, seed, epoch, rank=0):
     """The `n` triples of one epoch (of one Hogwild rank), from their own seeded stream."""
-    return _draw_triples(matrix, n, np.random.default_rng([seed, epoch, rank]))
+    return _draw_triples(matrix, n, [seed, epoch, rank])
 
 
 class _LocalEpochs:

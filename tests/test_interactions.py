@@ -65,15 +65,6 @@ def test_sample_triples_draws_liked_positives_and_unliked_negatives():
     assert len(fa.data.sample_triples(LIKES)["users"]) == LIKES.nnz
 
 
-def test_sample_triples_gives_the_same_triples_with_either_lookup_of_liked_items(monkeypatch):
-    likes = fa.data.planted_interactions(40, 30, per_user=25, seed=0)    # most negatives redrawn
-    dense = fa.data.sample_triples(likes, n=5_000, seed=4)
-    monkeypatch.setattr(fa.data, "DENSE_LOOKUP_CELLS", 0)                # binary search instead
-    searched = fa.data.sample_triples(likes, n=5_000, seed=4)
-    assert all(np.array_equal(dense[key], searched[key]) for key in dense)
-    assert not (likes.toarray() > 0)[searched["users"], searched["neg"]].any()
-
-
 def test_sample_triples_names_the_users_who_liked_every_item():
     likes = sp.csr_matrix(np.array([[1, 1, 1], [1, 0, 0], [1, 1, 1]]))
     with pytest.raises(ValueError, match=r"users who liked every item.*users \[0, 2\]"):
