@@ -7,8 +7,8 @@ reason. Speeds are examples per second including sampling; quality is held-out
 (test AUC for BPR, held-out SGNS loss for skip-gram), computed the same way for
 both sides from their learned vectors.
 
-- BPR: a planted implicit-feedback set (low-rank preferences), k=32, SGD,
-  `fa.data.PairwiseSampler` vs `implicit.cpu.bpr.BayesianPersonalizedRanking`.
+- BPR: `fa.models.BPR.fit` vs `implicit.cpu.bpr.BayesianPersonalizedRanking`
+  (bench/implicit_bpr.py: a planted user x item matrix, k=32, SGD).
 - Skip-gram with negative sampling: the docstrings and comments of Python's
   standard library (on every machine), dim 64, window 5, 5 negatives,
   min_count 5, no subsampling, lr 0.025 decayed linearly to 1e-4, one epoch;
@@ -26,7 +26,6 @@ import time
 import tokenize
 
 import numpy as np
-import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import cli  # noqa: E402
@@ -34,38 +33,6 @@ from common import cli  # noqa: E402
 import fastad as fa  # noqa: E402
 
 # ---------------------------------------------------------------- data
-
-def planted_interactions(n_users, n_items, per_user, seed=0):
-    """Each user likes `per_user` items drawn by a rank-8 preference (softmax sampling)."""
-    rng = np.random.default_rng(seed)
-    P, Q = rng.normal(size=(n_users, 8)), rng.normal(size=(n_items, 8))
-    rows, cols = [], []
-    for start in range(0, n_users, 2000):
-        scores = P[start:start + 2000] @ Q.T
-        gumbel = scores + rng.gumbel(size=scores.shape) * 0.5
-        top = np.argpartition(-gumbel, per_user, axis=1)[:, :per_user]
-        rows.append(np.repeat(np.arange(start, start + len(top)), per_user))
-        cols.append(top.ravel())
-    rows, cols = np.concatenate(rows), np.concatenate(cols)
-    test = rng.random(rows.size) < 0.05
-    shape = (n_users, n_items)
-    train = sp.csr_matrix((np.ones((~test).sum()), (rows[~test], cols[~test])), shape=shape)
-    held = sp.csr_matrix((np.ones(test.sum()), (rows[test], cols[test])), shape=shape)
-    return train, held
-
-
-def test_auc(user_factors, item_factors, train, held, n=50_000, seed=1):
-    """P(score of a held-out liked item > score of a random item the user did not like)."""
-    rng = np.random.default_rng(seed)
-    held = held.tocoo()
-    pick = rng.integers(0, held.nnz, n)
-    users, pos = held.row[pick], held.col[pick]
-    neg = rng.integers(0, train.shape[1], n)
-    keep = ~np.asarray(train[users, neg]).ravel().astype(bool)
-    users, pos, neg = users[keep], pos[keep], neg[keep]
-    margin = np.einsum("nk,nk->n", user_factors[users], item_factors[pos] - item_factors[neg])
-    return float(np.mean(margin > 0))
-
 
 def stdlib_text(limit_tokens):
     """Lower-cased words of the standard library's docstrings and comments, by sentence."""
@@ -93,15 +60,6 @@ def stdlib_text(limit_tokens):
             if total >= limit_tokens:
                 return sentences
     return sentences
-
-
-def vocabulary(sentences, min_count):
-    counts = {}
-    for s in sentences:
-        for w in s:
-            counts[w] = counts.get(w, 0) + 1
-    words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
-    return {w: i for i, w in enumerate(words)}
 
 
 def encode(sentences, vocab):
@@ -137,55 +95,27 @@ def heldout_sgns_loss(W, C, tokens, ends, negatives=5, window=5, seed=2, pairs=5
 
 # ---------------------------------------------------------------- fastad sides
 
-def bpr_worker(rank, shared, train, workers, epochs, lr, seed):
-    U, V = fa.Parameter(shared["U"]), fa.Parameter(shared["V"])
-    u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
-    loss = -fa.sum(fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])))
-    sampler = fa.data.PairwiseSampler(train, u, i, j, seed=seed, rank=rank, workers=workers)
-    fa.train(loss, fa.optim.SGD([U, V], lr=lr), sampler, epochs=epochs)
-    return sampler.examples_per_epoch * epochs
-
-
-def fastad_bpr(train, dim, epochs, lr, workers, seed=0):
-    rng = np.random.default_rng(seed)
-    U0 = rng.normal(0, 0.1, (train.shape[0], dim)).astype(np.float32)
-    V0 = rng.normal(0, 0.1, (train.shape[1], dim)).astype(np.float32)
-    with fa.hogwild.share({"U": U0, "V": V0}) as shared:
-        start = time.perf_counter()
-        done = fa.hogwild.run(bpr_worker, workers=workers, start_method="fork",
-                              args=(shared, train, workers, epochs, lr, seed))
-        seconds = time.perf_counter() - start
-        return sum(done) / seconds, shared["U"].numpy().copy(), shared["V"].numpy().copy()
-
-
 # ---------------------------------------------------------------- the runs
 
 def bpr_rows(quick):
-    try:
-        from implicit.cpu.bpr import BayesianPersonalizedRanking
-    except ImportError as e:
-        print(f"BPR vs implicit skipped: implicit is not installed ({e})")
+    """implicit_bpr.py's model-vs-model comparison, as report rows."""
+    import implicit_bpr
+    reason = implicit_bpr.skip_reason()
+    if reason:
+        print(f"BPR vs implicit skipped: {reason}")
         return []
-    users, items, per_user = (5_000, 2_000, 50) if quick else (20_000, 5_000, 50)
-    train, held = planted_interactions(users, items, per_user)
-    dim, epochs, lr = 32, (2 if quick else 5), 0.05
-    rows = []
-    for threads in (1, 2):
-        model = BayesianPersonalizedRanking(factors=dim, learning_rate=lr, regularization=0.0,
-                                            iterations=epochs, num_threads=threads, random_state=0)
-        start = time.perf_counter()
-        model.fit(train, show_progress=False)
-        peer_rate = train.nnz * epochs / (time.perf_counter() - start)
-        peer_auc = test_auc(model.user_factors, model.item_factors, train, held)
-        rate, U, V = fastad_bpr(train, dim, epochs, lr, workers=threads)
-        auc = test_auc(U, V, train, held)
-        print(f"BPR k={dim}, {threads} thread(s): fastad {rate:,.0f} samples/s AUC {auc:.3f} | "
-              f"implicit {peer_rate:,.0f} samples/s AUC {peer_auc:.3f} | {rate / peer_rate:.2f}x")
-        rows.append({"workload": f"BPR k={dim}, {threads} thread(s), sampling included, vs implicit "
-                                 f"(AUC {auc:.3f} vs {peer_auc:.3f})",
-                     "unit": "sample", "fastad": 1 / rate, "peer": 1 / peer_rate, "peer_name": "implicit",
-                     "target": ">= 1.0x implicit, AUC no worse"})
-    return rows
+    result = implicit_bpr.run(quick)
+    by_threads = {}
+    for row in result["rows"]:
+        by_threads.setdefault(row["threads"], {})[row["library"]] = row
+    return [{"workload": f"BPR.fit k={implicit_bpr.DIM}, {threads} thread(s), sampling included, vs implicit "
+                         f"(precision@10 {pair['fastad']['precision@10']:.3f} vs "
+                         f"{pair['implicit']['precision@10']:.3f}, AUC {pair['fastad']['auc']:.3f} vs "
+                         f"{pair['implicit']['auc']:.3f})",
+             "unit": "sample", "fastad": 1 / pair["fastad"]["samples_per_second"],
+             "peer": 1 / pair["implicit"]["samples_per_second"], "peer_name": "implicit",
+             "target": ">= 1.0x implicit, quality no worse"}
+            for threads, pair in sorted(by_threads.items())]
 
 
 def sgns_rows(quick):
