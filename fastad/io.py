@@ -1,6 +1,7 @@
 """Checkpoints: `save(obj, path)` / `load(path)` for state dicts.
 
-A checkpoint is a plain `.npz` file. `obj` is a dict, possibly nested, whose
+A checkpoint is a plain `.npz` file, or a safetensors file when the path ends
+in ".safetensors" (fastad/safetensors_format.py). `obj` is a dict, possibly nested, whose
 keys are strings without "/" and whose values are numpy arrays (numbers or
 booleans), Python or numpy numbers, booleans, strings, or further dicts. Each
 value is stored under its flattened key ("model/0.weight",
@@ -19,6 +20,8 @@ import secrets
 import zipfile
 
 import numpy as np
+
+from fastad import safetensors_format
 
 __all__ = ["save", "load"]
 
@@ -69,26 +72,60 @@ def _flatten(tree, prefix, arrays):
 
 def save(obj, path):
     """Write the dict `obj` (e.g. {"model": model.state_dict(), "optimizer":
-    opt.state_dict(), "epoch": 3}) to `path` as an .npz file, atomically.
+    opt.state_dict(), "epoch": 3}) to `path`, atomically: an .npz file, or a
+    safetensors file when `path` ends in ".safetensors" (see
+    fastad/safetensors_format.py: arrays under dotted names, readable by
+    `safetensors.torch.load_file`).
 
     `path` is used as given (no suffix is added). Raises TypeError for a value
     or key that a checkpoint cannot hold, before anything is written.
 
     >>> fa.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "ckpt.npz")
+    >>> fa.save(model.state_dict(), "model.safetensors")
     """
     if not isinstance(obj, dict):
         raise TypeError(f"save: expected a dict (e.g. a state_dict()), got {type(obj).__name__}")
     arrays = {}
     manifest = _flatten(obj, "", arrays)
-    arrays[_MANIFEST] = np.array(json.dumps({"format": _FORMAT, "tree": manifest}))
     path = os.fspath(path)
+    if _is_safetensors(path):
+        payload = _safetensors_payload(manifest, arrays)
+        _write_atomically(path, lambda f: f.write(payload))
+    else:
+        arrays[_MANIFEST] = np.array(json.dumps({"format": _FORMAT, "tree": manifest}))
+        _write_atomically(path, lambda f: np.savez(f, **arrays))
+
+
+def _is_safetensors(path):
+    return path.endswith(".safetensors")
+
+
+def _safetensors_payload(manifest, arrays):
+    """The file's bytes: arrays (and numbers, as 0-d tensors) under dotted names; strings and
+    the tree in the metadata, so that `load` rebuilds the same dict."""
+    tensors, names, strings = {}, {}, {}
+    for flat, value in arrays.items():
+        if value.dtype.kind == "U":
+            strings[flat] = str(value[()])
+            continue
+        dotted = flat.replace("/", ".")
+        if dotted in tensors:
+            raise TypeError(f"save: two entries are both named {dotted!r} once flattened with dots")
+        tensors[dotted] = value
+        names[flat] = dotted
+    meta = {"format": _FORMAT, "tree": manifest, "names": names, "strings": strings}
+    return safetensors_format.encode(tensors, {safetensors_format.METADATA_KEY: json.dumps(meta)})
+
+
+def _write_atomically(path, write):
+    """Run write(file) on a temporary file beside `path`, fsync it and rename it over `path`."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
     # 0o666 less the umask: the file gets the permissions a plain open() would give
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -138,6 +175,11 @@ def load(path):
     """Read a checkpoint written by `save`: the same nested dict, with arrays as
     numpy arrays and numbers and strings as Python values.
 
+    A path ending in ".safetensors" is read as a safetensors file: one that
+    fastad wrote gives back the same dict; one written elsewhere gives a flat
+    {tensor name: array} dict (a dtype numpy cannot hold, such as BF16, is a
+    ValueError naming the tensor).
+
     Raises FileNotFoundError if `path` does not exist and ValueError naming
     `path` if it is truncated, damaged or not a fastad checkpoint.
 
@@ -145,6 +187,8 @@ def load(path):
     >>> model.load_state_dict(ckpt["model"]); opt.load_state_dict(ckpt["optimizer"])
     """
     path = os.fspath(path)
+    if _is_safetensors(path):
+        return _load_safetensors(path)
     try:
         with open(path, "rb") as f:
             npz = np.load(f, allow_pickle=False)
@@ -167,3 +211,21 @@ def load(path):
         raise ValueError(f"load: {path} is not a fastad checkpoint (no valid {_MANIFEST!r} entry; "
                          f"it may be a plain .npz written by numpy)")
     return _unflatten(meta["tree"], "", arrays, path)
+
+
+def _load_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    tensors, metadata = safetensors_format.decode(raw, path)
+    if safetensors_format.METADATA_KEY not in metadata:
+        return tensors
+    try:
+        meta = json.loads(metadata[safetensors_format.METADATA_KEY])
+        if meta.get("format") != _FORMAT:
+            raise ValueError(f"format {meta.get('format')!r}")
+        arrays = {flat: tensors[dotted] for flat, dotted in meta["names"].items()}
+        arrays.update({flat: np.asarray(text) for flat, text in meta["strings"].items()})
+        tree = meta["tree"]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"load: {path} has a damaged fastad entry in its metadata ({e!r})") from None
+    return _unflatten(tree, "", arrays, path)
