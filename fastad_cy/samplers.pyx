@@ -522,7 +522,7 @@ cdef class WindowSampler(Sampler):
     cdef AliasTable noise_table
     cdef Py_ssize_t window, vocab_size
     cdef Py_ssize_t first_sentence, end_sentence, sentence, token_lo, token_hi
-    cdef Py_ssize_t length, center_pos, sentence_start
+    cdef Py_ssize_t length, center_pos, sentence_start, window_lo, window_hi
     cdef bint subsample
     cdef readonly double sample
 
@@ -582,7 +582,7 @@ cdef class WindowSampler(Sampler):
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.epoch_examples = 0
         self.sentence = self.first_sentence
-        self.length = self.center_pos = self.sentence_start = 0
+        self.length = self.center_pos = self.sentence_start = self.window_lo = self.window_hi = 0
         return 0
 
     cdef bint load_sentence(self) noexcept nogil:
@@ -604,8 +604,19 @@ cdef class WindowSampler(Sampler):
                 return True
         return False
 
-    cdef Py_ssize_t reduced_window(self) noexcept nogil:
-        return self.window - fa_rng_below(&self.rng, self.window)
+    cdef bint next_center(self) noexcept nogil:
+        """Move to the next centre, in this sentence or the next one, and draw its reduced
+        window [window_lo, window_hi) (the centre included); False at the epoch's end."""
+        cdef Py_ssize_t reach
+        self.center_pos += 1
+        if self.center_pos >= self.length:
+            if not self.load_sentence():
+                return False
+            self.center_pos = 0
+        reach = self.window - fa_rng_below(&self.rng, self.window)
+        self.window_lo = self.center_pos - reach if self.center_pos > reach else 0
+        self.window_hi = min(self.center_pos + reach + 1, self.length)
+        return True
 
     cdef int draw_negatives(self, int64_t* out, Py_ssize_t k, int64_t avoid) noexcept nogil:
         cdef Py_ssize_t i
@@ -660,7 +671,7 @@ cdef class SkipGramSampler(WindowSampler):
     """
     cdef int64_t* out_center
     cdef int64_t* out_context
-    cdef Py_ssize_t negative, context_pos, context_end
+    cdef Py_ssize_t negative, context_pos
 
     def __init__(self, tokens, center, context, *, sentence_ends=None, window=5, ns_exponent=0.75,
                  sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
@@ -678,25 +689,18 @@ cdef class SkipGramSampler(WindowSampler):
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
-        self.context_pos = self.context_end = 0
+        self.context_pos = 0
         return 0
 
     cdef bint next_example(self) noexcept nogil:
-        cdef Py_ssize_t reach
         while True:
             if self.context_pos == self.center_pos:
                 self.context_pos += 1
-            if self.context_pos < self.context_end:
+            if self.context_pos < self.window_hi:
                 break
-            # The next centre, in this sentence or the next one.
-            self.center_pos += 1
-            if self.center_pos >= self.length:
-                if not self.load_sentence():
-                    return False
-                self.center_pos = 0
-            reach = self.reduced_window()
-            self.context_pos = self.center_pos - reach if self.center_pos > reach else 0
-            self.context_end = min(self.center_pos + reach + 1, self.length)
+            if not self.next_center():
+                return False
+            self.context_pos = self.window_lo
         self.out_center[0] = self.buffer[self.center_pos]
         self.out_context[0] = self.buffer[self.context_pos]
         self.draw_negatives(self.out_context + 1, self.negative, self.out_context[0])
@@ -753,18 +757,12 @@ cdef class CbowSampler(WindowSampler):
         return 0
 
     cdef bint next_example(self) noexcept nogil:
-        cdef Py_ssize_t reach, lo, hi, j, n = 0
+        cdef Py_ssize_t j, n = 0
         cdef double share
         while n == 0:
-            self.center_pos += 1
-            if self.center_pos >= self.length:
-                if not self.load_sentence():
-                    return False
-                self.center_pos = 0
-            reach = self.reduced_window()
-            lo = self.center_pos - reach if self.center_pos > reach else 0
-            hi = min(self.center_pos + reach + 1, self.length)
-            n = hi - lo - 1
+            if not self.next_center():
+                return False
+            n = self.window_hi - self.window_lo - 1
         share = 1.0 / n
         for j in range(self.slots):
             self.out_context[j] = 0
@@ -773,7 +771,7 @@ cdef class CbowSampler(WindowSampler):
             else:
                 (<float*>self.out_weights)[j] = 0
         n = 0
-        for j in range(lo, hi):
+        for j in range(self.window_lo, self.window_hi):
             if j == self.center_pos:
                 continue
             self.out_context[n] = self.buffer[j]
