@@ -1,16 +1,5 @@
 """What every device op module shares: launching kernels, operand checks, and the
-services fastad_cy/graph.pyx calls for device Variables.
-
-The public functions (`fa.exp`, `fa.matmul`, ...) come here when an operand
-lives on a GPU. Each builds a `DeviceNode` whose `fn` is one of the op classes
-below: `forward(node)` writes `node.value` in place from the inputs' values,
-`backward(node)` pushes `node.grad` into each input that needs a gradient,
-writing the first contribution of a pass and adding the later ones (the
-`accumulate` flag every backward kernel takes). Index and shape checks happen
-here, on the host, before any kernel runs.
-
-The CPU versions live in `fastad_cy/` (elementwise.pyx, reduction.pyx, ...),
-the kernels in `cuda/<family>.cu`, and `fastad.cuda.kernels` lists them.
+services fastad_cy/graph.pyx calls for device Variables (see the package's docstring).
 """
 from __future__ import annotations
 
