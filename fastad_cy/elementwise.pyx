@@ -16,7 +16,8 @@ from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup
                                   bcast_start, bcast_next_row)
 from fastad_cy.loops cimport vec_zero
 from fastad_cy.rules cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS,
-                              U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_ADD_SCALAR,
+                              U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
+                              U_ADD_SCALAR,
                               U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
                               B_ADD, B_SUB, B_MUL, B_DIV, unary_value, unary_slope,
                               binary_value, binary_da, binary_db)
@@ -136,6 +137,19 @@ def relu(x):
         fa.relu(fa.Input([-1.0, 2.0])).value   # [0., 2.]
     """
     return _unary("relu", U_RELU, x)
+
+def leaky_relu(x, negative_slope=0.01):
+    """x where x > 0, else negative_slope * x, elementwise; its gradient at 0 is negative_slope.
+
+    `negative_slope` is a Python number. Same shape and dtype as x. Example::
+
+        fa.leaky_relu(fa.Input([-1.0, 2.0]), 0.1).value   # [-0.1, 2. ]
+    """
+    if (isinstance(negative_slope, (Variable, bool, str, bytes))
+            or not np.isscalar(negative_slope) or not np.isreal(negative_slope)):
+        raise TypeError(f"leaky_relu: negative_slope must be a real Python number, got "
+                        f"{type(negative_slope).__name__} {negative_slope!r}")
+    return _unary("leaky_relu", U_LEAKY_RELU, x, float(negative_slope))
 
 def softplus(x):
     """log(1 + e**x), elementwise, without overflow.

@@ -125,28 +125,37 @@ class detect_anomaly(contextlib.ContextDecorator):
 
 
 cdef object _current_grad(Variable x):
-    """The values x's gradient holds now: a sparse Parameter's touched rows, nothing
-    for a leaf without a gradient (its dense buffer is stale), else the dense buffer."""
-    if isinstance(x, Leaf):
-        if (<Leaf>x).grad_mode == GRAD_SPARSE:
-            return (<Parameter>x).slab[:(<Parameter>x).n_touched]
-        if (<Leaf>x).grad_mode == GRAD_NONE:
-            return ()
-    return () if x._grad is None else x._grad
+    """The values x's gradient holds now: nothing (None) for a leaf without a gradient
+    (its buffer is stale), a sparse Parameter's touched rows (on a device, its dense
+    buffer, zero off those rows), else the dense buffer."""
+    if isinstance(x, Leaf) and (<Leaf>x).grad_mode == GRAD_NONE:
+        return None
+    if x._device is not None:
+        return x._dgrad
+    if isinstance(x, Leaf) and (<Leaf>x).grad_mode == GRAD_SPARSE:
+        return (<Parameter>x).slab[:(<Parameter>x).n_touched]
+    return x._grad
+
+
+cdef int _all_finite(Variable owner, object values) except -1:
+    """1 when no element of `values` (owner's value or gradient, or None) is NaN or Inf."""
+    if values is None:
+        return 1
+    if owner._device is not None:
+        return device_ops().all_finite(values)
+    return np.isfinite(values).all()
 
 
 cdef int check_anomaly(Variable node, str phase) except -1:
     cdef Variable x
-    if node._device is not None:
-        return device_ops().check_anomaly(node, phase)
     if phase == "forward":
-        if not np.isfinite(node._value).all():
+        if not _all_finite(node, node._value if node._device is None else node._dvalue):
             raise FloatingPointError(
                 f"detect_anomaly: the forward of '{node.op}' produced NaN or Inf "
                 f"(output shape {node._shape})")
         return 0
     for x in node.inputs:
-        if x.needs_grad and not np.isfinite(_current_grad(x)).all():
+        if x.needs_grad and not _all_finite(x, _current_grad(x)):
             raise FloatingPointError(
                 f"detect_anomaly: the backward of '{node.op}' produced NaN or Inf in the "
                 f"gradient of its input '{x.op}' (shape {x._shape})")
@@ -745,10 +754,10 @@ cdef class Leaf(Variable):
     def set_value(self, data):
         """Copy `data` (same shape) into this leaf; `forward()` then recomputes the graph."""
         cdef cnp.ndarray arr
-        if self._device is not None:
-            device_ops().set_value(self, data)
+        if self._device is not None and device_ops().copy_device_array(self, data):
             return
-        if (isinstance(data, np.ndarray) and (<cnp.ndarray>data).dtype is self._value.dtype
+        if (self._device is None and isinstance(data, np.ndarray)
+                and (<cnp.ndarray>data).dtype is self._value.dtype
                 and (<cnp.ndarray>data).shape == self._value.shape
                 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data)):
             arr = <cnp.ndarray>data
@@ -758,7 +767,10 @@ cdef class Leaf(Variable):
         if (<object>arr).shape != self._shape:
             raise ValueError(f"set_value: got shape {(<object>arr).shape}, expected {self._shape} "
                              f"(a leaf keeps its shape; build a new graph for a new shape)")
-        np.copyto(self._value, arr, casting="unsafe")
+        if self._device is not None:
+            device_ops().copy_from_host(self._dvalue, arr)
+        else:
+            np.copyto(self._value, arr, casting="unsafe")
 
 
 cdef int _once(Variable leaf) except -1:
@@ -1040,19 +1052,7 @@ cdef class IndexInput(Variable):
     def set_value(self, ids):
         """Copy new ids (same shape, integers >= 0) into this leaf."""
         cdef cnp.ndarray arr
-        if self._device is not None:
-            arr = _index_array(ids, "IndexInput.set_value")
-            if (<object>arr).shape != self._shape:
-                raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, "
-                                 f"expected {self._shape}")
-            bad = np.flatnonzero(arr.reshape(-1) >= self._dbound)
-            if bad.size:
-                raise IndexError(f"IndexInput.set_value: id {arr.reshape(-1)[bad[0]]} at position "
-                                 f"{bad[0]} is out of range for the ops built on this IndexInput "
-                                 f"(ids must be < {self._dbound})")
-            device_ops().copy_from_host(self._dvalue, arr)
-            return
-        if (isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
+        if (self._device is None and isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
                 and (<cnp.ndarray>ids).shape == self._value.shape
                 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>ids)):
             arr = <cnp.ndarray>ids
@@ -1063,7 +1063,15 @@ cdef class IndexInput(Variable):
         arr = _index_array(ids, "IndexInput.set_value")
         if (<object>arr).shape != self._shape:
             raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, expected {self._shape}")
-        memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+        if self._device is None:
+            memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+            return
+        bad = np.flatnonzero(arr.reshape(-1) >= self._dbound)
+        if bad.size:
+            raise IndexError(f"IndexInput.set_value: id {arr.reshape(-1)[bad[0]]} at position "
+                             f"{bad[0]} is out of range for the ops built on this IndexInput "
+                             f"(ids must be < {self._dbound})")
+        device_ops().copy_from_host(self._dvalue, arr)
 
     def _copy_to(self, target):
         return IndexInput(self.numpy(), device=target)

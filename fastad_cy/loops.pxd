@@ -14,18 +14,6 @@ cdef inline void vec_put(floating* dst, const floating* src, Py_ssize_t n, bint 
         memcpy(dst, src, n * sizeof(floating))
 
 
-cdef inline void vec_put_scaled(floating* dst, const floating* src, floating alpha, Py_ssize_t n,
-                                bint add) noexcept nogil:
-    """dst = alpha * src, or dst += alpha * src when `add`."""
-    cdef Py_ssize_t i
-    if add:
-        for i in range(n):
-            dst[i] += alpha * src[i]
-    else:
-        for i in range(n):
-            dst[i] = alpha * src[i]
-
-
 cdef inline void vec_fill(floating* dst, floating value, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(n):

@@ -23,7 +23,7 @@ to sync its replicas): `step()` then calls it every so many steps.
 
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
-`step()` launches the fused kernels of cuda/optimizers.cu (fastad.cuda.optim),
+`step()` launches the fused kernels of cuda/optim.cu (fastad.cuda.optim),
 which apply the same element rules (rules.h), sparse rows included.
 `state_dict()` still returns host numpy arrays.
 """
@@ -242,7 +242,7 @@ cdef class Optimizer:
     A built-in subclass implements two C methods: `begin(step, sparse)`
     computes the per-step coefficients of one Parameter, and `update(...)`
     applies the kernel to one span of it (the whole buffer, or one touched row).
-    On a GPU, `device_kernel()` names its kernel in cuda/optimizers.cu instead.
+    On a GPU, `device_kernel()` names its kernel in cuda/optim.cu instead.
 
     Example::
 
@@ -314,7 +314,7 @@ cdef class Optimizer:
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
     cdef tuple device_kernel(self):
-        """The GPU update: (kernel name in cuda/optimizers.cu without its _dense/_rows
+        """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
         suffix, its four double hyperparameters h0..h3, its int flag)."""
         raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
                         f"Adagrad, Adam, AdamW or RMSprop")

@@ -20,7 +20,7 @@
 
 enum UnaryOp {
     U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
-    U_SQRT, U_SQUARE, U_ABS, U_POW,
+    U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
     /* a Variable and a Python number p: no constant node needed */
     U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
 };
@@ -116,7 +116,8 @@ FA_RULE FA_T FA_NAME(fa_softplus)(FA_T x) {
     return (x > 0 ? x : (FA_T)0) + FA_LOG1P(FA_EXP(-FA_ABS(x)));
 }
 
-/* y = f(x); p is the exponent of U_POW or the number of a *_SCALAR op. */
+/* y = f(x); p is the exponent of U_POW, the negative slope of U_LEAKY_RELU, or the
+ * number of a *_SCALAR op. */
 FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
     switch (op) {
         case U_NEG: return -x;
@@ -131,6 +132,7 @@ FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
         case U_SQUARE: return x * x;
         case U_ABS: return FA_ABS(x);
         case U_POW: return FA_POW(x, p);
+        case U_LEAKY_RELU: return x > 0 ? x : p * x;
         case U_ADD_SCALAR: return x + p;
         case U_RSUB_SCALAR: return p - x;
         case U_MUL_SCALAR: return x * p;
@@ -154,6 +156,7 @@ FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
         case U_SQUARE: return (FA_T)2 * x;
         case U_ABS: return (FA_T)((x > 0) - (x < 0));
         case U_POW: return p == 0 ? (FA_T)0 : p * FA_POW(x, p - (FA_T)1);
+        case U_LEAKY_RELU: return x > 0 ? (FA_T)1 : p;
         case U_ADD_SCALAR: return (FA_T)1;
         case U_RSUB_SCALAR: return (FA_T)-1;
         case U_MUL_SCALAR: return p;

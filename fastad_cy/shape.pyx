@@ -222,15 +222,17 @@ def reshape(x, shape):
     cdef Variable v = <Variable>x
     if shape is None:
         raise TypeError("reshape: shape must be an int or a tuple of ints, got None")
-    if on_device(v):
-        return device_ops().reshape(v, shape)
+    # On a device, a stand-in host array of x's shape checks `shape` and infers the -1.
+    cdef object source = np.empty(v._shape, dtype=np.int8) if on_device(v) else v._value
     try:
-        view = v._value.reshape(shape)
+        view = source.reshape(shape)
     except ValueError as e:
         raise ValueError(f"reshape: cannot reshape shape {v._shape} ({v.size} elements) "
                          f"into {shape} ({e})") from None
     except TypeError as e:
         raise TypeError(f"reshape: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
+    if on_device(v):
+        return device_ops().reshape(v, view.shape)
     return _from_view("reshape", v, view)
 
 

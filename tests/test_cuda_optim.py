@@ -1,5 +1,5 @@
 """The optimizers and gradient clipping on a device (fastad.cuda.optim and
-cuda/optimizers.cu), run by the CPU emulator: every step on the device must
+cuda/optim.cu), run by the CPU emulator: every step on the device must
 match the same step on the CPU, dense and sparse gradients, float32 and float64.
 
 Sparse gradients come from gathers `p[ix]` on both sides.

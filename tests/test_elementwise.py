@@ -12,6 +12,9 @@ UNARY = {
     "tanh": (fa.tanh, np.tanh, None),
     "sigmoid": (fa.sigmoid, lambda x: 1 / (1 + np.exp(-x)), None),
     "relu": (fa.relu, lambda x: np.maximum(x, 0), "away_from_zero"),
+    "leaky_relu": (fa.leaky_relu, lambda x: np.where(x > 0, x, 0.01 * x), "away_from_zero"),
+    "leaky_relu_0.2": (lambda v: fa.leaky_relu(v, negative_slope=0.2),
+                       lambda x: np.where(x > 0, x, 0.2 * x), "away_from_zero"),
     "softplus": (fa.softplus, lambda x: np.logaddexp(0, x), None),
     "logsigmoid": (fa.logsigmoid, lambda x: -np.logaddexp(0, -x), None),
     "sqrt": (fa.sqrt, np.sqrt, "positive"),
@@ -82,6 +85,38 @@ def test_unary_gradients_match_torch(name):
     t = torch.tensor(x, requires_grad=True)
     getattr(torch, TORCH_UNARY[name])(t).backward(torch.tensor(cot))
     np.testing.assert_allclose(w.grad, t.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("slope", [0.01, 0.2, -0.5, 0.0])
+def test_leaky_relu_matches_torch(slope):
+    torch = pytest.importorskip("torch")
+    x = sample((3, 4), "away_from_zero", 13)
+    cot = np.random.default_rng(6).normal(size=(3, 4))
+    w = fa.Parameter(x, dtype=np.float64)
+    y = fa.leaky_relu(w, slope)
+    y.backward(cot)
+    t = torch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.leaky_relu(t, slope)
+    ty.backward(torch.tensor(cot))
+    np.testing.assert_allclose(y.value, ty.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad, t.grad.numpy(), rtol=1e-12)
+
+
+def test_leaky_relu_against_finite_differences_and_at_zero():
+    w = fa.Parameter(np.array([-1.5, -0.2, 0.3, 2.0]), dtype=np.float64)
+    loss = fa.sum(fa.leaky_relu(w, 0.3) * fa.Input(np.array([1.0, 2.0, 3.0, 4.0]), dtype=np.float64))
+    numerical, analytic = fa.finite_difference(w, loss)
+    np.testing.assert_allclose(analytic, numerical, rtol=1e-6)
+    np.testing.assert_allclose(analytic, [0.3, 0.6, 3.0, 4.0], rtol=1e-12)
+    z = fa.Parameter(np.zeros(2), dtype=np.float64)
+    fa.leaky_relu(z, 0.3).sum().backward()
+    np.testing.assert_array_equal(z.grad, [0.3, 0.3])         # the slope at 0 is negative_slope
+
+
+@pytest.mark.parametrize("slope", [None, "0.1", True, [0.1], 1j, fa.Input([0.1])])
+def test_leaky_relu_refuses_a_slope_that_is_not_a_real_number(slope):
+    with pytest.raises(TypeError, match="leaky_relu: negative_slope must be a real Python number"):
+        fa.leaky_relu(fa.Input([1.0]), slope)
 
 
 BINARY = {"add": (fa.add, np.add), "sub": (fa.sub, np.subtract), "mul": (fa.mul, np.multiply),

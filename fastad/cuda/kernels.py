@@ -18,26 +18,26 @@ import numpy as np
 
 import fastad_cy.graph
 
-#: family -> the kernels its `.cu` file defines (each a template on T).
+#: family -> the kernels its `.cu` file defines (each a template on T). A family's
+#: name is that of its CPU module (`fastad_cy/<family>.pyx`) and of its device ops
+#: (`fastad/cuda/ops/<family>.py`; the optimizers' are `fastad/cuda/optim.py`).
 FAMILIES: dict[str, tuple[str, ...]] = {
     "elementwise": (
         "fill", "copy_or_add", "unary_forward", "unary_backward",
-        "binary_forward", "binary_backward", "row_dot_forward", "row_dot_backward",
-        "all_finite",
+        "binary_forward", "binary_backward", "all_finite",
     ),
     "reduction": (
         "reduce_sum", "reduce_max", "reduce_logsumexp", "count_ties", "reduce_backward",
+        "softmax_forward", "softmax_backward",
     ),
-    "softmax": (
-        "softmax_forward", "softmax_backward", "cross_entropy_forward",
-        "cross_entropy_backward", "nll_forward", "nll_backward", "pointwise_loss_forward",
-        "pointwise_loss_backward", "loss_finish",
+    "losses": (
+        "cross_entropy_forward", "cross_entropy_backward", "nll_forward", "nll_backward",
+        "pointwise_loss_forward", "pointwise_loss_backward", "loss_finish",
     ),
-    "index": (
-        "gather_rows", "scatter_add_rows", "zero_rows", "gather_positions", "put_positions",
-        "scatter_add_positions", "copy_ids",
-    ),
-    "optimizers": (
+    "shape": ("gather_positions", "put_positions", "scatter_add_positions"),
+    "sparse": ("gather_rows", "scatter_add_rows", "zero_rows", "copy_ids"),
+    "linalg": ("row_dot_forward", "row_dot_backward"),
+    "optim": (
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
         "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
         "grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows", "clamp_dense",
@@ -62,7 +62,7 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
 #: The unary ops of `unary_forward`/`unary_backward`, in the order of the
 #: `UnaryOp` enum in fastad_cy/rules.h (the code passed is the index here).
 UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
-             "sqrt", "square", "abs", "pow", "add_scalar", "rsub_scalar", "mul_scalar",
+             "sqrt", "square", "abs", "pow", "leaky_relu", "add_scalar", "rsub_scalar", "mul_scalar",
              "div_scalar", "rdiv_scalar")
 
 #: The binary ops of `binary_forward`/`binary_backward` (rules.h's `BinaryOp` enum).
@@ -83,7 +83,7 @@ _ROWS = ("claim_rows", "release_rows")
 OPS: dict[str, tuple[str, ...]] = {
     **{op: ("unary_forward", "unary_backward") for op in
        ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid", "sqrt",
-        "square", "abs", "pow")},
+        "square", "abs", "pow", "leaky_relu")},
     "add": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "sub": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "mul": ("binary_forward", "binary_backward", "reduce_sum", "fill"),

@@ -3,7 +3,7 @@
 `fastad_cy.optim`'s optimizers hand over to a `DeviceState` when their
 Parameters live on a GPU: it keeps the optimizer state, the step counts and
 the learning rate as device arrays and runs the fused kernels of
-`cuda/optimizers.cu`, which repeat the CPU rules exactly (dense, and the lazy
+`cuda/optim.cu`, which repeat the CPU rules exactly (dense, and the lazy
 sparse-row rules). Nothing the kernels read is host-side: the step counts are
 advanced by a kernel and the lr is a 1-element float64 device array that the
 optimizer's `lr` setter writes at once, so a step captured as a CUDA graph
@@ -27,7 +27,7 @@ import numpy as np
 from fastad.cuda import backend as _backend
 from fastad_cy.graph import device_grad
 
-#: An owner entry of an unclaimed row (FA_NO_OWNER in cuda/optimizers.cu); it also
+#: An owner entry of an unclaimed row (FA_NO_OWNER in cuda/optim.cu); it also
 #: bounds how many row ids one sparse gradient may list.
 NO_OWNER = 2 ** 31 - 1
 
@@ -87,7 +87,7 @@ class DeviceState:
 
     def init_state(self, kernel, fills):
         """Make the state arrays (one per fill value, per Parameter) for the update
-        `kernel` = (name, (h0, h1, h2, h3), flag) of cuda/optimizers.cu; returns
+        `kernel` = (name, (h0, h1, h2, h3), flag) of cuda/optim.cu; returns
         `state`, a list of tuples of device arrays."""
         name, hyper, flag = kernel
         self.dense_kernel, self.rows_kernel = name + "_dense", name + "_rows"

@@ -17,10 +17,10 @@ from fastad.nn import init
 from fastad.nn.module import Module, Sequential, Dropout, IncompatibleKeys
 from fastad.nn.layers import Linear, Embedding, LSTMCell, GRUCell, LSTM, GRU, LayerNorm
 from fastad_cy.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
-from fastad_cy.elementwise import relu, tanh, sigmoid, softplus, logsigmoid
+from fastad_cy.elementwise import relu, leaky_relu, tanh, sigmoid, softplus, logsigmoid
 from fastad_cy.reduction import softmax, log_softmax
 
 __all__ = ["init", "Module", "Sequential", "Dropout", "IncompatibleKeys", "Linear", "Embedding",
            "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "cross_entropy", "nll_loss",
-           "bce_with_logits", "mse", "huber", "relu", "tanh", "sigmoid", "softplus",
+           "bce_with_logits", "mse", "huber", "relu", "leaky_relu", "tanh", "sigmoid", "softplus",
            "logsigmoid", "softmax", "log_softmax"]

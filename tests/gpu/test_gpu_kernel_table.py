@@ -21,8 +21,8 @@ def ids(values):
 
 
 UNARY = {op: (lambda f: lambda: f(P(3, 2)))(getattr(fa, op)) for op in
-         ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid", "sqrt",
-          "square", "abs")}
+         ("neg", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu", "softplus", "logsigmoid",
+          "sqrt", "square", "abs")}
 BUILDS = {
     **UNARY,
     "pow": lambda: fa.pow(P(3), 3),

@@ -17,6 +17,7 @@ def r(*shape, positive=False):
 UNARY = {
     "neg": (fa.neg, False), "exp": (fa.exp, False), "log": (fa.log, True),
     "tanh": (fa.tanh, False), "sigmoid": (fa.sigmoid, False), "relu": (fa.relu, False),
+    "leaky_relu": (fa.leaky_relu, False), "leaky_relu 0.3": (lambda x: fa.leaky_relu(x, 0.3), False),
     "softplus": (fa.softplus, False), "logsigmoid": (fa.logsigmoid, False),
     "sqrt": (fa.sqrt, True), "square": (fa.square, False), "abs": (fa.abs, False),
     "pow 2.5": (lambda x: x ** 2.5, True), "pow 0": (lambda x: x ** 0, False),

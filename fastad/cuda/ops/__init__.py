@@ -7,17 +7,21 @@ lives on a GPU. Each builds a `DeviceNode` whose `fn` is one of the op classes:
 `forward(node)` writes `node.value` in place from the inputs' values, and
 `backward(node)` pushes `node.grad` into each input that needs a gradient,
 writing the first contribution of a pass and adding the later ones (the
-`accumulate` flag every backward kernel takes). Index and shape checks run
-here, on the host, before any kernel.
+`accumulate` flag every backward kernel takes). The public function has
+checked its arguments before it sends device operands here; what only a device
+needs checking (ids a later `set_value` must keep in range) is checked here,
+on the host, before any kernel.
+
+fastad.cuda registers this module with the engine (`register_devices`), which
+calls the engine services of `common` (buffers, gradient seeds, sparse records).
 """
 from fastad.cuda.ops.common import (to_host, from_host, copy, empty, empty_like, fill, copy_from_host,
-                                    set_value, seed_grad, leaf_grad, zero_rows, touched_rows,
-                                    append_ids, check_anomaly)
+                                    copy_device_array, seed_grad, leaf_grad, zero_rows, touched_rows,
+                                    append_ids, all_finite)
 from fastad.cuda.ops.elementwise import unary, binary
-from fastad.cuda.ops.reduction import reduce
+from fastad.cuda.ops.reduction import reduce, softmax
 from fastad.cuda.ops.shape import reshape, transpose, gather, join
 from fastad.cuda.ops.linalg import matmul, vector_dot
 from fastad.cuda.ops.sparse import take
 from fastad.cuda.ops.fused import lstm_cell, gru_cell
-from fastad.cuda.ops.softmax import softmax
 from fastad.cuda.ops.losses import cross_entropy, nll_loss, pair_loss

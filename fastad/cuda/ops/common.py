@@ -1,22 +1,11 @@
 """What every device op module shares: launching kernels, operand checks, and the
-services fastad_cy/graph.pyx calls for device Variables.
-
-The public functions (`fa.exp`, `fa.matmul`, ...) come here when an operand
-lives on a GPU. Each builds a `DeviceNode` whose `fn` is one of the op classes
-below: `forward(node)` writes `node.value` in place from the inputs' values,
-`backward(node)` pushes `node.grad` into each input that needs a gradient,
-writing the first contribution of a pass and adding the later ones (the
-`accumulate` flag every backward kernel takes). Index and shape checks happen
-here, on the host, before any kernel runs.
-
-The CPU versions live in `fastad_cy/` (elementwise.pyx, reduction.pyx, ...),
-the kernels in `cuda/<family>.cu`, and `fastad.cuda.kernels` lists them.
+services fastad_cy/graph.pyx calls for device Variables (see the package's docstring).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from fastad_cy.graph import Variable, IndexInput, device_node, device_grad_buffer
+from fastad_cy.graph import Variable, device_node, device_grad_buffer
 from fastad.cuda import backend as _backend
 from fastad.cuda.kernels import UNARY_OPS
 
@@ -84,21 +73,15 @@ def copy_from_host(dst, host: np.ndarray):
     backend().copy_from_host(dst, np.asarray(host, dtype=dst.dtype, order="C"))
 
 
-def set_value(leaf, data):
-    """Copy `data` (host or device array, or nested lists) into a device leaf's buffer."""
-    if hasattr(data, "__cuda_array_interface__") and data.dtype == leaf.dtype \
-            and tuple(data.shape) == leaf.shape and data.flags.c_contiguous:
-        launch("copy_or_add", leaf.dtype, leaf.size, data, leaf.value, I64(leaf.size), I32(0))
-        return
-    if hasattr(data, "__cuda_array_interface__"):
-        data = to_host(data)
-    arr = np.asarray(data)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"set_value: expected real numbers, got an array of dtype {arr.dtype}")
-    if arr.shape != leaf.shape:
-        raise ValueError(f"set_value: got shape {arr.shape}, expected {leaf.shape} "
-                         f"(a leaf keeps its shape; build a new graph for a new shape)")
-    copy_from_host(leaf.value, arr)
+def copy_device_array(leaf, data) -> bool:
+    """Copy `data` into a device leaf's buffer without a trip through the host when it
+    is a device array of the leaf's dtype and shape (C-contiguous); else return False
+    (the engine then checks `data` and copies it from the host)."""
+    if not (hasattr(data, "__cuda_array_interface__") and data.dtype == leaf.dtype
+            and tuple(data.shape) == leaf.shape and data.flags.c_contiguous):
+        return False
+    launch("copy_or_add", leaf.dtype, leaf.size, data, leaf.value, I64(leaf.size), I32(0))
+    return True
 
 
 def seed_grad(root, seed, accumulate):
@@ -155,27 +138,11 @@ def append_ids(record, count, ids, dtype):
     return record
 
 
-def _finite(array) -> bool:
+def all_finite(array) -> bool:
+    """True when no element of a float device array is NaN or Inf (detect_anomaly)."""
     flag = backend().zeros((1,), np.int32)
     launch("all_finite", array.dtype, array.size, array, I64(array.size), flag)
     return not to_host(flag)[0]
-
-
-def check_anomaly(node, phase):
-    """detect_anomaly on a device: the same errors as on the CPU."""
-    if phase == "forward":
-        if not _finite(node.value):
-            raise FloatingPointError(f"detect_anomaly: the forward of '{node.op_name}' produced "
-                                     f"NaN or Inf (output shape {node.shape})")
-        return 0
-    for x in node.parents:
-        if x.requires_grad and not isinstance(x, IndexInput):
-            grad = device_grad_buffer(x)
-            if grad is not None and not _finite(grad):
-                raise FloatingPointError(
-                    f"detect_anomaly: the backward of '{node.op_name}' produced NaN or Inf in "
-                    f"the gradient of its input '{x.op_name}' (shape {x.shape})")
-    return 0
 
 
 # ------------------------------------------------------------- operand checks

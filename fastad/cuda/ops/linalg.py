@@ -1,4 +1,4 @@
-"""Matrix products on a GPU: matmul through cuBLAS, vector_dot in cuda/elementwise.cu.
+"""Matrix products on a GPU: matmul through cuBLAS, vector_dot in cuda/linalg.cu.
 
 fastad_cy/linalg.pyx checks the shapes and works out the product's layout
 (m, k, n, the batch, and which operand the batch shares), then sends device

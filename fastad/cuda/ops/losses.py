@@ -1,4 +1,4 @@
-"""Losses on a GPU (cuda/softmax.cu), with the semantics of fastad_cy/losses.pyx.
+"""Losses on a GPU (cuda/losses.cu), with the semantics of fastad_cy/losses.pyx.
 
 fastad_cy/losses.pyx checks the arguments, then sends a call here when the
 scores (or either side of a pairwise loss) live on a GPU.
@@ -14,7 +14,7 @@ scores (or either side of a pairwise loss) live on a GPU.
 - bce_with_logits, mse and huber compare two arrays of one shape elementwise.
 
 A "mean" or "sum" loss sums on the device into three doubles owned by the op
-(see cuda/softmax.cu): the sum, the count of kept elements (which changes with
+(see cuda/losses.cu): the sum, the count of kept elements (which changes with
 an IndexInput's ignored rows), and the scale its backward applies.
 """
 import numpy as np

@@ -1,7 +1,10 @@
-"""Reductions on a GPU (cuda/reduction.cu): sum, mean, max and logsumexp over any axes.
+"""Reductions on a GPU (cuda/reduction.cu): sum, mean, max and logsumexp over any axes,
+and softmax and log_softmax along one.
 
 fastad_cy/reduction.pyx checks the axes and works out the shapes, then sends a
-device operand here with them.
+device operand here with them. softmax views its input as (outer, n, inner)
+around the chosen axis; one thread normalises one (outer, inner) line along n
+(a 0-d input counts as one element along one axis, as on the CPU).
 """
 import numpy as np
 
@@ -103,3 +106,32 @@ def reduce(name, code, x, kept, out_shape, scale):
     """Build sum/mean/max/logsumexp (the CPU's ReduceOp `code`) of x: `kept` is the
     keepdims shape, `out_shape` the output's, `scale` mean's 1/count (else 1)."""
     return make_node(name, (x,), out_shape, x.dtype, Reduce(code, x, kept, scale))
+
+
+class Softmax:
+    """softmax (log False) or log_softmax (log True) along the middle axis of (outer, n, inner)."""
+
+    def __init__(self, log, outer, n, inner):
+        self.log = I32(log)
+        self.outer, self.n, self.inner = I64(outer), I64(n), I64(inner)
+
+    def forward(self, node):
+        x = node.parents[0]
+        launch("softmax_forward", node.dtype, int(self.outer * self.inner), x.value, node.value,
+               self.outer, self.n, self.inner, self.log)
+
+    def backward(self, node):
+        x = node.parents[0]
+        if not x.requires_grad:
+            return
+        grad, accumulate = device_grad_slot(x)
+        launch("softmax_backward", node.dtype, int(self.outer * self.inner), node.value,
+               node.grad, grad, self.outer, self.n, self.inner, self.log, I32(accumulate))
+
+
+def softmax(x, log, outer, n, inner):
+    """Build softmax (log False) or log_softmax (log True) of x along the middle axis
+    of its (outer, n, inner) view; fastad_cy/reduction.pyx's `_softmax` checks the
+    axis and sends device inputs here."""
+    name = "log_softmax" if log else "softmax"
+    return make_node(name, (x,), x.shape, x.dtype, Softmax(log, outer, n, inner))

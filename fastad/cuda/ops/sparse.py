@@ -1,4 +1,4 @@
-"""Row gathers on a GPU (cuda/index.cu): `take`, with a sparse gradient.
+"""Row gathers on a GPU (cuda/sparse.cu): `take`, with a sparse gradient.
 
 The backward scatter-adds the gathered rows' gradients into the table's
 gradient buffer (repeated ids add, atomically). A Parameter records which id

@@ -1,6 +1,6 @@
-// Gathers and scatters: rows of a table by id (take, and its sparse gradient), and
-// elements by flat position (transpose, indexing, concat, stack). Ids and
-// positions are checked on the host before any of these runs.
+// Rows of a table by id: take's gather and its sparse gradient (scatter-add), and the
+// buffers of a sparse gradient's record of touched rows. Ids are checked on the host
+// before any of these runs.
 
 // out[k, :] = table[ids[k], :] for each of the n_ids ids.
 template <typename T>
@@ -24,24 +24,6 @@ __global__ void scatter_add_rows(const T* rows, const i64* ids, T* grad, i64 n_i
 template <typename T>
 __global__ void zero_rows(T* grad, const i64* ids, i64 n_ids, i64 row_len) {
     FA_GRID_STRIDE(i, n_ids * row_len) { grad[ids[i / row_len] * row_len + i % row_len] = T(0); }
-}
-
-// out[i] (+)= x[positions[i]].
-template <typename T>
-__global__ void gather_positions(const T* x, const i64* positions, T* out, i64 n, int accumulate) {
-    FA_GRID_STRIDE(i, n) { fa_put(out + i, x[positions[i]], accumulate); }
-}
-
-// out[positions[i]] = x[i] (positions distinct).
-template <typename T>
-__global__ void put_positions(const T* x, const i64* positions, T* out, i64 n) {
-    FA_GRID_STRIDE(i, n) { out[positions[i]] = x[i]; }
-}
-
-// grad[positions[i]] += g[i]; repeated positions add (atomically).
-template <typename T>
-__global__ void scatter_add_positions(const T* g, const i64* positions, T* grad, i64 n) {
-    FA_GRID_STRIDE(i, n) { atomicAdd(grad + positions[i], g[i]); }
 }
 
 // dst[i] = src[i] for int64 ids (T is unused: instantiated once per table dtype).

@@ -1,6 +1,6 @@
-// softmax and log_softmax along one axis, and the losses: cross-entropy and NLL over
-// class ids, and the pointwise losses (BCE with logits, MSE, Huber). The arithmetic
-// follows fastad_cy/reduction.pyx and fastad_cy/losses.pyx step by step.
+// The losses: cross-entropy and NLL over class ids, and the pointwise losses (BCE with
+// logits, MSE, Huber, their rules in fastad_cy/rules.h). The arithmetic follows
+// fastad_cy/losses.pyx step by step.
 //
 // A reduced loss ("mean" or "sum") goes through `acc`, three doubles owned by the op:
 // the forward kernel adds each thread's partial sum of the losses into acc[0] and its
@@ -12,56 +12,6 @@
 __device__ __forceinline__ double fa_nan() {
     double zero = 0;
     return zero / zero;
-}
-
-// ------------------------------------------------------------- softmax
-
-// softmax (log = 0) or log_softmax (log = 1) of x viewed as (outer, n, inner), along n.
-// One thread per (outer, inner) line; the line's elements are `inner` apart.
-template <typename T>
-__global__ void softmax_forward(const T* x, T* y, i64 outer, i64 n, i64 inner, int log) {
-    FA_GRID_STRIDE(line, outer * inner) {
-        if (n == 0) continue;
-        const T* xl = x + (line / inner) * n * inner + line % inner;
-        T* yl = y + (line / inner) * n * inner + line % inner;
-        T m = xl[0];  // the line's max; NaN if any element is NaN
-        for (i64 k = 1; k < n; ++k) {
-            T v = xl[k * inner];
-            if (v > m || v != v) m = v;
-        }
-        T s = 0;
-        for (i64 k = 0; k < n; ++k) {
-            T e = fa_exp(xl[k * inner] - m);
-            yl[k * inner] = e;
-            s += e;
-        }
-        if (log) {
-            T lse = m + fa_log(s);
-            for (i64 k = 0; k < n; ++k) yl[k * inner] = xl[k * inner] - lse;
-        } else {
-            T r = T(1) / s;
-            for (i64 k = 0; k < n; ++k) yl[k * inner] *= r;
-        }
-    }
-}
-
-// From the output y and its gradient gy: softmax: gx = y * (gy - sum(gy * y));
-// log_softmax: gx = gy - exp(y) * sum(gy). One thread per line, as the forward.
-template <typename T>
-__global__ void softmax_backward(const T* y, const T* gy, T* gx, i64 outer, i64 n, i64 inner,
-                                 int log, int accumulate) {
-    FA_GRID_STRIDE(line, outer * inner) {
-        i64 base = (line / inner) * n * inner + line % inner;
-        T d = 0;
-        for (i64 k = 0; k < n; ++k) {
-            i64 o = base + k * inner;
-            d += log ? gy[o] : gy[o] * y[o];
-        }
-        for (i64 k = 0; k < n; ++k) {
-            i64 o = base + k * inner;
-            fa_put(gx + o, log ? gy[o] - fa_exp(y[o]) * d : y[o] * (gy[o] - d), accumulate);
-        }
-    }
 }
 
 // --------------------------------------------------------- reduced losses
