@@ -9,7 +9,7 @@ the tree. Build isolation is off and the environments see this Python's
 site-packages, so NumPy, SciPy and Cython are not installed again and the
 extensions compile exactly once.
 
-setup.py's own checks (missing sources, no C compiler, an old NumPy) run on a
+setup.py's own checks (missing sources, no C compiler, no Cython, an old NumPy) run on a
 copy of setup.py beside empty .pyx files: they stop before anything compiles.
 """
 import glob
@@ -23,8 +23,10 @@ import zipfile
 
 import pytest
 
+import fastad
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NAME_VERSION = "fastad-0.1.0"
+NAME_VERSION = f"fastad-{fastad.__version__}"
 MODULES = sorted(os.path.splitext(os.path.basename(path))[0]
                  for path in glob.glob(os.path.join(ROOT, "fastad_cy", "*.pyx")))
 GENERATED_SUFFIXES = (".c", ".cpp", ".so", ".pyd", ".html", ".pyc", ".o")
@@ -209,6 +211,12 @@ def test_setup_py_refuses_to_compile_against_an_old_numpy(tmp_path):
     cwd = setup_copy(tmp_path, MODULES)
     done = run_setup(cwd, *build_ext_arguments(cwd), python_prelude="import numpy; numpy.__version__ = '1.26.4'")
     assert done.returncode != 0
-    assert "must be compiled against NumPy >= 2.0, and the build environment has NumPy 1.26.4" in done.stderr, \
-        done.stderr
+    assert "needs numpy>=2.0, and the build environment has numpy 1.26.4" in done.stderr, done.stderr
     assert not (cwd / "fastad_cy" / "graph.c").exists()
+
+
+def test_setup_py_names_a_missing_cython(tmp_path):
+    cwd = setup_copy(tmp_path, MODULES)
+    done = run_setup(cwd, *build_ext_arguments(cwd), python_prelude="import sys; sys.modules['Cython'] = None")
+    assert done.returncode != 0
+    assert "needs Cython>=3.0, which is not installed in the build environment" in done.stderr, done.stderr
