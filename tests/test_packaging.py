@@ -12,6 +12,7 @@ extensions compile exactly once.
 setup.py's own checks (missing sources, no C compiler, no Cython, an old NumPy) run on a
 copy of setup.py beside empty .pyx files: they stop before anything compiles.
 """
+import email.parser
 import glob
 import os
 import shutil
@@ -133,6 +134,19 @@ def test_wheel_holds_every_extension_the_kernel_sources_and_the_stubs(release):
     strays = sorted(name for name in names if name.startswith(("tests/", "cuda/", "examples/"))
                     or name.endswith(".pyx"))
     assert not strays, f"files that do not belong in the wheel: {strays}"
+
+
+def test_wheel_metadata_declares_licence_pythons_and_urls(release):
+    with zipfile.ZipFile(release["wheel"]) as archive:
+        metadata = email.parser.Parser().parsestr(
+            archive.read(f"{NAME_VERSION}.dist-info/METADATA").decode())
+    assert (metadata["Name"], metadata["Version"]) == ("fastad", fastad.__version__)
+    assert (metadata["License-Expression"], metadata["License-File"]) == ("MIT", "LICENSE")
+    assert metadata["Requires-Python"] == ">=3.10"
+    running = f"Programming Language :: Python :: {sys.version_info.major}.{sys.version_info.minor}"
+    assert running in metadata.get_all("Classifier"), "the Python running the tests is not a declared one"
+    urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL"))
+    assert set(urls) == {"Homepage", "Source", "Issues"}, urls
 
 
 def test_twine_check_passes_on_both_archives(release):
