@@ -6,7 +6,7 @@ Environment switches (read at build time):
   FASTAD_FAST_MATH=1  exp/log/tanh/sigmoid use fast approximations (see fastad_cy/fastmath.h)
 
 Before compiling anything it checks, and stops with a message naming what is
-missing: every module of EXTENSIONS has its fastad_cy/<name>.pyx (an sdist
+missing: every module of COMPILED_MODULES has its fastad_cy/<name>.pyx (an sdist
 without them would otherwise install a package that cannot import), there is a
 C compiler, and Cython and NumPy are new enough to compile with.
 """
@@ -22,11 +22,12 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.sdist import sdist
 
 #: The compiled modules fastad needs: fastad_cy/<name>.pyx becomes fastad_cy.<name>.
-EXTENSIONS = ("elementwise", "fastmath", "fused", "graph", "linalg", "losses", "optim",
+COMPILED_MODULES = ("elementwise", "fastmath", "fused", "graph", "linalg", "losses", "optim",
               "reduction", "shape", "sparse", "train")
 
 #: The oldest Cython and NumPy to compile with, as in pyproject's build-system.requires.
-#: Extensions built against NumPy 2 also import under NumPy 1.x, not the other way round.
+#: Extensions built against NumPy 2 also import under NumPy 1.23 and later, not the
+#: other way round.
 BUILD_REQUIREMENTS = {"Cython": (3, 0), "numpy": (2, 0)}
 
 
@@ -35,21 +36,22 @@ def _flag(name):
 
 
 def extension_sources():
-    """{module name: fastad_cy/<name>.pyx} for EXTENSIONS; exits naming any .pyx missing or unlisted."""
+    """{module name: fastad_cy/<name>.pyx} for COMPILED_MODULES; exits naming any .pyx
+    missing or unlisted."""
     found = {os.path.splitext(os.path.basename(path))[0]: path
              for path in glob.glob(os.path.join("fastad_cy", "*.pyx"))}
-    missing = [name for name in EXTENSIONS if name not in found]
-    if len(missing) == len(EXTENSIONS):
+    missing = [name for name in COMPILED_MODULES if name not in found]
+    if len(missing) == len(COMPILED_MODULES):
         sys.exit(f"error: found no Cython sources (fastad_cy/*.pyx) in {os.getcwd()}: this source "
                  f"tree or sdist is incomplete, and fastad would install without its compiled core")
     if missing:
         sys.exit("error: fastad's Cython sources are incomplete: missing "
                  + ", ".join(f"fastad_cy/{name}.pyx" for name in missing))
-    unlisted = sorted(set(found) - set(EXTENSIONS))
+    unlisted = sorted(set(found) - set(COMPILED_MODULES))
     if unlisted:
         sys.exit("error: " + ", ".join(found[name] for name in unlisted)
-                 + " not listed in setup.py's EXTENSIONS: add the module name there")
-    return {name: found[name] for name in EXTENSIONS}
+                 + " not listed in setup.py's COMPILED_MODULES: add the module name there")
+    return {name: found[name] for name in COMPILED_MODULES}
 
 
 def require_c_compiler(compiler):
@@ -114,7 +116,8 @@ extensions = [
 
 
 class CheckedParallelBuildExt(build_ext):
-    """Check the compiler, Cython and NumPy, then cythonize and compile on every core unless told otherwise.
+    """Check the compiler, Cython and NumPy, then cythonize and compile on every core
+    unless told otherwise.
 
     Cythonizing here rather than at import keeps `setup.py sdist` fast and its
     file list free of generated .c files."""

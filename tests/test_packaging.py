@@ -144,7 +144,7 @@ def test_wheel_metadata_declares_licence_pythons_and_urls(release):
     assert (metadata["License-Expression"], metadata["License-File"]) == ("MIT", "LICENSE")
     assert metadata["Requires-Python"] == ">=3.10"
     running = f"Programming Language :: Python :: {sys.version_info.major}.{sys.version_info.minor}"
-    assert running in metadata.get_all("Classifier"), "the Python running the tests is not a declared one"
+    assert running in metadata.get_all("Classifier"), f"{running} is not declared"
     urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL"))
     assert set(urls) == {"Homepage", "Source", "Issues"}, urls
 
@@ -205,7 +205,7 @@ def test_setup_py_refuses_a_tree_without_cython_sources(tmp_path):
 def test_setup_py_refuses_a_cython_source_it_does_not_list(tmp_path):
     done = run_setup(setup_copy(tmp_path, MODULES + ["extra"]), "--version")
     assert done.returncode != 0
-    assert "fastad_cy/extra.pyx not listed in setup.py's EXTENSIONS" in done.stderr, done.stderr
+    assert "fastad_cy/extra.pyx not listed in setup.py's COMPILED_MODULES" in done.stderr, done.stderr
 
 
 def test_setup_py_lists_exactly_the_checkouts_cython_sources(tmp_path):
@@ -223,7 +223,8 @@ def test_setup_py_says_which_c_compiler_is_missing(tmp_path):
 
 def test_setup_py_refuses_to_compile_against_an_old_numpy(tmp_path):
     cwd = setup_copy(tmp_path, MODULES)
-    done = run_setup(cwd, *build_ext_arguments(cwd), python_prelude="import numpy; numpy.__version__ = '1.26.4'")
+    done = run_setup(cwd, *build_ext_arguments(cwd),
+                     python_prelude="import numpy; numpy.__version__ = '1.26.4'")
     assert done.returncode != 0
     assert "needs numpy>=2.0, and the build environment has numpy 1.26.4" in done.stderr, done.stderr
     assert not (cwd / "fastad_cy" / "graph.c").exists()
@@ -231,6 +232,8 @@ def test_setup_py_refuses_to_compile_against_an_old_numpy(tmp_path):
 
 def test_setup_py_names_a_missing_cython(tmp_path):
     cwd = setup_copy(tmp_path, MODULES)
-    done = run_setup(cwd, *build_ext_arguments(cwd), python_prelude="import sys; sys.modules['Cython'] = None")
+    done = run_setup(cwd, *build_ext_arguments(cwd),
+                     python_prelude="import sys; sys.modules['Cython'] = None")
     assert done.returncode != 0
-    assert "needs Cython>=3.0, which is not installed in the build environment" in done.stderr, done.stderr
+    assert "needs Cython>=3.0, which is not installed in the build environment" in done.stderr, \
+        done.stderr
