@@ -6,28 +6,29 @@ Environment switches (read at build time):
   FASTAD_FAST_MATH=1  exp/log/tanh/sigmoid use fast approximations (see fastad_cy/fastmath.h)
 
 Before compiling anything it checks, and stops with a message naming what is
-missing: every module of EXTENSIONS has its fastad_cy/<name>.pyx (an sdist
+missing: every module of COMPILED_MODULES has its fastad_cy/<name>.pyx (an sdist
 without them would otherwise install a package that cannot import), there is a
-C compiler, and NumPy is new enough to compile against.
+C compiler, and Cython and NumPy are new enough to compile with.
 """
 import glob
+import importlib
 import os
 import re
 import shutil
 import sys
 
-from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.sdist import sdist
 
 #: The compiled modules fastad needs: fastad_cy/<name>.pyx becomes fastad_cy.<name>.
-EXTENSIONS = ("elementwise", "fastmath", "fused", "graph", "linalg", "losses", "optim",
-              "reduction", "samplers", "shape", "sparse", "train")
+COMPILED_MODULES = ("elementwise", "fastmath", "fused", "graph", "linalg", "losses", "optim",
+                    "reduction", "samplers", "shape", "sparse", "train")
 
-#: The oldest NumPy to compile against, as in pyproject's build-system.requires:
-#: extensions built against NumPy 2 also import under NumPy 1.x, not the other way round.
-MIN_BUILD_NUMPY = (2, 0)
+#: The oldest Cython and NumPy to compile with, as in pyproject's build-system.requires.
+#: Extensions built against NumPy 2 also import under NumPy 1.23 and later, not the
+#: other way round.
+BUILD_REQUIREMENTS = {"Cython": (3, 0), "numpy": (2, 0)}
 
 
 def _flag(name):
@@ -35,21 +36,22 @@ def _flag(name):
 
 
 def extension_sources():
-    """{module name: fastad_cy/<name>.pyx} for EXTENSIONS; exits naming any .pyx missing or unlisted."""
+    """{module name: fastad_cy/<name>.pyx} for COMPILED_MODULES; exits naming any .pyx
+    missing or unlisted."""
     found = {os.path.splitext(os.path.basename(path))[0]: path
              for path in glob.glob(os.path.join("fastad_cy", "*.pyx"))}
-    missing = [name for name in EXTENSIONS if name not in found]
-    if len(missing) == len(EXTENSIONS):
+    missing = [name for name in COMPILED_MODULES if name not in found]
+    if len(missing) == len(COMPILED_MODULES):
         sys.exit(f"error: found no Cython sources (fastad_cy/*.pyx) in {os.getcwd()}: this source "
                  f"tree or sdist is incomplete, and fastad would install without its compiled core")
     if missing:
         sys.exit("error: fastad's Cython sources are incomplete: missing "
                  + ", ".join(f"fastad_cy/{name}.pyx" for name in missing))
-    unlisted = sorted(set(found) - set(EXTENSIONS))
+    unlisted = sorted(set(found) - set(COMPILED_MODULES))
     if unlisted:
         sys.exit("error: " + ", ".join(found[name] for name in unlisted)
-                 + " not listed in setup.py's EXTENSIONS: add the module name there")
-    return {name: found[name] for name in EXTENSIONS}
+                 + " not listed in setup.py's COMPILED_MODULES: add the module name there")
+    return {name: found[name] for name in COMPILED_MODULES}
 
 
 def require_c_compiler(compiler):
@@ -63,22 +65,23 @@ def require_c_compiler(compiler):
                  f"which needs no compiler")
 
 
-def numpy_to_compile_against():
-    """The build environment's numpy module; exits naming the version needed when it is missing or too old."""
-    wanted = ".".join(map(str, MIN_BUILD_NUMPY))
+def build_requirement(name):
+    """The build environment's module `name`; exits naming the version needed when it is
+    missing or older than BUILD_REQUIREMENTS says."""
+    oldest = BUILD_REQUIREMENTS[name]
+    wanted = f"{name}>={'.'.join(map(str, oldest))}"
     try:
-        import numpy
+        module = importlib.import_module(name)
     except ImportError:
-        sys.exit(f"error: fastad's extensions compile against NumPy's headers and NumPy is not "
-                 f"installed in the build environment: pip install 'numpy>={wanted}' (pip's "
-                 f"default build isolation installs it for you)")
-    version = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", numpy.__version__).groups())
-    if version < MIN_BUILD_NUMPY:
-        sys.exit(f"error: fastad's extensions must be compiled against NumPy >= {wanted}, and the "
-                 f"build environment has NumPy {numpy.__version__} ({os.path.dirname(numpy.__file__)}): "
-                 f"upgrade it (pip install 'numpy>={wanted}') or build without --no-build-isolation "
-                 f"(the wheel still runs with the NumPy that pyproject's dependencies allow)")
-    return numpy
+        sys.exit(f"error: compiling fastad's extensions needs {wanted}, which is not installed in "
+                 f"the build environment: pip install '{wanted}', or build without "
+                 f"--no-build-isolation (pip then installs it for the build)")
+    version = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", module.__version__).groups())
+    if version < oldest:
+        sys.exit(f"error: compiling fastad's extensions needs {wanted}, and the build environment "
+                 f"has {name} {module.__version__} ({os.path.dirname(module.__file__)}): upgrade it "
+                 f"(pip install '{wanted}') or build without --no-build-isolation")
+    return module
 
 
 DEBUG = _flag("FASTAD_DEBUG")
@@ -113,7 +116,8 @@ extensions = [
 
 
 class CheckedParallelBuildExt(build_ext):
-    """Check the compiler and NumPy, then cythonize and compile on every core unless told otherwise.
+    """Check the compiler, Cython and NumPy, then cythonize and compile on every core
+    unless told otherwise.
 
     Cythonizing here rather than at import keeps `setup.py sdist` fast and its
     file list free of generated .c files."""
@@ -125,7 +129,10 @@ class CheckedParallelBuildExt(build_ext):
 
     def build_extensions(self):
         require_c_compiler(self.compiler)
-        numpy_include = numpy_to_compile_against().get_include()
+        build_requirement("Cython")
+        numpy_include = build_requirement("numpy").get_include()
+        from Cython.Build import cythonize
+
         cythonized = cythonize(self.extensions, compiler_directives=directives,
                                nthreads=os.cpu_count() or 1)
         generated_sources = {extension.name: extension.sources for extension in cythonized}

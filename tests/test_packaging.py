@@ -9,9 +9,10 @@ the tree. Build isolation is off and the environments see this Python's
 site-packages, so NumPy, SciPy and Cython are not installed again and the
 extensions compile exactly once.
 
-setup.py's own checks (missing sources, no C compiler, an old NumPy) run on a
+setup.py's own checks (missing sources, no C compiler, no Cython, an old NumPy) run on a
 copy of setup.py beside empty .pyx files: they stop before anything compiles.
 """
+import email.parser
 import glob
 import os
 import shutil
@@ -23,8 +24,10 @@ import zipfile
 
 import pytest
 
+import fastad
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NAME_VERSION = "fastad-0.1.0"
+NAME_VERSION = f"fastad-{fastad.__version__}"
 MODULES = sorted(os.path.splitext(os.path.basename(path))[0]
                  for path in glob.glob(os.path.join(ROOT, "fastad_cy", "*.pyx")))
 GENERATED_SUFFIXES = (".c", ".cpp", ".so", ".pyd", ".html", ".pyc", ".o")
@@ -133,6 +136,19 @@ def test_wheel_holds_every_extension_the_kernel_sources_and_the_stubs(release):
     assert not strays, f"files that do not belong in the wheel: {strays}"
 
 
+def test_wheel_metadata_declares_licence_pythons_and_urls(release):
+    with zipfile.ZipFile(release["wheel"]) as archive:
+        metadata = email.parser.Parser().parsestr(
+            archive.read(f"{NAME_VERSION}.dist-info/METADATA").decode())
+    assert (metadata["Name"], metadata["Version"]) == ("fastad", fastad.__version__)
+    assert (metadata["License-Expression"], metadata["License-File"]) == ("MIT", "LICENSE")
+    assert metadata["Requires-Python"] == ">=3.10"
+    running = f"Programming Language :: Python :: {sys.version_info.major}.{sys.version_info.minor}"
+    assert running in metadata.get_all("Classifier"), f"{running} is not declared"
+    urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL"))
+    assert set(urls) == {"Homepage", "Source", "Issues"}, urls
+
+
 def test_twine_check_passes_on_both_archives(release):
     output = run([sys.executable, "-m", "twine", "check", "--strict",
                   str(release["sdist"]), str(release["wheel"])], cwd=release["dist"])
@@ -189,7 +205,7 @@ def test_setup_py_refuses_a_tree_without_cython_sources(tmp_path):
 def test_setup_py_refuses_a_cython_source_it_does_not_list(tmp_path):
     done = run_setup(setup_copy(tmp_path, MODULES + ["extra"]), "--version")
     assert done.returncode != 0
-    assert "fastad_cy/extra.pyx not listed in setup.py's EXTENSIONS" in done.stderr, done.stderr
+    assert "fastad_cy/extra.pyx not listed in setup.py's COMPILED_MODULES" in done.stderr, done.stderr
 
 
 def test_setup_py_lists_exactly_the_checkouts_cython_sources(tmp_path):
@@ -207,8 +223,17 @@ def test_setup_py_says_which_c_compiler_is_missing(tmp_path):
 
 def test_setup_py_refuses_to_compile_against_an_old_numpy(tmp_path):
     cwd = setup_copy(tmp_path, MODULES)
-    done = run_setup(cwd, *build_ext_arguments(cwd), python_prelude="import numpy; numpy.__version__ = '1.26.4'")
+    done = run_setup(cwd, *build_ext_arguments(cwd),
+                     python_prelude="import numpy; numpy.__version__ = '1.26.4'")
     assert done.returncode != 0
-    assert "must be compiled against NumPy >= 2.0, and the build environment has NumPy 1.26.4" in done.stderr, \
-        done.stderr
+    assert "needs numpy>=2.0, and the build environment has numpy 1.26.4" in done.stderr, done.stderr
     assert not (cwd / "fastad_cy" / "graph.c").exists()
+
+
+def test_setup_py_names_a_missing_cython(tmp_path):
+    cwd = setup_copy(tmp_path, MODULES)
+    done = run_setup(cwd, *build_ext_arguments(cwd),
+                     python_prelude="import sys; sys.modules['Cython'] = None")
+    assert done.returncode != 0
+    assert "needs Cython>=3.0, which is not installed in the build environment" in done.stderr, \
+        done.stderr
