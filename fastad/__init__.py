@@ -20,6 +20,7 @@ from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
+from fastad.random import manual_seed
 from fastad import optim, nn, io, data, metrics, models, hogwild, compare, distributed, cuda
 
 __version__ = "0.1.0"
@@ -31,6 +32,6 @@ __all__ = [
     "softplus", "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
     "vector_dot", "take", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
-    "render", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
+    "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
     "cuda",
 ]

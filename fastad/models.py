@@ -19,6 +19,7 @@ from fastad_cy.shape import reshape
 from fastad_cy.sparse import take
 from fastad_cy.train import train
 from fastad import hogwild
+from fastad import random as fastad_random
 from fastad.data import _draw_triples, check_int, check_interactions, require_negatives
 from fastad.metrics import check_ids, top_k
 from fastad.optim import SGD, Adagrad, Adam
@@ -124,7 +125,7 @@ class Recommender(Module):
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's triples")
-        seed = np.random.default_rng().integers(2**63) if seed is None else check_int(
+        seed = fastad_random.generator(who).integers(2**63) if seed is None else check_int(
             who, "seed", seed, minimum=0)
         if not isinstance(lr, numbers.Real) or not np.isfinite(lr) or lr <= 0:
             raise ValueError(f"{who}: lr must be a finite number > 0, got {lr!r}")

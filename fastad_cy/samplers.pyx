@@ -29,7 +29,7 @@ from fastad_cy.graph cimport Variable, IndexInput, Input
 
 cnp.import_array()
 
-__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "WindowSampler", "SkipGramSampler", "CbowSampler",
+__all__ = ["set_default_seed", "Sampler", "FeedSampler", "PairwiseSampler", "WindowSampler", "SkipGramSampler", "CbowSampler",
            "AliasTable"]
 
 
@@ -43,12 +43,31 @@ cdef Py_ssize_t _whole(str who, str name, object value, Py_ssize_t low) except? 
     return value
 
 
+_default_seeds = None      # set by fastad.manual_seed: where samplers made with seed=None draw from
+
+
+def set_default_seed(sequence):
+    """Make samplers made with seed=None draw their seeds from `sequence` (a numpy
+    SeedSequence), in order; None restores fresh entropy. `fastad.manual_seed` calls this."""
+    global _default_seeds
+    if sequence is not None and not isinstance(sequence, np.random.SeedSequence):
+        raise TypeError(f"set_default_seed: expected a numpy SeedSequence or None, got {type(sequence).__name__}")
+    _default_seeds = sequence
+
+
+cdef object _entropy(object seed):
+    """The entropy of a stream: `seed` itself, or with seed=None the next seed of fastad.manual_seed's."""
+    if seed is None and _default_seeds is not None:
+        return _default_seeds.spawn(1)[0].entropy
+    return seed
+
+
 cdef int _seed_stream(Sampler sampler, str who, object seed, object rank, object workers) except -1:
     sampler.workers = _whole(who, "workers", workers, 1)
     sampler.rank = _whole(who, "rank", rank, 0)
     if sampler.rank >= sampler.workers:
         raise ValueError(f"{who}: rank must be below workers ({sampler.workers}), got {rank}")
-    state = np.random.SeedSequence(seed, spawn_key=(sampler.rank,)).generate_state(4, np.uint64)
+    state = np.random.SeedSequence(_entropy(seed), spawn_key=(sampler.rank,)).generate_state(4, np.uint64)
     for k in range(4):
         sampler.rng.s[k] = <uint64_t>int(state[k])
     if sampler.rng.s[0] == 0 and sampler.rng.s[1] == 0 and sampler.rng.s[2] == 0 and sampler.rng.s[3] == 0:
@@ -198,9 +217,10 @@ cdef class FeedSampler(Sampler):
             raise TypeError(f"{who}: feeds must be a dict {{leaf: array}}, got {type(feeds).__name__}")
         if not feeds:
             raise ValueError(f"{who}: `feeds` is empty; give at least one {{leaf: array}}")
-        _seed_stream(self, who, seed, rank, workers)
+        entropy = _entropy(seed)
+        _seed_stream(self, who, entropy, rank, workers)
         self.shuffle = bool(shuffle)
-        self.generator = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(self.rank,)))
+        self.generator = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(self.rank,)))
         leaves, self.arrays = [], []
         self.n_rows = -1
         for leaf, data in feeds.items():

@@ -89,8 +89,9 @@ def check_kernel_compiles():
     if not available:
         print(f"kernel compile: not checked ({why})")
         return
-    lowered = compile_check.nvrtc_compile("index")
-    print(f"kernel compile: index family, {len(lowered)} kernels, compiled by {why} from {source_dir}")
+    family = "elementwise"
+    lowered = compile_check.nvrtc_compile(family)
+    print(f"kernel compile: {family} family, {len(lowered)} kernels, compiled by {why} from {source_dir}")
 
 
 def main():

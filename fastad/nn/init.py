@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from fastad_cy.graph import Parameter
+from fastad import random as fastad_random
 
 __all__ = ["calculate_gain", "xavier_normal_", "xavier_uniform_", "kaiming_normal_",
            "kaiming_uniform_", "uniform_", "normal_", "zeros_", "ones_"]
@@ -51,11 +52,7 @@ def calculate_gain(nonlinearity, param=None):
 def _target(who, param, generator):
     if not isinstance(param, Parameter):
         raise TypeError(f"{who}: expected a fastad Parameter, got {type(param).__name__}")
-    if generator is None:
-        generator = np.random.default_rng()
-    elif not isinstance(generator, np.random.Generator):
-        raise TypeError(f"{who}: generator must be a numpy Generator "
-                        f"(np.random.default_rng(seed)) or None, got {type(generator).__name__}")
+    generator = fastad_random.generator(who, generator)
     value = param.value if param.device == "cpu" else param.numpy()
     return value, generator
 

@@ -12,16 +12,8 @@ import numpy as np
 
 import fastad as fa
 from fastad.nn.module import Module
+from fastad import random as fastad_random
 from fastad_cy.fused import gru_cell, lstm_cell
-
-
-def _rng(who, generator):
-    if generator is None:
-        return np.random.default_rng()
-    if not isinstance(generator, np.random.Generator):
-        raise TypeError(f"{who}: generator must be a numpy Generator (np.random.default_rng(seed)) "
-                        f"or None, got {type(generator).__name__}")
-    return generator
 
 
 def _uniform(shape, bound, rng, dtype):
@@ -73,7 +65,7 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, dtype=None, generator=None):
         super().__init__()
         _check_sizes("Linear", in_features=in_features, out_features=out_features)
-        rng = _rng("Linear", generator)
+        rng = fastad_random.generator("Linear", generator)
         bound = 1 / math.sqrt(in_features)
         self.in_features, self.out_features = in_features, out_features
         self.weight = _uniform((in_features, out_features), bound, rng, dtype)
@@ -104,7 +96,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, dtype=None, generator=None):
         super().__init__()
         _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-        rng = _rng("Embedding", generator)
+        rng = fastad_random.generator("Embedding", generator)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = fa.Parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype=dtype)
 
@@ -135,7 +127,7 @@ class LSTMCell(Module):
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
         _check_sizes("LSTMCell", input_size=input_size, hidden_size=hidden_size)
-        rng = _rng("LSTMCell", generator)
+        rng = fastad_random.generator("LSTMCell", generator)
         bound = 1 / math.sqrt(hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
         self.weight_ih = _uniform((input_size, 4 * hidden_size), bound, rng, dtype)
@@ -177,7 +169,7 @@ class GRUCell(Module):
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
         _check_sizes("GRUCell", input_size=input_size, hidden_size=hidden_size)
-        rng = _rng("GRUCell", generator)
+        rng = fastad_random.generator("GRUCell", generator)
         bound = 1 / math.sqrt(hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
         self.weight_ih = _uniform((input_size, 3 * hidden_size), bound, rng, dtype)

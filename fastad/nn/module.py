@@ -3,8 +3,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from fastad_cy.graph import IndexInput, Input, Parameter, Variable
-from fastad_cy.elementwise import mul
+from fastad_cy.graph import IndexInput, Parameter, Variable
+from fastad import random as fastad_random
+from fastad.nn.functional import check_dropout_rate, dropout
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -267,19 +268,99 @@ class Dropout(Module):
 
     def __init__(self, p=0.5, seed=None):
         super().__init__()
-        if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) \
-                or not 0 <= p < 1:
-            raise ValueError(f"Dropout: p must be a number in [0, 1), got {p!r}")
-        self.p = float(p)
-        self._rng = np.random.default_rng(seed)
+        self.p = check_dropout_rate("Dropout", p)
+        self._rng = np.random.default_rng(seed) if seed is not None else fastad_random.generator("Dropout")
 
     def forward(self, x):
         if not isinstance(x, Variable) or isinstance(x, IndexInput):
             raise TypeError(f"Dropout: expected a float Variable, got {type(x).__name__}")
-        if not self.training or self.p == 0:
-            return x
-        keep = self._rng.random(x.shape) >= self.p
-        return mul(x, Input(keep / (1 - self.p), dtype=x.dtype, device=x.device))
+        return dropout(x, self.p, self.training, self._rng)
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+class ModuleList(Module):
+    """A list of Modules, registered under their positions ("0.weight", "1.bias", ...).
+
+    >>> layers = fa.nn.ModuleList([fa.nn.Linear(4, 4) for _ in range(3)])
+    >>> for layer in layers: h = fa.tanh(layer(h))
+    """
+
+    def __init__(self, modules=()):
+        super().__init__()
+        self._items = []
+        for module in modules:
+            self.append(module)
+
+    def append(self, module):
+        """Add `module` at the end; returns self."""
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList: expected a Module, got {type(module).__name__}")
+        setattr(self, str(len(self._items)), module)
+        self._items.append(module)
+        return self
+
+    def extend(self, modules):
+        for module in modules:
+            self.append(module)
+        return self
+
+    def __len__(self):
+        return len(self._items)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ModuleList(self._items[index])
+        return self._items[index]
+
+    def forward(self, *args, **kwargs):
+        raise TypeError("ModuleList is not callable: iterate over it and call its modules")
+
+
+class ModuleDict(Module):
+    """A dict of Modules, registered under their keys ("encoder.weight", ...).
+
+    >>> heads = fa.nn.ModuleDict({"age": fa.nn.Linear(8, 1), "genre": fa.nn.Linear(8, 20)})
+    >>> outputs = {name: head(h) for name, head in heads.items()}
+    """
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for name, module in (modules or {}).items():
+            self[name] = module
+
+    def __setitem__(self, name, module):
+        if not isinstance(name, str) or not name or "." in name or name.startswith("_"):
+            raise KeyError(f"ModuleDict: keys must be non-empty strings without '.' that do not "
+                           f"start with '_', got {name!r}")
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict: {name!r} must be a Module, got {type(module).__name__}")
+        setattr(self, name, module)
+
+    def __getitem__(self, name):
+        return self._modules[name]
+
+    def __contains__(self, name):
+        return name in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+    def forward(self, *args, **kwargs):
+        raise TypeError("ModuleDict is not callable: call its modules by key")

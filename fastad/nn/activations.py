@@ -1,0 +1,94 @@
+"""Activation functions as Modules (`fa.nn.ReLU()`, ...), for `Sequential` and for
+models that keep their layers as attributes, with PyTorch's names; plus
+`Identity` and `Flatten`. Each calls the function of the same name in `fa`."""
+from fastad_cy.elementwise import leaky_relu, logsigmoid, relu, sigmoid, softplus, tanh
+from fastad_cy.reduction import log_softmax, softmax
+from fastad_cy.shape import reshape
+from fastad.nn.module import Module
+
+__all__ = ["ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
+           "Identity", "Flatten"]
+
+
+class _Pointwise(Module):
+    function = None
+
+    def forward(self, x):
+        return type(self).function(x)
+
+
+class ReLU(_Pointwise):
+    """max(x, 0): `fa.relu` as a Module."""
+    function = relu
+
+
+class Tanh(_Pointwise):
+    """`fa.tanh` as a Module."""
+    function = tanh
+
+
+class Sigmoid(_Pointwise):
+    """`fa.sigmoid` as a Module."""
+    function = sigmoid
+
+
+class Softplus(_Pointwise):
+    """log(1 + exp(x)): `fa.softplus` as a Module."""
+    function = softplus
+
+
+class LogSigmoid(_Pointwise):
+    """`fa.logsigmoid` as a Module."""
+    function = logsigmoid
+
+
+class LeakyReLU(Module):
+    """x for x > 0, else negative_slope * x: `fa.leaky_relu` as a Module."""
+
+    def __init__(self, negative_slope=0.01):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
+class Softmax(Module):
+    """`fa.softmax(x, axis)` as a Module (`dim` is accepted as PyTorch's name for axis)."""
+
+    function = softmax
+
+    def __init__(self, axis=-1, dim=None):
+        super().__init__()
+        self.axis = axis if dim is None else dim
+
+    def forward(self, x):
+        return type(self).function(x, axis=self.axis)
+
+    def extra_repr(self):
+        return f"axis={self.axis}"
+
+
+class LogSoftmax(Softmax):
+    """`fa.log_softmax(x, axis)` as a Module."""
+
+    function = log_softmax
+
+
+class Identity(Module):
+    """Returns its input unchanged (a placeholder layer)."""
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    """Keeps the first axis (the batch) and flattens the rest: (n, a, b) -> (n, a * b)."""
+
+    def forward(self, x):
+        if len(x.shape) < 1:
+            raise ValueError(f"Flatten: expected an input with a batch axis, got shape {x.shape}")
+        return reshape(x, (x.shape[0], -1))

@@ -1,0 +1,34 @@
+"""`fa.nn.functional`: the functional forms of the layers and losses, with
+PyTorch's names (`import fastad.nn.functional as F`)."""
+import numpy as np
+
+from fastad_cy.elementwise import leaky_relu, logsigmoid, mul, relu, sigmoid, softplus, tanh
+from fastad_cy.graph import IndexInput, Input, Variable
+from fastad_cy.losses import bce_with_logits, cross_entropy, huber, mse, nll_loss
+from fastad_cy.reduction import log_softmax, softmax
+from fastad import random as fastad_random
+
+__all__ = ["relu", "leaky_relu", "tanh", "sigmoid", "softplus", "logsigmoid", "softmax", "log_softmax",
+           "dropout", "cross_entropy", "nll_loss", "bce_with_logits", "mse", "huber"]
+
+
+def check_dropout_rate(who, p):
+    """`p` as a float in [0, 1), or ValueError naming `who`."""
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p < 1:
+        raise ValueError(f"{who}: p must be a number in [0, 1), got {p!r}")
+    return float(p)
+
+
+def dropout(x, p=0.5, training=True, generator=None):
+    """Inverted dropout of `x` (see `fa.nn.Dropout`); the input itself when not training or p = 0.
+
+    The mask is a constant of the graph, drawn from `generator` (a numpy
+    Generator) or fastad's random source (`fa.manual_seed`).
+    """
+    check_dropout_rate("dropout", p)
+    if not isinstance(x, Variable) or isinstance(x, IndexInput):
+        raise TypeError(f"dropout: expected a float Variable, got {type(x).__name__}")
+    if not training or p == 0:
+        return x
+    keep = fastad_random.generator("dropout", generator).random(x.shape) >= p
+    return mul(x, Input(keep / (1 - p), dtype=x.dtype, device=x.device))
