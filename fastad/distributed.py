@@ -33,18 +33,24 @@ Optimizer state arrays are replicated and exchanged the same way, so
 Adagrad's accumulators, like Hogwild's shared ones, sum every worker's
 squared gradients. Step counts stay per worker.
 
-Sync points and staleness. Training code cannot be interrupted inside the
-compiled loop, so sync points are the places where it already returns to
-Python: every call to `fastad.hogwild.report(n)` (which `fa.train`'s progress
-callback makes in `bpr_hogwild_worker`, every 10,000 examples) starts a sync
-once `sync_every` examples have been reported since the last one; an explicit
-`fastad.distributed.sync()` starts one at once; and when the worker function
-returns, a final sync pushes everything and waits for the shards. Hence a
-worker's update reaches its shard within `max(sync_every, report period)`
-examples of that worker, and a worker sees another worker's pushed update at
-its second sync point after the push, at most two of its own sync intervals
-later. A worker that never reports trains on its replica alone and
-merges once, at its end.
+Sync points and staleness. A worker syncs without calling anything:
+* a fastad optimizer over its replicas counts its own steps: `step()` calls a
+  step clock every so many steps (from compiled code, so inside `fa.train`
+  too), which syncs once `sync_every` steps have passed since the last sync,
+  or `sync_seconds`, whichever comes first;
+* `fastad.hogwild.report(n)` counts n examples towards the same `sync_every`
+  (a worker's progress is the larger of its reported examples and any one
+  optimizer's steps, so a worker that does both is not counted twice);
+* `fastad.distributed.sync()` syncs at once and waits for the answer;
+* when the worker function returns, a final sync pushes everything and waits.
+Between syncs the clock merges the answer to the last sync as soon as it has
+arrived (it looks at most every quarter of `sync_every` steps). So a worker's
+update reaches its shard within `sync_every` of its steps and about
+`sync_seconds` (the clock reads the time at least twice as often as the last
+step rate requires), and another worker merges it within about 1.25 of its
+own sync intervals after that. Only updates made outside a fastad optimizer
+(writing `.value`, or an optimizer of another kind) wait for `report`,
+`sync()` or the end.
 
 Fault policy.
 * A worker that raises stops the run: the others are stopped and
@@ -65,10 +71,12 @@ Fault policy.
   `shard_restarts` times) from its latest checkpoint, and the workers pull
   its rows again: only the updates made since that checkpoint are lost.
   Without `checkpoint_dir` a dead shard is not restarted; the workers fail
-  with an error naming it. On a cluster, `checkpoint_dir` must be a
-  directory every node sees (a shared file system) for a shard to come back
-  on another node. `shared.save(path)` gathers everything into one file on
-  the driver; `restore(path)` makes a new share from either.
+  with an error naming it, and so with `shard_restarts=0`, for a user who
+  would rather stop than lose updates. A shard is restarted on its node; on
+  a cluster, a shard of a lost node is reported like one that cannot be
+  restarted, and `restore(checkpoint_dir)` (on storage every node sees)
+  brings the share back. `shared.save(path)` gathers everything into one
+  file on the driver; `restore(path)` makes a new share from either.
 """
 import glob
 import os
@@ -300,9 +308,14 @@ def _results(calls, timeout, timeout_name):
         try:
             results.append(ray.get(ref))
         except ray.exceptions.RayActorError as exc:
-            policy = ("it could not be restarted from its checkpoint" if block.checkpoint_dir
-                      else "share() had no checkpoint_dir, so it is not restarted and its "
-                           "rows are lost")
+            if block.checkpoint_dir is None:
+                policy = "share() had no checkpoint_dir, so it is not restarted and its rows are lost"
+            elif block.shard_restarts == 0:
+                policy = (f"share(shard_restarts=0) stops the run rather than restart it; its "
+                          f"last checkpoint is {block.checkpoint_path(s)}")
+            else:
+                policy = (f"it could not be restarted from its checkpoint "
+                          f"{block.checkpoint_path(s)} (shard_restarts={block.shard_restarts})")
             raise RuntimeError(f"{block.describe(s)} died; {policy}\n{exc}") from None
     return results
 
@@ -328,11 +341,12 @@ def _checkpoint_path(checkpoint_dir, s, shards):
 class _Block:
     """What the handles of one `share` call have in common (pickled to workers as it is)."""
 
-    def __init__(self, shards, bounds, checkpoint_dir):
+    def __init__(self, shards, bounds, checkpoint_dir, shard_restarts):
         self.id = secrets.token_hex(8)
         self.shards = shards              # Ray actor handles, in shard order
         self.bounds = bounds              # key -> int64 array of len(shards) + 1 row bounds
         self.checkpoint_dir = checkpoint_dir
+        self.shard_restarts = shard_restarts
         self.job = _ray().get_runtime_context().get_job_id()   # the Ray session it lives in
         self.closed = False
 
@@ -570,7 +584,7 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
                 tables[f"{key}/{state_key}"] = _as_rows(values)[lo:hi]
         actors.append(Shard.remote(s, shards, shapes, first_rows, tables,
                                    _checkpoint_path(checkpoint_dir, s, shards), checkpoint_every))
-    block = _Block(actors, bounds, checkpoint_dir)
+    block = _Block(actors, bounds, checkpoint_dir, shard_restarts)
     shared = DistributedArrays(
         {key: DistributedArray(key, a.shape, a.dtype, block) for key, a in arrays.items()},
         block, owner=True)
@@ -610,8 +624,10 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                       directory per share.
     address           Ray to use when Ray is not initialised yet: None
                       starts a local instance with `os.cpu_count()` CPUs,
-                      "auto" or "ray://host:port" joins a running cluster.
-                      An initialised Ray is used as it is.
+                      "auto", "host:port" or "ray://host:port" joins a
+                      running cluster (ConnectionError within 10 s when
+                      nothing answers there). An initialised Ray is used as
+                      it is.
 
     Shards take no CPU from Ray's accounting; shard i starts on node i mod n of the
     cluster's n nodes.
@@ -894,12 +910,17 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_seconds=1.
     any function; one defined in a module must be importable on every node)
     and reach every worker; numpy arrays in them arrive read-only.
     `DistributedArrays` from `share`
-    in `args` give each worker replicas that sync with the shards every
-    `sync_every` examples counted by `fastad.hogwild.report`, on
-    `fastad.distributed.sync()`, and when `fn` returns (see the module
-    docstring for the staleness bound).
+    in `args` give each worker replicas that sync with the shards by
+    themselves (see the module docstring for the staleness bound).
 
-    address       as in `share` (None: a local Ray instance with every CPU).
+    sync_every    a worker syncs after this many steps of a fastad optimizer
+                  over its replicas (examples, for per-example training) or
+                  examples counted by `fastad.hogwild.report`; an int >= 1.
+    sync_seconds  ... or after this many seconds, whichever comes first (for
+                  slow steps); also on `fastad.distributed.sync()` and when
+                  `fn` returns.
+    address       as in `share` (None: a local Ray instance with every CPU;
+                  an address where nothing answers fails within 10 s).
     sync_timeout  seconds a worker waits for a shard's answer before failing.
     timeout       seconds the whole run may take (None: no limit); past it the
                   workers are stopped and TimeoutError names the unfinished ranks.
