@@ -185,6 +185,7 @@ class _Shard:
         self.shapes, self.first_rows = shapes, first_rows
         self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
         self.token = secrets.token_hex(8)        # a new one per start: workers then pull again
+        self.links = {}                          # segment name -> _Channel of a worker on this node
         self.clock = 0
         self.saved_at = time.monotonic()
         if checkpoint_path is not None and _ray().get_runtime_context().was_current_actor_reconstructed:
@@ -227,7 +228,10 @@ class _Shard:
         those rows, or of every row when many are asked for (dense).
         """
         self.clock += 1
-        for name, (_, _, rows, deltas) in requests.items():
+        for name, (_, _, rows, deltas, channel) in requests.items():
+            if channel is not None:
+                link = self._link(channel, name)
+                rows, deltas = link.push_ids[:rows], link.push_values[:deltas]
             if len(rows):
                 table = self.tables[name]
                 if len(deltas) == len(table):      # dense: zero for the rows not in `rows`
@@ -239,17 +243,40 @@ class _Shard:
                 self.writers[name][rows] = writer
                 self.versions[name][rows] = self.clock
         answer = {}
-        for name, (token, since, _, _) in requests.items():
+        for name, (token, since, _, _, channel) in requests.items():
             if token != self.token or since < 0:
                 rows = np.arange(len(self.tables[name]), dtype=np.int64)
             else:
                 rows = np.flatnonzero((self.versions[name] > since) & (
                     (self.writers[name] != writer) | (self.before[name] > since)))
             table = self.tables[name]
-            answer[name] = (rows, table.copy() if _dense(len(rows), len(table)) else table[rows])
+            dense = _dense(len(rows), len(table))
+            if channel is None:
+                answer[name] = (rows, table.copy() if dense else table[rows])
+            else:
+                link = self.links[channel]
+                link.answer_ids[:len(rows)] = rows
+                if dense:
+                    link.answer_values[...] = table
+                else:
+                    np.take(table, rows, axis=0, out=link.answer_values[:len(rows)])
+                answer[name] = (len(rows), len(table) if dense else len(rows))
         if self.checkpoint_every is not None and time.monotonic() - self.saved_at >= self.checkpoint_every:
             self.checkpoint()
         return self.token, self.clock, answer
+
+    def _link(self, channel, name):
+        """The _Channel of segment `channel` (a worker's, on this node) for table `name`."""
+        if channel not in self.links:
+            table = self.tables[name]
+            self.links[channel] = _Channel(channel, len(table), table.shape[1], table.dtype,
+                                           create=False)
+        return self.links[channel]
+
+    def drop_links(self, channels):
+        """Forget the channels of a worker that ended (it unlinked their segments)."""
+        for channel in channels:
+            self.links.pop(channel, None)
 
     def create_state(self, name, like, fill):
         """Make state table `name` shaped like table `like`, filled with `fill`, unless it exists."""
@@ -347,6 +374,7 @@ class _Block:
         self.bounds = bounds              # key -> int64 array of len(shards) + 1 row bounds
         self.checkpoint_dir = checkpoint_dir
         self.shard_restarts = shard_restarts
+        self.nodes = None                 # the node of each shard (a restart keeps it there)
         self.job = _ray().get_runtime_context().get_job_id()   # the Ray session it lives in
         self.closed = False
 
@@ -589,7 +617,7 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
         {key: DistributedArray(key, a.shape, a.dtype, block) for key, a in arrays.items()},
         block, owner=True)
     try:
-        block.call("node")               # the shards are up (and wrote their first checkpoint)
+        block.nodes = block.call("node")     # the shards are up (and wrote their first checkpoint)
     except BaseException:
         shared.close()
         raise
@@ -686,10 +714,28 @@ def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
 
 # ------------------------------------------------------------ worker side
 
+class _Channel:
+    """A shared-memory segment through which a worker and a shard on one node exchange one
+    table's rows of that shard: the ids and values of a push, then those of the answer.
+    Ray would copy them through its object store, at several times the cost. One sync per
+    shard is in flight at a time, so the worker writes a push only after it has read the
+    last answer, and the shard touches the segment only while it answers a sync."""
+
+    def __init__(self, name, rows, width, dtype, create):
+        self.name = name
+        values = rows * width * np.dtype(dtype).itemsize
+        size = 2 * (rows * 8 + values)
+        self.mapping = hogwild._create_segment(name, size) if create else hogwild._attach_segment(name)
+        self.push_ids = np.ndarray(rows, np.int64, self.mapping, 0)
+        self.answer_ids = np.ndarray(rows, np.int64, self.mapping, rows * 8)
+        self.push_values = np.ndarray((rows, width), dtype, self.mapping, 2 * rows * 8)
+        self.answer_values = np.ndarray((rows, width), dtype, self.mapping, 2 * rows * 8 + values)
+
+
 class _Replica:
     """One table (an array or its optimizer state) as a worker holds it."""
 
-    def __init__(self, block, key, name, shape, dtype):
+    def __init__(self, block, key, name, shape, dtype, local_shards):
         self.block = block
         self.name = name                       # the shard's table name: key or "key/state key"
         self.bounds = block.bounds[key]
@@ -699,29 +745,58 @@ class _Replica:
         count = len(block.shards)
         self.tokens = [None] * count           # the shard start each row range was pulled from
         self.since = [-1] * count              # the shard clock of that pull
+        self.channels = [None] * count         # per shard on this worker's node: its _Channel
+        for s in local_shards:
+            name = hogwild._new_prefix() + "sync"
+            self.channels[s] = _Channel(name, self.bounds[s + 1] - self.bounds[s],
+                                        self.rows.shape[1], dtype, create=True)
+            hogwild._track(name)               # unlinked by the resource tracker if we die
+
+    def close(self):
+        """Unlink the channels' segments; returns their names, per shard."""
+        names = {}
+        for s, channel in enumerate(self.channels):
+            if channel is not None:
+                hogwild._unlink(channel.name)
+                hogwild._untrack(channel.name)
+                names[s] = channel.name
+        return names
 
     def request(self, s):
         """The request to shard s: the ids of this replica's rows of that shard changed since
-        the last push and their deltas (replica - base), which are added to the base."""
+        the last push and their deltas (replica - base), which are added to the base, as
+        (token, since, ids, deltas, None), or (token, since, len(ids), len(deltas), channel
+        name) when they are in the channel's segment."""
         lo, hi = self.bounds[s], self.bounds[s + 1]
         rows, base = self.rows[lo:hi], self.base[lo:hi]
         changed = _changed(rows, base)
         ids = np.flatnonzero(changed)
+        channel = self.channels[s]
+        dense = _dense(len(ids), hi - lo)
+        deltas = (np.empty_like(rows) if channel is None else channel.push_values)[
+            :hi - lo if dense else len(ids)]
         # The shard adds the deltas to the same base unless someone else wrote the row: take
         # its float result (within an ulp of ours) so that replica, base and shard agree.
-        if _dense(len(ids), hi - lo):
-            deltas = rows - base
+        if dense:
+            np.subtract(rows, base, out=deltas)
             deltas[~changed] = 0            # not inf - inf: an unchanged row adds nothing
             base += deltas
             rows[...] = base
         else:
             old = base[ids]
-            deltas = rows[ids] - old
+            np.subtract(rows[ids], old, out=deltas)
             rows[ids] = base[ids] = old + deltas
-        return (self.tokens[s], self.since[s], ids, deltas)
+        if channel is None:
+            return (self.tokens[s], self.since[s], ids, deltas, None)
+        channel.push_ids[:len(ids)] = ids
+        return (self.tokens[s], self.since[s], len(ids), len(deltas), channel.name)
 
     def merge(self, s, token, clock, ids, values):
-        """Take shard s's answer: `values` of rows `ids`, or of every row of the shard."""
+        """Take shard s's answer: `values` of rows `ids`, or of every row of the shard (or
+        their counts, when they are in the channel's segment)."""
+        channel = self.channels[s]
+        if channel is not None:
+            ids, values = channel.answer_ids[:ids], channel.answer_values[:values]
         lo, hi = self.bounds[s], self.bounds[s + 1]
         rows = slice(lo, hi) if len(values) == hi - lo else ids + lo
         self.rows[rows] = values + (self.rows[rows] - self.base[rows])
@@ -758,6 +833,7 @@ class _Session:
         self.pending = []        # (block, shard index, ObjectRef) of the sync round in flight
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fastad.hogwild.report
+        self.node = _ray().get_runtime_context().get_node_id()
         self.next_sync = sync_every
         self.synced_at = time.monotonic()
 
@@ -825,7 +901,8 @@ class _Session:
         block = handle._block
         replica = self.replicas.get((block.id, name))
         if replica is None:
-            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype)
+            local = [s for s, node in enumerate(block.nodes) if node == self.node]
+            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype, local)
             answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}))
                                   for s, shard in enumerate(block.shards)])
             for s, (token, clock, answer) in enumerate(answers):
@@ -857,6 +934,12 @@ class _Session:
 
     def _wait(self, calls):
         return _results(calls, self.sync_timeout, "sync_timeout")
+
+    def close(self):
+        """Unlink every channel's segment and tell the shards to forget them (not waiting)."""
+        for replica in self.replicas.values():
+            for s, name in replica.close().items():
+                replica.block.shards[s].drop_links.remote([name])
 
 
 _session = None     # in a worker of `run`: its _Session
@@ -894,6 +977,7 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
     finally:
         _session = None
         hogwild._report_hook = None
+        session.close()
 
 
 def _first_line(exc):
@@ -1013,3 +1097,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_seconds=1.
     finally:
         for ref in running:
             ray.cancel(ref, force=True)
+        # A stopped worker had no time to unlink its channels' segments: once its process is
+        # gone, sweep them (those of this node; elsewhere its resource tracker unlinks them).
+        ray.wait(list(running), num_returns=len(running), timeout=10)
+        hogwild._sweep_stale_segments()
