@@ -117,7 +117,8 @@ def _connect(address):
     ray = _ray()
     if not ray.is_initialized():
         if address is None:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
+            # "local": a new instance, even where RAY_ADDRESS or a `ray start` names another.
+            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False)
         else:
             _check_reachable(address)
             ray.init(address=address)
@@ -903,8 +904,12 @@ class _Session:
         if replica is None:
             local = [s for s, node in enumerate(block.nodes) if node == self.node]
             replica = _Replica(block, handle.key, name, handle.shape, handle.dtype, local)
-            answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}))
-                                  for s, shard in enumerate(block.shards)])
+            try:
+                answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}))
+                                      for s, shard in enumerate(block.shards)])
+            except BaseException:
+                replica.close()
+                raise
             for s, (token, clock, answer) in enumerate(answers):
                 replica.merge(s, token, clock, *answer[name])
             self.replicas[(block.id, name)] = replica

@@ -27,7 +27,7 @@ def local_ray():
     """One local Ray instance for the module; its workers import this checkout's fastad."""
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([REPO, TESTS])}})
     yield
     ray.shutdown()
