@@ -33,18 +33,24 @@ Optimizer state arrays are replicated and exchanged the same way, so
 Adagrad's accumulators, like Hogwild's shared ones, sum every worker's
 squared gradients. Step counts stay per worker.
 
-Sync points and staleness. Training code cannot be interrupted inside the
-compiled loop, so sync points are the places where it already returns to
-Python: every call to `fastad.hogwild.report(n)` (which `fa.train`'s progress
-callback makes in `bpr_hogwild_worker`, every 10,000 examples) starts a sync
-once `sync_every` examples have been reported since the last one; an explicit
-`fastad.distributed.sync()` starts one at once; and when the worker function
-returns, a final sync pushes everything and waits for the shards. Hence a
-worker's update reaches its shard within `max(sync_every, report period)`
-examples of that worker, and a worker sees another worker's pushed update at
-its second sync point after the push, at most two of its own sync intervals
-later. A worker that never reports trains on its replica alone and
-merges once, at its end.
+Sync points and staleness. A worker syncs without calling anything:
+* a fastad optimizer over its replicas counts its own steps: `step()` calls a
+  step clock every so many steps (from compiled code, so inside `fa.train`
+  too), which syncs once `sync_every` steps have passed since the last sync,
+  or `sync_seconds`, whichever comes first;
+* `fastad.hogwild.report(n)` counts n examples towards the same `sync_every`
+  (a worker's progress is the larger of its reported examples and any one
+  optimizer's steps, so a worker that does both is not counted twice);
+* `fastad.distributed.sync()` syncs at once and waits for the answer;
+* when the worker function returns, a final sync pushes everything and waits.
+Between syncs the clock merges the answer to the last sync as soon as it has
+arrived (it looks at most every quarter of `sync_every` steps). So a worker's
+update reaches its shard within `sync_every` of its steps and about
+`sync_seconds` (the clock reads the time at least twice as often as the last
+step rate requires), and another worker merges it within about 1.25 of its
+own sync intervals after that. Only updates made outside a fastad optimizer
+(writing `.value`, or an optimizer of another kind) wait for `report`,
+`sync()` or the end.
 
 Fault policy.
 * A worker that raises stops the run: the others are stopped and
@@ -65,10 +71,12 @@ Fault policy.
   `shard_restarts` times) from its latest checkpoint, and the workers pull
   its rows again: only the updates made since that checkpoint are lost.
   Without `checkpoint_dir` a dead shard is not restarted; the workers fail
-  with an error naming it. On a cluster, `checkpoint_dir` must be a
-  directory every node sees (a shared file system) for a shard to come back
-  on another node. `shared.save(path)` gathers everything into one file on
-  the driver; `restore(path)` makes a new share from either.
+  with an error naming it, and so with `shard_restarts=0`, for a user who
+  would rather stop than lose updates. A shard is restarted on its node; on
+  a cluster, a shard of a lost node is reported like one that cannot be
+  restarted, and `restore(checkpoint_dir)` (on storage every node sees)
+  brings the share back. `shared.save(path)` gathers everything into one
+  file on the driver; `restore(path)` makes a new share from either.
 """
 import glob
 import os
@@ -109,7 +117,8 @@ def _connect(address):
     ray = _ray()
     if not ray.is_initialized():
         if address is None:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
+            # "local": a new instance, even where RAY_ADDRESS or a `ray start` names another.
+            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False)
         else:
             _check_reachable(address)
             ray.init(address=address)
@@ -177,6 +186,7 @@ class _Shard:
         self.shapes, self.first_rows = shapes, first_rows
         self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
         self.token = secrets.token_hex(8)        # a new one per start: workers then pull again
+        self.links = {}                          # segment name -> _Channel of a worker on this node
         self.clock = 0
         self.saved_at = time.monotonic()
         if checkpoint_path is not None and _ray().get_runtime_context().was_current_actor_reconstructed:
@@ -219,7 +229,10 @@ class _Shard:
         those rows, or of every row when many are asked for (dense).
         """
         self.clock += 1
-        for name, (_, _, rows, deltas) in requests.items():
+        for name, (_, _, rows, deltas, channel) in requests.items():
+            if channel is not None:
+                link = self._link(channel, name)
+                rows, deltas = link.push_ids[:rows], link.push_values[:deltas]
             if len(rows):
                 table = self.tables[name]
                 if len(deltas) == len(table):      # dense: zero for the rows not in `rows`
@@ -231,17 +244,40 @@ class _Shard:
                 self.writers[name][rows] = writer
                 self.versions[name][rows] = self.clock
         answer = {}
-        for name, (token, since, _, _) in requests.items():
+        for name, (token, since, _, _, channel) in requests.items():
             if token != self.token or since < 0:
                 rows = np.arange(len(self.tables[name]), dtype=np.int64)
             else:
                 rows = np.flatnonzero((self.versions[name] > since) & (
                     (self.writers[name] != writer) | (self.before[name] > since)))
             table = self.tables[name]
-            answer[name] = (rows, table.copy() if _dense(len(rows), len(table)) else table[rows])
+            dense = _dense(len(rows), len(table))
+            if channel is None:
+                answer[name] = (rows, table.copy() if dense else table[rows])
+            else:
+                link = self.links[channel]
+                link.answer_ids[:len(rows)] = rows
+                if dense:
+                    link.answer_values[...] = table
+                else:
+                    np.take(table, rows, axis=0, out=link.answer_values[:len(rows)])
+                answer[name] = (len(rows), len(table) if dense else len(rows))
         if self.checkpoint_every is not None and time.monotonic() - self.saved_at >= self.checkpoint_every:
             self.checkpoint()
         return self.token, self.clock, answer
+
+    def _link(self, channel, name):
+        """The _Channel of segment `channel` (a worker's, on this node) for table `name`."""
+        if channel not in self.links:
+            table = self.tables[name]
+            self.links[channel] = _Channel(channel, len(table), table.shape[1], table.dtype,
+                                           create=False)
+        return self.links[channel]
+
+    def drop_links(self, channels):
+        """Forget the channels of a worker that ended (it unlinked their segments)."""
+        for channel in channels:
+            self.links.pop(channel, None)
 
     def create_state(self, name, like, fill):
         """Make state table `name` shaped like table `like`, filled with `fill`, unless it exists."""
@@ -300,9 +336,14 @@ def _results(calls, timeout, timeout_name):
         try:
             results.append(ray.get(ref))
         except ray.exceptions.RayActorError as exc:
-            policy = ("it could not be restarted from its checkpoint" if block.checkpoint_dir
-                      else "share() had no checkpoint_dir, so it is not restarted and its "
-                           "rows are lost")
+            if block.checkpoint_dir is None:
+                policy = "share() had no checkpoint_dir, so it is not restarted and its rows are lost"
+            elif block.shard_restarts == 0:
+                policy = (f"share(shard_restarts=0) stops the run rather than restart it; its "
+                          f"last checkpoint is {block.checkpoint_path(s)}")
+            else:
+                policy = (f"it could not be restarted from its checkpoint "
+                          f"{block.checkpoint_path(s)} (shard_restarts={block.shard_restarts})")
             raise RuntimeError(f"{block.describe(s)} died; {policy}\n{exc}") from None
     return results
 
@@ -328,11 +369,13 @@ def _checkpoint_path(checkpoint_dir, s, shards):
 class _Block:
     """What the handles of one `share` call have in common (pickled to workers as it is)."""
 
-    def __init__(self, shards, bounds, checkpoint_dir):
+    def __init__(self, shards, bounds, checkpoint_dir, shard_restarts):
         self.id = secrets.token_hex(8)
         self.shards = shards              # Ray actor handles, in shard order
         self.bounds = bounds              # key -> int64 array of len(shards) + 1 row bounds
         self.checkpoint_dir = checkpoint_dir
+        self.shard_restarts = shard_restarts
+        self.nodes = None                 # the node of each shard (a restart keeps it there)
         self.job = _ray().get_runtime_context().get_job_id()   # the Ray session it lives in
         self.closed = False
 
@@ -570,12 +613,12 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
                 tables[f"{key}/{state_key}"] = _as_rows(values)[lo:hi]
         actors.append(Shard.remote(s, shards, shapes, first_rows, tables,
                                    _checkpoint_path(checkpoint_dir, s, shards), checkpoint_every))
-    block = _Block(actors, bounds, checkpoint_dir)
+    block = _Block(actors, bounds, checkpoint_dir, shard_restarts)
     shared = DistributedArrays(
         {key: DistributedArray(key, a.shape, a.dtype, block) for key, a in arrays.items()},
         block, owner=True)
     try:
-        block.call("node")               # the shards are up (and wrote their first checkpoint)
+        block.nodes = block.call("node")     # the shards are up (and wrote their first checkpoint)
     except BaseException:
         shared.close()
         raise
@@ -610,8 +653,10 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                       directory per share.
     address           Ray to use when Ray is not initialised yet: None
                       starts a local instance with `os.cpu_count()` CPUs,
-                      "auto" or "ray://host:port" joins a running cluster.
-                      An initialised Ray is used as it is.
+                      "auto", "host:port" or "ray://host:port" joins a
+                      running cluster (ConnectionError within 10 s when
+                      nothing answers there). An initialised Ray is used as
+                      it is.
 
     Shards take no CPU from Ray's accounting; shard i starts on node i mod n of the
     cluster's n nodes.
@@ -670,10 +715,28 @@ def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
 
 # ------------------------------------------------------------ worker side
 
+class _Channel:
+    """A shared-memory segment through which a worker and a shard on one node exchange one
+    table's rows of that shard: the ids and values of a push, then those of the answer.
+    Ray would copy them through its object store, at several times the cost. One sync per
+    shard is in flight at a time, so the worker writes a push only after it has read the
+    last answer, and the shard touches the segment only while it answers a sync."""
+
+    def __init__(self, name, rows, width, dtype, create):
+        self.name = name
+        values = rows * width * np.dtype(dtype).itemsize
+        size = 2 * (rows * 8 + values)
+        self.mapping = hogwild._create_segment(name, size) if create else hogwild._attach_segment(name)
+        self.push_ids = np.ndarray(rows, np.int64, self.mapping, 0)
+        self.answer_ids = np.ndarray(rows, np.int64, self.mapping, rows * 8)
+        self.push_values = np.ndarray((rows, width), dtype, self.mapping, 2 * rows * 8)
+        self.answer_values = np.ndarray((rows, width), dtype, self.mapping, 2 * rows * 8 + values)
+
+
 class _Replica:
     """One table (an array or its optimizer state) as a worker holds it."""
 
-    def __init__(self, block, key, name, shape, dtype):
+    def __init__(self, block, key, name, shape, dtype, local_shards):
         self.block = block
         self.name = name                       # the shard's table name: key or "key/state key"
         self.bounds = block.bounds[key]
@@ -683,29 +746,58 @@ class _Replica:
         count = len(block.shards)
         self.tokens = [None] * count           # the shard start each row range was pulled from
         self.since = [-1] * count              # the shard clock of that pull
+        self.channels = [None] * count         # per shard on this worker's node: its _Channel
+        for s in local_shards:
+            name = hogwild._new_prefix() + "sync"
+            self.channels[s] = _Channel(name, self.bounds[s + 1] - self.bounds[s],
+                                        self.rows.shape[1], dtype, create=True)
+            hogwild._track(name)               # unlinked by the resource tracker if we die
+
+    def close(self):
+        """Unlink the channels' segments; returns their names, per shard."""
+        names = {}
+        for s, channel in enumerate(self.channels):
+            if channel is not None:
+                hogwild._unlink(channel.name)
+                hogwild._untrack(channel.name)
+                names[s] = channel.name
+        return names
 
     def request(self, s):
         """The request to shard s: the ids of this replica's rows of that shard changed since
-        the last push and their deltas (replica - base), which are added to the base."""
+        the last push and their deltas (replica - base), which are added to the base, as
+        (token, since, ids, deltas, None), or (token, since, len(ids), len(deltas), channel
+        name) when they are in the channel's segment."""
         lo, hi = self.bounds[s], self.bounds[s + 1]
         rows, base = self.rows[lo:hi], self.base[lo:hi]
         changed = _changed(rows, base)
         ids = np.flatnonzero(changed)
+        channel = self.channels[s]
+        dense = _dense(len(ids), hi - lo)
+        deltas = (np.empty_like(rows) if channel is None else channel.push_values)[
+            :hi - lo if dense else len(ids)]
         # The shard adds the deltas to the same base unless someone else wrote the row: take
         # its float result (within an ulp of ours) so that replica, base and shard agree.
-        if _dense(len(ids), hi - lo):
-            deltas = rows - base
+        if dense:
+            np.subtract(rows, base, out=deltas)
             deltas[~changed] = 0            # not inf - inf: an unchanged row adds nothing
             base += deltas
             rows[...] = base
         else:
             old = base[ids]
-            deltas = rows[ids] - old
+            np.subtract(rows[ids], old, out=deltas)
             rows[ids] = base[ids] = old + deltas
-        return (self.tokens[s], self.since[s], ids, deltas)
+        if channel is None:
+            return (self.tokens[s], self.since[s], ids, deltas, None)
+        channel.push_ids[:len(ids)] = ids
+        return (self.tokens[s], self.since[s], len(ids), len(deltas), channel.name)
 
     def merge(self, s, token, clock, ids, values):
-        """Take shard s's answer: `values` of rows `ids`, or of every row of the shard."""
+        """Take shard s's answer: `values` of rows `ids`, or of every row of the shard (or
+        their counts, when they are in the channel's segment)."""
+        channel = self.channels[s]
+        if channel is not None:
+            ids, values = channel.answer_ids[:ids], channel.answer_values[:values]
         lo, hi = self.bounds[s], self.bounds[s + 1]
         rows = slice(lo, hi) if len(values) == hi - lo else ids + lo
         self.rows[rows] = values + (self.rows[rows] - self.base[rows])
@@ -742,6 +834,7 @@ class _Session:
         self.pending = []        # (block, shard index, ObjectRef) of the sync round in flight
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fastad.hogwild.report
+        self.node = _ray().get_runtime_context().get_node_id()
         self.next_sync = sync_every
         self.synced_at = time.monotonic()
 
@@ -809,9 +902,14 @@ class _Session:
         block = handle._block
         replica = self.replicas.get((block.id, name))
         if replica is None:
-            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype)
-            answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}))
-                                  for s, shard in enumerate(block.shards)])
+            local = [s for s, node in enumerate(block.nodes) if node == self.node]
+            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype, local)
+            try:
+                answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}))
+                                      for s, shard in enumerate(block.shards)])
+            except BaseException:
+                replica.close()
+                raise
             for s, (token, clock, answer) in enumerate(answers):
                 replica.merge(s, token, clock, *answer[name])
             self.replicas[(block.id, name)] = replica
@@ -841,6 +939,12 @@ class _Session:
 
     def _wait(self, calls):
         return _results(calls, self.sync_timeout, "sync_timeout")
+
+    def close(self):
+        """Unlink every channel's segment and tell the shards to forget them (not waiting)."""
+        for replica in self.replicas.values():
+            for s, name in replica.close().items():
+                replica.block.shards[s].drop_links.remote([name])
 
 
 _session = None     # in a worker of `run`: its _Session
@@ -878,6 +982,7 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
     finally:
         _session = None
         hogwild._report_hook = None
+        session.close()
 
 
 def _first_line(exc):
@@ -894,12 +999,17 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_seconds=1.
     any function; one defined in a module must be importable on every node)
     and reach every worker; numpy arrays in them arrive read-only.
     `DistributedArrays` from `share`
-    in `args` give each worker replicas that sync with the shards every
-    `sync_every` examples counted by `fastad.hogwild.report`, on
-    `fastad.distributed.sync()`, and when `fn` returns (see the module
-    docstring for the staleness bound).
+    in `args` give each worker replicas that sync with the shards by
+    themselves (see the module docstring for the staleness bound).
 
-    address       as in `share` (None: a local Ray instance with every CPU).
+    sync_every    a worker syncs after this many steps of a fastad optimizer
+                  over its replicas (examples, for per-example training) or
+                  examples counted by `fastad.hogwild.report`; an int >= 1.
+    sync_seconds  ... or after this many seconds, whichever comes first (for
+                  slow steps); also on `fastad.distributed.sync()` and when
+                  `fn` returns.
+    address       as in `share` (None: a local Ray instance with every CPU;
+                  an address where nothing answers fails within 10 s).
     sync_timeout  seconds a worker waits for a shard's answer before failing.
     timeout       seconds the whole run may take (None: no limit); past it the
                   workers are stopped and TimeoutError names the unfinished ranks.
@@ -992,3 +1102,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_seconds=1.
     finally:
         for ref in running:
             ray.cancel(ref, force=True)
+        # A stopped worker had no time to unlink its channels' segments: once its process is
+        # gone, sweep them (those of this node; elsewhere its resource tracker unlinks them).
+        ray.wait(list(running), num_returns=len(running), timeout=10)
+        hogwild._sweep_stale_segments()

@@ -27,7 +27,7 @@ def local_ray():
     """One local Ray instance for the module; its workers import this checkout's fastad."""
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([REPO, TESTS])}})
     yield
     ray.shutdown()
@@ -315,7 +315,8 @@ def test_a_shard_killed_mid_run_restores_its_checkpoint_or_stops_the_run(shard_r
                            checkpoint_every=0.05, shard_restarts=shard_restarts) as shared:
         args = (shared, steps, str(folder), 0.005)
         if shard_restarts == 0:
-            with pytest.raises(WorkerError, match=r"parameter shard 0 of 2 \('w' rows 0..1\) died"):
+            with pytest.raises(WorkerError, match=r"parameter shard 0 of 2 \('w' rows 0..1\) died; "
+                                                  r"share\(shard_restarts=0\) stops the run"):
                 distributed.run(jobs.kill_a_shard_midway, workers=2, args=args, sync_every=10)
             return
         results = distributed.run(jobs.kill_a_shard_midway, workers=2, args=args, sync_every=10)

@@ -43,20 +43,20 @@ def two_nodes():
     """A head and a second node of one CPU each; their workers import this checkout."""
     if ray.is_initialized():
         ray.shutdown()
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([REPO, TESTS])
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    try:
-        cluster.add_node(num_cpus=1)
-        cluster.wait_for_nodes()
-        yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([REPO, TESTS]))
+        # Cluster writes its address to /tmp/ray/ray_current_cluster, which every other
+        # ray.init() on this machine would then join: keep it to this test.
+        patch.setattr(ray._private.utils, "write_ray_address", lambda *args, **kwargs: None)
+        cluster = Cluster(initialize_head=True,
+                          head_node_args={"num_cpus": 1, "include_dashboard": False})
+        try:
+            cluster.add_node(num_cpus=1)
+            cluster.wait_for_nodes()
+            yield cluster
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
 
 
 def test_a_two_node_cluster_trains_with_a_shard_and_a_worker_on_each_node(two_nodes):
