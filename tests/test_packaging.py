@@ -164,7 +164,7 @@ def test_installed_package_passes_the_smoke_test_outside_the_tree(release, insta
         assert check in output, output
     from fastad.cuda import compile_check
     if compile_check.nvrtc_available()[0]:
-        assert "kernel compile: index family" in output, output
+        assert "kernel compile: elementwise family" in output, output
 
 
 # --- setup.py's checks, on a copy beside empty sources: nothing compiles -----------------
