@@ -25,8 +25,8 @@ from cython cimport floating
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
                               as_variable, same_dtype, require_float, on_device, device_ops)
 from fastad_cy.loops cimport vec_zero
-from fastad_cy.scalar cimport s_exp, s_log
-from fastad_cy.rules cimport P_BCE, P_MSE, P_HUBER, loss_value, loss_da, loss_db
+from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, loss_value, loss_da,
+                               loss_db)
 
 cnp.import_array()
 
@@ -98,7 +98,7 @@ cdef class ClassTargetLoss(Variable):
         cdef Py_ssize_t bad = first_bad_target(ids, self.batch, self.classes, self.ignore_index)
         if bad >= 0:
             self.failed = True
-            raise bad_target_error(self.op, ids[bad], bad, self.classes, self.ignore_index)
+            raise bad_target_error(self.op_name, ids[bad], bad, self.classes, self.ignore_index)
         if self.source is not None:
             memcpy(self.tgt, ids, self.batch * sizeof(int64_t))
         self.failed = False
@@ -108,9 +108,19 @@ cdef class ClassTargetLoss(Variable):
             self.scale = 1.0 / kept if kept else NAN       # torch: the mean of nothing is NaN
         return 0
 
+    cdef int store_total(self, double total) except -1:
+        """A reduced loss's output: the summed losses of the kept rows times the scale."""
+        if self.reduction == RED_NONE:
+            return 0
+        if self.f64:
+            (<double*>self.val_ptr)[0] = total * self.scale
+        else:
+            (<float*>self.val_ptr)[0] = <float>(total * self.scale)
+        return 0
+
     cdef int check_backward(self) except -1:
         if self.failed:
-            raise RuntimeError(f"{self.op}: the last forward stopped at an out-of-range target; "
+            raise RuntimeError(f"{self.op_name}: the last forward stopped at an out-of-range target; "
                                f"set valid targets and call forward() before backward()")
         return 0
 
@@ -266,22 +276,18 @@ cdef class CrossEntropy(ClassTargetLoss):
             total = ce_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
                                self.ignore_index, self.smoothing, <double*>self.lse_ptr,
                                <double*>self.val_ptr if each else NULL)
-            if not each:
-                (<double*>self.val_ptr)[0] = total * self.scale
         else:
             total = ce_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
                                self.ignore_index, <float>self.smoothing, <float*>self.lse_ptr,
                                <float*>self.val_ptr if each else NULL)
-            if not each:
-                (<float*>self.val_ptr)[0] = <float>(total * self.scale)
-        return 0
+        return self.store_total(total)
 
     cdef int run_backward(self) except -1:
         cdef Variable x = self.x
-        if not x.needs_grad:
+        if not x.requires_grad:
             return 0
         self.check_backward()
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
         if self.f64:
             ce_backward(<double*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
@@ -363,21 +369,17 @@ cdef class NLLLoss(ClassTargetLoss):
         if self.f64:
             total = nll_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
                                 self.ignore_index, <double*>self.val_ptr if each else NULL)
-            if not each:
-                (<double*>self.val_ptr)[0] = total * self.scale
         else:
             total = nll_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
                                 self.ignore_index, <float*>self.val_ptr if each else NULL)
-            if not each:
-                (<float*>self.val_ptr)[0] = <float>(total * self.scale)
-        return 0
+        return self.store_total(total)
 
     cdef int run_backward(self) except -1:
         cdef Variable x = self.x
-        if not x.needs_grad:
+        if not x.requires_grad:
             return 0
         self.check_backward()
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
         if self.f64:
             nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
@@ -463,14 +465,14 @@ cdef class PairLoss(Variable):
         return 0
 
     cdef int run_backward(self) except -1:
-        if self.a.needs_grad:
+        if self.a.requires_grad:
             self._backward_into(self.a, True)
-        if self.b.needs_grad:
+        if self.b.requires_grad:
             self._backward_into(self.b, False)
         return 0
 
     cdef int _backward_into(self, Variable side, bint to_a) except -1:
-        cdef bint add = side.grad_slot()
+        cdef bint add = side.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
         if self.f64:
             pair_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,

@@ -24,7 +24,7 @@ cdef object _feed_array(Variable leaf, object data, Py_ssize_t* count):
     """`data` as a C-contiguous array of shape (N,) + leaf.shape, checked."""
     if not isinstance(leaf, (Input, IndexInput)):
         # A Parameter too is a leaf, but feeding it would overwrite what the optimizer learns.
-        raise TypeError(f"train: feeds must be keyed by Input or IndexInput leaves, got '{leaf.op}'")
+        raise TypeError(f"train: feeds must be keyed by Input or IndexInput leaves, got '{leaf.op_name}'")
     if np.ndim(data) == 0:
         raise ValueError(f"train: the feed for a leaf of shape {leaf.shape} is a scalar; "
                          f"expected an array of shape (N,) + {leaf.shape}")
@@ -77,7 +77,7 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     """
     if not isinstance(loss, Variable) or (<Variable>loss).size != 1:
         raise TypeError("train: `loss` must be a one-element fastad Variable")
-    if not (<Variable>loss).needs_grad:
+    if not (<Variable>loss).requires_grad:
         raise RuntimeError("train: `loss` does not depend on any Parameter")
     if (<Variable>loss)._device is not None:
         raise ValueError(f"train: the compiled loop runs on the CPU, and `loss` is on "
