@@ -89,6 +89,7 @@ cdef class ClassTargetLoss(Variable):
     cdef Py_ssize_t batch, classes
     cdef int64_t ignore_index
     cdef int reduction
+    cdef Py_ssize_t gy_step         # 1: one output gradient per row ("none"), 0: one in all
     cdef double scale               # the factor applied to the summed loss
     cdef bint failed                # the last forward stopped at a bad id: no backward
 
@@ -118,11 +119,14 @@ cdef class ClassTargetLoss(Variable):
             (<float*>self.val_ptr)[0] = <float>(total * self.scale)
         return 0
 
-    cdef int check_backward(self) except -1:
+    cdef int start_backward(self) except -2:
+        """-1 when x needs no gradient; else x's gradient is ready: 1 to add into it, 0 to write."""
+        if not self.x.requires_grad:
+            return -1
         if self.failed:
             raise RuntimeError(f"{self.op_name}: the last forward stopped at an out-of-range target; "
                                f"set valid targets and call forward() before backward()")
-        return 0
+        return self.x.prepare_grad()
 
 
 cdef class ClassTargets:
@@ -189,6 +193,7 @@ cdef int setup_class_targets(ClassTargetLoss node, str op, ClassTargets c) excep
     node.x = c.x
     node.source = c.source
     node.reduction = c.reduction
+    node.gy_step = 1 if c.reduction == RED_NONE else 0
     node.ignore_index = c.ignore_index
     node.batch, node.classes = c.batch, c.classes
     node.targets = np.empty(node.batch, dtype=np.int64)
@@ -283,20 +288,18 @@ cdef class CrossEntropy(ClassTargetLoss):
         return self.store_total(total)
 
     cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.requires_grad:
+        cdef int add = self.start_backward()
+        if add < 0:
             return 0
-        self.check_backward()
-        cdef bint add = x.prepare_grad()
-        cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
+        cdef Variable x = self.x
         if self.f64:
             ce_backward(<double*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
-                        self.smoothing, <double*>self.lse_ptr, <double*>self.grad_ptr, gy_step,
+                        self.smoothing, <double*>self.lse_ptr, <double*>self.grad_ptr, self.gy_step,
                         self.scale, <double*>x.grad_ptr, add)
         else:
             ce_backward(<float*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
-                        <float>self.smoothing, <float*>self.lse_ptr, <float*>self.grad_ptr, gy_step,
-                        <float>self.scale, <float*>x.grad_ptr, add)
+                        <float>self.smoothing, <float*>self.lse_ptr, <float*>self.grad_ptr,
+                        self.gy_step, <float>self.scale, <float*>x.grad_ptr, add)
         return 0
 
 
@@ -375,18 +378,17 @@ cdef class NLLLoss(ClassTargetLoss):
         return self.store_total(total)
 
     cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.requires_grad:
+        cdef int add = self.start_backward()
+        if add < 0:
             return 0
-        self.check_backward()
-        cdef bint add = x.prepare_grad()
-        cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
         if self.f64:
             nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
-                         <double*>self.grad_ptr, gy_step, self.scale, <double*>x.grad_ptr, add)
+                         <double*>self.grad_ptr, self.gy_step, self.scale,
+                         <double*>self.x.grad_ptr, add)
         else:
             nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
-                         <float*>self.grad_ptr, gy_step, <float>self.scale, <float*>x.grad_ptr, add)
+                         <float*>self.grad_ptr, self.gy_step, <float>self.scale,
+                         <float*>self.x.grad_ptr, add)
         return 0
 
 
