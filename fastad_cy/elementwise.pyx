@@ -15,12 +15,12 @@ from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_va
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup,
                                   bcast_start, bcast_next_row)
 from fastad_cy.loops cimport vec_zero
-from fastad_cy.rules cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS,
-                              U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
-                              U_ADD_SCALAR,
-                              U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
-                              B_ADD, B_SUB, B_MUL, B_DIV, unary_value, unary_slope,
-                              binary_value, binary_da, binary_db)
+from fastad_cy.scalar cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS,
+                               U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
+                               U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR,
+                               U_RDIV_SCALAR,
+                               B_ADD, B_SUB, B_MUL, B_DIV, unary_value, unary_slope,
+                               binary_value, binary_da, binary_db)
 
 cnp.import_array()
 
@@ -60,9 +60,9 @@ cdef class Unary(Variable):
 
     cdef int run_backward(self) except -1:
         cdef Variable x = self.x
-        if not x.needs_grad:
+        if not x.requires_grad:
             return 0
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         if self.f64:
             unary_backward(self.code, <double*>x.val_ptr, <double*>self.val_ptr,
                            <double*>self.grad_ptr, <double*>x.grad_ptr, self.size, self.p, add)
@@ -313,14 +313,14 @@ cdef class Binary(Variable):
         return 0
 
     cdef int run_backward(self) except -1:
-        if self.a.needs_grad:
+        if self.a.requires_grad:
             self._backward_into(self.a, True)
-        if self.b.needs_grad:
+        if self.b.requires_grad:
             self._backward_into(self.b, False)
         return 0
 
     cdef int _backward_into(self, Variable x, bint to_a) except -1:
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         if self.it == NULL:
             if self.f64:
                 binary_backward_same(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,

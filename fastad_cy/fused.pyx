@@ -132,37 +132,37 @@ cdef class LSTMCell(Variable):
         cdef bint add_c_prev = False, add
         cdef Variable v
         if B == 0:                 # nothing flows back, but every gradient must be written
-            for v in self.inputs:
-                if v.needs_grad and not v.grad_slot():
+            for v in self.parents:
+                if v.requires_grad and not v.prepare_grad():
                     vec_zero(<floating*>v.grad_ptr, v.size)
             return 0
-        if self.c is not None and self.c.needs_grad:
-            add_c_prev = self.c.grad_slot()
+        if self.c is not None and self.c.requires_grad:
+            add_c_prev = self.c.prepare_grad()
             gc_prev = <floating*>self.c.grad_ptr
         lstm_pointwise_backward(<floating*>cnp.PyArray_DATA(self.act),
                                 <floating*>cnp.PyArray_DATA(self.tanh_c),
                                 <floating*>self.c.val_ptr if self.c is not None else NULL,
                                 grad, grad + B * H, dgates, gc_prev, add_c_prev, B, H)
-        # grad_slot() makes the buffer that grad_ptr points to: call it first
-        if self.x.needs_grad:                                        # dx = dgates @ W_ih^T
-            add = self.x.grad_slot()
+        # prepare_grad() makes the buffer that grad_ptr points to: call it first
+        if self.x.requires_grad:                                        # dx = dgates @ W_ih^T
+            add = self.x.prepare_grad()
             gemm(False, True, B, I, 4 * H, dgates, 4 * H, <floating*>self.w_ih.val_ptr, 4 * H,
                  <floating*>self.x.grad_ptr, I, add)
-        if self.w_ih.needs_grad:                                     # dW_ih = x^T @ dgates
-            add = self.w_ih.grad_slot()
+        if self.w_ih.requires_grad:                                     # dW_ih = x^T @ dgates
+            add = self.w_ih.prepare_grad()
             gemm(True, False, I, 4 * H, B, <floating*>self.x.val_ptr, I, dgates, 4 * H,
                  <floating*>self.w_ih.grad_ptr, 4 * H, add)
-        if self.bias.needs_grad:
-            add = self.bias.grad_slot()
+        if self.bias.requires_grad:
+            add = self.bias.prepare_grad()
             column_sums(dgates, <floating*>self.bias.grad_ptr, B, 4 * H, add)
         if self.h is None:
             return 0
-        if self.h.needs_grad:                                        # dh = dgates @ W_hh^T
-            add = self.h.grad_slot()
+        if self.h.requires_grad:                                        # dh = dgates @ W_hh^T
+            add = self.h.prepare_grad()
             gemm(False, True, B, H, 4 * H, dgates, 4 * H, <floating*>self.w_hh.val_ptr, 4 * H,
                  <floating*>self.h.grad_ptr, H, add)
-        if self.w_hh.needs_grad:                                     # dW_hh = h^T @ dgates
-            add = self.w_hh.grad_slot()
+        if self.w_hh.requires_grad:                                     # dW_hh = h^T @ dgates
+            add = self.w_hh.prepare_grad()
             gemm(True, False, H, 4 * H, B, <floating*>self.h.val_ptr, H, dgates, 4 * H,
                  <floating*>self.w_hh.grad_ptr, 4 * H, add)
         return 0
@@ -270,39 +270,39 @@ cdef class GRUCell(Variable):
         cdef bint add
         cdef Variable v
         if B == 0:                 # nothing flows back, but every gradient must be written
-            for v in self.inputs:
-                if v.needs_grad and not v.grad_slot():
+            for v in self.parents:
+                if v.requires_grad and not v.prepare_grad():
                     vec_zero(<floating*>v.grad_ptr, v.size)
             return 0
         gru_pointwise_backward(<floating*>cnp.PyArray_DATA(self.gi),
                                <floating*>cnp.PyArray_DATA(self.gh),
                                <floating*>self.h.val_ptr if self.h is not None else NULL,
                                grad, dgi, dgh, B, H)
-        # grad_slot() makes the buffer that grad_ptr points to: call it first
-        if self.x.needs_grad:                                        # dx = dgi @ W_ih^T
-            add = self.x.grad_slot()
+        # prepare_grad() makes the buffer that grad_ptr points to: call it first
+        if self.x.requires_grad:                                        # dx = dgi @ W_ih^T
+            add = self.x.prepare_grad()
             gemm(False, True, B, I, 3 * H, dgi, 3 * H, <floating*>self.w_ih.val_ptr, 3 * H,
                  <floating*>self.x.grad_ptr, I, add)
-        if self.w_ih.needs_grad:                                     # dW_ih = x^T @ dgi
-            add = self.w_ih.grad_slot()
+        if self.w_ih.requires_grad:                                     # dW_ih = x^T @ dgi
+            add = self.w_ih.prepare_grad()
             gemm(True, False, I, 3 * H, B, <floating*>self.x.val_ptr, I, dgi, 3 * H,
                  <floating*>self.w_ih.grad_ptr, 3 * H, add)
-        if self.b_ih.needs_grad:
-            add = self.b_ih.grad_slot()
+        if self.b_ih.requires_grad:
+            add = self.b_ih.prepare_grad()
             column_sums(dgi, <floating*>self.b_ih.grad_ptr, B, 3 * H, add)
-        if self.b_hh.needs_grad:
-            add = self.b_hh.grad_slot()
+        if self.b_hh.requires_grad:
+            add = self.b_hh.prepare_grad()
             column_sums(dgh, <floating*>self.b_hh.grad_ptr, B, 3 * H, add)
         if self.h is None:
             return 0
-        if self.h.needs_grad:                                        # dh = dgh @ W_hh^T + g * z
-            add = self.h.grad_slot()
+        if self.h.requires_grad:                                        # dh = dgh @ W_hh^T + g * z
+            add = self.h.prepare_grad()
             gemm(False, True, B, H, 3 * H, dgh, 3 * H, <floating*>self.w_hh.val_ptr, 3 * H,
                  <floating*>self.h.grad_ptr, H, add)
             add_scaled_product(<floating*>self.h.grad_ptr, grad,
                                <floating*>cnp.PyArray_DATA(self.gi), B, H, 3 * H, H)
-        if self.w_hh.needs_grad:                                     # dW_hh = h^T @ dgh
-            add = self.w_hh.grad_slot()
+        if self.w_hh.requires_grad:                                     # dW_hh = h^T @ dgh
+            add = self.w_hh.prepare_grad()
             gemm(True, False, H, 3 * H, B, <floating*>self.h.val_ptr, H, dgh, 3 * H,
                  <floating*>self.w_hh.grad_ptr, 3 * H, add)
         return 0

@@ -17,12 +17,12 @@ cdef class Variable:
     cdef readonly Py_ssize_t size
     cdef tuple _shape
     cdef bint f64
-    cdef bint needs_grad
+    cdef readonly bint requires_grad # a gradient flows back through this node
     cdef bint is_leaf
     cdef unsigned long grad_pass     # == the current pass id: grad holds this pass's value
     cdef unsigned long visit_mark    # scratch for topological sorting
-    cdef tuple inputs
-    cdef str op                      # name shown in errors and anomaly reports
+    cdef readonly tuple parents      # the nodes this one was computed from
+    cdef readonly str op_name        # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
     # On a device (registered by fastad.cuda): the device name, and the value and gradient as device
     # arrays; _value/_grad/val_ptr/grad_ptr stay empty. None on the CPU.
@@ -33,7 +33,7 @@ cdef class Variable:
     cdef int run_forward(self) except -1    # recompute _value from the inputs, in place
     cdef int run_backward(self) except -1   # push _grad into the inputs that need it
     cdef int ensure_grad_buffer(self) except -1
-    cdef int grad_slot(self) except -1
+    cdef int prepare_grad(self) except -1   # ready the grad buffer: 1 to add into it, 0 to write
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1
     cdef Plan _get_plan(self)
 
@@ -69,7 +69,7 @@ cdef class IndexInput(Variable):
     cdef Py_ssize_t _dbound          # on a device: ids must stay below this (the smallest consumer's size)
 
 cdef class DeviceNode(Variable):
-    cdef object fn                   # the op: fn.forward(node) and fn.backward(node) (fastad/cuda/ops/)
+    cdef object fn                   # the op: fn.forward(node), fn.backward(node) (cuda/ops/)
 
 cdef class Plan:
     cdef list fwd                    # non-leaf nodes strictly below the root, inputs first

@@ -151,14 +151,14 @@ cdef int check_anomaly(Variable node, str phase) except -1:
     if phase == "forward":
         if not _all_finite(node, node._value if node._device is None else node._dvalue):
             raise FloatingPointError(
-                f"detect_anomaly: the forward of '{node.op}' produced NaN or Inf "
+                f"detect_anomaly: the forward of '{node.op_name}' produced NaN or Inf "
                 f"(output shape {node._shape})")
         return 0
-    for x in node.inputs:
-        if x.needs_grad and not _all_finite(x, _current_grad(x)):
+    for x in node.parents:
+        if x.requires_grad and not _all_finite(x, _current_grad(x)):
             raise FloatingPointError(
-                f"detect_anomaly: the backward of '{node.op}' produced NaN or Inf in the "
-                f"gradient of its input '{x.op}' (shape {x._shape})")
+                f"detect_anomaly: the backward of '{node.op_name}' produced NaN or Inf in the "
+                f"gradient of its input '{x.op_name}' (shape {x._shape})")
     return 0
 
 
@@ -229,18 +229,18 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
     cdef Variable x
     cdef bint needs = False
     for x in inputs:
-        if x.op is None:
+        if x.op_name is None:
             raise TypeError(f"{op}: an input is a Variable that was never initialised; make "
                             f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
         if x._device is not node._device and x._device != node._device:
             first, second = sorted((_device_name(x), _device_name(node)))
             raise ValueError(f"{op}: inputs on different devices, {first} and {second}; "
                              f"move them with .to(device) first")
-        needs = needs or x.needs_grad
-    node.op = op
-    node.inputs = inputs
+        needs = needs or x.requires_grad
+    node.op_name = op
+    node.parents = inputs
     node.f64 = f64
-    node.needs_grad = needs and _grad_enabled
+    node.requires_grad = needs and _grad_enabled
     return 0
 
 
@@ -303,9 +303,9 @@ cdef Plan _build_plan(Variable root):
         while depth:
             node = <Variable>stack[depth - 1]
             i = pos[depth - 1]
-            if i < len(node.inputs):
+            if i < len(node.parents):
                 pos[depth - 1] = i + 1
-                child = <Variable>node.inputs[i]
+                child = <Variable>node.parents[i]
                 if child.visit_mark == sid:
                     continue
                 child.visit_mark = sid
@@ -330,7 +330,7 @@ cdef Plan _build_plan(Variable root):
     finally:
         free(pos)
     plan.fwd = fwd
-    plan.bwd = [n for n in reversed(fwd) if (<Variable>n).needs_grad]
+    plan.bwd = [n for n in reversed(fwd) if (<Variable>n).requires_grad]
     plan.params = params
     return plan
 
@@ -356,9 +356,9 @@ cdef int replay_forward(Variable root) except -1:
 cdef int replay_backward(Variable root, object seed) except -1:
     """One backward pass from `root`, seeded with ones (seed None, one-element root) or `seed`."""
     global _pass_id
-    if not root.needs_grad:
+    if not root.requires_grad:
         raise RuntimeError(
-            f"backward(): '{root.op}' does not depend on any Parameter, or was built "
+            f"backward(): '{root.op_name}' does not depend on any Parameter, or was built "
             f"under no_grad(); there is no gradient to compute")
     if seed is None and root.size != 1:
         raise RuntimeError(
@@ -367,7 +367,7 @@ cdef int replay_backward(Variable root, object seed) except -1:
     cdef Plan plan = root._get_plan()
     _pass_id += 1
     cdef unsigned long pid = _pass_id
-    cdef bint add = root.grad_slot()
+    cdef bint add = root.prepare_grad()
     if root._device is not None:
         device_ops().seed_grad(root, seed, add)
     elif seed is not None:
@@ -454,7 +454,7 @@ cdef class Variable:
             self.grad_ptr = <char*>cnp.PyArray_DATA(self._grad)
         return 0
 
-    cdef int grad_slot(self) except -1:
+    cdef int prepare_grad(self) except -1:
         """Make the grad buffer ready for a contribution: 1 means add, 0 means overwrite."""
         if self.grad_ptr == NULL:      # always NULL on a device: ensure_grad_buffer is cheap there
             self.ensure_grad_buffer()
@@ -466,7 +466,7 @@ cdef class Variable:
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1:
         """Add rows[k] into grad row ids[k] (ids already bounds-checked)."""
         cdef Py_ssize_t row_len = self.size // self._shape[0] if self.size else 0
-        if not self.grad_slot():
+        if not self.prepare_grad():
             if self.f64:
                 vec_zero(<double*>self.grad_ptr, self.size)
             else:
@@ -509,20 +509,6 @@ cdef class Variable:
         """Where the value lives: "cpu", or "cuda:N" for GPU N."""
         return _device_name(self)
 
-    @property
-    def requires_grad(self):
-        """True when a gradient flows back through this node."""
-        return self.needs_grad
-
-    @property
-    def op_name(self):
-        return self.op
-
-    @property
-    def parents(self):
-        """The nodes this one was computed from."""
-        return self.inputs
-
     def __len__(self):
         if not self._shape:
             raise TypeError("len() of a 0-d Variable")
@@ -540,7 +526,7 @@ cdef class Variable:
         return bool(self.numpy().reshape(-1)[0])
 
     def __repr__(self):
-        return f"Variable(op={self.op!r}, shape={self._shape}, dtype={self.dtype.name})"
+        return f"Variable(op={self.op_name!r}, shape={self._shape}, dtype={self.dtype.name})"
 
     def item(self):
         """The value of a one-element Variable as a Python float."""
@@ -570,7 +556,7 @@ cdef class Variable:
             return self
         if not self.is_leaf:
             raise RuntimeError(
-                f"to({device!r}): '{self.op}' is an op node; only leaves move between devices "
+                f"to({device!r}): '{self.op_name}' is an op node; only leaves move between devices "
                 f"(make the Parameters and Inputs on {device!r} and build the graph there)")
         return self._copy_to(target)
 
@@ -712,7 +698,7 @@ cdef void _scatter_add(floating* dst, const int64_t* ids, Py_ssize_t n, const fl
 cdef class Leaf(Variable):
     """Base of Parameter and Input: a value set from outside, a persistent grad."""
 
-    cdef int grad_slot(self) except -1:
+    cdef int prepare_grad(self) except -1:
         if self.grad_ptr == NULL:
             self.ensure_grad_buffer()
         if self.grad_mode == GRAD_DENSE:
@@ -775,7 +761,7 @@ cdef class Leaf(Variable):
 
 cdef int _once(Variable leaf) except -1:
     """Refuse a second __init__: nodes built on a leaf keep its size, and its buffer."""
-    if leaf.op is not None:
+    if leaf.op_name is not None:
         raise RuntimeError(f"{type(leaf).__name__} is already initialised; use set_value() "
                            f"to change its value, or make a new leaf for a new shape")
     return 0
@@ -793,13 +779,13 @@ cdef int _hold(Variable leaf, cnp.ndarray arr, object device) except -1:
     return 0
 
 
-cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint needs_grad, object device) except -1:
+cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint requires_grad, object device) except -1:
     _hold(leaf, arr, device)
     leaf.f64 = arr.dtype == float64
-    leaf.op = op
-    leaf.inputs = ()
+    leaf.op_name = op
+    leaf.parents = ()
     leaf.is_leaf = True
-    leaf.needs_grad = needs_grad
+    leaf.requires_grad = requires_grad
     return 0
 
 
@@ -844,11 +830,11 @@ cdef class Parameter(Leaf):
         self.name = name
         self.row_len = self.size // self._shape[0] if self._shape and self._shape[0] else 0
 
-    cdef int grad_slot(self) except -1:
+    cdef int prepare_grad(self) except -1:
         if self.grad_mode == GRAD_SPARSE:
             self.densify()
             return 1
-        return Leaf.grad_slot(self)
+        return Leaf.prepare_grad(self)
 
     def _copy_to(self, target):
         return Parameter(self.numpy(), dtype=self.dtype, name=self.name, device=target)
@@ -990,7 +976,7 @@ cdef class Input(Leaf):
                    _parse_device(device))
 
     def _copy_to(self, target):
-        return Input(self.numpy(), dtype=self.dtype, requires_grad=self.needs_grad, device=target)
+        return Input(self.numpy(), dtype=self.dtype, requires_grad=self.requires_grad, device=target)
 
     def __repr__(self):
         where = f", device={self._device!r}" if self._device is not None else ""
@@ -1032,10 +1018,10 @@ cdef class IndexInput(Variable):
         cdef cnp.ndarray arr = _index_array(ids, "IndexInput")
         _hold(self, arr, _parse_device(device))
         self._dbound = INT64_MAX
-        self.op = "index_input"
-        self.inputs = ()
+        self.op_name = "index_input"
+        self.parents = ()
         self.is_leaf = True
-        self.needs_grad = False
+        self.requires_grad = False
 
     @property
     def dtype(self):
@@ -1172,7 +1158,7 @@ def device_ids(IndexInput ix):
 def device_grad_slot(Variable x):
     """`(buffer, accumulate)` for a dense gradient contribution to x: write into the
     buffer when accumulate is 0, add when 1."""
-    cdef int add = x.grad_slot()
+    cdef int add = x.prepare_grad()
     if isinstance(x, Parameter):
         (<Parameter>x)._dgrad_zero = False
     return x._dgrad, add

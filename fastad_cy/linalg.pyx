@@ -152,14 +152,14 @@ cdef class Matmul(Variable):
 
     cdef int run_backward(self) except -1:
         cdef bint add
-        if self.a.needs_grad:
-            add = self.a.grad_slot()
+        if self.a.requires_grad:
+            add = self.a.prepare_grad()
             if self.f64:
                 self._grad_a(<double*>self.b.val_ptr, <double*>self.grad_ptr, <double*>self.a.grad_ptr, add)
             else:
                 self._grad_a(<float*>self.b.val_ptr, <float*>self.grad_ptr, <float*>self.a.grad_ptr, add)
-        if self.b.needs_grad:
-            add = self.b.grad_slot()
+        if self.b.requires_grad:
+            add = self.b.prepare_grad()
             if self.f64:
                 self._grad_b(<double*>self.a.val_ptr, <double*>self.grad_ptr, <double*>self.b.grad_ptr, add)
             else:
@@ -309,14 +309,14 @@ cdef class VectorDot(Variable):
         return 0
 
     cdef int run_backward(self) except -1:
-        if self.a.needs_grad:
+        if self.a.requires_grad:
             self._grad_into(self.a, self.b)
-        if self.b.needs_grad:
+        if self.b.requires_grad:
             self._grad_into(self.b, self.a)
         return 0
 
     cdef int _grad_into(self, Variable x, Variable other) except -1:
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         if self.f64:
             scale_rows(<double*>self.grad_ptr, <double*>other.val_ptr, <double*>x.grad_ptr,
                        self.size, self.d, add)

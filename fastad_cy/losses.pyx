@@ -25,8 +25,8 @@ from cython cimport floating
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
                               as_variable, same_dtype, require_float, on_device, device_ops)
 from fastad_cy.loops cimport vec_zero
-from fastad_cy.scalar cimport s_exp, s_log
-from fastad_cy.rules cimport P_BCE, P_MSE, P_HUBER, loss_value, loss_da, loss_db
+from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, loss_value, loss_da,
+                               loss_db)
 
 cnp.import_array()
 
@@ -89,6 +89,7 @@ cdef class ClassTargetLoss(Variable):
     cdef Py_ssize_t batch, classes
     cdef int64_t ignore_index
     cdef int reduction
+    cdef Py_ssize_t gy_step         # 1: one output gradient per row ("none"), 0: one in all
     cdef double scale               # the factor applied to the summed loss
     cdef bint failed                # the last forward stopped at a bad id: no backward
 
@@ -98,7 +99,7 @@ cdef class ClassTargetLoss(Variable):
         cdef Py_ssize_t bad = first_bad_target(ids, self.batch, self.classes, self.ignore_index)
         if bad >= 0:
             self.failed = True
-            raise bad_target_error(self.op, ids[bad], bad, self.classes, self.ignore_index)
+            raise bad_target_error(self.op_name, ids[bad], bad, self.classes, self.ignore_index)
         if self.source is not None:
             memcpy(self.tgt, ids, self.batch * sizeof(int64_t))
         self.failed = False
@@ -108,11 +109,24 @@ cdef class ClassTargetLoss(Variable):
             self.scale = 1.0 / kept if kept else NAN       # torch: the mean of nothing is NaN
         return 0
 
-    cdef int check_backward(self) except -1:
-        if self.failed:
-            raise RuntimeError(f"{self.op}: the last forward stopped at an out-of-range target; "
-                               f"set valid targets and call forward() before backward()")
+    cdef int store_total(self, double total) except -1:
+        """A reduced loss's output: the summed losses of the kept rows times the scale."""
+        if self.reduction == RED_NONE:
+            return 0
+        if self.f64:
+            (<double*>self.val_ptr)[0] = total * self.scale
+        else:
+            (<float*>self.val_ptr)[0] = <float>(total * self.scale)
         return 0
+
+    cdef int start_backward(self) except -2:
+        """-1 when x needs no gradient; else x's gradient is ready: 1 to add into it, 0 to write."""
+        if not self.x.requires_grad:
+            return -1
+        if self.failed:
+            raise RuntimeError(f"{self.op_name}: the last forward stopped at an out-of-range target; "
+                               f"set valid targets and call forward() before backward()")
+        return self.x.prepare_grad()
 
 
 cdef class ClassTargets:
@@ -179,6 +193,7 @@ cdef int setup_class_targets(ClassTargetLoss node, str op, ClassTargets c) excep
     node.x = c.x
     node.source = c.source
     node.reduction = c.reduction
+    node.gy_step = 1 if c.reduction == RED_NONE else 0
     node.ignore_index = c.ignore_index
     node.batch, node.classes = c.batch, c.classes
     node.targets = np.empty(node.batch, dtype=np.int64)
@@ -266,31 +281,25 @@ cdef class CrossEntropy(ClassTargetLoss):
             total = ce_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
                                self.ignore_index, self.smoothing, <double*>self.lse_ptr,
                                <double*>self.val_ptr if each else NULL)
-            if not each:
-                (<double*>self.val_ptr)[0] = total * self.scale
         else:
             total = ce_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
                                self.ignore_index, <float>self.smoothing, <float*>self.lse_ptr,
                                <float*>self.val_ptr if each else NULL)
-            if not each:
-                (<float*>self.val_ptr)[0] = <float>(total * self.scale)
-        return 0
+        return self.store_total(total)
 
     cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.needs_grad:
+        cdef int add = self.start_backward()
+        if add < 0:
             return 0
-        self.check_backward()
-        cdef bint add = x.grad_slot()
-        cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
+        cdef Variable x = self.x
         if self.f64:
             ce_backward(<double*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
-                        self.smoothing, <double*>self.lse_ptr, <double*>self.grad_ptr, gy_step,
+                        self.smoothing, <double*>self.lse_ptr, <double*>self.grad_ptr, self.gy_step,
                         self.scale, <double*>x.grad_ptr, add)
         else:
             ce_backward(<float*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
-                        <float>self.smoothing, <float*>self.lse_ptr, <float*>self.grad_ptr, gy_step,
-                        <float>self.scale, <float*>x.grad_ptr, add)
+                        <float>self.smoothing, <float*>self.lse_ptr, <float*>self.grad_ptr,
+                        self.gy_step, <float>self.scale, <float*>x.grad_ptr, add)
         return 0
 
 
@@ -363,28 +372,23 @@ cdef class NLLLoss(ClassTargetLoss):
         if self.f64:
             total = nll_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
                                 self.ignore_index, <double*>self.val_ptr if each else NULL)
-            if not each:
-                (<double*>self.val_ptr)[0] = total * self.scale
         else:
             total = nll_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
                                 self.ignore_index, <float*>self.val_ptr if each else NULL)
-            if not each:
-                (<float*>self.val_ptr)[0] = <float>(total * self.scale)
-        return 0
+        return self.store_total(total)
 
     cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.needs_grad:
+        cdef int add = self.start_backward()
+        if add < 0:
             return 0
-        self.check_backward()
-        cdef bint add = x.grad_slot()
-        cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
         if self.f64:
             nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
-                         <double*>self.grad_ptr, gy_step, self.scale, <double*>x.grad_ptr, add)
+                         <double*>self.grad_ptr, self.gy_step, self.scale,
+                         <double*>self.x.grad_ptr, add)
         else:
             nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
-                         <float*>self.grad_ptr, gy_step, <float>self.scale, <float*>x.grad_ptr, add)
+                         <float*>self.grad_ptr, self.gy_step, <float>self.scale,
+                         <float*>self.x.grad_ptr, add)
         return 0
 
 
@@ -463,14 +467,14 @@ cdef class PairLoss(Variable):
         return 0
 
     cdef int run_backward(self) except -1:
-        if self.a.needs_grad:
+        if self.a.requires_grad:
             self._backward_into(self.a, True)
-        if self.b.needs_grad:
+        if self.b.requires_grad:
             self._backward_into(self.b, False)
         return 0
 
     cdef int _backward_into(self, Variable side, bint to_a) except -1:
-        cdef bint add = side.grad_slot()
+        cdef bint add = side.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
         if self.f64:
             pair_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,

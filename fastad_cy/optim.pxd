@@ -3,7 +3,7 @@
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from fastad_cy.rules cimport FaAdamStep
+from fastad_cy.scalar cimport FaAdamStep
 
 cdef class Optimizer:
     cdef list _params                # the Parameters, in order

@@ -36,8 +36,8 @@ from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                               device_optim)
-from fastad_cy.rules cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element, adam_element,
-                              rmsprop_element)
+from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
+                               adam_element, rmsprop_element)
 
 cnp.import_array()
 

@@ -220,9 +220,9 @@ cdef class Reduce(Variable):
 
     cdef int run_backward(self) except -1:
         cdef Variable x = self.x
-        if not x.needs_grad:
+        if not x.requires_grad:
             return 0
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         # sum and mean read no scratch: pass the value buffer (same size) in its place
         cdef char* aux = self.aux_ptr if self.aux_ptr != NULL else self.val_ptr
         if self.f64:
@@ -422,9 +422,9 @@ cdef class Softmax(Variable):
 
     cdef int run_backward(self) except -1:
         cdef Variable x = self.x
-        if not x.needs_grad:
+        if not x.requires_grad:
             return 0
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         if self.f64:
             softmax_backward(self.log, <double*>self.val_ptr, <double*>self.grad_ptr,
                              <double*>x.grad_ptr, self.outer, self.n, self.inner,

@@ -3,7 +3,7 @@
  *
  * The same text compiles two ways:
  * - host C, for the CPU kernels in fastad_cy/ (through Cython's `cdef extern`, see
- *   rules.pxd): every rule is a `static inline` function, once for float (suffix _f)
+ *   scalar.pxd): every rule is a `static inline` function, once for float (suffix _f)
  *   and once for double (suffix _d); exp/log/tanh/sigmoid come from fastmath.h, so
  *   FASTAD_FAST_MATH applies to them;
  * - CUDA device code, for the kernels in cuda/ (fastad/cuda/kernels.py puts this file

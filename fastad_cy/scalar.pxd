@@ -1,6 +1,8 @@
-# exp/log/tanh/sigmoid for float and double kernels, through fastmath.h, which
-# switches them to fast approximations in a FASTAD_FAST_MATH build. The scalar
-# rules the CUDA kernels share are in rules.h (rules.pxd).
+# Scalar math and rules for the float and double CPU loops, as fused-type helpers
+# that pick a C function's float or double version: exp/log/tanh/sigmoid through
+# fastmath.h (fast approximations in a FASTAD_FAST_MATH build), and the scalar
+# rules of rules.h, which the CUDA kernels share (unary values and slopes, binary
+# ops, pointwise losses, optimizer element updates, and their enums).
 from cython cimport floating
 
 cdef extern from "fastmath.h":
@@ -49,3 +51,163 @@ cdef inline floating s_sigmoid(floating x) noexcept nogil:
         return fa_sigmoidf(x)
     else:
         return fa_sigmoid(x)
+
+
+cdef extern from "rules.h":
+    cdef enum UnaryOp:
+        U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
+        U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
+        U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
+    cdef enum BinaryOp:
+        B_ADD, B_SUB, B_MUL, B_DIV
+    cdef enum PointwiseLoss:
+        P_BCE, P_MSE, P_HUBER
+
+    ctypedef struct FaAdamStep:
+        double step_size, bc2_sqrt, decay, l2
+    FaAdamStep fa_adam_step(double lr, long long t, double beta1, double beta2,
+                            double weight_decay, int decoupled) noexcept nogil
+
+    float fa_softplus_f(float x) noexcept nogil
+    double fa_softplus_d(double x) noexcept nogil
+    float fa_unary_value_f(int op, float x, float p) noexcept nogil
+    double fa_unary_value_d(int op, double x, double p) noexcept nogil
+    float fa_unary_slope_f(int op, float x, float y, float p) noexcept nogil
+    double fa_unary_slope_d(int op, double x, double y, double p) noexcept nogil
+    float fa_binary_value_f(int op, float a, float b) noexcept nogil
+    double fa_binary_value_d(int op, double a, double b) noexcept nogil
+    float fa_binary_da_f(int op, float a, float b, float y) noexcept nogil
+    double fa_binary_da_d(int op, double a, double b, double y) noexcept nogil
+    float fa_binary_db_f(int op, float a, float b, float y) noexcept nogil
+    double fa_binary_db_d(int op, double a, double b, double y) noexcept nogil
+    float fa_loss_value_f(int op, float a, float b, float delta) noexcept nogil
+    double fa_loss_value_d(int op, double a, double b, double delta) noexcept nogil
+    float fa_loss_da_f(int op, float a, float b, float delta) noexcept nogil
+    double fa_loss_da_d(int op, double a, double b, double delta) noexcept nogil
+    float fa_loss_db_f(int op, float a, float b, float delta) noexcept nogil
+    double fa_loss_db_d(int op, double a, double b, double delta) noexcept nogil
+    void fa_sgd_element_f(float* p, const float* g, float* buf, long long e, double lr,
+                          double weight_decay, double momentum, double dampening,
+                          int nesterov, int first) noexcept nogil
+    void fa_sgd_element_d(double* p, const double* g, double* buf, long long e, double lr,
+                          double weight_decay, double momentum, double dampening,
+                          int nesterov, int first) noexcept nogil
+    void fa_adagrad_element_f(float* p, const float* g, float* sums, long long e, double lr,
+                              double weight_decay, double eps) noexcept nogil
+    void fa_adagrad_element_d(double* p, const double* g, double* sums, long long e, double lr,
+                              double weight_decay, double eps) noexcept nogil
+    void fa_adam_element_f(float* p, const float* g, float* m, float* v, long long e,
+                           const FaAdamStep* c, double beta1, double beta2,
+                           double eps) noexcept nogil
+    void fa_adam_element_d(double* p, const double* g, double* m, double* v, long long e,
+                           const FaAdamStep* c, double beta1, double beta2,
+                           double eps) noexcept nogil
+    void fa_rmsprop_element_f(float* p, const float* g, float* sq, float* buf, long long e,
+                              double lr, double alpha, double eps, double weight_decay,
+                              double momentum) noexcept nogil
+    void fa_rmsprop_element_d(double* p, const double* g, double* sq, double* buf, long long e,
+                              double lr, double alpha, double eps, double weight_decay,
+                              double momentum) noexcept nogil
+
+
+cdef inline floating softplus_value(floating x) noexcept nogil:
+    if floating is float:
+        return fa_softplus_f(x)
+    else:
+        return fa_softplus_d(x)
+
+
+cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
+    """y = f(x); `p` is the exponent of U_POW or the number of a *_SCALAR op."""
+    if floating is float:
+        return fa_unary_value_f(op, x, p)
+    else:
+        return fa_unary_value_d(op, x, p)
+
+
+cdef inline floating unary_slope(int op, floating x, floating y, floating p) noexcept nogil:
+    """dy/dx, from the input x and the output y."""
+    if floating is float:
+        return fa_unary_slope_f(op, x, y, p)
+    else:
+        return fa_unary_slope_d(op, x, y, p)
+
+
+cdef inline floating binary_value(int op, floating a, floating b) noexcept nogil:
+    if floating is float:
+        return fa_binary_value_f(op, a, b)
+    else:
+        return fa_binary_value_d(op, a, b)
+
+
+cdef inline floating binary_da(int op, floating a, floating b, floating y) noexcept nogil:
+    """d(a op b)/da, given y = a op b."""
+    if floating is float:
+        return fa_binary_da_f(op, a, b, y)
+    else:
+        return fa_binary_da_d(op, a, b, y)
+
+
+cdef inline floating binary_db(int op, floating a, floating b, floating y) noexcept nogil:
+    """d(a op b)/db, given y = a op b."""
+    if floating is float:
+        return fa_binary_db_f(op, a, b, y)
+    else:
+        return fa_binary_db_d(op, a, b, y)
+
+
+cdef inline floating loss_value(int op, floating a, floating b, floating delta) noexcept nogil:
+    """The pointwise loss of one element: a the prediction (a logit for BCE), b the target."""
+    if floating is float:
+        return fa_loss_value_f(op, a, b, delta)
+    else:
+        return fa_loss_value_d(op, a, b, delta)
+
+
+cdef inline floating loss_da(int op, floating a, floating b, floating delta) noexcept nogil:
+    if floating is float:
+        return fa_loss_da_f(op, a, b, delta)
+    else:
+        return fa_loss_da_d(op, a, b, delta)
+
+
+cdef inline floating loss_db(int op, floating a, floating b, floating delta) noexcept nogil:
+    if floating is float:
+        return fa_loss_db_f(op, a, b, delta)
+    else:
+        return fa_loss_db_d(op, a, b, delta)
+
+
+cdef inline void sgd_element(floating* p, const floating* g, floating* buf, Py_ssize_t e,
+                             double lr, double weight_decay, double momentum, double dampening,
+                             bint nesterov, bint first) noexcept nogil:
+    if floating is float:
+        fa_sgd_element_f(p, g, buf, e, lr, weight_decay, momentum, dampening, nesterov, first)
+    else:
+        fa_sgd_element_d(p, g, buf, e, lr, weight_decay, momentum, dampening, nesterov, first)
+
+
+cdef inline void adagrad_element(floating* p, const floating* g, floating* sums, Py_ssize_t e,
+                                 double lr, double weight_decay, double eps) noexcept nogil:
+    if floating is float:
+        fa_adagrad_element_f(p, g, sums, e, lr, weight_decay, eps)
+    else:
+        fa_adagrad_element_d(p, g, sums, e, lr, weight_decay, eps)
+
+
+cdef inline void adam_element(floating* p, const floating* g, floating* m, floating* v,
+                              Py_ssize_t e, const FaAdamStep* c, double beta1, double beta2,
+                              double eps) noexcept nogil:
+    if floating is float:
+        fa_adam_element_f(p, g, m, v, e, c, beta1, beta2, eps)
+    else:
+        fa_adam_element_d(p, g, m, v, e, c, beta1, beta2, eps)
+
+
+cdef inline void rmsprop_element(floating* p, const floating* g, floating* sq, floating* buf,
+                                 Py_ssize_t e, double lr, double alpha, double eps,
+                                 double weight_decay, double momentum) noexcept nogil:
+    if floating is float:
+        fa_rmsprop_element_f(p, g, sq, buf, e, lr, alpha, eps, weight_decay, momentum)
+    else:
+        fa_rmsprop_element_d(p, g, sq, buf, e, lr, alpha, eps, weight_decay, momentum)

@@ -55,9 +55,9 @@ cdef class View(Variable):
 
     cdef int run_backward(self) except -1:
         cdef Variable x = self.x
-        if not x.needs_grad:
+        if not x.requires_grad:
             return 0
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         if self.f64:
             put_run(<double*>x.grad_ptr, x.size, <double*>self.grad_ptr, self.offset, self.size, add)
         else:
@@ -101,9 +101,9 @@ cdef class Gather(Variable):
 
     cdef int run_backward(self) except -1:
         cdef Variable x = self.x
-        if not x.needs_grad:
+        if not x.requires_grad:
             return 0
-        cdef bint add = x.grad_slot()
+        cdef bint add = x.prepare_grad()
         # A permutation writes every element of x's gradient once; any other
         # map leaves some untouched or hits some twice, so it must add into zeros.
         if not add and not self.each_once:
@@ -333,8 +333,8 @@ cdef class Join(Variable):
     cdef int run_forward(self) except -1:
         cdef Py_ssize_t i
         cdef Variable x
-        for i in range(len(self.inputs)):
-            x = <Variable>self.inputs[i]
+        for i in range(len(self.parents)):
+            x = <Variable>self.parents[i]
             if self.f64:
                 put_blocks(<double*>self.val_ptr + self.starts[i], self.row, <double*>x.val_ptr,
                            self.widths[i], self.widths[i], self.outer, False)
@@ -347,11 +347,11 @@ cdef class Join(Variable):
         cdef Py_ssize_t i
         cdef Variable x
         cdef bint add
-        for i in range(len(self.inputs)):
-            x = <Variable>self.inputs[i]
-            if not x.needs_grad:
+        for i in range(len(self.parents)):
+            x = <Variable>self.parents[i]
+            if not x.requires_grad:
                 continue
-            add = x.grad_slot()
+            add = x.prepare_grad()
             if self.f64:
                 put_blocks(<double*>x.grad_ptr, self.widths[i], <double*>self.grad_ptr + self.starts[i],
                            self.row, self.widths[i], self.outer, add)

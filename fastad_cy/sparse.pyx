@@ -40,7 +40,7 @@ cdef class Take(Variable):
         return 0
 
     cdef int run_backward(self) except -1:
-        if self.table.needs_grad:
+        if self.table.requires_grad:
             self.check_ids()
             self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr, self.ix.size, self.grad_ptr)
         return 0

@@ -129,7 +129,7 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     """
     if not isinstance(loss, Variable) or (<Variable>loss).size != 1:
         raise TypeError("train: `loss` must be a one-element fastad Variable")
-    if not (<Variable>loss).needs_grad:
+    if not (<Variable>loss).requires_grad:
         raise RuntimeError("train: `loss` does not depend on any Parameter")
     if (<Variable>loss)._device is not None:
         raise ValueError(f"train: the compiled loop runs on the CPU, and `loss` is on "

@@ -92,22 +92,20 @@ BROKEN = one_kernel_program("x[0] = undefined_name;")
 BAD_INSTANCE = one_kernel_program("x[0] = T::no_such_member;")
 
 
-@pytest.mark.parametrize("program", [BROKEN, BAD_INSTANCE], ids=["broken", "bad_instance"])
-def test_nvrtc_error_carries_the_log(program):
-    require(compile_check.nvrtc_available)
-    with pytest.raises(compile_check.CompileError,
-                       match=r"NVRTC could not compile bad\.cu(.|\n)*error(.|\n)*"
-                             r"(undefined_name|no_such_member)"):
-        compile_check.nvrtc_compile_program(*program, "bad.cu")
+#: compiler -> (its availability check, its compile function)
+COMPILERS = {"NVRTC": (compile_check.nvrtc_available, compile_check.nvrtc_compile_program),
+             "nvcc": (compile_check.nvcc_available, compile_check.nvcc_compile_program)}
 
 
+@pytest.mark.parametrize("compiler", sorted(COMPILERS))
 @pytest.mark.parametrize("program", [BROKEN, BAD_INSTANCE], ids=["broken", "bad_instance"])
-def test_nvcc_error_carries_the_output(program):
-    require(compile_check.nvcc_available)
+def test_compile_error_carries_the_compiler_output(compiler, program):
+    available, compile_program = COMPILERS[compiler]
+    require(available)
     with pytest.raises(compile_check.CompileError,
-                       match=r"nvcc could not compile bad\.cu(.|\n)*error(.|\n)*"
-                             r"(undefined_name|no_such_member)"):
-        compile_check.nvcc_compile_program(*program, "bad.cu")
+                       match=compiler + r" could not compile bad\.cu(.|\n)*error(.|\n)*"
+                                        r"(undefined_name|no_such_member)"):
+        compile_program(*program, "bad.cu")
 
 
 def test_nvcc_source_takes_every_kernels_address():

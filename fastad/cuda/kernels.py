@@ -62,8 +62,8 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
 #: The unary ops of `unary_forward`/`unary_backward`, in the order of the
 #: `UnaryOp` enum in fastad_cy/rules.h (the code passed is the index here).
 UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
-             "sqrt", "square", "abs", "pow", "leaky_relu", "add_scalar", "rsub_scalar", "mul_scalar",
-             "div_scalar", "rdiv_scalar")
+             "sqrt", "square", "abs", "pow", "leaky_relu", "add_scalar", "rsub_scalar",
+             "mul_scalar", "div_scalar", "rdiv_scalar")
 
 #: The binary ops of `binary_forward`/`binary_backward` (rules.h's `BinaryOp` enum).
 BINARY_OPS = ("add", "sub", "mul", "div")
