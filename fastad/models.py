@@ -17,6 +17,7 @@ from fastad_cy.linalg import vector_dot
 from fastad_cy.reduction import sum as fa_sum
 from fastad_cy.shape import reshape
 from fastad_cy.sparse import take
+from fastad_cy.samplers import PairwiseSampler
 from fastad_cy.train import train
 from fastad import hogwild
 from fastad import random as fastad_random
@@ -90,13 +91,19 @@ class Recommender(Module):
 
     liked = None
 
+    def epoch_sampler(self, feeds, matrix, n, seed):
+        """A sampler that draws an epoch's `n` triples inside `fa.train`'s loop for the graph
+        whose `feeds` `example_graph()` returned, or None to train on precomputed triples."""
+        return None
+
     def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
             callback=None, progress=None, start_method=None):
         """Train on a scipy user x item matrix with the BPR loss; returns the mean loss per epoch.
 
-        Each epoch draws `samples` triples (default: one per interaction) with
+        Each epoch draws `samples` triples (default: one per interaction) by
         `fa.data.sample_triples`' rule (users by interaction, negatives
-        uniform among the items the user did not like), then trains on them
+        uniform among the items the user did not like; `BPR` draws them inside
+        `fa.train`'s loop with `fa.data.PairwiseSampler`), and trains on them
         with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr`: in this
         process with `fa.train` when `workers` is 1, else in `workers` Hogwild
         processes that each draw and train on their share of the triples
@@ -268,15 +275,20 @@ def _nearest(who, name, ids, vectors, k, what):
     return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
 
 
-def _epoch_triples(matrix, n, seed, epoch, rank=0):
-    """The `n` triples of one epoch (of one Hogwild rank), from their own seeded stream."""
-    return _draw_triples(matrix, n, [seed, epoch, rank])
+def _epoch_data(model, feeds, matrix, n, seed, epoch, rank=0):
+    """What `fa.train` replays for the `n` triples of one epoch (of one Hogwild rank), from
+    their own seeded stream: the model's `epoch_sampler` if it has one, else the triples'
+    feeds."""
+    stream = [seed, epoch, rank]
+    sampler = model.epoch_sampler(feeds, matrix, n, stream)
+    return sampler if sampler is not None else feeds(_draw_triples(matrix, n, stream))
 
 
 class _LocalEpochs:
     """Epochs in this process: one graph and one optimizer, replayed by `fa.train`."""
 
     def __init__(self, model, matrix, samples, seed, optimizer, progress):
+        self.model = model
         self.loss, self.feeds = model.example_graph()
         self.matrix, self.samples, self.seed = matrix, samples, seed
         self.optimizer = optimizer
@@ -302,8 +314,8 @@ class _LocalEpochs:
                 self.progress(done_before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
                 clock[:] = [now, done]
 
-        triples = _epoch_triples(self.matrix, self.samples, self.seed, epoch)
-        return train(self.loss, self.optimizer, self.feeds(triples), progress=report,
+        data = _epoch_data(self.model, self.feeds, self.matrix, self.samples, self.seed, epoch)
+        return train(self.loss, self.optimizer, data, progress=report,
                      report_every=10_000)[0]
 
 
@@ -376,9 +388,21 @@ def _fit_worker(rank, shared, model_class, config, matrix, samples, workers, opt
     opt = make_optimizer(f"{model_class.__name__}.fit", optimizer, model.parameters(), lr)
     share = samples // workers + (rank < samples % workers)
     start = time.perf_counter()
-    means = [_train_reporting(loss, opt, feeds(_epoch_triples(matrix, share, seed, epoch, rank)))[0]
+    means = [_train_reporting(loss, opt, _epoch_data(model, feeds, matrix, share, seed, epoch, rank))[0]
              for epoch in epochs]
     return {"loss": means, "examples": share * len(epochs), "seconds": time.perf_counter() - start}
+
+
+class TripleFeeds:
+    """`feeds(triples)`: the `{leaf: ids}` of a graph over (users, pos, neg) IndexInputs, for
+    triples as `fa.data.planted_preferences` and `sample_triples` make them."""
+
+    def __init__(self, users, pos, neg):
+        self.leaves = (users, pos, neg)
+
+    def __call__(self, triples):
+        users, pos, neg = self.leaves
+        return {users: triples["users"], pos: triples["pos"], neg: triples["neg"]}
 
 
 class BPR(Recommender):
@@ -435,9 +459,12 @@ class BPR(Recommender):
         that `fastad.train` takes, for triples as made by
         `fastad.data.planted_preferences` or `fastad.data.sample_triples`.
         """
-        u, i, j = IndexInput([0]), IndexInput([0]), IndexInput([0])
-        loss = self(u, i, j)
-        return loss, lambda t: {u: t["users"], i: t["pos"], j: t["neg"]}
+        feeds = TripleFeeds(IndexInput([0]), IndexInput([0]), IndexInput([0]))
+        return self(*feeds.leaves), feeds
+
+    def epoch_sampler(self, feeds, matrix, n, seed):
+        """The compiled `PairwiseSampler` over the graph's leaves: triples drawn in the loop."""
+        return PairwiseSampler(matrix, *feeds.leaves, examples=n, seed=seed)
 
     def user_vectors(self, user_ids):
         return self.U.value[user_ids]
