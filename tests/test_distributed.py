@@ -1,7 +1,9 @@
 """fastad.distributed: parameter shards on a local Ray instance (2 CPUs), the Hogwild worker code
 unchanged, worker failures, and shard checkpoints."""
 import glob
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -306,22 +308,40 @@ def test_a_lost_shard_comes_back_from_its_checkpoint(tmp_path):
     np.testing.assert_array_equal(counts, [[5.5] * 2] * 2 + [[7.5] * 2] * 2)
 
 
+RAY_INTERNAL_BUG = "You have likely discovered a bug in Ray"
+
+
+def run_fault_scenario(shard_restarts, steps, folder):
+    """tests/distributed_fault_run.py in a child process: its JSON outcome. A child ended by
+    Ray's own internal check (see that file; the message is in its output or in its Ray
+    driver log) is run once more; any other failure fails."""
+    for attempt in range(2):
+        run_folder = folder / f"attempt-{attempt}"
+        run_folder.mkdir()
+        child = subprocess.Popen([sys.executable, os.path.join(TESTS, "distributed_fault_run.py"),
+                                  str(shard_restarts), str(steps), str(run_folder)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, TESTS])))
+        output = child.communicate(timeout=300)[0]
+        if child.returncode == 0:
+            return json.loads(output.strip().splitlines()[-1])
+        for log in glob.glob(f"/tmp/ray/session_*/logs/python-core-driver-*_{child.pid}.log"):
+            with open(log, errors="replace") as f:
+                output += f.read()
+        if RAY_INTERNAL_BUG not in output or attempt == 1:
+            raise AssertionError(f"the scenario's process failed (exit {child.returncode}):\n{output[-4000:]}")
+
+
 @pytest.mark.parametrize("shard_restarts", [3, 0])
 def test_a_shard_killed_mid_run_restores_its_checkpoint_or_stops_the_run(shard_restarts, tmp_path):
     steps = 60
-    folder = tmp_path / "meet"
-    folder.mkdir()
-    with distributed.share({"w": np.zeros((4, 2))}, shards=2, checkpoint_dir=tmp_path / "ckpt",
-                           checkpoint_every=0.05, shard_restarts=shard_restarts) as shared:
-        args = (shared, steps, str(folder), 0.005)
-        if shard_restarts == 0:
-            with pytest.raises(WorkerError, match=r"parameter shard 0 of 2 \('w' rows 0..1\) died; "
-                                                  r"share\(shard_restarts=0\) stops the run"):
-                distributed.run(jobs.kill_a_shard_midway, workers=2, args=args, sync_every=10)
-            return
-        results = distributed.run(jobs.kill_a_shard_midway, workers=2, args=args, sync_every=10)
-        final = shared["w"].numpy()
-    checkpointed = results[0][1]
+    outcome = run_fault_scenario(shard_restarts, steps, tmp_path)
+    if shard_restarts == 0:
+        assert re.search(r"parameter shard 0 of 2 \('w' rows 0..1\) died; share\(shard_restarts=0\) "
+                         r"stops the run", outcome["error"] or ""), outcome
+        return
+    assert outcome["error"] is None, outcome
+    checkpointed, final = np.array(outcome["checkpointed"]), np.array(outcome["final"])
     # Both ranks had pushed 2 * steps to every row when shard 0 was killed; it came back with
     # what its last periodic checkpoint held, and lost only what came after that checkpoint.
     assert 0 < checkpointed[0, 0] <= 2 * steps and (checkpointed == checkpointed[0, 0]).all()
