@@ -88,6 +88,7 @@ import traceback
 
 import numpy as np
 
+from fastad_cy.graph import register_shared_handles
 from fastad import hogwild
 from fastad.hogwild import WorkerError
 from fastad.io import load, save
@@ -433,14 +434,15 @@ class DistributedArray:
         parts = block.call("read", name)
         return np.concatenate(parts).reshape(self.shape)
 
-    def _fastad_shared_array(self):
+    def _worker_array(self):
+        """The array a Parameter adopts: this worker's replica (registered with the engine)."""
         if _session is None:
             raise RuntimeError(
                 f"fa.Parameter({self!r}): a distributed array becomes a Parameter only inside a "
                 f"worker of fastad.distributed.run; in the driver read it with .numpy()")
         return _session.replica(self).array
 
-    def _fastad_step_clock(self):
+    def _step_clock(self):
         """The clock by which an optimizer's step() paces this worker's syncs."""
         return _session.step_clock() if _session is not None else None
 
@@ -469,6 +471,9 @@ class DistributedArray:
     def __repr__(self):
         return (f"DistributedArray(key={self.key!r}, shape={self.shape}, dtype={self.dtype.name}, "
                 f"shards={len(self._block.shards)})")
+
+
+register_shared_handles(DistributedArray, DistributedArray._worker_array, DistributedArray._step_clock)
 
 
 class DistributedArrays(hogwild.ArrayHandles):

@@ -45,6 +45,8 @@ from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
+from fastad_cy.graph import register_shared_handles
+
 __all__ = ["share", "run", "report", "progress_bar", "SharedArray", "SharedArrays", "WorkerError"]
 
 _SHM_DIR = "/dev/shm"
@@ -230,9 +232,6 @@ class SharedArray:
         """
         return self._array
 
-    def _fastad_shared_array(self):
-        return self._array
-
     @property
     def nbytes(self):
         return self._array.nbytes
@@ -326,6 +325,9 @@ class ArrayHandles(Mapping):
     def __repr__(self):
         inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._handles.items())
         return f"{type(self).__name__}({{{inner}}})"
+
+
+register_shared_handles(SharedArray, SharedArray.numpy)    # fa.Parameter(handle): no copy
 
 
 class SharedArrays(ArrayHandles):

@@ -793,8 +793,8 @@ cdef class Parameter(Leaf):
     """A trainable leaf. Gradients accumulate into `.grad` until `zero_grad()`.
 
     `Parameter(array, dtype=None)` copies `array` (float32 unless `dtype` or
-    `set_default_dtype` says otherwise). A shared array from `fastad.hogwild`
-    is adopted without a copy. A 2-D Parameter indexed with an IndexInput
+    `set_default_dtype` says otherwise). A shared handle (from `fastad.hogwild`,
+    or any type given to `register_shared_handles`) is adopted without a copy. A 2-D Parameter indexed with an IndexInput
     (`p[ix]`) receives a sparse gradient: only the touched rows are stored.
 
     Example::
@@ -807,14 +807,14 @@ cdef class Parameter(Leaf):
     def __init__(self, data, dtype=None, name=None, device=None):
         _once(self)
         target = _parse_device(device)
-        shared = getattr(data, "_fastad_shared_array", None)
-        if shared is not None and target is not None:
-            raise ValueError(f"Parameter: a hogwild shared array lives in host memory; it cannot "
+        hooks = shared_handle_hooks(data)
+        if hooks is not None and target is not None:
+            raise ValueError(f"Parameter: a shared array lives in host memory; it cannot "
                              f"be a Parameter on {target} (Hogwild trains on the CPU)")
-        if shared is not None:
-            arr = shared()             # zero copy: the shared segment is the value
+        if hooks is not None:
+            arr = hooks[0](data)       # zero copy: the shared segment is the value
             if not isinstance(arr, np.ndarray):
-                raise TypeError(f"Parameter: _fastad_shared_array() returned a "
+                raise TypeError(f"Parameter: the shared handle's array is a "
                                 f"{type(arr).__name__}, not a numpy array")
             if dtype is not None and np.dtype(dtype) != arr.dtype:
                 raise TypeError(f"Parameter: the shared array is {arr.dtype}, not {np.dtype(dtype)}")
@@ -1076,6 +1076,31 @@ cdef class IndexInput(Variable):
 cdef object _canonical_device = None     # registered: device name -> "cuda:N"
 cdef object _device_ops = None           # registered: the device op implementations
 cdef object _device_optim = None         # registered: device optimizer state and clipping
+
+
+_shared_handles = {}    # handle type -> (array_of, step_clock_of or None), see register_shared_handles
+
+
+def register_shared_handles(handle_type, array_of, step_clock_of=None):
+    """Let Parameters adopt a package's shared-memory handles without a copy (fastad.hogwild
+    and fastad.distributed call this when imported): `array_of(handle)` returns the host
+    numpy array that becomes the Parameter's value; `step_clock_of(handle)`, if given,
+    returns the clock an optimizer's `step()` paces the handle's syncs by, or None. The
+    handle also gives optimizers their state: `handle.state_array(key, fill)`."""
+    if not isinstance(handle_type, type) or not callable(array_of):
+        raise TypeError("register_shared_handles: expected a type and a callable array_of(handle)")
+    _shared_handles[handle_type] = (array_of, step_clock_of)
+
+
+cdef tuple shared_handle_hooks(object handle):
+    """(array_of, step_clock_of) registered for `handle`'s type or a base of it, else None."""
+    if handle is None:
+        return None
+    for cls in type(handle).__mro__:
+        hooks = _shared_handles.get(cls)
+        if hooks is not None:
+            return hooks
+    return None
 
 
 def register_devices(canonical_device, ops, optim):

@@ -34,7 +34,7 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
+from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                               device_optim)
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
                                adam_element, rmsprop_element)
@@ -172,16 +172,15 @@ cdef cnp.ndarray _state_array(Parameter p, str key, double fill):
 
 
 cdef object _step_clock(list params):
-    """The step clock of the first Parameter whose shared handle has one, else None.
-
-    A handle's `_fastad_step_clock()` returns a callable `clock(steps)`: `step()`
-    calls it after `steps` steps (1 the first time), and it returns how many
-    steps to take before its next call (an int >= 1)."""
+    """The step clock of the first Parameter whose shared handle's type registered one
+    (`register_shared_handles`), else None: a callable `clock(steps)` that `step()`
+    calls after `steps` steps (1 the first time), returning how many steps to take
+    before its next call (an int >= 1)."""
+    cdef tuple hooks
     for p in params:
-        shared = (<Parameter>p).shared
-        make_clock = getattr(shared, "_fastad_step_clock", None) if shared is not None else None
-        if make_clock is not None:
-            return make_clock()
+        hooks = shared_handle_hooks((<Parameter>p).shared)
+        if hooks is not None and hooks[1] is not None:
+            return hooks[1]((<Parameter>p).shared)
     return None
 
 

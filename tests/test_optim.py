@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
+from fastad_cy.graph import register_shared_handles
 from fastad import optim
 
 F64 = np.float64
@@ -288,14 +289,14 @@ class FakeSharedHandle:
         self.arrays = {}
         self.created = []
 
-    def _fastad_shared_array(self):
-        return self.value
-
     def state_array(self, key, fill):
         if key not in self.arrays:
             self.arrays[key] = np.full(self.value.shape, fill, dtype=self.value.dtype)
             self.created.append(key)
         return self.arrays[key]
+
+
+register_shared_handles(FakeSharedHandle, lambda handle: handle.value)
 
 
 def test_shared_parameters_keep_state_in_the_handle():
