@@ -460,6 +460,22 @@ def report(n=1):
         _report_hook(n)
 
 
+def train_progress():
+    """A `progress` callable for `fastad.train` in a worker: `fa.train` passes the examples
+    done so far, and this adds the ones since its last call to `report`.
+
+    >>> fa.train(loss, opt, sampler, progress=fa.hogwild.train_progress(), report_every=10_000)
+    """
+    reported = 0
+
+    def progress(done):
+        nonlocal reported
+        report(done - reported)
+        reported = done
+
+    return progress
+
+
 def progress_bar(total, stream=None, width=30):
     """A `progress` callback for `run` that draws a one-line bar with examples/s.
 

@@ -369,14 +369,8 @@ def _share_parameters(model, shared):
 
 def _train_reporting(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None):
     """`fa.train` in a Hogwild worker, adding its progress to `hogwild.report`."""
-    last = [0]
-
-    def progress(done):
-        hogwild.report(done - last[0])
-        last[0] = done
-
     return train(loss, optimizer, feeds, epochs=epochs, shuffle=shuffle, seed=seed,
-                 progress=progress, report_every=10_000)
+                 progress=hogwild.train_progress(), report_every=10_000)
 
 
 def _fit_worker(rank, shared, model_class, config, matrix, samples, workers, optimizer, lr, seed,

@@ -353,12 +353,6 @@ def _train_epoch(rank, shared, settings, tokens, ends, epoch, lr_from, lr_to):
         loss = -fa_sum(logsigmoid((C[target] @ hidden.T) * signs))
         sampler = CbowSampler(tokens, context, weights, target, **common)
     opt = SGD([W, C], lr=lr_from)
-    reported = [0]
-
-    def report(done):              # fa.train counts up; the Hogwild progress count takes steps
-        hogwild.report(done - reported[0])
-        reported[0] = done
-
     means = train(loss, opt, sampler, epochs=1, lr_schedule=LinearDecay(opt, min_lr=lr_to),
-                  schedule_every=256, progress=report, report_every=10_000)
+                  schedule_every=256, progress=hogwild.train_progress(), report_every=10_000)
     return means[0], sampler.epoch_examples

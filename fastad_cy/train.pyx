@@ -166,7 +166,8 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     zero_grad = optimizer.zero_grad
     cdef Py_ssize_t epoch = 0, done = 0
     cdef long long schedule_steps = 0
-    cdef double total, before
+    cdef double total, before = 0
+    cdef bint due
     means = []
     try:
         zero_grad()
@@ -174,11 +175,12 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
             sampler.begin_epoch(epoch)
             total = 0
             while True:
-                before = sampler.epoch_progress()
+                due = schedule.rule != RULE_NONE and done % schedule_every == 0
+                if due:     # the share of the run done before this example sets a run-long decay
+                    before = sampler.epoch_progress()
                 if not sampler.next_example():
                     break
-                if schedule.rule != RULE_NONE and done % schedule_every == 0:
-                    # The share of the run done before this example sets a run-long decay.
+                if due:
                     fast_opt._lr = _scheduled_lr(&schedule, schedule_steps, (epoch + before) / epochs)
                     schedule_steps += 1
                 replay_forward(root)
