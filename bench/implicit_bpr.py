@@ -4,7 +4,7 @@ Both train k=32 factors with per-example SGD on the same planted user x item
 matrix (`fa.data.planted_interactions`, 20% of each user's likes held out):
 the same learning rate, epochs, one sampled triple per training interaction
 per epoch, no regularisation, 1 and 2 threads (fastad: `workers=` Hogwild
-processes; implicit: `num_threads=`). Fits are alternated in one process;
+threads, `start_method="threads"`; implicit: `num_threads=`). Fits are alternated in one process;
 the figures are the median of the repeats. Quality is precision@10 and AUC
 of `fa.metrics.evaluate` on the held-out likes of the same users (implicit's
 factors scored the same way). implicit adds an item-bias column to its
@@ -52,7 +52,7 @@ class FactorScores:
 
 def fit_fastad(train, threads, epochs, seed):
     model = fa.models.BPR(*train.shape, dim=DIM, seed=seed, biases=True)
-    model.fit(train, epochs=epochs, workers=threads, lr=LR, seed=seed)
+    model.fit(train, epochs=epochs, workers=threads, lr=LR, seed=seed, start_method="threads")
     return model
 
 

@@ -7,9 +7,9 @@
 >>> loss.backward()                      # gradients add into w.grad
 >>> x.set_value(np.ones((1, 4))); loss.forward(); loss.backward()   # replay, no Python per node
 """
-from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, detect_anomaly,
-                             is_grad_enabled, set_default_dtype, get_default_dtype,
-                             float32, float64)
+from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, enable_grad,
+                             detect_anomaly, is_grad_enabled, is_anomaly_enabled,
+                             set_default_dtype, get_default_dtype, float32, float64)
 from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
                                    leaky_relu, softplus, logsigmoid, sqrt, square, abs)
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
@@ -26,8 +26,8 @@ from fastad import optim, nn, io, data, metrics, models, hogwild, compare, distr
 __version__ = "0.1.0"
 
 __all__ = [
-    "Variable", "Parameter", "Input", "IndexInput", "no_grad", "detect_anomaly",
-    "is_grad_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64", "add",
+    "Variable", "Parameter", "Input", "IndexInput", "no_grad", "enable_grad", "detect_anomaly",
+    "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64", "add",
     "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu",
     "softplus", "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",

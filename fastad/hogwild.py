@@ -437,6 +437,7 @@ class WorkerError(RuntimeError):
 
 _counter = None     # in a worker of `run` with progress: this rank's int64 slot
 _report_hook = None  # in a fastad.distributed worker: its sync clock, called as hook(n)
+_thread_worker = threading.local()   # in a worker thread (start_method="threads"): .counter
 
 
 def report(n=1):
@@ -454,8 +455,11 @@ def report(n=1):
             ...                               # train on 256 examples
             fa.hogwild.report(256)
     """
-    if _counter is not None:
-        _counter[0] += n
+    counter = getattr(_thread_worker, "counter", None)
+    if counter is None:
+        counter = _counter
+    if counter is not None:
+        counter[0] += n
     if _report_hook is not None:
         _report_hook(n)
 
@@ -641,8 +645,53 @@ def _collect(processes, conns, progress, progress_interval, counters):
     return results
 
 
+def max_workers():
+    """The most workers `run` starts: 8 per CPU of this machine, and at least 64."""
+    return max(64, 8 * (os.cpu_count() or 1))
+
+
+def _run_threads(fn, workers, args, progress, progress_interval):
+    """`run` with start_method="threads": the workers are threads of this process."""
+    counters = np.zeros((workers, _COUNTER_STRIDE), np.int64)
+    results, failures = [None] * workers, {}
+
+    def work(rank):
+        _thread_worker.counter = counters[rank, :1]
+        try:
+            results[rank] = fn(rank, *args)
+        except BaseException as exc:        # reported by the caller's thread, with its traceback
+            failures[rank] = (exc, traceback.format_exc())
+        finally:
+            _thread_worker.counter = None
+
+    threads = [threading.Thread(target=work, args=(rank,), name=f"fastad-hogwild-{rank}", daemon=True)
+               for rank in range(workers)]
+    for thread in threads:
+        thread.start()
+    last_time, last_total = time.monotonic(), 0
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(progress_interval if progress is not None else None)
+            now = time.monotonic()
+            if progress is not None and now - last_time >= progress_interval:
+                total = int(counters[:, 0].sum())
+                progress(total, (total - last_total) / max(now - last_time, 1e-9))
+                last_time, last_total = now, total
+    if failures:
+        rank = min(failures)
+        exc, text = failures[rank]
+        raise WorkerError(rank, f"hogwild worker thread {rank} raised {type(exc).__name__}: {exc}"
+                                f"\n\nWorker {rank} traceback:\n{text}", text) from exc
+    if progress is not None:
+        now = time.monotonic()
+        total = int(counters[:, 0].sum())
+        progress(total, (total - last_total) / max(now - last_time, 1e-9))
+    return results
+
+
 def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_interval=1.0):
-    """Call `fn(rank, *args)` in `workers` processes at once; return their results in rank order.
+    """Call `fn(rank, *args)` in `workers` processes (or threads) at once; return their
+    results in rank order.
 
     `rank` runs from 0 to workers - 1. Each worker's BLAS/OpenMP is limited to
     one thread. `start_method` is "spawn" (the default; safe with CUDA and
@@ -653,6 +702,16 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
     callable; a BLAS thread pool the parent already started is resized to one
     thread only if threadpoolctl is installed). Shared arrays from `share` in
     `args` reach the workers by name, without copying.
+
+    `start_method="threads"` runs the workers as threads of this process, on the
+    same shared arrays: no process start, no pickling, no second copy of
+    anything. It pays off when the workers spend their time in `fa.train`, whose
+    compiled loop releases the GIL (every CPU node, sampler and fastad
+    optimizer runs without it); a worker that loops in Python holds the GIL and
+    its threads take turns. A thread cannot be stopped from outside: when one
+    raises, `WorkerError` is raised after the others have returned. Pick
+    processes for workers that run Python per example, for a GPU, or where one
+    worker must not take the others down with it.
 
     If a worker raises, the others are terminated and `WorkerError` is raised
     here with the worker's rank and traceback; if one dies (os._exit, a
@@ -673,10 +732,13 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
         with fa.hogwild.share({"w": np.zeros(8)}) as shared:
             assert fa.hogwild.run(train, workers=2, args=(shared, 1000)) == [0, 1]
     """
-    _require_shm_dir()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"run: workers must be a positive int, got {workers!r}")
+    if workers > max_workers():
+        raise ValueError(f"run: workers={workers} is more than {max_workers()} (8 per CPU of this "
+                         f"machine, at least 64); Hogwild gains nothing from more workers than cores")
     methods = [m for m in ("spawn", "fork") if m in multiprocessing.get_all_start_methods()]
+    methods.append("threads")
     if start_method not in methods:
         raise ValueError(f"run: start_method must be one of {methods}, got {start_method!r}")
     if progress is not None and not callable(progress):
@@ -686,6 +748,9 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
     args = tuple(args)
+    if start_method == "threads":
+        return _run_threads(fn, workers, args, progress, progress_interval)
+    _require_shm_dir()
     fork = start_method == "fork"
     if fork:
         payload = (fn, args)

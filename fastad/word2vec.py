@@ -120,7 +120,7 @@ class Word2Vec:
 
     # ------------------------------------------------------------ training
 
-    def fit(self, sentences, callback=None, progress=None):
+    def fit(self, sentences, callback=None, progress=None, start_method=None):
         """Build the vocabulary from `sentences` and train; returns self.
 
         sentences  an iterable of token lists, or a path to a text file (one
@@ -130,6 +130,9 @@ class Word2Vec:
                    by each worker, weighted by their examples).
         progress   a `fa.hogwild.progress_bar(total)`-style callable(done, per_second)
                    fed with examples done, with `workers` > 1.
+        start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
+                   this process, the compiled loop releasing the GIL), "fork" (the
+                   default on POSIX) or "spawn".
 
         A failure leaves the model as it was before `fit` (nothing half-trained is kept).
         """
@@ -151,7 +154,8 @@ class Word2Vec:
                     results = [_train_epoch(0, *args)]
                 else:
                     results = hogwild.run(_train_epoch, workers=self.workers, args=args,
-                                          start_method="fork" if os.name == "posix" else "spawn",
+                                          start_method=start_method or (
+                                              "fork" if os.name == "posix" else "spawn"),
                                           progress=progress)
                 seconds = time.perf_counter() - start
                 examples = sum(r[1] for r in results)

@@ -50,7 +50,7 @@ cdef class Unary(Variable):
     cdef double p
     cdef Variable x
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.f64:
             unary_forward(self.code, <double*>self.x.val_ptr, <double*>self.val_ptr, self.size, self.p)
         else:
@@ -58,17 +58,17 @@ cdef class Unary(Variable):
                           <float>self.p)
         return 0
 
-    cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.requires_grad:
+    cdef int run_backward(self) except -1 nogil:
+        if not self.x.requires_grad:
             return 0
-        cdef bint add = x.prepare_grad()
+        cdef bint add = self.x.prepare_grad()
         if self.f64:
-            unary_backward(self.code, <double*>x.val_ptr, <double*>self.val_ptr,
-                           <double*>self.grad_ptr, <double*>x.grad_ptr, self.size, self.p, add)
+            unary_backward(self.code, <double*>self.x.val_ptr, <double*>self.val_ptr,
+                           <double*>self.grad_ptr, <double*>self.x.grad_ptr, self.size, self.p, add)
         else:
-            unary_backward(self.code, <float*>x.val_ptr, <float*>self.val_ptr,
-                           <float*>self.grad_ptr, <float*>x.grad_ptr, self.size, <float>self.p, add)
+            unary_backward(self.code, <float*>self.x.val_ptr, <float*>self.val_ptr,
+                           <float*>self.grad_ptr, <float*>self.x.grad_ptr, self.size,
+                           <float>self.p, add)
         return 0
 
 
@@ -303,7 +303,7 @@ cdef class Binary(Variable):
     def __dealloc__(self):
         free(self.it)
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.f64:
             binary_forward_all(self.code, self.it, self.size, <double*>self.a.val_ptr,
                                <double*>self.b.val_ptr, <double*>self.val_ptr)
@@ -312,14 +312,14 @@ cdef class Binary(Variable):
                                <float*>self.b.val_ptr, <float*>self.val_ptr)
         return 0
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         if self.a.requires_grad:
             self._backward_into(self.a, True)
         if self.b.requires_grad:
             self._backward_into(self.b, False)
         return 0
 
-    cdef int _backward_into(self, Variable x, bint to_a) except -1:
+    cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
         cdef bint add = x.prepare_grad()
         if self.it == NULL:
             if self.f64:

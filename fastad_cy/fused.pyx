@@ -97,13 +97,14 @@ cdef class LSTMCell(Variable):
     cdef Py_ssize_t batch, n_in, H
     cdef cnp.ndarray act, tanh_c, dgates        # scratch made at build: (B, 4H), (B, H), (B, 4H)
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
             return 0
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
+        with gil:      # the cell's scratch arrays are numpy objects
+            if self.f64:
+                self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
+            else:
+                self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
         return 0
 
     cdef void _forward(self, const floating* x, const floating* w_ih) noexcept:
@@ -118,11 +119,12 @@ cdef class LSTMCell(Variable):
                        <floating*>self.c.val_ptr if self.c is not None else NULL,
                        act, <floating*>cnp.PyArray_DATA(self.tanh_c), out, out + B * H, B, H)
 
-    cdef int run_backward(self) except -1:
-        if self.f64:
-            self._backward(<double*>self.grad_ptr)
-        else:
-            self._backward(<float*>self.grad_ptr)
+    cdef int run_backward(self) except -1 nogil:
+        with gil:
+            if self.f64:
+                self._backward(<double*>self.grad_ptr)
+            else:
+                self._backward(<float*>self.grad_ptr)
         return 0
 
     cdef int _backward(self, const floating* grad) except -1:
@@ -235,13 +237,14 @@ cdef class GRUCell(Variable):
     cdef Py_ssize_t batch, n_in, H
     cdef cnp.ndarray gi, gh, dgi, dgh             # scratch made at build, each (B, 3H)
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
             return 0
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
+        with gil:      # the cell's scratch arrays are numpy objects
+            if self.f64:
+                self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
+            else:
+                self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
         return 0
 
     cdef void _forward(self, const floating* x, const floating* w_ih) noexcept:
@@ -256,11 +259,12 @@ cdef class GRUCell(Variable):
                       <floating*>self.h.val_ptr if self.h is not None else NULL,
                       gi, gh, <floating*>self.val_ptr, B, H)
 
-    cdef int run_backward(self) except -1:
-        if self.f64:
-            self._backward(<double*>self.grad_ptr)
-        else:
-            self._backward(<float*>self.grad_ptr)
+    cdef int run_backward(self) except -1 nogil:
+        with gil:
+            if self.f64:
+                self._backward(<double*>self.grad_ptr)
+            else:
+                self._backward(<float*>self.grad_ptr)
         return 0
 
     cdef int _backward(self, const floating* grad) except -1:

@@ -1,8 +1,9 @@
 # The graph engine's shared declarations: every op module cimports these.
 cimport numpy as cnp
+from cpython.ref cimport PyObject
 
 cdef class Plan
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 
 cdef enum GradMode:
     GRAD_NONE = 0      # a leaf holds no gradient (reads as zeros)
@@ -29,17 +30,22 @@ cdef class Variable:
     cdef object _device
     cdef object _dvalue
     cdef object _dgrad
+    cdef bint on_device              # _device is not None (readable without the GIL)
 
-    cdef int run_forward(self) except -1    # recompute _value from the inputs, in place
-    cdef int run_backward(self) except -1   # push _grad into the inputs that need it
+    # A node's passes run without the GIL (so replays can run in several threads at
+    # once); a node that needs Python in them takes it with `with gil:`.
+    cdef int run_forward(self) except -1 nogil    # recompute _value from the inputs, in place
+    cdef int run_backward(self) except -1 nogil   # push _grad into the inputs that need it
     cdef int ensure_grad_buffer(self) except -1
-    cdef int prepare_grad(self) except -1   # ready the grad buffer: 1 to add into it, 0 to write
-    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1
+    cdef int prepare_grad(self) except -1 nogil   # ready the grad buffer: 1 to add into it, 0 to write
+    # Add rows[k] (row_len elements each) into gradient row ids[k]; ids already checked.
+    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                           Py_ssize_t row_len) except -1 nogil
     cdef Plan _get_plan(self)
 
 cdef class Leaf(Variable):
     cdef int grad_mode
-    cdef int clear_grad(self) except -1  # forget the accumulated gradient
+    cdef int clear_grad(self) except -1 nogil  # forget the accumulated gradient
 
 cdef class Parameter(Leaf):
     cdef public object name
@@ -48,12 +54,15 @@ cdef class Parameter(Leaf):
     # the gradient of table row touched[k]; slot_of[r] is r's slab row or -1.
     cdef cnp.ndarray touched         # int64, first n_touched valid
     cdef cnp.ndarray slot_of         # int32 per table row
+    cdef int64_t* touched_ptr        # their data, for the passes without the GIL
+    cdef int32_t* slot_of_ptr
     cdef cnp.ndarray slab            # (capacity, row_len), grows by doubling
     cdef char* slab_ptr
     cdef Py_ssize_t slab_rows        # the slab's capacity
     cdef Py_ssize_t n_touched
     cdef Py_ssize_t row_len
     cdef int densify(self) except -1
+    cdef int _start_sparse(self) except -1
     cdef int _grow_slab(self) except -1
     # On a device, a sparse gradient is the dense buffer, zero outside the rows whose
     # ids fill the first _dtouched_n entries of the int64 device array _dtouched (ids
@@ -72,13 +81,19 @@ cdef class DeviceNode(Variable):
     cdef object fn                   # the op: fn.forward(node), fn.backward(node) (cuda/ops/)
 
 cdef class Plan:
-    cdef list fwd                    # non-leaf nodes strictly below the root, inputs first
-    cdef list bwd                    # nodes that need backward, outputs first
+    cdef list fwd                    # the non-leaf nodes below the root and the root, inputs first
+    cdef list bwd                    # those that need backward, outputs first
     cdef list params                 # Parameters below the root, in first-visit order
+    cdef PyObject** fwd_nodes        # fwd and bwd as C arrays (borrowed: the lists keep them)
+    cdef PyObject** bwd_nodes
+    cdef Py_ssize_t n_fwd, n_bwd
 
 # Replays, for compiled training loops.
 cdef int replay_forward(Variable root) except -1
 cdef int replay_backward(Variable root, object seed) except -1
+cdef int replay_plan_forward(Plan plan) except -1 nogil
+cdef int seed_scalar_grad(Variable root) except -1 nogil     # begins a pass
+cdef int replay_plan_backward(Plan plan) except -1 nogil
 
 # Node construction helpers for op modules.
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1

@@ -31,10 +31,16 @@ cnp.import_array()
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 
-cdef unsigned long _pass_id = 0          # current backward pass
-cdef unsigned long _sort_id = 0          # current topological sort
-cdef bint _grad_enabled = True
-cdef bint _anomaly = False
+cdef extern from "threadstate.h":
+    # Grad mode, anomaly mode and the current backward pass are per thread.
+    unsigned long fa_begin_pass() noexcept nogil
+    unsigned long fa_current_pass() noexcept nogil
+    bint fa_grad_enabled() noexcept nogil
+    void fa_set_grad_enabled(bint on) noexcept nogil
+    bint fa_anomaly() noexcept nogil
+    void fa_set_anomaly(bint on) noexcept nogil
+
+cdef unsigned long _sort_id = 0          # current topological sort (plans are built holding the GIL)
 cdef bint _default_f64 = False
 
 
@@ -69,59 +75,89 @@ def get_default_dtype():
 
 
 cdef bint grad_enabled() noexcept:
-    return _grad_enabled
+    return fa_grad_enabled()
 
 
 def is_grad_enabled():
-    """False inside `fastad.no_grad()`, else True.
+    """False inside `fastad.no_grad()` in this thread, else True (the mode is per thread).
 
     Example::
 
         with fa.no_grad():
             fa.is_grad_enabled()          # False
     """
-    return _grad_enabled
+    return fa_grad_enabled()
 
 
-class no_grad(contextlib.ContextDecorator):
-    """Context manager (or decorator): nodes built inside it record no gradient.
+def is_anomaly_enabled():
+    """True inside `fastad.detect_anomaly()` in this thread (the mode is per thread)."""
+    return fa_anomaly()
+
+
+def _set_grad_mode(bint on):
+    fa_set_grad_enabled(on)
+
+
+def _set_anomaly_mode(bint on):
+    fa_set_anomaly(on)
+
+
+class _ThreadMode(contextlib.ContextDecorator):
+    """A mode switched on entry and restored on exit, in the current thread only.
+    As a decorator, every call gets its own instance, so the same decorated function
+    can run in several threads at once."""
+
+    def _recreate_cm(self):
+        return type(self)()
+
+    def __enter__(self):
+        self._prev = self._get()
+        self._set(self._value)
+        return self
+
+    def __exit__(self, *exc):
+        self._set(self._prev)
+        return False
+
+
+class no_grad(_ThreadMode):
+    """Context manager (or decorator): nodes built inside it, in this thread, record no gradient.
+
+    The mode is per thread, as in PyTorch: another thread keeps building graphs with
+    gradients while this one is inside `no_grad` (a new thread starts with gradients on).
 
     >>> with fa.no_grad():
     ...     y = w * 2        # y.backward() would raise: nothing needs a gradient
     """
-
-    def __enter__(self):
-        global _grad_enabled
-        self._prev = _grad_enabled
-        _grad_enabled = False
-        return self
-
-    def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self._prev
-        return False
+    _value = False
+    _get = staticmethod(is_grad_enabled)
+    _set = staticmethod(_set_grad_mode)
 
 
-class detect_anomaly(contextlib.ContextDecorator):
+class enable_grad(_ThreadMode):
+    """Context manager (or decorator): gradients on in this thread, even inside `no_grad`.
+
+    >>> with fa.no_grad():
+    ...     with fa.enable_grad():
+    ...         y = w * 2    # records its gradient
+    """
+    _value = True
+    _get = staticmethod(is_grad_enabled)
+    _set = staticmethod(_set_grad_mode)
+
+
+class detect_anomaly(_ThreadMode):
     """Context manager (or decorator): raise FloatingPointError at the first op whose forward
-    or backward produces NaN or Inf, naming the op. Slows every op down.
+    or backward produces NaN or Inf, naming the op. Slows every op down. Per thread.
 
     Example::
 
         with fa.detect_anomaly():
             fa.log(fa.Input([-1.0]))      # FloatingPointError: ... the forward of 'log' ...
     """
-
-    def __enter__(self):
-        global _anomaly
-        self._prev = _anomaly
-        _anomaly = True
-        return self
-
-    def __exit__(self, *exc):
-        global _anomaly
-        _anomaly = self._prev
-        return False
+    _value = True
+    _get = staticmethod(is_anomaly_enabled)
+    _set = staticmethod(_set_anomaly_mode)
 
 
 cdef object _current_grad(Variable x):
@@ -240,7 +276,7 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
     node.op_name = op
     node.parents = inputs
     node.f64 = f64
-    node.requires_grad = needs and _grad_enabled
+    node.requires_grad = needs and fa_grad_enabled()
     return 0
 
 
@@ -273,7 +309,7 @@ cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) exce
 
 cdef Variable finish(Variable node):
     node.run_forward()
-    if _anomaly:
+    if fa_anomaly():
         check_anomaly(node, "forward")
     return node
 
@@ -281,7 +317,23 @@ cdef Variable finish(Variable node):
 # ------------------------------------------------------------ plans (replay)
 
 cdef class Plan:
-    """The nodes below one root in topological order, computed once."""
+    """The nodes below one root in topological order, computed once: as lists (which
+    keep them alive) and as C arrays of the same nodes, which the replays walk
+    without the GIL."""
+
+    def __dealloc__(self):
+        free(self.fwd_nodes)
+        free(self.bwd_nodes)
+
+
+cdef PyObject** _node_array(list nodes) except? NULL:
+    cdef PyObject** arr = <PyObject**>malloc(max(1, len(nodes)) * sizeof(PyObject*))
+    cdef Py_ssize_t i
+    if arr == NULL:
+        raise MemoryError()
+    for i in range(len(nodes)):
+        arr[i] = <PyObject*>nodes[i]
+    return arr
 
 
 cdef Plan _build_plan(Variable root):
@@ -329,33 +381,65 @@ cdef Plan _build_plan(Variable root):
                     fwd.append(node)
     finally:
         free(pos)
+    if not root.is_leaf:
+        fwd.append(root)
     plan.fwd = fwd
     plan.bwd = [n for n in reversed(fwd) if (<Variable>n).requires_grad]
     plan.params = params
+    plan.n_fwd, plan.n_bwd = len(plan.fwd), len(plan.bwd)
+    plan.fwd_nodes = _node_array(plan.fwd)
+    plan.bwd_nodes = _node_array(plan.bwd)
     return plan
+
+
+cdef int replay_plan_forward(Plan plan) except -1 nogil:
+    """Recompute every node of the plan (the root last) in topological order."""
+    cdef Py_ssize_t i
+    cdef PyObject* node
+    for i in range(plan.n_fwd):
+        node = plan.fwd_nodes[i]        # the plan holds only Variables: no type test
+        (<Variable>node).run_forward()
+        if fa_anomaly():
+            with gil:
+                check_anomaly(<Variable>node, "forward")
+    return 0
+
+
+cdef int replay_plan_backward(Plan plan) except -1 nogil:
+    """Run backward through the plan's nodes, outputs first, skipping those no
+    gradient reached in this pass; the root's gradient must be seeded first."""
+    cdef Py_ssize_t i
+    cdef PyObject* node
+    cdef unsigned long pid = fa_current_pass()
+    for i in range(plan.n_bwd):
+        node = plan.bwd_nodes[i]
+        if (<Variable>node).grad_pass == pid:
+            (<Variable>node).run_backward()
+            if fa_anomaly():
+                with gil:
+                    check_anomaly(<Variable>node, "backward")
+    return 0
+
+
+cdef int seed_scalar_grad(Variable root) except -1 nogil:
+    """Start a backward pass from a one-element CPU root: its gradient becomes (or gains) 1."""
+    fa_begin_pass()
+    cdef bint add = root.prepare_grad()
+    if root.f64:
+        (<double*>root.grad_ptr)[0] = (<double*>root.grad_ptr)[0] + 1 if add else 1
+    else:
+        (<float*>root.grad_ptr)[0] = (<float*>root.grad_ptr)[0] + 1 if add else 1
+    return 0
 
 
 cdef int replay_forward(Variable root) except -1:
     """Recompute every node below `root`, then `root`, in topological order."""
-    cdef Plan plan = root._get_plan()
-    cdef list order = plan.fwd
-    cdef Py_ssize_t i
-    cdef Variable node
-    for i in range(len(order)):
-        node = <Variable>order[i]        # the plan holds only Variables: no type test
-        node.run_forward()
-        if _anomaly:
-            check_anomaly(node, "forward")
-    if not root.is_leaf:
-        root.run_forward()
-        if _anomaly:
-            check_anomaly(root, "forward")
+    replay_plan_forward(root._get_plan())
     return 0
 
 
 cdef int replay_backward(Variable root, object seed) except -1:
     """One backward pass from `root`, seeded with ones (seed None, one-element root) or `seed`."""
-    global _pass_id
     if not root.requires_grad:
         raise RuntimeError(
             f"backward(): '{root.op_name}' does not depend on any Parameter, or was built "
@@ -365,33 +449,19 @@ cdef int replay_backward(Variable root, object seed) except -1:
             f"backward(): the output has shape {root._shape}; only a one-element "
             f"output can be differentiated without a `grad` of the same shape")
     cdef Plan plan = root._get_plan()
-    _pass_id += 1
-    cdef unsigned long pid = _pass_id
-    cdef bint add = root.prepare_grad()
-    if root._device is not None:
-        device_ops().seed_grad(root, seed, add)
-    elif seed is not None:
-        if add:
+    cdef bint add
+    if seed is None and root._device is None:
+        seed_scalar_grad(root)
+    else:
+        fa_begin_pass()
+        add = root.prepare_grad()
+        if root._device is not None:
+            device_ops().seed_grad(root, seed, add)
+        elif add:
             root._grad += seed
         else:
             np.copyto(root._grad, seed, casting="unsafe")
-    elif root.f64:
-        (<double*>root.grad_ptr)[0] = (<double*>root.grad_ptr)[0] + 1 if add else 1
-    else:
-        (<float*>root.grad_ptr)[0] = (<float*>root.grad_ptr)[0] + 1 if add else 1
-    cdef Variable node
-    if not root.is_leaf:
-        root.run_backward()
-        if _anomaly:
-            check_anomaly(root, "backward")
-    cdef list order = plan.bwd
-    cdef Py_ssize_t i
-    for i in range(len(order)):
-        node = <Variable>order[i]
-        if node.grad_pass == pid:
-            node.run_backward()
-            if _anomaly:
-                check_anomaly(node, "backward")
+    replay_plan_backward(plan)
     return 0
 
 
@@ -435,10 +505,10 @@ cdef class Variable:
         raise TypeError(f"{type(self).__name__} cannot be pickled or copied: save the values "
                         f"(fa.save(model.state_dict(), path), v.numpy()) and build a new graph")
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         return 0
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         return 0
 
     cdef int ensure_grad_buffer(self) except -1:
@@ -454,18 +524,20 @@ cdef class Variable:
             self.grad_ptr = <char*>cnp.PyArray_DATA(self._grad)
         return 0
 
-    cdef int prepare_grad(self) except -1:
+    cdef int prepare_grad(self) except -1 nogil:
         """Make the grad buffer ready for a contribution: 1 means add, 0 means overwrite."""
+        cdef unsigned long pid = fa_current_pass()
         if self.grad_ptr == NULL:      # always NULL on a device: ensure_grad_buffer is cheap there
-            self.ensure_grad_buffer()
-        if self.grad_pass == _pass_id:
+            with gil:
+                self.ensure_grad_buffer()
+        if self.grad_pass == pid:
             return 1
-        self.grad_pass = _pass_id
+        self.grad_pass = pid
         return 0
 
-    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1:
-        """Add rows[k] into grad row ids[k] (ids already bounds-checked)."""
-        cdef Py_ssize_t row_len = self.size // self._shape[0] if self.size else 0
+    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                           Py_ssize_t row_len) except -1 nogil:
+        """Add rows[k] (row_len elements each) into grad row ids[k] (ids already bounds-checked)."""
         if not self.prepare_grad():
             if self.f64:
                 vec_zero(<double*>self.grad_ptr, self.size)
@@ -488,7 +560,7 @@ cdef class Variable:
     @property
     def grad(self):
         """The gradient from the latest backward pass through this node, or None."""
-        if self.grad_pass != _pass_id:
+        if self.grad_pass != fa_current_pass():
             return None
         return self._grad if self._device is None else self._dgrad
 
@@ -698,9 +770,10 @@ cdef void _scatter_add(floating* dst, const int64_t* ids, Py_ssize_t n, const fl
 cdef class Leaf(Variable):
     """Base of Parameter and Input: a value set from outside, a persistent grad."""
 
-    cdef int prepare_grad(self) except -1:
+    cdef int prepare_grad(self) except -1 nogil:
         if self.grad_ptr == NULL:
-            self.ensure_grad_buffer()
+            with gil:
+                self.ensure_grad_buffer()
         if self.grad_mode == GRAD_DENSE:
             return 1
         self.grad_mode = GRAD_DENSE
@@ -729,7 +802,7 @@ cdef class Leaf(Variable):
         dense.flags.writeable = False
         return dense
 
-    cdef int clear_grad(self) except -1:
+    cdef int clear_grad(self) except -1 nogil:
         self.grad_mode = GRAD_NONE
         return 0
 
@@ -773,6 +846,7 @@ cdef int _hold(Variable leaf, cnp.ndarray arr, object device) except -1:
         _adopt_value(leaf, arr)
     else:
         leaf._device = device
+        leaf.on_device = True
         leaf._dvalue = device_ops().from_host(arr)
         leaf.size = arr.size
     leaf._shape = (<object>arr).shape
@@ -830,9 +904,10 @@ cdef class Parameter(Leaf):
         self.name = name
         self.row_len = self.size // self._shape[0] if self._shape and self._shape[0] else 0
 
-    cdef int prepare_grad(self) except -1:
+    cdef int prepare_grad(self) except -1 nogil:
         if self.grad_mode == GRAD_SPARSE:
-            self.densify()
+            with gil:
+                self.densify()
             return 1
         return Leaf.prepare_grad(self)
 
@@ -868,37 +943,33 @@ cdef class Parameter(Leaf):
         self.slab_rows = capacity
         return 0
 
-    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows) except -1:
-        cdef Py_ssize_t k, row_len = self.row_len
+    cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                           Py_ssize_t row_len) except -1 nogil:
+        cdef Py_ssize_t k
         cdef int64_t r
         cdef int32_t slot
-        cdef int32_t* slot_of
+        cdef bint fresh
         if self.grad_mode == GRAD_DENSE:
             if self.f64:
                 _scatter_add(<double*>self.grad_ptr, ids, n, <const double*>rows, row_len)
             else:
                 _scatter_add(<float*>self.grad_ptr, ids, n, <const float*>rows, row_len)
             return 0
-        if self.slot_of is None:
-            if self._shape[0] > INT32_MAX:
-                raise ValueError(f"take: a sparse gradient supports tables of at most {INT32_MAX} "
-                                 f"rows, this Parameter has {self._shape[0]}")
-            self.slot_of = np.full(self._shape[0], -1, dtype=np.int32)
-            self.touched = np.empty(self._shape[0], dtype=np.int64)
-            self._grow_slab()   # even a gather of no rows leaves a sparse gradient with a slab
-        slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
+        if self.slot_of_ptr == NULL:
+            with gil:
+                self._start_sparse()
         self.grad_mode = GRAD_SPARSE
-        cdef bint fresh
         for k in range(n):
             r = ids[k]
-            slot = slot_of[r]
+            slot = self.slot_of_ptr[r]
             fresh = slot < 0
             if fresh:
                 if self.n_touched == self.slab_rows:
-                    self._grow_slab()
+                    with gil:
+                        self._grow_slab()
                 slot = <int32_t>self.n_touched
-                slot_of[r] = slot
-                (<int64_t*>cnp.PyArray_DATA(self.touched))[slot] = r
+                self.slot_of_ptr[r] = slot
+                self.touched_ptr[slot] = r
                 self.n_touched += 1
             if self.f64:
                 vec_put(<double*>self.slab_ptr + slot * row_len, <const double*>rows + k * row_len,
@@ -906,6 +977,18 @@ cdef class Parameter(Leaf):
             else:
                 vec_put(<float*>self.slab_ptr + slot * row_len, <const float*>rows + k * row_len,
                         row_len, not fresh)
+        return 0
+
+    cdef int _start_sparse(self) except -1:
+        """Make the row index and the slab of a first sparse gradient."""
+        if self._shape[0] > INT32_MAX:
+            raise ValueError(f"take: a sparse gradient supports tables of at most {INT32_MAX} "
+                             f"rows, this Parameter has {self._shape[0]}")
+        self.slot_of = np.full(self._shape[0], -1, dtype=np.int32)
+        self.touched = np.empty(self._shape[0], dtype=np.int64)
+        self.slot_of_ptr = <int32_t*>cnp.PyArray_DATA(self.slot_of)
+        self.touched_ptr = <int64_t*>cnp.PyArray_DATA(self.touched)
+        self._grow_slab()   # even a gather of no rows leaves a sparse gradient with a slab
         return 0
 
     @property
@@ -930,24 +1013,21 @@ cdef class Parameter(Leaf):
             return rows, device_ops().to_host(self._dgrad)[rows]
         return self.touched[:self.n_touched].copy(), self.slab[:self.n_touched].copy()
 
-    cdef int clear_grad(self) except -1:
+    cdef int clear_grad(self) except -1 nogil:
         cdef Py_ssize_t k
-        cdef int32_t* slot_of
-        cdef const int64_t* touched
-        if self._device is not None:
-            if self.grad_mode == GRAD_SPARSE:
-                device_ops().zero_rows(self._dgrad, _touched_ids(self))
-                self._dgrad_zero = True
-            elif self.grad_mode == GRAD_DENSE:
-                self._dgrad_zero = False
-            self._dtouched_n = 0
-            self.grad_mode = GRAD_NONE
+        if self.on_device:
+            with gil:
+                if self.grad_mode == GRAD_SPARSE:
+                    device_ops().zero_rows(self._dgrad, _touched_ids(self))
+                    self._dgrad_zero = True
+                elif self.grad_mode == GRAD_DENSE:
+                    self._dgrad_zero = False
+                self._dtouched_n = 0
+                self.grad_mode = GRAD_NONE
             return 0
         if self.grad_mode == GRAD_SPARSE:
-            slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
-            touched = <const int64_t*>cnp.PyArray_DATA(self.touched)
             for k in range(self.n_touched):
-                slot_of[touched[k]] = -1
+                self.slot_of_ptr[self.touched_ptr[k]] = -1
             self.n_touched = 0
         self.grad_mode = GRAD_NONE
         return 0
@@ -1143,12 +1223,14 @@ cdef class DeviceNode(Variable):
     """An op node on a GPU: `fn.forward(node)` writes node.value in place from the
     inputs' values; `fn.backward(node)` pushes node.grad into the inputs."""
 
-    cdef int run_forward(self) except -1:
-        self.fn.forward(self)
+    cdef int run_forward(self) except -1 nogil:
+        with gil:
+            self.fn.forward(self)
         return 0
 
-    cdef int run_backward(self) except -1:
-        self.fn.backward(self)
+    cdef int run_backward(self) except -1 nogil:
+        with gil:
+            self.fn.backward(self)
         return 0
 
 
@@ -1157,6 +1239,7 @@ def device_node(str op, tuple inputs, tuple shape, dtype, fn, value=None):
     `shape` and `dtype` (or `value`, an existing buffer), computed now."""
     cdef DeviceNode node = DeviceNode.__new__(DeviceNode)
     node._device = (<Variable>inputs[0])._device
+    node.on_device = True
     _wire(node, op, inputs, np.dtype(dtype) == float64)
     node._shape = shape
     node.size = int(np.prod(shape, dtype=np.int64))

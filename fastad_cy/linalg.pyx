@@ -134,7 +134,7 @@ cdef class Matmul(Variable):
     cdef bint blas
     cdef bint empty                 # some dimension is 0: no product to compute
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.f64:
             self._forward(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.val_ptr)
         else:
@@ -150,7 +150,7 @@ cdef class Matmul(Variable):
             mm_nn(self.m, self.n, self.k, A + t * self.a_step, B + t * self.b_step, C + t * c_step,
                   False, self.blas)
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         cdef bint add
         if self.a.requires_grad:
             add = self.a.prepare_grad()
@@ -299,7 +299,7 @@ cdef class VectorDot(Variable):
     cdef Variable a, b
     cdef Py_ssize_t d
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.f64:
             dot_rows(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.val_ptr,
                      self.size, self.d)
@@ -308,14 +308,14 @@ cdef class VectorDot(Variable):
                      self.size, self.d)
         return 0
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         if self.a.requires_grad:
             self._grad_into(self.a, self.b)
         if self.b.requires_grad:
             self._grad_into(self.b, self.a)
         return 0
 
-    cdef int _grad_into(self, Variable x, Variable other) except -1:
+    cdef int _grad_into(self, Variable x, Variable other) except -1 nogil:
         cdef bint add = x.prepare_grad()
         if self.f64:
             scale_rows(<double*>self.grad_ptr, <double*>other.val_ptr, <double*>x.grad_ptr,

@@ -109,7 +109,7 @@ cdef class ClassTargetLoss(Variable):
             self.scale = 1.0 / kept if kept else NAN       # torch: the mean of nothing is NaN
         return 0
 
-    cdef int store_total(self, double total) except -1:
+    cdef int store_total(self, double total) except -1 nogil:
         """A reduced loss's output: the summed losses of the kept rows times the scale."""
         if self.reduction == RED_NONE:
             return 0
@@ -119,13 +119,14 @@ cdef class ClassTargetLoss(Variable):
             (<float*>self.val_ptr)[0] = <float>(total * self.scale)
         return 0
 
-    cdef int start_backward(self) except -2:
+    cdef int start_backward(self) except -2 nogil:
         """-1 when x needs no gradient; else x's gradient is ready: 1 to add into it, 0 to write."""
         if not self.x.requires_grad:
             return -1
         if self.failed:
-            raise RuntimeError(f"{self.op_name}: the last forward stopped at an out-of-range target; "
-                               f"set valid targets and call forward() before backward()")
+            with gil:
+                raise RuntimeError(f"{self.op_name}: the last forward stopped at an out-of-range "
+                                   f"target; set valid targets and call forward() before backward()")
         return self.x.prepare_grad()
 
 
@@ -273,8 +274,9 @@ cdef class CrossEntropy(ClassTargetLoss):
     cdef cnp.ndarray lse            # (B,) per-row log-sum-exp from the forward
     cdef char* lse_ptr
 
-    cdef int run_forward(self) except -1:
-        self.load_targets()
+    cdef int run_forward(self) except -1 nogil:
+        with gil:       # the targets are read through Python objects
+            self.load_targets()
         cdef bint each = self.reduction == RED_NONE
         cdef double total
         if self.f64:
@@ -287,19 +289,18 @@ cdef class CrossEntropy(ClassTargetLoss):
                                <float*>self.val_ptr if each else NULL)
         return self.store_total(total)
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         cdef int add = self.start_backward()
         if add < 0:
             return 0
-        cdef Variable x = self.x
         if self.f64:
-            ce_backward(<double*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
+            ce_backward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
                         self.smoothing, <double*>self.lse_ptr, <double*>self.grad_ptr, self.gy_step,
-                        self.scale, <double*>x.grad_ptr, add)
+                        self.scale, <double*>self.x.grad_ptr, add)
         else:
-            ce_backward(<float*>x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
+            ce_backward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
                         <float>self.smoothing, <float*>self.lse_ptr, <float*>self.grad_ptr,
-                        self.gy_step, <float>self.scale, <float*>x.grad_ptr, add)
+                        self.gy_step, <float>self.scale, <float*>self.x.grad_ptr, add)
         return 0
 
 
@@ -365,8 +366,9 @@ cdef void nll_backward(const int64_t* t, Py_ssize_t rows, Py_ssize_t classes, in
 
 cdef class NLLLoss(ClassTargetLoss):
 
-    cdef int run_forward(self) except -1:
-        self.load_targets()
+    cdef int run_forward(self) except -1 nogil:
+        with gil:       # the targets are read through Python objects
+            self.load_targets()
         cdef bint each = self.reduction == RED_NONE
         cdef double total
         if self.f64:
@@ -377,7 +379,7 @@ cdef class NLLLoss(ClassTargetLoss):
                                 self.ignore_index, <float*>self.val_ptr if each else NULL)
         return self.store_total(total)
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         cdef int add = self.start_backward()
         if add < 0:
             return 0
@@ -450,7 +452,7 @@ cdef class PairLoss(Variable):
     cdef Variable a, b
     cdef double delta, scale
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         cdef bint each = self.reduction == RED_NONE
         cdef Py_ssize_t n = self.a.size
         cdef double total
@@ -466,14 +468,14 @@ cdef class PairLoss(Variable):
                 (<float*>self.val_ptr)[0] = <float>(total * self.scale)
         return 0
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         if self.a.requires_grad:
             self._backward_into(self.a, True)
         if self.b.requires_grad:
             self._backward_into(self.b, False)
         return 0
 
-    cdef int _backward_into(self, Variable side, bint to_a) except -1:
+    cdef int _backward_into(self, Variable side, bint to_a) except -1 nogil:
         cdef bint add = side.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
         if self.f64:

@@ -1,12 +1,14 @@
 # Optimizer declarations: compiled code cimports these and calls step() and
 # zero_grad() with no Python in between.
 cimport numpy as cnp
+from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 
 from fastad_cy.scalar cimport FaAdamStep
 
 cdef class Optimizer:
     cdef list _params                # the Parameters, in order
+    cdef PyObject** param_ptrs       # the same, borrowed, for step and zero_grad without the GIL
     cdef Py_ssize_t n_params
     cdef double _lr
     cdef tuple slot_names            # names of the per-Parameter state arrays
@@ -18,16 +20,19 @@ cdef class Optimizer:
     cdef object _device              # fastad.cuda.optim.DeviceState when the Parameters are
                                      # on a GPU (step() then runs its kernels), else None
     cdef object step_clock           # called every clock_period steps (see _step_clock), or None
+    cdef bint has_clock              # step_clock is not None
     cdef Py_ssize_t clock_period, clock_countdown
 
     cdef int init_state(self, tuple slot_names, tuple fills) except -1
-    cdef int begin(self, int64_t step, bint sparse) except -1
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil
     cdef int tick_clock(self) except -1
     cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag) for the GPU
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil
     cpdef int step(self) except -1
+    cdef int step_cpu(self) except -1 nogil      # step() for Parameters on the CPU
     cpdef zero_grad(self)
+    cdef int clear_grads(self) except -1 nogil   # zero_grad() without the GIL
 
 
 cdef class SGD(Optimizer):

@@ -31,7 +31,8 @@ import numpy as np
 cimport numpy as cnp
 from libc.math cimport sqrt, pow, fabs, isinf, INFINITY
 from libc.stdint cimport int64_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, malloc, free
+from cpython.ref cimport PyObject
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
@@ -135,13 +136,13 @@ cdef object _params_device(list plist, str who):
     return first
 
 
-cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t* span_len) noexcept:
+cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t* span_len) noexcept nogil:
     """Where p's gradient holds values: returns the number of spans of `span_len`
     elements. Span k covers the value (and state) from element rows[k] * span_len,
     or from 0 when rows is NULL (one dense span); its gradient is at span_grad(p, k).
     Zero spans when p has no gradient."""
     if p.grad_mode == GRAD_SPARSE:
-        rows[0] = <const int64_t*>cnp.PyArray_DATA(p.touched)
+        rows[0] = p.touched_ptr
         span_len[0] = p.row_len
         return p.n_touched
     rows[0] = NULL
@@ -149,7 +150,7 @@ cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t*
     return 1 if p.grad_mode == GRAD_DENSE else 0
 
 
-cdef inline char* span_grad(Parameter p, Py_ssize_t k) noexcept:
+cdef inline char* span_grad(Parameter p, Py_ssize_t k) noexcept nogil:
     """The gradient of span k: a packed row of the sparse slab, or the dense buffer."""
     if p.grad_mode == GRAD_SPARSE:
         return p.slab_ptr + k * p.row_len * (8 if p.f64 else 4)
@@ -252,9 +253,11 @@ cdef class Optimizer:
 
     def __cinit__(self):
         self.state_ptrs = NULL
+        self.param_ptrs = NULL
 
     def __dealloc__(self):
         free(self.state_ptrs)
+        free(self.param_ptrs)
 
     def __init__(self, params):
         if type(self) is Optimizer:
@@ -265,6 +268,12 @@ cdef class Optimizer:
         free(self.state_ptrs)
         self.state_ptrs = NULL
         self.n_params = len(self._params)
+        free(self.param_ptrs)
+        self.param_ptrs = <PyObject**>malloc(max(1, self.n_params) * sizeof(PyObject*))
+        if self.param_ptrs == NULL:
+            raise MemoryError()
+        for i, p in enumerate(self._params):
+            self.param_ptrs[i] = <PyObject*>p
         self._device = None
         device = _params_device(self._params, type(self).__name__)
         if device is not None:
@@ -272,6 +281,7 @@ cdef class Optimizer:
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
         self.step_clock = _step_clock(self._params)
+        self.has_clock = self.step_clock is not None
         self.clock_period = self.clock_countdown = 1
         self.slot_names = ()
         self.n_slots = 0
@@ -309,8 +319,9 @@ cdef class Optimizer:
             raise
         return 0
 
-    cdef int begin(self, int64_t step, bint sparse) except -1:
-        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        with gil:
+            raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
     cdef tuple device_kernel(self):
         """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
@@ -330,34 +341,40 @@ cdef class Optimizer:
 
         >>> loss.backward(); opt.step(); opt.zero_grad()
         """
-        cdef Py_ssize_t i, k, n_spans, span_len, offset
-        cdef const int64_t* rows
-        cdef Parameter p
-        cdef int64_t t
-        cdef char** state
         if self._device is not None:
             if self.state_ptrs == NULL:
                 _missing_state(type(self).__name__)
             self._device.step()
             return 0
+        return self.step_cpu()
+
+    cdef int step_cpu(self) except -1 nogil:
+        cdef Py_ssize_t i, k, n_spans, span_len, offset
+        cdef const int64_t* rows
+        cdef PyObject* p
+        cdef int64_t t
+        cdef char** state
         for i in range(self.n_params):
-            p = <Parameter>self._params[i]
-            if p.grad_mode == GRAD_NONE:
+            p = self.param_ptrs[i]
+            if (<Parameter>p).grad_mode == GRAD_NONE:
                 continue
             t = self.steps[i] + 1
-            self.begin(t, p.grad_mode == GRAD_SPARSE)
+            self.begin(t, (<Parameter>p).grad_mode == GRAD_SPARSE)
             if self.state_ptrs == NULL:
-                _missing_state(type(self).__name__)
+                with gil:
+                    _missing_state(type(self).__name__)
             self.steps[i] = t
             state = self.state_ptrs + i * self.n_slots
-            n_spans = grad_spans(p, &rows, &span_len)
+            n_spans = grad_spans(<Parameter>p, &rows, &span_len)
             for k in range(n_spans):
                 offset = rows[k] * span_len if rows != NULL else 0
-                self.update(p.val_ptr, span_grad(p, k), state, offset, span_len, p.f64)
-        if self.step_clock is not None:
+                self.update((<Parameter>p).val_ptr, span_grad(<Parameter>p, k), state, offset,
+                            span_len, (<Parameter>p).f64)
+        if self.has_clock:
             self.clock_countdown -= 1
             if self.clock_countdown == 0:
-                self.tick_clock()
+                with gil:
+                    self.tick_clock()
         return 0
 
     cdef int tick_clock(self) except -1:
@@ -373,9 +390,13 @@ cdef class Optimizer:
 
         >>> opt.zero_grad()      # the next backward() writes fresh gradients
         """
-        cdef Parameter p
-        for p in self._params:
-            p.clear_grad()
+        self.clear_grads()
+
+    cdef int clear_grads(self) except -1 nogil:
+        cdef Py_ssize_t i
+        for i in range(self.n_params):
+            (<Parameter>self.param_ptrs[i]).clear_grad()
+        return 0
 
     @property
     def lr(self):
@@ -521,7 +542,7 @@ cdef class SGD(Optimizer):
         else:
             self.init_state((), ())
 
-    cdef int begin(self, int64_t step, bint sparse) except -1:
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.first = step == 1 and not sparse
         return 0
 
@@ -567,7 +588,7 @@ cdef class Adagrad(Optimizer):
         Optimizer.__init__(self, params)
         self.init_state(("sum",), (self.initial_accumulator_value,))
 
-    cdef int begin(self, int64_t step, bint sparse) except -1:
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         return 0
 
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
@@ -617,7 +638,7 @@ cdef class Adam(Optimizer):
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
         return 0
 
-    cdef int begin(self, int64_t step, bint sparse) except -1:
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.coefficients = fa_adam_step(self._lr, step, self.beta1, self.beta2,
                                          self.weight_decay, self.decoupled)
         return 0
@@ -682,7 +703,7 @@ cdef class RMSprop(Optimizer):
         else:
             self.init_state(("square_avg",), (0.0,))
 
-    cdef int begin(self, int64_t step, bint sparse) except -1:
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         return 0
 
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,

@@ -209,7 +209,7 @@ cdef class Reduce(Variable):
     def __dealloc__(self):
         free(self.it)
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.f64:
             reduce_forward(self.code, self.it, <double*>self.x.val_ptr, <double*>self.val_ptr,
                            <double*>self.aux_ptr, self.size, self.scale)
@@ -218,27 +218,26 @@ cdef class Reduce(Variable):
                            <float*>self.aux_ptr, self.size, <float>self.scale)
         return 0
 
-    cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.requires_grad:
+    cdef int run_backward(self) except -1 nogil:
+        if not self.x.requires_grad:
             return 0
-        cdef bint add = x.prepare_grad()
+        cdef bint add = self.x.prepare_grad()
         # sum and mean read no scratch: pass the value buffer (same size) in its place
         cdef char* aux = self.aux_ptr if self.aux_ptr != NULL else self.val_ptr
         if self.f64:
             if self.code == R_MAX:
                 vec_zero(<double*>aux, self.size)
-                fold_walk(FOLD_COUNT_EQUAL, self.it, <double*>x.val_ptr, <double*>aux,
+                fold_walk(FOLD_COUNT_EQUAL, self.it, <double*>self.x.val_ptr, <double*>aux,
                           <double*>self.val_ptr)
-            spread_walk(self.code, self.it, <double*>x.val_ptr, <double*>self.val_ptr,
-                        <double*>self.grad_ptr, <double*>aux, self.scale, <double*>x.grad_ptr, add)
+            spread_walk(self.code, self.it, <double*>self.x.val_ptr, <double*>self.val_ptr,
+                        <double*>self.grad_ptr, <double*>aux, self.scale, <double*>self.x.grad_ptr, add)
         else:
             if self.code == R_MAX:
                 vec_zero(<float*>aux, self.size)
-                fold_walk(FOLD_COUNT_EQUAL, self.it, <float*>x.val_ptr, <float*>aux,
+                fold_walk(FOLD_COUNT_EQUAL, self.it, <float*>self.x.val_ptr, <float*>aux,
                           <float*>self.val_ptr)
-            spread_walk(self.code, self.it, <float*>x.val_ptr, <float*>self.val_ptr,
-                        <float*>self.grad_ptr, <float*>aux, <float>self.scale, <float*>x.grad_ptr,
+            spread_walk(self.code, self.it, <float*>self.x.val_ptr, <float*>self.val_ptr,
+                        <float*>self.grad_ptr, <float*>aux, <float>self.scale, <float*>self.x.grad_ptr,
                         add)
         return 0
 
@@ -411,7 +410,7 @@ cdef class Softmax(Variable):
     cdef cnp.ndarray scratch        # 2 * inner values: column maxima and sums
     cdef char* scratch_ptr
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.f64:
             softmax_forward(self.log, <double*>self.x.val_ptr, <double*>self.val_ptr, self.outer,
                             self.n, self.inner, <double*>self.scratch_ptr)
@@ -420,18 +419,17 @@ cdef class Softmax(Variable):
                             self.n, self.inner, <float*>self.scratch_ptr)
         return 0
 
-    cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.requires_grad:
+    cdef int run_backward(self) except -1 nogil:
+        if not self.x.requires_grad:
             return 0
-        cdef bint add = x.prepare_grad()
+        cdef bint add = self.x.prepare_grad()
         if self.f64:
             softmax_backward(self.log, <double*>self.val_ptr, <double*>self.grad_ptr,
-                             <double*>x.grad_ptr, self.outer, self.n, self.inner,
+                             <double*>self.x.grad_ptr, self.outer, self.n, self.inner,
                              <double*>self.scratch_ptr, add)
         else:
             softmax_backward(self.log, <float*>self.val_ptr, <float*>self.grad_ptr,
-                             <float*>x.grad_ptr, self.outer, self.n, self.inner,
+                             <float*>self.x.grad_ptr, self.outer, self.n, self.inner,
                              <float*>self.scratch_ptr, add)
         return 0
 

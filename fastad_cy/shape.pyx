@@ -50,18 +50,17 @@ cdef class View(Variable):
     cdef Variable x
     cdef Py_ssize_t offset          # the run's first element in x
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         return 0                    # the value is a view: it follows x by itself
 
-    cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.requires_grad:
+    cdef int run_backward(self) except -1 nogil:
+        if not self.x.requires_grad:
             return 0
-        cdef bint add = x.prepare_grad()
+        cdef bint add = self.x.prepare_grad()
         if self.f64:
-            put_run(<double*>x.grad_ptr, x.size, <double*>self.grad_ptr, self.offset, self.size, add)
+            put_run(<double*>self.x.grad_ptr, self.x.size, <double*>self.grad_ptr, self.offset, self.size, add)
         else:
-            put_run(<float*>x.grad_ptr, x.size, <float*>self.grad_ptr, self.offset, self.size, add)
+            put_run(<float*>self.x.grad_ptr, self.x.size, <float*>self.grad_ptr, self.offset, self.size, add)
         return 0
 
 
@@ -92,30 +91,29 @@ cdef class Gather(Variable):
     cdef const int64_t* pos
     cdef bint each_once             # positions is a permutation of x's elements
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.f64:
             gather(<double*>self.x.val_ptr, self.pos, <double*>self.val_ptr, self.size)
         else:
             gather(<float*>self.x.val_ptr, self.pos, <float*>self.val_ptr, self.size)
         return 0
 
-    cdef int run_backward(self) except -1:
-        cdef Variable x = self.x
-        if not x.requires_grad:
+    cdef int run_backward(self) except -1 nogil:
+        if not self.x.requires_grad:
             return 0
-        cdef bint add = x.prepare_grad()
+        cdef bint add = self.x.prepare_grad()
         # A permutation writes every element of x's gradient once; any other
         # map leaves some untouched or hits some twice, so it must add into zeros.
         if not add and not self.each_once:
             if self.f64:
-                vec_zero(<double*>x.grad_ptr, x.size)
+                vec_zero(<double*>self.x.grad_ptr, self.x.size)
             else:
-                vec_zero(<float*>x.grad_ptr, x.size)
+                vec_zero(<float*>self.x.grad_ptr, self.x.size)
             add = True
         if self.f64:
-            scatter(<double*>x.grad_ptr, self.pos, <double*>self.grad_ptr, self.size, add)
+            scatter(<double*>self.x.grad_ptr, self.pos, <double*>self.grad_ptr, self.size, add)
         else:
-            scatter(<float*>x.grad_ptr, self.pos, <float*>self.grad_ptr, self.size, add)
+            scatter(<float*>self.x.grad_ptr, self.pos, <float*>self.grad_ptr, self.size, add)
         return 0
 
 
@@ -330,7 +328,15 @@ cdef class Join(Variable):
         free(self.widths)
         free(self.starts)
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
+        with gil:       # the inputs are read from the parents tuple
+            return self.join_values()
+
+    cdef int run_backward(self) except -1 nogil:
+        with gil:
+            return self.split_grads()
+
+    cdef int join_values(self) except -1:
         cdef Py_ssize_t i
         cdef Variable x
         for i in range(len(self.parents)):
@@ -343,7 +349,7 @@ cdef class Join(Variable):
                            self.widths[i], self.widths[i], self.outer, False)
         return 0
 
-    cdef int run_backward(self) except -1:
+    cdef int split_grads(self) except -1:
         cdef Py_ssize_t i
         cdef Variable x
         cdef bint add

@@ -18,20 +18,21 @@ cnp.import_array()
 cdef class Take(Variable):
     cdef Variable table
     cdef IndexInput ix
-    cdef Py_ssize_t rows, row_bytes
+    cdef Py_ssize_t rows, row_len, row_bytes
 
-    cdef int check_ids(self) except -1:
+    cdef int check_ids(self) except -1 nogil:
         """Every id must name a row: ids can change through set_value between passes."""
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
         cdef Py_ssize_t k, n = self.ix.size
         for k in range(n):
             if ids[k] < 0 or ids[k] >= self.rows:
-                raise IndexError(
-                    f"take: id {ids[k]} at position {k} of the IndexInput is out of range "
-                    f"for a table with {self.rows} rows")
+                with gil:
+                    raise IndexError(
+                        f"take: id {ids[k]} at position {k} of the IndexInput is out of range "
+                        f"for a table with {self.rows} rows")
         return 0
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
         cdef Py_ssize_t k, n = self.ix.size, width = self.row_bytes
         self.check_ids()
@@ -39,10 +40,11 @@ cdef class Take(Variable):
             memcpy(self.val_ptr + k * width, self.table.val_ptr + ids[k] * width, width)
         return 0
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         if self.table.requires_grad:
             self.check_ids()
-            self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr, self.ix.size, self.grad_ptr)
+            self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr, self.ix.size, self.grad_ptr,
+                                     self.row_len)
         return 0
 
 
@@ -72,6 +74,7 @@ def take(table, ix):
     node.table = t
     node.ix = <IndexInput>ix
     node.rows = t._shape[0]
-    node.row_bytes = (t.size // node.rows if node.rows else 0) * (8 if t.f64 else 4)
+    node.row_len = t.size // node.rows if node.rows else 0
+    node.row_bytes = node.row_len * (8 if t.f64 else 4)
     init_node(node, "take", (t, ix), ix.shape + t._shape[1:], t.f64)
     return finish(node)

@@ -10,9 +10,11 @@ import numbers
 from collections.abc import Mapping
 
 import numpy as np
+from cpython.ref cimport PyObject
 from libc.math cimport cos, pi, floor, pow
 
-from fastad_cy.graph cimport Variable, IndexInput, replay_forward, replay_backward
+from fastad_cy.graph cimport (Variable, IndexInput, Plan, replay_forward, replay_plan_forward,
+                              seed_scalar_grad, replay_plan_backward)
 from fastad_cy.optim cimport Optimizer
 from fastad_cy.samplers cimport Sampler
 from fastad_cy.samplers import FeedSampler
@@ -92,6 +94,53 @@ cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
     return 0
 
 
+cdef struct Loop:
+    # One run of `train`: its settings and counters (the objects are borrowed: train holds them).
+    PyObject* python_optimizer   # any object with step() and zero_grad(), when not a fastad one
+    PyObject* progress           # callable(examples_done), or NULL
+    Py_ssize_t report_every, schedule_every, epochs
+    Schedule schedule
+    Py_ssize_t done
+    long long schedule_steps
+    double total                 # the loss summed over the current epoch
+
+
+cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optimizer fast_opt,
+                    Py_ssize_t epoch) except -1 nogil:
+    """One epoch of examples: sample, forward, backward, step, zero_grad. Runs without
+    the GIL unless a node, the optimizer (fast_opt None: a Python one) or the progress
+    callback needs Python."""
+    cdef double before = 0
+    cdef bint due
+    loop.total = 0
+    while True:
+        due = loop.schedule.rule != RULE_NONE and loop.done % loop.schedule_every == 0
+        if due:     # the share of the run done before this example sets a run-long decay
+            before = sampler.epoch_progress()
+        if not sampler.next_example():
+            break
+        if due:
+            fast_opt._lr = _scheduled_lr(&loop.schedule, loop.schedule_steps,
+                                         (epoch + before) / loop.epochs)
+            loop.schedule_steps += 1
+        replay_plan_forward(plan)
+        loop.total += (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
+        seed_scalar_grad(root)
+        replay_plan_backward(plan)
+        if fast_opt is not None:
+            fast_opt.step_cpu()
+            fast_opt.clear_grads()
+        else:
+            with gil:
+                (<object>loop.python_optimizer).step()
+                (<object>loop.python_optimizer).zero_grad()
+        loop.done += 1
+        if loop.progress != NULL and loop.done % loop.report_every == 0:
+            with gil:
+                (<object>loop.progress)(loop.done)
+    return 0
+
+
 def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progress=None,
           Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1):
     """Train by replaying one graph per example, in compiled code.
@@ -160,48 +209,32 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     cdef Variable root = <Variable>loss
     _check_sampled_ids(root, sampler)
 
+    cdef Plan plan = root._get_plan()
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
-    step = optimizer.step
-    zero_grad = optimizer.zero_grad
-    cdef Py_ssize_t epoch = 0, done = 0
-    cdef long long schedule_steps = 0
-    cdef double total, before = 0
-    cdef bint due
+    cdef Loop loop
+    loop.python_optimizer = <PyObject*>optimizer
+    loop.progress = <PyObject*>progress if progress is not None else NULL
+    loop.report_every, loop.schedule_every = report_every, schedule_every
+    loop.schedule = schedule
+    loop.epochs = epochs
+    loop.done = 0
+    loop.schedule_steps = 0
+    cdef Py_ssize_t epoch = 0
     means = []
     try:
-        zero_grad()
+        optimizer.zero_grad()
         for epoch in range(epochs):
             sampler.begin_epoch(epoch)
-            total = 0
-            while True:
-                due = schedule.rule != RULE_NONE and done % schedule_every == 0
-                if due:     # the share of the run done before this example sets a run-long decay
-                    before = sampler.epoch_progress()
-                if not sampler.next_example():
-                    break
-                if due:
-                    fast_opt._lr = _scheduled_lr(&schedule, schedule_steps, (epoch + before) / epochs)
-                    schedule_steps += 1
-                replay_forward(root)
-                total += (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
-                replay_backward(root, None)
-                if fast_opt is not None:
-                    fast_opt.step()
-                    fast_opt.zero_grad()
-                else:
-                    step()
-                    zero_grad()
-                done += 1
-                if progress is not None and done % report_every == 0:
-                    progress(done)
-            means.append(total / sampler.epoch_examples if sampler.epoch_examples else float("nan"))
-        if progress is not None and done % report_every:
-            progress(done)
+            with nogil:
+                _run_epoch(&loop, sampler, plan, root, fast_opt, epoch)
+            means.append(loop.total / sampler.epoch_examples if sampler.epoch_examples else float("nan"))
+        if progress is not None and loop.done % report_every:
+            progress(loop.done)
     except (IndexError, FloatingPointError) as err:
         # Name the example (a bad id, a NaN); the examples before it have been applied.
         raise type(err)(f"train: epoch {epoch}, {sampler.where()}: {err}") from err
     finally:
         if lr_schedule is not None:
-            lr_schedule.last_epoch += schedule_steps
+            lr_schedule.last_epoch += loop.schedule_steps
     return means
