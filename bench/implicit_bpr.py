@@ -110,7 +110,15 @@ def main():
     for threads, pair in by_threads.items():
         ratio = pair["fastad"]["samples_per_second"] / pair["implicit"]["samples_per_second"]
         print(f"  {threads} thread(s): fastad / implicit speed {ratio:.2f}x")
+    print(scaling_line(result))
     return result
+
+
+def scaling_line(result):
+    """How each library's speed grows from 1 thread to 2."""
+    speed = {(row["library"], row["threads"]): row["samples_per_second"] for row in result["rows"]}
+    return "  2 threads / 1 thread: " + ", ".join(
+        f"{name} {speed[(name, 2)] / speed[(name, 1)]:.2f}x" for name in ("fastad", "implicit"))
 
 
 if __name__ == "__main__":

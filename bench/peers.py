@@ -105,6 +105,7 @@ def bpr_rows(quick):
         print(f"BPR vs implicit skipped: {reason}")
         return []
     result = implicit_bpr.run(quick)
+    print(implicit_bpr.scaling_line(result))
     by_threads = {}
     for row in result["rows"]:
         by_threads.setdefault(row["threads"], {})[row["library"]] = row

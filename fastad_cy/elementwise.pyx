@@ -6,6 +6,7 @@ of rules.h, which the CUDA kernels share; the loops below apply them to whole
 buffers.
 """
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from libc.stdlib cimport malloc, free
 from cython cimport floating
@@ -45,6 +46,7 @@ cdef void unary_backward(int op, const floating* x, const floating* y, const flo
             gx[i] = gy[i] * unary_slope(op, x[i], y[i], p)
 
 
+@cython.no_gc
 cdef class Unary(Variable):
     cdef int code
     cdef double p
@@ -294,6 +296,7 @@ cdef void binary_backward_bcast(int op, bint to_a, const floating* a, const floa
         bcast_next_row(it, &pos)
 
 
+@cython.no_gc
 cdef class Binary(Variable):
     """a op b; `it` is set only when the shapes differ (broadcasting)."""
     cdef int code

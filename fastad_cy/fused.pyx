@@ -13,6 +13,7 @@ fastad_cy/linalg.pyx does (a row-major matrix is its own transpose in
 column-major order).
 """
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
 from cython cimport floating
@@ -91,6 +92,7 @@ cdef void column_sums(const floating* m, floating* out, Py_ssize_t rows, Py_ssiz
             out[j] += m[r * cols + j]
 
 
+@cython.no_gc
 cdef class LSTMCell(Variable):
     """Value (2, batch, H): [h', c'] of one LSTM step from x, optional (h, c) and the weights."""
     cdef Variable x, h, c, w_ih, w_hh, bias     # h and c are None for a zero state
@@ -231,6 +233,7 @@ cdef void add_scaled_product(floating* out, const floating* a, const floating* b
             out[r * H + j] += a[r * H + j] * b[r * b_stride + b_offset + j]
 
 
+@cython.no_gc
 cdef class GRUCell(Variable):
     """Value (batch, H): h' of one GRU step from x, optional h and the weights."""
     cdef Variable x, h, w_ih, w_hh, b_ih, b_hh    # h is None for a zero state

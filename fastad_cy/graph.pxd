@@ -1,4 +1,5 @@
 # The graph engine's shared declarations: every op module cimports these.
+cimport cython
 cimport numpy as cnp
 from cpython.ref cimport PyObject
 
@@ -10,6 +11,7 @@ cdef enum GradMode:
     GRAD_SPARSE = 1    # only the rows listed in `touched` hold values
     GRAD_DENSE = 2     # the whole buffer holds the gradient
 
+@cython.no_gc        # graph nodes make no reference cycles: the cyclic collector skips them
 cdef class Variable:
     cdef cnp.ndarray _value          # C-contiguous, made once at build time
     cdef cnp.ndarray _grad           # same shape, made on first gradient
@@ -43,10 +45,12 @@ cdef class Variable:
                            Py_ssize_t row_len) except -1 nogil
     cdef Plan _get_plan(self)
 
+@cython.no_gc
 cdef class Leaf(Variable):
     cdef int grad_mode
     cdef int clear_grad(self) except -1 nogil  # forget the accumulated gradient
 
+@cython.no_gc
 cdef class Parameter(Leaf):
     cdef public object name
     cdef readonly object shared      # the hogwild handle whose segment holds the value, or None
@@ -71,9 +75,11 @@ cdef class Parameter(Leaf):
     cdef Py_ssize_t _dtouched_n
     cdef bint _dgrad_zero
 
+@cython.no_gc
 cdef class Input(Leaf):
     pass
 
+@cython.no_gc
 cdef class IndexInput(Variable):
     cdef Py_ssize_t _dbound          # on a device: ids must stay below this (the smallest consumer's size)
 
@@ -81,10 +87,12 @@ cdef class DeviceNode(Variable):
     cdef object fn                   # the op: fn.forward(node), fn.backward(node) (cuda/ops/)
 
 cdef class Plan:
-    cdef list fwd                    # the non-leaf nodes below the root and the root, inputs first
+    cdef list fwd                    # the non-leaf nodes below the root, inputs first
     cdef list bwd                    # those that need backward, outputs first
     cdef list params                 # Parameters below the root, in first-visit order
-    cdef PyObject** fwd_nodes        # fwd and bwd as C arrays (borrowed: the lists keep them)
+    cdef list grad_leaves            # the leaves below the root that take a gradient
+    cdef PyObject** fwd_nodes        # fwd + [root] and [root] + bwd (an op root; borrowed: the
+                                     # lists and the root that owns the plan keep them alive)
     cdef PyObject** bwd_nodes
     cdef Py_ssize_t n_fwd, n_bwd
 

@@ -17,6 +17,7 @@ sparse gradient: only the rows a gather touched.
 import contextlib
 
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
@@ -318,21 +319,25 @@ cdef Variable finish(Variable node):
 
 cdef class Plan:
     """The nodes below one root in topological order, computed once: as lists (which
-    keep them alive) and as C arrays of the same nodes, which the replays walk
-    without the GIL."""
+    keep them alive) and as C arrays of the same nodes and the root, which the
+    replays walk without the GIL."""
 
     def __dealloc__(self):
         free(self.fwd_nodes)
         free(self.bwd_nodes)
 
 
-cdef PyObject** _node_array(list nodes) except? NULL:
-    cdef PyObject** arr = <PyObject**>malloc(max(1, len(nodes)) * sizeof(PyObject*))
-    cdef Py_ssize_t i
+cdef PyObject** _node_array(list nodes, Variable root, bint root_first) except? NULL:
+    """`nodes` as a C array, with `root` (None: no root) first or last. The root is
+    not in the lists: it owns the plan, and a plan holding it would make a cycle."""
+    cdef Py_ssize_t i, n = len(nodes), shift = 1 if root is not None and root_first else 0
+    cdef PyObject** arr = <PyObject**>malloc((n + 1) * sizeof(PyObject*))
     if arr == NULL:
         raise MemoryError()
-    for i in range(len(nodes)):
-        arr[i] = <PyObject*>nodes[i]
+    for i in range(n):
+        arr[i + shift] = <PyObject*>nodes[i]
+    if root is not None:
+        arr[0 if root_first else n] = <PyObject*>root
     return arr
 
 
@@ -342,7 +347,7 @@ cdef Plan _build_plan(Variable root):
     _sort_id += 1
     cdef unsigned long sid = _sort_id
     cdef Plan plan = Plan.__new__(Plan)
-    cdef list fwd = [], params = [], stack = [root]
+    cdef list fwd = [], params = [], grad_leaves = [], stack = [root]
     cdef Py_ssize_t cap = 64, depth = 1, i
     cdef Py_ssize_t* pos = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
     cdef Py_ssize_t* grown
@@ -364,6 +369,8 @@ cdef Plan _build_plan(Variable root):
                 if child.is_leaf:
                     if isinstance(child, Parameter):
                         params.append(child)
+                    if child.requires_grad and isinstance(child, Leaf):
+                        grad_leaves.append(child)
                     continue
                 if depth == cap:
                     grown = <Py_ssize_t*>realloc(pos, 2 * cap * sizeof(Py_ssize_t))
@@ -381,14 +388,17 @@ cdef Plan _build_plan(Variable root):
                     fwd.append(node)
     finally:
         free(pos)
-    if not root.is_leaf:
-        fwd.append(root)
     plan.fwd = fwd
     plan.bwd = [n for n in reversed(fwd) if (<Variable>n).requires_grad]
     plan.params = params
-    plan.n_fwd, plan.n_bwd = len(plan.fwd), len(plan.bwd)
-    plan.fwd_nodes = _node_array(plan.fwd)
-    plan.bwd_nodes = _node_array(plan.bwd)
+    plan.grad_leaves = grad_leaves
+    cdef Variable op_root = None if root.is_leaf else root
+    plan.fwd_nodes = _node_array(plan.fwd, op_root, False)
+    plan.n_fwd = len(plan.fwd) + (op_root is not None)
+    if op_root is not None and not op_root.requires_grad:
+        op_root = None
+    plan.bwd_nodes = _node_array(plan.bwd, op_root, True)
+    plan.n_bwd = len(plan.bwd) + (op_root is not None)
     return plan
 
 
@@ -396,10 +406,11 @@ cdef int replay_plan_forward(Plan plan) except -1 nogil:
     """Recompute every node of the plan (the root last) in topological order."""
     cdef Py_ssize_t i
     cdef PyObject* node
+    cdef bint anomaly = fa_anomaly()
     for i in range(plan.n_fwd):
         node = plan.fwd_nodes[i]        # the plan holds only Variables: no type test
         (<Variable>node).run_forward()
-        if fa_anomaly():
+        if anomaly:
             with gil:
                 check_anomaly(<Variable>node, "forward")
     return 0
@@ -411,11 +422,12 @@ cdef int replay_plan_backward(Plan plan) except -1 nogil:
     cdef Py_ssize_t i
     cdef PyObject* node
     cdef unsigned long pid = fa_current_pass()
+    cdef bint anomaly = fa_anomaly()
     for i in range(plan.n_bwd):
         node = plan.bwd_nodes[i]
         if (<Variable>node).grad_pass == pid:
             (<Variable>node).run_backward()
-            if fa_anomaly():
+            if anomaly:
                 with gil:
                     check_anomaly(<Variable>node, "backward")
     return 0
@@ -478,6 +490,7 @@ cdef object _ops(str name):
     return mod
 
 
+@cython.no_gc
 cdef class Variable:
     """A node of a define-by-run graph: a value, and a gradient after backward.
 
@@ -667,9 +680,15 @@ cdef class Variable:
         return list(self._get_plan().params)
 
     def zero_grad(self):
-        """Clear the gradients of every Parameter below (or of this leaf)."""
-        for p in self.parameters():
-            p.zero_grad()
+        """Clear the gradients of every leaf below that takes one (Parameters, Inputs made
+        with requires_grad=True), or of this leaf: one compiled pass over the cached plan."""
+        cdef Leaf leaf
+        if self.is_leaf:
+            if isinstance(self, Leaf):
+                (<Leaf>self).clear_grad()
+            return
+        for leaf in self._get_plan().grad_leaves:
+            leaf.clear_grad()
 
     # ---- operators (the op modules hold the implementations)
 
@@ -767,6 +786,7 @@ cdef void _scatter_add(floating* dst, const int64_t* ids, Py_ssize_t n, const fl
 
 # ------------------------------------------------------------------- leaves
 
+@cython.no_gc
 cdef class Leaf(Variable):
     """Base of Parameter and Input: a value set from outside, a persistent grad."""
 
@@ -863,6 +883,7 @@ cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint requires_grad, obje
     return 0
 
 
+@cython.no_gc
 cdef class Parameter(Leaf):
     """A trainable leaf. Gradients accumulate into `.grad` until `zero_grad()`.
 
@@ -1038,6 +1059,7 @@ cdef class Parameter(Leaf):
         return f"Parameter(shape={self._shape}, dtype={self.dtype.name}{label}{where})"
 
 
+@cython.no_gc
 cdef class Input(Leaf):
     """A data leaf: `Input(array, dtype=None)`; `set_value(new)` with the same shape.
 
@@ -1080,6 +1102,7 @@ cdef cnp.ndarray _index_array(object ids, str argname):
     return np.array(arr, dtype=np.int64, order="C", copy=True)
 
 
+@cython.no_gc
 cdef class IndexInput(Variable):
     """An integer leaf of row ids: `IndexInput([3, 7])`; `set_value` with the same shape.
 

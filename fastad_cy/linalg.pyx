@@ -6,6 +6,7 @@ C = op(A) @ op(B) is computed as the column-major C^T = op(B)^T @ op(A)^T.
 """
 from math import prod
 
+cimport cython
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
 from cython cimport floating
@@ -14,6 +15,9 @@ from fastad_cy.blas cimport gemm
 from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float,
                               on_device, device_ops)
 from fastad_cy.loops cimport vec_zero
+from fastad_cy.broadcast cimport broadcast_shapes
+from fastad_cy.elementwise import mul as _elementwise_mul
+from fastad_cy.reduction import sum as _reduction_sum
 
 cnp.import_array()
 
@@ -121,6 +125,7 @@ cdef void mm_tn(int M, int N, int K, const floating* A, const floating* B, float
 
 # ------------------------------------------------------------------ matmul
 
+@cython.no_gc
 cdef class Matmul(Variable):
     """`batch` products C_t (m x n) = A_t (m x k) @ B_t (k x n).
 
@@ -294,6 +299,7 @@ cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_
                 gx[r * d + j] = s * other[r * d + j]
 
 
+@cython.no_gc
 cdef class VectorDot(Variable):
     """y[r] = sum_j a[r, j] * b[r, j] over the last axis (length d)."""
     cdef Variable a, b
@@ -329,9 +335,10 @@ cdef class VectorDot(Variable):
 def vector_dot(a, b):
     """Row-wise dot product over the last axis: out[...] = sum(a[..., j] * b[..., j]).
 
-    a and b have the same shape (at least 1 axis); the result drops the last
-    axis: (n, d), (n, d) -> (n,); (d,), (d,) -> (). Either side may be a
-    numpy array (a constant).
+    a and b have at least one axis and last axes of one length d; the leading
+    axes broadcast as in `a * b`, and the result drops the last axis:
+    (n, d), (n, d) -> (n,); (d,), (d,) -> (); (1, d), (k, d) -> (k,) (one centre
+    against k context rows). Either side may be a numpy array (a constant).
 
     >>> u = fa.Parameter(np.ones((5, 3))); v = fa.Parameter(np.ones((5, 3)))
     >>> fa.vector_dot(u, v).shape
@@ -339,12 +346,16 @@ def vector_dot(a, b):
     """
     cdef Variable va, vb
     va, vb = _operands("vector_dot", a, b)
+    if not va._shape or not vb._shape:
+        raise ValueError(f"vector_dot: operands of shapes {va._shape} and {vb._shape}; both need "
+                         f"a last axis to sum over (use * for scalars)")
     if va._shape != vb._shape:
-        raise ValueError(f"vector_dot: a and b must have the same shape, got {va._shape} "
-                         f"and {vb._shape}")
-    if not va._shape:
-        raise ValueError("vector_dot: operands are 0-d; they need a last axis to sum over "
-                         "(use * for scalars)")
+        if va._shape[-1] != vb._shape[-1]:
+            raise ValueError(f"vector_dot: the last axes must have one length, got shapes "
+                             f"{va._shape} and {vb._shape}")
+        broadcast_shapes("vector_dot", va._shape, vb._shape)    # names both shapes if they clash
+        # Broadcast over the leading axes: the product, then a sum over the last axis.
+        return _reduction_sum(_elementwise_mul(va, vb), axis=-1)
     cdef Py_ssize_t nd = len(va._shape)
     if on_device(va):
         return device_ops().vector_dot(va, vb, va._shape[nd - 1])

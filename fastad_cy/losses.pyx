@@ -16,6 +16,7 @@ loss per element or per row, no reduction).
 import operator
 
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
@@ -80,6 +81,7 @@ def check_target_ids(str op, ids, Py_ssize_t classes, int64_t ignore):
         raise bad_target_error(op, ids[bad[0]], bad[0], classes, ignore)
 
 
+@cython.no_gc
 cdef class ClassTargetLoss(Variable):
     """Shared by cross_entropy and nll_loss: scores x (B, C) and B class ids."""
     cdef Variable x
@@ -269,6 +271,7 @@ cdef void ce_backward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_s
         gr[t[b]] -= g * (1 - smoothing)
 
 
+@cython.no_gc
 cdef class CrossEntropy(ClassTargetLoss):
     cdef double smoothing
     cdef cnp.ndarray lse            # (B,) per-row log-sum-exp from the forward
@@ -364,6 +367,7 @@ cdef void nll_backward(const int64_t* t, Py_ssize_t rows, Py_ssize_t classes, in
             gx[b * classes + t[b]] -= gy[b * gy_step] * scale
 
 
+@cython.no_gc
 cdef class NLLLoss(ClassTargetLoss):
 
     cdef int run_forward(self) except -1 nogil:
@@ -447,6 +451,7 @@ cdef void pair_backward(int op, bint to_a, const floating* a, const floating* b,
             g[i] = v
 
 
+@cython.no_gc
 cdef class PairLoss(Variable):
     cdef int code, reduction
     cdef Variable a, b

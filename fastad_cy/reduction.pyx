@@ -12,6 +12,7 @@ along n, one (n, inner) block at a time, vectorised over the inner columns.
 import operator
 
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from libc.stdlib cimport malloc, free
 from libc.math cimport INFINITY, NAN, isfinite
@@ -197,6 +198,7 @@ cdef void reduce_forward(int code, const Bcast* it, const floating* x, floating*
                 y[k] *= scale
 
 
+@cython.no_gc
 cdef class Reduce(Variable):
     """sum/mean/max/logsumexp of x over some axes; `it` walks x against the keepdims output."""
     cdef int code
@@ -402,6 +404,7 @@ cdef void softmax_backward(bint log, const floating* y, const floating* gy, floa
                                    scratch, add)
 
 
+@cython.no_gc
 cdef class Softmax(Variable):
     """softmax or log_softmax of x along the middle axis of its (outer, n, inner) view."""
     cdef Variable x

@@ -22,6 +22,7 @@ import operator
 from math import prod
 
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, free
@@ -45,6 +46,7 @@ cdef void put_run(floating* gx, Py_ssize_t nx, const floating* g, Py_ssize_t off
     vec_put(gx + offset, g, n, add)
 
 
+@cython.no_gc
 cdef class View(Variable):
     """A contiguous run of x's buffer with another shape; the value aliases x's buffer."""
     cdef Variable x
@@ -84,6 +86,7 @@ cdef void scatter(floating* gx, const int64_t* pos, const floating* g, Py_ssize_
             gx[pos[i]] = g[i]
 
 
+@cython.no_gc
 cdef class Gather(Variable):
     """y.flat[i] = x.flat[positions[i]]; positions are checked once, at build."""
     cdef Variable x
@@ -317,6 +320,7 @@ cdef void put_blocks(floating* dst, Py_ssize_t dst_row, const floating* src, Py_
         vec_put(dst + r * dst_row, src + r * src_row, width, add)
 
 
+@cython.no_gc
 cdef class Join(Variable):
     """concat/stack: input i fills columns [starts[i], starts[i] + widths[i]) of every outer row."""
     cdef Py_ssize_t outer           # rows: the product of the output axes before the joined one

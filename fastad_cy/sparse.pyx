@@ -5,6 +5,7 @@ a Parameter keeps them as a sparse gradient over the touched rows only, so an
 optimizer step costs time in proportion to the rows used, not the table.
 """
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
@@ -15,6 +16,7 @@ from fastad_cy.graph cimport (Variable, IndexInput, init_node, finish, require_f
 cnp.import_array()
 
 
+@cython.no_gc
 cdef class Take(Variable):
     cdef Variable table
     cdef IndexInput ix

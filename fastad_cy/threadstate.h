@@ -5,10 +5,15 @@
 #ifndef FASTAD_THREADSTATE_H
 #define FASTAD_THREADSTATE_H
 
+/* initial-exec: a plain offset from the thread pointer instead of a __tls_get_addr call
+ * on every read (prepare_grad reads the pass id once per gradient contribution); the
+ * 16 bytes fit in the static TLS space the C library keeps for loaded modules. */
+#define FA_TLS __thread __attribute__((tls_model("initial-exec")))
+
 static unsigned long fa_pass_counter = 0;
-static __thread unsigned long fa_pass = 0;
-static __thread int fa_grad_off = 0;
-static __thread int fa_anomaly_on = 0;
+static FA_TLS unsigned long fa_pass = 0;
+static FA_TLS int fa_grad_off = 0;
+static FA_TLS int fa_anomaly_on = 0;
 
 static inline unsigned long fa_begin_pass(void) {
     fa_pass = __atomic_add_fetch(&fa_pass_counter, 1, __ATOMIC_RELAXED);

@@ -209,10 +209,32 @@ def test_vector_dot_numpy_operand_and_replay():
     assert_replay_matches_fresh(lambda x: (vector_dot(x * p, x), [p]), [data(3, 2)], [data(3, 2)])
 
 
+@pytest.mark.parametrize("shapes", [((1, 4), (6, 4)), ((6, 4), (4,)), ((2, 1, 3), (5, 3)),
+                                    ((0, 3), (1, 3))])
+def test_vector_dot_broadcasts_the_leading_axes_like_pytorch(shapes):
+    torch = pytest.importorskip("torch")
+    a, b = data(*shapes[0]), data(*shapes[1])
+    pa, pb = fa.Parameter(a, dtype=np.float64), fa.Parameter(b, dtype=np.float64)
+    y = vector_dot(pa, pb)
+    ta = torch.tensor(a, requires_grad=True)
+    tb = torch.tensor(b, requires_grad=True)
+    ty = (ta * tb).sum(-1)
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_allclose(y.value, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    w = data(*y.shape)
+    y.backward(w)
+    ty.backward(torch.tensor(w))
+    np.testing.assert_allclose(pa.grad, ta.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(pb.grad, tb.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert fa.gradcheck(lambda qa, qb: weighted_sum(vector_dot(qa, qb)), a, b)
+
+
 def test_vector_dot_bad_input():
-    with pytest.raises(ValueError, match=r"same shape.*\(3, 2\).*\(2, 3\)"):
+    with pytest.raises(ValueError, match=r"last axes.*\(3, 2\).*\(2, 3\)"):
         vector_dot(fa.Parameter(data(3, 2)), fa.Parameter(data(2, 3)))
-    with pytest.raises(ValueError, match="0-d"):
+    with pytest.raises(ValueError, match=r"\(3, 2\) and \(4, 2\) cannot be broadcast"):
+        vector_dot(fa.Parameter(data(3, 2)), fa.Parameter(data(4, 2)))
+    with pytest.raises(ValueError, match="last axis"):
         vector_dot(fa.Parameter(1.0), fa.Parameter(2.0))
     with pytest.raises(TypeError, match="mixed dtypes"):
         vector_dot(fa.Parameter(data(3)), fa.Parameter(data(3), dtype=np.float64))
