@@ -566,7 +566,7 @@ cdef class WindowSampler(Sampler):
             ends = np.array([n], dtype=np.int64)
         else:
             ends = _integer_array(who, "sentence_ends", sentence_ends).ravel()
-            if ends.size == 0 or ends[-1] != n or np.any(np.diff(ends) < 0):
+            if ends.size == 0 or ends[ends.size - 1] != n or np.any(np.diff(ends) < 0):
                 raise ValueError(f"{who}: sentence_ends must be non-decreasing offsets ending at "
                                  f"len(tokens) = {n}")
         self.ends_array = ends
