@@ -88,16 +88,28 @@ cdef Py_ssize_t out_size(str op, str what, Py_ssize_t size, Py_ssize_t kernel, P
 
 # ------------------------------------------------------------ convolution
 
+cdef inline void valid_columns(const Geom* g, Py_ssize_t ix0, Py_ssize_t* lo,
+                               Py_ssize_t* hi) noexcept nogil:
+    """The output columns ox in [lo, hi) whose input column ox*sw + ix0 lies inside x."""
+    lo[0] = 0 if ix0 >= 0 else (-ix0 + g.sw - 1) // g.sw
+    hi[0] = (g.w - ix0 + g.sw - 1) // g.sw if g.w > ix0 else 0
+    if hi[0] > g.ow:
+        hi[0] = g.ow
+    if lo[0] > hi[0]:
+        lo[0] = hi[0]
+
+
 cdef void im2col(const Geom* g, const floating* x, floating* cols) noexcept nogil:
     """cols[(c, i, j), (n, oy, ox)] = x[n, c, oy*sh - ph + i*dh, ox*sw - pw + j*dw] (0 outside x)."""
     cdef Py_ssize_t spots = g.oh * g.ow, width = g.n * spots
-    cdef Py_ssize_t c, i, j, n, oy, ox, iy, ix, ix0
+    cdef Py_ssize_t c, i, j, n, oy, ox, iy, ix0, lo, hi
     cdef floating* dst
     cdef const floating* src
     for c in range(g.c):
         for i in range(g.kh):
             for j in range(g.kw):
                 ix0 = j * g.dw - g.pw
+                valid_columns(g, ix0, &lo, &hi)
                 for n in range(g.n):
                     dst = cols + ((c * g.kh + i) * g.kw + j) * width + n * spots
                     for oy in range(g.oh):
@@ -105,33 +117,33 @@ cdef void im2col(const Geom* g, const floating* x, floating* cols) noexcept nogi
                         if iy < 0 or iy >= g.h:
                             vec_zero(dst, g.ow)
                         else:
-                            src = x + ((n * g.c + c) * g.h + iy) * g.w
-                            for ox in range(g.ow):
-                                ix = ox * g.sw + ix0
-                                dst[ox] = src[ix] if 0 <= ix < g.w else 0
+                            src = x + ((n * g.c + c) * g.h + iy) * g.w + ix0
+                            vec_zero(dst, lo)
+                            for ox in range(lo, hi):
+                                dst[ox] = src[ox * g.sw]
+                            vec_zero(dst + hi, g.ow - hi)
                         dst += g.ow
 
 
 cdef void col2im(const Geom* g, const floating* cols, floating* gx) noexcept nogil:
     """The adjoint of im2col: gx[n, c, iy, ix] += every column entry copied from it."""
     cdef Py_ssize_t spots = g.oh * g.ow, width = g.n * spots
-    cdef Py_ssize_t c, i, j, n, oy, ox, iy, ix, ix0
+    cdef Py_ssize_t c, i, j, n, oy, ox, iy, ix0, lo, hi
     cdef const floating* src
     cdef floating* dst
     for c in range(g.c):
         for i in range(g.kh):
             for j in range(g.kw):
                 ix0 = j * g.dw - g.pw
+                valid_columns(g, ix0, &lo, &hi)
                 for n in range(g.n):
                     src = cols + ((c * g.kh + i) * g.kw + j) * width + n * spots
                     for oy in range(g.oh):
                         iy = oy * g.sh - g.ph + i * g.dh
                         if 0 <= iy < g.h:
-                            dst = gx + ((n * g.c + c) * g.h + iy) * g.w
-                            for ox in range(g.ow):
-                                ix = ox * g.sw + ix0
-                                if 0 <= ix < g.w:
-                                    dst[ix] += src[ox]
+                            dst = gx + ((n * g.c + c) * g.h + iy) * g.w + ix0
+                            for ox in range(lo, hi):
+                                dst[ox * g.sw] += src[ox]
                         src += g.ow
 
 
@@ -387,29 +399,33 @@ cdef class Pool(Variable):
         return 0
 
     cdef void _forward(self, const floating* x, floating* y) noexcept nogil:
-        cdef Py_ssize_t p, oy, ox, iy, ix, best_at
+        cdef Py_ssize_t p, oy, ox, iy, ix, y0, y1, x0, x1, best_at, w = self.w
         cdef floating best, v, total
         cdef const floating* plane
+        cdef int64_t* argmax = self.argmax_ptr
         for p in range(self.planes):
-            plane = x + p * self.h * self.w
+            plane = x + p * self.h * w
             for oy in range(self.oh):
+                y0, y1 = self.row_start[oy], self.row_end[oy]
                 for ox in range(self.ow):
+                    x0, x1 = self.col_start[ox], self.col_end[ox]
                     if self.mode == POOL_MAX:
                         best = -INFINITY
-                        best_at = self.row_start[oy] * self.w + self.col_start[ox]
-                        for iy in range(self.row_start[oy], self.row_end[oy]):
-                            for ix in range(self.col_start[ox], self.col_end[ox]):
-                                v = plane[iy * self.w + ix]
-                                if v > best or (v != v and best == best):   # NaN wins, as in PyTorch
+                        best_at = y0 * w + x0
+                        for iy in range(y0, y1):
+                            for ix in range(x0, x1):
+                                v = plane[iy * w + ix]
+                                if v > best or v != v:      # a NaN wins, as in PyTorch
                                     best = v
-                                    best_at = iy * self.w + ix
+                                    best_at = iy * w + ix
                         y[0] = best
-                        self.argmax_ptr[(p * self.oh + oy) * self.ow + ox] = best_at
+                        argmax[0] = best_at
+                        argmax += 1
                     else:
                         total = 0
-                        for iy in range(self.row_start[oy], self.row_end[oy]):
-                            for ix in range(self.col_start[ox], self.col_end[ox]):
-                                total += plane[iy * self.w + ix]
+                        for iy in range(y0, y1):
+                            for ix in range(x0, x1):
+                                total += plane[iy * w + ix]
                         y[0] = total / self._divisor(oy, ox)
                     y += 1
 
