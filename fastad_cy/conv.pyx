@@ -5,8 +5,12 @@ are the 2-d ones with height 1. A convolution is im2col + GEMM: the node
 unfolds the input's receptive fields into a column matrix holding the whole
 batch, cols[(c, i, j), (n, oy, ox)], so that each group needs one GEMM for the
 forward, one for the weight's gradient and one for the columns' gradient,
-which col2im folds back onto the input. Measured beside direct loops this
-wins from the smallest layers of the example CNN on (see README, Benchmarks).
+which col2im folds back onto the input. Measured beside direct loops (a
+throwaway Cython version, vectorised over output columns) on the layers of
+examples/cnn.py, forward + backward, float32, one thread: 1->16 channels on
+8x8 and 16->32 on 4x4, 3x3 kernels, took 4.2x and 9.5x longer with the loops
+at batch 1 and 7.6x and 6.6x at batch 32: their inner loops are only 4-8
+columns long, while one GEMM per group covers the whole batch.
 All scratch buffers are made when the node is built; replays allocate nothing.
 """
 import operator
