@@ -371,3 +371,36 @@ def test_pool_layers_and_a_small_cnn_train():
     assert loss.forward().item() < first / 2
     assert fa.nn.MaxPool1d(2)(fa.Input(np.ones((1, 1, 4)))).shape == (1, 1, 2)
     assert fa.nn.AvgPool1d(2)(fa.Input(np.ones((1, 1, 4)))).shape == (1, 1, 2)
+
+
+def test_module_buffers_are_named_loaded_and_checked():
+    model = fa.nn.Sequential(fa.nn.Conv2d(1, 2, 3), fa.nn.BatchNorm2d(2))
+    assert [name for name, _ in model.named_buffers()] == ["1.running_mean", "1.running_var"]
+    assert all(isinstance(b, fa.Input) for _, b in model.named_buffers())
+    state = model.state_dict()
+    del state["1.running_var"]
+    with pytest.raises(ValueError, match=r"missing \['1.running_var'\]"):
+        model.load_state_dict(state)
+    with pytest.raises(ValueError, match=r"shape \(3,\) in the state dict"):
+        model.load_state_dict({**model.state_dict(), "1.running_mean": np.zeros(3)})
+    norm = model[1]
+    with pytest.raises(TypeError, match="'running_mean' is a buffer; assign an fa.Input"):
+        norm.running_mean = np.zeros(2)
+    with pytest.raises(ValueError, match="register_buffer: 'weight' must be a new attribute name"):
+        norm.register_buffer("weight", np.zeros(2))
+    norm.register_buffer("steps", np.zeros(1))
+    assert "1.steps" in model.state_dict()
+    del norm.steps
+    assert "1.steps" not in model.state_dict()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pool_and_batch_norm_keep_the_dtype_and_match_float64(dtype):
+    x = data(3, 2, 6, 6)
+    for build in (lambda v: fa.max_pool2d(v, 2), lambda v: fa.avg_pool2d(v, 3, 1, 1),
+                  lambda v: fa.adaptive_avg_pool2d(v, 4),
+                  lambda v: fa.nn.functional.batch_norm(v, None, None, training=True)):
+        y = build(fa.Input(x, dtype=dtype))
+        assert y.dtype == dtype
+        np.testing.assert_allclose(y.value, build(fa.Input(x, dtype=np.float64)).value,
+                                   rtol=1e-5, atol=1e-5)
