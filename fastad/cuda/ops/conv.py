@@ -66,13 +66,11 @@ class Conv:
                          beta=1.0 if accumulate else 0.0)
         if x.requires_grad:
             grad, accumulate = device_grad_slot(x)
-            weights = w.value.reshape((self.groups, -1, self.depth))
-            if self.width:
-                for grp in range(self.groups):        # dcols_g = W_g^T @ dY_g
-                    gemm(weights[grp], self.staged[grp], self.dcols[grp], trans_a=True)
-            elif not accumulate:
-                fill(grad, 0)
+            if self.width == 0:                       # an empty batch: x has no elements
                 return
+            weights = w.value.reshape((self.groups, -1, self.depth))
+            for grp in range(self.groups):            # dcols_g = W_g^T @ dY_g
+                gemm(weights[grp], self.staged[grp], self.dcols[grp], trans_a=True)
             launch("col2im", node.dtype, x.size, self.dcols, grad, self.meta, I64(x.size),
                    I32(accumulate))
 
