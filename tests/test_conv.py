@@ -404,3 +404,22 @@ def test_pool_and_batch_norm_keep_the_dtype_and_match_float64(dtype):
         assert y.dtype == dtype
         np.testing.assert_allclose(y.value, build(fa.Input(x, dtype=np.float64)).value,
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_replays_allocate_no_buffers():
+    import tracemalloc
+    x = fa.Input(data(8, 4, 16, 16))
+    w, b = fa.Parameter(data(8, 4, 3, 3)), fa.Parameter(data(8))
+    rm, rv = np.zeros(8, np.float32), np.ones(8, np.float32)
+    h = fa.nn.functional.batch_norm(fa.conv2d(x, w, b, padding=1), rm, rv, training=True)
+    loss = fa.sum(fa.adaptive_avg_pool2d(fa.avg_pool2d(fa.max_pool2d(h, 2), 3, 1, 1), 3))
+    loss.backward()
+    tracemalloc.start()
+    try:
+        for _ in range(3):
+            loss.forward()
+            loss.backward()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32_000      # one column buffer of the conv alone is 8*4*9*256*4 = 295 KB
