@@ -73,8 +73,9 @@ def main(epochs=15, batch=32, lr=0.01, seed=0, device=None, train_size=None):
     print(f"digits: {len(y_train)} train / {len(y_test)} held out, 8x8 images; device {device}")
     rng = np.random.default_rng(seed)
     model = DigitCNN(generator=rng).to(device)
-    x = fa.Input(np.zeros((batch, 1, 8, 8)), device=device)
-    y = fa.IndexInput(np.zeros(batch, dtype=np.int64), device=device)
+    # Built on a real batch: building computes a forward, which moves BatchNorm's running averages.
+    x = fa.Input(x_train[:batch], device=device)
+    y = fa.IndexInput(y_train[:batch], device=device)
     loss = fa.nn.cross_entropy(model(x), y)                  # the training graph, built once
     model.eval()
     with fa.no_grad():

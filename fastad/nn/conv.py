@@ -183,7 +183,8 @@ class BatchNorm1d(_BatchNorm):
     """Batch normalisation of x (batch, num_features) or (batch, num_features, length)
     per feature, as PyTorch's: training normalises with the batch's mean and biased
     variance and moves running_mean/running_var (buffers, unbiased variance) by
-    `momentum` at every forward and replay; eval() normalises with them.
+    `momentum` at every forward and replay (building a graph computes its
+    forward, so that moves them too); eval() normalises with them.
 
     >>> norm = fa.nn.BatchNorm1d(64)
     >>> norm(fa.Input(np.random.randn(32, 64))).shape
