@@ -37,6 +37,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "shape": ("gather_positions", "put_positions", "scatter_add_positions"),
     "sparse": ("gather_rows", "scatter_add_rows", "zero_rows", "copy_ids"),
     "linalg": ("row_dot_forward", "row_dot_backward"),
+    "conv": (
+        "im2col", "col2im", "conv_unstage", "conv_stage", "conv_bias_backward", "pool_forward",
+        "pool_backward", "batch_norm_stats", "batch_norm_forward", "batch_norm_sums",
+        "batch_norm_backward",
+    ),
     "optim": (
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
         "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
@@ -76,8 +81,8 @@ _ROWS = ("claim_rows", "release_rows")
 
 #: Each public op, loss and optimizer -> the kernels its device forward and
 #: backward (or step) launch. The code is in fastad/cuda/ops/<family>.py (and
-#: fastad/cuda/optim.py), the CPU version in fastad_cy/. matmul's products go to
-#: cuBLAS; lstm_cell and gru_cell are composed of the ops below. Seeding a
+#: fastad/cuda/optim.py), the CPU version in fastad_cy/. matmul's products (and the
+#: convolutions' GEMMs) go to cuBLAS; lstm_cell and gru_cell are composed of the ops below. Seeding a
 #: backward pass also launches fill or copy_or_add. A test runs every op and
 #: checks this table against the kernels it launched.
 OPS: dict[str, tuple[str, ...]] = {
@@ -102,6 +107,12 @@ OPS: dict[str, tuple[str, ...]] = {
     "concat": ("put_positions", "gather_positions"),
     "stack": ("put_positions", "gather_positions"),
     "take": ("gather_rows", "fill", "copy_ids", "scatter_add_rows"),
+    **{op: ("im2col", "conv_unstage", "conv_stage", "conv_bias_backward", "col2im")
+       for op in ("conv1d", "conv2d")},
+    **{op: ("pool_forward", "fill", "pool_backward") for op in
+       ("max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d")},
+    "batch_norm": ("batch_norm_stats", "batch_norm_forward", "batch_norm_sums",
+                   "batch_norm_backward"),
     "cross_entropy": ("fill", "cross_entropy_forward", "loss_finish", "cross_entropy_backward"),
     "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
     **{loss: ("fill", "pointwise_loss_forward", "loss_finish", "pointwise_loss_backward")

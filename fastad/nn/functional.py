@@ -2,6 +2,8 @@
 PyTorch's names (`import fastad.nn.functional as F`)."""
 import numpy as np
 
+from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
+                            conv2d, max_pool1d, max_pool2d)
 from fastad_cy.elementwise import leaky_relu, logsigmoid, mul, relu, sigmoid, softplus, tanh
 from fastad_cy.graph import IndexInput, Input, Variable
 from fastad_cy.losses import bce_with_logits, cross_entropy, huber, mse, nll_loss
@@ -9,7 +11,9 @@ from fastad_cy.reduction import log_softmax, softmax
 from fastad import random as fastad_random
 
 __all__ = ["relu", "leaky_relu", "tanh", "sigmoid", "softplus", "logsigmoid", "softmax", "log_softmax",
-           "dropout", "cross_entropy", "nll_loss", "bce_with_logits", "mse", "huber"]
+           "dropout", "cross_entropy", "nll_loss", "bce_with_logits", "mse", "huber", "conv1d",
+           "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
+           "batch_norm"]
 
 
 def check_dropout_rate(who, p):

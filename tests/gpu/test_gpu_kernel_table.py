@@ -49,6 +49,15 @@ BUILDS = {
     "bce_with_logits": lambda: fa.nn.bce_with_logits(P(3), P(3)),
     "mse": lambda: fa.nn.mse(P(3), P(3)),
     "huber": lambda: fa.nn.huber(P(3), P(3)),
+    "conv1d": lambda: fa.conv1d(P(2, 2, 5), P(3, 2, 2), P(3)),
+    "conv2d": lambda: fa.conv2d(P(2, 2, 4, 4), P(3, 2, 2, 2), P(3)),
+    "max_pool1d": lambda: fa.max_pool1d(P(1, 2, 4), 2),
+    "max_pool2d": lambda: fa.max_pool2d(P(1, 2, 4, 4), 2),
+    "avg_pool1d": lambda: fa.avg_pool1d(P(1, 2, 4), 2),
+    "avg_pool2d": lambda: fa.avg_pool2d(P(1, 2, 4, 4), 2),
+    "adaptive_avg_pool2d": lambda: fa.adaptive_avg_pool2d(P(1, 2, 4, 4), 3),
+    "batch_norm": lambda: fa.nn.functional.batch_norm(P(4, 3), None, None, P(3), P(3),
+                                                      training=True),
 }
 
 
