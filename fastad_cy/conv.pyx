@@ -16,6 +16,7 @@ All scratch buffers are made when the node is built; replays allocate nothing.
 import operator
 
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
 from libc.math cimport INFINITY, sqrt
@@ -151,6 +152,7 @@ cdef void col2im(const Geom* g, const floating* cols, floating* gx) noexcept nog
                         src += g.ow
 
 
+@cython.no_gc
 cdef class Conv(Variable):
     """y[n, o] = sum over the group's channels and the kernel of w[o] * x's receptive field (+ b[o]).
 
@@ -167,7 +169,7 @@ cdef class Conv(Variable):
     cdef char* staged_ptr           # NULL with batch 1
     cdef bint empty                 # no output spots (batch 0)
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.empty:
             return 0
         if self.f64:
@@ -204,12 +206,13 @@ cdef class Conv(Variable):
                     for l in range(spots):
                         dst[l] = src[l] + bias
 
-    cdef int run_backward(self) except -1:
-        if self.f64:
-            self._backward(<double*>self.grad_ptr)
-        else:
-            self._backward(<float*>self.grad_ptr)
-        return 0
+    cdef int run_backward(self) except -1 nogil:
+        with gil:       # reads Python objects (optional inputs, numpy buffers)
+            if self.f64:
+                self._backward(<double*>self.grad_ptr)
+            else:
+                self._backward(<float*>self.grad_ptr)
+            return 0
 
     cdef int _backward(self, floating* gy) except -1:
         cdef Py_ssize_t spots = self.g.oh * self.g.ow, width = self.g.n * spots
@@ -375,6 +378,7 @@ cdef enum PoolMode:
     POOL_MAX, POOL_AVG
 
 
+@cython.no_gc
 cdef class Pool(Variable):
     """Max or mean of each window of each (batch, channel) plane.
 
@@ -395,7 +399,7 @@ cdef class Pool(Variable):
     cdef const int64_t* col_end
     cdef int64_t* argmax_ptr
 
-    cdef int run_forward(self) except -1:
+    cdef int run_forward(self) except -1 nogil:
         if self.f64:
             self._forward(<double*>self.x.val_ptr, <double*>self.val_ptr)
         else:
@@ -438,7 +442,7 @@ cdef class Pool(Variable):
             return self.divisor
         return (self.row_end[oy] - self.row_start[oy]) * (self.col_end[ox] - self.col_start[ox])
 
-    cdef int run_backward(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         if not self.x.requires_grad:
             return 0
         cdef bint add = self.x.prepare_grad()
@@ -588,6 +592,7 @@ def adaptive_avg_pool2d(x, output_size):
 
 # ------------------------------------------------------ batch normalisation
 
+@cython.no_gc
 cdef class BatchNorm(Variable):
     """Per-channel normalisation of x seen as (batch, channels, spots).
 
@@ -606,18 +611,19 @@ cdef class BatchNorm(Variable):
     cdef double* mean
     cdef double* inv_std
 
-    cdef int run_forward(self) except -1:
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.val_ptr,
-                          <double*>self._ptr(self.w), <double*>self._ptr(self.b),
-                          <double*>self._array_ptr(self.running_mean),
-                          <double*>self._array_ptr(self.running_var))
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.val_ptr,
-                          <float*>self._ptr(self.w), <float*>self._ptr(self.b),
-                          <float*>self._array_ptr(self.running_mean),
-                          <float*>self._array_ptr(self.running_var))
-        return 0
+    cdef int run_forward(self) except -1 nogil:
+        with gil:       # reads Python objects (optional inputs, numpy buffers)
+            if self.f64:
+                self._forward(<double*>self.x.val_ptr, <double*>self.val_ptr,
+                              <double*>self._ptr(self.w), <double*>self._ptr(self.b),
+                              <double*>self._array_ptr(self.running_mean),
+                              <double*>self._array_ptr(self.running_var))
+            else:
+                self._forward(<float*>self.x.val_ptr, <float*>self.val_ptr,
+                              <float*>self._ptr(self.w), <float*>self._ptr(self.b),
+                              <float*>self._array_ptr(self.running_mean),
+                              <float*>self._array_ptr(self.running_var))
+            return 0
 
     cdef inline char* _ptr(self, Variable v):
         return v.val_ptr if v is not None else NULL
@@ -663,14 +669,15 @@ cdef class BatchNorm(Variable):
                 for k in range(self.spots):
                     yc[k] = <floating>(xc[k] * scale + shift)
 
-    cdef int run_backward(self) except -1:
-        if self.f64:
-            self._backward(<double*>self.x.val_ptr, <double*>self.grad_ptr,
-                           <double*>self._ptr(self.w))
-        else:
-            self._backward(<float*>self.x.val_ptr, <float*>self.grad_ptr,
-                           <float*>self._ptr(self.w))
-        return 0
+    cdef int run_backward(self) except -1 nogil:
+        with gil:       # reads Python objects (optional inputs, numpy buffers)
+            if self.f64:
+                self._backward(<double*>self.x.val_ptr, <double*>self.grad_ptr,
+                               <double*>self._ptr(self.w))
+            else:
+                self._backward(<float*>self.x.val_ptr, <float*>self.grad_ptr,
+                               <float*>self._ptr(self.w))
+            return 0
 
     cdef int _backward(self, const floating* x, const floating* gy, const floating* w) except -1:
         cdef Py_ssize_t i, ch, k, count = self.n * self.spots, stride = self.c * self.spots
