@@ -56,6 +56,11 @@ cdef tuple normalize_axes(str op, object axis, Py_ssize_t ndim):
     return tuple(sorted(seen))
 
 
+def _normalize_axes(op, axis, ndim):
+    """normalize_axes for the other op modules (shape.pyx) and their errors."""
+    return normalize_axes(op, axis, ndim)
+
+
 # -------------------------------------------------------------- reductions
 
 cdef enum ReduceOp:
