@@ -364,14 +364,14 @@ def vector_dot(a, b):
 # (a gather), a letter in one operand only and not in the output is summed out,
 # and two operands become one (batched) matmul between transposes and reshapes.
 
-EINSUM_FORMS = ("one or two operands; subscripts of letters a-z, A-Z, one per axis, with an "
+_EINSUM_FORMS = ("one or two operands; subscripts of letters a-z, A-Z, one per axis, with an "
                 "explicit output ('ij,jk->ik') or numpy's implicit one ('ij,jk'); a letter "
                 "repeated in one operand takes its diagonal ('ii->i', 'ii->'); no '...' and no "
                 "broadcasting of length-1 axes")
 
 
 cdef object _einsum_error(str subscripts, str problem):
-    return ValueError(f"einsum: subscripts {subscripts!r}: {problem} (supported: {EINSUM_FORMS})")
+    return ValueError(f"einsum: subscripts {subscripts!r}: {problem} (supported: {_EINSUM_FORMS})")
 
 
 cdef tuple _einsum_parse(str subscripts, tuple operands):
