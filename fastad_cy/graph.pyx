@@ -1224,6 +1224,9 @@ def device_grad(Parameter p):
 
 def bound_ids(IndexInput ix, Py_ssize_t bound, str op):
     """Require a device IndexInput's ids below `bound` now and at every set_value."""
+    if ix._dbound > bound and not ix.is_leaf:      # ids computed on the device (argmax): their bound
+        raise IndexError(f"{op}: the ids from '{ix.op_name}' range up to {ix._dbound - 1}, "
+                         f"but must be < {bound} here")
     if ix._dbound > bound:
         ids = device_ops().to_host(ix._dvalue).reshape(-1)
         bad = np.flatnonzero(ids >= bound)

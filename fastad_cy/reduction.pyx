@@ -448,9 +448,12 @@ cdef class ArgReduce(IndexInput):
     cdef Variable x
     cdef bint lowest
     cdef Py_ssize_t outer, n, inner
+    cdef object fn                  # on a device: its forward (fastad/cuda/ops/reduction.py)
 
     cdef int run_forward(self) except -1:
-        if self.x.f64:
+        if self._device is not None:
+            self.fn.forward(self)
+        elif self.x.f64:
             arg_forward(self.lowest, <double*>self.x.val_ptr, <int64_t*>self.val_ptr, self.outer,
                         self.n, self.inner)
         else:
@@ -484,17 +487,22 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis):
     if n == 0:
         raise ValueError(f"{name}: cannot take the {name} of zero elements (input shape {shape}, "
                          f"axis={axis!r})")
-    if on_device(v):
-        return device_ops().arg_reduce(name, lowest, v, outer, n, inner, out)
     cdef ArgReduce node = ArgReduce.__new__(ArgReduce)
     node.x = v
     node.lowest = lowest
     node.outer, node.n, node.inner = outer, n, inner
+    node._device = v._device
     init_node(node, name, (v,), out, v.f64)
     node.requires_grad = False
-    node._dbound = n
-    node._value = np.empty(out, dtype=np.int64)
-    node.val_ptr = <char*>cnp.PyArray_DATA(node._value)
+    node._dbound = n                # the ids are always below n (a device consumer's check)
+    if on_device(v):
+        node.fn = device_ops().arg_reduce(lowest, outer, n, inner)
+        node._dvalue = device_ops().empty(out, np.int64)
+        node._value = None
+        node.val_ptr = NULL
+    else:
+        node._value = np.empty(out, dtype=np.int64)
+        node.val_ptr = <char*>cnp.PyArray_DATA(node._value)
     return finish(node)
 
 
