@@ -469,7 +469,7 @@ cdef class ArgReduce(IndexInput):
         return f"Variable(op={self.op_name!r}, shape={self._shape}, dtype=int64)"
 
 
-cdef Variable _arg_reduce(str name, bint lowest, object x, object axis):
+cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object keepdims):
     require_float(name, x, "x")
     if isinstance(axis, tuple):
         raise TypeError(f"{name}: axis must be None or one int, got {axis!r}")
@@ -477,13 +477,13 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis):
     cdef tuple shape = v._shape, out
     cdef Py_ssize_t k, outer = 1, n = v.size, inner = 1
     if axis is None:
-        out = ()
+        out = (1,) * len(shape) if keepdims else ()
     else:
         k = normalize_axes(name, axis, len(shape))[0]
         outer = int(np.prod(shape[:k]))
         n = shape[k]
         inner = int(np.prod(shape[k + 1:]))
-        out = shape[:k] + shape[k + 1:]
+        out = shape[:k] + ((1,) if keepdims else ()) + shape[k + 1:]
     if n == 0:
         raise ValueError(f"{name}: cannot take the {name} of zero elements (input shape {shape}, "
                          f"axis={axis!r})")
@@ -506,27 +506,32 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis):
     return finish(node)
 
 
-def argmax(x, axis=None):
-    """Index of the largest element of x along `axis` (None: of the flattened x, a 0-d result).
+def argmax(x, axis=None, keepdims=False):
+    """Index of the largest element of x along `axis` (None: of the flattened x, a 0-d
+    result); `keepdims` keeps the axis with length 1, as numpy.
 
     The result is an integer node: index a Parameter with it (`E[fa.argmax(scores)]`),
-    or pass it to `take_along_axis` or as targets. It is recomputed on every
-    `forward()`, and no gradient flows through it. Ties give the first index; a NaN
-    counts as the largest, as numpy. Zero elements along `axis` raise ValueError.
+    pass it as targets, or, with keepdims, to `take_along_axis` along the same axis.
+    It is recomputed on every `forward()`, and no gradient flows through it. Ties
+    give the first index; a NaN counts as the largest, as numpy. Zero elements
+    along `axis` raise ValueError.
 
     >>> fa.argmax(fa.Input([[1.0, 5.0], [7.0, 2.0]]), axis=1).value
     array([1, 0])
+    >>> x = fa.Parameter([[1.0, 5.0], [7.0, 2.0]])
+    >>> fa.take_along_axis(x, fa.argmax(x, axis=1, keepdims=True), axis=1).shape    # the maxima
+    (2, 1)
     """
-    return _arg_reduce("argmax", False, x, axis)
+    return _arg_reduce("argmax", False, x, axis, keepdims)
 
 
-def argmin(x, axis=None):
+def argmin(x, axis=None, keepdims=False):
     """Index of the smallest element of x along `axis`; as `argmax` otherwise.
 
     >>> fa.argmin(fa.Input([[1.0, 5.0], [7.0, 2.0]])).item()     # of the flattened x
     0.0
     """
-    return _arg_reduce("argmin", True, x, axis)
+    return _arg_reduce("argmin", True, x, axis, keepdims)
 
 
 # ------------------------------------------------------------------ cumsum

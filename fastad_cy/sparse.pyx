@@ -216,7 +216,9 @@ def take_along_axis(x, ids, axis):
     touch (as `p[ix]`); otherwise it is dense, repeated ids adding up.
 
     >>> scores = fa.Parameter([[0.1, 0.9, 0.0], [0.5, 0.2, 0.3]])
-    >>> fa.take_along_axis(scores, fa.argmax(scores, axis=1).reshape(2, 1), axis=1).value
+    >>> fa.take_along_axis(scores, [[2, 0], [1, 1]], axis=1).value
+    array([[0. , 0.1],
+           [0.2, 0.2]], dtype=float32)
     """
     require_float("take_along_axis", x, "x")
     cdef Variable v = <Variable>x
