@@ -725,7 +725,8 @@ cdef class Leaf(Variable):
         dense = np.zeros(self._shape, dtype=self._value.dtype)
         if self.grad_mode == GRAD_SPARSE:
             sp = <Parameter>self
-            dense[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
+            # as (rows, row_len): a 1-D Parameter's slab rows are one element wide
+            dense.reshape(sp._shape[0], sp.row_len)[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
         dense.flags.writeable = False
         return dense
 
