@@ -117,3 +117,10 @@ def test_take_along_axis_of_a_parameter_along_axis_0_is_sparse(backend, dtype):
         np.testing.assert_allclose(host(dev.grad), cpu.grad, **tol)
     with pytest.raises(IndexError, match="< 10"):
         ix_dev.set_value([[1, 1, 2, 10], [5, 5, 5, 5]])
+
+
+def test_argmax_with_keepdims_feeds_take_along_axis_on_the_device(backend):
+    check_against_cpu(lambda x: fa.take_along_axis(x, fa.argmax(x, axis=1, keepdims=True), 1),
+                      r(4, 6))
+    check_against_cpu(lambda x: fa.take_along_axis(x, fa.argmin(x, axis=0, keepdims=True), 0),
+                      r(4, 6))
