@@ -371,9 +371,10 @@ def norm(x, ord=2, axis=None, keepdims=False):
     """
     if isinstance(ord, (bool, np.bool_)) or ord not in (1, 2):
         raise ValueError(f"norm: ord must be 1 or 2 (vector norms), got {ord!r}")
-    if ord == 1:
+    if ord == 1:                       # sum(abs(x)): abs's slope at 0 is 0, as torch's
         require_float("norm", x, "x")
-        return _reduce("norm", R_SUM, _elementwise.abs(x), axis, keepdims)
+        normalize_axes("norm", axis, len((<Variable>x)._shape))
+        return sum(_elementwise.abs(x), axis, keepdims)
     return _reduce("norm", R_NORM2, x, axis, keepdims)
 
 
