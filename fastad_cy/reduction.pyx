@@ -23,7 +23,7 @@ from cython cimport floating
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
                               require_float, on_device, device_ops)
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
-from fastad_cy.loops cimport vec_fill, vec_put, vec_zero
+from fastad_cy.loops cimport vec_fill, vec_zero
 from fastad_cy.scalar cimport s_exp, s_log
 
 cnp.import_array()
@@ -561,7 +561,12 @@ cdef void cumsum_backward(const floating* gy, floating* gx, Py_ssize_t outer, Py
             row = (o * n + k) * inner
             for j in range(inner):
                 running[j] += gy[row + j]
-            vec_put(gx + row, running, inner, add)
+            if add:             # plain loops: with a short inner row a memcpy call would dominate
+                for j in range(inner):
+                    gx[row + j] += running[j]
+            else:
+                for j in range(inner):
+                    gx[row + j] = running[j]
 
 
 cdef class Cumsum(Variable):
