@@ -13,11 +13,15 @@ from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, en
 from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
                                    leaky_relu, softplus, logsigmoid, sqrt, square, abs)
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
+from fastad_cy.reduction import min, norm, var, std, argmax, argmin, cumsum
 from fastad_cy.shape import reshape, transpose, getitem, concat, stack
+from fastad_cy.shape import expand_dims, squeeze, split, flip, tile
 from fastad_cy.linalg import matmul, vector_dot
+from fastad_cy.linalg import einsum
 from fastad_cy.sparse import take
 from fastad_cy.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
                             adaptive_avg_pool2d)
+from fastad_cy.sparse import take_along_axis
 from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
@@ -37,4 +41,6 @@ __all__ = [
     "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
     "cuda",
+    "min", "norm", "var", "std", "argmax", "argmin", "cumsum", "expand_dims", "squeeze", "split",
+    "flip", "tile", "einsum", "take_along_axis",
 ]

@@ -818,7 +818,8 @@ cdef class Leaf(Variable):
         dense = np.zeros(self._shape, dtype=self._value.dtype)
         if self.grad_mode == GRAD_SPARSE:
             sp = <Parameter>self
-            dense[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
+            # as (rows, row_len): a 1-D Parameter's slab rows are one element wide
+            dense.reshape(sp._shape[0], sp.row_len)[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
         dense.flags.writeable = False
         return dense
 
@@ -1330,6 +1331,9 @@ def device_grad(Parameter p):
 
 def bound_ids(IndexInput ix, Py_ssize_t bound, str op):
     """Require a device IndexInput's ids below `bound` now and at every set_value."""
+    if ix._dbound > bound and not ix.is_leaf:      # ids computed on the device (argmax): their bound
+        raise IndexError(f"{op}: the ids from '{ix.op_name}' range up to {ix._dbound - 1}, "
+                         f"but must be < {bound} here")
     if ix._dbound > bound:
         ids = device_ops().to_host(ix._dvalue).reshape(-1)
         bad = np.flatnonzero(ids >= bound)

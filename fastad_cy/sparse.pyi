@@ -1,8 +1,13 @@
-"""Type stubs for fastad_cy/sparse.pyx: take (a gather with a sparse gradient)."""
+"""Type stubs for fastad_cy/sparse.pyx: take and take_along_axis (gathers with sparse gradients)."""
+from typing import SupportsIndex
+
 from numpy.typing import ArrayLike
 
 from fastad_cy.graph import IndexInput, Variable
 
 class Take(Variable): ...
+class TakeAlong(Variable): ...
 
 def take(table: Variable, ix: IndexInput | ArrayLike) -> Variable: ...
+def take_along_axis(x: Variable, ids: IndexInput | ArrayLike,
+                    axis: SupportsIndex | None) -> Variable: ...

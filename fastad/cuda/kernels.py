@@ -29,13 +29,15 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "reduction": (
         "reduce_sum", "reduce_max", "reduce_logsumexp", "count_ties", "reduce_backward",
         "softmax_forward", "softmax_backward",
+        "reduce_min", "reduce_norm2", "arg_reduce", "cumsum_forward", "cumsum_backward",
     ),
     "losses": (
         "cross_entropy_forward", "cross_entropy_backward", "nll_forward", "nll_backward",
         "pointwise_loss_forward", "pointwise_loss_backward", "loss_finish",
     ),
     "shape": ("gather_positions", "put_positions", "scatter_add_positions"),
-    "sparse": ("gather_rows", "scatter_add_rows", "zero_rows", "copy_ids"),
+    "sparse": ("gather_rows", "scatter_add_rows", "zero_rows", "copy_ids", "along_forward",
+               "along_scatter_add"),
     "linalg": ("row_dot_forward", "row_dot_backward"),
     "conv": (
         "im2col", "col2im", "conv_unstage", "conv_stage", "conv_bias_backward", "pool_forward",
@@ -113,6 +115,13 @@ OPS: dict[str, tuple[str, ...]] = {
        ("max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d")},
     "batch_norm": ("batch_norm_stats", "batch_norm_forward", "batch_norm_sums",
                    "batch_norm_backward"),
+    "min": ("reduce_min", "count_ties", "reduce_backward"),
+    "norm": ("reduce_norm2", "reduce_backward"),
+    "argmax": ("arg_reduce",),
+    "argmin": ("arg_reduce",),
+    "cumsum": ("cumsum_forward", "cumsum_backward"),
+    "take_along_axis": ("along_forward", "fill", "copy_ids", "along_scatter_add"),
+    **{op: ("gather_positions", "fill", "scatter_add_positions") for op in ("flip", "tile")},
     "cross_entropy": ("fill", "cross_entropy_forward", "loss_finish", "cross_entropy_backward"),
     "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
     **{loss: ("fill", "pointwise_loss_forward", "loss_finish", "pointwise_loss_backward")
