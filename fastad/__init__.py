@@ -22,6 +22,7 @@ from fastad.io import save, load
 from fastad.viz import to_dot, render
 from fastad.random import manual_seed
 from fastad import optim, nn, io, data, metrics, models, hogwild, compare, distributed, cuda
+from fastad.nn.attention import scaled_dot_product_attention
 
 __version__ = "0.1.0"
 
@@ -33,5 +34,5 @@ __all__ = [
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
     "vector_dot", "take", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
-    "cuda",
+    "cuda", "scaled_dot_product_attention",
 ]

@@ -18,6 +18,7 @@ from fastad.nn.module import Module, Sequential, ModuleList, ModuleDict, Dropout
 from fastad.nn.activations import (ReLU, LeakyReLU, Tanh, Sigmoid, Softplus, LogSigmoid, Softmax,
                                    LogSoftmax, Identity, Flatten)
 from fastad.nn.layers import Linear, Embedding, LSTMCell, GRUCell, LSTM, GRU, LayerNorm
+from fastad.nn.attention import MultiheadAttention
 from fastad_cy.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
 from fastad_cy.elementwise import relu, leaky_relu, tanh, sigmoid, softplus, logsigmoid
 from fastad_cy.reduction import softmax, log_softmax
@@ -25,6 +26,6 @@ from fastad_cy.reduction import softmax, log_softmax
 __all__ = ["init", "functional", "Module", "Sequential", "ModuleList", "ModuleDict", "Dropout",
            "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
            "Identity", "Flatten", "IncompatibleKeys", "Linear", "Embedding",
-           "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "cross_entropy", "nll_loss",
+           "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "MultiheadAttention", "cross_entropy", "nll_loss",
            "bce_with_logits", "mse", "huber", "relu", "leaky_relu", "tanh", "sigmoid", "softplus",
            "logsigmoid", "softmax", "log_softmax"]
