@@ -15,7 +15,7 @@ from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh,
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
 from fastad_cy.shape import reshape, transpose, getitem, concat, stack
 from fastad_cy.linalg import matmul, vector_dot
-from fastad_cy.sparse import take
+from fastad_cy.sparse import take, embedding, embedding_bag
 from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
@@ -32,7 +32,7 @@ __all__ = [
     "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu",
     "softplus", "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
-    "vector_dot", "take", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
+    "vector_dot", "take", "embedding", "embedding_bag", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
     "cuda", "scaled_dot_product_attention",
 ]
