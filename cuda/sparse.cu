@@ -31,3 +31,36 @@ template <typename T>
 __global__ void copy_ids(const i64* src, i64* dst, i64 n) {
     FA_GRID_STRIDE(i, n) { dst[i] = src[i]; }
 }
+
+// embedding_bag: out[b, :] = the sum (or, when mean, the mean) of table[ids[k], :] over bag
+// b's positions k in [bounds[b], bounds[b + 1]); an empty bag is zeros. The bounds come from
+// offsets checked on the host (sorted, within the ids).
+template <typename T>
+__global__ void bag_forward(const T* table, const i64* ids, const i64* bounds, T* out, i64 n_bags,
+                            i64 row_len, int mean) {
+    FA_GRID_STRIDE(i, n_bags * row_len) {
+        i64 b = i / row_len, j = i % row_len;
+        i64 start = bounds[b], end = bounds[b + 1];
+        T total = T(0);
+        for (i64 k = start; k < end; ++k) total += table[ids[k] * row_len + j];
+        out[i] = mean && end - start > 1 ? total * T(1.0 / double(end - start)) : total;
+    }
+}
+
+// rows[k, :] = grad[b, :] (times 1 / the bag's size when mean) for each position k in
+// [first, first + used) of bag b, the last bag with bounds[b] <= k (so empty bags are skipped).
+template <typename T>
+__global__ void bag_backward_rows(const T* grad, const i64* bounds, T* rows, i64 n_bags, i64 first,
+                                  i64 used, i64 row_len, int mean) {
+    FA_GRID_STRIDE(i, used * row_len) {
+        i64 k = first + i / row_len, j = i % row_len;
+        i64 lo = 0, hi = n_bags - 1;
+        while (lo < hi) {
+            i64 mid = (lo + hi + 1) / 2;
+            if (bounds[mid] <= k) lo = mid; else hi = mid - 1;
+        }
+        i64 count = bounds[lo + 1] - bounds[lo];
+        T scale = mean ? T(1.0 / double(count)) : T(1);
+        rows[k * row_len + j] = grad[lo * row_len + j] * scale;
+    }
+}

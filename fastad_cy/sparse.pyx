@@ -16,7 +16,7 @@ from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, init_node, finish, require_float,
-                              on_device, device_ops)
+                              on_device, device_ops, GRAD_SPARSE, GRAD_DENSE)
 from fastad_cy.loops cimport vec_put, vec_zero
 
 cnp.import_array()
@@ -235,6 +235,41 @@ cdef void bag_backward_rows(const floating* grad, const int64_t* bounds, floatin
                 rows[k * row_len + j] = grad[b * row_len + j] * scale
 
 
+cdef int fill_bounds(const int64_t* offsets, Py_ssize_t n_offsets, Py_ssize_t n_ids,
+                     Py_ssize_t n_bags, bint include_last_offset, int64_t* bounds) except -1:
+    """bounds[b], bounds[b + 1] = where bag b starts and ends (n_bags + 1 entries), after
+    checking that offsets start at 0, never decrease and stay within the n_ids ids."""
+    cdef Py_ssize_t b
+    for b in range(n_offsets):
+        if b == 0 and offsets[0] != 0:
+            raise ValueError(f"embedding_bag: offsets[0] must be 0 (the first bag starts at "
+                             f"the first id), got {offsets[0]}")
+        if b > 0 and offsets[b] < offsets[b - 1]:
+            raise ValueError(f"embedding_bag: offsets must not decrease, got offsets[{b - 1}] "
+                             f"= {offsets[b - 1]} and offsets[{b}] = {offsets[b]}")
+        if offsets[b] > n_ids:
+            raise ValueError(f"embedding_bag: offsets[{b}] = {offsets[b]} is past the end of "
+                             f"the {n_ids} ids")
+        if b < n_bags:
+            bounds[b] = offsets[b]
+    bounds[n_bags] = offsets[n_bags] if include_last_offset else n_ids
+    return 0
+
+
+def bag_bounds(IndexInput offsets, Py_ssize_t n_ids, Py_ssize_t n_bags, bint include_last_offset,
+               cnp.ndarray[int64_t, ndim=1, mode="c"] bounds not None):
+    """Check host `offsets` and write the bags' bounds into `bounds` (int64, n_bags + 1),
+    as embedding_bag's CPU node does before each pass (its device version calls this)."""
+    if offsets._device is not None:
+        raise ValueError("embedding_bag: on a GPU the offsets stay on the host (an IndexInput "
+                         "without device=), where they are checked before each pass")
+    if bounds.shape[0] != n_bags + 1:
+        raise ValueError(f"bag_bounds: bounds must have {n_bags + 1} entries, got {bounds.shape[0]}")
+    fill_bounds(<const int64_t*>offsets.val_ptr, offsets.size, n_ids, n_bags, include_last_offset,
+                <int64_t*>cnp.PyArray_DATA(bounds))
+    return bounds
+
+
 cdef class EmbeddingBag(Variable):
     """out[b] = sum (or mean) of table[ids[k]] over bag b's positions k; a sparse (or
     dense) row gradient."""
@@ -247,28 +282,12 @@ cdef class EmbeddingBag(Variable):
     cdef cnp.ndarray scratch          # (n_ids, row_len): each position's gradient row
 
     cdef int check_inputs(self) except -1:
-        """Ids in range and offsets a valid partition, then bounds from the offsets: ids and
+        """Ids in range, and the bounds from offsets that form a valid partition: ids and
         offsets can change through set_value between passes."""
-        cdef Py_ssize_t b, n_ids = self.ix.size
-        cdef int64_t* bounds = <int64_t*>cnp.PyArray_DATA(self.bounds)
-        cdef const int64_t* offsets
         check_ids("embedding_bag", self.ix, self.rows)
-        if self.offsets is None:
-            return 0                  # fixed bags: the bounds were set at build
-        offsets = <const int64_t*>self.offsets.val_ptr
-        for b in range(self.offsets.size):
-            if b == 0 and offsets[0] != 0:
-                raise ValueError(f"embedding_bag: offsets[0] must be 0 (the first bag starts at "
-                                 f"the first id), got {offsets[0]}")
-            if b > 0 and offsets[b] < offsets[b - 1]:
-                raise ValueError(f"embedding_bag: offsets must not decrease, got offsets[{b - 1}] "
-                                 f"= {offsets[b - 1]} and offsets[{b}] = {offsets[b]}")
-            if offsets[b] > n_ids:
-                raise ValueError(f"embedding_bag: offsets[{b}] = {offsets[b]} is past the end of "
-                                 f"the {n_ids} ids")
-            if b < self.n_bags:
-                bounds[b] = offsets[b]
-        bounds[self.n_bags] = offsets[self.n_bags] if self.include_last_offset else n_ids
+        if self.offsets is not None:      # else fixed bags: the bounds were set at build
+            fill_bounds(<const int64_t*>self.offsets.val_ptr, self.offsets.size, self.ix.size,
+                        self.n_bags, self.include_last_offset, <int64_t*>cnp.PyArray_DATA(self.bounds))
         return 0
 
     cdef int run_forward(self) except -1:
@@ -381,3 +400,85 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     init_node(node, "embedding_bag", (t, ix) if offsets is None else (t, ix, offsets),
               (n_bags, node.row_len), t.f64)
     return finish(node)
+
+
+# ------------------------------------------------- gradients moved between processes
+# fastad.hogwild's synchronised mode reads each worker's gradient (grad_mode, and
+# sparse_grad() or grad), and one process adds them all into its own Parameter.
+
+cdef int _require_host_parameter(str who, object p) except -1:
+    if not isinstance(p, Parameter):
+        raise TypeError(f"{who}: expected a Parameter, got {type(p).__name__}")
+    if (<Parameter>p)._device is not None:
+        raise ValueError(f"{who}: the Parameter is on {(<Parameter>p)._device}; this works on "
+                         f"CPU Parameters")
+    return 0
+
+
+def grad_mode(p):
+    """How CPU Parameter `p` holds its gradient: "none", "sparse" (rows only) or "dense"."""
+    _require_host_parameter("grad_mode", p)
+    return ("none", "sparse", "dense")[(<Parameter>p).grad_mode]
+
+
+cdef void scale(floating* x, Py_ssize_t n, floating factor) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        x[i] *= factor
+
+
+def add_grad(p, values, rows=None):
+    """Add `values` into CPU Parameter `p`'s gradient, as a backward pass would.
+
+    Without `rows`, `values` has p's shape and adds densely. With `rows` (int64
+    ids below p.shape[0]), `values` is (len(rows), row_len) and row k adds into
+    row rows[k] of a sparse gradient (repeated rows add; into a dense gradient
+    if p already holds one). `values` must have p's dtype and be C-contiguous.
+    """
+    _require_host_parameter("add_grad", p)
+    cdef Parameter param = <Parameter>p
+    if not isinstance(values, np.ndarray) or values.dtype != param._value.dtype \
+            or not values.flags.c_contiguous:
+        raise TypeError(f"add_grad: values must be a C-contiguous {param._value.dtype} array, got "
+                        f"{type(values).__name__} {getattr(values, 'dtype', '')}")
+    cdef cnp.ndarray arr = <cnp.ndarray>values
+    cdef cnp.ndarray ids
+    cdef bint add
+    if rows is None:
+        if values.shape != param._shape:
+            raise ValueError(f"add_grad: values have shape {values.shape}, expected the "
+                             f"Parameter's {param._shape}")
+        add = param.prepare_grad()
+        if param.f64:
+            vec_put(<double*>param.grad_ptr, <const double*>cnp.PyArray_DATA(arr), param.size, add)
+        else:
+            vec_put(<float*>param.grad_ptr, <const float*>cnp.PyArray_DATA(arr), param.size, add)
+        return
+    ids = np.ascontiguousarray(rows, dtype=np.int64)
+    if ids.ndim != 1 or values.shape != (ids.shape[0], param.row_len) or not param._shape:
+        raise ValueError(f"add_grad: rows of shape {np.shape(rows)} and values of shape "
+                         f"{values.shape} do not fit a Parameter of shape {param._shape}: "
+                         f"expected (n,) and (n, {param.row_len})")
+    if ids.size and (ids.min() < 0 or ids.max() >= param._shape[0]):
+        raise IndexError(f"add_grad: rows must be in [0, {param._shape[0]}), got "
+                         f"{ids.min()}..{ids.max()}")
+    param.add_grad_rows(<const int64_t*>cnp.PyArray_DATA(ids), ids.shape[0],
+                        <const char*>cnp.PyArray_DATA(arr))
+
+
+def scale_grad(p, double factor):
+    """Multiply CPU Parameter `p`'s gradient (dense, or the rows of a sparse one) by `factor`."""
+    _require_host_parameter("scale_grad", p)
+    cdef Parameter param = <Parameter>p
+    cdef Py_ssize_t n
+    cdef char* data
+    if param.grad_mode == GRAD_SPARSE:
+        data, n = param.slab_ptr, param.n_touched * param.row_len
+    elif param.grad_mode == GRAD_DENSE:
+        data, n = param.grad_ptr, param.size
+    else:
+        return
+    if param.f64:
+        scale(<double*>data, n, factor)
+    else:
+        scale(<float*>data, n, <float>factor)

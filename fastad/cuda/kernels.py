@@ -35,7 +35,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "pointwise_loss_forward", "pointwise_loss_backward", "loss_finish",
     ),
     "shape": ("gather_positions", "put_positions", "scatter_add_positions"),
-    "sparse": ("gather_rows", "scatter_add_rows", "zero_rows", "copy_ids"),
+    "sparse": ("gather_rows", "scatter_add_rows", "zero_rows", "copy_ids", "bag_forward",
+               "bag_backward_rows"),
     "linalg": ("row_dot_forward", "row_dot_backward"),
     "optim": (
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
@@ -102,6 +103,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "concat": ("put_positions", "gather_positions"),
     "stack": ("put_positions", "gather_positions"),
     "take": ("gather_rows", "fill", "copy_ids", "scatter_add_rows"),
+    "embedding_bag": ("bag_forward", "bag_backward_rows", "fill", "copy_ids", "scatter_add_rows"),
     "cross_entropy": ("fill", "cross_entropy_forward", "loss_finish", "cross_entropy_backward"),
     "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
     **{loss: ("fill", "pointwise_loss_forward", "loss_finish", "pointwise_loss_backward")

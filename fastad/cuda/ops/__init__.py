@@ -22,6 +22,6 @@ from fastad.cuda.ops.elementwise import unary, binary
 from fastad.cuda.ops.reduction import reduce, softmax
 from fastad.cuda.ops.shape import reshape, transpose, gather, join
 from fastad.cuda.ops.linalg import matmul, vector_dot
-from fastad.cuda.ops.sparse import take
+from fastad.cuda.ops.sparse import take, embedding_bag
 from fastad.cuda.ops.fused import lstm_cell, gru_cell
 from fastad.cuda.ops.losses import cross_entropy, nll_loss, pair_loss

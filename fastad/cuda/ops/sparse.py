@@ -1,12 +1,15 @@
-"""Row gathers on a GPU (cuda/sparse.cu): `take`, with a sparse gradient.
+"""Row gathers on a GPU (cuda/sparse.cu): `take` and `embedding_bag`, with a sparse gradient.
 
 The backward scatter-adds the gathered rows' gradients into the table's
 gradient buffer (repeated ids add, atomically). A Parameter records which id
 arrays touched it, so optimizers update, and zero_grad clears, only those
 rows (see fastad_cy/graph.pyx, device_sparse_slot).
 """
-from fastad_cy.graph import bound_ids, device_ids, device_sparse_slot
-from fastad.cuda.ops.common import I64, launch, make_node, same_device
+import numpy as np
+
+from fastad_cy.graph import bound_ids, device_grad_slot, device_ids, device_sparse_slot
+from fastad_cy.sparse import bag_bounds
+from fastad.cuda.ops.common import I32, I64, backend, copy_from_host, fill, launch, make_node, same_device
 
 
 class Take:
@@ -36,3 +39,67 @@ def take(table, ix):
     bound_ids(ix, rows, "take")
     row_len = table.size // rows if rows else 0
     return make_node("take", (table, ix), ix.shape + table.shape[1:], table.dtype, Take(row_len))
+
+
+class EmbeddingBag:
+    """Bags of rows summed (or averaged). The offsets stay on the host: before each
+    pass they are checked there (fastad_cy.sparse.bag_bounds, as on the CPU) and the
+    bags' bounds are copied to the device; 2-D ids have fixed bounds, copied once."""
+
+    def __init__(self, offsets, n_bags, n_ids, row_len, mean, include_last_offset, sparse, bounds,
+                 dtype):
+        self.offsets, self.n_bags, self.n_ids = offsets, n_bags, n_ids
+        self.row_len, self.mean = I64(row_len), I32(mean)
+        self.include_last_offset, self.sparse = include_last_offset, sparse
+        self.host_bounds = bounds
+        self.bounds = backend().from_host(bounds)
+        self.rows = backend().empty((n_ids, row_len), dtype)   # each id's gradient row
+
+    def refresh_bounds(self):
+        if self.offsets is not None:
+            bag_bounds(self.offsets, self.n_ids, self.n_bags, self.include_last_offset,
+                       self.host_bounds)
+            copy_from_host(self.bounds, self.host_bounds)
+        return int(self.host_bounds[0]), int(self.host_bounds[-1] - self.host_bounds[0])
+
+    def forward(self, node):
+        table, ix = node.parents
+        self.refresh_bounds()
+        launch("bag_forward", node.dtype, node.size, table.value, device_ids(ix), self.bounds,
+               node.value, I64(self.n_bags), self.row_len, self.mean)
+
+    def backward(self, node):
+        table, ix = node.parents
+        if not table.requires_grad:
+            return
+        first, used = self.refresh_bounds()
+        rows = self.rows[first:first + used]
+        launch("bag_backward_rows", node.dtype, used * int(self.row_len), node.grad, self.bounds,
+               self.rows, I64(self.n_bags), I64(first), I64(used), self.row_len, self.mean)
+        ids = device_ids(ix).reshape(-1)[first:first + used]
+        if self.sparse:
+            grad = device_sparse_slot(table, ids)
+        else:
+            grad, add = device_grad_slot(table)
+            if not add:
+                fill(grad, 0)
+        launch("scatter_add_rows", node.dtype, used * int(self.row_len), rows, ids, grad,
+               I64(used), self.row_len)
+
+
+def embedding_bag(table, ix, offsets, n_bags, mean, include_last_offset, sparse):
+    """fastad_cy/sparse.pyx's `embedding_bag` on a GPU, after its checks: ids are checked
+    now and at every `ix.set_value`, offsets (on the host) before every pass."""
+    same_device("embedding_bag", table, ix)
+    bound_ids(ix, table.shape[0], "embedding_bag")
+    n_ids = ix.size
+    if offsets is None:
+        bounds = np.arange(n_bags + 1, dtype=np.int64) * ix.shape[1]
+    else:
+        bounds = bag_bounds(offsets, n_ids, n_bags, include_last_offset,
+                            np.zeros(n_bags + 1, dtype=np.int64))
+    fn = EmbeddingBag(offsets, n_bags, n_ids, table.shape[1], mean, include_last_offset, sparse,
+                      bounds, table.dtype)
+    # The host offsets are no input of the device node (the engine keeps a node's inputs
+    # on one device): fn reads them before each pass.
+    return make_node("embedding_bag", (table, ix), (n_bags, table.shape[1]), table.dtype, fn)
