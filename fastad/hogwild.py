@@ -563,9 +563,10 @@ class _GradSlot:
             elif mode == "dense":
                 self.values[i][...] = p.grad
 
-    def add_into(self, params):
-        """Add this slot's gradients into `params` (as backward passes would)."""
-        for i, p in enumerate(params):
+    def add_into(self, params, indices):
+        """Add this slot's gradients of Parameters `indices` into them (as backward passes would)."""
+        for i in indices:
+            p = params[i]
             mode, touched = _GRAD_MODES[self.header[3 + 4 * i]], int(self.header[4 + 4 * i])
             if mode == "sparse":
                 add_grad(p, self._rows(i, p)[:touched], self.ids[i][:touched])
@@ -585,7 +586,8 @@ class _SyncGroup:
         self.steps = 0
         self.optimizer = None
         self.params = None
-        self.slots = None        # rank 0: every rank's slot; another rank: its own only
+        self.owned = None        # the indices of the Parameters this worker updates
+        self.slots = None        # every worker's gradient slot, in rank order
 
     def _arrive(self, tag):
         """Wait for every worker; all must have arrived with the same tag (step number, or
@@ -605,19 +607,31 @@ class _SyncGroup:
         for p in params:
             grad_mode(p)                     # a CPU Parameter, or a clear error
         self.optimizer, self.params = optimizer, params
+        # Each Parameter is reduced and updated by one worker: the largest first, to the
+        # least loaded worker, the same way in every worker and every run.
+        load, self.owned = [0] * self.workers, []
+        for i in sorted(range(len(params)), key=lambda i: -params[i].size):
+            owner = load.index(min(load))
+            load[owner] += params[i].size
+            if owner == self.rank:
+                self.owned.append(i)
         name = f"{self.prefix}slot{self.rank}"
         self.own = _GradSlot(_create_segment(name, _GradSlot.nbytes(params)), params)
 
     def _attach_peers(self):
-        self.slots = [self.own if r == 0 else None for r in range(self.workers)]
+        self.slots = []
         size = _GradSlot.nbytes(self.params)
-        for r in range(1, self.workers):
+        for r in range(self.workers):
+            if r == self.rank:
+                self.slots.append(self.own)
+                continue
             mapping = _attach_segment(f"{self.prefix}slot{r}")
             if len(mapping) != size:
                 raise RuntimeError(f"sync_step: worker {r}'s optimizer holds Parameters of other "
-                                   f"shapes or dtypes than worker 0's ({len(mapping)} bytes of "
-                                   f"gradients against {size}); every worker must build the same model")
-            self.slots[r] = _GradSlot(mapping, self.params)
+                                   f"shapes or dtypes than worker {self.rank}'s ({len(mapping)} "
+                                   f"bytes of gradients against {size}); every worker must build "
+                                   f"the same model")
+            self.slots.append(_GradSlot(mapping, self.params))
 
     def step(self, optimizer):
         if self.optimizer is None:
@@ -628,16 +642,16 @@ class _SyncGroup:
         self.own.write(self.params)
         self.steps += 1
         self._arrive(self.steps)
-        if self.rank == 0:
-            if self.slots is None:
-                self._attach_peers()
-            optimizer.zero_grad()
+        if self.slots is None:
+            self._attach_peers()
+        optimizer.zero_grad()
+        if self.owned:
             for slot in self.slots:              # in rank order: the same sums in every run
-                slot.add_into(self.params)
+                slot.add_into(self.params, self.owned)
             if self.reduction == "mean" and self.workers > 1:
-                for p in self.params:
-                    scale_grad(p, 1.0 / self.workers)
-            optimizer.step()
+                for i in self.owned:
+                    scale_grad(self.params[i], 1.0 / self.workers)
+            optimizer.step()                     # only the owned Parameters hold gradients
         self.barrier.wait()                      # nobody reads the Parameters mid-update
         optimizer.zero_grad()
 
@@ -650,8 +664,9 @@ def sync_step(optimizer):
 
     In a worker of `run(..., mode="synchronized")`: every worker's gradients (the
     touched rows only of sparse ones) are summed in rank order (and divided by
-    the number of workers with reduce="mean"), and one process applies that one
-    update to the shared Parameters while the others wait, so every step sees
+    the number of workers with reduce="mean"), and that one update is applied to
+    the shared Parameters, each Parameter by one worker (the work split by
+    size), before any worker goes on, so every step sees
     the same Parameters everywhere and the result does not depend on timing.
     Every worker must call it the same number of times, with optimizers over the
     same Parameters (from the same shared arrays). Anywhere else (one process, a
