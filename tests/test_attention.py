@@ -99,6 +99,16 @@ def test_sdpa_gradients_against_finite_differences_and_replay():
     np.testing.assert_allclose(out.value, expected.detach().numpy(), rtol=1e-10)
 
 
+def test_masked_attention_passes_detect_anomaly():
+    r = rng(8)
+    q = fa.Parameter(r.normal(size=(2, 4, 3)), dtype=F64)
+    with fa.detect_anomaly():
+        out = fa.scaled_dot_product_attention(q, q, q, is_causal=True)
+        out.sum().backward()
+    _, expected = torch_sdpa(q.value, q.value, q.value, is_causal=True)
+    np.testing.assert_allclose(out.value, expected.detach().numpy(), rtol=1e-12)
+
+
 def test_sdpa_float32():
     r = rng(7)
     q, k, v = (r.normal(size=(2, 4, 3)).astype(np.float32) for _ in range(3))

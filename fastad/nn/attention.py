@@ -3,8 +3,9 @@
 Both are composed of existing ops (batched matmul, transpose, scalar multiply,
 an additive mask, softmax), so they run on the CPU and on a GPU alike, replay
 after `set_value`, and take their gradients from those ops' rules. A mask is
-a constant of the graph: boolean masks become an additive Input of 0 and -inf
-(PyTorch's math path does the same), made once when the graph is built.
+a constant of the graph: boolean masks become an additive Input of 0 and a
+score low enough that its softmax weight is exactly 0 (PyTorch's math path
+adds -inf), made once when the graph is built.
 """
 import math
 
@@ -15,6 +16,8 @@ from fastad import random as fastad_random
 from fastad.nn.module import Module
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention"]
+
+_MASKED_SCORE = -1e30     # what a masked-out score becomes (finite in float32 too)
 
 
 def _require_float_variable(who, name, x):
@@ -83,11 +86,12 @@ def _attention(q, k, v, mask, scale, who):
     scores = fa.matmul(q, _swap_last_axes(k)) * float(scale)
     dead_rows = None
     if isinstance(mask, np.ndarray):
-        dead_rows = np.all(np.isneginf(mask), axis=-1, keepdims=True)
-        if dead_rows.any():
-            mask = np.where(dead_rows, 0.0, mask)
-        else:
-            dead_rows = None
+        masked_out = np.isneginf(mask)
+        dead_rows = masked_out.all(axis=-1, keepdims=True)
+        # -1e30 instead of -inf keeps the scores finite (detect_anomaly would flag an inf);
+        # exp underflows to exactly 0 from either.
+        mask = np.where(dead_rows, 0.0, np.where(masked_out, _MASKED_SCORE, mask))
+        dead_rows = dead_rows if dead_rows.any() else None
         mask = fa.Input(mask, dtype=q.dtype, device=q.device)
     if mask is not None:
         scores = scores + mask
