@@ -24,6 +24,10 @@ unlinks the segments it made, and the next `share` call on the machine sweeps
 any fastad segment whose owner (in the same pid namespace) no longer exists.
 Optimizer state (`SharedArray.state_array`) lives in segments of the same block
 and is freed with it.
+
+`run(..., mode="synchronized")` trades the lock-free updates for lockstep ones:
+`sync_step(optimizer)` exchanges the workers' gradients through segments of the
+run (unlinked by `run` when it ends) and applies one reduced update per step.
 """
 import ctypes
 import mmap
