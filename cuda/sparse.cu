@@ -11,12 +11,39 @@ __global__ void gather_rows(const T* table, const i64* ids, T* out, i64 n_ids, i
     }
 }
 
-// grad[ids[k], :] += rows[k, :]; repeated ids add (atomically).
+// grad[ids[k], :] += rows[k, :] except for the row skip_id (embedding's padding_idx; -1:
+// none); repeated ids add (atomically).
 template <typename T>
-__global__ void scatter_add_rows(const T* rows, const i64* ids, T* grad, i64 n_ids, i64 row_len) {
+__global__ void scatter_add_rows(const T* rows, const i64* ids, T* grad, i64 n_ids, i64 row_len,
+                                 i64 skip_id) {
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 k = i / row_len, j = i % row_len;
-        atomicAdd(grad + ids[k] * row_len + j, rows[i]);
+        if (ids[k] != skip_id) atomicAdd(grad + ids[k] * row_len + j, rows[i]);
+    }
+}
+
+// embedding's max_norm: each distinct row ids[k] (the position k that claim_rows let own it)
+// whose norm_type-norm (the largest magnitude when largest) exceeds max_norm is scaled in
+// place to max_norm / (norm + 1e-7) of itself, as torch.embedding_renorm_.
+template <typename T>
+__global__ void renorm_rows(T* table, const i64* ids, const int* owner, i64 n_ids, i64 row_len,
+                            double max_norm, double norm_type, int largest) {
+    FA_GRID_STRIDE(k, n_ids) {
+        if (owner[ids[k]] == (int)k) {
+            T* row = table + ids[k] * row_len;
+            double total = 0.0;
+            for (i64 j = 0; j < row_len; ++j) {
+                double x = fa_abs((double)row[j]);
+                if (largest) total = fa_max(total, x);
+                else total += norm_type == 2.0 ? x * x : fa_pow(x, norm_type);
+            }
+            double norm = largest ? total : norm_type == 2.0 ? fa_sqrt(total)
+                                                             : fa_pow(total, 1.0 / norm_type);
+            if (norm > max_norm) {
+                T scale = T(max_norm / (norm + 1e-7));
+                for (i64 j = 0; j < row_len; ++j) row[j] *= scale;
+            }
+        }
     }
 }
 

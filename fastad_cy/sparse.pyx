@@ -119,10 +119,7 @@ cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, doub
             raise TypeError(f"{op}: ids must be an IndexInput or integers, got a float Variable")
         ix = IndexInput(ix, device=t.device)
     if on_device(t) or on_device(ix):
-        if padding_idx >= 0 or max_norm > 0:
-            raise NotImplementedError(f"{op}: padding_idx and max_norm run on the CPU only; "
-                                      f"on a GPU use plain lookups (fa.take)")
-        return device_ops().take(t, ix)
+        return device_ops().take(t, ix, op, padding_idx, max_norm, norm_type)
     cdef Take node = Take.__new__(Take)
     node.table = t
     node.ix = <IndexInput>ix
@@ -179,8 +176,9 @@ def embedding(weight, ids, padding_idx=None, max_norm=None, norm_type=2.0):
     `max_norm`: on every forward, each looked-up row whose `norm_type`-norm
     exceeds max_norm is scaled in place, in `weight` itself, to
     max_norm / (norm + 1e-7) of itself before it is read (PyTorch's
-    embedding_renorm_); weight must then be a leaf. Otherwise as `take`. The
-    options run on the CPU; on a GPU only plain lookups do.
+    embedding_renorm_); weight must then be a leaf. Otherwise as `take`. On a
+    GPU the padding row may be listed among a sparse gradient's touched rows,
+    with a zero gradient.
 
     >>> E = fa.Parameter(np.random.randn(100, 8))
     >>> rows = fa.embedding(E, fa.IndexInput([0, 5, 0]), padding_idx=0, max_norm=1.0)

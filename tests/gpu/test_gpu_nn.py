@@ -128,7 +128,27 @@ def test_multihead_attention_on_the_device(backend):
     np.testing.assert_allclose(host(dev.in_proj_weight.grad), cpu.in_proj_weight.grad, rtol=1e-9)
 
 
-def test_embedding_options_are_cpu_only(backend):
-    table = fa.Parameter(r(4, 2), device="cuda")
-    with pytest.raises(NotImplementedError, match="padding_idx and max_norm run on the CPU only"):
-        fa.embedding(table, fa.IndexInput([1], device="cuda"), padding_idx=0)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, np.inf])
+def test_embedding_padding_and_max_norm_on_the_device(backend, dtype, norm_type):
+    values = r(6, 3) * 2
+    cpu = fa.Parameter(values, dtype=dtype)
+    dev = fa.Parameter(values, dtype=dtype, device="cuda")
+    ids = [1, 4, 1, 0, 4, 4]                      # repeated rows are renormalised once
+    ix_cpu, ix_dev = fa.IndexInput(ids), fa.IndexInput(ids, device="cuda")
+    y_cpu = fa.embedding(cpu, ix_cpu, padding_idx=4, max_norm=1.2, norm_type=norm_type)
+    y_dev = fa.embedding(dev, ix_dev, padding_idx=4, max_norm=1.2, norm_type=norm_type)
+    tol = tolerance(dtype)
+    for new in (None, [2, 2, 5, 4, 3, 1]):
+        if new is not None:
+            ix_cpu.set_value(new)
+            ix_dev.set_value(new)
+            y_cpu.forward(); y_dev.forward()
+            cpu.zero_grad(); dev.zero_grad()
+        np.testing.assert_allclose(host(y_dev), y_cpu.value, **tol)
+        np.testing.assert_allclose(host(dev), cpu.value, **tol)        # the table, renormalised
+        seed = r(*y_cpu.shape)
+        y_cpu.backward(seed)
+        y_dev.backward(seed)
+        np.testing.assert_allclose(host(dev.grad), cpu.grad, **tol)
+        np.testing.assert_array_equal(host(dev.grad)[4], 0.0)

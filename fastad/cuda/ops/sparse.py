@@ -1,4 +1,5 @@
-"""Row gathers on a GPU (cuda/sparse.cu): `take` and `embedding_bag`, with a sparse gradient.
+"""Row gathers on a GPU (cuda/sparse.cu): `take`, `embedding` and `embedding_bag`, with a
+sparse gradient.
 
 The backward scatter-adds the gathered rows' gradients into the table's
 gradient buffer (repeated ids add, atomically). A Parameter records which id
@@ -12,13 +13,31 @@ from fastad_cy.sparse import bag_bounds
 from fastad.cuda.ops.common import I32, I64, backend, copy_from_host, fill, launch, make_node, same_device
 
 
+_NO_OWNER = 2147483647      # cuda/optim.cu's FA_NO_OWNER: a row no position has claimed
+
+
 class Take:
-    def __init__(self, row_len):
+    """A gather (fa.take, fa.embedding): with max_norm, the looked-up rows are first
+    renormalised in place, each distinct row once (claim_rows picks the position that
+    renormalises it); with a padding row (padding_idx >= 0), that row gets no gradient."""
+
+    def __init__(self, rows, row_len, padding_idx, max_norm, norm_type):
         self.row_len = I64(row_len)
+        self.padding_idx = I64(padding_idx)
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.owner = (backend().from_host(np.full(rows, _NO_OWNER, dtype=np.int32))
+                      if max_norm > 0 else None)
 
     def forward(self, node):
         table, ix = node.parents
-        launch("gather_rows", node.dtype, node.size, table.value, device_ids(ix), node.value,
+        ids = device_ids(ix)
+        if self.owner is not None:
+            launch("claim_rows", node.dtype, ix.size, ids, self.owner, I64(0), I64(ix.size))
+            launch("renorm_rows", node.dtype, ix.size, table.value, ids, self.owner, I64(ix.size),
+                   self.row_len, np.float64(self.max_norm), np.float64(self.norm_type),
+                   I32(self.norm_type == np.inf))
+            launch("release_rows", node.dtype, ix.size, ids, self.owner, I64(ix.size))
+        launch("gather_rows", node.dtype, node.size, table.value, ids, node.value,
                I64(ix.size), self.row_len)
 
     def backward(self, node):
@@ -27,18 +46,19 @@ class Take:
             ids = device_ids(ix)
             grad = device_sparse_slot(table, ids)
             launch("scatter_add_rows", node.dtype, node.size, node.grad, ids, grad,
-                   I64(ix.size), self.row_len)
+                   I64(ix.size), self.row_len, self.padding_idx)
 
 
-def take(table, ix):
-    """Rows `ix` (an IndexInput) of `table` (fastad_cy/sparse.pyx's `take`, after its
-    checks): ids are checked now and at every `ix.set_value`, on the host, before
-    they reach the device."""
-    same_device("take", table, ix)
+def take(table, ix, op="take", padding_idx=-1, max_norm=0.0, norm_type=2.0):
+    """Rows `ix` (an IndexInput) of `table` (fastad_cy/sparse.pyx's `take` and
+    `embedding`, after their checks): ids are checked now and at every
+    `ix.set_value`, on the host, before they reach the device."""
+    same_device(op, table, ix)
     rows = table.shape[0]
-    bound_ids(ix, rows, "take")
+    bound_ids(ix, rows, op)
     row_len = table.size // rows if rows else 0
-    return make_node("take", (table, ix), ix.shape + table.shape[1:], table.dtype, Take(row_len))
+    return make_node(op, (table, ix), ix.shape + table.shape[1:], table.dtype,
+                     Take(rows, row_len, padding_idx, max_norm, norm_type))
 
 
 class EmbeddingBag:
@@ -84,7 +104,7 @@ class EmbeddingBag:
             if not add:
                 fill(grad, 0)
         launch("scatter_add_rows", node.dtype, used * int(self.row_len), rows, ids, grad,
-               I64(used), self.row_len)
+               I64(used), self.row_len, I64(-1))
 
 
 def embedding_bag(table, ix, offsets, n_bags, mean, include_last_offset, sparse):
