@@ -32,7 +32,8 @@ __all__ = [
     "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu",
     "softplus", "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
-    "vector_dot", "take", "embedding", "embedding_bag", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
+    "vector_dot", "take", "embedding", "embedding_bag", "train", "finite_difference", "gradcheck",
+    "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
     "cuda", "scaled_dot_product_attention",
 ]

@@ -227,7 +227,9 @@ cdef void bag_backward_rows(const floating* grad, const int64_t* bounds, floatin
     cdef Py_ssize_t b, k, j
     cdef floating scale
     for b in range(n_bags):
-        scale = <floating>(1.0 / (bounds[b + 1] - bounds[b])) if mean and bounds[b + 1] > bounds[b] else 1
+        scale = 1
+        if mean and bounds[b + 1] > bounds[b]:
+            scale = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
         for k in range(bounds[b], bounds[b + 1]):
             for j in range(row_len):
                 rows[k * row_len + j] = grad[b * row_len + j] * scale
@@ -306,7 +308,8 @@ cdef class EmbeddingBag(Variable):
         self.check_inputs()
         cdef const int64_t* bounds = <const int64_t*>cnp.PyArray_DATA(self.bounds)
         cdef char* rows = <char*>cnp.PyArray_DATA(self.scratch)
-        cdef Py_ssize_t first = bounds[0], used = bounds[self.n_bags] - bounds[0]   # ids outside the bags count for nothing
+        # ids outside the bags (past an include_last_offset end) count for nothing
+        cdef Py_ssize_t first = bounds[0], used = bounds[self.n_bags] - bounds[0]
         if self.f64:
             bag_backward_rows(<const double*>self.grad_ptr, bounds, <double*>rows, self.n_bags,
                               self.row_len, self.mean)
