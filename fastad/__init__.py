@@ -18,16 +18,16 @@ from fastad_cy.shape import reshape, transpose, getitem, concat, stack
 from fastad_cy.shape import expand_dims, squeeze, split, flip, tile
 from fastad_cy.linalg import matmul, vector_dot
 from fastad_cy.linalg import einsum
-from fastad_cy.sparse import take
+from fastad_cy.sparse import take, take_along_axis, embedding, embedding_bag
 from fastad_cy.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
                             adaptive_avg_pool2d)
-from fastad_cy.sparse import take_along_axis
 from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
 from fastad.random import manual_seed
 from fastad import optim, nn, io, data, metrics, models, hogwild, compare, distributed, cuda
+from fastad.nn.attention import scaled_dot_product_attention
 
 __version__ = "0.1.0"
 
@@ -37,10 +37,11 @@ __all__ = [
     "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu",
     "softplus", "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
-    "vector_dot", "take", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d",
-    "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
+    "vector_dot", "take", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
+    "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",
+    "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
-    "cuda",
+    "cuda", "scaled_dot_product_attention",
     "min", "norm", "var", "std", "argmax", "argmin", "cumsum", "expand_dims", "squeeze", "split",
     "flip", "tile", "einsum", "take_along_axis",
 ]

@@ -17,7 +17,8 @@ from fastad.nn import init, functional
 from fastad.nn.module import Module, Sequential, ModuleList, ModuleDict, Dropout, IncompatibleKeys
 from fastad.nn.activations import (ReLU, LeakyReLU, Tanh, Sigmoid, Softplus, LogSigmoid, Softmax,
                                    LogSoftmax, Identity, Flatten)
-from fastad.nn.layers import Linear, Embedding, LSTMCell, GRUCell, LSTM, GRU, LayerNorm
+from fastad.nn.layers import Linear, Embedding, EmbeddingBag, LSTMCell, GRUCell, LSTM, GRU, LayerNorm
+from fastad.nn.attention import MultiheadAttention
 from fastad.nn.conv import (Conv1d, Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d,
                             AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d)
 from fastad_cy.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
@@ -26,9 +27,9 @@ from fastad_cy.reduction import softmax, log_softmax
 
 __all__ = ["init", "functional", "Module", "Sequential", "ModuleList", "ModuleDict", "Dropout",
            "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
-           "Identity", "Flatten", "IncompatibleKeys", "Linear", "Embedding",
-           "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "Conv1d", "Conv2d", "MaxPool1d",
-           "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
-           "cross_entropy", "nll_loss",
+           "Identity", "Flatten", "IncompatibleKeys", "Linear", "Embedding", "EmbeddingBag",
+           "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "MultiheadAttention", "Conv1d",
+           "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
+           "BatchNorm1d", "BatchNorm2d", "cross_entropy", "nll_loss",
            "bce_with_logits", "mse", "huber", "relu", "leaky_relu", "tanh", "sigmoid", "softplus",
            "logsigmoid", "softmax", "log_softmax"]

@@ -8,12 +8,13 @@ from fastad_cy.elementwise import leaky_relu, logsigmoid, mul, relu, sigmoid, so
 from fastad_cy.graph import IndexInput, Input, Variable
 from fastad_cy.losses import bce_with_logits, cross_entropy, huber, mse, nll_loss
 from fastad_cy.reduction import log_softmax, softmax
+from fastad_cy.sparse import embedding, embedding_bag
 from fastad import random as fastad_random
 
 __all__ = ["relu", "leaky_relu", "tanh", "sigmoid", "softplus", "logsigmoid", "softmax", "log_softmax",
            "dropout", "cross_entropy", "nll_loss", "bce_with_logits", "mse", "huber", "conv1d",
            "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
-           "batch_norm"]
+           "batch_norm", "embedding", "embedding_bag"]
 
 
 def check_dropout_rate(who, p):

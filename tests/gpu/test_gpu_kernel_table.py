@@ -44,6 +44,8 @@ BUILDS = {
     "concat": lambda: fa.concat([P(2, 2), P(2, 2)]),
     "stack": lambda: fa.stack([P(2), P(2)]),
     "take": lambda: fa.take(P(5, 2), ids([1, 1, 3])),
+    "embedding": lambda: fa.embedding(P(5, 2), ids([1, 1, 3]), padding_idx=3, max_norm=0.5),
+    "embedding_bag": lambda: fa.embedding_bag(P(5, 2), ids([1, 1, 3, 4]), [0, 2], mode="mean"),
     "cross_entropy": lambda: fa.nn.cross_entropy(P(3, 4), ids([1, 2, 3])),
     "nll_loss": lambda: fa.nn.nll_loss(P(3, 4), [1, 2, 3]),
     "bce_with_logits": lambda: fa.nn.bce_with_logits(P(3), P(3)),

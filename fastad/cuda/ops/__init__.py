@@ -23,6 +23,6 @@ from fastad.cuda.ops.reduction import reduce, softmax, arg_reduce, cumsum
 from fastad.cuda.ops.shape import reshape, transpose, gather, join
 from fastad.cuda.ops.linalg import matmul, vector_dot
 from fastad.cuda.ops.conv import conv, pool, batch_norm
-from fastad.cuda.ops.sparse import take, take_along_axis
+from fastad.cuda.ops.sparse import take, take_along_axis, embedding_bag
 from fastad.cuda.ops.fused import lstm_cell, gru_cell
 from fastad.cuda.ops.losses import cross_entropy, nll_loss, pair_loss
