@@ -78,9 +78,13 @@ __global__ void along_scatter_add(const T* g, const i64* ids, T* grad, i64 size,
     FA_GRID_STRIDE(i, size) {
         i64 o = i / (k * inner), j = i % inner;
         atomicAdd(grad + (o * n + ids[i]) * inner + j, g[i]);
+    }
+}
+
 // embedding_bag: out[b, :] = the sum (or, when mean, the mean) of table[ids[k], :] over bag
 // b's positions k in [bounds[b], bounds[b + 1]); an empty bag is zeros. The bounds come from
 // offsets checked on the host (sorted, within the ids).
+template <typename T>
 __global__ void bag_forward(const T* table, const i64* ids, const i64* bounds, T* out, i64 n_bags,
                             i64 row_len, int mean) {
     FA_GRID_STRIDE(i, n_bags * row_len) {
@@ -89,9 +93,12 @@ __global__ void bag_forward(const T* table, const i64* ids, const i64* bounds, T
         T total = T(0);
         for (i64 k = start; k < end; ++k) total += table[ids[k] * row_len + j];
         out[i] = mean && end - start > 1 ? total * T(1.0 / double(end - start)) : total;
+    }
+}
 
 // rows[k, :] = grad[b, :] (times 1 / the bag's size when mean) for each position k in
 // [first, first + used) of bag b, the last bag with bounds[b] <= k (so empty bags are skipped).
+template <typename T>
 __global__ void bag_backward_rows(const T* grad, const i64* bounds, T* rows, i64 n_bags, i64 first,
                                   i64 used, i64 row_len, int mean) {
     FA_GRID_STRIDE(i, used * row_len) {

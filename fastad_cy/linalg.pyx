@@ -352,7 +352,7 @@ def vector_dot(a, b):
         raise ValueError(f"vector_dot: operands of shapes {va._shape} and {vb._shape}; both need "
                          f"a last axis to sum over (use * for scalars)")
     if va._shape != vb._shape:
-        if va._shape[-1] != vb._shape[-1]:
+        if va._shape[len(va._shape) - 1] != vb._shape[len(vb._shape) - 1]:    # no wraparound here
             raise ValueError(f"vector_dot: the last axes must have one length, got shapes "
                              f"{va._shape} and {vb._shape}")
         broadcast_shapes("vector_dot", va._shape, vb._shape)    # names both shapes if they clash
