@@ -496,6 +496,7 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object k
     node.lowest = lowest
     node.outer, node.n, node.inner = outer, n, inner
     node._device = v._device
+    node.on_device = v.on_device
     init_node(node, name, (v,), out, v.f64)
     node.requires_grad = False
     node._dbound = n                # the ids are always below n (a device consumer's check)
