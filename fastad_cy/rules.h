@@ -22,10 +22,16 @@ enum UnaryOp {
     U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
     U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
     /* a Variable and a Python number p: no constant node needed */
-    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
+    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
+    /* clip's two sides, p the bound; NaN stays NaN */
+    U_CLAMP_MIN, U_CLAMP_MAX
 };
 
-enum BinaryOp { B_ADD, B_SUB, B_MUL, B_DIV };
+enum BinaryOp {
+    B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
+    /* comparisons: 1 or 0 in the value dtype, no gradient */
+    B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
+};
 
 enum PointwiseLoss { P_BCE, P_MSE, P_HUBER };
 
@@ -137,6 +143,8 @@ FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
         case U_RSUB_SCALAR: return p - x;
         case U_MUL_SCALAR: return x * p;
         case U_DIV_SCALAR: return x / p;
+        case U_CLAMP_MIN: return x < p ? p : x;
+        case U_CLAMP_MAX: return x > p ? p : x;
         default: return p / x;  /* U_RDIV_SCALAR */
     }
 }
@@ -161,6 +169,9 @@ FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
         case U_RSUB_SCALAR: return (FA_T)-1;
         case U_MUL_SCALAR: return p;
         case U_DIV_SCALAR: return (FA_T)1 / p;
+        /* 1 at the bound itself, as torch.clamp */
+        case U_CLAMP_MIN: return x >= p ? (FA_T)1 : (FA_T)0;
+        case U_CLAMP_MAX: return x <= p ? (FA_T)1 : (FA_T)0;
         default: return -y / x;  /* U_RDIV_SCALAR */
     }
 }
@@ -172,22 +183,53 @@ FA_RULE FA_T FA_NAME(fa_binary_value)(int op, FA_T a, FA_T b) {
         case B_ADD: return a + b;
         case B_SUB: return a - b;
         case B_MUL: return a * b;
-        default: return a / b;  /* B_DIV */
+        case B_DIV: return a / b;
+        case B_POW: return FA_POW(a, b);
+        /* a NaN on either side wins, as torch.maximum/minimum */
+        case B_MAXIMUM: return (a > b || a != a) ? a : b;
+        case B_MINIMUM: return (a < b || a != a) ? a : b;
+        case B_GREATER: return (FA_T)(a > b);
+        case B_GREATER_EQUAL: return (FA_T)(a >= b);
+        case B_LESS: return (FA_T)(a < b);
+        case B_LESS_EQUAL: return (FA_T)(a <= b);
+        case B_EQUAL: return (FA_T)(a == b);
+        default: return (FA_T)(a != b);  /* B_NOT_EQUAL */
     }
 }
 
-/* d(a op b)/da and d(a op b)/db, given y = a op b. */
+/* maximum's share of the gradient for the side that is `mine`: all of it where that side
+ * is larger (or a NaN), half at a tie, none where it is smaller (torch's rule). */
+FA_RULE FA_T FA_NAME(fa_max_share)(FA_T mine, FA_T other) {
+    if (mine < other) return (FA_T)0;
+    return mine == other ? (FA_T)0.5 : (FA_T)1;
+}
+
+/* d(a op b)/da and d(a op b)/db, given y = a op b. pow follows torch: no gradient
+ * through a zero exponent, and d/db = y * log(a) except 0 where a == 0 and b >= 0
+ * (NaN for a < 0). Comparisons have none. */
 FA_RULE FA_T FA_NAME(fa_binary_da)(int op, FA_T a, FA_T b, FA_T y) {
-    if (op == B_MUL) return b;
-    if (op == B_DIV) return (FA_T)1 / b;
-    return (FA_T)1;
+    switch (op) {
+        case B_ADD: case B_SUB: return (FA_T)1;
+        case B_MUL: return b;
+        case B_DIV: return (FA_T)1 / b;
+        case B_POW: return b == 0 ? (FA_T)0 : b * FA_POW(a, b - (FA_T)1);
+        case B_MAXIMUM: return FA_NAME(fa_max_share)(a, b);
+        case B_MINIMUM: return FA_NAME(fa_max_share)(b, a);
+        default: return (FA_T)0;
+    }
 }
 
 FA_RULE FA_T FA_NAME(fa_binary_db)(int op, FA_T a, FA_T b, FA_T y) {
-    if (op == B_ADD) return (FA_T)1;
-    if (op == B_SUB) return (FA_T)-1;
-    if (op == B_MUL) return a;
-    return -y / b;  /* B_DIV */
+    switch (op) {
+        case B_ADD: return (FA_T)1;
+        case B_SUB: return (FA_T)-1;
+        case B_MUL: return a;
+        case B_DIV: return -y / b;
+        case B_POW: return (a == 0 && b >= 0) ? (FA_T)0 : y * FA_LOG(a);
+        case B_MAXIMUM: return FA_NAME(fa_max_share)(b, a);
+        case B_MINIMUM: return FA_NAME(fa_max_share)(a, b);
+        default: return (FA_T)0;
+    }
 }
 
 /* ----------------------------------------------------------- pointwise losses */

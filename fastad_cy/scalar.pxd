@@ -57,9 +57,11 @@ cdef extern from "rules.h":
     cdef enum UnaryOp:
         U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
         U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
-        U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
+        U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
+        U_CLAMP_MIN, U_CLAMP_MAX
     cdef enum BinaryOp:
-        B_ADD, B_SUB, B_MUL, B_DIV
+        B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
+        B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
     cdef enum PointwiseLoss:
         P_BCE, P_MSE, P_HUBER
 
@@ -118,7 +120,8 @@ cdef inline floating softplus_value(floating x) noexcept nogil:
 
 
 cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
-    """y = f(x); `p` is the exponent of U_POW or the number of a *_SCALAR op."""
+    """y = f(x); `p` is the exponent of U_POW, the bound of U_CLAMP_*, or the number of a
+    *_SCALAR op."""
     if floating is float:
         return fa_unary_value_f(op, x, p)
     else:
