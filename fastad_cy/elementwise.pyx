@@ -2,7 +2,7 @@
 comparisons (0/1 masks) and where.
 
 Each op's forward value and its derivative stand side by side in the rules
-`fa_unary_value`/`fa_unary_slope` and `fa_binary_value`/`fa_binary_da`/`fa_binary_db`
+`fa_unary_value`/`fa_unary_slope` and `fa_arith_*`/`fa_other_*` (the binary ops)
 of rules.h, which the CUDA kernels share; the loops below apply them to whole
 buffers.
 """
@@ -22,8 +22,8 @@ from fastad_cy.scalar cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U
                                U_RDIV_SCALAR, U_CLAMP_MIN, U_CLAMP_MAX,
                                B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
                                B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL,
-                               B_NOT_EQUAL, unary_value, unary_slope,
-                               binary_value, binary_da, binary_db)
+                               B_NOT_EQUAL, unary_value, unary_slope, BinaryRules,
+                               ArithRules, OtherRules, binary_value, binary_da, binary_db)
 
 cnp.import_array()
 
@@ -259,62 +259,72 @@ cdef dict _BINARY_NAMES = {
     B_LESS: "less", B_LESS_EQUAL: "less_equal", B_EQUAL: "equal", B_NOT_EQUAL: "not_equal"}
 
 
-cdef void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,
-                         Py_ssize_t sb, floating* y, Py_ssize_t n) noexcept nogil:
+cdef inline void binary_forward(const BinaryRules* rules, int op, const floating* a,
+                                Py_ssize_t sa, const floating* b, Py_ssize_t sb, floating* y,
+                                Py_ssize_t n) noexcept nogil:
     """One row: y[i] = a[i*sa] op b[i*sb]; the common stride pairs get their own loop."""
     cdef Py_ssize_t i
     if sa == 1 and sb == 1:
         for i in range(n):
-            y[i] = binary_value(op, a[i], b[i])
+            y[i] = binary_value(rules, op, a[i], b[i])
     elif sa == 1 and sb == 0:
         for i in range(n):
-            y[i] = binary_value(op, a[i], b[0])
+            y[i] = binary_value(rules, op, a[i], b[0])
     elif sa == 0 and sb == 1:
         for i in range(n):
-            y[i] = binary_value(op, a[0], b[i])
+            y[i] = binary_value(rules, op, a[0], b[i])
     else:
         for i in range(n):
-            y[i] = binary_value(op, a[i * sa], b[i * sb])
+            y[i] = binary_value(rules, op, a[i * sa], b[i * sb])
 
 
-cdef void binary_forward_all(int op, const Bcast* it, Py_ssize_t size, const floating* a,
-                             const floating* b, floating* y) noexcept nogil:
+cdef void binary_forward_walk(const BinaryRules* rules, int op, const Bcast* it, Py_ssize_t size,
+                              const floating* a, const floating* b, floating* y) noexcept nogil:
     """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
     cdef BcastPos pos
     cdef Py_ssize_t r, inner
     if it == NULL:
-        binary_forward(op, a, 1, b, 1, y, size)
+        binary_forward(rules, op, a, 1, b, 1, y, size)
         return
     inner = it.shape[it.nd - 1]
     bcast_start(it, &pos)
     for r in range(it.rows):
-        binary_forward(op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
+        binary_forward(rules, op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
                        y + r * inner, inner)
         bcast_next_row(it, &pos)
 
 
-cdef void binary_backward_same(int op, bint to_a, const floating* a, const floating* b,
-                               const floating* y, const floating* gy, floating* g,
-                               Py_ssize_t n, bint add) noexcept nogil:
+cdef void binary_forward_all(int op, const Bcast* it, Py_ssize_t size, const floating* a,
+                             const floating* b, floating* y) noexcept nogil:
+    """binary_forward_walk with the rules of op's set."""
+    if op <= B_DIV:
+        binary_forward_walk(<ArithRules*>NULL, op, it, size, a, b, y)
+    else:
+        binary_forward_walk(<OtherRules*>NULL, op, it, size, a, b, y)
+
+
+cdef void binary_backward_same(const BinaryRules* rules, int op, bint to_a, const floating* a,
+                               const floating* b, const floating* y, const floating* gy,
+                               floating* g, Py_ssize_t n, bint add) noexcept nogil:
     """Gradient into a (to_a) or b when a, b and y share one shape."""
     cdef Py_ssize_t i
     if to_a and add:
         for i in range(n):
-            g[i] += gy[i] * binary_da(op, a[i], b[i], y[i])
+            g[i] += gy[i] * binary_da(rules, op, a[i], b[i], y[i])
     elif to_a:
         for i in range(n):
-            g[i] = gy[i] * binary_da(op, a[i], b[i], y[i])
+            g[i] = gy[i] * binary_da(rules, op, a[i], b[i], y[i])
     elif add:
         for i in range(n):
-            g[i] += gy[i] * binary_db(op, a[i], b[i], y[i])
+            g[i] += gy[i] * binary_db(rules, op, a[i], b[i], y[i])
     else:
         for i in range(n):
-            g[i] = gy[i] * binary_db(op, a[i], b[i], y[i])
+            g[i] = gy[i] * binary_db(rules, op, a[i], b[i], y[i])
 
 
-cdef void binary_backward_bcast(int op, bint to_a, const floating* a, const floating* b,
-                                const floating* y, const floating* gy, floating* g,
-                                const Bcast* it) noexcept nogil:
+cdef void binary_backward_bcast(const BinaryRules* rules, int op, bint to_a, const floating* a,
+                                const floating* b, const floating* y, const floating* gy,
+                                floating* g, const Bcast* it) noexcept nogil:
     """Add the gradient into a (to_a) or b, summing over the axes it was broadcast along."""
     cdef BcastPos pos
     cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1], o
@@ -328,11 +338,26 @@ cdef void binary_backward_bcast(int op, bint to_a, const floating* a, const floa
         for i in range(inner):
             if to_a:
                 o = pos.oa + i * sa
-                g[o] += gr[i] * binary_da(op, a[o], b[pos.ob + i * sb], yr[i])
+                g[o] += gr[i] * binary_da(rules, op, a[o], b[pos.ob + i * sb], yr[i])
             else:
                 o = pos.ob + i * sb
-                g[o] += gr[i] * binary_db(op, a[pos.oa + i * sa], b[o], yr[i])
+                g[o] += gr[i] * binary_db(rules, op, a[pos.oa + i * sa], b[o], yr[i])
         bcast_next_row(it, &pos)
+
+
+cdef void binary_backward(int op, bint to_a, const floating* a, const floating* b,
+                          const floating* y, const floating* gy, floating* g, Py_ssize_t n,
+                          bint add, const Bcast* it) noexcept nogil:
+    """The gradient into a (to_a) or b: written or added (`add`) when `it` is NULL (one
+    shape), else added, summed over the broadcast axes; with the rules of op's set."""
+    if it == NULL and op <= B_DIV:
+        binary_backward_same(<ArithRules*>NULL, op, to_a, a, b, y, gy, g, n, add)
+    elif it == NULL:
+        binary_backward_same(<OtherRules*>NULL, op, to_a, a, b, y, gy, g, n, add)
+    elif op <= B_DIV:
+        binary_backward_bcast(<ArithRules*>NULL, op, to_a, a, b, y, gy, g, it)
+    else:
+        binary_backward_bcast(<OtherRules*>NULL, op, to_a, a, b, y, gy, g, it)
 
 
 cdef class Binary(Variable):
@@ -362,28 +387,19 @@ cdef class Binary(Variable):
 
     cdef int _backward_into(self, Variable x, bint to_a) except -1:
         cdef bint add = x.prepare_grad()
-        if self.it == NULL:
+        if self.it != NULL and not add:         # the broadcast sums add into zeros
             if self.f64:
-                binary_backward_same(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                                     <double*>self.val_ptr, <double*>self.grad_ptr,
-                                     <double*>x.grad_ptr, self.size, add)
-            else:
-                binary_backward_same(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                                     <float*>self.val_ptr, <float*>self.grad_ptr,
-                                     <float*>x.grad_ptr, self.size, add)
-            return 0
-        if self.f64:
-            if not add:
                 vec_zero(<double*>x.grad_ptr, x.size)
-            binary_backward_bcast(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                                  <double*>self.val_ptr, <double*>self.grad_ptr,
-                                  <double*>x.grad_ptr, self.it)
-        else:
-            if not add:
+            else:
                 vec_zero(<float*>x.grad_ptr, x.size)
-            binary_backward_bcast(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                                  <float*>self.val_ptr, <float*>self.grad_ptr,
-                                  <float*>x.grad_ptr, self.it)
+        if self.f64:
+            binary_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
+                            <double*>self.val_ptr, <double*>self.grad_ptr, <double*>x.grad_ptr,
+                            self.size, add, self.it)
+        else:
+            binary_backward(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
+                            <float*>self.val_ptr, <float*>self.grad_ptr, <float*>x.grad_ptr,
+                            self.size, add, self.it)
         return 0
 
 
@@ -589,9 +605,19 @@ def not_equal(a, b):
 cdef void where_forward_row(const floating* c, Py_ssize_t sc, const floating* a, Py_ssize_t sa,
                             const floating* b, Py_ssize_t sb, floating* y,
                             Py_ssize_t n) noexcept nogil:
+    # both sides are read before the pick, so that gcc selects without a branch
     cdef Py_ssize_t i
-    for i in range(n):
-        y[i] = a[i * sa] if c[i * sc] != 0 else b[i * sb]
+    cdef floating ai, bi
+    if sc == 1 and sa == 1 and sb == 1:
+        for i in range(n):
+            ai = a[i]
+            bi = b[i]
+            y[i] = ai if c[i] != 0 else bi
+    else:
+        for i in range(n):
+            ai = a[i * sa]
+            bi = b[i * sb]
+            y[i] = ai if c[i * sc] != 0 else bi
 
 
 cdef void where_forward_all(const Bcast* it, Py_ssize_t size, const floating* c,

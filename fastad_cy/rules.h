@@ -178,12 +178,35 @@ FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
 
 /* ----------------------------------------------------------------- binary ops */
 
-FA_RULE FA_T FA_NAME(fa_binary_value)(int op, FA_T a, FA_T b) {
+/* + - * / (B_ADD .. B_DIV) and the other binary ops have rule sets of their own: the
+ * CPU loops are compiled once per set (BinaryRules in scalar.pxd), so those of + - * /
+ * stay small enough for gcc to unswitch them on op and vectorise. fa_binary_* below
+ * joins the two for the CUDA kernels. */
+FA_RULE FA_T FA_NAME(fa_arith_value)(int op, FA_T a, FA_T b) {
     switch (op) {
         case B_ADD: return a + b;
         case B_SUB: return a - b;
         case B_MUL: return a * b;
-        case B_DIV: return a / b;
+        default: return a / b;  /* B_DIV */
+    }
+}
+
+/* d(a op b)/da and d(a op b)/db, given y = a op b. */
+FA_RULE FA_T FA_NAME(fa_arith_da)(int op, FA_T a, FA_T b, FA_T y) {
+    if (op == B_MUL) return b;
+    if (op == B_DIV) return (FA_T)1 / b;
+    return (FA_T)1;
+}
+
+FA_RULE FA_T FA_NAME(fa_arith_db)(int op, FA_T a, FA_T b, FA_T y) {
+    if (op == B_ADD) return (FA_T)1;
+    if (op == B_SUB) return (FA_T)-1;
+    if (op == B_MUL) return a;
+    return -y / b;  /* B_DIV */
+}
+
+FA_RULE FA_T FA_NAME(fa_other_value)(int op, FA_T a, FA_T b) {
+    switch (op) {
         case B_POW: return FA_POW(a, b);
         /* a NaN on either side wins, as torch.maximum/minimum */
         case B_MAXIMUM: return (a > b || a != a) ? a : b;
@@ -204,14 +227,10 @@ FA_RULE FA_T FA_NAME(fa_max_share)(FA_T mine, FA_T other) {
     return mine == other ? (FA_T)0.5 : (FA_T)1;
 }
 
-/* d(a op b)/da and d(a op b)/db, given y = a op b. pow follows torch: no gradient
- * through a zero exponent, and d/db = y * log(a) except 0 where a == 0 and b >= 0
- * (NaN for a < 0). Comparisons have none. */
-FA_RULE FA_T FA_NAME(fa_binary_da)(int op, FA_T a, FA_T b, FA_T y) {
+/* pow follows torch: no gradient through a zero exponent, and d/db = y * log(a) except
+ * 0 where a == 0 and b >= 0 (NaN for a < 0). Comparisons have none. */
+FA_RULE FA_T FA_NAME(fa_other_da)(int op, FA_T a, FA_T b, FA_T y) {
     switch (op) {
-        case B_ADD: case B_SUB: return (FA_T)1;
-        case B_MUL: return b;
-        case B_DIV: return (FA_T)1 / b;
         case B_POW: return b == 0 ? (FA_T)0 : b * FA_POW(a, b - (FA_T)1);
         case B_MAXIMUM: return FA_NAME(fa_max_share)(a, b);
         case B_MINIMUM: return FA_NAME(fa_max_share)(b, a);
@@ -219,17 +238,26 @@ FA_RULE FA_T FA_NAME(fa_binary_da)(int op, FA_T a, FA_T b, FA_T y) {
     }
 }
 
-FA_RULE FA_T FA_NAME(fa_binary_db)(int op, FA_T a, FA_T b, FA_T y) {
+FA_RULE FA_T FA_NAME(fa_other_db)(int op, FA_T a, FA_T b, FA_T y) {
     switch (op) {
-        case B_ADD: return (FA_T)1;
-        case B_SUB: return (FA_T)-1;
-        case B_MUL: return a;
-        case B_DIV: return -y / b;
         case B_POW: return (a == 0 && b >= 0) ? (FA_T)0 : y * FA_LOG(a);
         case B_MAXIMUM: return FA_NAME(fa_max_share)(b, a);
         case B_MINIMUM: return FA_NAME(fa_max_share)(a, b);
         default: return (FA_T)0;
     }
+}
+
+/* Every binary op: y = a op b, and d(a op b)/da, d(a op b)/db given y. */
+FA_RULE FA_T FA_NAME(fa_binary_value)(int op, FA_T a, FA_T b) {
+    return op <= B_DIV ? FA_NAME(fa_arith_value)(op, a, b) : FA_NAME(fa_other_value)(op, a, b);
+}
+
+FA_RULE FA_T FA_NAME(fa_binary_da)(int op, FA_T a, FA_T b, FA_T y) {
+    return op <= B_DIV ? FA_NAME(fa_arith_da)(op, a, b, y) : FA_NAME(fa_other_da)(op, a, b, y);
+}
+
+FA_RULE FA_T FA_NAME(fa_binary_db)(int op, FA_T a, FA_T b, FA_T y) {
+    return op <= B_DIV ? FA_NAME(fa_arith_db)(op, a, b, y) : FA_NAME(fa_other_db)(op, a, b, y);
 }
 
 /* ----------------------------------------------------------- pointwise losses */
