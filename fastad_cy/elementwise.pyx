@@ -639,15 +639,18 @@ cdef void where_forward_all(const Bcast* it, Py_ssize_t size, const floating* c,
 
 cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, floating* g,
                               Py_ssize_t n, bint add) noexcept nogil:
-    """Gradient into a (to_a: where c is nonzero) or b (where c is 0), all of one shape."""
+    """Gradient into a (to_a: where c is nonzero) or b (where c is 0), all of one shape;
+    gy is read before the pick, so that gcc selects without a branch."""
     cdef Py_ssize_t i
+    cdef floating gi
     if add:
         for i in range(n):
-            if (c[i] != 0) == to_a:
-                g[i] += gy[i]
+            gi = gy[i]
+            g[i] += gi if (c[i] != 0) == to_a else 0
     else:
         for i in range(n):
-            g[i] = gy[i] if (c[i] != 0) == to_a else 0
+            gi = gy[i]
+            g[i] = gi if (c[i] != 0) == to_a else 0
 
 
 cdef void where_backward_bcast(bint to_a, const floating* c, const floating* gy, floating* g,

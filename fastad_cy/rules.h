@@ -206,45 +206,44 @@ FA_RULE FA_T FA_NAME(fa_arith_db)(int op, FA_T a, FA_T b, FA_T y) {
 }
 
 FA_RULE FA_T FA_NAME(fa_other_value)(int op, FA_T a, FA_T b) {
-    switch (op) {
-        case B_POW: return FA_POW(a, b);
-        /* a NaN on either side wins, as torch.maximum/minimum */
-        case B_MAXIMUM: return (a > b || a != a) ? a : b;
-        case B_MINIMUM: return (a < b || a != a) ? a : b;
-        case B_GREATER: return (FA_T)(a > b);
-        case B_GREATER_EQUAL: return (FA_T)(a >= b);
-        case B_LESS: return (FA_T)(a < b);
-        case B_LESS_EQUAL: return (FA_T)(a <= b);
-        case B_EQUAL: return (FA_T)(a == b);
-        default: return (FA_T)(a != b);  /* B_NOT_EQUAL */
-    }
+    int lt, eq, gt;
+    if (op == B_POW) return FA_POW(a, b);
+    /* a NaN on either side wins, as torch.maximum/minimum */
+    if (op == B_MAXIMUM) return (a > b || a != a) ? a : b;
+    if (op == B_MINIMUM) return (a < b || a != a) ? a : b;
+    /* a comparison, with no branch on the data (so that loops vectorise): the relations
+     * among <, ==, > it accepts; != is "not ==", so true for NaN */
+    lt = a < b;
+    eq = a == b;
+    gt = a > b;
+    return (FA_T)(((((op == B_LESS) | (op == B_LESS_EQUAL)) & lt)
+                   | (((op == B_LESS_EQUAL) | (op == B_GREATER_EQUAL) | (op == B_EQUAL)
+                       | (op == B_NOT_EQUAL)) & eq)
+                   | (((op == B_GREATER) | (op == B_GREATER_EQUAL)) & gt))
+                  ^ (op == B_NOT_EQUAL));
 }
 
 /* maximum's share of the gradient for the side that is `mine`: all of it where that side
- * is larger (or a NaN), half at a tie, none where it is smaller (torch's rule). */
+ * is larger (or a NaN), half at a tie, none where it is smaller (torch's rule); without
+ * a branch on the data. */
 FA_RULE FA_T FA_NAME(fa_max_share)(FA_T mine, FA_T other) {
-    if (mine < other) return (FA_T)0;
-    return mine == other ? (FA_T)0.5 : (FA_T)1;
+    return (FA_T)1 - (FA_T)(mine < other) - (FA_T)0.5 * (FA_T)(mine == other);
 }
 
 /* pow follows torch: no gradient through a zero exponent, and d/db = y * log(a) except
  * 0 where a == 0 and b >= 0 (NaN for a < 0). Comparisons have none. */
 FA_RULE FA_T FA_NAME(fa_other_da)(int op, FA_T a, FA_T b, FA_T y) {
-    switch (op) {
-        case B_POW: return b == 0 ? (FA_T)0 : b * FA_POW(a, b - (FA_T)1);
-        case B_MAXIMUM: return FA_NAME(fa_max_share)(a, b);
-        case B_MINIMUM: return FA_NAME(fa_max_share)(b, a);
-        default: return (FA_T)0;
-    }
+    if (op == B_POW) return b == 0 ? (FA_T)0 : b * FA_POW(a, b - (FA_T)1);
+    if (op == B_MAXIMUM) return FA_NAME(fa_max_share)(a, b);
+    if (op == B_MINIMUM) return FA_NAME(fa_max_share)(b, a);
+    return (FA_T)0;
 }
 
 FA_RULE FA_T FA_NAME(fa_other_db)(int op, FA_T a, FA_T b, FA_T y) {
-    switch (op) {
-        case B_POW: return (a == 0 && b >= 0) ? (FA_T)0 : y * FA_LOG(a);
-        case B_MAXIMUM: return FA_NAME(fa_max_share)(b, a);
-        case B_MINIMUM: return FA_NAME(fa_max_share)(a, b);
-        default: return (FA_T)0;
-    }
+    if (op == B_POW) return (a == 0 && b >= 0) ? (FA_T)0 : y * FA_LOG(a);
+    if (op == B_MAXIMUM) return FA_NAME(fa_max_share)(b, a);
+    if (op == B_MINIMUM) return FA_NAME(fa_max_share)(a, b);
+    return (FA_T)0;
 }
 
 /* Every binary op: y = a op b, and d(a op b)/da, d(a op b)/db given y. */
