@@ -490,6 +490,11 @@ cdef object _ops(str name):
     return mod
 
 
+cdef inline bint _comparable(object other):
+    """What `==`/`!=` compare elementwise: a Variable, a number, or an array or sequence."""
+    return isinstance(other, (Variable, int, float, np.ndarray, np.generic, list, tuple))
+
+
 @cython.no_gc
 cdef class Variable:
     """A node of a define-by-run graph: a value, and a gradient after backward.
@@ -720,6 +725,39 @@ cdef class Variable:
         if modulo is not None:
             raise TypeError("pow() with a modulus is not supported")
         return _ops("elementwise").pow(self, exponent)
+
+    def __rpow__(self, base, modulo):
+        if modulo is not None:
+            raise TypeError("pow() with a modulus is not supported")
+        return _ops("elementwise").pow(base, self)
+
+    # Comparisons build 0/1 mask nodes (no gradient). Hashing stays by identity, so
+    # Variables remain dict keys (feeds, samplers); an operand that is no number,
+    # array or Variable (None, a string) compares by identity, as for any object.
+    def __hash__(self):
+        return object.__hash__(self)
+
+    def __eq__(self, other):
+        if not _comparable(other):
+            return NotImplemented
+        return _ops("elementwise").equal(self, other)
+
+    def __ne__(self, other):
+        if not _comparable(other):
+            return NotImplemented
+        return _ops("elementwise").not_equal(self, other)
+
+    def __gt__(self, other):
+        return _ops("elementwise").greater(self, other)
+
+    def __ge__(self, other):
+        return _ops("elementwise").greater_equal(self, other)
+
+    def __lt__(self, other):
+        return _ops("elementwise").less(self, other)
+
+    def __le__(self, other):
+        return _ops("elementwise").less_equal(self, other)
 
     def __neg__(self):
         return _ops("elementwise").neg(self)

@@ -22,10 +22,16 @@ enum UnaryOp {
     U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
     U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
     /* a Variable and a Python number p: no constant node needed */
-    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
+    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
+    /* clip's two sides, p the bound; NaN stays NaN */
+    U_CLAMP_MIN, U_CLAMP_MAX
 };
 
-enum BinaryOp { B_ADD, B_SUB, B_MUL, B_DIV };
+enum BinaryOp {
+    B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
+    /* comparisons: 1 or 0 in the value dtype, no gradient */
+    B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
+};
 
 enum PointwiseLoss { P_BCE, P_MSE, P_HUBER };
 
@@ -137,6 +143,8 @@ FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
         case U_RSUB_SCALAR: return p - x;
         case U_MUL_SCALAR: return x * p;
         case U_DIV_SCALAR: return x / p;
+        case U_CLAMP_MIN: return x < p ? p : x;
+        case U_CLAMP_MAX: return x > p ? p : x;
         default: return p / x;  /* U_RDIV_SCALAR */
     }
 }
@@ -161,13 +169,20 @@ FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
         case U_RSUB_SCALAR: return (FA_T)-1;
         case U_MUL_SCALAR: return p;
         case U_DIV_SCALAR: return (FA_T)1 / p;
+        /* 1 at the bound itself, as torch.clamp */
+        case U_CLAMP_MIN: return x >= p ? (FA_T)1 : (FA_T)0;
+        case U_CLAMP_MAX: return x <= p ? (FA_T)1 : (FA_T)0;
         default: return -y / x;  /* U_RDIV_SCALAR */
     }
 }
 
 /* ----------------------------------------------------------------- binary ops */
 
-FA_RULE FA_T FA_NAME(fa_binary_value)(int op, FA_T a, FA_T b) {
+/* + - * / (B_ADD .. B_DIV) and the other binary ops have rule sets of their own: the
+ * CPU loops are compiled once per set (BinaryRules in scalar.pxd), so those of + - * /
+ * stay small enough for gcc to unswitch them on op and vectorise. fa_binary_* below
+ * joins the two for the CUDA kernels. */
+FA_RULE FA_T FA_NAME(fa_arith_value)(int op, FA_T a, FA_T b) {
     switch (op) {
         case B_ADD: return a + b;
         case B_SUB: return a - b;
@@ -177,17 +192,71 @@ FA_RULE FA_T FA_NAME(fa_binary_value)(int op, FA_T a, FA_T b) {
 }
 
 /* d(a op b)/da and d(a op b)/db, given y = a op b. */
-FA_RULE FA_T FA_NAME(fa_binary_da)(int op, FA_T a, FA_T b, FA_T y) {
+FA_RULE FA_T FA_NAME(fa_arith_da)(int op, FA_T a, FA_T b, FA_T y) {
     if (op == B_MUL) return b;
     if (op == B_DIV) return (FA_T)1 / b;
     return (FA_T)1;
 }
 
-FA_RULE FA_T FA_NAME(fa_binary_db)(int op, FA_T a, FA_T b, FA_T y) {
+FA_RULE FA_T FA_NAME(fa_arith_db)(int op, FA_T a, FA_T b, FA_T y) {
     if (op == B_ADD) return (FA_T)1;
     if (op == B_SUB) return (FA_T)-1;
     if (op == B_MUL) return a;
     return -y / b;  /* B_DIV */
+}
+
+FA_RULE FA_T FA_NAME(fa_other_value)(int op, FA_T a, FA_T b) {
+    int lt, eq, gt;
+    if (op == B_POW) return FA_POW(a, b);
+    /* a NaN on either side wins, as torch.maximum/minimum */
+    if (op == B_MAXIMUM) return (a > b || a != a) ? a : b;
+    if (op == B_MINIMUM) return (a < b || a != a) ? a : b;
+    /* a comparison, with no branch on the data (so that loops vectorise): the relations
+     * among <, ==, > it accepts; != is "not ==", so true for NaN */
+    lt = a < b;
+    eq = a == b;
+    gt = a > b;
+    return (FA_T)(((((op == B_LESS) | (op == B_LESS_EQUAL)) & lt)
+                   | (((op == B_LESS_EQUAL) | (op == B_GREATER_EQUAL) | (op == B_EQUAL)
+                       | (op == B_NOT_EQUAL)) & eq)
+                   | (((op == B_GREATER) | (op == B_GREATER_EQUAL)) & gt))
+                  ^ (op == B_NOT_EQUAL));
+}
+
+/* maximum's share of the gradient for the side that is `mine`: all of it where that side
+ * is larger (or a NaN), half at a tie, none where it is smaller (torch's rule); without
+ * a branch on the data. */
+FA_RULE FA_T FA_NAME(fa_max_share)(FA_T mine, FA_T other) {
+    return (FA_T)1 - (FA_T)(mine < other) - (FA_T)0.5 * (FA_T)(mine == other);
+}
+
+/* pow follows torch: no gradient through a zero exponent, and d/db = y * log(a) except
+ * 0 where a == 0 and b >= 0 (NaN for a < 0). Comparisons have none. */
+FA_RULE FA_T FA_NAME(fa_other_da)(int op, FA_T a, FA_T b, FA_T y) {
+    if (op == B_POW) return b == 0 ? (FA_T)0 : b * FA_POW(a, b - (FA_T)1);
+    if (op == B_MAXIMUM) return FA_NAME(fa_max_share)(a, b);
+    if (op == B_MINIMUM) return FA_NAME(fa_max_share)(b, a);
+    return (FA_T)0;
+}
+
+FA_RULE FA_T FA_NAME(fa_other_db)(int op, FA_T a, FA_T b, FA_T y) {
+    if (op == B_POW) return (a == 0 && b >= 0) ? (FA_T)0 : y * FA_LOG(a);
+    if (op == B_MAXIMUM) return FA_NAME(fa_max_share)(b, a);
+    if (op == B_MINIMUM) return FA_NAME(fa_max_share)(a, b);
+    return (FA_T)0;
+}
+
+/* Every binary op: y = a op b, and d(a op b)/da, d(a op b)/db given y. */
+FA_RULE FA_T FA_NAME(fa_binary_value)(int op, FA_T a, FA_T b) {
+    return op <= B_DIV ? FA_NAME(fa_arith_value)(op, a, b) : FA_NAME(fa_other_value)(op, a, b);
+}
+
+FA_RULE FA_T FA_NAME(fa_binary_da)(int op, FA_T a, FA_T b, FA_T y) {
+    return op <= B_DIV ? FA_NAME(fa_arith_da)(op, a, b, y) : FA_NAME(fa_other_da)(op, a, b, y);
+}
+
+FA_RULE FA_T FA_NAME(fa_binary_db)(int op, FA_T a, FA_T b, FA_T y) {
+    return op <= B_DIV ? FA_NAME(fa_arith_db)(op, a, b, y) : FA_NAME(fa_other_db)(op, a, b, y);
 }
 
 /* ----------------------------------------------------------- pointwise losses */

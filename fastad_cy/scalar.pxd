@@ -57,9 +57,11 @@ cdef extern from "rules.h":
     cdef enum UnaryOp:
         U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
         U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
-        U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
+        U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
+        U_CLAMP_MIN, U_CLAMP_MAX
     cdef enum BinaryOp:
-        B_ADD, B_SUB, B_MUL, B_DIV
+        B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
+        B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
     cdef enum PointwiseLoss:
         P_BCE, P_MSE, P_HUBER
 
@@ -74,12 +76,18 @@ cdef extern from "rules.h":
     double fa_unary_value_d(int op, double x, double p) noexcept nogil
     float fa_unary_slope_f(int op, float x, float y, float p) noexcept nogil
     double fa_unary_slope_d(int op, double x, double y, double p) noexcept nogil
-    float fa_binary_value_f(int op, float a, float b) noexcept nogil
-    double fa_binary_value_d(int op, double a, double b) noexcept nogil
-    float fa_binary_da_f(int op, float a, float b, float y) noexcept nogil
-    double fa_binary_da_d(int op, double a, double b, double y) noexcept nogil
-    float fa_binary_db_f(int op, float a, float b, float y) noexcept nogil
-    double fa_binary_db_d(int op, double a, double b, double y) noexcept nogil
+    float fa_arith_value_f(int op, float a, float b) noexcept nogil
+    double fa_arith_value_d(int op, double a, double b) noexcept nogil
+    float fa_arith_da_f(int op, float a, float b, float y) noexcept nogil
+    double fa_arith_da_d(int op, double a, double b, double y) noexcept nogil
+    float fa_arith_db_f(int op, float a, float b, float y) noexcept nogil
+    double fa_arith_db_d(int op, double a, double b, double y) noexcept nogil
+    float fa_other_value_f(int op, float a, float b) noexcept nogil
+    double fa_other_value_d(int op, double a, double b) noexcept nogil
+    float fa_other_da_f(int op, float a, float b, float y) noexcept nogil
+    double fa_other_da_d(int op, double a, double b, double y) noexcept nogil
+    float fa_other_db_f(int op, float a, float b, float y) noexcept nogil
+    double fa_other_db_d(int op, double a, double b, double y) noexcept nogil
     float fa_loss_value_f(int op, float a, float b, float delta) noexcept nogil
     double fa_loss_value_d(int op, double a, double b, double delta) noexcept nogil
     float fa_loss_da_f(int op, float a, float b, float delta) noexcept nogil
@@ -118,7 +126,8 @@ cdef inline floating softplus_value(floating x) noexcept nogil:
 
 
 cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
-    """y = f(x); `p` is the exponent of U_POW or the number of a *_SCALAR op."""
+    """y = f(x); `p` is the exponent of U_POW, the bound of U_CLAMP_*, or the number of a
+    *_SCALAR op."""
     if floating is float:
         return fa_unary_value_f(op, x, p)
     else:
@@ -133,27 +142,61 @@ cdef inline floating unary_slope(int op, floating x, floating y, floating p) noe
         return fa_unary_slope_d(op, x, y, p)
 
 
-cdef inline floating binary_value(int op, floating a, floating b) noexcept nogil:
-    if floating is float:
-        return fa_binary_value_f(op, a, b)
+# The binary ops' rules come in two sets, + - * / (B_ADD .. B_DIV) and the others: a
+# loop written once over `const BinaryRules* rules` (NULL, a type tag only) is compiled
+# once per set, so the loops of + - * / hold none of the others' code and gcc can
+# unswitch them on op and vectorise.
+cdef struct ArithRules:
+    char tag
+cdef struct OtherRules:
+    char tag
+ctypedef fused BinaryRules:
+    ArithRules
+    OtherRules
+
+
+cdef inline floating binary_value(const BinaryRules* rules, int op, floating a,
+                                  floating b) noexcept nogil:
+    if BinaryRules is ArithRules:
+        if floating is float:
+            return fa_arith_value_f(op, a, b)
+        else:
+            return fa_arith_value_d(op, a, b)
     else:
-        return fa_binary_value_d(op, a, b)
+        if floating is float:
+            return fa_other_value_f(op, a, b)
+        else:
+            return fa_other_value_d(op, a, b)
 
 
-cdef inline floating binary_da(int op, floating a, floating b, floating y) noexcept nogil:
+cdef inline floating binary_da(const BinaryRules* rules, int op, floating a, floating b,
+                               floating y) noexcept nogil:
     """d(a op b)/da, given y = a op b."""
-    if floating is float:
-        return fa_binary_da_f(op, a, b, y)
+    if BinaryRules is ArithRules:
+        if floating is float:
+            return fa_arith_da_f(op, a, b, y)
+        else:
+            return fa_arith_da_d(op, a, b, y)
     else:
-        return fa_binary_da_d(op, a, b, y)
+        if floating is float:
+            return fa_other_da_f(op, a, b, y)
+        else:
+            return fa_other_da_d(op, a, b, y)
 
 
-cdef inline floating binary_db(int op, floating a, floating b, floating y) noexcept nogil:
+cdef inline floating binary_db(const BinaryRules* rules, int op, floating a, floating b,
+                               floating y) noexcept nogil:
     """d(a op b)/db, given y = a op b."""
-    if floating is float:
-        return fa_binary_db_f(op, a, b, y)
+    if BinaryRules is ArithRules:
+        if floating is float:
+            return fa_arith_db_f(op, a, b, y)
+        else:
+            return fa_arith_db_d(op, a, b, y)
     else:
-        return fa_binary_db_d(op, a, b, y)
+        if floating is float:
+            return fa_other_db_f(op, a, b, y)
+        else:
+            return fa_other_db_d(op, a, b, y)
 
 
 cdef inline floating loss_value(int op, floating a, floating b, floating delta) noexcept nogil:

@@ -88,7 +88,21 @@ def convolutions() -> None:
     assert_type(batch_norm(y, mean, var, training=True, momentum=0.2), fa.Variable)
 
 
+def masks_and_limits() -> None:
+    x = fa.Parameter(np.array([-1.0, 2.0]))
+    assert_type(x > 0, fa.Variable)
+    assert_type(x == x, fa.Variable)
+    assert_type(fa.where(x > 0, x, 0.01 * x), fa.Variable)
+    assert_type(fa.where(np.array([True, False]), 1.0, x), fa.Variable)
+    assert_type(fa.maximum(x, 1.0), fa.Variable)
+    assert_type(fa.clip(x, None, 1.0), fa.Variable)
+    assert_type(2.0 ** x, fa.Variable)
+    assert_type(x ** x, fa.Variable)
+    assert_type({x: 1}[x], int)
+
+
 if __name__ == "__main__":
     print(train_linear_model(), sparse_embedding_step())
     classifier_and_lstm()
     convolutions()
+    masks_and_limits()

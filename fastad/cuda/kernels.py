@@ -24,7 +24,7 @@ import fastad_cy.graph
 FAMILIES: dict[str, tuple[str, ...]] = {
     "elementwise": (
         "fill", "copy_or_add", "unary_forward", "unary_backward",
-        "binary_forward", "binary_backward", "all_finite",
+        "binary_forward", "binary_backward", "all_finite", "where_forward", "where_backward",
     ),
     "reduction": (
         "reduce_sum", "reduce_max", "reduce_logsumexp", "count_ties", "reduce_backward",
@@ -70,10 +70,14 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
 #: `UnaryOp` enum in fastad_cy/rules.h (the code passed is the index here).
 UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
              "sqrt", "square", "abs", "pow", "leaky_relu", "add_scalar", "rsub_scalar",
-             "mul_scalar", "div_scalar", "rdiv_scalar")
+             "mul_scalar", "div_scalar", "rdiv_scalar", "clamp_min", "clamp_max")
 
 #: The binary ops of `binary_forward`/`binary_backward` (rules.h's `BinaryOp` enum).
-BINARY_OPS = ("add", "sub", "mul", "div")
+BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
+              "greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
+
+#: The comparisons among BINARY_OPS: 0/1 masks, no gradient.
+COMPARISONS = BINARY_OPS[BINARY_OPS.index("greater"):]
 
 #: The pointwise losses of `pointwise_loss_forward/backward` (rules.h's `PointwiseLoss` enum).
 POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber")
@@ -90,11 +94,18 @@ _ROWS = ("claim_rows", "release_rows")
 OPS: dict[str, tuple[str, ...]] = {
     **{op: ("unary_forward", "unary_backward") for op in
        ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid", "sqrt",
-        "square", "abs", "pow", "leaky_relu")},
+        "square", "abs", "leaky_relu", "clip")},
     "add": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "sub": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "mul": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "div": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
+    # a number exponent: a unary op; a Variable one: binary
+    "pow": ("unary_forward", "unary_backward", "binary_forward", "binary_backward", "reduce_sum",
+            "fill"),
+    "maximum": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
+    "minimum": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
+    **{op: ("binary_forward",) for op in COMPARISONS},
+    "where": ("where_forward", "where_backward", "reduce_sum", "fill"),
     "vector_dot": ("row_dot_forward", "row_dot_backward"),
     "matmul": (),
     "sum": ("reduce_sum", "fill", "reduce_backward"),

@@ -25,7 +25,12 @@ UNARY = {op: (lambda f: lambda: f(P(3, 2)))(getattr(fa, op)) for op in
           "sqrt", "square", "abs")}
 BUILDS = {
     **UNARY,
-    "pow": lambda: fa.pow(P(3), 3),
+    "pow": lambda: fa.pow(fa.pow(P(3, 4), 3), P(4)),   # a number exponent, then a broadcast one
+    "clip": lambda: fa.clip(P(3, 2), -0.5, 0.5),
+    "maximum": lambda: fa.maximum(P(3, 4), P(4)),
+    "minimum": lambda: fa.minimum(P(3, 4), P(4)),
+    **{op: (lambda f: lambda: f(P(3, 4), P(4)))(getattr(fa, op)) for op in kernels.COMPARISONS},
+    "where": lambda: fa.where(rng.random((3, 4)) > 0.5, P(3, 4), P(4)),
     "add": lambda: fa.add(P(700, 3), P(3)),          # a broadcast bias: a chunked sum
     "sub": lambda: fa.sub(P(700, 3), P(3)),
     "mul": lambda: fa.mul(P(3, 4), P(4)),
@@ -91,7 +96,7 @@ def test_every_listed_kernel_exists_and_every_op_is_listed():
 @pytest.mark.parametrize("op", sorted(BUILDS))
 def test_an_op_launches_exactly_its_listed_kernels(launched, op):
     y = BUILDS[op]()
-    if y.requires_grad:                  # argmax and argmin have no gradient
+    if y.requires_grad:                  # argmax, argmin and comparisons have no gradient
         y.backward(np.ones(y.shape) if y.size != 1 else None)
     listed = set(kernels.OPS[op])
     assert listed - SEEDING <= set(launched) <= listed | SEEDING, \
