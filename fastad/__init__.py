@@ -11,7 +11,8 @@ from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, de
                              is_grad_enabled, set_default_dtype, get_default_dtype,
                              float32, float64)
 from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
-                                   leaky_relu, softplus, logsigmoid, sqrt, square, abs)
+                                   leaky_relu, softplus, logsigmoid, sqrt, square, abs, gelu, elu,
+                                   silu, hardtanh)
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
 from fastad_cy.shape import reshape, transpose, getitem, concat, stack
 from fastad_cy.linalg import matmul, vector_dot
@@ -29,7 +30,7 @@ __all__ = [
     "Variable", "Parameter", "Input", "IndexInput", "no_grad", "detect_anomaly",
     "is_grad_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64", "add",
     "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu",
-    "softplus", "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp",
+    "gelu", "elu", "silu", "hardtanh", "softplus", "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
     "vector_dot", "take", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",

@@ -21,6 +21,7 @@
 enum UnaryOp {
     U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
     U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
+    U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_CLAMP_MIN, U_CLAMP_MAX,
     /* a Variable and a Python number p: no constant node needed */
     U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
 };
@@ -65,6 +66,8 @@ FA_PLAIN_RULE FaAdamStep fa_adam_step(double lr, long long t, double beta1, doub
 #define FA_SQRT fa_sqrt
 #define FA_ABS fa_abs
 #define FA_POW fa_pow
+#define FA_ERF fa_erf
+#define FA_EXPM1 fa_expm1
 #define FA_RULES_BODY
 #else
 #define FA_RULE static inline
@@ -79,6 +82,8 @@ FA_PLAIN_RULE FaAdamStep fa_adam_step(double lr, long long t, double beta1, doub
 #define FA_SQRT sqrtf
 #define FA_ABS fabsf
 #define FA_POW powf
+#define FA_ERF erff
+#define FA_EXPM1 expm1f
 #define FA_RULES_BODY
 #include "rules.h"
 #undef FA_T
@@ -91,6 +96,8 @@ FA_PLAIN_RULE FaAdamStep fa_adam_step(double lr, long long t, double beta1, doub
 #undef FA_SQRT
 #undef FA_ABS
 #undef FA_POW
+#undef FA_ERF
+#undef FA_EXPM1
 
 #define FA_T double
 #define FA_NAME(name) name##_d
@@ -102,6 +109,8 @@ FA_PLAIN_RULE FaAdamStep fa_adam_step(double lr, long long t, double beta1, doub
 #define FA_SQRT sqrt
 #define FA_ABS fabs
 #define FA_POW pow
+#define FA_ERF erf
+#define FA_EXPM1 expm1
 #include "rules.h"
 #undef FA_RULES_BODY
 #endif
@@ -116,8 +125,13 @@ FA_RULE FA_T FA_NAME(fa_softplus)(FA_T x) {
     return (x > 0 ? x : (FA_T)0) + FA_LOG1P(FA_EXP(-FA_ABS(x)));
 }
 
-/* y = f(x); p is the exponent of U_POW, the negative slope of U_LEAKY_RELU, or the
- * number of a *_SCALAR op. */
+/* GELU's tanh approximation as PyTorch writes it: sqrt(2/pi) and the cubic's coefficient. */
+#define FA_GELU_BETA 0.7978845608028654
+#define FA_GELU_KAPPA 0.044715
+
+/* y = f(x); p is the exponent of U_POW, the negative slope of U_LEAKY_RELU, ELU's alpha,
+ * the bound of U_CLAMP_MIN/U_CLAMP_MAX (hardtanh chains the two), or the number of a
+ * *_SCALAR op. */
 FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
     switch (op) {
         case U_NEG: return -x;
@@ -133,6 +147,14 @@ FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
         case U_ABS: return FA_ABS(x);
         case U_POW: return FA_POW(x, p);
         case U_LEAKY_RELU: return x > 0 ? x : p * x;
+        case U_GELU: return (FA_T)0.5 * x * ((FA_T)1 + FA_ERF(x * (FA_T)0.7071067811865476));
+        case U_GELU_TANH:
+            return (FA_T)0.5 * x *
+                   ((FA_T)1 + FA_TANH((FA_T)FA_GELU_BETA * (x + (FA_T)FA_GELU_KAPPA * x * x * x)));
+        case U_ELU: return x > 0 ? x : p * FA_EXPM1(x);
+        case U_SILU: return x * FA_SIGMOID(x);
+        case U_CLAMP_MIN: return x > p ? x : p;
+        case U_CLAMP_MAX: return x < p ? x : p;
         case U_ADD_SCALAR: return x + p;
         case U_RSUB_SCALAR: return p - x;
         case U_MUL_SCALAR: return x * p;
@@ -157,6 +179,22 @@ FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
         case U_ABS: return (FA_T)((x > 0) - (x < 0));
         case U_POW: return p == 0 ? (FA_T)0 : p * FA_POW(x, p - (FA_T)1);
         case U_LEAKY_RELU: return x > 0 ? (FA_T)1 : p;
+        case U_GELU:
+            return (FA_T)0.5 * ((FA_T)1 + FA_ERF(x * (FA_T)0.7071067811865476)) +
+                   x * (FA_T)0.3989422804014327 * FA_EXP((FA_T)-0.5 * x * x);
+        case U_GELU_TANH: {
+            FA_T t = FA_TANH((FA_T)FA_GELU_BETA * (x + (FA_T)FA_GELU_KAPPA * x * x * x));
+            return (FA_T)0.5 * ((FA_T)1 + t) + (FA_T)0.5 * x * ((FA_T)1 - t * t) *
+                   (FA_T)FA_GELU_BETA * ((FA_T)1 + (FA_T)(3 * FA_GELU_KAPPA) * x * x);
+        }
+        case U_ELU: return x > 0 ? (FA_T)1 : p * FA_EXP(x);
+        case U_SILU: {
+            FA_T s = FA_SIGMOID(x);
+            return s * ((FA_T)1 + x * ((FA_T)1 - s));
+        }
+        /* hardtanh's gradient flows strictly inside (min_val, max_val), as PyTorch's */
+        case U_CLAMP_MIN: return x > p ? (FA_T)1 : (FA_T)0;
+        case U_CLAMP_MAX: return x < p ? (FA_T)1 : (FA_T)0;
         case U_ADD_SCALAR: return (FA_T)1;
         case U_RSUB_SCALAR: return (FA_T)-1;
         case U_MUL_SCALAR: return p;

@@ -57,6 +57,7 @@ cdef extern from "rules.h":
     cdef enum UnaryOp:
         U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
         U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
+        U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_CLAMP_MIN, U_CLAMP_MAX,
         U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
     cdef enum BinaryOp:
         B_ADD, B_SUB, B_MUL, B_DIV

@@ -62,7 +62,8 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
 #: The unary ops of `unary_forward`/`unary_backward`, in the order of the
 #: `UnaryOp` enum in fastad_cy/rules.h (the code passed is the index here).
 UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
-             "sqrt", "square", "abs", "pow", "leaky_relu", "add_scalar", "rsub_scalar",
+             "sqrt", "square", "abs", "pow", "leaky_relu", "gelu", "gelu_tanh", "elu", "silu",
+             "clamp_min", "clamp_max", "add_scalar", "rsub_scalar",
              "mul_scalar", "div_scalar", "rdiv_scalar")
 
 #: The binary ops of `binary_forward`/`binary_backward` (rules.h's `BinaryOp` enum).
@@ -83,7 +84,7 @@ _ROWS = ("claim_rows", "release_rows")
 OPS: dict[str, tuple[str, ...]] = {
     **{op: ("unary_forward", "unary_backward") for op in
        ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid", "sqrt",
-        "square", "abs", "pow", "leaky_relu")},
+        "square", "abs", "pow", "leaky_relu", "gelu", "elu", "silu", "hardtanh")},
     "add": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "sub": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "mul": ("binary_forward", "binary_backward", "reduce_sum", "fill"),

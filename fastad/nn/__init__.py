@@ -15,16 +15,17 @@ names ("encoder.weight"). Calling a module calls its `forward`.
 """
 from fastad.nn import init, functional
 from fastad.nn.module import Module, Sequential, ModuleList, ModuleDict, Dropout, IncompatibleKeys
-from fastad.nn.activations import (ReLU, LeakyReLU, Tanh, Sigmoid, Softplus, LogSigmoid, Softmax,
+from fastad.nn.activations import (ReLU, LeakyReLU, GELU, ELU, SiLU, Hardtanh, Tanh, Sigmoid, Softplus, LogSigmoid, Softmax,
                                    LogSoftmax, Identity, Flatten)
 from fastad.nn.layers import Linear, Embedding, LSTMCell, GRUCell, LSTM, GRU, LayerNorm
 from fastad_cy.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
-from fastad_cy.elementwise import relu, leaky_relu, tanh, sigmoid, softplus, logsigmoid
+from fastad_cy.elementwise import (relu, leaky_relu, gelu, elu, silu, hardtanh, tanh, sigmoid,
+                                   softplus, logsigmoid)
 from fastad_cy.reduction import softmax, log_softmax
 
 __all__ = ["init", "functional", "Module", "Sequential", "ModuleList", "ModuleDict", "Dropout",
-           "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
+           "ReLU", "LeakyReLU", "GELU", "ELU", "SiLU", "Hardtanh", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
            "Identity", "Flatten", "IncompatibleKeys", "Linear", "Embedding",
            "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "cross_entropy", "nll_loss",
-           "bce_with_logits", "mse", "huber", "relu", "leaky_relu", "tanh", "sigmoid", "softplus",
+           "bce_with_logits", "mse", "huber", "relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus",
            "logsigmoid", "softmax", "log_softmax"]

@@ -2,13 +2,14 @@
 PyTorch's names (`import fastad.nn.functional as F`)."""
 import numpy as np
 
-from fastad_cy.elementwise import leaky_relu, logsigmoid, mul, relu, sigmoid, softplus, tanh
+from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, mul, relu, sigmoid,
+                                   silu, softplus, tanh)
 from fastad_cy.graph import IndexInput, Input, Variable
 from fastad_cy.losses import bce_with_logits, cross_entropy, huber, mse, nll_loss
 from fastad_cy.reduction import log_softmax, softmax
 from fastad import random as fastad_random
 
-__all__ = ["relu", "leaky_relu", "tanh", "sigmoid", "softplus", "logsigmoid", "softmax", "log_softmax",
+__all__ = ["relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus", "logsigmoid", "softmax", "log_softmax",
            "dropout", "cross_entropy", "nll_loss", "bce_with_logits", "mse", "huber"]
 
 

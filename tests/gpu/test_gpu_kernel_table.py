@@ -22,7 +22,7 @@ def ids(values):
 
 UNARY = {op: (lambda f: lambda: f(P(3, 2)))(getattr(fa, op)) for op in
          ("neg", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu", "softplus", "logsigmoid",
-          "sqrt", "square", "abs")}
+          "sqrt", "square", "abs", "gelu", "elu", "silu", "hardtanh")}
 BUILDS = {
     **UNARY,
     "pow": lambda: fa.pow(P(3), 3),
