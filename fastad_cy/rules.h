@@ -28,7 +28,11 @@ enum UnaryOp {
 
 enum BinaryOp { B_ADD, B_SUB, B_MUL, B_DIV };
 
-enum PointwiseLoss { P_BCE, P_MSE, P_HUBER };
+enum PointwiseLoss {
+    P_BCE, P_MSE, P_HUBER,
+    P_KL_DIV, P_KL_DIV_LOG_TARGET, P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
+    P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL, P_GAUSSIAN_NLL
+};
 
 #ifdef FA_RULES_ON_DEVICE
 #define FA_PLAIN_RULE __device__ __forceinline__
@@ -230,9 +234,54 @@ FA_RULE FA_T FA_NAME(fa_binary_db)(int op, FA_T a, FA_T b, FA_T y) {
 
 /* ----------------------------------------------------------- pointwise losses */
 
-/* The loss of one element: a is the prediction (a logit for BCE), b the target. */
+/* PyTorch's floor under BCE's logs, and under p * (1 - p) in its gradient. */
+#define FA_BCE_LOG_FLOOR -100
+#define FA_BCE_EPSILON 1e-12
+
+FA_RULE FA_T FA_NAME(fa_floored_log)(FA_T x) {
+    FA_T l = FA_LOG(x);
+    return l > (FA_T)FA_BCE_LOG_FLOOR ? l : (FA_T)FA_BCE_LOG_FLOOR;
+}
+
+FA_RULE FA_T FA_NAME(fa_floored_log1m)(FA_T x) {
+    FA_T l = FA_LOG1P(-x);
+    return l > (FA_T)FA_BCE_LOG_FLOOR ? l : (FA_T)FA_BCE_LOG_FLOOR;
+}
+
+/* Stirling's term t log t - t + log(2 pi t) / 2 for t > 1 (0 elsewhere), which Poisson
+ * NLL's full=True adds, and its slope. */
+FA_RULE FA_T FA_NAME(fa_stirling)(FA_T t) {
+    return t > 1 ? t * FA_LOG(t) - t + (FA_T)0.5 * FA_LOG((FA_T)6.283185307179586 * t) : (FA_T)0;
+}
+
+FA_RULE FA_T FA_NAME(fa_stirling_slope)(FA_T t) {
+    return t > 1 ? FA_LOG(t) + (FA_T)0.5 / t : (FA_T)0;
+}
+
+/* The loss of one element: a is the prediction (a logit for BCE, a probability for
+ * BCE_PROB, a log-probability for KL_DIV, log-rate or rate for POISSON_NLL, the
+ * difference input - target for GAUSSIAN_NLL), b the target (GAUSSIAN_NLL: the
+ * variance). delta: Huber's delta, SMOOTH_L1's beta, POISSON_NLL's eps, GAUSSIAN_NLL's
+ * floor under the variance (whose gradient passes the floor unchanged, as PyTorch's). */
 FA_RULE FA_T FA_NAME(fa_loss_value)(int op, FA_T a, FA_T b, FA_T delta) {
     FA_T d;
+    switch (op) {
+        case P_KL_DIV: return (b == 0 ? (FA_T)0 : b * FA_LOG(b)) - b * a;
+        case P_KL_DIV_LOG_TARGET: return FA_EXP(b) * (b - a);
+        case P_SMOOTH_L1:
+            d = FA_ABS(a - b);
+            return d < delta ? (FA_T)0.5 * d * d / delta : d - (FA_T)0.5 * delta;
+        case P_BINARY_CROSS_ENTROPY:
+            return (b - (FA_T)1) * FA_NAME(fa_floored_log1m)(a) - b * FA_NAME(fa_floored_log)(a);
+        case P_POISSON_NLL: return FA_EXP(a) - b * a;
+        case P_POISSON_NLL_FULL: return FA_EXP(a) - b * a + FA_NAME(fa_stirling)(b);
+        case P_POISSON_NLL_RATE: return a - b * FA_LOG(a + delta);
+        case P_POISSON_NLL_RATE_FULL: return a - b * FA_LOG(a + delta) + FA_NAME(fa_stirling)(b);
+        case P_GAUSSIAN_NLL:
+            d = b > delta ? b : delta;
+            return (FA_T)0.5 * (FA_LOG(d) + a * a / d);
+        default: break;
+    }
     if (op == P_BCE) return FA_NAME(fa_softplus)(a) - a * b;
     d = a - b;
     if (op == P_MSE) return d * d;
@@ -242,6 +291,23 @@ FA_RULE FA_T FA_NAME(fa_loss_value)(int op, FA_T a, FA_T b, FA_T delta) {
 
 FA_RULE FA_T FA_NAME(fa_loss_da)(int op, FA_T a, FA_T b, FA_T delta) {
     FA_T d;
+    switch (op) {
+        case P_KL_DIV: return -b;
+        case P_KL_DIV_LOG_TARGET: return -FA_EXP(b);
+        case P_SMOOTH_L1:
+            d = a - b;
+            if (FA_ABS(d) < delta) return d / delta;
+            return (FA_T)((d > 0) - (d < 0));
+        case P_BINARY_CROSS_ENTROPY:
+            d = a * ((FA_T)1 - a);
+            return (a - b) / (d > (FA_T)FA_BCE_EPSILON ? d : (FA_T)FA_BCE_EPSILON);
+        case P_POISSON_NLL:
+        case P_POISSON_NLL_FULL: return FA_EXP(a) - b;
+        case P_POISSON_NLL_RATE:
+        case P_POISSON_NLL_RATE_FULL: return (FA_T)1 - b / (a + delta);
+        case P_GAUSSIAN_NLL: return a / (b > delta ? b : delta);
+        default: break;
+    }
     if (op == P_BCE) return FA_SIGMOID(a) - b;
     d = a - b;
     if (op == P_MSE) return (FA_T)2 * d;
@@ -250,7 +316,21 @@ FA_RULE FA_T FA_NAME(fa_loss_da)(int op, FA_T a, FA_T b, FA_T delta) {
 }
 
 FA_RULE FA_T FA_NAME(fa_loss_db)(int op, FA_T a, FA_T b, FA_T delta) {
-    if (op == P_BCE) return -a;
+    FA_T v;
+    switch (op) {
+        case P_BCE: return -a;
+        case P_KL_DIV: return FA_LOG(b) + (FA_T)1 - a;
+        case P_KL_DIV_LOG_TARGET: return FA_EXP(b) * (b - a + (FA_T)1);
+        case P_BINARY_CROSS_ENTROPY: return FA_NAME(fa_floored_log1m)(a) - FA_NAME(fa_floored_log)(a);
+        case P_POISSON_NLL: return -a;
+        case P_POISSON_NLL_FULL: return -a + FA_NAME(fa_stirling_slope)(b);
+        case P_POISSON_NLL_RATE: return -FA_LOG(a + delta);
+        case P_POISSON_NLL_RATE_FULL: return -FA_LOG(a + delta) + FA_NAME(fa_stirling_slope)(b);
+        case P_GAUSSIAN_NLL:
+            v = b > delta ? b : delta;
+            return (FA_T)0.5 * ((FA_T)1 / v - a * a / (v * v));
+        default: break;
+    }
     return -FA_NAME(fa_loss_da)(op, a, b, delta);
 }
 

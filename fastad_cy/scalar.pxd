@@ -62,7 +62,9 @@ cdef extern from "rules.h":
     cdef enum BinaryOp:
         B_ADD, B_SUB, B_MUL, B_DIV
     cdef enum PointwiseLoss:
-        P_BCE, P_MSE, P_HUBER
+        P_BCE, P_MSE, P_HUBER,
+        P_KL_DIV, P_KL_DIV_LOG_TARGET, P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
+        P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL, P_GAUSSIAN_NLL
 
     ctypedef struct FaAdamStep:
         double step_size, bc2_sqrt, decay, l2

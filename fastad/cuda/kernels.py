@@ -70,7 +70,9 @@ UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsig
 BINARY_OPS = ("add", "sub", "mul", "div")
 
 #: The pointwise losses of `pointwise_loss_forward/backward` (rules.h's `PointwiseLoss` enum).
-POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber")
+POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber", "kl_div", "kl_div_log_target",
+                    "smooth_l1", "binary_cross_entropy", "poisson_nll", "poisson_nll_full",
+                    "poisson_nll_rate", "poisson_nll_rate_full", "gaussian_nll")
 
 
 _ROWS = ("claim_rows", "release_rows")

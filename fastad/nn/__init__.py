@@ -18,7 +18,9 @@ from fastad.nn.module import Module, Sequential, ModuleList, ModuleDict, Dropout
 from fastad.nn.activations import (ReLU, LeakyReLU, GELU, ELU, SiLU, Hardtanh, Tanh, Sigmoid, Softplus, LogSigmoid, Softmax,
                                    LogSoftmax, Identity, Flatten)
 from fastad.nn.layers import Linear, Embedding, LSTMCell, GRUCell, LSTM, GRU, LayerNorm
-from fastad_cy.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
+from fastad_cy.losses import (cross_entropy, nll_loss, bce_with_logits, mse, huber, kl_div, smooth_l1,
+                              binary_cross_entropy, poisson_nll, gaussian_nll, margin_ranking,
+                              hinge_embedding, cosine_embedding, triplet_margin, multi_margin)
 from fastad_cy.elementwise import (relu, leaky_relu, gelu, elu, silu, hardtanh, tanh, sigmoid,
                                    softplus, logsigmoid)
 from fastad_cy.reduction import softmax, log_softmax
@@ -27,5 +29,7 @@ __all__ = ["init", "functional", "Module", "Sequential", "ModuleList", "ModuleDi
            "ReLU", "LeakyReLU", "GELU", "ELU", "SiLU", "Hardtanh", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
            "Identity", "Flatten", "IncompatibleKeys", "Linear", "Embedding",
            "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "cross_entropy", "nll_loss",
-           "bce_with_logits", "mse", "huber", "relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus",
+           "bce_with_logits", "mse", "huber", "kl_div", "smooth_l1", "binary_cross_entropy", "poisson_nll",
+           "gaussian_nll", "margin_ranking", "hinge_embedding", "cosine_embedding", "triplet_margin",
+           "multi_margin", "relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus",
            "logsigmoid", "softmax", "log_softmax"]
