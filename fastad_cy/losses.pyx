@@ -603,7 +603,7 @@ cdef int _check_signs(str op, str argname, object y) except -1:
     values = _host_values(y)
     bad = np.flatnonzero((values != 1) & (values != -1))
     if bad.size:
-        raise ValueError(f"{op}: {argname} must hold only 1 and -1, got {values.reshape(-1)[bad[0]]!r} "
+        raise ValueError(f"{op}: {argname} must hold only 1 and -1, got {values.reshape(-1)[bad[0]].item()!r} "
                          f"at flat position {bad[0]}")
     return 0
 

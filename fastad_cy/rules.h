@@ -234,9 +234,10 @@ FA_RULE FA_T FA_NAME(fa_binary_db)(int op, FA_T a, FA_T b, FA_T y) {
 
 /* ----------------------------------------------------------- pointwise losses */
 
-/* PyTorch's floor under BCE's logs, and under p * (1 - p) in its gradient. */
+/* PyTorch's floor under BCE's logs, and under p * (1 - p) in its gradient (a float
+ * constant there, so a float here too). */
 #define FA_BCE_LOG_FLOOR -100
-#define FA_BCE_EPSILON 1e-12
+#define FA_BCE_EPSILON 1e-12f
 
 FA_RULE FA_T FA_NAME(fa_floored_log)(FA_T x) {
     FA_T l = FA_LOG(x);

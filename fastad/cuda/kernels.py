@@ -109,6 +109,9 @@ OPS: dict[str, tuple[str, ...]] = {
     "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
     **{loss: ("fill", "pointwise_loss_forward", "loss_finish", "pointwise_loss_backward")
        for loss in POINTWISE_LOSSES},
+    # gaussian_nll's first operand is input - target
+    "gaussian_nll": ("fill", "binary_forward", "binary_backward", "pointwise_loss_forward",
+                     "loss_finish", "pointwise_loss_backward"),
     "SGD": ("count_step", "sgd_dense", "sgd_rows") + _ROWS,
     "Adagrad": ("count_step", "adagrad_dense", "adagrad_rows") + _ROWS,
     "Adam": ("count_step", "adam_dense", "adam_rows") + _ROWS,

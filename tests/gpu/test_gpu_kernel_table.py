@@ -49,6 +49,16 @@ BUILDS = {
     "bce_with_logits": lambda: fa.nn.bce_with_logits(P(3), P(3)),
     "mse": lambda: fa.nn.mse(P(3), P(3)),
     "huber": lambda: fa.nn.huber(P(3), P(3)),
+    "kl_div": lambda: fa.nn.kl_div(P(3), P(3)),
+    "kl_div_log_target": lambda: fa.nn.kl_div(P(3), P(3), log_target=True),
+    "smooth_l1": lambda: fa.nn.smooth_l1(P(3), P(3)),
+    "binary_cross_entropy": lambda: fa.nn.binary_cross_entropy(
+        fa.Parameter([0.2, 0.7], device="cuda"), fa.Parameter([0.5, 1.0], device="cuda")),
+    "poisson_nll": lambda: fa.nn.poisson_nll(P(3), P(3)),
+    "poisson_nll_full": lambda: fa.nn.poisson_nll(P(3), P(3), full=True),
+    "poisson_nll_rate": lambda: fa.nn.poisson_nll(P(3), P(3), log_input=False),
+    "poisson_nll_rate_full": lambda: fa.nn.poisson_nll(P(3), P(3), log_input=False, full=True),
+    "gaussian_nll": lambda: fa.nn.gaussian_nll(P(3), P(3), fa.Parameter([0.5, 1.0, 2.0], device="cuda")),
 }
 
 
