@@ -58,6 +58,42 @@ FA_PLAIN_RULE FaAdamStep fa_adam_step(double lr, long long t, double beta1, doub
     return c;
 }
 
+/* Adamax's bias-corrected step size lr / (1 - beta1**t). */
+FA_PLAIN_RULE double fa_adamax_step_size(double lr, long long t, double beta1) {
+    return lr / (1 - pow(beta1, (double)t));
+}
+
+/* RAdam's per-step coefficients (torch.optim.RAdam): the bias corrections, whether the
+ * variance is tractable (rho_t > 5) and then the rectification term, and the weight
+ * decay as in FaAdamStep. */
+typedef struct {
+    double bc1, bc2_sqrt, rect, decay, l2;
+    int adaptive;
+} FaRAdamStep;
+
+FA_PLAIN_RULE FaRAdamStep fa_radam_step(double lr, long long t, double beta1, double beta2,
+                                        double weight_decay, int decoupled) {
+    FaRAdamStep c;
+    double bc2 = 1 - pow(beta2, (double)t);
+    double rho_inf = 2 / (1 - beta2) - 1;
+    double rho_t = rho_inf - 2 * (double)t * pow(beta2, (double)t) / bc2;
+    c.bc1 = 1 - pow(beta1, (double)t);
+    c.bc2_sqrt = sqrt(bc2);
+    c.adaptive = rho_t > 5.0;
+    c.rect = c.adaptive ? sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
+                               ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0.0;
+    c.decay = decoupled ? 1 - lr * weight_decay : 1.0;
+    c.l2 = decoupled ? 0.0 : weight_decay;
+    return c;
+}
+
+/* NAdam's per-step coefficients, from the momentum schedule mu_t (computed by the
+ * optimizer, which keeps the running product of mu): 1 - beta2**t, the factors of the
+ * gradient's and the average's terms, and the weight decay as in FaAdamStep. */
+typedef struct {
+    double bc2, grad_factor, avg_factor, decay, l2;
+} FaNAdamStep;
+
 #ifdef FA_RULES_ON_DEVICE
 #define FA_RULE template <typename T> __device__ __forceinline__
 #define FA_T T
@@ -366,19 +402,25 @@ FA_RULE void FA_NAME(fa_adagrad_element)(FA_T* p, const FA_T* g, FA_T* sums, lon
     p[e] = (FA_T)(p[e] + (-lr_) * ((double)d / (sqrt((double)s) + eps_)));
 }
 
+/* torch.lerp(start, end, weight) with a scalar weight, evaluated its way for both sizes
+ * of the weight. */
+FA_RULE FA_T FA_NAME(fa_lerp)(FA_T start, FA_T end, double weight) {
+    FA_T w = (FA_T)weight;
+    if (fabs(weight) < 0.5) return start + w * (end - start);
+    return (FA_T)(end - (end - start) * (1.0 - w));
+}
+
 /* Adam and AdamW, with the step's coefficients c (fa_adam_step). */
 FA_RULE void FA_NAME(fa_adam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
                                       const FaAdamStep* c, double beta1, double beta2,
                                       double eps) {
     FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, eps_ = (FA_T)eps;
-    FA_T w1 = (FA_T)(1.0 - beta1), w2 = (FA_T)(1.0 - beta2);
+    FA_T w2 = (FA_T)(1.0 - beta2);
     FA_T step = (FA_T)c->step_size, bc2 = (FA_T)c->bc2_sqrt;
     FA_T d = g[e], mi, vi;
     if ((double)dec != 1.0) p[e] = p[e] * dec;
     if (wd != (FA_T)0) d = d + wd * p[e];
-    /* torch's lerp(m, d, w1), evaluated its way for both sizes of w1 */
-    if (fabs(1.0 - beta1) < 0.5) mi = m[e] + w1 * (d - m[e]);
-    else mi = (FA_T)(d - (d - m[e]) * (1.0 - w1));
+    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
     vi = v[e] * b2 + w2 * d * d;
     m[e] = mi;
     v[e] = vi;
@@ -401,5 +443,77 @@ FA_RULE void FA_NAME(fa_rmsprop_element)(FA_T* p, const FA_T* g, FA_T* sq, FA_T*
         buf[e] = step;
     }
     p[e] = p[e] + (-lr_) * step;
+}
+
+/* Adadelta: sq = square_avg, acc = acc_delta. */
+FA_RULE void FA_NAME(fa_adadelta_element)(FA_T* p, const FA_T* g, FA_T* sq, FA_T* acc, long long e,
+                                          double lr, double rho, double eps, double weight_decay) {
+    FA_T lr_ = (FA_T)lr, r = (FA_T)rho, w = (FA_T)(1.0 - rho), eps_ = (FA_T)eps;
+    FA_T wd = (FA_T)weight_decay;
+    FA_T d = g[e], s, delta, a;
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    s = sq[e] * r + w * d * d;
+    sq[e] = s;
+    delta = FA_SQRT(acc[e] + eps_) / FA_SQRT(s + eps_) * d;
+    a = acc[e] * r + w * delta * delta;
+    acc[e] = a;
+    p[e] = p[e] + (-lr_) * delta;
+}
+
+/* Adamax: m = exp_avg, u = exp_inf (the decayed infinity norm); step_size from
+ * fa_adamax_step_size. NaN propagates through the max, as torch.maximum. */
+FA_RULE void FA_NAME(fa_adamax_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* u, long long e,
+                                        double step_size, double beta1, double beta2, double eps,
+                                        double weight_decay) {
+    FA_T wd = (FA_T)weight_decay, b2 = (FA_T)beta2, eps_ = (FA_T)eps;
+    FA_T d = g[e], mi, ui, bound;
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
+    ui = u[e] * b2;
+    bound = FA_ABS(d) + eps_;
+    if (!(ui > bound || ui != ui)) ui = bound;
+    m[e] = mi;
+    u[e] = ui;
+    p[e] = p[e] + (FA_T)(-step_size) * mi / ui;
+}
+
+/* RAdam, with the step's coefficients c (fa_radam_step). */
+FA_RULE void FA_NAME(fa_radam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
+                                       const FaRAdamStep* c, double lr, double beta1,
+                                       double beta2, double eps) {
+    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, w2 = (FA_T)(1.0 - beta2);
+    FA_T lr_ = (FA_T)lr, eps_ = (FA_T)eps;
+    FA_T d, mi, vi, corrected;
+    if ((double)dec != 1.0) p[e] = p[e] * dec;
+    d = g[e];
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
+    vi = v[e] * b2 + w2 * d * d;
+    m[e] = mi;
+    v[e] = vi;
+    corrected = mi / (FA_T)c->bc1;
+    if (c->adaptive)
+        p[e] = p[e] - corrected * lr_ * ((FA_T)c->bc2_sqrt / (FA_SQRT(vi) + eps_)) * (FA_T)c->rect;
+    else
+        p[e] = p[e] - corrected * lr_;
+}
+
+/* NAdam, with the step's coefficients c (FaNAdamStep). */
+FA_RULE void FA_NAME(fa_nadam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
+                                       const FaNAdamStep* c, double beta1, double beta2,
+                                       double eps) {
+    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, w2 = (FA_T)(1.0 - beta2);
+    FA_T eps_ = (FA_T)eps;
+    FA_T d, mi, vi, denom;
+    if ((double)dec != 1.0) p[e] = p[e] * dec;
+    d = g[e];
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
+    vi = v[e] * b2 + w2 * d * d;
+    m[e] = mi;
+    v[e] = vi;
+    denom = FA_SQRT(vi / (FA_T)c->bc2) + eps_;
+    p[e] = p[e] + (FA_T)c->grad_factor * d / denom;
+    p[e] = p[e] + (FA_T)c->avg_factor * mi / denom;
 }
 #endif /* FA_RULES_BODY */

@@ -40,6 +40,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "optim": (
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
         "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
+        "adadelta_dense", "adadelta_rows", "adamax_dense", "adamax_rows", "radam_dense",
+        "radam_rows",
         "grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows", "clamp_dense",
         "clamp_rows",
     ),
@@ -117,6 +119,9 @@ OPS: dict[str, tuple[str, ...]] = {
     "Adam": ("count_step", "adam_dense", "adam_rows") + _ROWS,
     "AdamW": ("count_step", "adam_dense", "adam_rows") + _ROWS,
     "RMSprop": ("count_step", "rmsprop_dense", "rmsprop_rows") + _ROWS,
+    "Adadelta": ("count_step", "adadelta_dense", "adadelta_rows") + _ROWS,
+    "Adamax": ("count_step", "adamax_dense", "adamax_rows") + _ROWS,
+    "RAdam": ("count_step", "radam_dense", "radam_rows") + _ROWS,
     "clip_grad_norm": ("grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows") + _ROWS,
     "clip_grad_value": ("clamp_dense", "clamp_rows"),
 }
