@@ -228,6 +228,43 @@ __global__ void radam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const
     }
 }
 
+// NAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
+// decay, then products (one float64 per Parameter: P_t = mu_1 * ... * mu_t, advanced by
+// nadam_product_step after count_step) and momentum_decay; s0 = exp_avg, s1 = exp_avg_sq.
+template <typename T>
+__global__ void nadam_product_step(double* products, const i64* steps, i64 index, double beta1,
+                                   double beta2, double eps, double weight_decay, int decoupled,
+                                   double momentum_decay) {
+    FA_GRID_STRIDE(i, 1) {
+        products[index] *= fa_nadam_mu(beta1, steps[index], momentum_decay);
+    }
+}
+
+template <typename T>
+__global__ void nadam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                            const i64* steps, i64 index, double beta1, double beta2, double eps,
+                            double weight_decay, int decoupled, const double* products,
+                            double momentum_decay) {
+    FaNAdamStep c = fa_nadam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled,
+                                  momentum_decay, products[index]);
+    FA_GRID_STRIDE(i, n) {
+        fa_nadam_element(p, g, s0, s1, i, &c, beta1, beta2, eps);
+    }
+}
+
+template <typename T>
+__global__ void nadam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                           i64 index, double beta1, double beta2, double eps, double weight_decay,
+                           int decoupled, const double* products, double momentum_decay) {
+    FaNAdamStep c = fa_nadam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled,
+                                  momentum_decay, products[index]);
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) fa_nadam_element(p, g, s0, s1, e, &c, beta1, beta2, eps);
+    }
+}
+
 // ------------------------------------------------------------------ gradient clipping
 // The norm accumulates into acc[0] (a float64 array starting at 0), as norm_accumulate:
 // q = inf: the largest |g| (NaN wins), through atomicMax on the bit pattern, which orders

@@ -23,7 +23,8 @@ cdef class Optimizer:
     cdef int init_state(self, tuple slot_names, tuple fills) except -1
     cdef int begin(self, int64_t step, bint sparse) except -1
     cdef int tick_clock(self) except -1
-    cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag) for the GPU
+    cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag[, running kernel,
+                                     # extra doubles]) for the GPU
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil
     cpdef int step(self) except -1

@@ -39,7 +39,8 @@ from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NON
                               device_optim)
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
                                adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
-                               FaNAdamStep, fa_adamax_step_size, adadelta_element, adamax_element,
+                               FaNAdamStep, fa_nadam_mu, fa_nadam_step, fa_adamax_step_size,
+                               adadelta_element, adamax_element,
                                radam_element, nadam_element)
 
 cnp.import_array()
@@ -317,9 +318,11 @@ cdef class Optimizer:
 
     cdef tuple device_kernel(self):
         """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
-        suffix, its four double hyperparameters h0..h3, its int flag)."""
+        suffix, its four double hyperparameters h0..h3, its int flag), and for an
+        update that keeps a running value per Parameter (fastad.cuda.optim.DeviceState),
+        the kernel that advances it and the extra doubles both kernels take."""
         raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
-                        f"Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax or RAdam")
+                        f"Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam or RAdam")
 
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil:
@@ -910,8 +913,8 @@ cdef class NAdam(Optimizer):
 
     Sparse rule (lazy, as Adam's): the touched rows only, with the coefficients of
     the Parameter's shared step count t; untouched rows' moments do not decay.
-    Weight decay applies to the touched rows only. No GPU kernel (a TypeError on a
-    device).
+    Weight decay applies to the touched rows only. On a GPU, P_t is a running
+    product on the device (one float64 per Parameter).
 
     >>> opt = fa.optim.NAdam(model.parameters(), lr=2e-3)
     """
@@ -941,19 +944,14 @@ cdef class NAdam(Optimizer):
                 self.mu_products = np.concatenate([self.mu_products, np.ones(table.shape[0])])
                 table = self.mu_products
             k = self.n_products
-            table[k] = table[k - 1] * (self.beta1 * (1.0 - 0.5 * pow(0.96, k * self.momentum_decay)))
+            table[k] = table[k - 1] * fa_nadam_mu(self.beta1, k, self.momentum_decay)
             self.n_products += 1
         return table[min(t, self.n_products - 1)]
 
     cdef int begin(self, int64_t step, bint sparse) except -1:
-        cdef double mu = self.beta1 * (1.0 - 0.5 * pow(0.96, step * self.momentum_decay))
-        cdef double mu_next = self.beta1 * (1.0 - 0.5 * pow(0.96, (step + 1) * self.momentum_decay))
-        cdef double product = self.mu_product(step)
-        self.coefficients.bc2 = 1 - pow(self.beta2, <double>step)
-        self.coefficients.grad_factor = -self._lr * (1.0 - mu) / (1.0 - product)
-        self.coefficients.avg_factor = (-self._lr * mu_next) / (1.0 - product * mu_next)
-        self.coefficients.decay = 1 - self._lr * self.weight_decay if self.decoupled_weight_decay else 1.0
-        self.coefficients.l2 = 0.0 if self.decoupled_weight_decay else self.weight_decay
+        self.coefficients = fa_nadam_step(self._lr, step, self.beta1, self.beta2,
+                                          self.weight_decay, self.decoupled_weight_decay,
+                                          self.momentum_decay, self.mu_product(step))
         return 0
 
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
@@ -968,8 +966,16 @@ cdef class NAdam(Optimizer):
                          self.beta2, self.eps)
 
     cdef tuple device_kernel(self):
-        raise TypeError("NAdam has no GPU kernel (its running product of momentum factors "
-                        "is kept on the host); on a device use Adam, AdamW, Adamax or RAdam")
+        # The device keeps P_t as a running product that nadam_product_step advances.
+        return ("nadam", (self.beta1, self.beta2, self.eps, self.weight_decay),
+                int(self.decoupled_weight_decay), "nadam_product_step", (self.momentum_decay,))
+
+    def load_state_dict(self, state):
+        Optimizer.load_state_dict(self, state)
+        if self._device is not None:
+            self._device.set_running([self.mu_product(int(state[f"state.{i}.step"]))
+                                      for i in range(self.n_params)])
+        return self
 
     def hyperparameters(self):
         return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,

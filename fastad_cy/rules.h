@@ -87,12 +87,31 @@ FA_PLAIN_RULE FaRAdamStep fa_radam_step(double lr, long long t, double beta1, do
     return c;
 }
 
-/* NAdam's per-step coefficients, from the momentum schedule mu_t (computed by the
- * optimizer, which keeps the running product of mu): 1 - beta2**t, the factors of the
- * gradient's and the average's terms, and the weight decay as in FaAdamStep. */
+/* NAdam's momentum schedule mu_t = beta1 * (1 - 0.5 * 0.96**(t * momentum_decay)). */
+FA_PLAIN_RULE double fa_nadam_mu(double beta1, long long t, double momentum_decay) {
+    return beta1 * (1.0 - 0.5 * pow(0.96, (double)t * momentum_decay));
+}
+
+/* NAdam's per-step coefficients, given the running product P_t = mu_1 * ... * mu_t
+ * (which the optimizer keeps): 1 - beta2**t, the factors of the gradient's and the
+ * average's terms, and the weight decay as in FaAdamStep. */
 typedef struct {
     double bc2, grad_factor, avg_factor, decay, l2;
 } FaNAdamStep;
+
+FA_PLAIN_RULE FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, double beta2,
+                                        double weight_decay, int decoupled,
+                                        double momentum_decay, double product) {
+    FaNAdamStep c;
+    double mu = fa_nadam_mu(beta1, t, momentum_decay);
+    double mu_next = fa_nadam_mu(beta1, t + 1, momentum_decay);
+    c.bc2 = 1 - pow(beta2, (double)t);
+    c.grad_factor = -lr * (1.0 - mu) / (1.0 - product);
+    c.avg_factor = (-lr * mu_next) / (1.0 - product * mu_next);
+    c.decay = decoupled ? 1 - lr * weight_decay : 1.0;
+    c.l2 = decoupled ? 0.0 : weight_decay;
+    return c;
+}
 
 #ifdef FA_RULES_ON_DEVICE
 #define FA_RULE template <typename T> __device__ __forceinline__

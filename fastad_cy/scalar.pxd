@@ -78,6 +78,10 @@ cdef extern from "rules.h":
                               double weight_decay, int decoupled) noexcept nogil
     ctypedef struct FaNAdamStep:
         double bc2, grad_factor, avg_factor, decay, l2
+    double fa_nadam_mu(double beta1, long long t, double momentum_decay) noexcept nogil
+    FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, double beta2,
+                              double weight_decay, int decoupled, double momentum_decay,
+                              double product) noexcept nogil
 
     float fa_softplus_f(float x) noexcept nogil
     double fa_softplus_d(double x) noexcept nogil

@@ -35,6 +35,10 @@ OPTIMIZERS = {
     "radam": lambda ps: fa.optim.RAdam(ps, lr=0.01, betas=(0.5, 0.6)),
     "radam-decoupled": lambda ps: fa.optim.RAdam(ps, lr=0.01, weight_decay=0.1,
                                                  decoupled_weight_decay=True),
+    "nadam": lambda ps: fa.optim.NAdam(ps, lr=0.01),
+    "nadam-decoupled-small-beta1": lambda ps: fa.optim.NAdam(
+        ps, lr=0.01, betas=(0.3, 0.9), weight_decay=0.1, momentum_decay=0.01,
+        decoupled_weight_decay=True),
 }
 
 
@@ -253,9 +257,31 @@ def test_touched_rows_split_over_several_id_arrays(monkeypatch):
     assert_same(opt_cpu, opt_dev, [emb], np.float64)
 
 
-def test_nadam_refuses_device_parameters():
-    with pytest.raises(TypeError, match="NAdam has no GPU kernel"):
-        fa.optim.NAdam([fa.Parameter(np.ones(3), device="cuda")])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nadam_resumes_its_running_product_on_the_device(dtype):
+    """After load_state_dict the device's product P_t is that of the loaded step count."""
+    rng = np.random.default_rng(12)
+    start = rng.standard_normal((3, 2))
+    grads = [rng.standard_normal((3, 2)).astype(dtype) for _ in range(6)]
+    cpu, dev = twins(start, dtype)
+    opt_cpu = fa.optim.NAdam([cpu], lr=0.05, betas=(0.6, 0.9))
+    for g in grads:
+        cpu.backward(g)
+        opt_cpu.step()
+        opt_cpu.zero_grad()
+    half, _ = twins(start, dtype)
+    opt_half = fa.optim.NAdam([half], lr=0.05, betas=(0.6, 0.9))
+    for g in grads[:3]:
+        half.backward(g)
+        opt_half.step()
+        opt_half.zero_grad()
+    dev.set_value(half.numpy())
+    opt_dev = fa.optim.NAdam([dev], lr=0.05, betas=(0.6, 0.9)).load_state_dict(opt_half.state_dict())
+    for g in grads[3:]:
+        dev.backward(g)
+        opt_dev.step()
+        opt_dev.zero_grad()
+    np.testing.assert_allclose(dev.numpy(), cpu.numpy(), **tolerance(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -41,7 +41,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
         "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
         "adadelta_dense", "adadelta_rows", "adamax_dense", "adamax_rows", "radam_dense",
-        "radam_rows",
+        "radam_rows", "nadam_product_step", "nadam_dense", "nadam_rows",
         "grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows", "clamp_dense",
         "clamp_rows",
     ),
@@ -122,6 +122,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "Adadelta": ("count_step", "adadelta_dense", "adadelta_rows") + _ROWS,
     "Adamax": ("count_step", "adamax_dense", "adamax_rows") + _ROWS,
     "RAdam": ("count_step", "radam_dense", "radam_rows") + _ROWS,
+    "NAdam": ("count_step", "nadam_product_step", "nadam_dense", "nadam_rows") + _ROWS,
     "clip_grad_norm": ("grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows") + _ROWS,
     "clip_grad_value": ("clamp_dense", "clamp_rows"),
 }
