@@ -8,10 +8,13 @@ loss per element or per row, no reduction).
   again at every forward. Ids are checked at build and at every forward; a
   target equal to `ignore_index` contributes nothing and "mean" divides by
   the number of targets not ignored.
-- Pairwise losses (`bce_with_logits`, `mse`, `huber`) compare two arrays of
+- Pairwise losses (`bce_with_logits`, `mse`, `huber`, `kl_div`, `smooth_l1`,
+  `binary_cross_entropy`, `poisson_nll`, `gaussian_nll`) compare two arrays of
   one shape elementwise; gradients flow to both sides. Each one's value and
   its two partial derivatives stand side by side in `fa_loss_value`,
   `fa_loss_da`, `fa_loss_db` of rules.h, which the CUDA kernels share.
+- Composed losses (`margin_ranking`, `hinge_embedding`, `cosine_embedding`,
+  `triplet_margin`, `multi_margin`) are built of existing nodes.
 """
 import operator
 
@@ -803,7 +806,7 @@ def hinge_embedding(input, target, margin=1.0, reduction="mean"):
     shape for "none".
 
     >>> fa.nn.hinge_embedding(fa.Parameter([0.3, 0.2]), [1, -1]).item()    # (0.3 + 0.8) / 2
-    0.55
+    0.55...
     """
     cdef str op = "hinge_embedding"
     require_float(op, input, "input")
