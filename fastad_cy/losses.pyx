@@ -502,9 +502,17 @@ cdef class PairLoss(Variable):
         return 0
 
 
+cdef Variable _spread(Variable x, tuple shape):
+    """x broadcast to `shape`: itself, or x plus zeros of that shape (whose gradient
+    sums back over the broadcast axes)."""
+    return x if x._shape == shape else add(x, np.zeros(shape))
+
+
 cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, object reduction,
-                         double delta=0, str who=None):
-    """The pointwise loss `code` of a and b, reduced; errors name `who` (else the loss)."""
+                         double delta=0, str who=None, bint broadcast=False):
+    """The pointwise loss `code` of a and b, reduced; errors name `who` (else the loss).
+    With `broadcast`, operands of different shapes are spread to their broadcast shape
+    first (as PyTorch broadcasts that loss's operands); else they must be equal."""
     cdef str name = who or _PAIR_NAMES[code]
     require_float(name, a, aname)
     cdef Variable va = <Variable>a
@@ -512,8 +520,14 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
     require_float(name, vb, bname)
     same_dtype(name, va, vb)
     if va._shape != vb._shape:
-        raise ValueError(f"{name}: {aname} has shape {va._shape} but {bname} has shape "
-                         f"{vb._shape}; they must be equal")
+        try:
+            shape = np.broadcast_shapes(va._shape, vb._shape) if broadcast else None
+        except ValueError:
+            shape = None
+        if shape is None:
+            raise ValueError(f"{name}: {aname} has shape {va._shape} but {bname} has shape "
+                             f"{vb._shape}; they must {'broadcast' if broadcast else 'be equal'}")
+        va, vb = _spread(va, shape), _spread(vb, shape)
     cdef int red = reduction_code(name, reduction)
     if on_device(va) or on_device(vb):
         return device_ops().pair_loss(_PAIR_NAMES[code], va, vb, reduction, delta)
@@ -638,7 +652,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
     exp(target) * (target - input) for log targets. `reduction`: "mean" (over all
     elements, as PyTorch), "batchmean" (the sum divided by the first axis, the
     mathematically right KL), "sum" or "none". Gradients flow to both sides; `target`
-    is a Variable or an array of input's shape.
+    is a Variable or an array; input and target broadcast, as in PyTorch.
 
     >>> lp = fa.log_softmax(fa.Parameter(np.zeros((2, 4))))
     >>> fa.nn.kl_div(lp, np.full((2, 4), 0.25), reduction="batchmean").item()
@@ -648,8 +662,8 @@ def kl_div(input, target, reduction="mean", log_target=False):
         raise TypeError(f"kl_div: log_target must be True or False, got {log_target!r}")
     code = P_KL_DIV_LOG_TARGET if log_target else P_KL_DIV
     if reduction != "batchmean":
-        return _pair_loss(code, "input", input, "target", target, reduction, 0.0, "kl_div")
-    total = _pair_loss(code, "input", input, "target", target, "sum", 0.0, "kl_div")
+        return _pair_loss(code, "input", input, "target", target, reduction, 0.0, "kl_div", True)
+    total = _pair_loss(code, "input", input, "target", target, "sum", 0.0, "kl_div", True)
     shape = (<Variable>input)._shape
     return mul(total, 1.0 / shape[0]) if shape else total
 
@@ -658,7 +672,8 @@ def smooth_l1(input, target, reduction="mean", beta=1.0):
     """Smooth L1 loss, elementwise, as torch.nn.functional.smooth_l1_loss.
 
     With d = |input - target|: 0.5 * d**2 / beta where d < beta, else d - 0.5 * beta;
-    `beta` >= 0 (0 gives the L1 loss). Shapes and output as in `mse`.
+    `beta` >= 0 (0 gives the L1 loss). input and target broadcast (PyTorch warns
+    and broadcasts); output: () for "mean"/"sum", the broadcast shape for "none".
 
     >>> fa.nn.smooth_l1(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
     array([0.125, 2.5  ], dtype=float32)
@@ -666,7 +681,7 @@ def smooth_l1(input, target, reduction="mean", beta=1.0):
     cdef double b = _number("smooth_l1", "beta", beta)
     if not b >= 0:
         raise ValueError(f"smooth_l1: beta must be >= 0, got {beta!r}")
-    return _pair_loss(P_SMOOTH_L1, "input", input, "target", target, reduction, b)
+    return _pair_loss(P_SMOOTH_L1, "input", input, "target", target, reduction, b, None, True)
 
 
 def binary_cross_entropy(input, target, weight=None, reduction="mean"):
@@ -711,8 +726,8 @@ def poisson_nll(input, target, log_input=True, full=False, eps=1e-8, reduction="
 
     With `log_input` (the default) `input` is the log-rate: exp(input) - target * input;
     else the rate: input - target * log(input + eps). `full=True` adds Stirling's
-    approximation of log(target!) where target > 1. `eps` > 0. Shapes and output as
-    in `mse`.
+    approximation of log(target!) where target > 1. `eps` > 0. input and target
+    broadcast; output: () for "mean"/"sum", the broadcast shape for "none".
 
     >>> fa.nn.poisson_nll(fa.Parameter([0.0, 0.0]), [1.0, 2.0]).item()     # exp(0) - 0
     1.0
@@ -728,7 +743,7 @@ def poisson_nll(input, target, log_input=True, full=False, eps=1e-8, reduction="
         code = P_POISSON_NLL_FULL if full else P_POISSON_NLL
     else:
         code = P_POISSON_NLL_RATE_FULL if full else P_POISSON_NLL_RATE
-    return _pair_loss(code, "input", input, "target", target, reduction, e, op)
+    return _pair_loss(code, "input", input, "target", target, reduction, e, op, True)
 
 
 def gaussian_nll(input, target, var, full=False, eps=1e-6, reduction="mean"):
@@ -756,17 +771,17 @@ def gaussian_nll(input, target, var, full=False, eps=1e-6, reduction="mean"):
     cdef Variable v = as_variable(var, x)
     require_float(op, v, "var")
     shape, var_shape = x._shape, v._shape
+    row_shape = shape[:len(shape) - 1] if shape else None     # input's shape without its last axis
     if var_shape != shape:
-        if shape and var_shape == shape[:-1]:
+        if var_shape == row_shape:
             v = v.reshape(var_shape + (1,))
-        elif not (shape and var_shape == shape[:-1] + (1,)):
-            raise ValueError(f"{op}: var has shape {var_shape}; expected input's shape {shape}, "
-                             f"{shape[:-1]} or {shape[:-1] + (1,)}")
+        elif row_shape is None or var_shape != row_shape + (1,):
+            raise ValueError(f"{op}: var has shape {var_shape}; expected input's shape {shape}"
+                             + (f", {row_shape} or {row_shape + (1,)}" if row_shape is not None else ""))
     if np.any(_host_values(v) < 0):
         raise ValueError(f"{op}: var has negative entries")
     diff = sub(x, target)
-    if v._shape != diff.shape:
-        v = add(v, np.zeros(diff.shape))        # one variance per row, spread along it
+    v = _spread(v, diff.shape)                  # one variance per row: spread along it
     loss = _pair_loss(P_GAUSSIAN_NLL, "input - target", diff, "var", v, reduction, e, op)
     if full:
         constant = 0.5 * np.log(2 * np.pi)
@@ -843,9 +858,9 @@ def cosine_embedding(input1, input2, target, margin=0.0, reduction="mean"):
         raise ValueError(f"{op}: input1 and input2 must share a shape (B, D) or (D,), got "
                          f"{shape} and {input2.shape}")
     target_shape = target.shape if isinstance(target, Variable) else np.shape(target)
-    if target_shape != shape[:-1]:
-        raise ValueError(f"{op}: target has shape {target_shape}, expected {shape[:-1]} for "
-                         f"inputs of shape {shape}")
+    if target_shape != shape[:len(shape) - 1]:
+        raise ValueError(f"{op}: target has shape {target_shape}, expected "
+                         f"{shape[:len(shape) - 1]} for inputs of shape {shape}")
     _check_signs(op, "target", target)
     dot = reduce_sum(mul(input1, input2), axis=-1)
     norms = mul(add(reduce_sum(square(input1), axis=-1), 1e-12),

@@ -250,6 +250,40 @@ def test_broadcasting_where_torch_broadcasts():
     np.testing.assert_allclose(b.grad, tb.grad.numpy(), rtol=1e-12)
 
 
+BROADCASTS = {
+    "kl_div": (lambda a, b, r: fa.nn.kl_div(a, b, r), lambda a, b, r: F.kl_div(a, b, reduction=r),
+               (X, TARGET[0])),
+    "kl_div log_target batchmean": (lambda a, b, r: fa.nn.kl_div(a, b, "batchmean" if r == "mean" else r,
+                                                                 log_target=True),
+                                    lambda a, b, r: F.kl_div(a, b, reduction="batchmean" if r == "mean" else r,
+                                                             log_target=True), (X[:, :1], 0.5 * X)),
+    "smooth_l1": (lambda a, b, r: fa.nn.smooth_l1(a, b, r, beta=0.7),
+                  lambda a, b, r: F.smooth_l1_loss(a, b, reduction=r, beta=0.7), (X[:, :1], TARGET)),
+    "poisson_nll": (lambda a, b, r: fa.nn.poisson_nll(a, b, reduction=r),
+                    lambda a, b, r: F.poisson_nll_loss(a, b, reduction=r), (X, COUNTS[1])),
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("name", sorted(BROADCASTS))
+def test_pointwise_losses_broadcast_as_torch(name, reduction):
+    ours, theirs, arrays = BROADCASTS[name]
+    leaves = [fa.Parameter(a, dtype=np.float64) for a in arrays]
+    out = ours(*leaves, reduction)
+    tensors = [torch.tensor(a, requires_grad=True) for a in arrays]
+    ref = theirs(*tensors, reduction)
+    assert out.shape == tuple(ref.shape)
+    cot = np.random.default_rng(4).normal(size=out.shape)
+    out.backward(cot)
+    ref.backward(torch.tensor(cot))
+    np.testing.assert_allclose(out.value, ref.detach().numpy(), rtol=1e-12, atol=1e-14)
+    for leaf, t in zip(leaves, tensors):
+        assert leaf.grad.shape == leaf.shape
+        np.testing.assert_allclose(leaf.grad, t.grad.numpy(), rtol=1e-10, atol=1e-13)
+    check_vjp(lambda *v: ours(*v, "none"), *arrays)
+
+
 def test_targets_as_variables_get_gradients_and_replay():
     y = fa.Input(SIGNS_ROW, dtype=np.float64)
     a, b = fa.Parameter(X[:, 0], dtype=np.float64), fa.Parameter(X[:, 1], dtype=np.float64)
@@ -278,7 +312,10 @@ P = fa.Parameter(PROB)
      r"smooth_l1: input has shape \(3, 4\) but target has shape \(2, 4\)"),
     (lambda: fa.nn.kl_div(P, TARGET, "batch"), ValueError, r"kl_div: reduction must be"),
     (lambda: fa.nn.kl_div(P, TARGET, log_target=1), TypeError, r"kl_div: log_target must be True or False"),
-    (lambda: fa.nn.kl_div(P, TARGET.T), ValueError, r"kl_div: input has shape \(3, 4\) but target"),
+    (lambda: fa.nn.kl_div(P, TARGET.T), ValueError,
+     r"kl_div: input has shape \(3, 4\) but target has shape \(4, 3\); they must broadcast"),
+    (lambda: fa.nn.binary_cross_entropy(P, TARGET[0]), ValueError,
+     r"binary_cross_entropy: input has shape \(3, 4\) but target has shape \(4,\); they must be equal"),
     (lambda: fa.nn.binary_cross_entropy(fa.Parameter(X), TARGET), ValueError,
      r"binary_cross_entropy: every element of input must be in \[0, 1\]"),
     (lambda: fa.nn.binary_cross_entropy(P, TARGET + 1), ValueError,

@@ -5,7 +5,7 @@ import pytest
 
 import fastad as fa
 from device_check import check_against_cpu, host
-from test_losses_more import CASES, IDS, X
+from test_losses_more import BROADCASTS, CASES, IDS, X
 
 DTYPES = [np.float64, np.float32]
 
@@ -30,3 +30,10 @@ def test_multi_margin_with_an_index_input_on_the_device(backend):
     ref.backward()
     np.testing.assert_allclose(host(out.value), ref.value, rtol=1e-12)
     np.testing.assert_allclose(host(w.grad), ref_w.grad, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(BROADCASTS))
+def test_broadcast_pointwise_losses_on_the_device(backend, name):
+    ours, _, arrays = BROADCASTS[name]
+    check_against_cpu(lambda *leaves: ours(*leaves, "none"), *arrays)
+    check_against_cpu(lambda *leaves: ours(*leaves, "mean"), *arrays)
