@@ -11,9 +11,9 @@ from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, en
                              detect_anomaly, is_grad_enabled, is_anomaly_enabled,
                              set_default_dtype, get_default_dtype, float32, float64)
 from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
-                                   leaky_relu, softplus, logsigmoid, sqrt, square, abs,
-                                   clip, maximum, minimum, where, greater, greater_equal, less,
-                                   less_equal, equal, not_equal)
+                                   leaky_relu, softplus, logsigmoid, sqrt, square, abs, gelu, elu,
+                                   silu, hardtanh, clip, maximum, minimum, where, greater,
+                                   greater_equal, less, less_equal, equal, not_equal)
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
 from fastad_cy.reduction import min, norm, var, std, argmax, argmin, cumsum
 from fastad_cy.shape import reshape, transpose, getitem, concat, stack
@@ -37,8 +37,9 @@ __all__ = [
     "Variable", "Parameter", "Input", "IndexInput", "no_grad", "enable_grad", "detect_anomaly",
     "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64", "add",
     "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu",
-    "softplus", "logsigmoid", "sqrt", "square", "abs", "clip", "maximum", "minimum", "where",
-    "greater", "greater_equal", "less", "less_equal", "equal", "not_equal", "sum", "mean", "max", "logsumexp",
+    "gelu", "elu", "silu", "hardtanh", "softplus", "logsigmoid", "sqrt", "square", "abs", "clip",
+    "maximum", "minimum", "where", "greater", "greater_equal", "less", "less_equal", "equal",
+    "not_equal", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
     "vector_dot", "take", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
     "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",

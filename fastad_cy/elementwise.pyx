@@ -19,6 +19,7 @@ from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup
 from fastad_cy.loops cimport vec_zero
 from fastad_cy.scalar cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS,
                                U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
+                               U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_HARDTANH_MIN, U_HARDTANH_MAX,
                                U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR,
                                U_RDIV_SCALAR, U_CLAMP_MIN, U_CLAMP_MAX,
                                B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
@@ -143,6 +144,15 @@ def relu(x):
     """
     return _unary("relu", U_RELU, x)
 
+cdef double _real_number(str op, str argname, object value) except? -1.0:
+    """`value` as a float, or a TypeError naming the op and the argument."""
+    if (isinstance(value, (Variable, bool, str, bytes))
+            or not np.isscalar(value) or not np.isreal(value)):
+        raise TypeError(f"{op}: {argname} must be a real Python number, got "
+                        f"{type(value).__name__} {value!r}")
+    return float(value)
+
+
 def leaky_relu(x, negative_slope=0.01):
     """x where x > 0, else negative_slope * x, elementwise; its gradient at 0 is negative_slope.
 
@@ -150,11 +160,60 @@ def leaky_relu(x, negative_slope=0.01):
 
         fa.leaky_relu(fa.Input([-1.0, 2.0]), 0.1).value   # [-0.1, 2. ]
     """
-    if (isinstance(negative_slope, (Variable, bool, str, bytes))
-            or not np.isscalar(negative_slope) or not np.isreal(negative_slope)):
-        raise TypeError(f"leaky_relu: negative_slope must be a real Python number, got "
-                        f"{type(negative_slope).__name__} {negative_slope!r}")
-    return _unary("leaky_relu", U_LEAKY_RELU, x, float(negative_slope))
+    return _unary("leaky_relu", U_LEAKY_RELU, x, _real_number("leaky_relu", "negative_slope",
+                                                              negative_slope))
+
+
+def gelu(x, approximate="none"):
+    """Gaussian error linear unit x * Phi(x), elementwise, as torch.nn.functional.gelu.
+
+    `approximate="none"` (the default) uses the exact normal CDF Phi (through erf);
+    `approximate="tanh"` uses PyTorch's tanh approximation
+    0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3))). Same shape and dtype
+    as x. Example::
+
+        fa.gelu(fa.Input([-1.0, 1.0])).value   # [-0.1587,  0.8413]
+    """
+    if approximate == "none":
+        return _unary("gelu", U_GELU, x)
+    if approximate == "tanh":
+        return _unary("gelu", U_GELU_TANH, x)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+def elu(x, alpha=1.0):
+    """Exponential linear unit: x where x > 0, else alpha * (e**x - 1), elementwise.
+
+    As torch.nn.functional.elu; `alpha` is a Python number. Same shape and dtype
+    as x. Example::
+
+        fa.elu(fa.Input([-1.0, 2.0])).value   # [-0.6321,  2.    ]
+    """
+    return _unary("elu", U_ELU, x, _real_number("elu", "alpha", alpha))
+
+def silu(x):
+    """x * sigmoid(x) (also called swish), elementwise.
+
+    Same shape and dtype as x. Example::
+
+        fa.silu(fa.Input([-1.0, 1.0])).value   # [-0.2689,  0.7311]
+    """
+    return _unary("silu", U_SILU, x)
+
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    """x clamped into [min_val, max_val], elementwise, as torch.nn.functional.hardtanh.
+
+    The gradient is 1 strictly inside (min_val, max_val) and 0 elsewhere, as
+    PyTorch's. `min_val` <= `max_val` are Python numbers. Same shape and dtype as x.
+    Example::
+
+        fa.hardtanh(fa.Input([-3.0, 0.5, 2.0])).value   # [-1. ,  0.5,  1. ]
+    """
+    low = _real_number("hardtanh", "min_val", min_val)
+    high = _real_number("hardtanh", "max_val", max_val)
+    if not low <= high:
+        raise ValueError(f"hardtanh: min_val must be <= max_val, got min_val={min_val!r}, "
+                         f"max_val={max_val!r}")
+    return _unary("hardtanh", U_HARDTANH_MAX, _unary("hardtanh", U_HARDTANH_MIN, x, low), high)
 
 def softplus(x):
     """log(1 + e**x), elementwise, without overflow.

@@ -57,18 +57,33 @@ cdef extern from "rules.h":
     cdef enum UnaryOp:
         U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
         U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
+        U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_HARDTANH_MIN, U_HARDTANH_MAX,
         U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
         U_CLAMP_MIN, U_CLAMP_MAX
     cdef enum BinaryOp:
         B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
         B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
     cdef enum PointwiseLoss:
-        P_BCE, P_MSE, P_HUBER
+        P_BCE, P_MSE, P_HUBER,
+        P_KL_DIV, P_KL_DIV_LOG_TARGET, P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
+        P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL, P_GAUSSIAN_NLL
 
     ctypedef struct FaAdamStep:
         double step_size, bc2_sqrt, decay, l2
     FaAdamStep fa_adam_step(double lr, long long t, double beta1, double beta2,
                             double weight_decay, int decoupled) noexcept nogil
+    double fa_adamax_step_size(double lr, long long t, double beta1) noexcept nogil
+    ctypedef struct FaRAdamStep:
+        double bc1, bc2_sqrt, rect, decay, l2
+        int adaptive
+    FaRAdamStep fa_radam_step(double lr, long long t, double beta1, double beta2,
+                              double weight_decay, int decoupled) noexcept nogil
+    ctypedef struct FaNAdamStep:
+        double bc2, grad_factor, avg_factor, decay, l2
+    double fa_nadam_mu(double beta1, long long t, double momentum_decay) noexcept nogil
+    FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, double beta2,
+                              double weight_decay, int decoupled, double momentum_decay,
+                              double product) noexcept nogil
 
     float fa_softplus_f(float x) noexcept nogil
     double fa_softplus_d(double x) noexcept nogil
@@ -116,6 +131,28 @@ cdef extern from "rules.h":
     void fa_rmsprop_element_d(double* p, const double* g, double* sq, double* buf, long long e,
                               double lr, double alpha, double eps, double weight_decay,
                               double momentum) noexcept nogil
+    void fa_adadelta_element_f(float* p, const float* g, float* sq, float* acc, long long e,
+                               double lr, double rho, double eps, double weight_decay) noexcept nogil
+    void fa_adadelta_element_d(double* p, const double* g, double* sq, double* acc, long long e,
+                               double lr, double rho, double eps, double weight_decay) noexcept nogil
+    void fa_adamax_element_f(float* p, const float* g, float* m, float* u, long long e,
+                             double step_size, double beta1, double beta2, double eps,
+                             double weight_decay) noexcept nogil
+    void fa_adamax_element_d(double* p, const double* g, double* m, double* u, long long e,
+                             double step_size, double beta1, double beta2, double eps,
+                             double weight_decay) noexcept nogil
+    void fa_radam_element_f(float* p, const float* g, float* m, float* v, long long e,
+                            const FaRAdamStep* c, double lr, double beta1, double beta2,
+                            double eps) noexcept nogil
+    void fa_radam_element_d(double* p, const double* g, double* m, double* v, long long e,
+                            const FaRAdamStep* c, double lr, double beta1, double beta2,
+                            double eps) noexcept nogil
+    void fa_nadam_element_f(float* p, const float* g, float* m, float* v, long long e,
+                            const FaNAdamStep* c, double beta1, double beta2,
+                            double eps) noexcept nogil
+    void fa_nadam_element_d(double* p, const double* g, double* m, double* v, long long e,
+                            const FaNAdamStep* c, double beta1, double beta2,
+                            double eps) noexcept nogil
 
 
 cdef inline floating softplus_value(floating x) noexcept nogil:
@@ -254,3 +291,39 @@ cdef inline void rmsprop_element(floating* p, const floating* g, floating* sq, f
         fa_rmsprop_element_f(p, g, sq, buf, e, lr, alpha, eps, weight_decay, momentum)
     else:
         fa_rmsprop_element_d(p, g, sq, buf, e, lr, alpha, eps, weight_decay, momentum)
+
+
+cdef inline void adadelta_element(floating* p, const floating* g, floating* sq, floating* acc,
+                                  Py_ssize_t e, double lr, double rho, double eps,
+                                  double weight_decay) noexcept nogil:
+    if floating is float:
+        fa_adadelta_element_f(p, g, sq, acc, e, lr, rho, eps, weight_decay)
+    else:
+        fa_adadelta_element_d(p, g, sq, acc, e, lr, rho, eps, weight_decay)
+
+
+cdef inline void adamax_element(floating* p, const floating* g, floating* m, floating* u,
+                                Py_ssize_t e, double step_size, double beta1, double beta2,
+                                double eps, double weight_decay) noexcept nogil:
+    if floating is float:
+        fa_adamax_element_f(p, g, m, u, e, step_size, beta1, beta2, eps, weight_decay)
+    else:
+        fa_adamax_element_d(p, g, m, u, e, step_size, beta1, beta2, eps, weight_decay)
+
+
+cdef inline void radam_element(floating* p, const floating* g, floating* m, floating* v,
+                               Py_ssize_t e, const FaRAdamStep* c, double lr, double beta1,
+                               double beta2, double eps) noexcept nogil:
+    if floating is float:
+        fa_radam_element_f(p, g, m, v, e, c, lr, beta1, beta2, eps)
+    else:
+        fa_radam_element_d(p, g, m, v, e, c, lr, beta1, beta2, eps)
+
+
+cdef inline void nadam_element(floating* p, const floating* g, floating* m, floating* v,
+                               Py_ssize_t e, const FaNAdamStep* c, double beta1, double beta2,
+                               double eps) noexcept nogil:
+    if floating is float:
+        fa_nadam_element_f(p, g, m, v, e, c, beta1, beta2, eps)
+    else:
+        fa_nadam_element_d(p, g, m, v, e, c, beta1, beta2, eps)

@@ -47,6 +47,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "optim": (
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
         "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
+        "adadelta_dense", "adadelta_rows", "adamax_dense", "adamax_rows", "radam_dense",
+        "radam_rows", "nadam_product_step", "nadam_dense", "nadam_rows",
         "grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows", "clamp_dense",
         "clamp_rows",
     ),
@@ -69,7 +71,8 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
 #: The unary ops of `unary_forward`/`unary_backward`, in the order of the
 #: `UnaryOp` enum in fastad_cy/rules.h (the code passed is the index here).
 UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
-             "sqrt", "square", "abs", "pow", "leaky_relu", "add_scalar", "rsub_scalar",
+             "sqrt", "square", "abs", "pow", "leaky_relu", "gelu", "gelu_tanh", "elu", "silu",
+             "hardtanh_min", "hardtanh_max", "add_scalar", "rsub_scalar",
              "mul_scalar", "div_scalar", "rdiv_scalar", "clamp_min", "clamp_max")
 
 #: The binary ops of `binary_forward`/`binary_backward` (rules.h's `BinaryOp` enum).
@@ -80,7 +83,9 @@ BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
 COMPARISONS = BINARY_OPS[BINARY_OPS.index("greater"):]
 
 #: The pointwise losses of `pointwise_loss_forward/backward` (rules.h's `PointwiseLoss` enum).
-POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber")
+POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber", "kl_div", "kl_div_log_target",
+                    "smooth_l1", "binary_cross_entropy", "poisson_nll", "poisson_nll_full",
+                    "poisson_nll_rate", "poisson_nll_rate_full", "gaussian_nll")
 
 
 _ROWS = ("claim_rows", "release_rows")
@@ -94,7 +99,7 @@ _ROWS = ("claim_rows", "release_rows")
 OPS: dict[str, tuple[str, ...]] = {
     **{op: ("unary_forward", "unary_backward") for op in
        ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid", "sqrt",
-        "square", "abs", "leaky_relu", "clip")},
+        "square", "abs", "leaky_relu", "clip", "gelu", "elu", "silu", "hardtanh")},
     "add": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "sub": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "mul": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
@@ -140,11 +145,18 @@ OPS: dict[str, tuple[str, ...]] = {
     "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
     **{loss: ("fill", "pointwise_loss_forward", "loss_finish", "pointwise_loss_backward")
        for loss in POINTWISE_LOSSES},
+    # gaussian_nll's first operand is input - target
+    "gaussian_nll": ("fill", "binary_forward", "binary_backward", "pointwise_loss_forward",
+                     "loss_finish", "pointwise_loss_backward"),
     "SGD": ("count_step", "sgd_dense", "sgd_rows") + _ROWS,
     "Adagrad": ("count_step", "adagrad_dense", "adagrad_rows") + _ROWS,
     "Adam": ("count_step", "adam_dense", "adam_rows") + _ROWS,
     "AdamW": ("count_step", "adam_dense", "adam_rows") + _ROWS,
     "RMSprop": ("count_step", "rmsprop_dense", "rmsprop_rows") + _ROWS,
+    "Adadelta": ("count_step", "adadelta_dense", "adadelta_rows") + _ROWS,
+    "Adamax": ("count_step", "adamax_dense", "adamax_rows") + _ROWS,
+    "RAdam": ("count_step", "radam_dense", "radam_rows") + _ROWS,
+    "NAdam": ("count_step", "nadam_product_step", "nadam_dense", "nadam_rows") + _ROWS,
     "clip_grad_norm": ("grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows") + _ROWS,
     "clip_grad_value": ("clamp_dense", "clamp_rows"),
 }

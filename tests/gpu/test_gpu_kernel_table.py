@@ -22,7 +22,7 @@ def ids(values):
 
 UNARY = {op: (lambda f: lambda: f(P(3, 2)))(getattr(fa, op)) for op in
          ("neg", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu", "softplus", "logsigmoid",
-          "sqrt", "square", "abs")}
+          "sqrt", "square", "abs", "gelu", "elu", "silu", "hardtanh")}
 BUILDS = {
     **UNARY,
     "pow": lambda: fa.pow(fa.pow(P(3, 4), 3), P(4)),   # a number exponent, then a broadcast one
@@ -73,6 +73,16 @@ BUILDS = {
     "take_along_axis": lambda: fa.take_along_axis(P(5, 2), ids([[1, 0], [1, 4]]), 0),
     "flip": lambda: fa.flip(P(3, 4)),
     "tile": lambda: fa.tile(P(3), 2),
+    "kl_div": lambda: fa.nn.kl_div(P(3), P(3)),
+    "kl_div_log_target": lambda: fa.nn.kl_div(P(3), P(3), log_target=True),
+    "smooth_l1": lambda: fa.nn.smooth_l1(P(3), P(3)),
+    "binary_cross_entropy": lambda: fa.nn.binary_cross_entropy(
+        fa.Parameter([0.2, 0.7], device="cuda"), fa.Parameter([0.5, 1.0], device="cuda")),
+    "poisson_nll": lambda: fa.nn.poisson_nll(P(3), P(3)),
+    "poisson_nll_full": lambda: fa.nn.poisson_nll(P(3), P(3), full=True),
+    "poisson_nll_rate": lambda: fa.nn.poisson_nll(P(3), P(3), log_input=False),
+    "poisson_nll_rate_full": lambda: fa.nn.poisson_nll(P(3), P(3), log_input=False, full=True),
+    "gaussian_nll": lambda: fa.nn.gaussian_nll(P(3), P(3), fa.Parameter([0.5, 1.0, 2.0], device="cuda")),
 }
 
 
@@ -89,8 +99,8 @@ def test_every_listed_kernel_exists_and_every_op_is_listed():
     known = set(kernels.KERNEL_FAMILY)
     for op, names in kernels.OPS.items():
         assert set(names) <= known, f"{op}: {sorted(set(names) - known)} not in kernels.FAMILIES"
-    assert set(BUILDS) | {"SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "clip_grad_norm",
-                          "clip_grad_value"} == set(kernels.OPS)
+    assert set(BUILDS) | {"SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
+                          "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value"} == set(kernels.OPS)
 
 
 @pytest.mark.parametrize("op", sorted(BUILDS))
@@ -103,7 +113,8 @@ def test_an_op_launches_exactly_its_listed_kernels(launched, op):
         f"{op} launched {sorted(set(launched))}; kernels.OPS lists {sorted(listed)}"
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adagrad", "Adam", "AdamW", "RMSprop"])
+@pytest.mark.parametrize("name", ["SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta",
+                                  "Adamax", "NAdam", "RAdam"])
 def test_an_optimizer_step_launches_its_listed_kernels(launched, name):
     dense, table = P(3, 2), P(6, 2)
     loss = (dense * dense).sum() + fa.take(table, ids([1, 1, 4])).sum()

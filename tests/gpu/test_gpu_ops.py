@@ -25,6 +25,9 @@ UNARY = {
     "x + 2": (lambda x: x + 2, False), "2 - x": (lambda x: 2 - x, False),
     "3 * x": (lambda x: 3 * x, False), "x / 4": (lambda x: x / 4, False),
     "2 / x": (lambda x: 2 / x, True), "x - 1": (lambda x: x - 1, False),
+    "gelu": (fa.gelu, False), "gelu tanh": (lambda x: fa.gelu(x, "tanh"), False),
+    "elu": (fa.elu, False), "elu 0.4": (lambda x: fa.elu(x, 0.4), False), "silu": (fa.silu, False),
+    "hardtanh": (fa.hardtanh, False), "hardtanh 0 6": (lambda x: fa.hardtanh(x * 4, 0, 6), False),
 }
 
 
