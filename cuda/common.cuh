@@ -19,6 +19,10 @@ __device__ __forceinline__ float fa_log(float x) { return logf(x); }
 __device__ __forceinline__ double fa_log(double x) { return log(x); }
 __device__ __forceinline__ float fa_log1p(float x) { return log1pf(x); }
 __device__ __forceinline__ double fa_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float fa_expm1(float x) { return expm1f(x); }
+__device__ __forceinline__ double fa_expm1(double x) { return expm1(x); }
+__device__ __forceinline__ float fa_erf(float x) { return erff(x); }
+__device__ __forceinline__ double fa_erf(double x) { return erf(x); }
 __device__ __forceinline__ float fa_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double fa_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ float fa_sqrt(float x) { return sqrtf(x); }

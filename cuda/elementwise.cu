@@ -1,4 +1,5 @@
-// Elementwise ops: unary functions, broadcasting + - * /, and the small buffer kernels
+// Elementwise ops: unary functions, broadcasting binary ops (+ - * / pow maximum minimum and
+// the comparisons), where, and the small buffer kernels
 // (fill, copy-or-add, finiteness check) the engine uses.
 // Each op's value and derivative are rules of fastad_cy/rules.h, shared with the CPU.
 
@@ -43,6 +44,37 @@ __global__ void binary_backward(const T* a, const T* b, const T* y, const T* gy,
         T slope = to_a ? fa_binary_da(op, a[oa], b[ob], y[i])
                         : fa_binary_db(op, a[oa], b[ob], y[i]);
         fa_put(g + i, gy[i] * slope, accumulate);
+    }
+}
+
+// out[i] = a where cond is nonzero, else b, over the output's n elements. meta = [dims(nd),
+// cond strides(nd), a strides(nd), b strides(nd)], as in binary_forward; nd = 0 when
+// all four share one shape.
+template <typename T>
+__global__ void where_forward(const T* cond, const T* a, const T* b, T* out, i64 n,
+                              const i64* meta, int nd) {
+    FA_GRID_STRIDE(i, n) {
+        i64 oc = i, oa = i, ob = i;
+        if (nd) {
+            oc = fa_offset(i, meta, meta + nd, nd);
+            oa = fa_offset(i, meta, meta + 2 * nd, nd);
+            ob = fa_offset(i, meta, meta + 3 * nd, nd);
+        }
+        out[i] = cond[oc] != T(0) ? a[oa] : b[ob];
+    }
+}
+
+// g[i] (+)= gy[i] where cond picks the operand (a: to_a, where cond is nonzero; b: where
+// it is 0), else 0, at each of the output's n elements: an operand's gradient, or the
+// terms a broadcast operand's gradient sums (as binary_backward). meta and nd as in
+// where_forward.
+template <typename T>
+__global__ void where_backward(const T* cond, const T* gy, T* g, i64 n, int to_a,
+                               const i64* meta, int nd, int accumulate) {
+    FA_GRID_STRIDE(i, n) {
+        i64 oc = nd ? fa_offset(i, meta, meta + nd, nd) : i;
+        bool picked = (cond[oc] != T(0)) == (to_a != 0);
+        fa_put(g + i, picked ? gy[i] : T(0), accumulate);
     }
 }
 

@@ -154,6 +154,117 @@ __global__ void rmsprop_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, con
     }
 }
 
+// Adadelta: h0 = rho, h1 = eps, h2 = weight_decay, h3, flag unused; s0 = square_avg,
+// s1 = acc_delta.
+template <typename T>
+__global__ void adadelta_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                               const i64* steps, i64 index, double rho, double eps,
+                               double weight_decay, double h3, int flag) {
+    double rate = *lr;
+    FA_GRID_STRIDE(i, n) {
+        fa_adadelta_element(p, g, s0, s1, i, rate, rho, eps, weight_decay);
+    }
+}
+
+template <typename T>
+__global__ void adadelta_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                              i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                              i64 index, double rho, double eps, double weight_decay, double h3,
+                              int flag) {
+    double rate = *lr;
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) fa_adadelta_element(p, g, s0, s1, e, rate, rho, eps, weight_decay);
+    }
+}
+
+// Adamax: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag unused; s0 = exp_avg,
+// s1 = exp_inf; t = steps[index].
+template <typename T>
+__global__ void adamax_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                             const i64* steps, i64 index, double beta1, double beta2, double eps,
+                             double weight_decay, int flag) {
+    double step_size = fa_adamax_step_size(*lr, steps[index], beta1);
+    FA_GRID_STRIDE(i, n) {
+        fa_adamax_element(p, g, s0, s1, i, step_size, beta1, beta2, eps, weight_decay);
+    }
+}
+
+template <typename T>
+__global__ void adamax_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                            i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                            i64 index, double beta1, double beta2, double eps, double weight_decay,
+                            int flag) {
+    double step_size = fa_adamax_step_size(*lr, steps[index], beta1);
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) fa_adamax_element(p, g, s0, s1, e, step_size, beta1, beta2, eps, weight_decay);
+    }
+}
+
+// RAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
+// decay; s0 = exp_avg, s1 = exp_avg_sq; t = steps[index].
+template <typename T>
+__global__ void radam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                            const i64* steps, i64 index, double beta1, double beta2, double eps,
+                            double weight_decay, int decoupled) {
+    double rate = *lr;
+    FaRAdamStep c = fa_radam_step(rate, steps[index], beta1, beta2, weight_decay, decoupled);
+    FA_GRID_STRIDE(i, n) {
+        fa_radam_element(p, g, s0, s1, i, &c, rate, beta1, beta2, eps);
+    }
+}
+
+template <typename T>
+__global__ void radam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                           i64 index, double beta1, double beta2, double eps, double weight_decay,
+                           int decoupled) {
+    double rate = *lr;
+    FaRAdamStep c = fa_radam_step(rate, steps[index], beta1, beta2, weight_decay, decoupled);
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) fa_radam_element(p, g, s0, s1, e, &c, rate, beta1, beta2, eps);
+    }
+}
+
+// NAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
+// decay, then products (one float64 per Parameter: P_t = mu_1 * ... * mu_t, advanced by
+// nadam_product_step after count_step) and momentum_decay; s0 = exp_avg, s1 = exp_avg_sq.
+template <typename T>
+__global__ void nadam_product_step(double* products, const i64* steps, i64 index, double beta1,
+                                   double beta2, double eps, double weight_decay, int decoupled,
+                                   double momentum_decay) {
+    FA_GRID_STRIDE(i, 1) {
+        products[index] *= fa_nadam_mu(beta1, steps[index], momentum_decay);
+    }
+}
+
+template <typename T>
+__global__ void nadam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
+                            const i64* steps, i64 index, double beta1, double beta2, double eps,
+                            double weight_decay, int decoupled, const double* products,
+                            double momentum_decay) {
+    FaNAdamStep c = fa_nadam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled,
+                                  momentum_decay, products[index]);
+    FA_GRID_STRIDE(i, n) {
+        fa_nadam_element(p, g, s0, s1, i, &c, beta1, beta2, eps);
+    }
+}
+
+template <typename T>
+__global__ void nadam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
+                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
+                           i64 index, double beta1, double beta2, double eps, double weight_decay,
+                           int decoupled, const double* products, double momentum_decay) {
+    FaNAdamStep c = fa_nadam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled,
+                                  momentum_decay, products[index]);
+    FA_GRID_STRIDE(i, n_ids * row_len) {
+        i64 e = fa_owned_element(i, ids, owner, base, row_len);
+        if (e >= 0) fa_nadam_element(p, g, s0, s1, e, &c, beta1, beta2, eps);
+    }
+}
+
 // ------------------------------------------------------------------ gradient clipping
 // The norm accumulates into acc[0] (a float64 array starting at 0), as norm_accumulate:
 // q = inf: the largest |g| (NaN wins), through atomicMax on the bit pattern, which orders

@@ -1,5 +1,6 @@
-// Rows of a table by id: take's gather and its sparse gradient (scatter-add), and the
-// buffers of a sparse gradient's record of touched rows. Ids are checked on the host
+// Rows of a table by id: take's gather and its sparse gradient (scatter-add),
+// take_along_axis's gather and scatter-add, and the buffers of a sparse gradient's
+// record of touched rows. Ids are checked on the host
 // before any of these runs.
 
 // out[k, :] = table[ids[k], :] for each of the n_ids ids.
@@ -11,12 +12,39 @@ __global__ void gather_rows(const T* table, const i64* ids, T* out, i64 n_ids, i
     }
 }
 
-// grad[ids[k], :] += rows[k, :]; repeated ids add (atomically).
+// grad[ids[k], :] += rows[k, :] except for the row skip_id (embedding's padding_idx; -1:
+// none); repeated ids add (atomically).
 template <typename T>
-__global__ void scatter_add_rows(const T* rows, const i64* ids, T* grad, i64 n_ids, i64 row_len) {
+__global__ void scatter_add_rows(const T* rows, const i64* ids, T* grad, i64 n_ids, i64 row_len,
+                                 i64 skip_id) {
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 k = i / row_len, j = i % row_len;
-        atomicAdd(grad + ids[k] * row_len + j, rows[i]);
+        if (ids[k] != skip_id) atomicAdd(grad + ids[k] * row_len + j, rows[i]);
+    }
+}
+
+// embedding's max_norm: each distinct row ids[k] (the position k that claim_rows let own it)
+// whose norm_type-norm (the largest magnitude when largest) exceeds max_norm is scaled in
+// place to max_norm / (norm + 1e-7) of itself, as torch.embedding_renorm_.
+template <typename T>
+__global__ void renorm_rows(T* table, const i64* ids, const int* owner, i64 n_ids, i64 row_len,
+                            double max_norm, double norm_type, int largest) {
+    FA_GRID_STRIDE(k, n_ids) {
+        if (owner[ids[k]] == (int)k) {
+            T* row = table + ids[k] * row_len;
+            double total = 0.0;
+            for (i64 j = 0; j < row_len; ++j) {
+                double x = fa_abs((double)row[j]);
+                if (largest) total = fa_max(total, x);
+                else total += norm_type == 2.0 ? x * x : fa_pow(x, norm_type);
+            }
+            double norm = largest ? total : norm_type == 2.0 ? fa_sqrt(total)
+                                                             : fa_pow(total, 1.0 / norm_type);
+            if (norm > max_norm) {
+                T scale = T(max_norm / (norm + 1e-7));
+                for (i64 j = 0; j < row_len; ++j) row[j] *= scale;
+            }
+        }
     }
 }
 
@@ -30,4 +58,58 @@ __global__ void zero_rows(T* grad, const i64* ids, i64 n_ids, i64 row_len) {
 template <typename T>
 __global__ void copy_ids(const i64* src, i64* dst, i64 n) {
     FA_GRID_STRIDE(i, n) { dst[i] = src[i]; }
+}
+
+// take_along_axis, x viewed as (outer, n, inner), ids and out as (outer, k, inner):
+// out[o, a, j] = x[o, ids[o, a, j], j].
+template <typename T>
+__global__ void along_forward(const T* x, const i64* ids, T* out, i64 size, i64 n, i64 k,
+                              i64 inner) {
+    FA_GRID_STRIDE(i, size) {
+        i64 o = i / (k * inner), j = i % inner;
+        out[i] = x[(o * n + ids[i]) * inner + j];
+    }
+}
+
+// grad[o, ids[o, a, j], j] += g[o, a, j]; repeated ids add (atomically).
+template <typename T>
+__global__ void along_scatter_add(const T* g, const i64* ids, T* grad, i64 size, i64 n, i64 k,
+                                  i64 inner) {
+    FA_GRID_STRIDE(i, size) {
+        i64 o = i / (k * inner), j = i % inner;
+        atomicAdd(grad + (o * n + ids[i]) * inner + j, g[i]);
+    }
+}
+
+// embedding_bag: out[b, :] = the sum (or, when mean, the mean) of table[ids[k], :] over bag
+// b's positions k in [bounds[b], bounds[b + 1]); an empty bag is zeros. The bounds come from
+// offsets checked on the host (sorted, within the ids).
+template <typename T>
+__global__ void bag_forward(const T* table, const i64* ids, const i64* bounds, T* out, i64 n_bags,
+                            i64 row_len, int mean) {
+    FA_GRID_STRIDE(i, n_bags * row_len) {
+        i64 b = i / row_len, j = i % row_len;
+        i64 start = bounds[b], end = bounds[b + 1];
+        T total = T(0);
+        for (i64 k = start; k < end; ++k) total += table[ids[k] * row_len + j];
+        out[i] = mean && end - start > 1 ? total * T(1.0 / double(end - start)) : total;
+    }
+}
+
+// rows[k, :] = grad[b, :] (times 1 / the bag's size when mean) for each position k in
+// [first, first + used) of bag b, the last bag with bounds[b] <= k (so empty bags are skipped).
+template <typename T>
+__global__ void bag_backward_rows(const T* grad, const i64* bounds, T* rows, i64 n_bags, i64 first,
+                                  i64 used, i64 row_len, int mean) {
+    FA_GRID_STRIDE(i, used * row_len) {
+        i64 k = first + i / row_len, j = i % row_len;
+        i64 lo = 0, hi = n_bags - 1;
+        while (lo < hi) {
+            i64 mid = (lo + hi + 1) / 2;
+            if (bounds[mid] <= k) lo = mid; else hi = mid - 1;
+        }
+        i64 count = bounds[lo + 1] - bounds[lo];
+        T scale = mean ? T(1.0 / double(count)) : T(1);
+        rows[k * row_len + j] = grad[lo * row_len + j] * scale;
+    }
 }

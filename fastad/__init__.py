@@ -11,17 +11,25 @@ from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, en
                              detect_anomaly, is_grad_enabled, is_anomaly_enabled,
                              set_default_dtype, get_default_dtype, float32, float64)
 from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
-                                   leaky_relu, softplus, logsigmoid, sqrt, square, abs)
+                                   leaky_relu, softplus, logsigmoid, sqrt, square, abs, gelu, elu,
+                                   silu, hardtanh, clip, maximum, minimum, where, greater,
+                                   greater_equal, less, less_equal, equal, not_equal)
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
+from fastad_cy.reduction import min, norm, var, std, argmax, argmin, cumsum
 from fastad_cy.shape import reshape, transpose, getitem, concat, stack
+from fastad_cy.shape import expand_dims, squeeze, split, flip, tile
 from fastad_cy.linalg import matmul, vector_dot
-from fastad_cy.sparse import take
+from fastad_cy.linalg import einsum
+from fastad_cy.sparse import take, take_along_axis, embedding, embedding_bag
+from fastad_cy.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
+                            adaptive_avg_pool2d)
 from fastad_cy.train import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
 from fastad.random import manual_seed
 from fastad import optim, nn, io, data, metrics, models, hogwild, compare, distributed, cuda
+from fastad.nn.attention import scaled_dot_product_attention
 
 __version__ = "0.1.0"
 
@@ -29,9 +37,15 @@ __all__ = [
     "Variable", "Parameter", "Input", "IndexInput", "no_grad", "enable_grad", "detect_anomaly",
     "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64", "add",
     "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu",
-    "softplus", "logsigmoid", "sqrt", "square", "abs", "sum", "mean", "max", "logsumexp",
+    "gelu", "elu", "silu", "hardtanh", "softplus", "logsigmoid", "sqrt", "square", "abs", "clip",
+    "maximum", "minimum", "where", "greater", "greater_equal", "less", "less_equal", "equal",
+    "not_equal", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
-    "vector_dot", "take", "train", "finite_difference", "gradcheck", "save", "load", "to_dot",
+    "vector_dot", "take", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
+    "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",
+    "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",
-    "cuda",
+    "cuda", "scaled_dot_product_attention",
+    "min", "norm", "var", "std", "argmax", "argmin", "cumsum", "expand_dims", "squeeze", "split",
+    "flip", "tile", "einsum", "take_along_axis",
 ]

@@ -24,6 +24,10 @@ unlinks the segments it made, and the next `share` call on the machine sweeps
 any fastad segment whose owner (in the same pid namespace) no longer exists.
 Optimizer state (`SharedArray.state_array`) lives in segments of the same block
 and is freed with it.
+
+`run(..., mode="synchronized")` trades the lock-free updates for lockstep ones:
+`sync_step(optimizer)` exchanges the workers' gradients through segments of the
+run (unlinked by `run` when it ends) and applies one reduced update per step.
 """
 import ctypes
 import mmap
@@ -46,8 +50,10 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 
 from fastad_cy.graph import register_shared_handles
+from fastad_cy.sparse import add_grad, grad_mode, scale_grad
 
-__all__ = ["share", "run", "report", "progress_bar", "SharedArray", "SharedArrays", "WorkerError"]
+__all__ = ["share", "run", "sync_step", "report", "progress_bar", "SharedArray", "SharedArrays",
+           "WorkerError"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -504,6 +510,187 @@ def progress_bar(total, stream=None, width=30):
     return show
 
 
+# ------------------------------------------------------- synchronised mode
+
+_MODES = ("hogwild", "synchronized")
+_REDUCTIONS = ("mean", "sum")
+_GRAD_MODES = ("none", "sparse", "dense")
+_sync = None        # in a worker of run(mode="synchronized"): its _SyncGroup
+
+
+class _SyncSetup:
+    """What `run` hands each synchronised worker at its start: the barrier (which only
+    process creation may pass on), the segment prefix of the run, its size and reduction."""
+
+    def __init__(self, barrier, prefix, workers, reduction):
+        self.barrier, self.prefix, self.workers, self.reduction = barrier, prefix, workers, reduction
+
+
+def _aligned(nbytes):
+    return (nbytes + 7) // 8 * 8
+
+
+class _GradSlot:
+    """One worker's gradients in a shared segment it made, laid out for the Parameters of
+    one optimizer: a header of int64 [n_params, then per Parameter (size, rows, mode,
+    touched rows)], then per Parameter its row ids (int64, rows) and values (size)."""
+
+    def __init__(self, mapping, params):
+        self.mapping = mapping
+        self.header = np.ndarray(1 + 4 * len(params), np.int64, mapping)
+        self.ids, self.values = [], []
+        offset = self.header.nbytes
+        for p in params:
+            rows = p.shape[0] if p.shape else 1
+            self.ids.append(np.ndarray(rows, np.int64, mapping, offset))
+            offset += _aligned(8 * rows)
+            self.values.append(np.ndarray(p.shape, p.dtype, mapping, offset))
+            offset += _aligned(p.value.nbytes)
+
+    @staticmethod
+    def nbytes(params):
+        return 8 * (1 + 4 * len(params)) + sum(
+            _aligned(8 * (p.shape[0] if p.shape else 1)) + _aligned(p.value.nbytes) for p in params)
+
+    def _rows(self, i, p):
+        """Parameter i's values as (rows, row_len), a view."""
+        return self.values[i].reshape(p.shape[0], p.size // p.shape[0] if p.shape[0] else 0)
+
+    def write(self, params):
+        """Copy each Parameter's gradient in: the touched rows of a sparse one only."""
+        self.header[0] = len(params)
+        for i, p in enumerate(params):
+            mode = grad_mode(p)
+            fields = self.header[1 + 4 * i:5 + 4 * i]
+            fields[:3] = p.size, self.ids[i].size, _GRAD_MODES.index(mode)
+            if mode == "sparse":
+                rows, values = p.sparse_grad()
+                fields[3] = rows.size
+                self.ids[i][:rows.size] = rows
+                self._rows(i, p)[:rows.size] = values
+            elif mode == "dense":
+                self.values[i][...] = p.grad
+
+    def add_into(self, params, indices):
+        """Add this slot's gradients of Parameters `indices` into them (as backward passes would)."""
+        for i in indices:
+            p = params[i]
+            mode, touched = _GRAD_MODES[self.header[3 + 4 * i]], int(self.header[4 + 4 * i])
+            if mode == "sparse":
+                add_grad(p, self._rows(i, p)[:touched], self.ids[i][:touched])
+            elif mode == "dense":
+                add_grad(p, self.values[i])
+
+
+class _SyncGroup:
+    """One worker's side of a synchronised run (see `sync_step`)."""
+
+    def __init__(self, rank, setup):
+        self.rank, self.workers = rank, setup.workers
+        self.barrier, self.prefix, self.reduction = setup.barrier, setup.prefix, setup.reduction
+        tags = np.ndarray((setup.workers, _COUNTER_STRIDE), np.int64,
+                          _attach_segment(setup.prefix + "tags"))
+        self.tags = tags[:, 0]
+        self.steps = 0
+        self.optimizer = None
+        self.params = None
+        self.owned = None        # the indices of the Parameters this worker updates
+        self.slots = None        # every worker's gradient slot, in rank order
+
+    def _arrive(self, tag):
+        """Wait for every worker; all must have arrived with the same tag (step number, or
+        -1 - steps when a worker's function has returned)."""
+        self.tags[self.rank] = tag
+        self.barrier.wait()
+        tags = self.tags.copy()
+        if (tags != tag).any():
+            where = ", ".join(f"worker {r} is at step {t}" if t > 0 else
+                              f"worker {r} finished after {-t - 1} steps" for r, t in enumerate(tags))
+            raise RuntimeError(f"synchronized workers fell out of step ({where}): every worker "
+                               f"must call sync_step the same number of times, with the same "
+                               f"optimizer")
+
+    def _open(self, optimizer):
+        params = optimizer.params
+        for p in params:
+            grad_mode(p)                     # a CPU Parameter, or a clear error
+        self.optimizer, self.params = optimizer, params
+        # Each Parameter is reduced and updated by one worker: the largest first, to the
+        # least loaded worker, the same way in every worker and every run.
+        load, self.owned = [0] * self.workers, []
+        for i in sorted(range(len(params)), key=lambda i: -params[i].size):
+            owner = load.index(min(load))
+            load[owner] += params[i].size
+            if owner == self.rank:
+                self.owned.append(i)
+        name = f"{self.prefix}slot{self.rank}"
+        self.own = _GradSlot(_create_segment(name, _GradSlot.nbytes(params)), params)
+
+    def _attach_peers(self):
+        self.slots = []
+        size = _GradSlot.nbytes(self.params)
+        for r in range(self.workers):
+            if r == self.rank:
+                self.slots.append(self.own)
+                continue
+            mapping = _attach_segment(f"{self.prefix}slot{r}")
+            if len(mapping) != size:
+                raise RuntimeError(f"sync_step: worker {r}'s optimizer holds Parameters of other "
+                                   f"shapes or dtypes than worker {self.rank}'s ({len(mapping)} "
+                                   f"bytes of gradients against {size}); every worker must build "
+                                   f"the same model")
+            self.slots.append(_GradSlot(mapping, self.params))
+
+    def step(self, optimizer):
+        if self.optimizer is None:
+            self._open(optimizer)
+        elif optimizer is not self.optimizer:
+            raise ValueError("sync_step: a synchronized worker steps one optimizer; this is "
+                             "another one than in its first sync_step")
+        self.own.write(self.params)
+        self.steps += 1
+        self._arrive(self.steps)
+        if self.slots is None:
+            self._attach_peers()
+        optimizer.zero_grad()
+        if self.owned:
+            for slot in self.slots:              # in rank order: the same sums in every run
+                slot.add_into(self.params, self.owned)
+            if self.reduction == "mean" and self.workers > 1:
+                for i in self.owned:
+                    scale_grad(self.params[i], 1.0 / self.workers)
+            optimizer.step()                     # only the owned Parameters hold gradients
+        self.barrier.wait()                      # nobody reads the Parameters mid-update
+        optimizer.zero_grad()
+
+    def finish(self):
+        self._arrive(-1 - self.steps)
+
+
+def sync_step(optimizer):
+    """One training step of `optimizer` after backward, then its gradients cleared.
+
+    In a worker of `run(..., mode="synchronized")`: every worker's gradients (the
+    touched rows only of sparse ones) are summed in rank order (and divided by
+    the number of workers with reduce="mean"), and that one update is applied to
+    the shared Parameters, each Parameter by one worker (the work split by
+    size), before any worker goes on, so every step sees
+    the same Parameters everywhere and the result does not depend on timing.
+    Every worker must call it the same number of times, with optimizers over the
+    same Parameters (from the same shared arrays). Anywhere else (one process, a
+    Hogwild worker) it is `optimizer.step(); optimizer.zero_grad()`, so the same
+    training function runs in every mode.
+
+    >>> loss.forward(); loss.backward()
+    >>> fa.hogwild.sync_step(opt)
+    """
+    if _sync is None:
+        optimizer.step()
+        optimizer.zero_grad()
+    else:
+        _sync.step(optimizer)
+
+
 def _limit_threads_to_one():
     os.environ.update(dict.fromkeys(_THREAD_ENV, "1"))
     try:
@@ -522,8 +709,8 @@ def _die_with_parent(parent_pid):
         os._exit(1)
 
 
-def _worker_main(rank, payload, counter_segment, conn, parent_pid, fork):
-    global _counter
+def _worker_main(rank, payload, counter_segment, conn, parent_pid, fork, sync):
+    global _counter, _sync
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent handles Ctrl-C and stops us
     _die_with_parent(parent_pid)
     if fork:
@@ -532,9 +719,14 @@ def _worker_main(rank, payload, counter_segment, conn, parent_pid, fork):
     if counter_segment is not None:
         slot = rank * _COUNTER_STRIDE
         _counter = np.frombuffer(_attach_segment(counter_segment), np.int64)[slot:slot + 1]
+    _sync = None
     try:
+        if sync is not None:
+            _sync = _SyncGroup(rank, sync)
         fn, args = payload if fork else pickle.loads(payload)
         message = ("ok", fn(rank, *args))
+        if _sync is not None:
+            _sync.finish()
     except BaseException as exc:
         message = ("error", f"raised {type(exc).__name__}: {exc}", traceback.format_exc())
     try:
@@ -689,7 +881,8 @@ def _run_threads(fn, workers, args, progress, progress_interval):
     return results
 
 
-def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_interval=1.0):
+def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_interval=1.0,
+        mode="hogwild", reduce="mean"):
     """Call `fn(rank, *args)` in `workers` processes (or threads) at once; return their
     results in rank order.
 
@@ -722,6 +915,16 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
     end with the totals that workers add with `report(n)`; the rate is over the
     time since the previous call.
 
+    `mode="hogwild"` (the default) leaves the workers to update the shared
+    Parameters whenever they like, without locks. `mode="synchronized"` makes
+    `sync_step(optimizer)` a lockstep step: the workers' gradients are summed
+    (reduce="sum") or averaged (reduce="mean", the default) across workers, in
+    rank order, and one identical update is applied, so a seeded run gives the
+    same Parameters every time, equal (up to rounding) to one process training
+    on the workers' minibatches combined. Every worker must then take the same
+    number of `sync_step`s; a worker that fails stops the run as above, and no
+    worker is left waiting for it.
+
     Example::
 
         def train(rank, shared, n):          # at module level for spawn
@@ -747,8 +950,15 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
         raise ValueError(f"run: progress_interval must be > 0 seconds, got {progress_interval!r}")
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
+    if mode not in _MODES:
+        raise ValueError(f"run: mode must be one of {list(_MODES)}, got {mode!r}")
+    if reduce not in _REDUCTIONS:
+        raise ValueError(f"run: reduce must be one of {list(_REDUCTIONS)}, got {reduce!r}")
     args = tuple(args)
     if start_method == "threads":
+        if mode != "hogwild":
+            raise ValueError("run: mode='synchronized' runs its workers as processes; use "
+                             "start_method='spawn' or 'fork' with it")
         return _run_threads(fn, workers, args, progress, progress_interval)
     _require_shm_dir()
     fork = start_method == "fork"
@@ -764,10 +974,15 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
                 f"importable module (not a lambda or a nested function), or use "
                 f"start_method='fork'") from exc
     context = multiprocessing.get_context(start_method)
-    counters = counter_segment = None
+    counters = counter_segment = sync = None
     processes, conns = [], []
     finished = False
     try:
+        if mode == "synchronized":
+            # The workers make their gradient segments under this prefix; all are unlinked below.
+            sync = _SyncSetup(context.Barrier(workers), _new_prefix() + "sync_", workers, reduce)
+            _track(sync.prefix + "tags")
+            _create_segment(sync.prefix + "tags", 8 * _COUNTER_STRIDE * workers)
         if progress is not None:
             name = _new_prefix() + "progress"
             mapping = _create_segment(name, 8 * _COUNTER_STRIDE * workers)   # zero-filled
@@ -779,7 +994,7 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
             conns.append(receiver)
             process = context.Process(
                 target=_worker_main, name=f"fastad-hogwild-{rank}", daemon=True,
-                args=(rank, payload, counter_segment, sender, os.getpid(), fork))
+                args=(rank, payload, counter_segment, sender, os.getpid(), fork, sync))
             if fork:
                 process.start()
             else:
@@ -797,3 +1012,8 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
         if counter_segment is not None:
             _unlink(counter_segment)
             _untrack(counter_segment)
+        if sync is not None:
+            for entry in os.listdir(_SHM_DIR):
+                if entry.startswith(sync.prefix):
+                    _unlink(entry)
+            _untrack(sync.prefix + "tags")

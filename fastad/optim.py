@@ -17,11 +17,12 @@ step captured with `fa.cuda.capture`.
 import math
 import numbers
 
-from fastad_cy.optim import (Optimizer, SGD, Adagrad, Adam, AdamW, RMSprop, clip_grad_norm,
-                             clip_grad_value)
+from fastad_cy.optim import (Optimizer, SGD, Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax,
+                             NAdam, RAdam, clip_grad_norm, clip_grad_value)
 from fastad_cy.train import scheduled_lr
 
-__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "clip_grad_norm",
+__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
+           "NAdam", "RAdam", "clip_grad_norm",
            "clip_grad_value", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
            "LinearDecay"]
 

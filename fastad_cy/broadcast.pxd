@@ -1,6 +1,7 @@
 # NumPy-style broadcasting for C loops. A Bcast walks an output shape row by
 # row (the last axis is the row) and tracks where each position lies in two
-# operands whose element strides are 0 along broadcast axes. Axes of length 1
+# operands (three for where's condition) whose element strides are 0 along
+# broadcast axes. Axes of length 1
 # are dropped and adjacent axes merged first, so the common cases collapse to
 # one or two loops.
 
@@ -13,10 +14,11 @@ cdef struct Bcast:
     Py_ssize_t shape[MAX_DIMS]
     Py_ssize_t sa[MAX_DIMS]         # element strides of operand a along each axis
     Py_ssize_t sb[MAX_DIMS]
+    Py_ssize_t sc[MAX_DIMS]         # of a third operand c; all 0 when there is none
 
 cdef struct BcastPos:
     Py_ssize_t idx[MAX_DIMS]
-    Py_ssize_t oa, ob               # element offsets of the current row's start in a and b
+    Py_ssize_t oa, ob, oc           # element offsets of the current row's start in a, b and c
 
 
 cdef inline tuple broadcast_shapes(str op, tuple a, tuple b):
@@ -49,29 +51,40 @@ cdef inline int _operand_strides(tuple out, tuple shape, Py_ssize_t* strides) ex
 
 
 cdef inline int bcast_setup(Bcast* it, tuple out, tuple a, tuple b) except -1:
+    return bcast_setup3(it, out, a, b, ())
+
+
+cdef inline int bcast_setup3(Bcast* it, tuple out, tuple a, tuple b, tuple c) except -1:
+    """A walk over `out` for operands of shapes a, b and c (c == (): no third operand)."""
     cdef Py_ssize_t n = len(out), i, m = 0
     cdef Py_ssize_t sa[MAX_DIMS]
     cdef Py_ssize_t sb[MAX_DIMS]
+    cdef Py_ssize_t sc[MAX_DIMS]
     if n > MAX_DIMS:
         raise ValueError(f"broadcasting supports at most {MAX_DIMS} dimensions, got {n}")
     _operand_strides(out, a, sa)
     _operand_strides(out, b, sb)
+    _operand_strides(out, c, sc)
     for i in range(n):
         if out[i] == 1:
             continue
-        if m and it.sa[m - 1] == sa[i] * out[i] and it.sb[m - 1] == sb[i] * out[i]:
+        if (m and it.sa[m - 1] == sa[i] * out[i] and it.sb[m - 1] == sb[i] * out[i]
+                and it.sc[m - 1] == sc[i] * out[i]):
             it.shape[m - 1] *= out[i]          # merge with the previous axis
             it.sa[m - 1] = sa[i]
             it.sb[m - 1] = sb[i]
+            it.sc[m - 1] = sc[i]
         else:
             it.shape[m] = out[i]
             it.sa[m] = sa[i]
             it.sb[m] = sb[i]
+            it.sc[m] = sc[i]
             m += 1
     if m == 0:
         it.shape[0] = 1
         it.sa[0] = 0
         it.sb[0] = 0
+        it.sc[0] = 0
         m = 1
     it.nd = m
     it.rows = 1
@@ -89,6 +102,7 @@ cdef inline void bcast_start(const Bcast* it, BcastPos* p) noexcept nogil:
         p.idx[d] = 0
     p.oa = 0
     p.ob = 0
+    p.oc = 0
 
 
 cdef inline void bcast_next_row(const Bcast* it, BcastPos* p) noexcept nogil:
@@ -97,9 +111,11 @@ cdef inline void bcast_next_row(const Bcast* it, BcastPos* p) noexcept nogil:
         p.idx[d] += 1
         p.oa += it.sa[d]
         p.ob += it.sb[d]
+        p.oc += it.sc[d]
         if p.idx[d] < it.shape[d]:
             return
         p.oa -= it.sa[d] * it.shape[d]
         p.ob -= it.sb[d] * it.shape[d]
+        p.oc -= it.sc[d] * it.shape[d]
         p.idx[d] = 0
         d -= 1

@@ -1,7 +1,8 @@
-"""Elementwise ops: unary functions and broadcasting + - * /.
+"""Elementwise ops: unary functions, clip, broadcasting + - * / pow maximum minimum,
+comparisons (0/1 masks) and where.
 
 Each op's forward value and its derivative stand side by side in the rules
-`fa_unary_value`/`fa_unary_slope` and `fa_binary_value`/`fa_binary_da`/`fa_binary_db`
+`fa_unary_value`/`fa_unary_slope` and `fa_arith_*`/`fa_other_*` (the binary ops)
 of rules.h, which the CUDA kernels share; the loops below apply them to whole
 buffers.
 """
@@ -12,16 +13,19 @@ from libc.stdlib cimport malloc, free
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_variable,
-                              same_dtype, require_float, on_device, device_ops)
-from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup,
+                              same_dtype, require_float, on_device, device_ops, grad_enabled)
+from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
 from fastad_cy.loops cimport vec_zero
 from fastad_cy.scalar cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS,
                                U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
+                               U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_HARDTANH_MIN, U_HARDTANH_MAX,
                                U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR,
-                               U_RDIV_SCALAR,
-                               B_ADD, B_SUB, B_MUL, B_DIV, unary_value, unary_slope,
-                               binary_value, binary_da, binary_db)
+                               U_RDIV_SCALAR, U_CLAMP_MIN, U_CLAMP_MAX,
+                               B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
+                               B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL,
+                               B_NOT_EQUAL, unary_value, unary_slope, BinaryRules,
+                               ArithRules, OtherRules, binary_value, binary_da, binary_db)
 
 cnp.import_array()
 
@@ -140,6 +144,15 @@ def relu(x):
     """
     return _unary("relu", U_RELU, x)
 
+cdef double _real_number(str op, str argname, object value) except? -1.0:
+    """`value` as a float, or a TypeError naming the op and the argument."""
+    if (isinstance(value, (Variable, bool, str, bytes))
+            or not np.isscalar(value) or not np.isreal(value)):
+        raise TypeError(f"{op}: {argname} must be a real Python number, got "
+                        f"{type(value).__name__} {value!r}")
+    return float(value)
+
+
 def leaky_relu(x, negative_slope=0.01):
     """x where x > 0, else negative_slope * x, elementwise; its gradient at 0 is negative_slope.
 
@@ -147,11 +160,60 @@ def leaky_relu(x, negative_slope=0.01):
 
         fa.leaky_relu(fa.Input([-1.0, 2.0]), 0.1).value   # [-0.1, 2. ]
     """
-    if (isinstance(negative_slope, (Variable, bool, str, bytes))
-            or not np.isscalar(negative_slope) or not np.isreal(negative_slope)):
-        raise TypeError(f"leaky_relu: negative_slope must be a real Python number, got "
-                        f"{type(negative_slope).__name__} {negative_slope!r}")
-    return _unary("leaky_relu", U_LEAKY_RELU, x, float(negative_slope))
+    return _unary("leaky_relu", U_LEAKY_RELU, x, _real_number("leaky_relu", "negative_slope",
+                                                              negative_slope))
+
+
+def gelu(x, approximate="none"):
+    """Gaussian error linear unit x * Phi(x), elementwise, as torch.nn.functional.gelu.
+
+    `approximate="none"` (the default) uses the exact normal CDF Phi (through erf);
+    `approximate="tanh"` uses PyTorch's tanh approximation
+    0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3))). Same shape and dtype
+    as x. Example::
+
+        fa.gelu(fa.Input([-1.0, 1.0])).value   # [-0.1587,  0.8413]
+    """
+    if approximate == "none":
+        return _unary("gelu", U_GELU, x)
+    if approximate == "tanh":
+        return _unary("gelu", U_GELU_TANH, x)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+def elu(x, alpha=1.0):
+    """Exponential linear unit: x where x > 0, else alpha * (e**x - 1), elementwise.
+
+    As torch.nn.functional.elu; `alpha` is a Python number. Same shape and dtype
+    as x. Example::
+
+        fa.elu(fa.Input([-1.0, 2.0])).value   # [-0.6321,  2.    ]
+    """
+    return _unary("elu", U_ELU, x, _real_number("elu", "alpha", alpha))
+
+def silu(x):
+    """x * sigmoid(x) (also called swish), elementwise.
+
+    Same shape and dtype as x. Example::
+
+        fa.silu(fa.Input([-1.0, 1.0])).value   # [-0.2689,  0.7311]
+    """
+    return _unary("silu", U_SILU, x)
+
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    """x clamped into [min_val, max_val], elementwise, as torch.nn.functional.hardtanh.
+
+    The gradient is 1 strictly inside (min_val, max_val) and 0 elsewhere, as
+    PyTorch's. `min_val` <= `max_val` are Python numbers. Same shape and dtype as x.
+    Example::
+
+        fa.hardtanh(fa.Input([-3.0, 0.5, 2.0])).value   # [-1. ,  0.5,  1. ]
+    """
+    low = _real_number("hardtanh", "min_val", min_val)
+    high = _real_number("hardtanh", "max_val", max_val)
+    if not low <= high:
+        raise ValueError(f"hardtanh: min_val must be <= max_val, got min_val={min_val!r}, "
+                         f"max_val={max_val!r}")
+    return _unary("hardtanh", U_HARDTANH_MAX, _unary("hardtanh", U_HARDTANH_MIN, x, low), high)
 
 def softplus(x):
     """log(1 + e**x), elementwise, without overflow.
@@ -199,14 +261,20 @@ def abs(x):
     return _unary("abs", U_ABS, x)
 
 def pow(x, exponent):
-    """x ** exponent for a scalar (Python number) exponent, elementwise.
+    """x ** exponent, elementwise.
 
-    Same shape and dtype as x; `v ** p` calls it. Example::
+    With a Python number exponent, a unary op on x (same shape and dtype); else x
+    and exponent (Variables, numbers or arrays, at least one a Variable) broadcast
+    as in `add`, and both get gradients: d/dx = exponent * x**(exponent - 1) (0
+    where the exponent is 0), d/dexponent = x**exponent * log(x), which is 0 where
+    x == 0 and exponent >= 0 and NaN where x < 0, as in PyTorch. `v ** p` and
+    `2.0 ** v` call it. Example::
 
-        fa.pow(fa.Input([4.0, 9.0]), 0.5).value   # [2., 3.]
+        fa.pow(fa.Input([4.0, 9.0]), 0.5).value                    # [2., 3.]
+        fa.pow(2.0, fa.Parameter([1.0, 3.0])).value                # [2., 8.]
     """
-    if isinstance(exponent, Variable) or not np.isscalar(exponent) or isinstance(exponent, (str, bytes)):
-        raise TypeError(f"pow: the exponent must be a Python number, got {type(exponent).__name__}")
+    if not (isinstance(x, Variable) and _is_real_number(exponent)):
+        return _binary(B_POW, x, exponent)
     e = float(exponent)
     if e == 2:
         return _unary("square", U_SQUARE, x)
@@ -215,67 +283,109 @@ def pow(x, exponent):
     return _unary("pow", U_POW, x, e)
 
 
+cdef bint _is_real_number(object x):
+    """A Python or NumPy real number (not a bool, a string or a Variable)."""
+    return (not isinstance(x, (Variable, bool, str, bytes)) and np.isscalar(x)
+            and np.isreal(x))
+
+
+def clip(x, a_min=None, a_max=None):
+    """x limited to [a_min, a_max], elementwise; None leaves that side open.
+
+    The bounds are Python numbers (not NaN). The gradient is 1 where
+    a_min <= x <= a_max (the bounds included) and 0 elsewhere, as torch.clamp;
+    with a_min > a_max every element becomes a_max. Same shape and dtype as x.
+    Example::
+
+        fa.clip(fa.Input([-2.0, 0.5, 3.0]), 0, 1).value   # [0. , 0.5, 1. ]
+    """
+    if a_min is None and a_max is None:
+        raise ValueError("clip: give a_min, a_max or both (None leaves one side open)")
+    for argname, bound in (("a_min", a_min), ("a_max", a_max)):
+        if bound is not None and (not _is_real_number(bound) or bound != bound):
+            raise TypeError(f"clip: {argname} must be a real Python number (not NaN) or None, "
+                            f"got {type(bound).__name__} {bound!r}")
+    if a_min is not None:
+        x = _unary("clip", U_CLAMP_MIN, x, float(a_min))
+    if a_max is not None:
+        x = _unary("clip", U_CLAMP_MAX, x, float(a_max))
+    return x
+
+
 # ----------------------------------------------------------------- binary
 
-cdef dict _BINARY_NAMES = {B_ADD: "add", B_SUB: "sub", B_MUL: "mul", B_DIV: "div"}
+cdef dict _BINARY_NAMES = {
+    B_ADD: "add", B_SUB: "sub", B_MUL: "mul", B_DIV: "div", B_POW: "pow", B_MAXIMUM: "maximum",
+    B_MINIMUM: "minimum", B_GREATER: "greater", B_GREATER_EQUAL: "greater_equal",
+    B_LESS: "less", B_LESS_EQUAL: "less_equal", B_EQUAL: "equal", B_NOT_EQUAL: "not_equal"}
 
 
-cdef void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,
-                         Py_ssize_t sb, floating* y, Py_ssize_t n) noexcept nogil:
+cdef inline void binary_forward(const BinaryRules* rules, int op, const floating* a,
+                                Py_ssize_t sa, const floating* b, Py_ssize_t sb, floating* y,
+                                Py_ssize_t n) noexcept nogil:
     """One row: y[i] = a[i*sa] op b[i*sb]; the common stride pairs get their own loop."""
     cdef Py_ssize_t i
     if sa == 1 and sb == 1:
         for i in range(n):
-            y[i] = binary_value(op, a[i], b[i])
+            y[i] = binary_value(rules, op, a[i], b[i])
     elif sa == 1 and sb == 0:
         for i in range(n):
-            y[i] = binary_value(op, a[i], b[0])
+            y[i] = binary_value(rules, op, a[i], b[0])
     elif sa == 0 and sb == 1:
         for i in range(n):
-            y[i] = binary_value(op, a[0], b[i])
+            y[i] = binary_value(rules, op, a[0], b[i])
     else:
         for i in range(n):
-            y[i] = binary_value(op, a[i * sa], b[i * sb])
+            y[i] = binary_value(rules, op, a[i * sa], b[i * sb])
 
 
-cdef void binary_forward_all(int op, const Bcast* it, Py_ssize_t size, const floating* a,
-                             const floating* b, floating* y) noexcept nogil:
+cdef void binary_forward_walk(const BinaryRules* rules, int op, const Bcast* it, Py_ssize_t size,
+                              const floating* a, const floating* b, floating* y) noexcept nogil:
     """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
     cdef BcastPos pos
     cdef Py_ssize_t r, inner
     if it == NULL:
-        binary_forward(op, a, 1, b, 1, y, size)
+        binary_forward(rules, op, a, 1, b, 1, y, size)
         return
     inner = it.shape[it.nd - 1]
     bcast_start(it, &pos)
     for r in range(it.rows):
-        binary_forward(op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
+        binary_forward(rules, op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
                        y + r * inner, inner)
         bcast_next_row(it, &pos)
 
 
-cdef void binary_backward_same(int op, bint to_a, const floating* a, const floating* b,
-                               const floating* y, const floating* gy, floating* g,
-                               Py_ssize_t n, bint add) noexcept nogil:
+cdef void binary_forward_all(int op, const Bcast* it, Py_ssize_t size, const floating* a,
+                             const floating* b, floating* y) noexcept nogil:
+    """binary_forward_walk with the rules of op's set."""
+    if op <= B_DIV:
+        binary_forward_walk(<ArithRules*>NULL, op, it, size, a, b, y)
+    else:
+        binary_forward_walk(<OtherRules*>NULL, op, it, size, a, b, y)
+
+
+cdef void binary_backward_same(const BinaryRules* rules, int op, bint to_a, const floating* a,
+                               const floating* b, const floating* y, const floating* gy,
+                               floating* g, Py_ssize_t n, bint add) noexcept nogil:
     """Gradient into a (to_a) or b when a, b and y share one shape."""
     cdef Py_ssize_t i
     if to_a and add:
         for i in range(n):
-            g[i] += gy[i] * binary_da(op, a[i], b[i], y[i])
+            g[i] += gy[i] * binary_da(rules, op, a[i], b[i], y[i])
     elif to_a:
         for i in range(n):
-            g[i] = gy[i] * binary_da(op, a[i], b[i], y[i])
+            g[i] = gy[i] * binary_da(rules, op, a[i], b[i], y[i])
     elif add:
         for i in range(n):
-            g[i] += gy[i] * binary_db(op, a[i], b[i], y[i])
+            g[i] += gy[i] * binary_db(rules, op, a[i], b[i], y[i])
     else:
         for i in range(n):
-            g[i] = gy[i] * binary_db(op, a[i], b[i], y[i])
+            g[i] = gy[i] * binary_db(rules, op, a[i], b[i], y[i])
 
 
-cdef void binary_backward_bcast(int op, bint to_a, const floating* a, const floating* b,
-                                const floating* y, const floating* gy, floating* g,
-                                const Bcast* it) noexcept nogil:
+cdef void binary_backward_bcast(const BinaryRules* rules, int op, bint to_a, const floating* a,
+                                const floating* b, const floating* y, const floating* gy,
+                                floating* g, const Bcast* it) noexcept nogil:
     """Add the gradient into a (to_a) or b, summing over the axes it was broadcast along."""
     cdef BcastPos pos
     cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1], o
@@ -289,11 +399,26 @@ cdef void binary_backward_bcast(int op, bint to_a, const floating* a, const floa
         for i in range(inner):
             if to_a:
                 o = pos.oa + i * sa
-                g[o] += gr[i] * binary_da(op, a[o], b[pos.ob + i * sb], yr[i])
+                g[o] += gr[i] * binary_da(rules, op, a[o], b[pos.ob + i * sb], yr[i])
             else:
                 o = pos.ob + i * sb
-                g[o] += gr[i] * binary_db(op, a[pos.oa + i * sa], b[o], yr[i])
+                g[o] += gr[i] * binary_db(rules, op, a[pos.oa + i * sa], b[o], yr[i])
         bcast_next_row(it, &pos)
+
+
+cdef void binary_backward(int op, bint to_a, const floating* a, const floating* b,
+                          const floating* y, const floating* gy, floating* g, Py_ssize_t n,
+                          bint add, const Bcast* it) noexcept nogil:
+    """The gradient into a (to_a) or b: written or added (`add`) when `it` is NULL (one
+    shape), else added, summed over the broadcast axes; with the rules of op's set."""
+    if it == NULL and op <= B_DIV:
+        binary_backward_same(<ArithRules*>NULL, op, to_a, a, b, y, gy, g, n, add)
+    elif it == NULL:
+        binary_backward_same(<OtherRules*>NULL, op, to_a, a, b, y, gy, g, n, add)
+    elif op <= B_DIV:
+        binary_backward_bcast(<ArithRules*>NULL, op, to_a, a, b, y, gy, g, it)
+    else:
+        binary_backward_bcast(<OtherRules*>NULL, op, to_a, a, b, y, gy, g, it)
 
 
 @cython.no_gc
@@ -324,28 +449,19 @@ cdef class Binary(Variable):
 
     cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
         cdef bint add = x.prepare_grad()
-        if self.it == NULL:
+        if self.it != NULL and not add:         # the broadcast sums add into zeros
             if self.f64:
-                binary_backward_same(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                                     <double*>self.val_ptr, <double*>self.grad_ptr,
-                                     <double*>x.grad_ptr, self.size, add)
-            else:
-                binary_backward_same(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                                     <float*>self.val_ptr, <float*>self.grad_ptr,
-                                     <float*>x.grad_ptr, self.size, add)
-            return 0
-        if self.f64:
-            if not add:
                 vec_zero(<double*>x.grad_ptr, x.size)
-            binary_backward_bcast(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                                  <double*>self.val_ptr, <double*>self.grad_ptr,
-                                  <double*>x.grad_ptr, self.it)
-        else:
-            if not add:
+            else:
                 vec_zero(<float*>x.grad_ptr, x.size)
-            binary_backward_bcast(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                                  <float*>self.val_ptr, <float*>self.grad_ptr,
-                                  <float*>x.grad_ptr, self.it)
+        if self.f64:
+            binary_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
+                            <double*>self.val_ptr, <double*>self.grad_ptr, <double*>x.grad_ptr,
+                            self.size, add, self.it)
+        else:
+            binary_backward(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
+                            <float*>self.val_ptr, <float*>self.grad_ptr, <float*>x.grad_ptr,
+                            self.size, add, self.it)
         return 0
 
 
@@ -378,7 +494,8 @@ cdef Variable _constant(str name, str argname, object x, Variable like):
 cdef Variable _binary(int code, object a, object b):
     cdef str name = _BINARY_NAMES[code]
     cdef Variable va, vb
-    if isinstance(a, Variable) and _is_number(b) or isinstance(b, Variable) and _is_number(a):
+    if code <= B_DIV and (isinstance(a, Variable) and _is_number(b)
+                          or isinstance(b, Variable) and _is_number(a)):
         return _with_number(code, a, b)
     if isinstance(a, Variable):
         require_float(name, a, "a")
@@ -458,3 +575,277 @@ def div(a, b):
         fa.div(x, b).shape                       # (2, 3); b.grad gets shape (3,)
     """
     return _binary(B_DIV, a, b)
+
+def maximum(a, b):
+    """The larger of a and b, elementwise, with numpy broadcasting (either side may be
+    a number or an array). A NaN on either side gives NaN.
+
+    The gradient goes to the larger side; at a tie each side gets half, as
+    torch.maximum. Example::
+
+        fa.maximum(fa.Parameter([1.0, 5.0]), 2.0).value   # [2., 5.]
+    """
+    return _binary(B_MAXIMUM, a, b)
+
+def minimum(a, b):
+    """The smaller of a and b, elementwise, with numpy broadcasting (either side may be
+    a number or an array). A NaN on either side gives NaN.
+
+    The gradient goes to the smaller side; at a tie each side gets half, as
+    torch.minimum. Example::
+
+        fa.minimum(fa.Parameter([1.0, 5.0]), 2.0).value   # [1., 2.]
+    """
+    return _binary(B_MINIMUM, a, b)
+
+
+# ------------------------------------------------------------ comparisons
+
+cdef Variable _compare(int code, object a, object b):
+    """A comparison node: a Binary (or device) node that passes no gradient back."""
+    cdef Variable node = _binary(code, a, b)
+    node.requires_grad = False
+    return node
+
+def greater(a, b):
+    """a > b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
+    broadcasting; `a > b` calls it.
+
+    A comparison node has no gradient (nothing flows back through it) and is
+    recomputed on every replay, so a mask built from it follows `set_value`::
+
+        x = fa.Input([-1.0, 2.0])
+        y = fa.where(x > 0, x, 0.01 * x)      # leaky ReLU; y.value: [-0.01, 2.]
+        x.set_value([3.0, -4.0]); y.forward() # y.value: [3., -0.04]
+    """
+    return _compare(B_GREATER, a, b)
+
+def greater_equal(a, b):
+    """a >= b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
+    broadcasting; `a >= b` calls it. No gradient; recomputed on replay (see `greater`).
+
+    Example: ``fa.greater_equal(fa.Input([1.0, 2.0]), 2.0).value   # [0., 1.]``
+    """
+    return _compare(B_GREATER_EQUAL, a, b)
+
+def less(a, b):
+    """a < b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
+    broadcasting; `a < b` calls it. No gradient; recomputed on replay (see `greater`).
+
+    Example: ``fa.less(fa.Input([1.0, 2.0]), 2.0).value   # [1., 0.]``
+    """
+    return _compare(B_LESS, a, b)
+
+def less_equal(a, b):
+    """a <= b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
+    broadcasting; `a <= b` calls it. No gradient; recomputed on replay (see `greater`).
+
+    Example: ``fa.less_equal(fa.Input([1.0, 3.0]), 2.0).value   # [1., 0.]``
+    """
+    return _compare(B_LESS_EQUAL, a, b)
+
+def equal(a, b):
+    """a == b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
+    broadcasting; `a == b` calls it (Variables still hash by identity, so they stay
+    usable as dict keys). No gradient; recomputed on replay (see `greater`).
+
+    Example: ``fa.equal(fa.Input([1.0, 2.0]), 2.0).value   # [0., 1.]``
+    """
+    return _compare(B_EQUAL, a, b)
+
+def not_equal(a, b):
+    """a != b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
+    broadcasting; `a != b` calls it. No gradient; recomputed on replay (see `greater`).
+
+    Example: ``fa.not_equal(fa.Input([1.0, 2.0]), 2.0).value   # [1., 0.]``
+    """
+    return _compare(B_NOT_EQUAL, a, b)
+
+
+# ------------------------------------------------------------------ where
+
+cdef void where_forward_row(const floating* c, Py_ssize_t sc, const floating* a, Py_ssize_t sa,
+                            const floating* b, Py_ssize_t sb, floating* y,
+                            Py_ssize_t n) noexcept nogil:
+    # both sides are read before the pick, so that gcc selects without a branch
+    cdef Py_ssize_t i
+    cdef floating ai, bi
+    if sc == 1 and sa == 1 and sb == 1:
+        for i in range(n):
+            ai = a[i]
+            bi = b[i]
+            y[i] = ai if c[i] != 0 else bi
+    else:
+        for i in range(n):
+            ai = a[i * sa]
+            bi = b[i * sb]
+            y[i] = ai if c[i * sc] != 0 else bi
+
+
+cdef void where_forward_all(const Bcast* it, Py_ssize_t size, const floating* c,
+                            const floating* a, const floating* b, floating* y) noexcept nogil:
+    """The whole output: one flat row when `it` is NULL (one shape), else row by row."""
+    cdef BcastPos pos
+    cdef Py_ssize_t r, inner, last
+    if it == NULL:
+        where_forward_row(c, 1, a, 1, b, 1, y, size)
+        return
+    last = it.nd - 1
+    inner = it.shape[last]
+    bcast_start(it, &pos)
+    for r in range(it.rows):
+        where_forward_row(c + pos.oc, it.sc[last], a + pos.oa, it.sa[last], b + pos.ob,
+                          it.sb[last], y + r * inner, inner)
+        bcast_next_row(it, &pos)
+
+
+cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, floating* g,
+                              Py_ssize_t n, bint add) noexcept nogil:
+    """Gradient into a (to_a: where c is nonzero) or b (where c is 0), all of one shape;
+    gy is read before the pick, so that gcc selects without a branch."""
+    cdef Py_ssize_t i
+    cdef floating gi
+    if add:
+        for i in range(n):
+            gi = gy[i]
+            g[i] += gi if (c[i] != 0) == to_a else 0
+    else:
+        for i in range(n):
+            gi = gy[i]
+            g[i] = gi if (c[i] != 0) == to_a else 0
+
+
+cdef void where_backward_bcast(bint to_a, const floating* c, const floating* gy, floating* g,
+                               const Bcast* it) noexcept nogil:
+    """Add the gradient into a (to_a) or b, summing over the axes it was broadcast along."""
+    cdef BcastPos pos
+    cdef Py_ssize_t r, i, last = it.nd - 1, inner = it.shape[last]
+    cdef Py_ssize_t sc = it.sc[last], sg = it.sa[last] if to_a else it.sb[last], og
+    cdef const floating* gr
+    bcast_start(it, &pos)
+    for r in range(it.rows):
+        gr = gy + r * inner
+        og = pos.oa if to_a else pos.ob
+        for i in range(inner):
+            if (c[pos.oc + i * sc] != 0) == to_a:
+                g[og + i * sg] += gr[i]
+        bcast_next_row(it, &pos)
+
+
+@cython.no_gc
+cdef class Where(Variable):
+    """a where cond is nonzero, else b; `it` is set only when the shapes differ."""
+    cdef Variable cond, a, b
+    cdef Bcast* it
+
+    def __dealloc__(self):
+        free(self.it)
+
+    cdef int run_forward(self) except -1 nogil:
+        if self.f64:
+            where_forward_all(self.it, self.size, <double*>self.cond.val_ptr,
+                              <double*>self.a.val_ptr, <double*>self.b.val_ptr,
+                              <double*>self.val_ptr)
+        else:
+            where_forward_all(self.it, self.size, <float*>self.cond.val_ptr,
+                              <float*>self.a.val_ptr, <float*>self.b.val_ptr,
+                              <float*>self.val_ptr)
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        if self.a.requires_grad:
+            self._backward_into(self.a, True)
+        if self.b.requires_grad:
+            self._backward_into(self.b, False)
+        return 0
+
+    cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
+        cdef bint add = x.prepare_grad()
+        if self.it == NULL:
+            if self.f64:
+                where_backward_same(to_a, <double*>self.cond.val_ptr, <double*>self.grad_ptr,
+                                    <double*>x.grad_ptr, self.size, add)
+            else:
+                where_backward_same(to_a, <float*>self.cond.val_ptr, <float*>self.grad_ptr,
+                                    <float*>x.grad_ptr, self.size, add)
+            return 0
+        if self.f64:
+            if not add:
+                vec_zero(<double*>x.grad_ptr, x.size)
+            where_backward_bcast(to_a, <double*>self.cond.val_ptr, <double*>self.grad_ptr,
+                                 <double*>x.grad_ptr, self.it)
+        else:
+            if not add:
+                vec_zero(<float*>x.grad_ptr, x.size)
+            where_backward_bcast(to_a, <float*>self.cond.val_ptr, <float*>self.grad_ptr,
+                                 <float*>x.grad_ptr, self.it)
+        return 0
+
+
+cdef tuple _where_shape(Variable cond, Variable a, Variable b):
+    """The broadcast shape of cond, a and b, or a ValueError naming the argument that
+    does not fit."""
+    try:
+        shape = broadcast_shapes("where", cond._shape, a._shape)
+    except ValueError:
+        raise ValueError(f"where: a has shape {a._shape}, which does not broadcast with "
+                         f"cond's shape {cond._shape}") from None
+    try:
+        return broadcast_shapes("where", shape, b._shape)
+    except ValueError:
+        raise ValueError(f"where: b has shape {b._shape}, which does not broadcast with "
+                         f"the shape {shape} of cond and a") from None
+
+
+def where(cond, a, b):
+    """a where cond is nonzero, else b, elementwise, broadcasting cond, a and b together.
+
+    `cond` is a Variable (a comparison such as `x > 0`, recomputed on every
+    replay) or an array (bool or numbers: a constant, fixed when the node is
+    built); a and b are Variables, numbers or arrays, at least one a Variable.
+    The gradient of a is the output's gradient where cond is nonzero (0
+    elsewhere), that of b the rest; cond gets none. Example::
+
+        x = fa.Parameter([-1.0, 2.0])
+        fa.where(x > 0, x, 0.01 * x).value   # [-0.01, 2.  ]
+    """
+    cdef Variable va, vb, vc, like
+    if isinstance(a, Variable):
+        like = <Variable>a
+    elif isinstance(b, Variable):
+        like = <Variable>b
+    else:
+        raise TypeError(f"where: a or b must be a fastad Variable, got {type(a).__name__} and "
+                        f"{type(b).__name__}")
+    va = _constant("where", "a", a, like)
+    vb = _constant("where", "b", b, like)
+    require_float("where", va, "a")
+    require_float("where", vb, "b")
+    same_dtype("where", va, vb)
+    vc = _constant("where", "cond", cond, like)
+    require_float("where", vc, "cond")
+    if vc.f64 != like.f64:
+        raise TypeError(f"where: cond has dtype {vc.dtype}, a and b {like.dtype}; compare "
+                        f"Variables of the dtype of a and b, or pass cond as an array")
+    shape = _where_shape(vc, va, vb)
+    cdef Variable node
+    if on_device(va) or on_device(vb) or on_device(vc):
+        node = device_ops().where(vc, va, vb, shape)
+    else:
+        node = _where_node(vc, va, vb, shape)
+    node.requires_grad = (va.requires_grad or vb.requires_grad) and grad_enabled()
+    return node
+
+
+cdef Variable _where_node(Variable cond, Variable a, Variable b, tuple shape):
+    cdef Where node = Where.__new__(Where)
+    node.cond = cond
+    node.a = a
+    node.b = b
+    init_node(node, "where", (cond, a, b), shape, a.f64)
+    if not (cond._shape == a._shape == b._shape):
+        node.it = <Bcast*>malloc(sizeof(Bcast))
+        if node.it == NULL:
+            raise MemoryError()
+        bcast_setup3(node.it, shape, a._shape, b._shape, cond._shape)
+    return finish(node)

@@ -490,6 +490,11 @@ cdef object _ops(str name):
     return mod
 
 
+cdef inline bint _comparable(object other):
+    """What `==`/`!=` compare elementwise: a Variable, a number, or an array or sequence."""
+    return isinstance(other, (Variable, int, float, np.ndarray, np.generic, list, tuple))
+
+
 @cython.no_gc
 cdef class Variable:
     """A node of a define-by-run graph: a value, and a gradient after backward.
@@ -721,6 +726,39 @@ cdef class Variable:
             raise TypeError("pow() with a modulus is not supported")
         return _ops("elementwise").pow(self, exponent)
 
+    def __rpow__(self, base, modulo):
+        if modulo is not None:
+            raise TypeError("pow() with a modulus is not supported")
+        return _ops("elementwise").pow(base, self)
+
+    # Comparisons build 0/1 mask nodes (no gradient). Hashing stays by identity, so
+    # Variables remain dict keys (feeds, samplers); an operand that is no number,
+    # array or Variable (None, a string) compares by identity, as for any object.
+    def __hash__(self):
+        return object.__hash__(self)
+
+    def __eq__(self, other):
+        if not _comparable(other):
+            return NotImplemented
+        return _ops("elementwise").equal(self, other)
+
+    def __ne__(self, other):
+        if not _comparable(other):
+            return NotImplemented
+        return _ops("elementwise").not_equal(self, other)
+
+    def __gt__(self, other):
+        return _ops("elementwise").greater(self, other)
+
+    def __ge__(self, other):
+        return _ops("elementwise").greater_equal(self, other)
+
+    def __lt__(self, other):
+        return _ops("elementwise").less(self, other)
+
+    def __le__(self, other):
+        return _ops("elementwise").less_equal(self, other)
+
     def __neg__(self):
         return _ops("elementwise").neg(self)
 
@@ -818,7 +856,8 @@ cdef class Leaf(Variable):
         dense = np.zeros(self._shape, dtype=self._value.dtype)
         if self.grad_mode == GRAD_SPARSE:
             sp = <Parameter>self
-            dense[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
+            # as (rows, row_len): a 1-D Parameter's slab rows are one element wide
+            dense.reshape(sp._shape[0], sp.row_len)[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
         dense.flags.writeable = False
         return dense
 
@@ -1330,6 +1369,9 @@ def device_grad(Parameter p):
 
 def bound_ids(IndexInput ix, Py_ssize_t bound, str op):
     """Require a device IndexInput's ids below `bound` now and at every set_value."""
+    if ix._dbound > bound and not ix.is_leaf:      # ids computed on the device (argmax): their bound
+        raise IndexError(f"{op}: the ids from '{ix.op_name}' range up to {ix._dbound - 1}, "
+                         f"but must be < {bound} here")
     if ix._dbound > bound:
         ids = device_ops().to_host(ix._dvalue).reshape(-1)
         bad = np.flatnonzero(ids >= bound)

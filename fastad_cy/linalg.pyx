@@ -7,6 +7,7 @@ C = op(A) @ op(B) is computed as the column-major C^T = op(B)^T @ op(A)^T.
 from math import prod
 
 cimport cython
+import numpy as np
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
 from cython cimport floating
@@ -17,7 +18,8 @@ from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dty
 from fastad_cy.loops cimport vec_zero
 from fastad_cy.broadcast cimport broadcast_shapes
 from fastad_cy.elementwise import mul as _elementwise_mul
-from fastad_cy.reduction import sum as _reduction_sum
+from fastad_cy.reduction import sum as _sum
+from fastad_cy.shape import getitem as _getitem, reshape as _reshape, transpose as _transpose
 
 cnp.import_array()
 
@@ -355,7 +357,7 @@ def vector_dot(a, b):
                              f"{va._shape} and {vb._shape}")
         broadcast_shapes("vector_dot", va._shape, vb._shape)    # names both shapes if they clash
         # Broadcast over the leading axes: the product, then a sum over the last axis.
-        return _reduction_sum(_elementwise_mul(va, vb), axis=-1)
+        return _sum(_elementwise_mul(va, vb), axis=-1)
     cdef Py_ssize_t nd = len(va._shape)
     if on_device(va):
         return device_ops().vector_dot(va, vb, va._shape[nd - 1])
@@ -365,3 +367,122 @@ def vector_dot(a, b):
     node.d = va._shape[nd - 1]
     init_node(node, "vector_dot", (va, vb), va._shape[:nd - 1], va.f64)
     return finish(node)
+
+
+# ------------------------------------------------------------------ einsum
+# Planned onto existing nodes: a repeated letter in one operand takes its diagonal
+# (a gather), a letter in one operand only and not in the output is summed out,
+# and two operands become one (batched) matmul between transposes and reshapes.
+
+_EINSUM_FORMS = ("one or two operands; subscripts of letters a-z, A-Z, one per axis, with an "
+                "explicit output ('ij,jk->ik') or numpy's implicit one ('ij,jk'); a letter "
+                "repeated in one operand takes its diagonal ('ii->i', 'ii->'); no '...' and no "
+                "broadcasting of length-1 axes")
+
+
+cdef object _einsum_error(str subscripts, str problem):
+    return ValueError(f"einsum: subscripts {subscripts!r}: {problem} (supported: {_EINSUM_FORMS})")
+
+
+cdef tuple _einsum_parse(str subscripts, tuple operands):
+    """(input terms, output term, letter -> length), every check done."""
+    text = subscripts.replace(" ", "")
+    if "." in text:
+        raise _einsum_error(subscripts, "'...' (ellipsis) is not supported")
+    if text.count("->") > 1 or ("-" in text.replace("->", "")) or (">" in text.replace("->", "")):
+        raise _einsum_error(subscripts, "'->' must appear at most once, between the inputs "
+                                        "and the output")
+    lhs, arrow, out = text.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise _einsum_error(subscripts, f"{len(terms)} input term(s) for {len(operands)} "
+                                        f"operand(s)")
+    sizes = {}
+    for i, (term, v) in enumerate(zip(terms, operands)):
+        bad = [c for c in term if not (c.isascii() and c.isalpha())]
+        if bad:
+            raise _einsum_error(subscripts, f"{bad[0]!r} in input term {i} is not a letter")
+        shape = (<Variable>v)._shape
+        if len(term) != len(shape):
+            raise _einsum_error(subscripts, f"input term {i} {term!r} names {len(term)} axes, "
+                                            f"but operand {i} has shape {shape}")
+        for c, d in zip(term, shape):
+            if sizes.setdefault(c, d) != d:
+                raise _einsum_error(subscripts, f"letter {c!r} has length {sizes[c]} in one place "
+                                                f"and {d} in operand {i} (shape {shape})")
+    if not arrow:
+        letters = "".join(terms)
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    for c in out:
+        if not (c.isascii() and c.isalpha()):
+            raise _einsum_error(subscripts, f"{c!r} in the output is not a letter")
+        if c not in sizes:
+            raise _einsum_error(subscripts, f"output letter {c!r} is in no input term")
+        if out.count(c) > 1:
+            raise _einsum_error(subscripts, f"output letter {c!r} appears more than once")
+    return terms, out, sizes
+
+
+cdef tuple _einsum_prepare(Variable v, str term, str keep):
+    """v with each letter once (diagonals taken) and the letters not in `keep` summed out."""
+    letters = "".join(dict.fromkeys(term))
+    if len(letters) < len(term):
+        # the diagonal's flat positions, picked by numpy's einsum from an arange of v's shape
+        positions = np.einsum(f"{term}->{letters}",
+                              np.arange(v.size, dtype=np.int64).reshape(v._shape))
+        v = _getitem(_reshape(v, -1), np.ascontiguousarray(positions))
+    summed = tuple(i for i, c in enumerate(letters) if c not in keep)
+    if summed:
+        v = _sum(v, summed)
+        letters = "".join(c for c in letters if c in keep)
+    return v, letters
+
+
+cdef Variable _arranged(Variable v, str letters, str order, tuple shape):
+    """v (axes named by `letters`) transposed into `order`, then reshaped to `shape`."""
+    axes = tuple(letters.index(c) for c in order)
+    if axes != tuple(range(len(axes))):
+        v = _transpose(v, axes)
+    return v if v._shape == shape else _reshape(v, shape)
+
+
+def einsum(subscripts, a, b=None):
+    """Einstein summation over one or two operands, as numpy.einsum / torch.einsum.
+
+    'ij,jk->ik' (matmul), 'bij,bjk->bik' (batched), 'i,i->' (dot), 'i,j->ij'
+    (outer), 'ij->ji' (transpose), 'ii->' (trace), 'ii->i' (diagonal),
+    'ij->j' (sum), and any mix of these; without '->' the output is numpy's
+    (the letters seen once, in alphabetical order). Two operands become one
+    (batched) matmul, which uses BLAS, between transposes and reshapes; no
+    new kernel. Subscripts that do not parse or fit the operands raise
+    ValueError naming what is wrong and the supported forms.
+
+    >>> a = fa.Parameter(np.ones((2, 3))); b = fa.Parameter(np.ones((3, 4)))
+    >>> fa.einsum("ij,jk->ki", a, b).shape
+    (4, 2)
+    """
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum: subscripts must be a str, got {type(subscripts).__name__}")
+    cdef tuple operands
+    if b is None:
+        require_float("einsum", a, "a")
+        operands = (a,)
+    else:
+        operands = _operands("einsum", a, b)
+    terms, out, sizes = _einsum_parse(subscripts, operands)
+    if len(operands) == 1:
+        v, letters = _einsum_prepare(<Variable>operands[0], terms[0], out)
+        return _arranged(v, letters, out, tuple(sizes[c] for c in out))
+    va, la = _einsum_prepare(<Variable>operands[0], terms[0], out + terms[1])
+    vb, lb = _einsum_prepare(<Variable>operands[1], terms[1], out + terms[0])
+    batch = "".join(c for c in la if c in lb and c in out)
+    summed = "".join(c for c in la if c in lb and c not in out)
+    a_only = "".join(c for c in la if c not in lb)
+    b_only = "".join(c for c in lb if c not in la)
+    nb, m, k, n = (prod(sizes[c] for c in part) for part in (batch, a_only, summed, b_only))
+    lead = (nb,) if batch else ()
+    product = matmul(_arranged(va, la, batch + a_only + summed, lead + (m, k)),
+                     _arranged(vb, lb, batch + summed + b_only, lead + (k, n)))
+    letters = batch + a_only + b_only
+    product = _arranged(product, "", "", tuple(sizes[c] for c in letters))   # a reshape only
+    return _arranged(product, letters, out, tuple(sizes[c] for c in out))

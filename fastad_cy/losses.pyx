@@ -8,10 +8,13 @@ loss per element or per row, no reduction).
   again at every forward. Ids are checked at build and at every forward; a
   target equal to `ignore_index` contributes nothing and "mean" divides by
   the number of targets not ignored.
-- Pairwise losses (`bce_with_logits`, `mse`, `huber`) compare two arrays of
+- Pairwise losses (`bce_with_logits`, `mse`, `huber`, `kl_div`, `smooth_l1`,
+  `binary_cross_entropy`, `poisson_nll`, `gaussian_nll`) compare two arrays of
   one shape elementwise; gradients flow to both sides. Each one's value and
   its two partial derivatives stand side by side in `fa_loss_value`,
   `fa_loss_da`, `fa_loss_db` of rules.h, which the CUDA kernels share.
+- Composed losses (`margin_ranking`, `hinge_embedding`, `cosine_embedding`,
+  `triplet_margin`, `multi_margin`) are built of existing nodes.
 """
 import operator
 
@@ -23,11 +26,17 @@ from libc.string cimport memcpy
 from libc.math cimport INFINITY, NAN
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
+from fastad_cy.graph cimport (Variable, Input, IndexInput, init_node, init_node_like, finish,
                               as_variable, same_dtype, require_float, on_device, device_ops)
 from fastad_cy.loops cimport vec_zero
-from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, loss_value, loss_da,
-                               loss_db)
+from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, P_KL_DIV, P_KL_DIV_LOG_TARGET,
+                               P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
+                               P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL,
+                               P_GAUSSIAN_NLL, loss_value, loss_da, loss_db)
+from fastad_cy.elementwise import add, sub, mul, relu, sqrt, square, abs as elementwise_abs
+from fastad_cy.elementwise import pow as elementwise_pow
+from fastad_cy.reduction import sum as reduce_sum, mean as reduce_mean
+from fastad_cy.sparse import take
 
 cnp.import_array()
 
@@ -419,7 +428,13 @@ def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
 
 # ------------------------------------------------------------ pairwise losses
 
-cdef dict _PAIR_NAMES = {P_BCE: "bce_with_logits", P_MSE: "mse", P_HUBER: "huber"}
+# The names are those of fastad/cuda/kernels.py's POINTWISE_LOSSES (the GPU path's codes).
+cdef dict _PAIR_NAMES = {
+    P_BCE: "bce_with_logits", P_MSE: "mse", P_HUBER: "huber", P_KL_DIV: "kl_div",
+    P_KL_DIV_LOG_TARGET: "kl_div_log_target", P_SMOOTH_L1: "smooth_l1",
+    P_BINARY_CROSS_ENTROPY: "binary_cross_entropy", P_POISSON_NLL: "poisson_nll",
+    P_POISSON_NLL_FULL: "poisson_nll_full", P_POISSON_NLL_RATE: "poisson_nll_rate",
+    P_POISSON_NLL_RATE_FULL: "poisson_nll_rate_full", P_GAUSSIAN_NLL: "gaussian_nll"}
 
 
 cdef double pair_forward(int op, const floating* a, const floating* b, Py_ssize_t n,
@@ -494,20 +509,36 @@ cdef class PairLoss(Variable):
         return 0
 
 
+cdef Variable _spread(Variable x, tuple shape):
+    """x broadcast to `shape`: itself, or x plus zeros of that shape (whose gradient
+    sums back over the broadcast axes)."""
+    return x if x._shape == shape else add(x, np.zeros(shape))
+
+
 cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, object reduction,
-                         double delta=0):
-    cdef str name = _PAIR_NAMES[code]
+                         double delta=0, str who=None, bint broadcast=False):
+    """The pointwise loss `code` of a and b, reduced; errors name `who` (else the loss).
+    With `broadcast`, operands of different shapes are spread to their broadcast shape
+    first (as PyTorch broadcasts that loss's operands); else they must be equal."""
+    cdef str name = who or _PAIR_NAMES[code]
     require_float(name, a, aname)
     cdef Variable va = <Variable>a
     cdef Variable vb = as_variable(b, va)
     require_float(name, vb, bname)
     same_dtype(name, va, vb)
     if va._shape != vb._shape:
-        raise ValueError(f"{name}: {aname} has shape {va._shape} but {bname} has shape "
-                         f"{vb._shape}; they must be equal")
+        try:
+            shape = np.broadcast_shapes(va._shape, vb._shape) if broadcast else None
+        except ValueError:
+            shape = None
+        if shape is None:
+            raise ValueError(f"{name}: {aname} has shape {va._shape} but {bname} has shape "
+                             f"{vb._shape}; they must {'broadcast' if broadcast else 'be equal'}")
+        va, vb = _spread(va, shape), _spread(vb, shape)
     cdef int red = reduction_code(name, reduction)
     if on_device(va) or on_device(vb):
-        return device_ops().pair_loss(name, va, vb, reduction, delta)
+        return device_ops().pair_loss(_PAIR_NAMES[code], va, vb, reduction, delta)
+    name = _PAIR_NAMES[code]
     cdef PairLoss node = PairLoss.__new__(PairLoss)
     node.code = code
     node.reduction = red
@@ -568,3 +599,370 @@ def huber(pred, target, reduction="mean", delta=1.0):
     if not d > 0:
         raise ValueError(f"huber: delta must be > 0, got {d}")
     return _pair_loss(P_HUBER, "pred", pred, "target", target, reduction, d)
+
+
+# ------------------------------------------------ more losses, PyTorch's semantics
+# The pointwise ones are entries of the pointwise-loss table of rules.h (one PairLoss
+# node, and on a GPU the pointwise-loss kernels); the others are composed of existing
+# nodes (each one pass over its operands), so replay, broadcasting and the GPU come
+# with them.
+
+cdef double _number(str op, str argname, object value) except? -1.0:
+    """`value` as a float, or a TypeError naming the op and the argument."""
+    if isinstance(value, (Variable, bool, str, bytes)):
+        raise TypeError(f"{op}: {argname} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {argname} must be a number, got {value!r}") from None
+
+
+cdef object _host_values(object x):
+    """The values of a Variable or an array-like, as a host numpy array (for checks at build)."""
+    return x.numpy() if isinstance(x, Variable) else np.asarray(x)
+
+
+cdef int _check_signs(str op, str argname, object y) except -1:
+    """The targets of the embedding losses: every value must be 1 or -1."""
+    values = _host_values(y)
+    bad = np.flatnonzero((values != 1) & (values != -1))
+    if bad.size:
+        raise ValueError(f"{op}: {argname} must hold only 1 and -1, got {values.reshape(-1)[bad[0]].item()!r} "
+                         f"at flat position {bad[0]}")
+    return 0
+
+
+cdef object _reduced(str op, object losses, object reduction):
+    """A composed loss's per-element `losses`, reduced as `reduction` says (as PyTorch,
+    the mean of nothing is NaN)."""
+    cdef int red = reduction_code(op, reduction)
+    if red == RED_MEAN:
+        return reduce_mean(losses)
+    if red == RED_SUM:
+        return reduce_sum(losses)
+    return losses
+
+
+cdef object _signed_weights(object y):
+    """(1 + y) / 2 and (1 - y) / 2: the masks of the targets 1 and -1 (y holds only +-1)."""
+    if isinstance(y, Variable):
+        return mul(add(y, 1.0), 0.5), mul(sub(1.0, y), 0.5)
+    values = np.asarray(y, dtype=np.float64)
+    return (1 + values) / 2, (1 - values) / 2
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    """Kullback-Leibler divergence, as torch.nn.functional.kl_div: `input` holds
+    log-probabilities, `target` probabilities (or log-probabilities with `log_target=True`).
+
+    Elementwise target * (log(target) - input) (0 where target is 0), or
+    exp(target) * (target - input) for log targets. `reduction`: "mean" (over all
+    elements, as PyTorch), "batchmean" (the sum divided by the first axis, the
+    mathematically right KL), "sum" or "none". Gradients flow to both sides; `target`
+    is a Variable or an array; input and target broadcast, as in PyTorch.
+
+    >>> lp = fa.log_softmax(fa.Parameter(np.zeros((2, 4))))
+    >>> fa.nn.kl_div(lp, np.full((2, 4), 0.25), reduction="batchmean").item()
+    0.0
+    """
+    if not isinstance(log_target, (bool, np.bool_)):
+        raise TypeError(f"kl_div: log_target must be True or False, got {log_target!r}")
+    code = P_KL_DIV_LOG_TARGET if log_target else P_KL_DIV
+    if reduction != "batchmean":
+        return _pair_loss(code, "input", input, "target", target, reduction, 0.0, "kl_div", True)
+    total = _pair_loss(code, "input", input, "target", target, "sum", 0.0, "kl_div", True)
+    shape = (<Variable>input)._shape
+    return mul(total, 1.0 / shape[0]) if shape else total
+
+
+def smooth_l1(input, target, reduction="mean", beta=1.0):
+    """Smooth L1 loss, elementwise, as torch.nn.functional.smooth_l1_loss.
+
+    With d = |input - target|: 0.5 * d**2 / beta where d < beta, else d - 0.5 * beta;
+    `beta` >= 0 (0 gives the L1 loss). input and target broadcast (PyTorch warns
+    and broadcasts); output: () for "mean"/"sum", the broadcast shape for "none".
+
+    >>> fa.nn.smooth_l1(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
+    array([0.125, 2.5  ], dtype=float32)
+    """
+    cdef double b = _number("smooth_l1", "beta", beta)
+    if not b >= 0:
+        raise ValueError(f"smooth_l1: beta must be >= 0, got {beta!r}")
+    return _pair_loss(P_SMOOTH_L1, "input", input, "target", target, reduction, b, None, True)
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    """Binary cross-entropy of probabilities `input` against `target`, both in [0, 1],
+    as torch.nn.functional.binary_cross_entropy.
+
+    Elementwise -weight * (target * log(input) + (1 - target) * log(1 - input)), each
+    log floored at -100 as PyTorch does (so input 0 or 1 gives a finite loss). The
+    gradient with respect to input is (input - target) / max(input * (1 - input), 1e-12).
+    `target` is a Variable or an array of input's shape; `weight` (optional) an array
+    or Variable that broadcasts to input's shape. The values of input and target are
+    checked at build (a ValueError outside [0, 1]); values that leave [0, 1] later give
+    NaN. For logits use `bce_with_logits`, which is stabler.
+
+    >>> fa.nn.binary_cross_entropy(fa.Parameter([0.5, 0.5]), [1.0, 0.0]).item()    # log(2)
+    0.6931...
+    """
+    cdef str op = "binary_cross_entropy"
+    require_float(op, input, "input")
+    for argname, values in (("input", _host_values(input)), ("target", _host_values(target))):
+        if values.dtype.kind in "biuf" and not np.all((values >= 0) & (values <= 1)):
+            raise ValueError(f"{op}: every element of {argname} must be in [0, 1], got values "
+                             f"from {values.min()!r} to {values.max()!r}")
+    if weight is None:
+        return _pair_loss(P_BINARY_CROSS_ENTROPY, "input", input, "target", target, reduction)
+    reduction_code(op, reduction)
+    shape = (<Variable>input)._shape
+    weight_shape = weight.shape if isinstance(weight, Variable) else np.shape(weight)
+    try:
+        fits = np.broadcast_shapes(shape, weight_shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{op}: weight has shape {weight_shape}, which does not broadcast to "
+                         f"input's shape {shape}")
+    losses = _pair_loss(P_BINARY_CROSS_ENTROPY, "input", input, "target", target, "none")
+    return _reduced(op, mul(losses, weight), reduction)
+
+
+def poisson_nll(input, target, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    """Poisson negative log-likelihood, as torch.nn.functional.poisson_nll_loss.
+
+    With `log_input` (the default) `input` is the log-rate: exp(input) - target * input;
+    else the rate: input - target * log(input + eps). `full=True` adds Stirling's
+    approximation of log(target!) where target > 1. `eps` > 0. input and target
+    broadcast; output: () for "mean"/"sum", the broadcast shape for "none".
+
+    >>> fa.nn.poisson_nll(fa.Parameter([0.0, 0.0]), [1.0, 2.0]).item()     # exp(0) - 0
+    1.0
+    """
+    cdef str op = "poisson_nll"
+    cdef double e = _number(op, "eps", eps)
+    if not e > 0:
+        raise ValueError(f"{op}: eps must be > 0, got {eps!r}")
+    for argname, flag in (("log_input", log_input), ("full", full)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{op}: {argname} must be True or False, got {flag!r}")
+    if log_input:
+        code = P_POISSON_NLL_FULL if full else P_POISSON_NLL
+    else:
+        code = P_POISSON_NLL_RATE_FULL if full else P_POISSON_NLL_RATE
+    return _pair_loss(code, "input", input, "target", target, reduction, e, op, True)
+
+
+def gaussian_nll(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """Gaussian negative log-likelihood, as torch.nn.functional.gaussian_nll_loss.
+
+    Elementwise 0.5 * (log(v) + (input - target)**2 / v), v = max(var, eps) (the
+    gradient with respect to var passes that floor unchanged, as PyTorch's), plus
+    0.5 * log(2 pi) with `full=True`. `input` and `target` broadcast; `var` has
+    input's shape, or input's shape without its last axis, or with a last axis of 1
+    (one variance per row). var must be >= 0 (checked at build); `eps` > 0. Output:
+    () for "mean"/"sum", the broadcast shape of input and target for "none".
+
+    >>> fa.nn.gaussian_nll(fa.Parameter([1.0, 2.0]), [1.0, 2.0], [1.0, 1.0]).item()
+    0.0
+    """
+    cdef str op = "gaussian_nll"
+    require_float(op, input, "input")
+    cdef double e = _number(op, "eps", eps)
+    if not e > 0:
+        raise ValueError(f"{op}: eps must be > 0, got {eps!r}")
+    if not isinstance(full, (bool, np.bool_)):
+        raise TypeError(f"{op}: full must be True or False, got {full!r}")
+    reduction_code(op, reduction)
+    cdef Variable x = <Variable>input
+    cdef Variable v = as_variable(var, x)
+    require_float(op, v, "var")
+    shape, var_shape = x._shape, v._shape
+    row_shape = shape[:len(shape) - 1] if shape else None     # input's shape without its last axis
+    if var_shape != shape:
+        if var_shape == row_shape:
+            v = v.reshape(var_shape + (1,))
+        elif row_shape is None or var_shape != row_shape + (1,):
+            raise ValueError(f"{op}: var has shape {var_shape}; expected input's shape {shape}"
+                             + (f", {row_shape} or {row_shape + (1,)}" if row_shape is not None else ""))
+    if np.any(_host_values(v) < 0):
+        raise ValueError(f"{op}: var has negative entries")
+    diff = sub(x, target)
+    v = _spread(v, diff.shape)                  # one variance per row: spread along it
+    loss = _pair_loss(P_GAUSSIAN_NLL, "input - target", diff, "var", v, reduction, e, op)
+    if full:
+        constant = 0.5 * np.log(2 * np.pi)
+        loss = add(loss, constant * diff.size if reduction == "sum" else constant)
+    return loss
+
+
+def margin_ranking(input1, input2, target, margin=0.0, reduction="mean"):
+    """Margin ranking loss max(0, -target * (input1 - input2) + margin), as
+    torch.nn.functional.margin_ranking_loss.
+
+    `target` (a Variable or an array; 1 ranks input1 higher, -1 input2) and the
+    inputs broadcast; the inputs must have one number of axes, as PyTorch requires.
+    Output: () for "mean"/"sum", the broadcast shape for "none".
+
+    >>> fa.nn.margin_ranking(fa.Parameter([1.0, 0.0]), fa.Parameter([0.0, 1.0]), [1, 1], margin=0.5).item()
+    0.75
+    """
+    cdef str op = "margin_ranking"
+    require_float(op, input1, "input1")
+    require_float(op, input2, "input2")
+    cdef double m = _number(op, "margin", margin)
+    reduction_code(op, reduction)
+    if len(input1.shape) != len(input2.shape):
+        raise ValueError(f"{op}: input1 has shape {input1.shape} and input2 {input2.shape}; "
+                         f"they must have the same number of axes")
+    losses = relu(sub(m, mul(sub(input1, input2), target)))
+    return _reduced(op, losses, reduction)
+
+
+def hinge_embedding(input, target, margin=1.0, reduction="mean"):
+    """Hinge embedding loss, as torch.nn.functional.hinge_embedding_loss: input where
+    target is 1, max(0, margin - input) where target is -1.
+
+    `input` (typically distances) and `target` (a Variable or an array holding only
+    1 and -1, checked at build) broadcast. Output: () for "mean"/"sum", the broadcast
+    shape for "none".
+
+    >>> fa.nn.hinge_embedding(fa.Parameter([0.3, 0.2]), [1, -1]).item()    # (0.3 + 0.8) / 2
+    0.55...
+    """
+    cdef str op = "hinge_embedding"
+    require_float(op, input, "input")
+    cdef double m = _number(op, "margin", margin)
+    reduction_code(op, reduction)
+    _check_signs(op, "target", target)
+    positive, negative = _signed_weights(target)
+    losses = add(mul(input, positive), mul(relu(sub(m, input)), negative))
+    return _reduced(op, losses, reduction)
+
+
+def cosine_embedding(input1, input2, target, margin=0.0, reduction="mean"):
+    """Cosine embedding loss, as torch.nn.functional.cosine_embedding_loss: 1 - cos(x1, x2)
+    where target is 1, max(0, cos(x1, x2) - margin) where target is -1.
+
+    `input1`, `input2`: (B, D) (or (D,) with a 0-d target); the cosine is taken along
+    the last axis as PyTorch does (each squared norm plus 1e-12). `target`: B values,
+    each 1 or -1 (a Variable or an array, checked at build); `margin` in [-1, 1].
+    Output: () for "mean"/"sum", (B,) for "none".
+
+    >>> a = fa.Parameter([[1.0, 0.0]])
+    >>> fa.nn.cosine_embedding(a, fa.Parameter([[0.0, 1.0]]), [1]).item()     # 1 - cos(90 deg)
+    1.0
+    """
+    cdef str op = "cosine_embedding"
+    require_float(op, input1, "input1")
+    require_float(op, input2, "input2")
+    cdef double m = _number(op, "margin", margin)
+    if not -1 <= m <= 1:
+        raise ValueError(f"{op}: margin must be in [-1, 1], got {margin!r}")
+    reduction_code(op, reduction)
+    shape = input1.shape
+    if shape != input2.shape or len(shape) not in (1, 2):
+        raise ValueError(f"{op}: input1 and input2 must share a shape (B, D) or (D,), got "
+                         f"{shape} and {input2.shape}")
+    target_shape = target.shape if isinstance(target, Variable) else np.shape(target)
+    if target_shape != shape[:len(shape) - 1]:
+        raise ValueError(f"{op}: target has shape {target_shape}, expected "
+                         f"{shape[:len(shape) - 1]} for inputs of shape {shape}")
+    _check_signs(op, "target", target)
+    dot = reduce_sum(mul(input1, input2), axis=-1)
+    norms = mul(add(reduce_sum(square(input1), axis=-1), 1e-12),
+                add(reduce_sum(square(input2), axis=-1), 1e-12))
+    cos = mul(dot, elementwise_pow(norms, -0.5))
+    positive, negative = _signed_weights(target)
+    losses = add(mul(sub(1.0, cos), positive), mul(relu(sub(cos, m)), negative))
+    return _reduced(op, losses, reduction)
+
+
+cdef object _pairwise_distance(object a, object b, double p, double eps):
+    """||a - b + eps||_p along the last axis (torch.nn.functional.pairwise_distance)."""
+    diff = add(sub(a, b), eps)
+    if p == 2:
+        return sqrt(reduce_sum(square(diff), axis=-1))
+    if p == 1:
+        return reduce_sum(elementwise_abs(diff), axis=-1)
+    return elementwise_pow(reduce_sum(elementwise_pow(elementwise_abs(diff), p), axis=-1), 1.0 / p)
+
+
+def triplet_margin(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False,
+                   reduction="mean"):
+    """Triplet margin loss max(0, d(anchor, positive) - d(anchor, negative) + margin), as
+    torch.nn.functional.triplet_margin_loss.
+
+    d(x, y) = ||x - y + eps||_p along the last axis (p > 0; 2 by default). With
+    `swap`, d(anchor, negative) is replaced by d(positive, negative) where that is
+    smaller. The three inputs have one number of axes (1 or 2) and broadcast;
+    `margin` > 0. Output: () for "mean"/"sum", the batch shape for "none".
+
+    >>> a = fa.Parameter([[0.0, 0.0]])
+    >>> fa.nn.triplet_margin(a, fa.Parameter([[0.0, 1.0]]), fa.Parameter([[0.0, 3.0]])).item()
+    0.0
+    """
+    cdef str op = "triplet_margin"
+    for argname, x in (("anchor", anchor), ("positive", positive), ("negative", negative)):
+        require_float(op, x, argname)
+    cdef double m = _number(op, "margin", margin)
+    cdef double q = _number(op, "p", p)
+    cdef double e = _number(op, "eps", eps)
+    if not m > 0:
+        raise ValueError(f"{op}: margin must be > 0, got {margin!r}")
+    if not 0 < q < INFINITY:
+        raise ValueError(f"{op}: p must be > 0 and finite, got {p!r}")
+    if not isinstance(swap, (bool, np.bool_)):
+        raise TypeError(f"{op}: swap must be True or False, got {swap!r}")
+    reduction_code(op, reduction)
+    dims = {len(anchor.shape), len(positive.shape), len(negative.shape)}
+    if len(dims) != 1 or dims.pop() not in (1, 2):
+        raise ValueError(f"{op}: anchor, positive and negative must all be 1-D or all 2-D, got "
+                         f"shapes {anchor.shape}, {positive.shape} and {negative.shape}")
+    d_pos = _pairwise_distance(anchor, positive, q, e)
+    d_neg = _pairwise_distance(anchor, negative, q, e)
+    if swap:
+        d_swap = _pairwise_distance(positive, negative, q, e)
+        d_neg = sub(d_neg, relu(sub(d_neg, d_swap)))         # min(d_neg, d_swap)
+    return _reduced(op, relu(add(sub(d_pos, d_neg), m)), reduction)
+
+
+def multi_margin(input, target, p=1, margin=1.0, weight=None, reduction="mean"):
+    """Multi-class hinge loss, as torch.nn.functional.multi_margin_loss: for each row,
+    sum over the classes j != target of max(0, margin - x[target] + x[j])**p, divided
+    by the number of classes C.
+
+    `input` (B, C) (or (C,) with a 0-d target); `target`: B class ids, an int array
+    or an `IndexInput` (checked at every forward, IndexError outside [0, C)); `p` 1
+    or 2; `weight` (optional, C numbers) scales each row's terms by weight[target].
+    Output: () for "mean"/"sum", (B,) for "none".
+
+    >>> fa.nn.multi_margin(fa.Parameter([[0.1, 0.2, 0.4]]), [2]).item()   # (0.7 + 0.8) / 3
+    0.5
+    """
+    cdef str op = "multi_margin"
+    cdef ClassTargets c = check_class_targets(op, "input", input, target, reduction, -100)
+    if c.ignore_index == -100 and c.ids is not None and np.any(c.ids == -100):
+        raise IndexError(f"{op}: target -100 is out of range for {c.classes} classes")
+    if isinstance(p, bool) or p not in (1, 2):
+        raise ValueError(f"{op}: p must be 1 or 2, got {p!r}")
+    cdef double m = _number(op, "margin", margin)
+    x = c.x
+    dtype, device = x.dtype, x.device
+    ids = c.source if c.source is not None else IndexInput(c.ids, device=device)
+    identity = np.eye(c.classes)
+    one_hot = take(Input(identity, dtype=dtype, device=device), ids)    # (B, C), or (C,)
+    others = take(Input(1 - identity, dtype=dtype, device=device), ids)
+    chosen = reduce_sum(mul(x, one_hot), axis=-1, keepdims=True)
+    terms = mul(relu(add(sub(x, chosen), m)), others)
+    if p == 2:
+        terms = square(terms)
+    if weight is not None:
+        w = np.asarray(_host_values(weight), dtype=np.float64)
+        if w.shape != (c.classes,):
+            raise ValueError(f"{op}: weight has shape {w.shape}, expected ({c.classes},)")
+        terms = mul(terms, take(Input(w.reshape(c.classes, 1), dtype=dtype, device=device), ids))
+    losses = mul(reduce_sum(terms, axis=-1), 1.0 / c.classes)
+    if c.reduction == RED_NONE and losses.shape != c.out_shape:
+        losses = losses.reshape(c.out_shape)        # a (C,) input with a 0-d array target
+    return _reduced(op, losses, reduction)

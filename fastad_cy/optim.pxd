@@ -4,7 +4,7 @@ cimport numpy as cnp
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 
-from fastad_cy.scalar cimport FaAdamStep
+from fastad_cy.scalar cimport FaAdamStep, FaRAdamStep, FaNAdamStep
 
 cdef class Optimizer:
     cdef list _params                # the Parameters, in order
@@ -26,7 +26,8 @@ cdef class Optimizer:
     cdef int init_state(self, tuple slot_names, tuple fills) except -1
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil
     cdef int tick_clock(self) except -1
-    cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag) for the GPU
+    cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag[, running kernel,
+                                     # extra doubles]) for the GPU
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil
     cpdef int step(self) except -1
@@ -60,3 +61,27 @@ cdef class AdamW(Adam):
 
 cdef class RMSprop(Optimizer):
     cdef readonly double alpha, eps, weight_decay, momentum
+
+
+cdef class Adadelta(Optimizer):
+    cdef readonly double rho, eps, weight_decay
+
+
+cdef class Adamax(Optimizer):
+    cdef readonly double beta1, beta2, eps, weight_decay
+    cdef double step_size            # this step's lr / (1 - beta1**t)
+
+
+cdef class RAdam(Optimizer):
+    cdef readonly double beta1, beta2, eps, weight_decay
+    cdef readonly bint decoupled_weight_decay
+    cdef FaRAdamStep coefficients    # this step's bias corrections and rectification
+
+
+cdef class NAdam(Optimizer):
+    cdef readonly double beta1, beta2, eps, weight_decay, momentum_decay
+    cdef readonly bint decoupled_weight_decay
+    cdef object mu_products          # float64: [t] = mu_1 * ... * mu_t, grown as steps come
+    cdef Py_ssize_t n_products       # the entries filled (index 0 holds 1.0)
+    cdef FaNAdamStep coefficients
+    cdef double mu_product(self, long long t) except -1.0

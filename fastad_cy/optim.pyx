@@ -1,4 +1,5 @@
-"""Optimizers (SGD, Adagrad, Adam, AdamW, RMSprop) and gradient clipping.
+"""Optimizers (SGD, Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam, RAdam) and
+gradient clipping.
 
 `step()` walks the Parameters in a C loop and updates each value in place
 with a typed kernel on raw buffers:
@@ -38,12 +39,15 @@ from cython cimport floating
 from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                               device_optim)
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
-                               adam_element, rmsprop_element)
+                               adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
+                               FaNAdamStep, fa_nadam_mu, fa_nadam_step, fa_adamax_step_size,
+                               adadelta_element, adamax_element,
+                               radam_element, nadam_element)
 
 cnp.import_array()
 
-__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop",
-           "clip_grad_norm", "clip_grad_value"]
+__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
+           "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value"]
 
 
 # ------------------------------------------------------------ argument checks
@@ -261,8 +265,8 @@ cdef class Optimizer:
 
     def __init__(self, params):
         if type(self) is Optimizer:
-            raise TypeError("Optimizer is the base class; use SGD, Adagrad, Adam, AdamW or "
-                            "RMSprop, or subclass it")
+            raise TypeError("Optimizer is the base class; use SGD, Adagrad, Adam, AdamW, RMSprop, "
+                            "Adadelta, Adamax, NAdam or RAdam, or subclass it")
         self._params = _param_list(params, type(self).__name__, False, False)
         # A second __init__ must not leave pointers into the state arrays it drops below.
         free(self.state_ptrs)
@@ -325,9 +329,11 @@ cdef class Optimizer:
 
     cdef tuple device_kernel(self):
         """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
-        suffix, its four double hyperparameters h0..h3, its int flag)."""
+        suffix, its four double hyperparameters h0..h3, its int flag), and for an
+        update that keeps a running value per Parameter (fastad.cuda.optim.DeviceState),
+        the kernel that advances it and the extra doubles both kernels take."""
         raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
-                        f"Adagrad, Adam, AdamW or RMSprop")
+                        f"Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam or RAdam")
 
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil:
@@ -725,6 +731,280 @@ cdef class RMSprop(Optimizer):
     def hyperparameters(self):
         return {"lr": self._lr, "alpha": self.alpha, "eps": self.eps,
                 "weight_decay": self.weight_decay, "momentum": self.momentum}
+
+
+cdef void adadelta_kernel(floating* p, const floating* g, floating* sq, floating* acc, Py_ssize_t n,
+                          double lr, double rho, double eps, double weight_decay) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        adadelta_element(p, g, sq, acc, i, lr, rho, eps, weight_decay)
+
+
+cdef void adamax_kernel(floating* p, const floating* g, floating* m, floating* u, Py_ssize_t n,
+                        double step_size, double beta1, double beta2, double eps,
+                        double weight_decay) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        adamax_element(p, g, m, u, i, step_size, beta1, beta2, eps, weight_decay)
+
+
+cdef void radam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
+                       const FaRAdamStep* c, double lr, double beta1, double beta2,
+                       double eps) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        radam_element(p, g, m, v, i, c, lr, beta1, beta2, eps)
+
+
+cdef void nadam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
+                       const FaNAdamStep* c, double beta1, double beta2, double eps) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        nadam_element(p, g, m, v, i, c, beta1, beta2, eps)
+
+
+cdef bint _check_flag(str who, str name, object value) except -1:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{who}: {name} must be True or False, got {value!r}")
+    return value
+
+
+cdef class Adadelta(Optimizer):
+    """Adadelta: `Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0)`.
+
+    Dense rule (torch.optim.Adadelta): d = g + weight_decay * p;
+    sq = rho * sq + (1 - rho) * d * d; delta = sqrt(acc + eps) / sqrt(sq + eps) * d;
+    acc = rho * acc + (1 - rho) * delta * delta; p -= lr * delta.
+
+    Sparse rule: the same on the touched rows only (no step count is involved, so
+    each row follows the dense rule on its own steps); untouched rows' averages do
+    not decay. Weight decay applies to the touched rows only.
+
+    >>> opt = fa.optim.Adadelta(model.parameters())
+    """
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
+        who = "Adadelta"
+        self._lr = _check_lr(who, lr)
+        self.rho = _in_range(who, "rho", rho, 0.0, 1.0, False)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        Optimizer.__init__(self, params)
+        self.init_state(("square_avg", "acc_delta"), (0.0, 0.0))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        return 0
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        if f64:
+            adadelta_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
+                            <double*>state[1] + offset, n, self._lr, self.rho, self.eps,
+                            self.weight_decay)
+        else:
+            adadelta_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
+                            <float*>state[1] + offset, n, self._lr, self.rho, self.eps,
+                            self.weight_decay)
+
+    cdef tuple device_kernel(self):
+        return ("adadelta", (self.rho, self.eps, self.weight_decay, 0.0), 0)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "rho": self.rho, "eps": self.eps, "weight_decay": self.weight_decay}
+
+
+cdef class Adamax(Optimizer):
+    """Adamax: `Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`.
+
+    Dense rule (torch.optim.Adamax): t += 1; d = g + weight_decay * p;
+    m = beta1 * m + (1 - beta1) * d; u = max(beta2 * u, |d| + eps);
+    p -= lr / (1 - beta1**t) * m / u.
+
+    Sparse rule (lazy, as Adam's): t counts the steps at which the Parameter had
+    any gradient; only the touched rows update m, u and p, with the bias correction
+    of that shared t; untouched rows' m and u do not decay. Weight decay applies to
+    the touched rows only.
+
+    >>> opt = fa.optim.Adamax(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        who = "Adamax"
+        self._lr = _check_lr(who, lr)
+        self.beta1, self.beta2 = _check_betas(who, betas)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        Optimizer.__init__(self, params)
+        self.init_state(("exp_avg", "exp_inf"), (0.0, 0.0))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        self.step_size = fa_adamax_step_size(self._lr, step, self.beta1)
+        return 0
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        if f64:
+            adamax_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
+                          <double*>state[1] + offset, n, self.step_size, self.beta1, self.beta2,
+                          self.eps, self.weight_decay)
+        else:
+            adamax_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
+                          <float*>state[1] + offset, n, self.step_size, self.beta1, self.beta2,
+                          self.eps, self.weight_decay)
+
+    cdef tuple device_kernel(self):
+        return ("adamax", (self.beta1, self.beta2, self.eps, self.weight_decay), 0)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "weight_decay": self.weight_decay}
+
+
+cdef class RAdam(Optimizer):
+    """RAdam: `RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+    decoupled_weight_decay=False)`.
+
+    Dense rule (torch.optim.RAdam): t += 1; d = g + weight_decay * p (or, decoupled,
+    p *= 1 - lr * weight_decay); m and v as Adam's; with rho_inf = 2 / (1 - beta2) - 1
+    and rho_t = rho_inf - 2 t beta2**t / (1 - beta2**t): where rho_t > 5,
+    p -= m / (1 - beta1**t) * lr * sqrt(1 - beta2**t) / (sqrt(v) + eps) * r_t
+    (r_t the rectification term), else p -= m / (1 - beta1**t) * lr.
+
+    Sparse rule (lazy, as Adam's): the touched rows only, with the coefficients of
+    the Parameter's shared step count t; untouched rows' moments do not decay.
+    Weight decay applies to the touched rows only.
+
+    >>> opt = fa.optim.RAdam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 decoupled_weight_decay=False):
+        who = "RAdam"
+        self._lr = _check_lr(who, lr)
+        self.beta1, self.beta2 = _check_betas(who, betas)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
+                                                  decoupled_weight_decay)
+        Optimizer.__init__(self, params)
+        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        self.coefficients = fa_radam_step(self._lr, step, self.beta1, self.beta2,
+                                          self.weight_decay, self.decoupled_weight_decay)
+        return 0
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        if f64:
+            radam_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
+                         <double*>state[1] + offset, n, &self.coefficients, self._lr,
+                         self.beta1, self.beta2, self.eps)
+        else:
+            radam_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
+                         <float*>state[1] + offset, n, &self.coefficients, self._lr,
+                         self.beta1, self.beta2, self.eps)
+
+    cdef tuple device_kernel(self):
+        return ("radam", (self.beta1, self.beta2, self.eps, self.weight_decay),
+                int(self.decoupled_weight_decay))
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "weight_decay": self.weight_decay,
+                "decoupled_weight_decay": bool(self.decoupled_weight_decay)}
+
+
+# Below this, 1 - x is 1.0 exactly in double: NAdam's running product stops mattering.
+cdef double NADAM_NEGLIGIBLE_PRODUCT = 2.0 ** -60
+
+
+cdef class NAdam(Optimizer):
+    """NAdam: `NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+    momentum_decay=4e-3, decoupled_weight_decay=False)`.
+
+    Dense rule (torch.optim.NAdam): t += 1; mu_t = beta1 * (1 - 0.5 * 0.96**(t *
+    momentum_decay)) and P_t = mu_1 * ... * mu_t; d = g + weight_decay * p (or,
+    decoupled, p *= 1 - lr * weight_decay); m and v as Adam's; with
+    denom = sqrt(v / (1 - beta2**t)) + eps:
+    p -= lr * (1 - mu_t) / (1 - P_t) * d / denom + lr * mu_{t+1} / (1 - P_t mu_{t+1}) * m / denom.
+    P_t is kept in float64 (torch keeps it in its default dtype) as one table per
+    optimizer indexed by t, which stops growing once P_t is below 2**-60 (from then
+    on 1 - P_t is 1.0 exactly): about 41.6 / -ln(beta1) entries of 8 bytes.
+
+    Sparse rule (lazy, as Adam's): the touched rows only, with the coefficients of
+    the Parameter's shared step count t; untouched rows' moments do not decay.
+    Weight decay applies to the touched rows only. On a GPU, P_t is a running
+    product on the device (one float64 per Parameter).
+
+    >>> opt = fa.optim.NAdam(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False):
+        who = "NAdam"
+        self._lr = _check_lr(who, lr)
+        self.beta1, self.beta2 = _check_betas(who, betas)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.momentum_decay = _in_range(who, "momentum_decay", momentum_decay, 0.0, INFINITY, True)
+        self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
+                                                  decoupled_weight_decay)
+        self.mu_products = np.ones(64, dtype=np.float64)
+        self.n_products = 1
+        Optimizer.__init__(self, params)
+        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
+
+    cdef double mu_product(self, long long t) except -1.0:
+        """P_t = mu_1 * ... * mu_t, multiplied in the order torch does; past the table's
+        end (once negligible) its last entry."""
+        cdef double[::1] table = self.mu_products
+        cdef Py_ssize_t k
+        while self.n_products <= t and table[self.n_products - 1] >= NADAM_NEGLIGIBLE_PRODUCT:
+            if self.n_products == table.shape[0]:
+                self.mu_products = np.concatenate([self.mu_products, np.ones(table.shape[0])])
+                table = self.mu_products
+            k = self.n_products
+            table[k] = table[k - 1] * fa_nadam_mu(self.beta1, k, self.momentum_decay)
+            self.n_products += 1
+        return table[min(t, self.n_products - 1)]
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        cdef double product
+        with gil:       # the table of products is a numpy array that grows
+            product = self.mu_product(step)
+        self.coefficients = fa_nadam_step(self._lr, step, self.beta1, self.beta2,
+                                          self.weight_decay, self.decoupled_weight_decay,
+                                          self.momentum_decay, product)
+        return 0
+
+    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
+                     Py_ssize_t n, bint f64) noexcept nogil:
+        if f64:
+            nadam_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
+                         <double*>state[1] + offset, n, &self.coefficients, self.beta1,
+                         self.beta2, self.eps)
+        else:
+            nadam_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
+                         <float*>state[1] + offset, n, &self.coefficients, self.beta1,
+                         self.beta2, self.eps)
+
+    cdef tuple device_kernel(self):
+        # The device keeps P_t as a running product that nadam_product_step advances.
+        return ("nadam", (self.beta1, self.beta2, self.eps, self.weight_decay),
+                int(self.decoupled_weight_decay), "nadam_product_step", (self.momentum_decay,))
+
+    def load_state_dict(self, state):
+        Optimizer.load_state_dict(self, state)
+        if self._device is not None:
+            self._device.set_running([self.mu_product(int(state[f"state.{i}.step"]))
+                                      for i in range(self.n_params)])
+        return self
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "weight_decay": self.weight_decay, "momentum_decay": self.momentum_decay,
+                "decoupled_weight_decay": bool(self.decoupled_weight_decay)}
 
 
 # ---------------------------------------------------------------- clipping

@@ -1,4 +1,5 @@
-"""Reductions over any axes (sum, mean, max, logsumexp) and softmax/log_softmax over one axis.
+"""Reductions over any axes (sum, mean, max, min, logsumexp, norm, var, std), argmax/argmin
+and cumsum along one axis, and softmax/log_softmax over one axis.
 
 A reduction walks its input row by row with a Bcast whose second operand has
 the keepdims shape of the output: that operand's element stride is 0 along
@@ -6,8 +7,9 @@ every reduced axis, so one walk serves every choice of axes, in the forward
 (fold each input element into its output slot) and in the backward (spread
 each output slot's gradient over its input elements).
 
-softmax/log_softmax view their input as (outer, n, inner) and normalise
-along n, one (n, inner) block at a time, vectorised over the inner columns.
+softmax/log_softmax, argmax/argmin and cumsum view their input as (outer, n,
+inner) and work along n, one (n, inner) block at a time, vectorised over the
+inner columns where they can be.
 """
 import operator
 
@@ -15,16 +17,19 @@ import numpy as np
 cimport cython
 cimport numpy as cnp
 from libc.stdlib cimport malloc, free
-from libc.math cimport INFINITY, NAN, isfinite
+from libc.math cimport INFINITY, NAN, isfinite, sqrt, sqrtf
+from libc.stdint cimport int64_t
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, require_float,
-                              on_device, device_ops)
+from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
+                              require_float, on_device, device_ops)
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad_cy.loops cimport vec_fill, vec_zero
 from fastad_cy.scalar cimport s_exp, s_log
 
 cnp.import_array()
+
+from fastad_cy import elementwise as _elementwise
 
 AxisError = np.exceptions.AxisError      # a ValueError (and IndexError), as numpy raises
 
@@ -52,13 +57,18 @@ cdef tuple normalize_axes(str op, object axis, Py_ssize_t ndim):
     return tuple(sorted(seen))
 
 
+def _normalize_axes(op, axis, ndim):
+    """normalize_axes for the other op modules (shape.pyx) and their errors."""
+    return normalize_axes(op, axis, ndim)
+
+
 # -------------------------------------------------------------- reductions
 
 cdef enum ReduceOp:
-    R_SUM, R_MEAN, R_MAX, R_LOGSUMEXP
+    R_SUM, R_MEAN, R_MAX, R_LOGSUMEXP, R_MIN, R_NORM2
 
 cdef enum FoldStep:
-    FOLD_SUM, FOLD_MAX, FOLD_COUNT_EQUAL, FOLD_SUM_EXP
+    FOLD_SUM, FOLD_MAX, FOLD_COUNT_EQUAL, FOLD_SUM_EXP, FOLD_MIN, FOLD_SUM_SQUARES
 
 
 cdef inline floating fold_step(int step, floating acc, floating v, floating ref) noexcept nogil:
@@ -66,7 +76,9 @@ cdef inline floating fold_step(int step, floating acc, floating v, floating ref)
     value that FOLD_COUNT_EQUAL compares with and FOLD_SUM_EXP subtracts."""
     if step == FOLD_SUM: return acc + v
     if step == FOLD_MAX: return v if (v > acc) | (v != v) else acc    # NaN sticks, as numpy
+    if step == FOLD_MIN: return v if (v < acc) | (v != v) else acc
     if step == FOLD_COUNT_EQUAL: return acc + (v == ref)
+    if step == FOLD_SUM_SQUARES: return acc + v * v
     return acc + s_exp(v - ref)
 
 
@@ -76,7 +88,9 @@ cdef enum:
 
 cdef inline floating fold_merge(int step, floating a, floating b) noexcept nogil:
     """Combine two partial accumulators of one output slot."""
-    return fold_step(FOLD_MAX, a, b, 0) if step == FOLD_MAX else a + b
+    if step == FOLD_MAX or step == FOLD_MIN:
+        return fold_step(step, a, b, 0)
+    return a + b
 
 
 cdef void fold_walk(int step, const Bcast* it, const floating* x, floating* acc,
@@ -106,7 +120,8 @@ cdef void fold_walk(int step, const Bcast* it, const floating* x, floating* acc,
             i = 0
             if inner >= 2 * LANES:
                 for l in range(LANES):
-                    lanes[l] = -INFINITY if step == FOLD_MAX else 0
+                    lanes[l] = -INFINITY if step == FOLD_MAX else (
+                        INFINITY if step == FOLD_MIN else 0)
                 while i + LANES <= inner:
                     for l in range(LANES):
                         lanes[l] = fold_step(step, lanes[l], xr[i + l], rv)
@@ -128,8 +143,10 @@ cdef void fold_walk(int step, const Bcast* it, const floating* x, floating* acc,
 cdef inline floating spread_step(int code, floating x, floating y, floating gy, floating aux,
                                  floating scale) noexcept nogil:
     """The gradient of input element x from its output slot (value y, gradient gy)."""
-    if code == R_MAX: return gy / aux if x == y else 0      # aux: how many elements tie at y
+    if code == R_MAX or code == R_MIN:
+        return gy / aux if x == y else 0                    # aux: how many elements tie at y
     if code == R_LOGSUMEXP: return gy * s_exp(x - y)
+    if code == R_NORM2: return gy * x / y if y != 0 else 0  # 0 at a zero norm, as torch
     return gy * scale                                        # sum (scale 1), mean (1 / count)
 
 
@@ -180,6 +197,14 @@ cdef void reduce_forward(int code, const Bcast* it, const floating* x, floating*
     if code == R_MAX:
         vec_fill(y, <floating>-INFINITY, n)
         fold_walk(FOLD_MAX, it, x, y, y)
+    elif code == R_MIN:
+        vec_fill(y, <floating>INFINITY, n)
+        fold_walk(FOLD_MIN, it, x, y, y)
+    elif code == R_NORM2:
+        vec_zero(y, n)
+        fold_walk(FOLD_SUM_SQUARES, it, x, y, y)
+        for k in range(n):
+            y[k] = sqrtf(y[k]) if floating is float else sqrt(y[k])
     elif code == R_LOGSUMEXP:
         vec_fill(aux, <floating>-INFINITY, n)
         fold_walk(FOLD_MAX, it, x, aux, aux)
@@ -200,12 +225,13 @@ cdef void reduce_forward(int code, const Bcast* it, const floating* x, floating*
 
 @cython.no_gc
 cdef class Reduce(Variable):
-    """sum/mean/max/logsumexp of x over some axes; `it` walks x against the keepdims output."""
+    """sum/mean/max/min/logsumexp/norm of x over some axes; `it` walks x against the keepdims
+    output."""
     cdef int code
     cdef Variable x
     cdef Bcast* it
     cdef double scale               # mean: 1 / (elements per slot), NaN when that is 0
-    cdef cnp.ndarray aux            # output-sized scratch: max tie counts, logsumexp shifts
+    cdef cnp.ndarray aux            # output-sized scratch: max/min tie counts, logsumexp shifts
     cdef char* aux_ptr
 
     def __dealloc__(self):
@@ -224,17 +250,17 @@ cdef class Reduce(Variable):
         if not self.x.requires_grad:
             return 0
         cdef bint add = self.x.prepare_grad()
-        # sum and mean read no scratch: pass the value buffer (same size) in its place
+        # sum, mean and norm read no scratch: pass the value buffer (same size) in its place
         cdef char* aux = self.aux_ptr if self.aux_ptr != NULL else self.val_ptr
         if self.f64:
-            if self.code == R_MAX:
+            if self.code == R_MAX or self.code == R_MIN:
                 vec_zero(<double*>aux, self.size)
                 fold_walk(FOLD_COUNT_EQUAL, self.it, <double*>self.x.val_ptr, <double*>aux,
                           <double*>self.val_ptr)
             spread_walk(self.code, self.it, <double*>self.x.val_ptr, <double*>self.val_ptr,
                         <double*>self.grad_ptr, <double*>aux, self.scale, <double*>self.x.grad_ptr, add)
         else:
-            if self.code == R_MAX:
+            if self.code == R_MAX or self.code == R_MIN:
                 vec_zero(<float*>aux, self.size)
                 fold_walk(FOLD_COUNT_EQUAL, self.it, <float*>self.x.val_ptr, <float*>aux,
                           <float*>self.val_ptr)
@@ -252,7 +278,7 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
     cdef Py_ssize_t count = 1
     for a in axes:
         count *= shape[a]
-    if count == 0 and (code == R_MAX or code == R_LOGSUMEXP):
+    if count == 0 and (code == R_MAX or code == R_MIN or code == R_LOGSUMEXP):
         raise ValueError(f"{name}: cannot reduce over zero elements (input shape {shape}, "
                          f"axis={axis!r}); the result of an empty {name} is undefined")
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
@@ -269,7 +295,7 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
     if node.it == NULL:
         raise MemoryError()
     bcast_setup(node.it, shape, shape, kept)
-    if code == R_MAX or code == R_LOGSUMEXP:
+    if code == R_MAX or code == R_MIN or code == R_LOGSUMEXP:
         node.aux = np.empty(out, dtype=v.dtype)
         node.aux_ptr = <char*>cnp.PyArray_DATA(node.aux)
     return finish(node)
@@ -319,6 +345,290 @@ def logsumexp(x, axis=None, keepdims=False):
     1000.693...
     """
     return _reduce("logsumexp", R_LOGSUMEXP, x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    """Minimum of x over `axis` (as in `sum`); NaN if a NaN is among the elements.
+
+    The gradient is split evenly among the elements tied at the minimum (as
+    torch.amin). Reducing over zero elements raises ValueError.
+
+    >>> fa.min(fa.Input([[1.0, 5.0], [7.0, 2.0]]), axis=0).value      # shape (2,)
+    array([1., 2.], dtype=float32)
+    """
+    return _reduce("min", R_MIN, x, axis, keepdims)
+
+
+def norm(x, ord=2, axis=None, keepdims=False):
+    """The vector norm of x over `axis` (as in `sum`; several axes count as one flat
+    vector, as torch.linalg.vector_norm): `ord=2`, sqrt(sum(x**2)), or `ord=1`,
+    sum(abs(x)).
+
+    As in PyTorch, the gradient at a zero vector is 0 (for ord 2 as for ord 1).
+    The norm of no elements is 0. Any other `ord` raises ValueError.
+
+    >>> fa.norm(fa.Input([3.0, -4.0])).item(), fa.norm(fa.Input([3.0, -4.0]), ord=1).item()
+    (5.0, 7.0)
+    """
+    if isinstance(ord, (bool, np.bool_)) or ord not in (1, 2):
+        raise ValueError(f"norm: ord must be 1 or 2 (vector norms), got {ord!r}")
+    if ord == 1:                       # sum(abs(x)): abs's slope at 0 is 0, as torch's
+        require_float("norm", x, "x")
+        normalize_axes("norm", axis, len((<Variable>x)._shape))
+        return sum(_elementwise.abs(x), axis, keepdims)
+    return _reduce("norm", R_NORM2, x, axis, keepdims)
+
+
+cdef tuple _centered(str name, object x, object axis, object ddof):
+    """(x - mean(x) over `axis`, 1 / max(count - ddof, 0)): the parts of var and std."""
+    require_float(name, x, "x")
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, float, np.integer,
+                                                                   np.floating)):
+        raise TypeError(f"{name}: ddof must be a number, got {ddof!r}")
+    cdef Variable v = <Variable>x
+    cdef Py_ssize_t count = 1
+    for a in normalize_axes(name, axis, len(v._shape)):
+        count *= v._shape[a]
+    dof = count - ddof
+    scale = 1.0 / dof if dof > 0 else INFINITY        # as numpy: inf (nan for zero spread)
+    return _elementwise.sub(v, mean(v, axis, True)), scale
+
+
+def var(x, axis=None, ddof=0, keepdims=False):
+    """Variance of x over `axis` (as in `sum`): sum((x - mean)**2) / (count - ddof).
+
+    `ddof=1` gives the unbiased estimate (torch.var's default correction).
+    count - ddof <= 0 gives inf, or NaN where x does not vary, as numpy.
+
+    >>> fa.var(fa.Input([1.0, 2.0, 3.0, 4.0])).item(), fa.var(fa.Input([1.0, 3.0]), ddof=1).item()
+    (1.25, 2.0)
+    """
+    centered, scale = _centered("var", x, axis, ddof)
+    return _elementwise.mul(sum(_elementwise.square(centered), axis, keepdims), scale)
+
+
+def std(x, axis=None, ddof=0, keepdims=False):
+    """Standard deviation of x over `axis`: sqrt(var(x, axis, ddof, keepdims)).
+
+    Where x does not vary the gradient is 0, as in PyTorch (not sqrt's infinite slope).
+
+    >>> fa.std(fa.Input([1.0, 3.0])).item()
+    1.0
+    """
+    centered, scale = _centered("std", x, axis, ddof)
+    return _elementwise.mul(_reduce("std", R_NORM2, centered, axis, keepdims), sqrt(scale))
+
+
+# ------------------------------------------------------------ argmax, argmin
+
+cdef void arg_forward(bint lowest, const floating* x, int64_t* ids, Py_ssize_t outer,
+                      Py_ssize_t n, Py_ssize_t inner) noexcept nogil:
+    """ids[o, j] = the first k with x[o, k, j] largest (smallest when `lowest`); a NaN wins, as numpy."""
+    cdef Py_ssize_t o, j, k, best_k
+    cdef floating best, v
+    cdef const floating* line
+    for o in range(outer):
+        for j in range(inner):
+            line = x + o * n * inner + j
+            best = line[0]
+            best_k = 0
+            if best == best:
+                for k in range(1, n):
+                    v = line[k * inner]
+                    if v != v:
+                        best_k = k
+                        break
+                    if (v < best) if lowest else (v > best):
+                        best = v
+                        best_k = k
+            ids[o * inner + j] = best_k
+
+
+@cython.no_gc
+cdef class ArgReduce(IndexInput):
+    """argmax/argmin of x along the middle axis of its (outer, n, inner) view: integer ids
+    (use them as an IndexInput), recomputed on every forward; no gradient flows through."""
+    cdef Variable x
+    cdef bint lowest
+    cdef Py_ssize_t outer, n, inner
+    cdef object fn                  # on a device: its forward (fastad/cuda/ops/reduction.py)
+
+    cdef int run_forward(self) except -1 nogil:
+        if self.on_device:
+            with gil:
+                self.fn.forward(self)
+        elif self.x.f64:
+            arg_forward(self.lowest, <double*>self.x.val_ptr, <int64_t*>self.val_ptr, self.outer,
+                        self.n, self.inner)
+        else:
+            arg_forward(self.lowest, <float*>self.x.val_ptr, <int64_t*>self.val_ptr, self.outer,
+                        self.n, self.inner)
+        return 0
+
+    def set_value(self, ids):
+        raise TypeError(f"{self.op_name}: its ids are computed from its input on every "
+                        f"forward(); set the input's value instead")
+
+    def __repr__(self):
+        return f"Variable(op={self.op_name!r}, shape={self._shape}, dtype=int64)"
+
+
+cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object keepdims):
+    require_float(name, x, "x")
+    if isinstance(axis, tuple):
+        raise TypeError(f"{name}: axis must be None or one int, got {axis!r}")
+    cdef Variable v = <Variable>x
+    cdef tuple shape = v._shape, out
+    cdef Py_ssize_t k, outer = 1, n = v.size, inner = 1
+    if axis is None:
+        out = (1,) * len(shape) if keepdims else ()
+    else:
+        k = normalize_axes(name, axis, len(shape))[0]
+        outer = int(np.prod(shape[:k]))
+        n = shape[k]
+        inner = int(np.prod(shape[k + 1:]))
+        out = shape[:k] + ((1,) if keepdims else ()) + shape[k + 1:]
+    if n == 0:
+        raise ValueError(f"{name}: cannot take the {name} of zero elements (input shape {shape}, "
+                         f"axis={axis!r})")
+    cdef ArgReduce node = ArgReduce.__new__(ArgReduce)
+    node.x = v
+    node.lowest = lowest
+    node.outer, node.n, node.inner = outer, n, inner
+    node._device = v._device
+    node.on_device = v.on_device
+    init_node(node, name, (v,), out, v.f64)
+    node.requires_grad = False
+    node._dbound = n                # the ids are always below n (a device consumer's check)
+    if on_device(v):
+        node.fn = device_ops().arg_reduce(lowest, outer, n, inner)
+        node._dvalue = device_ops().empty(out, np.int64)
+        node._value = None
+        node.val_ptr = NULL
+    else:
+        node._value = np.empty(out, dtype=np.int64)
+        node.val_ptr = <char*>cnp.PyArray_DATA(node._value)
+    return finish(node)
+
+
+def argmax(x, axis=None, keepdims=False):
+    """Index of the largest element of x along `axis` (None: of the flattened x, a 0-d
+    result); `keepdims` keeps the axis with length 1, as numpy.
+
+    The result is an integer node: index a Parameter with it (`E[fa.argmax(scores)]`),
+    pass it as targets, or, with keepdims, to `take_along_axis` along the same axis.
+    It is recomputed on every `forward()`, and no gradient flows through it. Ties
+    give the first index; a NaN counts as the largest, as numpy. Zero elements
+    along `axis` raise ValueError.
+
+    >>> fa.argmax(fa.Input([[1.0, 5.0], [7.0, 2.0]]), axis=1).value
+    array([1, 0])
+    >>> x = fa.Parameter([[1.0, 5.0], [7.0, 2.0]])
+    >>> fa.take_along_axis(x, fa.argmax(x, axis=1, keepdims=True), axis=1).shape    # the maxima
+    (2, 1)
+    """
+    return _arg_reduce("argmax", False, x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """Index of the smallest element of x along `axis`; as `argmax` otherwise.
+
+    >>> fa.argmin(fa.Input([[1.0, 5.0], [7.0, 2.0]])).item()     # of the flattened x
+    0.0
+    """
+    return _arg_reduce("argmin", True, x, axis, keepdims)
+
+
+# ------------------------------------------------------------------ cumsum
+
+cdef void cumsum_forward(const floating* x, floating* y, Py_ssize_t outer, Py_ssize_t n,
+                         Py_ssize_t inner) noexcept nogil:
+    """y[o, k, :] = x[o, 0, :] + ... + x[o, k, :]: one row after another, vectorised along inner."""
+    cdef Py_ssize_t o, k, j, row
+    for o in range(outer):
+        row = o * n * inner
+        for j in range(inner):
+            y[row + j] = x[row + j] if n else 0
+        for k in range(1, n):
+            row += inner
+            for j in range(inner):
+                y[row + j] = y[row - inner + j] + x[row + j]
+
+
+cdef void cumsum_backward(const floating* gy, floating* gx, Py_ssize_t outer, Py_ssize_t n,
+                          Py_ssize_t inner, floating* running, bint add) noexcept nogil:
+    """gx[o, k, :] (+)= gy[o, k, :] + ... + gy[o, n-1, :], the cumsum taken backwards."""
+    cdef Py_ssize_t o, k, j, row
+    for o in range(outer):
+        vec_zero(running, inner)
+        for k in range(n - 1, -1, -1):
+            row = (o * n + k) * inner
+            for j in range(inner):
+                running[j] += gy[row + j]
+            if add:             # plain loops: with a short inner row a memcpy call would dominate
+                for j in range(inner):
+                    gx[row + j] += running[j]
+            else:
+                for j in range(inner):
+                    gx[row + j] = running[j]
+
+
+@cython.no_gc
+cdef class Cumsum(Variable):
+    """The running sum of x along the middle axis of its (outer, n, inner) view."""
+    cdef Variable x
+    cdef Py_ssize_t outer, n, inner
+    cdef cnp.ndarray running        # inner values: the backward's running sums
+    cdef char* running_ptr
+
+    cdef int run_forward(self) except -1 nogil:
+        if self.f64:
+            cumsum_forward(<double*>self.x.val_ptr, <double*>self.val_ptr, self.outer, self.n,
+                           self.inner)
+        else:
+            cumsum_forward(<float*>self.x.val_ptr, <float*>self.val_ptr, self.outer, self.n,
+                           self.inner)
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        if not self.x.requires_grad:
+            return 0
+        cdef bint add = self.x.prepare_grad()
+        if self.f64:
+            cumsum_backward(<double*>self.grad_ptr, <double*>self.x.grad_ptr, self.outer, self.n,
+                            self.inner, <double*>self.running_ptr, add)
+        else:
+            cumsum_backward(<float*>self.grad_ptr, <float*>self.x.grad_ptr, self.outer, self.n,
+                            self.inner, <float*>self.running_ptr, add)
+        return 0
+
+
+def cumsum(x, axis=None):
+    """Running sum of x along `axis` (one int; None: along the flattened x), as numpy.cumsum.
+
+    The output has x's shape (None: shape (x.size,)); a 0-d x gives shape (1,).
+    The gradient is the running sum of the output's gradient taken from the end.
+
+    >>> fa.cumsum(fa.Input([[1.0, 2.0], [3.0, 4.0]]), axis=0).value
+    array([[1., 2.],
+           [4., 6.]], dtype=float32)
+    """
+    require_float("cumsum", x, "x")
+    if isinstance(axis, tuple):
+        raise TypeError(f"cumsum: axis must be None or one int, got {axis!r}")
+    cdef Variable v = <Variable>x
+    cdef tuple dims = (v.size,) if axis is None or not v._shape else v._shape
+    cdef Py_ssize_t k = 0 if axis is None else normalize_axes("cumsum", axis, len(dims))[0]
+    cdef Py_ssize_t outer = int(np.prod(dims[:k])), inner = int(np.prod(dims[k + 1:]))
+    if on_device(v):
+        return device_ops().cumsum(v, outer, dims[k], inner, dims)
+    cdef Cumsum node = Cumsum.__new__(Cumsum)
+    node.x = v
+    node.outer, node.n, node.inner = outer, dims[k], inner
+    node.running = np.empty(inner, dtype=v.dtype)
+    node.running_ptr = <char*>cnp.PyArray_DATA(node.running)
+    init_node(node, "cumsum", (v,), dims, v.f64)
+    return finish(node)
 
 
 # ------------------------------------------------------- softmax, log_softmax

@@ -57,16 +57,33 @@ cdef extern from "rules.h":
     cdef enum UnaryOp:
         U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
         U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
-        U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR
+        U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_HARDTANH_MIN, U_HARDTANH_MAX,
+        U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
+        U_CLAMP_MIN, U_CLAMP_MAX
     cdef enum BinaryOp:
-        B_ADD, B_SUB, B_MUL, B_DIV
+        B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
+        B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
     cdef enum PointwiseLoss:
-        P_BCE, P_MSE, P_HUBER
+        P_BCE, P_MSE, P_HUBER,
+        P_KL_DIV, P_KL_DIV_LOG_TARGET, P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
+        P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL, P_GAUSSIAN_NLL
 
     ctypedef struct FaAdamStep:
         double step_size, bc2_sqrt, decay, l2
     FaAdamStep fa_adam_step(double lr, long long t, double beta1, double beta2,
                             double weight_decay, int decoupled) noexcept nogil
+    double fa_adamax_step_size(double lr, long long t, double beta1) noexcept nogil
+    ctypedef struct FaRAdamStep:
+        double bc1, bc2_sqrt, rect, decay, l2
+        int adaptive
+    FaRAdamStep fa_radam_step(double lr, long long t, double beta1, double beta2,
+                              double weight_decay, int decoupled) noexcept nogil
+    ctypedef struct FaNAdamStep:
+        double bc2, grad_factor, avg_factor, decay, l2
+    double fa_nadam_mu(double beta1, long long t, double momentum_decay) noexcept nogil
+    FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, double beta2,
+                              double weight_decay, int decoupled, double momentum_decay,
+                              double product) noexcept nogil
 
     float fa_softplus_f(float x) noexcept nogil
     double fa_softplus_d(double x) noexcept nogil
@@ -74,12 +91,18 @@ cdef extern from "rules.h":
     double fa_unary_value_d(int op, double x, double p) noexcept nogil
     float fa_unary_slope_f(int op, float x, float y, float p) noexcept nogil
     double fa_unary_slope_d(int op, double x, double y, double p) noexcept nogil
-    float fa_binary_value_f(int op, float a, float b) noexcept nogil
-    double fa_binary_value_d(int op, double a, double b) noexcept nogil
-    float fa_binary_da_f(int op, float a, float b, float y) noexcept nogil
-    double fa_binary_da_d(int op, double a, double b, double y) noexcept nogil
-    float fa_binary_db_f(int op, float a, float b, float y) noexcept nogil
-    double fa_binary_db_d(int op, double a, double b, double y) noexcept nogil
+    float fa_arith_value_f(int op, float a, float b) noexcept nogil
+    double fa_arith_value_d(int op, double a, double b) noexcept nogil
+    float fa_arith_da_f(int op, float a, float b, float y) noexcept nogil
+    double fa_arith_da_d(int op, double a, double b, double y) noexcept nogil
+    float fa_arith_db_f(int op, float a, float b, float y) noexcept nogil
+    double fa_arith_db_d(int op, double a, double b, double y) noexcept nogil
+    float fa_other_value_f(int op, float a, float b) noexcept nogil
+    double fa_other_value_d(int op, double a, double b) noexcept nogil
+    float fa_other_da_f(int op, float a, float b, float y) noexcept nogil
+    double fa_other_da_d(int op, double a, double b, double y) noexcept nogil
+    float fa_other_db_f(int op, float a, float b, float y) noexcept nogil
+    double fa_other_db_d(int op, double a, double b, double y) noexcept nogil
     float fa_loss_value_f(int op, float a, float b, float delta) noexcept nogil
     double fa_loss_value_d(int op, double a, double b, double delta) noexcept nogil
     float fa_loss_da_f(int op, float a, float b, float delta) noexcept nogil
@@ -108,6 +131,28 @@ cdef extern from "rules.h":
     void fa_rmsprop_element_d(double* p, const double* g, double* sq, double* buf, long long e,
                               double lr, double alpha, double eps, double weight_decay,
                               double momentum) noexcept nogil
+    void fa_adadelta_element_f(float* p, const float* g, float* sq, float* acc, long long e,
+                               double lr, double rho, double eps, double weight_decay) noexcept nogil
+    void fa_adadelta_element_d(double* p, const double* g, double* sq, double* acc, long long e,
+                               double lr, double rho, double eps, double weight_decay) noexcept nogil
+    void fa_adamax_element_f(float* p, const float* g, float* m, float* u, long long e,
+                             double step_size, double beta1, double beta2, double eps,
+                             double weight_decay) noexcept nogil
+    void fa_adamax_element_d(double* p, const double* g, double* m, double* u, long long e,
+                             double step_size, double beta1, double beta2, double eps,
+                             double weight_decay) noexcept nogil
+    void fa_radam_element_f(float* p, const float* g, float* m, float* v, long long e,
+                            const FaRAdamStep* c, double lr, double beta1, double beta2,
+                            double eps) noexcept nogil
+    void fa_radam_element_d(double* p, const double* g, double* m, double* v, long long e,
+                            const FaRAdamStep* c, double lr, double beta1, double beta2,
+                            double eps) noexcept nogil
+    void fa_nadam_element_f(float* p, const float* g, float* m, float* v, long long e,
+                            const FaNAdamStep* c, double beta1, double beta2,
+                            double eps) noexcept nogil
+    void fa_nadam_element_d(double* p, const double* g, double* m, double* v, long long e,
+                            const FaNAdamStep* c, double beta1, double beta2,
+                            double eps) noexcept nogil
 
 
 cdef inline floating softplus_value(floating x) noexcept nogil:
@@ -118,7 +163,8 @@ cdef inline floating softplus_value(floating x) noexcept nogil:
 
 
 cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
-    """y = f(x); `p` is the exponent of U_POW or the number of a *_SCALAR op."""
+    """y = f(x); `p` is the exponent of U_POW, the bound of U_CLAMP_*, or the number of a
+    *_SCALAR op."""
     if floating is float:
         return fa_unary_value_f(op, x, p)
     else:
@@ -133,27 +179,61 @@ cdef inline floating unary_slope(int op, floating x, floating y, floating p) noe
         return fa_unary_slope_d(op, x, y, p)
 
 
-cdef inline floating binary_value(int op, floating a, floating b) noexcept nogil:
-    if floating is float:
-        return fa_binary_value_f(op, a, b)
+# The binary ops' rules come in two sets, + - * / (B_ADD .. B_DIV) and the others: a
+# loop written once over `const BinaryRules* rules` (NULL, a type tag only) is compiled
+# once per set, so the loops of + - * / hold none of the others' code and gcc can
+# unswitch them on op and vectorise.
+cdef struct ArithRules:
+    char tag
+cdef struct OtherRules:
+    char tag
+ctypedef fused BinaryRules:
+    ArithRules
+    OtherRules
+
+
+cdef inline floating binary_value(const BinaryRules* rules, int op, floating a,
+                                  floating b) noexcept nogil:
+    if BinaryRules is ArithRules:
+        if floating is float:
+            return fa_arith_value_f(op, a, b)
+        else:
+            return fa_arith_value_d(op, a, b)
     else:
-        return fa_binary_value_d(op, a, b)
+        if floating is float:
+            return fa_other_value_f(op, a, b)
+        else:
+            return fa_other_value_d(op, a, b)
 
 
-cdef inline floating binary_da(int op, floating a, floating b, floating y) noexcept nogil:
+cdef inline floating binary_da(const BinaryRules* rules, int op, floating a, floating b,
+                               floating y) noexcept nogil:
     """d(a op b)/da, given y = a op b."""
-    if floating is float:
-        return fa_binary_da_f(op, a, b, y)
+    if BinaryRules is ArithRules:
+        if floating is float:
+            return fa_arith_da_f(op, a, b, y)
+        else:
+            return fa_arith_da_d(op, a, b, y)
     else:
-        return fa_binary_da_d(op, a, b, y)
+        if floating is float:
+            return fa_other_da_f(op, a, b, y)
+        else:
+            return fa_other_da_d(op, a, b, y)
 
 
-cdef inline floating binary_db(int op, floating a, floating b, floating y) noexcept nogil:
+cdef inline floating binary_db(const BinaryRules* rules, int op, floating a, floating b,
+                               floating y) noexcept nogil:
     """d(a op b)/db, given y = a op b."""
-    if floating is float:
-        return fa_binary_db_f(op, a, b, y)
+    if BinaryRules is ArithRules:
+        if floating is float:
+            return fa_arith_db_f(op, a, b, y)
+        else:
+            return fa_arith_db_d(op, a, b, y)
     else:
-        return fa_binary_db_d(op, a, b, y)
+        if floating is float:
+            return fa_other_db_f(op, a, b, y)
+        else:
+            return fa_other_db_d(op, a, b, y)
 
 
 cdef inline floating loss_value(int op, floating a, floating b, floating delta) noexcept nogil:
@@ -211,3 +291,39 @@ cdef inline void rmsprop_element(floating* p, const floating* g, floating* sq, f
         fa_rmsprop_element_f(p, g, sq, buf, e, lr, alpha, eps, weight_decay, momentum)
     else:
         fa_rmsprop_element_d(p, g, sq, buf, e, lr, alpha, eps, weight_decay, momentum)
+
+
+cdef inline void adadelta_element(floating* p, const floating* g, floating* sq, floating* acc,
+                                  Py_ssize_t e, double lr, double rho, double eps,
+                                  double weight_decay) noexcept nogil:
+    if floating is float:
+        fa_adadelta_element_f(p, g, sq, acc, e, lr, rho, eps, weight_decay)
+    else:
+        fa_adadelta_element_d(p, g, sq, acc, e, lr, rho, eps, weight_decay)
+
+
+cdef inline void adamax_element(floating* p, const floating* g, floating* m, floating* u,
+                                Py_ssize_t e, double step_size, double beta1, double beta2,
+                                double eps, double weight_decay) noexcept nogil:
+    if floating is float:
+        fa_adamax_element_f(p, g, m, u, e, step_size, beta1, beta2, eps, weight_decay)
+    else:
+        fa_adamax_element_d(p, g, m, u, e, step_size, beta1, beta2, eps, weight_decay)
+
+
+cdef inline void radam_element(floating* p, const floating* g, floating* m, floating* v,
+                               Py_ssize_t e, const FaRAdamStep* c, double lr, double beta1,
+                               double beta2, double eps) noexcept nogil:
+    if floating is float:
+        fa_radam_element_f(p, g, m, v, e, c, lr, beta1, beta2, eps)
+    else:
+        fa_radam_element_d(p, g, m, v, e, c, lr, beta1, beta2, eps)
+
+
+cdef inline void nadam_element(floating* p, const floating* g, floating* m, floating* v,
+                               Py_ssize_t e, const FaNAdamStep* c, double beta1, double beta2,
+                               double eps) noexcept nogil:
+    if floating is float:
+        fa_nadam_element_f(p, g, m, v, e, c, beta1, beta2, eps)
+    else:
+        fa_nadam_element_d(p, g, m, v, e, c, beta1, beta2, eps)

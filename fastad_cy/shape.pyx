@@ -1,4 +1,4 @@
-"""Shape ops: reshape, transpose, indexing, concat and stack.
+"""Shape ops: reshape, transpose, indexing, concat, stack, expand_dims, squeeze, split, flip, tile.
 
 Three node kinds do the work, each with its forward and backward side by side:
 
@@ -31,6 +31,7 @@ from cython cimport floating
 from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, on_device,
                               device_ops)
 from fastad_cy.loops cimport vec_put, vec_zero
+from fastad_cy.reduction import _normalize_axes
 
 cnp.import_array()
 
@@ -220,21 +221,30 @@ def reshape(x, shape):
     (2, 3)
     """
     require_float("reshape", x, "x")
-    cdef Variable v = <Variable>x
     if shape is None:
         raise TypeError("reshape: shape must be an int or a tuple of ints, got None")
+    return _reshaped("reshape", <Variable>x, shape)
+
+
+cdef object _stand_in(tuple shape):
+    """A zero-stride int8 array of `shape`: numpy checks shapes and axes on it, allocating nothing."""
+    return np.broadcast_to(np.empty((), dtype=np.int8), shape)
+
+
+cdef Variable _reshaped(str op, Variable v, object shape):
+    """The `op` node that views x's buffer with `shape` (checked here; one -1 inferred)."""
     # On a device, a stand-in host array of x's shape checks `shape` and infers the -1.
-    cdef object source = np.empty(v._shape, dtype=np.int8) if on_device(v) else v._value
+    cdef object source = _stand_in(v._shape) if on_device(v) else v._value
     try:
         view = source.reshape(shape)
     except ValueError as e:
-        raise ValueError(f"reshape: cannot reshape shape {v._shape} ({v.size} elements) "
+        raise ValueError(f"{op}: cannot reshape shape {v._shape} ({v.size} elements) "
                          f"into {shape} ({e})") from None
     except TypeError as e:
-        raise TypeError(f"reshape: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
+        raise TypeError(f"{op}: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
     if on_device(v):
         return device_ops().reshape(v, view.shape)
-    return _from_view("reshape", v, view)
+    return _from_view(op, v, view)
 
 
 cdef tuple _transpose_axes(tuple shape, object axes):
@@ -285,12 +295,16 @@ def getitem(x, key):
     (3, 3)
     """
     require_float("getitem", x, "x")
-    cdef Variable v = <Variable>x
+    return _index("getitem", <Variable>x, key)
+
+
+cdef Variable _index(str op, Variable v, object key):
+    """The `op` node picking v[key] (see getitem): a View, or a Gather of flat positions."""
     cdef tuple parts = key if isinstance(key, tuple) else (key,)
     cdef bint basic = True
     for part in parts:
         if isinstance(part, Variable):
-            raise TypeError(f"getitem: a Variable ({part!r}) cannot be part of an index; "
+            raise TypeError(f"{op}: a Variable ({part!r}) cannot be part of an index; "
                             f"index a Parameter with one IndexInput alone (p[ix] or fa.take)")
         basic = basic and _is_basic_index(part)
     try:
@@ -302,12 +316,12 @@ def getitem(x, key):
         else:
             positions = _flat_positions(v._shape, key)
     except (IndexError, TypeError, ValueError) as e:
-        raise type(e)(f"getitem: bad index {key!r} for shape {v._shape}: {e}") from None
+        raise type(e)(f"{op}: bad index {key!r} for shape {v._shape}: {e}") from None
     if on_device(v):
-        return device_ops().gather("getitem", v, positions)
+        return device_ops().gather(op, v, positions)
     if basic:
-        return _from_view("getitem", v, view)
-    return _gather("getitem", v, positions, False)
+        return _from_view(op, v, view)
+    return _gather(op, v, positions, False)
 
 
 # ---------------------------------------------------------- concat, stack
@@ -456,3 +470,122 @@ def stack(xs, axis=0):
             raise ValueError(f"stack: xs[{i}] has shape {(<Variable>inputs[i])._shape}, but xs[0] "
                              f"has shape {first}; stack needs equal shapes")
     return _join("stack", inputs, first[:ax] + (len(inputs),) + first[ax:], ax)
+
+
+# ------------------------------------------------ expand_dims, squeeze, split, flip, tile
+# Views become reshape nodes and everything else a getitem or a Gather of positions
+# fixed at build, so these ops get their backward (and their GPU path) from those nodes.
+
+def expand_dims(x, axis):
+    """x with a new length-1 axis at `axis` (an int or a tuple of ints), as numpy.expand_dims.
+
+    Axes count in the output's dimensions (x.ndim + the number of new axes);
+    negatives count from the end. The value is a view of x's buffer.
+
+    >>> fa.expand_dims(fa.Parameter(np.zeros((2, 3))), (0, -1)).shape
+    (1, 2, 3, 1)
+    """
+    require_float("expand_dims", x, "x")
+    cdef Variable v = <Variable>x
+    cdef Py_ssize_t added = len(axis) if isinstance(axis, tuple) else 1
+    cdef list shape = list(v._shape)
+    for a in _normalize_axes("expand_dims", axis, len(shape) + added):
+        shape.insert(a, 1)
+    return _reshaped("expand_dims", v, tuple(shape))
+
+
+def squeeze(x, axis=None):
+    """x without length-1 axes: all of them (axis None) or those named (an int or a tuple).
+
+    Naming an axis whose length is not 1 raises ValueError. The value is a view.
+
+    >>> fa.squeeze(fa.Parameter(np.zeros((1, 3, 1))), axis=0).shape
+    (3, 1)
+    """
+    require_float("squeeze", x, "x")
+    cdef Variable v = <Variable>x
+    cdef tuple shape = v._shape
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(shape) if d == 1)
+    else:
+        axes = _normalize_axes("squeeze", axis, len(shape))
+    for a in axes:
+        if shape[a] != 1:
+            raise ValueError(f"squeeze: axis {a} has length {shape[a]}, not 1 (input shape "
+                             f"{shape}); only length-1 axes can be removed")
+    return _reshaped("squeeze", v, tuple(d for i, d in enumerate(shape) if i not in axes))
+
+
+def split(x, indices_or_sections, axis=0):
+    """x cut along `axis` into a list of Variables, as numpy.split.
+
+    An int n cuts into n equal parts (ValueError if n does not divide the
+    axis); a list of indices cuts before each (as slices: past the end gives
+    empty parts). Each part is a view or a gather of x; gradients add back.
+
+    >>> [p.shape for p in fa.split(fa.Parameter(np.zeros((2, 6))), [1, 4], axis=1)]
+    [(2, 1), (2, 3), (2, 2)]
+    """
+    require_float("split", x, "x")
+    cdef Variable v = <Variable>x
+    cdef tuple shape = v._shape
+    if not shape:
+        raise ValueError("split: x is 0-d; split needs at least one axis")
+    cdef Py_ssize_t ax = _normal_axis("split", axis, len(shape)), n = shape[ax], sections
+    if isinstance(indices_or_sections, (list, tuple, np.ndarray)):
+        try:
+            cuts = [operator.index(i) for i in indices_or_sections]
+        except TypeError:
+            raise TypeError(f"split: indices must be integers, got {indices_or_sections!r}") from None
+    else:
+        try:
+            sections = operator.index(indices_or_sections)
+        except TypeError:
+            raise TypeError(f"split: indices_or_sections must be an int or a list of ints, got "
+                            f"{indices_or_sections!r}") from None
+        if sections <= 0 or n % sections:
+            raise ValueError(f"split: {sections} sections do not divide axis {ax} of length {n} "
+                             f"(input shape {shape}) into equal parts")
+        cuts = [n // sections * i for i in range(1, sections)]
+    cdef tuple before = (slice(None),) * ax
+    return [_index("split", v, before + (slice(start, end),))
+            for start, end in zip([0] + cuts, cuts + [n])]
+
+
+def flip(x, axis=None):
+    """x with the order of elements reversed along `axis` (None: every axis; an int or a
+    tuple of ints), as numpy.flip.
+
+    >>> fa.flip(fa.Parameter([1.0, 2.0, 3.0])).value
+    array([3., 2., 1.], dtype=float32)
+    """
+    require_float("flip", x, "x")
+    cdef Variable v = <Variable>x
+    axes = _normalize_axes("flip", axis, len(v._shape))
+    return _index("flip", v, tuple(slice(None, None, -1) if i in axes else slice(None)
+                                  for i in range(len(v._shape))))
+
+
+def tile(x, reps):
+    """x repeated `reps` times along each axis (an int or a tuple of ints >= 0), as numpy.tile.
+
+    A longer `reps` than x.ndim adds leading axes; a shorter one repeats the
+    last axes. The gradient of each element of x sums over its copies.
+
+    >>> fa.tile(fa.Parameter([1.0, 2.0]), (2, 2)).value
+    array([[1., 2., 1., 2.],
+           [1., 2., 1., 2.]], dtype=float32)
+    """
+    require_float("tile", x, "x")
+    cdef Variable v = <Variable>x
+    try:
+        counts = tuple(operator.index(r) for r in (reps if isinstance(reps, (tuple, list)) else (reps,)))
+    except TypeError:
+        raise TypeError(f"tile: reps must be an int or a tuple of ints, got {reps!r}") from None
+    if any(r < 0 for r in counts):
+        raise ValueError(f"tile: reps must be >= 0, got {reps!r} (input shape {v._shape})")
+    positions = np.ascontiguousarray(
+        np.tile(np.arange(v.size, dtype=np.int64).reshape(v._shape), counts), dtype=np.int64)
+    if on_device(v):
+        return device_ops().gather("tile", v, positions)
+    return _gather("tile", v, positions, positions.size == v.size)

@@ -107,3 +107,30 @@ def sleep_forever(rank, pids):
     pids.numpy()[rank] = os.getpid()
     while True:
         time.sleep(0.05)
+
+
+def sync_regression(rank, shared, ids, X, Y, workers, batch, steps, optimizer="adam", lr=0.05,
+                    fail_at=None, skip_last=False):
+    """Fit y = E[id] . (x * w) with `steps` synchronized steps: at step s, worker `rank`
+    takes the examples [(s * workers + rank) * batch, ... + batch), so the workers'
+    minibatches of a step, together, are the combined minibatch of one process with
+    workers=1 and batch * workers. E gets sparse gradients, w a dense one. Returns the
+    final (E, w) (rank 0's view of the shared arrays, or its own copies)."""
+    E, w = (fa.Parameter(shared[k], dtype=shared[k].dtype) for k in ("E", "w"))
+    ix = fa.IndexInput(np.zeros(batch, np.int64))
+    x, y = fa.Input(np.zeros((batch, X.shape[1])), dtype=E.dtype), fa.Input(np.zeros(batch), dtype=E.dtype)
+    loss = fa.mean(fa.square(fa.vector_dot(E[ix], x * w) - y))
+    opt = {"adam": lambda: fa.optim.Adam([E, w], lr=lr),
+           "sgd": lambda: fa.optim.SGD([E, w], lr=lr, momentum=0.5),
+           "plain_sgd": lambda: fa.optim.SGD([E, w], lr=lr)}[optimizer]()
+    for s in range(steps - (1 if skip_last and rank == 1 else 0)):
+        if fail_at is not None and rank == 1 and s == fail_at:
+            os._exit(3)
+        start = (s * workers + rank) * batch
+        ix.set_value(ids[start:start + batch])
+        x.set_value(X[start:start + batch])
+        y.set_value(Y[start:start + batch])
+        loss.forward()
+        loss.backward()
+        hogwild.sync_step(opt)
+    return E.value.copy(), w.value.copy()

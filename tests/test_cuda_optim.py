@@ -27,6 +27,18 @@ OPTIMIZERS = {
     "rmsprop": lambda ps: fa.optim.RMSprop(ps, lr=0.01),
     "rmsprop-momentum-wd": lambda ps: fa.optim.RMSprop(ps, lr=0.01, alpha=0.9, momentum=0.9,
                                                        weight_decay=0.1),
+    "adadelta": lambda ps: fa.optim.Adadelta(ps),
+    "adadelta-wd": lambda ps: fa.optim.Adadelta(ps, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1),
+    "adamax": lambda ps: fa.optim.Adamax(ps, lr=0.01),
+    "adamax-wd-small-beta1": lambda ps: fa.optim.Adamax(ps, lr=0.01, betas=(0.2, 0.9),
+                                                        weight_decay=0.1),
+    "radam": lambda ps: fa.optim.RAdam(ps, lr=0.01, betas=(0.5, 0.6)),
+    "radam-decoupled": lambda ps: fa.optim.RAdam(ps, lr=0.01, weight_decay=0.1,
+                                                 decoupled_weight_decay=True),
+    "nadam": lambda ps: fa.optim.NAdam(ps, lr=0.01),
+    "nadam-decoupled-small-beta1": lambda ps: fa.optim.NAdam(
+        ps, lr=0.01, betas=(0.3, 0.9), weight_decay=0.1, momentum_decay=0.01,
+        decoupled_weight_decay=True),
 }
 
 
@@ -243,3 +255,56 @@ def test_touched_rows_split_over_several_id_arrays(monkeypatch):
         assert total_dev == pytest.approx(total_cpu, rel=1e-12)
         opt_cpu.step(); opt_dev.step(); opt_cpu.zero_grad(); opt_dev.zero_grad()
     assert_same(opt_cpu, opt_dev, [emb], np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nadam_resumes_its_running_product_on_the_device(dtype):
+    """After load_state_dict the device's product P_t is that of the loaded step count."""
+    rng = np.random.default_rng(12)
+    start = rng.standard_normal((3, 2))
+    grads = [rng.standard_normal((3, 2)).astype(dtype) for _ in range(6)]
+    cpu, dev = twins(start, dtype)
+    opt_cpu = fa.optim.NAdam([cpu], lr=0.05, betas=(0.6, 0.9))
+    for g in grads:
+        cpu.backward(g)
+        opt_cpu.step()
+        opt_cpu.zero_grad()
+    half, _ = twins(start, dtype)
+    opt_half = fa.optim.NAdam([half], lr=0.05, betas=(0.6, 0.9))
+    for g in grads[:3]:
+        half.backward(g)
+        opt_half.step()
+        opt_half.zero_grad()
+    dev.set_value(half.numpy())
+    opt_dev = fa.optim.NAdam([dev], lr=0.05, betas=(0.6, 0.9)).load_state_dict(opt_half.state_dict())
+    for g in grads[3:]:
+        dev.backward(g)
+        opt_dev.step()
+        opt_dev.zero_grad()
+    np.testing.assert_allclose(dev.numpy(), cpu.numpy(), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_radam_rectified_steps_match_the_cpu(dtype):
+    """From step 20 on (loaded into both), rho_t > 5: RAdam's rectified branch."""
+    rng = np.random.default_rng(11)
+    w = twins(rng.standard_normal((4, 3)), dtype)
+    emb = twins(rng.standard_normal((8, 3)), dtype)
+    pairs = [w, emb]
+    opt_cpu = fa.optim.RAdam([cpu for cpu, _ in pairs], lr=0.01, weight_decay=0.1)
+    opt_dev = fa.optim.RAdam([dev for _, dev in pairs], lr=0.01, weight_decay=0.1)
+    state = opt_cpu.state_dict()
+    for i, (cpu, _) in enumerate(pairs):
+        state[f"state.{i}.step"] = 20
+        state[f"state.{i}.exp_avg"] = rng.standard_normal(cpu.shape) * 0.1
+        state[f"state.{i}.exp_avg_sq"] = rng.random(cpu.shape) * 0.1
+    opt_cpu.load_state_dict(state)
+    opt_dev.load_state_dict(state)
+    for _ in range(3):
+        dense_grad(*w, rng.standard_normal((4, 3)).astype(dtype))
+        sparse_grad(*emb, np.array([1, 5, 1]), rng.standard_normal((3, 3)).astype(dtype))
+        opt_cpu.step()
+        opt_dev.step()
+        opt_cpu.zero_grad()
+        opt_dev.zero_grad()
+        assert_same(opt_cpu, opt_dev, pairs, dtype)

@@ -89,6 +89,20 @@ def test_mlp_falls_back_to_documented_synthetic_data(mlp, monkeypatch, capsys):
     np.testing.assert_array_equal(labels, mlp.synthetic_digits(n=50, seed=3)[1])
 
 
+def test_cnn_reaches_97_percent_on_held_out_digits(capsys):
+    cnn = load_example("cnn")
+    history = cnn.main(epochs=6, batch=32)
+    assert history["accuracy"][-1] >= 0.97
+    assert "held-out accuracy" in capsys.readouterr().out
+
+
+def test_cnn_says_how_to_get_scikit_learn(monkeypatch):
+    cnn = load_example("cnn")
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)     # import fails as if absent
+    with pytest.raises(SystemExit, match="pip install scikit-learn"):
+        cnn.main(epochs=1)
+
+
 def test_quickstart_recovers_the_line():
     slope, intercept = load_example("quickstart").main(steps=600)
     assert slope == pytest.approx(3.0, abs=1e-3) and intercept == pytest.approx(5.0, abs=1e-3)

@@ -143,3 +143,218 @@ def test_reading_grad_does_not_change_what_the_optimizer_does():
         opt.step()
         return E.value.copy()
     np.testing.assert_array_equal(run(False), run(True))
+
+
+# ------------------------------------------------ embedding options, embedding_bag
+
+import torch                                    # noqa: E402
+
+
+def torch_table(E):
+    return torch.tensor(E.value.copy(), requires_grad=True)
+
+
+@pytest.mark.parametrize("padding_idx", [0, 3, -1])
+def test_padding_idx_row_gets_no_gradient_as_torch(padding_idx):
+    E = table(rows=6, dim=3)
+    ids = [3, 0, 5, 3, 0, 1, 5]
+    out = fa.embedding(E, fa.IndexInput(ids), padding_idx=padding_idx)
+    t = torch_table(E)
+    expected = torch.nn.functional.embedding(torch.tensor(ids), t, padding_idx=padding_idx)
+    np.testing.assert_array_equal(out.value, expected.detach().numpy())
+    cot = np.random.default_rng(1).normal(size=out.shape)
+    out.backward(cot)
+    expected.backward(torch.tensor(cot))
+    np.testing.assert_allclose(E.grad, t.grad.numpy(), rtol=1e-12)
+    assert padding_idx % 6 not in E.sparse_rows()
+    np.testing.assert_array_equal(E.grad[padding_idx], 0.0)
+
+
+def test_padding_idx_module_starts_at_zero_and_stays_there():
+    emb = fa.nn.Embedding(5, 4, padding_idx=-2, dtype=np.float64, generator=np.random.default_rng(0))
+    assert emb.padding_idx == 3
+    np.testing.assert_array_equal(emb.weight.value[3], 0.0)
+    assert torch.nn.Embedding(5, 4, padding_idx=-2).padding_idx == 3
+    loss = emb(fa.IndexInput([3, 1, 3])).sum()
+    opt = fa.optim.Adam(emb.parameters(), lr=0.1)
+    for _ in range(3):
+        loss.forward(); loss.backward(); opt.step(); opt.zero_grad()
+    np.testing.assert_array_equal(emb.weight.value[3], 0.0)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_max_norm_renormalises_looked_up_rows_in_place_as_torch(norm_type, dtype):
+    values = np.random.default_rng(2).normal(size=(6, 4)) * 2
+    E = fa.Parameter(values, dtype=dtype)
+    t = torch.tensor(values.astype(dtype), requires_grad=True)
+    ids = [1, 4, 1, 2]
+    out = fa.embedding(E, fa.IndexInput(ids), max_norm=1.5, norm_type=norm_type)
+    expected = torch.nn.functional.embedding(torch.tensor(ids), t, max_norm=1.5, norm_type=norm_type)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(out.value, expected.detach().numpy(), rtol=tol)
+    np.testing.assert_allclose(E.value, t.detach().numpy(), rtol=tol)       # the table itself
+    np.testing.assert_array_equal(E.value[[0, 3, 5]], values[[0, 3, 5]].astype(dtype))
+    cot = np.ones(out.shape)
+    out.backward(cot)
+    expected.backward(torch.tensor(cot, dtype=t.dtype))
+    np.testing.assert_allclose(E.grad, t.grad.numpy(), rtol=tol)
+
+
+def test_max_norm_applies_again_on_replay_with_new_ids():
+    values = np.full((4, 2), 3.0)
+    E = fa.Parameter(values, dtype=np.float64)
+    ix = fa.IndexInput([0])
+    out = fa.nn.Embedding(4, 2, max_norm=1.0, dtype=np.float64)
+    out.weight = E
+    y = out(ix)
+    np.testing.assert_allclose(np.linalg.norm(E.value, axis=1), [1.0, np.sqrt(18), np.sqrt(18), np.sqrt(18)],
+                               rtol=1e-6)
+    ix.set_value([2])
+    y.forward()
+    np.testing.assert_allclose(np.linalg.norm(y.value), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(E.value[2]), 1.0, rtol=1e-6)
+
+
+def test_embedding_option_errors():
+    E = table()
+    with pytest.raises(ValueError, match=r"padding_idx must be in \[-6, 6\).*got 6"):
+        fa.embedding(E, [1], padding_idx=6)
+    with pytest.raises(ValueError, match=r"Embedding: padding_idx must be in \[-3, 3\)"):
+        fa.nn.Embedding(3, 2, padding_idx=-4)
+    with pytest.raises(TypeError, match="padding_idx must be an int"):
+        fa.embedding(E, [1], padding_idx=1.0)
+    with pytest.raises(ValueError, match="max_norm must be a number > 0"):
+        fa.embedding(E, [1], max_norm=0)
+    with pytest.raises(ValueError, match="norm_type must be a number > 0"):
+        fa.embedding(E, [1], max_norm=1.0, norm_type=-1)
+    with pytest.raises(ValueError, match="must be a leaf"):
+        fa.embedding(E * 2.0, [1], max_norm=1.0)
+    ix = fa.IndexInput([1])
+    y = fa.embedding(E, ix, padding_idx=0)
+    ix.set_value([6])
+    with pytest.raises(IndexError, match="embedding: id 6 at position 0"):
+        y.forward()
+
+
+def bag_case(seed=3):
+    """Ragged bags with repeated ids and empty bags (first, middle and last)."""
+    ids = np.array([4, 1, 4, 4, 0, 2, 5, 1], dtype=np.int64)
+    offsets = np.array([0, 0, 3, 3, 6, 8], dtype=np.int64)
+    return ids, offsets
+
+
+def torch_bag(E, ids, offsets, **kw):
+    t = torch_table(E)
+    out = torch.nn.functional.embedding_bag(torch.tensor(ids), t,
+                                            None if offsets is None else torch.tensor(offsets), **kw)
+    return t, out
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+def test_embedding_bag_matches_torch(mode, sparse, include_last_offset):
+    E = table(rows=6, dim=3)
+    ids, offsets = bag_case()
+    out = fa.embedding_bag(E, fa.IndexInput(ids), fa.IndexInput(offsets), mode=mode,
+                           include_last_offset=include_last_offset, sparse=sparse)
+    t, expected = torch_bag(E, ids, offsets, mode=mode, include_last_offset=include_last_offset)
+    assert out.shape == tuple(expected.shape)
+    np.testing.assert_allclose(out.value, expected.detach().numpy(), rtol=1e-12, atol=1e-15)
+    cot = np.random.default_rng(4).normal(size=out.shape)
+    out.backward(cot)
+    expected.backward(torch.tensor(cot))
+    np.testing.assert_allclose(E.grad, t.grad.numpy(), rtol=1e-12, atol=1e-15)
+    assert E.is_sparse_grad == sparse
+    if sparse:
+        used = ids[:offsets[-1]] if include_last_offset else ids
+        assert sorted(E.sparse_rows()) == sorted(set(used.tolist()))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_fixed_bags_and_finite_differences(mode):
+    ids = np.array([[0, 3, 3], [1, 2, 0]])
+    E = table(rows=4, dim=2)
+    out = fa.embedding_bag(E, fa.IndexInput(ids), mode=mode)
+    t, expected = torch_bag(E, ids, None, mode=mode)
+    np.testing.assert_allclose(out.value, expected.detach().numpy(), rtol=1e-12)
+    check_vjp(lambda w: fa.embedding_bag(w, fa.IndexInput(ids), mode=mode, sparse=False),
+              E.value)
+    ragged_ids, offsets = bag_case()
+    check_vjp(lambda w: fa.embedding_bag(w, ragged_ids, offsets, mode=mode), table(6, 2).value)
+
+
+def test_embedding_bag_dense_and_sparse_gradients_add_across_ops():
+    E = table(rows=5, dim=2)
+    bag = fa.embedding_bag(E, [1, 2, 2, 4], [0, 1], mode="sum", sparse=False)
+    loss = bag.sum() + (E[fa.IndexInput([2])] * 3.0).sum()
+    loss.backward()
+    expected = np.zeros((5, 2))
+    np.add.at(expected, [1, 2, 2, 4], 1.0)
+    expected[2] += 3.0
+    np.testing.assert_allclose(E.grad, expected)
+
+
+def test_embedding_bag_replay_after_set_value_and_float32():
+    E = fa.Parameter(np.random.default_rng(5).normal(size=(7, 4)).astype(np.float32))
+    ix, off = fa.IndexInput([0, 1, 2, 3]), fa.IndexInput([0, 2])
+    out = fa.nn.EmbeddingBag(7, 4, mode="mean")
+    out.weight = E
+    y = out(ix, off)
+    assert y.dtype == np.float32
+    ix.set_value([6, 6, 5, 1])
+    off.set_value([0, 3])
+    y.forward()
+    t, expected = torch_bag(E, np.array([6, 6, 5, 1]), np.array([0, 3]), mode="mean")
+    np.testing.assert_allclose(y.value, expected.detach().numpy(), rtol=1e-6)
+    y.backward(np.ones((2, 4), np.float32))
+    expected.backward(torch.ones(2, 4))
+    np.testing.assert_allclose(E.grad, t.grad.numpy(), rtol=1e-6)
+    assert sorted(E.sparse_rows()) == [1, 5, 6]
+
+
+def test_embedding_bag_bad_input():
+    E = table(rows=6, dim=3)
+    with pytest.raises(IndexError, match="embedding_bag: id 6 at position 1"):
+        fa.embedding_bag(E, [0, 6], [0])
+    with pytest.raises(ValueError, match=r"offsets\[0\] must be 0"):
+        fa.embedding_bag(E, [0, 1], [1])
+    with pytest.raises(ValueError, match=r"offsets must not decrease, got offsets\[1\] = 2 and offsets\[2\] = 1"):
+        fa.embedding_bag(E, [0, 1, 2], [0, 2, 1])
+    with pytest.raises(ValueError, match=r"offsets\[1\] = 4 is past the end of the 3 ids"):
+        fa.embedding_bag(E, [0, 1, 2], [0, 4])
+    with pytest.raises(ValueError, match="mode must be 'sum' or 'mean'"):
+        fa.embedding_bag(E, [0], [0], mode="max")
+    with pytest.raises(ValueError, match="1-D ids need offsets"):
+        fa.embedding_bag(E, [0])
+    with pytest.raises(ValueError, match=r"2-D ids \(1, 2\) are one bag per row"):
+        fa.embedding_bag(E, [[0, 1]], [0])
+    with pytest.raises(ValueError, match="weight must be 2-D"):
+        fa.embedding_bag(fa.Parameter(np.zeros(3)), [0], [0])
+    with pytest.raises(ValueError, match="needs at least one entry"):
+        fa.embedding_bag(E, [0], np.zeros(0, np.int64), include_last_offset=True)
+    with pytest.raises(ValueError, match="EmbeddingBag: mode"):
+        fa.nn.EmbeddingBag(3, 2, mode="max")
+    # checked again on replay, before any loop
+    ix, off = fa.IndexInput([0, 1, 2]), fa.IndexInput([0, 1])
+    y = fa.embedding_bag(E, ix, off, mode="sum")
+    off.set_value([0, 5])
+    with pytest.raises(ValueError, match="past the end"):
+        y.forward()
+    off.set_value([0, 1])
+    ix.set_value([0, 9, 1])
+    with pytest.raises(IndexError, match="id 9 at position 1"):
+        y.forward()
+    with pytest.raises(IndexError, match="id 9"):
+        y.backward(np.ones((2, 3)))
+
+
+def test_embedding_bag_no_bags_and_no_ids():
+    E = table(rows=3, dim=2)
+    none = fa.embedding_bag(E, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert none.shape == (0, 2)
+    empty = fa.embedding_bag(E, np.zeros(0, np.int64), [0, 0], mode="mean")
+    np.testing.assert_array_equal(empty.value, np.zeros((2, 2)))
+    empty.backward(np.ones((2, 2)))
+    assert E.sparse_rows().size == 0

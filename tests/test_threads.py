@@ -307,3 +307,9 @@ def test_bpr_fit_in_threads():
     losses = model.fit(train, epochs=3, workers=2, lr=0.1, start_method="threads")
     assert len(losses) == 3 and losses[-1] < losses[0]
     assert fa.metrics.evaluate(model, test, train=train, k=10)["auc"] > 0.7
+
+
+def test_synchronized_mode_refuses_threads():
+    with pytest.raises(ValueError, match="synchronized.*processes"):
+        fa.hogwild.run(_failing_worker, workers=2, args=(None,), start_method="threads",
+                       mode="synchronized")

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import fastad as fa
+from fastad_cy.conv import batch_norm
 from fastad_cy.fastmath import approximate
 from fastad_cy.fused import lstm_cell
 from fastad_cy.losses import cross_entropy, mse
@@ -78,6 +79,30 @@ def classifier_and_lstm() -> None:
     assert_type(approximate("tanh", np.zeros(3)), NDArray[np.floating])
 
 
+def convolutions() -> None:
+    x = fa.Input(np.ones((2, 3, 8, 8)))
+    y = fa.conv2d(x, fa.Parameter(np.ones((4, 3, 3, 3))), None, stride=(2, 1), padding=1)
+    assert_type(fa.max_pool2d(y, 2), fa.Variable)
+    assert_type(fa.adaptive_avg_pool2d(y, (1, 1)), fa.Variable)
+    mean, var = np.zeros(4, np.float32), np.ones(4, np.float32)
+    assert_type(batch_norm(y, mean, var, training=True, momentum=0.2), fa.Variable)
+
+
+def masks_and_limits() -> None:
+    x = fa.Parameter(np.array([-1.0, 2.0]))
+    assert_type(x > 0, fa.Variable)
+    assert_type(x == x, fa.Variable)
+    assert_type(fa.where(x > 0, x, 0.01 * x), fa.Variable)
+    assert_type(fa.where(np.array([True, False]), 1.0, x), fa.Variable)
+    assert_type(fa.maximum(x, 1.0), fa.Variable)
+    assert_type(fa.clip(x, None, 1.0), fa.Variable)
+    assert_type(2.0 ** x, fa.Variable)
+    assert_type(x ** x, fa.Variable)
+    assert_type({x: 1}[x], int)
+
+
 if __name__ == "__main__":
     print(train_linear_model(), sparse_embedding_step())
     classifier_and_lstm()
+    convolutions()
+    masks_and_limits()

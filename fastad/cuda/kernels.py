@@ -24,22 +24,31 @@ import fastad_cy.graph
 FAMILIES: dict[str, tuple[str, ...]] = {
     "elementwise": (
         "fill", "copy_or_add", "unary_forward", "unary_backward",
-        "binary_forward", "binary_backward", "all_finite",
+        "binary_forward", "binary_backward", "all_finite", "where_forward", "where_backward",
     ),
     "reduction": (
         "reduce_sum", "reduce_max", "reduce_logsumexp", "count_ties", "reduce_backward",
         "softmax_forward", "softmax_backward",
+        "reduce_min", "reduce_norm2", "arg_reduce", "cumsum_forward", "cumsum_backward",
     ),
     "losses": (
         "cross_entropy_forward", "cross_entropy_backward", "nll_forward", "nll_backward",
         "pointwise_loss_forward", "pointwise_loss_backward", "loss_finish",
     ),
     "shape": ("gather_positions", "put_positions", "scatter_add_positions"),
-    "sparse": ("gather_rows", "scatter_add_rows", "zero_rows", "copy_ids"),
+    "sparse": ("gather_rows", "scatter_add_rows", "renorm_rows", "zero_rows", "copy_ids",
+               "bag_forward", "bag_backward_rows", "along_forward", "along_scatter_add"),
     "linalg": ("row_dot_forward", "row_dot_backward"),
+    "conv": (
+        "im2col", "col2im", "conv_unstage", "conv_stage", "conv_bias_backward", "pool_forward",
+        "pool_backward", "batch_norm_stats", "batch_norm_forward", "batch_norm_sums",
+        "batch_norm_backward",
+    ),
     "optim": (
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
         "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
+        "adadelta_dense", "adadelta_rows", "adamax_dense", "adamax_rows", "radam_dense",
+        "radam_rows", "nadam_product_step", "nadam_dense", "nadam_rows",
         "grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows", "clamp_dense",
         "clamp_rows",
     ),
@@ -62,32 +71,46 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
 #: The unary ops of `unary_forward`/`unary_backward`, in the order of the
 #: `UnaryOp` enum in fastad_cy/rules.h (the code passed is the index here).
 UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
-             "sqrt", "square", "abs", "pow", "leaky_relu", "add_scalar", "rsub_scalar",
-             "mul_scalar", "div_scalar", "rdiv_scalar")
+             "sqrt", "square", "abs", "pow", "leaky_relu", "gelu", "gelu_tanh", "elu", "silu",
+             "hardtanh_min", "hardtanh_max", "add_scalar", "rsub_scalar",
+             "mul_scalar", "div_scalar", "rdiv_scalar", "clamp_min", "clamp_max")
 
 #: The binary ops of `binary_forward`/`binary_backward` (rules.h's `BinaryOp` enum).
-BINARY_OPS = ("add", "sub", "mul", "div")
+BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
+              "greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
+
+#: The comparisons among BINARY_OPS: 0/1 masks, no gradient.
+COMPARISONS = BINARY_OPS[BINARY_OPS.index("greater"):]
 
 #: The pointwise losses of `pointwise_loss_forward/backward` (rules.h's `PointwiseLoss` enum).
-POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber")
+POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber", "kl_div", "kl_div_log_target",
+                    "smooth_l1", "binary_cross_entropy", "poisson_nll", "poisson_nll_full",
+                    "poisson_nll_rate", "poisson_nll_rate_full", "gaussian_nll")
 
 
 _ROWS = ("claim_rows", "release_rows")
 
 #: Each public op, loss and optimizer -> the kernels its device forward and
 #: backward (or step) launch. The code is in fastad/cuda/ops/<family>.py (and
-#: fastad/cuda/optim.py), the CPU version in fastad_cy/. matmul's products go to
-#: cuBLAS; lstm_cell and gru_cell are composed of the ops below. Seeding a
+#: fastad/cuda/optim.py), the CPU version in fastad_cy/. matmul's products (and the
+#: convolutions' GEMMs) go to cuBLAS; lstm_cell and gru_cell are composed of the ops below. Seeding a
 #: backward pass also launches fill or copy_or_add. A test runs every op and
 #: checks this table against the kernels it launched.
 OPS: dict[str, tuple[str, ...]] = {
     **{op: ("unary_forward", "unary_backward") for op in
        ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid", "sqrt",
-        "square", "abs", "pow", "leaky_relu")},
+        "square", "abs", "leaky_relu", "clip", "gelu", "elu", "silu", "hardtanh")},
     "add": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "sub": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "mul": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
     "div": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
+    # a number exponent: a unary op; a Variable one: binary
+    "pow": ("unary_forward", "unary_backward", "binary_forward", "binary_backward", "reduce_sum",
+            "fill"),
+    "maximum": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
+    "minimum": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
+    **{op: ("binary_forward",) for op in COMPARISONS},
+    "where": ("where_forward", "where_backward", "reduce_sum", "fill"),
     "vector_dot": ("row_dot_forward", "row_dot_backward"),
     "matmul": (),
     "sum": ("reduce_sum", "fill", "reduce_backward"),
@@ -102,15 +125,38 @@ OPS: dict[str, tuple[str, ...]] = {
     "concat": ("put_positions", "gather_positions"),
     "stack": ("put_positions", "gather_positions"),
     "take": ("gather_rows", "fill", "copy_ids", "scatter_add_rows"),
+    **{op: ("im2col", "conv_unstage", "conv_stage", "conv_bias_backward", "col2im")
+       for op in ("conv1d", "conv2d")},
+    **{op: ("pool_forward", "fill", "pool_backward") for op in
+       ("max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d")},
+    "batch_norm": ("batch_norm_stats", "batch_norm_forward", "batch_norm_sums",
+                   "batch_norm_backward"),
+    "min": ("reduce_min", "count_ties", "reduce_backward"),
+    "norm": ("reduce_norm2", "reduce_backward"),
+    "argmax": ("arg_reduce",),
+    "argmin": ("arg_reduce",),
+    "cumsum": ("cumsum_forward", "cumsum_backward"),
+    "take_along_axis": ("along_forward", "fill", "copy_ids", "along_scatter_add"),
+    **{op: ("gather_positions", "fill", "scatter_add_positions") for op in ("flip", "tile")},
+    "embedding": ("claim_rows", "renorm_rows", "release_rows", "gather_rows", "fill", "copy_ids",
+                  "scatter_add_rows"),
+    "embedding_bag": ("bag_forward", "bag_backward_rows", "fill", "copy_ids", "scatter_add_rows"),
     "cross_entropy": ("fill", "cross_entropy_forward", "loss_finish", "cross_entropy_backward"),
     "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
     **{loss: ("fill", "pointwise_loss_forward", "loss_finish", "pointwise_loss_backward")
        for loss in POINTWISE_LOSSES},
+    # gaussian_nll's first operand is input - target
+    "gaussian_nll": ("fill", "binary_forward", "binary_backward", "pointwise_loss_forward",
+                     "loss_finish", "pointwise_loss_backward"),
     "SGD": ("count_step", "sgd_dense", "sgd_rows") + _ROWS,
     "Adagrad": ("count_step", "adagrad_dense", "adagrad_rows") + _ROWS,
     "Adam": ("count_step", "adam_dense", "adam_rows") + _ROWS,
     "AdamW": ("count_step", "adam_dense", "adam_rows") + _ROWS,
     "RMSprop": ("count_step", "rmsprop_dense", "rmsprop_rows") + _ROWS,
+    "Adadelta": ("count_step", "adadelta_dense", "adadelta_rows") + _ROWS,
+    "Adamax": ("count_step", "adamax_dense", "adamax_rows") + _ROWS,
+    "RAdam": ("count_step", "radam_dense", "radam_rows") + _ROWS,
+    "NAdam": ("count_step", "nadam_product_step", "nadam_dense", "nadam_rows") + _ROWS,
     "clip_grad_norm": ("grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows") + _ROWS,
     "clip_grad_value": ("clamp_dense", "clamp_rows"),
 }

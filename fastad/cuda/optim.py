@@ -88,12 +88,22 @@ class DeviceState:
     def init_state(self, kernel, fills):
         """Make the state arrays (one per fill value, per Parameter) for the update
         `kernel` = (name, (h0, h1, h2, h3), flag) of cuda/optim.cu; returns
-        `state`, a list of tuples of device arrays."""
-        name, hyper, flag = kernel
+        `state`, a list of tuples of device arrays.
+
+        An update that keeps one running float64 per Parameter (NAdam's product)
+        names, after the flag, the kernel that advances it after each count_step and
+        the extra doubles it and the update take: `running` (starting at 1) and those
+        doubles then follow the flag in every launch."""
+        name, hyper, flag = kernel[:3]
         self.dense_kernel, self.rows_kernel = name + "_dense", name + "_rows"
         self.hyper = tuple(np.float64(h) for h in hyper)
         self.flag = np.int32(flag)
         b = self.backend
+        self.running_kernel, self.extra = None, ()
+        if len(kernel) > 3:
+            self.running_kernel = kernel[3]
+            self.running = b.from_host(np.ones(len(self.params), dtype=np.float64))
+            self.extra = (self.running,) + tuple(np.float64(h) for h in kernel[4])
         self.state, self._launch_state = [], []
         for p in self.params:
             value = p.value
@@ -118,20 +128,28 @@ class DeviceState:
             s0, s1 = self._launch_state[i]
             index = np.int64(i)
             b.launch("count_step", dtype, 1, self.steps, index)
+            if self.running_kernel is not None:
+                b.launch(self.running_kernel, dtype, 1, self.running, self.steps, index,
+                         *self.hyper, self.flag, *self.extra[1:])
             if mode == "dense":
                 b.launch(self.dense_kernel, dtype, value.size, value, grad, s0, s1,
-                         np.int64(value.size), self.lr, self.steps, index, *self.hyper, self.flag)
+                         np.int64(value.size), self.lr, self.steps, index, *self.hyper, self.flag,
+                         *self.extra)
             else:
                 _, row_len = _rows_of(value)
                 _launch_rows(b, self.rows_kernel, dtype, self.owner, _passes(touched, "step()"),
                              row_len, (value, grad, s0, s1),
-                             (self.lr, self.steps, index) + self.hyper + (self.flag,))
+                             (self.lr, self.steps, index) + self.hyper + (self.flag,) + self.extra)
 
     def set_lr(self, lr):
         """Write the learning rate the next kernels read (waits until written, so
         a CUDA graph replayed on another stream reads it)."""
         self.backend.copy_from_host(self.lr, np.array([lr], dtype=np.float64))
         self.backend.synchronize()
+
+    def set_running(self, values):
+        """Upload the running values (one float64 per Parameter), after a load."""
+        self.backend.copy_from_host(self.running, np.asarray(values, dtype=np.float64))
 
     def to_host(self):
         """(steps, state) as host numpy copies: an int64 array and a list of lists."""

@@ -15,16 +15,27 @@ names ("encoder.weight"). Calling a module calls its `forward`.
 """
 from fastad.nn import init, functional
 from fastad.nn.module import Module, Sequential, ModuleList, ModuleDict, Dropout, IncompatibleKeys
-from fastad.nn.activations import (ReLU, LeakyReLU, Tanh, Sigmoid, Softplus, LogSigmoid, Softmax,
+from fastad.nn.activations import (ReLU, LeakyReLU, GELU, ELU, SiLU, Hardtanh, Tanh, Sigmoid, Softplus, LogSigmoid, Softmax,
                                    LogSoftmax, Identity, Flatten)
-from fastad.nn.layers import Linear, Embedding, LSTMCell, GRUCell, LSTM, GRU, LayerNorm
-from fastad_cy.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
-from fastad_cy.elementwise import relu, leaky_relu, tanh, sigmoid, softplus, logsigmoid
+from fastad.nn.layers import Linear, Embedding, EmbeddingBag, LSTMCell, GRUCell, LSTM, GRU, LayerNorm
+from fastad.nn.attention import MultiheadAttention
+from fastad.nn.conv import (Conv1d, Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d,
+                            AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d)
+from fastad_cy.losses import (cross_entropy, nll_loss, bce_with_logits, mse, huber, kl_div, smooth_l1,
+                              binary_cross_entropy, poisson_nll, gaussian_nll, margin_ranking,
+                              hinge_embedding, cosine_embedding, triplet_margin, multi_margin)
+from fastad_cy.elementwise import (relu, leaky_relu, gelu, elu, silu, hardtanh, tanh, sigmoid,
+                                   softplus, logsigmoid)
 from fastad_cy.reduction import softmax, log_softmax
 
 __all__ = ["init", "functional", "Module", "Sequential", "ModuleList", "ModuleDict", "Dropout",
-           "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
-           "Identity", "Flatten", "IncompatibleKeys", "Linear", "Embedding",
-           "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "cross_entropy", "nll_loss",
-           "bce_with_logits", "mse", "huber", "relu", "leaky_relu", "tanh", "sigmoid", "softplus",
+           "ReLU", "LeakyReLU", "GELU", "ELU", "SiLU", "Hardtanh", "Tanh", "Sigmoid", "Softplus",
+           "LogSigmoid", "Softmax", "LogSoftmax",
+           "Identity", "Flatten", "IncompatibleKeys", "Linear", "Embedding", "EmbeddingBag",
+           "LSTMCell", "GRUCell", "LSTM", "GRU", "LayerNorm", "MultiheadAttention", "Conv1d",
+           "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
+           "BatchNorm1d", "BatchNorm2d", "cross_entropy", "nll_loss",
+           "bce_with_logits", "mse", "huber", "kl_div", "smooth_l1", "binary_cross_entropy", "poisson_nll",
+           "gaussian_nll", "margin_ranking", "hinge_embedding", "cosine_embedding", "triplet_margin",
+           "multi_margin", "relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus",
            "logsigmoid", "softmax", "log_softmax"]

@@ -1,12 +1,14 @@
 """Activation functions as Modules (`fa.nn.ReLU()`, ...), for `Sequential` and for
 models that keep their layers as attributes, with PyTorch's names; plus
 `Identity` and `Flatten`. Each calls the function of the same name in `fa`."""
-from fastad_cy.elementwise import leaky_relu, logsigmoid, relu, sigmoid, softplus, tanh
+from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, relu, sigmoid, silu,
+                                   softplus, tanh)
 from fastad_cy.reduction import log_softmax, softmax
+from fastad_cy.graph import Input
 from fastad_cy.shape import reshape
 from fastad.nn.module import Module
 
-__all__ = ["ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
+__all__ = ["ReLU", "LeakyReLU", "GELU", "ELU", "SiLU", "Hardtanh", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
            "Identity", "Flatten"]
 
 
@@ -54,6 +56,56 @@ class LeakyReLU(Module):
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}"
+
+
+class GELU(Module):
+    """x * Phi(x): `fa.gelu` as a Module (`approximate="tanh"` for PyTorch's tanh form)."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        gelu(Input(0.0), approximate)           # checks `approximate` now, not at the first call
+        self.approximate = approximate
+
+    def forward(self, x):
+        return gelu(x, self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class ELU(Module):
+    """x for x > 0, else alpha * (exp(x) - 1): `fa.elu` as a Module."""
+
+    def __init__(self, alpha=1.0):
+        super().__init__()
+        elu(Input(0.0), alpha)
+        self.alpha = alpha
+
+    def forward(self, x):
+        return elu(x, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
+class SiLU(_Pointwise):
+    """x * sigmoid(x): `fa.silu` as a Module."""
+    function = silu
+
+
+class Hardtanh(Module):
+    """x clamped into [min_val, max_val]: `fa.hardtanh` as a Module."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0):
+        super().__init__()
+        hardtanh(Input(0.0), min_val, max_val)
+        self.min_val, self.max_val = min_val, max_val
+
+    def forward(self, x):
+        return hardtanh(x, self.min_val, self.max_val)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}"
 
 
 class Softmax(Module):

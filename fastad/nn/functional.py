@@ -2,14 +2,25 @@
 PyTorch's names (`import fastad.nn.functional as F`)."""
 import numpy as np
 
-from fastad_cy.elementwise import leaky_relu, logsigmoid, mul, relu, sigmoid, softplus, tanh
+from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
+                            conv2d, max_pool1d, max_pool2d)
+from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, mul, relu, sigmoid,
+                                   silu, softplus, tanh)
 from fastad_cy.graph import IndexInput, Input, Variable
-from fastad_cy.losses import bce_with_logits, cross_entropy, huber, mse, nll_loss
+from fastad_cy.losses import (bce_with_logits, binary_cross_entropy, cosine_embedding, cross_entropy,
+                              gaussian_nll, hinge_embedding, huber, kl_div, margin_ranking, mse,
+                              multi_margin, nll_loss, poisson_nll, smooth_l1, triplet_margin)
 from fastad_cy.reduction import log_softmax, softmax
+from fastad_cy.sparse import embedding, embedding_bag
 from fastad import random as fastad_random
 
-__all__ = ["relu", "leaky_relu", "tanh", "sigmoid", "softplus", "logsigmoid", "softmax", "log_softmax",
-           "dropout", "cross_entropy", "nll_loss", "bce_with_logits", "mse", "huber"]
+__all__ = ["relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus",
+           "logsigmoid", "softmax", "log_softmax",
+           "dropout", "cross_entropy", "nll_loss", "bce_with_logits", "mse", "huber", "kl_div",
+           "smooth_l1", "binary_cross_entropy", "poisson_nll", "gaussian_nll", "margin_ranking",
+           "hinge_embedding", "cosine_embedding", "triplet_margin", "multi_margin", "conv1d",
+           "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
+           "batch_norm", "embedding", "embedding_bag"]
 
 
 def check_dropout_rate(who, p):

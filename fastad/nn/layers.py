@@ -1,4 +1,4 @@
-"""Layers: Linear, Embedding, LSTMCell/GRUCell, LSTM/GRU, LayerNorm.
+"""Layers: Linear, Embedding, EmbeddingBag, LSTMCell/GRUCell, LSTM/GRU, LayerNorm.
 
 Weights are Parameters initialised as PyTorch does by default; a `generator`
 (numpy Generator) makes the initialisation reproducible. Linear and the
@@ -14,6 +14,7 @@ import fastad as fa
 from fastad.nn.module import Module
 from fastad import random as fastad_random
 from fastad_cy.fused import gru_cell, lstm_cell
+from fastad_cy.sparse import padding_row
 
 
 def _uniform(shape, bound, rng, dtype):
@@ -86,25 +87,73 @@ class Embedding(Module):
 
     Call it on an IndexInput (or integer ids) of any shape; the result has
     shape ids.shape + (embedding_dim,), and backward touches only the rows
-    used. The table starts N(0, 1), as in PyTorch.
+    used. The table starts N(0, 1), as in PyTorch. Options as
+    torch.nn.Embedding: `padding_idx` (that row starts at zero and gets no
+    gradient), `max_norm` and `norm_type` (looked-up rows longer than max_norm
+    are scaled back in place on every forward; see `fa.embedding`).
 
-    >>> emb = fa.nn.Embedding(10_000, 32)
+    >>> emb = fa.nn.Embedding(10_000, 32, padding_idx=0)
     >>> emb(fa.IndexInput([5, 42])).shape
     (2, 32)
     """
 
-    def __init__(self, num_embeddings, embedding_dim, dtype=None, generator=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, dtype=None, generator=None):
         super().__init__()
         _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         rng = fastad_random.generator("Embedding", generator)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = fa.Parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype=dtype)
+        table = rng.standard_normal((num_embeddings, embedding_dim))
+        if padding_idx is not None:
+            padding_idx = padding_row("Embedding", padding_idx, num_embeddings)
+            table[padding_idx] = 0.0
+        self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
+        self.weight = fa.Parameter(table, dtype=dtype)
 
     def forward(self, ids):
-        return fa.take(self.weight, ids)
+        if self.padding_idx is None and self.max_norm is None:
+            return fa.take(self.weight, ids)
+        return fa.embedding(self.weight, ids, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        options = "".join(f", {name}={getattr(self, name)}" for name in ("padding_idx", "max_norm")
+                          if getattr(self, name) is not None)
+        return f"{self.num_embeddings}, {self.embedding_dim}{options}"
+
+
+class EmbeddingBag(Module):
+    """Sums or means of bags of rows of a (num_embeddings, embedding_dim) table.
+
+    `bag(ids, offsets=None)` as torch.nn.EmbeddingBag (see `fa.embedding_bag`):
+    1-D ids with offsets where each bag starts (or, with
+    include_last_offset=True, one more offset ending the last bag), or 2-D ids
+    with one bag per row; the result is (bags, embedding_dim). `mode` is "sum"
+    or "mean". The gradient is sparse (only the rows used) unless sparse=False.
+    The table starts N(0, 1), as in PyTorch.
+
+    >>> bag = fa.nn.EmbeddingBag(1000, 16, mode="sum")
+    >>> bag(fa.IndexInput([3, 9, 9, 4]), fa.IndexInput([0, 3])).shape
+    (2, 16)
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, mode="mean", sparse=True,
+                 include_last_offset=False, dtype=None, generator=None):
+        super().__init__()
+        _check_sizes("EmbeddingBag", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        if mode not in ("sum", "mean"):
+            raise ValueError(f"EmbeddingBag: mode must be 'sum' or 'mean', got {mode!r}")
+        rng = fastad_random.generator("EmbeddingBag", generator)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.mode, self.sparse, self.include_last_offset = mode, bool(sparse), bool(include_last_offset)
+        self.weight = fa.Parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype=dtype)
+
+    def forward(self, ids, offsets=None):
+        return fa.embedding_bag(self.weight, ids, offsets, self.mode, self.include_last_offset,
+                                self.sparse)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}, " \
+               f"sparse={self.sparse}"
 
 
 class LSTMCell(Module):

@@ -3,7 +3,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from fastad_cy.graph import IndexInput, Parameter, Variable
+from fastad_cy.graph import IndexInput, Input, Parameter, Variable
 from fastad import random as fastad_random
 from fastad.nn.functional import check_dropout_rate, dropout
 
@@ -34,6 +34,7 @@ class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value):
@@ -45,7 +46,12 @@ class Module:
         else:
             params.pop(name, None)
             self._modules.pop(name, None)
-            if isinstance(value, Parameter):
+            if name in self._buffers:
+                if not isinstance(value, Input):
+                    raise TypeError(f"{type(self).__name__}: {name!r} is a buffer; assign an "
+                                    f"fa.Input (a buffer moved with .to()), got {type(value).__name__}")
+                self._buffers[name] = value
+            elif isinstance(value, Parameter):
                 params[name] = value
             elif isinstance(value, Module):
                 self._modules[name] = value
@@ -54,6 +60,7 @@ class Module:
     def __delattr__(self, name):
         self.__dict__.get("_parameters", {}).pop(name, None)
         self.__dict__.get("_modules", {}).pop(name, None)
+        self.__dict__.get("_buffers", {}).pop(name, None)
         object.__delattr__(self, name)
 
     def forward(self, *args, **kwargs):
@@ -102,6 +109,34 @@ class Module:
                                    for name, child in module._modules.items()]))
         return found
 
+    def register_buffer(self, name, data, dtype=None):
+        """Keep `data` as state that is not trained (BatchNorm's running averages):
+        an `fa.Input` at attribute `name`, in `state_dict()` after the Parameters,
+        filled by `load_state_dict()` and moved by `to()`.
+
+        >>> self.register_buffer("running_mean", np.zeros(16))
+        """
+        if not isinstance(name, str) or not name.isidentifier() or name in self._parameters \
+                or name in self._modules:
+            raise ValueError(f"{type(self).__name__}.register_buffer: {name!r} must be a new "
+                             f"attribute name")
+        self._buffers[name] = None
+        setattr(self, name, Input(data, dtype=dtype))
+
+    def named_buffers(self):
+        """[(dotted name, Input)] for every buffer below this Module, in
+        named_parameters()'s order of Modules.
+
+        >>> dict(model.named_buffers())["norm.running_var"].value
+        """
+        found, stack = [], [("", self)]
+        while stack:
+            prefix, module = stack.pop()
+            found.extend((prefix + name, b) for name, b in module._buffers.items())
+            stack.extend(reversed([(prefix + name + ".", child)
+                                   for name, child in module._modules.items()]))
+        return found
+
     def parameters(self):
         """The Parameters below this Module, each once, in named_parameters() order.
 
@@ -110,15 +145,15 @@ class Module:
         return [p for _, p in self.named_parameters()]
 
     def state_dict(self):
-        """{dotted name: copy of the Parameter's value}.
+        """{dotted name: copy of the Parameter's value}, then the buffers' (see register_buffer).
 
         >>> fa.save({"model": model.state_dict()}, "model.npz")
         """
-        return {name: p.numpy() for name, p in self.named_parameters()}
+        return {name: p.numpy() for name, p in self.named_parameters() + self.named_buffers()}
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copy the arrays of `state_dict` (numpy, or CuPy) into the Parameters of the
-        same names, in place (graphs built on them see the new values after `forward()`).
+        """Copy the arrays of `state_dict` (numpy, or CuPy) into the Parameters (and
+        buffers) of the same names, in place (graphs built on them see the new values after `forward()`).
 
         With strict=True (default) the names must match exactly; with
         strict=False missing and unexpected names are skipped. Shapes must
@@ -130,7 +165,7 @@ class Module:
         who = f"{type(self).__name__}.load_state_dict"
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"{who}: expected a dict of arrays, got {type(state_dict).__name__}")
-        own = dict(self.named_parameters())
+        own = dict(self.named_parameters() + self.named_buffers())
         missing = [name for name in own if name not in state_dict]
         unexpected = [name for name in state_dict if name not in own]
         if strict and (missing or unexpected):
@@ -180,7 +215,7 @@ class Module:
         return self.train(False)
 
     def to(self, device):
-        """Move every Parameter below this Module to `device` ("cpu", "cuda",
+        """Move every Parameter and buffer below this Module to `device` ("cpu", "cuda",
         "cuda:N"), in place; returns self. Each Parameter attribute is replaced by
         its copy on the device (`p.to(device)`; one shared by several Modules stays
         shared). Make the optimizer after moving the model, as its Parameters change.
@@ -194,6 +229,8 @@ class Module:
                 if id(p) not in moved:
                     moved[id(p)] = p.to(device)
                 setattr(module, name, moved[id(p)])
+            for name, b in list(module._buffers.items()):
+                setattr(module, name, b.to(device))
         return self
 
     def extra_repr(self):

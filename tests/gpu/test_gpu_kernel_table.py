@@ -22,10 +22,15 @@ def ids(values):
 
 UNARY = {op: (lambda f: lambda: f(P(3, 2)))(getattr(fa, op)) for op in
          ("neg", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu", "softplus", "logsigmoid",
-          "sqrt", "square", "abs")}
+          "sqrt", "square", "abs", "gelu", "elu", "silu", "hardtanh")}
 BUILDS = {
     **UNARY,
-    "pow": lambda: fa.pow(P(3), 3),
+    "pow": lambda: fa.pow(fa.pow(P(3, 4), 3), P(4)),   # a number exponent, then a broadcast one
+    "clip": lambda: fa.clip(P(3, 2), -0.5, 0.5),
+    "maximum": lambda: fa.maximum(P(3, 4), P(4)),
+    "minimum": lambda: fa.minimum(P(3, 4), P(4)),
+    **{op: (lambda f: lambda: f(P(3, 4), P(4)))(getattr(fa, op)) for op in kernels.COMPARISONS},
+    "where": lambda: fa.where(rng.random((3, 4)) > 0.5, P(3, 4), P(4)),
     "add": lambda: fa.add(P(700, 3), P(3)),          # a broadcast bias: a chunked sum
     "sub": lambda: fa.sub(P(700, 3), P(3)),
     "mul": lambda: fa.mul(P(3, 4), P(4)),
@@ -44,11 +49,40 @@ BUILDS = {
     "concat": lambda: fa.concat([P(2, 2), P(2, 2)]),
     "stack": lambda: fa.stack([P(2), P(2)]),
     "take": lambda: fa.take(P(5, 2), ids([1, 1, 3])),
+    "embedding": lambda: fa.embedding(P(5, 2), ids([1, 1, 3]), padding_idx=3, max_norm=0.5),
+    "embedding_bag": lambda: fa.embedding_bag(P(5, 2), ids([1, 1, 3, 4]), [0, 2], mode="mean"),
     "cross_entropy": lambda: fa.nn.cross_entropy(P(3, 4), ids([1, 2, 3])),
     "nll_loss": lambda: fa.nn.nll_loss(P(3, 4), [1, 2, 3]),
     "bce_with_logits": lambda: fa.nn.bce_with_logits(P(3), P(3)),
     "mse": lambda: fa.nn.mse(P(3), P(3)),
     "huber": lambda: fa.nn.huber(P(3), P(3)),
+    "conv1d": lambda: fa.conv1d(P(2, 2, 5), P(3, 2, 2), P(3)),
+    "conv2d": lambda: fa.conv2d(P(2, 2, 4, 4), P(3, 2, 2, 2), P(3)),
+    "max_pool1d": lambda: fa.max_pool1d(P(1, 2, 4), 2),
+    "max_pool2d": lambda: fa.max_pool2d(P(1, 2, 4, 4), 2),
+    "avg_pool1d": lambda: fa.avg_pool1d(P(1, 2, 4), 2),
+    "avg_pool2d": lambda: fa.avg_pool2d(P(1, 2, 4, 4), 2),
+    "adaptive_avg_pool2d": lambda: fa.adaptive_avg_pool2d(P(1, 2, 4, 4), 3),
+    "batch_norm": lambda: fa.nn.functional.batch_norm(P(4, 3), None, None, P(3), P(3),
+                                                      training=True),
+    "min": lambda: fa.min(P(3, 4), axis=1),
+    "norm": lambda: fa.norm(P(3, 4), axis=0),
+    "argmax": lambda: fa.argmax(P(3, 4), axis=1),
+    "argmin": lambda: fa.argmin(P(3, 4)),
+    "cumsum": lambda: fa.cumsum(P(3, 4), axis=0),
+    "take_along_axis": lambda: fa.take_along_axis(P(5, 2), ids([[1, 0], [1, 4]]), 0),
+    "flip": lambda: fa.flip(P(3, 4)),
+    "tile": lambda: fa.tile(P(3), 2),
+    "kl_div": lambda: fa.nn.kl_div(P(3), P(3)),
+    "kl_div_log_target": lambda: fa.nn.kl_div(P(3), P(3), log_target=True),
+    "smooth_l1": lambda: fa.nn.smooth_l1(P(3), P(3)),
+    "binary_cross_entropy": lambda: fa.nn.binary_cross_entropy(
+        fa.Parameter([0.2, 0.7], device="cuda"), fa.Parameter([0.5, 1.0], device="cuda")),
+    "poisson_nll": lambda: fa.nn.poisson_nll(P(3), P(3)),
+    "poisson_nll_full": lambda: fa.nn.poisson_nll(P(3), P(3), full=True),
+    "poisson_nll_rate": lambda: fa.nn.poisson_nll(P(3), P(3), log_input=False),
+    "poisson_nll_rate_full": lambda: fa.nn.poisson_nll(P(3), P(3), log_input=False, full=True),
+    "gaussian_nll": lambda: fa.nn.gaussian_nll(P(3), P(3), fa.Parameter([0.5, 1.0, 2.0], device="cuda")),
 }
 
 
@@ -65,20 +99,22 @@ def test_every_listed_kernel_exists_and_every_op_is_listed():
     known = set(kernels.KERNEL_FAMILY)
     for op, names in kernels.OPS.items():
         assert set(names) <= known, f"{op}: {sorted(set(names) - known)} not in kernels.FAMILIES"
-    assert set(BUILDS) | {"SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "clip_grad_norm",
-                          "clip_grad_value"} == set(kernels.OPS)
+    assert set(BUILDS) | {"SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
+                          "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value"} == set(kernels.OPS)
 
 
 @pytest.mark.parametrize("op", sorted(BUILDS))
 def test_an_op_launches_exactly_its_listed_kernels(launched, op):
     y = BUILDS[op]()
-    y.backward(np.ones(y.shape) if y.size != 1 else None)
+    if y.requires_grad:                  # argmax, argmin and comparisons have no gradient
+        y.backward(np.ones(y.shape) if y.size != 1 else None)
     listed = set(kernels.OPS[op])
     assert listed - SEEDING <= set(launched) <= listed | SEEDING, \
         f"{op} launched {sorted(set(launched))}; kernels.OPS lists {sorted(listed)}"
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adagrad", "Adam", "AdamW", "RMSprop"])
+@pytest.mark.parametrize("name", ["SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta",
+                                  "Adamax", "NAdam", "RAdam"])
 def test_an_optimizer_step_launches_its_listed_kernels(launched, name):
     dense, table = P(3, 2), P(6, 2)
     loss = (dense * dense).sum() + fa.take(table, ids([1, 1, 4])).sum()

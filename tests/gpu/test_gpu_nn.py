@@ -4,7 +4,7 @@ import pytest
 
 import fastad as fa
 from fastad import nn
-from device_check import host, tolerance
+from device_check import check_against_cpu, host, tolerance
 
 
 class Tied(nn.Module):
@@ -99,3 +99,56 @@ def test_load_state_dict_takes_device_arrays():
     layer = nn.Linear(2, 1)
     layer.load_state_dict({"weight": _CupyLike(np.full((2, 1), 3.0)), "bias": np.zeros(1)})
     np.testing.assert_array_equal(layer.weight.value, np.full((2, 1), 3.0))
+
+
+def r(*shape):
+    return np.random.default_rng(len(shape) + sum(shape)).standard_normal(shape)
+
+
+def test_attention_runs_on_the_device_as_on_the_cpu(backend):
+    mask = np.random.default_rng(3).random((4, 5)) > 0.5
+    mask[2] = False                               # a row masked out entirely: zeros
+    check_against_cpu(lambda q, k, v: fa.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                      r(2, 3, 4, 6), r(2, 3, 5, 6), r(2, 3, 5, 2))
+    check_against_cpu(lambda q, k: fa.scaled_dot_product_attention(q, k, k, is_causal=True, scale=0.5),
+                      r(2, 4, 3), r(2, 4, 3))
+
+
+def test_multihead_attention_on_the_device(backend):
+    cpu = fa.nn.MultiheadAttention(8, 2, dtype=np.float64, generator=np.random.default_rng(0))
+    dev = fa.nn.MultiheadAttention(8, 2, dtype=np.float64, generator=np.random.default_rng(0)).to("cuda")
+    x = r(2, 3, 8)
+    padding = np.array([[False, False, True], [False, False, False]])
+    y_cpu, w_cpu = cpu(*[fa.Input(x, dtype=np.float64)] * 3, key_padding_mask=padding)
+    y_dev, w_dev = dev(*[fa.Input(x, dtype=np.float64, device="cuda")] * 3, key_padding_mask=padding)
+    np.testing.assert_allclose(host(y_dev), y_cpu.value, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(host(w_dev), w_cpu.value, rtol=1e-10, atol=1e-12)
+    y_cpu.sum().backward()
+    y_dev.sum().backward()
+    np.testing.assert_allclose(host(dev.in_proj_weight.grad), cpu.in_proj_weight.grad, rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, np.inf])
+def test_embedding_padding_and_max_norm_on_the_device(backend, dtype, norm_type):
+    values = r(6, 3) * 2
+    cpu = fa.Parameter(values, dtype=dtype)
+    dev = fa.Parameter(values, dtype=dtype, device="cuda")
+    ids = [1, 4, 1, 0, 4, 4]                      # repeated rows are renormalised once
+    ix_cpu, ix_dev = fa.IndexInput(ids), fa.IndexInput(ids, device="cuda")
+    y_cpu = fa.embedding(cpu, ix_cpu, padding_idx=4, max_norm=1.2, norm_type=norm_type)
+    y_dev = fa.embedding(dev, ix_dev, padding_idx=4, max_norm=1.2, norm_type=norm_type)
+    tol = tolerance(dtype)
+    for new in (None, [2, 2, 5, 4, 3, 1]):
+        if new is not None:
+            ix_cpu.set_value(new)
+            ix_dev.set_value(new)
+            y_cpu.forward(); y_dev.forward()
+            cpu.zero_grad(); dev.zero_grad()
+        np.testing.assert_allclose(host(y_dev), y_cpu.value, **tol)
+        np.testing.assert_allclose(host(dev), cpu.value, **tol)        # the table, renormalised
+        seed = r(*y_cpu.shape)
+        y_cpu.backward(seed)
+        y_dev.backward(seed)
+        np.testing.assert_allclose(host(dev.grad), cpu.grad, **tol)
+        np.testing.assert_array_equal(host(dev.grad)[4], 0.0)

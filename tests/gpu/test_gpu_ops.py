@@ -25,6 +25,9 @@ UNARY = {
     "x + 2": (lambda x: x + 2, False), "2 - x": (lambda x: 2 - x, False),
     "3 * x": (lambda x: 3 * x, False), "x / 4": (lambda x: x / 4, False),
     "2 / x": (lambda x: 2 / x, True), "x - 1": (lambda x: x - 1, False),
+    "gelu": (fa.gelu, False), "gelu tanh": (lambda x: fa.gelu(x, "tanh"), False),
+    "elu": (fa.elu, False), "elu 0.4": (lambda x: fa.elu(x, 0.4), False), "silu": (fa.silu, False),
+    "hardtanh": (fa.hardtanh, False), "hardtanh 0 6": (lambda x: fa.hardtanh(x * 4, 0, 6), False),
 }
 
 
@@ -192,6 +195,60 @@ def test_take_checks_ids_at_build_and_at_set_value(backend):
         ix.set_value([-1, 0])
     np.testing.assert_array_equal(ix.numpy(), [1, 2])       # unchanged after refusals
     rows.forward()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_embedding_bag_matches_the_cpu(backend, dtype, mode, sparse):
+    table = r(8, 3)
+    ids, offsets = [4, 1, 4, 4, 0, 2, 5, 1], [0, 0, 3, 3, 6]     # repeats, empty bags
+    cpu = fa.Parameter(table, dtype=dtype)
+    dev = fa.Parameter(table, dtype=dtype, device="cuda")
+    ix_cpu, ix_dev = fa.IndexInput(ids), fa.IndexInput(ids, device="cuda")
+    off_cpu, off_dev = fa.IndexInput(offsets), fa.IndexInput(offsets)   # offsets stay on the host
+    y_cpu = fa.embedding_bag(cpu, ix_cpu, off_cpu, mode=mode, sparse=sparse)
+    y_dev = fa.embedding_bag(dev, ix_dev, off_dev, mode=mode, sparse=sparse)
+    tol = tolerance(dtype)
+    for new in (None, ([7, 7, 0, 1, 2, 3, 3, 6], [0, 1, 1, 5, 8])):
+        if new is not None:
+            for ix, off in ((ix_cpu, off_cpu), (ix_dev, off_dev)):
+                ix.set_value(new[0])
+                off.set_value(new[1])
+            y_cpu.forward(); y_dev.forward()
+            cpu.zero_grad(); dev.zero_grad()
+        np.testing.assert_allclose(host(y_dev), y_cpu.value, **tol)
+        seed = r(*y_cpu.shape)
+        y_cpu.backward(seed)
+        y_dev.backward(seed)
+        assert dev.is_sparse_grad == sparse
+        np.testing.assert_allclose(host(dev.grad), cpu.grad, **tol)
+        if sparse:
+            np.testing.assert_array_equal(np.sort(dev.sparse_rows()), np.sort(cpu.sparse_rows()))
+
+
+def test_embedding_bag_fixed_bags_include_last_offset_and_checks(backend):
+    check_against_cpu(lambda t: fa.embedding_bag(t, fa.IndexInput([[0, 3, 3], [1, 2, 0]],
+                                                                  device=t.device), mode="mean"),
+                      r(4, 2))
+    check_against_cpu(lambda t: fa.embedding_bag(t, fa.IndexInput([0, 3, 3, 1, 2],
+                                                                  device=t.device),
+                                                 [0, 2, 4], include_last_offset=True, mode="sum"),
+                      r(4, 2))
+    table = fa.Parameter(r(4, 2), device="cuda")
+    with pytest.raises(IndexError, match="embedding_bag: id 4 at position 1"):
+        fa.embedding_bag(table, fa.IndexInput([1, 4], device="cuda"), [0])
+    with pytest.raises(ValueError, match="offsets stay on the host"):
+        fa.embedding_bag(table, fa.IndexInput([1, 2], device="cuda"), fa.IndexInput([0], device="cuda"))
+    ix, off = fa.IndexInput([1, 2, 3], device="cuda"), fa.IndexInput([0, 1])
+    y = fa.embedding_bag(table, ix, off)
+    off.set_value([0, 4])
+    with pytest.raises(ValueError, match=r"offsets\[1\] = 4 is past the end of the 3 ids"):
+        y.forward()
+    off.set_value([0, 2])
+    with pytest.raises(IndexError, match="id 4 at position 0"):
+        ix.set_value([4, 0, 0])
+    y.forward()
 
 
 def test_lstm_and_gru_cells(backend):

@@ -18,10 +18,11 @@ calls the engine services of `common` (buffers, gradient seeds, sparse records).
 from fastad.cuda.ops.common import (to_host, from_host, copy, empty, empty_like, fill, copy_from_host,
                                     copy_device_array, seed_grad, leaf_grad, zero_rows, touched_rows,
                                     append_ids, all_finite)
-from fastad.cuda.ops.elementwise import unary, binary
-from fastad.cuda.ops.reduction import reduce, softmax
+from fastad.cuda.ops.elementwise import unary, binary, where
+from fastad.cuda.ops.reduction import reduce, softmax, arg_reduce, cumsum
 from fastad.cuda.ops.shape import reshape, transpose, gather, join
 from fastad.cuda.ops.linalg import matmul, vector_dot
-from fastad.cuda.ops.sparse import take
+from fastad.cuda.ops.conv import conv, pool, batch_norm
+from fastad.cuda.ops.sparse import take, take_along_axis, embedding_bag
 from fastad.cuda.ops.fused import lstm_cell, gru_cell
 from fastad.cuda.ops.losses import cross_entropy, nll_loss, pair_loss

@@ -139,7 +139,10 @@ def append_ids(record, count, ids, dtype):
 
 
 def all_finite(array) -> bool:
-    """True when no element of a float device array is NaN or Inf (detect_anomaly)."""
+    """True when no element of a float device array is NaN or Inf (detect_anomaly); an
+    integer array (argmax's ids) always is."""
+    if array.dtype.kind in "iu":
+        return True
     flag = backend().zeros((1,), np.int32)
     launch("all_finite", array.dtype, array.size, array, I64(array.size), flag)
     return not to_host(flag)[0]

@@ -1,4 +1,5 @@
-"""Elementwise ops on a GPU (cuda/elementwise.cu): unary functions and broadcasting + - * /.
+"""Elementwise ops on a GPU (cuda/elementwise.cu): unary functions, broadcasting binary ops
+(+ - * / pow maximum minimum, and the comparisons) and where.
 
 As in fastad_cy/elementwise.pyx, a Python number operand becomes a unary
 *scalar op, chosen there before a device operand is sent here.
@@ -6,7 +7,7 @@ As in fastad_cy/elementwise.pyx, a Python number operand becomes a unary
 import numpy as np
 
 from fastad_cy.graph import device_grad_slot
-from fastad.cuda.kernels import BINARY_OPS
+from fastad.cuda.kernels import BINARY_OPS, COMPARISONS
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
                                     same_device)
 from fastad.cuda.ops.reduction import Fold
@@ -59,6 +60,20 @@ def broadcast_meta(op, out_shape, *shapes):
     return meta
 
 
+def broadcast_folds(op, meta, shape, operands):
+    """For each operand number in `operands` (their order in broadcast_meta's `meta`,
+    from 0): a Fold that sums an array of the output's shape onto that operand's shape
+    when it was broadcast, else None (also when `meta` is None: one shape for all)."""
+    nd = len(shape)
+    folds = [None] * len(operands)
+    if meta is not None:
+        for j, k in enumerate(operands):
+            strides = meta[(k + 1) * nd:(k + 2) * nd]
+            if any(st == 0 and d != 1 for d, st in zip(shape, strides)):   # broadcast
+                folds[j] = Fold(shape, strides, op)
+    return folds
+
+
 class Binary:
     """a op b with numpy broadcasting; `meta` is None when a, b and the output share a shape.
 
@@ -66,22 +81,19 @@ class Binary:
     directly. A broadcast operand's gradient is a sum over the axes it was
     broadcast along, done by the chunked reduce_sum (`folds[k]`): of the output's
     gradient itself for + and - (a bias's gradient), of binary_backward's terms,
-    written into `scratch`, for * and /."""
+    written into `scratch`, for the others. Comparisons have no backward."""
 
     def __init__(self, code, meta, shape, dtype):
         self.code = I32(code)
         nd = 0 if meta is None else len(meta) // 3
         self.nd = I32(nd)
         self.meta = meta_array(meta or ())
-        self.folds = [None, None]
+        name = BINARY_OPS[code]
+        self.folds = ([None, None] if name in COMPARISONS
+                      else broadcast_folds(name, meta, shape, (0, 1)))
         self.scratch = None
-        if nd:
-            for k in range(2):
-                strides = meta[(k + 1) * nd:(k + 2) * nd]
-                if any(st == 0 and d != 1 for d, st in zip(shape, strides)):   # broadcast
-                    self.folds[k] = Fold(shape, strides, BINARY_OPS[code])
-            if any(self.folds) and BINARY_OPS[code] in ("mul", "div"):
-                self.scratch = backend().empty(shape, dtype)
+        if any(self.folds) and name not in ("add", "sub"):
+            self.scratch = backend().empty(shape, dtype)
 
     def forward(self, node):
         a, b = node.parents
@@ -107,10 +119,51 @@ class Binary:
 
 
 def binary(name, a, b, shape):
-    """Build a + - * / b (name in kernels.BINARY_OPS) of the broadcast `shape`;
+    """Build a op b (name in kernels.BINARY_OPS) of the broadcast `shape`;
     fastad_cy/elementwise.pyx checks the operands and works out the shape first
-    (a Python number operand becomes a unary *_scalar op there instead)."""
+    (a Python number operand of + - * / becomes a unary *_scalar op there instead)."""
     same_device(name, a, b)
     meta = None if a.shape == b.shape else broadcast_meta(name, shape, a.shape, b.shape)
     return make_node(name, (a, b), shape, a.dtype, Binary(BINARY_OPS.index(name), meta, shape,
                                                            a.dtype))
+
+
+# ------------------------------------------------------------------ where
+
+class Where:
+    """a where cond is nonzero, else b, broadcasting all three; `meta` is None when they
+    share the output's shape. A broadcast a or b sums where_backward's terms, written
+    into `scratch`, with its Fold (as Binary does)."""
+
+    def __init__(self, meta, shape, dtype):
+        self.nd = I32(0 if meta is None else len(shape))
+        self.meta = meta_array(meta or ())
+        self.folds = broadcast_folds("where", meta, shape, (1, 2))
+        self.scratch = backend().empty(shape, dtype) if any(self.folds) else None
+
+    def forward(self, node):
+        cond, a, b = node.parents
+        launch("where_forward", node.dtype, node.size, cond.value, a.value, b.value, node.value,
+               I64(node.size), self.meta, self.nd)
+
+    def backward(self, node):
+        cond = node.parents[0]
+        for x, to_a, fold in zip(node.parents[1:], (1, 0), self.folds):
+            if not x.requires_grad:
+                continue
+            grad, accumulate = device_grad_slot(x)
+            terms = grad if fold is None else self.scratch
+            launch("where_backward", node.dtype, node.size, cond.value, node.grad, terms,
+                   I64(node.size), I32(to_a), self.meta, self.nd,
+                   I32(accumulate if fold is None else 0))
+            if fold is not None:
+                fold.sum(self.scratch, grad, 1, accumulate)
+
+
+def where(cond, a, b, shape):
+    """Build where(cond, a, b) of the broadcast `shape`; fastad_cy/elementwise.pyx checks
+    the operands (one dtype) and works out the shape first."""
+    same_device("where", cond, a, b)
+    meta = (None if cond.shape == a.shape == b.shape
+            else broadcast_meta("where", shape, cond.shape, a.shape, b.shape))
+    return make_node("where", (cond, a, b), shape, a.dtype, Where(meta, shape, a.dtype))

@@ -1,5 +1,5 @@
-"""Reductions on a GPU (cuda/reduction.cu): sum, mean, max and logsumexp over any axes,
-and softmax and log_softmax along one.
+"""Reductions on a GPU (cuda/reduction.cu): sum, mean, max, min, logsumexp and the 2-norm
+over any axes, argmax/argmin and cumsum along one axis, and softmax and log_softmax along one.
 
 fastad_cy/reduction.pyx checks the axes and works out the shapes, then sends a
 device operand here with them. softmax views its input as (outer, n, inner)
@@ -8,13 +8,17 @@ around the chosen axis; one thread normalises one (outer, inner) line along n
 """
 import numpy as np
 
-from fastad_cy.graph import device_grad_slot
+from fastad_cy.graph import device_grad_slot, device_ids
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
                                     fill)
 
 # The CPU's ReduceOp codes (fastad_cy/reduction.pyx) and the kernels' ReduceMode.
-R_SUM, R_MEAN, R_MAX, R_LOGSUMEXP = range(4)
-MODE_SUM, MODE_MAX, MODE_LOGSUMEXP = range(3)
+R_SUM, R_MEAN, R_MAX, R_LOGSUMEXP, R_MIN, R_NORM2 = range(6)
+MODE_SUM, MODE_MAX, MODE_LOGSUMEXP, MODE_NORM2 = range(4)
+MODES = {R_SUM: MODE_SUM, R_MEAN: MODE_SUM, R_MAX: MODE_MAX, R_MIN: MODE_MAX,
+         R_LOGSUMEXP: MODE_LOGSUMEXP, R_NORM2: MODE_NORM2}
+FORWARD_KERNELS = {R_MAX: "reduce_max", R_MIN: "reduce_min", R_LOGSUMEXP: "reduce_logsumexp",
+                   R_NORM2: "reduce_norm2"}
 
 # Slots that fold more than CHUNK elements, when there are few of them, are
 # summed by several threads each (atomically), so a full sum is not one thread's loop.
@@ -75,37 +79,81 @@ class Reduce:
         # keep: the axes the output keeps (a length-1 axis may count as either)
         self.fold = Fold(x.shape, [k == d for k, d in zip(kept, x.shape)])
         self.scale = scale
-        # max: how many elements of each slot equal its max (double: exact past 2**24)
-        self.ties = backend().empty((self.fold.n_slots if code == R_MAX else 1,), np.float64)
+        # max, min: how many elements of each slot equal its max (double: exact past 2**24)
+        self.ties = backend().empty((self.fold.n_slots if code in (R_MAX, R_MIN) else 1,),
+                                    np.float64)
 
     def forward(self, node):
         x = node.parents[0]
         f = self.fold
         if self.code in (R_SUM, R_MEAN):
             f.sum(x.value, node.value, self.scale, 0)
-        elif self.code == R_MAX:
-            launch("reduce_max", node.dtype, f.n_slots, x.value, node.value, f.n_slots, f.meta, f.nd)
         else:
-            launch("reduce_logsumexp", node.dtype, f.n_slots, x.value, node.value, f.n_slots,
-                   f.meta, f.nd)
+            launch(FORWARD_KERNELS[self.code], node.dtype, f.n_slots, x.value, node.value,
+                   f.n_slots, f.meta, f.nd)
 
     def backward(self, node):
         x = node.parents[0]
         if not x.requires_grad:
             return
         t, f = node.dtype, self.fold
-        if self.code == R_MAX:
+        if self.code in (R_MAX, R_MIN):
             launch("count_ties", t, f.n_slots, x.value, node.value, self.ties, f.n_slots, f.meta, f.nd)
-        mode = {R_SUM: MODE_SUM, R_MEAN: MODE_SUM, R_MAX: MODE_MAX}.get(self.code, MODE_LOGSUMEXP)
         grad, accumulate = device_grad_slot(x)
         launch("reduce_backward", t, x.size, x.value, node.value, node.grad, self.ties, grad,
-               I64(x.size), f.meta, f.nd, I32(mode), scalar(t, self.scale), I32(accumulate))
+               I64(x.size), f.meta, f.nd, I32(MODES[self.code]), scalar(t, self.scale),
+               I32(accumulate))
 
 
 def reduce(name, code, x, kept, out_shape, scale):
-    """Build sum/mean/max/logsumexp (the CPU's ReduceOp `code`) of x: `kept` is the
+    """Build sum/mean/max/min/logsumexp/norm (the CPU's ReduceOp `code`) of x: `kept` is the
     keepdims shape, `out_shape` the output's, `scale` mean's 1/count (else 1)."""
     return make_node(name, (x,), out_shape, x.dtype, Reduce(code, x, kept, scale))
+
+
+class ArgReduce:
+    """argmax (lowest False) or argmin of x along the middle axis of (outer, n, inner)."""
+
+    def __init__(self, lowest, outer, n, inner):
+        self.lowest = I32(lowest)
+        self.outer, self.n, self.inner = I64(outer), I64(n), I64(inner)
+
+    def forward(self, node):
+        x = node.parents[0]
+        launch("arg_reduce", x.dtype, int(self.outer * self.inner), x.value, device_ids(node),
+               self.outer, self.n, self.inner, self.lowest)
+
+
+def arg_reduce(lowest, outer, n, inner):
+    """The device forward of an argmax/argmin node, which fastad_cy/reduction.pyx builds
+    (an integer node: its ids live in the node's id buffer)."""
+    return ArgReduce(lowest, outer, n, inner)
+
+
+class Cumsum:
+    """The running sum along the middle axis of (outer, n, inner)."""
+
+    def __init__(self, outer, n, inner):
+        self.outer, self.n, self.inner = I64(outer), I64(n), I64(inner)
+
+    def forward(self, node):
+        x = node.parents[0]
+        launch("cumsum_forward", node.dtype, int(self.outer * self.inner), x.value, node.value,
+               self.outer, self.n, self.inner)
+
+    def backward(self, node):
+        x = node.parents[0]
+        if not x.requires_grad:
+            return
+        grad, accumulate = device_grad_slot(x)
+        launch("cumsum_backward", node.dtype, int(self.outer * self.inner), node.grad, grad,
+               self.outer, self.n, self.inner, I32(accumulate))
+
+
+def cumsum(x, outer, n, inner, shape):
+    """Build the running sum of x along the middle axis of its (outer, n, inner) view,
+    of `shape` (fastad_cy/reduction.pyx's `cumsum` checks the axis)."""
+    return make_node("cumsum", (x,), shape, x.dtype, Cumsum(outer, n, inner))
 
 
 class Softmax:

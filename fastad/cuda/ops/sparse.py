@@ -1,21 +1,43 @@
-"""Row gathers on a GPU (cuda/sparse.cu): `take`, with a sparse gradient.
+"""Row gathers on a GPU (cuda/sparse.cu): `take`, `embedding` and `embedding_bag`, with a
+sparse gradient, and `take_along_axis` (sparse along axis 0 of a Parameter, dense otherwise).
 
 The backward scatter-adds the gathered rows' gradients into the table's
 gradient buffer (repeated ids add, atomically). A Parameter records which id
 arrays touched it, so optimizers update, and zero_grad clears, only those
 rows (see fastad_cy/graph.pyx, device_sparse_slot).
 """
-from fastad_cy.graph import bound_ids, device_ids, device_sparse_slot
-from fastad.cuda.ops.common import I64, launch, make_node, same_device
+import numpy as np
+
+from fastad_cy.graph import Parameter, bound_ids, device_grad_slot, device_ids, device_sparse_slot
+from fastad_cy.sparse import bag_bounds
+from fastad.cuda.ops.common import I32, I64, backend, copy_from_host, fill, launch, make_node, same_device
+
+
+_NO_OWNER = 2147483647      # cuda/optim.cu's FA_NO_OWNER: a row no position has claimed
 
 
 class Take:
-    def __init__(self, row_len):
+    """A gather (fa.take, fa.embedding): with max_norm, the looked-up rows are first
+    renormalised in place, each distinct row once (claim_rows picks the position that
+    renormalises it); with a padding row (padding_idx >= 0), that row gets no gradient."""
+
+    def __init__(self, rows, row_len, padding_idx, max_norm, norm_type):
         self.row_len = I64(row_len)
+        self.padding_idx = I64(padding_idx)
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.owner = (backend().from_host(np.full(rows, _NO_OWNER, dtype=np.int32))
+                      if max_norm > 0 else None)
 
     def forward(self, node):
         table, ix = node.parents
-        launch("gather_rows", node.dtype, node.size, table.value, device_ids(ix), node.value,
+        ids = device_ids(ix)
+        if self.owner is not None:
+            launch("claim_rows", node.dtype, ix.size, ids, self.owner, I64(0), I64(ix.size))
+            launch("renorm_rows", node.dtype, ix.size, table.value, ids, self.owner, I64(ix.size),
+                   self.row_len, np.float64(self.max_norm), np.float64(self.norm_type),
+                   I32(self.norm_type == np.inf))
+            launch("release_rows", node.dtype, ix.size, ids, self.owner, I64(ix.size))
+        launch("gather_rows", node.dtype, node.size, table.value, ids, node.value,
                I64(ix.size), self.row_len)
 
     def backward(self, node):
@@ -24,15 +46,118 @@ class Take:
             ids = device_ids(ix)
             grad = device_sparse_slot(table, ids)
             launch("scatter_add_rows", node.dtype, node.size, node.grad, ids, grad,
-                   I64(ix.size), self.row_len)
+                   I64(ix.size), self.row_len, self.padding_idx)
 
 
-def take(table, ix):
-    """Rows `ix` (an IndexInput) of `table` (fastad_cy/sparse.pyx's `take`, after its
-    checks): ids are checked now and at every `ix.set_value`, on the host, before
-    they reach the device."""
-    same_device("take", table, ix)
+def take(table, ix, op="take", padding_idx=-1, max_norm=0.0, norm_type=2.0):
+    """Rows `ix` (an IndexInput) of `table` (fastad_cy/sparse.pyx's `take` and
+    `embedding`, after their checks): ids are checked now and at every
+    `ix.set_value`, on the host, before they reach the device."""
+    same_device(op, table, ix)
     rows = table.shape[0]
-    bound_ids(ix, rows, "take")
+    bound_ids(ix, rows, op)
     row_len = table.size // rows if rows else 0
-    return make_node("take", (table, ix), ix.shape + table.shape[1:], table.dtype, Take(row_len))
+    return make_node(op, (table, ix), ix.shape + table.shape[1:], table.dtype,
+                     Take(rows, row_len, padding_idx, max_norm, norm_type))
+
+
+class TakeAlong:
+    """x viewed as (outer, n, inner), ids and the output as (outer, k, inner)."""
+
+    def __init__(self, n, k, inner, sparse):
+        self.n, self.k, self.inner = I64(n), I64(k), I64(inner)
+        self.sparse = sparse
+
+    def forward(self, node):
+        x, ix = node.parents
+        launch("along_forward", node.dtype, node.size, x.value, device_ids(ix), node.value,
+               I64(node.size), self.n, self.k, self.inner)
+
+    def backward(self, node):
+        x, ix = node.parents
+        if not x.requires_grad:
+            return
+        ids = device_ids(ix)
+        if self.sparse:      # along axis 0 the ids are row ids: record them as touched rows
+            grad = device_sparse_slot(x, ids)
+        else:
+            grad, accumulate = device_grad_slot(x)
+            if not accumulate:
+                fill(grad, 0)
+        launch("along_scatter_add", node.dtype, node.size, node.grad, ids, grad, I64(node.size),
+               self.n, self.k, self.inner)
+
+
+def take_along_axis(x, ix, axis):
+    """x's elements picked by ix along `axis` (fastad_cy/sparse.pyx's `take_along_axis`,
+    after its shape checks): ids are checked now and at every `ix.set_value`."""
+    same_device("take_along_axis", x, ix)
+    n = x.shape[axis]
+    bound_ids(ix, n, "take_along_axis")
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    fn = TakeAlong(n, ix.shape[axis], inner, isinstance(x, Parameter) and axis == 0)
+    return make_node("take_along_axis", (x, ix), ix.shape, x.dtype, fn)
+
+
+class EmbeddingBag:
+    """Bags of rows summed (or averaged). The offsets stay on the host: before each
+    pass they are checked there (fastad_cy.sparse.bag_bounds, as on the CPU) and the
+    bags' bounds are copied to the device; 2-D ids have fixed bounds, copied once."""
+
+    def __init__(self, offsets, n_bags, n_ids, row_len, mean, include_last_offset, sparse, bounds,
+                 dtype):
+        self.offsets, self.n_bags, self.n_ids = offsets, n_bags, n_ids
+        self.row_len, self.mean = I64(row_len), I32(mean)
+        self.include_last_offset, self.sparse = include_last_offset, sparse
+        self.host_bounds = bounds
+        self.bounds = backend().from_host(bounds)
+        self.rows = backend().empty((n_ids, row_len), dtype)   # each id's gradient row
+
+    def refresh_bounds(self):
+        if self.offsets is not None:
+            bag_bounds(self.offsets, self.n_ids, self.n_bags, self.include_last_offset,
+                       self.host_bounds)
+            copy_from_host(self.bounds, self.host_bounds)
+        return int(self.host_bounds[0]), int(self.host_bounds[-1] - self.host_bounds[0])
+
+    def forward(self, node):
+        table, ix = node.parents
+        self.refresh_bounds()
+        launch("bag_forward", node.dtype, node.size, table.value, device_ids(ix), self.bounds,
+               node.value, I64(self.n_bags), self.row_len, self.mean)
+
+    def backward(self, node):
+        table, ix = node.parents
+        if not table.requires_grad:
+            return
+        first, used = self.refresh_bounds()
+        rows = self.rows[first:first + used]
+        launch("bag_backward_rows", node.dtype, used * int(self.row_len), node.grad, self.bounds,
+               self.rows, I64(self.n_bags), I64(first), I64(used), self.row_len, self.mean)
+        ids = device_ids(ix).reshape(-1)[first:first + used]
+        if self.sparse:
+            grad = device_sparse_slot(table, ids)
+        else:
+            grad, add = device_grad_slot(table)
+            if not add:
+                fill(grad, 0)
+        launch("scatter_add_rows", node.dtype, used * int(self.row_len), rows, ids, grad,
+               I64(used), self.row_len, I64(-1))
+
+
+def embedding_bag(table, ix, offsets, n_bags, mean, include_last_offset, sparse):
+    """fastad_cy/sparse.pyx's `embedding_bag` on a GPU, after its checks: ids are checked
+    now and at every `ix.set_value`, offsets (on the host) before every pass."""
+    same_device("embedding_bag", table, ix)
+    bound_ids(ix, table.shape[0], "embedding_bag")
+    n_ids = ix.size
+    if offsets is None:
+        bounds = np.arange(n_bags + 1, dtype=np.int64) * ix.shape[1]
+    else:
+        bounds = bag_bounds(offsets, n_ids, n_bags, include_last_offset,
+                            np.zeros(n_bags + 1, dtype=np.int64))
+    fn = EmbeddingBag(offsets, n_bags, n_ids, table.shape[1], mean, include_last_offset, sparse,
+                      bounds, table.dtype)
+    # The host offsets are no input of the device node (the engine keeps a node's inputs
+    # on one device): fn reads them before each pass.
+    return make_node("embedding_bag", (table, ix), (n_bags, table.shape[1]), table.dtype, fn)
