@@ -32,7 +32,8 @@ cdef class Variable:
     cdef object _device
     cdef object _dvalue
     cdef object _dgrad
-    cdef bint on_device              # _device is not None (readable without the GIL)
+    cdef bint on_device              # _device is not None, readable without the GIL (both set
+                                     # by place_on_device only)
 
     # A node's passes run without the GIL (so replays can run in several threads at
     # once); a node that needs Python in them takes it with `with gil:`.
@@ -106,6 +107,7 @@ cdef int replay_plan_backward(Plan plan) except -1 nogil
 # Node construction helpers for op modules.
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1
+cdef int place_on_device(Variable node, object device) except -1   # sets _device and on_device
 cdef Variable finish(Variable node)       # compute the new node's value (define-by-run)
 cdef bint grad_enabled() noexcept
 cdef int check_anomaly(Variable node, str phase) except -1

@@ -899,13 +899,20 @@ cdef int _once(Variable leaf) except -1:
     return 0
 
 
+cdef int place_on_device(Variable node, object device) except -1:
+    """Say where node lives (a device name, or None for the CPU): the only place that
+    sets `_device`, and with it the flag the passes read without the GIL."""
+    node._device = device
+    node.on_device = device is not None
+    return 0
+
+
 cdef int _hold(Variable leaf, cnp.ndarray arr, object device) except -1:
     """Make `leaf` hold `arr`: as its buffer on the CPU (device None), else a copy on `device`."""
     if device is None:
         _adopt_value(leaf, arr)
     else:
-        leaf._device = device
-        leaf.on_device = True
+        place_on_device(leaf, device)
         leaf._dvalue = device_ops().from_host(arr)
         leaf.size = arr.size
     leaf._shape = (<object>arr).shape
@@ -1300,8 +1307,7 @@ def device_node(str op, tuple inputs, tuple shape, dtype, fn, value=None):
     """A new DeviceNode on its inputs' device, with a fresh value buffer of
     `shape` and `dtype` (or `value`, an existing buffer), computed now."""
     cdef DeviceNode node = DeviceNode.__new__(DeviceNode)
-    node._device = (<Variable>inputs[0])._device
-    node.on_device = True
+    place_on_device(node, (<Variable>inputs[0])._device)
     _wire(node, op, inputs, np.dtype(dtype) == float64)
     node._shape = shape
     node.size = int(np.prod(shape, dtype=np.int64))

@@ -22,7 +22,7 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
-                              require_float, on_device, device_ops)
+                              require_float, on_device, device_ops, place_on_device)
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad_cy.loops cimport vec_fill, vec_zero
 from fastad_cy.scalar cimport s_exp, s_log
@@ -495,8 +495,7 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object k
     node.x = v
     node.lowest = lowest
     node.outer, node.n, node.inner = outer, n, inner
-    node._device = v._device
-    node.on_device = v.on_device
+    place_on_device(node, v._device)
     init_node(node, name, (v,), out, v.f64)
     node.requires_grad = False
     node._dbound = n                # the ids are always below n (a device consumer's check)
