@@ -1,4 +1,5 @@
 """fastad_cy/rules.h: the scalar rules the CPU loops and the CUDA kernels share."""
+import os
 import re
 
 import pytest
@@ -43,3 +44,15 @@ def test_no_cuda_source_restates_a_rule():
         for rule in rules:
             assert not re.search(r"\b%s\b" % rule.replace(" ", r"\s+"), text), \
                 f"{path.name} defines its own {rule}"
+
+
+def test_every_unary_code_has_a_loop_of_its_own():
+    # fastad_cy/unary_loops.h specialises the loops of codes 0..31 (the code a constant, so
+    # the rule vectorises); a code past them would fall back to the slow generic loop.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "fastad_cy", "unary_loops.h")) as f:
+        text = f.read()
+    specialised = len(re.findall(r"M\(\d+, S\)", text))
+    assert len(kernels.UNARY_OPS) <= specialised, (
+        f"{len(kernels.UNARY_OPS)} unary ops but loops for {specialised} codes: extend "
+        f"FA_EACH_CODE in fastad_cy/unary_loops.h")
