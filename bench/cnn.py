@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from blas_threads import pin_blas_to_one_thread  # noqa: E402
-from common import alternate, cli, torch_or_none  # noqa: E402
+from common import alternate, classifier_steps, cli, torch_or_none  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -48,48 +48,9 @@ def torch_model(torch, mine):
 def candidates_for(batch, torch, rng):
     data = rng.standard_normal((16, batch, 1, 8, 8)).astype(np.float32)    # 16 batches, cycled
     labels = rng.integers(0, 10, size=(16, batch))
-    state = {"next": 0}
-
-    def next_batch():
-        state["next"] = (state["next"] + 1) % len(data)
-        return state["next"]
-
     model = fastad_model(rng)
-    reference = torch_model(torch, model) if torch is not None else None
-    x, y = fa.Input(data[0]), fa.IndexInput(labels[0])
-    loss = fa.nn.cross_entropy(model(x), y)
-    first_loss = loss.item()
-    opt = fa.optim.SGD(model.parameters(), lr=LR)
-
-    def fastad_step():
-        k = next_batch()
-        x.set_value(data[k])
-        y.set_value(labels[k])
-        loss.forward()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return 1
-
-    candidates = {"fastad": fastad_step}
-    if torch is None:
-        return candidates
-    tdata, tlabels = torch.from_numpy(data), torch.from_numpy(labels)
-    topt = torch.optim.SGD(reference.parameters(), lr=LR)
-    torch_first = torch.nn.functional.cross_entropy(reference(tdata[0]), tlabels[0]).item()
-    assert abs(torch_first - first_loss) < 1e-4 * abs(first_loss), \
-        f"fastad and torch disagree: {first_loss} vs {torch_first}"
-
-    def torch_step():
-        k = next_batch()
-        out = torch.nn.functional.cross_entropy(reference(tdata[k]), tlabels[k])
-        topt.zero_grad()
-        out.backward()
-        topt.step()
-        return 1
-
-    candidates["torch"] = torch_step
-    return candidates
+    return classifier_steps(data, labels, model, model.parameters(), LR, torch,
+                            lambda: torch_model(torch, model))
 
 
 def run(quick=False):

@@ -16,6 +16,57 @@ def torch_or_none():
     return torch
 
 
+def classifier_steps(data, labels, logits, params, lr, torch=None, torch_model=None):
+    """The train steps of one classifier, fastad's and (when `torch` is given) PyTorch's,
+    for `alternate`: SGD at `lr` on the cross-entropy of batch k of `data`/`labels`, the
+    batches taken in turn. `logits(x)` builds fastad's network on the Input x over
+    `params`; `torch_model()` returns PyTorch's twin holding the same initial weights
+    (made before fastad's first forward, which moves batch-norm statistics). Both
+    sides' first losses must agree."""
+    import fastad as fa
+    state = {"next": 0}
+
+    def next_batch():
+        state["next"] = (state["next"] + 1) % len(data)
+        return state["next"]
+
+    reference = torch_model() if torch is not None else None
+    x, y = fa.Input(data[0]), fa.IndexInput(labels[0])
+    loss = fa.nn.cross_entropy(logits(x), y)
+    first_loss = loss.item()
+    opt = fa.optim.SGD(params, lr=lr)
+
+    def fastad_step():
+        k = next_batch()
+        x.set_value(data[k])
+        y.set_value(labels[k])
+        loss.forward()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return 1
+
+    candidates = {"fastad": fastad_step}
+    if torch is None:
+        return candidates
+    tdata, tlabels = torch.from_numpy(data), torch.from_numpy(labels)
+    topt = torch.optim.SGD(reference.parameters(), lr=lr)
+    torch_first = torch.nn.functional.cross_entropy(reference(tdata[0]), tlabels[0]).item()
+    assert abs(torch_first - first_loss) < 1e-4 * abs(first_loss), \
+        f"fastad and torch disagree: {first_loss} vs {torch_first}"
+
+    def torch_step():
+        k = next_batch()
+        out = torch.nn.functional.cross_entropy(reference(tdata[k]), tlabels[k])
+        topt.zero_grad()
+        out.backward()
+        topt.step()
+        return 1
+
+    candidates["torch"] = torch_step
+    return candidates
+
+
 def alternate(candidates, repeats, min_time=0.05):
     """Time each candidate `repeats` times, alternating A, B, A, B ... in this process.
 

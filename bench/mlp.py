@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from blas_threads import pin_blas_to_one_thread  # noqa: E402
-from common import alternate, cli, torch_or_none  # noqa: E402
+from common import alternate, classifier_steps, cli, torch_or_none  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -28,53 +28,20 @@ SIZES, LR = (784, 128, 10), 0.01
 def candidates_for(batch, torch, rng):
     data = rng.standard_normal((16, batch, SIZES[0])).astype(np.float32)   # 16 batches, cycled
     labels = rng.integers(0, SIZES[2], size=(16, batch))
-    state = {"next": 0}
-
-    def next_batch():
-        state["next"] = (state["next"] + 1) % len(data)
-        return state["next"]
-
     first = fa.nn.Linear(SIZES[0], SIZES[1], generator=rng)
     second = fa.nn.Linear(SIZES[1], SIZES[2], generator=rng)
-    x, y = fa.Input(data[0]), fa.IndexInput(labels[0])
-    loss = fa.nn.cross_entropy(second(fa.relu(first(x))), y)
-    first_loss = loss.item()
-    opt = fa.optim.SGD(first.parameters() + second.parameters(), lr=LR)
 
-    def fastad_step():
-        k = next_batch()
-        x.set_value(data[k])
-        y.set_value(labels[k])
-        loss.forward()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return 1
+    def torch_model():
+        model = torch.nn.Sequential(torch.nn.Linear(*SIZES[:2]), torch.nn.ReLU(),
+                                    torch.nn.Linear(*SIZES[1:]))
+        with torch.no_grad():
+            for layer, mine in zip((model[0], model[2]), (first, second)):
+                layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(mine.weight.value.T)))
+                layer.bias.copy_(torch.from_numpy(mine.bias.value))
+        return model
 
-    candidates = {"fastad": fastad_step}
-    if torch is None:
-        return candidates
-    model = torch.nn.Sequential(torch.nn.Linear(*SIZES[:2]), torch.nn.ReLU(), torch.nn.Linear(*SIZES[1:]))
-    with torch.no_grad():
-        for layer, mine in zip((model[0], model[2]), (first, second)):
-            layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(mine.weight.value.T)))
-            layer.bias.copy_(torch.from_numpy(mine.bias.value))
-    tdata, tlabels = torch.from_numpy(data), torch.from_numpy(labels)
-    topt = torch.optim.SGD(model.parameters(), lr=LR)
-    torch_first = torch.nn.functional.cross_entropy(model(tdata[0]), tlabels[0]).item()
-    assert abs(torch_first - first_loss) < 1e-4 * abs(first_loss), \
-        f"fastad and torch disagree: {first_loss} vs {torch_first}"
-
-    def torch_step():
-        k = next_batch()
-        out = torch.nn.functional.cross_entropy(model(tdata[k]), tlabels[k])
-        topt.zero_grad()
-        out.backward()
-        topt.step()
-        return 1
-
-    candidates["torch"] = torch_step
-    return candidates
+    return classifier_steps(data, labels, lambda x: second(fa.relu(first(x))),
+                            first.parameters() + second.parameters(), LR, torch, torch_model)
 
 
 def run(quick=False):
