@@ -858,26 +858,28 @@ def _run_threads(fn, workers, args, progress, progress_interval):
 
     threads = [threading.Thread(target=work, args=(rank,), name=f"fastad-hogwild-{rank}", daemon=True)
                for rank in range(workers)]
+    last = [time.monotonic(), 0]         # the time and total of the previous progress call
+
+    def report_progress(now):
+        total = int(counters[:, 0].sum())
+        progress(total, (total - last[1]) / max(now - last[0], 1e-9))
+        last[:] = now, total
+
     for thread in threads:
         thread.start()
-    last_time, last_total = time.monotonic(), 0
     for thread in threads:
         while thread.is_alive():
             thread.join(progress_interval if progress is not None else None)
             now = time.monotonic()
-            if progress is not None and now - last_time >= progress_interval:
-                total = int(counters[:, 0].sum())
-                progress(total, (total - last_total) / max(now - last_time, 1e-9))
-                last_time, last_total = now, total
+            if progress is not None and now - last[0] >= progress_interval:
+                report_progress(now)
     if failures:
         rank = min(failures)
         exc, text = failures[rank]
         raise WorkerError(rank, f"hogwild worker thread {rank} raised {type(exc).__name__}: {exc}"
                                 f"\n\nWorker {rank} traceback:\n{text}", text) from exc
     if progress is not None:
-        now = time.monotonic()
-        total = int(counters[:, 0].sum())
-        progress(total, (total - last_total) / max(now - last_time, 1e-9))
+        report_progress(time.monotonic())
     return results
 
 

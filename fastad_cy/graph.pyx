@@ -1266,7 +1266,7 @@ def register_devices(canonical_device, ops, optim):
 cdef int _require_devices(object device) except -1:
     if _device_ops is None:
         raise RuntimeError(f"device {device!r}: no device support is registered with the "
-                           f"engine; import fastad (or fastad.cuda) first")
+                           f"engine; the fastad package registers it when it is loaded")
     return 0
 
 
