@@ -2,9 +2,8 @@
 comparisons (0/1 masks) and where.
 
 Each op's forward value and its derivative stand side by side in the rules
-`fa_unary_value`/`fa_unary_slope` and `fa_arith_*`/`fa_other_*` (the binary ops)
-of rules.h, which the CUDA kernels share; the loops below apply them to whole
-buffers.
+`fa_unary_value`/`fa_unary_slope` and `fa_binary_*` of rules.h, which the CUDA
+kernels share; elementwise_loops.h applies them to whole buffers, one loop per op.
 """
 import numpy as np
 cimport cython
@@ -24,15 +23,14 @@ from fastad_cy.scalar cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U
                                U_RDIV_SCALAR, U_CLAMP_MIN, U_CLAMP_MAX,
                                B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
                                B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL,
-                               B_NOT_EQUAL, BinaryRules,
-                               ArithRules, OtherRules, binary_value, binary_da, binary_db)
+                               B_NOT_EQUAL)
 
 cnp.import_array()
 
 
 # ------------------------------------------------------------------ unary
 
-cdef extern from "unary_loops.h":
+cdef extern from "elementwise_loops.h":
     # One loop per op code (the code a constant there, so that the rule vectorises).
     void fa_unary_forward_f(int op, const float* x, float* y, Py_ssize_t n, float p) noexcept nogil
     void fa_unary_forward_d(int op, const double* x, double* y, Py_ssize_t n,
@@ -41,6 +39,17 @@ cdef extern from "unary_loops.h":
                              Py_ssize_t n, float p, bint add) noexcept nogil
     void fa_unary_backward_d(int op, const double* x, const double* y, const double* gy,
                              double* gx, Py_ssize_t n, double p, bint add) noexcept nogil
+    # One row of a binary op, strides sa and sb (see the header).
+    void fa_binary_forward_f(int op, const float* a, Py_ssize_t sa, const float* b, Py_ssize_t sb,
+                             float* y, Py_ssize_t n) noexcept nogil
+    void fa_binary_forward_d(int op, const double* a, Py_ssize_t sa, const double* b,
+                             Py_ssize_t sb, double* y, Py_ssize_t n) noexcept nogil
+    void fa_binary_backward_f(int op, bint to_a, const float* a, Py_ssize_t sa, const float* b,
+                              Py_ssize_t sb, const float* y, const float* gy, float* g,
+                              Py_ssize_t n, bint add) noexcept nogil
+    void fa_binary_backward_d(int op, bint to_a, const double* a, Py_ssize_t sa, const double* b,
+                              Py_ssize_t sb, const double* y, const double* gy, double* g,
+                              Py_ssize_t n, bint add) noexcept nogil
 
 
 cdef inline void unary_forward(int op, const floating* x, floating* y, Py_ssize_t n,
@@ -329,89 +338,39 @@ cdef dict _BINARY_NAMES = {
     B_LESS: "less", B_LESS_EQUAL: "less_equal", B_EQUAL: "equal", B_NOT_EQUAL: "not_equal"}
 
 
-cdef inline void binary_forward(const BinaryRules* rules, int op, const floating* a,
-                                Py_ssize_t sa, const floating* b, Py_ssize_t sb, floating* y,
-                                Py_ssize_t n) noexcept nogil:
-    """One row: y[i] = a[i*sa] op b[i*sb]; the common stride pairs get their own loop."""
-    cdef Py_ssize_t i
-    if sa == 1 and sb == 1:
-        for i in range(n):
-            y[i] = binary_value(rules, op, a[i], b[i])
-    elif sa == 1 and sb == 0:
-        for i in range(n):
-            y[i] = binary_value(rules, op, a[i], b[0])
-    elif sa == 0 and sb == 1:
-        for i in range(n):
-            y[i] = binary_value(rules, op, a[0], b[i])
+cdef inline void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,
+                                Py_ssize_t sb, floating* y, Py_ssize_t n) noexcept nogil:
+    """One row: y[i] = a[i*sa] op b[i*sb]."""
+    if floating is float:
+        fa_binary_forward_f(op, a, sa, b, sb, y, n)
     else:
-        for i in range(n):
-            y[i] = binary_value(rules, op, a[i * sa], b[i * sb])
+        fa_binary_forward_d(op, a, sa, b, sb, y, n)
 
 
-cdef void binary_forward_walk(const BinaryRules* rules, int op, const Bcast* it, Py_ssize_t size,
-                              const floating* a, const floating* b, floating* y) noexcept nogil:
+cdef inline void binary_backward_row(int op, bint to_a, const floating* a, Py_ssize_t sa,
+                                     const floating* b, Py_ssize_t sb, const floating* y,
+                                     const floating* gy, floating* g, Py_ssize_t n,
+                                     bint add) noexcept nogil:
+    """One row of the gradient into a (to_a) or b; g has that side's stride."""
+    if floating is float:
+        fa_binary_backward_f(op, to_a, a, sa, b, sb, y, gy, g, n, add)
+    else:
+        fa_binary_backward_d(op, to_a, a, sa, b, sb, y, gy, g, n, add)
+
+
+cdef void binary_forward_walk(int op, const Bcast* it, Py_ssize_t size, const floating* a,
+                              const floating* b, floating* y) noexcept nogil:
     """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
     cdef BcastPos pos
     cdef Py_ssize_t r, inner
     if it == NULL:
-        binary_forward(rules, op, a, 1, b, 1, y, size)
+        binary_forward(op, a, 1, b, 1, y, size)
         return
     inner = it.shape[it.nd - 1]
     bcast_start(it, &pos)
     for r in range(it.rows):
-        binary_forward(rules, op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
+        binary_forward(op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
                        y + r * inner, inner)
-        bcast_next_row(it, &pos)
-
-
-cdef void binary_forward_all(int op, const Bcast* it, Py_ssize_t size, const floating* a,
-                             const floating* b, floating* y) noexcept nogil:
-    """binary_forward_walk with the rules of op's set."""
-    if op <= B_DIV:
-        binary_forward_walk(<ArithRules*>NULL, op, it, size, a, b, y)
-    else:
-        binary_forward_walk(<OtherRules*>NULL, op, it, size, a, b, y)
-
-
-cdef void binary_backward_same(const BinaryRules* rules, int op, bint to_a, const floating* a,
-                               const floating* b, const floating* y, const floating* gy,
-                               floating* g, Py_ssize_t n, bint add) noexcept nogil:
-    """Gradient into a (to_a) or b when a, b and y share one shape."""
-    cdef Py_ssize_t i
-    if to_a and add:
-        for i in range(n):
-            g[i] += gy[i] * binary_da(rules, op, a[i], b[i], y[i])
-    elif to_a:
-        for i in range(n):
-            g[i] = gy[i] * binary_da(rules, op, a[i], b[i], y[i])
-    elif add:
-        for i in range(n):
-            g[i] += gy[i] * binary_db(rules, op, a[i], b[i], y[i])
-    else:
-        for i in range(n):
-            g[i] = gy[i] * binary_db(rules, op, a[i], b[i], y[i])
-
-
-cdef void binary_backward_bcast(const BinaryRules* rules, int op, bint to_a, const floating* a,
-                                const floating* b, const floating* y, const floating* gy,
-                                floating* g, const Bcast* it) noexcept nogil:
-    """Add the gradient into a (to_a) or b, summing over the axes it was broadcast along."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1], o
-    cdef Py_ssize_t sa = it.sa[it.nd - 1], sb = it.sb[it.nd - 1]
-    cdef const floating* yr
-    cdef const floating* gr
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        yr = y + r * inner
-        gr = gy + r * inner
-        for i in range(inner):
-            if to_a:
-                o = pos.oa + i * sa
-                g[o] += gr[i] * binary_da(rules, op, a[o], b[pos.ob + i * sb], yr[i])
-            else:
-                o = pos.ob + i * sb
-                g[o] += gr[i] * binary_db(rules, op, a[pos.oa + i * sa], b[o], yr[i])
         bcast_next_row(it, &pos)
 
 
@@ -419,15 +378,19 @@ cdef void binary_backward(int op, bint to_a, const floating* a, const floating* 
                           const floating* y, const floating* gy, floating* g, Py_ssize_t n,
                           bint add, const Bcast* it) noexcept nogil:
     """The gradient into a (to_a) or b: written or added (`add`) when `it` is NULL (one
-    shape), else added, summed over the broadcast axes; with the rules of op's set."""
-    if it == NULL and op <= B_DIV:
-        binary_backward_same(<ArithRules*>NULL, op, to_a, a, b, y, gy, g, n, add)
-    elif it == NULL:
-        binary_backward_same(<OtherRules*>NULL, op, to_a, a, b, y, gy, g, n, add)
-    elif op <= B_DIV:
-        binary_backward_bcast(<ArithRules*>NULL, op, to_a, a, b, y, gy, g, it)
-    else:
-        binary_backward_bcast(<OtherRules*>NULL, op, to_a, a, b, y, gy, g, it)
+    shape), else added row by row, summed over the axes it was broadcast along."""
+    cdef BcastPos pos
+    cdef Py_ssize_t r, inner
+    if it == NULL:
+        binary_backward_row(op, to_a, a, 1, b, 1, y, gy, g, n, add)
+        return
+    inner = it.shape[it.nd - 1]
+    bcast_start(it, &pos)
+    for r in range(it.rows):
+        binary_backward_row(op, to_a, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
+                            y + r * inner, gy + r * inner, g + (pos.oa if to_a else pos.ob),
+                            inner, True)
+        bcast_next_row(it, &pos)
 
 
 @cython.no_gc
@@ -442,10 +405,10 @@ cdef class Binary(Variable):
 
     cdef int run_forward(self) except -1 nogil:
         if self.f64:
-            binary_forward_all(self.code, self.it, self.size, <double*>self.a.val_ptr,
+            binary_forward_walk(self.code, self.it, self.size, <double*>self.a.val_ptr,
                                <double*>self.b.val_ptr, <double*>self.val_ptr)
         else:
-            binary_forward_all(self.code, self.it, self.size, <float*>self.a.val_ptr,
+            binary_forward_walk(self.code, self.it, self.size, <float*>self.a.val_ptr,
                                <float*>self.b.val_ptr, <float*>self.val_ptr)
         return 0
 

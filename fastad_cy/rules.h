@@ -277,10 +277,9 @@ FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
 
 /* ----------------------------------------------------------------- binary ops */
 
-/* + - * / (B_ADD .. B_DIV) and the other binary ops have rule sets of their own: the
- * CPU loops are compiled once per set (BinaryRules in scalar.pxd), so those of + - * /
- * stay small enough for gcc to unswitch them on op and vectorise. fa_binary_* below
- * joins the two for the CUDA kernels. */
+/* + - * / (B_ADD .. B_DIV) and the other binary ops have rule sets of their own, joined
+ * by fa_binary_* below (the CPU loops of elementwise_loops.h fix the op code, so either
+ * folds to the one rule). */
 FA_RULE FA_T FA_NAME(fa_arith_value)(int op, FA_T a, FA_T b) {
     switch (op) {
         case B_ADD: return a + b;

@@ -91,18 +91,6 @@ cdef extern from "rules.h":
     double fa_unary_value_d(int op, double x, double p) noexcept nogil
     float fa_unary_slope_f(int op, float x, float y, float p) noexcept nogil
     double fa_unary_slope_d(int op, double x, double y, double p) noexcept nogil
-    float fa_arith_value_f(int op, float a, float b) noexcept nogil
-    double fa_arith_value_d(int op, double a, double b) noexcept nogil
-    float fa_arith_da_f(int op, float a, float b, float y) noexcept nogil
-    double fa_arith_da_d(int op, double a, double b, double y) noexcept nogil
-    float fa_arith_db_f(int op, float a, float b, float y) noexcept nogil
-    double fa_arith_db_d(int op, double a, double b, double y) noexcept nogil
-    float fa_other_value_f(int op, float a, float b) noexcept nogil
-    double fa_other_value_d(int op, double a, double b) noexcept nogil
-    float fa_other_da_f(int op, float a, float b, float y) noexcept nogil
-    double fa_other_da_d(int op, double a, double b, double y) noexcept nogil
-    float fa_other_db_f(int op, float a, float b, float y) noexcept nogil
-    double fa_other_db_d(int op, double a, double b, double y) noexcept nogil
     float fa_loss_value_f(int op, float a, float b, float delta) noexcept nogil
     double fa_loss_value_d(int op, double a, double b, double delta) noexcept nogil
     float fa_loss_da_f(int op, float a, float b, float delta) noexcept nogil
@@ -177,63 +165,6 @@ cdef inline floating unary_slope(int op, floating x, floating y, floating p) noe
         return fa_unary_slope_f(op, x, y, p)
     else:
         return fa_unary_slope_d(op, x, y, p)
-
-
-# The binary ops' rules come in two sets, + - * / (B_ADD .. B_DIV) and the others: a
-# loop written once over `const BinaryRules* rules` (NULL, a type tag only) is compiled
-# once per set, so the loops of + - * / hold none of the others' code and gcc can
-# unswitch them on op and vectorise.
-cdef struct ArithRules:
-    char tag
-cdef struct OtherRules:
-    char tag
-ctypedef fused BinaryRules:
-    ArithRules
-    OtherRules
-
-
-cdef inline floating binary_value(const BinaryRules* rules, int op, floating a,
-                                  floating b) noexcept nogil:
-    if BinaryRules is ArithRules:
-        if floating is float:
-            return fa_arith_value_f(op, a, b)
-        else:
-            return fa_arith_value_d(op, a, b)
-    else:
-        if floating is float:
-            return fa_other_value_f(op, a, b)
-        else:
-            return fa_other_value_d(op, a, b)
-
-
-cdef inline floating binary_da(const BinaryRules* rules, int op, floating a, floating b,
-                               floating y) noexcept nogil:
-    """d(a op b)/da, given y = a op b."""
-    if BinaryRules is ArithRules:
-        if floating is float:
-            return fa_arith_da_f(op, a, b, y)
-        else:
-            return fa_arith_da_d(op, a, b, y)
-    else:
-        if floating is float:
-            return fa_other_da_f(op, a, b, y)
-        else:
-            return fa_other_da_d(op, a, b, y)
-
-
-cdef inline floating binary_db(const BinaryRules* rules, int op, floating a, floating b,
-                               floating y) noexcept nogil:
-    """d(a op b)/db, given y = a op b."""
-    if BinaryRules is ArithRules:
-        if floating is float:
-            return fa_arith_db_f(op, a, b, y)
-        else:
-            return fa_arith_db_d(op, a, b, y)
-    else:
-        if floating is float:
-            return fa_other_db_f(op, a, b, y)
-        else:
-            return fa_other_db_d(op, a, b, y)
 
 
 cdef inline floating loss_value(int op, floating a, floating b, floating delta) noexcept nogil:

@@ -47,12 +47,22 @@ def test_no_cuda_source_restates_a_rule():
 
 
 def test_every_unary_code_has_a_loop_of_its_own():
-    # fastad_cy/unary_loops.h specialises the loops of codes 0..31 (the code a constant, so
+    # fastad_cy/elementwise_loops.h specialises the loops of codes 0..31 (the code a constant, so
     # the rule vectorises); a code past them would fall back to the slow generic loop.
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "fastad_cy", "unary_loops.h")) as f:
+    with open(os.path.join(root, "fastad_cy", "elementwise_loops.h")) as f:
         text = f.read()
     specialised = len(re.findall(r"M\(\d+, S\)", text))
     assert len(kernels.UNARY_OPS) <= specialised, (
         f"{len(kernels.UNARY_OPS)} unary ops but loops for {specialised} codes: extend "
-        f"FA_EACH_CODE in fastad_cy/unary_loops.h")
+        f"FA_EACH_CODE in fastad_cy/elementwise_loops.h")
+
+
+def test_every_binary_code_has_a_loop_of_its_own():
+    # The binary loops of fastad_cy/elementwise_loops.h switch on the code with no generic
+    # fallback: a code missing from FA_EACH_BINARY_CODE would leave its output unwritten.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "fastad_cy", "elementwise_loops.h")) as f:
+        text = f.read()
+    listed = re.findall(r"M\(B_(\w+), S\)", text)
+    assert [name.lower() for name in listed] == list(kernels.BINARY_OPS)

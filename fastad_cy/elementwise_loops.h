@@ -1,0 +1,100 @@
+/* Whole-buffer loops over the unary and binary tables of rules.h, for the CPU (host C
+ * only).
+ *
+ * A rule's switch on the op code, left inside a loop, keeps every op scalar. Here
+ * each op code gets its own loop in which the code is a constant, so the compiler
+ * folds the switch away and vectorises what the rule allows (relu, + - *, clamps,
+ * ...); unary codes above 31, if the table grows past them, take the generic loop.
+ * No rule is written here: this file only places the loops. */
+#ifndef FASTAD_ELEMENTWISE_LOOPS_H
+#define FASTAD_ELEMENTWISE_LOOPS_H
+
+#include <stddef.h>
+#include "rules.h"
+
+/* flatten: inline the rule into every loop (gcc would otherwise keep one call per element) */
+#if defined(__GNUC__)
+#define FA_FLATTEN __attribute__((flatten))
+#else
+#define FA_FLATTEN
+#endif /* FASTAD_ELEMENTWISE_LOOPS_H */
+
+#define FA_EACH_CODE(M, S) M(0, S) M(1, S) M(2, S) M(3, S) M(4, S) M(5, S) M(6, S) M(7, S) M(8, S) M(9, S) M(10, S) M(11, S) M(12, S) M(13, S) M(14, S) M(15, S) M(16, S) M(17, S) M(18, S) M(19, S) M(20, S) M(21, S) M(22, S) M(23, S) M(24, S) M(25, S) M(26, S) M(27, S) M(28, S) M(29, S) M(30, S) M(31, S)
+
+#define FA_FORWARD_CASE(k, S) \
+    case k: for (i = 0; i < n; i++) y[i] = fa_unary_value_##S(k, x[i], p); return;
+#define FA_SLOPE_ADD_CASE(k, S) \
+    case k: for (i = 0; i < n; i++) gx[i] += gy[i] * fa_unary_slope_##S(k, x[i], y[i], p); return;
+#define FA_SLOPE_WRITE_CASE(k, S) \
+    case k: for (i = 0; i < n; i++) gx[i] = gy[i] * fa_unary_slope_##S(k, x[i], y[i], p); return;
+
+#define FA_UNARY_LOOPS(T, S)                                                                \
+static inline FA_FLATTEN void fa_unary_forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {      \
+    ptrdiff_t i;                                                                            \
+    switch (op) { FA_EACH_CODE(FA_FORWARD_CASE, S) }                                        \
+    for (i = 0; i < n; i++) y[i] = fa_unary_value_##S(op, x[i], p);                         \
+}                                                                                           \
+static inline FA_FLATTEN void fa_unary_backward_##S(int op, const T* x, const T* y, const T* gy,      \
+                                         T* gx, ptrdiff_t n, T p, int add) {               \
+    ptrdiff_t i;                                                                            \
+    if (add) {                                                                              \
+        switch (op) { FA_EACH_CODE(FA_SLOPE_ADD_CASE, S) }                                  \
+        for (i = 0; i < n; i++) gx[i] += gy[i] * fa_unary_slope_##S(op, x[i], y[i], p);     \
+    } else {                                                                                \
+        switch (op) { FA_EACH_CODE(FA_SLOPE_WRITE_CASE, S) }                                \
+        for (i = 0; i < n; i++) gx[i] = gy[i] * fa_unary_slope_##S(op, x[i], y[i], p);      \
+    }                                                                                       \
+}
+
+FA_UNARY_LOOPS(float, f)
+FA_UNARY_LOOPS(double, d)
+
+/* Binary ops over one row: y[i] = a[i*sa] op b[i*sb] (y contiguous), and the gradient
+ * into a (to_a) or b, g[i*sg] (+)= gy[i] * slope, sg that side's stride. A stride of 0
+ * is a side broadcast along the row; its gradient then sums into g[0], so only `add`
+ * may take a stride other than 1. */
+#define FA_EACH_BINARY_CODE(M, S) M(B_ADD, S) M(B_SUB, S) M(B_MUL, S) M(B_DIV, S) M(B_POW, S) \
+    M(B_MAXIMUM, S) M(B_MINIMUM, S) M(B_GREATER, S) M(B_GREATER_EQUAL, S) M(B_LESS, S)       \
+    M(B_LESS_EQUAL, S) M(B_EQUAL, S) M(B_NOT_EQUAL, S)
+
+#define FA_BINARY_FORWARD_CASE(k, S)                                                        \
+    case k:                                                                                 \
+        if (sa == 1 && sb == 1) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i], b[i]);          \
+        else if (sb == 0) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i * sa], b[0]);            \
+        else if (sa == 0) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[0], b[i * sb]);            \
+        else for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i * sa], b[i * sb]);                    \
+        return;
+
+#define FA_BINARY_GRAD_LOOP(k, S, SLOPE, OP, G)                                             \
+    for (i = 0; i < n; i++) G OP gy[i] * fa_binary_##SLOPE##_##S(k, a[i * sa], b[i * sb], y[i]);
+#define FA_BINARY_BACKWARD_CASE(k, S)                                                       \
+    case k:                                                                                 \
+        if (sa == 1 && sb == 1) {                                                           \
+            if (to_a && add) { for (i = 0; i < n; i++) g[i] += gy[i] * fa_binary_da_##S(k, a[i], b[i], y[i]); } \
+            else if (to_a) { for (i = 0; i < n; i++) g[i] = gy[i] * fa_binary_da_##S(k, a[i], b[i], y[i]); }   \
+            else if (add) { for (i = 0; i < n; i++) g[i] += gy[i] * fa_binary_db_##S(k, a[i], b[i], y[i]); }   \
+            else { for (i = 0; i < n; i++) g[i] = gy[i] * fa_binary_db_##S(k, a[i], b[i], y[i]); }            \
+        } else if (to_a) {                                                                  \
+            FA_BINARY_GRAD_LOOP(k, S, da, +=, g[i * sa])                                    \
+        } else {                                                                            \
+            FA_BINARY_GRAD_LOOP(k, S, db, +=, g[i * sb])                                    \
+        }                                                                                   \
+        return;
+
+#define FA_BINARY_LOOPS(T, S)                                                               \
+static inline FA_FLATTEN void fa_binary_forward_##S(int op, const T* a, ptrdiff_t sa, const T* b,    \
+                                                    ptrdiff_t sb, T* y, ptrdiff_t n) {      \
+    ptrdiff_t i;                                                                            \
+    switch (op) { FA_EACH_BINARY_CODE(FA_BINARY_FORWARD_CASE, S) }                          \
+}                                                                                           \
+static inline FA_FLATTEN void fa_binary_backward_##S(int op, int to_a, const T* a, ptrdiff_t sa,     \
+                                                     const T* b, ptrdiff_t sb, const T* y,  \
+                                                     const T* gy, T* g, ptrdiff_t n, int add) { \
+    ptrdiff_t i;                                                                            \
+    switch (op) { FA_EACH_BINARY_CODE(FA_BINARY_BACKWARD_CASE, S) }                         \
+}
+
+FA_BINARY_LOOPS(float, f)
+FA_BINARY_LOOPS(double, d)
+
+#endif /* FASTAD_ELEMENTWISE_LOOPS_H */
