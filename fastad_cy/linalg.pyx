@@ -10,6 +10,7 @@ cimport cython
 import numpy as np
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
+from libc.stdint cimport int64_t
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
@@ -280,20 +281,33 @@ def matmul(a, b):
 # -------------------------------------------------------------- vector_dot
 
 cdef void dot_rows(const floating* a, const floating* b, floating* y, Py_ssize_t rows,
-                   Py_ssize_t d) noexcept nogil:
+                   Py_ssize_t d, const int64_t* ra, const int64_t* rb) noexcept nogil:
+    """y[r] = a row . b row, rows r of both (ra, rb NULL) or rows ra[r] and rb[r]."""
     cdef Py_ssize_t r
-    for r in range(rows):
-        y[r] = dot(a + r * d, b + r * d, d)
+    if ra == NULL:
+        for r in range(rows):
+            y[r] = dot(a + r * d, b + r * d, d)
+    else:
+        for r in range(rows):
+            y[r] = dot(a + ra[r] * d, b + rb[r] * d, d)
 
 
 cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_ssize_t rows,
-                     Py_ssize_t d, bint add) noexcept nogil:
-    """gx[r, :] = g[r] * other[r, :] (or += when `add`)."""
+                     Py_ssize_t d, bint add, const int64_t* rx, const int64_t* ro) noexcept nogil:
+    """gx[r, :] = g[r] * other[r, :] (or += when `add`); with row maps (rx, ro not NULL),
+    gx[rx[r], :] += g[r] * other[ro[r], :]."""
     cdef Py_ssize_t r, j
     cdef floating s
+    cdef floating* gr
+    cdef const floating* orow
     for r in range(rows):
         s = g[r]
-        if add:
+        if rx != NULL:
+            gr = gx + rx[r] * d
+            orow = other + ro[r] * d
+            for j in range(d):
+                gr[j] += s * orow[j]
+        elif add:
             for j in range(d):
                 gx[r * d + j] += s * other[r * d + j]
         else:
@@ -303,35 +317,52 @@ cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_
 
 @cython.no_gc
 cdef class VectorDot(Variable):
-    """y[r] = sum_j a[r, j] * b[r, j] over the last axis (length d)."""
+    """y[r] = sum_j a[r, j] * b[r, j] over the last axis (length d). When the leading
+    axes broadcast, output r reads row rows_a[r] of a and rows_b[r] of b."""
     cdef Variable a, b
     cdef Py_ssize_t d
+    cdef cnp.ndarray rows_a, rows_b          # int64 row maps, or None when the shapes are one
+    cdef const int64_t* ra
+    cdef const int64_t* rb
 
     cdef int run_forward(self) except -1 nogil:
         if self.f64:
             dot_rows(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.val_ptr,
-                     self.size, self.d)
+                     self.size, self.d, self.ra, self.rb)
         else:
             dot_rows(<float*>self.a.val_ptr, <float*>self.b.val_ptr, <float*>self.val_ptr,
-                     self.size, self.d)
+                     self.size, self.d, self.ra, self.rb)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
         if self.a.requires_grad:
-            self._grad_into(self.a, self.b)
+            self._grad_into(self.a, self.b, self.ra, self.rb)
         if self.b.requires_grad:
-            self._grad_into(self.b, self.a)
+            self._grad_into(self.b, self.a, self.rb, self.ra)
         return 0
 
-    cdef int _grad_into(self, Variable x, Variable other) except -1 nogil:
+    cdef int _grad_into(self, Variable x, Variable other, const int64_t* rx,
+                        const int64_t* ro) except -1 nogil:
         cdef bint add = x.prepare_grad()
+        if rx != NULL and not add:          # rows shared by several outputs add into zeros
+            if self.f64:
+                vec_zero(<double*>x.grad_ptr, x.size)
+            else:
+                vec_zero(<float*>x.grad_ptr, x.size)
         if self.f64:
             scale_rows(<double*>self.grad_ptr, <double*>other.val_ptr, <double*>x.grad_ptr,
-                       self.size, self.d, add)
+                       self.size, self.d, add, rx, ro)
         else:
             scale_rows(<float*>self.grad_ptr, <float*>other.val_ptr, <float*>x.grad_ptr,
-                       self.size, self.d, add)
+                       self.size, self.d, add, rx, ro)
         return 0
+
+
+cdef cnp.ndarray _row_map(tuple lead, tuple out_lead):
+    """For each output row, the row of an operand whose leading axes `lead` broadcast to
+    `out_lead` (int64, C order)."""
+    rows = np.arange(prod(lead), dtype=np.int64).reshape(lead)
+    return np.ascontiguousarray(np.broadcast_to(rows, out_lead).ravel())
 
 
 def vector_dot(a, b):
@@ -351,21 +382,28 @@ def vector_dot(a, b):
     if not va._shape or not vb._shape:
         raise ValueError(f"vector_dot: operands of shapes {va._shape} and {vb._shape}; both need "
                          f"a last axis to sum over (use * for scalars)")
+    cdef Py_ssize_t na = len(va._shape), nb = len(vb._shape)
+    cdef tuple out_shape = va._shape[:na - 1]
     if va._shape != vb._shape:
-        if va._shape[len(va._shape) - 1] != vb._shape[len(vb._shape) - 1]:    # no wraparound here
+        if va._shape[na - 1] != vb._shape[nb - 1]:    # no wraparound here
             raise ValueError(f"vector_dot: the last axes must have one length, got shapes "
                              f"{va._shape} and {vb._shape}")
-        broadcast_shapes("vector_dot", va._shape, vb._shape)    # names both shapes if they clash
-        # Broadcast over the leading axes: the product, then a sum over the last axis.
-        return _sum(_elementwise_mul(va, vb), axis=-1)
-    cdef Py_ssize_t nd = len(va._shape)
-    if on_device(va):
-        return device_ops().vector_dot(va, vb, va._shape[nd - 1])
+        out_shape = broadcast_shapes("vector_dot", va._shape, vb._shape)   # names both if they clash
+        out_shape = out_shape[:len(out_shape) - 1]
+        if on_device(va):   # broadcast over the leading axes: the product, then a sum over the last
+            return _sum(_elementwise_mul(va, vb), axis=-1)
+    elif on_device(va):
+        return device_ops().vector_dot(va, vb, va._shape[na - 1])
     cdef VectorDot node = VectorDot.__new__(VectorDot)
     node.a = va
     node.b = vb
-    node.d = va._shape[nd - 1]
-    init_node(node, "vector_dot", (va, vb), va._shape[:nd - 1], va.f64)
+    node.d = va._shape[na - 1]
+    if va._shape != vb._shape:
+        node.rows_a = _row_map(va._shape[:na - 1], out_shape)
+        node.rows_b = _row_map(vb._shape[:nb - 1], out_shape)
+        node.ra = <const int64_t*>cnp.PyArray_DATA(node.rows_a)
+        node.rb = <const int64_t*>cnp.PyArray_DATA(node.rows_b)
+    init_node(node, "vector_dot", (va, vb), out_shape, va.f64)
     return finish(node)
 
 

@@ -210,7 +210,7 @@ def test_vector_dot_numpy_operand_and_replay():
 
 
 @pytest.mark.parametrize("shapes", [((1, 4), (6, 4)), ((6, 4), (4,)), ((2, 1, 3), (5, 3)),
-                                    ((0, 3), (1, 3))])
+                                    ((0, 3), (1, 3)), ((3, 6, 4), (3, 1, 4))])
 def test_vector_dot_broadcasts_the_leading_axes_like_pytorch(shapes):
     torch = pytest.importorskip("torch")
     a, b = data(*shapes[0]), data(*shapes[1])
@@ -227,6 +227,21 @@ def test_vector_dot_broadcasts_the_leading_axes_like_pytorch(shapes):
     np.testing.assert_allclose(pa.grad, ta.grad.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(pb.grad, tb.grad.numpy(), rtol=1e-12, atol=1e-12)
     assert fa.gradcheck(lambda qa, qb: weighted_sum(vector_dot(qa, qb)), a, b)
+
+
+def test_broadcast_vector_dot_adds_into_a_shared_gradient_and_replays():
+    # p feeds two broadcasting dots: its gradient is written by one and added by the other.
+    centre = fa.Parameter(data(2, 1, 3), dtype=np.float64)
+    rows = fa.Input(data(2, 4, 3), dtype=np.float64)
+
+    def graph(x):
+        return weighted_sum(vector_dot(x, centre) + vector_dot(centre, x * 2.0)), [centre]
+
+    loss, _ = graph(rows)
+    loss.backward()
+    expected = 3 * (weights_for((2, 4))[:, :, None] * rows.value).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(centre.grad, expected)
+    assert_replay_matches_fresh(graph, [data(2, 4, 3)], [data(2, 4, 3)])
 
 
 def test_vector_dot_bad_input():
