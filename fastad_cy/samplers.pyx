@@ -86,6 +86,20 @@ cdef int64_t* _index_leaf(str who, str name, object leaf, Py_ssize_t size) excep
     return <int64_t*>(<Variable>leaf).val_ptr
 
 
+cdef char* _input_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL:
+    """The value buffer of a CPU Input of `size` values."""
+    if not isinstance(leaf, Input) or (<Variable>leaf).size != size or leaf.device != "cpu":
+        raise ValueError(f"{who}: {name} must be a CPU Input of {size} values, got {leaf!r}")
+    return (<Variable>leaf).val_ptr
+
+
+cdef inline void _put_weight(char* weights, bint f64, Py_ssize_t k, double value) noexcept nogil:
+    if f64:
+        (<double*>weights)[k] = value
+    else:
+        (<float*>weights)[k] = <float>value
+
+
 cdef object _integer_array(str who, str name, object data):
     """`data` as a C-contiguous int64 array of non-negative ids."""
     arr = np.asarray(data)
@@ -273,7 +287,10 @@ cdef class FeedSampler(Sampler):
         if self.row >= self.shard_rows:
             return False
         for k in range(self.n_feeds):
-            memcpy(self.dst[k], self.src[k] + self.row * self.stride[k], self.width[k])
+            if self.width[k] == 8:      # one id: a constant size, which the compiler inlines
+                memcpy(self.dst[k], self.src[k] + self.row * self.stride[k], 8)
+            else:
+                memcpy(self.dst[k], self.src[k] + self.row * self.stride[k], self.width[k])
         self.row += 1
         self.epoch_examples += 1
         return True
@@ -664,13 +681,18 @@ cdef class WindowSampler(Sampler):
 
 cdef class SkipGramSampler(WindowSampler):
     """Skip-gram pairs with negative sampling from a token stream, drawn as
-    word2vec (and gensim) draws them.
+    word2vec (and gensim) draws them, B pairs per example.
 
     tokens         1-D integer array of word ids in [0, vocab_size).
-    center         IndexInput of 1 id: the centre word.
-    context        IndexInput of 1 + k ids: a word within the centre's window,
-                   then k negatives from the unigram distribution ** ns_exponent
-                   (a negative equal to that word is redrawn).
+    center         IndexInput of B ids: the centre word of each of the B pairs.
+    context        IndexInput of B * (1 + k) ids: for each pair in turn, a word
+                   within its centre's window, then k negatives from the unigram
+                   distribution ** ns_exponent (a negative equal to that word is
+                   redrawn).
+    weights        Input of B values, needed when B > 1: 1 for each pair drawn, 0
+                   for the slots the epoch's last, partial example leaves over
+                   (they repeat the last pair drawn); multiply each pair's loss by
+                   it so that no pair is lost or counted twice.
     sentence_ends  increasing end offsets of the sentences (the last is
                    len(tokens)); windows never cross a sentence end. Default:
                    one sentence.
@@ -682,37 +704,68 @@ cdef class SkipGramSampler(WindowSampler):
     seed, rank, workers  the stream, and this worker's shard: the sentences that
                    start in its 1/workers of the tokens (no copy).
 
-    The noise distribution counts the tokens given (all shards).
+    The noise distribution counts the tokens given (all shards). B pairs per
+    replay share the cost of a replay among them (the gradients of one example
+    are applied together, as a minibatch of B); `epoch_pairs` counts the pairs.
 
     >>> c, ctx = fa.IndexInput([0]), fa.IndexInput([0] * 6)
     >>> scores = C[ctx] @ W[c].T                  # (6, 1): the word, then 5 negatives
     >>> loss = -fa.logsigmoid(scores * signs).sum()     # signs: Input [[1], [-1], ...]
     >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, window=5, seed=0))
+
+    With B = 16 pairs an example:
+
+    >>> c, ctx, w = fa.IndexInput([0] * 16), fa.IndexInput([0] * 96), fa.Input(np.ones((16, 1)))
+    >>> scores = fa.vector_dot(C[ctx].reshape(16, 6, dim), W[c].reshape(16, 1, dim))   # (16, 6)
+    >>> loss = -(fa.logsigmoid(scores * signs) * w).sum()            # signs: (6,) of 1, -1, ...
+    >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, weights=w, seed=0))
     """
     cdef int64_t* out_center
     cdef int64_t* out_context
-    cdef Py_ssize_t negative, context_pos
+    cdef char* out_weights
+    cdef bint weights_f64
+    cdef Py_ssize_t negative, pairs, context_pos
+    cdef readonly Py_ssize_t epoch_pairs   # pairs drawn in the current (or last) epoch
 
-    def __init__(self, tokens, center, context, *, sentence_ends=None, window=5, ns_exponent=0.75,
-                 sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
+    def __init__(self, tokens, center, context, *, weights=None, sentence_ends=None, window=5,
+                 ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
         who = "SkipGramSampler"
         _seed_stream(self, who, seed, rank, workers)
-        self.out_center = _index_leaf(who, "center", center, 1)
+        self.out_center = _index_leaf(who, "center", center, -1)
+        self.pairs = (<Variable>center).size
+        if self.pairs == 0:
+            raise ValueError(f"{who}: center holds no ids; give an IndexInput of at least one id")
         self.out_context = _index_leaf(who, "context", context, -1)
-        self.negative = (<Variable>context).size - 1
+        if (<Variable>context).size % self.pairs:
+            raise ValueError(f"{who}: context must hold (1 + k) ids for each of the {self.pairs} "
+                             f"centre ids, got {(<Variable>context).size}")
+        self.negative = (<Variable>context).size // self.pairs - 1
         if self.negative < 1:
             raise ValueError(f"{who}: context must hold the context word and at least one negative "
-                             f"(1 + k ids), got {(<Variable>context).size}")
+                             f"(1 + k ids) for each centre id, got {(<Variable>context).size} for "
+                             f"{self.pairs}")
         self.leaves = (center, context)
+        self.out_weights = NULL
+        if weights is not None:
+            self.out_weights = _input_leaf(who, "weights", weights, self.pairs)
+            self.weights_f64 = (<Variable>weights).f64
+            self.leaves = (center, context, weights)
+        elif self.pairs > 1:
+            raise ValueError(f"{who}: with {self.pairs} pairs an example, give weights (an Input of "
+                             f"{self.pairs} values, 0 for the slots of the epoch's last, partial "
+                             f"example) and multiply each pair's loss by it")
         self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
         self.begin_epoch(0)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
         self.context_pos = 0
+        self.epoch_pairs = 0
         return 0
 
-    cdef bint next_example(self) noexcept nogil:
+    cdef bint next_pair(self, Py_ssize_t slot) noexcept nogil:
+        """Draw the next pair into `slot`; False at the epoch's end."""
+        cdef int64_t* context = self.out_context + slot * (1 + self.negative)
         while True:
             if self.context_pos == self.center_pos:
                 self.context_pos += 1
@@ -721,10 +774,27 @@ cdef class SkipGramSampler(WindowSampler):
             if not self.next_center():
                 return False
             self.context_pos = self.window_lo
-        self.out_center[0] = self.buffer[self.center_pos]
-        self.out_context[0] = self.buffer[self.context_pos]
-        self.draw_negatives(self.out_context + 1, self.negative, self.out_context[0])
+        self.out_center[slot] = self.buffer[self.center_pos]
+        context[0] = self.buffer[self.context_pos]
+        self.draw_negatives(context + 1, self.negative, context[0])
         self.context_pos += 1
+        return True
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t slot, drawn = 0
+        cdef Py_ssize_t width = 1 + self.negative
+        while drawn < self.pairs and self.next_pair(drawn):
+            drawn += 1
+        if drawn == 0:
+            return False
+        for slot in range(self.pairs):
+            if slot >= drawn:       # the epoch ended mid-example: repeat the last pair, weight 0
+                self.out_center[slot] = self.out_center[drawn - 1]
+                memcpy(self.out_context + slot * width, self.out_context + (drawn - 1) * width,
+                       width * sizeof(int64_t))
+            if self.out_weights != NULL:
+                _put_weight(self.out_weights, self.weights_f64, slot, 1.0 if slot < drawn else 0.0)
+        self.epoch_pairs += drawn
         self.epoch_examples += 1
         return True
 
@@ -757,10 +827,7 @@ cdef class CbowSampler(WindowSampler):
         _seed_stream(self, who, seed, rank, workers)
         self.slots = 2 * _whole(who, "window", window, 1)
         self.out_context = _index_leaf(who, "context", context, self.slots)
-        if not isinstance(weights, Input) or (<Variable>weights).size != self.slots or weights.device != "cpu":
-            raise ValueError(f"{who}: weights must be a CPU Input of 2 * window = {self.slots} values, "
-                             f"got {weights!r}")
-        self.out_weights = (<Variable>weights).val_ptr
+        self.out_weights = _input_leaf(who, "weights (2 * window)", weights, self.slots)
         self.weights_f64 = (<Variable>weights).f64
         self.out_target = _index_leaf(who, "target", target, -1)
         self.negative = (<Variable>target).size - 1
@@ -786,19 +853,13 @@ cdef class CbowSampler(WindowSampler):
         share = 1.0 / n
         for j in range(self.slots):
             self.out_context[j] = 0
-            if self.weights_f64:
-                (<double*>self.out_weights)[j] = 0
-            else:
-                (<float*>self.out_weights)[j] = 0
+            _put_weight(self.out_weights, self.weights_f64, j, 0.0)
         n = 0
         for j in range(self.window_lo, self.window_hi):
             if j == self.center_pos:
                 continue
             self.out_context[n] = self.buffer[j]
-            if self.weights_f64:
-                (<double*>self.out_weights)[n] = share
-            else:
-                (<float*>self.out_weights)[n] = <float>share
+            _put_weight(self.out_weights, self.weights_f64, n, share)
             n += 1
         self.out_target[0] = self.buffer[self.center_pos]
         self.draw_negatives(self.out_target + 1, self.negative, self.out_target[0])

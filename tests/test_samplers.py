@@ -250,8 +250,43 @@ def test_skipgram_bad_input_is_named():
         SkipGramSampler(np.zeros(0, dtype=np.int64), ids(), ids(2))
     with pytest.raises(ValueError, match="fewer than 2 distinct"):
         SkipGramSampler(np.zeros(5, dtype=np.int64), ids(), ids(2))
-    with pytest.raises(ValueError, match="center holds 2 ids"):
+    with pytest.raises(ValueError, match="center holds no ids"):
+        SkipGramSampler(tokens, ids(0), ids(2))
+    with pytest.raises(ValueError, match=r"\(1 \+ k\) ids for each of the 2 centre ids, got 5"):
+        SkipGramSampler(tokens, ids(2), ids(5))
+    with pytest.raises(ValueError, match="at least one negative .* got 2 for 2"):
         SkipGramSampler(tokens, ids(2), ids(2))
+    with pytest.raises(ValueError, match="with 2 pairs an example, give weights"):
+        SkipGramSampler(tokens, ids(2), ids(4))
+    with pytest.raises(ValueError, match="weights must be a CPU Input of 2 values"):
+        SkipGramSampler(tokens, ids(2), ids(4), weights=fa.Input(np.ones(3)))
+
+
+@pytest.mark.parametrize("pairs", [2, 7])
+def test_batched_skipgram_draws_the_one_pair_stream_and_weighs_the_last_example(pairs):
+    # B pairs an example are the B = 1 stream cut into pieces (the same draws of the
+    # same generator); the epoch's last, partial example repeats its last pair at weight 0.
+    tokens = np.arange(203) % 11
+    ends = np.array([50, 51, 120, 203])
+    k = 3
+    one = skipgram_pairs(SkipGramSampler(tokens, ids(), ids(1 + k), sentence_ends=ends,
+                                         window=3, sample=0.05, seed=4))
+    weights = fa.Input(np.zeros((pairs, 1), dtype=np.float32))
+    sampler = SkipGramSampler(tokens, ids(pairs), ids(pairs * (1 + k)), weights=weights,
+                              sentence_ends=ends, window=3, sample=0.05, seed=4)
+    drawn = []
+    examples = list(sampler.epoch())
+    for n, (centres, contexts, w) in enumerate(examples):
+        contexts = contexts.reshape(pairs, 1 + k)
+        real = int(w.sum())
+        assert np.array_equal(w.ravel(), [1.0] * real + [0.0] * (pairs - real))
+        assert real == pairs or n == len(examples) - 1          # only the last one is partial
+        assert np.all(centres[real:] == centres[real - 1])
+        assert np.all(contexts[real:] == contexts[real - 1])
+        drawn += [(int(c), x.tolist()) for c, x in zip(centres[:real], contexts[:real])]
+    assert drawn == [(c, list(x)) for c, x in one]
+    assert sampler.epoch_pairs == len(one) and sampler.epoch_examples == len(examples)
+    assert len(one) % pairs, "the corpus should end mid-example for this test to bite"
 
 
 # ---------------------------------------------------------------- training with samplers

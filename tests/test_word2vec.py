@@ -140,7 +140,7 @@ def test_cbow_sampler_fills_the_window_with_mean_weights():
         ([1, 0], [1.0, 0.0], 0), ([0, 2], [0.5, 0.5], 1), ([1, 3], [0.5, 0.5], 2),
         ([2, 4], [0.5, 0.5], 3), ([3, 0], [1.0, 0.0], 4)]
     assert all(t[0] not in t[1:] for _, _, t in drawn)
-    with pytest.raises(ValueError, match="weights must be a CPU Input of 2 \\* window = 2"):
+    with pytest.raises(ValueError, match=r"weights \(2 \* window\) must be a CPU Input of 2 values"):
         CbowSampler(tokens, context, fa.Input(np.zeros(3)), target, window=1)
     with pytest.raises(ValueError, match="context holds 2 ids, expected 4"):
         CbowSampler(tokens, context, weights, target, window=2)
