@@ -93,6 +93,18 @@ cdef char* _input_leaf(str who, str name, object leaf, Py_ssize_t size) except N
     return (<Variable>leaf).val_ptr
 
 
+cdef char* _mask_leaf(str who, str what, object mask, Py_ssize_t slots) except? NULL:
+    """The buffer of the `mask` Input of a sampler that fills `slots` examples (`what`) a
+    replay, or NULL when there is one (then no mask is needed)."""
+    if mask is None:
+        if slots > 1:
+            raise ValueError(f"{who}: with {slots} {what} an example, give mask (an Input of "
+                             f"{slots} values, 0 for the slots of the epoch's last, partial "
+                             f"example) and multiply each one's loss by it")
+        return NULL
+    return _input_leaf(who, "mask", mask, slots)
+
+
 cdef inline void _put_weight(char* weights, bint f64, Py_ssize_t k, double value) noexcept nogil:
     if f64:
         (<double*>weights)[k] = value
@@ -689,7 +701,7 @@ cdef class SkipGramSampler(WindowSampler):
                    within its centre's window, then k negatives from the unigram
                    distribution ** ns_exponent (a negative equal to that word is
                    redrawn).
-    weights        Input of B values, needed when B > 1: 1 for each pair drawn, 0
+    mask           Input of B values, needed when B > 1: 1 for each pair drawn, 0
                    for the slots the epoch's last, partial example leaves over
                    (they repeat the last pair drawn); multiply each pair's loss by
                    it so that no pair is lost or counted twice.
@@ -715,19 +727,19 @@ cdef class SkipGramSampler(WindowSampler):
 
     With B = 16 pairs an example:
 
-    >>> c, ctx, w = fa.IndexInput([0] * 16), fa.IndexInput([0] * 96), fa.Input(np.ones((16, 1)))
+    >>> c, ctx, m = fa.IndexInput([0] * 16), fa.IndexInput([0] * 96), fa.Input(np.ones((16, 1)))
     >>> scores = fa.vector_dot(C[ctx].reshape(16, 6, dim), W[c].reshape(16, 1, dim))   # (16, 6)
-    >>> loss = -(fa.logsigmoid(scores * signs) * w).sum()            # signs: (6,) of 1, -1, ...
-    >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, weights=w, seed=0))
+    >>> loss = -(fa.logsigmoid(scores * signs) * m).sum()            # signs: (6,) of 1, -1, ...
+    >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, mask=m, seed=0))
     """
     cdef int64_t* out_center
     cdef int64_t* out_context
-    cdef char* out_weights
-    cdef bint weights_f64
+    cdef char* out_mask
+    cdef bint mask_f64
     cdef Py_ssize_t negative, pairs, context_pos
     cdef readonly Py_ssize_t epoch_pairs   # pairs drawn in the current (or last) epoch
 
-    def __init__(self, tokens, center, context, *, weights=None, sentence_ends=None, window=5,
+    def __init__(self, tokens, center, context, *, mask=None, sentence_ends=None, window=5,
                  ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
         who = "SkipGramSampler"
         _seed_stream(self, who, seed, rank, workers)
@@ -745,15 +757,10 @@ cdef class SkipGramSampler(WindowSampler):
                              f"(1 + k ids) for each centre id, got {(<Variable>context).size} for "
                              f"{self.pairs}")
         self.leaves = (center, context)
-        self.out_weights = NULL
-        if weights is not None:
-            self.out_weights = _input_leaf(who, "weights", weights, self.pairs)
-            self.weights_f64 = (<Variable>weights).f64
-            self.leaves = (center, context, weights)
-        elif self.pairs > 1:
-            raise ValueError(f"{who}: with {self.pairs} pairs an example, give weights (an Input of "
-                             f"{self.pairs} values, 0 for the slots of the epoch's last, partial "
-                             f"example) and multiply each pair's loss by it")
+        self.out_mask = _mask_leaf(who, "pairs", mask, self.pairs)
+        if mask is not None:
+            self.mask_f64 = (<Variable>mask).f64
+            self.leaves = (center, context, mask)
         self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
         self.begin_epoch(0)
 
@@ -792,8 +799,8 @@ cdef class SkipGramSampler(WindowSampler):
                 self.out_center[slot] = self.out_center[drawn - 1]
                 memcpy(self.out_context + slot * width, self.out_context + (drawn - 1) * width,
                        width * sizeof(int64_t))
-            if self.out_weights != NULL:
-                _put_weight(self.out_weights, self.weights_f64, slot, 1.0 if slot < drawn else 0.0)
+            if self.out_mask != NULL:
+                _put_weight(self.out_mask, self.mask_f64, slot, 1.0 if slot < drawn else 0.0)
         self.epoch_pairs += drawn
         self.epoch_examples += 1
         return True
@@ -801,15 +808,19 @@ cdef class SkipGramSampler(WindowSampler):
 
 cdef class CbowSampler(WindowSampler):
     """CBOW examples with negative sampling: the words around a centre predict it,
-    drawn as word2vec draws them (same corpus walk and arguments as SkipGramSampler).
+    drawn as word2vec draws them (same corpus walk and arguments as
+    SkipGramSampler), B centres per example.
 
-    context   IndexInput of 2 * window ids: the words of the centre's reduced
-              window (padded with id 0).
-    weights   Input of 2 * window values (shape (2 * window,) or (2 * window, 1)):
-              1 / n for each of the n real context words, 0 for padding, so that
-              `fa.sum(W[context] * weights, axis=0)` is their mean.
-    target    IndexInput of 1 + k ids: the centre, then k negatives (redrawn when
-              equal to the centre).
+    context   IndexInput of B * 2 * window ids: for each centre in turn, the words
+              of its reduced window (padded with id 0).
+    weights   Input of B * 2 * window values (e.g. shape (B, 2 * window, 1)): 1 / n
+              for each of the n real context words of a centre, 0 for padding, so
+              that `fa.sum(W[context] * weights, axis=-2)` is their mean.
+    target    IndexInput of B * (1 + k) ids: for each centre in turn, the centre,
+              then k negatives (redrawn when equal to the centre).
+    mask      Input of B values, needed when B > 1: 1 for each centre drawn, 0 for
+              the slots the epoch's last, partial example leaves over (they repeat
+              the last centre); multiply each centre's loss by it.
 
     >>> h = fa.sum(W[ctx] * wts, axis=0, keepdims=True)       # wts: Input (2 * window, 1)
     >>> loss = -fa.logsigmoid((C[target] @ h.T) * signs).sum()
@@ -819,32 +830,54 @@ cdef class CbowSampler(WindowSampler):
     cdef char* out_weights
     cdef bint weights_f64
     cdef int64_t* out_target
-    cdef Py_ssize_t negative, slots
+    cdef char* out_mask
+    cdef bint mask_f64
+    cdef Py_ssize_t negative, slots, centres
+    cdef readonly Py_ssize_t epoch_centres   # centres drawn in the current (or last) epoch
 
-    def __init__(self, tokens, context, weights, target, *, sentence_ends=None, window=5,
-                 ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
+    def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
+                 window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0,
+                 workers=1):
         who = "CbowSampler"
         _seed_stream(self, who, seed, rank, workers)
         self.slots = 2 * _whole(who, "window", window, 1)
-        self.out_context = _index_leaf(who, "context", context, self.slots)
-        self.out_weights = _input_leaf(who, "weights (2 * window)", weights, self.slots)
+        self.out_context = _index_leaf(who, "context", context, -1)
+        self.centres = (<Variable>context).size // self.slots
+        if self.centres == 0 or (<Variable>context).size % self.slots:
+            raise ValueError(f"{who}: context must hold 2 * window = {self.slots} ids for each "
+                             f"centre, got {(<Variable>context).size}")
+        self.out_weights = _input_leaf(who, "weights (2 * window a centre)", weights,
+                                       self.centres * self.slots)
         self.weights_f64 = (<Variable>weights).f64
         self.out_target = _index_leaf(who, "target", target, -1)
-        self.negative = (<Variable>target).size - 1
+        if (<Variable>target).size % self.centres:
+            raise ValueError(f"{who}: target must hold (1 + k) ids for each of the {self.centres} "
+                             f"centres, got {(<Variable>target).size}")
+        self.negative = (<Variable>target).size // self.centres - 1
         if self.negative < 1:
             raise ValueError(f"{who}: target must hold the centre and at least one negative "
-                             f"(1 + k ids), got {(<Variable>target).size}")
+                             f"(1 + k ids) for each centre, got {(<Variable>target).size} for "
+                             f"{self.centres}")
         self.leaves = (context, weights, target)
+        self.out_mask = _mask_leaf(who, "centres", mask, self.centres)
+        if mask is not None:
+            self.mask_f64 = (<Variable>mask).f64
+            self.leaves = (context, weights, target, mask)
         self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
         self.begin_epoch(0)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
         self.center_pos = -1
+        self.epoch_centres = 0
         return 0
 
-    cdef bint next_example(self) noexcept nogil:
+    cdef bint next_centre(self, Py_ssize_t slot) noexcept nogil:
+        """Draw the next centre with its window into `slot`; False at the epoch's end."""
         cdef Py_ssize_t j, n = 0
+        cdef int64_t* context = self.out_context + slot * self.slots
+        cdef int64_t* target = self.out_target + slot * (1 + self.negative)
+        cdef Py_ssize_t first = slot * self.slots
         cdef double share
         while n == 0:
             if not self.next_center():
@@ -852,16 +885,38 @@ cdef class CbowSampler(WindowSampler):
             n = self.window_hi - self.window_lo - 1
         share = 1.0 / n
         for j in range(self.slots):
-            self.out_context[j] = 0
-            _put_weight(self.out_weights, self.weights_f64, j, 0.0)
+            context[j] = 0
+            _put_weight(self.out_weights, self.weights_f64, first + j, 0.0)
         n = 0
         for j in range(self.window_lo, self.window_hi):
             if j == self.center_pos:
                 continue
-            self.out_context[n] = self.buffer[j]
-            _put_weight(self.out_weights, self.weights_f64, n, share)
+            context[n] = self.buffer[j]
+            _put_weight(self.out_weights, self.weights_f64, first + n, share)
             n += 1
-        self.out_target[0] = self.buffer[self.center_pos]
-        self.draw_negatives(self.out_target + 1, self.negative, self.out_target[0])
+        target[0] = self.buffer[self.center_pos]
+        self.draw_negatives(target + 1, self.negative, target[0])
+        return True
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t slot, drawn = 0
+        cdef Py_ssize_t width = 1 + self.negative
+        cdef size_t weight_bytes = sizeof(double) if self.weights_f64 else sizeof(float)
+        while drawn < self.centres and self.next_centre(drawn):
+            drawn += 1
+        if drawn == 0:
+            return False
+        for slot in range(self.centres):
+            if slot >= drawn:       # the epoch ended mid-example: repeat the last centre, mask 0
+                memcpy(self.out_context + slot * self.slots, self.out_context + (drawn - 1) * self.slots,
+                       self.slots * sizeof(int64_t))
+                memcpy(self.out_weights + slot * self.slots * weight_bytes,
+                       self.out_weights + (drawn - 1) * self.slots * weight_bytes,
+                       self.slots * weight_bytes)
+                memcpy(self.out_target + slot * width, self.out_target + (drawn - 1) * width,
+                       width * sizeof(int64_t))
+            if self.out_mask != NULL:
+                _put_weight(self.out_mask, self.mask_f64, slot, 1.0 if slot < drawn else 0.0)
+        self.epoch_centres += drawn
         self.epoch_examples += 1
         return True

@@ -256,10 +256,10 @@ def test_skipgram_bad_input_is_named():
         SkipGramSampler(tokens, ids(2), ids(5))
     with pytest.raises(ValueError, match="at least one negative .* got 2 for 2"):
         SkipGramSampler(tokens, ids(2), ids(2))
-    with pytest.raises(ValueError, match="with 2 pairs an example, give weights"):
+    with pytest.raises(ValueError, match="with 2 pairs an example, give mask"):
         SkipGramSampler(tokens, ids(2), ids(4))
-    with pytest.raises(ValueError, match="weights must be a CPU Input of 2 values"):
-        SkipGramSampler(tokens, ids(2), ids(4), weights=fa.Input(np.ones(3)))
+    with pytest.raises(ValueError, match="mask must be a CPU Input of 2 values"):
+        SkipGramSampler(tokens, ids(2), ids(4), mask=fa.Input(np.ones(3)))
 
 
 @pytest.mark.parametrize("pairs", [2, 7])
@@ -271,8 +271,8 @@ def test_batched_skipgram_draws_the_one_pair_stream_and_weighs_the_last_example(
     k = 3
     one = skipgram_pairs(SkipGramSampler(tokens, ids(), ids(1 + k), sentence_ends=ends,
                                          window=3, sample=0.05, seed=4))
-    weights = fa.Input(np.zeros((pairs, 1), dtype=np.float32))
-    sampler = SkipGramSampler(tokens, ids(pairs), ids(pairs * (1 + k)), weights=weights,
+    mask = fa.Input(np.zeros((pairs, 1), dtype=np.float32))
+    sampler = SkipGramSampler(tokens, ids(pairs), ids(pairs * (1 + k)), mask=mask,
                               sentence_ends=ends, window=3, sample=0.05, seed=4)
     drawn = []
     examples = list(sampler.epoch())

@@ -140,7 +140,39 @@ def test_cbow_sampler_fills_the_window_with_mean_weights():
         ([1, 0], [1.0, 0.0], 0), ([0, 2], [0.5, 0.5], 1), ([1, 3], [0.5, 0.5], 2),
         ([2, 4], [0.5, 0.5], 3), ([3, 0], [1.0, 0.0], 4)]
     assert all(t[0] not in t[1:] for _, _, t in drawn)
-    with pytest.raises(ValueError, match=r"weights \(2 \* window\) must be a CPU Input of 2 values"):
+    with pytest.raises(ValueError, match=r"weights \(2 \* window a centre\) must be a CPU Input of 2 values"):
         CbowSampler(tokens, context, fa.Input(np.zeros(3)), target, window=1)
-    with pytest.raises(ValueError, match="context holds 2 ids, expected 4"):
+    with pytest.raises(ValueError, match="context must hold 2 \\* window = 4 ids for each centre, got 2"):
         CbowSampler(tokens, context, weights, target, window=2)
+    two = fa.IndexInput([0] * 4)
+    with pytest.raises(ValueError, match="with 2 centres an example, give mask"):
+        CbowSampler(tokens, two, fa.Input(np.zeros(4)), fa.IndexInput([0] * 6), window=1)
+    with pytest.raises(ValueError, match=r"\(1 \+ k\) ids for each of the 2 centres, got 5"):
+        CbowSampler(tokens, two, fa.Input(np.zeros(4)), fa.IndexInput([0] * 5), window=1,
+                    mask=fa.Input(np.zeros(2)))
+
+
+@pytest.mark.parametrize("centres", [5, 7])
+def test_batched_cbow_draws_the_one_centre_stream_and_masks_the_last_example(centres):
+    tokens = np.arange(97) % 13
+    ends = np.array([30, 31, 97])
+    window, k = 2, 3
+
+    def sampler(b, mask=None):
+        return CbowSampler(tokens, fa.IndexInput([0] * (b * 2 * window)),
+                           fa.Input(np.zeros((b, 2 * window, 1))), fa.IndexInput([0] * (b * (1 + k))),
+                           mask=mask, sentence_ends=ends, window=window, sample=0.05, seed=1)
+
+    one = [(c.tolist(), w.ravel().tolist(), t.tolist()) for c, w, t in sampler(1).epoch()]
+    batched = sampler(centres, fa.Input(np.zeros(centres)))
+    examples = list(batched.epoch())
+    drawn = []
+    for n, (c, w, t, m) in enumerate(examples):
+        c, w, t = c.reshape(centres, -1), w.reshape(centres, -1), t.reshape(centres, -1)
+        real = int(m.sum())
+        assert m.tolist() == [1.0] * real + [0.0] * (centres - real)
+        assert real == centres or n == len(examples) - 1
+        assert np.all(c[real:] == c[real - 1]) and np.all(t[real:] == t[real - 1])
+        drawn += [(c[i].tolist(), w[i].tolist(), t[i].tolist()) for i in range(real)]
+    assert drawn == one
+    assert batched.epoch_centres == len(one) and len(one) % centres
