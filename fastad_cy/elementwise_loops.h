@@ -1,5 +1,5 @@
-/* Whole-buffer loops over the unary and binary tables of rules.h, for the CPU (host C
- * only).
+/* Whole-buffer loops over the unary, binary and pointwise-loss tables of rules.h, for
+ * the CPU (host C only).
  *
  * A rule's switch on the op code, left inside a loop, keeps every op scalar. Here
  * each op code gets its own loop in which the code is a constant, so the compiler
@@ -17,7 +17,7 @@
 #define FA_FLATTEN __attribute__((flatten))
 #else
 #define FA_FLATTEN
-#endif /* FASTAD_ELEMENTWISE_LOOPS_H */
+#endif
 
 #define FA_EACH_CODE(M, S) M(0, S) M(1, S) M(2, S) M(3, S) M(4, S) M(5, S) M(6, S) M(7, S) M(8, S) M(9, S) M(10, S) M(11, S) M(12, S) M(13, S) M(14, S) M(15, S) M(16, S) M(17, S) M(18, S) M(19, S) M(20, S) M(21, S) M(22, S) M(23, S) M(24, S) M(25, S) M(26, S) M(27, S) M(28, S) M(29, S) M(30, S) M(31, S)
 
@@ -96,5 +96,46 @@ static inline FA_FLATTEN void fa_binary_backward_##S(int op, int to_a, const T* 
 
 FA_BINARY_LOOPS(float, f)
 FA_BINARY_LOOPS(double, d)
+
+/* Pointwise losses (a the prediction, b the target): the forward sums the elements'
+ * losses in order, in double (each also into `losses` unless NULL); the backward writes
+ * or adds (`add`) g[i] = gy[i * gy_step] * scale * d(loss)/da (to_a) or d/db. */
+#define FA_EACH_LOSS_CODE(M, S) M(P_BCE, S) M(P_MSE, S) M(P_HUBER, S) M(P_KL_DIV, S)       \
+    M(P_KL_DIV_LOG_TARGET, S) M(P_SMOOTH_L1, S) M(P_BINARY_CROSS_ENTROPY, S)               \
+    M(P_POISSON_NLL, S) M(P_POISSON_NLL_FULL, S) M(P_POISSON_NLL_RATE, S)                  \
+    M(P_POISSON_NLL_RATE_FULL, S) M(P_GAUSSIAN_NLL, S)
+
+#define FA_LOSS_FORWARD_CASE(k, S)                                                          \
+    case k:                                                                                 \
+        if (losses) { for (i = 0; i < n; i++) { v = fa_loss_value_##S(k, a[i], b[i], delta); total += v; losses[i] = v; } } \
+        else { for (i = 0; i < n; i++) total += fa_loss_value_##S(k, a[i], b[i], delta); }  \
+        return total;
+
+#define FA_LOSS_BACKWARD_CASE(k, S)                                                         \
+    case k:                                                                                 \
+        if (to_a && add) { for (i = 0; i < n; i++) g[i] += gy[i * gy_step] * scale * fa_loss_da_##S(k, a[i], b[i], delta); } \
+        else if (to_a) { for (i = 0; i < n; i++) g[i] = gy[i * gy_step] * scale * fa_loss_da_##S(k, a[i], b[i], delta); }   \
+        else if (add) { for (i = 0; i < n; i++) g[i] += gy[i * gy_step] * scale * fa_loss_db_##S(k, a[i], b[i], delta); }   \
+        else { for (i = 0; i < n; i++) g[i] = gy[i * gy_step] * scale * fa_loss_db_##S(k, a[i], b[i], delta); }            \
+        return;
+
+#define FA_LOSS_LOOPS(T, S)                                                                 \
+static inline FA_FLATTEN double fa_loss_forward_##S(int op, const T* a, const T* b, ptrdiff_t n, \
+                                                    T delta, T* losses) {                  \
+    ptrdiff_t i;                                                                            \
+    double total = 0;                                                                       \
+    T v;                                                                                    \
+    switch (op) { FA_EACH_LOSS_CODE(FA_LOSS_FORWARD_CASE, S) }                              \
+    return total;                                                                           \
+}                                                                                           \
+static inline FA_FLATTEN void fa_loss_backward_##S(int op, int to_a, const T* a, const T* b,         \
+                                                   ptrdiff_t n, T delta, const T* gy,       \
+                                                   ptrdiff_t gy_step, T scale, T* g, int add) { \
+    ptrdiff_t i;                                                                            \
+    switch (op) { FA_EACH_LOSS_CODE(FA_LOSS_BACKWARD_CASE, S) }                             \
+}
+
+FA_LOSS_LOOPS(float, f)
+FA_LOSS_LOOPS(double, d)
 
 #endif /* FASTAD_ELEMENTWISE_LOOPS_H */

@@ -32,7 +32,7 @@ from fastad_cy.loops cimport vec_zero
 from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, P_KL_DIV, P_KL_DIV_LOG_TARGET,
                                P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
                                P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL,
-                               P_GAUSSIAN_NLL, loss_value, loss_da, loss_db)
+                               P_GAUSSIAN_NLL)
 from fastad_cy.elementwise import add, sub, mul, relu, sqrt, square, abs as elementwise_abs
 from fastad_cy.elementwise import pow as elementwise_pow
 from fastad_cy.reduction import sum as reduce_sum, mean as reduce_mean
@@ -437,33 +437,37 @@ cdef dict _PAIR_NAMES = {
     P_POISSON_NLL_RATE_FULL: "poisson_nll_rate_full", P_GAUSSIAN_NLL: "gaussian_nll"}
 
 
-cdef double pair_forward(int op, const floating* a, const floating* b, Py_ssize_t n,
-                         floating delta, floating* losses) noexcept nogil:
+cdef extern from "elementwise_loops.h":
+    # One loop per loss code (the code a constant there, so that the rule vectorises).
+    double fa_loss_forward_f(int op, const float* a, const float* b, Py_ssize_t n, float delta,
+                             float* losses) noexcept nogil
+    double fa_loss_forward_d(int op, const double* a, const double* b, Py_ssize_t n, double delta,
+                             double* losses) noexcept nogil
+    void fa_loss_backward_f(int op, bint to_a, const float* a, const float* b, Py_ssize_t n,
+                            float delta, const float* gy, Py_ssize_t gy_step, float scale, float* g,
+                            bint add) noexcept nogil
+    void fa_loss_backward_d(int op, bint to_a, const double* a, const double* b, Py_ssize_t n,
+                            double delta, const double* gy, Py_ssize_t gy_step, double scale,
+                            double* g, bint add) noexcept nogil
+
+
+cdef inline double pair_forward(int op, const floating* a, const floating* b, Py_ssize_t n,
+                                floating delta, floating* losses) noexcept nogil:
     """Sum of the elements' losses; each also into `losses` unless NULL."""
-    cdef Py_ssize_t i
-    cdef double total = 0
-    cdef floating v
-    for i in range(n):
-        v = loss_value(op, a[i], b[i], delta)
-        total += v
-        if losses != NULL:
-            losses[i] = v
-    return total
+    if floating is float:
+        return fa_loss_forward_f(op, a, b, n, delta, losses)
+    else:
+        return fa_loss_forward_d(op, a, b, n, delta, losses)
 
 
-cdef void pair_backward(int op, bint to_a, const floating* a, const floating* b, Py_ssize_t n,
-                        floating delta, const floating* gy, Py_ssize_t gy_step, floating scale,
-                        floating* g, bint add) noexcept nogil:
+cdef inline void pair_backward(int op, bint to_a, const floating* a, const floating* b,
+                               Py_ssize_t n, floating delta, const floating* gy, Py_ssize_t gy_step,
+                               floating scale, floating* g, bint add) noexcept nogil:
     """g = (or +=) d(loss)/da (to_a) or d(loss)/db, times gy[i * gy_step] * scale."""
-    cdef Py_ssize_t i
-    cdef floating v
-    for i in range(n):
-        v = gy[i * gy_step] * scale
-        v *= loss_da(op, a[i], b[i], delta) if to_a else loss_db(op, a[i], b[i], delta)
-        if add:
-            g[i] += v
-        else:
-            g[i] = v
+    if floating is float:
+        fa_loss_backward_f(op, to_a, a, b, n, delta, gy, gy_step, scale, g, add)
+    else:
+        fa_loss_backward_d(op, to_a, a, b, n, delta, gy, gy_step, scale, g, add)
 
 
 @cython.no_gc

@@ -91,12 +91,6 @@ cdef extern from "rules.h":
     double fa_unary_value_d(int op, double x, double p) noexcept nogil
     float fa_unary_slope_f(int op, float x, float y, float p) noexcept nogil
     double fa_unary_slope_d(int op, double x, double y, double p) noexcept nogil
-    float fa_loss_value_f(int op, float a, float b, float delta) noexcept nogil
-    double fa_loss_value_d(int op, double a, double b, double delta) noexcept nogil
-    float fa_loss_da_f(int op, float a, float b, float delta) noexcept nogil
-    double fa_loss_da_d(int op, double a, double b, double delta) noexcept nogil
-    float fa_loss_db_f(int op, float a, float b, float delta) noexcept nogil
-    double fa_loss_db_d(int op, double a, double b, double delta) noexcept nogil
     void fa_sgd_element_f(float* p, const float* g, float* buf, long long e, double lr,
                           double weight_decay, double momentum, double dampening,
                           int nesterov, int first) noexcept nogil
@@ -165,28 +159,6 @@ cdef inline floating unary_slope(int op, floating x, floating y, floating p) noe
         return fa_unary_slope_f(op, x, y, p)
     else:
         return fa_unary_slope_d(op, x, y, p)
-
-
-cdef inline floating loss_value(int op, floating a, floating b, floating delta) noexcept nogil:
-    """The pointwise loss of one element: a the prediction (a logit for BCE), b the target."""
-    if floating is float:
-        return fa_loss_value_f(op, a, b, delta)
-    else:
-        return fa_loss_value_d(op, a, b, delta)
-
-
-cdef inline floating loss_da(int op, floating a, floating b, floating delta) noexcept nogil:
-    if floating is float:
-        return fa_loss_da_f(op, a, b, delta)
-    else:
-        return fa_loss_da_d(op, a, b, delta)
-
-
-cdef inline floating loss_db(int op, floating a, floating b, floating delta) noexcept nogil:
-    if floating is float:
-        return fa_loss_db_f(op, a, b, delta)
-    else:
-        return fa_loss_db_d(op, a, b, delta)
 
 
 cdef inline void sgd_element(floating* p, const floating* g, floating* buf, Py_ssize_t e,

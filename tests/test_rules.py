@@ -66,3 +66,12 @@ def test_every_binary_code_has_a_loop_of_its_own():
         text = f.read()
     listed = re.findall(r"M\(B_(\w+), S\)", text)
     assert [name.lower() for name in listed] == list(kernels.BINARY_OPS)
+
+
+def test_every_pointwise_loss_code_has_a_loop_of_its_own():
+    # Like the binary loops, the loss loops of elementwise_loops.h have no generic fallback.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "fastad_cy", "elementwise_loops.h")) as f:
+        text = f.read()
+    listed = [name.lower() for name in re.findall(r"M\(P_(\w+), S\)", text)]
+    assert listed == [name.replace("bce_with_logits", "bce") for name in kernels.POINTWISE_LOSSES]
