@@ -574,6 +574,41 @@ cdef class WindowSampler(Sampler):
     cdef Py_ssize_t length, center_pos, sentence_start, window_lo, window_hi
     cdef bint subsample
     cdef readonly double sample
+    cdef Py_ssize_t items             # pairs (skip-gram) or centres (CBOW) an example
+    cdef Py_ssize_t epoch_items       # of those, drawn in the current (or last) epoch
+    cdef char* out_mask               # the mask Input's buffer, or NULL
+    cdef bint mask_f64
+
+    cdef int read_mask(self, str who, str what, object mask) except -1:
+        """Check `mask` against the items an example holds (see _mask_leaf)."""
+        self.out_mask = _mask_leaf(who, what, mask, self.items)
+        if mask is not None:
+            self.mask_f64 = (<Variable>mask).f64
+            self.leaves = self.leaves + (mask,)
+        return 0
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
+        """Draw the next item into `slot` of the leaves; False at the epoch's end."""
+        return False
+
+    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
+        """Copy the item in slot `source` of the leaves into `slot`."""
+        pass
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t slot, drawn = 0
+        while drawn < self.items and self.draw_item(drawn):
+            drawn += 1
+        if drawn == 0:
+            return False
+        for slot in range(self.items):
+            if slot >= drawn:       # the epoch ended mid-example: repeat the last item, mask 0
+                self.repeat_item(slot, drawn - 1)
+            if self.out_mask != NULL:
+                _put_weight(self.out_mask, self.mask_f64, slot, 1.0 if slot < drawn else 0.0)
+        self.epoch_items += drawn
+        self.epoch_examples += 1
+        return True
 
     cdef int read_corpus(self, str who, object tokens, object sentence_ends, object window,
                          object ns_exponent, object sample, object vocab_size) except -1:
@@ -629,7 +664,7 @@ cdef class WindowSampler(Sampler):
         return 0
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
-        self.epoch_examples = 0
+        self.epoch_examples = self.epoch_items = 0
         self.sentence = self.first_sentence
         self.length = self.center_pos = self.sentence_start = self.window_lo = self.window_hi = 0
         return 0
@@ -734,43 +769,41 @@ cdef class SkipGramSampler(WindowSampler):
     """
     cdef int64_t* out_center
     cdef int64_t* out_context
-    cdef char* out_mask
-    cdef bint mask_f64
-    cdef Py_ssize_t negative, pairs, context_pos
-    cdef readonly Py_ssize_t epoch_pairs   # pairs drawn in the current (or last) epoch
+    cdef Py_ssize_t negative, context_pos
 
     def __init__(self, tokens, center, context, *, mask=None, sentence_ends=None, window=5,
                  ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
         who = "SkipGramSampler"
         _seed_stream(self, who, seed, rank, workers)
         self.out_center = _index_leaf(who, "center", center, -1)
-        self.pairs = (<Variable>center).size
-        if self.pairs == 0:
+        self.items = (<Variable>center).size
+        if self.items == 0:
             raise ValueError(f"{who}: center holds no ids; give an IndexInput of at least one id")
         self.out_context = _index_leaf(who, "context", context, -1)
-        if (<Variable>context).size % self.pairs:
-            raise ValueError(f"{who}: context must hold (1 + k) ids for each of the {self.pairs} "
+        if (<Variable>context).size % self.items:
+            raise ValueError(f"{who}: context must hold (1 + k) ids for each of the {self.items} "
                              f"centre ids, got {(<Variable>context).size}")
-        self.negative = (<Variable>context).size // self.pairs - 1
+        self.negative = (<Variable>context).size // self.items - 1
         if self.negative < 1:
             raise ValueError(f"{who}: context must hold the context word and at least one negative "
                              f"(1 + k ids) for each centre id, got {(<Variable>context).size} for "
-                             f"{self.pairs}")
+                             f"{self.items}")
         self.leaves = (center, context)
-        self.out_mask = _mask_leaf(who, "pairs", mask, self.pairs)
-        if mask is not None:
-            self.mask_f64 = (<Variable>mask).f64
-            self.leaves = (center, context, mask)
+        self.read_mask(who, "pairs", mask)
         self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
         self.begin_epoch(0)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
         self.context_pos = 0
-        self.epoch_pairs = 0
         return 0
 
-    cdef bint next_pair(self, Py_ssize_t slot) noexcept nogil:
+    @property
+    def epoch_pairs(self):
+        """The pairs drawn in the current (or last) epoch."""
+        return self.epoch_items
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
         """Draw the next pair into `slot`; False at the epoch's end."""
         cdef int64_t* context = self.out_context + slot * (1 + self.negative)
         while True:
@@ -787,23 +820,11 @@ cdef class SkipGramSampler(WindowSampler):
         self.context_pos += 1
         return True
 
-    cdef bint next_example(self) noexcept nogil:
-        cdef Py_ssize_t slot, drawn = 0
+    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
         cdef Py_ssize_t width = 1 + self.negative
-        while drawn < self.pairs and self.next_pair(drawn):
-            drawn += 1
-        if drawn == 0:
-            return False
-        for slot in range(self.pairs):
-            if slot >= drawn:       # the epoch ended mid-example: repeat the last pair, weight 0
-                self.out_center[slot] = self.out_center[drawn - 1]
-                memcpy(self.out_context + slot * width, self.out_context + (drawn - 1) * width,
-                       width * sizeof(int64_t))
-            if self.out_mask != NULL:
-                _put_weight(self.out_mask, self.mask_f64, slot, 1.0 if slot < drawn else 0.0)
-        self.epoch_pairs += drawn
-        self.epoch_examples += 1
-        return True
+        self.out_center[slot] = self.out_center[source]
+        memcpy(self.out_context + slot * width, self.out_context + source * width,
+               width * sizeof(int64_t))
 
 
 cdef class CbowSampler(WindowSampler):
@@ -830,10 +851,7 @@ cdef class CbowSampler(WindowSampler):
     cdef char* out_weights
     cdef bint weights_f64
     cdef int64_t* out_target
-    cdef char* out_mask
-    cdef bint mask_f64
-    cdef Py_ssize_t negative, slots, centres
-    cdef readonly Py_ssize_t epoch_centres   # centres drawn in the current (or last) epoch
+    cdef Py_ssize_t negative, slots
 
     def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
                  window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0,
@@ -842,37 +860,38 @@ cdef class CbowSampler(WindowSampler):
         _seed_stream(self, who, seed, rank, workers)
         self.slots = 2 * _whole(who, "window", window, 1)
         self.out_context = _index_leaf(who, "context", context, -1)
-        self.centres = (<Variable>context).size // self.slots
-        if self.centres == 0 or (<Variable>context).size % self.slots:
+        self.items = (<Variable>context).size // self.slots
+        if self.items == 0 or (<Variable>context).size % self.slots:
             raise ValueError(f"{who}: context must hold 2 * window = {self.slots} ids for each "
                              f"centre, got {(<Variable>context).size}")
         self.out_weights = _input_leaf(who, "weights (2 * window a centre)", weights,
-                                       self.centres * self.slots)
+                                       self.items * self.slots)
         self.weights_f64 = (<Variable>weights).f64
         self.out_target = _index_leaf(who, "target", target, -1)
-        if (<Variable>target).size % self.centres:
-            raise ValueError(f"{who}: target must hold (1 + k) ids for each of the {self.centres} "
+        if (<Variable>target).size % self.items:
+            raise ValueError(f"{who}: target must hold (1 + k) ids for each of the {self.items} "
                              f"centres, got {(<Variable>target).size}")
-        self.negative = (<Variable>target).size // self.centres - 1
+        self.negative = (<Variable>target).size // self.items - 1
         if self.negative < 1:
             raise ValueError(f"{who}: target must hold the centre and at least one negative "
                              f"(1 + k ids) for each centre, got {(<Variable>target).size} for "
-                             f"{self.centres}")
+                             f"{self.items}")
         self.leaves = (context, weights, target)
-        self.out_mask = _mask_leaf(who, "centres", mask, self.centres)
-        if mask is not None:
-            self.mask_f64 = (<Variable>mask).f64
-            self.leaves = (context, weights, target, mask)
+        self.read_mask(who, "centres", mask)
         self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
         self.begin_epoch(0)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
         self.center_pos = -1
-        self.epoch_centres = 0
         return 0
 
-    cdef bint next_centre(self, Py_ssize_t slot) noexcept nogil:
+    @property
+    def epoch_centres(self):
+        """The centres drawn in the current (or last) epoch."""
+        return self.epoch_items
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
         """Draw the next centre with its window into `slot`; False at the epoch's end."""
         cdef Py_ssize_t j, n = 0
         cdef int64_t* context = self.out_context + slot * self.slots
@@ -898,25 +917,12 @@ cdef class CbowSampler(WindowSampler):
         self.draw_negatives(target + 1, self.negative, target[0])
         return True
 
-    cdef bint next_example(self) noexcept nogil:
-        cdef Py_ssize_t slot, drawn = 0
+    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
         cdef Py_ssize_t width = 1 + self.negative
         cdef size_t weight_bytes = sizeof(double) if self.weights_f64 else sizeof(float)
-        while drawn < self.centres and self.next_centre(drawn):
-            drawn += 1
-        if drawn == 0:
-            return False
-        for slot in range(self.centres):
-            if slot >= drawn:       # the epoch ended mid-example: repeat the last centre, mask 0
-                memcpy(self.out_context + slot * self.slots, self.out_context + (drawn - 1) * self.slots,
-                       self.slots * sizeof(int64_t))
-                memcpy(self.out_weights + slot * self.slots * weight_bytes,
-                       self.out_weights + (drawn - 1) * self.slots * weight_bytes,
-                       self.slots * weight_bytes)
-                memcpy(self.out_target + slot * width, self.out_target + (drawn - 1) * width,
-                       width * sizeof(int64_t))
-            if self.out_mask != NULL:
-                _put_weight(self.out_mask, self.mask_f64, slot, 1.0 if slot < drawn else 0.0)
-        self.epoch_centres += drawn
-        self.epoch_examples += 1
-        return True
+        memcpy(self.out_context + slot * self.slots, self.out_context + source * self.slots,
+               self.slots * sizeof(int64_t))
+        memcpy(self.out_weights + slot * self.slots * weight_bytes,
+               self.out_weights + source * self.slots * weight_bytes, self.slots * weight_bytes)
+        memcpy(self.out_target + slot * width, self.out_target + source * width,
+               width * sizeof(int64_t))
