@@ -50,14 +50,18 @@ class WindowSampler(Sampler):
 
 class SkipGramSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike, center: IndexInput, context: IndexInput, *,
-                 sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
+                 mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
                  sample: float = 0.0, vocab_size: int | None = None, seed: int | None = None,
                  rank: int = 0, workers: int = 1) -> None: ...
+    @property
+    def epoch_pairs(self) -> int: ...
 
 class CbowSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike, context: IndexInput, weights: Input, target: IndexInput, *,
-                 sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
+                 mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
                  sample: float = 0.0, vocab_size: int | None = None, seed: int | None = None,
                  rank: int = 0, workers: int = 1) -> None: ...
+    @property
+    def epoch_centres(self) -> int: ...
 
 def set_default_seed(sequence: np.random.SeedSequence | None) -> None: ...
