@@ -144,3 +144,51 @@ def test_cbow_sampler_fills_the_window_with_mean_weights():
         CbowSampler(tokens, context, fa.Input(np.zeros(3)), target, window=1)
     with pytest.raises(ValueError, match="context holds 2 ids, expected 4"):
         CbowSampler(tokens, context, weights, target, window=2)
+
+
+def test_the_device_fits_numpy_draws_follow_the_samplers_rules():
+    """With window 1 the reduced window is always 1: the numpy draws of a device fit
+    (fastad.word2vec._window_examples) give the compiled samplers' examples in their order."""
+    from fastad.word2vec import _keep_probability, _window_examples
+    tokens = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7])
+    ends = np.array([5, 6, 14])                    # a sentence of one word has no pairs
+    counts = np.bincount(tokens, minlength=10).astype(np.float64)
+    noise = counts ** 0.75 / np.sum(counts ** 0.75)
+    keep = _keep_probability(counts, 0.0)
+    settings = dict(window=1, negative=3, sg=True)
+    rng = np.random.default_rng(0)
+    positions, centre, context = (np.concatenate(a) for a in zip(
+        *_window_examples(tokens, ends, settings, keep, noise, rng, chunk=4)))
+    c, ctx = fa.IndexInput([0]), fa.IndexInput([0] * 4)
+    drawn = list(fa.data.SkipGramSampler(tokens, c, ctx, sentence_ends=ends, window=1, seed=0).epoch())
+    assert centre.tolist() == [int(a[0]) for a, _ in drawn]
+    assert context[:, 0].tolist() == [int(b[0]) for _, b in drawn]
+    assert tokens[positions].tolist() == centre.tolist()
+    assert not (context[:, 1:] == context[:, :1]).any() and set(context[:, 1:].ravel()) <= set(tokens)
+
+    settings["sg"] = False
+    positions, ids, weights, target = (np.concatenate(a) for a in zip(
+        *_window_examples(tokens, ends, settings, keep, noise, rng)))
+    ctx, wts, tgt = fa.IndexInput([0, 0]), fa.Input(np.zeros((2, 1))), fa.IndexInput([0] * 4)
+    drawn = list(CbowSampler(tokens, ctx, wts, tgt, sentence_ends=ends, window=1, seed=0).epoch())
+    assert target[:, 0].tolist() == [int(t[0]) for _, _, t in drawn]
+    for row, row_weights, (cpu_ids, cpu_weights, _) in zip(ids, weights, drawn):
+        used = row_weights > 0                     # padding may sit in another slot
+        assert sorted(zip(row[used].tolist(), row_weights[used].tolist())) == sorted(
+            (int(i), float(w)) for i, w in zip(cpu_ids, cpu_weights.ravel()) if w > 0)
+    assert not (target[:, 1:] == target[:, :1]).any()
+
+
+def test_the_device_fits_subsampling_and_negatives_follow_word2vec():
+    from fastad.word2vec import _keep_probability, _negatives
+    counts = np.array([1000.0, 100.0, 10.0, 0.0])
+    t = 1e-2 * counts.sum()
+    np.testing.assert_allclose(_keep_probability(counts, 1e-2)[:3],
+                               np.minimum((np.sqrt(counts[:3] / t) + 1) * t / counts[:3], 1.0))
+    assert _keep_probability(counts, 1e-2)[2] == 1.0 and (_keep_probability(counts, 0.0) == 1).all()
+    noise = np.array([0.7, 0.2, 0.1])
+    avoid = np.zeros(20_000, dtype=np.int64)
+    drawn = _negatives(noise, avoid, 2, np.random.default_rng(0))
+    assert not (drawn == 0).any()                  # redrawn while equal to the row's word
+    share = np.mean(drawn == 1)
+    assert abs(share - 2 / 3) < 0.01               # noise renormalised over the other words
