@@ -6,17 +6,24 @@
   >= 0.8x PyTorch's throughput.
 - A tiny train step (MLP 16-32-1, batch 1, MSE, SGD): fastad's captured CUDA
   graph against PyTorch CUDA eager on the same graph. Target: >= 5x faster.
+- The ready models' fits on the GPU (`device="cuda"`) beside the same fits on
+  the CPU (one worker), sampling and copies included, with held-out quality:
+  `BPR.fit` on a planted user x item matrix (test AUC) and skip-gram
+  `Word2Vec.fit` on bench/peers.py's standard-library text (held-out SGNS loss).
+  Target: faster than the CPU fit at the same quality.
 
 Each step ends with a device synchronize on both sides. float32; PyTorch with
 TF32 off (its default for float32 matmul), as CuPy's cuBLAS calls.
 Run: python bench/gpu.py [--quick] [--json PATH]
 `--emulate --width 64 --batch 8` runs the fastad side on the CPU kernel
-emulator (a dry run of the code paths: the timings mean nothing).
+emulator (a dry run of the code paths, the model fits on small data: the
+timings mean nothing).
 """
 import argparse
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -161,7 +168,58 @@ def workload(name, sizes, batch, loss_name, rng, torch, quick, target, captured_
     return rows
 
 
-def run(quick=False, width=4096, batch=1024):
+def timed(fit):
+    """Seconds that `fit()` takes."""
+    start = time.perf_counter()
+    fit()
+    return time.perf_counter() - start
+
+
+def model_fit_rows(small=False):
+    """BPR.fit and skip-gram Word2Vec.fit on "cuda" beside the CPU fit (one worker): rows
+    whose peer is the CPU fit, with test AUC / held-out SGNS loss of both in the name."""
+    from peers import encode, heldout_sgns_loss, stdlib_text
+    users, items, per_user, epochs, dim = (500, 200, 20, 1, 16) if small else (20_000, 5_000, 50, 2, 64)
+    likes = fa.data.planted_interactions(users, items, per_user=per_user, seed=0)
+    train, test = fa.data.train_test_split(likes, 0.2, seed=0)
+    scored = np.arange(min(users, 2_000))
+    rows = []
+    for batch in (1024, 8192):
+        fitted = {}
+        for device in ("cpu", "cuda"):
+            model = fa.models.BPR(users, items, dim=dim, seed=1)
+            options = {} if device == "cpu" else {"device": "cuda", "batch_size": batch}
+            seconds = timed(lambda: model.fit(train, epochs=epochs, lr=0.05, **options))
+            auc = fa.metrics.auc(model.scores(scored), test, train=train, users=scored)
+            fitted[device] = (seconds / (epochs * train.nnz), auc)
+        rows.append({"workload": f"GPU BPR.fit k={dim}, batch {batch}, {train.nnz:,} likes, sampling "
+                                 f"included, vs the CPU fit (AUC {fitted['cuda'][1]:.3f} vs "
+                                 f"{fitted['cpu'][1]:.3f})",
+                     "unit": "sample", "fastad": fitted["cuda"][0], "peer": fitted["cpu"][0],
+                     "peer_name": "CPU fit", "target": "faster than the CPU fit, AUC within 0.01"})
+    sentences = stdlib_text(20_000 if small else 300_000)
+    split = int(len(sentences) * 0.9)
+    train_text, held = sentences[:split], sentences[split:]
+    settings = dict(dim=16 if small else 64, window=5, negative=5, min_count=5, sample=0, epochs=1,
+                    seed=0)
+    for batch in (1024, 4096):
+        fitted = {}
+        for device in ("cpu", "cuda"):
+            model = fa.models.Word2Vec(**settings)
+            options = {} if device == "cpu" else {"device": "cuda", "batch_size": batch}
+            seconds = timed(lambda: model.fit(train_text, **options))
+            held_tokens, held_ends = encode(held, model.index)
+            fitted[device] = (seconds / sum(map(len, train_text)),
+                              heldout_sgns_loss(model.vectors, model.output, held_tokens, held_ends))
+        rows.append({"workload": f"GPU Word2Vec.fit skip-gram dim {settings['dim']}, batch {batch}, "
+                                 f"vocabulary and sampling included, vs the CPU fit (held-out loss "
+                                 f"{fitted['cuda'][1]:.3f} vs {fitted['cpu'][1]:.3f})",
+                     "unit": "token", "fastad": fitted["cuda"][0], "peer": fitted["cpu"][0],
+                     "peer_name": "CPU fit", "target": "faster than the CPU fit, held-out loss no worse"})
+    return rows
+
+
+def run(quick=False, width=4096, batch=1024, small_fits=False):
     rng = np.random.default_rng(0)
     torch = torch_cuda_or_none()
     rows = workload(f"GPU MLP {width}-{width}-{width}-10 train step, batch {batch}",
@@ -169,7 +227,7 @@ def run(quick=False, width=4096, batch=1024):
                     ">= 0.8x PyTorch CUDA throughput")
     rows += workload("GPU tiny MLP 16-32-1 train step, batch 1", (16, 32, 1), 1, "mse", rng,
                      torch, quick, ">= 5x faster than PyTorch CUDA eager", captured_only=True)
-    return rows
+    return rows + model_fit_rows(small_fits)
 
 
 def main(argv=None):
@@ -190,7 +248,7 @@ def main(argv=None):
         cupy = backend.get().xp
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         print("GPU:", props["name"].decode(), "| CuPy", cupy.__version__)
-    rows = run(args.quick, args.width, args.batch)
+    rows = run(args.quick, args.width, args.batch, small_fits=args.emulate)
     report(rows)
     if args.json:
         with open(args.json, "w") as f:
