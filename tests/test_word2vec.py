@@ -192,3 +192,24 @@ def test_the_device_fits_subsampling_and_negatives_follow_word2vec():
     assert not (drawn == 0).any()                  # redrawn while equal to the row's word
     share = np.mean(drawn == 1)
     assert abs(share - 2 / 3) < 0.01               # noise renormalised over the other words
+
+
+def test_hogwild_workers_walk_the_corpus_side_by_side(monkeypatch):
+    """_deal_blocks reorders whole sentences so that each worker's shard (the sentences
+    starting in its share of the tokens, as the samplers shard) holds every other
+    block of the corpus, in corpus order."""
+    import fastad.word2vec as w2v
+    monkeypatch.setattr(w2v, "BLOCK_TOKENS", 10)
+    rng = np.random.default_rng(0)
+    ends = np.cumsum(rng.integers(0, 5, 200))
+    tokens = np.arange(ends[-1])                         # a token's id is its corpus position
+    dealt, dealt_ends = w2v._deal_blocks(tokens, ends, workers=2)
+    starts, dealt_starts = ends - np.diff(ends, prepend=0), dealt_ends - np.diff(dealt_ends, prepend=0)
+    sentences = [tokens[a:b].tolist() for a, b in zip(starts, ends)]
+    dealt_sentences = [dealt[a:b].tolist() for a, b in zip(dealt_starts, dealt_ends)]
+    assert sorted(dealt_sentences) == sorted(sentences) and dealt_ends[-1] == tokens.size
+    blocks = 2 * round(tokens.size / 20)
+    for worker, mine in enumerate((dealt_starts < tokens.size // 2, dealt_starts >= tokens.size // 2)):
+        firsts = np.array([s[0] for s, m in zip(dealt_sentences, mine) if m and s])
+        assert (np.diff(firsts) > 0).all()               # in corpus order
+        assert np.mean(firsts * blocks // tokens.size % 2 == worker) > 0.9    # its blocks
