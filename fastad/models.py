@@ -385,7 +385,7 @@ class _DeviceEpochs:
             self.device_optimizer.zero_grad()
             self.loss.backward()
             self.device_optimizer.step()
-            # summed on the device: no wait for the GPU per batch
+            # summed on the device: no copy to the host per batch
             total = self.loss.value.astype(np.float64) if total is None else total + self.loss.value
             if self.progress is not None and (done % report_every == 0 or done == self.batches):
                 now, examples = time.perf_counter(), done * self.batch_size

@@ -492,7 +492,7 @@ class _DeviceEpochs:
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
-            # summed on the device: no wait for the GPU per batch
+            # summed on the device: no copy to the host per batch
             total = loss.value.astype(np.float64) if total is None else total + loss.value
             count += len(positions)
         return float(total) / count if count else math.nan
