@@ -2,8 +2,9 @@
 
 Both are `Recommender`s: `fit(interactions, epochs, workers, ...)` trains them
 on a scipy user x item matrix with the BPR loss (one worker: `fa.train`;
-several: Hogwild processes over shared memory; `device="cuda"`: batches on a GPU); `recommend`, `similar_items`,
-`similar_users` and `scores` rank with one matrix product per batch of users.
+several: Hogwild processes over shared memory; `device="cuda"`: batches on a
+GPU); `recommend`, `similar_items`, `similar_users` and `scores` rank with one
+matrix product per batch of users.
 """
 import numbers
 import sys
@@ -79,8 +80,9 @@ def _top_k_in_batches(rows, k, score_rows, columns=None, batch_size=1000):
 class Recommender(Module):
     """Base class of the ranking models: training on a user x item matrix, and ranking.
 
-    A subclass sets `n_users` and `n_items`, and defines `example_graph(batch, device)`
-    (a BPR loss over `batch` triples to replay, with its leaves on `device`, and its feeds), `user_vectors(user_ids)`
+    A subclass sets `n_users` and `n_items`, and defines `example_graph(batch,
+    device)` (a BPR loss over `batch` triples to replay, its leaves on `device`,
+    and its feeds), `user_vectors(user_ids)`
     and `item_vectors()` (numpy rows whose dot product is the score),
     `item_biases()` (an (n_items,) array added to every score, or None) and
     `config()` (the constructor's keyword arguments, without weights, for

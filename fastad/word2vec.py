@@ -409,9 +409,12 @@ def _deal_blocks(tokens, ends, workers):
     take its jobs in order, and the lr falls over the corpus as with one worker; with
     contiguous shards each worker would walk its own part of the corpus from the
     top lr down, which gave a worse held-out loss on text whose topics drift along
-    it (bench/peers.py --quick, two threads, mean of ten runs: 2.677 against 2.674). The blocks' sentences
-    rarely fill the shards exactly: a sentence that the shards' bounds put in the
-    next worker's shard goes there, at its place in corpus order.
+    it (bench/peers.py --quick, two threads, mean of ten runs: 2.677 against 2.674),
+    and a far worse one when a busy machine slowed one worker.
+
+    The blocks' sentences rarely fill the shards exactly: a sentence that the
+    shards' bounds put in a neighbouring shard goes there, at its place in corpus
+    order (repeated until every sentence sits in the shard it was sorted into).
     """
     lengths = np.diff(ends, prepend=0)
     starts = ends - lengths
