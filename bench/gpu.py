@@ -168,55 +168,54 @@ def workload(name, sizes, batch, loss_name, rng, torch, quick, target, captured_
     return rows
 
 
-def timed(fit):
-    """Seconds that `fit()` takes."""
-    start = time.perf_counter()
-    fit()
-    return time.perf_counter() - start
-
-
 def model_fit_rows(small=False):
-    """BPR.fit and skip-gram Word2Vec.fit on "cuda" beside the CPU fit (one worker): rows
-    whose peer is the CPU fit, with test AUC / held-out SGNS loss of both in the name."""
+    """BPR.fit and skip-gram Word2Vec.fit on "cuda" at two batch sizes beside the CPU fit
+    (one worker, run once): rows whose peer is the CPU fit, with test AUC / held-out SGNS
+    loss of both in the name."""
     from peers import encode, heldout_sgns_loss, stdlib_text
+
+    def fits(make, fit, quality, batches):
+        """{"cpu" or a batch size: (seconds, quality)} of fresh models."""
+        results = {}
+        for batch in ("cpu",) + batches:
+            model = make()
+            start = time.perf_counter()
+            fit(model, {} if batch == "cpu" else {"device": "cuda", "batch_size": batch})
+            results[batch] = (time.perf_counter() - start, quality(model))
+        return results
+
     users, items, per_user, epochs, dim = (500, 200, 20, 1, 16) if small else (20_000, 5_000, 50, 2, 64)
     likes = fa.data.planted_interactions(users, items, per_user=per_user, seed=0)
     train, test = fa.data.train_test_split(likes, 0.2, seed=0)
     scored = np.arange(min(users, 2_000))
-    rows = []
-    for batch in (1024, 8192):
-        fitted = {}
-        for device in ("cpu", "cuda"):
-            model = fa.models.BPR(users, items, dim=dim, seed=1)
-            options = {} if device == "cpu" else {"device": "cuda", "batch_size": batch}
-            seconds = timed(lambda: model.fit(train, epochs=epochs, lr=0.05, **options))
-            auc = fa.metrics.auc(model.scores(scored), test, train=train, users=scored)
-            fitted[device] = (seconds / (epochs * train.nnz), auc)
-        rows.append({"workload": f"GPU BPR.fit k={dim}, batch {batch}, {train.nnz:,} likes, sampling "
-                                 f"included, vs the CPU fit (AUC {fitted['cuda'][1]:.3f} vs "
-                                 f"{fitted['cpu'][1]:.3f})",
-                     "unit": "sample", "fastad": fitted["cuda"][0], "peer": fitted["cpu"][0],
-                     "peer_name": "CPU fit", "target": "faster than the CPU fit, AUC within 0.01"})
+    bpr = fits(lambda: fa.models.BPR(users, items, dim=dim, seed=1),
+               lambda model, options: model.fit(train, epochs=epochs, lr=0.05, **options),
+               lambda model: fa.metrics.auc(model.scores(scored), test, train=train, users=scored),
+               (1024, 8192))
+    samples = epochs * train.nnz
+    rows = [{"workload": f"GPU BPR.fit k={dim}, batch {batch}, {train.nnz:,} likes, sampling included, "
+                         f"vs the CPU fit (AUC {bpr[batch][1]:.3f} vs {bpr['cpu'][1]:.3f})",
+             "unit": "sample", "fastad": bpr[batch][0] / samples, "peer": bpr["cpu"][0] / samples,
+             "peer_name": "CPU fit", "target": "faster than the CPU fit, AUC within 0.01"}
+            for batch in (1024, 8192)]
     sentences = stdlib_text(20_000 if small else 300_000)
     split = int(len(sentences) * 0.9)
     train_text, held = sentences[:split], sentences[split:]
     settings = dict(dim=16 if small else 64, window=5, negative=5, min_count=5, sample=0, epochs=1,
                     seed=0)
-    for batch in (1024, 4096):
-        fitted = {}
-        for device in ("cpu", "cuda"):
-            model = fa.models.Word2Vec(**settings)
-            options = {} if device == "cpu" else {"device": "cuda", "batch_size": batch}
-            seconds = timed(lambda: model.fit(train_text, **options))
-            held_tokens, held_ends = encode(held, model.index)
-            fitted[device] = (seconds / sum(map(len, train_text)),
-                              heldout_sgns_loss(model.vectors, model.output, held_tokens, held_ends))
-        rows.append({"workload": f"GPU Word2Vec.fit skip-gram dim {settings['dim']}, batch {batch}, "
-                                 f"vocabulary and sampling included, vs the CPU fit (held-out loss "
-                                 f"{fitted['cuda'][1]:.3f} vs {fitted['cpu'][1]:.3f})",
-                     "unit": "token", "fastad": fitted["cuda"][0], "peer": fitted["cpu"][0],
-                     "peer_name": "CPU fit", "target": "faster than the CPU fit, held-out loss no worse"})
-    return rows
+
+    def heldout(model):
+        return heldout_sgns_loss(model.vectors, model.output, *encode(held, model.index))
+
+    w2v = fits(lambda: fa.models.Word2Vec(**settings), lambda model, options: model.fit(train_text, **options),
+               heldout, (1024, 4096))
+    tokens = sum(map(len, train_text))
+    return rows + [{"workload": f"GPU Word2Vec.fit skip-gram dim {settings['dim']}, batch {batch}, vocabulary "
+                                f"and sampling included, vs the CPU fit (held-out loss {w2v[batch][1]:.3f} "
+                                f"vs {w2v['cpu'][1]:.3f})",
+                    "unit": "token", "fastad": w2v[batch][0] / tokens, "peer": w2v["cpu"][0] / tokens,
+                    "peer_name": "CPU fit", "target": "faster than the CPU fit, held-out loss no worse"}
+                   for batch in (1024, 4096)]
 
 
 def run(quick=False, width=4096, batch=1024, small_fits=False):
