@@ -6,17 +6,24 @@
   >= 0.8x PyTorch's throughput.
 - A tiny train step (MLP 16-32-1, batch 1, MSE, SGD): fastad's captured CUDA
   graph against PyTorch CUDA eager on the same graph. Target: >= 5x faster.
+- The ready models' fits on the GPU (`device="cuda"`) beside the same fits on
+  the CPU (one worker), sampling and copies included, with held-out quality:
+  `BPR.fit` on a planted user x item matrix (test AUC) and skip-gram
+  `Word2Vec.fit` on bench/peers.py's standard-library text (held-out SGNS loss).
+  Target: faster than the CPU fit at the same quality.
 
 Each step ends with a device synchronize on both sides. float32; PyTorch with
 TF32 off (its default for float32 matmul), as CuPy's cuBLAS calls.
 Run: python bench/gpu.py [--quick] [--json PATH]
 `--emulate --width 64 --batch 8` runs the fastad side on the CPU kernel
-emulator (a dry run of the code paths: the timings mean nothing).
+emulator (a dry run of the code paths, the model fits on small data: the
+timings mean nothing).
 """
 import argparse
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -161,7 +168,57 @@ def workload(name, sizes, batch, loss_name, rng, torch, quick, target, captured_
     return rows
 
 
-def run(quick=False, width=4096, batch=1024):
+def model_fit_rows(small=False):
+    """BPR.fit and skip-gram Word2Vec.fit on "cuda" at two batch sizes beside the CPU fit
+    (one worker, run once): rows whose peer is the CPU fit, with test AUC / held-out SGNS
+    loss of both in the name."""
+    from peers import encode, heldout_sgns_loss, stdlib_text
+
+    def fits(make, fit, quality, batches):
+        """{"cpu" or a batch size: (seconds, quality)} of fresh models."""
+        results = {}
+        for batch in ("cpu",) + batches:
+            model = make()
+            start = time.perf_counter()
+            fit(model, {} if batch == "cpu" else {"device": "cuda", "batch_size": batch})
+            results[batch] = (time.perf_counter() - start, quality(model))
+        return results
+
+    users, items, per_user, epochs, dim = (500, 200, 20, 1, 16) if small else (20_000, 5_000, 50, 2, 64)
+    likes = fa.data.planted_interactions(users, items, per_user=per_user, seed=0)
+    train, test = fa.data.train_test_split(likes, 0.2, seed=0)
+    scored = np.arange(min(users, 2_000))
+    bpr = fits(lambda: fa.models.BPR(users, items, dim=dim, seed=1),
+               lambda model, options: model.fit(train, epochs=epochs, lr=0.05, **options),
+               lambda model: fa.metrics.auc(model.scores(scored), test, train=train, users=scored),
+               (1024, 8192))
+    samples = epochs * train.nnz
+    rows = [{"workload": f"GPU BPR.fit k={dim}, batch {batch}, {train.nnz:,} likes, sampling included, "
+                         f"vs the CPU fit (AUC {bpr[batch][1]:.3f} vs {bpr['cpu'][1]:.3f})",
+             "unit": "sample", "fastad": bpr[batch][0] / samples, "peer": bpr["cpu"][0] / samples,
+             "peer_name": "CPU fit", "target": "faster than the CPU fit, AUC within 0.01"}
+            for batch in (1024, 8192)]
+    sentences = stdlib_text(20_000 if small else 300_000)
+    split = int(len(sentences) * 0.9)
+    train_text, held = sentences[:split], sentences[split:]
+    settings = dict(dim=16 if small else 64, window=5, negative=5, min_count=5, sample=0, epochs=1,
+                    seed=0)
+
+    def heldout(model):
+        return heldout_sgns_loss(model.vectors, model.output, *encode(held, model.index))
+
+    w2v = fits(lambda: fa.models.Word2Vec(**settings), lambda model, options: model.fit(train_text, **options),
+               heldout, (1024, 4096))
+    tokens = sum(map(len, train_text))
+    return rows + [{"workload": f"GPU Word2Vec.fit skip-gram dim {settings['dim']}, batch {batch}, vocabulary "
+                                f"and sampling included, vs the CPU fit (held-out loss {w2v[batch][1]:.3f} "
+                                f"vs {w2v['cpu'][1]:.3f})",
+                    "unit": "token", "fastad": w2v[batch][0] / tokens, "peer": w2v["cpu"][0] / tokens,
+                    "peer_name": "CPU fit", "target": "faster than the CPU fit, held-out loss no worse"}
+                   for batch in (1024, 4096)]
+
+
+def run(quick=False, width=4096, batch=1024, small_fits=False):
     rng = np.random.default_rng(0)
     torch = torch_cuda_or_none()
     rows = workload(f"GPU MLP {width}-{width}-{width}-10 train step, batch {batch}",
@@ -169,7 +226,7 @@ def run(quick=False, width=4096, batch=1024):
                     ">= 0.8x PyTorch CUDA throughput")
     rows += workload("GPU tiny MLP 16-32-1 train step, batch 1", (16, 32, 1), 1, "mse", rng,
                      torch, quick, ">= 5x faster than PyTorch CUDA eager", captured_only=True)
-    return rows
+    return rows + model_fit_rows(small_fits)
 
 
 def main(argv=None):
@@ -190,7 +247,7 @@ def main(argv=None):
         cupy = backend.get().xp
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         print("GPU:", props["name"].decode(), "| CuPy", cupy.__version__)
-    rows = run(args.quick, args.width, args.batch)
+    rows = run(args.quick, args.width, args.batch, small_fits=args.emulate)
     report(rows)
     if args.json:
         with open(args.json, "w") as f:

@@ -33,5 +33,5 @@ bench=${PIPESTATUS[0]}
 
 echo "== summary"
 echo "tests: $(tail -1 "$out/gpu_tests.log") (exit $tests)"
-grep -E "ns/step" "$out/gpu_bench.log" || echo "benchmark: no figures (exit $bench)"
+grep -E "ns/(step|sample|token)" "$out/gpu_bench.log" || echo "benchmark: no figures (exit $bench)"
 [ "$tests" = 0 ] && [ "$bench" = 0 ]

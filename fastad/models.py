@@ -2,8 +2,9 @@
 
 Both are `Recommender`s: `fit(interactions, epochs, workers, ...)` trains them
 on a scipy user x item matrix with the BPR loss (one worker: `fa.train`;
-several: Hogwild processes over shared memory); `recommend`, `similar_items`,
-`similar_users` and `scores` rank with one matrix product per batch of users.
+several: Hogwild processes over shared memory; `device="cuda"`: batches on a
+GPU); `recommend`, `similar_items`, `similar_users` and `scores` rank with one
+matrix product per batch of users.
 """
 import numbers
 import sys
@@ -21,6 +22,7 @@ from fastad_cy.samplers import PairwiseSampler
 from fastad_cy.train import train
 from fastad import hogwild
 from fastad import random as fastad_random
+from fastad.cuda import check_device
 from fastad.data import _draw_triples, check_int, check_interactions, require_negatives
 from fastad.metrics import check_ids, top_k
 from fastad.optim import SGD, Adagrad, Adam
@@ -78,8 +80,9 @@ def _top_k_in_batches(rows, k, score_rows, columns=None, batch_size=1000):
 class Recommender(Module):
     """Base class of the ranking models: training on a user x item matrix, and ranking.
 
-    A subclass sets `n_users` and `n_items`, and defines `example_graph()`
-    (a one-triple BPR loss to replay and its feeds), `user_vectors(user_ids)`
+    A subclass sets `n_users` and `n_items`, and defines `example_graph(batch,
+    device)` (a BPR loss over `batch` triples to replay, its leaves on `device`,
+    and its feeds), `user_vectors(user_ids)`
     and `item_vectors()` (numpy rows whose dot product is the score),
     `item_biases()` (an (n_items,) array added to every score, or None) and
     `config()` (the constructor's keyword arguments, without weights, for
@@ -97,7 +100,7 @@ class Recommender(Module):
         return None
 
     def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
-            callback=None, progress=None, start_method=None):
+            callback=None, progress=None, start_method=None, device="cpu", batch_size=None):
         """Train on a scipy user x item matrix with the BPR loss; returns the mean loss per epoch.
 
         Each epoch draws `samples` triples (default: one per interaction) by
@@ -111,6 +114,16 @@ class Recommender(Module):
         are copied back at the end, or after each epoch when there is a
         `callback`). `seed` (an int >= 0, or None for a
         fresh one) fixes the sampling (and, with one worker, the whole run).
+
+        `device="cuda"` (or "cuda:N") trains a copy of the model on that GPU,
+        in one process, on batches of `batch_size` triples (default 1024; each
+        epoch trains `samples` rounded up to whole batches): the host draws
+        each batch with `PairwiseSampler` (the same stream as the CPU fit:
+        with `batch_size=1` the same triples in the same order), the device runs
+        the model's graph of `batch_size` triples (the loss summed over them,
+        sparse row gradients) and the optimizer step. The trained weights are
+        copied back into the model (after each epoch when there is a
+        `callback`), so `recommend` and the rest read numpy as after a CPU fit.
 
         `callback(epoch, loss)`, if given, runs after each epoch (1-based),
         with the model holding that epoch's weights; `progress(examples_done,
@@ -142,13 +155,28 @@ class Recommender(Module):
                 raise TypeError(f"{who}: {name} must be callable or None, got {type(value).__name__}")
         if start_method is None:
             start_method = "fork" if sys.platform.startswith("linux") else "spawn"
+        device = check_device(who, device)
+        if device == "cpu":
+            if batch_size is not None:
+                raise ValueError(f"{who}: batch_size is for a device fit; on the CPU each step "
+                                 f"trains one triple (got batch_size={batch_size!r})")
+        else:
+            batch_size = 1024 if batch_size is None else check_int(who, "batch_size", batch_size)
+            if workers != 1:
+                raise ValueError(f"{who}: a fit on {device} runs in one process; workers must be 1, "
+                                 f"got {workers}")
         self.liked = matrix
-        epoch_runner = (_LocalEpochs(self, matrix, samples, seed,
-                                     make_optimizer(who, optimizer, self.parameters(), lr), progress)
-                        if workers == 1 else
-                        _HogwildEpochs(self, matrix, samples, seed, workers, optimizer, lr, progress,
-                                       start_method))
-        # without a callback, Hogwild workers run every epoch in one go (no process start per epoch)
+        if device != "cpu":
+            epoch_runner = _DeviceEpochs(self, matrix, samples, seed, device, min(batch_size, samples),
+                                         optimizer, lr, progress)
+        elif workers == 1:
+            epoch_runner = _LocalEpochs(self, matrix, samples, seed,
+                                        make_optimizer(who, optimizer, self.parameters(), lr), progress)
+        else:
+            epoch_runner = _HogwildEpochs(self, matrix, samples, seed, workers, optimizer, lr, progress,
+                                          start_method)
+        # without a callback, Hogwild workers run every epoch in one go (no process start per epoch),
+        # and a device copies the weights back once
         runs = ([range(1, epochs + 1)] if callback is None else
                 [range(epoch, epoch + 1) for epoch in range(1, epochs + 1)])
         losses = []
@@ -319,6 +347,56 @@ class _LocalEpochs:
                      report_every=10_000)[0]
 
 
+class _DeviceEpochs:
+    """Epochs on a GPU: a copy of the model there, trained on batches of triples that
+    `PairwiseSampler` draws on the host (the CPU fit's stream), the weights copied back
+    into the model after each run of epochs."""
+
+    def __init__(self, model, matrix, samples, seed, device, batch_size, optimizer, lr, progress):
+        self.model, self.matrix, self.seed, self.device = model, matrix, seed, device
+        self.batch_size, self.batches = batch_size, -(-samples // batch_size)
+        self.optimizer, self.lr, self.progress = optimizer, lr, progress
+
+    def __enter__(self):
+        copy = type(self.model)(**self.model.config())
+        copy.load_state_dict(self.model.state_dict())
+        self.device_model = copy.to(self.device)
+        self.loss, self.feeds = copy.example_graph(batch=self.batch_size, device=self.device)
+        self.device_optimizer = make_optimizer(f"{type(self.model).__name__}.fit", self.optimizer,
+                                               copy.parameters(), self.lr)
+        self.drawn = [IndexInput(np.zeros(self.batch_size, dtype=np.int64)) for _ in range(3)]
+        return self.run
+
+    def __exit__(self, *exc):
+        return False
+
+    def run(self, epochs):
+        losses = [self.run_epoch(epoch) for epoch in epochs]
+        self.model.load_state_dict(self.device_model.state_dict())
+        return losses
+
+    def run_epoch(self, epoch):
+        sampler = PairwiseSampler(self.matrix, *self.drawn, examples=self.batches, seed=[self.seed, epoch, 0])
+        report_every = max(1, 10_000 // self.batch_size)
+        clock = [time.perf_counter(), 0]
+        total = None
+        for done, (users, pos, neg) in enumerate(sampler.epoch(), 1):
+            for leaf, ids in self.feeds({"users": users, "pos": pos, "neg": neg}).items():
+                leaf.set_value(ids)
+            self.loss.forward()
+            self.device_optimizer.zero_grad()
+            self.loss.backward()
+            self.device_optimizer.step()
+            # summed on the device: no copy to the host per batch
+            total = self.loss.value.astype(np.float64) if total is None else total + self.loss.value
+            if self.progress is not None and (done % report_every == 0 or done == self.batches):
+                now, examples = time.perf_counter(), done * self.batch_size
+                self.progress((epoch - 1) * self.batches * self.batch_size + examples,
+                              (examples - clock[1]) / max(now - clock[0], 1e-9))
+                clock[:] = [now, examples]
+        return float(total) / (self.batches * self.batch_size)
+
+
 class _HogwildEpochs:
     """Epochs in Hogwild workers over the model's weights in shared memory, copied back after
     each run of epochs."""
@@ -446,14 +524,15 @@ class BPR(Recommender):
         bias_difference = (take(self.item_bias, pos) - take(self.item_bias, neg)) if self.biases else None
         return bpr_loss(take(self.U, users), take(self.V, pos), take(self.V, neg), bias_difference)
 
-    def example_graph(self):
-        """A one-triple graph to replay, and a function mapping triples to its feeds.
+    def example_graph(self, batch=1, device="cpu"):
+        """A graph of `batch` triples (default one) to replay, and a function mapping
+        triples to its feeds; its leaves are on `device` (where the model must be).
 
         Returns `(loss, feeds)`; `feeds(triples)` gives the `{leaf: ids}` dict
         that `fastad.train` takes, for triples as made by
         `fastad.data.planted_preferences` or `fastad.data.sample_triples`.
         """
-        feeds = TripleFeeds(IndexInput([0]), IndexInput([0]), IndexInput([0]))
+        feeds = TripleFeeds(*(IndexInput(np.zeros(batch, dtype=np.int64), device=device) for _ in range(3)))
         return self(*feeds.leaves), feeds
 
     def epoch_sampler(self, feeds, matrix, n, seed):
@@ -517,15 +596,17 @@ class TwoTower(Recommender):
             total = rows if total is None else total + rows
         return total
 
-    def example_graph(self):
-        """A one-triple graph to replay, and a function mapping triples to its feeds.
+    def example_graph(self, batch=1, device="cpu"):
+        """A graph of `batch` triples (default one) to replay, and a function mapping
+        triples to its feeds; its leaves are on `device` (where the model must be).
 
         Each field has an `IndexInput` (items have two: the preferred and the
         other item); `feeds(triples)` looks up each triple's field ids.
         """
-        user = {name: IndexInput([0]) for name in self.user_features}
-        pos = {name: IndexInput([0]) for name in self.item_features}
-        neg = {name: IndexInput([0]) for name in self.item_features}
+        def leaves(fields):
+            return {name: IndexInput(np.zeros(batch, dtype=np.int64), device=device) for name in fields}
+
+        user, pos, neg = leaves(self.user_features), leaves(self.item_features), leaves(self.item_features)
         loss = bpr_loss(self._tower("user", user), self._tower("item", pos), self._tower("item", neg))
 
         def feeds(triples):

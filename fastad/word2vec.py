@@ -1,6 +1,6 @@
 """`fa.models.Word2Vec`: skip-gram and CBOW with negative sampling, on fastad's
 graph and compiled loop (`fa.data.SkipGramSampler` / `CbowSampler` inside
-`fa.train`, Hogwild processes for `workers` > 1)."""
+`fa.train`, Hogwild processes for `workers` > 1), or in batches on a GPU."""
 import json
 import math
 import os
@@ -12,12 +12,18 @@ from fastad_cy.elementwise import logsigmoid
 from fastad_cy.graph import IndexInput, Input, Parameter
 from fastad_cy.reduction import sum as fa_sum
 from fastad_cy.samplers import CbowSampler, SkipGramSampler
-from fastad_cy.train import train
+from fastad_cy.shape import reshape
+from fastad_cy.sparse import take
+from fastad_cy.train import scheduled_lr, train
 from fastad import hogwild
+from fastad.cuda import check_device
+from fastad.data import check_int
 from fastad.io import load, save
 from fastad.optim import SGD, LinearDecay
 
 __all__ = ["Word2Vec"]
+
+BLOCK_TOKENS = 10_000      # the tokens of a Hogwild worker's turn in the corpus walk (gensim's job size)
 
 
 def _positive(who, name, value, integer=True):
@@ -120,7 +126,8 @@ class Word2Vec:
 
     # ------------------------------------------------------------ training
 
-    def fit(self, sentences, callback=None, progress=None, start_method=None):
+    def fit(self, sentences, callback=None, progress=None, start_method=None, device="cpu",
+            batch_size=None):
         """Build the vocabulary from `sentences` and train; returns self.
 
         sentences  an iterable of token lists, or a path to a text file (one
@@ -133,39 +140,60 @@ class Word2Vec:
         start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
                    this process, the compiled loop releasing the GIL), "fork" (the
                    default on POSIX) or "spawn".
+        device     "cpu" (the default), or "cuda" / "cuda:N": train on that GPU (with
+                   `workers=1`) in batches of `batch_size` examples (default 1024),
+                   which the host draws with numpy by the samplers' rules (a
+                   skip-gram pair or a CBOW window, with their negatives; a
+                   stream of its own, so the vectors differ from the CPU fit's,
+                   and one seed gives one result); the lr falls per batch as on
+                   the CPU, and the vectors come back as numpy arrays.
 
         A failure leaves the model as it was before `fit` (nothing half-trained is kept).
         """
-        tokens, ends = self.build_vocab(sentences)
-        if tokens.size < 2 or np.count_nonzero(np.bincount(tokens)) < 2:
-            raise ValueError("Word2Vec.fit: fewer than 2 distinct words survive min_count")
-        rng = np.random.default_rng(self.seed)
-        n = len(self.words)
-        W = ((rng.random((n, self.dim)) - 0.5) / self.dim).astype(np.float32)
-        C = np.zeros((n, self.dim), dtype=np.float32)
+        who = "Word2Vec.fit"
+        device = check_device(who, device)
+        if device == "cpu":
+            if batch_size is not None:
+                raise ValueError(f"{who}: batch_size is for a device fit; on the CPU each step "
+                                 f"trains one example (got batch_size={batch_size!r})")
+        else:
+            batch_size = 1024 if batch_size is None else check_int(who, "batch_size", batch_size)
+            if self.workers != 1:
+                raise ValueError(f"{who}: a fit on {device} runs in one process; the model's "
+                                 f"workers must be 1, got {self.workers}")
+        vocabulary = self.words, self.index, self.counts
+        try:
+            tokens, ends = self.build_vocab(sentences)
+            if tokens.size < 2 or np.count_nonzero(np.bincount(tokens)) < 2:
+                raise ValueError("Word2Vec.fit: fewer than 2 distinct words survive min_count")
+            rng = np.random.default_rng(self.seed)
+            n = len(self.words)
+            W = ((rng.random((n, self.dim)) - 0.5) / self.dim).astype(np.float32)
+            C = np.zeros((n, self.dim), dtype=np.float32)
+            W, C, history = self._train(W, C, tokens, ends, callback, device, batch_size,
+                                        start_method, progress)
+        except BaseException:
+            self.words, self.index, self.counts = vocabulary
+            raise
+        self.vectors, self.output, self.history = W, C, history
+        return self
+
+    def _train(self, W, C, tokens, ends, callback, device, batch_size, start_method, progress):
+        """Train W and C for every epoch: (W, C, the epochs' mean losses)."""
+        epochs = (_HogwildEpochs(W, C, self._settings(), tokens, ends, start_method, progress)
+                  if device == "cpu" else
+                  _DeviceEpochs(W, C, self._settings(), tokens, ends, device, batch_size))
         history = []
-        with hogwild.share({"W": W, "C": C}) as shared:
+        with epochs:
             for epoch in range(self.epochs):
                 start = time.perf_counter()
                 lr_from = self.lr - (self.lr - self.min_lr) * epoch / self.epochs
                 lr_to = self.lr - (self.lr - self.min_lr) * (epoch + 1) / self.epochs
-                args = (shared, self._settings(), tokens, ends, epoch, lr_from, lr_to)
-                if self.workers == 1:
-                    results = [_train_epoch(0, *args)]
-                else:
-                    results = hogwild.run(_train_epoch, workers=self.workers, args=args,
-                                          start_method=start_method or (
-                                              "fork" if os.name == "posix" else "spawn"),
-                                          progress=progress)
-                seconds = time.perf_counter() - start
-                examples = sum(r[1] for r in results)
-                loss = sum(r[0] * r[1] for r in results) / examples if examples else math.nan
+                loss = epochs.run(epoch, lr_from, lr_to)
                 history.append(loss)
                 if callback is not None:
-                    callback(epoch, loss, tokens.size / seconds)
-            W, C = shared["W"].numpy().copy(), shared["C"].numpy().copy()
-        self.vectors, self.output, self.history = W, C, history
-        return self
+                    callback(epoch, loss, tokens.size / (time.perf_counter() - start))
+            return (*epochs.weights(), history)
 
     def _settings(self):
         return {"dim": self.dim, "window": self.window, "negative": self.negative, "sample": self.sample,
@@ -335,6 +363,217 @@ class Word2Vec:
             for word, row in zip(self.words, self.vectors):
                 f.write(word + " " + " ".join(f"{x:.6g}" for x in row) + "\n")
         os.replace(tmp, path)
+
+
+class _HogwildEpochs:
+    """Epochs on the CPU: `_train_epoch` in this process (one worker) or in Hogwild
+    workers, over W and C in shared memory, each over its shard of the sentences
+    dealt by `_deal_blocks`."""
+
+    def __init__(self, W, C, settings, tokens, ends, start_method, progress):
+        if settings["workers"] > 1:
+            tokens, ends = _deal_blocks(tokens, ends, settings["workers"])
+        self.initial, self.settings, self.tokens, self.ends = {"W": W, "C": C}, settings, tokens, ends
+        self.start_method = start_method or ("fork" if os.name == "posix" else "spawn")
+        self.progress = progress
+
+    def __enter__(self):
+        self.shared = hogwild.share(self.initial)
+        return self
+
+    def __exit__(self, *exc):
+        self.shared.close()
+        return False
+
+    def run(self, epoch, lr_from, lr_to):
+        """Train one epoch, the lr falling from lr_from to lr_to; returns its mean loss."""
+        args = (self.shared, self.settings, self.tokens, self.ends, epoch, lr_from, lr_to)
+        if self.settings["workers"] == 1:
+            results = [_train_epoch(0, *args)]
+        else:
+            results = hogwild.run(_train_epoch, workers=self.settings["workers"], args=args,
+                                  start_method=self.start_method, progress=self.progress)
+        examples = sum(r[1] for r in results)
+        return sum(r[0] * r[1] for r in results) / examples if examples else math.nan
+
+    def weights(self):
+        return self.shared["W"].numpy().copy(), self.shared["C"].numpy().copy()
+
+
+def _deal_blocks(tokens, ends, workers):
+    """(tokens, ends) with the sentences reordered so that each worker's shard (the
+    sentences that start in its 1/workers of the tokens) holds every `workers`-th block
+    of about BLOCK_TOKENS tokens, in corpus order.
+
+    The workers then walk the corpus front to back side by side, as gensim's threads
+    take its jobs in order, and the lr falls over the corpus as with one worker; with
+    contiguous shards each worker would walk its own part of the corpus from the
+    top lr down, which gave a worse held-out loss on text whose topics drift along
+    it (bench/peers.py --quick, two threads, mean of ten runs: 2.677 against 2.674),
+    and a far worse one when a busy machine slowed one worker.
+
+    The blocks' sentences rarely fill the shards exactly: a sentence that the
+    shards' bounds put in a neighbouring shard goes there, at its place in corpus
+    order (repeated until every sentence sits in the shard it was sorted into).
+    """
+    lengths = np.diff(ends, prepend=0)
+    starts = ends - lengths
+    bounds = tokens.size * np.arange(workers) // workers          # where each shard starts
+    blocks = workers * max(1, round(tokens.size / (workers * BLOCK_TOKENS)))
+    shard = starts * blocks // tokens.size % workers
+    while True:
+        order = np.lexsort((starts, shard))                        # by shard, then corpus order
+        new_ends = np.cumsum(lengths[order])
+        placed = np.empty_like(shard)
+        placed[order] = np.searchsorted(bounds, new_ends - lengths[order], side="right") - 1
+        if np.array_equal(placed, shard):
+            break
+        shard = placed
+    moved = np.repeat(starts[order] - (new_ends - lengths[order]), lengths[order])
+    return tokens[np.arange(tokens.size) + moved], new_ends
+
+
+class _DeviceEpochs:
+    """Epochs on a GPU: W and C there, trained on batches of examples that
+    `_window_examples` draws on the host, the lr falling per batch with the
+    progress through the epoch (the rule `LinearDecay` runs in `fa.train`)."""
+
+    def __init__(self, W, C, settings, tokens, ends, device, batch_size):
+        self.settings, self.tokens, self.ends = settings, tokens, ends
+        self.device, self.batch_size = device, batch_size
+        self.W, self.C = Parameter(W, device=device), Parameter(C, device=device)
+        self.optimizer = SGD([self.W, self.C], lr=1.0)       # each batch sets its lr
+        counts = np.bincount(tokens, minlength=W.shape[0]).astype(np.float64)
+        self.noise = counts ** 0.75 / np.sum(counts ** 0.75)
+        self.keep = _keep_probability(counts, settings["sample"])
+        self.graphs = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def graph(self, size):
+        """(leaves, loss) of `size` examples on the device, built once per size: the
+        skip-gram or CBOW loss of `_train_epoch`, one row per example."""
+        if size not in self.graphs:
+            k, dim, slots = self.settings["negative"], self.W.shape[1], 2 * self.settings["window"]
+
+            def ids(n):
+                return IndexInput(np.zeros(n, dtype=np.int64), device=self.device)
+
+            signs = Input(np.array([[1.0] + [-1.0] * k], dtype=np.float32), device=self.device)
+            target = ids(size * (k + 1))
+            if self.settings["sg"]:
+                centre = ids(size)
+                leaves = (centre, target)
+                hidden = reshape(take(self.W, centre), (size, 1, dim))
+            else:
+                context = ids(size * slots)
+                weights = Input(np.zeros((size, slots, 1), dtype=np.float32), device=self.device)
+                leaves = (context, weights, target)
+                hidden = fa_sum(reshape(take(self.W, context), (size, slots, dim)) * weights,
+                                axis=1, keepdims=True)
+            scores = fa_sum(reshape(take(self.C, target), (size, k + 1, dim)) * hidden, axis=2)
+            self.graphs[size] = leaves, -fa_sum(logsigmoid(scores * signs))
+        return self.graphs[size]
+
+    def run(self, epoch, lr_from, lr_to):
+        """Train one epoch, the lr falling from lr_from to lr_to; returns its mean loss."""
+        self.optimizer.lr = lr_from
+        rule = LinearDecay(self.optimizer, min_lr=lr_to).compiled_rule()
+        rng = np.random.default_rng([self.settings["seed"], epoch])
+        examples = _window_examples(self.tokens, self.ends, self.settings, self.keep, self.noise, rng)
+        total, count = None, 0
+        for positions, *arrays in _batches(examples, self.batch_size):
+            leaves, loss = self.graph(len(positions))
+            for leaf, array in zip(leaves, arrays):
+                leaf.set_value(array.reshape(leaf.shape))
+            self.optimizer.lr = scheduled_lr(*rule, 0, positions[0] / self.tokens.size)
+            loss.forward()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            # summed on the device: no copy to the host per batch
+            total = loss.value.astype(np.float64) if total is None else total + loss.value
+            count += len(positions)
+        return float(total) / count if count else math.nan
+
+    def weights(self):
+        return self.W.numpy(), self.C.numpy()
+
+
+def _keep_probability(counts, sample):
+    """word2vec's chance to keep a token of each word when subsampling with `sample`
+    (the rule of the samplers' `sample`): (sqrt(c / t) + 1) * t / c, t = sample * tokens."""
+    if sample == 0:
+        return np.ones(counts.size)
+    threshold = sample * counts.sum()
+    with np.errstate(divide="ignore"):
+        return np.minimum(np.where(counts > 0, (np.sqrt(counts / threshold) + 1) * threshold / counts, 1.0),
+                          1.0)
+
+
+def _negatives(noise, avoid, k, rng):
+    """(len(avoid), k) draws from the probabilities `noise`, each redrawn while it equals its
+    row's word in `avoid` (as the samplers do)."""
+    drawn = rng.choice(noise.size, size=(avoid.size, k), p=noise)
+    clash = drawn == avoid[:, None]
+    while clash.any():
+        drawn[clash] = rng.choice(noise.size, size=int(clash.sum()), p=noise)
+        clash = drawn == avoid[:, None]
+    return drawn
+
+
+def _window_examples(tokens, ends, settings, keep, noise, rng, chunk=1 << 16):
+    """One epoch's examples, drawn with numpy by `SkipGramSampler`'s and `CbowSampler`'s
+    rules (which fill one example per call, so they cannot fill a device batch): each
+    sentence's tokens kept with probability `keep[word]`, a reduced window drawn from
+    1..window per centre, never across a sentence end, and `negative` noise words per
+    example. Yields, per run of sentences of about `chunk` tokens, in corpus order,
+    (the centres' token positions, then the leaves' rows): skip-gram (centre ids, [context
+    word, negatives]) for each (centre, context word) pair; CBOW (the 2 * window context ids
+    padded with 0, their weights 1/n (0 for padding), [centre, negatives]) for each centre
+    with a context word."""
+    window, k = settings["window"], settings["negative"]
+    offsets = np.concatenate((np.arange(-window, 0), np.arange(1, window + 1)))
+    sentence = np.repeat(np.arange(ends.size), np.diff(ends, prepend=0))
+    cuts = np.unique(ends[np.searchsorted(ends, np.arange(chunk, tokens.size, chunk))])
+    cuts = cuts[cuts < tokens.size]
+    for lo, hi in zip(np.concatenate(([0], cuts)), np.append(cuts, tokens.size)):
+        kept = lo + np.flatnonzero(rng.random(hi - lo) < keep[tokens[lo:hi]])
+        words, of = tokens[kept], sentence[kept]
+        reach = window - rng.integers(0, window, words.size)
+        position = np.arange(words.size)[:, None] + offsets
+        other = np.clip(position, 0, words.size - 1)
+        inside = (position >= 0) & (position < words.size) & (np.abs(offsets) <= reach[:, None])
+        inside &= of[other] == of[:, None]
+        if settings["sg"]:
+            centre, slot = np.nonzero(inside)
+            context = words[other[centre, slot]]
+            yield (kept[centre], words[centre],
+                   np.column_stack((context, _negatives(noise, context, k, rng))))
+        else:
+            n = inside.sum(axis=1)
+            has = n > 0
+            yield (kept[has], np.where(inside, words[other], 0)[has],
+                   (inside / np.maximum(n, 1)[:, None]).astype(np.float32)[has],
+                   np.column_stack((words[has], _negatives(noise, words[has], k, rng))))
+
+
+def _batches(chunks, size):
+    """Batches of `size` rows (the last one shorter) from a stream of tuples of row arrays."""
+    carry = None
+    for arrays in chunks:
+        if carry is not None:
+            arrays = tuple(np.concatenate(pair) for pair in zip(carry, arrays))
+        whole = len(arrays[0]) - len(arrays[0]) % size
+        for start in range(0, whole, size):
+            yield tuple(a[start:start + size] for a in arrays)
+        carry = tuple(a[whole:] for a in arrays)
+    if carry is not None and len(carry[0]):
+        yield carry
 
 
 def _train_epoch(rank, shared, settings, tokens, ends, epoch, lr_from, lr_to):

@@ -37,6 +37,8 @@ def test_queries_say_no_gpu(real_devices_only):
     lambda: fa.IndexInput([1], device="cuda"),
     lambda: fa.Parameter(np.ones(2)).to("cuda"),
     lambda: fa.cuda.capture(lambda: None),
+    lambda: fa.models.BPR(2, 3).fit(fa.data.planted_interactions(2, 3, per_user=1), device="cuda"),
+    lambda: fa.models.Word2Vec(min_count=1).fit([["a", "b"]], device="cuda"),
 ])
 def test_gpu_requests_raise_saying_what_is_missing(real_devices_only, make):
     with pytest.raises(RuntimeError, match="needs CuPy|no usable CUDA device|no CUDA device"):

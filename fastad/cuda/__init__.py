@@ -23,7 +23,7 @@ from fastad_cy.graph import register_devices as _register_devices
 from fastad.cuda import backend as _backend, ops as _ops, optim as _optim
 
 __all__ = ["is_available", "device_count", "capture", "synchronize", "emulate",
-           "canonical_device"]
+           "canonical_device", "check_device"]
 
 
 def is_available() -> bool:
@@ -75,6 +75,20 @@ def canonical_device(device) -> str:
                          f"cuda:{b.xp.cuda.Device().id}; select another one with "
                          f"`with cupy.cuda.Device({index}):` around the whole program")
     return f"cuda:{index}"
+
+
+def check_device(who, device) -> str:
+    """`device` for a model's `fit`: "cpu", or the canonical "cuda:N" of `canonical_device`;
+    its ValueError (a bad name) or RuntimeError (no usable GPU) names `who` and the argument.
+
+    >>> fa.cuda.check_device("BPR.fit", "cuda")      # 'cuda:0' where a GPU is usable
+    """
+    if device == "cpu":
+        return "cpu"
+    try:
+        return canonical_device(device)
+    except (ValueError, RuntimeError) as e:
+        raise type(e)(f"{who}: device={device!r}: {e}") from None
 
 
 def synchronize():
