@@ -470,9 +470,10 @@ def report(n=1):
         _report_hook(n)
 
 
-def train_progress():
+def train_progress(per_example=1):
     """A `progress` callable for `fastad.train` in a worker: `fa.train` passes the examples
-    done so far, and this adds the ones since its last call to `report`.
+    done so far, and this adds the ones since its last call to `report`, each counting as
+    `per_example` (the triples or pairs of a graph that trains several a step).
 
     >>> fa.train(loss, opt, sampler, progress=fa.hogwild.train_progress(), report_every=10_000)
     """
@@ -480,7 +481,7 @@ def train_progress():
 
     def progress(done):
         nonlocal reported
-        report(done - reported)
+        report((done - reported) * per_example)
         reported = done
 
     return progress

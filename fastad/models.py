@@ -115,15 +115,22 @@ class Recommender(Module):
         `callback`). `seed` (an int >= 0, or None for a
         fresh one) fixes the sampling (and, with one worker, the whole run).
 
+        Each step trains `batch_size` triples: one replay of the model's graph of
+        that many triples, their losses summed and their gradients applied
+        together (an item that recurs in a batch gets the sum of its gradients in
+        one step); an epoch trains `samples` rounded up to whole batches. The
+        default is 1 on the CPU (per-example SGD, as implicit's loop) and 1024 on
+        a GPU. On the CPU a batch of 16 shares each replay's fixed cost among 16
+        triples (the README's benchmarks give speed and ranking quality at both
+        sizes).
+
         `device="cuda"` (or "cuda:N") trains a copy of the model on that GPU,
-        in one process, on batches of `batch_size` triples (default 1024; each
-        epoch trains `samples` rounded up to whole batches): the host draws
-        each batch with `PairwiseSampler` (the same stream as the CPU fit:
-        with `batch_size=1` the same triples in the same order), the device runs
-        the model's graph of `batch_size` triples (the loss summed over them,
-        sparse row gradients) and the optimizer step. The trained weights are
-        copied back into the model (after each epoch when there is a
-        `callback`), so `recommend` and the rest read numpy as after a CPU fit.
+        in one process: the host draws each batch with `PairwiseSampler` (the
+        same stream as the CPU fit: at one batch size, the same triples in the
+        same order), the device runs the model's graph and the optimizer step.
+        The trained weights are copied back into the model (after each epoch
+        when there is a `callback`), so `recommend` and the rest read numpy as
+        after a CPU fit.
 
         `callback(epoch, loss)`, if given, runs after each epoch (1-based),
         with the model holding that epoch's weights; `progress(examples_done,
@@ -156,25 +163,22 @@ class Recommender(Module):
         if start_method is None:
             start_method = "fork" if sys.platform.startswith("linux") else "spawn"
         device = check_device(who, device)
-        if device == "cpu":
-            if batch_size is not None:
-                raise ValueError(f"{who}: batch_size is for a device fit; on the CPU each step "
-                                 f"trains one triple (got batch_size={batch_size!r})")
-        else:
-            batch_size = 1024 if batch_size is None else check_int(who, "batch_size", batch_size)
-            if workers != 1:
-                raise ValueError(f"{who}: a fit on {device} runs in one process; workers must be 1, "
-                                 f"got {workers}")
+        if batch_size is None:
+            batch_size = 1 if device == "cpu" else 1024
+        batch_size = min(check_int(who, "batch_size", batch_size), samples // workers)
+        if device != "cpu" and workers != 1:
+            raise ValueError(f"{who}: a fit on {device} runs in one process; workers must be 1, "
+                             f"got {workers}")
         self.liked = matrix
         if device != "cpu":
-            epoch_runner = _DeviceEpochs(self, matrix, samples, seed, device, min(batch_size, samples),
+            epoch_runner = _DeviceEpochs(self, matrix, samples, seed, device, batch_size,
                                          optimizer, lr, progress)
         elif workers == 1:
-            epoch_runner = _LocalEpochs(self, matrix, samples, seed,
+            epoch_runner = _LocalEpochs(self, matrix, samples, seed, batch_size,
                                         make_optimizer(who, optimizer, self.parameters(), lr), progress)
         else:
-            epoch_runner = _HogwildEpochs(self, matrix, samples, seed, workers, optimizer, lr, progress,
-                                          start_method)
+            epoch_runner = _HogwildEpochs(self, matrix, samples, seed, batch_size, workers, optimizer,
+                                          lr, progress, start_method)
         # without a callback, Hogwild workers run every epoch in one go (no process start per epoch),
         # and a device copies the weights back once
         runs = ([range(1, epochs + 1)] if callback is None else
@@ -303,21 +307,34 @@ def _nearest(who, name, ids, vectors, k, what):
     return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
 
 
-def _epoch_data(model, feeds, matrix, n, seed, epoch, rank=0):
-    """What `fa.train` replays for the `n` triples of one epoch (of one Hogwild rank), from
-    their own seeded stream: the model's `epoch_sampler` if it has one, else the triples'
-    feeds."""
-    stream = [seed, epoch, rank]
-    sampler = model.epoch_sampler(feeds, matrix, n, stream)
-    return sampler if sampler is not None else feeds(_draw_triples(matrix, n, stream))
+def _share(samples, workers, rank):
+    """The triples of an epoch that Hogwild worker `rank` draws."""
+    return samples // workers + (rank < samples % workers)
+
+
+def _trained_per_epoch(samples, batch, workers):
+    """The triples an epoch trains: each worker's share rounded up to whole batches."""
+    return sum(-(-_share(samples, workers, rank) // batch) * batch for rank in range(workers))
+
+
+def _epoch_data(model, feeds, matrix, n, batch, seed, epoch, rank=0):
+    """What `fa.train` replays for the `n` triples of one epoch (of one Hogwild rank), in
+    examples of `batch` triples (n rounded up to whole batches), from their own seeded
+    stream: the model's `epoch_sampler` if it has one, else the triples' feeds."""
+    stream, examples = [seed, epoch, rank], -(-n // batch)
+    sampler = model.epoch_sampler(feeds, matrix, examples, stream)
+    if sampler is not None:
+        return sampler
+    return {leaf: ids.reshape(examples, -1)
+            for leaf, ids in feeds(_draw_triples(matrix, examples * batch, stream)).items()}
 
 
 class _LocalEpochs:
     """Epochs in this process: one graph and one optimizer, replayed by `fa.train`."""
 
-    def __init__(self, model, matrix, samples, seed, optimizer, progress):
-        self.model = model
-        self.loss, self.feeds = model.example_graph()
+    def __init__(self, model, matrix, samples, seed, batch, optimizer, progress):
+        self.model, self.batch = model, batch
+        self.loss, self.feeds = model.example_graph(batch=batch)
         self.matrix, self.samples, self.seed = matrix, samples, seed
         self.optimizer = optimizer
         self.progress = progress
@@ -334,17 +351,18 @@ class _LocalEpochs:
     def run_epoch(self, epoch):
         report = None
         if self.progress is not None:
-            done_before = (epoch - 1) * self.samples
+            done_before = (epoch - 1) * _trained_per_epoch(self.samples, self.batch, 1)
             clock = [time.perf_counter(), 0]
 
-            def report(done):
-                now = time.perf_counter()
+            def report(steps):
+                now, done = time.perf_counter(), steps * self.batch
                 self.progress(done_before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
                 clock[:] = [now, done]
 
-        data = _epoch_data(self.model, self.feeds, self.matrix, self.samples, self.seed, epoch)
+        data = _epoch_data(self.model, self.feeds, self.matrix, self.samples, self.batch, self.seed,
+                           epoch)
         return train(self.loss, self.optimizer, data, progress=report,
-                     report_every=10_000)[0]
+                     report_every=max(1, 10_000 // self.batch))[0] / self.batch
 
 
 class _DeviceEpochs:
@@ -401,8 +419,10 @@ class _HogwildEpochs:
     """Epochs in Hogwild workers over the model's weights in shared memory, copied back after
     each run of epochs."""
 
-    def __init__(self, model, matrix, samples, seed, workers, optimizer, lr, progress, start_method):
+    def __init__(self, model, matrix, samples, seed, batch, workers, optimizer, lr, progress,
+                 start_method):
         self.model, self.matrix, self.samples, self.seed = model, matrix, samples, seed
+        self.batch = batch
         self.workers, self.optimizer, self.lr = workers, optimizer, lr
         self.progress, self.start_method = progress, start_method
         self.shared = None
@@ -418,15 +438,15 @@ class _HogwildEpochs:
     def run(self, epochs):
         progress = None
         if self.progress is not None:
-            done_before = (epochs[0] - 1) * self.samples
+            done_before = (epochs[0] - 1) * _trained_per_epoch(self.samples, self.batch, self.workers)
 
             def progress(done, per_second):
                 self.progress(done_before + done, per_second)
 
         results = hogwild.run(_fit_worker, workers=self.workers, start_method=self.start_method,
                               args=(self.shared, type(self.model), self.model.config(), self.matrix,
-                                    self.samples, self.workers, self.optimizer, self.lr, self.seed,
-                                    epochs),
+                                    self.samples, self.batch, self.workers, self.optimizer, self.lr,
+                                    self.seed, epochs),
                               progress=progress)
         self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
         examples = [r["examples"] / len(epochs) for r in results]
@@ -451,16 +471,19 @@ def _train_reporting(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None)
                  progress=hogwild.train_progress(), report_every=10_000)
 
 
-def _fit_worker(rank, shared, model_class, config, matrix, samples, workers, optimizer, lr, seed,
-                epochs):
+def _fit_worker(rank, shared, model_class, config, matrix, samples, batch, workers, optimizer, lr,
+                seed, epochs):
     """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
-    for `epochs` (a range) on this rank's share of each epoch's triples, which it draws itself."""
+    for `epochs` (a range) on this rank's share of each epoch's triples, which it draws itself
+    `batch` triples a step."""
     model = _share_parameters(model_class(**config), shared)
-    loss, feeds = model.example_graph()
+    loss, feeds = model.example_graph(batch=batch)
     opt = make_optimizer(f"{model_class.__name__}.fit", optimizer, model.parameters(), lr)
-    share = samples // workers + (rank < samples % workers)
+    share = _share(samples, workers, rank)
     start = time.perf_counter()
-    means = [_train_reporting(loss, opt, _epoch_data(model, feeds, matrix, share, seed, epoch, rank))[0]
+    means = [train(loss, opt, _epoch_data(model, feeds, matrix, share, batch, seed, epoch, rank),
+                   progress=hogwild.train_progress(per_example=batch),
+                   report_every=max(1, 10_000 // batch))[0] / batch
              for epoch in epochs]
     return {"loss": means, "examples": share * len(epochs), "seconds": time.perf_counter() - start}
 

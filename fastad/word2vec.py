@@ -12,6 +12,7 @@ from fastad_cy.elementwise import logsigmoid
 from fastad_cy.graph import IndexInput, Input, Parameter
 from fastad_cy.reduction import sum as fa_sum
 from fastad_cy.samplers import CbowSampler, SkipGramSampler
+from fastad_cy.linalg import vector_dot
 from fastad_cy.shape import reshape
 from fastad_cy.sparse import take
 from fastad_cy.train import scheduled_lr, train
@@ -141,23 +142,26 @@ class Word2Vec:
                    this process, the compiled loop releasing the GIL), "fork" (the
                    default on POSIX) or "spawn".
         device     "cpu" (the default), or "cuda" / "cuda:N": train on that GPU (with
-                   `workers=1`) in batches of `batch_size` examples (default 1024),
-                   which the host draws with numpy by the samplers' rules (a
-                   skip-gram pair or a CBOW window, with their negatives; a
-                   stream of its own, so the vectors differ from the CPU fit's,
-                   and one seed gives one result); the lr falls per batch as on
-                   the CPU, and the vectors come back as numpy arrays.
+                   `workers=1`); the host draws each batch with the same compiled
+                   sampler as the CPU fit (the same stream: the same seed and
+                   batch_size give the same examples), the lr falls per batch as
+                   on the CPU, and the vectors come back as numpy arrays.
+        batch_size the examples (skip-gram pairs or CBOW centres) of one step: their
+                   losses summed, their gradients applied together (a word that
+                   recurs in a batch gets the sum of its gradients in one step).
+                   Default: 1 on the CPU (per-example SGD, as word2vec), 1024 on a
+                   GPU. On the CPU a batch of 16 shares each replay's fixed cost
+                   among 16 examples (see the README's benchmarks for speed and
+                   held-out loss at both sizes).
 
         A failure leaves the model as it was before `fit` (nothing half-trained is kept).
         """
         who = "Word2Vec.fit"
         device = check_device(who, device)
-        if device == "cpu":
-            if batch_size is not None:
-                raise ValueError(f"{who}: batch_size is for a device fit; on the CPU each step "
-                                 f"trains one example (got batch_size={batch_size!r})")
-        else:
-            batch_size = 1024 if batch_size is None else check_int(who, "batch_size", batch_size)
+        if batch_size is None:
+            batch_size = 1 if device == "cpu" else 1024
+        batch_size = check_int(who, "batch_size", batch_size)
+        if device != "cpu":
             if self.workers != 1:
                 raise ValueError(f"{who}: a fit on {device} runs in one process; the model's "
                                  f"workers must be 1, got {self.workers}")
@@ -180,9 +184,10 @@ class Word2Vec:
 
     def _train(self, W, C, tokens, ends, callback, device, batch_size, start_method, progress):
         """Train W and C for every epoch: (W, C, the epochs' mean losses)."""
-        epochs = (_HogwildEpochs(W, C, self._settings(), tokens, ends, start_method, progress)
+        settings = dict(self._settings(), batch=batch_size)
+        epochs = (_HogwildEpochs(W, C, settings, tokens, ends, start_method, progress)
                   if device == "cpu" else
-                  _DeviceEpochs(W, C, self._settings(), tokens, ends, device, batch_size))
+                  _DeviceEpochs(W, C, settings, tokens, ends, device))
         history = []
         with epochs:
             for epoch in range(self.epochs):
@@ -434,19 +439,19 @@ def _deal_blocks(tokens, ends, workers):
 
 
 class _DeviceEpochs:
-    """Epochs on a GPU: W and C there, trained on batches of examples that
-    `_window_examples` draws on the host, the lr falling per batch with the
-    progress through the epoch (the rule `LinearDecay` runs in `fa.train`)."""
+    """Epochs on a GPU: W and C there, trained on batches that the compiled sampler
+    draws into host leaves (`_sampler`, the CPU fit's stream), copied to the device
+    leaves of `_example_graph`; the lr falls per batch with the sampler's progress
+    through the epoch (the rule `LinearDecay` runs in `fa.train`)."""
 
-    def __init__(self, W, C, settings, tokens, ends, device, batch_size):
+    def __init__(self, W, C, settings, tokens, ends, device):
         self.settings, self.tokens, self.ends = settings, tokens, ends
-        self.device, self.batch_size = device, batch_size
         self.W, self.C = Parameter(W, device=device), Parameter(C, device=device)
         self.optimizer = SGD([self.W, self.C], lr=1.0)       # each batch sets its lr
-        counts = np.bincount(tokens, minlength=W.shape[0]).astype(np.float64)
-        self.noise = counts ** 0.75 / np.sum(counts ** 0.75)
-        self.keep = _keep_probability(counts, settings["sample"])
-        self.graphs = {}
+        self.leaves, self.loss = _example_graph(self.W, self.C, settings, device)
+        self.host_leaves = tuple(IndexInput(np.zeros(leaf.shape, dtype=np.int64))
+                                 if isinstance(leaf, IndexInput) else
+                                 Input(np.zeros(leaf.shape, dtype=np.float32)) for leaf in self.leaves)
 
     def __enter__(self):
         return self
@@ -454,148 +459,91 @@ class _DeviceEpochs:
     def __exit__(self, *exc):
         return False
 
-    def graph(self, size):
-        """(leaves, loss) of `size` examples on the device, built once per size: the
-        skip-gram or CBOW loss of `_train_epoch`, one row per example."""
-        if size not in self.graphs:
-            k, dim, slots = self.settings["negative"], self.W.shape[1], 2 * self.settings["window"]
-
-            def ids(n):
-                return IndexInput(np.zeros(n, dtype=np.int64), device=self.device)
-
-            signs = Input(np.array([[1.0] + [-1.0] * k], dtype=np.float32), device=self.device)
-            target = ids(size * (k + 1))
-            if self.settings["sg"]:
-                centre = ids(size)
-                leaves = (centre, target)
-                hidden = reshape(take(self.W, centre), (size, 1, dim))
-            else:
-                context = ids(size * slots)
-                weights = Input(np.zeros((size, slots, 1), dtype=np.float32), device=self.device)
-                leaves = (context, weights, target)
-                hidden = fa_sum(reshape(take(self.W, context), (size, slots, dim)) * weights,
-                                axis=1, keepdims=True)
-            scores = fa_sum(reshape(take(self.C, target), (size, k + 1, dim)) * hidden, axis=2)
-            self.graphs[size] = leaves, -fa_sum(logsigmoid(scores * signs))
-        return self.graphs[size]
-
     def run(self, epoch, lr_from, lr_to):
         """Train one epoch, the lr falling from lr_from to lr_to; returns its mean loss."""
         self.optimizer.lr = lr_from
         rule = LinearDecay(self.optimizer, min_lr=lr_to).compiled_rule()
-        rng = np.random.default_rng([self.settings["seed"], epoch])
-        examples = _window_examples(self.tokens, self.ends, self.settings, self.keep, self.noise, rng)
-        total, count = None, 0
-        for positions, *arrays in _batches(examples, self.batch_size):
-            leaves, loss = self.graph(len(positions))
-            for leaf, array in zip(leaves, arrays):
-                leaf.set_value(array.reshape(leaf.shape))
-            self.optimizer.lr = scheduled_lr(*rule, 0, positions[0] / self.tokens.size)
-            loss.forward()
+        sampler = _sampler(self.settings, self.tokens, self.ends, self.host_leaves, epoch,
+                           self.W.shape[0])
+        total, before, every = None, 0.0, _schedule_every(self.settings)
+        for done, arrays in enumerate(sampler.epoch()):
+            if done % every == 0:       # as fa.train's schedule: the epoch's share before this batch
+                self.optimizer.lr = scheduled_lr(*rule, 0, before)
+            for leaf, array in zip(self.leaves, arrays):
+                leaf.set_value(array)
+            self.loss.forward()
             self.optimizer.zero_grad()
-            loss.backward()
+            self.loss.backward()
             self.optimizer.step()
             # summed on the device: no copy to the host per batch
-            total = loss.value.astype(np.float64) if total is None else total + loss.value
-            count += len(positions)
-        return float(total) / count if count else math.nan
+            total = self.loss.value.astype(np.float64) if total is None else total + self.loss.value
+            before = sampler.progress()
+        items = _items(sampler)
+        return float(total) / items if items else math.nan
 
     def weights(self):
         return self.W.numpy(), self.C.numpy()
 
 
-def _keep_probability(counts, sample):
-    """word2vec's chance to keep a token of each word when subsampling with `sample`
-    (the rule of the samplers' `sample`): (sqrt(c / t) + 1) * t / c, t = sample * tokens."""
-    if sample == 0:
-        return np.ones(counts.size)
-    threshold = sample * counts.sum()
-    with np.errstate(divide="ignore"):
-        return np.minimum(np.where(counts > 0, (np.sqrt(counts / threshold) + 1) * threshold / counts, 1.0),
-                          1.0)
+def _items(sampler):
+    """The skip-gram pairs or CBOW centres the sampler drew in its (last) epoch."""
+    return sampler.epoch_pairs if isinstance(sampler, SkipGramSampler) else sampler.epoch_centres
 
 
-def _negatives(noise, avoid, k, rng):
-    """(len(avoid), k) draws from the probabilities `noise`, each redrawn while it equals its
-    row's word in `avoid` (as the samplers do)."""
-    drawn = rng.choice(noise.size, size=(avoid.size, k), p=noise)
-    clash = drawn == avoid[:, None]
-    while clash.any():
-        drawn[clash] = rng.choice(noise.size, size=int(clash.sum()), p=noise)
-        clash = drawn == avoid[:, None]
-    return drawn
+def _example_graph(W, C, settings, device="cpu"):
+    """(leaves, loss) of one step of `settings["batch"]` examples: the leaves in the
+    order the window sampler takes them (skip-gram: centre ids, context ids; CBOW:
+    context ids, their weights, target ids; then the mask when the batch holds more
+    than one example) and the summed negative-sampling loss, each example's
+    -log sigmoid(±score) for its word and `negative` noise words, times its mask."""
+    b, k, dim = settings["batch"], settings["negative"], W.shape[1]
+
+    def ids(n):
+        return IndexInput(np.zeros(n, dtype=np.int64), device=device)
+
+    signs = Input(np.array([1.0] + [-1.0] * k, dtype=np.float32), device=device)
+    target = ids(b * (k + 1))
+    if settings["sg"]:
+        centre = ids(b)
+        leaves = (centre, target)
+        hidden = reshape(take(W, centre), (b, 1, dim))
+    else:
+        slots = 2 * settings["window"]
+        context = ids(b * slots)
+        weights = Input(np.zeros((b, slots, 1), dtype=np.float32), device=device)
+        leaves = (context, weights, target)
+        hidden = fa_sum(reshape(take(W, context), (b, slots, dim)) * weights, axis=1, keepdims=True)
+    losses = logsigmoid(vector_dot(reshape(take(C, target), (b, k + 1, dim)), hidden) * signs)
+    if b > 1:
+        mask = Input(np.ones((b, 1), dtype=np.float32), device=device)
+        leaves += (mask,)
+        losses = losses * mask
+    return leaves, -fa_sum(losses)
 
 
-def _window_examples(tokens, ends, settings, keep, noise, rng, chunk=1 << 16):
-    """One epoch's examples, drawn with numpy by `SkipGramSampler`'s and `CbowSampler`'s
-    rules (which fill one example per call, so they cannot fill a device batch): each
-    sentence's tokens kept with probability `keep[word]`, a reduced window drawn from
-    1..window per centre, never across a sentence end, and `negative` noise words per
-    example. Yields, per run of sentences of about `chunk` tokens, in corpus order,
-    (the centres' token positions, then the leaves' rows): skip-gram (centre ids, [context
-    word, negatives]) for each (centre, context word) pair; CBOW (the 2 * window context ids
-    padded with 0, their weights 1/n (0 for padding), [centre, negatives]) for each centre
-    with a context word."""
-    window, k = settings["window"], settings["negative"]
-    offsets = np.concatenate((np.arange(-window, 0), np.arange(1, window + 1)))
-    sentence = np.repeat(np.arange(ends.size), np.diff(ends, prepend=0))
-    cuts = np.unique(ends[np.searchsorted(ends, np.arange(chunk, tokens.size, chunk))])
-    cuts = cuts[cuts < tokens.size]
-    for lo, hi in zip(np.concatenate(([0], cuts)), np.append(cuts, tokens.size)):
-        kept = lo + np.flatnonzero(rng.random(hi - lo) < keep[tokens[lo:hi]])
-        words, of = tokens[kept], sentence[kept]
-        reach = window - rng.integers(0, window, words.size)
-        position = np.arange(words.size)[:, None] + offsets
-        other = np.clip(position, 0, words.size - 1)
-        inside = (position >= 0) & (position < words.size) & (np.abs(offsets) <= reach[:, None])
-        inside &= of[other] == of[:, None]
-        if settings["sg"]:
-            centre, slot = np.nonzero(inside)
-            context = words[other[centre, slot]]
-            yield (kept[centre], words[centre],
-                   np.column_stack((context, _negatives(noise, context, k, rng))))
-        else:
-            n = inside.sum(axis=1)
-            has = n > 0
-            yield (kept[has], np.where(inside, words[other], 0)[has],
-                   (inside / np.maximum(n, 1)[:, None]).astype(np.float32)[has],
-                   np.column_stack((words[has], _negatives(noise, words[has], k, rng))))
+def _sampler(settings, tokens, ends, leaves, epoch, vocab_size, rank=0):
+    """The compiled window sampler of `settings` over `leaves` (those of `_example_graph`,
+    on the CPU), for one epoch of worker `rank`."""
+    common = dict(sentence_ends=ends, window=settings["window"], sample=settings["sample"],
+                  vocab_size=vocab_size, seed=[settings["seed"], epoch], rank=rank,
+                  workers=settings["workers"], mask=leaves[-1] if settings["batch"] > 1 else None)
+    core = leaves[:-1] if settings["batch"] > 1 else leaves
+    return (SkipGramSampler if settings["sg"] else CbowSampler)(tokens, *core, **common)
 
 
-def _batches(chunks, size):
-    """Batches of `size` rows (the last one shorter) from a stream of tuples of row arrays."""
-    carry = None
-    for arrays in chunks:
-        if carry is not None:
-            arrays = tuple(np.concatenate(pair) for pair in zip(carry, arrays))
-        whole = len(arrays[0]) - len(arrays[0]) % size
-        for start in range(0, whole, size):
-            yield tuple(a[start:start + size] for a in arrays)
-        carry = tuple(a[whole:] for a in arrays)
-    if carry is not None and len(carry[0]):
-        yield carry
+def _schedule_every(settings):
+    """The steps between two updates of the lr: about every 256 examples."""
+    return max(1, 256 // settings["batch"])
 
 
 def _train_epoch(rank, shared, settings, tokens, ends, epoch, lr_from, lr_to):
-    """One worker's epoch: returns (mean loss, examples)."""
+    """One worker's epoch: returns (mean loss per example, examples)."""
     W, C = Parameter(shared["W"]), Parameter(shared["C"])
-    k = settings["negative"]
-    signs = Input(np.array([[1.0]] + [[-1.0]] * k, dtype=np.float32))
-    common = dict(sentence_ends=ends, window=settings["window"], sample=settings["sample"],
-                  vocab_size=W.shape[0], seed=[settings["seed"], epoch], rank=rank,
-                  workers=settings["workers"])
-    if settings["sg"]:
-        centre, context = IndexInput([0]), IndexInput([0] * (k + 1))
-        loss = -fa_sum(logsigmoid((C[context] @ W[centre].T) * signs))
-        sampler = SkipGramSampler(tokens, centre, context, **common)
-    else:
-        slots = 2 * settings["window"]
-        context, weights, target = IndexInput([0] * slots), Input(np.zeros((slots, 1), dtype=np.float32)), \
-            IndexInput([0] * (k + 1))
-        hidden = fa_sum(W[context] * weights, axis=0, keepdims=True)
-        loss = -fa_sum(logsigmoid((C[target] @ hidden.T) * signs))
-        sampler = CbowSampler(tokens, context, weights, target, **common)
+    leaves, loss = _example_graph(W, C, settings)
+    sampler = _sampler(settings, tokens, ends, leaves, epoch, W.shape[0], rank)
     opt = SGD([W, C], lr=lr_from)
     means = train(loss, opt, sampler, epochs=1, lr_schedule=LinearDecay(opt, min_lr=lr_to),
-                  schedule_every=256, progress=hogwild.train_progress(), report_every=10_000)
-    return means[0], sampler.epoch_examples
+                  schedule_every=_schedule_every(settings), progress=hogwild.train_progress(per_example=settings["batch"]),
+                  report_every=max(1, 10_000 // settings["batch"]))
+    items = _items(sampler)
+    return (means[0] * sampler.epoch_examples / items if items else math.nan), items

@@ -159,6 +159,11 @@ cdef class Sampler:
         """Where the last example came from, for error messages."""
         return f"example {self.epoch_examples}"
 
+    def progress(self):
+        """The share of the current epoch drawn so far, in [0, 1] (what a run-long
+        `LinearDecay` inside `fastad.train` follows)."""
+        return self.epoch_progress()
+
     def origin_of(self, k, id):
         """Where leaf k's id `id` comes from, for error messages (" (row 7 of its feed)")."""
         return ""

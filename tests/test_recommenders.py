@@ -54,6 +54,36 @@ def test_fit_is_seeded_and_reports_progress(split):
     assert done == [10_000, 20_000, 25_000, 35_000, 45_000, 50_000]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batched_fit_ranks_as_well_as_the_per_example_fit(split, workers):
+    # 16 triples a step (one replay, their gradients applied together), in this process
+    # and in two Hogwild threads: the same ranking quality and per-triple loss.
+    train, test = split
+    one = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
+    one_losses = one.fit(train, epochs=8, lr=0.05, seed=0)
+    batched = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
+    done = []
+    losses = batched.fit(train, epochs=8, lr=0.05, seed=0, batch_size=16, workers=workers,
+                         start_method="threads", progress=lambda n, rate: done.append(n))
+    auc = fa.metrics.evaluate(batched, test, train)["auc"]
+    assert auc > fa.metrics.evaluate(one, test, train)["auc"] - 0.01 and auc > 0.7
+    assert abs(losses[-1] - one_losses[-1]) < 0.05 * one_losses[0]     # a loss per triple
+    steps = -(-train.nnz // workers // 16)         # each worker's share, in whole batches
+    assert done[-1] == 8 * workers * steps * 16
+    if workers == 1:
+        again = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
+        again.fit(train, epochs=8, lr=0.05, seed=0, batch_size=16)
+        np.testing.assert_array_equal(again.U.numpy(), batched.U.numpy())
+
+
+def test_two_tower_trains_in_batches_from_its_feeds(split):
+    # TwoTower replays feeds (no compiled sampler): a batch reshapes them into rows of 16.
+    users, items, (train, test) = planted_features()
+    tower = fa.models.TwoTower(users, items, dim=8, seed=0)
+    losses = tower.fit(train, epochs=10, lr=0.05, seed=0, batch_size=16)
+    assert losses[-1] < losses[0] and fa.metrics.evaluate(tower, test, train)["auc"] > 0.75
+
+
 @pytest.mark.parametrize("optimizer,lr", [("sgd", 0.1), ("adagrad", 0.1), ("adam", 0.01)])
 def test_two_hogwild_workers_learn_with_each_optimizer(split, optimizer, lr):
     train, test = split
@@ -168,6 +198,7 @@ def test_ranking_refuses_bad_ids_and_k(fitted):
     (LIKES, {"callback": 3}, TypeError, "callback must be callable or None, got int"),
     (LIKES, {"samples": 2, "workers": 3}, ValueError, r"samples \(2\) must be >= workers \(3\)"),
     (LIKES, {"seed": -1}, ValueError, "seed must be >= 0, got -1"),
+    (LIKES, {"batch_size": 0}, ValueError, "batch_size must be >= 1, got 0"),
 ])
 def test_fit_refuses_bad_input_before_training(interactions, kwargs, error, message):
     model = fa.models.BPR(2, 3, dim=4, biases=True)

@@ -46,6 +46,24 @@ def test_cbow_and_two_workers_learn_the_topics_too():
         assert all(w.startswith("b") for w in near), (sg, workers, near)
 
 
+@pytest.mark.parametrize("sg", [True, False])
+def test_batched_fit_learns_the_topics_as_the_per_example_fit(sg):
+    # 16 examples a step (their gradients applied together) against one: the same topics,
+    # and a held-out-free check of the training loss per example, which must stay close.
+    corpus = topics_corpus()
+    settings = dict(dim=16, window=3, negative=4, min_count=1, sample=0, epochs=5, seed=1, sg=sg)
+    one = fa.models.Word2Vec(**settings).fit(corpus)
+    batched = fa.models.Word2Vec(**settings).fit(corpus, batch_size=16)
+    near = [w for w, _ in batched.most_similar("b2", topn=5)]
+    assert all(w.startswith("b") for w in near), near
+    assert abs(batched.history[-1] - one.history[-1]) < 0.05 * one.history[-1]
+    assert not np.array_equal(batched.vectors, one.vectors)
+    again = fa.models.Word2Vec(**settings).fit(corpus, batch_size=16)
+    assert np.array_equal(batched.vectors, again.vectors)
+    with pytest.raises(ValueError, match="batch_size"):
+        fa.models.Word2Vec(**settings).fit(corpus, batch_size=0)
+
+
 def planted_model():
     """A model whose vectors are set by hand: king - man + woman = queen."""
     model = fa.models.Word2Vec(dim=3, min_count=1)
@@ -177,54 +195,6 @@ def test_batched_cbow_draws_the_one_centre_stream_and_masks_the_last_example(cen
     assert drawn == one
     assert batched.epoch_centres == len(one) and len(one) % centres
 
-
-
-def test_the_device_fits_numpy_draws_follow_the_samplers_rules():
-    """With window 1 the reduced window is always 1: the numpy draws of a device fit
-    (fastad.word2vec._window_examples) give the compiled samplers' examples in their order."""
-    from fastad.word2vec import _keep_probability, _window_examples
-    tokens = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7])
-    ends = np.array([5, 6, 14])                    # a sentence of one word has no pairs
-    counts = np.bincount(tokens, minlength=10).astype(np.float64)
-    noise = counts ** 0.75 / np.sum(counts ** 0.75)
-    keep = _keep_probability(counts, 0.0)
-    settings = dict(window=1, negative=3, sg=True)
-    rng = np.random.default_rng(0)
-    positions, centre, context = (np.concatenate(a) for a in zip(
-        *_window_examples(tokens, ends, settings, keep, noise, rng, chunk=4)))
-    c, ctx = fa.IndexInput([0]), fa.IndexInput([0] * 4)
-    drawn = list(fa.data.SkipGramSampler(tokens, c, ctx, sentence_ends=ends, window=1, seed=0).epoch())
-    assert centre.tolist() == [int(a[0]) for a, _ in drawn]
-    assert context[:, 0].tolist() == [int(b[0]) for _, b in drawn]
-    assert tokens[positions].tolist() == centre.tolist()
-    assert not (context[:, 1:] == context[:, :1]).any() and set(context[:, 1:].ravel()) <= set(tokens)
-
-    settings["sg"] = False
-    positions, ids, weights, target = (np.concatenate(a) for a in zip(
-        *_window_examples(tokens, ends, settings, keep, noise, rng)))
-    ctx, wts, tgt = fa.IndexInput([0, 0]), fa.Input(np.zeros((2, 1))), fa.IndexInput([0] * 4)
-    drawn = list(CbowSampler(tokens, ctx, wts, tgt, sentence_ends=ends, window=1, seed=0).epoch())
-    assert target[:, 0].tolist() == [int(t[0]) for _, _, t in drawn]
-    for row, row_weights, (cpu_ids, cpu_weights, _) in zip(ids, weights, drawn):
-        used = row_weights > 0                     # padding may sit in another slot
-        assert sorted(zip(row[used].tolist(), row_weights[used].tolist())) == sorted(
-            (int(i), float(w)) for i, w in zip(cpu_ids, cpu_weights.ravel()) if w > 0)
-    assert not (target[:, 1:] == target[:, :1]).any()
-
-
-def test_the_device_fits_subsampling_and_negatives_follow_word2vec():
-    from fastad.word2vec import _keep_probability, _negatives
-    counts = np.array([1000.0, 100.0, 10.0, 0.0])
-    t = 1e-2 * counts.sum()
-    np.testing.assert_allclose(_keep_probability(counts, 1e-2)[:3],
-                               np.minimum((np.sqrt(counts[:3] / t) + 1) * t / counts[:3], 1.0))
-    assert _keep_probability(counts, 1e-2)[2] == 1.0 and (_keep_probability(counts, 0.0) == 1).all()
-    noise = np.array([0.7, 0.2, 0.1])
-    avoid = np.zeros(20_000, dtype=np.int64)
-    drawn = _negatives(noise, avoid, 2, np.random.default_rng(0))
-    assert not (drawn == 0).any()                  # redrawn while equal to the row's word
-    share = np.mean(drawn == 1)
-    assert abs(share - 2 / 3) < 0.01               # noise renormalised over the other words
 
 
 def test_hogwild_workers_walk_the_corpus_side_by_side(monkeypatch):

@@ -32,6 +32,16 @@ def test_bpr_with_batches_of_one_follows_the_cpu_fit(backend, optimizer, biases)
     assert dev.U.device == "cpu" and isinstance(dev.U.value, np.ndarray)
 
 
+def test_bpr_device_batches_follow_the_cpu_fit_at_the_same_batch_size(backend):
+    matrix = fa.data.planted_interactions(40, 30, per_user=4, seed=1)
+    cpu = fa.models.BPR(40, 30, dim=8, biases=True)
+    dev = fa.models.BPR(40, 30, dim=8, biases=True)
+    close(dev.fit(matrix, epochs=2, lr=0.05, device="cuda", batch_size=16),
+          cpu.fit(matrix, epochs=2, lr=0.05, batch_size=16))
+    for name, value in cpu.state_dict().items():
+        close(dev.state_dict()[name], value)
+
+
 def test_bpr_on_the_device_ranks_as_well_as_on_the_cpu(backend, likes):
     train, test = likes
     cpu = fa.models.BPR(300, 100, dim=16, seed=1, biases=True)
@@ -73,7 +83,7 @@ def test_bad_device_arguments_are_named_and_leave_the_model_as_it_was(backend, l
             (dict(device="cuda:7"), ValueError, r"BPR.fit: device='cuda:7': "),
             (dict(device="cuda", workers=2), ValueError, "runs in one process; workers must be 1"),
             (dict(device="cuda", batch_size=0), ValueError, "batch_size must be >= 1"),
-            (dict(batch_size=64), ValueError, "batch_size is for a device fit"),
+            (dict(batch_size=0), ValueError, "batch_size must be >= 1"),
             (dict(device="cuda", lr=-1.0), ValueError, "lr must be")):
         with pytest.raises(error, match=message):
             model.fit(train, **kwargs)
@@ -135,6 +145,19 @@ def test_word2vec_on_the_device_learns_as_well_as_on_the_cpu(backend, sg):
     close(again.vectors, dev.vectors)                     # same seed, same run
 
 
+@pytest.mark.parametrize("sg", [True, False], ids=["skip-gram", "cbow"])
+def test_word2vec_device_batches_follow_the_cpu_fit_at_the_same_batch_size(backend, sg):
+    # One compiled sampler draws both fits' batches (the same stream), and the device
+    # runs the CPU's graph: the same steps, so the same vectors up to rounding.
+    train = topic_sentences(60, seed=0)
+    settings = dict(dim=8, window=2, negative=3, min_count=1, sample=1e-2, epochs=2, seed=4, sg=sg)
+    cpu = fa.models.Word2Vec(**settings).fit(train, batch_size=32)
+    dev = fa.models.Word2Vec(**settings).fit(train, device="cuda", batch_size=32)
+    close(dev.history, cpu.history)
+    close(dev.vectors, cpu.vectors)
+    close(dev.output, cpu.output)
+
+
 def test_word2vec_device_errors_and_a_failed_fit_keep_the_model(backend):
     corpus = topic_sentences(40, seed=0)
     model = fa.models.Word2Vec(dim=8, min_count=1, epochs=2).fit(corpus[:20])
@@ -142,7 +165,7 @@ def test_word2vec_device_errors_and_a_failed_fit_keep_the_model(backend):
     for kwargs, message in ((dict(device="gpu"), r"Word2Vec.fit: device='gpu'"),
                             (dict(device="cuda:7"), r"Word2Vec.fit: device='cuda:7'"),
                             (dict(device="cuda", batch_size=-3), "batch_size must be >= 1"),
-                            (dict(batch_size=64), "batch_size is for a device fit")):
+                            (dict(batch_size=0), "batch_size must be >= 1")):
         with pytest.raises(ValueError, match=message):
             model.fit(corpus, **kwargs)
     with pytest.raises(ValueError, match="workers must be 1, got 2"):
