@@ -30,6 +30,8 @@ cdef class Optimizer:
                                      # extra doubles]) for the GPU
     cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
                      Py_ssize_t n, bint f64) noexcept nogil
+    cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
+                          Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil
     cpdef int step(self) except -1
     cdef int step_cpu(self) except -1 nogil      # step() for Parameters on the CPU
     cpdef zero_grad(self)

@@ -207,6 +207,19 @@ cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n
         sgd_element(p, g, buf, i, lr, weight_decay, momentum, dampening, nesterov, first)
 
 
+cdef void sgd_plain_rows(floating* p, const floating* g, const int64_t* rows, Py_ssize_t n_rows,
+                         Py_ssize_t row_len, double lr) noexcept nogil:
+    """Plain SGD (no momentum, no weight decay) on rows rows[k] of p, whose gradients are
+    packed row after row in g: sgd_kernel's rule in one loop over the rows."""
+    cdef floating lr_ = lr
+    cdef Py_ssize_t k, i
+    cdef floating* row
+    for k in range(n_rows):
+        row = p + rows[k] * row_len
+        for i in range(row_len):
+            row[i] = row[i] + (-lr_) * g[k * row_len + i]
+
+
 cdef void adagrad_kernel(floating* p, const floating* g, floating* sums, Py_ssize_t n,
                          double lr, double weight_decay, double eps) noexcept nogil:
     cdef Py_ssize_t i
@@ -341,6 +354,14 @@ cdef class Optimizer:
         span's gradient at `grad`."""
         pass
 
+    cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
+                          Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
+        """Update the rows rows[k] of a sparse gradient, whose row k is packed at
+        grads + k * row_len elements (an optimizer may update them all in one loop)."""
+        cdef Py_ssize_t k, width = row_len * (8 if f64 else 4)
+        for k in range(n_rows):
+            self.update(value, grads + k * width, state, rows[k] * row_len, row_len, f64)
+
     cpdef int step(self) except -1:
         """Update every Parameter that holds a gradient (dense: all of it; sparse:
         its touched rows). Gradients are left as they are: call zero_grad().
@@ -355,7 +376,7 @@ cdef class Optimizer:
         return self.step_cpu()
 
     cdef int step_cpu(self) except -1 nogil:
-        cdef Py_ssize_t i, k, n_spans, span_len, offset
+        cdef Py_ssize_t i, n_spans, span_len
         cdef const int64_t* rows
         cdef PyObject* p
         cdef int64_t t
@@ -372,9 +393,11 @@ cdef class Optimizer:
             self.steps[i] = t
             state = self.state_ptrs + i * self.n_slots
             n_spans = grad_spans(<Parameter>p, &rows, &span_len)
-            for k in range(n_spans):
-                offset = rows[k] * span_len if rows != NULL else 0
-                self.update((<Parameter>p).val_ptr, span_grad(<Parameter>p, k), state, offset,
+            if rows != NULL:
+                self.update_rows((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, rows,
+                                 n_spans, span_len, (<Parameter>p).f64)
+            elif n_spans:
+                self.update((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, 0,
                             span_len, (<Parameter>p).f64)
         if self.has_clock:
             self.clock_countdown -= 1
@@ -562,6 +585,15 @@ cdef class SGD(Optimizer):
             sgd_kernel(<float*>value + offset, <const float*>grad,
                        <float*>state[0] + offset if self.n_slots else NULL, n, self._lr,
                        self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
+
+    cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
+                          Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
+        if self.momentum != 0 or self.weight_decay != 0:
+            Optimizer.update_rows(self, value, grads, state, rows, n_rows, row_len, f64)
+        elif f64:
+            sgd_plain_rows(<double*>value, <const double*>grads, rows, n_rows, row_len, self._lr)
+        else:
+            sgd_plain_rows(<float*>value, <const float*>grads, rows, n_rows, row_len, self._lr)
 
     cdef tuple device_kernel(self):
         return ("sgd", (self.weight_decay, self.momentum, self.dampening, 0.0), int(self.nesterov))
