@@ -78,6 +78,7 @@ Fault policy.
   brings the share back. `shared.save(path)` gathers everything into one
   file on the driver; `restore(path)` makes a new share from either.
 """
+import concurrent.futures
 import glob
 import os
 import re
@@ -322,20 +323,20 @@ def _tables_of(snapshot):
 
 
 def _results(calls, timeout, timeout_name):
-    """The results of shard calls [(block, shard index, ObjectRef)], waiting at most `timeout`
-    seconds (None: no limit); an error names a shard that died or did not answer."""
+    """The results of shard calls [(block, shard index, Future)], each Future an ObjectRef's
+    (`ref.future()`), waiting at most `timeout` seconds (None: no limit); an error names a
+    shard that died or did not answer."""
     if not calls:
         return []
     ray = _ray()
-    refs = [ref for _, _, ref in calls]
-    _, late = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    _, late = concurrent.futures.wait([answer for _, _, answer in calls], timeout=timeout)
     if late:
-        names = "; ".join(b.describe(s) for b, s, ref in calls if ref in late)
+        names = "; ".join(b.describe(s) for b, s, answer in calls if answer in late)
         raise TimeoutError(f"no answer from {names} within {timeout_name}={timeout} s")
     results = []
-    for block, s, ref in calls:
+    for block, s, answer in calls:
         try:
-            results.append(ray.get(ref))
+            results.append(answer.result())
         except ray.exceptions.RayActorError as exc:
             if block.checkpoint_dir is None:
                 policy = "share() had no checkpoint_dir, so it is not restarted and its rows are lost"
@@ -385,7 +386,7 @@ class _Block:
 
     def call(self, method, *args):
         """Call `method(*args)` on every shard and wait for the results, in shard order."""
-        return _results([(self, s, getattr(shard, method).remote(*args))
+        return _results([(self, s, getattr(shard, method).remote(*args).future())
                          for s, shard in enumerate(self.shards)], None, "")
 
     def checkpoint_path(self, s):
@@ -836,7 +837,10 @@ class _Session:
         self.sync_seconds = sync_seconds
         self.sync_timeout = sync_timeout
         self.replicas = {}       # (block id, table name) -> _Replica
-        self.pending = []        # (block, shard index, ObjectRef) of the sync round in flight
+        # (block, shard index, Future of the answer) of the sync round in flight. Asking a
+        # Future whether it is done takes a microsecond; ray.wait(timeout=0) on an answer not
+        # yet here takes a few hundred.
+        self.pending = []
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fastad.hogwild.report
         self.node = _ray().get_runtime_context().get_node_id()
@@ -862,10 +866,8 @@ class _Session:
         if (self.progress() >= self.next_sync
                 or time.monotonic() - self.synced_at >= self.sync_seconds):
             self.sync(wait=False)
-        elif self.pending:
-            refs = [ref for _, _, ref in self.pending]
-            if len(_ray().wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs):
-                self._finish_round()
+        elif self.pending and all(answer.done() for _, _, answer in self.pending):
+            self._finish_round()
 
     def steps_to_next_check(self, steps, seconds):
         """Steps until a step clock should call again, after `steps` steps in `seconds`: at the
@@ -899,7 +901,7 @@ class _Session:
                 rows = _as_rows(filled)
                 parts = [np.ascontiguousarray(rows[bounds[s]:bounds[s + 1]])
                          for s in range(len(block.shards))]
-            self._wait([(block, s, shard.create_state.remote(name, handle.key, parts[s]))
+            self._wait([(block, s, shard.create_state.remote(name, handle.key, parts[s]).future())
                         for s, shard in enumerate(block.shards)])
         return self._open(handle, name)
 
@@ -910,7 +912,8 @@ class _Session:
             local = [s for s, node in enumerate(block.nodes) if node == self.node]
             replica = _Replica(block, handle.key, name, handle.shape, handle.dtype, local)
             try:
-                answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}))
+                answers = self._wait([(block, s,
+                                       shard.sync.remote(self.id, {name: replica.request(s)}).future())
                                       for s, shard in enumerate(block.shards)])
             except BaseException:
                 replica.close()
@@ -931,7 +934,8 @@ class _Session:
             blocks[replica.block.id] = replica.block
             for s in range(len(replica.block.shards)):
                 requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(s)
-        self.pending = [(blocks[block_id], s, blocks[block_id].shards[s].sync.remote(self.id, tables))
+        self.pending = [(blocks[block_id], s,
+                         blocks[block_id].shards[s].sync.remote(self.id, tables).future())
                         for (block_id, s), tables in requests.items()]
         if wait:
             self._finish_round()
