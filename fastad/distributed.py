@@ -159,7 +159,18 @@ def _changed(current, base):
         return np.zeros(len(current), bool)
     width = 8 if current.shape[1] * current.itemsize % 8 == 0 else current.itemsize
     unsigned = np.dtype(f"u{width}")
-    return (current.view(unsigned) != base.view(unsigned)).any(axis=1)
+    differ = current.view(unsigned) != base.view(unsigned)
+    if differ.shape[1] % 8 == 0:
+        differ = differ.view(np.uint64)       # eight flags a word
+    # numpy's any(axis=1) costs about 20 ns a row however short the rows; OR-ing the halves of
+    # the rows together takes a few calls over less and less data (5,000 rows of 32: 7x faster).
+    while differ.shape[1] > 1:
+        half = differ.shape[1] // 2
+        folded = differ[:, :half] | differ[:, half:2 * half]
+        if differ.shape[1] % 2:
+            folded[:, 0] |= differ[:, -1]
+        differ = folded
+    return differ[:, 0] != 0
 
 
 def _dense(rows, total):
@@ -805,9 +816,15 @@ class _Replica:
         if channel is not None:
             ids, values = channel.answer_ids[:ids], channel.answer_values[:values]
         lo, hi = self.bounds[s], self.bounds[s + 1]
-        rows = slice(lo, hi) if len(values) == hi - lo else ids + lo
-        self.rows[rows] = values + (self.rows[rows] - self.base[rows])
-        self.base[rows] = values
+        if len(values) == hi - lo:             # every row: in place, without temporaries
+            rows, base = self.rows[lo:hi], self.base[lo:hi]
+            rows -= base
+            rows += values
+            base[...] = values
+        else:
+            ids = ids + lo
+            self.rows[ids] = values + (self.rows[ids] - self.base[ids])
+            self.base[ids] = values
         self.tokens[s], self.since[s] = token, clock
 
 
