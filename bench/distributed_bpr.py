@@ -26,7 +26,7 @@ import fastad as fa  # noqa: E402
 from fastad import distributed  # noqa: E402
 
 USERS, ITEMS, DIM, LR = 5_000, 1_000, 32, 0.1
-SYNC_EVERY = 10_000        # fastad.distributed.run's default
+SYNC_EVERY = 20_000        # fastad.distributed.run's default
 
 
 def _measure(results, seconds, shared, test):

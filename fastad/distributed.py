@@ -44,11 +44,11 @@ Sync points and staleness. A worker syncs without calling anything:
 * `fastad.distributed.sync()` syncs at once and waits for the answer;
 * when the worker function returns, a final sync pushes everything and waits.
 Between syncs the clock merges the answer to the last sync as soon as it has
-arrived (it looks at most every quarter of `sync_every` steps). So a worker's
+arrived (it looks at least every eighth of `sync_every` steps). So a worker's
 update reaches its shard within `sync_every` of its steps and about
 `sync_seconds` (the clock reads the time at least twice as often as the last
-step rate requires), and another worker merges it within about 1.25 of its
-own sync intervals after that. Only updates made outside a fastad optimizer
+step rate requires), and another worker merges it within about 1.125 of its
+own sync intervals after that, plus the round trip. Only updates made outside a fastad optimizer
 (writing `.value`, or an optimizer of another kind) wait for `report`,
 `sync()` or the end.
 
@@ -888,12 +888,12 @@ class _Session:
 
     def steps_to_next_check(self, steps, seconds):
         """Steps until a step clock should call again, after `steps` steps in `seconds`: at the
-        next sync by count, or sooner, to merge an answer (a quarter of sync_every) or to meet
+        next sync by count, or sooner, to merge an answer (an eighth of sync_every) or to meet
         sync_seconds (at half the time left at the last step rate, and at most twice as many
         steps as last time, so that a worker whose steps slow down checks again in time)."""
         by_count = self.next_sync - self.progress()
         if self.pending:
-            by_count = min(by_count, -(-self.sync_every // 4))
+            by_count = min(by_count, -(-self.sync_every // 8))
         time_left = self.sync_seconds - (time.monotonic() - self.synced_at)
         by_time = int(steps * time_left / (2 * seconds)) if seconds > 0 else by_count
         return max(1, min(by_count, by_time, 2 * steps))
@@ -1015,7 +1015,7 @@ def _first_line(exc):
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def run(fn, workers=1, args=(), address=None, sync_every=10_000, sync_seconds=1.0,
+def run(fn, workers=1, args=(), address=None, sync_every=20_000, sync_seconds=1.0,
         sync_timeout=60.0, timeout=None, max_restarts=0):
     """Call `fn(rank, *args)` in `workers` Ray worker processes; return the results in rank order.
 

@@ -195,6 +195,16 @@ def test_sync_seconds_bounds_the_staleness_of_slow_steps():
     assert synced[0] >= 2                  # 30 steps of >= 10 ms: syncs by time alone
 
 
+def test_the_answer_to_a_sync_is_merged_before_the_next_sync(tmp_path):
+    """The staleness bound: a worker merges the rows of its sync's answer within about an
+    eighth of sync_every steps once they have arrived, not only at its next sync."""
+    with distributed.share({"w": np.zeros(2)}) as shared:
+        merged_after = distributed.run(jobs.merge_between_syncs, workers=2,
+                                       args=(shared, str(tmp_path), 80), sync_every=80,
+                                       sync_seconds=3600)[1]
+    assert merged_after is not None and merged_after <= 40, merged_after     # checked every 10
+
+
 @pytest.fixture(scope="module")
 def planted():
     return fa.data.planted_preferences(300, 150, n_train=30_000, n_test=5_000, rank=4, seed=0)
