@@ -48,9 +48,9 @@ arrived (it looks at least every eighth of `sync_every` steps). So a worker's
 update reaches its shard within `sync_every` of its steps and about
 `sync_seconds` (the clock reads the time at least twice as often as the last
 step rate requires), and another worker merges it within about 1.125 of its
-own sync intervals after that, plus the round trip. Only updates made outside a fastad optimizer
-(writing `.value`, or an optimizer of another kind) wait for `report`,
-`sync()` or the end.
+own sync intervals after that, plus the round trip. Only updates made outside
+a fastad optimizer (writing `.value`, or an optimizer of another kind) wait
+for `report`, `sync()` or the end.
 
 Fault policy.
 * A worker that raises stops the run: the others are stopped and
@@ -856,7 +856,7 @@ class _Session:
         self.replicas = {}       # (block id, table name) -> _Replica
         # (block, shard index, Future of the answer) of the sync round in flight. Asking a
         # Future whether it is done takes a microsecond; ray.wait(timeout=0) on an answer not
-        # yet here takes a few hundred.
+        # yet here took about 200.
         self.pending = []
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fastad.hogwild.report
