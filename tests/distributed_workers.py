@@ -129,7 +129,7 @@ def step_ones(rank, shared, steps, seconds_per_step=0.0):
     return synced
 
 
-def merge_between_syncs(rank, shared, folder, sync_every):
+def merge_between_syncs(rank, shared, folder):
     """Rank 0 adds 1 to shared["w"] and syncs once rank 1 holds its replica. Rank 1 then takes
     optimizer steps that change nothing (5 ms apart) and returns how many steps after its
     first sync by count it saw that addition in its replica (None: not before the next one)."""
