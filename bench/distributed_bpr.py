@@ -10,8 +10,10 @@ worker its optimizer's steps pace the syncs. Each row gives
 examples per second measured inside the workers (start-up excluded; for Ray the
 syncs made during training are included), end to end (the whole `run` call:
 process or task start, the first pull, the final push) and the test AUC after
-the epoch (0.5 is chance).
-Run: python bench/distributed_bpr.py [--quick]
+the epoch (0.5 is chance). Other tenants of a machine move examples/s a lot
+between runs, so Ray rows also give the median of each round's ratio to the
+Hogwild run just before it.
+Run: python bench/distributed_bpr.py [--quick] [--rounds N]
 """
 import argparse
 import os
@@ -26,7 +28,7 @@ import fastad as fa  # noqa: E402
 from fastad import distributed  # noqa: E402
 
 USERS, ITEMS, DIM, LR = 5_000, 1_000, 32, 0.1
-SYNC_EVERY = 10_000        # fastad.distributed.run's default
+SYNC_EVERY = 20_000        # fastad.distributed.run's default
 
 
 def _measure(results, seconds, shared, test):
@@ -60,12 +62,14 @@ def _row(workload, samples, base=None, target="-"):
            "auc": statistics.median(s["auc"] for s in samples), "target": target}
     if base is not None:
         row["vs"] = base["fastad"] / row["fastad"]
+        row["vs_rounds"] = statistics.median(r / b for r, b in zip(row["inside"], base["inside"]))
         row["auc_vs"] = row["auc"] - base["auc"]
     return row
 
 
-def run(quick=False):
-    """Rows: Ray and Hogwild with 1 and 2 workers, then 2 Ray workers per sync interval."""
+def run(quick=False, rounds=None):
+    """Rows: Ray and Hogwild with 1 and 2 workers (`rounds` rounds, default 2 quick, else 3),
+    then 2 Ray workers per sync interval."""
     distributed._connect(None)                # start Ray before timing anything
     train, test = fa.data.planted_preferences(USERS, ITEMS, n_train=500_000 if quick else 1_000_000,
                                               n_test=20_000, rank=8, noise=0.5, seed=0)
@@ -76,7 +80,7 @@ def run(quick=False):
         configs[("hogwild", w)] = lambda w=w: hogwild_round(train, test, model, w)
         configs[("ray", w)] = lambda w=w: ray_round(train, test, model, w, SYNC_EVERY)
     samples = {key: [] for key in configs}
-    for _ in range(2 if quick else 3):
+    for _ in range(rounds or (2 if quick else 3)):
         for key, fn in configs.items():
             samples[key].append(fn())
     rows = []
@@ -104,13 +108,15 @@ def report(rows):
         line = (f"{r['workload']}: {1 / r['fastad']:11,.0f} examples/s inside "
                 f"[{low:,.0f} .. {high:,.0f}], {e2e:11,.0f} end to end, test AUC {r['auc']:.4f}")
         if "vs" in r:
-            line += f" | {r['vs']:.2f}x Hogwild's examples/s, AUC {r['auc_vs']:+.4f}"
+            line += (f" | {r['vs']:.2f}x Hogwild's examples/s (per round: {r['vs_rounds']:.2f}x), "
+                     f"AUC {r['auc_vs']:+.4f}")
         print(line)
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, help="rounds of part 1 (default 2 with --quick, else 3)")
     args = ap.parse_args()
     print(machine())
-    report(run(args.quick))
+    report(run(args.quick, args.rounds))

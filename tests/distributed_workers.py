@@ -129,6 +129,38 @@ def step_ones(rank, shared, steps, seconds_per_step=0.0):
     return synced
 
 
+def merge_between_syncs(rank, shared, folder):
+    """Rank 0 adds 1 to shared["w"] and syncs once rank 1 holds its replica. Rank 1 then takes
+    optimizer steps that change nothing (5 ms apart) and returns how many steps after its
+    first sync by count it saw that addition in its replica (None: not before the next one)."""
+    w = fa.Parameter(shared["w"])
+    if rank == 0:
+        wait_for(os.path.join(folder, "replica"))
+        w.value[...] += 1.0
+        distributed.sync()
+        open(os.path.join(folder, "pushed"), "w").close()
+        return None
+    open(os.path.join(folder, "replica"), "w").close()
+    wait_for(os.path.join(folder, "pushed"))
+    loss = -fa.sum(w)
+    opt = fa.optim.SGD([w], lr=0.0)
+    session = distributed._session
+    syncs, since_sync = 0, 0
+    while syncs < 2:
+        loss.backward()
+        before = session.synced_at
+        opt.step()
+        opt.zero_grad()
+        if session.synced_at != before:
+            syncs, since_sync = syncs + 1, 0
+        elif syncs == 1:
+            since_sync += 1
+            if w.value[0] == 1.0:
+                return since_sync
+        time.sleep(0.005)
+    return None
+
+
 def wait_for(path, seconds=60):
     deadline = time.monotonic() + seconds
     while not os.path.exists(path):

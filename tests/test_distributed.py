@@ -128,6 +128,24 @@ def test_import_does_not_import_ray():
                    env=dict(os.environ, PYTHONPATH=REPO))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [1, 3, 7, 8, 9, 32, 33, 100])
+def test_a_row_counts_as_changed_when_any_bit_of_it_differs(dtype, width):
+    """The rows a worker pushes: any element, first or last, of any width; -0.0 and NaN too."""
+    rng = np.random.default_rng(width)
+    base = rng.normal(size=(40, width)).astype(dtype)
+    current = base.copy()
+    current[3, 0] += 1
+    current[5, -1] += 1
+    current[8, width // 2] = -0.0 if base[8, width // 2] == 0 else np.nan
+    current[9] = -base[9]
+    base[12, -1] = current[12, -1] = np.inf                     # the same bits: unchanged
+    expected = np.zeros(40, bool)
+    expected[[3, 5, 8, 9]] = True
+    np.testing.assert_array_equal(distributed._changed(current, base), expected)
+    assert not distributed._changed(base[:0], base[:0]).size
+
+
 # --------------------------------------------------------- training runs
 
 def test_updates_of_every_worker_add_up_in_arrays_and_state():
@@ -175,6 +193,16 @@ def test_sync_seconds_bounds_the_staleness_of_slow_steps():
                                  sync_every=10**9, sync_seconds=0.05)
         np.testing.assert_array_equal(shared["w"].numpy(), [30.0, 30.0])
     assert synced[0] >= 2                  # 30 steps of >= 10 ms: syncs by time alone
+
+
+def test_the_answer_to_a_sync_is_merged_before_the_next_sync(tmp_path):
+    """The staleness bound: a worker merges the rows of its sync's answer within about an
+    eighth of sync_every steps once they have arrived, not only at its next sync."""
+    with distributed.share({"w": np.zeros(2)}) as shared:
+        merged_after = distributed.run(jobs.merge_between_syncs, workers=2,
+                                       args=(shared, str(tmp_path)), sync_every=200,
+                                       sync_seconds=3600)[1]
+    assert merged_after is not None and merged_after <= 100, merged_after    # checked every 25
 
 
 @pytest.fixture(scope="module")
