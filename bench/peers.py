@@ -15,6 +15,10 @@ both sides from their learned vectors.
   `fa.models.Word2Vec` vs `gensim.models.Word2Vec(sg=1)`, both from the raw
   sentences (vocabulary included).
 
+fastad runs each model twice: one example a step (per-example SGD, as the
+peers do) and BATCH examples a step (one replay of a graph of BATCH triples or
+pairs, their gradients applied together); both rows show their quality.
+
 Run: python bench/peers.py [--quick]
 """
 import io
@@ -31,6 +35,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import cli  # noqa: E402
 
 import fastad as fa  # noqa: E402
+
+BATCH = 16      # the pairs (skip-gram) or triples (BPR) of one step in the batched rows
 
 # ---------------------------------------------------------------- data
 
@@ -109,14 +115,15 @@ def bpr_rows(quick):
     by_threads = {}
     for row in result["rows"]:
         by_threads.setdefault(row["threads"], {})[row["library"]] = row
-    return [{"workload": f"BPR.fit k={implicit_bpr.DIM}, {threads} thread(s), sampling included, vs implicit "
-                         f"(precision@10 {pair['fastad']['precision@10']:.3f} vs "
-                         f"{pair['implicit']['precision@10']:.3f}, AUC {pair['fastad']['auc']:.3f} vs "
+    return [{"workload": f"BPR.fit k={implicit_bpr.DIM}, {implicit_bpr.FASTAD_FITS[name]} triple(s) a "
+                         f"step, {threads} thread(s), sampling included, vs implicit "
+                         f"(precision@10 {pair[name]['precision@10']:.3f} vs "
+                         f"{pair['implicit']['precision@10']:.3f}, AUC {pair[name]['auc']:.3f} vs "
                          f"{pair['implicit']['auc']:.3f})",
-             "unit": "sample", "fastad": 1 / pair["fastad"]["samples_per_second"],
+             "unit": "sample", "fastad": 1 / pair[name]["samples_per_second"],
              "peer": 1 / pair["implicit"]["samples_per_second"], "peer_name": "implicit",
              "target": ">= 1.0x implicit, quality no worse"}
-            for threads, pair in sorted(by_threads.items())]
+            for threads, pair in sorted(by_threads.items()) for name in implicit_bpr.FASTAD_FITS]
 
 
 def sgns_rows(quick):
@@ -131,30 +138,34 @@ def sgns_rows(quick):
     settings = dict(window=5, negative=5, min_count=5, sample=0, epochs=1, seed=0)
     rows = []
     for threads in (1, 2):
-        model = fa.models.Word2Vec(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **settings)
-        start = time.perf_counter()
-        model.fit(train, start_method="threads")
-        seconds = time.perf_counter() - start
-        vocab = model.index
-        held_tokens, held_ends = encode(held, vocab)
-        tokens, ends = encode(train, vocab)
-        counting = fa.data.SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * 6),
-                                           sentence_ends=ends, window=5, seed=0)
-        pairs = sum(1 for _ in counting.epoch())      # pairs per epoch, the same for both sides
-        rate = pairs * settings["epochs"] / seconds
-        loss = heldout_sgns_loss(model.vectors, model.output, held_tokens, held_ends)
         start = time.perf_counter()
         peer = GensimWord2Vec(train, vector_size=64, window=5, negative=5, min_count=5, sample=0, sg=1,
                               workers=threads, epochs=settings["epochs"], alpha=0.025, min_alpha=1e-4, seed=0)
-        peer_rate = pairs * settings["epochs"] / (time.perf_counter() - start)
-        order = np.array([peer.wv.key_to_index[w] for w in model.words])
-        peer_loss = heldout_sgns_loss(peer.wv.vectors[order], peer.syn1neg[order], held_tokens, held_ends)
-        print(f"SGNS dim 64, {threads} thread(s), {tokens.size:,} tokens: fastad {rate:,.0f} pairs/s "
-              f"loss {loss:.3f} | gensim {peer_rate:,.0f} pairs/s loss {peer_loss:.3f} | {rate / peer_rate:.2f}x")
-        rows.append({"workload": f"Word2Vec skip-gram dim 64, {threads} thread(s), vocabulary and sampling "
-                                 f"included, vs gensim (held-out loss {loss:.3f} vs {peer_loss:.3f})",
-                     "unit": "pair", "fastad": 1 / rate, "peer": 1 / peer_rate, "peer_name": "gensim",
-                     "target": ">= 1.0x gensim, held-out loss no worse"})
+        peer_seconds = time.perf_counter() - start
+        for batch in (1, BATCH):
+            model = fa.models.Word2Vec(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **settings)
+            start = time.perf_counter()
+            model.fit(train, start_method="threads", batch_size=batch)
+            seconds = time.perf_counter() - start
+            vocab = model.index
+            held_tokens, held_ends = encode(held, vocab)
+            tokens, ends = encode(train, vocab)
+            counting = fa.data.SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * 6),
+                                               sentence_ends=ends, window=5, seed=0)
+            pairs = sum(1 for _ in counting.epoch())      # pairs per epoch, the same for both sides
+            rate = pairs * settings["epochs"] / seconds
+            peer_rate = pairs * settings["epochs"] / peer_seconds
+            loss = heldout_sgns_loss(model.vectors, model.output, held_tokens, held_ends)
+            order = np.array([peer.wv.key_to_index[w] for w in model.words])
+            peer_loss = heldout_sgns_loss(peer.wv.vectors[order], peer.syn1neg[order], held_tokens, held_ends)
+            print(f"SGNS dim 64, {batch} pair(s) a step, {threads} thread(s), {tokens.size:,} tokens: "
+                  f"fastad {rate:,.0f} pairs/s loss {loss:.3f} | gensim {peer_rate:,.0f} pairs/s "
+                  f"loss {peer_loss:.3f} | {rate / peer_rate:.2f}x")
+            rows.append({"workload": f"Word2Vec skip-gram dim 64, {batch} pair(s) a step, {threads} "
+                                     f"thread(s), vocabulary and sampling included, vs gensim (held-out "
+                                     f"loss {loss:.3f} vs {peer_loss:.3f})",
+                         "unit": "pair", "fastad": 1 / rate, "peer": 1 / peer_rate, "peer_name": "gensim",
+                         "target": ">= 1.0x gensim, held-out loss no worse"})
     return rows
 
 
