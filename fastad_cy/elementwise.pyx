@@ -39,6 +39,13 @@ cdef extern from "elementwise_loops.h":
                              Py_ssize_t n, float p, bint add) noexcept nogil
     void fa_unary_backward_d(int op, const double* x, const double* y, const double* gy,
                              double* gx, Py_ssize_t n, double p, bint add) noexcept nogil
+    # One element: the rule itself (a whole-row loop costs more than it saves on one).
+    float fa_binary_value_f(int op, float a, float b) noexcept nogil
+    double fa_binary_value_d(int op, double a, double b) noexcept nogil
+    float fa_binary_da_f(int op, float a, float b, float y) noexcept nogil
+    double fa_binary_da_d(int op, double a, double b, double y) noexcept nogil
+    float fa_binary_db_f(int op, float a, float b, float y) noexcept nogil
+    double fa_binary_db_d(int op, double a, double b, double y) noexcept nogil
     # One row of a binary op, strides sa and sb (see the header).
     void fa_binary_forward_f(int op, const float* a, Py_ssize_t sa, const float* b, Py_ssize_t sb,
                              float* y, Py_ssize_t n) noexcept nogil
@@ -341,7 +348,11 @@ cdef dict _BINARY_NAMES = {
 cdef inline void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,
                                 Py_ssize_t sb, floating* y, Py_ssize_t n) noexcept nogil:
     """One row: y[i] = a[i*sa] op b[i*sb]."""
-    if floating is float:
+    if n == 1 and floating is float:
+        y[0] = fa_binary_value_f(op, a[0], b[0])
+    elif n == 1:
+        y[0] = fa_binary_value_d(op, a[0], b[0])
+    elif floating is float:
         fa_binary_forward_f(op, a, sa, b, sb, y, n)
     else:
         fa_binary_forward_d(op, a, sa, b, sb, y, n)
@@ -352,7 +363,14 @@ cdef inline void binary_backward_row(int op, bint to_a, const floating* a, Py_ss
                                      const floating* gy, floating* g, Py_ssize_t n,
                                      bint add) noexcept nogil:
     """One row of the gradient into a (to_a) or b; g has that side's stride."""
-    if floating is float:
+    cdef floating slope
+    if n == 1:
+        if floating is float:
+            slope = fa_binary_da_f(op, a[0], b[0], y[0]) if to_a else fa_binary_db_f(op, a[0], b[0], y[0])
+        else:
+            slope = fa_binary_da_d(op, a[0], b[0], y[0]) if to_a else fa_binary_db_d(op, a[0], b[0], y[0])
+        g[0] = g[0] + gy[0] * slope if add else gy[0] * slope
+    elif floating is float:
         fa_binary_backward_f(op, to_a, a, sa, b, sb, y, gy, g, n, add)
     else:
         fa_binary_backward_d(op, to_a, a, sa, b, sb, y, gy, g, n, add)
