@@ -62,6 +62,8 @@ def test_batched_fit_learns_the_topics_as_the_per_example_fit(sg):
     assert np.array_equal(batched.vectors, again.vectors)
     with pytest.raises(ValueError, match="batch_size"):
         fa.models.Word2Vec(**settings).fit(corpus, batch_size=0)
+    threads = fa.models.Word2Vec(**settings, workers=2).fit(corpus, batch_size=16, start_method="threads")
+    assert all(w.startswith("b") for w, _ in threads.most_similar("b2", topn=5))
 
 
 def planted_model():
