@@ -84,8 +84,10 @@ def test_matmul_shared_operand_gradient_sums_over_the_batch(kernel):
     assert fa.gradcheck(lambda px, pw: weighted_sum(matmul(px, pw)), data(5, 2, 3), w)
 
 
+# One row or one column takes BLAS's matrix-vector product: (1, 256, 128) and (40, 30, 1) in the
+# forward pass, and each of the four transpose cases among the gradients of those and (30, 1, 40).
 @pytest.mark.parametrize("m, k, n", [(2, 3, 4), (1, 7, 5), (6, 6, 6), (64, 80, 48), (1, 256, 128),
-                                     (33, 17, 65)])
+                                     (33, 17, 65), (40, 30, 1), (30, 1, 40), (1, 9, 1)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_blas_and_c_loops_agree(m, k, n, dtype):
     a, b, seed = data(m, k, dtype=dtype), data(k, n, dtype=dtype), data(m, n, dtype=dtype)
