@@ -27,7 +27,7 @@ cdef class Variable:
     cdef readonly tuple parents      # the nodes this one was computed from
     cdef readonly str op_name        # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
-    # On a device (registered by fastad.cuda): the device name, and the value and gradient as device
+    # On a device (registered by a device package): the device name, and the value and gradient as device
     # arrays; _value/_grad/val_ptr/grad_ptr stay empty. None on the CPU.
     cdef object _device
     cdef object _dvalue
@@ -114,7 +114,7 @@ cdef int check_anomaly(Variable node, str phase) except -1
 cdef Variable as_variable(object x, Variable like)
 cdef int same_dtype(str op, Variable a, Variable b) except -1
 cdef int require_float(str op, object x, str argname) except -1
-cdef object device_ops()                  # the device ops fastad.cuda registered (register_devices)
+cdef object device_ops()                  # the device ops a device package registered (register_devices)
 cdef tuple shared_handle_hooks(object handle)   # see register_shared_handles
 cdef object device_optim()                # the device optimizer support it registered
 

@@ -80,7 +80,7 @@ cdef bint grad_enabled() noexcept:
 
 
 def is_grad_enabled():
-    """False inside `fastad.no_grad()` in this thread, else True (the mode is per thread).
+    """False inside `no_grad()` in this thread, else True (the mode is per thread).
 
     Example::
 
@@ -91,7 +91,7 @@ def is_grad_enabled():
 
 
 def is_anomaly_enabled():
-    """True inside `fastad.detect_anomaly()` in this thread (the mode is per thread)."""
+    """True inside `detect_anomaly()` in this thread (the mode is per thread)."""
     return fa_anomaly()
 
 
@@ -934,8 +934,8 @@ cdef class Parameter(Leaf):
     """A trainable leaf. Gradients accumulate into `.grad` until `zero_grad()`.
 
     `Parameter(array, dtype=None)` copies `array` (float32 unless `dtype` or
-    `set_default_dtype` says otherwise). A shared handle (from `fastad.hogwild`,
-    or any type given to `register_shared_handles`) is adopted without a copy. A 2-D Parameter indexed with an IndexInput
+    `set_default_dtype` says otherwise). A shared handle (of a type given to
+    `register_shared_handles`) is adopted without a copy. A 2-D Parameter indexed with an IndexInput
     (`p[ix]`) receives a sparse gradient: only the touched rows are stored.
 
     Example::
@@ -1217,10 +1217,10 @@ cdef class IndexInput(Variable):
 
 
 # ------------------------------------------------------------------- devices
-# The engine never imports the device package: fastad.cuda registers itself here
-# when imported (register_devices). Device ops build DeviceNodes: the same plans,
-# pass ids and leaf gradient modes as on the CPU, with each op's forward and
-# backward in fastad/cuda/ops/<family>.py launching the kernels of cuda/*.cu.
+# The engine imports no device package: a device package registers itself here
+# (register_devices). Device ops build DeviceNodes: the same plans, pass ids and
+# leaf gradient modes as on the CPU, with each op's forward and backward given by
+# the registered ops.
 
 cdef object _canonical_device = None     # registered: device name -> "cuda:N"
 cdef object _device_ops = None           # registered: the device op implementations
@@ -1231,8 +1231,8 @@ _shared_handles = {}    # handle type -> (array_of, step_clock_of or None), see 
 
 
 def register_shared_handles(handle_type, array_of, step_clock_of=None):
-    """Let Parameters adopt a package's shared-memory handles without a copy (fastad.hogwild
-    and fastad.distributed call this when imported): `array_of(handle)` returns the host
+    """Let Parameters adopt a package's shared-memory handles without a copy (a package
+    that shares arrays calls this when imported): `array_of(handle)` returns the host
     numpy array that becomes the Parameter's value; `step_clock_of(handle)`, if given,
     returns the clock an optimizer's `step()` paces the handle's syncs by, or None. The
     handle also gives optimizers their state: `handle.state_array(key, fill)`."""
@@ -1253,7 +1253,7 @@ cdef tuple shared_handle_hooks(object handle):
 
 
 def register_devices(canonical_device, ops, optim):
-    """Connect the engine to a device package (fastad.cuda calls this when imported):
+    """Connect the engine to a device package (which calls this when imported):
     `canonical_device(name)` checks a device name and returns its canonical form,
     `ops` holds the device op implementations, `optim` the device optimizer state
     (`DeviceState`) and clipping (`clip_grad_norm`, `clip_grad_value`)."""

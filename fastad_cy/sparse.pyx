@@ -421,7 +421,7 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
 
 
 # ------------------------------------------------- gradients moved between processes
-# fastad.hogwild's synchronised mode reads each worker's gradient (grad_mode, and
+# A synchronised parallel mode reads each worker's gradient (grad_mode, and
 # sparse_grad() or grad), and one process adds them all into its own Parameter.
 
 cdef int _require_host_parameter(str who, object p) except -1:
