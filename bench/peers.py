@@ -136,6 +136,14 @@ def sgns_rows(quick):
     split = int(len(sentences) * 0.9)
     train, held = sentences[:split], sentences[split:]
     settings = dict(window=5, negative=5, min_count=5, sample=0, epochs=1, seed=0)
+    # The vocabulary is the same for every fit (the same sentences and min_count): encode the
+    # held-out text and count the pairs of an epoch once.
+    vocabulary = fa.models.Word2Vec(min_count=settings["min_count"])
+    tokens, ends = vocabulary.build_vocab(train)
+    held_tokens, held_ends = encode(held, vocabulary.index)
+    counting = fa.data.SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * 6),
+                                       sentence_ends=ends, window=5, seed=0)
+    pairs = sum(1 for _ in counting.epoch())      # pairs per epoch, the same for both sides
     rows = []
     for threads in (1, 2):
         start = time.perf_counter()
@@ -147,12 +155,7 @@ def sgns_rows(quick):
             start = time.perf_counter()
             model.fit(train, start_method="threads", batch_size=batch)
             seconds = time.perf_counter() - start
-            vocab = model.index
-            held_tokens, held_ends = encode(held, vocab)
-            tokens, ends = encode(train, vocab)
-            counting = fa.data.SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * 6),
-                                               sentence_ends=ends, window=5, seed=0)
-            pairs = sum(1 for _ in counting.epoch())      # pairs per epoch, the same for both sides
+            assert model.words == vocabulary.words
             rate = pairs * settings["epochs"] / seconds
             peer_rate = pairs * settings["epochs"] / peer_seconds
             loss = heldout_sgns_loss(model.vectors, model.output, held_tokens, held_ends)
