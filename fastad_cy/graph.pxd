@@ -27,13 +27,12 @@ cdef class Variable:
     cdef readonly tuple parents      # the nodes this one was computed from
     cdef readonly str op_name        # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
-    # On a device (registered by a device package): the device name, and the value and gradient as device
-    # arrays; _value/_grad/val_ptr/grad_ptr stay empty. None on the CPU.
-    cdef object _device
-    cdef object _dvalue
-    cdef object _dgrad
-    cdef bint on_device              # _device is not None, readable without the GIL (both set
-                                     # by place_on_device only)
+    # Off the host: the storage object of the device package that holds the value and the
+    # gradient there (see register_devices); _value/_grad/val_ptr/grad_ptr stay empty. On the
+    # host None: the value and gradient are the arrays above, whose raw pointers the passes read.
+    cdef object _storage
+    cdef bint on_device              # _storage is not None, readable without the GIL (both set
+                                     # by set_storage only)
 
     # A node's passes run without the GIL (so replays can run in several threads at
     # once); a node that needs Python in them takes it with `with gil:`.
@@ -69,12 +68,6 @@ cdef class Parameter(Leaf):
     cdef int densify(self) except -1
     cdef int _start_sparse(self) except -1
     cdef int _grow_slab(self) except -1
-    # On a device, a sparse gradient is the dense buffer, zero outside the rows whose
-    # ids fill the first _dtouched_n entries of the int64 device array _dtouched (ids
-    # may repeat); _dgrad_zero says the whole buffer is known to be zero.
-    cdef object _dtouched
-    cdef Py_ssize_t _dtouched_n
-    cdef bint _dgrad_zero
 
 @cython.no_gc
 cdef class Input(Leaf):
@@ -82,10 +75,10 @@ cdef class Input(Leaf):
 
 @cython.no_gc
 cdef class IndexInput(Variable):
-    cdef Py_ssize_t _dbound          # on a device: ids must stay below this (the smallest consumer's size)
+    pass
 
-cdef class DeviceNode(Variable):
-    cdef object fn                   # the op: fn.forward(node), fn.backward(node) (cuda/ops/)
+cdef class FunctionNode(Variable):
+    cdef object fn                   # the op, in Python: fn.forward(node), fn.backward(node)
 
 cdef class Plan:
     cdef list fwd                    # the non-leaf nodes below the root, inputs first
@@ -107,7 +100,9 @@ cdef int replay_plan_backward(Plan plan) except -1 nogil
 # Node construction helpers for op modules.
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1
-cdef int place_on_device(Variable node, object device) except -1   # sets _device and on_device
+cdef int set_storage(Variable node, object storage) except -1   # sets _storage and on_device
+cdef object new_storage(object device, tuple shape, object dtype)  # an empty one, from the device package
+cdef object device_of(Variable x)          # None on the host, else the canonical device name
 cdef Variable finish(Variable node)       # compute the new node's value (define-by-run)
 cdef bint grad_enabled() noexcept
 cdef int check_anomaly(Variable node, str phase) except -1
@@ -120,4 +115,4 @@ cdef object device_optim()                # the device optimizer support it regi
 
 
 cdef inline bint on_device(object x) noexcept:
-    return isinstance(x, Variable) and (<Variable>x)._device is not None
+    return isinstance(x, Variable) and (<Variable>x).on_device

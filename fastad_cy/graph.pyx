@@ -167,8 +167,8 @@ cdef object _current_grad(Variable x):
     buffer, zero off those rows), else the dense buffer."""
     if isinstance(x, Leaf) and (<Leaf>x).grad_mode == GRAD_NONE:
         return None
-    if x._device is not None:
-        return x._dgrad
+    if x.on_device:
+        return x._storage.grad
     if isinstance(x, Leaf) and (<Leaf>x).grad_mode == GRAD_SPARSE:
         return (<Parameter>x).slab[:(<Parameter>x).n_touched]
     return x._grad
@@ -178,15 +178,15 @@ cdef int _all_finite(Variable owner, object values) except -1:
     """1 when no element of `values` (owner's value or gradient, or None) is NaN or Inf."""
     if values is None:
         return 1
-    if owner._device is not None:
-        return device_ops().all_finite(values)
+    if owner.on_device:
+        return owner._storage.all_finite(values)
     return np.isfinite(values).all()
 
 
 cdef int check_anomaly(Variable node, str phase) except -1:
     cdef Variable x
     if phase == "forward":
-        if not _all_finite(node, node._value if node._device is None else node._dvalue):
+        if not _all_finite(node, node._storage.value if node.on_device else node._value):
             raise FloatingPointError(
                 f"detect_anomaly: the forward of '{node.op_name}' produced NaN or Inf "
                 f"(output shape {node._shape})")
@@ -246,7 +246,7 @@ cdef Variable as_variable(object x, Variable like):
     """x if it is a Variable, else a constant leaf in `like`'s dtype."""
     if isinstance(x, Variable):
         return <Variable>x
-    return Input(x, dtype=float64 if like.f64 else float32, device=like._device)
+    return Input(x, dtype=float64 if like.f64 else float32, device=device_of(like))
 
 
 # ------------------------------------------------------------- node helpers
@@ -269,7 +269,7 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
         if x.op_name is None:
             raise TypeError(f"{op}: an input is a Variable that was never initialised; make "
                             f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
-        if x._device is not node._device and x._device != node._device:
+        if device_of(x) != device_of(node):
             first, second = sorted((_device_name(x), _device_name(node)))
             raise ValueError(f"{op}: inputs on different devices, {first} and {second}; "
                              f"move them with .to(device) first")
@@ -281,8 +281,13 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
     return 0
 
 
+cdef object device_of(Variable x):
+    """None on the host, else the canonical name of x's device."""
+    return None if x._storage is None else x._storage.device
+
+
 cdef str _device_name(Variable x):
-    return "cpu" if x._device is None else x._device
+    return "cpu" if x._storage is None else x._storage.device
 
 
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
@@ -462,13 +467,13 @@ cdef int replay_backward(Variable root, object seed) except -1:
             f"output can be differentiated without a `grad` of the same shape")
     cdef Plan plan = root._get_plan()
     cdef bint add
-    if seed is None and root._device is None:
+    if seed is None and not root.on_device:
         seed_scalar_grad(root)
     else:
         fa_begin_pass()
         add = root.prepare_grad()
-        if root._device is not None:
-            device_ops().seed_grad(root, seed, add)
+        if root.on_device:
+            root._storage.seed_grad(seed, add)
         elif add:
             root._grad += seed
         else:
@@ -530,9 +535,8 @@ cdef class Variable:
         return 0
 
     cdef int ensure_grad_buffer(self) except -1:
-        if self._device is not None:
-            if self._dgrad is None:
-                self._dgrad = device_ops().empty_like(self)
+        if self.on_device:
+            self._storage.ensure_grad()
             return 0
         if self._grad is None:
             if self._value is None:
@@ -573,14 +577,14 @@ cdef class Variable:
     def value(self):
         """The forward value, owned by the node (do not resize it): a numpy array on
         the CPU, a CuPy array on a GPU."""
-        return self._value if self._device is None else self._dvalue
+        return self._storage.value if self.on_device else self._value
 
     @property
     def grad(self):
         """The gradient from the latest backward pass through this node, or None."""
         if self.grad_pass != fa_current_pass():
             return None
-        return self._grad if self._device is None else self._dgrad
+        return self._storage.grad if self.on_device else self._grad
 
     @property
     def shape(self):
@@ -598,6 +602,13 @@ cdef class Variable:
     def device(self):
         """Where the value lives: "cpu", or "cuda:N" for GPU N."""
         return _device_name(self)
+
+    @property
+    def storage(self):
+        """On a GPU, the object holding the value and gradient there (a device
+        package's storage, see register_devices); None on the CPU, where `value`
+        and `grad` are the node's own numpy arrays."""
+        return self._storage
 
     def __len__(self):
         if not self._shape:
@@ -626,8 +637,8 @@ cdef class Variable:
 
     def numpy(self):
         """A copy of the value, as a numpy array on the host."""
-        if self._device is not None:
-            return device_ops().to_host(self._dvalue)
+        if self.on_device:
+            return self._storage.to_host()
         return self._value.copy()
 
     def to(self, device):
@@ -642,7 +653,7 @@ cdef class Variable:
             w.to("cpu").value                                # numpy again
         """
         target = _parse_device(device)
-        if target == self._device:
+        if target == device_of(self):
             return self
         if not self.is_leaf:
             raise RuntimeError(
@@ -848,9 +859,8 @@ cdef class Leaf(Variable):
         GPU that copy is writable, CuPy having no read-only arrays, but writes
         to it change nothing.)
         """
-        if self._device is not None:
-            return device_ops().leaf_grad(self, self.grad_mode == GRAD_DENSE,
-                                          self.grad_mode == GRAD_NONE)
+        if self.on_device:
+            return self._storage.leaf_grad(self.grad_mode == GRAD_DENSE, self.grad_mode == GRAD_NONE)
         if self.grad_mode == GRAD_DENSE:
             return self._grad
         dense = np.zeros(self._shape, dtype=self._value.dtype)
@@ -872,9 +882,9 @@ cdef class Leaf(Variable):
     def set_value(self, data):
         """Copy `data` (same shape) into this leaf; `forward()` then recomputes the graph."""
         cdef cnp.ndarray arr
-        if self._device is not None and device_ops().copy_device_array(self, data):
+        if self.on_device and self._storage.copy_device_array(data):
             return
-        if (self._device is None and isinstance(data, np.ndarray)
+        if (not self.on_device and isinstance(data, np.ndarray)
                 and (<cnp.ndarray>data).dtype is self._value.dtype
                 and (<cnp.ndarray>data).shape == self._value.shape
                 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data)):
@@ -885,8 +895,8 @@ cdef class Leaf(Variable):
         if (<object>arr).shape != self._shape:
             raise ValueError(f"set_value: got shape {(<object>arr).shape}, expected {self._shape} "
                              f"(a leaf keeps its shape; build a new graph for a new shape)")
-        if self._device is not None:
-            device_ops().copy_from_host(self._dvalue, arr)
+        if self.on_device:
+            self._storage.copy_from_host(arr)
         else:
             np.copyto(self._value, arr, casting="unsafe")
 
@@ -899,11 +909,11 @@ cdef int _once(Variable leaf) except -1:
     return 0
 
 
-cdef int place_on_device(Variable node, object device) except -1:
-    """Say where node lives (a device name, or None for the CPU): the only place that
-    sets `_device`, and with it the flag the passes read without the GIL."""
-    node._device = device
-    node.on_device = device is not None
+cdef int set_storage(Variable node, object storage) except -1:
+    """Give node its device storage (None: the host): the only place that sets
+    `_storage`, and with it the flag the passes read without the GIL."""
+    node._storage = storage
+    node.on_device = storage is not None
     return 0
 
 
@@ -912,8 +922,7 @@ cdef int _hold(Variable leaf, cnp.ndarray arr, object device) except -1:
     if device is None:
         _adopt_value(leaf, arr)
     else:
-        place_on_device(leaf, device)
-        leaf._dvalue = device_ops().from_host(arr)
+        set_storage(leaf, _storage_type.from_host(device, arr))
         leaf.size = arr.size
     leaf._shape = (<object>arr).shape
     return 0
@@ -983,10 +992,9 @@ cdef class Parameter(Leaf):
 
     cdef int densify(self) except -1:
         """Turn the sparse gradient into a dense one."""
-        if self._device is not None:     # the device buffer is already dense: zero off the touched rows
-            self._dtouched_n = 0
+        if self.on_device:
+            self._storage.densify()
             self.grad_mode = GRAD_DENSE
-            self._dgrad_zero = False
             return 0
         cdef Py_ssize_t k, width = self.row_len * (8 if self.f64 else 4)
         cdef const int64_t* touched = <const int64_t*>cnp.PyArray_DATA(self.touched)
@@ -1067,29 +1075,23 @@ cdef class Parameter(Leaf):
         """The row ids a sparse gradient touched (each once), or None if the gradient is dense or empty."""
         if self.grad_mode != GRAD_SPARSE:
             return None
-        if self._device is not None:
-            return device_ops().touched_rows(_touched_ids(self))
+        if self.on_device:
+            return self._storage.touched_rows()
         return self.touched[:self.n_touched].copy()
 
     def sparse_grad(self):
         """`(rows, values)`: the touched row ids and their gradient rows (copies), or None if not sparse."""
         if self.grad_mode != GRAD_SPARSE:
             return None
-        if self._device is not None:
-            rows = device_ops().touched_rows(_touched_ids(self))
-            return rows, device_ops().to_host(self._dgrad)[rows]
+        if self.on_device:
+            return self._storage.sparse_grad()
         return self.touched[:self.n_touched].copy(), self.slab[:self.n_touched].copy()
 
     cdef int clear_grad(self) except -1 nogil:
         cdef Py_ssize_t k
         if self.on_device:
             with gil:
-                if self.grad_mode == GRAD_SPARSE:
-                    device_ops().zero_rows(self._dgrad, _touched_ids(self))
-                    self._dgrad_zero = True
-                elif self.grad_mode == GRAD_DENSE:
-                    self._dgrad_zero = False
-                self._dtouched_n = 0
+                self._storage.clear_grad(self.grad_mode == GRAD_SPARSE, self.grad_mode == GRAD_DENSE)
                 self.grad_mode = GRAD_NONE
             return 0
         if self.grad_mode == GRAD_SPARSE:
@@ -1101,7 +1103,7 @@ cdef class Parameter(Leaf):
 
     def __repr__(self):
         label = f", name={self.name!r}" if self.name is not None else ""
-        where = f", device={self._device!r}" if self._device is not None else ""
+        where = f", device={device_of(self)!r}" if self.on_device else ""
         return f"Parameter(shape={self._shape}, dtype={self.dtype.name}{label}{where})"
 
 
@@ -1127,7 +1129,7 @@ cdef class Input(Leaf):
         return Input(self.numpy(), dtype=self.dtype, requires_grad=self.requires_grad, device=target)
 
     def __repr__(self):
-        where = f", device={self._device!r}" if self._device is not None else ""
+        where = f", device={device_of(self)!r}" if self.on_device else ""
         return f"Input(shape={self._shape}, dtype={self.dtype.name}{where})"
 
 
@@ -1166,7 +1168,6 @@ cdef class IndexInput(Variable):
         _once(self)
         cdef cnp.ndarray arr = _index_array(ids, "IndexInput")
         _hold(self, arr, _parse_device(device))
-        self._dbound = INT64_MAX
         self.op_name = "index_input"
         self.parents = ()
         self.is_leaf = True
@@ -1180,14 +1181,14 @@ cdef class IndexInput(Variable):
     def value(self):
         """The ids (int64). On a GPU, a copy: the ids there change only through
         set_value, which checks them on the host before they reach the device."""
-        if self._device is None:
+        if not self.on_device:
             return self._value
-        return device_ops().copy(self._dvalue)
+        return self._storage.copy_value()
 
     def set_value(self, ids):
         """Copy new ids (same shape, integers >= 0) into this leaf."""
         cdef cnp.ndarray arr
-        if (self._device is None and isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
+        if (not self.on_device and isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
                 and (<cnp.ndarray>ids).shape == self._value.shape
                 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>ids)):
             arr = <cnp.ndarray>ids
@@ -1198,31 +1199,35 @@ cdef class IndexInput(Variable):
         arr = _index_array(ids, "IndexInput.set_value")
         if (<object>arr).shape != self._shape:
             raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, expected {self._shape}")
-        if self._device is None:
+        if not self.on_device:
             memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
             return
-        bad = np.flatnonzero(arr.reshape(-1) >= self._dbound)
+        bound = self._storage.id_bound
+        bad = np.flatnonzero(arr.reshape(-1) >= bound)
         if bad.size:
             raise IndexError(f"IndexInput.set_value: id {arr.reshape(-1)[bad[0]]} at position "
                              f"{bad[0]} is out of range for the ops built on this IndexInput "
-                             f"(ids must be < {self._dbound})")
-        device_ops().copy_from_host(self._dvalue, arr)
+                             f"(ids must be < {bound})")
+        self._storage.copy_from_host(arr)
 
     def _copy_to(self, target):
         return IndexInput(self.numpy(), device=target)
 
     def __repr__(self):
-        where = f", device={self._device!r}" if self._device is not None else ""
+        where = f", device={device_of(self)!r}" if self.on_device else ""
         return f"IndexInput(shape={self._shape}{where})"
 
 
 # ------------------------------------------------------------------- devices
 # The engine imports no device package: a device package registers itself here
-# (register_devices). Device ops build DeviceNodes: the same plans, pass ids and
-# leaf gradient modes as on the CPU, with each op's forward and backward given by
-# the registered ops.
+# (register_devices). A Variable on a device holds its value and gradient in a
+# storage object of the package's type, and the engine calls that object for
+# everything it does with them. Device ops are FunctionNodes: the same plans, pass
+# ids and leaf gradient modes as on the CPU, with each op's forward and backward
+# written in the package.
 
-cdef object _canonical_device = None     # registered: device name -> "cuda:N"
+cdef object _canonical_device = None     # registered: device name -> canonical name
+cdef object _storage_type = None         # registered: the storage of a device Variable
 cdef object _device_ops = None           # registered: the device op implementations
 cdef object _device_optim = None         # registered: device optimizer state and clipping
 
@@ -1252,13 +1257,24 @@ cdef tuple shared_handle_hooks(object handle):
     return None
 
 
-def register_devices(canonical_device, ops, optim):
-    """Connect the engine to a device package (which calls this when imported):
-    `canonical_device(name)` checks a device name and returns its canonical form,
-    `ops` holds the device op implementations, `optim` the device optimizer state
-    (`DeviceState`) and clipping (`clip_grad_norm`, `clip_grad_value`)."""
-    global _canonical_device, _device_ops, _device_optim
+def register_devices(canonical_device, storage_type, ops, optim):
+    """Connect the engine to a device package (which calls this when imported).
+
+    - `canonical_device(name)` checks a device name and returns its canonical form.
+    - `storage_type` holds a device Variable's value and gradient. It makes storage
+      with `from_host(device, array)` and `empty(device, shape, dtype)`; a storage
+      has `device`, `value`, `grad` (None until `ensure_grad()`), `id_bound` (ids
+      must stay below it) and `grad_is_zero`, and the methods the engine calls:
+      `to_host`, `copy_value`, `copy_from_host`, `copy_device_array`, `all_finite`,
+      `seed_grad`, `leaf_grad`, and for a sparse gradient `start_sparse`,
+      `add_touched`, `touched_ids`, `touched_rows`, `sparse_grad`, `densify`,
+      `clear_grad` (fastad/cuda/storage.py documents each).
+    - `ops` holds the device op implementations the public ops dispatch to.
+    - `optim` holds the device optimizer state (`DeviceState`) and clipping
+      (`clip_grad_norm`, `clip_grad_value`)."""
+    global _canonical_device, _storage_type, _device_ops, _device_optim
     _canonical_device = canonical_device
+    _storage_type = storage_type
     _device_ops = ops
     _device_optim = optim
 
@@ -1280,6 +1296,10 @@ cdef object device_optim():
     return _device_optim
 
 
+cdef object new_storage(object device, tuple shape, object dtype):
+    return _storage_type.empty(device, shape, dtype)
+
+
 cdef object _parse_device(object device):
     """None for the CPU, else the canonical device name (checked by the registered device package)."""
     if device is None or device == "cpu":
@@ -1288,9 +1308,14 @@ cdef object _parse_device(object device):
     return _canonical_device(device)
 
 
-cdef class DeviceNode(Variable):
-    """An op node on a GPU: `fn.forward(node)` writes node.value in place from the
-    inputs' values; `fn.backward(node)` pushes node.grad into the inputs."""
+# ---------------------------------------------------- ops written in Python
+# A device package's ops: nodes whose passes call Python, on values held in
+# storage objects, and the gradient slots their backward passes write into.
+
+cdef class FunctionNode(Variable):
+    """An op node whose passes are Python: `fn.forward(node)` writes node.value in
+    place from the inputs' values; `fn.backward(node)` pushes node.grad into the
+    inputs (through `grad_slot` and `sparse_grad_slot`)."""
 
     cdef int run_forward(self) except -1 nogil:
         with gil:
@@ -1303,85 +1328,51 @@ cdef class DeviceNode(Variable):
         return 0
 
 
-def device_node(str op, tuple inputs, tuple shape, dtype, fn, value=None):
-    """A new DeviceNode on its inputs' device, with a fresh value buffer of
-    `shape` and `dtype` (or `value`, an existing buffer), computed now."""
-    cdef DeviceNode node = DeviceNode.__new__(DeviceNode)
-    place_on_device(node, (<Variable>inputs[0])._device)
+def function_node(str op, tuple inputs, tuple shape, dtype, fn, storage):
+    """A new FunctionNode of `shape` and `dtype` whose value is held in `storage` (on
+    the inputs' device), computed now."""
+    if storage is None:
+        raise TypeError(f"function_node: '{op}' needs a device storage for its value")
+    cdef FunctionNode node = FunctionNode.__new__(FunctionNode)
+    set_storage(node, storage)
     _wire(node, op, inputs, np.dtype(dtype) == float64)
     node._shape = shape
     node.size = int(np.prod(shape, dtype=np.int64))
-    node._dvalue = device_ops().empty(shape, dtype) if value is None else value
     node.fn = fn
     return finish(node)
 
 
-cdef object _touched_ids(Parameter p):
-    """The ids a sparse device gradient touched, as one int64 device array (repeats kept)."""
-    return p._dtouched[:p._dtouched_n]
-
-
-def device_grad_buffer(Variable x):
-    """x's device gradient buffer as it is (None if never made)."""
-    return x._dgrad
-
-
-def device_ids(IndexInput ix):
-    """The device buffer of ids that ops on a device IndexInput read."""
-    return ix._dvalue
-
-
-def device_grad_slot(Variable x):
-    """`(buffer, accumulate)` for a dense gradient contribution to x: write into the
-    buffer when accumulate is 0, add when 1."""
+def grad_slot(Variable x):
+    """`(buffer, accumulate)` for a dense gradient contribution to x, a Variable held in
+    a storage: write into the buffer when accumulate is 0, add when 1."""
     cdef int add = x.prepare_grad()
-    if isinstance(x, Parameter):
-        (<Parameter>x)._dgrad_zero = False
-    return x._dgrad, add
+    x._storage.grad_is_zero = False
+    return x._storage.grad, add
 
 
-def device_sparse_slot(Variable x, ids):
-    """The gradient buffer a gather's backward scatter-adds its rows into; ready to
-    be added into. When x is a Parameter with a sparse gradient, the row ids
-    (`ids`, an int64 device array) are appended to its record of touched rows."""
+def sparse_grad_slot(Variable x, ids):
+    """The gradient buffer a gather's backward scatter-adds its rows into; ready to be
+    added into. When x is a Parameter whose gradient is (or becomes) sparse, the row
+    ids (`ids`, an int64 device array) are added to its storage's touched rows."""
     cdef Parameter p
     if not isinstance(x, Parameter):
-        buf, add = device_grad_slot(x)
+        buf, add = grad_slot(x)
         if not add:
-            device_ops().fill(buf, 0)
+            _device_ops.fill(buf, 0)
         return buf
     p = <Parameter>x
     if p.grad_mode == GRAD_DENSE:
-        return p._dgrad
-    p.ensure_grad_buffer()
+        return p._storage.grad
     if p.grad_mode == GRAD_NONE:
-        if not p._dgrad_zero:
-            device_ops().fill(p._dgrad, 0)
-            p._dgrad_zero = True
-        p._dtouched_n = 0
+        p._storage.start_sparse()
         p.grad_mode = GRAD_SPARSE
-    p._dtouched = device_ops().append_ids(p._dtouched, p._dtouched_n, ids, p.dtype)
-    p._dtouched_n += ids.size
-    return p._dgrad
+    p._storage.add_touched(ids)
+    return p._storage.grad
 
 
-def device_grad(Parameter p):
-    """`(mode, grad, touched)` of a device Parameter, for optimizers: mode "none",
-    "dense" or "sparse"; grad the dense buffer (for "sparse": zero outside the
+def grad_state(Parameter p):
+    """`(mode, grad, touched)` of a Parameter held in a storage, for optimizers: mode
+    "none", "dense" or "sparse"; grad the dense buffer (for "sparse": zero outside the
     touched rows); touched the id arrays of a sparse gradient (ids may repeat)."""
     mode = ("none", "sparse", "dense")[p.grad_mode]
-    return mode, p._dgrad, (_touched_ids(p),) if p.grad_mode == GRAD_SPARSE else ()
-
-
-def bound_ids(IndexInput ix, Py_ssize_t bound, str op):
-    """Require a device IndexInput's ids below `bound` now and at every set_value."""
-    if ix._dbound > bound and not ix.is_leaf:      # ids computed on the device (argmax): their bound
-        raise IndexError(f"{op}: the ids from '{ix.op_name}' range up to {ix._dbound - 1}, "
-                         f"but must be < {bound} here")
-    if ix._dbound > bound:
-        ids = device_ops().to_host(ix._dvalue).reshape(-1)
-        bad = np.flatnonzero(ids >= bound)
-        if bad.size:
-            raise IndexError(f"{op}: id {ids[bad[0]]} at position {bad[0]} of the IndexInput is "
-                             f"out of range (ids must be < {bound})")
-        ix._dbound = bound
+    return mode, p._storage.grad, (p._storage.touched_ids(),) if p.grad_mode == GRAD_SPARSE else ()

@@ -17,7 +17,7 @@ cdef class Optimizer:
     cdef char** state_ptrs           # n_params * n_slots raw pointers into _state
     cdef cnp.ndarray _steps          # int64 step count per Parameter (per process)
     cdef int64_t* steps
-    cdef object _device              # fastad.cuda.optim.DeviceState when the Parameters are
+    cdef object _device_state        # the device optimizer state when the Parameters are
                                      # on a GPU (step() then runs its kernels), else None
     cdef object step_clock           # called every clock_period steps (see _step_clock), or None
     cdef bint has_clock              # step_clock is not None

@@ -15,17 +15,19 @@ with a typed kernel on raw buffers:
   its step count does not advance.
 
 State arrays (moments, accumulators, momentum buffers) have the Parameter's
-shape and dtype. A Parameter made from a fastad.hogwild shared array keeps
-them in shared memory as well (`p.shared.state_array(key, fill)`, with keys
-such as "Adam.exp_avg"), so Hogwild workers update one copy without locks.
-Step counts (Adam's bias correction, SGD's first momentum step) stay per
-process. A shared handle may also give a step clock (fastad.distributed does,
-to sync its replicas): `step()` then calls it every so many steps.
+shape and dtype. A Parameter made from a shared handle (see
+graph.register_shared_handles) keeps them in shared memory as well
+(`p.shared.state_array(key, fill)`, with keys such as "Adam.exp_avg"), so
+Hogwild workers update one copy without locks. Step counts (Adam's bias
+correction, SGD's first momentum step) stay per process. A shared handle may
+also give a step clock (to sync a distributed run's replicas): `step()` then
+calls it every so many steps.
 
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
-`step()` launches the fused kernels of cuda/optim.cu (fastad.cuda.optim),
-which apply the same element rules (rules.h), sparse rows included.
+`step()` hands over to the registered device optimizer state (see
+graph.register_devices), whose kernels apply the same element rules
+(rules.h), sparse rows included.
 `state_dict()` still returns host numpy arrays.
 """
 import numpy as np
@@ -37,7 +39,7 @@ from cpython.ref cimport PyObject
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
-                              device_optim)
+                              device_optim, device_of)
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
                                adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
                                FaNAdamStep, fa_nadam_mu, fa_nadam_step, fa_adamax_step_size,
@@ -129,10 +131,10 @@ cdef object _params_device(list plist, str who):
     cdef object first, device
     if not plist:
         return None
-    first = (<Parameter>plist[0])._device
+    first = device_of(<Parameter>plist[0])
     for i in range(1, len(plist)):
-        device = (<Parameter>plist[i])._device
-        if device is not first and device != first:
+        device = device_of(<Parameter>plist[i])
+        if device != first:
             raise ValueError(
                 f"{who}: params[0] is on {first or 'cpu'} but params[{i}] is on "
                 f"{device or 'cpu'}; all Parameters must be on one device (move them "
@@ -291,10 +293,10 @@ cdef class Optimizer:
             raise MemoryError()
         for i, p in enumerate(self._params):
             self.param_ptrs[i] = <PyObject*>p
-        self._device = None
+        self._device_state = None
         device = _params_device(self._params, type(self).__name__)
         if device is not None:
-            self._device = device_optim().DeviceState(self._params, device, self._lr)
+            self._device_state = device_optim().DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
         self.step_clock = _step_clock(self._params)
@@ -314,10 +316,10 @@ cdef class Optimizer:
         self.state_ptrs = <char**>calloc(max(1, self.n_params * self.n_slots), sizeof(char*))
         if self.state_ptrs == NULL:
             raise MemoryError()
-        if self._device is not None:
+        if self._device_state is not None:
             # Device state: the raw pointers stay NULL (step() hands over to the kernels).
             try:
-                self._state = self._device.init_state(self.device_kernel(), fills)
+                self._state = self._device_state.init_state(self.device_kernel(), fills)
             except BaseException:
                 free(self.state_ptrs)
                 self.state_ptrs = NULL
@@ -343,7 +345,7 @@ cdef class Optimizer:
     cdef tuple device_kernel(self):
         """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
         suffix, its four double hyperparameters h0..h3, its int flag), and for an
-        update that keeps a running value per Parameter (fastad.cuda.optim.DeviceState),
+        update that keeps a running value per Parameter (in the device optimizer state),
         the kernel that advances it and the extra doubles both kernels take."""
         raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
                         f"Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam or RAdam")
@@ -368,10 +370,10 @@ cdef class Optimizer:
 
         >>> loss.backward(); opt.step(); opt.zero_grad()
         """
-        if self._device is not None:
+        if self._device_state is not None:
             if self.state_ptrs == NULL:
                 _missing_state(type(self).__name__)
-            self._device.step()
+            self._device_state.step()
             return 0
         return self.step_cpu()
 
@@ -438,8 +440,8 @@ cdef class Optimizer:
     @lr.setter
     def lr(self, value):
         self._lr = _check_lr(type(self).__name__, value)
-        if self._device is not None:
-            self._device.set_lr(self._lr)
+        if self._device_state is not None:
+            self._device_state.set_lr(self._lr)
 
     @property
     def params(self):
@@ -466,8 +468,8 @@ cdef class Optimizer:
         >>> fa.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "ckpt.npz")
         """
         d = dict(self.hyperparameters())
-        if self._device is not None:
-            steps, state = self._device.to_host()
+        if self._device_state is not None:
+            steps, state = self._device_state.to_host()
         else:
             steps, state = self._steps, [[arr.copy() for arr in arrays] for arrays in self._state]
         for i in range(self.n_params):
@@ -521,8 +523,8 @@ cdef class Optimizer:
                     raise ValueError(f"{who}: {key} is a {arr.dtype} array of shape {arr.shape}; "
                                      f"expected a float array of shape {current.shape}")
                 arrays.append((current, arr))
-        if self._device is not None:
-            self._device.load(steps, arrays, lr)
+        if self._device_state is not None:
+            self._device_state.load(steps, arrays, lr)
         else:
             for current, arr in arrays:
                 np.copyto(current, arr, casting="same_kind")
@@ -1028,8 +1030,8 @@ cdef class NAdam(Optimizer):
 
     def load_state_dict(self, state):
         Optimizer.load_state_dict(self, state)
-        if self._device is not None:
-            self._device.set_running([self.mu_product(int(state[f"state.{i}.step"]))
+        if self._device_state is not None:
+            self._device_state.set_running([self.mu_product(int(state[f"state.{i}.step"]))
                                       for i in range(self.n_params)])
         return self
 

@@ -22,7 +22,8 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
-                              require_float, on_device, device_ops, place_on_device)
+                              require_float, on_device, device_ops, set_storage,
+                              new_storage)
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad_cy.loops cimport vec_fill, vec_zero
 from fastad_cy.scalar cimport s_exp, s_log
@@ -495,13 +496,13 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object k
     node.x = v
     node.lowest = lowest
     node.outer, node.n, node.inner = outer, n, inner
-    place_on_device(node, v._device)
+    if on_device(v):                # before init_node, which checks that node and v share a device
+        set_storage(node, new_storage(v.device, out, np.int64))
+        node._storage.id_bound = n     # the ids are always below n (a device consumer's check)
     init_node(node, name, (v,), out, v.f64)
     node.requires_grad = False
-    node._dbound = n                # the ids are always below n (a device consumer's check)
     if on_device(v):
         node.fn = device_ops().arg_reduce(lowest, outer, n, inner)
-        node._dvalue = device_ops().empty(out, np.int64)
         node._value = None
         node.val_ptr = NULL
     else:

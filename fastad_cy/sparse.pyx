@@ -268,7 +268,7 @@ def bag_bounds(IndexInput offsets, Py_ssize_t n_ids, Py_ssize_t n_bags, bint inc
                cnp.ndarray[int64_t, ndim=1, mode="c"] bounds not None):
     """Check host `offsets` and write the bags' bounds into `bounds` (int64, n_bags + 1),
     as embedding_bag's CPU node does before each pass (its device version calls this)."""
-    if offsets._device is not None:
+    if offsets.on_device:
         raise ValueError("embedding_bag: on a GPU the offsets stay on the host (an IndexInput "
                          "without device=), where they are checked before each pass")
     if bounds.shape[0] != n_bags + 1:
@@ -427,8 +427,8 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
 cdef int _require_host_parameter(str who, object p) except -1:
     if not isinstance(p, Parameter):
         raise TypeError(f"{who}: expected a Parameter, got {type(p).__name__}")
-    if (<Parameter>p)._device is not None:
-        raise ValueError(f"{who}: the Parameter is on {(<Parameter>p)._device}; this works on "
+    if (<Parameter>p).on_device:
+        raise ValueError(f"{who}: the Parameter is on {p.device}; this works on "
                          f"CPU Parameters")
     return 0
 

@@ -180,13 +180,13 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
         raise TypeError("train: `loss` must be a one-element fastad Variable")
     if not (<Variable>loss).requires_grad:
         raise RuntimeError("train: `loss` does not depend on any Parameter")
-    if (<Variable>loss)._device is not None:
+    if (<Variable>loss).on_device:
         raise ValueError(f"train: the compiled loop runs on the CPU, and `loss` is on "
-                         f"{(<Variable>loss)._device}; on a GPU, replay the step (forward, "
+                         f"{loss.device}; on a GPU, replay the step (forward, "
                          f"backward, optimizer.step) or capture it with fa.cuda.capture")
     if not hasattr(optimizer, "step") or not hasattr(optimizer, "zero_grad"):
         raise TypeError("train: `optimizer` must have step() and zero_grad() (a fastad optimizer)")
-    if isinstance(optimizer, Optimizer) and (<Optimizer>optimizer)._device is not None:
+    if isinstance(optimizer, Optimizer) and (<Optimizer>optimizer)._device_state is not None:
         raise ValueError("train: the compiled loop runs on the CPU, and the optimizer's "
                          "Parameters are on a GPU; build the graph and the optimizer on one device")
     if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral):

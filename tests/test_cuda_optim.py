@@ -235,7 +235,7 @@ def test_load_state_dict_checks_before_uploading():
 def test_touched_rows_split_over_several_id_arrays(monkeypatch):
     """A sparse gradient may list its rows in several id arrays, with repeats
     across them: each distinct row is still updated, and counted, once."""
-    real = cuda_optim.device_grad
+    real = cuda_optim.grad_state
 
     def split(p):
         mode, grad, touched = real(p)
@@ -244,7 +244,7 @@ def test_touched_rows_split_over_several_id_arrays(monkeypatch):
             touched = (ids[:3], ids[3:])
         return mode, grad, touched
 
-    monkeypatch.setattr(cuda_optim, "device_grad", split)
+    monkeypatch.setattr(cuda_optim, "grad_state", split)
     rng = np.random.default_rng(5)
     emb = twins(rng.standard_normal((8, 3)), np.float64)
     opt_cpu, opt_dev = fa.optim.Adam([emb[0]], lr=0.1), fa.optim.Adam([emb[1]], lr=0.1)

@@ -21,6 +21,7 @@ import re
 
 from fastad_cy.graph import register_devices as _register_devices
 from fastad.cuda import backend as _backend, ops as _ops, optim as _optim
+from fastad.cuda.storage import DeviceStorage as _DeviceStorage
 
 __all__ = ["is_available", "device_count", "capture", "synchronize", "emulate",
            "canonical_device", "check_device"]
@@ -145,4 +146,4 @@ def emulate():
 
 
 # The engine (fastad_cy) never imports this package: this is how it learns of devices.
-_register_devices(canonical_device, _ops, _optim)
+_register_devices(canonical_device, _DeviceStorage, _ops, _optim)

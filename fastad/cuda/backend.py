@@ -258,3 +258,38 @@ def set_emulation(enabled):
     global _backend, _emulate
     _backend = None
     _emulate = enabled
+
+
+# ---- the active backend's arrays and kernels, for the ops and the storage
+
+def launch(kernel, dtype, n, *args):
+    """Run `kernel` (from fastad.cuda.kernels) instantiated for `dtype` over n work
+    items; args are device arrays and numpy scalars of the kernel's parameter types."""
+    get().launch(kernel, dtype, n, *args)
+
+
+def scalar(dtype, value):
+    """value as a numpy scalar of the kernel's T (inf where float32 overflows, silently,
+    as on the CPU)."""
+    with np.errstate(over="ignore"):
+        return np.dtype(dtype).type(value)
+
+
+def fill(buffer, value):
+    """Set every element of a float device array to `value`."""
+    launch("fill", buffer.dtype, buffer.size, buffer, np.int64(buffer.size), scalar(buffer.dtype, value))
+
+
+def to_host(array) -> np.ndarray:
+    """A numpy copy of a device array."""
+    return get().to_host(array)
+
+
+def from_host(array):
+    """A new device array holding a copy of a host array (its shape kept, 0-d too)."""
+    return get().from_host(np.asarray(array, order="C"))
+
+
+def copy_from_host(dst, host) -> None:
+    """Copy a host array (cast to dst's dtype, same shape) into the device array dst."""
+    get().copy_from_host(dst, np.asarray(host, dtype=dst.dtype, order="C"))

@@ -9,7 +9,7 @@ advanced by a kernel and the lr is a 1-element float64 device array that the
 optimizer's `lr` setter writes at once, so a step captured as a CUDA graph
 replays correctly after either changes.
 
-A sparse gradient (see `fastad_cy.graph.device_grad`) is a dense buffer that
+A sparse gradient (see `fastad_cy.graph.grad_state`) is a dense buffer that
 holds the accumulated gradient at the touched rows and zeros elsewhere, with
 the touched row ids as one or more int64 arrays (ids may repeat). Each
 distinct row is updated once: `claim_rows` stores in an int32 owner array
@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from fastad.cuda import backend as _backend
-from fastad_cy.graph import device_grad
+from fastad_cy.graph import grad_state
 
 #: An owner entry of an unclaimed row (FA_NO_OWNER in cuda/optim.cu); it also
 #: bounds how many row ids one sparse gradient may list.
@@ -120,7 +120,7 @@ class DeviceState:
         step count and update it (dense: every element; sparse: its listed rows)."""
         b = self.backend
         for i, p in enumerate(self.params):
-            mode, grad, touched = device_grad(p)
+            mode, grad, touched = grad_state(p)
             if mode == "none":
                 continue
             value = p.value
@@ -183,7 +183,7 @@ def _grads(params, who):
     """[(grad, passes or None, row_len)] for the Parameters holding a gradient."""
     out = []
     for p in params:
-        mode, grad, touched = device_grad(p)
+        mode, grad, touched = grad_state(p)
         if mode == "dense":
             out.append((grad, None, 0))
         elif mode == "sparse":

@@ -18,6 +18,26 @@ def test_leaves_live_on_the_device(backend):
     assert fa.Parameter([2.5], device="cuda").item() == 2.5
 
 
+def test_a_device_variable_holds_its_value_and_gradient_in_its_storage(backend):
+    """The engine keeps nothing of a device Variable but its storage: value, gradient,
+    the touched rows of a sparse gradient and the ids' bound all live there."""
+    from fastad.cuda.storage import DeviceStorage
+    assert fa.Parameter(np.ones(2)).storage is None
+    table = fa.Parameter(np.ones((5, 2)), device="cuda")
+    ix = fa.IndexInput([3, 1, 3], device="cuda")
+    loss = (table[ix] * 2.0).sum()
+    assert isinstance(table.storage, DeviceStorage) and table.storage.device == "cuda:0"
+    assert table.storage.value is table.value and loss.storage.value is loss.value
+    assert ix.storage.id_bound == 5            # checked against the table it indexes
+    loss.backward()
+    assert table.is_sparse_grad and table.storage.n_touched == 3
+    assert table.sparse_rows().tolist() == [3, 1]
+    np.testing.assert_array_equal(host(table.storage.grad)[[1, 3]], [[2, 2], [4, 4]])
+    table.zero_grad()
+    assert table.storage.n_touched == 0 and table.storage.grad_is_zero
+    assert not host(table.storage.grad).any()
+
+
 def test_to_moves_leaves_and_keeps_their_kind(backend):
     w = fa.Parameter(np.ones((2, 2)), name="w")
     assert w.to("cpu") is w

@@ -3,7 +3,8 @@ each op's forward and backward stand side by side and launch the kernels of
 `cuda/<family>.cu` (GEMM goes to cuBLAS).
 
 The public functions (`fa.exp`, `fa.matmul`, ...) come here when an operand
-lives on a GPU. Each builds a `DeviceNode` whose `fn` is one of the op classes:
+lives on a GPU. Each builds a `FunctionNode` (its value in a `DeviceStorage`,
+fastad/cuda/storage.py) whose `fn` is one of the op classes:
 `forward(node)` writes `node.value` in place from the inputs' values, and
 `backward(node)` pushes `node.grad` into each input that needs a gradient,
 writing the first contribution of a pass and adding the later ones (the
@@ -13,11 +14,10 @@ needs checking (ids a later `set_value` must keep in range) is checked here,
 on the host, before any kernel.
 
 fastad.cuda registers this module with the engine (`register_devices`), which
-calls the engine services of `common` (buffers, gradient seeds, sparse records).
+dispatches the public ops here and also calls `to_host` (a device array given as
+data) and `fill`.
 """
-from fastad.cuda.ops.common import (to_host, from_host, copy, empty, empty_like, fill, copy_from_host,
-                                    copy_device_array, seed_grad, leaf_grad, zero_rows, touched_rows,
-                                    append_ids, all_finite)
+from fastad.cuda.ops.common import to_host, fill
 from fastad.cuda.ops.elementwise import unary, binary, where
 from fastad.cuda.ops.reduction import reduce, softmax, arg_reduce, cumsum
 from fastad.cuda.ops.shape import reshape, transpose, gather, join

@@ -9,7 +9,7 @@ folds back onto the input. Scratch buffers are made when the node is built.
 """
 import numpy as np
 
-from fastad_cy.graph import device_grad_slot
+from fastad_cy.graph import grad_slot
 from fastad.cuda.ops.common import I32, I64, backend, fill, from_host, launch, make_node
 
 GEOMETRY = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw")
@@ -51,11 +51,11 @@ class Conv:
                I64(self.out_channels), I64(self.spots))
         gemm = backend().gemm
         if len(node.parents) == 3 and node.parents[2].requires_grad:
-            grad, accumulate = device_grad_slot(node.parents[2])
+            grad, accumulate = grad_slot(node.parents[2])
             launch("conv_bias_backward", node.dtype, self.out_channels, self.staged, grad,
                    I64(self.out_channels), I64(self.width), I32(accumulate))
         if w.requires_grad:
-            grad, accumulate = device_grad_slot(w)
+            grad, accumulate = grad_slot(w)
             if self.width == 0:
                 if not accumulate:
                     fill(grad, 0)
@@ -65,7 +65,7 @@ class Conv:
                     gemm(self.staged[grp], self.cols[grp], target[grp], trans_b=True,
                          beta=1.0 if accumulate else 0.0)
         if x.requires_grad:
-            grad, accumulate = device_grad_slot(x)
+            grad, accumulate = grad_slot(x)
             if self.width == 0:                       # an empty batch: x has no elements
                 return
             weights = w.value.reshape((self.groups, -1, self.depth))
@@ -102,7 +102,7 @@ class Pool:
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = device_grad_slot(x)
+        grad, accumulate = grad_slot(x)
         if not accumulate:
             fill(grad, 0)
         launch("pool_backward", node.dtype, node.size, node.grad, grad, self.argmax,
@@ -149,13 +149,13 @@ class BatchNorm:
         x = node.parents[0]
         want_w = self.weight is not None and self.weight.requires_grad
         want_b = self.bias is not None and self.bias.requires_grad
-        gw, acc_w = device_grad_slot(self.weight) if want_w else (self.zeros, False)
-        gb, acc_b = device_grad_slot(self.bias) if want_b else (self.zeros, False)
+        gw, acc_w = grad_slot(self.weight) if want_w else (self.zeros, False)
+        gb, acc_b = grad_slot(self.bias) if want_b else (self.zeros, False)
         launch("batch_norm_sums", node.dtype, self.channels, x.value, node.grad, self.stats,
                self.sums, gw, gb, *self.shape, I32(want_w), I32(acc_w), I32(want_b),
                I32(acc_b))
         if x.requires_grad:
-            grad, accumulate = device_grad_slot(x)
+            grad, accumulate = grad_slot(x)
             launch("batch_norm_backward", node.dtype, node.size, x.value, node.grad,
                    self.weight.value if self.weight is not None else self.ones, self.stats,
                    self.sums, grad, I64(node.size), I64(self.channels), I64(self.spots),

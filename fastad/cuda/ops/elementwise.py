@@ -6,7 +6,7 @@ As in fastad_cy/elementwise.pyx, a Python number operand becomes a unary
 """
 import numpy as np
 
-from fastad_cy.graph import device_grad_slot
+from fastad_cy.graph import grad_slot
 from fastad.cuda.kernels import BINARY_OPS, COMPARISONS
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
                                     same_device)
@@ -30,7 +30,7 @@ class Unary:
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = device_grad_slot(x)
+        grad, accumulate = grad_slot(x)
         launch("unary_backward", node.dtype, node.size, x.value, node.value, node.grad, grad,
                 I64(node.size), self.code, scalar(node.dtype, self.p), I32(accumulate))
 
@@ -105,7 +105,7 @@ class Binary:
         for x, to_a, fold in ((a, 1, self.folds[0]), (b, 0, self.folds[1])):
             if not x.requires_grad:
                 continue
-            grad, accumulate = device_grad_slot(x)
+            grad, accumulate = grad_slot(x)
             if fold is not None and self.scratch is None:       # + or -: sum the output's gradient
                 sign = -1 if not to_a and BINARY_OPS[self.code] == "sub" else 1
                 fold.sum(node.grad, grad, sign, accumulate)
@@ -151,7 +151,7 @@ class Where:
         for x, to_a, fold in zip(node.parents[1:], (1, 0), self.folds):
             if not x.requires_grad:
                 continue
-            grad, accumulate = device_grad_slot(x)
+            grad, accumulate = grad_slot(x)
             terms = grad if fold is None else self.scratch
             launch("where_backward", node.dtype, node.size, cond.value, node.grad, terms,
                    I64(node.size), I32(to_a), self.meta, self.nd,

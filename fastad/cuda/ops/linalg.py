@@ -4,7 +4,7 @@ fastad_cy/linalg.pyx checks the shapes and works out the product's layout
 (m, k, n, the batch, and which operand the batch shares), then sends device
 operands here.
 """
-from fastad_cy.graph import device_grad_slot
+from fastad_cy.graph import grad_slot
 from fastad.cuda.ops.common import I32, I64, launch, make_node, backend, fill
 
 
@@ -40,7 +40,7 @@ class Matmul:
         for x, shared, into_a in ((a, self.a_shared, True), (b, self.b_shared, False)):
             if not x.requires_grad:
                 continue
-            grad, accumulate = device_grad_slot(x)
+            grad, accumulate = grad_slot(x)
             if self.empty:
                 if not accumulate:
                     fill(grad, 0)
@@ -77,7 +77,7 @@ class VectorDot:
         a, b = node.parents
         for x, other in ((a, b), (b, a)):
             if x.requires_grad:
-                grad, accumulate = device_grad_slot(x)
+                grad, accumulate = grad_slot(x)
                 launch("row_dot_backward", node.dtype, x.size, other.value, node.grad, grad,
                        I64(node.size), self.d, I32(accumulate))
 

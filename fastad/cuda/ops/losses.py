@@ -19,10 +19,10 @@ an IndexInput's ignored rows), and the scale its backward applies.
 """
 import numpy as np
 
-from fastad_cy.graph import device_grad_slot, device_ids, bound_ids
+from fastad_cy.graph import grad_slot
 from fastad_cy.losses import check_target_ids
 from fastad.cuda.kernels import POINTWISE_LOSSES
-from fastad.cuda.ops.common import (I32, I64, backend, launch, scalar, make_node, same_device,
+from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, launch, scalar, make_node, same_device,
                                     to_host, from_host)
 
 def _accumulator():
@@ -56,7 +56,7 @@ class ClassTargets:
         if self.source is None:
             self.ids = from_host(checked.ids)
         else:
-            check_target_ids(op, to_host(device_ids(self.source)).reshape(-1), self.classes, self.ignore)
+            check_target_ids(op, to_host(self.source.storage.value).reshape(-1), self.classes, self.ignore)
             bound_ids(self.source, max(self.classes, self.ignore + 1), op)
             self.ids = backend().empty((self.batch,), np.int64)
         self.inputs = (scores,) if self.source is None else (scores, self.source)
@@ -65,7 +65,7 @@ class ClassTargets:
 
     def read_ids(self):
         """The ids the forward reads: the IndexInput's current ones, or the fixed ones."""
-        return self.ids if self.source is None else device_ids(self.source)
+        return self.ids if self.source is None else self.source.storage.value
 
     def gy_step(self):
         return I64(1 if self.reduction == "none" else 0)
@@ -87,7 +87,7 @@ class CrossEntropy(ClassTargets):
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = device_grad_slot(x)
+        grad, accumulate = grad_slot(x)
         launch("cross_entropy_backward", node.dtype, x.size, x.value, self.ids, self.lse,
                node.grad, self.gy_step(), self.acc, grad, I64(self.batch), I64(self.classes),
                I64(self.ignore), scalar(node.dtype, self.smoothing), I32(accumulate))
@@ -112,7 +112,7 @@ class NLLLoss(ClassTargets):
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = device_grad_slot(x)
+        grad, accumulate = grad_slot(x)
         launch("nll_backward", node.dtype, x.size, self.ids, node.grad, self.gy_step(), self.acc,
                grad, I64(self.batch), I64(self.classes), I64(self.ignore), I32(accumulate))
 
@@ -144,7 +144,7 @@ class PairLoss:
         step = I64(1 if self.reduction == "none" else 0)
         for side, to_a in ((a, 1), (b, 0)):
             if side.requires_grad:
-                grad, accumulate = device_grad_slot(side)
+                grad, accumulate = grad_slot(side)
                 launch("pointwise_loss_backward", node.dtype, a.size, self.code, I32(to_a),
                        a.value, b.value, node.grad, step, self.acc, grad, I64(a.size),
                        scalar(node.dtype, self.delta), I32(accumulate))

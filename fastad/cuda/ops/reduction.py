@@ -8,7 +8,7 @@ around the chosen axis; one thread normalises one (outer, inner) line along n
 """
 import numpy as np
 
-from fastad_cy.graph import device_grad_slot, device_ids
+from fastad_cy.graph import grad_slot
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
                                     fill)
 
@@ -99,7 +99,7 @@ class Reduce:
         t, f = node.dtype, self.fold
         if self.code in (R_MAX, R_MIN):
             launch("count_ties", t, f.n_slots, x.value, node.value, self.ties, f.n_slots, f.meta, f.nd)
-        grad, accumulate = device_grad_slot(x)
+        grad, accumulate = grad_slot(x)
         launch("reduce_backward", t, x.size, x.value, node.value, node.grad, self.ties, grad,
                I64(x.size), f.meta, f.nd, I32(MODES[self.code]), scalar(t, self.scale),
                I32(accumulate))
@@ -120,7 +120,7 @@ class ArgReduce:
 
     def forward(self, node):
         x = node.parents[0]
-        launch("arg_reduce", x.dtype, int(self.outer * self.inner), x.value, device_ids(node),
+        launch("arg_reduce", x.dtype, int(self.outer * self.inner), x.value, node.storage.value,
                self.outer, self.n, self.inner, self.lowest)
 
 
@@ -145,7 +145,7 @@ class Cumsum:
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = device_grad_slot(x)
+        grad, accumulate = grad_slot(x)
         launch("cumsum_backward", node.dtype, int(self.outer * self.inner), node.grad, grad,
                self.outer, self.n, self.inner, I32(accumulate))
 
@@ -172,7 +172,7 @@ class Softmax:
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = device_grad_slot(x)
+        grad, accumulate = grad_slot(x)
         launch("softmax_backward", node.dtype, int(self.outer * self.inner), node.value,
                node.grad, grad, self.outer, self.n, self.inner, self.log, I32(accumulate))
 

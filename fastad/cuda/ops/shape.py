@@ -8,7 +8,7 @@ put each input at its positions in the output.
 """
 import numpy as np
 
-from fastad_cy.graph import device_grad_slot, device_node
+from fastad_cy.graph import grad_slot
 from fastad.cuda.ops.common import I32, I64, launch, make_node, from_host, fill
 
 
@@ -21,14 +21,14 @@ class View:
     def backward(self, node):
         x = node.parents[0]
         if x.requires_grad:
-            grad, accumulate = device_grad_slot(x)
+            grad, accumulate = grad_slot(x)
             launch("copy_or_add", node.dtype, node.size, node.grad, grad, I64(node.size),
                    I32(accumulate))
 
 
 def reshape(x, shape):
     """x's buffer viewed as `shape` (checked by fastad_cy/shape.pyx's reshape)."""
-    return device_node("reshape", (x,), shape, x.dtype, View(), x.value.reshape(shape))
+    return make_node("reshape", (x,), shape, x.dtype, View(), value=x.value.reshape(shape))
 
 
 class Gather:
@@ -46,7 +46,7 @@ class Gather:
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = device_grad_slot(x)
+        grad, accumulate = grad_slot(x)
         if not accumulate:
             fill(grad, 0)
         launch("scatter_add_positions", node.dtype, node.size, node.grad, self.positions, grad,
@@ -78,7 +78,7 @@ class Join:
     def backward(self, node):
         for x, positions in zip(node.parents, self.positions):
             if x.requires_grad:
-                grad, accumulate = device_grad_slot(x)
+                grad, accumulate = grad_slot(x)
                 launch("gather_positions", node.dtype, x.size, node.grad, positions, grad,
                        I64(x.size), I32(accumulate))
 

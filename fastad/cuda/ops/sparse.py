@@ -4,13 +4,14 @@ sparse gradient, and `take_along_axis` (sparse along axis 0 of a Parameter, dens
 The backward scatter-adds the gathered rows' gradients into the table's
 gradient buffer (repeated ids add, atomically). A Parameter records which id
 arrays touched it, so optimizers update, and zero_grad clears, only those
-rows (see fastad_cy/graph.pyx, device_sparse_slot).
+rows (see fastad_cy/graph.pyx, sparse_grad_slot, and fastad/cuda/storage.py).
 """
 import numpy as np
 
-from fastad_cy.graph import Parameter, bound_ids, device_grad_slot, device_ids, device_sparse_slot
+from fastad_cy.graph import Parameter, grad_slot, sparse_grad_slot
 from fastad_cy.sparse import bag_bounds
-from fastad.cuda.ops.common import I32, I64, backend, copy_from_host, fill, launch, make_node, same_device
+from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, copy_from_host, fill, launch, make_node,
+                                    same_device)
 
 
 _NO_OWNER = 2147483647      # cuda/optim.cu's FA_NO_OWNER: a row no position has claimed
@@ -30,7 +31,7 @@ class Take:
 
     def forward(self, node):
         table, ix = node.parents
-        ids = device_ids(ix)
+        ids = ix.storage.value
         if self.owner is not None:
             launch("claim_rows", node.dtype, ix.size, ids, self.owner, I64(0), I64(ix.size))
             launch("renorm_rows", node.dtype, ix.size, table.value, ids, self.owner, I64(ix.size),
@@ -43,8 +44,8 @@ class Take:
     def backward(self, node):
         table, ix = node.parents
         if table.requires_grad:
-            ids = device_ids(ix)
-            grad = device_sparse_slot(table, ids)
+            ids = ix.storage.value
+            grad = sparse_grad_slot(table, ids)
             launch("scatter_add_rows", node.dtype, node.size, node.grad, ids, grad,
                    I64(ix.size), self.row_len, self.padding_idx)
 
@@ -70,18 +71,18 @@ class TakeAlong:
 
     def forward(self, node):
         x, ix = node.parents
-        launch("along_forward", node.dtype, node.size, x.value, device_ids(ix), node.value,
+        launch("along_forward", node.dtype, node.size, x.value, ix.storage.value, node.value,
                I64(node.size), self.n, self.k, self.inner)
 
     def backward(self, node):
         x, ix = node.parents
         if not x.requires_grad:
             return
-        ids = device_ids(ix)
+        ids = ix.storage.value
         if self.sparse:      # along axis 0 the ids are row ids: record them as touched rows
-            grad = device_sparse_slot(x, ids)
+            grad = sparse_grad_slot(x, ids)
         else:
-            grad, accumulate = device_grad_slot(x)
+            grad, accumulate = grad_slot(x)
             if not accumulate:
                 fill(grad, 0)
         launch("along_scatter_add", node.dtype, node.size, node.grad, ids, grad, I64(node.size),
@@ -123,7 +124,7 @@ class EmbeddingBag:
     def forward(self, node):
         table, ix = node.parents
         self.refresh_bounds()
-        launch("bag_forward", node.dtype, node.size, table.value, device_ids(ix), self.bounds,
+        launch("bag_forward", node.dtype, node.size, table.value, ix.storage.value, self.bounds,
                node.value, I64(self.n_bags), self.row_len, self.mean)
 
     def backward(self, node):
@@ -134,11 +135,11 @@ class EmbeddingBag:
         rows = self.rows[first:first + used]
         launch("bag_backward_rows", node.dtype, used * int(self.row_len), node.grad, self.bounds,
                self.rows, I64(self.n_bags), I64(first), I64(used), self.row_len, self.mean)
-        ids = device_ids(ix).reshape(-1)[first:first + used]
+        ids = ix.storage.value.reshape(-1)[first:first + used]
         if self.sparse:
-            grad = device_sparse_slot(table, ids)
+            grad = sparse_grad_slot(table, ids)
         else:
-            grad, add = device_grad_slot(table)
+            grad, add = grad_slot(table)
             if not add:
                 fill(grad, 0)
         launch("scatter_add_rows", node.dtype, used * int(self.row_len), rows, ids, grad,
