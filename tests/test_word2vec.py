@@ -37,6 +37,20 @@ def test_fit_learns_the_topics_deterministically_with_one_worker():
     assert np.array_equal(model.vectors, again.vectors)
 
 
+def test_input_vectors_start_as_gensims_and_output_vectors_at_zero():
+    # gensim 4 starts W uniform in [-1, 1) / dim (word2vec.c: [-0.5, 0.5) / dim, which
+    # left the held-out loss of bench/peers.py 0.003 above gensim's); C starts at zero.
+    # An lr of 1e-12 leaves the vectors where they started.
+    dim = 32
+    model = fa.models.Word2Vec(dim=dim, window=2, negative=2, min_count=1, sample=0, epochs=1,
+                               lr=1e-12, min_lr=0, seed=5).fit(topics_corpus(sentences=40))
+    W = model.vectors
+    assert W.dtype == np.float32 and W.shape == (16, dim)
+    assert np.abs(W).max() < 1.0 / dim and np.abs(W).max() > 0.95 / dim
+    assert abs(float(np.mean(np.abs(W))) * dim - 0.5) < 0.05       # uniform on [-1, 1): E|x| = 1/2
+    assert np.abs(model.output).max() < 1e-9
+
+
 def test_cbow_and_two_workers_learn_the_topics_too():
     corpus = topics_corpus()
     for sg, workers in ((False, 1), (True, 2)):
