@@ -43,3 +43,11 @@ cdef inline void store_value(char* dst, double value, bint f64) noexcept nogil:
     else:
         (<float*>dst)[0] = <float>value
 
+
+cdef inline void put_values(char* dst, const char* src, Py_ssize_t n, bint add,
+                            bint f64) noexcept nogil:
+    """vec_put on n elements of either precision."""
+    if f64:
+        vec_put(<double*>dst, <const double*>src, n, add)
+    else:
+        vec_put(<float*>dst, <const float*>src, n, add)
