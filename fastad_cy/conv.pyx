@@ -26,7 +26,7 @@ from cython cimport floating
 from fastad_cy.blas cimport gemm
 from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, on_device,
                               device_ops)
-from fastad_cy.loops cimport vec_zero
+from fastad_cy.loops cimport vec_zero, zero_values
 
 cnp.import_array()
 
@@ -445,14 +445,11 @@ cdef class Pool(Variable):
     cdef int run_backward(self) except -1 nogil:
         if not self.x.requires_grad:
             return 0
-        cdef bint add = self.x.prepare_grad()
+        if not self.x.prepare_grad():
+            zero_values(self.x.grad_ptr, self.x.size, self.f64)
         if self.f64:
-            if not add:
-                vec_zero(<double*>self.x.grad_ptr, self.x.size)
             self._backward(<double*>self.grad_ptr, <double*>self.x.grad_ptr)
         else:
-            if not add:
-                vec_zero(<float*>self.x.grad_ptr, self.x.size)
             self._backward(<float*>self.grad_ptr, <float*>self.x.grad_ptr)
         return 0
 

@@ -15,7 +15,7 @@ from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_va
                               same_dtype, require_float, on_device, device_ops, grad_enabled)
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
-from fastad_cy.loops cimport vec_zero
+from fastad_cy.loops cimport zero_values
 from fastad_cy.scalar cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS,
                                U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
                                U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_HARDTANH_MIN, U_HARDTANH_MAX,
@@ -59,20 +59,22 @@ cdef extern from "elementwise_loops.h":
                               Py_ssize_t n, bint add) noexcept nogil
 
 
-cdef inline void unary_forward(int op, const floating* x, floating* y, Py_ssize_t n,
-                               floating p) noexcept nogil:
-    if floating is float:
-        fa_unary_forward_f(op, x, y, n, p)
+cdef inline void unary_forward(int op, const char* x, char* y, Py_ssize_t n, double p,
+                               bint f64) noexcept nogil:
+    if f64:
+        fa_unary_forward_d(op, <const double*>x, <double*>y, n, p)
     else:
-        fa_unary_forward_d(op, x, y, n, p)
+        fa_unary_forward_f(op, <const float*>x, <float*>y, n, <float>p)
 
 
-cdef inline void unary_backward(int op, const floating* x, const floating* y, const floating* gy,
-                                floating* gx, Py_ssize_t n, floating p, bint add) noexcept nogil:
-    if floating is float:
-        fa_unary_backward_f(op, x, y, gy, gx, n, p, add)
+cdef inline void unary_backward(int op, const char* x, const char* y, const char* gy, char* gx,
+                                Py_ssize_t n, double p, bint add, bint f64) noexcept nogil:
+    if f64:
+        fa_unary_backward_d(op, <const double*>x, <const double*>y, <const double*>gy,
+                            <double*>gx, n, p, add)
     else:
-        fa_unary_backward_d(op, x, y, gy, gx, n, p, add)
+        fa_unary_backward_f(op, <const float*>x, <const float*>y, <const float*>gy, <float*>gx,
+                            n, <float>p, add)
 
 
 @cython.no_gc
@@ -82,24 +84,15 @@ cdef class Unary(Variable):
     cdef Variable x
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            unary_forward(self.code, <double*>self.x.val_ptr, <double*>self.val_ptr, self.size, self.p)
-        else:
-            unary_forward(self.code, <float*>self.x.val_ptr, <float*>self.val_ptr, self.size,
-                          <float>self.p)
+        unary_forward(self.code, self.x.val_ptr, self.val_ptr, self.size, self.p, self.f64)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
         if not self.x.requires_grad:
             return 0
         cdef bint add = self.x.prepare_grad()
-        if self.f64:
-            unary_backward(self.code, <double*>self.x.val_ptr, <double*>self.val_ptr,
-                           <double*>self.grad_ptr, <double*>self.x.grad_ptr, self.size, self.p, add)
-        else:
-            unary_backward(self.code, <float*>self.x.val_ptr, <float*>self.val_ptr,
-                           <float*>self.grad_ptr, <float*>self.x.grad_ptr, self.size,
-                           <float>self.p, add)
+        unary_backward(self.code, self.x.val_ptr, self.val_ptr, self.grad_ptr, self.x.grad_ptr,
+                       self.size, self.p, add, self.f64)
         return 0
 
 
@@ -440,10 +433,7 @@ cdef class Binary(Variable):
     cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
         cdef bint add = x.prepare_grad()
         if self.it != NULL and not add:         # the broadcast sums add into zeros
-            if self.f64:
-                vec_zero(<double*>x.grad_ptr, x.size)
-            else:
-                vec_zero(<float*>x.grad_ptr, x.size)
+            zero_values(x.grad_ptr, x.size, self.f64)
         if self.f64:
             binary_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
                             <double*>self.val_ptr, <double*>self.grad_ptr, <double*>x.grad_ptr,
@@ -705,13 +695,20 @@ cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, 
             g[i] = gi if (c[i] != 0) == to_a else 0
 
 
-cdef void where_backward_bcast(bint to_a, const floating* c, const floating* gy, floating* g,
-                               const Bcast* it) noexcept nogil:
-    """Add the gradient into a (to_a) or b, summing over the axes it was broadcast along."""
+cdef void where_backward(bint to_a, const floating* c, const floating* gy, floating* g,
+                         Py_ssize_t n, bint add, const Bcast* it) noexcept nogil:
+    """The gradient into a (to_a) or b: written or added (`add`) when `it` is NULL (one
+    shape), else added row by row, summed over the axes it was broadcast along."""
     cdef BcastPos pos
-    cdef Py_ssize_t r, i, last = it.nd - 1, inner = it.shape[last]
-    cdef Py_ssize_t sc = it.sc[last], sg = it.sa[last] if to_a else it.sb[last], og
+    cdef Py_ssize_t r, i, last, inner, sc, sg, og
     cdef const floating* gr
+    if it == NULL:
+        where_backward_same(to_a, c, gy, g, n, add)
+        return
+    last = it.nd - 1
+    inner = it.shape[last]
+    sc = it.sc[last]
+    sg = it.sa[last] if to_a else it.sb[last]
     bcast_start(it, &pos)
     for r in range(it.rows):
         gr = gy + r * inner
@@ -751,24 +748,14 @@ cdef class Where(Variable):
 
     cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
         cdef bint add = x.prepare_grad()
-        if self.it == NULL:
-            if self.f64:
-                where_backward_same(to_a, <double*>self.cond.val_ptr, <double*>self.grad_ptr,
-                                    <double*>x.grad_ptr, self.size, add)
-            else:
-                where_backward_same(to_a, <float*>self.cond.val_ptr, <float*>self.grad_ptr,
-                                    <float*>x.grad_ptr, self.size, add)
-            return 0
+        if self.it != NULL and not add:         # the broadcast sums add into zeros
+            zero_values(x.grad_ptr, x.size, self.f64)
         if self.f64:
-            if not add:
-                vec_zero(<double*>x.grad_ptr, x.size)
-            where_backward_bcast(to_a, <double*>self.cond.val_ptr, <double*>self.grad_ptr,
-                                 <double*>x.grad_ptr, self.it)
+            where_backward(to_a, <double*>self.cond.val_ptr, <double*>self.grad_ptr,
+                           <double*>x.grad_ptr, self.size, add, self.it)
         else:
-            if not add:
-                vec_zero(<float*>x.grad_ptr, x.size)
-            where_backward_bcast(to_a, <float*>self.cond.val_ptr, <float*>self.grad_ptr,
-                                 <float*>x.grad_ptr, self.it)
+            where_backward(to_a, <float*>self.cond.val_ptr, <float*>self.grad_ptr,
+                           <float*>x.grad_ptr, self.size, add, self.it)
         return 0
 
 

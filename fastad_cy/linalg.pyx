@@ -16,7 +16,7 @@ from fastad_cy.blas cimport gemm
 
 from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float,
                               on_device, device_ops)
-from fastad_cy.loops cimport vec_zero
+from fastad_cy.loops cimport vec_zero, zero_values
 from fastad_cy.broadcast cimport broadcast_shapes
 from fastad_cy.elementwise import mul as _elementwise_mul
 from fastad_cy.reduction import sum as _sum
@@ -159,19 +159,18 @@ cdef class Matmul(Variable):
                   False, self.blas)
 
     cdef int run_backward(self) except -1 nogil:
+        if self.f64:
+            return self._backward(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.grad_ptr)
+        return self._backward(<float*>self.a.val_ptr, <float*>self.b.val_ptr, <float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* A, const floating* B, const floating* G) except -1 nogil:
         cdef bint add
         if self.a.requires_grad:
             add = self.a.prepare_grad()
-            if self.f64:
-                self._grad_a(<double*>self.b.val_ptr, <double*>self.grad_ptr, <double*>self.a.grad_ptr, add)
-            else:
-                self._grad_a(<float*>self.b.val_ptr, <float*>self.grad_ptr, <float*>self.a.grad_ptr, add)
+            self._grad_a(B, G, <floating*>self.a.grad_ptr, add)
         if self.b.requires_grad:
             add = self.b.prepare_grad()
-            if self.f64:
-                self._grad_b(<double*>self.a.val_ptr, <double*>self.grad_ptr, <double*>self.b.grad_ptr, add)
-            else:
-                self._grad_b(<float*>self.a.val_ptr, <float*>self.grad_ptr, <float*>self.b.grad_ptr, add)
+            self._grad_b(A, G, <floating*>self.b.grad_ptr, add)
         return 0
 
     cdef void _grad_a(self, const floating* B, const floating* G, floating* GA, bint add) noexcept nogil:
@@ -345,10 +344,7 @@ cdef class VectorDot(Variable):
                         const int64_t* ro) except -1 nogil:
         cdef bint add = x.prepare_grad()
         if rx != NULL and not add:          # rows shared by several outputs add into zeros
-            if self.f64:
-                vec_zero(<double*>x.grad_ptr, x.size)
-            else:
-                vec_zero(<float*>x.grad_ptr, x.size)
+            zero_values(x.grad_ptr, x.size, self.f64)
         if self.f64:
             scale_rows(<double*>self.grad_ptr, <double*>other.val_ptr, <double*>x.grad_ptr,
                        self.size, self.d, add, rx, ro)

@@ -28,7 +28,7 @@ from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Input, IndexInput, init_node, init_node_like, finish,
                               as_variable, same_dtype, require_float, on_device, device_ops)
-from fastad_cy.loops cimport vec_zero
+from fastad_cy.loops cimport vec_zero, store_value
 from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, P_KL_DIV, P_KL_DIV_LOG_TARGET,
                                P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
                                P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL,
@@ -122,12 +122,8 @@ cdef class ClassTargetLoss(Variable):
 
     cdef int store_total(self, double total) except -1 nogil:
         """A reduced loss's output: the summed losses of the kept rows times the scale."""
-        if self.reduction == RED_NONE:
-            return 0
-        if self.f64:
-            (<double*>self.val_ptr)[0] = total * self.scale
-        else:
-            (<float*>self.val_ptr)[0] = <float>(total * self.scale)
+        if self.reduction != RED_NONE:
+            store_value(self.val_ptr, total * self.scale, self.f64)
         return 0
 
     cdef int start_backward(self) except -2 nogil:
@@ -451,23 +447,27 @@ cdef extern from "elementwise_loops.h":
                             double* g, bint add) noexcept nogil
 
 
-cdef inline double pair_forward(int op, const floating* a, const floating* b, Py_ssize_t n,
-                                floating delta, floating* losses) noexcept nogil:
+cdef inline double pair_forward(int op, const char* a, const char* b, Py_ssize_t n, double delta,
+                                char* losses, bint f64) noexcept nogil:
     """Sum of the elements' losses; each also into `losses` unless NULL."""
-    if floating is float:
-        return fa_loss_forward_f(op, a, b, n, delta, losses)
+    if f64:
+        return fa_loss_forward_d(op, <const double*>a, <const double*>b, n, delta,
+                                 <double*>losses)
     else:
-        return fa_loss_forward_d(op, a, b, n, delta, losses)
+        return fa_loss_forward_f(op, <const float*>a, <const float*>b, n, <float>delta,
+                                 <float*>losses)
 
 
-cdef inline void pair_backward(int op, bint to_a, const floating* a, const floating* b,
-                               Py_ssize_t n, floating delta, const floating* gy, Py_ssize_t gy_step,
-                               floating scale, floating* g, bint add) noexcept nogil:
+cdef inline void pair_backward(int op, bint to_a, const char* a, const char* b, Py_ssize_t n,
+                               double delta, const char* gy, Py_ssize_t gy_step, double scale,
+                               char* g, bint add, bint f64) noexcept nogil:
     """g = (or +=) d(loss)/da (to_a) or d(loss)/db, times gy[i * gy_step] * scale."""
-    if floating is float:
-        fa_loss_backward_f(op, to_a, a, b, n, delta, gy, gy_step, scale, g, add)
+    if f64:
+        fa_loss_backward_d(op, to_a, <const double*>a, <const double*>b, n, delta,
+                           <const double*>gy, gy_step, scale, <double*>g, add)
     else:
-        fa_loss_backward_d(op, to_a, a, b, n, delta, gy, gy_step, scale, g, add)
+        fa_loss_backward_f(op, to_a, <const float*>a, <const float*>b, n, <float>delta,
+                           <const float*>gy, gy_step, <float>scale, <float*>g, add)
 
 
 @cython.no_gc
@@ -479,17 +479,10 @@ cdef class PairLoss(Variable):
     cdef int run_forward(self) except -1 nogil:
         cdef bint each = self.reduction == RED_NONE
         cdef Py_ssize_t n = self.a.size
-        cdef double total
-        if self.f64:
-            total = pair_forward(self.code, <double*>self.a.val_ptr, <double*>self.b.val_ptr, n,
-                                 self.delta, <double*>self.val_ptr if each else NULL)
-            if not each:
-                (<double*>self.val_ptr)[0] = total * self.scale
-        else:
-            total = pair_forward(self.code, <float*>self.a.val_ptr, <float*>self.b.val_ptr, n,
-                                 <float>self.delta, <float*>self.val_ptr if each else NULL)
-            if not each:
-                (<float*>self.val_ptr)[0] = <float>(total * self.scale)
+        cdef double total = pair_forward(self.code, self.a.val_ptr, self.b.val_ptr, n, self.delta,
+                                         self.val_ptr if each else NULL, self.f64)
+        if not each:
+            store_value(self.val_ptr, total * self.scale, self.f64)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -502,14 +495,8 @@ cdef class PairLoss(Variable):
     cdef int _backward_into(self, Variable side, bint to_a) except -1 nogil:
         cdef bint add = side.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
-        if self.f64:
-            pair_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                          self.a.size, self.delta, <double*>self.grad_ptr, gy_step, self.scale,
-                          <double*>side.grad_ptr, add)
-        else:
-            pair_backward(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                          self.a.size, <float>self.delta, <float*>self.grad_ptr, gy_step,
-                          <float>self.scale, <float*>side.grad_ptr, add)
+        pair_backward(self.code, to_a, self.a.val_ptr, self.b.val_ptr, self.a.size, self.delta,
+                      self.grad_ptr, gy_step, self.scale, side.grad_ptr, add, self.f64)
         return 0
 
 

@@ -30,7 +30,7 @@ from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, on_device,
                               device_ops)
-from fastad_cy.loops cimport vec_put, vec_zero
+from fastad_cy.loops cimport element_size, put_values, zero_values
 from fastad_cy.reduction import _normalize_axes
 
 cnp.import_array()
@@ -38,13 +38,15 @@ cnp.import_array()
 
 # -------------------------------------------------------------------- View
 
-cdef void put_run(floating* gx, Py_ssize_t nx, const floating* g, Py_ssize_t offset,
-                  Py_ssize_t n, bint add) noexcept nogil:
-    """gx[offset:offset+n] = g (or += g when `add`); writing also zeroes the rest of gx."""
+cdef void put_run(char* gx, Py_ssize_t nx, const char* g, Py_ssize_t offset, Py_ssize_t n,
+                  bint add, bint f64) noexcept nogil:
+    """gx[offset:offset+n] = g (or += g when `add`); writing also zeroes the rest of gx.
+    Offsets and lengths count elements."""
+    cdef Py_ssize_t size = element_size(f64)
     if not add:
-        vec_zero(gx, offset)
-        vec_zero(gx + offset + n, nx - offset - n)
-    vec_put(gx + offset, g, n, add)
+        zero_values(gx, offset, f64)
+        zero_values(gx + (offset + n) * size, nx - offset - n, f64)
+    put_values(gx + offset * size, g, n, add, f64)
 
 
 @cython.no_gc
@@ -60,10 +62,7 @@ cdef class View(Variable):
         if not self.x.requires_grad:
             return 0
         cdef bint add = self.x.prepare_grad()
-        if self.f64:
-            put_run(<double*>self.x.grad_ptr, self.x.size, <double*>self.grad_ptr, self.offset, self.size, add)
-        else:
-            put_run(<float*>self.x.grad_ptr, self.x.size, <float*>self.grad_ptr, self.offset, self.size, add)
+        put_run(self.x.grad_ptr, self.x.size, self.grad_ptr, self.offset, self.size, add, self.f64)
         return 0
 
 
@@ -109,10 +108,7 @@ cdef class Gather(Variable):
         # A permutation writes every element of x's gradient once; any other
         # map leaves some untouched or hits some twice, so it must add into zeros.
         if not add and not self.each_once:
-            if self.f64:
-                vec_zero(<double*>self.x.grad_ptr, self.x.size)
-            else:
-                vec_zero(<float*>self.x.grad_ptr, self.x.size)
+            zero_values(self.x.grad_ptr, self.x.size, self.f64)
             add = True
         if self.f64:
             scatter(<double*>self.x.grad_ptr, self.pos, <double*>self.grad_ptr, self.size, add)
@@ -326,12 +322,12 @@ cdef Variable _index(str op, Variable v, object key):
 
 # ---------------------------------------------------------- concat, stack
 
-cdef void put_blocks(floating* dst, Py_ssize_t dst_row, const floating* src, Py_ssize_t src_row,
-                     Py_ssize_t width, Py_ssize_t rows, bint add) noexcept nogil:
-    """For each row r: dst[r*dst_row : +width] = (or +=) src[r*src_row : +width]."""
-    cdef Py_ssize_t r
+cdef void put_blocks(char* dst, Py_ssize_t dst_row, const char* src, Py_ssize_t src_row,
+                     Py_ssize_t width, Py_ssize_t rows, bint add, bint f64) noexcept nogil:
+    """For each row r: dst[r*dst_row : +width] = (or +=) src[r*src_row : +width], in elements."""
+    cdef Py_ssize_t r, size = element_size(f64)
     for r in range(rows):
-        vec_put(dst + r * dst_row, src + r * src_row, width, add)
+        put_values(dst + r * dst_row * size, src + r * src_row * size, width, add, f64)
 
 
 @cython.no_gc
@@ -355,20 +351,16 @@ cdef class Join(Variable):
             return self.split_grads()
 
     cdef int join_values(self) except -1:
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, size = element_size(self.f64)
         cdef Variable x
         for i in range(len(self.parents)):
             x = <Variable>self.parents[i]
-            if self.f64:
-                put_blocks(<double*>self.val_ptr + self.starts[i], self.row, <double*>x.val_ptr,
-                           self.widths[i], self.widths[i], self.outer, False)
-            else:
-                put_blocks(<float*>self.val_ptr + self.starts[i], self.row, <float*>x.val_ptr,
-                           self.widths[i], self.widths[i], self.outer, False)
+            put_blocks(self.val_ptr + self.starts[i] * size, self.row, x.val_ptr, self.widths[i],
+                       self.widths[i], self.outer, False, self.f64)
         return 0
 
     cdef int split_grads(self) except -1:
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, size = element_size(self.f64)
         cdef Variable x
         cdef bint add
         for i in range(len(self.parents)):
@@ -376,12 +368,8 @@ cdef class Join(Variable):
             if not x.requires_grad:
                 continue
             add = x.prepare_grad()
-            if self.f64:
-                put_blocks(<double*>x.grad_ptr, self.widths[i], <double*>self.grad_ptr + self.starts[i],
-                           self.row, self.widths[i], self.outer, add)
-            else:
-                put_blocks(<float*>x.grad_ptr, self.widths[i], <float*>self.grad_ptr + self.starts[i],
-                           self.row, self.widths[i], self.outer, add)
+            put_blocks(x.grad_ptr, self.widths[i], self.grad_ptr + self.starts[i] * size, self.row,
+                       self.widths[i], self.outer, add, self.f64)
         return 0
 
 

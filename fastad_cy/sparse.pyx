@@ -20,7 +20,7 @@ from libc.string cimport memcpy
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, init_node, finish, require_float,
                               on_device, device_ops, GRAD_SPARSE, GRAD_DENSE)
-from fastad_cy.loops cimport vec_put, vec_zero
+from fastad_cy.loops cimport element_size, put_values, vec_zero, zero_values
 from fastad_cy.reduction import _normalize_axes
 from fastad_cy.shape import reshape as _reshape
 
@@ -133,7 +133,7 @@ cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, doub
     node.ix = <IndexInput>ix
     node.rows = t._shape[0]
     node.row_len = t.size // node.rows if node.rows else 0
-    node.row_bytes = node.row_len * (8 if t.f64 else 4)
+    node.row_bytes = node.row_len * element_size(t.f64)
     node.padding_idx = padding_idx
     node.max_norm = max_norm
     node.norm_type = norm_type
@@ -334,12 +334,10 @@ cdef class EmbeddingBag(Variable):
             bag_backward_rows(<const float*>self.grad_ptr, bounds, <float*>rows, self.n_bags,
                               self.row_len, self.mean)
         if self.dense_grad and isinstance(self.table, Parameter) and not self.table.prepare_grad():
-            if self.f64:                # a Parameter's first dense contribution: start from zeros
-                vec_zero(<double*>self.table.grad_ptr, self.table.size)
-            else:
-                vec_zero(<float*>self.table.grad_ptr, self.table.size)
+            # a Parameter's first dense contribution: start from zeros
+            zero_values(self.table.grad_ptr, self.table.size, self.f64)
         self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr + first, used,
-                                 rows + first * self.row_len * (8 if self.f64 else 4), self.row_len)
+                                 rows + first * self.row_len * element_size(self.f64), self.row_len)
         return 0
 
 
@@ -467,10 +465,7 @@ def add_grad(p, values, rows=None):
             raise ValueError(f"add_grad: values have shape {values.shape}, expected the "
                              f"Parameter's {param._shape}")
         add = param.prepare_grad()
-        if param.f64:
-            vec_put(<double*>param.grad_ptr, <const double*>cnp.PyArray_DATA(arr), param.size, add)
-        else:
-            vec_put(<float*>param.grad_ptr, <const float*>cnp.PyArray_DATA(arr), param.size, add)
+        put_values(param.grad_ptr, <const char*>cnp.PyArray_DATA(arr), param.size, add, param.f64)
         return
     ids = np.ascontiguousarray(rows, dtype=np.int64)
     if ids.ndim != 1 or values.shape != (ids.shape[0], param.row_len) or not param._shape:
@@ -591,36 +586,27 @@ cdef class TakeAlong(Variable):
             return self.backward_with_gil()
 
     cdef int backward_with_gil(self) except -1:
-        cdef Variable x = self.x
-        if not x.requires_grad:
+        if not self.x.requires_grad:
             return 0
         self.check_ids()
+        if self.f64:
+            return self._backward(<const double*>self.grad_ptr)
+        return self._backward(<const float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* g) except -1:
+        cdef Variable x = self.x
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
         cdef int64_t* distinct
         cdef Py_ssize_t count
         if self.sparse:
             distinct = <int64_t*>cnp.PyArray_DATA(self.distinct)
-            if self.f64:
-                count = along_rows(ids, <double*>self.grad_ptr, self.k, self.inner,
-                                   <int32_t*>cnp.PyArray_DATA(self.slot_of), distinct,
-                                   <double*>cnp.PyArray_DATA(self.rows))
-            else:
-                count = along_rows(ids, <float*>self.grad_ptr, self.k, self.inner,
-                                   <int32_t*>cnp.PyArray_DATA(self.slot_of), distinct,
-                                   <float*>cnp.PyArray_DATA(self.rows))
+            count = along_rows(ids, g, self.k, self.inner, <int32_t*>cnp.PyArray_DATA(self.slot_of),
+                               distinct, <floating*>cnp.PyArray_DATA(self.rows))
             x.add_grad_rows(distinct, count, <const char*>cnp.PyArray_DATA(self.rows), self.inner)
             return 0
         if not x.prepare_grad():
-            if self.f64:
-                vec_zero(<double*>x.grad_ptr, x.size)
-            else:
-                vec_zero(<float*>x.grad_ptr, x.size)
-        if self.f64:
-            along_scatter(<double*>x.grad_ptr, ids, <double*>self.grad_ptr, self.outer, self.n,
-                          self.k, self.inner)
-        else:
-            along_scatter(<float*>x.grad_ptr, ids, <float*>self.grad_ptr, self.outer, self.n,
-                          self.k, self.inner)
+            zero_values(x.grad_ptr, x.size, self.f64)
+        along_scatter(<floating*>x.grad_ptr, ids, g, self.outer, self.n, self.k, self.inner)
         return 0
 
 
