@@ -22,10 +22,10 @@ cimport numpy as cnp
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcpy, memmove, memset
+from libc.string cimport memcpy, memmove
 from cython cimport floating
 
-from fastad_cy.loops cimport vec_put, vec_zero
+from fastad_cy.loops cimport element_size, put_values, zero_values
 
 cnp.import_array()
 
@@ -561,14 +561,8 @@ cdef class Variable:
                            Py_ssize_t row_len) except -1 nogil:
         """Add rows[k] (row_len elements each) into grad row ids[k] (ids already bounds-checked)."""
         if not self.prepare_grad():
-            if self.f64:
-                vec_zero(<double*>self.grad_ptr, self.size)
-            else:
-                vec_zero(<float*>self.grad_ptr, self.size)
-        if self.f64:
-            _scatter_add(<double*>self.grad_ptr, ids, n, <const double*>rows, row_len)
-        else:
-            _scatter_add(<float*>self.grad_ptr, ids, n, <const float*>rows, row_len)
+            zero_values(self.grad_ptr, self.size, self.f64)
+        _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
         return 0
 
     # ---- the public face
@@ -833,6 +827,15 @@ cdef void _scatter_add(floating* dst, const int64_t* ids, Py_ssize_t n, const fl
             d[j] += rows[k * row_len + j]
 
 
+cdef inline void _scatter_add_rows(char* dst, const int64_t* ids, Py_ssize_t n, const char* rows,
+                                   Py_ssize_t row_len, bint f64) noexcept nogil:
+    """Add rows[k] into row ids[k] of dst, in either precision."""
+    if f64:
+        _scatter_add(<double*>dst, ids, n, <const double*>rows, row_len)
+    else:
+        _scatter_add(<float*>dst, ids, n, <const float*>rows, row_len)
+
+
 # ------------------------------------------------------------------- leaves
 
 @cython.no_gc
@@ -996,11 +999,11 @@ cdef class Parameter(Leaf):
             self._storage.densify()
             self.grad_mode = GRAD_DENSE
             return 0
-        cdef Py_ssize_t k, width = self.row_len * (8 if self.f64 else 4)
+        cdef Py_ssize_t k, width = self.row_len * element_size(self.f64)
         cdef const int64_t* touched = <const int64_t*>cnp.PyArray_DATA(self.touched)
         cdef int32_t* slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
         self.ensure_grad_buffer()
-        memset(self.grad_ptr, 0, self.size * (8 if self.f64 else 4))
+        zero_values(self.grad_ptr, self.size, self.f64)
         for k in range(self.n_touched):
             memcpy(self.grad_ptr + touched[k] * width, self.slab_ptr + k * width, width)
             slot_of[touched[k]] = -1
@@ -1020,15 +1023,12 @@ cdef class Parameter(Leaf):
 
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                            Py_ssize_t row_len) except -1 nogil:
-        cdef Py_ssize_t k
+        cdef Py_ssize_t k, width = row_len * element_size(self.f64)
         cdef int64_t r
         cdef int32_t slot
         cdef bint fresh
         if self.grad_mode == GRAD_DENSE:
-            if self.f64:
-                _scatter_add(<double*>self.grad_ptr, ids, n, <const double*>rows, row_len)
-            else:
-                _scatter_add(<float*>self.grad_ptr, ids, n, <const float*>rows, row_len)
+            _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
             return 0
         if self.slot_of_ptr == NULL:
             with gil:
@@ -1046,12 +1046,7 @@ cdef class Parameter(Leaf):
                 self.slot_of_ptr[r] = slot
                 self.touched_ptr[slot] = r
                 self.n_touched += 1
-            if self.f64:
-                vec_put(<double*>self.slab_ptr + slot * row_len, <const double*>rows + k * row_len,
-                        row_len, not fresh)
-            else:
-                vec_put(<float*>self.slab_ptr + slot * row_len, <const float*>rows + k * row_len,
-                        row_len, not fresh)
+            put_values(self.slab_ptr + slot * width, rows + k * width, row_len, not fresh, self.f64)
         return 0
 
     cdef int _start_sparse(self) except -1:

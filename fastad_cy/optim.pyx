@@ -40,6 +40,7 @@ from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                               device_optim, device_of)
+from fastad_cy.loops cimport element_size
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
                                adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
                                FaNAdamStep, fa_nadam_mu, fa_nadam_step, fa_adamax_step_size,
@@ -159,7 +160,7 @@ cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t*
 cdef inline char* span_grad(Parameter p, Py_ssize_t k) noexcept nogil:
     """The gradient of span k: a packed row of the sparse slab, or the dense buffer."""
     if p.grad_mode == GRAD_SPARSE:
-        return p.slab_ptr + k * p.row_len * (8 if p.f64 else 4)
+        return p.slab_ptr + k * p.row_len * element_size(p.f64)
     return p.grad_ptr
 
 
@@ -360,7 +361,7 @@ cdef class Optimizer:
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
         """Update the rows rows[k] of a sparse gradient, whose row k is packed at
         grads + k * row_len elements (an optimizer may update them all in one loop)."""
-        cdef Py_ssize_t k, width = row_len * (8 if f64 else 4)
+        cdef Py_ssize_t k, width = row_len * element_size(f64)
         for k in range(n_rows):
             self.update(value, grads + k * width, state, rows[k] * row_len, row_len, f64)
 
