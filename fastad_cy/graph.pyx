@@ -1261,7 +1261,7 @@ def register_devices(canonical_device, storage_type, ops, optim):
       has `device`, `value`, `grad` (None until `ensure_grad()`), `id_bound` (ids
       must stay below it) and `grad_is_zero`, and the methods the engine calls:
       `to_host`, `copy_value`, `copy_from_host`, `copy_device_array`, `all_finite`,
-      `seed_grad`, `leaf_grad`, and for a sparse gradient `start_sparse`,
+      `seed_grad`, `zero_grad`, `leaf_grad`, and for a sparse gradient `start_sparse`,
       `add_touched`, `touched_ids`, `touched_rows`, `sparse_grad`, `densify`,
       `clear_grad` (fastad/cuda/storage.py documents each).
     - `ops` holds the device op implementations the public ops dispatch to.
@@ -1353,7 +1353,7 @@ def sparse_grad_slot(Variable x, ids):
     if not isinstance(x, Parameter):
         buf, add = grad_slot(x)
         if not add:
-            _device_ops.fill(buf, 0)
+            x._storage.zero_grad()
         return buf
     p = <Parameter>x
     if p.grad_mode == GRAD_DENSE:

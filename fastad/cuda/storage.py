@@ -24,9 +24,10 @@ ID_BOUND_NONE = np.iinfo(np.int64).max   # ids with no table to stay below yet
 class DeviceStorage:
     """The value of one Variable on device `device` (a device array), its gradient
     buffer (made on first use), and what the engine keeps about them: the rows a
-    sparse gradient touched, whether the gradient is known to be all zeros, and,
-    for ids, the bound every id must stay below (that of the smallest table an op
-    built on them reads)."""
+    sparse gradient touched, whether the gradient buffer is known to be zero
+    outside those rows (`grad_is_zero`: then a new sparse gradient need not fill
+    it), and, for ids, the bound every id must stay below (that of the smallest
+    table an op built on them reads)."""
 
     __slots__ = ("device", "value", "grad", "touched", "n_touched", "grad_is_zero", "id_bound")
 
@@ -91,6 +92,11 @@ class DeviceStorage:
         if self.grad is None:
             self.grad = _backend.get().empty(self.value.shape, self.value.dtype)
 
+    def zero_grad(self) -> None:
+        """Set the gradient buffer to zeros (made first if needed)."""
+        self.ensure_grad()
+        fill(self.grad, 0)
+
     def seed_grad(self, seed, accumulate: bool) -> None:
         """Start a backward pass here: gradient (+)= ones (seed None) or (+)= `seed`, a host array."""
         grad = self.grad
@@ -118,9 +124,8 @@ class DeviceStorage:
 
     def start_sparse(self) -> None:
         """Begin a sparse gradient: all zeros, no rows touched."""
-        self.ensure_grad()
-        if not self.grad_is_zero:
-            fill(self.grad, 0)
+        if self.grad is None or not self.grad_is_zero:
+            self.zero_grad()
             self.grad_is_zero = True
         self.n_touched = 0
 

@@ -15,9 +15,9 @@ on the host, before any kernel.
 
 fastad.cuda registers this module with the engine (`register_devices`), which
 dispatches the public ops here and also calls `to_host` (a device array given as
-data) and `fill`.
+data).
 """
-from fastad.cuda.ops.common import to_host, fill
+from fastad.cuda.ops.common import to_host
 from fastad.cuda.ops.elementwise import unary, binary, where
 from fastad.cuda.ops.reduction import reduce, softmax, arg_reduce, cumsum
 from fastad.cuda.ops.shape import reshape, transpose, gather, join
