@@ -12,7 +12,11 @@ syncs made during training are included), end to end (the whole `run` call:
 process or task start, the first pull, the final push) and the test AUC after
 the epoch (0.5 is chance). Other tenants of a machine move examples/s a lot
 between runs, so Ray rows also give the median of each round's ratio to the
-Hogwild run just before it.
+Hogwild run just before it. The rounds follow one unmeasured run of each
+configuration: the first run in a fresh Ray instance starts Ray's worker
+processes, which import fastad while the first worker already trains (a
+Hogwild process is forked, with everything imported); that cold run is its
+own row.
 Run: python bench/distributed_bpr.py [--quick] [--rounds N]
 """
 import argparse
@@ -68,8 +72,9 @@ def _row(workload, samples, base=None, target="-"):
 
 
 def run(quick=False, rounds=None):
-    """Rows: Ray and Hogwild with 1 and 2 workers (`rounds` rounds, default 2 quick, else 3),
-    then 2 Ray workers per sync interval."""
+    """Rows: Ray and Hogwild with 1 and 2 workers (`rounds` rounds, default 2 quick, else 3,
+    after one unmeasured run of each), the cold first run of 2 Ray workers, then 2 Ray
+    workers per sync interval."""
     distributed._connect(None)                # start Ray before timing anything
     train, test = fa.data.planted_preferences(USERS, ITEMS, n_train=500_000 if quick else 1_000_000,
                                               n_test=20_000, rank=8, noise=0.5, seed=0)
@@ -79,6 +84,7 @@ def run(quick=False, rounds=None):
     for w in range(1, cpus + 1):
         configs[("hogwild", w)] = lambda w=w: hogwild_round(train, test, model, w)
         configs[("ray", w)] = lambda w=w: ray_round(train, test, model, w, SYNC_EVERY)
+    cold = {key: fn() for key, fn in configs.items()}       # warms Ray's worker pool
     samples = {key: [] for key in configs}
     for _ in range(rounds or (2 if quick else 3)):
         for key, fn in configs.items():
@@ -90,6 +96,9 @@ def run(quick=False, rounds=None):
         rows.append(_row(f"BPR Ray, {w} worker{'s' if w > 1 else ''}, sync_every={SYNC_EVERY:,}",
                          samples[("ray", w)], base=hog,
                          target=">= 0.8x Hogwild's examples/s, test AUC within 0.02"))
+    rows.append(_row(f"BPR Ray, {cpus} workers, sync_every={SYNC_EVERY:,}, the first run in a fresh "
+                     f"Ray instance (cold worker processes)", [cold[("ray", cpus)]],
+                     base=_row("", [cold[("hogwild", cpus)]])))
     intervals = [2_500, 10_000, 50_000, len(train["users"])]
     sweep = {k: [] for k in intervals}
     for _ in range(1 if quick else 2):
