@@ -395,8 +395,9 @@ class _HogwildEpochs:
     following its own share) let a worker that a busy machine slows fall behind, and the
     run then ends on whichever worker lags: one epoch on the standard library's text
     (bench/peers.py's settings, two threads) ended at a held-out loss of
-    2.6448 +- 0.0017 over twelve seeds, 2.6422 +- 0.0010 with claimed blocks (ten
-    seeds; one worker: 2.6430, gensim with two: 2.6428 +- 0.0013)."""
+    2.6448 +- 0.0017 over twelve seeds (2.6457 when the worker without the corpus's
+    last block finished last, 2.6436 otherwise), 2.6420 +- 0.0011 with claimed blocks
+    (sixteen seeds; one worker: 2.6430, gensim with two: 2.6429 +- 0.0016)."""
 
     def __init__(self, W, C, settings, tokens, ends, start_method, progress):
         self.initial = {"W": W, "C": C}
