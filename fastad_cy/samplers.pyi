@@ -53,7 +53,8 @@ class SkipGramSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike, center: IndexInput, context: IndexInput, *,
                  mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
                  sample: float = 0.0, vocab_size: int | None = None, seed: int | None = None,
-                 rank: int = 0, workers: int = 1) -> None: ...
+                 rank: int = 0, workers: int = 1, claim: np.ndarray | None = None,
+                 block_tokens: int = 10_000) -> None: ...
     @property
     def epoch_pairs(self) -> int: ...
 
@@ -61,7 +62,8 @@ class CbowSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike, context: IndexInput, weights: Input, target: IndexInput, *,
                  mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
                  sample: float = 0.0, vocab_size: int | None = None, seed: int | None = None,
-                 rank: int = 0, workers: int = 1) -> None: ...
+                 rank: int = 0, workers: int = 1, claim: np.ndarray | None = None,
+                 block_tokens: int = 10_000) -> None: ...
     @property
     def epoch_centres(self) -> int: ...
 

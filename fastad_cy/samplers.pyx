@@ -29,6 +29,14 @@ from fastad_cy.graph cimport Variable, IndexInput, Input
 
 cnp.import_array()
 
+cdef extern from *:
+    """
+    static inline int64_t fa_claim_next(int64_t* counter) {
+        return __atomic_fetch_add(counter, (int64_t)1, __ATOMIC_RELAXED);
+    }
+    """
+    int64_t fa_claim_next(int64_t* counter) noexcept nogil
+
 __all__ = ["set_default_seed", "Sampler", "FeedSampler", "PairwiseSampler", "WindowSampler", "SkipGramSampler", "CbowSampler",
            "AliasTable"]
 
@@ -584,6 +592,11 @@ cdef class WindowSampler(Sampler):
     cdef bint subsample
     cdef readonly double sample
     cdef Py_ssize_t items             # pairs (skip-gram) or centres (CBOW) an example
+    cdef object claim_array, block_first_array
+    cdef int64_t* claim               # the shared counter of the next block to claim, or NULL
+    cdef const int64_t[::1] block_first   # the first sentence of each block (and the end)
+    cdef Py_ssize_t n_blocks, block_tokens
+    cdef bint exhausted               # every block claimed (by this sampler or the others)
     cdef Py_ssize_t epoch_items       # of those, drawn in the current (or last) epoch
     cdef char* out_mask               # the mask Input's buffer, or NULL
     cdef bint mask_f64
@@ -665,24 +678,65 @@ cdef class WindowSampler(Sampler):
         self.keep_array = np.minimum(keep, 1.0)
         self.keep = self.keep_array
         starts = np.concatenate(([0], ends[:-1]))
-        self.token_lo, self.token_hi = n * self.rank // self.workers, n * (self.rank + 1) // self.workers
-        self.first_sentence = int(np.searchsorted(starts, self.token_lo, side="left"))
-        self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
+        if self.claim != NULL:      # the whole corpus, in blocks claimed as the walk goes
+            self.n_blocks = max(1, round(n / self.block_tokens))
+            bounds = n * np.arange(self.n_blocks + 1, dtype=np.int64) // self.n_blocks
+            self.block_first_array = np.searchsorted(starts, bounds, side="left").astype(np.int64)
+            self.block_first = self.block_first_array
+            self.token_lo, self.token_hi = 0, n
+            self.first_sentence = self.end_sentence = 0
+        else:
+            self.token_lo, self.token_hi = n * self.rank // self.workers, n * (self.rank + 1) // self.workers
+            self.first_sentence = int(np.searchsorted(starts, self.token_lo, side="left"))
+            self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
         self.buffer_array = np.zeros(max(int(np.max(ends - starts)), 1), dtype=np.int64)
         self.buffer = self.buffer_array
+        return 0
+
+    cdef int read_claim(self, str who, object claim, object block_tokens) except -1:
+        """Check `claim` (None, or a writable int64 array whose first element counts the
+        blocks claimed) and `block_tokens`; read_corpus then cuts the blocks."""
+        if claim is None:
+            return 0
+        if not isinstance(claim, np.ndarray) or claim.dtype != np.int64 or claim.size < 1 \
+                or not claim.flags.writeable or not claim.flags.c_contiguous:
+            raise TypeError(f"{who}: claim must be a writable, contiguous int64 numpy array "
+                            f"(its first element counts the blocks claimed), got {claim!r}")
+        self.claim_array = claim
+        self.claim = <int64_t*>cnp.PyArray_DATA(claim)
+        self.block_tokens = _whole(who, "block_tokens", block_tokens, 1)
         return 0
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.epoch_examples = self.epoch_items = 0
         self.sentence = self.first_sentence
+        if self.claim != NULL:
+            self.end_sentence = self.first_sentence     # no block yet: the first load claims one
+            self.exhausted = False
         self.length = self.center_pos = self.sentence_start = self.window_lo = self.window_hi = 0
         return 0
 
+    cdef bint claim_block(self) noexcept nogil:
+        """Claim the next block of the corpus from the shared counter; False once all are taken."""
+        cdef int64_t k
+        if self.exhausted:
+            return False
+        k = fa_claim_next(self.claim)
+        if k < 0 or k >= self.n_blocks:
+            self.exhausted = True
+            return False
+        self.sentence = self.block_first[k]
+        self.end_sentence = self.block_first[k + 1]
+        return True
+
     cdef bint load_sentence(self) noexcept nogil:
-        """Read the next sentence of the shard into the buffer, subsampled; False at the end."""
+        """Read the next sentence of the shard (or of the claimed blocks) into the buffer,
+        subsampled; False at the end."""
         cdef Py_ssize_t start, end, t
         cdef int64_t word
-        while self.sentence < self.end_sentence:
+        while self.sentence < self.end_sentence or self.claim != NULL and self.claim_block():
+            if self.sentence >= self.end_sentence:      # an empty block
+                continue
             start = self.ends[self.sentence - 1] if self.sentence > 0 else 0
             end = self.ends[self.sentence]
             self.sentence += 1
@@ -724,7 +778,8 @@ cdef class WindowSampler(Sampler):
         cdef double done = self.sentence_start - self.token_lo
         if self.length:
             done += (self.ends[self.sentence - 1] - self.sentence_start) * self.center_pos / <double>self.length
-        if span <= 0 or self.sentence >= self.end_sentence and self.center_pos >= self.length:
+        if span <= 0 or self.exhausted or \
+                self.claim == NULL and self.sentence >= self.end_sentence and self.center_pos >= self.length:
             return 1.0
         return min(1.0, max(0.0, done / span))
 
@@ -759,6 +814,16 @@ cdef class SkipGramSampler(WindowSampler):
     vocab_size     default: the largest id + 1.
     seed, rank, workers  the stream, and this worker's shard: the sentences that
                    start in its 1/workers of the tokens (no copy).
+    claim          None, or a shared int64 array (e.g. the int64 view of a one-element
+                   array in `fa.hogwild.share`) whose first element counts the blocks
+                   claimed: the walk then covers the whole corpus in blocks of about
+                   `block_tokens` tokens (the sentences that start in each), taking the
+                   next unclaimed block (an atomic increment) whenever it finishes one,
+                   and its progress (what LinearDecay follows) is its position in the
+                   corpus. Workers sharing one counter walk the corpus side by side in
+                   order, whatever their speeds, as gensim's threads take its jobs from
+                   one queue; rank and workers then only pick the stream. Set the
+                   counter to 0 before each epoch.
 
     The noise distribution counts the tokens given (all shards). B pairs per
     replay share the cost of a replay among them (the gradients of one example
@@ -781,7 +846,8 @@ cdef class SkipGramSampler(WindowSampler):
     cdef Py_ssize_t negative, context_pos
 
     def __init__(self, tokens, center, context, *, mask=None, sentence_ends=None, window=5,
-                 ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1):
+                 ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1,
+                 claim=None, block_tokens=10_000):
         who = "SkipGramSampler"
         _seed_stream(self, who, seed, rank, workers)
         self.out_center = _index_leaf(who, "center", center, -1)
@@ -799,6 +865,7 @@ cdef class SkipGramSampler(WindowSampler):
                              f"{self.items}")
         self.leaves = (center, context)
         self.read_mask(who, "pairs", mask)
+        self.read_claim(who, claim, block_tokens)
         self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
         self.begin_epoch(0)
 
@@ -864,7 +931,7 @@ cdef class CbowSampler(WindowSampler):
 
     def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
                  window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0,
-                 workers=1):
+                 workers=1, claim=None, block_tokens=10_000):
         who = "CbowSampler"
         _seed_stream(self, who, seed, rank, workers)
         self.slots = 2 * _whole(who, "window", window, 1)
@@ -887,6 +954,7 @@ cdef class CbowSampler(WindowSampler):
                              f"{self.items}")
         self.leaves = (context, weights, target)
         self.read_mask(who, "centres", mask)
+        self.read_claim(who, claim, block_tokens)
         self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
         self.begin_epoch(0)
 

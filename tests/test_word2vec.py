@@ -213,22 +213,94 @@ def test_batched_cbow_draws_the_one_centre_stream_and_masks_the_last_example(cen
 
 
 
-def test_hogwild_workers_walk_the_corpus_side_by_side(monkeypatch):
-    """_deal_blocks reorders whole sentences so that each worker's shard (the sentences
-    starting in its share of the tokens, as the samplers shard) holds every other
-    block of the corpus, in corpus order."""
-    import fastad.word2vec as w2v
-    monkeypatch.setattr(w2v, "BLOCK_TOKENS", 10)
+def test_samplers_sharing_a_claim_walk_the_corpus_side_by_side():
+    """Samplers that share a claim counter take blocks of the corpus in order: alone, one
+    draws the whole corpus exactly as a sampler without a claim (its progress being
+    its position in the corpus); two, drawing in turns, take each block once between
+    them, each its blocks in corpus order, and a sampler that starts late only
+    gets the blocks left."""
+    from fastad.data import SkipGramSampler
     rng = np.random.default_rng(0)
-    ends = np.cumsum(rng.integers(0, 5, 200))
-    tokens = np.arange(ends[-1])                         # a token's id is its corpus position
-    dealt, dealt_ends = w2v._deal_blocks(tokens, ends, workers=2)
-    starts, dealt_starts = ends - np.diff(ends, prepend=0), dealt_ends - np.diff(dealt_ends, prepend=0)
-    sentences = [tokens[a:b].tolist() for a, b in zip(starts, ends)]
-    dealt_sentences = [dealt[a:b].tolist() for a, b in zip(dealt_starts, dealt_ends)]
-    assert sorted(dealt_sentences) == sorted(sentences) and dealt_ends[-1] == tokens.size
-    blocks = 2 * round(tokens.size / 20)
-    for worker, mine in enumerate((dealt_starts < tokens.size // 2, dealt_starts >= tokens.size // 2)):
-        firsts = np.array([s[0] for s, m in zip(dealt_sentences, mine) if m and s])
-        assert (np.diff(firsts) > 0).all()               # in corpus order
-        assert np.mean(firsts * blocks // tokens.size % 2 == worker) > 0.9    # its blocks
+    ends = np.cumsum(rng.integers(0, 9, 300))
+    tokens = rng.integers(0, 20, ends[-1])
+    k = 3
+
+    def sampler(claim=None, rank=0):
+        return SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * (1 + k)), sentence_ends=ends,
+                               window=3, seed=5, rank=rank, workers=2 if claim is not None else 1,
+                               claim=claim, block_tokens=40)
+
+    def walk(s):
+        out = []
+        for c, ctx in s.epoch():
+            out.append((int(c[0]), ctx.tolist(), s.progress(), s.where()))
+        return out
+
+    plain = walk(sampler())
+    claim = np.zeros(1, dtype=np.int64)
+    alone = sampler(claim)
+    walked = walk(alone)
+    assert [w[:2] for w in walked] == [w[:2] for w in plain]
+    assert [w[2] for w in walked] == [w[2] for w in plain] and alone.progress() == 1.0
+    blocks = round(tokens.size / 40)
+    assert claim[0] >= blocks
+    claim[0] = 0
+    late = sampler(claim, rank=1)
+    assert walk(late) == [] or claim[0] > blocks      # nothing left: the late one draws nothing
+    claim[0] = 0
+    late_start = blocks - 3
+    claim[0] = late_start
+    assert len(walk(sampler(claim))) < len(plain) / 5   # started at block 37 of 40: the tail only
+
+    claim[0] = 0
+    pair, sentences = (sampler(claim, 0), sampler(claim, 1)), ([], [])
+    streams = [iter(s.epoch()) for s in pair]
+    live = [True, True]
+    while any(live):
+        for r in (0, 1):
+            if live[r]:
+                try:
+                    next(streams[r])
+                    sentences[r].append(int(pair[r].where().rsplit(" ", 1)[1].rstrip(")")))
+                except StopIteration:
+                    live[r] = False
+    for mine in sentences:
+        assert mine and np.all(np.diff(mine) >= 0)                       # in corpus order
+    assert not set(sentences[0]) & set(sentences[1])                     # each sentence once
+    assert sum(len(x) for x in sentences) == sum(s.epoch_pairs for s in pair)
+    every = {int(w[3].rsplit(" ", 1)[1].rstrip(")")) for w in plain}
+    assert set(sentences[0]) | set(sentences[1]) == every                # the whole corpus
+    with pytest.raises(TypeError, match="claim must be"):
+        sampler(np.zeros(1))
+
+
+def test_hogwild_workers_claim_the_blocks_a_slow_worker_leaves(monkeypatch):
+    """Word2Vec's workers share one claim counter: when one worker is held back until the
+    other has finished, the other walks the whole corpus (with fixed shards it would
+    train its half only, and the late one the other half alone at the end)."""
+    import threading
+    import fastad.word2vec as w2v
+    monkeypatch.setattr(w2v, "BLOCK_TOKENS", 40)
+    first_done, items = threading.Event(), {}
+    train_epoch = w2v._train_epoch
+
+    def held_back(rank, *args):
+        if rank == 1:
+            first_done.wait(60)
+        try:
+            result = train_epoch(rank, *args)
+            items[rank] = result[1]
+            return result
+        finally:
+            if rank == 0:
+                first_done.set()
+
+    monkeypatch.setattr(w2v, "_train_epoch", held_back)
+    corpus = topics_corpus()
+    settings = dict(dim=8, window=3, negative=2, min_count=1, sample=0, epochs=1, seed=1)
+    model = fa.models.Word2Vec(**settings, workers=2).fit(corpus, start_method="threads")
+    assert items[1] == 0 and items[0] > 0
+    # worker 0 alone, in corpus order, on the stream of rank 0 and with the lr by position:
+    # the one-worker fit exactly
+    one = fa.models.Word2Vec(**settings).fit(corpus)
+    assert np.array_equal(model.vectors, one.vectors) and model.history == one.history
