@@ -1337,9 +1337,17 @@ def function_node(str op, tuple inputs, tuple shape, dtype, fn, storage):
     return finish(node)
 
 
+cdef int _require_storage(str who, Variable x) except -1:
+    if not x.on_device:
+        raise TypeError(f"{who}: '{x.op_name}' is on the CPU; this serves Variables whose "
+                        f"value and gradient are held in a device storage")
+    return 0
+
+
 def grad_slot(Variable x):
     """`(buffer, accumulate)` for a dense gradient contribution to x, a Variable held in
     a storage: write into the buffer when accumulate is 0, add when 1."""
+    _require_storage("grad_slot", x)
     cdef int add = x.prepare_grad()
     x._storage.grad_is_zero = False
     return x._storage.grad, add
@@ -1350,6 +1358,7 @@ def sparse_grad_slot(Variable x, ids):
     added into. When x is a Parameter whose gradient is (or becomes) sparse, the row
     ids (`ids`, an int64 device array) are added to its storage's touched rows."""
     cdef Parameter p
+    _require_storage("sparse_grad_slot", x)
     if not isinstance(x, Parameter):
         buf, add = grad_slot(x)
         if not add:
@@ -1369,5 +1378,6 @@ def grad_state(Parameter p):
     """`(mode, grad, touched)` of a Parameter held in a storage, for optimizers: mode
     "none", "dense" or "sparse"; grad the dense buffer (for "sparse": zero outside the
     touched rows); touched the id arrays of a sparse gradient (ids may repeat)."""
+    _require_storage("grad_state", p)
     mode = ("none", "sparse", "dense")[p.grad_mode]
     return mode, p._storage.grad, (p._storage.touched_ids(),) if p.grad_mode == GRAD_SPARSE else ()

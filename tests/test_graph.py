@@ -339,3 +339,15 @@ def test_graph_nodes_stay_out_of_the_cyclic_collector():
              fa.sum(x), fa.softmax(x, axis=1), fa.reshape(x, (3, 2)), fa.concat([x, x], axis=0),
              fa.nn.mse(x, np.zeros((2, 3))), fa.nn.cross_entropy(x, [0, 2])]
     assert [type(n).__name__ for n in nodes if gc.is_tracked(n)] == []
+
+
+def test_the_helpers_for_ops_written_in_python_refuse_host_variables():
+    """function_node and the gradient slots serve Variables held in a device storage;
+    a CPU Variable gets a TypeError naming the helper, not an AttributeError."""
+    from fastad_cy.graph import function_node, grad_slot, grad_state, sparse_grad_slot
+    w = fa.Parameter(np.ones(2))
+    with pytest.raises(TypeError, match="'op' needs a device storage"):
+        function_node("op", (w,), (2,), np.float32, object(), None)
+    for helper, args in ((grad_slot, (w,)), (sparse_grad_slot, (w, None)), (grad_state, (w,))):
+        with pytest.raises(TypeError, match=f"{helper.__name__}: 'parameter' is on the CPU"):
+            helper(*args)
