@@ -1263,7 +1263,7 @@ def register_devices(canonical_device, storage_type, ops, optim):
       `to_host`, `copy_value`, `copy_from_host`, `copy_device_array`, `all_finite`,
       `seed_grad`, `zero_grad`, `leaf_grad`, and for a sparse gradient `start_sparse`,
       `add_touched`, `touched_ids`, `touched_rows`, `sparse_grad`, `densify`,
-      `clear_grad` (fastad/cuda/storage.py documents each).
+      `clear_grad` (the registered type documents each).
     - `ops` holds the device op implementations the public ops dispatch to.
     - `optim` holds the device optimizer state (`DeviceState`) and clipping
       (`clip_grad_norm`, `clip_grad_value`)."""
@@ -1277,7 +1277,7 @@ def register_devices(canonical_device, storage_type, ops, optim):
 cdef int _require_devices(object device) except -1:
     if _device_ops is None:
         raise RuntimeError(f"device {device!r}: no device support is registered with the "
-                           f"engine; the fastad package registers it when it is loaded")
+                           f"engine; a device package registers it when it is imported")
     return 0
 
 

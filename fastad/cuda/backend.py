@@ -24,6 +24,7 @@ import numpy as np
 from fastad.cuda import kernels
 
 BLOCK = 256
+I64, I32 = np.int64, np.int32     # the kernels' integer parameter types
 
 
 class CupyBackend:
@@ -277,7 +278,7 @@ def scalar(dtype, value):
 
 def fill(buffer, value):
     """Set every element of a float device array to `value`."""
-    launch("fill", buffer.dtype, buffer.size, buffer, np.int64(buffer.size), scalar(buffer.dtype, value))
+    launch("fill", buffer.dtype, buffer.size, buffer, I64(buffer.size), scalar(buffer.dtype, value))
 
 
 def to_host(array) -> np.ndarray:

@@ -14,10 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from fastad.cuda import backend as _backend
-from fastad.cuda.backend import copy_from_host, fill, from_host, launch, scalar, to_host
+from fastad.cuda.backend import I32, I64, copy_from_host, fill, from_host, launch, scalar, to_host
 from fastad.cuda.kernels import UNARY_OPS
 
-I64, I32 = np.int64, np.int32
 ID_BOUND_NONE = np.iinfo(np.int64).max   # ids with no table to stay below yet
 
 

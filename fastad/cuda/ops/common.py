@@ -6,13 +6,11 @@ import numpy as np
 
 from fastad_cy.graph import Variable, function_node
 from fastad.cuda import backend as _backend
-from fastad.cuda.backend import copy_from_host, fill, from_host, launch, scalar, to_host
+from fastad.cuda.backend import I32, I64, copy_from_host, fill, from_host, launch, scalar, to_host
 from fastad.cuda.storage import DeviceStorage
 
 __all__ = ["I64", "I32", "backend", "launch", "scalar", "meta_array", "fill", "to_host", "from_host",
            "copy_from_host", "same_device", "make_node", "bound_ids"]
-
-I64, I32 = np.int64, np.int32
 
 
 def backend():
