@@ -25,7 +25,7 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove
 from cython cimport floating
 
-from fastad_cy.loops cimport element_size, put_values, zero_values
+from fastad_cy.loops cimport element_size, put_values, sgd_row_values, zero_values
 
 cnp.import_array()
 
@@ -1027,6 +1027,10 @@ cdef class Parameter(Leaf):
         cdef int64_t r
         cdef int32_t slot
         cdef bint fresh
+        if self.apply_lr != NULL:
+            sgd_row_values(self.val_ptr, rows, ids, n, row_len, self.apply_lr[0], self.f64)
+            self.applied = True
+            return 0
         if self.grad_mode == GRAD_DENSE:
             _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
             return 0

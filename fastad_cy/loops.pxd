@@ -2,6 +2,7 @@
 # pointers so that gcc vectorises them at -O3; `floating` is float or double.
 # The helpers over char* buffers take the precision as a flag (`f64`), so that
 # a node passes its buffers without a float/double branch of its own.
+from libc.stdint cimport int64_t
 from libc.string cimport memcpy, memset
 from cython cimport floating
 
@@ -51,3 +52,25 @@ cdef inline void put_values(char* dst, const char* src, Py_ssize_t n, bint add,
         vec_put(<double*>dst, <const double*>src, n, add)
     else:
         vec_put(<float*>dst, <const float*>src, n, add)
+
+
+cdef inline void sgd_rows(floating* p, const floating* g, const int64_t* rows, Py_ssize_t n_rows,
+                          Py_ssize_t row_len, double lr) noexcept nogil:
+    """Plain SGD (no momentum, no weight decay) on rows rows[k] of p, whose gradients are
+    packed row after row in g: p[r] = p[r] + (-lr) * g, in p's precision."""
+    cdef floating lr_ = lr
+    cdef Py_ssize_t k, i
+    cdef floating* row
+    for k in range(n_rows):
+        row = p + rows[k] * row_len
+        for i in range(row_len):
+            row[i] = row[i] + (-lr_) * g[k * row_len + i]
+
+
+cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,
+                                Py_ssize_t row_len, double lr, bint f64) noexcept nogil:
+    """sgd_rows on buffers of either precision."""
+    if f64:
+        sgd_rows(<double*>p, <const double*>g, rows, n_rows, row_len, lr)
+    else:
+        sgd_rows(<float*>p, <const float*>g, rows, n_rows, row_len, lr)

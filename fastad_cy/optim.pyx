@@ -40,7 +40,7 @@ from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                               device_optim, device_of)
-from fastad_cy.loops cimport element_size
+from fastad_cy.loops cimport element_size, sgd_row_values
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
                                adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
                                FaNAdamStep, fa_nadam_mu, fa_nadam_step, fa_adamax_step_size,
@@ -210,19 +210,6 @@ cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n
         sgd_element(p, g, buf, i, lr, weight_decay, momentum, dampening, nesterov, first)
 
 
-cdef void sgd_plain_rows(floating* p, const floating* g, const int64_t* rows, Py_ssize_t n_rows,
-                         Py_ssize_t row_len, double lr) noexcept nogil:
-    """Plain SGD (no momentum, no weight decay) on rows rows[k] of p, whose gradients are
-    packed row after row in g: sgd_kernel's rule in one loop over the rows."""
-    cdef floating lr_ = lr
-    cdef Py_ssize_t k, i
-    cdef floating* row
-    for k in range(n_rows):
-        row = p + rows[k] * row_len
-        for i in range(row_len):
-            row[i] = row[i] + (-lr_) * g[k * row_len + i]
-
-
 cdef void adagrad_kernel(floating* p, const floating* g, floating* sums, Py_ssize_t n,
                          double lr, double weight_decay, double eps) noexcept nogil:
     cdef Py_ssize_t i
@@ -387,6 +374,9 @@ cdef class Optimizer:
         for i in range(self.n_params):
             p = self.param_ptrs[i]
             if (<Parameter>p).grad_mode == GRAD_NONE:
+                if (<Parameter>p).applied:        # updated as its gradient rows came (fastad.train)
+                    (<Parameter>p).applied = False
+                    self.steps[i] += 1
                 continue
             t = self.steps[i] + 1
             self.begin(t, (<Parameter>p).grad_mode == GRAD_SPARSE)
@@ -593,10 +583,8 @@ cdef class SGD(Optimizer):
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
         if self.momentum != 0 or self.weight_decay != 0:
             Optimizer.update_rows(self, value, grads, state, rows, n_rows, row_len, f64)
-        elif f64:
-            sgd_plain_rows(<double*>value, <const double*>grads, rows, n_rows, row_len, self._lr)
         else:
-            sgd_plain_rows(<float*>value, <const float*>grads, rows, n_rows, row_len, self._lr)
+            sgd_row_values(value, grads, rows, n_rows, row_len, self._lr, f64)
 
     cdef tuple device_kernel(self):
         return ("sgd", (self.weight_decay, self.momentum, self.dampening, 0.0), int(self.nesterov))

@@ -13,11 +13,12 @@ import numpy as np
 from cpython.ref cimport PyObject
 from libc.math cimport cos, pi, floor, pow
 
-from fastad_cy.graph cimport (Variable, IndexInput, Plan, replay_forward, replay_plan_forward,
-                              seed_scalar_grad, replay_plan_backward)
-from fastad_cy.optim cimport Optimizer
+from fastad_cy.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forward,
+                              replay_plan_forward, seed_scalar_grad, replay_plan_backward)
+from fastad_cy.optim cimport Optimizer, SGD
 from fastad_cy.samplers cimport Sampler
 from fastad_cy.samplers import FeedSampler
+from fastad_cy.sparse import Take
 
 
 # The learning-rate rules that run inside the loop; a scheduler names its rule and
@@ -92,6 +93,29 @@ cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
         finally:
             leaf.set_value(saved)
     return 0
+
+
+cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
+    """The Parameters whose update the loop applies as their gradient rows come.
+
+    With plain SGD (no momentum, no weight decay) a row's update needs only its
+    gradient, so a Parameter read by nothing but row gathers (`Take`: its
+    backward sends rows and reads no table) can take each row's step inside
+    backward: no slab, no separate step and zero_grad passes over its rows. No
+    pass reads it after the update: the gathers copied its rows in forward.
+    The result is the same as step() after backward, to the last bit when no
+    row repeats within an example (a repeated row takes its steps one after
+    the other instead of summed first)."""
+    if type(opt) is not SGD or (<SGD>opt).momentum != 0 or (<SGD>opt).weight_decay != 0:
+        return []
+    trained = {id(p) for p in opt._params}
+    readers = {}                  # id(Parameter) -> whether every node reading it is a gather
+    for node in plan.fwd + [root]:
+        for parent in (<Variable>node).parents:
+            if isinstance(parent, Parameter):
+                readers[id(parent)] = readers.get(id(parent), True) and type(node) is Take
+    return [p for p in plan.params if readers.get(id(p), False) and id(p) in trained
+            and not (<Parameter>p).on_device]
 
 
 cdef struct Loop:
@@ -222,8 +246,12 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     loop.schedule_steps = 0
     cdef Py_ssize_t epoch = 0
     means = []
+    cdef list applied = _updated_as_produced(plan, root, fast_opt) if fast_opt is not None else []
+    cdef Parameter param
     try:
         optimizer.zero_grad()
+        for param in applied:
+            param.apply_lr = &fast_opt._lr
         for epoch in range(epochs):
             sampler.begin_epoch(epoch)
             with nogil:
@@ -235,6 +263,8 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
         # Name the example (a bad id, a NaN); the examples before it have been applied.
         raise type(err)(f"train: epoch {epoch}, {sampler.where()}: {err}") from err
     finally:
+        for param in applied:
+            param.apply_lr = NULL
         if lr_schedule is not None:
             lr_schedule.last_epoch += loop.schedule_steps
     return means

@@ -17,7 +17,9 @@ def triples(n=500, seed=0):
 
 
 @pytest.mark.parametrize("opt_cls,kw", [(fa.optim.SGD, {"lr": 0.1}), (fa.optim.Adagrad, {"lr": 0.1}),
-                                        (fa.optim.Adam, {"lr": 0.01})])
+                                        (fa.optim.Adam, {"lr": 0.01}),
+                                        (fa.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
+                                        (fa.optim.SGD, {"lr": 0.1, "weight_decay": 0.01})])
 def test_train_matches_the_python_loop_exactly(opt_cls, kw):
     train, _ = triples(200)
     m1, loss1, feeds1 = small_bpr()
@@ -38,6 +40,80 @@ def test_train_matches_the_python_loop_exactly(opt_cls, kw):
     np.testing.assert_allclose(means, [total / 200], rtol=1e-12)
     np.testing.assert_array_equal(m1.U.value, m2.U.value)
     np.testing.assert_array_equal(m1.V.value, m2.V.value)
+
+
+# A float32 row at 1.0 and two gradient rows of 2**-25 each (lr 1): stepped one row at a time,
+# each step is half an ulp and rounds back to 1.0; summed first, the step lands on 1 - 2**-24.
+HALF_ULP = 2.0 ** -25
+ONE_AFTER_SUMMED_STEP = np.float32(1 - 2.0 ** -24)
+
+
+def twice_gathered_row():
+    """A graph that gathers row 0 of W twice in one example, each gather with gradient HALF_ULP."""
+    W = fa.Parameter(np.ones((1, 1)), dtype=np.float32)
+    ix = fa.IndexInput([0, 0])
+    scale = fa.Input(np.full((2, 1), HALF_ULP), dtype=np.float32)
+    return W, ix, fa.sum(W[ix] * scale)
+
+
+def test_plain_sgd_steps_each_gathered_row_as_backward_produces_it():
+    W, ix, loss = twice_gathered_row()
+    opt = fa.optim.SGD([W], lr=1.0)
+    fa.train(loss, opt, {ix: np.zeros((3, 2), dtype=np.int64)})
+    assert W.value[0, 0] == 1.0          # each half-ulp step rounded away: applied one row at a time
+    assert opt.state_dict()["state.0.step"] == 3      # the steps are counted as step() counts them
+    W, ix, loss = twice_gathered_row()
+    loss.forward()
+    loss.backward()
+    fa.optim.SGD([W], lr=1.0).step()
+    assert W.value[0, 0] == ONE_AFTER_SUMMED_STEP     # step() after backward sums the rows first
+
+
+def test_a_parameter_read_by_more_than_gathers_takes_the_optimizer_step():
+    W = fa.Parameter(np.ones((1, 1)), dtype=np.float32)
+    ix = fa.IndexInput([0])
+    scale = fa.Input(np.full((1, 1), HALF_ULP), dtype=np.float32)
+    loss = fa.sum(W[ix] * scale) + fa.sum(W * scale)      # a gather and a dense read of W
+    fa.train(loss, fa.optim.SGD([W], lr=1.0), {ix: np.zeros((1, 1), dtype=np.int64)})
+    assert W.value[0, 0] == ONE_AFTER_SUMMED_STEP
+
+
+def test_rows_stepped_in_backward_move_only_the_optimizers_parameters_at_the_scheduled_rate():
+    train, _ = triples(300)
+    m1, loss1, feeds1 = small_bpr()
+    m2, loss2, feeds2 = small_bpr()
+    V_before = m1.V.value.copy()
+    opt1, opt2 = fa.optim.SGD([m1.U], lr=0.2), fa.optim.SGD([m2.U], lr=0.2)
+    decay1, decay2 = (fa.optim.LinearDecay(o, min_lr=0.01, total_steps=300) for o in (opt1, opt2))
+    fa.train(loss1, opt1, feeds1(train), lr_schedule=decay1)
+    leaves = list(feeds2(train).keys())
+    for e in range(300):
+        opt2.lr = decay2.lr_at(e)
+        for leaf, key in zip(leaves, ("users", "pos", "neg")):
+            leaf.set_value(train[key][e:e + 1])
+        loss2.forward()
+        loss2.backward()
+        opt2.step()
+        opt2.zero_grad()
+    np.testing.assert_array_equal(m1.V.value, V_before)      # V is not the optimizer's
+    np.testing.assert_array_equal(m1.U.value, m2.U.value)
+    assert not np.array_equal(m1.U.value, small_bpr()[0].U.value)
+
+
+def test_after_an_error_in_the_loop_backward_keeps_gradients_again():
+    W = fa.Parameter(np.ones((3, 2)))
+    ix, x = fa.IndexInput([0]), fa.Input(np.ones(1))
+    loss = fa.sum(W[ix] * fa.log(x))
+    with fa.detect_anomaly(), pytest.raises(FloatingPointError, match="row 1 of the feeds"):
+        fa.train(loss, fa.optim.SGD([W], lr=0.1), {ix: np.array([[0], [1]]), x: np.array([2.0, -1.0])})
+    assert W.value[0, 0] == pytest.approx(1 - 0.1 * np.log(2.0))       # the first example was trained
+    before = W.value.copy()
+    ix.set_value([2])
+    x.set_value([np.e])
+    loss.forward()
+    loss.backward()
+    np.testing.assert_array_equal(W.value, before)        # backward alone moves nothing
+    np.testing.assert_allclose(W.grad, [[0, 0], [0, 0], [1, 1]])
 
 
 def test_training_learns_the_planted_preferences():
