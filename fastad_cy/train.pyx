@@ -171,7 +171,8 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
 
     For each example: the sampler writes it into the graph's leaves, then
     `loss.forward()`, `loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`,
-    with no Python in between.
+    with no Python in between. With plain SGD, a Parameter read only by row
+    gathers takes each row's step inside backward (see `_updated_as_produced`).
 
     loss       a one-element Variable built once over the sampler's leaves.
     optimizer  any fastad optimizer over the parameters to train (or any object
