@@ -19,9 +19,10 @@ independent, reproducible streams over their own shard without copying data.
 import numbers
 
 import numpy as np
+cimport cython
 cimport numpy as cnp
 from libc.math cimport sqrt
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
@@ -36,6 +37,20 @@ cdef extern from *:
     }
     """
     int64_t fa_claim_next(int64_t* counter) noexcept nogil
+
+cdef extern from *:
+    """
+    /* One interaction of PairwiseSampler: its user and item, one 8-byte load. */
+    typedef struct { int32_t user, item; } fa_pair;
+    /* Ask for the cache line holding p (for reading, kept in every level) without waiting. */
+    static inline void fa_prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
+    """
+    ctypedef struct fa_pair:
+        int32_t user
+        int32_t item
+    void fa_prefetch(const void* p) noexcept nogil
+
+cdef int64_t INT32_LIMIT = 2147483647      # the largest user or item id count PairwiseSampler holds
 
 __all__ = ["set_default_seed", "Sampler", "FeedSampler", "PairwiseSampler", "WindowSampler", "SkipGramSampler", "CbowSampler",
            "AliasTable"]
@@ -391,10 +406,21 @@ cdef class AliasTable:
 
 # ---------------------------------------------------------------- ranking triples
 
+cdef int _check_int32(str who, str name, object size) except -1:
+    if size > INT32_LIMIT:
+        raise ValueError(f"{who}: {name} is {size}, above 2**31 - 1 = {INT32_LIMIT}: the sampler "
+                         f"holds user and item ids as int32")
+    return 0
+
+
 cdef object _interactions_csr(str who, object interactions, object n_users, object n_items):
-    """(indptr, indices) of a user x item matrix: int64, each row's items sorted and unique."""
+    """The user x item matrix as canonical CSR (each row's items sorted and unique), its
+    user and item counts checked to fit int32."""
     import scipy.sparse as sp
     if sp.issparse(interactions):
+        for name, size in (("n_users (the matrix's rows)", interactions.shape[0]),
+                           ("n_items (the matrix's columns)", interactions.shape[1])):
+            _check_int32(who, name, size)
         matrix = sp.csr_matrix(interactions, copy=True)
         if matrix.nnz and (not np.all(np.isfinite(matrix.data)) or matrix.data.min() < 0):
             raise ValueError(f"{who}: interactions must hold finite values >= 0 "
@@ -409,6 +435,8 @@ cdef object _interactions_csr(str who, object interactions, object n_users, obje
             raise ValueError(f"{who}: {users.size} user ids but {items.size} item ids")
         rows = _whole(who, "n_users", n_users, 1) if n_users is not None else (int(users.max()) + 1 if users.size else 0)
         cols = _whole(who, "n_items", n_items, 1) if n_items is not None else (int(items.max()) + 1 if items.size else 0)
+        _check_int32(who, "n_users", rows)
+        _check_int32(who, "n_items", cols)
         for name, ids, bound in (("user", users, rows), ("item", items, cols)):
             if ids.size and ids.max() >= bound:
                 raise ValueError(f"{who}: {name} id {int(ids.max())} is out of range for {bound} {name}s")
@@ -439,16 +467,27 @@ cdef class PairwiseSampler(Sampler):
                   each item's interactions). A negative the user liked is redrawn
                   (never skipped); `redraws` counts them.
     examples      examples per epoch for this worker (default: interactions / (b * workers)).
-    seed, rank, workers  the stream: workers draw independent streams.
+    seed, rank, workers  the stream: workers draw independent streams; the same seed
+                  gives the same triples.
+
+    Ids are held as int32 (n_users and n_items up to 2**31 - 1), each interaction as
+    one (user, item) pair, so a draw reads one cache line. The interactions of an
+    example are drawn two calls ahead and read one call ahead, with prefetches, so
+    their cache misses overlap the training step between calls; each epoch still
+    draws exactly `examples` examples.
 
     >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
     >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
     >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5)
     """
-    cdef object matrix, noise
-    cdef const int64_t[::1] indptr
-    cdef const int64_t[::1] indices
-    cdef const int64_t[::1] user_of
+    cdef object matrix, noise, indptr_array, indices_array, pairs_array
+    cdef const int64_t* indptr        # each user's slice of indices (n_users + 1 offsets)
+    cdef const int32_t* indices       # the items of each user, sorted: for liked() and unliked_item()
+    cdef const fa_pair* pairs         # interaction k as (user, item): a draw reads one 8-byte pair
+    cdef object ahead_array, next_array
+    cdef int64_t* ahead_k             # the interactions drawn for the example after next
+    cdef fa_pair* next_pairs          # the next example's (user, item) pairs, read ahead
+    cdef bint primed                  # whether those hold this epoch's next examples
     cdef int64_t* out_users
     cdef int64_t* out_pos
     cdef int64_t* out_neg
@@ -477,18 +516,27 @@ cdef class PairwiseSampler(Sampler):
         self.matrix = _interactions_csr(who, interactions, n_users, n_items)
         self.n_users, self.n_items = self.matrix.shape
         self.nnz = self.matrix.nnz
-        indptr = self.matrix.indptr.astype(np.int64)
-        self.indptr = indptr
-        self.indices = self.matrix.indices.astype(np.int64)
+        indptr = np.ascontiguousarray(self.matrix.indptr, dtype=np.int64)
+        items = np.ascontiguousarray(self.matrix.indices, dtype=np.int32)
         degree = np.diff(indptr)
         self.by_user = sample == "user"
         if self.by_user and np.any(degree == 0):
             raise ValueError(f"{who}: with sample='user' every user needs an interaction; users "
                              f"{_first_ids(np.flatnonzero(degree == 0))} have none (use "
                              f"sample='interaction', or leave them out of the matrix)")
-        user_of = np.repeat(np.arange(self.n_users, dtype=np.int64), degree)
-        items = np.asarray(self.indices)
-        self.user_of = user_of
+        user_of = np.repeat(np.arange(self.n_users, dtype=np.int32), degree)
+        pairs = np.empty((self.nnz, 2), dtype=np.int32)
+        pairs[:, 0] = user_of
+        pairs[:, 1] = items
+        self.indptr_array, self.indices_array, self.pairs_array = indptr, items, pairs
+        self.indptr = <const int64_t*>cnp.PyArray_DATA(indptr)
+        self.indices = <const int32_t*>cnp.PyArray_DATA(items)
+        self.pairs = <const fa_pair*>cnp.PyArray_DATA(pairs)
+        self.ahead_array = np.zeros(self.batch, dtype=np.int64)
+        self.next_array = np.zeros((self.batch, 2), dtype=np.int32)
+        self.ahead_k = <int64_t*>cnp.PyArray_DATA(self.ahead_array)
+        self.next_pairs = <fa_pair*>cnp.PyArray_DATA(self.next_array)
+        self.primed = False
         self.by_popularity = negatives == "popularity"
         if self.by_popularity:
             popularity = np.bincount(items, minlength=self.n_items).astype(np.float64)
@@ -505,20 +553,22 @@ cdef class PairwiseSampler(Sampler):
         else:
             self.examples_per_epoch = _whole(who, "examples", examples, 1)
 
+    @cython.final      # called directly, not through the vtable, so it can be inlined
     cdef bint liked(self, int64_t user, int64_t item) noexcept nogil:
         """Whether `item` is among the user's sorted items: a binary search whose steps
         select rather than branch (the compiler's conditional move), as a random item
         would mispredict about half of the branches."""
-        cdef const int64_t* base = &self.indices[self.indptr[user]]
+        cdef const int32_t* base = &self.indices[self.indptr[user]]
         cdef int64_t n = self.indptr[user + 1] - self.indptr[user], half
         if n == 0:
             return False
         while n > 1:
             half = n >> 1
-            base = base + half if base[half] <= item else base
+            base = base + half if <int64_t>base[half] <= item else base
             n -= half
-        return base[0] == item
+        return <int64_t>base[0] == item
 
+    @cython.final
     cdef int64_t unliked_item(self, int64_t user) noexcept nogil:
         """An item the user did not like, uniformly: the r-th gap in their sorted items."""
         cdef int64_t start = self.indptr[user], end = self.indptr[user + 1], k
@@ -530,6 +580,7 @@ cdef class PairwiseSampler(Sampler):
                 break
         return item
 
+    @cython.final
     cdef int64_t negative(self, int64_t user) noexcept nogil:
         cdef int64_t item
         cdef int tries
@@ -546,21 +597,65 @@ cdef class PairwiseSampler(Sampler):
                 return item
             self.redraws += 1
 
-    cdef bint next_example(self) noexcept nogil:
+    @cython.final
+    cdef void draw_ahead(self) noexcept nogil:
+        """Draw the interactions of the example after next (an interaction uniformly, or a
+        user uniformly and then one of theirs) and start loading their pairs."""
         cdef Py_ssize_t b
-        cdef int64_t user, k
-        if self.epoch_examples >= self.examples_per_epoch:
-            return False
+        cdef int64_t k, user
         for b in range(self.batch):
             if self.by_user:
                 user = fa_rng_below(&self.rng, self.n_users)
                 k = self.indptr[user] + fa_rng_below(&self.rng, self.indptr[user + 1] - self.indptr[user])
             else:
                 k = fa_rng_below(&self.rng, self.nnz)
-                user = self.user_of[k]
-            self.out_users[b] = user
-            self.out_pos[b] = self.indices[k]
-            self.out_neg[b] = self.negative(user)
+            self.ahead_k[b] = k
+            fa_prefetch(&self.pairs[k])
+
+    @cython.final
+    cdef void read_ahead(self) noexcept nogil:
+        """Read the pairs drawn by draw_ahead (loaded since) as the next example's, and
+        start loading each user's items, where `negative` searches."""
+        cdef Py_ssize_t b
+        cdef fa_pair pair
+        cdef int64_t start, end
+        for b in range(self.batch):
+            pair = self.pairs[self.ahead_k[b]]
+            self.next_pairs[b] = pair
+            start = self.indptr[pair.user]
+            end = self.indptr[pair.user + 1]        # > start: the user has this interaction
+            fa_prefetch(&self.indices[start])
+            fa_prefetch(&self.indices[(start + end) >> 1])     # the binary search's first probe
+            fa_prefetch(&self.indices[end - 1])
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        self.primed = False         # the epoch's first example draws its own interactions
+        return Sampler.begin_epoch(self, epoch)
+
+    cdef bint next_example(self) noexcept nogil:
+        """Fill the leaves with the next example's triples. Its interactions were read by
+        the previous call (a pipeline two examples deep: draw, read, use), so their
+        cache misses overlap the training step in between; it reads the next example's
+        and draws the one after's, never past the epoch's last example."""
+        cdef Py_ssize_t b
+        cdef Py_ssize_t left = self.examples_per_epoch - self.epoch_examples
+        if left <= 0:
+            return False
+        if not self.primed:
+            self.draw_ahead()
+            self.read_ahead()
+            if left > 1:
+                self.draw_ahead()
+            self.primed = True
+        for b in range(self.batch):
+            self.out_users[b] = self.next_pairs[b].user
+            self.out_pos[b] = self.next_pairs[b].item
+        if left > 1:
+            self.read_ahead()
+            if left > 2:
+                self.draw_ahead()
+        for b in range(self.batch):
+            self.out_neg[b] = self.negative(self.out_users[b])
         self.epoch_examples += 1
         return True
 

@@ -171,6 +171,62 @@ def test_pairwise_bad_input_is_named():
         PairwiseSampler(good, u, i, j, examples=0)
 
 
+
+def test_ids_beyond_int32_are_refused_naming_the_argument():
+    # the sampler holds ids as int32: a count above 2**31 - 1 must fail when it is made
+    u, i, j = ids(), ids(), ids()
+    one = (np.array([0]), np.array([0]))
+    with pytest.raises(ValueError, match=r"n_items is 2147483648, above 2\*\*31 - 1"):
+        PairwiseSampler(one, u, i, j, n_items=2**31)
+    with pytest.raises(ValueError, match=r"n_users is 2147483648, above 2\*\*31 - 1"):
+        PairwiseSampler(one, u, i, j, n_users=2**31)
+    with pytest.raises(ValueError, match=r"n_items \(the matrix's columns\) is 2147483648"):
+        PairwiseSampler(sp.csr_matrix(([1.0], ([0], [0])), shape=(1, 2**31)), u, i, j)
+    # the largest count that fits works, and its ids come back whole in the int64 leaves
+    top = PairwiseSampler((np.array([0]), np.array([2**31 - 2])), u, i, j, n_items=2**31 - 1,
+                          examples=200, seed=0)
+    assert top.largest_ids() == (0, 2**31 - 2, 2**31 - 2)
+    triples = list(top.epoch())
+    assert all(int(b[0]) == 2**31 - 2 for _, b, _ in triples)
+    negs = np.array([int(c[0]) for _, _, c in triples])
+    assert negs.min() >= 0 and negs.max() < 2**31 - 2 and negs.max() > 2**30
+
+
+@pytest.mark.parametrize("sample", ["interaction", "user"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_every_epoch_draws_exactly_its_examples_the_same_for_the_same_seed(sample, batch):
+    # the sampler reads interactions ahead of the example it fills: an epoch must still
+    # end after `examples` examples, an abandoned epoch must not leak into the next, and
+    # the same seed must give the same triples
+    matrix = random_interactions()
+    liked = liked_sets(matrix)
+    for examples in (1, 2, 3, 7):
+        def run():
+            u, i, j = ids(batch), ids(batch), ids(batch)
+            s = PairwiseSampler(matrix, u, i, j, sample=sample, examples=examples, seed=3)
+            def triples(it):
+                return [tuple(tuple(int(x) for x in leaf) for leaf in t) for t in it]
+            epochs = []
+            for epoch in range(3):
+                epochs.append(triples(s.epoch(epoch)))
+                assert len(epochs[-1]) == examples and s.epoch_examples == examples
+            it = s.epoch(3)
+            epochs.append(triples([next(it)]))          # abandoned after one example
+            epochs.append(triples(s.epoch(4)))
+            assert len(epochs[-1]) == examples
+            return epochs
+        first = run()
+        assert first == run()
+        if examples == 1:       # each epoch draws afresh, not the last epoch's leftovers
+            u, i, j = ids(batch), ids(batch), ids(batch)
+            s = PairwiseSampler(matrix, u, i, j, sample=sample, examples=1, seed=3)
+            assert len({tuple(int(x) for x in next(s.epoch(e))[1]) for e in range(20)}) > 10
+        for epoch in first:
+            for users, pos, neg in epoch:
+                for a, b, c in zip(users, pos, neg):
+                    assert b in liked[a] and c not in liked[a]
+
+
 # ---------------------------------------------------------------- SkipGramSampler
 
 def skipgram_pairs(sampler, epoch=0):
