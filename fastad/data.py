@@ -3,7 +3,8 @@ data, and user x item interaction matrices with their splits.
 
 - `FeedSampler`, `PairwiseSampler`, `SkipGramSampler`, `CbowSampler` (compiled, in
   fastad_cy/samplers.pyx) fill a graph's leaves with one example at a time
-  inside `fastad.train`, with no Python between examples.
+  inside `fastad.train`, with no Python between examples; `Interactions` holds
+  a user x item matrix laid out for PairwiseSamplers to share.
 - `planted_preferences` (BPR triples) and `planted_interactions` (a user x item
   matrix) make implicit-feedback data with a known low-rank structure, so that a
   recommender's test metrics show whether it learned anything.
@@ -16,11 +17,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from fastad_cy.graph import IndexInput
-from fastad_cy.samplers import (AliasTable, CbowSampler, FeedSampler, PairwiseSampler, Sampler,
-                                SkipGramSampler, WindowSampler)
+from fastad_cy.samplers import (AliasTable, CbowSampler, FeedSampler, Interactions, PairwiseSampler,
+                                Sampler, SkipGramSampler, WindowSampler)
 
-__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "WindowSampler", "SkipGramSampler", "CbowSampler",
-           "AliasTable",
+__all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "Interactions", "WindowSampler", "SkipGramSampler",
+           "CbowSampler", "AliasTable",
            "planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
            "train_test_split", "leave_k_out", "sample_triples"]
 
@@ -244,10 +245,11 @@ def sample_triples(interactions, n=None, seed=0):
     return _draw_triples(matrix, n, seed)
 
 
-def _draw_triples(matrix, n, seed):
-    """`sample_triples` on a checked canonical CSR matrix: one example of n triples from
-    the compiled `PairwiseSampler` (the same rule as in `fa.train`'s loop), seeded by `seed`."""
+def _draw_triples(interactions, n, seed):
+    """`sample_triples` on a checked canonical CSR matrix (or its `Interactions`): one example
+    of n triples from the compiled `PairwiseSampler` (the same rule as in `fa.train`'s loop),
+    seeded by `seed`."""
     users, pos, neg = (IndexInput(np.zeros(n, dtype=np.int64)) for _ in range(3))
-    sampler = PairwiseSampler(matrix, users, pos, neg, examples=1, seed=seed)
+    sampler = PairwiseSampler(interactions, users, pos, neg, examples=1, seed=seed)
     drawn_users, drawn_pos, drawn_neg = next(sampler.epoch())
     return {"users": drawn_users, "pos": drawn_pos, "neg": drawn_neg}

@@ -23,7 +23,7 @@ from fastad_cy.train import train
 from fastad import hogwild
 from fastad import random as fastad_random
 from fastad.cuda import check_device
-from fastad.data import _draw_triples, check_int, check_interactions, require_negatives
+from fastad.data import Interactions, _draw_triples, check_int, check_interactions, require_negatives
 from fastad.metrics import check_ids, top_k
 from fastad.optim import SGD, Adagrad, Adam
 from fastad.nn.module import Module
@@ -94,9 +94,10 @@ class Recommender(Module):
 
     liked = None
 
-    def epoch_sampler(self, feeds, matrix, n, seed):
-        """A sampler that draws an epoch's `n` triples inside `fa.train`'s loop for the graph
-        whose `feeds` `example_graph()` returned, or None to train on precomputed triples."""
+    def epoch_sampler(self, feeds, interactions, n, seed):
+        """A sampler that draws an epoch's `n` triples of `interactions` (`fa.data.Interactions`)
+        inside `fa.train`'s loop for the graph whose `feeds` `example_graph()` returned, or None
+        to train on precomputed triples."""
         return None
 
     def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
@@ -170,14 +171,15 @@ class Recommender(Module):
             raise ValueError(f"{who}: a fit on {device} runs in one process; workers must be 1, "
                              f"got {workers}")
         self.liked = matrix
+        data = Interactions(matrix)      # laid out once for every epoch's and worker's sampler
         if device != "cpu":
-            epoch_runner = _DeviceEpochs(self, matrix, samples, seed, device, batch_size,
+            epoch_runner = _DeviceEpochs(self, data, samples, seed, device, batch_size,
                                          optimizer, lr, progress)
         elif workers == 1:
-            epoch_runner = _LocalEpochs(self, matrix, samples, seed, batch_size,
+            epoch_runner = _LocalEpochs(self, data, samples, seed, batch_size,
                                         make_optimizer(who, optimizer, self.parameters(), lr), progress)
         else:
-            epoch_runner = _HogwildEpochs(self, matrix, samples, seed, batch_size, workers, optimizer,
+            epoch_runner = _HogwildEpochs(self, data, samples, seed, batch_size, workers, optimizer,
                                           lr, progress, start_method)
         # without a callback, Hogwild workers run every epoch in one go (no process start per epoch),
         # and a device copies the weights back once
@@ -317,25 +319,25 @@ def _trained_per_epoch(samples, batch, workers):
     return sum(-(-_share(samples, workers, rank) // batch) * batch for rank in range(workers))
 
 
-def _epoch_data(model, feeds, matrix, n, batch, seed, epoch, rank=0):
+def _epoch_data(model, feeds, interactions, n, batch, seed, epoch, rank=0):
     """What `fa.train` replays for the `n` triples of one epoch (of one Hogwild rank), in
     examples of `batch` triples (n rounded up to whole batches), from their own seeded
     stream: the model's `epoch_sampler` if it has one, else the triples' feeds."""
     stream, examples = [seed, epoch, rank], -(-n // batch)
-    sampler = model.epoch_sampler(feeds, matrix, examples, stream)
+    sampler = model.epoch_sampler(feeds, interactions, examples, stream)
     if sampler is not None:
         return sampler
     return {leaf: ids.reshape(examples, -1)
-            for leaf, ids in feeds(_draw_triples(matrix, examples * batch, stream)).items()}
+            for leaf, ids in feeds(_draw_triples(interactions, examples * batch, stream)).items()}
 
 
 class _LocalEpochs:
     """Epochs in this process: one graph and one optimizer, replayed by `fa.train`."""
 
-    def __init__(self, model, matrix, samples, seed, batch, optimizer, progress):
+    def __init__(self, model, interactions, samples, seed, batch, optimizer, progress):
         self.model, self.batch = model, batch
         self.loss, self.feeds = model.example_graph(batch=batch)
-        self.matrix, self.samples, self.seed = matrix, samples, seed
+        self.interactions, self.samples, self.seed = interactions, samples, seed
         self.optimizer = optimizer
         self.progress = progress
 
@@ -359,7 +361,7 @@ class _LocalEpochs:
                 self.progress(done_before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
                 clock[:] = [now, done]
 
-        data = _epoch_data(self.model, self.feeds, self.matrix, self.samples, self.batch, self.seed,
+        data = _epoch_data(self.model, self.feeds, self.interactions, self.samples, self.batch, self.seed,
                            epoch)
         return train(self.loss, self.optimizer, data, progress=report,
                      report_every=max(1, 10_000 // self.batch))[0] / self.batch
@@ -370,8 +372,8 @@ class _DeviceEpochs:
     `PairwiseSampler` draws on the host (the CPU fit's stream), the weights copied back
     into the model after each run of epochs."""
 
-    def __init__(self, model, matrix, samples, seed, device, batch_size, optimizer, lr, progress):
-        self.model, self.matrix, self.seed, self.device = model, matrix, seed, device
+    def __init__(self, model, interactions, samples, seed, device, batch_size, optimizer, lr, progress):
+        self.model, self.interactions, self.seed, self.device = model, interactions, seed, device
         self.batch_size, self.batches = batch_size, -(-samples // batch_size)
         self.optimizer, self.lr, self.progress = optimizer, lr, progress
 
@@ -394,7 +396,7 @@ class _DeviceEpochs:
         return losses
 
     def run_epoch(self, epoch):
-        sampler = PairwiseSampler(self.matrix, *self.drawn, examples=self.batches, seed=[self.seed, epoch, 0])
+        sampler = PairwiseSampler(self.interactions, *self.drawn, examples=self.batches, seed=[self.seed, epoch, 0])
         report_every = max(1, 10_000 // self.batch_size)
         clock = [time.perf_counter(), 0]
         total = None
@@ -419,9 +421,9 @@ class _HogwildEpochs:
     """Epochs in Hogwild workers over the model's weights in shared memory, copied back after
     each run of epochs."""
 
-    def __init__(self, model, matrix, samples, seed, batch, workers, optimizer, lr, progress,
+    def __init__(self, model, interactions, samples, seed, batch, workers, optimizer, lr, progress,
                  start_method):
-        self.model, self.matrix, self.samples, self.seed = model, matrix, samples, seed
+        self.model, self.interactions, self.samples, self.seed = model, interactions, samples, seed
         self.batch = batch
         self.workers, self.optimizer, self.lr = workers, optimizer, lr
         self.progress, self.start_method = progress, start_method
@@ -444,7 +446,7 @@ class _HogwildEpochs:
                 self.progress(done_before + done, per_second)
 
         results = hogwild.run(_fit_worker, workers=self.workers, start_method=self.start_method,
-                              args=(self.shared, type(self.model), self.model.config(), self.matrix,
+                              args=(self.shared, type(self.model), self.model.config(), self.interactions,
                                     self.samples, self.batch, self.workers, self.optimizer, self.lr,
                                     self.seed, epochs),
                               progress=progress)
@@ -471,7 +473,7 @@ def _train_reporting(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None)
                  progress=hogwild.train_progress(), report_every=10_000)
 
 
-def _fit_worker(rank, shared, model_class, config, matrix, samples, batch, workers, optimizer, lr,
+def _fit_worker(rank, shared, model_class, config, interactions, samples, batch, workers, optimizer, lr,
                 seed, epochs):
     """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
     for `epochs` (a range) on this rank's share of each epoch's triples, which it draws itself
@@ -481,7 +483,7 @@ def _fit_worker(rank, shared, model_class, config, matrix, samples, batch, worke
     opt = make_optimizer(f"{model_class.__name__}.fit", optimizer, model.parameters(), lr)
     share = _share(samples, workers, rank)
     start = time.perf_counter()
-    means = [train(loss, opt, _epoch_data(model, feeds, matrix, share, batch, seed, epoch, rank),
+    means = [train(loss, opt, _epoch_data(model, feeds, interactions, share, batch, seed, epoch, rank),
                    progress=hogwild.train_progress(per_example=batch),
                    report_every=max(1, 10_000 // batch))[0] / batch
              for epoch in epochs]
@@ -558,9 +560,9 @@ class BPR(Recommender):
         feeds = TripleFeeds(*(IndexInput(np.zeros(batch, dtype=np.int64), device=device) for _ in range(3)))
         return self(*feeds.leaves), feeds
 
-    def epoch_sampler(self, feeds, matrix, n, seed):
+    def epoch_sampler(self, feeds, interactions, n, seed):
         """The compiled `PairwiseSampler` over the graph's leaves: triples drawn in the loop."""
-        return PairwiseSampler(matrix, *feeds.leaves, examples=n, seed=seed)
+        return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed)
 
     def user_vectors(self, user_ids):
         return self.U.value[user_ids]

@@ -452,13 +452,88 @@ cdef object _interactions_csr(str who, object interactions, object n_users, obje
     return matrix
 
 
+cdef class Interactions:
+    """A user x item interaction matrix made ready for `PairwiseSampler`, once.
+
+    `Interactions(interactions, n_users=None, n_items=None)` takes what
+    PairwiseSampler takes (a scipy matrix, or a (user_ids, item_ids) tuple) and
+    holds it as canonical CSR (`matrix`), each interaction as one int32 (user,
+    item) pair, and each user's sorted items. Samplers made from it (every
+    epoch, every Hogwild thread) read these arrays without copying them; it is
+    never modified after it is made. Pickled, it sends the matrix and is
+    rebuilt on arrival.
+
+    >>> data = fa.data.Interactions(csr)
+    >>> samplers = [fa.data.PairwiseSampler(data, u, i, j, seed=0, rank=r, workers=2) for r in range(2)]
+    """
+    cdef readonly object matrix
+    cdef object indptr_array, indices_array, pairs_array, degree
+    cdef const int64_t* indptr        # each user's slice of indices (n_users + 1 offsets)
+    cdef const int32_t* indices       # the items of each user, sorted: for liked() and unliked_item()
+    cdef const fa_pair* pairs         # interaction k as (user, item): a draw reads one 8-byte pair
+    cdef readonly int64_t n_users, n_items, nnz
+    cdef AliasTable popularity_table  # items by their interactions, made when first asked for
+    cdef object no_popular_negative   # the users users_without_negative(True) gives, once found
+
+    def __init__(self, interactions, n_users=None, n_items=None):
+        self.prepare("Interactions", interactions, n_users, n_items)
+
+    cdef int prepare(self, str who, object interactions, object n_users, object n_items) except -1:
+        """Check and lay out the interactions; errors name `who`, the caller made for them."""
+        self.matrix = _interactions_csr(who, interactions, n_users, n_items)
+        self.n_users, self.n_items = self.matrix.shape
+        self.nnz = self.matrix.nnz
+        indptr = np.ascontiguousarray(self.matrix.indptr, dtype=np.int64)
+        items = np.ascontiguousarray(self.matrix.indices, dtype=np.int32)
+        self.degree = np.diff(indptr)
+        pairs = np.empty((self.nnz, 2), dtype=np.int32)
+        pairs[:, 0] = np.repeat(np.arange(self.n_users, dtype=np.int32), self.degree)
+        pairs[:, 1] = items
+        for arr in (indptr, items, pairs, self.degree, self.matrix.data, self.matrix.indices,
+                    self.matrix.indptr):
+            arr.flags.writeable = False
+        self.indptr_array, self.indices_array, self.pairs_array = indptr, items, pairs
+        self.indptr = <const int64_t*>cnp.PyArray_DATA(indptr)
+        self.indices = <const int32_t*>cnp.PyArray_DATA(items)
+        self.pairs = <const fa_pair*>cnp.PyArray_DATA(pairs)
+        return 0
+
+    def __reduce__(self):
+        return Interactions, (self.matrix,)
+
+    def __repr__(self):
+        return f"Interactions({self.n_users} users x {self.n_items} items, {self.nnz} interactions)"
+
+    cdef AliasTable popularity(self):
+        if self.popularity_table is None:
+            self.popularity_table = AliasTable(self.item_counts())
+        return self.popularity_table
+
+    cdef object item_counts(self):
+        return np.bincount(self.indices_array, minlength=self.n_items).astype(np.float64)
+
+    cdef object users_without_negative(self, bint by_popularity):
+        """The users for whom no negative can be drawn: they liked every item (uniform
+        negatives) or every item with an interaction (popularity)."""
+        if not by_popularity:
+            return np.flatnonzero(self.degree >= self.n_items)
+        if self.no_popular_negative is None:
+            popularity = self.item_counts()
+            liked_mass = np.bincount(self.pairs_array[:, 0], weights=popularity[self.indices_array],
+                                     minlength=self.n_users)
+            self.no_popular_negative = np.flatnonzero((self.degree > 0) & (liked_mass >= popularity.sum()))
+        return self.no_popular_negative
+
+
 cdef class PairwiseSampler(Sampler):
     """(user, liked item, other item) triples from implicit feedback, for ranking
     losses such as BPR's `-logsigmoid(U[u].(V[i] - V[j]))`.
 
     interactions  a scipy sparse user x item matrix (a stored value > 0 is an
                   interaction), or a (user_ids, item_ids) tuple of arrays with
-                  optional `n_users`, `n_items` (default: the largest id + 1).
+                  optional `n_users`, `n_items` (default: the largest id + 1), or
+                  `Interactions` made from either: samplers made from one
+                  `Interactions` (each epoch's, each worker's) share its arrays.
     users, pos, neg  IndexInput leaves of one size b: each example fills b triples.
     sample        "interaction": a liked (user, item) pair drawn uniformly (a
                   user weighs by activity, as implicit's BPR does); "user": a user
@@ -480,10 +555,10 @@ cdef class PairwiseSampler(Sampler):
     >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
     >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5)
     """
-    cdef object matrix, noise, indptr_array, indices_array, pairs_array
-    cdef const int64_t* indptr        # each user's slice of indices (n_users + 1 offsets)
-    cdef const int32_t* indices       # the items of each user, sorted: for liked() and unliked_item()
-    cdef const fa_pair* pairs         # interaction k as (user, item): a draw reads one 8-byte pair
+    cdef readonly Interactions data   # the interactions, shared with every sampler made from them
+    cdef const int64_t* indptr        # data's arrays, read without the GIL
+    cdef const int32_t* indices
+    cdef const fa_pair* pairs
     cdef object ahead_array, next_array
     cdef int64_t* ahead_k             # the interactions drawn for the example after next
     cdef fa_pair* next_pairs          # the next example's (user, item) pairs, read ahead
@@ -513,25 +588,21 @@ cdef class PairwiseSampler(Sampler):
         if self.batch == 0:
             raise ValueError(f"{who}: the leaves hold no ids; give IndexInputs of at least one id")
         self.leaves = (users, pos, neg)
-        self.matrix = _interactions_csr(who, interactions, n_users, n_items)
-        self.n_users, self.n_items = self.matrix.shape
-        self.nnz = self.matrix.nnz
-        indptr = np.ascontiguousarray(self.matrix.indptr, dtype=np.int64)
-        items = np.ascontiguousarray(self.matrix.indices, dtype=np.int32)
-        degree = np.diff(indptr)
+        if isinstance(interactions, Interactions):
+            if n_users is not None or n_items is not None:
+                raise ValueError(f"{who}: n_users and n_items are the Interactions' own "
+                                 f"({interactions!r}); give them only with (user_ids, item_ids) arrays")
+            self.data = interactions
+        else:
+            self.data = Interactions.__new__(Interactions)
+            self.data.prepare(who, interactions, n_users, n_items)
+        self.n_users, self.n_items, self.nnz = self.data.n_users, self.data.n_items, self.data.nnz
+        self.indptr, self.indices, self.pairs = self.data.indptr, self.data.indices, self.data.pairs
         self.by_user = sample == "user"
-        if self.by_user and np.any(degree == 0):
+        if self.by_user and np.any(self.data.degree == 0):
             raise ValueError(f"{who}: with sample='user' every user needs an interaction; users "
-                             f"{_first_ids(np.flatnonzero(degree == 0))} have none (use "
+                             f"{_first_ids(np.flatnonzero(self.data.degree == 0))} have none (use "
                              f"sample='interaction', or leave them out of the matrix)")
-        user_of = np.repeat(np.arange(self.n_users, dtype=np.int32), degree)
-        pairs = np.empty((self.nnz, 2), dtype=np.int32)
-        pairs[:, 0] = user_of
-        pairs[:, 1] = items
-        self.indptr_array, self.indices_array, self.pairs_array = indptr, items, pairs
-        self.indptr = <const int64_t*>cnp.PyArray_DATA(indptr)
-        self.indices = <const int32_t*>cnp.PyArray_DATA(items)
-        self.pairs = <const fa_pair*>cnp.PyArray_DATA(pairs)
         self.ahead_array = np.zeros(self.batch, dtype=np.int64)
         self.next_array = np.zeros((self.batch, 2), dtype=np.int32)
         self.ahead_k = <int64_t*>cnp.PyArray_DATA(self.ahead_array)
@@ -539,12 +610,8 @@ cdef class PairwiseSampler(Sampler):
         self.primed = False
         self.by_popularity = negatives == "popularity"
         if self.by_popularity:
-            popularity = np.bincount(items, minlength=self.n_items).astype(np.float64)
-            liked_mass = np.bincount(user_of, weights=popularity[items], minlength=self.n_users)
-            no_negative = np.flatnonzero((degree > 0) & (liked_mass >= popularity.sum()))
-            self.noise_table = AliasTable(popularity)
-        else:
-            no_negative = np.flatnonzero(degree >= self.n_items)
+            self.noise_table = self.data.popularity()
+        no_negative = self.data.users_without_negative(self.by_popularity)
         if no_negative.size:
             raise ValueError(f"{who}: users {_first_ids(no_negative)} liked every item that can be "
                              f"drawn as a negative, so no negative exists for them")

@@ -172,6 +172,45 @@ def test_pairwise_bad_input_is_named():
 
 
 
+def test_samplers_made_from_one_interactions_share_its_arrays():
+    import pickle
+    import tracemalloc
+    rng = np.random.default_rng(0)
+    users, items = rng.integers(0, 2_000, 400_000), rng.integers(0, 3_000, 400_000)
+    data = fa.data.Interactions((users, items))
+    assert (data.n_users, data.n_items) == (2_000, 3_000) and data.nnz == data.matrix.nnz > 300_000
+    assert "2000 users x 3000 items" in repr(data)
+
+    def draw(source, **kw):
+        u, i, j = ids(3), ids(3), ids(3)
+        s = PairwiseSampler(source, u, i, j, seed=5, examples=40, **kw)
+        return s, [tuple(map(tuple, t)) for t in s.epoch()]
+    shared, triples = draw(data)
+    assert shared.data is data
+    assert triples == draw((users, items))[1]             # the same stream as from the arrays
+    assert draw(pickle.loads(pickle.dumps(data)))[1] == triples
+    assert draw(data, negatives="popularity")[1] == draw((users, items), negatives="popularity")[1]
+    tracemalloc.start()
+    draw(data)
+    draw(data, negatives="popularity")                    # the alias table is made once, then kept
+    made_from_data = tracemalloc.get_traced_memory()[1]
+    tracemalloc.reset_peak()
+    draw((users, items))
+    made_from_arrays = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert made_from_data < 200_000 < 3_000_000 < made_from_arrays     # no copy of 12 bytes a pair
+    with pytest.raises(ValueError, match="assignment destination is read-only"):
+        data.matrix.indices[0] = 1
+    with pytest.raises(ValueError, match="n_users and n_items are the Interactions' own"):
+        PairwiseSampler(data, ids(), ids(), ids(), n_items=5)
+    with pytest.raises(ValueError, match="Interactions: interactions hold no interaction"):
+        fa.data.Interactions(sp.csr_matrix((3, 4)))
+    everything = fa.data.Interactions(sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 1.0]])))
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"PairwiseSampler: users 1 liked every item"):
+            PairwiseSampler(everything, ids(), ids(), ids(), negatives="popularity")
+
+
 def test_ids_beyond_int32_are_refused_naming_the_argument():
     # the sampler holds ids as int32: a count above 2**31 - 1 must fail when it is made
     u, i, j = ids(), ids(), ids()
