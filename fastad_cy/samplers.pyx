@@ -52,8 +52,8 @@ cdef extern from *:
 
 cdef int64_t INT32_LIMIT = 2147483647      # the largest user or item id count PairwiseSampler holds
 
-__all__ = ["set_default_seed", "Sampler", "FeedSampler", "PairwiseSampler", "WindowSampler", "SkipGramSampler", "CbowSampler",
-           "AliasTable"]
+__all__ = ["set_default_seed", "Sampler", "FeedSampler", "Interactions", "PairwiseSampler", "WindowSampler",
+           "SkipGramSampler", "CbowSampler", "AliasTable"]
 
 
 # ---------------------------------------------------------------- checks shared by the samplers

@@ -9,6 +9,7 @@ import torch
 
 import fastad as fa
 from fastad import optim
+from loop_helpers import train_in_python
 
 F64 = np.float64
 
@@ -255,14 +256,7 @@ def test_train_matches_the_python_loop_exactly(cls, kw):
         runs.append((model, loss, feeds, cls(model.parameters(), **kw)))
     (m1, loss1, feeds1, opt1), (m2, loss2, feeds2, opt2) = runs
     fa.train(loss1, opt1, feeds1(train))
-    leaves = list(feeds2(train).keys())
-    for e in range(100):
-        for leaf, key in zip(leaves, ("users", "pos", "neg")):
-            leaf.set_value(train[key][e:e + 1])
-        loss2.forward()
-        loss2.backward()
-        opt2.step()
-        opt2.zero_grad()
+    train_in_python(loss2, opt2, feeds2, train)
     np.testing.assert_array_equal(m1.U.value, m2.U.value)
     np.testing.assert_array_equal(m1.V.value, m2.V.value)
 

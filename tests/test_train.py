@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
+from loop_helpers import train_in_python
 
 
 def small_bpr(dtype=np.float64, seed=1):
@@ -27,17 +28,7 @@ def test_train_matches_the_python_loop_exactly(opt_cls, kw):
     opt1 = opt_cls(m1.parameters(), **kw)
     opt2 = opt_cls(m2.parameters(), **kw)
     means = fa.train(loss1, opt1, feeds1(train))
-    leaves = list(feeds2(train).keys())
-    total = 0.0
-    for e in range(200):
-        for leaf, key in zip(leaves, ("users", "pos", "neg")):
-            leaf.set_value(train[key][e:e + 1])
-        loss2.forward()
-        total += loss2.item()
-        loss2.backward()
-        opt2.step()
-        opt2.zero_grad()
-    np.testing.assert_allclose(means, [total / 200], rtol=1e-12)
+    np.testing.assert_allclose(means, [train_in_python(loss2, opt2, feeds2, train)], rtol=1e-12)
     np.testing.assert_array_equal(m1.U.value, m2.U.value)
     np.testing.assert_array_equal(m1.V.value, m2.V.value)
 
@@ -86,15 +77,7 @@ def test_rows_stepped_in_backward_move_only_the_optimizers_parameters_at_the_sch
     opt1, opt2 = fa.optim.SGD([m1.U], lr=0.2), fa.optim.SGD([m2.U], lr=0.2)
     decay1, decay2 = (fa.optim.LinearDecay(o, min_lr=0.01, total_steps=300) for o in (opt1, opt2))
     fa.train(loss1, opt1, feeds1(train), lr_schedule=decay1)
-    leaves = list(feeds2(train).keys())
-    for e in range(300):
-        opt2.lr = decay2.lr_at(e)
-        for leaf, key in zip(leaves, ("users", "pos", "neg")):
-            leaf.set_value(train[key][e:e + 1])
-        loss2.forward()
-        loss2.backward()
-        opt2.step()
-        opt2.zero_grad()
+    train_in_python(loss2, opt2, feeds2, train, lr_at=decay2.lr_at)
     np.testing.assert_array_equal(m1.V.value, V_before)      # V is not the optimizer's
     np.testing.assert_array_equal(m1.U.value, m2.U.value)
     assert not np.array_equal(m1.U.value, small_bpr()[0].U.value)
