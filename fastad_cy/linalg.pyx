@@ -279,48 +279,48 @@ def matmul(a, b):
 
 # -------------------------------------------------------------- vector_dot
 
+cdef inline Py_ssize_t row_of(const int64_t* rows, Py_ssize_t r) noexcept nogil:
+    """Row r of an operand: rows[r] through a row map, r itself without one (NULL)."""
+    return rows[r] if rows != NULL else r
+
+
 cdef void dot_rows(const floating* a, const floating* b, floating* y, Py_ssize_t rows,
                    Py_ssize_t d, const int64_t* ra, const int64_t* rb) noexcept nogil:
-    """y[r] = a row . b row, rows r of both (ra, rb NULL) or rows ra[r] and rb[r]."""
+    """y[r] = a row . b row: rows ra[r] of a and rb[r] of b (row r where a map is NULL)."""
     cdef Py_ssize_t r
-    if ra == NULL:
-        for r in range(rows):
-            y[r] = dot(a + r * d, b + r * d, d)
-    else:
-        for r in range(rows):
-            y[r] = dot(a + ra[r] * d, b + rb[r] * d, d)
+    for r in range(rows):
+        y[r] = dot(a + row_of(ra, r) * d, b + row_of(rb, r) * d, d)
 
 
 cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_ssize_t rows,
                      Py_ssize_t d, bint add, const int64_t* rx, const int64_t* ro) noexcept nogil:
-    """gx[r, :] = g[r] * other[r, :] (or += when `add`); with row maps (rx, ro not NULL),
-    gx[rx[r], :] += g[r] * other[ro[r], :]."""
+    """gx[r, :] = g[r] * other row (or += when `add`), the other row being ro[r] (r when ro
+    is NULL); with a row map rx, gx[rx[r], :] += g[r] * other row (rows shared by several
+    outputs add up)."""
     cdef Py_ssize_t r, j
     cdef floating s
     cdef floating* gr
     cdef const floating* orow
     for r in range(rows):
         s = g[r]
-        if rx != NULL:
-            gr = gx + rx[r] * d
-            orow = other + ro[r] * d
+        orow = other + row_of(ro, r) * d
+        gr = gx + row_of(rx, r) * d
+        if rx != NULL or add:
             for j in range(d):
                 gr[j] += s * orow[j]
-        elif add:
-            for j in range(d):
-                gx[r * d + j] += s * other[r * d + j]
         else:
             for j in range(d):
-                gx[r * d + j] = s * other[r * d + j]
+                gr[j] = s * orow[j]
 
 
 @cython.no_gc
 cdef class VectorDot(Variable):
     """y[r] = sum_j a[r, j] * b[r, j] over the last axis (length d). When the leading
-    axes broadcast, output r reads row rows_a[r] of a and rows_b[r] of b."""
+    axes broadcast, output r reads row rows_a[r] of a and rows_b[r] of b; an operand
+    whose rows are the output's own (one row each, in order) has no map (None)."""
     cdef Variable a, b
     cdef Py_ssize_t d
-    cdef cnp.ndarray rows_a, rows_b          # int64 row maps, or None when the shapes are one
+    cdef cnp.ndarray rows_a, rows_b          # int64 row maps, or None for an operand whose rows are the output's
     cdef const int64_t* ra
     cdef const int64_t* rb
 
@@ -394,10 +394,11 @@ def vector_dot(a, b):
     node.a = va
     node.b = vb
     node.d = va._shape[na - 1]
-    if va._shape != vb._shape:
+    if va._shape[:na - 1] != out_shape:
         node.rows_a = _row_map(va._shape[:na - 1], out_shape)
-        node.rows_b = _row_map(vb._shape[:nb - 1], out_shape)
         node.ra = <const int64_t*>cnp.PyArray_DATA(node.rows_a)
+    if vb._shape[:nb - 1] != out_shape:
+        node.rows_b = _row_map(vb._shape[:nb - 1], out_shape)
         node.rb = <const int64_t*>cnp.PyArray_DATA(node.rows_b)
     init_node(node, "vector_dot", (va, vb), out_shape, va.f64)
     return finish(node)
