@@ -66,11 +66,16 @@ cdef class Parameter(Leaf):
     cdef Py_ssize_t n_touched
     cdef Py_ssize_t row_len
     # Not NULL (set by fastad.train only): add_grad_rows applies plain SGD at rate *apply_lr to
-    # the value at once and keeps no gradient; `applied` records that a row moved since the
-    # optimizer's last step.
+    # the value at once (see _step_rows) and keeps no gradient; `applied` records that a row
+    # moved since the optimizer's last step.
     cdef const double* apply_lr
     cdef bint applied
     cdef int densify(self) except -1
+    cdef int _add_sparse_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                              Py_ssize_t row_len) except -1 nogil
+    cdef int _step_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                        Py_ssize_t row_len) except -1 nogil
+    cdef int _repeats(self, const int64_t* ids, Py_ssize_t n) except -1 nogil
     cdef int _start_sparse(self) except -1
     cdef int _grow_slab(self) except -1
 

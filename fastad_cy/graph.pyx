@@ -1023,17 +1023,20 @@ cdef class Parameter(Leaf):
 
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                            Py_ssize_t row_len) except -1 nogil:
+        if self.apply_lr != NULL:
+            return self._step_rows(ids, n, rows, row_len)
+        if self.grad_mode == GRAD_DENSE:
+            _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
+            return 0
+        return self._add_sparse_rows(ids, n, rows, row_len)
+
+    cdef int _add_sparse_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                              Py_ssize_t row_len) except -1 nogil:
+        """Add the rows into the sparse gradient: a row's first contribution takes a slab row."""
         cdef Py_ssize_t k, width = row_len * element_size(self.f64)
         cdef int64_t r
         cdef int32_t slot
         cdef bint fresh
-        if self.apply_lr != NULL:
-            sgd_row_values(self.val_ptr, rows, ids, n, row_len, self.apply_lr[0], self.f64)
-            self.applied = True
-            return 0
-        if self.grad_mode == GRAD_DENSE:
-            _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
-            return 0
         if self.slot_of_ptr == NULL:
             with gil:
                 self._start_sparse()
@@ -1052,6 +1055,40 @@ cdef class Parameter(Leaf):
                 self.n_touched += 1
             put_values(self.slab_ptr + slot * width, rows + k * width, row_len, not fresh, self.f64)
         return 0
+
+    cdef int _step_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                        Py_ssize_t row_len) except -1 nogil:
+        """add_grad_rows while apply_lr is set: plain SGD on each row at once; when a row
+        repeats among these ids, its contributions are summed first (in the slab) and each
+        distinct row takes one step, as step() would take it. (Stepping a repeated row once
+        per contribution would write the row again and again, which Hogwild workers
+        sharing a frequent row pay for in cache traffic.)"""
+        if n > 1 and self._repeats(ids, n):
+            self._add_sparse_rows(ids, n, rows, row_len)
+            sgd_row_values(self.val_ptr, self.slab_ptr, self.touched_ptr, self.n_touched, row_len,
+                           self.apply_lr[0], self.f64)
+            self.clear_grad()
+        else:
+            sgd_row_values(self.val_ptr, rows, ids, n, row_len, self.apply_lr[0], self.f64)
+        self.applied = True
+        return 0
+
+    cdef int _repeats(self, const int64_t* ids, Py_ssize_t n) except -1 nogil:
+        """1 if an id occurs twice among ids[:n], else 0; marks rows in slot_of, which holds
+        -1 for every row while no sparse gradient is kept, and unmarks them."""
+        cdef Py_ssize_t k, marked = n
+        cdef int found = 0
+        if self.slot_of_ptr == NULL:
+            with gil:
+                self._start_sparse()
+        for k in range(n):
+            if self.slot_of_ptr[ids[k]] != -1:
+                found, marked = 1, k
+                break
+            self.slot_of_ptr[ids[k]] = 0
+        for k in range(marked):
+            self.slot_of_ptr[ids[k]] = -1
+        return found
 
     cdef int _start_sparse(self) except -1:
         """Make the row index and the slab of a first sparse gradient."""

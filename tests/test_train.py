@@ -39,25 +39,36 @@ HALF_ULP = 2.0 ** -25
 ONE_AFTER_SUMMED_STEP = np.float32(1 - 2.0 ** -24)
 
 
-def twice_gathered_row():
-    """A graph that gathers row 0 of W twice in one example, each gather with gradient HALF_ULP."""
+def row_gathered_twice(separately):
+    """A graph that gathers row 0 of W twice in one example, each time with gradient HALF_ULP:
+    by one gather of ids [0, 0], or (separately) by two gathers of [0]; and its feeds for
+    three examples."""
     W = fa.Parameter(np.ones((1, 1)), dtype=np.float32)
-    ix = fa.IndexInput([0, 0])
-    scale = fa.Input(np.full((2, 1), HALF_ULP), dtype=np.float32)
-    return W, ix, fa.sum(W[ix] * scale)
+    scale = fa.Input(np.full((1, 1), HALF_ULP), dtype=np.float32)
+    if separately:
+        first, second = fa.IndexInput([0]), fa.IndexInput([0])
+        feeds = {ix: np.zeros((3, 1), dtype=np.int64) for ix in (first, second)}
+        return W, feeds, fa.sum(W[first] * scale) + fa.sum(W[second] * scale)
+    both = fa.IndexInput([0, 0])
+    return W, {both: np.zeros((3, 2), dtype=np.int64)}, fa.sum(W[both] * scale)
 
 
 def test_plain_sgd_steps_each_gathered_row_as_backward_produces_it():
-    W, ix, loss = twice_gathered_row()
+    W, feeds, loss = row_gathered_twice(separately=True)
     opt = fa.optim.SGD([W], lr=1.0)
-    fa.train(loss, opt, {ix: np.zeros((3, 2), dtype=np.int64)})
-    assert W.value[0, 0] == 1.0          # each half-ulp step rounded away: applied one row at a time
+    fa.train(loss, opt, feeds)
+    assert W.value[0, 0] == 1.0          # each gather's half-ulp step rounded away: one at a time
     assert opt.state_dict()["state.0.step"] == 3      # the steps are counted as step() counts them
-    W, ix, loss = twice_gathered_row()
-    loss.forward()
-    loss.backward()
-    fa.optim.SGD([W], lr=1.0).step()
-    assert W.value[0, 0] == ONE_AFTER_SUMMED_STEP     # step() after backward sums the rows first
+    # A row repeated within one gather is summed first and stepped once, as step() does.
+    W, feeds, loss = row_gathered_twice(separately=False)
+    fa.train(loss, fa.optim.SGD([W], lr=1.0), feeds)
+    assert W.value[0, 0] == np.float32(1 - 3 * 2.0 ** -24)
+    for separately in (True, False):
+        W, _, loss = row_gathered_twice(separately)
+        loss.forward()
+        loss.backward()
+        fa.optim.SGD([W], lr=1.0).step()
+        assert W.value[0, 0] == ONE_AFTER_SUMMED_STEP     # step() after backward sums the rows
 
 
 def test_a_parameter_read_by_more_than_gathers_takes_the_optimizer_step():
