@@ -103,9 +103,10 @@ cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
     backward sends rows and reads no table) can take each row's step inside
     backward: no slab, no separate step and zero_grad passes over its rows. No
     pass reads it after the update: the gathers copied its rows in forward.
-    The result is the same as step() after backward, to the last bit when no
-    row repeats within an example (a repeated row takes its steps one after
-    the other instead of summed first)."""
+    The result is the same as step() after backward, to the last bit unless two
+    gathers of one example take the same row: then the row takes one step per
+    gather instead of one step of their sum (a row repeated within one gather
+    is summed first, see Parameter._step_rows)."""
     if type(opt) is not SGD or (<SGD>opt).momentum != 0 or (<SGD>opt).weight_decay != 0:
         return []
     trained = {id(p) for p in opt._params}
