@@ -361,8 +361,8 @@ class _LocalEpochs:
                 self.progress(done_before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
                 clock[:] = [now, done]
 
-        data = _epoch_data(self.model, self.feeds, self.interactions, self.samples, self.batch, self.seed,
-                           epoch)
+        data = _epoch_data(self.model, self.feeds, self.interactions, self.samples, self.batch,
+                           self.seed, epoch)
         return train(self.loss, self.optimizer, data, progress=report,
                      report_every=max(1, 10_000 // self.batch))[0] / self.batch
 
@@ -396,7 +396,8 @@ class _DeviceEpochs:
         return losses
 
     def run_epoch(self, epoch):
-        sampler = PairwiseSampler(self.interactions, *self.drawn, examples=self.batches, seed=[self.seed, epoch, 0])
+        sampler = PairwiseSampler(self.interactions, *self.drawn, examples=self.batches,
+                                  seed=[self.seed, epoch, 0])
         report_every = max(1, 10_000 // self.batch_size)
         clock = [time.perf_counter(), 0]
         total = None
@@ -446,9 +447,9 @@ class _HogwildEpochs:
                 self.progress(done_before + done, per_second)
 
         results = hogwild.run(_fit_worker, workers=self.workers, start_method=self.start_method,
-                              args=(self.shared, type(self.model), self.model.config(), self.interactions,
-                                    self.samples, self.batch, self.workers, self.optimizer, self.lr,
-                                    self.seed, epochs),
+                              args=(self.shared, type(self.model), self.model.config(),
+                                    self.interactions, self.samples, self.batch, self.workers,
+                                    self.optimizer, self.lr, self.seed, epochs),
                               progress=progress)
         self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
         examples = [r["examples"] / len(epochs) for r in results]
@@ -473,8 +474,8 @@ def _train_reporting(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None)
                  progress=hogwild.train_progress(), report_every=10_000)
 
 
-def _fit_worker(rank, shared, model_class, config, interactions, samples, batch, workers, optimizer, lr,
-                seed, epochs):
+def _fit_worker(rank, shared, model_class, config, interactions, samples, batch, workers, optimizer,
+                lr, seed, epochs):
     """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
     for `epochs` (a range) on this rank's share of each epoch's triples, which it draws itself
     `batch` triples a step."""

@@ -65,7 +65,7 @@ cdef class Parameter(Leaf):
     cdef Py_ssize_t slab_rows        # the slab's capacity
     cdef Py_ssize_t n_touched
     cdef Py_ssize_t row_len
-    # Not NULL (set by fastad.train only): add_grad_rows applies plain SGD at rate *apply_lr to
+    # Not NULL (set by the compiled training loop only): add_grad_rows applies plain SGD at rate *apply_lr to
     # the value at once (see _step_rows) and keeps no gradient; `applied` records that a row
     # moved since the optimizer's last step.
     cdef const double* apply_lr

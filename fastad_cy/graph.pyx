@@ -15,6 +15,7 @@ until `zero_grad`), tracked by a per-leaf mode; a Parameter can also hold a
 sparse gradient: only the rows a gather touched.
 """
 import contextlib
+import importlib
 
 import numpy as np
 cimport cython
@@ -490,7 +491,7 @@ cdef object _ops(str name):
     """An op module, imported on first use (op modules cimport this one)."""
     mod = _modules.get(name)
     if mod is None:
-        mod = __import__("fastad_cy." + name, fromlist=["_"])
+        mod = importlib.import_module("fastad_cy." + name)
         _modules[name] = mod
     return mod
 
@@ -1061,7 +1062,7 @@ cdef class Parameter(Leaf):
         """add_grad_rows while apply_lr is set: plain SGD on each row at once; when a row
         repeats among these ids, its contributions are summed first (in the slab) and each
         distinct row takes one step, as step() would take it. (Stepping a repeated row once
-        per contribution would write the row again and again, which Hogwild workers
+        per contribution would write the row again and again, which threads or processes
         sharing a frequent row pay for in cache traffic.)"""
         if n > 1 and self._repeats(ids, n):
             self._add_sparse_rows(ids, n, rows, row_len)
