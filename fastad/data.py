@@ -217,20 +217,33 @@ def leave_k_out(interactions, k=1, seed=0):
     return _split_by_user(matrix, np.where(counts > k, k, 0), rng)
 
 
-def require_negatives(matrix, who, name="interactions"):
-    """Raise ValueError naming the users of a checked CSR matrix who liked every item (no negative)."""
-    full = np.flatnonzero(np.diff(matrix.indptr) == matrix.shape[1])
+NEGATIVES = ("uniform", "popularity")
+
+
+def require_negatives(matrix, who, name="interactions", negatives="uniform"):
+    """Raise ValueError naming the users of a checked CSR matrix for whom no negative item can
+    be drawn: who liked every item (`negatives="uniform"`), or every item that has an
+    interaction (`"popularity"`, which draws items in proportion to their interactions)."""
+    if negatives not in NEGATIVES:
+        raise ValueError(f"{who}: negatives must be one of {NEGATIVES}, got {negatives!r}")
+    if negatives == "uniform":
+        drawable, what = matrix.shape[1], "every item"
+    else:
+        drawable, what = np.count_nonzero(np.bincount(matrix.indices, minlength=matrix.shape[1])), \
+            "every item that has an interaction (negatives='popularity' draws only those)"
+    full = np.flatnonzero(np.diff(matrix.indptr) == drawable)
     if full.size:
-        raise ValueError(f"{who}: {name} has users who liked every item, so no negative item "
+        raise ValueError(f"{who}: {name} has users who liked {what}, so no negative item "
                          f"exists for them: users {full[:10].tolist()}{' ...' if full.size > 10 else ''}")
 
 
-def sample_triples(interactions, n=None, seed=0):
+def sample_triples(interactions, n=None, seed=0, negatives="uniform"):
     """Draw `n` BPR triples (user, liked item, other item) from a user x item matrix.
 
     A triple picks a stored interaction uniformly (so users are drawn in
-    proportion to their interactions) and an item uniformly from the items
-    that user did not like (a negative the user liked is redrawn). `n`
+    proportion to their interactions) and an item the user did not like:
+    uniformly over the items (`negatives="uniform"`) or in proportion to
+    their interactions (`"popularity"`); a negative the user liked is redrawn. `n`
     defaults to the number of interactions (one epoch). Returns a dict of
     int64 arrays `users`, `pos`, `neg`, as `BPR.example_graph`'s feeds take.
     The triples come from `PairwiseSampler`, the sampler `fa.train` runs in its loop.
@@ -238,18 +251,18 @@ def sample_triples(interactions, n=None, seed=0):
     >>> triples = fa.data.sample_triples(train, seed=0)
     """
     matrix = check_interactions(interactions, "sample_triples")
-    require_negatives(matrix, "sample_triples")
+    require_negatives(matrix, "sample_triples", negatives=negatives)
     n = matrix.nnz if n is None else check_int("sample_triples", "n", n)
     if seed is not None:
         seed = check_int("sample_triples", "seed", seed, minimum=0)
-    return _draw_triples(matrix, n, seed)
+    return _draw_triples(matrix, n, seed, negatives)
 
 
-def _draw_triples(interactions, n, seed):
+def _draw_triples(interactions, n, seed, negatives="uniform"):
     """`sample_triples` on a checked canonical CSR matrix (or its `Interactions`): one example
     of n triples from the compiled `PairwiseSampler` (the same rule as in `fa.train`'s loop),
     seeded by `seed`."""
     users, pos, neg = (IndexInput(np.zeros(n, dtype=np.int64)) for _ in range(3))
-    sampler = PairwiseSampler(interactions, users, pos, neg, examples=1, seed=seed)
+    sampler = PairwiseSampler(interactions, users, pos, neg, examples=1, seed=seed, negatives=negatives)
     drawn_users, drawn_pos, drawn_neg = next(sampler.epoch())
     return {"users": drawn_users, "pos": drawn_pos, "neg": drawn_neg}

@@ -94,20 +94,23 @@ class Recommender(Module):
 
     liked = None
 
-    def epoch_sampler(self, feeds, interactions, n, seed):
+    def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
         """A sampler that draws an epoch's `n` triples of `interactions` (`fa.data.Interactions`)
-        inside `fa.train`'s loop for the graph whose `feeds` `example_graph()` returned, or None
-        to train on precomputed triples."""
+        inside `fa.train`'s loop for the graph whose `feeds` `example_graph()` returned, its
+        negatives drawn as `negatives` says, or None to train on precomputed triples."""
         return None
 
     def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
-            callback=None, progress=None, start_method=None, device="cpu", batch_size=None):
+            callback=None, progress=None, start_method=None, device="cpu", batch_size=None,
+            negatives="uniform"):
         """Train on a scipy user x item matrix with the BPR loss; returns the mean loss per epoch.
 
         Each epoch draws `samples` triples (default: one per interaction) by
-        `fa.data.sample_triples`' rule (users by interaction, negatives
-        uniform among the items the user did not like; `BPR` draws them inside
-        `fa.train`'s loop with `fa.data.PairwiseSampler`), and trains on them
+        `fa.data.sample_triples`' rule (users by interaction; negatives among
+        the items the user did not like, `negatives="uniform"` over the items
+        or `"popularity"` in proportion to their interactions, as implicit's
+        BPR draws them; `BPR` draws them inside `fa.train`'s loop with
+        `fa.data.PairwiseSampler`), and trains on them
         with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr`: in this
         process with `fa.train` when `workers` is 1, else in `workers` Hogwild
         processes that each draw and train on their share of the triples
@@ -146,7 +149,7 @@ class Recommender(Module):
         """
         who = f"{type(self).__name__}.fit"
         matrix = check_interactions(interactions, who, shape=(self.n_users, self.n_items))
-        require_negatives(matrix, who)
+        require_negatives(matrix, who, negatives=negatives)
         epochs = check_int(who, "epochs", epochs)
         workers = check_int(who, "workers", workers)
         samples = matrix.nnz if samples is None else check_int(who, "samples", samples)
@@ -174,13 +177,14 @@ class Recommender(Module):
         data = Interactions(matrix)      # laid out once for every epoch's and worker's sampler
         if device != "cpu":
             epoch_runner = _DeviceEpochs(self, data, samples, seed, device, batch_size,
-                                         optimizer, lr, progress)
+                                         optimizer, lr, progress, negatives)
         elif workers == 1:
             epoch_runner = _LocalEpochs(self, data, samples, seed, batch_size,
-                                        make_optimizer(who, optimizer, self.parameters(), lr), progress)
+                                        make_optimizer(who, optimizer, self.parameters(), lr), progress,
+                                        negatives)
         else:
             epoch_runner = _HogwildEpochs(self, data, samples, seed, batch_size, workers, optimizer,
-                                          lr, progress, start_method)
+                                          lr, progress, start_method, negatives)
         # without a callback, Hogwild workers run every epoch in one go (no process start per epoch),
         # and a device copies the weights back once
         runs = ([range(1, epochs + 1)] if callback is None else
@@ -319,25 +323,26 @@ def _trained_per_epoch(samples, batch, workers):
     return sum(-(-_share(samples, workers, rank) // batch) * batch for rank in range(workers))
 
 
-def _epoch_data(model, feeds, interactions, n, batch, seed, epoch, rank=0):
+def _epoch_data(model, feeds, interactions, n, batch, seed, negatives, epoch, rank=0):
     """What `fa.train` replays for the `n` triples of one epoch (of one Hogwild rank), in
     examples of `batch` triples (n rounded up to whole batches), from their own seeded
     stream: the model's `epoch_sampler` if it has one, else the triples' feeds."""
     stream, examples = [seed, epoch, rank], -(-n // batch)
-    sampler = model.epoch_sampler(feeds, interactions, examples, stream)
+    sampler = model.epoch_sampler(feeds, interactions, examples, stream, negatives)
     if sampler is not None:
         return sampler
-    return {leaf: ids.reshape(examples, -1)
-            for leaf, ids in feeds(_draw_triples(interactions, examples * batch, stream)).items()}
+    triples = _draw_triples(interactions, examples * batch, stream, negatives)
+    return {leaf: ids.reshape(examples, -1) for leaf, ids in feeds(triples).items()}
 
 
 class _LocalEpochs:
     """Epochs in this process: one graph and one optimizer, replayed by `fa.train`."""
 
-    def __init__(self, model, interactions, samples, seed, batch, optimizer, progress):
+    def __init__(self, model, interactions, samples, seed, batch, optimizer, progress, negatives):
         self.model, self.batch = model, batch
         self.loss, self.feeds = model.example_graph(batch=batch)
         self.interactions, self.samples, self.seed = interactions, samples, seed
+        self.negatives = negatives
         self.optimizer = optimizer
         self.progress = progress
 
@@ -362,7 +367,7 @@ class _LocalEpochs:
                 clock[:] = [now, done]
 
         data = _epoch_data(self.model, self.feeds, self.interactions, self.samples, self.batch,
-                           self.seed, epoch)
+                           self.seed, self.negatives, epoch)
         return train(self.loss, self.optimizer, data, progress=report,
                      report_every=max(1, 10_000 // self.batch))[0] / self.batch
 
@@ -372,8 +377,10 @@ class _DeviceEpochs:
     `PairwiseSampler` draws on the host (the CPU fit's stream), the weights copied back
     into the model after each run of epochs."""
 
-    def __init__(self, model, interactions, samples, seed, device, batch_size, optimizer, lr, progress):
+    def __init__(self, model, interactions, samples, seed, device, batch_size, optimizer, lr, progress,
+                 negatives):
         self.model, self.interactions, self.seed, self.device = model, interactions, seed, device
+        self.negatives = negatives
         self.batch_size, self.batches = batch_size, -(-samples // batch_size)
         self.optimizer, self.lr, self.progress = optimizer, lr, progress
 
@@ -397,7 +404,7 @@ class _DeviceEpochs:
 
     def run_epoch(self, epoch):
         sampler = PairwiseSampler(self.interactions, *self.drawn, examples=self.batches,
-                                  seed=[self.seed, epoch, 0])
+                                  seed=[self.seed, epoch, 0], negatives=self.negatives)
         report_every = max(1, 10_000 // self.batch_size)
         clock = [time.perf_counter(), 0]
         total = None
@@ -423,8 +430,9 @@ class _HogwildEpochs:
     each run of epochs."""
 
     def __init__(self, model, interactions, samples, seed, batch, workers, optimizer, lr, progress,
-                 start_method):
+                 start_method, negatives):
         self.model, self.interactions, self.samples, self.seed = model, interactions, samples, seed
+        self.negatives = negatives
         self.batch = batch
         self.workers, self.optimizer, self.lr = workers, optimizer, lr
         self.progress, self.start_method = progress, start_method
@@ -449,7 +457,7 @@ class _HogwildEpochs:
         results = hogwild.run(_fit_worker, workers=self.workers, start_method=self.start_method,
                               args=(self.shared, type(self.model), self.model.config(),
                                     self.interactions, self.samples, self.batch, self.workers,
-                                    self.optimizer, self.lr, self.seed, epochs),
+                                    self.optimizer, self.lr, self.seed, self.negatives, epochs),
                               progress=progress)
         self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
         examples = [r["examples"] / len(epochs) for r in results]
@@ -475,7 +483,7 @@ def _train_reporting(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None)
 
 
 def _fit_worker(rank, shared, model_class, config, interactions, samples, batch, workers, optimizer,
-                lr, seed, epochs):
+                lr, seed, negatives, epochs):
     """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
     for `epochs` (a range) on this rank's share of each epoch's triples, which it draws itself
     `batch` triples a step."""
@@ -484,7 +492,8 @@ def _fit_worker(rank, shared, model_class, config, interactions, samples, batch,
     opt = make_optimizer(f"{model_class.__name__}.fit", optimizer, model.parameters(), lr)
     share = _share(samples, workers, rank)
     start = time.perf_counter()
-    means = [train(loss, opt, _epoch_data(model, feeds, interactions, share, batch, seed, epoch, rank),
+    means = [train(loss, opt, _epoch_data(model, feeds, interactions, share, batch, seed, negatives,
+                                          epoch, rank),
                    progress=hogwild.train_progress(per_example=batch),
                    report_every=max(1, 10_000 // batch))[0] / batch
              for epoch in epochs]
@@ -561,9 +570,9 @@ class BPR(Recommender):
         feeds = TripleFeeds(*(IndexInput(np.zeros(batch, dtype=np.int64), device=device) for _ in range(3)))
         return self(*feeds.leaves), feeds
 
-    def epoch_sampler(self, feeds, interactions, n, seed):
+    def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
         """The compiled `PairwiseSampler` over the graph's leaves: triples drawn in the loop."""
-        return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed)
+        return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed, negatives=negatives)
 
     def user_vectors(self, user_ids):
         return self.U.value[user_ids]

@@ -199,6 +199,12 @@ def test_ranking_refuses_bad_ids_and_k(fitted):
     (LIKES, {"samples": 2, "workers": 3}, ValueError, r"samples \(2\) must be >= workers \(3\)"),
     (LIKES, {"seed": -1}, ValueError, "seed must be >= 0, got -1"),
     (LIKES, {"batch_size": 0}, ValueError, "batch_size must be >= 1, got 0"),
+    (LIKES, {"negatives": "popular"}, ValueError,
+     r"negatives must be one of \('uniform', 'popularity'\), got 'popular'"),
+    # item 2 has no interaction, so popularity never draws it: user 0 has no negative
+    (sp.csr_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0]])), {"negatives": "popularity"}, ValueError,
+     r"users who liked every item that has an interaction \(negatives='popularity' draws only those\), "
+     r"so no negative item exists for them: users \[0\]"),
 ])
 def test_fit_refuses_bad_input_before_training(interactions, kwargs, error, message):
     model = fa.models.BPR(2, 3, dim=4, biases=True)
@@ -208,6 +214,50 @@ def test_fit_refuses_bad_input_before_training(interactions, kwargs, error, mess
     after = weights(model)
     assert all(np.array_equal(before[name], after[name]) for name in before)
     assert model.liked is None
+
+
+@pytest.mark.parametrize("model_class", ["BPR", "TwoTower"])
+@pytest.mark.parametrize("workers,start_method", [(1, None), (2, "threads"), (2, "fork")])
+def test_popularity_negatives_draw_only_items_with_interactions(model_class, workers, start_method):
+    # items 40..59 have no interaction: drawn as negatives (so their rows move) only when
+    # negatives are uniform over the items
+    rng = np.random.default_rng(0)
+    likes = sp.csr_matrix((np.ones(400), (rng.integers(0, 50, 400), rng.integers(0, 40, 400))),
+                          shape=(50, 60))
+    likes.data[:] = 1.0
+    moved = {}
+    for negatives in ("uniform", "popularity"):
+        model = (fa.models.BPR(50, 60, dim=4, seed=0) if model_class == "BPR" else
+                 fa.models.TwoTower({"id": np.arange(50)}, {"id": np.arange(60)}, dim=4, seed=0))
+        items = model.V if model_class == "BPR" else model.item_id
+        before = items.numpy().copy()
+        model.fit(likes, epochs=2, workers=workers, start_method=start_method, seed=0, negatives=negatives)
+        moved[negatives] = np.any(items.numpy() != before, axis=1)
+    assert moved["uniform"][40:].all() and moved["uniform"][:40].all()
+    assert not moved["popularity"][40:].any() and moved["popularity"][:40].all()
+
+
+def test_popularity_negatives_follow_the_interaction_counts():
+    counts = np.array([1, 2, 4, 8, 16, 32, 64, 128])        # item k is liked by counts[k] users
+    dense = np.zeros((192, 20))
+    for item, count in enumerate(counts):
+        start = 0 if item == 7 else 128                     # no user likes all eight
+        dense[start:start + count, item] = 1.0
+    likes = sp.csr_matrix(dense)
+    drawn = fa.data.sample_triples(likes, n=200_000, seed=0, negatives="popularity")
+    # P(negative k | user u) = counts[k] / (the counts of the items u did not like), u by its likes
+    degree = dense.sum(axis=1)
+    expected = np.zeros(20)
+    for user in range(192):
+        weights = counts * (dense[user, :8] == 0)
+        expected[:8] += degree[user] / degree.sum() * weights / weights.sum()
+    observed = np.bincount(drawn["neg"], minlength=20) / drawn["neg"].size
+    np.testing.assert_allclose(observed, expected, atol=0.005)
+    assert np.all(dense[drawn["users"], drawn["neg"]] == 0)
+    uniform = fa.data.sample_triples(likes, n=20_000, seed=0)["neg"]
+    assert np.any(uniform >= 8)
+    with pytest.raises(ValueError, match="sample_triples: negatives must be one of"):
+        fa.data.sample_triples(likes, negatives="zipf")
 
 
 def test_an_error_after_an_epoch_leaves_that_epoch_trained():
