@@ -207,14 +207,11 @@ cdef class Conv(Variable):
                         dst[l] = src[l] + bias
 
     cdef int run_backward(self) except -1 nogil:
-        with gil:       # reads Python objects (optional inputs, numpy buffers)
-            if self.f64:
-                self._backward(<double*>self.grad_ptr)
-            else:
-                self._backward(<float*>self.grad_ptr)
-            return 0
+        if self.f64:
+            return self._backward(<double*>self.grad_ptr)
+        return self._backward(<float*>self.grad_ptr)
 
-    cdef int _backward(self, floating* gy) except -1:
+    cdef int _backward(self, floating* gy) except -1 nogil:
         cdef Py_ssize_t spots = self.g.oh * self.g.ow, width = self.g.n * spots
         cdef Py_ssize_t per_out = self.out_channels // self.groups
         cdef Py_ssize_t depth = (self.g.c // self.groups) * self.g.kh * self.g.kw
@@ -601,6 +598,8 @@ cdef class BatchNorm(Variable):
     """
     cdef Variable x, w, b            # w, b: None without the affine part
     cdef cnp.ndarray running_mean, running_var   # the caller's buffers (updated in place), or None
+    cdef char* running_mean_ptr                  # their data (NULL for None), for the passes
+    cdef char* running_var_ptr
     cdef bint training
     cdef double momentum, eps
     cdef Py_ssize_t n, c, spots
@@ -609,24 +608,18 @@ cdef class BatchNorm(Variable):
     cdef double* inv_std
 
     cdef int run_forward(self) except -1 nogil:
-        with gil:       # reads Python objects (optional inputs, numpy buffers)
-            if self.f64:
-                self._forward(<double*>self.x.val_ptr, <double*>self.val_ptr,
-                              <double*>self._ptr(self.w), <double*>self._ptr(self.b),
-                              <double*>self._array_ptr(self.running_mean),
-                              <double*>self._array_ptr(self.running_var))
-            else:
-                self._forward(<float*>self.x.val_ptr, <float*>self.val_ptr,
-                              <float*>self._ptr(self.w), <float*>self._ptr(self.b),
-                              <float*>self._array_ptr(self.running_mean),
-                              <float*>self._array_ptr(self.running_var))
-            return 0
+        if self.f64:
+            self._forward(<double*>self.x.val_ptr, <double*>self.val_ptr,
+                          <double*>self._ptr(self.w), <double*>self._ptr(self.b),
+                          <double*>self.running_mean_ptr, <double*>self.running_var_ptr)
+        else:
+            self._forward(<float*>self.x.val_ptr, <float*>self.val_ptr,
+                          <float*>self._ptr(self.w), <float*>self._ptr(self.b),
+                          <float*>self.running_mean_ptr, <float*>self.running_var_ptr)
+        return 0
 
-    cdef inline char* _ptr(self, Variable v):
+    cdef inline char* _ptr(self, Variable v) noexcept nogil:
         return v.val_ptr if v is not None else NULL
-
-    cdef inline char* _array_ptr(self, cnp.ndarray a):
-        return <char*>cnp.PyArray_DATA(a) if a is not None else NULL
 
     cdef void _forward(self, const floating* x, floating* y, const floating* w, const floating* b,
                        floating* running_mean, floating* running_var) noexcept nogil:
@@ -667,16 +660,12 @@ cdef class BatchNorm(Variable):
                     yc[k] = <floating>(xc[k] * scale + shift)
 
     cdef int run_backward(self) except -1 nogil:
-        with gil:       # reads Python objects (optional inputs, numpy buffers)
-            if self.f64:
-                self._backward(<double*>self.x.val_ptr, <double*>self.grad_ptr,
-                               <double*>self._ptr(self.w))
-            else:
-                self._backward(<float*>self.x.val_ptr, <float*>self.grad_ptr,
-                               <float*>self._ptr(self.w))
-            return 0
+        if self.f64:
+            return self._backward(<double*>self.x.val_ptr, <double*>self.grad_ptr,
+                                  <double*>self._ptr(self.w))
+        return self._backward(<float*>self.x.val_ptr, <float*>self.grad_ptr, <float*>self._ptr(self.w))
 
-    cdef int _backward(self, const floating* x, const floating* gy, const floating* w) except -1:
+    cdef int _backward(self, const floating* x, const floating* gy, const floating* w) except -1 nogil:
         cdef Py_ssize_t i, ch, k, count = self.n * self.spots, stride = self.c * self.spots
         cdef double sum_g, sum_gxhat, mean, inv_std, scale, xhat, d
         cdef const floating* xc
@@ -788,6 +777,9 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     cdef BatchNorm node = BatchNorm.__new__(BatchNorm)
     node.x, node.w, node.b = vx, vw, vb
     node.running_mean, node.running_var = running_mean, running_var
+    if running_mean is not None:
+        node.running_mean_ptr = <char*>cnp.PyArray_DATA(running_mean)
+        node.running_var_ptr = <char*>cnp.PyArray_DATA(running_var)
     node.training = bool(training)
     node.momentum, node.eps = momentum, eps
     node.n, node.c = vx._shape[0], channels

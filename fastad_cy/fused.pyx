@@ -92,26 +92,38 @@ cdef void column_sums(const floating* m, floating* out, Py_ssize_t rows, Py_ssiz
             out[j] += m[r * cols + j]
 
 
+cdef int zero_unwritten_grad(Variable v) except -1 nogil:
+    """A zero gradient for input v when it takes one and nothing wrote it in this pass."""
+    if v.requires_grad and not v.prepare_grad():
+        if v.f64:
+            vec_zero(<double*>v.grad_ptr, v.size)
+        else:
+            vec_zero(<float*>v.grad_ptr, v.size)
+    return 0
+
+
 @cython.no_gc
 cdef class LSTMCell(Variable):
     """Value (2, batch, H): [h', c'] of one LSTM step from x, optional (h, c) and the weights."""
     cdef Variable x, h, c, w_ih, w_hh, bias     # h and c are None for a zero state
     cdef Py_ssize_t batch, n_in, H
     cdef cnp.ndarray act, tanh_c, dgates        # scratch made at build: (B, 4H), (B, H), (B, 4H)
+    cdef char* act_ptr                          # their data, for the passes
+    cdef char* tanh_c_ptr
+    cdef char* dgates_ptr
 
     cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
             return 0
-        with gil:      # the cell's scratch arrays are numpy objects
-            if self.f64:
-                self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
-            else:
-                self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
+        if self.f64:
+            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
+        else:
+            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
         return 0
 
-    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept:
+    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
-        cdef floating* act = <floating*>cnp.PyArray_DATA(self.act)
+        cdef floating* act = <floating*>self.act_ptr
         cdef floating* out = <floating*>self.val_ptr
         gemm(False, False, B, 4 * H, I, x, I, w_ih, 4 * H, act, 4 * H, False)
         if self.h is not None:
@@ -119,32 +131,31 @@ cdef class LSTMCell(Variable):
                  <floating*>self.w_hh.val_ptr, 4 * H, act, 4 * H, True)
         lstm_pointwise(<floating*>self.bias.val_ptr,
                        <floating*>self.c.val_ptr if self.c is not None else NULL,
-                       act, <floating*>cnp.PyArray_DATA(self.tanh_c), out, out + B * H, B, H)
+                       act, <floating*>self.tanh_c_ptr, out, out + B * H, B, H)
 
     cdef int run_backward(self) except -1 nogil:
-        with gil:
-            if self.f64:
-                self._backward(<double*>self.grad_ptr)
-            else:
-                self._backward(<float*>self.grad_ptr)
-        return 0
+        if self.f64:
+            return self._backward(<double*>self.grad_ptr)
+        return self._backward(<float*>self.grad_ptr)
 
-    cdef int _backward(self, const floating* grad) except -1:
+    cdef int _backward(self, const floating* grad) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
-        cdef floating* dgates = <floating*>cnp.PyArray_DATA(self.dgates)
+        cdef floating* dgates = <floating*>self.dgates_ptr
         cdef floating* gc_prev = NULL
         cdef bint add_c_prev = False, add
-        cdef Variable v
         if B == 0:                 # nothing flows back, but every gradient must be written
-            for v in self.parents:
-                if v.requires_grad and not v.prepare_grad():
-                    vec_zero(<floating*>v.grad_ptr, v.size)
+            zero_unwritten_grad(self.x)
+            zero_unwritten_grad(self.w_ih)
+            zero_unwritten_grad(self.bias)
+            if self.h is not None:     # weight_hh, h and c are inputs only with a state
+                zero_unwritten_grad(self.w_hh)
+                zero_unwritten_grad(self.h)
+                zero_unwritten_grad(self.c)
             return 0
         if self.c is not None and self.c.requires_grad:
             add_c_prev = self.c.prepare_grad()
             gc_prev = <floating*>self.c.grad_ptr
-        lstm_pointwise_backward(<floating*>cnp.PyArray_DATA(self.act),
-                                <floating*>cnp.PyArray_DATA(self.tanh_c),
+        lstm_pointwise_backward(<floating*>self.act_ptr, <floating*>self.tanh_c_ptr,
                                 <floating*>self.c.val_ptr if self.c is not None else NULL,
                                 grad, grad + B * H, dgates, gc_prev, add_c_prev, B, H)
         # prepare_grad() makes the buffer that grad_ptr points to: call it first
@@ -239,21 +250,24 @@ cdef class GRUCell(Variable):
     cdef Variable x, h, w_ih, w_hh, b_ih, b_hh    # h is None for a zero state
     cdef Py_ssize_t batch, n_in, H
     cdef cnp.ndarray gi, gh, dgi, dgh             # scratch made at build, each (B, 3H)
+    cdef char* gi_ptr                             # their data, for the passes
+    cdef char* gh_ptr
+    cdef char* dgi_ptr
+    cdef char* dgh_ptr
 
     cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
             return 0
-        with gil:      # the cell's scratch arrays are numpy objects
-            if self.f64:
-                self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
-            else:
-                self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
+        if self.f64:
+            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
+        else:
+            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
         return 0
 
-    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept:
+    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
-        cdef floating* gi = <floating*>cnp.PyArray_DATA(self.gi)
-        cdef floating* gh = <floating*>cnp.PyArray_DATA(self.gh)
+        cdef floating* gi = <floating*>self.gi_ptr
+        cdef floating* gh = <floating*>self.gh_ptr
         gemm(False, False, B, 3 * H, I, x, I, w_ih, 3 * H, gi, 3 * H, False)
         if self.h is not None:
             gemm(False, False, B, 3 * H, H, <floating*>self.h.val_ptr, H,
@@ -263,26 +277,25 @@ cdef class GRUCell(Variable):
                       gi, gh, <floating*>self.val_ptr, B, H)
 
     cdef int run_backward(self) except -1 nogil:
-        with gil:
-            if self.f64:
-                self._backward(<double*>self.grad_ptr)
-            else:
-                self._backward(<float*>self.grad_ptr)
-        return 0
+        if self.f64:
+            return self._backward(<double*>self.grad_ptr)
+        return self._backward(<float*>self.grad_ptr)
 
-    cdef int _backward(self, const floating* grad) except -1:
+    cdef int _backward(self, const floating* grad) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
-        cdef floating* dgi = <floating*>cnp.PyArray_DATA(self.dgi)
-        cdef floating* dgh = <floating*>cnp.PyArray_DATA(self.dgh)
+        cdef floating* dgi = <floating*>self.dgi_ptr
+        cdef floating* dgh = <floating*>self.dgh_ptr
         cdef bint add
-        cdef Variable v
         if B == 0:                 # nothing flows back, but every gradient must be written
-            for v in self.parents:
-                if v.requires_grad and not v.prepare_grad():
-                    vec_zero(<floating*>v.grad_ptr, v.size)
+            zero_unwritten_grad(self.x)
+            zero_unwritten_grad(self.w_ih)
+            zero_unwritten_grad(self.b_ih)
+            zero_unwritten_grad(self.b_hh)
+            if self.h is not None:     # weight_hh and h are inputs only with a state
+                zero_unwritten_grad(self.w_hh)
+                zero_unwritten_grad(self.h)
             return 0
-        gru_pointwise_backward(<floating*>cnp.PyArray_DATA(self.gi),
-                               <floating*>cnp.PyArray_DATA(self.gh),
+        gru_pointwise_backward(<floating*>self.gi_ptr, <floating*>self.gh_ptr,
                                <floating*>self.h.val_ptr if self.h is not None else NULL,
                                grad, dgi, dgh, B, H)
         # prepare_grad() makes the buffer that grad_ptr points to: call it first
@@ -306,8 +319,7 @@ cdef class GRUCell(Variable):
             add = self.h.prepare_grad()
             gemm(False, True, B, H, 3 * H, dgh, 3 * H, <floating*>self.w_hh.val_ptr, 3 * H,
                  <floating*>self.h.grad_ptr, H, add)
-            add_scaled_product(<floating*>self.h.grad_ptr, grad,
-                               <floating*>cnp.PyArray_DATA(self.gi), B, H, 3 * H, H)
+            add_scaled_product(<floating*>self.h.grad_ptr, grad, <floating*>self.gi_ptr, B, H, 3 * H, H)
         if self.w_hh.requires_grad:                                     # dW_hh = h^T @ dgh
             add = self.w_hh.prepare_grad()
             gemm(True, False, H, 3 * H, B, <floating*>self.h.val_ptr, H, dgh, 3 * H,
@@ -375,6 +387,9 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
     node.act = np.zeros((B, 4 * H), dtype=dtype)
     node.tanh_c = np.zeros((B, H), dtype=dtype)
     node.dgates = np.zeros((B, 4 * H), dtype=dtype)
+    node.act_ptr = <char*>cnp.PyArray_DATA(node.act)
+    node.tanh_c_ptr = <char*>cnp.PyArray_DATA(node.tanh_c)
+    node.dgates_ptr = <char*>cnp.PyArray_DATA(node.dgates)
     # without a state, weight_hh takes no part (and receives no gradient)
     inputs = (vx, weight_ih, bias) + ((weight_hh, h, c) if h is not None else ())
     init_node(node, op, inputs, (2, B, H), vx.f64)
@@ -411,6 +426,8 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     dtype = np.float64 if vx.f64 else np.float32
     node.gi, node.gh = np.zeros((B, 3 * H), dtype=dtype), np.zeros((B, 3 * H), dtype=dtype)
     node.dgi, node.dgh = np.zeros((B, 3 * H), dtype=dtype), np.zeros((B, 3 * H), dtype=dtype)
+    node.gi_ptr, node.gh_ptr = <char*>cnp.PyArray_DATA(node.gi), <char*>cnp.PyArray_DATA(node.gh)
+    node.dgi_ptr, node.dgh_ptr = <char*>cnp.PyArray_DATA(node.dgi), <char*>cnp.PyArray_DATA(node.dgh)
     # without a state, weight_hh takes no part (and receives no gradient)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh, h) if h is not None else ())
     init_node(node, op, inputs, (B, H), vx.f64)

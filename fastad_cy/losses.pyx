@@ -104,13 +104,14 @@ cdef class ClassTargetLoss(Variable):
     cdef double scale               # the factor applied to the summed loss
     cdef bint failed                # the last forward stopped at a bad id: no backward
 
-    cdef int load_targets(self) except -1:
+    cdef int load_targets(self) except -1 nogil:
         """Check the ids (an IndexInput's may have changed) and keep them for the backward."""
         cdef const int64_t* ids = self.tgt if self.source is None else <int64_t*>self.source.val_ptr
         cdef Py_ssize_t bad = first_bad_target(ids, self.batch, self.classes, self.ignore_index)
         if bad >= 0:
             self.failed = True
-            raise bad_target_error(self.op_name, ids[bad], bad, self.classes, self.ignore_index)
+            with gil:
+                raise bad_target_error(self.op_name, ids[bad], bad, self.classes, self.ignore_index)
         if self.source is not None:
             memcpy(self.tgt, ids, self.batch * sizeof(int64_t))
         self.failed = False
@@ -283,8 +284,7 @@ cdef class CrossEntropy(ClassTargetLoss):
     cdef char* lse_ptr
 
     cdef int run_forward(self) except -1 nogil:
-        with gil:       # the targets are read through Python objects
-            self.load_targets()
+        self.load_targets()
         cdef bint each = self.reduction == RED_NONE
         cdef double total
         if self.f64:
@@ -376,8 +376,7 @@ cdef void nll_backward(const int64_t* t, Py_ssize_t rows, Py_ssize_t classes, in
 cdef class NLLLoss(ClassTargetLoss):
 
     cdef int run_forward(self) except -1 nogil:
-        with gil:       # the targets are read through Python objects
-            self.load_targets()
+        self.load_targets()
         cdef bint each = self.reduction == RED_NONE
         cdef double total
         if self.f64:

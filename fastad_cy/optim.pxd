@@ -84,6 +84,8 @@ cdef class NAdam(Optimizer):
     cdef readonly double beta1, beta2, eps, weight_decay, momentum_decay
     cdef readonly bint decoupled_weight_decay
     cdef object mu_products          # float64: [t] = mu_1 * ... * mu_t, grown as steps come
+    cdef double* products            # its data, read and filled without the GIL
+    cdef Py_ssize_t capacity         # its length
     cdef Py_ssize_t n_products       # the entries filled (index 0 holds 1.0)
     cdef FaNAdamStep coefficients
-    cdef double mu_product(self, long long t) except -1.0
+    cdef double mu_product(self, long long t) except -1.0 nogil

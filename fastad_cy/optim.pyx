@@ -974,28 +974,29 @@ cdef class NAdam(Optimizer):
         self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
                                                   decoupled_weight_decay)
         self.mu_products = np.ones(64, dtype=np.float64)
+        self.products = <double*>cnp.PyArray_DATA(self.mu_products)
+        self.capacity = 64
         self.n_products = 1
         Optimizer.__init__(self, params)
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
 
-    cdef double mu_product(self, long long t) except -1.0:
+    cdef double mu_product(self, long long t) except -1.0 nogil:
         """P_t = mu_1 * ... * mu_t, multiplied in the order torch does; past the table's
         end (once negligible) its last entry."""
-        cdef double[::1] table = self.mu_products
         cdef Py_ssize_t k
-        while self.n_products <= t and table[self.n_products - 1] >= NADAM_NEGLIGIBLE_PRODUCT:
-            if self.n_products == table.shape[0]:
-                self.mu_products = np.concatenate([self.mu_products, np.ones(table.shape[0])])
-                table = self.mu_products
+        while self.n_products <= t and self.products[self.n_products - 1] >= NADAM_NEGLIGIBLE_PRODUCT:
+            if self.n_products == self.capacity:
+                with gil:       # the table doubles (rarely: it stops at about 41.6 / -ln(beta1))
+                    self.mu_products = np.concatenate([self.mu_products, np.ones(self.capacity)])
+                    self.products = <double*>cnp.PyArray_DATA(self.mu_products)
+                    self.capacity *= 2
             k = self.n_products
-            table[k] = table[k - 1] * fa_nadam_mu(self.beta1, k, self.momentum_decay)
+            self.products[k] = self.products[k - 1] * fa_nadam_mu(self.beta1, k, self.momentum_decay)
             self.n_products += 1
-        return table[min(t, self.n_products - 1)]
+        return self.products[min(t, self.n_products - 1)]
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        cdef double product
-        with gil:       # the table of products is a numpy array that grows
-            product = self.mu_product(step)
+        cdef double product = self.mu_product(step)
         self.coefficients = fa_nadam_step(self._lr, step, self.beta1, self.beta2,
                                           self.weight_decay, self.decoupled_weight_decay,
                                           self.momentum_decay, product)

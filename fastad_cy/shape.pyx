@@ -26,6 +26,7 @@ cimport cython
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, free
+from cpython.ref cimport PyObject
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, on_device,
@@ -337,39 +338,32 @@ cdef class Join(Variable):
     cdef Py_ssize_t row             # elements in one output row
     cdef Py_ssize_t* widths         # per input: elements of its block in one row
     cdef Py_ssize_t* starts
+    cdef PyObject** inputs          # the parents, borrowed (the parents tuple keeps them), for
+    cdef Py_ssize_t n_inputs        # the passes without the GIL
 
     def __dealloc__(self):
         free(self.widths)
         free(self.starts)
+        free(self.inputs)
 
     cdef int run_forward(self) except -1 nogil:
-        with gil:       # the inputs are read from the parents tuple
-            return self.join_values()
-
-    cdef int run_backward(self) except -1 nogil:
-        with gil:
-            return self.split_grads()
-
-    cdef int join_values(self) except -1:
         cdef Py_ssize_t i, size = element_size(self.f64)
-        cdef Variable x
-        for i in range(len(self.parents)):
-            x = <Variable>self.parents[i]
-            put_blocks(self.val_ptr + self.starts[i] * size, self.row, x.val_ptr, self.widths[i],
-                       self.widths[i], self.outer, False, self.f64)
+        for i in range(self.n_inputs):
+            put_blocks(self.val_ptr + self.starts[i] * size, self.row,
+                       (<Variable>self.inputs[i]).val_ptr, self.widths[i], self.widths[i],
+                       self.outer, False, self.f64)
         return 0
 
-    cdef int split_grads(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         cdef Py_ssize_t i, size = element_size(self.f64)
-        cdef Variable x
         cdef bint add
-        for i in range(len(self.parents)):
-            x = <Variable>self.parents[i]
-            if not x.requires_grad:
+        for i in range(self.n_inputs):
+            if not (<Variable>self.inputs[i]).requires_grad:
                 continue
-            add = x.prepare_grad()
-            put_blocks(x.grad_ptr, self.widths[i], self.grad_ptr + self.starts[i] * size, self.row,
-                       self.widths[i], self.outer, add, self.f64)
+            add = (<Variable>self.inputs[i]).prepare_grad()
+            put_blocks((<Variable>self.inputs[i]).grad_ptr, self.widths[i],
+                       self.grad_ptr + self.starts[i] * size, self.row, self.widths[i], self.outer,
+                       add, self.f64)
         return 0
 
 
@@ -404,9 +398,12 @@ cdef Variable _join(str op, tuple xs, tuple out_shape, Py_ssize_t axis):
     cdef Py_ssize_t i, n = len(xs), start = 0
     node.widths = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
     node.starts = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
-    if node.widths == NULL or node.starts == NULL:
+    node.inputs = <PyObject**>malloc(n * sizeof(PyObject*))
+    if node.widths == NULL or node.starts == NULL or node.inputs == NULL:
         raise MemoryError()
+    node.n_inputs = n
     for i in range(n):
+        node.inputs[i] = <PyObject*>xs[i]
         node.widths[i] = prod((<Variable>xs[i])._shape[axis:])
         node.starts[i] = start
         start += node.widths[i]

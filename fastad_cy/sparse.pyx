@@ -264,20 +264,24 @@ cdef void bag_backward_rows(const floating* grad, const int64_t* bounds, floatin
 
 
 cdef int fill_bounds(const int64_t* offsets, Py_ssize_t n_offsets, Py_ssize_t n_ids,
-                     Py_ssize_t n_bags, bint include_last_offset, int64_t* bounds) except -1:
+                     Py_ssize_t n_bags, bint include_last_offset, int64_t* bounds) except -1 nogil:
     """bounds[b], bounds[b + 1] = where bag b starts and ends (n_bags + 1 entries), after
     checking that offsets start at 0, never decrease and stay within the n_ids ids."""
     cdef Py_ssize_t b
     for b in range(n_offsets):
         if b == 0 and offsets[0] != 0:
-            raise ValueError(f"embedding_bag: offsets[0] must be 0 (the first bag starts at "
-                             f"the first id), got {offsets[0]}")
+            with gil:
+                raise ValueError(f"embedding_bag: offsets[0] must be 0 (the first bag starts "
+                                 f"at the first id), got {offsets[0]}")
         if b > 0 and offsets[b] < offsets[b - 1]:
-            raise ValueError(f"embedding_bag: offsets must not decrease, got offsets[{b - 1}] "
-                             f"= {offsets[b - 1]} and offsets[{b}] = {offsets[b]}")
+            with gil:
+                raise ValueError(f"embedding_bag: offsets must not decrease, got "
+                                 f"offsets[{b - 1}] = {offsets[b - 1]} and offsets[{b}] = "
+                                 f"{offsets[b]}")
         if offsets[b] > n_ids:
-            raise ValueError(f"embedding_bag: offsets[{b}] = {offsets[b]} is past the end of "
-                             f"the {n_ids} ids")
+            with gil:
+                raise ValueError(f"embedding_bag: offsets[{b}] = {offsets[b]} is past the end "
+                                 f"of the {n_ids} ids")
         if b < n_bags:
             bounds[b] = offsets[b]
     bounds[n_bags] = offsets[n_bags] if include_last_offset else n_ids
@@ -309,27 +313,22 @@ cdef class EmbeddingBag(Variable):
     cdef bint mean, include_last_offset, dense_grad
     cdef cnp.ndarray bounds           # int64 (n_bags + 1,): bag b is ids[bounds[b]:bounds[b + 1]]
     cdef cnp.ndarray scratch          # (n_ids, row_len): each position's gradient row
+    cdef int64_t* bounds_ptr          # their data, for the passes
+    cdef char* scratch_ptr
+    cdef bint table_is_parameter
 
-    cdef int check_inputs(self) except -1:
+    cdef int check_inputs(self) except -1 nogil:
         """Ids in range, and the bounds from offsets that form a valid partition: ids and
         offsets can change through set_value between passes."""
         check_ids(self, self.ix, self.rows)
         if self.offsets is not None:      # else fixed bags: the bounds were set at build
             fill_bounds(<const int64_t*>self.offsets.val_ptr, self.offsets.size, self.ix.size,
-                        self.n_bags, self.include_last_offset, <int64_t*>cnp.PyArray_DATA(self.bounds))
+                        self.n_bags, self.include_last_offset, self.bounds_ptr)
         return 0
 
     cdef int run_forward(self) except -1 nogil:
-        with gil:       # the bounds are a numpy array
-            return self.forward_with_gil()
-
-    cdef int run_backward(self) except -1 nogil:
-        with gil:
-            return self.backward_with_gil()
-
-    cdef int forward_with_gil(self) except -1:
         self.check_inputs()
-        cdef const int64_t* bounds = <const int64_t*>cnp.PyArray_DATA(self.bounds)
+        cdef const int64_t* bounds = self.bounds_ptr
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
         if self.f64:
             bag_forward(<const double*>self.table.val_ptr, ids, bounds, <double*>self.val_ptr,
@@ -339,12 +338,12 @@ cdef class EmbeddingBag(Variable):
                         self.n_bags, self.row_len, self.mean)
         return 0
 
-    cdef int backward_with_gil(self) except -1:
+    cdef int run_backward(self) except -1 nogil:
         if not self.table.requires_grad:
             return 0
         self.check_inputs()
-        cdef const int64_t* bounds = <const int64_t*>cnp.PyArray_DATA(self.bounds)
-        cdef char* rows = <char*>cnp.PyArray_DATA(self.scratch)
+        cdef const int64_t* bounds = self.bounds_ptr
+        cdef char* rows = self.scratch_ptr
         # ids outside the bags (past an include_last_offset end) count for nothing
         cdef Py_ssize_t first = bounds[0], used = bounds[self.n_bags] - bounds[0]
         if self.f64:
@@ -353,7 +352,7 @@ cdef class EmbeddingBag(Variable):
         else:
             bag_backward_rows(<const float*>self.grad_ptr, bounds, <float*>rows, self.n_bags,
                               self.row_len, self.mean)
-        if self.dense_grad and isinstance(self.table, Parameter) and not self.table.prepare_grad():
+        if self.dense_grad and self.table_is_parameter and not self.table.prepare_grad():
             # a Parameter's first dense contribution: start from zeros
             zero_values(self.table.grad_ptr, self.table.size, self.f64)
         self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr + first, used,
@@ -433,6 +432,9 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     else:
         node.bounds = np.zeros(n_bags + 1, dtype=np.int64)
     node.scratch = np.empty((ix.size, node.row_len), dtype=np.float64 if t.f64 else np.float32)
+    node.bounds_ptr = <int64_t*>cnp.PyArray_DATA(node.bounds)
+    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    node.table_is_parameter = isinstance(t, Parameter)
     init_node(node, "embedding_bag", (t, ix) if offsets is None else (t, ix, offsets),
               (n_bags, node.row_len), t.f64)
     return finish(node)
@@ -578,21 +580,30 @@ cdef class TakeAlong(Variable):
     cdef cnp.ndarray slot_of        # sparse: int32 per row of x, all -1 between passes
     cdef cnp.ndarray distinct       # sparse: int64, the distinct rows of one backward
     cdef cnp.ndarray rows           # sparse: their gradients, one row of x each
+    cdef int32_t* slot_of_ptr       # their data (sparse), for the passes
+    cdef int64_t* distinct_ptr
+    cdef char* rows_ptr
 
-    cdef int check_ids(self) except -1:
+    cdef int check_ids(self) except -1 nogil:
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
         cdef Py_ssize_t i
         for i in range(self.ix.size):
             if ids[i] < 0 or ids[i] >= self.n:
-                raise IndexError(
-                    f"take_along_axis: id {ids[i]} at position "
-                    f"{tuple(int(p) for p in np.unravel_index(i, self.ix._shape))} of ids is out "
-                    f"of range for axis {self.axis} of x, of length {self.n} (shape {self.x._shape})")
+                with gil:
+                    raise self.id_error(i)
         return 0
 
+    cdef object id_error(self, Py_ssize_t i):
+        """The IndexError for the out-of-range id at flat position i (built apart from
+        check_ids, whose loop must not set up Python objects)."""
+        cdef int64_t id_ = (<const int64_t*>self.ix.val_ptr)[i]
+        position = tuple(int(p) for p in np.unravel_index(i, self.ix._shape))
+        return IndexError(f"take_along_axis: id {id_} at position {position} of ids is out of "
+                          f"range for axis {self.axis} of x, of length {self.n} (shape "
+                          f"{self.x._shape})")
+
     cdef int run_forward(self) except -1 nogil:
-        with gil:       # the id check builds its message from Python objects
-            self.check_ids()
+        self.check_ids()
         if self.f64:
             along_forward(<double*>self.x.val_ptr, <int64_t*>self.ix.val_ptr, <double*>self.val_ptr,
                           self.outer, self.n, self.k, self.inner)
@@ -602,10 +613,6 @@ cdef class TakeAlong(Variable):
         return 0
 
     cdef int run_backward(self) except -1 nogil:
-        with gil:       # the scratch rows are numpy arrays
-            return self.backward_with_gil()
-
-    cdef int backward_with_gil(self) except -1:
         if not self.x.requires_grad:
             return 0
         self.check_ids()
@@ -613,20 +620,17 @@ cdef class TakeAlong(Variable):
             return self._backward(<const double*>self.grad_ptr)
         return self._backward(<const float*>self.grad_ptr)
 
-    cdef int _backward(self, const floating* g) except -1:
-        cdef Variable x = self.x
+    cdef int _backward(self, const floating* g) except -1 nogil:
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
-        cdef int64_t* distinct
         cdef Py_ssize_t count
         if self.sparse:
-            distinct = <int64_t*>cnp.PyArray_DATA(self.distinct)
-            count = along_rows(ids, g, self.k, self.inner, <int32_t*>cnp.PyArray_DATA(self.slot_of),
-                               distinct, <floating*>cnp.PyArray_DATA(self.rows))
-            x.add_grad_rows(distinct, count, <const char*>cnp.PyArray_DATA(self.rows), self.inner)
+            count = along_rows(ids, g, self.k, self.inner, self.slot_of_ptr, self.distinct_ptr,
+                               <floating*>self.rows_ptr)
+            self.x.add_grad_rows(self.distinct_ptr, count, self.rows_ptr, self.inner)
             return 0
-        if not x.prepare_grad():
-            zero_values(x.grad_ptr, x.size, self.f64)
-        along_scatter(<floating*>x.grad_ptr, ids, g, self.outer, self.n, self.k, self.inner)
+        if not self.x.prepare_grad():
+            zero_values(self.x.grad_ptr, self.x.size, self.f64)
+        along_scatter(<floating*>self.x.grad_ptr, ids, g, self.outer, self.n, self.k, self.inner)
         return 0
 
 
@@ -683,5 +687,8 @@ def take_along_axis(x, ids, axis):
         node.slot_of = np.full(node.n, -1, dtype=np.int32)
         node.distinct = np.empty(min(node.n, ix.size), dtype=np.int64)
         node.rows = np.empty((min(node.n, ix.size), node.inner), dtype=v.dtype)
+        node.slot_of_ptr = <int32_t*>cnp.PyArray_DATA(node.slot_of)
+        node.distinct_ptr = <int64_t*>cnp.PyArray_DATA(node.distinct)
+        node.rows_ptr = <char*>cnp.PyArray_DATA(node.rows)
     init_node(node, "take_along_axis", (v, ix), ks, v.f64)
     return finish(node)

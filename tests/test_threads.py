@@ -1,4 +1,5 @@
 """Threads: per-thread modes, concurrent graphs, replays without the GIL, Hogwild in threads."""
+import sys
 import threading
 import time
 
@@ -213,8 +214,7 @@ def test_compiled_loops_in_threads_at_once_match_each_alone():
             np.testing.assert_array_equal(x, y)
 
 
-def test_a_node_that_needs_python_still_trains_inside_the_released_loop():
-    # concat runs its copies holding the GIL; the loop around it does not
+def test_concat_trains_exactly_inside_the_released_loop():
     rng = np.random.default_rng(1)
     E = fa.Parameter(rng.normal(size=(10, 3)), dtype=np.float64)
     ix = fa.IndexInput([0])
@@ -225,6 +225,135 @@ def test_a_node_that_needs_python_still_trains_inside_the_released_loop():
     expected = before.copy()
     expected[3] -= 2 * 0.1 * 3
     np.testing.assert_allclose(E.value, expected)
+
+
+def _rows_graph(join):
+    rng = np.random.default_rng(1)
+    E = fa.Parameter(rng.normal(size=(10, 3)))
+    ix = fa.IndexInput([0])
+    return E, join([E[ix], E[ix] * 2]).sum(), {ix: rng.integers(0, 10, (200_000, 1))}
+
+
+def _image_graph(layer):
+    rng = np.random.default_rng(2)
+    x = fa.Input(np.zeros((2, 2, 6, 6)))
+    W = fa.Parameter(rng.normal(0, 0.3, (3, 2, 3, 3)))
+    loss = fa.tanh(layer(fa.nn.functional.conv2d(x, W, padding=1))).sum()
+    return W, loss, {x: rng.normal(size=(5000, 2, 2, 6, 6))}
+
+
+def _batch_norm(h):
+    return fa.nn.functional.batch_norm(h, np.zeros(3, np.float32), np.ones(3, np.float32), training=True)
+
+
+def _conv1d_graph():
+    rng = np.random.default_rng(3)
+    x = fa.Input(np.zeros((2, 2, 8)))
+    W = fa.Parameter(rng.normal(0, 0.3, (3, 2, 3)))
+    b = fa.Parameter(np.zeros(3))
+    return W, fa.tanh(fa.conv1d(x, W, b)).sum(), {x: rng.normal(size=(20_000, 2, 2, 8))}
+
+
+def _cell_graph(cell_class):
+    rng = np.random.default_rng(4)
+    cell = cell_class(3, 4)
+    x = fa.Input(np.zeros((2, 3)))
+    out = cell(x)
+    h = out[0] if isinstance(out, tuple) else out
+    return cell.parameters()[0], fa.tanh(h).sum(), {x: rng.normal(size=(20_000, 2, 3))}
+
+
+def _class_loss_graph(loss_fn):
+    rng = np.random.default_rng(5)
+    W = fa.Parameter(rng.normal(0, 0.3, (4, 5)))
+    x, y = fa.Input(np.zeros((3, 4))), fa.IndexInput([0, 0, 0])
+    n = 100_000
+    return W, loss_fn(x @ W, y), {x: rng.normal(size=(n, 3, 4)), y: rng.integers(0, 5, (n, 3))}
+
+
+def _bag_graph(with_offsets):
+    rng = np.random.default_rng(6)
+    E = fa.Parameter(rng.normal(size=(20, 3)))
+    if with_offsets:
+        ids, offsets = fa.IndexInput([0] * 6), fa.IndexInput([0, 2, 5])
+        feeds = {ids: rng.integers(0, 20, (200_000, 6)), offsets: np.tile([0, 2, 5], (200_000, 1))}
+        return E, fa.tanh(fa.embedding_bag(E, ids, offsets)).sum(), feeds
+    ids = fa.IndexInput(np.zeros((2, 3), dtype=np.int64))
+    return E, fa.tanh(fa.embedding_bag(E, ids)).sum(), {ids: rng.integers(0, 20, (200_000, 2, 3))}
+
+
+def _take_along_graph():
+    rng = np.random.default_rng(7)
+    P = fa.Parameter(rng.normal(size=(3, 6)))
+    ids = fa.IndexInput(np.zeros((3, 2), dtype=np.int64))
+    return P, fa.tanh(fa.take_along_axis(P, ids, axis=1)).sum(), {ids: rng.integers(0, 6, (200_000, 3, 2))}
+
+
+def _bpr_with(optimizer):
+    U, V, (u, i, j), loss = _bpr_graph()
+    rng = np.random.default_rng(8)
+    n = 200_000
+    feeds = {u: rng.integers(0, 200, n), i: rng.integers(0, 100, n), j: rng.integers(0, 100, n)}
+    return V, loss, feeds, optimizer
+
+
+GRAPHS_OF_OPS = {
+    "concat": lambda: _rows_graph(lambda xs: fa.concat(xs, axis=1)),
+    "stack": lambda: _rows_graph(fa.stack),
+    "conv2d": lambda: _image_graph(lambda h: h),
+    "conv1d with bias": _conv1d_graph,
+    "batch_norm": lambda: _image_graph(_batch_norm),
+    "max_pool2d": lambda: _image_graph(lambda h: fa.nn.functional.max_pool2d(h, 2)),
+    "avg_pool2d": lambda: _image_graph(lambda h: fa.nn.functional.avg_pool2d(h, 2)),
+    "lstm_cell": lambda: _cell_graph(fa.nn.LSTMCell),
+    "gru_cell": lambda: _cell_graph(fa.nn.GRUCell),
+    "cross_entropy": lambda: _class_loss_graph(fa.nn.functional.cross_entropy),
+    "nll_loss": lambda: _class_loss_graph(
+        lambda z, y: fa.nn.functional.nll_loss(fa.nn.functional.log_softmax(z, axis=1), y)),
+    "embedding_bag with offsets": lambda: _bag_graph(True),
+    "embedding_bag of rows": lambda: _bag_graph(False),
+    "take_along_axis": _take_along_graph,
+    "NAdam": lambda: _bpr_with(fa.optim.NAdam),
+    "Adam": lambda: _bpr_with(fa.optim.Adam),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAPHS_OF_OPS))
+def test_every_cpu_op_replays_without_the_gil(name):
+    # Once fa.train's loop runs in another thread (the watched Parameter has moved), this
+    # thread keeps the GIL (a switch interval of a minute) and watches on. A node or
+    # optimizer that takes the GIL in its passes stops the trainer at its next example until
+    # this thread lets go; one that runs without it lets the trainer move the Parameter
+    # again and again. (The loop's setup may take the GIL: the watch starts after it.)
+    built = GRAPHS_OF_OPS[name]()
+    watched, loss, feeds = built[:3]
+    optimizer = built[3] if len(built) > 3 else fa.optim.SGD
+    opt = optimizer(loss.parameters(), lr=0.01)
+    errors = []
+
+    def trainer():
+        try:
+            fa.train(loss, opt, feeds)
+        except BaseException as exc:       # noqa: BLE001 - reported by the test's thread
+            errors.append(exc)
+
+    start = watched.numpy().tobytes()
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    while thread.is_alive() and watched.numpy().tobytes() == start:
+        time.sleep(0.0002)
+    seen = set()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(60)
+    try:
+        deadline = time.monotonic() + 5
+        while len(seen) <= 10 and time.monotonic() < deadline and thread.is_alive():
+            seen.add(watched.numpy().tobytes())
+    finally:
+        sys.setswitchinterval(interval)
+    thread.join(120)
+    assert not errors, errors
+    assert len(seen) > 10, f"{name}: the trainer stood still while this thread held the GIL"
 
 
 EPOCHS = 5

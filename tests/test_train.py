@@ -176,6 +176,31 @@ def test_bad_feeds_are_rejected_clearly():
         fa.train(loss, object(), {u: good})
 
 
+def test_embedding_bag_offsets_fed_per_example():
+    # offsets are not ids into a table (a leaf full of the largest offset is no valid
+    # partition): their op checks them on every example; the ids are still checked up front
+    rng = np.random.default_rng(0)
+    E = fa.Parameter(rng.normal(size=(8, 2)), dtype=np.float64)
+    ids, offsets = fa.IndexInput([0, 0, 0]), fa.IndexInput([0, 1])
+    loss = fa.sum(fa.embedding_bag(E, ids, offsets, mode="sum") * fa.Input([[1.0, 2.0], [3.0, 4.0]],
+                                                                           dtype=np.float64))
+    fed_ids, fed_offsets = np.array([[1, 2, 3], [4, 4, 5]]), np.array([[0, 1], [0, 3]])
+    expected = E.numpy().copy()
+    for row_ids, row_offsets in zip(fed_ids, fed_offsets):       # the same steps, by hand
+        bags = np.split(row_ids, row_offsets[1:])
+        for bag, weight in zip(bags, ([1.0, 2.0], [3.0, 4.0])):
+            for k in bag:
+                expected[k] -= 0.1 * np.array(weight)
+    fa.train(loss, fa.optim.SGD([E], lr=0.1), {ids: fed_ids, offsets: fed_offsets})
+    np.testing.assert_allclose(E.value, expected)
+    with pytest.raises(ValueError, match=r"offsets\[1\] = 4 is past the end of the 3 ids"):
+        fa.train(loss, fa.optim.SGD([E], lr=0.1), {ids: fed_ids, offsets: np.array([[0, 1], [0, 4]])})
+    before = E.numpy().copy()
+    with pytest.raises(IndexError, match="ids up to 8 .*nothing was trained"):
+        fa.train(loss, fa.optim.SGD([E], lr=0.1), {ids: fed_ids + 3, offsets: fed_offsets})
+    np.testing.assert_array_equal(E.value, before)
+
+
 def test_errors_inside_the_loop_name_the_feed_row_and_bad_arguments_are_clear():
     E = fa.Parameter(np.zeros((5, 2)))
     ix = fa.IndexInput([0])
