@@ -70,6 +70,9 @@ cdef class Parameter(Leaf):
     # moved since the optimizer's last step.
     cdef const double* apply_lr
     cdef bint applied
+    # The thread whose compiled training loop uses this Parameter (0: none). Its gradient
+    # buffers are one thread's at a time: see claim_parameters.
+    cdef unsigned long trainer
     cdef int densify(self) except -1
     cdef int _add_sparse_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                               Py_ssize_t row_len) except -1 nogil
@@ -99,6 +102,12 @@ cdef class Plan:
                                      # lists and the root that owns the plan keep them alive)
     cdef PyObject** bwd_nodes
     cdef Py_ssize_t n_fwd, n_bwd
+
+# A compiled training loop claims its Parameters (holding the GIL) for its run, and the passes
+# and steps that other threads start check they are not claimed by another thread.
+cdef list claim_parameters(str who, object params)   # the ones this call claimed: release them
+cdef void release_parameters(list claimed) noexcept
+cdef int check_unclaimed(str who, Parameter p) except -1
 
 # Replays, for compiled training loops.
 cdef int replay_forward(Variable root) except -1

@@ -21,6 +21,7 @@ import numpy as np
 cimport cython
 cimport numpy as cnp
 from cpython.ref cimport PyObject
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove
@@ -456,6 +457,44 @@ cdef int replay_forward(Variable root) except -1:
     return 0
 
 
+cdef list claim_parameters(str who, object params):
+    """Claim `params` for a compiled training loop of this thread (holding the GIL), or raise
+    RuntimeError, claiming none, if another thread's loop holds one: its gradient rows,
+    slab and marks would be written by both at once. Returns those this call claimed (not
+    those this thread already held)."""
+    cdef unsigned long me = PyThread_get_thread_ident()
+    cdef list claimed = []
+    cdef Parameter p
+    for p in params:
+        if p.trainer == me:
+            continue
+        try:
+            check_unclaimed(who, p)
+        except RuntimeError:
+            release_parameters(claimed)
+            raise
+        p.trainer = me
+        claimed.append(p)
+    return claimed
+
+
+cdef void release_parameters(list claimed) noexcept:
+    cdef Parameter p
+    for p in claimed:
+        p.trainer = 0
+
+
+cdef int check_unclaimed(str who, Parameter p) except -1:
+    """RuntimeError if another thread's compiled training loop is using `p`."""
+    if p.trainer != 0 and p.trainer != PyThread_get_thread_ident():
+        raise RuntimeError(
+            f"{who}: {p!r} is being trained by fa.train in another thread. A Parameter takes "
+            f"gradients in one thread at a time; for Hogwild threads, put the weights in "
+            f"fa.hogwild.share(...) and give each thread its own fa.Parameter(shared[name]) "
+            f"over the same memory (as fa.hogwild.run workers and fit(workers=...) do)")
+    return 0
+
+
 cdef int replay_backward(Variable root, object seed) except -1:
     """One backward pass from `root`, seeded with ones (seed None, one-element root) or `seed`."""
     if not root.requires_grad:
@@ -467,6 +506,9 @@ cdef int replay_backward(Variable root, object seed) except -1:
             f"backward(): the output has shape {root._shape}; only a one-element "
             f"output can be differentiated without a `grad` of the same shape")
     cdef Plan plan = root._get_plan()
+    cdef Parameter p
+    for p in plan.params:
+        check_unclaimed("backward()", p)
     cdef bint add
     if seed is None and not root.on_device:
         seed_scalar_grad(root)
@@ -696,8 +738,11 @@ cdef class Variable:
         cdef Leaf leaf
         if self.is_leaf:
             if isinstance(self, Leaf):
-                (<Leaf>self).clear_grad()
+                (<Leaf>self).zero_grad()
             return
+        for leaf in self._get_plan().grad_leaves:
+            if isinstance(leaf, Parameter):
+                check_unclaimed("zero_grad()", <Parameter>leaf)
         for leaf in self._get_plan().grad_leaves:
             leaf.clear_grad()
 
@@ -881,6 +926,8 @@ cdef class Leaf(Variable):
 
     def zero_grad(self):
         """Forget the accumulated gradient (costs nothing: the next one overwrites)."""
+        if isinstance(self, Parameter):
+            check_unclaimed("zero_grad()", <Parameter>self)
         self.clear_grad()
 
     def set_value(self, data):

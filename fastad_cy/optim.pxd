@@ -36,6 +36,7 @@ cdef class Optimizer:
     cdef int step_cpu(self) except -1 nogil      # step() for Parameters on the CPU
     cpdef zero_grad(self)
     cdef int clear_grads(self) except -1 nogil   # zero_grad() without the GIL
+    cdef int require_unclaimed(self, str who) except -1   # see graph.claim_parameters
 
 
 cdef class SGD(Optimizer):

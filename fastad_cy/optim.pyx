@@ -39,6 +39,7 @@ from cpython.ref cimport PyObject
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
+                              check_unclaimed,
                               device_optim, device_of)
 from fastad_cy.loops cimport element_size, sgd_row_values
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
@@ -358,6 +359,7 @@ cdef class Optimizer:
 
         >>> loss.backward(); opt.step(); opt.zero_grad()
         """
+        self.require_unclaimed("step()")
         if self._device_state is not None:
             if self.state_ptrs == NULL:
                 _missing_state(type(self).__name__)
@@ -412,7 +414,15 @@ cdef class Optimizer:
 
         >>> opt.zero_grad()      # the next backward() writes fresh gradients
         """
+        self.require_unclaimed("zero_grad()")
         self.clear_grads()
+
+    cdef int require_unclaimed(self, str who) except -1:
+        """RuntimeError if another thread's fa.train is using one of the Parameters."""
+        cdef Py_ssize_t i
+        for i in range(self.n_params):
+            check_unclaimed(f"{type(self).__name__}.{who}", <Parameter>self.param_ptrs[i])
+        return 0
 
     cdef int clear_grads(self) except -1 nogil:
         cdef Py_ssize_t i

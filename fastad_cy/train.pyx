@@ -14,7 +14,8 @@ from cpython.ref cimport PyObject
 from libc.math cimport cos, pi, floor, pow
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forward,
-                              replay_plan_forward, seed_scalar_grad, replay_plan_backward)
+                              replay_plan_forward, seed_scalar_grad, replay_plan_backward,
+                              claim_parameters, release_parameters)
 from fastad_cy.optim cimport Optimizer, SGD
 from fastad_cy.samplers cimport Sampler
 from fastad_cy.samplers import FeedSampler
@@ -198,6 +199,11 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     the graph (a forward with the largest ones), so an id out of range is an
     IndexError with the Parameters untouched.
 
+    The loop runs without the GIL. For its run it claims the Parameters of the
+    graph and of the optimizer: another thread that trains, backpropagates into,
+    steps or zeroes those Parameter objects meanwhile gets a RuntimeError (Hogwild
+    threads each make their own Parameter over shared memory, `fa.hogwild.share`).
+
     Returns the mean loss of each epoch (a list of floats).
 
     >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
@@ -237,11 +243,22 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     if lr_schedule is not None:
         _read_schedule(lr_schedule, optimizer, &schedule)
     cdef Variable root = <Variable>loss
-    _check_sampled_ids(root, sampler)
-
     cdef Plan plan = root._get_plan()
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
+    cdef list claimed = claim_parameters("train", plan.params + (fast_opt.params if fast_opt is not None else []))
+    try:
+        return _train(root, plan, optimizer, fast_opt, sampler, epochs, progress, report_every,
+                      lr_schedule, schedule_every, schedule)
+    finally:
+        release_parameters(claimed)
+
+
+cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt, Sampler sampler,
+                  Py_ssize_t epochs, object progress, Py_ssize_t report_every, object lr_schedule,
+                  Py_ssize_t schedule_every, Schedule schedule):
+    """train's run, its Parameters claimed for this thread."""
+    _check_sampled_ids(root, sampler)
     cdef Loop loop
     loop.python_optimizer = <PyObject*>optimizer
     loop.progress = <PyObject*>progress if progress is not None else NULL

@@ -192,6 +192,56 @@ def test_train_releases_the_gil_while_it_replays():
     assert len(seen) > 10
 
 
+def test_parameters_in_another_threads_training_loop_are_refused():
+    # The loop's gradient rows, slab and marks are one thread's at a time: a second loop,
+    # a backward, a step or a zero_grad on the same Parameter objects from another thread
+    # would write them at once (memory errors, not just Hogwild noise). They are refused.
+    U, V, (u, i, j), loss = _bpr_graph()
+    rng = np.random.default_rng(0)
+    n = 1_500_000
+    feeds = {u: rng.integers(0, 200, n), i: rng.integers(0, 100, n), j: rng.integers(0, 100, n)}
+    other_u, other_i, other_j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    other = -fa.logsigmoid(fa.vector_dot(U[other_u], V[other_i] - V[other_j])).sum()
+    other_opt = fa.optim.Adagrad([U, V], lr=0.1)
+    start = V.numpy().copy()
+    thread = threading.Thread(target=fa.train, args=(loss, fa.optim.SGD([U, V], lr=0.01), feeds))
+    thread.start()
+    while thread.is_alive() and np.array_equal(V.numpy(), start):
+        time.sleep(0.0002)
+    refused = []
+    for name, call in (("train", lambda: fa.train(other, other_opt, {other_u: [1], other_i: [2],
+                                                                      other_j: [3]})),
+                       ("backward()", other.backward), ("Adagrad.step()", other_opt.step),
+                       ("Adagrad.zero_grad()", other_opt.zero_grad), ("zero_grad()", U.zero_grad),
+                       ("zero_grad()", other.zero_grad)):
+        with pytest.raises(RuntimeError, match="is being trained by fa.train in another thread"):
+            call()
+        refused.append(name if thread.is_alive() else None)
+    thread.join(120)
+    assert None not in refused, "the training thread ended before every call was tried"
+    # released when the loop ends: this thread trains the same Parameters now
+    fa.train(other, other_opt, {other_u: [1], other_i: [2], other_j: [3]})
+    other.backward()
+    assert np.isfinite(U.value).all() and np.isfinite(V.value).all()
+
+
+def test_a_failed_training_loop_releases_its_parameters():
+    U, V, (u, i, j), loss = _bpr_graph()
+    opt = fa.optim.SGD([U, V], lr=0.01)
+    bad = {u: np.array([1, 2, 300]), i: np.array([1, 2, 3]), j: np.array([1, 2, 3])}
+    errors = []
+
+    def trainer():
+        try:
+            fa.train(loss, opt, bad)
+        except IndexError as exc:
+            errors.append(exc)
+
+    run_in_threads(trainer)
+    assert len(errors) == 1 and "nothing was trained" in str(errors[0])
+    fa.train(loss, opt, {u: np.array([1]), i: np.array([2]), j: np.array([3])})   # not claimed
+
+
 def _train_own_model(seed, n=60_000):
     """fa.train on a model of its own (shared rows within an example: repeated ids)."""
     U, V, (u, i, j), loss = _bpr_graph(users=50, items=20, seed=seed)
