@@ -17,13 +17,16 @@ both sides from their learned vectors.
 
 fastad runs each model twice: one example a step (per-example SGD, as the
 peers do) and BATCH examples a step (one replay of a graph of BATCH triples or
-pairs, their gradients applied together); both rows show their quality.
+pairs, their gradients applied together); both rows show their quality. Every
+fit runs several times, the libraries alternated in this process; the figures
+are medians.
 
 Run: python bench/peers.py [--quick]
 """
 import io
 import os
 import re
+import statistics
 import sys
 import sysconfig
 import time
@@ -144,26 +147,36 @@ def sgns_rows(quick):
     counting = fa.data.SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * 6),
                                        sentence_ends=ends, window=5, seed=0)
     pairs = sum(1 for _ in counting.epoch())      # pairs per epoch, the same for both sides
+    repeats = 2 if quick else 3
     rows = []
     for threads in (1, 2):
-        start = time.perf_counter()
-        peer = GensimWord2Vec(train, vector_size=64, window=5, negative=5, min_count=5, sample=0, sg=1,
-                              workers=threads, epochs=settings["epochs"], alpha=0.025, min_alpha=1e-4, seed=0)
-        peer_seconds = time.perf_counter() - start
-        for batch in (1, BATCH):
-            model = fa.models.Word2Vec(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **settings)
+        # every fit `repeats` times, the libraries alternated: each figure is a median
+        seconds, losses = {}, {}
+        for _ in range(repeats):
             start = time.perf_counter()
-            model.fit(train, start_method="threads", batch_size=batch)
-            seconds = time.perf_counter() - start
-            assert model.words == vocabulary.words
-            rate = pairs * settings["epochs"] / seconds
-            peer_rate = pairs * settings["epochs"] / peer_seconds
-            loss = heldout_sgns_loss(model.vectors, model.output, held_tokens, held_ends)
-            order = np.array([peer.wv.key_to_index[w] for w in model.words])
-            peer_loss = heldout_sgns_loss(peer.wv.vectors[order], peer.syn1neg[order], held_tokens, held_ends)
-            print(f"SGNS dim 64, {batch} pair(s) a step, {threads} thread(s), {tokens.size:,} tokens: "
-                  f"fastad {rate:,.0f} pairs/s loss {loss:.3f} | gensim {peer_rate:,.0f} pairs/s "
-                  f"loss {peer_loss:.3f} | {rate / peer_rate:.2f}x")
+            peer = GensimWord2Vec(train, vector_size=64, window=5, negative=5, min_count=5, sample=0,
+                                  sg=1, workers=threads, epochs=settings["epochs"], alpha=0.025,
+                                  min_alpha=1e-4, seed=0)
+            seconds.setdefault("gensim", []).append(time.perf_counter() - start)
+            order = np.array([peer.wv.key_to_index[w] for w in vocabulary.words])   # fastad's order
+            losses.setdefault("gensim", []).append(
+                heldout_sgns_loss(peer.wv.vectors[order], peer.syn1neg[order], held_tokens, held_ends))
+            for batch in (1, BATCH):
+                model = fa.models.Word2Vec(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **settings)
+                start = time.perf_counter()
+                model.fit(train, start_method="threads", batch_size=batch)
+                seconds.setdefault(batch, []).append(time.perf_counter() - start)
+                assert model.words == vocabulary.words
+                losses.setdefault(batch, []).append(
+                    heldout_sgns_loss(model.vectors, model.output, held_tokens, held_ends))
+        peer_rate = pairs * settings["epochs"] / statistics.median(seconds["gensim"])
+        peer_loss = statistics.median(losses["gensim"])
+        for batch in (1, BATCH):
+            rate = pairs * settings["epochs"] / statistics.median(seconds[batch])
+            loss = statistics.median(losses[batch])
+            print(f"SGNS dim 64, {batch} pair(s) a step, {threads} thread(s), {tokens.size:,} tokens, "
+                  f"median of {repeats}: fastad {rate:,.0f} pairs/s loss {loss:.3f} | gensim "
+                  f"{peer_rate:,.0f} pairs/s loss {peer_loss:.3f} | {rate / peer_rate:.2f}x")
             rows.append({"workload": f"Word2Vec skip-gram dim 64, {batch} pair(s) a step, {threads} "
                                      f"thread(s), vocabulary and sampling included, vs gensim (held-out "
                                      f"loss {loss:.3f} vs {peer_loss:.3f})",
