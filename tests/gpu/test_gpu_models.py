@@ -32,12 +32,13 @@ def test_bpr_with_batches_of_one_follows_the_cpu_fit(backend, optimizer, biases)
     assert dev.U.device == "cpu" and isinstance(dev.U.value, np.ndarray)
 
 
-def test_bpr_device_batches_follow_the_cpu_fit_at_the_same_batch_size(backend):
+@pytest.mark.parametrize("negatives", ["uniform", "popularity"])
+def test_bpr_device_batches_follow_the_cpu_fit_at_the_same_batch_size(backend, negatives):
     matrix = fa.data.planted_interactions(40, 30, per_user=4, seed=1)
     cpu = fa.models.BPR(40, 30, dim=8, biases=True)
     dev = fa.models.BPR(40, 30, dim=8, biases=True)
-    close(dev.fit(matrix, epochs=2, lr=0.05, device="cuda", batch_size=16),
-          cpu.fit(matrix, epochs=2, lr=0.05, batch_size=16))
+    close(dev.fit(matrix, epochs=2, lr=0.05, device="cuda", batch_size=16, negatives=negatives),
+          cpu.fit(matrix, epochs=2, lr=0.05, batch_size=16, negatives=negatives))
     for name, value in cpu.state_dict().items():
         close(dev.state_dict()[name], value)
 
