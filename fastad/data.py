@@ -217,15 +217,15 @@ def leave_k_out(interactions, k=1, seed=0):
     return _split_by_user(matrix, np.where(counts > k, k, 0), rng)
 
 
-NEGATIVES = ("uniform", "popularity")
+_NEGATIVE_RULES = ("uniform", "popularity")
 
 
 def require_negatives(matrix, who, name="interactions", negatives="uniform"):
     """Raise ValueError naming the users of a checked CSR matrix for whom no negative item can
     be drawn: who liked every item (`negatives="uniform"`), or every item that has an
     interaction (`"popularity"`, which draws items in proportion to their interactions)."""
-    if negatives not in NEGATIVES:
-        raise ValueError(f"{who}: negatives must be one of {NEGATIVES}, got {negatives!r}")
+    if negatives not in _NEGATIVE_RULES:
+        raise ValueError(f"{who}: negatives must be one of {_NEGATIVE_RULES}, got {negatives!r}")
     if negatives == "uniform":
         drawable, what = matrix.shape[1], "every item"
     else:
