@@ -901,7 +901,9 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
 
     `start_method="threads"` runs the workers as threads of this process, on the
     same shared arrays: no process start, no pickling, no second copy of
-    anything. It pays off when the workers spend their time in `fa.train`, whose
+    anything. Each thread makes its own `fa.Parameter(shared[name])`: two threads
+    training the same Parameter object are refused (`fa.train` claims its
+    Parameters for its run). It pays off when the workers spend their time in `fa.train`, whose
     compiled loop releases the GIL (every CPU node, sampler and fastad
     optimizer runs without it); a worker that loops in Python holds the GIL and
     its threads take turns. A thread cannot be stopped from outside: when one
