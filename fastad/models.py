@@ -12,10 +12,9 @@ import time
 
 import numpy as np
 
-from fastad_cy.elementwise import logsigmoid
 from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.linalg import vector_dot
-from fastad_cy.reduction import sum as fa_sum
+from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.sparse import take
 from fastad_cy.samplers import PairwiseSampler
@@ -47,11 +46,13 @@ def make_optimizer(who, name, parameters, lr):
 
 
 def bpr_loss(user, pos, neg, bias_difference=None):
-    """-sum(log sigmoid(user . (pos - neg) + bias_difference)) over rows of (n, dim) Variables."""
+    """-sum(log sigmoid(user . (pos - neg) + bias_difference)) over rows of (n, dim) Variables:
+    the binary cross-entropy of sigmoid(margin) against 1, one node in place of a
+    log-sigmoid, a sum and a negation."""
     margin = vector_dot(user, pos - neg)
     if bias_difference is not None:
         margin = margin + reshape(bias_difference, margin.shape)
-    return -fa_sum(logsigmoid(margin))
+    return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), reduction="sum")
 
 
 def _unit_rows(vectors):

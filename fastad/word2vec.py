@@ -8,11 +8,11 @@ import time
 
 import numpy as np
 
-from fastad_cy.elementwise import logsigmoid
 from fastad_cy.graph import IndexInput, Input, Parameter
 from fastad_cy.reduction import sum as fa_sum
 from fastad_cy.samplers import CbowSampler, SkipGramSampler
 from fastad_cy.linalg import vector_dot
+from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.sparse import take
 from fastad_cy.train import scheduled_lr, train
@@ -495,13 +495,16 @@ def _example_graph(W, C, settings, device="cpu"):
     order the window sampler takes them (skip-gram: centre ids, context ids; CBOW:
     context ids, their weights, target ids; then the mask when the batch holds more
     than one example) and the summed negative-sampling loss, each example's
-    -log sigmoid(±score) for its word and `negative` noise words, times its mask."""
+    -log sigmoid(±score) for its word and `negative` noise words, times its mask: the
+    binary cross-entropy of sigmoid(score) against 1 for the word and 0 for the noise
+    words, one node in place of a sign product, a log-sigmoid, a sum and a negation."""
     b, k, dim = settings["batch"], settings["negative"], W.shape[1]
 
     def ids(n):
         return IndexInput(np.zeros(n, dtype=np.int64), device=device)
 
-    signs = Input(np.array([1.0] + [-1.0] * k, dtype=np.float32), device=device)
+    labels = np.zeros((b, k + 1), dtype=W.dtype)
+    labels[:, 0] = 1                      # each example's word, then its k noise words
     target = ids(b * (k + 1))
     if settings["sg"]:
         centre = ids(b)
@@ -513,12 +516,11 @@ def _example_graph(W, C, settings, device="cpu"):
         weights = Input(np.zeros((b, slots, 1), dtype=np.float32), device=device)
         leaves = (context, weights, target)
         hidden = fa_sum(reshape(take(W, context), (b, slots, dim)) * weights, axis=1, keepdims=True)
-    losses = logsigmoid(vector_dot(reshape(take(C, target), (b, k + 1, dim)), hidden) * signs)
-    if b > 1:
-        mask = Input(np.ones((b, 1), dtype=np.float32), device=device)
-        leaves += (mask,)
-        losses = losses * mask
-    return leaves, -fa_sum(losses)
+    scores = vector_dot(reshape(take(C, target), (b, k + 1, dim)), hidden)
+    if b == 1:
+        return leaves, bce_with_logits(scores, labels, reduction="sum")
+    mask = Input(np.ones((b, 1), dtype=np.float32), device=device)
+    return leaves + (mask,), fa_sum(bce_with_logits(scores, labels, reduction="none") * mask)
 
 
 def _sampler(settings, tokens, ends, leaves, epoch, vocab_size, rank=0, claim=None):
