@@ -21,7 +21,7 @@ from fastad_cy.blas cimport gemm
 
 from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, on_device,
                               device_ops)
-from fastad_cy.loops cimport vec_zero
+from fastad_cy.loops cimport vec_zero, zero_values
 from fastad_cy.scalar cimport s_tanh, s_sigmoid
 
 cnp.import_array()
@@ -95,10 +95,7 @@ cdef void column_sums(const floating* m, floating* out, Py_ssize_t rows, Py_ssiz
 cdef int zero_unwritten_grad(Variable v) except -1 nogil:
     """A zero gradient for input v when it takes one and nothing wrote it in this pass."""
     if v.requires_grad and not v.prepare_grad():
-        if v.f64:
-            vec_zero(<double*>v.grad_ptr, v.size)
-        else:
-            vec_zero(<float*>v.grad_ptr, v.size)
+        zero_values(v.grad_ptr, v.size, v.f64)
     return 0
 
 
