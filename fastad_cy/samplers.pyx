@@ -23,6 +23,7 @@ cimport cython
 cimport numpy as cnp
 from libc.math cimport sqrt
 from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
@@ -357,6 +358,55 @@ cdef class FeedSampler(Sampler):
 
 # ---------------------------------------------------------------- weighted draws
 
+cdef int _vose(double[::1] scaled, const double[::1] w, double[::1] prob,
+               int64_t[::1] alias) except -1 nogil:
+    """Vose's pairing: each column below 1 (small) is topped up by one above (large),
+    which loses what it gave. What is left holds probability 1 up to rounding; a
+    weightless item left over by rounding hands its draws to the heaviest one."""
+    cdef Py_ssize_t n = scaled.shape[0], n_small = 0, n_large = 0, i, s, l, heaviest = 0
+    cdef int64_t* small = <int64_t*>malloc(n * sizeof(int64_t))
+    cdef int64_t* large = <int64_t*>malloc(n * sizeof(int64_t))
+    if small == NULL or large == NULL:
+        free(small)
+        free(large)
+        with gil:
+            raise MemoryError()
+    for i in range(n):
+        if scaled[i] < 1.0:
+            small[n_small] = i
+            n_small += 1
+        else:
+            large[n_large] = i
+            n_large += 1
+        if w[i] > w[heaviest]:
+            heaviest = i
+    while n_small and n_large:
+        n_small -= 1
+        n_large -= 1
+        s, l = small[n_small], large[n_large]
+        prob[s], alias[s] = scaled[s], l
+        scaled[l] -= 1.0 - scaled[s]
+        if scaled[l] < 1.0:
+            small[n_small] = l
+            n_small += 1
+        else:
+            large[n_large] = l
+            n_large += 1
+    for i in range(n_small):
+        _settle(small[i], w, prob, alias, heaviest)
+    for i in range(n_large):
+        _settle(large[i], w, prob, alias, heaviest)
+    free(small)
+    free(large)
+    return 0
+
+
+cdef inline void _settle(Py_ssize_t i, const double[::1] w, double[::1] prob, int64_t[::1] alias,
+                         Py_ssize_t heaviest) noexcept nogil:
+    prob[i] = 1.0 if w[i] > 0 else 0.0
+    alias[i] = i if w[i] > 0 else heaviest
+
+
 cdef class AliasTable:
     """Draws i with probability weights[i] / sum(weights), in constant time
     (Vose's alias method). Built once from non-negative finite weights.
@@ -374,22 +424,11 @@ cdef class AliasTable:
         if total <= 0:
             raise ValueError("AliasTable: the weights sum to 0; nothing can be drawn")
         self.n = w.size
+        w = np.ascontiguousarray(w)
         scaled = w * (self.n / total)
         prob = np.ones(self.n)
         alias = np.arange(self.n, dtype=np.int64)
-        small = [i for i in range(self.n) if scaled[i] < 1.0]
-        large = [i for i in range(self.n) if scaled[i] >= 1.0]
-        while small and large:
-            s, l = small.pop(), large.pop()
-            prob[s], alias[s] = scaled[s], l
-            scaled[l] -= 1.0 - scaled[s]
-            (small if scaled[l] < 1.0 else large).append(l)
-        # What is left holds probability 1 up to rounding; a weightless item left over
-        # by rounding hands its draws to the heaviest one.
-        heaviest = int(np.argmax(w))
-        for i in small + large:
-            prob[i] = 1.0 if w[i] > 0 else 0.0
-            alias[i] = i if w[i] > 0 else heaviest
+        _vose(scaled, w, prob, alias)
         self.prob = prob
         self.alias = alias
 
@@ -472,7 +511,6 @@ cdef class Interactions:
     cdef const int32_t* indices       # the items of each user, sorted: for liked() and unliked_item()
     cdef const fa_pair* pairs         # interaction k as (user, item): a draw reads one 8-byte pair
     cdef readonly int64_t n_users, n_items, nnz
-    cdef AliasTable popularity_table  # items by their interactions, made when first asked for
     cdef object no_popular_negative   # the users users_without_negative(True) gives, once found
 
     def __init__(self, interactions, n_users=None, n_items=None):
@@ -504,24 +542,19 @@ cdef class Interactions:
     def __repr__(self):
         return f"Interactions({self.n_users} users x {self.n_items} items, {self.nnz} interactions)"
 
-    cdef AliasTable popularity(self):
-        if self.popularity_table is None:
-            self.popularity_table = AliasTable(self.item_counts())
-        return self.popularity_table
-
-    cdef object item_counts(self):
-        return np.bincount(self.indices_array, minlength=self.n_items).astype(np.float64)
-
     cdef object users_without_negative(self, bint by_popularity):
         """The users for whom no negative can be drawn: they liked every item (uniform
         negatives) or every item with an interaction (popularity)."""
         if not by_popularity:
             return np.flatnonzero(self.degree >= self.n_items)
         if self.no_popular_negative is None:
-            popularity = self.item_counts()
-            liked_mass = np.bincount(self.pairs_array[:, 0], weights=popularity[self.indices_array],
-                                     minlength=self.n_users)
-            self.no_popular_negative = np.flatnonzero((self.degree > 0) & (liked_mass >= popularity.sum()))
+            # a user's liked mass (the interactions of the items they liked), from a running sum
+            # over their slices: it reaches nnz when they liked every item that has one
+            counts = np.bincount(self.indices_array, minlength=self.n_items)
+            running = np.zeros(self.nnz + 1, dtype=np.int64)
+            np.cumsum(counts[self.indices_array], out=running[1:])
+            liked_mass = running[self.indptr_array[1:]] - running[self.indptr_array[:-1]]
+            self.no_popular_negative = np.flatnonzero((self.degree > 0) & (liked_mass == self.nnz))
         return self.no_popular_negative
 
 
@@ -559,9 +592,12 @@ cdef class PairwiseSampler(Sampler):
     cdef const int64_t* indptr        # data's arrays, read without the GIL
     cdef const int32_t* indices
     cdef const fa_pair* pairs
-    cdef object ahead_array, next_array
+    cdef object ahead_array, next_array, ahead_noise_array, next_noise_array
     cdef int64_t* ahead_k             # the interactions drawn for the example after next
+    cdef int64_t* ahead_noise_k       # with popularity negatives, the interactions whose items
+                                      # are its first negative candidates
     cdef fa_pair* next_pairs          # the next example's (user, item) pairs, read ahead
+    cdef int32_t* next_noise          # and its first negative candidates
     cdef bint primed                  # whether those hold this epoch's next examples
     cdef int64_t* out_users
     cdef int64_t* out_pos
@@ -569,7 +605,6 @@ cdef class PairwiseSampler(Sampler):
     cdef Py_ssize_t batch
     cdef int64_t n_users, n_items, nnz
     cdef bint by_user, by_popularity
-    cdef AliasTable noise_table
     cdef readonly Py_ssize_t examples_per_epoch
     cdef readonly int64_t redraws
 
@@ -605,12 +640,14 @@ cdef class PairwiseSampler(Sampler):
                              f"sample='interaction', or leave them out of the matrix)")
         self.ahead_array = np.zeros(self.batch, dtype=np.int64)
         self.next_array = np.zeros((self.batch, 2), dtype=np.int32)
+        self.ahead_noise_array = np.zeros(self.batch, dtype=np.int64)
+        self.next_noise_array = np.zeros(self.batch, dtype=np.int32)
         self.ahead_k = <int64_t*>cnp.PyArray_DATA(self.ahead_array)
         self.next_pairs = <fa_pair*>cnp.PyArray_DATA(self.next_array)
+        self.ahead_noise_k = <int64_t*>cnp.PyArray_DATA(self.ahead_noise_array)
+        self.next_noise = <int32_t*>cnp.PyArray_DATA(self.next_noise_array)
         self.primed = False
         self.by_popularity = negatives == "popularity"
-        if self.by_popularity:
-            self.noise_table = self.data.popularity()
         no_negative = self.data.users_without_negative(self.by_popularity)
         if no_negative.size:
             raise ValueError(f"{who}: users {_first_ids(no_negative)} liked every item that can be "
@@ -648,26 +685,31 @@ cdef class PairwiseSampler(Sampler):
         return item
 
     @cython.final
-    cdef int64_t negative(self, int64_t user) noexcept nogil:
-        cdef int64_t item
+    cdef int64_t negative(self, int64_t user, int64_t candidate) noexcept nogil:
+        """A negative for `user`: `candidate` (drawn by the rule) unless they liked it, else
+        a redraw. By popularity, an item is the item of an interaction drawn uniformly (in
+        proportion to its interactions, as implicit draws it)."""
+        cdef int64_t item = candidate
         cdef int tries
         for tries in range(32):
-            item = self.noise_table.draw(&self.rng) if self.by_popularity else fa_rng_below(&self.rng, self.n_items)
             if not self.liked(user, item):
                 return item
             self.redraws += 1
+            item = (self.pairs[fa_rng_below(&self.rng, self.nnz)].item if self.by_popularity
+                    else fa_rng_below(&self.rng, self.n_items))
         if not self.by_popularity:
             return self.unliked_item(user)
         while True:      # terminates: every user has a drawable negative (checked when made)
-            item = self.noise_table.draw(&self.rng)
             if not self.liked(user, item):
                 return item
             self.redraws += 1
+            item = self.pairs[fa_rng_below(&self.rng, self.nnz)].item
 
     @cython.final
     cdef void draw_ahead(self) noexcept nogil:
         """Draw the interactions of the example after next (an interaction uniformly, or a
-        user uniformly and then one of theirs) and start loading their pairs."""
+        user uniformly and then one of theirs; by popularity, also the interactions whose
+        items are its negative candidates) and start loading their pairs."""
         cdef Py_ssize_t b
         cdef int64_t k, user
         for b in range(self.batch):
@@ -678,6 +720,10 @@ cdef class PairwiseSampler(Sampler):
                 k = fa_rng_below(&self.rng, self.nnz)
             self.ahead_k[b] = k
             fa_prefetch(&self.pairs[k])
+            if self.by_popularity:
+                k = fa_rng_below(&self.rng, self.nnz)
+                self.ahead_noise_k[b] = k
+                fa_prefetch(&self.pairs[k])
 
     @cython.final
     cdef void read_ahead(self) noexcept nogil:
@@ -689,6 +735,8 @@ cdef class PairwiseSampler(Sampler):
         for b in range(self.batch):
             pair = self.pairs[self.ahead_k[b]]
             self.next_pairs[b] = pair
+            if self.by_popularity:
+                self.next_noise[b] = self.pairs[self.ahead_noise_k[b]].item
             start = self.indptr[pair.user]
             end = self.indptr[pair.user + 1]        # > start: the user has this interaction
             fa_prefetch(&self.indices[start])
@@ -717,12 +765,15 @@ cdef class PairwiseSampler(Sampler):
         for b in range(self.batch):
             self.out_users[b] = self.next_pairs[b].user
             self.out_pos[b] = self.next_pairs[b].item
+            if self.by_popularity:
+                self.out_neg[b] = self.next_noise[b]      # read ahead: read_ahead overwrites it
         if left > 1:
             self.read_ahead()
             if left > 2:
                 self.draw_ahead()
         for b in range(self.batch):
-            self.out_neg[b] = self.negative(self.out_users[b])
+            self.out_neg[b] = self.negative(self.out_users[b], self.out_neg[b] if self.by_popularity
+                                            else fa_rng_below(&self.rng, self.n_items))
         self.epoch_examples += 1
         return True
 

@@ -74,11 +74,12 @@ def test_alias_table_draws_the_weights():
 
 # ---------------------------------------------------------------- PairwiseSampler
 
-def test_pairwise_triples_hold_a_liked_item_and_an_unliked_one():
+@pytest.mark.parametrize("negatives", ["uniform", "popularity"])
+def test_pairwise_triples_hold_a_liked_item_and_an_unliked_one(negatives):
     matrix = random_interactions()
     liked = liked_sets(matrix)
     u, i, j = ids(4), ids(4), ids(4)
-    sampler = PairwiseSampler(matrix, u, i, j, seed=0)
+    sampler = PairwiseSampler(matrix, u, i, j, seed=0, negatives=negatives)
     assert sampler.examples_per_epoch == matrix.nnz // 4
     count = 0
     for users, pos, neg in sampler.epoch():
