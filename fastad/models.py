@@ -95,6 +95,13 @@ class Recommender(Module):
 
     liked = None
 
+    @classmethod
+    def _around(cls, config, weights):
+        """The model of `config` over `weights` ({dotted name: array}, shared zero-copy), as a
+        Hogwild worker rebuilds it. A subclass whose constructor takes its weights overrides
+        this, so that no worker draws an initialisation only to throw it away."""
+        return _share_parameters(cls(**config), weights)
+
     def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
         """A sampler that draws an epoch's `n` triples of `interactions` (`fa.data.Interactions`)
         inside `fa.train`'s loop for the graph whose `feeds` `example_graph()` returned, its
@@ -488,7 +495,7 @@ def _fit_worker(rank, shared, model_class, config, interactions, samples, batch,
     """A Hogwild worker of `Recommender.fit`: the model rebuilt around the shared weights, trained
     for `epochs` (a range) on this rank's share of each epoch's triples, which it draws itself
     `batch` triples a step."""
-    model = _share_parameters(model_class(**config), shared)
+    model = model_class._around(config, shared)
     loss, feeds = model.example_graph(batch=batch)
     opt = make_optimizer(f"{model_class.__name__}.fit", optimizer, model.parameters(), lr)
     share = _share(samples, workers, rank)
@@ -554,6 +561,10 @@ class BPR(Recommender):
     def config(self):
         return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.U.shape[1],
                 "dtype": self.U.dtype, "biases": self.biases}
+
+    @classmethod
+    def _around(cls, config, weights):
+        return _share_parameters(cls(**config, U=weights["U"], V=weights["V"]), weights)
 
     def forward(self, users, pos, neg):
         """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
