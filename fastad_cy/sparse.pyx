@@ -15,7 +15,7 @@ cimport cython
 cimport numpy as cnp
 from cython cimport floating
 from libc.math cimport fabs, pow, sqrt, INFINITY
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, init_node, finish, require_float,
@@ -49,14 +49,20 @@ cdef extern from *:
 
 
 cdef int check_ids(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil:
-    """Every id must name a row: ids can change through set_value between passes."""
-    cdef const int64_t* ids = <const int64_t*>ix.val_ptr
+    """Every id must name a row: ids can change through set_value between passes. The
+    loop has no branch (an id below 0 is a huge unsigned number); the bad id is looked
+    for only when there is one."""
+    cdef const uint64_t* ids = <const uint64_t*>ix.val_ptr
     cdef Py_ssize_t k
+    cdef bint bad = False
     for k in range(ix.size):
-        if ids[k] < 0 or ids[k] >= rows:
-            with gil:
-                raise IndexError(f"{node.op_name}: id {ids[k]} at position {k} of the IndexInput "
-                                 f"is out of range for a table with {rows} rows")
+        bad |= ids[k] >= <uint64_t>rows
+    if bad:
+        for k in range(ix.size):
+            if ids[k] >= <uint64_t>rows:
+                with gil:
+                    raise IndexError(f"{node.op_name}: id {<int64_t>ids[k]} at position {k} of "
+                                     f"the IndexInput is out of range for a table with {rows} rows")
     return 0
 
 
