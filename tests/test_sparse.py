@@ -106,6 +106,9 @@ def test_out_of_range_ids_raise_at_build_and_at_replay():
         rows.forward()
     with pytest.raises(IndexError, match="id 9"):
         rows.backward(np.ones((2, 3)))
+    ix.value[:] = [-3, 2]      # written past set_value's check: the replay's check sees it
+    with pytest.raises(IndexError, match="id -3 at position 0"):
+        rows.forward()
     ix.set_value([5, 2])
     rows.forward()
     np.testing.assert_array_equal(rows.value, E.value[[5, 2]])
