@@ -48,21 +48,29 @@ cdef extern from *:
                         Py_ssize_t width) noexcept nogil
 
 
-cdef int check_ids(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil:
+cdef inline int check_ids(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil:
     """Every id must name a row: ids can change through set_value between passes. The
-    loop has no branch (an id below 0 is a huge unsigned number); the bad id is looked
-    for only when there is one."""
+    loop has no branch (an id below 0 is a huge unsigned number) and is inlined into
+    the nodes' passes; the bad id is looked for, in its own function, only when there
+    is one."""
     cdef const uint64_t* ids = <const uint64_t*>ix.val_ptr
     cdef Py_ssize_t k
     cdef bint bad = False
     for k in range(ix.size):
         bad |= ids[k] >= <uint64_t>rows
     if bad:
-        for k in range(ix.size):
-            if ids[k] >= <uint64_t>rows:
-                with gil:
-                    raise IndexError(f"{node.op_name}: id {<int64_t>ids[k]} at position {k} of "
-                                     f"the IndexInput is out of range for a table with {rows} rows")
+        return raise_bad_id(node, ix, rows)
+    return 0
+
+
+cdef int raise_bad_id(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil:
+    cdef const int64_t* ids = <const int64_t*>ix.val_ptr
+    cdef Py_ssize_t k
+    for k in range(ix.size):
+        if ids[k] < 0 or ids[k] >= rows:
+            with gil:
+                raise IndexError(f"{node.op_name}: id {ids[k]} at position {k} of the IndexInput "
+                                 f"is out of range for a table with {rows} rows")
     return 0
 
 
