@@ -6,6 +6,20 @@ from libc.stdint cimport int64_t
 from libc.string cimport memcpy, memset
 from cython cimport floating
 
+cdef extern from *:
+    """
+    /* y += a * x over n elements. y and x never overlap (restrict): the loop needs no
+     * run-time overlap check before its vector part, which a short row would pay for. */
+    static inline void fa_axpy_f(float* __restrict y, const float* __restrict x, Py_ssize_t n, float a) {
+        for (Py_ssize_t i = 0; i < n; i++) y[i] += a * x[i];
+    }
+    static inline void fa_axpy_d(double* __restrict y, const double* __restrict x, Py_ssize_t n, double a) {
+        for (Py_ssize_t i = 0; i < n; i++) y[i] += a * x[i];
+    }
+    """
+    void fa_axpy_f(float* y, const float* x, Py_ssize_t n, float a) noexcept nogil
+    void fa_axpy_d(double* y, const double* x, Py_ssize_t n, double a) noexcept nogil
+
 
 cdef inline void vec_put(floating* dst, const floating* src, Py_ssize_t n, bint add) noexcept nogil:
     """dst = src, or dst += src when `add` (the gradient write-then-add rule)."""
@@ -58,13 +72,13 @@ cdef inline void sgd_rows(floating* p, const floating* g, const int64_t* rows, P
                           Py_ssize_t row_len, double lr) noexcept nogil:
     """Plain SGD (no momentum, no weight decay) on rows rows[k] of p, whose gradients are
     packed row after row in g: p[r] = p[r] + (-lr) * g, in p's precision."""
-    cdef floating lr_ = lr
-    cdef Py_ssize_t k, i
-    cdef floating* row
-    for k in range(n_rows):
-        row = p + rows[k] * row_len
-        for i in range(row_len):
-            row[i] = row[i] + (-lr_) * g[k * row_len + i]
+    cdef Py_ssize_t k
+    if floating is float:
+        for k in range(n_rows):
+            fa_axpy_f(p + rows[k] * row_len, g + k * row_len, row_len, <float>(-lr))
+    else:
+        for k in range(n_rows):
+            fa_axpy_d(p + rows[k] * row_len, g + k * row_len, row_len, -lr)
 
 
 cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,
