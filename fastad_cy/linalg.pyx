@@ -16,7 +16,8 @@ from fastad_cy.blas cimport gemm
 
 from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float,
                               on_device, device_ops)
-from fastad_cy.loops cimport vec_zero, zero_values
+from fastad_cy.loops cimport (vec_zero, zero_values, fa_axpy_f, fa_axpy_d, fa_scale_f, fa_scale_d,
+                               fa_dot_f, fa_dot_d)
 from fastad_cy.broadcast cimport broadcast_shapes
 from fastad_cy.elementwise import mul as _elementwise_mul
 from fastad_cy.reduction import sum as _sum
@@ -56,19 +57,11 @@ def _set_blas_min_work(Py_ssize_t work):
 # ld* are the row lengths of the stored matrices.
 
 cdef inline floating dot(const floating* x, const floating* y, Py_ssize_t n) noexcept nogil:
-    """x . y with four partial sums, so that each add need not wait for the previous one."""
-    cdef floating s0 = 0, s1 = 0, s2 = 0, s3 = 0
-    cdef Py_ssize_t p = 0
-    while p + 4 <= n:
-        s0 += x[p] * y[p]
-        s1 += x[p + 1] * y[p + 1]
-        s2 += x[p + 2] * y[p + 2]
-        s3 += x[p + 3] * y[p + 3]
-        p += 4
-    while p < n:
-        s0 += x[p] * y[p]
-        p += 1
-    return (s0 + s1) + (s2 + s3)
+    """x . y in four partial sums (loops.pxd's fa_dot)."""
+    if floating is float:
+        return fa_dot_f(x, y, n)
+    else:
+        return fa_dot_d(x, y, n)
 
 
 cdef void mm_nn(int M, int N, int K, const floating* A, const floating* B, floating* C,
@@ -297,7 +290,7 @@ cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_
     """gx[r, :] = g[r] * other row (or += when `add`), the other row being ro[r] (r when ro
     is NULL); with a row map rx, gx[rx[r], :] += g[r] * other row (rows shared by several
     outputs add up)."""
-    cdef Py_ssize_t r, j
+    cdef Py_ssize_t r
     cdef floating s
     cdef floating* gr
     cdef const floating* orow
@@ -305,12 +298,16 @@ cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_
         s = g[r]
         orow = other + row_of(ro, r) * d
         gr = gx + row_of(rx, r) * d
-        if rx != NULL or add:
-            for j in range(d):
-                gr[j] += s * orow[j]
+        if floating is float:
+            if rx != NULL or add:
+                fa_axpy_f(gr, orow, d, s)
+            else:
+                fa_scale_f(gr, orow, d, s)
         else:
-            for j in range(d):
-                gr[j] = s * orow[j]
+            if rx != NULL or add:
+                fa_axpy_d(gr, orow, d, s)
+            else:
+                fa_scale_d(gr, orow, d, s)
 
 
 @cython.no_gc

@@ -8,17 +8,72 @@ from cython cimport floating
 
 cdef extern from *:
     """
-    /* y += a * x over n elements. y and x never overlap (restrict): the loop needs no
-     * run-time overlap check before its vector part, which a short row would pay for. */
+    /* Row kernels. y and x never overlap (restrict): a loop needs no run-time overlap
+     * check before its vector part, which a short row would pay for. */
     static inline void fa_axpy_f(float* __restrict y, const float* __restrict x, Py_ssize_t n, float a) {
         for (Py_ssize_t i = 0; i < n; i++) y[i] += a * x[i];
     }
     static inline void fa_axpy_d(double* __restrict y, const double* __restrict x, Py_ssize_t n, double a) {
         for (Py_ssize_t i = 0; i < n; i++) y[i] += a * x[i];
     }
+    static inline void fa_scale_f(float* __restrict y, const float* __restrict x, Py_ssize_t n, float a) {
+        for (Py_ssize_t i = 0; i < n; i++) y[i] = a * x[i];
+    }
+    static inline void fa_scale_d(double* __restrict y, const double* __restrict x, Py_ssize_t n, double a) {
+        for (Py_ssize_t i = 0; i < n; i++) y[i] = a * x[i];
+    }
+
+    /* x . y in four partial sums s0..s3 (s_k takes the products at positions = k mod 4,
+     * the tail goes to s0, then (s0 + s1) + (s2 + s3)), so that each add need not wait
+     * for the previous one. The compiler keeps a float reduction scalar (vectorising it
+     * would reorder the sums), so with gcc or clang the four sums are the lanes of
+     * vectors: the same additions in the same order, four (or two) at a time. */
+    #if defined(__GNUC__)
+    typedef float fa_v4f __attribute__((vector_size(16), aligned(4), may_alias));
+    typedef double fa_v2d __attribute__((vector_size(16), aligned(8), may_alias));
+    #endif
+    static inline float fa_dot_f(const float* x, const float* y, Py_ssize_t n) {
+        Py_ssize_t p = 0;
+    #if defined(__GNUC__)
+        fa_v4f s = {0, 0, 0, 0};
+        for (; p + 4 <= n; p += 4) s += *(const fa_v4f*)(x + p) * *(const fa_v4f*)(y + p);
+        float s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+    #else
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (; p + 4 <= n; p += 4) {
+            s0 += x[p] * y[p]; s1 += x[p + 1] * y[p + 1];
+            s2 += x[p + 2] * y[p + 2]; s3 += x[p + 3] * y[p + 3];
+        }
+    #endif
+        for (; p < n; p++) s0 += x[p] * y[p];
+        return (s0 + s1) + (s2 + s3);
+    }
+    static inline double fa_dot_d(const double* x, const double* y, Py_ssize_t n) {
+        Py_ssize_t p = 0;
+    #if defined(__GNUC__)
+        fa_v2d lo = {0, 0}, hi = {0, 0};
+        for (; p + 4 <= n; p += 4) {
+            lo += *(const fa_v2d*)(x + p) * *(const fa_v2d*)(y + p);
+            hi += *(const fa_v2d*)(x + p + 2) * *(const fa_v2d*)(y + p + 2);
+        }
+        double s0 = lo[0], s1 = lo[1], s2 = hi[0], s3 = hi[1];
+    #else
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (; p + 4 <= n; p += 4) {
+            s0 += x[p] * y[p]; s1 += x[p + 1] * y[p + 1];
+            s2 += x[p + 2] * y[p + 2]; s3 += x[p + 3] * y[p + 3];
+        }
+    #endif
+        for (; p < n; p++) s0 += x[p] * y[p];
+        return (s0 + s1) + (s2 + s3);
+    }
     """
     void fa_axpy_f(float* y, const float* x, Py_ssize_t n, float a) noexcept nogil
     void fa_axpy_d(double* y, const double* x, Py_ssize_t n, double a) noexcept nogil
+    void fa_scale_f(float* y, const float* x, Py_ssize_t n, float a) noexcept nogil
+    void fa_scale_d(double* y, const double* x, Py_ssize_t n, double a) noexcept nogil
+    float fa_dot_f(const float* x, const float* y, Py_ssize_t n) noexcept nogil
+    double fa_dot_d(const double* x, const double* y, Py_ssize_t n) noexcept nogil
 
 
 cdef inline void vec_put(floating* dst, const floating* src, Py_ssize_t n, bint add) noexcept nogil:
