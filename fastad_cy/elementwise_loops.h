@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include "rules.h"
+#include "clones.h"
 
 /* flatten: inline the rule into every loop (gcc would otherwise keep one call per element) */
 #if defined(__GNUC__)
@@ -82,12 +83,12 @@ FA_UNARY_LOOPS(double, d)
         return;
 
 #define FA_BINARY_LOOPS(T, S)                                                               \
-static inline FA_FLATTEN void fa_binary_forward_##S(int op, const T* a, ptrdiff_t sa, const T* b,    \
+FA_CLONED FA_FLATTEN void fa_binary_forward_##S(int op, const T* a, ptrdiff_t sa, const T* b,    \
                                                     ptrdiff_t sb, T* y, ptrdiff_t n) {      \
     ptrdiff_t i;                                                                            \
     switch (op) { FA_EACH_BINARY_CODE(FA_BINARY_FORWARD_CASE, S) }                          \
 }                                                                                           \
-static inline FA_FLATTEN void fa_binary_backward_##S(int op, int to_a, const T* a, ptrdiff_t sa,     \
+FA_CLONED FA_FLATTEN void fa_binary_backward_##S(int op, int to_a, const T* a, ptrdiff_t sa,     \
                                                      const T* b, ptrdiff_t sb, const T* y,  \
                                                      const T* gy, T* g, ptrdiff_t n, int add) { \
     ptrdiff_t i;                                                                            \

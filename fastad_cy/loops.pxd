@@ -9,25 +9,18 @@ from cython cimport floating
 cdef extern from *:
     """
     /* Row kernels. y and x never overlap (restrict): a loop needs no run-time overlap
-     * check before its vector part, which a short row would pay for. With gcc on x86-64
-     * Linux each also gets an AVX2 clone, picked at load time on CPUs that have it (the
-     * same multiplies and adds, eight floats at a time instead of four; no FMA, so the
-     * values are the same on every CPU). */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-    #define FA_ROW_KERNEL __attribute__((target_clones("avx2", "default"))) static
-    #else
-    #define FA_ROW_KERNEL static inline
-    #endif
-    FA_ROW_KERNEL void fa_axpy_f(float* __restrict y, const float* __restrict x, Py_ssize_t n, float a) {
+     * check before its vector part, which a short row would pay for. */
+    #include "clones.h"
+    FA_CLONED void fa_axpy_f(float* __restrict y, const float* __restrict x, Py_ssize_t n, float a) {
         for (Py_ssize_t i = 0; i < n; i++) y[i] += a * x[i];
     }
-    FA_ROW_KERNEL void fa_axpy_d(double* __restrict y, const double* __restrict x, Py_ssize_t n, double a) {
+    FA_CLONED void fa_axpy_d(double* __restrict y, const double* __restrict x, Py_ssize_t n, double a) {
         for (Py_ssize_t i = 0; i < n; i++) y[i] += a * x[i];
     }
-    FA_ROW_KERNEL void fa_scale_f(float* __restrict y, const float* __restrict x, Py_ssize_t n, float a) {
+    FA_CLONED void fa_scale_f(float* __restrict y, const float* __restrict x, Py_ssize_t n, float a) {
         for (Py_ssize_t i = 0; i < n; i++) y[i] = a * x[i];
     }
-    FA_ROW_KERNEL void fa_scale_d(double* __restrict y, const double* __restrict x, Py_ssize_t n, double a) {
+    FA_CLONED void fa_scale_d(double* __restrict y, const double* __restrict x, Py_ssize_t n, double a) {
         for (Py_ssize_t i = 0; i < n; i++) y[i] = a * x[i];
     }
 
