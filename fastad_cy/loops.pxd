@@ -37,6 +37,10 @@ cdef extern from *:
         Py_ssize_t p = 0;
     #if defined(__GNUC__)
         fa_v4f s = {0, 0, 0, 0};
+        for (; p + 8 <= n; p += 8) {     /* two steps a turn: half the loop's counting */
+            s += *(const fa_v4f*)(x + p) * *(const fa_v4f*)(y + p);
+            s += *(const fa_v4f*)(x + p + 4) * *(const fa_v4f*)(y + p + 4);
+        }
         for (; p + 4 <= n; p += 4) s += *(const fa_v4f*)(x + p) * *(const fa_v4f*)(y + p);
         float s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
     #else
