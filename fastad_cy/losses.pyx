@@ -444,6 +444,17 @@ cdef extern from "elementwise_loops.h":
     void fa_loss_backward_d(int op, bint to_a, const double* a, const double* b, Py_ssize_t n,
                             double delta, const double* gy, Py_ssize_t gy_step, double scale,
                             double* g, bint add) noexcept nogil
+    # P_BCE keeping exp(-|a|) of the forward in t for the backward
+    double fa_bce_forward_f(const float* a, const float* b, Py_ssize_t n, float* t,
+                            float* losses) noexcept nogil
+    double fa_bce_forward_d(const double* a, const double* b, Py_ssize_t n, double* t,
+                            double* losses) noexcept nogil
+    void fa_bce_backward_f(const float* a, const float* b, const float* t, Py_ssize_t n,
+                           const float* gy, Py_ssize_t gy_step, float scale, float* g,
+                           bint add) noexcept nogil
+    void fa_bce_backward_d(const double* a, const double* b, const double* t, Py_ssize_t n,
+                           const double* gy, Py_ssize_t gy_step, double scale, double* g,
+                           bint add) noexcept nogil
 
 
 cdef inline double pair_forward(int op, const char* a, const char* b, Py_ssize_t n, double delta,
@@ -474,12 +485,22 @@ cdef class PairLoss(Variable):
     cdef int code, reduction
     cdef Variable a, b
     cdef double delta, scale
+    cdef object exp_array         # P_BCE: exp(-|a|) from the forward, which the backward reuses
+    cdef char* exp_of_a
 
     cdef int run_forward(self) except -1 nogil:
         cdef bint each = self.reduction == RED_NONE
         cdef Py_ssize_t n = self.a.size
-        cdef double total = pair_forward(self.code, self.a.val_ptr, self.b.val_ptr, n, self.delta,
-                                         self.val_ptr if each else NULL, self.f64)
+        cdef double total
+        if self.exp_of_a != NULL and self.f64:
+            total = fa_bce_forward_d(<const double*>self.a.val_ptr, <const double*>self.b.val_ptr, n,
+                                     <double*>self.exp_of_a, <double*>self.val_ptr if each else NULL)
+        elif self.exp_of_a != NULL:
+            total = fa_bce_forward_f(<const float*>self.a.val_ptr, <const float*>self.b.val_ptr, n,
+                                     <float*>self.exp_of_a, <float*>self.val_ptr if each else NULL)
+        else:
+            total = pair_forward(self.code, self.a.val_ptr, self.b.val_ptr, n, self.delta,
+                                 self.val_ptr if each else NULL, self.f64)
         if not each:
             store_value(self.val_ptr, total * self.scale, self.f64)
         return 0
@@ -494,8 +515,17 @@ cdef class PairLoss(Variable):
     cdef int _backward_into(self, Variable side, bint to_a) except -1 nogil:
         cdef bint add = side.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
-        pair_backward(self.code, to_a, self.a.val_ptr, self.b.val_ptr, self.a.size, self.delta,
-                      self.grad_ptr, gy_step, self.scale, side.grad_ptr, add, self.f64)
+        if to_a and self.exp_of_a != NULL and self.f64:
+            fa_bce_backward_d(<const double*>self.a.val_ptr, <const double*>self.b.val_ptr,
+                              <const double*>self.exp_of_a, self.a.size, <const double*>self.grad_ptr,
+                              gy_step, self.scale, <double*>side.grad_ptr, add)
+        elif to_a and self.exp_of_a != NULL:
+            fa_bce_backward_f(<const float*>self.a.val_ptr, <const float*>self.b.val_ptr,
+                              <const float*>self.exp_of_a, self.a.size, <const float*>self.grad_ptr,
+                              gy_step, <float>self.scale, <float*>side.grad_ptr, add)
+        else:
+            pair_backward(self.code, to_a, self.a.val_ptr, self.b.val_ptr, self.a.size, self.delta,
+                          self.grad_ptr, gy_step, self.scale, side.grad_ptr, add, self.f64)
         return 0
 
 
@@ -539,6 +569,9 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
         node.scale = 1.0 / va.size if va.size else NAN
     else:
         node.scale = 1.0
+    if code == P_BCE:
+        node.exp_array = np.empty(va.size, dtype=np.float64 if va.f64 else np.float32)
+        node.exp_of_a = <char*>cnp.PyArray_DATA(node.exp_array)
     if node.reduction == RED_NONE:
         init_node_like(node, name, (va, vb), va)
     else:
