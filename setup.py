@@ -110,6 +110,7 @@ extensions = [
         "fastad_cy." + name,
         [path],
         include_dirs=["fastad_cy"],
+        depends=sorted(glob.glob(os.path.join("fastad_cy", "*.h"))),   # a changed header recompiles
         define_macros=macros,
         extra_compile_args=compile_args,
         libraries=["m"],   # bind expf/logf to libm's current symbols, not the slow compat ones
