@@ -33,6 +33,15 @@ cdef extern from *:
     typedef float fa_v4f __attribute__((vector_size(16), aligned(4), may_alias));
     typedef double fa_v2d __attribute__((vector_size(16), aligned(8), may_alias));
     #endif
+    /* the four sums one product at a time (without vector types), and the tail and total */
+    #define FA_DOT_SCALAR_QUADS                                                   \
+        for (; p + 4 <= n; p += 4) {                                              \
+            s0 += x[p] * y[p]; s1 += x[p + 1] * y[p + 1];                         \
+            s2 += x[p + 2] * y[p + 2]; s3 += x[p + 3] * y[p + 3];                 \
+        }
+    #define FA_DOT_TAIL_AND_TOTAL                                                 \
+        for (; p < n; p++) s0 += x[p] * y[p];                                     \
+        return (s0 + s1) + (s2 + s3);
     static inline float fa_dot_f(const float* x, const float* y, Py_ssize_t n) {
         Py_ssize_t p = 0;
     #if defined(__GNUC__)
@@ -45,13 +54,9 @@ cdef extern from *:
         float s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
     #else
         float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (; p + 4 <= n; p += 4) {
-            s0 += x[p] * y[p]; s1 += x[p + 1] * y[p + 1];
-            s2 += x[p + 2] * y[p + 2]; s3 += x[p + 3] * y[p + 3];
-        }
+        FA_DOT_SCALAR_QUADS
     #endif
-        for (; p < n; p++) s0 += x[p] * y[p];
-        return (s0 + s1) + (s2 + s3);
+        FA_DOT_TAIL_AND_TOTAL
     }
     static inline double fa_dot_d(const double* x, const double* y, Py_ssize_t n) {
         Py_ssize_t p = 0;
@@ -64,13 +69,9 @@ cdef extern from *:
         double s0 = lo[0], s1 = lo[1], s2 = hi[0], s3 = hi[1];
     #else
         double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (; p + 4 <= n; p += 4) {
-            s0 += x[p] * y[p]; s1 += x[p + 1] * y[p + 1];
-            s2 += x[p + 2] * y[p + 2]; s3 += x[p + 3] * y[p + 3];
-        }
+        FA_DOT_SCALAR_QUADS
     #endif
-        for (; p < n; p++) s0 += x[p] * y[p];
-        return (s0 + s1) + (s2 + s3);
+        FA_DOT_TAIL_AND_TOTAL
     }
     """
     void fa_axpy_f(float* y, const float* x, Py_ssize_t n, float a) noexcept nogil

@@ -372,12 +372,7 @@ cdef int _vose(double[::1] scaled, const double[::1] w, double[::1] prob,
         with gil:
             raise MemoryError()
     for i in range(n):
-        if scaled[i] < 1.0:
-            small[n_small] = i
-            n_small += 1
-        else:
-            large[n_large] = i
-            n_large += 1
+        _file(i, scaled, small, &n_small, large, &n_large)
         if w[i] > w[heaviest]:
             heaviest = i
     while n_small and n_large:
@@ -386,12 +381,7 @@ cdef int _vose(double[::1] scaled, const double[::1] w, double[::1] prob,
         s, l = small[n_small], large[n_large]
         prob[s], alias[s] = scaled[s], l
         scaled[l] -= 1.0 - scaled[s]
-        if scaled[l] < 1.0:
-            small[n_small] = l
-            n_small += 1
-        else:
-            large[n_large] = l
-            n_large += 1
+        _file(l, scaled, small, &n_small, large, &n_large)
     for i in range(n_small):
         _settle(small[i], w, prob, alias, heaviest)
     for i in range(n_large):
@@ -399,6 +389,17 @@ cdef int _vose(double[::1] scaled, const double[::1] w, double[::1] prob,
     free(small)
     free(large)
     return 0
+
+
+cdef inline void _file(Py_ssize_t i, const double[::1] scaled, int64_t* small, Py_ssize_t* n_small,
+                       int64_t* large, Py_ssize_t* n_large) noexcept nogil:
+    """Push column i on the stack of those below 1 (small) or the other (large)."""
+    if scaled[i] < 1.0:
+        small[n_small[0]] = i
+        n_small[0] += 1
+    else:
+        large[n_large[0]] = i
+        n_large[0] += 1
 
 
 cdef inline void _settle(Py_ssize_t i, const double[::1] w, double[::1] prob, int64_t[::1] alias,
