@@ -140,16 +140,17 @@ FA_LOSS_LOOPS(float, f)
 FA_LOSS_LOOPS(double, d)
 
 /* The logits' binary cross-entropy (P_BCE), its forward keeping t = exp(-|a|) per
- * element for the backward: the rule's softplus and its sigmoid each compute that t, so
- * these give the rule's values, bit for bit, with one exp an element instead of two. */
-#define FA_BCE_LOOPS(T, S, EXP, LOG1P, ABS)                                                 \
+ * element for the backward: the rule's softplus and sigmoid are written over that t
+ * (rules.h, fastmath.h), so these give the rule's values, bit for bit, with one exp an
+ * element instead of two. */
+#define FA_BCE_LOOPS(T, S, EXP, ABS, SIGMOID_OF_EXP)                                        \
 static inline double fa_bce_forward_##S(const T* a, const T* b, ptrdiff_t n, T* t, T* losses) { \
     ptrdiff_t i;                                                                            \
     double total = 0;                                                                       \
     T v;                                                                                    \
     for (i = 0; i < n; i++) {                                                               \
         t[i] = EXP(-ABS(a[i]));                                                             \
-        v = ((a[i] > 0 ? a[i] : (T)0) + LOG1P(t[i])) - a[i] * b[i];                         \
+        v = fa_softplus_of_exp_##S(a[i], t[i]) - a[i] * b[i];                               \
         total += v;                                                                         \
         if (losses) losses[i] = v;                                                          \
     }                                                                                       \
@@ -158,15 +159,14 @@ static inline double fa_bce_forward_##S(const T* a, const T* b, ptrdiff_t n, T* 
 static inline void fa_bce_backward_##S(const T* a, const T* b, const T* t, ptrdiff_t n,    \
                                        const T* gy, ptrdiff_t gy_step, T scale, T* g, int add) { \
     ptrdiff_t i;                                                                            \
-    T sigmoid, d;                                                                           \
+    T d;                                                                                    \
     for (i = 0; i < n; i++) {                                                               \
-        sigmoid = a[i] >= 0 ? (T)1 / ((T)1 + t[i]) : t[i] / ((T)1 + t[i]);                  \
-        d = gy[i * gy_step] * scale * (sigmoid - b[i]);                                     \
+        d = gy[i * gy_step] * scale * (SIGMOID_OF_EXP(a[i], t[i]) - b[i]);                  \
         g[i] = add ? g[i] + d : d;                                                          \
     }                                                                                       \
 }
 
-FA_BCE_LOOPS(float, f, fa_expf, log1pf, fabsf)
-FA_BCE_LOOPS(double, d, fa_exp, log1p, fabs)
+FA_BCE_LOOPS(float, f, fa_expf, fabsf, fa_sigmoidf_of_exp)
+FA_BCE_LOOPS(double, d, fa_exp, fabs, fa_sigmoid_of_exp)
 
 #endif /* FASTAD_ELEMENTWISE_LOOPS_H */

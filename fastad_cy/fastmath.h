@@ -23,6 +23,16 @@
 #include <stdint.h>
 #include <string.h>
 
+/* sigmoid(x) from t = exp(-|x|), which never overflows. Every sigmoid below goes
+ * through these, so a caller that already holds t (bce_with_logits's backward) gets
+ * the same value. */
+static inline double fa_sigmoid_of_exp(double x, double t) {
+    return x >= 0 ? 1.0 / (1.0 + t) : t / (1.0 + t);
+}
+static inline float fa_sigmoidf_of_exp(float x, float t) {
+    return x >= 0 ? 1.0f / (1.0f + t) : t / (1.0f + t);
+}
+
 /* ---- double ------------------------------------------------------------ */
 
 static inline double fa_fast_exp(double x) {
@@ -68,8 +78,7 @@ static inline double fa_fast_tanh(double x) {
 }
 
 static inline double fa_fast_sigmoid(double x) {
-    double t = fa_fast_exp(-fabs(x));
-    return x >= 0 ? 1.0 / (1.0 + t) : t / (1.0 + t);
+    return fa_sigmoid_of_exp(x, fa_fast_exp(-fabs(x)));
 }
 
 /* ---- float ------------------------------------------------------------- */
@@ -114,15 +123,13 @@ static inline float fa_fast_tanhf(float x) {
 }
 
 static inline float fa_fast_sigmoidf(float x) {
-    float t = fa_fast_expf(-fabsf(x));
-    return x >= 0 ? 1.0f / (1.0f + t) : t / (1.0f + t);
+    return fa_sigmoidf_of_exp(x, fa_fast_expf(-fabsf(x)));
 }
 
 /* ---- exact (C library) ------------------------------------------------- */
 
 static inline double fa_exact_sigmoid(double x) {
-    double t = exp(-fabs(x));
-    return x >= 0 ? 1.0 / (1.0 + t) : t / (1.0 + t);
+    return fa_sigmoid_of_exp(x, exp(-fabs(x)));
 }
 
 /* glibc's tanhf goes through expm1f and costs twice this; one double exp keeps
@@ -135,8 +142,7 @@ static inline float fa_exact_tanhf(float x) {
 }
 
 static inline float fa_exact_sigmoidf(float x) {
-    float t = expf(-fabsf(x));
-    return x >= 0 ? 1.0f / (1.0f + t) : t / (1.0f + t);
+    return fa_sigmoidf_of_exp(x, expf(-fabsf(x)));
 }
 
 /* ---- what the kernels call ---------------------------------------------- */

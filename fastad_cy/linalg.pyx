@@ -16,8 +16,7 @@ from fastad_cy.blas cimport gemm
 
 from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float,
                               on_device, device_ops)
-from fastad_cy.loops cimport (vec_zero, zero_values, fa_axpy_f, fa_axpy_d, fa_scale_f, fa_scale_d,
-                               fa_dot_f, fa_dot_d)
+from fastad_cy.loops cimport vec_zero, zero_values, row_axpy, row_scale, row_dot
 from fastad_cy.broadcast cimport broadcast_shapes
 from fastad_cy.elementwise import mul as _elementwise_mul
 from fastad_cy.reduction import sum as _sum
@@ -56,14 +55,6 @@ def _set_blas_min_work(Py_ssize_t work):
 # Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`. M, N, K > 0;
 # ld* are the row lengths of the stored matrices.
 
-cdef inline floating dot(const floating* x, const floating* y, Py_ssize_t n) noexcept nogil:
-    """x . y in four partial sums (loops.pxd's fa_dot)."""
-    if floating is float:
-        return fa_dot_f(x, y, n)
-    else:
-        return fa_dot_d(x, y, n)
-
-
 cdef void mm_nn(int M, int N, int K, const floating* A, const floating* B, floating* C,
                 bint add, bint blas) noexcept nogil:
     """C = A @ B; A is M x K, B is K x N."""
@@ -93,7 +84,7 @@ cdef void mm_nt(int M, int N, int K, const floating* A, const floating* B, float
         return
     for i in range(M):
         for j in range(N):
-            s = dot(A + i * K, B + j * K, K)
+            s = row_dot(A + i * K, B + j * K, K)
             if add:
                 C[i * N + j] += s
             else:
@@ -282,7 +273,7 @@ cdef void dot_rows(const floating* a, const floating* b, floating* y, Py_ssize_t
     """y[r] = a row . b row: rows ra[r] of a and rb[r] of b (row r where a map is NULL)."""
     cdef Py_ssize_t r
     for r in range(rows):
-        y[r] = dot(a + row_of(ra, r) * d, b + row_of(rb, r) * d, d)
+        y[r] = row_dot(a + row_of(ra, r) * d, b + row_of(rb, r) * d, d)
 
 
 cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_ssize_t rows,
@@ -298,16 +289,10 @@ cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_
         s = g[r]
         orow = other + row_of(ro, r) * d
         gr = gx + row_of(rx, r) * d
-        if floating is float:
-            if rx != NULL or add:
-                fa_axpy_f(gr, orow, d, s)
-            else:
-                fa_scale_f(gr, orow, d, s)
+        if rx != NULL or add:
+            row_axpy(gr, orow, d, s)
         else:
-            if rx != NULL or add:
-                fa_axpy_d(gr, orow, d, s)
-            else:
-                fa_scale_d(gr, orow, d, s)
+            row_scale(gr, orow, d, s)
 
 
 @cython.no_gc

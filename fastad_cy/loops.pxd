@@ -82,6 +82,30 @@ cdef extern from *:
     double fa_dot_d(const double* x, const double* y, Py_ssize_t n) noexcept nogil
 
 
+cdef inline void row_axpy(floating* y, const floating* x, Py_ssize_t n, floating a) noexcept nogil:
+    """y += a * x over n elements (y and x do not overlap)."""
+    if floating is float:
+        fa_axpy_f(y, x, n, a)
+    else:
+        fa_axpy_d(y, x, n, a)
+
+
+cdef inline void row_scale(floating* y, const floating* x, Py_ssize_t n, floating a) noexcept nogil:
+    """y = a * x over n elements (y and x do not overlap)."""
+    if floating is float:
+        fa_scale_f(y, x, n, a)
+    else:
+        fa_scale_d(y, x, n, a)
+
+
+cdef inline floating row_dot(const floating* x, const floating* y, Py_ssize_t n) noexcept nogil:
+    """x . y in four partial sums (fa_dot)."""
+    if floating is float:
+        return fa_dot_f(x, y, n)
+    else:
+        return fa_dot_d(x, y, n)
+
+
 cdef inline void vec_put(floating* dst, const floating* src, Py_ssize_t n, bint add) noexcept nogil:
     """dst = src, or dst += src when `add` (the gradient write-then-add rule)."""
     cdef Py_ssize_t i
@@ -134,12 +158,9 @@ cdef inline void sgd_rows(floating* p, const floating* g, const int64_t* rows, P
     """Plain SGD (no momentum, no weight decay) on rows rows[k] of p, whose gradients are
     packed row after row in g: p[r] = p[r] + (-lr) * g, in p's precision."""
     cdef Py_ssize_t k
-    if floating is float:
-        for k in range(n_rows):
-            fa_axpy_f(p + rows[k] * row_len, g + k * row_len, row_len, <float>(-lr))
-    else:
-        for k in range(n_rows):
-            fa_axpy_d(p + rows[k] * row_len, g + k * row_len, row_len, -lr)
+    cdef floating step = -lr
+    for k in range(n_rows):
+        row_axpy(p + rows[k] * row_len, g + k * row_len, row_len, step)
 
 
 cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,

@@ -480,6 +480,27 @@ cdef inline void pair_backward(int op, bint to_a, const char* a, const char* b, 
                            <const float*>gy, gy_step, <float>scale, <float*>g, add)
 
 
+cdef inline double bce_forward(const char* a, const char* b, Py_ssize_t n, char* t, char* losses,
+                               bint f64) noexcept nogil:
+    """pair_forward of P_BCE, keeping exp(-|a|) in t for bce_backward."""
+    if f64:
+        return fa_bce_forward_d(<const double*>a, <const double*>b, n, <double*>t, <double*>losses)
+    else:
+        return fa_bce_forward_f(<const float*>a, <const float*>b, n, <float*>t, <float*>losses)
+
+
+cdef inline void bce_backward(const char* a, const char* b, const char* t, Py_ssize_t n,
+                              const char* gy, Py_ssize_t gy_step, double scale, char* g, bint add,
+                              bint f64) noexcept nogil:
+    """pair_backward of P_BCE into a, from the t of bce_forward."""
+    if f64:
+        fa_bce_backward_d(<const double*>a, <const double*>b, <const double*>t, n,
+                          <const double*>gy, gy_step, scale, <double*>g, add)
+    else:
+        fa_bce_backward_f(<const float*>a, <const float*>b, <const float*>t, n,
+                          <const float*>gy, gy_step, <float>scale, <float*>g, add)
+
+
 @cython.no_gc
 cdef class PairLoss(Variable):
     cdef int code, reduction
@@ -492,12 +513,9 @@ cdef class PairLoss(Variable):
         cdef bint each = self.reduction == RED_NONE
         cdef Py_ssize_t n = self.a.size
         cdef double total
-        if self.exp_of_a != NULL and self.f64:
-            total = fa_bce_forward_d(<const double*>self.a.val_ptr, <const double*>self.b.val_ptr, n,
-                                     <double*>self.exp_of_a, <double*>self.val_ptr if each else NULL)
-        elif self.exp_of_a != NULL:
-            total = fa_bce_forward_f(<const float*>self.a.val_ptr, <const float*>self.b.val_ptr, n,
-                                     <float*>self.exp_of_a, <float*>self.val_ptr if each else NULL)
+        if self.exp_of_a != NULL:
+            total = bce_forward(self.a.val_ptr, self.b.val_ptr, n, self.exp_of_a,
+                                self.val_ptr if each else NULL, self.f64)
         else:
             total = pair_forward(self.code, self.a.val_ptr, self.b.val_ptr, n, self.delta,
                                  self.val_ptr if each else NULL, self.f64)
@@ -515,14 +533,9 @@ cdef class PairLoss(Variable):
     cdef int _backward_into(self, Variable side, bint to_a) except -1 nogil:
         cdef bint add = side.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
-        if to_a and self.exp_of_a != NULL and self.f64:
-            fa_bce_backward_d(<const double*>self.a.val_ptr, <const double*>self.b.val_ptr,
-                              <const double*>self.exp_of_a, self.a.size, <const double*>self.grad_ptr,
-                              gy_step, self.scale, <double*>side.grad_ptr, add)
-        elif to_a and self.exp_of_a != NULL:
-            fa_bce_backward_f(<const float*>self.a.val_ptr, <const float*>self.b.val_ptr,
-                              <const float*>self.exp_of_a, self.a.size, <const float*>self.grad_ptr,
-                              gy_step, <float>self.scale, <float*>side.grad_ptr, add)
+        if to_a and self.exp_of_a != NULL:
+            bce_backward(self.a.val_ptr, self.b.val_ptr, self.exp_of_a, self.a.size, self.grad_ptr,
+                         gy_step, self.scale, side.grad_ptr, add, self.f64)
         else:
             pair_backward(self.code, to_a, self.a.val_ptr, self.b.val_ptr, self.a.size, self.delta,
                           self.grad_ptr, gy_step, self.scale, side.grad_ptr, add, self.f64)

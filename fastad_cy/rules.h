@@ -187,9 +187,13 @@ FA_PLAIN_RULE FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, do
 #ifdef FA_RULES_BODY
 /* ------------------------------------------------------------------ unary ops */
 
-/* log(1 + exp(x)) without overflow. */
+/* log(1 + exp(x)) without overflow, from t = exp(-|x|) (which a caller may already hold). */
+FA_RULE FA_T FA_NAME(fa_softplus_of_exp)(FA_T x, FA_T t) {
+    return (x > 0 ? x : (FA_T)0) + FA_LOG1P(t);
+}
+
 FA_RULE FA_T FA_NAME(fa_softplus)(FA_T x) {
-    return (x > 0 ? x : (FA_T)0) + FA_LOG1P(FA_EXP(-FA_ABS(x)));
+    return FA_NAME(fa_softplus_of_exp)(x, FA_EXP(-FA_ABS(x)));
 }
 
 /* GELU's tanh approximation as PyTorch writes it: sqrt(2/pi) and the cubic's coefficient. */

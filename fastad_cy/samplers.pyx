@@ -554,7 +554,7 @@ cdef class Interactions:
             counts = np.bincount(self.indices_array, minlength=self.n_items)
             running = np.zeros(self.nnz + 1, dtype=np.int64)
             np.cumsum(counts[self.indices_array], out=running[1:])
-            liked_mass = running[self.indptr_array[1:]] - running[self.indptr_array[:-1]]
+            liked_mass = running[self.indptr_array[1:]] - running[self.indptr_array[:self.n_users]]
             self.no_popular_negative = np.flatnonzero((self.degree > 0) & (liked_mass == self.nnz))
         return self.no_popular_negative
 
