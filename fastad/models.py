@@ -16,7 +16,7 @@ from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.linalg import vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
-from fastad_cy.sparse import take
+from fastad_cy.sparse import ranking_margin, take
 from fastad_cy.samplers import PairwiseSampler
 from fastad_cy.train import train
 from fastad import hogwild
@@ -46,10 +46,13 @@ def make_optimizer(who, name, parameters, lr):
 
 
 def bpr_loss(user, pos, neg, bias_difference=None):
-    """-sum(log sigmoid(user . (pos - neg) + bias_difference)) over rows of (n, dim) Variables:
-    the binary cross-entropy of sigmoid(margin) against 1, one node in place of a
-    log-sigmoid, a sum and a negation."""
-    margin = vector_dot(user, pos - neg)
+    """-sum(log sigmoid(user . (pos - neg) + bias_difference)) over rows of (n, dim) Variables."""
+    return margin_loss(vector_dot(user, pos - neg), bias_difference)
+
+
+def margin_loss(margin, bias_difference=None):
+    """-sum(log sigmoid(margin + bias_difference)): the binary cross-entropy of
+    sigmoid(margin) against 1, one node in place of a log-sigmoid, a sum and a negation."""
     if bias_difference is not None:
         margin = margin + reshape(bias_difference, margin.shape)
     return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), reduction="sum")
@@ -568,8 +571,8 @@ class BPR(Recommender):
 
     def forward(self, users, pos, neg):
         """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
-        bias_difference = (take(self.item_bias, pos) - take(self.item_bias, neg)) if self.biases else None
-        return bpr_loss(take(self.U, users), take(self.V, pos), take(self.V, neg), bias_difference)
+        bias = self.item_bias if self.biases else None
+        return margin_loss(ranking_margin(self.U, users, self.V, pos, neg, item_bias=bias))
 
     def example_graph(self, batch=1, device="cpu"):
         """A graph of `batch` triples (default one) to replay, and a function mapping

@@ -27,7 +27,8 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove
 from cython cimport floating
 
-from fastad_cy.loops cimport element_size, put_values, sgd_row_values, zero_values
+from fastad_cy.loops cimport (element_size, put_values, scale_each_row, sgd_row_values,
+                              sgd_scaled_rows, zero_values)
 
 cnp.import_array()
 
@@ -608,6 +609,15 @@ cdef class Variable:
         _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
         return 0
 
+    cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
+                             const char* coefs, Py_ssize_t row_len, char* scratch) except -1 nogil:
+        """add_grad_rows of the rows coefs[k] * x row k, written to `scratch` first."""
+        if self.f64:
+            scale_each_row(<double*>scratch, <const double*>x, <const double*>coefs, n, row_len)
+        else:
+            scale_each_row(<float*>scratch, <const float*>x, <const float*>coefs, n, row_len)
+        return self.add_grad_rows(ids, n, scratch, row_len)
+
     # ---- the public face
 
     @property
@@ -1118,6 +1128,21 @@ cdef class Parameter(Leaf):
             self.clear_grad()
         else:
             sgd_row_values(self.val_ptr, rows, ids, n, row_len, self.apply_lr[0], self.f64)
+        self.applied = True
+        return 0
+
+    cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
+                             const char* coefs, Py_ssize_t row_len, char* scratch) except -1 nogil:
+        """While apply_lr is set and no row repeats, the SGD step of each row at once, from
+        x without the scaled rows; otherwise as Variable.add_scaled_rows."""
+        if self.apply_lr == NULL or (n > 1 and self._repeats(ids, n)):
+            return Variable.add_scaled_rows(self, ids, n, x, coefs, row_len, scratch)
+        if self.f64:
+            sgd_scaled_rows(<double*>self.val_ptr, <const double*>x, <const double*>coefs, ids, n,
+                            row_len, self.apply_lr[0])
+        else:
+            sgd_scaled_rows(<float*>self.val_ptr, <const float*>x, <const float*>coefs, ids, n,
+                            row_len, self.apply_lr[0])
         self.applied = True
         return 0
 

@@ -10,6 +10,7 @@ cdef extern from *:
     """
     /* Row kernels. y and x never overlap (restrict): a loop needs no run-time overlap
      * check before its vector part, which a short row would pay for. */
+    #include <stdint.h>
     #include "clones.h"
     FA_CLONED void fa_axpy_f(float* __restrict y, const float* __restrict x, Py_ssize_t n, float a) {
         for (Py_ssize_t i = 0; i < n; i++) y[i] += a * x[i];
@@ -23,6 +24,35 @@ cdef extern from *:
     FA_CLONED void fa_scale_d(double* __restrict y, const double* __restrict x, Py_ssize_t n, double a) {
         for (Py_ssize_t i = 0; i < n; i++) y[i] = a * x[i];
     }
+    /* Plain SGD on rows rows[k] of p, k < n_rows: p row += a * (gradient row k), where the
+     * gradient row is g row k (fa_sgd_rows) or coefs[k] * x row k, never stored but rounded
+     * as if it had been (c * x first), so the two give the same values bit for bit
+     * (fa_sgd_scaled_rows). One call for all the rows: no call per row. */
+    #define FA_SGD_ROWS(T, S)                                                               \
+    FA_CLONED void fa_sgd_rows_##S(T* __restrict p, const T* __restrict g,                   \
+                                   const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t len, T a) { \
+        if (len == 1) {     /* a bias: no row loop to set up per value */                    \
+            for (Py_ssize_t k = 0; k < n_rows; k++) p[rows[k]] += a * g[k];                  \
+            return;                                                                          \
+        }                                                                                    \
+        for (Py_ssize_t k = 0; k < n_rows; k++) {                                            \
+            T* __restrict y = p + rows[k] * len;                                             \
+            const T* __restrict x = g + k * len;                                             \
+            for (Py_ssize_t i = 0; i < len; i++) y[i] += a * x[i];                           \
+        }                                                                                    \
+    }                                                                                        \
+    FA_CLONED void fa_sgd_scaled_rows_##S(T* __restrict p, const T* __restrict x,            \
+                                          const T* coefs, const int64_t* rows,               \
+                                          Py_ssize_t n_rows, Py_ssize_t len, T a) {          \
+        for (Py_ssize_t k = 0; k < n_rows; k++) {                                            \
+            T* __restrict y = p + rows[k] * len;                                             \
+            const T* __restrict xk = x + k * len;                                            \
+            const T c = coefs[k];                                                            \
+            for (Py_ssize_t i = 0; i < len; i++) y[i] += a * (c * xk[i]);                    \
+        }                                                                                    \
+    }
+    FA_SGD_ROWS(float, f)
+    FA_SGD_ROWS(double, d)
 
     /* x . y in four partial sums s0..s3 (s_k takes the products at positions = k mod 4,
      * the tail goes to s0, then (s0 + s1) + (s2 + s3)), so that each add need not wait
@@ -78,6 +108,14 @@ cdef extern from *:
     void fa_axpy_d(double* y, const double* x, Py_ssize_t n, double a) noexcept nogil
     void fa_scale_f(float* y, const float* x, Py_ssize_t n, float a) noexcept nogil
     void fa_scale_d(double* y, const double* x, Py_ssize_t n, double a) noexcept nogil
+    void fa_sgd_rows_f(float* p, const float* g, const int64_t* rows, Py_ssize_t n_rows,
+                       Py_ssize_t len, float a) noexcept nogil
+    void fa_sgd_rows_d(double* p, const double* g, const int64_t* rows, Py_ssize_t n_rows,
+                       Py_ssize_t len, double a) noexcept nogil
+    void fa_sgd_scaled_rows_f(float* p, const float* x, const float* coefs, const int64_t* rows,
+                              Py_ssize_t n_rows, Py_ssize_t len, float a) noexcept nogil
+    void fa_sgd_scaled_rows_d(double* p, const double* x, const double* coefs, const int64_t* rows,
+                              Py_ssize_t n_rows, Py_ssize_t len, double a) noexcept nogil
     float fa_dot_f(const float* x, const float* y, Py_ssize_t n) noexcept nogil
     double fa_dot_d(const double* x, const double* y, Py_ssize_t n) noexcept nogil
 
@@ -157,10 +195,28 @@ cdef inline void sgd_rows(floating* p, const floating* g, const int64_t* rows, P
                           Py_ssize_t row_len, double lr) noexcept nogil:
     """Plain SGD (no momentum, no weight decay) on rows rows[k] of p, whose gradients are
     packed row after row in g: p[r] = p[r] + (-lr) * g, in p's precision."""
+    if floating is float:
+        fa_sgd_rows_f(p, g, rows, n_rows, row_len, -lr)
+    else:
+        fa_sgd_rows_d(p, g, rows, n_rows, row_len, -lr)
+
+
+cdef inline void sgd_scaled_rows(floating* p, const floating* x, const floating* coefs,
+                                 const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t row_len,
+                                 double lr) noexcept nogil:
+    """sgd_rows for the gradient rows coefs[k] * x row k, never stored: the same values."""
+    if floating is float:
+        fa_sgd_scaled_rows_f(p, x, coefs, rows, n_rows, row_len, -lr)
+    else:
+        fa_sgd_scaled_rows_d(p, x, coefs, rows, n_rows, row_len, -lr)
+
+
+cdef inline void scale_each_row(floating* y, const floating* x, const floating* coefs,
+                                Py_ssize_t n_rows, Py_ssize_t row_len) noexcept nogil:
+    """y row k = coefs[k] * x row k."""
     cdef Py_ssize_t k
-    cdef floating step = -lr
     for k in range(n_rows):
-        row_axpy(p + rows[k] * row_len, g + k * row_len, row_len, step)
+        row_scale(y + k * row_len, x + k * row_len, row_len, coefs[k])
 
 
 cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,

@@ -19,8 +19,9 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, init_node, finish, require_float,
-                              on_device, device_ops, GRAD_SPARSE, GRAD_DENSE)
+                              same_dtype, on_device, device_ops, GRAD_SPARSE, GRAD_DENSE)
 from fastad_cy.loops cimport element_size, put_values, vec_zero, zero_values
+from fastad_cy.linalg import vector_dot
 from fastad_cy.reduction import _normalize_axes
 from fastad_cy.shape import reshape as _reshape
 
@@ -29,6 +30,7 @@ cnp.import_array()
 cdef extern from *:
     """
     #include <string.h>
+    #include "clones.h"
     /* dst row k = table row ids[k], rows of `width` bytes. A row of one value is copied by
      * a load and a store of its known size: a library memcpy call per row would cost more
      * than the copy (longer rows go to memcpy, whose wide moves beat a loop here). */
@@ -43,22 +45,54 @@ cdef extern from *:
             for (k = 0; k < n; k++) memcpy(dst + k * width, table + ids[k] * width, width);
         }
     }
+
+    /* 1 if an id is not below `rows`. The loop has no branch (an id below 0 is a huge
+     * unsigned number) and its AVX2 clone compares four ids at a time. */
+    FA_CLONED int fa_any_id_out_of_range(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) {
+        int bad = 0;
+        for (Py_ssize_t k = 0; k < n; k++) bad |= ids[k] >= (uint64_t)rows;
+        return bad;
+    }
+
+    /* margins[k] = U[users[k]] . (V[pos[k]] - V[neg[k]]) (+ (bias[pos[k]] - bias[neg[k]])
+     * unless bias is NULL), keeping the user row and the difference of each example for
+     * the backward: the values of a gather, a difference and fa_dot, in one loop. */
+    #define FA_MARGIN_ROWS(T, S)                                                            \
+    FA_CLONED void fa_margin_rows_##S(const T* U, const T* V, const T* bias,                 \
+                                      const int64_t* users, const int64_t* pos,              \
+                                      const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,      \
+                                      T* __restrict user_rows, T* __restrict differences,    \
+                                      T* __restrict margins) {                               \
+        for (Py_ssize_t k = 0; k < n; k++) {                                                 \
+            T* __restrict u = user_rows + k * dim;                                           \
+            T* __restrict d = differences + k * dim;                                         \
+            const T* ur = U + users[k] * dim;                                                \
+            const T* pr = V + pos[k] * dim;                                                  \
+            const T* nr = V + neg[k] * dim;                                                  \
+            for (Py_ssize_t i = 0; i < dim; i++) { u[i] = ur[i]; d[i] = pr[i] - nr[i]; }     \
+            T m = fa_dot_##S(u, d, dim);                                                     \
+            margins[k] = bias ? m + (bias[pos[k]] - bias[neg[k]]) : m;                       \
+        }                                                                                    \
+    }
+    FA_MARGIN_ROWS(float, f)
+    FA_MARGIN_ROWS(double, d)
     """
     void fa_gather_rows(char* dst, const char* table, const int64_t* ids, Py_ssize_t n,
                         Py_ssize_t width) noexcept nogil
+    bint fa_any_id_out_of_range(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) noexcept nogil
+    void fa_margin_rows_f(const float* U, const float* V, const float* bias, const int64_t* users,
+                          const int64_t* pos, const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,
+                          float* user_rows, float* differences, float* margins) noexcept nogil
+    void fa_margin_rows_d(const double* U, const double* V, const double* bias,
+                          const int64_t* users, const int64_t* pos, const int64_t* neg,
+                          Py_ssize_t n, Py_ssize_t dim, double* user_rows, double* differences,
+                          double* margins) noexcept nogil
 
 
 cdef inline int check_ids(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil:
     """Every id must name a row: ids can change through set_value between passes. The
-    loop has no branch (an id below 0 is a huge unsigned number) and is inlined into
-    the nodes' passes; the bad id is looked for, in its own function, only when there
-    is one."""
-    cdef const uint64_t* ids = <const uint64_t*>ix.val_ptr
-    cdef Py_ssize_t k
-    cdef bint bad = False
-    for k in range(ix.size):
-        bad |= ids[k] >= <uint64_t>rows
-    if bad:
+    bad id is looked for, in its own function, only when there is one."""
+    if fa_any_id_out_of_range(<const uint64_t*>ix.val_ptr, ix.size, rows):
         return raise_bad_id(node, ix, rows)
     return 0
 
@@ -188,6 +222,151 @@ def take(table, ix):
     >>> rows = E[ix]                     # shape (3, 8); E.grad touches rows 3 and 7 only
     """
     return _gather("take", table, ix, -1, 0.0, 2.0)
+
+
+cdef void negate(floating* y, const floating* x, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(n):
+        y[k] = -x[k]
+
+
+@cython.no_gc
+cdef class RankingMargin(Variable):
+    """y[k] = U[users[k]] . (V[pos[k]] - V[neg[k]]) (+ b[pos[k]] - b[neg[k]]) in one node:
+    what the gathers, differences, vector_dot (and sum) compute, with the same values and
+    gradients, without storing the gathered item rows or any gradient row. The backward hands each table
+    its gradient rows as scaled rows (add_scaled_rows): a Parameter under the compiled
+    loop's plain SGD steps its rows from them directly."""
+    cdef Variable user_table, item_table, item_bias    # item_bias: None or n_items values
+    cdef IndexInput users, pos, neg
+    cdef Py_ssize_t dim, n_users, n_items
+    cdef cnp.ndarray user_rows, differences, negated_grad, scratch   # kept by the forward
+    cdef char* user_rows_ptr
+    cdef char* differences_ptr
+    cdef char* negated_grad_ptr
+    cdef char* scratch_ptr
+
+    cdef int run_forward(self) except -1 nogil:
+        self._check_ids()
+        if self.f64:
+            fa_margin_rows_d(<const double*>self.user_table.val_ptr, <const double*>self.item_table.val_ptr,
+                        <const double*>self._bias_values(),
+                        <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                        <const int64_t*>self.neg.val_ptr, self.size, self.dim,
+                        <double*>self.user_rows_ptr, <double*>self.differences_ptr,
+                        <double*>self.val_ptr)
+        else:
+            fa_margin_rows_f(<const float*>self.user_table.val_ptr, <const float*>self.item_table.val_ptr,
+                        <const float*>self._bias_values(),
+                        <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                        <const int64_t*>self.neg.val_ptr, self.size, self.dim,
+                        <float*>self.user_rows_ptr, <float*>self.differences_ptr,
+                        <float*>self.val_ptr)
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        """The gradient rows g[k] * (V[pos] - V[neg]) for U, g[k] * U[users] for V[pos] and
+        -g[k] * U[users] for V[neg] (g[k] and -g[k] for the biases), each table's in the
+        order the separate ops' backwards add them."""
+        cdef Py_ssize_t n = self.size
+        self._check_ids()
+        if self.f64:
+            negate(<double*>self.negated_grad_ptr, <const double*>self.grad_ptr, n)
+        else:
+            negate(<float*>self.negated_grad_ptr, <const float*>self.grad_ptr, n)
+        if self.item_bias is not None and self.item_bias.requires_grad:
+            self.item_bias.add_grad_rows(<const int64_t*>self.neg.val_ptr, n, self.negated_grad_ptr, 1)
+            self.item_bias.add_grad_rows(<const int64_t*>self.pos.val_ptr, n, self.grad_ptr, 1)
+        if self.item_table.requires_grad:
+            self.item_table.add_scaled_rows(<const int64_t*>self.neg.val_ptr, n, self.user_rows_ptr,
+                                            self.negated_grad_ptr, self.dim, self.scratch_ptr)
+            self.item_table.add_scaled_rows(<const int64_t*>self.pos.val_ptr, n, self.user_rows_ptr,
+                                            self.grad_ptr, self.dim, self.scratch_ptr)
+        if self.user_table.requires_grad:
+            self.user_table.add_scaled_rows(<const int64_t*>self.users.val_ptr, n, self.differences_ptr,
+                                            self.grad_ptr, self.dim, self.scratch_ptr)
+        return 0
+
+    cdef const char* _bias_values(self) noexcept nogil:
+        return self.item_bias.val_ptr if self.item_bias is not None else NULL
+
+    cdef int _check_ids(self) except -1 nogil:
+        check_ids(self, self.users, self.n_users)
+        check_ids(self, self.pos, self.n_items)
+        check_ids(self, self.neg, self.n_items)
+        return 0
+
+
+cdef IndexInput _ids(str op, str argname, object ids, Variable table):
+    if isinstance(ids, IndexInput):
+        return <IndexInput>ids
+    if isinstance(ids, Variable):
+        raise TypeError(f"{op}: {argname} must be an IndexInput or integers, got a float Variable")
+    return IndexInput(ids, device=table.device)
+
+
+def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
+    """The margins of pairwise ranking examples: `U[users] . (V[pos] - V[neg])` row by row,
+    plus `b[pos] - b[neg]` with item biases b.
+
+    `user_table` (U) and `item_table` (V) are float Variables of shapes (n_users,
+    dim) and (n_items, dim), usually Parameters; `item_bias` (optional) one of
+    shape (n_items,) or (n_items, 1); `users`, `pos` and `neg` are IndexInputs (or
+    integer ids) of one shape, which is the result's. It is
+    `vector_dot(take(U, users), take(V, pos) - take(V, neg))` (+ `reshape(take(b,
+    pos) - take(b, neg), shape)`) with the same values and gradients bit for bit,
+    in one node that stores no gathered item row and no gradient row: the BPR
+    loss of `fastad.models.BPR` is built on it. Gradients are sparse (rows of U,
+    V and b), and repeated ids add, as with `take`. On a GPU it is composed of
+    those ops.
+
+    >>> U = fa.Parameter(np.random.randn(100, 8)); V = fa.Parameter(np.random.randn(50, 8))
+    >>> margins = fa.ranking_margin(U, [3, 7], V, [1, 2], [4, 4])       # shape (2,)
+    >>> loss = -fa.sum(fa.logsigmoid(margins))
+    """
+    cdef str op = "ranking_margin"
+    require_float(op, user_table, "user_table")
+    require_float(op, item_table, "item_table")
+    cdef Variable U = <Variable>user_table, V = <Variable>item_table
+    if len(U._shape) != 2 or len(V._shape) != 2 or U._shape[1] != V._shape[1]:
+        raise ValueError(f"{op}: user_table and item_table must be 2-D with one row length, got "
+                         f"shapes {U._shape} and {V._shape}")
+    same_dtype(op, U, V)
+    cdef Variable b = None
+    if item_bias is not None:
+        require_float(op, item_bias, "item_bias")
+        b = <Variable>item_bias
+        if b._shape not in ((V._shape[0],), (V._shape[0], 1)):
+            raise ValueError(f"{op}: item_bias must have shape ({V._shape[0]},) or ({V._shape[0]}, 1) "
+                             f"(one value per row of item_table), got {b._shape}")
+        same_dtype(op, V, b)
+    cdef IndexInput u = _ids(op, "users", users, U), p = _ids(op, "pos", pos, V), n = _ids(op, "neg", neg, V)
+    if not (u._shape == p._shape == n._shape):
+        raise ValueError(f"{op}: users, pos and neg must have one shape, got {u._shape}, "
+                         f"{p._shape} and {n._shape}")
+    if (on_device(U) or on_device(V) or on_device(b) or on_device(u) or on_device(p)
+            or on_device(n)):
+        margin = vector_dot(_gather("take", U, u, -1, 0.0, 2.0),
+                            _gather("take", V, p, -1, 0.0, 2.0) - _gather("take", V, n, -1, 0.0, 2.0))
+        if b is None:
+            return margin
+        return margin + _reshape(_gather("take", b, p, -1, 0.0, 2.0) - _gather("take", b, n, -1, 0.0, 2.0),
+                                 margin.shape)
+    cdef RankingMargin node = RankingMargin.__new__(RankingMargin)
+    node.user_table, node.item_table, node.item_bias = U, V, b
+    node.users, node.pos, node.neg = u, p, n
+    node.n_users, node.n_items, node.dim = U._shape[0], V._shape[0], U._shape[1]
+    init_node(node, op, (U, V, u, p, n) if b is None else (U, V, b, u, p, n), u._shape, U.f64)
+    dtype = np.float64 if U.f64 else np.float32
+    node.user_rows = np.empty((u.size, node.dim), dtype=dtype)
+    node.differences = np.empty((u.size, node.dim), dtype=dtype)
+    node.scratch = np.empty((u.size, node.dim), dtype=dtype)
+    node.negated_grad = np.empty(u.size, dtype=dtype)
+    node.user_rows_ptr = <char*>cnp.PyArray_DATA(node.user_rows)
+    node.differences_ptr = <char*>cnp.PyArray_DATA(node.differences)
+    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    node.negated_grad_ptr = <char*>cnp.PyArray_DATA(node.negated_grad)
+    return finish(node)
 
 
 def padding_row(str op, object padding_idx, Py_ssize_t rows):

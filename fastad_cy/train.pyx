@@ -19,7 +19,7 @@ from fastad_cy.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forw
 from fastad_cy.optim cimport Optimizer, SGD
 from fastad_cy.samplers cimport Sampler
 from fastad_cy.samplers import FeedSampler
-from fastad_cy.sparse import Take
+from fastad_cy.sparse import RankingMargin, Take
 
 
 # The learning-rate rules that run inside the loop; a scheduler names its rule and
@@ -100,14 +100,18 @@ cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
     return 0
 
 
+_ROW_GATHERS = (Take, RankingMargin)     # the nodes that read a table only in forward
+
+
 cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
     """The Parameters whose update the loop applies as their gradient rows come.
 
     With plain SGD (no momentum, no weight decay) a row's update needs only its
-    gradient, so a Parameter read by nothing but row gathers (`Take`: its
-    backward sends rows and reads no table) can take each row's step inside
-    backward: no slab, no separate step and zero_grad passes over its rows. No
-    pass reads it after the update: the gathers copied its rows in forward.
+    gradient, so a Parameter read by nothing but row gathers (`Take` and
+    `RankingMargin`: their backwards send rows and read no table) can take each
+    row's step inside backward: no slab, no separate step and zero_grad passes
+    over its rows. No pass reads it after the update: the gathers copied (or
+    used) its rows in forward.
     The result is the same as step() after backward, to the last bit unless two
     gathers of one example take the same row: then the row takes one step per
     gather instead of one step of their sum (a row repeated within one gather
@@ -119,7 +123,7 @@ cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
     for node in plan.fwd + [root]:
         for parent in (<Variable>node).parents:
             if isinstance(parent, Parameter):
-                readers[id(parent)] = readers.get(id(parent), True) and type(node) is Take
+                readers[id(parent)] = readers.get(id(parent), True) and type(node) in _ROW_GATHERS
     return [p for p in plan.params if readers.get(id(p), False) and id(p) in trained
             and not (<Parameter>p).on_device]
 

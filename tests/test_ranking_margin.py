@@ -1,0 +1,230 @@
+"""fa.ranking_margin: U[users] . (V[pos] - V[neg]) (+ b[pos] - b[neg]) in one node, the same
+values and gradients as the ops it fuses, bit for bit, in passes and in fa.train."""
+import numpy as np
+import pytest
+
+import fastad as fa
+from fastad.models import bpr_loss, margin_loss
+
+
+def tables(f64=True, users=7, items=5, dim=6, seed=0):
+    rng = np.random.default_rng(seed)
+    dtype = np.float64 if f64 else np.float32
+    return (fa.Parameter(rng.normal(size=(users, dim)), dtype=dtype),
+            fa.Parameter(rng.normal(size=(items, dim)), dtype=dtype),
+            fa.Parameter(rng.normal(size=(items, 1)), dtype=dtype))
+
+
+def composed(U, users, V, pos, neg, b=None):
+    """The ops ranking_margin fuses, as BPR's forward built them before it."""
+    margin = fa.vector_dot(fa.take(U, users), fa.take(V, pos) - fa.take(V, neg))
+    if b is None:
+        return margin
+    return margin + fa.reshape(fa.take(b, pos) - fa.take(b, neg), margin.shape)
+
+
+IDS = {  # users, pos, neg: repeated users, an item that is both a positive and a negative
+    "rows": ([0, 3, 3, 6], [1, 2, 4, 1], [2, 1, 0, 1]),
+    "one": ([2], [4], [0]),
+    "scalar": (2, 4, 0),
+    "grid": ([[0, 1], [6, 6]], [[4, 4], [3, 0]], [[1, 0], [0, 2]]),
+    "empty": (np.zeros(0, int), np.zeros(0, int), np.zeros(0, int)),
+}
+
+
+@pytest.mark.parametrize("f64", [True, False])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("case", sorted(IDS))
+def test_values_and_gradients_are_those_of_the_composed_ops_bit_for_bit(case, with_bias, f64):
+    users, pos, neg = IDS[case]
+    results = []
+    for build in (composed, fa.ranking_margin):
+        U, V, b = tables(f64)
+        margin = build(U, fa.IndexInput(users), V, fa.IndexInput(pos), fa.IndexInput(neg),
+                       b if with_bias else None)
+        seed = np.linspace(-1.5, 2.0, margin.size).reshape(margin.shape)
+        margin.backward(seed.astype(margin.dtype))
+        results.append((margin.value.copy(), margin.shape, U.grad, V.grad, b.grad))
+    (value, shape, *grads), (fused_value, fused_shape, *fused_grads) = results
+    assert fused_shape == shape == np.shape(users)
+    np.testing.assert_array_equal(fused_value, value)
+    assert fused_value.dtype == (np.float64 if f64 else np.float32)
+    for grad, fused in zip(grads, fused_grads):
+        if grad is None:
+            assert fused is None
+        else:
+            np.testing.assert_array_equal(fused, grad)
+
+
+def test_gradients_match_finite_differences():
+    users, pos, neg = ([0, 3, 3, 6], [1, 2, 4, 1], [2, 1, 0, 1])
+    rng = np.random.default_rng(1)
+    weights = rng.normal(size=4)
+    assert fa.gradcheck(
+        lambda U, V, b: fa.sum(fa.ranking_margin(U, users, V, pos, neg, item_bias=b) * weights),
+        rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=5))
+
+
+def test_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    U, V, b = tables(f64=True)
+    users, pos, neg = IDS["rows"]
+    loss = -fa.sum(fa.logsigmoid(fa.ranking_margin(U, users, V, pos, neg, item_bias=b)))
+    loss.backward()
+    tU, tV, tb = (torch.tensor(p.value.copy(), requires_grad=True) for p in (U, V, b))
+    t_margin = (tU[users] * (tV[pos] - tV[neg])).sum(-1) + (tb[pos] - tb[neg])[:, 0]
+    t_loss = -torch.nn.functional.logsigmoid(t_margin).sum()
+    t_loss.backward()
+    np.testing.assert_allclose(loss.value, t_loss.item(), rtol=1e-12)
+    for ours, theirs in ((U, tU), (V, tV), (b, tb)):
+        np.testing.assert_allclose(ours.grad, theirs.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_gradients_are_sparse_rows_of_parameters():
+    U, V, b = tables()
+    fa.ranking_margin(U, [0, 3], V, [1, 2], [2, 1], item_bias=b).sum().backward()
+    assert U.is_sparse_grad and sorted(U.sparse_rows()) == [0, 3]
+    assert V.is_sparse_grad and sorted(V.sparse_rows()) == [1, 2]
+    assert sorted(b.sparse_rows()) == [1, 2]
+
+
+def test_tables_that_are_not_parameters_get_dense_gradients_or_none():
+    """A constant user table takes no gradient (reads as zeros); an Input item table with
+    requires_grad a dense one: as with the composed ops."""
+    users, pos, neg = IDS["rows"]
+    results = []
+    for build in (composed, fa.ranking_margin):
+        U, V, _ = tables()
+        frozen_users = fa.Input(U.value, dtype=np.float64)
+        items = fa.Input(V.value, dtype=np.float64, requires_grad=True)
+        margin = build(frozen_users, fa.IndexInput(users), items, fa.IndexInput(pos), fa.IndexInput(neg))
+        margin.backward(np.arange(1.0, 5.0))
+        results.append((margin.value.copy(), frozen_users.grad, items.grad))
+    (value, user_grad, item_grad), (fused_value, fused_user_grad, fused_item_grad) = results
+    np.testing.assert_array_equal(fused_value, value)
+    np.testing.assert_array_equal(fused_user_grad, user_grad)
+    assert not np.any(fused_user_grad)
+    np.testing.assert_array_equal(fused_item_grad, item_grad)
+    assert np.any(fused_item_grad)
+
+
+def test_replay_after_set_value_reads_the_new_ids_and_rows():
+    U, V, b = tables()
+    users, pos, neg = fa.IndexInput([0, 1]), fa.IndexInput([2, 3]), fa.IndexInput([4, 4])
+    margin = fa.ranking_margin(U, users, V, pos, neg, item_bias=b)
+    loss = fa.sum(margin)
+    users.set_value([5, 5])
+    pos.set_value([0, 1])
+    V.set_value(V.value * 2)
+    loss.forward()
+    loss.backward()
+    U2, V2, b2 = tables()
+    V2.set_value(V2.value * 2)
+    fresh = fa.ranking_margin(U2, [5, 5], V2, [0, 1], [4, 4], item_bias=b2)
+    fa.sum(fresh).backward()
+    np.testing.assert_array_equal(margin.value, fresh.value)
+    for ours, theirs in ((U, U2), (V, V2), (b, b2)):
+        np.testing.assert_array_equal(ours.grad, theirs.grad)
+
+
+def _train(fused, optimizer, batch, f64, n_items, bias):
+    rng = np.random.default_rng(0)
+    dtype = np.float64 if f64 else np.float32
+    U = fa.Parameter(rng.normal(0, 0.1, (30, 8)), dtype=dtype)
+    V = fa.Parameter(rng.normal(0, 0.1, (n_items, 8)), dtype=dtype)
+    b = fa.Parameter(rng.normal(0, 0.1, (n_items, 1)), dtype=dtype) if bias else None
+    examples = 320
+    triples = [rng.integers(0, 30, examples), rng.integers(0, n_items, examples),
+               rng.integers(0, n_items, examples)]
+    leaves = [fa.IndexInput(np.zeros(batch, dtype=np.int64)) for _ in range(3)]
+    if fused:
+        loss = margin_loss(fa.ranking_margin(U, leaves[0], V, leaves[1], leaves[2], item_bias=b))
+    else:
+        biases = (fa.take(b, leaves[1]) - fa.take(b, leaves[2])) if bias else None
+        loss = bpr_loss(fa.take(U, leaves[0]), fa.take(V, leaves[1]), fa.take(V, leaves[2]), biases)
+    params = [U, V] + ([b] if bias else [])
+    opt = optimizer(params, lr=0.05)
+    fa.train(loss, opt, {leaf: ids.reshape(-1, batch) for leaf, ids in zip(leaves, triples)},
+             epochs=2)
+    return [p.value.copy() for p in params]
+
+
+@pytest.mark.parametrize("optimizer", [fa.optim.SGD, fa.optim.Adagrad])
+@pytest.mark.parametrize("batch", [1, 16])
+@pytest.mark.parametrize("f64", [True, False])
+@pytest.mark.parametrize("n_items", [6, 400])          # few items: rows repeat within a step
+@pytest.mark.parametrize("bias", [False, True])
+def test_fa_train_gives_the_composed_ops_parameters_bit_for_bit(optimizer, batch, f64, n_items, bias):
+    """With plain SGD the loop steps the rows as their gradients come (no gradient row is
+    stored); with Adagrad through the optimizer. Either way, as with the composed ops."""
+    composed_params = _train(False, optimizer, batch, f64, n_items, bias)
+    fused_params = _train(True, optimizer, batch, f64, n_items, bias)
+    for theirs, ours in zip(composed_params, fused_params):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_bpr_model_builds_one_margin_node():
+    model = fa.models.BPR(10, 8, dim=4, biases=True)
+    loss = model(fa.IndexInput([1, 2]), fa.IndexInput([3, 4]), fa.IndexInput([5, 6]))
+    margin_nodes = [p for p in loss.parents if getattr(p, "op_name", None) == "ranking_margin"]
+    assert len(margin_nodes) == 1
+    assert set(map(id, margin_nodes[0].parents)) >= {id(model.U), id(model.V), id(model.item_bias)}
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda U, V, b: fa.ranking_margin(U, [0], V, [0], [7]), IndexError,
+     "ranking_margin: id 7 at position 0 of the IndexInput is out of range for a table with 5 rows"),
+    (lambda U, V, b: fa.ranking_margin(U, [-1], V, [0], [1]), IndexError,
+     "ids must be >= 0, got -1"),
+    (lambda U, V, b: fa.ranking_margin(U, [7], V, [0], [1]), IndexError,
+     "id 7 at position 0 of the IndexInput is out of range for a table with 7 rows"),
+    (lambda U, V, b: fa.ranking_margin(U, [0, 1], V, [0], [1]), ValueError,
+     r"users, pos and neg must have one shape, got \(2,\), \(1,\) and \(1,\)"),
+    (lambda U, V, b: fa.ranking_margin(U, [0], fa.Parameter(np.zeros((5, 4))), [0], [1]), ValueError,
+     r"must be 2-D with one row length, got shapes \(7, 6\) and \(5, 4\)"),
+    (lambda U, V, b: fa.ranking_margin(U, [0], fa.Parameter(np.zeros(5)), [0], [1]), ValueError,
+     r"must be 2-D with one row length, got shapes \(7, 6\) and \(5,\)"),
+    (lambda U, V, b: fa.ranking_margin(U, [0], fa.Parameter(np.zeros((5, 6)), dtype=np.float32), [0], [1]),
+     TypeError, "mixed dtypes"),
+    (lambda U, V, b: fa.ranking_margin(U, [0], V, [0], [1], item_bias=fa.Parameter(np.zeros((4, 1)))),
+     ValueError, r"item_bias must have shape \(5,\) or \(5, 1\) \(one value per row of item_table\), "
+                 r"got \(4, 1\)"),
+    (lambda U, V, b: fa.ranking_margin(U.value, [0], V, [0], [1]), TypeError,
+     "user_table must be a fastad Variable, got ndarray"),
+    (lambda U, V, b: fa.ranking_margin(U, [0], V, fa.Input([0.0]), [1]), TypeError,
+     "pos must be an IndexInput or integers, got a float Variable"),
+])
+def test_bad_input_is_a_clear_error_and_changes_nothing(make, error, message):
+    U, V, b = tables()
+    before = [p.value.copy() for p in (U, V, b)]
+    with pytest.raises(error, match=message):
+        make(U, V, b)
+    for p, value in zip((U, V, b), before):
+        np.testing.assert_array_equal(p.value, value)
+
+
+def test_an_id_made_bad_after_the_build_fails_the_replay_before_any_write():
+    U, V, b = tables()
+    neg = fa.IndexInput([1, 2])
+    loss = fa.sum(fa.ranking_margin(U, [0, 1], V, [3, 4], neg, item_bias=b))
+    opt = fa.optim.SGD([U, V, b], lr=0.1)
+    before = [p.value.copy() for p in (U, V, b)]
+    with pytest.raises(IndexError, match=r"ids up to 9 .* out of range for the graph \(ranking_margin: "
+                                         r"id 9 .* 5 rows\); nothing was trained"):
+        fa.train(loss, opt, {neg: np.array([[1, 9]])}, epochs=1)
+    neg.value[1] = -3                      # written into the array, not through set_value
+    with pytest.raises(IndexError, match="id -3 at position 1"):
+        loss.forward()
+    for p, value in zip((U, V, b), before):
+        np.testing.assert_array_equal(p.value, value)
+
+
+def test_an_id_made_bad_between_forward_and_backward_fails_the_backward_before_any_write():
+    U, V, b = tables()
+    users = fa.IndexInput([0, 1])
+    loss = fa.sum(fa.ranking_margin(U, users, V, [3, 4], [1, 2], item_bias=b))
+    users.value[0] = 12
+    with pytest.raises(IndexError, match="ranking_margin: id 12 at position 0 .* 7 rows"):
+        loss.backward()
+    for p in (U, V, b):
+        assert not np.any(p.grad)
