@@ -228,3 +228,29 @@ def test_an_id_made_bad_between_forward_and_backward_fails_the_backward_before_a
         loss.backward()
     for p in (U, V, b):
         assert not np.any(p.grad)
+
+
+@pytest.mark.parametrize("bias_shape", [None, (5,), (5, 1)])
+def test_on_a_device_it_is_the_composed_ops(bias_shape):
+    """Run by the kernel emulator (no GPU needed): the device result is the CPU's."""
+    from fastad.cuda import backend
+    backend.set_emulation(True)
+    try:
+        rng = np.random.default_rng(3)
+        arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4))]
+        if bias_shape is not None:
+            arrays.append(rng.normal(size=bias_shape))
+        users, pos, neg = IDS["rows"]
+        results = []
+        for device in (None, "cuda"):
+            params = [fa.Parameter(a, dtype=np.float64, device=device) for a in arrays]
+            ids = [fa.IndexInput(i, device=device) for i in (users, pos, neg)]
+            margin = fa.ranking_margin(params[0], ids[0], params[1], ids[1], ids[2],
+                                       item_bias=params[2] if bias_shape else None)
+            fa.sum(margin * fa.Input(np.arange(1.0, 5.0), dtype=np.float64, device=device)).backward()
+            results.append([margin.numpy()] + [backend.to_host(p.grad) if device else p.grad
+                                               for p in params])
+        for cpu, dev in zip(*results):
+            np.testing.assert_allclose(dev, cpu, rtol=1e-12, atol=1e-13)
+    finally:
+        backend.set_emulation(None)
