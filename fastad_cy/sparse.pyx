@@ -234,9 +234,9 @@ cdef void negate(floating* y, const floating* x, Py_ssize_t n) noexcept nogil:
 cdef class RankingMargin(Variable):
     """y[k] = U[users[k]] . (V[pos[k]] - V[neg[k]]) (+ b[pos[k]] - b[neg[k]]) in one node:
     what the gathers, differences, vector_dot (and sum) compute, with the same values and
-    gradients, without storing the gathered item rows or any gradient row. The backward hands each table
-    its gradient rows as scaled rows (add_scaled_rows): a Parameter under the compiled
-    loop's plain SGD steps its rows from them directly."""
+    gradients, without storing the gathered item rows or any gradient row. The backward
+    hands each table its gradient rows as scaled rows (add_scaled_rows): a Parameter under
+    the compiled loop's plain SGD steps its rows from them directly."""
     cdef Variable user_table, item_table, item_bias    # item_bias: None or n_items values
     cdef IndexInput users, pos, neg
     cdef Py_ssize_t dim, n_users, n_items
@@ -249,19 +249,21 @@ cdef class RankingMargin(Variable):
     cdef int run_forward(self) except -1 nogil:
         self._check_ids()
         if self.f64:
-            fa_margin_rows_d(<const double*>self.user_table.val_ptr, <const double*>self.item_table.val_ptr,
-                        <const double*>self._bias_values(),
-                        <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
-                        <const int64_t*>self.neg.val_ptr, self.size, self.dim,
-                        <double*>self.user_rows_ptr, <double*>self.differences_ptr,
-                        <double*>self.val_ptr)
+            fa_margin_rows_d(<const double*>self.user_table.val_ptr,
+                             <const double*>self.item_table.val_ptr,
+                             <const double*>self._bias_values(),
+                             <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                             <const int64_t*>self.neg.val_ptr, self.size, self.dim,
+                             <double*>self.user_rows_ptr, <double*>self.differences_ptr,
+                             <double*>self.val_ptr)
         else:
-            fa_margin_rows_f(<const float*>self.user_table.val_ptr, <const float*>self.item_table.val_ptr,
-                        <const float*>self._bias_values(),
-                        <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
-                        <const int64_t*>self.neg.val_ptr, self.size, self.dim,
-                        <float*>self.user_rows_ptr, <float*>self.differences_ptr,
-                        <float*>self.val_ptr)
+            fa_margin_rows_f(<const float*>self.user_table.val_ptr,
+                             <const float*>self.item_table.val_ptr,
+                             <const float*>self._bias_values(),
+                             <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                             <const int64_t*>self.neg.val_ptr, self.size, self.dim,
+                             <float*>self.user_rows_ptr, <float*>self.differences_ptr,
+                             <float*>self.val_ptr)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -340,28 +342,30 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
             raise ValueError(f"{op}: item_bias must have shape ({V._shape[0]},) or ({V._shape[0]}, 1) "
                              f"(one value per row of item_table), got {b._shape}")
         same_dtype(op, V, b)
-    cdef IndexInput u = _ids(op, "users", users, U), p = _ids(op, "pos", pos, V), n = _ids(op, "neg", neg, V)
-    if not (u._shape == p._shape == n._shape):
-        raise ValueError(f"{op}: users, pos and neg must have one shape, got {u._shape}, "
-                         f"{p._shape} and {n._shape}")
-    if (on_device(U) or on_device(V) or on_device(b) or on_device(u) or on_device(p)
-            or on_device(n)):
-        margin = vector_dot(_gather("take", U, u, -1, 0.0, 2.0),
-                            _gather("take", V, p, -1, 0.0, 2.0) - _gather("take", V, n, -1, 0.0, 2.0))
+    cdef IndexInput user_ids = _ids(op, "users", users, U)
+    cdef IndexInput pos_ids = _ids(op, "pos", pos, V), neg_ids = _ids(op, "neg", neg, V)
+    if not (user_ids._shape == pos_ids._shape == neg_ids._shape):
+        raise ValueError(f"{op}: users, pos and neg must have one shape, got {user_ids._shape}, "
+                         f"{pos_ids._shape} and {neg_ids._shape}")
+    if any(on_device(x) for x in (U, V, b, user_ids, pos_ids, neg_ids)):
+        margin = vector_dot(_gather("take", U, user_ids, -1, 0.0, 2.0),
+                            _gather("take", V, pos_ids, -1, 0.0, 2.0)
+                            - _gather("take", V, neg_ids, -1, 0.0, 2.0))
         if b is None:
             return margin
-        return margin + _reshape(_gather("take", b, p, -1, 0.0, 2.0) - _gather("take", b, n, -1, 0.0, 2.0),
-                                 margin.shape)
+        return margin + _reshape(_gather("take", b, pos_ids, -1, 0.0, 2.0)
+                                 - _gather("take", b, neg_ids, -1, 0.0, 2.0), margin.shape)
     cdef RankingMargin node = RankingMargin.__new__(RankingMargin)
     node.user_table, node.item_table, node.item_bias = U, V, b
-    node.users, node.pos, node.neg = u, p, n
+    node.users, node.pos, node.neg = user_ids, pos_ids, neg_ids
     node.n_users, node.n_items, node.dim = U._shape[0], V._shape[0], U._shape[1]
-    init_node(node, op, (U, V, u, p, n) if b is None else (U, V, b, u, p, n), u._shape, U.f64)
+    inputs = (U, V, user_ids, pos_ids, neg_ids) if b is None else (U, V, b, user_ids, pos_ids, neg_ids)
+    init_node(node, op, inputs, user_ids._shape, U.f64)
     dtype = np.float64 if U.f64 else np.float32
-    node.user_rows = np.empty((u.size, node.dim), dtype=dtype)
-    node.differences = np.empty((u.size, node.dim), dtype=dtype)
-    node.scratch = np.empty((u.size, node.dim), dtype=dtype)
-    node.negated_grad = np.empty(u.size, dtype=dtype)
+    node.user_rows = np.empty((user_ids.size, node.dim), dtype=dtype)
+    node.differences = np.empty((user_ids.size, node.dim), dtype=dtype)
+    node.scratch = np.empty((user_ids.size, node.dim), dtype=dtype)
+    node.negated_grad = np.empty(user_ids.size, dtype=dtype)
     node.user_rows_ptr = <char*>cnp.PyArray_DATA(node.user_rows)
     node.differences_ptr = <char*>cnp.PyArray_DATA(node.differences)
     node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
