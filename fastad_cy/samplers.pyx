@@ -67,6 +67,15 @@ cdef Py_ssize_t _whole(str who, str name, object value, Py_ssize_t low) except? 
     return value
 
 
+cdef tuple _shard(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
+    """(first, count): worker `rank`'s contiguous 1/workers share of n things, or all n when
+    that share is empty (fewer things than workers)."""
+    cdef int64_t first = rank * n // workers, count = (rank + 1) * n // workers - first
+    if count == 0:
+        return (0, n)
+    return (first, count)
+
+
 _default_seeds = None      # set by fastad.manual_seed: where samplers made with seed=None draw from
 
 
@@ -577,7 +586,11 @@ cdef class PairwiseSampler(Sampler):
                   (never skipped); `redraws` counts them.
     examples      examples per epoch for this worker (default: interactions / (b * workers)).
     seed, rank, workers  the stream: workers draw independent streams; the same seed
-                  gives the same triples.
+                  gives the same triples. Worker `rank` draws its positives from its
+                  contiguous 1/workers share of the interactions (or of the users, with
+                  sample="user"), which in user order is a share of the users: no
+                  other Hogwild worker updates those users' rows. The shares together
+                  are drawn as one worker draws the whole; negatives come from all items.
 
     Ids are held as int32 (n_users and n_items up to 2**31 - 1), each interaction as
     one (user, item) pair, so a draw reads one cache line. The interactions of an
@@ -605,6 +618,7 @@ cdef class PairwiseSampler(Sampler):
     cdef int64_t* out_neg
     cdef Py_ssize_t batch
     cdef int64_t n_users, n_items, nnz
+    cdef int64_t first_pair, shard_pairs, first_user, shard_users   # this worker's positives
     cdef bint by_user, by_popularity
     cdef readonly Py_ssize_t examples_per_epoch
     cdef readonly int64_t redraws
@@ -635,6 +649,8 @@ cdef class PairwiseSampler(Sampler):
         self.n_users, self.n_items, self.nnz = self.data.n_users, self.data.n_items, self.data.nnz
         self.indptr, self.indices, self.pairs = self.data.indptr, self.data.indices, self.data.pairs
         self.by_user = sample == "user"
+        self.first_pair, self.shard_pairs = _shard(self.nnz, self.rank, self.workers)
+        self.first_user, self.shard_users = _shard(self.n_users, self.rank, self.workers)
         if self.by_user and np.any(self.data.degree == 0):
             raise ValueError(f"{who}: with sample='user' every user needs an interaction; users "
                              f"{_first_ids(np.flatnonzero(self.data.degree == 0))} have none (use "
@@ -715,10 +731,10 @@ cdef class PairwiseSampler(Sampler):
         cdef int64_t k, user
         for b in range(self.batch):
             if self.by_user:
-                user = fa_rng_below(&self.rng, self.n_users)
+                user = self.first_user + fa_rng_below(&self.rng, self.shard_users)
                 k = self.indptr[user] + fa_rng_below(&self.rng, self.indptr[user + 1] - self.indptr[user])
             else:
-                k = fa_rng_below(&self.rng, self.nnz)
+                k = self.first_pair + fa_rng_below(&self.rng, self.shard_pairs)
             self.ahead_k[b] = k
             fa_prefetch(&self.pairs[k])
             if self.by_popularity:

@@ -141,6 +141,47 @@ def test_streams_are_reproducible_and_independent_per_rank():
     assert draw(7, 0) != draw(7, 1) and draw(7, 0) != draw(8, 0)
 
 
+@pytest.mark.parametrize("sample", ["interaction", "user"])
+def test_each_rank_draws_its_own_share_and_the_shares_draw_as_one_worker(sample):
+    """Worker r's positives come from its contiguous 1/workers of the interactions (of the
+    users with sample="user"), so two Hogwild workers never update one user's row; all
+    ranks together draw each interaction (or user) as often as one worker would; negatives
+    still come from every item; one worker draws from everything."""
+    matrix = random_interactions(n_users=30, n_items=40, density=0.3, seed=2)
+    pairs = list(zip(*matrix.nonzero()))          # CSR order: by user
+    counts = np.zeros(len(pairs)) if sample == "interaction" else np.zeros(30)
+    negatives = set()
+    index = {pair: k for k, pair in enumerate(pairs)}
+    for rank in range(3):
+        u, i, j = ids(), ids(), ids()
+        sampler = PairwiseSampler(matrix, u, i, j, sample=sample, seed=5, rank=rank, workers=3,
+                                  examples=30_000)
+        users = set()
+        for a, b, c in sampler.epoch():
+            pair = (int(a[0]), int(b[0]))
+            assert pair in index
+            users.add(pair[0])
+            counts[index[pair] if sample == "interaction" else pair[0]] += 1
+            negatives.add(int(c[0]))
+        if sample == "interaction":
+            share = {user for user, _ in pairs[rank * len(pairs) // 3:(rank + 1) * len(pairs) // 3]}
+        else:
+            share = set(range(rank * 10, rank * 10 + 10))
+        assert users == share
+    assert abs(counts / counts.mean() - 1).max() < 0.4       # uniform over the whole
+    assert len(negatives) > 30
+    u, i, j = ids(), ids(), ids()
+    alone = PairwiseSampler(matrix, u, i, j, sample=sample, seed=5, examples=3000)
+    assert len({int(a[0]) for a, _, _ in alone.epoch()}) == 30
+
+
+def test_more_workers_than_interactions_draw_from_all_of_them():
+    u, i, j = ids(), ids(), ids()
+    sampler = PairwiseSampler((np.array([0, 1]), np.array([0, 1])), u, i, j, n_items=3, seed=0,
+                              rank=2, workers=4, examples=200)
+    assert {int(a[0]) for a, _, _ in sampler.epoch()} == {0, 1}
+
+
 def test_pairwise_bad_input_is_named():
     u, i, j = ids(), ids(), ids()
     good = random_interactions()
