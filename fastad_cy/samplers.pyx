@@ -67,13 +67,16 @@ cdef Py_ssize_t _whole(str who, str name, object value, Py_ssize_t low) except? 
     return value
 
 
-cdef tuple _shard(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
-    """(first, count): worker `rank`'s contiguous 1/workers share of n things, or all n when
-    that share is empty (fewer things than workers)."""
-    cdef int64_t first = rank * n // workers, count = (rank + 1) * n // workers - first
-    if count == 0:
-        return (0, n)
-    return (first, count)
+cdef tuple _share(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
+    """[lo, hi): worker `rank`'s contiguous 1/workers share of n things."""
+    return n * rank // workers, n * (rank + 1) // workers
+
+
+cdef tuple _drawable_share(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
+    """(first, count) of worker `rank`'s share of n things to draw from, or all n when that
+    share is empty (fewer things than workers)."""
+    lo, hi = _share(n, rank, workers)
+    return (lo, hi - lo) if hi > lo else (0, n)
 
 
 _default_seeds = None      # set by fastad.manual_seed: where samplers made with seed=None draw from
@@ -649,8 +652,8 @@ cdef class PairwiseSampler(Sampler):
         self.n_users, self.n_items, self.nnz = self.data.n_users, self.data.n_items, self.data.nnz
         self.indptr, self.indices, self.pairs = self.data.indptr, self.data.indices, self.data.pairs
         self.by_user = sample == "user"
-        self.first_pair, self.shard_pairs = _shard(self.nnz, self.rank, self.workers)
-        self.first_user, self.shard_users = _shard(self.n_users, self.rank, self.workers)
+        self.first_pair, self.shard_pairs = _drawable_share(self.nnz, self.rank, self.workers)
+        self.first_user, self.shard_users = _drawable_share(self.n_users, self.rank, self.workers)
         if self.by_user and np.any(self.data.degree == 0):
             raise ValueError(f"{who}: with sample='user' every user needs an interaction; users "
                              f"{_first_ids(np.flatnonzero(self.data.degree == 0))} have none (use "
@@ -916,7 +919,7 @@ cdef class WindowSampler(Sampler):
             self.token_lo, self.token_hi = 0, n
             self.first_sentence = self.end_sentence = 0
         else:
-            self.token_lo, self.token_hi = n * self.rank // self.workers, n * (self.rank + 1) // self.workers
+            self.token_lo, self.token_hi = _share(n, self.rank, self.workers)
             self.first_sentence = int(np.searchsorted(starts, self.token_lo, side="left"))
             self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
         self.buffer_array = np.zeros(max(int(np.max(ends - starts)), 1), dtype=np.int64)
