@@ -33,7 +33,8 @@ cdef class Optimizer:
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil
     cpdef int step(self) except -1
-    cdef int step_cpu(self) except -1 nogil      # step() for Parameters on the CPU
+    cdef int step_cpu(self, bint clear) except -1 nogil   # step() for Parameters on the CPU
+                                                          # (clear: and zero_grad())
     cpdef zero_grad(self)
     cdef int clear_grads(self) except -1 nogil   # zero_grad() without the GIL
     cdef int require_unclaimed(self, str who) except -1   # see graph.claim_parameters

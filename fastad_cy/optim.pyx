@@ -365,9 +365,12 @@ cdef class Optimizer:
                 _missing_state(type(self).__name__)
             self._device_state.step()
             return 0
-        return self.step_cpu()
+        return self.step_cpu(False)
 
-    cdef int step_cpu(self) except -1 nogil:
+    cdef int step_cpu(self, bint clear) except -1 nogil:
+        """step() on the CPU; with `clear`, also zero_grad(), each gradient as soon as its
+        Parameter has stepped (one pass, and none over the Parameters that hold no
+        gradient: those fastad.train updated as their rows came)."""
         cdef Py_ssize_t i, n_spans, span_len
         cdef const int64_t* rows
         cdef PyObject* p
@@ -394,6 +397,8 @@ cdef class Optimizer:
             elif n_spans:
                 self.update((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, 0,
                             span_len, (<Parameter>p).f64)
+            if clear:
+                (<Parameter>p).clear_grad()
         if self.has_clock:
             self.clock_countdown -= 1
             if self.clock_countdown == 0:

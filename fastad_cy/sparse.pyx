@@ -48,7 +48,15 @@ cdef extern from *:
 
     /* 1 if an id is not below `rows`. The loop has no branch (an id below 0 is a huge
      * unsigned number) and its AVX2 clone compares four ids at a time. */
-    FA_CLONED int fa_any_id_out_of_range(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) {
+    FA_CLONED int fa_any_id_out_of_range_loop(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) {
+        int bad = 0;
+        for (Py_ssize_t k = 0; k < n; k++) bad |= ids[k] >= (uint64_t)rows;
+        return bad;
+    }
+    /* A few ids (one example's) are compared here, without the call and the vector
+     * loop's set-up, which cost more than the comparisons. */
+    static inline int fa_any_id_out_of_range(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) {
+        if (n > 4) return fa_any_id_out_of_range_loop(ids, n, rows);
         int bad = 0;
         for (Py_ssize_t k = 0; k < n; k++) bad |= ids[k] >= (uint64_t)rows;
         return bad;

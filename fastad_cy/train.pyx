@@ -162,8 +162,7 @@ cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optim
         seed_scalar_grad(root)
         replay_plan_backward(plan)
         if fast_opt is not None:
-            fast_opt.step_cpu()
-            fast_opt.clear_grads()
+            fast_opt.step_cpu(True)
         else:
             with gil:
                 (<object>loop.python_optimizer).step()
