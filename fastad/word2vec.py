@@ -14,7 +14,7 @@ from fastad_cy.samplers import CbowSampler, SkipGramSampler
 from fastad_cy.linalg import vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
-from fastad_cy.sparse import take
+from fastad_cy.sparse import gather_dot, take
 from fastad_cy.train import scheduled_lr, train
 from fastad import hogwild
 from fastad.cuda import check_device
@@ -500,23 +500,23 @@ def _example_graph(W, C, settings, device="cpu"):
     words, one node in place of a sign product, a log-sigmoid, a sum and a negation."""
     b, k, dim = settings["batch"], settings["negative"], W.shape[1]
 
-    def ids(n):
-        return IndexInput(np.zeros(n, dtype=np.int64), device=device)
+    def ids(*shape):
+        return IndexInput(np.zeros(shape, dtype=np.int64), device=device)
 
     labels = np.zeros((b, k + 1), dtype=W.dtype)
     labels[:, 0] = 1                      # each example's word, then its k noise words
-    target = ids(b * (k + 1))
+    target = ids(b, k + 1)
     if settings["sg"]:
         centre = ids(b)
         leaves = (centre, target)
-        hidden = reshape(take(W, centre), (b, 1, dim))
+        scores = gather_dot(W, centre, C, target)
     else:
         slots = 2 * settings["window"]
         context = ids(b * slots)
         weights = Input(np.zeros((b, slots, 1), dtype=np.float32), device=device)
         leaves = (context, weights, target)
         hidden = fa_sum(reshape(take(W, context), (b, slots, dim)) * weights, axis=1, keepdims=True)
-    scores = vector_dot(reshape(take(C, target), (b, k + 1, dim)), hidden)
+        scores = vector_dot(reshape(take(C, target), (b, k + 1, dim)), hidden)
     if b == 1:
         return leaves, bce_with_logits(scores, labels, reduction="sum")
     mask = Input(np.ones((b, 1), dtype=np.float32), device=device)

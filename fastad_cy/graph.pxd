@@ -43,10 +43,12 @@ cdef class Variable:
     # Add rows[k] (row_len elements each) into gradient row ids[k]; ids already checked.
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                            Py_ssize_t row_len) except -1 nogil
-    # Add coefs[k] * x row k into gradient row ids[k] (the gradient rows of a fused node, which
-    # it need not store): as add_grad_rows of those rows, written to `scratch` (n rows).
+    # Add coefs[k] * x row k // per_x into gradient row ids[k] (the gradient rows of a fused
+    # node, which it need not store; each x row serves per_x ids in turn): as add_grad_rows of
+    # those rows, written to `scratch` (n rows).
     cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
-                             const char* coefs, Py_ssize_t row_len, char* scratch) except -1 nogil
+                             const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                             char* scratch) except -1 nogil
     cdef Plan _get_plan(self)
 
 @cython.no_gc

@@ -610,12 +610,13 @@ cdef class Variable:
         return 0
 
     cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
-                             const char* coefs, Py_ssize_t row_len, char* scratch) except -1 nogil:
-        """add_grad_rows of the rows coefs[k] * x row k, written to `scratch` first."""
+                             const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                             char* scratch) except -1 nogil:
+        """add_grad_rows of the rows coefs[k] * x row k // per_x, written to `scratch` first."""
         if self.f64:
-            scale_each_row(<double*>scratch, <const double*>x, <const double*>coefs, n, row_len)
+            scale_each_row(<double*>scratch, <const double*>x, <const double*>coefs, n, row_len, per_x)
         else:
-            scale_each_row(<float*>scratch, <const float*>x, <const float*>coefs, n, row_len)
+            scale_each_row(<float*>scratch, <const float*>x, <const float*>coefs, n, row_len, per_x)
         return self.add_grad_rows(ids, n, scratch, row_len)
 
     # ---- the public face
@@ -1132,17 +1133,18 @@ cdef class Parameter(Leaf):
         return 0
 
     cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
-                             const char* coefs, Py_ssize_t row_len, char* scratch) except -1 nogil:
+                             const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                             char* scratch) except -1 nogil:
         """While apply_lr is set and no row repeats, the SGD step of each row at once, from
         x without the scaled rows; otherwise as Variable.add_scaled_rows."""
         if self.apply_lr == NULL or (n > 1 and self._repeats(ids, n)):
-            return Variable.add_scaled_rows(self, ids, n, x, coefs, row_len, scratch)
+            return Variable.add_scaled_rows(self, ids, n, x, coefs, row_len, per_x, scratch)
         if self.f64:
             sgd_scaled_rows(<double*>self.val_ptr, <const double*>x, <const double*>coefs, ids, n,
-                            row_len, self.apply_lr[0])
+                            row_len, per_x, self.apply_lr[0])
         else:
             sgd_scaled_rows(<float*>self.val_ptr, <const float*>x, <const float*>coefs, ids, n,
-                            row_len, self.apply_lr[0])
+                            row_len, per_x, self.apply_lr[0])
         self.applied = True
         return 0
 

@@ -43,12 +43,15 @@ cdef extern from *:
     }                                                                                        \
     FA_CLONED void fa_sgd_scaled_rows_##S(T* __restrict p, const T* __restrict x,            \
                                           const T* coefs, const int64_t* rows,               \
-                                          Py_ssize_t n_rows, Py_ssize_t len, T a) {          \
+                                          Py_ssize_t n_rows, Py_ssize_t len,                 \
+                                          Py_ssize_t per_x, T a) {                           \
+        const T* __restrict xk = x;                                                          \
+        Py_ssize_t left = per_x;            /* the rows xk serves still */                   \
         for (Py_ssize_t k = 0; k < n_rows; k++) {                                            \
             T* __restrict y = p + rows[k] * len;                                             \
-            const T* __restrict xk = x + k * len;                                            \
             const T c = coefs[k];                                                            \
             for (Py_ssize_t i = 0; i < len; i++) y[i] += a * (c * xk[i]);                    \
+            if (--left == 0) { xk += len; left = per_x; }                                    \
         }                                                                                    \
     }
     FA_SGD_ROWS(float, f)
@@ -113,9 +116,11 @@ cdef extern from *:
     void fa_sgd_rows_d(double* p, const double* g, const int64_t* rows, Py_ssize_t n_rows,
                        Py_ssize_t len, double a) noexcept nogil
     void fa_sgd_scaled_rows_f(float* p, const float* x, const float* coefs, const int64_t* rows,
-                              Py_ssize_t n_rows, Py_ssize_t len, float a) noexcept nogil
+                              Py_ssize_t n_rows, Py_ssize_t len, Py_ssize_t per_x,
+                              float a) noexcept nogil
     void fa_sgd_scaled_rows_d(double* p, const double* x, const double* coefs, const int64_t* rows,
-                              Py_ssize_t n_rows, Py_ssize_t len, double a) noexcept nogil
+                              Py_ssize_t n_rows, Py_ssize_t len, Py_ssize_t per_x,
+                              double a) noexcept nogil
     float fa_dot_f(const float* x, const float* y, Py_ssize_t n) noexcept nogil
     double fa_dot_d(const double* x, const double* y, Py_ssize_t n) noexcept nogil
 
@@ -203,20 +208,21 @@ cdef inline void sgd_rows(floating* p, const floating* g, const int64_t* rows, P
 
 cdef inline void sgd_scaled_rows(floating* p, const floating* x, const floating* coefs,
                                  const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t row_len,
-                                 double lr) noexcept nogil:
-    """sgd_rows for the gradient rows coefs[k] * x row k, never stored: the same values."""
+                                 Py_ssize_t per_x, double lr) noexcept nogil:
+    """sgd_rows for the gradient rows coefs[k] * x row k // per_x (each x row serves
+    per_x rows in turn), never stored: the same values."""
     if floating is float:
-        fa_sgd_scaled_rows_f(p, x, coefs, rows, n_rows, row_len, -lr)
+        fa_sgd_scaled_rows_f(p, x, coefs, rows, n_rows, row_len, per_x, -lr)
     else:
-        fa_sgd_scaled_rows_d(p, x, coefs, rows, n_rows, row_len, -lr)
+        fa_sgd_scaled_rows_d(p, x, coefs, rows, n_rows, row_len, per_x, -lr)
 
 
 cdef inline void scale_each_row(floating* y, const floating* x, const floating* coefs,
-                                Py_ssize_t n_rows, Py_ssize_t row_len) noexcept nogil:
-    """y row k = coefs[k] * x row k."""
+                                Py_ssize_t n_rows, Py_ssize_t row_len, Py_ssize_t per_x) noexcept nogil:
+    """y row k = coefs[k] * x row k // per_x."""
     cdef Py_ssize_t k
     for k in range(n_rows):
-        row_scale(y + k * row_len, x + k * row_len, row_len, coefs[k])
+        row_scale(y + k * row_len, x + (k // per_x) * row_len, row_len, coefs[k])
 
 
 cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,

@@ -20,7 +20,7 @@ from libc.string cimport memcpy
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, init_node, finish, require_float,
                               same_dtype, on_device, device_ops, GRAD_SPARSE, GRAD_DENSE)
-from fastad_cy.loops cimport element_size, put_values, vec_zero, zero_values
+from fastad_cy.loops cimport element_size, put_values, row_axpy, vec_zero, zero_values
 from fastad_cy.linalg import vector_dot
 from fastad_cy.reduction import _normalize_axes
 from fastad_cy.shape import reshape as _reshape
@@ -84,6 +84,29 @@ cdef extern from *:
     }
     FA_MARGIN_ROWS(float, f)
     FA_MARGIN_ROWS(double, d)
+
+    /* out[k] = B[b_ids[k]] . A[a_ids[k / per]] for the n * per scores, keeping a copy of
+     * each gathered row for the backward: the values of two gathers and fa_dot, in one
+     * loop (each A row is read once for its per B rows). */
+    #define FA_GATHER_DOT_ROWS(T, S)                                                        \
+    FA_CLONED void fa_gather_dot_rows_##S(const T* A, const T* B, const int64_t* a_ids,      \
+                                          const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, \
+                                          Py_ssize_t dim, T* __restrict a_rows,              \
+                                          T* __restrict b_rows, T* __restrict out) {         \
+        for (Py_ssize_t r = 0; r < n; r++) {                                                 \
+            T* __restrict a = a_rows + r * dim;                                              \
+            const T* ar = A + a_ids[r] * dim;                                                \
+            for (Py_ssize_t i = 0; i < dim; i++) a[i] = ar[i];                               \
+            for (Py_ssize_t k = r * per; k < (r + 1) * per; k++) {                           \
+                T* __restrict b = b_rows + k * dim;                                          \
+                const T* br = B + b_ids[k] * dim;                                            \
+                for (Py_ssize_t i = 0; i < dim; i++) b[i] = br[i];                           \
+                out[k] = fa_dot_##S(b, a, dim);                                              \
+            }                                                                                \
+        }                                                                                    \
+    }
+    FA_GATHER_DOT_ROWS(float, f)
+    FA_GATHER_DOT_ROWS(double, d)
     """
     void fa_gather_rows(char* dst, const char* table, const int64_t* ids, Py_ssize_t n,
                         Py_ssize_t width) noexcept nogil
@@ -95,6 +118,12 @@ cdef extern from *:
                           const int64_t* users, const int64_t* pos, const int64_t* neg,
                           Py_ssize_t n, Py_ssize_t dim, double* user_rows, double* differences,
                           double* margins) noexcept nogil
+    void fa_gather_dot_rows_f(const float* A, const float* B, const int64_t* a_ids,
+                              const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, Py_ssize_t dim,
+                              float* a_rows, float* b_rows, float* out) noexcept nogil
+    void fa_gather_dot_rows_d(const double* A, const double* B, const int64_t* a_ids,
+                              const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, Py_ssize_t dim,
+                              double* a_rows, double* b_rows, double* out) noexcept nogil
 
 
 cdef inline int check_ids(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil:
@@ -289,12 +318,12 @@ cdef class RankingMargin(Variable):
             self.item_bias.add_grad_rows(<const int64_t*>self.pos.val_ptr, n, self.grad_ptr, 1)
         if self.item_table.requires_grad:
             self.item_table.add_scaled_rows(<const int64_t*>self.neg.val_ptr, n, self.user_rows_ptr,
-                                            self.negated_grad_ptr, self.dim, self.scratch_ptr)
+                                            self.negated_grad_ptr, self.dim, 1, self.scratch_ptr)
             self.item_table.add_scaled_rows(<const int64_t*>self.pos.val_ptr, n, self.user_rows_ptr,
-                                            self.grad_ptr, self.dim, self.scratch_ptr)
+                                            self.grad_ptr, self.dim, 1, self.scratch_ptr)
         if self.user_table.requires_grad:
             self.user_table.add_scaled_rows(<const int64_t*>self.users.val_ptr, n, self.differences_ptr,
-                                            self.grad_ptr, self.dim, self.scratch_ptr)
+                                            self.grad_ptr, self.dim, 1, self.scratch_ptr)
         return 0
 
     cdef const char* _bias_values(self) noexcept nogil:
@@ -307,12 +336,141 @@ cdef class RankingMargin(Variable):
         return 0
 
 
+cdef void sum_scaled_rows(floating* h, const floating* rows, const floating* coefs, Py_ssize_t n,
+                          Py_ssize_t per, Py_ssize_t dim) noexcept nogil:
+    """h row r = sum over j of coefs[r * per + j] * rows row r * per + j, added in order of j
+    into a zero row (as vector_dot's backward adds a broadcast operand's gradient)."""
+    cdef Py_ssize_t r, k, i
+    for r in range(n):
+        for i in range(dim):
+            h[r * dim + i] = 0
+        for k in range(r * per, (r + 1) * per):
+            row_axpy(h + r * dim, rows + k * dim, dim, coefs[k])
+
+
+@cython.no_gc
+cdef class GatherDot(Variable):
+    """y[..., j] = B[b_ids[..., j]] . A[a_ids[...]] in one node: what two gathers, a reshape
+    and a broadcast vector_dot compute, with the same values and gradients, copying each
+    A row once for its `per` B rows. The backward hands B its gradient rows as scaled A
+    rows (add_scaled_rows: a Parameter under the compiled loop's plain SGD steps them
+    directly) and A the sums of its B rows, in the order the composed ops' backwards do."""
+    cdef Variable a_table, b_table
+    cdef IndexInput a_ids, b_ids
+    cdef Py_ssize_t dim, per, a_count, b_count      # per: B rows for each A row; *_count: table rows
+    cdef cnp.ndarray a_rows, b_rows, a_grads, scratch   # kept by the forward; the backward's buffers
+    cdef char* a_rows_ptr
+    cdef char* b_rows_ptr
+    cdef char* a_grads_ptr
+    cdef char* scratch_ptr
+
+    cdef int run_forward(self) except -1 nogil:
+        self._check_ids()
+        if self.f64:
+            fa_gather_dot_rows_d(<const double*>self.a_table.val_ptr, <const double*>self.b_table.val_ptr,
+                                 <const int64_t*>self.a_ids.val_ptr, <const int64_t*>self.b_ids.val_ptr,
+                                 self.a_ids.size, self.per, self.dim, <double*>self.a_rows_ptr,
+                                 <double*>self.b_rows_ptr, <double*>self.val_ptr)
+        else:
+            fa_gather_dot_rows_f(<const float*>self.a_table.val_ptr, <const float*>self.b_table.val_ptr,
+                                 <const int64_t*>self.a_ids.val_ptr, <const int64_t*>self.b_ids.val_ptr,
+                                 self.a_ids.size, self.per, self.dim, <float*>self.a_rows_ptr,
+                                 <float*>self.b_rows_ptr, <float*>self.val_ptr)
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        """A's gradient rows (the sums g[k] * B row k of each A row's scores, from the kept
+        B rows), then B's rows g[k] * A row (from the kept A rows): the order in which the
+        composed ops' backwards add them, which matters when A is B."""
+        cdef Py_ssize_t n = self.a_ids.size
+        self._check_ids()
+        if self.a_table.requires_grad:
+            if self.f64:
+                sum_scaled_rows(<double*>self.a_grads_ptr, <const double*>self.b_rows_ptr,
+                                <const double*>self.grad_ptr, n, self.per, self.dim)
+            else:
+                sum_scaled_rows(<float*>self.a_grads_ptr, <const float*>self.b_rows_ptr,
+                                <const float*>self.grad_ptr, n, self.per, self.dim)
+            self.a_table.add_grad_rows(<const int64_t*>self.a_ids.val_ptr, n, self.a_grads_ptr, self.dim)
+        if self.b_table.requires_grad:
+            self.b_table.add_scaled_rows(<const int64_t*>self.b_ids.val_ptr, self.size, self.a_rows_ptr,
+                                         self.grad_ptr, self.dim, self.per, self.scratch_ptr)
+        return 0
+
+    cdef int _check_ids(self) except -1 nogil:
+        check_ids(self, self.a_ids, self.a_count)
+        check_ids(self, self.b_ids, self.b_count)
+        return 0
+
+
 cdef IndexInput _ids(str op, str argname, object ids, Variable table):
     if isinstance(ids, IndexInput):
         return <IndexInput>ids
     if isinstance(ids, Variable):
         raise TypeError(f"{op}: {argname} must be an IndexInput or integers, got a float Variable")
     return IndexInput(ids, device=table.device)
+
+
+cdef tuple _row_tables(str op, str a_name, object a, str b_name, object b):
+    """(a, b) as float Variables: two tables of rows of one length and dtype."""
+    require_float(op, a, a_name)
+    require_float(op, b, b_name)
+    cdef Variable A = <Variable>a, B = <Variable>b
+    if len(A._shape) != 2 or len(B._shape) != 2 or A._shape[1] != B._shape[1]:
+        raise ValueError(f"{op}: {a_name} and {b_name} must be 2-D with one row length, got "
+                         f"shapes {A._shape} and {B._shape}")
+    same_dtype(op, A, B)
+    return A, B
+
+
+def gather_dot(a_table, a_ids, b_table, b_ids):
+    """The dot products of gathered rows: `out[..., j] = A[a_ids[...]] . B[b_ids[..., j]]`,
+    each row of A against its own `m` rows of B (a skip-gram centre word against its
+    context word and its negatives, a user against candidate items).
+
+    `a_table` (A) and `b_table` (B) are float Variables of shapes (rows_a, dim) and
+    (rows_b, dim), usually Parameters (they may be one); `a_ids` and `b_ids` are
+    IndexInputs (or integer ids) of shapes S and S + (m,), and the result has
+    b_ids' shape. It is `vector_dot(take(B, b_ids), reshape(take(A, a_ids), S + (1,
+    dim)))` with the same values and gradients bit for bit, in one node that copies
+    each A row once. Gradients are sparse (rows of A and
+    B), and repeated ids add, as with `take`; under `fastad.train`'s plain SGD each
+    row takes its step inside backward, as a take's does. On a GPU it is composed of
+    those ops.
+
+    >>> W = fa.Parameter(np.random.randn(100, 8)); C = fa.Parameter(np.random.randn(100, 8))
+    >>> scores = fa.gather_dot(W, [3, 7], C, [[1, 2, 9], [4, 4, 0]])     # shape (2, 3)
+    >>> loss = fa.nn.bce_with_logits(scores, [[1, 0, 0], [1, 0, 0]], reduction="sum")
+    """
+    cdef str op = "gather_dot"
+    cdef Variable A, B
+    A, B = _row_tables(op, "a_table", a_table, "b_table", b_table)
+    cdef IndexInput a_index = _ids(op, "a_ids", a_ids, A), b_index = _ids(op, "b_ids", b_ids, B)
+    cdef tuple lead = a_index._shape
+    if b_index._shape[:len(b_index._shape) - 1] != lead or len(b_index._shape) != len(lead) + 1:
+        raise ValueError(f"{op}: b_ids must have a_ids' shape plus one axis (the B rows of each "
+                         f"A row): a_ids has shape {lead}, so b_ids needs {lead + ('m',)}, got "
+                         f"{b_index._shape}")
+    cdef Py_ssize_t dim = A._shape[1]
+    if any(on_device(x) for x in (A, B, a_index, b_index)):
+        a_rows = _reshape(_gather("take", A, a_index, -1, 0.0, 2.0), lead + (1, dim))
+        return vector_dot(_gather("take", B, b_index, -1, 0.0, 2.0), a_rows)
+    cdef GatherDot node = GatherDot.__new__(GatherDot)
+    node.a_table, node.b_table = A, B
+    node.a_ids, node.b_ids = a_index, b_index
+    node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], dim
+    node.per = b_index._shape[len(lead)]
+    init_node(node, op, (A, B, a_index, b_index), b_index._shape, A.f64)
+    dtype = np.float64 if node.f64 else np.float32
+    node.a_rows = np.empty((a_index.size, dim), dtype=dtype)
+    node.a_grads = np.empty((a_index.size, dim), dtype=dtype)
+    node.b_rows = np.empty((b_index.size, dim), dtype=dtype)
+    node.scratch = np.empty((b_index.size, dim), dtype=dtype)
+    node.a_rows_ptr = <char*>cnp.PyArray_DATA(node.a_rows)
+    node.a_grads_ptr = <char*>cnp.PyArray_DATA(node.a_grads)
+    node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
+    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    return finish(node)
 
 
 def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
@@ -335,13 +493,8 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
     >>> loss = -fa.sum(fa.logsigmoid(margins))
     """
     cdef str op = "ranking_margin"
-    require_float(op, user_table, "user_table")
-    require_float(op, item_table, "item_table")
-    cdef Variable U = <Variable>user_table, V = <Variable>item_table
-    if len(U._shape) != 2 or len(V._shape) != 2 or U._shape[1] != V._shape[1]:
-        raise ValueError(f"{op}: user_table and item_table must be 2-D with one row length, got "
-                         f"shapes {U._shape} and {V._shape}")
-    same_dtype(op, U, V)
+    cdef Variable U, V
+    U, V = _row_tables(op, "user_table", user_table, "item_table", item_table)
     cdef Variable b = None
     if item_bias is not None:
         require_float(op, item_bias, "item_bias")

@@ -19,7 +19,7 @@ from fastad_cy.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forw
 from fastad_cy.optim cimport Optimizer, SGD
 from fastad_cy.samplers cimport Sampler
 from fastad_cy.samplers import FeedSampler
-from fastad_cy.sparse import RankingMargin, Take
+from fastad_cy.sparse import GatherDot, RankingMargin, Take
 
 
 # The learning-rate rules that run inside the loop; a scheduler names its rule and
@@ -100,15 +100,15 @@ cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
     return 0
 
 
-_ROW_GATHERS = (Take, RankingMargin)     # the nodes that read a table only in forward
+_ROW_GATHERS = (Take, RankingMargin, GatherDot)     # the nodes that read a table only in forward
 
 
 cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
     """The Parameters whose update the loop applies as their gradient rows come.
 
     With plain SGD (no momentum, no weight decay) a row's update needs only its
-    gradient, so a Parameter read by nothing but row gathers (`Take` and
-    `RankingMargin`: their backwards send rows and read no table) can take each
+    gradient, so a Parameter read by nothing but row gathers (`Take`,
+    `RankingMargin`, `GatherDot`: their backwards send rows and read no table) can take each
     row's step inside backward: no slab, no separate step and zero_grad passes
     over its rows. No pass reads it after the update: the gathers copied (or
     used) its rows in forward.
