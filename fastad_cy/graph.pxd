@@ -87,6 +87,7 @@ cdef class Parameter(Leaf):
     cdef int _repeats(self, const int64_t* ids, Py_ssize_t n) except -1 nogil
     cdef int _start_sparse(self) except -1
     cdef int _grow_slab(self) except -1
+    cdef int _grow_slab_to(self, Py_ssize_t capacity) except -1
 
 @cython.no_gc
 cdef class Input(Leaf):

@@ -27,8 +27,8 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove
 from cython cimport floating
 
-from fastad_cy.loops cimport (element_size, put_values, scale_each_row, sgd_row_values,
-                              sgd_scaled_rows, zero_values)
+from fastad_cy.loops cimport (FA_NAMED_ONCE, element_size, put_values, row_axpy, row_scale,
+                              scale_each_row, sgd_row_values, sgd_rows, sgd_scaled_rows, zero_values)
 
 cnp.import_array()
 
@@ -1000,6 +1000,50 @@ cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint requires_grad, obje
     return 0
 
 
+cdef void step_scaled_rows_summing_repeats(floating* p, floating* slab, int32_t* slot_of,
+                                           int64_t* touched, const int64_t* ids, Py_ssize_t n,
+                                           const floating* x, const floating* coefs,
+                                           Py_ssize_t row_len, Py_ssize_t per_x,
+                                           double lr) noexcept nogil:
+    """Plain SGD of the gradient rows coefs[k] * x row k // per_x (Parameter.add_scaled_rows)
+    when some ids repeat: a row named once steps from x at once, as sgd_scaled_rows steps
+    it; a repeated row sums its scaled rows in order in a slab row first and takes one
+    step of the sum. The values of scaling the rows, summing them in a sparse gradient
+    and step(), bit for bit, with the slab holding only the repeated rows.
+    slot_of holds -1 for every row on entry and on return; while it runs, FA_NAMED_ONCE
+    (-2) marks a row named once, -3 - s a repeated row whose slab row s is not yet written, and s
+    one whose slab row s holds its sum so far. The slab has room for n // 2 rows."""
+    cdef Py_ssize_t k, left = per_x, repeated = 0
+    cdef int64_t r
+    cdef int32_t s
+    cdef const floating* xk = x
+    for k in range(n):
+        r = ids[k]
+        if slot_of[r] == -1:
+            slot_of[r] = FA_NAMED_ONCE
+        elif slot_of[r] == FA_NAMED_ONCE:
+            touched[repeated] = r
+            slot_of[r] = <int32_t>(-3 - repeated)
+            repeated += 1
+    sgd_scaled_rows(p, x, coefs, ids, n, row_len, per_x, lr, slot_of)
+    for k in range(n):
+        r = ids[k]
+        s = slot_of[r]
+        if s < FA_NAMED_ONCE:
+            s = -3 - s
+            row_scale(slab + s * row_len, xk, row_len, coefs[k])
+            slot_of[r] = s
+        elif s >= 0:
+            row_axpy(slab + s * row_len, xk, row_len, coefs[k])
+        left -= 1
+        if left == 0:
+            xk += row_len
+            left = per_x
+    sgd_rows(p, slab, touched, repeated, row_len, lr)
+    for k in range(n):
+        slot_of[ids[k]] = -1
+
+
 @cython.no_gc
 cdef class Parameter(Leaf):
     """A trainable leaf. Gradients accumulate into `.grad` until `zero_grad()`.
@@ -1071,7 +1115,9 @@ cdef class Parameter(Leaf):
         return 0
 
     cdef int _grow_slab(self) except -1:
-        cdef Py_ssize_t capacity = min(max(16, 2 * self.slab_rows), self._shape[0])
+        return self._grow_slab_to(min(max(16, 2 * self.slab_rows), self._shape[0]))
+
+    cdef int _grow_slab_to(self, Py_ssize_t capacity) except -1:
         slab = np.empty((capacity, self.row_len), dtype=self._value.dtype)
         if self.n_touched:
             slab[:self.n_touched] = self.slab[:self.n_touched]
@@ -1137,8 +1183,24 @@ cdef class Parameter(Leaf):
                              char* scratch) except -1 nogil:
         """While apply_lr is set and no row repeats, the SGD step of each row at once, from
         x without the scaled rows; otherwise as Variable.add_scaled_rows."""
-        if self.apply_lr == NULL or (n > 1 and self._repeats(ids, n)):
+        if self.apply_lr == NULL:
             return Variable.add_scaled_rows(self, ids, n, x, coefs, row_len, per_x, scratch)
+        if n > 1 and self._repeats(ids, n):
+            if self.slab_rows < n // 2:      # the most rows that can repeat
+                with gil:
+                    self._grow_slab_to(n // 2)
+            if self.f64:
+                step_scaled_rows_summing_repeats(<double*>self.val_ptr, <double*>self.slab_ptr,
+                                                 self.slot_of_ptr, self.touched_ptr, ids, n,
+                                                 <const double*>x, <const double*>coefs, row_len,
+                                                 per_x, self.apply_lr[0])
+            else:
+                step_scaled_rows_summing_repeats(<float*>self.val_ptr, <float*>self.slab_ptr,
+                                                 self.slot_of_ptr, self.touched_ptr, ids, n,
+                                                 <const float*>x, <const float*>coefs, row_len,
+                                                 per_x, self.apply_lr[0])
+            self.applied = True
+            return 0
         if self.f64:
             sgd_scaled_rows(<double*>self.val_ptr, <const double*>x, <const double*>coefs, ids, n,
                             row_len, per_x, self.apply_lr[0])

@@ -2,7 +2,7 @@
 # pointers so that gcc vectorises them at -O3; `floating` is float or double.
 # The helpers over char* buffers take the precision as a flag (`f64`), so that
 # a node passes its buffers without a float/double branch of its own.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cython cimport floating
 
@@ -27,7 +27,9 @@ cdef extern from *:
     /* Plain SGD on rows rows[k] of p, k < n_rows: p row += a * (gradient row k), where the
      * gradient row is g row k (fa_sgd_rows) or coefs[k] * x row k, never stored but rounded
      * as if it had been (c * x first), so the two give the same values bit for bit
-     * (fa_sgd_scaled_rows). One call for all the rows: no call per row. */
+     * (fa_sgd_scaled_rows; with `marks`, only the rows r whose marks[r] is FA_NAMED_ONCE).
+     * One call for all the rows: no call per row. */
+    #define FA_NAMED_ONCE (-2)
     #define FA_SGD_ROWS(T, S)                                                               \
     FA_CLONED void fa_sgd_rows_##S(T* __restrict p, const T* __restrict g,                   \
                                    const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t len, T a) { \
@@ -44,13 +46,15 @@ cdef extern from *:
     FA_CLONED void fa_sgd_scaled_rows_##S(T* __restrict p, const T* __restrict x,            \
                                           const T* coefs, const int64_t* rows,               \
                                           Py_ssize_t n_rows, Py_ssize_t len,                 \
-                                          Py_ssize_t per_x, T a) {                           \
+                                          Py_ssize_t per_x, const int32_t* marks, T a) {     \
         const T* __restrict xk = x;                                                          \
         Py_ssize_t left = per_x;            /* the rows xk serves still */                   \
         for (Py_ssize_t k = 0; k < n_rows; k++) {                                            \
-            T* __restrict y = p + rows[k] * len;                                             \
-            const T c = coefs[k];                                                            \
-            for (Py_ssize_t i = 0; i < len; i++) y[i] += a * (c * xk[i]);                    \
+            if (!marks || marks[rows[k]] == FA_NAMED_ONCE) {                                 \
+                T* __restrict y = p + rows[k] * len;                                         \
+                const T c = coefs[k];                                                        \
+                for (Py_ssize_t i = 0; i < len; i++) y[i] += a * (c * xk[i]);                \
+            }                                                                                \
             if (--left == 0) { xk += len; left = per_x; }                                    \
         }                                                                                    \
     }
@@ -117,10 +121,11 @@ cdef extern from *:
                        Py_ssize_t len, double a) noexcept nogil
     void fa_sgd_scaled_rows_f(float* p, const float* x, const float* coefs, const int64_t* rows,
                               Py_ssize_t n_rows, Py_ssize_t len, Py_ssize_t per_x,
-                              float a) noexcept nogil
+                              const int32_t* marks, float a) noexcept nogil
     void fa_sgd_scaled_rows_d(double* p, const double* x, const double* coefs, const int64_t* rows,
                               Py_ssize_t n_rows, Py_ssize_t len, Py_ssize_t per_x,
-                              double a) noexcept nogil
+                              const int32_t* marks, double a) noexcept nogil
+    const int32_t FA_NAMED_ONCE
     float fa_dot_f(const float* x, const float* y, Py_ssize_t n) noexcept nogil
     double fa_dot_d(const double* x, const double* y, Py_ssize_t n) noexcept nogil
 
@@ -208,13 +213,14 @@ cdef inline void sgd_rows(floating* p, const floating* g, const int64_t* rows, P
 
 cdef inline void sgd_scaled_rows(floating* p, const floating* x, const floating* coefs,
                                  const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t row_len,
-                                 Py_ssize_t per_x, double lr) noexcept nogil:
+                                 Py_ssize_t per_x, double lr, const int32_t* marks=NULL) noexcept nogil:
     """sgd_rows for the gradient rows coefs[k] * x row k // per_x (each x row serves
-    per_x rows in turn), never stored: the same values."""
+    per_x rows in turn), never stored: the same values. With `marks`, only the rows r
+    whose marks[r] is FA_NAMED_ONCE take their step."""
     if floating is float:
-        fa_sgd_scaled_rows_f(p, x, coefs, rows, n_rows, row_len, per_x, -lr)
+        fa_sgd_scaled_rows_f(p, x, coefs, rows, n_rows, row_len, per_x, marks, -lr)
     else:
-        fa_sgd_scaled_rows_d(p, x, coefs, rows, n_rows, row_len, per_x, -lr)
+        fa_sgd_scaled_rows_d(p, x, coefs, rows, n_rows, row_len, per_x, marks, -lr)
 
 
 cdef inline void scale_each_row(floating* y, const floating* x, const floating* coefs,
