@@ -1069,8 +1069,8 @@ cdef class SkipGramSampler(WindowSampler):
 
     With B = 16 pairs an example:
 
-    >>> c, ctx, m = fa.IndexInput([0] * 16), fa.IndexInput([0] * 96), fa.Input(np.ones((16, 1)))
-    >>> scores = fa.vector_dot(C[ctx].reshape(16, 6, dim), W[c].reshape(16, 1, dim))   # (16, 6)
+    >>> c, ctx, m = fa.IndexInput([0] * 16), fa.IndexInput(np.zeros((16, 6), int)), fa.Input(np.ones((16, 1)))
+    >>> scores = fa.gather_dot(W, c, C, ctx)        # (16, 6): W[c[b]] . C[ctx[b, j]]
     >>> loss = -(fa.logsigmoid(scores * signs) * m).sum()            # signs: (6,) of 1, -1, ...
     >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, mask=m, seed=0))
     """
