@@ -43,19 +43,30 @@ cdef extern from *:
             for (Py_ssize_t i = 0; i < len; i++) y[i] += a * x[i];                           \
         }                                                                                    \
     }                                                                                        \
+    static inline void fa_sgd_scaled_row_##S(T* __restrict y, const T* __restrict x, T c,    \
+                                             Py_ssize_t len, T a) {                          \
+        for (Py_ssize_t i = 0; i < len; i++) y[i] += a * (c * x[i]);                         \
+    }                                                                                        \
     FA_CLONED void fa_sgd_scaled_rows_##S(T* __restrict p, const T* __restrict x,            \
                                           const T* coefs, const int64_t* rows,               \
                                           Py_ssize_t n_rows, Py_ssize_t len,                 \
                                           Py_ssize_t per_x, const int32_t* marks, T a) {     \
         const T* __restrict xk = x;                                                          \
         Py_ssize_t left = per_x;            /* the rows xk serves still */                   \
-        for (Py_ssize_t k = 0; k < n_rows; k++) {                                            \
-            if (!marks || marks[rows[k]] == FA_NAMED_ONCE) {                                 \
-                T* __restrict y = p + rows[k] * len;                                         \
-                const T c = coefs[k];                                                        \
-                for (Py_ssize_t i = 0; i < len; i++) y[i] += a * (c * xk[i]);                \
+        if (marks) {                                                                         \
+            for (Py_ssize_t k = 0; k < n_rows; k++) {                                        \
+                if (marks[rows[k]] == FA_NAMED_ONCE)                                         \
+                    fa_sgd_scaled_row_##S(p + rows[k] * len, xk, coefs[k], len, a);          \
+                if (--left == 0) { xk += len; left = per_x; }                                \
             }                                                                                \
-            if (--left == 0) { xk += len; left = per_x; }                                    \
+        } else if (per_x == 1) {    /* the common case, without the marks and the count */   \
+            for (Py_ssize_t k = 0; k < n_rows; k++)                                          \
+                fa_sgd_scaled_row_##S(p + rows[k] * len, x + k * len, coefs[k], len, a);     \
+        } else {                                                                             \
+            for (Py_ssize_t k = 0; k < n_rows; k++) {                                        \
+                fa_sgd_scaled_row_##S(p + rows[k] * len, xk, coefs[k], len, a);              \
+                if (--left == 0) { xk += len; left = per_x; }                                \
+            }                                                                                \
         }                                                                                    \
     }
     FA_SGD_ROWS(float, f)
