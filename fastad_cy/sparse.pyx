@@ -48,18 +48,18 @@ cdef extern from *:
 
     /* 1 if an id is not below `rows`. The loop has no branch (an id below 0 is a huge
      * unsigned number) and its AVX2 clone compares four ids at a time. */
-    FA_CLONED int fa_any_id_out_of_range_loop(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) {
+    static inline int fa_ids_out_of_range(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) {
         int bad = 0;
         for (Py_ssize_t k = 0; k < n; k++) bad |= ids[k] >= (uint64_t)rows;
         return bad;
     }
-    /* A few ids (one example's) are compared here, without the call and the vector
+    FA_CLONED int fa_ids_out_of_range_cloned(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) {
+        return fa_ids_out_of_range(ids, n, rows);
+    }
+    /* A few ids (one example's) are compared inline, without the call and the vector
      * loop's set-up, which cost more than the comparisons. */
     static inline int fa_any_id_out_of_range(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) {
-        if (n > 4) return fa_any_id_out_of_range_loop(ids, n, rows);
-        int bad = 0;
-        for (Py_ssize_t k = 0; k < n; k++) bad |= ids[k] >= (uint64_t)rows;
-        return bad;
+        return n > 4 ? fa_ids_out_of_range_cloned(ids, n, rows) : fa_ids_out_of_range(ids, n, rows);
     }
 
     /* margins[k] = U[users[k]] . (V[pos[k]] - V[neg[k]]) (+ (bias[pos[k]] - bias[neg[k]])
@@ -340,10 +340,9 @@ cdef void sum_scaled_rows(floating* h, const floating* rows, const floating* coe
                           Py_ssize_t per, Py_ssize_t dim) noexcept nogil:
     """h row r = sum over j of coefs[r * per + j] * rows row r * per + j, added in order of j
     into a zero row (as vector_dot's backward adds a broadcast operand's gradient)."""
-    cdef Py_ssize_t r, k, i
+    cdef Py_ssize_t r, k
     for r in range(n):
-        for i in range(dim):
-            h[r * dim + i] = 0
+        vec_zero(h + r * dim, dim)
         for k in range(r * per, (r + 1) * per):
             row_axpy(h + r * dim, rows + k * dim, dim, coefs[k])
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
+from fused_helpers import assert_fused_matches_composed
 
 
 def tables(f64=True, a_rows=7, b_rows=9, dim=6, seed=0, same=False):
@@ -42,15 +43,7 @@ def test_values_and_gradients_are_those_of_the_composed_ops_bit_for_bit(case, sa
         seed = np.linspace(-1.5, 2.0, scores.size).reshape(scores.shape)
         scores.backward(seed.astype(scores.dtype))
         results.append((scores.value.copy(), scores.shape, A.grad, B.grad))
-    (value, shape, *grads), (fused_value, fused_shape, *fused_grads) = results
-    assert fused_shape == shape == np.shape(b_ids)
-    np.testing.assert_array_equal(fused_value, value)
-    assert fused_value.dtype == (np.float64 if f64 else np.float32)
-    for grad, fused in zip(grads, fused_grads):
-        if grad is None:
-            assert fused is None
-        else:
-            np.testing.assert_array_equal(fused, grad)
+    assert_fused_matches_composed(results, np.shape(b_ids), f64)
 
 
 def test_gradients_match_finite_differences():

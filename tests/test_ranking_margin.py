@@ -5,6 +5,7 @@ import pytest
 
 import fastad as fa
 from fastad.models import bpr_loss, margin_loss
+from fused_helpers import assert_fused_matches_composed
 
 
 def tables(f64=True, users=7, items=5, dim=6, seed=0):
@@ -45,15 +46,7 @@ def test_values_and_gradients_are_those_of_the_composed_ops_bit_for_bit(case, wi
         seed = np.linspace(-1.5, 2.0, margin.size).reshape(margin.shape)
         margin.backward(seed.astype(margin.dtype))
         results.append((margin.value.copy(), margin.shape, U.grad, V.grad, b.grad))
-    (value, shape, *grads), (fused_value, fused_shape, *fused_grads) = results
-    assert fused_shape == shape == np.shape(users)
-    np.testing.assert_array_equal(fused_value, value)
-    assert fused_value.dtype == (np.float64 if f64 else np.float32)
-    for grad, fused in zip(grads, fused_grads):
-        if grad is None:
-            assert fused is None
-        else:
-            np.testing.assert_array_equal(fused, grad)
+    assert_fused_matches_composed(results, np.shape(users), f64)
 
 
 def test_gradients_match_finite_differences():
