@@ -85,6 +85,33 @@ cdef extern from *:
     FA_MARGIN_ROWS(float, f)
     FA_MARGIN_ROWS(double, d)
 
+    /* One triple's plain SGD steps in one call (ranking_margin's backward under the
+     * compiled loop): unless bias is NULL, bias[neg] += a_bias * -g, bias[pos] += a_bias * g;
+     * then neg_row += a_item * (-g * u), pos_row += a_item * (g * u), user_row += a_user *
+     * (g * d), each rounded as fa_sgd_rows and fa_sgd_scaled_rows round them. Element i of
+     * a row depends only on element i of the forward's copies u and d, and takes its steps
+     * in the order of the separate calls (biases, negative, positive, user), so the values
+     * are theirs bit for bit even when rows coincide (pos == neg, or one table for users
+     * and items): the rows are not restrict, and the compiler checks for overlap. */
+    #define FA_MARGIN_SGD_STEP(T, S)                                                         \
+    FA_CLONED void fa_margin_sgd_step_##S(T* user_row, T* pos_row, T* neg_row, T* bias,      \
+                                          int64_t pos, int64_t neg, const T* __restrict u,   \
+                                          const T* __restrict d, T g, Py_ssize_t dim,        \
+                                          T a_user, T a_item, T a_bias) {                    \
+        T ng = -g;                                                                           \
+        if (bias) {                                                                          \
+            bias[neg] += a_bias * ng;                                                        \
+            bias[pos] += a_bias * g;                                                         \
+        }                                                                                    \
+        for (Py_ssize_t i = 0; i < dim; i++) {                                               \
+            neg_row[i] += a_item * (ng * u[i]);                                              \
+            pos_row[i] += a_item * (g * u[i]);                                               \
+            user_row[i] += a_user * (g * d[i]);                                              \
+        }                                                                                    \
+    }
+    FA_MARGIN_SGD_STEP(float, f)
+    FA_MARGIN_SGD_STEP(double, d)
+
     /* out[k] = B[b_ids[k]] . A[a_ids[k / per]] for the n * per scores, keeping a copy of
      * each gathered row for the backward: the values of two gathers and fa_dot, in one
      * loop (each A row is read once for its per B rows). */
@@ -118,6 +145,13 @@ cdef extern from *:
                           const int64_t* users, const int64_t* pos, const int64_t* neg,
                           Py_ssize_t n, Py_ssize_t dim, double* user_rows, double* differences,
                           double* margins) noexcept nogil
+    void fa_margin_sgd_step_f(float* user_row, float* pos_row, float* neg_row, float* bias,
+                              int64_t pos, int64_t neg, const float* u, const float* d, float g,
+                              Py_ssize_t dim, float a_user, float a_item, float a_bias) noexcept nogil
+    void fa_margin_sgd_step_d(double* user_row, double* pos_row, double* neg_row, double* bias,
+                              int64_t pos, int64_t neg, const double* u, const double* d, double g,
+                              Py_ssize_t dim, double a_user, double a_item,
+                              double a_bias) noexcept nogil
     void fa_gather_dot_rows_f(const float* A, const float* B, const int64_t* a_ids,
                               const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, Py_ssize_t dim,
                               float* a_rows, float* b_rows, float* out) noexcept nogil
@@ -277,6 +311,7 @@ cdef class RankingMargin(Variable):
     cdef Variable user_table, item_table, item_bias    # item_bias: None or n_items values
     cdef IndexInput users, pos, neg
     cdef Py_ssize_t dim, n_users, n_items
+    cdef bint parameter_tables      # U, V (and b, if any) are Parameters: see _steps_in_place
     cdef cnp.ndarray user_rows, differences, negated_grad, scratch   # kept by the forward
     cdef char* user_rows_ptr
     cdef char* differences_ptr
@@ -309,6 +344,8 @@ cdef class RankingMargin(Variable):
         order the separate ops' backwards add them."""
         cdef Py_ssize_t n = self.size
         self._check_ids()
+        if n == 1 and self._steps_in_place():
+            return self._step_one_triple()
         if self.f64:
             negate(<double*>self.negated_grad_ptr, <const double*>self.grad_ptr, n)
         else:
@@ -324,6 +361,43 @@ cdef class RankingMargin(Variable):
         if self.user_table.requires_grad:
             self.user_table.add_scaled_rows(<const int64_t*>self.users.val_ptr, n, self.differences_ptr,
                                             self.grad_ptr, self.dim, 1, self.scratch_ptr)
+        return 0
+
+    cdef bint _steps_in_place(self) noexcept nogil:
+        """Whether the compiled loop's plain SGD steps every table as its rows come
+        (apply_lr): then one triple's backward is _step_one_triple."""
+        return self.parameter_tables and (
+            (<Parameter>self.user_table).apply_lr != NULL
+            and (<Parameter>self.item_table).apply_lr != NULL
+            and (self.item_bias is None or (<Parameter>self.item_bias).apply_lr != NULL))
+
+    cdef int _step_one_triple(self) except -1 nogil:
+        """One triple's SGD steps of b's values, V's and U's rows in one call
+        (fa_margin_sgd_step), the values of the general path's calls bit for bit."""
+        cdef int64_t user = (<const int64_t*>self.users.val_ptr)[0]
+        cdef int64_t pos = (<const int64_t*>self.pos.val_ptr)[0], neg = (<const int64_t*>self.neg.val_ptr)[0]
+        cdef double lr_u = (<Parameter>self.user_table).apply_lr[0]
+        cdef double lr_v = (<Parameter>self.item_table).apply_lr[0]
+        cdef double lr_b = 0.0
+        cdef char* bias = NULL
+        cdef Py_ssize_t dim = self.dim
+        cdef char* u = self.user_table.val_ptr
+        cdef char* v = self.item_table.val_ptr
+        if self.item_bias is not None:
+            bias, lr_b = self.item_bias.val_ptr, (<Parameter>self.item_bias).apply_lr[0]
+            (<Parameter>self.item_bias).applied = True
+        if self.f64:
+            fa_margin_sgd_step_d(<double*>u + user * dim, <double*>v + pos * dim, <double*>v + neg * dim,
+                                 <double*>bias, pos, neg, <const double*>self.user_rows_ptr,
+                                 <const double*>self.differences_ptr, (<const double*>self.grad_ptr)[0],
+                                 dim, -lr_u, -lr_v, -lr_b)
+        else:
+            fa_margin_sgd_step_f(<float*>u + user * dim, <float*>v + pos * dim, <float*>v + neg * dim,
+                                 <float*>bias, pos, neg, <const float*>self.user_rows_ptr,
+                                 <const float*>self.differences_ptr, (<const float*>self.grad_ptr)[0],
+                                 dim, <float>-lr_u, <float>-lr_v, <float>-lr_b)
+        (<Parameter>self.user_table).applied = True
+        (<Parameter>self.item_table).applied = True
         return 0
 
     cdef const char* _bias_values(self) noexcept nogil:
@@ -519,6 +593,8 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
     node.user_table, node.item_table, node.item_bias = U, V, b
     node.users, node.pos, node.neg = user_ids, pos_ids, neg_ids
     node.n_users, node.n_items, node.dim = U._shape[0], V._shape[0], U._shape[1]
+    node.parameter_tables = (isinstance(U, Parameter) and isinstance(V, Parameter)
+                             and (b is None or isinstance(b, Parameter)))
     inputs = (U, V, user_ids, pos_ids, neg_ids) if b is None else (U, V, b, user_ids, pos_ids, neg_ids)
     init_node(node, op, inputs, user_ids._shape, U.f64)
     dtype = np.float64 if U.f64 else np.float32

@@ -156,6 +156,28 @@ def test_fa_train_gives_the_composed_ops_parameters_bit_for_bit(optimizer, batch
         np.testing.assert_array_equal(ours, theirs)
 
 
+@pytest.mark.parametrize("f64", [True, False])
+def test_one_table_for_users_and_items_trains_as_the_composed_ops_at_one_triple_a_step(f64):
+    """At one triple a step the loop takes the triple's steps in one loop only when its rows
+    are distinct; with one table for users and items (a user row may be an item row) it
+    takes the general path, and the result is still the composed ops' bit for bit."""
+    rng = np.random.default_rng(4)
+    dtype = np.float64 if f64 else np.float32
+    triples = [rng.integers(0, 5, 200) for _ in range(3)]     # 5 rows: ids often coincide
+    results = []
+    for fused in (False, True):
+        W = fa.Parameter(np.random.default_rng(5).normal(0, 0.1, (5, 4)), dtype=dtype)
+        leaves = [fa.IndexInput([0]) for _ in range(3)]
+        if fused:
+            loss = margin_loss(fa.ranking_margin(W, leaves[0], W, leaves[1], leaves[2]))
+        else:
+            loss = bpr_loss(fa.take(W, leaves[0]), fa.take(W, leaves[1]), fa.take(W, leaves[2]))
+        fa.train(loss, fa.optim.SGD([W], lr=0.1),
+                 {leaf: ids.reshape(-1, 1) for leaf, ids in zip(leaves, triples)})
+        results.append(W.value.copy())
+    np.testing.assert_array_equal(results[1], results[0])
+
+
 def test_bpr_model_builds_one_margin_node():
     model = fa.models.BPR(10, 8, dim=4, biases=True)
     loss = model(fa.IndexInput([1, 2]), fa.IndexInput([3, 4]), fa.IndexInput([5, 6]))
