@@ -404,6 +404,10 @@ cdef class RankingMargin(Variable):
         return self.item_bias.val_ptr if self.item_bias is not None else NULL
 
     cdef int _check_ids(self) except -1 nogil:
+        if self.size == 1 and not ((<const uint64_t*>self.users.val_ptr)[0] >= <uint64_t>self.n_users
+                                   or (<const uint64_t*>self.pos.val_ptr)[0] >= <uint64_t>self.n_items
+                                   or (<const uint64_t*>self.neg.val_ptr)[0] >= <uint64_t>self.n_items):
+            return 0        # one triple's three ids in range: compared here, without the calls
         check_ids(self, self.users, self.n_users)
         check_ids(self, self.pos, self.n_items)
         check_ids(self, self.neg, self.n_items)

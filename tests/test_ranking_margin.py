@@ -234,6 +234,24 @@ def test_an_id_made_bad_after_the_build_fails_the_replay_before_any_write():
         np.testing.assert_array_equal(p.value, value)
 
 
+@pytest.mark.parametrize("leaf, bad", [(0, 7), (1, 5), (2, 5), (0, -1), (2, -1)])
+def test_one_triple_with_an_id_just_out_of_range_fails_the_replay(leaf, bad):
+    """One triple's ids are compared without the general check's calls: the first id out
+    of range (the table's row count, or -1) still fails forward and backward, nothing written."""
+    U, V, b = tables()                                   # 7 users, 5 items
+    ids = [fa.IndexInput([1]), fa.IndexInput([2]), fa.IndexInput([3])]
+    loss = fa.sum(fa.ranking_margin(U, ids[0], V, ids[1], ids[2], item_bias=b))
+    before = [p.value.copy() for p in (U, V, b)]
+    ids[leaf].value[0] = bad                             # written into the array, not through set_value
+    with pytest.raises(IndexError, match=f"ranking_margin: id {bad} at position 0"):
+        loss.forward()
+    with pytest.raises(IndexError, match=f"ranking_margin: id {bad} at position 0"):
+        loss.backward()
+    for p, value in zip((U, V, b), before):
+        np.testing.assert_array_equal(p.value, value)
+        assert not np.any(p.grad)
+
+
 def test_an_id_made_bad_between_forward_and_backward_fails_the_backward_before_any_write():
     U, V, b = tables()
     users = fa.IndexInput([0, 1])
