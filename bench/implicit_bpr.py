@@ -35,6 +35,7 @@ from common import machine  # noqa: E402
 import fastad as fa  # noqa: E402
 
 DIM, LR, BATCH = 32, 0.05, 16
+REPEATS = 5     # alternated fits of each library in the full run; the figures are medians
 
 
 def skip_reason():
@@ -76,10 +77,21 @@ def fit_implicit(train, threads, epochs, seed):
     return FactorScores(model.user_factors, model.item_factors)
 
 
-def run(quick=False):
-    users, items, epochs, repeats = (4_000, 1_500, 5, 2) if quick else (10_000, 3_000, 10, 3)
+def sizes(quick=False):
+    """(users, items, epochs) of the full run, or of the quick one."""
+    return (4_000, 1_500, 5) if quick else (10_000, 3_000, 10)
+
+
+def training_likes(users, items):
+    """The planted matrix's (train, test) split: 20% of each user's likes held out."""
     likes = fa.data.planted_interactions(users, items, per_user=40, rank=8, seed=0)
-    train, test = fa.data.train_test_split(likes, test_fraction=0.2, seed=0)
+    return fa.data.train_test_split(likes, test_fraction=0.2, seed=0)
+
+
+def run(quick=False):
+    users, items, epochs = sizes(quick)
+    repeats = 2 if quick else REPEATS
+    train, test = training_likes(users, items)
     ranked = np.random.default_rng(0).choice(users, size=2_000, replace=False)
     fits = {name: functools.partial(fit_fastad, batch_size=batch) for name, batch in FASTAD_FITS.items()}
     fits["implicit"] = fit_implicit

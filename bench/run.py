@@ -19,7 +19,7 @@ sys.path.insert(0, HERE)
 from blas_threads import pin_blas_to_one_thread  # noqa: E402
 from common import machine  # noqa: E402
 
-BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "peers", "optim_step", "char_lstm", "mlp", "cnn",
+BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "peers", "two_cores", "optim_step", "char_lstm", "mlp", "cnn",
               "distributed_bpr", "gpu"]
 
 
