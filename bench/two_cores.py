@@ -12,6 +12,9 @@ settings of bench/implicit_bpr.py):
 - threads: one fit with `workers=2, start_method="threads"` (one model, its
   weights shared lock-free by two threads), against one fit with one thread.
 
+implicit's BPR (when installed) is measured the same way (`num_threads=1` and 2),
+for reading beside fastad's figures.
+
 A threads figure close to the ceiling says the engine costs nothing of its own
 when it runs in two threads (no lock, no GIL, no engine global written by both);
 what is left below 2x is the machine's (two vCPUs that slow each other down:
@@ -31,15 +34,22 @@ from common import cli  # noqa: E402
 BATCHES = (1, 16)       # triples a step, as bench/implicit_bpr.py runs BPR.fit
 
 
+def _fit(train, workers, epochs, seed, batch):
+    """One fit: fastad's BPR.fit at `batch` triples a step, or implicit's (batch None)."""
+    import implicit_bpr
+    if batch is None:
+        return implicit_bpr.fit_implicit(train, workers, epochs, seed)
+    return implicit_bpr.fit_fastad(train, workers, epochs, seed, batch_size=batch)
+
+
 def _fit_seconds(train, epochs, batch, workers, barrier, results):
     """In a child: wait for the others, then time one fit."""
     from blas_threads import pin_blas_to_one_thread
-    import implicit_bpr
     pin_blas_to_one_thread()
-    implicit_bpr.fit_fastad(train, workers, 1, seed=1, batch_size=batch)   # first-call costs
+    _fit(train, workers, 1, 1, batch)           # first-call costs
     barrier.wait()
     start = time.perf_counter()
-    implicit_bpr.fit_fastad(train, workers, epochs, seed=0, batch_size=batch)
+    _fit(train, workers, epochs, 0, batch)
     results.put(time.perf_counter() - start)
 
 
@@ -62,13 +72,14 @@ def _at_once(train, epochs, batch, workers, copies):
 
 def measure(quick=False, rounds=None):
     """{batch: median seconds of one fit "alone", of "two_processes" at once, and of one fit
-    with "one_thread" and "two_threads", and the fit's "samples"}, the four alternated."""
+    with "one_thread" and "two_threads", and the fit's "samples"}, the four alternated; batch
+    None is implicit's fit, when implicit is installed."""
     import implicit_bpr
     users, items, epochs = implicit_bpr.sizes(quick)
     train, _ = implicit_bpr.training_likes(users, items)
     rounds = rounds or (2 if quick else 5)
     out = {}
-    for batch in BATCHES:
+    for batch in BATCHES + ((None,) if implicit_bpr.skip_reason() is None else ()):
         runs = {"alone": (1, 1), "two_processes": (1, 2), "one_thread": (1, 1), "two_threads": (2, 1)}
         times = {name: [] for name in runs}
         for _ in range(rounds):
@@ -80,13 +91,19 @@ def measure(quick=False, rounds=None):
 
 
 def run(quick=False):
+    import implicit_bpr
+    reason = implicit_bpr.skip_reason()
+    if reason:
+        print(f"implicit's side skipped: {reason}")
     rows = []
     for batch, m in measure(quick).items():
         ceiling = 2 * m["alone"] / m["two_processes"]
         threads = m["one_thread"] / m["two_threads"]
-        print(f"BPR.fit, {batch} triple(s) a step: two processes at once {ceiling:.2f}x one "
-              f"(the machine's ceiling), two threads on one model {threads:.2f}x one thread "
-              f"({threads / ceiling:.0%} of the ceiling)")
+        fit = f"BPR.fit, {batch} triple(s) a step" if batch else "implicit's BPR"
+        print(f"{fit}: two processes at once {ceiling:.2f}x one (the machine's ceiling), two "
+              f"threads on one model {threads:.2f}x one thread ({threads / ceiling:.0%} of the ceiling)")
+        if batch is None:       # the peer's figures are for reading beside fastad's, not rows
+            continue
         rows += [
             {"workload": f"BPR.fit k=32, {batch} triple(s) a step: two fits at once in two processes "
                          f"(nothing shared), the machine's two-core ceiling",
