@@ -56,7 +56,9 @@ def _fit_seconds(train, epochs, batch, workers, barrier, results):
 def _at_once(train, epochs, batch, workers, copies):
     """Seconds until `copies` child processes, started together, have each done one fit with
     `workers` threads."""
-    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    # spawn, not fork: a child forked after this process ran implicit's OpenMP threads
+    # (bench/run.py runs peers.py first) would hang in its first parallel region.
+    context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(copies), context.Queue()
     children = [context.Process(target=_fit_seconds, args=(train, epochs, batch, workers, barrier, results))
                 for _ in range(copies)]
@@ -75,7 +77,8 @@ def measure(quick=False, rounds=None):
     with "one_thread" and "two_threads", and the fit's "samples"}, the four alternated; batch
     None is implicit's fit, when implicit is installed."""
     import implicit_bpr
-    users, items, epochs = implicit_bpr.sizes(quick)
+    users, items, epochs = implicit_bpr.sizes()     # full size even when quick: the quick data's fits
+    #                                                 are too short to show what a second core gives
     train, _ = implicit_bpr.training_likes(users, items)
     rounds = rounds or (2 if quick else 5)
     out = {}
