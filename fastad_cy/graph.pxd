@@ -124,6 +124,7 @@ cdef int seed_scalar_grad(Variable root) except -1 nogil     # begins a pass
 cdef int replay_plan_backward(Plan plan) except -1 nogil
 
 # Node construction helpers for op modules.
+cdef cnp.ndarray empty_buffer(tuple shape, object dtype)   # scratch written on every example: this thread's own memory
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1
 cdef int set_storage(Variable node, object storage) except -1   # sets _storage and on_device

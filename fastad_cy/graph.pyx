@@ -21,6 +21,7 @@ import numpy as np
 cimport cython
 cimport numpy as cnp
 from cpython.ref cimport PyObject
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
@@ -226,7 +227,7 @@ cdef object _float_array(object data, object dtype, str argname):
     dtype = np.dtype(dtype)
     if dtype != float32 and dtype != float64:
         raise TypeError(f"{argname}: dtype must be float32 or float64, got {dtype}")
-    return np.array(arr, dtype=dtype, order="C", copy=True)
+    return own_buffer_copy(np.array(arr, dtype=dtype, order="C", copy=True))
 
 
 cdef int require_float(str op, object x, str argname) except -1:
@@ -256,6 +257,59 @@ cdef Variable as_variable(object x, Variable like):
 
 cdef inline int _type_num(bint f64) noexcept:
     return cnp.NPY_FLOAT64 if f64 else cnp.NPY_FLOAT32
+
+
+# ---------------------------------------------------------------- buffers
+
+cdef Py_ssize_t SMALL_BUFFER = 1024   # numpy keeps freed blocks below this size for any thread's next array
+
+
+cdef void _free_buffer(object capsule) noexcept:
+    free(PyCapsule_GetPointer(capsule, NULL))
+
+
+cdef cnp.ndarray new_buffer(int nd, cnp.npy_intp* dims, int type_num):
+    """An uninitialised C-contiguous array (float32, float64, int32 or int64) for a buffer
+    that a training loop writes on every example: a node's value or gradient, a leaf's ids,
+    a sampler's or a node's scratch. A small one gets memory of its own from malloc, whose
+    arena belongs to the calling thread, not a block from numpy's cache of small blocks,
+    which hands any thread's freed block to the next array of any thread: two Hogwild
+    threads' buffers would share cache lines, and each write would take the line from the
+    other core. Larger arrays come from numpy, which mallocs them."""
+    cdef Py_ssize_t itemsize = 4 if type_num == cnp.NPY_FLOAT32 or type_num == cnp.NPY_INT32 else 8
+    cdef Py_ssize_t nbytes = cnp.PyArray_MultiplyList(dims, nd) * itemsize
+    if nbytes >= SMALL_BUFFER or not (type_num == cnp.NPY_FLOAT32 or type_num == cnp.NPY_FLOAT64
+                                      or type_num == cnp.NPY_INT32 or type_num == cnp.NPY_INT64):
+        return <cnp.ndarray>cnp.PyArray_EMPTY(nd, dims, type_num, 0)
+    cdef void* data = malloc(nbytes if nbytes else 1)
+    if data == NULL:
+        raise MemoryError()
+    try:
+        owner = PyCapsule_New(data, NULL, _free_buffer)
+    except BaseException:
+        free(data)
+        raise
+    cdef cnp.ndarray arr = cnp.PyArray_SimpleNewFromData(nd, dims, type_num, data)
+    cnp.set_array_base(arr, owner)
+    return arr
+
+
+cdef cnp.ndarray empty_buffer(tuple shape, object dtype):
+    """new_buffer of `shape` and `dtype`, for the op and sampler modules' scratch."""
+    cdef cnp.npy_intp dims[32]
+    cdef int nd = len(shape), i
+    for i in range(nd):
+        dims[i] = shape[i]
+    return new_buffer(nd, dims, np.dtype(dtype).num)
+
+
+cdef cnp.ndarray own_buffer_copy(cnp.ndarray arr):
+    """`arr` (C-contiguous) copied into a new_buffer when it is small, else itself."""
+    if cnp.PyArray_NBYTES(arr) >= SMALL_BUFFER:
+        return arr
+    cdef cnp.ndarray out = new_buffer(cnp.PyArray_NDIM(arr), cnp.PyArray_DIMS(arr), cnp.PyArray_TYPE(arr))
+    memcpy(cnp.PyArray_DATA(out), cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+    return out
 
 
 cdef int _adopt_value(Variable node, cnp.ndarray value) except -1:
@@ -303,7 +357,7 @@ cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) e
         dims[i] = shape[i]
     _wire(node, op, inputs, f64)
     node._shape = shape
-    _adopt_value(node, <cnp.ndarray>cnp.PyArray_EMPTY(nd, dims, _type_num(f64), 0))
+    _adopt_value(node, new_buffer(nd, dims, _type_num(f64)))
     return 0
 
 
@@ -311,8 +365,8 @@ cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) exce
     """Like init_node, with the shape and dtype of `like` (no tuple work)."""
     _wire(node, op, inputs, like.f64)
     node._shape = like._shape
-    _adopt_value(node, <cnp.ndarray>cnp.PyArray_EMPTY(
-        cnp.PyArray_NDIM(like._value), cnp.PyArray_DIMS(like._value), _type_num(like.f64), 0))
+    _adopt_value(node, new_buffer(cnp.PyArray_NDIM(like._value), cnp.PyArray_DIMS(like._value),
+                                  _type_num(like.f64)))
     return 0
 
 
@@ -585,8 +639,8 @@ cdef class Variable:
         if self._grad is None:
             if self._value is None:
                 raise TypeError("this Variable was never initialised: it has no value and no gradient")
-            self._grad = <cnp.ndarray>cnp.PyArray_EMPTY(
-                cnp.PyArray_NDIM(self._value), cnp.PyArray_DIMS(self._value), _type_num(self.f64), 0)
+            self._grad = new_buffer(cnp.PyArray_NDIM(self._value), cnp.PyArray_DIMS(self._value),
+                                    _type_num(self.f64))
             self.grad_ptr = <char*>cnp.PyArray_DATA(self._grad)
         return 0
 
@@ -1320,7 +1374,7 @@ cdef cnp.ndarray _index_array(object ids, str argname):
         raise IndexError(f"{argname}: ids must be >= 0, got {arr.min()}")
     if arr.size and arr.dtype.kind == "u" and arr.max() > INT64_MAX:
         raise IndexError(f"{argname}: ids must be < 2**63, got {arr.max()}")
-    return np.array(arr, dtype=np.int64, order="C", copy=True)
+    return own_buffer_copy(np.array(arr, dtype=np.int64, order="C", copy=True))
 
 
 @cython.no_gc

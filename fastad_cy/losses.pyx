@@ -26,8 +26,8 @@ from libc.string cimport memcpy
 from libc.math cimport INFINITY, NAN
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, Input, IndexInput, init_node, init_node_like, finish,
-                              as_variable, same_dtype, require_float, on_device, device_ops)
+from fastad_cy.graph cimport (Variable, Input, IndexInput, empty_buffer, init_node, init_node_like,
+                              finish, as_variable, same_dtype, require_float, on_device, device_ops)
 from fastad_cy.loops cimport vec_zero, store_value
 from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, P_KL_DIV, P_KL_DIV_LOG_TARGET,
                                P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
@@ -583,7 +583,7 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
     else:
         node.scale = 1.0
     if code == P_BCE:
-        node.exp_array = np.empty(va.size, dtype=np.float64 if va.f64 else np.float32)
+        node.exp_array = empty_buffer((va.size,), np.float64 if va.f64 else np.float32)
         node.exp_of_a = <char*>cnp.PyArray_DATA(node.exp_array)
     if node.reduction == RED_NONE:
         init_node_like(node, name, (va, vb), va)

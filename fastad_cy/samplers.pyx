@@ -27,7 +27,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
-from fastad_cy.graph cimport Variable, IndexInput, Input
+from fastad_cy.graph cimport Variable, IndexInput, Input, empty_buffer
 
 cnp.import_array()
 
@@ -658,10 +658,10 @@ cdef class PairwiseSampler(Sampler):
             raise ValueError(f"{who}: with sample='user' every user needs an interaction; users "
                              f"{_first_ids(np.flatnonzero(self.data.degree == 0))} have none (use "
                              f"sample='interaction', or leave them out of the matrix)")
-        self.ahead_array = np.zeros(self.batch, dtype=np.int64)
-        self.next_array = np.zeros((self.batch, 2), dtype=np.int32)
-        self.ahead_noise_array = np.zeros(self.batch, dtype=np.int64)
-        self.next_noise_array = np.zeros(self.batch, dtype=np.int32)
+        self.ahead_array = empty_buffer((self.batch,), np.int64)       # written every example:
+        self.next_array = empty_buffer((self.batch, 2), np.int32)      # this thread's own memory
+        self.ahead_noise_array = empty_buffer((self.batch,), np.int64)
+        self.next_noise_array = empty_buffer((self.batch,), np.int32)
         self.ahead_k = <int64_t*>cnp.PyArray_DATA(self.ahead_array)
         self.next_pairs = <fa_pair*>cnp.PyArray_DATA(self.next_array)
         self.ahead_noise_k = <int64_t*>cnp.PyArray_DATA(self.ahead_noise_array)

@@ -18,8 +18,9 @@ from libc.math cimport fabs, pow, sqrt, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
-from fastad_cy.graph cimport (Variable, IndexInput, Parameter, init_node, finish, require_float,
-                              same_dtype, on_device, device_ops, GRAD_SPARSE, GRAD_DENSE)
+from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
+                              require_float, same_dtype, on_device, device_ops, GRAD_SPARSE,
+                              GRAD_DENSE)
 from fastad_cy.loops cimport element_size, put_values, row_axpy, vec_zero, zero_values
 from fastad_cy.linalg import vector_dot
 from fastad_cy.reduction import _normalize_axes
@@ -539,10 +540,10 @@ def gather_dot(a_table, a_ids, b_table, b_ids):
     node.per = b_index._shape[len(lead)]
     init_node(node, op, (A, B, a_index, b_index), b_index._shape, A.f64)
     dtype = np.float64 if node.f64 else np.float32
-    node.a_rows = np.empty((a_index.size, dim), dtype=dtype)
-    node.a_grads = np.empty((a_index.size, dim), dtype=dtype)
-    node.b_rows = np.empty((b_index.size, dim), dtype=dtype)
-    node.scratch = np.empty((b_index.size, dim), dtype=dtype)
+    node.a_rows = empty_buffer((a_index.size, dim), dtype)
+    node.a_grads = empty_buffer((a_index.size, dim), dtype)
+    node.b_rows = empty_buffer((b_index.size, dim), dtype)
+    node.scratch = empty_buffer((b_index.size, dim), dtype)
     node.a_rows_ptr = <char*>cnp.PyArray_DATA(node.a_rows)
     node.a_grads_ptr = <char*>cnp.PyArray_DATA(node.a_grads)
     node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
@@ -602,10 +603,10 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
     inputs = (U, V, user_ids, pos_ids, neg_ids) if b is None else (U, V, b, user_ids, pos_ids, neg_ids)
     init_node(node, op, inputs, user_ids._shape, U.f64)
     dtype = np.float64 if U.f64 else np.float32
-    node.user_rows = np.empty((user_ids.size, node.dim), dtype=dtype)
-    node.differences = np.empty((user_ids.size, node.dim), dtype=dtype)
-    node.scratch = np.empty((user_ids.size, node.dim), dtype=dtype)
-    node.negated_grad = np.empty(user_ids.size, dtype=dtype)
+    node.user_rows = empty_buffer((user_ids.size, node.dim), dtype)
+    node.differences = empty_buffer((user_ids.size, node.dim), dtype)
+    node.scratch = empty_buffer((user_ids.size, node.dim), dtype)
+    node.negated_grad = empty_buffer((user_ids.size,), dtype)
     node.user_rows_ptr = <char*>cnp.PyArray_DATA(node.user_rows)
     node.differences_ptr = <char*>cnp.PyArray_DATA(node.differences)
     node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
@@ -868,7 +869,7 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
         node.bounds = np.arange(n_bags + 1, dtype=np.int64) * (ix._shape[1])
     else:
         node.bounds = np.zeros(n_bags + 1, dtype=np.int64)
-    node.scratch = np.empty((ix.size, node.row_len), dtype=np.float64 if t.f64 else np.float32)
+    node.scratch = empty_buffer((ix.size, node.row_len), np.float64 if t.f64 else np.float32)
     node.bounds_ptr = <int64_t*>cnp.PyArray_DATA(node.bounds)
     node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
     node.table_is_parameter = isinstance(t, Parameter)

@@ -492,3 +492,30 @@ def test_synchronized_mode_refuses_threads():
     with pytest.raises(ValueError, match="synchronized.*processes"):
         fa.hogwild.run(_failing_worker, workers=2, args=(None,), start_method="threads",
                        mode="synchronized")
+
+
+# ------------------------------------------------------------------ memory of each thread
+
+def test_a_threads_graph_buffers_are_not_blocks_another_thread_freed():
+    """Small buffers that a training loop writes on every example (leaf values, node values
+    and gradients) come from the building thread's own memory. numpy keeps freed small
+    blocks for the next array of any thread; a Hogwild thread's buffer made from a block
+    another thread freed sits among that thread's buffers, and the cache lines they share
+    move between the cores on every write."""
+    freed = {}
+
+    def free_a_block():
+        block = np.empty(24, dtype=np.uint8)        # 24 bytes: a (2, 3) float32 buffer
+        freed["address"] = block.ctypes.data
+        del block                                   # kept by numpy for the next 24-byte array
+
+    def build_a_graph():
+        w = fa.Parameter(np.ones((2, 3)))           # float32: 24-byte value
+        x = fa.Input(np.ones((2, 3)))
+        loss = fa.sum(w * x)
+        loss.backward()
+        freed["buffers"] = [a.ctypes.data for a in (w.value, x.value, (w * x).value, w.grad)]
+
+    run_in_threads(free_a_block)
+    run_in_threads(build_a_graph)
+    assert freed["address"] not in freed["buffers"]
