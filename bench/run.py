@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -89,7 +90,10 @@ def write_chart(rows, path):
     ratios = [speedup(r) for r in shown]
     targets = [speedup_target(r["target"]) for r in shown]
     ys = range(len(shown))
-    fig = Figure(figsize=(10, 1.5 + 0.5 * len(shown)), layout="constrained")
+    # long workload names (the peers' rows) wrapped, or they squeeze the axes to nothing
+    labels = [textwrap.fill(r["workload"], 60) for r in shown]
+    fig = Figure(figsize=(12, 1.5 + 0.3 * sum(label.count("\n") + 2 for label in labels)),
+                 layout="constrained")
     ax = fig.add_subplot()
     ax.barh(ys, [s - 1 for s in ratios], left=1,
             color=["tab:green" if s >= 1 else "tab:red" for s in ratios])
@@ -106,7 +110,7 @@ def write_chart(rows, path):
     values = ratios + [t for t, _ in marked] + [1]
     ax.set_xlim(min(values) / 2, max(values) * 2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
-    ax.set_yticks(list(ys), [r["workload"] for r in shown])
+    ax.set_yticks(list(ys), labels)
     ax.invert_yaxis()
     ax.set_xlabel("speed-up: comparator time / fastad time (log scale)")
     ax.set_title("fastad vs PyTorch and the peers, measured in one process")
