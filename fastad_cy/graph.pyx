@@ -298,6 +298,8 @@ cdef cnp.ndarray empty_buffer(tuple shape, object dtype):
     """new_buffer of `shape` and `dtype`, for the op and sampler modules' scratch."""
     cdef cnp.npy_intp dims[32]
     cdef int nd = len(shape), i
+    if nd > 32:
+        raise ValueError(f"a scratch buffer has at most 32 dimensions, got {nd}")
     for i in range(nd):
         dims[i] = shape[i]
     return new_buffer(nd, dims, np.dtype(dtype).num)
