@@ -310,7 +310,9 @@ def _cell_graph(cell_class):
     x = fa.Input(np.zeros((2, 3)))
     out = cell(x)
     h = out[0] if isinstance(out, tuple) else out
-    return cell.parameters()[0], fa.tanh(h).sum(), {x: rng.normal(size=(20_000, 2, 3))}
+    # 200,000 examples: about 0.3 s of training, so the watch below has time to see it move
+    # (20,000 took 27 ms, and a loaded machine's watch could start too late)
+    return cell.parameters()[0], fa.tanh(h).sum(), {x: rng.normal(size=(200_000, 2, 3))}
 
 
 def _class_loss_graph(loss_fn):
