@@ -1,4 +1,5 @@
 """Threads: per-thread modes, concurrent graphs, replays without the GIL, Hogwild in threads."""
+import math
 import sys
 import threading
 import time
@@ -310,9 +311,7 @@ def _cell_graph(cell_class):
     x = fa.Input(np.zeros((2, 3)))
     out = cell(x)
     h = out[0] if isinstance(out, tuple) else out
-    # 200,000 examples: about 0.3 s of training, so the watch below has time to see it move
-    # (20,000 took 27 ms, and a loaded machine's watch could start too late)
-    return cell.parameters()[0], fa.tanh(h).sum(), {x: rng.normal(size=(200_000, 2, 3))}
+    return cell.parameters()[0], fa.tanh(h).sum(), {x: rng.normal(size=(20_000, 2, 3))}
 
 
 def _class_loss_graph(loss_fn):
@@ -382,6 +381,13 @@ def test_every_cpu_op_replays_without_the_gil(name):
     optimizer = built[3] if len(built) > 3 else fa.optim.SGD
     opt = optimizer(loss.parameters(), lr=0.01)
     errors = []
+    # The watched run is one epoch of at least half a second, however fast one pass over
+    # the feeds is (some take 30 ms): the feeds repeated, so that the watch has time to see
+    # it move (one epoch: between epochs the loop takes the GIL, which the watch holds).
+    start = time.perf_counter()
+    fa.train(loss, opt, feeds)
+    repeats = max(1, math.ceil(0.5 / (time.perf_counter() - start)))
+    feeds = {leaf: np.concatenate([rows] * repeats) for leaf, rows in feeds.items()}
 
     def trainer():
         try:
