@@ -294,15 +294,20 @@ cdef cnp.ndarray new_buffer(int nd, cnp.npy_intp* dims, int type_num):
     return arr
 
 
-cdef cnp.ndarray empty_buffer(tuple shape, object dtype):
-    """new_buffer of `shape` and `dtype`, for the op and sampler modules' scratch."""
-    cdef cnp.npy_intp dims[32]
+cdef cnp.ndarray _buffer_of_shape(str who, tuple shape, int type_num):
+    """new_buffer of `shape` (a tuple); errors name `who`."""
+    cdef cnp.npy_intp dims[64]
     cdef int nd = len(shape), i
-    if nd > 32:
-        raise ValueError(f"a scratch buffer has at most 32 dimensions, got {nd}")
+    if nd > 64:
+        raise ValueError(f"{who}: at most 64 dimensions, got {nd}")
     for i in range(nd):
         dims[i] = shape[i]
-    return new_buffer(nd, dims, np.dtype(dtype).num)
+    return new_buffer(nd, dims, type_num)
+
+
+cdef cnp.ndarray empty_buffer(tuple shape, object dtype):
+    """new_buffer of `shape` and `dtype`, for the op and sampler modules' scratch."""
+    return _buffer_of_shape("a scratch buffer", shape, np.dtype(dtype).num)
 
 
 cdef cnp.ndarray own_buffer_copy(cnp.ndarray arr):
@@ -351,15 +356,10 @@ cdef str _device_name(Variable x):
 
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
     """Wire a new op node to its inputs and give it an output buffer of `shape`."""
-    cdef cnp.npy_intp dims[64]
-    cdef int nd = len(shape), i
-    if nd > 64:
-        raise ValueError(f"{op}: at most 64 dimensions, got {nd}")
-    for i in range(nd):
-        dims[i] = shape[i]
+    cdef cnp.ndarray value = _buffer_of_shape(op, shape, _type_num(f64))
     _wire(node, op, inputs, f64)
     node._shape = shape
-    _adopt_value(node, new_buffer(nd, dims, _type_num(f64)))
+    _adopt_value(node, value)
     return 0
 
 
