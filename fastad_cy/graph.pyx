@@ -276,10 +276,15 @@ cdef cnp.ndarray new_buffer(int nd, cnp.npy_intp* dims, int type_num):
     which hands any thread's freed block to the next array of any thread: two Hogwild
     threads' buffers would share cache lines, and each write would take the line from the
     other core. Larger arrays come from numpy, which mallocs them."""
-    cdef Py_ssize_t itemsize = 4 if type_num == cnp.NPY_FLOAT32 or type_num == cnp.NPY_INT32 else 8
+    cdef Py_ssize_t itemsize
+    if type_num == cnp.NPY_FLOAT32 or type_num == cnp.NPY_INT32:
+        itemsize = 4
+    elif type_num == cnp.NPY_FLOAT64 or type_num == cnp.NPY_INT64:
+        itemsize = 8
+    else:
+        return <cnp.ndarray>cnp.PyArray_EMPTY(nd, dims, type_num, 0)
     cdef Py_ssize_t nbytes = cnp.PyArray_MultiplyList(dims, nd) * itemsize
-    if nbytes >= SMALL_BUFFER or not (type_num == cnp.NPY_FLOAT32 or type_num == cnp.NPY_FLOAT64
-                                      or type_num == cnp.NPY_INT32 or type_num == cnp.NPY_INT64):
+    if nbytes >= SMALL_BUFFER:
         return <cnp.ndarray>cnp.PyArray_EMPTY(nd, dims, type_num, 0)
     cdef void* data = malloc(nbytes if nbytes else 1)
     if data == NULL:

@@ -138,6 +138,7 @@ cdef extern from *:
     """
     void fa_gather_rows(char* dst, const char* table, const int64_t* ids, Py_ssize_t n,
                         Py_ssize_t width) noexcept nogil
+    bint fa_ids_out_of_range(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) noexcept nogil
     bint fa_any_id_out_of_range(const uint64_t* ids, Py_ssize_t n, Py_ssize_t rows) noexcept nogil
     void fa_margin_rows_f(const float* U, const float* V, const float* bias, const int64_t* users,
                           const int64_t* pos, const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,
@@ -386,7 +387,6 @@ cdef class RankingMargin(Variable):
         cdef char* v = self.item_table.val_ptr
         if self.item_bias is not None:
             bias, lr_b = self.item_bias.val_ptr, (<Parameter>self.item_bias).apply_lr[0]
-            (<Parameter>self.item_bias).applied = True
         if self.f64:
             fa_margin_sgd_step_d(<double*>u + user * dim, <double*>v + pos * dim, <double*>v + neg * dim,
                                  <double*>bias, pos, neg, <const double*>self.user_rows_ptr,
@@ -399,16 +399,19 @@ cdef class RankingMargin(Variable):
                                  dim, <float>-lr_u, <float>-lr_v, <float>-lr_b)
         (<Parameter>self.user_table).applied = True
         (<Parameter>self.item_table).applied = True
+        if self.item_bias is not None:
+            (<Parameter>self.item_bias).applied = True
         return 0
 
     cdef const char* _bias_values(self) noexcept nogil:
         return self.item_bias.val_ptr if self.item_bias is not None else NULL
 
     cdef int _check_ids(self) except -1 nogil:
-        if self.size == 1 and not ((<const uint64_t*>self.users.val_ptr)[0] >= <uint64_t>self.n_users
-                                   or (<const uint64_t*>self.pos.val_ptr)[0] >= <uint64_t>self.n_items
-                                   or (<const uint64_t*>self.neg.val_ptr)[0] >= <uint64_t>self.n_items):
-            return 0        # one triple's three ids in range: compared here, without the calls
+        if self.size == 1 and not (        # one triple: its three ids in one test, no calls
+                fa_ids_out_of_range(<const uint64_t*>self.users.val_ptr, 1, self.n_users)
+                | fa_ids_out_of_range(<const uint64_t*>self.pos.val_ptr, 1, self.n_items)
+                | fa_ids_out_of_range(<const uint64_t*>self.neg.val_ptr, 1, self.n_items)):
+            return 0
         check_ids(self, self.users, self.n_users)
         check_ids(self, self.pos, self.n_items)
         check_ids(self, self.neg, self.n_items)

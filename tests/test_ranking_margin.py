@@ -158,9 +158,9 @@ def test_fa_train_gives_the_composed_ops_parameters_bit_for_bit(optimizer, batch
 
 @pytest.mark.parametrize("f64", [True, False])
 def test_one_table_for_users_and_items_trains_as_the_composed_ops_at_one_triple_a_step(f64):
-    """At one triple a step the loop takes the triple's steps in one loop only when its rows
-    are distinct; with one table for users and items (a user row may be an item row) it
-    takes the general path, and the result is still the composed ops' bit for bit."""
+    """At one triple a step the loop takes the triple's steps in one call, element by element
+    in the separate calls' order; with one table for users and items (a user row may be an
+    item row, and rows often coincide) the result is still the composed ops' bit for bit."""
     rng = np.random.default_rng(4)
     dtype = np.float64 if f64 else np.float32
     triples = [rng.integers(0, 5, 200) for _ in range(3)]     # 5 rows: ids often coincide
