@@ -20,7 +20,8 @@ from fastad_cy.shape import reshape, transpose, getitem, concat, stack
 from fastad_cy.shape import expand_dims, squeeze, split, flip, tile
 from fastad_cy.linalg import matmul, vector_dot
 from fastad_cy.linalg import einsum
-from fastad_cy.sparse import take, take_along_axis, embedding, embedding_bag, ranking_margin, gather_dot
+from fastad_cy.sparse import (take, take_along_axis, embedding, embedding_bag, ranking_margin, ranking_loss,
+                              gather_dot)
 from fastad_cy.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
                             adaptive_avg_pool2d)
 from fastad_cy.train import train
@@ -41,7 +42,7 @@ __all__ = [
     "maximum", "minimum", "where", "greater", "greater_equal", "less", "less_equal", "equal",
     "not_equal", "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
-    "vector_dot", "take", "ranking_margin", "gather_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
+    "vector_dot", "take", "ranking_margin", "ranking_loss", "gather_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
     "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",
     "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "compare", "distributed",

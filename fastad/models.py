@@ -16,7 +16,7 @@ from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.linalg import vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
-from fastad_cy.sparse import ranking_margin, take
+from fastad_cy.sparse import ranking_loss, take
 from fastad_cy.samplers import PairwiseSampler
 from fastad_cy.train import train
 from fastad import hogwild
@@ -572,7 +572,7 @@ class BPR(Recommender):
     def forward(self, users, pos, neg):
         """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
         bias = self.item_bias if self.biases else None
-        return margin_loss(ranking_margin(self.U, users, self.V, pos, neg, item_bias=bias))
+        return ranking_loss(self.U, users, self.V, pos, neg, item_bias=bias, reduction="sum")
 
     def example_graph(self, batch=1, device="cpu"):
         """A graph of `batch` triples (default one) to replay, and a function mapping

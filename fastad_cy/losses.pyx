@@ -23,12 +23,14 @@ cimport cython
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
-from libc.math cimport INFINITY, NAN
+from libc.math cimport INFINITY
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Input, IndexInput, empty_buffer, init_node, init_node_like,
                               finish, as_variable, same_dtype, require_float, on_device, device_ops)
 from fastad_cy.loops cimport vec_zero, store_value
+from fastad_cy.reduced_bce cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
+                                    reduction_scale, bce_forward, bce_backward)
 from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, P_KL_DIV, P_KL_DIV_LOG_TARGET,
                                P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
                                P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL,
@@ -39,21 +41,6 @@ from fastad_cy.reduction import sum as reduce_sum, mean as reduce_mean
 from fastad_cy.sparse import take
 
 cnp.import_array()
-
-
-cdef enum Reduction:
-    RED_NONE, RED_MEAN, RED_SUM
-
-
-cdef int reduction_code(str op, object reduction) except -1:
-    if isinstance(reduction, str):
-        if reduction == "mean":
-            return RED_MEAN
-        if reduction == "sum":
-            return RED_SUM
-        if reduction == "none":
-            return RED_NONE
-    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 # ------------------------------------------------------ class-target losses
@@ -118,7 +105,7 @@ cdef class ClassTargetLoss(Variable):
         cdef Py_ssize_t kept
         if self.reduction == RED_MEAN:
             kept = count_kept(self.tgt, self.batch, self.ignore_index)
-            self.scale = 1.0 / kept if kept else NAN       # torch: the mean of nothing is NaN
+            self.scale = reduction_scale(RED_MEAN, kept)       # torch: the mean of nothing is NaN
         return 0
 
     cdef int store_total(self, double total) except -1 nogil:
@@ -151,7 +138,7 @@ cdef class ClassTargets:
 
     @property
     def reduction_name(self):
-        return {RED_NONE: "none", RED_MEAN: "mean", RED_SUM: "sum"}[self.reduction]
+        return reduction_name(self.reduction)
 
 
 cdef ClassTargets check_class_targets(str op, str argname, object scores, object targets,
@@ -444,17 +431,6 @@ cdef extern from "elementwise_loops.h":
     void fa_loss_backward_d(int op, bint to_a, const double* a, const double* b, Py_ssize_t n,
                             double delta, const double* gy, Py_ssize_t gy_step, double scale,
                             double* g, bint add) noexcept nogil
-    # P_BCE keeping exp(-|a|) of the forward in t for the backward
-    double fa_bce_forward_f(const float* a, const float* b, Py_ssize_t n, float* t,
-                            float* losses) noexcept nogil
-    double fa_bce_forward_d(const double* a, const double* b, Py_ssize_t n, double* t,
-                            double* losses) noexcept nogil
-    void fa_bce_backward_f(const float* a, const float* b, const float* t, Py_ssize_t n,
-                           const float* gy, Py_ssize_t gy_step, float scale, float* g,
-                           bint add) noexcept nogil
-    void fa_bce_backward_d(const double* a, const double* b, const double* t, Py_ssize_t n,
-                           const double* gy, Py_ssize_t gy_step, double scale, double* g,
-                           bint add) noexcept nogil
 
 
 cdef inline double pair_forward(int op, const char* a, const char* b, Py_ssize_t n, double delta,
@@ -478,27 +454,6 @@ cdef inline void pair_backward(int op, bint to_a, const char* a, const char* b, 
     else:
         fa_loss_backward_f(op, to_a, <const float*>a, <const float*>b, n, <float>delta,
                            <const float*>gy, gy_step, <float>scale, <float*>g, add)
-
-
-cdef inline double bce_forward(const char* a, const char* b, Py_ssize_t n, char* t, char* losses,
-                               bint f64) noexcept nogil:
-    """pair_forward of P_BCE, keeping exp(-|a|) in t for bce_backward."""
-    if f64:
-        return fa_bce_forward_d(<const double*>a, <const double*>b, n, <double*>t, <double*>losses)
-    else:
-        return fa_bce_forward_f(<const float*>a, <const float*>b, n, <float*>t, <float*>losses)
-
-
-cdef inline void bce_backward(const char* a, const char* b, const char* t, Py_ssize_t n,
-                              const char* gy, Py_ssize_t gy_step, double scale, char* g, bint add,
-                              bint f64) noexcept nogil:
-    """pair_backward of P_BCE into a, from the t of bce_forward."""
-    if f64:
-        fa_bce_backward_d(<const double*>a, <const double*>b, <const double*>t, n,
-                          <const double*>gy, gy_step, scale, <double*>g, add)
-    else:
-        fa_bce_backward_f(<const float*>a, <const float*>b, <const float*>t, n,
-                          <const float*>gy, gy_step, <float>scale, <float*>g, add)
 
 
 @cython.no_gc
@@ -530,6 +485,7 @@ cdef class PairLoss(Variable):
             self._backward_into(self.b, False)
         return 0
 
+    @cython.final
     cdef int _backward_into(self, Variable side, bint to_a) except -1 nogil:
         cdef bint add = side.prepare_grad()
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
@@ -578,10 +534,7 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
     node.a = va
     node.b = vb
     node.delta = delta
-    if node.reduction == RED_MEAN:
-        node.scale = 1.0 / va.size if va.size else NAN
-    else:
-        node.scale = 1.0
+    node.scale = reduction_scale(red, va.size)
     if code == P_BCE:
         node.exp_array = empty_buffer((va.size,), np.float64 if va.f64 else np.float32)
         node.exp_of_a = <char*>cnp.PyArray_DATA(node.exp_array)

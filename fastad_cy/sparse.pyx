@@ -21,7 +21,9 @@ from libc.string cimport memcpy
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
                               require_float, same_dtype, on_device, device_ops, GRAD_SPARSE,
                               GRAD_DENSE)
-from fastad_cy.loops cimport element_size, put_values, row_axpy, vec_zero, zero_values
+from fastad_cy.loops cimport element_size, put_values, row_axpy, store_value, vec_zero, zero_values
+from fastad_cy.reduced_bce cimport (RED_NONE, reduction_code, reduction_name, reduction_scale,
+                                    bce_forward, bce_backward)
 from fastad_cy.linalg import vector_dot
 from fastad_cy.reduction import _normalize_axes
 from fastad_cy.shape import reshape as _reshape
@@ -63,6 +65,21 @@ cdef extern from *:
         return n > 4 ? fa_ids_out_of_range_cloned(ids, n, rows) : fa_ids_out_of_range(ids, n, rows);
     }
 
+    /* Elementwise loops in steps of 32 bytes with gcc (FA_IN_BLOCKS over fa_block: one AVX2
+     * register in the AVX2 clone, two SSE ones in the other), the rest one element at a
+     * time. A row's loop then needs no run-time overlap checks or vector set-up, which cost
+     * more than a short row's arithmetic; each element takes the scalar loop's operations,
+     * so the values are the same. Elsewhere the block loop never runs. */
+    #if defined(__GNUC__)
+    #define FA_BLOCK_TYPE(T) typedef T fa_block __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));
+    #define FA_IN_BLOCKS(T, i, n) for (; (i) + (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += 32 / sizeof(T))
+    #else
+    #define FA_BLOCK_TYPE(T) typedef T fa_block;
+    #define FA_IN_BLOCKS(T, i, n) if (0)
+    #endif
+    #define FA_BLOCK_AT(p, i) (*(fa_block*)((p) + (i)))
+    #define FA_BLOCK_OF(p, i) (*(const fa_block*)((p) + (i)))
+
     /* margins[k] = U[users[k]] . (V[pos[k]] - V[neg[k]]) (+ (bias[pos[k]] - bias[neg[k]])
      * unless bias is NULL), keeping the user row and the difference of each example for
      * the backward: the values of a gather, a difference and fa_dot, in one loop. */
@@ -78,7 +95,13 @@ cdef extern from *:
             const T* ur = U + users[k] * dim;                                                \
             const T* pr = V + pos[k] * dim;                                                  \
             const T* nr = V + neg[k] * dim;                                                  \
-            for (Py_ssize_t i = 0; i < dim; i++) { u[i] = ur[i]; d[i] = pr[i] - nr[i]; }     \
+            FA_BLOCK_TYPE(T)                                                                 \
+            Py_ssize_t i = 0;                                                                \
+            FA_IN_BLOCKS(T, i, dim) {                                                        \
+                FA_BLOCK_AT(u, i) = FA_BLOCK_OF(ur, i);                                      \
+                FA_BLOCK_AT(d, i) = FA_BLOCK_OF(pr, i) - FA_BLOCK_OF(nr, i);                 \
+            }                                                                                \
+            for (; i < dim; i++) { u[i] = ur[i]; d[i] = pr[i] - nr[i]; }                     \
             T m = fa_dot_##S(u, d, dim);                                                     \
             margins[k] = bias ? m + (bias[pos[k]] - bias[neg[k]]) : m;                       \
         }                                                                                    \
@@ -104,7 +127,15 @@ cdef extern from *:
             bias[neg] += a_bias * ng;                                                        \
             bias[pos] += a_bias * g;                                                         \
         }                                                                                    \
-        for (Py_ssize_t i = 0; i < dim; i++) {                                               \
+        FA_BLOCK_TYPE(T)                                                                     \
+        Py_ssize_t i = 0;                                                                    \
+        FA_IN_BLOCKS(T, i, dim) {                                                            \
+            fa_block ui = FA_BLOCK_OF(u, i);                                                 \
+            FA_BLOCK_AT(neg_row, i) += a_item * (ng * ui);                                   \
+            FA_BLOCK_AT(pos_row, i) += a_item * (g * ui);                                    \
+            FA_BLOCK_AT(user_row, i) += a_user * (g * FA_BLOCK_OF(d, i));                    \
+        }                                                                                    \
+        for (; i < dim; i++) {                                                               \
             neg_row[i] += a_item * (ng * u[i]);                                              \
             pos_row[i] += a_item * (g * u[i]);                                               \
             user_row[i] += a_user * (g * d[i]);                                              \
@@ -309,62 +340,90 @@ cdef class RankingMargin(Variable):
     what the gathers, differences, vector_dot (and sum) compute, with the same values and
     gradients, without storing the gathered item rows or any gradient row. The backward
     hands each table its gradient rows as scaled rows (add_scaled_rows): a Parameter under
-    the compiled loop's plain SGD steps its rows from them directly."""
+    the compiled loop's plain SGD steps its rows from them directly.
+
+    As ranking_loss's node (`logistic`), its value is the logistic loss of those margins,
+    reduced: what bce_with_logits of them against ones computes, by the same loops, and
+    the backward's coefficient of each triple is that loss's gradient instead of y's."""
     cdef Variable user_table, item_table, item_bias    # item_bias: None or n_items values
     cdef IndexInput users, pos, neg
     cdef Py_ssize_t dim, n_users, n_items
+    cdef Py_ssize_t n_triples        # the size of users, pos and neg (the node's too, unless reduced)
     cdef bint parameter_tables      # U, V (and b, if any) are Parameters: see _steps_in_place
     cdef cnp.ndarray user_rows, differences, negated_grad, scratch   # kept by the forward
     cdef char* user_rows_ptr
     cdef char* differences_ptr
     cdef char* negated_grad_ptr
     cdef char* scratch_ptr
+    cdef bint logistic              # ranking_loss: the loss of the margins, reduced
+    cdef int reduction
+    cdef double scale
+    cdef cnp.ndarray margins, exp_of_margins, ones, coefs   # logistic: kept by the forward, and
+    cdef char* margins_ptr                                  # the margins' gradient (coefs)
+    cdef char* exp_of_margins_ptr
+    cdef char* ones_ptr
+    cdef char* coefs_ptr
 
     cdef int run_forward(self) except -1 nogil:
+        cdef char* margins = self.margins_ptr if self.logistic else self.val_ptr
+        cdef double total
         self._check_ids()
         if self.f64:
             fa_margin_rows_d(<const double*>self.user_table.val_ptr,
                              <const double*>self.item_table.val_ptr,
                              <const double*>self._bias_values(),
                              <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
-                             <const int64_t*>self.neg.val_ptr, self.size, self.dim,
+                             <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
                              <double*>self.user_rows_ptr, <double*>self.differences_ptr,
-                             <double*>self.val_ptr)
+                             <double*>margins)
         else:
             fa_margin_rows_f(<const float*>self.user_table.val_ptr,
                              <const float*>self.item_table.val_ptr,
                              <const float*>self._bias_values(),
                              <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
-                             <const int64_t*>self.neg.val_ptr, self.size, self.dim,
+                             <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
                              <float*>self.user_rows_ptr, <float*>self.differences_ptr,
-                             <float*>self.val_ptr)
+                             <float*>margins)
+        if self.logistic:
+            total = bce_forward(margins, self.ones_ptr, self.n_triples, self.exp_of_margins_ptr,
+                                self.val_ptr if self.reduction == RED_NONE else NULL, self.f64)
+            if self.reduction != RED_NONE:
+                store_value(self.val_ptr, total * self.scale, self.f64)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
         """The gradient rows g[k] * (V[pos] - V[neg]) for U, g[k] * U[users] for V[pos] and
         -g[k] * U[users] for V[neg] (g[k] and -g[k] for the biases), each table's in the
-        order the separate ops' backwards add them."""
-        cdef Py_ssize_t n = self.size
+        order the separate ops' backwards add them. g is the margins' gradient: the node's
+        own, or (logistic) the loss's through bce_with_logits' backward."""
+        cdef Py_ssize_t n = self.n_triples
+        cdef const char* g = self.grad_ptr
         self._check_ids()
+        if self.logistic:
+            bce_backward(self.margins_ptr, self.ones_ptr, self.exp_of_margins_ptr, n, self.grad_ptr,
+                         1 if self.reduction == RED_NONE else 0, self.scale, self.coefs_ptr, False,
+                         self.f64)
+            g = self.coefs_ptr
         if n == 1 and self._steps_in_place():
-            return self._step_one_triple()
+            return self._step_one_triple(g)
         if self.f64:
-            negate(<double*>self.negated_grad_ptr, <const double*>self.grad_ptr, n)
+            negate(<double*>self.negated_grad_ptr, <const double*>g, n)
         else:
-            negate(<float*>self.negated_grad_ptr, <const float*>self.grad_ptr, n)
+            negate(<float*>self.negated_grad_ptr, <const float*>g, n)
         if self.item_bias is not None and self.item_bias.requires_grad:
             self.item_bias.add_grad_rows(<const int64_t*>self.neg.val_ptr, n, self.negated_grad_ptr, 1)
-            self.item_bias.add_grad_rows(<const int64_t*>self.pos.val_ptr, n, self.grad_ptr, 1)
+            self.item_bias.add_grad_rows(<const int64_t*>self.pos.val_ptr, n, g, 1)
         if self.item_table.requires_grad:
             self.item_table.add_scaled_rows(<const int64_t*>self.neg.val_ptr, n, self.user_rows_ptr,
                                             self.negated_grad_ptr, self.dim, 1, self.scratch_ptr)
             self.item_table.add_scaled_rows(<const int64_t*>self.pos.val_ptr, n, self.user_rows_ptr,
-                                            self.grad_ptr, self.dim, 1, self.scratch_ptr)
+                                            g, self.dim, 1, self.scratch_ptr)
         if self.user_table.requires_grad:
             self.user_table.add_scaled_rows(<const int64_t*>self.users.val_ptr, n, self.differences_ptr,
-                                            self.grad_ptr, self.dim, 1, self.scratch_ptr)
+                                            g, self.dim, 1, self.scratch_ptr)
         return 0
 
+    @cython.final
     cdef bint _steps_in_place(self) noexcept nogil:
         """Whether the compiled loop's plain SGD steps every table as its rows come
         (apply_lr): then one triple's backward is _step_one_triple."""
@@ -373,9 +432,11 @@ cdef class RankingMargin(Variable):
             and (<Parameter>self.item_table).apply_lr != NULL
             and (self.item_bias is None or (<Parameter>self.item_bias).apply_lr != NULL))
 
-    cdef int _step_one_triple(self) except -1 nogil:
+    @cython.final
+    cdef int _step_one_triple(self, const char* g) except -1 nogil:
         """One triple's SGD steps of b's values, V's and U's rows in one call
-        (fa_margin_sgd_step), the values of the general path's calls bit for bit."""
+        (fa_margin_sgd_step) from its margin's gradient g, the values of the general
+        path's calls bit for bit."""
         cdef int64_t user = (<const int64_t*>self.users.val_ptr)[0]
         cdef int64_t pos = (<const int64_t*>self.pos.val_ptr)[0], neg = (<const int64_t*>self.neg.val_ptr)[0]
         cdef double lr_u = (<Parameter>self.user_table).apply_lr[0]
@@ -390,12 +451,12 @@ cdef class RankingMargin(Variable):
         if self.f64:
             fa_margin_sgd_step_d(<double*>u + user * dim, <double*>v + pos * dim, <double*>v + neg * dim,
                                  <double*>bias, pos, neg, <const double*>self.user_rows_ptr,
-                                 <const double*>self.differences_ptr, (<const double*>self.grad_ptr)[0],
+                                 <const double*>self.differences_ptr, (<const double*>g)[0],
                                  dim, -lr_u, -lr_v, -lr_b)
         else:
             fa_margin_sgd_step_f(<float*>u + user * dim, <float*>v + pos * dim, <float*>v + neg * dim,
                                  <float*>bias, pos, neg, <const float*>self.user_rows_ptr,
-                                 <const float*>self.differences_ptr, (<const float*>self.grad_ptr)[0],
+                                 <const float*>self.differences_ptr, (<const float*>g)[0],
                                  dim, <float>-lr_u, <float>-lr_v, <float>-lr_b)
         (<Parameter>self.user_table).applied = True
         (<Parameter>self.item_table).applied = True
@@ -403,11 +464,13 @@ cdef class RankingMargin(Variable):
             (<Parameter>self.item_bias).applied = True
         return 0
 
+    @cython.final
     cdef const char* _bias_values(self) noexcept nogil:
         return self.item_bias.val_ptr if self.item_bias is not None else NULL
 
+    @cython.final
     cdef int _check_ids(self) except -1 nogil:
-        if self.size == 1 and not (        # one triple: its three ids in one test, no calls
+        if self.n_triples == 1 and not (        # one triple: its three ids in one test, no calls
                 fa_ids_out_of_range(<const uint64_t*>self.users.val_ptr, 1, self.n_users)
                 | fa_ids_out_of_range(<const uint64_t*>self.pos.val_ptr, 1, self.n_items)
                 | fa_ids_out_of_range(<const uint64_t*>self.neg.val_ptr, 1, self.n_items)):
@@ -478,6 +541,7 @@ cdef class GatherDot(Variable):
                                          self.grad_ptr, self.dim, self.per, self.scratch_ptr)
         return 0
 
+    @cython.final
     cdef int _check_ids(self) except -1 nogil:
         check_ids(self, self.a_ids, self.a_count)
         check_ids(self, self.b_ids, self.b_count)
@@ -573,7 +637,31 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
     >>> margins = fa.ranking_margin(U, [3, 7], V, [1, 2], [4, 4])       # shape (2,)
     >>> loss = -fa.sum(fa.logsigmoid(margins))
     """
-    cdef str op = "ranking_margin"
+    return _ranking_node("ranking_margin", user_table, users, item_table, pos, neg, item_bias, -1)
+
+
+def ranking_loss(user_table, users, item_table, pos, neg, item_bias=None, reduction="mean"):
+    """The logistic pairwise ranking loss (BPR's): -log sigmoid of each `ranking_margin`,
+    averaged ("mean", the default), summed ("sum") or one per example ("none").
+
+    It is `bce_with_logits(ranking_margin(...), ones, reduction)` with the same values and
+    gradients bit for bit, in one node: the arguments are ranking_margin's, the margins
+    are not a node of their own, and the loss's gradient reaches the tables without a
+    pass of its own (under `fastad.train`'s plain SGD at one triple a step, the backward
+    takes the triple's steps of U, V and b at once). `fastad.models.BPR`'s loss is this
+    with reduction="sum". On a GPU it is composed of those ops.
+
+    >>> U = fa.Parameter(np.random.randn(100, 8)); V = fa.Parameter(np.random.randn(50, 8))
+    >>> loss = fa.ranking_loss(U, [3, 7], V, [1, 2], [4, 4], reduction="sum")   # shape ()
+    >>> loss.backward()
+    """
+    return _ranking_node("ranking_loss", user_table, users, item_table, pos, neg, item_bias,
+                         reduction_code("ranking_loss", reduction))
+
+
+cdef object _ranking_node(str op, object user_table, object users, object item_table, object pos,
+                          object neg, object item_bias, int reduction):
+    """ranking_margin's node (reduction -1), or ranking_loss's with that reduction code."""
     cdef Variable U, V
     U, V = _row_tables(op, "user_table", user_table, "item_table", item_table)
     cdef Variable b = None
@@ -593,18 +681,26 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
         margin = vector_dot(_gather("take", U, user_ids, -1, 0.0, 2.0),
                             _gather("take", V, pos_ids, -1, 0.0, 2.0)
                             - _gather("take", V, neg_ids, -1, 0.0, 2.0))
-        if b is None:
+        if b is not None:
+            margin = margin + _reshape(_gather("take", b, pos_ids, -1, 0.0, 2.0)
+                                       - _gather("take", b, neg_ids, -1, 0.0, 2.0), margin.shape)
+        if reduction < 0:
             return margin
-        return margin + _reshape(_gather("take", b, pos_ids, -1, 0.0, 2.0)
-                                 - _gather("take", b, neg_ids, -1, 0.0, 2.0), margin.shape)
+        from fastad_cy.losses import bce_with_logits     # losses imports this module
+        return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype),
+                               reduction_name(reduction))
     cdef RankingMargin node = RankingMargin.__new__(RankingMargin)
     node.user_table, node.item_table, node.item_bias = U, V, b
     node.users, node.pos, node.neg = user_ids, pos_ids, neg_ids
     node.n_users, node.n_items, node.dim = U._shape[0], V._shape[0], U._shape[1]
+    node.n_triples = user_ids.size
     node.parameter_tables = (isinstance(U, Parameter) and isinstance(V, Parameter)
                              and (b is None or isinstance(b, Parameter)))
     inputs = (U, V, user_ids, pos_ids, neg_ids) if b is None else (U, V, b, user_ids, pos_ids, neg_ids)
-    init_node(node, op, inputs, user_ids._shape, U.f64)
+    node.logistic = reduction >= 0
+    node.reduction = reduction
+    node.scale = reduction_scale(reduction, user_ids.size)
+    init_node(node, op, inputs, () if node.logistic and reduction != RED_NONE else user_ids._shape, U.f64)
     dtype = np.float64 if U.f64 else np.float32
     node.user_rows = empty_buffer((user_ids.size, node.dim), dtype)
     node.differences = empty_buffer((user_ids.size, node.dim), dtype)
@@ -614,6 +710,16 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
     node.differences_ptr = <char*>cnp.PyArray_DATA(node.differences)
     node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
     node.negated_grad_ptr = <char*>cnp.PyArray_DATA(node.negated_grad)
+    if node.logistic:
+        node.margins = empty_buffer((user_ids.size,), dtype)
+        node.exp_of_margins = empty_buffer((user_ids.size,), dtype)
+        node.coefs = empty_buffer((user_ids.size,), dtype)
+        node.ones = empty_buffer((user_ids.size,), dtype)
+        node.ones.fill(1)
+        node.margins_ptr = <char*>cnp.PyArray_DATA(node.margins)
+        node.exp_of_margins_ptr = <char*>cnp.PyArray_DATA(node.exp_of_margins)
+        node.coefs_ptr = <char*>cnp.PyArray_DATA(node.coefs)
+        node.ones_ptr = <char*>cnp.PyArray_DATA(node.ones)
     return finish(node)
 
 

@@ -1,5 +1,7 @@
 """fa.ranking_margin: U[users] . (V[pos] - V[neg]) (+ b[pos] - b[neg]) in one node, the same
-values and gradients as the ops it fuses, bit for bit, in passes and in fa.train."""
+values and gradients as the ops it fuses, bit for bit, in passes and in fa.train; and
+fa.ranking_loss, the logistic loss of those margins in the same node, bit for bit
+bce_with_logits of them against ones."""
 import numpy as np
 import pytest
 
@@ -120,7 +122,7 @@ def test_replay_after_set_value_reads_the_new_ids_and_rows():
         np.testing.assert_array_equal(ours.grad, theirs.grad)
 
 
-def _train(fused, optimizer, batch, f64, n_items, bias):
+def _train(build, optimizer, batch, f64, n_items, bias):
     rng = np.random.default_rng(0)
     dtype = np.float64 if f64 else np.float32
     U = fa.Parameter(rng.normal(0, 0.1, (30, 8)), dtype=dtype)
@@ -130,7 +132,9 @@ def _train(fused, optimizer, batch, f64, n_items, bias):
     triples = [rng.integers(0, 30, examples), rng.integers(0, n_items, examples),
                rng.integers(0, n_items, examples)]
     leaves = [fa.IndexInput(np.zeros(batch, dtype=np.int64)) for _ in range(3)]
-    if fused:
+    if build == "ranking_loss":
+        loss = fa.ranking_loss(U, leaves[0], V, leaves[1], leaves[2], item_bias=b, reduction="sum")
+    elif build == "ranking_margin":
         loss = margin_loss(fa.ranking_margin(U, leaves[0], V, leaves[1], leaves[2], item_bias=b))
     else:
         biases = (fa.take(b, leaves[1]) - fa.take(b, leaves[2])) if bias else None
@@ -147,17 +151,20 @@ def _train(fused, optimizer, batch, f64, n_items, bias):
 @pytest.mark.parametrize("f64", [True, False])
 @pytest.mark.parametrize("n_items", [6, 400])          # few items: rows repeat within a step
 @pytest.mark.parametrize("bias", [False, True])
-def test_fa_train_gives_the_composed_ops_parameters_bit_for_bit(optimizer, batch, f64, n_items, bias):
+@pytest.mark.parametrize("build", ["ranking_margin", "ranking_loss"])
+def test_fa_train_gives_the_composed_ops_parameters_bit_for_bit(build, optimizer, batch, f64, n_items,
+                                                               bias):
     """With plain SGD the loop steps the rows as their gradients come (no gradient row is
     stored); with Adagrad through the optimizer. Either way, as with the composed ops."""
-    composed_params = _train(False, optimizer, batch, f64, n_items, bias)
-    fused_params = _train(True, optimizer, batch, f64, n_items, bias)
+    composed_params = _train("composed", optimizer, batch, f64, n_items, bias)
+    fused_params = _train(build, optimizer, batch, f64, n_items, bias)
     for theirs, ours in zip(composed_params, fused_params):
         np.testing.assert_array_equal(ours, theirs)
 
 
 @pytest.mark.parametrize("f64", [True, False])
-def test_one_table_for_users_and_items_trains_as_the_composed_ops_at_one_triple_a_step(f64):
+@pytest.mark.parametrize("build", ["ranking_margin", "ranking_loss"])
+def test_one_table_for_users_and_items_trains_as_the_composed_ops_at_one_triple_a_step(build, f64):
     """At one triple a step the loop takes the triple's steps in one call, element by element
     in the separate calls' order; with one table for users and items (a user row may be an
     item row, and rows often coincide) the result is still the composed ops' bit for bit."""
@@ -168,7 +175,9 @@ def test_one_table_for_users_and_items_trains_as_the_composed_ops_at_one_triple_
     for fused in (False, True):
         W = fa.Parameter(np.random.default_rng(5).normal(0, 0.1, (5, 4)), dtype=dtype)
         leaves = [fa.IndexInput([0]) for _ in range(3)]
-        if fused:
+        if fused and build == "ranking_loss":
+            loss = fa.ranking_loss(W, leaves[0], W, leaves[1], leaves[2], reduction="sum")
+        elif fused:
             loss = margin_loss(fa.ranking_margin(W, leaves[0], W, leaves[1], leaves[2]))
         else:
             loss = bpr_loss(fa.take(W, leaves[0]), fa.take(W, leaves[1]), fa.take(W, leaves[2]))
@@ -178,12 +187,11 @@ def test_one_table_for_users_and_items_trains_as_the_composed_ops_at_one_triple_
     np.testing.assert_array_equal(results[1], results[0])
 
 
-def test_bpr_model_builds_one_margin_node():
+def test_bpr_model_loss_is_one_ranking_loss_node():
     model = fa.models.BPR(10, 8, dim=4, biases=True)
     loss = model(fa.IndexInput([1, 2]), fa.IndexInput([3, 4]), fa.IndexInput([5, 6]))
-    margin_nodes = [p for p in loss.parents if getattr(p, "op_name", None) == "ranking_margin"]
-    assert len(margin_nodes) == 1
-    assert set(map(id, margin_nodes[0].parents)) >= {id(model.U), id(model.V), id(model.item_bias)}
+    assert loss.op_name == "ranking_loss" and loss.shape == ()
+    assert set(map(id, loss.parents)) >= {id(model.U), id(model.V), id(model.item_bias)}
 
 
 @pytest.mark.parametrize("make, error, message", [
@@ -235,17 +243,18 @@ def test_an_id_made_bad_after_the_build_fails_the_replay_before_any_write():
 
 
 @pytest.mark.parametrize("leaf, bad", [(0, 7), (1, 5), (2, 5), (0, -1), (2, -1)])
-def test_one_triple_with_an_id_just_out_of_range_fails_the_replay(leaf, bad):
+@pytest.mark.parametrize("op", ["ranking_margin", "ranking_loss"])
+def test_one_triple_with_an_id_just_out_of_range_fails_the_replay(op, leaf, bad):
     """One triple's ids are compared without the general check's calls: the first id out
     of range (the table's row count, or -1) still fails forward and backward, nothing written."""
     U, V, b = tables()                                   # 7 users, 5 items
     ids = [fa.IndexInput([1]), fa.IndexInput([2]), fa.IndexInput([3])]
-    loss = fa.sum(fa.ranking_margin(U, ids[0], V, ids[1], ids[2], item_bias=b))
+    loss = fa.sum(getattr(fa, op)(U, ids[0], V, ids[1], ids[2], item_bias=b))
     before = [p.value.copy() for p in (U, V, b)]
     ids[leaf].value[0] = bad                             # written into the array, not through set_value
-    with pytest.raises(IndexError, match=f"ranking_margin: id {bad} at position 0"):
+    with pytest.raises(IndexError, match=f"{op}: id {bad} at position 0"):
         loss.forward()
-    with pytest.raises(IndexError, match=f"ranking_margin: id {bad} at position 0"):
+    with pytest.raises(IndexError, match=f"{op}: id {bad} at position 0"):
         loss.backward()
     for p, value in zip((U, V, b), before):
         np.testing.assert_array_equal(p.value, value)
@@ -283,6 +292,121 @@ def test_on_a_device_it_is_the_composed_ops(bias_shape):
             fa.sum(margin * fa.Input(np.arange(1.0, 5.0), dtype=np.float64, device=device)).backward()
             results.append([margin.numpy()] + [backend.to_host(p.grad) if device else p.grad
                                                for p in params])
+        for cpu, dev in zip(*results):
+            np.testing.assert_allclose(dev, cpu, rtol=1e-12, atol=1e-13)
+    finally:
+        backend.set_emulation(None)
+
+
+# ---------------------------------------------------------------- ranking_loss
+
+def composed_loss(U, users, V, pos, neg, b=None, reduction="mean"):
+    """What ranking_loss computes in one node: bce_with_logits of the margins against ones."""
+    margin = fa.ranking_margin(U, users, V, pos, neg, item_bias=b)
+    return fa.nn.bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), reduction=reduction)
+
+
+@pytest.mark.parametrize("f64", [True, False])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("case", sorted(IDS))
+def test_ranking_loss_is_bce_of_the_margins_bit_for_bit(case, reduction, with_bias, f64):
+    users, pos, neg = IDS[case]
+    results = []
+    for build in (composed_loss, fa.ranking_loss):
+        U, V, b = tables(f64)
+        loss = build(U, fa.IndexInput(users), V, fa.IndexInput(pos), fa.IndexInput(neg),
+                     b if with_bias else None, reduction=reduction)
+        seed = np.linspace(-1.5, 2.0, loss.size).reshape(loss.shape) if reduction == "none" else 0.75
+        loss.backward(np.asarray(seed, dtype=loss.dtype))
+        value = loss.value.copy()
+        results.append((value, loss.shape, U.grad, V.grad, b.grad))
+    assert_fused_matches_composed(results, np.shape(users) if reduction == "none" else (), f64)
+    if case == "empty" and reduction == "mean":
+        assert np.isnan(results[1][0])          # the mean of no losses, as bce_with_logits gives
+
+
+def test_ranking_loss_gradients_match_finite_differences():
+    users, pos, neg = ([0, 3, 3, 6], [1, 2, 4, 1], [2, 1, 0, 1])
+    rng = np.random.default_rng(2)
+    weights = rng.normal(size=4)
+    start = (rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=5))
+    assert fa.gradcheck(lambda U, V, b: fa.ranking_loss(U, users, V, pos, neg, item_bias=b), *start)
+    assert fa.gradcheck(lambda U, V, b: fa.sum(fa.ranking_loss(U, users, V, pos, neg, item_bias=b,
+                                                               reduction="none") * weights), *start)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_ranking_loss_matches_pytorch(reduction):
+    torch = pytest.importorskip("torch")
+    U, V, b = tables(f64=True)
+    users, pos, neg = IDS["rows"]
+    loss = fa.ranking_loss(U, users, V, pos, neg, item_bias=b, reduction=reduction)
+    loss.backward()
+    tU, tV, tb = (torch.tensor(p.value.copy(), requires_grad=True) for p in (U, V, b))
+    t_margin = (tU[users] * (tV[pos] - tV[neg])).sum(-1) + (tb[pos] - tb[neg])[:, 0]
+    t_losses = -torch.nn.functional.logsigmoid(t_margin)
+    t_loss = t_losses.mean() if reduction == "mean" else t_losses.sum()
+    t_loss.backward()
+    np.testing.assert_allclose(loss.value, t_loss.item(), rtol=1e-12)
+    for ours, theirs in ((U, tU), (V, tV), (b, tb)):
+        np.testing.assert_allclose(ours.grad, theirs.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_ranking_loss_replays_after_set_value():
+    U, V, b = tables()
+    users, pos, neg = fa.IndexInput([0, 1]), fa.IndexInput([2, 3]), fa.IndexInput([4, 4])
+    loss = fa.ranking_loss(U, users, V, pos, neg, item_bias=b, reduction="sum")
+    users.set_value([5, 5])
+    V.set_value(V.value * 2)
+    loss.forward()
+    loss.backward()
+    U2, V2, b2 = tables()
+    V2.set_value(V2.value * 2)
+    fresh = fa.ranking_loss(U2, [5, 5], V2, [2, 3], [4, 4], item_bias=b2, reduction="sum")
+    fresh.backward()
+    np.testing.assert_array_equal(loss.value, fresh.value)
+    for ours, theirs in ((U, U2), (V, V2), (b, b2)):
+        np.testing.assert_array_equal(ours.grad, theirs.grad)
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda U, V, b: fa.ranking_loss(U, [0], V, [0], [1], reduction="avg"), ValueError,
+     "ranking_loss: reduction must be 'mean', 'sum' or 'none', got 'avg'"),
+    (lambda U, V, b: fa.ranking_loss(U, [0], V, [0], [7]), IndexError,
+     "ranking_loss: id 7 at position 0 of the IndexInput is out of range for a table with 5 rows"),
+    (lambda U, V, b: fa.ranking_loss(U, [0, 1], V, [0], [1]), ValueError,
+     r"ranking_loss: users, pos and neg must have one shape"),
+    (lambda U, V, b: fa.ranking_loss(U.value, [0], V, [0], [1]), TypeError,
+     "ranking_loss: user_table must be a fastad Variable, got ndarray"),
+])
+def test_ranking_loss_bad_input_is_a_clear_error_and_changes_nothing(make, error, message):
+    U, V, b = tables()
+    before = [p.value.copy() for p in (U, V, b)]
+    with pytest.raises(error, match=message):
+        make(U, V, b)
+    for p, value in zip((U, V, b), before):
+        np.testing.assert_array_equal(p.value, value)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ranking_loss_on_a_device_is_the_composed_ops(reduction):
+    """Run by the kernel emulator (no GPU needed): the device result is the CPU's."""
+    from fastad.cuda import backend
+    backend.set_emulation(True)
+    try:
+        rng = np.random.default_rng(3)
+        arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4)), rng.normal(size=5)]
+        users, pos, neg = IDS["rows"]
+        results = []
+        for device in (None, "cuda"):
+            params = [fa.Parameter(a, dtype=np.float64, device=device) for a in arrays]
+            ids = [fa.IndexInput(i, device=device) for i in (users, pos, neg)]
+            loss = fa.ranking_loss(params[0], ids[0], params[1], ids[1], ids[2], item_bias=params[2],
+                                   reduction=reduction)
+            fa.sum(loss * 1.5).backward()
+            results.append([loss.numpy()] + [backend.to_host(p.grad) if device else p.grad
+                                             for p in params])
         for cpu, dev in zip(*results):
             np.testing.assert_allclose(dev, cpu, rtol=1e-12, atol=1e-13)
     finally:
