@@ -78,13 +78,20 @@ cdef extern from *:
     #define FA_IN_BLOCKS(T, i, n) if (0)
     #endif
     #define FA_BLOCK_AT(p, i) (*(fa_block*)((p) + (i)))
+    /* a short row's copy stays a loop: gcc would make it a library memcpy call, which
+     * costs more than the copy */
+    #if defined(__GNUC__) && !defined(__clang__)
+    #define FA_NO_LIBRARY_COPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
+    #else
+    #define FA_NO_LIBRARY_COPY
+    #endif
     #define FA_BLOCK_OF(p, i) (*(const fa_block*)((p) + (i)))
 
     /* margins[k] = U[users[k]] . (V[pos[k]] - V[neg[k]]) (+ (bias[pos[k]] - bias[neg[k]])
      * unless bias is NULL), keeping the user row and the difference of each example for
      * the backward: the values of a gather, a difference and fa_dot, in one loop. */
     #define FA_MARGIN_ROWS(T, S)                                                            \
-    FA_CLONED void fa_margin_rows_##S(const T* U, const T* V, const T* bias,                 \
+    FA_CLONED FA_NO_LIBRARY_COPY void fa_margin_rows_##S(const T* U, const T* V, const T* bias,                 \
                                       const int64_t* users, const int64_t* pos,              \
                                       const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,      \
                                       T* __restrict user_rows, T* __restrict differences,    \
@@ -469,7 +476,7 @@ cdef class RankingMargin(Variable):
         return self.item_bias.val_ptr if self.item_bias is not None else NULL
 
     @cython.final
-    cdef int _check_ids(self) except -1 nogil:
+    cdef inline int _check_ids(self) except -1 nogil:
         if self.n_triples == 1 and not (        # one triple: its three ids in one test, no calls
                 fa_ids_out_of_range(<const uint64_t*>self.users.val_ptr, 1, self.n_users)
                 | fa_ids_out_of_range(<const uint64_t*>self.pos.val_ptr, 1, self.n_items)
