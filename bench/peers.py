@@ -118,8 +118,8 @@ def bpr_rows(quick):
     by_threads = {}
     for row in result["rows"]:
         by_threads.setdefault(row["threads"], {})[row["library"]] = row
-    return [{"workload": f"BPR.fit k={implicit_bpr.DIM}, {implicit_bpr.FASTAD_FITS[name]} triple(s) a "
-                         f"step, {threads} thread(s), sampling included, vs implicit "
+    return [{"workload": f"BPR.fit k={implicit_bpr.DIM}, {implicit_bpr.describe(name)}, "
+                         f"{threads} thread(s), sampling included, vs implicit "
                          f"(precision@10 {pair[name]['precision@10']:.3f} vs "
                          f"{pair['implicit']['precision@10']:.3f}, AUC {pair[name]['auc']:.3f} vs "
                          f"{pair['implicit']['auc']:.3f})",
