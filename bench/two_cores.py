@@ -77,9 +77,10 @@ def measure(quick=False, rounds=None):
     with "one_thread" and "two_threads", and the fit's "samples"}, the four alternated; batch
     None is implicit's fit, when implicit is installed."""
     import implicit_bpr
-    users, items, epochs = implicit_bpr.sizes()     # full size even when quick: the quick data's fits
-    #                                                 are too short to show what a second core gives
-    train, _ = implicit_bpr.training_likes(users, items)
+    users, items, per_user, epochs = implicit_bpr.sizes()   # full size even when quick: the quick
+    #                                                         data's fits are too short to show what a
+    #                                                         second core gives
+    train, _ = implicit_bpr.training_likes(users, items, per_user)
     rounds = rounds or (2 if quick else 5)
     out = {}
     for batch in BATCHES + ((None,) if implicit_bpr.skip_reason() is None else ()):
