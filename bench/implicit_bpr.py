@@ -9,7 +9,7 @@ sampling rule and starting point: negatives drawn in proportion to their
 interactions (implicit takes the item of a random interaction;
 `negatives="popularity"`), factors and item biases drawn uniformly in
 [-0.5, 0.5) / dim (from N(0, 1 / (dim sqrt 12)) factors and zero biases,
-fastad's test AUC came out about 0.001 below implicit's over three seeds).
+fastad's test AUC came out about 0.001 below implicit's over three seeds on 10,000 x 3,000).
 implicit skips a negative the user liked, fastad
 draws another (skipping instead, in a numpy-sampled run over four seeds, moved the AUC by
 at most 0.0003). Fits are alternated in one process;
@@ -19,7 +19,7 @@ factors scored the same way). implicit adds an item-bias column to its
 factors; fastad runs with `biases=True` to match, and also (one triple a step) without,
 as `BPR` does by default and as the five-line model `-logsigmoid(U[u] . (V[i] - V[j]))`
 is written: on this planted data the item biases raise precision@10 and lower the AUC
-(at 20,000 x 5,000, one thread: precision@10 0.110-0.112 with them on both sides, 0.092
+(at 20,000 x 5,000: precision@10 0.108-0.112 with them on both sides, 0.090-0.092
 without; AUC 0.853 with them, 0.871 without).
 
 Not a test: the comparison is skipped, with the reason, when implicit is not
