@@ -60,15 +60,28 @@ def test_gradients_match_finite_differences():
         rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=5))
 
 
-def test_matches_pytorch():
+LOSSES = {  # name: (the loss of the margins, its reduction)
+    "ranking_margin": (lambda U, users, V, pos, neg, b:
+                       -fa.sum(fa.logsigmoid(fa.ranking_margin(U, users, V, pos, neg, item_bias=b))), "sum"),
+    "ranking_loss mean": (lambda U, users, V, pos, neg, b:
+                          fa.ranking_loss(U, users, V, pos, neg, item_bias=b), "mean"),
+    "ranking_loss sum": (lambda U, users, V, pos, neg, b:
+                         fa.ranking_loss(U, users, V, pos, neg, item_bias=b, reduction="sum"), "sum"),
+}
+
+
+@pytest.mark.parametrize("build", sorted(LOSSES))
+def test_matches_pytorch(build):
     torch = pytest.importorskip("torch")
     U, V, b = tables(f64=True)
     users, pos, neg = IDS["rows"]
-    loss = -fa.sum(fa.logsigmoid(fa.ranking_margin(U, users, V, pos, neg, item_bias=b)))
+    make, reduction = LOSSES[build]
+    loss = make(U, users, V, pos, neg, b)
     loss.backward()
     tU, tV, tb = (torch.tensor(p.value.copy(), requires_grad=True) for p in (U, V, b))
     t_margin = (tU[users] * (tV[pos] - tV[neg])).sum(-1) + (tb[pos] - tb[neg])[:, 0]
-    t_loss = -torch.nn.functional.logsigmoid(t_margin).sum()
+    t_losses = -torch.nn.functional.logsigmoid(t_margin)
+    t_loss = t_losses.mean() if reduction == "mean" else t_losses.sum()
     t_loss.backward()
     np.testing.assert_allclose(loss.value, t_loss.item(), rtol=1e-12)
     for ours, theirs in ((U, tU), (V, tV), (b, tb)):
@@ -103,11 +116,25 @@ def test_tables_that_are_not_parameters_get_dense_gradients_or_none():
     assert np.any(fused_item_grad)
 
 
-def test_replay_after_set_value_reads_the_new_ids_and_rows():
+def margin_and_its_sum(U, users, V, pos, neg, b):
+    margin = fa.ranking_margin(U, users, V, pos, neg, item_bias=b)
+    return margin, fa.sum(margin)
+
+
+def summed_loss_twice(U, users, V, pos, neg, b):
+    loss = fa.ranking_loss(U, users, V, pos, neg, item_bias=b, reduction="sum")
+    return loss, loss
+
+
+#: name: the node of the triples and the loss backpropagated from it
+REPLAYED = {"ranking_margin": margin_and_its_sum, "ranking_loss": summed_loss_twice}
+
+
+@pytest.mark.parametrize("op", sorted(REPLAYED))
+def test_replay_after_set_value_reads_the_new_ids_and_rows(op):
     U, V, b = tables()
     users, pos, neg = fa.IndexInput([0, 1]), fa.IndexInput([2, 3]), fa.IndexInput([4, 4])
-    margin = fa.ranking_margin(U, users, V, pos, neg, item_bias=b)
-    loss = fa.sum(margin)
+    node, loss = REPLAYED[op](U, users, V, pos, neg, b)
     users.set_value([5, 5])
     pos.set_value([0, 1])
     V.set_value(V.value * 2)
@@ -115,9 +142,9 @@ def test_replay_after_set_value_reads_the_new_ids_and_rows():
     loss.backward()
     U2, V2, b2 = tables()
     V2.set_value(V2.value * 2)
-    fresh = fa.ranking_margin(U2, [5, 5], V2, [0, 1], [4, 4], item_bias=b2)
-    fa.sum(fresh).backward()
-    np.testing.assert_array_equal(margin.value, fresh.value)
+    fresh, fresh_loss = REPLAYED[op](U2, [5, 5], V2, [0, 1], [4, 4], b2)
+    fresh_loss.backward()
+    np.testing.assert_array_equal(node.value, fresh.value)
     for ours, theirs in ((U, U2), (V, V2), (b, b2)):
         np.testing.assert_array_equal(ours.grad, theirs.grad)
 
@@ -216,6 +243,14 @@ def test_bpr_model_loss_is_one_ranking_loss_node():
      "user_table must be a fastad Variable, got ndarray"),
     (lambda U, V, b: fa.ranking_margin(U, [0], V, fa.Input([0.0]), [1]), TypeError,
      "pos must be an IndexInput or integers, got a float Variable"),
+    (lambda U, V, b: fa.ranking_loss(U, [0], V, [0], [1], reduction="avg"), ValueError,
+     "ranking_loss: reduction must be 'mean', 'sum' or 'none', got 'avg'"),
+    (lambda U, V, b: fa.ranking_loss(U, [0], V, [0], [7]), IndexError,
+     "ranking_loss: id 7 at position 0 of the IndexInput is out of range for a table with 5 rows"),
+    (lambda U, V, b: fa.ranking_loss(U, [0, 1], V, [0], [1]), ValueError,
+     r"ranking_loss: users, pos and neg must have one shape"),
+    (lambda U, V, b: fa.ranking_loss(U.value, [0], V, [0], [1]), TypeError,
+     "ranking_loss: user_table must be a fastad Variable, got ndarray"),
 ])
 def test_bad_input_is_a_clear_error_and_changes_nothing(make, error, message):
     U, V, b = tables()
@@ -272,30 +307,38 @@ def test_an_id_made_bad_between_forward_and_backward_fails_the_backward_before_a
         assert not np.any(p.grad)
 
 
-@pytest.mark.parametrize("bias_shape", [None, (5,), (5, 1)])
-def test_on_a_device_it_is_the_composed_ops(bias_shape):
-    """Run by the kernel emulator (no GPU needed): the device result is the CPU's."""
+def assert_device_matches_cpu(arrays, build):
+    """Run by the kernel emulator (no GPU needed): `build(params, ids, device)`, the output and
+    the scalar to backpropagate, gives on the device the CPU's output and gradients."""
     from fastad.cuda import backend
     backend.set_emulation(True)
     try:
-        rng = np.random.default_rng(3)
-        arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4))]
-        if bias_shape is not None:
-            arrays.append(rng.normal(size=bias_shape))
-        users, pos, neg = IDS["rows"]
         results = []
         for device in (None, "cuda"):
             params = [fa.Parameter(a, dtype=np.float64, device=device) for a in arrays]
-            ids = [fa.IndexInput(i, device=device) for i in (users, pos, neg)]
-            margin = fa.ranking_margin(params[0], ids[0], params[1], ids[1], ids[2],
-                                       item_bias=params[2] if bias_shape else None)
-            fa.sum(margin * fa.Input(np.arange(1.0, 5.0), dtype=np.float64, device=device)).backward()
-            results.append([margin.numpy()] + [backend.to_host(p.grad) if device else p.grad
-                                               for p in params])
+            ids = [fa.IndexInput(i, device=device) for i in IDS["rows"]]
+            out, scalar = build(params, ids, device)
+            scalar.backward()
+            results.append([out.numpy()] + [backend.to_host(p.grad) if device else p.grad
+                                            for p in params])
         for cpu, dev in zip(*results):
             np.testing.assert_allclose(dev, cpu, rtol=1e-12, atol=1e-13)
     finally:
         backend.set_emulation(None)
+
+
+@pytest.mark.parametrize("bias_shape", [None, (5,), (5, 1)])
+def test_on_a_device_it_is_the_composed_ops(bias_shape):
+    rng = np.random.default_rng(3)
+    arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4))]
+    if bias_shape is not None:
+        arrays.append(rng.normal(size=bias_shape))
+
+    def build(params, ids, device):
+        margin = fa.ranking_margin(params[0], ids[0], params[1], ids[1], ids[2],
+                                   item_bias=params[2] if bias_shape else None)
+        return margin, fa.sum(margin * fa.Input(np.arange(1.0, 5.0), dtype=np.float64, device=device))
+    assert_device_matches_cpu(arrays, build)
 
 
 # ---------------------------------------------------------------- ranking_loss
@@ -336,78 +379,13 @@ def test_ranking_loss_gradients_match_finite_differences():
                                                                reduction="none") * weights), *start)
 
 
-@pytest.mark.parametrize("reduction", ["mean", "sum"])
-def test_ranking_loss_matches_pytorch(reduction):
-    torch = pytest.importorskip("torch")
-    U, V, b = tables(f64=True)
-    users, pos, neg = IDS["rows"]
-    loss = fa.ranking_loss(U, users, V, pos, neg, item_bias=b, reduction=reduction)
-    loss.backward()
-    tU, tV, tb = (torch.tensor(p.value.copy(), requires_grad=True) for p in (U, V, b))
-    t_margin = (tU[users] * (tV[pos] - tV[neg])).sum(-1) + (tb[pos] - tb[neg])[:, 0]
-    t_losses = -torch.nn.functional.logsigmoid(t_margin)
-    t_loss = t_losses.mean() if reduction == "mean" else t_losses.sum()
-    t_loss.backward()
-    np.testing.assert_allclose(loss.value, t_loss.item(), rtol=1e-12)
-    for ours, theirs in ((U, tU), (V, tV), (b, tb)):
-        np.testing.assert_allclose(ours.grad, theirs.grad.numpy(), rtol=1e-10, atol=1e-12)
-
-
-def test_ranking_loss_replays_after_set_value():
-    U, V, b = tables()
-    users, pos, neg = fa.IndexInput([0, 1]), fa.IndexInput([2, 3]), fa.IndexInput([4, 4])
-    loss = fa.ranking_loss(U, users, V, pos, neg, item_bias=b, reduction="sum")
-    users.set_value([5, 5])
-    V.set_value(V.value * 2)
-    loss.forward()
-    loss.backward()
-    U2, V2, b2 = tables()
-    V2.set_value(V2.value * 2)
-    fresh = fa.ranking_loss(U2, [5, 5], V2, [2, 3], [4, 4], item_bias=b2, reduction="sum")
-    fresh.backward()
-    np.testing.assert_array_equal(loss.value, fresh.value)
-    for ours, theirs in ((U, U2), (V, V2), (b, b2)):
-        np.testing.assert_array_equal(ours.grad, theirs.grad)
-
-
-@pytest.mark.parametrize("make, error, message", [
-    (lambda U, V, b: fa.ranking_loss(U, [0], V, [0], [1], reduction="avg"), ValueError,
-     "ranking_loss: reduction must be 'mean', 'sum' or 'none', got 'avg'"),
-    (lambda U, V, b: fa.ranking_loss(U, [0], V, [0], [7]), IndexError,
-     "ranking_loss: id 7 at position 0 of the IndexInput is out of range for a table with 5 rows"),
-    (lambda U, V, b: fa.ranking_loss(U, [0, 1], V, [0], [1]), ValueError,
-     r"ranking_loss: users, pos and neg must have one shape"),
-    (lambda U, V, b: fa.ranking_loss(U.value, [0], V, [0], [1]), TypeError,
-     "ranking_loss: user_table must be a fastad Variable, got ndarray"),
-])
-def test_ranking_loss_bad_input_is_a_clear_error_and_changes_nothing(make, error, message):
-    U, V, b = tables()
-    before = [p.value.copy() for p in (U, V, b)]
-    with pytest.raises(error, match=message):
-        make(U, V, b)
-    for p, value in zip((U, V, b), before):
-        np.testing.assert_array_equal(p.value, value)
-
-
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_ranking_loss_on_a_device_is_the_composed_ops(reduction):
-    """Run by the kernel emulator (no GPU needed): the device result is the CPU's."""
-    from fastad.cuda import backend
-    backend.set_emulation(True)
-    try:
-        rng = np.random.default_rng(3)
-        arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4)), rng.normal(size=5)]
-        users, pos, neg = IDS["rows"]
-        results = []
-        for device in (None, "cuda"):
-            params = [fa.Parameter(a, dtype=np.float64, device=device) for a in arrays]
-            ids = [fa.IndexInput(i, device=device) for i in (users, pos, neg)]
-            loss = fa.ranking_loss(params[0], ids[0], params[1], ids[1], ids[2], item_bias=params[2],
-                                   reduction=reduction)
-            fa.sum(loss * 1.5).backward()
-            results.append([loss.numpy()] + [backend.to_host(p.grad) if device else p.grad
-                                             for p in params])
-        for cpu, dev in zip(*results):
-            np.testing.assert_allclose(dev, cpu, rtol=1e-12, atol=1e-13)
-    finally:
-        backend.set_emulation(None)
+    rng = np.random.default_rng(3)
+    arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4)), rng.normal(size=5)]
+
+    def build(params, ids, device):
+        loss = fa.ranking_loss(params[0], ids[0], params[1], ids[1], ids[2], item_bias=params[2],
+                               reduction=reduction)
+        return loss, fa.sum(loss * 1.5)
+    assert_device_matches_cpu(arrays, build)
