@@ -45,11 +45,14 @@ cdef extern from *:
     typedef struct { int32_t user, item; } fa_pair;
     /* Ask for the cache line holding p (for reading, kept in every level) without waiting. */
     static inline void fa_prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
+    /* The same, for a line about to be written: loaded in a state this core may write. */
+    static inline void fa_prefetch_for_write(const void* p) { __builtin_prefetch(p, 1, 3); }
     """
     ctypedef struct fa_pair:
         int32_t user
         int32_t item
     void fa_prefetch(const void* p) noexcept nogil
+    void fa_prefetch_for_write(const void* p) noexcept nogil
 
 cdef int64_t INT32_LIMIT = 2147483647      # the largest user or item id count PairwiseSampler holds
 
@@ -220,6 +223,43 @@ cdef class Sampler:
         """
         return tuple(self.largest_id(k) for k in range(len(self.leaves)))
 
+    cdef int set_row_prefetches(self, list targets) except -1:
+        """Load rows ahead for `targets`, (leaf index, table array) pairs: each table's row
+        of the next example's id in that leaf, wherever the sampler knows it one example
+        ahead (`prefetch_rows`). The tables are borrowed: `fastad.train` sets them for its
+        run and clears them (an empty list) at its end. The first MAX_ROW_PREFETCHES are
+        kept; prefetching more rows than that would only evict what the step is using."""
+        cdef Py_ssize_t leaf
+        cdef cnp.ndarray table
+        self.n_row_prefetches = 0
+        for leaf, table in targets[:MAX_ROW_PREFETCHES]:
+            self.row_prefetches[self.n_row_prefetches].base = <const char*>cnp.PyArray_DATA(table)
+            self.row_prefetches[self.n_row_prefetches].row_bytes = table.nbytes // table.shape[0]
+            self.row_prefetches[self.n_row_prefetches].leaf = leaf
+            self.n_row_prefetches += 1
+        return 0
+
+    def _row_prefetch_targets(self):
+        """The tables it loads rows of ahead, as (leaf index, table address, row bytes):
+        those `fastad.train` set for the run in progress, else none (for checks)."""
+        return [(self.row_prefetches[t].leaf, <size_t>self.row_prefetches[t].base,
+                 self.row_prefetches[t].row_bytes) for t in range(self.n_row_prefetches)]
+
+    cdef void prefetch_rows(self, Py_ssize_t leaf, int64_t row) noexcept nogil:
+        """Start loading, for writing, the cache lines of row `row` of each table that
+        `leaf`'s ids select (the graph's gathers read and then update them)."""
+        cdef int t
+        cdef const char* line
+        cdef const char* end
+        for t in range(self.n_row_prefetches):
+            if self.row_prefetches[t].leaf == leaf:
+                line = self.row_prefetches[t].base + row * self.row_prefetches[t].row_bytes
+                end = line + self.row_prefetches[t].row_bytes
+                line = <const char*>(<size_t>line & ~(<size_t>63))
+                while line < end:
+                    fa_prefetch_for_write(line)
+                    line += 64
+
 
 # ---------------------------------------------------------------- rows of given arrays
 
@@ -269,6 +309,8 @@ cdef class FeedSampler(Sampler):
     cdef char** dst
     cdef Py_ssize_t* width
     cdef Py_ssize_t* stride
+    cdef Py_ssize_t* prefetched_ids   # per feed: the ids of the next row whose table rows are
+                                      # loaded ahead (its leaf's size, or 0: see set_row_prefetches)
     cdef Py_ssize_t n_feeds, n_rows, shard_rows, row
     cdef bint shuffle
 
@@ -277,6 +319,7 @@ cdef class FeedSampler(Sampler):
         PyMem_Free(self.dst)
         PyMem_Free(self.width)
         PyMem_Free(self.stride)
+        PyMem_Free(self.prefetched_ids)
 
     def __init__(self, feeds, shuffle=False, seed=None, rank=0, workers=1):
         who = "FeedSampler"
@@ -305,11 +348,14 @@ cdef class FeedSampler(Sampler):
         self.dst = <char**>PyMem_Malloc(self.n_feeds * sizeof(char*))
         self.width = <Py_ssize_t*>PyMem_Malloc(self.n_feeds * sizeof(Py_ssize_t))
         self.stride = <Py_ssize_t*>PyMem_Malloc(self.n_feeds * sizeof(Py_ssize_t))
-        if self.src == NULL or self.dst == NULL or self.width == NULL or self.stride == NULL:
+        self.prefetched_ids = <Py_ssize_t*>PyMem_Malloc(self.n_feeds * sizeof(Py_ssize_t))
+        if self.src == NULL or self.dst == NULL or self.width == NULL or self.stride == NULL \
+                or self.prefetched_ids == NULL:
             raise MemoryError()
         for k in range(self.n_feeds):
             self.dst[k] = (<Variable>self.leaves[k]).val_ptr
             self.width[k] = (<Variable>self.leaves[k]).size * (<cnp.ndarray>self.arrays[k]).itemsize
+            self.prefetched_ids[k] = 0
         self.begin_epoch(0)
 
     @property
@@ -335,8 +381,21 @@ cdef class FeedSampler(Sampler):
                 self.stride[k] = self.workers * self.width[k]
         return 0
 
+    cdef int set_row_prefetches(self, list targets) except -1:
+        """As Sampler's; the ids of a feed whose leaf a target names are its row's ids
+        (an IndexInput's feed: int64)."""
+        cdef int t
+        Sampler.set_row_prefetches(self, targets)
+        for t in range(self.n_feeds):
+            self.prefetched_ids[t] = 0
+        for t in range(self.n_row_prefetches):
+            self.prefetched_ids[self.row_prefetches[t].leaf] = (
+                <Variable>self.leaves[self.row_prefetches[t].leaf]).size
+        return 0
+
     cdef bint next_example(self) noexcept nogil:
-        cdef Py_ssize_t k
+        cdef Py_ssize_t k, j
+        cdef const int64_t* ids
         if self.row >= self.shard_rows:
             return False
         for k in range(self.n_feeds):
@@ -346,6 +405,11 @@ cdef class FeedSampler(Sampler):
                 memcpy(self.dst[k], self.src[k] + self.row * self.stride[k], self.width[k])
         self.row += 1
         self.epoch_examples += 1
+        if self.n_row_prefetches and self.row < self.shard_rows:     # the next row's table rows
+            for k in range(self.n_feeds):
+                ids = <const int64_t*>(self.src[k] + self.row * self.stride[k])
+                for j in range(self.prefetched_ids[k]):
+                    self.prefetch_rows(k, ids[j])
         return True
 
     cdef double epoch_progress(self) noexcept nogil:
@@ -599,7 +663,9 @@ cdef class PairwiseSampler(Sampler):
     one (user, item) pair, so a draw reads one cache line. The interactions of an
     example are drawn two calls ahead and read one call ahead, with prefetches, so
     their cache misses overlap the training step between calls; each epoch still
-    draws exactly `examples` examples.
+    draws exactly `examples` examples. Under `fastad.train`, reading them ahead also
+    starts loading the rows of the graph's tables that the example's ids select
+    (U[user], V[item] and V[candidate negative], biases: see `_row_sources`).
 
     >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
     >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
@@ -611,8 +677,8 @@ cdef class PairwiseSampler(Sampler):
     cdef const fa_pair* pairs
     cdef object ahead_array, next_array, ahead_noise_array, next_noise_array
     cdef int64_t* ahead_k             # the interactions drawn for the example after next
-    cdef int64_t* ahead_noise_k       # with popularity negatives, the interactions whose items
-                                      # are its first negative candidates
+    cdef int64_t* ahead_noise_k       # its first negative candidates: by popularity the interactions
+                                      # whose items they are, else the items
     cdef fa_pair* next_pairs          # the next example's (user, item) pairs, read ahead
     cdef int32_t* next_noise          # and its first negative candidates
     cdef bint primed                  # whether those hold this epoch's next examples
@@ -728,8 +794,9 @@ cdef class PairwiseSampler(Sampler):
     @cython.final
     cdef void draw_ahead(self) noexcept nogil:
         """Draw the interactions of the example after next (an interaction uniformly, or a
-        user uniformly and then one of theirs; by popularity, also the interactions whose
-        items are its negative candidates) and start loading their pairs."""
+        user uniformly and then one of theirs) and its negative candidates (an item
+        uniformly, or by popularity the item of an interaction drawn uniformly), and start
+        loading their pairs."""
         cdef Py_ssize_t b
         cdef int64_t k, user
         for b in range(self.batch):
@@ -744,24 +811,30 @@ cdef class PairwiseSampler(Sampler):
                 k = fa_rng_below(&self.rng, self.nnz)
                 self.ahead_noise_k[b] = k
                 fa_prefetch(&self.pairs[k])
+            else:
+                self.ahead_noise_k[b] = fa_rng_below(&self.rng, self.n_items)
 
     @cython.final
     cdef void read_ahead(self) noexcept nogil:
         """Read the pairs drawn by draw_ahead (loaded since) as the next example's, and
-        start loading each user's items, where `negative` searches."""
+        start loading each user's items, where `negative` searches, and the table rows
+        its ids select."""
         cdef Py_ssize_t b
         cdef fa_pair pair
         cdef int64_t start, end
         for b in range(self.batch):
             pair = self.pairs[self.ahead_k[b]]
             self.next_pairs[b] = pair
-            if self.by_popularity:
-                self.next_noise[b] = self.pairs[self.ahead_noise_k[b]].item
+            self.next_noise[b] = (self.pairs[self.ahead_noise_k[b]].item if self.by_popularity
+                                  else <int32_t>self.ahead_noise_k[b])
             start = self.indptr[pair.user]
             end = self.indptr[pair.user + 1]        # > start: the user has this interaction
             fa_prefetch(&self.indices[start])
             fa_prefetch(&self.indices[(start + end) >> 1])     # the binary search's first probe
             fa_prefetch(&self.indices[end - 1])
+            self.prefetch_rows(0, pair.user)
+            self.prefetch_rows(1, pair.item)
+            self.prefetch_rows(2, self.next_noise[b])
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.primed = False         # the epoch's first example draws its own interactions
@@ -785,15 +858,13 @@ cdef class PairwiseSampler(Sampler):
         for b in range(self.batch):
             self.out_users[b] = self.next_pairs[b].user
             self.out_pos[b] = self.next_pairs[b].item
-            if self.by_popularity:
-                self.out_neg[b] = self.next_noise[b]      # read ahead: read_ahead overwrites it
+            self.out_neg[b] = self.next_noise[b]      # read ahead: read_ahead overwrites it
         if left > 1:
             self.read_ahead()
             if left > 2:
                 self.draw_ahead()
         for b in range(self.batch):
-            self.out_neg[b] = self.negative(self.out_users[b], self.out_neg[b] if self.by_popularity
-                                            else fa_rng_below(&self.rng, self.n_items))
+            self.out_neg[b] = self.negative(self.out_users[b], self.out_neg[b])
         self.epoch_examples += 1
         return True
 

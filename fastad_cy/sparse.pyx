@@ -264,6 +264,11 @@ cdef class Take(Variable):
     cdef double max_norm              # rows longer than this are renormalised on lookup; 0: never
     cdef double norm_type
 
+    def _row_sources(self):
+        """(ids, table) for each table this node gathers rows of: what the training loop
+        prefetches for the next example (see Sampler.set_row_prefetches)."""
+        return [(self.ix, self.table)]
+
     cdef int run_forward(self) except -1 nogil:
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
         cdef Py_ssize_t k, n = self.ix.size, width = self.row_bytes
@@ -372,6 +377,13 @@ cdef class RankingMargin(Variable):
     cdef char* exp_of_margins_ptr
     cdef char* ones_ptr
     cdef char* coefs_ptr
+
+    def _row_sources(self):
+        """(ids, table) for each table this node gathers rows of (see Take._row_sources)."""
+        sources = [(self.users, self.user_table), (self.pos, self.item_table), (self.neg, self.item_table)]
+        if self.item_bias is not None:
+            sources += [(self.pos, self.item_bias), (self.neg, self.item_bias)]
+        return sources
 
     cdef int run_forward(self) except -1 nogil:
         cdef char* margins = self.margins_ptr if self.logistic else self.val_ptr
@@ -516,6 +528,10 @@ cdef class GatherDot(Variable):
     cdef char* b_rows_ptr
     cdef char* a_grads_ptr
     cdef char* scratch_ptr
+
+    def _row_sources(self):
+        """(ids, table) for each table this node gathers rows of (see Take._row_sources)."""
+        return [(self.a_ids, self.a_table), (self.b_ids, self.b_table)]
 
     cdef int run_forward(self) except -1 nogil:
         self._check_ids()

@@ -128,6 +128,21 @@ cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
             and not (<Parameter>p).on_device]
 
 
+cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
+    """(leaf index, table array) for each host table that a row gather of the graph reads
+    by one of the sampler's leaves: the rows the sampler loads ahead for the next example."""
+    position = {id(leaf): k for k, leaf in enumerate(sampler.leaves)}
+    targets, seen = [], set()
+    for node in plan.fwd + [root]:
+        if type(node) in _ROW_GATHERS:
+            for ids, table in node._row_sources():
+                key = (position.get(id(ids)), id(table))
+                if key[0] is not None and not (<Variable>table).on_device and key not in seen:
+                    seen.add(key)
+                    targets.append((key[0], (<Variable>table)._value))
+    return targets
+
+
 cdef struct Loop:
     # One run of `train`: its settings and counters (the objects are borrowed: train holds them).
     PyObject* python_optimizer   # any object with step() and zero_grad(), when not a fastad one
@@ -275,6 +290,7 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
     cdef list applied = _updated_as_produced(plan, root, fast_opt) if fast_opt is not None else []
     cdef Parameter param
     try:
+        sampler.set_row_prefetches(_row_prefetches(plan, root, sampler))
         optimizer.zero_grad()
         for param in applied:
             param.apply_lr = &fast_opt._lr
@@ -289,6 +305,7 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
         # Name the example (a bad id, a NaN); the examples before it have been applied.
         raise type(err)(f"train: epoch {epoch}, {sampler.where()}: {err}") from err
     finally:
+        sampler.set_row_prefetches([])
         for param in applied:
             param.apply_lr = NULL
         if lr_schedule is not None:

@@ -511,3 +511,55 @@ def test_linear_decay_over_the_run_ends_at_min_lr_and_bad_schedules_are_named():
         fa.train(loss, opt, {x: np.ones((3, 1))}, lr_schedule=object())
     with pytest.raises(ValueError, match="schedule_every"):
         fa.train(loss, opt, {x: np.ones((3, 1))}, lr_schedule=decay, schedule_every=0)
+
+
+# ---------------------------------------------------------------- rows loaded ahead
+
+def table(param):
+    """A table as rows_loaded_ahead names it, without its leaf: (address, row bytes)."""
+    return param.value.ctypes.data, param.value[0].nbytes
+
+
+def rows_loaded_ahead(loss, opt, sampler):
+    """The (leaf index, table address, row bytes) of the tables whose rows the sampler loads
+    ahead while fa.train runs it (read by a progress callback), and those after the run."""
+    during = []
+    fa.train(loss, opt, sampler, report_every=1,
+             progress=lambda done: during.append(sampler._row_prefetch_targets()))
+    return set(during[0]), sampler._row_prefetch_targets()
+
+
+def test_the_loop_loads_ahead_the_rows_each_leaf_selects_and_lets_them_go_after():
+    rng = np.random.default_rng(0)
+    U, V = (fa.Parameter(rng.normal(size=(n, 8)), dtype=np.float32) for n in (30, 40))
+    b = fa.Parameter(np.zeros((40, 1)), dtype=np.float32)
+    u, i, j = ids(), ids(), ids()
+    loss = fa.ranking_loss(U, u, V, i, j, item_bias=b)
+    sampler = PairwiseSampler(random_interactions(), u, i, j, seed=0, examples=3)
+    during, after = rows_loaded_ahead(loss, fa.optim.SGD([U, V, b], lr=0.1), sampler)
+    assert table(U)[1] == 32 and table(b)[1] == 4
+    assert during == {(0, *table(U)), (1, *table(V)), (2, *table(V)), (1, *table(b)), (2, *table(b))}
+    assert after == []
+    # The composed model: three gathers.
+    U, V, (u, i, j), loss = bpr_graph(30, 40)
+    sampler = PairwiseSampler(random_interactions(), u, i, j, seed=0, examples=3)
+    during, after = rows_loaded_ahead(loss, fa.optim.SGD([U, V], lr=0.1), sampler)
+    assert during == {(0, *table(U)), (1, *table(V)), (2, *table(V))} and after == []
+    # Feeds: only an IndexInput that a gather reads by; an Input selects no rows.
+    W = fa.Parameter(np.ones((6, 3)))
+    x, ix = fa.Input(np.ones(1)), ids(2)
+    sampler = FeedSampler({x: np.ones(4), ix: np.array([[0, 5], [1, 2], [5, 5], [3, 4]])})
+    during, after = rows_loaded_ahead(fa.sum(W[ix]) * fa.sum(x), fa.optim.SGD([W], lr=0.1), sampler)
+    assert during == {(1, *table(W))} and after == []
+
+
+def test_rows_loaded_ahead_are_let_go_when_the_loop_fails():
+    U, V, (u, i, j), loss = bpr_graph(30, 40)
+    sampler = PairwiseSampler(random_interactions(), u, i, j, seed=0, examples=3)
+
+    def fail(done):
+        raise RuntimeError("stopped by progress")
+
+    with pytest.raises(RuntimeError, match="stopped by progress"):
+        fa.train(loss, fa.optim.SGD([U, V], lr=0.1), sampler, progress=fail, report_every=1)
+    assert sampler._row_prefetch_targets() == []
