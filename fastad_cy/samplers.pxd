@@ -20,12 +20,14 @@ cdef struct RowPrefetch:
 
 cdef enum:
     MAX_ROW_PREFETCHES = 8
+    MAX_PREFETCHED_LEAVES = 8         # a leaf past these gets no rows loaded ahead
 
 
 cdef class Sampler:
     cdef fa_rng rng
-    cdef RowPrefetch row_prefetches[MAX_ROW_PREFETCHES]   # set by fastad.train for its run
+    cdef RowPrefetch row_prefetches[MAX_ROW_PREFETCHES]   # set by fastad.train for its run, by leaf
     cdef int n_row_prefetches
+    cdef int leaf_prefetches[MAX_PREFETCHED_LEAVES + 1]   # leaf k's: [leaf_prefetches[k], [k + 1])
     cdef readonly tuple leaves            # the leaves it fills, in the order of its arguments
     cdef readonly Py_ssize_t rank, workers
     cdef readonly Py_ssize_t epoch_examples   # examples drawn in the current (or last) epoch

@@ -227,16 +227,26 @@ cdef class Sampler:
         """Load rows ahead for `targets`, (leaf index, table array) pairs: each table's row
         of the next example's id in that leaf, wherever the sampler knows it one example
         ahead (`prefetch_rows`). The tables are borrowed: `fastad.train` sets them for its
-        run and clears them (an empty list) at its end. The first MAX_ROW_PREFETCHES are
-        kept; prefetching more rows than that would only evict what the step is using."""
+        run and clears them (an empty list) at its end. Only the first MAX_ROW_PREFETCHES
+        targets of the first MAX_PREFETCHED_LEAVES leaves are kept: loading more rows
+        ahead than that would evict what the current step is using."""
         cdef Py_ssize_t leaf
         cdef cnp.ndarray table
-        self.n_row_prefetches = 0
-        for leaf, table in targets[:MAX_ROW_PREFETCHES]:
-            self.row_prefetches[self.n_row_prefetches].base = <const char*>cnp.PyArray_DATA(table)
-            self.row_prefetches[self.n_row_prefetches].row_bytes = table.nbytes // table.shape[0]
-            self.row_prefetches[self.n_row_prefetches].leaf = leaf
-            self.n_row_prefetches += 1
+        cdef int t = 0, k
+        kept = sorted([(leaf, table) for leaf, table in targets
+                       if leaf < MAX_PREFETCHED_LEAVES and table.ndim and table.nbytes]
+                      [:MAX_ROW_PREFETCHES], key=lambda target: target[0])
+        for leaf, table in kept:
+            self.row_prefetches[t].base = <const char*>cnp.PyArray_DATA(table)
+            self.row_prefetches[t].row_bytes = table.nbytes // table.shape[0]
+            self.row_prefetches[t].leaf = leaf
+            t += 1
+        self.n_row_prefetches = t
+        t = 0
+        for k in range(MAX_PREFETCHED_LEAVES + 1):      # where each leaf's targets begin
+            while t < self.n_row_prefetches and self.row_prefetches[t].leaf < k:
+                t += 1
+            self.leaf_prefetches[k] = t
         return 0
 
     def _row_prefetch_targets(self):
@@ -249,16 +259,16 @@ cdef class Sampler:
         """Start loading, for writing, the cache lines of row `row` of each table that
         `leaf`'s ids select (the graph's gathers read and then update them)."""
         cdef int t
-        cdef const char* line
-        cdef const char* end
-        for t in range(self.n_row_prefetches):
-            if self.row_prefetches[t].leaf == leaf:
-                line = self.row_prefetches[t].base + row * self.row_prefetches[t].row_bytes
-                end = line + self.row_prefetches[t].row_bytes
-                line = <const char*>(<size_t>line & ~(<size_t>63))
-                while line < end:
-                    fa_prefetch_for_write(line)
-                    line += 64
+        cdef size_t line, last
+        if leaf >= MAX_PREFETCHED_LEAVES:
+            return
+        for t in range(self.leaf_prefetches[leaf], self.leaf_prefetches[leaf + 1]):
+            line = <size_t>(self.row_prefetches[t].base + row * self.row_prefetches[t].row_bytes)
+            last = (line + <size_t>self.row_prefetches[t].row_bytes - 1) & ~(<size_t>63)
+            line &= ~(<size_t>63)
+            while line <= last:
+                fa_prefetch_for_write(<const void*>line)
+                line += 64
 
 
 # ---------------------------------------------------------------- rows of given arrays

@@ -563,3 +563,12 @@ def test_rows_loaded_ahead_are_let_go_when_the_loop_fails():
     with pytest.raises(RuntimeError, match="stopped by progress"):
         fa.train(loss, fa.optim.SGD([U, V], lr=0.1), sampler, progress=fail, report_every=1)
     assert sampler._row_prefetch_targets() == []
+
+
+@pytest.mark.parametrize("rows,width,ids_per_example", [(0, 3, 0), (4, 0, 1)])
+def test_empty_tables_train_with_nothing_to_load_ahead(rows, width, ids_per_example):
+    W = fa.Parameter(np.zeros((rows, width)))
+    ix = ids(ids_per_example)
+    sampler = FeedSampler({ix: np.zeros((2, ids_per_example), dtype=np.int64)})
+    during, after = rows_loaded_ahead(fa.sum(W[ix]), fa.optim.SGD([W], lr=0.1), sampler)
+    assert during == set() and after == []
