@@ -53,7 +53,7 @@ from fastad_cy.graph import register_shared_handles
 from fastad_cy.sparse import add_grad, grad_mode, scale_grad
 
 __all__ = ["share", "run", "sync_step", "report", "progress_bar", "SharedArray", "SharedArrays",
-           "WorkerError"]
+           "InProcessArray", "InProcessArrays", "WorkerError"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -280,13 +280,7 @@ class SharedArray:
         temp = f"{name}~{os.getpid()}_{threading.get_ident()}"   # '~' is never in a key
         mapping = _create_segment(temp, self._array.nbytes)
         try:
-            array = _view(mapping, self.shape, self.dtype)
-            try:
-                array[...] = fill
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
-                                 f"{self.shape} and dtype {self.dtype} with a fill of shape "
-                                 f"{np.shape(fill)}: {exc}") from None
+            array = self._filled(_view(mapping, self.shape, self.dtype), key, fill)
             os.link(_path(temp), _path(name))
         except FileExistsError:
             return _view(_attach_segment(name), self.shape, self.dtype)
@@ -297,8 +291,70 @@ class SharedArray:
             self._block.tracked.append(name)
         return array
 
+    def _filled(self, array, key, fill):
+        """`array` (a new state array of this handle's shape) filled with `fill`."""
+        try:
+            array[...] = fill
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
+                             f"{self.shape} and dtype {self.dtype} with a fill of shape "
+                             f"{np.shape(fill)}: {exc}") from None
+        return array
+
     def __repr__(self):
         return f"SharedArray(shape={self.shape}, dtype={self.dtype.name}, segment={self.segment!r})"
+
+
+class InProcessArray(SharedArray):
+    """A handle on an array of this process that Hogwild threads (`start_method="threads"`)
+    share as it is: `fa.Parameter(handle)` adopts the array itself, and optimizer state
+    (`state_array`) is one array of this process, made once for all threads. No copy in
+    or out and no segment; it cannot be sent to another process.
+
+    `Recommender.fit` hands its threads the model's own Parameters' arrays this way, and
+    `Word2Vec.fit` its vectors.
+    """
+
+    def __init__(self, array):
+        array = np.asarray(array)
+        super().__init__(None, array.shape, array.dtype, array, None)
+
+    def __reduce__(self):
+        raise TypeError("an InProcessArray is shared by the threads of one process; for "
+                        "processes, copy the array into shared memory with fa.hogwild.share")
+
+    def _open_state(self, key, fill):
+        return self._filled(np.empty(self.shape, self.dtype), key, fill)
+
+    def __repr__(self):
+        return f"InProcessArray(shape={self.shape}, dtype={self.dtype.name})"
+
+
+class InProcessArrays(dict):
+    """{name: InProcessArray} over arrays of this process, for `run(...,
+    start_method="threads")` in place of `share`: the threads train the arrays
+    themselves. Closing it frees nothing (the arrays are their owners'), so it stands
+    where `share`'s block would.
+
+    Example::
+
+        w = np.zeros(3, np.float32)
+        with fa.hogwild.InProcessArrays({"w": w}) as shared:
+            fa.hogwild.run(worker, workers=2, args=(shared, X, Y, 2), start_method="threads")
+        w                                    # trained in place
+    """
+
+    def __init__(self, arrays):
+        super().__init__((name, InProcessArray(array)) for name, array in arrays.items())
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class ArrayHandles(Mapping):
@@ -949,6 +1005,12 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
     methods.append("threads")
     if start_method not in methods:
         raise ValueError(f"run: start_method must be one of {methods}, got {start_method!r}")
+    if start_method != "threads" and any(
+            isinstance(arg, InProcessArray) or isinstance(arg, Mapping) and any(
+                isinstance(value, InProcessArray) for value in arg.values()) for arg in args):
+        raise TypeError(f"run: args hold an InProcessArray, which only threads of this process "
+                        f"share (a {start_method!r} worker would train a private copy); use "
+                        f"start_method='threads', or fa.hogwild.share for processes")
     if progress is not None and not callable(progress):
         raise TypeError(f"run: progress must be a callable or None, got {type(progress).__name__}")
     if not progress_interval > 0:

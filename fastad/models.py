@@ -124,11 +124,14 @@ class Recommender(Module):
         `fa.data.PairwiseSampler`), and trains on them
         with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr`: in this
         process with `fa.train` when `workers` is 1, else in `workers` Hogwild
-        processes that each draw and train on their share of the triples
-        (`start_method` "fork" on Linux by default, else "spawn"; the weights
-        are copied back at the end, or after each epoch when there is a
-        `callback`). `seed` (an int >= 0, or None for a
-        fresh one) fixes the sampling (and, with one worker, the whole run).
+        workers that each draw and train on their share of the triples:
+        processes (`start_method` "fork" on Linux by default, else "spawn"),
+        over a copy of the weights in shared memory that is copied back at the
+        end, or after each epoch when there is a `callback`; or, with
+        `start_method="threads"`, threads of this process that train the
+        model's own arrays in place (no copy, no shared-memory segment).
+        `seed` (an int >= 0, or None for a fresh one) fixes the sampling (and,
+        with one worker, the whole run).
 
         Each step trains `batch_size` triples: one replay of the model's graph of
         that many triples, their losses summed and their gradients applied
@@ -437,8 +440,8 @@ class _DeviceEpochs:
 
 
 class _HogwildEpochs:
-    """Epochs in Hogwild workers over the model's weights in shared memory, copied back after
-    each run of epochs."""
+    """Epochs in Hogwild workers over the model's weights: in shared memory, copied back after
+    each run of epochs, for processes; for threads, the model's own arrays, trained in place."""
 
     def __init__(self, model, interactions, samples, seed, batch, workers, optimizer, lr, progress,
                  start_method, negatives):
@@ -450,7 +453,11 @@ class _HogwildEpochs:
         self.shared = None
 
     def __enter__(self):
-        self.shared = hogwild.share(self.model.state_dict())
+        if self.start_method == "threads":
+            self.shared = hogwild.InProcessArrays({name: p.value for name, p in
+                                                   self.model.named_parameters()})
+        else:
+            self.shared = hogwild.share(self.model.state_dict())
         return self.run
 
     def __exit__(self, *exc):
@@ -470,7 +477,8 @@ class _HogwildEpochs:
                                     self.interactions, self.samples, self.batch, self.workers,
                                     self.optimizer, self.lr, self.seed, self.negatives, epochs),
                               progress=progress)
-        self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
+        if self.start_method != "threads":
+            self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
         examples = [r["examples"] / len(epochs) for r in results]
         return [sum(r["loss"][i] * n for r, n in zip(results, examples)) / sum(examples)
                 for i in range(len(epochs))]

@@ -386,7 +386,8 @@ class Word2Vec:
 
 class _HogwildEpochs:
     """Epochs on the CPU: `_train_epoch` in this process (one worker, the corpus in
-    order) or in Hogwild workers over W and C in shared memory, which claim blocks of
+    order) or in Hogwild workers over W and C (in shared memory for processes, the
+    arrays themselves for threads), which claim blocks of
     about BLOCK_TOKENS tokens in corpus order from one shared counter (`claim`).
 
     Claimed blocks keep the workers side by side in the corpus whatever their speeds,
@@ -408,7 +409,9 @@ class _HogwildEpochs:
         self.progress = progress
 
     def __enter__(self):
-        self.shared = hogwild.share(self.initial)
+        # threads of this process (or this process alone) train the arrays themselves
+        in_process = self.start_method == "threads" or self.settings["workers"] == 1
+        self.shared = (hogwild.InProcessArrays if in_process else hogwild.share)(self.initial)
         return self
 
     def __exit__(self, *exc):

@@ -207,6 +207,46 @@ def test_state_array_made_once_when_workers_race():
     assert segments_of(os.getpid()) == []
 
 
+def test_in_process_arrays_are_the_arrays_themselves_with_state_made_once_for_all_threads():
+    import threading
+    w = np.zeros((2, 3), np.float32)
+    handles = hogwild.InProcessArrays({"w": w})
+    param = fa.Parameter(handles["w"])
+    assert param.value is w or np.shares_memory(param.value, w)      # adopted, not copied
+    barrier, states = threading.Barrier(4), []
+
+    def ask():
+        barrier.wait()
+        state = handles["w"].state_array("Adagrad.sum", 0.5)
+        state[0, 0] += 1.0 if state is handles["w"].state_array("Adagrad.sum", 0.0) else 100.0
+        states.append(state)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(state is states[0] for state in states)         # one array, filled once
+    np.testing.assert_array_equal(states[0], [[4.5, 0.5, 0.5], [0.5, 0.5, 0.5]])
+    with pytest.raises(ValueError, match=r"'m'.*shape \(2, 3\).*fill of shape \(4,\)"):
+        handles["w"].state_array("m", np.zeros(4))
+    with pytest.raises(ValueError, match="key must be 1 to 64"):
+        handles["w"].state_array("a/b")
+    with pytest.raises(TypeError, match="threads of one process.*fa.hogwild.share"):
+        pickle.dumps(handles["w"])
+    handles.close()                        # frees nothing: the arrays are their owners'
+    assert segments_of(os.getpid()) == [] and w.shape == (2, 3)
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_processes_are_refused_in_process_arrays_they_would_train_a_copy_of(start_method):
+    handles = hogwild.InProcessArrays({"w": np.zeros(3)})
+    for args in [(handles,), (handles["w"],)]:
+        with pytest.raises(TypeError, match=f"InProcessArray.*{start_method!r} worker would train a "
+                                            f"private copy.*start_method='threads'"):
+            hogwild.run(jobs.rank_and_arg, workers=2, args=args, start_method=start_method)
+
+
 # ------------------------------------------------------------------ run()
 
 def test_run_returns_results_in_rank_order_with_spawn_and_pins_threads():

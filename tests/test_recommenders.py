@@ -1,4 +1,6 @@
 """fa.models.BPR and TwoTower: fit on a user x item matrix, ranking API, and refusal of bad input."""
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -74,6 +76,24 @@ def test_batched_fit_ranks_as_well_as_the_per_example_fit(split, workers):
         again = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
         again.fit(train, epochs=8, lr=0.05, seed=0, batch_size=16)
         np.testing.assert_array_equal(again.U.numpy(), batched.U.numpy())
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
+def test_a_threaded_fit_trains_the_models_own_arrays_with_no_shared_memory_segment(split, optimizer):
+    train, _ = split
+    model = fa.models.BPR(USERS, ITEMS, dim=8, seed=1, biases=True)
+    arrays = {name: p.value for name, p in model.named_parameters()}
+    before = {name: array.copy() for name, array in arrays.items()}
+    seen = []
+
+    def during(epoch, loss):             # the model holds each epoch's weights: its own arrays
+        seen.append([name for name in os.listdir("/dev/shm") if name.startswith(f"fastad_{os.getpid()}_")])
+        assert all(p.value is arrays[name] for name, p in model.named_parameters())
+
+    model.fit(train, epochs=2, workers=2, start_method="threads", seed=0, optimizer=optimizer,
+              callback=during)
+    assert seen == [[], []]
+    assert all(not np.array_equal(arrays[name], before[name]) for name in arrays)
 
 
 def test_two_tower_trains_in_batches_from_its_feeds(split):
