@@ -220,14 +220,29 @@ cdef object _as_numeric_array(object data, str argname):
 
 
 cdef object _float_array(object data, object dtype, str argname):
-    """A fresh C-contiguous float32/float64 copy of `data`."""
+    """A fresh C-contiguous float32/float64 copy of `data`; a large one starts on a cache
+    line (see _line_aligned_empty)."""
     arr = _as_numeric_array(data, argname)
     if dtype is None:
         dtype = float64 if _default_f64 else float32
     dtype = np.dtype(dtype)
     if dtype != float32 and dtype != float64:
         raise TypeError(f"{argname}: dtype must be float32 or float64, got {dtype}")
-    return own_buffer_copy(np.array(arr, dtype=dtype, order="C", copy=True))
+    if arr.size * dtype.itemsize < SMALL_BUFFER:
+        return own_buffer_copy(np.array(arr, dtype=dtype, order="C", copy=True))
+    out = _line_aligned_empty(arr.shape, dtype)
+    np.copyto(out, arr, casting="unsafe")
+    return out
+
+cdef object _line_aligned_empty(tuple shape, object dtype):
+    """An uninitialised C-contiguous array whose data starts on a 64-byte cache line, from
+    numpy's allocator (which gives large arrays huge pages). numpy itself aligns to 16
+    bytes: a table's 128-byte rows would then each straddle three lines, and in Hogwild
+    threads two neighbouring rows would share one."""
+    cdef Py_ssize_t nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + CACHE_LINE, dtype=np.uint8)
+    cdef Py_ssize_t offset = (CACHE_LINE - <Py_ssize_t>(<size_t>cnp.PyArray_DATA(raw) % CACHE_LINE)) % CACHE_LINE
+    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
 
 cdef int require_float(str op, object x, str argname) except -1:
@@ -261,6 +276,7 @@ cdef inline int _type_num(bint f64) noexcept:
 
 # ---------------------------------------------------------------- buffers
 
+cdef Py_ssize_t CACHE_LINE = 64
 cdef Py_ssize_t SMALL_BUFFER = 1024   # numpy keeps freed blocks below this size for any thread's next array
 
 

@@ -351,3 +351,22 @@ def test_the_helpers_for_ops_written_in_python_refuse_host_variables():
     for helper, args in ((grad_slot, (w,)), (sparse_grad_slot, (w, None)), (grad_state, (w,))):
         with pytest.raises(TypeError, match=f"{helper.__name__}: 'parameter' is on the CPU"):
             helper(*args)
+
+
+@pytest.mark.parametrize("shape,dtype", [((20_000, 32), np.float32), ((300, 7), np.float64),
+                                         ((4096,), np.float32), ((16, 16, 3), np.float64)])
+def test_large_leaves_start_on_a_cache_line_and_hold_their_data(shape, dtype):
+    # rows of a 64-byte multiple then never straddle lines, and two threads' rows never share one
+    data = np.random.default_rng(0).normal(size=shape)
+    ints = (data * 100).astype(np.int64)
+    for leaf, source in [(fa.Parameter(data, dtype=dtype), data), (fa.Input(data, dtype=dtype), data),
+                         (fa.Parameter(ints, dtype=dtype), ints)]:
+        value = leaf.value
+        assert value.ctypes.data % 64 == 0
+        assert value.shape == shape and value.dtype == dtype
+        assert value.flags.c_contiguous and value.flags.writeable
+        np.testing.assert_array_equal(value, source.astype(dtype))
+    p = fa.Parameter(data, dtype=dtype)
+    address = p.value.ctypes.data
+    p.set_value(np.zeros(shape))
+    assert p.value.ctypes.data == address and not p.value.any()
