@@ -53,7 +53,7 @@ from fastad_cy.graph import register_shared_handles
 from fastad_cy.sparse import add_grad, grad_mode, scale_grad
 
 __all__ = ["share", "run", "sync_step", "report", "progress_bar", "SharedArray", "SharedArrays",
-           "InProcessArray", "InProcessArrays", "WorkerError"]
+           "InProcessArray", "InProcessArrays", "share_for", "in_place", "WorkerError"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -355,6 +355,18 @@ class InProcessArrays(dict):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def share_for(start_method, arrays):
+    """What `run(..., start_method=start_method)` workers should share `arrays` through:
+    `InProcessArrays` (the arrays themselves) for threads, else `share`'s copies in shared
+    memory. Either is a context manager; `in_place(handles)` says which it is."""
+    return InProcessArrays(arrays) if start_method == "threads" else share(arrays)
+
+
+def in_place(handles):
+    """Whether `handles` (from share_for) are the arrays themselves: nothing to copy back."""
+    return isinstance(handles, InProcessArrays)
 
 
 class ArrayHandles(Mapping):

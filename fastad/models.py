@@ -453,11 +453,8 @@ class _HogwildEpochs:
         self.shared = None
 
     def __enter__(self):
-        if self.start_method == "threads":
-            self.shared = hogwild.InProcessArrays({name: p.value for name, p in
-                                                   self.model.named_parameters()})
-        else:
-            self.shared = hogwild.share(self.model.state_dict())
+        self.shared = hogwild.share_for(self.start_method, {name: p.value for name, p in
+                                                            self.model.named_parameters()})
         return self.run
 
     def __exit__(self, *exc):
@@ -477,7 +474,7 @@ class _HogwildEpochs:
                                     self.interactions, self.samples, self.batch, self.workers,
                                     self.optimizer, self.lr, self.seed, self.negatives, epochs),
                               progress=progress)
-        if self.start_method != "threads":
+        if not hogwild.in_place(self.shared):
             self.model.load_state_dict({name: handle.numpy() for name, handle in self.shared.items()})
         examples = [r["examples"] / len(epochs) for r in results]
         return [sum(r["loss"][i] * n for r, n in zip(results, examples)) / sum(examples)

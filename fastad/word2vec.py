@@ -410,8 +410,8 @@ class _HogwildEpochs:
 
     def __enter__(self):
         # threads of this process (or this process alone) train the arrays themselves
-        in_process = self.start_method == "threads" or self.settings["workers"] == 1
-        self.shared = (hogwild.InProcessArrays if in_process else hogwild.share)(self.initial)
+        alone = self.settings["workers"] == 1
+        self.shared = hogwild.share_for("threads" if alone else self.start_method, self.initial)
         return self
 
     def __exit__(self, *exc):

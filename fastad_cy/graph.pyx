@@ -234,13 +234,15 @@ cdef object _float_array(object data, object dtype, str argname):
     np.copyto(out, arr, casting="unsafe")
     return out
 
+
 cdef object _line_aligned_empty(tuple shape, object dtype):
     """An uninitialised C-contiguous array whose data starts on a 64-byte cache line, from
     numpy's allocator (which gives large arrays huge pages). numpy itself aligns to 16
     bytes: a table's 128-byte rows would then each straddle three lines, and in Hogwild
     threads two neighbouring rows would share one."""
     cdef Py_ssize_t nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + CACHE_LINE, dtype=np.uint8)
+    # whole lines, so that its last line holds nothing of another allocation either
+    raw = np.empty((nbytes + CACHE_LINE - 1) // CACHE_LINE * CACHE_LINE + CACHE_LINE, dtype=np.uint8)
     cdef Py_ssize_t offset = (CACHE_LINE - <Py_ssize_t>(<size_t>cnp.PyArray_DATA(raw) % CACHE_LINE)) % CACHE_LINE
     return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
