@@ -129,6 +129,14 @@ def bpr_rows(quick):
             for threads, pair in sorted(by_threads.items()) for name in implicit_bpr.FASTAD_FITS]
 
 
+def pairs_per_epoch(tokens, ends):
+    """The (centre, context) pairs of one epoch over the encoded text (window 5, its reduced
+    windows drawn as fastad's seed 0 draws them): every fit's figures are per pair of it."""
+    counting = fa.data.SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * 6),
+                                       sentence_ends=ends, window=5, seed=0)
+    return sum(1 for _ in counting.epoch())
+
+
 def sgns_rows(quick):
     try:
         from gensim.models import Word2Vec as GensimWord2Vec
@@ -144,9 +152,7 @@ def sgns_rows(quick):
     vocabulary = fa.models.Word2Vec(min_count=settings["min_count"])
     tokens, ends = vocabulary.build_vocab(train)
     held_tokens, held_ends = encode(held, vocabulary.index)
-    counting = fa.data.SkipGramSampler(tokens, fa.IndexInput([0]), fa.IndexInput([0] * 6),
-                                       sentence_ends=ends, window=5, seed=0)
-    pairs = sum(1 for _ in counting.epoch())      # pairs per epoch, the same for both sides
+    pairs = pairs_per_epoch(tokens, ends)
     repeats = 2 if quick else 3
     rows = []
     for threads in (1, 2):
