@@ -42,6 +42,8 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from common import cli  # noqa: E402
 
+import fastad as fa  # noqa: E402
+
 BATCHES = (1, 16)       # triples a step, as bench/implicit_bpr.py runs BPR.fit
 
 
@@ -158,7 +160,6 @@ def _sgns_training_seconds(sentences, threads, gensim=False):
         start = time.perf_counter()
         model.train(sentences, total_examples=model.corpus_count, epochs=1)
         return time.perf_counter() - start
-    import fastad as fa
     rates = []
     model = fa.models.Word2Vec(dim=64, window=5, negative=5, min_count=5, sample=0, epochs=1,
                                workers=threads, lr=0.025, min_lr=1e-4, seed=0)
@@ -178,7 +179,6 @@ def sgns_rows(quick):
     except ImportError as e:
         print(f"gensim's skip-gram side skipped: gensim is not installed ({e})")
         libraries = (False,)
-    import fastad as fa
     sentences = peers.stdlib_text(1_000_000)
     sentences = sentences[:int(len(sentences) * 0.9)]       # peers.py's training part
     pairs = peers.pairs_per_epoch(*fa.models.Word2Vec(min_count=5).build_vocab(sentences))
