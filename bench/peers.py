@@ -137,19 +137,38 @@ def pairs_per_epoch(tokens, ends):
     return sum(1 for _ in counting.epoch())
 
 
+#: the skip-gram settings both libraries take under these names
+SGNS = dict(window=5, negative=5, min_count=5, sample=0, epochs=1, seed=0)
+
+
+def fastad_sgns(threads):
+    """fastad's skip-gram model with the settings of these benchmarks (dim 64, lr 0.025 to 1e-4)."""
+    return fa.models.Word2Vec(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **SGNS)
+
+
+def gensim_sgns(threads, sentences=None):
+    """gensim's with the same settings; given `sentences`, it builds its vocabulary and trains."""
+    from gensim.models import Word2Vec as GensimWord2Vec
+    return GensimWord2Vec(sentences, vector_size=64, sg=1, workers=threads, alpha=0.025,
+                          min_alpha=1e-4, **SGNS)
+
+
+def split_text(sentences):
+    """(training sentences, held-out sentences): the first 90% and the rest."""
+    split = int(len(sentences) * 0.9)
+    return sentences[:split], sentences[split:]
+
+
 def sgns_rows(quick):
     try:
-        from gensim.models import Word2Vec as GensimWord2Vec
+        import gensim  # noqa: F401
     except ImportError as e:
         print(f"skip-gram vs gensim skipped: gensim is not installed ({e})")
         return []
-    sentences = stdlib_text(300_000 if quick else 1_000_000)
-    split = int(len(sentences) * 0.9)
-    train, held = sentences[:split], sentences[split:]
-    settings = dict(window=5, negative=5, min_count=5, sample=0, epochs=1, seed=0)
+    train, held = split_text(stdlib_text(300_000 if quick else 1_000_000))
     # The vocabulary is the same for every fit (the same sentences and min_count): encode the
     # held-out text and count the pairs of an epoch once.
-    vocabulary = fa.models.Word2Vec(min_count=settings["min_count"])
+    vocabulary = fa.models.Word2Vec(min_count=SGNS["min_count"])
     tokens, ends = vocabulary.build_vocab(train)
     held_tokens, held_ends = encode(held, vocabulary.index)
     pairs = pairs_per_epoch(tokens, ends)
@@ -160,25 +179,23 @@ def sgns_rows(quick):
         seconds, losses = {}, {}
         for _ in range(repeats):
             start = time.perf_counter()
-            peer = GensimWord2Vec(train, vector_size=64, window=5, negative=5, min_count=5, sample=0,
-                                  sg=1, workers=threads, epochs=settings["epochs"], alpha=0.025,
-                                  min_alpha=1e-4, seed=0)
+            peer = gensim_sgns(threads, train)
             seconds.setdefault("gensim", []).append(time.perf_counter() - start)
             order = np.array([peer.wv.key_to_index[w] for w in vocabulary.words])   # fastad's order
             losses.setdefault("gensim", []).append(
                 heldout_sgns_loss(peer.wv.vectors[order], peer.syn1neg[order], held_tokens, held_ends))
             for batch in (1, BATCH):
-                model = fa.models.Word2Vec(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **settings)
+                model = fastad_sgns(threads)
                 start = time.perf_counter()
                 model.fit(train, start_method="threads", batch_size=batch)
                 seconds.setdefault(batch, []).append(time.perf_counter() - start)
                 assert model.words == vocabulary.words
                 losses.setdefault(batch, []).append(
                     heldout_sgns_loss(model.vectors, model.output, held_tokens, held_ends))
-        peer_rate = pairs * settings["epochs"] / statistics.median(seconds["gensim"])
+        peer_rate = pairs * SGNS["epochs"] / statistics.median(seconds["gensim"])
         peer_loss = statistics.median(losses["gensim"])
         for batch in (1, BATCH):
-            rate = pairs * settings["epochs"] / statistics.median(seconds[batch])
+            rate = pairs * SGNS["epochs"] / statistics.median(seconds[batch])
             loss = statistics.median(losses[batch])
             print(f"SGNS dim 64, {batch} pair(s) a step, {threads} thread(s), {tokens.size:,} tokens, "
                   f"median of {repeats}: fastad {rate:,.0f} pairs/s loss {loss:.3f} | gensim "

@@ -152,17 +152,15 @@ def _sgns_training_seconds(sentences, threads, gensim=False):
     """Seconds of one skip-gram epoch's training (bench/peers.py's settings; the vocabulary
     pass before it left out) with `threads` threads on one model: fastad's Word2Vec.fit as
     its callback times the epoch, or gensim's train() after build_vocab()."""
+    import peers
     if gensim:
-        from gensim.models import Word2Vec as GensimWord2Vec
-        model = GensimWord2Vec(vector_size=64, window=5, negative=5, min_count=5, sample=0, sg=1,
-                               workers=threads, alpha=0.025, min_alpha=1e-4, seed=0)
+        model = peers.gensim_sgns(threads)
         model.build_vocab(sentences)
         start = time.perf_counter()
-        model.train(sentences, total_examples=model.corpus_count, epochs=1)
+        model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
         return time.perf_counter() - start
     rates = []
-    model = fa.models.Word2Vec(dim=64, window=5, negative=5, min_count=5, sample=0, epochs=1,
-                               workers=threads, lr=0.025, min_lr=1e-4, seed=0)
+    model = peers.fastad_sgns(threads)
     model.fit(sentences, start_method="threads", batch_size=1,
               callback=lambda epoch, loss, tokens_per_second: rates.append(tokens_per_second))
     return int(model.counts.sum()) / rates[0]
@@ -179,9 +177,9 @@ def sgns_rows(quick):
     except ImportError as e:
         print(f"gensim's skip-gram side skipped: gensim is not installed ({e})")
         libraries = (False,)
-    sentences = peers.stdlib_text(1_000_000)
-    sentences = sentences[:int(len(sentences) * 0.9)]       # peers.py's training part
-    pairs = peers.pairs_per_epoch(*fa.models.Word2Vec(min_count=5).build_vocab(sentences))
+    sentences, _ = peers.split_text(peers.stdlib_text(1_000_000))
+    vocabulary = fa.models.Word2Vec(min_count=peers.SGNS["min_count"])
+    pairs = peers.pairs_per_epoch(*vocabulary.build_vocab(sentences))
     times = {(library, threads): [] for library in libraries for threads in (1, 2)}
     for _ in range(2 if quick else 5):
         for library, threads in times:
