@@ -24,6 +24,11 @@ cdef class Variable:
     cdef bint is_leaf
     cdef unsigned long grad_pass     # == the current pass id: grad holds this pass's value
     cdef unsigned long visit_mark    # scratch for topological sorting
+    # The value clock (see mark_changed) when this value was last set: a leaf's by set_value or
+    # an optimizer step, an op node's by its last forward. A node whose input's stamp is newer
+    # than its own holds a stale value.
+    cdef unsigned long long value_stamp
+    cdef bint redraws                # its forward draws new random values (a random node)
     cdef readonly tuple parents      # the nodes this one was computed from
     cdef readonly str op_name        # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
@@ -109,12 +114,18 @@ cdef class Plan:
                                      # lists and the root that owns the plan keep them alive)
     cdef PyObject** bwd_nodes
     cdef Py_ssize_t n_fwd, n_bwd
+    cdef unsigned long long current_at   # the value clock when every node was last known current
+    cdef bint redraws                # a node below the root draws random values on forward
 
 # A compiled training loop claims its Parameters (holding the GIL) for its run, and the passes
 # and steps that other threads start check they are not claimed by another thread.
 cdef list claim_parameters(str who, object params)   # the ones this call claimed: release them
 cdef void release_parameters(list claimed) noexcept
 cdef int check_unclaimed(str who, Parameter p) except -1
+
+# Record that `leaf`'s value was changed from outside the graph (holding the GIL): the nodes
+# computed from it are stale until a forward recomputes them, and backward() refuses them.
+cdef int mark_changed(Variable leaf) except -1
 
 # Replays, for compiled training loops.
 cdef int replay_forward(Variable root) except -1

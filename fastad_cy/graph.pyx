@@ -46,6 +46,9 @@ cdef extern from "threadstate.h":
     void fa_set_anomaly(bint on) noexcept nogil
 
 cdef unsigned long _sort_id = 0          # current topological sort (plans are built holding the GIL)
+# Ticks (holding the GIL) whenever a leaf's value changes from outside the graph, or a forward
+# draws new random values: the stamps that tell backward() whether a graph's values are current.
+cdef unsigned long long _value_clock = 0
 cdef bint _default_f64 = False
 
 
@@ -365,6 +368,35 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
     node.parents = inputs
     node.f64 = f64
     node.requires_grad = needs and fa_grad_enabled()
+    node.value_stamp = _value_clock
+    return 0
+
+
+cdef int mark_changed(Variable leaf) except -1:
+    global _value_clock
+    _value_clock += 1
+    leaf.value_stamp = _value_clock
+    return 0
+
+
+cdef int require_current(Plan plan, Variable root) except -1:
+    """RuntimeError when a node below `root` (or the root) holds a value computed before
+    one of its inputs last changed: a backward through it would mix old and new values.
+    Checks every edge only when the value clock moved since the plan was last current."""
+    if plan.current_at == _value_clock:
+        return 0
+    cdef Variable node, parent
+    for node in (plan.fwd + [root]) if not root.is_leaf else plan.fwd:
+        for parent in node.parents:
+            if parent.value_stamp > node.value_stamp:
+                how = ("was recomputed by a forward() of part of the graph" if not parent.is_leaf
+                       else "was changed (set_value, load_state_dict or an optimizer step)")
+                raise RuntimeError(
+                    f"backward(): the graph's values are stale: '{node.op_name}' was computed "
+                    f"before its input '{parent.op_name}' (shape {parent._shape}) {how}. Call "
+                    f"forward() on the output you differentiate first: it recomputes every "
+                    f"node below it from the leaves' current values")
+    plan.current_at = _value_clock
     return 0
 
 
@@ -477,6 +509,7 @@ cdef Plan _build_plan(Variable root):
         free(pos)
     plan.fwd = fwd
     plan.bwd = [n for n in reversed(fwd) if (<Variable>n).requires_grad]
+    plan.redraws = root.redraws or any((<Variable>n).redraws for n in fwd)
     plan.params = params
     plan.grad_leaves = grad_leaves
     cdef Variable op_root = None if root.is_leaf else root
@@ -494,8 +527,10 @@ cdef int replay_plan_forward(Plan plan) except -1 nogil:
     cdef Py_ssize_t i
     cdef PyObject* node
     cdef bint anomaly = fa_anomaly()
+    cdef unsigned long long now = _value_clock
     for i in range(plan.n_fwd):
         node = plan.fwd_nodes[i]        # the plan holds only Variables: no type test
+        (<Variable>node).value_stamp = now
         (<Variable>node).run_forward()
         if anomaly:
             with gil:
@@ -533,7 +568,12 @@ cdef int seed_scalar_grad(Variable root) except -1 nogil:
 
 cdef int replay_forward(Variable root) except -1:
     """Recompute every node below `root`, then `root`, in topological order."""
-    replay_plan_forward(root._get_plan())
+    global _value_clock
+    cdef Plan plan = root._get_plan()
+    if plan.redraws:        # new random values: the nodes above them elsewhere become stale
+        _value_clock += 1
+    replay_plan_forward(plan)
+    plan.current_at = _value_clock
     return 0
 
 
@@ -589,6 +629,7 @@ cdef int replay_backward(Variable root, object seed) except -1:
     cdef Parameter p
     for p in plan.params:
         check_unclaimed("backward()", p)
+    require_current(plan, root)
     cdef bint add
     if seed is None and not root.on_device:
         seed_scalar_grad(root)
@@ -797,7 +838,8 @@ cdef class Variable:
         return <Plan>self._plan
 
     def forward(self):
-        """Recompute every node below this one, in place, from the leaves' current values."""
+        """Recompute every node below this one, in place, from the leaves' current values
+        (random nodes, such as a Dropout's mask, draw new values)."""
         replay_forward(self)
         return self
 
@@ -805,7 +847,10 @@ cdef class Variable:
         """Add d(self)/d(leaf) into every leaf's `.grad` (times `grad`, if given).
 
         A one-element Variable needs no `grad`; any other needs one of its shape.
-        Uses the values of the last build or `forward()`.
+        Uses the values of the last build or `forward()`: when a leaf below has
+        changed since (`set_value`, `load_state_dict`, an optimizer step), it raises
+        RuntimeError naming the stale node instead of mixing old and new values;
+        call `forward()` first.
         """
         if grad is None:
             replay_backward(self, None)
@@ -1024,6 +1069,7 @@ cdef class Leaf(Variable):
         """Copy `data` (same shape) into this leaf; `forward()` then recomputes the graph."""
         cdef cnp.ndarray arr
         if self.on_device and self._storage.copy_device_array(data):
+            mark_changed(self)
             return
         if (not self.on_device and isinstance(data, np.ndarray)
                 and (<cnp.ndarray>data).dtype is self._value.dtype
@@ -1031,6 +1077,7 @@ cdef class Leaf(Variable):
                 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data)):
             arr = <cnp.ndarray>data
             memmove(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+            mark_changed(self)
             return
         arr = _as_numeric_array(data, "set_value")
         if (<object>arr).shape != self._shape:
@@ -1040,6 +1087,7 @@ cdef class Leaf(Variable):
             self._storage.copy_from_host(arr)
         else:
             np.copyto(self._value, arr, casting="unsafe")
+        mark_changed(self)
 
 
 cdef int _once(Variable leaf) except -1:
@@ -1447,12 +1495,14 @@ cdef class IndexInput(Variable):
             if arr.size and arr.min() < 0:
                 raise IndexError(f"IndexInput.set_value: ids must be >= 0, got {arr.min()}")
             memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+            mark_changed(self)
             return
         arr = _index_array(ids, "IndexInput.set_value")
         if (<object>arr).shape != self._shape:
             raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, expected {self._shape}")
         if not self.on_device:
             memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+            mark_changed(self)
             return
         bound = self._storage.id_bound
         bad = np.flatnonzero(arr.reshape(-1) >= bound)
@@ -1461,6 +1511,7 @@ cdef class IndexInput(Variable):
                              f"{bad[0]} is out of range for the ops built on this IndexInput "
                              f"(ids must be < {bound})")
         self._storage.copy_from_host(arr)
+        mark_changed(self)
 
     def _copy_to(self, target):
         return IndexInput(self.numpy(), device=target)
@@ -1580,9 +1631,9 @@ cdef class FunctionNode(Variable):
         return 0
 
 
-def function_node(str op, tuple inputs, tuple shape, dtype, fn, storage):
+def function_node(str op, tuple inputs, tuple shape, dtype, fn, storage, bint redraws=False):
     """A new FunctionNode of `shape` and `dtype` whose value is held in `storage` (on
-    the inputs' device), computed now."""
+    the inputs' device), computed now; `redraws`: its forward draws new random values."""
     if storage is None:
         raise TypeError(f"function_node: '{op}' needs a device storage for its value")
     cdef FunctionNode node = FunctionNode.__new__(FunctionNode)
@@ -1591,6 +1642,7 @@ def function_node(str op, tuple inputs, tuple shape, dtype, fn, storage):
     node._shape = shape
     node.size = int(np.prod(shape, dtype=np.int64))
     node.fn = fn
+    node.redraws = redraws
     return finish(node)
 
 

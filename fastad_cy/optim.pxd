@@ -33,6 +33,7 @@ cdef class Optimizer:
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil
     cpdef int step(self) except -1
+    cdef int mark_stepped(self) except -1   # graphs over the Parameters are stale until a forward
     cdef int step_cpu(self, bint clear) except -1 nogil   # step() for Parameters on the CPU
                                                           # (clear: and zero_grad())
     cpdef zero_grad(self)

@@ -39,7 +39,7 @@ from cpython.ref cimport PyObject
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
-                              check_unclaimed,
+                              check_unclaimed, mark_changed,
                               device_optim, device_of)
 from fastad_cy.loops cimport element_size, sgd_row_values
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
@@ -364,8 +364,18 @@ cdef class Optimizer:
             if self.state_ptrs == NULL:
                 _missing_state(type(self).__name__)
             self._device_state.step()
-            return 0
-        return self.step_cpu(False)
+        else:
+            self.step_cpu(False)
+        self.mark_stepped()
+        return 0
+
+    cdef int mark_stepped(self) except -1:
+        """Record that the Parameters' values changed: a graph over them is stale until its
+        next forward (backward() refuses it until then)."""
+        cdef Py_ssize_t i
+        for i in range(self.n_params):
+            mark_changed(<Parameter>self.param_ptrs[i])
+        return 0
 
     cdef int step_cpu(self, bint clear) except -1 nogil:
         """step() on the CPU; with `clear`, also zero_grad(), each gradient as soon as its

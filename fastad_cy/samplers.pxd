@@ -3,12 +3,7 @@
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
 
-cdef extern from "rng.h":
-    ctypedef struct fa_rng:
-        uint64_t s[4]
-    uint64_t fa_rng_next(fa_rng* r) noexcept nogil
-    int64_t fa_rng_below(fa_rng* r, int64_t n) noexcept nogil
-    double fa_rng_uniform(fa_rng* r) noexcept nogil
+from fastad_cy.rng cimport fa_rng, fa_rng_next, fa_rng_below, fa_rng_uniform
 
 
 # A table whose rows a leaf's ids select (a row gather of the graph being trained): the

@@ -351,6 +351,9 @@ cdef class FeedSampler(Sampler):
             self.n_rows = arr.shape[0]
             leaves.append(leaf)
             self.arrays.append(arr)
+        if self.n_rows == 0:
+            raise ValueError(f"{who}: the feeds have 0 rows (arrays of shape "
+                             f"{self.arrays[0].shape}); give at least one example")
         self.leaves = tuple(leaves)
         self.n_feeds = len(leaves)
         self.shard_rows = max(0, (self.n_rows - self.rank + self.workers - 1) // self.workers)

@@ -100,6 +100,18 @@ cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
     return 0
 
 
+cdef int _require_leaves_in_graph(Plan plan, Variable root, Sampler sampler) except -1:
+    """ValueError when the sampler fills a leaf that the loss does not read: its data would
+    train nothing."""
+    below = {id(parent) for node in plan.fwd + [root] for parent in (<Variable>node).parents}
+    for k, leaf in enumerate(sampler.leaves):
+        if id(leaf) not in below:
+            raise ValueError(f"train: leaf {k} of {type(sampler).__name__}, {leaf!r}, is not in "
+                             f"the loss's graph, so its data would train nothing; feed the "
+                             f"leaves the loss was built on")
+    return 0
+
+
 _ROW_GATHERS = (Take, RankingMargin, GatherDot)     # the nodes that read a table only in forward
 
 
@@ -222,7 +234,8 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     steps or zeroes those Parameter objects meanwhile gets a RuntimeError (Hogwild
     threads each make their own Parameter over shared memory, `fa.hogwild.share`).
 
-    Returns the mean loss of each epoch (a list of floats).
+    Returns the mean loss of each epoch (a list of floats; nan for an epoch that had no
+    examples, as a Hogwild worker's whose share the others took).
 
     >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
     >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
@@ -262,6 +275,7 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
         _read_schedule(lr_schedule, optimizer, &schedule)
     cdef Variable root = <Variable>loss
     cdef Plan plan = root._get_plan()
+    _require_leaves_in_graph(plan, root, sampler)
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
     cdef list claimed = claim_parameters("train", plan.params + (fast_opt.params if fast_opt is not None else []))
@@ -308,6 +322,8 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
         sampler.set_row_prefetches([])
         for param in applied:
             param.apply_lr = NULL
+        if fast_opt is not None and loop.done:
+            fast_opt.mark_stepped()
         if lr_schedule is not None:
             lr_schedule.last_epoch += loop.schedule_steps
     return means

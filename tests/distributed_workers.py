@@ -120,6 +120,7 @@ def step_ones(rank, shared, steps, seconds_per_step=0.0):
     session = distributed._session
     synced = 0
     for _ in range(steps):
+        loss.forward()
         loss.backward()
         before = session.synced_at
         opt.step()
@@ -147,6 +148,7 @@ def merge_between_syncs(rank, shared, folder):
     session = distributed._session
     syncs, since_sync = 0, 0
     while syncs < 2:
+        loss.forward()
         loss.backward()
         before = session.synced_at
         opt.step()

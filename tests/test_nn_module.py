@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import fastad as fa
 from fastad import nn
@@ -201,8 +202,10 @@ def test_dropout_training_masks_and_scales(dtype):
     assert abs((y.value == 0).mean() - 0.25) < 0.03
     y.backward(np.ones((50, 40)))
     np.testing.assert_array_equal(w.grad, y.value)       # d(w * mask)/dw = mask
-    y.forward()                                          # replay keeps the built mask
+    before = y.value.copy()
+    y.forward()                                          # a replay draws a new mask
     np.testing.assert_allclose(np.unique(y.value), [0.0, 1 / 0.75], rtol=1e-6)
+    assert (y.value != before).mean() > 0.2
 
 
 def test_dropout_seeding_and_fresh_masks():
@@ -217,8 +220,8 @@ def test_dropout_seeding_and_fresh_masks():
 
 def test_dropout_identity_cases_and_errors():
     x = fa.Parameter(np.ones(3))
-    drop = nn.Dropout(0.5).eval()
-    assert drop(x) is x
+    y = nn.Dropout(0.5).eval()(x)            # a node, so that train() reaches the graph later
+    np.testing.assert_array_equal(y.value, x.value)
     assert nn.Dropout(0.0)(x) is x
     s = nn.Dropout(0.5, seed=0)(fa.Parameter(np.array(2.0), dtype=F64))   # 0-d works
     assert s.shape == () and s.item() in (0.0, 4.0)
@@ -229,6 +232,134 @@ def test_dropout_identity_cases_and_errors():
         nn.Dropout(0.5)(np.ones(3))
     with pytest.raises(TypeError, match="float Variable"):
         nn.Dropout(0.5)(fa.IndexInput([1, 2]))
+
+
+def test_pytorch_tensors_for_weights_stored_transposed_are_refused_not_loaded_wrong():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    theirs = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    ours = nn.Sequential(nn.Linear(3, 3, dtype=F64), fa.tanh, nn.Linear(3, 2, dtype=F64))
+    before = ours.state_dict()
+    with pytest.raises(TypeError, match=r"'0.weight' is a PyTorch tensor, and fastad stores this "
+                                        r"weight as the transpose .*tensor.T.numpy\(\)"):
+        ours.load_state_dict(theirs.state_dict())
+    for name, value in ours.state_dict().items():        # nothing was copied
+        np.testing.assert_array_equal(value, before[name])
+    converted = {name: (t.T if name.endswith("weight") else t).detach().numpy()
+                 for name, t in theirs.state_dict().items()}
+    ours.load_state_dict(converted)
+    x = np.random.default_rng(0).normal(size=(4, 3))
+    np.testing.assert_allclose(ours(fa.Input(x, dtype=F64)).value,
+                               theirs(torch.tensor(x, dtype=torch.float32)).detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    for module, name in ((nn.LSTMCell(4, 4), "weight_hh"), (nn.GRUCell(4, 4), "weight_ih"),
+                         (nn.MultiheadAttention(4, 2), "in_proj_weight"),
+                         (nn.MultiheadAttention(4, 2), "out_proj.weight")):
+        state = {k: torch.from_numpy(v) for k, v in module.state_dict().items()}
+        with pytest.raises(TypeError, match=f"'{name}' is a PyTorch tensor"):
+            module.load_state_dict({**module.state_dict(), name: state[name]})
+    layer = nn.Linear(3, 3)                  # tensors for the other Parameters load as before
+    layer.load_state_dict({"weight": layer.weight.numpy(), "bias": torch.zeros(3)})
+    assert not layer.bias.value.any()
+
+
+def test_a_replayed_graph_follows_train_and_eval_at_replay_time():
+    """The issue's case: a graph built in training mode, replayed after eval(), keeps nothing
+    zeroed; after train() it drops again, with a new mask on every forward."""
+    model = nn.Sequential(nn.Dropout(0.4, seed=3))
+    x = fa.Parameter(np.arange(1.0, 41.0), dtype=F64)
+    out = model(x)
+    loss = fa.sum(out * out)
+    assert (out.value == 0).sum() > 0
+    model.eval()
+    loss.forward()
+    np.testing.assert_array_equal(out.value, x.value)
+    loss.backward()
+    np.testing.assert_allclose(x.grad, 2 * x.value)       # the identity's gradient
+    model.train()
+    masks = []
+    for _ in range(3):
+        loss.forward()
+        masks.append(out.value == 0)
+        np.testing.assert_allclose(out.value[~masks[-1]], x.value[~masks[-1]] / 0.6)
+    assert not np.array_equal(masks[0], masks[1]) and not np.array_equal(masks[1], masks[2])
+    x.zero_grad()
+    loss.backward()                          # the gradient of the last forward's mask
+    np.testing.assert_allclose(x.grad, 2 * out.value / 0.6 * (out.value != 0))
+
+
+def test_a_graph_built_in_eval_mode_drops_after_train():
+    drop = nn.Dropout(0.5, seed=1).eval()
+    x = fa.Input(np.ones(200), dtype=F64)
+    out = drop(x)
+    assert (out.value == 1).all()
+    drop.train()
+    out.forward()
+    assert 60 < (out.value == 0).sum() < 140
+
+
+@settings(max_examples=60, deadline=None)
+@given(modes=st.lists(st.booleans(), min_size=1, max_size=8), p=st.sampled_from([0.1, 0.5, 0.9]))
+def test_dropout_mode_and_mask_are_read_on_every_forward(modes, p):
+    """Whatever order of train()/eval() and replays: eval gives the input, training gives
+    0 or x / (1 - p), a new mask each time, and backward the current mask's gradient."""
+    drop = nn.Dropout(p, seed=0)
+    x = fa.Parameter(np.linspace(0.5, 2.0, 300), dtype=F64)
+    out = drop(x)
+    loss = fa.sum(out * 3.0)
+    last = None
+    for training in modes:
+        drop.train(training)
+        loss.forward()
+        if training:
+            kept = out.value != 0
+            np.testing.assert_allclose(out.value[kept], x.value[kept] / (1 - p))
+            assert last is None or not np.array_equal(kept, last)
+            last = kept
+        else:
+            np.testing.assert_array_equal(out.value, x.value)
+        x.zero_grad()
+        loss.backward()
+        np.testing.assert_allclose(x.grad, 3.0 * out.value / x.value)
+
+
+def test_fa_train_draws_a_mask_per_example_and_follows_eval():
+    drop = nn.Dropout(0.5, seed=2)
+    w = fa.Parameter(np.ones((1, 64)), dtype=F64)
+    x = fa.Input(np.ones((1, 64)), dtype=F64)
+    out = drop(x * w)
+    loss = fa.sum(out)
+
+    class Recorder:                          # an optimizer that looks at each example's output
+        def __init__(self):
+            self.seen = []
+
+        def step(self):
+            self.seen.append(out.value.copy())
+
+        def zero_grad(self):
+            w.zero_grad()
+
+    rec = Recorder()
+    fa.train(loss, rec, {x: np.ones((6, 1, 64))}, epochs=1)
+    zeros = [tuple(np.flatnonzero(v == 0)) for v in rec.seen]
+    assert len(rec.seen) == 6 and len(set(zeros)) == 6
+    drop.eval()
+    rec.seen.clear()
+    fa.train(loss, rec, {x: np.ones((3, 1, 64))}, epochs=1)
+    assert all((v == 1).all() for v in rec.seen)
+
+
+def test_dropout_masks_repeat_with_the_seed():
+    def masks(seed):
+        drop = nn.Dropout(0.5, seed=seed)
+        out = drop(fa.Input(np.ones(100)))
+        first = out.value.copy()
+        out.forward()
+        return first, out.value.copy()
+
+    assert all(np.array_equal(a, b) for a, b in zip(masks(4), masks(4)))
+    assert not np.array_equal(masks(4)[0], masks(5)[0])
 
 
 # -------------------------------------------------------------------- init

@@ -222,6 +222,7 @@ def test_parameters_in_another_threads_training_loop_are_refused():
     assert None not in refused, "the training thread ended before every call was tried"
     # released when the loop ends: this thread trains the same Parameters now
     fa.train(other, other_opt, {other_u: [1], other_i: [2], other_j: [3]})
+    other.forward()
     other.backward()
     assert np.isfinite(U.value).all() and np.isfinite(V.value).all()
 

@@ -176,6 +176,40 @@ def test_bad_feeds_are_rejected_clearly():
         fa.train(loss, object(), {u: good})
 
 
+def _csr():
+    import scipy.sparse as sp
+    return sp.csr_matrix(np.eye(40, 30))
+
+
+def test_a_feed_for_a_leaf_outside_the_loss_is_refused_and_nothing_trains():
+    model, loss, feeds = small_bpr()
+    opt = fa.optim.SGD(model.parameters(), lr=0.1)
+    u, i, j = feeds(triples(10)[0]).keys()
+    stray = fa.IndexInput([0])                       # in no graph
+    ids = np.zeros(10, dtype=np.int64)
+    before = model.U.numpy()
+    with pytest.raises(ValueError, match=r"leaf 3 of FeedSampler, IndexInput\(shape=\(1,\)\), is "
+                                         r"not in the loss's graph"):
+        fa.train(loss, opt, {u: ids, i: ids, j: ids, stray: ids})
+    with pytest.raises(ValueError, match="leaf 0 of FeedSampler"):
+        fa.train(loss, opt, {stray: ids})
+    sampler = fa.data.PairwiseSampler(_csr(), fa.IndexInput([0]), i, j, seed=0)
+    with pytest.raises(ValueError, match="leaf 0 of PairwiseSampler"):
+        fa.train(loss, opt, sampler)
+    np.testing.assert_array_equal(model.U.value, before)
+
+
+def test_feeds_with_no_rows_are_refused():
+    model, loss, feeds = small_bpr()
+    opt = fa.optim.SGD(model.parameters(), lr=0.1)
+    u, i, j = feeds(triples(10)[0]).keys()
+    empty = np.zeros(0, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"FeedSampler: the feeds have 0 rows \(arrays of shape \(0,\)\)"):
+        fa.train(loss, opt, {u: empty, i: empty, j: empty})
+    with pytest.raises(ValueError, match="0 rows"):
+        fa.data.FeedSampler({u: empty})
+
+
 def test_embedding_bag_offsets_fed_per_example():
     # offsets are not ids into a table (a leaf full of the largest offset is no valid
     # partition): their op checks them on every example; the ids are still checked up front

@@ -155,6 +155,8 @@ class MultiheadAttention(Module):
     >>> out, weights = attn(x, x, x)                      # (2, 5, 16), (2, 5, 5)
     """
 
+    _transposed_from_torch = ("in_proj_weight",)
+
     def __init__(self, embed_dim, num_heads, bias=True, batch_first=True, dtype=None,
                  generator=None):
         super().__init__()

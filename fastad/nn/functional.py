@@ -4,12 +4,13 @@ import numpy as np
 
 from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
                             conv2d, max_pool1d, max_pool2d)
-from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, mul, relu, sigmoid,
+from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, relu, sigmoid,
                                    silu, softplus, tanh)
-from fastad_cy.graph import IndexInput, Input, Variable
+from fastad_cy.graph import IndexInput, Variable
 from fastad_cy.losses import (bce_with_logits, binary_cross_entropy, cosine_embedding, cross_entropy,
                               gaussian_nll, hinge_embedding, huber, kl_div, margin_ranking, mse,
                               multi_margin, nll_loss, poisson_nll, smooth_l1, triplet_margin)
+from fastad_cy.dropout import TrainingFlag, dropout as _dropout
 from fastad_cy.reduction import log_softmax, softmax
 from fastad_cy.sparse import embedding, embedding_bag
 from fastad import random as fastad_random
@@ -33,13 +34,15 @@ def check_dropout_rate(who, p):
 def dropout(x, p=0.5, training=True, generator=None):
     """Inverted dropout of `x` (see `fa.nn.Dropout`); the input itself when not training or p = 0.
 
-    The mask is a constant of the graph, drawn from `generator` (a numpy
-    Generator) or fastad's random source (`fa.manual_seed`).
+    Each forward of the graph (its build, `forward()`, every example of
+    `fa.train`) draws a new mask, from a stream started from `generator` (a
+    numpy Generator) or fastad's random source (`fa.manual_seed`). To switch a
+    built graph between training and eval, use the `fa.nn.Dropout` module.
     """
     check_dropout_rate("dropout", p)
     if not isinstance(x, Variable) or isinstance(x, IndexInput):
         raise TypeError(f"dropout: expected a float Variable, got {type(x).__name__}")
     if not training or p == 0:
         return x
-    keep = fastad_random.generator("dropout", generator).random(x.shape) >= p
-    return mul(x, Input(keep / (1 - p), dtype=x.dtype, device=x.device))
+    seed = fastad_random.generator("dropout", generator).bit_generator.random_raw(4)
+    return _dropout(x, p, TrainingFlag(True), seed)

@@ -63,6 +63,8 @@ class Linear(Module):
     (32, 128)
     """
 
+    _transposed_from_torch = ("weight",)
+
     def __init__(self, in_features, out_features, bias=True, dtype=None, generator=None):
         super().__init__()
         _check_sizes("Linear", in_features=in_features, out_features=out_features)
@@ -173,6 +175,8 @@ class LSTMCell(Module):
     >>> h, c = cell(fa.Input(np.ones((1, 16))), (h, c))
     """
 
+    _transposed_from_torch = ("weight_ih", "weight_hh")
+
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
         _check_sizes("LSTMCell", input_size=input_size, hidden_size=hidden_size)
@@ -214,6 +218,8 @@ class GRUCell(Module):
     >>> h = cell(fa.Input(np.zeros((1, 16))))
     >>> h = cell(fa.Input(np.ones((1, 16))), h)
     """
+
+    _transposed_from_torch = ("weight_ih", "weight_hh")
 
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()

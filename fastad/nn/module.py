@@ -3,9 +3,10 @@ from collections import namedtuple
 
 import numpy as np
 
+from fastad_cy.dropout import TrainingFlag, dropout as dropout_with_flag
 from fastad_cy.graph import IndexInput, Input, Parameter, Variable
 from fastad import random as fastad_random
-from fastad.nn.functional import check_dropout_rate, dropout
+from fastad.nn.functional import check_dropout_rate
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -30,6 +31,10 @@ class Module:
         model = Classifier()
         fa.save(model.state_dict(), "model.npz")
     """
+
+    #: The names of this class's Parameters stored as PyTorch's transposed (Linear's weight):
+    #: load_state_dict refuses PyTorch tensors for them rather than load them wrong.
+    _transposed_from_torch = ()
 
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
@@ -166,6 +171,7 @@ class Module:
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"{who}: expected a dict of arrays, got {type(state_dict).__name__}")
         own = dict(self.named_parameters() + self.named_buffers())
+        transposed = self._names_transposed_from_torch()
         missing = [name for name in own if name not in state_dict]
         unexpected = [name for name in state_dict if name not in own]
         if strict and (missing or unexpected):
@@ -176,6 +182,11 @@ class Module:
             if name not in state_dict:
                 continue
             arr = state_dict[name]
+            if name in transposed and type(arr).__module__.partition(".")[0] == "torch":
+                raise TypeError(f"{who}: {name!r} is a PyTorch tensor, and fastad stores this "
+                                f"weight as the transpose of PyTorch's layout (in_features "
+                                f"first), so it would load wrong (silently, when square); "
+                                f"give its transpose as an array, tensor.T.numpy()")
             arr = arr.get() if hasattr(arr, "__cuda_array_interface__") else np.asarray(arr)
             if arr.dtype.kind not in "biuf":
                 raise TypeError(f"{who}: {name!r} holds {arr.dtype} data, expected numbers")
@@ -189,6 +200,17 @@ class Module:
         for p, arr in updates:
             p.set_value(arr)
         return IncompatibleKeys(missing, unexpected)
+
+    def _names_transposed_from_torch(self):
+        """The dotted names of the Parameters below whose layout is PyTorch's transposed
+        (each Module class lists its own in `_transposed_from_torch`)."""
+        names, stack = set(), [("", self)]
+        while stack:
+            prefix, module = stack.pop()
+            names.update(prefix + name for name in type(module)._transposed_from_torch
+                         if name in module._parameters)
+            stack.extend((prefix + name + ".", child) for name, child in module._modules.items())
+        return names
 
     def zero_grad(self):
         """Clear the gradient of every Parameter below this Module.
@@ -291,16 +313,18 @@ class Sequential(Module):
 class Dropout(Module):
     """Inverted dropout: `Dropout(p=0.5, seed=None)`.
 
-    In training mode each call multiplies its input by a fresh mask of
-    Bernoulli(1 - p) draws divided by 1 - p (a constant Input drawn from a
-    numpy Generator seeded with `seed`), so the expected output is the input;
-    in eval mode (and for p = 0) it returns the input itself. A graph replayed
-    with `forward()` keeps the mask drawn when it was built.
+    Multiplies its input by a mask of Bernoulli(1 - p) draws divided by 1 - p,
+    so the expected output is the input. The mask is a node of the graph that
+    draws anew on every forward (the build, each `forward()` replay, each
+    example of `fa.train`), from a stream started from `seed` (or fastad's
+    random source, `fa.manual_seed`). The mode is read on every forward too:
+    after `eval()` a graph built in training mode passes its input through
+    unchanged, and after `train()` it drops again. For p = 0 it returns the
+    input itself.
 
     >>> drop = fa.nn.Dropout(0.25, seed=0)
     >>> y = drop(h)                 # training: about a quarter of h zeroed, the rest * 4/3
-    >>> drop.eval(); drop(h) is h
-    True
+    >>> drop.eval(); y.forward()    # the same graph, now the identity
     """
 
     def __init__(self, p=0.5, seed=None):
@@ -308,10 +332,23 @@ class Dropout(Module):
         self.p = check_dropout_rate("Dropout", p)
         self._rng = np.random.default_rng(seed) if seed is not None else fastad_random.generator("Dropout")
 
+    @property
+    def training(self):
+        return self._flag.training
+
+    @training.setter
+    def training(self, mode):
+        # Module.__init__ sets the mode before this class's __init__ runs: the flag comes first.
+        if "_flag" not in self.__dict__:
+            object.__setattr__(self, "_flag", TrainingFlag())
+        self._flag.training = bool(mode)
+
     def forward(self, x):
         if not isinstance(x, Variable) or isinstance(x, IndexInput):
             raise TypeError(f"Dropout: expected a float Variable, got {type(x).__name__}")
-        return dropout(x, self.p, self.training, self._rng)
+        if self.p == 0:
+            return x
+        return dropout_with_flag(x, self.p, self._flag, self._rng.bit_generator.random_raw(4))
 
     def extra_repr(self):
         return f"p={self.p}"

@@ -152,3 +152,22 @@ def test_embedding_padding_and_max_norm_on_the_device(backend, dtype, norm_type)
         y_dev.backward(seed)
         np.testing.assert_allclose(host(dev.grad), cpu.grad, **tol)
         np.testing.assert_array_equal(host(dev.grad)[4], 0.0)
+
+
+def test_dropout_draws_a_mask_per_forward_and_follows_eval(backend):
+    drop = nn.Dropout(0.5, seed=0)
+    x = fa.Parameter(np.arange(1.0, 101.0), dtype=np.float64, device="cuda")
+    out = drop(x)
+    loss = fa.sum(out * 2.0)
+    first = host(out.value)
+    kept = first != 0
+    assert 20 < kept.sum() < 80 and out.device == "cuda:0"
+    np.testing.assert_allclose(first[kept], 2 * np.arange(1.0, 101.0)[kept])
+    loss.forward()
+    second = host(out.value)
+    assert not np.array_equal(second != 0, kept)
+    loss.backward()
+    np.testing.assert_allclose(host(x.grad), 2.0 * (second != 0) * 2)
+    drop.eval()
+    loss.forward()
+    np.testing.assert_array_equal(host(out.value), np.arange(1.0, 101.0))

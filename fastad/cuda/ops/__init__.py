@@ -26,3 +26,4 @@ from fastad.cuda.ops.conv import conv, pool, batch_norm
 from fastad.cuda.ops.sparse import take, take_along_axis, embedding_bag
 from fastad.cuda.ops.fused import lstm_cell, gru_cell
 from fastad.cuda.ops.losses import cross_entropy, nll_loss, pair_loss
+from fastad.cuda.ops.dropout import dropout_mask
