@@ -97,7 +97,8 @@ def _masks(who, scores, test, train, users):
 
 
 def check_ids(who, name, ids, limit, what):
-    """`ids` as an int64 array of values in [0, limit), or TypeError/IndexError naming `name`."""
+    """`ids` (one id or an array of them) as an int64 array of values in [0, limit), or
+    TypeError/IndexError naming `name` and the first id out of range (and where it is)."""
     array = np.asarray(ids)
     if array.dtype.kind not in "iu":
         if array.size == 0:
@@ -105,10 +106,14 @@ def check_ids(who, name, ids, limit, what):
         raise TypeError(f"{who}: {name} must be integer ids, got dtype {array.dtype}")
     bad = (array < 0) | (array >= limit)
     if bad.any():
-        position = np.unravel_index(np.flatnonzero(bad)[0], array.shape)
-        raise IndexError(f"{who}: {name} holds {array[position]} at position "
-                         f"{position if array.ndim > 1 else position[0]}, outside the "
-                         f"{limit} {what} (ids 0..{limit - 1})")
+        first = np.flatnonzero(bad)[0]
+        if array.ndim == 0:
+            found = f"is {array[()]}"
+        else:
+            position = tuple(int(i) for i in np.unravel_index(first, array.shape))
+            where = position if array.ndim > 1 else position[0]
+            found = f"holds {array.flat[first]} at position {where}"
+        raise IndexError(f"{who}: {name} {found}, outside the {limit} {what} (ids 0..{limit - 1})")
     return array.astype(np.int64)
 
 
