@@ -26,7 +26,8 @@ first. `k` larger than the number of items is capped at it.
 """
 import numpy as np
 
-from fastad.data import check_int, check_interactions
+from fastad.checks import check_int
+from fastad.data import check_interactions
 
 __all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision_at_k", "auc",
            "evaluate", "top_k"]
