@@ -11,14 +11,13 @@ data, and user x item interaction matrices with their splits.
 - `train_test_split` and `leave_k_out` hold out some of each user's
   interactions; `sample_triples` draws BPR training triples from a matrix.
 """
-import numbers
-
 import numpy as np
 import scipy.sparse as sp
 
 from fastad_cy.graph import IndexInput
 from fastad_cy.samplers import (AliasTable, CbowSampler, FeedSampler, Interactions, PairwiseSampler,
                                 Sampler, SkipGramSampler, WindowSampler)
+from fastad.checks import check_choice, check_int, check_number, check_seed, check_sizes
 
 __all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "Interactions", "WindowSampler", "SkipGramSampler",
            "CbowSampler", "AliasTable",
@@ -38,12 +37,12 @@ def planted_preferences(n_users, n_items, n_train, n_test, rank=8, noise=0.0, se
 
     >>> train, test = planted_preferences(1000, 500, n_train=100_000, n_test=10_000)
     """
-    for name, value in (("n_users", n_users), ("n_items", n_items), ("rank", rank)):
-        if int(value) < 1:
-            raise ValueError(f"planted_preferences: {name} must be >= 1, got {value}")
-    if n_items < 2:
-        raise ValueError("planted_preferences: need at least 2 items to compare")
-    rng = np.random.default_rng(seed)
+    who = "planted_preferences"
+    n_users, rank, n_train, n_test = check_sizes(who, n_users=n_users, rank=rank, n_train=n_train,
+                                                 n_test=n_test)
+    n_items = check_int(who, "n_items", n_items, minimum=2)      # a triple compares two items
+    noise = check_number(who, "noise", noise, at_least=0)
+    rng = _seeded(who, seed)
     P = rng.standard_normal((n_users, rank))
     Q = rng.standard_normal((n_items, rank))
 
@@ -56,7 +55,7 @@ def planted_preferences(n_users, n_items, n_train, n_test, rank=8, noise=0.0, se
         pos, neg = np.where(swap, b, a), np.where(swap, a, b)
         return {"users": users.astype(np.int64), "pos": pos.astype(np.int64), "neg": neg.astype(np.int64)}
 
-    return triples(int(n_train)), triples(int(n_test))
+    return triples(n_train), triples(n_test)
 
 
 def pairwise_auc(U, V, triples):
@@ -89,13 +88,14 @@ def planted_interactions(n_users, n_items, per_user=20, rank=8, noise=0.5, seed=
 
     >>> likes = planted_interactions(1000, 500, per_user=20)     # 1000 x 500, 20 per row
     """
-    for name, value in (("n_users", n_users), ("rank", rank), ("per_user", per_user)):
-        if int(value) < 1:
-            raise ValueError(f"planted_interactions: {name} must be >= 1, got {value}")
+    who = "planted_interactions"
+    n_users, n_items, per_user, rank = check_sizes(who, n_users=n_users, n_items=n_items,
+                                                   per_user=per_user, rank=rank)
     if not per_user < n_items:
-        raise ValueError(f"planted_interactions: per_user must be < n_items (every user needs an item "
+        raise ValueError(f"{who}: per_user must be < n_items (every user needs an item "
                          f"it did not like), got per_user={per_user}, n_items={n_items}")
-    rng = np.random.default_rng(seed)
+    noise = check_number(who, "noise", noise, at_least=0)
+    rng = _seeded(who, seed)
     P = _planted_factors("user_groups", user_groups, n_users, rank, rng)
     Q = _planted_factors("item_groups", item_groups, n_items, rank, rng)
     taste = P @ Q.T / np.sqrt(rank) + noise * rng.gumbel(size=(n_users, n_items))
@@ -152,18 +152,9 @@ def check_interactions(interactions, who, name="interactions", shape=None):
     return matrix
 
 
-def check_int(who, name, value, minimum=1):
-    """`value` as an int >= `minimum`, or TypeError/ValueError naming `who` and `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{who}: {name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{who}: {name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _seeded(who, seed):
     """A numpy Generator from `seed` (an int >= 0, or None for fresh entropy)."""
-    return np.random.default_rng(None if seed is None else check_int(who, "seed", seed, minimum=0))
+    return np.random.default_rng(check_seed(who, seed))
 
 
 def _split_by_user(matrix, held_per_user, rng):
@@ -194,8 +185,7 @@ def train_test_split(interactions, test_fraction=0.2, seed=0):
     >>> train, test = fa.data.train_test_split(likes, test_fraction=0.2, seed=0)
     """
     matrix = check_interactions(interactions, "train_test_split")
-    if not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
-        raise ValueError(f"train_test_split: test_fraction must be a number in (0, 1), got {test_fraction!r}")
+    test_fraction = check_number("train_test_split", "test_fraction", test_fraction, above=0, below=1)
     rng = _seeded("train_test_split", seed)
     held = np.rint(test_fraction * np.diff(matrix.indptr)).astype(np.int64)
     return _split_by_user(matrix, held, rng)
@@ -224,8 +214,7 @@ def require_negatives(matrix, who, name="interactions", negatives="uniform"):
     """Raise ValueError naming the users of a checked CSR matrix for whom no negative item can
     be drawn: who liked every item (`negatives="uniform"`), or every item that has an
     interaction (`"popularity"`, which draws items in proportion to their interactions)."""
-    if negatives not in _NEGATIVE_RULES:
-        raise ValueError(f"{who}: negatives must be one of {_NEGATIVE_RULES}, got {negatives!r}")
+    check_choice(who, "negatives", negatives, _NEGATIVE_RULES)
     if negatives == "uniform":
         drawable, what = matrix.shape[1], "every item"
     else:
@@ -253,9 +242,7 @@ def sample_triples(interactions, n=None, seed=0, negatives="uniform"):
     matrix = check_interactions(interactions, "sample_triples")
     require_negatives(matrix, "sample_triples", negatives=negatives)
     n = matrix.nnz if n is None else check_int("sample_triples", "n", n)
-    if seed is not None:
-        seed = check_int("sample_triples", "seed", seed, minimum=0)
-    return _draw_triples(matrix, n, seed, negatives)
+    return _draw_triples(matrix, n, check_seed("sample_triples", seed), negatives)
 
 
 def _draw_triples(interactions, n, seed, negatives="uniform"):

@@ -51,9 +51,10 @@ import numpy as np
 
 from fastad_cy.graph import register_shared_handles
 from fastad_cy.sparse import add_grad, grad_mode, scale_grad
+from fastad.checks import check_choice
 
 __all__ = ["share", "run", "sync_step", "report", "progress_bar", "SharedArray", "SharedArrays",
-           "InProcessArray", "InProcessArrays", "share_for", "in_place", "WorkerError"]
+           "InProcessArray", "InProcessArrays", "share_for", "in_place", "WorkerError", "start_methods"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -952,6 +953,12 @@ def _run_threads(fn, workers, args, progress, progress_interval):
     return results
 
 
+def start_methods():
+    """The `start_method`s that `run` takes here: "spawn", "fork" where the platform has it,
+    and "threads"."""
+    return [m for m in ("spawn", "fork") if m in multiprocessing.get_all_start_methods()] + ["threads"]
+
+
 def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_interval=1.0,
         mode="hogwild", reduce="mean"):
     """Call `fn(rank, *args)` in `workers` processes (or threads) at once; return their
@@ -1013,10 +1020,7 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
     if workers > max_workers():
         raise ValueError(f"run: workers={workers} is more than {max_workers()} (8 per CPU of this "
                          f"machine, at least 64); Hogwild gains nothing from more workers than cores")
-    methods = [m for m in ("spawn", "fork") if m in multiprocessing.get_all_start_methods()]
-    methods.append("threads")
-    if start_method not in methods:
-        raise ValueError(f"run: start_method must be one of {methods}, got {start_method!r}")
+    check_choice("run", "start_method", start_method, start_methods())
     if start_method != "threads" and any(
             isinstance(arg, InProcessArray) or isinstance(arg, Mapping) and any(
                 isinstance(value, InProcessArray) for value in arg.values()) for arg in args):

@@ -28,6 +28,7 @@ __all__ = ["save", "load"]
 _MANIFEST = "__fastad__"
 _FORMAT = "fastad-checkpoint-1"
 _SCALAR_KINDS = {"int": int, "float": float, "bool": bool, "str": str}
+_NPZ_START = b"PK\x03\x04"      # a zip archive's first entry: how every .npz file begins
 
 
 def _leaf_kind(value, key):
@@ -121,8 +122,17 @@ def _write_atomically(path, write):
     """Run write(file) on a temporary file beside `path`, fsync it and rename it over `path`."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
-    # 0o666 less the umask: the file gets the permissions a plain open() would give
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        # 0o666 less the umask: the file gets the permissions a plain open() would give
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as e:      # named after the user's path, not the temporary file's
+        if os.path.isdir(directory):
+            reason = e.strerror
+        elif os.path.exists(directory):
+            reason = f"{directory} is not a folder"
+        else:
+            reason = f"the folder {directory} does not exist"
+        raise type(e)(e.errno, f"save: cannot write {path}: {reason}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -189,18 +199,20 @@ def load(path):
     path = os.fspath(path)
     if _is_safetensors(path):
         return _load_safetensors(path)
-    try:
-        with open(path, "rb") as f:
-            npz = np.load(f, allow_pickle=False)
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise ValueError("it holds a single array, not an .npz archive")
-            with npz:
+    with open(path, "rb") as f:
+        # numpy takes a file that is neither .npz nor .npy for a pickle: look first
+        start = f.read(len(_NPZ_START))
+        if start != _NPZ_START:
+            found = f"it begins with {start!r}" if start else "it is empty"
+            raise ValueError(f"load: {path} is not a fastad checkpoint (.npz, a zip archive "
+                             f"beginning with {_NPZ_START!r}): {found}")
+        f.seek(0)
+        try:
+            with np.load(f, allow_pickle=False) as npz:
                 arrays = {name: npz[name] for name in npz.files}
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
-        raise ValueError(f"load: {path} is not a readable fastad checkpoint "
-                         f"(truncated or another format?): {e}") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+            raise ValueError(f"load: {path} is a damaged .npz file or not a fastad checkpoint: "
+                             f"{e}") from None
     header = arrays.pop(_MANIFEST, None)
     try:
         meta = json.loads(str(header[()])) if header is not None and header.ndim == 0 else None

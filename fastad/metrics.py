@@ -26,7 +26,8 @@ first. `k` larger than the number of items is capped at it.
 """
 import numpy as np
 
-from fastad.data import check_int, check_interactions
+from fastad.checks import check_int
+from fastad.data import check_interactions
 
 __all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision_at_k", "auc",
            "evaluate", "top_k"]
@@ -97,7 +98,8 @@ def _masks(who, scores, test, train, users):
 
 
 def check_ids(who, name, ids, limit, what):
-    """`ids` as an int64 array of values in [0, limit), or TypeError/IndexError naming `name`."""
+    """`ids` (one id or an array of them) as an int64 array of values in [0, limit), or
+    TypeError/IndexError naming `name` and the first id out of range (and where it is)."""
     array = np.asarray(ids)
     if array.dtype.kind not in "iu":
         if array.size == 0:
@@ -105,10 +107,14 @@ def check_ids(who, name, ids, limit, what):
         raise TypeError(f"{who}: {name} must be integer ids, got dtype {array.dtype}")
     bad = (array < 0) | (array >= limit)
     if bad.any():
-        position = np.unravel_index(np.flatnonzero(bad)[0], array.shape)
-        raise IndexError(f"{who}: {name} holds {array[position]} at position "
-                         f"{position if array.ndim > 1 else position[0]}, outside the "
-                         f"{limit} {what} (ids 0..{limit - 1})")
+        first = np.flatnonzero(bad)[0]
+        if array.ndim == 0:
+            found = f"is {array[()]}"
+        else:
+            position = tuple(int(i) for i in np.unravel_index(first, array.shape))
+            where = position if array.ndim > 1 else position[0]
+            found = f"holds {array.flat[first]} at position {where}"
+        raise IndexError(f"{who}: {name} {found}, outside the {limit} {what} (ids 0..{limit - 1})")
     return array.astype(np.int64)
 
 

@@ -6,7 +6,6 @@ several: Hogwild processes over shared memory; `device="cuda"`: batches on a
 GPU); `recommend`, `similar_items`, `similar_users` and `scores` rank with one
 matrix product per batch of users.
 """
-import numbers
 import sys
 import time
 
@@ -22,7 +21,9 @@ from fastad_cy.train import train
 from fastad import hogwild
 from fastad import random as fastad_random
 from fastad.cuda import check_device
-from fastad.data import Interactions, _draw_triples, check_int, check_interactions, require_negatives
+from fastad.checks import (check_callable, check_choice, check_flag, check_int, check_number,
+                           check_seed, check_sizes)
+from fastad.data import Interactions, _draw_triples, check_interactions, require_negatives
 from fastad.metrics import check_ids, top_k
 from fastad.optim import SGD, Adagrad, Adam
 from fastad.nn.module import Module
@@ -33,16 +34,9 @@ __all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "bpr_hogwild_worker"]
 OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}
 
 
-def check_optimizer(who, name):
-    """`name` if it names an optimizer of OPTIMIZERS, or ValueError naming `who`."""
-    if name not in OPTIMIZERS:
-        raise ValueError(f"{who}: optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
-    return name
-
-
 def make_optimizer(who, name, parameters, lr):
     """The fastad optimizer called `name` ("sgd", "adagrad" or "adam") over `parameters`."""
-    return OPTIMIZERS[check_optimizer(who, name)](parameters, lr=lr)
+    return OPTIMIZERS[check_choice(who, "optimizer", name, sorted(OPTIMIZERS))](parameters, lr=lr)
 
 
 def bpr_loss(user, pos, neg, bias_difference=None):
@@ -170,14 +164,14 @@ class Recommender(Module):
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's triples")
-        seed = fastad_random.generator(who).integers(2**63) if seed is None else check_int(
-            who, "seed", seed, minimum=0)
-        if not isinstance(lr, numbers.Real) or not np.isfinite(lr) or lr <= 0:
-            raise ValueError(f"{who}: lr must be a finite number > 0, got {lr!r}")
-        check_optimizer(who, optimizer)
-        for name, value in (("callback", callback), ("progress", progress)):
-            if value is not None and not callable(value):
-                raise TypeError(f"{who}: {name} must be callable or None, got {type(value).__name__}")
+        seed = check_seed(who, seed)
+        if seed is None:
+            seed = fastad_random.generator(who).integers(2**63)
+        lr = check_number(who, "lr", lr, above=0)
+        check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
+        check_callable(who, "callback", callback)
+        check_callable(who, "progress", progress)
+        check_choice(who, "start_method", start_method, [None] + hogwild.start_methods())
         if start_method is None:
             start_method = "fork" if sys.platform.startswith("linux") else "spawn"
         device = check_device(who, device)
@@ -548,9 +542,16 @@ class BPR(Recommender):
     def __init__(self, n_users, n_items, dim=32, scale=0.1, seed=0, dtype=None, U=None, V=None,
                  biases=False):
         super().__init__()
-        rng = np.random.default_rng(seed)
+        n_users, n_items, dim = check_sizes("BPR", n_users=n_users, n_items=n_items, dim=dim)
+        scale = _check_scale("BPR", scale)
+        rng = np.random.default_rng(check_seed("BPR", seed))
+        biases = check_flag("BPR", "biases", biases)
         self.U = Parameter(U if U is not None else rng.normal(0, scale, (n_users, dim)), dtype=dtype)
         self.V = Parameter(V if V is not None else rng.normal(0, scale, (n_items, dim)), dtype=dtype)
+        if self.U.ndim != 2 or self.V.ndim != 2 or self.U.shape[1] != self.V.shape[1] or \
+                0 in self.U.shape + self.V.shape:
+            raise ValueError(f"BPR: U and V must be non-empty (users, dim) and (items, dim) arrays "
+                             f"with one dim, got shapes {self.U.shape} and {self.V.shape}")
         if biases:
             self.item_bias = Parameter(np.zeros((self.V.shape[0], 1)), dtype=self.V.dtype)
 
@@ -622,10 +623,11 @@ class TwoTower(Recommender):
 
     def __init__(self, user_features, item_features, dim=32, scale=0.1, seed=0, dtype=None):
         super().__init__()
-        rng = np.random.default_rng(seed)
         self.user_features = _check_fields("TwoTower", "user_features", user_features)
         self.item_features = _check_fields("TwoTower", "item_features", item_features)
         self.dim = check_int("TwoTower", "dim", dim)
+        scale = _check_scale("TwoTower", scale)
+        rng = np.random.default_rng(check_seed("TwoTower", seed))
         for side, fields in (("user", self.user_features), ("item", self.item_features)):
             for name, ids in fields.items():
                 rows = int(ids.max()) + 1
@@ -684,6 +686,12 @@ class TwoTower(Recommender):
 
     def item_biases(self):
         return None
+
+
+def _check_scale(who, scale):
+    """The standard deviation of the initial weights: > 0, for weights that all start at
+    zero get no gradient from the BPR loss, and train to nothing (every score 0)."""
+    return check_number(who, "scale", scale, above=0)
 
 
 def _check_fields(who, name, fields):

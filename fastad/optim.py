@@ -14,29 +14,15 @@ step captured with `fa.cuda.capture`.
 ...     fa.optim.clip_grad_norm(model.parameters(), 1.0)
 ...     opt.step(); opt.zero_grad(); sched.step()
 """
-import math
-import numbers
-
 from fastad_cy.optim import (Optimizer, SGD, Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax,
                              NAdam, RAdam, clip_grad_norm, clip_grad_value)
 from fastad_cy.train import scheduled_lr
+from fastad.checks import check_int, check_number
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
            "NAdam", "RAdam", "clip_grad_norm",
            "clip_grad_value", "LRScheduler", "StepLR", "CosineAnnealingLR", "LinearWarmup",
            "LinearDecay"]
-
-
-def _positive_int(who, name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{who}: {name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
-def _real(who, name, value, low, high):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= value <= high:
-        raise ValueError(f"{who}: {name} must be a number in [{low}, {high}], got {value!r}")
-    return float(value)
 
 
 class LRScheduler:
@@ -53,8 +39,9 @@ class LRScheduler:
 
     def __init__(self, optimizer):
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(self).__name__}: expected a fastad optimizer, "
-                            f"got {type(optimizer).__name__}")
+            raise TypeError(f"{type(self).__name__}: optimizer must be a fastad optimizer "
+                            f"(fa.optim.SGD, Adam, ...), got {optimizer!r} "
+                            f"({type(optimizer).__name__})")
         self.optimizer = optimizer
         self.base_lr = optimizer.lr
         self.last_epoch = 0
@@ -115,8 +102,8 @@ class StepLR(LRScheduler):
     """
 
     def __init__(self, optimizer, step_size, gamma=0.1):
-        self.step_size = _positive_int("StepLR", "step_size", step_size)
-        self.gamma = _real("StepLR", "gamma", gamma, 0.0, math.inf)
+        self.step_size = check_int("StepLR", "step_size", step_size)
+        self.gamma = check_number("StepLR", "gamma", gamma, at_least=0)
         super().__init__(optimizer)
 
     def compiled_rule(self):
@@ -131,8 +118,8 @@ class CosineAnnealingLR(LRScheduler):
     """
 
     def __init__(self, optimizer, T_max, eta_min=0.0):
-        self.T_max = _positive_int("CosineAnnealingLR", "T_max", T_max)
-        self.eta_min = _real("CosineAnnealingLR", "eta_min", eta_min, 0.0, math.inf)
+        self.T_max = check_int("CosineAnnealingLR", "T_max", T_max)
+        self.eta_min = check_number("CosineAnnealingLR", "eta_min", eta_min, at_least=0)
         super().__init__(optimizer)
 
     def compiled_rule(self):
@@ -148,8 +135,9 @@ class LinearWarmup(LRScheduler):
     """
 
     def __init__(self, optimizer, warmup_steps, start_factor=0.0):
-        self.warmup_steps = _positive_int("LinearWarmup", "warmup_steps", warmup_steps)
-        self.start_factor = _real("LinearWarmup", "start_factor", start_factor, 0.0, 1.0)
+        self.warmup_steps = check_int("LinearWarmup", "warmup_steps", warmup_steps)
+        self.start_factor = check_number("LinearWarmup", "start_factor", start_factor, at_least=0,
+                                         at_most=1)
         super().__init__(optimizer)
 
     def compiled_rule(self):
@@ -168,12 +156,13 @@ class LinearDecay(LRScheduler):
     """
 
     def __init__(self, optimizer, min_lr=0.0, total_steps=None):
-        self.min_lr = _real("LinearDecay", "min_lr", min_lr, 0.0, math.inf)
-        if self.min_lr > optimizer.lr:
+        self.min_lr = check_number("LinearDecay", "min_lr", min_lr, at_least=0)
+        self.total_steps = None if total_steps is None else check_int("LinearDecay", "total_steps",
+                                                                      total_steps)
+        super().__init__(optimizer)         # checks that it is an optimizer; its lr stays as it was
+        if self.min_lr > self.base_lr:
             raise ValueError(f"LinearDecay: min_lr ({min_lr}) is above the optimizer's lr "
-                             f"({optimizer.lr}): the decay would end above where it starts")
-        self.total_steps = None if total_steps is None else _positive_int("LinearDecay", "total_steps", total_steps)
-        super().__init__(optimizer)
+                             f"({self.base_lr}): the decay would end above where it starts")
 
     def lr_at(self, epoch):
         if self.total_steps is None and epoch > 0:

@@ -18,20 +18,13 @@ from fastad_cy.sparse import gather_dot, take
 from fastad_cy.train import scheduled_lr, train
 from fastad import hogwild
 from fastad.cuda import check_device
-from fastad.data import check_int
+from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.io import load, save
 from fastad.optim import SGD, LinearDecay
 
 __all__ = ["Word2Vec"]
 
 BLOCK_TOKENS = 10_000      # the tokens a Hogwild worker claims at a time in the corpus walk (gensim's job size)
-
-
-def _positive(who, name, value, integer=True):
-    kind = int if integer else float
-    if isinstance(value, bool) or not isinstance(value, (int, float) if not integer else int) or value <= 0:
-        raise ValueError(f"{who}: {name} must be a positive {kind.__name__}, got {value!r}")
-    return kind(value)
 
 
 def _initial_vectors(rng, n, dim):
@@ -85,24 +78,18 @@ class Word2Vec:
     def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
                  min_lr=1e-4, sg=True, workers=1, seed=0):
         who = "Word2Vec"
+        self.dim, self.window, self.negative, self.min_count, self.epochs, self.workers = check_sizes(
+            who, dim=dim, window=window, negative=negative, min_count=min_count, epochs=epochs,
+            workers=workers)
+        self.sg = check_flag(who, "sg", sg)
         if lr is None:
             # CBOW here takes the exact gradient of the context mean, so each context word gets
             # 1/n of word2vec's update (whose CBOW skips the mean's 1/n): scale lr to match.
-            lr = 0.025 if sg else 0.025 * (window + 1)
-        self.dim = _positive(who, "dim", dim)
-        self.window = _positive(who, "window", window)
-        self.negative = _positive(who, "negative", negative)
-        self.min_count = _positive(who, "min_count", min_count)
-        self.epochs = _positive(who, "epochs", epochs)
-        self.workers = _positive(who, "workers", workers)
-        self.lr = _positive(who, "lr", lr, integer=False)
-        if isinstance(min_lr, bool) or not isinstance(min_lr, (int, float)) or not 0 <= min_lr <= lr:
-            raise ValueError(f"{who}: min_lr must be a number in [0, lr={lr}], got {min_lr!r}")
-        if isinstance(sample, bool) or not isinstance(sample, (int, float)) or sample < 0:
-            raise ValueError(f"{who}: sample must be a number >= 0, got {sample!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"{who}: seed must be an int >= 0, got {seed!r}")
-        self.min_lr, self.sample, self.sg, self.seed = float(min_lr), float(sample), bool(sg), seed
+            lr = 0.025 if self.sg else 0.025 * (self.window + 1)
+        self.lr = check_number(who, "lr", lr, above=0)
+        self.min_lr = check_number(who, "min_lr", min_lr, at_least=0, at_most=self.lr)
+        self.sample = check_number(who, "sample", sample, at_least=0)
+        self.seed = check_int(who, "seed", seed, minimum=0)
         self.words, self.index, self.counts = [], {}, np.zeros(0, dtype=np.int64)
         self.vectors = self.output = None
         self.history = []
@@ -171,6 +158,9 @@ class Word2Vec:
         A failure leaves the model as it was before `fit` (nothing half-trained is kept).
         """
         who = "Word2Vec.fit"
+        check_callable(who, "callback", callback)
+        check_callable(who, "progress", progress)
+        check_choice(who, "start_method", start_method, [None] + hogwild.start_methods())
         device = check_device(who, device)
         if batch_size is None:
             batch_size = 1 if device == "cpu" else 1024

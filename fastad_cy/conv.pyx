@@ -39,8 +39,9 @@ cdef struct Geom:
 
 # ------------------------------------------------------------- arguments
 
-cdef tuple int_tuple(str op, str name, object value, int n, Py_ssize_t minimum):
-    """value (an int, or a tuple of n ints) as a tuple of n ints, each >= minimum."""
+cpdef tuple int_tuple(str op, str name, object value, int n, Py_ssize_t minimum):
+    """value (an int, or a tuple of n ints) as a tuple of n ints, each >= minimum, or a
+    TypeError/ValueError naming `op` and `name`."""
     items = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
     expected = f"an int or a tuple of {n} ints, each >= {minimum}" if n > 1 else \
         f"an int >= {minimum}"
@@ -79,6 +80,30 @@ cdef tuple spatial(Variable x, int nd):
 cdef tuple pad1(int nd, tuple values, Py_ssize_t fill):
     """A 1-d op's (value,) as the 2-d (fill, value)."""
     return values if nd == 2 else (fill,) + values
+
+
+def conv_steps(str op, int nd, stride, padding, dilation):
+    """(strides, pads, dilations) of an nd-d convolution as (height, width) pairs (a 1-d
+    one's height is 1): stride and dilation ints >= 1, padding >= 0, each an int or a tuple
+    of nd ints, or an error naming `op`. The layers check theirs with it when made."""
+    return (pad1(nd, int_tuple(op, "stride", stride, nd, 1), 1),
+            pad1(nd, int_tuple(op, "padding", padding, nd, 0), 0),
+            pad1(nd, int_tuple(op, "dilation", dilation, nd, 1), 1))
+
+
+def pool_window(str op, int nd, kernel_size, stride, padding):
+    """(kernel, strides, pads) of an nd-d pooling window as (height, width) pairs (a 1-d
+    one's height is 1): kernel_size and stride (None: kernel_size) ints >= 1, padding >= 0
+    and at most half the kernel, each an int or a tuple of nd ints, or an error naming
+    `op`. The layers check theirs with it when made."""
+    kernel = pad1(nd, int_tuple(op, "kernel_size", kernel_size, nd, 1), 1)
+    strides = kernel if stride is None else pad1(nd, int_tuple(op, "stride", stride, nd, 1), 1)
+    pads = pad1(nd, int_tuple(op, "padding", padding, nd, 0), 0)
+    for k, p in zip(kernel, pads):
+        if 2 * p > k:
+            raise ValueError(f"{op}: padding {padding!r} must be at most half of "
+                             f"kernel_size {kernel_size!r}")
+    return kernel, strides, pads
 
 
 cdef Py_ssize_t out_size(str op, str what, Py_ssize_t size, Py_ssize_t kernel, Py_ssize_t stride,
@@ -296,9 +321,8 @@ cdef Variable _conv(str op, int nd, object x, object weight, object bias, object
     if vb is not None and vb._shape != (out_channels,):
         raise ValueError(f"{op}: bias must have shape ({out_channels},) (out_channels), "
                          f"got {vb._shape}")
-    cdef tuple strides = pad1(nd, int_tuple(op, "stride", stride, nd, 1), 1)
-    cdef tuple pads = pad1(nd, int_tuple(op, "padding", padding, nd, 0), 0)
-    cdef tuple dilations = pad1(nd, int_tuple(op, "dilation", dilation, nd, 1), 1)
+    cdef tuple strides, pads, dilations
+    strides, pads, dilations = conv_steps(op, nd, stride, padding, dilation)
     cdef tuple kernel = pad1(nd, vw._shape[2:], 1)
     cdef tuple hw = spatial(vx, nd)
     cdef Geom g
@@ -502,14 +526,8 @@ cdef Variable _window_pool(str op, int nd, int mode, object x, object kernel_siz
     require_float(op, x, "x")
     cdef Variable vx = <Variable>x
     require_input(op, vx, nd)
-    cdef tuple kernel = pad1(nd, int_tuple(op, "kernel_size", kernel_size, nd, 1), 1)
-    cdef tuple strides = kernel if stride is None else \
-        pad1(nd, int_tuple(op, "stride", stride, nd, 1), 1)
-    cdef tuple pads = pad1(nd, int_tuple(op, "padding", padding, nd, 0), 0)
-    for k, p in zip(kernel, pads):
-        if 2 * p > k:
-            raise ValueError(f"{op}: padding {padding!r} must be at most half of "
-                             f"kernel_size {kernel_size!r}")
+    cdef tuple kernel, strides, pads
+    kernel, strides, pads = pool_window(op, nd, kernel_size, stride, padding)
     cdef tuple hw = spatial(vx, nd)
     names = ("kernel height", "kernel width") if nd == 2 else ("kernel", "kernel")
     out_hw = tuple(out_size(op, names[a], hw[a], kernel[a], strides[a], pads[a], 1, vx._shape)

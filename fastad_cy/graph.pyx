@@ -63,13 +63,7 @@ def set_default_dtype(dtype):
         fa.Parameter([1, 2]).dtype        # float64
     """
     global _default_f64
-    d = np.dtype(dtype)
-    if d == float32:
-        _default_f64 = False
-    elif d == float64:
-        _default_f64 = True
-    else:
-        raise TypeError(f"set_default_dtype: expected float32 or float64, got {d}")
+    _default_f64 = _float_dtype(dtype, "set_default_dtype") == float64
 
 
 def get_default_dtype():
@@ -222,15 +216,23 @@ cdef object _as_numeric_array(object data, str argname):
     return arr
 
 
+cdef object _float_dtype(object dtype, str who):
+    """`dtype` as numpy's float32 or float64, or a TypeError naming `who` and what it got
+    (numpy's own says only that a data type is not understood)."""
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{who}: dtype must be float32 or float64, got {dtype!r}") from None
+    if d != float32 and d != float64:
+        raise TypeError(f"{who}: dtype must be float32 or float64, got {d}")
+    return d
+
+
 cdef object _float_array(object data, object dtype, str argname):
     """A fresh C-contiguous float32/float64 copy of `data`; a large one starts on a cache
     line (see _line_aligned_empty)."""
     arr = _as_numeric_array(data, argname)
-    if dtype is None:
-        dtype = float64 if _default_f64 else float32
-    dtype = np.dtype(dtype)
-    if dtype != float32 and dtype != float64:
-        raise TypeError(f"{argname}: dtype must be float32 or float64, got {dtype}")
+    dtype = (float64 if _default_f64 else float32) if dtype is None else _float_dtype(dtype, argname)
     if arr.size * dtype.itemsize < SMALL_BUFFER:
         return own_buffer_copy(np.array(arr, dtype=dtype, order="C", copy=True))
     out = _line_aligned_empty(arr.shape, dtype)

@@ -65,10 +65,18 @@ cdef double _number(str who, str name, object value) except? -1.0:
         raise TypeError(f"{who}: {name} must be a number, got {value!r}") from None
 
 
+cdef double _argument(str who, str name, object value) except? -1.0:
+    """A number argument as a float: `_number`'s, and a bool is refused too (lr=True is no
+    rate); `_number` alone takes the bools a saved state dict compares."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{who}: {name} must be a number, got {value!r} ({type(value).__name__})")
+    return _number(who, name, value)
+
+
 cdef double _in_range(str who, str name, object value, double low, double high,
                       bint high_open) except? -1.0:
     """`value` as a float in [low, high) (or [low, high] when not high_open); NaN fails."""
-    cdef double v = _number(who, name, value)
+    cdef double v = _argument(who, name, value)
     if not (v >= low and (v < high if high_open else v <= high)):
         interval = f"[{low:g}, {high:g})" if high_open else f"[{low:g}, {high:g}]"
         raise ValueError(f"{who}: {name} must be in {interval}, got {value!r}")
@@ -80,7 +88,7 @@ cdef double _check_lr(str who, object lr) except? -1.0:
 
 
 cdef double _check_eps(str who, object eps) except? -1.0:
-    cdef double v = _number(who, "eps", eps)
+    cdef double v = _argument(who, "eps", eps)
     if not (0 < v < INFINITY):
         raise ValueError(f"{who}: eps must be > 0 and finite, got {eps!r}")
     return v
@@ -1112,7 +1120,7 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     """
     cdef list plist = _param_list(params, "clip_grad_norm", True, True)
     cdef double limit = _in_range("clip_grad_norm", "max_norm", max_norm, 0.0, INFINITY, False)
-    cdef double q = _number("clip_grad_norm", "norm_type", norm_type)
+    cdef double q = _argument("clip_grad_norm", "norm_type", norm_type)
     cdef double acc = 0, total, factor
     cdef Py_ssize_t k, n_spans, span_len
     cdef const int64_t* rows

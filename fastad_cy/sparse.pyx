@@ -761,7 +761,10 @@ def padding_row(str op, object padding_idx, Py_ssize_t rows):
     return int(padding_idx) % rows
 
 
-cdef double _positive(str op, str name, object value, bint allow_inf) except -1.0:
+cpdef double check_positive(str op, str name, object value, bint allow_inf) except -1.0:
+    """`value` (embedding's max_norm or norm_type) as a float > 0, infinite only when
+    `allow_inf`, or a ValueError naming `op` and `name`; `fa.nn.Embedding` checks its
+    options with it when it is made."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 \
             or value != value or (value == INFINITY and not allow_inf):
         raise ValueError(f"{op}: {name} must be a number > 0{'' if allow_inf else ' (finite)'}, "
@@ -791,12 +794,12 @@ def embedding(weight, ids, padding_idx=None, max_norm=None, norm_type=2.0):
     cdef int64_t pad = -1 if row is None else row
     cdef double limit = 0.0
     if max_norm is not None:
-        limit = _positive("embedding", "max_norm", max_norm, False)
+        limit = check_positive("embedding", "max_norm", max_norm, False)
         if not (<Variable>weight).is_leaf:
             raise ValueError("embedding: max_norm renormalises rows of the table in place; the "
                              "table must be a leaf (a Parameter), not an op's result")
-    return _gather("embedding", weight, ids, pad, limit, _positive("embedding", "norm_type",
-                                                                   norm_type, True))
+    return _gather("embedding", weight, ids, pad, limit, check_positive("embedding", "norm_type",
+                                                                        norm_type, True))
 
 
 # ---------------------------------------------------------------- embedding_bag

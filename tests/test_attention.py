@@ -248,7 +248,7 @@ def test_mha_gradcheck_replay_and_float32():
 def test_mha_bad_input():
     with pytest.raises(ValueError, match=r"embed_dim \(10\) must be divisible by num_heads \(3\)"):
         fa.nn.MultiheadAttention(10, 3)
-    with pytest.raises(ValueError, match="num_heads must be a positive integer"):
+    with pytest.raises(ValueError, match="num_heads must be >= 1, got 0"):
         fa.nn.MultiheadAttention(8, 0)
     attn = fa.nn.MultiheadAttention(8, 2)
     x = fa.Input(np.zeros((2, 4, 8)))

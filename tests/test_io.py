@@ -1,6 +1,7 @@
 """Checkpoints (fastad.io.save / load): round trips, atomic writes, damaged files."""
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -146,6 +147,61 @@ def test_foreign_files_raise_value_error(tmp_path):
         io.load(pickled)
     with pytest.raises(FileNotFoundError):
         io.load(tmp_path / "missing.npz")
+
+
+def test_a_text_file_is_not_a_checkpoint_and_no_word_of_pickles(tmp_path):
+    # numpy reads a file that is neither .npz nor .npy as a pickle, and its refusal spoke of
+    # "pickled (object) data" and allow_pickle
+    text = tmp_path / "notes.npz"
+    text.write_text("epoch 3, loss 0.25\n")
+    with pytest.raises(ValueError, match=r"load: .*notes.npz is not a fastad checkpoint \(.npz, a zip "
+                                         r"archive beginning with b'PK\\x03\\x04'\): it begins with "
+                                         r"b'epoc'") as caught:
+        io.load(text)
+    assert "pickle" not in str(caught.value)
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty.npz is not a fastad checkpoint .*: it is empty"):
+        io.load(empty)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_npz_says_so_and_names_the_path(tmp_path, damage):
+    path = tmp_path / "ckpt.npz"
+    io.save({"w": np.arange(100.0)}, path)
+    data = bytearray(path.read_bytes())
+    if damage == "truncated":
+        data = data[:len(data) // 2]
+    else:
+        start = data.index(b"\x93NUMPY")        # the first array's bytes: its CRC no longer holds
+        data[start + 200:start + 220] = b"x" * 20
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=rf"load: {re.escape(str(path))} is a damaged .npz file or "
+                                         rf"not a fastad checkpoint: "):
+        io.load(path)
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.npz"):
+        io.load(tmp_path / "missing.npz")
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_saving_into_a_missing_folder_names_the_path_and_the_folder(tmp_path, suffix):
+    # the error once named the temporary file beside the target instead
+    path = tmp_path / "no" / "such" / f"ckpt{suffix}"
+    with pytest.raises(FileNotFoundError) as caught:
+        io.save({"w": np.ones(2)}, path)
+    message = str(caught.value)
+    assert f"save: cannot write {path}: the folder {path.parent} does not exist" in message
+    assert ".tmp" not in message
+    assert not (tmp_path / "no").exists()
+
+
+def test_saving_over_a_file_as_folder_names_it(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OSError, match=rf"save: cannot write .*ckpt.npz: .*file is not a folder"):
+        io.save({"w": np.ones(2)}, tmp_path / "file" / "ckpt.npz")
 
 
 class Tiny(nn.Module):

@@ -607,7 +607,7 @@ def test_scheduler_validation():
     opt = optim.SGD([fa.Parameter(np.zeros(1))], lr=0.1)
     with pytest.raises(ValueError, match="step_size"):
         optim.StepLR(opt, step_size=0)
-    with pytest.raises(ValueError, match="T_max"):
+    with pytest.raises(TypeError, match="T_max must be an int, got 2.5"):
         optim.CosineAnnealingLR(opt, T_max=2.5)
     with pytest.raises(ValueError, match="start_factor"):
         optim.LinearWarmup(opt, 10, start_factor=1.5)

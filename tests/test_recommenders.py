@@ -200,6 +200,30 @@ def test_ranking_refuses_bad_ids_and_k(fitted):
         fitted.recommend(0, items=[[1, 2]])
 
 
+@pytest.fixture(scope="module")
+def small_fitted():
+    model = fa.models.BPR(2, 3, dim=2, seed=0)
+    model.fit(LIKES, epochs=1)
+    return model
+
+
+@pytest.mark.parametrize("method,name,what,count", [
+    ("recommend", "user_ids", "users", 2),
+    ("similar_items", "item_ids", "items", 3),
+    ("similar_users", "user_ids", "users", 2),
+])
+@pytest.mark.parametrize("bad", ["negative", "too large"])
+@pytest.mark.parametrize("form", ["scalar", "list"])
+def test_out_of_range_ids_are_named_in_scalar_and_list_form(small_fitted, method, name, what, count,
+                                                            bad, form):
+    # a scalar id once failed inside the message builder with "tuple index out of range"
+    wrong = -1 if bad == "negative" else count
+    ids, found = (wrong, f"is {wrong}") if form == "scalar" else ([0, wrong], f"holds {wrong} at position 1")
+    with pytest.raises(IndexError, match=rf"BPR.{method}: {name} {found}, outside the {count} "
+                                         rf"{what} of the model \(ids 0..{count - 1}\)"):
+        getattr(small_fitted, method)(ids)
+
+
 @pytest.mark.parametrize("interactions,kwargs,error,message", [
     (sp.csr_matrix(np.array([[1.0, 0.0, -2.0], [0.0, 1.0, 0.0]])), {}, ValueError,
      "BPR.fit: interactions must hold non-negative finite values; it holds -2.0 at user 0, item 2"),
@@ -215,7 +239,7 @@ def test_ranking_refuses_bad_ids_and_k(fitted):
     (LIKES, {"samples": 2.5}, TypeError, "samples must be an int"),
     (LIKES, {"lr": -0.1}, ValueError, "lr must be a finite number > 0"),
     (LIKES, {"optimizer": "lbfgs"}, ValueError, r"optimizer must be one of \['adagrad', 'adam', 'sgd'\]"),
-    (LIKES, {"callback": 3}, TypeError, "callback must be callable or None, got int"),
+    (LIKES, {"callback": 3}, TypeError, r"callback must be callable or None, got 3 \(int\)"),
     (LIKES, {"samples": 2, "workers": 3}, ValueError, r"samples \(2\) must be >= workers \(3\)"),
     (LIKES, {"seed": -1}, ValueError, "seed must be >= 0, got -1"),
     (LIKES, {"batch_size": 0}, ValueError, "batch_size must be >= 1, got 0"),

@@ -143,10 +143,13 @@ def test_bad_input_is_named_and_a_failed_fit_keeps_the_model():
         fa.models.Word2Vec(min_count=5).fit([["a", "b"]])
     with pytest.raises(TypeError, match="sentence 0 is a string"):
         fa.models.Word2Vec(min_count=1).fit(["a b c"])
-    for kwargs, message in ((dict(window=0), "window"), (dict(negative=0), "negative"),
-                            (dict(dim=-1), "dim"), (dict(lr=0.01, min_lr=0.1), "min_lr"),
-                            (dict(sample=-1), "sample"), (dict(seed=None), "seed")):
-        with pytest.raises(ValueError, match=message):
+    for kwargs, error, message in ((dict(window=0), ValueError, "window"),
+                                   (dict(negative=0), ValueError, "negative"),
+                                   (dict(dim=-1), ValueError, "dim"),
+                                   (dict(lr=0.01, min_lr=0.1), ValueError, "min_lr"),
+                                   (dict(sample=-1), ValueError, "sample"),
+                                   (dict(seed=None), TypeError, "seed")):
+        with pytest.raises(error, match=message):
             fa.models.Word2Vec(**kwargs)
     with pytest.raises(RuntimeError, match="not trained"):
         fa.models.Word2Vec().most_similar("a")

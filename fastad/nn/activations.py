@@ -6,6 +6,7 @@ from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, 
 from fastad_cy.reduction import log_softmax, softmax
 from fastad_cy.graph import Input
 from fastad_cy.shape import reshape
+from fastad.checks import check_int
 from fastad.nn.module import Module
 
 __all__ = ["ReLU", "LeakyReLU", "GELU", "ELU", "SiLU", "Hardtanh", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
@@ -49,6 +50,7 @@ class LeakyReLU(Module):
 
     def __init__(self, negative_slope=0.01):
         super().__init__()
+        leaky_relu(Input(0.0), negative_slope)      # checks negative_slope now, not at the first call
         self.negative_slope = negative_slope
 
     def forward(self, x):
@@ -115,7 +117,8 @@ class Softmax(Module):
 
     def __init__(self, axis=-1, dim=None):
         super().__init__()
-        self.axis = axis if dim is None else dim
+        self.axis = check_int(type(self).__name__, "axis" if dim is None else "dim",
+                              axis if dim is None else dim, minimum=None)
 
     def forward(self, x):
         return type(self).function(x, axis=self.axis)

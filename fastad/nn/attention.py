@@ -13,6 +13,7 @@ import numpy as np
 
 import fastad as fa
 from fastad import random as fastad_random
+from fastad.checks import check_flag, check_sizes
 from fastad.nn.module import Module
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention"]
@@ -160,17 +161,16 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim, num_heads, bias=True, batch_first=True, dtype=None,
                  generator=None):
         super().__init__()
-        for name, size in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
-                raise ValueError(f"MultiheadAttention: {name} must be a positive integer, "
-                                 f"got {size!r}")
+        who = "MultiheadAttention"
+        embed_dim, num_heads = check_sizes(who, embed_dim=embed_dim, num_heads=num_heads)
+        bias = check_flag(who, "bias", bias)
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "
                              f"num_heads ({num_heads})")
-        rng = fastad_random.generator("MultiheadAttention", generator)
-        self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
+        rng = fastad_random.generator(who, generator)
+        self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = self.embed_dim // self.num_heads
-        self.batch_first = bool(batch_first)
+        self.batch_first = check_flag(who, "batch_first", batch_first)
         bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))      # xavier_uniform of (3E, E)
         self.in_proj_weight = fa.Parameter(rng.uniform(-bound, bound, (embed_dim, 3 * embed_dim)),
                                            dtype=dtype)

@@ -12,17 +12,13 @@ import numpy as np
 
 import fastad as fa
 from fastad import random as fastad_random
+from fastad.checks import check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
-from fastad.nn.layers import _check_sizes
 from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
-                            conv2d, max_pool1d, max_pool2d)
+                            conv2d, conv_steps, int_tuple, max_pool1d, max_pool2d, pool_window)
 
 __all__ = ["Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
            "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d"]
-
-
-def _as_tuple(value, n):
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
 
 
 class _ConvNd(Module):
@@ -33,12 +29,10 @@ class _ConvNd(Module):
                  groups=1, bias=True, dtype=None, generator=None):
         super().__init__()
         who = type(self).__name__
-        _check_sizes(who, in_channels=in_channels, out_channels=out_channels, groups=groups)
-        kernel = _as_tuple(kernel_size, self.dims)
-        _check_sizes(who, **{f"kernel_size[{i}]": k for i, k in enumerate(kernel)})
-        if len(kernel) != self.dims:
-            raise ValueError(f"{who}: kernel_size must be an int or a tuple of {self.dims} ints, "
-                             f"got {kernel_size!r}")
+        in_channels, out_channels, groups = check_sizes(who, in_channels=in_channels,
+                                                        out_channels=out_channels, groups=groups)
+        kernel = int_tuple(who, "kernel_size", kernel_size, self.dims, 1)
+        conv_steps(who, self.dims, stride, padding, dilation)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{who}: in_channels {in_channels} and out_channels {out_channels} "
                              f"must both be divisible by groups={groups}")
@@ -50,7 +44,7 @@ class _ConvNd(Module):
         self.weight = fa.Parameter(rng.uniform(-bound, bound, (out_channels, in_channels // groups)
                                                + kernel), dtype=dtype)
         self.bias = fa.Parameter(rng.uniform(-bound, bound, out_channels), dtype=dtype) \
-            if bias else None
+            if check_flag(who, "bias", bias) else None
 
     def forward(self, x):
         return type(self).function(x, self.weight, self.bias, self.stride, self.padding,
@@ -87,9 +81,11 @@ class Conv2d(_ConvNd):
 
 class _PoolNd(Module):
     function = None
+    dims = 0
 
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
+        pool_window(type(self).__name__, self.dims, kernel_size, stride, padding)
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def forward(self, x):
@@ -102,6 +98,7 @@ class _PoolNd(Module):
 class MaxPool1d(_PoolNd):
     """`fa.max_pool1d` as a layer: MaxPool1d(kernel_size, stride=None, padding=0)."""
     function = staticmethod(max_pool1d)
+    dims = 1
 
 
 class MaxPool2d(_PoolNd):
@@ -111,16 +108,19 @@ class MaxPool2d(_PoolNd):
     (1, 4, 4, 4)
     """
     function = staticmethod(max_pool2d)
+    dims = 2
 
 
 class AvgPool1d(_PoolNd):
     """`fa.avg_pool1d` as a layer: AvgPool1d(kernel_size, stride=None, padding=0)."""
     function = staticmethod(avg_pool1d)
+    dims = 1
 
 
 class AvgPool2d(_PoolNd):
     """`fa.avg_pool2d` as a layer: AvgPool2d(kernel_size, stride=None, padding=0)."""
     function = staticmethod(avg_pool2d)
+    dims = 2
 
 
 class AdaptiveAvgPool2d(Module):
@@ -132,6 +132,7 @@ class AdaptiveAvgPool2d(Module):
 
     def __init__(self, output_size):
         super().__init__()
+        int_tuple("AdaptiveAvgPool2d", "output_size", output_size, 2, 1)
         self.output_size = output_size
 
     def forward(self, x):
@@ -147,13 +148,10 @@ class _BatchNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, dtype=None):
         super().__init__()
         who = type(self).__name__
-        _check_sizes(who, num_features=num_features)
-        if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) \
-                or not 0 <= momentum <= 1:
-            raise ValueError(f"{who}: momentum must be a number in [0, 1], got {momentum!r}")
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
-            raise ValueError(f"{who}: eps must be a number > 0, got {eps!r}")
-        self.num_features, self.eps, self.momentum = num_features, float(eps), float(momentum)
+        self.num_features = check_int(who, "num_features", num_features)
+        self.momentum = check_number(who, "momentum", momentum, at_least=0, at_most=1)
+        self.eps = check_number(who, "eps", eps, above=0)
+        affine = check_flag(who, "affine", affine)
         self.weight = fa.Parameter(np.ones(num_features), dtype=dtype) if affine else None
         self.bias = fa.Parameter(np.zeros(num_features), dtype=dtype) if affine else None
         self.register_buffer("running_mean", np.zeros(num_features), dtype=dtype)

@@ -1,6 +1,5 @@
 """`fa.nn.functional`: the functional forms of the layers and losses, with
 PyTorch's names (`import fastad.nn.functional as F`)."""
-import numpy as np
 
 from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
                             conv2d, max_pool1d, max_pool2d)
@@ -14,6 +13,7 @@ from fastad_cy.dropout import TrainingFlag, dropout as _dropout
 from fastad_cy.reduction import log_softmax, softmax
 from fastad_cy.sparse import embedding, embedding_bag
 from fastad import random as fastad_random
+from fastad.checks import check_number
 
 __all__ = ["relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus",
            "logsigmoid", "softmax", "log_softmax",
@@ -25,10 +25,8 @@ __all__ = ["relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sig
 
 
 def check_dropout_rate(who, p):
-    """`p` as a float in [0, 1), or ValueError naming `who`."""
-    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p < 1:
-        raise ValueError(f"{who}: p must be a number in [0, 1), got {p!r}")
-    return float(p)
+    """`p` as a float in [0, 1), or TypeError/ValueError naming `who`."""
+    return check_number(who, "p", p, at_least=0, below=1)
 
 
 def dropout(x, p=0.5, training=True, generator=None):

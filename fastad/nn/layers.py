@@ -11,20 +11,15 @@ import math
 import numpy as np
 
 import fastad as fa
+from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
 from fastad import random as fastad_random
 from fastad_cy.fused import gru_cell, lstm_cell
-from fastad_cy.sparse import padding_row
+from fastad_cy.sparse import check_positive, padding_row
 
 
 def _uniform(shape, bound, rng, dtype):
     return fa.Parameter(rng.uniform(-bound, bound, size=shape), dtype=dtype)
-
-
-def _check_sizes(who, **sizes):
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-            raise ValueError(f"{who}: {name} must be a positive integer, got {value!r}")
 
 
 def _check_input(who, x, width):
@@ -67,12 +62,14 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, dtype=None, generator=None):
         super().__init__()
-        _check_sizes("Linear", in_features=in_features, out_features=out_features)
+        in_features, out_features = check_sizes("Linear", in_features=in_features,
+                                                out_features=out_features)
         rng = fastad_random.generator("Linear", generator)
         bound = 1 / math.sqrt(in_features)
         self.in_features, self.out_features = in_features, out_features
         self.weight = _uniform((in_features, out_features), bound, rng, dtype)
-        self.bias = _uniform((out_features,), bound, rng, dtype) if bias else None
+        self.bias = _uniform((out_features,), bound, rng, dtype) \
+            if check_flag("Linear", "bias", bias) else None
 
     def forward(self, x):
         _check_input("Linear", x, self.in_features)
@@ -102,7 +99,11 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, dtype=None, generator=None):
         super().__init__()
-        _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        num_embeddings, embedding_dim = check_sizes("Embedding", num_embeddings=num_embeddings,
+                                                    embedding_dim=embedding_dim)
+        if max_norm is not None:
+            check_positive("Embedding", "max_norm", max_norm, False)
+        check_positive("Embedding", "norm_type", norm_type, True)
         rng = fastad_random.generator("Embedding", generator)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         table = rng.standard_normal((num_embeddings, embedding_dim))
@@ -141,12 +142,14 @@ class EmbeddingBag(Module):
     def __init__(self, num_embeddings, embedding_dim, mode="mean", sparse=True,
                  include_last_offset=False, dtype=None, generator=None):
         super().__init__()
-        _check_sizes("EmbeddingBag", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-        if mode not in ("sum", "mean"):
-            raise ValueError(f"EmbeddingBag: mode must be 'sum' or 'mean', got {mode!r}")
-        rng = fastad_random.generator("EmbeddingBag", generator)
+        who = "EmbeddingBag"
+        num_embeddings, embedding_dim = check_sizes(who, num_embeddings=num_embeddings,
+                                                    embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.mode, self.sparse, self.include_last_offset = mode, bool(sparse), bool(include_last_offset)
+        self.mode = check_choice(who, "mode", mode, ("sum", "mean"))
+        self.sparse = check_flag(who, "sparse", sparse)
+        self.include_last_offset = check_flag(who, "include_last_offset", include_last_offset)
+        rng = fastad_random.generator(who, generator)
         self.weight = fa.Parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype=dtype)
 
     def forward(self, ids, offsets=None):
@@ -179,7 +182,8 @@ class LSTMCell(Module):
 
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
-        _check_sizes("LSTMCell", input_size=input_size, hidden_size=hidden_size)
+        input_size, hidden_size = check_sizes("LSTMCell", input_size=input_size,
+                                              hidden_size=hidden_size)
         rng = fastad_random.generator("LSTMCell", generator)
         bound = 1 / math.sqrt(hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
@@ -223,7 +227,8 @@ class GRUCell(Module):
 
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
-        _check_sizes("GRUCell", input_size=input_size, hidden_size=hidden_size)
+        input_size, hidden_size = check_sizes("GRUCell", input_size=input_size,
+                                              hidden_size=hidden_size)
         rng = fastad_random.generator("GRUCell", generator)
         bound = 1 / math.sqrt(hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
@@ -318,12 +323,11 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=None):
         super().__init__()
-        _check_sizes("LayerNorm", normalized_shape=normalized_shape)
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
-            raise ValueError(f"LayerNorm: eps must be a number > 0, got {eps!r}")
-        self.normalized_shape, self.eps = normalized_shape, float(eps)
-        self.weight = fa.Parameter(np.ones(normalized_shape), dtype=dtype) if elementwise_affine else None
-        self.bias = fa.Parameter(np.zeros(normalized_shape), dtype=dtype) if elementwise_affine else None
+        self.normalized_shape = check_int("LayerNorm", "normalized_shape", normalized_shape)
+        self.eps = check_number("LayerNorm", "eps", eps, above=0)
+        affine = check_flag("LayerNorm", "elementwise_affine", elementwise_affine)
+        self.weight = fa.Parameter(np.ones(normalized_shape), dtype=dtype) if affine else None
+        self.bias = fa.Parameter(np.zeros(normalized_shape), dtype=dtype) if affine else None
 
     def forward(self, x):
         _check_input("LayerNorm", x, self.normalized_shape)

@@ -6,6 +6,7 @@ import numpy as np
 from fastad_cy.dropout import TrainingFlag, dropout as dropout_with_flag
 from fastad_cy.graph import IndexInput, Input, Parameter, Variable
 from fastad import random as fastad_random
+from fastad.checks import check_seed
 from fastad.nn.functional import check_dropout_rate
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -330,6 +331,7 @@ class Dropout(Module):
     def __init__(self, p=0.5, seed=None):
         super().__init__()
         self.p = check_dropout_rate("Dropout", p)
+        seed = check_seed("Dropout", seed)
         self._rng = np.random.default_rng(seed) if seed is not None else fastad_random.generator("Dropout")
 
     @property
