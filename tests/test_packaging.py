@@ -5,17 +5,21 @@ then, inside a fresh virtual environment outside the tree, the wheel from that
 sdist (what `pip install fastad-*.tar.gz` does first, kept as a file here) and
 its install (what it does next); then the same wheel alone in a second fresh
 environment. Each environment runs tests/install_smoke.py from a folder outside
-the tree. Build isolation is off and the environments see this Python's
-site-packages, so NumPy, SciPy and Cython are not installed again and the
-extensions compile exactly once.
+the tree. Build isolation is off and each environment sees, after its own
+site-packages, the site directories of the Python running these tests (a plain
+interpreter, a venv, or a venv made with --system-site-packages), so the build
+uses the setuptools, Cython, NumPy and pip installed with the test extra, nothing
+is installed again and the extensions compile exactly once.
 
 setup.py's own checks (missing sources, no C compiler, no Cython, an old NumPy) run on a
 copy of setup.py beside empty .pyx files: they stop before anything compiles.
 """
 import email.parser
 import glob
+import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import sysconfig
@@ -53,13 +57,67 @@ def run(command, cwd, **extra_env):
     return done.stdout
 
 
+def running_site_dirs():
+    """The site directories on this interpreter's sys.path, in its order: its site-packages,
+    the user site where enabled and, in a venv made with --system-site-packages, the base
+    interpreter's site-packages after the venv's own."""
+    candidates = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        candidates.append(site.getusersitepackages())
+    candidates = {os.path.normcase(os.path.abspath(path)) for path in candidates}
+    found = []
+    for path in filter(None, sys.path):
+        path = os.path.normcase(os.path.abspath(path))
+        if path in candidates and path not in found:
+            found.append(path)
+    return found
+
+
+# Written into each fresh environment's site-packages as a module, imported by a .pth file
+# there: `site` processes that .pth right after adding the environment's own site-packages.
+RUNNING_SITE_MODULE = '''"""Written by fastad's tests/test_packaging.py: this environment also sees, after its
+own site-packages, the site directories of the Python that made it."""
+import site
+
+RUNNING_SITE_DIRS = {directories!r}
+
+for directory in RUNNING_SITE_DIRS:
+    site.addsitedir(directory)      # its own .pth files apply too, as they do in that Python
+
+_own_site_packages = site.getsitepackages
+
+
+def getsitepackages(prefixes=None):
+    """This environment's site-packages, then those directories: what tools that search
+    site-packages rather than sys.path (cuda-pathfinder, which finds CuPy's NVRTC) need."""
+    found = _own_site_packages(prefixes)
+    if prefixes is None:
+        found += [directory for directory in RUNNING_SITE_DIRS if directory not in found]
+    return found
+
+
+site.getsitepackages = getsitepackages
+'''
+
+
 def fresh_venv(path):
-    """A new virtual environment that sees the base Python's site-packages (NumPy, SciPy,
-    Cython, pip, CuPy's NVRTC) after its own: run this test from the Python that holds the
-    test extra, or from a venv made with --system-site-packages over it."""
-    run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
-        cwd=path.parent)
-    return path / "bin" / "python"
+    """A new virtual environment (without --system-site-packages) that sees, after its own
+    site-packages, the site directories of the Python running this test (running_site_dirs()):
+    a .pth file in its site-packages imports a module that adds each with site.addsitedir (so
+    their .pth files apply) and appends them to site.getsitepackages(). It imports NumPy,
+    SciPy, Cython, setuptools, pip and CuPy's NVRTC from where this Python does, whether that
+    is a plain interpreter, a venv or a venv made with --system-site-packages (a nested
+    --system-site-packages venv would see the base interpreter's site-packages instead of the
+    running venv's)."""
+    run([sys.executable, "-m", "venv", "--without-pip", str(path)], cwd=path.parent)
+    python = path / "bin" / "python"
+    purelib = run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                  cwd=path.parent).strip()
+    with open(os.path.join(purelib, "_fastad_running_site.py"), "w") as module:
+        module.write(RUNNING_SITE_MODULE.format(directories=running_site_dirs()))
+    with open(os.path.join(purelib, "_fastad_running_site.pth"), "w") as pth:
+        pth.write("import _fastad_running_site\n")
+    return python
 
 
 def pip_install(python, archive, cwd):
@@ -165,6 +223,35 @@ def test_installed_package_passes_the_smoke_test_outside_the_tree(release, insta
     from fastad.cuda import compile_check
     if compile_check.nvrtc_available()[0]:
         assert "kernel compile: elementwise family" in output, output
+
+
+WHERE_FROM = ("import json, sys, sysconfig, importlib\n"
+              "modules = ('setuptools', 'numpy', 'Cython', 'pip')\n"
+              "print(json.dumps({'files': {name: importlib.import_module(name).__file__ for name in modules},"
+              " 'purelib': sysconfig.get_path('purelib'), 'path': sys.path,"
+              " 'site_packages': __import__('site').getsitepackages()}))")
+
+
+def test_fresh_venv_builds_with_the_running_pythons_packages_after_its_own(tmp_path):
+    """The nested environment imports the build's tools from where this Python does (not from
+    the base interpreter behind a venv, whose setuptools may be too old for pyproject.toml),
+    its own site-packages, where pip installs the build, comes first, and
+    site.getsitepackages() lists the same directories."""
+    python = fresh_venv(tmp_path / "venv")
+    here = json.loads(run([sys.executable, "-c", WHERE_FROM], cwd=tmp_path))
+    nested = json.loads(run([str(python), "-c", WHERE_FROM], cwd=tmp_path))
+    assert nested["files"] == here["files"], (nested["files"], here["files"])
+    own = os.path.realpath(nested["purelib"])
+    assert own.startswith(os.path.realpath(tmp_path / "venv") + os.sep), own
+    nested_path = [os.path.realpath(path) for path in nested["path"]]
+    running = [os.path.realpath(path) for path in running_site_dirs()]
+    assert running and set(running) <= set(nested_path), (running, nested_path)
+    positions = [nested_path.index(path) for path in [own, *running]]
+    assert positions == sorted(positions), (own, running, nested_path)
+    # what cuda-pathfinder searches for CuPy's NVRTC: the same directories, in the same order
+    nested_site_packages = [os.path.realpath(path) for path in nested["site_packages"]]
+    assert nested_site_packages[0] == own and set(running) <= set(nested_site_packages), \
+        (own, running, nested_site_packages)
 
 
 # --- setup.py's checks, on a copy beside empty sources: nothing compiles -----------------
