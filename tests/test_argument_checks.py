@@ -227,7 +227,17 @@ ROWS = [
     ("Dropout", nn.Dropout, "p", True, TypeError),
     ("Dropout", nn.Dropout, "seed", -1, ValueError),
     ("LeakyReLU", nn.LeakyReLU, "negative_slope", "0.1", TypeError),
+    ("LeakyReLU", nn.LeakyReLU, "negative_slope", math.nan, ValueError),
+    ("LeakyReLU", nn.LeakyReLU, "negative_slope", math.inf, ValueError),
+    ("leaky_relu", called(fa.leaky_relu, x=fa.Input([1.0])), "negative_slope", -math.inf, ValueError),
     ("ELU", nn.ELU, "alpha", "1", TypeError),
+    ("ELU", nn.ELU, "alpha", math.inf, ValueError),
+    ("ELU", nn.ELU, "alpha", math.nan, ValueError),
+    ("elu", called(fa.elu, x=fa.Input([1.0])), "alpha", np.float64(math.nan), ValueError, "nan"),
+    ("Hardtanh", nn.Hardtanh, "min_val", math.nan, ValueError),
+    ("Hardtanh", nn.Hardtanh, "max_val", math.nan, ValueError),
+    ("clip", called(fa.clip, x=fa.Input([1.0])), "a_min", math.nan, ValueError),
+    ("clip", called(fa.clip, x=fa.Input([1.0]), a_min=0.0), "a_max", math.nan, ValueError),
     ("GELU", nn.GELU, "approximate", "fast", ValueError),
     ("Hardtanh", called(nn.Hardtanh, max_val=1.0), "min_val", 2.0, ValueError),
     ("Softmax", nn.Softmax, "axis", 1.5, TypeError),
@@ -417,6 +427,19 @@ def test_valid_sampler_arguments_of_other_spellings_are_still_taken():
     assert make_skip_gram_sampler(sample=np.float32(1e-3), ns_exponent=np.int64(1)).sample == \
         pytest.approx(1e-3)
     make_cbow_sampler(window=np.int64(2), sample=0, ns_exponent=-0.5, block_tokens=np.int32(3))
+
+
+def test_activation_bounds_may_be_infinite_but_not_nan():
+    # as torch.clamp and numpy.clip: an infinite bound leaves that side open
+    x = fa.Input([-3.0, 0.5, 2.0])
+    assert fa.hardtanh(x, -math.inf, 1.0).value.tolist() == [-3.0, 0.5, 1.0]
+    assert nn.Hardtanh(0.0, math.inf)(x).value.tolist() == [0.0, 0.5, 2.0]
+    assert fa.clip(x, -math.inf, np.float64(math.inf)).value.tolist() == [-3.0, 0.5, 2.0]
+    assert fa.leaky_relu(x, np.float32(0.5)).value.tolist() == [-1.5, 0.5, 2.0]
+    with pytest.raises(ValueError, match=r"hardtanh: min_val must be a number \(not NaN\), got nan"):
+        fa.hardtanh(x, math.nan, 1.0)
+    with pytest.raises(ValueError, match=r"leaky_relu: negative_slope must be a finite number, got inf"):
+        fa.leaky_relu(x, math.inf)
 
 
 @pytest.mark.parametrize("check,args,result", [
