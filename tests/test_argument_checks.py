@@ -1,5 +1,5 @@
-"""Every public constructor and fit of fastad's models, layers, optimizers, data helpers
-and samplers refuses a bad argument (issue 33: no silent wrong results, no
+"""Every public constructor and fit of fastad's models, layers, optimizers, data helpers,
+samplers and distributed runs refuses a bad argument (issue 33: no silent wrong results, no
 message from deep inside numpy): one row per constructor, argument and bad value, each
 asserting the exception type and that the message names the argument and what it got."""
 import math
@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 import fastad as fa
-from fastad import checks, data, nn, optim
+from fastad import checks, data, distributed, nn, optim
 
 LIKES = sp.csr_matrix(np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]))
 FIELDS = {"id": np.arange(3)}
@@ -100,6 +100,8 @@ def make_cbow_sampler(**given):
 
 
 make_interactions = called(data.Interactions, interactions=(np.array([0, 1]), np.array([1, 0])))
+make_share = called(distributed.share, arrays={"w": np.zeros(2)})
+make_run = called(distributed.run, fn=print)
 
 # (what, make, argument, bad value, exception[, how the message shows the value when not its repr])
 ROWS = [
@@ -360,6 +362,27 @@ ROWS = [
     ("CbowSampler", make_cbow_sampler, "ns_exponent", -math.inf, ValueError),
     ("CbowSampler", make_cbow_sampler, "seed", -1, ValueError),
     ("CbowSampler", make_cbow_sampler, "block_tokens", -5, ValueError),
+    # ------------------------------------------------------------------ distributed (checked before Ray)
+    ("share", make_share, "shards", 0, ValueError),
+    ("share", make_share, "shards", 2.0, TypeError),
+    ("share", make_share, "shards", True, TypeError),
+    ("share", make_share, "checkpoint_every", 0, ValueError),
+    ("share", make_share, "checkpoint_every", "5", TypeError),
+    ("share", make_share, "shard_restarts", -1, ValueError),
+    ("share", make_share, "shard_restarts", 1.5, TypeError),
+    ("restore", called(distributed.restore, path="nowhere"), "shards", "2", TypeError),
+    ("run", make_run, "workers", 0, ValueError),
+    ("run", make_run, "workers", 2.5, TypeError),
+    ("run", make_run, "sync_every", 0, ValueError),
+    ("run", make_run, "sync_every", 2.5, TypeError),
+    ("run", make_run, "sync_seconds", 0, ValueError),
+    ("run", make_run, "sync_seconds", "1", TypeError),
+    ("run", make_run, "sync_timeout", math.nan, ValueError),
+    ("run", make_run, "sync_timeout", True, TypeError),
+    ("run", make_run, "timeout", -1, ValueError),
+    ("run", make_run, "timeout", math.inf, ValueError),
+    ("run", make_run, "max_restarts", -1, ValueError),
+    ("run", make_run, "max_restarts", True, TypeError),
 ]
 
 
