@@ -123,16 +123,13 @@ cdef object _entropy(str who, object seed):
     if seed is None:
         return _default_seeds.spawn(1)[0].entropy if _default_seeds is not None else None
     expected = "None, an int >= 0 or a sequence of ints >= 0"
-    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
-        words = (seed,)
-    elif isinstance(seed, (str, bytes)) or not hasattr(seed, "__len__") or (
+    words = (seed,)             # what is no sequence of numbers is checked as one number
+    if not isinstance(seed, (numbers.Integral, str, bytes)) and hasattr(seed, "__len__") and not (
             isinstance(seed, np.ndarray) and seed.ndim == 0):
-        raise TypeError(f"{who}: seed must be {expected}, got {seed!r} ({type(seed).__name__})")
-    else:
         try:
             words = np.asarray(seed, dtype=object).ravel()
         except ValueError:      # a ragged sequence
-            words = (seed,)
+            pass
     for word in words:
         if isinstance(word, bool) or not isinstance(word, numbers.Integral):
             raise TypeError(f"{who}: seed must be {expected}, got {seed!r} ({type(seed).__name__})")

@@ -77,29 +77,15 @@ def ids(n=1):
     return fa.IndexInput([0] * n)
 
 
-def make_feed_sampler(**given):
-    return data.FeedSampler(**{"feeds": {ids(): np.arange(4)}, **given})
-
-
-def make_pairwise_sampler(**given):
-    return data.PairwiseSampler(**{"interactions": LIKES, "users": ids(), "pos": ids(), "neg": ids(),
-                                   **given})
-
-
-def make_pairwise_sampler_from_ids(**given):
-    return make_pairwise_sampler(interactions=(np.array([0, 1]), np.array([1, 0])), **given)
-
-
-def make_skip_gram_sampler(**given):
-    return data.SkipGramSampler(**{"tokens": TOKENS, "center": ids(), "context": ids(2), **given})
-
-
-def make_cbow_sampler(**given):
-    return data.CbowSampler(**{"tokens": TOKENS, "context": ids(4), "weights": fa.Input(np.zeros(4)),
-                               "target": ids(2), "window": 2, **given})
-
-
-make_interactions = called(data.Interactions, interactions=(np.array([0, 1]), np.array([1, 0])))
+PAIRS = (np.array([0, 1]), np.array([1, 0]))      # (user ids, item ids)
+make_feed_sampler = called(data.FeedSampler, feeds={ids(): np.arange(4)})
+make_pairwise_sampler = called(data.PairwiseSampler, interactions=LIKES, users=ids(), pos=ids(),
+                               neg=ids())
+make_pairwise_sampler_from_ids = called(make_pairwise_sampler, interactions=PAIRS)
+make_skip_gram_sampler = called(data.SkipGramSampler, tokens=TOKENS, center=ids(), context=ids(2))
+make_cbow_sampler = called(data.CbowSampler, tokens=TOKENS, context=ids(4),
+                           weights=fa.Input(np.zeros(4)), target=ids(2), window=2)
+make_interactions = called(data.Interactions, interactions=PAIRS)
 make_share = called(distributed.share, arrays={"w": np.zeros(2)})
 make_run = called(distributed.run, fn=print)
 
