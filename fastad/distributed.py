@@ -91,6 +91,7 @@ import numpy as np
 
 from fastad_cy.graph import register_shared_handles
 from fastad import hogwild
+from fastad.checks import check_int, check_number, check_sizes
 from fastad.hogwild import WorkerError
 from fastad.io import load, save
 
@@ -177,14 +178,6 @@ def _dense(rows, total):
     """Whether `rows` of `total` rows travel as the whole block: contiguous array arithmetic
     then costs less than gathering and scattering that many rows one by one."""
     return 2 * rows >= total
-
-
-def _positive(who, name, value, integer=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or (
-            integer and not isinstance(value, int)):
-        kind = "int" if integer else "number"
-        raise ValueError(f"{who}: {name} must be a positive {kind}, got {value!r}")
-    return value
 
 
 # ------------------------------------------------------------------ shards
@@ -643,13 +636,13 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
 
 
 def _check_options(who, shards, checkpoint_dir, checkpoint_every, shard_restarts):
-    _positive(who, "shards", shards, integer=True)
+    """The options of `share` and `restore`, checked; returns (shards, shard_restarts) as ints."""
+    shards = check_int(who, "shards", shards)
     if checkpoint_every is not None:
-        _positive(who, "checkpoint_every", checkpoint_every)
+        check_number(who, "checkpoint_every", checkpoint_every, above=0)
         if checkpoint_dir is None:
             raise ValueError(f"{who}: checkpoint_every needs a checkpoint_dir to write to")
-    if isinstance(shard_restarts, bool) or not isinstance(shard_restarts, int) or shard_restarts < 0:
-        raise ValueError(f"{who}: shard_restarts must be an int >= 0, got {shard_restarts!r}")
+    return shards, check_int(who, "shard_restarts", shard_restarts, minimum=0)
 
 
 def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_restarts=3,
@@ -687,7 +680,8 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
     """
     if not hasattr(arrays, "items"):
         raise TypeError(f"share: expected a dict of name -> array, got {type(arrays).__name__}")
-    _check_options("share", shards, checkpoint_dir, checkpoint_every, shard_restarts)
+    shards, shard_restarts = _check_options("share", shards, checkpoint_dir, checkpoint_every,
+                                            shard_restarts)
     sources = {}
     for key, value in arrays.items():
         if not isinstance(key, str) or not _KEY.fullmatch(key):
@@ -712,7 +706,8 @@ def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
 
         shared = fa.distributed.restore("ckpt", shards=4, checkpoint_dir="ckpt")
     """
-    _check_options("restore", shards, checkpoint_dir, checkpoint_every, shard_restarts)
+    shards, shard_restarts = _check_options("restore", shards, checkpoint_dir, checkpoint_every,
+                                            shard_restarts)
     path = os.fspath(path)
     if os.path.isdir(path):
         files = [f for f in sorted(glob.glob(os.path.join(path, "shard-*-of-*.npz")))
@@ -1056,14 +1051,12 @@ def run(fn, workers=1, args=(), address=None, sync_every=20_000, sync_seconds=1.
         with fa.distributed.share({"w": np.zeros(8)}) as shared:
             assert fa.distributed.run(train, workers=2, args=(shared, 1000)) == [0, 1]
     """
-    _positive("run", "workers", workers, integer=True)
-    _positive("run", "sync_every", sync_every, integer=True)
-    _positive("run", "sync_seconds", sync_seconds)
-    _positive("run", "sync_timeout", sync_timeout)
+    workers, sync_every = check_sizes("run", workers=workers, sync_every=sync_every)
+    check_number("run", "sync_seconds", sync_seconds, above=0)
+    check_number("run", "sync_timeout", sync_timeout, above=0)
     if timeout is not None:
-        _positive("run", "timeout", timeout)
-    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
-        raise ValueError(f"run: max_restarts must be an int >= 0, got {max_restarts!r}")
+        check_number("run", "timeout", timeout, above=0)
+    max_restarts = check_int("run", "max_restarts", max_restarts, minimum=0)
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
     args = tuple(args)

@@ -12,7 +12,8 @@ included.
 
 Saving writes a temporary file in the target's directory, fsyncs it and
 renames it over the target (os.replace): a crash mid-save leaves any old file
-intact. Loading never unpickles (allow_pickle=False).
+intact. `write_atomically` does this for fastad's other file writers too
+(Word2Vec.save_word2vec_format). Loading never unpickles (allow_pickle=False).
 """
 import json
 import os
@@ -91,10 +92,10 @@ def save(obj, path):
     path = os.fspath(path)
     if _is_safetensors(path):
         payload = _safetensors_payload(manifest, arrays)
-        _write_atomically(path, lambda f: f.write(payload))
+        write_atomically(path, lambda f: f.write(payload))
     else:
         arrays[_MANIFEST] = np.array(json.dumps({"format": _FORMAT, "tree": manifest}))
-        _write_atomically(path, lambda f: np.savez(f, **arrays))
+        write_atomically(path, lambda f: np.savez(f, **arrays))
 
 
 def _is_safetensors(path):
@@ -118,8 +119,14 @@ def _safetensors_payload(manifest, arrays):
     return safetensors_format.encode(tensors, {safetensors_format.METADATA_KEY: json.dumps(meta)})
 
 
-def _write_atomically(path, write):
-    """Run write(file) on a temporary file beside `path`, fsync it and rename it over `path`."""
+def write_atomically(path, write, who="save"):
+    """Run write(file) on a temporary file beside `path` (opened for writing bytes), fsync
+    it and rename it over `path`; a failure leaves any old file at `path` as it was and no
+    temporary file. An error opening it names `who` (the caller) and `path`, not the
+    temporary file:
+
+    >>> write_atomically("out/vectors.txt", lambda f: f.write(b"..."), "Word2Vec.save_word2vec_format")
+    """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
     try:
@@ -132,7 +139,7 @@ def _write_atomically(path, write):
             reason = f"{directory} is not a folder"
         else:
             reason = f"the folder {directory} does not exist"
-        raise type(e)(e.errno, f"save: cannot write {path}: {reason}") from None
+        raise type(e)(e.errno, f"{who}: cannot write {path}: {reason}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

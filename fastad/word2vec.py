@@ -19,7 +19,7 @@ from fastad_cy.train import scheduled_lr, train
 from fastad import hogwild
 from fastad.cuda import check_device
 from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, check_sizes
-from fastad.io import load, save
+from fastad.io import load, save, write_atomically
 from fastad.optim import SGD, LinearDecay
 
 __all__ = ["Word2Vec"]
@@ -361,17 +361,19 @@ class Word2Vec:
 
     def save_word2vec_format(self, path):
         """Write the vectors in word2vec's text format (a "count dim" header, then
-        "word v1 v2 ..." lines), which gensim's KeyedVectors.load_word2vec_format reads."""
+        "word v1 v2 ..." lines, UTF-8), which gensim's KeyedVectors.load_word2vec_format
+        reads; atomically, as `fa.save` writes."""
         self._require_trained("save_word2vec_format")
         if any(not w or any(ch.isspace() for ch in w) for w in self.words):
             raise ValueError("Word2Vec.save_word2vec_format: a word holds white space, which the text "
                              "format cannot store")
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(f"{len(self.words)} {self.dim}\n")
+
+        def write(f):
+            f.write(f"{len(self.words)} {self.dim}\n".encode())
             for word, row in zip(self.words, self.vectors):
-                f.write(word + " " + " ".join(f"{x:.6g}" for x in row) + "\n")
-        os.replace(tmp, path)
+                f.write((word + " " + " ".join(f"{x:.6g}" for x in row) + "\n").encode("utf-8"))
+
+        write_atomically(path, write, "Word2Vec.save_word2vec_format")
 
 
 class _HogwildEpochs:

@@ -8,6 +8,7 @@ kernels share; elementwise_loops.h applies them to whole buffers, one loop per o
 import numpy as np
 cimport cython
 cimport numpy as cnp
+from libc.math cimport INFINITY
 from libc.stdlib cimport malloc, free
 from cython cimport floating
 
@@ -162,19 +163,30 @@ def relu(x):
     """
     return _unary("relu", U_RELU, x)
 
-cdef double _real_number(str op, str argname, object value) except? -1.0:
-    """`value` as a float, or a TypeError naming the op and the argument."""
-    if (isinstance(value, (Variable, bool, str, bytes))
-            or not np.isscalar(value) or not np.isreal(value)):
+cdef bint _is_real_number(object x):
+    """A Python or NumPy real number (not a bool, a string or a Variable)."""
+    return (not isinstance(x, (Variable, bool, str, bytes)) and np.isscalar(x)
+            and np.isreal(x))
+
+
+cdef double _real_number(str op, str argname, object value, bint infinite=False) except? -1.0:
+    """`value` as a float; a TypeError naming the op and the argument for anything but a
+    real number (a bool is none), a ValueError for NaN, and for an infinity unless
+    `infinite` (a bound that leaves its side open, as in numpy.clip and torch.clamp)."""
+    if isinstance(value, np.bool_) or not _is_real_number(value):
         raise TypeError(f"{op}: {argname} must be a real Python number, got "
                         f"{type(value).__name__} {value!r}")
-    return float(value)
+    cdef double number = float(value)
+    if number != number or not infinite and (number == INFINITY or number == -INFINITY):
+        expected = "a number (not NaN)" if infinite else "a finite number"
+        raise ValueError(f"{op}: {argname} must be {expected}, got {value!r}")
+    return number
 
 
 def leaky_relu(x, negative_slope=0.01):
     """x where x > 0, else negative_slope * x, elementwise; its gradient at 0 is negative_slope.
 
-    `negative_slope` is a Python number. Same shape and dtype as x. Example::
+    `negative_slope` is a finite Python number. Same shape and dtype as x. Example::
 
         fa.leaky_relu(fa.Input([-1.0, 2.0]), 0.1).value   # [-0.1, 2. ]
     """
@@ -201,8 +213,8 @@ def gelu(x, approximate="none"):
 def elu(x, alpha=1.0):
     """Exponential linear unit: x where x > 0, else alpha * (e**x - 1), elementwise.
 
-    As torch.nn.functional.elu; `alpha` is a Python number. Same shape and dtype
-    as x. Example::
+    As torch.nn.functional.elu; `alpha` is a finite Python number. Same shape and
+    dtype as x. Example::
 
         fa.elu(fa.Input([-1.0, 2.0])).value   # [-0.6321,  2.    ]
     """
@@ -221,13 +233,13 @@ def hardtanh(x, min_val=-1.0, max_val=1.0):
     """x clamped into [min_val, max_val], elementwise, as torch.nn.functional.hardtanh.
 
     The gradient is 1 strictly inside (min_val, max_val) and 0 elsewhere, as
-    PyTorch's. `min_val` <= `max_val` are Python numbers. Same shape and dtype as x.
-    Example::
+    PyTorch's. `min_val` <= `max_val` are Python numbers, not NaN; an infinite one
+    leaves that side open, as in `clip`. Same shape and dtype as x. Example::
 
         fa.hardtanh(fa.Input([-3.0, 0.5, 2.0])).value   # [-1. ,  0.5,  1. ]
     """
-    low = _real_number("hardtanh", "min_val", min_val)
-    high = _real_number("hardtanh", "max_val", max_val)
+    low = _real_number("hardtanh", "min_val", min_val, True)
+    high = _real_number("hardtanh", "max_val", max_val, True)
     if not low <= high:
         raise ValueError(f"hardtanh: min_val must be <= max_val, got min_val={min_val!r}, "
                          f"max_val={max_val!r}")
@@ -301,16 +313,11 @@ def pow(x, exponent):
     return _unary("pow", U_POW, x, e)
 
 
-cdef bint _is_real_number(object x):
-    """A Python or NumPy real number (not a bool, a string or a Variable)."""
-    return (not isinstance(x, (Variable, bool, str, bytes)) and np.isscalar(x)
-            and np.isreal(x))
-
-
 def clip(x, a_min=None, a_max=None):
     """x limited to [a_min, a_max], elementwise; None leaves that side open.
 
-    The bounds are Python numbers (not NaN). The gradient is 1 where
+    The bounds are Python numbers, not NaN (an infinite one, like None, leaves
+    its side open: a ValueError for NaN). The gradient is 1 where
     a_min <= x <= a_max (the bounds included) and 0 elsewhere, as torch.clamp;
     with a_min > a_max every element becomes a_max. Same shape and dtype as x.
     Example::
@@ -319,14 +326,12 @@ def clip(x, a_min=None, a_max=None):
     """
     if a_min is None and a_max is None:
         raise ValueError("clip: give a_min, a_max or both (None leaves one side open)")
-    for argname, bound in (("a_min", a_min), ("a_max", a_max)):
-        if bound is not None and (not _is_real_number(bound) or bound != bound):
-            raise TypeError(f"clip: {argname} must be a real Python number (not NaN) or None, "
-                            f"got {type(bound).__name__} {bound!r}")
-    if a_min is not None:
-        x = _unary("clip", U_CLAMP_MIN, x, float(a_min))
-    if a_max is not None:
-        x = _unary("clip", U_CLAMP_MAX, x, float(a_max))
+    low = None if a_min is None else _real_number("clip", "a_min", a_min, True)
+    high = None if a_max is None else _real_number("clip", "a_max", a_max, True)
+    if low is not None:
+        x = _unary("clip", U_CLAMP_MIN, x, low)
+    if high is not None:
+        x = _unary("clip", U_CLAMP_MAX, x, high)
     return x
 
 

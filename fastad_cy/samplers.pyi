@@ -1,11 +1,13 @@
 """Type stubs for fastad_cy/samplers.pyx: the samplers of the compiled training loop."""
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from fastad_cy.graph import IndexInput, Input, Variable
+
+_Seed = int | Sequence[int] | None
 
 class Sampler:
     @property
@@ -25,7 +27,7 @@ class Sampler:
 
 class FeedSampler(Sampler):
     def __init__(self, feeds: Mapping[Input, ArrayLike] | Mapping[IndexInput, ArrayLike]
-                 | Mapping[Variable, ArrayLike], shuffle: bool = False, seed: int | None = None,
+                 | Mapping[Variable, ArrayLike], shuffle: bool = False, seed: _Seed = None,
                  rank: int = 0, workers: int = 1) -> None: ...
     @property
     def examples_per_epoch(self) -> int: ...
@@ -57,7 +59,7 @@ class PairwiseSampler(Sampler):
                  sample: Literal["interaction", "user"] = "interaction",
                  negatives: Literal["uniform", "popularity"] = "uniform",
                  examples: int | None = None, n_users: int | None = None, n_items: int | None = None,
-                 seed: int | None = None, rank: int = 0, workers: int = 1) -> None: ...
+                 seed: _Seed = None, rank: int = 0, workers: int = 1) -> None: ...
 
 class WindowSampler(Sampler):
     @property
@@ -66,7 +68,7 @@ class WindowSampler(Sampler):
 class SkipGramSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike, center: IndexInput, context: IndexInput, *,
                  mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
-                 sample: float = 0.0, vocab_size: int | None = None, seed: int | None = None,
+                 sample: float = 0.0, vocab_size: int | None = None, seed: _Seed = None,
                  rank: int = 0, workers: int = 1, claim: np.ndarray | None = None,
                  block_tokens: int = 10_000) -> None: ...
     @property
@@ -75,7 +77,7 @@ class SkipGramSampler(WindowSampler):
 class CbowSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike, context: IndexInput, weights: Input, target: IndexInput, *,
                  mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
-                 sample: float = 0.0, vocab_size: int | None = None, seed: int | None = None,
+                 sample: float = 0.0, vocab_size: int | None = None, seed: _Seed = None,
                  rank: int = 0, workers: int = 1, claim: np.ndarray | None = None,
                  block_tokens: int = 10_000) -> None: ...
     @property

@@ -15,7 +15,10 @@ without bounds checks:
 Each sampler draws from its own stream, seeded from `seed` and its `rank`
 (numpy's SeedSequence), so Hogwild workers (`rank`, `workers`) draw
 independent, reproducible streams over their own shard without copying data.
+A seed is None (fresh entropy, or `fastad.manual_seed`'s stream), an int >= 0
+or a sequence of them (e.g. [seed, epoch]); `rank` is in [0, workers).
 """
+import math
 import numbers
 
 import numpy as np
@@ -70,6 +73,25 @@ cdef Py_ssize_t _whole(str who, str name, object value, Py_ssize_t low) except? 
     return value
 
 
+cdef double _real(str who, str name, object value, object at_least) except? -1.0:
+    """`value` as a float: a finite real number (not a bool), >= `at_least` unless None."""
+    expected = "a finite number" + ("" if at_least is None else f" >= {at_least:g}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{who}: {name} must be {expected}, got {value!r} ({type(value).__name__})")
+    if not (math.isfinite(value) and (at_least is None or value >= at_least)):
+        raise ValueError(f"{who}: {name} must be {expected}, got {value!r}")
+    return float(value)
+
+
+cdef bint _flag(str who, str name, object value) except -1:
+    """`value` as a bool: True or False (numpy's too), or the ints 0 and 1, as the flags of
+    fastad's Python side take them; anything else is a TypeError, not a guess."""
+    if not isinstance(value, (bool, np.bool_)) and not (
+            isinstance(value, numbers.Integral) and value in (0, 1)):
+        raise TypeError(f"{who}: {name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
 cdef tuple _share(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
     """[lo, hi): worker `rank`'s contiguous 1/workers share of n things."""
     return n * rank // workers, n * (rank + 1) // workers
@@ -94,24 +116,42 @@ def set_default_seed(sequence):
     _default_seeds = sequence
 
 
-cdef object _entropy(object seed):
-    """The entropy of a stream: `seed` itself, or with seed=None the next seed of fastad.manual_seed's."""
-    if seed is None and _default_seeds is not None:
-        return _default_seeds.spawn(1)[0].entropy
+cdef object _entropy(str who, object seed):
+    """The entropy of a stream: `seed` itself, checked to be what numpy's SeedSequence takes
+    (an int >= 0, or a sequence of them, not bools), or with seed=None the next seed of
+    fastad.manual_seed's (None without one: fresh entropy)."""
+    if seed is None:
+        return _default_seeds.spawn(1)[0].entropy if _default_seeds is not None else None
+    expected = "None, an int >= 0 or a sequence of ints >= 0"
+    words = (seed,)             # what is no sequence of numbers is checked as one number
+    if not isinstance(seed, (numbers.Integral, str, bytes)) and hasattr(seed, "__len__") and not (
+            isinstance(seed, np.ndarray) and seed.ndim == 0):
+        try:
+            words = np.asarray(seed, dtype=object).ravel()
+        except ValueError:      # a ragged sequence
+            pass
+    for word in words:
+        if isinstance(word, bool) or not isinstance(word, numbers.Integral):
+            raise TypeError(f"{who}: seed must be {expected}, got {seed!r} ({type(seed).__name__})")
+        if word < 0:
+            raise ValueError(f"{who}: seed must be {expected}, got {seed!r}")
     return seed
 
 
-cdef int _seed_stream(Sampler sampler, str who, object seed, object rank, object workers) except -1:
+cdef object _seed_stream(Sampler sampler, str who, object seed, object rank, object workers):
+    """Check `seed`, `rank` and `workers` and seed the sampler's stream; returns the entropy
+    it was seeded from (see _entropy)."""
+    entropy = _entropy(who, seed)
     sampler.workers = _whole(who, "workers", workers, 1)
     sampler.rank = _whole(who, "rank", rank, 0)
     if sampler.rank >= sampler.workers:
         raise ValueError(f"{who}: rank must be below workers ({sampler.workers}), got {rank}")
-    state = np.random.SeedSequence(_entropy(seed), spawn_key=(sampler.rank,)).generate_state(4, np.uint64)
+    state = np.random.SeedSequence(entropy, spawn_key=(sampler.rank,)).generate_state(4, np.uint64)
     for k in range(4):
         sampler.rng.s[k] = <uint64_t>int(state[k])
     if sampler.rng.s[0] == 0 and sampler.rng.s[1] == 0 and sampler.rng.s[2] == 0 and sampler.rng.s[3] == 0:
         sampler.rng.s[0] = 1          # xoshiro's one forbidden state
-    return 0
+    return entropy
 
 
 cdef int64_t* _index_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL:
@@ -127,7 +167,10 @@ cdef int64_t* _index_leaf(str who, str name, object leaf, Py_ssize_t size) excep
 
 cdef char* _input_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL:
     """The value buffer of a CPU Input of `size` values."""
-    if not isinstance(leaf, Input) or (<Variable>leaf).size != size or leaf.device != "cpu":
+    if not isinstance(leaf, Input):
+        raise TypeError(f"{who}: {name} must be a CPU Input of {size} values, got "
+                        f"{type(leaf).__name__} {leaf!r}")
+    if (<Variable>leaf).size != size or leaf.device != "cpu":
         raise ValueError(f"{who}: {name} must be a CPU Input of {size} values, got {leaf!r}")
     return (<Variable>leaf).val_ptr
 
@@ -305,8 +348,8 @@ cdef class FeedSampler(Sampler):
 
     feeds    {leaf: array}: an array of shape (N,) + leaf.shape per leaf
              (IndexInput or Input), or (N,) for a leaf of shape (1,).
-    shuffle  visit the rows in a new random order each epoch (the shard is
-             copied in that order once per epoch: memory for one copy).
+    shuffle  True (or 1) to visit the rows in a new random order each epoch (the
+             shard is copied in that order once per epoch: memory for one copy).
     rank, workers  this worker's shard: rows rank, rank + workers, ... (no copy).
 
     `fa.train(loss, opt, {leaf: array}, shuffle=..., seed=...)` makes one.
@@ -337,9 +380,8 @@ cdef class FeedSampler(Sampler):
             raise TypeError(f"{who}: feeds must be a dict {{leaf: array}}, got {type(feeds).__name__}")
         if not feeds:
             raise ValueError(f"{who}: `feeds` is empty; give at least one {{leaf: array}}")
-        entropy = _entropy(seed)
-        _seed_stream(self, who, entropy, rank, workers)
-        self.shuffle = bool(shuffle)
+        entropy = _seed_stream(self, who, seed, rank, workers)
+        self.shuffle = _flag(who, "shuffle", shuffle)
         self.generator = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(self.rank,)))
         leaves, self.arrays = [], []
         self.n_rows = -1
@@ -974,18 +1016,15 @@ cdef class WindowSampler(Sampler):
                                  f"len(tokens) = {n}")
         self.ends_array = ends
         self.ends = ends
-        if not isinstance(ns_exponent, numbers.Real) or not np.isfinite(ns_exponent):
-            raise ValueError(f"{who}: ns_exponent must be a finite number, got {ns_exponent!r}")
-        if not isinstance(sample, numbers.Real) or not (0 <= sample < np.inf):
-            raise ValueError(f"{who}: sample must be a number >= 0, got {sample!r}")
+        exponent = _real(who, "ns_exponent", ns_exponent, None)
+        self.sample = _real(who, "sample", sample, 0)
         counts = np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
         weights = np.zeros(self.vocab_size)
-        weights[counts > 0] = counts[counts > 0] ** float(ns_exponent)
+        weights[counts > 0] = counts[counts > 0] ** exponent
         if np.count_nonzero(weights) < 2:
             raise ValueError(f"{who}: the tokens hold fewer than 2 distinct words; a negative "
                              f"must differ from the word it is drawn against")
         self.noise_table = AliasTable(weights)
-        self.sample = float(sample)
         self.subsample = self.sample > 0
         # word2vec's keep probability: (sqrt(c / t) + 1) * t / c with t = sample * total.
         threshold = self.sample * n
@@ -1012,7 +1051,9 @@ cdef class WindowSampler(Sampler):
 
     cdef int read_claim(self, str who, object claim, object block_tokens) except -1:
         """Check `claim` (None, or a writable int64 array whose first element counts the
-        blocks claimed) and `block_tokens`; read_corpus then cuts the blocks."""
+        blocks claimed) and `block_tokens` (also when there is no claim, which ignores it);
+        read_corpus then cuts the blocks."""
+        self.block_tokens = _whole(who, "block_tokens", block_tokens, 1)
         if claim is None:
             return 0
         if not isinstance(claim, np.ndarray) or claim.dtype != np.int64 or claim.size < 1 \
@@ -1021,7 +1062,6 @@ cdef class WindowSampler(Sampler):
                             f"(its first element counts the blocks claimed), got {claim!r}")
         self.claim_array = claim
         self.claim = <int64_t*>cnp.PyArray_DATA(claim)
-        self.block_tokens = _whole(who, "block_tokens", block_tokens, 1)
         return 0
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
@@ -1126,8 +1166,11 @@ cdef class SkipGramSampler(WindowSampler):
                    one sentence.
     window         the largest window; each centre draws a reduced window
                    uniformly from 1..window, as word2vec does.
+    ns_exponent    the power of the counts the negatives are drawn by (a finite
+                   number; word2vec's 0.75).
     sample         frequent-word subsampling threshold (word2vec's `sample`,
-                   e.g. 1e-3; 0 keeps every token), redrawn every epoch.
+                   e.g. 1e-3; 0 keeps every token), redrawn every epoch: a
+                   finite number >= 0.
     vocab_size     default: the largest id + 1.
     seed, rank, workers  the stream, and this worker's shard: the sentences that
                    start in its 1/workers of the tokens (no copy).

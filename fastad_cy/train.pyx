@@ -201,7 +201,7 @@ cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optim
     return 0
 
 
-def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progress=None,
+def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=None,
           Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1):
     """Train by replaying one graph per example, in compiled code.
 
@@ -214,7 +214,7 @@ def train(loss, optimizer, feeds, epochs=1, bint shuffle=False, seed=None, progr
     optimizer  any fastad optimizer over the parameters to train (or any object
                with step() and zero_grad(), called through Python).
     feeds      {leaf: array of N rows}, which make a `FeedSampler` with
-               `shuffle` and `seed`; or a sampler (`fa.data.FeedSampler`,
+               `shuffle` and `seed` (which it checks); or a sampler (`fa.data.FeedSampler`,
                `PairwiseSampler`, `SkipGramSampler`).
     epochs     passes over the data (a sampler's epoch: see its docstring).
     progress   optional callable(examples_done) called every `report_every`

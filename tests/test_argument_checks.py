@@ -1,7 +1,7 @@
-"""Every public constructor and fit of fastad's models, layers, optimizers and data helpers
-refuses a bad argument (issue 33: no silent wrong results, no message from deep inside
-numpy): one row per constructor, argument and bad value, each asserting the exception
-type and that the message names the argument and what it got."""
+"""Every public constructor and fit of fastad's models, layers, optimizers, data helpers,
+samplers and distributed runs refuses a bad argument (issue 33: no silent wrong results, no
+message from deep inside numpy): one row per constructor, argument and bad value, each
+asserting the exception type and that the message names the argument and what it got."""
 import math
 
 import numpy as np
@@ -9,11 +9,12 @@ import pytest
 import scipy.sparse as sp
 
 import fastad as fa
-from fastad import checks, data, nn, optim
+from fastad import checks, data, distributed, nn, optim
 
 LIKES = sp.csr_matrix(np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]))
 FIELDS = {"id": np.arange(3)}
 CORPUS = [["a", "b", "c", "a"]] * 5
+TOKENS = np.array([0, 1, 2, 0, 1, 2, 0, 1])
 
 
 def called(function, **fixed):
@@ -70,6 +71,23 @@ make_planted_interactions = called(data.planted_interactions, n_users=3, n_items
 make_train_test_split = called(data.train_test_split, interactions=LIKES)
 make_leave_k_out = called(data.leave_k_out, interactions=LIKES)
 make_sample_triples = called(data.sample_triples, interactions=LIKES)
+
+
+def ids(n=1):
+    return fa.IndexInput([0] * n)
+
+
+PAIRS = (np.array([0, 1]), np.array([1, 0]))      # (user ids, item ids)
+make_feed_sampler = called(data.FeedSampler, feeds={ids(): np.arange(4)})
+make_pairwise_sampler = called(data.PairwiseSampler, interactions=LIKES, users=ids(), pos=ids(),
+                               neg=ids())
+make_pairwise_sampler_from_ids = called(make_pairwise_sampler, interactions=PAIRS)
+make_skip_gram_sampler = called(data.SkipGramSampler, tokens=TOKENS, center=ids(), context=ids(2))
+make_cbow_sampler = called(data.CbowSampler, tokens=TOKENS, context=ids(4),
+                           weights=fa.Input(np.zeros(4)), target=ids(2), window=2)
+make_interactions = called(data.Interactions, interactions=PAIRS)
+make_share = called(distributed.share, arrays={"w": np.zeros(2)})
+make_run = called(distributed.run, fn=print)
 
 # (what, make, argument, bad value, exception[, how the message shows the value when not its repr])
 ROWS = [
@@ -197,7 +215,17 @@ ROWS = [
     ("Dropout", nn.Dropout, "p", True, TypeError),
     ("Dropout", nn.Dropout, "seed", -1, ValueError),
     ("LeakyReLU", nn.LeakyReLU, "negative_slope", "0.1", TypeError),
+    ("LeakyReLU", nn.LeakyReLU, "negative_slope", math.nan, ValueError),
+    ("LeakyReLU", nn.LeakyReLU, "negative_slope", math.inf, ValueError),
+    ("leaky_relu", called(fa.leaky_relu, x=fa.Input([1.0])), "negative_slope", -math.inf, ValueError),
     ("ELU", nn.ELU, "alpha", "1", TypeError),
+    ("ELU", nn.ELU, "alpha", math.inf, ValueError),
+    ("ELU", nn.ELU, "alpha", math.nan, ValueError),
+    ("elu", called(fa.elu, x=fa.Input([1.0])), "alpha", np.float64(math.nan), ValueError, "nan"),
+    ("Hardtanh", nn.Hardtanh, "min_val", math.nan, ValueError),
+    ("Hardtanh", nn.Hardtanh, "max_val", math.nan, ValueError),
+    ("clip", called(fa.clip, x=fa.Input([1.0])), "a_min", math.nan, ValueError),
+    ("clip", called(fa.clip, x=fa.Input([1.0]), a_min=0.0), "a_max", math.nan, ValueError),
     ("GELU", nn.GELU, "approximate", "fast", ValueError),
     ("Hardtanh", called(nn.Hardtanh, max_val=1.0), "min_val", 2.0, ValueError),
     ("Softmax", nn.Softmax, "axis", 1.5, TypeError),
@@ -266,6 +294,81 @@ ROWS = [
     ("sample_triples", make_sample_triples, "n", 0, ValueError),
     ("sample_triples", make_sample_triples, "negatives", "popular", ValueError),
     ("sample_triples", make_sample_triples, "seed", -1, ValueError),
+    # ------------------------------------------------------------------ samplers
+    ("FeedSampler", make_feed_sampler, "shuffle", "yes", TypeError),
+    ("FeedSampler", make_feed_sampler, "shuffle", 2, TypeError),
+    ("FeedSampler", make_feed_sampler, "shuffle", None, TypeError),
+    ("FeedSampler", make_feed_sampler, "seed", -1, ValueError),
+    ("FeedSampler", make_feed_sampler, "seed", 1.5, TypeError),
+    ("FeedSampler", make_feed_sampler, "seed", "0", TypeError),
+    ("FeedSampler", make_feed_sampler, "seed", True, TypeError),
+    ("FeedSampler", make_feed_sampler, "seed", [1, -2], ValueError),
+    ("FeedSampler", make_feed_sampler, "seed", [1, 2.5], TypeError),
+    ("FeedSampler", make_feed_sampler, "rank", -1, ValueError),
+    ("FeedSampler", make_feed_sampler, "rank", 1, ValueError),
+    ("FeedSampler", make_feed_sampler, "workers", 0, ValueError),
+    ("FeedSampler", make_feed_sampler, "workers", 1.5, TypeError),
+    ("PairwiseSampler", make_pairwise_sampler, "sample", "items", ValueError),
+    ("PairwiseSampler", make_pairwise_sampler, "sample", True, ValueError),
+    ("PairwiseSampler", make_pairwise_sampler, "negatives", "popular", ValueError),
+    ("PairwiseSampler", make_pairwise_sampler, "examples", 0, ValueError),
+    ("PairwiseSampler", make_pairwise_sampler, "examples", 2.5, TypeError),
+    ("PairwiseSampler", make_pairwise_sampler_from_ids, "n_users", 0, ValueError),
+    ("PairwiseSampler", make_pairwise_sampler_from_ids, "n_items", 2.5, TypeError),
+    ("PairwiseSampler", make_pairwise_sampler, "seed", -1, ValueError),
+    ("PairwiseSampler", make_pairwise_sampler, "seed", 2.5, TypeError),
+    ("PairwiseSampler", make_pairwise_sampler, "rank", -1, ValueError),
+    ("PairwiseSampler", make_pairwise_sampler, "workers", "2", TypeError),
+    ("Interactions", make_interactions, "n_users", 0, ValueError),
+    ("Interactions", make_interactions, "n_items", True, TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "sample", True, TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "sample", "1e-3", TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "sample", -1, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "sample", math.nan, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "sample", math.inf, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "ns_exponent", True, TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "ns_exponent", "0.75", TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "ns_exponent", math.nan, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "window", 0, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "window", 2.5, TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "vocab_size", 0, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "vocab_size", 3.0, TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "block_tokens", 0, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "block_tokens", 1.5, TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "claim", "x", TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "mask", "x", TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "seed", -1, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "seed", 2.5, TypeError),
+    ("SkipGramSampler", make_skip_gram_sampler, "rank", -1, ValueError),
+    ("SkipGramSampler", make_skip_gram_sampler, "workers", 0, ValueError),
+    ("CbowSampler", make_cbow_sampler, "window", 0, ValueError),
+    ("CbowSampler", make_cbow_sampler, "window", 2.0, TypeError),
+    ("CbowSampler", make_cbow_sampler, "weights", "x", TypeError),
+    ("CbowSampler", make_cbow_sampler, "sample", np.bool_(True), TypeError, "True"),
+    ("CbowSampler", make_cbow_sampler, "ns_exponent", -math.inf, ValueError),
+    ("CbowSampler", make_cbow_sampler, "seed", -1, ValueError),
+    ("CbowSampler", make_cbow_sampler, "block_tokens", -5, ValueError),
+    # ------------------------------------------------------------------ distributed (checked before Ray)
+    ("share", make_share, "shards", 0, ValueError),
+    ("share", make_share, "shards", 2.0, TypeError),
+    ("share", make_share, "shards", True, TypeError),
+    ("share", make_share, "checkpoint_every", 0, ValueError),
+    ("share", make_share, "checkpoint_every", "5", TypeError),
+    ("share", make_share, "shard_restarts", -1, ValueError),
+    ("share", make_share, "shard_restarts", 1.5, TypeError),
+    ("restore", called(distributed.restore, path="nowhere"), "shards", "2", TypeError),
+    ("run", make_run, "workers", 0, ValueError),
+    ("run", make_run, "workers", 2.5, TypeError),
+    ("run", make_run, "sync_every", 0, ValueError),
+    ("run", make_run, "sync_every", 2.5, TypeError),
+    ("run", make_run, "sync_seconds", 0, ValueError),
+    ("run", make_run, "sync_seconds", "1", TypeError),
+    ("run", make_run, "sync_timeout", math.nan, ValueError),
+    ("run", make_run, "sync_timeout", True, TypeError),
+    ("run", make_run, "timeout", -1, ValueError),
+    ("run", make_run, "timeout", math.inf, ValueError),
+    ("run", make_run, "max_restarts", -1, ValueError),
+    ("run", make_run, "max_restarts", True, TypeError),
 ]
 
 
@@ -319,6 +422,33 @@ def test_valid_arguments_of_other_spellings_are_still_taken():
     assert nn.Softmax(dim=1).axis == 1 and nn.Softmax(-2).axis == -2
     assert nn.Conv2d(2, 4, kernel_size=[3, 1], stride=(2, 1)).kernel_size == (3, 1)
     assert nn.Dropout(0, seed=None).p == 0.0
+
+
+def test_valid_sampler_arguments_of_other_spellings_are_still_taken():
+    # flags as bools, numpy bools or 0/1; seeds as numpy ints, big ints or sequences of them
+    for shuffle in (True, np.bool_(True), 1, 0, np.int64(1)):
+        assert make_feed_sampler(shuffle=shuffle, seed=0).examples_per_epoch == 4
+    for seed in (None, 0, np.int64(7), np.uint32(7), 2**100, [3, 0], (3, 0), np.array([3, 0]), range(3)):
+        make_feed_sampler(shuffle=True, seed=seed)
+        make_skip_gram_sampler(seed=seed)
+    same = [next(make_pairwise_sampler(seed=seed).epoch()) for seed in ([3, 0], np.array([3, 0]))]
+    assert [a.tolist() for a in same[0]] == [a.tolist() for a in same[1]]
+    assert make_skip_gram_sampler(sample=np.float32(1e-3), ns_exponent=np.int64(1)).sample == \
+        pytest.approx(1e-3)
+    make_cbow_sampler(window=np.int64(2), sample=0, ns_exponent=-0.5, block_tokens=np.int32(3))
+
+
+def test_activation_bounds_may_be_infinite_but_not_nan():
+    # as torch.clamp and numpy.clip: an infinite bound leaves that side open
+    x = fa.Input([-3.0, 0.5, 2.0])
+    assert fa.hardtanh(x, -math.inf, 1.0).value.tolist() == [-3.0, 0.5, 1.0]
+    assert nn.Hardtanh(0.0, math.inf)(x).value.tolist() == [0.0, 0.5, 2.0]
+    assert fa.clip(x, -math.inf, np.float64(math.inf)).value.tolist() == [-3.0, 0.5, 2.0]
+    assert fa.leaky_relu(x, np.float32(0.5)).value.tolist() == [-1.5, 0.5, 2.0]
+    with pytest.raises(ValueError, match=r"hardtanh: min_val must be a number \(not NaN\), got nan"):
+        fa.hardtanh(x, math.nan, 1.0)
+    with pytest.raises(ValueError, match=r"leaky_relu: negative_slope must be a finite number, got inf"):
+        fa.leaky_relu(x, math.inf)
 
 
 @pytest.mark.parametrize("check,args,result", [

@@ -76,9 +76,10 @@ def test_share_splits_rows_and_gathers_every_shape():
     ({"w": np.arange(3)}, {}, TypeError, "'w' has dtype int64; expected float32 or float64"),
     ({"a/b": np.zeros(2)}, {}, TypeError, "without '/'"),
     ([np.zeros(2)], {}, TypeError, "expected a dict"),
-    ({"w": np.zeros(2)}, {"shards": 0}, ValueError, "shards must be a positive int"),
+    ({"w": np.zeros(2)}, {"shards": 0}, ValueError, "shards must be >= 1, got 0"),
+    ({"w": np.zeros(2)}, {"shards": 1.5}, TypeError, r"shards must be an int, got 1.5 \(float\)"),
     ({"w": np.zeros(2)}, {"checkpoint_every": 5}, ValueError, "checkpoint_every needs a checkpoint_dir"),
-    ({"w": np.zeros(2)}, {"shard_restarts": -1}, ValueError, "shard_restarts must be an int >= 0"),
+    ({"w": np.zeros(2)}, {"shard_restarts": -1}, ValueError, "shard_restarts must be >= 0, got -1"),
 ])
 def test_share_rejects_bad_input(arrays, kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -98,16 +99,16 @@ def test_a_parameter_or_state_outside_a_worker_is_refused():
     distributed.sync()                               # outside a worker: nothing happens
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"workers": 0}, "workers must be a positive int"),
-    ({"sync_every": 0}, "sync_every must be a positive int, got 0"),
-    ({"sync_every": 2.5}, "sync_every must be a positive int"),
-    ({"sync_seconds": 0}, "sync_seconds must be a positive number, got 0"),
-    ({"timeout": -1}, "timeout"), ({"max_restarts": -1}, "max_restarts"),
-    ({"workers": 3}, "3 workers need one CPU each but the Ray cluster has 2"),
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"workers": 0}, ValueError, "workers must be >= 1, got 0"),
+    ({"sync_every": 0}, ValueError, "sync_every must be >= 1, got 0"),
+    ({"sync_every": 2.5}, TypeError, "sync_every must be an int, got 2.5"),
+    ({"sync_seconds": 0}, ValueError, "sync_seconds must be a finite number > 0, got 0"),
+    ({"timeout": -1}, ValueError, "timeout"), ({"max_restarts": -1}, ValueError, "max_restarts"),
+    ({"workers": 3}, ValueError, "3 workers need one CPU each but the Ray cluster has 2"),
 ])
-def test_run_rejects_bad_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_run_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
         distributed.run(jobs.sleep_forever, **kwargs)
 
 

@@ -1,5 +1,7 @@
 """fa.models.Word2Vec and the CBOW sampler: vocabulary, training on a planted corpus,
 queries, analogies, files, and bad input."""
+import os
+
 import numpy as np
 import pytest
 
@@ -134,6 +136,35 @@ def test_save_load_and_the_word2vec_text_format(tmp_path):
     fa.save({"something": np.zeros(2)}, tmp_path / "other.npz")
     with pytest.raises(ValueError, match="is not a saved Word2Vec"):
         fa.models.Word2Vec.load(tmp_path / "other.npz")
+
+
+def test_the_text_format_is_written_atomically_and_errors_name_the_path(tmp_path, monkeypatch):
+    # it once wrote its own "path.tmp-PID" without fsync, and a missing folder named that file
+    model = planted_model()
+    path = tmp_path / "no" / "such" / "w2v.txt"
+    with pytest.raises(FileNotFoundError) as caught:
+        model.save_word2vec_format(path)
+    message = str(caught.value)
+    assert (f"Word2Vec.save_word2vec_format: cannot write {path}: the folder {path.parent} does "
+            f"not exist") in message and ".tmp" not in message
+    path = tmp_path / "w2v.txt"
+    model.save_word2vec_format(path)
+    before = path.read_text()
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    model.save_word2vec_format(path)
+    assert synced and path.read_text() == before
+    model.vectors = model.vectors * 2
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        model.save_word2vec_format(path)
+    assert path.read_text() == before
+    assert sorted(os.listdir(tmp_path)) == ["w2v.txt"]        # no temporary file left
 
 
 def test_bad_input_is_named_and_a_failed_fit_keeps_the_model():
