@@ -8,7 +8,10 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 from typing_extensions import Self
 
-from fastad.hogwild import SharedArray
+# A shared-memory handle (fastad.hogwild's), registered at run time with register_shared_handles:
+# the engine does not import the package that defines it.
+_SharedHandle: TypeAlias = Any
+
 
 # What an op accepts beside a Variable: a number or array, made a constant in the Variable's dtype.
 _Operand: TypeAlias = Variable | ArrayLike
@@ -114,10 +117,10 @@ class Leaf(Variable):
 
 class Parameter(Leaf):
     name: str | None
-    def __init__(self, data: ArrayLike | SharedArray, dtype: DTypeLike | None = None,
+    def __init__(self, data: ArrayLike | _SharedHandle, dtype: DTypeLike | None = None,
                  name: str | None = None, device: _Device = None) -> None: ...
     @property
-    def shared(self) -> SharedArray | None: ...
+    def shared(self) -> _SharedHandle | None: ...
     @property
     def is_sparse_grad(self) -> bool: ...
     def sparse_rows(self) -> NDArray[np.int64] | None: ...

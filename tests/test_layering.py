@@ -1,4 +1,4 @@
-"""The engine (fastad_cy/) is the ground floor: it never imports the fastad package;
+"""The engine (fastad_cy/) is the ground floor: it never imports the fastad package (nor do its stubs);
 fastad.cuda registers its device support with the engine instead."""
 import re
 import subprocess
@@ -11,7 +11,7 @@ IMPORTS_FASTAD = re.compile(r"^\s*(from\s+fastad(\.\w+)*\s+c?import\b|c?import\s
 
 
 def test_no_engine_module_imports_the_fastad_package():
-    sources = sorted(ENGINE.glob("*.pyx")) + sorted(ENGINE.glob("*.pxd"))
+    sources = sorted(ENGINE.glob("*.pyx")) + sorted(ENGINE.glob("*.pxd")) + sorted(ENGINE.glob("*.pyi"))
     assert sources
     offenders = [f"{path.name}: {match.group(0).strip()}" for path in sources
                  for match in IMPORTS_FASTAD.finditer(path.read_text())]
