@@ -104,16 +104,23 @@ class Module:
 
         >>> [(name, p.shape) for name, p in model.named_parameters()]
         """
-        found, seen, stack = [], set(), [("", self)]
-        while stack:
-            prefix, module = stack.pop()
+        found, seen = [], set()
+        for prefix, module in self._prefixed_modules():
             for name, p in module._parameters.items():
                 if id(p) not in seen:
                     seen.add(id(p))
                     found.append((prefix + name, p))
+        return found
+
+    def _prefixed_modules(self):
+        """(dotted prefix, Module) for this Module and every one below it, depth first, a
+        Module's own entry before its sub-Modules' in assignment order."""
+        stack = [("", self)]
+        while stack:
+            prefix, module = stack.pop()
+            yield prefix, module
             stack.extend(reversed([(prefix + name + ".", child)
                                    for name, child in module._modules.items()]))
-        return found
 
     def register_buffer(self, name, data, dtype=None):
         """Keep `data` as state that is not trained (BatchNorm's running averages):
@@ -135,13 +142,8 @@ class Module:
 
         >>> dict(model.named_buffers())["norm.running_var"].value
         """
-        found, stack = [], [("", self)]
-        while stack:
-            prefix, module = stack.pop()
-            found.extend((prefix + name, b) for name, b in module._buffers.items())
-            stack.extend(reversed([(prefix + name + ".", child)
-                                   for name, child in module._modules.items()]))
-        return found
+        return [(prefix + name, b) for prefix, module in self._prefixed_modules()
+                for name, b in module._buffers.items()]
 
     def parameters(self):
         """The Parameters below this Module, each once, in named_parameters() order.
@@ -205,13 +207,8 @@ class Module:
     def _names_transposed_from_torch(self):
         """The dotted names of the Parameters below whose layout is PyTorch's transposed
         (each Module class lists its own in `_transposed_from_torch`)."""
-        names, stack = set(), [("", self)]
-        while stack:
-            prefix, module = stack.pop()
-            names.update(prefix + name for name in type(module)._transposed_from_torch
-                         if name in module._parameters)
-            stack.extend((prefix + name + ".", child) for name, child in module._modules.items())
-        return names
+        return {prefix + name for prefix, module in self._prefixed_modules()
+                for name in type(module)._transposed_from_torch if name in module._parameters}
 
     def zero_grad(self):
         """Clear the gradient of every Parameter below this Module.
