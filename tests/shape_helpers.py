@@ -1,4 +1,4 @@
-"""Helpers for the shape and linalg tests: a scalar that sees every element, and a replay check."""
+"""Helpers for the op tests: a scalar that sees every element, and replay checks."""
 import numpy as np
 
 import fastad as fa
@@ -47,3 +47,21 @@ def assert_replay_matches_fresh(build, old_arrays, new_arrays, rtol=1e-12):
     np.testing.assert_allclose(root.item(), root2.item(), rtol=rtol)
     for p, p2 in zip(params, params2):
         np.testing.assert_allclose(p.grad, p2.grad, rtol=rtol)
+
+
+def assert_set_value_replay_matches_fresh(build, old, new):
+    """`build(*arrays)` -> (parameter, leaves, root): a graph built on `old`, given `new` by
+    `set_value` on each leaf and replayed, equals a fresh build on `new` exactly (the value
+    and the parameter's gradient). Returns the replayed graph's (parameter, leaves, root)."""
+    p, leaves, root = build(*old)
+    root.backward()
+    for leaf, value in zip(leaves, new):
+        leaf.set_value(value)
+    root.forward()
+    p.zero_grad()
+    root.backward()
+    p_fresh, _, root_fresh = build(*new)
+    root_fresh.backward()
+    assert root.item() == root_fresh.item()
+    np.testing.assert_array_equal(p.grad, p_fresh.grad)
+    return p, leaves, root

@@ -4,6 +4,7 @@ import pytest
 from scipy.special import expit
 
 import fastad as fa
+from shape_helpers import assert_set_value_replay_matches_fresh
 from fastad_cy.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
 from fastad_cy.reduction import sum as fsum, log_softmax
 
@@ -134,19 +135,10 @@ def test_index_input_targets_replay_and_validate_at_forward(loss):
         p = fa.Parameter(w, dtype=np.float64)
         inp = fa.Input(x, dtype=np.float64)
         ix = fa.IndexInput(t)
-        return p, inp, ix, loss(p * inp, ix, ignore_index=0)
+        return p, [inp, ix], loss(p * inp, ix, ignore_index=0)
 
-    p, inp, ix, root = build(x0, t0)
-    root.backward()
-    inp.set_value(x1)
-    ix.set_value(t1)
-    root.forward()
-    p.zero_grad()
-    root.backward()
-    p_fresh, _, _, root_fresh = build(x1, t1)
-    root_fresh.backward()
-    assert root.item() == root_fresh.item()
-    np.testing.assert_array_equal(p.grad, p_fresh.grad)
+    p, (_, ix), root = assert_set_value_replay_matches_fresh(build, [x0, t0], [x1, t1])
+    expected_value, expected_grad = root.item(), p.grad.copy()
 
     ix.set_value([1, 7, 0, 2])
     with pytest.raises(IndexError, match=r"target 7 at position 1 is out of range for 5 classes"):
@@ -157,8 +149,8 @@ def test_index_input_targets_replay_and_validate_at_forward(loss):
     root.forward()
     p.zero_grad()
     root.backward()
-    assert root.item() == root_fresh.item()
-    np.testing.assert_array_equal(p.grad, p_fresh.grad)
+    assert root.item() == expected_value
+    np.testing.assert_array_equal(p.grad, expected_grad)
 
 
 # ----------------------------------------------------------------- nll_loss
@@ -311,19 +303,9 @@ def test_pair_losses_float32_and_replay(name):
     def build(a, b):
         p = fa.Parameter(np.ones((3, 4)), dtype=np.float64)
         ia, ib = fa.Input(a, dtype=np.float64), fa.Input(b, dtype=np.float64)
-        return p, ia, ib, op(p * ia, ib, **kw)
+        return p, [ia, ib], op(p * ia, ib, **kw)
 
-    p, ia, ib, root = build(a0, b0)
-    root.backward()
-    ia.set_value(a1)
-    ib.set_value(b1)
-    root.forward()
-    p.zero_grad()
-    root.backward()
-    p_fresh, _, _, root_fresh = build(a1, b1)
-    root_fresh.backward()
-    assert root.item() == root_fresh.item()
-    np.testing.assert_array_equal(p.grad, p_fresh.grad)
+    assert_set_value_replay_matches_fresh(build, [a0, b0], [a1, b1])
 
 
 @pytest.mark.parametrize("name", sorted(PAIR))
