@@ -17,7 +17,7 @@ from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.model_losses import ranking_loss
 from fastad_cy.sparse import take
-from fastad_cy.samplers import PairwiseSampler
+from fastad_cy.pairs import PairwiseSampler
 from fastad_cy.train import train
 from fastad import hogwild
 from fastad import random as fastad_random

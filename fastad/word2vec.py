@@ -10,7 +10,7 @@ import numpy as np
 
 from fastad_cy.graph import IndexInput, Input, Parameter
 from fastad_cy.reduction import sum as fa_sum
-from fastad_cy.samplers import CbowSampler, SkipGramSampler
+from fastad_cy.windows import CbowSampler, SkipGramSampler
 from fastad_cy.linalg import vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
