@@ -176,6 +176,7 @@ cdef class WindowSampler(Sampler):
     cdef bint subsample
     cdef readonly double sample
     cdef Py_ssize_t items             # pairs (skip-gram) or centres (CBOW) an example
+    cdef Py_ssize_t negative          # negatives drawn for each item
     cdef object claim_array, block_first_array
     cdef int64_t* claim               # the shared counter of the next block to claim, or NULL
     cdef const int64_t[::1] block_first   # the first sentence of each block (and the end)
@@ -185,12 +186,33 @@ cdef class WindowSampler(Sampler):
     cdef char* out_mask               # the mask Input's buffer, or NULL
     cdef bint mask_f64
 
-    cdef int read_mask(self, str who, str what, object mask) except -1:
-        """Check `mask` against the items an example holds (see _mask_leaf)."""
+    cdef int read_walk(self, str who, str what, object mask, object tokens, object sentence_ends,
+                       object window, object ns_exponent, object sample, object vocab_size,
+                       object claim, object block_tokens) except -1:
+        """Check the arguments both samplers take after their leaves (`mask` against the
+        items, `what`, an example holds: see _mask_leaf; then the corpus and its walk),
+        and begin epoch 0."""
         self.out_mask = _mask_leaf(who, what, mask, self.items)
         if mask is not None:
             self.mask_f64 = (<Variable>mask).f64
             self.leaves = self.leaves + (mask,)
+        self.read_claim(who, claim, block_tokens)
+        self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
+        self.begin_epoch(0)
+        return 0
+
+    cdef int read_negatives(self, str who, str name, object ids, str first, str item) except -1:
+        """Check the IndexInput `ids` (argument `name`), which holds 1 + k ids for each of
+        the `items` of an example (an `item`): `first`, then k >= 1 negatives; set `negative`
+        to k."""
+        cdef Py_ssize_t size = (<Variable>ids).size
+        if size % self.items:
+            raise ValueError(f"{who}: {name} must hold (1 + k) ids for each of the {self.items} "
+                             f"{item}s, got {size}")
+        self.negative = size // self.items - 1
+        if self.negative < 1:
+            raise ValueError(f"{who}: {name} must hold {first} and at least one negative "
+                             f"(1 + k ids) for each {item}, got {size} for {self.items}")
         return 0
 
     cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
@@ -428,7 +450,7 @@ cdef class SkipGramSampler(WindowSampler):
     """
     cdef int64_t* out_center
     cdef int64_t* out_context
-    cdef Py_ssize_t negative, context_pos
+    cdef Py_ssize_t context_pos
 
     def __init__(self, tokens, center, context, *, mask=None, sentence_ends=None, window=5,
                  ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1,
@@ -440,19 +462,10 @@ cdef class SkipGramSampler(WindowSampler):
         if self.items == 0:
             raise ValueError(f"{who}: center holds no ids; give an IndexInput of at least one id")
         self.out_context = _index_leaf(who, "context", context, -1)
-        if (<Variable>context).size % self.items:
-            raise ValueError(f"{who}: context must hold (1 + k) ids for each of the {self.items} "
-                             f"centre ids, got {(<Variable>context).size}")
-        self.negative = (<Variable>context).size // self.items - 1
-        if self.negative < 1:
-            raise ValueError(f"{who}: context must hold the context word and at least one negative "
-                             f"(1 + k ids) for each centre id, got {(<Variable>context).size} for "
-                             f"{self.items}")
+        self.read_negatives(who, "context", context, "the context word", "centre id")
         self.leaves = (center, context)
-        self.read_mask(who, "pairs", mask)
-        self.read_claim(who, claim, block_tokens)
-        self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
-        self.begin_epoch(0)
+        self.read_walk(who, "pairs", mask, tokens, sentence_ends, window, ns_exponent, sample,
+                       vocab_size, claim, block_tokens)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
@@ -512,7 +525,7 @@ cdef class CbowSampler(WindowSampler):
     cdef char* out_weights
     cdef bint weights_f64
     cdef int64_t* out_target
-    cdef Py_ssize_t negative, slots
+    cdef Py_ssize_t slots
 
     def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
                  window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0,
@@ -529,19 +542,10 @@ cdef class CbowSampler(WindowSampler):
                                        self.items * self.slots)
         self.weights_f64 = (<Variable>weights).f64
         self.out_target = _index_leaf(who, "target", target, -1)
-        if (<Variable>target).size % self.items:
-            raise ValueError(f"{who}: target must hold (1 + k) ids for each of the {self.items} "
-                             f"centres, got {(<Variable>target).size}")
-        self.negative = (<Variable>target).size // self.items - 1
-        if self.negative < 1:
-            raise ValueError(f"{who}: target must hold the centre and at least one negative "
-                             f"(1 + k ids) for each centre, got {(<Variable>target).size} for "
-                             f"{self.items}")
+        self.read_negatives(who, "target", target, "the centre", "centre")
         self.leaves = (context, weights, target)
-        self.read_mask(who, "centres", mask)
-        self.read_claim(who, claim, block_tokens)
-        self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
-        self.begin_epoch(0)
+        self.read_walk(who, "centres", mask, tokens, sentence_ends, window, ns_exponent, sample,
+                       vocab_size, claim, block_tokens)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
