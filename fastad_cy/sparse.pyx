@@ -526,26 +526,21 @@ def scale_grad(p, double factor):
         scale(<float*>data, n, <float>factor)
 
 
-cdef void along_forward(const floating* x, const int64_t* ids, floating* y, Py_ssize_t outer,
-                        Py_ssize_t n, Py_ssize_t k, Py_ssize_t inner) noexcept nogil:
-    """y[o, a, j] = x[o, ids[o, a, j], j], x viewed as (outer, n, inner), ids and y as (outer, k, inner)."""
+cdef inline void along(floating* x, const int64_t* ids, floating* y, Py_ssize_t outer,
+                       Py_ssize_t n, Py_ssize_t k, Py_ssize_t inner, bint scatter) noexcept nogil:
+    """y[o, a, j] = x[o, ids[o, a, j], j] (the forward), or with `scatter` x[o, ids[o, a, j],
+    j] += y[o, a, j] (the backward, x a gradient: repeated ids add); x viewed as (outer, n,
+    inner), ids and y as (outer, k, inner). Inline: a call's constant `scatter` keeps one
+    of the two loops."""
     cdef Py_ssize_t o, a, j, at
     for o in range(outer):
         for a in range(k):
             at = (o * k + a) * inner
             for j in range(inner):
-                y[at + j] = x[(o * n + ids[at + j]) * inner + j]
-
-
-cdef void along_scatter(floating* gx, const int64_t* ids, const floating* g, Py_ssize_t outer,
-                        Py_ssize_t n, Py_ssize_t k, Py_ssize_t inner) noexcept nogil:
-    """gx[o, ids[o, a, j], j] += g[o, a, j]: repeated ids add."""
-    cdef Py_ssize_t o, a, j, at
-    for o in range(outer):
-        for a in range(k):
-            at = (o * k + a) * inner
-            for j in range(inner):
-                gx[(o * n + ids[at + j]) * inner + j] += g[at + j]
+                if scatter:
+                    x[(o * n + ids[at + j]) * inner + j] += y[at + j]
+                else:
+                    y[at + j] = x[(o * n + ids[at + j]) * inner + j]
 
 
 cdef Py_ssize_t along_rows(const int64_t* ids, const floating* g, Py_ssize_t k, Py_ssize_t inner,
@@ -612,11 +607,11 @@ cdef class TakeAlong(Variable):
     cdef int run_forward(self) except -1 nogil:
         self.check_ids()
         if self.f64:
-            along_forward(<double*>self.x.val_ptr, <int64_t*>self.ix.val_ptr, <double*>self.val_ptr,
-                          self.outer, self.n, self.k, self.inner)
+            along(<double*>self.x.val_ptr, <int64_t*>self.ix.val_ptr, <double*>self.val_ptr,
+                  self.outer, self.n, self.k, self.inner, False)
         else:
-            along_forward(<float*>self.x.val_ptr, <int64_t*>self.ix.val_ptr, <float*>self.val_ptr,
-                          self.outer, self.n, self.k, self.inner)
+            along(<float*>self.x.val_ptr, <int64_t*>self.ix.val_ptr, <float*>self.val_ptr,
+                  self.outer, self.n, self.k, self.inner, False)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -637,7 +632,7 @@ cdef class TakeAlong(Variable):
             return 0
         if not self.x.prepare_grad():
             zero_values(self.x.grad_ptr, self.x.size, self.f64)
-        along_scatter(<floating*>self.x.grad_ptr, ids, g, self.outer, self.n, self.k, self.inner)
+        along(<floating*>self.x.grad_ptr, ids, <floating*>g, self.outer, self.n, self.k, self.inner, True)
         return 0
 
 
