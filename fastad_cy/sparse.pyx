@@ -543,6 +543,15 @@ cdef inline void along(floating* x, const int64_t* ids, floating* y, Py_ssize_t 
                     y[at + j] = x[(o * n + ids[at + j]) * inner + j]
 
 
+cdef inline void along_values(char* x, const int64_t* ids, char* y, Py_ssize_t outer, Py_ssize_t n,
+                              Py_ssize_t k, Py_ssize_t inner, bint scatter, bint f64) noexcept nogil:
+    """along() on buffers of doubles (f64) or floats."""
+    if f64:
+        along(<double*>x, ids, <double*>y, outer, n, k, inner, scatter)
+    else:
+        along(<float*>x, ids, <float*>y, outer, n, k, inner, scatter)
+
+
 cdef Py_ssize_t along_rows(const int64_t* ids, const floating* g, Py_ssize_t k, Py_ssize_t inner,
                            int32_t* slot_of, int64_t* distinct, floating* rows) noexcept nogil:
     """The gradient of a gather along axis 0 as whole rows: distinct[s] is the s-th distinct
@@ -606,12 +615,8 @@ cdef class TakeAlong(Variable):
 
     cdef int run_forward(self) except -1 nogil:
         self.check_ids()
-        if self.f64:
-            along(<double*>self.x.val_ptr, <int64_t*>self.ix.val_ptr, <double*>self.val_ptr,
-                  self.outer, self.n, self.k, self.inner, False)
-        else:
-            along(<float*>self.x.val_ptr, <int64_t*>self.ix.val_ptr, <float*>self.val_ptr,
-                  self.outer, self.n, self.k, self.inner, False)
+        along_values(self.x.val_ptr, <int64_t*>self.ix.val_ptr, self.val_ptr, self.outer, self.n, self.k,
+                     self.inner, False, self.f64)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
