@@ -2,7 +2,7 @@
 data, and user x item interaction matrices with their splits.
 
 - `FeedSampler`, `PairwiseSampler`, `SkipGramSampler`, `CbowSampler` (compiled, in
-  fastad_cy/samplers.pyx) fill a graph's leaves with one example at a time
+  fastad_cy/feeds.pyx, pairs.pyx and windows.pyx) fill a graph's leaves with one example at a time
   inside `fastad.train`, with no Python between examples; `Interactions` holds
   a user x item matrix laid out for PairwiseSamplers to share.
 - `planted_preferences` (BPR triples) and `planted_interactions` (a user x item
@@ -15,8 +15,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from fastad_cy.graph import IndexInput
-from fastad_cy.samplers import (AliasTable, CbowSampler, FeedSampler, Interactions, PairwiseSampler,
-                                Sampler, SkipGramSampler, WindowSampler)
+from fastad_cy.sampler import Sampler
+from fastad_cy.feeds import FeedSampler
+from fastad_cy.pairs import Interactions, PairwiseSampler
+from fastad_cy.windows import AliasTable, CbowSampler, SkipGramSampler, WindowSampler
 from fastad.checks import check_choice, check_int, check_number, check_seed, check_sizes
 
 __all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "Interactions", "WindowSampler", "SkipGramSampler",

@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from fastad_cy import samplers
+from fastad_cy import sampler
 
 __all__ = ["manual_seed", "generator"]
 
@@ -30,7 +30,7 @@ def manual_seed(seed):
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"manual_seed: seed must be an int >= 0, got {seed!r}")
     _root = np.random.SeedSequence(int(seed))
-    samplers.set_default_seed(_root.spawn(1)[0])
+    sampler.set_default_seed(_root.spawn(1)[0])
 
 
 def generator(who="fastad", given=None):

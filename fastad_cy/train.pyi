@@ -5,7 +5,7 @@ from typing import Protocol, TypeAlias
 from numpy.typing import ArrayLike
 
 from fastad_cy.graph import IndexInput, Input, Variable
-from fastad_cy.samplers import Sampler
+from fastad_cy.sampler import Sampler
 
 # Any object with step() and zero_grad() will do; fastad's optimizers are called through C.
 class _Steppable(Protocol):

@@ -6,7 +6,7 @@ import pytest
 import fastad as fa
 import fastad.nn.functional as F
 from fastad import random as fastad_random
-from fastad_cy import samplers
+from fastad_cy import sampler
 
 
 @pytest.fixture
@@ -14,7 +14,7 @@ def unseeded():
     """Restore fastad's fresh-entropy default after a test that seeds it."""
     yield
     fastad_random._root = None
-    samplers.set_default_seed(None)
+    sampler.set_default_seed(None)
 
 
 def test_activation_modules_call_their_functions():

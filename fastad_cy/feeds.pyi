@@ -1,0 +1,14 @@
+"""Type stubs for fastad_cy/feeds.pyx: FeedSampler, rows of arrays given up front."""
+from collections.abc import Mapping
+
+from numpy.typing import ArrayLike
+
+from fastad_cy.graph import IndexInput, Input, Variable
+from fastad_cy.sampler import Sampler, _Seed
+
+class FeedSampler(Sampler):
+    def __init__(self, feeds: Mapping[Input, ArrayLike] | Mapping[IndexInput, ArrayLike]
+                 | Mapping[Variable, ArrayLike], shuffle: bool = False, seed: _Seed = None,
+                 rank: int = 0, workers: int = 1) -> None: ...
+    @property
+    def examples_per_epoch(self) -> int: ...

@@ -1,0 +1,594 @@
+"""word2vec's samplers: `SkipGramSampler` and `CbowSampler` walk a token stream
+(`WindowSampler`, the walk they share) and draw negatives from an `AliasTable`."""
+import math
+import numbers
+
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+from fastad_cy.graph cimport Variable, IndexInput, Input
+from fastad_cy.rng cimport fa_rng, fa_rng_below, fa_rng_uniform
+from fastad_cy.sampler cimport Sampler, _whole, _share, _seed_stream, _index_leaf, _integer_array
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    static inline int64_t fa_claim_next(int64_t* counter) {
+        return __atomic_fetch_add(counter, (int64_t)1, __ATOMIC_RELAXED);
+    }
+    """
+    int64_t fa_claim_next(int64_t* counter) noexcept nogil
+
+__all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "AliasTable"]
+
+
+# ---------------------------------------------------------------- checks of the windows' arguments
+
+cdef double _real(str who, str name, object value, object at_least) except? -1.0:
+    """`value` as a float: a finite real number (not a bool), >= `at_least` unless None."""
+    expected = "a finite number" + ("" if at_least is None else f" >= {at_least:g}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{who}: {name} must be {expected}, got {value!r} ({type(value).__name__})")
+    if not (math.isfinite(value) and (at_least is None or value >= at_least)):
+        raise ValueError(f"{who}: {name} must be {expected}, got {value!r}")
+    return float(value)
+
+
+cdef char* _input_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL:
+    """The value buffer of a CPU Input of `size` values."""
+    if not isinstance(leaf, Input):
+        raise TypeError(f"{who}: {name} must be a CPU Input of {size} values, got "
+                        f"{type(leaf).__name__} {leaf!r}")
+    if (<Variable>leaf).size != size or leaf.device != "cpu":
+        raise ValueError(f"{who}: {name} must be a CPU Input of {size} values, got {leaf!r}")
+    return (<Variable>leaf).val_ptr
+
+
+cdef char* _mask_leaf(str who, str what, object mask, Py_ssize_t slots) except? NULL:
+    """The buffer of the `mask` Input of a sampler that fills `slots` examples (`what`) a
+    replay, or NULL when there is one (then no mask is needed)."""
+    if mask is None:
+        if slots > 1:
+            raise ValueError(f"{who}: with {slots} {what} an example, give mask (an Input of "
+                             f"{slots} values, 0 for the slots of the epoch's last, partial "
+                             f"example) and multiply each one's loss by it")
+        return NULL
+    return _input_leaf(who, "mask", mask, slots)
+
+
+cdef inline void _put_weight(char* weights, bint f64, Py_ssize_t k, double value) noexcept nogil:
+    if f64:
+        (<double*>weights)[k] = value
+    else:
+        (<float*>weights)[k] = <float>value
+
+
+# ---------------------------------------------------------------- weighted draws
+
+cdef int _vose(double[::1] scaled, const double[::1] w, double[::1] prob,
+               int64_t[::1] alias) except -1 nogil:
+    """Vose's pairing: each column below 1 (small) is topped up by one above (large),
+    which loses what it gave. What is left holds probability 1 up to rounding; a
+    weightless item left over by rounding hands its draws to the heaviest one."""
+    cdef Py_ssize_t n = scaled.shape[0], n_small = 0, n_large = 0, i, s, l, heaviest = 0
+    cdef int64_t* small = <int64_t*>malloc(n * sizeof(int64_t))
+    cdef int64_t* large = <int64_t*>malloc(n * sizeof(int64_t))
+    if small == NULL or large == NULL:
+        free(small)
+        free(large)
+        with gil:
+            raise MemoryError()
+    for i in range(n):
+        _file(i, scaled, small, &n_small, large, &n_large)
+        if w[i] > w[heaviest]:
+            heaviest = i
+    while n_small and n_large:
+        n_small -= 1
+        n_large -= 1
+        s, l = small[n_small], large[n_large]
+        prob[s], alias[s] = scaled[s], l
+        scaled[l] -= 1.0 - scaled[s]
+        _file(l, scaled, small, &n_small, large, &n_large)
+    for i in range(n_small):
+        _settle(small[i], w, prob, alias, heaviest)
+    for i in range(n_large):
+        _settle(large[i], w, prob, alias, heaviest)
+    free(small)
+    free(large)
+    return 0
+
+
+cdef inline void _file(Py_ssize_t i, const double[::1] scaled, int64_t* small, Py_ssize_t* n_small,
+                       int64_t* large, Py_ssize_t* n_large) noexcept nogil:
+    """Push column i on the stack of those below 1 (small) or the other (large)."""
+    if scaled[i] < 1.0:
+        small[n_small[0]] = i
+        n_small[0] += 1
+    else:
+        large[n_large[0]] = i
+        n_large[0] += 1
+
+
+cdef inline void _settle(Py_ssize_t i, const double[::1] w, double[::1] prob, int64_t[::1] alias,
+                         Py_ssize_t heaviest) noexcept nogil:
+    prob[i] = 1.0 if w[i] > 0 else 0.0
+    alias[i] = i if w[i] > 0 else heaviest
+
+
+cdef class AliasTable:
+    """Draws i with probability weights[i] / sum(weights), in constant time
+    (Vose's alias method). Built once from non-negative finite weights.
+
+    >>> table = AliasTable(counts ** 0.75)       # word2vec's noise distribution
+    """
+    cdef double[::1] prob
+    cdef int64_t[::1] alias
+    cdef int64_t n
+
+    def __init__(self, weights):
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 1 or w.size == 0:
+            raise ValueError(f"AliasTable: weights must be a non-empty 1-D array, got shape {w.shape}")
+        if not np.all(np.isfinite(w)) or w.min() < 0:
+            raise ValueError("AliasTable: weights must be finite and >= 0")
+        total = w.sum()
+        if total <= 0:
+            raise ValueError("AliasTable: the weights sum to 0; nothing can be drawn")
+        self.n = w.size
+        w = np.ascontiguousarray(w)
+        scaled = w * (self.n / total)
+        prob = np.ones(self.n)
+        alias = np.arange(self.n, dtype=np.int64)
+        _vose(scaled, w, prob, alias)
+        self.prob = prob
+        self.alias = alias
+
+    cdef int64_t draw(self, fa_rng* rng) noexcept nogil:
+        cdef int64_t i = fa_rng_below(rng, self.n)
+        return i if fa_rng_uniform(rng) < self.prob[i] else self.alias[i]
+
+    def probabilities(self):
+        """The distribution the table draws from (for checks)."""
+        p = np.asarray(self.prob).copy()
+        np.add.at(p, np.asarray(self.alias), 1.0 - np.asarray(self.prob))
+        return p / self.n
+
+
+# ---------------------------------------------------------------- word2vec's windows
+
+cdef class WindowSampler(Sampler):
+    """The corpus walk word2vec's two models share: sentences of this worker's shard,
+    frequent words subsampled, a reduced window drawn per centre, and negatives
+    from the unigram distribution ** ns_exponent. Subclasses fill the leaves."""
+    cdef object tokens_array, ends_array, keep_array, buffer_array
+    cdef const int64_t[::1] tokens
+    cdef const int64_t[::1] ends
+    cdef const double[::1] keep
+    cdef int64_t[::1] buffer         # the kept tokens of the current sentence
+    cdef AliasTable noise_table
+    cdef Py_ssize_t window, vocab_size
+    cdef Py_ssize_t first_sentence, end_sentence, sentence, token_lo, token_hi
+    cdef Py_ssize_t length, center_pos, sentence_start, window_lo, window_hi
+    cdef bint subsample
+    cdef readonly double sample
+    cdef Py_ssize_t items             # pairs (skip-gram) or centres (CBOW) an example
+    cdef Py_ssize_t negative          # negatives drawn for each item
+    cdef object claim_array, block_first_array
+    cdef int64_t* claim               # the shared counter of the next block to claim, or NULL
+    cdef const int64_t[::1] block_first   # the first sentence of each block (and the end)
+    cdef Py_ssize_t n_blocks, block_tokens
+    cdef bint exhausted               # every block claimed (by this sampler or the others)
+    cdef Py_ssize_t epoch_items       # of those, drawn in the current (or last) epoch
+    cdef char* out_mask               # the mask Input's buffer, or NULL
+    cdef bint mask_f64
+
+    cdef int read_walk(self, str who, str what, object mask, object tokens, object sentence_ends,
+                       object window, object ns_exponent, object sample, object vocab_size,
+                       object claim, object block_tokens) except -1:
+        """Check the arguments both samplers take after their leaves (`mask` against the
+        items, `what`, an example holds: see _mask_leaf; then the corpus and its walk),
+        and begin epoch 0."""
+        self.out_mask = _mask_leaf(who, what, mask, self.items)
+        if mask is not None:
+            self.mask_f64 = (<Variable>mask).f64
+            self.leaves = self.leaves + (mask,)
+        self.read_claim(who, claim, block_tokens)
+        self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
+        self.begin_epoch(0)
+        return 0
+
+    cdef int read_negatives(self, str who, str name, object ids, str first, str item) except -1:
+        """Check the IndexInput `ids` (argument `name`), which holds 1 + k ids for each of
+        the `items` of an example (an `item`): `first`, then k >= 1 negatives; set `negative`
+        to k."""
+        cdef Py_ssize_t size = (<Variable>ids).size
+        if size % self.items:
+            raise ValueError(f"{who}: {name} must hold (1 + k) ids for each of the {self.items} "
+                             f"{item}s, got {size}")
+        self.negative = size // self.items - 1
+        if self.negative < 1:
+            raise ValueError(f"{who}: {name} must hold {first} and at least one negative "
+                             f"(1 + k ids) for each {item}, got {size} for {self.items}")
+        return 0
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
+        """Draw the next item into `slot` of the leaves; False at the epoch's end."""
+        return False
+
+    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
+        """Copy the item in slot `source` of the leaves into `slot`."""
+        pass
+
+    cdef bint next_example(self) noexcept nogil:
+        cdef Py_ssize_t slot, drawn = 0
+        while drawn < self.items and self.draw_item(drawn):
+            drawn += 1
+        if drawn == 0:
+            return False
+        for slot in range(self.items):
+            if slot >= drawn:       # the epoch ended mid-example: repeat the last item, mask 0
+                self.repeat_item(slot, drawn - 1)
+            if self.out_mask != NULL:
+                _put_weight(self.out_mask, self.mask_f64, slot, 1.0 if slot < drawn else 0.0)
+        self.epoch_items += drawn
+        self.epoch_examples += 1
+        return True
+
+    cdef int read_corpus(self, str who, object tokens, object sentence_ends, object window,
+                         object ns_exponent, object sample, object vocab_size) except -1:
+        self.window = _whole(who, "window", window, 1)
+        arr = np.asarray(tokens)
+        if arr.ndim != 1:
+            raise ValueError(f"{who}: tokens must be a 1-D array of word ids, got shape {arr.shape}")
+        self.tokens_array = _integer_array(who, "tokens", arr)
+        n = self.tokens_array.size
+        if n == 0:
+            raise ValueError(f"{who}: tokens is empty")
+        largest = int(self.tokens_array.max())
+        self.vocab_size = largest + 1 if vocab_size is None else _whole(who, "vocab_size", vocab_size, 1)
+        if largest >= self.vocab_size:
+            raise ValueError(f"{who}: token id {largest} (at position {int(np.argmax(self.tokens_array))}) "
+                             f"is out of range for vocab_size {self.vocab_size}")
+        self.tokens = self.tokens_array
+        if sentence_ends is None:
+            ends = np.array([n], dtype=np.int64)
+        else:
+            ends = _integer_array(who, "sentence_ends", sentence_ends).ravel()
+            if ends.size == 0 or ends[ends.size - 1] != n or np.any(np.diff(ends) < 0):
+                raise ValueError(f"{who}: sentence_ends must be non-decreasing offsets ending at "
+                                 f"len(tokens) = {n}")
+        self.ends_array = ends
+        self.ends = ends
+        exponent = _real(who, "ns_exponent", ns_exponent, None)
+        self.sample = _real(who, "sample", sample, 0)
+        counts = np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
+        weights = np.zeros(self.vocab_size)
+        weights[counts > 0] = counts[counts > 0] ** exponent
+        if np.count_nonzero(weights) < 2:
+            raise ValueError(f"{who}: the tokens hold fewer than 2 distinct words; a negative "
+                             f"must differ from the word it is drawn against")
+        self.noise_table = AliasTable(weights)
+        self.subsample = self.sample > 0
+        # word2vec's keep probability: (sqrt(c / t) + 1) * t / c with t = sample * total.
+        threshold = self.sample * n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = np.where(counts > 0, (np.sqrt(counts / threshold) + 1) * threshold / counts, 1.0) \
+                if self.subsample else np.ones(self.vocab_size)
+        self.keep_array = np.minimum(keep, 1.0)
+        self.keep = self.keep_array
+        starts = np.concatenate(([0], ends[:-1]))
+        if self.claim != NULL:      # the whole corpus, in blocks claimed as the walk goes
+            self.n_blocks = max(1, round(n / self.block_tokens))
+            bounds = n * np.arange(self.n_blocks + 1, dtype=np.int64) // self.n_blocks
+            self.block_first_array = np.searchsorted(starts, bounds, side="left").astype(np.int64)
+            self.block_first = self.block_first_array
+            self.token_lo, self.token_hi = 0, n
+            self.first_sentence = self.end_sentence = 0
+        else:
+            self.token_lo, self.token_hi = _share(n, self.rank, self.workers)
+            self.first_sentence = int(np.searchsorted(starts, self.token_lo, side="left"))
+            self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
+        self.buffer_array = np.zeros(max(int(np.max(ends - starts)), 1), dtype=np.int64)
+        self.buffer = self.buffer_array
+        return 0
+
+    cdef int read_claim(self, str who, object claim, object block_tokens) except -1:
+        """Check `claim` (None, or a writable int64 array whose first element counts the
+        blocks claimed) and `block_tokens` (also when there is no claim, which ignores it);
+        read_corpus then cuts the blocks."""
+        self.block_tokens = _whole(who, "block_tokens", block_tokens, 1)
+        if claim is None:
+            return 0
+        if not isinstance(claim, np.ndarray) or claim.dtype != np.int64 or claim.size < 1 \
+                or not claim.flags.writeable or not claim.flags.c_contiguous:
+            raise TypeError(f"{who}: claim must be a writable, contiguous int64 numpy array "
+                            f"(its first element counts the blocks claimed), got {claim!r}")
+        self.claim_array = claim
+        self.claim = <int64_t*>cnp.PyArray_DATA(claim)
+        return 0
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        self.epoch_examples = self.epoch_items = 0
+        self.sentence = self.first_sentence
+        if self.claim != NULL:
+            self.end_sentence = self.first_sentence     # no block yet: the first load claims one
+            self.exhausted = False
+        self.length = self.center_pos = self.sentence_start = self.window_lo = self.window_hi = 0
+        return 0
+
+    cdef bint claim_block(self) noexcept nogil:
+        """Claim the next block of the corpus from the shared counter; False once all are taken."""
+        cdef int64_t k
+        if self.exhausted:
+            return False
+        k = fa_claim_next(self.claim)
+        if k < 0 or k >= self.n_blocks:
+            self.exhausted = True
+            return False
+        self.sentence = self.block_first[k]
+        self.end_sentence = self.block_first[k + 1]
+        return True
+
+    cdef bint load_sentence(self) noexcept nogil:
+        """Read the next sentence of the shard (or of the claimed blocks) into the buffer,
+        subsampled; False at the end."""
+        cdef Py_ssize_t start, end, t
+        cdef int64_t word
+        while self.sentence < self.end_sentence or self.claim != NULL and self.claim_block():
+            if self.sentence >= self.end_sentence:      # an empty block
+                continue
+            start = self.ends[self.sentence - 1] if self.sentence > 0 else 0
+            end = self.ends[self.sentence]
+            self.sentence += 1
+            self.sentence_start = start
+            self.length = 0
+            for t in range(start, end):
+                word = self.tokens[t]
+                if not self.subsample or self.keep[word] >= 1.0 or fa_rng_uniform(&self.rng) < self.keep[word]:
+                    self.buffer[self.length] = word
+                    self.length += 1
+            if self.length > 1:
+                return True
+        return False
+
+    cdef bint next_center(self) noexcept nogil:
+        """Move to the next centre, in this sentence or the next one, and draw its reduced
+        window [window_lo, window_hi) (the centre included); False at the epoch's end."""
+        cdef Py_ssize_t reach
+        self.center_pos += 1
+        if self.center_pos >= self.length:
+            if not self.load_sentence():
+                return False
+            self.center_pos = 0
+        reach = self.window - fa_rng_below(&self.rng, self.window)
+        self.window_lo = self.center_pos - reach if self.center_pos > reach else 0
+        self.window_hi = min(self.center_pos + reach + 1, self.length)
+        return True
+
+    cdef int draw_negatives(self, int64_t* out, Py_ssize_t k, int64_t avoid) noexcept nogil:
+        cdef Py_ssize_t i
+        for i in range(k):
+            out[i] = self.noise_table.draw(&self.rng)
+            while out[i] == avoid:
+                out[i] = self.noise_table.draw(&self.rng)
+        return 0
+
+    cdef double epoch_progress(self) noexcept nogil:
+        cdef double span = self.token_hi - self.token_lo
+        cdef double done = self.sentence_start - self.token_lo
+        if self.length:
+            done += (self.ends[self.sentence - 1] - self.sentence_start) * self.center_pos / <double>self.length
+        if span <= 0 or self.exhausted or \
+                self.claim == NULL and self.sentence >= self.end_sentence and self.center_pos >= self.length:
+            return 1.0
+        return min(1.0, max(0.0, done / span))
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        return self.vocab_size - 1 if isinstance(self.leaves[k], IndexInput) else -1
+
+    def where(self):
+        return f"example {self.epoch_examples} of the epoch (sentence {self.sentence - 1})"
+
+
+cdef class SkipGramSampler(WindowSampler):
+    """Skip-gram pairs with negative sampling from a token stream, drawn as
+    word2vec (and gensim) draws them, B pairs per example.
+
+    tokens         1-D integer array of word ids in [0, vocab_size).
+    center         IndexInput of B ids: the centre word of each of the B pairs.
+    context        IndexInput of B * (1 + k) ids: for each pair in turn, a word
+                   within its centre's window, then k negatives from the unigram
+                   distribution ** ns_exponent (a negative equal to that word is
+                   redrawn).
+    mask           Input of B values, needed when B > 1: 1 for each pair drawn, 0
+                   for the slots the epoch's last, partial example leaves over
+                   (they repeat the last pair drawn); multiply each pair's loss by
+                   it so that no pair is lost or counted twice.
+    sentence_ends  increasing end offsets of the sentences (the last is
+                   len(tokens)); windows never cross a sentence end. Default:
+                   one sentence.
+    window         the largest window; each centre draws a reduced window
+                   uniformly from 1..window, as word2vec does.
+    ns_exponent    the power of the counts the negatives are drawn by (a finite
+                   number; word2vec's 0.75).
+    sample         frequent-word subsampling threshold (word2vec's `sample`,
+                   e.g. 1e-3; 0 keeps every token), redrawn every epoch: a
+                   finite number >= 0.
+    vocab_size     default: the largest id + 1.
+    seed, rank, workers  the stream, and this worker's shard: the sentences that
+                   start in its 1/workers of the tokens (no copy).
+    claim          None, or a shared int64 array (e.g. the int64 view of a one-element
+                   array in `fa.hogwild.share`) whose first element counts the blocks
+                   claimed: the walk then covers the whole corpus in blocks of about
+                   `block_tokens` tokens (the sentences that start in each), taking the
+                   next unclaimed block (an atomic increment) whenever it finishes one,
+                   and its progress (what LinearDecay follows) is its position in the
+                   corpus. Workers sharing one counter walk the corpus side by side in
+                   order, whatever their speeds, as gensim's threads take its jobs from
+                   one queue; rank and workers then only pick the stream. Set the
+                   counter to 0 before each epoch.
+
+    The noise distribution counts the tokens given (all shards). B pairs per
+    replay share the cost of a replay among them (the gradients of one example
+    are applied together, as a minibatch of B); `epoch_pairs` counts the pairs.
+
+    >>> c, ctx = fa.IndexInput([0]), fa.IndexInput([0] * 6)
+    >>> scores = C[ctx] @ W[c].T                  # (6, 1): the word, then 5 negatives
+    >>> loss = -fa.logsigmoid(scores * signs).sum()     # signs: Input [[1], [-1], ...]
+    >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, window=5, seed=0))
+
+    With B = 16 pairs an example:
+
+    >>> c, ctx, m = fa.IndexInput([0] * 16), fa.IndexInput(np.zeros((16, 6), int)), fa.Input(np.ones((16, 1)))
+    >>> scores = fa.gather_dot(W, c, C, ctx)        # (16, 6): W[c[b]] . C[ctx[b, j]]
+    >>> loss = -(fa.logsigmoid(scores * signs) * m).sum()            # signs: (6,) of 1, -1, ...
+    >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, mask=m, seed=0))
+    """
+    cdef int64_t* out_center
+    cdef int64_t* out_context
+    cdef Py_ssize_t context_pos
+
+    def __init__(self, tokens, center, context, *, mask=None, sentence_ends=None, window=5,
+                 ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1,
+                 claim=None, block_tokens=10_000):
+        who = "SkipGramSampler"
+        _seed_stream(self, who, seed, rank, workers)
+        self.out_center = _index_leaf(who, "center", center, -1)
+        self.items = (<Variable>center).size
+        if self.items == 0:
+            raise ValueError(f"{who}: center holds no ids; give an IndexInput of at least one id")
+        self.out_context = _index_leaf(who, "context", context, -1)
+        self.read_negatives(who, "context", context, "the context word", "centre id")
+        self.leaves = (center, context)
+        self.read_walk(who, "pairs", mask, tokens, sentence_ends, window, ns_exponent, sample,
+                       vocab_size, claim, block_tokens)
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        WindowSampler.begin_epoch(self, epoch)
+        self.context_pos = 0
+        return 0
+
+    @property
+    def epoch_pairs(self):
+        """The pairs drawn in the current (or last) epoch."""
+        return self.epoch_items
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
+        """Draw the next pair into `slot`; False at the epoch's end."""
+        cdef int64_t* context = self.out_context + slot * (1 + self.negative)
+        while True:
+            if self.context_pos == self.center_pos:
+                self.context_pos += 1
+            if self.context_pos < self.window_hi:
+                break
+            if not self.next_center():
+                return False
+            self.context_pos = self.window_lo
+        self.out_center[slot] = self.buffer[self.center_pos]
+        context[0] = self.buffer[self.context_pos]
+        self.draw_negatives(context + 1, self.negative, context[0])
+        self.context_pos += 1
+        return True
+
+    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
+        cdef Py_ssize_t width = 1 + self.negative
+        self.out_center[slot] = self.out_center[source]
+        memcpy(self.out_context + slot * width, self.out_context + source * width,
+               width * sizeof(int64_t))
+
+
+cdef class CbowSampler(WindowSampler):
+    """CBOW examples with negative sampling: the words around a centre predict it,
+    drawn as word2vec draws them (same corpus walk and arguments as
+    SkipGramSampler), B centres per example.
+
+    context   IndexInput of B * 2 * window ids: for each centre in turn, the words
+              of its reduced window (padded with id 0).
+    weights   Input of B * 2 * window values (e.g. shape (B, 2 * window, 1)): 1 / n
+              for each of the n real context words of a centre, 0 for padding, so
+              that `fa.sum(W[context] * weights, axis=-2)` is their mean.
+    target    IndexInput of B * (1 + k) ids: for each centre in turn, the centre,
+              then k negatives (redrawn when equal to the centre).
+    mask      Input of B values, needed when B > 1: 1 for each centre drawn, 0 for
+              the slots the epoch's last, partial example leaves over (they repeat
+              the last centre); multiply each centre's loss by it.
+
+    >>> h = fa.sum(W[ctx] * wts, axis=0, keepdims=True)       # wts: Input (2 * window, 1)
+    >>> loss = -fa.logsigmoid((C[target] @ h.T) * signs).sum()
+    >>> fa.train(loss, opt, fa.data.CbowSampler(tokens, ctx, wts, target, window=5, seed=0))
+    """
+    cdef int64_t* out_context
+    cdef char* out_weights
+    cdef bint weights_f64
+    cdef int64_t* out_target
+    cdef Py_ssize_t slots
+
+    def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
+                 window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0,
+                 workers=1, claim=None, block_tokens=10_000):
+        who = "CbowSampler"
+        _seed_stream(self, who, seed, rank, workers)
+        self.slots = 2 * _whole(who, "window", window, 1)
+        self.out_context = _index_leaf(who, "context", context, -1)
+        self.items = (<Variable>context).size // self.slots
+        if self.items == 0 or (<Variable>context).size % self.slots:
+            raise ValueError(f"{who}: context must hold 2 * window = {self.slots} ids for each "
+                             f"centre, got {(<Variable>context).size}")
+        self.out_weights = _input_leaf(who, "weights (2 * window a centre)", weights,
+                                       self.items * self.slots)
+        self.weights_f64 = (<Variable>weights).f64
+        self.out_target = _index_leaf(who, "target", target, -1)
+        self.read_negatives(who, "target", target, "the centre", "centre")
+        self.leaves = (context, weights, target)
+        self.read_walk(who, "centres", mask, tokens, sentence_ends, window, ns_exponent, sample,
+                       vocab_size, claim, block_tokens)
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        WindowSampler.begin_epoch(self, epoch)
+        self.center_pos = -1
+        return 0
+
+    @property
+    def epoch_centres(self):
+        """The centres drawn in the current (or last) epoch."""
+        return self.epoch_items
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
+        """Draw the next centre with its window into `slot`; False at the epoch's end."""
+        cdef Py_ssize_t j, n = 0
+        cdef int64_t* context = self.out_context + slot * self.slots
+        cdef int64_t* target = self.out_target + slot * (1 + self.negative)
+        cdef Py_ssize_t first = slot * self.slots
+        cdef double share
+        while n == 0:
+            if not self.next_center():
+                return False
+            n = self.window_hi - self.window_lo - 1
+        share = 1.0 / n
+        for j in range(self.slots):
+            context[j] = 0
+            _put_weight(self.out_weights, self.weights_f64, first + j, 0.0)
+        n = 0
+        for j in range(self.window_lo, self.window_hi):
+            if j == self.center_pos:
+                continue
+            context[n] = self.buffer[j]
+            _put_weight(self.out_weights, self.weights_f64, first + n, share)
+            n += 1
+        target[0] = self.buffer[self.center_pos]
+        self.draw_negatives(target + 1, self.negative, target[0])
+        return True
+
+    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
+        cdef Py_ssize_t width = 1 + self.negative
+        cdef size_t weight_bytes = sizeof(double) if self.weights_f64 else sizeof(float)
+        memcpy(self.out_context + slot * self.slots, self.out_context + source * self.slots,
+               self.slots * sizeof(int64_t))
+        memcpy(self.out_weights + slot * self.slots * weight_bytes,
+               self.out_weights + source * self.slots * weight_bytes, self.slots * weight_bytes)
+        memcpy(self.out_target + slot * width, self.out_target + source * width,
+               width * sizeof(int64_t))
