@@ -24,6 +24,10 @@ cdef class Optimizer:
     cdef Py_ssize_t clock_period, clock_countdown
 
     cdef int init_state(self, tuple slot_names, tuple fills) except -1
+    # The rate r when this optimizer's update of a sparse row is the plain step
+    # p[row] -= r * g[row] (no state, no step count, no weight decay): the fused row update it
+    # offers fastad.train, which then steps a row inside backward; NULL when it offers none.
+    cdef const double* fused_row_rate(self) noexcept nogil
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil
     cdef int tick_clock(self) except -1
     cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag[, running kernel,

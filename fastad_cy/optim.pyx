@@ -339,6 +339,10 @@ cdef class Optimizer:
         with gil:
             raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
+    cdef const double* fused_row_rate(self) noexcept nogil:
+        """None by default: an optimizer with state or step counts updates a row in step()."""
+        return NULL
+
     cdef tuple device_kernel(self):
         """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
         suffix, its four double hyperparameters h0..h3, its int flag), and for an
@@ -614,10 +618,15 @@ cdef class SGD(Optimizer):
 
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
-        if self.momentum != 0 or self.weight_decay != 0:
+        cdef const double* rate = self.fused_row_rate()
+        if rate == NULL:
             Optimizer.update_rows(self, value, grads, state, rows, n_rows, row_len, f64)
-        else:
-            sgd_row_values(value, grads, rows, n_rows, row_len, self._lr, f64)
+        else:       # the row kernel a fused update runs inside backward (Parameter.add_grad_rows)
+            sgd_row_values(value, grads, rows, n_rows, row_len, rate[0], f64)
+
+    cdef const double* fused_row_rate(self) noexcept nogil:
+        """Plain SGD (no momentum, no weight decay) steps a row by its gradient alone."""
+        return &self._lr if self.momentum == 0 and self.weight_decay == 0 else NULL
 
     cdef tuple device_kernel(self):
         return ("sgd", (self.weight_decay, self.momentum, self.dampening, 0.0), int(self.nesterov))
