@@ -149,7 +149,7 @@ cdef Variable as_variable(object x, Variable like)
 cdef int same_dtype(str op, Variable a, Variable b) except -1
 cdef int require_float(str op, object x, str argname) except -1
 cdef object device_ops()                  # the device ops a device package registered (register_devices)
-cdef tuple shared_handle_hooks(object handle)   # see register_shared_handles
+cdef object shared_array_of(object handle)   # see register_shared_handles
 cdef object device_optim()                # the device optimizer support it registered
 
 

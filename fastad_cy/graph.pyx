@@ -1192,12 +1192,12 @@ cdef class Parameter(Leaf):
     def __init__(self, data, dtype=None, name=None, device=None):
         _once(self)
         target = _parse_device(device)
-        hooks = shared_handle_hooks(data)
-        if hooks is not None and target is not None:
+        array_of = shared_array_of(data)
+        if array_of is not None and target is not None:
             raise ValueError(f"Parameter: a shared array lives in host memory; it cannot "
                              f"be a Parameter on {target} (Hogwild trains on the CPU)")
-        if hooks is not None:
-            arr = hooks[0](data)       # zero copy: the shared segment is the value
+        if array_of is not None:
+            arr = array_of(data)       # zero copy: the shared segment is the value
             if not isinstance(arr, np.ndarray):
                 raise TypeError(f"Parameter: the shared handle's array is a "
                                 f"{type(arr).__name__}, not a numpy array")
@@ -1537,28 +1537,27 @@ cdef object _device_ops = None           # registered: the device op implementat
 cdef object _device_optim = None         # registered: device optimizer state and clipping
 
 
-_shared_handles = {}    # handle type -> (array_of, step_clock_of or None), see register_shared_handles
+_shared_handles = {}    # handle type -> array_of, see register_shared_handles
 
 
-def register_shared_handles(handle_type, array_of, step_clock_of=None):
+def register_shared_handles(handle_type, array_of):
     """Let Parameters adopt a package's shared-memory handles without a copy (a package
     that shares arrays calls this when imported): `array_of(handle)` returns the host
-    numpy array that becomes the Parameter's value; `step_clock_of(handle)`, if given,
-    returns the clock an optimizer's `step()` paces the handle's syncs by, or None. The
-    handle also gives optimizers their state: `handle.state_array(key, fill)`."""
+    numpy array that becomes the Parameter's value. The handle also gives optimizers
+    their state: `handle.state_array(key, fill)`."""
     if not isinstance(handle_type, type) or not callable(array_of):
         raise TypeError("register_shared_handles: expected a type and a callable array_of(handle)")
-    _shared_handles[handle_type] = (array_of, step_clock_of)
+    _shared_handles[handle_type] = array_of
 
 
-cdef tuple shared_handle_hooks(object handle):
-    """(array_of, step_clock_of) registered for `handle`'s type or a base of it, else None."""
+cdef object shared_array_of(object handle):
+    """The array_of registered for `handle`'s type or a base of it, else None."""
     if handle is None:
         return None
     for cls in type(handle).__mro__:
-        hooks = _shared_handles.get(cls)
-        if hooks is not None:
-            return hooks
+        array_of = _shared_handles.get(cls)
+        if array_of is not None:
+            return array_of
     return None
 
 

@@ -19,7 +19,7 @@ cdef class Optimizer:
     cdef int64_t* steps
     cdef object _device_state        # the device optimizer state when the Parameters are
                                      # on a GPU (step() then runs its kernels), else None
-    cdef object step_clock           # called every clock_period steps (see _step_clock), or None
+    cdef object step_clock           # called every clock_period steps (see set_step_clocks), or None
     cdef bint has_clock              # step_clock is not None
     cdef Py_ssize_t clock_period, clock_countdown
 

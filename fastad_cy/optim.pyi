@@ -1,5 +1,5 @@
 """Type stubs for fastad_cy/optim.pyx: optimizers and gradient clipping."""
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -139,3 +139,6 @@ class RAdam(Optimizer):
 def clip_grad_norm(params: Parameter | Iterable[Parameter], max_norm: float,
                    norm_type: float = 2.0) -> float: ...
 def clip_grad_value(params: Parameter | Iterable[Parameter], clip_value: float) -> None: ...
+
+# For the runner of a worker (fastad.distributed): clock_for(params) gives each new Optimizer's step clock.
+def set_step_clocks(clock_for: Callable[[list[Parameter]], Callable[[int], int] | None] | None) -> None: ...

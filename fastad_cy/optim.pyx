@@ -19,9 +19,9 @@ shape and dtype. A Parameter made from a shared handle (see
 graph.register_shared_handles) keeps them in shared memory as well
 (`p.shared.state_array(key, fill)`, with keys such as "Adam.exp_avg"), so
 Hogwild workers update one copy without locks. Step counts (Adam's bias
-correction, SGD's first momentum step) stay per process. A shared handle may
-also give a step clock (to sync a distributed run's replicas): `step()` then
-calls it every so many steps.
+correction, SGD's first momentum step) stay per process. The runner of a
+worker may give optimizers a step clock (`set_step_clocks`: fastad.distributed
+syncs a worker's replicas by it): `step()` then calls it every so many steps.
 
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
@@ -38,7 +38,7 @@ from libc.stdlib cimport calloc, malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
+from fastad_cy.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                               check_unclaimed, mark_changed,
                               device_optim, device_of)
 from fastad_cy.loops cimport element_size, sgd_row_values
@@ -188,17 +188,22 @@ cdef cnp.ndarray _state_array(Parameter p, str key, double fill):
     return <cnp.ndarray>arr
 
 
-cdef object _step_clock(list params):
-    """The step clock of the first Parameter whose shared handle's type registered one
-    (`register_shared_handles`), else None: a callable `clock(steps)` that `step()`
-    calls after `steps` steps (1 the first time), returning how many steps to take
-    before its next call (an int >= 1)."""
-    cdef tuple hooks
-    for p in params:
-        hooks = shared_handle_hooks((<Parameter>p).shared)
-        if hooks is not None and hooks[1] is not None:
-            return hooks[1]((<Parameter>p).shared)
-    return None
+_clock_for = None      # the running worker's runner: clock_for(params) -> step clock or None
+
+
+def set_step_clocks(clock_for):
+    """Install (or, with None, remove) the step clocks of the runner of a worker: the
+    code that runs a worker function and paces its work by optimizer steps
+    (fastad.distributed's run installs its session's for the worker's run). An
+    Optimizer made meanwhile asks `clock_for(params)` for its step clock, or None for
+    none: a callable `clock(steps)` that `step()` (in fastad.train too) calls after
+    `steps` steps (1 the first time), returning how many steps to take before its next
+    call (an int >= 1)."""
+    global _clock_for
+    if clock_for is not None and not callable(clock_for):
+        raise TypeError(f"set_step_clocks: expected a callable clock_for(params) or None, "
+                        f"got {type(clock_for).__name__}")
+    _clock_for = clock_for
 
 
 # ------------------------------------------------------------------ kernels
@@ -296,7 +301,7 @@ cdef class Optimizer:
             self._device_state = device_optim().DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
-        self.step_clock = _step_clock(self._params)
+        self.step_clock = _clock_for(list(self._params)) if _clock_for is not None else None
         self.has_clock = self.step_clock is not None
         self.clock_period = self.clock_countdown = 1
         self.slot_names = ()
@@ -431,8 +436,8 @@ cdef class Optimizer:
     cdef int tick_clock(self) except -1:
         period = self.step_clock(self.clock_period)
         if isinstance(period, bool) or not isinstance(period, int) or period < 1:
-            raise TypeError(f"{type(self).__name__}.step: the step clock of a shared Parameter "
-                            f"returned {period!r}; expected an int >= 1")
+            raise TypeError(f"{type(self).__name__}.step: the step clock of the worker's runner "
+                            f"(set_step_clocks) returned {period!r}; expected an int >= 1")
         self.clock_period = self.clock_countdown = period
         return 0
 

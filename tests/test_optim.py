@@ -613,3 +613,30 @@ def test_scheduler_validation():
         optim.LinearWarmup(opt, 10, start_factor=1.5)
     with pytest.raises(TypeError, match="optimizer"):
         optim.StepLR(object(), 3)
+
+
+def test_the_runners_step_clocks_pace_the_optimizers_made_while_installed():
+    from fastad_cy.optim import set_step_clocks
+    calls, asked = [], []
+
+    def clock_for(params):
+        asked.append([p.name for p in params])
+        if params[0].name != "replica":
+            return None
+        return lambda steps: calls.append(steps) or 3      # call again after 3 steps
+
+    w, other = fa.Parameter(np.zeros(2), name="replica"), fa.Parameter(np.zeros(2), name="local")
+    set_step_clocks(clock_for)
+    try:
+        paced, unpaced = optim.SGD([w], lr=0.1), optim.SGD([other], lr=0.1)
+    finally:
+        set_step_clocks(None)
+    after = optim.SGD([w], lr=0.1)            # made once the runner removed its clocks
+    assert asked == [["replica"], ["local"]]
+    for _ in range(7):
+        for opt, p in ((paced, w), (unpaced, other), (after, w)):
+            set_grad(p, np.ones(2))
+            opt.step()
+    assert calls == [1, 3, 3]                 # after steps 1, 4 and 7, only for the replica's
+    with pytest.raises(TypeError, match="set_step_clocks: expected a callable"):
+        set_step_clocks(3)
