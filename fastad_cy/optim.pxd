@@ -6,6 +6,14 @@ from libc.stdint cimport int64_t
 
 from fastad_cy.scalar cimport FaAdamStep, FaRAdamStep, FaNAdamStep
 
+cdef class Optimizer
+
+# An optimizer's kernel over a span of n elements (see optim.pyx's update_span), per precision.
+ctypedef void (*SpanF)(Optimizer opt, float* p, const float* g, float* s0, float* s1,
+                       Py_ssize_t n) noexcept nogil
+ctypedef void (*SpanD)(Optimizer opt, double* p, const double* g, double* s0, double* s1,
+                       Py_ssize_t n) noexcept nogil
+
 cdef class Optimizer:
     cdef list _params                # the Parameters, in order
     cdef PyObject** param_ptrs       # the same, borrowed, for step and zero_grad without the GIL
@@ -13,6 +21,8 @@ cdef class Optimizer:
     cdef double _lr
     cdef tuple slot_names            # names of the per-Parameter state arrays
     cdef int n_slots
+    cdef SpanF span_f                # the kernel, set by the subclass's __init__
+    cdef SpanD span_d
     cdef list _state                 # _state[i]: tuple of Parameter i's state arrays
     cdef char** state_ptrs           # n_params * n_slots raw pointers into _state
     cdef cnp.ndarray _steps          # int64 step count per Parameter (per process)
@@ -32,8 +42,6 @@ cdef class Optimizer:
     cdef int tick_clock(self) except -1
     cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag[, running kernel,
                                      # extra doubles]) for the GPU
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil
     cpdef int step(self) except -1

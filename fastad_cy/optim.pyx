@@ -208,12 +208,16 @@ def set_step_clocks(clock_for):
 
 # ------------------------------------------------------------------ kernels
 # One call updates n contiguous elements: a whole Parameter (dense gradient)
-# or one touched row (sparse gradient). The order of operations follows
-# torch.optim's single-tensor implementations.
+# or one touched row (sparse gradient), by the optimizer's element rule of
+# rules.h (torch.optim's single-tensor order of operations), its hyperparameters
+# read once into locals. Each kernel is written once over `floating`; an optimizer
+# keeps its float and double instances (span_f, span_d) and update_span picks one.
 
-cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n,
-                     double lr, double weight_decay, double momentum, double dampening,
-                     bint nesterov, bint first) noexcept nogil:
+cdef void sgd_span(Optimizer opt, floating* p, const floating* g, floating* buf, floating* unused,
+                   Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, weight_decay = (<SGD>opt).weight_decay
+    cdef double momentum = (<SGD>opt).momentum, dampening = (<SGD>opt).dampening
+    cdef bint nesterov = (<SGD>opt).nesterov, first = (<SGD>opt).first
     cdef floating lr_ = lr
     cdef Py_ssize_t i
     if momentum == 0 and weight_decay == 0:     # plain SGD: a loop gcc can vectorise
@@ -224,26 +228,82 @@ cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n
         sgd_element(p, g, buf, i, lr, weight_decay, momentum, dampening, nesterov, first)
 
 
-cdef void adagrad_kernel(floating* p, const floating* g, floating* sums, Py_ssize_t n,
-                         double lr, double weight_decay, double eps) noexcept nogil:
+cdef void adagrad_span(Optimizer opt, floating* p, const floating* g, floating* sums,
+                       floating* unused, Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, weight_decay = (<Adagrad>opt).weight_decay, eps = (<Adagrad>opt).eps
     cdef Py_ssize_t i
     for i in range(n):
         adagrad_element(p, g, sums, i, lr, weight_decay, eps)
 
 
-cdef void adam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
-                      const FaAdamStep* c, double beta1, double beta2, double eps) noexcept nogil:
+cdef void adam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                    Py_ssize_t n) noexcept nogil:
+    cdef FaAdamStep c = (<Adam>opt).coefficients
+    cdef double beta1 = (<Adam>opt).beta1, beta2 = (<Adam>opt).beta2, eps = (<Adam>opt).eps
     cdef Py_ssize_t i
     for i in range(n):
-        adam_element(p, g, m, v, i, c, beta1, beta2, eps)
+        adam_element(p, g, m, v, i, &c, beta1, beta2, eps)
 
 
-cdef void rmsprop_kernel(floating* p, const floating* g, floating* sq, floating* buf, Py_ssize_t n,
-                         double lr, double alpha, double eps, double weight_decay,
-                         double momentum) noexcept nogil:
+cdef void rmsprop_span(Optimizer opt, floating* p, const floating* g, floating* sq, floating* buf,
+                       Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, alpha = (<RMSprop>opt).alpha, eps = (<RMSprop>opt).eps
+    cdef double weight_decay = (<RMSprop>opt).weight_decay, momentum = (<RMSprop>opt).momentum
     cdef Py_ssize_t i
     for i in range(n):
         rmsprop_element(p, g, sq, buf, i, lr, alpha, eps, weight_decay, momentum)
+
+
+cdef void adadelta_span(Optimizer opt, floating* p, const floating* g, floating* sq, floating* acc,
+                        Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, rho = (<Adadelta>opt).rho, eps = (<Adadelta>opt).eps
+    cdef double weight_decay = (<Adadelta>opt).weight_decay
+    cdef Py_ssize_t i
+    for i in range(n):
+        adadelta_element(p, g, sq, acc, i, lr, rho, eps, weight_decay)
+
+
+cdef void adamax_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* u,
+                      Py_ssize_t n) noexcept nogil:
+    cdef double step_size = (<Adamax>opt).step_size, beta1 = (<Adamax>opt).beta1
+    cdef double beta2 = (<Adamax>opt).beta2, eps = (<Adamax>opt).eps
+    cdef double weight_decay = (<Adamax>opt).weight_decay
+    cdef Py_ssize_t i
+    for i in range(n):
+        adamax_element(p, g, m, u, i, step_size, beta1, beta2, eps, weight_decay)
+
+
+cdef void radam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                     Py_ssize_t n) noexcept nogil:
+    cdef FaRAdamStep c = (<RAdam>opt).coefficients
+    cdef double lr = opt._lr, beta1 = (<RAdam>opt).beta1, beta2 = (<RAdam>opt).beta2
+    cdef double eps = (<RAdam>opt).eps
+    cdef Py_ssize_t i
+    for i in range(n):
+        radam_element(p, g, m, v, i, &c, lr, beta1, beta2, eps)
+
+
+cdef void nadam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                     Py_ssize_t n) noexcept nogil:
+    cdef FaNAdamStep c = (<NAdam>opt).coefficients
+    cdef double beta1 = (<NAdam>opt).beta1, beta2 = (<NAdam>opt).beta2, eps = (<NAdam>opt).eps
+    cdef Py_ssize_t i
+    for i in range(n):
+        nadam_element(p, g, m, v, i, &c, beta1, beta2, eps)
+
+
+cdef inline void update_span(Optimizer opt, char* value, const char* grad, char** state,
+                             Py_ssize_t offset, Py_ssize_t n, bint f64) noexcept nogil:
+    """Update n elements, the value and state from element `offset` on, with the span's
+    gradient at `grad`: the optimizer's kernel in the buffers' precision (a state slot
+    the optimizer does not keep is NULL)."""
+    cdef Py_ssize_t at = offset * element_size(f64)
+    cdef char* s0 = state[0] + at if opt.n_slots > 0 else NULL
+    cdef char* s1 = state[1] + at if opt.n_slots > 1 else NULL
+    if f64:
+        opt.span_d(opt, <double*>(value + at), <const double*>grad, <double*>s0, <double*>s1, n)
+    else:
+        opt.span_f(opt, <float*>(value + at), <const float*>grad, <float*>s0, <float*>s1, n)
 
 
 # --------------------------------------------------------------- Optimizer
@@ -260,9 +320,10 @@ cdef class Optimizer:
 
     `params` is an iterable of Parameters (each listed once, at least one).
     `lr` is a plain attribute that schedulers may change between steps.
-    A built-in subclass implements two C methods: `begin(step, sparse)`
-    computes the per-step coefficients of one Parameter, and `update(...)`
-    applies the kernel to one span of it (the whole buffer, or one touched row).
+    A built-in subclass implements a C method, `begin(step, sparse)`, which
+    computes the per-step coefficients of one Parameter, and a kernel over
+    `floating` (span_f, span_d) that updates one span of it (the whole buffer, or
+    one touched row).
     On a GPU, `device_kernel()` names its kernel in cuda/optim.cu instead.
 
     Example::
@@ -356,19 +417,13 @@ cdef class Optimizer:
         raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
                         f"Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam or RAdam")
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        """Update n elements: the value and state from element `offset` on, with the
-        span's gradient at `grad`."""
-        pass
-
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
         """Update the rows rows[k] of a sparse gradient, whose row k is packed at
         grads + k * row_len elements (an optimizer may update them all in one loop)."""
         cdef Py_ssize_t k, width = row_len * element_size(f64)
         for k in range(n_rows):
-            self.update(value, grads + k * width, state, rows[k] * row_len, row_len, f64)
+            update_span(self, value, grads + k * width, state, rows[k] * row_len, row_len, f64)
 
     cpdef int step(self) except -1:
         """Update every Parameter that holds a gradient (dense: all of it; sparse:
@@ -422,7 +477,7 @@ cdef class Optimizer:
                 self.update_rows((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, rows,
                                  n_spans, span_len, (<Parameter>p).f64)
             elif n_spans:
-                self.update((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, 0,
+                update_span(self, (<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, 0,
                             span_len, (<Parameter>p).f64)
             if clear:
                 (<Parameter>p).clear_grad()
@@ -601,6 +656,7 @@ cdef class SGD(Optimizer):
             raise ValueError(f"{who}: nesterov=True needs momentum > 0 and dampening = 0, got "
                              f"momentum={momentum!r}, dampening={dampening!r}")
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = sgd_span[float], sgd_span[double]
         if self.momentum != 0:
             self.init_state(("momentum_buffer",), (0.0,))
         else:
@@ -609,17 +665,6 @@ cdef class SGD(Optimizer):
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.first = step == 1 and not sparse
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            sgd_kernel(<double*>value + offset, <const double*>grad,
-                       <double*>state[0] + offset if self.n_slots else NULL, n, self._lr,
-                       self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
-        else:
-            sgd_kernel(<float*>value + offset, <const float*>grad,
-                       <float*>state[0] + offset if self.n_slots else NULL, n, self._lr,
-                       self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
 
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
@@ -662,19 +707,11 @@ cdef class Adagrad(Optimizer):
         self.initial_accumulator_value = _in_range(
             who, "initial_accumulator_value", initial_accumulator_value, 0.0, INFINITY, True)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adagrad_span[float], adagrad_span[double]
         self.init_state(("sum",), (self.initial_accumulator_value,))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            adagrad_kernel(<double*>value + offset, <const double*>grad,
-                           <double*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
-        else:
-            adagrad_kernel(<float*>value + offset, <const float*>grad,
-                           <float*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
 
     cdef tuple device_kernel(self):
         return ("adagrad", (self.weight_decay, self.eps, 0.0, 0.0), 0)
@@ -711,6 +748,7 @@ cdef class Adam(Optimizer):
         self.weight_decay = _check_weight_decay(who, weight_decay)
         self.decoupled = decoupled
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adam_span[float], adam_span[double]
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
         return 0
 
@@ -718,17 +756,6 @@ cdef class Adam(Optimizer):
         self.coefficients = fa_adam_step(self._lr, step, self.beta1, self.beta2,
                                          self.weight_decay, self.decoupled)
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            adam_kernel(<double*>value + offset, <const double*>grad,
-                        <double*>state[0] + offset, <double*>state[1] + offset, n,
-                        &self.coefficients, self.beta1, self.beta2, self.eps)
-        else:
-            adam_kernel(<float*>value + offset, <const float*>grad,
-                        <float*>state[0] + offset, <float*>state[1] + offset, n,
-                        &self.coefficients, self.beta1, self.beta2, self.eps)
 
     cdef tuple device_kernel(self):
         return ("adam", (self.beta1, self.beta2, self.eps, self.weight_decay), int(self.decoupled))
@@ -774,6 +801,7 @@ cdef class RMSprop(Optimizer):
         self.weight_decay = _check_weight_decay(who, weight_decay)
         self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = rmsprop_span[float], rmsprop_span[double]
         if self.momentum != 0:
             self.init_state(("square_avg", "momentum_buffer"), (0.0, 0.0))
         else:
@@ -782,55 +810,12 @@ cdef class RMSprop(Optimizer):
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         return 0
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            rmsprop_kernel(<double*>value + offset, <const double*>grad,
-                           <double*>state[0] + offset,
-                           <double*>state[1] + offset if self.n_slots == 2 else NULL, n,
-                           self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
-        else:
-            rmsprop_kernel(<float*>value + offset, <const float*>grad,
-                           <float*>state[0] + offset,
-                           <float*>state[1] + offset if self.n_slots == 2 else NULL, n,
-                           self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
-
     cdef tuple device_kernel(self):
         return ("rmsprop", (self.alpha, self.eps, self.weight_decay, self.momentum), 0)
 
     def hyperparameters(self):
         return {"lr": self._lr, "alpha": self.alpha, "eps": self.eps,
                 "weight_decay": self.weight_decay, "momentum": self.momentum}
-
-
-cdef void adadelta_kernel(floating* p, const floating* g, floating* sq, floating* acc, Py_ssize_t n,
-                          double lr, double rho, double eps, double weight_decay) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        adadelta_element(p, g, sq, acc, i, lr, rho, eps, weight_decay)
-
-
-cdef void adamax_kernel(floating* p, const floating* g, floating* m, floating* u, Py_ssize_t n,
-                        double step_size, double beta1, double beta2, double eps,
-                        double weight_decay) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        adamax_element(p, g, m, u, i, step_size, beta1, beta2, eps, weight_decay)
-
-
-cdef void radam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
-                       const FaRAdamStep* c, double lr, double beta1, double beta2,
-                       double eps) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        radam_element(p, g, m, v, i, c, lr, beta1, beta2, eps)
-
-
-cdef void nadam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
-                       const FaNAdamStep* c, double beta1, double beta2, double eps) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        nadam_element(p, g, m, v, i, c, beta1, beta2, eps)
 
 
 cdef bint _check_flag(str who, str name, object value) except -1:
@@ -860,21 +845,11 @@ cdef class Adadelta(Optimizer):
         self.eps = _check_eps(who, eps)
         self.weight_decay = _check_weight_decay(who, weight_decay)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adadelta_span[float], adadelta_span[double]
         self.init_state(("square_avg", "acc_delta"), (0.0, 0.0))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            adadelta_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
-                            <double*>state[1] + offset, n, self._lr, self.rho, self.eps,
-                            self.weight_decay)
-        else:
-            adadelta_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
-                            <float*>state[1] + offset, n, self._lr, self.rho, self.eps,
-                            self.weight_decay)
 
     cdef tuple device_kernel(self):
         return ("adadelta", (self.rho, self.eps, self.weight_decay, 0.0), 0)
@@ -905,22 +880,12 @@ cdef class Adamax(Optimizer):
         self.eps = _check_eps(who, eps)
         self.weight_decay = _check_weight_decay(who, weight_decay)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adamax_span[float], adamax_span[double]
         self.init_state(("exp_avg", "exp_inf"), (0.0, 0.0))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.step_size = fa_adamax_step_size(self._lr, step, self.beta1)
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            adamax_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
-                          <double*>state[1] + offset, n, self.step_size, self.beta1, self.beta2,
-                          self.eps, self.weight_decay)
-        else:
-            adamax_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
-                          <float*>state[1] + offset, n, self.step_size, self.beta1, self.beta2,
-                          self.eps, self.weight_decay)
 
     cdef tuple device_kernel(self):
         return ("adamax", (self.beta1, self.beta2, self.eps, self.weight_decay), 0)
@@ -957,23 +922,13 @@ cdef class RAdam(Optimizer):
         self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
                                                   decoupled_weight_decay)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = radam_span[float], radam_span[double]
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.coefficients = fa_radam_step(self._lr, step, self.beta1, self.beta2,
                                           self.weight_decay, self.decoupled_weight_decay)
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            radam_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
-                         <double*>state[1] + offset, n, &self.coefficients, self._lr,
-                         self.beta1, self.beta2, self.eps)
-        else:
-            radam_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
-                         <float*>state[1] + offset, n, &self.coefficients, self._lr,
-                         self.beta1, self.beta2, self.eps)
 
     cdef tuple device_kernel(self):
         return ("radam", (self.beta1, self.beta2, self.eps, self.weight_decay),
@@ -1025,6 +980,7 @@ cdef class NAdam(Optimizer):
         self.capacity = 64
         self.n_products = 1
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = nadam_span[float], nadam_span[double]
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
 
     cdef double mu_product(self, long long t) except -1.0 nogil:
@@ -1048,17 +1004,6 @@ cdef class NAdam(Optimizer):
                                           self.weight_decay, self.decoupled_weight_decay,
                                           self.momentum_decay, product)
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            nadam_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
-                         <double*>state[1] + offset, n, &self.coefficients, self.beta1,
-                         self.beta2, self.eps)
-        else:
-            nadam_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
-                         <float*>state[1] + offset, n, &self.coefficients, self.beta1,
-                         self.beta2, self.eps)
 
     cdef tuple device_kernel(self):
         # The device keeps P_t as a running product that nadam_product_step advances.
