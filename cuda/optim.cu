@@ -4,13 +4,15 @@
 // types included. On a GPU results still differ in the last bits (fused multiply-adds,
 // CUDA's libm).
 //
-// Every optimizer has two kernels with one argument layout:
-//   NAME_dense(p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag)
-//   NAME_rows (p, g, s0, s1, ids, owner, base, n_ids, row_len, lr, steps, index, h0..h3, flag)
+// Every optimizer has two kernels with one argument layout (FA_DENSE_PARAMS, FA_ROWS_PARAMS):
+//   NAME_dense(p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag, running, h4)
+//   NAME_rows (p, g, s0, s1, ids, owner, base, n_ids, row_len, lr, steps, index, h0..h3,
+//              flag, running, h4)
 // p: the value; g: the dense gradient buffer; s0, s1: the state arrays (an unused one
 // is any valid pointer, never read); lr: a 1-element device array; steps[index]: the
-// Parameter's step count (already advanced by count_step); h0..h3, flag: the
-// optimizer's hyperparameters, named in each kernel.
+// Parameter's step count (already advanced by count_step); h0..h4, flag: the
+// optimizer's hyperparameters, named at each optimizer; running[index]: a running
+// value per Parameter (NAdam's product; read by NAdam only).
 //
 // The rows form updates the rows listed in `ids` (int64 row ids, repeats allowed):
 // work item i is element j of listed row k (k = i / row_len). Before it runs,
@@ -56,181 +58,171 @@ __global__ void count_step(i64* steps, i64 index) {
 }
 
 // ------------------------------------------------------------------ update kernels
+// One skeleton for every optimizer: a Step struct binds the launch's scalars to the
+// optimizer's element rule of rules.h, computing the step's coefficients once per
+// launch (per thread); its NAME_dense and NAME_rows kernels run fa_update_dense and
+// fa_update_rows with it, over every element or the elements of the owned rows.
 
-// SGD: h0 = weight_decay, h1 = momentum, h2 = dampening, h3 unused, flag = nesterov;
-// s0 = momentum buffer (when momentum != 0). A dense step with steps[index] == 1
-// starts the buffer at d; the rows form never does (the sparse rule).
-template <typename T>
-__global__ void sgd_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                          const i64* steps, i64 index, double weight_decay, double momentum,
-                          double dampening, double h3, int nesterov) {
-    bool first = steps[index] == 1;
-    double rate = *lr;
+// One launch's scalars: the lr, the Parameter's step count t, the hyperparameters,
+// the running value (NAdam's product; 1 and unread for the others) and the form.
+struct FaLaunch {
+    double lr;
+    i64 t;
+    double h0, h1, h2, h3;
+    int flag;
+    double running, h4;
+    bool dense;
+};
+
+// Every update kernel's parameters, and the arguments that pass them on.
+#define FA_DENSE_PARAMS                                                                        \
+    T *p, const T *g, T *s0, T *s1, i64 n, const double *lr, const i64 *steps, i64 index,     \
+        double h0, double h1, double h2, double h3, int flag, const double *running, double h4
+#define FA_ROWS_PARAMS                                                                         \
+    T *p, const T *g, T *s0, T *s1, const i64 *ids, const int *owner, i64 base, i64 n_ids,    \
+        i64 row_len, const double *lr, const i64 *steps, i64 index, double h0, double h1,      \
+        double h2, double h3, int flag, const double *running, double h4
+#define FA_DENSE_ARGS p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag, running, h4
+#define FA_ROWS_ARGS                                                                           \
+    p, g, s0, s1, ids, owner, base, n_ids, row_len, lr, steps, index, h0, h1, h2, h3, flag,    \
+        running, h4
+
+// The skeleton of every NAME_dense kernel: Step on every element.
+template <typename Step, typename T>
+__device__ __forceinline__ void fa_update_dense(FA_DENSE_PARAMS) {
+    const Step step(FaLaunch{*lr, steps[index], h0, h1, h2, h3, flag, running[index], h4, true});
     FA_GRID_STRIDE(i, n) {
-        fa_sgd_element(p, g, s0, i, rate, weight_decay, momentum, dampening, nesterov, first);
+        step(p, g, s0, s1, i);
     }
 }
 
-template <typename T>
-__global__ void sgd_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                         i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                         i64 index, double weight_decay, double momentum, double dampening,
-                         double h3, int nesterov) {
-    double rate = *lr;
+// The skeleton of every NAME_rows kernel: Step on the elements of the rows a work item owns.
+template <typename Step, typename T>
+__device__ __forceinline__ void fa_update_rows(FA_ROWS_PARAMS) {
+    const Step step(FaLaunch{*lr, steps[index], h0, h1, h2, h3, flag, running[index], h4, false});
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_sgd_element(p, g, s0, e, rate, weight_decay, momentum, dampening, nesterov, false);
+        if (e >= 0) step(p, g, s0, s1, e);
     }
 }
 
-// Adagrad: h0 = weight_decay, h1 = eps, h2, h3, flag unused; s0 = sum.
-template <typename T>
-__global__ void adagrad_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                              const i64* steps, i64 index, double weight_decay, double eps,
-                              double h2, double h3, int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n) {
-        fa_adagrad_element(p, g, s0, i, rate, weight_decay, eps);
+// SGD: h0 = weight_decay, h1 = momentum, h2 = dampening, flag = nesterov; s0 = momentum
+// buffer (when momentum != 0). A dense step with t == 1 starts the buffer at d; the rows
+// form never does (the sparse rule).
+struct FaSgdStep {
+    FaLaunch a;
+    bool first;
+    __device__ FaSgdStep(const FaLaunch& launch)
+        : a(launch), first(launch.dense && launch.t == 1) {}
+    template <typename T>
+    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
+        fa_sgd_element(p, g, s0, e, a.lr, a.h0, a.h1, a.h2, a.flag, first);
     }
-}
+};
+template <typename T>
+__global__ void sgd_dense(FA_DENSE_PARAMS) { fa_update_dense<FaSgdStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void sgd_rows(FA_ROWS_PARAMS) { fa_update_rows<FaSgdStep>(FA_ROWS_ARGS); }
 
-template <typename T>
-__global__ void adagrad_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                             i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                             i64 index, double weight_decay, double eps, double h2, double h3,
-                             int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_adagrad_element(p, g, s0, e, rate, weight_decay, eps);
+// Adagrad: h0 = weight_decay, h1 = eps; s0 = sum.
+struct FaAdagradStep {
+    FaLaunch a;
+    __device__ FaAdagradStep(const FaLaunch& launch) : a(launch) {}
+    template <typename T>
+    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
+        fa_adagrad_element(p, g, s0, e, a.lr, a.h0, a.h1);
     }
-}
+};
+template <typename T>
+__global__ void adagrad_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdagradStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adagrad_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdagradStep>(FA_ROWS_ARGS); }
 
 // Adam/AdamW: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled;
-// s0 = exp_avg, s1 = exp_avg_sq; t = steps[index].
-template <typename T>
-__global__ void adam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                           const i64* steps, i64 index, double beta1, double beta2, double eps,
-                           double weight_decay, int decoupled) {
-    FaAdamStep c = fa_adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
-    FA_GRID_STRIDE(i, n) {
-        fa_adam_element(p, g, s0, s1, i, &c, beta1, beta2, eps);
+// s0 = exp_avg, s1 = exp_avg_sq.
+struct FaAdamKernelStep {
+    FaLaunch a;
+    FaAdamStep c;
+    __device__ FaAdamKernelStep(const FaLaunch& launch)
+        : a(launch),
+          c(fa_adam_step(launch.lr, launch.t, launch.h0, launch.h1, launch.h3, launch.flag)) {}
+    template <typename T>
+    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
+        fa_adam_element(p, g, s0, s1, e, &c, a.h0, a.h1, a.h2);
     }
-}
+};
+template <typename T>
+__global__ void adam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdamKernelStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdamKernelStep>(FA_ROWS_ARGS); }
 
-template <typename T>
-__global__ void adam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                          i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                          i64 index, double beta1, double beta2, double eps, double weight_decay,
-                          int decoupled) {
-    FaAdamStep c = fa_adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_adam_element(p, g, s0, s1, e, &c, beta1, beta2, eps);
+// RMSprop: h0 = alpha, h1 = eps, h2 = weight_decay, h3 = momentum; s0 = square_avg,
+// s1 = momentum buffer (when momentum != 0).
+struct FaRmspropStep {
+    FaLaunch a;
+    __device__ FaRmspropStep(const FaLaunch& launch) : a(launch) {}
+    template <typename T>
+    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
+        fa_rmsprop_element(p, g, s0, s1, e, a.lr, a.h0, a.h1, a.h2, a.h3);
     }
-}
+};
+template <typename T>
+__global__ void rmsprop_dense(FA_DENSE_PARAMS) { fa_update_dense<FaRmspropStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void rmsprop_rows(FA_ROWS_PARAMS) { fa_update_rows<FaRmspropStep>(FA_ROWS_ARGS); }
 
-// RMSprop: h0 = alpha, h1 = eps, h2 = weight_decay, h3 = momentum, flag unused;
-// s0 = square_avg, s1 = momentum buffer (when momentum != 0).
-template <typename T>
-__global__ void rmsprop_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                              const i64* steps, i64 index, double alpha, double eps,
-                              double weight_decay, double momentum, int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n) {
-        fa_rmsprop_element(p, g, s0, s1, i, rate, alpha, eps, weight_decay, momentum);
+// Adadelta: h0 = rho, h1 = eps, h2 = weight_decay; s0 = square_avg, s1 = acc_delta.
+struct FaAdadeltaStep {
+    FaLaunch a;
+    __device__ FaAdadeltaStep(const FaLaunch& launch) : a(launch) {}
+    template <typename T>
+    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
+        fa_adadelta_element(p, g, s0, s1, e, a.lr, a.h0, a.h1, a.h2);
     }
-}
+};
+template <typename T>
+__global__ void adadelta_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdadeltaStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adadelta_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdadeltaStep>(FA_ROWS_ARGS); }
 
-template <typename T>
-__global__ void rmsprop_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                             i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                             i64 index, double alpha, double eps, double weight_decay,
-                             double momentum, int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_rmsprop_element(p, g, s0, s1, e, rate, alpha, eps, weight_decay, momentum);
+// Adamax: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay; s0 = exp_avg, s1 = exp_inf.
+struct FaAdamaxStep {
+    FaLaunch a;
+    double step_size;
+    __device__ FaAdamaxStep(const FaLaunch& launch)
+        : a(launch), step_size(fa_adamax_step_size(launch.lr, launch.t, launch.h0)) {}
+    template <typename T>
+    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
+        fa_adamax_element(p, g, s0, s1, e, step_size, a.h0, a.h1, a.h2, a.h3);
     }
-}
-
-// Adadelta: h0 = rho, h1 = eps, h2 = weight_decay, h3, flag unused; s0 = square_avg,
-// s1 = acc_delta.
+};
 template <typename T>
-__global__ void adadelta_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                               const i64* steps, i64 index, double rho, double eps,
-                               double weight_decay, double h3, int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n) {
-        fa_adadelta_element(p, g, s0, s1, i, rate, rho, eps, weight_decay);
-    }
-}
-
+__global__ void adamax_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdamaxStep>(FA_DENSE_ARGS); }
 template <typename T>
-__global__ void adadelta_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                              i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                              i64 index, double rho, double eps, double weight_decay, double h3,
-                              int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_adadelta_element(p, g, s0, s1, e, rate, rho, eps, weight_decay);
-    }
-}
-
-// Adamax: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag unused; s0 = exp_avg,
-// s1 = exp_inf; t = steps[index].
-template <typename T>
-__global__ void adamax_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                             const i64* steps, i64 index, double beta1, double beta2, double eps,
-                             double weight_decay, int flag) {
-    double step_size = fa_adamax_step_size(*lr, steps[index], beta1);
-    FA_GRID_STRIDE(i, n) {
-        fa_adamax_element(p, g, s0, s1, i, step_size, beta1, beta2, eps, weight_decay);
-    }
-}
-
-template <typename T>
-__global__ void adamax_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                            i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                            i64 index, double beta1, double beta2, double eps, double weight_decay,
-                            int flag) {
-    double step_size = fa_adamax_step_size(*lr, steps[index], beta1);
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_adamax_element(p, g, s0, s1, e, step_size, beta1, beta2, eps, weight_decay);
-    }
-}
+__global__ void adamax_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdamaxStep>(FA_ROWS_ARGS); }
 
 // RAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
-// decay; s0 = exp_avg, s1 = exp_avg_sq; t = steps[index].
-template <typename T>
-__global__ void radam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                            const i64* steps, i64 index, double beta1, double beta2, double eps,
-                            double weight_decay, int decoupled) {
-    double rate = *lr;
-    FaRAdamStep c = fa_radam_step(rate, steps[index], beta1, beta2, weight_decay, decoupled);
-    FA_GRID_STRIDE(i, n) {
-        fa_radam_element(p, g, s0, s1, i, &c, rate, beta1, beta2, eps);
+// decay; s0 = exp_avg, s1 = exp_avg_sq.
+struct FaRAdamKernelStep {
+    FaLaunch a;
+    FaRAdamStep c;
+    __device__ FaRAdamKernelStep(const FaLaunch& launch)
+        : a(launch),
+          c(fa_radam_step(launch.lr, launch.t, launch.h0, launch.h1, launch.h3, launch.flag)) {}
+    template <typename T>
+    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
+        fa_radam_element(p, g, s0, s1, e, &c, a.lr, a.h0, a.h1, a.h2);
     }
-}
-
+};
 template <typename T>
-__global__ void radam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                           i64 index, double beta1, double beta2, double eps, double weight_decay,
-                           int decoupled) {
-    double rate = *lr;
-    FaRAdamStep c = fa_radam_step(rate, steps[index], beta1, beta2, weight_decay, decoupled);
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_radam_element(p, g, s0, s1, e, &c, rate, beta1, beta2, eps);
-    }
-}
+__global__ void radam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaRAdamKernelStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void radam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaRAdamKernelStep>(FA_ROWS_ARGS); }
 
 // NAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
-// decay, then products (one float64 per Parameter: P_t = mu_1 * ... * mu_t, advanced by
-// nadam_product_step after count_step) and momentum_decay; s0 = exp_avg, s1 = exp_avg_sq.
+// decay, h4 = momentum_decay, running = P_t = mu_1 * ... * mu_t (one float64 per
+// Parameter, advanced by nadam_product_step after count_step); s0 = exp_avg,
+// s1 = exp_avg_sq.
 template <typename T>
 __global__ void nadam_product_step(double* products, const i64* steps, i64 index, double beta1,
                                    double beta2, double eps, double weight_decay, int decoupled,
@@ -240,30 +232,21 @@ __global__ void nadam_product_step(double* products, const i64* steps, i64 index
     }
 }
 
-template <typename T>
-__global__ void nadam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                            const i64* steps, i64 index, double beta1, double beta2, double eps,
-                            double weight_decay, int decoupled, const double* products,
-                            double momentum_decay) {
-    FaNAdamStep c = fa_nadam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled,
-                                  momentum_decay, products[index]);
-    FA_GRID_STRIDE(i, n) {
-        fa_nadam_element(p, g, s0, s1, i, &c, beta1, beta2, eps);
+struct FaNAdamKernelStep {
+    FaLaunch a;
+    FaNAdamStep c;
+    __device__ FaNAdamKernelStep(const FaLaunch& launch)
+        : a(launch), c(fa_nadam_step(launch.lr, launch.t, launch.h0, launch.h1, launch.h3,
+                                     launch.flag, launch.h4, launch.running)) {}
+    template <typename T>
+    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
+        fa_nadam_element(p, g, s0, s1, e, &c, a.h0, a.h1, a.h2);
     }
-}
-
+};
 template <typename T>
-__global__ void nadam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                           i64 index, double beta1, double beta2, double eps, double weight_decay,
-                           int decoupled, const double* products, double momentum_decay) {
-    FaNAdamStep c = fa_nadam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled,
-                                  momentum_decay, products[index]);
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_nadam_element(p, g, s0, s1, e, &c, beta1, beta2, eps);
-    }
-}
+__global__ void nadam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaNAdamKernelStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void nadam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaNAdamKernelStep>(FA_ROWS_ARGS); }
 
 // ------------------------------------------------------------------ gradient clipping
 // The norm accumulates into acc[0] (a float64 array starting at 0), as norm_accumulate:
