@@ -63,8 +63,14 @@ cdef class Adagrad(Optimizer):
     cdef readonly double eps, weight_decay, initial_accumulator_value
 
 
-cdef class Adam(Optimizer):
+cdef class _MomentOptimizer(Optimizer):
     cdef readonly double beta1, beta2, eps, weight_decay
+    cdef int set_moments(self, object lr, object betas, object eps,
+                         object weight_decay) except -1   # checked, named after the class
+    cdef tuple device_hyper(self)
+
+
+cdef class Adam(_MomentOptimizer):
     cdef readonly bint decoupled     # AdamW's decoupled weight decay
     cdef FaAdamStep coefficients     # this step's bias corrections and weight decay
 
@@ -84,19 +90,17 @@ cdef class Adadelta(Optimizer):
     cdef readonly double rho, eps, weight_decay
 
 
-cdef class Adamax(Optimizer):
-    cdef readonly double beta1, beta2, eps, weight_decay
+cdef class Adamax(_MomentOptimizer):
     cdef double step_size            # this step's lr / (1 - beta1**t)
 
 
-cdef class RAdam(Optimizer):
-    cdef readonly double beta1, beta2, eps, weight_decay
+cdef class RAdam(_MomentOptimizer):
     cdef readonly bint decoupled_weight_decay
     cdef FaRAdamStep coefficients    # this step's bias corrections and rectification
 
 
-cdef class NAdam(Optimizer):
-    cdef readonly double beta1, beta2, eps, weight_decay, momentum_decay
+cdef class NAdam(_MomentOptimizer):
+    cdef readonly double momentum_decay
     cdef readonly bint decoupled_weight_decay
     cdef object mu_products          # float64: [t] = mu_1 * ... * mu_t, grown as steps come
     cdef double* products            # its data, read and filled without the GIL

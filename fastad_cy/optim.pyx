@@ -721,7 +721,29 @@ cdef class Adagrad(Optimizer):
                 "initial_accumulator_value": self.initial_accumulator_value}
 
 
-cdef class Adam(Optimizer):
+cdef class _MomentOptimizer(Optimizer):
+    """The hyperparameters that Adam, AdamW, Adamax, RAdam and NAdam share: the betas of
+    their moment averages, eps and weight_decay (not used directly)."""
+
+    cdef int set_moments(self, object lr, object betas, object eps,
+                         object weight_decay) except -1:
+        who = type(self).__name__
+        self._lr = _check_lr(who, lr)
+        self.beta1, self.beta2 = _check_betas(who, betas)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        return 0
+
+    cdef tuple device_hyper(self):
+        """h0..h3 of the device kernels: (beta1, beta2, eps, weight_decay)."""
+        return (self.beta1, self.beta2, self.eps, self.weight_decay)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "weight_decay": self.weight_decay}
+
+
+cdef class Adam(_MomentOptimizer):
     """Adam: `Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`.
 
     Dense rule (torch.optim.Adam): t += 1; d = g + weight_decay * p;
@@ -741,11 +763,7 @@ cdef class Adam(Optimizer):
         self._configure(params, lr, betas, eps, weight_decay, False)
 
     cdef int _configure(self, params, lr, betas, eps, weight_decay, bint decoupled) except -1:
-        who = type(self).__name__
-        self._lr = _check_lr(who, lr)
-        self.beta1, self.beta2 = _check_betas(who, betas)
-        self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.set_moments(lr, betas, eps, weight_decay)
         self.decoupled = decoupled
         Optimizer.__init__(self, params)
         self.span_f, self.span_d = adam_span[float], adam_span[double]
@@ -758,11 +776,7 @@ cdef class Adam(Optimizer):
         return 0
 
     cdef tuple device_kernel(self):
-        return ("adam", (self.beta1, self.beta2, self.eps, self.weight_decay), int(self.decoupled))
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay}
+        return ("adam", self.device_hyper(), int(self.decoupled))
 
 
 cdef class AdamW(Adam):
@@ -858,7 +872,7 @@ cdef class Adadelta(Optimizer):
         return {"lr": self._lr, "rho": self.rho, "eps": self.eps, "weight_decay": self.weight_decay}
 
 
-cdef class Adamax(Optimizer):
+cdef class Adamax(_MomentOptimizer):
     """Adamax: `Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`.
 
     Dense rule (torch.optim.Adamax): t += 1; d = g + weight_decay * p;
@@ -874,11 +888,7 @@ cdef class Adamax(Optimizer):
     """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        who = "Adamax"
-        self._lr = _check_lr(who, lr)
-        self.beta1, self.beta2 = _check_betas(who, betas)
-        self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.set_moments(lr, betas, eps, weight_decay)
         Optimizer.__init__(self, params)
         self.span_f, self.span_d = adamax_span[float], adamax_span[double]
         self.init_state(("exp_avg", "exp_inf"), (0.0, 0.0))
@@ -888,14 +898,10 @@ cdef class Adamax(Optimizer):
         return 0
 
     cdef tuple device_kernel(self):
-        return ("adamax", (self.beta1, self.beta2, self.eps, self.weight_decay), 0)
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay}
+        return ("adamax", self.device_hyper(), 0)
 
 
-cdef class RAdam(Optimizer):
+cdef class RAdam(_MomentOptimizer):
     """RAdam: `RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     decoupled_weight_decay=False)`.
 
@@ -914,12 +920,8 @@ cdef class RAdam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  decoupled_weight_decay=False):
-        who = "RAdam"
-        self._lr = _check_lr(who, lr)
-        self.beta1, self.beta2 = _check_betas(who, betas)
-        self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
-        self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
+        self.set_moments(lr, betas, eps, weight_decay)
+        self.decoupled_weight_decay = _check_flag("RAdam", "decoupled_weight_decay",
                                                   decoupled_weight_decay)
         Optimizer.__init__(self, params)
         self.span_f, self.span_d = radam_span[float], radam_span[double]
@@ -931,20 +933,18 @@ cdef class RAdam(Optimizer):
         return 0
 
     cdef tuple device_kernel(self):
-        return ("radam", (self.beta1, self.beta2, self.eps, self.weight_decay),
-                int(self.decoupled_weight_decay))
+        return ("radam", self.device_hyper(), int(self.decoupled_weight_decay))
 
     def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay,
-                "decoupled_weight_decay": bool(self.decoupled_weight_decay)}
+        return dict(_MomentOptimizer.hyperparameters(self),
+                    decoupled_weight_decay=bool(self.decoupled_weight_decay))
 
 
 # Below this, 1 - x is 1.0 exactly in double: NAdam's running product stops mattering.
 cdef double NADAM_NEGLIGIBLE_PRODUCT = 2.0 ** -60
 
 
-cdef class NAdam(Optimizer):
+cdef class NAdam(_MomentOptimizer):
     """NAdam: `NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     momentum_decay=4e-3, decoupled_weight_decay=False)`.
 
@@ -968,10 +968,7 @@ cdef class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  momentum_decay=4e-3, decoupled_weight_decay=False):
         who = "NAdam"
-        self._lr = _check_lr(who, lr)
-        self.beta1, self.beta2 = _check_betas(who, betas)
-        self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.set_moments(lr, betas, eps, weight_decay)
         self.momentum_decay = _in_range(who, "momentum_decay", momentum_decay, 0.0, INFINITY, True)
         self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
                                                   decoupled_weight_decay)
@@ -1007,7 +1004,7 @@ cdef class NAdam(Optimizer):
 
     cdef tuple device_kernel(self):
         # The device keeps P_t as a running product that nadam_product_step advances.
-        return ("nadam", (self.beta1, self.beta2, self.eps, self.weight_decay),
+        return ("nadam", self.device_hyper(),
                 int(self.decoupled_weight_decay), "nadam_product_step", (self.momentum_decay,))
 
     def load_state_dict(self, state):
@@ -1018,9 +1015,8 @@ cdef class NAdam(Optimizer):
         return self
 
     def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay, "momentum_decay": self.momentum_decay,
-                "decoupled_weight_decay": bool(self.decoupled_weight_decay)}
+        return dict(_MomentOptimizer.hyperparameters(self), momentum_decay=self.momentum_decay,
+                    decoupled_weight_decay=bool(self.decoupled_weight_decay))
 
 
 # ---------------------------------------------------------------- clipping
