@@ -58,10 +58,8 @@ __global__ void count_step(i64* steps, i64 index) {
 }
 
 // ------------------------------------------------------------------ update kernels
-// One skeleton for every optimizer: a Step struct binds the launch's scalars to the
-// optimizer's element rule of rules.h, computing the step's coefficients once per
-// launch (per thread); its NAME_dense and NAME_rows kernels run fa_update_dense and
-// fa_update_rows with it, over every element or the elements of the owned rows.
+// One skeleton for every optimizer (fa_update_dense, fa_update_rows) over its Step: the
+// launch's scalars, the step's coefficients and the element rule of rules.h.
 
 // One launch's scalars: the lr, the Parameter's step count t, the hyperparameters,
 // the running value (NAdam's product; 1 and unread for the others) and the form.
@@ -90,7 +88,7 @@ struct FaLaunch {
 // The skeleton of every NAME_dense kernel: Step on every element.
 template <typename Step, typename T>
 __device__ __forceinline__ void fa_update_dense(FA_DENSE_PARAMS) {
-    const Step step(FaLaunch{*lr, steps[index], h0, h1, h2, h3, flag, running[index], h4, true});
+    const Step step{FaLaunch{*lr, steps[index], h0, h1, h2, h3, flag, running[index], h4, true}};
     FA_GRID_STRIDE(i, n) {
         step(p, g, s0, s1, i);
     }
@@ -99,130 +97,60 @@ __device__ __forceinline__ void fa_update_dense(FA_DENSE_PARAMS) {
 // The skeleton of every NAME_rows kernel: Step on the elements of the rows a work item owns.
 template <typename Step, typename T>
 __device__ __forceinline__ void fa_update_rows(FA_ROWS_PARAMS) {
-    const Step step(FaLaunch{*lr, steps[index], h0, h1, h2, h3, flag, running[index], h4, false});
+    const Step step{FaLaunch{*lr, steps[index], h0, h1, h2, h3, flag, running[index], h4, false}};
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
         if (e >= 0) step(p, g, s0, s1, e);
     }
 }
 
-// SGD: h0 = weight_decay, h1 = momentum, h2 = dampening, flag = nesterov; s0 = momentum
-// buffer (when momentum != 0). A dense step with t == 1 starts the buffer at d; the rows
-// form never does (the sparse rule).
-struct FaSgdStep {
-    FaLaunch a;
-    bool first;
-    __device__ FaSgdStep(const FaLaunch& launch)
-        : a(launch), first(launch.dense && launch.t == 1) {}
-    template <typename T>
-    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
-        fa_sgd_element(p, g, s0, e, a.lr, a.h0, a.h1, a.h2, a.flag, first);
-    }
-};
-template <typename T>
-__global__ void sgd_dense(FA_DENSE_PARAMS) { fa_update_dense<FaSgdStep>(FA_DENSE_ARGS); }
-template <typename T>
-__global__ void sgd_rows(FA_ROWS_PARAMS) { fa_update_rows<FaSgdStep>(FA_ROWS_ARGS); }
+// An optimizer's Step: the launch's scalars (FaLaunch), the coefficients its rule needs
+// for the step (default member initializers, computed once per launch and thread), and
+// its element update step(p, g, s0, s1, e), the rule of rules.h. Its h0..h4 and flag:
+//   SGD:      weight_decay, momentum, dampening; flag nesterov; s0 the momentum buffer (a
+//             dense step with t == 1 starts it at d; the rows form never does: the sparse rule)
+//   Adagrad:  weight_decay, eps; s0 the sum
+//   Adam:     beta1, beta2, eps, weight_decay; flag decoupled; s0 exp_avg, s1 exp_avg_sq
+//   RMSprop:  alpha, eps, weight_decay, momentum; s0 square_avg, s1 the momentum buffer
+//   Adadelta: rho, eps, weight_decay; s0 square_avg, s1 acc_delta
+//   Adamax:   beta1, beta2, eps, weight_decay; s0 exp_avg, s1 exp_inf
+//   RAdam:    beta1, beta2, eps, weight_decay; flag decoupled weight decay; s0, s1 as Adam's
+//   NAdam:    beta1, beta2, eps, weight_decay, h4 momentum_decay; flag decoupled weight
+//             decay; running P_t = mu_1 * ... * mu_t (nadam_product_step advances it after
+//             count_step); s0, s1 as Adam's
+#define FA_ELEMENT_UPDATE \
+    template <typename T> __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const
 
-// Adagrad: h0 = weight_decay, h1 = eps; s0 = sum.
-struct FaAdagradStep {
-    FaLaunch a;
-    __device__ FaAdagradStep(const FaLaunch& launch) : a(launch) {}
-    template <typename T>
-    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
-        fa_adagrad_element(p, g, s0, e, a.lr, a.h0, a.h1);
-    }
+struct FaSgdStep : FaLaunch {
+    bool first = dense && t == 1;
+    FA_ELEMENT_UPDATE { fa_sgd_element(p, g, s0, e, lr, h0, h1, h2, flag, first); }
 };
-template <typename T>
-__global__ void adagrad_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdagradStep>(FA_DENSE_ARGS); }
-template <typename T>
-__global__ void adagrad_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdagradStep>(FA_ROWS_ARGS); }
-
-// Adam/AdamW: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled;
-// s0 = exp_avg, s1 = exp_avg_sq.
-struct FaAdamKernelStep {
-    FaLaunch a;
-    FaAdamStep c;
-    __device__ FaAdamKernelStep(const FaLaunch& launch)
-        : a(launch),
-          c(fa_adam_step(launch.lr, launch.t, launch.h0, launch.h1, launch.h3, launch.flag)) {}
-    template <typename T>
-    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
-        fa_adam_element(p, g, s0, s1, e, &c, a.h0, a.h1, a.h2);
-    }
+struct FaAdagradStep : FaLaunch {
+    FA_ELEMENT_UPDATE { fa_adagrad_element(p, g, s0, e, lr, h0, h1); }
 };
-template <typename T>
-__global__ void adam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdamKernelStep>(FA_DENSE_ARGS); }
-template <typename T>
-__global__ void adam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdamKernelStep>(FA_ROWS_ARGS); }
-
-// RMSprop: h0 = alpha, h1 = eps, h2 = weight_decay, h3 = momentum; s0 = square_avg,
-// s1 = momentum buffer (when momentum != 0).
-struct FaRmspropStep {
-    FaLaunch a;
-    __device__ FaRmspropStep(const FaLaunch& launch) : a(launch) {}
-    template <typename T>
-    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
-        fa_rmsprop_element(p, g, s0, s1, e, a.lr, a.h0, a.h1, a.h2, a.h3);
-    }
+struct FaAdamKernelStep : FaLaunch {
+    FaAdamStep c = fa_adam_step(lr, t, h0, h1, h3, flag);
+    FA_ELEMENT_UPDATE { fa_adam_element(p, g, s0, s1, e, &c, h0, h1, h2); }
 };
-template <typename T>
-__global__ void rmsprop_dense(FA_DENSE_PARAMS) { fa_update_dense<FaRmspropStep>(FA_DENSE_ARGS); }
-template <typename T>
-__global__ void rmsprop_rows(FA_ROWS_PARAMS) { fa_update_rows<FaRmspropStep>(FA_ROWS_ARGS); }
-
-// Adadelta: h0 = rho, h1 = eps, h2 = weight_decay; s0 = square_avg, s1 = acc_delta.
-struct FaAdadeltaStep {
-    FaLaunch a;
-    __device__ FaAdadeltaStep(const FaLaunch& launch) : a(launch) {}
-    template <typename T>
-    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
-        fa_adadelta_element(p, g, s0, s1, e, a.lr, a.h0, a.h1, a.h2);
-    }
+struct FaRmspropStep : FaLaunch {
+    FA_ELEMENT_UPDATE { fa_rmsprop_element(p, g, s0, s1, e, lr, h0, h1, h2, h3); }
 };
-template <typename T>
-__global__ void adadelta_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdadeltaStep>(FA_DENSE_ARGS); }
-template <typename T>
-__global__ void adadelta_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdadeltaStep>(FA_ROWS_ARGS); }
-
-// Adamax: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay; s0 = exp_avg, s1 = exp_inf.
-struct FaAdamaxStep {
-    FaLaunch a;
-    double step_size;
-    __device__ FaAdamaxStep(const FaLaunch& launch)
-        : a(launch), step_size(fa_adamax_step_size(launch.lr, launch.t, launch.h0)) {}
-    template <typename T>
-    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
-        fa_adamax_element(p, g, s0, s1, e, step_size, a.h0, a.h1, a.h2, a.h3);
-    }
+struct FaAdadeltaStep : FaLaunch {
+    FA_ELEMENT_UPDATE { fa_adadelta_element(p, g, s0, s1, e, lr, h0, h1, h2); }
 };
-template <typename T>
-__global__ void adamax_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdamaxStep>(FA_DENSE_ARGS); }
-template <typename T>
-__global__ void adamax_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdamaxStep>(FA_ROWS_ARGS); }
-
-// RAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
-// decay; s0 = exp_avg, s1 = exp_avg_sq.
-struct FaRAdamKernelStep {
-    FaLaunch a;
-    FaRAdamStep c;
-    __device__ FaRAdamKernelStep(const FaLaunch& launch)
-        : a(launch),
-          c(fa_radam_step(launch.lr, launch.t, launch.h0, launch.h1, launch.h3, launch.flag)) {}
-    template <typename T>
-    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
-        fa_radam_element(p, g, s0, s1, e, &c, a.lr, a.h0, a.h1, a.h2);
-    }
+struct FaAdamaxStep : FaLaunch {
+    double step_size = fa_adamax_step_size(lr, t, h0);
+    FA_ELEMENT_UPDATE { fa_adamax_element(p, g, s0, s1, e, step_size, h0, h1, h2, h3); }
 };
-template <typename T>
-__global__ void radam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaRAdamKernelStep>(FA_DENSE_ARGS); }
-template <typename T>
-__global__ void radam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaRAdamKernelStep>(FA_ROWS_ARGS); }
+struct FaRAdamKernelStep : FaLaunch {
+    FaRAdamStep c = fa_radam_step(lr, t, h0, h1, h3, flag);
+    FA_ELEMENT_UPDATE { fa_radam_element(p, g, s0, s1, e, &c, lr, h0, h1, h2); }
+};
+struct FaNAdamKernelStep : FaLaunch {
+    FaNAdamStep c = fa_nadam_step(lr, t, h0, h1, h3, flag, h4, running);
+    FA_ELEMENT_UPDATE { fa_nadam_element(p, g, s0, s1, e, &c, h0, h1, h2); }
+};
 
-// NAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
-// decay, h4 = momentum_decay, running = P_t = mu_1 * ... * mu_t (one float64 per
-// Parameter, advanced by nadam_product_step after count_step); s0 = exp_avg,
-// s1 = exp_avg_sq.
 template <typename T>
 __global__ void nadam_product_step(double* products, const i64* steps, i64 index, double beta1,
                                    double beta2, double eps, double weight_decay, int decoupled,
@@ -232,17 +160,35 @@ __global__ void nadam_product_step(double* products, const i64* steps, i64 index
     }
 }
 
-struct FaNAdamKernelStep {
-    FaLaunch a;
-    FaNAdamStep c;
-    __device__ FaNAdamKernelStep(const FaLaunch& launch)
-        : a(launch), c(fa_nadam_step(launch.lr, launch.t, launch.h0, launch.h1, launch.h3,
-                                     launch.flag, launch.h4, launch.running)) {}
-    template <typename T>
-    __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const {
-        fa_nadam_element(p, g, s0, s1, e, &c, a.h0, a.h1, a.h2);
-    }
-};
+// The kernels: NAME_dense and NAME_rows run fa_update_dense and fa_update_rows with NAME's Step.
+template <typename T>
+__global__ void sgd_dense(FA_DENSE_PARAMS) { fa_update_dense<FaSgdStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void sgd_rows(FA_ROWS_PARAMS) { fa_update_rows<FaSgdStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void adagrad_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdagradStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adagrad_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdagradStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void adam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdamKernelStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdamKernelStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void rmsprop_dense(FA_DENSE_PARAMS) { fa_update_dense<FaRmspropStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void rmsprop_rows(FA_ROWS_PARAMS) { fa_update_rows<FaRmspropStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void adadelta_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdadeltaStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adadelta_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdadeltaStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void adamax_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdamaxStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adamax_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdamaxStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void radam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaRAdamKernelStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void radam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaRAdamKernelStep>(FA_ROWS_ARGS); }
 template <typename T>
 __global__ void nadam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaNAdamKernelStep>(FA_DENSE_ARGS); }
 template <typename T>
