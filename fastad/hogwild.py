@@ -605,9 +605,15 @@ def _grad_mode(p):
 
 
 def _add_grad(p, values, rows=None):
-    """Add `values` into `p`'s gradient, by a backward pass: without `rows` densely (values
-    of p's shape), with `rows` (distinct ids) into those rows, as a gather's backward adds
-    them (a sparse gradient, unless p holds a dense one)."""
+    """Add `values` into `p`'s gradient as a backward pass would: without `rows` densely
+    (values of p's shape; into the live buffer of a dense gradient), with `rows` into those
+    rows, by a gather's backward (a sparse gradient, unless p holds a dense one)."""
+    if rows is None and values.shape != p.shape:
+        raise ValueError(f"synchronized mode: values have shape {values.shape}, expected the "
+                         f"Parameter's {p.shape}")
+    if rows is None and _grad_mode(p) == "dense":
+        p.grad[...] += values
+        return
     with enable_grad():
         if rows is None:
             (p * 1.0).backward(values)

@@ -124,8 +124,10 @@ def test_gradient_exchange_helpers_check_their_input():
     np.testing.assert_array_equal(p.grad, [[0.5, 0.5], [0.5, 0.5], [1, 1]])
     with pytest.raises(IndexError, match="out of range for a table with 3 rows"):
         _add_grad(p, np.ones((1, 2)), np.array([3]))
-    with pytest.raises(ValueError, match=r"grad has shape \(2, 2\), expected .*\(3, 2\)"):
+    with pytest.raises(ValueError, match=r"values have shape \(2, 2\), expected .*\(3, 2\)"):
         _add_grad(p, np.ones((2, 2)))
+    with pytest.raises(ValueError, match=r"values have shape \(1, 2\), expected .*\(3, 2\)"):
+        _add_grad(p, np.ones((1, 2)))          # no broadcasting into a dense gradient
     with pytest.raises(TypeError, match="expected a Parameter"):
         _grad_mode(fa.Input(np.zeros(2)))
     bias = fa.Parameter(np.zeros(3))                     # 1-D: rows of one value
