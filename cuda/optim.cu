@@ -4,13 +4,15 @@
 // types included. On a GPU results still differ in the last bits (fused multiply-adds,
 // CUDA's libm).
 //
-// Every optimizer has two kernels with one argument layout:
-//   NAME_dense(p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag)
-//   NAME_rows (p, g, s0, s1, ids, owner, base, n_ids, row_len, lr, steps, index, h0..h3, flag)
+// Every optimizer has two kernels with one argument layout (FA_DENSE_PARAMS, FA_ROWS_PARAMS):
+//   NAME_dense(p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag, running, h4)
+//   NAME_rows (p, g, s0, s1, ids, owner, base, n_ids, row_len, lr, steps, index, h0..h3,
+//              flag, running, h4)
 // p: the value; g: the dense gradient buffer; s0, s1: the state arrays (an unused one
 // is any valid pointer, never read); lr: a 1-element device array; steps[index]: the
-// Parameter's step count (already advanced by count_step); h0..h3, flag: the
-// optimizer's hyperparameters, named in each kernel.
+// Parameter's step count (already advanced by count_step); h0..h4, flag: the
+// optimizer's hyperparameters, named at each optimizer; running[index]: a running
+// value per Parameter (NAdam's product; read by NAdam only).
 //
 // The rows form updates the rows listed in `ids` (int64 row ids, repeats allowed):
 // work item i is element j of listed row k (k = i / row_len). Before it runs,
@@ -56,181 +58,99 @@ __global__ void count_step(i64* steps, i64 index) {
 }
 
 // ------------------------------------------------------------------ update kernels
+// One skeleton for every optimizer (fa_update_dense, fa_update_rows) over its Step: the
+// launch's scalars, the step's coefficients and the element rule of rules.h.
 
-// SGD: h0 = weight_decay, h1 = momentum, h2 = dampening, h3 unused, flag = nesterov;
-// s0 = momentum buffer (when momentum != 0). A dense step with steps[index] == 1
-// starts the buffer at d; the rows form never does (the sparse rule).
-template <typename T>
-__global__ void sgd_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                          const i64* steps, i64 index, double weight_decay, double momentum,
-                          double dampening, double h3, int nesterov) {
-    bool first = steps[index] == 1;
-    double rate = *lr;
+// One launch's scalars: the lr, the Parameter's step count t, the hyperparameters,
+// the running value (NAdam's product; 1 and unread for the others) and the form.
+struct FaLaunch {
+    double lr;
+    i64 t;
+    double h0, h1, h2, h3;
+    int flag;
+    double running, h4;
+    bool dense;
+};
+
+// Every update kernel's parameters, and the arguments that pass them on.
+#define FA_DENSE_PARAMS                                                                        \
+    T *p, const T *g, T *s0, T *s1, i64 n, const double *lr, const i64 *steps, i64 index,     \
+        double h0, double h1, double h2, double h3, int flag, const double *running, double h4
+#define FA_ROWS_PARAMS                                                                         \
+    T *p, const T *g, T *s0, T *s1, const i64 *ids, const int *owner, i64 base, i64 n_ids,    \
+        i64 row_len, const double *lr, const i64 *steps, i64 index, double h0, double h1,      \
+        double h2, double h3, int flag, const double *running, double h4
+#define FA_DENSE_ARGS p, g, s0, s1, n, lr, steps, index, h0, h1, h2, h3, flag, running, h4
+#define FA_ROWS_ARGS                                                                           \
+    p, g, s0, s1, ids, owner, base, n_ids, row_len, lr, steps, index, h0, h1, h2, h3, flag,    \
+        running, h4
+
+// The skeleton of every NAME_dense kernel: Step on every element.
+template <typename Step, typename T>
+__device__ __forceinline__ void fa_update_dense(FA_DENSE_PARAMS) {
+    const Step step{FaLaunch{*lr, steps[index], h0, h1, h2, h3, flag, running[index], h4, true}};
     FA_GRID_STRIDE(i, n) {
-        fa_sgd_element(p, g, s0, i, rate, weight_decay, momentum, dampening, nesterov, first);
+        step(p, g, s0, s1, i);
     }
 }
 
-template <typename T>
-__global__ void sgd_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                         i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                         i64 index, double weight_decay, double momentum, double dampening,
-                         double h3, int nesterov) {
-    double rate = *lr;
+// The skeleton of every NAME_rows kernel: Step on the elements of the rows a work item owns.
+template <typename Step, typename T>
+__device__ __forceinline__ void fa_update_rows(FA_ROWS_PARAMS) {
+    const Step step{FaLaunch{*lr, steps[index], h0, h1, h2, h3, flag, running[index], h4, false}};
     FA_GRID_STRIDE(i, n_ids * row_len) {
         i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_sgd_element(p, g, s0, e, rate, weight_decay, momentum, dampening, nesterov, false);
+        if (e >= 0) step(p, g, s0, s1, e);
     }
 }
 
-// Adagrad: h0 = weight_decay, h1 = eps, h2, h3, flag unused; s0 = sum.
-template <typename T>
-__global__ void adagrad_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                              const i64* steps, i64 index, double weight_decay, double eps,
-                              double h2, double h3, int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n) {
-        fa_adagrad_element(p, g, s0, i, rate, weight_decay, eps);
-    }
-}
+// An optimizer's Step: the launch's scalars (FaLaunch), the coefficients its rule needs
+// for the step (default member initializers, computed once per launch and thread), and
+// its element update step(p, g, s0, s1, e), the rule of rules.h. Its h0..h4 and flag:
+//   SGD:      weight_decay, momentum, dampening; flag nesterov; s0 the momentum buffer (a
+//             dense step with t == 1 starts it at d; the rows form never does: the sparse rule)
+//   Adagrad:  weight_decay, eps; s0 the sum
+//   Adam:     beta1, beta2, eps, weight_decay; flag decoupled; s0 exp_avg, s1 exp_avg_sq
+//   RMSprop:  alpha, eps, weight_decay, momentum; s0 square_avg, s1 the momentum buffer
+//   Adadelta: rho, eps, weight_decay; s0 square_avg, s1 acc_delta
+//   Adamax:   beta1, beta2, eps, weight_decay; s0 exp_avg, s1 exp_inf
+//   RAdam:    beta1, beta2, eps, weight_decay; flag decoupled weight decay; s0, s1 as Adam's
+//   NAdam:    beta1, beta2, eps, weight_decay, h4 momentum_decay; flag decoupled weight
+//             decay; running P_t = mu_1 * ... * mu_t (nadam_product_step advances it after
+//             count_step); s0, s1 as Adam's
+#define FA_ELEMENT_UPDATE \
+    template <typename T> __device__ void operator()(T* p, const T* g, T* s0, T* s1, i64 e) const
 
-template <typename T>
-__global__ void adagrad_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                             i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                             i64 index, double weight_decay, double eps, double h2, double h3,
-                             int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_adagrad_element(p, g, s0, e, rate, weight_decay, eps);
-    }
-}
+struct FaSgdStep : FaLaunch {
+    bool first = dense && t == 1;
+    FA_ELEMENT_UPDATE { fa_sgd_element(p, g, s0, e, lr, h0, h1, h2, flag, first); }
+};
+struct FaAdagradStep : FaLaunch {
+    FA_ELEMENT_UPDATE { fa_adagrad_element(p, g, s0, e, lr, h0, h1); }
+};
+struct FaAdamKernelStep : FaLaunch {
+    FaAdamStep c = fa_adam_step(lr, t, h0, h1, h3, flag);
+    FA_ELEMENT_UPDATE { fa_adam_element(p, g, s0, s1, e, &c, h0, h1, h2); }
+};
+struct FaRmspropStep : FaLaunch {
+    FA_ELEMENT_UPDATE { fa_rmsprop_element(p, g, s0, s1, e, lr, h0, h1, h2, h3); }
+};
+struct FaAdadeltaStep : FaLaunch {
+    FA_ELEMENT_UPDATE { fa_adadelta_element(p, g, s0, s1, e, lr, h0, h1, h2); }
+};
+struct FaAdamaxStep : FaLaunch {
+    double step_size = fa_adamax_step_size(lr, t, h0);
+    FA_ELEMENT_UPDATE { fa_adamax_element(p, g, s0, s1, e, step_size, h0, h1, h2, h3); }
+};
+struct FaRAdamKernelStep : FaLaunch {
+    FaRAdamStep c = fa_radam_step(lr, t, h0, h1, h3, flag);
+    FA_ELEMENT_UPDATE { fa_radam_element(p, g, s0, s1, e, &c, lr, h0, h1, h2); }
+};
+struct FaNAdamKernelStep : FaLaunch {
+    FaNAdamStep c = fa_nadam_step(lr, t, h0, h1, h3, flag, h4, running);
+    FA_ELEMENT_UPDATE { fa_nadam_element(p, g, s0, s1, e, &c, h0, h1, h2); }
+};
 
-// Adam/AdamW: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled;
-// s0 = exp_avg, s1 = exp_avg_sq; t = steps[index].
-template <typename T>
-__global__ void adam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                           const i64* steps, i64 index, double beta1, double beta2, double eps,
-                           double weight_decay, int decoupled) {
-    FaAdamStep c = fa_adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
-    FA_GRID_STRIDE(i, n) {
-        fa_adam_element(p, g, s0, s1, i, &c, beta1, beta2, eps);
-    }
-}
-
-template <typename T>
-__global__ void adam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                          i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                          i64 index, double beta1, double beta2, double eps, double weight_decay,
-                          int decoupled) {
-    FaAdamStep c = fa_adam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled);
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_adam_element(p, g, s0, s1, e, &c, beta1, beta2, eps);
-    }
-}
-
-// RMSprop: h0 = alpha, h1 = eps, h2 = weight_decay, h3 = momentum, flag unused;
-// s0 = square_avg, s1 = momentum buffer (when momentum != 0).
-template <typename T>
-__global__ void rmsprop_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                              const i64* steps, i64 index, double alpha, double eps,
-                              double weight_decay, double momentum, int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n) {
-        fa_rmsprop_element(p, g, s0, s1, i, rate, alpha, eps, weight_decay, momentum);
-    }
-}
-
-template <typename T>
-__global__ void rmsprop_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                             i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                             i64 index, double alpha, double eps, double weight_decay,
-                             double momentum, int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_rmsprop_element(p, g, s0, s1, e, rate, alpha, eps, weight_decay, momentum);
-    }
-}
-
-// Adadelta: h0 = rho, h1 = eps, h2 = weight_decay, h3, flag unused; s0 = square_avg,
-// s1 = acc_delta.
-template <typename T>
-__global__ void adadelta_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                               const i64* steps, i64 index, double rho, double eps,
-                               double weight_decay, double h3, int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n) {
-        fa_adadelta_element(p, g, s0, s1, i, rate, rho, eps, weight_decay);
-    }
-}
-
-template <typename T>
-__global__ void adadelta_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                              i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                              i64 index, double rho, double eps, double weight_decay, double h3,
-                              int flag) {
-    double rate = *lr;
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_adadelta_element(p, g, s0, s1, e, rate, rho, eps, weight_decay);
-    }
-}
-
-// Adamax: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag unused; s0 = exp_avg,
-// s1 = exp_inf; t = steps[index].
-template <typename T>
-__global__ void adamax_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                             const i64* steps, i64 index, double beta1, double beta2, double eps,
-                             double weight_decay, int flag) {
-    double step_size = fa_adamax_step_size(*lr, steps[index], beta1);
-    FA_GRID_STRIDE(i, n) {
-        fa_adamax_element(p, g, s0, s1, i, step_size, beta1, beta2, eps, weight_decay);
-    }
-}
-
-template <typename T>
-__global__ void adamax_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                            i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                            i64 index, double beta1, double beta2, double eps, double weight_decay,
-                            int flag) {
-    double step_size = fa_adamax_step_size(*lr, steps[index], beta1);
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_adamax_element(p, g, s0, s1, e, step_size, beta1, beta2, eps, weight_decay);
-    }
-}
-
-// RAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
-// decay; s0 = exp_avg, s1 = exp_avg_sq; t = steps[index].
-template <typename T>
-__global__ void radam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                            const i64* steps, i64 index, double beta1, double beta2, double eps,
-                            double weight_decay, int decoupled) {
-    double rate = *lr;
-    FaRAdamStep c = fa_radam_step(rate, steps[index], beta1, beta2, weight_decay, decoupled);
-    FA_GRID_STRIDE(i, n) {
-        fa_radam_element(p, g, s0, s1, i, &c, rate, beta1, beta2, eps);
-    }
-}
-
-template <typename T>
-__global__ void radam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                           i64 index, double beta1, double beta2, double eps, double weight_decay,
-                           int decoupled) {
-    double rate = *lr;
-    FaRAdamStep c = fa_radam_step(rate, steps[index], beta1, beta2, weight_decay, decoupled);
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_radam_element(p, g, s0, s1, e, &c, rate, beta1, beta2, eps);
-    }
-}
-
-// NAdam: h0 = beta1, h1 = beta2, h2 = eps, h3 = weight_decay, flag = decoupled weight
-// decay, then products (one float64 per Parameter: P_t = mu_1 * ... * mu_t, advanced by
-// nadam_product_step after count_step) and momentum_decay; s0 = exp_avg, s1 = exp_avg_sq.
 template <typename T>
 __global__ void nadam_product_step(double* products, const i64* steps, i64 index, double beta1,
                                    double beta2, double eps, double weight_decay, int decoupled,
@@ -240,30 +160,39 @@ __global__ void nadam_product_step(double* products, const i64* steps, i64 index
     }
 }
 
+// The kernels: NAME_dense and NAME_rows run fa_update_dense and fa_update_rows with NAME's Step.
 template <typename T>
-__global__ void nadam_dense(T* p, const T* g, T* s0, T* s1, i64 n, const double* lr,
-                            const i64* steps, i64 index, double beta1, double beta2, double eps,
-                            double weight_decay, int decoupled, const double* products,
-                            double momentum_decay) {
-    FaNAdamStep c = fa_nadam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled,
-                                  momentum_decay, products[index]);
-    FA_GRID_STRIDE(i, n) {
-        fa_nadam_element(p, g, s0, s1, i, &c, beta1, beta2, eps);
-    }
-}
-
+__global__ void sgd_dense(FA_DENSE_PARAMS) { fa_update_dense<FaSgdStep>(FA_DENSE_ARGS); }
 template <typename T>
-__global__ void nadam_rows(T* p, const T* g, T* s0, T* s1, const i64* ids, const int* owner,
-                           i64 base, i64 n_ids, i64 row_len, const double* lr, const i64* steps,
-                           i64 index, double beta1, double beta2, double eps, double weight_decay,
-                           int decoupled, const double* products, double momentum_decay) {
-    FaNAdamStep c = fa_nadam_step(*lr, steps[index], beta1, beta2, weight_decay, decoupled,
-                                  momentum_decay, products[index]);
-    FA_GRID_STRIDE(i, n_ids * row_len) {
-        i64 e = fa_owned_element(i, ids, owner, base, row_len);
-        if (e >= 0) fa_nadam_element(p, g, s0, s1, e, &c, beta1, beta2, eps);
-    }
-}
+__global__ void sgd_rows(FA_ROWS_PARAMS) { fa_update_rows<FaSgdStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void adagrad_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdagradStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adagrad_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdagradStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void adam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdamKernelStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdamKernelStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void rmsprop_dense(FA_DENSE_PARAMS) { fa_update_dense<FaRmspropStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void rmsprop_rows(FA_ROWS_PARAMS) { fa_update_rows<FaRmspropStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void adadelta_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdadeltaStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adadelta_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdadeltaStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void adamax_dense(FA_DENSE_PARAMS) { fa_update_dense<FaAdamaxStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void adamax_rows(FA_ROWS_PARAMS) { fa_update_rows<FaAdamaxStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void radam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaRAdamKernelStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void radam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaRAdamKernelStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void nadam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaNAdamKernelStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void nadam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaNAdamKernelStep>(FA_ROWS_ARGS); }
 
 // ------------------------------------------------------------------ gradient clipping
 // The norm accumulates into acc[0] (a float64 array starting at 0), as norm_accumulate:

@@ -90,6 +90,7 @@ import traceback
 import numpy as np
 
 from fastad_cy.graph import register_shared_handles
+from fastad_cy.optim import set_step_clocks
 from fastad import hogwild
 from fastad.checks import check_int, check_number, check_sizes
 from fastad.hogwild import WorkerError
@@ -447,10 +448,6 @@ class DistributedArray:
                 f"worker of fastad.distributed.run; in the driver read it with .numpy()")
         return _session.replica(self).array
 
-    def _step_clock(self):
-        """The clock by which an optimizer's step() paces this worker's syncs."""
-        return _session.step_clock() if _session is not None else None
-
     def state_array(self, key, fill=0.0):
         """Optimizer state of this array's shape and dtype, held by the shards; in a worker only.
 
@@ -478,7 +475,7 @@ class DistributedArray:
                 f"shards={len(self._block.shards)})")
 
 
-register_shared_handles(DistributedArray, DistributedArray._worker_array, DistributedArray._step_clock)
+register_shared_handles(DistributedArray, DistributedArray._worker_array)
 
 
 class DistributedArrays(hogwild.ArrayHandles):
@@ -825,7 +822,7 @@ class _Replica:
 
 class _StepClock:
     """The step clock that one optimizer over a worker's replicas calls (see
-    fastad_cy.optim._step_clock): it counts the optimizer's steps for its session."""
+    fastad_cy.optim.set_step_clocks): it counts the optimizer's steps for its session."""
 
     def __init__(self, session):
         self.session = session
@@ -863,7 +860,11 @@ class _Session:
         """Examples done: the most steps of any one optimizer, or the reported count if larger."""
         return max([self.reported] + [clock.steps for clock in self.clocks])
 
-    def step_clock(self):
+    def step_clock_for(self, params):
+        """The step clock of an optimizer over `params` made in this worker (installed with
+        set_step_clocks): a new one when a Parameter is a replica, else None."""
+        if not any(isinstance(p.shared, DistributedArray) for p in params):
+            return None
         clock = _StepClock(self)
         self.clocks.append(clock)
         return clock
@@ -994,6 +995,7 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
     fn, args = payload
     _session = session = _Session(sync_every, sync_seconds, sync_timeout)
     hogwild._report_hook = session.count
+    set_step_clocks(session.step_clock_for)
     try:
         result = fn(rank, *args)
         session.sync(wait=True)
@@ -1003,6 +1005,7 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
     finally:
         _session = None
         hogwild._report_hook = None
+        set_step_clocks(None)
         session.close()
 
 

@@ -49,8 +49,7 @@ from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
-from fastad_cy.graph import register_shared_handles
-from fastad_cy.sparse import add_grad, grad_mode, scale_grad
+from fastad_cy.graph import IndexInput, Parameter, enable_grad, register_shared_handles
 from fastad.checks import check_choice
 
 __all__ = ["share", "run", "sync_step", "report", "progress_bar", "SharedArray", "SharedArrays",
@@ -588,6 +587,53 @@ _GRAD_MODES = ("none", "sparse", "dense")
 _sync = None        # in a worker of run(mode="synchronized"): its _SyncGroup
 
 
+# Gradients moved between processes: a synchronised worker reads each Parameter's gradient
+# and adds the others' into its own, through the Parameters' public face (their gradient
+# views, and backward passes seeded with the rows to add), as any backward would.
+
+def _grad_mode(p):
+    """How CPU Parameter `p` holds its gradient: "none", "sparse" (rows only) or "dense" (a
+    dense gradient is the live, writeable buffer; no gradient reads as read-only zeros)."""
+    if not isinstance(p, Parameter):
+        raise TypeError(f"synchronized mode: expected a Parameter, got {type(p).__name__}")
+    if p.device != "cpu":
+        raise ValueError(f"synchronized mode: the Parameter is on {p.device}; this works on "
+                         f"CPU Parameters")
+    if p.is_sparse_grad:
+        return "sparse"
+    return "dense" if p.grad.flags.writeable else "none"
+
+
+def _add_grad(p, values, rows=None):
+    """Add `values` into `p`'s gradient as a backward pass would: without `rows` densely
+    (values of p's shape; into the live buffer of a dense gradient), with `rows` into those
+    rows, by a gather's backward (a sparse gradient, unless p holds a dense one)."""
+    if rows is None and values.shape != p.shape:
+        raise ValueError(f"synchronized mode: values have shape {values.shape}, expected the "
+                         f"Parameter's {p.shape}")
+    if rows is None and _grad_mode(p) == "dense":
+        p.grad[...] += values
+        return
+    with enable_grad():
+        if rows is None:
+            (p * 1.0).backward(values)
+        else:
+            taken = p[IndexInput(rows)]
+            taken.backward(values.reshape(taken.shape))
+
+
+def _scale_grad(p, factor):
+    """Multiply `p`'s gradient (dense, or the rows of a sparse one) by `factor`."""
+    mode = _grad_mode(p)
+    if mode == "dense":
+        p.grad[...] *= factor
+    elif mode == "sparse":
+        rows, values = p.sparse_grad()
+        p.zero_grad()
+        values *= factor
+        _add_grad(p, values, rows)
+
+
 class _SyncSetup:
     """What `run` hands each synchronised worker at its start: the barrier (which only
     process creation may pass on), the segment prefix of the run, its size and reduction."""
@@ -630,7 +676,7 @@ class _GradSlot:
         """Copy each Parameter's gradient in: the touched rows of a sparse one only."""
         self.header[0] = len(params)
         for i, p in enumerate(params):
-            mode = grad_mode(p)
+            mode = _grad_mode(p)
             fields = self.header[1 + 4 * i:5 + 4 * i]
             fields[:3] = p.size, self.ids[i].size, _GRAD_MODES.index(mode)
             if mode == "sparse":
@@ -647,9 +693,9 @@ class _GradSlot:
             p = params[i]
             mode, touched = _GRAD_MODES[self.header[3 + 4 * i]], int(self.header[4 + 4 * i])
             if mode == "sparse":
-                add_grad(p, self._rows(i, p)[:touched], self.ids[i][:touched])
+                _add_grad(p, self._rows(i, p)[:touched], self.ids[i][:touched])
             elif mode == "dense":
-                add_grad(p, self.values[i])
+                _add_grad(p, self.values[i])
 
 
 class _SyncGroup:
@@ -683,7 +729,7 @@ class _SyncGroup:
     def _open(self, optimizer):
         params = optimizer.params
         for p in params:
-            grad_mode(p)                     # a CPU Parameter, or a clear error
+            _grad_mode(p)                    # a CPU Parameter, or a clear error
         self.optimizer, self.params = optimizer, params
         # Each Parameter is reduced and updated by one worker: the largest first, to the
         # least loaded worker, the same way in every worker and every run.
@@ -728,7 +774,7 @@ class _SyncGroup:
                 slot.add_into(self.params, self.owned)
             if self.reduction == "mean" and self.workers > 1:
                 for i in self.owned:
-                    scale_grad(self.params[i], 1.0 / self.workers)
+                    _scale_grad(self.params[i], 1.0 / self.workers)
             optimizer.step()                     # only the owned Parameters hold gradients
         self.barrier.wait()                      # nobody reads the Parameters mid-update
         optimizer.zero_grad()

@@ -76,9 +76,10 @@ cdef class Parameter(Leaf):
     cdef Py_ssize_t slab_rows        # the slab's capacity
     cdef Py_ssize_t n_touched
     cdef Py_ssize_t row_len
-    # Not NULL (set by the compiled training loop only): add_grad_rows applies plain SGD at rate *apply_lr to
-    # the value at once (see _step_rows) and keeps no gradient; `applied` records that a row
-    # moved since the optimizer's last step.
+    # Not NULL (set by the compiled training loop only, to the fused row update its optimizer
+    # offers: Optimizer.fused_row_rate): add_grad_rows steps each row by rate *apply_lr at once
+    # (see _step_rows) and keeps no gradient; `applied` records that a row moved since the
+    # optimizer's last step.
     cdef const double* apply_lr
     cdef bint applied
     # The thread whose compiled training loop uses this Parameter (0: none). Its gradient
@@ -148,7 +149,7 @@ cdef Variable as_variable(object x, Variable like)
 cdef int same_dtype(str op, Variable a, Variable b) except -1
 cdef int require_float(str op, object x, str argname) except -1
 cdef object device_ops()                  # the device ops a device package registered (register_devices)
-cdef tuple shared_handle_hooks(object handle)   # see register_shared_handles
+cdef object shared_array_of(object handle)   # see register_shared_handles
 cdef object device_optim()                # the device optimizer support it registered
 
 

@@ -1129,15 +1129,14 @@ cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint requires_grad, obje
     return 0
 
 
-cdef void step_scaled_rows_summing_repeats(floating* p, floating* slab, int32_t* slot_of,
-                                           int64_t* touched, const int64_t* ids, Py_ssize_t n,
-                                           const floating* x, const floating* coefs,
-                                           Py_ssize_t row_len, Py_ssize_t per_x,
-                                           double lr) noexcept nogil:
-    """Plain SGD of the gradient rows coefs[k] * x row k // per_x (Parameter.add_scaled_rows)
-    when some ids repeat: a row named once steps from x at once, as sgd_scaled_rows steps
-    it; a repeated row sums its scaled rows in order in a slab row first and takes one
-    step of the sum. The values of scaling the rows, summing them in a sparse gradient
+cdef void step_scaled_rows(floating* p, floating* slab, int32_t* slot_of, int64_t* touched,
+                           const int64_t* ids, Py_ssize_t n, const floating* x,
+                           const floating* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                           double lr, bint repeats) noexcept nogil:
+    """Plain SGD of the gradient rows coefs[k] * x row k // per_x (Parameter.add_scaled_rows),
+    each row stepped from x at once (sgd_scaled_rows) unless some ids repeat: then a row
+    named once steps so, and a repeated row sums its scaled rows in order in a slab row
+    first and takes one step of the sum. The values of scaling the rows, summing them in a sparse gradient
     and step(), bit for bit, with the slab holding only the repeated rows.
     slot_of holds -1 for every row on entry and on return; while it runs, FA_NAMED_ONCE
     (-2) marks a row named once, -3 - s a repeated row whose slab row s is not yet written, and s
@@ -1146,6 +1145,9 @@ cdef void step_scaled_rows_summing_repeats(floating* p, floating* slab, int32_t*
     cdef int64_t r
     cdef int32_t s
     cdef const floating* xk = x
+    if not repeats:
+        sgd_scaled_rows(p, x, coefs, ids, n, row_len, per_x, lr)
+        return
     for k in range(n):
         r = ids[k]
         if slot_of[r] == -1:
@@ -1192,12 +1194,12 @@ cdef class Parameter(Leaf):
     def __init__(self, data, dtype=None, name=None, device=None):
         _once(self)
         target = _parse_device(device)
-        hooks = shared_handle_hooks(data)
-        if hooks is not None and target is not None:
+        array_of = shared_array_of(data)
+        if array_of is not None and target is not None:
             raise ValueError(f"Parameter: a shared array lives in host memory; it cannot "
                              f"be a Parameter on {target} (Hogwild trains on the CPU)")
-        if hooks is not None:
-            arr = hooks[0](data)       # zero copy: the shared segment is the value
+        if array_of is not None:
+            arr = array_of(data)       # zero copy: the shared segment is the value
             if not isinstance(arr, np.ndarray):
                 raise TypeError(f"Parameter: the shared handle's array is a "
                                 f"{type(arr).__name__}, not a numpy array")
@@ -1314,28 +1316,18 @@ cdef class Parameter(Leaf):
         x without the scaled rows; otherwise as Variable.add_scaled_rows."""
         if self.apply_lr == NULL:
             return Variable.add_scaled_rows(self, ids, n, x, coefs, row_len, per_x, scratch)
-        if n > 1 and self._repeats(ids, n):
-            if self.slab_rows < n // 2:      # the most rows that can repeat
-                with gil:
-                    self._grow_slab_to(n // 2)
-            if self.f64:
-                step_scaled_rows_summing_repeats(<double*>self.val_ptr, <double*>self.slab_ptr,
-                                                 self.slot_of_ptr, self.touched_ptr, ids, n,
-                                                 <const double*>x, <const double*>coefs, row_len,
-                                                 per_x, self.apply_lr[0])
-            else:
-                step_scaled_rows_summing_repeats(<float*>self.val_ptr, <float*>self.slab_ptr,
-                                                 self.slot_of_ptr, self.touched_ptr, ids, n,
-                                                 <const float*>x, <const float*>coefs, row_len,
-                                                 per_x, self.apply_lr[0])
-            self.applied = True
-            return 0
+        cdef bint repeats = n > 1 and self._repeats(ids, n)
+        if repeats and self.slab_rows < n // 2:      # the most rows that can repeat
+            with gil:
+                self._grow_slab_to(n // 2)
         if self.f64:
-            sgd_scaled_rows(<double*>self.val_ptr, <const double*>x, <const double*>coefs, ids, n,
-                            row_len, per_x, self.apply_lr[0])
+            step_scaled_rows(<double*>self.val_ptr, <double*>self.slab_ptr, self.slot_of_ptr,
+                             self.touched_ptr, ids, n, <const double*>x, <const double*>coefs,
+                             row_len, per_x, self.apply_lr[0], repeats)
         else:
-            sgd_scaled_rows(<float*>self.val_ptr, <const float*>x, <const float*>coefs, ids, n,
-                            row_len, per_x, self.apply_lr[0])
+            step_scaled_rows(<float*>self.val_ptr, <float*>self.slab_ptr, self.slot_of_ptr,
+                             self.touched_ptr, ids, n, <const float*>x, <const float*>coefs,
+                             row_len, per_x, self.apply_lr[0], repeats)
         self.applied = True
         return 0
 
@@ -1537,28 +1529,27 @@ cdef object _device_ops = None           # registered: the device op implementat
 cdef object _device_optim = None         # registered: device optimizer state and clipping
 
 
-_shared_handles = {}    # handle type -> (array_of, step_clock_of or None), see register_shared_handles
+_shared_handles = {}    # handle type -> array_of, see register_shared_handles
 
 
-def register_shared_handles(handle_type, array_of, step_clock_of=None):
+def register_shared_handles(handle_type, array_of):
     """Let Parameters adopt a package's shared-memory handles without a copy (a package
     that shares arrays calls this when imported): `array_of(handle)` returns the host
-    numpy array that becomes the Parameter's value; `step_clock_of(handle)`, if given,
-    returns the clock an optimizer's `step()` paces the handle's syncs by, or None. The
-    handle also gives optimizers their state: `handle.state_array(key, fill)`."""
+    numpy array that becomes the Parameter's value. The handle also gives optimizers
+    their state: `handle.state_array(key, fill)`."""
     if not isinstance(handle_type, type) or not callable(array_of):
         raise TypeError("register_shared_handles: expected a type and a callable array_of(handle)")
-    _shared_handles[handle_type] = (array_of, step_clock_of)
+    _shared_handles[handle_type] = array_of
 
 
-cdef tuple shared_handle_hooks(object handle):
-    """(array_of, step_clock_of) registered for `handle`'s type or a base of it, else None."""
+cdef object shared_array_of(object handle):
+    """The array_of registered for `handle`'s type or a base of it, else None."""
     if handle is None:
         return None
     for cls in type(handle).__mro__:
-        hooks = _shared_handles.get(cls)
-        if hooks is not None:
-            return hooks
+        array_of = _shared_handles.get(cls)
+        if array_of is not None:
+            return array_of
     return None
 
 

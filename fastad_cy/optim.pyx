@@ -19,9 +19,9 @@ shape and dtype. A Parameter made from a shared handle (see
 graph.register_shared_handles) keeps them in shared memory as well
 (`p.shared.state_array(key, fill)`, with keys such as "Adam.exp_avg"), so
 Hogwild workers update one copy without locks. Step counts (Adam's bias
-correction, SGD's first momentum step) stay per process. A shared handle may
-also give a step clock (to sync a distributed run's replicas): `step()` then
-calls it every so many steps.
+correction, SGD's first momentum step) stay per process. The runner of a
+worker may give optimizers a step clock (`set_step_clocks`: fastad.distributed
+syncs a worker's replicas by it): `step()` then calls it every so many steps.
 
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
@@ -38,7 +38,7 @@ from libc.stdlib cimport calloc, malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, Parameter, shared_handle_hooks, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
+from fastad_cy.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                               check_unclaimed, mark_changed,
                               device_optim, device_of)
 from fastad_cy.loops cimport element_size, sgd_row_values
@@ -188,27 +188,36 @@ cdef cnp.ndarray _state_array(Parameter p, str key, double fill):
     return <cnp.ndarray>arr
 
 
-cdef object _step_clock(list params):
-    """The step clock of the first Parameter whose shared handle's type registered one
-    (`register_shared_handles`), else None: a callable `clock(steps)` that `step()`
-    calls after `steps` steps (1 the first time), returning how many steps to take
-    before its next call (an int >= 1)."""
-    cdef tuple hooks
-    for p in params:
-        hooks = shared_handle_hooks((<Parameter>p).shared)
-        if hooks is not None and hooks[1] is not None:
-            return hooks[1]((<Parameter>p).shared)
-    return None
+_clock_for = None      # the running worker's runner: clock_for(params) -> step clock or None
+
+
+def set_step_clocks(clock_for):
+    """Install (or, with None, remove) the step clocks of the runner of a worker: the
+    code that runs a worker function and paces its work by optimizer steps
+    (fastad.distributed's run installs its session's for the worker's run). An
+    Optimizer made meanwhile asks `clock_for(params)` for its step clock, or None for
+    none: a callable `clock(steps)` that `step()` (in fastad.train too) calls after
+    `steps` steps (1 the first time), returning how many steps to take before its next
+    call (an int >= 1)."""
+    global _clock_for
+    if clock_for is not None and not callable(clock_for):
+        raise TypeError(f"set_step_clocks: expected a callable clock_for(params) or None, "
+                        f"got {type(clock_for).__name__}")
+    _clock_for = clock_for
 
 
 # ------------------------------------------------------------------ kernels
 # One call updates n contiguous elements: a whole Parameter (dense gradient)
-# or one touched row (sparse gradient). The order of operations follows
-# torch.optim's single-tensor implementations.
+# or one touched row (sparse gradient), by the optimizer's element rule of
+# rules.h (torch.optim's single-tensor order of operations), its hyperparameters
+# read once into locals. Each kernel is written once over `floating`; an optimizer
+# keeps its float and double instances (span_f, span_d) and update_span picks one.
 
-cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n,
-                     double lr, double weight_decay, double momentum, double dampening,
-                     bint nesterov, bint first) noexcept nogil:
+cdef void sgd_span(Optimizer opt, floating* p, const floating* g, floating* buf, floating* unused,
+                   Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, weight_decay = (<SGD>opt).weight_decay
+    cdef double momentum = (<SGD>opt).momentum, dampening = (<SGD>opt).dampening
+    cdef bint nesterov = (<SGD>opt).nesterov, first = (<SGD>opt).first
     cdef floating lr_ = lr
     cdef Py_ssize_t i
     if momentum == 0 and weight_decay == 0:     # plain SGD: a loop gcc can vectorise
@@ -219,26 +228,82 @@ cdef void sgd_kernel(floating* p, const floating* g, floating* buf, Py_ssize_t n
         sgd_element(p, g, buf, i, lr, weight_decay, momentum, dampening, nesterov, first)
 
 
-cdef void adagrad_kernel(floating* p, const floating* g, floating* sums, Py_ssize_t n,
-                         double lr, double weight_decay, double eps) noexcept nogil:
+cdef void adagrad_span(Optimizer opt, floating* p, const floating* g, floating* sums,
+                       floating* unused, Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, weight_decay = (<Adagrad>opt).weight_decay, eps = (<Adagrad>opt).eps
     cdef Py_ssize_t i
     for i in range(n):
         adagrad_element(p, g, sums, i, lr, weight_decay, eps)
 
 
-cdef void adam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
-                      const FaAdamStep* c, double beta1, double beta2, double eps) noexcept nogil:
+cdef void adam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                    Py_ssize_t n) noexcept nogil:
+    cdef FaAdamStep c = (<Adam>opt).coefficients
+    cdef double beta1 = (<Adam>opt).beta1, beta2 = (<Adam>opt).beta2, eps = (<Adam>opt).eps
     cdef Py_ssize_t i
     for i in range(n):
-        adam_element(p, g, m, v, i, c, beta1, beta2, eps)
+        adam_element(p, g, m, v, i, &c, beta1, beta2, eps)
 
 
-cdef void rmsprop_kernel(floating* p, const floating* g, floating* sq, floating* buf, Py_ssize_t n,
-                         double lr, double alpha, double eps, double weight_decay,
-                         double momentum) noexcept nogil:
+cdef void rmsprop_span(Optimizer opt, floating* p, const floating* g, floating* sq, floating* buf,
+                       Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, alpha = (<RMSprop>opt).alpha, eps = (<RMSprop>opt).eps
+    cdef double weight_decay = (<RMSprop>opt).weight_decay, momentum = (<RMSprop>opt).momentum
     cdef Py_ssize_t i
     for i in range(n):
         rmsprop_element(p, g, sq, buf, i, lr, alpha, eps, weight_decay, momentum)
+
+
+cdef void adadelta_span(Optimizer opt, floating* p, const floating* g, floating* sq, floating* acc,
+                        Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, rho = (<Adadelta>opt).rho, eps = (<Adadelta>opt).eps
+    cdef double weight_decay = (<Adadelta>opt).weight_decay
+    cdef Py_ssize_t i
+    for i in range(n):
+        adadelta_element(p, g, sq, acc, i, lr, rho, eps, weight_decay)
+
+
+cdef void adamax_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* u,
+                      Py_ssize_t n) noexcept nogil:
+    cdef double step_size = (<Adamax>opt).step_size, beta1 = (<Adamax>opt).beta1
+    cdef double beta2 = (<Adamax>opt).beta2, eps = (<Adamax>opt).eps
+    cdef double weight_decay = (<Adamax>opt).weight_decay
+    cdef Py_ssize_t i
+    for i in range(n):
+        adamax_element(p, g, m, u, i, step_size, beta1, beta2, eps, weight_decay)
+
+
+cdef void radam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                     Py_ssize_t n) noexcept nogil:
+    cdef FaRAdamStep c = (<RAdam>opt).coefficients
+    cdef double lr = opt._lr, beta1 = (<RAdam>opt).beta1, beta2 = (<RAdam>opt).beta2
+    cdef double eps = (<RAdam>opt).eps
+    cdef Py_ssize_t i
+    for i in range(n):
+        radam_element(p, g, m, v, i, &c, lr, beta1, beta2, eps)
+
+
+cdef void nadam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                     Py_ssize_t n) noexcept nogil:
+    cdef FaNAdamStep c = (<NAdam>opt).coefficients
+    cdef double beta1 = (<NAdam>opt).beta1, beta2 = (<NAdam>opt).beta2, eps = (<NAdam>opt).eps
+    cdef Py_ssize_t i
+    for i in range(n):
+        nadam_element(p, g, m, v, i, &c, beta1, beta2, eps)
+
+
+cdef inline void update_span(Optimizer opt, char* value, const char* grad, char** state,
+                             Py_ssize_t offset, Py_ssize_t n, bint f64) noexcept nogil:
+    """Update n elements, the value and state from element `offset` on, with the span's
+    gradient at `grad`: the optimizer's kernel in the buffers' precision (a state slot
+    the optimizer does not keep is NULL)."""
+    cdef Py_ssize_t at = offset * element_size(f64)
+    cdef char* s0 = state[0] + at if opt.n_slots > 0 else NULL
+    cdef char* s1 = state[1] + at if opt.n_slots > 1 else NULL
+    if f64:
+        opt.span_d(opt, <double*>(value + at), <const double*>grad, <double*>s0, <double*>s1, n)
+    else:
+        opt.span_f(opt, <float*>(value + at), <const float*>grad, <float*>s0, <float*>s1, n)
 
 
 # --------------------------------------------------------------- Optimizer
@@ -255,9 +320,10 @@ cdef class Optimizer:
 
     `params` is an iterable of Parameters (each listed once, at least one).
     `lr` is a plain attribute that schedulers may change between steps.
-    A built-in subclass implements two C methods: `begin(step, sparse)`
-    computes the per-step coefficients of one Parameter, and `update(...)`
-    applies the kernel to one span of it (the whole buffer, or one touched row).
+    A built-in subclass implements a C method, `begin(step, sparse)`, which
+    computes the per-step coefficients of one Parameter, and a kernel over
+    `floating` (span_f, span_d) that updates one span of it (the whole buffer, or
+    one touched row).
     On a GPU, `device_kernel()` names its kernel in cuda/optim.cu instead.
 
     Example::
@@ -296,7 +362,7 @@ cdef class Optimizer:
             self._device_state = device_optim().DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
-        self.step_clock = _step_clock(self._params)
+        self.step_clock = _clock_for(list(self._params)) if _clock_for is not None else None
         self.has_clock = self.step_clock is not None
         self.clock_period = self.clock_countdown = 1
         self.slot_names = ()
@@ -339,6 +405,10 @@ cdef class Optimizer:
         with gil:
             raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
+    cdef const double* fused_row_rate(self) noexcept nogil:
+        """None by default: an optimizer with state or step counts updates a row in step()."""
+        return NULL
+
     cdef tuple device_kernel(self):
         """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
         suffix, its four double hyperparameters h0..h3, its int flag), and for an
@@ -347,19 +417,13 @@ cdef class Optimizer:
         raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
                         f"Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam or RAdam")
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        """Update n elements: the value and state from element `offset` on, with the
-        span's gradient at `grad`."""
-        pass
-
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
         """Update the rows rows[k] of a sparse gradient, whose row k is packed at
         grads + k * row_len elements (an optimizer may update them all in one loop)."""
         cdef Py_ssize_t k, width = row_len * element_size(f64)
         for k in range(n_rows):
-            self.update(value, grads + k * width, state, rows[k] * row_len, row_len, f64)
+            update_span(self, value, grads + k * width, state, rows[k] * row_len, row_len, f64)
 
     cpdef int step(self) except -1:
         """Update every Parameter that holds a gradient (dense: all of it; sparse:
@@ -413,7 +477,7 @@ cdef class Optimizer:
                 self.update_rows((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, rows,
                                  n_spans, span_len, (<Parameter>p).f64)
             elif n_spans:
-                self.update((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, 0,
+                update_span(self, (<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, 0,
                             span_len, (<Parameter>p).f64)
             if clear:
                 (<Parameter>p).clear_grad()
@@ -427,8 +491,8 @@ cdef class Optimizer:
     cdef int tick_clock(self) except -1:
         period = self.step_clock(self.clock_period)
         if isinstance(period, bool) or not isinstance(period, int) or period < 1:
-            raise TypeError(f"{type(self).__name__}.step: the step clock of a shared Parameter "
-                            f"returned {period!r}; expected an int >= 1")
+            raise TypeError(f"{type(self).__name__}.step: the step clock of the worker's runner "
+                            f"(set_step_clocks) returned {period!r}; expected an int >= 1")
         self.clock_period = self.clock_countdown = period
         return 0
 
@@ -592,6 +656,7 @@ cdef class SGD(Optimizer):
             raise ValueError(f"{who}: nesterov=True needs momentum > 0 and dampening = 0, got "
                              f"momentum={momentum!r}, dampening={dampening!r}")
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = sgd_span[float], sgd_span[double]
         if self.momentum != 0:
             self.init_state(("momentum_buffer",), (0.0,))
         else:
@@ -601,23 +666,17 @@ cdef class SGD(Optimizer):
         self.first = step == 1 and not sparse
         return 0
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            sgd_kernel(<double*>value + offset, <const double*>grad,
-                       <double*>state[0] + offset if self.n_slots else NULL, n, self._lr,
-                       self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
-        else:
-            sgd_kernel(<float*>value + offset, <const float*>grad,
-                       <float*>state[0] + offset if self.n_slots else NULL, n, self._lr,
-                       self.weight_decay, self.momentum, self.dampening, self.nesterov, self.first)
-
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
-        if self.momentum != 0 or self.weight_decay != 0:
+        cdef const double* rate = self.fused_row_rate()
+        if rate == NULL:
             Optimizer.update_rows(self, value, grads, state, rows, n_rows, row_len, f64)
-        else:
-            sgd_row_values(value, grads, rows, n_rows, row_len, self._lr, f64)
+        else:       # the row kernel a fused update runs inside backward (Parameter.add_grad_rows)
+            sgd_row_values(value, grads, rows, n_rows, row_len, rate[0], f64)
+
+    cdef const double* fused_row_rate(self) noexcept nogil:
+        """Plain SGD (no momentum, no weight decay) steps a row by its gradient alone."""
+        return &self._lr if self.momentum == 0 and self.weight_decay == 0 else NULL
 
     cdef tuple device_kernel(self):
         return ("sgd", (self.weight_decay, self.momentum, self.dampening, 0.0), int(self.nesterov))
@@ -648,19 +707,11 @@ cdef class Adagrad(Optimizer):
         self.initial_accumulator_value = _in_range(
             who, "initial_accumulator_value", initial_accumulator_value, 0.0, INFINITY, True)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adagrad_span[float], adagrad_span[double]
         self.init_state(("sum",), (self.initial_accumulator_value,))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            adagrad_kernel(<double*>value + offset, <const double*>grad,
-                           <double*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
-        else:
-            adagrad_kernel(<float*>value + offset, <const float*>grad,
-                           <float*>state[0] + offset, n, self._lr, self.weight_decay, self.eps)
 
     cdef tuple device_kernel(self):
         return ("adagrad", (self.weight_decay, self.eps, 0.0, 0.0), 0)
@@ -670,7 +721,29 @@ cdef class Adagrad(Optimizer):
                 "initial_accumulator_value": self.initial_accumulator_value}
 
 
-cdef class Adam(Optimizer):
+cdef class _MomentOptimizer(Optimizer):
+    """The hyperparameters that Adam, AdamW, Adamax, RAdam and NAdam share: the betas of
+    their moment averages, eps and weight_decay (not used directly)."""
+
+    cdef int set_moments(self, object lr, object betas, object eps,
+                         object weight_decay) except -1:
+        who = type(self).__name__
+        self._lr = _check_lr(who, lr)
+        self.beta1, self.beta2 = _check_betas(who, betas)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        return 0
+
+    cdef tuple device_hyper(self):
+        """h0..h3 of the device kernels: (beta1, beta2, eps, weight_decay)."""
+        return (self.beta1, self.beta2, self.eps, self.weight_decay)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "weight_decay": self.weight_decay}
+
+
+cdef class Adam(_MomentOptimizer):
     """Adam: `Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`.
 
     Dense rule (torch.optim.Adam): t += 1; d = g + weight_decay * p;
@@ -690,13 +763,10 @@ cdef class Adam(Optimizer):
         self._configure(params, lr, betas, eps, weight_decay, False)
 
     cdef int _configure(self, params, lr, betas, eps, weight_decay, bint decoupled) except -1:
-        who = type(self).__name__
-        self._lr = _check_lr(who, lr)
-        self.beta1, self.beta2 = _check_betas(who, betas)
-        self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.set_moments(lr, betas, eps, weight_decay)
         self.decoupled = decoupled
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adam_span[float], adam_span[double]
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
         return 0
 
@@ -705,23 +775,8 @@ cdef class Adam(Optimizer):
                                          self.weight_decay, self.decoupled)
         return 0
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            adam_kernel(<double*>value + offset, <const double*>grad,
-                        <double*>state[0] + offset, <double*>state[1] + offset, n,
-                        &self.coefficients, self.beta1, self.beta2, self.eps)
-        else:
-            adam_kernel(<float*>value + offset, <const float*>grad,
-                        <float*>state[0] + offset, <float*>state[1] + offset, n,
-                        &self.coefficients, self.beta1, self.beta2, self.eps)
-
     cdef tuple device_kernel(self):
-        return ("adam", (self.beta1, self.beta2, self.eps, self.weight_decay), int(self.decoupled))
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay}
+        return ("adam", self.device_hyper(), int(self.decoupled))
 
 
 cdef class AdamW(Adam):
@@ -760,6 +815,7 @@ cdef class RMSprop(Optimizer):
         self.weight_decay = _check_weight_decay(who, weight_decay)
         self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = rmsprop_span[float], rmsprop_span[double]
         if self.momentum != 0:
             self.init_state(("square_avg", "momentum_buffer"), (0.0, 0.0))
         else:
@@ -768,55 +824,12 @@ cdef class RMSprop(Optimizer):
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         return 0
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            rmsprop_kernel(<double*>value + offset, <const double*>grad,
-                           <double*>state[0] + offset,
-                           <double*>state[1] + offset if self.n_slots == 2 else NULL, n,
-                           self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
-        else:
-            rmsprop_kernel(<float*>value + offset, <const float*>grad,
-                           <float*>state[0] + offset,
-                           <float*>state[1] + offset if self.n_slots == 2 else NULL, n,
-                           self._lr, self.alpha, self.eps, self.weight_decay, self.momentum)
-
     cdef tuple device_kernel(self):
         return ("rmsprop", (self.alpha, self.eps, self.weight_decay, self.momentum), 0)
 
     def hyperparameters(self):
         return {"lr": self._lr, "alpha": self.alpha, "eps": self.eps,
                 "weight_decay": self.weight_decay, "momentum": self.momentum}
-
-
-cdef void adadelta_kernel(floating* p, const floating* g, floating* sq, floating* acc, Py_ssize_t n,
-                          double lr, double rho, double eps, double weight_decay) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        adadelta_element(p, g, sq, acc, i, lr, rho, eps, weight_decay)
-
-
-cdef void adamax_kernel(floating* p, const floating* g, floating* m, floating* u, Py_ssize_t n,
-                        double step_size, double beta1, double beta2, double eps,
-                        double weight_decay) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        adamax_element(p, g, m, u, i, step_size, beta1, beta2, eps, weight_decay)
-
-
-cdef void radam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
-                       const FaRAdamStep* c, double lr, double beta1, double beta2,
-                       double eps) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        radam_element(p, g, m, v, i, c, lr, beta1, beta2, eps)
-
-
-cdef void nadam_kernel(floating* p, const floating* g, floating* m, floating* v, Py_ssize_t n,
-                       const FaNAdamStep* c, double beta1, double beta2, double eps) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        nadam_element(p, g, m, v, i, c, beta1, beta2, eps)
 
 
 cdef bint _check_flag(str who, str name, object value) except -1:
@@ -846,21 +859,11 @@ cdef class Adadelta(Optimizer):
         self.eps = _check_eps(who, eps)
         self.weight_decay = _check_weight_decay(who, weight_decay)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adadelta_span[float], adadelta_span[double]
         self.init_state(("square_avg", "acc_delta"), (0.0, 0.0))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         return 0
-
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            adadelta_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
-                            <double*>state[1] + offset, n, self._lr, self.rho, self.eps,
-                            self.weight_decay)
-        else:
-            adadelta_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
-                            <float*>state[1] + offset, n, self._lr, self.rho, self.eps,
-                            self.weight_decay)
 
     cdef tuple device_kernel(self):
         return ("adadelta", (self.rho, self.eps, self.weight_decay, 0.0), 0)
@@ -869,7 +872,7 @@ cdef class Adadelta(Optimizer):
         return {"lr": self._lr, "rho": self.rho, "eps": self.eps, "weight_decay": self.weight_decay}
 
 
-cdef class Adamax(Optimizer):
+cdef class Adamax(_MomentOptimizer):
     """Adamax: `Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`.
 
     Dense rule (torch.optim.Adamax): t += 1; d = g + weight_decay * p;
@@ -885,38 +888,20 @@ cdef class Adamax(Optimizer):
     """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        who = "Adamax"
-        self._lr = _check_lr(who, lr)
-        self.beta1, self.beta2 = _check_betas(who, betas)
-        self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.set_moments(lr, betas, eps, weight_decay)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adamax_span[float], adamax_span[double]
         self.init_state(("exp_avg", "exp_inf"), (0.0, 0.0))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.step_size = fa_adamax_step_size(self._lr, step, self.beta1)
         return 0
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            adamax_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
-                          <double*>state[1] + offset, n, self.step_size, self.beta1, self.beta2,
-                          self.eps, self.weight_decay)
-        else:
-            adamax_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
-                          <float*>state[1] + offset, n, self.step_size, self.beta1, self.beta2,
-                          self.eps, self.weight_decay)
-
     cdef tuple device_kernel(self):
-        return ("adamax", (self.beta1, self.beta2, self.eps, self.weight_decay), 0)
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay}
+        return ("adamax", self.device_hyper(), 0)
 
 
-cdef class RAdam(Optimizer):
+cdef class RAdam(_MomentOptimizer):
     """RAdam: `RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     decoupled_weight_decay=False)`.
 
@@ -935,14 +920,11 @@ cdef class RAdam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  decoupled_weight_decay=False):
-        who = "RAdam"
-        self._lr = _check_lr(who, lr)
-        self.beta1, self.beta2 = _check_betas(who, betas)
-        self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
-        self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
+        self.set_moments(lr, betas, eps, weight_decay)
+        self.decoupled_weight_decay = _check_flag("RAdam", "decoupled_weight_decay",
                                                   decoupled_weight_decay)
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = radam_span[float], radam_span[double]
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
@@ -950,32 +932,19 @@ cdef class RAdam(Optimizer):
                                           self.weight_decay, self.decoupled_weight_decay)
         return 0
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            radam_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
-                         <double*>state[1] + offset, n, &self.coefficients, self._lr,
-                         self.beta1, self.beta2, self.eps)
-        else:
-            radam_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
-                         <float*>state[1] + offset, n, &self.coefficients, self._lr,
-                         self.beta1, self.beta2, self.eps)
-
     cdef tuple device_kernel(self):
-        return ("radam", (self.beta1, self.beta2, self.eps, self.weight_decay),
-                int(self.decoupled_weight_decay))
+        return ("radam", self.device_hyper(), int(self.decoupled_weight_decay))
 
     def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay,
-                "decoupled_weight_decay": bool(self.decoupled_weight_decay)}
+        return dict(_MomentOptimizer.hyperparameters(self),
+                    decoupled_weight_decay=bool(self.decoupled_weight_decay))
 
 
 # Below this, 1 - x is 1.0 exactly in double: NAdam's running product stops mattering.
 cdef double NADAM_NEGLIGIBLE_PRODUCT = 2.0 ** -60
 
 
-cdef class NAdam(Optimizer):
+cdef class NAdam(_MomentOptimizer):
     """NAdam: `NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     momentum_decay=4e-3, decoupled_weight_decay=False)`.
 
@@ -999,10 +968,7 @@ cdef class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  momentum_decay=4e-3, decoupled_weight_decay=False):
         who = "NAdam"
-        self._lr = _check_lr(who, lr)
-        self.beta1, self.beta2 = _check_betas(who, betas)
-        self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.set_moments(lr, betas, eps, weight_decay)
         self.momentum_decay = _in_range(who, "momentum_decay", momentum_decay, 0.0, INFINITY, True)
         self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
                                                   decoupled_weight_decay)
@@ -1011,6 +977,7 @@ cdef class NAdam(Optimizer):
         self.capacity = 64
         self.n_products = 1
         Optimizer.__init__(self, params)
+        self.span_f, self.span_d = nadam_span[float], nadam_span[double]
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
 
     cdef double mu_product(self, long long t) except -1.0 nogil:
@@ -1035,20 +1002,9 @@ cdef class NAdam(Optimizer):
                                           self.momentum_decay, product)
         return 0
 
-    cdef void update(self, char* value, const char* grad, char** state, Py_ssize_t offset,
-                     Py_ssize_t n, bint f64) noexcept nogil:
-        if f64:
-            nadam_kernel(<double*>value + offset, <const double*>grad, <double*>state[0] + offset,
-                         <double*>state[1] + offset, n, &self.coefficients, self.beta1,
-                         self.beta2, self.eps)
-        else:
-            nadam_kernel(<float*>value + offset, <const float*>grad, <float*>state[0] + offset,
-                         <float*>state[1] + offset, n, &self.coefficients, self.beta1,
-                         self.beta2, self.eps)
-
     cdef tuple device_kernel(self):
         # The device keeps P_t as a running product that nadam_product_step advances.
-        return ("nadam", (self.beta1, self.beta2, self.eps, self.weight_decay),
+        return ("nadam", self.device_hyper(),
                 int(self.decoupled_weight_decay), "nadam_product_step", (self.momentum_decay,))
 
     def load_state_dict(self, state):
@@ -1059,9 +1015,8 @@ cdef class NAdam(Optimizer):
         return self
 
     def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay, "momentum_decay": self.momentum_decay,
-                "decoupled_weight_decay": bool(self.decoupled_weight_decay)}
+        return dict(_MomentOptimizer.hyperparameters(self), momentum_decay=self.momentum_decay,
+                    decoupled_weight_decay=bool(self.decoupled_weight_decay))
 
 
 # ---------------------------------------------------------------- clipping

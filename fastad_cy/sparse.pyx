@@ -19,8 +19,8 @@ from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, on_device, device_ops, GRAD_SPARSE, GRAD_DENSE)
-from fastad_cy.loops cimport element_size, put_values, vec_zero, zero_values
+                              require_float, on_device, device_ops)
+from fastad_cy.loops cimport element_size, vec_zero, zero_values
 from fastad_cy.reduction import _normalize_axes
 from fastad_cy.shape import reshape as _reshape
 
@@ -445,85 +445,6 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     init_node(node, "embedding_bag", (t, ix) if offsets is None else (t, ix, offsets),
               (n_bags, node.row_len), t.f64)
     return finish(node)
-
-
-# ------------------------------------------------- gradients moved between processes
-# A synchronised parallel mode reads each worker's gradient (grad_mode, and
-# sparse_grad() or grad), and one process adds them all into its own Parameter.
-
-cdef int _require_host_parameter(str who, object p) except -1:
-    if not isinstance(p, Parameter):
-        raise TypeError(f"{who}: expected a Parameter, got {type(p).__name__}")
-    if (<Parameter>p).on_device:
-        raise ValueError(f"{who}: the Parameter is on {p.device}; this works on "
-                         f"CPU Parameters")
-    return 0
-
-
-def grad_mode(p):
-    """How CPU Parameter `p` holds its gradient: "none", "sparse" (rows only) or "dense"."""
-    _require_host_parameter("grad_mode", p)
-    return ("none", "sparse", "dense")[(<Parameter>p).grad_mode]
-
-
-cdef void scale(floating* x, Py_ssize_t n, floating factor) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        x[i] *= factor
-
-
-def add_grad(p, values, rows=None):
-    """Add `values` into CPU Parameter `p`'s gradient, as a backward pass would.
-
-    Without `rows`, `values` has p's shape and adds densely. With `rows` (int64
-    ids below p.shape[0]), `values` is (len(rows), row_len) and row k adds into
-    row rows[k] of a sparse gradient (repeated rows add; into a dense gradient
-    if p already holds one). `values` must have p's dtype and be C-contiguous.
-    """
-    _require_host_parameter("add_grad", p)
-    cdef Parameter param = <Parameter>p
-    if not isinstance(values, np.ndarray) or values.dtype != param._value.dtype \
-            or not values.flags.c_contiguous:
-        raise TypeError(f"add_grad: values must be a C-contiguous {param._value.dtype} array, got "
-                        f"{type(values).__name__} {getattr(values, 'dtype', '')}")
-    cdef cnp.ndarray arr = <cnp.ndarray>values
-    cdef cnp.ndarray ids
-    cdef bint add
-    if rows is None:
-        if values.shape != param._shape:
-            raise ValueError(f"add_grad: values have shape {values.shape}, expected the "
-                             f"Parameter's {param._shape}")
-        add = param.prepare_grad()
-        put_values(param.grad_ptr, <const char*>cnp.PyArray_DATA(arr), param.size, add, param.f64)
-        return
-    ids = np.ascontiguousarray(rows, dtype=np.int64)
-    if ids.ndim != 1 or values.shape != (ids.shape[0], param.row_len) or not param._shape:
-        raise ValueError(f"add_grad: rows of shape {np.shape(rows)} and values of shape "
-                         f"{values.shape} do not fit a Parameter of shape {param._shape}: "
-                         f"expected (n,) and (n, {param.row_len})")
-    if ids.size and (ids.min() < 0 or ids.max() >= param._shape[0]):
-        raise IndexError(f"add_grad: rows must be in [0, {param._shape[0]}), got "
-                         f"{ids.min()}..{ids.max()}")
-    param.add_grad_rows(<const int64_t*>cnp.PyArray_DATA(ids), ids.shape[0],
-                        <const char*>cnp.PyArray_DATA(arr), param.row_len)
-
-
-def scale_grad(p, double factor):
-    """Multiply CPU Parameter `p`'s gradient (dense, or the rows of a sparse one) by `factor`."""
-    _require_host_parameter("scale_grad", p)
-    cdef Parameter param = <Parameter>p
-    cdef Py_ssize_t n
-    cdef char* data
-    if param.grad_mode == GRAD_SPARSE:
-        data, n = param.slab_ptr, param.n_touched * param.row_len
-    elif param.grad_mode == GRAD_DENSE:
-        data, n = param.grad_ptr, param.size
-    else:
-        return
-    if param.f64:
-        scale(<double*>data, n, factor)
-    else:
-        scale(<float*>data, n, <float>factor)
 
 
 cdef inline void along(floating* x, const int64_t* ids, floating* y, Py_ssize_t outer,

@@ -16,11 +16,9 @@ from libc.math cimport cos, pi, floor, pow
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forward,
                               replay_plan_forward, seed_scalar_grad, replay_plan_backward,
                               claim_parameters, release_parameters)
-from fastad_cy.optim cimport Optimizer, SGD
+from fastad_cy.optim cimport Optimizer
 from fastad_cy.sampler cimport Sampler
 from fastad_cy.feeds import FeedSampler
-from fastad_cy.model_losses import GatherDot, RankingMargin
-from fastad_cy.sparse import Take
 
 
 # The learning-rate rules that run inside the loop; a scheduler names its rule and
@@ -113,30 +111,33 @@ cdef int _require_leaves_in_graph(Plan plan, Variable root, Sampler sampler) exc
     return 0
 
 
-_ROW_GATHERS = (Take, RankingMargin, GatherDot)     # the nodes that read a table only in forward
+cdef bint _gathers_rows(object node):
+    """Whether `node` is a row gather (`Take`, `RankingMargin`, `GatherDot`): it names the
+    tables it reads in `_row_sources()`, reads them only in forward, by the rows of its ids,
+    and its backward sends gradient rows to their add_grad_rows / add_scaled_rows."""
+    return hasattr(node, "_row_sources")
 
 
 cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
     """The Parameters whose update the loop applies as their gradient rows come.
 
-    With plain SGD (no momentum, no weight decay) a row's update needs only its
-    gradient, so a Parameter read by nothing but row gathers (`Take`,
-    `RankingMargin`, `GatherDot`: their backwards send rows and read no table) can take each
-    row's step inside backward: no slab, no separate step and zero_grad passes
-    over its rows. No pass reads it after the update: the gathers copied (or
-    used) its rows in forward.
+    When the optimizer offers a fused row update (`fused_row_rate()`: plain SGD, a row's
+    update needs only its gradient), a Parameter read by nothing but row gathers
+    (their backwards send rows and read no table) can take each row's step inside
+    backward: no slab, no separate step and zero_grad passes over its rows. No pass
+    reads it after the update: the gathers copied (or used) its rows in forward.
     The result is the same as step() after backward, to the last bit unless two
     gathers of one example take the same row: then the row takes one step per
     gather instead of one step of their sum (a row repeated within one gather
     is summed first, see Parameter._step_rows)."""
-    if type(opt) is not SGD or (<SGD>opt).momentum != 0 or (<SGD>opt).weight_decay != 0:
+    if opt.fused_row_rate() == NULL:
         return []
     trained = {id(p) for p in opt._params}
     readers = {}                  # id(Parameter) -> whether every node reading it is a gather
     for node in plan.fwd + [root]:
         for parent in (<Variable>node).parents:
             if isinstance(parent, Parameter):
-                readers[id(parent)] = readers.get(id(parent), True) and type(node) in _ROW_GATHERS
+                readers[id(parent)] = readers.get(id(parent), True) and _gathers_rows(node)
     return [p for p in plan.params if readers.get(id(p), False) and id(p) in trained
             and not (<Parameter>p).on_device]
 
@@ -147,7 +148,7 @@ cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
     position = {id(leaf): k for k, leaf in enumerate(sampler.leaves)}
     targets, seen = [], set()
     for node in plan.fwd + [root]:
-        if type(node) in _ROW_GATHERS:
+        if _gathers_rows(node):
             for ids, table in node._row_sources():
                 key = (position.get(id(ids)), id(table))
                 if key[0] is not None and not (<Variable>table).on_device and key not in seen:
@@ -208,8 +209,9 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
 
     For each example: the sampler writes it into the graph's leaves, then
     `loss.forward()`, `loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`,
-    with no Python in between. With plain SGD, a Parameter read only by row
-    gathers takes each row's step inside backward (see `_updated_as_produced`).
+    with no Python in between. When the optimizer offers a fused row update (plain
+    SGD does), a Parameter read only by row gathers takes each row's step inside
+    backward (see `_updated_as_produced`).
 
     loss       a one-element Variable built once over the sampler's leaves.
     optimizer  any fastad optimizer over the parameters to train (or any object
@@ -308,7 +310,7 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
         sampler.set_row_prefetches(_row_prefetches(plan, root, sampler))
         optimizer.zero_grad()
         for param in applied:
-            param.apply_lr = &fast_opt._lr
+            param.apply_lr = fast_opt.fused_row_rate()
         for epoch in range(epochs):
             sampler.begin_epoch(epoch)
             with nogil:

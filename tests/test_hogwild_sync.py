@@ -109,21 +109,28 @@ def test_run_checks_mode_and_reduce():
 
 
 def test_gradient_exchange_helpers_check_their_input():
-    from fastad_cy.sparse import add_grad, grad_mode, scale_grad
+    from fastad.hogwild import _add_grad, _grad_mode, _scale_grad
     p = fa.Parameter(np.zeros((3, 2)), dtype=np.float64)
-    assert grad_mode(p) == "none"
-    add_grad(p, np.ones((2, 2)), [2, 2])
-    assert grad_mode(p) == "sparse"
-    scale_grad(p, 0.5)
+    assert _grad_mode(p) == "none"
+    _add_grad(p, np.ones((2, 2)), np.array([2, 2]))
+    assert _grad_mode(p) == "sparse"
+    _scale_grad(p, 0.5)
+    assert _grad_mode(p) == "sparse"
     np.testing.assert_array_equal(p.grad, [[0, 0], [0, 0], [1, 1]])
-    add_grad(p, np.ones((3, 2)))
-    assert grad_mode(p) == "dense"
+    _add_grad(p, np.ones((3, 2)))
+    assert _grad_mode(p) == "dense"
     np.testing.assert_array_equal(p.grad, [[1, 1], [1, 1], [2, 2]])
-    with pytest.raises(IndexError, match=r"rows must be in \[0, 3\)"):
-        add_grad(p, np.ones((1, 2)), [3])
+    _scale_grad(p, 0.5)
+    np.testing.assert_array_equal(p.grad, [[0.5, 0.5], [0.5, 0.5], [1, 1]])
+    with pytest.raises(IndexError, match="out of range for a table with 3 rows"):
+        _add_grad(p, np.ones((1, 2)), np.array([3]))
     with pytest.raises(ValueError, match=r"values have shape \(2, 2\), expected .*\(3, 2\)"):
-        add_grad(p, np.ones((2, 2)))
-    with pytest.raises(TypeError, match="C-contiguous float64"):
-        add_grad(p, np.ones((3, 2), np.float32))
+        _add_grad(p, np.ones((2, 2)))
+    with pytest.raises(ValueError, match=r"values have shape \(1, 2\), expected .*\(3, 2\)"):
+        _add_grad(p, np.ones((1, 2)))          # no broadcasting into a dense gradient
     with pytest.raises(TypeError, match="expected a Parameter"):
-        grad_mode(fa.Input(np.zeros(2)))
+        _grad_mode(fa.Input(np.zeros(2)))
+    bias = fa.Parameter(np.zeros(3))                     # 1-D: rows of one value
+    _add_grad(bias, np.ones((2, 1), np.float32), np.array([0, 2]))
+    np.testing.assert_array_equal(bias.sparse_rows(), [0, 2])
+    np.testing.assert_array_equal(bias.grad, [1, 0, 1])

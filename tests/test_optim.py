@@ -7,6 +7,8 @@ import pytest
 import fastad as fa
 from fastad_cy.graph import register_shared_handles
 from fastad import optim
+from optim_helpers import (assert_dense_steps_match_torch, set_grad, sparse_grad, sparse_schedule,
+                           stepped_on_sparse_rows, summed_rows)
 
 F64 = np.float64
 
@@ -20,20 +22,6 @@ def torch():
 def torch_class(torch, cls):
     """torch.optim's optimizer of the same name as ours."""
     return getattr(torch.optim, cls.__name__)
-
-
-def set_grad(p, g):
-    """Make p's gradient exactly g (dense)."""
-    p.zero_grad()
-    (p * 1.0).backward(np.asarray(g, dtype=p.dtype))
-
-
-def sparse_grad(p, ids, rows):
-    """Add a sparse gradient: rows[k] into row ids[k] of p (repeated ids add)."""
-    take = getattr(fa, "take", None)
-    if take is None:
-        pytest.skip("fa.take (sparse gathers) is not merged yet")
-    take(p, fa.IndexInput(np.asarray(ids, dtype=np.int64))).backward(np.asarray(rows, dtype=p.dtype))
 
 
 OPTIMIZERS = [
@@ -60,28 +48,8 @@ IDS = [f"{cls.__name__}-{i}" for i, (cls, _) in enumerate(OPTIMIZERS)]
 
 @pytest.mark.parametrize("cls,kw", OPTIMIZERS, ids=IDS)
 def test_dense_steps_match_torch(cls, kw, torch):
-    tcls = torch_class(torch, cls)
-    rng = np.random.default_rng(0)
-    shapes = [(3, 4), (), (1, 5), (0, 3)]
-    inits = [rng.standard_normal(s) for s in shapes]
-    ps = [fa.Parameter(a, dtype=F64) for a in inits]
-    tps = [torch.tensor(a, requires_grad=True) for a in inits]
-    opt, topt = cls(ps, **kw), tcls(tps, **kw)
-    for step in range(7):
-        if step == 4:                           # a scheduler changes lr between steps
-            opt.lr = topt.param_groups[0]["lr"] = kw["lr"] / 2
-        for i, (p, tp) in enumerate(zip(ps, tps)):
-            if i == 1 and step in (2, 3):       # no gradient: skipped, like torch's grad=None
-                p.zero_grad()
-                tp.grad = None
-                continue
-            g = rng.standard_normal(p.shape)
-            set_grad(p, g)
-            tp.grad = torch.tensor(g)
-        opt.step()
-        topt.step()
-        for p, tp in zip(ps, tps):
-            np.testing.assert_allclose(p.value, tp.detach().numpy(), rtol=1e-12, atol=1e-14)
+    assert_dense_steps_match_torch(torch, cls, kw, lambda tps: torch_class(torch, cls)(tps, **kw),
+                                   steps=7)
 
 
 @pytest.mark.parametrize("cls,kw", OPTIMIZERS, ids=IDS)
@@ -354,37 +322,13 @@ ROW_LOCAL = [
 ]
 
 
-def sparse_schedule(rng, rows, dim, steps):
-    """[(ids, grad rows)] with repeats, rows untouched for several steps, and one never touched."""
-    schedule = []
-    for _ in range(steps):
-        ids = rng.integers(0, rows - 1, size=3)
-        schedule.append((ids, rng.standard_normal((3, dim))))
-    return schedule
-
-
-def summed_rows(ids, grads):
-    out = {}
-    for r, g in zip(ids, grads):
-        out[int(r)] = out.get(int(r), 0) + g
-    return out
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("cls,kw", ROW_LOCAL,
                          ids=[f"{c.__name__}-{i}" for i, (c, _) in enumerate(ROW_LOCAL)])
 def test_sparse_rows_follow_dense_rule_on_their_own_steps(cls, kw, dtype, torch):
     tcls = torch_class(torch, cls)
-    rng = np.random.default_rng(3)
-    rows, dim = 6, 4
-    init = rng.standard_normal((rows, dim))
-    w = fa.Parameter(init, dtype=dtype)
-    opt = cls([w], **kw)
-    schedule = sparse_schedule(rng, rows, dim, 8)
-    for ids, grads in schedule:
-        sparse_grad(w, ids, grads)
-        opt.step()
-        opt.zero_grad()
+    init, w, opt, schedule = stepped_on_sparse_rows(cls, kw, dtype, 8)
+    rows = len(init)
     for r in range(rows):
         tp = torch.tensor(init[r], requires_grad=True)
         topt = tcls([tp], **kw)
@@ -613,3 +557,30 @@ def test_scheduler_validation():
         optim.LinearWarmup(opt, 10, start_factor=1.5)
     with pytest.raises(TypeError, match="optimizer"):
         optim.StepLR(object(), 3)
+
+
+def test_the_runners_step_clocks_pace_the_optimizers_made_while_installed():
+    from fastad_cy.optim import set_step_clocks
+    calls, asked = [], []
+
+    def clock_for(params):
+        asked.append([p.name for p in params])
+        if params[0].name != "replica":
+            return None
+        return lambda steps: calls.append(steps) or 3      # call again after 3 steps
+
+    w, other = fa.Parameter(np.zeros(2), name="replica"), fa.Parameter(np.zeros(2), name="local")
+    set_step_clocks(clock_for)
+    try:
+        paced, unpaced = optim.SGD([w], lr=0.1), optim.SGD([other], lr=0.1)
+    finally:
+        set_step_clocks(None)
+    after = optim.SGD([w], lr=0.1)            # made once the runner removed its clocks
+    assert asked == [["replica"], ["local"]]
+    for _ in range(7):
+        for opt, p in ((paced, w), (unpaced, other), (after, w)):
+            set_grad(p, np.ones(2))
+            opt.step()
+    assert calls == [1, 3, 3]                 # after steps 1, 4 and 7, only for the replica's
+    with pytest.raises(TypeError, match="set_step_clocks: expected a callable"):
+        set_step_clocks(3)

@@ -10,6 +10,8 @@ import torch
 import fastad as fa
 from fastad import optim
 from loop_helpers import train_in_python
+from optim_helpers import (assert_dense_steps_match_torch, set_grad, sparse_grad,
+                           stepped_on_sparse_rows, summed_rows)
 
 F64 = np.float64
 
@@ -37,38 +39,15 @@ def torch_float64():
     torch.set_default_dtype(saved)
 
 
-def set_grad(p, g):
-    p.zero_grad()
-    (p * 1.0).backward(np.asarray(g, dtype=p.dtype))
-
-
 def torch_optimizer(cls, params, kw):
     return getattr(torch.optim, cls.__name__)(params, foreach=False, **kw)
 
 
 @pytest.mark.parametrize("cls,kw", OPTIMIZERS, ids=IDS)
 def test_dense_steps_match_torch(cls, kw):
-    rng = np.random.default_rng(0)
-    shapes = [(3, 4), (), (1, 5), (0, 3)]
-    inits = [rng.standard_normal(s) for s in shapes]
-    ps = [fa.Parameter(a, dtype=F64) for a in inits]
-    tps = [torch.tensor(a, requires_grad=True) for a in inits]
-    opt, topt = cls(ps, **kw), torch_optimizer(cls, tps, kw)
-    for step in range(25):                       # RAdam's rectified branch starts at step 6
-        if step == 4:                            # a scheduler changes lr between steps
-            opt.lr = topt.param_groups[0]["lr"] = kw["lr"] / 2
-        for i, (p, tp) in enumerate(zip(ps, tps)):
-            if i == 1 and step in (2, 3):        # no gradient: skipped, like torch's grad=None
-                p.zero_grad()
-                tp.grad = None
-                continue
-            g = rng.standard_normal(p.shape)
-            set_grad(p, g)
-            tp.grad = torch.tensor(g)
-        opt.step()
-        topt.step()
-        for p, tp in zip(ps, tps):
-            np.testing.assert_allclose(p.value, tp.detach().numpy(), rtol=1e-12, atol=1e-14)
+    # 25 steps: RAdam's rectified branch starts at step 6
+    assert_dense_steps_match_torch(torch, cls, kw, lambda tps: torch_optimizer(cls, tps, kw),
+                                   steps=25)
 
 
 def test_nadam_past_the_end_of_its_product_table_matches_torch():
@@ -109,22 +88,6 @@ def test_float32_tracks_float64(cls, kw):
 
 
 # ----------------------------------------------------------------- sparse rows
-
-def sparse_grad(p, ids, rows):
-    fa.take(p, fa.IndexInput(np.asarray(ids, dtype=np.int64))).backward(np.asarray(rows, dtype=p.dtype))
-
-
-def sparse_schedule(rng, rows, dim, steps):
-    """[(ids, grad rows)] with repeats; the last row is never touched."""
-    return [(rng.integers(0, rows - 1, size=3), rng.standard_normal((3, dim))) for _ in range(steps)]
-
-
-def summed_rows(ids, grads):
-    out = {}
-    for r, g in zip(ids, grads):
-        out[int(r)] = out.get(int(r), 0) + g
-    return out
-
 
 def nadam_product(kw, steps):
     """torch.optim.NAdam's mu_product after `steps` steps."""
@@ -172,16 +135,8 @@ def lazy_reference(cls, kw, init, schedule):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("cls,kw", OPTIMIZERS, ids=IDS)
 def test_sparse_rows_follow_the_documented_lazy_rule(cls, kw, dtype):
-    rng = np.random.default_rng(3)
-    rows, dim = 6, 4
-    init = rng.standard_normal((rows, dim))
-    w = fa.Parameter(init, dtype=dtype)
-    opt = cls([w], **kw)
-    schedule = sparse_schedule(rng, rows, dim, 10)
-    for ids, grads in schedule:
-        sparse_grad(w, ids, grads)
-        opt.step()
-        opt.zero_grad()
+    init, w, opt, schedule = stepped_on_sparse_rows(cls, kw, dtype, 10)
+    rows = len(init)
     expected = lazy_reference(cls, kw, init, schedule)
     tol = dict(rtol=1e-12, atol=1e-14) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(w.value, expected, **tol)

@@ -256,3 +256,23 @@ def test_errors_inside_the_loop_name_the_feed_row_and_bad_arguments_are_clear():
     x, row = fa.Input(np.zeros(2)), fa.IndexInput([0])
     with pytest.raises(TypeError, match="must hold real numbers"):
         fa.train(fa.sum(x * E[row]), opt, {x: np.array([["a", "b"]]), row: np.zeros(1, dtype=np.int64)})
+
+
+def test_the_fused_row_update_is_what_the_optimizer_offers_not_its_type():
+    """Two gathers of one row, each stepping it by less than half an ulp: fused inside
+    backward (each gather's step alone) the row stays 1.0, stepped after backward (one step
+    of their sum) it moves. A subclass of SGD offers the fused update as SGD does."""
+    class MySGD(fa.optim.SGD):
+        pass
+
+    def trained(make_optimizer):
+        W = fa.Parameter(np.ones((2, 1), dtype=np.float32))
+        a, b = fa.IndexInput([0]), fa.IndexInput([0])
+        loss = (W[a] * 2e-8).sum() + (W[b] * 2e-8).sum()
+        row0 = np.zeros((1, 1), np.int64)
+        fa.train(loss, make_optimizer([W]), {a: row0, b: row0})
+        return W.value[0, 0]
+
+    assert trained(lambda ps: fa.optim.SGD(ps, lr=1.0)) == 1.0
+    assert trained(lambda ps: MySGD(ps, lr=1.0)) == 1.0
+    assert trained(lambda ps: fa.optim.SGD(ps, lr=1.0, momentum=0.5)) == np.float32(1 - 4e-8)

@@ -92,18 +92,17 @@ class DeviceState:
 
         An update that keeps one running float64 per Parameter (NAdam's product)
         names, after the flag, the kernel that advances it after each count_step and
-        the extra doubles it and the update take: `running` (starting at 1) and those
-        doubles then follow the flag in every launch."""
+        the extra double (h4) it and the update take. Every update kernel takes
+        `running` (starting at 1, unread by the others) and h4 (0) after the flag."""
         name, hyper, flag = kernel[:3]
         self.dense_kernel, self.rows_kernel = name + "_dense", name + "_rows"
         self.hyper = tuple(np.float64(h) for h in hyper)
         self.flag = np.int32(flag)
         b = self.backend
-        self.running_kernel, self.extra = None, ()
-        if len(kernel) > 3:
-            self.running_kernel = kernel[3]
-            self.running = b.from_host(np.ones(len(self.params), dtype=np.float64))
-            self.extra = (self.running,) + tuple(np.float64(h) for h in kernel[4])
+        self.running_kernel = kernel[3] if len(kernel) > 3 else None
+        self.running = b.from_host(np.ones(len(self.params), dtype=np.float64))
+        h4 = kernel[4] if len(kernel) > 3 else (0.0,)
+        self.extra = (self.running,) + tuple(np.float64(h) for h in h4)
         self.state, self._launch_state = [], []
         for p in self.params:
             value = p.value
