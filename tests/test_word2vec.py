@@ -313,23 +313,23 @@ def test_hogwild_workers_claim_the_blocks_a_slow_worker_leaves(monkeypatch):
     other has finished, the other walks the whole corpus (with fixed shards it would
     train its half only, and the late one the other half alone at the end)."""
     import threading
-    import fastad.word2vec as w2v
+    from fastad.models import runner, word2vec as w2v
     monkeypatch.setattr(w2v, "BLOCK_TOKENS", 40)
     first_done, items = threading.Event(), {}
-    train_epoch = w2v._train_epoch
+    run_worker = runner.run_worker
 
     def held_back(rank, *args):
         if rank == 1:
             first_done.wait(60)
         try:
-            result = train_epoch(rank, *args)
-            items[rank] = result[1]
+            result = run_worker(rank, *args)
+            items[rank] = result["examples"]
             return result
         finally:
             if rank == 0:
                 first_done.set()
 
-    monkeypatch.setattr(w2v, "_train_epoch", held_back)
+    monkeypatch.setattr(runner, "run_worker", held_back)
     corpus = topics_corpus()
     settings = dict(dim=8, window=3, negative=2, min_count=1, sample=0, epochs=1, seed=1)
     model = fa.models.Word2Vec(**settings, workers=2).fit(corpus, start_method="threads")
