@@ -18,7 +18,8 @@ from fastad_cy.shape import reshape
 from fastad_cy.sparse import gather_dot, take
 from fastad import hogwild
 from fastad.cuda import check_device
-from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, check_sizes
+from fastad.checks import (check_callable, check_choice, check_flag, check_int, check_number, check_sizes,
+                           look_up)
 from fastad.io import load, save, write_atomically
 from fastad.models.runner import EpochRunner, RunSettings
 
@@ -228,11 +229,8 @@ class Word2Vec:
         return self.vectors[self._id(word, "vector")].copy()
 
     def _id(self, word, who):
-        try:
-            return self.index[word]
-        except KeyError:
-            raise KeyError(f"Word2Vec.{who}: {word!r} is not in the vocabulary "
-                           f"({len(self.words)} words, min_count={self.min_count})") from None
+        return look_up(self.index, word, lambda: f"Word2Vec.{who}: {word!r} is not in the vocabulary "
+                                                 f"({len(self.words)} words, min_count={self.min_count})")
 
     def _unit(self):
         norms = np.linalg.norm(self.vectors, axis=1, keepdims=True)
