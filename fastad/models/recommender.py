@@ -83,9 +83,10 @@ class Recommender(Module):
 
     @classmethod
     def _around(cls, config, weights):
-        """The model of `config` over `weights` ({dotted name: array}, shared zero-copy), as a
-        Hogwild worker rebuilds it. A subclass whose constructor takes its weights overrides
-        this, so that no worker draws an initialisation only to throw it away."""
+        """The model of `config` over `weights` ({dotted name: array or Hogwild handle, adopted
+        zero-copy}), as each worker of `fit` rebuilds it. A subclass whose constructor takes
+        its weights overrides this, so that no worker draws an initialisation only to throw
+        it away."""
         return _share_parameters(cls(**config), weights)
 
     def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):

@@ -28,14 +28,9 @@ from fastad import hogwild
 from fastad.checks import check_choice
 from fastad.optim import SGD, Adagrad, Adam, LinearDecay
 
-__all__ = ["OPTIMIZERS", "make_optimizer", "RunSettings", "EpochRunner", "run_worker"]
+__all__ = ["OPTIMIZERS", "RunSettings", "EpochRunner", "run_worker"]
 
-OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}
-
-
-def make_optimizer(who, name, parameters, lr):
-    """The fastad optimizer called `name` ("sgd", "adagrad" or "adam") over `parameters`."""
-    return OPTIMIZERS[check_choice(who, "optimizer", name, sorted(OPTIMIZERS))](parameters, lr=lr)
+OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}     # RunSettings.optimizer names
 
 
 @dataclass(frozen=True)
@@ -62,11 +57,11 @@ class RunSettings:
     device: str = "cpu"
     optimizer: str = "sgd"
     lr: float = 0.05
-    min_lr: float = None
+    min_lr: float | None = None
     epochs: int = 1
     schedule_every: int = 1
     first_epoch: int = 0
-    epoch_examples: int = None
+    epoch_examples: int | None = None
 
     @property
     def report_every(self):
@@ -84,7 +79,7 @@ class RunSettings:
 
 
 class EpochRunner:
-    """Trains `model`'s epochs over `weights` (its `weights()`) as `settings` say:
+    """Trains `model`'s epochs over `weights` ({name: numpy array}) as `settings` say:
     `with EpochRunner(...) as runner: losses = runner.run(range(...))`.
 
     One worker on the CPU trains the arrays themselves with one graph and optimizer
@@ -179,14 +174,14 @@ class _Worker:
     def __init__(self, model, weights, settings, rank=0):
         self.settings = settings
         self.graph = model.worker_graph(weights, settings, rank)
-        self.optimizer = make_optimizer(settings.who, settings.optimizer,
-                                        list(self.graph.parameters.values()), settings.lr)
+        optimizer = OPTIMIZERS[check_choice(settings.who, "optimizer", settings.optimizer, sorted(OPTIMIZERS))]
+        self.optimizer = optimizer(list(self.graph.parameters.values()), lr=settings.lr)
 
     def run(self, epochs, progress_of):
         """Train `epochs`; `progress_of(epoch)` gives the epoch's `progress(steps)` or None."""
         start, losses, examples = time.perf_counter(), [], 0
+        train_epoch = self._train_on_cpu if self.settings.device == "cpu" else self._train_on_device
         for epoch in epochs:
-            train_epoch = self._train_on_cpu if self.settings.device == "cpu" else self._train_on_device
             mean, data = train_epoch(epoch, progress_of(epoch))
             loss, n = self.graph.epoch_loss(mean, data)
             losses.append(loss)

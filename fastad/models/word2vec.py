@@ -379,8 +379,8 @@ class Word2Vec:
 @dataclass(frozen=True)
 class _Corpus:
     """What a worker of `Word2Vec.fit` builds its graph and draws its examples from
-    (picklable: `EpochRunner` sends it to Hogwild processes): the settings of
-    `_example_graph` and `_sampler`, and the encoded corpus."""
+    (picklable: `EpochRunner` sends it to Hogwild processes): the settings of its graph
+    (`_example_graph`) and sampler, and the encoded corpus."""
     settings: dict
     tokens: np.ndarray
     ends: np.ndarray
@@ -412,16 +412,23 @@ class _WindowGraph:
         self.corpus, self.rank, self.vocab_size = corpus, rank, W.shape[0]
 
     def _sampler(self, leaves, epoch):
-        claim = None if self.claims is None else self.claims[epoch:epoch + 1]
-        corpus = self.corpus
-        return _sampler(corpus.settings, corpus.tokens, corpus.ends, leaves, epoch, self.vocab_size,
-                        self.rank, claim)
+        """The compiled window sampler over `leaves` (the graph's, or host ones like them) for
+        this rank's epoch: the whole corpus in order, or the blocks it claims."""
+        settings = self.corpus.settings
+        common = dict(sentence_ends=self.corpus.ends, window=settings["window"], sample=settings["sample"],
+                      vocab_size=self.vocab_size, seed=[settings["seed"], epoch], rank=self.rank,
+                      workers=settings["workers"], mask=leaves[-1] if settings["batch"] > 1 else None)
+        if self.claims is not None:
+            common.update(claim=self.claims[epoch:epoch + 1], block_tokens=BLOCK_TOKENS)
+        core = leaves[:-1] if settings["batch"] > 1 else leaves
+        return (SkipGramSampler if settings["sg"] else CbowSampler)(self.corpus.tokens, *core, **common)
 
     def epoch_data(self, epoch):
         return self._sampler(self.leaves, epoch)
 
     def epoch_loss(self, mean, sampler):
-        items = _items(sampler)
+        # the skip-gram pairs or CBOW centres the sampler drew
+        items = sampler.epoch_pairs if isinstance(sampler, SkipGramSampler) else sampler.epoch_centres
         return (mean * sampler.epoch_examples / items if items else math.nan), items
 
     def device_sampler(self, epoch):
@@ -432,11 +439,6 @@ class _WindowGraph:
 
     def device_feeds(self, drawn):
         return dict(zip(self.leaves, drawn))
-
-
-def _items(sampler):
-    """The skip-gram pairs or CBOW centres the sampler drew in its (last) epoch."""
-    return sampler.epoch_pairs if isinstance(sampler, SkipGramSampler) else sampler.epoch_centres
 
 
 def _example_graph(W, C, settings, device="cpu"):
@@ -470,18 +472,3 @@ def _example_graph(W, C, settings, device="cpu"):
         return leaves, bce_with_logits(scores, labels, reduction="sum")
     mask = Input(np.ones((b, 1), dtype=np.float32), device=device)
     return leaves + (mask,), fa_sum(bce_with_logits(scores, labels, reduction="none") * mask)
-
-
-def _sampler(settings, tokens, ends, leaves, epoch, vocab_size, rank=0, claim=None):
-    """The compiled window sampler of `settings` over `leaves` (those of `_example_graph`,
-    on the CPU), for one epoch of worker `rank`: the whole corpus in order, or with
-    `claim` (the workers' shared counter) the blocks it claims."""
-    common = dict(sentence_ends=ends, window=settings["window"], sample=settings["sample"],
-                  vocab_size=vocab_size, seed=[settings["seed"], epoch], rank=rank,
-                  workers=settings["workers"], mask=leaves[-1] if settings["batch"] > 1 else None)
-    if claim is not None:
-        common.update(claim=claim, block_tokens=BLOCK_TOKENS)
-    elif settings["workers"] > 1:
-        raise ValueError("_sampler: workers > 1 walk the corpus in claimed blocks; give claim")
-    core = leaves[:-1] if settings["batch"] > 1 else leaves
-    return (SkipGramSampler if settings["sg"] else CbowSampler)(tokens, *core, **common)
