@@ -62,6 +62,20 @@ def test_cbow_and_two_workers_learn_the_topics_too():
         assert all(w.startswith("b") for w in near), (sg, workers, near)
 
 
+def test_every_epoch_of_hogwild_workers_walks_the_corpus_and_reports_progress():
+    """Each epoch has its own claim counter: a later epoch's workers find every block
+    unclaimed (a counter left at the end of the corpus would give them nothing to train,
+    and the epoch a nan loss). One worker or two, `progress` hears of the examples."""
+    corpus = topics_corpus()
+    for workers in (1, 2):
+        done = []
+        model = fa.models.Word2Vec(dim=8, window=3, negative=2, min_count=1, sample=0, epochs=3, seed=1,
+                                   workers=workers).fit(corpus, start_method="threads",
+                                                        progress=lambda n, rate: done.append(n))
+        assert len(model.history) == 3 and np.all(np.isfinite(model.history)), workers
+        assert done and max(done) > 0, workers
+
+
 @pytest.mark.parametrize("sg", [True, False])
 def test_batched_fit_learns_the_topics_as_the_per_example_fit(sg):
     # 16 examples a step (their gradients applied together) against one: the same topics,
