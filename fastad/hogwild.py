@@ -54,7 +54,8 @@ from fastad_cy.sparse import add_grad, grad_mode, scale_grad
 from fastad.checks import check_choice, look_up
 
 __all__ = ["share", "run", "sync_step", "report", "progress_bar", "ArrayHandle", "SharedArray",
-           "SharedArrays", "InProcessArray", "InProcessArrays", "share_for", "in_place", "WorkerError", "start_methods"]
+           "SharedArrays", "InProcessArray", "InProcessArrays", "share_for", "in_place", "WorkerError",
+           "start_methods"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"

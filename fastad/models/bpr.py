@@ -7,7 +7,7 @@ import numpy as np
 from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.samplers import FeedSampler, PairwiseSampler
 from fastad_cy.sparse import ranking_loss
-from fastad.checks import check_flag, check_seed, check_sizes
+from fastad.checks import check_flag, check_int, check_seed, check_sizes
 from fastad.models.recommender import Recommender, _check_scale, _share_parameters
 from fastad.models.runner import RunSettings, run_worker
 
@@ -122,9 +122,10 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
     >>> with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
     ...     fa.hogwild.run(bpr_hogwild_worker, workers=2, args=(shared, train, 2))
     """
-    settings = RunSettings(who="bpr_hogwild_worker", batch=1, workers=workers, optimizer=optimizer,
-                           lr=lr)
-    return run_worker(rank, shared, settings, _TripleShards(triples, seed), range(epochs))
+    who = "bpr_hogwild_worker"
+    settings = RunSettings(who=who, batch=1, workers=workers, optimizer=optimizer, lr=lr)
+    return run_worker(rank, shared, settings, _TripleShards(triples, seed),
+                      range(check_int(who, "epochs", epochs, minimum=0)))
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,8 @@ class Recommender(Module):
     and `item_vectors()` (numpy rows whose dot product is the score),
     `item_biases()` (an (n_items,) array added to every score, or None) and
     `config()` (the constructor's keyword arguments, without weights, for
-    Hogwild workers to rebuild the model around shared arrays).
+    each worker of `fit`, and its copy on a device, to rebuild the model
+    around the weights it trains).
 
     `liked` holds the interactions of the last `fit` (canonical CSR), which
     `recommend` filters out by default.

@@ -174,8 +174,8 @@ class _Worker:
     def __init__(self, model, weights, settings, rank=0):
         self.settings = settings
         self.graph = model.worker_graph(weights, settings, rank)
-        optimizer = OPTIMIZERS[check_choice(settings.who, "optimizer", settings.optimizer, sorted(OPTIMIZERS))]
-        self.optimizer = optimizer(list(self.graph.parameters.values()), lr=settings.lr)
+        name = check_choice(settings.who, "optimizer", settings.optimizer, sorted(OPTIMIZERS))
+        self.optimizer = OPTIMIZERS[name](list(self.graph.parameters.values()), lr=settings.lr)
 
     def run(self, epochs, progress_of):
         """Train `epochs`; `progress_of(epoch)` gives the epoch's `progress(steps)` or None."""

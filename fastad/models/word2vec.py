@@ -179,8 +179,8 @@ class Word2Vec:
             n = len(self.words)
             W = _initial_vectors(rng, n, self.dim)
             C = np.zeros((n, self.dim), dtype=np.float32)
-            W, C, history = self._train(W, C, tokens, ends, callback, device, batch_size,
-                                        start_method, progress)
+            history = self._train(W, C, tokens, ends, callback, device, batch_size, start_method,
+                                  progress)
         except BaseException:
             self.words, self.index, self.counts = vocabulary
             raise
@@ -188,7 +188,7 @@ class Word2Vec:
         return self
 
     def _train(self, W, C, tokens, ends, callback, device, batch_size, start_method, progress):
-        """Train W and C in place for every epoch: (W, C, the epochs' mean losses)."""
+        """Train W and C in place for every epoch; returns the epochs' mean losses."""
         weights = {"W": W, "C": C}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
             weights["claim"] = np.zeros(self.epochs, dtype=np.float64)
@@ -205,7 +205,7 @@ class Word2Vec:
                 history.append(loss)
                 if callback is not None:
                     callback(epoch, loss, tokens.size / (time.perf_counter() - start))
-        return W, C, history
+        return history
 
     def _settings(self):
         return {"dim": self.dim, "window": self.window, "negative": self.negative, "sample": self.sample,
