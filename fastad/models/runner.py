@@ -223,7 +223,8 @@ class _Worker:
             optimizer.step()
             # summed on the device: no copy to the host per batch
             total = graph.loss.value.astype(np.float64) if total is None else total + graph.loss.value
-            before = sampler.progress()
+            if rule is not None:
+                before = sampler.progress()
             if progress is not None and steps % settings.report_every == 0:
                 progress(steps)
         if progress is not None and steps % settings.report_every:
