@@ -179,17 +179,13 @@ class Recommender(Module):
                                device=device, optimizer=optimizer, lr=lr, first_epoch=1,
                                epoch_examples=_trained_per_epoch(samples, batch_size, workers))
         weights = {name: p.value for name, p in self.named_parameters()}
-        # without a callback, Hogwild workers run every epoch in one go (no process start per epoch),
-        # and a device copies the weights back once
-        runs = ([range(1, epochs + 1)] if callback is None else
-                [range(epoch, epoch + 1) for epoch in range(1, epochs + 1)])
         losses = []
         with EpochRunner(fitting, weights, settings, progress) as runner:
-            for epoch_range in runs:
-                for epoch, loss in zip(epoch_range, runner.run(epoch_range)):
-                    losses.append(loss)
-                    if callback is not None:
-                        callback(epoch, loss)
+            # without a callback, every epoch in one run (Hogwild processes start once)
+            for epoch, loss in runner.each(range(1, epochs + 1), together=callback is None):
+                losses.append(loss)
+                if callback is not None:
+                    callback(epoch, loss)
         return losses
 
     def scores(self, user_ids):

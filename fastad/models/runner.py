@@ -80,7 +80,7 @@ class RunSettings:
 
 class EpochRunner:
     """Trains `model`'s epochs over `weights` ({name: numpy array}) as `settings` say:
-    `with EpochRunner(...) as runner: losses = runner.run(range(...))`.
+    `with EpochRunner(...) as runner: for epoch, loss in runner.each(range(...)): ...`.
 
     One worker on the CPU trains the arrays themselves with one graph and optimizer
     for the whole fit; workers > 1 train them in threads (in place) or in processes
@@ -109,8 +109,15 @@ class EpochRunner:
             self.shared.close()
         return False
 
-    def run(self, epochs):
-        """Train `epochs` (a range of epoch numbers); returns their mean losses per example."""
+    def each(self, epochs, together=False):
+        """(epoch, its mean loss per example) for each of `epochs` (a range of epoch numbers),
+        as each ends; or, `together`, all of them in one run (Hogwild processes start once, a
+        device copies the weights back once), yielded when it ends."""
+        for run in [epochs] if together else [range(epoch, epoch + 1) for epoch in epochs]:
+            yield from zip(run, self._run(run))
+
+    def _run(self, epochs):
+        """Train `epochs` (a range); returns their mean losses per example."""
         if self.worker is not None:
             results = [self.worker.run(epochs, self._reporter)]
             if self.settings.device != "cpu":

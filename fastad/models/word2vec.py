@@ -199,12 +199,12 @@ class Word2Vec:
         corpus = _Corpus(dict(self._settings(), batch=batch_size), tokens, ends)
         history = []
         with EpochRunner(corpus, weights, settings, progress) as runner:
-            for epoch in range(self.epochs):
-                start = time.perf_counter()
-                loss, = runner.run(range(epoch, epoch + 1))
+            start = time.perf_counter()
+            for epoch, loss in runner.each(range(self.epochs)):
                 history.append(loss)
                 if callback is not None:
                     callback(epoch, loss, tokens.size / (time.perf_counter() - start))
+                start = time.perf_counter()
         return history
 
     def _settings(self):
