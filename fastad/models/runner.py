@@ -84,8 +84,8 @@ class EpochRunner:
 
     One worker on the CPU trains the arrays themselves with one graph and optimizer
     for the whole fit; workers > 1 train them in threads (in place) or in processes
-    (a copy in shared memory, copied back after each `run`); a device trains a copy
-    there, copied back after each `run`. `progress(examples_done, examples_per_second)`
+    (a copy in shared memory, copied back after each run of epochs); a device trains a
+    copy there, copied back after each run. `progress(examples_done, examples_per_second)`
     is called during training.
     """
 
