@@ -97,3 +97,12 @@ def check_callable(who, name, value):
     if value is not None and not callable(value):
         raise TypeError(f"{who}: {name} must be callable or None, got {_got(value)}")
     return value
+
+
+def look_up(mapping, key, missing):
+    """`mapping[key]`, or a KeyError whose message is `missing()` (a callable, so that a key
+    that is there costs no message), raised without the lookup's own KeyError attached."""
+    try:
+        return mapping[key]
+    except KeyError:
+        raise KeyError(missing()) from None

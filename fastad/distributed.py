@@ -100,7 +100,6 @@ __all__ = ["share", "restore", "run", "sync", "DistributedArray", "DistributedAr
            "WorkerError"]
 
 _FORMAT = "fastad-distributed-shard-1"
-_KEY = re.compile(r"[^/]{1,128}")
 _STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _SHARD_FILE = re.compile(r"shard-(\d+)-of-(\d+)\.npz")
 _HOST_PORT = re.compile(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d{1,5})")
@@ -646,9 +645,10 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
           address=None):
     """Put float arrays in parameter shards on Ray: `with share({...}) as shared:`.
 
-    `arrays` maps names (non-empty, without "/") to float32 or float64 arrays
-    of any shape; each is split by rows (first axis) into `shards` contiguous
-    blocks, shard i holding block i of every array. Returns a
+    `arrays` maps names (str of 1 to 128 characters without "/", as for
+    `fa.hogwild.share`) to float32 or float64 arrays of any shape; each is
+    split by rows (first axis) into `shards` contiguous blocks, shard i
+    holding block i of every array. Returns a
     `DistributedArrays` mapping name -> `DistributedArray` to pass to `run`.
     Leaving the `with` block (or `close()`) ends the shards.
 
@@ -675,19 +675,9 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                                args=(shared, triples, 2))
             U = shared["U"].numpy()
     """
-    if not hasattr(arrays, "items"):
-        raise TypeError(f"share: expected a dict of name -> array, got {type(arrays).__name__}")
+    sources = hogwild.check_shareable(arrays)
     shards, shard_restarts = _check_options("share", shards, checkpoint_dir, checkpoint_every,
                                             shard_restarts)
-    sources = {}
-    for key, value in arrays.items():
-        if not isinstance(key, str) or not _KEY.fullmatch(key):
-            raise TypeError(f"share: names must be non-empty str without '/', got {key!r}")
-        array = np.asarray(value)
-        if array.dtype not in (np.float32, np.float64):
-            raise TypeError(f"share: {key!r} has dtype {array.dtype}; expected float32 or float64 "
-                            f"(convert it with .astype(np.float32))")
-        sources[key] = array
     return _share(sources, {}, shards, checkpoint_dir, checkpoint_every, shard_restarts, address)
 
 

@@ -50,15 +50,17 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 
 from fastad_cy.graph import IndexInput, Parameter, enable_grad, register_shared_handles
-from fastad.checks import check_choice
+from fastad.checks import check_choice, look_up
 
-__all__ = ["share", "run", "sync_step", "report", "progress_bar", "SharedArray", "SharedArrays",
-           "InProcessArray", "InProcessArrays", "share_for", "in_place", "WorkerError", "start_methods"]
+__all__ = ["share", "run", "sync_step", "report", "progress_bar", "ArrayHandle", "SharedArray",
+           "SharedArrays", "InProcessArray", "InProcessArrays", "share_for", "in_place", "WorkerError",
+           "start_methods"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
 _OWNED_NAME = re.compile(r"fastad_(\d+)_(\d+)_")
 _STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ARRAY_NAME = re.compile(r"[^/]{1,128}")    # a shared array's name: fa.distributed keys shard tables by it
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _COUNTER_STRIDE = 8        # int64 slots between two ranks' counters: one 64-byte cache line each
 _TERMINATE_GRACE_S = 5.0   # after SIGTERM, how long a worker may take before SIGKILL
@@ -187,13 +189,75 @@ def _free_block(block):
 _handles = weakref.WeakValueDictionary()    # segment name -> the SharedArray mapping it here
 
 
-class SharedArray:
+class ArrayHandle:
+    """A handle on an array that Hogwild workers train together: `numpy()` is the array
+    itself, `fa.Parameter(handle)` adopts it without a copy (so the parameter's in-place
+    updates are seen by every worker), and `state_array` gives optimizer state shared
+    the same way. `SharedArray` (in shared memory, for processes) and `InProcessArray`
+    (an array of this process, for threads) are its two kinds."""
+
+    def __init__(self, shape, dtype, array):
+        self.shape = shape
+        self.dtype = dtype
+        self._array = array
+        self._states = {}
+        self._states_lock = threading.Lock()
+
+    def numpy(self):
+        """The array itself (no copy), shape `self.shape`; writes are seen by every worker."""
+        return self._array
+
+    @property
+    def nbytes(self):
+        return self._array.nbytes
+
+    def state_array(self, key, fill=0.0):
+        """An array of this handle's shape and dtype for optimizer state, filled once.
+
+        `key` names the state (letters, digits, `_`, `.`, `-`; e.g. "Adagrad.sum"). The
+        first worker to ask for `key` makes it filled with `fill` (a scalar or
+        an array broadcastable to `self.shape`); every later call, in any
+        worker, returns a zero-copy view of that same array, never refilled,
+        even when several workers ask at the same moment. The state of a
+        `SharedArray` belongs to the `share` block and is freed with it.
+
+        Example::
+
+            acc = shared["U"].state_array("adagrad_sum", fill=0.1)   # shape == shared["U"].shape
+            acc += g * g                                             # seen by every worker
+        """
+        if not isinstance(key, str) or not _STATE_KEY.fullmatch(key):
+            raise ValueError(f"state_array: key must be 1 to 64 letters, digits, '_', '.' or '-', "
+                             f"got {key!r}")
+        with self._states_lock:
+            array = self._states.get(key)
+            if array is None:
+                array = self._open_state(key, fill)
+                self._states[key] = array
+        return array
+
+    def _open_state(self, key, fill):
+        """The state array `key`, made filled with `fill` by the first to ask."""
+        raise NotImplementedError
+
+    def _filled(self, array, key, fill):
+        """`array` (a new state array of this handle's shape) filled with `fill`."""
+        try:
+            array[...] = fill
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
+                             f"{self.shape} and dtype {self.dtype} with a fill of shape "
+                             f"{np.shape(fill)}: {exc}") from None
+        return array
+
+
+class SharedArray(ArrayHandle):
     """A handle on one array in shared memory; pickling it sends only its name, shape and dtype.
 
     Made by `share`. In any process that holds it (the parent, or a worker that
     received it through `run`'s args), `numpy()` is a zero-copy view of the
-    segment and `fa.Parameter(handle)` adopts that view as its value, so the
-    parameter's in-place updates are seen by every process.
+    segment. After the owner's `share` block has ended the array stays readable
+    in a process that already mapped it, until every reference to it is dropped.
 
     Example::
 
@@ -203,13 +267,9 @@ class SharedArray:
     """
 
     def __init__(self, segment, shape, dtype, array, block):
+        super().__init__(shape, dtype, array)
         self.segment = segment     # the segment's name under /dev/shm
-        self.shape = shape
-        self.dtype = dtype
-        self._array = array
         self._block = block        # the owner's _Block; None in a process that attached
-        self._states = {}
-        self._states_lock = threading.Lock()
 
     @classmethod
     def _attach(cls, segment, shape, dtype_str):
@@ -229,43 +289,6 @@ class SharedArray:
 
     def __reduce__(self):
         return (SharedArray._attach, (self.segment, self.shape, self.dtype.str))
-
-    def numpy(self):
-        """The shared array itself (no copy), shape `self.shape`; writes are seen by all processes.
-
-        After the owner's `share` block has ended the array stays readable in a
-        process that already mapped it, until every reference to it is dropped.
-        """
-        return self._array
-
-    @property
-    def nbytes(self):
-        return self._array.nbytes
-
-    def state_array(self, key, fill=0.0):
-        """A shared array of this handle's shape and dtype for optimizer state, filled once.
-
-        `key` names the state (letters, digits, `_`, `.`, `-`; e.g. "Adagrad.sum"). The
-        first process to ask for `key` makes it filled with `fill` (a scalar or
-        an array broadcastable to `self.shape`); every later call, in any
-        process, returns a zero-copy view of that same array, never refilled,
-        even when several workers ask at the same moment. The state belongs to
-        the `share` block and is freed with it.
-
-        Example::
-
-            acc = shared["U"].state_array("adagrad_sum", fill=0.1)   # shape == shared["U"].shape
-            acc += g * g                                             # seen by every worker
-        """
-        if not isinstance(key, str) or not _STATE_KEY.fullmatch(key):
-            raise ValueError(f"state_array: key must be 1 to 64 letters, digits, '_', '.' or '-', "
-                             f"got {key!r}")
-        with self._states_lock:
-            array = self._states.get(key)
-            if array is None:
-                array = self._open_state(key, fill)
-                self._states[key] = array
-        return array
 
     def _open_state(self, key, fill):
         if self._block is not None and self._block.closed:
@@ -291,21 +314,11 @@ class SharedArray:
             self._block.tracked.append(name)
         return array
 
-    def _filled(self, array, key, fill):
-        """`array` (a new state array of this handle's shape) filled with `fill`."""
-        try:
-            array[...] = fill
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
-                             f"{self.shape} and dtype {self.dtype} with a fill of shape "
-                             f"{np.shape(fill)}: {exc}") from None
-        return array
-
     def __repr__(self):
         return f"SharedArray(shape={self.shape}, dtype={self.dtype.name}, segment={self.segment!r})"
 
 
-class InProcessArray(SharedArray):
+class InProcessArray(ArrayHandle):
     """A handle on an array of this process that Hogwild threads (`start_method="threads"`)
     share as it is: `fa.Parameter(handle)` adopts the array itself, and optimizer state
     (`state_array`) is one array of this process, made once for all threads. No copy in
@@ -317,7 +330,7 @@ class InProcessArray(SharedArray):
 
     def __init__(self, array):
         array = np.asarray(array)
-        super().__init__(None, array.shape, array.dtype, array, None)
+        super().__init__(array.shape, array.dtype, array)
 
     def __reduce__(self):
         raise TypeError("an InProcessArray is shared by the threads of one process; for "
@@ -375,11 +388,8 @@ class ArrayHandles(Mapping):
     set `self._handles` and implement `close`."""
 
     def __getitem__(self, key):
-        try:
-            return self._handles[key]
-        except KeyError:
-            raise KeyError(f"no shared array named {key!r}; "
-                           f"shared: {sorted(self._handles)}") from None
+        return look_up(self._handles, key,
+                       lambda: f"no shared array named {key!r}; shared: {sorted(self._handles)}")
 
     def __iter__(self):
         return iter(self._handles)
@@ -401,7 +411,7 @@ class ArrayHandles(Mapping):
         return f"{type(self).__name__}({{{inner}}})"
 
 
-register_shared_handles(SharedArray, SharedArray.numpy)    # fa.Parameter(handle): no copy
+register_shared_handles(ArrayHandle, ArrayHandle.numpy)    # fa.Parameter(handle): no copy
 
 
 class SharedArrays(ArrayHandles):
@@ -430,11 +440,29 @@ class SharedArrays(ArrayHandles):
             self._finalizer()
 
 
+def check_shareable(arrays):
+    """`arrays` as `share` takes them (this module's and `fa.distributed`'s): a dict of
+    names (str of 1 to 128 characters without "/") to float32 or float64 arrays; returns
+    {name: numpy array}, or raises a TypeError that names what is wrong."""
+    if not hasattr(arrays, "items"):
+        raise TypeError(f"share: expected a dict of name -> array, got {type(arrays).__name__}")
+    sources = {}
+    for key, value in arrays.items():
+        if not isinstance(key, str) or not _ARRAY_NAME.fullmatch(key):
+            raise TypeError(f"share: names must be str, of 1 to 128 characters without '/', got {key!r}")
+        array = np.asarray(value)
+        if array.dtype not in (np.float32, np.float64):
+            raise TypeError(f"share: {key!r} has dtype {array.dtype}; expected float32 or float64 "
+                            f"(convert it with .astype(np.float32))")
+        sources[key] = array
+    return sources
+
+
 def share(arrays):
     """Copy float arrays into shared memory for Hogwild workers: `with share({...}) as shared:`.
 
-    `arrays` maps names to float32 or float64 arrays of any shape (a
-    non-contiguous array is copied into C order); each gets its own segment.
+    `arrays` maps names (str of 1 to 128 characters without "/") to float32 or
+    float64 arrays of any shape (a non-contiguous array is copied into C order); each gets its own segment.
     Returns a `SharedArrays` mapping of name -> `SharedArray`. Leaving the
     `with` block (or `close()`) unlinks every segment of the block, including
     optimizer state that any worker made, whatever happened inside it; until
@@ -452,17 +480,7 @@ def share(arrays):
             U = shared["U"].numpy().copy()
     """
     _require_shm_dir()
-    if not hasattr(arrays, "items"):
-        raise TypeError(f"share: expected a dict of name -> array, got {type(arrays).__name__}")
-    sources = {}
-    for key, value in arrays.items():
-        if not isinstance(key, str):
-            raise TypeError(f"share: names must be str, got {key!r}")
-        array = np.asarray(value)
-        if array.dtype not in (np.float32, np.float64):
-            raise TypeError(f"share: {key!r} has dtype {array.dtype}; expected float32 or float64 "
-                            f"(convert it with .astype(np.float32))")
-        sources[key] = array
+    sources = check_shareable(arrays)
     _sweep_stale_segments()
     block = _Block(_new_prefix())
     shared = SharedArrays({}, block)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad import hogwild
+from fastad import distributed, hogwild
 from fastad.hogwild import WorkerError
 
 import hogwild_workers as jobs
@@ -82,6 +82,39 @@ def test_share_rejects_bad_containers():
         hogwild.share([np.zeros(2)])
     with pytest.raises(TypeError, match="names must be str"):
         hogwild.share({1: np.zeros(2)})
+
+
+@pytest.mark.parametrize("share", [hogwild.share, distributed.share], ids=["hogwild", "distributed"])
+@pytest.mark.parametrize("arrays,match", [
+    ([np.zeros(2)], "expected a dict of name -> array"),
+    ({1: np.zeros(2)}, "names must be str, of 1 to 128 characters without '/', got 1"),
+    ({"": np.zeros(2)}, "without '/', got ''"),
+    ({"a/b": np.zeros(2)}, "without '/', got 'a/b'"),
+    ({"x" * 129: np.zeros(2)}, "1 to 128 characters"),
+    ({"w": np.arange(3)}, "'w' has dtype int64; expected float32 or float64"),
+    ({"w": np.zeros(2, np.float16)}, "'w' has dtype float16; expected float32 or float64"),
+])
+def test_both_shares_take_their_arrays_by_one_rule(share, arrays, match):
+    """fa.hogwild.share and fa.distributed.share check names and arrays alike."""
+    with pytest.raises(TypeError, match=match):
+        share(arrays)
+
+
+def test_a_name_of_128_characters_is_shared():
+    with hogwild.share({"x" * 128: np.ones(2)}) as shared:
+        np.testing.assert_array_equal(shared["x" * 128].numpy(), [1.0, 1.0])
+
+
+def test_shared_and_in_process_arrays_are_two_kinds_of_one_handle():
+    """An InProcessArray shares nothing, so it is no SharedArray; both are ArrayHandles,
+    which Parameters adopt without a copy."""
+    w = np.zeros(3)
+    with hogwild.share({"w": w}) as shared:
+        in_process = hogwild.InProcessArrays({"w": w})["w"]
+        assert isinstance(shared["w"], hogwild.ArrayHandle) and isinstance(in_process, hogwild.ArrayHandle)
+        assert not isinstance(in_process, hogwild.SharedArray)
+        assert np.shares_memory(fa.Parameter(in_process).value, w)
+        assert np.shares_memory(fa.Parameter(shared["w"]).value, shared["w"].numpy())
 
 
 def test_share_that_fails_halfway_frees_what_it_made(monkeypatch):

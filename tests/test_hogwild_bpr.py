@@ -64,3 +64,12 @@ def test_unknown_optimizer_is_reported_with_the_rank(data):
         with pytest.raises(fa.hogwild.WorkerError, match=r"optimizer must be one of \[.adagrad., .adam., .sgd.\]"):
             fa.hogwild.run(fa.models.bpr_hogwild_worker, workers=2,
                            args=(shared, train, 2, "lbfgs"), start_method="fork")
+
+
+def test_bad_epochs_are_named(data):
+    train, _ = data
+    model = fa.models.BPR(USERS, ITEMS, dim=8, seed=0)
+    with fa.hogwild.InProcessArrays({"U": model.U.value, "V": model.V.value}) as shared:
+        with pytest.raises(ValueError, match="bpr_hogwild_worker: epochs must be >= 0, got -1"):
+            fa.models.bpr_hogwild_worker(0, shared, train, 1, epochs=-1)
+        assert fa.models.bpr_hogwild_worker(0, shared, train, 1, epochs=0)["loss"] == []

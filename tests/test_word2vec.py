@@ -62,6 +62,20 @@ def test_cbow_and_two_workers_learn_the_topics_too():
         assert all(w.startswith("b") for w in near), (sg, workers, near)
 
 
+def test_every_epoch_of_hogwild_workers_walks_the_corpus_and_reports_progress():
+    """Each epoch has its own claim counter: a later epoch's workers find every block
+    unclaimed (a counter left at the end of the corpus would give them nothing to train,
+    and the epoch a nan loss). One worker or two, `progress` hears of the examples."""
+    corpus = topics_corpus()
+    for workers in (1, 2):
+        done = []
+        model = fa.models.Word2Vec(dim=8, window=3, negative=2, min_count=1, sample=0, epochs=3, seed=1,
+                                   workers=workers).fit(corpus, start_method="threads",
+                                                        progress=lambda n, rate: done.append(n))
+        assert len(model.history) == 3 and np.all(np.isfinite(model.history)), workers
+        assert done and max(done) > 0, workers
+
+
 @pytest.mark.parametrize("sg", [True, False])
 def test_batched_fit_learns_the_topics_as_the_per_example_fit(sg):
     # 16 examples a step (their gradients applied together) against one: the same topics,
@@ -313,23 +327,23 @@ def test_hogwild_workers_claim_the_blocks_a_slow_worker_leaves(monkeypatch):
     other has finished, the other walks the whole corpus (with fixed shards it would
     train its half only, and the late one the other half alone at the end)."""
     import threading
-    import fastad.word2vec as w2v
+    from fastad.models import runner, word2vec as w2v
     monkeypatch.setattr(w2v, "BLOCK_TOKENS", 40)
     first_done, items = threading.Event(), {}
-    train_epoch = w2v._train_epoch
+    run_worker = runner.run_worker
 
     def held_back(rank, *args):
         if rank == 1:
             first_done.wait(60)
         try:
-            result = train_epoch(rank, *args)
-            items[rank] = result[1]
+            result = run_worker(rank, *args)
+            items[rank] = result["examples"]
             return result
         finally:
             if rank == 0:
                 first_done.set()
 
-    monkeypatch.setattr(w2v, "_train_epoch", held_back)
+    monkeypatch.setattr(runner, "run_worker", held_back)
     corpus = topics_corpus()
     settings = dict(dim=8, window=3, negative=2, min_count=1, sample=0, epochs=1, seed=1)
     model = fa.models.Word2Vec(**settings, workers=2).fit(corpus, start_method="threads")

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,12 +17,12 @@ from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.model_losses import gather_dot
 from fastad_cy.sparse import take
-from fastad_cy.train import scheduled_lr, train
 from fastad import hogwild
 from fastad.cuda import check_device
-from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, check_sizes
+from fastad.checks import (check_callable, check_choice, check_flag, check_int, check_number, check_sizes,
+                           look_up)
 from fastad.io import load, save, write_atomically
-from fastad.optim import SGD, LinearDecay
+from fastad.models.runner import EpochRunner, RunSettings
 
 __all__ = ["Word2Vec"]
 
@@ -139,7 +140,7 @@ class Word2Vec:
                    is the epoch's mean loss per example (accumulated in float64
                    by each worker, weighted by their examples).
         progress   a `fa.hogwild.progress_bar(total)`-style callable(done, per_second)
-                   fed with examples done, with `workers` > 1.
+                   fed with the examples done in each epoch.
         start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
                    this process, the compiled loop releasing the GIL), "fork" (the
                    default on POSIX) or "spawn".
@@ -179,8 +180,8 @@ class Word2Vec:
             n = len(self.words)
             W = _initial_vectors(rng, n, self.dim)
             C = np.zeros((n, self.dim), dtype=np.float32)
-            W, C, history = self._train(W, C, tokens, ends, callback, device, batch_size,
-                                        start_method, progress)
+            history = self._train(W, C, tokens, ends, callback, device, batch_size, start_method,
+                                  progress)
         except BaseException:
             self.words, self.index, self.counts = vocabulary
             raise
@@ -188,22 +189,24 @@ class Word2Vec:
         return self
 
     def _train(self, W, C, tokens, ends, callback, device, batch_size, start_method, progress):
-        """Train W and C for every epoch: (W, C, the epochs' mean losses)."""
-        settings = dict(self._settings(), batch=batch_size)
-        epochs = (_HogwildEpochs(W, C, settings, tokens, ends, start_method, progress)
-                  if device == "cpu" else
-                  _DeviceEpochs(W, C, settings, tokens, ends, device))
+        """Train W and C in place for every epoch; returns the epochs' mean losses."""
+        weights = {"W": W, "C": C}
+        if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
+            weights["claim"] = np.zeros(self.epochs, dtype=np.float64)
+        settings = RunSettings(who="Word2Vec.fit", batch=batch_size, workers=self.workers,
+                               start_method=start_method or ("fork" if os.name == "posix" else "spawn"),
+                               device=device, lr=self.lr, min_lr=self.min_lr, epochs=self.epochs,
+                               schedule_every=max(1, 256 // batch_size))     # the lr: every ~256 examples
+        corpus = _Corpus(dict(self._settings(), batch=batch_size), tokens, ends)
         history = []
-        with epochs:
-            for epoch in range(self.epochs):
-                start = time.perf_counter()
-                lr_from = self.lr - (self.lr - self.min_lr) * epoch / self.epochs
-                lr_to = self.lr - (self.lr - self.min_lr) * (epoch + 1) / self.epochs
-                loss = epochs.run(epoch, lr_from, lr_to)
+        with EpochRunner(corpus, weights, settings, progress) as runner:
+            start = time.perf_counter()
+            for epoch, loss in runner.each(range(self.epochs)):
                 history.append(loss)
                 if callback is not None:
                     callback(epoch, loss, tokens.size / (time.perf_counter() - start))
-            return (*epochs.weights(), history)
+                start = time.perf_counter()
+        return history
 
     def _settings(self):
         return {"dim": self.dim, "window": self.window, "negative": self.negative, "sample": self.sample,
@@ -227,11 +230,8 @@ class Word2Vec:
         return self.vectors[self._id(word, "vector")].copy()
 
     def _id(self, word, who):
-        try:
-            return self.index[word]
-        except KeyError:
-            raise KeyError(f"Word2Vec.{who}: {word!r} is not in the vocabulary "
-                           f"({len(self.words)} words, min_count={self.min_count})") from None
+        return look_up(self.index, word, lambda: f"Word2Vec.{who}: {word!r} is not in the vocabulary "
+                                                 f"({len(self.words)} words, min_count={self.min_count})")
 
     def _unit(self):
         norms = np.linalg.norm(self.vectors, axis=1, keepdims=True)
@@ -377,11 +377,23 @@ class Word2Vec:
         write_atomically(path, write, "Word2Vec.save_word2vec_format")
 
 
-class _HogwildEpochs:
-    """Epochs on the CPU: `_train_epoch` in this process (one worker, the corpus in
-    order) or in Hogwild workers over W and C (in shared memory for processes, the
-    arrays themselves for threads), which claim blocks of
-    about BLOCK_TOKENS tokens in corpus order from one shared counter (`claim`).
+@dataclass(frozen=True)
+class _Corpus:
+    """What a worker of `Word2Vec.fit` builds its graph and draws its examples from
+    (picklable: `EpochRunner` sends it to Hogwild processes): the settings of its graph
+    (`_example_graph`) and sampler, and the encoded corpus."""
+    settings: dict
+    tokens: np.ndarray
+    ends: np.ndarray
+
+    def worker_graph(self, weights, settings, rank):
+        return _WindowGraph(self, weights, settings.device, rank)
+
+
+class _WindowGraph:
+    """The graph of one step of the window examples over W and C (`_example_graph`), and
+    the epochs of rank's walk of the corpus: the whole corpus in order for one worker,
+    else the blocks it claims from the epoch's shared counter (`weights["claim"]`).
 
     Claimed blocks keep the workers side by side in the corpus whatever their speeds,
     as gensim's threads take its jobs from one queue, and the lr follows the position
@@ -393,97 +405,41 @@ class _HogwildEpochs:
     last block finished last, 2.6436 otherwise), 2.6420 +- 0.0011 with claimed blocks
     (sixteen seeds; one worker: 2.6430, gensim with two: 2.6429 +- 0.0016)."""
 
-    def __init__(self, W, C, settings, tokens, ends, start_method, progress):
-        self.initial = {"W": W, "C": C}
-        if settings["workers"] > 1:      # the claim counter: an int64 in a float64's segment
-            self.initial["claim"] = np.zeros(1, dtype=np.float64)
-        self.settings, self.tokens, self.ends = settings, tokens, ends
-        self.start_method = start_method or ("fork" if os.name == "posix" else "spawn")
-        self.progress = progress
+    def __init__(self, corpus, weights, device, rank):
+        W, C = Parameter(weights["W"], device=device), Parameter(weights["C"], device=device)
+        self.parameters = {"W": W, "C": C}
+        self.leaves, self.loss = _example_graph(W, C, corpus.settings, device)
+        self.claims = weights["claim"].numpy().view(np.int64) if "claim" in weights else None
+        self.corpus, self.rank, self.vocab_size = corpus, rank, W.shape[0]
 
-    def __enter__(self):
-        # threads of this process (or this process alone) train the arrays themselves
-        alone = self.settings["workers"] == 1
-        self.shared = hogwild.share_for("threads" if alone else self.start_method, self.initial)
-        return self
+    def _sampler(self, leaves, epoch):
+        """The compiled window sampler over `leaves` (the graph's, or host ones like them) for
+        this rank's epoch: the whole corpus in order, or the blocks it claims."""
+        settings = self.corpus.settings
+        common = dict(sentence_ends=self.corpus.ends, window=settings["window"], sample=settings["sample"],
+                      vocab_size=self.vocab_size, seed=[settings["seed"], epoch], rank=self.rank,
+                      workers=settings["workers"], mask=leaves[-1] if settings["batch"] > 1 else None)
+        if self.claims is not None:
+            common.update(claim=self.claims[epoch:epoch + 1], block_tokens=BLOCK_TOKENS)
+        core = leaves[:-1] if settings["batch"] > 1 else leaves
+        return (SkipGramSampler if settings["sg"] else CbowSampler)(self.corpus.tokens, *core, **common)
 
-    def __exit__(self, *exc):
-        self.shared.close()
-        return False
+    def epoch_data(self, epoch):
+        return self._sampler(self.leaves, epoch)
 
-    def run(self, epoch, lr_from, lr_to):
-        """Train one epoch, the lr falling from lr_from to lr_to; returns its mean loss."""
-        args = (self.shared, self.settings, self.tokens, self.ends, epoch, lr_from, lr_to)
-        if "claim" in self.shared:
-            _claim_counter(self.shared)[0] = 0           # no block of this epoch taken yet
-        if self.settings["workers"] == 1:
-            results = [_train_epoch(0, *args)]
-        else:
-            results = hogwild.run(_train_epoch, workers=self.settings["workers"], args=args,
-                                  start_method=self.start_method, progress=self.progress)
-        examples = sum(r[1] for r in results)
-        # a worker that claimed no block (the others took them all) drew nothing: its nan is left out
-        return sum(r[0] * r[1] for r in results if r[1]) / examples if examples else math.nan
+    def epoch_loss(self, mean, sampler):
+        # the skip-gram pairs or CBOW centres the sampler drew
+        items = sampler.epoch_pairs if isinstance(sampler, SkipGramSampler) else sampler.epoch_centres
+        return (mean * sampler.epoch_examples / items if items else math.nan), items
 
-    def weights(self):
-        return self.shared["W"].numpy().copy(), self.shared["C"].numpy().copy()
+    def device_sampler(self, epoch):
+        """The sampler over host leaves like the graph's: the CPU fit's stream."""
+        host_leaves = tuple(IndexInput(np.zeros(leaf.shape, dtype=np.int64)) if isinstance(leaf, IndexInput)
+                            else Input(np.zeros(leaf.shape, dtype=np.float32)) for leaf in self.leaves)
+        return self._sampler(host_leaves, epoch)
 
-
-def _claim_counter(shared):
-    """The blocks claimed so far in the epoch: an int64 view of shared["claim"]."""
-    return shared["claim"].numpy().view(np.int64)
-
-
-class _DeviceEpochs:
-    """Epochs on a GPU: W and C there, trained on batches that the compiled sampler
-    draws into host leaves (`_sampler`, the CPU fit's stream), copied to the device
-    leaves of `_example_graph`; the lr falls per batch with the sampler's progress
-    through the epoch (the rule `LinearDecay` runs in `fa.train`)."""
-
-    def __init__(self, W, C, settings, tokens, ends, device):
-        self.settings, self.tokens, self.ends = settings, tokens, ends
-        self.W, self.C = Parameter(W, device=device), Parameter(C, device=device)
-        self.optimizer = SGD([self.W, self.C], lr=1.0)       # each batch sets its lr
-        self.leaves, self.loss = _example_graph(self.W, self.C, settings, device)
-        self.host_leaves = tuple(IndexInput(np.zeros(leaf.shape, dtype=np.int64))
-                                 if isinstance(leaf, IndexInput) else
-                                 Input(np.zeros(leaf.shape, dtype=np.float32)) for leaf in self.leaves)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def run(self, epoch, lr_from, lr_to):
-        """Train one epoch, the lr falling from lr_from to lr_to; returns its mean loss."""
-        self.optimizer.lr = lr_from
-        rule = LinearDecay(self.optimizer, min_lr=lr_to).compiled_rule()
-        sampler = _sampler(self.settings, self.tokens, self.ends, self.host_leaves, epoch,
-                           self.W.shape[0])
-        total, before, every = None, 0.0, _schedule_every(self.settings)
-        for done, arrays in enumerate(sampler.epoch()):
-            if done % every == 0:       # as fa.train's schedule: the epoch's share before this batch
-                self.optimizer.lr = scheduled_lr(*rule, 0, before)
-            for leaf, array in zip(self.leaves, arrays):
-                leaf.set_value(array)
-            self.loss.forward()
-            self.optimizer.zero_grad()
-            self.loss.backward()
-            self.optimizer.step()
-            # summed on the device: no copy to the host per batch
-            total = self.loss.value.astype(np.float64) if total is None else total + self.loss.value
-            before = sampler.progress()
-        items = _items(sampler)
-        return float(total) / items if items else math.nan
-
-    def weights(self):
-        return self.W.numpy(), self.C.numpy()
-
-
-def _items(sampler):
-    """The skip-gram pairs or CBOW centres the sampler drew in its (last) epoch."""
-    return sampler.epoch_pairs if isinstance(sampler, SkipGramSampler) else sampler.epoch_centres
+    def device_feeds(self, drawn):
+        return dict(zip(self.leaves, drawn))
 
 
 def _example_graph(W, C, settings, device="cpu"):
@@ -517,37 +473,3 @@ def _example_graph(W, C, settings, device="cpu"):
         return leaves, bce_with_logits(scores, labels, reduction="sum")
     mask = Input(np.ones((b, 1), dtype=np.float32), device=device)
     return leaves + (mask,), fa_sum(bce_with_logits(scores, labels, reduction="none") * mask)
-
-
-def _sampler(settings, tokens, ends, leaves, epoch, vocab_size, rank=0, claim=None):
-    """The compiled window sampler of `settings` over `leaves` (those of `_example_graph`,
-    on the CPU), for one epoch of worker `rank`: the whole corpus in order, or with
-    `claim` (the workers' shared counter) the blocks it claims."""
-    common = dict(sentence_ends=ends, window=settings["window"], sample=settings["sample"],
-                  vocab_size=vocab_size, seed=[settings["seed"], epoch], rank=rank,
-                  workers=settings["workers"], mask=leaves[-1] if settings["batch"] > 1 else None)
-    if claim is not None:
-        common.update(claim=claim, block_tokens=BLOCK_TOKENS)
-    elif settings["workers"] > 1:
-        raise ValueError("_sampler: workers > 1 walk the corpus in claimed blocks; give claim")
-    core = leaves[:-1] if settings["batch"] > 1 else leaves
-    return (SkipGramSampler if settings["sg"] else CbowSampler)(tokens, *core, **common)
-
-
-def _schedule_every(settings):
-    """The steps between two updates of the lr: about every 256 examples."""
-    return max(1, 256 // settings["batch"])
-
-
-def _train_epoch(rank, shared, settings, tokens, ends, epoch, lr_from, lr_to):
-    """One worker's epoch: returns (mean loss per example, examples)."""
-    W, C = Parameter(shared["W"]), Parameter(shared["C"])
-    leaves, loss = _example_graph(W, C, settings)
-    claim = _claim_counter(shared) if "claim" in shared else None
-    sampler = _sampler(settings, tokens, ends, leaves, epoch, W.shape[0], rank, claim)
-    opt = SGD([W, C], lr=lr_from)
-    means = train(loss, opt, sampler, epochs=1, lr_schedule=LinearDecay(opt, min_lr=lr_to),
-                  schedule_every=_schedule_every(settings), progress=hogwild.train_progress(per_example=settings["batch"]),
-                  report_every=max(1, 10_000 // settings["batch"]))
-    items = _items(sampler)
-    return (means[0] * sampler.epoch_examples / items if items else math.nan), items

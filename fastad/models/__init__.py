@@ -1,0 +1,18 @@
+"""Ready-made models, one module each, trained by one epochs runner (`runner`).
+
+- `Recommender` (`recommender`): the base of the ranking models, trained on a user x
+  item matrix with the BPR loss, and ranking;
+- `BPR` (`bpr`): matrix factorisation, and `bpr_hogwild_worker` on precomputed triples;
+- `TwoTower` (`two_tower`): users and items as sums of feature embeddings;
+- `Word2Vec` (`word2vec`): skip-gram and CBOW with negative sampling.
+
+A model trains through `runner.EpochRunner`: in this process, in Hogwild threads or
+processes, or on a GPU, as a `runner.RunSettings` says.
+"""
+from fastad.models.recommender import Recommender, bpr_loss, margin_loss
+from fastad.models.runner import OPTIMIZERS
+from fastad.models.bpr import BPR, bpr_hogwild_worker
+from fastad.models.two_tower import TwoTower
+from fastad.models.word2vec import Word2Vec
+
+__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "bpr_hogwild_worker"]

@@ -1,0 +1,386 @@
+"""`Recommender`, the base of the ranking models (`BPR`, `TwoTower`), and their shared helpers.
+
+A `Recommender`'s `fit(interactions, epochs, workers, ...)` trains it on a scipy
+user x item matrix with the BPR loss through the models' `EpochRunner` (one worker:
+`fa.train`; several: Hogwild processes or threads over shared memory;
+`device="cuda"`: batches on a GPU); `recommend`, `similar_items`, `similar_users` and
+`scores` rank with one matrix product per batch of users.
+"""
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from fastad_cy.graph import IndexInput, Parameter
+from fastad_cy.linalg import vector_dot
+from fastad_cy.losses import bce_with_logits
+from fastad_cy.shape import reshape
+from fastad_cy.pairs import PairwiseSampler
+from fastad import hogwild
+from fastad import random as fastad_random
+from fastad.cuda import check_device
+from fastad.checks import check_callable, check_choice, check_int, check_number, check_seed
+from fastad.data import Interactions, _draw_triples, check_interactions, require_negatives
+from fastad.metrics import check_ids, top_k
+from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings
+from fastad.nn.module import Module
+
+__all__ = ["Recommender", "bpr_loss", "margin_loss"]
+
+
+def bpr_loss(user, pos, neg, bias_difference=None):
+    """-sum(log sigmoid(user . (pos - neg) + bias_difference)) over rows of (n, dim) Variables."""
+    return margin_loss(vector_dot(user, pos - neg), bias_difference)
+
+
+def margin_loss(margin, bias_difference=None):
+    """-sum(log sigmoid(margin + bias_difference)): the binary cross-entropy of
+    sigmoid(margin) against 1, one node in place of a log-sigmoid, a sum and a negation."""
+    if bias_difference is not None:
+        margin = margin + reshape(bias_difference, margin.shape)
+    return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), reduction="sum")
+
+
+def _unit_rows(vectors):
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1)
+
+
+def _top_k_in_batches(rows, k, score_rows, columns=None, batch_size=1000):
+    """top_k of `score_rows(batch)` for batches of `rows`: (ids, scores), each (len(rows), k).
+
+    `columns` maps a score column to its id (default: the column itself); a
+    slot whose score is -inf (filtered out) gets id -1.
+    """
+    ids = np.empty((len(rows), k), dtype=np.int64)
+    scores = np.empty((len(rows), k))
+    for start in range(0, len(rows), batch_size):
+        batch_scores = score_rows(rows[start:start + batch_size])
+        top = top_k(batch_scores, k)
+        best = np.take_along_axis(batch_scores, top, axis=1)
+        found = top if columns is None else columns[top]
+        ids[start:start + len(top)] = np.where(np.isneginf(best), -1, found)
+        scores[start:start + len(top)] = best
+    return ids, scores
+
+
+class Recommender(Module):
+    """Base class of the ranking models: training on a user x item matrix, and ranking.
+
+    A subclass sets `n_users` and `n_items`, and defines `example_graph(batch,
+    device)` (a BPR loss over `batch` triples to replay, its leaves on `device`,
+    and its feeds), `user_vectors(user_ids)`
+    and `item_vectors()` (numpy rows whose dot product is the score),
+    `item_biases()` (an (n_items,) array added to every score, or None) and
+    `config()` (the constructor's keyword arguments, without weights, for
+    each worker of `fit`, and its copy on a device, to rebuild the model
+    around the weights it trains).
+
+    `liked` holds the interactions of the last `fit` (canonical CSR), which
+    `recommend` filters out by default.
+    """
+
+    liked = None
+
+    @classmethod
+    def _around(cls, config, weights):
+        """The model of `config` over `weights` ({dotted name: array or Hogwild handle, adopted
+        zero-copy}), as each worker of `fit` rebuilds it. A subclass whose constructor takes
+        its weights overrides this, so that no worker draws an initialisation only to throw
+        it away."""
+        return _share_parameters(cls(**config), weights)
+
+    def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
+        """A sampler that draws an epoch's `n` triples of `interactions` (`fa.data.Interactions`)
+        inside `fa.train`'s loop for the graph whose `feeds` `example_graph()` returned, its
+        negatives drawn as `negatives` says, or None to train on precomputed triples."""
+        return None
+
+    def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
+            callback=None, progress=None, start_method=None, device="cpu", batch_size=None,
+            negatives="uniform"):
+        """Train on a scipy user x item matrix with the BPR loss; returns the mean loss per epoch.
+
+        Each epoch draws `samples` triples (default: one per interaction) by
+        `fa.data.sample_triples`' rule (users by interaction; negatives among
+        the items the user did not like, `negatives="uniform"` over the items
+        or `"popularity"` in proportion to their interactions, as implicit's
+        BPR draws them; `BPR` draws them inside `fa.train`'s loop with
+        `fa.data.PairwiseSampler`), and trains on them
+        with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr`: in this
+        process with `fa.train` when `workers` is 1, else in `workers` Hogwild
+        workers that each draw and train on their share of the triples:
+        processes (`start_method` "fork" on Linux by default, else "spawn"),
+        over a copy of the weights in shared memory that is copied back at the
+        end, or after each epoch when there is a `callback`; or, with
+        `start_method="threads"`, threads of this process that train the
+        model's own arrays in place (no copy, no shared-memory segment).
+        `seed` (an int >= 0, or None for a fresh one) fixes the sampling (and,
+        with one worker, the whole run).
+
+        Each step trains `batch_size` triples: one replay of the model's graph of
+        that many triples, their losses summed and their gradients applied
+        together (an item that recurs in a batch gets the sum of its gradients in
+        one step); an epoch trains `samples` rounded up to whole batches. The
+        default is 1 on the CPU (per-example SGD, as implicit's loop) and 1024 on
+        a GPU. On the CPU a batch of 16 shares each replay's fixed cost among 16
+        triples (the README's benchmarks give speed and ranking quality at both
+        sizes).
+
+        `device="cuda"` (or "cuda:N") trains a copy of the model on that GPU,
+        in one process: the host draws each batch with `PairwiseSampler` (the
+        same stream as the CPU fit: at one batch size, the same triples in the
+        same order), the device runs the model's graph and the optimizer step.
+        The trained weights are copied back into the model (after each epoch
+        when there is a `callback`), so `recommend` and the rest read numpy as
+        after a CPU fit.
+
+        `callback(epoch, loss)`, if given, runs after each epoch (1-based),
+        with the model holding that epoch's weights; `progress(examples_done,
+        examples_per_second)` is called during training (e.g.
+        `fa.hogwild.progress_bar(epochs * samples)`). Every argument is
+        checked before any weight changes.
+
+        >>> likes = fa.data.planted_interactions(1000, 500, per_user=20)
+        >>> train, test = fa.data.train_test_split(likes, 0.2)
+        >>> model = fa.models.BPR(1000, 500, dim=32)
+        >>> model.fit(train, epochs=5, workers=2, lr=0.1)
+        """
+        who = f"{type(self).__name__}.fit"
+        matrix = check_interactions(interactions, who, shape=(self.n_users, self.n_items))
+        require_negatives(matrix, who, negatives=negatives)
+        epochs = check_int(who, "epochs", epochs)
+        workers = check_int(who, "workers", workers)
+        samples = matrix.nnz if samples is None else check_int(who, "samples", samples)
+        if samples < workers:
+            raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
+                             f"worker trains on its share of each epoch's triples")
+        seed = check_seed(who, seed)
+        if seed is None:
+            seed = fastad_random.generator(who).integers(2**63)
+        lr = check_number(who, "lr", lr, above=0)
+        check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
+        check_callable(who, "callback", callback)
+        check_callable(who, "progress", progress)
+        check_choice(who, "start_method", start_method, [None] + hogwild.start_methods())
+        if start_method is None:
+            start_method = "fork" if sys.platform.startswith("linux") else "spawn"
+        device = check_device(who, device)
+        if batch_size is None:
+            batch_size = 1 if device == "cpu" else 1024
+        batch_size = min(check_int(who, "batch_size", batch_size), samples // workers)
+        if device != "cpu" and workers != 1:
+            raise ValueError(f"{who}: a fit on {device} runs in one process; workers must be 1, "
+                             f"got {workers}")
+        self.liked = matrix
+        # the matrix laid out once for every epoch's and worker's sampler
+        fitting = _Fitting(type(self), self.config(), Interactions(matrix), samples, seed, negatives)
+        settings = RunSettings(who=who, batch=batch_size, workers=workers, start_method=start_method,
+                               device=device, optimizer=optimizer, lr=lr, first_epoch=1,
+                               epoch_examples=_trained_per_epoch(samples, batch_size, workers))
+        weights = {name: p.value for name, p in self.named_parameters()}
+        losses = []
+        with EpochRunner(fitting, weights, settings, progress) as runner:
+            # without a callback, every epoch in one run (Hogwild processes start once)
+            for epoch, loss in runner.each(range(1, epochs + 1), together=callback is None):
+                losses.append(loss)
+                if callback is not None:
+                    callback(epoch, loss)
+        return losses
+
+    def scores(self, user_ids):
+        """The (len(user_ids), n_items) scores of the users for every item (one matrix product).
+
+        >>> model.scores([0, 1]).shape
+        (2, 500)
+        """
+        users = check_ids(f"{type(self).__name__}.scores", "user_ids", user_ids, self.n_users,
+                          "users of the model")
+        scores = self.user_vectors(users) @ self.item_vectors().T
+        biases = self.item_biases()
+        return scores if biases is None else scores + biases
+
+    def recommend(self, user_ids, k=10, filter_liked=True, items=None, liked=None, batch_size=1000):
+        """The top `k` items for each user: `(ids, scores)`, best first.
+
+        `user_ids` is one id (results are 1-D) or a sequence (results are
+        (n, k)); users are scored `batch_size` at a time with one matrix
+        product. `filter_liked` leaves out the items each user liked in `liked`
+        (a user x item matrix; default: the matrix of the last `fit`).
+        `items` restricts the candidates to those item ids. A user with fewer
+        than k candidates gets id -1 (score -inf) in the slots left over; k is
+        capped at the number of candidates. Ties go to the lower item id.
+
+        >>> ids, scores = model.recommend([0, 1, 2], k=10)
+        >>> ids, scores = model.recommend(7, k=5, items=np.arange(100))   # among items 0..99
+        """
+        who = f"{type(self).__name__}.recommend"
+        k = check_int(who, "k", k)
+        batch_size = check_int(who, "batch_size", batch_size)
+        users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
+        if users.ndim > 1:
+            raise ValueError(f"{who}: user_ids must be one id or a 1-D sequence, got shape {users.shape}")
+        candidates = None
+        vectors, biases = self.item_vectors(), self.item_biases()
+        if items is not None:
+            candidates = check_ids(who, "items", items, self.n_items, "items of the model")
+            if candidates.ndim != 1 or candidates.size == 0:
+                raise ValueError(f"{who}: items must be a non-empty 1-D sequence of item ids, "
+                                 f"got shape {candidates.shape}")
+            vectors = vectors[candidates]
+            biases = None if biases is None else biases[candidates]
+        if filter_liked:
+            if liked is None and self.liked is None:
+                raise ValueError(f"{who}: filter_liked=True needs the items each user liked: fit the "
+                                 f"model first, pass liked= (a user x item matrix), or filter_liked=False")
+            liked = self.liked if liked is None else check_interactions(
+                liked, who, "liked", shape=(self.n_users, self.n_items))
+
+        def score_rows(batch):
+            scores = self.user_vectors(batch) @ vectors.T
+            if biases is not None:
+                scores += biases
+            if filter_liked:
+                mask = liked[batch].toarray() > 0
+                scores[mask if candidates is None else mask[:, candidates]] = -np.inf
+            return scores
+
+        ids, scores = _top_k_in_batches(np.atleast_1d(users), min(k, len(vectors)), score_rows,
+                                        candidates, batch_size)
+        return (ids[0], scores[0]) if users.ndim == 0 else (ids, scores)
+
+    def similar_items(self, item_ids, k=10):
+        """The `k` items most similar to each item by cosine of item vectors: `(ids, similarities)`.
+
+        An item is not listed as similar to itself. One id gives 1-D results,
+        a sequence (n, k).
+
+        >>> ids, sims = model.similar_items(42, k=5)
+        """
+        return _nearest(f"{type(self).__name__}.similar_items", "item_ids", item_ids,
+                        self.item_vectors(), k, "items of the model")
+
+    def similar_users(self, user_ids, k=10):
+        """The `k` users most similar to each user by cosine of user vectors: `(ids, similarities)`.
+
+        >>> ids, sims = model.similar_users([0, 1], k=5)
+        """
+        return _nearest(f"{type(self).__name__}.similar_users", "user_ids", user_ids,
+                        self.user_vectors(np.arange(self.n_users)), k, "users of the model")
+
+    def auc(self, triples):
+        """The share of triples (dict of `users`, `pos`, `neg` ids) whose `pos` scores above `neg`.
+
+        For held-out interactions, see `fa.metrics.auc` and `fa.metrics.evaluate`.
+
+        >>> model.auc(test_triples)      # 0.5 is chance
+        """
+        who = f"{type(self).__name__}.auc"
+        users = check_ids(who, "triples['users']", triples["users"], self.n_users, "users of the model")
+        pos = check_ids(who, "triples['pos']", triples["pos"], self.n_items, "items of the model")
+        neg = check_ids(who, "triples['neg']", triples["neg"], self.n_items, "items of the model")
+        items = self.item_vectors()
+        margin = np.einsum("nk,nk->n", self.user_vectors(users), items[pos] - items[neg])
+        biases = self.item_biases()
+        if biases is not None:
+            margin += biases[pos] - biases[neg]
+        return float(np.mean(margin > 0))
+
+
+def _nearest(who, name, ids, vectors, k, what):
+    k = check_int(who, "k", k)
+    queries = check_ids(who, name, ids, len(vectors), what)
+    if queries.ndim > 1:
+        raise ValueError(f"{who}: {name} must be one id or a 1-D sequence, got shape {queries.shape}")
+    unit = _unit_rows(vectors)
+
+    def score_rows(batch):
+        similarities = unit[batch] @ unit.T
+        similarities[np.arange(len(batch)), batch] = -np.inf        # not similar to itself
+        return similarities
+
+    ids, similarities = _top_k_in_batches(np.atleast_1d(queries), min(k, len(vectors) - 1), score_rows)
+    return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
+
+
+def _share(samples, workers, rank):
+    """The triples of an epoch that Hogwild worker `rank` draws."""
+    return samples // workers + (rank < samples % workers)
+
+
+def _trained_per_epoch(samples, batch, workers):
+    """The triples an epoch trains: each worker's share rounded up to whole batches."""
+    return sum(-(-_share(samples, workers, rank) // batch) * batch for rank in range(workers))
+
+
+@dataclass(frozen=True)
+class _Fitting:
+    """What a worker of `Recommender.fit` rebuilds its model and draws its triples from
+    (picklable: `EpochRunner` sends it to Hogwild processes)."""
+    model_class: type
+    config: dict
+    interactions: Interactions
+    samples: int
+    seed: int
+    negatives: str
+
+    def worker_graph(self, weights, settings, rank):
+        model = self.model_class._around(self.config, weights)
+        if settings.device != "cpu":
+            model.to(settings.device)
+        return _FitGraph(model, self, settings, rank)
+
+
+class _FitGraph:
+    """The graph of `batch` triples that a worker of `Recommender.fit` replays, and the
+    triples of its share of each epoch, drawn from their own seeded stream."""
+
+    def __init__(self, model, fitting, settings, rank):
+        self.model, self.fitting, self.rank, self.batch = model, fitting, rank, settings.batch
+        self.loss, self.feeds = model.example_graph(batch=settings.batch, device=settings.device)
+        self.parameters = dict(model.named_parameters())
+        self.share = _share(fitting.samples, settings.workers, rank)
+        self.steps = -(-self.share // self.batch)      # the share rounded up to whole batches
+
+    def epoch_data(self, epoch):
+        """What `fa.train` replays for the epoch: the model's `epoch_sampler` if it has one,
+        else the feeds of triples drawn here."""
+        fitting, stream = self.fitting, [self.fitting.seed, epoch, self.rank]
+        sampler = self.model.epoch_sampler(self.feeds, fitting.interactions, self.steps, stream,
+                                           fitting.negatives)
+        if sampler is not None:
+            return sampler
+        triples = _draw_triples(fitting.interactions, self.steps * self.batch, stream, fitting.negatives)
+        return {leaf: ids.reshape(self.steps, -1) for leaf, ids in self.feeds(triples).items()}
+
+    def epoch_loss(self, mean, data):
+        return mean / self.batch, self.share
+
+    def device_sampler(self, epoch):
+        """`PairwiseSampler` drawing the epoch's batches on the host: the CPU fit's stream."""
+        drawn = [IndexInput(np.zeros(self.batch, dtype=np.int64)) for _ in range(3)]
+        return PairwiseSampler(self.fitting.interactions, *drawn, examples=self.steps,
+                               seed=[self.fitting.seed, epoch, self.rank], negatives=self.fitting.negatives)
+
+    def device_feeds(self, drawn):
+        users, pos, neg = drawn
+        return self.feeds({"users": users, "pos": pos, "neg": neg})
+
+
+def _share_parameters(model, shared):
+    """Replace every Parameter of `model` by a zero-copy Parameter over `shared[its dotted name]`."""
+    for name, _ in model.named_parameters():
+        owner, _, attribute = name.rpartition(".")
+        module = model
+        for part in filter(None, owner.split(".")):
+            module = module._modules[part]
+        setattr(module, attribute, Parameter(shared[name]))
+    return model
+
+
+def _check_scale(who, scale):
+    """The standard deviation of the initial weights: > 0, for weights that all start at
+    zero get no gradient from the BPR loss, and train to nothing (every score 0)."""
+    return check_number(who, "scale", scale, above=0)
+
+

@@ -1,0 +1,239 @@
+"""The one epochs runner of the models: `EpochRunner` trains a model's epochs in this
+process, in Hogwild workers (threads or processes) over shared weights, or on a GPU, as
+its `RunSettings` say, over the `weights` it is given ({name: numpy array}, trained in
+place). The model (a picklable description of it, which processes receive) supplies
+what differs through one method:
+
+- `worker_graph(weights, settings, rank)`: the graph one worker replays, built over
+  `weights` (the arrays, or their Hogwild handles) on `settings.device`, with
+    `loss`               the Variable each step minimises,
+    `parameters`         {name: Parameter} over the weights of the same names,
+    `epoch_data(epoch)`  what `fa.train` replays for one epoch (a sampler or feeds),
+    `epoch_loss(mean, data)`  (the mean loss per example, the examples) of an epoch
+                         whose loss per step averaged `mean` (from `fa.train`, or the
+                         device loop) over `data`,
+  and on a GPU `device_sampler(epoch)` (a compiled sampler drawing on the host) and
+  `device_feeds(drawn)` ({device leaf: array} for a batch it drew).
+
+The per-example loop stays compiled in `fa.train`: the runner adds nothing per example.
+"""
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from fastad_cy.train import scheduled_lr, train
+from fastad import hogwild
+from fastad.checks import check_choice
+from fastad.optim import SGD, Adagrad, Adam, LinearDecay
+
+__all__ = ["OPTIMIZERS", "RunSettings", "EpochRunner", "run_worker"]
+
+OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}     # RunSettings.optimizer names
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How `EpochRunner` trains: the same for every worker (picklable, sent to processes).
+
+    who             the caller, for messages ("BPR.fit")
+    batch           the examples of one step (one replay of the graph)
+    workers         Hogwild workers; 1 trains in this process
+    start_method    how workers > 1 run: "threads", "fork" or "spawn" (`fa.hogwild.run`)
+    device          "cpu", or the GPU ("cuda", "cuda:N") a one-worker run trains on
+    optimizer, lr   the optimizer's name (`OPTIMIZERS`) and learning rate
+    min_lr          None: a constant lr; else the lr falls linearly from `lr` to `min_lr`
+                    over `epochs` epochs, within an epoch every `schedule_every` steps
+                    with the sampler's progress (word2vec's schedule)
+    first_epoch     the number of the first epoch (0, or 1 as `Recommender.fit` counts)
+    epoch_examples  the examples an epoch trains (all workers), so that `progress`
+                    counts on across epochs; None: it counts each epoch from 0
+    """
+    who: str
+    batch: int
+    workers: int = 1
+    start_method: str = "threads"
+    device: str = "cpu"
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    min_lr: float | None = None
+    epochs: int = 1
+    schedule_every: int = 1
+    first_epoch: int = 0
+    epoch_examples: int | None = None
+
+    @property
+    def report_every(self):
+        """The steps between two progress reports: about every 10,000 examples."""
+        return max(1, 10_000 // self.batch)
+
+    def epoch_lrs(self, epoch):
+        """(lr at the start, lr at the end) of `epoch` under the linear decay to `min_lr`."""
+        index, drop = epoch - self.first_epoch, self.lr - self.min_lr
+        return self.lr - drop * index / self.epochs, self.lr - drop * (index + 1) / self.epochs
+
+    def examples_before(self, epoch):
+        """The examples that the epochs before `epoch` trained, as `progress` counts them."""
+        return 0 if self.epoch_examples is None else (epoch - self.first_epoch) * self.epoch_examples
+
+
+class EpochRunner:
+    """Trains `model`'s epochs over `weights` ({name: numpy array}) as `settings` say:
+    `with EpochRunner(...) as runner: for epoch, loss in runner.each(range(...)): ...`.
+
+    One worker on the CPU trains the arrays themselves with one graph and optimizer
+    for the whole fit; workers > 1 train them in threads (in place) or in processes
+    (a copy in shared memory, copied back after each run of epochs); a device trains a
+    copy there, copied back after each run. `progress(examples_done, examples_per_second)`
+    is called during training.
+    """
+
+    def __init__(self, model, weights, settings, progress=None):
+        self.model, self.weights, self.settings, self.progress = model, weights, settings, progress
+        self.shared = self.worker = None
+
+    def __enter__(self):
+        settings = self.settings
+        if settings.device != "cpu":
+            self.worker = _Worker(self.model, self.weights, settings)
+        else:
+            self.shared = hogwild.share_for("threads" if settings.workers == 1 else settings.start_method,
+                                            self.weights)
+            if settings.workers == 1:
+                self.worker = _Worker(self.model, self.shared, settings)
+        return self
+
+    def __exit__(self, *exc):
+        if self.shared is not None:
+            self.shared.close()
+        return False
+
+    def each(self, epochs, together=False):
+        """(epoch, its mean loss per example) for each of `epochs` (a range of epoch numbers),
+        as each ends; or, `together`, all of them in one run (Hogwild processes start once, a
+        device copies the weights back once), yielded when it ends."""
+        for run in [epochs] if together else [range(epoch, epoch + 1) for epoch in epochs]:
+            yield from zip(run, self._run(run))
+
+    def _run(self, epochs):
+        """Train `epochs` (a range); returns their mean losses per example."""
+        if self.worker is not None:
+            results = [self.worker.run(epochs, self._reporter)]
+            if self.settings.device != "cpu":
+                for name, parameter in self.worker.graph.parameters.items():
+                    self.weights[name][...] = parameter.numpy()
+        else:
+            results = hogwild.run(run_worker, workers=self.settings.workers,
+                                  start_method=self.settings.start_method,
+                                  args=(self.shared, self.settings, self.model, epochs),
+                                  progress=self._counted_from(epochs[0]))
+            if not hogwild.in_place(self.shared):
+                for name, array in self.weights.items():
+                    array[...] = self.shared[name].numpy()
+        return [_mean_loss(results, i, len(epochs)) for i in range(len(epochs))]
+
+    def _counted_from(self, epoch):
+        """`progress` for `hogwild.run`, counting on from the examples before `epoch`."""
+        if self.progress is None:
+            return None
+        before = self.settings.examples_before(epoch)
+        return lambda done, per_second: self.progress(before + done, per_second)
+
+    def _reporter(self, epoch):
+        """The `progress(steps)` of one epoch in this process, or None without `progress`."""
+        if self.progress is None:
+            return None
+        before, batch = self.settings.examples_before(epoch), self.settings.batch
+        clock = [time.perf_counter(), 0]
+
+        def report(steps):
+            now, done = time.perf_counter(), steps * batch
+            self.progress(before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
+            clock[:] = [now, done]
+
+        return report
+
+
+def _mean_loss(results, i, epochs):
+    """The mean loss per example of epoch `i` of a run of `epochs` over the workers'
+    `results`, each weighted by its examples; a worker that trained nothing (its
+    loss nan) is left out, and one worker's loss is its own."""
+    trained = [(result["loss"][i], result["examples"] / epochs) for result in results if result["examples"]]
+    if len(trained) == 1:
+        return trained[0][0]
+    examples = sum(n for _, n in trained)
+    return sum(loss * n for loss, n in trained) / examples if examples else math.nan
+
+
+def run_worker(rank, shared, settings, model, epochs):
+    """The entry point of a Hogwild worker (a process or a thread): `model`'s graph
+    over the `shared` weights trained for `epochs` on rank `rank`'s share. Returns
+    `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`."""
+    # fa.train's progress reported to hogwild.run's
+    return _Worker(model, shared, settings, rank).run(
+        epochs, lambda epoch: hogwild.train_progress(per_example=settings.batch))
+
+
+class _Worker:
+    """One worker's graph and optimizer, kept for every epoch it trains."""
+
+    def __init__(self, model, weights, settings, rank=0):
+        self.settings = settings
+        self.graph = model.worker_graph(weights, settings, rank)
+        name = check_choice(settings.who, "optimizer", settings.optimizer, sorted(OPTIMIZERS))
+        self.optimizer = OPTIMIZERS[name](list(self.graph.parameters.values()), lr=settings.lr)
+
+    def run(self, epochs, progress_of):
+        """Train `epochs`; `progress_of(epoch)` gives the epoch's `progress(steps)` or None."""
+        start, losses, examples = time.perf_counter(), [], 0
+        train_epoch = self._train_on_cpu if self.settings.device == "cpu" else self._train_on_device
+        for epoch in epochs:
+            mean, data = train_epoch(epoch, progress_of(epoch))
+            loss, n = self.graph.epoch_loss(mean, data)
+            losses.append(loss)
+            examples += n
+        return {"loss": losses, "examples": examples, "seconds": time.perf_counter() - start}
+
+    def _schedule(self, epoch):
+        """The epoch's `LinearDecay` (the optimizer's lr set to its start), or None."""
+        if self.settings.min_lr is None:
+            return None
+        self.optimizer.lr, lr_to = self.settings.epoch_lrs(epoch)
+        return LinearDecay(self.optimizer, min_lr=lr_to)
+
+    def _train_on_cpu(self, epoch, progress):
+        """One epoch in `fa.train`'s compiled loop: (its mean loss per step, its data)."""
+        data = self.graph.epoch_data(epoch)
+        means = train(self.graph.loss, self.optimizer, data, progress=progress,
+                      report_every=self.settings.report_every, lr_schedule=self._schedule(epoch),
+                      schedule_every=self.settings.schedule_every)
+        return means[0], data
+
+    def _train_on_device(self, epoch, progress):
+        """One epoch on the GPU: batches drawn on the host by the model's compiled sampler
+        (the CPU fit's stream), fed to the device graph; the lr follows the schedule as
+        `fa.train`'s does. Returns (the mean loss per step, the sampler)."""
+        graph, optimizer, settings = self.graph, self.optimizer, self.settings
+        schedule = self._schedule(epoch)
+        rule = None if schedule is None else schedule.compiled_rule()
+        sampler = graph.device_sampler(epoch)
+        total, before, steps = None, 0.0, 0
+        for steps, drawn in enumerate(sampler.epoch(), 1):
+            if rule is not None and (steps - 1) % settings.schedule_every == 0:
+                optimizer.lr = scheduled_lr(*rule, 0, before)     # the epoch's share before this batch
+            for leaf, value in graph.device_feeds(drawn).items():
+                leaf.set_value(value)
+            graph.loss.forward()
+            optimizer.zero_grad()
+            graph.loss.backward()
+            optimizer.step()
+            # summed on the device: no copy to the host per batch
+            total = graph.loss.value.astype(np.float64) if total is None else total + graph.loss.value
+            if rule is not None:
+                before = sampler.progress()
+            if progress is not None and steps % settings.report_every == 0:
+                progress(steps)
+        if progress is not None and steps % settings.report_every:
+            progress(steps)
+        return (float(total) / steps if steps else math.nan), sampler
