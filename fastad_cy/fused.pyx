@@ -19,8 +19,7 @@ from libc.limits cimport INT_MAX
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, on_device,
-                              device_ops)
+from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device)
 from fastad_cy.loops cimport vec_zero, zero_values
 from fastad_cy.scalar cimport s_tanh, s_sigmoid
 
@@ -329,6 +328,7 @@ cdef int _check(str op, str what, object v, tuple shape, Variable like) except -
     if (<Variable>v)._shape != shape:
         raise ValueError(f"{op}: {what} must have shape {shape}, got {(<Variable>v)._shape}")
     same_dtype(op, like, <Variable>v)
+    same_device(op, like, <Variable>v)
     return 0
 
 
@@ -374,8 +374,9 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
     if h is not None:
         _check(op, "h", h, (B, H), vx)
         _check(op, "c", c, (B, H), vx)
-    if on_device(vx):
-        return device_ops().lstm_cell(vx, h, c, weight_ih, weight_hh, bias, H)
+    dev = backend_of(vx)
+    if dev is not None:
+        return dev.lstm_cell(vx, h, c, weight_ih, weight_hh, bias, H)
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
     node.x, node.w_ih, node.w_hh, node.bias = vx, weight_ih, weight_hh, bias
     node.h, node.c = h, c
@@ -414,8 +415,9 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     _check(op, "bias_hh", bias_hh, (3 * H,), vx)
     if h is not None:
         _check(op, "h", h, (B, H), vx)
-    if on_device(vx):
-        return device_ops().gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
+    dev = backend_of(vx)
+    if dev is not None:
+        return dev.gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef GRUCell node = GRUCell.__new__(GRUCell)
     node.x, node.h, node.w_ih, node.w_hh = vx, h, weight_ih, weight_hh
     node.b_ih, node.b_hh = bias_ih, bias_hh

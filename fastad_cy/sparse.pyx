@@ -18,9 +18,9 @@ from libc.math cimport fabs, pow, sqrt, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
-from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, same_dtype, on_device, device_ops, GRAD_SPARSE,
-                              GRAD_DENSE)
+from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish, require_float,
+                              same_dtype, on_device, GRAD_SPARSE, GRAD_DENSE, backend_of)
+from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport element_size, put_values, row_axpy, store_value, vec_zero, zero_values
 from fastad_cy.reduced_bce cimport (RED_NONE, reduction_code, reduction_name, reduction_scale,
                                     bce_forward, bce_backward)
@@ -312,8 +312,9 @@ cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, doub
         if isinstance(ix, Variable):
             raise TypeError(f"{op}: ids must be an IndexInput or integers, got a float Variable")
         ix = IndexInput(ix, device=t.device)
-    if on_device(t) or on_device(ix):
-        return device_ops().take(t, ix, op, padding_idx, max_norm, norm_type)
+    dev = backend_of(t, ix)
+    if dev is not None:
+        return dev.take(t, ix, op, padding_idx, max_norm, norm_type)
     cdef Take node = Take.__new__(Take)
     node.table = t
     node.ix = <IndexInput>ix
@@ -989,9 +990,10 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     else:
         raise ValueError(f"embedding_bag: ids must be 1-D (with offsets) or 2-D (bags, n), "
                          f"got shape {ix._shape}")
-    if on_device(t) or on_device(ix):
-        return device_ops().embedding_bag(t, ix, offsets, n_bags, mode == "mean",
-                                          bool(include_last_offset), bool(sparse))
+    dev = backend_of(t, ix)
+    if dev is not None:
+        return dev.embedding_bag(t, ix, offsets, n_bags, mode == "mean",
+                                 bool(include_last_offset), bool(sparse))
     cdef EmbeddingBag node = EmbeddingBag.__new__(EmbeddingBag)
     node.table = t
     node.ix = ix
@@ -1247,8 +1249,9 @@ def take_along_axis(x, ids, axis):
         if d != ax and ks[d] != xs[d]:
             raise ValueError(f"take_along_axis: ids has shape {ks} but x has shape {xs}; every "
                              f"axis but axis {ax} must match (axis {d}: {ks[d]} vs {xs[d]})")
-    if on_device(v) or on_device(ix):
-        return device_ops().take_along_axis(v, ix, ax)
+    dev = backend_of(v, ix)
+    if dev is not None:
+        return dev.take_along_axis(v, ix, ax)
     cdef TakeAlong node = TakeAlong.__new__(TakeAlong)
     node.x = v
     node.ix = ix
@@ -1267,3 +1270,6 @@ def take_along_axis(x, ids, axis):
         node.rows_ptr = <char*>cnp.PyArray_DATA(node.rows)
     init_node(node, "take_along_axis", (v, ix), ks, v.f64)
     return finish(node)
+
+
+register_methods(take=take)   # Variable's operators and methods
