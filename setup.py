@@ -22,8 +22,8 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.sdist import sdist
 
 #: The compiled modules fastad needs: fastad_cy/<name>.pyx becomes fastad_cy.<name>.
-COMPILED_MODULES = ("conv", "dropout", "elementwise", "fastmath", "fused", "graph", "linalg", "losses", "optim",
-                    "reduction", "samplers", "shape", "sparse", "train")
+COMPILED_MODULES = ("conv", "dropout", "elementwise", "fastmath", "fused", "graph", "linalg", "losses",
+                    "model_losses", "optim", "reduction", "samplers", "shape", "sparse", "train")
 
 #: The oldest Cython and NumPy to compile with, as in pyproject's build-system.requires.
 #: Extensions built against NumPy 2 also import under NumPy 1.23 and later, not the

@@ -20,8 +20,8 @@ from fastad_cy.shape import reshape, transpose, getitem, concat, stack
 from fastad_cy.shape import expand_dims, squeeze, split, flip, tile
 from fastad_cy.linalg import matmul, vector_dot
 from fastad_cy.linalg import einsum
-from fastad_cy.sparse import (take, take_along_axis, embedding, embedding_bag, ranking_margin, ranking_loss,
-                              gather_dot)
+from fastad_cy.sparse import take, take_along_axis, embedding, embedding_bag
+from fastad_cy.model_losses import ranking_margin, ranking_loss, gather_dot
 from fastad_cy.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
                             adaptive_avg_pool2d)
 from fastad_cy.train import train

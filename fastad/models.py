@@ -15,7 +15,8 @@ from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.linalg import vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
-from fastad_cy.sparse import ranking_loss, take
+from fastad_cy.model_losses import ranking_loss
+from fastad_cy.sparse import take
 from fastad_cy.samplers import PairwiseSampler
 from fastad_cy.train import train
 from fastad import hogwild

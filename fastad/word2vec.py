@@ -14,7 +14,8 @@ from fastad_cy.samplers import CbowSampler, SkipGramSampler
 from fastad_cy.linalg import vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
-from fastad_cy.sparse import gather_dot, take
+from fastad_cy.model_losses import gather_dot
+from fastad_cy.sparse import take
 from fastad_cy.train import scheduled_lr, train
 from fastad import hogwild
 from fastad.cuda import check_device

@@ -4,14 +4,19 @@ The CPU backend is the compiled path of each op (its node in fastad_cy/<family>.
 A device package subclasses `Backend` and registers ONE instance with the engine
 (`fastad_cy.graph.register_backend`); each public op, when an operand lives on that
 device, hands its checked arguments to the method of the same family. A backend
-implements what it speeds up: every name in `Backend.PRIMITIVES`. The fused CPU
-nodes (`lstm_cell`, `gru_cell`) are methods here, composed of the ops they are made
-of, so any device runs them with its primitives (on a GPU the cost is a launch per op,
-which a captured graph replays at once); a backend may override them.
+implements what it speeds up: every name in `Backend.PRIMITIVES`. The fused CPU nodes
+(`lstm_cell`, `gru_cell`, `ranking`, `gather_dot`) are methods here, composed of the
+ops they are made of, so any device runs them with its primitives (on a GPU the cost
+is a launch per op, which a captured graph replays at once); a backend may override
+them.
 """
+import numpy as np
+
 from fastad_cy.elementwise import add, mul, sigmoid, sub, tanh
-from fastad_cy.linalg import matmul
-from fastad_cy.shape import getitem, stack
+from fastad_cy.linalg import matmul, vector_dot
+from fastad_cy.losses import bce_with_logits
+from fastad_cy.shape import getitem, reshape, stack
+from fastad_cy.sparse import take
 
 
 class Backend:
@@ -63,6 +68,24 @@ class Backend:
         if h is not None:
             h_new = add(h_new, mul(z, h))
         return h_new
+
+    @staticmethod
+    def ranking(user_table, users, item_table, pos, neg, item_bias, reduction):
+        """ranking_margin's margins (reduction None), or ranking_loss's loss with that
+        reduction; the arguments are checked (fastad_cy.model_losses)."""
+        margin = vector_dot(take(user_table, users), sub(take(item_table, pos), take(item_table, neg)))
+        if item_bias is not None:
+            margin = add(margin, reshape(sub(take(item_bias, pos), take(item_bias, neg)), margin.shape))
+        if reduction is None:
+            return margin
+        return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), reduction)
+
+    @staticmethod
+    def gather_dot(a_table, a_ids, b_table, b_ids):
+        """gather_dot's scores: each B row of b_ids dotted with its A row of a_ids; the
+        arguments are checked (fastad_cy.model_losses)."""
+        a_rows = reshape(take(a_table, a_ids), a_ids.shape + (1, a_table.shape[1]))
+        return vector_dot(take(b_table, b_ids), a_rows)
 
 
 def _gate(gates, k, H):

@@ -19,7 +19,8 @@ from fastad_cy.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forw
 from fastad_cy.optim cimport Optimizer, SGD
 from fastad_cy.samplers cimport Sampler
 from fastad_cy.samplers import FeedSampler
-from fastad_cy.sparse import GatherDot, RankingMargin, Take
+from fastad_cy.model_losses import GatherDot, RankingMargin
+from fastad_cy.sparse import Take
 
 
 # The learning-rate rules that run inside the loop; a scheduler names its rule and

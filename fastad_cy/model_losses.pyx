@@ -1,0 +1,551 @@
+"""The fused model losses: `fastad.ranking_margin` and `fastad.ranking_loss` (BPR's margin
+and loss) and `fastad.gather_dot` (skip-gram's scores), each the values and gradients of
+composed gathers and dots in one node, whose backward hands the tables scaled rows.
+"""
+import numpy as np
+cimport cython
+cimport numpy as cnp
+from cython cimport floating
+from libc.stdint cimport int64_t, uint64_t
+
+from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
+                              require_float, same_dtype, backend_among)
+from fastad_cy.loops cimport row_axpy, store_value, vec_zero
+from fastad_cy.reduced_bce cimport (RED_NONE, reduction_code, reduction_name, reduction_scale,
+                                    bce_forward, bce_backward)
+from fastad_cy.sparse cimport check_ids, fa_ids_out_of_range
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    #include "clones.h"
+    /* Elementwise loops in steps of 32 bytes with gcc (FA_IN_BLOCKS over fa_block: one AVX2
+     * register in the AVX2 clone, two SSE ones in the other), the rest one element at a
+     * time. A row's loop then needs no run-time overlap checks or vector set-up, which cost
+     * more than a short row's arithmetic; each element takes the scalar loop's operations,
+     * so the values are the same. Elsewhere the block loop never runs. */
+    #if defined(__GNUC__)
+    #define FA_BLOCK_TYPE(T) typedef T fa_block __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));
+    #define FA_IN_BLOCKS(T, i, n) for (; (i) + (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += 32 / sizeof(T))
+    #else
+    #define FA_BLOCK_TYPE(T) typedef T fa_block;
+    #define FA_IN_BLOCKS(T, i, n) if (0)
+    #endif
+    #define FA_BLOCK_AT(p, i) (*(fa_block*)((p) + (i)))
+    #define FA_BLOCK_OF(p, i) (*(const fa_block*)((p) + (i)))
+    /* A short row's copy stays a loop: gcc would make it a library memcpy call, which
+     * costs more than copying BPR's 32-float rows (-27 instructions a triple); for
+     * gather_dot's rows of 64 the call was cheaper (+2% a skip-gram epoch), so it keeps it. */
+    #if defined(__GNUC__) && !defined(__clang__)
+    #define FA_NO_LIBRARY_COPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
+    #else
+    #define FA_NO_LIBRARY_COPY
+    #endif
+
+    /* margins[k] = U[users[k]] . (V[pos[k]] - V[neg[k]]) (+ (bias[pos[k]] - bias[neg[k]])
+     * unless bias is NULL), keeping the user row and the difference of each example for
+     * the backward: the values of a gather, a difference and fa_dot, in one loop. */
+    #define FA_MARGIN_ROWS(T, S)                                                            \
+    FA_CLONED FA_NO_LIBRARY_COPY                                                             \
+    void fa_margin_rows_##S(const T* U, const T* V, const T* bias,                           \
+                            const int64_t* users, const int64_t* pos,                        \
+                            const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,                \
+                            T* __restrict user_rows, T* __restrict differences,              \
+                            T* __restrict margins) {                                         \
+        for (Py_ssize_t k = 0; k < n; k++) {                                                 \
+            T* __restrict u = user_rows + k * dim;                                           \
+            T* __restrict d = differences + k * dim;                                         \
+            const T* ur = U + users[k] * dim;                                                \
+            const T* pr = V + pos[k] * dim;                                                  \
+            const T* nr = V + neg[k] * dim;                                                  \
+            FA_BLOCK_TYPE(T)                                                                 \
+            Py_ssize_t i = 0;                                                                \
+            FA_IN_BLOCKS(T, i, dim) {                                                        \
+                FA_BLOCK_AT(u, i) = FA_BLOCK_OF(ur, i);                                      \
+                FA_BLOCK_AT(d, i) = FA_BLOCK_OF(pr, i) - FA_BLOCK_OF(nr, i);                 \
+            }                                                                                \
+            for (; i < dim; i++) { u[i] = ur[i]; d[i] = pr[i] - nr[i]; }                     \
+            T m = fa_dot_##S(u, d, dim);                                                     \
+            margins[k] = bias ? m + (bias[pos[k]] - bias[neg[k]]) : m;                       \
+        }                                                                                    \
+    }
+    FA_MARGIN_ROWS(float, f)
+    FA_MARGIN_ROWS(double, d)
+
+    /* One triple's plain SGD steps in one call (ranking_margin's backward under the
+     * compiled loop): unless bias is NULL, bias[neg] += a_bias * -g, bias[pos] += a_bias * g;
+     * then neg_row += a_item * (-g * u), pos_row += a_item * (g * u), user_row += a_user *
+     * (g * d), each rounded as fa_sgd_rows and fa_sgd_scaled_rows round them. Element i of
+     * a row depends only on element i of the forward's copies u and d, and takes its steps
+     * in the order of the separate calls (biases, negative, positive, user), so the values
+     * are theirs bit for bit even when rows coincide (pos == neg, or one table for users
+     * and items): the rows are not restrict, and the compiler checks for overlap. */
+    #define FA_MARGIN_SGD_STEP(T, S)                                                         \
+    FA_CLONED void fa_margin_sgd_step_##S(T* user_row, T* pos_row, T* neg_row, T* bias,      \
+                                          int64_t pos, int64_t neg, const T* __restrict u,   \
+                                          const T* __restrict d, T g, Py_ssize_t dim,        \
+                                          T a_user, T a_item, T a_bias) {                    \
+        T ng = -g;                                                                           \
+        if (bias) {                                                                          \
+            bias[neg] += a_bias * ng;                                                        \
+            bias[pos] += a_bias * g;                                                         \
+        }                                                                                    \
+        FA_BLOCK_TYPE(T)                                                                     \
+        Py_ssize_t i = 0;                                                                    \
+        FA_IN_BLOCKS(T, i, dim) {                                                            \
+            fa_block ui = FA_BLOCK_OF(u, i);                                                 \
+            FA_BLOCK_AT(neg_row, i) += a_item * (ng * ui);                                   \
+            FA_BLOCK_AT(pos_row, i) += a_item * (g * ui);                                    \
+            FA_BLOCK_AT(user_row, i) += a_user * (g * FA_BLOCK_OF(d, i));                    \
+        }                                                                                    \
+        for (; i < dim; i++) {                                                               \
+            neg_row[i] += a_item * (ng * u[i]);                                              \
+            pos_row[i] += a_item * (g * u[i]);                                               \
+            user_row[i] += a_user * (g * d[i]);                                              \
+        }                                                                                    \
+    }
+    FA_MARGIN_SGD_STEP(float, f)
+    FA_MARGIN_SGD_STEP(double, d)
+
+    /* out[k] = B[b_ids[k]] . A[a_ids[k / per]] for the n * per scores, keeping a copy of
+     * each gathered row for the backward: the values of two gathers and fa_dot, in one
+     * loop (each A row is read once for its per B rows). */
+    #define FA_GATHER_DOT_ROWS(T, S)                                                        \
+    FA_CLONED void fa_gather_dot_rows_##S(const T* A, const T* B, const int64_t* a_ids,      \
+                                          const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, \
+                                          Py_ssize_t dim, T* __restrict a_rows,              \
+                                          T* __restrict b_rows, T* __restrict out) {         \
+        for (Py_ssize_t r = 0; r < n; r++) {                                                 \
+            T* __restrict a = a_rows + r * dim;                                              \
+            const T* ar = A + a_ids[r] * dim;                                                \
+            for (Py_ssize_t i = 0; i < dim; i++) a[i] = ar[i];                               \
+            for (Py_ssize_t k = r * per; k < (r + 1) * per; k++) {                           \
+                T* __restrict b = b_rows + k * dim;                                          \
+                const T* br = B + b_ids[k] * dim;                                            \
+                for (Py_ssize_t i = 0; i < dim; i++) b[i] = br[i];                           \
+                out[k] = fa_dot_##S(b, a, dim);                                              \
+            }                                                                                \
+        }                                                                                    \
+    }
+    FA_GATHER_DOT_ROWS(float, f)
+    FA_GATHER_DOT_ROWS(double, d)
+    """
+    void fa_margin_rows_f(const float* U, const float* V, const float* bias, const int64_t* users,
+                          const int64_t* pos, const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,
+                          float* user_rows, float* differences, float* margins) noexcept nogil
+    void fa_margin_rows_d(const double* U, const double* V, const double* bias,
+                          const int64_t* users, const int64_t* pos, const int64_t* neg,
+                          Py_ssize_t n, Py_ssize_t dim, double* user_rows, double* differences,
+                          double* margins) noexcept nogil
+    void fa_margin_sgd_step_f(float* user_row, float* pos_row, float* neg_row, float* bias,
+                              int64_t pos, int64_t neg, const float* u, const float* d, float g,
+                              Py_ssize_t dim, float a_user, float a_item, float a_bias) noexcept nogil
+    void fa_margin_sgd_step_d(double* user_row, double* pos_row, double* neg_row, double* bias,
+                              int64_t pos, int64_t neg, const double* u, const double* d, double g,
+                              Py_ssize_t dim, double a_user, double a_item,
+                              double a_bias) noexcept nogil
+    void fa_gather_dot_rows_f(const float* A, const float* B, const int64_t* a_ids,
+                              const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, Py_ssize_t dim,
+                              float* a_rows, float* b_rows, float* out) noexcept nogil
+    void fa_gather_dot_rows_d(const double* A, const double* B, const int64_t* a_ids,
+                              const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, Py_ssize_t dim,
+                              double* a_rows, double* b_rows, double* out) noexcept nogil
+
+
+cdef void negate(floating* y, const floating* x, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(n):
+        y[k] = -x[k]
+
+
+@cython.no_gc
+cdef class RankingMargin(Variable):
+    """y[k] = U[users[k]] . (V[pos[k]] - V[neg[k]]) (+ b[pos[k]] - b[neg[k]]) in one node:
+    what the gathers, differences, vector_dot (and sum) compute, with the same values and
+    gradients, without storing the gathered item rows or any gradient row. The backward
+    hands each table its gradient rows as scaled rows (add_scaled_rows): a Parameter under
+    the compiled loop's plain SGD steps its rows from them directly.
+
+    As ranking_loss's node (`logistic`), its value is the logistic loss of those margins,
+    reduced: what bce_with_logits of them against ones computes, by the same loops, and
+    the backward's coefficient of each triple is that loss's gradient instead of y's."""
+    cdef Variable user_table, item_table, item_bias    # item_bias: None or n_items values
+    cdef IndexInput users, pos, neg
+    cdef Py_ssize_t dim, n_users, n_items
+    cdef Py_ssize_t n_triples        # the size of users, pos and neg (the node's too, unless reduced)
+    cdef bint parameter_tables      # U, V (and b, if any) are Parameters: see _steps_in_place
+    cdef cnp.ndarray user_rows, differences, negated_grad, scratch   # kept by the forward
+    cdef char* user_rows_ptr
+    cdef char* differences_ptr
+    cdef char* negated_grad_ptr
+    cdef char* scratch_ptr
+    cdef bint logistic              # ranking_loss: the loss of the margins, reduced
+    cdef int reduction
+    cdef double scale
+    cdef cnp.ndarray margins, exp_of_margins, ones, coefs   # logistic: kept by the forward, and
+    cdef char* margins_ptr                                  # the margins' gradient (coefs)
+    cdef char* exp_of_margins_ptr
+    cdef char* ones_ptr
+    cdef char* coefs_ptr
+
+    def _row_sources(self):
+        """(ids, table) for each table this node gathers rows of (see Take._row_sources)."""
+        sources = [(self.users, self.user_table), (self.pos, self.item_table), (self.neg, self.item_table)]
+        if self.item_bias is not None:
+            sources += [(self.pos, self.item_bias), (self.neg, self.item_bias)]
+        return sources
+
+    cdef int run_forward(self) except -1 nogil:
+        cdef char* margins = self.margins_ptr if self.logistic else self.val_ptr
+        cdef double total
+        self._check_ids()
+        if self.f64:
+            fa_margin_rows_d(<const double*>self.user_table.val_ptr,
+                             <const double*>self.item_table.val_ptr,
+                             <const double*>self._bias_values(),
+                             <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                             <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
+                             <double*>self.user_rows_ptr, <double*>self.differences_ptr,
+                             <double*>margins)
+        else:
+            fa_margin_rows_f(<const float*>self.user_table.val_ptr,
+                             <const float*>self.item_table.val_ptr,
+                             <const float*>self._bias_values(),
+                             <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                             <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
+                             <float*>self.user_rows_ptr, <float*>self.differences_ptr,
+                             <float*>margins)
+        if self.logistic:
+            total = bce_forward(margins, self.ones_ptr, self.n_triples, self.exp_of_margins_ptr,
+                                self.val_ptr if self.reduction == RED_NONE else NULL, self.f64)
+            if self.reduction != RED_NONE:
+                store_value(self.val_ptr, total * self.scale, self.f64)
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        """The gradient rows g[k] * (V[pos] - V[neg]) for U, g[k] * U[users] for V[pos] and
+        -g[k] * U[users] for V[neg] (g[k] and -g[k] for the biases), each table's in the
+        order the separate ops' backwards add them. g is the margins' gradient: the node's
+        own, or (logistic) the loss's through bce_with_logits' backward."""
+        cdef Py_ssize_t n = self.n_triples
+        cdef const char* g = self.grad_ptr
+        self._check_ids()
+        if self.logistic:
+            bce_backward(self.margins_ptr, self.ones_ptr, self.exp_of_margins_ptr, n, self.grad_ptr,
+                         1 if self.reduction == RED_NONE else 0, self.scale, self.coefs_ptr, False,
+                         self.f64)
+            g = self.coefs_ptr
+        if n == 1 and self._steps_in_place():
+            return self._step_one_triple(g)
+        if self.f64:
+            negate(<double*>self.negated_grad_ptr, <const double*>g, n)
+        else:
+            negate(<float*>self.negated_grad_ptr, <const float*>g, n)
+        if self.item_bias is not None and self.item_bias.requires_grad:
+            self.item_bias.add_grad_rows(<const int64_t*>self.neg.val_ptr, n, self.negated_grad_ptr, 1)
+            self.item_bias.add_grad_rows(<const int64_t*>self.pos.val_ptr, n, g, 1)
+        if self.item_table.requires_grad:
+            self.item_table.add_scaled_rows(<const int64_t*>self.neg.val_ptr, n, self.user_rows_ptr,
+                                            self.negated_grad_ptr, self.dim, 1, self.scratch_ptr)
+            self.item_table.add_scaled_rows(<const int64_t*>self.pos.val_ptr, n, self.user_rows_ptr,
+                                            g, self.dim, 1, self.scratch_ptr)
+        if self.user_table.requires_grad:
+            self.user_table.add_scaled_rows(<const int64_t*>self.users.val_ptr, n, self.differences_ptr,
+                                            g, self.dim, 1, self.scratch_ptr)
+        return 0
+
+    @cython.final
+    cdef bint _steps_in_place(self) noexcept nogil:
+        """Whether the compiled loop's plain SGD steps every table as its rows come
+        (apply_lr): then one triple's backward is _step_one_triple."""
+        return self.parameter_tables and (
+            (<Parameter>self.user_table).apply_lr != NULL
+            and (<Parameter>self.item_table).apply_lr != NULL
+            and (self.item_bias is None or (<Parameter>self.item_bias).apply_lr != NULL))
+
+    @cython.final
+    cdef int _step_one_triple(self, const char* g) except -1 nogil:
+        """One triple's SGD steps of b's values, V's and U's rows in one call
+        (fa_margin_sgd_step) from its margin's gradient g, the values of the general
+        path's calls bit for bit."""
+        cdef int64_t user = (<const int64_t*>self.users.val_ptr)[0]
+        cdef int64_t pos = (<const int64_t*>self.pos.val_ptr)[0], neg = (<const int64_t*>self.neg.val_ptr)[0]
+        cdef double lr_u = (<Parameter>self.user_table).apply_lr[0]
+        cdef double lr_v = (<Parameter>self.item_table).apply_lr[0]
+        cdef double lr_b = 0.0
+        cdef char* bias = NULL
+        cdef Py_ssize_t dim = self.dim
+        cdef char* u = self.user_table.val_ptr
+        cdef char* v = self.item_table.val_ptr
+        if self.item_bias is not None:
+            bias, lr_b = self.item_bias.val_ptr, (<Parameter>self.item_bias).apply_lr[0]
+        if self.f64:
+            fa_margin_sgd_step_d(<double*>u + user * dim, <double*>v + pos * dim, <double*>v + neg * dim,
+                                 <double*>bias, pos, neg, <const double*>self.user_rows_ptr,
+                                 <const double*>self.differences_ptr, (<const double*>g)[0],
+                                 dim, -lr_u, -lr_v, -lr_b)
+        else:
+            fa_margin_sgd_step_f(<float*>u + user * dim, <float*>v + pos * dim, <float*>v + neg * dim,
+                                 <float*>bias, pos, neg, <const float*>self.user_rows_ptr,
+                                 <const float*>self.differences_ptr, (<const float*>g)[0],
+                                 dim, <float>-lr_u, <float>-lr_v, <float>-lr_b)
+        (<Parameter>self.user_table).applied = True
+        (<Parameter>self.item_table).applied = True
+        if self.item_bias is not None:
+            (<Parameter>self.item_bias).applied = True
+        return 0
+
+    @cython.final
+    cdef const char* _bias_values(self) noexcept nogil:
+        return self.item_bias.val_ptr if self.item_bias is not None else NULL
+
+    @cython.final
+    cdef inline int _check_ids(self) except -1 nogil:
+        if self.n_triples == 1 and not (        # one triple: its three ids in one test, no calls
+                fa_ids_out_of_range(<const uint64_t*>self.users.val_ptr, 1, self.n_users)
+                | fa_ids_out_of_range(<const uint64_t*>self.pos.val_ptr, 1, self.n_items)
+                | fa_ids_out_of_range(<const uint64_t*>self.neg.val_ptr, 1, self.n_items)):
+            return 0
+        check_ids(self, self.users, self.n_users)
+        check_ids(self, self.pos, self.n_items)
+        check_ids(self, self.neg, self.n_items)
+        return 0
+
+
+cdef void sum_scaled_rows(floating* h, const floating* rows, const floating* coefs, Py_ssize_t n,
+                          Py_ssize_t per, Py_ssize_t dim) noexcept nogil:
+    """h row r = sum over j of coefs[r * per + j] * rows row r * per + j, added in order of j
+    into a zero row (as vector_dot's backward adds a broadcast operand's gradient)."""
+    cdef Py_ssize_t r, k
+    for r in range(n):
+        vec_zero(h + r * dim, dim)
+        for k in range(r * per, (r + 1) * per):
+            row_axpy(h + r * dim, rows + k * dim, dim, coefs[k])
+
+
+@cython.no_gc
+cdef class GatherDot(Variable):
+    """y[..., j] = B[b_ids[..., j]] . A[a_ids[...]] in one node: what two gathers, a reshape
+    and a broadcast vector_dot compute, with the same values and gradients, copying each
+    A row once for its `per` B rows. The backward hands B its gradient rows as scaled A
+    rows (add_scaled_rows: a Parameter under the compiled loop's plain SGD steps them
+    directly) and A the sums of its B rows, in the order the composed ops' backwards do."""
+    cdef Variable a_table, b_table
+    cdef IndexInput a_ids, b_ids
+    cdef Py_ssize_t dim, per, a_count, b_count      # per: B rows for each A row; *_count: table rows
+    cdef cnp.ndarray a_rows, b_rows, a_grads, scratch   # kept by the forward; the backward's buffers
+    cdef char* a_rows_ptr
+    cdef char* b_rows_ptr
+    cdef char* a_grads_ptr
+    cdef char* scratch_ptr
+
+    def _row_sources(self):
+        """(ids, table) for each table this node gathers rows of (see Take._row_sources)."""
+        return [(self.a_ids, self.a_table), (self.b_ids, self.b_table)]
+
+    cdef int run_forward(self) except -1 nogil:
+        self._check_ids()
+        if self.f64:
+            fa_gather_dot_rows_d(<const double*>self.a_table.val_ptr, <const double*>self.b_table.val_ptr,
+                                 <const int64_t*>self.a_ids.val_ptr, <const int64_t*>self.b_ids.val_ptr,
+                                 self.a_ids.size, self.per, self.dim, <double*>self.a_rows_ptr,
+                                 <double*>self.b_rows_ptr, <double*>self.val_ptr)
+        else:
+            fa_gather_dot_rows_f(<const float*>self.a_table.val_ptr, <const float*>self.b_table.val_ptr,
+                                 <const int64_t*>self.a_ids.val_ptr, <const int64_t*>self.b_ids.val_ptr,
+                                 self.a_ids.size, self.per, self.dim, <float*>self.a_rows_ptr,
+                                 <float*>self.b_rows_ptr, <float*>self.val_ptr)
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        """A's gradient rows (the sums g[k] * B row k of each A row's scores, from the kept
+        B rows), then B's rows g[k] * A row (from the kept A rows): the order in which the
+        composed ops' backwards add them, which matters when A is B."""
+        cdef Py_ssize_t n = self.a_ids.size
+        self._check_ids()
+        if self.a_table.requires_grad:
+            if self.f64:
+                sum_scaled_rows(<double*>self.a_grads_ptr, <const double*>self.b_rows_ptr,
+                                <const double*>self.grad_ptr, n, self.per, self.dim)
+            else:
+                sum_scaled_rows(<float*>self.a_grads_ptr, <const float*>self.b_rows_ptr,
+                                <const float*>self.grad_ptr, n, self.per, self.dim)
+            self.a_table.add_grad_rows(<const int64_t*>self.a_ids.val_ptr, n, self.a_grads_ptr, self.dim)
+        if self.b_table.requires_grad:
+            self.b_table.add_scaled_rows(<const int64_t*>self.b_ids.val_ptr, self.size, self.a_rows_ptr,
+                                         self.grad_ptr, self.dim, self.per, self.scratch_ptr)
+        return 0
+
+    @cython.final
+    cdef int _check_ids(self) except -1 nogil:
+        check_ids(self, self.a_ids, self.a_count)
+        check_ids(self, self.b_ids, self.b_count)
+        return 0
+
+
+cdef IndexInput _ids(str op, str argname, object ids, Variable table):
+    if isinstance(ids, IndexInput):
+        return <IndexInput>ids
+    if isinstance(ids, Variable):
+        raise TypeError(f"{op}: {argname} must be an IndexInput or integers, got a float Variable")
+    return IndexInput(ids, device=table.device)
+
+
+cdef tuple _row_tables(str op, str a_name, object a, str b_name, object b):
+    """(a, b) as float Variables: two tables of rows of one length and dtype."""
+    require_float(op, a, a_name)
+    require_float(op, b, b_name)
+    cdef Variable A = <Variable>a, B = <Variable>b
+    if len(A._shape) != 2 or len(B._shape) != 2 or A._shape[1] != B._shape[1]:
+        raise ValueError(f"{op}: {a_name} and {b_name} must be 2-D with one row length, got "
+                         f"shapes {A._shape} and {B._shape}")
+    same_dtype(op, A, B)
+    return A, B
+
+
+def gather_dot(a_table, a_ids, b_table, b_ids):
+    """The dot products of gathered rows: `out[..., j] = A[a_ids[...]] . B[b_ids[..., j]]`,
+    each row of A against its own `m` rows of B (a skip-gram centre word against its
+    context word and its negatives, a user against candidate items).
+
+    `a_table` (A) and `b_table` (B) are float Variables of shapes (rows_a, dim) and
+    (rows_b, dim), usually Parameters (they may be one); `a_ids` and `b_ids` are
+    IndexInputs (or integer ids) of shapes S and S + (m,), and the result has
+    b_ids' shape. It is `vector_dot(take(B, b_ids), reshape(take(A, a_ids), S + (1,
+    dim)))` with the same values and gradients bit for bit, in one node that copies
+    each A row once. Gradients are sparse (rows of A and
+    B), and repeated ids add, as with `take`; under `fastad.train`'s plain SGD each
+    row takes its step inside backward, as a take's does. On a GPU it is composed of
+    those ops.
+
+    >>> W = fa.Parameter(np.random.randn(100, 8)); C = fa.Parameter(np.random.randn(100, 8))
+    >>> scores = fa.gather_dot(W, [3, 7], C, [[1, 2, 9], [4, 4, 0]])     # shape (2, 3)
+    >>> loss = fa.nn.bce_with_logits(scores, [[1, 0, 0], [1, 0, 0]], reduction="sum")
+    """
+    cdef str op = "gather_dot"
+    cdef Variable A, B
+    A, B = _row_tables(op, "a_table", a_table, "b_table", b_table)
+    cdef IndexInput a_index = _ids(op, "a_ids", a_ids, A), b_index = _ids(op, "b_ids", b_ids, B)
+    cdef tuple lead = a_index._shape
+    if b_index._shape[:len(b_index._shape) - 1] != lead or len(b_index._shape) != len(lead) + 1:
+        raise ValueError(f"{op}: b_ids must have a_ids' shape plus one axis (the B rows of each "
+                         f"A row): a_ids has shape {lead}, so b_ids needs {lead + ('m',)}, got "
+                         f"{b_index._shape}")
+    cdef Py_ssize_t dim = A._shape[1]
+    dev = backend_among((A, B, a_index, b_index))
+    if dev is not None:
+        return dev.gather_dot(A, a_index, B, b_index)
+    cdef GatherDot node = GatherDot.__new__(GatherDot)
+    node.a_table, node.b_table = A, B
+    node.a_ids, node.b_ids = a_index, b_index
+    node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], dim
+    node.per = b_index._shape[len(lead)]
+    init_node(node, op, (A, B, a_index, b_index), b_index._shape, A.f64)
+    dtype = np.float64 if node.f64 else np.float32
+    node.a_rows = empty_buffer((a_index.size, dim), dtype)
+    node.a_grads = empty_buffer((a_index.size, dim), dtype)
+    node.b_rows = empty_buffer((b_index.size, dim), dtype)
+    node.scratch = empty_buffer((b_index.size, dim), dtype)
+    node.a_rows_ptr = <char*>cnp.PyArray_DATA(node.a_rows)
+    node.a_grads_ptr = <char*>cnp.PyArray_DATA(node.a_grads)
+    node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
+    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    return finish(node)
+
+
+def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
+    """The margins of pairwise ranking examples: `U[users] . (V[pos] - V[neg])` row by row,
+    plus `b[pos] - b[neg]` with item biases b.
+
+    `user_table` (U) and `item_table` (V) are float Variables of shapes (n_users,
+    dim) and (n_items, dim), usually Parameters; `item_bias` (optional) one of
+    shape (n_items,) or (n_items, 1); `users`, `pos` and `neg` are IndexInputs (or
+    integer ids) of one shape, which is the result's. It is
+    `vector_dot(take(U, users), take(V, pos) - take(V, neg))` (+ `reshape(take(b,
+    pos) - take(b, neg), shape)`) with the same values and gradients bit for bit,
+    in one node that stores no gathered item row and no gradient row: the BPR
+    loss of `fastad.models.BPR` is built on it. Gradients are sparse (rows of U,
+    V and b), and repeated ids add, as with `take`. On a GPU it is composed of
+    those ops.
+
+    >>> U = fa.Parameter(np.random.randn(100, 8)); V = fa.Parameter(np.random.randn(50, 8))
+    >>> margins = fa.ranking_margin(U, [3, 7], V, [1, 2], [4, 4])       # shape (2,)
+    >>> loss = -fa.sum(fa.logsigmoid(margins))
+    """
+    return _ranking_node("ranking_margin", user_table, users, item_table, pos, neg, item_bias, -1)
+
+
+def ranking_loss(user_table, users, item_table, pos, neg, item_bias=None, reduction="mean"):
+    """The logistic pairwise ranking loss (BPR's): -log sigmoid of each `ranking_margin`,
+    averaged ("mean", the default), summed ("sum") or one per example ("none").
+
+    It is `bce_with_logits(ranking_margin(...), ones, reduction)` with the same values and
+    gradients bit for bit, in one node: the arguments are ranking_margin's, the margins
+    are not a node of their own, and the loss's gradient reaches the tables without a
+    pass of its own (under `fastad.train`'s plain SGD at one triple a step, the backward
+    takes the triple's steps of U, V and b at once). `fastad.models.BPR`'s loss is this
+    with reduction="sum". On a GPU it is composed of those ops.
+
+    >>> U = fa.Parameter(np.random.randn(100, 8)); V = fa.Parameter(np.random.randn(50, 8))
+    >>> loss = fa.ranking_loss(U, [3, 7], V, [1, 2], [4, 4], reduction="sum")   # shape ()
+    >>> loss.backward()
+    """
+    return _ranking_node("ranking_loss", user_table, users, item_table, pos, neg, item_bias,
+                         reduction_code("ranking_loss", reduction))
+
+
+cdef object _ranking_node(str op, object user_table, object users, object item_table, object pos,
+                          object neg, object item_bias, int reduction):
+    """ranking_margin's node (reduction -1), or ranking_loss's with that reduction code."""
+    cdef Variable U, V
+    U, V = _row_tables(op, "user_table", user_table, "item_table", item_table)
+    cdef Variable b = None
+    if item_bias is not None:
+        require_float(op, item_bias, "item_bias")
+        b = <Variable>item_bias
+        if b._shape not in ((V._shape[0],), (V._shape[0], 1)):
+            raise ValueError(f"{op}: item_bias must have shape ({V._shape[0]},) or ({V._shape[0]}, 1) "
+                             f"(one value per row of item_table), got {b._shape}")
+        same_dtype(op, V, b)
+    cdef IndexInput user_ids = _ids(op, "users", users, U)
+    cdef IndexInput pos_ids = _ids(op, "pos", pos, V), neg_ids = _ids(op, "neg", neg, V)
+    if not (user_ids._shape == pos_ids._shape == neg_ids._shape):
+        raise ValueError(f"{op}: users, pos and neg must have one shape, got {user_ids._shape}, "
+                         f"{pos_ids._shape} and {neg_ids._shape}")
+    dev = backend_among((U, V, b, user_ids, pos_ids, neg_ids))
+    if dev is not None:
+        return dev.ranking(U, user_ids, V, pos_ids, neg_ids, b,
+                           None if reduction < 0 else reduction_name(reduction))
+    cdef RankingMargin node = RankingMargin.__new__(RankingMargin)
+    node.user_table, node.item_table, node.item_bias = U, V, b
+    node.users, node.pos, node.neg = user_ids, pos_ids, neg_ids
+    node.n_users, node.n_items, node.dim = U._shape[0], V._shape[0], U._shape[1]
+    node.n_triples = user_ids.size
+    node.parameter_tables = (isinstance(U, Parameter) and isinstance(V, Parameter)
+                             and (b is None or isinstance(b, Parameter)))
+    inputs = (U, V, user_ids, pos_ids, neg_ids) if b is None else (U, V, b, user_ids, pos_ids, neg_ids)
+    node.logistic = reduction >= 0
+    node.reduction = reduction
+    node.scale = reduction_scale(reduction, user_ids.size)
+    init_node(node, op, inputs, () if node.logistic and reduction != RED_NONE else user_ids._shape, U.f64)
+    dtype = np.float64 if U.f64 else np.float32
+    node.user_rows = empty_buffer((user_ids.size, node.dim), dtype)
+    node.differences = empty_buffer((user_ids.size, node.dim), dtype)
+    node.scratch = empty_buffer((user_ids.size, node.dim), dtype)
+    node.negated_grad = empty_buffer((user_ids.size,), dtype)
+    node.user_rows_ptr = <char*>cnp.PyArray_DATA(node.user_rows)
+    node.differences_ptr = <char*>cnp.PyArray_DATA(node.differences)
+    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    node.negated_grad_ptr = <char*>cnp.PyArray_DATA(node.negated_grad)
+    if node.logistic:
+        node.margins = empty_buffer((user_ids.size,), dtype)
+        node.exp_of_margins = empty_buffer((user_ids.size,), dtype)
+        node.coefs = empty_buffer((user_ids.size,), dtype)
+        node.ones = empty_buffer((user_ids.size,), dtype)
+        node.ones.fill(1)
+        node.margins_ptr = <char*>cnp.PyArray_DATA(node.margins)
+        node.exp_of_margins_ptr = <char*>cnp.PyArray_DATA(node.exp_of_margins)
+        node.coefs_ptr = <char*>cnp.PyArray_DATA(node.coefs)
+        node.ones_ptr = <char*>cnp.PyArray_DATA(node.ones)
+    return finish(node)
