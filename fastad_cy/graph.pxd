@@ -159,7 +159,7 @@ cdef inline bint on_device(object x) noexcept:
 cdef inline object backend_of(object a, object b=None, object c=None):
     """The backend that builds an op on these operands: None for the compiled CPU path (a
     C-level test), else the registered device backend when any operand is on a device."""
-    if on_device(a) or on_device(b) or on_device(c):
+    if on_device(a) or (b is not None and on_device(b)) or (c is not None and on_device(c)):
         return device_backend()
     return None
 

@@ -36,6 +36,15 @@ def test_the_engine_alone_asks_for_device_support():
     assert "no device support is registered" in out.stdout
 
 
+def test_variable_operators_work_with_the_engine_alone():
+    # The op modules register Variable's operators with the graph; importing fastad_cy imports them.
+    code = ("import numpy as np, fastad_cy.graph as g\n"
+            "x = g.Input(np.array([1.0, 2.0]))\n"
+            "print(float(((x + 1.0) * x - x / 2.0).sum().value), (x @ x).value, x[1].value)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["6.5", "5.0", "2.0"]
+
+
 # ------------------------------------------------------------- the module graph
 # Every import edge between fastad_cy/ and fastad/ modules, read from the sources (.pyx, .pxd,
 # .pyi, .py): `cimport`, `import`, `from ... (c)import`, and importlib's `import_module("...")`,
