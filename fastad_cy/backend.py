@@ -5,16 +5,17 @@ A device package subclasses `Backend` and registers ONE instance with the engine
 (`fastad_cy.graph.register_backend`); each public op, when an operand lives on that
 device, hands its checked arguments to the method of the same family. A backend
 implements what it speeds up: every name in `Backend.PRIMITIVES`. The fused CPU nodes
-(`lstm_cell`, `gru_cell`, `ranking`, `gather_dot`) are methods here, composed of the
-ops they are made of, so any device runs them with its primitives (on a GPU the cost
-is a launch per op, which a captured graph replays at once); a backend may override
-them.
+(`lstm_cell`, `gru_cell`, `ranking`, `gather_dot`, and vector_dot's broadcasting node)
+are methods here, composed of the ops they are made of, so any device runs them with
+its primitives (on a GPU the cost is a launch per op, which a captured graph replays at
+once); a backend may override them.
 """
 import numpy as np
 
 from fastad_cy.elementwise import add, mul, sigmoid, sub, tanh
 from fastad_cy.linalg import matmul, vector_dot
 from fastad_cy.losses import bce_with_logits
+from fastad_cy.reduction import sum as reduce_sum
 from fastad_cy.shape import getitem, reshape, stack
 from fastad_cy.sparse import take
 
@@ -68,6 +69,12 @@ class Backend:
         if h is not None:
             h_new = add(h_new, mul(z, h))
         return h_new
+
+    @staticmethod
+    def broadcast_vector_dot(a, b):
+        """vector_dot of operands whose leading axes broadcast (checked by
+        fastad_cy.linalg.vector_dot): the product, then a sum over the last axis."""
+        return reduce_sum(mul(a, b), axis=-1)
 
     @staticmethod
     def ranking(user_table, users, item_table, pos, neg, item_bias, reduction):

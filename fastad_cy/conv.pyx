@@ -344,8 +344,7 @@ cdef Variable _conv(str op, int nd, object x, object weight, object bias, object
         raise ValueError(f"{op}: x shape {vx._shape} with weight shape {vw._shape} exceeds "
                          f"BLAS's 32-bit dimension limit")
     cdef tuple inputs = (vx, vw) if vb is None else (vx, vw, vb)
-    dev = backend_of(vx)
-    if dev is not None:
+    if (dev := backend_of(vx)) is not None:
         return dev.conv(op, inputs, out_shape, g, n_groups)
     cdef Conv node = Conv.__new__(Conv)
     node.x, node.w, node.b = vx, vw, vb
@@ -500,8 +499,7 @@ cdef Variable _pool(str op, int nd, int mode, object x, tuple hw, tuple out_hw, 
     windows = np.zeros((4, max(out_hw)), dtype=np.int64)
     windows[0, :out_hw[0]], windows[1, :out_hw[0]] = starts[0], ends[0]
     windows[2, :out_hw[1]], windows[3, :out_hw[1]] = starts[1], ends[1]
-    dev = backend_of(vx)
-    if dev is not None:
+    if (dev := backend_of(vx)) is not None:
         return dev.pool(op, vx, out_shape, mode == POOL_MAX, windows, divisor)
     cdef Pool node = Pool.__new__(Pool)
     node.x = vx

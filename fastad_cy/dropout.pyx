@@ -110,8 +110,7 @@ def dropout(x, double p, TrainingFlag flag not None, seed):
     `fa.nn.functional.dropout` and `fa.nn.Dropout` call this.
     """
     require_float("dropout", x, "x")
-    dev = backend_of(x)
-    if dev is not None:
+    if (dev := backend_of(x)) is not None:
         mask = dev.dropout_mask(x, p, flag, seed)
     else:
         mask = dropout_mask((<Variable>x)._shape, x.dtype, p, flag, seed)

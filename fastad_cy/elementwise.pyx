@@ -100,8 +100,7 @@ cdef class Unary(Variable):
 
 cdef Variable _unary(str name, int code, object x, double p=0):
     require_float(name, x, "x")
-    dev = backend_of(x)
-    if dev is not None:
+    if (dev := backend_of(x)) is not None:
         return dev.unary(name, code, x, p)
     cdef Unary node = Unary.__new__(Unary)
     node.code = code
@@ -496,8 +495,7 @@ cdef Variable _binary(int code, object a, object b):
     else:
         raise TypeError(f"{name}: at least one operand must be a fastad Variable")
     same_dtype(name, va, vb)
-    dev = backend_of(va, vb)
-    if dev is not None:
+    if (dev := backend_of(va, vb)) is not None:
         shape = va._shape if va._shape == vb._shape else broadcast_shapes(name, va._shape, vb._shape)
         return dev.binary(name, va, vb, shape)
     cdef Binary node = Binary.__new__(Binary)
@@ -814,8 +812,7 @@ def where(cond, a, b):
                         f"Variables of the dtype of a and b, or pass cond as an array")
     shape = _where_shape(vc, va, vb)
     cdef Variable node
-    dev = backend_of(va, vb, vc)
-    if dev is not None:
+    if (dev := backend_of(va, vb, vc)) is not None:
         node = dev.where(vc, va, vb, shape)
     else:
         node = _where_node(vc, va, vb, shape)

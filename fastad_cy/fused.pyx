@@ -364,8 +364,7 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
     if h is not None:
         _check(op, "h", h, (B, H), vx)
         _check(op, "c", c, (B, H), vx)
-    dev = backend_of(vx)
-    if dev is not None:
+    if (dev := backend_of(vx)) is not None:
         return dev.lstm_cell(vx, h, c, weight_ih, weight_hh, bias, H)
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
     node.x, node.w_ih, node.w_hh, node.bias = vx, weight_ih, weight_hh, bias
@@ -405,8 +404,7 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     _check(op, "bias_hh", bias_hh, (3 * H,), vx)
     if h is not None:
         _check(op, "h", h, (B, H), vx)
-    dev = backend_of(vx)
-    if dev is not None:
+    if (dev := backend_of(vx)) is not None:
         return dev.gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef GRUCell node = GRUCell.__new__(GRUCell)
     node.x, node.h, node.w_ih, node.w_hh = vx, h, weight_ih, weight_hh

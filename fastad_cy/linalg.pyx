@@ -18,7 +18,6 @@ from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dty
 from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport vec_zero, zero_values, row_axpy, row_scale, row_dot
 from fastad_cy.broadcast cimport broadcast_shapes
-from fastad_cy.elementwise import mul as _elementwise_mul
 from fastad_cy.reduction import sum as _sum
 from fastad_cy.shape import getitem as _getitem, reshape as _reshape, transpose as _transpose
 
@@ -244,8 +243,7 @@ def matmul(a, b):
         batch = prod(a_batch or b_batch)
     cdef Py_ssize_t a_step = m * k if a_batch and b_batch else 0
     cdef Py_ssize_t b_step = k * n if b_batch else 0
-    dev = backend_of(va)
-    if dev is not None:
+    if (dev := backend_of(va)) is not None:
         return dev.matmul(va, vb, out_shape, m, k, n, batch, a_step, b_step)
     cdef Matmul node = Matmul.__new__(Matmul)
     node.a = va
@@ -369,12 +367,10 @@ def vector_dot(a, b):
                              f"{va._shape} and {vb._shape}")
         out_shape = broadcast_shapes("vector_dot", va._shape, vb._shape)   # names both if they clash
         out_shape = out_shape[:len(out_shape) - 1]
-        if backend_of(va) is not None:   # broadcast over the leading axes: the product, then a sum over the last
-            return _sum(_elementwise_mul(va, vb), axis=-1)
-    else:
-        dev = backend_of(va)
-        if dev is not None:
-            return dev.vector_dot(va, vb, va._shape[na - 1])
+    if (dev := backend_of(va)) is not None:
+        if va._shape != vb._shape:
+            return dev.broadcast_vector_dot(va, vb)
+        return dev.vector_dot(va, vb, va._shape[na - 1])
     cdef VectorDot node = VectorDot.__new__(VectorDot)
     node.a = va
     node.b = vb

@@ -324,8 +324,7 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {smoothing}")
     cdef ClassTargets checked = check_class_targets("cross_entropy", "logits", logits, targets,
                                                     reduction, ignore_index)
-    dev = backend_of(checked.x)
-    if dev is not None:
+    if (dev := backend_of(checked.x)) is not None:
         return dev.cross_entropy(checked, smoothing)
     cdef CrossEntropy node = CrossEntropy.__new__(CrossEntropy)
     node.smoothing = smoothing
@@ -402,8 +401,7 @@ def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
     """
     cdef ClassTargets checked = check_class_targets("nll_loss", "log_probs", log_probs, targets,
                                                     reduction, ignore_index)
-    dev = backend_of(checked.x)
-    if dev is not None:
+    if (dev := backend_of(checked.x)) is not None:
         return dev.nll_loss(checked)
     cdef NLLLoss node = NLLLoss.__new__(NLLLoss)
     setup_class_targets(node, "nll_loss", checked)
@@ -527,8 +525,7 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
                              f"{vb._shape}; they must {'broadcast' if broadcast else 'be equal'}")
         va, vb = _spread(va, shape), _spread(vb, shape)
     cdef int red = reduction_code(name, reduction)
-    dev = backend_of(va, vb)
-    if dev is not None:
+    if (dev := backend_of(va, vb)) is not None:
         return dev.pair_loss(_PAIR_NAMES[code], va, vb, reduction, delta)
     name = _PAIR_NAMES[code]
     cdef PairLoss node = PairLoss.__new__(PairLoss)

@@ -433,8 +433,7 @@ def gather_dot(a_table, a_ids, b_table, b_ids):
                          f"A row): a_ids has shape {lead}, so b_ids needs {lead + ('m',)}, got "
                          f"{b_index._shape}")
     cdef Py_ssize_t dim = A._shape[1]
-    dev = backend_among((A, B, a_index, b_index))
-    if dev is not None:
+    if (dev := backend_among((A, B, a_index, b_index))) is not None:
         return dev.gather_dot(A, a_index, B, b_index)
     cdef GatherDot node = GatherDot.__new__(GatherDot)
     node.a_table, node.b_table = A, B
@@ -513,8 +512,7 @@ cdef object _ranking_node(str op, object user_table, object users, object item_t
     if not (user_ids._shape == pos_ids._shape == neg_ids._shape):
         raise ValueError(f"{op}: users, pos and neg must have one shape, got {user_ids._shape}, "
                          f"{pos_ids._shape} and {neg_ids._shape}")
-    dev = backend_among((U, V, b, user_ids, pos_ids, neg_ids))
-    if dev is not None:
+    if (dev := backend_among((U, V, b, user_ids, pos_ids, neg_ids))) is not None:
         return dev.ranking(U, user_ids, V, pos_ids, neg_ids, b,
                            None if reduction < 0 else reduction_name(reduction))
     cdef RankingMargin node = RankingMargin.__new__(RankingMargin)

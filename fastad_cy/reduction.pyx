@@ -284,8 +284,7 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
                          f"axis={axis!r}); the result of an empty {name} is undefined")
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
     out = kept if keepdims else tuple(d for i, d in enumerate(shape) if i not in axes)
-    dev = backend_of(v)
-    if dev is not None:
+    if (dev := backend_of(v)) is not None:
         return dev.reduce(name, code, v, kept, out,
                           (1.0 / count if count else NAN) if code == R_MEAN else 1.0)
     cdef Reduce node = Reduce.__new__(Reduce)
@@ -497,8 +496,8 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object k
     node.x = v
     node.lowest = lowest
     node.outer, node.n, node.inner = outer, n, inner
-    dev = backend_of(v)
-    if dev is not None:             # before init_node, which checks that node and v share a device
+    # storage first: init_node checks that node and v share a device
+    if (dev := backend_of(v)) is not None:
         set_storage(node, new_storage(v.device, out, np.int64))
         node._storage.id_bound = n     # the ids are always below n (a device consumer's check)
     init_node(node, name, (v,), out, v.f64)
@@ -622,8 +621,7 @@ def cumsum(x, axis=None):
     cdef tuple dims = (v.size,) if axis is None or not v._shape else v._shape
     cdef Py_ssize_t k = 0 if axis is None else normalize_axes("cumsum", axis, len(dims))[0]
     cdef Py_ssize_t outer = int(np.prod(dims[:k])), inner = int(np.prod(dims[k + 1:]))
-    dev = backend_of(v)
-    if dev is not None:
+    if (dev := backend_of(v)) is not None:
         return dev.cumsum(v, outer, dims[k], inner, dims)
     cdef Cumsum node = Cumsum.__new__(Cumsum)
     node.x = v
@@ -757,8 +755,7 @@ cdef Variable _softmax(str name, bint log, object x, object axis):
     cdef Variable v = <Variable>x
     dims = v._shape or (1,)          # a 0-d input is one element along one axis, as in torch
     cdef Py_ssize_t k = normalize_axes(name, axis, len(dims))[0]
-    dev = backend_of(v)
-    if dev is not None:
+    if (dev := backend_of(v)) is not None:
         return dev.softmax(v, log, int(np.prod(dims[:k])), dims[k],
                            int(np.prod(dims[k + 1:])))
     cdef Softmax node = Softmax.__new__(Softmax)

@@ -276,8 +276,7 @@ def transpose(x, axes=None):
     """
     require_float("transpose", x, "x")
     cdef Variable v = <Variable>x
-    dev = backend_of(v)
-    if dev is not None:
+    if (dev := backend_of(v)) is not None:
         return dev.transpose(v, _transpose_axes(v._shape, axes))
     return _from_view("transpose", v, v._value.transpose(_transpose_axes(v._shape, axes)))
 
@@ -396,8 +395,7 @@ cdef Py_ssize_t _normal_axis(str op, object axis, Py_ssize_t nd) except -1:
 
 cdef Variable _join(str op, tuple xs, tuple out_shape, Py_ssize_t axis):
     """The Join node; input i's block width is the product of its own axes from `axis` on."""
-    dev = backend_among(xs)
-    if dev is not None:
+    if (dev := backend_among(xs)) is not None:
         return dev.join(op, xs, out_shape, axis)
     cdef Join node = Join.__new__(Join)
     cdef Py_ssize_t i, n = len(xs), start = 0
@@ -576,8 +574,7 @@ def tile(x, reps):
         raise ValueError(f"tile: reps must be >= 0, got {reps!r} (input shape {v._shape})")
     positions = np.ascontiguousarray(
         np.tile(np.arange(v.size, dtype=np.int64).reshape(v._shape), counts), dtype=np.int64)
-    dev = backend_of(v)
-    if dev is not None:
+    if (dev := backend_of(v)) is not None:
         return dev.gather("tile", v, positions)
     return _gather("tile", v, positions, positions.size == v.size)
 

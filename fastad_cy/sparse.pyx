@@ -151,8 +151,7 @@ cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, doub
         if isinstance(ix, Variable):
             raise TypeError(f"{op}: ids must be an IndexInput or integers, got a float Variable")
         ix = IndexInput(ix, device=t.device)
-    dev = backend_of(t, ix)
-    if dev is not None:
+    if (dev := backend_of(t, ix)) is not None:
         return dev.take(t, ix, op, padding_idx, max_norm, norm_type)
     cdef Take node = Take.__new__(Take)
     node.table = t
@@ -423,8 +422,7 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     else:
         raise ValueError(f"embedding_bag: ids must be 1-D (with offsets) or 2-D (bags, n), "
                          f"got shape {ix._shape}")
-    dev = backend_of(t, ix)
-    if dev is not None:
+    if (dev := backend_of(t, ix)) is not None:
         return dev.embedding_bag(t, ix, offsets, n_bags, mode == "mean",
                                  bool(include_last_offset), bool(sparse))
     cdef EmbeddingBag node = EmbeddingBag.__new__(EmbeddingBag)
@@ -682,8 +680,7 @@ def take_along_axis(x, ids, axis):
         if d != ax and ks[d] != xs[d]:
             raise ValueError(f"take_along_axis: ids has shape {ks} but x has shape {xs}; every "
                              f"axis but axis {ax} must match (axis {d}: {ks[d]} vs {xs[d]})")
-    dev = backend_of(v, ix)
-    if dev is not None:
+    if (dev := backend_of(v, ix)) is not None:
         return dev.take_along_axis(v, ix, ax)
     cdef TakeAlong node = TakeAlong.__new__(TakeAlong)
     node.x = v

@@ -147,7 +147,8 @@ def emulate():
 
 
 # fastad's GPU backend: DeviceStorage holds a device Variable, fastad.cuda.ops implements
-# each primitive op under its name, and the fused cells fall back to the base's composition.
+# each primitive op under its name, and the fused nodes (the recurrent cells, ranking,
+# gather_dot) fall back to the base's composition.
 _CudaBackend = type("CudaBackend", (_Backend,), {
     "canonical_device": staticmethod(canonical_device),
     "from_host": staticmethod(_DeviceStorage.from_host),
