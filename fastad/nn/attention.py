@@ -177,7 +177,7 @@ class MultiheadAttention(Module):
         self.batch_first = check_flag(who, "batch_first", batch_first)
         bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))      # xavier_uniform of (3E, E)
         self.in_proj_weight = Parameter(rng.uniform(-bound, bound, (embed_dim, 3 * embed_dim)),
-                                           dtype=dtype)
+                                        dtype=dtype)
         self.in_proj_bias = Parameter(np.zeros(3 * embed_dim), dtype=dtype) if bias else None
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype, generator=rng)
         if bias:
@@ -192,7 +192,7 @@ class MultiheadAttention(Module):
     def _heads(self, x, batch, length):
         """(batch, length, E) -> (batch, heads, length, head_dim)."""
         return transpose(reshape(x, (batch, length, self.num_heads, self.head_dim)),
-                            (0, 2, 1, 3))
+                         (0, 2, 1, 3))
 
     def _mask(self, attn_mask, key_padding_mask, is_causal, batch, length, source):
         """The masks as one additive array or Variable that broadcasts to

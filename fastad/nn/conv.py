@@ -42,7 +42,7 @@ class _ConvNd(Module):
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight = Parameter(rng.uniform(-bound, bound, (out_channels, in_channels // groups)
-                                               + kernel), dtype=dtype)
+                                            + kernel), dtype=dtype)
         self.bias = Parameter(rng.uniform(-bound, bound, out_channels), dtype=dtype) \
             if check_flag(who, "bias", bias) else None
 

@@ -156,7 +156,7 @@ class EmbeddingBag(Module):
 
     def forward(self, ids, offsets=None):
         return embedding_bag(self.weight, ids, offsets, self.mode, self.include_last_offset,
-                                self.sparse)
+                             self.sparse)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}, " \
@@ -192,7 +192,7 @@ class LSTMCell(Module):
         self.weight_ih = _uniform((input_size, 4 * hidden_size), bound, rng, dtype)
         self.weight_hh = _uniform((hidden_size, 4 * hidden_size), bound, rng, dtype)
         self.bias = Parameter(rng.uniform(-bound, bound, size=(2, 4 * hidden_size)).sum(axis=0),
-                                 dtype=dtype)
+                              dtype=dtype)
 
     def forward(self, x, state=None):
         _check_batch_input("LSTMCell", x, self.input_size)
