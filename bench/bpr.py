@@ -11,6 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import alternate, cli, torch_or_none  # noqa: E402
+from torch_bpr import torch_bpr_trainer  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -55,7 +56,7 @@ def run(quick=False):
 
     candidates = {"fastad train": fastad_train, "fastad python loop": fastad_python_loop}
     if torch_or_none() is not None:
-        torch_step = fa.compare.torch_bpr_trainer(USERS, ITEMS, DIM, LR)
+        torch_step = torch_bpr_trainer(USERS, ITEMS, DIM, LR)
         candidates["torch per-example"] = lambda n=500: torch_step(triples, state["next"] * chunk, n)
     t = alternate(candidates, repeats=3 if quick else 7)
     return [

@@ -3,8 +3,8 @@
 Makes built-in likes with a planted low-rank taste (a user x item matrix,
 20% of each user's likes held out), trains a BPR matrix factorisation (k=32,
 per-example sparse SGD) with one Hogwild worker process per core, and prints
-the held-out precision@10 and AUC before and after, throughput, and the same
-model's speed in PyTorch when it is installed.
+the held-out precision@10 and AUC before and after, and throughput. The same model
+in PyTorch, timed beside fastad's loops, is bench/bpr.py.
 """
 import argparse
 import os
@@ -20,6 +20,7 @@ EXAMPLES = {
     "examples/recommender.py": "BPR recommender with Hogwild workers, precision@10 and AUC per epoch",
     "examples/char_lstm.py": "character-level LSTM language model on the standard library's source",
     "examples/mlp.py": "MLP classifier on a small bundled dataset, held-out accuracy",
+    "bench/bpr.py": "this BPR model beside PyTorch's per-example loop",
     "bench/run.py": "every benchmark beside PyTorch, written to bench/results.md",
     "bench/gpu.py": "the GPU benchmarks beside PyTorch CUDA (needs a GPU and CuPy)",
 }
@@ -32,7 +33,6 @@ def parse(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Hogwild processes (default: all cores)")
     ap.add_argument("--examples", type=int, default=2_000_000, help="training triples (default 2,000,000)")
-    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     args = ap.parse_args(argv)
     if args.workers < 1 or args.examples < args.workers:
         ap.error("--workers must be >= 1 and --examples >= --workers")
@@ -59,16 +59,6 @@ def main(argv=None):
           f"(held-out likes among each user's top 10, for {len(ranked_users):,} users)")
     print(f"throughput    {rate:,.0f} examples/s across {args.workers} worker(s) "
           f"(sampling and process start-up included)")
-    if args.no_torch:
-        return
-    try:
-        torch_rate = fa.compare.torch_examples_per_second(fa.data.sample_triples(train, n=1000),
-                                                          users, items, n=1000)
-    except ImportError:
-        print("PyTorch       not installed: `pip install torch` to compare")
-        return
-    print(f"PyTorch       {torch_rate:,.0f} examples/s (same model, per-example loop, one process)")
-    print(f"speed-up      {rate / torch_rate:,.0f}x")
 
 
 if __name__ == "__main__":

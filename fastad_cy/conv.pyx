@@ -24,8 +24,7 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.blas cimport gemm
-from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, on_device,
-                              device_ops)
+from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of)
 from fastad_cy.loops cimport vec_zero, zero_values
 
 cnp.import_array()
@@ -345,8 +344,8 @@ cdef Variable _conv(str op, int nd, object x, object weight, object bias, object
         raise ValueError(f"{op}: x shape {vx._shape} with weight shape {vw._shape} exceeds "
                          f"BLAS's 32-bit dimension limit")
     cdef tuple inputs = (vx, vw) if vb is None else (vx, vw, vb)
-    if on_device(vx):
-        return device_ops().conv(op, inputs, out_shape, g, n_groups)
+    if (dev := backend_of(vx)) is not None:
+        return dev.conv(op, inputs, out_shape, g, n_groups)
     cdef Conv node = Conv.__new__(Conv)
     node.x, node.w, node.b = vx, vw, vb
     node.g = g
@@ -500,8 +499,8 @@ cdef Variable _pool(str op, int nd, int mode, object x, tuple hw, tuple out_hw, 
     windows = np.zeros((4, max(out_hw)), dtype=np.int64)
     windows[0, :out_hw[0]], windows[1, :out_hw[0]] = starts[0], ends[0]
     windows[2, :out_hw[1]], windows[3, :out_hw[1]] = starts[1], ends[1]
-    if on_device(vx):
-        return device_ops().pool(op, vx, out_shape, mode == POOL_MAX, windows, divisor)
+    if (dev := backend_of(vx)) is not None:
+        return dev.pool(op, vx, out_shape, mode == POOL_MAX, windows, divisor)
     cdef Pool node = Pool.__new__(Pool)
     node.x = vx
     node.mode = mode
@@ -772,9 +771,10 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
             raise ValueError(f"{op}: {name} must have shape ({channels},) (x's channels, x shape "
                              f"{vx._shape}), got {(<Variable>v)._shape}")
     vw, vb = weight, bias
+    dev = backend_of(vx)
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}: give both running_mean and running_var, or neither")
-    if running_mean is not None and not on_device(vx):
+    if running_mean is not None and dev is None:
         check_running("running_mean", running_mean, vx, channels)
         check_running("running_var", running_var, vx, channels)
     if not training and running_mean is None:
@@ -789,9 +789,9 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) or not eps > 0:
         raise ValueError(f"{op}: eps must be a number > 0, got {eps!r}")
     cdef tuple inputs = (vx,) + tuple(v for v in (vw, vb) if v is not None)
-    if on_device(vx):
-        return device_ops().batch_norm(vx, vw, vb, running_mean, running_var, bool(training),
-                                       float(momentum), float(eps))
+    if dev is not None:
+        return dev.batch_norm(vx, vw, vb, running_mean, running_var, bool(training),
+                              float(momentum), float(eps))
     cdef BatchNorm node = BatchNorm.__new__(BatchNorm)
     node.x, node.w, node.b = vx, vw, vb
     node.running_mean, node.running_var = running_mean, running_var

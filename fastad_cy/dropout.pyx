@@ -16,7 +16,7 @@ cimport numpy as cnp
 from cython cimport floating
 from libc.stdint cimport uint64_t
 
-from fastad_cy.graph cimport Variable, init_node, finish, require_float, on_device, device_ops
+from fastad_cy.graph cimport (Variable, init_node, finish, require_float, backend_of)
 from fastad_cy.rng cimport fa_rng, fa_rng_next
 from fastad_cy.elementwise import mul
 
@@ -110,8 +110,8 @@ def dropout(x, double p, TrainingFlag flag not None, seed):
     `fa.nn.functional.dropout` and `fa.nn.Dropout` call this.
     """
     require_float("dropout", x, "x")
-    if on_device(x):
-        mask = device_ops().dropout_mask(x, p, flag, seed)
+    if (dev := backend_of(x)) is not None:
+        mask = dev.dropout_mask(x, p, flag, seed)
     else:
         mask = dropout_mask((<Variable>x)._shape, x.dtype, p, flag, seed)
     return mul(x, mask)

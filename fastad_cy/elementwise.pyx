@@ -12,8 +12,9 @@ from libc.math cimport INFINITY
 from libc.stdlib cimport malloc, free
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_variable,
-                              same_dtype, require_float, on_device, device_ops, grad_enabled)
+from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_variable, same_dtype,
+                              require_float, backend_of, grad_enabled)
+from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
 from fastad_cy.loops cimport zero_values
@@ -99,8 +100,8 @@ cdef class Unary(Variable):
 
 cdef Variable _unary(str name, int code, object x, double p=0):
     require_float(name, x, "x")
-    if on_device(x):
-        return device_ops().unary(name, code, x, p)
+    if (dev := backend_of(x)) is not None:
+        return dev.unary(name, code, x, p)
     cdef Unary node = Unary.__new__(Unary)
     node.code = code
     node.p = p
@@ -494,9 +495,9 @@ cdef Variable _binary(int code, object a, object b):
     else:
         raise TypeError(f"{name}: at least one operand must be a fastad Variable")
     same_dtype(name, va, vb)
-    if on_device(va) or on_device(vb):
+    if (dev := backend_of(va, vb)) is not None:
         shape = va._shape if va._shape == vb._shape else broadcast_shapes(name, va._shape, vb._shape)
-        return device_ops().binary(name, va, vb, shape)
+        return dev.binary(name, va, vb, shape)
     cdef Binary node = Binary.__new__(Binary)
     node.code = code
     node.a = va
@@ -811,8 +812,8 @@ def where(cond, a, b):
                         f"Variables of the dtype of a and b, or pass cond as an array")
     shape = _where_shape(vc, va, vb)
     cdef Variable node
-    if on_device(va) or on_device(vb) or on_device(vc):
-        node = device_ops().where(vc, va, vb, shape)
+    if (dev := backend_of(va, vb, vc)) is not None:
+        node = dev.where(vc, va, vb, shape)
     else:
         node = _where_node(vc, va, vb, shape)
     node.requires_grad = (va.requires_grad or vb.requires_grad) and grad_enabled()
@@ -831,3 +832,9 @@ cdef Variable _where_node(Variable cond, Variable a, Variable b, tuple shape):
             raise MemoryError()
         bcast_setup3(node.it, shape, a._shape, b._shape, cond._shape)
     return finish(node)
+
+
+# Variable's operators and methods
+register_methods(add=add, sub=sub, mul=mul, div=div, pow=pow, neg=neg, equal=equal,
+                 not_equal=not_equal, greater=greater, greater_equal=greater_equal, less=less,
+                 less_equal=less_equal, exp=exp, log=log, tanh=tanh, sigmoid=sigmoid, relu=relu)

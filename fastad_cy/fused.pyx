@@ -19,8 +19,7 @@ from libc.limits cimport INT_MAX
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, on_device,
-                              device_ops)
+from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device)
 from fastad_cy.loops cimport vec_zero, zero_values
 from fastad_cy.scalar cimport s_tanh, s_sigmoid
 
@@ -92,6 +91,33 @@ cdef void column_sums(const floating* m, floating* out, Py_ssize_t rows, Py_ssiz
             out[j] += m[r * cols + j]
 
 
+cdef int product_backward(Variable x, Variable w, const floating* dout, int B, int n_in,
+                          int n_out) except -1 nogil:
+    """The gradients of x (B, n_in) @ w (n_in, n_out) from dout (B, n_out), for the inputs
+    that take one: dx = dout @ w^T, dw = x^T @ dout. prepare_grad() makes the buffer that
+    grad_ptr points to: it is called first."""
+    cdef bint add
+    if x.requires_grad:
+        add = x.prepare_grad()
+        gemm(False, True, B, n_in, n_out, dout, n_out, <floating*>w.val_ptr, n_out,
+             <floating*>x.grad_ptr, n_in, add)
+    if w.requires_grad:
+        add = w.prepare_grad()
+        gemm(True, False, n_in, n_out, B, <floating*>x.val_ptr, n_in, dout, n_out,
+             <floating*>w.grad_ptr, n_out, add)
+    return 0
+
+
+cdef int bias_backward(Variable bias, const floating* dout, int B, int n_out) except -1 nogil:
+    """The gradient of a bias (n_out,) added to each row of a (B, n_out) result: dout's
+    column sums, when the bias takes one."""
+    cdef bint add
+    if bias.requires_grad:
+        add = bias.prepare_grad()
+        column_sums(dout, <floating*>bias.grad_ptr, B, n_out, add)
+    return 0
+
+
 cdef int zero_unwritten_grad(Variable v) except -1 nogil:
     """A zero gradient for input v when it takes one and nothing wrote it in this pass."""
     if v.requires_grad and not v.prepare_grad():
@@ -139,7 +165,7 @@ cdef class LSTMCell(Variable):
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* dgates = <floating*>self.dgates_ptr
         cdef floating* gc_prev = NULL
-        cdef bint add_c_prev = False, add
+        cdef bint add_c_prev = False
         if B == 0:                 # nothing flows back, but every gradient must be written
             zero_unwritten_grad(self.x)
             zero_unwritten_grad(self.w_ih)
@@ -155,28 +181,10 @@ cdef class LSTMCell(Variable):
         lstm_pointwise_backward(<floating*>self.act_ptr, <floating*>self.tanh_c_ptr,
                                 <floating*>self.c.val_ptr if self.c is not None else NULL,
                                 grad, grad + B * H, dgates, gc_prev, add_c_prev, B, H)
-        # prepare_grad() makes the buffer that grad_ptr points to: call it first
-        if self.x.requires_grad:                                        # dx = dgates @ W_ih^T
-            add = self.x.prepare_grad()
-            gemm(False, True, B, I, 4 * H, dgates, 4 * H, <floating*>self.w_ih.val_ptr, 4 * H,
-                 <floating*>self.x.grad_ptr, I, add)
-        if self.w_ih.requires_grad:                                     # dW_ih = x^T @ dgates
-            add = self.w_ih.prepare_grad()
-            gemm(True, False, I, 4 * H, B, <floating*>self.x.val_ptr, I, dgates, 4 * H,
-                 <floating*>self.w_ih.grad_ptr, 4 * H, add)
-        if self.bias.requires_grad:
-            add = self.bias.prepare_grad()
-            column_sums(dgates, <floating*>self.bias.grad_ptr, B, 4 * H, add)
-        if self.h is None:
-            return 0
-        if self.h.requires_grad:                                        # dh = dgates @ W_hh^T
-            add = self.h.prepare_grad()
-            gemm(False, True, B, H, 4 * H, dgates, 4 * H, <floating*>self.w_hh.val_ptr, 4 * H,
-                 <floating*>self.h.grad_ptr, H, add)
-        if self.w_hh.requires_grad:                                     # dW_hh = h^T @ dgates
-            add = self.w_hh.prepare_grad()
-            gemm(True, False, H, 4 * H, B, <floating*>self.h.val_ptr, H, dgates, 4 * H,
-                 <floating*>self.w_hh.grad_ptr, 4 * H, add)
+        product_backward(self.x, self.w_ih, dgates, B, I, 4 * H)
+        bias_backward(self.bias, dgates, B, 4 * H)
+        if self.h is not None:
+            product_backward(self.h, self.w_hh, dgates, B, H, 4 * H)
         return 0
 
 
@@ -282,7 +290,6 @@ cdef class GRUCell(Variable):
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* dgi = <floating*>self.dgi_ptr
         cdef floating* dgh = <floating*>self.dgh_ptr
-        cdef bint add
         if B == 0:                 # nothing flows back, but every gradient must be written
             zero_unwritten_grad(self.x)
             zero_unwritten_grad(self.w_ih)
@@ -295,32 +302,14 @@ cdef class GRUCell(Variable):
         gru_pointwise_backward(<floating*>self.gi_ptr, <floating*>self.gh_ptr,
                                <floating*>self.h.val_ptr if self.h is not None else NULL,
                                grad, dgi, dgh, B, H)
-        # prepare_grad() makes the buffer that grad_ptr points to: call it first
-        if self.x.requires_grad:                                        # dx = dgi @ W_ih^T
-            add = self.x.prepare_grad()
-            gemm(False, True, B, I, 3 * H, dgi, 3 * H, <floating*>self.w_ih.val_ptr, 3 * H,
-                 <floating*>self.x.grad_ptr, I, add)
-        if self.w_ih.requires_grad:                                     # dW_ih = x^T @ dgi
-            add = self.w_ih.prepare_grad()
-            gemm(True, False, I, 3 * H, B, <floating*>self.x.val_ptr, I, dgi, 3 * H,
-                 <floating*>self.w_ih.grad_ptr, 3 * H, add)
-        if self.b_ih.requires_grad:
-            add = self.b_ih.prepare_grad()
-            column_sums(dgi, <floating*>self.b_ih.grad_ptr, B, 3 * H, add)
-        if self.b_hh.requires_grad:
-            add = self.b_hh.prepare_grad()
-            column_sums(dgh, <floating*>self.b_hh.grad_ptr, B, 3 * H, add)
-        if self.h is None:
-            return 0
-        if self.h.requires_grad:                                        # dh = dgh @ W_hh^T + g * z
-            add = self.h.prepare_grad()
-            gemm(False, True, B, H, 3 * H, dgh, 3 * H, <floating*>self.w_hh.val_ptr, 3 * H,
-                 <floating*>self.h.grad_ptr, H, add)
-            add_scaled_product(<floating*>self.h.grad_ptr, grad, <floating*>self.gi_ptr, B, H, 3 * H, H)
-        if self.w_hh.requires_grad:                                     # dW_hh = h^T @ dgh
-            add = self.w_hh.prepare_grad()
-            gemm(True, False, H, 3 * H, B, <floating*>self.h.val_ptr, H, dgh, 3 * H,
-                 <floating*>self.w_hh.grad_ptr, 3 * H, add)
+        product_backward(self.x, self.w_ih, dgi, B, I, 3 * H)
+        bias_backward(self.b_ih, dgi, B, 3 * H)
+        bias_backward(self.b_hh, dgh, B, 3 * H)
+        if self.h is not None:
+            product_backward(self.h, self.w_hh, dgh, B, H, 3 * H)
+            if self.h.requires_grad:                                    # dh += g * z
+                add_scaled_product(<floating*>self.h.grad_ptr, grad, <floating*>self.gi_ptr, B, H,
+                                   3 * H, H)
         return 0
 
 
@@ -329,6 +318,7 @@ cdef int _check(str op, str what, object v, tuple shape, Variable like) except -
     if (<Variable>v)._shape != shape:
         raise ValueError(f"{op}: {what} must have shape {shape}, got {(<Variable>v)._shape}")
     same_dtype(op, like, <Variable>v)
+    same_device(op, like, <Variable>v)
     return 0
 
 
@@ -374,8 +364,8 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
     if h is not None:
         _check(op, "h", h, (B, H), vx)
         _check(op, "c", c, (B, H), vx)
-    if on_device(vx):
-        return device_ops().lstm_cell(vx, h, c, weight_ih, weight_hh, bias, H)
+    if (dev := backend_of(vx)) is not None:
+        return dev.lstm_cell(vx, h, c, weight_ih, weight_hh, bias, H)
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
     node.x, node.w_ih, node.w_hh, node.bias = vx, weight_ih, weight_hh, bias
     node.h, node.c = h, c
@@ -414,8 +404,8 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     _check(op, "bias_hh", bias_hh, (3 * H,), vx)
     if h is not None:
         _check(op, "h", h, (B, H), vx)
-    if on_device(vx):
-        return device_ops().gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
+    if (dev := backend_of(vx)) is not None:
+        return dev.gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef GRUCell node = GRUCell.__new__(GRUCell)
     node.x, node.h, node.w_ih, node.w_hh = vx, h, weight_ih, weight_hh
     node.b_ih, node.b_hh = bias_ih, bias_hh

@@ -33,7 +33,7 @@ cdef class Variable:
     cdef readonly str op_name        # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
     # Off the host: the storage object of the device package that holds the value and the
-    # gradient there (see register_devices); _value/_grad/val_ptr/grad_ptr stay empty. On the
+    # gradient there (see register_backend); _value/_grad/val_ptr/grad_ptr stay empty. On the
     # host None: the value and gradient are the arrays above, whose raw pointers the passes read.
     cdef object _storage
     cdef bint on_device              # _storage is not None, readable without the GIL (both set
@@ -142,16 +142,32 @@ cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) exce
 cdef int set_storage(Variable node, object storage) except -1   # sets _storage and on_device
 cdef object new_storage(object device, tuple shape, object dtype)  # an empty one, from the device package
 cdef object device_of(Variable x)          # None on the host, else the canonical device name
+cdef int same_device(str op, Variable a, Variable b) except -1   # ValueError naming both devices
 cdef Variable finish(Variable node)       # compute the new node's value (define-by-run)
 cdef bint grad_enabled() noexcept
 cdef int check_anomaly(Variable node, str phase) except -1
 cdef Variable as_variable(object x, Variable like)
 cdef int same_dtype(str op, Variable a, Variable b) except -1
 cdef int require_float(str op, object x, str argname) except -1
-cdef object device_ops()                  # the device ops a device package registered (register_devices)
 cdef object shared_array_of(object handle)   # see register_shared_handles
-cdef object device_optim()                # the device optimizer support it registered
+cdef object device_backend()              # the registered device backend (register_backend); raises if none
 
 
 cdef inline bint on_device(object x) noexcept:
     return isinstance(x, Variable) and (<Variable>x).on_device
+
+
+cdef inline object backend_of(object a, object b=None, object c=None):
+    """The backend that builds an op on these operands: None for the compiled CPU path (a
+    C-level test), else the registered device backend when any operand is on a device."""
+    if on_device(a) or (b is not None and on_device(b)) or (c is not None and on_device(c)):
+        return device_backend()
+    return None
+
+
+cdef inline object backend_among(tuple xs):
+    """backend_of for any number of operands."""
+    for x in xs:
+        if on_device(x):
+            return device_backend()
+    return None

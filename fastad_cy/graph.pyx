@@ -15,7 +15,6 @@ until `zero_grad`), tracked by a per-leaf mode; a Parameter can also hold a
 sparse gradient: only the rows a gather touched.
 """
 import contextlib
-import importlib
 
 import numpy as np
 cimport cython
@@ -206,7 +205,7 @@ cdef object _as_numeric_array(object data, str argname):
     """`data` as an ndarray of real numbers, or a clear TypeError/ValueError.
     A device array (CuPy) is copied to the host."""
     if hasattr(data, "__cuda_array_interface__"):
-        data = device_ops().to_host(data)
+        data = device_backend().to_host(data)
     try:
         arr = np.asarray(data)
     except (ValueError, TypeError) as e:
@@ -361,10 +360,7 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
         if x.op_name is None:
             raise TypeError(f"{op}: an input is a Variable that was never initialised; make "
                             f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
-        if device_of(x) != device_of(node):
-            first, second = sorted((_device_name(x), _device_name(node)))
-            raise ValueError(f"{op}: inputs on different devices, {first} and {second}; "
-                             f"move them with .to(device) first")
+        same_device(op, x, node)
         needs = needs or x.requires_grad
     node.op_name = op
     node.parents = inputs
@@ -409,6 +405,15 @@ cdef object device_of(Variable x):
 
 cdef str _device_name(Variable x):
     return "cpu" if x._storage is None else x._storage.device
+
+
+cdef int same_device(str op, Variable a, Variable b) except -1:
+    """ValueError naming both devices when a and b are on two."""
+    if device_of(a) != device_of(b):
+        first, second = sorted((_device_name(a), _device_name(b)))
+        raise ValueError(f"{op}: inputs on different devices, {first} and {second}; "
+                         f"move them with .to(device) first")
+    return 0
 
 
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
@@ -650,15 +655,14 @@ cdef int replay_backward(Variable root, object seed) except -1:
 
 # ---------------------------------------------------------------- Variable
 
-cdef object _modules = {}
+cdef dict _methods = {}    # Variable operator or method name -> its op function (register_methods)
 
-cdef object _ops(str name):
-    """An op module, imported on first use (op modules cimport this one)."""
-    mod = _modules.get(name)
-    if mod is None:
-        mod = importlib.import_module("fastad_cy." + name)
-        _modules[name] = mod
-    return mod
+
+def register_methods(**functions):
+    """Give Variable's operators and methods their op functions, by name: each op module
+    calls this when imported (`register_methods(add=add, ...)`), and importing fastad_cy
+    imports them all. The engine thus imports no op module (they cimport it)."""
+    _methods.update(functions)
 
 
 cdef inline bint _comparable(object other):
@@ -776,7 +780,7 @@ cdef class Variable:
     @property
     def storage(self):
         """On a GPU, the object holding the value and gradient there (a device
-        package's storage, see register_devices); None on the CPU, where `value`
+        package's storage, see register_backend); None on the CPU, where `value`
         and `grad` are the node's own numpy arrays."""
         return self._storage
 
@@ -886,38 +890,38 @@ cdef class Variable:
     # ---- operators (the op modules hold the implementations)
 
     def __add__(self, other):
-        return _ops("elementwise").add(self, other)
+        return _methods["add"](self, other)
 
     def __radd__(self, other):
-        return _ops("elementwise").add(other, self)
+        return _methods["add"](other, self)
 
     def __sub__(self, other):
-        return _ops("elementwise").sub(self, other)
+        return _methods["sub"](self, other)
 
     def __rsub__(self, other):
-        return _ops("elementwise").sub(other, self)
+        return _methods["sub"](other, self)
 
     def __mul__(self, other):
-        return _ops("elementwise").mul(self, other)
+        return _methods["mul"](self, other)
 
     def __rmul__(self, other):
-        return _ops("elementwise").mul(other, self)
+        return _methods["mul"](other, self)
 
     def __truediv__(self, other):
-        return _ops("elementwise").div(self, other)
+        return _methods["div"](self, other)
 
     def __rtruediv__(self, other):
-        return _ops("elementwise").div(other, self)
+        return _methods["div"](other, self)
 
     def __pow__(self, exponent, modulo):
         if modulo is not None:
             raise TypeError("pow() with a modulus is not supported")
-        return _ops("elementwise").pow(self, exponent)
+        return _methods["pow"](self, exponent)
 
     def __rpow__(self, base, modulo):
         if modulo is not None:
             raise TypeError("pow() with a modulus is not supported")
-        return _ops("elementwise").pow(base, self)
+        return _methods["pow"](base, self)
 
     # Comparisons build 0/1 mask nodes (no gradient). Hashing stays by identity, so
     # Variables remain dict keys (feeds, samplers); an operand that is no number,
@@ -928,76 +932,76 @@ cdef class Variable:
     def __eq__(self, other):
         if not _comparable(other):
             return NotImplemented
-        return _ops("elementwise").equal(self, other)
+        return _methods["equal"](self, other)
 
     def __ne__(self, other):
         if not _comparable(other):
             return NotImplemented
-        return _ops("elementwise").not_equal(self, other)
+        return _methods["not_equal"](self, other)
 
     def __gt__(self, other):
-        return _ops("elementwise").greater(self, other)
+        return _methods["greater"](self, other)
 
     def __ge__(self, other):
-        return _ops("elementwise").greater_equal(self, other)
+        return _methods["greater_equal"](self, other)
 
     def __lt__(self, other):
-        return _ops("elementwise").less(self, other)
+        return _methods["less"](self, other)
 
     def __le__(self, other):
-        return _ops("elementwise").less_equal(self, other)
+        return _methods["less_equal"](self, other)
 
     def __neg__(self):
-        return _ops("elementwise").neg(self)
+        return _methods["neg"](self)
 
     def __pos__(self):
         return self
 
     def __matmul__(self, other):
-        return _ops("linalg").matmul(self, other)
+        return _methods["matmul"](self, other)
 
     def __rmatmul__(self, other):
-        return _ops("linalg").matmul(other, self)
+        return _methods["matmul"](other, self)
 
     def __getitem__(self, key):
         if isinstance(key, IndexInput):
-            return _ops("sparse").take(self, key)
-        return _ops("shape").getitem(self, key)
+            return _methods["take"](self, key)
+        return _methods["getitem"](self, key)
 
     @property
     def T(self):
         """The transpose (all axes reversed)."""
-        return _ops("shape").transpose(self)
+        return _methods["transpose"](self)
 
     def transpose(self, *axes):
-        return _ops("shape").transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+        return _methods["transpose"](self, axes[0] if len(axes) == 1 else (axes or None))
 
     def reshape(self, *shape):
-        return _ops("shape").reshape(self, shape[0] if len(shape) == 1 else shape)
+        return _methods["reshape"](self, shape[0] if len(shape) == 1 else shape)
 
     def sum(self, axis=None, keepdims=False):
-        return _ops("reduction").sum(self, axis, keepdims)
+        return _methods["sum"](self, axis, keepdims)
 
     def mean(self, axis=None, keepdims=False):
-        return _ops("reduction").mean(self, axis, keepdims)
+        return _methods["mean"](self, axis, keepdims)
 
     def max(self, axis=None, keepdims=False):
-        return _ops("reduction").max(self, axis, keepdims)
+        return _methods["max"](self, axis, keepdims)
 
     def exp(self):
-        return _ops("elementwise").exp(self)
+        return _methods["exp"](self)
 
     def log(self):
-        return _ops("elementwise").log(self)
+        return _methods["log"](self)
 
     def tanh(self):
-        return _ops("elementwise").tanh(self)
+        return _methods["tanh"](self)
 
     def sigmoid(self):
-        return _ops("elementwise").sigmoid(self)
+        return _methods["sigmoid"](self)
 
     def relu(self):
-        return _ops("elementwise").relu(self)
+        return _methods["relu"](self)
 
 
 cdef void _scatter_add(floating* dst, const int64_t* ids, Py_ssize_t n, const floating* rows,
@@ -1113,7 +1117,7 @@ cdef int _hold(Variable leaf, cnp.ndarray arr, object device) except -1:
     if device is None:
         _adopt_value(leaf, arr)
     else:
-        set_storage(leaf, _storage_type.from_host(device, arr))
+        set_storage(leaf, _backend.from_host(device, arr))
         leaf.size = arr.size
     leaf._shape = (<object>arr).shape
     return 0
@@ -1517,16 +1521,13 @@ cdef class IndexInput(Variable):
 
 # ------------------------------------------------------------------- devices
 # The engine imports no device package: a device package registers itself here
-# (register_devices). A Variable on a device holds its value and gradient in a
+# (register_backend). A Variable on a device holds its value and gradient in a
 # storage object of the package's type, and the engine calls that object for
 # everything it does with them. Device ops are FunctionNodes: the same plans, pass
 # ids and leaf gradient modes as on the CPU, with each op's forward and backward
 # written in the package.
 
-cdef object _canonical_device = None     # registered: device name -> canonical name
-cdef object _storage_type = None         # registered: the storage of a device Variable
-cdef object _device_ops = None           # registered: the device op implementations
-cdef object _device_optim = None         # registered: device optimizer state and clipping
+cdef object _backend = None     # the registered device backend (register_backend)
 
 
 _shared_handles = {}    # handle type -> array_of, see register_shared_handles
@@ -1553,55 +1554,33 @@ cdef object shared_array_of(object handle):
     return None
 
 
-def register_devices(canonical_device, storage_type, ops, optim):
-    """Connect the engine to a device package (which calls this when imported).
-
-    - `canonical_device(name)` checks a device name and returns its canonical form.
-    - `storage_type` holds a device Variable's value and gradient. It makes storage
-      with `from_host(device, array)` and `empty(device, shape, dtype)`; a storage
-      has `device`, `value`, `grad` (None until `ensure_grad()`), `id_bound` (ids
-      must stay below it) and `grad_is_zero`, and the methods the engine calls:
-      `to_host`, `copy_value`, `copy_from_host`, `copy_device_array`, `all_finite`,
-      `seed_grad`, `zero_grad`, `leaf_grad`, and for a sparse gradient `start_sparse`,
-      `add_touched`, `touched_ids`, `touched_rows`, `sparse_grad`, `densify`,
-      `clear_grad` (the registered type documents each).
-    - `ops` holds the device op implementations the public ops dispatch to.
-    - `optim` holds the device optimizer state (`DeviceState`) and clipping
-      (`clip_grad_norm`, `clip_grad_value`)."""
-    global _canonical_device, _storage_type, _device_ops, _device_optim
-    _canonical_device = canonical_device
-    _storage_type = storage_type
-    _device_ops = ops
-    _device_optim = optim
+def register_backend(backend):
+    """Connect the engine to a device package (which calls this when imported): `backend`
+    is an instance of a `fastad_cy.backend.Backend` subclass, which names what the engine
+    calls on it: the storage of a device Variable (`from_host`, `empty`; the storage's
+    type documents what the engine calls on a storage), device names, optimizer support,
+    and the ops on the device."""
+    global _backend
+    _backend = backend
 
 
-cdef int _require_devices(object device) except -1:
-    if _device_ops is None:
-        raise RuntimeError(f"device {device!r}: no device support is registered with the "
-                           f"engine; a device package registers it when it is imported")
-    return 0
-
-
-cdef object device_ops():
-    _require_devices("cuda")
-    return _device_ops
-
-
-cdef object device_optim():
-    _require_devices("cuda")
-    return _device_optim
+cdef object device_backend():
+    """The registered device backend; RuntimeError when there is none."""
+    if _backend is None:
+        raise RuntimeError("a Variable on a device: no device support is registered with the "
+                           "engine; a device package registers it when it is imported")
+    return _backend
 
 
 cdef object new_storage(object device, tuple shape, object dtype):
-    return _storage_type.empty(device, shape, dtype)
+    return _backend.empty(device, shape, dtype)
 
 
 cdef object _parse_device(object device):
     """None for the CPU, else the canonical device name (checked by the registered device package)."""
     if device is None or device == "cpu":
         return None
-    _require_devices(device)
-    return _canonical_device(device)
+    return device_backend().canonical_device(device)
 
 
 # ---------------------------------------------------- ops written in Python

@@ -14,11 +14,10 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float,
-                              on_device, device_ops)
+from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float, backend_of)
+from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport vec_zero, zero_values, row_axpy, row_scale, row_dot
 from fastad_cy.broadcast cimport broadcast_shapes
-from fastad_cy.elementwise import mul as _elementwise_mul
 from fastad_cy.reduction import sum as _sum
 from fastad_cy.shape import getitem as _getitem, reshape as _reshape, transpose as _transpose
 
@@ -244,8 +243,8 @@ def matmul(a, b):
         batch = prod(a_batch or b_batch)
     cdef Py_ssize_t a_step = m * k if a_batch and b_batch else 0
     cdef Py_ssize_t b_step = k * n if b_batch else 0
-    if on_device(va):
-        return device_ops().matmul(va, vb, out_shape, m, k, n, batch, a_step, b_step)
+    if (dev := backend_of(va)) is not None:
+        return dev.matmul(va, vb, out_shape, m, k, n, batch, a_step, b_step)
     cdef Matmul node = Matmul.__new__(Matmul)
     node.a = va
     node.b = vb
@@ -368,10 +367,10 @@ def vector_dot(a, b):
                              f"{va._shape} and {vb._shape}")
         out_shape = broadcast_shapes("vector_dot", va._shape, vb._shape)   # names both if they clash
         out_shape = out_shape[:len(out_shape) - 1]
-        if on_device(va):   # broadcast over the leading axes: the product, then a sum over the last
-            return _sum(_elementwise_mul(va, vb), axis=-1)
-    elif on_device(va):
-        return device_ops().vector_dot(va, vb, va._shape[na - 1])
+    if (dev := backend_of(va)) is not None:
+        if va._shape != vb._shape:
+            return dev.broadcast_vector_dot(va, vb)
+        return dev.vector_dot(va, vb, va._shape[na - 1])
     cdef VectorDot node = VectorDot.__new__(VectorDot)
     node.a = va
     node.b = vb
@@ -503,3 +502,6 @@ def einsum(subscripts, a, b=None):
     letters = batch + a_only + b_only
     product = _arranged(product, "", "", tuple(sizes[c] for c in letters))   # a reshape only
     return _arranged(product, letters, out, tuple(sizes[c] for c in out))
+
+
+register_methods(matmul=matmul)   # Variable's operators and methods

@@ -26,8 +26,8 @@ from libc.string cimport memcpy
 from libc.math cimport INFINITY
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, Input, IndexInput, empty_buffer, init_node, init_node_like,
-                              finish, as_variable, same_dtype, require_float, on_device, device_ops)
+from fastad_cy.graph cimport (Variable, Input, IndexInput, empty_buffer, init_node, init_node_like, finish,
+                              as_variable, same_dtype, require_float, backend_of)
 from fastad_cy.loops cimport vec_zero, store_value
 from fastad_cy.reduced_bce cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
                                     reduction_scale, bce_forward, bce_backward)
@@ -324,8 +324,8 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {smoothing}")
     cdef ClassTargets checked = check_class_targets("cross_entropy", "logits", logits, targets,
                                                     reduction, ignore_index)
-    if on_device(checked.x):
-        return device_ops().cross_entropy(checked, smoothing)
+    if (dev := backend_of(checked.x)) is not None:
+        return dev.cross_entropy(checked, smoothing)
     cdef CrossEntropy node = CrossEntropy.__new__(CrossEntropy)
     node.smoothing = smoothing
     setup_class_targets(node, "cross_entropy", checked)
@@ -401,8 +401,8 @@ def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
     """
     cdef ClassTargets checked = check_class_targets("nll_loss", "log_probs", log_probs, targets,
                                                     reduction, ignore_index)
-    if on_device(checked.x):
-        return device_ops().nll_loss(checked)
+    if (dev := backend_of(checked.x)) is not None:
+        return dev.nll_loss(checked)
     cdef NLLLoss node = NLLLoss.__new__(NLLLoss)
     setup_class_targets(node, "nll_loss", checked)
     return finish(node)
@@ -525,8 +525,8 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
                              f"{vb._shape}; they must {'broadcast' if broadcast else 'be equal'}")
         va, vb = _spread(va, shape), _spread(vb, shape)
     cdef int red = reduction_code(name, reduction)
-    if on_device(va) or on_device(vb):
-        return device_ops().pair_loss(_PAIR_NAMES[code], va, vb, reduction, delta)
+    if (dev := backend_of(va, vb)) is not None:
+        return dev.pair_loss(_PAIR_NAMES[code], va, vb, reduction, delta)
     name = _PAIR_NAMES[code]
     cdef PairLoss node = PairLoss.__new__(PairLoss)
     node.code = code

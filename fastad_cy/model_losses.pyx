@@ -9,14 +9,11 @@ from cython cimport floating
 from libc.stdint cimport int64_t, uint64_t
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, same_dtype, on_device)
+                              require_float, same_dtype, backend_among)
 from fastad_cy.loops cimport row_axpy, store_value, vec_zero
 from fastad_cy.reduced_bce cimport (RED_NONE, reduction_code, reduction_name, reduction_scale,
                                     bce_forward, bce_backward)
-from fastad_cy.sparse cimport check_ids, fa_ids_out_of_range, _gather
-from fastad_cy.linalg import vector_dot
-from fastad_cy.losses import bce_with_logits
-from fastad_cy.shape import reshape as _reshape
+from fastad_cy.sparse cimport check_ids, fa_ids_out_of_range
 
 cnp.import_array()
 
@@ -436,9 +433,8 @@ def gather_dot(a_table, a_ids, b_table, b_ids):
                          f"A row): a_ids has shape {lead}, so b_ids needs {lead + ('m',)}, got "
                          f"{b_index._shape}")
     cdef Py_ssize_t dim = A._shape[1]
-    if any(on_device(x) for x in (A, B, a_index, b_index)):
-        a_rows = _reshape(_gather("take", A, a_index, -1, 0.0, 2.0), lead + (1, dim))
-        return vector_dot(_gather("take", B, b_index, -1, 0.0, 2.0), a_rows)
+    if (dev := backend_among((A, B, a_index, b_index))) is not None:
+        return dev.gather_dot(A, a_index, B, b_index)
     cdef GatherDot node = GatherDot.__new__(GatherDot)
     node.a_table, node.b_table = A, B
     node.a_ids, node.b_ids = a_index, b_index
@@ -516,17 +512,9 @@ cdef object _ranking_node(str op, object user_table, object users, object item_t
     if not (user_ids._shape == pos_ids._shape == neg_ids._shape):
         raise ValueError(f"{op}: users, pos and neg must have one shape, got {user_ids._shape}, "
                          f"{pos_ids._shape} and {neg_ids._shape}")
-    if any(on_device(x) for x in (U, V, b, user_ids, pos_ids, neg_ids)):
-        margin = vector_dot(_gather("take", U, user_ids, -1, 0.0, 2.0),
-                            _gather("take", V, pos_ids, -1, 0.0, 2.0)
-                            - _gather("take", V, neg_ids, -1, 0.0, 2.0))
-        if b is not None:
-            margin = margin + _reshape(_gather("take", b, pos_ids, -1, 0.0, 2.0)
-                                       - _gather("take", b, neg_ids, -1, 0.0, 2.0), margin.shape)
-        if reduction < 0:
-            return margin
-        return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype),
-                               reduction_name(reduction))
+    if (dev := backend_among((U, V, b, user_ids, pos_ids, neg_ids))) is not None:
+        return dev.ranking(U, user_ids, V, pos_ids, neg_ids, b,
+                           None if reduction < 0 else reduction_name(reduction))
     cdef RankingMargin node = RankingMargin.__new__(RankingMargin)
     node.user_table, node.item_table, node.item_bias = U, V, b
     node.users, node.pos, node.neg = user_ids, pos_ids, neg_ids

@@ -26,7 +26,7 @@ syncs a worker's replicas by it): `step()` then calls it every so many steps.
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
 `step()` hands over to the registered device optimizer state (see
-graph.register_devices), whose kernels apply the same element rules
+graph.register_backend), whose kernels apply the same element rules
 (rules.h), sparse rows included.
 `state_dict()` still returns host numpy arrays.
 """
@@ -40,7 +40,7 @@ from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                               check_unclaimed, mark_changed,
-                              device_optim, device_of)
+                              device_backend, device_of)
 from fastad_cy.loops cimport element_size, sgd_row_values
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
                                adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
@@ -359,7 +359,7 @@ cdef class Optimizer:
         self._device_state = None
         device = _params_device(self._params, type(self).__name__)
         if device is not None:
-            self._device_state = device_optim().DeviceState(self._params, device, self._lr)
+            self._device_state = device_backend().DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
         self.step_clock = _clock_for(list(self._params)) if _clock_for is not None else None
@@ -1083,7 +1083,7 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     if not q > 0:
         raise ValueError(f"clip_grad_norm: norm_type must be > 0 (or float('inf')), got {norm_type!r}")
     if _params_device(plist, "clip_grad_norm") is not None:
-        return device_optim().clip_grad_norm(plist, limit, q)
+        return device_backend().clip_grad_norm(plist, limit, q)
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):
@@ -1126,7 +1126,7 @@ def clip_grad_value(params, clip_value):
     cdef const int64_t* rows
     cdef Parameter p
     if _params_device(plist, "clip_grad_value") is not None:
-        device_optim().clip_grad_value(plist, limit)
+        device_backend().clip_grad_value(plist, limit)
         return
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)

@@ -21,9 +21,9 @@ from libc.math cimport INFINITY, NAN, isfinite, sqrt, sqrtf
 from libc.stdint cimport int64_t
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish,
-                              require_float, on_device, device_ops, set_storage,
-                              new_storage)
+from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish, require_float,
+                              backend_of, set_storage, new_storage)
+from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad_cy.loops cimport vec_fill, vec_zero
 from fastad_cy.scalar cimport s_exp, s_log
@@ -284,9 +284,9 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
                          f"axis={axis!r}); the result of an empty {name} is undefined")
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
     out = kept if keepdims else tuple(d for i, d in enumerate(shape) if i not in axes)
-    if on_device(v):
-        return device_ops().reduce(name, code, v, kept, out,
-                                   (1.0 / count if count else NAN) if code == R_MEAN else 1.0)
+    if (dev := backend_of(v)) is not None:
+        return dev.reduce(name, code, v, kept, out,
+                          (1.0 / count if count else NAN) if code == R_MEAN else 1.0)
     cdef Reduce node = Reduce.__new__(Reduce)
     node.code = code
     node.x = v
@@ -496,13 +496,14 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object k
     node.x = v
     node.lowest = lowest
     node.outer, node.n, node.inner = outer, n, inner
-    if on_device(v):                # before init_node, which checks that node and v share a device
+    # storage first: init_node checks that node and v share a device
+    if (dev := backend_of(v)) is not None:
         set_storage(node, new_storage(v.device, out, np.int64))
         node._storage.id_bound = n     # the ids are always below n (a device consumer's check)
     init_node(node, name, (v,), out, v.f64)
     node.requires_grad = False
-    if on_device(v):
-        node.fn = device_ops().arg_reduce(lowest, outer, n, inner)
+    if dev is not None:
+        node.fn = dev.arg_reduce(lowest, outer, n, inner)
         node._value = None
         node.val_ptr = NULL
     else:
@@ -620,8 +621,8 @@ def cumsum(x, axis=None):
     cdef tuple dims = (v.size,) if axis is None or not v._shape else v._shape
     cdef Py_ssize_t k = 0 if axis is None else normalize_axes("cumsum", axis, len(dims))[0]
     cdef Py_ssize_t outer = int(np.prod(dims[:k])), inner = int(np.prod(dims[k + 1:]))
-    if on_device(v):
-        return device_ops().cumsum(v, outer, dims[k], inner, dims)
+    if (dev := backend_of(v)) is not None:
+        return dev.cumsum(v, outer, dims[k], inner, dims)
     cdef Cumsum node = Cumsum.__new__(Cumsum)
     node.x = v
     node.outer, node.n, node.inner = outer, dims[k], inner
@@ -754,9 +755,9 @@ cdef Variable _softmax(str name, bint log, object x, object axis):
     cdef Variable v = <Variable>x
     dims = v._shape or (1,)          # a 0-d input is one element along one axis, as in torch
     cdef Py_ssize_t k = normalize_axes(name, axis, len(dims))[0]
-    if on_device(v):
-        return device_ops().softmax(v, log, int(np.prod(dims[:k])), dims[k],
-                                    int(np.prod(dims[k + 1:])))
+    if (dev := backend_of(v)) is not None:
+        return dev.softmax(v, log, int(np.prod(dims[:k])), dims[k],
+                           int(np.prod(dims[k + 1:])))
     cdef Softmax node = Softmax.__new__(Softmax)
     node.x = v
     node.log = log
@@ -789,3 +790,6 @@ def log_softmax(x, axis=-1):
     array([-0.6931472, -0.6931472], dtype=float32)
     """
     return _softmax("log_softmax", True, x, axis)
+
+
+register_methods(sum=sum, mean=mean, max=max)   # Variable's operators and methods

@@ -29,8 +29,9 @@ from libc.stdlib cimport malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, on_device,
-                              device_ops)
+from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of,
+                              backend_among)
+from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport element_size, put_values, zero_values
 from fastad_cy.reduction import _normalize_axes
 
@@ -231,7 +232,8 @@ cdef object _stand_in(tuple shape):
 cdef Variable _reshaped(str op, Variable v, object shape):
     """The `op` node that views x's buffer with `shape` (checked here; one -1 inferred)."""
     # On a device, a stand-in host array of x's shape checks `shape` and infers the -1.
-    cdef object source = _stand_in(v._shape) if on_device(v) else v._value
+    dev = backend_of(v)
+    cdef object source = v._value if dev is None else _stand_in(v._shape)
     try:
         view = source.reshape(shape)
     except ValueError as e:
@@ -239,8 +241,8 @@ cdef Variable _reshaped(str op, Variable v, object shape):
                          f"into {shape} ({e})") from None
     except TypeError as e:
         raise TypeError(f"{op}: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
-    if on_device(v):
-        return device_ops().reshape(v, view.shape)
+    if dev is not None:
+        return dev.reshape(v, view.shape)
     return _from_view(op, v, view)
 
 
@@ -274,8 +276,8 @@ def transpose(x, axes=None):
     """
     require_float("transpose", x, "x")
     cdef Variable v = <Variable>x
-    if on_device(v):
-        return device_ops().transpose(v, _transpose_axes(v._shape, axes))
+    if (dev := backend_of(v)) is not None:
+        return dev.transpose(v, _transpose_axes(v._shape, axes))
     return _from_view("transpose", v, v._value.transpose(_transpose_axes(v._shape, axes)))
 
 
@@ -304,8 +306,9 @@ cdef Variable _index(str op, Variable v, object key):
             raise TypeError(f"{op}: a Variable ({part!r}) cannot be part of an index; "
                             f"index a Parameter with one IndexInput alone (p[ix] or fa.take)")
         basic = basic and _is_basic_index(part)
+    dev = backend_of(v)
     try:
-        if on_device(v):
+        if dev is not None:
             positions = _flat_positions(v._shape, key)
         elif basic:
             # A trailing Ellipsis makes numpy return a 0-d view, not a scalar, for all-int keys.
@@ -314,8 +317,8 @@ cdef Variable _index(str op, Variable v, object key):
             positions = _flat_positions(v._shape, key)
     except (IndexError, TypeError, ValueError) as e:
         raise type(e)(f"{op}: bad index {key!r} for shape {v._shape}: {e}") from None
-    if on_device(v):
-        return device_ops().gather(op, v, positions)
+    if dev is not None:
+        return dev.gather(op, v, positions)
     if basic:
         return _from_view(op, v, view)
     return _gather(op, v, positions, False)
@@ -392,8 +395,8 @@ cdef Py_ssize_t _normal_axis(str op, object axis, Py_ssize_t nd) except -1:
 
 cdef Variable _join(str op, tuple xs, tuple out_shape, Py_ssize_t axis):
     """The Join node; input i's block width is the product of its own axes from `axis` on."""
-    if any(on_device(x) for x in xs):
-        return device_ops().join(op, xs, out_shape, axis)
+    if (dev := backend_among(xs)) is not None:
+        return dev.join(op, xs, out_shape, axis)
     cdef Join node = Join.__new__(Join)
     cdef Py_ssize_t i, n = len(xs), start = 0
     node.widths = <Py_ssize_t*>malloc(n * sizeof(Py_ssize_t))
@@ -571,6 +574,9 @@ def tile(x, reps):
         raise ValueError(f"tile: reps must be >= 0, got {reps!r} (input shape {v._shape})")
     positions = np.ascontiguousarray(
         np.tile(np.arange(v.size, dtype=np.int64).reshape(v._shape), counts), dtype=np.int64)
-    if on_device(v):
-        return device_ops().gather("tile", v, positions)
+    if (dev := backend_of(v)) is not None:
+        return dev.gather("tile", v, positions)
     return _gather("tile", v, positions, positions.size == v.size)
+
+
+register_methods(getitem=getitem, transpose=transpose, reshape=reshape)   # Variable's operators and methods

@@ -1,6 +1,6 @@
 # The row checks and the gather of sparse.pyx that the fused model losses (model_losses.pyx)
 # share: check_ids inlines into their passes as into sparse's own.
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport uint64_t
 
 from fastad_cy.graph cimport Variable, IndexInput
 
@@ -36,6 +36,3 @@ cdef inline int check_ids(Variable node, IndexInput ix, Py_ssize_t rows) except 
 
 
 cdef int raise_bad_id(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil
-
-cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, double max_norm,
-                      double norm_type)

@@ -19,7 +19,8 @@ from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, on_device, device_ops)
+                              require_float, backend_of)
+from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport element_size, vec_zero, zero_values
 from fastad_cy.reduction import _normalize_axes
 from fastad_cy.shape import reshape as _reshape
@@ -150,8 +151,8 @@ cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, doub
         if isinstance(ix, Variable):
             raise TypeError(f"{op}: ids must be an IndexInput or integers, got a float Variable")
         ix = IndexInput(ix, device=t.device)
-    if on_device(t) or on_device(ix):
-        return device_ops().take(t, ix, op, padding_idx, max_norm, norm_type)
+    if (dev := backend_of(t, ix)) is not None:
+        return dev.take(t, ix, op, padding_idx, max_norm, norm_type)
     cdef Take node = Take.__new__(Take)
     node.table = t
     node.ix = <IndexInput>ix
@@ -421,9 +422,9 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     else:
         raise ValueError(f"embedding_bag: ids must be 1-D (with offsets) or 2-D (bags, n), "
                          f"got shape {ix._shape}")
-    if on_device(t) or on_device(ix):
-        return device_ops().embedding_bag(t, ix, offsets, n_bags, mode == "mean",
-                                          bool(include_last_offset), bool(sparse))
+    if (dev := backend_of(t, ix)) is not None:
+        return dev.embedding_bag(t, ix, offsets, n_bags, mode == "mean",
+                                 bool(include_last_offset), bool(sparse))
     cdef EmbeddingBag node = EmbeddingBag.__new__(EmbeddingBag)
     node.table = t
     node.ix = ix
@@ -600,8 +601,8 @@ def take_along_axis(x, ids, axis):
         if d != ax and ks[d] != xs[d]:
             raise ValueError(f"take_along_axis: ids has shape {ks} but x has shape {xs}; every "
                              f"axis but axis {ax} must match (axis {d}: {ks[d]} vs {xs[d]})")
-    if on_device(v) or on_device(ix):
-        return device_ops().take_along_axis(v, ix, ax)
+    if (dev := backend_of(v, ix)) is not None:
+        return dev.take_along_axis(v, ix, ax)
     cdef TakeAlong node = TakeAlong.__new__(TakeAlong)
     node.x = v
     node.ix = ix
@@ -620,3 +621,6 @@ def take_along_axis(x, ids, axis):
         node.rows_ptr = <char*>cnp.PyArray_DATA(node.rows)
     init_node(node, "take_along_axis", (v, ix), ks, v.f64)
     return finish(node)
+
+
+register_methods(take=take)   # Variable's operators and methods

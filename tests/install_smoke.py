@@ -32,7 +32,8 @@ def check_installed_here(fa):
               if not any(os.path.realpath(module.__file__).startswith(site + os.sep)
                          for site in site_dirs)}
     assert not strays, f"modules imported from outside {sorted(site_dirs)}: {strays}"
-    compiled = sorted(name for name, module in modules.items() if name.startswith("fastad_cy."))
+    compiled = sorted(name for name, module in modules.items() if name.startswith("fastad_cy.")
+                      and module.__file__.endswith(sysconfig.get_config_var("EXT_SUFFIX")))
     assert len(compiled) == len(stubs), f"compiled modules {compiled}, stubs {sorted(stubs)}"
     installed_version = importlib.metadata.version("fastad")
     assert installed_version == fa.__version__, \

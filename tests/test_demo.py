@@ -1,5 +1,7 @@
-"""The `python -m fastad` demo, the Hogwild progress bar and the PyTorch comparators."""
+"""The `python -m fastad` demo, the Hogwild progress bar and bench's PyTorch BPR comparator."""
+import importlib.util
 import io
+import os
 
 import pytest
 
@@ -8,7 +10,7 @@ from fastad.__main__ import main as demo_main
 
 
 def test_demo_trains_and_reports(capsys):
-    demo_main(["--workers", "2", "--examples", "600000", "--no-torch"])
+    demo_main(["--workers", "2", "--examples", "600000"])
     out = capsys.readouterr().out
     assert "2 Hogwild worker(s)" in out and "examples/s" in out
 
@@ -25,7 +27,7 @@ def test_demo_help_lists_the_other_demos(capsys):
     with pytest.raises(SystemExit):
         demo_main(["--help"])
     out = capsys.readouterr().out
-    for path in ("examples/quickstart.py", "examples/recommender.py", "bench/run.py"):
+    for path in ("examples/quickstart.py", "examples/recommender.py", "bench/bpr.py", "bench/run.py"):
         assert path in out
 
 
@@ -49,4 +51,8 @@ def test_progress_bar_draws_and_ends_its_line():
 def test_torch_bpr_comparator_runs():
     pytest.importorskip("torch")
     train, _ = fa.data.planted_preferences(50, 40, n_train=300, n_test=1)
-    assert fa.compare.torch_examples_per_second(train, 50, 40, dim=8, n=200) > 0
+    path = os.path.join(os.path.dirname(__file__), "..", "bench", "torch_bpr.py")
+    spec = importlib.util.spec_from_file_location("torch_bpr", path)
+    torch_bpr = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(torch_bpr)
+    assert torch_bpr.torch_examples_per_second(train, 50, 40, dim=8, n=200) > 0

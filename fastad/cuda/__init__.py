@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import re
 
-from fastad_cy.graph import register_devices as _register_devices
+from fastad_cy.backend import Backend as _Backend
+from fastad_cy.graph import register_backend as _register_backend
 from fastad.cuda import backend as _backend, ops as _ops, optim as _optim
 from fastad.cuda.storage import DeviceStorage as _DeviceStorage
 
@@ -145,5 +146,18 @@ def emulate():
         _backend.set_emulation(previous)
 
 
+# fastad's GPU backend: DeviceStorage holds a device Variable, fastad.cuda.ops implements
+# each primitive op under its name, and the fused nodes (the recurrent cells, ranking,
+# gather_dot) fall back to the base's composition.
+_CudaBackend = type("CudaBackend", (_Backend,), {
+    "canonical_device": staticmethod(canonical_device),
+    "from_host": staticmethod(_DeviceStorage.from_host),
+    "empty": staticmethod(_DeviceStorage.empty),
+    "to_host": staticmethod(_ops.to_host),
+    "DeviceState": _optim.DeviceState,
+    "clip_grad_norm": staticmethod(_optim.clip_grad_norm),
+    "clip_grad_value": staticmethod(_optim.clip_grad_value),
+    **{name: staticmethod(getattr(_ops, name)) for name in _Backend.PRIMITIVES}})
+
 # The engine (fastad_cy) never imports this package: this is how it learns of devices.
-_register_devices(canonical_device, _DeviceStorage, _ops, _optim)
+_register_backend(_CudaBackend())

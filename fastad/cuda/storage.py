@@ -1,5 +1,5 @@
 """Where a Variable on a GPU keeps its value and gradient: one `DeviceStorage` per
-Variable. fastad.cuda registers the type with the engine (`register_devices`);
+Variable. fastad.cuda registers the type with the engine (`register_backend`);
 the engine holds a device Variable's storage and calls the methods below for
 everything it does with the value or gradient (copying, checking, seeding a
 backward pass, clearing or reading a gradient), so it needs no knowledge of

@@ -11,9 +11,13 @@ import math
 
 import numpy as np
 
-import fastad as fa
+from fastad_cy.graph import IndexInput, Input, Parameter, Variable
+from fastad_cy.linalg import matmul
+from fastad_cy.reduction import mean, softmax
+from fastad_cy.shape import reshape, transpose
 from fastad import random as fastad_random
 from fastad.checks import check_flag, check_sizes
+from fastad.nn.layers import Linear
 from fastad.nn.module import Module
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention"]
@@ -22,13 +26,13 @@ _MASKED_SCORE = -1e30     # what a masked-out score becomes (finite in float32 t
 
 
 def _require_float_variable(who, name, x):
-    if not isinstance(x, fa.Variable) or isinstance(x, fa.IndexInput):
+    if not isinstance(x, Variable) or isinstance(x, IndexInput):
         raise TypeError(f"{who}: {name} must be a float fastad Variable, got {type(x).__name__}")
 
 
 def _swap_last_axes(x):
     axes = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
-    return fa.transpose(x, axes)
+    return transpose(x, axes)
 
 
 def _additive_mask(who, mask, scores_shape, keep_when_true):
@@ -36,10 +40,10 @@ def _additive_mask(who, mask, scores_shape, keep_when_true):
     float64 array (a boolean mask: 0 where kept, -inf where masked out; True keeps
     when keep_when_true, else True masks out). Its shape must broadcast to the
     scores' shape (..., L, S) without changing it."""
-    if isinstance(mask, fa.IndexInput):
+    if isinstance(mask, IndexInput):
         raise TypeError(f"{who}: attn_mask must be a boolean or float array or a float "
                         f"Variable, got an IndexInput")
-    if not isinstance(mask, fa.Variable):
+    if not isinstance(mask, Variable):
         mask = np.asarray(mask)
         if mask.dtype != np.bool_ and mask.dtype.kind not in "fiu":
             raise TypeError(f"{who}: attn_mask must be boolean or float, got dtype {mask.dtype}")
@@ -50,7 +54,7 @@ def _additive_mask(who, mask, scores_shape, keep_when_true):
     if not fits:
         raise ValueError(f"{who}: attn_mask has shape {tuple(mask.shape)}, which does not "
                          f"broadcast to the attention scores' shape {tuple(scores_shape)} (..., L, S)")
-    if isinstance(mask, fa.Variable):
+    if isinstance(mask, Variable):
         return mask
     if mask.dtype == np.bool_:
         return np.where(mask if keep_when_true else ~mask, 0.0, -np.inf)
@@ -84,7 +88,7 @@ def _attention(q, k, v, mask, scale, who):
         scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
     elif isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
         raise TypeError(f"{who}: scale must be a number or None, got {scale!r}")
-    scores = fa.matmul(q, _swap_last_axes(k)) * float(scale)
+    scores = matmul(q, _swap_last_axes(k)) * float(scale)
     dead_rows = None
     if isinstance(mask, np.ndarray):
         masked_out = np.isneginf(mask)
@@ -93,13 +97,13 @@ def _attention(q, k, v, mask, scale, who):
         # exp underflows to exactly 0 from either.
         mask = np.where(dead_rows, 0.0, np.where(masked_out, _MASKED_SCORE, mask))
         dead_rows = dead_rows if dead_rows.any() else None
-        mask = fa.Input(mask, dtype=q.dtype, device=q.device)
+        mask = Input(mask, dtype=q.dtype, device=q.device)
     if mask is not None:
         scores = scores + mask
-    weights = fa.softmax(scores, axis=-1)
+    weights = softmax(scores, axis=-1)
     if dead_rows is not None:
-        weights = weights * fa.Input(~dead_rows, dtype=q.dtype, device=q.device)
-    return fa.matmul(weights, v), weights
+        weights = weights * Input(~dead_rows, dtype=q.dtype, device=q.device)
+    return matmul(weights, v), weights
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
@@ -172,10 +176,10 @@ class MultiheadAttention(Module):
         self.head_dim = self.embed_dim // self.num_heads
         self.batch_first = check_flag(who, "batch_first", batch_first)
         bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))      # xavier_uniform of (3E, E)
-        self.in_proj_weight = fa.Parameter(rng.uniform(-bound, bound, (embed_dim, 3 * embed_dim)),
-                                           dtype=dtype)
-        self.in_proj_bias = fa.Parameter(np.zeros(3 * embed_dim), dtype=dtype) if bias else None
-        self.out_proj = fa.nn.Linear(embed_dim, embed_dim, bias=bias, dtype=dtype, generator=rng)
+        self.in_proj_weight = Parameter(rng.uniform(-bound, bound, (embed_dim, 3 * embed_dim)),
+                                        dtype=dtype)
+        self.in_proj_bias = Parameter(np.zeros(3 * embed_dim), dtype=dtype) if bias else None
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype, generator=rng)
         if bias:
             self.out_proj.bias.set_value(np.zeros(embed_dim))
 
@@ -187,8 +191,8 @@ class MultiheadAttention(Module):
 
     def _heads(self, x, batch, length):
         """(batch, length, E) -> (batch, heads, length, head_dim)."""
-        return fa.transpose(fa.reshape(x, (batch, length, self.num_heads, self.head_dim)),
-                            (0, 2, 1, 3))
+        return transpose(reshape(x, (batch, length, self.num_heads, self.head_dim)),
+                         (0, 2, 1, 3))
 
     def _mask(self, attn_mask, key_padding_mask, is_causal, batch, length, source):
         """The masks as one additive array or Variable that broadcasts to
@@ -197,7 +201,7 @@ class MultiheadAttention(Module):
         scores_shape = (batch, heads, length, source)
         parts = []
         if attn_mask is not None:
-            shape = tuple(attn_mask.shape) if isinstance(attn_mask, fa.Variable) \
+            shape = tuple(attn_mask.shape) if isinstance(attn_mask, Variable) \
                 else np.shape(attn_mask)
             if shape not in ((length, source), (batch * heads, length, source)):
                 raise ValueError(f"{who}: attn_mask has shape {shape}; expected {(length, source)} "
@@ -230,7 +234,7 @@ class MultiheadAttention(Module):
                 raise ValueError(f"{who}: {name} must have shape {layout} with embed_dim "
                                  f"{self.embed_dim}, got {x.shape}")
         if not self.batch_first:
-            query, key, value = (fa.transpose(x, (1, 0, 2)) for x in (query, key, value))
+            query, key, value = (transpose(x, (1, 0, 2)) for x in (query, key, value))
         if key.shape != value.shape or query.shape[0] != key.shape[0]:
             raise ValueError(f"{who}: key {key.shape} and value {value.shape} must have one shape, "
                              f"and the batch of query {query.shape} (batch-first shapes)")
@@ -240,13 +244,13 @@ class MultiheadAttention(Module):
         k = self._heads(self._project(key, 1), batch, source)
         v = self._heads(self._project(value, 2), batch, source)
         out, weights = _attention(q, k, v, mask, None, who)
-        out = fa.reshape(fa.transpose(out, (0, 2, 1, 3)), (batch, length, self.embed_dim))
+        out = reshape(transpose(out, (0, 2, 1, 3)), (batch, length, self.embed_dim))
         out = self.out_proj(out)
         if not self.batch_first:
-            out = fa.transpose(out, (1, 0, 2))
+            out = transpose(out, (1, 0, 2))
         if not need_weights:
             return out, None
-        return out, fa.mean(weights, axis=1) if average_attn_weights else weights
+        return out, mean(weights, axis=1) if average_attn_weights else weights
 
     def extra_repr(self):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, " \

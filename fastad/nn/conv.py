@@ -10,12 +10,12 @@ import math
 
 import numpy as np
 
-import fastad as fa
+from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
+                            conv2d, conv_steps, int_tuple, max_pool1d, max_pool2d, pool_window)
+from fastad_cy.graph import IndexInput, Parameter, Variable
 from fastad import random as fastad_random
 from fastad.checks import check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
-from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
-                            conv2d, conv_steps, int_tuple, max_pool1d, max_pool2d, pool_window)
 
 __all__ = ["Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
            "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d"]
@@ -41,9 +41,9 @@ class _ConvNd(Module):
         bound = 1 / math.sqrt(fan_in)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        self.weight = fa.Parameter(rng.uniform(-bound, bound, (out_channels, in_channels // groups)
-                                               + kernel), dtype=dtype)
-        self.bias = fa.Parameter(rng.uniform(-bound, bound, out_channels), dtype=dtype) \
+        self.weight = Parameter(rng.uniform(-bound, bound, (out_channels, in_channels // groups)
+                                            + kernel), dtype=dtype)
+        self.bias = Parameter(rng.uniform(-bound, bound, out_channels), dtype=dtype) \
             if check_flag(who, "bias", bias) else None
 
     def forward(self, x):
@@ -152,14 +152,14 @@ class _BatchNorm(Module):
         self.momentum = check_number(who, "momentum", momentum, at_least=0, at_most=1)
         self.eps = check_number(who, "eps", eps, above=0)
         affine = check_flag(who, "affine", affine)
-        self.weight = fa.Parameter(np.ones(num_features), dtype=dtype) if affine else None
-        self.bias = fa.Parameter(np.zeros(num_features), dtype=dtype) if affine else None
+        self.weight = Parameter(np.ones(num_features), dtype=dtype) if affine else None
+        self.bias = Parameter(np.zeros(num_features), dtype=dtype) if affine else None
         self.register_buffer("running_mean", np.zeros(num_features), dtype=dtype)
         self.register_buffer("running_var", np.ones(num_features), dtype=dtype)
 
     def forward(self, x):
         who = type(self).__name__
-        if not isinstance(x, fa.Variable) or isinstance(x, fa.IndexInput):
+        if not isinstance(x, Variable) or isinstance(x, IndexInput):
             raise TypeError(f"{who}: expected a float fastad Variable, got {type(x).__name__}")
         if len(x.shape) not in self.ranks or x.shape[1] != self.num_features:
             shapes = " or ".join(f"{r}-D" for r in self.ranks)

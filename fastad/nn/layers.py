@@ -10,21 +10,23 @@ import math
 
 import numpy as np
 
-import fastad as fa
+from fastad_cy.elementwise import sqrt, square
+from fastad_cy.graph import IndexInput, Parameter, Variable
+from fastad_cy.reduction import mean
+from fastad_cy.fused import gru_cell, lstm_cell
+from fastad_cy.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
 from fastad import random as fastad_random
-from fastad_cy.fused import gru_cell, lstm_cell
-from fastad_cy.sparse import check_positive, padding_row
 
 
 def _uniform(shape, bound, rng, dtype):
-    return fa.Parameter(rng.uniform(-bound, bound, size=shape), dtype=dtype)
+    return Parameter(rng.uniform(-bound, bound, size=shape), dtype=dtype)
 
 
 def _check_input(who, x, width):
     """x must be a float Variable whose last axis has `width` elements."""
-    if not isinstance(x, fa.Variable) or isinstance(x, fa.IndexInput):
+    if not isinstance(x, Variable) or isinstance(x, IndexInput):
         raise TypeError(f"{who}: expected a float fastad Variable, got {type(x).__name__}")
     if not x.shape or x.shape[-1] != width:
         raise ValueError(f"{who}: the last axis of the input must have size {width}, "
@@ -38,7 +40,7 @@ def _check_batch_input(who, x, width):
 
 
 def _check_state(who, name, s, batch, hidden):
-    if not isinstance(s, fa.Variable) or isinstance(s, fa.IndexInput):
+    if not isinstance(s, Variable) or isinstance(s, IndexInput):
         raise TypeError(f"{who}: the state {name} must be a float fastad Variable, "
                         f"got {type(s).__name__}")
     if s.shape != (batch, hidden):
@@ -111,12 +113,12 @@ class Embedding(Module):
             padding_idx = padding_row("Embedding", padding_idx, num_embeddings)
             table[padding_idx] = 0.0
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
-        self.weight = fa.Parameter(table, dtype=dtype)
+        self.weight = Parameter(table, dtype=dtype)
 
     def forward(self, ids):
         if self.padding_idx is None and self.max_norm is None:
-            return fa.take(self.weight, ids)
-        return fa.embedding(self.weight, ids, self.padding_idx, self.max_norm, self.norm_type)
+            return take(self.weight, ids)
+        return embedding(self.weight, ids, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self):
         options = "".join(f", {name}={getattr(self, name)}" for name in ("padding_idx", "max_norm")
@@ -150,11 +152,11 @@ class EmbeddingBag(Module):
         self.sparse = check_flag(who, "sparse", sparse)
         self.include_last_offset = check_flag(who, "include_last_offset", include_last_offset)
         rng = fastad_random.generator(who, generator)
-        self.weight = fa.Parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype=dtype)
+        self.weight = Parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype=dtype)
 
     def forward(self, ids, offsets=None):
-        return fa.embedding_bag(self.weight, ids, offsets, self.mode, self.include_last_offset,
-                                self.sparse)
+        return embedding_bag(self.weight, ids, offsets, self.mode, self.include_last_offset,
+                             self.sparse)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}, " \
@@ -189,8 +191,8 @@ class LSTMCell(Module):
         self.input_size, self.hidden_size = input_size, hidden_size
         self.weight_ih = _uniform((input_size, 4 * hidden_size), bound, rng, dtype)
         self.weight_hh = _uniform((hidden_size, 4 * hidden_size), bound, rng, dtype)
-        self.bias = fa.Parameter(rng.uniform(-bound, bound, size=(2, 4 * hidden_size)).sum(axis=0),
-                                 dtype=dtype)
+        self.bias = Parameter(rng.uniform(-bound, bound, size=(2, 4 * hidden_size)).sum(axis=0),
+                              dtype=dtype)
 
     def forward(self, x, state=None):
         _check_batch_input("LSTMCell", x, self.input_size)
@@ -252,7 +254,7 @@ class _Recurrent(Module):
 
     def forward(self, xs, state=None, return_state=False):
         name = type(self).__name__
-        if isinstance(xs, fa.Variable) or not isinstance(xs, (list, tuple)) or not xs:
+        if isinstance(xs, Variable) or not isinstance(xs, (list, tuple)) or not xs:
             raise TypeError(f"{name}: expected a non-empty list of (batch, input_size) Variables, "
                             f"got {type(xs).__name__}")
         outputs = []
@@ -326,14 +328,14 @@ class LayerNorm(Module):
         self.normalized_shape = check_int("LayerNorm", "normalized_shape", normalized_shape)
         self.eps = check_number("LayerNorm", "eps", eps, above=0)
         affine = check_flag("LayerNorm", "elementwise_affine", elementwise_affine)
-        self.weight = fa.Parameter(np.ones(normalized_shape), dtype=dtype) if affine else None
-        self.bias = fa.Parameter(np.zeros(normalized_shape), dtype=dtype) if affine else None
+        self.weight = Parameter(np.ones(normalized_shape), dtype=dtype) if affine else None
+        self.bias = Parameter(np.zeros(normalized_shape), dtype=dtype) if affine else None
 
     def forward(self, x):
         _check_input("LayerNorm", x, self.normalized_shape)
-        centred = x - fa.mean(x, axis=-1, keepdims=True)
-        var = fa.mean(fa.square(centred), axis=-1, keepdims=True)
-        y = centred / fa.sqrt(var + self.eps)
+        centred = x - mean(x, axis=-1, keepdims=True)
+        var = mean(square(centred), axis=-1, keepdims=True)
+        y = centred / sqrt(var + self.eps)
         return y * self.weight + self.bias if self.weight is not None else y
 
     def extra_repr(self):

@@ -146,6 +146,8 @@ def test_matmul_accumulates_into_a_shared_leaf(backend):
 def test_vector_dot(backend):
     check_against_cpu(fa.vector_dot, r(5, 3), r(5, 3))
     check_against_cpu(fa.vector_dot, r(3), r(3))
+    check_against_cpu(fa.vector_dot, r(1, 3), r(4, 3))        # broadcast: the backend base's composition
+    check_against_cpu(fa.vector_dot, r(2, 1, 3), r(4, 3))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -13,9 +13,11 @@ checked its arguments before it sends device operands here; what only a device
 needs checking (ids a later `set_value` must keep in range) is checked here,
 on the host, before any kernel.
 
-fastad.cuda registers this module with the engine (`register_devices`), which
-dispatches the public ops here and also calls `to_host` (a device array given as
-data).
+fastad.cuda's backend (registered with the engine, `register_backend`) is made
+of these functions: the engine hands the public ops here by their names in
+`fastad_cy.backend.Backend.PRIMITIVES`, and calls `to_host` for a device array given
+as data. The fused recurrent cells have no function here: they are composed of these
+ops by the backend base.
 """
 from fastad.cuda.ops.common import to_host
 from fastad.cuda.ops.elementwise import unary, binary, where
@@ -24,6 +26,5 @@ from fastad.cuda.ops.shape import reshape, transpose, gather, join
 from fastad.cuda.ops.linalg import matmul, vector_dot
 from fastad.cuda.ops.conv import conv, pool, batch_norm
 from fastad.cuda.ops.sparse import take, take_along_axis, embedding_bag
-from fastad.cuda.ops.fused import lstm_cell, gru_cell
 from fastad.cuda.ops.losses import cross_entropy, nll_loss, pair_loss
 from fastad.cuda.ops.dropout import dropout_mask

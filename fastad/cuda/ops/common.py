@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastad_cy.graph import Variable, function_node
+from fastad_cy.graph import Variable, function_node, grad_slot
 from fastad.cuda import backend as _backend
 from fastad.cuda.backend import I32, I64, copy_from_host, fill, from_host, launch, scalar, to_host
 from fastad.cuda.storage import DeviceStorage
 
 __all__ = ["I64", "I32", "backend", "launch", "scalar", "meta_array", "fill", "to_host", "from_host",
-           "copy_from_host", "same_device", "make_node", "bound_ids"]
+           "copy_from_host", "same_device", "make_node", "bound_ids", "cleared_grad"]
 
 
 def backend():
@@ -58,3 +58,10 @@ def bound_ids(ix, bound, op):
         storage.id_bound = bound
 
 
+def cleared_grad(x):
+    """x's dense gradient buffer for a backward that scatter-adds into it: zeroed first
+    when this is the pass's first contribution to x."""
+    grad, accumulate = grad_slot(x)
+    if not accumulate:
+        fill(grad, 0)
+    return grad

@@ -10,7 +10,7 @@ folds back onto the input. Scratch buffers are made when the node is built.
 import numpy as np
 
 from fastad_cy.graph import grad_slot
-from fastad.cuda.ops.common import I32, I64, backend, fill, from_host, launch, make_node
+from fastad.cuda.ops.common import I32, I64, backend, cleared_grad, fill, from_host, launch, make_node
 
 GEOMETRY = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw")
 
@@ -102,9 +102,7 @@ class Pool:
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = grad_slot(x)
-        if not accumulate:
-            fill(grad, 0)
+        grad = cleared_grad(x)
         launch("pool_backward", node.dtype, node.size, node.grad, grad, self.argmax,
                self.windows, self.planes, *self.dims, self.divisor, self.is_max)
 

@@ -111,17 +111,21 @@ def reduce(name, code, x, kept, out_shape, scale):
     return make_node(name, (x,), out_shape, x.dtype, Reduce(code, x, kept, scale))
 
 
-class ArgReduce:
-    """argmax (lowest False) or argmin of x along the middle axis of (outer, n, inner)."""
+class _AlongAxis:
+    """An op along the middle axis of x's (outer, n, inner) view, with one int flag."""
 
-    def __init__(self, lowest, outer, n, inner):
-        self.lowest = I32(lowest)
+    def __init__(self, flag, outer, n, inner):
+        self.flag = I32(flag)
         self.outer, self.n, self.inner = I64(outer), I64(n), I64(inner)
+
+
+class ArgReduce(_AlongAxis):
+    """argmax (flag `lowest` False) or argmin of x along the middle axis of (outer, n, inner)."""
 
     def forward(self, node):
         x = node.parents[0]
         launch("arg_reduce", x.dtype, int(self.outer * self.inner), x.value, node.storage.value,
-               self.outer, self.n, self.inner, self.lowest)
+               self.outer, self.n, self.inner, self.flag)
 
 
 def arg_reduce(lowest, outer, n, inner):
@@ -130,11 +134,8 @@ def arg_reduce(lowest, outer, n, inner):
     return ArgReduce(lowest, outer, n, inner)
 
 
-class Cumsum:
-    """The running sum along the middle axis of (outer, n, inner)."""
-
-    def __init__(self, outer, n, inner):
-        self.outer, self.n, self.inner = I64(outer), I64(n), I64(inner)
+class Cumsum(_AlongAxis):
+    """The running sum along the middle axis of (outer, n, inner) (no flag)."""
 
     def forward(self, node):
         x = node.parents[0]
@@ -153,20 +154,16 @@ class Cumsum:
 def cumsum(x, outer, n, inner, shape):
     """Build the running sum of x along the middle axis of its (outer, n, inner) view,
     of `shape` (fastad_cy/reduction.pyx's `cumsum` checks the axis)."""
-    return make_node("cumsum", (x,), shape, x.dtype, Cumsum(outer, n, inner))
+    return make_node("cumsum", (x,), shape, x.dtype, Cumsum(0, outer, n, inner))
 
 
-class Softmax:
-    """softmax (log False) or log_softmax (log True) along the middle axis of (outer, n, inner)."""
-
-    def __init__(self, log, outer, n, inner):
-        self.log = I32(log)
-        self.outer, self.n, self.inner = I64(outer), I64(n), I64(inner)
+class Softmax(_AlongAxis):
+    """softmax (flag `log` False) or log_softmax (True) along the middle axis of (outer, n, inner)."""
 
     def forward(self, node):
         x = node.parents[0]
         launch("softmax_forward", node.dtype, int(self.outer * self.inner), x.value, node.value,
-               self.outer, self.n, self.inner, self.log)
+               self.outer, self.n, self.inner, self.flag)
 
     def backward(self, node):
         x = node.parents[0]
@@ -174,7 +171,7 @@ class Softmax:
             return
         grad, accumulate = grad_slot(x)
         launch("softmax_backward", node.dtype, int(self.outer * self.inner), node.value,
-               node.grad, grad, self.outer, self.n, self.inner, self.log, I32(accumulate))
+               node.grad, grad, self.outer, self.n, self.inner, self.flag, I32(accumulate))
 
 
 def softmax(x, log, outer, n, inner):

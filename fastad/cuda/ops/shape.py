@@ -9,7 +9,7 @@ put each input at its positions in the output.
 import numpy as np
 
 from fastad_cy.graph import grad_slot
-from fastad.cuda.ops.common import I32, I64, launch, make_node, from_host, fill
+from fastad.cuda.ops.common import I32, I64, cleared_grad, launch, make_node, from_host
 
 
 class View:
@@ -46,11 +46,8 @@ class Gather:
         x = node.parents[0]
         if not x.requires_grad:
             return
-        grad, accumulate = grad_slot(x)
-        if not accumulate:
-            fill(grad, 0)
-        launch("scatter_add_positions", node.dtype, node.size, node.grad, self.positions, grad,
-               I64(node.size))
+        launch("scatter_add_positions", node.dtype, node.size, node.grad, self.positions,
+               cleared_grad(x), I64(node.size))
 
 
 def gather(op, x, positions):

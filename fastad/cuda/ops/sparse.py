@@ -8,10 +8,10 @@ rows (see fastad_cy/graph.pyx, sparse_grad_slot, and fastad/cuda/storage.py).
 """
 import numpy as np
 
-from fastad_cy.graph import Parameter, grad_slot, sparse_grad_slot
+from fastad_cy.graph import Parameter, sparse_grad_slot
 from fastad_cy.sparse import bag_bounds
-from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, copy_from_host, fill, launch, make_node,
-                                    same_device)
+from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, cleared_grad, copy_from_host, launch,
+                                    make_node, same_device)
 
 
 _NO_OWNER = 2147483647      # cuda/optim.cu's FA_NO_OWNER: a row no position has claimed
@@ -82,9 +82,7 @@ class TakeAlong:
         if self.sparse:      # along axis 0 the ids are row ids: record them as touched rows
             grad = sparse_grad_slot(x, ids)
         else:
-            grad, accumulate = grad_slot(x)
-            if not accumulate:
-                fill(grad, 0)
+            grad = cleared_grad(x)
         launch("along_scatter_add", node.dtype, node.size, node.grad, ids, grad, I64(node.size),
                self.n, self.k, self.inner)
 
@@ -139,9 +137,7 @@ class EmbeddingBag:
         if self.sparse:
             grad = sparse_grad_slot(table, ids)
         else:
-            grad, add = grad_slot(table)
-            if not add:
-                fill(grad, 0)
+            grad = cleared_grad(table)
         launch("scatter_add_rows", node.dtype, used * int(self.row_len), rows, ids, grad,
                I64(used), self.row_len, I64(-1))
 

@@ -1,4 +1,5 @@
-"""PyTorch versions of fastad's reference workloads, for side-by-side timing.
+"""PyTorch's per-example BPR loop, the comparator of bench/bpr.py and of the BPR
+speed-up README quotes.
 
 PyTorch is optional and never a dependency of fastad: these functions import
 it when called and raise ImportError when it is missing.
