@@ -15,6 +15,7 @@ import importlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 
 from setuptools import Extension, setup
@@ -83,6 +84,15 @@ def build_requirement(name):
                  f"(pip install '{wanted}') or build without --no-build-isolation")
     return module
 
+
+def generate_op_files():
+    """Write the files fastad_cy/generate_ops.py derives from the op manifest
+    (fastad_cy/ops_manifest.py): the op codes, the plain ops' functions and stubs. Runs
+    first, so that every command (build_py's stubs, cythonize, sdist's check) sees them."""
+    subprocess.run([sys.executable, os.path.join("fastad_cy", "generate_ops.py")], check=True)
+
+
+generate_op_files()
 
 DEBUG = _flag("FASTAD_DEBUG")
 

@@ -10,43 +10,22 @@
  *   after common.cuh in every family's program; common.cuh defines FA_RULES_ON_DEVICE
  *   and the fa_* math overloads): every rule is one template on T, without suffix.
  *
- * The enums' orders are those of the Python tables in fastad/cuda/kernels.py
- * (UNARY_OPS, BINARY_OPS, POINTWISE_LOSSES): a test pins them.
+ * The op codes (enums UnaryOp, BinaryOp, PointwiseLoss) come from the op manifest,
+ * fastad_cy/ops_manifest.py, through the generated op_codes.h: a rule's case is the one
+ * place an op is written here.
  *
  * Host C includes this file three times: once for the enums and the type macros,
  * then once per element type for the rules (FA_RULES_BODY). */
 #ifndef FASTAD_RULES_H
 #define FASTAD_RULES_H
 
-enum UnaryOp {
-    U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
-    U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
-    U_GELU, U_GELU_TANH, U_ELU, U_SILU,
-    /* hardtanh's two sides, p the bound: clip's values, a gradient only strictly inside */
-    U_HARDTANH_MIN, U_HARDTANH_MAX,
-    /* a Variable and a Python number p: no constant node needed */
-    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
-    /* clip's two sides, p the bound; NaN stays NaN */
-    U_CLAMP_MIN, U_CLAMP_MAX
-};
-
-enum BinaryOp {
-    B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
-    /* comparisons: 1 or 0 in the value dtype, no gradient */
-    B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
-};
-
-enum PointwiseLoss {
-    P_BCE, P_MSE, P_HUBER,
-    P_KL_DIV, P_KL_DIV_LOG_TARGET, P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
-    P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL, P_GAUSSIAN_NLL
-};
-
+/* On a device the program carries op_codes.h's text before this file's (kernels.py). */
 #ifdef FA_RULES_ON_DEVICE
 #define FA_PLAIN_RULE __device__ __forceinline__
 #else
 #include <math.h>
 #include "fastmath.h"
+#include "op_codes.h"
 #define FA_PLAIN_RULE static inline
 #endif
 
