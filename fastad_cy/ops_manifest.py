@@ -96,6 +96,8 @@ UNARY_OPS = (
     # clip's two sides, p the bound; NaN stays NaN
     {"name": "clamp_min", "public": "clip", "builder": "hand"},
     {"name": "clamp_max"},
+    {"name": "softsign", "public": "softsign", "builder": "generated", "doc": "x / (1 + |x|), elementwise.",
+     "example": ("[-1.0, 3.0]", "[-0.5 ,  0.75]")},
 )
 
 BINARY_OPS = (
