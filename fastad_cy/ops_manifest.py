@@ -143,6 +143,9 @@ POINTWISE_LOSSES = (
     {"name": "gaussian_nll", "public": "gaussian_nll", "builder": "hand",
      "kernels": ("fill", "binary_forward", "binary_backward", "pointwise_loss_forward", "loss_finish",
                  "pointwise_loss_backward")},
+    {"name": "soft_margin", "public": "soft_margin", "builder": "generated", "args": ("input", "target"),
+     "doc": "log(1 + exp(-target * input)), elementwise; as torch.nn.functional.soft_margin_loss.",
+     "example": ("fa.nn.soft_margin(fa.Parameter([0.0, 0.0]), [1.0, -1.0]).item()    # log(2)", "0.6931...")},
 )
 
 #: family -> its ops, in code order
