@@ -490,20 +490,28 @@ FA_RULE FA_T FA_NAME(fa_lerp)(FA_T start, FA_T end, double weight) {
     return (FA_T)(end - (end - start) * (1.0 - w));
 }
 
+/* What Adam, RAdam and NAdam do first: AdamW's decoupled decay of p (decay != 1), Adam's
+ * L2 term (l2 != 0), then the moments m (a lerp towards d) and v; returns d. */
+FA_RULE FA_T FA_NAME(fa_adam_moments)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
+                                      double l2, double decay, double beta1, double beta2) {
+    FA_T wd = (FA_T)l2, dec = (FA_T)decay, b2 = (FA_T)beta2, w2 = (FA_T)(1.0 - beta2);
+    FA_T d = g[e];
+    if ((double)dec != 1.0) p[e] = p[e] * dec;
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    m[e] = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
+    v[e] = v[e] * b2 + w2 * d * d;
+    return d;
+}
+
 /* Adam and AdamW, with the step's coefficients c (fa_adam_step). */
 FA_RULE void FA_NAME(fa_adam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
                                       const FaAdamStep* c, double beta1, double beta2,
                                       double eps) {
-    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, eps_ = (FA_T)eps;
-    FA_T w2 = (FA_T)(1.0 - beta2);
-    FA_T step = (FA_T)c->step_size, bc2 = (FA_T)c->bc2_sqrt;
-    FA_T d = g[e], mi, vi;
-    if ((double)dec != 1.0) p[e] = p[e] * dec;
-    if (wd != (FA_T)0) d = d + wd * p[e];
-    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
-    vi = v[e] * b2 + w2 * d * d;
-    m[e] = mi;
-    v[e] = vi;
+    FA_T step = (FA_T)c->step_size, bc2 = (FA_T)c->bc2_sqrt, eps_ = (FA_T)eps;
+    FA_T mi, vi;
+    FA_NAME(fa_adam_moments)(p, g, m, v, e, c->l2, c->decay, beta1, beta2);
+    mi = m[e];
+    vi = v[e];
     p[e] = (FA_T)(p[e] + (-step) * ((double)mi / (sqrt((double)vi) / (double)bc2 + eps_)));
 }
 
@@ -561,16 +569,11 @@ FA_RULE void FA_NAME(fa_adamax_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* u
 FA_RULE void FA_NAME(fa_radam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
                                        const FaRAdamStep* c, double lr, double beta1,
                                        double beta2, double eps) {
-    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, w2 = (FA_T)(1.0 - beta2);
     FA_T lr_ = (FA_T)lr, eps_ = (FA_T)eps;
-    FA_T d, mi, vi, corrected;
-    if ((double)dec != 1.0) p[e] = p[e] * dec;
-    d = g[e];
-    if (wd != (FA_T)0) d = d + wd * p[e];
-    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
-    vi = v[e] * b2 + w2 * d * d;
-    m[e] = mi;
-    v[e] = vi;
+    FA_T mi, vi, corrected;
+    FA_NAME(fa_adam_moments)(p, g, m, v, e, c->l2, c->decay, beta1, beta2);
+    mi = m[e];
+    vi = v[e];
     corrected = mi / (FA_T)c->bc1;
     if (c->adaptive)
         p[e] = p[e] - corrected * lr_ * ((FA_T)c->bc2_sqrt / (FA_SQRT(vi) + eps_)) * (FA_T)c->rect;
@@ -582,16 +585,11 @@ FA_RULE void FA_NAME(fa_radam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v,
 FA_RULE void FA_NAME(fa_nadam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
                                        const FaNAdamStep* c, double beta1, double beta2,
                                        double eps) {
-    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, w2 = (FA_T)(1.0 - beta2);
     FA_T eps_ = (FA_T)eps;
     FA_T d, mi, vi, denom;
-    if ((double)dec != 1.0) p[e] = p[e] * dec;
-    d = g[e];
-    if (wd != (FA_T)0) d = d + wd * p[e];
-    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
-    vi = v[e] * b2 + w2 * d * d;
-    m[e] = mi;
-    v[e] = vi;
+    d = FA_NAME(fa_adam_moments)(p, g, m, v, e, c->l2, c->decay, beta1, beta2);
+    mi = m[e];
+    vi = v[e];
     denom = FA_SQRT(vi / (FA_T)c->bc2) + eps_;
     p[e] = p[e] + (FA_T)c->grad_factor * d / denom;
     p[e] = p[e] + (FA_T)c->avg_factor * mi / denom;
