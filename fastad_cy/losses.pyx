@@ -8,9 +8,9 @@ loss per element or per row, no reduction).
   again at every forward. Ids are checked at build and at every forward; a
   target equal to `ignore_index` contributes nothing and "mean" divides by
   the number of targets not ignored.
-- Pairwise losses (`bce_with_logits`, `mse`, `huber`, `kl_div`, `smooth_l1`,
-  `binary_cross_entropy`, `poisson_nll`, `gaussian_nll`) compare two arrays of
-  one shape elementwise; gradients flow to both sides. Each one's value and
+- Pairwise losses (the pointwise losses of fastad_cy/ops_manifest.py: `mse`,
+  `huber`, `kl_div`, ...) compare two arrays of one shape elementwise; gradients
+  flow to both sides. Each one's value and
   its two partial derivatives stand side by side in `fa_loss_value`,
   `fa_loss_da`, `fa_loss_db` of rules.h, which the CUDA kernels share.
 - Composed losses (`margin_ranking`, `hinge_embedding`, `cosine_embedding`,
