@@ -15,6 +15,7 @@ import importlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 
 from setuptools import Extension, setup
@@ -84,6 +85,18 @@ def build_requirement(name):
                  f"(pip install '{wanted}') or build without --no-build-isolation")
     return module
 
+
+def generate_op_files():
+    """Write the files fastad_cy/generate_ops.py derives from the op manifest
+    (fastad_cy/ops_manifest.py): the op codes, the plain ops' functions and stubs. Runs
+    first, so that every command (build_py's stubs, cythonize, sdist) sees them; a tree
+    without the generator is left to the checks that name what it lacks."""
+    generator = os.path.join("fastad_cy", "generate_ops.py")
+    if os.path.isfile(generator):
+        subprocess.run([sys.executable, generator], check=True)
+
+
+generate_op_files()
 
 DEBUG = _flag("FASTAD_DEBUG")
 

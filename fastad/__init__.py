@@ -10,10 +10,8 @@
 from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, enable_grad,
                              detect_anomaly, is_grad_enabled, is_anomaly_enabled,
                              set_default_dtype, get_default_dtype, float32, float64)
-from fastad_cy.elementwise import (add, sub, mul, div, neg, pow, exp, log, tanh, sigmoid, relu,
-                                   leaky_relu, softplus, logsigmoid, sqrt, square, abs, gelu, elu,
-                                   silu, hardtanh, clip, maximum, minimum, where, greater,
-                                   greater_equal, less, less_equal, equal, not_equal)
+from fastad_cy import elementwise as _elementwise
+from fastad_cy.elementwise import *  # noqa: F403 -- its __all__: the op manifest's ops, and where
 from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
 from fastad_cy.reduction import min, norm, var, std, argmax, argmin, cumsum
 from fastad_cy.shape import reshape, transpose, getitem, concat, stack
@@ -36,11 +34,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Variable", "Parameter", "Input", "IndexInput", "no_grad", "enable_grad", "detect_anomaly",
-    "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64", "add",
-    "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu",
-    "gelu", "elu", "silu", "hardtanh", "softplus", "logsigmoid", "sqrt", "square", "abs", "clip",
-    "maximum", "minimum", "where", "greater", "greater_equal", "less", "less_equal", "equal",
-    "not_equal", "sum", "mean", "max", "logsumexp",
+    "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64",
+    *_elementwise.__all__, "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
     "vector_dot", "take", "ranking_margin", "ranking_loss", "gather_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
     "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",

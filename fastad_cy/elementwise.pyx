@@ -18,14 +18,7 @@ from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
 from fastad_cy.loops cimport zero_values
-from fastad_cy.scalar cimport (U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS,
-                               U_LOGSIGMOID, U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
-                               U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_HARDTANH_MIN, U_HARDTANH_MAX,
-                               U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR,
-                               U_RDIV_SCALAR, U_CLAMP_MIN, U_CLAMP_MAX,
-                               B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
-                               B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL,
-                               B_NOT_EQUAL)
+from fastad_cy.op_codes cimport *
 
 cnp.import_array()
 
@@ -110,59 +103,10 @@ cdef Variable _unary(str name, int code, object x, double p=0):
     return finish(node)
 
 
-def neg(x):
-    """-x, elementwise.
+# The functions of the op manifest's plain ops (unary, binary and comparisons),
+# `__all__` and `_BINARY_NAMES`: written by fastad_cy/generate_ops.py.
+include "elementwise_ops.pxi"
 
-    Same shape and dtype as x. Example::
-
-        fa.neg(fa.Input([1.0, -2.0])).value   # [-1., 2.]
-    """
-    return _unary("neg", U_NEG, x)
-
-def exp(x):
-    """e**x, elementwise.
-
-    Same shape and dtype as x. Example::
-
-        fa.exp(fa.Input([0.0, 1.0])).value   # [1.    , 2.7183]
-    """
-    return _unary("exp", U_EXP, x)
-
-def log(x):
-    """Natural logarithm, elementwise (NaN/-inf outside x > 0, as numpy).
-
-    Same shape and dtype as x. Example::
-
-        fa.log(fa.Input([1.0, 2.0])).value   # [0.    , 0.6931]
-    """
-    return _unary("log", U_LOG, x)
-
-def tanh(x):
-    """Hyperbolic tangent, elementwise.
-
-    Same shape and dtype as x. Example::
-
-        fa.tanh(fa.Input([0.0, 1.0])).value   # [0.    , 0.7616]
-    """
-    return _unary("tanh", U_TANH, x)
-
-def sigmoid(x):
-    """1 / (1 + e**-x), elementwise, stable for large |x|.
-
-    Same shape and dtype as x. Example::
-
-        fa.sigmoid(fa.Input([0.0, 1.0])).value   # [0.5   , 0.7311]
-    """
-    return _unary("sigmoid", U_SIGMOID, x)
-
-def relu(x):
-    """max(x, 0), elementwise; its gradient at 0 is 0.
-
-    Same shape and dtype as x. Example::
-
-        fa.relu(fa.Input([-1.0, 2.0])).value   # [0., 2.]
-    """
-    return _unary("relu", U_RELU, x)
 
 cdef bint _is_real_number(object x):
     """A Python or NumPy real number (not a bool, a string or a Variable)."""
@@ -221,15 +165,6 @@ def elu(x, alpha=1.0):
     """
     return _unary("elu", U_ELU, x, _real_number("elu", "alpha", alpha))
 
-def silu(x):
-    """x * sigmoid(x) (also called swish), elementwise.
-
-    Same shape and dtype as x. Example::
-
-        fa.silu(fa.Input([-1.0, 1.0])).value   # [-0.2689,  0.7311]
-    """
-    return _unary("silu", U_SILU, x)
-
 def hardtanh(x, min_val=-1.0, max_val=1.0):
     """x clamped into [min_val, max_val], elementwise, as torch.nn.functional.hardtanh.
 
@@ -245,51 +180,6 @@ def hardtanh(x, min_val=-1.0, max_val=1.0):
         raise ValueError(f"hardtanh: min_val must be <= max_val, got min_val={min_val!r}, "
                          f"max_val={max_val!r}")
     return _unary("hardtanh", U_HARDTANH_MAX, _unary("hardtanh", U_HARDTANH_MIN, x, low), high)
-
-def softplus(x):
-    """log(1 + e**x), elementwise, without overflow.
-
-    Same shape and dtype as x. Example::
-
-        fa.softplus(fa.Input([0.0, 1.0])).value   # [0.6931, 1.3133]
-    """
-    return _unary("softplus", U_SOFTPLUS, x)
-
-def logsigmoid(x):
-    """log(sigmoid(x)), elementwise, without overflow.
-
-    Same shape and dtype as x. Example::
-
-        fa.logsigmoid(fa.Input([0.0, 1.0])).value   # [-0.6931, -0.3133]
-    """
-    return _unary("logsigmoid", U_LOGSIGMOID, x)
-
-def sqrt(x):
-    """Square root, elementwise.
-
-    Same shape and dtype as x. Example::
-
-        fa.sqrt(fa.Input([4.0, 9.0])).value   # [2., 3.]
-    """
-    return _unary("sqrt", U_SQRT, x)
-
-def square(x):
-    """x * x, elementwise.
-
-    Same shape and dtype as x. Example::
-
-        fa.square(fa.Input([-1.0, 2.0])).value   # [1., 4.]
-    """
-    return _unary("square", U_SQUARE, x)
-
-def abs(x):
-    """|x|, elementwise; its gradient at 0 is 0.
-
-    Same shape and dtype as x. Example::
-
-        fa.abs(fa.Input([-1.0, 2.0])).value   # [1., 2.]
-    """
-    return _unary("abs", U_ABS, x)
 
 def pow(x, exponent):
     """x ** exponent, elementwise.
@@ -337,12 +227,6 @@ def clip(x, a_min=None, a_max=None):
 
 
 # ----------------------------------------------------------------- binary
-
-cdef dict _BINARY_NAMES = {
-    B_ADD: "add", B_SUB: "sub", B_MUL: "mul", B_DIV: "div", B_POW: "pow", B_MAXIMUM: "maximum",
-    B_MINIMUM: "minimum", B_GREATER: "greater", B_GREATER_EQUAL: "greater_equal",
-    B_LESS: "less", B_LESS_EQUAL: "less_equal", B_EQUAL: "equal", B_NOT_EQUAL: "not_equal"}
-
 
 cdef inline void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,
                                 Py_ssize_t sb, floating* y, Py_ssize_t n) noexcept nogil:
@@ -514,54 +398,6 @@ cdef Variable _binary(int code, object a, object b):
     return finish(node)
 
 
-def add(a, b):
-    """a + b with numpy broadcasting (either side may be a number or an array).
-
-    The result has the broadcast shape of a and b; each gradient is summed back
-    over the axes its operand was broadcast along. `a + b` calls it. Example::
-
-        x = fa.Input(np.ones((2, 3)))
-        b = fa.Parameter(np.zeros(3))
-        fa.add(x, b).shape                       # (2, 3); b.grad gets shape (3,)
-    """
-    return _binary(B_ADD, a, b)
-
-def sub(a, b):
-    """a - b with numpy broadcasting.
-
-    The result has the broadcast shape of a and b; each gradient is summed back
-    over the axes its operand was broadcast along. `a - b` calls it. Example::
-
-        x = fa.Input(np.ones((2, 3)))
-        b = fa.Parameter(np.zeros(3))
-        fa.sub(x, b).shape                       # (2, 3); b.grad gets shape (3,)
-    """
-    return _binary(B_SUB, a, b)
-
-def mul(a, b):
-    """a * b with numpy broadcasting.
-
-    The result has the broadcast shape of a and b; each gradient is summed back
-    over the axes its operand was broadcast along. `a * b` calls it. Example::
-
-        x = fa.Input(np.ones((2, 3)))
-        b = fa.Parameter(np.zeros(3))
-        fa.mul(x, b).shape                       # (2, 3); b.grad gets shape (3,)
-    """
-    return _binary(B_MUL, a, b)
-
-def div(a, b):
-    """a / b with numpy broadcasting.
-
-    The result has the broadcast shape of a and b; each gradient is summed back
-    over the axes its operand was broadcast along. `a / b` calls it. Example::
-
-        x = fa.Input(np.ones((2, 3)))
-        b = fa.Parameter(np.zeros(3))
-        fa.div(x, b).shape                       # (2, 3); b.grad gets shape (3,)
-    """
-    return _binary(B_DIV, a, b)
-
 def maximum(a, b):
     """The larger of a and b, elementwise, with numpy broadcasting (either side may be
     a number or an array). A NaN on either side gives NaN.
@@ -606,30 +442,6 @@ def greater(a, b):
     """
     return _compare(B_GREATER, a, b)
 
-def greater_equal(a, b):
-    """a >= b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
-    broadcasting; `a >= b` calls it. No gradient; recomputed on replay (see `greater`).
-
-    Example: ``fa.greater_equal(fa.Input([1.0, 2.0]), 2.0).value   # [0., 1.]``
-    """
-    return _compare(B_GREATER_EQUAL, a, b)
-
-def less(a, b):
-    """a < b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
-    broadcasting; `a < b` calls it. No gradient; recomputed on replay (see `greater`).
-
-    Example: ``fa.less(fa.Input([1.0, 2.0]), 2.0).value   # [1., 0.]``
-    """
-    return _compare(B_LESS, a, b)
-
-def less_equal(a, b):
-    """a <= b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
-    broadcasting; `a <= b` calls it. No gradient; recomputed on replay (see `greater`).
-
-    Example: ``fa.less_equal(fa.Input([1.0, 3.0]), 2.0).value   # [1., 0.]``
-    """
-    return _compare(B_LESS_EQUAL, a, b)
-
 def equal(a, b):
     """a == b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
     broadcasting; `a == b` calls it (Variables still hash by identity, so they stay
@@ -638,15 +450,6 @@ def equal(a, b):
     Example: ``fa.equal(fa.Input([1.0, 2.0]), 2.0).value   # [0., 1.]``
     """
     return _compare(B_EQUAL, a, b)
-
-def not_equal(a, b):
-    """a != b elementwise as 1.0 / 0.0 in the operands' float dtype, with numpy
-    broadcasting; `a != b` calls it. No gradient; recomputed on replay (see `greater`).
-
-    Example: ``fa.not_equal(fa.Input([1.0, 2.0]), 2.0).value   # [1., 0.]``
-    """
-    return _compare(B_NOT_EQUAL, a, b)
-
 
 # ------------------------------------------------------------------ where
 

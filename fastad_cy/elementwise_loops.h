@@ -54,9 +54,7 @@ FA_UNARY_LOOPS(double, d)
  * into a (to_a) or b, g[i*sg] (+)= gy[i] * slope, sg that side's stride. A stride of 0
  * is a side broadcast along the row; its gradient then sums into g[0], so only `add`
  * may take a stride other than 1. */
-#define FA_EACH_BINARY_CODE(M, S) M(B_ADD, S) M(B_SUB, S) M(B_MUL, S) M(B_DIV, S) M(B_POW, S) \
-    M(B_MAXIMUM, S) M(B_MINIMUM, S) M(B_GREATER, S) M(B_GREATER_EQUAL, S) M(B_LESS, S)       \
-    M(B_LESS_EQUAL, S) M(B_EQUAL, S) M(B_NOT_EQUAL, S)
+/* FA_EACH_BINARY_CODE: every binary code, from op_codes.h (the op manifest). */
 
 #define FA_BINARY_FORWARD_CASE(k, S)                                                        \
     case k:                                                                                 \
@@ -101,10 +99,7 @@ FA_BINARY_LOOPS(double, d)
 /* Pointwise losses (a the prediction, b the target): the forward sums the elements'
  * losses in order, in double (each also into `losses` unless NULL); the backward writes
  * or adds (`add`) g[i] = gy[i * gy_step] * scale * d(loss)/da (to_a) or d/db. */
-#define FA_EACH_LOSS_CODE(M, S) M(P_BCE, S) M(P_MSE, S) M(P_HUBER, S) M(P_KL_DIV, S)       \
-    M(P_KL_DIV_LOG_TARGET, S) M(P_SMOOTH_L1, S) M(P_BINARY_CROSS_ENTROPY, S)               \
-    M(P_POISSON_NLL, S) M(P_POISSON_NLL_FULL, S) M(P_POISSON_NLL_RATE, S)                  \
-    M(P_POISSON_NLL_RATE_FULL, S) M(P_GAUSSIAN_NLL, S)
+/* FA_EACH_LOSS_CODE: every loss code, from op_codes.h (the op manifest). */
 
 #define FA_LOSS_FORWARD_CASE(k, S)                                                          \
     case k:                                                                                 \

@@ -6,6 +6,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fastad_cy.graph import IndexInput, Variable
+from fastad_cy.losses_ops import *   # the op manifest's plain pointwise losses (generated)
 
 _Reduction: TypeAlias = Literal["mean", "sum", "none"]
 
@@ -43,7 +44,6 @@ def nll_loss(log_probs: Variable, targets: IndexInput | ArrayLike, reduction: _R
              ignore_index: SupportsIndex = -100) -> Variable: ...
 def bce_with_logits(logits: Variable, targets: Variable | ArrayLike,
                     reduction: _Reduction = "mean") -> Variable: ...
-def mse(pred: Variable, target: Variable | ArrayLike, reduction: _Reduction = "mean") -> Variable: ...
 def huber(pred: Variable, target: Variable | ArrayLike, reduction: _Reduction = "mean",
           delta: float = 1.0) -> Variable: ...
 def kl_div(input: Variable, target: Variable | ArrayLike,

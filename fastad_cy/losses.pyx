@@ -8,9 +8,9 @@ loss per element or per row, no reduction).
   again at every forward. Ids are checked at build and at every forward; a
   target equal to `ignore_index` contributes nothing and "mean" divides by
   the number of targets not ignored.
-- Pairwise losses (`bce_with_logits`, `mse`, `huber`, `kl_div`, `smooth_l1`,
-  `binary_cross_entropy`, `poisson_nll`, `gaussian_nll`) compare two arrays of
-  one shape elementwise; gradients flow to both sides. Each one's value and
+- Pairwise losses (the pointwise losses of fastad_cy/ops_manifest.py: `mse`,
+  `huber`, `kl_div`, ...) compare two arrays of one shape elementwise; gradients
+  flow to both sides. Each one's value and
   its two partial derivatives stand side by side in `fa_loss_value`,
   `fa_loss_da`, `fa_loss_db` of rules.h, which the CUDA kernels share.
 - Composed losses (`margin_ranking`, `hinge_embedding`, `cosine_embedding`,
@@ -31,10 +31,8 @@ from fastad_cy.graph cimport (Variable, Input, IndexInput, empty_buffer, init_no
 from fastad_cy.loops cimport vec_zero, store_value
 from fastad_cy.reduced_bce cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
                                     reduction_scale, bce_forward, bce_backward)
-from fastad_cy.scalar cimport (s_exp, s_log, P_BCE, P_MSE, P_HUBER, P_KL_DIV, P_KL_DIV_LOG_TARGET,
-                               P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
-                               P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL,
-                               P_GAUSSIAN_NLL)
+from fastad_cy.scalar cimport s_exp, s_log
+from fastad_cy.op_codes cimport *
 from fastad_cy.elementwise import add, sub, mul, relu, sqrt, square, abs as elementwise_abs
 from fastad_cy.elementwise import pow as elementwise_pow
 from fastad_cy.reduction import sum as reduce_sum, mean as reduce_mean
@@ -410,15 +408,6 @@ def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
 
 # ------------------------------------------------------------ pairwise losses
 
-# The names are those of fastad/cuda/kernels.py's POINTWISE_LOSSES (the GPU path's codes).
-cdef dict _PAIR_NAMES = {
-    P_BCE: "bce_with_logits", P_MSE: "mse", P_HUBER: "huber", P_KL_DIV: "kl_div",
-    P_KL_DIV_LOG_TARGET: "kl_div_log_target", P_SMOOTH_L1: "smooth_l1",
-    P_BINARY_CROSS_ENTROPY: "binary_cross_entropy", P_POISSON_NLL: "poisson_nll",
-    P_POISSON_NLL_FULL: "poisson_nll_full", P_POISSON_NLL_RATE: "poisson_nll_rate",
-    P_POISSON_NLL_RATE_FULL: "poisson_nll_rate_full", P_GAUSSIAN_NLL: "gaussian_nll"}
-
-
 cdef extern from "elementwise_loops.h":
     # One loop per loss code (the code a constant there, so that the rule vectorises).
     double fa_loss_forward_f(int op, const float* a, const float* b, Py_ssize_t n, float delta,
@@ -559,16 +548,9 @@ def bce_with_logits(logits, targets, reduction="mean"):
     return _pair_loss(P_BCE, "logits", logits, "targets", targets, reduction)
 
 
-def mse(pred, target, reduction="mean"):
-    """Squared error (pred - target)**2, elementwise; as torch.nn.functional.mse_loss.
-
-    `target` is a Variable or an array of pred's shape; gradients go to both.
-    Output: () for "mean"/"sum", pred's shape for "none".
-
-    >>> fa.nn.mse(fa.Parameter([1.0, 2.0]), [0.0, 0.0]).item()     # (1 + 4) / 2
-    2.5
-    """
-    return _pair_loss(P_MSE, "pred", pred, "target", target, reduction)
+# The functions of the op manifest's plain pointwise losses, and `_PAIR_NAMES` (code ->
+# name, the device path's name): written by fastad_cy/generate_ops.py.
+include "losses_ops.pxi"
 
 
 def huber(pred, target, reduction="mean", delta=1.0):

@@ -10,43 +10,22 @@
  *   after common.cuh in every family's program; common.cuh defines FA_RULES_ON_DEVICE
  *   and the fa_* math overloads): every rule is one template on T, without suffix.
  *
- * The enums' orders are those of the Python tables in fastad/cuda/kernels.py
- * (UNARY_OPS, BINARY_OPS, POINTWISE_LOSSES): a test pins them.
+ * The op codes (enums UnaryOp, BinaryOp, PointwiseLoss) come from the op manifest,
+ * fastad_cy/ops_manifest.py, through the generated op_codes.h: a rule's case is the one
+ * place an op is written here.
  *
  * Host C includes this file three times: once for the enums and the type macros,
  * then once per element type for the rules (FA_RULES_BODY). */
 #ifndef FASTAD_RULES_H
 #define FASTAD_RULES_H
 
-enum UnaryOp {
-    U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
-    U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
-    U_GELU, U_GELU_TANH, U_ELU, U_SILU,
-    /* hardtanh's two sides, p the bound: clip's values, a gradient only strictly inside */
-    U_HARDTANH_MIN, U_HARDTANH_MAX,
-    /* a Variable and a Python number p: no constant node needed */
-    U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
-    /* clip's two sides, p the bound; NaN stays NaN */
-    U_CLAMP_MIN, U_CLAMP_MAX
-};
-
-enum BinaryOp {
-    B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
-    /* comparisons: 1 or 0 in the value dtype, no gradient */
-    B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
-};
-
-enum PointwiseLoss {
-    P_BCE, P_MSE, P_HUBER,
-    P_KL_DIV, P_KL_DIV_LOG_TARGET, P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
-    P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL, P_GAUSSIAN_NLL
-};
-
+/* On a device the program carries op_codes.h's text before this file's (kernels.py). */
 #ifdef FA_RULES_ON_DEVICE
 #define FA_PLAIN_RULE __device__ __forceinline__
 #else
 #include <math.h>
 #include "fastmath.h"
+#include "op_codes.h"
 #define FA_PLAIN_RULE static inline
 #endif
 
@@ -224,6 +203,7 @@ FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
                    ((FA_T)1 + FA_TANH((FA_T)FA_GELU_BETA * (x + (FA_T)FA_GELU_KAPPA * x * x * x)));
         case U_ELU: return x > 0 ? x : p * FA_EXPM1(x);
         case U_SILU: return x * FA_SIGMOID(x);
+        case U_SOFTSIGN: return x / ((FA_T)1 + FA_ABS(x));
         case U_ADD_SCALAR: return x + p;
         case U_RSUB_SCALAR: return p - x;
         case U_MUL_SCALAR: return x * p;
@@ -264,6 +244,10 @@ FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
         case U_SILU: {
             FA_T s = FA_SIGMOID(x);
             return s * ((FA_T)1 + x * ((FA_T)1 - s));
+        }
+        case U_SOFTSIGN: {
+            FA_T t = (FA_T)1 + FA_ABS(x);
+            return (FA_T)1 / (t * t);
         }
         /* hardtanh's gradient flows strictly inside (min_val, max_val), as PyTorch's */
         case U_HARDTANH_MIN: return x > p ? (FA_T)1 : (FA_T)0;
@@ -410,6 +394,7 @@ FA_RULE FA_T FA_NAME(fa_loss_value)(int op, FA_T a, FA_T b, FA_T delta) {
         case P_GAUSSIAN_NLL:
             d = b > delta ? b : delta;
             return (FA_T)0.5 * (FA_LOG(d) + a * a / d);
+        case P_SOFT_MARGIN: return FA_NAME(fa_softplus)(-a * b);
         default: break;
     }
     if (op == P_BCE) return FA_NAME(fa_softplus)(a) - a * b;
@@ -436,6 +421,7 @@ FA_RULE FA_T FA_NAME(fa_loss_da)(int op, FA_T a, FA_T b, FA_T delta) {
         case P_POISSON_NLL_RATE:
         case P_POISSON_NLL_RATE_FULL: return (FA_T)1 - b / (a + delta);
         case P_GAUSSIAN_NLL: return a / (b > delta ? b : delta);
+        case P_SOFT_MARGIN: return -b * FA_SIGMOID(-a * b);
         default: break;
     }
     if (op == P_BCE) return FA_SIGMOID(a) - b;
@@ -459,6 +445,7 @@ FA_RULE FA_T FA_NAME(fa_loss_db)(int op, FA_T a, FA_T b, FA_T delta) {
         case P_GAUSSIAN_NLL:
             v = b > delta ? b : delta;
             return (FA_T)0.5 * ((FA_T)1 / v - a * a / (v * v));
+        case P_SOFT_MARGIN: return -a * FA_SIGMOID(-a * b);
         default: break;
     }
     return -FA_NAME(fa_loss_da)(op, a, b, delta);
@@ -503,20 +490,28 @@ FA_RULE FA_T FA_NAME(fa_lerp)(FA_T start, FA_T end, double weight) {
     return (FA_T)(end - (end - start) * (1.0 - w));
 }
 
+/* What Adam, RAdam and NAdam do first: AdamW's decoupled decay of p (decay != 1), Adam's
+ * L2 term (l2 != 0), then the moments m (a lerp towards d) and v; returns d. */
+FA_RULE FA_T FA_NAME(fa_adam_moments)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
+                                      double l2, double decay, double beta1, double beta2) {
+    FA_T wd = (FA_T)l2, dec = (FA_T)decay, b2 = (FA_T)beta2, w2 = (FA_T)(1.0 - beta2);
+    FA_T d = g[e];
+    if ((double)dec != 1.0) p[e] = p[e] * dec;
+    if (wd != (FA_T)0) d = d + wd * p[e];
+    m[e] = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
+    v[e] = v[e] * b2 + w2 * d * d;
+    return d;
+}
+
 /* Adam and AdamW, with the step's coefficients c (fa_adam_step). */
 FA_RULE void FA_NAME(fa_adam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
                                       const FaAdamStep* c, double beta1, double beta2,
                                       double eps) {
-    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, eps_ = (FA_T)eps;
-    FA_T w2 = (FA_T)(1.0 - beta2);
-    FA_T step = (FA_T)c->step_size, bc2 = (FA_T)c->bc2_sqrt;
-    FA_T d = g[e], mi, vi;
-    if ((double)dec != 1.0) p[e] = p[e] * dec;
-    if (wd != (FA_T)0) d = d + wd * p[e];
-    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
-    vi = v[e] * b2 + w2 * d * d;
-    m[e] = mi;
-    v[e] = vi;
+    FA_T step = (FA_T)c->step_size, bc2 = (FA_T)c->bc2_sqrt, eps_ = (FA_T)eps;
+    FA_T mi, vi;
+    FA_NAME(fa_adam_moments)(p, g, m, v, e, c->l2, c->decay, beta1, beta2);
+    mi = m[e];
+    vi = v[e];
     p[e] = (FA_T)(p[e] + (-step) * ((double)mi / (sqrt((double)vi) / (double)bc2 + eps_)));
 }
 
@@ -574,16 +569,11 @@ FA_RULE void FA_NAME(fa_adamax_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* u
 FA_RULE void FA_NAME(fa_radam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
                                        const FaRAdamStep* c, double lr, double beta1,
                                        double beta2, double eps) {
-    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, w2 = (FA_T)(1.0 - beta2);
     FA_T lr_ = (FA_T)lr, eps_ = (FA_T)eps;
-    FA_T d, mi, vi, corrected;
-    if ((double)dec != 1.0) p[e] = p[e] * dec;
-    d = g[e];
-    if (wd != (FA_T)0) d = d + wd * p[e];
-    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
-    vi = v[e] * b2 + w2 * d * d;
-    m[e] = mi;
-    v[e] = vi;
+    FA_T mi, vi, corrected;
+    FA_NAME(fa_adam_moments)(p, g, m, v, e, c->l2, c->decay, beta1, beta2);
+    mi = m[e];
+    vi = v[e];
     corrected = mi / (FA_T)c->bc1;
     if (c->adaptive)
         p[e] = p[e] - corrected * lr_ * ((FA_T)c->bc2_sqrt / (FA_SQRT(vi) + eps_)) * (FA_T)c->rect;
@@ -595,16 +585,11 @@ FA_RULE void FA_NAME(fa_radam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v,
 FA_RULE void FA_NAME(fa_nadam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v, long long e,
                                        const FaNAdamStep* c, double beta1, double beta2,
                                        double eps) {
-    FA_T wd = (FA_T)c->l2, dec = (FA_T)c->decay, b2 = (FA_T)beta2, w2 = (FA_T)(1.0 - beta2);
     FA_T eps_ = (FA_T)eps;
     FA_T d, mi, vi, denom;
-    if ((double)dec != 1.0) p[e] = p[e] * dec;
-    d = g[e];
-    if (wd != (FA_T)0) d = d + wd * p[e];
-    mi = FA_NAME(fa_lerp)(m[e], d, 1.0 - beta1);
-    vi = v[e] * b2 + w2 * d * d;
-    m[e] = mi;
-    v[e] = vi;
+    d = FA_NAME(fa_adam_moments)(p, g, m, v, e, c->l2, c->decay, beta1, beta2);
+    mi = m[e];
+    vi = v[e];
     denom = FA_SQRT(vi / (FA_T)c->bc2) + eps_;
     p[e] = p[e] + (FA_T)c->grad_factor * d / denom;
     p[e] = p[e] + (FA_T)c->avg_factor * mi / denom;

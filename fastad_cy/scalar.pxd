@@ -2,7 +2,8 @@
 # that pick a C function's float or double version: exp/log/tanh/sigmoid through
 # fastmath.h (fast approximations in a FASTAD_FAST_MATH build), and the scalar
 # rules of rules.h, which the CUDA kernels share (unary values and slopes, binary
-# ops, pointwise losses, optimizer element updates, and their enums).
+# ops, pointwise losses, optimizer element updates); their op codes are
+# op_codes.pxd's, generated from ops_manifest.py.
 from cython cimport floating
 
 cdef extern from "fastmath.h":
@@ -54,20 +55,6 @@ cdef inline floating s_sigmoid(floating x) noexcept nogil:
 
 
 cdef extern from "rules.h":
-    cdef enum UnaryOp:
-        U_NEG, U_EXP, U_LOG, U_TANH, U_SIGMOID, U_RELU, U_SOFTPLUS, U_LOGSIGMOID,
-        U_SQRT, U_SQUARE, U_ABS, U_POW, U_LEAKY_RELU,
-        U_GELU, U_GELU_TANH, U_ELU, U_SILU, U_HARDTANH_MIN, U_HARDTANH_MAX,
-        U_ADD_SCALAR, U_RSUB_SCALAR, U_MUL_SCALAR, U_DIV_SCALAR, U_RDIV_SCALAR,
-        U_CLAMP_MIN, U_CLAMP_MAX
-    cdef enum BinaryOp:
-        B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAXIMUM, B_MINIMUM,
-        B_GREATER, B_GREATER_EQUAL, B_LESS, B_LESS_EQUAL, B_EQUAL, B_NOT_EQUAL
-    cdef enum PointwiseLoss:
-        P_BCE, P_MSE, P_HUBER,
-        P_KL_DIV, P_KL_DIV_LOG_TARGET, P_SMOOTH_L1, P_BINARY_CROSS_ENTROPY, P_POISSON_NLL,
-        P_POISSON_NLL_FULL, P_POISSON_NLL_RATE, P_POISSON_NLL_RATE_FULL, P_GAUSSIAN_NLL
-
     ctypedef struct FaAdamStep:
         double step_size, bc2_sqrt, decay, l2
     FaAdamStep fa_adam_step(double lr, long long t, double beta1, double beta2,

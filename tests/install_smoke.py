@@ -20,9 +20,15 @@ import numpy as np
 
 def check_installed_here(fa):
     import fastad_cy.graph
+    from fastad_cy import generate_ops
 
-    # every compiled module has its stub beside it: import them all, not only those fastad uses
-    stubs = glob.glob(os.path.join(os.path.dirname(fastad_cy.graph.__file__), "*.pyi"))
+    # every compiled module has its stub beside it: import them all, not only those fastad uses;
+    # the stubs generated from the op manifest (which those stubs star-import) are there too
+    folder = os.path.dirname(fastad_cy.graph.__file__)
+    generated = {name for name in generate_ops.OUTPUTS if name.endswith(".pyi")}
+    assert generated <= set(os.listdir(folder)), f"generated stubs missing: {sorted(generated)}"
+    stubs = [path for path in glob.glob(os.path.join(folder, "*.pyi"))
+             if os.path.basename(path) not in generated]
     for stub in stubs:
         importlib.import_module("fastad_cy." + os.path.splitext(os.path.basename(stub))[0])
     site_dirs = {os.path.realpath(sysconfig.get_path(key)) for key in ("purelib", "platlib")}

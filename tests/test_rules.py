@@ -1,33 +1,59 @@
-"""fastad_cy/rules.h: the scalar rules the CPU loops and the CUDA kernels share."""
+"""fastad_cy/rules.h: the scalar rules the CPU loops and the CUDA kernels share, and the op
+codes it takes from the op manifest (fastad_cy/ops_manifest.py, through generate_ops.py)."""
 import os
 import re
 
 import pytest
 
 from fastad.cuda import kernels
+from fastad_cy import generate_ops, ops_manifest
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def read(name):
+    with open(os.path.join(ROOT, "fastad_cy", name)) as f:
+        return f.read()
 
 
 def enum_names(name):
-    text = kernels.rules_header().read_text()
-    body = re.search(r"enum %s \{(.*?)\};" % name, text, re.S)
-    assert body is not None, f"rules.h has no enum {name}"
-    without_comments = re.sub(r"/\*.*?\*/", "", body.group(1), flags=re.S)
-    return tuple(item.strip() for item in without_comments.split(",") if item.strip())
+    body = re.search(r"enum %s \{(.*?)\};" % name, read("op_codes.h"), re.S)
+    assert body is not None, f"op_codes.h has no enum {name}"
+    return tuple(item.strip() for item in body.group(1).split(",") if item.strip())
 
 
-@pytest.mark.parametrize("enum, prefix, table", [
-    ("UnaryOp", "U_", kernels.UNARY_OPS),
-    ("BinaryOp", "B_", kernels.BINARY_OPS),
+def test_the_generated_files_are_those_of_the_manifest():
+    # setup.py writes them before Cython runs; a stale one means a build without setup.py
+    for name, text_of in generate_ops.OUTPUTS.items():
+        text = read(name)
+        assert text.startswith(("/* " + generate_ops.GENERATED_HEADER, "# " + generate_ops.GENERATED_HEADER,
+                                '"""' + generate_ops.GENERATED_HEADER)), name
+        assert text == text_of(), f"fastad_cy/{name} is stale: run python fastad_cy/generate_ops.py"
+
+
+def test_the_generated_files_are_not_tracked_sources():
+    with open(os.path.join(ROOT, ".gitignore")) as f:
+        ignored = set(f.read().split())
+    assert {f"fastad_cy/{name}" for name in generate_ops.OUTPUTS} <= ignored
+
+
+@pytest.mark.parametrize("enum, family, table", [
+    ("UnaryOp", "unary", kernels.UNARY_OPS),
+    ("BinaryOp", "binary", kernels.BINARY_OPS),
+    ("PointwiseLoss", "loss", kernels.POINTWISE_LOSSES),
 ])
-def test_the_python_tables_follow_the_enums_of_rules_h(enum, prefix, table):
+def test_the_python_tables_follow_the_enums(enum, family, table):
     # The device ops pass an op's index in the table as the enum value.
-    assert tuple(prefix + op.upper() for op in table) == enum_names(enum)
+    ops = ops_manifest.TABLES[family]
+    assert tuple(op["name"] for op in ops) == table
+    assert tuple(generate_ops.code(family, op) for op in ops) == enum_names(enum)
 
 
-def test_the_pointwise_losses_follow_their_enum():
-    short = {"bce_with_logits": "BCE", "mse": "MSE", "huber": "HUBER"}
-    assert tuple("P_" + short.get(loss, loss.upper()) for loss in kernels.POINTWISE_LOSSES) == \
-        enum_names("PointwiseLoss")
+def test_rules_h_takes_its_op_codes_from_the_manifest():
+    rules = read("rules.h")
+    assert '#include "op_codes.h"' in rules
+    assert not re.search(r"\benum\s+(UnaryOp|BinaryOp|PointwiseLoss)\b", rules)
 
 
 def test_every_kernel_program_carries_the_rules_once():
@@ -49,29 +75,18 @@ def test_no_cuda_source_restates_a_rule():
 def test_every_unary_code_has_a_loop_of_its_own():
     # fastad_cy/elementwise_loops.h specialises the loops of codes 0..31 (the code a constant, so
     # the rule vectorises); a code past them would fall back to the slow generic loop.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "fastad_cy", "elementwise_loops.h")) as f:
-        text = f.read()
-    specialised = len(re.findall(r"M\(\d+, S\)", text))
+    specialised = len(re.findall(r"M\(\d+, S\)", read("elementwise_loops.h")))
     assert len(kernels.UNARY_OPS) <= specialised, (
         f"{len(kernels.UNARY_OPS)} unary ops but loops for {specialised} codes: extend "
         f"FA_EACH_CODE in fastad_cy/elementwise_loops.h")
 
 
-def test_every_binary_code_has_a_loop_of_its_own():
-    # The binary loops of fastad_cy/elementwise_loops.h switch on the code with no generic
-    # fallback: a code missing from FA_EACH_BINARY_CODE would leave its output unwritten.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "fastad_cy", "elementwise_loops.h")) as f:
-        text = f.read()
-    listed = re.findall(r"M\(B_(\w+), S\)", text)
-    assert [name.lower() for name in listed] == list(kernels.BINARY_OPS)
-
-
-def test_every_pointwise_loss_code_has_a_loop_of_its_own():
-    # Like the binary loops, the loss loops of elementwise_loops.h have no generic fallback.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "fastad_cy", "elementwise_loops.h")) as f:
-        text = f.read()
-    listed = [name.lower() for name in re.findall(r"M\(P_(\w+), S\)", text)]
-    assert listed == [name.replace("bce_with_logits", "bce") for name in kernels.POINTWISE_LOSSES]
+@pytest.mark.parametrize("macro, enum", [("FA_EACH_BINARY_CODE", "BinaryOp"),
+                                         ("FA_EACH_LOSS_CODE", "PointwiseLoss")])
+def test_every_binary_and_loss_code_has_a_loop_of_its_own(macro, enum):
+    # The binary and loss loops of elementwise_loops.h switch on the code with no generic
+    # fallback: a code missing from these lists would leave its output unwritten.
+    listed = re.search(r"#define %s\(M, S\) (.*)" % macro, read("op_codes.h")).group(1)
+    assert tuple(re.findall(r"M\((\w+), S\)", listed)) == enum_names(enum)
+    assert f"#define {macro}" not in read("elementwise_loops.h")
+    assert f"switch (op) {{ {macro}(" in read("elementwise_loops.h")

@@ -38,7 +38,18 @@ def read(path):
 
 
 def stub_tree(name):
-    return ast.parse(read(os.path.join(CY_DIR, name + ".pyi")))
+    """The stub's module, with the bodies of the fastad_cy stubs it star-imports (the generated
+    stubs of the op manifest's ops, fastad_cy/generate_ops.py) in place of those imports."""
+    tree = ast.parse(read(os.path.join(CY_DIR, name + ".pyi")))
+    body = []
+    for node in tree.body:
+        if (isinstance(node, ast.ImportFrom) and node.names[0].name == "*"
+                and node.module.startswith("fastad_cy.")):
+            body += stub_tree(node.module.split(".", 1)[1]).body
+        else:
+            body.append(node)
+    tree.body = body
+    return tree
 
 
 def public(name):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import fastad_cy.graph
+from fastad_cy import ops_manifest
 
 #: family -> the kernels its `.cu` file defines (each a template on T). A family's
 #: name is that of its CPU module (`fastad_cy/<family>.pyx`) and of its device ops
@@ -68,24 +69,27 @@ RAWMODULE_OPTIONS = ("--std=c++17",)
 COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
     "-ftz=true", "-arch=compute_90", "--device-as-default-execution-space")
 
-#: The unary ops of `unary_forward`/`unary_backward`, in the order of the
-#: `UnaryOp` enum in fastad_cy/rules.h (the code passed is the index here).
-UNARY_OPS = ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid",
-             "sqrt", "square", "abs", "pow", "leaky_relu", "gelu", "gelu_tanh", "elu", "silu",
-             "hardtanh_min", "hardtanh_max", "add_scalar", "rsub_scalar",
-             "mul_scalar", "div_scalar", "rdiv_scalar", "clamp_min", "clamp_max")
-
-#: The binary ops of `binary_forward`/`binary_backward` (rules.h's `BinaryOp` enum).
-BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
-              "greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
+#: The ops of `unary_forward`/`unary_backward`, `binary_forward`/`binary_backward` and
+#: `pointwise_loss_forward/backward`, in the order of their enums (fastad_cy/op_codes.h,
+#: generated from the manifest): the code a device op passes is the index here.
+UNARY_OPS = tuple(op["name"] for op in ops_manifest.UNARY_OPS)
+BINARY_OPS = tuple(op["name"] for op in ops_manifest.BINARY_OPS)
+POINTWISE_LOSSES = tuple(op["name"] for op in ops_manifest.POINTWISE_LOSSES)
 
 #: The comparisons among BINARY_OPS: 0/1 masks, no gradient.
 COMPARISONS = BINARY_OPS[BINARY_OPS.index("greater"):]
 
-#: The pointwise losses of `pointwise_loss_forward/backward` (rules.h's `PointwiseLoss` enum).
-POINTWISE_LOSSES = ("bce_with_logits", "mse", "huber", "kl_div", "kl_div_log_target",
-                    "smooth_l1", "binary_cross_entropy", "poisson_nll", "poisson_nll_full",
-                    "poisson_nll_rate", "poisson_nll_rate_full", "gaussian_nll")
+
+def _manifest_kernels() -> dict[str, tuple[str, ...]]:
+    """The kernels of the op manifest's ops (an op's own list, else its family's): for each
+    public function, and for each pointwise loss code (the device node's name)."""
+    table = {}
+    for family, ops in ops_manifest.TABLES.items():
+        for op in ops:
+            name = op["name"] if family == "loss" else op.get("public")
+            if name:
+                table[name] = op.get("kernels", ops_manifest.FAMILIES[family]["kernels"])
+    return table
 
 
 _ROWS = ("claim_rows", "release_rows")
@@ -97,19 +101,7 @@ _ROWS = ("claim_rows", "release_rows")
 #: backward pass also launches fill or copy_or_add. A test runs every op and
 #: checks this table against the kernels it launched.
 OPS: dict[str, tuple[str, ...]] = {
-    **{op: ("unary_forward", "unary_backward") for op in
-       ("neg", "exp", "log", "tanh", "sigmoid", "relu", "softplus", "logsigmoid", "sqrt",
-        "square", "abs", "leaky_relu", "clip", "gelu", "elu", "silu", "hardtanh")},
-    "add": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
-    "sub": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
-    "mul": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
-    "div": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
-    # a number exponent: a unary op; a Variable one: binary
-    "pow": ("unary_forward", "unary_backward", "binary_forward", "binary_backward", "reduce_sum",
-            "fill"),
-    "maximum": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
-    "minimum": ("binary_forward", "binary_backward", "reduce_sum", "fill"),
-    **{op: ("binary_forward",) for op in COMPARISONS},
+    **_manifest_kernels(),
     "where": ("where_forward", "where_backward", "reduce_sum", "fill"),
     "vector_dot": ("row_dot_forward", "row_dot_backward"),
     "matmul": (),
@@ -143,11 +135,6 @@ OPS: dict[str, tuple[str, ...]] = {
     "embedding_bag": ("bag_forward", "bag_backward_rows", "fill", "copy_ids", "scatter_add_rows"),
     "cross_entropy": ("fill", "cross_entropy_forward", "loss_finish", "cross_entropy_backward"),
     "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
-    **{loss: ("fill", "pointwise_loss_forward", "loss_finish", "pointwise_loss_backward")
-       for loss in POINTWISE_LOSSES},
-    # gaussian_nll's first operand is input - target
-    "gaussian_nll": ("fill", "binary_forward", "binary_backward", "pointwise_loss_forward",
-                     "loss_finish", "pointwise_loss_backward"),
     "SGD": ("count_step", "sgd_dense", "sgd_rows") + _ROWS,
     "Adagrad": ("count_step", "adagrad_dense", "adagrad_rows") + _ROWS,
     "Adam": ("count_step", "adam_dense", "adam_rows") + _ROWS,
@@ -183,14 +170,16 @@ def rules_header() -> Path:
 
 @functools.lru_cache(maxsize=None)
 def program_source(family: str) -> str:
-    """The full program text of a family: common.cuh, rules.h, then `<family>.cu`."""
+    """The full program text of a family: common.cuh, op_codes.h (the op codes rules.h
+    includes on the host), rules.h, then `<family>.cu`."""
     if family not in FAMILIES:
         raise KeyError(f"unknown kernel family {family!r}; known: {sorted(FAMILIES)}")
     folder = source_dir()
     common = (folder / "common.cuh").read_text()
     rules = rules_header().read_text()
+    op_codes = (rules_header().parent / "op_codes.h").read_text()
     body = (folder / f"{family}.cu").read_text()
-    return (f"{common}\n#line 1 \"rules.h\"\n{rules}"
+    return (f"{common}\n#line 1 \"op_codes.h\"\n{op_codes}\n#line 1 \"rules.h\"\n{rules}"
             f"\n#line 1 \"{family}.cu\"\n{body}")
 
 

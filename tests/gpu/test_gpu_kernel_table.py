@@ -5,6 +5,7 @@ import pytest
 
 import fastad as fa
 from fastad.cuda import kernels
+from fastad_cy import generate_ops, ops_manifest
 from fastad_cy.fused import lstm_cell
 
 SEEDING = {"fill", "copy_or_add"}            # a backward pass's start: ones, or a given seed
@@ -20,11 +21,14 @@ def ids(values):
     return fa.IndexInput(values, device="cuda")
 
 
-UNARY = {op: (lambda f: lambda: f(P(3, 2)))(getattr(fa, op)) for op in
-         ("neg", "exp", "log", "tanh", "sigmoid", "relu", "leaky_relu", "softplus", "logsigmoid",
-          "sqrt", "square", "abs", "gelu", "elu", "silu", "hardtanh")}
+# every unary function of the op manifest that takes x alone, and every generated pointwise loss
+UNARY = {op: (lambda f: lambda: f(P(3, 2)))(getattr(fa, op))
+         for op in generate_ops.public_names("unary") if op not in ("pow", "clip")}
+PLAIN_LOSSES = {op["name"]: (lambda f: lambda: f(P(3), P(3)))(getattr(fa.nn, op["name"]))
+                for op in ops_manifest.POINTWISE_LOSSES if op.get("builder") == "generated"}
 BUILDS = {
     **UNARY,
+    **PLAIN_LOSSES,
     "pow": lambda: fa.pow(fa.pow(P(3, 4), 3), P(4)),   # a number exponent, then a broadcast one
     "clip": lambda: fa.clip(P(3, 2), -0.5, 0.5),
     "maximum": lambda: fa.maximum(P(3, 4), P(4)),
@@ -54,7 +58,6 @@ BUILDS = {
     "cross_entropy": lambda: fa.nn.cross_entropy(P(3, 4), ids([1, 2, 3])),
     "nll_loss": lambda: fa.nn.nll_loss(P(3, 4), [1, 2, 3]),
     "bce_with_logits": lambda: fa.nn.bce_with_logits(P(3), P(3)),
-    "mse": lambda: fa.nn.mse(P(3), P(3)),
     "huber": lambda: fa.nn.huber(P(3), P(3)),
     "conv1d": lambda: fa.conv1d(P(2, 2, 5), P(3, 2, 2), P(3)),
     "conv2d": lambda: fa.conv2d(P(2, 2, 4, 4), P(3, 2, 2, 2), P(3)),

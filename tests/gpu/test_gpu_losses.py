@@ -251,6 +251,7 @@ PAIR_LOSSES = {
     "bce_with_logits": lambda a, b, **kw: fa.nn.bce_with_logits(a, fa.sigmoid(b), **kw),
     "mse": fa.nn.mse,
     "huber": lambda a, b, **kw: fa.nn.huber(a, b, delta=0.7, **kw),
+    "soft_margin": fa.nn.soft_margin,
 }
 
 

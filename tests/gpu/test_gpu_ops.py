@@ -28,6 +28,7 @@ UNARY = {
     "gelu": (fa.gelu, False), "gelu tanh": (lambda x: fa.gelu(x, "tanh"), False),
     "elu": (fa.elu, False), "elu 0.4": (lambda x: fa.elu(x, 0.4), False), "silu": (fa.silu, False),
     "hardtanh": (fa.hardtanh, False), "hardtanh 0 6": (lambda x: fa.hardtanh(x * 4, 0, 6), False),
+    "softsign": (fa.softsign, False),
 }
 
 

@@ -1,0 +1,91 @@
+"""fa.nn.soft_margin, log(1 + exp(-target * input)) as torch.nn.functional.soft_margin_loss:
+the proof loss of docs/contributing.md's recipe (its manifest line, its rule in rules.h,
+its place in fa.nn, these tests)."""
+import numpy as np
+import pytest
+
+import fastad as fa
+from vjp import check_vjp
+
+REDUCTIONS = ["mean", "sum", "none"]
+
+
+def soft_margin(x, y):
+    return np.logaddexp(0, -y * x)
+
+
+def reduce(losses, reduction):
+    return {"mean": np.mean, "sum": np.sum, "none": lambda v: v}[reduction](losses)
+
+
+def data(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(scale=2.0, size=shape), rng.choice([-1.0, 1.0], size=shape)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("shape", [(), (1,), (5,), (3, 4), (2, 3, 2)], ids=str)
+def test_values_and_gradients_against_finite_differences(shape, reduction):
+    x, y = data(shape, len(shape))
+    loss = fa.nn.soft_margin(fa.Input(x, dtype=np.float64), y, reduction=reduction)
+    np.testing.assert_allclose(loss.value, reduce(soft_margin(x, y), reduction), rtol=1e-14)
+    # gradients flow to both operands (a real-valued target gets one too)
+    check_vjp(lambda a, b: fa.nn.soft_margin(a, b, reduction=reduction), x, y * 0.7)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_matches_torch(reduction):
+    torch = pytest.importorskip("torch")
+    x, y = data((3, 4), 11)
+    w = fa.Parameter(x, dtype=np.float64)
+    loss = fa.nn.soft_margin(w, y, reduction=reduction)
+    t = torch.tensor(x, requires_grad=True)
+    expected = torch.nn.functional.soft_margin_loss(t, torch.tensor(y), reduction=reduction)
+    cot = np.random.default_rng(5).normal(size=loss.shape)
+    loss.backward(cot if loss.shape else None)
+    expected.backward(torch.tensor(cot) if loss.shape else None)
+    np.testing.assert_allclose(loss.value, expected.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(w.grad, t.grad.numpy(), rtol=1e-13)
+
+
+def test_float32_matches_float64_and_large_margins_stay_finite():
+    x, y = data((4, 5), 3)
+    x[0, :3] = [-1e4, 1e4, 80.0]
+    w = fa.Parameter(x, dtype=np.float32)
+    loss = fa.nn.soft_margin(w, y.astype(np.float32), reduction="none")
+    assert loss.dtype == fa.float32
+    np.testing.assert_allclose(loss.value, soft_margin(x, y), rtol=2e-6, atol=1e-7)
+    loss.backward(np.ones((4, 5)))
+    assert w.grad.dtype == np.float32 and np.isfinite(w.grad).all()
+    np.testing.assert_allclose(w.grad, -y / (1 + np.exp(y * x)), rtol=2e-6, atol=1e-7)
+
+
+def test_empty_input_and_replay():
+    empty = fa.Parameter(np.zeros((0, 2)), dtype=np.float64)
+    assert np.isnan(fa.nn.soft_margin(empty, np.zeros((0, 2))).value)      # the mean of nothing
+    assert fa.nn.soft_margin(empty, np.zeros((0, 2)), reduction="sum").value == 0
+    x = fa.Input([0.0, 0.0], dtype=np.float64)
+    loss = fa.nn.soft_margin(x, [1.0, -1.0])
+    np.testing.assert_allclose(loss.value, np.log(2))
+    x.set_value([3.0, -3.0])
+    np.testing.assert_allclose(loss.forward().value, np.log1p(np.exp(-3.0)))
+
+
+def test_bad_input_raises():
+    a = fa.Parameter(np.zeros((2, 3)), dtype=np.float64)
+    with pytest.raises(ValueError, match=r"soft_margin: input has shape \(2, 3\) but target has shape \(3, 2\)"):
+        fa.nn.soft_margin(a, np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="soft_margin: reduction must be"):
+        fa.nn.soft_margin(a, np.zeros((2, 3)), reduction="batchmean")
+    with pytest.raises(TypeError, match="soft_margin: input must be a fastad Variable, got ndarray"):
+        fa.nn.soft_margin(np.zeros(3), np.zeros(3))
+    with pytest.raises(TypeError, match="soft_margin: mixed dtypes"):
+        fa.nn.soft_margin(a, fa.Input(np.zeros((2, 3)), dtype=np.float32))
+    with pytest.raises(TypeError, match="soft_margin: target is an IndexInput"):
+        fa.nn.soft_margin(a, fa.IndexInput([[0, 1, 1], [1, 0, 0]]))
+
+
+def test_is_public_in_fa_nn_and_functional():
+    assert fa.nn.soft_margin is fa.nn.functional.soft_margin
+    assert "soft_margin" in fa.nn.__all__ and "soft_margin" in fa.nn.functional.__all__
+    assert "log(1 + exp(-target * input)), elementwise" in fa.nn.soft_margin.__doc__
