@@ -14,7 +14,7 @@
  * fastad_cy/ops_manifest.py, through the generated op_codes.h: a rule's case is the one
  * place an op is written here.
  *
- * Host C includes this file three times: once for the enums and the type macros,
+ * Host C includes this file three times: once for the op codes and the type macros,
  * then once per element type for the rules (FA_RULES_BODY). */
 #ifndef FASTAD_RULES_H
 #define FASTAD_RULES_H
