@@ -49,6 +49,18 @@ def assert_replay_matches_fresh(build, old_arrays, new_arrays, rtol=1e-12):
         np.testing.assert_allclose(p.grad, p2.grad, rtol=rtol)
 
 
+def assert_op_of_input_and_parameter_replays(build, data, shape=(2, 3, 4)):
+    """`build(x, p)` of a float64 Input x and Parameter p, both of `shape` (drawn by
+    `data(*shape)`: p's values, then x's old and new ones), passes assert_replay_matches_fresh."""
+    param = data(*shape)
+
+    def make(x):
+        p = fa.Parameter(param, dtype=np.float64)
+        return build(x, p), [p]
+
+    assert_replay_matches_fresh(make, [data(*shape)], [data(*shape)])
+
+
 def assert_set_value_replay_matches_fresh(build, old, new):
     """`build(*arrays)` -> (parameter, leaves, root): a graph built on `old`, given `new` by
     `set_value` on each leaf and replayed, equals a fresh build on `new` exactly (the value
