@@ -14,3 +14,15 @@ def assert_fused_matches_composed(results, shape, f64):
             assert fused is None
         else:
             np.testing.assert_array_equal(fused, grad)
+
+
+def assert_constant_and_input_table_grads_match(results):
+    """results: [(value, a constant table's gradient, an Input table's (requires_grad)
+    gradient) of the composed ops, the same of the fused node]: the fused node's are the
+    composed ones exactly, the constant's reading as zeros and the Input's not."""
+    (value, constant_grad, input_grad), (fused_value, fused_constant_grad, fused_input_grad) = results
+    np.testing.assert_array_equal(fused_value, value)
+    np.testing.assert_array_equal(fused_constant_grad, constant_grad)
+    assert not np.any(fused_constant_grad)
+    np.testing.assert_array_equal(fused_input_grad, input_grad)
+    assert np.any(fused_input_grad)

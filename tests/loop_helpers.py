@@ -1,4 +1,6 @@
-"""The Python loop that `fa.train` replaces, for tests that compare the two exactly."""
+"""The Python loop that `fa.train` replaces, for tests that compare the two exactly, and a
+plain training loop."""
+import fastad as fa
 
 
 def train_in_python(loss, optimizer, feeds, triples, lr_at=None):
@@ -19,3 +21,16 @@ def train_in_python(loss, optimizer, feeds, triples, lr_at=None):
         optimizer.step()
         optimizer.zero_grad()
     return total / n
+
+
+def assert_adam_halves_the_loss(loss, parameters, steps, lr=0.05):
+    """`steps` rounds of forward, zero_grad, backward and an Adam(lr) step on `parameters`
+    take `loss` below half its first value."""
+    opt = fa.optim.Adam(parameters, lr=lr)
+    first = loss.item()
+    for _ in range(steps):
+        loss.forward()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.forward().item() < first / 2

@@ -69,3 +69,31 @@ def stepped_on_sparse_rows(cls, kw, dtype, steps, rows=6, dim=4):
         opt.step()
         opt.zero_grad()
     return init, w, opt, schedule
+
+
+def assert_float32_tracks_float64(cls, kw, steps, torch=None, torch_optimizer=None):
+    """`steps` steps of cls(**kw) on the same random (4, 3) gradients (seed 1) of a float32
+    and a float64 Parameter: the float32 one stays float32 and tracks the float64 one. Given
+    torch and torch_optimizer(tensors), a float32 torch tensor takes the same steps and the
+    float32 Parameter tracks it too."""
+    rng = np.random.default_rng(1)
+    init = rng.standard_normal((4, 3))
+    p32, p64 = fa.Parameter(init, dtype=np.float32), fa.Parameter(init, dtype=np.float64)
+    o32, o64 = cls([p32], **kw), cls([p64], **kw)
+    if torch is not None:
+        tp = torch.tensor(init.astype(np.float32), requires_grad=True)
+        topt = torch_optimizer([tp])
+    for _ in range(steps):
+        g = rng.standard_normal((4, 3))
+        set_grad(p32, g)
+        set_grad(p64, g)
+        if torch is not None:
+            tp.grad = torch.tensor(g.astype(np.float32))
+        o32.step()
+        o64.step()
+        if torch is not None:
+            topt.step()
+    assert p32.value.dtype == np.float32
+    np.testing.assert_allclose(p32.value, p64.value, rtol=2e-4, atol=2e-5)
+    if torch is not None:
+        np.testing.assert_allclose(p32.value, tp.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -25,6 +25,20 @@ def torch_weighted_grads(torch, fn, *arrays):
     return [t.grad.numpy() for t in tensors]
 
 
+def assert_matches_torch_for_a_cotangent(torch, fn, torch_fn, x, grad_rtol, grad_atol):
+    """fn of a float64 Parameter of x and torch_fn of a tensor of x: the values agree to
+    rtol 1e-12, and the gradients for one random cotangent (seed 5) to grad_rtol/grad_atol."""
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch_fn(tx)
+    p = fa.Parameter(x, dtype=np.float64)
+    y = fn(p)
+    cot = np.random.default_rng(5).normal(size=y.shape)
+    ty.backward(torch.tensor(cot))
+    y.backward(cot)
+    np.testing.assert_allclose(y.value, ty.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(p.grad, tx.grad.numpy(), rtol=grad_rtol, atol=grad_atol)
+
+
 def assert_replay_matches_fresh(build, old_arrays, new_arrays, rtol=1e-12):
     """Build on old data, set_value the new data and replay; compare with a fresh build on it.
 
@@ -47,6 +61,18 @@ def assert_replay_matches_fresh(build, old_arrays, new_arrays, rtol=1e-12):
     np.testing.assert_allclose(root.item(), root2.item(), rtol=rtol)
     for p, p2 in zip(params, params2):
         np.testing.assert_allclose(p.grad, p2.grad, rtol=rtol)
+
+
+def assert_op_of_input_and_parameter_replays(build, data, shape=(2, 3, 4)):
+    """`build(x, p)` of a float64 Input x and Parameter p, both of `shape` (drawn by
+    `data(*shape)`: p's values, then x's old and new ones), passes assert_replay_matches_fresh."""
+    param = data(*shape)
+
+    def make(x):
+        p = fa.Parameter(param, dtype=np.float64)
+        return build(x, p), [p]
+
+    assert_replay_matches_fresh(make, [data(*shape)], [data(*shape)])
 
 
 def assert_set_value_replay_matches_fresh(build, old, new):

@@ -17,6 +17,15 @@ def _loss_of(*params):
     return loss
 
 
+def _assert_step_raises(optimizer_class, exception, match):
+    """optimizer_class([w]) with a gradient on w: step() raises `exception` matching `match`."""
+    w = fa.Parameter(np.ones(3))
+    opt = optimizer_class([w])
+    (w * w).sum().backward()
+    with pytest.raises(exception, match=match):
+        opt.step()
+
+
 @pytest.mark.parametrize("make", [
     lambda ps: fa.optim.Adam(ps),
     lambda ps: fa.optim.Adagrad(ps),
@@ -43,11 +52,7 @@ def test_subclass_that_skips_the_built_in_init_raises_instead_of_crashing():
         def __init__(self, params):
             fa.optim.Optimizer.__init__(self, params)
 
-    w = fa.Parameter(np.ones(3))
-    opt = MyAdam([w])
-    (w * w).sum().backward()
-    with pytest.raises(RuntimeError, match="MyAdam.step\\(\\).*super\\(\\).__init__"):
-        opt.step()
+    _assert_step_raises(MyAdam, RuntimeError, "MyAdam.step\\(\\).*super\\(\\).__init__")
 
 
 def test_full_reinit_still_works():
@@ -67,11 +72,7 @@ def test_bare_optimizer_subclass_still_reports_missing_step():
     class NoStep(fa.optim.Optimizer):
         pass
 
-    w = fa.Parameter(np.ones(3))
-    opt = NoStep([w])
-    (w * w).sum().backward()
-    with pytest.raises(NotImplementedError, match="NoStep does not implement step"):
-        opt.step()
+    _assert_step_raises(NoStep, NotImplementedError, "NoStep does not implement step")
 
 
 def test_train_refuses_a_parameter_as_feed_key():

@@ -58,6 +58,15 @@ def twins(array, dtype):
     return fa.Parameter(array, dtype=dtype), fa.Parameter(array, dtype=dtype, device="cuda")
 
 
+def twins_and_six_grads(seed, shape, dtype):
+    """A random start of `shape` (seeded), six gradients for it (dtype) and its twins:
+    (start, grads, (the CPU Parameter, the device one))."""
+    rng = np.random.default_rng(seed)
+    start = rng.standard_normal(shape)
+    grads = [rng.standard_normal(shape).astype(dtype) for _ in range(6)]
+    return start, grads, twins(start, dtype)
+
+
 def dense_grad(cpu, dev, g):
     cpu.backward(g)
     dev.backward(g)
@@ -120,10 +129,7 @@ def test_steps_match_the_cpu(name, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_state_dict_round_trip_and_scheduler(dtype):
     """load_state_dict uploads state, steps and lr; a scheduler's lr reaches the kernels."""
-    rng = np.random.default_rng(1)
-    start = rng.standard_normal((6, 2))
-    grads = [rng.standard_normal((6, 2)).astype(dtype) for _ in range(6)]
-    cpu, dev = twins(start, dtype)
+    _, grads, (cpu, dev) = twins_and_six_grads(1, (6, 2), dtype)
     opt_cpu, opt_dev = fa.optim.Adam([cpu], lr=0.1), fa.optim.Adam([dev], lr=0.1)
     sched_cpu = fa.optim.StepLR(opt_cpu, step_size=2, gamma=0.5)
     sched_dev = fa.optim.StepLR(opt_dev, step_size=2, gamma=0.5)
@@ -260,10 +266,7 @@ def test_touched_rows_split_over_several_id_arrays(monkeypatch):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_nadam_resumes_its_running_product_on_the_device(dtype):
     """After load_state_dict the device's product P_t is that of the loaded step count."""
-    rng = np.random.default_rng(12)
-    start = rng.standard_normal((3, 2))
-    grads = [rng.standard_normal((3, 2)).astype(dtype) for _ in range(6)]
-    cpu, dev = twins(start, dtype)
+    start, grads, (cpu, dev) = twins_and_six_grads(12, (3, 2), dtype)
     opt_cpu = fa.optim.NAdam([cpu], lr=0.05, betas=(0.6, 0.9))
     for g in grads:
         cpu.backward(g)

@@ -32,6 +32,23 @@ def weighted(v, seed=9):
     return fa.sum(v * np.random.default_rng(seed).standard_normal(v.shape))
 
 
+def weighted_over_three_steps(step, state):
+    """Three recurrent steps, `step(state) -> (h, new state)`, from `state`: (the sum of
+    weighted(h) over the steps, the last state)."""
+    total = None
+    for _ in range(3):
+        h, state = step(state)
+        total = weighted(h) if total is None else total + weighted(h)
+    return total, state
+
+
+def assert_empty_batch_output(out, shape, params):
+    """An empty batch's output has `shape`; its sum gives every parameter a zero gradient."""
+    assert out.shape == shape
+    fa.sum(out).backward()
+    for p in params:
+        np.testing.assert_array_equal(p.grad, 0)
+
 @pytest.mark.parametrize("batch", [1, 3])
 def test_values_match_numpy(batch):
     x, h, c, w_ih, w_hh, b = arrays(batch, 4, 5)
@@ -72,12 +89,12 @@ def test_gradients_add_into_shared_inputs_over_steps():
     x, h, c, w_ih, w_hh, b = arrays(2, 3, 4, seed=2)
 
     def three_steps(x_, h_, c_, wi, wh, b_):
-        total = None
-        for _ in range(3):
-            hc = lstm_cell(x_, h_, c_, wi, wh, b_)
-            h_, c_ = hc[0], hc[1]
-            total = weighted(h_) if total is None else total + weighted(h_)
-        return total + weighted(c_, seed=4)
+        def step(state):
+            hc = lstm_cell(x_, *state, wi, wh, b_)
+            h, c = hc[0], hc[1]
+            return h, (h, c)
+        total, (_, c_last) = weighted_over_three_steps(step, (h_, c_))
+        return total + weighted(c_last, seed=4)
 
     assert fa.gradcheck(three_steps, x, h, c, w_ih, w_hh, b)
 
@@ -119,11 +136,7 @@ def test_empty_batch():
     W = [fa.Parameter(v, dtype=F64) for v in (w_ih, w_hh, b)]
     empty = fa.Input(np.zeros((0, 3)), dtype=F64)
     state = fa.Input(np.zeros((0, 4)), dtype=F64)
-    hc = lstm_cell(empty, state, state, *W)
-    assert hc.shape == (2, 0, 4)
-    fa.sum(hc).backward()
-    for p in W:
-        np.testing.assert_array_equal(p.grad, 0)
+    assert_empty_batch_output(lstm_cell(empty, state, state, *W), (2, 0, 4), W)
 
 
 def test_bad_input():
@@ -194,11 +207,10 @@ def test_gru_gradients_over_steps_with_shared_weights():
     x, h, w_ih, w_hh, b_ih, b_hh = gru_arrays(2, 3, 4, seed=2)
 
     def three_steps(x_, h_, wi, wh, bi, bh):
-        total = None
-        for _ in range(3):
-            h_ = gru_cell(x_, h_, wi, wh, bi, bh)
-            total = weighted(h_) if total is None else total + weighted(h_)
-        return total
+        def step(h):
+            h = gru_cell(x_, h, wi, wh, bi, bh)
+            return h, h
+        return weighted_over_three_steps(step, h_)[0]
 
     assert fa.gradcheck(three_steps, x, h, w_ih, w_hh, b_ih, b_hh)
 
@@ -221,12 +233,9 @@ def test_gru_replay_float32_and_empty_batch():
                                rtol=1e-5, atol=1e-6)
     empty = gru_cell(fa.Input(np.zeros((0, 4)), dtype=F64), fa.Input(np.zeros((0, 5)), dtype=F64),
                      *params)
-    assert empty.shape == (0, 5)
     for p in params:
         p.zero_grad()
-    fa.sum(empty).backward()
-    for p in params:
-        np.testing.assert_array_equal(p.grad, 0)
+    assert_empty_batch_output(empty, (0, 5), params)
 
 
 def test_gru_bad_input():

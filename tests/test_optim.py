@@ -7,8 +7,8 @@ import pytest
 import fastad as fa
 from fastad_cy.graph import register_shared_handles
 from fastad import optim
-from optim_helpers import (assert_dense_steps_match_torch, set_grad, sparse_grad, sparse_schedule,
-                           stepped_on_sparse_rows, summed_rows)
+from optim_helpers import (assert_dense_steps_match_torch, assert_float32_tracks_float64, set_grad,
+                           sparse_grad, sparse_schedule, stepped_on_sparse_rows, summed_rows)
 
 F64 = np.float64
 
@@ -54,18 +54,7 @@ def test_dense_steps_match_torch(cls, kw, torch):
 
 @pytest.mark.parametrize("cls,kw", OPTIMIZERS, ids=IDS)
 def test_float32_tracks_float64(cls, kw):
-    rng = np.random.default_rng(1)
-    init = rng.standard_normal((4, 3))
-    p32, p64 = fa.Parameter(init, dtype=np.float32), fa.Parameter(init, dtype=F64)
-    o32, o64 = cls([p32], **kw), cls([p64], **kw)
-    for _ in range(5):
-        g = rng.standard_normal((4, 3))
-        set_grad(p32, g)
-        set_grad(p64, g)
-        o32.step()
-        o64.step()
-    assert p32.value.dtype == np.float32
-    np.testing.assert_allclose(p32.value, p64.value, rtol=2e-4, atol=2e-5)
+    assert_float32_tracks_float64(cls, kw, steps=5)
 
 
 def test_step_uses_the_gradient_of_a_real_graph(torch):

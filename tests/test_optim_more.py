@@ -10,8 +10,8 @@ import torch
 import fastad as fa
 from fastad import optim
 from loop_helpers import train_in_python
-from optim_helpers import (assert_dense_steps_match_torch, set_grad, sparse_grad,
-                           stepped_on_sparse_rows, summed_rows)
+from optim_helpers import (assert_dense_steps_match_torch, assert_float32_tracks_float64, set_grad,
+                           sparse_grad, stepped_on_sparse_rows, summed_rows)
 
 F64 = np.float64
 
@@ -68,23 +68,8 @@ def test_nadam_past_the_end_of_its_product_table_matches_torch():
 
 @pytest.mark.parametrize("cls,kw", OPTIMIZERS, ids=IDS)
 def test_float32_tracks_float64(cls, kw):
-    rng = np.random.default_rng(1)
-    init = rng.standard_normal((4, 3))
-    p32, p64 = fa.Parameter(init, dtype=np.float32), fa.Parameter(init, dtype=F64)
-    o32, o64 = cls([p32], **kw), cls([p64], **kw)
-    tp = torch.tensor(init.astype(np.float32), requires_grad=True)
-    topt = torch_optimizer(cls, [tp], kw)
-    for _ in range(8):
-        g = rng.standard_normal((4, 3))
-        set_grad(p32, g)
-        set_grad(p64, g)
-        tp.grad = torch.tensor(g.astype(np.float32))
-        o32.step()
-        o64.step()
-        topt.step()
-    assert p32.value.dtype == np.float32
-    np.testing.assert_allclose(p32.value, p64.value, rtol=2e-4, atol=2e-5)
-    np.testing.assert_allclose(p32.value, tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert_float32_tracks_float64(cls, kw, steps=8, torch=torch,
+                                  torch_optimizer=lambda tps: torch_optimizer(cls, tps, kw))
 
 
 # ----------------------------------------------------------------- sparse rows

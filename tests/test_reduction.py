@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from shape_helpers import assert_set_value_replay_matches_fresh
+from shape_helpers import assert_matches_torch_for_a_cotangent, assert_set_value_replay_matches_fresh
 from fastad_cy.reduction import sum as fsum, mean, max as fmax, logsumexp, softmax, log_softmax
 
 
@@ -72,17 +72,11 @@ def test_values_and_gradients_match_torch(name, axis):
     op = REDUCTIONS[name][0]
     x = np.random.default_rng(4).normal(size=(3, 4, 5))
     dims = tuple(range(3)) if axis is None else axis
-    tx = torch.tensor(x, requires_grad=True)
     t_op = {"sum": torch.sum, "mean": torch.mean, "max": torch.amax,
             "logsumexp": torch.logsumexp}[name]
-    ty = t_op(tx, dim=dims, keepdim=False)
-    p = fa.Parameter(x, dtype=np.float64)
-    y = op(p, axis)
-    cot = np.random.default_rng(5).normal(size=y.shape)
-    ty.backward(torch.tensor(cot))
-    y.backward(cot)
-    np.testing.assert_allclose(y.value, ty.detach().numpy(), rtol=1e-12)
-    np.testing.assert_allclose(p.grad, tx.grad.numpy(), rtol=1e-12, atol=1e-15)
+    assert_matches_torch_for_a_cotangent(torch, lambda p: op(p, axis),
+                                         lambda tx: t_op(tx, dim=dims, keepdim=False), x,
+                                         grad_rtol=1e-12, grad_atol=1e-15)
 
 
 def test_max_splits_the_gradient_among_ties_like_torch_amax():

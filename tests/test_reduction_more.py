@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import fastad as fa
-from shape_helpers import assert_set_value_replay_matches_fresh
+from shape_helpers import assert_matches_torch_for_a_cotangent, assert_set_value_replay_matches_fresh
 from test_reduction import CASES, weighted
 
 
@@ -68,15 +68,10 @@ TORCH = {
 def test_values_and_gradients_match_torch(name, axis):
     x = np.random.default_rng(4).normal(size=(3, 4, 5))
     x[1, 2, :2] = x[1, 2, 3]                     # ties for min
-    tx = torch.tensor(x, requires_grad=True)
-    ty = TORCH[name](tx, tuple(range(3)) if axis is None else axis)
-    p = fa.Parameter(x, dtype=np.float64)
-    y = OPS[name][0](p, axis=axis)
-    cot = np.random.default_rng(5).normal(size=y.shape)
-    ty.backward(torch.tensor(cot))
-    y.backward(cot)
-    np.testing.assert_allclose(y.value, ty.detach().numpy(), rtol=1e-12)
-    np.testing.assert_allclose(p.grad, tx.grad.numpy(), rtol=1e-10, atol=1e-13)
+    assert_matches_torch_for_a_cotangent(
+        torch, lambda p: OPS[name][0](p, axis=axis),
+        lambda tx: TORCH[name](tx, tuple(range(3)) if axis is None else axis), x,
+        grad_rtol=1e-10, grad_atol=1e-13)
 
 
 def test_min_splits_the_gradient_among_ties_like_torch_amin():

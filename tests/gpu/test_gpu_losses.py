@@ -151,20 +151,31 @@ def test_index_input_changed_before_backward(backend):
     close(xd.grad, xc.grad, np.float64, "gradient")
 
 
+def assert_new_ids_give_the_cpu_results(id_lists, cpu, dev, run_cpu, run_dev):
+    """cpu and dev: (logits Parameter, target IndexInput, loss) on each side. For each list of
+    ids, both targets take it by set_value, run_cpu() and run_dev() rerun each side, and the
+    device's loss and gradient must be the CPU's (float32 tolerance)."""
+    (xc, tc, yc), (xd, td, yd) = cpu, dev
+    for ids in id_lists:
+        tc.set_value(ids)
+        td.set_value(ids)
+        run_dev()
+        run_cpu()
+        close(yd, yc.value, np.float32, f"forward with ids {ids}")
+        close(xd.grad, xc.grad, np.float32, f"gradient with ids {ids}")
+
+
 def test_nll_index_input_replay(backend):
     x = r(3, 4)
     xc, xd = fa.Parameter(x), fa.Parameter(x, device="cuda")
     tc, td = fa.IndexInput([0, 1, 2]), fa.IndexInput([0, 1, 2], device="cuda")
     yc, yd = fa.nn.nll_loss(xc, tc), fa.nn.nll_loss(xd, td)
-    for ids in ([3, 3, 0], [1, 2, 3]):
-        tc.set_value(ids)
-        td.set_value(ids)
-        yc.forward()
-        yd.forward()
-        yc.backward()
-        yd.backward()
-        close(yd, yc.value, np.float32, f"forward with ids {ids}")
-        close(xd.grad, xc.grad, np.float32, f"gradient with ids {ids}")
+
+    def run(y):
+        y.forward()
+        y.backward()
+    assert_new_ids_give_the_cpu_results(([3, 3, 0], [1, 2, 3]), (xc, tc, yc), (xd, td, yd),
+                                        lambda: run(yc), lambda: run(yd))
 
 
 def test_capture_replays_new_targets(backend):
@@ -179,15 +190,13 @@ def test_capture_replays_new_targets(backend):
         xd.zero_grad()
         yd.backward()
     replay = fa.cuda.capture(step)
-    for ids in ([2, 2, 1, 0], [1, 0, 0, 0]):
-        tc.set_value(ids)
-        td.set_value(ids)
-        replay()
+
+    def run_cpu():
         yc.forward()
         xc.zero_grad()
         yc.backward()
-        close(yd, yc.value, np.float32, f"forward with ids {ids}")
-        close(xd.grad, xc.grad, np.float32, f"gradient with ids {ids}")
+    assert_new_ids_give_the_cpu_results(([2, 2, 1, 0], [1, 0, 0, 0]), (xc, tc, yc), (xd, td, yd),
+                                        run_cpu, replay)
 
 
 def test_id_between_classes_and_ignore_index_gives_nan(backend):
