@@ -9,8 +9,9 @@ factor in [0.6, 1.4], plus Gaussian pixel noise (sd 10), clipped to [0, 16].
 The classes overlap, so it is not solved perfectly.
 
 The training graph (Linear -> ReLU -> Linear -> cross-entropy) is built once
-for a fixed batch size; each step copies a minibatch into an Input and an
-IndexInput with `set_value` and replays forward and backward. A second graph
+for a fixed batch size; `fa.train` replays it over each epoch's shuffled
+minibatches in compiled code (each step: the minibatch into the Input and the
+IndexInput, forward, backward, the optimizer's step). A second graph
 over the whole held-out set, built under `fa.no_grad()` on the same
 Parameters, measures accuracy.
 
@@ -78,20 +79,12 @@ def main(epochs=20, batch=32, hidden=128, lr=0.05, momentum=0.9, seed=0):
     steps_per_epoch = len(y_train) // batch                    # the last partial batch is dropped
     for epoch in range(1, epochs + 1):
         start = time.perf_counter()
-        order = rng.permutation(len(y_train))
-        total = 0.0
-        for s in range(steps_per_epoch):
-            rows = order[s * batch:(s + 1) * batch]
-            x.set_value(x_train[rows])
-            y.set_value(y_train[rows])
-            loss.forward()
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            total += loss.item()
-        test_logits.forward()
-        accuracy = float(np.mean(test_logits.value.argmax(axis=1) == y_test))
-        history["loss"].append(total / steps_per_epoch)
+        rows = rng.permutation(len(y_train))[:steps_per_epoch * batch].reshape(steps_per_epoch, batch)
+        # the epoch's minibatches, replayed in compiled code: set_value, forward, backward, step
+        [mean_loss] = fa.train(loss, optimizer, {x: x_train[rows], y: y_train[rows]})
+        predictions = test_logits.forward().numpy().argmax(axis=1)
+        accuracy = float(np.mean(predictions == y_test))
+        history["loss"].append(mean_loss)
         history["accuracy"].append(accuracy)
         rate = steps_per_epoch * batch / (time.perf_counter() - start)
         print(f"epoch {epoch:3d}: train loss {history['loss'][-1]:.4f}  held-out accuracy "
