@@ -135,8 +135,10 @@ def test_bad_arguments_raise_clear_errors():
 def test_modules_with_arguments_keep_them_and_show_them():
     # LeakyReLU, GELU, ELU, Hardtanh and AdaptiveAvgPool2d share one base: the same
     # attributes, keyword names, reprs and construction-time checks as before
-    modules = [(fa.nn.LeakyReLU(negative_slope=0.2), {"negative_slope": 0.2}, "LeakyReLU(negative_slope=0.2)"),
-               (fa.nn.GELU(approximate="none"), {"approximate": "none"}, "GELU(approximate='none')"),
+    modules = [(fa.nn.LeakyReLU(negative_slope=0.2), {"negative_slope": 0.2},
+                "LeakyReLU(negative_slope=0.2)"),
+               (fa.nn.GELU(approximate="none"), {"approximate": "none"},
+                "GELU(approximate='none')"),
                (fa.nn.ELU(alpha=2), {"alpha": 2}, "ELU(alpha=2)"),
                (fa.nn.Hardtanh(max_val=3.0), {"min_val": -1.0, "max_val": 3.0},
                 "Hardtanh(min_val=-1.0, max_val=3.0)"),
