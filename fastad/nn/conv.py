@@ -79,20 +79,15 @@ class Conv2d(_ConvNd):
     dims = 2
 
 
-class _PoolNd(Module):
-    function = None
+class _PoolNd(_WithArguments):
+    arguments = ("kernel_size", "stride", "padding")
     dims = 0
 
     def __init__(self, kernel_size, stride=None, padding=0):
-        super().__init__()
+        super().__init__(kernel_size, stride, padding)
+
+    def check(self, kernel_size, stride, padding):
         pool_window(type(self).__name__, self.dims, kernel_size, stride, padding)
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-
-    def forward(self, x):
-        return type(self).function(x, self.kernel_size, self.stride, self.padding)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class MaxPool1d(_PoolNd):
