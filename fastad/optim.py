@@ -37,6 +37,8 @@ class LRScheduler:
             train_one_epoch(); sched.step()      # lr halves every 10 epochs
     """
 
+    _rule, _numbers = None, ()      # compiled_rule's rule and the attributes that give its a, b
+
     def __init__(self, optimizer):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: optimizer must be a fastad optimizer "
@@ -54,7 +56,10 @@ class LRScheduler:
     def compiled_rule(self):
         """(rule, base_lr, a, b): the rule and its numbers, as `fastad_cy.train.scheduled_lr`
         takes them; `fastad.train` evaluates it in its loop every `schedule_every` examples."""
-        raise NotImplementedError(f"{type(self).__name__} does not define compiled_rule()")
+        if self._rule is None:
+            raise NotImplementedError(f"{type(self).__name__} does not define compiled_rule()")
+        a, b = self._numbers
+        return self._rule, self.base_lr, getattr(self, a), float(getattr(self, b))
 
     def step(self):
         """Advance one epoch (or step) and set the optimizer's lr for it.
@@ -100,14 +105,12 @@ class StepLR(LRScheduler):
 
     >>> sched = fa.optim.StepLR(opt, step_size=30, gamma=0.1)
     """
+    _rule, _numbers = "step", ("gamma", "step_size")
 
     def __init__(self, optimizer, step_size, gamma=0.1):
         self.step_size = check_int("StepLR", "step_size", step_size)
         self.gamma = check_number("StepLR", "gamma", gamma, at_least=0)
         super().__init__(optimizer)
-
-    def compiled_rule(self):
-        return "step", self.base_lr, self.gamma, float(self.step_size)
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -116,14 +119,12 @@ class CosineAnnealingLR(LRScheduler):
 
     >>> sched = fa.optim.CosineAnnealingLR(opt, T_max=100, eta_min=1e-5)
     """
+    _rule, _numbers = "cosine", ("eta_min", "T_max")
 
     def __init__(self, optimizer, T_max, eta_min=0.0):
         self.T_max = check_int("CosineAnnealingLR", "T_max", T_max)
         self.eta_min = check_number("CosineAnnealingLR", "eta_min", eta_min, at_least=0)
         super().__init__(optimizer)
-
-    def compiled_rule(self):
-        return "cosine", self.base_lr, self.eta_min, float(self.T_max)
 
 
 class LinearWarmup(LRScheduler):
@@ -133,15 +134,13 @@ class LinearWarmup(LRScheduler):
 
     >>> sched = fa.optim.LinearWarmup(opt, warmup_steps=1000)
     """
+    _rule, _numbers = "warmup", ("start_factor", "warmup_steps")
 
     def __init__(self, optimizer, warmup_steps, start_factor=0.0):
         self.warmup_steps = check_int("LinearWarmup", "warmup_steps", warmup_steps)
         self.start_factor = check_number("LinearWarmup", "start_factor", start_factor, at_least=0,
                                          at_most=1)
         super().__init__(optimizer)
-
-    def compiled_rule(self):
-        return "warmup", self.base_lr, self.start_factor, float(self.warmup_steps)
 
 
 class LinearDecay(LRScheduler):

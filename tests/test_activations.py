@@ -130,3 +130,23 @@ def test_bad_arguments_raise_clear_errors():
         fa.silu(np.ones(3))
     with pytest.raises(TypeError, match="gelu"):
         fa.gelu(fa.IndexInput([1, 2]))
+
+
+def test_modules_with_arguments_keep_them_and_show_them():
+    # LeakyReLU, GELU, ELU, Hardtanh and AdaptiveAvgPool2d share one base: the same
+    # attributes, keyword names, reprs and construction-time checks as before
+    modules = [(fa.nn.LeakyReLU(negative_slope=0.2), {"negative_slope": 0.2},
+                "LeakyReLU(negative_slope=0.2)"),
+               (fa.nn.GELU(approximate="none"), {"approximate": "none"},
+                "GELU(approximate='none')"),
+               (fa.nn.ELU(alpha=2), {"alpha": 2}, "ELU(alpha=2)"),
+               (fa.nn.Hardtanh(max_val=3.0), {"min_val": -1.0, "max_val": 3.0},
+                "Hardtanh(min_val=-1.0, max_val=3.0)"),
+               (fa.nn.AdaptiveAvgPool2d(output_size=(2, 3)), {"output_size": (2, 3)},
+                "AdaptiveAvgPool2d(output_size=(2, 3))")]
+    for module, kept, text in modules:
+        assert {name: getattr(module, name) for name in kept} == kept
+        assert repr(module) == text
+    assert fa.nn.LeakyReLU()(fa.Input([-1.0, 2.0], dtype=np.float64)).value.tolist() == [-0.01, 2.0]
+    with pytest.raises(ValueError, match="AdaptiveAvgPool2d: output_size"):
+        fa.nn.AdaptiveAvgPool2d(0)

@@ -417,3 +417,12 @@ def test_replays_allocate_no_buffers():
     finally:
         tracemalloc.stop()
     assert peak < 32_000      # one column buffer of the conv alone is 8*4*9*256*4 = 295 KB
+
+
+def test_pool_layers_keep_their_arguments_and_show_them():
+    pool = fa.nn.MaxPool2d((2, 3), stride=1, padding=1)
+    assert (pool.kernel_size, pool.stride, pool.padding) == ((2, 3), 1, 1)
+    assert repr(pool) == "MaxPool2d(kernel_size=(2, 3), stride=1, padding=1)"
+    assert repr(fa.nn.AvgPool1d(2)) == "AvgPool1d(kernel_size=2, stride=None, padding=0)"
+    with pytest.raises(ValueError, match="AvgPool2d: kernel_size must be"):
+        fa.nn.AvgPool2d(0)

@@ -561,3 +561,20 @@ def test_lstm_cell_zero_state_matches_pytorch_default():
     th, tc = tcell(to_torch(torch, xv))
     np.testing.assert_allclose(h.value, th.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(c.value, tc.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls, pinned", [
+    (nn.LSTMCell, {"weight_ih": [0.1769117054637106, -0.6449633975696526],
+                   "weight_hh": [-0.6566472470356749, -0.4886658254906492],
+                   "bias": [-0.3176726134049102, -0.43650613707186353]}),
+    (nn.GRUCell, {"weight_ih": [0.1769117054637106, 0.41388645534222857],
+                  "weight_hh": [0.17278752331598635, 0.0199653672898229],
+                  "bias_ih": [-0.0044216300701419575, -0.4234060314209028],
+                  "bias_hh": [-0.18450351894359018, 0.5378708903662601]}),
+])
+def test_recurrent_cell_seeded_weights_are_pinned(cls, pinned):
+    # the draws and their order, as they were before the cells shared a base class
+    cell = cls(3, 2, dtype=F64, generator=rng(7))
+    got = {name: np.asarray(p.value).ravel()[[0, -1]].tolist() for name, p in cell.named_parameters()}
+    assert got == pinned
+    assert repr(cell) == f"{cls.__name__}(3, 2)"

@@ -4,10 +4,9 @@ models that keep their layers as attributes, with PyTorch's names; plus
 from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, relu, sigmoid, silu,
                                    softplus, tanh)
 from fastad_cy.reduction import log_softmax, softmax
-from fastad_cy.graph import Input
 from fastad_cy.shape import reshape
 from fastad.checks import check_int
-from fastad.nn.module import Module
+from fastad.nn.module import Module, _WithArguments
 
 __all__ = ["ReLU", "LeakyReLU", "GELU", "ELU", "SiLU", "Hardtanh", "Tanh", "Sigmoid", "Softplus", "LogSigmoid", "Softmax", "LogSoftmax",
            "Identity", "Flatten"]
@@ -45,49 +44,28 @@ class LogSigmoid(_Pointwise):
     function = logsigmoid
 
 
-class LeakyReLU(Module):
+class LeakyReLU(_WithArguments):
     """x for x > 0, else negative_slope * x: `fa.leaky_relu` as a Module."""
+    function, arguments = leaky_relu, ("negative_slope",)
 
     def __init__(self, negative_slope=0.01):
-        super().__init__()
-        leaky_relu(Input(0.0), negative_slope)      # checks negative_slope now, not at the first call
-        self.negative_slope = negative_slope
-
-    def forward(self, x):
-        return leaky_relu(x, self.negative_slope)
-
-    def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
+        super().__init__(negative_slope)
 
 
-class GELU(Module):
+class GELU(_WithArguments):
     """x * Phi(x): `fa.gelu` as a Module (`approximate="tanh"` for PyTorch's tanh form)."""
+    function, arguments = gelu, ("approximate",)
 
     def __init__(self, approximate="none"):
-        super().__init__()
-        gelu(Input(0.0), approximate)           # checks `approximate` now, not at the first call
-        self.approximate = approximate
-
-    def forward(self, x):
-        return gelu(x, self.approximate)
-
-    def extra_repr(self):
-        return f"approximate={self.approximate!r}"
+        super().__init__(approximate)
 
 
-class ELU(Module):
+class ELU(_WithArguments):
     """x for x > 0, else alpha * (exp(x) - 1): `fa.elu` as a Module."""
+    function, arguments = elu, ("alpha",)
 
     def __init__(self, alpha=1.0):
-        super().__init__()
-        elu(Input(0.0), alpha)
-        self.alpha = alpha
-
-    def forward(self, x):
-        return elu(x, self.alpha)
-
-    def extra_repr(self):
-        return f"alpha={self.alpha}"
+        super().__init__(alpha)
 
 
 class SiLU(_Pointwise):
@@ -95,19 +73,12 @@ class SiLU(_Pointwise):
     function = silu
 
 
-class Hardtanh(Module):
+class Hardtanh(_WithArguments):
     """x clamped into [min_val, max_val]: `fa.hardtanh` as a Module."""
+    function, arguments = hardtanh, ("min_val", "max_val")
 
     def __init__(self, min_val=-1.0, max_val=1.0):
-        super().__init__()
-        hardtanh(Input(0.0), min_val, max_val)
-        self.min_val, self.max_val = min_val, max_val
-
-    def forward(self, x):
-        return hardtanh(x, self.min_val, self.max_val)
-
-    def extra_repr(self):
-        return f"min_val={self.min_val}, max_val={self.max_val}"
+        super().__init__(min_val, max_val)
 
 
 class Softmax(Module):

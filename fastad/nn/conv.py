@@ -15,7 +15,7 @@ from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_n
 from fastad_cy.graph import IndexInput, Parameter, Variable
 from fastad import random as fastad_random
 from fastad.checks import check_flag, check_int, check_number, check_sizes
-from fastad.nn.module import Module
+from fastad.nn.module import Module, _WithArguments
 
 __all__ = ["Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
            "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d"]
@@ -79,20 +79,15 @@ class Conv2d(_ConvNd):
     dims = 2
 
 
-class _PoolNd(Module):
-    function = None
+class _PoolNd(_WithArguments):
+    arguments = ("kernel_size", "stride", "padding")
     dims = 0
 
     def __init__(self, kernel_size, stride=None, padding=0):
-        super().__init__()
+        super().__init__(kernel_size, stride, padding)
+
+    def check(self, kernel_size, stride, padding):
         pool_window(type(self).__name__, self.dims, kernel_size, stride, padding)
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-
-    def forward(self, x):
-        return type(self).function(x, self.kernel_size, self.stride, self.padding)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class MaxPool1d(_PoolNd):
@@ -123,23 +118,19 @@ class AvgPool2d(_PoolNd):
     dims = 2
 
 
-class AdaptiveAvgPool2d(Module):
+class AdaptiveAvgPool2d(_WithArguments):
     """`fa.adaptive_avg_pool2d` as a layer: AdaptiveAvgPool2d(output_size).
 
     >>> fa.nn.AdaptiveAvgPool2d(1)(fa.Input(np.zeros((2, 16, 5, 5)))).shape
     (2, 16, 1, 1)
     """
+    function, arguments = adaptive_avg_pool2d, ("output_size",)
 
     def __init__(self, output_size):
-        super().__init__()
+        super().__init__(output_size)
+
+    def check(self, output_size):
         int_tuple("AdaptiveAvgPool2d", "output_size", output_size, 2, 1)
-        self.output_size = output_size
-
-    def forward(self, x):
-        return adaptive_avg_pool2d(x, self.output_size)
-
-    def extra_repr(self):
-        return f"output_size={self.output_size}"
 
 
 class _BatchNorm(Module):

@@ -57,11 +57,14 @@ def _target(who, param, generator):
     return value, generator
 
 
-def _commit(param, value):
-    """Make a write into `_target`'s array count: it is the value itself on the
-    CPU, a host copy of a device Parameter's value otherwise."""
+def _write(param, value, contents):
+    """Write `contents` into `_target`'s array and make it count (that array is the
+    value itself on the CPU, a host copy of a device Parameter's value otherwise);
+    returns the Parameter."""
+    value[...] = contents
     if param.device != "cpu":
         param.set_value(value)
+    return param
 
 
 def _fans(who, shape):
@@ -80,9 +83,7 @@ def uniform_(param, a=0.0, b=1.0, generator=None):
     value, rng = _target("uniform_", param, generator)
     if not a <= b:
         raise ValueError(f"uniform_: need a <= b, got a={a!r}, b={b!r}")
-    value[...] = rng.uniform(a, b, size=value.shape)
-    _commit(param, value)
-    return param
+    return _write(param, value, rng.uniform(a, b, size=value.shape))
 
 
 def normal_(param, mean=0.0, std=1.0, generator=None):
@@ -93,9 +94,7 @@ def normal_(param, mean=0.0, std=1.0, generator=None):
     value, rng = _target("normal_", param, generator)
     if not std >= 0:
         raise ValueError(f"normal_: std must be >= 0, got {std!r}")
-    value[...] = rng.normal(mean, std, size=value.shape)
-    _commit(param, value)
-    return param
+    return _write(param, value, rng.normal(mean, std, size=value.shape))
 
 
 def zeros_(param):
@@ -103,10 +102,7 @@ def zeros_(param):
 
     >>> fa.nn.init.zeros_(bias)
     """
-    value = _target("zeros_", param, None)[0]
-    value[...] = 0
-    _commit(param, value)
-    return param
+    return _write(param, _target("zeros_", param, None)[0], 0)
 
 
 def ones_(param):
@@ -114,10 +110,7 @@ def ones_(param):
 
     >>> fa.nn.init.ones_(scale)
     """
-    value = _target("ones_", param, None)[0]
-    value[...] = 1
-    _commit(param, value)
-    return param
+    return _write(param, _target("ones_", param, None)[0], 1)
 
 
 def xavier_uniform_(param, gain=1.0, generator=None):
@@ -129,8 +122,7 @@ def xavier_uniform_(param, gain=1.0, generator=None):
     if value.size:
         fan_in, fan_out = _fans("xavier_uniform_", value.shape)
         bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
-        value[...] = rng.uniform(-bound, bound, size=value.shape)
-        _commit(param, value)
+        _write(param, value, rng.uniform(-bound, bound, size=value.shape))
     return param
 
 
@@ -142,8 +134,8 @@ def xavier_normal_(param, gain=1.0, generator=None):
     value, rng = _target("xavier_normal_", param, generator)
     if value.size:
         fan_in, fan_out = _fans("xavier_normal_", value.shape)
-        value[...] = rng.normal(0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), size=value.shape)
-        _commit(param, value)
+        std = gain * math.sqrt(2.0 / (fan_in + fan_out))
+        _write(param, value, rng.normal(0.0, std, size=value.shape))
     return param
 
 
@@ -164,8 +156,7 @@ def kaiming_uniform_(param, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     value, rng = _target("kaiming_uniform_", param, generator)
     if value.size:
         bound = math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", value.shape, a, mode, nonlinearity)
-        value[...] = rng.uniform(-bound, bound, size=value.shape)
-        _commit(param, value)
+        _write(param, value, rng.uniform(-bound, bound, size=value.shape))
     return param
 
 
@@ -177,6 +168,5 @@ def kaiming_normal_(param, a=0, mode="fan_in", nonlinearity="leaky_relu", genera
     value, rng = _target("kaiming_normal_", param, generator)
     if value.size:
         std = _kaiming_std("kaiming_normal_", value.shape, a, mode, nonlinearity)
-        value[...] = rng.normal(0.0, std, size=value.shape)
-        _commit(param, value)
+        _write(param, value, rng.normal(0.0, std, size=value.shape))
     return param

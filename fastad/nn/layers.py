@@ -163,7 +163,28 @@ class EmbeddingBag(Module):
                f"sparse={self.sparse}"
 
 
-class LSTMCell(Module):
+class _RecurrentCell(Module):
+    """What LSTMCell and GRUCell share: their sizes, the repr, and the weights."""
+
+    _transposed_from_torch = ("weight_ih", "weight_hh")
+
+    def _weights(self, who, gates, input_size, hidden_size, dtype, generator):
+        """Check the sizes, then draw weight_ih (input_size, gates * hidden_size) and
+        weight_hh (hidden_size, gates * hidden_size) uniform in +-1/sqrt(hidden_size);
+        returns (rng, bound) for the biases, drawn next."""
+        input_size, hidden_size = check_sizes(who, input_size=input_size, hidden_size=hidden_size)
+        rng = fastad_random.generator(who, generator)
+        bound = 1 / math.sqrt(hidden_size)
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.weight_ih = _uniform((input_size, gates * hidden_size), bound, rng, dtype)
+        self.weight_hh = _uniform((hidden_size, gates * hidden_size), bound, rng, dtype)
+        return rng, bound
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}"
+
+
+class LSTMCell(_RecurrentCell):
     """One LSTM step: `h, c = cell(x, (h, c))`; x (batch, input_size), h and c (batch, hidden_size).
 
     Gates in PyTorch's order input, forget, cell, output:
@@ -180,19 +201,11 @@ class LSTMCell(Module):
     >>> h, c = cell(fa.Input(np.ones((1, 16))), (h, c))
     """
 
-    _transposed_from_torch = ("weight_ih", "weight_hh")
-
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
-        input_size, hidden_size = check_sizes("LSTMCell", input_size=input_size,
-                                              hidden_size=hidden_size)
-        rng = fastad_random.generator("LSTMCell", generator)
-        bound = 1 / math.sqrt(hidden_size)
-        self.input_size, self.hidden_size = input_size, hidden_size
-        self.weight_ih = _uniform((input_size, 4 * hidden_size), bound, rng, dtype)
-        self.weight_hh = _uniform((hidden_size, 4 * hidden_size), bound, rng, dtype)
-        self.bias = Parameter(rng.uniform(-bound, bound, size=(2, 4 * hidden_size)).sum(axis=0),
-                              dtype=dtype)
+        rng, bound = self._weights("LSTMCell", 4, input_size, hidden_size, dtype, generator)
+        draws = rng.uniform(-bound, bound, size=(2, 4 * self.hidden_size))
+        self.bias = Parameter(draws.sum(axis=0), dtype=dtype)
 
     def forward(self, x, state=None):
         _check_batch_input("LSTMCell", x, self.input_size)
@@ -206,11 +219,8 @@ class LSTMCell(Module):
         hc = lstm_cell(x, h, c, self.weight_ih, self.weight_hh, self.bias)   # one fused node
         return hc[0], hc[1]
 
-    def extra_repr(self):
-        return f"{self.input_size}, {self.hidden_size}"
 
-
-class GRUCell(Module):
+class GRUCell(_RecurrentCell):
     """One GRU step: `h = cell(x, h)`; x (batch, input_size), h (batch, hidden_size).
 
     PyTorch's equations, gates in the order reset, update, new:
@@ -225,28 +235,17 @@ class GRUCell(Module):
     >>> h = cell(fa.Input(np.ones((1, 16))), h)
     """
 
-    _transposed_from_torch = ("weight_ih", "weight_hh")
-
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
-        input_size, hidden_size = check_sizes("GRUCell", input_size=input_size,
-                                              hidden_size=hidden_size)
-        rng = fastad_random.generator("GRUCell", generator)
-        bound = 1 / math.sqrt(hidden_size)
-        self.input_size, self.hidden_size = input_size, hidden_size
-        self.weight_ih = _uniform((input_size, 3 * hidden_size), bound, rng, dtype)
-        self.weight_hh = _uniform((hidden_size, 3 * hidden_size), bound, rng, dtype)
-        self.bias_ih = _uniform((3 * hidden_size,), bound, rng, dtype)
-        self.bias_hh = _uniform((3 * hidden_size,), bound, rng, dtype)
+        rng, bound = self._weights("GRUCell", 3, input_size, hidden_size, dtype, generator)
+        self.bias_ih = _uniform((3 * self.hidden_size,), bound, rng, dtype)
+        self.bias_hh = _uniform((3 * self.hidden_size,), bound, rng, dtype)
 
     def forward(self, x, state=None):
         _check_batch_input("GRUCell", x, self.input_size)
         if state is not None:
             _check_state("GRUCell", "h", state, x.shape[0], self.hidden_size)
         return gru_cell(x, state, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
-
-    def extra_repr(self):
-        return f"{self.input_size}, {self.hidden_size}"
 
 
 class _Recurrent(Module):

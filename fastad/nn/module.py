@@ -265,6 +265,32 @@ class Module:
         return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
 
 
+class _WithArguments(Module):
+    """A function of x and further arguments as a Module: `arguments` names those,
+    in the function's order. __init__ checks them now, not at the first call (by
+    `check`: a call on a scalar input unless a subclass says otherwise) and keeps
+    them as attributes; forward passes them on; the repr lists them."""
+
+    function = None
+    arguments = ()
+
+    def __init__(self, *values):
+        super().__init__()
+        self.check(*values)
+        for name, value in zip(self.arguments, values):
+            setattr(self, name, value)
+
+    def check(self, *values):
+        type(self).function(Input(0.0), *values)
+
+    def forward(self, x):
+        return type(self).function(x, *(getattr(self, name) for name in self.arguments))
+
+    def extra_repr(self):
+        return ", ".join(f"{name}={value!r}" if isinstance(value, str) else f"{name}={value}"
+                         for name, value in ((n, getattr(self, n)) for n in self.arguments))
+
+
 class Sequential(Module):
     """Calls its layers in order: `Sequential(layer0, layer1, ...)(x)`.
 
