@@ -72,8 +72,6 @@ cdef extern from "rules.h":
                               double weight_decay, int decoupled, double momentum_decay,
                               double product) noexcept nogil
 
-    float fa_softplus_f(float x) noexcept nogil
-    double fa_softplus_d(double x) noexcept nogil
     float fa_unary_value_f(int op, float x, float p) noexcept nogil
     double fa_unary_value_d(int op, double x, double p) noexcept nogil
     float fa_unary_slope_f(int op, float x, float y, float p) noexcept nogil
@@ -122,13 +120,6 @@ cdef extern from "rules.h":
     void fa_nadam_element_d(double* p, const double* g, double* m, double* v, long long e,
                             const FaNAdamStep* c, double beta1, double beta2,
                             double eps) noexcept nogil
-
-
-cdef inline floating softplus_value(floating x) noexcept nogil:
-    if floating is float:
-        return fa_softplus_f(x)
-    else:
-        return fa_softplus_d(x)
 
 
 cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
