@@ -1,5 +1,6 @@
 """The engine (fastad_cy/) is the ground floor: it never imports the fastad package (nor do its stubs);
 fastad.cuda registers its device support with the engine instead."""
+import os
 import re
 import subprocess
 import sys
@@ -43,6 +44,23 @@ def test_variable_operators_work_with_the_engine_alone():
             "print(float(((x + 1.0) * x - x / 2.0).sum().value), (x @ x).value, x[1].value)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["6.5", "5.0", "2.0"]
+
+
+def test_a_source_checkout_first_on_the_path_still_finds_the_compiled_modules(tmp_path):
+    # A process started in a source checkout has its fastad_cy/ first on sys.path, without the
+    # compiled modules: they come from the copy that was built or installed (here, this one).
+    import fastad_cy.graph
+    built = Path(fastad_cy.graph.__file__).resolve().parents[1]
+    checkout = tmp_path / "fastad_cy"
+    checkout.mkdir()
+    for name in ("__init__.py", "ops_manifest.py"):
+        (checkout / name).write_text((ENGINE / name).read_text())
+    code = ("import os, numpy as np, fastad_cy, fastad_cy.graph as g\n"
+            "print(os.path.abspath(fastad_cy.__file__), float((g.Input(np.array([1.0, 2.0])) + 1.0).sum().value))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(built)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(checkout / "__init__.py"), "5.0"]     # the checkout's package
 
 
 # ------------------------------------------------------------- the module graph
