@@ -100,7 +100,6 @@ __all__ = ["share", "restore", "run", "sync", "DistributedArray", "DistributedAr
            "WorkerError"]
 
 _FORMAT = "fastad-distributed-shard-1"
-_STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _SHARD_FILE = re.compile(r"shard-(\d+)-of-(\d+)\.npz")
 _HOST_PORT = re.compile(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d{1,5})")
 _CONNECT_SECONDS = 10.0
@@ -461,9 +460,7 @@ class DistributedArray:
 
             acc = shared["U"].state_array("adagrad_sum", fill=0.1)   # in a worker of run()
         """
-        if not isinstance(key, str) or not _STATE_KEY.fullmatch(key):
-            raise ValueError(f"state_array: key must be 1 to 64 letters, digits, '_', '.' or '-', "
-                             f"got {key!r}")
+        hogwild.check_state_key(key)
         if _session is None:
             raise RuntimeError(f"{self!r}.state_array({key!r}): optimizer state is made only inside "
                                f"a worker of fastad.distributed.run; read it with shared.save(path)")

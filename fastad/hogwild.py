@@ -226,9 +226,7 @@ class ArrayHandle:
             acc = shared["U"].state_array("adagrad_sum", fill=0.1)   # shape == shared["U"].shape
             acc += g * g                                             # seen by every worker
         """
-        if not isinstance(key, str) or not _STATE_KEY.fullmatch(key):
-            raise ValueError(f"state_array: key must be 1 to 64 letters, digits, '_', '.' or '-', "
-                             f"got {key!r}")
+        check_state_key(key)
         with self._states_lock:
             array = self._states.get(key)
             if array is None:
@@ -438,6 +436,15 @@ class SharedArrays(ArrayHandles):
         """Unlink every segment of this block (arrays and optimizer state); idempotent."""
         if self._finalizer is not None:
             self._finalizer()
+
+
+def check_state_key(key):
+    """The rule of an optimizer state's key in `state_array`, for this module's handles and
+    fastad.distributed's: 1 to 64 letters, digits, '_', '.' or '-' (it names a segment or a
+    shard's state)."""
+    if not isinstance(key, str) or not _STATE_KEY.fullmatch(key):
+        raise ValueError(f"state_array: key must be 1 to 64 letters, digits, '_', '.' or '-', "
+                         f"got {key!r}")
 
 
 def check_shareable(arrays):
