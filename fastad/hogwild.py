@@ -49,7 +49,7 @@ from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
-from fastad_cy.graph import IndexInput, Parameter, enable_grad, register_shared_handles
+from fastad_cy.graph import Parameter, register_shared_handles
 from fastad.checks import check_choice, look_up
 
 __all__ = ["share", "run", "sync_step", "report", "progress_bar", "ArrayHandle", "SharedArray",
@@ -629,36 +629,6 @@ def _grad_mode(p):
     return "dense" if p.grad.flags.writeable else "none"
 
 
-def _add_grad(p, values, rows=None):
-    """Add `values` into `p`'s gradient as a backward pass would: without `rows` densely
-    (values of p's shape; into the live buffer of a dense gradient), with `rows` into those
-    rows, by a gather's backward (a sparse gradient, unless p holds a dense one)."""
-    if rows is None and values.shape != p.shape:
-        raise ValueError(f"synchronized mode: values have shape {values.shape}, expected the "
-                         f"Parameter's {p.shape}")
-    if rows is None and _grad_mode(p) == "dense":
-        p.grad[...] += values
-        return
-    with enable_grad():
-        if rows is None:
-            (p * 1.0).backward(values)
-        else:
-            taken = p[IndexInput(rows)]
-            taken.backward(values.reshape(taken.shape))
-
-
-def _scale_grad(p, factor):
-    """Multiply `p`'s gradient (dense, or the rows of a sparse one) by `factor`."""
-    mode = _grad_mode(p)
-    if mode == "dense":
-        p.grad[...] *= factor
-    elif mode == "sparse":
-        rows, values = p.sparse_grad()
-        p.zero_grad()
-        values *= factor
-        _add_grad(p, values, rows)
-
-
 class _SyncSetup:
     """What `run` hands each synchronised worker at its start: the barrier (which only
     process creation may pass on), the segment prefix of the run, its size and reduction."""
@@ -718,9 +688,9 @@ class _GradSlot:
             p = params[i]
             mode, touched = _GRAD_MODES[self.header[3 + 4 * i]], int(self.header[4 + 4 * i])
             if mode == "sparse":
-                _add_grad(p, self._rows(i, p)[:touched], self.ids[i][:touched])
+                p._accumulate_grad(self._rows(i, p)[:touched], self.ids[i][:touched])
             elif mode == "dense":
-                _add_grad(p, self.values[i])
+                p._accumulate_grad(self.values[i])
 
 
 class _SyncGroup:
@@ -799,7 +769,7 @@ class _SyncGroup:
                 slot.add_into(self.params, self.owned)
             if self.reduction == "mean" and self.workers > 1:
                 for i in self.owned:
-                    _scale_grad(self.params[i], 1.0 / self.workers)
+                    self.params[i]._scale_grad(1.0 / self.workers)
             optimizer.step()                     # only the owned Parameters hold gradients
         self.barrier.wait()                      # nobody reads the Parameters mid-update
         optimizer.zero_grad()

@@ -1385,6 +1385,47 @@ cdef class Parameter(Leaf):
             return self._storage.sparse_grad()
         return self.touched[:self.n_touched].copy(), self.slab[:self.n_touched].copy()
 
+    def _require_host(self, who):
+        if self.on_device:
+            raise ValueError(f"{who}: the Parameter is on {device_of(self)}; this works on CPU "
+                             f"Parameters")
+
+    def _accumulate_grad(self, values, rows=None):
+        """Add `values` into this CPU Parameter's gradient as a backward pass would: without
+        `rows` densely (values of its shape), with `rows` (int64 ids) value row k into row
+        rows[k] (repeats add; into a sparse gradient unless a dense one is held). `values` is
+        C-contiguous, of the Parameter's dtype. Synchronised training moves gradients so."""
+        self._require_host("_accumulate_grad")
+        if not isinstance(values, np.ndarray) or values.dtype != self._value.dtype \
+                or not values.flags.c_contiguous:
+            raise TypeError(f"_accumulate_grad: values must be a C-contiguous {self._value.dtype} "
+                            f"array, got {type(values).__name__} {getattr(values, 'dtype', '')}")
+        cdef const char* data = <const char*>cnp.PyArray_DATA(<cnp.ndarray>values)
+        if rows is None:
+            if values.shape != self._shape:
+                raise ValueError(f"_accumulate_grad: values have shape {values.shape}, expected "
+                                 f"the Parameter's {self._shape}")
+            put_values(self.grad_ptr, data, self.size, self.prepare_grad(), self.f64)
+            return
+        cdef cnp.ndarray ids = np.ascontiguousarray(rows, dtype=np.int64)
+        if ids.ndim != 1 or not self._shape or values.shape != (ids.shape[0], self.row_len):
+            raise ValueError(f"_accumulate_grad: rows of shape {np.shape(rows)} and values of "
+                             f"shape {values.shape} do not fit a Parameter of shape "
+                             f"{self._shape}: expected (n,) and (n, {self.row_len})")
+        if ids.size and (ids.min() < 0 or ids.max() >= self._shape[0]):
+            raise IndexError(f"_accumulate_grad: rows must be in [0, {self._shape[0]}), got "
+                             f"{ids.min()}..{ids.max()}")
+        self.add_grad_rows(<const int64_t*>cnp.PyArray_DATA(ids), ids.shape[0], data, self.row_len)
+
+    def _scale_grad(self, factor):
+        """Multiply this CPU Parameter's gradient (dense, or the touched rows of a sparse one)
+        by `factor`, in place."""
+        self._require_host("_scale_grad")
+        if self.grad_mode == GRAD_SPARSE:
+            self.slab[:self.n_touched] *= factor
+        elif self.grad_mode == GRAD_DENSE:
+            self._grad *= factor
+
     cdef int clear_grad(self) except -1 nogil:
         cdef Py_ssize_t k
         if self.on_device:

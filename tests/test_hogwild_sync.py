@@ -109,28 +109,46 @@ def test_run_checks_mode_and_reduce():
 
 
 def test_gradient_exchange_helpers_check_their_input():
-    from fastad.hogwild import _add_grad, _grad_mode, _scale_grad
+    from fastad.hogwild import _grad_mode
     p = fa.Parameter(np.zeros((3, 2)), dtype=np.float64)
     assert _grad_mode(p) == "none"
-    _add_grad(p, np.ones((2, 2)), np.array([2, 2]))
+    p._accumulate_grad(np.ones((2, 2)), np.array([2, 2]))
     assert _grad_mode(p) == "sparse"
-    _scale_grad(p, 0.5)
+    p._scale_grad(0.5)
     assert _grad_mode(p) == "sparse"
     np.testing.assert_array_equal(p.grad, [[0, 0], [0, 0], [1, 1]])
-    _add_grad(p, np.ones((3, 2)))
+    p._accumulate_grad(np.ones((3, 2)))
     assert _grad_mode(p) == "dense"
     np.testing.assert_array_equal(p.grad, [[1, 1], [1, 1], [2, 2]])
-    _scale_grad(p, 0.5)
+    p._scale_grad(0.5)
     np.testing.assert_array_equal(p.grad, [[0.5, 0.5], [0.5, 0.5], [1, 1]])
-    with pytest.raises(IndexError, match="out of range for a table with 3 rows"):
-        _add_grad(p, np.ones((1, 2)), np.array([3]))
+    p._accumulate_grad(np.ones((1, 2)), np.array([0]))       # rows into a dense gradient
+    np.testing.assert_array_equal(p.grad, [[1.5, 1.5], [0.5, 0.5], [1, 1]])
+    with pytest.raises(IndexError, match=r"rows must be in \[0, 3\), got 3..3"):
+        p._accumulate_grad(np.ones((1, 2)), np.array([3]))
+    with pytest.raises(IndexError, match=r"rows must be in \[0, 3\), got -1..-1"):
+        p._accumulate_grad(np.ones((1, 2)), np.array([-1]))
+    with pytest.raises(ValueError, match=r"rows of shape \(2,\) and values of shape \(1, 2\)"):
+        p._accumulate_grad(np.ones((1, 2)), np.array([0, 1]))
     with pytest.raises(ValueError, match=r"values have shape \(2, 2\), expected .*\(3, 2\)"):
-        _add_grad(p, np.ones((2, 2)))
+        p._accumulate_grad(np.ones((2, 2)))
     with pytest.raises(ValueError, match=r"values have shape \(1, 2\), expected .*\(3, 2\)"):
-        _add_grad(p, np.ones((1, 2)))          # no broadcasting into a dense gradient
+        p._accumulate_grad(np.ones((1, 2)))          # no broadcasting into a dense gradient
+    with pytest.raises(TypeError, match="values must be a C-contiguous float64 array, got ndarray float32"):
+        p._accumulate_grad(np.ones((3, 2), np.float32))
+    with pytest.raises(TypeError, match="C-contiguous"):
+        p._accumulate_grad(np.ones((2, 3)).T)
+    with pytest.raises(TypeError, match="got list"):
+        p._accumulate_grad([[1.0, 1.0]] * 3)
+    np.testing.assert_array_equal(p.grad, [[1.5, 1.5], [0.5, 0.5], [1, 1]])   # refused: unchanged
     with pytest.raises(TypeError, match="expected a Parameter"):
         _grad_mode(fa.Input(np.zeros(2)))
     bias = fa.Parameter(np.zeros(3))                     # 1-D: rows of one value
-    _add_grad(bias, np.ones((2, 1), np.float32), np.array([0, 2]))
+    bias._accumulate_grad(np.ones((2, 1), np.float32), np.array([0, 2]))
     np.testing.assert_array_equal(bias.sparse_rows(), [0, 2])
     np.testing.assert_array_equal(bias.grad, [1, 0, 1])
+    bias._scale_grad(3.0)
+    np.testing.assert_array_equal(bias.grad, [3, 0, 3])
+    fresh = fa.Parameter(np.zeros(2))
+    fresh._scale_grad(2.0)                               # no gradient: nothing to scale
+    assert _grad_mode(fresh) == "none"
