@@ -3,8 +3,7 @@
 Makes built-in likes with a planted low-rank taste (a user x item matrix,
 20% of each user's likes held out), trains a BPR matrix factorisation (k=32,
 per-example sparse SGD) with one Hogwild worker process per core, and prints
-the held-out precision@10 and AUC before and after, and throughput. The same model
-in PyTorch, timed beside fastad's loops, is bench/bpr.py.
+the held-out precision@10 and AUC before and after, and throughput.
 """
 import argparse
 import os
@@ -15,21 +14,8 @@ import numpy as np
 
 import fastad as fa
 
-EXAMPLES = {
-    "examples/quickstart.py": "learn y = 3x + 5 by replaying one graph",
-    "examples/recommender.py": "BPR recommender with Hogwild workers, precision@10 and AUC per epoch",
-    "examples/char_lstm.py": "character-level LSTM language model on the standard library's source",
-    "examples/mlp.py": "MLP classifier on a small bundled dataset, held-out accuracy",
-    "bench/bpr.py": "this BPR model beside PyTorch's per-example loop",
-    "bench/run.py": "every benchmark beside PyTorch, written to bench/results.md",
-    "bench/gpu.py": "the GPU benchmarks beside PyTorch CUDA (needs a GPU and CuPy)",
-}
-
-
 def parse(argv):
-    epilog = "other demos (run from a clone of the repository):\n" + "\n".join(
-        f"  python {path:28s} {what}" for path, what in EXAMPLES.items())
-    ap = argparse.ArgumentParser(prog="python -m fastad", description=__doc__, epilog=epilog,
+    ap = argparse.ArgumentParser(prog="python -m fastad", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Hogwild processes (default: all cores)")
     ap.add_argument("--examples", type=int, default=2_000_000, help="training triples (default 2,000,000)")
