@@ -2,11 +2,14 @@
 
 BPR, k=32, 5,000 users x 1,000 items of planted rank-8 preferences, one epoch
 of per-example SGD from the same start, on a local Ray instance. Part 1 runs
-the same examples with 1 and 2 Ray workers (at the default `sync_every`) and 1
-and 2 Hogwild processes, alternating the four over several rounds; part 2
-varies `sync_every` (the push/pull interval, in examples per worker) with 2 Ray
-workers. The worker is `fa.models.bpr_hogwild_worker`, unchanged; in a Ray
-worker its optimizer's steps pace the syncs. Each row gives
+the same examples with 1 and 2 Ray workers (at the default sync interval, which
+follows the work done) and 1 and 2 Hogwild processes, alternating them over
+several rounds, with two workers: `fa.models.bpr_hogwild_worker` (fa.train, which
+reports its progress) and the Hogwild loop as a user writes it (a Python loop of
+set_value/forward/backward/step that calls neither `report` nor `sync`), both
+unchanged; in a Ray worker their optimizer's steps pace the syncs. Part 2 varies
+a fixed `sync_every` (the push/pull interval, in examples per worker) with 2 Ray
+workers. Each row gives
 examples per second measured inside the workers (start-up excluded; for Ray the
 syncs made during training are included), end to end (the whole `run` call:
 process or task start, the first pull, the final push) and the test AUC after
@@ -32,7 +35,30 @@ import fastad as fa  # noqa: E402
 from fastad import distributed  # noqa: E402
 
 USERS, ITEMS, DIM, LR = 5_000, 1_000, 32, 0.1
-SYNC_EVERY = 20_000        # fastad.distributed.run's default
+
+
+def bpr_loop_worker(rank, shared, triples, workers, lr):
+    """The Hogwild BPR worker as a user writes it: a Python loop of set_value, forward,
+    backward, step and zero_grad over Parameter(shared[...]), calling neither report nor sync."""
+    model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
+    users, pos, neg = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    loss = model(users, pos, neg)
+    opt = fa.optim.SGD(model.parameters(), lr=lr)
+    mine = range(rank, len(triples["users"]), workers)
+    start = time.perf_counter()
+    for e in mine:
+        users.set_value(triples["users"][e:e + 1])
+        pos.set_value(triples["pos"][e:e + 1])
+        neg.set_value(triples["neg"][e:e + 1])
+        loss.forward()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return {"examples": len(mine), "seconds": time.perf_counter() - start}
+
+
+WORKERS = {"fa.train": (fa.models.bpr_hogwild_worker, ("sgd", LR)),
+           "Python loop": (bpr_loop_worker, (LR,))}
 
 
 def _measure(results, seconds, shared, test):
@@ -41,19 +67,20 @@ def _measure(results, seconds, shared, test):
             "auc": fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)}
 
 
-def hogwild_round(train, test, model, workers):
+def hogwild_round(train, test, model, workers, worker="fa.train"):
+    fn, extra = WORKERS[worker]
     with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
         start = time.perf_counter()
-        results = fa.hogwild.run(fa.models.bpr_hogwild_worker, workers=workers,
-                                 args=(shared, train, workers, "sgd", LR), start_method="fork")
+        results = fa.hogwild.run(fn, workers=workers, args=(shared, train, workers) + extra,
+                                 start_method="fork")
         return _measure(results, time.perf_counter() - start, shared, test)
 
 
-def ray_round(train, test, model, workers, sync_every):
+def ray_round(train, test, model, workers, sync_every=None, worker="fa.train"):
+    fn, extra = WORKERS[worker]
     with distributed.share({"U": model.U.value, "V": model.V.value}) as shared:
         start = time.perf_counter()
-        results = distributed.run(fa.models.bpr_hogwild_worker, workers=workers,
-                                  args=(shared, train, workers, "sgd", LR),
+        results = distributed.run(fn, workers=workers, args=(shared, train, workers) + extra,
                                   sync_every=sync_every)
         return _measure(results, time.perf_counter() - start, shared, test)
 
@@ -76,6 +103,9 @@ def run(quick=False, rounds=None):
     after one unmeasured run of each), the cold first run of 2 Ray workers, then 2 Ray
     workers per sync interval."""
     distributed._connect(None)                # start Ray before timing anything
+    if __name__ != "__main__":            # imported by run.py: Ray's workers cannot import
+        from ray import cloudpickle       # this module, so its worker function goes by value
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
     train, test = fa.data.planted_preferences(USERS, ITEMS, n_train=500_000 if quick else 1_000_000,
                                               n_test=20_000, rank=8, noise=0.5, seed=0)
     model = fa.models.BPR(USERS, ITEMS, dim=DIM, seed=1)
@@ -83,7 +113,9 @@ def run(quick=False, rounds=None):
     configs = {}
     for w in range(1, cpus + 1):
         configs[("hogwild", w)] = lambda w=w: hogwild_round(train, test, model, w)
-        configs[("ray", w)] = lambda w=w: ray_round(train, test, model, w, SYNC_EVERY)
+        configs[("ray", w)] = lambda w=w: ray_round(train, test, model, w)
+    configs[("hogwild loop", cpus)] = lambda: hogwild_round(train, test, model, cpus, "Python loop")
+    configs[("ray loop", cpus)] = lambda: ray_round(train, test, model, cpus, None, "Python loop")
     cold = {key: fn() for key, fn in configs.items()}       # warms Ray's worker pool
     samples = {key: [] for key in configs}
     for _ in range(rounds or (2 if quick else 3)):
@@ -93,10 +125,15 @@ def run(quick=False, rounds=None):
     for w in range(1, cpus + 1):
         hog = _row(f"BPR Hogwild, {w} process{'es' if w > 1 else ''}", samples[("hogwild", w)])
         rows.append(hog)
-        rows.append(_row(f"BPR Ray, {w} worker{'s' if w > 1 else ''}, sync_every={SYNC_EVERY:,}",
+        rows.append(_row(f"BPR Ray, {w} worker{'s' if w > 1 else ''}, default sync",
                          samples[("ray", w)], base=hog,
                          target=">= 0.8x Hogwild's examples/s, test AUC within 0.02"))
-    rows.append(_row(f"BPR Ray, {cpus} workers, sync_every={SYNC_EVERY:,}, the first run in a fresh "
+    hog = _row(f"BPR Hogwild, {cpus} processes, the Python-loop worker", samples[("hogwild loop", cpus)])
+    rows.append(hog)
+    rows.append(_row(f"BPR Ray, {cpus} workers, the Python-loop worker unchanged (no report), "
+                     f"default sync", samples[("ray loop", cpus)], base=hog,
+                     target=">= 0.8x Hogwild's examples/s, test AUC within 0.02"))
+    rows.append(_row(f"BPR Ray, {cpus} workers, default sync, the first run in a fresh "
                      f"Ray instance (cold worker processes)", [cold[("ray", cpus)]],
                      base=_row("", [cold[("hogwild", cpus)]])))
     intervals = [2_500, 10_000, 50_000, len(train["users"])]

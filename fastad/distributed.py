@@ -36,16 +36,24 @@ squared gradients. Step counts stay per worker.
 Sync points and staleness. A worker syncs without calling anything:
 * a fastad optimizer over its replicas counts its own steps: `step()` calls a
   step clock every so many steps (from compiled code, so inside `fa.train`
-  too), which syncs once `sync_every` steps have passed since the last sync,
-  or `sync_seconds`, whichever comes first;
-* `fastad.hogwild.report(n)` counts n examples towards the same `sync_every`
+  too), which syncs once the sync interval has passed since the last sync,
+  or `sync_seconds`, whichever comes first. By default (`sync_every=None`)
+  the interval follows the work done: after each sync it is set so that the
+  worker will have changed about three quarters of the rows of the table it
+  covers fastest (estimated from the rows changed in the last interval, as
+  if touches fell at random), but syncs take at most about a tenth of the
+  worker's time (at least 5 ms between syncs, and 10 times the processor
+  time of a sync, averaged over the last few). So a slow Python loop syncs after about as much work per row as
+  `fa.train` does, and a table every step rewrites (a dense layer) syncs at
+  the cost bound. An int `sync_every` fixes the interval at that many steps;
+* `fastad.hogwild.report(n)` counts n examples towards the same interval
   (a worker's progress is the larger of its reported examples and any one
   optimizer's steps, so a worker that does both is not counted twice);
 * `fastad.distributed.sync()` syncs at once and waits for the answer;
 * when the worker function returns, a final sync pushes everything and waits.
 Between syncs the clock merges the answer to the last sync as soon as it has
-arrived (it looks at least every eighth of `sync_every` steps). So a worker's
-update reaches its shard within `sync_every` of its steps and about
+arrived (it looks at least every eighth of the interval). So a worker's
+update reaches its shard within one interval of its steps and about
 `sync_seconds` (the clock reads the time at least twice as often as the last
 step rate requires), and another worker merges it within about 1.125 of its
 own sync intervals after that, plus the round trip. Only updates made outside
@@ -92,7 +100,7 @@ import numpy as np
 from fastad_cy.graph import register_shared_handles
 from fastad_cy.optim import set_step_clocks
 from fastad import hogwild
-from fastad.checks import check_int, check_number, check_sizes
+from fastad.checks import check_int, check_number
 from fastad.hogwild import WorkerError
 from fastad.io import load, save
 
@@ -807,6 +815,31 @@ class _Replica:
         self.tokens[s], self.since[s] = token, clock
 
 
+# The default sync interval (sync_every=None) follows the work done: a worker syncs once it has
+# changed about this fraction of the rows of the table it covers fastest...
+_CHANGED_ROWS_PER_SYNC = 0.75
+# ...starting from this many steps, moving at most 4x per sync...
+_FIRST_SYNC_STEPS = 1_000
+# ...and spending at most about a tenth of its time syncing: at least 5 ms between syncs, and
+# 10 times the processor time a sync takes in this worker (mostly Ray's call, about a
+# millisecond; pushing a large dense table takes longer), averaged over the last few syncs. Processor time, not wall time: a
+# worker descheduled mid-sync by a busy machine must not stretch its intervals.
+_SYNC_COST_SHARE = 10
+_MIN_SYNC_SECONDS = 0.005
+
+
+def _next_interval(steps, changed_fraction):
+    """The adaptive sync interval after a sync that came `steps` steps after the last one and
+    found `changed_fraction` of some table's rows changed (the largest over the tables). With
+    rows touched at random, the rows changed after t touches of an n-row table are
+    n(1 - exp(-t/n)): touches grow as -log(1 - fraction), and steps with them."""
+    if changed_fraction <= 0:
+        return 4 * steps
+    fraction = min(changed_fraction, 0.999)
+    scale = np.log1p(-_CHANGED_ROWS_PER_SYNC) / np.log1p(-fraction)
+    return max(1, int(steps * min(max(scale, 0.25), 4.0)))
+
+
 class _StepClock:
     """The step clock that one optimizer over a worker's replicas calls (see
     fastad_cy.optim.set_step_clocks): it counts the optimizer's steps for its session."""
@@ -829,7 +862,8 @@ class _Session:
 
     def __init__(self, sync_every, sync_seconds, sync_timeout):
         self.id = secrets.randbits(62)   # this worker as a writer of rows, to the shards
-        self.sync_every = sync_every
+        self.adaptive = sync_every is None
+        self.sync_every = _FIRST_SYNC_STEPS if self.adaptive else sync_every   # the interval
         self.sync_seconds = sync_seconds
         self.sync_timeout = sync_timeout
         self.replicas = {}       # (block id, table name) -> _Replica
@@ -840,8 +874,11 @@ class _Session:
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fastad.hogwild.report
         self.node = _ray().get_runtime_context().get_node_id()
-        self.next_sync = sync_every
+        self.next_sync = self.sync_every
         self.synced_at = time.monotonic()
+        self.synced_steps = 0    # progress() at the last sync
+        self.min_gap = _MIN_SYNC_SECONDS if self.adaptive else 0.0   # seconds between syncs
+        self.sync_cost = None    # processor seconds a sync takes here, averaged over the last few
 
     def progress(self):
         """Examples done: the most steps of any one optimizer, or the reported count if larger."""
@@ -861,24 +898,30 @@ class _Session:
         self.sync_if_due()
 
     def sync_if_due(self):
-        """Sync when `sync_every` examples or `sync_seconds` have passed since the last sync;
-        else merge the last sync's answer if it has arrived."""
-        if (self.progress() >= self.next_sync
-                or time.monotonic() - self.synced_at >= self.sync_seconds):
+        """Sync when the interval's examples (and the least time between syncs) or
+        `sync_seconds` have passed since the last sync; else merge the last sync's answer if
+        it has arrived."""
+        since = time.monotonic() - self.synced_at
+        if (self.progress() >= self.next_sync and since >= self.min_gap
+                or since >= self.sync_seconds):
             self.sync(wait=False)
         elif self.pending and all(answer.done() for _, _, answer in self.pending):
             self._finish_round()
 
     def steps_to_next_check(self, steps, seconds):
         """Steps until a step clock should call again, after `steps` steps in `seconds`: at the
-        next sync by count, or sooner, to merge an answer (an eighth of sync_every) or to meet
-        sync_seconds (at half the time left at the last step rate, and at most twice as many
-        steps as last time, so that a worker whose steps slow down checks again in time)."""
+        next sync by count (or, when that is due but the least time between syncs has not
+        passed, when it will have), or sooner, to merge an answer (an eighth of the interval)
+        or to meet sync_seconds (at half the time left at the last step rate, and at most
+        twice as many steps as last time, so that a worker whose steps slow down checks again
+        in time)."""
+        since = time.monotonic() - self.synced_at
         by_count = self.next_sync - self.progress()
+        if by_count <= 0:
+            by_count = int(steps * (self.min_gap - since) / seconds) if seconds > 0 else 1
         if self.pending:
             by_count = min(by_count, -(-self.sync_every // 8))
-        time_left = self.sync_seconds - (time.monotonic() - self.synced_at)
-        by_time = int(steps * time_left / (2 * seconds)) if seconds > 0 else by_count
+        by_time = int(steps * (self.sync_seconds - since) / (2 * seconds)) if seconds > 0 else by_count
         return max(1, min(by_count, by_time, 2 * steps))
 
     def replica(self, handle):
@@ -925,20 +968,34 @@ class _Session:
 
     def sync(self, wait):
         """Merge the previous round's answers, push changed rows, ask for fresh ones."""
-        self.next_sync = self.progress() + self.sync_every
-        self.synced_at = time.monotonic()
+        started = time.thread_time()
         self._finish_round()
         requests = {}            # (block id, shard) -> {table: request}
         blocks = {}
+        changed_fraction = 0.0   # the largest share of a table's rows changed since the last sync
         for replica in self.replicas.values():
             blocks[replica.block.id] = replica.block
+            changed = 0
             for s in range(len(replica.block.shards)):
-                requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(s)
+                request = replica.request(s)
+                changed += request[2] if isinstance(request[2], int) else len(request[2])
+                requests.setdefault((replica.block.id, s), {})[replica.name] = request
+            changed_fraction = max(changed_fraction, changed / max(len(replica.rows), 1))
         self.pending = [(blocks[block_id], s,
                          blocks[block_id].shards[s].sync.remote(self.id, tables).future())
                         for (block_id, s), tables in requests.items()]
         if wait:
             self._finish_round()
+        progress = self.progress()
+        if self.adaptive and progress > self.synced_steps:
+            self.sync_every = _next_interval(progress - self.synced_steps, changed_fraction)
+        self.synced_at = time.monotonic()
+        if self.adaptive:
+            cost = time.thread_time() - started
+            self.sync_cost = cost if self.sync_cost is None else (self.sync_cost + cost) / 2
+            self.min_gap = max(_MIN_SYNC_SECONDS, _SYNC_COST_SHARE * self.sync_cost)
+        self.synced_steps = progress
+        self.next_sync = progress + self.sync_every
 
     def _finish_round(self):
         pending, self.pending = self.pending, []
@@ -1000,7 +1057,7 @@ def _first_line(exc):
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def run(fn, workers=1, args=(), address=None, sync_every=20_000, sync_seconds=1.0,
+def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
         sync_timeout=60.0, timeout=None, max_restarts=0):
     """Call `fn(rank, *args)` in `workers` Ray worker processes; return the results in rank order.
 
@@ -1013,9 +1070,13 @@ def run(fn, workers=1, args=(), address=None, sync_every=20_000, sync_seconds=1.
     in `args` give each worker replicas that sync with the shards by
     themselves (see the module docstring for the staleness bound).
 
-    sync_every    a worker syncs after this many steps of a fastad optimizer
-                  over its replicas (examples, for per-example training) or
-                  examples counted by `fastad.hogwild.report`; an int >= 1.
+    sync_every    None (the default): a worker syncs by the work it has done,
+                  once it has changed about three quarters of the rows of a
+                  table it trains, spending at most about a tenth of its time
+                  on syncs (see the module docstring). An int >= 1: after this
+                  many steps of a fastad optimizer over its replicas
+                  (examples, for per-example training) or examples counted by
+                  `fastad.hogwild.report`.
     sync_seconds  ... or after this many seconds, whichever comes first (for
                   slow steps); also on `fastad.distributed.sync()` and when
                   `fn` returns.
@@ -1041,7 +1102,9 @@ def run(fn, workers=1, args=(), address=None, sync_every=20_000, sync_seconds=1.
         with fa.distributed.share({"w": np.zeros(8)}) as shared:
             assert fa.distributed.run(train, workers=2, args=(shared, 1000)) == [0, 1]
     """
-    workers, sync_every = check_sizes("run", workers=workers, sync_every=sync_every)
+    workers = check_int("run", "workers", workers, minimum=1)
+    if sync_every is not None:
+        sync_every = check_int("run", "sync_every", sync_every, minimum=1)
     check_number("run", "sync_seconds", sync_seconds, above=0)
     check_number("run", "sync_timeout", sync_timeout, above=0)
     if timeout is not None:

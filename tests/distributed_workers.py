@@ -102,6 +102,27 @@ def bpr_loop_worker(rank, shared, triples, workers, lr):
     return rank
 
 
+def step_rows(rank, shared, steps):
+    """`steps` SGD steps, each on one row of shared["w"] in turn (a gather, so a sparse
+    gradient); returns how many syncs the worker started by itself."""
+    w = fa.Parameter(shared["w"])
+    row = fa.IndexInput([0])
+    loss = -fa.sum(w[row])
+    opt = fa.optim.SGD([w], lr=1.0)
+    session = distributed._session
+    synced = 0
+    for step in range(steps):
+        row.set_value([step % w.shape[0]])
+        loss.forward()
+        loss.backward()
+        before = session.synced_at
+        opt.step()
+        opt.zero_grad()
+        synced += session.synced_at != before
+        time.sleep(1e-4)
+    return synced
+
+
 def bpr_train_worker(rank, shared, triples, workers, lr):
     """BPR by fa.train without a progress callback: no report, no sync call."""
     model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
