@@ -19,7 +19,7 @@ from fastad_cy.pairs import PairwiseSampler
 from fastad import hogwild
 from fastad import random as fastad_random
 from fastad.cuda import check_device
-from fastad.checks import check_callable, check_choice, check_int, check_number, check_seed
+from fastad.checks import check_callable, check_choice, check_int, check_number
 from fastad.data import Interactions, _draw_triples, check_interactions, require_negatives
 from fastad.metrics import check_ids, top_k
 from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings
@@ -155,9 +155,7 @@ class Recommender(Module):
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's triples")
-        seed = check_seed(who, seed)
-        if seed is None:
-            seed = fastad_random.generator(who).integers(2**63)
+        seed = fastad_random.seed_of(who, seed)
         lr = check_number(who, "lr", lr, above=0)
         check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
         check_callable(who, "callback", callback)
