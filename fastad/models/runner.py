@@ -18,6 +18,7 @@ what differs through one method:
 The per-example loop stays compiled in `fa.train`: the runner adds nothing per example.
 """
 import math
+import sys
 import time
 from dataclasses import dataclass
 
@@ -25,7 +26,8 @@ import numpy as np
 
 from fastad_cy.train import scheduled_lr, train
 from fastad import hogwild
-from fastad.checks import check_choice
+from fastad.checks import check_choice, check_int
+from fastad.cuda import check_device
 from fastad.optim import SGD, Adagrad, Adam, LinearDecay
 
 __all__ = ["OPTIMIZERS", "RunSettings", "EpochRunner", "run_worker"]
@@ -47,8 +49,9 @@ class RunSettings:
                     over `epochs` epochs, within an epoch every `schedule_every` steps
                     with the sampler's progress (word2vec's schedule)
     first_epoch     the number of the first epoch (0, or 1 as `Recommender.fit` counts)
-    epoch_examples  the examples an epoch trains (all workers), so that `progress`
-                    counts on across epochs; None: it counts each epoch from 0
+    samples         the examples an epoch draws, split among the workers (`share`), so
+                    that `progress` counts on across epochs; None: the model's data
+                    decides, and `progress` counts each epoch from 0
     """
     who: str
     batch: int
@@ -59,14 +62,39 @@ class RunSettings:
     lr: float = 0.05
     min_lr: float | None = None
     epochs: int = 1
-    schedule_every: int = 1
     first_epoch: int = 0
-    epoch_examples: int | None = None
+    samples: int | None = None
+
+    @classmethod
+    def for_fit(cls, who, workers, start_method, device, batch_size, **settings):
+        """A model's `fit` settings, checked, their defaults decided here for every model:
+        `start_method` None is "fork" on Linux, else "spawn"; `batch_size` None is 1 on the CPU
+        and 1024 on a GPU, at most a worker's share of `samples`; a GPU fit has one worker."""
+        check_choice(who, "start_method", start_method, [None] + hogwild.start_methods())
+        device = check_device(who, device)
+        batch = check_int(who, "batch_size", (1 if device == "cpu" else 1024) if batch_size is None
+                          else batch_size)
+        if device != "cpu" and workers != 1:
+            raise ValueError(f"{who}: a fit on {device} runs in one process; workers must be 1, "
+                             f"got {workers}")
+        if settings.get("samples") is not None:
+            batch = min(batch, settings["samples"] // workers)
+        return cls(who=who, batch=batch, workers=workers, device=device, **settings,
+                   start_method=start_method or ("fork" if sys.platform.startswith("linux") else "spawn"))
 
     @property
     def report_every(self):
         """The steps between two progress reports: about every 10,000 examples."""
         return max(1, 10_000 // self.batch)
+
+    @property
+    def schedule_every(self):
+        """The steps between two lr updates of the decay to `min_lr`: about 256 examples."""
+        return max(1, 256 // self.batch)
+
+    def share(self, rank):
+        """The examples of an epoch's `samples` that worker `rank` trains."""
+        return self.samples // self.workers + (rank < self.samples % self.workers)
 
     def epoch_lrs(self, epoch):
         """(lr at the start, lr at the end) of `epoch` under the linear decay to `min_lr`."""
@@ -74,8 +102,12 @@ class RunSettings:
         return self.lr - drop * index / self.epochs, self.lr - drop * (index + 1) / self.epochs
 
     def examples_before(self, epoch):
-        """The examples that the epochs before `epoch` trained, as `progress` counts them."""
-        return 0 if self.epoch_examples is None else (epoch - self.first_epoch) * self.epoch_examples
+        """The examples that the epochs before `epoch` trained, as `progress` counts them: each
+        worker's share of `samples` rounded up to whole batches, per epoch."""
+        if self.samples is None:
+            return 0
+        per_epoch = sum(-(-self.share(rank) // self.batch) * self.batch for rank in range(self.workers))
+        return (epoch - self.first_epoch) * per_epoch
 
 
 class EpochRunner:

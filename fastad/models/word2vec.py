@@ -17,10 +17,7 @@ from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.model_losses import gather_dot
 from fastad_cy.sparse import take
-from fastad import hogwild
-from fastad.cuda import check_device
-from fastad.checks import (check_callable, check_choice, check_flag, check_int, check_number, check_sizes,
-                           look_up)
+from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, look_up
 from fastad.io import load, save, write_atomically
 from fastad.models.runner import EpochRunner, RunSettings
 
@@ -143,7 +140,7 @@ class Word2Vec:
                    fed with the examples done in each epoch.
         start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
                    this process, the compiled loop releasing the GIL), "fork" (the
-                   default on POSIX) or "spawn".
+                   default on Linux) or "spawn" (the default elsewhere).
         device     "cpu" (the default), or "cuda" / "cuda:N": train on that GPU (with
                    `workers=1`); the host draws each batch with the same compiled
                    sampler as the CPU fit (the same stream: the same seed and
@@ -162,15 +159,8 @@ class Word2Vec:
         who = "Word2Vec.fit"
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        check_choice(who, "start_method", start_method, [None] + hogwild.start_methods())
-        device = check_device(who, device)
-        if batch_size is None:
-            batch_size = 1 if device == "cpu" else 1024
-        batch_size = check_int(who, "batch_size", batch_size)
-        if device != "cpu":
-            if self.workers != 1:
-                raise ValueError(f"{who}: a fit on {device} runs in one process; the model's "
-                                 f"workers must be 1, got {self.workers}")
+        settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=self.lr,
+                                       min_lr=self.min_lr, epochs=self.epochs)
         vocabulary = self.words, self.index, self.counts
         try:
             tokens, ends = self.build_vocab(sentences)
@@ -180,24 +170,19 @@ class Word2Vec:
             n = len(self.words)
             W = _initial_vectors(rng, n, self.dim)
             C = np.zeros((n, self.dim), dtype=np.float32)
-            history = self._train(W, C, tokens, ends, callback, device, batch_size, start_method,
-                                  progress)
+            history = self._train(W, C, tokens, ends, settings, callback, progress)
         except BaseException:
             self.words, self.index, self.counts = vocabulary
             raise
         self.vectors, self.output, self.history = W, C, history
         return self
 
-    def _train(self, W, C, tokens, ends, callback, device, batch_size, start_method, progress):
+    def _train(self, W, C, tokens, ends, settings, callback, progress):
         """Train W and C in place for every epoch; returns the epochs' mean losses."""
         weights = {"W": W, "C": C}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
             weights["claim"] = np.zeros(self.epochs, dtype=np.float64)
-        settings = RunSettings(who="Word2Vec.fit", batch=batch_size, workers=self.workers,
-                               start_method=start_method or ("fork" if os.name == "posix" else "spawn"),
-                               device=device, lr=self.lr, min_lr=self.min_lr, epochs=self.epochs,
-                               schedule_every=max(1, 256 // batch_size))     # the lr: every ~256 examples
-        corpus = _Corpus(dict(self._settings(), batch=batch_size), tokens, ends)
+        corpus = _Corpus(dict(self._settings(), batch=settings.batch), tokens, ends)
         history = []
         with EpochRunner(corpus, weights, settings, progress) as runner:
             start = time.perf_counter()
