@@ -118,7 +118,8 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
     no locks) on its shard of `triples` (every `workers`-th example from
     `rank`), with `optimizer` "sgd", "adagrad" or "adam" (whose state is
     shared too). Reports its examples to `fastad.hogwild.report` and returns
-    `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`.
+    `{"loss": mean loss per epoch, "examples": n, "epoch_examples": n per epoch, "seconds":
+    training time}`.
     (`BPR.fit(..., workers=N)` does all of this from a user x item matrix.)
 
     >>> with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:

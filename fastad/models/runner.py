@@ -163,7 +163,7 @@ class EpochRunner:
             if not hogwild.in_place(self.shared):
                 for name, array in self.weights.items():
                     array[...] = self.shared[name].numpy()
-        return [_mean_loss(results, i, len(epochs)) for i in range(len(epochs))]
+        return [_mean_loss(results, i) for i in range(len(epochs))]
 
     def _counted_from(self, epoch):
         """`progress` for `hogwild.run`, counting on from the examples before `epoch`."""
@@ -187,11 +187,12 @@ class EpochRunner:
         return report
 
 
-def _mean_loss(results, i, epochs):
-    """The mean loss per example of epoch `i` of a run of `epochs` over the workers'
-    `results`, each weighted by its examples; a worker that trained nothing (its
-    loss nan) is left out, and one worker's loss is its own."""
-    trained = [(result["loss"][i], result["examples"] / epochs) for result in results if result["examples"]]
+def _mean_loss(results, i):
+    """The mean loss per example of epoch `i` of a run over the workers' `results`, each
+    weighted by its examples of that epoch; a worker that trained nothing in it (its loss
+    nan) is left out, and one worker's loss is its own."""
+    trained = [(result["loss"][i], result["epoch_examples"][i]) for result in results
+               if result["epoch_examples"][i]]
     if len(trained) == 1:
         return trained[0][0]
     examples = sum(n for _, n in trained)
@@ -201,7 +202,8 @@ def _mean_loss(results, i, epochs):
 def run_worker(rank, shared, settings, model, epochs):
     """The entry point of a Hogwild worker (a process or a thread): `model`'s graph
     over the `shared` weights trained for `epochs` on rank `rank`'s share. Returns
-    `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`."""
+    `{"loss": mean loss per epoch, "examples": n, "epoch_examples": n per epoch, "seconds":
+    training time}`."""
     # fa.train's progress reported to hogwild.run's
     return _Worker(model, shared, settings, rank).run(
         epochs, lambda epoch: hogwild.train_progress(per_example=settings.batch))
@@ -218,14 +220,15 @@ class _Worker:
 
     def run(self, epochs, progress_of):
         """Train `epochs`; `progress_of(epoch)` gives the epoch's `progress(steps)` or None."""
-        start, losses, examples = time.perf_counter(), [], 0
+        start, losses, examples = time.perf_counter(), [], []
         train_epoch = self._train_on_cpu if self.settings.device == "cpu" else self._train_on_device
         for epoch in epochs:
             mean, data = train_epoch(epoch, progress_of(epoch))
             loss, n = self.graph.epoch_loss(mean, data)
             losses.append(loss)
-            examples += n
-        return {"loss": losses, "examples": examples, "seconds": time.perf_counter() - start}
+            examples.append(n)
+        return {"loss": losses, "examples": sum(examples), "epoch_examples": examples,
+                "seconds": time.perf_counter() - start}
 
     def _schedule(self, epoch):
         """The epoch's `LinearDecay` (the optimizer's lr set to its start), or None."""

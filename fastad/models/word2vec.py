@@ -135,7 +135,8 @@ class Word2Vec:
                    sentence a line, tokens split on white space).
         callback   callback(epoch, loss, words_per_second) after each epoch; loss
                    is the epoch's mean loss per example (accumulated in float64
-                   by each worker, weighted by their examples).
+                   by each worker, weighted by their examples). Without a
+                   callback (and a progress), Hogwild processes start once a fit.
         progress   a `fa.hogwild.progress_bar(total)`-style callable(done, per_second)
                    fed with the examples done in each epoch.
         start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
@@ -186,7 +187,10 @@ class Word2Vec:
         history = []
         with EpochRunner(corpus, weights, settings, progress) as runner:
             start = time.perf_counter()
-            for epoch, loss in runner.each(range(self.epochs)):
+            # without a callback, every epoch in one run (Hogwild processes start once), unless
+            # progress, which counts each epoch from 0, asks for a run per epoch
+            together = callback is None and progress is None
+            for epoch, loss in runner.each(range(self.epochs), together=together):
                 history.append(loss)
                 if callback is not None:
                     callback(epoch, loss, tokens.size / (time.perf_counter() - start))
