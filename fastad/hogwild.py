@@ -117,15 +117,6 @@ def _view(mapping, shape, dtype):
     return np.ndarray(shape, dtype=dtype, buffer=mapping)
 
 
-def _track(name):
-    """Let the resource tracker unlink an owner's segment if the owner dies without cleanup."""
-    resource_tracker.register("/" + name, "shared_memory")
-
-
-def _untrack(name):
-    resource_tracker.unregister("/" + name, "shared_memory")
-
-
 def _pid_namespace():
     """This process's pid namespace id: a pid in a segment name means nothing outside it."""
     try:
@@ -165,25 +156,37 @@ def _new_prefix():
 # -------------------------------------------------------------- shared arrays
 
 class _Block:
-    """The segments of one `share` call, as its owner process sees them."""
+    """The segments named after one prefix (those of a `share` call, of a `run`, of a
+    fastad.distributed worker), as the process that owns them sees them: `free` unlinks
+    them all, whichever process made them."""
 
-    def __init__(self, prefix):
-        self.prefix = prefix
+    def __init__(self):
+        self.prefix = _new_prefix()
         self.owner_pid = os.getpid()
         self.tracked = []          # names this process registered with its resource tracker
         self.closed = False
 
+    def track(self, name):
+        """Let the resource tracker unlink segment `name` if this process dies without cleanup."""
+        resource_tracker.register("/" + name, "shared_memory")
+        self.tracked.append(name)
 
-def _free_block(block):
-    """Unlink every segment of `block`: arrays, state made by any process, stray temporaries."""
-    if os.getpid() != block.owner_pid or block.closed:
-        return                      # a forked child's copy of the block owns nothing
-    block.closed = True
-    names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(block.prefix)}
-    for name in names.union(block.tracked):
-        _unlink(name)
-    for name in block.tracked:
-        _untrack(name)
+    def create(self, name, nbytes):
+        """Make segment `name` (a name of this block) of `nbytes` zero bytes, tracked; its mapping."""
+        mapping = _create_segment(name, nbytes)
+        self.track(name)
+        return mapping
+
+    def free(self):
+        """Unlink every segment of the block: arrays, state made by any process, temporaries."""
+        if os.getpid() != self.owner_pid or self.closed:
+            return                      # a forked child's copy of the block owns nothing
+        self.closed = True
+        names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(self.prefix)}
+        for name in names.union(self.tracked):
+            _unlink(name)
+        for name in self.tracked:
+            resource_tracker.unregister("/" + name, "shared_memory")
 
 
 _handles = weakref.WeakValueDictionary()    # segment name -> the SharedArray mapping it here
@@ -238,15 +241,16 @@ class ArrayHandle:
         """The state array `key`, made filled with `fill` by the first to ask."""
         raise NotImplementedError
 
-    def _filled(self, array, key, fill):
-        """`array` (a new state array of this handle's shape) filled with `fill`."""
-        try:
-            array[...] = fill
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
-                             f"{self.shape} and dtype {self.dtype} with a fill of shape "
-                             f"{np.shape(fill)}: {exc}") from None
-        return array
+
+def state_fill(key, shape, dtype, fill):
+    """`fill` of state array `key` as an array of `shape` and `dtype` (a read-only broadcast
+    view), or a ValueError that says why it cannot be (for this module's handles and
+    fastad.distributed's)."""
+    try:
+        return np.broadcast_to(np.asarray(fill, dtype), shape)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"state_array({key!r}): cannot fill an array of shape {shape} and dtype "
+                         f"{dtype} with a fill of shape {np.shape(fill)}: {exc}") from None
 
 
 class SharedArray(ArrayHandle):
@@ -301,15 +305,15 @@ class SharedArray(ArrayHandle):
         temp = f"{name}~{os.getpid()}_{threading.get_ident()}"   # '~' is never in a key
         mapping = _create_segment(temp, self._array.nbytes)
         try:
-            array = self._filled(_view(mapping, self.shape, self.dtype), key, fill)
+            array = _view(mapping, self.shape, self.dtype)
+            array[...] = state_fill(key, self.shape, self.dtype, fill)
             os.link(_path(temp), _path(name))
         except FileExistsError:
             return _view(_attach_segment(name), self.shape, self.dtype)
         finally:
             _unlink(temp)
         if self._block is not None and os.getpid() == self._block.owner_pid:
-            _track(name)
-            self._block.tracked.append(name)
+            self._block.track(name)
         return array
 
     def __repr__(self):
@@ -335,7 +339,7 @@ class InProcessArray(ArrayHandle):
                         "processes, copy the array into shared memory with fa.hogwild.share")
 
     def _open_state(self, key, fill):
-        return self._filled(np.empty(self.shape, self.dtype), key, fill)
+        return np.array(state_fill(key, self.shape, self.dtype, fill))     # a writeable copy
 
     def __repr__(self):
         return f"InProcessArray(shape={self.shape}, dtype={self.dtype.name})"
@@ -427,7 +431,7 @@ class SharedArrays(ArrayHandles):
     def __init__(self, handles, block):
         self._handles = handles
         self._block = block
-        self._finalizer = weakref.finalize(self, _free_block, block) if block is not None else None
+        self._finalizer = weakref.finalize(self, block.free) if block is not None else None
 
     def __reduce__(self):
         return (SharedArrays, (self._handles, None))
@@ -489,15 +493,12 @@ def share(arrays):
     _require_shm_dir()
     sources = check_shareable(arrays)
     _sweep_stale_segments()
-    block = _Block(_new_prefix())
+    block = _Block()
     shared = SharedArrays({}, block)
     try:
         for n, (key, array) in enumerate(sources.items()):
             segment = f"{block.prefix}{n}"
-            mapping = _create_segment(segment, array.nbytes)
-            _track(segment)
-            block.tracked.append(segment)
-            view = _view(mapping, array.shape, array.dtype)
+            view = _view(block.create(segment, array.nbytes), array.shape, array.dtype)
             view[...] = array
             handle = SharedArray(segment, array.shape, array.dtype, view, block)
             _handles[segment] = handle
@@ -532,6 +533,22 @@ class WorkerError(RuntimeError):
 
     def __reduce__(self):
         return (WorkerError, (self.rank, self.args[0], self.traceback, self.exitcode))
+
+
+def raised(exc):
+    """What a worker reports from the `except` block where it caught `exc`: ("error", what it
+    raised, the traceback). A worker that returned reports ("ok", its result)."""
+    return "error", f"raised {type(exc).__name__}: {exc}", traceback.format_exc()
+
+
+def worker_result(kind, rank, outcome):
+    """The result that worker `rank` (a `kind`: "hogwild worker", ...) reported in `outcome`,
+    or the `WorkerError` it raised, caused by the exception itself where the outcome holds
+    it (a thread's, after the traceback)."""
+    if outcome[0] == "error":
+        raise WorkerError(rank, f"{kind} {rank} {outcome[1]}\n\nWorker {rank} traceback:\n{outcome[2]}",
+                          outcome[2]) from (outcome[3] if len(outcome) > 3 else None)
+    return outcome[1]
 
 
 _counter = None     # in a worker of `run` with progress: this rank's int64 slot
@@ -602,6 +619,19 @@ def progress_bar(total, stream=None, width=30):
         out.flush()
 
     return show
+
+
+class ProgressRate:
+    """Calls `progress(done, examples_per_second)` with the examples `done` so far, the rate
+    over the time since its previous call (or since it was made, at `done`)."""
+
+    def __init__(self, progress, done=0):
+        self.progress, self.time, self.done = progress, time.monotonic(), done
+
+    def __call__(self, done):
+        now = time.monotonic()
+        self.progress(done, (done - self.done) / max(now - self.time, 1e-9))
+        self.time, self.done = now, done
 
 
 # ------------------------------------------------------- synchronised mode
@@ -839,7 +869,7 @@ def _worker_main(rank, payload, counter_segment, conn, parent_pid, fork, sync):
         if _sync is not None:
             _sync.finish()
     except BaseException as exc:
-        message = ("error", f"raised {type(exc).__name__}: {exc}", traceback.format_exc())
+        message = raised(exc)
     try:
         conn.send(message)
     except Exception as exc:
@@ -910,13 +940,10 @@ def _collect(processes, conns, progress, progress_interval, counters):
             message = conn.recv()
         except EOFError:
             return                      # it died before sending: its sentinel reports the exit
-        if message[0] == "error":
-            raise WorkerError(rank, f"hogwild worker {rank} {message[1]}\n\n"
-                                    f"Worker {rank} traceback:\n{message[2]}", message[2])
-        results[rank] = message[1]
+        results[rank] = worker_result("hogwild worker", rank, message)
         done[rank] = True
 
-    last_time, last_total = time.monotonic(), 0
+    rate = ProgressRate(progress)
     while not all(done):
         timeout = progress_interval if progress is not None else None
         for ready in connection.wait(list(waiting), timeout):
@@ -939,12 +966,8 @@ def _collect(processes, conns, progress, progress_interval, counters):
                     raise WorkerError(rank, f"hogwild worker {rank} {_describe_exit(exitcode)} "
                                             f"before returning a result; the other workers were "
                                             f"stopped{hint}", exitcode=exitcode)
-        if progress is not None:
-            now = time.monotonic()
-            if now - last_time >= progress_interval or all(done):
-                total = int(counters.sum())
-                progress(total, (total - last_total) / max(now - last_time, 1e-9))
-                last_time, last_total = now, total
+        if progress is not None and (time.monotonic() - rate.time >= progress_interval or all(done)):
+            rate(int(counters.sum()))
     return results
 
 
@@ -956,41 +979,30 @@ def max_workers():
 def _run_threads(fn, workers, args, progress, progress_interval):
     """`run` with start_method="threads": the workers are threads of this process."""
     counters = np.zeros((workers, _COUNTER_STRIDE), np.int64)
-    results, failures = [None] * workers, {}
+    outcomes = [None] * workers
 
     def work(rank):
         _thread_worker.counter = counters[rank, :1]
         try:
-            results[rank] = fn(rank, *args)
-        except BaseException as exc:        # reported by the caller's thread, with its traceback
-            failures[rank] = (exc, traceback.format_exc())
+            outcomes[rank] = "ok", fn(rank, *args)
+        except BaseException as exc:        # raised in the caller's thread, caused by exc
+            outcomes[rank] = raised(exc) + (exc,)
         finally:
             _thread_worker.counter = None
 
     threads = [threading.Thread(target=work, args=(rank,), name=f"fastad-hogwild-{rank}", daemon=True)
                for rank in range(workers)]
-    last = [time.monotonic(), 0]         # the time and total of the previous progress call
-
-    def report_progress(now):
-        total = int(counters[:, 0].sum())
-        progress(total, (total - last[1]) / max(now - last[0], 1e-9))
-        last[:] = now, total
-
+    rate = ProgressRate(progress)
     for thread in threads:
         thread.start()
     for thread in threads:
         while thread.is_alive():
             thread.join(progress_interval if progress is not None else None)
-            now = time.monotonic()
-            if progress is not None and now - last[0] >= progress_interval:
-                report_progress(now)
-    if failures:
-        rank = min(failures)
-        exc, text = failures[rank]
-        raise WorkerError(rank, f"hogwild worker thread {rank} raised {type(exc).__name__}: {exc}"
-                                f"\n\nWorker {rank} traceback:\n{text}", text) from exc
+            if progress is not None and time.monotonic() - rate.time >= progress_interval:
+                rate(int(counters[:, 0].sum()))
+    results = [worker_result("hogwild worker thread", rank, outcome) for rank, outcome in enumerate(outcomes)]
     if progress is not None:
-        report_progress(time.monotonic())
+        rate(int(counters[:, 0].sum()))
     return results
 
 
@@ -1098,21 +1110,18 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
                 f"importable module (not a lambda or a nested function), or use "
                 f"start_method='fork'") from exc
     context = multiprocessing.get_context(start_method)
-    counters = counter_segment = sync = None
+    block, counters, counter_segment, sync = _Block(), None, None, None
     processes, conns = [], []
     finished = False
     try:
         if mode == "synchronized":
-            # The workers make their gradient segments under this prefix; all are unlinked below.
-            sync = _SyncSetup(context.Barrier(workers), _new_prefix() + "sync_", workers, reduce)
-            _track(sync.prefix + "tags")
-            _create_segment(sync.prefix + "tags", 8 * _COUNTER_STRIDE * workers)
+            # The workers make their gradient segments in the run's block; all are unlinked below.
+            sync = _SyncSetup(context.Barrier(workers), block.prefix, workers, reduce)
+            block.create(sync.prefix + "tags", 8 * _COUNTER_STRIDE * workers)
         if progress is not None:
-            name = _new_prefix() + "progress"
-            mapping = _create_segment(name, 8 * _COUNTER_STRIDE * workers)   # zero-filled
-            _track(name)
-            counter_segment = name
-            counters = _view(mapping, (workers, _COUNTER_STRIDE), np.int64)[:, 0]
+            counter_segment = block.prefix + "progress"
+            counters = _view(block.create(counter_segment, 8 * _COUNTER_STRIDE * workers),
+                             (workers, _COUNTER_STRIDE), np.int64)[:, 0]
         for rank in range(workers):
             receiver, sender = context.Pipe(duplex=False)
             conns.append(receiver)
@@ -1133,11 +1142,4 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
         _stop(processes, finished)
         for conn in conns:
             conn.close()
-        if counter_segment is not None:
-            _unlink(counter_segment)
-            _untrack(counter_segment)
-        if sync is not None:
-            for entry in os.listdir(_SHM_DIR):
-                if entry.startswith(sync.prefix):
-                    _unlink(entry)
-            _untrack(sync.prefix + "tags")
+        block.free()

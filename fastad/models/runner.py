@@ -176,15 +176,9 @@ class EpochRunner:
         """The `progress(steps)` of one epoch in this process, or None without `progress`."""
         if self.progress is None:
             return None
-        before, batch = self.settings.examples_before(epoch), self.settings.batch
-        clock = [time.perf_counter(), 0]
-
-        def report(steps):
-            now, done = time.perf_counter(), steps * batch
-            self.progress(before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
-            clock[:] = [now, done]
-
-        return report
+        before = self.settings.examples_before(epoch)
+        rate = hogwild.ProgressRate(self.progress, before)
+        return lambda steps: rate(before + steps * self.settings.batch)
 
 
 def _mean_loss(results, i):
