@@ -63,6 +63,7 @@ _STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ARRAY_NAME = re.compile(r"[^/]{1,128}")    # a shared array's name: fa.distributed keys shard tables by it
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _COUNTER_STRIDE = 8        # int64 slots between two ranks' counters: one 64-byte cache line each
+_PROGRESS, _TAG = 0, 1     # a rank's slots of a run's "ranks" segment: its progress count, its sync tag
 _TERMINATE_GRACE_S = 5.0   # after SIGTERM, how long a worker may take before SIGKILL
 
 
@@ -636,8 +637,8 @@ class ProgressRate:
 
 # ------------------------------------------------------- synchronised mode
 
-_MODES = ("hogwild", "synchronized")
-_REDUCTIONS = ("mean", "sum")
+_MODES = ["hogwild", "synchronized"]
+_REDUCTIONS = ["mean", "sum"]
 _GRAD_MODES = ("none", "sparse", "dense")
 _sync = None        # in a worker of run(mode="synchronized"): its _SyncGroup
 
@@ -659,26 +660,18 @@ def _grad_mode(p):
     return "dense" if p.grad.flags.writeable else "none"
 
 
-class _SyncSetup:
-    """What `run` hands each synchronised worker at its start: the barrier (which only
-    process creation may pass on), the segment prefix of the run, its size and reduction."""
-
-    def __init__(self, barrier, prefix, workers, reduction):
-        self.barrier, self.prefix, self.workers, self.reduction = barrier, prefix, workers, reduction
-
-
 def _aligned(nbytes):
     return (nbytes + 7) // 8 * 8
 
 
 class _GradSlot:
     """One worker's gradients in a shared segment it made, laid out for the Parameters of
-    one optimizer: a header of int64 [n_params, then per Parameter (size, rows, mode,
-    touched rows)], then per Parameter its row ids (int64, rows) and values (size)."""
+    one optimizer: a header of int64 (mode, touched rows) per Parameter, then per Parameter
+    its row ids (int64, rows) and values (size)."""
 
     def __init__(self, mapping, params):
         self.mapping = mapping
-        self.header = np.ndarray(1 + 4 * len(params), np.int64, mapping)
+        self.header = np.ndarray((len(params), 2), np.int64, mapping)
         self.ids, self.values = [], []
         offset = self.header.nbytes
         for p in params:
@@ -690,7 +683,7 @@ class _GradSlot:
 
     @staticmethod
     def nbytes(params):
-        return 8 * (1 + 4 * len(params)) + sum(
+        return 16 * len(params) + sum(
             _aligned(8 * (p.shape[0] if p.shape else 1)) + _aligned(p.value.nbytes) for p in params)
 
     def _rows(self, i, p):
@@ -699,14 +692,12 @@ class _GradSlot:
 
     def write(self, params):
         """Copy each Parameter's gradient in: the touched rows of a sparse one only."""
-        self.header[0] = len(params)
         for i, p in enumerate(params):
             mode = _grad_mode(p)
-            fields = self.header[1 + 4 * i:5 + 4 * i]
-            fields[:3] = p.size, self.ids[i].size, _GRAD_MODES.index(mode)
+            self.header[i, 0] = _GRAD_MODES.index(mode)
             if mode == "sparse":
                 rows, values = p.sparse_grad()
-                fields[3] = rows.size
+                self.header[i, 1] = rows.size
                 self.ids[i][:rows.size] = rows
                 self._rows(i, p)[:rows.size] = values
             elif mode == "dense":
@@ -716,7 +707,7 @@ class _GradSlot:
         """Add this slot's gradients of Parameters `indices` into them (as backward passes would)."""
         for i in indices:
             p = params[i]
-            mode, touched = _GRAD_MODES[self.header[3 + 4 * i]], int(self.header[4 + 4 * i])
+            mode, touched = _GRAD_MODES[self.header[i, 0]], int(self.header[i, 1])
             if mode == "sparse":
                 p._accumulate_grad(self._rows(i, p)[:touched], self.ids[i][:touched])
             elif mode == "dense":
@@ -726,12 +717,12 @@ class _GradSlot:
 class _SyncGroup:
     """One worker's side of a synchronised run (see `sync_step`)."""
 
-    def __init__(self, rank, setup):
-        self.rank, self.workers = rank, setup.workers
-        self.barrier, self.prefix, self.reduction = setup.barrier, setup.prefix, setup.reduction
-        tags = np.ndarray((setup.workers, _COUNTER_STRIDE), np.int64,
-                          _attach_segment(setup.prefix + "tags"))
-        self.tags = tags[:, 0]
+    def __init__(self, rank, prefix, tags, barrier, workers, reduction):
+        """Worker `rank`'s side of the run of segment `prefix`, with every rank's `tags`, and
+        the `barrier` (which only process creation may pass on), `workers` and `reduction`
+        that `run` hands it."""
+        self.rank, self.prefix, self.tags, self.barrier = rank, prefix, tags, barrier
+        self.workers, self.reduction = workers, reduction
         self.steps = 0
         self.optimizer = None
         self.params = None
@@ -850,20 +841,18 @@ def _die_with_parent(parent_pid):
         os._exit(1)
 
 
-def _worker_main(rank, payload, counter_segment, conn, parent_pid, fork, sync):
+def _worker_main(rank, payload, prefix, counting, conn, parent_pid, fork, sync):
     global _counter, _sync
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent handles Ctrl-C and stops us
     _die_with_parent(parent_pid)
     if fork:
         _limit_threads_to_one()
-    _counter = None
-    if counter_segment is not None:
-        slot = rank * _COUNTER_STRIDE
-        _counter = np.frombuffer(_attach_segment(counter_segment), np.int64)[slot:slot + 1]
+    ranks = np.frombuffer(_attach_segment(prefix + "ranks"), np.int64).reshape(-1, _COUNTER_STRIDE)
+    _counter = ranks[rank, _PROGRESS:_PROGRESS + 1] if counting else None
     _sync = None
     try:
         if sync is not None:
-            _sync = _SyncGroup(rank, sync)
+            _sync = _SyncGroup(rank, prefix, ranks[:, _TAG], *sync)
         fn, args = payload if fork else pickle.loads(payload)
         message = ("ok", fn(rank, *args))
         if _sync is not None:
@@ -1086,10 +1075,8 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
         raise ValueError(f"run: progress_interval must be > 0 seconds, got {progress_interval!r}")
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
-    if mode not in _MODES:
-        raise ValueError(f"run: mode must be one of {list(_MODES)}, got {mode!r}")
-    if reduce not in _REDUCTIONS:
-        raise ValueError(f"run: reduce must be one of {list(_REDUCTIONS)}, got {reduce!r}")
+    check_choice("run", "mode", mode, _MODES)
+    check_choice("run", "reduce", reduce, _REDUCTIONS)
     args = tuple(args)
     if start_method == "threads":
         if mode != "hogwild":
@@ -1110,24 +1097,19 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
                 f"importable module (not a lambda or a nested function), or use "
                 f"start_method='fork'") from exc
     context = multiprocessing.get_context(start_method)
-    block, counters, counter_segment, sync = _Block(), None, None, None
+    block = _Block()      # the run's segments: the ranks' slots, the synchronised workers' gradients
+    sync = (context.Barrier(workers), workers, reduce) if mode == "synchronized" else None
     processes, conns = [], []
     finished = False
     try:
-        if mode == "synchronized":
-            # The workers make their gradient segments in the run's block; all are unlinked below.
-            sync = _SyncSetup(context.Barrier(workers), block.prefix, workers, reduce)
-            block.create(sync.prefix + "tags", 8 * _COUNTER_STRIDE * workers)
-        if progress is not None:
-            counter_segment = block.prefix + "progress"
-            counters = _view(block.create(counter_segment, 8 * _COUNTER_STRIDE * workers),
-                             (workers, _COUNTER_STRIDE), np.int64)[:, 0]
+        ranks = _view(block.create(block.prefix + "ranks", 8 * _COUNTER_STRIDE * workers),
+                      (workers, _COUNTER_STRIDE), np.int64)
         for rank in range(workers):
             receiver, sender = context.Pipe(duplex=False)
             conns.append(receiver)
             process = context.Process(
                 target=_worker_main, name=f"fastad-hogwild-{rank}", daemon=True,
-                args=(rank, payload, counter_segment, sender, os.getpid(), fork, sync))
+                args=(rank, payload, block.prefix, progress is not None, sender, os.getpid(), fork, sync))
             if fork:
                 process.start()
             else:
@@ -1135,7 +1117,7 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
                     process.start()
             processes.append(process)
             sender.close()
-        results = _collect(processes, conns, progress, progress_interval, counters)
+        results = _collect(processes, conns, progress, progress_interval, ranks[:, _PROGRESS])
         finished = True
         return results
     finally:
