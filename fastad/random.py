@@ -2,10 +2,11 @@
 
 Everything in fastad that draws random numbers without being given a seed or a
 generator (layer and `fa.nn.init` initialisers, `Dropout(seed=None)`, the
-samplers of `fa.train`, `BPR`, `TwoTower` and their `fit`, each with `seed=None`)
-takes its stream from here: fresh entropy by default, or, after
-`fa.manual_seed(seed)`, streams spawned in order from that seed, so a program
-that seeds once at the start runs the same way every time.
+samplers of `fa.train`, `BPR`, `TwoTower` and their `fit`, the data sets and
+splits of `fa.data`, each with `seed=None`) takes its stream from here: fresh
+entropy by default, or, after `fa.manual_seed(seed)`, streams spawned in order
+from that seed, so a program that seeds once at the start runs the same way
+every time.
 
 >>> fa.manual_seed(0)
 >>> model = fa.nn.Linear(4, 2)          # the same weights in every run
@@ -53,3 +54,8 @@ def seed_of(who, seed):
     weights or its samples from."""
     seed = check_seed(who, seed)
     return generator(who).integers(2**63) if seed is None else seed
+
+
+def generator_of(who, seed):
+    """A numpy Generator started from `seed_of(who, seed)`."""
+    return np.random.default_rng(seed_of(who, seed))

@@ -9,7 +9,7 @@ from fastad_cy.feeds import FeedSampler
 from fastad_cy.pairs import PairwiseSampler
 from fastad_cy.model_losses import ranking_loss
 from fastad.checks import check_flag, check_int, check_sizes
-from fastad.random import seed_of
+from fastad.random import generator_of
 from fastad.models.recommender import Recommender, _check_scale, _share_parameters
 from fastad.models.runner import RunSettings, run_worker
 
@@ -50,7 +50,7 @@ class BPR(Recommender):
         super().__init__()
         n_users, n_items, dim = check_sizes("BPR", n_users=n_users, n_items=n_items, dim=dim)
         scale = _check_scale("BPR", scale)
-        rng = np.random.default_rng(seed_of("BPR", seed))
+        rng = generator_of("BPR", seed)
         biases = check_flag("BPR", "biases", biases)
         self.U = Parameter(U if U is not None else rng.normal(0, scale, (n_users, dim)), dtype=dtype)
         self.V = Parameter(V if V is not None else rng.normal(0, scale, (n_items, dim)), dtype=dtype)
