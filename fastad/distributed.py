@@ -434,14 +434,9 @@ class DistributedArray:
         Parameter adopts, updated in place at sync points)."""
         if _session is not None:
             return _session.replica(self).array
-        return self._gather(self.key)
-
-    def _gather(self, name):
-        block = self._block
-        if block.closed:
+        if self._block.closed:
             raise RuntimeError(f"{self!r}: the share() block of this array has ended")
-        parts = block.call("read", name)
-        return np.concatenate(parts).reshape(self.shape)
+        return np.concatenate(self._block.call("read", self.key)).reshape(self.shape)
 
     def _worker_array(self):
         """The array a Parameter adopts: this worker's replica (registered with the engine)."""

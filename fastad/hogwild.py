@@ -109,7 +109,7 @@ def _attach_segment(name):
 def _unlink(name):
     try:
         os.unlink(_path(name))
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):      # gone already, or another user's
         pass
 
 
@@ -144,10 +144,7 @@ def _sweep_stale_segments():
     for entry in os.listdir(_SHM_DIR):
         match = _OWNED_NAME.match(entry)
         if match and match.group(2) == _PID_NAMESPACE and not _pid_alive(int(match.group(1))):
-            try:
-                os.unlink(_path(entry))
-            except (FileNotFoundError, PermissionError):
-                pass
+            _unlink(entry)
 
 
 def _new_prefix():

@@ -24,6 +24,9 @@ from fastad.models.runner import EpochRunner, RunSettings
 __all__ = ["Word2Vec"]
 
 BLOCK_TOKENS = 10_000      # the tokens a Hogwild worker claims at a time in the corpus walk (gensim's job size)
+#: The constructor's arguments that `Word2Vec.save` writes and `load` passes back, with their types.
+_SAVED_SETTINGS = {"dim": int, "window": int, "negative": int, "min_count": int, "sample": float,
+                   "epochs": int, "lr": float, "min_lr": float, "sg": bool, "workers": int}
 
 
 def _initial_vectors(rng, n, dim):
@@ -322,9 +325,8 @@ class Word2Vec:
         """Save the vocabulary (as JSON text), counts, vectors and settings with `fa.save` (a .npz, atomic)."""
         self._require_trained("save")
         save({"words": json.dumps(self.words), "counts": self.counts, "vectors": self.vectors,
-              "output": self.output, "settings": {k: v for k, v in self._settings().items() if k != "seed"}
-              | {"min_count": self.min_count, "epochs": self.epochs, "lr": self.lr, "min_lr": self.min_lr},
-              }, path)
+              "output": self.output, "settings": {name: getattr(self, name) for name in _SAVED_SETTINGS}},
+             path)
 
     @classmethod
     def load(cls, path):
@@ -332,11 +334,7 @@ class Word2Vec:
         state = load(path)
         try:
             settings = dict(state["settings"])
-            model = cls(dim=int(settings["dim"]), window=int(settings["window"]),
-                        negative=int(settings["negative"]), min_count=int(settings["min_count"]),
-                        sample=float(settings["sample"]), epochs=int(settings["epochs"]),
-                        lr=float(settings["lr"]), min_lr=float(settings["min_lr"]),
-                        sg=bool(settings["sg"]), workers=int(settings["workers"]))
+            model = cls(**{name: kind(settings[name]) for name, kind in _SAVED_SETTINGS.items()})
             words = json.loads(state["words"])
             vectors, output = np.asarray(state["vectors"]), np.asarray(state["output"])
             counts = np.asarray(state["counts"])
