@@ -112,13 +112,17 @@ def report(rows):
         print(line + f"   [target: {r['target']}]")
 
 
-def cli(run, doc):
-    """The command line of one benchmark module: `python bench/NAME.py [--quick]`."""
+def cli(run, doc, show=report, **options):
+    """The command line of one benchmark module: `python bench/NAME.py [--quick] [--OPTION N]`,
+    each of `options` (name=help) an int option passed to `run` as that keyword when given;
+    `show` prints `run`'s rows."""
     from blas_threads import pin_blas_to_one_thread
 
     ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("--quick", action="store_true", help="fewer repeats, smaller data")
-    args = ap.parse_args()
+    for name, help in options.items():
+        ap.add_argument("--" + name.replace("_", "-"), type=int, help=help)
+    args = {name: value for name, value in vars(ap.parse_args()).items() if value is not None}
     print(machine())
     print("BLAS:", pin_blas_to_one_thread())
-    report(run(args.quick))
+    show(run(**args))

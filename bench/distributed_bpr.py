@@ -22,14 +22,13 @@ Hogwild process is forked, with everything imported); that cold run is its
 own row.
 Run: python bench/distributed_bpr.py [--quick] [--rounds N]
 """
-import argparse
 import os
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine  # noqa: E402
+from common import cli  # noqa: E402
 
 import fastad as fa  # noqa: E402
 from fastad import distributed  # noqa: E402
@@ -160,9 +159,4 @@ def report(rows):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, help="rounds of part 1 (default 2 with --quick, else 3)")
-    args = ap.parse_args()
-    print(machine())
-    report(run(args.quick, args.rounds))
+    cli(run, __doc__, report, rounds="rounds of part 1 (default 2 with --quick, else 3)")

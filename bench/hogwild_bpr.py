@@ -7,7 +7,6 @@ the per-round ratios), beside PyTorch's Hogwild recipe
 (`share_memory()` + processes, sparse embeddings) on the same data.
 Run: python bench/hogwild_bpr.py [--quick] [--max-workers N]
 """
-import argparse
 import multiprocessing
 import os
 import statistics
@@ -16,7 +15,8 @@ import time
 
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine, torch_or_none  # noqa: E402
+from common import cli, torch_or_none  # noqa: E402
+from torch_bpr import torch_bpr_trainer  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -31,17 +31,10 @@ def fastad_round(triples, model, workers):
 
 
 def _torch_worker(rank, workers, U, V, triples, n, out):
-    import torch
-    torch.set_num_threads(1)
-    opt = torch.optim.SGD(list(U.parameters()) + list(V.parameters()), lr=LR)
-    users, pos, neg = (torch.from_numpy(triples[k][rank::workers][:n]) for k in ("users", "pos", "neg"))
+    step = torch_bpr_trainer(USERS, ITEMS, DIM, LR, embeddings=(U, V))
+    shard = {k: triples[k][rank::workers][:n] for k in ("users", "pos", "neg")}
     start = time.perf_counter()
-    for e in range(n):
-        margin = (U(users[e:e + 1]) * (V(pos[e:e + 1]) - V(neg[e:e + 1]))).sum(-1)
-        loss = -torch.nn.functional.logsigmoid(margin).sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    step(shard, 0, n)
     out[rank] = time.perf_counter() - start
 
 
@@ -97,9 +90,4 @@ def report(rows):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--max-workers", type=int, default=None)
-    args = ap.parse_args()
-    print(machine())
-    report(run(args.quick, args.max_workers))
+    cli(run, __doc__, report, max_workers="the most workers (default: the cores, at most 8)")

@@ -10,7 +10,6 @@ triples per worker (sparse gradients: only touched rows are exchanged), SGD;
 an MLP 784-128-10 on random data, minibatches of 32 per worker, Adam.
 Run: python bench/sync_vs_hogwild.py [--quick] [--workers N]
 """
-import argparse
 import os
 import statistics
 import sys
@@ -19,7 +18,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine  # noqa: E402
+from common import cli  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -107,9 +106,4 @@ def report(rows):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--workers", type=int, default=2)
-    args = ap.parse_args()
-    print(machine())
-    report(run(args.quick, args.workers))
+    cli(run, __doc__, report, workers="the workers of each run (default 2)")

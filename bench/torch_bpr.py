@@ -9,11 +9,12 @@ import time
 __all__ = ["torch_bpr_trainer", "torch_examples_per_second"]
 
 
-def torch_bpr_trainer(n_users, n_items, dim=32, lr=0.05, threads=1):
+def torch_bpr_trainer(n_users, n_items, dim=32, lr=0.05, threads=1, embeddings=None):
     """A PyTorch per-example BPR loop: `nn.Embedding(sparse=True)` + `optim.SGD`.
 
     Returns `step(triples, start, n)`, which trains on triples[start:start+n]
     one example at a time (the same loss as `fastad.models.BPR`) and returns n.
+    It trains new embeddings, or `embeddings` (U, V) given (Hogwild's, in shared memory).
 
     >>> step = torch_bpr_trainer(1000, 500)
     >>> step(train, 0, 100)          # 100 examples, as fastad.train would run them
@@ -22,8 +23,8 @@ def torch_bpr_trainer(n_users, n_items, dim=32, lr=0.05, threads=1):
     import torch
 
     torch.set_num_threads(threads)
-    U = torch.nn.Embedding(n_users, dim, sparse=True)
-    V = torch.nn.Embedding(n_items, dim, sparse=True)
+    U, V = embeddings or (torch.nn.Embedding(n_users, dim, sparse=True),
+                          torch.nn.Embedding(n_items, dim, sparse=True))
     opt = torch.optim.SGD(list(U.parameters()) + list(V.parameters()), lr=lr)
     logsigmoid = torch.nn.functional.logsigmoid
     cache = {}

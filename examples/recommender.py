@@ -14,7 +14,6 @@ Run: python examples/recommender.py [--workers N] [--epochs E] [--checkpoint PAT
 """
 import argparse
 import os
-import sys
 import time
 
 import numpy as np
@@ -33,8 +32,7 @@ def main(argv=None):
     ap.add_argument("--optimizer", choices=sorted(fa.models.OPTIMIZERS), default="sgd")
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--biases", action="store_true", help="learn a bias per item")
-    ap.add_argument("--start-method", choices=("fork", "spawn"),
-                    default="fork" if sys.platform.startswith("linux") else "spawn")
+    ap.add_argument("--start-method", choices=("fork", "spawn"), help="default: fork on Linux, else spawn")
     ap.add_argument("--checkpoint", default="recommender.npz")
     args = ap.parse_args(argv)
     if args.workers < 1 or args.epochs < 1 or args.eval_users < 1:

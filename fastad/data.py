@@ -20,6 +20,7 @@ from fastad_cy.feeds import FeedSampler
 from fastad_cy.pairs import Interactions, PairwiseSampler
 from fastad_cy.windows import AliasTable, CbowSampler, SkipGramSampler, WindowSampler
 from fastad.checks import check_choice, check_int, check_number, check_seed, check_sizes
+from fastad.random import generator_of
 
 __all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "Interactions", "WindowSampler", "SkipGramSampler",
            "CbowSampler", "AliasTable",
@@ -44,7 +45,7 @@ def planted_preferences(n_users, n_items, n_train, n_test, rank=8, noise=0.0, se
                                                  n_test=n_test)
     n_items = check_int(who, "n_items", n_items, minimum=2)      # a triple compares two items
     noise = check_number(who, "noise", noise, at_least=0)
-    rng = _seeded(who, seed)
+    rng = generator_of(who, seed)
     P = rng.standard_normal((n_users, rank))
     Q = rng.standard_normal((n_items, rank))
 
@@ -97,7 +98,7 @@ def planted_interactions(n_users, n_items, per_user=20, rank=8, noise=0.5, seed=
         raise ValueError(f"{who}: per_user must be < n_items (every user needs an item "
                          f"it did not like), got per_user={per_user}, n_items={n_items}")
     noise = check_number(who, "noise", noise, at_least=0)
-    rng = _seeded(who, seed)
+    rng = generator_of(who, seed)
     P = _planted_factors("user_groups", user_groups, n_users, rank, rng)
     Q = _planted_factors("item_groups", item_groups, n_items, rank, rng)
     taste = P @ Q.T / np.sqrt(rank) + noise * rng.gumbel(size=(n_users, n_items))
@@ -154,11 +155,6 @@ def check_interactions(interactions, who, name="interactions", shape=None):
     return matrix
 
 
-def _seeded(who, seed):
-    """A numpy Generator from `seed` (an int >= 0, or None for fresh entropy)."""
-    return np.random.default_rng(check_seed(who, seed))
-
-
 def _split_by_user(matrix, held_per_user, rng):
     """(train, test): in each row u, `held_per_user[u]` interactions chosen at random go to test."""
     users = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
@@ -188,7 +184,7 @@ def train_test_split(interactions, test_fraction=0.2, seed=0):
     """
     matrix = check_interactions(interactions, "train_test_split")
     test_fraction = check_number("train_test_split", "test_fraction", test_fraction, above=0, below=1)
-    rng = _seeded("train_test_split", seed)
+    rng = generator_of("train_test_split", seed)
     held = np.rint(test_fraction * np.diff(matrix.indptr)).astype(np.int64)
     return _split_by_user(matrix, held, rng)
 
@@ -204,7 +200,7 @@ def leave_k_out(interactions, k=1, seed=0):
     """
     matrix = check_interactions(interactions, "leave_k_out")
     k = check_int("leave_k_out", "k", k)
-    rng = _seeded("leave_k_out", seed)
+    rng = generator_of("leave_k_out", seed)
     counts = np.diff(matrix.indptr)
     return _split_by_user(matrix, np.where(counts > k, k, 0), rng)
 

@@ -93,7 +93,6 @@ import re
 import secrets
 import socket
 import time
-import traceback
 
 import numpy as np
 
@@ -203,7 +202,8 @@ class _Shard:
         self.clock = 0
         self.saved_at = time.monotonic()
         if checkpoint_path is not None and _ray().get_runtime_context().was_current_actor_reconstructed:
-            tables = _tables_of(self._load_own_checkpoint())
+            snapshot = self._load_own_checkpoint()
+            tables = _tables(snapshot["arrays"], snapshot["state"])
         else:
             tables = arrays
         self.tables = {}
@@ -283,8 +283,7 @@ class _Shard:
         """The _Channel of segment `channel` (a worker's, on this node) for table `name`."""
         if channel not in self.links:
             table = self.tables[name]
-            self.links[channel] = _Channel(channel, len(table), table.shape[1], table.dtype,
-                                           create=False)
+            self.links[channel] = _Channel(channel, len(table), table.shape[1], table.dtype)
         return self.links[channel]
 
     def drop_links(self, channels):
@@ -307,17 +306,8 @@ class _Shard:
         return self.tables[name]
 
     def snapshot(self):
-        """This shard as a checkpoint dict (see `_merge_snapshots` for the layout)."""
-        arrays = {name: rows for name, rows in self.tables.items() if "/" not in name}
-        state = {key: {} for key in arrays}
-        for name, rows in self.tables.items():
-            if "/" in name:
-                key, state_key = name.split("/", 1)
-                state[key][state_key] = rows
-        return {"format": _FORMAT, "shard": self.index, "shards": self.count,
-                "first_row": dict(self.first_rows),
-                "shape": {key: np.array(shape, np.int64) for key, shape in self.shapes.items()},
-                "arrays": arrays, "state": state}
+        """This shard as a checkpoint dict."""
+        return _checkpoint(self.index, self.count, self.first_rows, self.shapes, self.tables)
 
     def checkpoint(self):
         save(self.snapshot(), self.checkpoint_path)
@@ -325,12 +315,27 @@ class _Shard:
         return self.checkpoint_path
 
 
-def _tables_of(snapshot):
-    tables = dict(snapshot["arrays"])
-    for key, states in snapshot["state"].items():
-        for state_key, rows in states.items():
-            tables[f"{key}/{state_key}"] = rows
+def _tables(arrays, state):
+    """{table name: 2-D rows}: each array under its key, and each of its optimizer state
+    arrays (`state`: {key: {state key: array}}) under "key/state key"."""
+    tables = {key: _as_rows(a) for key, a in arrays.items()}
+    for key, states in state.items():
+        tables.update((f"{key}/{state_key}", _as_rows(rows)) for state_key, rows in states.items())
     return tables
+
+
+def _checkpoint(shard, shards, first_rows, shapes, tables):
+    """The checkpoint dict (see `_merge_snapshots` for the layout) of shard `shard` of
+    `shards`, which holds `tables` (as `_tables` names them) of arrays of `shapes`, from
+    `first_rows` on."""
+    state = {key: {} for key in shapes}
+    for name, rows in tables.items():
+        if "/" in name:
+            key, state_key = name.split("/", 1)
+            state[key][state_key] = rows
+    return {"format": _FORMAT, "shard": shard, "shards": shards, "first_row": dict(first_rows),
+            "shape": {key: np.array(shape, np.int64) for key, shape in shapes.items()},
+            "arrays": {key: tables[key] for key in shapes}, "state": state}
 
 
 def _results(calls, timeout, timeout_name):
@@ -437,14 +442,9 @@ class DistributedArray:
         Parameter adopts, updated in place at sync points)."""
         if _session is not None:
             return _session.replica(self).array
-        return self._gather(self.key)
-
-    def _gather(self, name):
-        block = self._block
-        if block.closed:
+        if self._block.closed:
             raise RuntimeError(f"{self!r}: the share() block of this array has ended")
-        parts = block.call("read", name)
-        return np.concatenate(parts).reshape(self.shape)
+        return np.concatenate(self._block.call("read", self.key)).reshape(self.shape)
 
     def _worker_array(self):
         """The array a Parameter adopts: this worker's replica (registered with the engine)."""
@@ -540,7 +540,8 @@ class DistributedArrays(hogwild.ArrayHandles):
         """
         self._check_open("save")
         arrays, state = _merge_snapshots(self._block.call("snapshot"), "save")
-        save(_snapshot_of(arrays, state), path)
+        save(_checkpoint(0, 1, dict.fromkeys(arrays, 0), {key: a.shape for key, a in arrays.items()},
+                         _tables(arrays, state)), path)
 
     def close(self):
         """End the shards (their arrays are gone unless checkpointed or saved); idempotent."""
@@ -550,16 +551,6 @@ class DistributedArrays(hogwild.ArrayHandles):
             for shard in self._block.shards:
                 ray.kill(shard)
 
-
-
-def _snapshot_of(arrays, state):
-    """A whole share as the checkpoint dict of shard 0 of 1."""
-    return {"format": _FORMAT, "shard": 0, "shards": 1,
-            "first_row": {key: 0 for key in arrays},
-            "shape": {key: np.array(a.shape, np.int64) for key, a in arrays.items()},
-            "arrays": {key: _as_rows(a) for key, a in arrays.items()},
-            "state": {key: {k: _as_rows(s) for k, s in states.items()}
-                      for key, states in state.items()}}
 
 
 def _merge_snapshots(snapshots, who):
@@ -605,6 +596,7 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
     bounds = {key: np.array([len(_as_rows(a)) * s // shards for s in range(shards + 1)], np.int64)
               for key, a in arrays.items()}
     shapes = {key: a.shape for key, a in arrays.items()}
+    tables = _tables(arrays, state)
     restartable = checkpoint_dir is not None
     # Shard s lives on node s mod n. A hard affinity: Ray's soft one and "SPREAD" put shards
     # that take no CPU all on one node.
@@ -615,14 +607,11 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
             num_cpus=0, max_restarts=shard_restarts if restartable else 0,
             max_task_retries=-1 if restartable else 0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[s % len(nodes)], soft=False))
-        tables, first_rows = {}, {}
-        for key, a in arrays.items():
-            lo, hi = bounds[key][s], bounds[key][s + 1]
-            first_rows[key] = int(lo)
-            tables[key] = _as_rows(a)[lo:hi]
-            for state_key, values in state.get(key, {}).items():
-                tables[f"{key}/{state_key}"] = _as_rows(values)[lo:hi]
-        actors.append(Shard.remote(s, shards, shapes, first_rows, tables,
+        held = {}                  # shard s's rows of every table (an array's, or its state's)
+        for name, table in tables.items():
+            lo, hi = bounds[name.split("/")[0]][s:s + 2]
+            held[name] = table[lo:hi]
+        actors.append(Shard.remote(s, shards, shapes, {key: int(b[s]) for key, b in bounds.items()}, held,
                                    _checkpoint_path(checkpoint_dir, s, shards), checkpoint_every))
     block = _Block(actors, bounds, checkpoint_dir, shard_restarts)
     shared = DistributedArrays(
@@ -726,11 +715,13 @@ class _Channel:
     shard is in flight at a time, so the worker writes a push only after it has read the
     last answer, and the shard touches the segment only while it answers a sync."""
 
-    def __init__(self, name, rows, width, dtype, create):
+    def __init__(self, name, rows, width, dtype, segments=None):
+        """The channel of segment `name`: made in `segments` (a worker's hogwild._Block), or
+        attached (a shard's)."""
         self.name = name
         values = rows * width * np.dtype(dtype).itemsize
         size = 2 * (rows * 8 + values)
-        self.mapping = hogwild._create_segment(name, size) if create else hogwild._attach_segment(name)
+        self.mapping = hogwild._attach_segment(name) if segments is None else segments.create(name, size)
         self.push_ids = np.ndarray(rows, np.int64, self.mapping, 0)
         self.answer_ids = np.ndarray(rows, np.int64, self.mapping, rows * 8)
         self.push_values = np.ndarray((rows, width), dtype, self.mapping, 2 * rows * 8)
@@ -740,7 +731,7 @@ class _Channel:
 class _Replica:
     """One table (an array or its optimizer state) as a worker holds it."""
 
-    def __init__(self, block, key, name, shape, dtype, local_shards):
+    def __init__(self, block, key, name, shape, dtype, local_shards, segments):
         self.block = block
         self.name = name                       # the shard's table name: key or "key/state key"
         self.bounds = block.bounds[key]
@@ -752,20 +743,9 @@ class _Replica:
         self.since = [-1] * count              # the shard clock of that pull
         self.channels = [None] * count         # per shard on this worker's node: its _Channel
         for s in local_shards:
-            name = hogwild._new_prefix() + "sync"
-            self.channels[s] = _Channel(name, self.bounds[s + 1] - self.bounds[s],
-                                        self.rows.shape[1], dtype, create=True)
-            hogwild._track(name)               # unlinked by the resource tracker if we die
-
-    def close(self):
-        """Unlink the channels' segments; returns their names, per shard."""
-        names = {}
-        for s, channel in enumerate(self.channels):
-            if channel is not None:
-                hogwild._unlink(channel.name)
-                hogwild._untrack(channel.name)
-                names[s] = channel.name
-        return names
+            rows = self.bounds[s + 1] - self.bounds[s]
+            self.channels[s] = _Channel(segments.prefix + secrets.token_hex(4), rows, self.rows.shape[1],
+                                        dtype, segments)
 
     def request(self, s):
         """The request to shard s: the ids of this replica's rows of that shard changed since
@@ -874,6 +854,7 @@ class _Session:
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fastad.hogwild.report
         self.node = _ray().get_runtime_context().get_node_id()
+        self.segments = hogwild._Block()   # the channels to the shards on this node
         self.next_sync = self.sync_every
         self.synced_at = time.monotonic()
         self.synced_steps = 0    # progress() at the last sync
@@ -930,12 +911,7 @@ class _Session:
     def state_replica(self, handle, key, fill):
         name = f"{handle.key}/{key}"
         if (handle._block.id, name) not in self.replicas:
-            try:
-                filled = np.broadcast_to(np.asarray(fill, handle.dtype), handle.shape)
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
-                                 f"{handle.shape} and dtype {handle.dtype} with a fill of shape "
-                                 f"{np.shape(fill)}: {exc}") from None
+            filled = hogwild.state_fill(key, handle.shape, handle.dtype, fill)
             block = handle._block
             bounds = block.bounds[handle.key]
             if np.ndim(fill) == 0:
@@ -953,14 +929,9 @@ class _Session:
         replica = self.replicas.get((block.id, name))
         if replica is None:
             local = [s for s, node in enumerate(block.nodes) if node == self.node]
-            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype, local)
-            try:
-                answers = self._wait([(block, s,
-                                       shard.sync.remote(self.id, {name: replica.request(s)}).future())
-                                      for s, shard in enumerate(block.shards)])
-            except BaseException:
-                replica.close()
-                raise
+            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype, local, self.segments)
+            answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}).future())
+                                  for s, shard in enumerate(block.shards)])
             for s, (token, clock, answer) in enumerate(answers):
                 replica.merge(s, token, clock, *answer[name])
             self.replicas[(block.id, name)] = replica
@@ -1008,9 +979,11 @@ class _Session:
 
     def close(self):
         """Unlink every channel's segment and tell the shards to forget them (not waiting)."""
+        self.segments.free()
         for replica in self.replicas.values():
-            for s, name in replica.close().items():
-                replica.block.shards[s].drop_links.remote([name])
+            for s, channel in enumerate(replica.channels):
+                if channel is not None:
+                    replica.block.shards[s].drop_links.remote([channel.name])
 
 
 _session = None     # in a worker of `run`: its _Session
@@ -1045,7 +1018,7 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
         session.sync(wait=True)
         return "ok", result
     except BaseException as exc:
-        return "error", f"raised {type(exc).__name__}: {exc}", traceback.format_exc()
+        return hogwild.raised(exc)
     finally:
         _session = None
         hogwild._report_hook = None
@@ -1166,10 +1139,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
                                             f"workers were stopped\n\n{exc}") from None
                 except ray.exceptions.RayError as exc:
                     raise WorkerError(rank, f"distributed worker {rank} failed: {exc}") from None
-                if outcome[0] == "error":
-                    raise WorkerError(rank, f"distributed worker {rank} {outcome[1]}\n\n"
-                                            f"Worker {rank} traceback:\n{outcome[2]}", outcome[2])
-                results[rank] = outcome[1]
+                results[rank] = hogwild.worker_result("distributed worker", rank, outcome)
         return results
     finally:
         for ref in running:

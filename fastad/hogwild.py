@@ -63,6 +63,7 @@ _STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ARRAY_NAME = re.compile(r"[^/]{1,128}")    # a shared array's name: fa.distributed keys shard tables by it
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _COUNTER_STRIDE = 8        # int64 slots between two ranks' counters: one 64-byte cache line each
+_PROGRESS, _TAG = 0, 1     # a rank's slots of a run's "ranks" segment: its progress count, its sync tag
 _TERMINATE_GRACE_S = 5.0   # after SIGTERM, how long a worker may take before SIGKILL
 
 
@@ -108,22 +109,13 @@ def _attach_segment(name):
 def _unlink(name):
     try:
         os.unlink(_path(name))
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):      # gone already, or another user's
         pass
 
 
 def _view(mapping, shape, dtype):
     """The C-contiguous array over a mapped segment (the array keeps the mapping alive)."""
     return np.ndarray(shape, dtype=dtype, buffer=mapping)
-
-
-def _track(name):
-    """Let the resource tracker unlink an owner's segment if the owner dies without cleanup."""
-    resource_tracker.register("/" + name, "shared_memory")
-
-
-def _untrack(name):
-    resource_tracker.unregister("/" + name, "shared_memory")
 
 
 def _pid_namespace():
@@ -152,10 +144,7 @@ def _sweep_stale_segments():
     for entry in os.listdir(_SHM_DIR):
         match = _OWNED_NAME.match(entry)
         if match and match.group(2) == _PID_NAMESPACE and not _pid_alive(int(match.group(1))):
-            try:
-                os.unlink(_path(entry))
-            except (FileNotFoundError, PermissionError):
-                pass
+            _unlink(entry)
 
 
 def _new_prefix():
@@ -165,25 +154,37 @@ def _new_prefix():
 # -------------------------------------------------------------- shared arrays
 
 class _Block:
-    """The segments of one `share` call, as its owner process sees them."""
+    """The segments named after one prefix (those of a `share` call, of a `run`, of a
+    fastad.distributed worker), as the process that owns them sees them: `free` unlinks
+    them all, whichever process made them."""
 
-    def __init__(self, prefix):
-        self.prefix = prefix
+    def __init__(self):
+        self.prefix = _new_prefix()
         self.owner_pid = os.getpid()
         self.tracked = []          # names this process registered with its resource tracker
         self.closed = False
 
+    def track(self, name):
+        """Let the resource tracker unlink segment `name` if this process dies without cleanup."""
+        resource_tracker.register("/" + name, "shared_memory")
+        self.tracked.append(name)
 
-def _free_block(block):
-    """Unlink every segment of `block`: arrays, state made by any process, stray temporaries."""
-    if os.getpid() != block.owner_pid or block.closed:
-        return                      # a forked child's copy of the block owns nothing
-    block.closed = True
-    names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(block.prefix)}
-    for name in names.union(block.tracked):
-        _unlink(name)
-    for name in block.tracked:
-        _untrack(name)
+    def create(self, name, nbytes):
+        """Make segment `name` (a name of this block) of `nbytes` zero bytes, tracked; its mapping."""
+        mapping = _create_segment(name, nbytes)
+        self.track(name)
+        return mapping
+
+    def free(self):
+        """Unlink every segment of the block: arrays, state made by any process, temporaries."""
+        if os.getpid() != self.owner_pid or self.closed:
+            return                      # a forked child's copy of the block owns nothing
+        self.closed = True
+        names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(self.prefix)}
+        for name in names.union(self.tracked):
+            _unlink(name)
+        for name in self.tracked:
+            resource_tracker.unregister("/" + name, "shared_memory")
 
 
 _handles = weakref.WeakValueDictionary()    # segment name -> the SharedArray mapping it here
@@ -238,15 +239,16 @@ class ArrayHandle:
         """The state array `key`, made filled with `fill` by the first to ask."""
         raise NotImplementedError
 
-    def _filled(self, array, key, fill):
-        """`array` (a new state array of this handle's shape) filled with `fill`."""
-        try:
-            array[...] = fill
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"state_array({key!r}): cannot fill an array of shape "
-                             f"{self.shape} and dtype {self.dtype} with a fill of shape "
-                             f"{np.shape(fill)}: {exc}") from None
-        return array
+
+def state_fill(key, shape, dtype, fill):
+    """`fill` of state array `key` as an array of `shape` and `dtype` (a read-only broadcast
+    view), or a ValueError that says why it cannot be (for this module's handles and
+    fastad.distributed's)."""
+    try:
+        return np.broadcast_to(np.asarray(fill, dtype), shape)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"state_array({key!r}): cannot fill an array of shape {shape} and dtype "
+                         f"{dtype} with a fill of shape {np.shape(fill)}: {exc}") from None
 
 
 class SharedArray(ArrayHandle):
@@ -301,15 +303,15 @@ class SharedArray(ArrayHandle):
         temp = f"{name}~{os.getpid()}_{threading.get_ident()}"   # '~' is never in a key
         mapping = _create_segment(temp, self._array.nbytes)
         try:
-            array = self._filled(_view(mapping, self.shape, self.dtype), key, fill)
+            array = _view(mapping, self.shape, self.dtype)
+            array[...] = state_fill(key, self.shape, self.dtype, fill)
             os.link(_path(temp), _path(name))
         except FileExistsError:
             return _view(_attach_segment(name), self.shape, self.dtype)
         finally:
             _unlink(temp)
         if self._block is not None and os.getpid() == self._block.owner_pid:
-            _track(name)
-            self._block.tracked.append(name)
+            self._block.track(name)
         return array
 
     def __repr__(self):
@@ -335,7 +337,7 @@ class InProcessArray(ArrayHandle):
                         "processes, copy the array into shared memory with fa.hogwild.share")
 
     def _open_state(self, key, fill):
-        return self._filled(np.empty(self.shape, self.dtype), key, fill)
+        return np.array(state_fill(key, self.shape, self.dtype, fill))     # a writeable copy
 
     def __repr__(self):
         return f"InProcessArray(shape={self.shape}, dtype={self.dtype.name})"
@@ -427,7 +429,7 @@ class SharedArrays(ArrayHandles):
     def __init__(self, handles, block):
         self._handles = handles
         self._block = block
-        self._finalizer = weakref.finalize(self, _free_block, block) if block is not None else None
+        self._finalizer = weakref.finalize(self, block.free) if block is not None else None
 
     def __reduce__(self):
         return (SharedArrays, (self._handles, None))
@@ -489,15 +491,12 @@ def share(arrays):
     _require_shm_dir()
     sources = check_shareable(arrays)
     _sweep_stale_segments()
-    block = _Block(_new_prefix())
+    block = _Block()
     shared = SharedArrays({}, block)
     try:
         for n, (key, array) in enumerate(sources.items()):
             segment = f"{block.prefix}{n}"
-            mapping = _create_segment(segment, array.nbytes)
-            _track(segment)
-            block.tracked.append(segment)
-            view = _view(mapping, array.shape, array.dtype)
+            view = _view(block.create(segment, array.nbytes), array.shape, array.dtype)
             view[...] = array
             handle = SharedArray(segment, array.shape, array.dtype, view, block)
             _handles[segment] = handle
@@ -532,6 +531,22 @@ class WorkerError(RuntimeError):
 
     def __reduce__(self):
         return (WorkerError, (self.rank, self.args[0], self.traceback, self.exitcode))
+
+
+def raised(exc):
+    """What a worker reports from the `except` block where it caught `exc`: ("error", what it
+    raised, the traceback). A worker that returned reports ("ok", its result)."""
+    return "error", f"raised {type(exc).__name__}: {exc}", traceback.format_exc()
+
+
+def worker_result(kind, rank, outcome):
+    """The result that worker `rank` (a `kind`: "hogwild worker", ...) reported in `outcome`,
+    or the `WorkerError` it raised, caused by the exception itself where the outcome holds
+    it (a thread's, after the traceback)."""
+    if outcome[0] == "error":
+        raise WorkerError(rank, f"{kind} {rank} {outcome[1]}\n\nWorker {rank} traceback:\n{outcome[2]}",
+                          outcome[2]) from (outcome[3] if len(outcome) > 3 else None)
+    return outcome[1]
 
 
 _counter = None     # in a worker of `run` with progress: this rank's int64 slot
@@ -604,10 +619,23 @@ def progress_bar(total, stream=None, width=30):
     return show
 
 
+class ProgressRate:
+    """Calls `progress(done, examples_per_second)` with the examples `done` so far, the rate
+    over the time since its previous call (or since it was made, at `done`)."""
+
+    def __init__(self, progress, done=0):
+        self.progress, self.time, self.done = progress, time.monotonic(), done
+
+    def __call__(self, done):
+        now = time.monotonic()
+        self.progress(done, (done - self.done) / max(now - self.time, 1e-9))
+        self.time, self.done = now, done
+
+
 # ------------------------------------------------------- synchronised mode
 
-_MODES = ("hogwild", "synchronized")
-_REDUCTIONS = ("mean", "sum")
+_MODES = ["hogwild", "synchronized"]
+_REDUCTIONS = ["mean", "sum"]
 _GRAD_MODES = ("none", "sparse", "dense")
 _sync = None        # in a worker of run(mode="synchronized"): its _SyncGroup
 
@@ -629,26 +657,18 @@ def _grad_mode(p):
     return "dense" if p.grad.flags.writeable else "none"
 
 
-class _SyncSetup:
-    """What `run` hands each synchronised worker at its start: the barrier (which only
-    process creation may pass on), the segment prefix of the run, its size and reduction."""
-
-    def __init__(self, barrier, prefix, workers, reduction):
-        self.barrier, self.prefix, self.workers, self.reduction = barrier, prefix, workers, reduction
-
-
 def _aligned(nbytes):
     return (nbytes + 7) // 8 * 8
 
 
 class _GradSlot:
     """One worker's gradients in a shared segment it made, laid out for the Parameters of
-    one optimizer: a header of int64 [n_params, then per Parameter (size, rows, mode,
-    touched rows)], then per Parameter its row ids (int64, rows) and values (size)."""
+    one optimizer: a header of int64 (mode, touched rows) per Parameter, then per Parameter
+    its row ids (int64, rows) and values (size)."""
 
     def __init__(self, mapping, params):
         self.mapping = mapping
-        self.header = np.ndarray(1 + 4 * len(params), np.int64, mapping)
+        self.header = np.ndarray((len(params), 2), np.int64, mapping)
         self.ids, self.values = [], []
         offset = self.header.nbytes
         for p in params:
@@ -660,7 +680,7 @@ class _GradSlot:
 
     @staticmethod
     def nbytes(params):
-        return 8 * (1 + 4 * len(params)) + sum(
+        return 16 * len(params) + sum(
             _aligned(8 * (p.shape[0] if p.shape else 1)) + _aligned(p.value.nbytes) for p in params)
 
     def _rows(self, i, p):
@@ -669,14 +689,12 @@ class _GradSlot:
 
     def write(self, params):
         """Copy each Parameter's gradient in: the touched rows of a sparse one only."""
-        self.header[0] = len(params)
         for i, p in enumerate(params):
             mode = _grad_mode(p)
-            fields = self.header[1 + 4 * i:5 + 4 * i]
-            fields[:3] = p.size, self.ids[i].size, _GRAD_MODES.index(mode)
+            self.header[i, 0] = _GRAD_MODES.index(mode)
             if mode == "sparse":
                 rows, values = p.sparse_grad()
-                fields[3] = rows.size
+                self.header[i, 1] = rows.size
                 self.ids[i][:rows.size] = rows
                 self._rows(i, p)[:rows.size] = values
             elif mode == "dense":
@@ -686,7 +704,7 @@ class _GradSlot:
         """Add this slot's gradients of Parameters `indices` into them (as backward passes would)."""
         for i in indices:
             p = params[i]
-            mode, touched = _GRAD_MODES[self.header[3 + 4 * i]], int(self.header[4 + 4 * i])
+            mode, touched = _GRAD_MODES[self.header[i, 0]], int(self.header[i, 1])
             if mode == "sparse":
                 p._accumulate_grad(self._rows(i, p)[:touched], self.ids[i][:touched])
             elif mode == "dense":
@@ -696,12 +714,12 @@ class _GradSlot:
 class _SyncGroup:
     """One worker's side of a synchronised run (see `sync_step`)."""
 
-    def __init__(self, rank, setup):
-        self.rank, self.workers = rank, setup.workers
-        self.barrier, self.prefix, self.reduction = setup.barrier, setup.prefix, setup.reduction
-        tags = np.ndarray((setup.workers, _COUNTER_STRIDE), np.int64,
-                          _attach_segment(setup.prefix + "tags"))
-        self.tags = tags[:, 0]
+    def __init__(self, rank, prefix, tags, barrier, workers, reduction):
+        """Worker `rank`'s side of the run of segment `prefix`, with every rank's `tags`, and
+        the `barrier` (which only process creation may pass on), `workers` and `reduction`
+        that `run` hands it."""
+        self.rank, self.prefix, self.tags, self.barrier = rank, prefix, tags, barrier
+        self.workers, self.reduction = workers, reduction
         self.steps = 0
         self.optimizer = None
         self.params = None
@@ -820,26 +838,24 @@ def _die_with_parent(parent_pid):
         os._exit(1)
 
 
-def _worker_main(rank, payload, counter_segment, conn, parent_pid, fork, sync):
+def _worker_main(rank, payload, prefix, counting, conn, parent_pid, fork, sync):
     global _counter, _sync
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent handles Ctrl-C and stops us
     _die_with_parent(parent_pid)
     if fork:
         _limit_threads_to_one()
-    _counter = None
-    if counter_segment is not None:
-        slot = rank * _COUNTER_STRIDE
-        _counter = np.frombuffer(_attach_segment(counter_segment), np.int64)[slot:slot + 1]
+    ranks = np.frombuffer(_attach_segment(prefix + "ranks"), np.int64).reshape(-1, _COUNTER_STRIDE)
+    _counter = ranks[rank, _PROGRESS:_PROGRESS + 1] if counting else None
     _sync = None
     try:
         if sync is not None:
-            _sync = _SyncGroup(rank, sync)
+            _sync = _SyncGroup(rank, prefix, ranks[:, _TAG], *sync)
         fn, args = payload if fork else pickle.loads(payload)
         message = ("ok", fn(rank, *args))
         if _sync is not None:
             _sync.finish()
     except BaseException as exc:
-        message = ("error", f"raised {type(exc).__name__}: {exc}", traceback.format_exc())
+        message = raised(exc)
     try:
         conn.send(message)
     except Exception as exc:
@@ -910,13 +926,10 @@ def _collect(processes, conns, progress, progress_interval, counters):
             message = conn.recv()
         except EOFError:
             return                      # it died before sending: its sentinel reports the exit
-        if message[0] == "error":
-            raise WorkerError(rank, f"hogwild worker {rank} {message[1]}\n\n"
-                                    f"Worker {rank} traceback:\n{message[2]}", message[2])
-        results[rank] = message[1]
+        results[rank] = worker_result("hogwild worker", rank, message)
         done[rank] = True
 
-    last_time, last_total = time.monotonic(), 0
+    rate = ProgressRate(progress)
     while not all(done):
         timeout = progress_interval if progress is not None else None
         for ready in connection.wait(list(waiting), timeout):
@@ -939,12 +952,8 @@ def _collect(processes, conns, progress, progress_interval, counters):
                     raise WorkerError(rank, f"hogwild worker {rank} {_describe_exit(exitcode)} "
                                             f"before returning a result; the other workers were "
                                             f"stopped{hint}", exitcode=exitcode)
-        if progress is not None:
-            now = time.monotonic()
-            if now - last_time >= progress_interval or all(done):
-                total = int(counters.sum())
-                progress(total, (total - last_total) / max(now - last_time, 1e-9))
-                last_time, last_total = now, total
+        if progress is not None and (time.monotonic() - rate.time >= progress_interval or all(done)):
+            rate(int(counters.sum()))
     return results
 
 
@@ -956,41 +965,30 @@ def max_workers():
 def _run_threads(fn, workers, args, progress, progress_interval):
     """`run` with start_method="threads": the workers are threads of this process."""
     counters = np.zeros((workers, _COUNTER_STRIDE), np.int64)
-    results, failures = [None] * workers, {}
+    outcomes = [None] * workers
 
     def work(rank):
         _thread_worker.counter = counters[rank, :1]
         try:
-            results[rank] = fn(rank, *args)
-        except BaseException as exc:        # reported by the caller's thread, with its traceback
-            failures[rank] = (exc, traceback.format_exc())
+            outcomes[rank] = "ok", fn(rank, *args)
+        except BaseException as exc:        # raised in the caller's thread, caused by exc
+            outcomes[rank] = raised(exc) + (exc,)
         finally:
             _thread_worker.counter = None
 
     threads = [threading.Thread(target=work, args=(rank,), name=f"fastad-hogwild-{rank}", daemon=True)
                for rank in range(workers)]
-    last = [time.monotonic(), 0]         # the time and total of the previous progress call
-
-    def report_progress(now):
-        total = int(counters[:, 0].sum())
-        progress(total, (total - last[1]) / max(now - last[0], 1e-9))
-        last[:] = now, total
-
+    rate = ProgressRate(progress)
     for thread in threads:
         thread.start()
     for thread in threads:
         while thread.is_alive():
             thread.join(progress_interval if progress is not None else None)
-            now = time.monotonic()
-            if progress is not None and now - last[0] >= progress_interval:
-                report_progress(now)
-    if failures:
-        rank = min(failures)
-        exc, text = failures[rank]
-        raise WorkerError(rank, f"hogwild worker thread {rank} raised {type(exc).__name__}: {exc}"
-                                f"\n\nWorker {rank} traceback:\n{text}", text) from exc
+            if progress is not None and time.monotonic() - rate.time >= progress_interval:
+                rate(int(counters[:, 0].sum()))
+    results = [worker_result("hogwild worker thread", rank, outcome) for rank, outcome in enumerate(outcomes)]
     if progress is not None:
-        report_progress(time.monotonic())
+        rate(int(counters[:, 0].sum()))
     return results
 
 
@@ -1074,10 +1072,8 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
         raise ValueError(f"run: progress_interval must be > 0 seconds, got {progress_interval!r}")
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
-    if mode not in _MODES:
-        raise ValueError(f"run: mode must be one of {list(_MODES)}, got {mode!r}")
-    if reduce not in _REDUCTIONS:
-        raise ValueError(f"run: reduce must be one of {list(_REDUCTIONS)}, got {reduce!r}")
+    check_choice("run", "mode", mode, _MODES)
+    check_choice("run", "reduce", reduce, _REDUCTIONS)
     args = tuple(args)
     if start_method == "threads":
         if mode != "hogwild":
@@ -1098,27 +1094,19 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
                 f"importable module (not a lambda or a nested function), or use "
                 f"start_method='fork'") from exc
     context = multiprocessing.get_context(start_method)
-    counters = counter_segment = sync = None
+    block = _Block()      # the run's segments: the ranks' slots, the synchronised workers' gradients
+    sync = (context.Barrier(workers), workers, reduce) if mode == "synchronized" else None
     processes, conns = [], []
     finished = False
     try:
-        if mode == "synchronized":
-            # The workers make their gradient segments under this prefix; all are unlinked below.
-            sync = _SyncSetup(context.Barrier(workers), _new_prefix() + "sync_", workers, reduce)
-            _track(sync.prefix + "tags")
-            _create_segment(sync.prefix + "tags", 8 * _COUNTER_STRIDE * workers)
-        if progress is not None:
-            name = _new_prefix() + "progress"
-            mapping = _create_segment(name, 8 * _COUNTER_STRIDE * workers)   # zero-filled
-            _track(name)
-            counter_segment = name
-            counters = _view(mapping, (workers, _COUNTER_STRIDE), np.int64)[:, 0]
+        ranks = _view(block.create(block.prefix + "ranks", 8 * _COUNTER_STRIDE * workers),
+                      (workers, _COUNTER_STRIDE), np.int64)
         for rank in range(workers):
             receiver, sender = context.Pipe(duplex=False)
             conns.append(receiver)
             process = context.Process(
                 target=_worker_main, name=f"fastad-hogwild-{rank}", daemon=True,
-                args=(rank, payload, counter_segment, sender, os.getpid(), fork, sync))
+                args=(rank, payload, block.prefix, progress is not None, sender, os.getpid(), fork, sync))
             if fork:
                 process.start()
             else:
@@ -1126,18 +1114,11 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
                     process.start()
             processes.append(process)
             sender.close()
-        results = _collect(processes, conns, progress, progress_interval, counters)
+        results = _collect(processes, conns, progress, progress_interval, ranks[:, _PROGRESS])
         finished = True
         return results
     finally:
         _stop(processes, finished)
         for conn in conns:
             conn.close()
-        if counter_segment is not None:
-            _unlink(counter_segment)
-            _untrack(counter_segment)
-        if sync is not None:
-            for entry in os.listdir(_SHM_DIR):
-                if entry.startswith(sync.prefix):
-                    _unlink(entry)
-            _untrack(sync.prefix + "tags")
+        block.free()

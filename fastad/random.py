@@ -2,10 +2,11 @@
 
 Everything in fastad that draws random numbers without being given a seed or a
 generator (layer and `fa.nn.init` initialisers, `Dropout(seed=None)`, the
-samplers of `fa.train` with `seed=None`, `Recommender.fit(seed=None)`) takes its
-stream from here: fresh entropy by default, or, after `fa.manual_seed(seed)`,
-streams spawned in order from that seed, so a program that seeds once at the
-start runs the same way every time.
+samplers of `fa.train`, `BPR`, `TwoTower` and their `fit`, the data sets and
+splits of `fa.data`, each with `seed=None`) takes its stream from here: fresh
+entropy by default, or, after `fa.manual_seed(seed)`, streams spawned in order
+from that seed, so a program that seeds once at the start runs the same way
+every time.
 
 >>> fa.manual_seed(0)
 >>> model = fa.nn.Linear(4, 2)          # the same weights in every run
@@ -15,6 +16,7 @@ import numbers
 import numpy as np
 
 from fastad_cy import sampler
+from fastad.checks import check_seed
 
 __all__ = ["manual_seed", "generator"]
 
@@ -44,3 +46,16 @@ def generator(who="fastad", given=None):
                             f"or None, got {type(given).__name__}")
         return given
     return np.random.default_rng(None if _root is None else _root.spawn(1)[0])
+
+
+def seed_of(who, seed):
+    """`seed` checked (an int >= 0), or for None a seed drawn from fastad's random source
+    (`fa.manual_seed`'s stream, else fresh entropy): the seed a model draws its initial
+    weights or its samples from."""
+    seed = check_seed(who, seed)
+    return generator(who).integers(2**63) if seed is None else seed
+
+
+def generator_of(who, seed):
+    """A numpy Generator started from `seed_of(who, seed)`."""
+    return np.random.default_rng(seed_of(who, seed))

@@ -82,7 +82,12 @@ def test_manual_seed_makes_every_random_source_repeat(unseeded):
         fa.nn.init.xavier_uniform_(w)
         ix = fa.IndexInput([0])
         rows = [int(a[0]) for (a,) in fa.data.FeedSampler({ix: np.arange(8)}, shuffle=True).epoch()]
-        return layer.weight.value.copy(), mask, w.value.copy(), rows
+        bpr = fa.models.BPR(6, 4, dim=3, seed=None).U.value.copy()       # seed=None: this stream too
+        tower = fa.models.TwoTower({"id": np.arange(6)}, {"id": np.arange(4)}, dim=3, seed=None)
+        likes = fa.data.planted_interactions(20, 10, per_user=3, seed=None)
+        split = fa.data.train_test_split(likes, seed=None)[1]
+        return (layer.weight.value.copy(), mask, w.value.copy(), rows, bpr, tower.user_id.value.copy(),
+                likes.indices, split.indices)
 
     fa.manual_seed(7)
     first = draw()

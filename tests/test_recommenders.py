@@ -380,3 +380,16 @@ def test_triple_auc_counts_item_biases_and_checks_ids(fitted):
     assert plain.auc(triples) == fa.data.pairwise_auc(plain.U, plain.V, triples)
     with pytest.raises(IndexError, match=rf"auc: triples\['neg'\] holds {ITEMS} at position 0"):
         fitted.auc({"users": [0], "pos": [1], "neg": [ITEMS]})
+
+
+def test_the_models_decide_the_default_start_method_alike(monkeypatch):
+    """"fork" where Hogwild's shared memory is (Linux), else "spawn": one rule for every model."""
+    from fastad.models import runner
+    starts = []
+    monkeypatch.setattr(fa.hogwild, "run", lambda *args, start_method, **kwargs: starts.append(start_method))
+    monkeypatch.setattr(runner, "_mean_loss", lambda *args: 0.0)
+    for platform in ("linux", "darwin", "win32"):
+        monkeypatch.setattr(runner.sys, "platform", platform)
+        fa.models.BPR(2, 3, dim=4).fit(LIKES, workers=2)
+        fa.models.Word2Vec(dim=4, min_count=1, epochs=1, workers=2).fit([["a", "b", "c"]] * 4)
+    assert starts == ["fork", "fork", "spawn", "spawn", "spawn", "spawn"]

@@ -76,6 +76,26 @@ def test_every_epoch_of_hogwild_workers_walks_the_corpus_and_reports_progress():
         assert done and max(done) > 0, workers
 
 
+def test_hogwild_workers_start_once_a_fit_unless_the_epochs_are_watched(monkeypatch):
+    """Without a callback (which reads the vectors between epochs) or a progress (which
+    counts each epoch from 0), every epoch trains in one run of the workers."""
+    runs = []
+    run = fa.hogwild.run
+
+    def counted(*args, **kwargs):
+        runs.append(kwargs["start_method"])
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(fa.hogwild, "run", counted)
+    settings = dict(dim=8, window=3, negative=2, min_count=1, sample=0, epochs=3, seed=1, workers=2)
+    for watch, starts in (({}, 1), ({"callback": lambda epoch, loss, wps: None}, 3),
+                          ({"progress": lambda done, rate: None}, 3)):
+        runs.clear()
+        model = fa.models.Word2Vec(**settings).fit(topics_corpus(), start_method="threads", **watch)
+        assert runs == ["threads"] * starts and len(model.history) == 3
+        assert np.all(np.isfinite(model.history))
+
+
 @pytest.mark.parametrize("sg", [True, False])
 def test_batched_fit_learns_the_topics_as_the_per_example_fit(sg):
     # 16 examples a step (their gradients applied together) against one: the same topics,

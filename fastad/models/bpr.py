@@ -8,7 +8,8 @@ from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.feeds import FeedSampler
 from fastad_cy.pairs import PairwiseSampler
 from fastad_cy.model_losses import ranking_loss
-from fastad.checks import check_flag, check_int, check_seed, check_sizes
+from fastad.checks import check_flag, check_int, check_sizes
+from fastad.random import generator_of
 from fastad.models.recommender import Recommender, _check_scale, _share_parameters
 from fastad.models.runner import RunSettings, run_worker
 
@@ -49,7 +50,7 @@ class BPR(Recommender):
         super().__init__()
         n_users, n_items, dim = check_sizes("BPR", n_users=n_users, n_items=n_items, dim=dim)
         scale = _check_scale("BPR", scale)
-        rng = np.random.default_rng(check_seed("BPR", seed))
+        rng = generator_of("BPR", seed)
         biases = check_flag("BPR", "biases", biases)
         self.U = Parameter(U if U is not None else rng.normal(0, scale, (n_users, dim)), dtype=dtype)
         self.V = Parameter(V if V is not None else rng.normal(0, scale, (n_items, dim)), dtype=dtype)
@@ -117,7 +118,8 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
     no locks) on its shard of `triples` (every `workers`-th example from
     `rank`), with `optimizer` "sgd", "adagrad" or "adam" (whose state is
     shared too). Reports its examples to `fastad.hogwild.report` and returns
-    `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`.
+    `{"loss": mean loss per epoch, "examples": n, "epoch_examples": n per epoch, "seconds":
+    training time}`.
     (`BPR.fit(..., workers=N)` does all of this from a user x item matrix.)
 
     >>> with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:

@@ -6,7 +6,6 @@ user x item matrix with the BPR loss through the models' `EpochRunner` (one work
 `device="cuda"`: batches on a GPU); `recommend`, `similar_items`, `similar_users` and
 `scores` rank with one matrix product per batch of users.
 """
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,10 +15,8 @@ from fastad_cy.linalg import vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.pairs import PairwiseSampler
-from fastad import hogwild
 from fastad import random as fastad_random
-from fastad.cuda import check_device
-from fastad.checks import check_callable, check_choice, check_int, check_number, check_seed
+from fastad.checks import check_callable, check_choice, check_int, check_number
 from fastad.data import Interactions, _draw_triples, check_interactions, require_negatives
 from fastad.metrics import check_ids, top_k
 from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings
@@ -155,29 +152,16 @@ class Recommender(Module):
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's triples")
-        seed = check_seed(who, seed)
-        if seed is None:
-            seed = fastad_random.generator(who).integers(2**63)
+        seed = fastad_random.seed_of(who, seed)
         lr = check_number(who, "lr", lr, above=0)
         check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        check_choice(who, "start_method", start_method, [None] + hogwild.start_methods())
-        if start_method is None:
-            start_method = "fork" if sys.platform.startswith("linux") else "spawn"
-        device = check_device(who, device)
-        if batch_size is None:
-            batch_size = 1 if device == "cpu" else 1024
-        batch_size = min(check_int(who, "batch_size", batch_size), samples // workers)
-        if device != "cpu" and workers != 1:
-            raise ValueError(f"{who}: a fit on {device} runs in one process; workers must be 1, "
-                             f"got {workers}")
+        settings = RunSettings.for_fit(who, workers, start_method, device, batch_size, samples=samples,
+                                       optimizer=optimizer, lr=lr, first_epoch=1)
         self.liked = matrix
         # the matrix laid out once for every epoch's and worker's sampler
-        fitting = _Fitting(type(self), self.config(), Interactions(matrix), samples, seed, negatives)
-        settings = RunSettings(who=who, batch=batch_size, workers=workers, start_method=start_method,
-                               device=device, optimizer=optimizer, lr=lr, first_epoch=1,
-                               epoch_examples=_trained_per_epoch(samples, batch_size, workers))
+        fitting = _Fitting(type(self), self.config(), Interactions(matrix), seed, negatives)
         weights = {name: p.value for name, p in self.named_parameters()}
         losses = []
         with EpochRunner(fitting, weights, settings, progress) as runner:
@@ -303,16 +287,6 @@ def _nearest(who, name, ids, vectors, k, what):
     return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
 
 
-def _share(samples, workers, rank):
-    """The triples of an epoch that Hogwild worker `rank` draws."""
-    return samples // workers + (rank < samples % workers)
-
-
-def _trained_per_epoch(samples, batch, workers):
-    """The triples an epoch trains: each worker's share rounded up to whole batches."""
-    return sum(-(-_share(samples, workers, rank) // batch) * batch for rank in range(workers))
-
-
 @dataclass(frozen=True)
 class _Fitting:
     """What a worker of `Recommender.fit` rebuilds its model and draws its triples from
@@ -320,7 +294,6 @@ class _Fitting:
     model_class: type
     config: dict
     interactions: Interactions
-    samples: int
     seed: int
     negatives: str
 
@@ -339,7 +312,7 @@ class _FitGraph:
         self.model, self.fitting, self.rank, self.batch = model, fitting, rank, settings.batch
         self.loss, self.feeds = model.example_graph(batch=settings.batch, device=settings.device)
         self.parameters = dict(model.named_parameters())
-        self.share = _share(fitting.samples, settings.workers, rank)
+        self.share = settings.share(rank)
         self.steps = -(-self.share // self.batch)      # the share rounded up to whole batches
 
     def epoch_data(self, epoch):

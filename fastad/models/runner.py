@@ -18,6 +18,7 @@ what differs through one method:
 The per-example loop stays compiled in `fa.train`: the runner adds nothing per example.
 """
 import math
+import sys
 import time
 from dataclasses import dataclass
 
@@ -25,7 +26,8 @@ import numpy as np
 
 from fastad_cy.train import scheduled_lr, train
 from fastad import hogwild
-from fastad.checks import check_choice
+from fastad.checks import check_choice, check_int
+from fastad.cuda import check_device
 from fastad.optim import SGD, Adagrad, Adam, LinearDecay
 
 __all__ = ["OPTIMIZERS", "RunSettings", "EpochRunner", "run_worker"]
@@ -47,8 +49,9 @@ class RunSettings:
                     over `epochs` epochs, within an epoch every `schedule_every` steps
                     with the sampler's progress (word2vec's schedule)
     first_epoch     the number of the first epoch (0, or 1 as `Recommender.fit` counts)
-    epoch_examples  the examples an epoch trains (all workers), so that `progress`
-                    counts on across epochs; None: it counts each epoch from 0
+    samples         the examples an epoch draws, split among the workers (`share`), so
+                    that `progress` counts on across epochs; None: the model's data
+                    decides, and `progress` counts each epoch from 0
     """
     who: str
     batch: int
@@ -59,14 +62,39 @@ class RunSettings:
     lr: float = 0.05
     min_lr: float | None = None
     epochs: int = 1
-    schedule_every: int = 1
     first_epoch: int = 0
-    epoch_examples: int | None = None
+    samples: int | None = None
+
+    @classmethod
+    def for_fit(cls, who, workers, start_method, device, batch_size, **settings):
+        """A model's `fit` settings, checked, their defaults decided here for every model:
+        `start_method` None is "fork" on Linux, else "spawn"; `batch_size` None is 1 on the CPU
+        and 1024 on a GPU, at most a worker's share of `samples`; a GPU fit has one worker."""
+        check_choice(who, "start_method", start_method, [None] + hogwild.start_methods())
+        device = check_device(who, device)
+        batch = check_int(who, "batch_size", (1 if device == "cpu" else 1024) if batch_size is None
+                          else batch_size)
+        if device != "cpu" and workers != 1:
+            raise ValueError(f"{who}: a fit on {device} runs in one process; workers must be 1, "
+                             f"got {workers}")
+        if settings.get("samples") is not None:
+            batch = min(batch, settings["samples"] // workers)
+        return cls(who=who, batch=batch, workers=workers, device=device, **settings,
+                   start_method=start_method or ("fork" if sys.platform.startswith("linux") else "spawn"))
 
     @property
     def report_every(self):
         """The steps between two progress reports: about every 10,000 examples."""
         return max(1, 10_000 // self.batch)
+
+    @property
+    def schedule_every(self):
+        """The steps between two lr updates of the decay to `min_lr`: about 256 examples."""
+        return max(1, 256 // self.batch)
+
+    def share(self, rank):
+        """The examples of an epoch's `samples` that worker `rank` trains."""
+        return self.samples // self.workers + (rank < self.samples % self.workers)
 
     def epoch_lrs(self, epoch):
         """(lr at the start, lr at the end) of `epoch` under the linear decay to `min_lr`."""
@@ -74,8 +102,12 @@ class RunSettings:
         return self.lr - drop * index / self.epochs, self.lr - drop * (index + 1) / self.epochs
 
     def examples_before(self, epoch):
-        """The examples that the epochs before `epoch` trained, as `progress` counts them."""
-        return 0 if self.epoch_examples is None else (epoch - self.first_epoch) * self.epoch_examples
+        """The examples that the epochs before `epoch` trained, as `progress` counts them: each
+        worker's share of `samples` rounded up to whole batches, per epoch."""
+        if self.samples is None:
+            return 0
+        per_epoch = sum(-(-self.share(rank) // self.batch) * self.batch for rank in range(self.workers))
+        return (epoch - self.first_epoch) * per_epoch
 
 
 class EpochRunner:
@@ -131,7 +163,7 @@ class EpochRunner:
             if not hogwild.in_place(self.shared):
                 for name, array in self.weights.items():
                     array[...] = self.shared[name].numpy()
-        return [_mean_loss(results, i, len(epochs)) for i in range(len(epochs))]
+        return [_mean_loss(results, i) for i in range(len(epochs))]
 
     def _counted_from(self, epoch):
         """`progress` for `hogwild.run`, counting on from the examples before `epoch`."""
@@ -144,22 +176,17 @@ class EpochRunner:
         """The `progress(steps)` of one epoch in this process, or None without `progress`."""
         if self.progress is None:
             return None
-        before, batch = self.settings.examples_before(epoch), self.settings.batch
-        clock = [time.perf_counter(), 0]
-
-        def report(steps):
-            now, done = time.perf_counter(), steps * batch
-            self.progress(before + done, (done - clock[1]) / max(now - clock[0], 1e-9))
-            clock[:] = [now, done]
-
-        return report
+        before = self.settings.examples_before(epoch)
+        rate = hogwild.ProgressRate(self.progress, before)
+        return lambda steps: rate(before + steps * self.settings.batch)
 
 
-def _mean_loss(results, i, epochs):
-    """The mean loss per example of epoch `i` of a run of `epochs` over the workers'
-    `results`, each weighted by its examples; a worker that trained nothing (its
-    loss nan) is left out, and one worker's loss is its own."""
-    trained = [(result["loss"][i], result["examples"] / epochs) for result in results if result["examples"]]
+def _mean_loss(results, i):
+    """The mean loss per example of epoch `i` of a run over the workers' `results`, each
+    weighted by its examples of that epoch; a worker that trained nothing in it (its loss
+    nan) is left out, and one worker's loss is its own."""
+    trained = [(result["loss"][i], result["epoch_examples"][i]) for result in results
+               if result["epoch_examples"][i]]
     if len(trained) == 1:
         return trained[0][0]
     examples = sum(n for _, n in trained)
@@ -169,7 +196,8 @@ def _mean_loss(results, i, epochs):
 def run_worker(rank, shared, settings, model, epochs):
     """The entry point of a Hogwild worker (a process or a thread): `model`'s graph
     over the `shared` weights trained for `epochs` on rank `rank`'s share. Returns
-    `{"loss": mean loss per epoch, "examples": n, "seconds": training time}`."""
+    `{"loss": mean loss per epoch, "examples": n, "epoch_examples": n per epoch, "seconds":
+    training time}`."""
     # fa.train's progress reported to hogwild.run's
     return _Worker(model, shared, settings, rank).run(
         epochs, lambda epoch: hogwild.train_progress(per_example=settings.batch))
@@ -186,14 +214,15 @@ class _Worker:
 
     def run(self, epochs, progress_of):
         """Train `epochs`; `progress_of(epoch)` gives the epoch's `progress(steps)` or None."""
-        start, losses, examples = time.perf_counter(), [], 0
+        start, losses, examples = time.perf_counter(), [], []
         train_epoch = self._train_on_cpu if self.settings.device == "cpu" else self._train_on_device
         for epoch in epochs:
             mean, data = train_epoch(epoch, progress_of(epoch))
             loss, n = self.graph.epoch_loss(mean, data)
             losses.append(loss)
-            examples += n
-        return {"loss": losses, "examples": examples, "seconds": time.perf_counter() - start}
+            examples.append(n)
+        return {"loss": losses, "examples": sum(examples), "epoch_examples": examples,
+                "seconds": time.perf_counter() - start}
 
     def _schedule(self, epoch):
         """The epoch's `LinearDecay` (the optimizer's lr set to its start), or None."""

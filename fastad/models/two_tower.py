@@ -3,7 +3,8 @@ import numpy as np
 
 from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.sparse import take
-from fastad.checks import check_int, check_seed
+from fastad.checks import check_int
+from fastad.random import generator_of
 from fastad.models.recommender import Recommender, _check_scale, bpr_loss
 
 __all__ = ["TwoTower"]
@@ -31,7 +32,7 @@ class TwoTower(Recommender):
         self.item_features = _check_fields("TwoTower", "item_features", item_features)
         self.dim = check_int("TwoTower", "dim", dim)
         scale = _check_scale("TwoTower", scale)
-        rng = np.random.default_rng(check_seed("TwoTower", seed))
+        rng = generator_of("TwoTower", seed)
         for side, fields in (("user", self.user_features), ("item", self.item_features)):
             for name, ids in fields.items():
                 rows = int(ids.max()) + 1

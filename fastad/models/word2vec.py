@@ -17,16 +17,16 @@ from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.model_losses import gather_dot
 from fastad_cy.sparse import take
-from fastad import hogwild
-from fastad.cuda import check_device
-from fastad.checks import (check_callable, check_choice, check_flag, check_int, check_number, check_sizes,
-                           look_up)
+from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, look_up
 from fastad.io import load, save, write_atomically
 from fastad.models.runner import EpochRunner, RunSettings
 
 __all__ = ["Word2Vec"]
 
 BLOCK_TOKENS = 10_000      # the tokens a Hogwild worker claims at a time in the corpus walk (gensim's job size)
+#: The constructor's arguments that `Word2Vec.save` writes and `load` passes back, with their types.
+_SAVED_SETTINGS = {"dim": int, "window": int, "negative": int, "min_count": int, "sample": float,
+                   "epochs": int, "lr": float, "min_lr": float, "sg": bool, "workers": int}
 
 
 def _initial_vectors(rng, n, dim):
@@ -138,12 +138,13 @@ class Word2Vec:
                    sentence a line, tokens split on white space).
         callback   callback(epoch, loss, words_per_second) after each epoch; loss
                    is the epoch's mean loss per example (accumulated in float64
-                   by each worker, weighted by their examples).
+                   by each worker, weighted by their examples). Without a
+                   callback (and a progress), Hogwild processes start once a fit.
         progress   a `fa.hogwild.progress_bar(total)`-style callable(done, per_second)
                    fed with the examples done in each epoch.
         start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
                    this process, the compiled loop releasing the GIL), "fork" (the
-                   default on POSIX) or "spawn".
+                   default on Linux) or "spawn" (the default elsewhere).
         device     "cpu" (the default), or "cuda" / "cuda:N": train on that GPU (with
                    `workers=1`); the host draws each batch with the same compiled
                    sampler as the CPU fit (the same stream: the same seed and
@@ -162,15 +163,8 @@ class Word2Vec:
         who = "Word2Vec.fit"
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        check_choice(who, "start_method", start_method, [None] + hogwild.start_methods())
-        device = check_device(who, device)
-        if batch_size is None:
-            batch_size = 1 if device == "cpu" else 1024
-        batch_size = check_int(who, "batch_size", batch_size)
-        if device != "cpu":
-            if self.workers != 1:
-                raise ValueError(f"{who}: a fit on {device} runs in one process; the model's "
-                                 f"workers must be 1, got {self.workers}")
+        settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=self.lr,
+                                       min_lr=self.min_lr, epochs=self.epochs)
         vocabulary = self.words, self.index, self.counts
         try:
             tokens, ends = self.build_vocab(sentences)
@@ -180,28 +174,26 @@ class Word2Vec:
             n = len(self.words)
             W = _initial_vectors(rng, n, self.dim)
             C = np.zeros((n, self.dim), dtype=np.float32)
-            history = self._train(W, C, tokens, ends, callback, device, batch_size, start_method,
-                                  progress)
+            history = self._train(W, C, tokens, ends, settings, callback, progress)
         except BaseException:
             self.words, self.index, self.counts = vocabulary
             raise
         self.vectors, self.output, self.history = W, C, history
         return self
 
-    def _train(self, W, C, tokens, ends, callback, device, batch_size, start_method, progress):
+    def _train(self, W, C, tokens, ends, settings, callback, progress):
         """Train W and C in place for every epoch; returns the epochs' mean losses."""
         weights = {"W": W, "C": C}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
             weights["claim"] = np.zeros(self.epochs, dtype=np.float64)
-        settings = RunSettings(who="Word2Vec.fit", batch=batch_size, workers=self.workers,
-                               start_method=start_method or ("fork" if os.name == "posix" else "spawn"),
-                               device=device, lr=self.lr, min_lr=self.min_lr, epochs=self.epochs,
-                               schedule_every=max(1, 256 // batch_size))     # the lr: every ~256 examples
-        corpus = _Corpus(dict(self._settings(), batch=batch_size), tokens, ends)
+        corpus = _Corpus(dict(self._settings(), batch=settings.batch), tokens, ends)
         history = []
         with EpochRunner(corpus, weights, settings, progress) as runner:
             start = time.perf_counter()
-            for epoch, loss in runner.each(range(self.epochs)):
+            # without a callback, every epoch in one run (Hogwild processes start once), unless
+            # progress, which counts each epoch from 0, asks for a run per epoch
+            together = callback is None and progress is None
+            for epoch, loss in runner.each(range(self.epochs), together=together):
                 history.append(loss)
                 if callback is not None:
                     callback(epoch, loss, tokens.size / (time.perf_counter() - start))
@@ -333,9 +325,8 @@ class Word2Vec:
         """Save the vocabulary (as JSON text), counts, vectors and settings with `fa.save` (a .npz, atomic)."""
         self._require_trained("save")
         save({"words": json.dumps(self.words), "counts": self.counts, "vectors": self.vectors,
-              "output": self.output, "settings": {k: v for k, v in self._settings().items() if k != "seed"}
-              | {"min_count": self.min_count, "epochs": self.epochs, "lr": self.lr, "min_lr": self.min_lr},
-              }, path)
+              "output": self.output, "settings": {name: getattr(self, name) for name in _SAVED_SETTINGS}},
+             path)
 
     @classmethod
     def load(cls, path):
@@ -343,11 +334,7 @@ class Word2Vec:
         state = load(path)
         try:
             settings = dict(state["settings"])
-            model = cls(dim=int(settings["dim"]), window=int(settings["window"]),
-                        negative=int(settings["negative"]), min_count=int(settings["min_count"]),
-                        sample=float(settings["sample"]), epochs=int(settings["epochs"]),
-                        lr=float(settings["lr"]), min_lr=float(settings["min_lr"]),
-                        sg=bool(settings["sg"]), workers=int(settings["workers"]))
+            model = cls(**{name: kind(settings[name]) for name, kind in _SAVED_SETTINGS.items()})
             words = json.loads(state["words"])
             vectors, output = np.asarray(state["vectors"]), np.asarray(state["output"])
             counts = np.asarray(state["counts"])
