@@ -1,5 +1,5 @@
 """PyTorch's per-example BPR loop, the comparator of bench/bpr.py and of the BPR
-speed-up README quotes.
+speed-up the README quotes.
 
 PyTorch is optional and never a dependency of fastad: these functions import
 it when called and raise ImportError when it is missing.

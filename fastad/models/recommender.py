@@ -121,7 +121,7 @@ class Recommender(Module):
         one step); an epoch trains `samples` rounded up to whole batches. The
         default is 1 on the CPU (per-example SGD, as implicit's loop) and 1024 on
         a GPU. On the CPU a batch of 16 shares each replay's fixed cost among 16
-        triples (the README's benchmarks give speed and ranking quality at both
+        triples (docs/benchmarks.md gives speed and ranking quality at both
         sizes).
 
         `device="cuda"` (or "cuda:N") trains a copy of the model on that GPU,

@@ -155,7 +155,7 @@ class Word2Vec:
                    recurs in a batch gets the sum of its gradients in one step).
                    Default: 1 on the CPU (per-example SGD, as word2vec), 1024 on a
                    GPU. On the CPU a batch of 16 shares each replay's fixed cost
-                   among 16 examples (see the README's benchmarks for speed and
+                   among 16 examples (docs/benchmarks.md gives speed and
                    held-out loss at both sizes).
 
         A failure leaves the model as it was before `fit` (nothing half-trained is kept).
