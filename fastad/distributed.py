@@ -12,79 +12,17 @@ this module does not import Ray; the first `share`, `run` or `restore` does.
         U = shared["U"].numpy()                # gathered from the shards
 
 Parameter server. `share` splits every array into `shards` contiguous blocks
-of rows (along the first axis; a 0-d array is one row) and gives each block to
-a shard: a Ray actor that holds its rows of every array and of every optimizer
-state array made for them ("Adagrad.sum", "Adam.exp_avg", ...). A worker of
-`run` never sees the shards directly. In a worker, `fa.Parameter(shared["U"])`
-adopts a worker-local replica of U pulled from the shards, the compiled
-training loop (`fa.train`) and the optimizer update the replica in place at
-full speed, and the worker exchanges rows with the shards at sync points:
+of rows and gives each to a shard, a Ray actor that also holds the optimizer
+state made for its rows. In a worker of `run`, `fa.Parameter(shared["U"])`
+adopts a local replica of U that the compiled loop and the optimizers update at
+full speed; the worker pushes the rows it changed as deltas (which the shards
+add: no update is lost) and merges the rows others changed, at sync points
+that its optimizer's steps reach by themselves (see `run`'s `sync_every`),
+at `sync()` and when its function returns.
 
-* it pushes the rows it changed since the last sync point as deltas
-  (replica - the value it last had from the shards); a shard adds them, so
-  updates of several workers to one row add up and none is lost;
-* it asks for the rows that changed on the shards since its previous
-  request (the shards keep a version per row); the answer arrives while the
-  worker trains on and is merged at the next sync point as
-  `shard value + (replica - last shard value)`, keeping the worker's own
-  changes made in the meantime.
-
-Optimizer state arrays are replicated and exchanged the same way, so
-Adagrad's accumulators, like Hogwild's shared ones, sum every worker's
-squared gradients. Step counts stay per worker.
-
-Sync points and staleness. A worker syncs without calling anything:
-* a fastad optimizer over its replicas counts its own steps: `step()` calls a
-  step clock every so many steps (from compiled code, so inside `fa.train`
-  too), which syncs once the sync interval has passed since the last sync,
-  or `sync_seconds`, whichever comes first. By default (`sync_every=None`)
-  the interval follows the work done: after each sync it is set so that the
-  worker will have changed about three quarters of the rows of the table it
-  covers fastest (estimated from the rows changed in the last interval, as
-  if touches fell at random), but syncs take at most about a tenth of the
-  worker's time (at least 5 ms between syncs, and 10 times the processor
-  time of a sync, averaged over the last few). So a slow Python loop syncs after about as much work per row as
-  `fa.train` does, and a table every step rewrites (a dense layer) syncs at
-  the cost bound. An int `sync_every` fixes the interval at that many steps;
-* `fastad.hogwild.report(n)` counts n examples towards the same interval
-  (a worker's progress is the larger of its reported examples and any one
-  optimizer's steps, so a worker that does both is not counted twice);
-* `fastad.distributed.sync()` syncs at once and waits for the answer;
-* when the worker function returns, a final sync pushes everything and waits.
-Between syncs the clock merges the answer to the last sync as soon as it has
-arrived (it looks at least every eighth of the interval). So a worker's
-update reaches its shard within one interval of its steps and about
-`sync_seconds` (the clock reads the time at least twice as often as the last
-step rate requires), and another worker merges it within about 1.125 of its
-own sync intervals after that, plus the round trip. Only updates made outside
-a fastad optimizer (writing `.value`, or an optimizer of another kind) wait
-for `report`, `sync()` or the end.
-
-Fault policy.
-* A worker that raises stops the run: the others are stopped and
-  `WorkerError` (the same class as `fastad.hogwild.WorkerError`) names its
-  rank and carries its traceback.
-* A worker whose process dies (killed, out of memory, node lost) is started
-  again, from the beginning of its function (its examples are seen again; the
-  shards keep what it had pushed), up to `max_restarts` times per rank; past
-  that (`max_restarts=0`, the default) `WorkerError` names the rank. Its
-  updates since its last sync point are lost.
-* A shard that does not answer a worker within `sync_timeout` seconds fails
-  that worker with a `TimeoutError` naming the shard, and `run(timeout=...)`
-  bounds a whole run: nothing waits forever.
-* Shards are checkpointed with `fastad.save`: with `checkpoint_dir`, each
-  shard writes `shard-<i>-of-<n>.npz` there when it starts, on
-  `shared.checkpoint()`, and every `checkpoint_every` seconds (checked at each
-  sync). A shard whose process dies is then restarted by Ray (up to
-  `shard_restarts` times) from its latest checkpoint, and the workers pull
-  its rows again: only the updates made since that checkpoint are lost.
-  Without `checkpoint_dir` a dead shard is not restarted; the workers fail
-  with an error naming it, and so with `shard_restarts=0`, for a user who
-  would rather stop than lose updates. A shard is restarted on its node; on
-  a cluster, a shard of a lost node is reported like one that cannot be
-  restarted, and `restore(checkpoint_dir)` (on storage every node sees)
-  brings the share back. `shared.save(path)` gathers everything into one
-  file on the driver; `restore(path)` makes a new share from either.
+The user guide's Ray page (docs/guide/ray.md) gives the sync rule and the
+staleness bound it implies, the fault policy (workers that raise or die,
+shards that stop answering or die, checkpoints and `restore`) and the figures.
 """
 import concurrent.futures
 import glob
@@ -420,7 +358,7 @@ class DistributedArray:
 
     In the driver, `numpy()` gathers the array from the shards (a new array
     each call). In a worker of `run`, `fa.Parameter(handle)` trains on the
-    worker's replica (see the module docstring for how it syncs), and
+    worker's replica (docs/guide/ray.md says how it syncs), and
     optimizers keep their state in the shards through `state_array`.
 
     Example::
@@ -1041,12 +979,12 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
     and reach every worker; numpy arrays in them arrive read-only.
     `DistributedArrays` from `share`
     in `args` give each worker replicas that sync with the shards by
-    themselves (see the module docstring for the staleness bound).
+    themselves (docs/guide/ray.md gives the staleness bound).
 
     sync_every    None (the default): a worker syncs by the work it has done,
                   once it has changed about three quarters of the rows of a
                   table it trains, spending at most about a tenth of its time
-                  on syncs (see the module docstring). An int >= 1: after this
+                  on syncs (docs/guide/ray.md). An int >= 1: after this
                   many steps of a fastad optimizer over its replicas
                   (examples, for per-example training) or examples counted by
                   `fastad.hogwild.report`.
