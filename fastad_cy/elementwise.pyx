@@ -5,15 +5,13 @@ Each op's forward value and its derivative stand side by side in the rules
 `fa_unary_value`/`fa_unary_slope` and `fa_binary_*` of rules.h, which the CUDA
 kernels share; elementwise_loops.h applies them to whole buffers, one loop per op.
 """
-import numpy as np
 cimport cython
 cimport numpy as cnp
-from libc.math cimport INFINITY
 from libc.stdlib cimport malloc, free
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_variable, same_dtype,
-                              require_float, backend_of, grad_enabled)
+                              require_float, backend_of, grad_enabled, check_real, is_real_number)
 from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
@@ -108,26 +106,6 @@ cdef Variable _unary(str name, int code, object x, double p=0):
 include "elementwise_ops.pxi"
 
 
-cdef bint _is_real_number(object x):
-    """A Python or NumPy real number (not a bool, a string or a Variable)."""
-    return (not isinstance(x, (Variable, bool, str, bytes)) and np.isscalar(x)
-            and np.isreal(x))
-
-
-cdef double _real_number(str op, str argname, object value, bint infinite=False) except? -1.0:
-    """`value` as a float; a TypeError naming the op and the argument for anything but a
-    real number (a bool is none), a ValueError for NaN, and for an infinity unless
-    `infinite` (a bound that leaves its side open, as in numpy.clip and torch.clamp)."""
-    if isinstance(value, np.bool_) or not _is_real_number(value):
-        raise TypeError(f"{op}: {argname} must be a real Python number, got "
-                        f"{type(value).__name__} {value!r}")
-    cdef double number = float(value)
-    if number != number or not infinite and (number == INFINITY or number == -INFINITY):
-        expected = "a number (not NaN)" if infinite else "a finite number"
-        raise ValueError(f"{op}: {argname} must be {expected}, got {value!r}")
-    return number
-
-
 def leaky_relu(x, negative_slope=0.01):
     """x where x > 0, else negative_slope * x, elementwise; its gradient at 0 is negative_slope.
 
@@ -135,8 +113,7 @@ def leaky_relu(x, negative_slope=0.01):
 
         fa.leaky_relu(fa.Input([-1.0, 2.0]), 0.1).value   # [-0.1, 2. ]
     """
-    return _unary("leaky_relu", U_LEAKY_RELU, x, _real_number("leaky_relu", "negative_slope",
-                                                              negative_slope))
+    return _unary("leaky_relu", U_LEAKY_RELU, x, check_real("leaky_relu", "negative_slope", negative_slope))
 
 
 def gelu(x, approximate="none"):
@@ -163,7 +140,7 @@ def elu(x, alpha=1.0):
 
         fa.elu(fa.Input([-1.0, 2.0])).value   # [-0.6321,  2.    ]
     """
-    return _unary("elu", U_ELU, x, _real_number("elu", "alpha", alpha))
+    return _unary("elu", U_ELU, x, check_real("elu", "alpha", alpha))
 
 def hardtanh(x, min_val=-1.0, max_val=1.0):
     """x clamped into [min_val, max_val], elementwise, as torch.nn.functional.hardtanh.
@@ -174,8 +151,8 @@ def hardtanh(x, min_val=-1.0, max_val=1.0):
 
         fa.hardtanh(fa.Input([-3.0, 0.5, 2.0])).value   # [-1. ,  0.5,  1. ]
     """
-    low = _real_number("hardtanh", "min_val", min_val, True)
-    high = _real_number("hardtanh", "max_val", max_val, True)
+    low = check_real("hardtanh", "min_val", min_val, True)
+    high = check_real("hardtanh", "max_val", max_val, True)
     if not low <= high:
         raise ValueError(f"hardtanh: min_val must be <= max_val, got min_val={min_val!r}, "
                          f"max_val={max_val!r}")
@@ -194,7 +171,7 @@ def pow(x, exponent):
         fa.pow(fa.Input([4.0, 9.0]), 0.5).value                    # [2., 3.]
         fa.pow(2.0, fa.Parameter([1.0, 3.0])).value                # [2., 8.]
     """
-    if not (isinstance(x, Variable) and _is_real_number(exponent)):
+    if not (isinstance(x, Variable) and is_real_number(exponent)):
         return _binary(B_POW, x, exponent)
     e = float(exponent)
     if e == 2:
@@ -217,8 +194,8 @@ def clip(x, a_min=None, a_max=None):
     """
     if a_min is None and a_max is None:
         raise ValueError("clip: give a_min, a_max or both (None leaves one side open)")
-    low = None if a_min is None else _real_number("clip", "a_min", a_min, True)
-    high = None if a_max is None else _real_number("clip", "a_max", a_max, True)
+    low = None if a_min is None else check_real("clip", "a_min", a_min, True)
+    high = None if a_max is None else check_real("clip", "a_max", a_max, True)
     if low is not None:
         x = _unary("clip", U_CLAMP_MIN, x, low)
     if high is not None:

@@ -149,6 +149,11 @@ cdef int check_anomaly(Variable node, str phase) except -1
 cdef Variable as_variable(object x, Variable like)
 cdef int same_dtype(str op, Variable a, Variable b) except -1
 cdef int require_float(str op, object x, str argname) except -1
+# The argument checks that the op modules share (a TypeError or ValueError naming `who` and `name`).
+cdef bint check_flag(str who, str name, object value, bint zero_or_one=*) except -1
+cdef double check_number(str who, str name, object value, bint bools=*) except? -1.0
+cdef bint is_real_number(object value)
+cdef double check_real(str who, str name, object value, bint infinite=*) except? -1.0
 cdef object shared_array_of(object handle)   # see register_shared_handles
 cdef object device_backend()              # the registered device backend (register_backend); raises if none
 

@@ -15,6 +15,7 @@ until `zero_grad`), tracked by a per-leaf mode; a Parameter can also hold a
 sparse gradient: only the rows a gather touched.
 """
 import contextlib
+import numbers
 
 import numpy as np
 cimport cython
@@ -24,6 +25,7 @@ from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
+from libc.math cimport isinf
 from libc.string cimport memcpy, memmove
 from cython cimport floating
 
@@ -265,6 +267,47 @@ cdef int same_dtype(str op, Variable a, Variable b) except -1:
         raise TypeError(f"{op}: mixed dtypes {a.dtype} and {b.dtype}; "
                         f"convert one side (leaves take dtype=)")
     return 0
+
+
+cdef str _got(object value):
+    return f"{value!r} ({type(value).__name__})"
+
+
+cdef bint check_flag(str who, str name, object value, bint zero_or_one=False) except -1:
+    """`value` as a bool: True or False (numpy's too), and with `zero_or_one` the ints 0 and 1
+    (as the flags of fastad's Python side); anything else is a TypeError, not a guess."""
+    if not isinstance(value, (bool, np.bool_)) and not (
+            zero_or_one and isinstance(value, numbers.Integral) and value in (0, 1)):
+        raise TypeError(f"{who}: {name} must be True or False, got {_got(value)}")
+    return bool(value)
+
+
+cdef double check_number(str who, str name, object value, bint bools=False) except? -1.0:
+    """float(value), or a TypeError; a string is refused, and so is a bool unless `bools`
+    (lr=True is no rate, but a saved state dict compares its flags as numbers)."""
+    if isinstance(value, (str, bytes)) or not bools and isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{who}: {name} must be a number, got {_got(value)}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: {name} must be a number, got {_got(value)}") from None
+
+
+cdef bint is_real_number(object value):
+    """A Python or NumPy real number: not a bool, a string, an array or a Variable."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+cdef double check_real(str who, str name, object value, bint infinite=False) except? -1.0:
+    """`value` as a float: a TypeError unless it is a real number, a ValueError for NaN, and
+    for an infinity unless `infinite` (a bound that leaves its side open, as in numpy.clip)."""
+    if not is_real_number(value):
+        raise TypeError(f"{who}: {name} must be a real Python number, got {_got(value)}")
+    cdef double number = float(value)
+    if number != number or not infinite and isinf(number):
+        expected = "a number (not NaN)" if infinite else "a finite number"
+        raise ValueError(f"{who}: {name} must be {expected}, got {value!r}")
+    return number
 
 
 cdef Variable as_variable(object x, Variable like):

@@ -22,7 +22,7 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish, require_float,
-                              backend_of, set_storage, new_storage)
+                              backend_of, set_storage, new_storage, check_number)
 from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad_cy.loops cimport vec_fill, vec_zero
@@ -383,9 +383,7 @@ def norm(x, ord=2, axis=None, keepdims=False):
 cdef tuple _centered(str name, object x, object axis, object ddof):
     """(x - mean(x) over `axis`, 1 / max(count - ddof, 0)): the parts of var and std."""
     require_float(name, x, "x")
-    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, float, np.integer,
-                                                                   np.floating)):
-        raise TypeError(f"{name}: ddof must be a number, got {ddof!r}")
+    ddof = check_number(name, "ddof", ddof)
     cdef Variable v = <Variable>x
     cdef Py_ssize_t count = 1
     for a in normalize_axes(name, axis, len(v._shape)):

@@ -1,15 +1,12 @@
 """word2vec's samplers: `SkipGramSampler` and `CbowSampler` walk a token stream
 (`WindowSampler`, the walk they share) and draw negatives from an `AliasTable`."""
-import math
-import numbers
-
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from fastad_cy.graph cimport Variable, IndexInput, Input
+from fastad_cy.graph cimport Variable, IndexInput, Input, check_real
 from fastad_cy.rng cimport fa_rng, fa_rng_below, fa_rng_uniform
 from fastad_cy.sampler cimport Sampler, _whole, _share, _seed_stream, _index_leaf, _integer_array
 
@@ -27,16 +24,6 @@ __all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "AliasTable"]
 
 
 # ---------------------------------------------------------------- checks of the windows' arguments
-
-cdef double _real(str who, str name, object value, object at_least) except? -1.0:
-    """`value` as a float: a finite real number (not a bool), >= `at_least` unless None."""
-    expected = "a finite number" + ("" if at_least is None else f" >= {at_least:g}")
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{who}: {name} must be {expected}, got {value!r} ({type(value).__name__})")
-    if not (math.isfinite(value) and (at_least is None or value >= at_least)):
-        raise ValueError(f"{who}: {name} must be {expected}, got {value!r}")
-    return float(value)
-
 
 cdef char* _input_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL:
     """The value buffer of a CPU Input of `size` values."""
@@ -263,8 +250,10 @@ cdef class WindowSampler(Sampler):
                                  f"len(tokens) = {n}")
         self.ends_array = ends
         self.ends = ends
-        exponent = _real(who, "ns_exponent", ns_exponent, None)
-        self.sample = _real(who, "sample", sample, 0)
+        exponent = check_real(who, "ns_exponent", ns_exponent)
+        self.sample = check_real(who, "sample", sample)
+        if self.sample < 0:
+            raise ValueError(f"{who}: sample must be >= 0, got {sample!r}")
         counts = np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
         weights = np.zeros(self.vocab_size)
         weights[counts > 0] = counts[counts > 0] ** exponent
