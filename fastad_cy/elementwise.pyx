@@ -236,41 +236,6 @@ cdef inline void binary_backward_row(int op, bint to_a, const floating* a, Py_ss
         fa_binary_backward_d(op, to_a, a, sa, b, sb, y, gy, g, n, add)
 
 
-cdef void binary_forward_walk(int op, const Bcast* it, Py_ssize_t size, const floating* a,
-                              const floating* b, floating* y) noexcept nogil:
-    """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, inner
-    if it == NULL:
-        binary_forward(op, a, 1, b, 1, y, size)
-        return
-    inner = it.shape[it.nd - 1]
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        binary_forward(op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
-                       y + r * inner, inner)
-        bcast_next_row(it, &pos)
-
-
-cdef void binary_backward(int op, bint to_a, const floating* a, const floating* b,
-                          const floating* y, const floating* gy, floating* g, Py_ssize_t n,
-                          bint add, const Bcast* it) noexcept nogil:
-    """The gradient into a (to_a) or b: written or added (`add`) when `it` is NULL (one
-    shape), else added row by row, summed over the axes it was broadcast along."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, inner
-    if it == NULL:
-        binary_backward_row(op, to_a, a, 1, b, 1, y, gy, g, n, add)
-        return
-    inner = it.shape[it.nd - 1]
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        binary_backward_row(op, to_a, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
-                            y + r * inner, gy + r * inner, g + (pos.oa if to_a else pos.ob),
-                            inner, True)
-        bcast_next_row(it, &pos)
-
-
 @cython.no_gc
 cdef class Binary(Variable):
     """a op b; `it` is set only when the shapes differ (broadcasting)."""
@@ -282,12 +247,24 @@ cdef class Binary(Variable):
         free(self.it)
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            binary_forward_walk(self.code, self.it, self.size, <double*>self.a.val_ptr,
-                               <double*>self.b.val_ptr, <double*>self.val_ptr)
-        else:
-            binary_forward_walk(self.code, self.it, self.size, <float*>self.a.val_ptr,
-                               <float*>self.b.val_ptr, <float*>self.val_ptr)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
+        cdef const floating* a = <floating*>self.a.val_ptr
+        cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, inner
+        if it == NULL:
+            binary_forward(self.code, a, 1, b, 1, y, self.size)
+            return 0
+        inner = it.shape[it.nd - 1]
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            binary_forward(self.code, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
+                           y + r * inner, inner)
+            bcast_next_row(it, &pos)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -301,14 +278,29 @@ cdef class Binary(Variable):
         cdef bint add = x.prepare_grad()
         if self.it != NULL and not add:         # the broadcast sums add into zeros
             zero_values(x.grad_ptr, x.size, self.f64)
-        if self.f64:
-            binary_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                            <double*>self.val_ptr, <double*>self.grad_ptr, <double*>x.grad_ptr,
-                            self.size, add, self.it)
-        else:
-            binary_backward(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                            <float*>self.val_ptr, <float*>self.grad_ptr, <float*>x.grad_ptr,
-                            self.size, add, self.it)
+        return (self._gradient_into(<double*>x.grad_ptr, to_a, add) if self.f64
+                else self._gradient_into(<float*>x.grad_ptr, to_a, add))
+
+    cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
+        """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
+        shape), else added row by row, summed over the axes it was broadcast along."""
+        cdef const floating* a = <floating*>self.a.val_ptr
+        cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const floating* y = <floating*>self.val_ptr
+        cdef const floating* gy = <floating*>self.grad_ptr
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, inner
+        if it == NULL:
+            binary_backward_row(self.code, to_a, a, 1, b, 1, y, gy, g, self.size, add)
+            return 0
+        inner = it.shape[it.nd - 1]
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            binary_backward_row(self.code, to_a, a + pos.oa, it.sa[it.nd - 1], b + pos.ob,
+                                it.sb[it.nd - 1], y + r * inner, gy + r * inner,
+                                g + (pos.oa if to_a else pos.ob), inner, True)
+            bcast_next_row(it, &pos)
         return 0
 
 
@@ -448,23 +440,6 @@ cdef void where_forward_row(const floating* c, Py_ssize_t sc, const floating* a,
             y[i] = ai if c[i * sc] != 0 else bi
 
 
-cdef void where_forward_all(const Bcast* it, Py_ssize_t size, const floating* c,
-                            const floating* a, const floating* b, floating* y) noexcept nogil:
-    """The whole output: one flat row when `it` is NULL (one shape), else row by row."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, inner, last
-    if it == NULL:
-        where_forward_row(c, 1, a, 1, b, 1, y, size)
-        return
-    last = it.nd - 1
-    inner = it.shape[last]
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        where_forward_row(c + pos.oc, it.sc[last], a + pos.oa, it.sa[last], b + pos.ob,
-                          it.sb[last], y + r * inner, inner)
-        bcast_next_row(it, &pos)
-
-
 cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, floating* g,
                               Py_ssize_t n, bint add) noexcept nogil:
     """Gradient into a (to_a: where c is nonzero) or b (where c is 0), all of one shape;
@@ -481,30 +456,6 @@ cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, 
             g[i] = gi if (c[i] != 0) == to_a else 0
 
 
-cdef void where_backward(bint to_a, const floating* c, const floating* gy, floating* g,
-                         Py_ssize_t n, bint add, const Bcast* it) noexcept nogil:
-    """The gradient into a (to_a) or b: written or added (`add`) when `it` is NULL (one
-    shape), else added row by row, summed over the axes it was broadcast along."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, i, last, inner, sc, sg, og
-    cdef const floating* gr
-    if it == NULL:
-        where_backward_same(to_a, c, gy, g, n, add)
-        return
-    last = it.nd - 1
-    inner = it.shape[last]
-    sc = it.sc[last]
-    sg = it.sa[last] if to_a else it.sb[last]
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        gr = gy + r * inner
-        og = pos.oa if to_a else pos.ob
-        for i in range(inner):
-            if (c[pos.oc + i * sc] != 0) == to_a:
-                g[og + i * sg] += gr[i]
-        bcast_next_row(it, &pos)
-
-
 @cython.no_gc
 cdef class Where(Variable):
     """a where cond is nonzero, else b; `it` is set only when the shapes differ."""
@@ -515,14 +466,26 @@ cdef class Where(Variable):
         free(self.it)
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            where_forward_all(self.it, self.size, <double*>self.cond.val_ptr,
-                              <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                              <double*>self.val_ptr)
-        else:
-            where_forward_all(self.it, self.size, <float*>self.cond.val_ptr,
-                              <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                              <float*>self.val_ptr)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """The whole output: one flat row when `it` is NULL (one shape), else row by row."""
+        cdef const floating* c = <floating*>self.cond.val_ptr
+        cdef const floating* a = <floating*>self.a.val_ptr
+        cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, inner, last
+        if it == NULL:
+            where_forward_row(c, 1, a, 1, b, 1, y, self.size)
+            return 0
+        last = it.nd - 1
+        inner = it.shape[last]
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            where_forward_row(c + pos.oc, it.sc[last], a + pos.oa, it.sa[last], b + pos.ob,
+                              it.sb[last], y + r * inner, inner)
+            bcast_next_row(it, &pos)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -536,12 +499,33 @@ cdef class Where(Variable):
         cdef bint add = x.prepare_grad()
         if self.it != NULL and not add:         # the broadcast sums add into zeros
             zero_values(x.grad_ptr, x.size, self.f64)
-        if self.f64:
-            where_backward(to_a, <double*>self.cond.val_ptr, <double*>self.grad_ptr,
-                           <double*>x.grad_ptr, self.size, add, self.it)
-        else:
-            where_backward(to_a, <float*>self.cond.val_ptr, <float*>self.grad_ptr,
-                           <float*>x.grad_ptr, self.size, add, self.it)
+        return (self._gradient_into(<double*>x.grad_ptr, to_a, add) if self.f64
+                else self._gradient_into(<float*>x.grad_ptr, to_a, add))
+
+    cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
+        """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
+        shape), else added row by row, summed over the axes it was broadcast along."""
+        cdef const floating* c = <floating*>self.cond.val_ptr
+        cdef const floating* gy = <floating*>self.grad_ptr
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, i, last, inner, sc, sg, og
+        cdef const floating* gr
+        if it == NULL:
+            where_backward_same(to_a, c, gy, g, self.size, add)
+            return 0
+        last = it.nd - 1
+        inner = it.shape[last]
+        sc = it.sc[last]
+        sg = it.sa[last] if to_a else it.sb[last]
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            gr = gy + r * inner
+            og = pos.oa if to_a else pos.ob
+            for i in range(inner):
+                if (c[pos.oc + i * sc] != 0) == to_a:
+                    g[og + i * sg] += gr[i]
+            bcast_next_row(it, &pos)
         return 0
 
 
