@@ -138,28 +138,23 @@ cdef class LSTMCell(Variable):
     cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
             return 0
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
-        return 0
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept nogil:
+    cdef int _forward(self, floating* out) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* act = <floating*>self.act_ptr
-        cdef floating* out = <floating*>self.val_ptr
-        gemm(False, False, B, 4 * H, I, x, I, w_ih, 4 * H, act, 4 * H, False)
+        gemm(False, False, B, 4 * H, I, <floating*>self.x.val_ptr, I, <floating*>self.w_ih.val_ptr,
+             4 * H, act, 4 * H, False)
         if self.h is not None:
             gemm(False, False, B, 4 * H, H, <floating*>self.h.val_ptr, H,
                  <floating*>self.w_hh.val_ptr, 4 * H, act, 4 * H, True)
         lstm_pointwise(<floating*>self.bias.val_ptr,
                        <floating*>self.c.val_ptr if self.c is not None else NULL,
                        act, <floating*>self.tanh_c_ptr, out, out + B * H, B, H)
+        return 0
 
     cdef int run_backward(self) except -1 nogil:
-        if self.f64:
-            return self._backward(<double*>self.grad_ptr)
-        return self._backward(<float*>self.grad_ptr)
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, const floating* grad) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
@@ -263,28 +258,24 @@ cdef class GRUCell(Variable):
     cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
             return 0
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
-        return 0
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept nogil:
+    cdef int _forward(self, floating* out) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* gi = <floating*>self.gi_ptr
         cdef floating* gh = <floating*>self.gh_ptr
-        gemm(False, False, B, 3 * H, I, x, I, w_ih, 3 * H, gi, 3 * H, False)
+        gemm(False, False, B, 3 * H, I, <floating*>self.x.val_ptr, I, <floating*>self.w_ih.val_ptr,
+             3 * H, gi, 3 * H, False)
         if self.h is not None:
             gemm(False, False, B, 3 * H, H, <floating*>self.h.val_ptr, H,
                  <floating*>self.w_hh.val_ptr, 3 * H, gh, 3 * H, False)
         gru_pointwise(<floating*>self.b_ih.val_ptr, <floating*>self.b_hh.val_ptr,
                       <floating*>self.h.val_ptr if self.h is not None else NULL,
-                      gi, gh, <floating*>self.val_ptr, B, H)
+                      gi, gh, out, B, H)
+        return 0
 
     cdef int run_backward(self) except -1 nogil:
-        if self.f64:
-            return self._backward(<double*>self.grad_ptr)
-        return self._backward(<float*>self.grad_ptr)
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, const floating* grad) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
