@@ -200,69 +200,6 @@ cdef int setup_class_targets(ClassTargetLoss node, str op, ClassTargets c) excep
     return 0
 
 
-cdef double ce_forward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
-                       int64_t ignore, floating smoothing, floating* lse,
-                       floating* losses) noexcept nogil:
-    """Sum of the rows' losses (each also into `losses` unless NULL; 0 for ignored rows).
-
-    loss = lse - (1 - smoothing) * x[t] - smoothing * mean(x), lse the row's
-    log-sum-exp (kept for the backward), computed after subtracting the row max.
-    """
-    cdef Py_ssize_t b, c
-    cdef double total = 0
-    cdef floating m, s, loss, row_sum
-    cdef const floating* xr
-    for b in range(rows):
-        if t[b] == ignore:
-            if losses != NULL:
-                losses[b] = 0
-            continue
-        xr = x + b * classes
-        m = -INFINITY
-        for c in range(classes):
-            if xr[c] > m or xr[c] != xr[c]:
-                m = xr[c]
-        s = 0
-        for c in range(classes):
-            s += s_exp(xr[c] - m)
-        lse[b] = m + s_log(s)
-        loss = lse[b] - (1 - smoothing) * xr[t[b]]
-        if smoothing != 0:
-            row_sum = 0
-            for c in range(classes):
-                row_sum += xr[c]
-            loss -= smoothing * row_sum / classes
-        total += loss
-        if losses != NULL:
-            losses[b] = loss
-    return total
-
-
-cdef void ce_backward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
-                      int64_t ignore, floating smoothing, const floating* lse, const floating* gy,
-                      Py_ssize_t gy_step, floating scale, floating* gx, bint add) noexcept nogil:
-    """gx row b = (softmax(x_b) - target distribution) * gy[b * gy_step] * scale."""
-    cdef Py_ssize_t b, c
-    cdef floating g, off = smoothing / classes if classes else 0
-    cdef const floating* xr
-    cdef floating* gr
-    for b in range(rows):
-        gr = gx + b * classes
-        if t[b] == ignore:
-            if not add:
-                vec_zero(gr, classes)
-            continue
-        xr = x + b * classes
-        g = gy[b * gy_step] * scale
-        if add:
-            for c in range(classes):
-                gr[c] += g * (s_exp(xr[c] - lse[b]) - off)
-        else:
-            for c in range(classes):
-                gr[c] = g * (s_exp(xr[c] - lse[b]) - off)
-        gr[t[b]] -= g * (1 - smoothing)
-
-
 @cython.no_gc
 cdef class CrossEntropy(ClassTargetLoss):
     cdef double smoothing
@@ -271,30 +208,81 @@ cdef class CrossEntropy(ClassTargetLoss):
 
     cdef int run_forward(self) except -1 nogil:
         self.load_targets()
-        cdef bint each = self.reduction == RED_NONE
-        cdef double total
-        if self.f64:
-            total = ce_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
-                               self.ignore_index, self.smoothing, <double*>self.lse_ptr,
-                               <double*>self.val_ptr if each else NULL)
-        else:
-            total = ce_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
-                               self.ignore_index, <float>self.smoothing, <float*>self.lse_ptr,
-                               <float*>self.val_ptr if each else NULL)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """The rows' losses (into y for reduction "none"; 0 for ignored rows), reduced.
+
+        loss = lse - (1 - smoothing) * x[t] - smoothing * mean(x), lse the row's
+        log-sum-exp (kept for the backward), computed after subtracting the row max.
+        """
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef floating* lse = <floating*>self.lse_ptr
+        cdef floating* losses = y if self.reduction == RED_NONE else NULL
+        cdef const int64_t* t = self.tgt
+        cdef int64_t ignore = self.ignore_index
+        cdef Py_ssize_t b, c, classes = self.classes
+        cdef double total = 0
+        cdef floating m, s, loss, row_sum, smoothing = <floating>self.smoothing
+        cdef const floating* xr
+        for b in range(self.batch):
+            if t[b] == ignore:
+                if losses != NULL:
+                    losses[b] = 0
+                continue
+            xr = x + b * classes
+            m = -INFINITY
+            for c in range(classes):
+                if xr[c] > m or xr[c] != xr[c]:
+                    m = xr[c]
+            s = 0
+            for c in range(classes):
+                s += s_exp(xr[c] - m)
+            lse[b] = m + s_log(s)
+            loss = lse[b] - (1 - smoothing) * xr[t[b]]
+            if smoothing != 0:
+                row_sum = 0
+                for c in range(classes):
+                    row_sum += xr[c]
+                loss -= smoothing * row_sum / classes
+            total += loss
+            if losses != NULL:
+                losses[b] = loss
         return self.store_total(total)
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
+        """gx row b = (softmax(x_b) - target distribution) * gy[b * gy_step] * scale."""
         cdef int add = self.start_backward()
         if add < 0:
             return 0
-        if self.f64:
-            ce_backward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
-                        self.smoothing, <double*>self.lse_ptr, <double*>self.grad_ptr, self.gy_step,
-                        self.scale, <double*>self.x.grad_ptr, add)
-        else:
-            ce_backward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
-                        <float>self.smoothing, <float*>self.lse_ptr, <float*>self.grad_ptr,
-                        self.gy_step, <float>self.scale, <float*>self.x.grad_ptr, add)
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef const floating* lse = <floating*>self.lse_ptr
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef const int64_t* t = self.tgt
+        cdef int64_t ignore = self.ignore_index
+        cdef Py_ssize_t b, c, classes = self.classes, gy_step = self.gy_step
+        cdef floating smoothing = <floating>self.smoothing, scale = <floating>self.scale
+        cdef floating g, off = smoothing / classes if classes else 0
+        cdef const floating* xr
+        cdef floating* gr
+        for b in range(self.batch):
+            gr = gx + b * classes
+            if t[b] == ignore:
+                if not add:
+                    vec_zero(gr, classes)
+                continue
+            xr = x + b * classes
+            g = gy[b * gy_step] * scale
+            if add:
+                for c in range(classes):
+                    gr[c] += g * (s_exp(xr[c] - lse[b]) - off)
+            else:
+                for c in range(classes):
+                    gr[c] = g * (s_exp(xr[c] - lse[b]) - off)
+            gr[t[b]] -= g * (1 - smoothing)
         return 0
 
 
@@ -329,58 +317,46 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
     return finish(node)
 
 
-cdef double nll_forward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
-                        int64_t ignore, floating* losses) noexcept nogil:
-    """Sum of -x[b, t[b]] over the rows not ignored (each also into `losses` unless NULL)."""
-    cdef Py_ssize_t b
-    cdef double total = 0
-    cdef floating loss
-    for b in range(rows):
-        loss = 0 if t[b] == ignore else -x[b * classes + t[b]]
-        total += loss
-        if losses != NULL:
-            losses[b] = loss
-    return total
-
-
-cdef void nll_backward(const int64_t* t, Py_ssize_t rows, Py_ssize_t classes, int64_t ignore,
-                       const floating* gy, Py_ssize_t gy_step, floating scale, floating* gx,
-                       bint add) noexcept nogil:
-    cdef Py_ssize_t b
-    if not add:
-        vec_zero(gx, rows * classes)
-    for b in range(rows):
-        if t[b] != ignore:
-            gx[b * classes + t[b]] -= gy[b * gy_step] * scale
-
-
 @cython.no_gc
 cdef class NLLLoss(ClassTargetLoss):
 
     cdef int run_forward(self) except -1 nogil:
         self.load_targets()
-        cdef bint each = self.reduction == RED_NONE
-        cdef double total
-        if self.f64:
-            total = nll_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
-                                self.ignore_index, <double*>self.val_ptr if each else NULL)
-        else:
-            total = nll_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
-                                self.ignore_index, <float*>self.val_ptr if each else NULL)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """-x[b, t[b]] for each row not ignored (into y for reduction "none"), reduced."""
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef floating* losses = y if self.reduction == RED_NONE else NULL
+        cdef const int64_t* t = self.tgt
+        cdef int64_t ignore = self.ignore_index
+        cdef Py_ssize_t b, classes = self.classes
+        cdef double total = 0
+        cdef floating loss
+        for b in range(self.batch):
+            loss = 0 if t[b] == ignore else -x[b * classes + t[b]]
+            total += loss
+            if losses != NULL:
+                losses[b] = loss
         return self.store_total(total)
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
         cdef int add = self.start_backward()
         if add < 0:
             return 0
-        if self.f64:
-            nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
-                         <double*>self.grad_ptr, self.gy_step, self.scale,
-                         <double*>self.x.grad_ptr, add)
-        else:
-            nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
-                         <float*>self.grad_ptr, self.gy_step, <float>self.scale,
-                         <float*>self.x.grad_ptr, add)
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef const int64_t* t = self.tgt
+        cdef int64_t ignore = self.ignore_index
+        cdef Py_ssize_t b, classes = self.classes, gy_step = self.gy_step
+        cdef floating scale = <floating>self.scale
+        if not add:
+            vec_zero(gx, self.batch * classes)
+        for b in range(self.batch):
+            if t[b] != ignore:
+                gx[b * classes + t[b]] -= gy[b * gy_step] * scale
         return 0
 
 
