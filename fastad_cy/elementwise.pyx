@@ -10,8 +10,9 @@ cimport numpy as cnp
 from libc.stdlib cimport malloc, free
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_variable, same_dtype,
-                              require_float, backend_of, grad_enabled, check_real, is_real_number)
+from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_operand, float_operands,
+                              same_dtype, require_float, backend_of, grad_enabled, check_real,
+                              is_real_number)
 from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
@@ -321,33 +322,13 @@ cdef Variable _with_number(int code, object a, object b):
     return _unary("div", U_RDIV_SCALAR, b, a)
 
 
-cdef Variable _constant(str name, str argname, object x, Variable like):
-    """x as a Variable for `name`: itself, or a constant made from a number or array."""
-    try:
-        return as_variable(x, like)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name}: operand {argname} must be a Variable, a number or an array of "
-                        f"real numbers, got {type(x).__name__} ({e})") from None
-
-
 cdef Variable _binary(int code, object a, object b):
     cdef str name = _BINARY_NAMES[code]
     cdef Variable va, vb
     if code <= B_DIV and (isinstance(a, Variable) and _is_number(b)
                           or isinstance(b, Variable) and _is_number(a)):
         return _with_number(code, a, b)
-    if isinstance(a, Variable):
-        require_float(name, a, "a")
-        va = <Variable>a
-        vb = _constant(name, "b", b, va)
-        require_float(name, vb, "b")
-    elif isinstance(b, Variable):
-        require_float(name, b, "b")
-        vb = <Variable>b
-        va = _constant(name, "a", a, vb)
-    else:
-        raise TypeError(f"{name}: at least one operand must be a fastad Variable")
-    same_dtype(name, va, vb)
+    va, vb = float_operands(name, a, b)
     if (dev := backend_of(va, vb)) is not None:
         shape = va._shape if va._shape == vb._shape else broadcast_shapes(name, va._shape, vb._shape)
         return dev.binary(name, va, vb, shape)
@@ -564,12 +545,12 @@ def where(cond, a, b):
     else:
         raise TypeError(f"where: a or b must be a fastad Variable, got {type(a).__name__} and "
                         f"{type(b).__name__}")
-    va = _constant("where", "a", a, like)
-    vb = _constant("where", "b", b, like)
+    va = as_operand("where", "a", a, like)
+    vb = as_operand("where", "b", b, like)
     require_float("where", va, "a")
     require_float("where", vb, "b")
     same_dtype("where", va, vb)
-    vc = _constant("where", "cond", cond, like)
+    vc = as_operand("where", "cond", cond, like)
     require_float("where", vc, "cond")
     if vc.f64 != like.f64:
         raise TypeError(f"where: cond has dtype {vc.dtype}, a and b {like.dtype}; compare "

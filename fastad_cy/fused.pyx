@@ -118,10 +118,13 @@ cdef int bias_backward(Variable bias, const floating* dout, int B, int n_out) ex
     return 0
 
 
-cdef int zero_unwritten_grad(Variable v) except -1 nogil:
-    """A zero gradient for input v when it takes one and nothing wrote it in this pass."""
-    if v.requires_grad and not v.prepare_grad():
-        zero_values(v.grad_ptr, v.size, v.f64)
+cdef int zero_unwritten_grads(Variable node) except -1 with gil:
+    """A zero gradient for each input of a cell of batch 0 (nothing flows back) that takes one
+    and that nothing wrote in this pass: every gradient must be written."""
+    cdef Variable v
+    for v in node.parents:
+        if v.requires_grad and not v.prepare_grad():
+            zero_values(v.grad_ptr, v.size, v.f64)
     return 0
 
 
@@ -161,15 +164,8 @@ cdef class LSTMCell(Variable):
         cdef floating* dgates = <floating*>self.dgates_ptr
         cdef floating* gc_prev = NULL
         cdef bint add_c_prev = False
-        if B == 0:                 # nothing flows back, but every gradient must be written
-            zero_unwritten_grad(self.x)
-            zero_unwritten_grad(self.w_ih)
-            zero_unwritten_grad(self.bias)
-            if self.h is not None:     # weight_hh, h and c are inputs only with a state
-                zero_unwritten_grad(self.w_hh)
-                zero_unwritten_grad(self.h)
-                zero_unwritten_grad(self.c)
-            return 0
+        if B == 0:
+            return zero_unwritten_grads(self)
         if self.c is not None and self.c.requires_grad:
             add_c_prev = self.c.prepare_grad()
             gc_prev = <floating*>self.c.grad_ptr
@@ -281,15 +277,8 @@ cdef class GRUCell(Variable):
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* dgi = <floating*>self.dgi_ptr
         cdef floating* dgh = <floating*>self.dgh_ptr
-        if B == 0:                 # nothing flows back, but every gradient must be written
-            zero_unwritten_grad(self.x)
-            zero_unwritten_grad(self.w_ih)
-            zero_unwritten_grad(self.b_ih)
-            zero_unwritten_grad(self.b_hh)
-            if self.h is not None:     # weight_hh and h are inputs only with a state
-                zero_unwritten_grad(self.w_hh)
-                zero_unwritten_grad(self.h)
-            return 0
+        if B == 0:
+            return zero_unwritten_grads(self)
         gru_pointwise_backward(<floating*>self.gi_ptr, <floating*>self.gh_ptr,
                                <floating*>self.h.val_ptr if self.h is not None else NULL,
                                grad, dgi, dgh, B, H)

@@ -293,6 +293,14 @@ cdef double check_number(str who, str name, object value, bint bools=False) exce
         raise TypeError(f"{who}: {name} must be a number, got {_got(value)}") from None
 
 
+cdef double check_above(str who, str name, object value, double low, bint or_equal=False) except? -1.0:
+    """check_number's, and a ValueError unless it is > low (>= low when `or_equal`); NaN fails."""
+    cdef double number = check_number(who, name, value)
+    if not (number >= low if or_equal else number > low):
+        raise ValueError(f"{who}: {name} must be {'>=' if or_equal else '>'} {low:g}, got {value!r}")
+    return number
+
+
 cdef bint is_real_number(object value):
     """A Python or NumPy real number: not a bool, a string, an array or a Variable."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -315,6 +323,33 @@ cdef Variable as_variable(object x, Variable like):
     if isinstance(x, Variable):
         return <Variable>x
     return Input(x, dtype=float64 if like.f64 else float32, device=device_of(like))
+
+
+cdef Variable as_operand(str op, str argname, object x, Variable like):
+    """as_variable for an operand of `op`, a TypeError naming it for what makes no array."""
+    try:
+        return as_variable(x, like)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{op}: operand {argname} must be a Variable, a number or an array of "
+                        f"real numbers, got {type(x).__name__} ({e})") from None
+
+
+cdef tuple float_operands(str op, object a, object b):
+    """(a, b) as float Variables of one dtype; one of them may be a number or an array."""
+    cdef Variable va, vb
+    if isinstance(a, Variable):
+        require_float(op, a, "a")
+        va = <Variable>a
+        vb = as_operand(op, "b", b, va)
+        require_float(op, vb, "b")
+    elif isinstance(b, Variable):
+        require_float(op, b, "b")
+        vb = <Variable>b
+        va = as_operand(op, "a", a, vb)
+    else:
+        raise TypeError(f"{op}: at least one operand must be a fastad Variable")
+    same_dtype(op, va, vb)
+    return va, vb
 
 
 # ------------------------------------------------------------- node helpers

@@ -14,7 +14,7 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float, backend_of)
+from fastad_cy.graph cimport Variable, init_node, finish, require_float, backend_of, float_operands
 from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport vec_zero, row_axpy, row_scale, row_dot
 from fastad_cy.broadcast cimport broadcast_shapes
@@ -174,24 +174,6 @@ cdef class Matmul(Variable):
                   add, self.blas)
 
 
-cdef tuple _operands(str op, object a, object b):
-    """(a, b) as float Variables of one dtype; one of them may be a number or an array."""
-    cdef Variable va, vb
-    if isinstance(a, Variable):
-        require_float(op, a, "a")
-        va = <Variable>a
-        vb = as_variable(b, va)
-        require_float(op, vb, "b")
-    elif isinstance(b, Variable):
-        require_float(op, b, "b")
-        vb = <Variable>b
-        va = as_variable(a, vb)
-    else:
-        raise TypeError(f"{op}: at least one operand must be a fastad Variable")
-    same_dtype(op, va, vb)
-    return va, vb
-
-
 def matmul(a, b):
     """Matrix product a @ b with numpy's rules for these shapes.
 
@@ -210,7 +192,7 @@ def matmul(a, b):
     (2, 4)
     """
     cdef Variable va, vb
-    va, vb = _operands("matmul", a, b)
+    va, vb = float_operands("matmul", a, b)
     cdef tuple sa = va._shape, sb = vb._shape
     if not sa or not sb:
         raise ValueError(f"matmul: operands need at least 1 axis, got shapes {sa} and {sb} "
@@ -336,7 +318,7 @@ def vector_dot(a, b):
     (5,)
     """
     cdef Variable va, vb
-    va, vb = _operands("vector_dot", a, b)
+    va, vb = float_operands("vector_dot", a, b)
     if not va._shape or not vb._shape:
         raise ValueError(f"vector_dot: operands of shapes {va._shape} and {vb._shape}; both need "
                          f"a last axis to sum over (use * for scalars)")
@@ -465,7 +447,7 @@ def einsum(subscripts, a, b=None):
         require_float("einsum", a, "a")
         operands = (a,)
     else:
-        operands = _operands("einsum", a, b)
+        operands = float_operands("einsum", a, b)
     terms, out, sizes = _einsum_parse(subscripts, operands)
     if len(operands) == 1:
         v, letters = _einsum_prepare(<Variable>operands[0], terms[0], out)

@@ -28,7 +28,7 @@ from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Input, IndexInput, empty_buffer, init_node, init_node_like, finish,
                               as_variable, same_dtype, require_float, backend_of, check_flag,
-                              check_number)
+                              check_number, check_above)
 from fastad_cy.loops cimport vec_zero, store_value
 from fastad_cy.reduced_bce cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
                                     reduction_scale, bce_forward, bce_backward)
@@ -536,9 +536,7 @@ def huber(pred, target, reduction="mean", delta=1.0):
     >>> fa.nn.huber(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
     array([0.125, 2.5  ], dtype=float32)
     """
-    cdef double d = check_number("huber", "delta", delta)
-    if not d > 0:
-        raise ValueError(f"huber: delta must be > 0, got {d}")
+    cdef double d = check_above("huber", "delta", delta, 0)
     return _pair_loss(P_HUBER, "pred", pred, "target", target, reduction, d)
 
 
@@ -614,9 +612,7 @@ def smooth_l1(input, target, reduction="mean", beta=1.0):
     >>> fa.nn.smooth_l1(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
     array([0.125, 2.5  ], dtype=float32)
     """
-    cdef double b = check_number("smooth_l1", "beta", beta)
-    if not b >= 0:
-        raise ValueError(f"smooth_l1: beta must be >= 0, got {beta!r}")
+    cdef double b = check_above("smooth_l1", "beta", beta, 0, or_equal=True)
     return _pair_loss(P_SMOOTH_L1, "input", input, "target", target, reduction, b, None, True)
 
 
@@ -669,9 +665,7 @@ def poisson_nll(input, target, log_input=True, full=False, eps=1e-8, reduction="
     1.0
     """
     cdef str op = "poisson_nll"
-    cdef double e = check_number(op, "eps", eps)
-    if not e > 0:
-        raise ValueError(f"{op}: eps must be > 0, got {eps!r}")
+    cdef double e = check_above(op, "eps", eps, 0)
     full = check_flag(op, "full", full)
     if check_flag(op, "log_input", log_input):
         code = P_POISSON_NLL_FULL if full else P_POISSON_NLL
@@ -695,9 +689,7 @@ def gaussian_nll(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """
     cdef str op = "gaussian_nll"
     require_float(op, input, "input")
-    cdef double e = check_number(op, "eps", eps)
-    if not e > 0:
-        raise ValueError(f"{op}: eps must be > 0, got {eps!r}")
+    cdef double e = check_above(op, "eps", eps, 0)
     check_flag(op, "full", full)
     reduction_code(op, reduction)
     cdef Variable x = <Variable>input
@@ -831,11 +823,9 @@ def triplet_margin(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap
     cdef str op = "triplet_margin"
     for argname, x in (("anchor", anchor), ("positive", positive), ("negative", negative)):
         require_float(op, x, argname)
-    cdef double m = check_number(op, "margin", margin)
+    cdef double m = check_above(op, "margin", margin, 0)
     cdef double q = check_number(op, "p", p)
     cdef double e = check_number(op, "eps", eps)
-    if not m > 0:
-        raise ValueError(f"{op}: margin must be > 0, got {margin!r}")
     if not 0 < q < INFINITY:
         raise ValueError(f"{op}: p must be > 0 and finite, got {p!r}")
     check_flag(op, "swap", swap)

@@ -575,7 +575,7 @@ cdef class Optimizer:
                 f"{unexpected}. Was it saved from another optimizer or another model?")
         lr = _check_lr(who, state["lr"])
         for name, value in hyper.items():
-            if name != "lr" and check_number(who, name, state[name], True) != value:
+            if name != "lr" and check_number(who, name, state[name], bools=True) != value:
                 raise ValueError(f"{who}: the state dict was saved with {name}={state[name]!r}, "
                                  f"this optimizer has {name}={value!r}; build the optimizer with "
                                  f"the saved hyperparameters")
@@ -583,7 +583,7 @@ cdef class Optimizer:
         arrays = []
         for i in range(self.n_params):
             key = f"state.{i}.step"
-            step = check_number(who, key, state[key], True)
+            step = check_number(who, key, state[key], bools=True)
             if not (0 <= step < 2.0 ** 63 and step == int(step)):   # NaN and inf fail before int()
                 raise ValueError(f"{who}: {key} must be an integer in [0, 2**63), got {state[key]!r}")
             steps[i] = int(step)
