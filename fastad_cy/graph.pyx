@@ -301,6 +301,15 @@ cdef double check_above(str who, str name, object value, double low, bint or_equ
     return number
 
 
+cdef Py_ssize_t check_int(str who, str name, object value, Py_ssize_t low) except? -1:
+    """`value` as an integer >= low: a bool or a float is a TypeError, even a whole one."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{who}: {name} must be an integer, got {_got(value)}")
+    if value < low:
+        raise ValueError(f"{who}: {name} must be >= {low}, got {value}")
+    return value
+
+
 cdef bint is_real_number(object value):
     """A Python or NumPy real number: not a bool, a string, an array or a Variable."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)

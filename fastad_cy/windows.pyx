@@ -6,9 +6,9 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from fastad_cy.graph cimport Variable, IndexInput, Input, check_real
+from fastad_cy.graph cimport Variable, IndexInput, Input, check_real, check_int
 from fastad_cy.rng cimport fa_rng, fa_rng_below, fa_rng_uniform
-from fastad_cy.sampler cimport Sampler, _whole, _share, _seed_stream, _index_leaf, _integer_array
+from fastad_cy.sampler cimport Sampler, _share, _seed_stream, _index_leaf, _integer_array
 
 cnp.import_array()
 
@@ -227,7 +227,7 @@ cdef class WindowSampler(Sampler):
 
     cdef int read_corpus(self, str who, object tokens, object sentence_ends, object window,
                          object ns_exponent, object sample, object vocab_size) except -1:
-        self.window = _whole(who, "window", window, 1)
+        self.window = check_int(who, "window", window, 1)
         arr = np.asarray(tokens)
         if arr.ndim != 1:
             raise ValueError(f"{who}: tokens must be a 1-D array of word ids, got shape {arr.shape}")
@@ -236,7 +236,7 @@ cdef class WindowSampler(Sampler):
         if n == 0:
             raise ValueError(f"{who}: tokens is empty")
         largest = int(self.tokens_array.max())
-        self.vocab_size = largest + 1 if vocab_size is None else _whole(who, "vocab_size", vocab_size, 1)
+        self.vocab_size = largest + 1 if vocab_size is None else check_int(who, "vocab_size", vocab_size, 1)
         if largest >= self.vocab_size:
             raise ValueError(f"{who}: token id {largest} (at position {int(np.argmax(self.tokens_array))}) "
                              f"is out of range for vocab_size {self.vocab_size}")
@@ -289,7 +289,7 @@ cdef class WindowSampler(Sampler):
         """Check `claim` (None, or a writable int64 array whose first element counts the
         blocks claimed) and `block_tokens` (also when there is no claim, which ignores it);
         read_corpus then cuts the blocks."""
-        self.block_tokens = _whole(who, "block_tokens", block_tokens, 1)
+        self.block_tokens = check_int(who, "block_tokens", block_tokens, 1)
         if claim is None:
             return 0
         if not isinstance(claim, np.ndarray) or claim.dtype != np.int64 or claim.size < 1 \
@@ -521,7 +521,7 @@ cdef class CbowSampler(WindowSampler):
                  workers=1, claim=None, block_tokens=10_000):
         who = "CbowSampler"
         _seed_stream(self, who, seed, rank, workers)
-        self.slots = 2 * _whole(who, "window", window, 1)
+        self.slots = 2 * check_int(who, "window", window, 1)
         self.out_context = _index_leaf(who, "context", context, -1)
         self.items = (<Variable>context).size // self.slots
         if self.items == 0 or (<Variable>context).size % self.slots:
