@@ -1060,10 +1060,8 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):
-            if p.f64:
-                acc = norm_accumulate(<const double*>span_grad(p, k), span_len, q, acc)
-            else:
-                acc = norm_accumulate(<const float*>span_grad(p, k), span_len, q, acc)
+            acc = (norm_accumulate(<const double*>span_grad(p, k), span_len, q, acc) if p.f64
+                   else norm_accumulate(<const float*>span_grad(p, k), span_len, q, acc))
     if isinf(q):
         total = acc
     elif q == 2:

@@ -151,46 +151,6 @@ cdef inline floating spread_step(int code, floating x, floating y, floating gy, 
     return gy * scale                                        # sum (scale 1), mean (1 / count)
 
 
-cdef void spread_walk(int code, const Bcast* it, const floating* x, const floating* y,
-                      const floating* gy, const floating* aux, floating scale, floating* gx,
-                      bint add) noexcept nogil:
-    """gx = (or +=) spread_step(...) for every input element: each is visited once."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1]
-    cdef bint folds = it.sb[it.nd - 1] == 0
-    cdef floating yv, gv, av
-    cdef const floating* xr
-    cdef floating* gr
-    cdef const floating* yr
-    cdef const floating* gyr
-    cdef const floating* ar
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        xr = x + pos.oa
-        gr = gx + pos.oa
-        if folds:
-            yv = y[pos.ob]
-            gv = gy[pos.ob]
-            av = aux[pos.ob]
-            if add:
-                for i in range(inner):
-                    gr[i] += spread_step(code, xr[i], yv, gv, av, scale)
-            else:
-                for i in range(inner):
-                    gr[i] = spread_step(code, xr[i], yv, gv, av, scale)
-        else:
-            yr = y + pos.ob
-            gyr = gy + pos.ob
-            ar = aux + pos.ob
-            if add:
-                for i in range(inner):
-                    gr[i] += spread_step(code, xr[i], yr[i], gyr[i], ar[i], scale)
-            else:
-                for i in range(inner):
-                    gr[i] = spread_step(code, xr[i], yr[i], gyr[i], ar[i], scale)
-        bcast_next_row(it, &pos)
-
-
 @cython.no_gc
 cdef class Reduce(Variable):
     """sum/mean/max/min/logsumexp/norm of x over some axes; `it` walks x against the keepdims
@@ -249,17 +209,54 @@ cdef class Reduce(Variable):
         return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, const floating* gy) except -1 nogil:
+        """gx = (or +=) spread_step(...) for every input element: each is visited once."""
         if not self.x.requires_grad:
             return 0
         cdef bint add = self.x.prepare_grad()
         # sum, mean and norm read no scratch: pass the value buffer (same size) in its place
         cdef floating* aux = <floating*>(self.aux_ptr if self.aux_ptr != NULL else self.val_ptr)
         cdef const floating* x = <floating*>self.x.val_ptr
-        if self.code == R_MAX or self.code == R_MIN:
+        cdef const floating* y = <floating*>self.val_ptr
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef floating yv, gv, av, scale = <floating>self.scale
+        cdef int code = self.code
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1]
+        cdef bint folds = it.sb[it.nd - 1] == 0
+        cdef const floating* xr
+        cdef floating* gr
+        cdef const floating* yr
+        cdef const floating* gyr
+        cdef const floating* ar
+        if code == R_MAX or code == R_MIN:
             vec_zero(aux, self.size)
-            fold_walk(FOLD_COUNT_EQUAL, self.it, x, aux, <floating*>self.val_ptr)
-        spread_walk(self.code, self.it, x, <floating*>self.val_ptr, gy, aux, <floating>self.scale,
-                    <floating*>self.x.grad_ptr, add)
+            fold_walk(FOLD_COUNT_EQUAL, it, x, aux, y)
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            xr = x + pos.oa
+            gr = gx + pos.oa
+            if folds:
+                yv = y[pos.ob]
+                gv = gy[pos.ob]
+                av = aux[pos.ob]
+                if add:
+                    for i in range(inner):
+                        gr[i] += spread_step(code, xr[i], yv, gv, av, scale)
+                else:
+                    for i in range(inner):
+                        gr[i] = spread_step(code, xr[i], yv, gv, av, scale)
+            else:
+                yr = y + pos.ob
+                gyr = gy + pos.ob
+                ar = aux + pos.ob
+                if add:
+                    for i in range(inner):
+                        gr[i] += spread_step(code, xr[i], yr[i], gyr[i], ar[i], scale)
+                else:
+                    for i in range(inner):
+                        gr[i] = spread_step(code, xr[i], yr[i], gyr[i], ar[i], scale)
+            bcast_next_row(it, &pos)
         return 0
 
 
