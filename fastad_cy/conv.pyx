@@ -24,7 +24,8 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.blas cimport gemm
-from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of)
+from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of,
+                              val_ptr_or_null)
 from fastad_cy.loops cimport vec_zero
 
 cnp.import_array()
@@ -199,7 +200,7 @@ cdef class Conv(Variable):
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
     cdef int _forward(self, floating* y) except -1 nogil:
-        cdef const floating* b = <floating*>(self.b.val_ptr if self.b is not None else NULL)
+        cdef const floating* b = <floating*>val_ptr_or_null(self.b)
         cdef floating* cols = <floating*>self.cols_ptr
         cdef floating* staged = <floating*>self.staged_ptr
         cdef Py_ssize_t spots = self.g.oh * self.g.ow, width = self.g.n * spots
@@ -617,13 +618,10 @@ cdef class BatchNorm(Variable):
     cdef int run_forward(self) except -1 nogil:
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef inline char* _ptr(self, Variable v) noexcept nogil:
-        return v.val_ptr if v is not None else NULL
-
     cdef int _forward(self, floating* y) except -1 nogil:
         cdef const floating* x = <floating*>self.x.val_ptr
-        cdef const floating* w = <floating*>self._ptr(self.w)
-        cdef const floating* b = <floating*>self._ptr(self.b)
+        cdef const floating* w = <floating*>val_ptr_or_null(self.w)
+        cdef const floating* b = <floating*>val_ptr_or_null(self.b)
         cdef floating* running_mean = <floating*>self.running_mean_ptr
         cdef floating* running_var = <floating*>self.running_var_ptr
         cdef Py_ssize_t i, ch, k, count = self.n * self.spots, stride = self.c * self.spots
@@ -668,7 +666,7 @@ cdef class BatchNorm(Variable):
 
     cdef int _backward(self, const floating* gy) except -1 nogil:
         cdef const floating* x = <floating*>self.x.val_ptr
-        cdef const floating* w = <floating*>self._ptr(self.w)
+        cdef const floating* w = <floating*>val_ptr_or_null(self.w)
         cdef Py_ssize_t i, ch, k, count = self.n * self.spots, stride = self.c * self.spots
         cdef double sum_g, sum_gxhat, mean, inv_std, scale, xhat, d
         cdef const floating* xc

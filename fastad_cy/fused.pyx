@@ -19,7 +19,8 @@ from libc.limits cimport INT_MAX
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device)
+from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device,
+                              val_ptr_or_null)
 from fastad_cy.loops cimport vec_zero, zero_values
 from fastad_cy.scalar cimport s_tanh, s_sigmoid
 
@@ -151,9 +152,8 @@ cdef class LSTMCell(Variable):
         if self.h is not None:
             gemm(False, False, B, 4 * H, H, <floating*>self.h.val_ptr, H,
                  <floating*>self.w_hh.val_ptr, 4 * H, act, 4 * H, True)
-        lstm_pointwise(<floating*>self.bias.val_ptr,
-                       <floating*>self.c.val_ptr if self.c is not None else NULL,
-                       act, <floating*>self.tanh_c_ptr, out, out + B * H, B, H)
+        lstm_pointwise(<floating*>self.bias.val_ptr, <floating*>val_ptr_or_null(self.c), act,
+                       <floating*>self.tanh_c_ptr, out, out + B * H, B, H)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -170,8 +170,8 @@ cdef class LSTMCell(Variable):
             add_c_prev = self.c.prepare_grad()
             gc_prev = <floating*>self.c.grad_ptr
         lstm_pointwise_backward(<floating*>self.act_ptr, <floating*>self.tanh_c_ptr,
-                                <floating*>self.c.val_ptr if self.c is not None else NULL,
-                                grad, grad + B * H, dgates, gc_prev, add_c_prev, B, H)
+                                <floating*>val_ptr_or_null(self.c), grad, grad + B * H, dgates,
+                                gc_prev, add_c_prev, B, H)
         product_backward(self.x, self.w_ih, dgates, B, I, 4 * H)
         bias_backward(self.bias, dgates, B, 4 * H)
         if self.h is not None:
@@ -266,8 +266,7 @@ cdef class GRUCell(Variable):
             gemm(False, False, B, 3 * H, H, <floating*>self.h.val_ptr, H,
                  <floating*>self.w_hh.val_ptr, 3 * H, gh, 3 * H, False)
         gru_pointwise(<floating*>self.b_ih.val_ptr, <floating*>self.b_hh.val_ptr,
-                      <floating*>self.h.val_ptr if self.h is not None else NULL,
-                      gi, gh, out, B, H)
+                      <floating*>val_ptr_or_null(self.h), gi, gh, out, B, H)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -280,8 +279,7 @@ cdef class GRUCell(Variable):
         if B == 0:
             return zero_unwritten_grads(self)
         gru_pointwise_backward(<floating*>self.gi_ptr, <floating*>self.gh_ptr,
-                               <floating*>self.h.val_ptr if self.h is not None else NULL,
-                               grad, dgi, dgh, B, H)
+                               <floating*>val_ptr_or_null(self.h), grad, dgi, dgh, B, H)
         product_backward(self.x, self.w_ih, dgi, B, I, 3 * H)
         bias_backward(self.b_ih, dgi, B, 3 * H)
         bias_backward(self.b_hh, dgh, B, 3 * H)

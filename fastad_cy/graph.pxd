@@ -166,6 +166,11 @@ cdef inline bint on_device(object x) noexcept:
     return isinstance(x, Variable) and (<Variable>x).on_device
 
 
+cdef inline char* val_ptr_or_null(Variable v) noexcept nogil:
+    """The values of an optional input: NULL for None."""
+    return v.val_ptr if v is not None else NULL
+
+
 cdef inline object backend_of(object a, object b=None, object c=None):
     """The backend that builds an op on these operands: None for the compiled CPU path (a
     C-level test), else the registered device backend when any operand is on a device."""

@@ -9,7 +9,7 @@ from cython cimport floating
 from libc.stdint cimport int64_t, uint64_t
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, same_dtype, backend_among)
+                              require_float, same_dtype, backend_among, val_ptr_or_null)
 from fastad_cy.loops cimport row_axpy, store_value, vec_zero
 from fastad_cy.reduced_bce cimport (RED_NONE, reduction_code, reduction_name, reduction_scale,
                                     bce_forward, bce_backward)
@@ -203,7 +203,7 @@ cdef class RankingMargin(Variable):
         if self.f64:
             fa_margin_rows_d(<const double*>self.user_table.val_ptr,
                              <const double*>self.item_table.val_ptr,
-                             <const double*>self._bias_values(),
+                             <const double*>val_ptr_or_null(self.item_bias),
                              <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
                              <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
                              <double*>self.user_rows_ptr, <double*>self.differences_ptr,
@@ -211,7 +211,7 @@ cdef class RankingMargin(Variable):
         else:
             fa_margin_rows_f(<const float*>self.user_table.val_ptr,
                              <const float*>self.item_table.val_ptr,
-                             <const float*>self._bias_values(),
+                             <const float*>val_ptr_or_null(self.item_bias),
                              <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
                              <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
                              <float*>self.user_rows_ptr, <float*>self.differences_ptr,
@@ -295,10 +295,6 @@ cdef class RankingMargin(Variable):
         if self.item_bias is not None:
             (<Parameter>self.item_bias).applied = True
         return 0
-
-    @cython.final
-    cdef const char* _bias_values(self) noexcept nogil:
-        return self.item_bias.val_ptr if self.item_bias is not None else NULL
 
     @cython.final
     cdef inline int _check_ids(self) except -1 nogil:
