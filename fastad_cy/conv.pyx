@@ -24,8 +24,9 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.blas cimport gemm
-from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of)
-from fastad_cy.loops cimport vec_zero, zero_values
+from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of,
+                              val_ptr_or_null)
+from fastad_cy.loops cimport vec_zero
 
 cnp.import_array()
 
@@ -196,18 +197,12 @@ cdef class Conv(Variable):
     cdef int run_forward(self) except -1 nogil:
         if self.empty:
             return 0
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.w.val_ptr,
-                          <double*>(self.b.val_ptr if self.b is not None else NULL),
-                          <double*>self.val_ptr, <double*>self.cols_ptr, <double*>self.staged_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.w.val_ptr,
-                          <float*>(self.b.val_ptr if self.b is not None else NULL),
-                          <float*>self.val_ptr, <float*>self.cols_ptr, <float*>self.staged_ptr)
-        return 0
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef void _forward(self, const floating* x, const floating* w, const floating* b, floating* y,
-                       floating* cols, floating* staged) noexcept nogil:
+    cdef int _forward(self, floating* y) except -1 nogil:
+        cdef const floating* b = <floating*>val_ptr_or_null(self.b)
+        cdef floating* cols = <floating*>self.cols_ptr
+        cdef floating* staged = <floating*>self.staged_ptr
         cdef Py_ssize_t spots = self.g.oh * self.g.ow, width = self.g.n * spots
         cdef Py_ssize_t per_out = self.out_channels // self.groups
         cdef Py_ssize_t depth = (self.g.c // self.groups) * self.g.kh * self.g.kw
@@ -216,11 +211,11 @@ cdef class Conv(Variable):
         cdef floating* dst
         cdef const floating* src
         cdef floating bias
-        im2col(&self.g, x, cols)
+        im2col(&self.g, <floating*>self.x.val_ptr, cols)
         for grp in range(self.groups):
-            gemm(False, False, <int>per_out, <int>width, <int>depth, w + grp * per_out * depth,
-                 <int>depth, cols + grp * depth * width, <int>width, out + grp * per_out * width,
-                 <int>width, False)
+            gemm(False, False, <int>per_out, <int>width, <int>depth,
+                 <floating*>self.w.val_ptr + grp * per_out * depth, <int>depth,
+                 cols + grp * depth * width, <int>width, out + grp * per_out * width, <int>width, False)
         for n in range(self.g.n):
             for o in range(self.out_channels):
                 dst = y + (n * self.out_channels + o) * spots
@@ -229,11 +224,10 @@ cdef class Conv(Variable):
                 if staged != NULL or b != NULL:
                     for l in range(spots):
                         dst[l] = src[l] + bias
+        return 0
 
     cdef int run_backward(self) except -1 nogil:
-        if self.f64:
-            return self._backward(<double*>self.grad_ptr)
-        return self._backward(<float*>self.grad_ptr)
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, floating* gy) except -1 nogil:
         cdef Py_ssize_t spots = self.g.oh * self.g.ow, width = self.g.n * spots
@@ -420,13 +414,10 @@ cdef class Pool(Variable):
     cdef int64_t* argmax_ptr
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.val_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.val_ptr)
-        return 0
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef void _forward(self, const floating* x, floating* y) noexcept nogil:
+    cdef int _forward(self, floating* y) except -1 nogil:
+        cdef const floating* x = <floating*>self.x.val_ptr
         cdef Py_ssize_t p, oy, ox, iy, ix, y0, y1, x0, x1, best_at, w = self.w
         cdef floating best, v, total
         cdef const floating* plane
@@ -456,6 +447,7 @@ cdef class Pool(Variable):
                                 total += plane[iy * w + ix]
                         y[0] = total / self._divisor(oy, ox)
                     y += 1
+        return 0
 
     cdef inline Py_ssize_t _divisor(self, Py_ssize_t oy, Py_ssize_t ox) noexcept nogil:
         if self.divisor:
@@ -463,20 +455,18 @@ cdef class Pool(Variable):
         return (self.row_end[oy] - self.row_start[oy]) * (self.col_end[ox] - self.col_start[ox])
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
         if not self.x.requires_grad:
             return 0
-        if not self.x.prepare_grad():
-            zero_values(self.x.grad_ptr, self.x.size, self.f64)
-        if self.f64:
-            self._backward(<double*>self.grad_ptr, <double*>self.x.grad_ptr)
-        else:
-            self._backward(<float*>self.grad_ptr, <float*>self.x.grad_ptr)
-        return 0
-
-    cdef void _backward(self, const floating* gy, floating* gx) noexcept nogil:
+        cdef bint add = self.x.prepare_grad()
+        cdef floating* gx = <floating*>self.x.grad_ptr
         cdef Py_ssize_t p, oy, ox, iy, ix, k = 0
         cdef floating share
         cdef floating* plane
+        if not add:
+            vec_zero(gx, self.x.size)
         for p in range(self.planes):
             plane = gx + p * self.h * self.w
             for oy in range(self.oh):
@@ -489,6 +479,7 @@ cdef class Pool(Variable):
                             for ix in range(self.col_start[ox], self.col_end[ox]):
                                 plane[iy * self.w + ix] += share
                     k += 1
+        return 0
 
 
 cdef Variable _pool(str op, int nd, int mode, object x, tuple hw, tuple out_hw, object starts,
@@ -625,21 +616,14 @@ cdef class BatchNorm(Variable):
     cdef double* inv_std
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.val_ptr,
-                          <double*>self._ptr(self.w), <double*>self._ptr(self.b),
-                          <double*>self.running_mean_ptr, <double*>self.running_var_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.val_ptr,
-                          <float*>self._ptr(self.w), <float*>self._ptr(self.b),
-                          <float*>self.running_mean_ptr, <float*>self.running_var_ptr)
-        return 0
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef inline char* _ptr(self, Variable v) noexcept nogil:
-        return v.val_ptr if v is not None else NULL
-
-    cdef void _forward(self, const floating* x, floating* y, const floating* w, const floating* b,
-                       floating* running_mean, floating* running_var) noexcept nogil:
+    cdef int _forward(self, floating* y) except -1 nogil:
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef const floating* w = <floating*>val_ptr_or_null(self.w)
+        cdef const floating* b = <floating*>val_ptr_or_null(self.b)
+        cdef floating* running_mean = <floating*>self.running_mean_ptr
+        cdef floating* running_var = <floating*>self.running_var_ptr
         cdef Py_ssize_t i, ch, k, count = self.n * self.spots, stride = self.c * self.spots
         cdef double total, mean, var, d, scale, shift
         cdef const floating* xc
@@ -675,14 +659,14 @@ cdef class BatchNorm(Variable):
                 yc = y + i * stride + ch * self.spots
                 for k in range(self.spots):
                     yc[k] = <floating>(xc[k] * scale + shift)
+        return 0
 
     cdef int run_backward(self) except -1 nogil:
-        if self.f64:
-            return self._backward(<double*>self.x.val_ptr, <double*>self.grad_ptr,
-                                  <double*>self._ptr(self.w))
-        return self._backward(<float*>self.x.val_ptr, <float*>self.grad_ptr, <float*>self._ptr(self.w))
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
-    cdef int _backward(self, const floating* x, const floating* gy, const floating* w) except -1 nogil:
+    cdef int _backward(self, const floating* gy) except -1 nogil:
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef const floating* w = <floating*>val_ptr_or_null(self.w)
         cdef Py_ssize_t i, ch, k, count = self.n * self.spots, stride = self.c * self.spots
         cdef double sum_g, sum_gxhat, mean, inv_std, scale, xhat, d
         cdef const floating* xc

@@ -40,17 +40,6 @@ cdef class TrainingFlag:
         return f"TrainingFlag(training={bool(self.training)})"
 
 
-cdef void fill_mask(floating* out, Py_ssize_t n, fa_rng* rng, uint64_t drop_below,
-                    floating scale, bint training) noexcept nogil:
-    cdef Py_ssize_t i
-    if not training:
-        for i in range(n):
-            out[i] = 1
-        return
-    for i in range(n):
-        out[i] = scale if (fa_rng_next(rng) >> 11) >= drop_below else 0
-
-
 @cython.no_gc
 cdef class DropoutMask(Variable):
     """0 with probability p, else 1 / (1 - p), per element, drawn on every forward while
@@ -61,12 +50,19 @@ cdef class DropoutMask(Variable):
     cdef TrainingFlag flag
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            fill_mask(<double*>self.val_ptr, self.size, &self.rng, self.drop_below, self.scale,
-                      self.flag.training)
-        else:
-            fill_mask(<float*>self.val_ptr, self.size, &self.rng, self.drop_below, <float>self.scale,
-                      self.flag.training)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* out) except -1 nogil:
+        cdef floating scale = <floating>self.scale
+        cdef uint64_t drop_below = self.drop_below
+        cdef fa_rng* rng = &self.rng
+        cdef Py_ssize_t i
+        if not self.flag.training:
+            for i in range(self.size):
+                out[i] = 1
+            return 0
+        for i in range(self.size):
+            out[i] = scale if (fa_rng_next(rng) >> 11) >= drop_below else 0
         return 0
 
     def draw(self):

@@ -5,15 +5,14 @@ Each op's forward value and its derivative stand side by side in the rules
 `fa_unary_value`/`fa_unary_slope` and `fa_binary_*` of rules.h, which the CUDA
 kernels share; elementwise_loops.h applies them to whole buffers, one loop per op.
 """
-import numpy as np
 cimport cython
 cimport numpy as cnp
-from libc.math cimport INFINITY
 from libc.stdlib cimport malloc, free
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_variable, same_dtype,
-                              require_float, backend_of, grad_enabled)
+from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_operand, float_operands,
+                              same_dtype, require_float, backend_of, grad_enabled, check_real,
+                              is_real_number)
 from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
@@ -108,26 +107,6 @@ cdef Variable _unary(str name, int code, object x, double p=0):
 include "elementwise_ops.pxi"
 
 
-cdef bint _is_real_number(object x):
-    """A Python or NumPy real number (not a bool, a string or a Variable)."""
-    return (not isinstance(x, (Variable, bool, str, bytes)) and np.isscalar(x)
-            and np.isreal(x))
-
-
-cdef double _real_number(str op, str argname, object value, bint infinite=False) except? -1.0:
-    """`value` as a float; a TypeError naming the op and the argument for anything but a
-    real number (a bool is none), a ValueError for NaN, and for an infinity unless
-    `infinite` (a bound that leaves its side open, as in numpy.clip and torch.clamp)."""
-    if isinstance(value, np.bool_) or not _is_real_number(value):
-        raise TypeError(f"{op}: {argname} must be a real Python number, got "
-                        f"{type(value).__name__} {value!r}")
-    cdef double number = float(value)
-    if number != number or not infinite and (number == INFINITY or number == -INFINITY):
-        expected = "a number (not NaN)" if infinite else "a finite number"
-        raise ValueError(f"{op}: {argname} must be {expected}, got {value!r}")
-    return number
-
-
 def leaky_relu(x, negative_slope=0.01):
     """x where x > 0, else negative_slope * x, elementwise; its gradient at 0 is negative_slope.
 
@@ -135,8 +114,7 @@ def leaky_relu(x, negative_slope=0.01):
 
         fa.leaky_relu(fa.Input([-1.0, 2.0]), 0.1).value   # [-0.1, 2. ]
     """
-    return _unary("leaky_relu", U_LEAKY_RELU, x, _real_number("leaky_relu", "negative_slope",
-                                                              negative_slope))
+    return _unary("leaky_relu", U_LEAKY_RELU, x, check_real("leaky_relu", "negative_slope", negative_slope))
 
 
 def gelu(x, approximate="none"):
@@ -163,7 +141,7 @@ def elu(x, alpha=1.0):
 
         fa.elu(fa.Input([-1.0, 2.0])).value   # [-0.6321,  2.    ]
     """
-    return _unary("elu", U_ELU, x, _real_number("elu", "alpha", alpha))
+    return _unary("elu", U_ELU, x, check_real("elu", "alpha", alpha))
 
 def hardtanh(x, min_val=-1.0, max_val=1.0):
     """x clamped into [min_val, max_val], elementwise, as torch.nn.functional.hardtanh.
@@ -174,8 +152,8 @@ def hardtanh(x, min_val=-1.0, max_val=1.0):
 
         fa.hardtanh(fa.Input([-3.0, 0.5, 2.0])).value   # [-1. ,  0.5,  1. ]
     """
-    low = _real_number("hardtanh", "min_val", min_val, True)
-    high = _real_number("hardtanh", "max_val", max_val, True)
+    low = check_real("hardtanh", "min_val", min_val, True)
+    high = check_real("hardtanh", "max_val", max_val, True)
     if not low <= high:
         raise ValueError(f"hardtanh: min_val must be <= max_val, got min_val={min_val!r}, "
                          f"max_val={max_val!r}")
@@ -194,7 +172,7 @@ def pow(x, exponent):
         fa.pow(fa.Input([4.0, 9.0]), 0.5).value                    # [2., 3.]
         fa.pow(2.0, fa.Parameter([1.0, 3.0])).value                # [2., 8.]
     """
-    if not (isinstance(x, Variable) and _is_real_number(exponent)):
+    if not (isinstance(x, Variable) and is_real_number(exponent)):
         return _binary(B_POW, x, exponent)
     e = float(exponent)
     if e == 2:
@@ -217,8 +195,8 @@ def clip(x, a_min=None, a_max=None):
     """
     if a_min is None and a_max is None:
         raise ValueError("clip: give a_min, a_max or both (None leaves one side open)")
-    low = None if a_min is None else _real_number("clip", "a_min", a_min, True)
-    high = None if a_max is None else _real_number("clip", "a_max", a_max, True)
+    low = None if a_min is None else check_real("clip", "a_min", a_min, True)
+    high = None if a_max is None else check_real("clip", "a_max", a_max, True)
     if low is not None:
         x = _unary("clip", U_CLAMP_MIN, x, low)
     if high is not None:
@@ -259,41 +237,6 @@ cdef inline void binary_backward_row(int op, bint to_a, const floating* a, Py_ss
         fa_binary_backward_d(op, to_a, a, sa, b, sb, y, gy, g, n, add)
 
 
-cdef void binary_forward_walk(int op, const Bcast* it, Py_ssize_t size, const floating* a,
-                              const floating* b, floating* y) noexcept nogil:
-    """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, inner
-    if it == NULL:
-        binary_forward(op, a, 1, b, 1, y, size)
-        return
-    inner = it.shape[it.nd - 1]
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        binary_forward(op, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
-                       y + r * inner, inner)
-        bcast_next_row(it, &pos)
-
-
-cdef void binary_backward(int op, bint to_a, const floating* a, const floating* b,
-                          const floating* y, const floating* gy, floating* g, Py_ssize_t n,
-                          bint add, const Bcast* it) noexcept nogil:
-    """The gradient into a (to_a) or b: written or added (`add`) when `it` is NULL (one
-    shape), else added row by row, summed over the axes it was broadcast along."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, inner
-    if it == NULL:
-        binary_backward_row(op, to_a, a, 1, b, 1, y, gy, g, n, add)
-        return
-    inner = it.shape[it.nd - 1]
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        binary_backward_row(op, to_a, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
-                            y + r * inner, gy + r * inner, g + (pos.oa if to_a else pos.ob),
-                            inner, True)
-        bcast_next_row(it, &pos)
-
-
 @cython.no_gc
 cdef class Binary(Variable):
     """a op b; `it` is set only when the shapes differ (broadcasting)."""
@@ -305,12 +248,24 @@ cdef class Binary(Variable):
         free(self.it)
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            binary_forward_walk(self.code, self.it, self.size, <double*>self.a.val_ptr,
-                               <double*>self.b.val_ptr, <double*>self.val_ptr)
-        else:
-            binary_forward_walk(self.code, self.it, self.size, <float*>self.a.val_ptr,
-                               <float*>self.b.val_ptr, <float*>self.val_ptr)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
+        cdef const floating* a = <floating*>self.a.val_ptr
+        cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, inner
+        if it == NULL:
+            binary_forward(self.code, a, 1, b, 1, y, self.size)
+            return 0
+        inner = it.shape[it.nd - 1]
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            binary_forward(self.code, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
+                           y + r * inner, inner)
+            bcast_next_row(it, &pos)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -324,14 +279,29 @@ cdef class Binary(Variable):
         cdef bint add = x.prepare_grad()
         if self.it != NULL and not add:         # the broadcast sums add into zeros
             zero_values(x.grad_ptr, x.size, self.f64)
-        if self.f64:
-            binary_backward(self.code, to_a, <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                            <double*>self.val_ptr, <double*>self.grad_ptr, <double*>x.grad_ptr,
-                            self.size, add, self.it)
-        else:
-            binary_backward(self.code, to_a, <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                            <float*>self.val_ptr, <float*>self.grad_ptr, <float*>x.grad_ptr,
-                            self.size, add, self.it)
+        return (self._gradient_into(<double*>x.grad_ptr, to_a, add) if self.f64
+                else self._gradient_into(<float*>x.grad_ptr, to_a, add))
+
+    cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
+        """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
+        shape), else added row by row, summed over the axes it was broadcast along."""
+        cdef const floating* a = <floating*>self.a.val_ptr
+        cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const floating* y = <floating*>self.val_ptr
+        cdef const floating* gy = <floating*>self.grad_ptr
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, inner
+        if it == NULL:
+            binary_backward_row(self.code, to_a, a, 1, b, 1, y, gy, g, self.size, add)
+            return 0
+        inner = it.shape[it.nd - 1]
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            binary_backward_row(self.code, to_a, a + pos.oa, it.sa[it.nd - 1], b + pos.ob,
+                                it.sb[it.nd - 1], y + r * inner, gy + r * inner,
+                                g + (pos.oa if to_a else pos.ob), inner, True)
+            bcast_next_row(it, &pos)
         return 0
 
 
@@ -352,33 +322,13 @@ cdef Variable _with_number(int code, object a, object b):
     return _unary("div", U_RDIV_SCALAR, b, a)
 
 
-cdef Variable _constant(str name, str argname, object x, Variable like):
-    """x as a Variable for `name`: itself, or a constant made from a number or array."""
-    try:
-        return as_variable(x, like)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name}: operand {argname} must be a Variable, a number or an array of "
-                        f"real numbers, got {type(x).__name__} ({e})") from None
-
-
 cdef Variable _binary(int code, object a, object b):
     cdef str name = _BINARY_NAMES[code]
     cdef Variable va, vb
     if code <= B_DIV and (isinstance(a, Variable) and _is_number(b)
                           or isinstance(b, Variable) and _is_number(a)):
         return _with_number(code, a, b)
-    if isinstance(a, Variable):
-        require_float(name, a, "a")
-        va = <Variable>a
-        vb = _constant(name, "b", b, va)
-        require_float(name, vb, "b")
-    elif isinstance(b, Variable):
-        require_float(name, b, "b")
-        vb = <Variable>b
-        va = _constant(name, "a", a, vb)
-    else:
-        raise TypeError(f"{name}: at least one operand must be a fastad Variable")
-    same_dtype(name, va, vb)
+    va, vb = float_operands(name, a, b)
     if (dev := backend_of(va, vb)) is not None:
         shape = va._shape if va._shape == vb._shape else broadcast_shapes(name, va._shape, vb._shape)
         return dev.binary(name, va, vb, shape)
@@ -471,23 +421,6 @@ cdef void where_forward_row(const floating* c, Py_ssize_t sc, const floating* a,
             y[i] = ai if c[i * sc] != 0 else bi
 
 
-cdef void where_forward_all(const Bcast* it, Py_ssize_t size, const floating* c,
-                            const floating* a, const floating* b, floating* y) noexcept nogil:
-    """The whole output: one flat row when `it` is NULL (one shape), else row by row."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, inner, last
-    if it == NULL:
-        where_forward_row(c, 1, a, 1, b, 1, y, size)
-        return
-    last = it.nd - 1
-    inner = it.shape[last]
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        where_forward_row(c + pos.oc, it.sc[last], a + pos.oa, it.sa[last], b + pos.ob,
-                          it.sb[last], y + r * inner, inner)
-        bcast_next_row(it, &pos)
-
-
 cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, floating* g,
                               Py_ssize_t n, bint add) noexcept nogil:
     """Gradient into a (to_a: where c is nonzero) or b (where c is 0), all of one shape;
@@ -504,30 +437,6 @@ cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, 
             g[i] = gi if (c[i] != 0) == to_a else 0
 
 
-cdef void where_backward(bint to_a, const floating* c, const floating* gy, floating* g,
-                         Py_ssize_t n, bint add, const Bcast* it) noexcept nogil:
-    """The gradient into a (to_a) or b: written or added (`add`) when `it` is NULL (one
-    shape), else added row by row, summed over the axes it was broadcast along."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, i, last, inner, sc, sg, og
-    cdef const floating* gr
-    if it == NULL:
-        where_backward_same(to_a, c, gy, g, n, add)
-        return
-    last = it.nd - 1
-    inner = it.shape[last]
-    sc = it.sc[last]
-    sg = it.sa[last] if to_a else it.sb[last]
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        gr = gy + r * inner
-        og = pos.oa if to_a else pos.ob
-        for i in range(inner):
-            if (c[pos.oc + i * sc] != 0) == to_a:
-                g[og + i * sg] += gr[i]
-        bcast_next_row(it, &pos)
-
-
 @cython.no_gc
 cdef class Where(Variable):
     """a where cond is nonzero, else b; `it` is set only when the shapes differ."""
@@ -538,14 +447,26 @@ cdef class Where(Variable):
         free(self.it)
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            where_forward_all(self.it, self.size, <double*>self.cond.val_ptr,
-                              <double*>self.a.val_ptr, <double*>self.b.val_ptr,
-                              <double*>self.val_ptr)
-        else:
-            where_forward_all(self.it, self.size, <float*>self.cond.val_ptr,
-                              <float*>self.a.val_ptr, <float*>self.b.val_ptr,
-                              <float*>self.val_ptr)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """The whole output: one flat row when `it` is NULL (one shape), else row by row."""
+        cdef const floating* c = <floating*>self.cond.val_ptr
+        cdef const floating* a = <floating*>self.a.val_ptr
+        cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, inner, last
+        if it == NULL:
+            where_forward_row(c, 1, a, 1, b, 1, y, self.size)
+            return 0
+        last = it.nd - 1
+        inner = it.shape[last]
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            where_forward_row(c + pos.oc, it.sc[last], a + pos.oa, it.sa[last], b + pos.ob,
+                              it.sb[last], y + r * inner, inner)
+            bcast_next_row(it, &pos)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -559,12 +480,33 @@ cdef class Where(Variable):
         cdef bint add = x.prepare_grad()
         if self.it != NULL and not add:         # the broadcast sums add into zeros
             zero_values(x.grad_ptr, x.size, self.f64)
-        if self.f64:
-            where_backward(to_a, <double*>self.cond.val_ptr, <double*>self.grad_ptr,
-                           <double*>x.grad_ptr, self.size, add, self.it)
-        else:
-            where_backward(to_a, <float*>self.cond.val_ptr, <float*>self.grad_ptr,
-                           <float*>x.grad_ptr, self.size, add, self.it)
+        return (self._gradient_into(<double*>x.grad_ptr, to_a, add) if self.f64
+                else self._gradient_into(<float*>x.grad_ptr, to_a, add))
+
+    cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
+        """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
+        shape), else added row by row, summed over the axes it was broadcast along."""
+        cdef const floating* c = <floating*>self.cond.val_ptr
+        cdef const floating* gy = <floating*>self.grad_ptr
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, i, last, inner, sc, sg, og
+        cdef const floating* gr
+        if it == NULL:
+            where_backward_same(to_a, c, gy, g, self.size, add)
+            return 0
+        last = it.nd - 1
+        inner = it.shape[last]
+        sc = it.sc[last]
+        sg = it.sa[last] if to_a else it.sb[last]
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            gr = gy + r * inner
+            og = pos.oa if to_a else pos.ob
+            for i in range(inner):
+                if (c[pos.oc + i * sc] != 0) == to_a:
+                    g[og + i * sg] += gr[i]
+            bcast_next_row(it, &pos)
         return 0
 
 
@@ -603,12 +545,12 @@ def where(cond, a, b):
     else:
         raise TypeError(f"where: a or b must be a fastad Variable, got {type(a).__name__} and "
                         f"{type(b).__name__}")
-    va = _constant("where", "a", a, like)
-    vb = _constant("where", "b", b, like)
+    va = as_operand("where", "a", a, like)
+    vb = as_operand("where", "b", b, like)
     require_float("where", va, "a")
     require_float("where", vb, "b")
     same_dtype("where", va, vb)
-    vc = _constant("where", "cond", cond, like)
+    vc = as_operand("where", "cond", cond, like)
     require_float("where", vc, "cond")
     if vc.f64 != like.f64:
         raise TypeError(f"where: cond has dtype {vc.dtype}, a and b {like.dtype}; compare "

@@ -1,28 +1,17 @@
 """`FeedSampler`: rows of arrays given up front, one row an example
 (`fa.train(loss, opt, {leaf: array})` makes one)."""
-import numbers
-
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
-from fastad_cy.graph cimport Variable, IndexInput, Input
+from fastad_cy.graph cimport Variable, IndexInput, Input, check_flag
 from fastad_cy.sampler cimport Sampler, _seed_stream, _integer_array
 
 cnp.import_array()
 
 __all__ = ["FeedSampler"]
-
-
-cdef bint _flag(str who, str name, object value) except -1:
-    """`value` as a bool: True or False (numpy's too), or the ints 0 and 1, as the flags of
-    fastad's Python side take them; anything else is a TypeError, not a guess."""
-    if not isinstance(value, (bool, np.bool_)) and not (
-            isinstance(value, numbers.Integral) and value in (0, 1)):
-        raise TypeError(f"{who}: {name} must be True or False, got {value!r} ({type(value).__name__})")
-    return bool(value)
 
 
 # ---------------------------------------------------------------- rows of given arrays
@@ -92,7 +81,7 @@ cdef class FeedSampler(Sampler):
         if not feeds:
             raise ValueError(f"{who}: `feeds` is empty; give at least one {{leaf: array}}")
         entropy = _seed_stream(self, who, seed, rank, workers)
-        self.shuffle = _flag(who, "shuffle", shuffle)
+        self.shuffle = check_flag(who, "shuffle", shuffle, True)
         self.generator = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(self.rank,)))
         leaves, self.arrays = [], []
         self.n_rows = -1

@@ -19,7 +19,8 @@ from libc.limits cimport INT_MAX
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device)
+from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device,
+                              val_ptr_or_null)
 from fastad_cy.loops cimport vec_zero, zero_values
 from fastad_cy.scalar cimport s_tanh, s_sigmoid
 
@@ -118,10 +119,13 @@ cdef int bias_backward(Variable bias, const floating* dout, int B, int n_out) ex
     return 0
 
 
-cdef int zero_unwritten_grad(Variable v) except -1 nogil:
-    """A zero gradient for input v when it takes one and nothing wrote it in this pass."""
-    if v.requires_grad and not v.prepare_grad():
-        zero_values(v.grad_ptr, v.size, v.f64)
+cdef int zero_unwritten_grads(Variable node) except -1 with gil:
+    """A zero gradient for each input of a cell of batch 0 (nothing flows back) that takes one
+    and that nothing wrote in this pass: every gradient must be written."""
+    cdef Variable v
+    for v in node.parents:
+        if v.requires_grad and not v.prepare_grad():
+            zero_values(v.grad_ptr, v.size, v.f64)
     return 0
 
 
@@ -138,49 +142,36 @@ cdef class LSTMCell(Variable):
     cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
             return 0
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
-        return 0
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept nogil:
+    cdef int _forward(self, floating* out) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* act = <floating*>self.act_ptr
-        cdef floating* out = <floating*>self.val_ptr
-        gemm(False, False, B, 4 * H, I, x, I, w_ih, 4 * H, act, 4 * H, False)
+        gemm(False, False, B, 4 * H, I, <floating*>self.x.val_ptr, I, <floating*>self.w_ih.val_ptr,
+             4 * H, act, 4 * H, False)
         if self.h is not None:
             gemm(False, False, B, 4 * H, H, <floating*>self.h.val_ptr, H,
                  <floating*>self.w_hh.val_ptr, 4 * H, act, 4 * H, True)
-        lstm_pointwise(<floating*>self.bias.val_ptr,
-                       <floating*>self.c.val_ptr if self.c is not None else NULL,
-                       act, <floating*>self.tanh_c_ptr, out, out + B * H, B, H)
+        lstm_pointwise(<floating*>self.bias.val_ptr, <floating*>val_ptr_or_null(self.c), act,
+                       <floating*>self.tanh_c_ptr, out, out + B * H, B, H)
+        return 0
 
     cdef int run_backward(self) except -1 nogil:
-        if self.f64:
-            return self._backward(<double*>self.grad_ptr)
-        return self._backward(<float*>self.grad_ptr)
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, const floating* grad) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* dgates = <floating*>self.dgates_ptr
         cdef floating* gc_prev = NULL
         cdef bint add_c_prev = False
-        if B == 0:                 # nothing flows back, but every gradient must be written
-            zero_unwritten_grad(self.x)
-            zero_unwritten_grad(self.w_ih)
-            zero_unwritten_grad(self.bias)
-            if self.h is not None:     # weight_hh, h and c are inputs only with a state
-                zero_unwritten_grad(self.w_hh)
-                zero_unwritten_grad(self.h)
-                zero_unwritten_grad(self.c)
-            return 0
+        if B == 0:
+            return zero_unwritten_grads(self)
         if self.c is not None and self.c.requires_grad:
             add_c_prev = self.c.prepare_grad()
             gc_prev = <floating*>self.c.grad_ptr
         lstm_pointwise_backward(<floating*>self.act_ptr, <floating*>self.tanh_c_ptr,
-                                <floating*>self.c.val_ptr if self.c is not None else NULL,
-                                grad, grad + B * H, dgates, gc_prev, add_c_prev, B, H)
+                                <floating*>val_ptr_or_null(self.c), grad, grad + B * H, dgates,
+                                gc_prev, add_c_prev, B, H)
         product_backward(self.x, self.w_ih, dgates, B, I, 4 * H)
         bias_backward(self.bias, dgates, B, 4 * H)
         if self.h is not None:
@@ -263,45 +254,32 @@ cdef class GRUCell(Variable):
     cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
             return 0
-        if self.f64:
-            self._forward(<double*>self.x.val_ptr, <double*>self.w_ih.val_ptr)
-        else:
-            self._forward(<float*>self.x.val_ptr, <float*>self.w_ih.val_ptr)
-        return 0
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef void _forward(self, const floating* x, const floating* w_ih) noexcept nogil:
+    cdef int _forward(self, floating* out) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* gi = <floating*>self.gi_ptr
         cdef floating* gh = <floating*>self.gh_ptr
-        gemm(False, False, B, 3 * H, I, x, I, w_ih, 3 * H, gi, 3 * H, False)
+        gemm(False, False, B, 3 * H, I, <floating*>self.x.val_ptr, I, <floating*>self.w_ih.val_ptr,
+             3 * H, gi, 3 * H, False)
         if self.h is not None:
             gemm(False, False, B, 3 * H, H, <floating*>self.h.val_ptr, H,
                  <floating*>self.w_hh.val_ptr, 3 * H, gh, 3 * H, False)
         gru_pointwise(<floating*>self.b_ih.val_ptr, <floating*>self.b_hh.val_ptr,
-                      <floating*>self.h.val_ptr if self.h is not None else NULL,
-                      gi, gh, <floating*>self.val_ptr, B, H)
+                      <floating*>val_ptr_or_null(self.h), gi, gh, out, B, H)
+        return 0
 
     cdef int run_backward(self) except -1 nogil:
-        if self.f64:
-            return self._backward(<double*>self.grad_ptr)
-        return self._backward(<float*>self.grad_ptr)
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, const floating* grad) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* dgi = <floating*>self.dgi_ptr
         cdef floating* dgh = <floating*>self.dgh_ptr
-        if B == 0:                 # nothing flows back, but every gradient must be written
-            zero_unwritten_grad(self.x)
-            zero_unwritten_grad(self.w_ih)
-            zero_unwritten_grad(self.b_ih)
-            zero_unwritten_grad(self.b_hh)
-            if self.h is not None:     # weight_hh and h are inputs only with a state
-                zero_unwritten_grad(self.w_hh)
-                zero_unwritten_grad(self.h)
-            return 0
+        if B == 0:
+            return zero_unwritten_grads(self)
         gru_pointwise_backward(<floating*>self.gi_ptr, <floating*>self.gh_ptr,
-                               <floating*>self.h.val_ptr if self.h is not None else NULL,
-                               grad, dgi, dgh, B, H)
+                               <floating*>val_ptr_or_null(self.h), grad, dgi, dgh, B, H)
         product_backward(self.x, self.w_ih, dgi, B, I, 3 * H)
         bias_backward(self.b_ih, dgi, B, 3 * H)
         bias_backward(self.b_hh, dgh, B, 3 * H)

@@ -147,14 +147,28 @@ cdef Variable finish(Variable node)       # compute the new node's value (define
 cdef bint grad_enabled() noexcept
 cdef int check_anomaly(Variable node, str phase) except -1
 cdef Variable as_variable(object x, Variable like)
+cdef Variable as_operand(str op, str argname, object x, Variable like)  # as_variable, or a TypeError
+cdef tuple float_operands(str op, object a, object b)  # (a, b) as float Variables, of one dtype
 cdef int same_dtype(str op, Variable a, Variable b) except -1
 cdef int require_float(str op, object x, str argname) except -1
+# The argument checks that the op modules share (a TypeError or ValueError naming `who` and `name`).
+cdef bint check_flag(str who, str name, object value, bint zero_or_one=*) except -1
+cdef double check_number(str who, str name, object value, bint bools=*) except? -1.0
+cdef double check_above(str who, str name, object value, double low, bint or_equal=*) except? -1.0
+cdef Py_ssize_t check_int(str who, str name, object value, Py_ssize_t low) except? -1
+cdef bint is_real_number(object value)
+cdef double check_real(str who, str name, object value, bint infinite=*) except? -1.0
 cdef object shared_array_of(object handle)   # see register_shared_handles
 cdef object device_backend()              # the registered device backend (register_backend); raises if none
 
 
 cdef inline bint on_device(object x) noexcept:
     return isinstance(x, Variable) and (<Variable>x).on_device
+
+
+cdef inline char* val_ptr_or_null(Variable v) noexcept nogil:
+    """The values of an optional input: NULL for None."""
+    return v.val_ptr if v is not None else NULL
 
 
 cdef inline object backend_of(object a, object b=None, object c=None):

@@ -15,6 +15,7 @@ until `zero_grad`), tracked by a per-leaf mode; a Parameter can also hold a
 sparse gradient: only the rows a gather touched.
 """
 import contextlib
+import numbers
 
 import numpy as np
 cimport cython
@@ -24,6 +25,7 @@ from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
+from libc.math cimport isinf
 from libc.string cimport memcpy, memmove
 from cython cimport floating
 
@@ -267,11 +269,96 @@ cdef int same_dtype(str op, Variable a, Variable b) except -1:
     return 0
 
 
+cdef str _got(object value):
+    return f"{value!r} ({type(value).__name__})"
+
+
+cdef bint check_flag(str who, str name, object value, bint zero_or_one=False) except -1:
+    """`value` as a bool: True or False (numpy's too), and with `zero_or_one` the ints 0 and 1
+    (as the flags of fastad's Python side); anything else is a TypeError, not a guess."""
+    if not isinstance(value, (bool, np.bool_)) and not (
+            zero_or_one and isinstance(value, numbers.Integral) and value in (0, 1)):
+        raise TypeError(f"{who}: {name} must be True or False, got {_got(value)}")
+    return bool(value)
+
+
+cdef double check_number(str who, str name, object value, bint bools=False) except? -1.0:
+    """float(value), or a TypeError; a string is refused, and so is a bool unless `bools`
+    (lr=True is no rate, but a saved state dict compares its flags as numbers)."""
+    if isinstance(value, (str, bytes)) or not bools and isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{who}: {name} must be a number, got {_got(value)}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: {name} must be a number, got {_got(value)}") from None
+
+
+cdef double check_above(str who, str name, object value, double low, bint or_equal=False) except? -1.0:
+    """check_number's, and a ValueError unless it is > low (>= low when `or_equal`); NaN fails."""
+    cdef double number = check_number(who, name, value)
+    if not (number >= low if or_equal else number > low):
+        raise ValueError(f"{who}: {name} must be {'>=' if or_equal else '>'} {low:g}, got {value!r}")
+    return number
+
+
+cdef Py_ssize_t check_int(str who, str name, object value, Py_ssize_t low) except? -1:
+    """`value` as an integer >= low: a bool or a float is a TypeError, even a whole one."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{who}: {name} must be an integer, got {_got(value)}")
+    if value < low:
+        raise ValueError(f"{who}: {name} must be >= {low}, got {value}")
+    return value
+
+
+cdef bint is_real_number(object value):
+    """A Python or NumPy real number: not a bool, a string, an array or a Variable."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+cdef double check_real(str who, str name, object value, bint infinite=False) except? -1.0:
+    """`value` as a float: a TypeError unless it is a real number, a ValueError for NaN, and
+    for an infinity unless `infinite` (a bound that leaves its side open, as in numpy.clip)."""
+    if not is_real_number(value):
+        raise TypeError(f"{who}: {name} must be a real Python number, got {_got(value)}")
+    cdef double number = float(value)
+    if number != number or not infinite and isinf(number):
+        expected = "a number (not NaN)" if infinite else "a finite number"
+        raise ValueError(f"{who}: {name} must be {expected}, got {value!r}")
+    return number
+
+
 cdef Variable as_variable(object x, Variable like):
     """x if it is a Variable, else a constant leaf in `like`'s dtype."""
     if isinstance(x, Variable):
         return <Variable>x
     return Input(x, dtype=float64 if like.f64 else float32, device=device_of(like))
+
+
+cdef Variable as_operand(str op, str argname, object x, Variable like):
+    """as_variable for an operand of `op`, a TypeError naming it for what makes no array."""
+    try:
+        return as_variable(x, like)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{op}: operand {argname} must be a Variable, a number or an array of "
+                        f"real numbers, got {type(x).__name__} ({e})") from None
+
+
+cdef tuple float_operands(str op, object a, object b):
+    """(a, b) as float Variables of one dtype; one of them may be a number or an array."""
+    cdef Variable va, vb
+    if isinstance(a, Variable):
+        require_float(op, a, "a")
+        va = <Variable>a
+        vb = as_operand(op, "b", b, va)
+        require_float(op, vb, "b")
+    elif isinstance(b, Variable):
+        require_float(op, b, "b")
+        vb = <Variable>b
+        va = as_operand(op, "a", a, vb)
+    else:
+        raise TypeError(f"{op}: at least one operand must be a fastad Variable")
+    same_dtype(op, va, vb)
+    return va, vb
 
 
 # ------------------------------------------------------------- node helpers

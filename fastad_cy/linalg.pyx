@@ -14,9 +14,9 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport (Variable, init_node, finish, as_variable, same_dtype, require_float, backend_of)
+from fastad_cy.graph cimport Variable, init_node, finish, require_float, backend_of, float_operands
 from fastad_cy.graph import register_methods
-from fastad_cy.loops cimport vec_zero, zero_values, row_axpy, row_scale, row_dot
+from fastad_cy.loops cimport vec_zero, row_axpy, row_scale, row_dot
 from fastad_cy.broadcast cimport broadcast_shapes
 from fastad_cy.reduction import sum as _sum
 from fastad_cy.shape import getitem as _getitem, reshape as _reshape, transpose as _transpose
@@ -126,34 +126,29 @@ cdef class Matmul(Variable):
     cdef bint empty                 # some dimension is 0: no product to compute
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            self._forward(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.val_ptr)
-        else:
-            self._forward(<float*>self.a.val_ptr, <float*>self.b.val_ptr, <float*>self.val_ptr)
-        return 0
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
-    cdef void _forward(self, const floating* A, const floating* B, floating* C) noexcept nogil:
+    cdef int _forward(self, floating* C) except -1 nogil:
         cdef Py_ssize_t t, c_step = <Py_ssize_t>self.m * self.n
         if self.empty:
             vec_zero(C, self.size)      # k == 0: a sum of nothing (else the output is empty)
-            return
+            return 0
         for t in range(self.batch):
-            mm_nn(self.m, self.n, self.k, A + t * self.a_step, B + t * self.b_step, C + t * c_step,
-                  False, self.blas)
+            mm_nn(self.m, self.n, self.k, <floating*>self.a.val_ptr + t * self.a_step,
+                  <floating*>self.b.val_ptr + t * self.b_step, C + t * c_step, False, self.blas)
+        return 0
 
     cdef int run_backward(self) except -1 nogil:
-        if self.f64:
-            return self._backward(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.grad_ptr)
-        return self._backward(<float*>self.a.val_ptr, <float*>self.b.val_ptr, <float*>self.grad_ptr)
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
-    cdef int _backward(self, const floating* A, const floating* B, const floating* G) except -1 nogil:
+    cdef int _backward(self, const floating* G) except -1 nogil:
         cdef bint add
         if self.a.requires_grad:
             add = self.a.prepare_grad()
-            self._grad_a(B, G, <floating*>self.a.grad_ptr, add)
+            self._grad_a(<floating*>self.b.val_ptr, G, <floating*>self.a.grad_ptr, add)
         if self.b.requires_grad:
             add = self.b.prepare_grad()
-            self._grad_b(A, G, <floating*>self.b.grad_ptr, add)
+            self._grad_b(<floating*>self.a.val_ptr, G, <floating*>self.b.grad_ptr, add)
         return 0
 
     cdef void _grad_a(self, const floating* B, const floating* G, floating* GA, bint add) noexcept nogil:
@@ -179,24 +174,6 @@ cdef class Matmul(Variable):
                   add, self.blas)
 
 
-cdef tuple _operands(str op, object a, object b):
-    """(a, b) as float Variables of one dtype; one of them may be a number or an array."""
-    cdef Variable va, vb
-    if isinstance(a, Variable):
-        require_float(op, a, "a")
-        va = <Variable>a
-        vb = as_variable(b, va)
-        require_float(op, vb, "b")
-    elif isinstance(b, Variable):
-        require_float(op, b, "b")
-        vb = <Variable>b
-        va = as_variable(a, vb)
-    else:
-        raise TypeError(f"{op}: at least one operand must be a fastad Variable")
-    same_dtype(op, va, vb)
-    return va, vb
-
-
 def matmul(a, b):
     """Matrix product a @ b with numpy's rules for these shapes.
 
@@ -215,7 +192,7 @@ def matmul(a, b):
     (2, 4)
     """
     cdef Variable va, vb
-    va, vb = _operands("matmul", a, b)
+    va, vb = float_operands("matmul", a, b)
     cdef tuple sa = va._shape, sb = vb._shape
     if not sa or not sb:
         raise ValueError(f"matmul: operands need at least 1 axis, got shapes {sa} and {sb} "
@@ -267,33 +244,6 @@ cdef inline Py_ssize_t row_of(const int64_t* rows, Py_ssize_t r) noexcept nogil:
     return rows[r] if rows != NULL else r
 
 
-cdef void dot_rows(const floating* a, const floating* b, floating* y, Py_ssize_t rows,
-                   Py_ssize_t d, const int64_t* ra, const int64_t* rb) noexcept nogil:
-    """y[r] = a row . b row: rows ra[r] of a and rb[r] of b (row r where a map is NULL)."""
-    cdef Py_ssize_t r
-    for r in range(rows):
-        y[r] = row_dot(a + row_of(ra, r) * d, b + row_of(rb, r) * d, d)
-
-
-cdef void scale_rows(const floating* g, const floating* other, floating* gx, Py_ssize_t rows,
-                     Py_ssize_t d, bint add, const int64_t* rx, const int64_t* ro) noexcept nogil:
-    """gx[r, :] = g[r] * other row (or += when `add`), the other row being ro[r] (r when ro
-    is NULL); with a row map rx, gx[rx[r], :] += g[r] * other row (rows shared by several
-    outputs add up)."""
-    cdef Py_ssize_t r
-    cdef floating s
-    cdef floating* gr
-    cdef const floating* orow
-    for r in range(rows):
-        s = g[r]
-        orow = other + row_of(ro, r) * d
-        gr = gx + row_of(rx, r) * d
-        if rx != NULL or add:
-            row_axpy(gr, orow, d, s)
-        else:
-            row_scale(gr, orow, d, s)
-
-
 @cython.no_gc
 cdef class VectorDot(Variable):
     """y[r] = sum_j a[r, j] * b[r, j] over the last axis (length d). When the leading
@@ -306,32 +256,45 @@ cdef class VectorDot(Variable):
     cdef const int64_t* rb
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            dot_rows(<double*>self.a.val_ptr, <double*>self.b.val_ptr, <double*>self.val_ptr,
-                     self.size, self.d, self.ra, self.rb)
-        else:
-            dot_rows(<float*>self.a.val_ptr, <float*>self.b.val_ptr, <float*>self.val_ptr,
-                     self.size, self.d, self.ra, self.rb)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """y[r] = a row . b row: rows ra[r] of a and rb[r] of b (row r where a map is NULL)."""
+        cdef const floating* a = <floating*>self.a.val_ptr
+        cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const int64_t* ra = self.ra
+        cdef const int64_t* rb = self.rb
+        cdef Py_ssize_t r, d = self.d
+        for r in range(self.size):
+            y[r] = row_dot(a + row_of(ra, r) * d, b + row_of(rb, r) * d, d)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* g) except -1 nogil:
         if self.a.requires_grad:
-            self._grad_into(self.a, self.b, self.ra, self.rb)
+            self._grad_into(g, self.a, self.b, self.ra, self.rb)
         if self.b.requires_grad:
-            self._grad_into(self.b, self.a, self.rb, self.ra)
+            self._grad_into(g, self.b, self.a, self.rb, self.ra)
         return 0
 
-    cdef int _grad_into(self, Variable x, Variable other, const int64_t* rx,
+    cdef int _grad_into(self, const floating* g, Variable x, Variable other, const int64_t* rx,
                         const int64_t* ro) except -1 nogil:
+        """gx[r, :] = g[r] * other row (or += when adding), the other row being ro[r] (r when
+        ro is NULL); with a row map rx, gx[rx[r], :] += g[r] * other row (rows shared by
+        several outputs add up, into zeros)."""
         cdef bint add = x.prepare_grad()
-        if rx != NULL and not add:          # rows shared by several outputs add into zeros
-            zero_values(x.grad_ptr, x.size, self.f64)
-        if self.f64:
-            scale_rows(<double*>self.grad_ptr, <double*>other.val_ptr, <double*>x.grad_ptr,
-                       self.size, self.d, add, rx, ro)
-        else:
-            scale_rows(<float*>self.grad_ptr, <float*>other.val_ptr, <float*>x.grad_ptr,
-                       self.size, self.d, add, rx, ro)
+        cdef const floating* other_rows = <floating*>other.val_ptr
+        cdef floating* gx = <floating*>x.grad_ptr
+        cdef Py_ssize_t r, d = self.d
+        if rx != NULL and not add:
+            vec_zero(gx, x.size)
+        for r in range(self.size):
+            if rx != NULL or add:
+                row_axpy(gx + row_of(rx, r) * d, other_rows + row_of(ro, r) * d, d, g[r])
+            else:
+                row_scale(gx + row_of(rx, r) * d, other_rows + row_of(ro, r) * d, d, g[r])
         return 0
 
 
@@ -355,7 +318,7 @@ def vector_dot(a, b):
     (5,)
     """
     cdef Variable va, vb
-    va, vb = _operands("vector_dot", a, b)
+    va, vb = float_operands("vector_dot", a, b)
     if not va._shape or not vb._shape:
         raise ValueError(f"vector_dot: operands of shapes {va._shape} and {vb._shape}; both need "
                          f"a last axis to sum over (use * for scalars)")
@@ -484,7 +447,7 @@ def einsum(subscripts, a, b=None):
         require_float("einsum", a, "a")
         operands = (a,)
     else:
-        operands = _operands("einsum", a, b)
+        operands = float_operands("einsum", a, b)
     terms, out, sizes = _einsum_parse(subscripts, operands)
     if len(operands) == 1:
         v, letters = _einsum_prepare(<Variable>operands[0], terms[0], out)

@@ -27,7 +27,8 @@ from libc.math cimport INFINITY
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Input, IndexInput, empty_buffer, init_node, init_node_like, finish,
-                              as_variable, same_dtype, require_float, backend_of)
+                              as_variable, same_dtype, require_float, backend_of, check_flag,
+                              check_number, check_above)
 from fastad_cy.loops cimport vec_zero, store_value
 from fastad_cy.reduced_bce cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
                                     reduction_scale, bce_forward, bce_backward)
@@ -199,69 +200,6 @@ cdef int setup_class_targets(ClassTargetLoss node, str op, ClassTargets c) excep
     return 0
 
 
-cdef double ce_forward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
-                       int64_t ignore, floating smoothing, floating* lse,
-                       floating* losses) noexcept nogil:
-    """Sum of the rows' losses (each also into `losses` unless NULL; 0 for ignored rows).
-
-    loss = lse - (1 - smoothing) * x[t] - smoothing * mean(x), lse the row's
-    log-sum-exp (kept for the backward), computed after subtracting the row max.
-    """
-    cdef Py_ssize_t b, c
-    cdef double total = 0
-    cdef floating m, s, loss, row_sum
-    cdef const floating* xr
-    for b in range(rows):
-        if t[b] == ignore:
-            if losses != NULL:
-                losses[b] = 0
-            continue
-        xr = x + b * classes
-        m = -INFINITY
-        for c in range(classes):
-            if xr[c] > m or xr[c] != xr[c]:
-                m = xr[c]
-        s = 0
-        for c in range(classes):
-            s += s_exp(xr[c] - m)
-        lse[b] = m + s_log(s)
-        loss = lse[b] - (1 - smoothing) * xr[t[b]]
-        if smoothing != 0:
-            row_sum = 0
-            for c in range(classes):
-                row_sum += xr[c]
-            loss -= smoothing * row_sum / classes
-        total += loss
-        if losses != NULL:
-            losses[b] = loss
-    return total
-
-
-cdef void ce_backward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
-                      int64_t ignore, floating smoothing, const floating* lse, const floating* gy,
-                      Py_ssize_t gy_step, floating scale, floating* gx, bint add) noexcept nogil:
-    """gx row b = (softmax(x_b) - target distribution) * gy[b * gy_step] * scale."""
-    cdef Py_ssize_t b, c
-    cdef floating g, off = smoothing / classes if classes else 0
-    cdef const floating* xr
-    cdef floating* gr
-    for b in range(rows):
-        gr = gx + b * classes
-        if t[b] == ignore:
-            if not add:
-                vec_zero(gr, classes)
-            continue
-        xr = x + b * classes
-        g = gy[b * gy_step] * scale
-        if add:
-            for c in range(classes):
-                gr[c] += g * (s_exp(xr[c] - lse[b]) - off)
-        else:
-            for c in range(classes):
-                gr[c] = g * (s_exp(xr[c] - lse[b]) - off)
-        gr[t[b]] -= g * (1 - smoothing)
-
-
 @cython.no_gc
 cdef class CrossEntropy(ClassTargetLoss):
     cdef double smoothing
@@ -270,30 +208,81 @@ cdef class CrossEntropy(ClassTargetLoss):
 
     cdef int run_forward(self) except -1 nogil:
         self.load_targets()
-        cdef bint each = self.reduction == RED_NONE
-        cdef double total
-        if self.f64:
-            total = ce_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
-                               self.ignore_index, self.smoothing, <double*>self.lse_ptr,
-                               <double*>self.val_ptr if each else NULL)
-        else:
-            total = ce_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
-                               self.ignore_index, <float>self.smoothing, <float*>self.lse_ptr,
-                               <float*>self.val_ptr if each else NULL)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """The rows' losses (into y for reduction "none"; 0 for ignored rows), reduced.
+
+        loss = lse - (1 - smoothing) * x[t] - smoothing * mean(x), lse the row's
+        log-sum-exp (kept for the backward), computed after subtracting the row max.
+        """
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef floating* lse = <floating*>self.lse_ptr
+        cdef floating* losses = y if self.reduction == RED_NONE else NULL
+        cdef const int64_t* t = self.tgt
+        cdef int64_t ignore = self.ignore_index
+        cdef Py_ssize_t b, c, classes = self.classes
+        cdef double total = 0
+        cdef floating m, s, loss, row_sum, smoothing = <floating>self.smoothing
+        cdef const floating* xr
+        for b in range(self.batch):
+            if t[b] == ignore:
+                if losses != NULL:
+                    losses[b] = 0
+                continue
+            xr = x + b * classes
+            m = -INFINITY
+            for c in range(classes):
+                if xr[c] > m or xr[c] != xr[c]:
+                    m = xr[c]
+            s = 0
+            for c in range(classes):
+                s += s_exp(xr[c] - m)
+            lse[b] = m + s_log(s)
+            loss = lse[b] - (1 - smoothing) * xr[t[b]]
+            if smoothing != 0:
+                row_sum = 0
+                for c in range(classes):
+                    row_sum += xr[c]
+                loss -= smoothing * row_sum / classes
+            total += loss
+            if losses != NULL:
+                losses[b] = loss
         return self.store_total(total)
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
+        """gx row b = (softmax(x_b) - target distribution) * gy[b * gy_step] * scale."""
         cdef int add = self.start_backward()
         if add < 0:
             return 0
-        if self.f64:
-            ce_backward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
-                        self.smoothing, <double*>self.lse_ptr, <double*>self.grad_ptr, self.gy_step,
-                        self.scale, <double*>self.x.grad_ptr, add)
-        else:
-            ce_backward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes, self.ignore_index,
-                        <float>self.smoothing, <float*>self.lse_ptr, <float*>self.grad_ptr,
-                        self.gy_step, <float>self.scale, <float*>self.x.grad_ptr, add)
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef const floating* lse = <floating*>self.lse_ptr
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef const int64_t* t = self.tgt
+        cdef int64_t ignore = self.ignore_index
+        cdef Py_ssize_t b, c, classes = self.classes, gy_step = self.gy_step
+        cdef floating smoothing = <floating>self.smoothing, scale = <floating>self.scale
+        cdef floating g, off = smoothing / classes if classes else 0
+        cdef const floating* xr
+        cdef floating* gr
+        for b in range(self.batch):
+            gr = gx + b * classes
+            if t[b] == ignore:
+                if not add:
+                    vec_zero(gr, classes)
+                continue
+            xr = x + b * classes
+            g = gy[b * gy_step] * scale
+            if add:
+                for c in range(classes):
+                    gr[c] += g * (s_exp(xr[c] - lse[b]) - off)
+            else:
+                for c in range(classes):
+                    gr[c] = g * (s_exp(xr[c] - lse[b]) - off)
+            gr[t[b]] -= g * (1 - smoothing)
         return 0
 
 
@@ -313,11 +302,7 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
     >>> fa.nn.cross_entropy(logits, [0, 2]).item()       # log(3)
     1.0986...
     """
-    try:
-        smoothing = float(label_smoothing)
-    except (TypeError, ValueError):
-        raise TypeError(f"cross_entropy: label_smoothing must be a number, "
-                        f"got {label_smoothing!r}") from None
+    cdef double smoothing = check_number("cross_entropy", "label_smoothing", label_smoothing)
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {smoothing}")
     cdef ClassTargets checked = check_class_targets("cross_entropy", "logits", logits, targets,
@@ -332,58 +317,46 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
     return finish(node)
 
 
-cdef double nll_forward(const floating* x, const int64_t* t, Py_ssize_t rows, Py_ssize_t classes,
-                        int64_t ignore, floating* losses) noexcept nogil:
-    """Sum of -x[b, t[b]] over the rows not ignored (each also into `losses` unless NULL)."""
-    cdef Py_ssize_t b
-    cdef double total = 0
-    cdef floating loss
-    for b in range(rows):
-        loss = 0 if t[b] == ignore else -x[b * classes + t[b]]
-        total += loss
-        if losses != NULL:
-            losses[b] = loss
-    return total
-
-
-cdef void nll_backward(const int64_t* t, Py_ssize_t rows, Py_ssize_t classes, int64_t ignore,
-                       const floating* gy, Py_ssize_t gy_step, floating scale, floating* gx,
-                       bint add) noexcept nogil:
-    cdef Py_ssize_t b
-    if not add:
-        vec_zero(gx, rows * classes)
-    for b in range(rows):
-        if t[b] != ignore:
-            gx[b * classes + t[b]] -= gy[b * gy_step] * scale
-
-
 @cython.no_gc
 cdef class NLLLoss(ClassTargetLoss):
 
     cdef int run_forward(self) except -1 nogil:
         self.load_targets()
-        cdef bint each = self.reduction == RED_NONE
-        cdef double total
-        if self.f64:
-            total = nll_forward(<double*>self.x.val_ptr, self.tgt, self.batch, self.classes,
-                                self.ignore_index, <double*>self.val_ptr if each else NULL)
-        else:
-            total = nll_forward(<float*>self.x.val_ptr, self.tgt, self.batch, self.classes,
-                                self.ignore_index, <float*>self.val_ptr if each else NULL)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """-x[b, t[b]] for each row not ignored (into y for reduction "none"), reduced."""
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef floating* losses = y if self.reduction == RED_NONE else NULL
+        cdef const int64_t* t = self.tgt
+        cdef int64_t ignore = self.ignore_index
+        cdef Py_ssize_t b, classes = self.classes
+        cdef double total = 0
+        cdef floating loss
+        for b in range(self.batch):
+            loss = 0 if t[b] == ignore else -x[b * classes + t[b]]
+            total += loss
+            if losses != NULL:
+                losses[b] = loss
         return self.store_total(total)
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
         cdef int add = self.start_backward()
         if add < 0:
             return 0
-        if self.f64:
-            nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
-                         <double*>self.grad_ptr, self.gy_step, self.scale,
-                         <double*>self.x.grad_ptr, add)
-        else:
-            nll_backward(self.tgt, self.batch, self.classes, self.ignore_index,
-                         <float*>self.grad_ptr, self.gy_step, <float>self.scale,
-                         <float*>self.x.grad_ptr, add)
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef const int64_t* t = self.tgt
+        cdef int64_t ignore = self.ignore_index
+        cdef Py_ssize_t b, classes = self.classes, gy_step = self.gy_step
+        cdef floating scale = <floating>self.scale
+        if not add:
+            vec_zero(gx, self.batch * classes)
+        for b in range(self.batch):
+            if t[b] != ignore:
+                gx[b * classes + t[b]] -= gy[b * gy_step] * scale
         return 0
 
 
@@ -563,12 +536,7 @@ def huber(pred, target, reduction="mean", delta=1.0):
     >>> fa.nn.huber(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
     array([0.125, 2.5  ], dtype=float32)
     """
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise TypeError(f"huber: delta must be a number, got {delta!r}") from None
-    if not d > 0:
-        raise ValueError(f"huber: delta must be > 0, got {d}")
+    cdef double d = check_above("huber", "delta", delta, 0)
     return _pair_loss(P_HUBER, "pred", pred, "target", target, reduction, d)
 
 
@@ -577,16 +545,6 @@ def huber(pred, target, reduction="mean", delta=1.0):
 # node, and on a GPU the pointwise-loss kernels); the others are composed of existing
 # nodes (each one pass over its operands), so replay, broadcasting and the GPU come
 # with them.
-
-cdef double _number(str op, str argname, object value) except? -1.0:
-    """`value` as a float, or a TypeError naming the op and the argument."""
-    if isinstance(value, (Variable, bool, str, bytes)):
-        raise TypeError(f"{op}: {argname} must be a number, got {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{op}: {argname} must be a number, got {value!r}") from None
-
 
 cdef object _host_values(object x):
     """The values of a Variable or an array-like, as a host numpy array (for checks at build)."""
@@ -636,9 +594,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
     >>> fa.nn.kl_div(lp, np.full((2, 4), 0.25), reduction="batchmean").item()
     0.0
     """
-    if not isinstance(log_target, (bool, np.bool_)):
-        raise TypeError(f"kl_div: log_target must be True or False, got {log_target!r}")
-    code = P_KL_DIV_LOG_TARGET if log_target else P_KL_DIV
+    code = P_KL_DIV_LOG_TARGET if check_flag("kl_div", "log_target", log_target) else P_KL_DIV
     if reduction != "batchmean":
         return _pair_loss(code, "input", input, "target", target, reduction, 0.0, "kl_div", True)
     total = _pair_loss(code, "input", input, "target", target, "sum", 0.0, "kl_div", True)
@@ -656,9 +612,7 @@ def smooth_l1(input, target, reduction="mean", beta=1.0):
     >>> fa.nn.smooth_l1(fa.Parameter([0.5, 3.0]), [0.0, 0.0], reduction="none").value
     array([0.125, 2.5  ], dtype=float32)
     """
-    cdef double b = _number("smooth_l1", "beta", beta)
-    if not b >= 0:
-        raise ValueError(f"smooth_l1: beta must be >= 0, got {beta!r}")
+    cdef double b = check_above("smooth_l1", "beta", beta, 0, or_equal=True)
     return _pair_loss(P_SMOOTH_L1, "input", input, "target", target, reduction, b, None, True)
 
 
@@ -711,13 +665,9 @@ def poisson_nll(input, target, log_input=True, full=False, eps=1e-8, reduction="
     1.0
     """
     cdef str op = "poisson_nll"
-    cdef double e = _number(op, "eps", eps)
-    if not e > 0:
-        raise ValueError(f"{op}: eps must be > 0, got {eps!r}")
-    for argname, flag in (("log_input", log_input), ("full", full)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise TypeError(f"{op}: {argname} must be True or False, got {flag!r}")
-    if log_input:
+    cdef double e = check_above(op, "eps", eps, 0)
+    full = check_flag(op, "full", full)
+    if check_flag(op, "log_input", log_input):
         code = P_POISSON_NLL_FULL if full else P_POISSON_NLL
     else:
         code = P_POISSON_NLL_RATE_FULL if full else P_POISSON_NLL_RATE
@@ -739,11 +689,8 @@ def gaussian_nll(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """
     cdef str op = "gaussian_nll"
     require_float(op, input, "input")
-    cdef double e = _number(op, "eps", eps)
-    if not e > 0:
-        raise ValueError(f"{op}: eps must be > 0, got {eps!r}")
-    if not isinstance(full, (bool, np.bool_)):
-        raise TypeError(f"{op}: full must be True or False, got {full!r}")
+    cdef double e = check_above(op, "eps", eps, 0)
+    check_flag(op, "full", full)
     reduction_code(op, reduction)
     cdef Variable x = <Variable>input
     cdef Variable v = as_variable(var, x)
@@ -781,7 +728,7 @@ def margin_ranking(input1, input2, target, margin=0.0, reduction="mean"):
     cdef str op = "margin_ranking"
     require_float(op, input1, "input1")
     require_float(op, input2, "input2")
-    cdef double m = _number(op, "margin", margin)
+    cdef double m = check_number(op, "margin", margin)
     reduction_code(op, reduction)
     if len(input1.shape) != len(input2.shape):
         raise ValueError(f"{op}: input1 has shape {input1.shape} and input2 {input2.shape}; "
@@ -803,7 +750,7 @@ def hinge_embedding(input, target, margin=1.0, reduction="mean"):
     """
     cdef str op = "hinge_embedding"
     require_float(op, input, "input")
-    cdef double m = _number(op, "margin", margin)
+    cdef double m = check_number(op, "margin", margin)
     reduction_code(op, reduction)
     _check_signs(op, "target", target)
     positive, negative = _signed_weights(target)
@@ -827,7 +774,7 @@ def cosine_embedding(input1, input2, target, margin=0.0, reduction="mean"):
     cdef str op = "cosine_embedding"
     require_float(op, input1, "input1")
     require_float(op, input2, "input2")
-    cdef double m = _number(op, "margin", margin)
+    cdef double m = check_number(op, "margin", margin)
     if not -1 <= m <= 1:
         raise ValueError(f"{op}: margin must be in [-1, 1], got {margin!r}")
     reduction_code(op, reduction)
@@ -876,15 +823,12 @@ def triplet_margin(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap
     cdef str op = "triplet_margin"
     for argname, x in (("anchor", anchor), ("positive", positive), ("negative", negative)):
         require_float(op, x, argname)
-    cdef double m = _number(op, "margin", margin)
-    cdef double q = _number(op, "p", p)
-    cdef double e = _number(op, "eps", eps)
-    if not m > 0:
-        raise ValueError(f"{op}: margin must be > 0, got {margin!r}")
+    cdef double m = check_above(op, "margin", margin, 0)
+    cdef double q = check_number(op, "p", p)
+    cdef double e = check_number(op, "eps", eps)
     if not 0 < q < INFINITY:
         raise ValueError(f"{op}: p must be > 0 and finite, got {p!r}")
-    if not isinstance(swap, (bool, np.bool_)):
-        raise TypeError(f"{op}: swap must be True or False, got {swap!r}")
+    check_flag(op, "swap", swap)
     reduction_code(op, reduction)
     dims = {len(anchor.shape), len(positive.shape), len(negative.shape)}
     if len(dims) != 1 or dims.pop() not in (1, 2):
@@ -917,7 +861,7 @@ def multi_margin(input, target, p=1, margin=1.0, weight=None, reduction="mean"):
         raise IndexError(f"{op}: target -100 is out of range for {c.classes} classes")
     if isinstance(p, bool) or p not in (1, 2):
         raise ValueError(f"{op}: p must be 1 or 2, got {p!r}")
-    cdef double m = _number(op, "margin", margin)
+    cdef double m = check_number(op, "margin", margin)
     x = c.x
     dtype, device = x.dtype, x.device
     ids = c.source if c.source is not None else IndexInput(c.ids, device=device)

@@ -9,7 +9,7 @@ from cython cimport floating
 from libc.stdint cimport int64_t, uint64_t
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, same_dtype, backend_among)
+                              require_float, same_dtype, backend_among, val_ptr_or_null)
 from fastad_cy.loops cimport row_axpy, store_value, vec_zero
 from fastad_cy.reduced_bce cimport (RED_NONE, reduction_code, reduction_name, reduction_scale,
                                     bce_forward, bce_backward)
@@ -203,7 +203,7 @@ cdef class RankingMargin(Variable):
         if self.f64:
             fa_margin_rows_d(<const double*>self.user_table.val_ptr,
                              <const double*>self.item_table.val_ptr,
-                             <const double*>self._bias_values(),
+                             <const double*>val_ptr_or_null(self.item_bias),
                              <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
                              <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
                              <double*>self.user_rows_ptr, <double*>self.differences_ptr,
@@ -211,7 +211,7 @@ cdef class RankingMargin(Variable):
         else:
             fa_margin_rows_f(<const float*>self.user_table.val_ptr,
                              <const float*>self.item_table.val_ptr,
-                             <const float*>self._bias_values(),
+                             <const float*>val_ptr_or_null(self.item_bias),
                              <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
                              <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
                              <float*>self.user_rows_ptr, <float*>self.differences_ptr,
@@ -297,10 +297,6 @@ cdef class RankingMargin(Variable):
         return 0
 
     @cython.final
-    cdef const char* _bias_values(self) noexcept nogil:
-        return self.item_bias.val_ptr if self.item_bias is not None else NULL
-
-    @cython.final
     cdef inline int _check_ids(self) except -1 nogil:
         if self.n_triples == 1 and not (        # one triple: its three ids in one test, no calls
                 fa_ids_out_of_range(<const uint64_t*>self.users.val_ptr, 1, self.n_users)
@@ -311,17 +307,6 @@ cdef class RankingMargin(Variable):
         check_ids(self, self.pos, self.n_items)
         check_ids(self, self.neg, self.n_items)
         return 0
-
-
-cdef void sum_scaled_rows(floating* h, const floating* rows, const floating* coefs, Py_ssize_t n,
-                          Py_ssize_t per, Py_ssize_t dim) noexcept nogil:
-    """h row r = sum over j of coefs[r * per + j] * rows row r * per + j, added in order of j
-    into a zero row (as vector_dot's backward adds a broadcast operand's gradient)."""
-    cdef Py_ssize_t r, k
-    for r in range(n):
-        vec_zero(h + r * dim, dim)
-        for k in range(r * per, (r + 1) * per):
-            row_axpy(h + r * dim, rows + k * dim, dim, coefs[k])
 
 
 @cython.no_gc
@@ -365,16 +350,26 @@ cdef class GatherDot(Variable):
         cdef Py_ssize_t n = self.a_ids.size
         self._check_ids()
         if self.a_table.requires_grad:
-            if self.f64:
-                sum_scaled_rows(<double*>self.a_grads_ptr, <const double*>self.b_rows_ptr,
-                                <const double*>self.grad_ptr, n, self.per, self.dim)
-            else:
-                sum_scaled_rows(<float*>self.a_grads_ptr, <const float*>self.b_rows_ptr,
-                                <const float*>self.grad_ptr, n, self.per, self.dim)
+            (self._sum_scaled_rows(<double*>self.a_grads_ptr) if self.f64
+             else self._sum_scaled_rows(<float*>self.a_grads_ptr))
             self.a_table.add_grad_rows(<const int64_t*>self.a_ids.val_ptr, n, self.a_grads_ptr, self.dim)
         if self.b_table.requires_grad:
             self.b_table.add_scaled_rows(<const int64_t*>self.b_ids.val_ptr, self.size, self.a_rows_ptr,
                                          self.grad_ptr, self.dim, self.per, self.scratch_ptr)
+        return 0
+
+    @cython.final
+    cdef int _sum_scaled_rows(self, floating* h) except -1 nogil:
+        """h row r = sum over j of g[r * per + j] * B row r * per + j (the kept B rows),
+        added in order of j into a zero row (as vector_dot's backward adds a broadcast
+        operand's gradient)."""
+        cdef const floating* rows = <floating*>self.b_rows_ptr
+        cdef const floating* g = <floating*>self.grad_ptr
+        cdef Py_ssize_t r, k, per = self.per, dim = self.dim
+        for r in range(self.a_ids.size):
+            vec_zero(h + r * dim, dim)
+            for k in range(r * per, (r + 1) * per):
+                row_axpy(h + r * dim, rows + k * dim, dim, g[k])
         return 0
 
     @cython.final

@@ -39,8 +39,8 @@ from cpython.ref cimport PyObject
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
-                              check_unclaimed, mark_changed,
-                              device_backend, device_of)
+                              check_unclaimed, mark_changed, device_backend, device_of,
+                              check_flag, check_number)
 from fastad_cy.loops cimport element_size, sgd_row_values
 from fastad_cy.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
                                adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
@@ -56,27 +56,10 @@ __all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta"
 
 # ------------------------------------------------------------ argument checks
 
-cdef double _number(str who, str name, object value) except? -1.0:
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{who}: {name} must be a number, got {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{who}: {name} must be a number, got {value!r}") from None
-
-
-cdef double _argument(str who, str name, object value) except? -1.0:
-    """A number argument as a float: `_number`'s, and a bool is refused too (lr=True is no
-    rate); `_number` alone takes the bools a saved state dict compares."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{who}: {name} must be a number, got {value!r} ({type(value).__name__})")
-    return _number(who, name, value)
-
-
 cdef double _in_range(str who, str name, object value, double low, double high,
                       bint high_open) except? -1.0:
     """`value` as a float in [low, high) (or [low, high] when not high_open); NaN fails."""
-    cdef double v = _argument(who, name, value)
+    cdef double v = check_number(who, name, value)
     if not (v >= low and (v < high if high_open else v <= high)):
         interval = f"[{low:g}, {high:g})" if high_open else f"[{low:g}, {high:g}]"
         raise ValueError(f"{who}: {name} must be in {interval}, got {value!r}")
@@ -88,7 +71,7 @@ cdef double _check_lr(str who, object lr) except? -1.0:
 
 
 cdef double _check_eps(str who, object eps) except? -1.0:
-    cdef double v = _argument(who, "eps", eps)
+    cdef double v = check_number(who, "eps", eps)
     if not (0 < v < INFINITY):
         raise ValueError(f"{who}: eps must be > 0 and finite, got {eps!r}")
     return v
@@ -592,7 +575,7 @@ cdef class Optimizer:
                 f"{unexpected}. Was it saved from another optimizer or another model?")
         lr = _check_lr(who, state["lr"])
         for name, value in hyper.items():
-            if name != "lr" and _number(who, name, state[name]) != value:
+            if name != "lr" and check_number(who, name, state[name], bools=True) != value:
                 raise ValueError(f"{who}: the state dict was saved with {name}={state[name]!r}, "
                                  f"this optimizer has {name}={value!r}; build the optimizer with "
                                  f"the saved hyperparameters")
@@ -600,7 +583,7 @@ cdef class Optimizer:
         arrays = []
         for i in range(self.n_params):
             key = f"state.{i}.step"
-            step = _number(who, key, state[key])
+            step = check_number(who, key, state[key], bools=True)
             if not (0 <= step < 2.0 ** 63 and step == int(step)):   # NaN and inf fail before int()
                 raise ValueError(f"{who}: {key} must be an integer in [0, 2**63), got {state[key]!r}")
             steps[i] = int(step)
@@ -649,9 +632,7 @@ cdef class SGD(Optimizer):
         self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
         self.dampening = _in_range(who, "dampening", dampening, 0.0, 1.0, False)
         self.weight_decay = _check_weight_decay(who, weight_decay)
-        if not isinstance(nesterov, (bool, np.bool_)):
-            raise TypeError(f"{who}: nesterov must be True or False, got {nesterov!r}")
-        self.nesterov = nesterov
+        self.nesterov = check_flag(who, "nesterov", nesterov)
         if nesterov and (self.momentum == 0 or self.dampening != 0):
             raise ValueError(f"{who}: nesterov=True needs momentum > 0 and dampening = 0, got "
                              f"momentum={momentum!r}, dampening={dampening!r}")
@@ -832,12 +813,6 @@ cdef class RMSprop(Optimizer):
                 "weight_decay": self.weight_decay, "momentum": self.momentum}
 
 
-cdef bint _check_flag(str who, str name, object value) except -1:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{who}: {name} must be True or False, got {value!r}")
-    return value
-
-
 cdef class Adadelta(Optimizer):
     """Adadelta: `Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0)`.
 
@@ -921,8 +896,7 @@ cdef class RAdam(_MomentOptimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  decoupled_weight_decay=False):
         self.set_moments(lr, betas, eps, weight_decay)
-        self.decoupled_weight_decay = _check_flag("RAdam", "decoupled_weight_decay",
-                                                  decoupled_weight_decay)
+        self.decoupled_weight_decay = check_flag("RAdam", "decoupled_weight_decay", decoupled_weight_decay)
         Optimizer.__init__(self, params)
         self.span_f, self.span_d = radam_span[float], radam_span[double]
         self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
@@ -970,8 +944,7 @@ cdef class NAdam(_MomentOptimizer):
         who = "NAdam"
         self.set_moments(lr, betas, eps, weight_decay)
         self.momentum_decay = _in_range(who, "momentum_decay", momentum_decay, 0.0, INFINITY, True)
-        self.decoupled_weight_decay = _check_flag(who, "decoupled_weight_decay",
-                                                  decoupled_weight_decay)
+        self.decoupled_weight_decay = check_flag(who, "decoupled_weight_decay", decoupled_weight_decay)
         self.mu_products = np.ones(64, dtype=np.float64)
         self.products = <double*>cnp.PyArray_DATA(self.mu_products)
         self.capacity = 64
@@ -1075,7 +1048,7 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     """
     cdef list plist = _param_list(params, "clip_grad_norm", True, True)
     cdef double limit = _in_range("clip_grad_norm", "max_norm", max_norm, 0.0, INFINITY, False)
-    cdef double q = _argument("clip_grad_norm", "norm_type", norm_type)
+    cdef double q = check_number("clip_grad_norm", "norm_type", norm_type)
     cdef double acc = 0, total, factor
     cdef Py_ssize_t k, n_spans, span_len
     cdef const int64_t* rows
@@ -1087,10 +1060,8 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
     for p in plist:
         n_spans = grad_spans(p, &rows, &span_len)
         for k in range(n_spans):
-            if p.f64:
-                acc = norm_accumulate(<const double*>span_grad(p, k), span_len, q, acc)
-            else:
-                acc = norm_accumulate(<const float*>span_grad(p, k), span_len, q, acc)
+            acc = (norm_accumulate(<const double*>span_grad(p, k), span_len, q, acc) if p.f64
+                   else norm_accumulate(<const float*>span_grad(p, k), span_len, q, acc))
     if isinf(q):
         total = acc
     elif q == 2:

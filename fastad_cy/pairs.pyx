@@ -6,9 +6,9 @@ cimport cython
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t
 
-from fastad_cy.graph cimport Variable, empty_buffer
+from fastad_cy.graph cimport Variable, empty_buffer, check_int
 from fastad_cy.rng cimport fa_rng_below
-from fastad_cy.sampler cimport (Sampler, fa_prefetch, _whole, _share, _seed_stream, _index_leaf,
+from fastad_cy.sampler cimport (Sampler, fa_prefetch, _share, _seed_stream, _index_leaf,
                                 _integer_array)
 
 cnp.import_array()
@@ -68,8 +68,8 @@ cdef object _interactions_csr(str who, object interactions, object n_users, obje
         items = _integer_array(who, "the item ids", interactions[1]).ravel()
         if users.size != items.size:
             raise ValueError(f"{who}: {users.size} user ids but {items.size} item ids")
-        rows = _whole(who, "n_users", n_users, 1) if n_users is not None else (int(users.max()) + 1 if users.size else 0)
-        cols = _whole(who, "n_items", n_items, 1) if n_items is not None else (int(items.max()) + 1 if items.size else 0)
+        rows = check_int(who, "n_users", n_users, 1) if n_users is not None else (int(users.max()) + 1 if users.size else 0)
+        cols = check_int(who, "n_items", n_items, 1) if n_items is not None else (int(items.max()) + 1 if items.size else 0)
         _check_int32(who, "n_users", rows)
         _check_int32(who, "n_items", cols)
         for name, ids, bound in (("user", users, rows), ("item", items, cols)):
@@ -260,7 +260,7 @@ cdef class PairwiseSampler(Sampler):
         if examples is None:
             self.examples_per_epoch = max(1, self.nnz // (self.batch * self.workers))
         else:
-            self.examples_per_epoch = _whole(who, "examples", examples, 1)
+            self.examples_per_epoch = check_int(who, "examples", examples, 1)
 
     @cython.final      # called directly, not through the vtable, so it can be inlined
     cdef bint liked(self, int64_t user, int64_t item) noexcept nogil:

@@ -22,7 +22,7 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish, require_float,
-                              backend_of, set_storage, new_storage)
+                              backend_of, set_storage, new_storage, check_number)
 from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad_cy.loops cimport vec_fill, vec_zero
@@ -151,79 +151,6 @@ cdef inline floating spread_step(int code, floating x, floating y, floating gy, 
     return gy * scale                                        # sum (scale 1), mean (1 / count)
 
 
-cdef void spread_walk(int code, const Bcast* it, const floating* x, const floating* y,
-                      const floating* gy, const floating* aux, floating scale, floating* gx,
-                      bint add) noexcept nogil:
-    """gx = (or +=) spread_step(...) for every input element: each is visited once."""
-    cdef BcastPos pos
-    cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1]
-    cdef bint folds = it.sb[it.nd - 1] == 0
-    cdef floating yv, gv, av
-    cdef const floating* xr
-    cdef floating* gr
-    cdef const floating* yr
-    cdef const floating* gyr
-    cdef const floating* ar
-    bcast_start(it, &pos)
-    for r in range(it.rows):
-        xr = x + pos.oa
-        gr = gx + pos.oa
-        if folds:
-            yv = y[pos.ob]
-            gv = gy[pos.ob]
-            av = aux[pos.ob]
-            if add:
-                for i in range(inner):
-                    gr[i] += spread_step(code, xr[i], yv, gv, av, scale)
-            else:
-                for i in range(inner):
-                    gr[i] = spread_step(code, xr[i], yv, gv, av, scale)
-        else:
-            yr = y + pos.ob
-            gyr = gy + pos.ob
-            ar = aux + pos.ob
-            if add:
-                for i in range(inner):
-                    gr[i] += spread_step(code, xr[i], yr[i], gyr[i], ar[i], scale)
-            else:
-                for i in range(inner):
-                    gr[i] = spread_step(code, xr[i], yr[i], gyr[i], ar[i], scale)
-        bcast_next_row(it, &pos)
-
-
-cdef void reduce_forward(int code, const Bcast* it, const floating* x, floating* y,
-                         floating* aux, Py_ssize_t n, floating scale) noexcept nogil:
-    """y (n output slots) = the reduction of x; logsumexp keeps its per-slot shift in aux."""
-    cdef Py_ssize_t k
-    if code == R_MAX:
-        vec_fill(y, <floating>-INFINITY, n)
-        fold_walk(FOLD_MAX, it, x, y, y)
-    elif code == R_MIN:
-        vec_fill(y, <floating>INFINITY, n)
-        fold_walk(FOLD_MIN, it, x, y, y)
-    elif code == R_NORM2:
-        vec_zero(y, n)
-        fold_walk(FOLD_SUM_SQUARES, it, x, y, y)
-        for k in range(n):
-            y[k] = sqrtf(y[k]) if floating is float else sqrt(y[k])
-    elif code == R_LOGSUMEXP:
-        vec_fill(aux, <floating>-INFINITY, n)
-        fold_walk(FOLD_MAX, it, x, aux, aux)
-        for k in range(n):
-            if not isfinite(aux[k]):   # all -inf, or an inf/NaN: shifting would make NaN
-                aux[k] = 0
-        vec_zero(y, n)
-        fold_walk(FOLD_SUM_EXP, it, x, y, aux)
-        for k in range(n):
-            y[k] = aux[k] + s_log(y[k])
-    else:
-        vec_zero(y, n)
-        fold_walk(FOLD_SUM, it, x, y, y)
-        if code == R_MEAN:
-            for k in range(n):
-                y[k] *= scale
-
-
 @cython.no_gc
 cdef class Reduce(Variable):
     """sum/mean/max/min/logsumexp/norm of x over some axes; `it` walks x against the keepdims
@@ -239,35 +166,97 @@ cdef class Reduce(Variable):
         free(self.it)
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            reduce_forward(self.code, self.it, <double*>self.x.val_ptr, <double*>self.val_ptr,
-                           <double*>self.aux_ptr, self.size, self.scale)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """y (n output slots) = the reduction of x; logsumexp keeps its per-slot shift in aux."""
+        cdef int code = self.code
+        cdef const Bcast* it = self.it
+        cdef floating* x = <floating*>self.x.val_ptr
+        cdef floating* aux = <floating*>self.aux_ptr
+        cdef floating scale = <floating>self.scale
+        cdef Py_ssize_t k, n = self.size
+        if code == R_MAX:
+            vec_fill(y, <floating>-INFINITY, n)
+            fold_walk(FOLD_MAX, it, x, y, y)
+        elif code == R_MIN:
+            vec_fill(y, <floating>INFINITY, n)
+            fold_walk(FOLD_MIN, it, x, y, y)
+        elif code == R_NORM2:
+            vec_zero(y, n)
+            fold_walk(FOLD_SUM_SQUARES, it, x, y, y)
+            for k in range(n):
+                y[k] = sqrtf(y[k]) if floating is float else sqrt(y[k])
+        elif code == R_LOGSUMEXP:
+            vec_fill(aux, <floating>-INFINITY, n)
+            fold_walk(FOLD_MAX, it, x, aux, aux)
+            for k in range(n):
+                if not isfinite(aux[k]):   # all -inf, or an inf/NaN: shifting would make NaN
+                    aux[k] = 0
+            vec_zero(y, n)
+            fold_walk(FOLD_SUM_EXP, it, x, y, aux)
+            for k in range(n):
+                y[k] = aux[k] + s_log(y[k])
         else:
-            reduce_forward(self.code, self.it, <float*>self.x.val_ptr, <float*>self.val_ptr,
-                           <float*>self.aux_ptr, self.size, <float>self.scale)
+            vec_zero(y, n)
+            fold_walk(FOLD_SUM, it, x, y, y)
+            if code == R_MEAN:
+                for k in range(n):
+                    y[k] *= scale
         return 0
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
+        """gx = (or +=) spread_step(...) for every input element: each is visited once."""
         if not self.x.requires_grad:
             return 0
         cdef bint add = self.x.prepare_grad()
         # sum, mean and norm read no scratch: pass the value buffer (same size) in its place
-        cdef char* aux = self.aux_ptr if self.aux_ptr != NULL else self.val_ptr
-        if self.f64:
-            if self.code == R_MAX or self.code == R_MIN:
-                vec_zero(<double*>aux, self.size)
-                fold_walk(FOLD_COUNT_EQUAL, self.it, <double*>self.x.val_ptr, <double*>aux,
-                          <double*>self.val_ptr)
-            spread_walk(self.code, self.it, <double*>self.x.val_ptr, <double*>self.val_ptr,
-                        <double*>self.grad_ptr, <double*>aux, self.scale, <double*>self.x.grad_ptr, add)
-        else:
-            if self.code == R_MAX or self.code == R_MIN:
-                vec_zero(<float*>aux, self.size)
-                fold_walk(FOLD_COUNT_EQUAL, self.it, <float*>self.x.val_ptr, <float*>aux,
-                          <float*>self.val_ptr)
-            spread_walk(self.code, self.it, <float*>self.x.val_ptr, <float*>self.val_ptr,
-                        <float*>self.grad_ptr, <float*>aux, <float>self.scale, <float*>self.x.grad_ptr,
-                        add)
+        cdef floating* aux = <floating*>(self.aux_ptr if self.aux_ptr != NULL else self.val_ptr)
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef const floating* y = <floating*>self.val_ptr
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef floating yv, gv, av, scale = <floating>self.scale
+        cdef int code = self.code
+        cdef const Bcast* it = self.it
+        cdef BcastPos pos
+        cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1]
+        cdef bint folds = it.sb[it.nd - 1] == 0
+        cdef const floating* xr
+        cdef floating* gr
+        cdef const floating* yr
+        cdef const floating* gyr
+        cdef const floating* ar
+        if code == R_MAX or code == R_MIN:
+            vec_zero(aux, self.size)
+            fold_walk(FOLD_COUNT_EQUAL, it, x, aux, y)
+        bcast_start(it, &pos)
+        for r in range(it.rows):
+            xr = x + pos.oa
+            gr = gx + pos.oa
+            if folds:
+                yv = y[pos.ob]
+                gv = gy[pos.ob]
+                av = aux[pos.ob]
+                if add:
+                    for i in range(inner):
+                        gr[i] += spread_step(code, xr[i], yv, gv, av, scale)
+                else:
+                    for i in range(inner):
+                        gr[i] = spread_step(code, xr[i], yv, gv, av, scale)
+            else:
+                yr = y + pos.ob
+                gyr = gy + pos.ob
+                ar = aux + pos.ob
+                if add:
+                    for i in range(inner):
+                        gr[i] += spread_step(code, xr[i], yr[i], gyr[i], ar[i], scale)
+                else:
+                    for i in range(inner):
+                        gr[i] = spread_step(code, xr[i], yr[i], gyr[i], ar[i], scale)
+            bcast_next_row(it, &pos)
         return 0
 
 
@@ -383,9 +372,7 @@ def norm(x, ord=2, axis=None, keepdims=False):
 cdef tuple _centered(str name, object x, object axis, object ddof):
     """(x - mean(x) over `axis`, 1 / max(count - ddof, 0)): the parts of var and std."""
     require_float(name, x, "x")
-    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, float, np.integer,
-                                                                   np.floating)):
-        raise TypeError(f"{name}: ddof must be a number, got {ddof!r}")
+    ddof = check_number(name, "ddof", ddof)
     cdef Variable v = <Variable>x
     cdef Py_ssize_t count = 1
     for a in normalize_axes(name, axis, len(v._shape)):
@@ -422,29 +409,6 @@ def std(x, axis=None, ddof=0, keepdims=False):
 
 # ------------------------------------------------------------ argmax, argmin
 
-cdef void arg_forward(bint lowest, const floating* x, int64_t* ids, Py_ssize_t outer,
-                      Py_ssize_t n, Py_ssize_t inner) noexcept nogil:
-    """ids[o, j] = the first k with x[o, k, j] largest (smallest when `lowest`); a NaN wins, as numpy."""
-    cdef Py_ssize_t o, j, k, best_k
-    cdef floating best, v
-    cdef const floating* line
-    for o in range(outer):
-        for j in range(inner):
-            line = x + o * n * inner + j
-            best = line[0]
-            best_k = 0
-            if best == best:
-                for k in range(1, n):
-                    v = line[k * inner]
-                    if v != v:
-                        best_k = k
-                        break
-                    if (v < best) if lowest else (v > best):
-                        best = v
-                        best_k = k
-            ids[o * inner + j] = best_k
-
-
 @cython.no_gc
 cdef class ArgReduce(IndexInput):
     """argmax/argmin of x along the middle axis of its (outer, n, inner) view: integer ids
@@ -458,12 +422,32 @@ cdef class ArgReduce(IndexInput):
         if self.on_device:
             with gil:
                 self.fn.forward(self)
-        elif self.x.f64:
-            arg_forward(self.lowest, <double*>self.x.val_ptr, <int64_t*>self.val_ptr, self.outer,
-                        self.n, self.inner)
-        else:
-            arg_forward(self.lowest, <float*>self.x.val_ptr, <int64_t*>self.val_ptr, self.outer,
-                        self.n, self.inner)
+            return 0
+        return self._forward(<double*>self.x.val_ptr) if self.x.f64 else self._forward(<float*>self.x.val_ptr)
+
+    cdef int _forward(self, const floating* x) except -1 nogil:
+        """ids[o, j] = the first k with x[o, k, j] largest (smallest when `lowest`); a NaN
+        wins, as numpy."""
+        cdef bint lowest = self.lowest
+        cdef int64_t* ids = <int64_t*>self.val_ptr
+        cdef Py_ssize_t o, j, k, best_k, outer = self.outer, n = self.n, inner = self.inner
+        cdef floating best, v
+        cdef const floating* line
+        for o in range(outer):
+            for j in range(inner):
+                line = x + o * n * inner + j
+                best = line[0]
+                best_k = 0
+                if best == best:
+                    for k in range(1, n):
+                        v = line[k * inner]
+                        if v != v:
+                            best_k = k
+                            break
+                        if (v < best) if lowest else (v > best):
+                            best = v
+                            best_k = k
+                ids[o * inner + j] = best_k
         return 0
 
     def set_value(self, ids):
@@ -542,38 +526,6 @@ def argmin(x, axis=None, keepdims=False):
 
 # ------------------------------------------------------------------ cumsum
 
-cdef void cumsum_forward(const floating* x, floating* y, Py_ssize_t outer, Py_ssize_t n,
-                         Py_ssize_t inner) noexcept nogil:
-    """y[o, k, :] = x[o, 0, :] + ... + x[o, k, :]: one row after another, vectorised along inner."""
-    cdef Py_ssize_t o, k, j, row
-    for o in range(outer):
-        row = o * n * inner
-        for j in range(inner):
-            y[row + j] = x[row + j] if n else 0
-        for k in range(1, n):
-            row += inner
-            for j in range(inner):
-                y[row + j] = y[row - inner + j] + x[row + j]
-
-
-cdef void cumsum_backward(const floating* gy, floating* gx, Py_ssize_t outer, Py_ssize_t n,
-                          Py_ssize_t inner, floating* running, bint add) noexcept nogil:
-    """gx[o, k, :] (+)= gy[o, k, :] + ... + gy[o, n-1, :], the cumsum taken backwards."""
-    cdef Py_ssize_t o, k, j, row
-    for o in range(outer):
-        vec_zero(running, inner)
-        for k in range(n - 1, -1, -1):
-            row = (o * n + k) * inner
-            for j in range(inner):
-                running[j] += gy[row + j]
-            if add:             # plain loops: with a short inner row a memcpy call would dominate
-                for j in range(inner):
-                    gx[row + j] += running[j]
-            else:
-                for j in range(inner):
-                    gx[row + j] = running[j]
-
-
 @cython.no_gc
 cdef class Cumsum(Variable):
     """The running sum of x along the middle axis of its (outer, n, inner) view."""
@@ -583,24 +535,45 @@ cdef class Cumsum(Variable):
     cdef char* running_ptr
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            cumsum_forward(<double*>self.x.val_ptr, <double*>self.val_ptr, self.outer, self.n,
-                           self.inner)
-        else:
-            cumsum_forward(<float*>self.x.val_ptr, <float*>self.val_ptr, self.outer, self.n,
-                           self.inner)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """y[o, k, :] = x[o, 0, :] + ... + x[o, k, :]: one row after another, vectorised along inner."""
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef Py_ssize_t o, k, j, row, outer = self.outer, n = self.n, inner = self.inner
+        for o in range(outer):
+            row = o * n * inner
+            for j in range(inner):
+                y[row + j] = x[row + j] if n else 0
+            for k in range(1, n):
+                row += inner
+                for j in range(inner):
+                    y[row + j] = y[row - inner + j] + x[row + j]
         return 0
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
+        """gx[o, k, :] (+)= gy[o, k, :] + ... + gy[o, n-1, :], the cumsum taken backwards."""
         if not self.x.requires_grad:
             return 0
         cdef bint add = self.x.prepare_grad()
-        if self.f64:
-            cumsum_backward(<double*>self.grad_ptr, <double*>self.x.grad_ptr, self.outer, self.n,
-                            self.inner, <double*>self.running_ptr, add)
-        else:
-            cumsum_backward(<float*>self.grad_ptr, <float*>self.x.grad_ptr, self.outer, self.n,
-                            self.inner, <float*>self.running_ptr, add)
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef floating* running = <floating*>self.running_ptr
+        cdef Py_ssize_t o, k, j, row, outer = self.outer, n = self.n, inner = self.inner
+        for o in range(outer):
+            vec_zero(running, inner)
+            for k in range(n - 1, -1, -1):
+                row = (o * n + k) * inner
+                for j in range(inner):
+                    running[j] += gy[row + j]
+                if add:             # plain loops: with a short inner row a memcpy call would dominate
+                    for j in range(inner):
+                        gx[row + j] += running[j]
+                else:
+                    for j in range(inner):
+                        gx[row + j] = running[j]
         return 0
 
 
@@ -690,31 +663,6 @@ cdef inline void softmax_block_backward(bint log, const floating* y, const float
                 gx[o] = g
 
 
-cdef void softmax_forward(bint log, const floating* x, floating* y, Py_ssize_t outer,
-                          Py_ssize_t n, Py_ssize_t inner, floating* scratch) noexcept nogil:
-    cdef Py_ssize_t o, block = n * inner
-    if inner == 1:      # the common last-axis case: the constant lets gcc drop the inner loops
-        for o in range(outer):
-            softmax_block(log, x + o * block, y + o * block, n, 1, scratch, scratch + 1)
-    else:
-        for o in range(outer):
-            softmax_block(log, x + o * block, y + o * block, n, inner, scratch, scratch + inner)
-
-
-cdef void softmax_backward(bint log, const floating* y, const floating* gy, floating* gx,
-                           Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner, floating* scratch,
-                           bint add) noexcept nogil:
-    cdef Py_ssize_t o, block = n * inner
-    if inner == 1:
-        for o in range(outer):
-            softmax_block_backward(log, y + o * block, gy + o * block, gx + o * block, n, 1,
-                                   scratch, add)
-    else:
-        for o in range(outer):
-            softmax_block_backward(log, y + o * block, gy + o * block, gx + o * block, n, inner,
-                                   scratch, add)
-
-
 @cython.no_gc
 cdef class Softmax(Variable):
     """softmax or log_softmax of x along the middle axis of its (outer, n, inner) view."""
@@ -725,26 +673,40 @@ cdef class Softmax(Variable):
     cdef char* scratch_ptr
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            softmax_forward(self.log, <double*>self.x.val_ptr, <double*>self.val_ptr, self.outer,
-                            self.n, self.inner, <double*>self.scratch_ptr)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        cdef bint log = self.log
+        cdef floating* x = <floating*>self.x.val_ptr
+        cdef floating* scratch = <floating*>self.scratch_ptr
+        cdef Py_ssize_t o, n = self.n, inner = self.inner, block = n * inner
+        if inner == 1:      # the common last-axis case: the constant lets gcc drop the inner loops
+            for o in range(self.outer):
+                softmax_block(log, x + o * block, y + o * block, n, 1, scratch, scratch + 1)
         else:
-            softmax_forward(self.log, <float*>self.x.val_ptr, <float*>self.val_ptr, self.outer,
-                            self.n, self.inner, <float*>self.scratch_ptr)
+            for o in range(self.outer):
+                softmax_block(log, x + o * block, y + o * block, n, inner, scratch, scratch + inner)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
         if not self.x.requires_grad:
             return 0
-        cdef bint add = self.x.prepare_grad()
-        if self.f64:
-            softmax_backward(self.log, <double*>self.val_ptr, <double*>self.grad_ptr,
-                             <double*>self.x.grad_ptr, self.outer, self.n, self.inner,
-                             <double*>self.scratch_ptr, add)
+        cdef bint log = self.log, add = self.x.prepare_grad()
+        cdef floating* y = <floating*>self.val_ptr
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef floating* scratch = <floating*>self.scratch_ptr
+        cdef Py_ssize_t o, n = self.n, inner = self.inner, block = n * inner
+        if inner == 1:
+            for o in range(self.outer):
+                softmax_block_backward(log, y + o * block, gy + o * block, gx + o * block, n, 1,
+                                       scratch, add)
         else:
-            softmax_backward(self.log, <float*>self.val_ptr, <float*>self.grad_ptr,
-                             <float*>self.x.grad_ptr, self.outer, self.n, self.inner,
-                             <float*>self.scratch_ptr, add)
+            for o in range(self.outer):
+                softmax_block_backward(log, y + o * block, gy + o * block, gx + o * block, n, inner,
+                                       scratch, add)
         return 0
 
 

@@ -60,7 +60,6 @@ cdef class Sampler:
 
 
 # The checks of the samplers' arguments and the seeding of their streams (sampler.pyx).
-cdef Py_ssize_t _whole(str who, str name, object value, Py_ssize_t low) except? -1
 cdef tuple _share(int64_t n, Py_ssize_t rank, Py_ssize_t workers)
 cdef object _seed_stream(Sampler sampler, str who, object seed, object rank, object workers)
 cdef int64_t* _index_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL

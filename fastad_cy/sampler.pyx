@@ -28,7 +28,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t, uint64_t
 
-from fastad_cy.graph cimport Variable, IndexInput
+from fastad_cy.graph cimport Variable, IndexInput, check_int
 
 cnp.import_array()
 
@@ -36,14 +36,6 @@ __all__ = ["set_default_seed", "Sampler"]
 
 
 # ---------------------------------------------------------------- checks shared by the samplers
-
-cdef Py_ssize_t _whole(str who, str name, object value, Py_ssize_t low) except? -1:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{who}: {name} must be an integer, got {value!r}")
-    if value < low:
-        raise ValueError(f"{who}: {name} must be >= {low}, got {value}")
-    return value
-
 
 cdef tuple _share(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
     """[lo, hi): worker `rank`'s contiguous 1/workers share of n things."""
@@ -88,8 +80,8 @@ cdef object _seed_stream(Sampler sampler, str who, object seed, object rank, obj
     """Check `seed`, `rank` and `workers` and seed the sampler's stream; returns the entropy
     it was seeded from (see _entropy)."""
     entropy = _entropy(who, seed)
-    sampler.workers = _whole(who, "workers", workers, 1)
-    sampler.rank = _whole(who, "rank", rank, 0)
+    sampler.workers = check_int(who, "workers", workers, 1)
+    sampler.rank = check_int(who, "rank", rank, 0)
     if sampler.rank >= sampler.workers:
         raise ValueError(f"{who}: rank must be below workers ({sampler.workers}), got {rank}")
     state = np.random.SeedSequence(entropy, spawn_key=(sampler.rank,)).generate_state(4, np.uint64)
@@ -167,7 +159,7 @@ cdef class Sampler:
 
         >>> users, pos, neg = next(sampler.epoch())
         """
-        self.begin_epoch(_whole(type(self).__name__, "epoch", epoch, 0))
+        self.begin_epoch(check_int(type(self).__name__, "epoch", epoch, 0))
         while self.next_example():
             yield tuple(np.array(leaf.value) for leaf in self.leaves)
 

@@ -1,9 +1,7 @@
 # Scalar math and rules for the float and double CPU loops, as fused-type helpers
 # that pick a C function's float or double version: exp/log/tanh/sigmoid through
-# fastmath.h (fast approximations in a FASTAD_FAST_MATH build), and the scalar
-# rules of rules.h, which the CUDA kernels share (unary values and slopes, binary
-# ops, pointwise losses, optimizer element updates); their op codes are
-# op_codes.pxd's, generated from ops_manifest.py.
+# fastmath.h (fast approximations in a FASTAD_FAST_MATH build), and the optimizers'
+# element updates of rules.h, which the CUDA kernels share.
 from cython cimport floating
 
 cdef extern from "fastmath.h":
@@ -72,10 +70,6 @@ cdef extern from "rules.h":
                               double weight_decay, int decoupled, double momentum_decay,
                               double product) noexcept nogil
 
-    float fa_unary_value_f(int op, float x, float p) noexcept nogil
-    double fa_unary_value_d(int op, double x, double p) noexcept nogil
-    float fa_unary_slope_f(int op, float x, float y, float p) noexcept nogil
-    double fa_unary_slope_d(int op, double x, double y, double p) noexcept nogil
     void fa_sgd_element_f(float* p, const float* g, float* buf, long long e, double lr,
                           double weight_decay, double momentum, double dampening,
                           int nesterov, int first) noexcept nogil
@@ -120,23 +114,6 @@ cdef extern from "rules.h":
     void fa_nadam_element_d(double* p, const double* g, double* m, double* v, long long e,
                             const FaNAdamStep* c, double beta1, double beta2,
                             double eps) noexcept nogil
-
-
-cdef inline floating unary_value(int op, floating x, floating p) noexcept nogil:
-    """y = f(x); `p` is the exponent of U_POW, the bound of U_CLAMP_*, or the number of a
-    *_SCALAR op."""
-    if floating is float:
-        return fa_unary_value_f(op, x, p)
-    else:
-        return fa_unary_value_d(op, x, p)
-
-
-cdef inline floating unary_slope(int op, floating x, floating y, floating p) noexcept nogil:
-    """dy/dx, from the input x and the output y."""
-    if floating is float:
-        return fa_unary_slope_f(op, x, y, p)
-    else:
-        return fa_unary_slope_d(op, x, y, p)
 
 
 cdef inline void sgd_element(floating* p, const floating* g, floating* buf, Py_ssize_t e,

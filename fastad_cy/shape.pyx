@@ -32,7 +32,7 @@ from cython cimport floating
 from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of,
                               backend_among)
 from fastad_cy.graph import register_methods
-from fastad_cy.loops cimport element_size, put_values, zero_values
+from fastad_cy.loops cimport element_size, put_values, zero_values, vec_zero
 from fastad_cy.reduction import _normalize_axes
 
 cnp.import_array()
@@ -70,24 +70,6 @@ cdef class View(Variable):
 
 # ------------------------------------------------------------------ Gather
 
-cdef void gather(const floating* x, const int64_t* pos, floating* y, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        y[i] = x[pos[i]]
-
-
-cdef void scatter(floating* gx, const int64_t* pos, const floating* g, Py_ssize_t n,
-                  bint add) noexcept nogil:
-    """gx[pos[i]] = g[i] (or += when `add`); with `add`, repeated positions sum."""
-    cdef Py_ssize_t i
-    if add:
-        for i in range(n):
-            gx[pos[i]] += g[i]
-    else:
-        for i in range(n):
-            gx[pos[i]] = g[i]
-
-
 @cython.no_gc
 cdef class Gather(Variable):
     """y.flat[i] = x.flat[positions[i]]; positions are checked once, at build."""
@@ -97,25 +79,38 @@ cdef class Gather(Variable):
     cdef bint each_once             # positions is a permutation of x's elements
 
     cdef int run_forward(self) except -1 nogil:
-        if self.f64:
-            gather(<double*>self.x.val_ptr, self.pos, <double*>self.val_ptr, self.size)
-        else:
-            gather(<float*>self.x.val_ptr, self.pos, <float*>self.val_ptr, self.size)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        cdef const floating* x = <floating*>self.x.val_ptr
+        cdef const int64_t* pos = self.pos
+        cdef Py_ssize_t i
+        for i in range(self.size):
+            y[i] = x[pos[i]]
         return 0
 
     cdef int run_backward(self) except -1 nogil:
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* g) except -1 nogil:
+        """x's gradient at pos[i] = g[i] (or += when adding: repeated positions sum)."""
         if not self.x.requires_grad:
             return 0
         cdef bint add = self.x.prepare_grad()
+        cdef floating* gx = <floating*>self.x.grad_ptr
+        cdef const int64_t* pos = self.pos
+        cdef Py_ssize_t i
         # A permutation writes every element of x's gradient once; any other
         # map leaves some untouched or hits some twice, so it must add into zeros.
         if not add and not self.each_once:
-            zero_values(self.x.grad_ptr, self.x.size, self.f64)
+            vec_zero(gx, self.x.size)
             add = True
-        if self.f64:
-            scatter(<double*>self.x.grad_ptr, self.pos, <double*>self.grad_ptr, self.size, add)
+        if add:
+            for i in range(self.size):
+                gx[pos[i]] += g[i]
         else:
-            scatter(<float*>self.x.grad_ptr, self.pos, <float*>self.grad_ptr, self.size, add)
+            for i in range(self.size):
+                gx[pos[i]] = g[i]
         return 0
 
 

@@ -21,7 +21,7 @@ from libc.string cimport memcpy
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
                               require_float, backend_of)
 from fastad_cy.graph import register_methods
-from fastad_cy.loops cimport element_size, vec_zero, zero_values
+from fastad_cy.loops cimport element_size, vec_zero
 from fastad_cy.reduction import _normalize_axes
 from fastad_cy.shape import reshape as _reshape
 
@@ -77,23 +77,6 @@ cdef double row_norm(const floating* row, Py_ssize_t n, double norm_type) noexce
     return pow(total, 1.0 / norm_type)
 
 
-cdef void renorm_rows(floating* table, const int64_t* ids, Py_ssize_t n, Py_ssize_t row_len,
-                      double max_norm, double norm_type) noexcept nogil:
-    """Scale each row ids[k] whose norm exceeds max_norm to max_norm / (norm + 1e-7) of
-    itself, in place (torch.embedding_renorm_; a row met twice is already within bounds)."""
-    cdef Py_ssize_t k, j
-    cdef double norm
-    cdef floating scale
-    cdef floating* row
-    for k in range(n):
-        row = table + ids[k] * row_len
-        norm = row_norm(row, row_len, norm_type)
-        if norm > max_norm:
-            scale = <floating>(max_norm / (norm + 1e-7))
-            for j in range(row_len):
-                row[j] *= scale
-
-
 @cython.no_gc
 cdef class Take(Variable):
     cdef Variable table
@@ -109,17 +92,29 @@ cdef class Take(Variable):
         return [(self.ix, self.table)]
 
     cdef int run_forward(self) except -1 nogil:
-        cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
-        cdef Py_ssize_t k, n = self.ix.size, width = self.row_bytes
         check_ids(self, self.ix, self.rows)
         if self.max_norm > 0:
-            if self.f64:
-                renorm_rows(<double*>self.table.val_ptr, ids, n, self.row_len, self.max_norm,
-                            self.norm_type)
-            else:
-                renorm_rows(<float*>self.table.val_ptr, ids, n, self.row_len, self.max_norm,
-                            self.norm_type)
-        fa_gather_rows(self.val_ptr, self.table.val_ptr, ids, n, self.row_bytes)
+            (self._renorm(<double*>self.table.val_ptr) if self.f64
+             else self._renorm(<float*>self.table.val_ptr))
+        fa_gather_rows(self.val_ptr, self.table.val_ptr, <const int64_t*>self.ix.val_ptr, self.ix.size,
+                       self.row_bytes)
+        return 0
+
+    cdef int _renorm(self, floating* table) except -1 nogil:
+        """Scale each row ids[k] whose norm exceeds max_norm to max_norm / (norm + 1e-7) of
+        itself, in place (torch.embedding_renorm_; a row met twice is already within bounds)."""
+        cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
+        cdef Py_ssize_t k, j, row_len = self.row_len
+        cdef double norm
+        cdef floating scale
+        cdef floating* row
+        for k in range(self.ix.size):
+            row = table + ids[k] * row_len
+            norm = row_norm(row, row_len, self.norm_type)
+            if norm > self.max_norm:
+                scale = <floating>(self.max_norm / (norm + 1e-7))
+                for j in range(row_len):
+                    row[j] *= scale
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -237,40 +232,6 @@ def embedding(weight, ids, padding_idx=None, max_norm=None, norm_type=2.0):
 
 # ---------------------------------------------------------------- embedding_bag
 
-cdef void bag_forward(const floating* table, const int64_t* ids, const int64_t* bounds,
-                      floating* out, Py_ssize_t n_bags, Py_ssize_t row_len, bint mean) noexcept nogil:
-    """out[b] = the sum (or mean) of the rows ids[bounds[b]:bounds[b + 1]]; an empty bag is zeros."""
-    cdef Py_ssize_t b, k, j
-    cdef floating* o
-    cdef const floating* row
-    cdef floating inv
-    for b in range(n_bags):
-        o = out + b * row_len
-        vec_zero(o, row_len)
-        for k in range(bounds[b], bounds[b + 1]):
-            row = table + ids[k] * row_len
-            for j in range(row_len):
-                o[j] += row[j]
-        if mean and bounds[b + 1] > bounds[b] + 1:
-            inv = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
-            for j in range(row_len):
-                o[j] *= inv
-
-
-cdef void bag_backward_rows(const floating* grad, const int64_t* bounds, floating* rows,
-                            Py_ssize_t n_bags, Py_ssize_t row_len, bint mean) noexcept nogil:
-    """rows[k] = grad[b] (/ the bag's size for a mean) for each position k of bag b."""
-    cdef Py_ssize_t b, k, j
-    cdef floating scale
-    for b in range(n_bags):
-        scale = 1
-        if mean and bounds[b + 1] > bounds[b]:
-            scale = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
-        for k in range(bounds[b], bounds[b + 1]):
-            for j in range(row_len):
-                rows[k * row_len + j] = grad[b * row_len + j] * scale
-
-
 cdef int fill_bounds(const int64_t* offsets, Py_ssize_t n_offsets, Py_ssize_t n_ids,
                      Py_ssize_t n_bags, bint include_last_offset, int64_t* bounds) except -1 nogil:
     """bounds[b], bounds[b + 1] = where bag b starts and ends (n_bags + 1 entries), after
@@ -336,35 +297,56 @@ cdef class EmbeddingBag(Variable):
 
     cdef int run_forward(self) except -1 nogil:
         self.check_inputs()
-        cdef const int64_t* bounds = self.bounds_ptr
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* out) except -1 nogil:
+        """out[b] = the sum (or mean) of the rows ids[bounds[b]:bounds[b + 1]]; an empty bag is zeros."""
+        cdef const floating* table = <floating*>self.table.val_ptr
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
-        if self.f64:
-            bag_forward(<const double*>self.table.val_ptr, ids, bounds, <double*>self.val_ptr,
-                        self.n_bags, self.row_len, self.mean)
-        else:
-            bag_forward(<const float*>self.table.val_ptr, ids, bounds, <float*>self.val_ptr,
-                        self.n_bags, self.row_len, self.mean)
+        cdef const int64_t* bounds = self.bounds_ptr
+        cdef Py_ssize_t b, k, j, row_len = self.row_len
+        cdef floating* o
+        cdef const floating* row
+        cdef floating inv
+        for b in range(self.n_bags):
+            o = out + b * row_len
+            vec_zero(o, row_len)
+            for k in range(bounds[b], bounds[b + 1]):
+                row = table + ids[k] * row_len
+                for j in range(row_len):
+                    o[j] += row[j]
+            if self.mean and bounds[b + 1] > bounds[b] + 1:
+                inv = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
+                for j in range(row_len):
+                    o[j] *= inv
         return 0
 
     cdef int run_backward(self) except -1 nogil:
         if not self.table.requires_grad:
             return 0
         self.check_inputs()
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* grad) except -1 nogil:
+        """Position k of bag b gets the row grad[b] (/ the bag's size for a mean), to the
+        table's rows ids[k]."""
         cdef const int64_t* bounds = self.bounds_ptr
-        cdef char* rows = self.scratch_ptr
+        cdef floating* rows = <floating*>self.scratch_ptr
         # ids outside the bags (past an include_last_offset end) count for nothing
-        cdef Py_ssize_t first = bounds[0], used = bounds[self.n_bags] - bounds[0]
-        if self.f64:
-            bag_backward_rows(<const double*>self.grad_ptr, bounds, <double*>rows, self.n_bags,
-                              self.row_len, self.mean)
-        else:
-            bag_backward_rows(<const float*>self.grad_ptr, bounds, <float*>rows, self.n_bags,
-                              self.row_len, self.mean)
+        cdef Py_ssize_t b, k, j, row_len = self.row_len, first = bounds[0]
+        cdef floating scale
+        for b in range(self.n_bags):
+            scale = 1
+            if self.mean and bounds[b + 1] > bounds[b]:
+                scale = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
+            for k in range(bounds[b], bounds[b + 1]):
+                for j in range(row_len):
+                    rows[k * row_len + j] = grad[b * row_len + j] * scale
         if self.dense_grad and self.table_is_parameter and not self.table.prepare_grad():
             # a Parameter's first dense contribution: start from zeros
-            zero_values(self.table.grad_ptr, self.table.size, self.f64)
-        self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr + first, used,
-                                 rows + first * self.row_len * element_size(self.f64), self.row_len)
+            vec_zero(<floating*>self.table.grad_ptr, self.table.size)
+        self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr + first, bounds[self.n_bags] - first,
+                                 <char*>(rows + first * row_len), row_len)
         return 0
 
 
@@ -465,15 +447,6 @@ cdef inline void along(floating* x, const int64_t* ids, floating* y, Py_ssize_t 
                     y[at + j] = x[(o * n + ids[at + j]) * inner + j]
 
 
-cdef inline void along_values(char* x, const int64_t* ids, char* y, Py_ssize_t outer, Py_ssize_t n,
-                              Py_ssize_t k, Py_ssize_t inner, bint scatter, bint f64) noexcept nogil:
-    """along() on buffers of doubles (f64) or floats."""
-    if f64:
-        along(<double*>x, ids, <double*>y, outer, n, k, inner, scatter)
-    else:
-        along(<float*>x, ids, <float*>y, outer, n, k, inner, scatter)
-
-
 cdef Py_ssize_t along_rows(const int64_t* ids, const floating* g, Py_ssize_t k, Py_ssize_t inner,
                            int32_t* slot_of, int64_t* distinct, floating* rows) noexcept nogil:
     """The gradient of a gather along axis 0 as whole rows: distinct[s] is the s-th distinct
@@ -537,17 +510,18 @@ cdef class TakeAlong(Variable):
 
     cdef int run_forward(self) except -1 nogil:
         self.check_ids()
-        along_values(self.x.val_ptr, <int64_t*>self.ix.val_ptr, self.val_ptr, self.outer, self.n, self.k,
-                     self.inner, False, self.f64)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        along(<floating*>self.x.val_ptr, <int64_t*>self.ix.val_ptr, y, self.outer, self.n, self.k,
+              self.inner, False)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
         if not self.x.requires_grad:
             return 0
         self.check_ids()
-        if self.f64:
-            return self._backward(<const double*>self.grad_ptr)
-        return self._backward(<const float*>self.grad_ptr)
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, const floating* g) except -1 nogil:
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
@@ -558,7 +532,7 @@ cdef class TakeAlong(Variable):
             self.x.add_grad_rows(self.distinct_ptr, count, self.rows_ptr, self.inner)
             return 0
         if not self.x.prepare_grad():
-            zero_values(self.x.grad_ptr, self.x.size, self.f64)
+            vec_zero(<floating*>self.x.grad_ptr, self.x.size)
         along(<floating*>self.x.grad_ptr, ids, <floating*>g, self.outer, self.n, self.k, self.inner, True)
         return 0
 

@@ -6,7 +6,6 @@ steps over whole feed arrays with no Python between them, which is what makes
 a million sparse examples a second per core possible (and what Hogwild
 workers call on their shard).
 """
-import numbers
 from collections.abc import Mapping
 
 import numpy as np
@@ -15,7 +14,7 @@ from libc.math cimport cos, pi, floor, pow
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forward,
                               replay_plan_forward, seed_scalar_grad, replay_plan_backward,
-                              claim_parameters, release_parameters)
+                              claim_parameters, release_parameters, check_int)
 from fastad_cy.optim cimport Optimizer
 from fastad_cy.sampler cimport Sampler
 from fastad_cy.feeds import FeedSampler
@@ -259,10 +258,9 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     if isinstance(optimizer, Optimizer) and (<Optimizer>optimizer)._device_state is not None:
         raise ValueError("train: the compiled loop runs on the CPU, and the optimizer's "
                          "Parameters are on a GPU; build the graph and the optimizer on one device")
-    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral):
-        raise TypeError(f"train: epochs must be an integer, got {epochs!r}")
-    if epochs < 0 or report_every < 1 or schedule_every < 1:
-        raise ValueError("train: epochs must be >= 0, report_every and schedule_every >= 1")
+    check_int("train", "epochs", epochs, 0)
+    check_int("train", "report_every", report_every, 1)
+    check_int("train", "schedule_every", schedule_every, 1)
     cdef Sampler sampler
     if isinstance(feeds, Sampler):
         if shuffle or seed is not None:

@@ -1,17 +1,14 @@
 """word2vec's samplers: `SkipGramSampler` and `CbowSampler` walk a token stream
 (`WindowSampler`, the walk they share) and draw negatives from an `AliasTable`."""
-import math
-import numbers
-
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from fastad_cy.graph cimport Variable, IndexInput, Input
+from fastad_cy.graph cimport Variable, IndexInput, Input, check_real, check_int
 from fastad_cy.rng cimport fa_rng, fa_rng_below, fa_rng_uniform
-from fastad_cy.sampler cimport Sampler, _whole, _share, _seed_stream, _index_leaf, _integer_array
+from fastad_cy.sampler cimport Sampler, _share, _seed_stream, _index_leaf, _integer_array
 
 cnp.import_array()
 
@@ -27,16 +24,6 @@ __all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "AliasTable"]
 
 
 # ---------------------------------------------------------------- checks of the windows' arguments
-
-cdef double _real(str who, str name, object value, object at_least) except? -1.0:
-    """`value` as a float: a finite real number (not a bool), >= `at_least` unless None."""
-    expected = "a finite number" + ("" if at_least is None else f" >= {at_least:g}")
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{who}: {name} must be {expected}, got {value!r} ({type(value).__name__})")
-    if not (math.isfinite(value) and (at_least is None or value >= at_least)):
-        raise ValueError(f"{who}: {name} must be {expected}, got {value!r}")
-    return float(value)
-
 
 cdef char* _input_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL:
     """The value buffer of a CPU Input of `size` values."""
@@ -240,7 +227,7 @@ cdef class WindowSampler(Sampler):
 
     cdef int read_corpus(self, str who, object tokens, object sentence_ends, object window,
                          object ns_exponent, object sample, object vocab_size) except -1:
-        self.window = _whole(who, "window", window, 1)
+        self.window = check_int(who, "window", window, 1)
         arr = np.asarray(tokens)
         if arr.ndim != 1:
             raise ValueError(f"{who}: tokens must be a 1-D array of word ids, got shape {arr.shape}")
@@ -249,7 +236,7 @@ cdef class WindowSampler(Sampler):
         if n == 0:
             raise ValueError(f"{who}: tokens is empty")
         largest = int(self.tokens_array.max())
-        self.vocab_size = largest + 1 if vocab_size is None else _whole(who, "vocab_size", vocab_size, 1)
+        self.vocab_size = largest + 1 if vocab_size is None else check_int(who, "vocab_size", vocab_size, 1)
         if largest >= self.vocab_size:
             raise ValueError(f"{who}: token id {largest} (at position {int(np.argmax(self.tokens_array))}) "
                              f"is out of range for vocab_size {self.vocab_size}")
@@ -263,8 +250,10 @@ cdef class WindowSampler(Sampler):
                                  f"len(tokens) = {n}")
         self.ends_array = ends
         self.ends = ends
-        exponent = _real(who, "ns_exponent", ns_exponent, None)
-        self.sample = _real(who, "sample", sample, 0)
+        exponent = check_real(who, "ns_exponent", ns_exponent)
+        self.sample = check_real(who, "sample", sample)
+        if self.sample < 0:
+            raise ValueError(f"{who}: sample must be >= 0, got {sample!r}")
         counts = np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
         weights = np.zeros(self.vocab_size)
         weights[counts > 0] = counts[counts > 0] ** exponent
@@ -300,7 +289,7 @@ cdef class WindowSampler(Sampler):
         """Check `claim` (None, or a writable int64 array whose first element counts the
         blocks claimed) and `block_tokens` (also when there is no claim, which ignores it);
         read_corpus then cuts the blocks."""
-        self.block_tokens = _whole(who, "block_tokens", block_tokens, 1)
+        self.block_tokens = check_int(who, "block_tokens", block_tokens, 1)
         if claim is None:
             return 0
         if not isinstance(claim, np.ndarray) or claim.dtype != np.int64 or claim.size < 1 \
@@ -532,7 +521,7 @@ cdef class CbowSampler(WindowSampler):
                  workers=1, claim=None, block_tokens=10_000):
         who = "CbowSampler"
         _seed_stream(self, who, seed, rank, workers)
-        self.slots = 2 * _whole(who, "window", window, 1)
+        self.slots = 2 * check_int(who, "window", window, 1)
         self.out_context = _index_leaf(who, "context", context, -1)
         self.items = (<Variable>context).size // self.slots
         if self.items == 0 or (<Variable>context).size % self.slots:
