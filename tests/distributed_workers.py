@@ -102,27 +102,6 @@ def bpr_loop_worker(rank, shared, triples, workers, lr):
     return rank
 
 
-def step_rows(rank, shared, steps):
-    """`steps` SGD steps, each on one row of shared["w"] in turn (a gather, so a sparse
-    gradient); returns how many syncs the worker started by itself."""
-    w = fa.Parameter(shared["w"])
-    row = fa.IndexInput([0])
-    loss = -fa.sum(w[row])
-    opt = fa.optim.SGD([w], lr=1.0)
-    session = distributed._session
-    synced = 0
-    for step in range(steps):
-        row.set_value([step % w.shape[0]])
-        loss.forward()
-        loss.backward()
-        before = session.synced_at
-        opt.step()
-        opt.zero_grad()
-        synced += session.synced_at != before
-        time.sleep(1e-4)
-    return synced
-
-
 def bpr_train_worker(rank, shared, triples, workers, lr):
     """BPR by fa.train without a progress callback: no report, no sync call."""
     model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
@@ -132,15 +111,18 @@ def bpr_train_worker(rank, shared, triples, workers, lr):
     return rank
 
 
-def step_ones(rank, shared, steps, seconds_per_step=0.0):
+def step_ones(rank, shared, steps, seconds_per_step=0.0, one_row_a_step=False):
     """`steps` optimizer steps that each add 1 to every element of shared["w"] (SGD, lr 1, on
-    a gradient of -1); returns how many syncs the worker started by itself."""
+    a gradient of -1), or with `one_row_a_step` to one row in turn (a gather: a sparse
+    gradient); returns how many syncs the worker started by itself."""
     w = fa.Parameter(shared["w"])
-    loss = -fa.sum(w)
+    row = fa.IndexInput([0])
+    loss = -fa.sum(w[row] if one_row_a_step else w)
     opt = fa.optim.SGD([w], lr=1.0)
     session = distributed._session
     synced = 0
-    for _ in range(steps):
+    for step in range(steps):
+        row.set_value([step % w.shape[0]])
         loss.forward()
         loss.backward()
         before = session.synced_at

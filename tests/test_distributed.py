@@ -206,37 +206,36 @@ def test_the_answer_to_a_sync_is_merged_before_the_next_sync(tmp_path):
     assert merged_after is not None and merged_after <= 100, merged_after    # checked every 25
 
 
+def _hogwild_and_ray_auc(worker, users, items, n_train, dim, lr, rank=8, **ray_options):
+    """Test AUC of `worker` unchanged under fa.hogwild.run and fa.distributed.run, 2 workers
+    each, from one start, on planted preferences of users x items."""
+    train, test = fa.data.planted_preferences(users, items, n_train=n_train, n_test=10_000,
+                                              rank=rank, seed=0)
+    model = fa.models.BPR(users, items, dim=dim, seed=1)
+    start = {"U": model.U.value, "V": model.V.value}
+    aucs = []
+    for share, run, options in ((fa.hogwild.share, fa.hogwild.run, {"start_method": "fork"}),
+                                (distributed.share, distributed.run, ray_options)):
+        with share(start) as shared:
+            run(worker, workers=2, args=(shared, train, 2, lr), **options)
+            aucs.append(fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test))
+    return aucs
+
+
 def test_the_unchanged_hogwild_loop_reaches_hogwild_quality_at_the_defaults():
     """The Hogwild worker unchanged (a Python loop of set_value/forward/backward/step that
     never calls report or sync) on 500,000 planted examples, 2 workers, at run's default sync
     interval, which follows the work done: within 0.02 of Hogwild's test AUC. At the old
     fixed default of 20,000 steps it lost about 0.05."""
-    train, test = fa.data.planted_preferences(5_000, 1_000, n_train=500_000, n_test=10_000, seed=0)
-    model = fa.models.BPR(5_000, 1_000, dim=32, seed=1)
-    start = {"U": model.U.value, "V": model.V.value}
-    with fa.hogwild.share(start) as shared:
-        fa.hogwild.run(jobs.bpr_loop_worker, workers=2, args=(shared, train, 2, 0.1),
-                       start_method="fork")
-        hogwild_auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
-    with distributed.share(start) as shared:
-        distributed.run(jobs.bpr_loop_worker, workers=2, args=(shared, train, 2, 0.1))
-        ray_auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
+    hogwild_auc, ray_auc = _hogwild_and_ray_auc(jobs.bpr_loop_worker, 5_000, 1_000, 500_000, 32, 0.1)
     assert hogwild_auc > 0.75 and ray_auc > hogwild_auc - 0.02, (hogwild_auc, ray_auc)
 
 
 def test_fa_train_steps_drive_the_syncs():
     """fa.train without a progress callback calls neither report nor sync: its optimizer's
     steps sync it (here at a short fixed interval, in proportion to the 450-row tables)."""
-    train, test = fa.data.planted_preferences(300, 150, n_train=30_000, n_test=5_000, rank=4, seed=0)
-    model = fa.models.BPR(300, 150, dim=16, seed=1)
-    start = {"U": model.U.value, "V": model.V.value}
-    with fa.hogwild.share(start) as shared:
-        fa.hogwild.run(jobs.bpr_train_worker, workers=2, args=(shared, train, 2, 0.2),
-                       start_method="fork")
-        hogwild_auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
-    with distributed.share(start, shards=2) as shared:
-        distributed.run(jobs.bpr_train_worker, workers=2, args=(shared, train, 2, 0.2), sync_every=250)
-        ray_auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
+    hogwild_auc, ray_auc = _hogwild_and_ray_auc(jobs.bpr_train_worker, 300, 150, 30_000, 16, 0.2,
+                                                rank=4, sync_every=250)
     assert hogwild_auc > 0.8 and ray_auc > hogwild_auc - 0.02, (hogwild_auc, ray_auc)
 
 
@@ -255,9 +254,9 @@ def test_a_worker_syncs_more_often_when_it_changes_a_small_table_faster():
     """The same steps over a 10-row table and a 100,000-row table: the small one syncs by the
     rows it changes, the large one by time only (sync_seconds), within one run's defaults."""
     with distributed.share({"w": np.zeros((10, 2))}) as shared:
-        small = distributed.run(jobs.step_rows, workers=1, args=(shared, 3_000))[0]
+        small = distributed.run(jobs.step_ones, workers=1, args=(shared, 3_000, 1e-4, True))[0]
     with distributed.share({"w": np.zeros((100_000, 2))}) as shared:
-        large = distributed.run(jobs.step_rows, workers=1, args=(shared, 3_000))[0]
+        large = distributed.run(jobs.step_ones, workers=1, args=(shared, 3_000, 1e-4, True))[0]
     assert small > 2 * large, (small, large)
 
 
