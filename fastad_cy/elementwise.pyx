@@ -328,7 +328,13 @@ cdef Variable _binary(int code, object a, object b):
     if code <= B_DIV and (isinstance(a, Variable) and _is_number(b)
                           or isinstance(b, Variable) and _is_number(a)):
         return _with_number(code, a, b)
-    va, vb = float_operands(name, a, b)
+    if isinstance(a, Variable) and isinstance(b, Variable):    # without float_operands' tuple
+        va, vb = <Variable>a, <Variable>b
+        require_float(name, va, "a")
+        require_float(name, vb, "b")
+        same_dtype(name, va, vb)
+    else:
+        va, vb = float_operands(name, a, b)
     if (dev := backend_of(va, vb)) is not None:
         shape = va._shape if va._shape == vb._shape else broadcast_shapes(name, va._shape, vb._shape)
         return dev.binary(name, va, vb, shape)
