@@ -34,8 +34,10 @@ def test_fit_learns_the_planted_taste(split):
     model = fa.models.BPR(USERS, ITEMS, dim=16, seed=1)
     before = fa.metrics.evaluate(model, test, train)
     seen = []
-    losses = model.fit(train, epochs=8, lr=0.05, seed=0, callback=lambda epoch, loss: seen.append(
+    fitted = model.fit(train, epochs=8, lr=0.05, seed=0, callback=lambda epoch, loss: seen.append(
         (epoch, loss, fa.metrics.evaluate(model, test, train)["auc"])))
+    assert fitted is model                          # fit returns the model, as implicit's does
+    losses = model.history
     after = fa.metrics.evaluate(model, test, train)
     assert [e for e, _, _ in seen] == list(range(1, 9)) and [l for _, l, _ in seen] == losses
     assert losses[-1] < losses[0] and seen[-1][2] > seen[0][2]
@@ -62,11 +64,11 @@ def test_batched_fit_ranks_as_well_as_the_per_example_fit(split, workers):
     # and in two Hogwild threads: the same ranking quality and per-triple loss.
     train, test = split
     one = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
-    one_losses = one.fit(train, epochs=8, lr=0.05, seed=0)
+    one_losses = one.fit(train, epochs=8, lr=0.05, seed=0).history
     batched = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
     done = []
     losses = batched.fit(train, epochs=8, lr=0.05, seed=0, batch_size=16, workers=workers,
-                         start_method="threads", progress=lambda n, rate: done.append(n))
+                         start_method="threads", progress=lambda n, rate: done.append(n)).history
     auc = fa.metrics.evaluate(batched, test, train)["auc"]
     assert auc > fa.metrics.evaluate(one, test, train)["auc"] - 0.01 and auc > 0.7
     assert abs(losses[-1] - one_losses[-1]) < 0.05 * one_losses[0]     # a loss per triple
@@ -100,7 +102,7 @@ def test_two_tower_trains_in_batches_from_its_feeds(split):
     # TwoTower replays feeds (no compiled sampler): a batch reshapes them into rows of 16.
     users, items, (train, test) = planted_features()
     tower = fa.models.TwoTower(users, items, dim=8, seed=0)
-    losses = tower.fit(train, epochs=10, lr=0.05, seed=0, batch_size=16)
+    losses = tower.fit(train, epochs=10, lr=0.05, seed=0, batch_size=16).history
     assert losses[-1] < losses[0] and fa.metrics.evaluate(tower, test, train)["auc"] > 0.75
 
 
@@ -110,7 +112,7 @@ def test_two_hogwild_workers_learn_with_each_optimizer(split, optimizer, lr):
     model = fa.models.BPR(USERS, ITEMS, dim=16, seed=1, biases=True)
     done = []
     losses = model.fit(train, epochs=6, workers=2, lr=lr, optimizer=optimizer, seed=0,
-                       progress=lambda n, rate: done.append(n))
+                       progress=lambda n, rate: done.append(n)).history
     assert len(losses) == 6 and losses[-1] < losses[0]
     assert fa.metrics.evaluate(model, test, train)["auc"] > 0.75
     assert done[-1] == 6 * train.nnz
@@ -330,7 +332,7 @@ def planted_features(seed=1):
 def test_two_tower_learns_taste_that_features_explain_where_ids_alone_do_not():
     users, items, (train, test) = planted_features()
     tower = fa.models.TwoTower(users, items, dim=8, seed=0)
-    losses = tower.fit(train, epochs=10, lr=0.05, seed=0)
+    losses = tower.fit(train, epochs=10, lr=0.05, seed=0).history
     bpr = fa.models.BPR(USERS, ITEMS, dim=8, seed=0)
     bpr.fit(train, epochs=10, lr=0.05, seed=0)
     learned = fa.metrics.evaluate(tower, test, train)

@@ -492,7 +492,7 @@ def test_bad_worker_counts_for_threads(workers):
 def test_bpr_fit_in_threads():
     train, test, _ = _planted_bpr(1)
     model = fa.models.BPR(600, 200, dim=16, seed=0)
-    losses = model.fit(train, epochs=3, workers=2, lr=0.1, start_method="threads")
+    losses = model.fit(train, epochs=3, workers=2, lr=0.1, start_method="threads").history
     assert len(losses) == 3 and losses[-1] < losses[0]
     assert fa.metrics.evaluate(model, test, train=train, k=10)["auc"] > 0.7
 

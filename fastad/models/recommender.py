@@ -96,7 +96,8 @@ class Recommender(Module):
     def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
             callback=None, progress=None, start_method=None, device="cpu", batch_size=None,
             negatives="uniform"):
-        """Train on a scipy user x item matrix with the BPR loss; returns the mean loss per epoch.
+        """Train on a scipy user x item matrix with the BPR loss; returns the model (as
+        implicit's, gensim's and scikit-learn's fit do), its `history` the mean loss per epoch.
 
         Each epoch draws `samples` triples (default: one per interaction) by
         `fa.data.sample_triples`' rule (users by interaction; negatives among
@@ -170,7 +171,8 @@ class Recommender(Module):
                 losses.append(loss)
                 if callback is not None:
                     callback(epoch, loss)
-        return losses
+        self.history = losses
+        return self
 
     def scores(self, user_ids):
         """The (len(user_ids), n_items) scores of the users for every item (one matrix product).

@@ -23,8 +23,8 @@ def test_bpr_with_batches_of_one_follows_the_cpu_fit(backend, optimizer, biases)
     matrix = fa.data.planted_interactions(40, 30, per_user=4, seed=1)
     cpu = fa.models.BPR(40, 30, dim=8, biases=biases)
     dev = fa.models.BPR(40, 30, dim=8, biases=biases)
-    cpu_losses = cpu.fit(matrix, epochs=2, lr=0.05, optimizer=optimizer)
-    dev_losses = dev.fit(matrix, epochs=2, lr=0.05, optimizer=optimizer, device="cuda", batch_size=1)
+    cpu_losses = cpu.fit(matrix, epochs=2, lr=0.05, optimizer=optimizer).history
+    dev_losses = dev.fit(matrix, epochs=2, lr=0.05, optimizer=optimizer, device="cuda", batch_size=1).history
     close(dev_losses, cpu_losses)            # the same triples in the same order
     for name, value in cpu.state_dict().items():
         assert dev.state_dict()[name].dtype == value.dtype
@@ -37,8 +37,8 @@ def test_bpr_device_batches_follow_the_cpu_fit_at_the_same_batch_size(backend, n
     matrix = fa.data.planted_interactions(40, 30, per_user=4, seed=1)
     cpu = fa.models.BPR(40, 30, dim=8, biases=True)
     dev = fa.models.BPR(40, 30, dim=8, biases=True)
-    close(dev.fit(matrix, epochs=2, lr=0.05, device="cuda", batch_size=16, negatives=negatives),
-          cpu.fit(matrix, epochs=2, lr=0.05, batch_size=16, negatives=negatives))
+    close(dev.fit(matrix, epochs=2, lr=0.05, device="cuda", batch_size=16, negatives=negatives).history,
+          cpu.fit(matrix, epochs=2, lr=0.05, batch_size=16, negatives=negatives).history)
     for name, value in cpu.state_dict().items():
         close(dev.state_dict()[name], value)
 
@@ -51,7 +51,7 @@ def test_bpr_on_the_device_ranks_as_well_as_on_the_cpu(backend, likes):
     for _ in range(2):
         model = fa.models.BPR(300, 100, dim=16, seed=1, biases=True)
         losses = model.fit(train, epochs=10, lr=0.1, device="cuda", batch_size=128,
-                           callback=lambda epoch, loss: seen.append(epoch))
+                           callback=lambda epoch, loss: seen.append(epoch)).history
         runs.append((losses, model.state_dict()))
     assert losses[-1] < losses[0] and seen == list(range(1, 11)) * 2
     close(runs[0][0], runs[1][0])                         # same seed, same run
@@ -70,7 +70,7 @@ def test_two_tower_fits_on_the_device(backend, likes):
     rng = np.random.default_rng(0)
     tower = fa.models.TwoTower({"id": np.arange(300), "group": rng.integers(0, 5, 300)},
                                {"id": np.arange(100)}, dim=8)
-    losses = tower.fit(train, epochs=5, lr=0.05, optimizer="adagrad", device="cuda", batch_size=256)
+    losses = tower.fit(train, epochs=5, lr=0.05, optimizer="adagrad", device="cuda", batch_size=256).history
     assert losses[-1] < losses[0]
     assert fa.metrics.auc(tower.scores(np.arange(300)), test, train=train) > 0.65
 
