@@ -99,3 +99,18 @@ def test_manual_seed_makes_every_random_source_repeat(unseeded):
         assert np.array_equal(a, b) and not np.array_equal(a, c)
     with pytest.raises(ValueError, match="manual_seed: seed must be an int >= 0"):
         fa.manual_seed(-1)
+
+
+def test_named_modules_and_apply_follow_torch():
+    shared = fa.nn.Linear(3, 3)
+    model = fa.nn.Sequential(fa.nn.Linear(2, 3), fa.nn.ReLU(), shared, shared)
+    names = [(name, type(m).__name__) for name, m in model.named_modules()]
+    assert names == [("", "Sequential"), ("0", "Linear"), ("1", "ReLU"), ("2", "Linear")]
+    order = []
+    assert model.apply(lambda m: order.append(m)) is model
+    assert order[-1] is model and len(order) == 4 and set(map(id, order)) == {id(m) for _, m in model.named_modules()}
+    model.apply(lambda m: fa.nn.init.zeros_(m.bias) if isinstance(m, fa.nn.Linear) else None)
+    assert not model[0].bias.value.any() and not shared.bias.value.any()
+    torch = pytest.importorskip("torch")
+    reference = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 3))
+    assert [name for name, _ in reference.named_modules()] == [name for name, _ in names]

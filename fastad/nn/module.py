@@ -97,6 +97,29 @@ class Module:
             stack.extend(reversed(module.children()))
         return found
 
+    def named_modules(self):
+        """[(dotted name, Module)] for this Module ("") and every one below it, each once,
+        depth first (torch.nn.Module.named_modules).
+
+        >>> [name for name, m in model.named_modules() if isinstance(m, fa.nn.Linear)]
+        """
+        found, seen = [], set()
+        for prefix, module in self._prefixed_modules():
+            if id(module) not in seen:
+                seen.add(id(module))
+                found.append((prefix[:-1], module))
+        return found
+
+    def apply(self, fn):
+        """Call fn(module) on every sub-Module, then on this one (as torch's apply does, for
+        initialising weights); returns self.
+
+        >>> model.apply(lambda m: fa.nn.init.zeros_(m.bias) if isinstance(m, fa.nn.Linear) else None)
+        """
+        for module in reversed(self.modules()):
+            fn(module)
+        return self
+
     def named_parameters(self):
         """[(dotted name, Parameter)] for every Parameter below this Module, each
         once (a Parameter shared by two sub-Modules keeps its first name; a
