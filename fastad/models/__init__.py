@@ -4,7 +4,8 @@
   item matrix with the BPR loss, and ranking;
 - `BPR` (`bpr`): matrix factorisation, and `bpr_hogwild_worker` on precomputed triples;
 - `TwoTower` (`two_tower`): users and items as sums of feature embeddings;
-- `Word2Vec` (`word2vec`): skip-gram and CBOW with negative sampling.
+- `Word2Vec` (`word2vec`): skip-gram and CBOW with negative sampling, its vectors a
+  `KeyedVectors` (`keyed_vectors`, gensim's API).
 
 A model trains through `runner.EpochRunner`: in this process, in Hogwild threads or
 processes, or on a GPU, as a `runner.RunSettings` says.
@@ -13,6 +14,7 @@ from fastad.models.recommender import Recommender, bpr_loss, margin_loss
 from fastad.models.runner import OPTIMIZERS
 from fastad.models.bpr import BPR, bpr_hogwild_worker
 from fastad.models.two_tower import TwoTower
+from fastad.models.keyed_vectors import KeyedVectors
 from fastad.models.word2vec import Word2Vec
 
-__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "bpr_hogwild_worker"]
+__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "KeyedVectors", "bpr_hogwild_worker"]

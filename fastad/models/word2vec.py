@@ -18,7 +18,8 @@ from fastad_cy.shape import reshape
 from fastad_cy.model_losses import gather_dot
 from fastad_cy.sparse import take
 from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, look_up
-from fastad.io import load, save, write_atomically
+from fastad.io import load, save
+from fastad.models.keyed_vectors import KeyedVectors
 from fastad.models.runner import EpochRunner, RunSettings
 
 __all__ = ["Word2Vec"]
@@ -60,8 +61,12 @@ class Word2Vec:
 
     >>> model = fa.models.Word2Vec(dim=64, window=5, negative=5, min_count=5, epochs=5, workers=2)
     >>> model.fit(sentences)                 # token lists, or a path to a text file
-    >>> model.most_similar("king", topn=5)
+    >>> model.most_similar("king", topn=5)           # or model.wv.most_similar, as in gensim
     >>> model.analogy("man", "king", "woman")        # man : king :: woman : ?
+
+    gensim's argument names are taken too: `vector_size` (dim), `alpha` (lr),
+    `min_alpha` (min_lr), and `sg` as 0 or 1; `model.wv` is a `KeyedVectors`
+    with gensim's queries and word2vec's file formats.
 
     Training follows word2vec: a reduced window per centre, `negative` noise
     words from the unigram distribution ** 0.75, frequent words subsampled with
@@ -78,8 +83,12 @@ class Word2Vec:
     """
 
     def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
-                 min_lr=1e-4, sg=True, workers=1, seed=0):
+                 min_lr=1e-4, sg=True, workers=1, seed=0, *, vector_size=None, alpha=None,
+                 min_alpha=None):
         who = "Word2Vec"
+        dim = _either(who, "dim", dim, 100, "vector_size", vector_size)
+        lr = _either(who, "lr", lr, None, "alpha", alpha)
+        min_lr = _either(who, "min_lr", min_lr, 1e-4, "min_alpha", min_alpha)
         self.dim, self.window, self.negative, self.min_count, self.epochs, self.workers = check_sizes(
             who, dim=dim, window=window, negative=negative, min_count=min_count, epochs=epochs,
             workers=workers)
@@ -95,6 +104,7 @@ class Word2Vec:
         self.words, self.index, self.counts = [], {}, np.zeros(0, dtype=np.int64)
         self.vectors = self.output = None
         self.history = []
+        self._wv = None
 
     # ------------------------------------------------------------ vocabulary
 
@@ -216,64 +226,30 @@ class Word2Vec:
     def __len__(self):
         return len(self.words)
 
+    @property
+    def wv(self):
+        """The input vectors as a `KeyedVectors` (gensim's `model.wv`), over this model's
+        arrays (no copy)."""
+        self._require_trained("wv")
+        wv = self._wv
+        if (wv is None or wv.vectors is not self.vectors or wv.index_to_key is not self.words
+                or wv.key_to_index is not self.index):
+            wv = self._wv = KeyedVectors(self.words, self.vectors, self.index, owner="Word2Vec",
+                                         vocabulary=f"min_count={self.min_count}")
+        return wv
+
     def vector(self, word):
         """The vector of `word` (a copy)."""
-        self._require_trained("vector")
-        return self.vectors[self._id(word, "vector")].copy()
-
-    def _id(self, word, who):
-        return look_up(self.index, word, lambda: f"Word2Vec.{who}: {word!r} is not in the vocabulary "
-                                                 f"({len(self.words)} words, min_count={self.min_count})")
-
-    def _unit(self):
-        norms = np.linalg.norm(self.vectors, axis=1, keepdims=True)
-        return self.vectors / np.maximum(norms, 1e-12)
+        return self.wv.get_vector(word)
 
     def most_similar(self, positive, negative=(), topn=10, exclude=()):
-        """The `topn` words nearest by cosine to the mean of `positive` minus `negative`.
-
-        positive, negative  a word, a vector, or a list of them.
-        exclude             words never returned (the query words always are excluded).
-        Returns [(word, cosine), ...], most similar first.
-        """
-        self._require_trained("most_similar")
-        if isinstance(topn, bool) or not isinstance(topn, int) or topn <= 0:
-            raise ValueError(f"Word2Vec.most_similar: topn must be a positive int, got {topn!r}")
-        unit = self._unit()
-        query, used = np.zeros(self.dim), set()
-
-        def terms(x):
-            if isinstance(x, (str, np.ndarray)) or np.ndim(x) == 1 and not isinstance(x, (list, tuple)):
-                return [x]
-            return list(x)
-
-        for sign, group in ((1.0, terms(positive)), (-1.0, terms(negative))):
-            for term in group:
-                if isinstance(term, str):
-                    k = self._id(term, "most_similar")
-                    used.add(k)
-                    query += sign * unit[k]
-                else:
-                    v = np.asarray(term, dtype=np.float64)
-                    if v.shape != (self.dim,):
-                        raise ValueError(f"Word2Vec.most_similar: a vector must have shape ({self.dim},), "
-                                         f"got {v.shape}")
-                    query += sign * v / max(np.linalg.norm(v), 1e-12)
-        for word in exclude:
-            used.add(self._id(word, "most_similar"))
-        scores = unit @ (query / max(np.linalg.norm(query), 1e-12))
-        if used:
-            scores[list(used)] = -np.inf
-        count = min(topn, len(self.words) - len(used))
-        best = np.argpartition(-scores, count - 1)[:count] if count > 0 else np.zeros(0, dtype=int)
-        best = best[np.lexsort((best, -scores[best]))]
-        return [(self.words[k], float(scores[k])) for k in best]
+        """The `topn` words nearest by cosine to the mean of `positive` minus `negative`
+        (`KeyedVectors.most_similar`): [(word, cosine), ...], most similar first."""
+        return self.wv.most_similar(positive, negative, topn, exclude)
 
     def similarity(self, a, b):
         """The cosine of the vectors of words a and b."""
-        self._require_trained("similarity")
-        unit = self._unit()
-        return float(unit[self._id(a, "similarity")] @ unit[self._id(b, "similarity")])
+        return self.wv.similarity(a, b)
 
     def analogy(self, a, b, c, topn=1):
         """a is to b as c is to ?: the words nearest b - a + c (3CosAdd), as [(word, cosine)]."""
@@ -347,21 +323,19 @@ class Word2Vec:
         model.vectors, model.output = vectors, output
         return model
 
-    def save_word2vec_format(self, path):
-        """Write the vectors in word2vec's text format (a "count dim" header, then
-        "word v1 v2 ..." lines, UTF-8), which gensim's KeyedVectors.load_word2vec_format
-        reads; atomically, as `fa.save` writes."""
-        self._require_trained("save_word2vec_format")
-        if any(not w or any(ch.isspace() for ch in w) for w in self.words):
-            raise ValueError("Word2Vec.save_word2vec_format: a word holds white space, which the text "
-                             "format cannot store")
+    def save_word2vec_format(self, path, binary=False):
+        """`wv.save_word2vec_format`: word2vec's text (or `binary`) format, which gensim's
+        KeyedVectors.load_word2vec_format reads; written atomically."""
+        self.wv.save_word2vec_format(path, binary)
 
-        def write(f):
-            f.write(f"{len(self.words)} {self.dim}\n".encode())
-            for word, row in zip(self.words, self.vectors):
-                f.write((word + " " + " ".join(f"{x:.6g}" for x in row) + "\n").encode("utf-8"))
 
-        write_atomically(path, write, "Word2Vec.save_word2vec_format")
+def _either(who, name, value, default, gensim_name, gensim_value):
+    """An argument given by fastad's name or gensim's (not both)."""
+    if gensim_value is None:
+        return value
+    if value is not default and value != default:
+        raise TypeError(f"{who}: give {name} or gensim's {gensim_name}, not both")
+    return gensim_value
 
 
 @dataclass(frozen=True)
