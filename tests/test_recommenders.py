@@ -395,3 +395,35 @@ def test_the_models_decide_the_default_start_method_alike(monkeypatch):
         fa.models.BPR(2, 3, dim=4).fit(LIKES, workers=2)
         fa.models.Word2Vec(dim=4, min_count=1, epochs=1, workers=2).fit([["a", "b", "c"]] * 4)
     assert starts == ["fork", "fork", "spawn", "spawn", "spawn", "spawn"]
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_save_and_load_keep_the_model_and_its_filter(split, tmp_path, suffix):
+    train, test = split
+    rng = np.random.default_rng(0)
+    models = [fa.models.BPR(USERS, ITEMS, dim=8, seed=0, biases=True),
+              fa.models.TwoTower({"id": np.arange(USERS), "age": rng.integers(0, 4, USERS)},
+                                 {"id": np.arange(ITEMS)}, dim=8)]
+    for model in models:
+        model.fit(train, epochs=2, lr=0.05, seed=0)
+        path = tmp_path / f"{type(model).__name__}{suffix}"
+        model.save(path)
+        back = type(model).load(path)
+        for name, value in model.state_dict().items():
+            np.testing.assert_array_equal(back.state_dict()[name], value)
+        for got, expected in zip(back.recommend([0, 1], k=5), model.recommend([0, 1], k=5)):
+            np.testing.assert_array_equal(got, expected)            # liked items still filtered
+        np.testing.assert_array_equal(back.user_factors, model.user_factors)
+        np.testing.assert_array_equal(back.item_factors, model.item_factors)
+    with pytest.raises(ValueError, match="BPR.load: .* is not a saved BPR \\(it holds a TwoTower\\)"):
+        fa.models.BPR.load(path)
+    fa.save({"weights": {}}, tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="is not a saved TwoTower"):
+        fa.models.TwoTower.load(tmp_path / "other.npz")
+
+
+def test_factors_have_implicits_names_and_shapes():
+    model = fa.models.BPR(30, 20, dim=4, seed=0)
+    assert model.user_factors.shape == (30, 4) and model.item_factors.shape == (20, 4)
+    np.testing.assert_array_equal(model.user_factors, model.U.value)
+    np.testing.assert_array_equal(model.item_factors, model.V.value)

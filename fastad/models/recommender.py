@@ -9,6 +9,7 @@ user x item matrix with the BPR loss through the models' `EpochRunner` (one work
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.linalg import vector_dot
@@ -18,6 +19,7 @@ from fastad_cy.pairs import PairwiseSampler
 from fastad import random as fastad_random
 from fastad.checks import check_callable, check_choice, check_int, check_number
 from fastad.data import Interactions, _draw_triples, check_interactions, require_negatives
+from fastad.io import load, save
 from fastad.metrics import check_ids, top_k
 from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings
 from fastad.nn.module import Module
@@ -253,6 +255,48 @@ class Recommender(Module):
         """
         return _nearest(f"{type(self).__name__}.similar_users", "user_ids", user_ids,
                         self.user_vectors(np.arange(self.n_users)), k, "users of the model")
+
+    @property
+    def user_factors(self):
+        """Every user's vector, (n_users, dim) (implicit's name; its BPR appends a column of
+        ones where fastad keeps item biases apart, in `item_biases()`)."""
+        return self.user_vectors(np.arange(self.n_users))
+
+    @property
+    def item_factors(self):
+        """Every item's vector, (n_items, dim) (implicit's name)."""
+        return self.item_vectors()
+
+    def save(self, path):
+        """Write the model with `fa.save` (an .npz, or safetensors for a *.safetensors path;
+        atomic, read back without pickle): its class, settings and weights, and the
+        interactions of its last fit, which `recommend` filters.
+
+        >>> model.save("bpr.npz"); model = fa.models.BPR.load("bpr.npz")
+        """
+        config = dict(self.config(), dtype=np.dtype(self.config()["dtype"]).name)
+        state = {"model": type(self).__name__, "config": config, "weights": self.state_dict()}
+        if self.liked is not None:
+            state["liked"] = {"indptr": self.liked.indptr, "indices": self.liked.indices,
+                              "data": self.liked.data, "shape": np.array(self.liked.shape)}
+        save(state, path)
+
+    @classmethod
+    def load(cls, path):
+        """A model written by `save`, of this class."""
+        state = load(path)
+        try:
+            if state["model"] != cls.__name__:
+                raise ValueError(f"it holds a {state['model']}")
+            config = dict(state["config"], dtype=np.dtype(state["config"]["dtype"]))
+            model = cls._around(config, {name: np.array(w) for name, w in state["weights"].items()})
+            if "liked" in state:
+                liked = state["liked"]
+                model.liked = sp.csr_matrix((liked["data"], liked["indices"], liked["indptr"]),
+                                            shape=tuple(liked["shape"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{cls.__name__}.load: {path} is not a saved {cls.__name__} ({e})") from None
+        return model
 
     def auc(self, triples):
         """The share of triples (dict of `users`, `pos`, `neg` ids) whose `pos` scores above `neg`.
