@@ -338,10 +338,7 @@ def logsumexp(x, axis=None, keepdims=False):
 
 
 def min(x, axis=None, keepdims=False):
-    """Minimum of x over `axis` (as in `sum`); NaN if a NaN is among the elements.
-
-    The gradient is split evenly among the elements tied at the minimum (as
-    torch.amin). Reducing over zero elements raises ValueError.
+    """Minimum of x over `axis`; as `max` otherwise (ties share the gradient, as torch.amin).
 
     >>> fa.min(fa.Input([[1.0, 5.0], [7.0, 2.0]]), axis=0).value      # shape (2,)
     array([1., 2.], dtype=float32)
