@@ -50,61 +50,32 @@ def _set_blas_min_work(Py_ssize_t work):
     return old
 
 
-# ------------------------------------------------------------ GEMM kernels
-# Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`. M, N, K > 0;
-# ld* are the row lengths of the stored matrices.
+# ------------------------------------------------------------ GEMM kernel
+# Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`. M, N, K > 0. BLAS, or (`blas`
+# false: a small product) plain loops.
 
-cdef void mm_nn(int M, int N, int K, const floating* A, const floating* B, floating* C,
-                bint add, bint blas) noexcept nogil:
-    """C = A @ B; A is M x K, B is K x N."""
+cdef void mm(bint ta, bint tb, int M, int N, int K, const floating* A, const floating* B,
+            floating* C, bint add, bint blas) noexcept nogil:
+    """C = op(A) @ op(B), op transposing its matrix when its flag is set (one at most): A is
+    M x K (K x M with ta), B is K x N (N x K with tb)."""
     cdef Py_ssize_t i, j, p
     cdef floating a
     cdef floating* c
     if blas:
-        gemm(False, False, M, N, K, A, K, B, N, C, N, add)
+        gemm(ta, tb, M, N, K, A, M if ta else K, B, K if tb else N, C, N, add)
         return
-    for i in range(M):
-        c = C + i * N
-        if not add:
-            vec_zero(c, N)
-        for p in range(K):
-            a = A[i * K + p]
+    if tb:                                  # C[i, j] = A row i . B row j
+        for i in range(M):
             for j in range(N):
-                c[j] += a * B[p * N + j]
-
-
-cdef void mm_nt(int M, int N, int K, const floating* A, const floating* B, floating* C,
-                bint add, bint blas) noexcept nogil:
-    """C = A @ B^T; A is M x K, B is N x K."""
-    cdef Py_ssize_t i, j
-    cdef floating s
-    if blas:
-        gemm(False, True, M, N, K, A, K, B, K, C, N, add)
-        return
-    for i in range(M):
-        for j in range(N):
-            s = row_dot(A + i * K, B + j * K, K)
-            if add:
-                C[i * N + j] += s
-            else:
-                C[i * N + j] = s
-
-
-cdef void mm_tn(int M, int N, int K, const floating* A, const floating* B, floating* C,
-                bint add, bint blas) noexcept nogil:
-    """C = A^T @ B; A is K x M, B is K x N."""
-    cdef Py_ssize_t i, j, p
-    cdef floating a
-    cdef floating* c
-    if blas:
-        gemm(True, False, M, N, K, A, M, B, N, C, N, add)
+                a = row_dot(A + i * K, B + j * K, K)
+                C[i * N + j] = C[i * N + j] + a if add else a
         return
     if not add:
         vec_zero(C, <Py_ssize_t>M * N)
-    for p in range(K):
-        for i in range(M):
-            a = A[p * M + i]
-            c = C + i * N
+    for i in range(M):                      # C row i += op(A)[i, p] * B row p
+        c = C + i * N
+        for p in range(K):
+            a = A[p * M + i] if ta else A[i * K + p]
             for j in range(N):
                 c[j] += a * B[p * N + j]
 
@@ -134,8 +105,8 @@ cdef class Matmul(Variable):
             vec_zero(C, self.size)      # k == 0: a sum of nothing (else the output is empty)
             return 0
         for t in range(self.batch):
-            mm_nn(self.m, self.n, self.k, <floating*>self.a.val_ptr + t * self.a_step,
-                  <floating*>self.b.val_ptr + t * self.b_step, C + t * c_step, False, self.blas)
+            mm(False, False, self.m, self.n, self.k, <floating*>self.a.val_ptr + t * self.a_step,
+               <floating*>self.b.val_ptr + t * self.b_step, C + t * c_step, False, self.blas)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -159,8 +130,8 @@ cdef class Matmul(Variable):
                 vec_zero(GA, self.a.size)
             return
         for t in range(self.batch):
-            mm_nt(self.m, self.k, self.n, G + t * c_step, B + t * self.b_step, GA + t * self.a_step,
-                  add or (self.a_step == 0 and t > 0), self.blas)
+            mm(False, True, self.m, self.k, self.n, G + t * c_step, B + t * self.b_step,
+               GA + t * self.a_step, add or (self.a_step == 0 and t > 0), self.blas)
 
     cdef void _grad_b(self, const floating* A, const floating* G, floating* GB, bint add) noexcept nogil:
         """dB_t = A_t^T @ dC_t (a b shared by a batch was folded into one product: no sum here)."""
@@ -170,8 +141,8 @@ cdef class Matmul(Variable):
                 vec_zero(GB, self.b.size)
             return
         for t in range(self.batch):
-            mm_tn(self.k, self.n, self.m, A + t * self.a_step, G + t * c_step, GB + t * self.b_step,
-                  add, self.blas)
+            mm(True, False, self.k, self.n, self.m, A + t * self.a_step, G + t * c_step,
+               GB + t * self.b_step, add, self.blas)
 
 
 def matmul(a, b):
