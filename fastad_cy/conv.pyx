@@ -24,8 +24,8 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.blas cimport gemm
-from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of,
-                              val_ptr_or_null)
+from fastad_cy.graph cimport (Variable, OneInput, init_node, finish, require_float, same_dtype,
+                              backend_of, val_ptr_or_null)
 from fastad_cy.loops cimport vec_zero
 
 cnp.import_array()
@@ -378,7 +378,7 @@ cdef enum PoolMode:
 
 
 @cython.no_gc
-cdef class Pool(Variable):
+cdef class Pool(OneInput):
     """Max or mean of each window of each (batch, channel) plane.
 
     Output row oy reads input rows [row_start[oy], row_end[oy]) and column ox
@@ -387,7 +387,6 @@ cdef class Pool(Variable):
     divisor is 0 (adaptive pooling). Max pooling records each output's argmax
     in `argmax` (the flat position in its plane) for the backward.
     """
-    cdef Variable x
     cdef int mode
     cdef Py_ssize_t planes, h, w, oh, ow, divisor
     cdef cnp.ndarray windows         # int64 (4, max(oh, ow)): row_start, row_end, col_start, col_end
@@ -439,13 +438,11 @@ cdef class Pool(Variable):
             return self.divisor
         return (self.row_end[oy] - self.row_start[oy]) * (self.col_end[ox] - self.col_start[ox])
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, bint add) except -1 nogil:
+        return (self._backward(<double*>self.grad_ptr, add) if self.f64
+                else self._backward(<float*>self.grad_ptr, add))
 
-    cdef int _backward(self, const floating* gy) except -1 nogil:
-        if not self.x.requires_grad:
-            return 0
-        cdef bint add = self.x.prepare_grad()
+    cdef int _backward(self, const floating* gy, bint add) except -1 nogil:
         cdef floating* gx = <floating*>self.x.grad_ptr
         cdef Py_ssize_t p, oy, ox, iy, ix, k = 0
         cdef floating share

@@ -7,16 +7,15 @@ kernels share; elementwise_loops.h applies them to whole buffers, one loop per o
 """
 cimport cython
 cimport numpy as cnp
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_operand, float_operands,
-                              same_dtype, require_float, backend_of, grad_enabled, check_real,
-                              is_real_number)
+from fastad_cy.graph cimport (Variable, TwoInputs, init_node, init_node_like, finish, as_operand,
+                              float_operands, same_dtype, require_float, backend_of, grad_enabled,
+                              check_real, is_real_number)
 from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
-from fastad_cy.loops cimport zero_values
 from fastad_cy.op_codes cimport *
 
 cnp.import_array()
@@ -238,14 +237,9 @@ cdef inline void binary_backward_row(int op, bint to_a, const floating* a, Py_ss
 
 
 @cython.no_gc
-cdef class Binary(Variable):
+cdef class Binary(TwoInputs):
     """a op b; `it` is set only when the shapes differ (broadcasting)."""
     cdef int code
-    cdef Variable a, b
-    cdef Bcast* it
-
-    def __dealloc__(self):
-        free(self.it)
 
     cdef int run_forward(self) except -1 nogil:
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
@@ -268,19 +262,9 @@ cdef class Binary(Variable):
             bcast_next_row(it, &pos)
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        if self.a.requires_grad:
-            self._backward_into(self.a, True)
-        if self.b.requires_grad:
-            self._backward_into(self.b, False)
-        return 0
-
-    cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
-        cdef bint add = x.prepare_grad()
-        if self.it != NULL and not add:         # the broadcast sums add into zeros
-            zero_values(x.grad_ptr, x.size, self.f64)
-        return (self._gradient_into(<double*>x.grad_ptr, to_a, add) if self.f64
-                else self._gradient_into(<float*>x.grad_ptr, to_a, add))
+    cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil:
+        return (self._gradient_into(<double*>g, to_a, add) if self.f64
+                else self._gradient_into(<float*>g, to_a, add))
 
     cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
         """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
@@ -444,13 +428,9 @@ cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, 
 
 
 @cython.no_gc
-cdef class Where(Variable):
+cdef class Where(TwoInputs):
     """a where cond is nonzero, else b; `it` is set only when the shapes differ."""
-    cdef Variable cond, a, b
-    cdef Bcast* it
-
-    def __dealloc__(self):
-        free(self.it)
+    cdef Variable cond
 
     cdef int run_forward(self) except -1 nogil:
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
@@ -475,19 +455,9 @@ cdef class Where(Variable):
             bcast_next_row(it, &pos)
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        if self.a.requires_grad:
-            self._backward_into(self.a, True)
-        if self.b.requires_grad:
-            self._backward_into(self.b, False)
-        return 0
-
-    cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
-        cdef bint add = x.prepare_grad()
-        if self.it != NULL and not add:         # the broadcast sums add into zeros
-            zero_values(x.grad_ptr, x.size, self.f64)
-        return (self._gradient_into(<double*>x.grad_ptr, to_a, add) if self.f64
-                else self._gradient_into(<float*>x.grad_ptr, to_a, add))
+    cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil:
+        return (self._gradient_into(<double*>g, to_a, add) if self.f64
+                else self._gradient_into(<float*>g, to_a, add))
 
     cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
         """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
