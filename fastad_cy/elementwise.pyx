@@ -417,11 +417,8 @@ def maximum(a, b):
     return _binary(B_MAXIMUM, a, b)
 
 def minimum(a, b):
-    """The smaller of a and b, elementwise, with numpy broadcasting (either side may be
-    a number or an array). A NaN on either side gives NaN.
-
-    The gradient goes to the smaller side; at a tie each side gets half, as
-    torch.minimum. Example::
+    """The smaller of a and b, elementwise; as `maximum` otherwise (the gradient goes to the
+    smaller side, as torch.minimum). Example::
 
         fa.minimum(fa.Parameter([1.0, 5.0]), 2.0).value   # [1., 2.]
     """
