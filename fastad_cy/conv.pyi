@@ -1,7 +1,7 @@
 """Type stubs for fastad_cy/conv.pyx: convolutions, pooling, batch normalisation."""
 import numpy as np
 
-from fastad_cy.graph import Variable
+from fastad_cy.graph import OneInput, Variable
 
 _Size = int | tuple[int, ...]
 
@@ -12,7 +12,7 @@ def pool_window(op: str, nd: int, kernel_size: _Size, stride: _Size | None,
                 padding: _Size) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]: ...
 
 class Conv(Variable): ...
-class Pool(Variable): ...
+class Pool(OneInput): ...
 class BatchNorm(Variable): ...
 
 def conv1d(x: Variable, weight: Variable, bias: Variable | None = None, stride: _Size = 1,

@@ -5,7 +5,7 @@ are the 2-d ones with height 1. A convolution is im2col + GEMM: the node
 unfolds the input's receptive fields into a column matrix holding the whole
 batch, cols[(c, i, j), (n, oy, ox)], so that each group needs one GEMM for the
 forward, one for the weight's gradient and one for the columns' gradient,
-which col2im folds back onto the input. Measured beside direct loops (a
+which im2col's adjoint folds back onto the input. Measured beside direct loops (a
 throwaway Cython version, vectorised over output columns) on the layers of
 examples/cnn.py, forward + backward, float32, one thread: 1->16 channels on
 8x8 and 16->32 on 4x4, 3x3 kernels, took 4.2x and 9.5x longer with the loops
@@ -24,8 +24,8 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad_cy.blas cimport gemm
-from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of,
-                              val_ptr_or_null)
+from fastad_cy.graph cimport (Variable, OneInput, init_node, finish, require_float, same_dtype,
+                              backend_of, val_ptr_or_null)
 from fastad_cy.loops cimport vec_zero
 
 cnp.import_array()
@@ -129,52 +129,37 @@ cdef inline void valid_columns(const Geom* g, Py_ssize_t ix0, Py_ssize_t* lo,
         lo[0] = hi[0]
 
 
-cdef void im2col(const Geom* g, const floating* x, floating* cols) noexcept nogil:
-    """cols[(c, i, j), (n, oy, ox)] = x[n, c, oy*sh - ph + i*dh, ox*sw - pw + j*dw] (0 outside x)."""
+cdef inline void im2col(const Geom* g, floating* image, floating* cols, bint fold) noexcept nogil:
+    """cols[(c, i, j), (n, oy, ox)] = image[n, c, oy*sh - ph + i*dh, ox*sw - pw + j*dw] (0 outside
+    the image); or, with `fold`, its adjoint (col2im): image[n, c, iy, ix] += every column entry
+    copied from it. Each caller passes `fold` as a constant: the branch per row is predictable."""
     cdef Py_ssize_t spots = g.oh * g.ow, width = g.n * spots
     cdef Py_ssize_t c, i, j, n, oy, ox, iy, ix0, lo, hi
-    cdef floating* dst
-    cdef const floating* src
+    cdef floating* col
+    cdef floating* row
     for c in range(g.c):
         for i in range(g.kh):
             for j in range(g.kw):
                 ix0 = j * g.dw - g.pw
                 valid_columns(g, ix0, &lo, &hi)
                 for n in range(g.n):
-                    dst = cols + ((c * g.kh + i) * g.kw + j) * width + n * spots
+                    col = cols + ((c * g.kh + i) * g.kw + j) * width + n * spots
                     for oy in range(g.oh):
                         iy = oy * g.sh - g.ph + i * g.dh
                         if iy < 0 or iy >= g.h:
-                            vec_zero(dst, g.ow)
+                            if not fold:
+                                vec_zero(col, g.ow)
+                        elif fold:
+                            row = image + ((n * g.c + c) * g.h + iy) * g.w + ix0
+                            for ox in range(lo, hi):
+                                row[ox * g.sw] += col[ox]
                         else:
-                            src = x + ((n * g.c + c) * g.h + iy) * g.w + ix0
-                            vec_zero(dst, lo)
+                            row = image + ((n * g.c + c) * g.h + iy) * g.w + ix0
+                            vec_zero(col, lo)
                             for ox in range(lo, hi):
-                                dst[ox] = src[ox * g.sw]
-                            vec_zero(dst + hi, g.ow - hi)
-                        dst += g.ow
-
-
-cdef void col2im(const Geom* g, const floating* cols, floating* gx) noexcept nogil:
-    """The adjoint of im2col: gx[n, c, iy, ix] += every column entry copied from it."""
-    cdef Py_ssize_t spots = g.oh * g.ow, width = g.n * spots
-    cdef Py_ssize_t c, i, j, n, oy, ox, iy, ix0, lo, hi
-    cdef const floating* src
-    cdef floating* dst
-    for c in range(g.c):
-        for i in range(g.kh):
-            for j in range(g.kw):
-                ix0 = j * g.dw - g.pw
-                valid_columns(g, ix0, &lo, &hi)
-                for n in range(g.n):
-                    src = cols + ((c * g.kh + i) * g.kw + j) * width + n * spots
-                    for oy in range(g.oh):
-                        iy = oy * g.sh - g.ph + i * g.dh
-                        if 0 <= iy < g.h:
-                            dst = gx + ((n * g.c + c) * g.h + iy) * g.w + ix0
-                            for ox in range(lo, hi):
-                                dst[ox * g.sw] += src[ox]
-                        src += g.ow
+                                col[ox] = row[ox * g.sw]
+                            vec_zero(col + hi, g.ow - hi)
+                        col += g.ow
 
 
 @cython.no_gc
@@ -211,7 +196,7 @@ cdef class Conv(Variable):
         cdef floating* dst
         cdef const floating* src
         cdef floating bias
-        im2col(&self.g, <floating*>self.x.val_ptr, cols)
+        im2col(&self.g, <floating*>self.x.val_ptr, cols, False)
         for grp in range(self.groups):
             gemm(False, False, <int>per_out, <int>width, <int>depth,
                  <floating*>self.w.val_ptr + grp * per_out * depth, <int>depth,
@@ -278,7 +263,7 @@ cdef class Conv(Variable):
                     gemm(True, False, <int>depth, <int>width, <int>per_out,
                          w + grp * per_out * depth, <int>depth, gout + grp * per_out * width,
                          <int>width, dcols + grp * depth * width, <int>width, False)
-                col2im(&self.g, dcols, gx)
+                im2col(&self.g, gx, dcols, True)
         return 0
 
 
@@ -393,7 +378,7 @@ cdef enum PoolMode:
 
 
 @cython.no_gc
-cdef class Pool(Variable):
+cdef class Pool(OneInput):
     """Max or mean of each window of each (batch, channel) plane.
 
     Output row oy reads input rows [row_start[oy], row_end[oy]) and column ox
@@ -402,7 +387,6 @@ cdef class Pool(Variable):
     divisor is 0 (adaptive pooling). Max pooling records each output's argmax
     in `argmax` (the flat position in its plane) for the backward.
     """
-    cdef Variable x
     cdef int mode
     cdef Py_ssize_t planes, h, w, oh, ow, divisor
     cdef cnp.ndarray windows         # int64 (4, max(oh, ow)): row_start, row_end, col_start, col_end
@@ -454,13 +438,11 @@ cdef class Pool(Variable):
             return self.divisor
         return (self.row_end[oy] - self.row_start[oy]) * (self.col_end[ox] - self.col_start[ox])
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, bint add) except -1 nogil:
+        return (self._backward(<double*>self.grad_ptr, add) if self.f64
+                else self._backward(<float*>self.grad_ptr, add))
 
-    cdef int _backward(self, const floating* gy) except -1 nogil:
-        if not self.x.requires_grad:
-            return 0
-        cdef bint add = self.x.prepare_grad()
+    cdef int _backward(self, const floating* gy, bint add) except -1 nogil:
         cdef floating* gx = <floating*>self.x.grad_ptr
         cdef Py_ssize_t p, oy, ox, iy, ix, k = 0
         cdef floating share

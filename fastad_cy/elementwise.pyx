@@ -7,16 +7,15 @@ kernels share; elementwise_loops.h applies them to whole buffers, one loop per o
 """
 cimport cython
 cimport numpy as cnp
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, init_node, init_node_like, finish, as_operand, float_operands,
-                              same_dtype, require_float, backend_of, grad_enabled, check_real,
-                              is_real_number)
+from fastad_cy.graph cimport (Variable, TwoInputs, val_ptr_or_null, init_node, init_node_like,
+                              finish, as_operand, float_operands, same_dtype, require_float,
+                              backend_of, grad_enabled, check_real, is_real_number)
 from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
                                   bcast_start, bcast_next_row)
-from fastad_cy.loops cimport zero_values
 from fastad_cy.op_codes cimport *
 
 cnp.import_array()
@@ -204,7 +203,7 @@ def clip(x, a_min=None, a_max=None):
     return x
 
 
-# ----------------------------------------------------------------- binary
+# ------------------------------------------------- binary (and where's node)
 
 cdef inline void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,
                                 Py_ssize_t sb, floating* y, Py_ssize_t n) noexcept nogil:
@@ -237,70 +236,122 @@ cdef inline void binary_backward_row(int op, bint to_a, const floating* a, Py_ss
         fa_binary_backward_d(op, to_a, a, sa, b, sb, y, gy, g, n, add)
 
 
-@cython.no_gc
-cdef class Binary(Variable):
-    """a op b; `it` is set only when the shapes differ (broadcasting)."""
-    cdef int code
-    cdef Variable a, b
-    cdef Bcast* it
+cdef void where_forward_row(const floating* c, Py_ssize_t sc, const floating* a, Py_ssize_t sa,
+                            const floating* b, Py_ssize_t sb, floating* y,
+                            Py_ssize_t n) noexcept nogil:
+    # both sides are read before the pick, so that gcc selects without a branch
+    cdef Py_ssize_t i
+    cdef floating ai, bi
+    if sc == 1 and sa == 1 and sb == 1:
+        for i in range(n):
+            ai = a[i]
+            bi = b[i]
+            y[i] = ai if c[i] != 0 else bi
+    else:
+        for i in range(n):
+            ai = a[i * sa]
+            bi = b[i * sb]
+            y[i] = ai if c[i * sc] != 0 else bi
 
-    def __dealloc__(self):
-        free(self.it)
+
+cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, floating* g,
+                              Py_ssize_t n, bint add) noexcept nogil:
+    """Gradient into a (to_a: where c is nonzero) or b (where c is 0), all of one shape;
+    gy is read before the pick, so that gcc selects without a branch."""
+    cdef Py_ssize_t i
+    cdef floating gi
+    if add:
+        for i in range(n):
+            gi = gy[i]
+            g[i] += gi if (c[i] != 0) == to_a else 0
+    else:
+        for i in range(n):
+            gi = gy[i]
+            g[i] = gi if (c[i] != 0) == to_a else 0
+
+
+cdef void where_backward_row(bint to_a, const floating* c, Py_ssize_t sc, const floating* gy,
+                             floating* g, Py_ssize_t sg, Py_ssize_t n) noexcept nogil:
+    """One row of a broadcast where's gradient, added into a (to_a: where c is nonzero) or b."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if (c[i * sc] != 0) == to_a:
+            g[i * sg] += gy[i]
+
+
+cdef inline void forward_row(int op, const floating* c, Py_ssize_t sc, const floating* a,
+                             Py_ssize_t sa, const floating* b, Py_ssize_t sb, floating* y,
+                             Py_ssize_t n) noexcept nogil:
+    """One row of a Binary: where's pick when c is not NULL, else binary_forward's."""
+    if c != NULL:
+        where_forward_row(c, sc, a, sa, b, sb, y, n)
+    else:
+        binary_forward(op, a, sa, b, sb, y, n)
+
+
+@cython.no_gc
+cdef class Binary(TwoInputs):
+    """a op b, or, with `cond` set, where's pick: a where cond is nonzero, else b. `it` is set
+    only when the shapes differ (broadcasting)."""
+    cdef int code
+    cdef Variable cond              # where's condition; None for the other ops
 
     cdef int run_forward(self) except -1 nogil:
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
     cdef int _forward(self, floating* y) except -1 nogil:
-        """The whole output: one flat row when `it` is NULL (equal shapes), else row by row."""
+        """The whole output: one flat row when `it` is NULL (one shape), else row by row."""
         cdef const floating* a = <floating*>self.a.val_ptr
         cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const floating* c = <floating*>val_ptr_or_null(self.cond)
         cdef const Bcast* it = self.it
         cdef BcastPos pos
-        cdef Py_ssize_t r, inner
+        cdef Py_ssize_t r, inner, last
         if it == NULL:
-            binary_forward(self.code, a, 1, b, 1, y, self.size)
+            forward_row(self.code, c, 1, a, 1, b, 1, y, self.size)
             return 0
-        inner = it.shape[it.nd - 1]
+        last = it.nd - 1
+        inner = it.shape[last]
         bcast_start(it, &pos)
         for r in range(it.rows):
-            binary_forward(self.code, a + pos.oa, it.sa[it.nd - 1], b + pos.ob, it.sb[it.nd - 1],
-                           y + r * inner, inner)
+            forward_row(self.code, c + pos.oc if c != NULL else NULL, it.sc[last], a + pos.oa,
+                        it.sa[last], b + pos.ob, it.sb[last], y + r * inner, inner)
             bcast_next_row(it, &pos)
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        if self.a.requires_grad:
-            self._backward_into(self.a, True)
-        if self.b.requires_grad:
-            self._backward_into(self.b, False)
-        return 0
-
-    cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
-        cdef bint add = x.prepare_grad()
-        if self.it != NULL and not add:         # the broadcast sums add into zeros
-            zero_values(x.grad_ptr, x.size, self.f64)
-        return (self._gradient_into(<double*>x.grad_ptr, to_a, add) if self.f64
-                else self._gradient_into(<float*>x.grad_ptr, to_a, add))
+    cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil:
+        return (self._gradient_into(<double*>g, to_a, add) if self.f64
+                else self._gradient_into(<float*>g, to_a, add))
 
     cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
         """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
         shape), else added row by row, summed over the axes it was broadcast along."""
         cdef const floating* a = <floating*>self.a.val_ptr
         cdef const floating* b = <floating*>self.b.val_ptr
+        cdef const floating* c = <floating*>val_ptr_or_null(self.cond)
         cdef const floating* y = <floating*>self.val_ptr
         cdef const floating* gy = <floating*>self.grad_ptr
         cdef const Bcast* it = self.it
         cdef BcastPos pos
-        cdef Py_ssize_t r, inner
+        cdef Py_ssize_t r, inner, last
         if it == NULL:
-            binary_backward_row(self.code, to_a, a, 1, b, 1, y, gy, g, self.size, add)
+            if c != NULL:
+                where_backward_same(to_a, c, gy, g, self.size, add)
+            else:
+                binary_backward_row(self.code, to_a, a, 1, b, 1, y, gy, g, self.size, add)
             return 0
-        inner = it.shape[it.nd - 1]
+        last = it.nd - 1
+        inner = it.shape[last]
         bcast_start(it, &pos)
         for r in range(it.rows):
-            binary_backward_row(self.code, to_a, a + pos.oa, it.sa[it.nd - 1], b + pos.ob,
-                                it.sb[it.nd - 1], y + r * inner, gy + r * inner,
-                                g + (pos.oa if to_a else pos.ob), inner, True)
+            if c != NULL:
+                where_backward_row(to_a, c + pos.oc, it.sc[last], gy + r * inner,
+                                   g + (pos.oa if to_a else pos.ob),
+                                   it.sa[last] if to_a else it.sb[last], inner)
+            else:
+                binary_backward_row(self.code, to_a, a + pos.oa, it.sa[last], b + pos.ob,
+                                    it.sb[last], y + r * inner, gy + r * inner,
+                                    g + (pos.oa if to_a else pos.ob), inner, True)
             bcast_next_row(it, &pos)
         return 0
 
@@ -366,11 +417,8 @@ def maximum(a, b):
     return _binary(B_MAXIMUM, a, b)
 
 def minimum(a, b):
-    """The smaller of a and b, elementwise, with numpy broadcasting (either side may be
-    a number or an array). A NaN on either side gives NaN.
-
-    The gradient goes to the smaller side; at a tie each side gets half, as
-    torch.minimum. Example::
+    """The smaller of a and b, elementwise; as `maximum` otherwise (the gradient goes to the
+    smaller side, as torch.minimum). Example::
 
         fa.minimum(fa.Parameter([1.0, 5.0]), 2.0).value   # [1., 2.]
     """
@@ -408,113 +456,6 @@ def equal(a, b):
     return _compare(B_EQUAL, a, b)
 
 # ------------------------------------------------------------------ where
-
-cdef void where_forward_row(const floating* c, Py_ssize_t sc, const floating* a, Py_ssize_t sa,
-                            const floating* b, Py_ssize_t sb, floating* y,
-                            Py_ssize_t n) noexcept nogil:
-    # both sides are read before the pick, so that gcc selects without a branch
-    cdef Py_ssize_t i
-    cdef floating ai, bi
-    if sc == 1 and sa == 1 and sb == 1:
-        for i in range(n):
-            ai = a[i]
-            bi = b[i]
-            y[i] = ai if c[i] != 0 else bi
-    else:
-        for i in range(n):
-            ai = a[i * sa]
-            bi = b[i * sb]
-            y[i] = ai if c[i * sc] != 0 else bi
-
-
-cdef void where_backward_same(bint to_a, const floating* c, const floating* gy, floating* g,
-                              Py_ssize_t n, bint add) noexcept nogil:
-    """Gradient into a (to_a: where c is nonzero) or b (where c is 0), all of one shape;
-    gy is read before the pick, so that gcc selects without a branch."""
-    cdef Py_ssize_t i
-    cdef floating gi
-    if add:
-        for i in range(n):
-            gi = gy[i]
-            g[i] += gi if (c[i] != 0) == to_a else 0
-    else:
-        for i in range(n):
-            gi = gy[i]
-            g[i] = gi if (c[i] != 0) == to_a else 0
-
-
-@cython.no_gc
-cdef class Where(Variable):
-    """a where cond is nonzero, else b; `it` is set only when the shapes differ."""
-    cdef Variable cond, a, b
-    cdef Bcast* it
-
-    def __dealloc__(self):
-        free(self.it)
-
-    cdef int run_forward(self) except -1 nogil:
-        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
-
-    cdef int _forward(self, floating* y) except -1 nogil:
-        """The whole output: one flat row when `it` is NULL (one shape), else row by row."""
-        cdef const floating* c = <floating*>self.cond.val_ptr
-        cdef const floating* a = <floating*>self.a.val_ptr
-        cdef const floating* b = <floating*>self.b.val_ptr
-        cdef const Bcast* it = self.it
-        cdef BcastPos pos
-        cdef Py_ssize_t r, inner, last
-        if it == NULL:
-            where_forward_row(c, 1, a, 1, b, 1, y, self.size)
-            return 0
-        last = it.nd - 1
-        inner = it.shape[last]
-        bcast_start(it, &pos)
-        for r in range(it.rows):
-            where_forward_row(c + pos.oc, it.sc[last], a + pos.oa, it.sa[last], b + pos.ob,
-                              it.sb[last], y + r * inner, inner)
-            bcast_next_row(it, &pos)
-        return 0
-
-    cdef int run_backward(self) except -1 nogil:
-        if self.a.requires_grad:
-            self._backward_into(self.a, True)
-        if self.b.requires_grad:
-            self._backward_into(self.b, False)
-        return 0
-
-    cdef int _backward_into(self, Variable x, bint to_a) except -1 nogil:
-        cdef bint add = x.prepare_grad()
-        if self.it != NULL and not add:         # the broadcast sums add into zeros
-            zero_values(x.grad_ptr, x.size, self.f64)
-        return (self._gradient_into(<double*>x.grad_ptr, to_a, add) if self.f64
-                else self._gradient_into(<float*>x.grad_ptr, to_a, add))
-
-    cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
-        """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
-        shape), else added row by row, summed over the axes it was broadcast along."""
-        cdef const floating* c = <floating*>self.cond.val_ptr
-        cdef const floating* gy = <floating*>self.grad_ptr
-        cdef const Bcast* it = self.it
-        cdef BcastPos pos
-        cdef Py_ssize_t r, i, last, inner, sc, sg, og
-        cdef const floating* gr
-        if it == NULL:
-            where_backward_same(to_a, c, gy, g, self.size, add)
-            return 0
-        last = it.nd - 1
-        inner = it.shape[last]
-        sc = it.sc[last]
-        sg = it.sa[last] if to_a else it.sb[last]
-        bcast_start(it, &pos)
-        for r in range(it.rows):
-            gr = gy + r * inner
-            og = pos.oa if to_a else pos.ob
-            for i in range(inner):
-                if (c[pos.oc + i * sc] != 0) == to_a:
-                    g[og + i * sg] += gr[i]
-            bcast_next_row(it, &pos)
-        return 0
-
 
 cdef tuple _where_shape(Variable cond, Variable a, Variable b):
     """The broadcast shape of cond, a and b, or a ValueError naming the argument that
@@ -572,8 +513,8 @@ def where(cond, a, b):
 
 
 cdef Variable _where_node(Variable cond, Variable a, Variable b, tuple shape):
-    cdef Where node = Where.__new__(Where)
-    node.cond = cond
+    cdef Binary node = Binary.__new__(Binary)
+    node.cond = cond                # its code is unread
     node.a = a
     node.b = b
     init_node(node, "where", (cond, a, b), shape, a.f64)

@@ -119,6 +119,27 @@ cdef int bias_backward(Variable bias, const floating* dout, int B, int n_out) ex
     return 0
 
 
+cdef int cell_products(Variable x, Variable h, Variable w_ih, Variable w_hh, floating* gi,
+                       floating* gh, int B, int I, int H, int G) except -1 nogil:
+    """gi = x @ w_ih and, unless h is None (a zero state), gh = h @ w_hh, each (B, G); when gh
+    is gi the second product is added into it."""
+    gemm(False, False, B, G, I, <floating*>x.val_ptr, I, <floating*>w_ih.val_ptr, G, gi, G, False)
+    if h is not None:
+        gemm(False, False, B, G, H, <floating*>h.val_ptr, H, <floating*>w_hh.val_ptr, G, gh, G,
+             gh == gi)
+    return 0
+
+
+cdef int cell_products_backward(Variable x, Variable h, Variable w_ih, Variable w_hh,
+                                const floating* dgi, const floating* dgh, int B, int I, int H,
+                                int G) except -1 nogil:
+    """The gradients of cell_products' inputs from those of gi (dgi) and gh (dgh)."""
+    product_backward(x, w_ih, dgi, B, I, G)
+    if h is not None:
+        product_backward(h, w_hh, dgh, B, H, G)
+    return 0
+
+
 cdef int zero_unwritten_grads(Variable node) except -1 with gil:
     """A zero gradient for each input of a cell of batch 0 (nothing flows back) that takes one
     and that nothing wrote in this pass: every gradient must be written."""
@@ -147,11 +168,7 @@ cdef class LSTMCell(Variable):
     cdef int _forward(self, floating* out) except -1 nogil:
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* act = <floating*>self.act_ptr
-        gemm(False, False, B, 4 * H, I, <floating*>self.x.val_ptr, I, <floating*>self.w_ih.val_ptr,
-             4 * H, act, 4 * H, False)
-        if self.h is not None:
-            gemm(False, False, B, 4 * H, H, <floating*>self.h.val_ptr, H,
-                 <floating*>self.w_hh.val_ptr, 4 * H, act, 4 * H, True)
+        cell_products(self.x, self.h, self.w_ih, self.w_hh, act, act, B, I, H, 4 * H)
         lstm_pointwise(<floating*>self.bias.val_ptr, <floating*>val_ptr_or_null(self.c), act,
                        <floating*>self.tanh_c_ptr, out, out + B * H, B, H)
         return 0
@@ -172,10 +189,8 @@ cdef class LSTMCell(Variable):
         lstm_pointwise_backward(<floating*>self.act_ptr, <floating*>self.tanh_c_ptr,
                                 <floating*>val_ptr_or_null(self.c), grad, grad + B * H, dgates,
                                 gc_prev, add_c_prev, B, H)
-        product_backward(self.x, self.w_ih, dgates, B, I, 4 * H)
+        cell_products_backward(self.x, self.h, self.w_ih, self.w_hh, dgates, dgates, B, I, H, 4 * H)
         bias_backward(self.bias, dgates, B, 4 * H)
-        if self.h is not None:
-            product_backward(self.h, self.w_hh, dgates, B, H, 4 * H)
         return 0
 
 
@@ -260,11 +275,7 @@ cdef class GRUCell(Variable):
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* gi = <floating*>self.gi_ptr
         cdef floating* gh = <floating*>self.gh_ptr
-        gemm(False, False, B, 3 * H, I, <floating*>self.x.val_ptr, I, <floating*>self.w_ih.val_ptr,
-             3 * H, gi, 3 * H, False)
-        if self.h is not None:
-            gemm(False, False, B, 3 * H, H, <floating*>self.h.val_ptr, H,
-                 <floating*>self.w_hh.val_ptr, 3 * H, gh, 3 * H, False)
+        cell_products(self.x, self.h, self.w_ih, self.w_hh, gi, gh, B, I, H, 3 * H)
         gru_pointwise(<floating*>self.b_ih.val_ptr, <floating*>self.b_hh.val_ptr,
                       <floating*>val_ptr_or_null(self.h), gi, gh, out, B, H)
         return 0
@@ -280,14 +291,12 @@ cdef class GRUCell(Variable):
             return zero_unwritten_grads(self)
         gru_pointwise_backward(<floating*>self.gi_ptr, <floating*>self.gh_ptr,
                                <floating*>val_ptr_or_null(self.h), grad, dgi, dgh, B, H)
-        product_backward(self.x, self.w_ih, dgi, B, I, 3 * H)
+        cell_products_backward(self.x, self.h, self.w_ih, self.w_hh, dgi, dgh, B, I, H, 3 * H)
         bias_backward(self.b_ih, dgi, B, 3 * H)
         bias_backward(self.b_hh, dgh, B, 3 * H)
-        if self.h is not None:
-            product_backward(self.h, self.w_hh, dgh, B, H, 3 * H)
-            if self.h.requires_grad:                                    # dh += g * z
-                add_scaled_product(<floating*>self.h.grad_ptr, grad, <floating*>self.gi_ptr, B, H,
-                                   3 * H, H)
+        if self.h is not None and self.h.requires_grad:                 # dh += g * z
+            add_scaled_product(<floating*>self.h.grad_ptr, grad, <floating*>self.gi_ptr, B, H,
+                               3 * H, H)
         return 0
 
 

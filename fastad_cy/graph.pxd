@@ -5,6 +5,7 @@ from cpython.ref cimport PyObject
 
 cdef class Plan
 from libc.stdint cimport int32_t, int64_t
+from fastad_cy.broadcast cimport Bcast
 
 cdef enum GradMode:
     GRAD_NONE = 0      # a leaf holds no gradient (reads as zeros)
@@ -102,6 +103,26 @@ cdef class Input(Leaf):
 @cython.no_gc
 cdef class IndexInput(Variable):
     pass
+
+# An op of one input x whose backward is a fused pass (reductions, cumsum, softmax, gather,
+# pooling, the class-target losses). Its run_backward, when x takes a gradient, readies it and calls _gradient.
+@cython.no_gc
+cdef class OneInput(Variable):
+    cdef Variable x
+    # x's gradient: written, or added into (`add`); a subclass's is the one-line float/double
+    # dispatch into its fused pass.
+    cdef int _gradient(self, bint add) except -1 nogil
+
+# An op of two inputs a and b (binary ops, where, matmul, pair losses). Its run_backward readies
+# the gradient of each input that takes one and calls _gradient for it once. `it`, when set (the
+# shapes differ), walks the broadcast: the gradient is then summed, into zeros. Freed here.
+@cython.no_gc
+cdef class TwoInputs(Variable):
+    cdef Variable a, b
+    cdef Bcast* it
+    # The gradient g into a (to_a) or b: written, or added into (`add`); a subclass's is the
+    # one-line float/double dispatch into its fused pass.
+    cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil
 
 cdef class FunctionNode(Variable):
     cdef object fn                   # the op, in Python: fn.forward(node), fn.backward(node)

@@ -1715,6 +1715,47 @@ cdef object _parse_device(object device):
 # A device package's ops: nodes whose passes call Python, on values held in
 # storage objects, and the gradient slots their backward passes write into.
 
+@cython.no_gc
+cdef class OneInput(Variable):
+    """An op of one input x: see graph.pxd."""
+
+    cdef int run_backward(self) except -1 nogil:
+        if not self.x.requires_grad:
+            return 0
+        return self._gradient(self.x.prepare_grad())
+
+    cdef int _gradient(self, bint add) except -1 nogil:
+        with gil:
+            raise NotImplementedError(f"{type(self).__name__} defines no _gradient")
+
+
+@cython.no_gc
+cdef class TwoInputs(Variable):
+    """An op of two inputs a and b: see graph.pxd."""
+
+    def __dealloc__(self):
+        free(self.it)
+
+    cdef int run_backward(self) except -1 nogil:
+        if self.a.requires_grad:
+            _gradient_into(self, self.a, True)
+        if self.b.requires_grad:
+            _gradient_into(self, self.b, False)
+        return 0
+
+    cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil:
+        with gil:
+            raise NotImplementedError(f"{type(self).__name__} defines no _gradient")
+
+
+cdef inline int _gradient_into(TwoInputs node, Variable x, bint to_a) except -1 nogil:
+    """x's gradient buffer readied (zeroed under a broadcast, whose sums add), then node's part."""
+    cdef bint add = x.prepare_grad()
+    if node.it != NULL and not add:
+        zero_values(x.grad_ptr, x.size, node.f64)
+    return node._gradient(x.grad_ptr, to_a, add)
+
+
 cdef class FunctionNode(Variable):
     """An op node whose passes are Python: `fn.forward(node)` writes node.value in
     place from the inputs' values; `fn.backward(node)` pushes node.grad into the

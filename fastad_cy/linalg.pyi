@@ -1,11 +1,11 @@
 """Type stubs for fastad_cy/linalg.pyx: matmul, vector_dot and einsum."""
 from numpy.typing import ArrayLike
 
-from fastad_cy.graph import Variable
+from fastad_cy.graph import TwoInputs, Variable
 
 BLAS_MIN_WORK: int
 
-class Matmul(Variable): ...
+class Matmul(TwoInputs): ...
 class VectorDot(Variable): ...
 
 def matmul(a: Variable | ArrayLike, b: Variable | ArrayLike) -> Variable: ...

@@ -14,7 +14,8 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 from fastad_cy.blas cimport gemm
 
-from fastad_cy.graph cimport Variable, init_node, finish, require_float, backend_of, float_operands
+from fastad_cy.graph cimport (Variable, TwoInputs, init_node, finish, require_float, backend_of,
+                              float_operands)
 from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport vec_zero, row_axpy, row_scale, row_dot
 from fastad_cy.broadcast cimport broadcast_shapes
@@ -50,61 +51,32 @@ def _set_blas_min_work(Py_ssize_t work):
     return old
 
 
-# ------------------------------------------------------------ GEMM kernels
-# Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`. M, N, K > 0;
-# ld* are the row lengths of the stored matrices.
+# ------------------------------------------------------------ GEMM kernel
+# Row-major C (M x N) = op(A) @ op(B), or C += ... when `add`. M, N, K > 0. BLAS, or (`blas`
+# false: a small product) plain loops.
 
-cdef void mm_nn(int M, int N, int K, const floating* A, const floating* B, floating* C,
-                bint add, bint blas) noexcept nogil:
-    """C = A @ B; A is M x K, B is K x N."""
+cdef void mm(bint ta, bint tb, int M, int N, int K, const floating* A, const floating* B,
+            floating* C, bint add, bint blas) noexcept nogil:
+    """C = op(A) @ op(B), op transposing its matrix when its flag is set (one at most): A is
+    M x K (K x M with ta), B is K x N (N x K with tb)."""
     cdef Py_ssize_t i, j, p
     cdef floating a
     cdef floating* c
     if blas:
-        gemm(False, False, M, N, K, A, K, B, N, C, N, add)
+        gemm(ta, tb, M, N, K, A, M if ta else K, B, K if tb else N, C, N, add)
         return
-    for i in range(M):
-        c = C + i * N
-        if not add:
-            vec_zero(c, N)
-        for p in range(K):
-            a = A[i * K + p]
+    if tb:                                  # C[i, j] = A row i . B row j
+        for i in range(M):
             for j in range(N):
-                c[j] += a * B[p * N + j]
-
-
-cdef void mm_nt(int M, int N, int K, const floating* A, const floating* B, floating* C,
-                bint add, bint blas) noexcept nogil:
-    """C = A @ B^T; A is M x K, B is N x K."""
-    cdef Py_ssize_t i, j
-    cdef floating s
-    if blas:
-        gemm(False, True, M, N, K, A, K, B, K, C, N, add)
-        return
-    for i in range(M):
-        for j in range(N):
-            s = row_dot(A + i * K, B + j * K, K)
-            if add:
-                C[i * N + j] += s
-            else:
-                C[i * N + j] = s
-
-
-cdef void mm_tn(int M, int N, int K, const floating* A, const floating* B, floating* C,
-                bint add, bint blas) noexcept nogil:
-    """C = A^T @ B; A is K x M, B is K x N."""
-    cdef Py_ssize_t i, j, p
-    cdef floating a
-    cdef floating* c
-    if blas:
-        gemm(True, False, M, N, K, A, M, B, N, C, N, add)
+                a = row_dot(A + i * K, B + j * K, K)
+                C[i * N + j] = C[i * N + j] + a if add else a
         return
     if not add:
         vec_zero(C, <Py_ssize_t>M * N)
-    for p in range(K):
-        for i in range(M):
-            a = A[p * M + i]
-            c = C + i * N
+    for i in range(M):                      # C row i += op(A)[i, p] * B row p
+        c = C + i * N
+        for p in range(K):
+            a = A[p * M + i] if ta else A[i * K + p]
             for j in range(N):
                 c[j] += a * B[p * N + j]
 
@@ -112,14 +84,13 @@ cdef void mm_tn(int M, int N, int K, const floating* A, const floating* B, float
 # ------------------------------------------------------------------ matmul
 
 @cython.no_gc
-cdef class Matmul(Variable):
+cdef class Matmul(TwoInputs):
     """`batch` products C_t (m x n) = A_t (m x k) @ B_t (k x n).
 
     A_t starts at a + t * a_step and B_t at b + t * b_step. An a_step of 0
     means one left matrix shared by every product: its gradient sums over them.
     A shared right matrix never needs that: its batch is folded into m.
     """
-    cdef Variable a, b
     cdef int m, n, k
     cdef Py_ssize_t batch, a_step, b_step
     cdef bint blas
@@ -134,44 +105,32 @@ cdef class Matmul(Variable):
             vec_zero(C, self.size)      # k == 0: a sum of nothing (else the output is empty)
             return 0
         for t in range(self.batch):
-            mm_nn(self.m, self.n, self.k, <floating*>self.a.val_ptr + t * self.a_step,
-                  <floating*>self.b.val_ptr + t * self.b_step, C + t * c_step, False, self.blas)
+            mm(False, False, self.m, self.n, self.k, <floating*>self.a.val_ptr + t * self.a_step,
+               <floating*>self.b.val_ptr + t * self.b_step, C + t * c_step, False, self.blas)
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil:
+        return (self._gradient_into(<double*>g, to_a, add) if self.f64
+                else self._gradient_into(<float*>g, to_a, add))
 
-    cdef int _backward(self, const floating* G) except -1 nogil:
-        cdef bint add
-        if self.a.requires_grad:
-            add = self.a.prepare_grad()
-            self._grad_a(<floating*>self.b.val_ptr, G, <floating*>self.a.grad_ptr, add)
-        if self.b.requires_grad:
-            add = self.b.prepare_grad()
-            self._grad_b(<floating*>self.a.val_ptr, G, <floating*>self.b.grad_ptr, add)
-        return 0
-
-    cdef void _grad_a(self, const floating* B, const floating* G, floating* GA, bint add) noexcept nogil:
-        """dA_t = dC_t @ B_t^T."""
+    cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
+        """dA_t = dC_t @ B_t^T into a (to_a; a shared by the batch sums them), or
+        dB_t = A_t^T @ dC_t into b (a b shared by a batch was folded into one product)."""
+        cdef const floating* G = <floating*>self.grad_ptr
         cdef Py_ssize_t t, c_step = <Py_ssize_t>self.m * self.n
         if self.empty:
             if not add:
-                vec_zero(GA, self.a.size)
-            return
+                vec_zero(g, self.a.size if to_a else self.b.size)
+            return 0
         for t in range(self.batch):
-            mm_nt(self.m, self.k, self.n, G + t * c_step, B + t * self.b_step, GA + t * self.a_step,
-                  add or (self.a_step == 0 and t > 0), self.blas)
-
-    cdef void _grad_b(self, const floating* A, const floating* G, floating* GB, bint add) noexcept nogil:
-        """dB_t = A_t^T @ dC_t (a b shared by a batch was folded into one product: no sum here)."""
-        cdef Py_ssize_t t, c_step = <Py_ssize_t>self.m * self.n
-        if self.empty:
-            if not add:
-                vec_zero(GB, self.b.size)
-            return
-        for t in range(self.batch):
-            mm_tn(self.k, self.n, self.m, A + t * self.a_step, G + t * c_step, GB + t * self.b_step,
-                  add, self.blas)
+            if to_a:
+                mm(False, True, self.m, self.k, self.n, G + t * c_step,
+                   <floating*>self.b.val_ptr + t * self.b_step, g + t * self.a_step,
+                   add or (self.a_step == 0 and t > 0), self.blas)
+            else:
+                mm(True, False, self.k, self.n, self.m, <floating*>self.a.val_ptr + t * self.a_step,
+                   G + t * c_step, g + t * self.b_step, add, self.blas)
+        return 0
 
 
 def matmul(a, b):

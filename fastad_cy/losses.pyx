@@ -26,9 +26,9 @@ from libc.string cimport memcpy
 from libc.math cimport INFINITY
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, Input, IndexInput, empty_buffer, init_node, init_node_like, finish,
-                              as_variable, same_dtype, require_float, backend_of, check_flag,
-                              check_number, check_above)
+from fastad_cy.graph cimport (Variable, OneInput, TwoInputs, Input, IndexInput, empty_buffer,
+                              init_node, init_node_like, finish, as_variable, same_dtype,
+                              require_float, backend_of, check_flag, check_number, check_above)
 from fastad_cy.loops cimport vec_zero, store_value
 from fastad_cy.reduced_bce cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
                                     reduction_scale, bce_forward, bce_backward)
@@ -77,9 +77,8 @@ def check_target_ids(str op, ids, Py_ssize_t classes, int64_t ignore):
 
 
 @cython.no_gc
-cdef class ClassTargetLoss(Variable):
+cdef class ClassTargetLoss(OneInput):
     """Shared by cross_entropy and nll_loss: scores x (B, C) and B class ids."""
-    cdef Variable x
     cdef Variable source            # the IndexInput whose ids each forward reads, or None
     cdef cnp.ndarray targets        # int64 (B,): the ids of the last good forward
     cdef int64_t* tgt
@@ -113,15 +112,13 @@ cdef class ClassTargetLoss(Variable):
             store_value(self.val_ptr, total * self.scale, self.f64)
         return 0
 
-    cdef int start_backward(self) except -2 nogil:
-        """-1 when x needs no gradient; else x's gradient is ready: 1 to add into it, 0 to write."""
-        if not self.x.requires_grad:
-            return -1
-        if self.failed:
+    cdef int run_backward(self) except -1 nogil:
+        """OneInput's, once the last forward is known to have got through."""
+        if self.failed and self.x.requires_grad:
             with gil:
                 raise RuntimeError(f"{self.op_name}: the last forward stopped at an out-of-range "
                                    f"target; set valid targets and call forward() before backward()")
-        return self.x.prepare_grad()
+        return OneInput.run_backward(self)
 
 
 cdef class ClassTargets:
@@ -250,14 +247,12 @@ cdef class CrossEntropy(ClassTargetLoss):
                 losses[b] = loss
         return self.store_total(total)
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, bint add) except -1 nogil:
+        return (self._backward(<double*>self.grad_ptr, add) if self.f64
+                else self._backward(<float*>self.grad_ptr, add))
 
-    cdef int _backward(self, const floating* gy) except -1 nogil:
+    cdef int _backward(self, const floating* gy, bint add) except -1 nogil:
         """gx row b = (softmax(x_b) - target distribution) * gy[b * gy_step] * scale."""
-        cdef int add = self.start_backward()
-        if add < 0:
-            return 0
         cdef const floating* x = <floating*>self.x.val_ptr
         cdef const floating* lse = <floating*>self.lse_ptr
         cdef floating* gx = <floating*>self.x.grad_ptr
@@ -340,13 +335,11 @@ cdef class NLLLoss(ClassTargetLoss):
                 losses[b] = loss
         return self.store_total(total)
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, bint add) except -1 nogil:
+        return (self._backward(<double*>self.grad_ptr, add) if self.f64
+                else self._backward(<float*>self.grad_ptr, add))
 
-    cdef int _backward(self, const floating* gy) except -1 nogil:
-        cdef int add = self.start_backward()
-        if add < 0:
-            return 0
+    cdef int _backward(self, const floating* gy, bint add) except -1 nogil:
         cdef floating* gx = <floating*>self.x.grad_ptr
         cdef const int64_t* t = self.tgt
         cdef int64_t ignore = self.ignore_index
@@ -419,9 +412,8 @@ cdef inline void pair_backward(int op, bint to_a, const char* a, const char* b, 
 
 
 @cython.no_gc
-cdef class PairLoss(Variable):
+cdef class PairLoss(TwoInputs):
     cdef int code, reduction
-    cdef Variable a, b
     cdef double delta, scale
     cdef object exp_array         # P_BCE: exp(-|a|) from the forward, which the backward reuses
     cdef char* exp_of_a
@@ -440,23 +432,14 @@ cdef class PairLoss(Variable):
             store_value(self.val_ptr, total * self.scale, self.f64)
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        if self.a.requires_grad:
-            self._backward_into(self.a, True)
-        if self.b.requires_grad:
-            self._backward_into(self.b, False)
-        return 0
-
-    @cython.final
-    cdef int _backward_into(self, Variable side, bint to_a) except -1 nogil:
-        cdef bint add = side.prepare_grad()
+    cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil:
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
         if to_a and self.exp_of_a != NULL:
             bce_backward(self.a.val_ptr, self.b.val_ptr, self.exp_of_a, self.a.size, self.grad_ptr,
-                         gy_step, self.scale, side.grad_ptr, add, self.f64)
+                         gy_step, self.scale, g, add, self.f64)
         else:
             pair_backward(self.code, to_a, self.a.val_ptr, self.b.val_ptr, self.a.size, self.delta,
-                          self.grad_ptr, gy_step, self.scale, side.grad_ptr, add, self.f64)
+                          self.grad_ptr, gy_step, self.scale, g, add, self.f64)
         return 0
 
 

@@ -21,8 +21,8 @@ from libc.math cimport INFINITY, NAN, isfinite, sqrt, sqrtf
 from libc.stdint cimport int64_t
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, IndexInput, init_node, init_node_like, finish, require_float,
-                              backend_of, set_storage, new_storage, check_number)
+from fastad_cy.graph cimport (Variable, OneInput, IndexInput, init_node, init_node_like, finish,
+                              require_float, backend_of, set_storage, new_storage, check_number)
 from fastad_cy.graph import register_methods
 from fastad_cy.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad_cy.loops cimport vec_fill, vec_zero
@@ -152,11 +152,10 @@ cdef inline floating spread_step(int code, floating x, floating y, floating gy, 
 
 
 @cython.no_gc
-cdef class Reduce(Variable):
+cdef class Reduce(OneInput):
     """sum/mean/max/min/logsumexp/norm of x over some axes; `it` walks x against the keepdims
     output."""
     cdef int code
-    cdef Variable x
     cdef Bcast* it
     cdef double scale               # mean: 1 / (elements per slot), NaN when that is 0
     cdef cnp.ndarray aux            # output-sized scratch: max/min tie counts, logsumexp shifts
@@ -205,14 +204,12 @@ cdef class Reduce(Variable):
                     y[k] *= scale
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, bint add) except -1 nogil:
+        return (self._backward(<double*>self.grad_ptr, add) if self.f64
+                else self._backward(<float*>self.grad_ptr, add))
 
-    cdef int _backward(self, const floating* gy) except -1 nogil:
+    cdef int _backward(self, const floating* gy, bint add) except -1 nogil:
         """gx = (or +=) spread_step(...) for every input element: each is visited once."""
-        if not self.x.requires_grad:
-            return 0
-        cdef bint add = self.x.prepare_grad()
         # sum, mean and norm read no scratch: pass the value buffer (same size) in its place
         cdef floating* aux = <floating*>(self.aux_ptr if self.aux_ptr != NULL else self.val_ptr)
         cdef const floating* x = <floating*>self.x.val_ptr
@@ -338,10 +335,7 @@ def logsumexp(x, axis=None, keepdims=False):
 
 
 def min(x, axis=None, keepdims=False):
-    """Minimum of x over `axis` (as in `sum`); NaN if a NaN is among the elements.
-
-    The gradient is split evenly among the elements tied at the minimum (as
-    torch.amin). Reducing over zero elements raises ValueError.
+    """Minimum of x over `axis`; as `max` otherwise (ties share the gradient, as torch.amin).
 
     >>> fa.min(fa.Input([[1.0, 5.0], [7.0, 2.0]]), axis=0).value      # shape (2,)
     array([1., 2.], dtype=float32)
@@ -527,9 +521,8 @@ def argmin(x, axis=None, keepdims=False):
 # ------------------------------------------------------------------ cumsum
 
 @cython.no_gc
-cdef class Cumsum(Variable):
+cdef class Cumsum(OneInput):
     """The running sum of x along the middle axis of its (outer, n, inner) view."""
-    cdef Variable x
     cdef Py_ssize_t outer, n, inner
     cdef cnp.ndarray running        # inner values: the backward's running sums
     cdef char* running_ptr
@@ -551,14 +544,12 @@ cdef class Cumsum(Variable):
                     y[row + j] = y[row - inner + j] + x[row + j]
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, bint add) except -1 nogil:
+        return (self._backward(<double*>self.grad_ptr, add) if self.f64
+                else self._backward(<float*>self.grad_ptr, add))
 
-    cdef int _backward(self, const floating* gy) except -1 nogil:
+    cdef int _backward(self, const floating* gy, bint add) except -1 nogil:
         """gx[o, k, :] (+)= gy[o, k, :] + ... + gy[o, n-1, :], the cumsum taken backwards."""
-        if not self.x.requires_grad:
-            return 0
-        cdef bint add = self.x.prepare_grad()
         cdef floating* gx = <floating*>self.x.grad_ptr
         cdef floating* running = <floating*>self.running_ptr
         cdef Py_ssize_t o, k, j, row, outer = self.outer, n = self.n, inner = self.inner
@@ -664,9 +655,8 @@ cdef inline void softmax_block_backward(bint log, const floating* y, const float
 
 
 @cython.no_gc
-cdef class Softmax(Variable):
+cdef class Softmax(OneInput):
     """softmax or log_softmax of x along the middle axis of its (outer, n, inner) view."""
-    cdef Variable x
     cdef bint log
     cdef Py_ssize_t outer, n, inner
     cdef cnp.ndarray scratch        # 2 * inner values: column maxima and sums
@@ -688,13 +678,12 @@ cdef class Softmax(Variable):
                 softmax_block(log, x + o * block, y + o * block, n, inner, scratch, scratch + inner)
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, bint add) except -1 nogil:
+        return (self._backward(<double*>self.grad_ptr, add) if self.f64
+                else self._backward(<float*>self.grad_ptr, add))
 
-    cdef int _backward(self, const floating* gy) except -1 nogil:
-        if not self.x.requires_grad:
-            return 0
-        cdef bint log = self.log, add = self.x.prepare_grad()
+    cdef int _backward(self, const floating* gy, bint add) except -1 nogil:
+        cdef bint log = self.log
         cdef floating* y = <floating*>self.val_ptr
         cdef floating* gx = <floating*>self.x.grad_ptr
         cdef floating* scratch = <floating*>self.scratch_ptr

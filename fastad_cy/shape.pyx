@@ -29,8 +29,8 @@ from libc.stdlib cimport malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, init_node, finish, require_float, same_dtype, backend_of,
-                              backend_among)
+from fastad_cy.graph cimport (Variable, OneInput, init_node, finish, require_float, same_dtype,
+                              backend_of, backend_among)
 from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport element_size, put_values, zero_values, vec_zero
 from fastad_cy.reduction import _normalize_axes
@@ -71,9 +71,8 @@ cdef class View(Variable):
 # ------------------------------------------------------------------ Gather
 
 @cython.no_gc
-cdef class Gather(Variable):
+cdef class Gather(OneInput):
     """y.flat[i] = x.flat[positions[i]]; positions are checked once, at build."""
-    cdef Variable x
     cdef cnp.ndarray positions      # int64, C-contiguous, every entry in [0, x.size)
     cdef const int64_t* pos
     cdef bint each_once             # positions is a permutation of x's elements
@@ -89,14 +88,12 @@ cdef class Gather(Variable):
             y[i] = x[pos[i]]
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+    cdef int _gradient(self, bint add) except -1 nogil:
+        return (self._backward(<double*>self.grad_ptr, add) if self.f64
+                else self._backward(<float*>self.grad_ptr, add))
 
-    cdef int _backward(self, const floating* g) except -1 nogil:
+    cdef int _backward(self, const floating* g, bint add) except -1 nogil:
         """x's gradient at pos[i] = g[i] (or += when adding: repeated positions sum)."""
-        if not self.x.requires_grad:
-            return 0
-        cdef bint add = self.x.prepare_grad()
         cdef floating* gx = <floating*>self.x.grad_ptr
         cdef const int64_t* pos = self.pos
         cdef Py_ssize_t i
