@@ -744,6 +744,9 @@ _FIRST_SYNC_STEPS = 1_000
 # worker descheduled mid-sync by a busy machine must not stretch its intervals.
 _SYNC_COST_SHARE = 10
 _MIN_SYNC_SECONDS = 0.005
+# ...but never more steps between syncs than the fixed default of old: a worker fast enough to
+# meet the cost bound only every tens of thousands of steps syncs as often as it used to.
+_MAX_SYNC_STEPS = 20_000
 
 
 def _next_interval(steps, changed_fraction):
@@ -751,11 +754,9 @@ def _next_interval(steps, changed_fraction):
     found `changed_fraction` of some table's rows changed (the largest over the tables). With
     rows touched at random, the rows changed after t touches of an n-row table are
     n(1 - exp(-t/n)): touches grow as -log(1 - fraction), and steps with them."""
-    if changed_fraction <= 0:
-        return 4 * steps
     fraction = min(changed_fraction, 0.999)
-    scale = np.log1p(-_CHANGED_ROWS_PER_SYNC) / np.log1p(-fraction)
-    return max(1, int(steps * min(max(scale, 0.25), 4.0)))
+    scale = np.log1p(-_CHANGED_ROWS_PER_SYNC) / np.log1p(-fraction) if fraction > 0 else 4.0
+    return min(max(1, int(steps * min(max(scale, 0.25), 4.0))), _MAX_SYNC_STEPS)
 
 
 class _StepClock:
@@ -821,7 +822,9 @@ class _Session:
         `sync_seconds` have passed since the last sync; else merge the last sync's answer if
         it has arrived."""
         since = time.monotonic() - self.synced_at
-        if (self.progress() >= self.next_sync and since >= self.min_gap
+        progress = self.progress()
+        if (progress >= self.next_sync and (since >= self.min_gap
+                                            or progress - self.synced_steps >= _MAX_SYNC_STEPS)
                 or since >= self.sync_seconds):
             self.sync(wait=False)
         elif self.pending and all(answer.done() for _, _, answer in self.pending):
@@ -837,7 +840,8 @@ class _Session:
         since = time.monotonic() - self.synced_at
         by_count = self.next_sync - self.progress()
         if by_count <= 0:
-            by_count = int(steps * (self.min_gap - since) / seconds) if seconds > 0 else 1
+            by_count = min(int(steps * (self.min_gap - since) / seconds) if seconds > 0 else 1,
+                           self.synced_steps + _MAX_SYNC_STEPS - self.progress())
         if self.pending:
             by_count = min(by_count, -(-self.sync_every // 8))
         by_time = int(steps * (self.sync_seconds - since) / (2 * seconds)) if seconds > 0 else by_count

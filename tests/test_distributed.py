@@ -241,13 +241,14 @@ def test_fa_train_steps_drive_the_syncs():
 
 def test_the_default_interval_follows_the_rows_changed():
     """No rows changed: the interval grows 4x; every row changed: it shrinks 4x at most; the
-    rows changed in proportion to the target: it stays."""
+    rows changed in proportion to the target: it stays; never past the old fixed 20,000."""
     assert distributed._next_interval(1_000, 0.0) == 4_000
     assert distributed._next_interval(1_000, 1.0) == 250
     assert distributed._next_interval(1_000, distributed._CHANGED_ROWS_PER_SYNC) == 1_000
     small = distributed._next_interval(1_000, 0.2)            # few rows: a longer interval
     assert 1_000 < small <= 4_000
     assert distributed._next_interval(1, 1.0) == 1             # never below one step
+    assert distributed._next_interval(10_000, 0.0) == distributed._MAX_SYNC_STEPS == 20_000
 
 
 def test_a_worker_syncs_more_often_when_it_changes_a_small_table_faster():
