@@ -680,6 +680,7 @@ class _Replica:
         self.tokens = [None] * count           # the shard start each row range was pulled from
         self.since = [-1] * count              # the shard clock of that pull
         self.channels = [None] * count         # per shard on this worker's node: its _Channel
+        self.changed_rows = 0                  # rows its requests pushed since the session last read it
         for s in local_shards:
             rows = self.bounds[s + 1] - self.bounds[s]
             self.channels[s] = _Channel(segments.prefix + secrets.token_hex(4), rows, self.rows.shape[1],
@@ -694,6 +695,7 @@ class _Replica:
         rows, base = self.rows[lo:hi], self.base[lo:hi]
         changed = _changed(rows, base)
         ids = np.flatnonzero(changed)
+        self.changed_rows += len(ids)
         channel = self.channels[s]
         dense = _dense(len(ids), hi - lo)
         deltas = (np.empty_like(rows) if channel is None else channel.push_values)[
@@ -888,12 +890,10 @@ class _Session:
         changed_fraction = 0.0   # the largest share of a table's rows changed since the last sync
         for replica in self.replicas.values():
             blocks[replica.block.id] = replica.block
-            changed = 0
             for s in range(len(replica.block.shards)):
-                request = replica.request(s)
-                changed += request[2] if isinstance(request[2], int) else len(request[2])
-                requests.setdefault((replica.block.id, s), {})[replica.name] = request
-            changed_fraction = max(changed_fraction, changed / max(len(replica.rows), 1))
+                requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(s)
+            changed_fraction = max(changed_fraction, replica.changed_rows / max(len(replica.rows), 1))
+            replica.changed_rows = 0
         self.pending = [(blocks[block_id], s,
                          blocks[block_id].shards[s].sync.remote(self.id, tables).future())
                         for (block_id, s), tables in requests.items()]

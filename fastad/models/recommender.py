@@ -274,7 +274,8 @@ class Recommender(Module):
 
         >>> model.save("bpr.npz"); model = fa.models.BPR.load("bpr.npz")
         """
-        config = dict(self.config(), dtype=np.dtype(self.config()["dtype"]).name)
+        config = self.config()
+        config["dtype"] = np.dtype(config["dtype"]).name
         state = {"model": type(self).__name__, "config": config, "weights": self.state_dict()}
         if self.liked is not None:
             state["liked"] = {"indptr": self.liked.indptr, "indices": self.liked.indices,
