@@ -18,12 +18,12 @@ from fastad_cy.graph import IndexInput
 from fastad_cy.sampler import Sampler
 from fastad_cy.feeds import FeedSampler
 from fastad_cy.pairs import Interactions, PairwiseSampler
-from fastad_cy.windows import AliasTable, CbowSampler, SkipGramSampler, WindowSampler
+from fastad_cy.windows import AliasTable, CbowSampler, SkipGramSampler, TokenStream, WindowSampler, count_words
 from fastad.checks import check_choice, check_int, check_number, check_seed, check_sizes
 from fastad.random import generator_of
 
 __all__ = ["Sampler", "FeedSampler", "PairwiseSampler", "Interactions", "WindowSampler", "SkipGramSampler",
-           "CbowSampler", "AliasTable",
+           "CbowSampler", "AliasTable", "TokenStream", "count_words",
            "planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
            "train_test_split", "leave_k_out", "sample_triples"]
 

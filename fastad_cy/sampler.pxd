@@ -39,6 +39,7 @@ cdef class Sampler:
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1
     cdef bint next_example(self) noexcept nogil    # fill the leaves; False once the epoch is over
+    cdef int end_epoch(self) except -1             # raise what ended the epoch early, if anything did
     cdef double epoch_progress(self) noexcept nogil   # the share of this epoch done, in [0, 1]
     cdef int64_t largest_id(self, Py_ssize_t k) except? -2   # leaf k's largest possible id, -1 if none
     cdef int set_row_prefetches(self, list targets) except -1

@@ -121,8 +121,10 @@ cdef object _integer_array(str who, str name, object data):
 
 cdef class Sampler:
     """Base of the samplers: `fastad.train` calls `begin_epoch`, then `next_example`
-    (which fills the leaves and counts `epoch_examples`) until it returns False. `epoch()` runs the same steps from Python, for a look
-    at what a sampler draws."""
+    (which fills the leaves and counts `epoch_examples`) until it returns False, then
+    `end_epoch` (which raises what ended the epoch early, such as a corpus a sampler reads
+    as it goes that failed). `epoch()` runs the same steps from Python, for a look at what
+    a sampler draws."""
 
     def __init__(self, *args, **kwargs):
         raise TypeError(f"{type(self).__name__} is a base class; use FeedSampler, PairwiseSampler, "
@@ -134,6 +136,9 @@ cdef class Sampler:
 
     cdef bint next_example(self) noexcept nogil:
         return False
+
+    cdef int end_epoch(self) except -1:
+        return 0
 
     cdef double epoch_progress(self) noexcept nogil:
         return 1.0
@@ -162,6 +167,7 @@ cdef class Sampler:
         self.begin_epoch(check_int(type(self).__name__, "epoch", epoch, 0))
         while self.next_example():
             yield tuple(np.array(leaf.value) for leaf in self.leaves)
+        self.end_epoch()
 
     def largest_ids(self):
         """For each leaf, the largest id this sampler can write into it (-1 for an Input).

@@ -313,6 +313,7 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
             sampler.begin_epoch(epoch)
             with nogil:
                 _run_epoch(&loop, sampler, plan, root, fast_opt, epoch)
+            sampler.end_epoch()
             means.append(loop.total / sampler.epoch_examples if sampler.epoch_examples else float("nan"))
         if progress is not None and loop.done % report_every:
             progress(loop.done)

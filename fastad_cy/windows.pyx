@@ -1,8 +1,15 @@
 """word2vec's samplers: `SkipGramSampler` and `CbowSampler` walk a token stream
-(`WindowSampler`, the walk they share) and draw negatives from an `AliasTable`."""
+(`WindowSampler`, the walk they share: a token array, or a `TokenStream` that encodes a
+corpus of token lists block by block as it reads it, after `count_words` counted it) and
+draw negatives from an `AliasTable`."""
+import operator
+
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int64_t
+from cpython.dict cimport PyDict_GetItemWithError
+from cpython.long cimport PyLong_AsSsize_t
+from cpython.ref cimport PyObject
+from libc.stdint cimport int32_t, int64_t, INT32_MAX
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
@@ -20,7 +27,8 @@ cdef extern from *:
     """
     int64_t fa_claim_next(int64_t* counter) noexcept nogil
 
-__all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "AliasTable"]
+__all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "AliasTable", "TokenStream", "count_words",
+           "check_restartable"]
 
 
 # ---------------------------------------------------------------- checks of the windows' arguments
@@ -145,6 +153,238 @@ cdef class AliasTable:
         return p / self.n
 
 
+# ---------------------------------------------------------------- corpora of token lists
+
+cdef list _token_list(str who, object sentence, Py_ssize_t k):
+    """Sentence `k` of a corpus as a list of tokens."""
+    if type(sentence) is list:
+        return <list>sentence
+    if isinstance(sentence, str):
+        raise TypeError(f"{who}: sentence {k} is a string; give lists of tokens (a string "
+                        f"would be read as its characters)")
+    try:
+        return list(sentence)
+    except TypeError:
+        raise TypeError(f"{who}: sentence {k} must be a list of tokens, got "
+                        f"{type(sentence).__name__}") from None
+
+
+def check_restartable(str who, object sentences):
+    """`sentences`, checked to start a new pass each time it is iterated (a one-shot
+    iterator is refused, naming `who`)."""
+    try:
+        first = iter(sentences)
+    except TypeError:
+        raise TypeError(f"{who}: sentences must be an iterable of token lists, got "
+                        f"{type(sentences).__name__}") from None
+    if first is sentences:
+        raise TypeError(f"{who}: sentences is a one-shot iterator ({type(sentences).__name__}), "
+                        f"which a second pass would find empty; give a list, or an object whose "
+                        f"__iter__ starts a new pass over the corpus")
+    return sentences
+
+
+def count_words(sentences, str who="count_words"):
+    """The vocabulary pass over a corpus of token lists: (words in the order first seen,
+    their counts as an int64 array, the tokens, the sentences). Nothing is kept per token.
+
+    >>> words, counts, n_tokens, n_sentences = fa.data.count_words([["a", "b"], ["a"]])
+    >>> words, counts.tolist(), n_tokens, n_sentences
+    (['a', 'b'], [2, 1], 3, 2)
+    """
+    cdef dict index = {}
+    cdef list words = [], tokens
+    cdef object word
+    cdef PyObject* found
+    cdef Py_ssize_t k, n_words = 0, n_sentences = 0
+    cdef int64_t n_tokens = 0
+    counts_array = np.zeros(1024, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_array
+    for sentence in sentences:
+        tokens = _token_list(who, sentence, n_sentences)
+        for word in tokens:
+            found = PyDict_GetItemWithError(index, word)
+            if found == NULL:
+                k = n_words
+                index[word] = k
+                words.append(word)
+                n_words += 1
+                if k >= counts.shape[0]:
+                    counts_array = np.concatenate((counts_array, np.zeros_like(counts_array)))
+                    counts = counts_array
+            else:
+                k = PyLong_AsSsize_t(<object>found)
+            counts[k] += 1
+        n_tokens += len(tokens)
+        n_sentences += 1
+    return words, counts_array[:n_words].copy(), n_tokens, n_sentences
+
+
+cdef class TokenStream:
+    """A corpus of token lists read one pass at a time, in blocks of whole sentences of
+    about `block_tokens` tokens, each block's words encoded to int32 ids by `vocabulary` as
+    it is read (words outside it dropped): one block is held, never the corpus. The
+    samplers (`SkipGramSampler`, `CbowSampler`) walk one in place of a token array.
+
+    sentences     a restartable iterable of token lists (a list, or an object whose
+                  __iter__ starts a new pass, such as a reader of a file); a one-shot
+                  iterator is refused, as its second pass would be empty.
+    vocabulary    {word: id}, ids in [0, 2**31).
+    total_tokens  the tokens of one pass (every word, known or not), which `progress`
+                  (and so a run-long LinearDecay) follows; default: counted by a pass now.
+    claim         None, or a shared int64 array whose first element counts the blocks
+                  claimed: a pass then reads only the blocks it claims (an atomic
+                  increment whenever it finishes one), passing over the others without
+                  encoding them, so that workers with streams over one corpus and one
+                  counter share its blocks in order, as gensim's threads share its jobs.
+                  Set the counter to 0 before each pass.
+    block_tokens  the tokens of a block (a block ends with the sentence that reaches it).
+
+    >>> stream = fa.data.TokenStream(sentences, {"a": 0, "b": 1})
+    >>> [ids.tolist() for ids, ends in stream.blocks()]
+    """
+    cdef object sentences, iterator, claim_array
+    cdef dict vocabulary
+    cdef int64_t* claim
+    cdef readonly Py_ssize_t block_tokens, largest_id
+    cdef readonly int64_t total_tokens
+    cdef int64_t position               # the tokens of this pass read or passed over
+    cdef Py_ssize_t blocks_passed, sentences_passed    # of this pass, read or passed over
+    cdef bint finished
+    # the block read last: its ids and sentence ends, and where it lies in the pass
+    cdef object ids_array, ends_array
+    cdef int32_t[::1] ids
+    cdef int64_t[::1] ends
+    cdef Py_ssize_t n_ids, n_sentences, longest
+    cdef int64_t block_start, block_end
+
+    def __init__(self, sentences, vocabulary, total_tokens=None, *, claim=None, block_tokens=10_000):
+        who = "TokenStream"
+        self.sentences = check_restartable(who, sentences)
+        if not isinstance(vocabulary, dict):
+            raise TypeError(f"{who}: vocabulary must be a dict {{word: id}}, got "
+                            f"{type(vocabulary).__name__}")
+        if not all(type(i) is int for i in vocabulary.values()):
+            try:
+                vocabulary = {word: operator.index(i) for word, i in vocabulary.items()}
+            except TypeError:
+                raise TypeError(f"{who}: vocabulary's ids must be integers") from None
+        ids = list(vocabulary.values())
+        self.largest_id = max(ids, default=-1)
+        if ids and (min(ids) < 0 or self.largest_id > INT32_MAX):
+            raise ValueError(f"{who}: vocabulary's ids must lie in [0, 2**31), got "
+                             f"[{min(ids)}, {self.largest_id}]")
+        self.vocabulary = vocabulary
+        self.block_tokens = check_int(who, "block_tokens", block_tokens, 1)
+        self.claim = _claim_counter(who, claim)
+        self.claim_array = claim
+        self.ids_array = np.zeros(self.block_tokens, dtype=np.int32)
+        self.ends_array = np.zeros(max(16, self.block_tokens // 8), dtype=np.int64)
+        self.ids, self.ends = self.ids_array, self.ends_array
+        if total_tokens is None:
+            total_tokens = sum(len(_token_list(who, sentence, k)) for k, sentence in enumerate(self.sentences))
+        self.total_tokens = check_int(who, "total_tokens", total_tokens, 0)
+        self.begin_pass()
+
+    cdef int begin_pass(self) except -1:
+        self.iterator = iter(self.sentences)
+        self.position = self.blocks_passed = self.sentences_passed = 0
+        self.n_ids = self.n_sentences = self.longest = 0
+        self.block_start = self.block_end = 0
+        self.finished = False
+        return 0
+
+    cdef bint next_block(self) except -1:
+        """Read the next block of this pass (the next one claimed); False at the pass's end."""
+        cdef int64_t k = fa_claim_next(self.claim) if self.claim != NULL else self.blocks_passed
+        while not self.finished and self.blocks_passed < k:
+            self.read_block(False)
+        return not self.finished and self.read_block(True)
+
+    cdef bint read_block(self, bint encode) except -1:
+        """Read (encoding it when `encode`) or pass over the next block; False, and the pass
+        finished, when no sentence is left."""
+        cdef list tokens
+        cdef object word
+        cdef PyObject* found
+        cdef Py_ssize_t length, kept
+        cdef int64_t start = self.position
+        self.n_ids = self.n_sentences = self.longest = 0
+        while self.position - start < self.block_tokens:
+            try:
+                sentence = next(self.iterator)
+            except StopIteration:
+                self.finished = True
+                break
+            tokens = _token_list("TokenStream", sentence, self.sentences_passed)
+            length = len(tokens)
+            self.position += length
+            self.sentences_passed += 1
+            if not encode:
+                continue
+            if self.n_ids + length > self.ids.shape[0]:
+                self.ids_array = np.concatenate((self.ids_array[:self.n_ids],
+                                                 np.zeros(max(self.n_ids, length), dtype=np.int32)))
+                self.ids = self.ids_array
+            if self.n_sentences >= self.ends.shape[0]:
+                self.ends_array = np.concatenate((self.ends_array, np.zeros_like(self.ends_array)))
+                self.ends = self.ends_array
+            kept = 0
+            for word in tokens:
+                found = PyDict_GetItemWithError(self.vocabulary, word)
+                if found != NULL:
+                    self.ids[self.n_ids + kept] = <int32_t>PyLong_AsSsize_t(<object>found)
+                    kept += 1
+            self.n_ids += kept
+            self.longest = max(self.longest, kept)
+            self.ends[self.n_sentences] = self.n_ids
+            self.n_sentences += 1
+        if self.position == start:
+            self.finished = True
+            return False
+        self.blocks_passed += 1
+        self.block_start, self.block_end = start, self.position
+        return True
+
+    def blocks(self):
+        """Yield (ids, sentence_ends) of each block of a new pass (copies), to look at
+        what the samplers read."""
+        self.begin_pass()
+        while self.next_block():
+            yield self.ids_array[:self.n_ids].copy(), self.ends_array[:self.n_sentences].copy()
+
+
+cdef int64_t* _claim_counter(str who, object claim) except? NULL:
+    """The counter of a `claim` argument (None: NULL): a writable, contiguous int64 numpy
+    array whose first element counts the blocks claimed."""
+    if claim is None:
+        return NULL
+    if not isinstance(claim, np.ndarray) or claim.dtype != np.int64 or claim.size < 1 \
+            or not claim.flags.writeable or not claim.flags.c_contiguous:
+        raise TypeError(f"{who}: claim must be a writable, contiguous int64 numpy array "
+                        f"(its first element counts the blocks claimed), got {claim!r}")
+    return <int64_t*>cnp.PyArray_DATA(claim)
+
+
+cdef object _word_ids(str who, object tokens):
+    """`tokens` as a C-contiguous 1-D int32 array of word ids (no copy when it is one, a
+    memory map included)."""
+    arr = np.asarray(tokens)
+    if arr.ndim != 1:
+        raise ValueError(f"{who}: tokens must be a 1-D array of word ids, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{who}: tokens must hold integers, got dtype {arr.dtype}")
+    if arr.size == 0:
+        raise ValueError(f"{who}: tokens is empty")
+    if arr.dtype.kind == "i" and arr.min() < 0:
+        raise IndexError(f"{who}: tokens holds a negative id ({arr.min()}) at position "
+                         f"{int(np.argmin(arr))}")
+    if arr.max() > INT32_MAX:
+        raise IndexError(f"{who}: tokens holds an id too large for int32 ({arr.max()}) at "
+                         f"position {int(np.argmax(arr))}")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
 # ---------------------------------------------------------------- word2vec's windows
 
 cdef class WindowSampler(Sampler):
@@ -152,7 +392,7 @@ cdef class WindowSampler(Sampler):
     frequent words subsampled, a reduced window drawn per centre, and negatives
     from the unigram distribution ** ns_exponent. Subclasses fill the leaves."""
     cdef object tokens_array, ends_array, keep_array, buffer_array
-    cdef const int64_t[::1] tokens
+    cdef const int32_t[::1] tokens
     cdef const int64_t[::1] ends
     cdef const double[::1] keep
     cdef int64_t[::1] buffer         # the kept tokens of the current sentence
@@ -169,13 +409,17 @@ cdef class WindowSampler(Sampler):
     cdef const int64_t[::1] block_first   # the first sentence of each block (and the end)
     cdef Py_ssize_t n_blocks, block_tokens
     cdef bint exhausted               # every block claimed (by this sampler or the others)
+    cdef TokenStream stream           # the corpus read block by block, or None (a token array)
+    cdef bint streaming
+    cdef int64_t block_start, block_end   # the stream's current block, in its pass's tokens
+    cdef object failure               # what ended the epoch early while reading the stream
     cdef Py_ssize_t epoch_items       # of those, drawn in the current (or last) epoch
     cdef char* out_mask               # the mask Input's buffer, or NULL
     cdef bint mask_f64
 
     cdef int read_walk(self, str who, str what, object mask, object tokens, object sentence_ends,
                        object window, object ns_exponent, object sample, object vocab_size,
-                       object claim, object block_tokens) except -1:
+                       object counts, object claim, object block_tokens) except -1:
         """Check the arguments both samplers take after their leaves (`mask` against the
         items, `what`, an example holds: see _mask_leaf; then the corpus and its walk),
         and begin epoch 0."""
@@ -184,7 +428,12 @@ cdef class WindowSampler(Sampler):
             self.mask_f64 = (<Variable>mask).f64
             self.leaves = self.leaves + (mask,)
         self.read_claim(who, claim, block_tokens)
-        self.read_corpus(who, tokens, sentence_ends, window, ns_exponent, sample, vocab_size)
+        self.window = check_int(who, "window", window, 1)
+        if isinstance(tokens, TokenStream):
+            counts = self.read_stream(who, tokens, sentence_ends, vocab_size, counts, claim)
+        else:
+            counts = self.read_tokens(who, tokens, sentence_ends, vocab_size, counts)
+        self.read_distributions(who, counts, ns_exponent, sample)
         self.begin_epoch(0)
         return 0
 
@@ -225,18 +474,27 @@ cdef class WindowSampler(Sampler):
         self.epoch_examples += 1
         return True
 
-    cdef int read_corpus(self, str who, object tokens, object sentence_ends, object window,
-                         object ns_exponent, object sample, object vocab_size) except -1:
-        self.window = check_int(who, "window", window, 1)
-        arr = np.asarray(tokens)
-        if arr.ndim != 1:
-            raise ValueError(f"{who}: tokens must be a 1-D array of word ids, got shape {arr.shape}")
-        self.tokens_array = _integer_array(who, "tokens", arr)
+    cdef object read_counts(self, str who, object counts, Py_ssize_t largest):
+        """The words' counts by id as float64 (`vocab_size` long), from `counts` when given
+        (None: the caller counts)."""
+        arr = np.asarray(counts, dtype=np.float64)
+        if arr.ndim != 1 or arr.size != self.vocab_size:
+            raise ValueError(f"{who}: counts must hold one count for each of the {self.vocab_size} "
+                             f"word ids (vocab_size), got shape {arr.shape}")
+        if not np.all(np.isfinite(arr)) or arr.min() < 0:
+            raise ValueError(f"{who}: counts must be finite and >= 0")
+        return arr
+
+    cdef object read_tokens(self, str who, object tokens, object sentence_ends, object vocab_size,
+                            object counts):
+        """Walk the token array `tokens` (this worker's share of its sentences, or the blocks it
+        claims); returns the words' counts (those given, or the tokens')."""
+        self.tokens_array = _word_ids(who, tokens)
         n = self.tokens_array.size
-        if n == 0:
-            raise ValueError(f"{who}: tokens is empty")
         largest = int(self.tokens_array.max())
-        self.vocab_size = largest + 1 if vocab_size is None else check_int(who, "vocab_size", vocab_size, 1)
+        if vocab_size is None:
+            vocab_size = largest + 1 if counts is None else np.size(counts)
+        self.vocab_size = check_int(who, "vocab_size", vocab_size, 1)
         if largest >= self.vocab_size:
             raise ValueError(f"{who}: token id {largest} (at position {int(np.argmax(self.tokens_array))}) "
                              f"is out of range for vocab_size {self.vocab_size}")
@@ -250,25 +508,6 @@ cdef class WindowSampler(Sampler):
                                  f"len(tokens) = {n}")
         self.ends_array = ends
         self.ends = ends
-        exponent = check_real(who, "ns_exponent", ns_exponent)
-        self.sample = check_real(who, "sample", sample)
-        if self.sample < 0:
-            raise ValueError(f"{who}: sample must be >= 0, got {sample!r}")
-        counts = np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
-        weights = np.zeros(self.vocab_size)
-        weights[counts > 0] = counts[counts > 0] ** exponent
-        if np.count_nonzero(weights) < 2:
-            raise ValueError(f"{who}: the tokens hold fewer than 2 distinct words; a negative "
-                             f"must differ from the word it is drawn against")
-        self.noise_table = AliasTable(weights)
-        self.subsample = self.sample > 0
-        # word2vec's keep probability: (sqrt(c / t) + 1) * t / c with t = sample * total.
-        threshold = self.sample * n
-        with np.errstate(divide="ignore", invalid="ignore"):
-            keep = np.where(counts > 0, (np.sqrt(counts / threshold) + 1) * threshold / counts, 1.0) \
-                if self.subsample else np.ones(self.vocab_size)
-        self.keep_array = np.minimum(keep, 1.0)
-        self.keep = self.keep_array
         starts = np.concatenate(([0], ends[:-1]))
         if self.claim != NULL:      # the whole corpus, in blocks claimed as the walk goes
             self.n_blocks = max(1, round(n / self.block_tokens))
@@ -283,29 +522,71 @@ cdef class WindowSampler(Sampler):
             self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
         self.buffer_array = np.zeros(max(int(np.max(ends - starts)), 1), dtype=np.int64)
         self.buffer = self.buffer_array
+        if counts is None:
+            return np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
+        return self.read_counts(who, counts, largest)
+
+    cdef object read_stream(self, str who, TokenStream stream, object sentence_ends, object vocab_size,
+                            object counts, object claim):
+        """Walk the blocks of `stream` (each pass whole, or the blocks its claim counter gives
+        it); returns the words' `counts`, which a stream needs."""
+        if counts is None:
+            raise ValueError(f"{who}: a TokenStream needs counts (each word id's count in the "
+                             f"corpus, e.g. from fa.data.count_words): the noise and the "
+                             f"subsampling follow them")
+        if sentence_ends is not None or claim is not None:
+            raise ValueError(f"{who}: a TokenStream gives its own sentence ends and claim "
+                             f"counter; sentence_ends and claim must be None")
+        self.vocab_size = check_int(who, "vocab_size", np.size(counts) if vocab_size is None else vocab_size, 1)
+        if stream.largest_id >= self.vocab_size:
+            raise ValueError(f"{who}: the stream's vocabulary holds id {stream.largest_id}, out of "
+                             f"range for vocab_size {self.vocab_size}")
+        self.stream, self.streaming = stream, True
+        self.buffer_array = np.zeros(max(stream.block_tokens, 1), dtype=np.int64)
+        self.buffer = self.buffer_array
+        return self.read_counts(who, counts, stream.largest_id)
+
+    cdef int read_distributions(self, str who, object counts, object ns_exponent, object sample) except -1:
+        """The noise table (counts ** ns_exponent) and the subsampling's keep probabilities."""
+        exponent = check_real(who, "ns_exponent", ns_exponent)
+        self.sample = check_real(who, "sample", sample)
+        if self.sample < 0:
+            raise ValueError(f"{who}: sample must be >= 0, got {sample!r}")
+        weights = np.zeros(self.vocab_size)
+        weights[counts > 0] = counts[counts > 0] ** exponent
+        if np.count_nonzero(weights) < 2:
+            raise ValueError(f"{who}: the tokens hold fewer than 2 distinct words; a negative "
+                             f"must differ from the word it is drawn against")
+        self.noise_table = AliasTable(weights)
+        self.subsample = self.sample > 0
+        # word2vec's keep probability: (sqrt(c / t) + 1) * t / c with t = sample * total.
+        threshold = self.sample * counts.sum()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = np.where(counts > 0, (np.sqrt(counts / threshold) + 1) * threshold / counts, 1.0) \
+                if self.subsample else np.ones(self.vocab_size)
+        self.keep_array = np.minimum(keep, 1.0)
+        self.keep = self.keep_array
         return 0
 
     cdef int read_claim(self, str who, object claim, object block_tokens) except -1:
         """Check `claim` (None, or a writable int64 array whose first element counts the
         blocks claimed) and `block_tokens` (also when there is no claim, which ignores it);
-        read_corpus then cuts the blocks."""
+        read_tokens then cuts the blocks."""
         self.block_tokens = check_int(who, "block_tokens", block_tokens, 1)
-        if claim is None:
-            return 0
-        if not isinstance(claim, np.ndarray) or claim.dtype != np.int64 or claim.size < 1 \
-                or not claim.flags.writeable or not claim.flags.c_contiguous:
-            raise TypeError(f"{who}: claim must be a writable, contiguous int64 numpy array "
-                            f"(its first element counts the blocks claimed), got {claim!r}")
+        self.claim = _claim_counter(who, claim)
         self.claim_array = claim
-        self.claim = <int64_t*>cnp.PyArray_DATA(claim)
         return 0
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.epoch_examples = self.epoch_items = 0
         self.sentence = self.first_sentence
-        if self.claim != NULL:
-            self.end_sentence = self.first_sentence     # no block yet: the first load claims one
-            self.exhausted = False
+        self.exhausted = False
+        if self.claim != NULL or self.streaming:
+            self.end_sentence = self.first_sentence     # no block yet: the first load takes one
+        if self.streaming:
+            self.stream.begin_pass()
+            self.failure = None
+            self.block_start = self.block_end = self.token_lo = self.token_hi = 0
         self.length = self.center_pos = self.sentence_start = self.window_lo = self.window_hi = 0
         return 0
 
@@ -322,12 +603,45 @@ cdef class WindowSampler(Sampler):
         self.end_sentence = self.block_first[k + 1]
         return True
 
+    cdef bint pull_block(self) noexcept nogil:
+        """Read the stream's next block (taking the GIL); False at the end of its pass, or
+        when reading it failed (`end_epoch` raises the failure)."""
+        with gil:
+            try:
+                return self.take_block()
+            except BaseException as failure:
+                self.failure = failure
+                self.exhausted = True
+                return False
+
+    cdef bint take_block(self) except -1:
+        cdef TokenStream stream = self.stream
+        if self.exhausted or not stream.next_block():
+            self.exhausted = True
+            return False
+        self.tokens = stream.ids_array[:stream.n_ids]
+        self.ends = stream.ends_array[:stream.n_sentences]
+        if stream.longest > self.buffer.shape[0]:
+            self.buffer_array = np.zeros(stream.longest, dtype=np.int64)
+            self.buffer = self.buffer_array
+        self.sentence, self.end_sentence = 0, stream.n_sentences
+        self.token_lo, self.token_hi = 0, stream.n_ids
+        self.block_start, self.block_end = stream.block_start, stream.block_end
+        return True
+
+    cdef int end_epoch(self) except -1:
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
+        return 0
+
     cdef bint load_sentence(self) noexcept nogil:
-        """Read the next sentence of the shard (or of the claimed blocks) into the buffer,
-        subsampled; False at the end."""
+        """Read the next sentence of the shard (or of the claimed blocks, or of the stream's
+        blocks) into the buffer, subsampled; False at the end."""
         cdef Py_ssize_t start, end, t
-        cdef int64_t word
-        while self.sentence < self.end_sentence or self.claim != NULL and self.claim_block():
+        cdef int32_t word
+        while (self.sentence < self.end_sentence or self.claim != NULL and self.claim_block()
+               or self.streaming and self.pull_block()):
             if self.sentence >= self.end_sentence:      # an empty block
                 continue
             start = self.ends[self.sentence - 1] if self.sentence > 0 else 0
@@ -369,8 +683,18 @@ cdef class WindowSampler(Sampler):
     cdef double epoch_progress(self) noexcept nogil:
         cdef double span = self.token_hi - self.token_lo
         cdef double done = self.sentence_start - self.token_lo
+        cdef double total
         if self.length:
             done += (self.ends[self.sentence - 1] - self.sentence_start) * self.center_pos / <double>self.length
+        if self.streaming:      # the block's share of the pass, and the share of the block walked
+            total = self.stream.total_tokens
+            if self.exhausted or total <= 0:
+                return 1.0
+            if span > 0:
+                done = self.block_start + (self.block_end - self.block_start) * done / span
+            else:
+                done = self.block_start
+            return min(1.0, max(0.0, done / total))
         if span <= 0 or self.exhausted or \
                 self.claim == NULL and self.sentence >= self.end_sentence and self.center_pos >= self.length:
             return 1.0
@@ -380,6 +704,9 @@ cdef class WindowSampler(Sampler):
         return self.vocab_size - 1 if isinstance(self.leaves[k], IndexInput) else -1
 
     def where(self):
+        if self.streaming:
+            return (f"example {self.epoch_examples} of the epoch (sentence {self.sentence - 1} of the "
+                    f"block of tokens [{self.block_start}, {self.block_end}) of the stream)")
         return f"example {self.epoch_examples} of the epoch (sentence {self.sentence - 1})"
 
 
@@ -387,7 +714,10 @@ cdef class SkipGramSampler(WindowSampler):
     """Skip-gram pairs with negative sampling from a token stream, drawn as
     word2vec (and gensim) draws them, B pairs per example.
 
-    tokens         1-D integer array of word ids in [0, vocab_size).
+    tokens         1-D integer array of word ids in [0, vocab_size) (read as int32: an
+                   int32 array, a memory map included, is not copied), or a
+                   `TokenStream` (a corpus of token lists encoded block by block as it
+                   is read, never held; give `counts`).
     center         IndexInput of B ids: the centre word of each of the B pairs.
     context        IndexInput of B * (1 + k) ids: for each pair in turn, a word
                    within its centre's window, then k negatives from the unigram
@@ -407,9 +737,13 @@ cdef class SkipGramSampler(WindowSampler):
     sample         frequent-word subsampling threshold (word2vec's `sample`,
                    e.g. 1e-3; 0 keeps every token), redrawn every epoch: a
                    finite number >= 0.
-    vocab_size     default: the largest id + 1.
+    vocab_size     default: len(counts), else the largest id + 1.
+    counts         each word id's count in the corpus, which the noise distribution
+                   and the subsampling follow (needed with a TokenStream); default:
+                   the counts of the tokens given (all shards).
     seed, rank, workers  the stream, and this worker's shard: the sentences that
-                   start in its 1/workers of the tokens (no copy).
+                   start in its 1/workers of the tokens (no copy); a TokenStream is
+                   read whole (or as its claim counter shares it).
     claim          None, or a shared int64 array (e.g. the int64 view of a one-element
                    array in `fa.hogwild.share`) whose first element counts the blocks
                    claimed: the walk then covers the whole corpus in blocks of about
@@ -421,7 +755,7 @@ cdef class SkipGramSampler(WindowSampler):
                    one queue; rank and workers then only pick the stream. Set the
                    counter to 0 before each epoch.
 
-    The noise distribution counts the tokens given (all shards). B pairs per
+    B pairs per
     replay share the cost of a replay among them (the gradients of one example
     are applied together, as a minibatch of B); `epoch_pairs` counts the pairs.
 
@@ -442,8 +776,8 @@ cdef class SkipGramSampler(WindowSampler):
     cdef Py_ssize_t context_pos
 
     def __init__(self, tokens, center, context, *, mask=None, sentence_ends=None, window=5,
-                 ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0, workers=1,
-                 claim=None, block_tokens=10_000):
+                 ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None, seed=None, rank=0,
+                 workers=1, claim=None, block_tokens=10_000):
         who = "SkipGramSampler"
         _seed_stream(self, who, seed, rank, workers)
         self.out_center = _index_leaf(who, "center", center, -1)
@@ -454,7 +788,7 @@ cdef class SkipGramSampler(WindowSampler):
         self.read_negatives(who, "context", context, "the context word", "centre id")
         self.leaves = (center, context)
         self.read_walk(who, "pairs", mask, tokens, sentence_ends, window, ns_exponent, sample,
-                       vocab_size, claim, block_tokens)
+                       vocab_size, counts, claim, block_tokens)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
@@ -517,8 +851,8 @@ cdef class CbowSampler(WindowSampler):
     cdef Py_ssize_t slots
 
     def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
-                 window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, seed=None, rank=0,
-                 workers=1, claim=None, block_tokens=10_000):
+                 window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None, seed=None,
+                 rank=0, workers=1, claim=None, block_tokens=10_000):
         who = "CbowSampler"
         _seed_stream(self, who, seed, rank, workers)
         self.slots = 2 * check_int(who, "window", window, 1)
@@ -534,7 +868,7 @@ cdef class CbowSampler(WindowSampler):
         self.read_negatives(who, "target", target, "the centre", "centre")
         self.leaves = (context, weights, target)
         self.read_walk(who, "centres", mask, tokens, sentence_ends, window, ns_exponent, sample,
-                       vocab_size, claim, block_tokens)
+                       vocab_size, counts, claim, block_tokens)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)

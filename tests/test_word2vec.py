@@ -20,10 +20,15 @@ def topics_corpus(sentences=400, seed=0):
 
 
 def test_vocabulary_counts_filters_and_orders_by_count():
-    model = fa.models.Word2Vec(min_count=2)
-    tokens, ends = model.build_vocab([["x", "y", "y", "z"], ["w"], ["y", "x", "q"]])
+    corpus = [["x", "y", "y", "z"], ["w"], ["y", "x", "q"]]
+    model = fa.models.Word2Vec(min_count=2, dim=4)
+    assert model.build_vocab(corpus) is model
     assert model.words == ["y", "x"] and model.counts.tolist() == [3, 2]
-    assert tokens.tolist() == [1, 0, 0, 0, 1] and ends.tolist() == [3, 3, 5]
+    assert (model.corpus_count, model.corpus_total_words) == (3, 8)
+    assert model.vectors.shape == model.output.shape == (2, 4)
+    # training encodes the corpus block by block with this vocabulary, words outside it dropped
+    [(ids, ends)] = fa.data.TokenStream(corpus, model.index).blocks()
+    assert ids.dtype == np.int32 and ids.tolist() == [1, 0, 0, 0, 1] and ends.tolist() == [3, 3, 5]
 
 
 def test_fit_learns_the_topics_deterministically_with_one_worker():

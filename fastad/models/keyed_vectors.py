@@ -5,10 +5,12 @@ differs: `most_similar` takes words or vectors, not (word, weight) pairs, and it
 `topn` must be a positive int; an unknown word is a `KeyError` naming it, except
 in `doesnt_match`, which skips unknown words as gensim does.
 """
+import json
+
 import numpy as np
 
-from fastad.checks import check_flag, check_int, look_up
-from fastad.io import write_atomically
+from fastad.checks import check_choice, check_flag, check_int, look_up
+from fastad.io import load, save, write_atomically
 
 
 class KeyedVectors:
@@ -18,6 +20,8 @@ class KeyedVectors:
     >>> wv["king"], wv.most_similar("king", topn=5), wv.similarity("king", "queen")
     >>> wv.save_word2vec_format("vectors.bin", binary=True)
     >>> wv = fa.models.KeyedVectors.load_word2vec_format("vectors.bin", binary=True)
+    >>> wv.save("vectors.kv")                # fastad's own file (fa.save: .npz, no pickle)
+    >>> wv = fa.models.KeyedVectors.load("vectors.kv", mmap="r")
     """
 
     def __init__(self, index_to_key, vectors, key_to_index=None, owner="KeyedVectors",
@@ -143,6 +147,27 @@ class KeyedVectors:
                     f.write((word + " " + " ".join(f"{x:.6g}" for x in row) + "\n").encode("utf-8"))
 
         write_atomically(path, write, who)
+
+    def save(self, path):
+        """Save the words (as JSON text) and the vectors with `fa.save` (an .npz, written
+        atomically; `path` used as given)."""
+        save({"index_to_key": json.dumps(list(self.index_to_key)), "vectors": self.vectors}, path)
+
+    @classmethod
+    def load(cls, path, mmap=None):
+        """Vectors saved with `save`. `mmap` is accepted for gensim's calls: None, or "r" for
+        read-only vectors (gensim maps them from its .npy file; fastad's .npz is read into
+        memory either way)."""
+        mmap = check_choice("KeyedVectors.load", "mmap", mmap, [None, "r"])
+        state = load(path)
+        try:
+            words = json.loads(state["index_to_key"])
+            vectors = np.asarray(state["vectors"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"KeyedVectors.load: {path} is not saved KeyedVectors ({e!r})") from None
+        if mmap == "r":
+            vectors.flags.writeable = False
+        return cls(words, vectors)
 
     @classmethod
     def load_word2vec_format(cls, path, binary=False):

@@ -1,17 +1,20 @@
 """`fa.models.Word2Vec`: skip-gram and CBOW with negative sampling, on fastad's
 graph and compiled loop (`fa.data.SkipGramSampler` / `CbowSampler` inside
-`fa.train`, Hogwild processes for `workers` > 1), or in batches on a GPU."""
+`fa.train`, Hogwild processes for `workers` > 1), or in batches on a GPU. The corpus is
+streamed: a vocabulary pass counts the words, and each epoch encodes it block by block
+(`fa.data.TokenStream`) as it trains, so memory depends on the vocabulary, not the corpus."""
 import json
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from fastad_cy.graph import IndexInput, Input, Parameter
 from fastad_cy.reduction import sum as fa_sum
-from fastad_cy.windows import CbowSampler, SkipGramSampler
+from fastad_cy.windows import CbowSampler, SkipGramSampler, TokenStream, check_restartable, count_words
 from fastad_cy.linalg import vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
@@ -32,28 +35,49 @@ _SAVED_SETTINGS = {"dim": int, "window": int, "negative": int, "min_count": int,
 
 def _initial_vectors(rng, n, dim):
     """The input vectors before training, uniform in [-1, 1) / dim: gensim 4's start
-    (word2vec.c and gensim 3 drew from [-0.5, 0.5) / dim). The output vectors start at
-    zero, so the first updates of W are scaled by C and those of C by W: with the
-    narrower start one epoch on the standard library's text (bench/peers.py, one pair
-    a step, eight seeds) ended at a held-out loss of 2.6462 against gensim's 2.6436,
-    with this one at 2.6430."""
-    return ((rng.random((n, dim)) * 2.0 - 1.0) / dim).astype(np.float32)
+    (word2vec.c and gensim 3 drew from [-0.5, 0.5) / dim), drawn in float32 in place (no
+    float64 transient). The output vectors start at zero, so the first updates of W are
+    scaled by C and those of C by W: with the narrower start one epoch on the standard
+    library's text (bench/peers.py, one pair a step, eight seeds) ended at a held-out loss
+    of 2.6462 against gensim's 2.6436, with this one at 2.6430."""
+    vectors = rng.random((n, dim), dtype=np.float32)
+    vectors *= 2.0
+    vectors -= 1.0
+    vectors /= dim
+    return vectors
 
 
-def _sentences_of(source):
-    """Token lists from an iterable of token lists, or from a text file (a sentence a line)."""
-    if isinstance(source, (str, os.PathLike)):
-        with open(source, encoding="utf-8") as f:
+class LineSentences:
+    """The sentences of a text file, one a line, tokens split on white space (blank
+    lines skipped): a restartable corpus, each pass reading the file anew (gensim's
+    `LineSentence`). `Word2Vec` reads a path given as its corpus through one."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"LineSentences: no file {self.path!r}")
+
+    def __iter__(self):
+        with open(self.path, encoding="utf-8") as f:
             for line in f:
                 words = line.split()
                 if words:
                     yield words
-        return
-    for k, sentence in enumerate(source):
-        if isinstance(sentence, str):
-            raise TypeError(f"Word2Vec.fit: sentence {k} is a string; give lists of tokens "
-                            f"(or a path to a text file, one sentence a line)")
-        yield list(sentence)
+
+    def __repr__(self):
+        return f"LineSentences({self.path!r})"
+
+
+def _corpus(who, sentences, corpus_file):
+    """The restartable corpus of a call given `sentences` (token lists, or a path) or
+    gensim's `corpus_file` (a path), one of them."""
+    if (sentences is None) == (corpus_file is None):
+        raise TypeError(f"{who}: give the corpus as sentences (token lists, or a text file's "
+                        f"path) or as corpus_file (a path), one of them")
+    source = sentences if corpus_file is None else corpus_file
+    if corpus_file is not None or isinstance(source, (str, os.PathLike)):
+        return LineSentences(source)
+    return check_restartable(who, source)
 
 
 class Word2Vec:
@@ -84,7 +108,7 @@ class Word2Vec:
 
     def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
                  min_lr=1e-4, sg=True, workers=1, seed=0, *, vector_size=None, alpha=None,
-                 min_alpha=None):
+                 min_alpha=None, sentences=None, corpus_file=None):
         who = "Word2Vec"
         dim = _either(who, "dim", dim, 100, "vector_size", vector_size)
         lr = _either(who, "lr", lr, None, "alpha", alpha)
@@ -103,49 +127,56 @@ class Word2Vec:
         self.seed = check_int(who, "seed", seed, minimum=0)
         self.words, self.index, self.counts = [], {}, np.zeros(0, dtype=np.int64)
         self.vectors = self.output = None
+        self.corpus_count = self.corpus_total_words = 0
         self.history = []
         self._wv = None
+        if sentences is not None or corpus_file is not None:     # gensim trains on construction
+            self.fit(sentences, corpus_file=corpus_file)
 
     # ------------------------------------------------------------ vocabulary
 
-    def build_vocab(self, sentences):
-        """Count the words in one pass and encode the corpus; returns (tokens, sentence_ends).
+    def build_vocab(self, corpus_iterable=None, corpus_file=None):
+        """Count the words of the corpus in one pass (nothing kept per token), keep those
+        seen at least `min_count` times (ids by falling count, ties in the order first
+        seen), and draw the starting vectors; returns self. `train` then trains them.
 
-        Words seen fewer than `min_count` times are dropped; ids go by falling count.
+        corpus_iterable  token lists: a list, or a restartable iterable (an object whose
+                   __iter__ starts a new pass, as gensim's corpus readers), or a path to
+                   a text file (one sentence a line)
+        corpus_file  a path to such a file (gensim's name)
+
+        Sets `corpus_count` (sentences) and `corpus_total_words` (tokens), as gensim does.
         """
-        provisional, flat, ends = {}, [], []
-        for sentence in _sentences_of(sentences):
-            for word in sentence:
-                flat.append(provisional.setdefault(word, len(provisional)))
-            ends.append(len(flat))
-        if not flat:
-            raise ValueError("Word2Vec.fit: the corpus is empty (no sentence holds a token)")
-        flat = np.asarray(flat, dtype=np.int64)
-        counts = np.bincount(flat, minlength=len(provisional))
-        words = np.array(list(provisional), dtype=object)
+        who = "Word2Vec.build_vocab"
+        source = _corpus(who, corpus_iterable, corpus_file)
+        words, counts, n_tokens, n_sentences = count_words(source, who)
+        if not n_tokens:
+            raise ValueError(f"{who}: the corpus is empty (no sentence holds a token)")
         kept = np.flatnonzero(counts >= self.min_count)
         if kept.size < 2:
-            raise ValueError(f"Word2Vec.fit: min_count={self.min_count} leaves {kept.size} word(s) of "
-                             f"{len(provisional)}; at least 2 are needed (lower min_count)")
-        order = kept[np.lexsort((np.arange(kept.size), -counts[kept]))]
-        final = np.full(len(provisional), -1, dtype=np.int64)
-        final[order] = np.arange(order.size)
-        self.words = list(words[order])
+            raise ValueError(f"{who}: min_count={self.min_count} leaves {kept.size} word(s) of "
+                             f"{len(words)}; at least 2 are needed (lower min_count)")
+        order = kept[np.argsort(-counts[kept], kind="stable")]
+        self.words = [words[k] for k in order]
         self.index = {w: i for i, w in enumerate(self.words)}
         self.counts = counts[order]
-        mapped = final[flat]
-        keep = mapped >= 0
-        new_ends = np.cumsum(keep)[np.asarray(ends) - 1]
-        return mapped[keep], new_ends.astype(np.int64)
+        self.corpus_count, self.corpus_total_words = n_sentences, n_tokens
+        rng = np.random.default_rng(self.seed)
+        self.vectors = _initial_vectors(rng, len(self.words), self.dim)
+        self.output = np.zeros((len(self.words), self.dim), dtype=np.float32)
+        self.history = []
+        return self
 
     # ------------------------------------------------------------ training
 
-    def fit(self, sentences, callback=None, progress=None, start_method=None, device="cpu",
-            batch_size=None):
-        """Build the vocabulary from `sentences` and train; returns self.
+    def fit(self, sentences=None, callback=None, progress=None, start_method=None, device="cpu",
+            batch_size=None, *, corpus_file=None):
+        """Build the vocabulary from the corpus and train for `epochs`; returns self.
 
-        sentences  an iterable of token lists, or a path to a text file (one
-                   sentence a line, tokens split on white space).
+        sentences  token lists (a list, or a restartable iterable: an object whose
+                   __iter__ starts a new pass; the corpus is read 1 + epochs times and
+                   never held), or a path to a text file (one sentence a line, tokens
+                   split on white space); or give the path as `corpus_file`.
         callback   callback(epoch, loss, words_per_second) after each epoch; loss
                    is the epoch's mean loss per example (accumulated in float64
                    by each worker, weighted by their examples). Without a
@@ -154,7 +185,9 @@ class Word2Vec:
                    fed with the examples done in each epoch.
         start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
                    this process, the compiled loop releasing the GIL), "fork" (the
-                   default on Linux) or "spawn" (the default elsewhere).
+                   default on Linux) or "spawn" (the default elsewhere). Each worker
+                   reads the corpus itself and trains the blocks of about 10,000 tokens
+                   it claims, passing over the others.
         device     "cpu" (the default), or "cuda" / "cuda:N": train on that GPU (with
                    `workers=1`); the host draws each batch with the same compiled
                    sampler as the CPU fit (the same stream: the same seed and
@@ -173,42 +206,72 @@ class Word2Vec:
         who = "Word2Vec.fit"
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=self.lr,
-                                       min_lr=self.min_lr, epochs=self.epochs)
-        vocabulary = self.words, self.index, self.counts
+        source = _corpus(who, sentences, corpus_file)
+        before = dict(self.__dict__)
         try:
-            tokens, ends = self.build_vocab(sentences)
-            if tokens.size < 2 or np.count_nonzero(np.bincount(tokens)) < 2:
-                raise ValueError("Word2Vec.fit: fewer than 2 distinct words survive min_count")
-            rng = np.random.default_rng(self.seed)
-            n = len(self.words)
-            W = _initial_vectors(rng, n, self.dim)
-            C = np.zeros((n, self.dim), dtype=np.float32)
-            history = self._train(W, C, tokens, ends, settings, callback, progress)
+            self.build_vocab(source)
+            self.train(source, total_words=self.corpus_total_words, callback=callback, progress=progress,
+                       start_method=start_method, device=device, batch_size=batch_size)
         except BaseException:
-            self.words, self.index, self.counts = vocabulary
+            self.__dict__.update(before)
             raise
-        self.vectors, self.output, self.history = W, C, history
         return self
 
-    def _train(self, W, C, tokens, ends, settings, callback, progress):
-        """Train W and C in place for every epoch; returns the epochs' mean losses."""
-        weights = {"W": W, "C": C}
+    def train(self, corpus_iterable=None, corpus_file=None, total_examples=None, total_words=None,
+              epochs=None, start_alpha=None, end_alpha=None, *, callback=None, progress=None,
+              start_method=None, device="cpu", batch_size=None):
+        """Train the vectors of the built vocabulary (`build_vocab`, `fit` or `load`) on a
+        corpus, in place, for `epochs` (default: the model's); returns self. Words outside
+        the vocabulary are skipped; the vocabulary does not change.
+
+        The lr falls linearly from `start_alpha` to `end_alpha` (default: the model's lr and
+        min_lr) over this call's epochs, following the position in the corpus counted in
+        tokens: `total_words` (the tokens of one pass; `fit` gives the vocabulary pass's
+        count), else counted by a pass before training. `total_examples` (sentences) is
+        accepted for gensim's calls (`train(sentences, total_examples=model.corpus_count,
+        epochs=model.epochs)`) but not used: the progress counts tokens. The other
+        arguments are `fit`'s. A failure part way leaves the vectors part-trained (as
+        gensim's); `fit` keeps the model as it was.
+        """
+        who = "Word2Vec.train"
+        if self.vectors is None:
+            raise RuntimeError(f"{who}: the model has no vocabulary; call build_vocab() (or fit) first")
+        source = _corpus(who, corpus_iterable, corpus_file)
+        check_callable(who, "callback", callback)
+        check_callable(who, "progress", progress)
+        epochs = self.epochs if epochs is None else check_int(who, "epochs", epochs, minimum=1)
+        lr = self.lr if start_alpha is None else check_number(who, "start_alpha", start_alpha, above=0)
+        min_lr = self.min_lr if end_alpha is None else check_number(who, "end_alpha", end_alpha,
+                                                                    at_least=0, at_most=lr)
+        if total_examples is not None:
+            check_int(who, "total_examples", total_examples, minimum=0)
+        if total_words is None:
+            total_words = count_words(source, who)[2]
+        total_words = check_int(who, "total_words", total_words, minimum=0)
+        settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=lr,
+                                       min_lr=min_lr, epochs=epochs)
+        corpus = _Corpus(dict(self._settings(), batch=settings.batch), source, self.index, self.counts,
+                         total_words)
+        weights = {"W": self.vectors, "C": self.output}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
-            weights["claim"] = np.zeros(self.epochs, dtype=np.float64)
-        corpus = _Corpus(dict(self._settings(), batch=settings.batch), tokens, ends)
+            weights["claim"] = np.zeros(epochs, dtype=np.float64)
         history = []
         with EpochRunner(corpus, weights, settings, progress) as runner:
             start = time.perf_counter()
             # without a callback, every epoch in one run (Hogwild processes start once), unless
             # progress, which counts each epoch from 0, asks for a run per epoch
             together = callback is None and progress is None
-            for epoch, loss in runner.each(range(self.epochs), together=together):
+            for epoch, loss in runner.each(range(epochs), together=together):
                 history.append(loss)
                 if callback is not None:
-                    callback(epoch, loss, tokens.size / (time.perf_counter() - start))
+                    callback(epoch, loss, total_words / (time.perf_counter() - start))
                 start = time.perf_counter()
-        return history
+        if all(math.isnan(loss) for loss in history):
+            warnings.warn(f"{who}: nothing was trained: no sentence of the corpus kept two words of the "
+                          f"vocabulary (after the subsampling of frequent words, sample={self.sample})",
+                          RuntimeWarning, stacklevel=2)
+        self.history = history
+        return self
 
     def _settings(self):
         return {"dim": self.dim, "window": self.window, "negative": self.negative, "sample": self.sample,
@@ -301,7 +364,8 @@ class Word2Vec:
         """Save the vocabulary (as JSON text), counts, vectors and settings with `fa.save` (a .npz, atomic)."""
         self._require_trained("save")
         save({"words": json.dumps(self.words), "counts": self.counts, "vectors": self.vectors,
-              "output": self.output, "settings": {name: getattr(self, name) for name in _SAVED_SETTINGS}},
+              "output": self.output, "settings": {name: getattr(self, name) for name in _SAVED_SETTINGS},
+              "corpus": {"count": self.corpus_count, "total_words": self.corpus_total_words}},
              path)
 
     @classmethod
@@ -321,6 +385,9 @@ class Word2Vec:
                              f"{vectors.shape}")
         model.words, model.index, model.counts = words, {w: i for i, w in enumerate(words)}, counts
         model.vectors, model.output = vectors, output
+        corpus = state.get("corpus", {})        # absent from files saved before it was kept
+        model.corpus_count = int(corpus.get("count", 0))
+        model.corpus_total_words = int(corpus.get("total_words", 0))
         return model
 
     def save_word2vec_format(self, path, binary=False):
@@ -340,12 +407,15 @@ def _either(who, name, value, default, gensim_name, gensim_value):
 
 @dataclass(frozen=True)
 class _Corpus:
-    """What a worker of `Word2Vec.fit` builds its graph and draws its examples from
+    """What a worker of `Word2Vec.train` builds its graph and draws its examples from
     (picklable: `EpochRunner` sends it to Hogwild processes): the settings of its graph
-    (`_example_graph`) and sampler, and the encoded corpus."""
+    (`_example_graph`) and sampler, the restartable corpus each epoch streams, the
+    vocabulary ({word: id}) that encodes it, the words' counts and the tokens of a pass."""
     settings: dict
-    tokens: np.ndarray
-    ends: np.ndarray
+    sentences: object
+    vocabulary: dict
+    counts: np.ndarray
+    total_tokens: int
 
     def worker_graph(self, weights, settings, rank):
         return _WindowGraph(self, weights, settings.device, rank)
@@ -371,19 +441,21 @@ class _WindowGraph:
         self.parameters = {"W": W, "C": C}
         self.leaves, self.loss = _example_graph(W, C, corpus.settings, device)
         self.claims = weights["claim"].numpy().view(np.int64) if "claim" in weights else None
-        self.corpus, self.rank, self.vocab_size = corpus, rank, W.shape[0]
+        self.corpus, self.rank = corpus, rank
 
     def _sampler(self, leaves, epoch):
         """The compiled window sampler over `leaves` (the graph's, or host ones like them) for
-        this rank's epoch: the whole corpus in order, or the blocks it claims."""
-        settings = self.corpus.settings
-        common = dict(sentence_ends=self.corpus.ends, window=settings["window"], sample=settings["sample"],
-                      vocab_size=self.vocab_size, seed=[settings["seed"], epoch], rank=self.rank,
-                      workers=settings["workers"], mask=leaves[-1] if settings["batch"] > 1 else None)
-        if self.claims is not None:
-            common.update(claim=self.claims[epoch:epoch + 1], block_tokens=BLOCK_TOKENS)
+        this rank's epoch, over a stream of the corpus: the whole of it in order, or the
+        blocks this rank claims."""
+        corpus, settings = self.corpus, self.corpus.settings
+        stream = TokenStream(corpus.sentences, corpus.vocabulary, corpus.total_tokens,
+                             claim=None if self.claims is None else self.claims[epoch:epoch + 1],
+                             block_tokens=BLOCK_TOKENS)
+        common = dict(window=settings["window"], sample=settings["sample"], counts=corpus.counts,
+                      seed=[settings["seed"], epoch], rank=self.rank, workers=settings["workers"],
+                      mask=leaves[-1] if settings["batch"] > 1 else None)
         core = leaves[:-1] if settings["batch"] > 1 else leaves
-        return (SkipGramSampler if settings["sg"] else CbowSampler)(self.corpus.tokens, *core, **common)
+        return (SkipGramSampler if settings["sg"] else CbowSampler)(stream, *core, **common)
 
     def epoch_data(self, epoch):
         return self._sampler(self.leaves, epoch)
