@@ -121,3 +121,10 @@ def test_recommender_learns_with_two_workers_and_saves_a_checkpoint(tmp_path, ca
     assert state["U"].shape == (5_000, 32) and state["V"].shape == (2_000, 32)
     out = capsys.readouterr().out
     assert "precision@10" in out and "test AUC" in out and "user 0's top 5" in out
+
+
+def test_gensim_tutorial_runs_gensims_calls_unchanged(capsys):
+    vector, sims = load_example("gensim_tutorial").main()
+    assert vector.shape == (100,) and np.all(np.isfinite(vector))
+    assert len(sims) == 10 and "computer" not in [word for word, _ in sims]
+    assert "nearest 'computer'" in capsys.readouterr().out

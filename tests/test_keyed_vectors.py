@@ -126,3 +126,18 @@ def test_word2vec_takes_gensims_names_and_exposes_wv():
         wv["plum"]
     model.fit(corpus[:40])                              # a new fit: a new view
     assert model.wv is not wv and np.shares_memory(model.wv.vectors, model.vectors)
+
+
+def test_save_and_load_keep_the_words_and_vectors_and_mmap_r_is_read_only(tmp_path):
+    wv = fa.models.KeyedVectors(["a", "b", "c"], np.arange(6, dtype=np.float32).reshape(3, 2))
+    wv.save(tmp_path / "v.kv")
+    again = fa.models.KeyedVectors.load(tmp_path / "v.kv")
+    assert again.index_to_key == ["a", "b", "c"] and np.array_equal(again.vectors, wv.vectors)
+    assert again.vectors.flags.writeable
+    frozen = fa.models.KeyedVectors.load(tmp_path / "v.kv", mmap="r")
+    assert not frozen.vectors.flags.writeable and np.array_equal(frozen["b"], [2, 3])
+    with pytest.raises(ValueError, match="mmap"):
+        fa.models.KeyedVectors.load(tmp_path / "v.kv", mmap="w+")
+    fa.save({"x": np.zeros(2)}, tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="is not saved KeyedVectors"):
+        fa.models.KeyedVectors.load(tmp_path / "other.npz")

@@ -207,6 +207,7 @@ class Word2Vec:
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
         source = _corpus(who, sentences, corpus_file)
+        RunSettings.for_fit(who, self.workers, start_method, device, batch_size)    # bad settings: before any pass
         before = dict(self.__dict__)
         try:
             self.build_vocab(source)
