@@ -24,8 +24,8 @@ from setuptools.command.sdist import sdist
 
 #: The compiled modules fastad needs: fastad_cy/<name>.pyx becomes fastad_cy.<name>.
 COMPILED_MODULES = ("conv", "dropout", "elementwise", "fastmath", "feeds", "fused", "graph", "linalg", "losses",
-                    "model_losses", "optim", "pairs", "reduction", "sampler", "shape", "sparse", "train",
-                    "windows")
+                    "model_losses", "optim", "pairs", "reduction", "sampler", "shape", "sparse", "text",
+                    "train", "windows")
 
 #: The oldest Cython and NumPy to compile with, as in pyproject's build-system.requires.
 #: Extensions built against NumPy 2 also import under NumPy 1.23 and later, not the

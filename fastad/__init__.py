@@ -27,7 +27,7 @@ from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
 from fastad.random import manual_seed
-from fastad import optim, nn, io, data, metrics, models, hogwild, distributed, cuda
+from fastad import optim, nn, io, data, metrics, models, hogwild, distributed, cuda, text
 from fastad.nn.attention import scaled_dot_product_attention
 
 __version__ = "0.1.0"
@@ -40,7 +40,7 @@ __all__ = [
     "vector_dot", "take", "ranking_margin", "ranking_loss", "gather_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
     "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",
     "gradcheck", "save", "load", "to_dot",
-    "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed",
+    "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text",
     "cuda", "scaled_dot_product_attention",
     "min", "norm", "var", "std", "argmax", "argmin", "cumsum", "expand_dims", "squeeze", "split",
     "flip", "tile", "einsum", "take_along_axis",
