@@ -25,9 +25,9 @@ ceiling is the machine's (two vCPUs that slow each other down: a shared memory
 system, a lower clock with both busy, other tenants).
 
 Skip-gram (`fa.models.Word2Vec` beside gensim's when installed, the settings of
-bench/peers.py) is timed in this process, training alone: fastad's epoch as its
-`callback` reports it, gensim's `train()` after `build_vocab()`, with one thread and
-with two on one model, alternated in rounds. The vocabulary pass that both run
+bench/peers.py) is timed in this process, training alone: each library's `train()`
+after `build_vocab()` (both read and encode the corpus as they train), with one thread
+and with two on one model, alternated in rounds. The vocabulary pass that both run
 first holds the GIL, so it is left out.
 
 Run: python bench/two_cores.py [--quick]
@@ -150,8 +150,8 @@ def run(quick=False):
 
 def _sgns_training_seconds(sentences, threads, gensim=False):
     """Seconds of one skip-gram epoch's training (bench/peers.py's settings; the vocabulary
-    pass before it left out) with `threads` threads on one model: fastad's Word2Vec.fit as
-    its callback times the epoch, or gensim's train() after build_vocab()."""
+    pass before it left out) with `threads` threads on one model: fastad's Word2Vec.train
+    after build_vocab(), as gensim's."""
     import peers
     if gensim:
         model = peers.gensim_sgns(threads)
@@ -159,11 +159,11 @@ def _sgns_training_seconds(sentences, threads, gensim=False):
         start = time.perf_counter()
         model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
         return time.perf_counter() - start
-    rates = []
     model = peers.fastad_sgns(threads)
-    model.fit(sentences, start_method="threads", batch_size=1,
-              callback=lambda epoch, loss, tokens_per_second: rates.append(tokens_per_second))
-    return int(model.counts.sum()) / rates[0]
+    model.build_vocab(sentences)
+    start = time.perf_counter()
+    model.train(sentences, total_words=model.corpus_total_words, start_method="threads", batch_size=1)
+    return time.perf_counter() - start
 
 
 def sgns_rows(quick):

@@ -27,6 +27,7 @@ from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
 from fastad.random import manual_seed
+from fastad.progress import progress_bar
 from fastad import optim, nn, io, data, metrics, models, hogwild, distributed, cuda, text
 from fastad.nn.attention import scaled_dot_product_attention
 
@@ -43,5 +44,5 @@ __all__ = [
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text",
     "cuda", "scaled_dot_product_attention",
     "min", "norm", "var", "std", "argmax", "argmin", "cumsum", "expand_dims", "squeeze", "split",
-    "flip", "tile", "einsum", "take_along_axis",
+    "flip", "tile", "einsum", "take_along_axis", "progress_bar",
 ]

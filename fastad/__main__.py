@@ -37,7 +37,7 @@ def main(argv=None):
     before = fa.metrics.evaluate(model, test, train=train, k=10, users=ranked_users)
     start = time.perf_counter()
     model.fit(train, epochs=1, samples=args.examples, workers=args.workers, lr=0.1, seed=0,
-              progress=fa.hogwild.progress_bar(args.examples, sys.stdout))
+              progress=fa.progress_bar(args.examples, stream=sys.stdout))
     rate = args.examples / (time.perf_counter() - start)
     after = fa.metrics.evaluate(model, test, train=train, k=10, users=ranked_users)
     print(f"test AUC      {before['auc']:.3f} -> {after['auc']:.3f}   (0.5 is chance)")

@@ -51,6 +51,7 @@ import numpy as np
 
 from fastad_cy.graph import Parameter, register_shared_handles
 from fastad.checks import check_choice, look_up
+from fastad.progress import ProgressRate, progress_bar
 
 __all__ = ["share", "run", "sync_step", "report", "progress_bar", "ArrayHandle", "SharedArray",
            "SharedArrays", "InProcessArray", "InProcessArrays", "share_for", "in_place", "WorkerError",
@@ -580,56 +581,20 @@ def report(n=1):
 
 def train_progress(per_example=1):
     """A `progress` callable for `fastad.train` in a worker: `fa.train` passes the examples
-    done so far, and this adds the ones since its last call to `report`, each counting as
-    `per_example` (the triples or pairs of a graph that trains several a step).
+    done so far (and its rate, which `run` measures itself), and this adds the ones since
+    its last call to `report`, each counting as `per_example` (the triples or pairs of a
+    graph that trains several a step).
 
     >>> fa.train(loss, opt, sampler, progress=fa.hogwild.train_progress(), report_every=10_000)
     """
     reported = 0
 
-    def progress(done):
+    def progress(done, per_second):
         nonlocal reported
         report((done - reported) * per_example)
         reported = done
 
     return progress
-
-
-def progress_bar(total, stream=None, width=30):
-    """A `progress` callback for `run` that draws a one-line bar with examples/s.
-
-    `total` is the number of examples the workers will report in all. The bar
-    redraws in place (carriage return) on `stream` (default sys.stderr) and
-    ends its line when `total` is reached.
-
-    >>> fa.hogwild.run(worker, workers=4, args=(shared, data), progress=fa.hogwild.progress_bar(len(data)))
-    """
-    if total <= 0:
-        raise ValueError(f"progress_bar: total must be > 0, got {total!r}")
-    out = stream if stream is not None else sys.stderr
-
-    def show(done, per_second):
-        filled = int(width * min(done, total) / total)
-        out.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done:>11,}/{total:,} examples"
-                  f"  {per_second:>12,.0f} examples/s")
-        if done >= total:
-            out.write("\n")
-        out.flush()
-
-    return show
-
-
-class ProgressRate:
-    """Calls `progress(done, examples_per_second)` with the examples `done` so far, the rate
-    over the time since its previous call (or since it was made, at `done`)."""
-
-    def __init__(self, progress, done=0):
-        self.progress, self.time, self.done = progress, time.monotonic(), done
-
-    def __call__(self, done):
-        now = time.monotonic()
-        self.progress(done, (done - self.done) / max(now - self.time, 1e-9))
-        self.time, self.done = now, done
 
 
 # ------------------------------------------------------- synchronised mode
@@ -1029,10 +994,11 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
     here with the worker's rank and traceback; if one dies (os._exit, a
     signal), the others are stopped and `WorkerError` gives its exit code. On
     Ctrl-C, or any error in the parent, the workers are terminated too, and a
-    worker dies with the parent. `progress(examples_done, examples_per_second)`,
-    if given, is called about every `progress_interval` seconds and once at the
-    end with the totals that workers add with `report(n)`; the rate is over the
-    time since the previous call.
+    worker dies with the parent. `progress(done, per_second)`, if given (the
+    protocol of `fa.train` and every `fit`; `fa.progress_bar(total)` draws it),
+    is called about every `progress_interval` seconds and once at the end with
+    the examples that workers add with `report(n)` (`fa.hogwild.train_progress`
+    does it from `fa.train`); the rate is over the time since the previous call.
 
     `mode="hogwild"` (the default) leaves the workers to update the shared
     Parameters whenever they like, without locks. `mode="synchronized"` makes

@@ -26,6 +26,7 @@ def scheduled_lr(rule: str, base: float, a: float, b: float, step: int,
 
 def train(loss: Variable, optimizer: _Steppable, feeds: _Feeds | Sampler, epochs: int = 1,
           shuffle: bool = False, seed: int | None = None,
-          progress: Callable[[int], object] | None = None,
+          progress: Callable[[int, float], object] | None = None,
           report_every: int = 100_000, lr_schedule: _CompiledSchedule | None = None,
-          schedule_every: int = 1) -> list[float]: ...
+          schedule_every: int = 1,
+          callback: Callable[[int, float], object] | None = None) -> list[float]: ...

@@ -6,6 +6,7 @@ steps over whole feed arrays with no Python between them, which is what makes
 a million sparse examples a second per core possible (and what Hogwild
 workers call on their shard).
 """
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -159,10 +160,12 @@ cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
 cdef struct Loop:
     # One run of `train`: its settings and counters (the objects are borrowed: train holds them).
     PyObject* python_optimizer   # any object with step() and zero_grad(), when not a fastad one
-    PyObject* progress           # callable(examples_done), or NULL
+    PyObject* progress           # callable(done, per_second), or NULL
     Py_ssize_t report_every, schedule_every, epochs
     Schedule schedule
     Py_ssize_t done
+    Py_ssize_t reported          # `done` at the last progress report (0 before the first)
+    double reported_at           # time.monotonic() then (or at the start of the run)
     long long schedule_steps
     double total                 # the loss summed over the current epoch
 
@@ -198,12 +201,28 @@ cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optim
         loop.done += 1
         if loop.progress != NULL and loop.done % loop.report_every == 0:
             with gil:
-                (<object>loop.progress)(loop.done)
+                _report_progress(loop)
+    return 0
+
+
+cdef int _report_progress(Loop* loop) except -1:
+    """progress(examples done in the run, examples a second since the last report): the
+    clock is read only here, when a report is due, never per example."""
+    cdef double now = time.monotonic()
+    (<object>loop.progress)(loop.done, (loop.done - loop.reported) / max(now - loop.reported_at, 1e-9))
+    loop.reported, loop.reported_at = loop.done, now
+    return 0
+
+
+cdef int _check_callable(str name, object value) except -1:
+    if value is not None and not callable(value):
+        raise TypeError(f"train: {name} must be callable or None, got {value!r} ({type(value).__name__})")
     return 0
 
 
 def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=None,
-          Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1):
+          Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1,
+          callback=None):
     """Train by replaying one graph per example, in compiled code.
 
     For each example: the sampler writes it into the graph's leaves, then
@@ -219,8 +238,14 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
                `shuffle` and `seed` (which it checks); or a sampler (`fa.data.FeedSampler`,
                `PairwiseSampler`, `SkipGramSampler`).
     epochs     passes over the data (a sampler's epoch: see its docstring).
-    progress   optional callable(examples_done) called every `report_every`
-               examples and at the end.
+    progress   optional `progress(done, per_second)` (`fa.progress_bar(total)`, the
+               protocol of `fa.hogwild.run` and every `fit`): the examples done so
+               far in the run, counting on across epochs, and the rate since the
+               previous report; called every `report_every` examples and once at
+               the end with the run's total (epochs x the sampler's examples).
+    callback   optional `callback(epoch, loss)` after each epoch: epochs numbered
+               from 1, `loss` the epoch's mean loss per example (per replay of the
+               graph), as the list `train` returns has it.
     lr_schedule  a fastad scheduler of `optimizer` (StepLR, CosineAnnealingLR,
                LinearWarmup, LinearDecay) applied inside the loop: one scheduler
                step every `schedule_every` examples; LinearDecay without
@@ -261,6 +286,8 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     check_int("train", "epochs", epochs, 0)
     check_int("train", "report_every", report_every, 1)
     check_int("train", "schedule_every", schedule_every, 1)
+    _check_callable("progress", progress)
+    _check_callable("callback", callback)
     cdef Sampler sampler
     if isinstance(feeds, Sampler):
         if shuffle or seed is not None:
@@ -282,14 +309,14 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     cdef list claimed = claim_parameters("train", plan.params + (fast_opt.params if fast_opt is not None else []))
     try:
         return _train(root, plan, optimizer, fast_opt, sampler, epochs, progress, report_every,
-                      lr_schedule, schedule_every, schedule)
+                      lr_schedule, schedule_every, schedule, callback)
     finally:
         release_parameters(claimed)
 
 
 cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt, Sampler sampler,
                   Py_ssize_t epochs, object progress, Py_ssize_t report_every, object lr_schedule,
-                  Py_ssize_t schedule_every, Schedule schedule):
+                  Py_ssize_t schedule_every, Schedule schedule, object callback):
     """train's run, its Parameters claimed for this thread."""
     _check_sampled_ids(root, sampler)
     cdef Loop loop
@@ -298,7 +325,8 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
     loop.report_every, loop.schedule_every = report_every, schedule_every
     loop.schedule = schedule
     loop.epochs = epochs
-    loop.done = 0
+    loop.done = loop.reported = 0
+    loop.reported_at = time.monotonic()
     loop.schedule_steps = 0
     cdef Py_ssize_t epoch = 0
     means = []
@@ -314,12 +342,15 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
             with nogil:
                 _run_epoch(&loop, sampler, plan, root, fast_opt, epoch)
             sampler.end_epoch()
-            means.append(loop.total / sampler.epoch_examples if sampler.epoch_examples else float("nan"))
-        if progress is not None and loop.done % report_every:
-            progress(loop.done)
+            mean = loop.total / sampler.epoch_examples if sampler.epoch_examples else float("nan")
+            means.append(mean)
+            if callback is not None:
+                callback(epoch + 1, mean)
+        if progress is not None and (loop.done == 0 or loop.done % report_every):
+            _report_progress(&loop)
     except (IndexError, FloatingPointError) as err:
         # Name the example (a bad id, a NaN); the examples before it have been applied.
-        raise type(err)(f"train: epoch {epoch}, {sampler.where()}: {err}") from err
+        raise type(err)(f"train: epoch {epoch + 1}, {sampler.where()}: {err}") from err
     finally:
         sampler.set_row_prefetches([])
         for param in applied:

@@ -1,6 +1,5 @@
-"""The `python -m fastad` demo, the Hogwild progress bar and bench's PyTorch BPR comparator."""
+"""The `python -m fastad` demo and bench's PyTorch BPR comparator (the progress bar: test_progress_protocol.py)."""
 import importlib.util
-import io
 import os
 
 import pytest
@@ -35,18 +34,6 @@ def test_demo_help_names_only_what_runs_from_an_installed_package(capsys):
 def test_demo_rejects_bad_arguments():
     with pytest.raises(SystemExit):
         demo_main(["--workers", "0"])
-
-
-def test_progress_bar_draws_and_ends_its_line():
-    out = io.StringIO()
-    bar = fa.hogwild.progress_bar(100, out, width=10)
-    bar(50, 1234.0)
-    bar(100, 2000.0)
-    text = out.getvalue()
-    assert "[#####.....]" in text and "1,234 examples/s" in text
-    assert text.endswith("\n") and "[##########]" in text
-    with pytest.raises(ValueError, match="total must be > 0"):
-        fa.hogwild.progress_bar(0)
 
 
 def test_torch_bpr_comparator_runs():

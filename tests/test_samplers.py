@@ -525,7 +525,7 @@ def rows_loaded_ahead(loss, opt, sampler):
     ahead while fa.train runs it (read by a progress callback), and those after the run."""
     during = []
     fa.train(loss, opt, sampler, report_every=1,
-             progress=lambda done: during.append(sampler._row_prefetch_targets()))
+             progress=lambda done, per_second: during.append(sampler._row_prefetch_targets()))
     return set(during[0]), sampler._row_prefetch_targets()
 
 
@@ -557,7 +557,7 @@ def test_rows_loaded_ahead_are_let_go_when_the_loop_fails():
     U, V, (u, i, j), loss = bpr_graph(30, 40)
     sampler = PairwiseSampler(random_interactions(), u, i, j, seed=0, examples=3)
 
-    def fail(done):
+    def fail(done, per_second):
         raise RuntimeError("stopped by progress")
 
     with pytest.raises(RuntimeError, match="stopped by progress"):

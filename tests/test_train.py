@@ -137,8 +137,8 @@ def test_progress_is_reported_and_a_python_optimizer_works():
             for p in self.params:
                 p.zero_grad()
 
-    fa.train(loss, PlainSGD(model.parameters()), feeds(train), epochs=2, progress=seen.append,
-             report_every=100)
+    fa.train(loss, PlainSGD(model.parameters()), feeds(train), epochs=2,
+             progress=lambda done, per_second: seen.append(done), report_every=100)
     assert seen == [100, 200, 300, 400, 500]
 
 
@@ -245,7 +245,7 @@ def test_errors_inside_the_loop_name_the_feed_row_and_bad_arguments_are_clear():
     assert not E.value.any() and ix.value.tolist() == [0]     # checked before the first example
     nan_feed = fa.Input(np.ones(1))
     nan_loss = fa.sum(E[ix] + fa.log(nan_feed))
-    with fa.detect_anomaly(), pytest.raises(FloatingPointError, match="epoch 0, row 2 of the feeds"):
+    with fa.detect_anomaly(), pytest.raises(FloatingPointError, match="epoch 1, row 2 of the feeds"):
         fa.train(nan_loss, opt, {ix: np.zeros(4, dtype=np.int64), nan_feed: np.array([1.0, 2.0, -1.0, 3.0])})
     with pytest.raises(TypeError, match="feeds must be a dict"):
         fa.train(loss, opt, [(ix, np.zeros(3, dtype=np.int64))])

@@ -35,7 +35,7 @@ def test_fit_learns_the_topics_deterministically_with_one_worker():
     corpus = topics_corpus()
     settings = dict(dim=16, window=3, negative=4, min_count=1, sample=0, epochs=5, seed=3)
     losses = []
-    model = fa.models.Word2Vec(**settings).fit(corpus, callback=lambda e, loss, wps: losses.append(loss))
+    model = fa.models.Word2Vec(**settings).fit(corpus, callback=lambda e, loss: losses.append(loss))
     assert len(losses) == 5 and losses[-1] < losses[0] and model.history == losses
     near = [w for w, _ in model.most_similar("a0", topn=5)]
     assert all(w.startswith("a") for w in near) and "a0" not in near
@@ -82,8 +82,8 @@ def test_every_epoch_of_hogwild_workers_walks_the_corpus_and_reports_progress():
 
 
 def test_hogwild_workers_start_once_a_fit_unless_the_epochs_are_watched(monkeypatch):
-    """Without a callback (which reads the vectors between epochs) or a progress (which
-    counts each epoch from 0), every epoch trains in one run of the workers."""
+    """Without a callback (which reads the vectors between epochs), every epoch trains in one
+    run of the workers; a progress counts on across the epochs of that run."""
     runs = []
     run = fa.hogwild.run
 
@@ -93,8 +93,8 @@ def test_hogwild_workers_start_once_a_fit_unless_the_epochs_are_watched(monkeypa
 
     monkeypatch.setattr(fa.hogwild, "run", counted)
     settings = dict(dim=8, window=3, negative=2, min_count=1, sample=0, epochs=3, seed=1, workers=2)
-    for watch, starts in (({}, 1), ({"callback": lambda epoch, loss, wps: None}, 3),
-                          ({"progress": lambda done, rate: None}, 3)):
+    for watch, starts in (({}, 1), ({"callback": lambda epoch, loss: None}, 3),
+                          ({"progress": lambda done, rate: None}, 1)):
         runs.clear()
         model = fa.models.Word2Vec(**settings).fit(topics_corpus(), start_method="threads", **watch)
         assert runs == ["threads"] * starts and len(model.history) == 3

@@ -135,11 +135,14 @@ class Recommender(Module):
         when there is a `callback`), so `recommend` and the rest read numpy as
         after a CPU fit.
 
-        `callback(epoch, loss)`, if given, runs after each epoch (1-based),
-        with the model holding that epoch's weights; `progress(examples_done,
-        examples_per_second)` is called during training (e.g.
-        `fa.hogwild.progress_bar(epochs * samples)`). Every argument is
-        checked before any weight changes.
+        `callback(epoch, loss)`, if given, runs after each epoch (numbered from
+        1), with the epoch's mean loss per triple and the model holding that
+        epoch's weights; `progress(done, per_second)` is called during training
+        with the triples trained so far in the fit, counting on across epochs
+        (an epoch's `samples` rounded up to whole batches per worker), and the
+        rate (e.g. `fa.progress_bar(epochs * samples)`): the protocol of
+        `fa.train` and `fa.hogwild.run`. Every argument is checked before any
+        weight changes.
 
         >>> likes = fa.data.planted_interactions(1000, 500, per_user=20)
         >>> train, test = fa.data.train_test_split(likes, 0.2)

@@ -29,6 +29,7 @@ from fastad import hogwild
 from fastad.checks import check_choice, check_int
 from fastad.cuda import check_device
 from fastad.optim import SGD, Adagrad, Adam, LinearDecay
+from fastad.progress import ProgressRate
 
 __all__ = ["OPTIMIZERS", "RunSettings", "EpochRunner", "run_worker"]
 
@@ -49,9 +50,8 @@ class RunSettings:
                     over `epochs` epochs, within an epoch every `schedule_every` steps
                     with the sampler's progress (word2vec's schedule)
     first_epoch     the number of the first epoch (0, or 1 as `Recommender.fit` counts)
-    samples         the examples an epoch draws, split among the workers (`share`), so
-                    that `progress` counts on across epochs; None: the model's data
-                    decides, and `progress` counts each epoch from 0
+    samples         the examples an epoch draws, split among the workers (`share`);
+                    None: the model's data decides
     """
     who: str
     batch: int
@@ -101,14 +101,6 @@ class RunSettings:
         index, drop = epoch - self.first_epoch, self.lr - self.min_lr
         return self.lr - drop * index / self.epochs, self.lr - drop * (index + 1) / self.epochs
 
-    def examples_before(self, epoch):
-        """The examples that the epochs before `epoch` trained, as `progress` counts them: each
-        worker's share of `samples` rounded up to whole batches, per epoch."""
-        if self.samples is None:
-            return 0
-        per_epoch = sum(-(-self.share(rank) // self.batch) * self.batch for rank in range(self.workers))
-        return (epoch - self.first_epoch) * per_epoch
-
 
 class EpochRunner:
     """Trains `model`'s epochs over `weights` ({name: numpy array}) as `settings` say:
@@ -117,13 +109,15 @@ class EpochRunner:
     One worker on the CPU trains the arrays themselves with one graph and optimizer
     for the whole fit; workers > 1 train them in threads (in place) or in processes
     (a copy in shared memory, copied back after each run of epochs); a device trains a
-    copy there, copied back after each run. `progress(examples_done, examples_per_second)`
-    is called during training.
+    copy there, copied back after each run. `progress(done, per_second)` is called during
+    training with the examples done since the runner was made: the count goes on across
+    epochs and runs (each step counting `settings.batch` examples).
     """
 
     def __init__(self, model, weights, settings, progress=None):
         self.model, self.weights, self.settings, self.progress = model, weights, settings, progress
         self.shared = self.worker = None
+        self.reported = 0       # the `done` that `progress` heard last: the runs before end there
 
     def __enter__(self):
         settings = self.settings
@@ -151,7 +145,7 @@ class EpochRunner:
     def _run(self, epochs):
         """Train `epochs` (a range); returns their mean losses per example."""
         if self.worker is not None:
-            results = [self.worker.run(epochs, self._reporter)]
+            results = [self.worker.run(epochs, self._epoch_reporter)]
             if self.settings.device != "cpu":
                 for name, parameter in self.worker.graph.parameters.items():
                     self.weights[name][...] = parameter.numpy()
@@ -159,26 +153,32 @@ class EpochRunner:
             results = hogwild.run(run_worker, workers=self.settings.workers,
                                   start_method=self.settings.start_method,
                                   args=(self.shared, self.settings, self.model, epochs),
-                                  progress=self._counted_from(epochs[0]))
+                                  progress=self._run_reporter())
             if not hogwild.in_place(self.shared):
                 for name, array in self.weights.items():
                     array[...] = self.shared[name].numpy()
         return [_mean_loss(results, i) for i in range(len(epochs))]
 
-    def _counted_from(self, epoch):
-        """`progress` for `hogwild.run`, counting on from the examples before `epoch`."""
+    def _run_reporter(self):
+        """`progress` for one `hogwild.run` (examples counted from 0), counting on from the
+        runs before; None without `progress`."""
         if self.progress is None:
             return None
-        before = self.settings.examples_before(epoch)
-        return lambda done, per_second: self.progress(before + done, per_second)
+        before = self.reported
+        return lambda done, per_second: self._report(before + done, per_second)
 
-    def _reporter(self, epoch):
-        """The `progress(steps)` of one epoch in this process, or None without `progress`."""
+    def _epoch_reporter(self):
+        """`progress(steps, steps_per_second)` for one epoch in this process (`fa.train`'s, or
+        the device loop's, steps counted from 0), in examples counting on from the epochs
+        before; None without `progress`."""
         if self.progress is None:
             return None
-        before = self.settings.examples_before(epoch)
-        rate = hogwild.ProgressRate(self.progress, before)
-        return lambda steps: rate(before + steps * self.settings.batch)
+        before, batch = self.reported, self.settings.batch
+        return lambda steps, per_second: self._report(before + steps * batch, per_second * batch)
+
+    def _report(self, done, per_second):
+        self.reported = done
+        self.progress(done, per_second)
 
 
 def _mean_loss(results, i):
@@ -200,7 +200,7 @@ def run_worker(rank, shared, settings, model, epochs):
     training time}`."""
     # fa.train's progress reported to hogwild.run's
     return _Worker(model, shared, settings, rank).run(
-        epochs, lambda epoch: hogwild.train_progress(per_example=settings.batch))
+        epochs, lambda: hogwild.train_progress(per_example=settings.batch))
 
 
 class _Worker:
@@ -213,11 +213,12 @@ class _Worker:
         self.optimizer = OPTIMIZERS[name](list(self.graph.parameters.values()), lr=settings.lr)
 
     def run(self, epochs, progress_of):
-        """Train `epochs`; `progress_of(epoch)` gives the epoch's `progress(steps)` or None."""
+        """Train `epochs`; `progress_of()`, called as each epoch starts, gives its
+        `progress(steps, steps_per_second)`, or None."""
         start, losses, examples = time.perf_counter(), [], []
         train_epoch = self._train_on_cpu if self.settings.device == "cpu" else self._train_on_device
         for epoch in epochs:
-            mean, data = train_epoch(epoch, progress_of(epoch))
+            mean, data = train_epoch(epoch, progress_of())
             loss, n = self.graph.epoch_loss(mean, data)
             losses.append(loss)
             examples.append(n)
@@ -248,6 +249,7 @@ class _Worker:
         rule = None if schedule is None else schedule.compiled_rule()
         sampler = graph.device_sampler(epoch)
         total, before, steps = None, 0.0, 0
+        report = None if progress is None else ProgressRate(progress)
         for steps, drawn in enumerate(sampler.epoch(), 1):
             if rule is not None and (steps - 1) % settings.schedule_every == 0:
                 optimizer.lr = scheduled_lr(*rule, 0, before)     # the epoch's share before this batch
@@ -261,8 +263,8 @@ class _Worker:
             total = graph.loss.value.astype(np.float64) if total is None else total + graph.loss.value
             if rule is not None:
                 before = sampler.progress()
-            if progress is not None and steps % settings.report_every == 0:
-                progress(steps)
-        if progress is not None and steps % settings.report_every:
-            progress(steps)
+            if report is not None and steps % settings.report_every == 0:
+                report(steps)
+        if report is not None and (steps == 0 or steps % settings.report_every):
+            report(steps)
         return (float(total) / steps if steps else math.nan), sampler

@@ -6,7 +6,6 @@ streamed: a vocabulary pass counts the words, and each epoch encodes it block by
 import json
 import math
 import os
-import time
 import warnings
 from dataclasses import dataclass
 
@@ -177,12 +176,13 @@ class Word2Vec:
                    __iter__ starts a new pass; the corpus is read 1 + epochs times and
                    never held), or a path to a text file (one sentence a line, tokens
                    split on white space); or give the path as `corpus_file`.
-        callback   callback(epoch, loss, words_per_second) after each epoch; loss
-                   is the epoch's mean loss per example (accumulated in float64
-                   by each worker, weighted by their examples). Without a
-                   callback (and a progress), Hogwild processes start once a fit.
-        progress   a `fa.hogwild.progress_bar(total)`-style callable(done, per_second)
-                   fed with the examples done in each epoch.
+        callback   callback(epoch, loss) after each epoch, epochs counted from 1, as
+                   every fit and `fa.train` call it; loss is the epoch's mean loss per
+                   example (accumulated in float64 by each worker, weighted by their
+                   examples). Without a callback, Hogwild processes start once a fit.
+        progress   progress(done, per_second), as `fa.progress_bar(total)`: the
+                   examples (skip-gram pairs or CBOW centres) done so far, counting on
+                   across epochs, and the rate.
         start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
                    this process, the compiled loop releasing the GIL), "fork" (the
                    default on Linux) or "spawn" (the default elsewhere). Each worker
@@ -258,15 +258,11 @@ class Word2Vec:
             weights["claim"] = np.zeros(epochs, dtype=np.float64)
         history = []
         with EpochRunner(corpus, weights, settings, progress) as runner:
-            start = time.perf_counter()
-            # without a callback, every epoch in one run (Hogwild processes start once), unless
-            # progress, which counts each epoch from 0, asks for a run per epoch
-            together = callback is None and progress is None
-            for epoch, loss in runner.each(range(epochs), together=together):
+            # without a callback, every epoch in one run (Hogwild processes start once)
+            for epoch, loss in runner.each(range(epochs), together=callback is None):
                 history.append(loss)
                 if callback is not None:
-                    callback(epoch, loss, total_words / (time.perf_counter() - start))
-                start = time.perf_counter()
+                    callback(epoch + 1, loss)
         if all(math.isnan(loss) for loss in history):
             warnings.warn(f"{who}: nothing was trained: no sentence of the corpus kept two words of the "
                           f"vocabulary (after the subsampling of frequent words, sample={self.sample})",

@@ -65,6 +65,21 @@ def test_bpr_on_the_device_ranks_as_well_as_on_the_cpu(backend, likes):
     assert all(not set(ids[u]) & set(train[u].indices) for u in (0, 1))   # liked items left out
 
 
+@pytest.mark.parametrize("callback", [False, True], ids=["epochs together", "a run per epoch"])
+def test_a_device_fit_follows_the_progress_and_callback_protocol(backend, callback):
+    # The device loop reports as fa.train does: examples counting on across epochs (each
+    # step a batch), at least once an epoch, the last at the fit's total; epochs from 1.
+    matrix = fa.data.planted_interactions(40, 30, per_user=4, seed=1)
+    done, rates, epochs = [], [], []
+    settings = {"callback": lambda epoch, loss: epochs.append(epoch)} if callback else {}
+    fa.models.BPR(40, 30, dim=8).fit(matrix, epochs=3, device="cuda", batch_size=16,
+                                     progress=lambda n, rate: (done.append(n), rates.append(rate)),
+                                     **settings)
+    assert done == sorted(done) and len(done) >= 3 and all(rate > 0 for rate in rates)
+    assert done[-1] == 3 * -(-matrix.nnz // 16) * 16
+    assert epochs == ([1, 2, 3] if callback else [])
+
+
 def test_two_tower_fits_on_the_device(backend, likes):
     train, test = likes
     rng = np.random.default_rng(0)
@@ -135,7 +150,7 @@ def test_word2vec_on_the_device_learns_as_well_as_on_the_cpu(backend, sg):
     cpu = fa.models.Word2Vec(**settings).fit(train)
     losses = []
     dev = fa.models.Word2Vec(**settings).fit(train, device="cuda", batch_size=256,
-                                             callback=lambda epoch, loss, wps: losses.append(loss))
+                                             callback=lambda epoch, loss: losses.append(loss))
     assert dev.history == losses and len(losses) == 3 and losses[-1] < losses[0]
     assert isinstance(dev.vectors, np.ndarray) and dev.vectors.dtype == np.float32
     assert heldout_loss(dev, held) < heldout_loss(cpu, held) + 0.05, (heldout_loss(dev, held),
@@ -172,7 +187,7 @@ def test_word2vec_device_errors_and_a_failed_fit_keep_the_model(backend):
     with pytest.raises(ValueError, match="workers must be 1, got 2"):
         fa.models.Word2Vec(min_count=1, workers=2).fit(corpus, device="cuda")
 
-    def fail(epoch, loss, wps):
+    def fail(epoch, loss):
         raise KeyboardInterrupt("stop")
 
     with pytest.raises(KeyboardInterrupt):
