@@ -80,6 +80,8 @@ class Recommender(Module):
     """
 
     liked = None
+    iterations = 1          # fit's default epochs (BPR built implicit's way: its iterations)
+    learning_rate = 0.05    # fit's default lr
 
     @classmethod
     def _around(cls, config, weights):
@@ -95,11 +97,18 @@ class Recommender(Module):
         negatives drawn as `negatives` says, or None to train on precomputed triples."""
         return None
 
-    def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
+    def _size_for(self, shape):
+        """Make the weights for a user x item matrix of `shape`, if the model has none yet
+        (a `BPR` built implicit's way, without sizes); `fit` calls it once the matrix is checked."""
+
+    def fit(self, interactions, epochs=None, workers=1, lr=None, optimizer="sgd", seed=0, samples=None,
             callback=None, progress=None, start_method=None, device="cpu", batch_size=None,
             negatives="uniform"):
         """Train on a scipy user x item matrix with the BPR loss; returns the model (as
         implicit's, gensim's and scikit-learn's fit do), its `history` the mean loss per epoch.
+        `epochs` and `lr` default to the model's `iterations` and `learning_rate` (1 and
+        0.05, or implicit's 100 and 0.01 for a `BPR` built implicit's way). A model built
+        without sizes is sized by its first fit, from the matrix's shape.
 
         Each epoch draws `samples` triples (default: one per interaction) by
         `fa.data.sample_triples`' rule (users by interaction; negatives among
@@ -147,21 +156,23 @@ class Recommender(Module):
         >>> model.fit(train, epochs=5, workers=2, lr=0.1)
         """
         who = f"{type(self).__name__}.fit"
-        matrix = check_interactions(interactions, who, shape=(self.n_users, self.n_items))
+        matrix = check_interactions(interactions, who, shape=None if self.n_users is None else
+                                    (self.n_users, self.n_items))
         require_negatives(matrix, who, negatives=negatives)
-        epochs = check_int(who, "epochs", epochs)
+        epochs = check_int(who, "epochs", self.iterations if epochs is None else epochs)
         workers = check_int(who, "workers", workers)
         samples = matrix.nnz if samples is None else check_int(who, "samples", samples)
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's triples")
         seed = fastad_random.seed_of(who, seed)
-        lr = check_number(who, "lr", lr, above=0)
+        lr = check_number(who, "lr", self.learning_rate if lr is None else lr, above=0)
         check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
         settings = RunSettings.for_fit(who, workers, start_method, device, batch_size, samples=samples,
                                        optimizer=optimizer, lr=lr, first_epoch=1)
+        self._size_for(matrix.shape)
         self.liked = matrix
         # the matrix laid out once for every epoch's and worker's sampler
         fitting = _Fitting(type(self), self.config(), Interactions(matrix), seed, negatives)
