@@ -121,3 +121,12 @@ def test_recommender_learns_with_two_workers_and_saves_a_checkpoint(tmp_path, ca
     assert state["U"].shape == (5_000, 32) and state["V"].shape == (2_000, 32)
     out = capsys.readouterr().out
     assert "precision@10" in out and "test AUC" in out and "user 0's top 5" in out
+
+
+def test_implicit_tutorial_runs_implicits_calls_and_learns(capsys):
+    result = load_example("implicit_tutorial").main(["--users", "400", "--items", "120",
+                                                     "--iterations", "15"])
+    assert len(result["recommended"]) == 10 and not set(result["recommended"]) & result["liked"]
+    assert result["related"][0] == 0                    # implicit's similar_items lists the item first
+    assert result["hit_rate"] > 2 * 10 / 120            # well above chance (0.08)
+    assert "held-out check" in capsys.readouterr().out

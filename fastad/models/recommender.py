@@ -175,7 +175,7 @@ class Recommender(Module):
         self._size_for(matrix.shape)
         self.liked = matrix
         # the matrix laid out once for every epoch's and worker's sampler
-        fitting = _Fitting(type(self), self.config(), Interactions(matrix), seed, negatives)
+        fitting = _Fitting(type(self), self.config(), Interactions(matrix, copy=False), seed, negatives)
         weights = {name: p.value for name, p in self.named_parameters()}
         losses = []
         with EpochRunner(fitting, weights, settings, progress) as runner:
