@@ -94,9 +94,9 @@ cdef class Interactions:
     `Interactions(interactions, n_users=None, n_items=None, copy=True)` takes what
     PairwiseSampler takes (a scipy matrix, or a (user_ids, item_ids) tuple) and
     holds it as canonical CSR (`matrix`), each interaction as one int32 (user,
-    item) pair, and each user's sorted items. With `copy=False` a CSR matrix is
-    held as it is, no copy of its arrays: made canonical in place and read-only
-    from then on (for a matrix the caller made for it, as `Recommender.fit` does). Samplers made from it (every
+    item) pair, and each user's sorted items. With `copy=False` a CSR matrix's
+    arrays are held as they are, not copied: made canonical in place, and read-only
+    through `matrix` (for a matrix the caller made for it, as `Recommender.fit` does). Samplers made from it (every
     epoch, every Hogwild thread) read these arrays without copying them; it is
     never modified after it is made. Pickled, it sends the matrix and is
     rebuilt on arrival.

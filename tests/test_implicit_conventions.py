@@ -262,3 +262,20 @@ def test_adopt_parameter_refuses_what_it_cannot_train_in_place():
         adopt_parameter(_read_only(np.ones((3, 2), np.float32)))
     with pytest.raises(TypeError, match="must be a numpy array"):
         adopt_parameter([[1.0]])
+
+
+def test_fit_lays_out_its_own_copy_of_the_matrix_without_copying_it_again():
+    """Interactions(copy=False) holds a CSR matrix's arrays as they are (its view read-only), which
+    Recommender.fit does with the copy check_interactions made; copy=True, the default, keeps
+    the caller's matrix apart."""
+    matrix = fa.data.planted_interactions(50, 30, per_user=4, seed=0).astype(np.float64)
+    held = fa.data.Interactions(matrix, copy=False)
+    assert np.shares_memory(held.matrix.indices, matrix.indices)
+    assert not held.matrix.indices.flags.writeable
+    apart = fa.data.planted_interactions(50, 30, per_user=4, seed=0)
+    assert not np.shares_memory(fa.data.Interactions(apart).matrix.indices, apart.indices)
+    assert apart.indices.flags.writeable
+    model = fa.models.BPR(50, 30, dim=4).fit(apart)
+    assert not np.shares_memory(model.liked.indices, apart.indices)
+    with pytest.raises(TypeError, match="Interactions: copy must be True or False"):
+        fa.data.Interactions(apart, copy="no")
