@@ -79,7 +79,8 @@ def test_bad_construction_is_a_clear_error(kwargs, message):
 def test_a_model_without_factors_says_to_fit_it_first():
     model = fa.models.BPR(factors=4)
     for call in (lambda: model.recommend(0), lambda: model.similar_items(0), lambda: model.similar_users(0),
-                 lambda: model.recommend(0, sp.csr_matrix((1, 3)))):
+                 lambda: model.recommend(0, sp.csr_matrix((1, 3))), lambda: model.scores([0]),
+                 lambda: model.save("never.npz"), lambda: model.auc({"users": [0], "pos": [0], "neg": [1]})):
         with pytest.raises(ValueError, match="no factors yet"):
             call()
 

@@ -193,6 +193,7 @@ class Recommender(Module):
         >>> model.scores([0, 1]).shape
         (2, 500)
         """
+        self._require_weights(f"{type(self).__name__}.scores")
         users = check_ids(f"{type(self).__name__}.scores", "user_ids", user_ids, self.n_users,
                           "users of the model")
         scores = self.user_vectors(users) @ self.item_vectors().T
@@ -372,6 +373,7 @@ class Recommender(Module):
 
         >>> model.save("bpr.npz"); model = fa.models.BPR.load("bpr.npz")
         """
+        self._require_weights(f"{type(self).__name__}.save")
         config = self.config()
         config["dtype"] = np.dtype(config["dtype"]).name
         state = {"model": type(self).__name__, "config": config, "weights": self.state_dict()}
@@ -405,6 +407,7 @@ class Recommender(Module):
         >>> model.auc(test_triples)      # 0.5 is chance
         """
         who = f"{type(self).__name__}.auc"
+        self._require_weights(who)
         users = check_ids(who, "triples['users']", triples["users"], self.n_users, "users of the model")
         pos = check_ids(who, "triples['pos']", triples["pos"], self.n_items, "items of the model")
         neg = check_ids(who, "triples['neg']", triples["neg"], self.n_items, "items of the model")
