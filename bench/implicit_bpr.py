@@ -30,7 +30,10 @@ available offline: documents x words of the standard library's docstrings and co
 popularity), 20% of each document's words held out, test AUC of `fa.metrics.evaluate`
 (against uniformly drawn items). fastad draws negatives uniformly by default, implicit
 in proportion to their popularity; fastad's `negatives="popularity"` fit is the matched
-one.
+one. One run (80,824 documents x 7,052 words, 571,709 training likes, 2 shared cores, so
+its seconds are rough): test AUC implicit 0.688, fastad 0.927, fastad with popularity
+negatives 0.711 (precision@10 0.019, 0.033, 0.020): at implicit's defaults the rule that
+draws the negatives, not the library, decides the AUC.
 
 Not a test: the comparison is skipped, with the reason, when implicit is not
 installed (`pip install implicit`).

@@ -144,24 +144,48 @@ cdef extern from *:
     FA_MARGIN_SGD_REG_STEP(float, f)
     FA_MARGIN_SGD_REG_STEP(double, d)
 
-    /* penalties[k] = |U[users[k]]|^2 + |V[pos[k]]|^2 + |V[neg[k]]|^2 (+ bias[pos[k]]^2 +
-     * bias[neg[k]]^2 unless bias is NULL): twice each triple's L2 term over r. */
-    #define FA_PENALTY_ROWS(T, S)                                                            \
-    FA_CLONED void fa_penalty_rows_##S(const T* U, const T* V, const T* bias,                \
-                                       const int64_t* users, const int64_t* pos,             \
-                                       const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,     \
-                                       T* __restrict penalties) {                            \
+    /* fa_margin_rows, and penalties[k] = |U[users[k]]|^2 + |V[pos[k]]|^2 + |V[neg[k]]|^2
+     * (+ bias[pos[k]]^2 + bias[neg[k]]^2 unless bias is NULL), twice triple k's L2 term over
+     * r, summed in the same pass over the rows (in lanes, then across them). */
+    #define FA_MARGIN_PENALTY_ROWS(T, S)                                                    \
+    FA_CLONED FA_NO_LIBRARY_COPY                                                             \
+    void fa_margin_penalty_rows_##S(const T* U, const T* V, const T* bias,                   \
+                                    const int64_t* users, const int64_t* pos,                \
+                                    const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,        \
+                                    T* __restrict user_rows, T* __restrict differences,      \
+                                    T* __restrict margins, T* __restrict penalties) {        \
+        FA_BLOCK_TYPE(T)                                                                     \
         for (Py_ssize_t k = 0; k < n; k++) {                                                 \
+            T* __restrict u = user_rows + k * dim;                                           \
+            T* __restrict d = differences + k * dim;                                         \
             const T* ur = U + users[k] * dim;                                                \
             const T* pr = V + pos[k] * dim;                                                  \
             const T* nr = V + neg[k] * dim;                                                  \
-            T total = fa_dot_##S(ur, ur, dim) + fa_dot_##S(pr, pr, dim) + fa_dot_##S(nr, nr, dim); \
+            fa_block squares;                                                                \
+            T lanes[sizeof(fa_block) / sizeof(T)];                                           \
+            T total = 0;                                                                     \
+            memset(&squares, 0, sizeof squares);                                             \
+            Py_ssize_t i = 0;                                                                \
+            FA_IN_BLOCKS(T, i, dim) {                                                        \
+                fa_block ub = FA_BLOCK_OF(ur, i), pb = FA_BLOCK_OF(pr, i), nb = FA_BLOCK_OF(nr, i); \
+                FA_BLOCK_AT(u, i) = ub;                                                      \
+                FA_BLOCK_AT(d, i) = pb - nb;                                                 \
+                squares += ub * ub + pb * pb + nb * nb;                                      \
+            }                                                                                \
+            for (; i < dim; i++) {                                                           \
+                u[i] = ur[i]; d[i] = pr[i] - nr[i];                                          \
+                total += ur[i] * ur[i] + pr[i] * pr[i] + nr[i] * nr[i];                      \
+            }                                                                                \
+            memcpy(lanes, &squares, sizeof lanes);                                           \
+            for (size_t l = 0; l < sizeof(fa_block) / sizeof(T); l++) total += lanes[l];     \
+            T m = fa_dot_##S(u, d, dim);                                                     \
+            margins[k] = bias ? m + (bias[pos[k]] - bias[neg[k]]) : m;                       \
             if (bias) total += bias[pos[k]] * bias[pos[k]] + bias[neg[k]] * bias[neg[k]];    \
             penalties[k] = total;                                                            \
         }                                                                                    \
     }
-    FA_PENALTY_ROWS(float, f)
-    FA_PENALTY_ROWS(double, d)
+    FA_MARGIN_PENALTY_ROWS(float, f)
+    FA_MARGIN_PENALTY_ROWS(double, d)
 
     /* The gradient rows of ranking_loss with regularization, from the tables' values before
      * any of them is stepped: user_grads[k] = g[k] * d_k + r[k] * u_k, pos_grads[k] = g[k] *
@@ -240,12 +264,15 @@ cdef extern from *:
                                   int64_t pos, int64_t neg, const double* u, const double* d,
                                   double g, double r, Py_ssize_t dim, double a_user, double a_item,
                                   double a_bias) noexcept nogil
-    void fa_penalty_rows_f(const float* U, const float* V, const float* bias, const int64_t* users,
-                           const int64_t* pos, const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,
-                           float* penalties) noexcept nogil
-    void fa_penalty_rows_d(const double* U, const double* V, const double* bias, const int64_t* users,
-                           const int64_t* pos, const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,
-                           double* penalties) noexcept nogil
+    void fa_margin_penalty_rows_f(const float* U, const float* V, const float* bias,
+                                  const int64_t* users, const int64_t* pos, const int64_t* neg,
+                                  Py_ssize_t n, Py_ssize_t dim, float* user_rows, float* differences,
+                                  float* margins, float* penalties) noexcept nogil
+    void fa_margin_penalty_rows_d(const double* U, const double* V, const double* bias,
+                                  const int64_t* users, const int64_t* pos, const int64_t* neg,
+                                  Py_ssize_t n, Py_ssize_t dim, double* user_rows,
+                                  double* differences, double* margins,
+                                  double* penalties) noexcept nogil
     void fa_regularized_grads_f(const float* V, const float* bias, const int64_t* pos,
                                 const int64_t* neg, const float* user_rows, const float* differences,
                                 const float* g, const float* r, Py_ssize_t n, Py_ssize_t dim,
@@ -317,7 +344,9 @@ cdef class RankingMargin(Variable):
         cdef char* margins = self.margins_ptr if self.logistic else self.val_ptr
         cdef double total
         self._check_ids()
-        if self.f64:
+        if self.regularization != 0:
+            self._margin_penalty_rows(margins)
+        elif self.f64:
             fa_margin_rows_d(<const double*>self.user_table.val_ptr,
                              <const double*>self.item_table.val_ptr,
                              <const double*>val_ptr_or_null(self.item_bias),
@@ -343,25 +372,38 @@ cdef class RankingMargin(Variable):
         return 0
 
     @cython.final
+    cdef int _margin_penalty_rows(self, char* margins) except -1 nogil:
+        """The forward's rows and margins, and each triple's squared norms (penalties)."""
+        if self.f64:
+            fa_margin_penalty_rows_d(<const double*>self.user_table.val_ptr,
+                                     <const double*>self.item_table.val_ptr,
+                                     <const double*>val_ptr_or_null(self.item_bias),
+                                     <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                                     <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
+                                     <double*>self.user_rows_ptr, <double*>self.differences_ptr,
+                                     <double*>margins, <double*>self.penalties_ptr)
+        else:
+            fa_margin_penalty_rows_f(<const float*>self.user_table.val_ptr,
+                                     <const float*>self.item_table.val_ptr,
+                                     <const float*>val_ptr_or_null(self.item_bias),
+                                     <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                                     <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
+                                     <float*>self.user_rows_ptr, <float*>self.differences_ptr,
+                                     <float*>margins, <float*>self.penalties_ptr)
+        return 0
+
+    @cython.final
     cdef double _add_penalties(self) except? -1.0 nogil:
-        """Each triple's L2 term r / 2 * (the squared norms of its rows), added to its loss
-        (reduction "none"); returns their sum."""
+        """Each triple's L2 term r / 2 * (the squared norms of its rows, from the forward's
+        penalties), added to its loss (reduction "none"); returns their sum."""
         cdef Py_ssize_t k, n = self.n_triples
         cdef double half_r = 0.5 * self.regularization, total = 0.0
         if self.f64:
-            fa_penalty_rows_d(<const double*>self.user_table.val_ptr, <const double*>self.item_table.val_ptr,
-                              <const double*>val_ptr_or_null(self.item_bias),
-                              <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
-                              <const int64_t*>self.neg.val_ptr, n, self.dim, <double*>self.penalties_ptr)
             for k in range(n):
                 total += half_r * (<double*>self.penalties_ptr)[k]
                 if self.reduction == RED_NONE:
                     (<double*>self.val_ptr)[k] += half_r * (<double*>self.penalties_ptr)[k]
         else:
-            fa_penalty_rows_f(<const float*>self.user_table.val_ptr, <const float*>self.item_table.val_ptr,
-                              <const float*>val_ptr_or_null(self.item_bias),
-                              <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
-                              <const int64_t*>self.neg.val_ptr, n, self.dim, <float*>self.penalties_ptr)
             for k in range(n):
                 total += half_r * (<float*>self.penalties_ptr)[k]
                 if self.reduction == RED_NONE:
