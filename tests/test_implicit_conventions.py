@@ -154,6 +154,9 @@ def test_recommend_told_apart_by_the_call(fitted, likes):
     (lambda m, likes: m.recommend(0, likes[0], N=0), ValueError, "N must be >= 1"),
     (lambda m, likes: m.recommend(0, likes[0], items=[ITEMS]), IndexError, "items holds 60"),
     (lambda m, likes: m.recommend(USERS, likes[0]), IndexError, "userid is 120"),
+    (lambda m, likes: m.recommend(0, likes[0], k=3), TypeError, "k belong to fastad's call"),
+    (lambda m, likes: m.recommend(0, N=3, filter_liked=False, liked=likes), TypeError,
+     "filter_liked, liked belong to fastad's call"),
 ])
 def test_implicits_recommend_refuses_bad_input(fitted, likes, call, error, message):
     with pytest.raises(error, match=message):

@@ -233,6 +233,11 @@ class Recommender(Module):
         >>> ids, scores = model.recommend(7, likes[7], N=5)               # implicit's call
         """
         if (args and sp.issparse(args[0])) or not _IMPLICIT_RECOMMEND.isdisjoint(kwargs):
+            fastads = sorted(_FASTAD_RECOMMEND.intersection(kwargs))
+            if fastads:
+                raise TypeError(f"{type(self).__name__}.recommend: {', '.join(fastads)} belong to fastad's "
+                                f"call, recommend(user_ids, k=10, ...); implicit's (user_items given) "
+                                f"takes N, filter_already_liked_items, filter_items and items")
             return self._recommend_as_implicit(user_ids, *args, **kwargs)
         return self._recommend(user_ids, *args, **kwargs)
 
@@ -245,7 +250,8 @@ class Recommender(Module):
         users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
         if users.ndim > 1:
             raise ValueError(f"{who}: user_ids must be one id or a 1-D sequence, got shape {users.shape}")
-        candidates = None if items is None else self._candidates(who, "items", items)
+        candidates = None if items is None else _id_list(who, "items", items, self.n_items, "items",
+                                                         empty=False)
         if filter_liked:
             if liked is None and self.liked is None:
                 raise ValueError(f"{who}: filter_liked=True needs the items each user liked: fit the "
@@ -282,20 +288,13 @@ class Recommender(Module):
             excluded = lambda batch: rows[batch]        # noqa: E731
         if items is not None and filter_items is not None:
             raise ValueError(f"{who}: give items (the candidates) or filter_items (left out), not both")
-        candidates = None if items is None else np.sort(self._candidates(who, "items", items))
+        candidates = None if items is None else np.sort(
+            _id_list(who, "items", items, self.n_items, "items", empty=False))
         if filter_items is not None:
-            left_out = self._candidates(who, "filter_items", filter_items, empty=True)
+            left_out = _id_list(who, "filter_items", filter_items, self.n_items, "items")
             candidates = np.setdiff1d(np.arange(self.n_items), left_out)
         ids, scores = self._rank(users, N, candidates, excluded)
         return (ids[0], scores[0]) if np.ndim(userid) == 0 else (ids, scores)
-
-    def _candidates(self, who, name, items, empty=False):
-        """`items` checked as a 1-D sequence of item ids (non-empty unless `empty`)."""
-        candidates = check_ids(who, name, items, self.n_items, "items of the model")
-        if candidates.ndim != 1 or (candidates.size == 0 and not empty):
-            raise ValueError(f"{who}: {name} must be a {'' if empty else 'non-empty '}1-D sequence of "
-                             f"item ids, got shape {candidates.shape}")
-        return candidates
 
     def _rank(self, users, k, candidates, excluded, batch_size=1000):
         """The top `k` of `candidates` (None: every item) for each of `users`: (ids, scores),
@@ -456,15 +455,19 @@ def _nearest(who, name, ids, vectors, N, k, filter_ids, among, what):
     return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
 
 
-def _id_list(who, name, ids, limit, what):
-    """`ids` checked as a 1-D sequence of ids of the model's `what`."""
+def _id_list(who, name, ids, limit, what, empty=True):
+    """`ids` checked as a 1-D sequence (non-empty unless `empty`) of ids of the model's `what`
+    ("items", "users")."""
     array = check_ids(who, name, ids, limit, f"{what} of the model")
-    if array.ndim != 1:
-        raise ValueError(f"{who}: {name} must be a 1-D sequence of ids, got shape {array.shape}")
+    if array.ndim != 1 or (array.size == 0 and not empty):
+        raise ValueError(f"{who}: {name} must be a {'' if empty else 'non-empty '}1-D sequence of "
+                         f"{what[:-1]} ids, got shape {array.shape}")
     return array
 
 
+# the keywords only implicit's recommend call has, and only fastad's
 _IMPLICIT_RECOMMEND = {"user_items", "N", "filter_already_liked_items", "filter_items", "recalculate_user"}
+_FASTAD_RECOMMEND = {"k", "filter_liked", "liked", "batch_size"}
 
 
 @dataclass(frozen=True)
