@@ -90,7 +90,7 @@ class BPR(Recommender):
                                           above=0)
         self.iterations = check_int(who, "iterations", setting("iterations", iterations))
         self._with_biases = check_flag(who, "biases", setting("biases", biases))
-        self.copy = check_flag(who, "copy", copy)
+        self._copy_given = check_flag(who, "copy", copy)
         if sized:
             if (n_users is None and U is None) or (n_items is None and V is None):
                 raise TypeError(f"{who}: give both n_users and n_items (or U and V), or neither: "
@@ -109,7 +109,7 @@ class BPR(Recommender):
             if given is None:
                 tables.append(_drawn_table(rng, rows, self.dim, self.dtype, self.scale))
             else:
-                tables.append(_given_table(given, self.dtype, given_dtype, self.copy))
+                tables.append(_given_table(given, self.dtype, given_dtype, self._copy_given))
         self.U, self.V = tables
         self.dtype = self.U.dtype
         if self.U.ndim != 2 or self.V.ndim != 2 or self.U.shape[1] != self.V.shape[1] or \
