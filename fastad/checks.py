@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 __all__ = ["check_int", "check_sizes", "check_seed", "check_number", "check_choice", "check_flag",
-           "check_callable"]
+           "check_callable", "either"]
 
 
 def _got(value):
@@ -97,6 +97,21 @@ def check_callable(who, name, value):
     if value is not None and not callable(value):
         raise TypeError(f"{who}: {name} must be callable or None, got {_got(value)}")
     return value
+
+
+def either(who, name, value, default, other_name, other_value):
+    """An argument that has two names, fastad's (`name`, whose default is `default`) and a
+    peer library's (`other_name`, say "gensim's vector_size", unset when None): the one
+    given, or a TypeError when both are.
+
+    >>> either("BPR", "dim", None, None, "implicit's factors", 64)
+    64
+    """
+    if other_value is None:
+        return value
+    if value is not default and value != default:
+        raise TypeError(f"{who}: give {name} or {other_name}, not both")
+    return other_value
 
 
 def look_up(mapping, key, missing):

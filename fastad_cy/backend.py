@@ -77,14 +77,28 @@ class Backend:
         return reduce_sum(mul(a, b), axis=-1)
 
     @staticmethod
-    def ranking(user_table, users, item_table, pos, neg, item_bias, reduction):
+    def ranking(user_table, users, item_table, pos, neg, item_bias, reduction, regularization=0.0):
         """ranking_margin's margins (reduction None), or ranking_loss's loss with that
-        reduction; the arguments are checked (fastad_cy.model_losses)."""
+        reduction and L2 term; the arguments are checked (fastad_cy.model_losses)."""
         margin = vector_dot(take(user_table, users), sub(take(item_table, pos), take(item_table, neg)))
         if item_bias is not None:
             margin = add(margin, reshape(sub(take(item_bias, pos), take(item_bias, neg)), margin.shape))
         if reduction is None:
             return margin
+        if regularization != 0:
+            # the L2 term joins each triple's loss before the reduction, as the CPU node's does
+            rows = [take(user_table, users), take(item_table, pos), take(item_table, neg)]
+            squares = [vector_dot(row, row) for row in rows]
+            if item_bias is not None:
+                squares += [reshape(mul(take(item_bias, ids), take(item_bias, ids)), margin.shape)
+                            for ids in (pos, neg)]
+            penalty = squares[0]
+            for square in squares[1:]:
+                penalty = add(penalty, square)
+            loss = bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), "none")
+            loss = add(loss, mul(penalty, 0.5 * regularization))
+            total = loss if reduction == "none" else reduce_sum(loss)
+            return mul(total, 1.0 / loss.size) if reduction == "mean" else total
         return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), reduction)
 
     @staticmethod

@@ -1296,11 +1296,7 @@ cdef class Parameter(Leaf):
                                 f"{type(arr).__name__}, not a numpy array")
             if dtype is not None and np.dtype(dtype) != arr.dtype:
                 raise TypeError(f"Parameter: the shared array is {arr.dtype}, not {np.dtype(dtype)}")
-            if arr.dtype != float32 and arr.dtype != float64 or not arr.flags.c_contiguous:
-                raise TypeError("Parameter: a shared array must be C-contiguous float32 or float64")
-            if not arr.flags.writeable or not arr.flags.aligned:
-                raise ValueError("Parameter: a shared array must be writeable and aligned "
-                                 "(optimizers update it in place)")
+            _check_adoptable("Parameter", "a shared array", arr)
             _init_leaf(self, "parameter", arr, True, None)
             self.shared = data
         else:
@@ -1669,6 +1665,37 @@ def register_shared_handles(handle_type, array_of):
     if not isinstance(handle_type, type) or not callable(array_of):
         raise TypeError("register_shared_handles: expected a type and a callable array_of(handle)")
     _shared_handles[handle_type] = array_of
+
+
+cdef int _check_adoptable(str who, str what, object arr) except -1:
+    """Refuse an array a Parameter cannot train in place: not C-contiguous float32/float64
+    (TypeError), or read-only or misaligned (ValueError)."""
+    if arr.dtype != float32 and arr.dtype != float64 or not arr.flags.c_contiguous:
+        raise TypeError(f"{who}: {what} must be C-contiguous float32 or float64, got "
+                        f"{arr.dtype}{'' if arr.flags.c_contiguous else ' (not C-contiguous)'}")
+    if not arr.flags.writeable or not arr.flags.aligned:
+        raise ValueError(f"{who}: {what} must be writeable and aligned (optimizers update it "
+                         f"in place)")
+    return 0
+
+
+def adopt_parameter(array, name=None):
+    """A Parameter whose value is `array` itself, without a copy: what trains it changes the
+    array. `array` must be a C-contiguous, aligned, writeable float32 or float64 numpy
+    array (else a TypeError or ValueError naming what is wrong). `fastad.models.BPR`
+    adopts the U= and V= it is given so.
+
+    >>> U = np.zeros((1000, 32), np.float32); p = adopt_parameter(U); np.shares_memory(p.value, U)
+    True
+    """
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"adopt_parameter: array must be a numpy array, got {type(array).__name__}")
+    _check_adoptable("adopt_parameter", "array", array)
+    cdef Parameter p = Parameter.__new__(Parameter)
+    _init_leaf(p, "parameter", array, True, None)
+    p.name = name
+    p.row_len = p.size // p._shape[0] if p._shape and p._shape[0] else 0
+    return p
 
 
 cdef object shared_array_of(object handle):

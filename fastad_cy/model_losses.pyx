@@ -9,8 +9,8 @@ from cython cimport floating
 from libc.stdint cimport int64_t, uint64_t
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, same_dtype, backend_among, val_ptr_or_null)
-from fastad_cy.loops cimport row_axpy, store_value, vec_zero
+                              require_float, same_dtype, backend_among, val_ptr_or_null, check_real)
+from fastad_cy.loops cimport element_size, row_axpy, store_value, vec_zero
 from fastad_cy.reduced_bce cimport (RED_NONE, reduction_code, reduction_name, reduction_scale,
                                     bce_forward, bce_backward)
 from fastad_cy.sparse cimport check_ids, fa_ids_out_of_range
@@ -108,6 +108,117 @@ cdef extern from *:
     FA_MARGIN_SGD_STEP(float, f)
     FA_MARGIN_SGD_STEP(double, d)
 
+    /* ranking_loss with regularization r: fa_margin_sgd_step's steps with each row's L2
+     * term, as implicit's bpr.pyx takes them: neg_row += a_item * (-g * u + r * neg_row),
+     * pos_row += a_item * (g * u + r * pos_row), user_row += a_user * (g * d + r * u) (and
+     * bias[.] += a_bias * (+-g + r * bias[.])). Each row's term reads its value before this
+     * triple's writes (u is the forward's copy of the user row), as the gradient at the
+     * forward's values says, so coinciding rows take the general path's steps. */
+    #define FA_MARGIN_SGD_REG_STEP(T, S)                                                     \
+    FA_CLONED void fa_margin_sgd_reg_step_##S(T* user_row, T* pos_row, T* neg_row, T* bias,  \
+                                              int64_t pos, int64_t neg, const T* __restrict u, \
+                                              const T* __restrict d, T g, T r, Py_ssize_t dim, \
+                                              T a_user, T a_item, T a_bias) {                \
+        T ng = -g;                                                                           \
+        if (bias) {                                                                          \
+            T bp = bias[pos], bn = bias[neg];                                                \
+            bias[neg] += a_bias * (ng + r * bn);                                             \
+            bias[pos] += a_bias * (g + r * bp);                                              \
+        }                                                                                    \
+        FA_BLOCK_TYPE(T)                                                                     \
+        Py_ssize_t i = 0;                                                                    \
+        FA_IN_BLOCKS(T, i, dim) {                                                            \
+            fa_block ui = FA_BLOCK_OF(u, i);                                                 \
+            fa_block p0 = FA_BLOCK_OF(pos_row, i), n0 = FA_BLOCK_OF(neg_row, i);             \
+            FA_BLOCK_AT(neg_row, i) += a_item * (ng * ui + r * n0);                          \
+            FA_BLOCK_AT(pos_row, i) += a_item * (g * ui + r * p0);                           \
+            FA_BLOCK_AT(user_row, i) += a_user * (g * FA_BLOCK_OF(d, i) + r * ui);           \
+        }                                                                                    \
+        for (; i < dim; i++) {                                                               \
+            T p0 = pos_row[i], n0 = neg_row[i];                                              \
+            neg_row[i] += a_item * (ng * u[i] + r * n0);                                     \
+            pos_row[i] += a_item * (g * u[i] + r * p0);                                      \
+            user_row[i] += a_user * (g * d[i] + r * u[i]);                                   \
+        }                                                                                    \
+    }
+    FA_MARGIN_SGD_REG_STEP(float, f)
+    FA_MARGIN_SGD_REG_STEP(double, d)
+
+    /* fa_margin_rows, and penalties[k] = |U[users[k]]|^2 + |V[pos[k]]|^2 + |V[neg[k]]|^2
+     * (+ bias[pos[k]]^2 + bias[neg[k]]^2 unless bias is NULL), twice triple k's L2 term over
+     * r, summed in the same pass over the rows (in lanes, then across them). */
+    #define FA_MARGIN_PENALTY_ROWS(T, S)                                                    \
+    FA_CLONED FA_NO_LIBRARY_COPY                                                             \
+    void fa_margin_penalty_rows_##S(const T* U, const T* V, const T* bias,                   \
+                                    const int64_t* users, const int64_t* pos,                \
+                                    const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,        \
+                                    T* __restrict user_rows, T* __restrict differences,      \
+                                    T* __restrict margins, T* __restrict penalties) {        \
+        FA_BLOCK_TYPE(T)                                                                     \
+        for (Py_ssize_t k = 0; k < n; k++) {                                                 \
+            T* __restrict u = user_rows + k * dim;                                           \
+            T* __restrict d = differences + k * dim;                                         \
+            const T* ur = U + users[k] * dim;                                                \
+            const T* pr = V + pos[k] * dim;                                                  \
+            const T* nr = V + neg[k] * dim;                                                  \
+            fa_block squares;                                                                \
+            T lanes[sizeof(fa_block) / sizeof(T)];                                           \
+            T total = 0;                                                                     \
+            memset(&squares, 0, sizeof squares);                                             \
+            Py_ssize_t i = 0;                                                                \
+            FA_IN_BLOCKS(T, i, dim) {                                                        \
+                fa_block ub = FA_BLOCK_OF(ur, i), pb = FA_BLOCK_OF(pr, i), nb = FA_BLOCK_OF(nr, i); \
+                FA_BLOCK_AT(u, i) = ub;                                                      \
+                FA_BLOCK_AT(d, i) = pb - nb;                                                 \
+                squares += ub * ub + pb * pb + nb * nb;                                      \
+            }                                                                                \
+            for (; i < dim; i++) {                                                           \
+                u[i] = ur[i]; d[i] = pr[i] - nr[i];                                          \
+                total += ur[i] * ur[i] + pr[i] * pr[i] + nr[i] * nr[i];                      \
+            }                                                                                \
+            memcpy(lanes, &squares, sizeof lanes);                                           \
+            for (size_t l = 0; l < sizeof(fa_block) / sizeof(T); l++) total += lanes[l];     \
+            T m = fa_dot_##S(u, d, dim);                                                     \
+            margins[k] = bias ? m + (bias[pos[k]] - bias[neg[k]]) : m;                       \
+            if (bias) total += bias[pos[k]] * bias[pos[k]] + bias[neg[k]] * bias[neg[k]];    \
+            penalties[k] = total;                                                            \
+        }                                                                                    \
+    }
+    FA_MARGIN_PENALTY_ROWS(float, f)
+    FA_MARGIN_PENALTY_ROWS(double, d)
+
+    /* The gradient rows of ranking_loss with regularization, from the tables' values before
+     * any of them is stepped: user_grads[k] = g[k] * d_k + r[k] * u_k, pos_grads[k] = g[k] *
+     * u_k + r[k] * V[pos[k]], neg_grads[k] = -g[k] * u_k + r[k] * V[neg[k]], and (unless
+     * bias is NULL) the biases' g[k] + r[k] * bias[pos[k]] and -g[k] + r[k] * bias[neg[k]]. */
+    #define FA_REGULARIZED_GRADS(T, S)                                                       \
+    FA_CLONED void fa_regularized_grads_##S(const T* V, const T* bias, const int64_t* pos,   \
+                                            const int64_t* neg, const T* user_rows,          \
+                                            const T* differences, const T* g, const T* r,    \
+                                            Py_ssize_t n, Py_ssize_t dim,                    \
+                                            T* __restrict user_grads, T* __restrict pos_grads, \
+                                            T* __restrict neg_grads, T* __restrict pos_bias, \
+                                            T* __restrict neg_bias) {                        \
+        for (Py_ssize_t k = 0; k < n; k++) {                                                 \
+            const T* u = user_rows + k * dim;                                                \
+            const T* d = differences + k * dim;                                              \
+            const T* pr = V + pos[k] * dim;                                                  \
+            const T* nr = V + neg[k] * dim;                                                  \
+            T gk = g[k], rk = r[k];                                                          \
+            for (Py_ssize_t i = 0; i < dim; i++) {                                           \
+                user_grads[k * dim + i] = gk * d[i] + rk * u[i];                             \
+                pos_grads[k * dim + i] = gk * u[i] + rk * pr[i];                             \
+                neg_grads[k * dim + i] = -gk * u[i] + rk * nr[i];                            \
+            }                                                                                \
+            if (bias) {                                                                      \
+                pos_bias[k] = gk + rk * bias[pos[k]];                                        \
+                neg_bias[k] = -gk + rk * bias[neg[k]];                                       \
+            }                                                                                \
+        }                                                                                    \
+    }
+    FA_REGULARIZED_GRADS(float, f)
+    FA_REGULARIZED_GRADS(double, d)
+
     /* out[k] = B[b_ids[k]] . A[a_ids[k / per]] for the n * per scores, keeping a copy of
      * each gathered row for the backward: the values of two gathers and fa_dot, in one
      * loop (each A row is read once for its per B rows). */
@@ -145,6 +256,33 @@ cdef extern from *:
                               int64_t pos, int64_t neg, const double* u, const double* d, double g,
                               Py_ssize_t dim, double a_user, double a_item,
                               double a_bias) noexcept nogil
+    void fa_margin_sgd_reg_step_f(float* user_row, float* pos_row, float* neg_row, float* bias,
+                                  int64_t pos, int64_t neg, const float* u, const float* d, float g,
+                                  float r, Py_ssize_t dim, float a_user, float a_item,
+                                  float a_bias) noexcept nogil
+    void fa_margin_sgd_reg_step_d(double* user_row, double* pos_row, double* neg_row, double* bias,
+                                  int64_t pos, int64_t neg, const double* u, const double* d,
+                                  double g, double r, Py_ssize_t dim, double a_user, double a_item,
+                                  double a_bias) noexcept nogil
+    void fa_margin_penalty_rows_f(const float* U, const float* V, const float* bias,
+                                  const int64_t* users, const int64_t* pos, const int64_t* neg,
+                                  Py_ssize_t n, Py_ssize_t dim, float* user_rows, float* differences,
+                                  float* margins, float* penalties) noexcept nogil
+    void fa_margin_penalty_rows_d(const double* U, const double* V, const double* bias,
+                                  const int64_t* users, const int64_t* pos, const int64_t* neg,
+                                  Py_ssize_t n, Py_ssize_t dim, double* user_rows,
+                                  double* differences, double* margins,
+                                  double* penalties) noexcept nogil
+    void fa_regularized_grads_f(const float* V, const float* bias, const int64_t* pos,
+                                const int64_t* neg, const float* user_rows, const float* differences,
+                                const float* g, const float* r, Py_ssize_t n, Py_ssize_t dim,
+                                float* user_grads, float* pos_grads, float* neg_grads,
+                                float* pos_bias, float* neg_bias) noexcept nogil
+    void fa_regularized_grads_d(const double* V, const double* bias, const int64_t* pos,
+                                const int64_t* neg, const double* user_rows,
+                                const double* differences, const double* g, const double* r,
+                                Py_ssize_t n, Py_ssize_t dim, double* user_grads, double* pos_grads,
+                                double* neg_grads, double* pos_bias, double* neg_bias) noexcept nogil
     void fa_gather_dot_rows_f(const float* A, const float* B, const int64_t* a_ids,
                               const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, Py_ssize_t dim,
                               float* a_rows, float* b_rows, float* out) noexcept nogil
@@ -188,6 +326,12 @@ cdef class RankingMargin(Variable):
     cdef char* exp_of_margins_ptr
     cdef char* ones_ptr
     cdef char* coefs_ptr
+    cdef double regularization      # logistic: the L2 term's r (0: none, and no buffers below)
+    cdef cnp.ndarray penalties, rates, grad_rows, bias_grads    # its forward's and backward's
+    cdef char* penalties_ptr
+    cdef char* rates_ptr
+    cdef char* grad_rows_ptr
+    cdef char* bias_grads_ptr
 
     def _row_sources(self):
         """(ids, table) for each table this node gathers rows of (see Take._row_sources)."""
@@ -200,7 +344,9 @@ cdef class RankingMargin(Variable):
         cdef char* margins = self.margins_ptr if self.logistic else self.val_ptr
         cdef double total
         self._check_ids()
-        if self.f64:
+        if self.regularization != 0:
+            self._margin_penalty_rows(margins)
+        elif self.f64:
             fa_margin_rows_d(<const double*>self.user_table.val_ptr,
                              <const double*>self.item_table.val_ptr,
                              <const double*>val_ptr_or_null(self.item_bias),
@@ -219,9 +365,50 @@ cdef class RankingMargin(Variable):
         if self.logistic:
             total = bce_forward(margins, self.ones_ptr, self.n_triples, self.exp_of_margins_ptr,
                                 self.val_ptr if self.reduction == RED_NONE else NULL, self.f64)
+            if self.regularization != 0:
+                total += self._add_penalties()
             if self.reduction != RED_NONE:
                 store_value(self.val_ptr, total * self.scale, self.f64)
         return 0
+
+    @cython.final
+    cdef int _margin_penalty_rows(self, char* margins) except -1 nogil:
+        """The forward's rows and margins, and each triple's squared norms (penalties)."""
+        if self.f64:
+            fa_margin_penalty_rows_d(<const double*>self.user_table.val_ptr,
+                                     <const double*>self.item_table.val_ptr,
+                                     <const double*>val_ptr_or_null(self.item_bias),
+                                     <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                                     <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
+                                     <double*>self.user_rows_ptr, <double*>self.differences_ptr,
+                                     <double*>margins, <double*>self.penalties_ptr)
+        else:
+            fa_margin_penalty_rows_f(<const float*>self.user_table.val_ptr,
+                                     <const float*>self.item_table.val_ptr,
+                                     <const float*>val_ptr_or_null(self.item_bias),
+                                     <const int64_t*>self.users.val_ptr, <const int64_t*>self.pos.val_ptr,
+                                     <const int64_t*>self.neg.val_ptr, self.n_triples, self.dim,
+                                     <float*>self.user_rows_ptr, <float*>self.differences_ptr,
+                                     <float*>margins, <float*>self.penalties_ptr)
+        return 0
+
+    @cython.final
+    cdef double _add_penalties(self) except? -1.0 nogil:
+        """Each triple's L2 term r / 2 * (the squared norms of its rows, from the forward's
+        penalties), added to its loss (reduction "none"); returns their sum."""
+        cdef Py_ssize_t k, n = self.n_triples
+        cdef double half_r = 0.5 * self.regularization, total = 0.0
+        if self.f64:
+            for k in range(n):
+                total += half_r * (<double*>self.penalties_ptr)[k]
+                if self.reduction == RED_NONE:
+                    (<double*>self.val_ptr)[k] += half_r * (<double*>self.penalties_ptr)[k]
+        else:
+            for k in range(n):
+                total += half_r * (<float*>self.penalties_ptr)[k]
+                if self.reduction == RED_NONE:
+                    (<float*>self.val_ptr)[k] += <float>(half_r * (<float*>self.penalties_ptr)[k])
+        return total
 
     cdef int run_backward(self) except -1 nogil:
         """The gradient rows g[k] * (V[pos] - V[neg]) for U, g[k] * U[users] for V[pos] and
@@ -236,6 +423,11 @@ cdef class RankingMargin(Variable):
                          1 if self.reduction == RED_NONE else 0, self.scale, self.coefs_ptr, False,
                          self.f64)
             g = self.coefs_ptr
+            if self.regularization != 0:
+                self._fill_rates()
+                if n == 1 and self._steps_in_place():
+                    return self._step_one_triple(g)
+                return self._add_regularized_grads(g)
         if n == 1 and self._steps_in_place():
             return self._step_one_triple(g)
         if self.f64:
@@ -253,6 +445,57 @@ cdef class RankingMargin(Variable):
         if self.user_table.requires_grad:
             self.user_table.add_scaled_rows(<const int64_t*>self.users.val_ptr, n, self.differences_ptr,
                                             g, self.dim, 1, self.scratch_ptr)
+        return 0
+
+    @cython.final
+    cdef int _fill_rates(self) except -1 nogil:
+        """rates[k] = the coefficient of triple k's rows in its L2 term's gradient: r times
+        the loss's gradient (its k-th under reduction "none") and the reduction's scale."""
+        cdef Py_ssize_t k, step = 1 if self.reduction == RED_NONE else 0
+        cdef double r = self.regularization * self.scale
+        for k in range(self.n_triples):
+            if self.f64:
+                (<double*>self.rates_ptr)[k] = r * (<const double*>self.grad_ptr)[k * step]
+            else:
+                (<float*>self.rates_ptr)[k] = <float>(r * (<const float*>self.grad_ptr)[k * step])
+        return 0
+
+    @cython.final
+    cdef int _add_regularized_grads(self, const char* g) except -1 nogil:
+        """The gradient rows with the L2 terms' (fa_regularized_grads: every row computed
+        from the tables' values before any is added, for a Parameter under the compiled
+        loop steps as they come), handed to the tables in the order of the plain path."""
+        cdef Py_ssize_t n = self.n_triples, block = n * self.dim * element_size(self.f64)
+        cdef Py_ssize_t bias_block = n * element_size(self.f64)
+        cdef char* user_grads = self.grad_rows_ptr
+        if self.f64:
+            fa_regularized_grads_d(<const double*>self.item_table.val_ptr,
+                                   <const double*>val_ptr_or_null(self.item_bias),
+                                   <const int64_t*>self.pos.val_ptr, <const int64_t*>self.neg.val_ptr,
+                                   <const double*>self.user_rows_ptr, <const double*>self.differences_ptr,
+                                   <const double*>g, <const double*>self.rates_ptr, n, self.dim,
+                                   <double*>user_grads, <double*>(user_grads + block),
+                                   <double*>(user_grads + 2 * block), <double*>self.bias_grads_ptr,
+                                   <double*>(self.bias_grads_ptr + bias_block))
+        else:
+            fa_regularized_grads_f(<const float*>self.item_table.val_ptr,
+                                   <const float*>val_ptr_or_null(self.item_bias),
+                                   <const int64_t*>self.pos.val_ptr, <const int64_t*>self.neg.val_ptr,
+                                   <const float*>self.user_rows_ptr, <const float*>self.differences_ptr,
+                                   <const float*>g, <const float*>self.rates_ptr, n, self.dim,
+                                   <float*>user_grads, <float*>(user_grads + block),
+                                   <float*>(user_grads + 2 * block), <float*>self.bias_grads_ptr,
+                                   <float*>(self.bias_grads_ptr + bias_block))
+        if self.item_bias is not None and self.item_bias.requires_grad:
+            self.item_bias.add_grad_rows(<const int64_t*>self.neg.val_ptr, n,
+                                         self.bias_grads_ptr + bias_block, 1)
+            self.item_bias.add_grad_rows(<const int64_t*>self.pos.val_ptr, n, self.bias_grads_ptr, 1)
+        if self.item_table.requires_grad:
+            self.item_table.add_grad_rows(<const int64_t*>self.neg.val_ptr, n, user_grads + 2 * block,
+                                          self.dim)
+            self.item_table.add_grad_rows(<const int64_t*>self.pos.val_ptr, n, user_grads + block, self.dim)
+        if self.user_table.requires_grad:
+            self.user_table.add_grad_rows(<const int64_t*>self.users.val_ptr, n, user_grads, self.dim)
         return 0
 
     @cython.final
@@ -280,7 +523,21 @@ cdef class RankingMargin(Variable):
         cdef char* v = self.item_table.val_ptr
         if self.item_bias is not None:
             bias, lr_b = self.item_bias.val_ptr, (<Parameter>self.item_bias).apply_lr[0]
-        if self.f64:
+        if self.regularization != 0:
+            if self.f64:
+                fa_margin_sgd_reg_step_d(<double*>u + user * dim, <double*>v + pos * dim,
+                                         <double*>v + neg * dim, <double*>bias, pos, neg,
+                                         <const double*>self.user_rows_ptr,
+                                         <const double*>self.differences_ptr, (<const double*>g)[0],
+                                         (<const double*>self.rates_ptr)[0], dim, -lr_u, -lr_v, -lr_b)
+            else:
+                fa_margin_sgd_reg_step_f(<float*>u + user * dim, <float*>v + pos * dim,
+                                         <float*>v + neg * dim, <float*>bias, pos, neg,
+                                         <const float*>self.user_rows_ptr,
+                                         <const float*>self.differences_ptr, (<const float*>g)[0],
+                                         (<const float*>self.rates_ptr)[0], dim, <float>-lr_u,
+                                         <float>-lr_v, <float>-lr_b)
+        elif self.f64:
             fa_margin_sgd_step_d(<double*>u + user * dim, <double*>v + pos * dim, <double*>v + neg * dim,
                                  <double*>bias, pos, neg, <const double*>self.user_rows_ptr,
                                  <const double*>self.differences_ptr, (<const double*>g)[0],
@@ -467,12 +724,19 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
     >>> margins = fa.ranking_margin(U, [3, 7], V, [1, 2], [4, 4])       # shape (2,)
     >>> loss = -fa.sum(fa.logsigmoid(margins))
     """
-    return _ranking_node("ranking_margin", user_table, users, item_table, pos, neg, item_bias, -1)
+    return _ranking_node("ranking_margin", user_table, users, item_table, pos, neg, item_bias, -1, 0.0)
 
 
-def ranking_loss(user_table, users, item_table, pos, neg, item_bias=None, reduction="mean"):
+def ranking_loss(user_table, users, item_table, pos, neg, item_bias=None, reduction="mean",
+                 regularization=0.0):
     """The logistic pairwise ranking loss (BPR's): -log sigmoid of each `ranking_margin`,
     averaged ("mean", the default), summed ("sum") or one per example ("none").
+
+    `regularization` r >= 0 adds to each triple's loss the L2 term r / 2 * (|U[user]|^2 +
+    |V[pos]|^2 + |V[neg]|^2 (+ b[pos]^2 + b[neg]^2)) of the rows it touches, whose
+    gradient r * row joins each row's: under per-example SGD at rate lr each touched row
+    takes `row += lr * (its BPR gradient step - r * row)`, implicit's BayesianPersonalizedRanking
+    update (its `regularization`) exactly.
 
     It is `bce_with_logits(ranking_margin(...), ones, reduction)` with the same values and
     gradients bit for bit, in one node: the arguments are ranking_margin's, the margins
@@ -485,13 +749,17 @@ def ranking_loss(user_table, users, item_table, pos, neg, item_bias=None, reduct
     >>> loss = fa.ranking_loss(U, [3, 7], V, [1, 2], [4, 4], reduction="sum")   # shape ()
     >>> loss.backward()
     """
+    cdef double r = check_real("ranking_loss", "regularization", regularization)
+    if r < 0:
+        raise ValueError(f"ranking_loss: regularization must be >= 0, got {regularization!r}")
     return _ranking_node("ranking_loss", user_table, users, item_table, pos, neg, item_bias,
-                         reduction_code("ranking_loss", reduction))
+                         reduction_code("ranking_loss", reduction), r)
 
 
 cdef object _ranking_node(str op, object user_table, object users, object item_table, object pos,
-                          object neg, object item_bias, int reduction):
-    """ranking_margin's node (reduction -1), or ranking_loss's with that reduction code."""
+                          object neg, object item_bias, int reduction, double regularization):
+    """ranking_margin's node (reduction -1), or ranking_loss's with that reduction code and
+    L2 term."""
     cdef Variable U, V
     U, V = _row_tables(op, "user_table", user_table, "item_table", item_table)
     cdef Variable b = None
@@ -509,7 +777,7 @@ cdef object _ranking_node(str op, object user_table, object users, object item_t
                          f"{pos_ids._shape} and {neg_ids._shape}")
     if (dev := backend_among((U, V, b, user_ids, pos_ids, neg_ids))) is not None:
         return dev.ranking(U, user_ids, V, pos_ids, neg_ids, b,
-                           None if reduction < 0 else reduction_name(reduction))
+                           None if reduction < 0 else reduction_name(reduction), regularization)
     cdef RankingMargin node = RankingMargin.__new__(RankingMargin)
     node.user_table, node.item_table, node.item_bias = U, V, b
     node.users, node.pos, node.neg = user_ids, pos_ids, neg_ids
@@ -541,4 +809,14 @@ cdef object _ranking_node(str op, object user_table, object users, object item_t
         node.exp_of_margins_ptr = <char*>cnp.PyArray_DATA(node.exp_of_margins)
         node.coefs_ptr = <char*>cnp.PyArray_DATA(node.coefs)
         node.ones_ptr = <char*>cnp.PyArray_DATA(node.ones)
+    node.regularization = regularization
+    if regularization != 0:
+        node.penalties = empty_buffer((user_ids.size,), dtype)
+        node.rates = empty_buffer((user_ids.size,), dtype)
+        node.grad_rows = empty_buffer((3, user_ids.size, node.dim), dtype)
+        node.bias_grads = empty_buffer((2, user_ids.size), dtype)
+        node.penalties_ptr = <char*>cnp.PyArray_DATA(node.penalties)
+        node.rates_ptr = <char*>cnp.PyArray_DATA(node.rates)
+        node.grad_rows_ptr = <char*>cnp.PyArray_DATA(node.grad_rows)
+        node.bias_grads_ptr = <char*>cnp.PyArray_DATA(node.bias_grads)
     return finish(node)

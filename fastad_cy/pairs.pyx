@@ -6,7 +6,7 @@ cimport cython
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t
 
-from fastad_cy.graph cimport Variable, empty_buffer, check_int
+from fastad_cy.graph cimport Variable, empty_buffer, check_flag, check_int
 from fastad_cy.rng cimport fa_rng_below
 from fastad_cy.sampler cimport (Sampler, fa_prefetch, _share, _seed_stream, _index_leaf,
                                 _integer_array)
@@ -48,15 +48,16 @@ cdef int _check_int32(str who, str name, object size) except -1:
     return 0
 
 
-cdef object _interactions_csr(str who, object interactions, object n_users, object n_items):
+cdef object _interactions_csr(str who, object interactions, object n_users, object n_items,
+                              bint copy=True):
     """The user x item matrix as canonical CSR (each row's items sorted and unique), its
-    user and item counts checked to fit int32."""
+    user and item counts checked to fit int32; a CSR matrix itself when not `copy`."""
     import scipy.sparse as sp
     if sp.issparse(interactions):
         for name, size in (("n_users (the matrix's rows)", interactions.shape[0]),
                            ("n_items (the matrix's columns)", interactions.shape[1])):
             _check_int32(who, name, size)
-        matrix = sp.csr_matrix(interactions, copy=True)
+        matrix = sp.csr_matrix(interactions, copy=copy)
         if matrix.nnz and (not np.all(np.isfinite(matrix.data)) or matrix.data.min() < 0):
             raise ValueError(f"{who}: interactions must hold finite values >= 0 "
                              f"(a stored value is {'not finite' if not np.all(np.isfinite(matrix.data)) else 'negative'})")
@@ -90,10 +91,12 @@ cdef object _interactions_csr(str who, object interactions, object n_users, obje
 cdef class Interactions:
     """A user x item interaction matrix made ready for `PairwiseSampler`, once.
 
-    `Interactions(interactions, n_users=None, n_items=None)` takes what
+    `Interactions(interactions, n_users=None, n_items=None, copy=True)` takes what
     PairwiseSampler takes (a scipy matrix, or a (user_ids, item_ids) tuple) and
     holds it as canonical CSR (`matrix`), each interaction as one int32 (user,
-    item) pair, and each user's sorted items. Samplers made from it (every
+    item) pair, and each user's sorted items. With `copy=False` a CSR matrix's
+    arrays are held as they are, not copied: made canonical in place, and read-only
+    through `matrix` (for a matrix the caller made for it, as `Recommender.fit` does). Samplers made from it (every
     epoch, every Hogwild thread) read these arrays without copying them; it is
     never modified after it is made. Pickled, it sends the matrix and is
     rebuilt on arrival.
@@ -109,12 +112,13 @@ cdef class Interactions:
     cdef readonly int64_t n_users, n_items, nnz
     cdef object no_popular_negative   # the users users_without_negative(True) gives, once found
 
-    def __init__(self, interactions, n_users=None, n_items=None):
-        self.prepare("Interactions", interactions, n_users, n_items)
+    def __init__(self, interactions, n_users=None, n_items=None, copy=True):
+        self.prepare("Interactions", interactions, n_users, n_items, check_flag("Interactions", "copy", copy))
 
-    cdef int prepare(self, str who, object interactions, object n_users, object n_items) except -1:
+    cdef int prepare(self, str who, object interactions, object n_users, object n_items,
+                     bint copy=True) except -1:
         """Check and lay out the interactions; errors name `who`, the caller made for them."""
-        self.matrix = _interactions_csr(who, interactions, n_users, n_items)
+        self.matrix = _interactions_csr(who, interactions, n_users, n_items, copy)
         self.n_users, self.n_items = self.matrix.shape
         self.nnz = self.matrix.nnz
         indptr = np.ascontiguousarray(self.matrix.indptr, dtype=np.int64)

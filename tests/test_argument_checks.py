@@ -107,7 +107,7 @@ ROWS = [
     ("BPR", make_bpr, "seed", -1, ValueError),
     ("BPR", make_bpr, "seed", 1.5, TypeError),
     ("BPR", make_bpr, "biases", "yes", TypeError),
-    ("BPR", make_bpr, "biases", None, TypeError),
+    ("BPR", make_bpr, "biases", 2, TypeError),
     ("BPR", make_bpr, "dtype", "bogus", TypeError),
     ("BPR", make_bpr, "dtype", np.int32, TypeError),
     ("TwoTower", make_two_tower, "dim", 0, ValueError),

@@ -128,3 +128,12 @@ def test_gensim_tutorial_runs_gensims_calls_unchanged(capsys):
     assert vector.shape == (100,) and np.all(np.isfinite(vector))
     assert len(sims) == 10 and "computer" not in [word for word, _ in sims]
     assert "nearest 'computer'" in capsys.readouterr().out
+
+
+def test_implicit_tutorial_runs_implicits_calls_and_learns(capsys):
+    result = load_example("implicit_tutorial").main(["--users", "400", "--items", "120",
+                                                     "--iterations", "15"])
+    assert len(result["recommended"]) == 10 and not set(result["recommended"]) & result["liked"]
+    assert result["related"][0] == 0                    # implicit's similar_items lists the item first
+    assert result["hit_rate"] > 2 * 10 / 120            # well above chance (0.08)
+    assert "held-out check" in capsys.readouterr().out

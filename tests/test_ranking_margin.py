@@ -384,3 +384,126 @@ def test_ranking_loss_on_a_device_is_the_composed_ops(reduction):
                                reduction=reduction)
         return loss, fa.sum(loss * 1.5)
     assert_device_matches_cpu(arrays, build)
+
+
+# ---------------------------------------------------------------- ranking_loss's regularization
+
+def penalized_loss(U, users, V, pos, neg, b=None, reduction="mean", regularization=0.0):
+    """ranking_loss with its L2 term composed: each triple's loss plus r/2 * its rows' squares."""
+    rows = [fa.take(U, users), fa.take(V, pos), fa.take(V, neg)]
+    penalty = sum(fa.vector_dot(row, row) for row in rows)
+    if b is not None:
+        penalty = penalty + sum(fa.reshape(fa.take(b, ids) * fa.take(b, ids), penalty.shape)
+                                for ids in (pos, neg))
+    loss = composed_loss(U, users, V, pos, neg, b, reduction="none") + penalty * (regularization / 2)
+    return {"none": loss, "sum": fa.sum(loss), "mean": fa.mean(loss)}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_regularization_adds_the_l2_term_of_each_triples_rows(reduction, with_bias):
+    users, pos, neg = IDS["rows"]
+    results = []
+    for build in (penalized_loss, fa.ranking_loss):
+        U, V, b = tables()
+        loss = build(U, fa.IndexInput(users), V, fa.IndexInput(pos), fa.IndexInput(neg),
+                     b if with_bias else None, reduction=reduction, regularization=0.3)
+        seed = np.linspace(-1.5, 2.0, loss.size).reshape(loss.shape) if reduction == "none" else 0.75
+        loss.backward(np.asarray(seed, dtype=loss.dtype))
+        results.append([loss.value.copy(), U.grad, V.grad, b.grad])
+    for theirs, ours in zip(*results):
+        if theirs is None:
+            assert ours is None
+        else:
+            np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_regularized_gradients_match_finite_differences():
+    users, pos, neg = ([0, 3, 3, 6], [1, 2, 4, 1], [2, 1, 0, 1])
+    rng = np.random.default_rng(2)
+    weights = rng.normal(size=4)
+    start = (rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=5))
+    assert fa.gradcheck(lambda U, V, b: fa.ranking_loss(U, users, V, pos, neg, item_bias=b,
+                                                        regularization=0.2), *start)
+    assert fa.gradcheck(lambda U, V, b: fa.sum(fa.ranking_loss(
+        U, users, V, pos, neg, item_bias=b, reduction="none", regularization=0.2) * weights), *start)
+
+
+def implicit_step(U, V, b, user, pos, neg, lr, reg):
+    """One triple's update as implicit's bpr.pyx takes it (its item bias is its item factors'
+    last column; z = 1 - sigmoid(margin)), in float64 numpy."""
+    U, V, b = U.copy(), V.copy(), b.copy()
+    z = 1 / (1 + np.exp(U[user] @ (V[pos] - V[neg]) + b[pos] - b[neg]))
+    u, p, n = U[user].copy(), V[pos].copy(), V[neg].copy()
+    U[user] += lr * (z * (p - n) - reg * u)
+    V[pos] += lr * (z * u - reg * p)
+    V[neg] += lr * (-z * u - reg * n)
+    b[pos] += lr * (z - reg * b[pos])
+    b[neg] += lr * (-z - reg * b[neg])
+    return U, V, b
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_one_sgd_step_is_implicits_regularized_update(batch):
+    """At one triple a step (the fused step inside backward) and in a batch of distinct rows
+    (the general path), plain SGD on ranking_loss(..., regularization=r, reduction="sum")
+    takes implicit's update, r * row subtracted from each touched row's step."""
+    rng = np.random.default_rng(7)
+    U0, V0, b0 = rng.normal(0, 0.3, (6, 5)), rng.normal(0, 0.3, (9, 5)), rng.normal(0, 0.3, 9)
+    triples = ([1, 4, 0][:batch], [2, 5, 7][:batch], [3, 6, 8][:batch])
+    U, V, b = (fa.Parameter(a, dtype=np.float64) for a in (U0, V0, b0))
+    leaves = [fa.IndexInput(ids) for ids in triples]
+    loss = fa.ranking_loss(U, leaves[0], V, leaves[1], leaves[2], item_bias=b, reduction="sum",
+                           regularization=0.25)
+    fa.train(loss, fa.optim.SGD([U, V, b], lr=0.1), {leaf: [ids] for leaf, ids in zip(leaves, triples)})
+    expected = (U0, V0, b0)
+    for user, pos, neg in zip(*triples):
+        expected = implicit_step(*expected, user, pos, neg, lr=0.1, reg=0.25)
+    for ours, theirs in zip((U, V, b), expected):
+        np.testing.assert_allclose(ours.value, theirs, rtol=1e-13, atol=1e-15)
+    assert not np.array_equal(U.value, implicit_step(U0, V0, b0, 1, 2, 3, lr=0.1, reg=0.0)[0])
+
+
+@pytest.mark.parametrize("f64", [True, False])
+def test_the_regularized_fused_step_is_the_general_paths(f64):
+    """One triple a step (the fused step) and the same steps through the optimizer (Adagrad
+    with no accumulator does not fuse; SGD on a graph of composed ops does neither): with rows
+    that coincide (one table for users and items), both take the gradient at the forward's
+    values."""
+    rng = np.random.default_rng(4)
+    dtype = np.float64 if f64 else np.float32
+    triples = [rng.integers(0, 5, 200) for _ in range(3)]
+    results = []
+    for fused in (False, True):
+        W = fa.Parameter(np.random.default_rng(5).normal(0, 0.1, (5, 4)), dtype=dtype)
+        leaves = [fa.IndexInput([0]) for _ in range(3)]
+        if fused:
+            loss = fa.ranking_loss(W, leaves[0], W, leaves[1], leaves[2], reduction="sum",
+                                   regularization=0.2)
+        else:
+            loss = penalized_loss(W, leaves[0], W, leaves[1], leaves[2], reduction="sum",
+                                  regularization=0.2)
+        fa.train(loss, fa.optim.SGD([W], lr=0.1),
+                 {leaf: ids.reshape(-1, 1) for leaf, ids in zip(leaves, triples)})
+        results.append(W.value.copy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5 if not f64 else 1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad, error", [(-0.1, ValueError), (float("nan"), ValueError),
+                                        ("0.1", TypeError), (None, TypeError)])
+def test_bad_regularization_is_a_clear_error(bad, error):
+    U, V, b = tables()
+    with pytest.raises(error, match="ranking_loss: regularization"):
+        fa.ranking_loss(U, [0], V, [1], [2], regularization=bad)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_regularized_ranking_loss_on_a_device_is_the_composed_ops(reduction):
+    rng = np.random.default_rng(3)
+    arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4)), rng.normal(size=5)]
+
+    def build(params, ids, device):
+        loss = fa.ranking_loss(params[0], ids[0], params[1], ids[1], ids[2], item_bias=params[2],
+                               reduction=reduction, regularization=0.3)
+        return loss, fa.sum(loss * 1.5)
+    assert_device_matches_cpu(arrays, build)

@@ -17,7 +17,7 @@ from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.pairs import PairwiseSampler
 from fastad import random as fastad_random
-from fastad.checks import check_callable, check_choice, check_int, check_number
+from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number
 from fastad.data import Interactions, _draw_triples, check_interactions, require_negatives
 from fastad.io import load, save
 from fastad.metrics import check_ids, top_k
@@ -80,6 +80,8 @@ class Recommender(Module):
     """
 
     liked = None
+    iterations = 1          # fit's default epochs (BPR built implicit's way: its iterations)
+    learning_rate = 0.05    # fit's default lr
 
     @classmethod
     def _around(cls, config, weights):
@@ -95,11 +97,18 @@ class Recommender(Module):
         negatives drawn as `negatives` says, or None to train on precomputed triples."""
         return None
 
-    def fit(self, interactions, epochs=1, workers=1, lr=0.05, optimizer="sgd", seed=0, samples=None,
+    def _size_for(self, shape):
+        """Make the weights for a user x item matrix of `shape`, if the model has none yet
+        (a `BPR` built implicit's way, without sizes); `fit` calls it once the matrix is checked."""
+
+    def fit(self, interactions, epochs=None, workers=1, lr=None, optimizer="sgd", seed=0, samples=None,
             callback=None, progress=None, start_method=None, device="cpu", batch_size=None,
             negatives="uniform"):
         """Train on a scipy user x item matrix with the BPR loss; returns the model (as
         implicit's, gensim's and scikit-learn's fit do), its `history` the mean loss per epoch.
+        `epochs` and `lr` default to the model's `iterations` and `learning_rate` (1 and
+        0.05, or implicit's 100 and 0.01 for a `BPR` built implicit's way). A model built
+        without sizes is sized by its first fit, from the matrix's shape.
 
         Each epoch draws `samples` triples (default: one per interaction) by
         `fa.data.sample_triples`' rule (users by interaction; negatives among
@@ -150,24 +159,26 @@ class Recommender(Module):
         >>> model.fit(train, epochs=5, workers=2, lr=0.1)
         """
         who = f"{type(self).__name__}.fit"
-        matrix = check_interactions(interactions, who, shape=(self.n_users, self.n_items))
+        matrix = check_interactions(interactions, who, shape=None if self.n_users is None else
+                                    (self.n_users, self.n_items))
         require_negatives(matrix, who, negatives=negatives)
-        epochs = check_int(who, "epochs", epochs)
+        epochs = check_int(who, "epochs", self.iterations if epochs is None else epochs)
         workers = check_int(who, "workers", workers)
         samples = matrix.nnz if samples is None else check_int(who, "samples", samples)
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's triples")
         seed = fastad_random.seed_of(who, seed)
-        lr = check_number(who, "lr", lr, above=0)
+        lr = check_number(who, "lr", self.learning_rate if lr is None else lr, above=0)
         check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
         settings = RunSettings.for_fit(who, workers, start_method, device, batch_size, samples=samples,
                                        optimizer=optimizer, lr=lr, first_epoch=1)
+        self._size_for(matrix.shape)
         self.liked = matrix
         # the matrix laid out once for every epoch's and worker's sampler
-        fitting = _Fitting(type(self), self.config(), Interactions(matrix), seed, negatives)
+        fitting = _Fitting(type(self), self.config(), Interactions(matrix, copy=False), seed, negatives)
         weights = {name: p.value for name, p in self.named_parameters()}
         losses = []
         with EpochRunner(fitting, weights, settings, progress) as runner:
@@ -185,79 +196,166 @@ class Recommender(Module):
         >>> model.scores([0, 1]).shape
         (2, 500)
         """
+        self._require_weights(f"{type(self).__name__}.scores")
         users = check_ids(f"{type(self).__name__}.scores", "user_ids", user_ids, self.n_users,
                           "users of the model")
         scores = self.user_vectors(users) @ self.item_vectors().T
         biases = self.item_biases()
         return scores if biases is None else scores + biases
 
-    def recommend(self, user_ids, k=10, filter_liked=True, items=None, liked=None, batch_size=1000):
-        """The top `k` items for each user: `(ids, scores)`, best first.
+    def recommend(self, user_ids, *args, **kwargs):
+        """The top items for each user, `(ids, scores)`, best first; called fastad's way or
+        implicit's (`recommend(userid, user_items, N=10, ...)`), told apart by the call.
 
-        `user_ids` is one id (results are 1-D) or a sequence (results are
-        (n, k)); users are scored `batch_size` at a time with one matrix
-        product. `filter_liked` leaves out the items each user liked in `liked`
-        (a user x item matrix; default: the matrix of the last `fit`).
-        `items` restricts the candidates to those item ids. A user with fewer
-        than k candidates gets id -1 (score -inf) in the slots left over; k is
-        capped at the number of candidates. Ties go to the lower item id.
+        fastad's: `recommend(user_ids, k=10, filter_liked=True, items=None, liked=None,
+        batch_size=1000)`. `user_ids` is one id (results are 1-D) or a sequence
+        (results are (n, k)); users are scored `batch_size` at a time with one matrix
+        product. `filter_liked` leaves out the items each user liked in `liked` (a user
+        x item matrix, indexed by user id; default: the matrix of the last `fit`).
+        `items` restricts the candidates to those item ids.
+
+        implicit's (`MatrixFactorizationBase.recommend` of implicit 0.7), taken when the
+        second argument is a scipy sparse matrix or a keyword is one of implicit's
+        (`user_items`, `N`, `filter_already_liked_items`, `filter_items`,
+        `recalculate_user`): `recommend(userid, user_items, N=10,
+        filter_already_liked_items=True, filter_items=None, recalculate_user=False,
+        items=None)`. `user_items` holds the rows of the users asked for, in their order
+        (one row for one id; implicit's tutorial passes `user_items[userid]`), and its
+        items are left out unless `filter_already_liked_items=False` (then it may be
+        None); `filter_items` leaves those item ids out for everyone; `items` restricts
+        the candidates (not with `filter_items`); `recalculate_user=True` raises
+        NotImplementedError, as implicit's BPR does.
+
+        Either way a user with fewer candidates than asked for gets id -1 (score -inf) in
+        the slots left over (where implicit fills them with other ids), the count is
+        capped at the candidates, and ties go to the lower item id. Ids are int64 and
+        scores float64 (implicit: int32 and float32).
 
         >>> ids, scores = model.recommend([0, 1, 2], k=10)
         >>> ids, scores = model.recommend(7, k=5, items=np.arange(100))   # among items 0..99
+        >>> ids, scores = model.recommend(7, likes[7], N=5)               # implicit's call
         """
+        if (args and sp.issparse(args[0])) or not _IMPLICIT_RECOMMEND.isdisjoint(kwargs):
+            fastads = sorted(_FASTAD_RECOMMEND.intersection(kwargs))
+            if fastads:
+                raise TypeError(f"{type(self).__name__}.recommend: {', '.join(fastads)} belong to fastad's "
+                                f"call, recommend(user_ids, k=10, ...); implicit's (user_items given) "
+                                f"takes N, filter_already_liked_items, filter_items and items")
+            return self._recommend_as_implicit(user_ids, *args, **kwargs)
+        return self._recommend(user_ids, *args, **kwargs)
+
+    def _recommend(self, user_ids, k=10, filter_liked=True, items=None, liked=None, batch_size=1000):
+        """`recommend` called fastad's way."""
         who = f"{type(self).__name__}.recommend"
+        self._require_weights(who)
         k = check_int(who, "k", k)
         batch_size = check_int(who, "batch_size", batch_size)
         users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
         if users.ndim > 1:
             raise ValueError(f"{who}: user_ids must be one id or a 1-D sequence, got shape {users.shape}")
-        candidates = None
-        vectors, biases = self.item_vectors(), self.item_biases()
-        if items is not None:
-            candidates = check_ids(who, "items", items, self.n_items, "items of the model")
-            if candidates.ndim != 1 or candidates.size == 0:
-                raise ValueError(f"{who}: items must be a non-empty 1-D sequence of item ids, "
-                                 f"got shape {candidates.shape}")
-            vectors = vectors[candidates]
-            biases = None if biases is None else biases[candidates]
+        candidates = None if items is None else _id_list(who, "items", items, self.n_items, "items",
+                                                         empty=False)
         if filter_liked:
             if liked is None and self.liked is None:
                 raise ValueError(f"{who}: filter_liked=True needs the items each user liked: fit the "
                                  f"model first, pass liked= (a user x item matrix), or filter_liked=False")
             liked = self.liked if liked is None else check_interactions(
                 liked, who, "liked", shape=(self.n_users, self.n_items))
+        users = np.atleast_1d(users)
+        excluded = (lambda rows: liked[users[rows]]) if filter_liked else None
+        ids, scores = self._rank(users, k, candidates, excluded, batch_size)
+        return (ids[0], scores[0]) if np.ndim(user_ids) == 0 else (ids, scores)
 
-        def score_rows(batch):
-            scores = self.user_vectors(batch) @ vectors.T
+    def _recommend_as_implicit(self, userid, user_items=None, N=10, filter_already_liked_items=True,
+                               filter_items=None, recalculate_user=False, items=None):
+        """`recommend` called implicit's way."""
+        who = f"{type(self).__name__}.recommend"
+        self._require_weights(who)
+        N = check_int(who, "N", N)
+        if check_flag(who, "recalculate_user", recalculate_user):
+            raise NotImplementedError(f"{who}: recalculate_user is not supported with this model "
+                                      f"(as with implicit's BPR)")
+        users = check_ids(who, "userid", userid, self.n_users, "users of the model")
+        if users.ndim > 1:
+            raise ValueError(f"{who}: userid must be one id or a 1-D sequence, got shape {users.shape}")
+        users = np.atleast_1d(users)
+        excluded = None
+        if check_flag(who, "filter_already_liked_items", filter_already_liked_items):
+            if not sp.issparse(user_items):
+                raise TypeError(f"{who}: user_items must be a scipy sparse matrix of the users' rows "
+                                f"(or filter_already_liked_items=False), got {type(user_items).__name__}")
+            rows = sp.csr_matrix(user_items)
+            if rows.shape != (len(users), self.n_items):
+                raise ValueError(f"{who}: user_items must hold one row per user asked for ({len(users)}) "
+                                 f"and one column per item ({self.n_items}), got shape {rows.shape}")
+            excluded = lambda batch: rows[batch]        # noqa: E731
+        if items is not None and filter_items is not None:
+            raise ValueError(f"{who}: give items (the candidates) or filter_items (left out), not both")
+        candidates = None if items is None else np.sort(
+            _id_list(who, "items", items, self.n_items, "items", empty=False))
+        if filter_items is not None:
+            left_out = _id_list(who, "filter_items", filter_items, self.n_items, "items")
+            candidates = np.setdiff1d(np.arange(self.n_items), left_out)
+        ids, scores = self._rank(users, N, candidates, excluded)
+        return (ids[0], scores[0]) if np.ndim(userid) == 0 else (ids, scores)
+
+    def _rank(self, users, k, candidates, excluded, batch_size=1000):
+        """The top `k` of `candidates` (None: every item) for each of `users`: (ids, scores),
+        each (len(users), k capped at the candidates); `excluded(positions)`, if given, is
+        the user x item matrix of the items to leave out for the users at those positions."""
+        vectors, biases = self.item_vectors(), self.item_biases()
+        if candidates is not None:
+            vectors = vectors[candidates]
+            biases = None if biases is None else biases[candidates]
+
+        def score_rows(positions):
+            scores = self.user_vectors(users[positions]) @ vectors.T
             if biases is not None:
                 scores += biases
-            if filter_liked:
-                mask = liked[batch].toarray() > 0
+            if excluded is not None:
+                mask = excluded(positions).toarray() > 0
                 scores[mask if candidates is None else mask[:, candidates]] = -np.inf
             return scores
 
-        ids, scores = _top_k_in_batches(np.atleast_1d(users), min(k, len(vectors)), score_rows,
-                                        candidates, batch_size)
-        return (ids[0], scores[0]) if users.ndim == 0 else (ids, scores)
+        return _top_k_in_batches(np.arange(len(users)), min(k, len(vectors)), score_rows, candidates,
+                                 batch_size)
 
-    def similar_items(self, item_ids, k=10):
-        """The `k` items most similar to each item by cosine of item vectors: `(ids, similarities)`.
+    def similar_items(self, item_ids, N=10, filter_items=None, items=None, *, k=None):
+        """The items most similar to each item by cosine of item vectors: `(ids, similarities)`,
+        best first; one id gives 1-D results, a sequence (n, N).
 
-        An item is not listed as similar to itself. One id gives 1-D results,
-        a sequence (n, k).
+        implicit's call and semantics (`similar_items(itemid, N=10, filter_items=None,
+        items=None)`): the item itself is among them (first, at similarity 1, unless
+        another has the same direction); `items` restricts the candidates and
+        `filter_items` leaves some out (not both). fastad's older call, `k=` instead
+        of `N`, leaves the item itself out and lists its `k` nearest others. implicit's
+        BPR takes the cosine with its item bias appended to the factors; fastad's is of
+        the factors alone. (`recalculate_item` is not supported.)
 
-        >>> ids, sims = model.similar_items(42, k=5)
+        >>> ids, sims = model.similar_items(42)          # ids[0] == 42
+        >>> ids, sims = model.similar_items(42, k=5)     # 5 others
         """
-        return _nearest(f"{type(self).__name__}.similar_items", "item_ids", item_ids,
-                        self.item_vectors(), k, "items of the model")
+        self._require_weights(f"{type(self).__name__}.similar_items")
+        return _nearest(f"{type(self).__name__}.similar_items", "item_ids", item_ids, self.item_vectors(),
+                        N, k, filter_items, items, "items")
 
-    def similar_users(self, user_ids, k=10):
-        """The `k` users most similar to each user by cosine of user vectors: `(ids, similarities)`.
+    def similar_users(self, user_ids, N=10, filter_users=None, users=None, *, k=None):
+        """The users most similar to each user by cosine of user vectors: `(ids, similarities)`,
+        as `similar_items` ranks items (implicit's call `similar_users(userid, N=10,
+        filter_users=None, users=None)`: the user itself included; `k=`: left out).
 
-        >>> ids, sims = model.similar_users([0, 1], k=5)
+        >>> ids, sims = model.similar_users([0, 1], N=5)
         """
+        self._require_weights(f"{type(self).__name__}.similar_users")
         return _nearest(f"{type(self).__name__}.similar_users", "user_ids", user_ids,
-                        self.user_vectors(np.arange(self.n_users)), k, "users of the model")
+                        self.user_vectors(np.arange(self.n_users)), N, k, filter_users, users, "users")
+
+    def _require_weights(self, who):
+        """A ValueError unless the model has its weights (a BPR built without sizes gets them
+        from its first fit)."""
+        if self.n_users is None:
+            raise ValueError(f"{who}: the model has no factors yet: built without n_users and "
+                             f"n_items, it is sized by its first fit(user_items)")
 
     @property
     def user_factors(self):
@@ -277,6 +375,7 @@ class Recommender(Module):
 
         >>> model.save("bpr.npz"); model = fa.models.BPR.load("bpr.npz")
         """
+        self._require_weights(f"{type(self).__name__}.save")
         config = self.config()
         config["dtype"] = np.dtype(config["dtype"]).name
         state = {"model": type(self).__name__, "config": config, "weights": self.state_dict()}
@@ -310,6 +409,7 @@ class Recommender(Module):
         >>> model.auc(test_triples)      # 0.5 is chance
         """
         who = f"{type(self).__name__}.auc"
+        self._require_weights(who)
         users = check_ids(who, "triples['users']", triples["users"], self.n_users, "users of the model")
         pos = check_ids(who, "triples['pos']", triples["pos"], self.n_items, "items of the model")
         neg = check_ids(who, "triples['neg']", triples["neg"], self.n_items, "items of the model")
@@ -321,20 +421,56 @@ class Recommender(Module):
         return float(np.mean(margin > 0))
 
 
-def _nearest(who, name, ids, vectors, k, what):
-    k = check_int(who, "k", k)
-    queries = check_ids(who, name, ids, len(vectors), what)
+def _nearest(who, name, ids, vectors, N, k, filter_ids, among, what):
+    """similar_items' and similar_users' ranking of the rows of `vectors` by cosine to the
+    rows `ids`: implicit's (`N`, the row itself included, `filter_ids` left out, `among` the
+    candidates) or, with `k`, fastad's (the `k` nearest others)."""
+    queries = check_ids(who, name, ids, len(vectors), f"{what} of the model")
     if queries.ndim > 1:
         raise ValueError(f"{who}: {name} must be one id or a 1-D sequence, got shape {queries.shape}")
+    candidates = None
+    if k is not None:
+        if N != 10 or filter_ids is not None or among is not None:
+            raise TypeError(f"{who}: k= (the k nearest others) is fastad's older call; give N "
+                            f"(implicit's, which counts the {what[:-1]} itself) and its filters, or k alone")
+        count = min(check_int(who, "k", k), len(vectors) - 1)
+    else:
+        count = check_int(who, "N", N)
+        filter_name, among_name = ("filter_items", "items") if what == "items" else ("filter_users", "users")
+        if filter_ids is not None and among is not None:
+            raise ValueError(f"{who}: give {among_name} (the candidates) or {filter_name} (left out), not both")
+        if among is not None:
+            candidates = _id_list(who, among_name, among, len(vectors), what)
+        elif filter_ids is not None:
+            candidates = np.setdiff1d(np.arange(len(vectors)),
+                                      _id_list(who, filter_name, filter_ids, len(vectors), what))
+        count = min(count, len(vectors) if candidates is None else len(candidates))
     unit = _unit_rows(vectors)
+    pool = unit if candidates is None else unit[candidates]
 
     def score_rows(batch):
-        similarities = unit[batch] @ unit.T
-        similarities[np.arange(len(batch)), batch] = -np.inf        # not similar to itself
+        similarities = unit[batch] @ pool.T
+        if k is not None:
+            similarities[np.arange(len(batch)), batch] = -np.inf        # not similar to itself
         return similarities
 
-    ids, similarities = _top_k_in_batches(np.atleast_1d(queries), min(k, len(vectors) - 1), score_rows)
+    ids, similarities = _top_k_in_batches(np.atleast_1d(queries), count, score_rows, candidates)
     return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
+
+
+def _id_list(who, name, ids, limit, what, empty=True):
+    """`ids` checked as a 1-D sequence (non-empty unless `empty`) of ids of the model's `what`
+    ("items", "users")."""
+    array = check_ids(who, name, ids, limit, f"{what} of the model")
+    if array.ndim != 1 or (array.size == 0 and not empty):
+        raise ValueError(f"{who}: {name} must be a {'' if empty else 'non-empty '}1-D sequence of "
+                         f"{what[:-1]} ids, got shape {array.shape}")
+    return array
+
+
+# the keywords only implicit's recommend call has, and only fastad's
+_IMPLICIT_RECOMMEND = {"user_items", "N", "filter_already_liked_items", "filter_items", "recalculate_user"}
+_FASTAD_RECOMMEND = {"k", "filter_liked", "liked", "batch_size"}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from fastad_cy.losses import bce_with_logits
 from fastad_cy.shape import reshape
 from fastad_cy.model_losses import gather_dot
 from fastad_cy.sparse import take
-from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, look_up
+from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, either, look_up
 from fastad.io import load, save
 from fastad.models.keyed_vectors import KeyedVectors
 from fastad.models.runner import EpochRunner, RunSettings
@@ -109,9 +109,9 @@ class Word2Vec:
                  min_lr=1e-4, sg=True, workers=1, seed=0, *, vector_size=None, alpha=None,
                  min_alpha=None, sentences=None, corpus_file=None):
         who = "Word2Vec"
-        dim = _either(who, "dim", dim, 100, "vector_size", vector_size)
-        lr = _either(who, "lr", lr, None, "alpha", alpha)
-        min_lr = _either(who, "min_lr", min_lr, 1e-4, "min_alpha", min_alpha)
+        dim = either(who, "dim", dim, 100, "gensim's vector_size", vector_size)
+        lr = either(who, "lr", lr, None, "gensim's alpha", alpha)
+        min_lr = either(who, "min_lr", min_lr, 1e-4, "gensim's min_alpha", min_alpha)
         self.dim, self.window, self.negative, self.min_count, self.epochs, self.workers = check_sizes(
             who, dim=dim, window=window, negative=negative, min_count=min_count, epochs=epochs,
             workers=workers)
@@ -391,15 +391,6 @@ class Word2Vec:
         """`wv.save_word2vec_format`: word2vec's text (or `binary`) format, which gensim's
         KeyedVectors.load_word2vec_format reads; written atomically."""
         self.wv.save_word2vec_format(path, binary)
-
-
-def _either(who, name, value, default, gensim_name, gensim_value):
-    """An argument given by fastad's name or gensim's (not both)."""
-    if gensim_value is None:
-        return value
-    if value is not default and value != default:
-        raise TypeError(f"{who}: give {name} or gensim's {gensim_name}, not both")
-    return gensim_value
 
 
 @dataclass(frozen=True)
