@@ -13,9 +13,15 @@ Workloads (`WORKLOADS`, one row each per size and thread count):
   power-law item popularity (about 1 M and 5 M interactions): fastad's
   `BPR(factors=64, iterations=1)` (workers in Hogwild threads) beside implicit's
   `BayesianPersonalizedRanking(factors=64, iterations=1, num_threads=...)`.
+- "word2vec": skip-gram, dim 100, window 5, negative 5, one epoch, on 100-token
+  sentences of words drawn from a Zipf(1.1) law (1 M and 10 M tokens: about 9,000 and
+  76,000 words of count >= 5 kept), given as a list of token lists: fastad's
+  `Word2Vec` (workers in Hogwild threads) beside gensim's `Word2Vec(sg=1)`; with
+  `--large`, also the 10 M corpus streamed 10 times from a restartable iterable (100 M
+  tokens, min_count 50: the same vocabulary), where memory must not grow with the tokens.
 
 A peer that is not installed is skipped, with the reason. Linux only (it reads /proc).
-Run: python bench/memory.py [--quick] [--workload NAME]
+Run: python bench/memory.py [--quick] [--large] [--workload NAME]
 """
 import argparse
 import json
@@ -27,7 +33,10 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SIZES = {"1M": (100_000, 20_000, 1_000_000), "5M": (500_000, 100_000, 5_000_000)}
+#: workload -> {size: the arguments of its data maker}; --quick runs each workload's first
+SIZES = {"bpr": {"1M": (100_000, 20_000, 1_000_000), "5M": (500_000, 100_000, 5_000_000)},
+         "word2vec": {"1M": (1_000_000, 1), "10M": (10_000_000, 1)}}
+LARGE_SIZES = {"word2vec": {"10M x 10": (10_000_000, 10)}}
 
 
 def power_law_likes(users, items, interactions, seed=0):
@@ -42,6 +51,29 @@ def power_law_likes(users, items, interactions, seed=0):
     matrix.sum_duplicates()
     matrix.data[:] = 1
     return matrix
+
+
+class Repeated:
+    """A restartable corpus: `sentences` over and over, `passes` times a pass."""
+
+    def __init__(self, sentences, passes):
+        self.sentences, self.passes = sentences, passes
+
+    def __iter__(self):
+        for _ in range(self.passes):
+            yield from self.sentences
+
+
+def zipf_corpus(tokens, passes, seed=0):
+    """(sentences of 100 words drawn by a Zipf(1.1) law over "w0", "w1", ..., the min_count
+    that keeps the vocabulary of one pass): a list, or `Repeated` when passes > 1."""
+    rng = np.random.default_rng(seed)
+    ids = rng.zipf(1.1, tokens) - 1
+    ids = ids[ids < 2_000_000]
+    words = np.array([f"w{i}" for i in range(int(ids.max()) + 1)], dtype=object)
+    flat = words[ids].tolist()
+    sentences = [flat[k:k + 100] for k in range(0, len(flat), 100)]
+    return (sentences if passes == 1 else Repeated(sentences, passes)), 5 * passes
 
 
 def _resident_mb(field):
@@ -64,15 +96,30 @@ def _implicit_bpr(likes, threads):
     return lambda: model.fit(likes, show_progress=False)
 
 
+def _fastad_word2vec(data, threads):
+    import fastad as fa
+    corpus, min_count = data
+    model = fa.models.Word2Vec(dim=100, window=5, negative=5, min_count=min_count, epochs=1, workers=threads)
+    return lambda: model.fit(corpus, start_method="threads")
+
+
+def _gensim_word2vec(data, threads):
+    from gensim.models import Word2Vec
+    corpus, min_count = data
+    return lambda: Word2Vec(sentences=corpus, vector_size=100, window=5, negative=5, min_count=min_count,
+                            epochs=1, workers=threads, sg=1)
+
+
 #: workload -> {library: (module it needs, the fit's maker (data, threads) -> fit())}
-WORKLOADS = {"bpr": {"fastad": (None, _fastad_bpr), "implicit": ("implicit", _implicit_bpr)}}
-DATA = {"bpr": power_law_likes}
+WORKLOADS = {"bpr": {"fastad": (None, _fastad_bpr), "implicit": ("implicit", _implicit_bpr)},
+             "word2vec": {"fastad": (None, _fastad_word2vec), "gensim": ("gensim", _gensim_word2vec)}}
+DATA = {"bpr": power_law_likes, "word2vec": zipf_corpus}
 
 
 def measure(workload, library, size, threads):
     """In this process: (peak resident MB over the fit minus the resident MB before it, seconds)."""
-    likes = DATA[workload](*SIZES[size])
-    fit = WORKLOADS[workload][library][1](likes, threads)
+    data = DATA[workload](*{**SIZES[workload], **LARGE_SIZES.get(workload, {})}[size])
+    fit = WORKLOADS[workload][library][1](data, threads)
     with open("/proc/self/clear_refs", "w") as refs:
         refs.write("5")                 # the peak resident set (VmHWM) starts again from now
     before = _resident_mb("VmRSS")
@@ -92,10 +139,11 @@ def skip_reason(module):
     return None
 
 
-def run(quick=False, workloads=None):
+def run(quick=False, workloads=None, large=False):
     rows = []
     for workload in workloads or WORKLOADS:
-        for size in (["1M"] if quick else list(SIZES)):
+        sizes = list(SIZES[workload]) + (list(LARGE_SIZES.get(workload, {})) if large else [])
+        for size in (sizes[:1] if quick else sizes):
             for threads in (1, 2):
                 for library, (module, _) in WORKLOADS[workload].items():
                     reason = skip_reason(module)
@@ -116,6 +164,7 @@ def run(quick=False, workloads=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="the smaller size only")
+    ap.add_argument("--large", action="store_true", help="also the large sizes (word2vec: 100 M tokens streamed)")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
     ap.add_argument("--one", nargs=4, metavar=("WORKLOAD", "LIBRARY", "SIZE", "THREADS"),
                     help=argparse.SUPPRESS)       # the subprocess of one measurement
@@ -124,16 +173,30 @@ def main():
         workload, library, size, threads = args.one
         print(json.dumps(measure(workload, library, size, int(threads))))
         return None
-    rows = run(args.quick, args.workload)
-    print(f"{'workload':10s} {'size':5s} {'threads':>7s} {'library':10s} {'peak - before (MB)':>19s} "
+    rows = run(args.quick, args.workload, args.large)
+    print(f"{'workload':10s} {'size':8s} {'threads':>7s} {'library':10s} {'peak - before (MB)':>19s} "
           f"{'fit (s)':>8s}")
     for row in rows:
         if "skipped" in row:
-            print(f"{row['workload']:10s} {row['size']:5s} {row['threads']:7d} {row['library']:10s} "
+            print(f"{row['workload']:10s} {row['size']:8s} {row['threads']:7d} {row['library']:10s} "
                   f"skipped: {row['skipped']}")
         else:
-            print(f"{row['workload']:10s} {row['size']:5s} {row['threads']:7d} {row['library']:10s} "
+            print(f"{row['workload']:10s} {row['size']:8s} {row['threads']:7d} {row['library']:10s} "
                   f"{row['peak_mb']:19.0f} {row['seconds']:8.2f}")
+    for key in sorted({(r["workload"], r["size"]) for r in rows if "peak_mb" in r}):
+        measured = {(r["library"], r["threads"]): r for r in rows
+                    if (r["workload"], r["size"]) == key and "peak_mb" in r}
+        libraries = sorted({library for library, _ in measured}, key=lambda name: name != "fastad")
+        parts = [f"{library} 1->2 threads {measured[library, 1]['seconds'] / measured[library, 2]['seconds']:.2f}x"
+                 for library in libraries if (library, 1) in measured and (library, 2) in measured]
+        if len(libraries) == 2:
+            peer = libraries[1]
+            for threads in (1, 2):
+                if ("fastad", threads) in measured and (peer, threads) in measured:
+                    mine, theirs = measured["fastad", threads], measured[peer, threads]
+                    parts.append(f"{threads} thread(s): memory {mine['peak_mb'] / theirs['peak_mb']:.2f}x "
+                                 f"{peer}'s, speed {theirs['seconds'] / mine['seconds']:.2f}x")
+        print(f"{key[0]} {key[1]}: " + "; ".join(parts))
     return rows
 
 

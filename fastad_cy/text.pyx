@@ -43,6 +43,18 @@ cdef inline bint _separator(char c) noexcept nogil:
     return c == b' ' or c == b'\n' or c == b'\r' or c == b'\t' or c == b'\v' or c == b'\f' or c == 0
 
 
+cdef inline bint _next_token(const char* data, Py_ssize_t n, Py_ssize_t* start, Py_ssize_t* end) noexcept nogil:
+    """Move [start, end) to the line's next token, after `end`; False at the line's end."""
+    cdef Py_ssize_t i = end[0]
+    while i < n and _separator(data[i]):
+        i += 1
+    start[0] = i
+    while i < n and not _separator(data[i]):
+        i += 1
+    end[0] = i
+    return i > start[0]
+
+
 cdef inline bint _continuation(char c) noexcept nogil:
     """A UTF-8 continuation byte (10xxxxxx): part of the character before it."""
     return (<unsigned char>c & 0xC0) == 0x80
@@ -83,17 +95,11 @@ def fasttext_hash(word):
 def fasttext_tokens(line):
     """The tokens fastText reads from one line (split on its separators: space, tab,
     vertical tab, form feed, carriage return and NUL), then EOS, as str."""
-    cdef Py_ssize_t n, i = 0, start
+    cdef Py_ssize_t n, start = 0, end = 0
     cdef const char* data = _line_bytes(line, &n, 0)
     tokens = []
-    while i < n:
-        while i < n and _separator(data[i]):
-            i += 1
-        start = i
-        while i < n and not _separator(data[i]):
-            i += 1
-        if i > start:
-            tokens.append(data[start:i].decode("utf-8", "replace"))
+    while _next_token(data, n, &start, &end):
+        tokens.append(data[start:end].decode("utf-8", "replace"))
     tokens.append(EOS)
     return tokens
 
@@ -313,22 +319,14 @@ cdef class Dictionary:
         """Count the words and labels of `lines` (an iterable of str or bytes lines, or a path
         of a text file read as bytes) in one pass, keeping nothing per token; returns self."""
         cdef _Strings counting = _Strings(1024)
-        cdef Py_ssize_t n, i, start, k = 0, e
+        cdef Py_ssize_t n, start, end, k = 0
         cdef const char* data
-        cdef uint32_t h
         cdef int64_t ntokens = 0
         for line in _lines_of(lines):
             data = _line_bytes(line, &n, k)
-            i = 0
-            while True:
-                while i < n and _separator(data[i]):
-                    i += 1
-                start = i
-                while i < n and not _separator(data[i]):
-                    i += 1
-                if i == start:
-                    break
-                self._count(counting, data + start, i - start)
+            start = end = 0
+            while _next_token(data, n, &start, &end):
+                self._count(counting, data + start, end - start)
                 ntokens += 1
             self._count(counting, _EOS, 4)
             ntokens += 1
@@ -343,9 +341,7 @@ cdef class Dictionary:
         cdef uint32_t h = _hash(s, n)
         cdef Py_ssize_t e = counting.find(s, n, h)
         if e < 0:
-            kind = LABEL if n >= len(self.label_bytes) and \
-                memcmp(s, PyBytes_AS_STRING(self.label_bytes), len(self.label_bytes)) == 0 else WORD
-            counting.add(s, n, h, kind, 1)
+            counting.add(s, n, h, LABEL if self._is_label(s, n) else WORD, 1)
         else:
             counting.entries[e].count += 1
         return 0
@@ -434,11 +430,10 @@ cdef class Dictionary:
         cdef _Ids out = _Ids()
         cdef Py_ssize_t n
         cdef const char* data = _line_bytes(word, &n, 0)
-        self._word_rows(data, n, self.table.find(data, n, _hash(data, n)), True, out)
+        self._word_rows(data, n, self.table.find(data, n, _hash(data, n)), out)
         return out.arrays()[0]
 
-    cdef int _word_rows(self, const char* token, Py_ssize_t n, Py_ssize_t e, bint always_ngrams,
-                        _Ids out) except -1:
+    cdef int _word_rows(self, const char* token, Py_ssize_t n, Py_ssize_t e, _Ids out) except -1:
         """Push a word's input rows (fastText's addSubwords): a known word's id and its
         precomputed n-grams; an unknown one's n-grams (none for EOS)."""
         cdef int64_t k
@@ -456,7 +451,7 @@ cdef class Dictionary:
         ids[offsets[k]:offsets[k + 1]] and its labels labels[label_offsets[k]:label_offsets[k + 1]]."""
         self._require_built("encode")
         cdef _Ids rows = _Ids(), labels = _Ids()
-        cdef Py_ssize_t n, i, start, k = 0, e, h_count, a, b
+        cdef Py_ssize_t n, start, end, k = 0, e, h_count, a, b
         cdef const char* data
         cdef uint32_t h
         cdef uint64_t ngram
@@ -464,21 +459,16 @@ cdef class Dictionary:
         cdef int32_t[::1] hashes = hashes_array
         for line in _lines_of(lines):
             data = _line_bytes(line, &n, k)
-            i = h_count = 0
+            start = end = h_count = 0
             while True:
-                while i < n and _separator(data[i]):
-                    i += 1
-                start = i
-                while i < n and not _separator(data[i]):
-                    i += 1
-                if i == start:      # the line's end: EOS, a word like the others
-                    data, start, i, n = _EOS, 0, 4, 0
-                h = _hash(data + start, i - start)
-                e = self.table.find(data + start, i - start, h)
+                if not _next_token(data, n, &start, &end):     # the line's end: EOS, a word like the others
+                    data, start, end, n = _EOS, 0, 4, 0
+                h = _hash(data + start, end - start)
+                e = self.table.find(data + start, end - start, h)
                 if e >= self.nwords:
                     labels.push(<int32_t>(e - self.nwords))
-                elif e >= 0 or not self._is_label(data + start, i - start):
-                    self._word_rows(data + start, i - start, e, False, rows)
+                elif e >= 0 or not self._is_label(data + start, end - start):
+                    self._word_rows(data + start, end - start, e, rows)
                     if h_count == hashes.shape[0]:
                         hashes_array = np.concatenate((hashes_array, np.zeros_like(hashes_array)))
                         hashes = hashes_array
