@@ -27,10 +27,10 @@ from fastad_cy.scalar cimport s_tanh, s_sigmoid
 cnp.import_array()
 
 
-cdef void lstm_pointwise(const floating* bias, const floating* c_prev, floating* act,
-                         floating* tanh_c, floating* h, floating* c, Py_ssize_t batch,
-                         Py_ssize_t H) noexcept nogil:
-    """act holds the pre-activations (batch, 4H); add the bias and apply the gates in place.
+cdef void lstm_pointwise(const floating* b_ih, const floating* b_hh, const floating* c_prev,
+                         floating* act, floating* tanh_c, floating* h, floating* c,
+                         Py_ssize_t batch, Py_ssize_t H) noexcept nogil:
+    """act holds the pre-activations (batch, 4H); add the biases and apply the gates in place.
 
     Row r: act = [i f g o] after sigmoid/sigmoid/tanh/sigmoid;
     c = f * c_prev + i * g (i * g without c_prev); h = o * tanh(c).
@@ -41,7 +41,7 @@ cdef void lstm_pointwise(const floating* bias, const floating* c_prev, floating*
     for r in range(batch):
         a = act + r * 4 * H
         for j in range(4 * H):
-            a[j] = a[j] + bias[j]
+            a[j] = a[j] + b_ih[j] + b_hh[j]
         for j in range(H):
             a[j] = s_sigmoid(a[j])
             a[H + j] = s_sigmoid(a[H + j])
@@ -94,18 +94,18 @@ cdef void column_sums(const floating* m, floating* out, Py_ssize_t rows, Py_ssiz
 
 cdef int product_backward(Variable x, Variable w, const floating* dout, int B, int n_in,
                           int n_out) except -1 nogil:
-    """The gradients of x (B, n_in) @ w (n_in, n_out) from dout (B, n_out), for the inputs
-    that take one: dx = dout @ w^T, dw = x^T @ dout. prepare_grad() makes the buffer that
-    grad_ptr points to: it is called first."""
+    """The gradients of x (B, n_in) @ w^T, w (n_out, n_in), from dout (B, n_out), for the
+    inputs that take one: dx = dout @ w, dw = dout^T @ x. prepare_grad() makes the buffer
+    that grad_ptr points to: it is called first."""
     cdef bint add
     if x.requires_grad:
         add = x.prepare_grad()
-        gemm(False, True, B, n_in, n_out, dout, n_out, <floating*>w.val_ptr, n_out,
+        gemm(False, False, B, n_in, n_out, dout, n_out, <floating*>w.val_ptr, n_in,
              <floating*>x.grad_ptr, n_in, add)
     if w.requires_grad:
         add = w.prepare_grad()
-        gemm(True, False, n_in, n_out, B, <floating*>x.val_ptr, n_in, dout, n_out,
-             <floating*>w.grad_ptr, n_out, add)
+        gemm(True, False, n_out, n_in, B, dout, n_out, <floating*>x.val_ptr, n_in,
+             <floating*>w.grad_ptr, n_in, add)
     return 0
 
 
@@ -121,11 +121,12 @@ cdef int bias_backward(Variable bias, const floating* dout, int B, int n_out) ex
 
 cdef int cell_products(Variable x, Variable h, Variable w_ih, Variable w_hh, floating* gi,
                        floating* gh, int B, int I, int H, int G) except -1 nogil:
-    """gi = x @ w_ih and, unless h is None (a zero state), gh = h @ w_hh, each (B, G); when gh
-    is gi the second product is added into it."""
-    gemm(False, False, B, G, I, <floating*>x.val_ptr, I, <floating*>w_ih.val_ptr, G, gi, G, False)
+    """gi = x @ w_ih^T and, unless h is None (a zero state), gh = h @ w_hh^T, each (B, G), the
+    weights in PyTorch's layout, w_ih (G, I) and w_hh (G, H), read transposed in place; when
+    gh is gi the second product is added into it."""
+    gemm(False, True, B, G, I, <floating*>x.val_ptr, I, <floating*>w_ih.val_ptr, I, gi, G, False)
     if h is not None:
-        gemm(False, False, B, G, H, <floating*>h.val_ptr, H, <floating*>w_hh.val_ptr, G, gh, G,
+        gemm(False, True, B, G, H, <floating*>h.val_ptr, H, <floating*>w_hh.val_ptr, H, gh, G,
              gh == gi)
     return 0
 
@@ -153,7 +154,7 @@ cdef int zero_unwritten_grads(Variable node) except -1 with gil:
 @cython.no_gc
 cdef class LSTMCell(Variable):
     """Value (2, batch, H): [h', c'] of one LSTM step from x, optional (h, c) and the weights."""
-    cdef Variable x, h, c, w_ih, w_hh, bias     # h and c are None for a zero state
+    cdef Variable x, h, c, w_ih, w_hh, b_ih, b_hh   # h and c are None for a zero state
     cdef Py_ssize_t batch, n_in, H
     cdef cnp.ndarray act, tanh_c, dgates        # scratch made at build: (B, 4H), (B, H), (B, 4H)
     cdef char* act_ptr                          # their data, for the passes
@@ -169,8 +170,9 @@ cdef class LSTMCell(Variable):
         cdef int B = self.batch, I = self.n_in, H = self.H
         cdef floating* act = <floating*>self.act_ptr
         cell_products(self.x, self.h, self.w_ih, self.w_hh, act, act, B, I, H, 4 * H)
-        lstm_pointwise(<floating*>self.bias.val_ptr, <floating*>val_ptr_or_null(self.c), act,
-                       <floating*>self.tanh_c_ptr, out, out + B * H, B, H)
+        lstm_pointwise(<floating*>self.b_ih.val_ptr, <floating*>self.b_hh.val_ptr,
+                       <floating*>val_ptr_or_null(self.c), act, <floating*>self.tanh_c_ptr, out,
+                       out + B * H, B, H)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -190,7 +192,8 @@ cdef class LSTMCell(Variable):
                                 <floating*>val_ptr_or_null(self.c), grad, grad + B * H, dgates,
                                 gc_prev, add_c_prev, B, H)
         cell_products_backward(self.x, self.h, self.w_ih, self.w_hh, dgates, dgates, B, I, H, 4 * H)
-        bias_backward(self.bias, dgates, B, 4 * H)
+        bias_backward(self.b_ih, dgates, B, 4 * H)
+        bias_backward(self.b_hh, dgates, B, 4 * H)
         return 0
 
 
@@ -199,7 +202,7 @@ cdef class LSTMCell(Variable):
 cdef void gru_pointwise(const floating* b_ih, const floating* b_hh, const floating* h_prev,
                         floating* gi, floating* gh, floating* h, Py_ssize_t batch,
                         Py_ssize_t H) noexcept nogil:
-    """gi = x @ W_ih and gh = h @ W_hh (batch, 3H), without biases; gh is ignored when
+    """gi = x @ W_ih^T and gh = h @ W_hh^T (batch, 3H), without biases; gh is ignored when
     h_prev is NULL (a zero state). Computes h and leaves in place what the backward
     needs: gi = [r z n] after the nonlinearities, gh[2H:] = h @ W_hn + b_hn.
 
@@ -328,33 +331,36 @@ cdef tuple _cell_sizes(str op, object x, object bias, str bias_name, int gates):
     return B, I, H
 
 
-def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
+def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
     """One LSTM step in one node; returns hc of shape (2, batch, H): h' = hc[0], c' = hc[1].
 
-    x (batch, I); h and c (batch, H), or both None for a zero state;
-    weight_ih (I, 4H), weight_hh (H, 4H), bias (4H,), gates in PyTorch's order
-    i, f, g, o: gates = x @ weight_ih + h @ weight_hh + bias,
+    x (batch, I); h and c (batch, H), or both None for a zero state; the
+    weights in PyTorch's layout, weight_ih (4H, I), weight_hh (4H, H), bias_ih
+    and bias_hh (4H,), gates in PyTorch's order i, f, g, o:
+    gates = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh,
     c' = sigmoid(f) * c + sigmoid(i) * tanh(g), h' = sigmoid(o) * tanh(c').
     All float Variables of one dtype. fa.nn.LSTMCell calls it.
 
-    >>> hc = lstm_cell(x, None, None, w_ih, w_hh, b)       # x (1, 16), H = 32
-    >>> h, c = hc[0], hc[1]                                 # each (1, 32)
+    >>> hc = lstm_cell(x, None, None, w_ih, w_hh, b_ih, b_hh)   # x (1, 16), H = 32
+    >>> h, c = hc[0], hc[1]                                     # each (1, 32)
     """
     cdef str op = "lstm_cell"
-    B, I, H = _cell_sizes(op, x, bias, "bias", 4)
+    B, I, H = _cell_sizes(op, x, bias_ih, "bias_ih", 4)
     cdef Variable vx = <Variable>x
-    _check(op, "weight_ih", weight_ih, (I, 4 * H), vx)
-    _check(op, "weight_hh", weight_hh, (H, 4 * H), vx)
-    _check(op, "bias", bias, (4 * H,), vx)
+    _check(op, "weight_ih", weight_ih, (4 * H, I), vx)
+    _check(op, "weight_hh", weight_hh, (4 * H, H), vx)
+    _check(op, "bias_ih", bias_ih, (4 * H,), vx)
+    _check(op, "bias_hh", bias_hh, (4 * H,), vx)
     if (h is None) != (c is None):
         raise ValueError("lstm_cell: give both h and c, or neither (a zero state)")
     if h is not None:
         _check(op, "h", h, (B, H), vx)
         _check(op, "c", c, (B, H), vx)
     if (dev := backend_of(vx)) is not None:
-        return dev.lstm_cell(vx, h, c, weight_ih, weight_hh, bias, H)
+        return dev.lstm_cell(vx, h, c, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
-    node.x, node.w_ih, node.w_hh, node.bias = vx, weight_ih, weight_hh, bias
+    node.x, node.w_ih, node.w_hh = vx, weight_ih, weight_hh
+    node.b_ih, node.b_hh = bias_ih, bias_hh
     node.h, node.c = h, c
     node.batch, node.n_in, node.H = B, I, H
     dtype = np.float64 if vx.f64 else np.float32
@@ -365,7 +371,7 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
     node.tanh_c_ptr = <char*>cnp.PyArray_DATA(node.tanh_c)
     node.dgates_ptr = <char*>cnp.PyArray_DATA(node.dgates)
     # without a state, weight_hh takes no part (and receives no gradient)
-    inputs = (vx, weight_ih, bias) + ((weight_hh, h, c) if h is not None else ())
+    inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh, h, c) if h is not None else ())
     init_node(node, op, inputs, (2, B, H), vx.f64)
     return finish(node)
 
@@ -373,10 +379,11 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias):
 def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     """One GRU step in one node; returns h' of shape (batch, H).
 
-    x (batch, I); h (batch, H), or None for a zero state; weight_ih (I, 3H),
-    weight_hh (H, 3H), bias_ih and bias_hh (3H,), gates in PyTorch's order
-    r, z, n: r = sigmoid(x W_ir + b_ir + h W_hr + b_hr), z likewise,
-    n = tanh(x W_in + b_in + r * (h W_hn + b_hn)), h' = (1 - z) * n + z * h.
+    x (batch, I); h (batch, H), or None for a zero state; the weights in
+    PyTorch's layout, weight_ih (3H, I), weight_hh (3H, H), bias_ih and bias_hh
+    (3H,), gates in PyTorch's order r, z, n (W_ir: rows 0..H of weight_ih):
+    r = sigmoid(x W_ir^T + b_ir + h W_hr^T + b_hr), z likewise,
+    n = tanh(x W_in^T + b_in + r * (h W_hn^T + b_hn)), h' = (1 - z) * n + z * h.
     All float Variables of one dtype. fa.nn.GRUCell calls it.
 
     >>> h = gru_cell(x, None, w_ih, w_hh, b_ih, b_hh)       # x (1, 16), H = 32: h (1, 32)
@@ -385,8 +392,8 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     cdef str op = "gru_cell"
     B, I, H = _cell_sizes(op, x, bias_ih, "bias_ih", 3)
     cdef Variable vx = <Variable>x
-    _check(op, "weight_ih", weight_ih, (I, 3 * H), vx)
-    _check(op, "weight_hh", weight_hh, (H, 3 * H), vx)
+    _check(op, "weight_ih", weight_ih, (3 * H, I), vx)
+    _check(op, "weight_hh", weight_hh, (3 * H, H), vx)
     _check(op, "bias_ih", bias_ih, (3 * H,), vx)
     _check(op, "bias_hh", bias_hh, (3 * H,), vx)
     if h is not None:
