@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy.fused import gru_cell, lstm_cell
+from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell
 
 F64 = np.float64
 
@@ -256,3 +256,61 @@ def test_gru_bad_input():
         gru_cell(x, h, w_ih, w_ih, b_ih, b_hh)
     with pytest.raises(TypeError, match="gru_cell: mixed dtypes"):
         gru_cell(x, fa.Input(np.zeros((2, 4)), dtype=np.float32), w_ih, w_hh, b_ih, b_hh)
+
+
+# ------------------------------------------------------- steps sharing one SequenceWeights
+
+def sequence_loss(kind, sequence, x, weights, steps=3):
+    """`steps` steps of one cell from a zero state, all on x, each step's output weighted."""
+    total, state = None, None
+    for t in range(steps):
+        if kind == "lstm":
+            hc = lstm_cell(x, *(state or (None, None)), *weights, sequence)
+            out, state = hc, (hc[0], hc[1])
+        else:
+            out = state = gru_cell(x, state, *weights, sequence)
+        total = weighted(out, seed=t) if total is None else total + weighted(out, seed=t)
+    return total
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_steps_sharing_sequence_weights_match_steps_reading_the_weights(kind, batch):
+    """The steps read one transposed copy of the weights, which the first step makes on every
+    forward pass: the values and gradients of steps that read the weights, and a replay
+    follows weights changed by set_value or in place (as Hogwild workers change them)."""
+    a = arrays(batch, 3, 4) if kind == "lstm" else gru_arrays(batch, 3, 4)
+    x = fa.Input(a[0], dtype=F64)
+    shared = [fa.Parameter(w, dtype=F64) for w in a[-4:]]
+    plain = [fa.Parameter(w, dtype=F64) for w in a[-4:]]
+    loss = sequence_loss(kind, SequenceWeights(), x, shared)
+    reference = sequence_loss(kind, None, x, plain)
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-12)
+    loss.backward()
+    reference.backward()
+    for p, q in zip(shared, plain):
+        np.testing.assert_allclose(p.grad, q.grad, rtol=1e-12, atol=1e-14)
+    g = np.random.default_rng(5)
+    for p, q in zip(shared, plain):
+        new = p.value + g.standard_normal(p.shape) * 0.1
+        p.set_value(new)
+        q.set_value(new)
+    assert loss.forward().item() == pytest.approx(reference.forward().item(), rel=1e-12)
+    shared[1].value[...] *= 0.5              # weight_hh, in place: no set_value
+    plain[1].value[...] *= 0.5
+    assert loss.forward().item() == pytest.approx(reference.forward().item(), rel=1e-12)
+    assert not np.isclose(loss.item(), sequence_loss(kind, None, x, [fa.Parameter(w, dtype=F64)
+                                                                     for w in a[-4:]]).item())
+
+
+def test_sequence_weights_errors():
+    x, _, _, *weights = (fa.Parameter(a, dtype=F64) for a in arrays(2, 3, 4))
+    sequence = SequenceWeights()
+    lstm_cell(x, None, None, *weights, sequence)
+    other = [fa.Parameter(w.value, dtype=F64) for w in weights]
+    with pytest.raises(ValueError, match="lstm_cell: the SequenceWeights belongs to the steps "
+                                         "of other weights"):
+        lstm_cell(x, None, None, *other, sequence)
+    with pytest.raises(TypeError, match="lstm_cell: sequence must be a SequenceWeights or None, "
+                                        "got dict"):
+        lstm_cell(x, None, None, *weights, {})

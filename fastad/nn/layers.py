@@ -16,7 +16,7 @@ from fastad_cy.elementwise import sqrt, square
 from fastad_cy.graph import IndexInput, Parameter, Variable
 from fastad_cy.reduction import mean
 from fastad_cy.linalg import linear
-from fastad_cy.fused import gru_cell, lstm_cell
+from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell
 from fastad_cy.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
@@ -195,8 +195,9 @@ class _Recurrent(Module):
         return f"{self.input_size}, {self.hidden_size}"
 
 
-def _lstm_step(who, module, x, state):
-    """(h', c') of one LSTM step of `module`'s weights from x and state (h, c) or None."""
+def _lstm_step(who, module, x, state, sequence=None):
+    """(h', c') of one LSTM step of `module`'s weights from x and state (h, c) or None
+    (`sequence`: the SequenceWeights of the steps of one sequence, or None)."""
     _check_batch_input(who, x, module.input_size)
     h = c = None
     if state is not None:
@@ -205,16 +206,17 @@ def _lstm_step(who, module, x, state):
         h, c = state
         _check_state(who, "h", h, x.shape[0], module.hidden_size)
         _check_state(who, "c", c, x.shape[0], module.hidden_size)
-    hc = lstm_cell(x, h, c, *module._weights())   # one fused node
+    hc = lstm_cell(x, h, c, *module._weights(), sequence)   # one fused node
     return hc[0], hc[1]
 
 
-def _gru_step(who, module, x, state):
-    """h' of one GRU step of `module`'s weights from x and state h or None."""
+def _gru_step(who, module, x, state, sequence=None):
+    """h' of one GRU step of `module`'s weights from x and state h or None (`sequence` as
+    _lstm_step's)."""
     _check_batch_input(who, x, module.input_size)
     if state is not None:
         _check_state(who, "h", state, x.shape[0], module.hidden_size)
-    return gru_cell(x, state, *module._weights())
+    return gru_cell(x, state, *module._weights(), sequence)
 
 
 class LSTMCell(_Recurrent):
@@ -263,7 +265,9 @@ class GRUCell(_Recurrent):
 
 class _Sequence(_Recurrent):
     """Runs `_step` over a list of (batch, input_size) Variables, with the Parameters of
-    torch's layer 0 ("weight_ih_l0", ...)."""
+    torch's layer 0 ("weight_ih_l0", ...). The steps of a sequence share one
+    SequenceWeights: one transposed copy of the weights a forward pass, which their
+    products read faster than the weights' own layout."""
 
     _suffix = "_l0"
     _step = None
@@ -274,8 +278,9 @@ class _Sequence(_Recurrent):
             raise TypeError(f"{name}: expected a non-empty list of (batch, input_size) Variables, "
                             f"got {type(xs).__name__}")
         outputs = []
+        sequence = SequenceWeights() if len(xs) > 1 else None
         for t, x in enumerate(xs):
-            state = type(self)._step(f"{name}: step {t}", self, x, state)
+            state = type(self)._step(f"{name}: step {t}", self, x, state, sequence)
             outputs.append(self._hidden(state))
         return (outputs, state) if return_state else outputs
 
