@@ -144,6 +144,13 @@ def test_matmul_accumulates_into_a_shared_leaf(backend):
     check_against_cpu(lambda a: fa.matmul(a, a), r(2, 3, 3))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear(backend, dtype):
+    """fa.linear on a device: the matmul of x with the weight's transpose, plus the bias."""
+    check_against_cpu(fa.linear, r(3, 4), r(5, 4), r(5), dtype=dtype)
+    check_against_cpu(fa.linear, r(2, 3, 4), r(5, 4), dtype=dtype)
+
+
 def test_vector_dot(backend):
     check_against_cpu(fa.vector_dot, r(5, 3), r(5, 3))
     check_against_cpu(fa.vector_dot, r(3), r(3))
