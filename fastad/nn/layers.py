@@ -4,8 +4,10 @@ Weights are Parameters with PyTorch's names, layouts and default
 initialisation, so `load_state_dict(torch_module.state_dict())` loads a
 PyTorch layer; a `generator` (numpy Generator) makes the initialisation
 reproducible. Linear and the recurrent cells keep their weights as
-(out, in), as PyTorch does, and their products read them transposed in place
-(a BLAS flag), never copied. A recurrent step is one fused node
+(out, in), as PyTorch does; Linear and a cell read them transposed in place
+(a BLAS flag), and the steps of an LSTM/GRU sequence share one transposed
+copy made once a forward pass (fastad_cy.fused.SequenceWeights), which their
+small products read faster. A recurrent step is one fused node
 (fastad_cy.fused.lstm_cell / gru_cell), not a dozen small ones.
 """
 import math
