@@ -47,11 +47,9 @@ def torch_model(torch, model):
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a))
     with torch.no_grad():
         embed.weight.copy_(t(model.embed.weight.value))
-        cell.weight_ih.copy_(t(model.lstm.cell.weight_ih.value.T))
-        cell.weight_hh.copy_(t(model.lstm.cell.weight_hh.value.T))
-        cell.bias_ih.copy_(t(model.lstm.cell.bias.value))
-        cell.bias_hh.zero_()
-        head.weight.copy_(t(model.head.weight.value.T))
+        for name, value in model.lstm.state_dict().items():      # weight_ih_l0, ...
+            getattr(cell, name.removesuffix("_l0")).copy_(t(value))
+        head.weight.copy_(t(model.head.weight.value))
         head.bias.copy_(t(model.head.bias.value))
     return embed, cell, head
 

@@ -39,7 +39,7 @@ def torch_model(torch, mine):
     model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
                           nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
                           nn.MaxPool2d(2), nn.Flatten(), nn.Linear(128, 10))
-    state = {name: torch.from_numpy(np.ascontiguousarray(value.T if name == "8.weight" else value))
+    state = {name: torch.from_numpy(value)
              for name, value in mine.state_dict().items()}
     model.load_state_dict(state, strict=False)       # num_batches_tracked keeps its start
     return model

@@ -36,7 +36,7 @@ def candidates_for(batch, torch, rng):
                                     torch.nn.Linear(*SIZES[1:]))
         with torch.no_grad():
             for layer, mine in zip((model[0], model[2]), (first, second)):
-                layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(mine.weight.value.T)))
+                layer.weight.copy_(torch.from_numpy(mine.weight.value))
                 layer.bias.copy_(torch.from_numpy(mine.bias.value))
         return model
 

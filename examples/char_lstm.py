@@ -101,11 +101,11 @@ class Progress:
 
 def sample(model, prime, length, temperature, rng):
     """Continue `prime` by up to `length` characters, stopping at a newline."""
-    H = model.lstm.cell.hidden_size
+    H = model.lstm.hidden_size
     with fa.no_grad():
         ix = fa.IndexInput([0])
         h, c = fa.Input(np.zeros((1, H))), fa.Input(np.zeros((1, H)))
-        h_next, c_next = model.lstm.cell(model.embed(ix), (h, c))
+        _, (h_next, c_next) = model.lstm([model.embed(ix)], (h, c), return_state=True)
         probs = fa.softmax(model.head(h_next) * (1.0 / temperature))
     text = prime
     code = ALPHABET.index(prime[0])

@@ -45,10 +45,13 @@ def finite_difference(leaf, output, eps=1e-6):
     leaf.zero_grad()
     output.backward()
     grad = leaf.grad
-    if leaf.device != "cpu":
-        from fastad.cuda.ops import to_host
-        grad = to_host(grad)
-    analytic = np.array(grad, dtype=np.float64)
+    if grad is None:            # the backward did not reach the leaf
+        analytic = np.zeros(values.shape)
+    else:
+        if leaf.device != "cpu":
+            from fastad.cuda.ops import to_host
+            grad = to_host(grad)
+        analytic = np.array(grad, dtype=np.float64)
     leaf.zero_grad()
     return numerical.reshape(values.shape), analytic
 

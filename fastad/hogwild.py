@@ -610,8 +610,8 @@ _sync = None        # in a worker of run(mode="synchronized"): its _SyncGroup
 # views, and backward passes seeded with the rows to add), as any backward would.
 
 def _grad_mode(p):
-    """How CPU Parameter `p` holds its gradient: "none", "sparse" (rows only) or "dense" (a
-    dense gradient is the live, writeable buffer; no gradient reads as read-only zeros)."""
+    """How CPU Parameter `p` holds its gradient: "none" (its grad reads None), "sparse" (rows
+    only) or "dense"."""
     if not isinstance(p, Parameter):
         raise TypeError(f"synchronized mode: expected a Parameter, got {type(p).__name__}")
     if p.device != "cpu":
@@ -619,7 +619,7 @@ def _grad_mode(p):
                          f"CPU Parameters")
     if p.is_sparse_grad:
         return "sparse"
-    return "dense" if p.grad.flags.writeable else "none"
+    return "none" if p.grad is None else "dense"
 
 
 def _aligned(nbytes):

@@ -13,7 +13,7 @@ once); a backend may override them.
 import numpy as np
 
 from fastad_cy.elementwise import add, mul, sigmoid, sub, tanh
-from fastad_cy.linalg import matmul, vector_dot
+from fastad_cy.linalg import linear, vector_dot
 from fastad_cy.losses import bce_with_logits
 from fastad_cy.reduction import sum as reduce_sum
 from fastad_cy.shape import getitem, reshape, stack
@@ -43,12 +43,12 @@ class Backend:
             raise TypeError(f"{cls.__name__}: a device backend needs {', '.join(missing)}")
 
     @staticmethod
-    def lstm_cell(x, h, c, weight_ih, weight_hh, bias, H):
-        """hc (2, batch, H) = [h', c'] with PyTorch's gate order i, f, g, o; the shapes
-        are checked (fastad_cy.fused.lstm_cell)."""
-        gates = add(matmul(x, weight_ih), bias)
+    def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, H):
+        """hc (2, batch, H) = [h', c'] with PyTorch's gate order i, f, g, o and weight layout
+        (4H, in); the shapes are checked (fastad_cy.fused.lstm_cell)."""
+        gates = add(linear(x, weight_ih, bias_ih), bias_hh)
         if h is not None:
-            gates = add(gates, matmul(h, weight_hh))
+            gates = add(gates, linear(h, weight_hh))
         i, f, g, o = (_gate(gates, k, H) for k in range(4))
         c_new = mul(sigmoid(i), tanh(g))
         if c is not None:
@@ -58,10 +58,10 @@ class Backend:
 
     @staticmethod
     def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh, H):
-        """h' (batch, H) with PyTorch's gate order r, z, n; the shapes are checked
-        (fastad_cy.fused.gru_cell)."""
-        gi = add(matmul(x, weight_ih), bias_ih)
-        gh = bias_hh if h is None else add(matmul(h, weight_hh), bias_hh)
+        """h' (batch, H) with PyTorch's gate order r, z, n and weight layout (3H, in); the
+        shapes are checked (fastad_cy.fused.gru_cell)."""
+        gi = linear(x, weight_ih, bias_ih)
+        gh = bias_hh if h is None else linear(h, weight_hh, bias_hh)
         r = sigmoid(add(_gate(gi, 0, H), _gate(gh, 0, H)))
         z = sigmoid(add(_gate(gi, 1, H), _gate(gh, 1, H)))
         n = tanh(add(_gate(gi, 2, H), mul(r, _gate(gh, 2, H))))

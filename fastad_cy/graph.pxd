@@ -21,7 +21,8 @@ cdef class Variable:
     cdef readonly Py_ssize_t size
     cdef tuple _shape
     cdef bint f64
-    cdef readonly bint requires_grad # a gradient flows back through this node
+    cdef bint requires_grad          # a gradient flows back through this node
+    cdef bint has_children           # a node was built on this one (a leaf's requires_grad is fixed)
     cdef bint is_leaf
     cdef unsigned long grad_pass     # == the current pass id: grad holds this pass's value
     cdef unsigned long visit_mark    # scratch for topological sorting

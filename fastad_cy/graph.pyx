@@ -449,6 +449,7 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
                             f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
         same_device(op, x, node)
         needs = needs or x.requires_grad
+        x.has_children = True
     node.op_name = op
     node.parents = inputs
     node.f64 = f64
@@ -757,6 +758,14 @@ cdef inline bint _comparable(object other):
     return isinstance(other, (Variable, int, float, np.ndarray, np.generic, list, tuple))
 
 
+cdef double _python_scalar(Variable v, str who) except? -1.0:
+    """The value of a one-element Variable as a Python float; ValueError naming `who` else."""
+    if v.size != 1:
+        raise ValueError(f"{who}: only one-element Variables can be converted to Python "
+                         f"scalars; this one has {v.size} elements (shape {v._shape})")
+    return float(v.numpy().reshape(-1)[0])
+
+
 @cython.no_gc
 cdef class Variable:
     """A node of a define-by-run graph: a value, and a gradient after backward.
@@ -848,6 +857,12 @@ cdef class Variable:
         return self._storage.grad if self.on_device else self._grad
 
     @property
+    def requires_grad(self):
+        """Whether a gradient flows back through this node (a leaf's can be set before any
+        node is built on it: see Leaf.requires_grad)."""
+        return self.requires_grad
+
+    @property
     def shape(self):
         return self._shape
 
@@ -891,10 +906,15 @@ cdef class Variable:
         return f"Variable(op={self.op_name!r}, shape={self._shape}, dtype={self.dtype.name})"
 
     def item(self):
-        """The value of a one-element Variable as a Python float."""
-        if self.size != 1:
-            raise ValueError(f"item(): the Variable has {self.size} elements, not 1 (shape {self._shape})")
-        return float(self.numpy().reshape(-1)[0])
+        """The value of a one-element Variable as a Python float (as `float(v)`); ValueError
+        for any other size, as torch's "only one element tensors can be converted".
+
+        >>> loss.item()
+        """
+        return _python_scalar(self, "item()")
+
+    def __float__(self):
+        return _python_scalar(self, "float()")
 
     def numpy(self):
         """A copy of the value, as a numpy array on the host."""
@@ -1127,17 +1147,20 @@ cdef class Leaf(Variable):
 
     @property
     def grad(self):
-        """The accumulated gradient as a dense array; reading it changes nothing.
+        """The accumulated gradient as a dense array, or None when the leaf holds none
+        (before any backward reaches it, and after zero_grad(), as torch's
+        `zero_grad(set_to_none=True)`); reading it changes nothing.
 
-        A dense gradient is the live buffer (writes to it count); before any
-        backward, or for a sparse gradient (only the touched rows of a gather
-        hold values), it is a read-only dense copy, so a sparse gradient stays
-        sparse and an optimizer still skips a leaf that got no gradient. (On a
-        GPU that copy is writable, CuPy having no read-only arrays, but writes
-        to it change nothing.)
+        A dense gradient is the live buffer (writes to it count); a sparse
+        gradient (only the touched rows of a gather hold values) reads as a
+        read-only dense copy, so it stays sparse. (On a GPU that copy is
+        writable, CuPy having no read-only arrays, but writes to it change
+        nothing.)
         """
+        if self.grad_mode == GRAD_NONE:
+            return None
         if self.on_device:
-            return self._storage.leaf_grad(self.grad_mode == GRAD_DENSE, self.grad_mode == GRAD_NONE)
+            return self._storage.leaf_grad(self.grad_mode == GRAD_DENSE)
         if self.grad_mode == GRAD_DENSE:
             return self._grad
         dense = np.zeros(self._shape, dtype=self._value.dtype)
@@ -1151,6 +1174,29 @@ cdef class Leaf(Variable):
     cdef int clear_grad(self) except -1 nogil:
         self.grad_mode = GRAD_NONE
         return 0
+
+    @property
+    def requires_grad(self):
+        """Whether backward computes this leaf's gradient (a Parameter: True at first; an
+        Input: as made). Settable, as torch's, to freeze a Parameter, but only before any
+        node is built on the leaf: a built graph fixed which of its nodes take gradients, so
+        after that it raises RuntimeError (build the graph again on the changed leaf).
+
+        >>> embedding.weight.requires_grad = False       # then build the graph
+        """
+        return self.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        flag = check_flag(f"{type(self).__name__}.requires_grad", "requires_grad", flag)
+        if flag == self.requires_grad:
+            return
+        if self.has_children:
+            raise RuntimeError(
+                f"{type(self).__name__}.requires_grad cannot change once a graph is built on "
+                f"it: the graph fixed at build time which nodes take gradients; set it before "
+                f"building the graph (or build a new graph after setting it)")
+        self.requires_grad = flag
 
     def zero_grad(self):
         """Forget the accumulated gradient (costs nothing: the next one overwrites)."""

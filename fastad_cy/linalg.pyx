@@ -1,4 +1,4 @@
-"""Matrix products: matmul (BLAS for large products, C loops for tiny ones) and vector_dot.
+"""Matrix products: matmul and linear (BLAS for large products, C loops for tiny ones), vector_dot.
 
 All buffers are row-major (C order). BLAS is column-major, and a row-major
 matrix is its own transpose in column-major order, so the row-major product
@@ -85,7 +85,8 @@ cdef void mm(bint ta, bint tb, int M, int N, int K, const floating* A, const flo
 
 @cython.no_gc
 cdef class Matmul(TwoInputs):
-    """`batch` products C_t (m x n) = A_t (m x k) @ B_t (k x n).
+    """`batch` products C_t (m x n) = A_t (m x k) @ op(B_t), op(B_t) (k x n): B_t itself, or
+    with `tb` the transpose of a B_t stored (n x k) (fa.linear's (out, in) weight).
 
     A_t starts at a + t * a_step and B_t at b + t * b_step. An a_step of 0
     means one left matrix shared by every product: its gradient sums over them.
@@ -94,6 +95,7 @@ cdef class Matmul(TwoInputs):
     cdef int m, n, k
     cdef Py_ssize_t batch, a_step, b_step
     cdef bint blas
+    cdef bint tb                    # B_t is stored (n x k) and used transposed
     cdef bint empty                 # some dimension is 0: no product to compute
 
     cdef int run_forward(self) except -1 nogil:
@@ -105,7 +107,7 @@ cdef class Matmul(TwoInputs):
             vec_zero(C, self.size)      # k == 0: a sum of nothing (else the output is empty)
             return 0
         for t in range(self.batch):
-            mm(False, False, self.m, self.n, self.k, <floating*>self.a.val_ptr + t * self.a_step,
+            mm(False, self.tb, self.m, self.n, self.k, <floating*>self.a.val_ptr + t * self.a_step,
                <floating*>self.b.val_ptr + t * self.b_step, C + t * c_step, False, self.blas)
         return 0
 
@@ -114,8 +116,9 @@ cdef class Matmul(TwoInputs):
                 else self._gradient_into(<float*>g, to_a, add))
 
     cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
-        """dA_t = dC_t @ B_t^T into a (to_a; a shared by the batch sums them), or
-        dB_t = A_t^T @ dC_t into b (a b shared by a batch was folded into one product)."""
+        """dA_t = dC_t @ op(B_t)^T into a (to_a; a shared by the batch sums them), or
+        d op(B_t) = A_t^T @ dC_t into b (a b shared by a batch was folded into one product);
+        with tb, dB_t = dC_t^T @ A_t, op(B_t)^T being B_t itself."""
         cdef const floating* G = <floating*>self.grad_ptr
         cdef Py_ssize_t t, c_step = <Py_ssize_t>self.m * self.n
         if self.empty:
@@ -124,9 +127,12 @@ cdef class Matmul(TwoInputs):
             return 0
         for t in range(self.batch):
             if to_a:
-                mm(False, True, self.m, self.k, self.n, G + t * c_step,
+                mm(False, not self.tb, self.m, self.k, self.n, G + t * c_step,
                    <floating*>self.b.val_ptr + t * self.b_step, g + t * self.a_step,
                    add or (self.a_step == 0 and t > 0), self.blas)
+            elif self.tb:
+                mm(True, False, self.n, self.k, self.m, G + t * c_step,
+                   <floating*>self.a.val_ptr + t * self.a_step, g + t * self.b_step, add, self.blas)
             else:
                 mm(True, False, self.k, self.n, self.m, <floating*>self.a.val_ptr + t * self.a_step,
                    G + t * c_step, g + t * self.b_step, add, self.blas)
@@ -194,6 +200,51 @@ def matmul(a, b):
     node.blas = m * n * k >= blas_min_work
     init_node(node, "matmul", (va, vb), out_shape, va.f64)
     return finish(node)
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias, as torch.nn.functional.linear: weight is (out_features,
+    in_features), x is (..., in_features), the result (..., out_features).
+
+    One product node reads the weight transposed in place (a BLAS flag, or the C
+    loops' row-by-row dot), so no transposed copy is made, at the build or at a
+    replay; bias (out_features,), if given, is added after it. Either of x and
+    weight may be a numpy array (a constant).
+
+    >>> x = fa.Input(np.ones((2, 3))); w = fa.Parameter(np.ones((4, 3)))
+    >>> fa.linear(x, w).shape
+    (2, 4)
+    """
+    cdef Variable vx, vw
+    vx, vw = float_operands("linear", x, weight)
+    cdef tuple sx = vx._shape, sw = vw._shape
+    if len(sw) != 2:
+        raise ValueError(f"linear: weight must have shape (out_features, in_features), got {sw}")
+    if not sx or sx[len(sx) - 1] != sw[1]:
+        raise ValueError(f"linear: the last axis of x must have size in_features = {sw[1]} "
+                         f"(weight {sw} is (out_features, in_features)), got x of shape {sx}")
+    if bias is not None:
+        require_float("linear", bias, "bias")
+        if (<Variable>bias)._shape != (sw[0],):
+            raise ValueError(f"linear: bias must have shape (out_features,) = ({sw[0]},), got "
+                             f"{(<Variable>bias)._shape}")
+    cdef Py_ssize_t m = prod(sx[:len(sx) - 1]), k = sw[1], n = sw[0]
+    if m > INT_MAX or n > INT_MAX or k > INT_MAX:
+        raise ValueError(f"linear: x {sx} and weight {sw} exceed BLAS's 32-bit dimension limit")
+    cdef Matmul node
+    if backend_of(vx) is not None:
+        y = matmul(vx, _transpose(vw))
+    else:
+        node = Matmul.__new__(Matmul)
+        node.a, node.b = vx, vw
+        node.batch, node.a_step, node.b_step = 1, 0, 0
+        node.m, node.n, node.k = m, n, k
+        node.tb = True
+        node.empty = m == 0 or n == 0 or k == 0
+        node.blas = m * n * k >= blas_min_work
+        init_node(node, "linear", (vx, vw), sx[:len(sx) - 1] + (n,), vx.f64)
+        y = finish(node)
+    return y if bias is None else y + bias
 
 
 # -------------------------------------------------------------- vector_dot

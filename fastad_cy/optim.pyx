@@ -30,6 +30,8 @@ graph.register_backend), whose kernels apply the same element rules
 (rules.h), sparse rows included.
 `state_dict()` still returns host numpy arrays.
 """
+from collections.abc import MutableMapping
+
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport sqrt, pow, fabs, isinf, INFINITY
@@ -115,6 +117,70 @@ cdef list _param_list(object params, str who, bint allow_single, bint allow_empt
     if not plist and not allow_empty:
         raise ValueError(f"{who}: got an empty list of parameters")
     return plist
+
+
+cdef object _one_group(object params, str who):
+    """`params`, or, given as PyTorch's parameter groups (a list of dicts), the Parameters of
+    its one group: a clear ValueError for more groups, or a group with hyper-parameters."""
+    if not isinstance(params, (list, tuple)) or not params or not isinstance(params[0], dict):
+        return params
+    if len(params) > 1:
+        raise ValueError(f"{who}: got {len(params)} parameter groups; a fastad optimizer takes "
+                         f"one (its compiled step applies one set of hyper-parameters to all "
+                         f"its Parameters): make one optimizer per group")
+    group = params[0]
+    if "params" not in group:
+        raise ValueError(f"{who}: the parameter group has no 'params' key (keys: {sorted(group)})")
+    extra = sorted(set(group) - {"params"})
+    if extra:
+        raise ValueError(f"{who}: the parameter group sets {extra}; give the hyper-parameters "
+                         f"as arguments, {who}(params, lr=...)")
+    return group["params"]
+
+
+class _ParamGroup(MutableMapping):
+    """`optimizer.param_groups[0]`: torch's parameter group, a live view of the optimizer:
+    "params" (its Parameters) and its hyper-parameters (`hyperparameters()`). Setting "lr"
+    sets the lr of the next step (as torch's schedulers do); the others are fixed when the
+    optimizer is made (ValueError), and keys cannot be added or removed.
+
+    >>> opt.param_groups[0]["lr"] *= 0.5
+    """
+
+    def __init__(self, optimizer):
+        self._optimizer = optimizer
+
+    def _keys(self):
+        return ["params", *self._optimizer.hyperparameters()]
+
+    def __getitem__(self, key):
+        if key == "params":
+            return self._optimizer.params
+        return self._optimizer.hyperparameters()[key]
+
+    def __setitem__(self, key, value):
+        who = f"{type(self._optimizer).__name__}.param_groups"
+        if key == "lr":
+            self._optimizer.lr = value
+        elif key in self._keys():
+            raise ValueError(f"{who}: {key!r} is fixed when the optimizer is made; only 'lr' "
+                             f"changes between steps (make a new optimizer for "
+                             f"{key}={value!r})")
+        else:
+            raise KeyError(f"{who}: no key {key!r}; the group has {self._keys()}")
+
+    def __delitem__(self, key):
+        raise TypeError(f"{type(self._optimizer).__name__}.param_groups: the keys of a group "
+                        f"cannot be removed")
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self):
+        return len(self._keys())
+
+    def __repr__(self):
+        return repr(dict(self))
 
 
 cdef object _params_device(list plist, str who):
@@ -301,8 +367,10 @@ cdef int _missing_state(str who) except -1:
 cdef class Optimizer:
     """Base class of the optimizers: `Optimizer(params)` (not used directly).
 
-    `params` is an iterable of Parameters (each listed once, at least one).
-    `lr` is a plain attribute that schedulers may change between steps.
+    `params` is an iterable of Parameters (each listed once, at least one), or
+    PyTorch's parameter groups with one group, `[{"params": [...]}]`.
+    `lr` is a plain attribute that schedulers may change between steps, as is
+    `param_groups[0]["lr"]` (torch's form of it).
     A built-in subclass implements a C method, `begin(step, sparse)`, which
     computes the per-step coefficients of one Parameter, and a kernel over
     `floating` (span_f, span_d) that updates one span of it (the whole buffer, or
@@ -328,7 +396,8 @@ cdef class Optimizer:
         if type(self) is Optimizer:
             raise TypeError("Optimizer is the base class; use SGD, Adagrad, Adam, AdamW, RMSprop, "
                             "Adadelta, Adamax, NAdam or RAdam, or subclass it")
-        self._params = _param_list(params, type(self).__name__, False, False)
+        self._params = _param_list(_one_group(params, type(self).__name__), type(self).__name__,
+                                   False, False)
         # A second __init__ must not leave pointers into the state arrays it drops below.
         free(self.state_ptrs)
         self.state_ptrs = NULL
@@ -513,6 +582,16 @@ cdef class Optimizer:
         self._lr = _check_lr(type(self).__name__, value)
         if self._device_state is not None:
             self._device_state.set_lr(self._lr)
+
+    @property
+    def param_groups(self):
+        """torch's `param_groups`: a list of one group, a dict-like live view of this optimizer
+        ("params" and the hyper-parameters); `opt.param_groups[0]["lr"] = 0.01` sets the lr
+        of the next step.
+
+        >>> for group in opt.param_groups: group["lr"] = 1e-4
+        """
+        return [_ParamGroup(self)]
 
     @property
     def params(self):

@@ -155,11 +155,7 @@ def twin(embed_dim, heads, bias=True, batch_first=True, seed=0):
             theirs.out_proj.bias.normal_()
     ours = fa.nn.MultiheadAttention(embed_dim, heads, bias=bias, batch_first=batch_first,
                                     dtype=F64)
-    ours.in_proj_weight.set_value(theirs.in_proj_weight.detach().numpy().T)
-    ours.out_proj.weight.set_value(theirs.out_proj.weight.detach().numpy().T)
-    if bias:
-        ours.in_proj_bias.set_value(theirs.in_proj_bias.detach().numpy())
-        ours.out_proj.bias.set_value(theirs.out_proj.bias.detach().numpy())
+    ours.load_state_dict(theirs.state_dict())       # the same names and layouts
     return theirs, ours
 
 
@@ -180,9 +176,9 @@ def compare_mha(theirs, ours, q, k, v, **kw):
     for leaf, tensor in zip(leaves, tensors):
         if tensor.grad is not None:
             np.testing.assert_allclose(leaf.grad, tensor.grad.numpy(), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(ours.in_proj_weight.grad, theirs.in_proj_weight.grad.numpy().T,
+    np.testing.assert_allclose(ours.in_proj_weight.grad, theirs.in_proj_weight.grad.numpy(),
                                rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(ours.out_proj.weight.grad, theirs.out_proj.weight.grad.numpy().T,
+    np.testing.assert_allclose(ours.out_proj.weight.grad, theirs.out_proj.weight.grad.numpy(),
                                rtol=1e-9, atol=1e-12)
     if ours.in_proj_bias is not None:
         np.testing.assert_allclose(ours.in_proj_bias.grad, theirs.in_proj_bias.grad.numpy(),

@@ -186,7 +186,8 @@ def test_clip_grad_norm(norm_type, max_norm, dtype):
     total_cpu = fa.optim.clip_grad_norm([cpu for cpu, _ in pairs], max_norm, norm_type)
     total_dev = fa.optim.clip_grad_norm([dev for _, dev in pairs], max_norm, norm_type)
     assert total_dev == pytest.approx(total_cpu, rel=1e-12)
-    for cpu, dev in pairs:
+    assert idle[0].grad is None and idle[1].grad is None
+    for cpu, dev in (w, emb):
         np.testing.assert_allclose(backend.get().to_host(dev.grad), cpu.grad, **tolerance(dtype))
     assert emb[1].is_sparse_grad
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy.fused import gru_cell, lstm_cell
+from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell
 
 F64 = np.float64
 
@@ -13,9 +13,10 @@ def sig(v):
     return 1 / (1 + np.exp(-v))
 
 
-def reference(x, h, c, w_ih, w_hh, b):
-    H = b.shape[0] // 4
-    gates = x @ w_ih + b + (h @ w_hh if h is not None else 0)
+def reference(x, h, c, w_ih, w_hh, b_ih, b_hh):
+    """One LSTM step in numpy, the weights in PyTorch's layout (4H, in)."""
+    H = b_ih.shape[0] // 4
+    gates = x @ w_ih.T + b_ih + b_hh + (h @ w_hh.T if h is not None else 0)
     i, f, g, o = (gates[:, k * H:(k + 1) * H] for k in range(4))
     c_new = sig(i) * np.tanh(g) + (sig(f) * c if c is not None else 0)
     return np.stack([sig(o) * np.tanh(c_new), c_new])
@@ -24,8 +25,9 @@ def reference(x, h, c, w_ih, w_hh, b):
 def arrays(batch, n_in, H, seed=0):
     g = np.random.default_rng(seed)
     return (g.standard_normal((batch, n_in)), g.standard_normal((batch, H)),
-            g.standard_normal((batch, H)), g.standard_normal((n_in, 4 * H)) * 0.5,
-            g.standard_normal((H, 4 * H)) * 0.5, g.standard_normal(4 * H) * 0.5)
+            g.standard_normal((batch, H)), g.standard_normal((4 * H, n_in)) * 0.5,
+            g.standard_normal((4 * H, H)) * 0.5, g.standard_normal(4 * H) * 0.5,
+            g.standard_normal(4 * H) * 0.5)
 
 
 def weighted(v, seed=9):
@@ -51,14 +53,16 @@ def assert_empty_batch_output(out, shape, params):
 
 @pytest.mark.parametrize("batch", [1, 3])
 def test_values_match_numpy(batch):
-    x, h, c, w_ih, w_hh, b = arrays(batch, 4, 5)
+    x, h, c, w_ih, w_hh, b_ih, b_hh = arrays(batch, 4, 5)
     P = lambda a: fa.Parameter(a, dtype=F64)
-    hc = lstm_cell(P(x), P(h), P(c), P(w_ih), P(w_hh), P(b))
+    hc = lstm_cell(P(x), P(h), P(c), P(w_ih), P(w_hh), P(b_ih), P(b_hh))
     assert hc.shape == (2, batch, 5) and hc.op_name == "lstm_cell"
-    np.testing.assert_allclose(hc.value, reference(x, h, c, w_ih, w_hh, b), rtol=1e-12, atol=1e-14)
-    zero = lstm_cell(P(x), None, None, P(w_ih), P(w_hh), P(b))
-    np.testing.assert_allclose(zero.value, reference(x, None, None, w_ih, w_hh, b), rtol=1e-12)
-    np.testing.assert_allclose(zero.value, reference(x, 0 * h, 0 * c, w_ih, w_hh, b), rtol=1e-12)
+    np.testing.assert_allclose(hc.value, reference(x, h, c, w_ih, w_hh, b_ih, b_hh), rtol=1e-12,
+                               atol=1e-14)
+    zero = lstm_cell(P(x), None, None, P(w_ih), P(w_hh), P(b_ih), P(b_hh))
+    np.testing.assert_allclose(zero.value, reference(x, None, None, w_ih, w_hh, b_ih, b_hh), rtol=1e-12)
+    np.testing.assert_allclose(zero.value, reference(x, 0 * h, 0 * c, w_ih, w_hh, b_ih, b_hh),
+                               rtol=1e-12)
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -67,15 +71,15 @@ def test_gradcheck_with_state(batch):
 
 
 def test_gradcheck_without_state_and_weight_hh_untouched():
-    x, _, _, w_ih, w_hh, b = arrays(2, 3, 4)
-    assert fa.gradcheck(lambda x_, w, b_: weighted(lstm_cell(x_, None, None, w, fa.Parameter(w_hh, dtype=F64), b_)),
-                        x, w_ih, b)
+    x, _, _, w_ih, w_hh, b_ih, b_hh = arrays(2, 3, 4)
+    assert fa.gradcheck(lambda x_, w, bi, bh: weighted(
+        lstm_cell(x_, None, None, w, fa.Parameter(w_hh, dtype=F64), bi, bh)), x, w_ih, b_ih, b_hh)
     W = fa.Parameter(w_hh, dtype=F64)
     out = lstm_cell(fa.Parameter(x, dtype=F64), None, None, fa.Parameter(w_ih, dtype=F64), W,
-                    fa.Parameter(b, dtype=F64))
+                    fa.Parameter(b_ih, dtype=F64), fa.Parameter(b_hh, dtype=F64))
     weighted(out).backward()
     assert not any(p is W for p in out.parameters())      # Variables compare elementwise with ==
-    np.testing.assert_array_equal(W.grad, 0)
+    assert W.grad is None
 
 
 @pytest.mark.parametrize("part", [0, 1])
@@ -86,23 +90,23 @@ def test_gradients_through_one_half_only(part):
 
 def test_gradients_add_into_shared_inputs_over_steps():
     """Three steps sharing the weights; state flows from step to step."""
-    x, h, c, w_ih, w_hh, b = arrays(2, 3, 4, seed=2)
+    x, h, c, w_ih, w_hh, b_ih, b_hh = arrays(2, 3, 4, seed=2)
 
-    def three_steps(x_, h_, c_, wi, wh, b_):
+    def three_steps(x_, h_, c_, wi, wh, bi, bh):
         def step(state):
-            hc = lstm_cell(x_, *state, wi, wh, b_)
+            hc = lstm_cell(x_, *state, wi, wh, bi, bh)
             h, c = hc[0], hc[1]
             return h, (h, c)
         total, (_, c_last) = weighted_over_three_steps(step, (h_, c_))
         return total + weighted(c_last, seed=4)
 
-    assert fa.gradcheck(three_steps, x, h, c, w_ih, w_hh, b)
+    assert fa.gradcheck(three_steps, x, h, c, w_ih, w_hh, b_ih, b_hh)
 
 
 def test_replay_after_set_value_matches_a_fresh_build():
-    x, h, c, w_ih, w_hh, b = arrays(3, 4, 5, seed=3)
+    x, h, c, *weights = arrays(3, 4, 5, seed=3)
     xi, hi, ci = fa.Input(x, dtype=F64), fa.Input(h, dtype=F64), fa.Input(c, dtype=F64)
-    params = [fa.Parameter(a, dtype=F64) for a in (w_ih, w_hh, b)]
+    params = [fa.Parameter(a, dtype=F64) for a in weights]
     loss = weighted(lstm_cell(xi, hi, ci, *params))
     new = arrays(3, 4, 5, seed=4)[:3]
     for leaf, value in zip((xi, hi, ci), new):
@@ -127,49 +131,51 @@ def test_float32_matches_float64():
     weighted(out32).backward()
     p64 = [fa.Parameter(v, dtype=F64) for v in a]
     weighted(lstm_cell(*p64)).backward()
-    for leaf32, leaf64 in zip(out32.parents, (p64[0], p64[3], p64[5], p64[4], p64[1], p64[2])):
+    for leaf32, leaf64 in zip(out32.parents, (p64[0], p64[3], p64[5], p64[6], p64[4], p64[1], p64[2])):
         np.testing.assert_allclose(leaf32.grad, leaf64.grad, rtol=1e-4, atol=1e-5)
 
 
 def test_empty_batch():
-    _, _, _, w_ih, w_hh, b = arrays(1, 3, 4)
-    W = [fa.Parameter(v, dtype=F64) for v in (w_ih, w_hh, b)]
+    W = [fa.Parameter(v, dtype=F64) for v in arrays(1, 3, 4)[3:]]
     empty = fa.Input(np.zeros((0, 3)), dtype=F64)
     state = fa.Input(np.zeros((0, 4)), dtype=F64)
     assert_empty_batch_output(lstm_cell(empty, state, state, *W), (2, 0, 4), W)
 
 
 def test_bad_input():
-    x, h, c, w_ih, w_hh, b = (fa.Input(a, dtype=F64) for a in arrays(2, 3, 4))
+    x, h, c, w_ih, w_hh, b, b2 = (fa.Input(a, dtype=F64) for a in arrays(2, 3, 4))
     with pytest.raises(ValueError, match=r"lstm_cell: x must have shape \(batch, input_size\), got \(3,\)"):
-        lstm_cell(fa.Input(np.zeros(3), dtype=F64), h, c, w_ih, w_hh, b)
-    with pytest.raises(ValueError, match=r"bias must have shape \(4 \* hidden_size,\), got \(15,\)"):
-        lstm_cell(x, h, c, w_ih, w_hh, fa.Input(np.zeros(15), dtype=F64))
-    with pytest.raises(ValueError, match=r"weight_ih must have shape \(3, 16\), got \(4, 16\)"):
-        lstm_cell(x, h, c, fa.Input(np.zeros((4, 16)), dtype=F64), w_hh, b)
-    with pytest.raises(ValueError, match=r"weight_hh must have shape \(4, 16\), got \(16, 4\)"):
-        lstm_cell(x, h, c, w_ih, fa.Input(np.zeros((16, 4)), dtype=F64), b)
+        lstm_cell(fa.Input(np.zeros(3), dtype=F64), h, c, w_ih, w_hh, b, b2)
+    with pytest.raises(ValueError, match=r"bias_ih must have shape \(4 \* hidden_size,\), got \(15,\)"):
+        lstm_cell(x, h, c, w_ih, w_hh, fa.Input(np.zeros(15), dtype=F64), b2)
+    with pytest.raises(ValueError, match=r"bias_hh must have shape \(16,\), got \(15,\)"):
+        lstm_cell(x, h, c, w_ih, w_hh, b, fa.Input(np.zeros(15), dtype=F64))
+    with pytest.raises(ValueError, match=r"weight_ih must have shape \(16, 3\), got \(3, 16\)"):
+        lstm_cell(x, h, c, fa.Input(np.zeros((3, 16)), dtype=F64), w_hh, b, b2)
+    with pytest.raises(ValueError, match=r"weight_hh must have shape \(16, 4\), got \(4, 16\)"):
+        lstm_cell(x, h, c, w_ih, fa.Input(np.zeros((4, 16)), dtype=F64), b, b2)
     with pytest.raises(ValueError, match=r"c must have shape \(2, 4\), got \(1, 4\)"):
-        lstm_cell(x, h, fa.Input(np.zeros((1, 4)), dtype=F64), w_ih, w_hh, b)
+        lstm_cell(x, h, fa.Input(np.zeros((1, 4)), dtype=F64), w_ih, w_hh, b, b2)
     with pytest.raises(ValueError, match="give both h and c, or neither"):
-        lstm_cell(x, h, None, w_ih, w_hh, b)
+        lstm_cell(x, h, None, w_ih, w_hh, b, b2)
     with pytest.raises(TypeError, match="lstm_cell: mixed dtypes"):
-        lstm_cell(x, h, c, w_ih, w_hh, fa.Input(np.zeros(16), dtype=np.float32))
+        lstm_cell(x, h, c, w_ih, w_hh, b, fa.Input(np.zeros(16), dtype=np.float32))
     with pytest.raises(TypeError, match="lstm_cell: x must be a fastad Variable"):
-        lstm_cell(np.zeros((2, 3)), h, c, w_ih, w_hh, b)
+        lstm_cell(np.zeros((2, 3)), h, c, w_ih, w_hh, b, b2)
     with pytest.raises(TypeError, match="h is an IndexInput"):
-        lstm_cell(x, fa.IndexInput(np.zeros((2, 4), dtype=np.int64)), c, w_ih, w_hh, b)
+        lstm_cell(x, fa.IndexInput(np.zeros((2, 4), dtype=np.int64)), c, w_ih, w_hh, b, b2)
     with pytest.raises(ValueError, match=r"x has no features"):
         lstm_cell(fa.Input(np.zeros((2, 0)), dtype=F64), h, c,
-                  fa.Input(np.zeros((0, 16)), dtype=F64), w_hh, b)
+                  fa.Input(np.zeros((16, 0)), dtype=F64), w_hh, b, b2)
 
 
 # ------------------------------------------------------------------- GRU
 
 def gru_reference(x, h, w_ih, w_hh, b_ih, b_hh):
+    """One GRU step in numpy, the weights in PyTorch's layout (3H, in)."""
     H = b_ih.shape[0] // 3
-    gi = x @ w_ih + b_ih
-    gh = (h @ w_hh if h is not None else np.zeros((x.shape[0], 3 * H))) + b_hh
+    gi = x @ w_ih.T + b_ih
+    gh = (h @ w_hh.T if h is not None else np.zeros((x.shape[0], 3 * H))) + b_hh
     r = sig(gi[:, :H] + gh[:, :H])
     z = sig(gi[:, H:2 * H] + gh[:, H:2 * H])
     n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
@@ -179,7 +185,7 @@ def gru_reference(x, h, w_ih, w_hh, b_ih, b_hh):
 def gru_arrays(batch, n_in, H, seed=0):
     g = np.random.default_rng(seed)
     return (g.standard_normal((batch, n_in)), g.standard_normal((batch, H)),
-            g.standard_normal((n_in, 3 * H)) * 0.5, g.standard_normal((H, 3 * H)) * 0.5,
+            g.standard_normal((3 * H, n_in)) * 0.5, g.standard_normal((3 * H, H)) * 0.5,
             g.standard_normal(3 * H) * 0.5, g.standard_normal(3 * H) * 0.5)
 
 
@@ -246,7 +252,65 @@ def test_gru_bad_input():
         gru_cell(x, h, w_ih, w_hh, b_ih, fa.Input(np.zeros(15), dtype=F64))
     with pytest.raises(ValueError, match=r"gru_cell: h must have shape \(2, 4\), got \(2, 3\)"):
         gru_cell(x, fa.Input(np.zeros((2, 3)), dtype=F64), w_ih, w_hh, b_ih, b_hh)
-    with pytest.raises(ValueError, match=r"gru_cell: weight_hh must have shape \(4, 12\)"):
+    with pytest.raises(ValueError, match=r"gru_cell: weight_hh must have shape \(12, 4\)"):
         gru_cell(x, h, w_ih, w_ih, b_ih, b_hh)
     with pytest.raises(TypeError, match="gru_cell: mixed dtypes"):
         gru_cell(x, fa.Input(np.zeros((2, 4)), dtype=np.float32), w_ih, w_hh, b_ih, b_hh)
+
+
+# ------------------------------------------------------- steps sharing one SequenceWeights
+
+def sequence_loss(kind, sequence, x, weights, steps=3):
+    """`steps` steps of one cell from a zero state, all on x, each step's output weighted."""
+    total, state = None, None
+    for t in range(steps):
+        if kind == "lstm":
+            hc = lstm_cell(x, *(state or (None, None)), *weights, sequence)
+            out, state = hc, (hc[0], hc[1])
+        else:
+            out = state = gru_cell(x, state, *weights, sequence)
+        total = weighted(out, seed=t) if total is None else total + weighted(out, seed=t)
+    return total
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_steps_sharing_sequence_weights_match_steps_reading_the_weights(kind, batch):
+    """The steps read one transposed copy of the weights, which the first step makes on every
+    forward pass: the values and gradients of steps that read the weights, and a replay
+    follows weights changed by set_value or in place (as Hogwild workers change them)."""
+    a = arrays(batch, 3, 4) if kind == "lstm" else gru_arrays(batch, 3, 4)
+    x = fa.Input(a[0], dtype=F64)
+    shared = [fa.Parameter(w, dtype=F64) for w in a[-4:]]
+    plain = [fa.Parameter(w, dtype=F64) for w in a[-4:]]
+    loss = sequence_loss(kind, SequenceWeights(), x, shared)
+    reference = sequence_loss(kind, None, x, plain)
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-12)
+    loss.backward()
+    reference.backward()
+    for p, q in zip(shared, plain):
+        np.testing.assert_allclose(p.grad, q.grad, rtol=1e-12, atol=1e-14)
+    g = np.random.default_rng(5)
+    for p, q in zip(shared, plain):
+        new = p.value + g.standard_normal(p.shape) * 0.1
+        p.set_value(new)
+        q.set_value(new)
+    assert loss.forward().item() == pytest.approx(reference.forward().item(), rel=1e-12)
+    shared[1].value[...] *= 0.5              # weight_hh, in place: no set_value
+    plain[1].value[...] *= 0.5
+    assert loss.forward().item() == pytest.approx(reference.forward().item(), rel=1e-12)
+    assert not np.isclose(loss.item(), sequence_loss(kind, None, x, [fa.Parameter(w, dtype=F64)
+                                                                     for w in a[-4:]]).item())
+
+
+def test_sequence_weights_errors():
+    x, _, _, *weights = (fa.Parameter(a, dtype=F64) for a in arrays(2, 3, 4))
+    sequence = SequenceWeights()
+    lstm_cell(x, None, None, *weights, sequence)
+    other = [fa.Parameter(w.value, dtype=F64) for w in weights]
+    with pytest.raises(ValueError, match="lstm_cell: the SequenceWeights belongs to the steps "
+                                         "of other weights"):
+        lstm_cell(x, None, None, *other, sequence)
+    with pytest.raises(TypeError, match="lstm_cell: sequence must be a SequenceWeights or None, "
+                                        "got dict"):
+        lstm_cell(x, None, None, *weights, {})

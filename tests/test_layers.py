@@ -51,15 +51,15 @@ def check_leaf_grads(output, leaves):
 def test_linear_shapes_and_value():
     layer = nn.Linear(4, 3, dtype=F64, generator=rng())
     W, b = layer.weight.value, layer.bias.value
-    assert layer.weight.shape == (4, 3) and layer.bias.shape == (3,)
+    assert layer.weight.shape == (3, 4) and layer.bias.shape == (3,)      # torch's (out, in)
     x = rng(1).standard_normal((5, 4))
-    np.testing.assert_allclose(layer(inp(x)).value, x @ W + b)
+    np.testing.assert_allclose(layer(inp(x)).value, x @ W.T + b)
     assert layer(inp(x[0])).shape == (3,)                         # 1-D input
     assert layer(inp(rng(2).standard_normal((2, 5, 4)))).shape == (2, 5, 3)
     assert layer(inp(np.zeros((0, 4)))).shape == (0, 3)
     no_bias = nn.Linear(4, 3, bias=False, dtype=F64, generator=rng())
     assert no_bias.bias is None and len(no_bias.parameters()) == 1
-    np.testing.assert_allclose(no_bias(inp(x)).value, x @ no_bias.weight.value)
+    np.testing.assert_allclose(no_bias(inp(x)).value, x @ no_bias.weight.value.T)
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -158,11 +158,11 @@ def test_embedding_errors():
 
 # ------------------------------------------------------------------- cells
 
-def lstm_reference(x, h, c, Wih, Whh, b):
-    """One LSTM step in numpy (gate order i, f, g, o)."""
+def lstm_reference(x, h, c, Wih, Whh, bih, bhh):
+    """One LSTM step in numpy (gate order i, f, g, o; weights (4H, in), as torch's)."""
     H = h.shape[1]
     sig = lambda v: 1 / (1 + np.exp(-v))
-    gates = x @ Wih + h @ Whh + b
+    gates = x @ Wih.T + bih + h @ Whh.T + bhh
     i, f, g, o = (gates[:, k * H:(k + 1) * H] for k in range(4))
     c = sig(f) * c + sig(i) * np.tanh(g)
     return sig(o) * np.tanh(c), c
@@ -171,7 +171,7 @@ def lstm_reference(x, h, c, Wih, Whh, b):
 def gru_reference(x, h, Wih, Whh, bih, bhh):
     H = h.shape[1]
     sig = lambda v: 1 / (1 + np.exp(-v))
-    gi, gh = x @ Wih + bih, h @ Whh + bhh
+    gi, gh = x @ Wih.T + bih, h @ Whh.T + bhh
     r = sig(gi[:, :H] + gh[:, :H])
     z = sig(gi[:, H:2 * H] + gh[:, H:2 * H])
     n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
@@ -181,8 +181,8 @@ def gru_reference(x, h, Wih, Whh, bih, bhh):
 @pytest.mark.parametrize("batch", [1, 3])
 def test_lstm_cell_values_with_and_without_state(batch):
     cell = nn.LSTMCell(4, 5, dtype=F64, generator=rng())
-    weights = (cell.weight_ih.value, cell.weight_hh.value, cell.bias.value)
-    assert weights[0].shape == (4, 20) and weights[1].shape == (5, 20) and weights[2].shape == (20,)
+    weights = tuple(p.value for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh))
+    assert [w.shape for w in weights] == [(20, 4), (20, 5), (20,), (20,)]
     g = rng(1)
     x = g.standard_normal((batch, 4))
     zeros = np.zeros((batch, 5))
@@ -213,7 +213,7 @@ def test_lstm_cell_gradients(batch):
 def test_gru_cell_values_and_gradients():
     cell = nn.GRUCell(3, 4, dtype=F64, generator=rng())
     weights = tuple(p.value for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh))
-    assert [w.shape for w in weights] == [(3, 12), (4, 12), (12,), (12,)]
+    assert [w.shape for w in weights] == [(12, 3), (12, 4), (12,), (12,)]
     g = rng(3)
     xv, hv = g.standard_normal((2, 3)), g.standard_normal((2, 4))
     np.testing.assert_allclose(cell(inp(xv), inp(hv)).value, gru_reference(xv, hv, *weights),
@@ -259,14 +259,17 @@ def test_sequence_matches_stepping_the_cell(kind):
     xs = seq_inputs(5, 2, 3)
     hs, state = layer(xs, return_state=True)
     assert len(hs) == 5 and all(h.shape == (2, 4) for h in hs)
+    cell = getattr(nn, kind + "Cell")(3, 4, dtype=F64)
+    cell.load_state_dict({name[:-3]: value for name, value in layer.state_dict().items()})
     expected, s = [], None
     for x in xs:
-        s = layer.cell(x, s)
+        s = cell(x, s)
         expected.append(s[0] if kind == "LSTM" else s)
     for h, e in zip(hs, expected):
         np.testing.assert_allclose(h.value, e.value, rtol=1e-12)
     assert (state[0] if kind == "LSTM" else state) is hs[-1]
-    assert [name for name, _ in layer.named_parameters()][0] == "cell.weight_ih"
+    assert [name for name, _ in layer.named_parameters()] == \
+        ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
@@ -338,10 +341,10 @@ def test_sequence_errors():
         lstm(inp(np.zeros((2, 3))))
     xs = seq_inputs(3, 2, 3)
     xs[2] = inp(np.zeros((2, 5)))
-    with pytest.raises(ValueError, match=r"LSTM: step 2: LSTMCell: the last axis of the input must have size 3"):
+    with pytest.raises(ValueError, match=r"LSTM: step 2: the last axis of the input must have size 3"):
         lstm(xs)
     gru = nn.GRU(3, 4, dtype=F64)
-    with pytest.raises(ValueError, match=r"GRU: step 0: GRUCell: the state h must have shape \(2, 4\)"):
+    with pytest.raises(ValueError, match=r"GRU: step 0: the state h must have shape \(2, 4\)"):
         gru(seq_inputs(2, 2, 3), inp(np.zeros((1, 4))))
 
 
@@ -388,12 +391,8 @@ def test_default_initialisation_matches_pytorch_ranges():
     H = 100
     bound = 1 / math.sqrt(H)
     lstm = nn.LSTMCell(50, H, generator=g)
-    for p in (lstm.weight_ih, lstm.weight_hh):
-        assert np.abs(p.value).max() <= bound and np.abs(p.value).max() > 0.95 * bound
-    # the one bias is torch's b_ih + b_hh: the sum of two uniforms (triangular)
-    b = lstm.bias.value
-    assert np.abs(b).max() <= 2 * bound and np.abs(b).max() > bound
-    assert np.var(b) == pytest.approx(2 * bound ** 2 / 3, rel=0.25)
+    for p in lstm.parameters():
+        assert np.abs(p.value).max() <= bound and np.abs(p.value).max() > 0.9 * bound
     gru = nn.GRUCell(50, H, generator=g)
     for p in gru.parameters():
         assert np.abs(p.value).max() <= bound and np.abs(p.value).max() > 0.9 * bound
@@ -421,10 +420,10 @@ LAYERS = {
     "embedding": (lambda g: nn.Embedding(5, 2, dtype=F64, generator=g), ["weight"],
                   lambda layer: [layer([0, 4])]),
     "lstm": (lambda g: nn.LSTM(3, 4, dtype=F64, generator=g),
-             ["cell.weight_ih", "cell.weight_hh", "cell.bias"],
+             ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"],
              lambda layer: layer(seq_inputs(2, 1, 3))),
     "gru": (lambda g: nn.GRU(3, 4, dtype=F64, generator=g),
-            ["cell.weight_ih", "cell.weight_hh", "cell.bias_ih", "cell.bias_hh"],
+            ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"],
             lambda layer: layer(seq_inputs(2, 1, 3))),
     "layer_norm": (lambda g: nn.LayerNorm(3, dtype=F64), ["weight", "bias"],
                    lambda layer: [layer(inp([[1.0, 2.0, 4.0]]))]),
@@ -450,7 +449,7 @@ def test_reprs():
     assert repr(nn.Linear(3, 4)) == "Linear(in_features=3, out_features=4, bias=True)"
     assert repr(nn.Embedding(10, 2)) == "Embedding(10, 2)"
     assert repr(nn.LSTMCell(3, 4)) == "LSTMCell(3, 4)"
-    assert "(cell): GRUCell(3, 4)" in repr(nn.GRU(3, 4))
+    assert repr(nn.GRU(3, 4)) == "GRU(3, 4)"
     assert repr(nn.LayerNorm(8)) == "LayerNorm(8, eps=1e-05, elementwise_affine=True)"
 
 
@@ -465,7 +464,7 @@ def test_linear_and_layer_norm_match_pytorch():
     layer = nn.Linear(5, 3, dtype=F64, generator=rng())
     tl = torch.nn.Linear(5, 3).double()
     with torch.no_grad():
-        tl.weight.copy_(to_torch(torch, layer.weight.value.T))
+        tl.weight.copy_(to_torch(torch, layer.weight.value))
         tl.bias.copy_(to_torch(torch, layer.bias.value))
     xv = rng(1).standard_normal((4, 5))
     y = layer(inp(xv))
@@ -474,7 +473,7 @@ def test_linear_and_layer_norm_match_pytorch():
     g = rng(2).standard_normal(y.shape)
     y.backward(g)
     ty.backward(to_torch(torch, g))
-    np.testing.assert_allclose(layer.weight.grad, tl.weight.grad.numpy().T, rtol=1e-12)
+    np.testing.assert_allclose(layer.weight.grad, tl.weight.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(layer.bias.grad, tl.bias.grad.numpy(), rtol=1e-12)
     norm = nn.LayerNorm(5, dtype=F64)
     tn = torch.nn.LayerNorm(5).double()
@@ -499,16 +498,11 @@ def test_embedding_matches_pytorch_sparse_gradient():
     np.testing.assert_allclose(emb.weight.grad, te.weight.grad.to_dense().numpy(), rtol=1e-12)
 
 
-def copy_recurrent_weights(torch, cell, tcell, kind):
+def copy_recurrent_weights(torch, cell, tcell):
+    """tcell (a torch cell) gets the weights of cell or of a fastad layer (its "_l0" names)."""
     with torch.no_grad():
-        tcell.weight_ih.copy_(to_torch(torch, cell.weight_ih.value.T))
-        tcell.weight_hh.copy_(to_torch(torch, cell.weight_hh.value.T))
-        if kind == "LSTM":        # fastad's one bias is torch's b_ih + b_hh
-            tcell.bias_ih.copy_(to_torch(torch, cell.bias.value * 0.25))
-            tcell.bias_hh.copy_(to_torch(torch, cell.bias.value * 0.75))
-        else:
-            tcell.bias_ih.copy_(to_torch(torch, cell.bias_ih.value))
-            tcell.bias_hh.copy_(to_torch(torch, cell.bias_hh.value))
+        for name, p in cell.named_parameters():
+            getattr(tcell, name.removesuffix("_l0")).copy_(to_torch(torch, p.value))
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
@@ -516,7 +510,7 @@ def test_sequence_matches_pytorch_cell_loop(kind):
     torch = pytest.importorskip("torch")
     layer = getattr(nn, kind)(3, 4, dtype=F64, generator=rng())
     tcell = getattr(torch.nn, kind + "Cell")(3, 4).double()
-    copy_recurrent_weights(torch, layer.cell, tcell, kind)
+    copy_recurrent_weights(torch, layer, tcell)
     g = rng(1)
     xs_np = [g.standard_normal((2, 3)) for _ in range(5)]
     h0, c0 = g.standard_normal((2, 4)), g.standard_normal((2, 4))
@@ -540,22 +534,16 @@ def test_sequence_matches_pytorch_cell_loop(kind):
     loss.backward()
     tloss = sum((th * to_torch(torch, w)).sum() for th, w in zip(ths, weights))
     tloss.backward()
-    cell = layer.cell
-    np.testing.assert_allclose(cell.weight_ih.grad, tcell.weight_ih.grad.numpy().T, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(cell.weight_hh.grad, tcell.weight_hh.grad.numpy().T, rtol=1e-9, atol=1e-12)
-    if kind == "LSTM":
-        np.testing.assert_allclose(cell.bias.grad, tcell.bias_ih.grad.numpy(), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(cell.bias.grad, tcell.bias_hh.grad.numpy(), rtol=1e-9, atol=1e-12)
-    else:
-        np.testing.assert_allclose(cell.bias_ih.grad, tcell.bias_ih.grad.numpy(), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(cell.bias_hh.grad, tcell.bias_hh.grad.numpy(), rtol=1e-9, atol=1e-12)
+    for name, p in layer.named_parameters():
+        np.testing.assert_allclose(p.grad, getattr(tcell, name[:-3]).grad.numpy(), rtol=1e-9,
+                                   atol=1e-12, err_msg=name)
 
 
 def test_lstm_cell_zero_state_matches_pytorch_default():
     torch = pytest.importorskip("torch")
     cell = nn.LSTMCell(3, 4, dtype=F64, generator=rng())
     tcell = torch.nn.LSTMCell(3, 4).double()
-    copy_recurrent_weights(torch, cell, tcell, "LSTM")
+    copy_recurrent_weights(torch, cell, tcell)
     xv = rng(1).standard_normal((2, 3))
     h, c = cell(inp(xv))
     th, tc = tcell(to_torch(torch, xv))
@@ -566,14 +554,15 @@ def test_lstm_cell_zero_state_matches_pytorch_default():
 @pytest.mark.parametrize("cls, pinned", [
     (nn.LSTMCell, {"weight_ih": [0.1769117054637106, -0.6449633975696526],
                    "weight_hh": [-0.6566472470356749, -0.4886658254906492],
-                   "bias": [-0.3176726134049102, -0.43650613707186353]}),
+                   "bias_ih": [-0.3286642153908336, 0.0581861501984865],
+                   "bias_hh": [0.010991601985923416, -0.49469228727035003]}),
     (nn.GRUCell, {"weight_ih": [0.1769117054637106, 0.41388645534222857],
                   "weight_hh": [0.17278752331598635, 0.0199653672898229],
                   "bias_ih": [-0.0044216300701419575, -0.4234060314209028],
                   "bias_hh": [-0.18450351894359018, 0.5378708903662601]}),
 ])
 def test_recurrent_cell_seeded_weights_are_pinned(cls, pinned):
-    # the draws and their order, as they were before the cells shared a base class
+    # the draws and their order (weight_ih, weight_hh, bias_ih, bias_hh, in torch's layout)
     cell = cls(3, 2, dtype=F64, generator=rng(7))
     got = {name: np.asarray(p.value).ravel()[[0, -1]].tolist() for name, p in cell.named_parameters()}
     assert got == pinned

@@ -90,7 +90,7 @@ def test_gradients_reach_every_parameter_and_zero_grad_clears_them():
     y.backward(np.ones((1, 3)))
     assert all(np.any(p.grad != 0) for p in net.parameters())
     net.zero_grad()
-    assert all(np.all(p.grad == 0) for p in net.parameters())
+    assert all(p.grad is None for p in net.parameters())
 
 
 def test_module_gradient_matches_finite_differences():
@@ -233,35 +233,6 @@ def test_dropout_identity_cases_and_errors():
         nn.Dropout(0.5)(np.ones(3))
     with pytest.raises(TypeError, match="float Variable"):
         nn.Dropout(0.5)(fa.IndexInput([1, 2]))
-
-
-def test_pytorch_tensors_for_weights_stored_transposed_are_refused_not_loaded_wrong():
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    theirs = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
-    ours = nn.Sequential(nn.Linear(3, 3, dtype=F64), fa.tanh, nn.Linear(3, 2, dtype=F64))
-    before = ours.state_dict()
-    with pytest.raises(TypeError, match=r"'0.weight' is a PyTorch tensor, and fastad stores this "
-                                        r"weight as the transpose .*tensor.T.numpy\(\)"):
-        ours.load_state_dict(theirs.state_dict())
-    for name, value in ours.state_dict().items():        # nothing was copied
-        np.testing.assert_array_equal(value, before[name])
-    converted = {name: (t.T if name.endswith("weight") else t).detach().numpy()
-                 for name, t in theirs.state_dict().items()}
-    ours.load_state_dict(converted)
-    x = np.random.default_rng(0).normal(size=(4, 3))
-    np.testing.assert_allclose(ours(fa.Input(x, dtype=F64)).value,
-                               theirs(torch.tensor(x, dtype=torch.float32)).detach().numpy(), rtol=1e-5,
-                               atol=1e-6)
-    for module, name in ((nn.LSTMCell(4, 4), "weight_hh"), (nn.GRUCell(4, 4), "weight_ih"),
-                         (nn.MultiheadAttention(4, 2), "in_proj_weight"),
-                         (nn.MultiheadAttention(4, 2), "out_proj.weight")):
-        state = {k: torch.from_numpy(v) for k, v in module.state_dict().items()}
-        with pytest.raises(TypeError, match=f"'{name}' is a PyTorch tensor"):
-            module.load_state_dict({**module.state_dict(), name: state[name]})
-    layer = nn.Linear(3, 3)                  # tensors for the other Parameters load as before
-    layer.load_state_dict({"weight": layer.weight.numpy(), "bias": torch.zeros(3)})
-    assert not layer.bias.value.any()
 
 
 def test_a_replayed_graph_follows_train_and_eval_at_replay_time():

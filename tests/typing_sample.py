@@ -31,7 +31,7 @@ def train_linear_model() -> float:
     assert_type(loss.item(), float)
     assert_type(loss.shape, tuple[int, ...])
     loss.backward()
-    assert_type(w.grad, NDArray[np.floating])
+    assert_type(w.grad, NDArray[np.floating] | None)
     assert_type(h.grad, NDArray[np.floating] | None)
     opt = fa.optim.Adam([w], lr=1e-2, betas=(0.9, 0.99))
     assert_type(opt.beta2, float)
@@ -71,8 +71,8 @@ def classifier_and_lstm() -> None:
     assert_type(fa.sum(joined, axis=(0, 1), keepdims=True), fa.Variable)
     assert_type(joined.reshape(3, 4).T[0, 1:], fa.Variable)
     x = fa.Input(np.ones((1, 2)))
-    hc = lstm_cell(x, None, None, fa.Parameter(np.zeros((2, 8))), fa.Parameter(np.zeros((2, 8))),
-                   fa.Parameter(np.zeros(8)))
+    hc = lstm_cell(x, None, None, fa.Parameter(np.zeros((8, 2))), fa.Parameter(np.zeros((8, 2))),
+                   fa.Parameter(np.zeros(8)), fa.Parameter(np.zeros(8)))
     assert_type(hc[0], fa.Variable)
     with fa.no_grad():
         assert_type((hc * 2).requires_grad, bool)

@@ -109,14 +109,13 @@ class DeviceStorage:
         values = from_host(np.asarray(seed, dtype=grad.dtype))
         launch("copy_or_add", grad.dtype, grad.size, values, grad, I64(grad.size), I32(accumulate))
 
-    def leaf_grad(self, dense: bool, none: bool):
-        """A leaf's `.grad`: the live buffer when the gradient is dense, else a fresh
-        dense copy (zeros when there is none; a sparse one's buffer is dense already)."""
+    def leaf_grad(self, dense: bool):
+        """A leaf's `.grad` when it holds one: the live buffer when the gradient is dense,
+        else a fresh dense copy (a sparse one's buffer is dense already)."""
         if dense:
             return self.grad
         out = _backend.get().zeros(self.value.shape, self.value.dtype)
-        if not none:
-            launch("copy_or_add", out.dtype, out.size, self.grad, out, I64(out.size), I32(0))
+        launch("copy_or_add", out.dtype, out.size, self.grad, out, I64(out.size), I32(0))
         return out
 
     # ---- a Parameter's sparse gradient

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from fastad_cy.graph import IndexInput, Input, Parameter, Variable
-from fastad_cy.linalg import matmul
+from fastad_cy.linalg import linear, matmul
 from fastad_cy.reduction import mean, softmax
 from fastad_cy.shape import reshape, transpose
 from fastad import random as fastad_random
@@ -150,17 +150,15 @@ class MultiheadAttention(Module):
     is_causal=True without an attn_mask masks out the future (j > i); with one,
     it is only a hint, as in PyTorch, and attn_mask is used as given.
 
-    Parameters, stored as (in, out) like Linear (torch's weights transposed):
-    `in_proj_weight` (embed_dim, 3 * embed_dim) for query, key and value in that
-    order, `in_proj_bias` (3 * embed_dim,), and `out_proj`, a Linear. They start
-    as in PyTorch: xavier-uniform projections, zero biases.
+    Parameters, named and laid out as PyTorch's (so its state_dict loads):
+    `in_proj_weight` (3 * embed_dim, embed_dim), the query, key and value rows
+    in that order, `in_proj_bias` (3 * embed_dim,), and `out_proj`, a Linear.
+    They start as in PyTorch: xavier-uniform projections, zero biases.
 
     >>> attn = fa.nn.MultiheadAttention(16, num_heads=4)
     >>> x = fa.Input(np.random.randn(2, 5, 16))
     >>> out, weights = attn(x, x, x)                      # (2, 5, 16), (2, 5, 5)
     """
-
-    _transposed_from_torch = ("in_proj_weight",)
 
     def __init__(self, embed_dim, num_heads, bias=True, batch_first=True, dtype=None,
                  generator=None):
@@ -176,7 +174,7 @@ class MultiheadAttention(Module):
         self.head_dim = self.embed_dim // self.num_heads
         self.batch_first = check_flag(who, "batch_first", batch_first)
         bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))      # xavier_uniform of (3E, E)
-        self.in_proj_weight = Parameter(rng.uniform(-bound, bound, (embed_dim, 3 * embed_dim)),
+        self.in_proj_weight = Parameter(rng.uniform(-bound, bound, (3 * embed_dim, embed_dim)),
                                         dtype=dtype)
         self.in_proj_bias = Parameter(np.zeros(3 * embed_dim), dtype=dtype) if bias else None
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype, generator=rng)
@@ -184,10 +182,10 @@ class MultiheadAttention(Module):
             self.out_proj.bias.set_value(np.zeros(embed_dim))
 
     def _project(self, x, part):
-        """x @ (the query, key or value columns of in_proj_weight) + their bias."""
-        cols = slice(part * self.embed_dim, (part + 1) * self.embed_dim)
-        y = x @ self.in_proj_weight[:, cols]
-        return y + self.in_proj_bias[cols] if self.in_proj_bias is not None else y
+        """fa.linear of x with the query, key or value rows of in_proj_weight and their bias."""
+        rows = slice(part * self.embed_dim, (part + 1) * self.embed_dim)
+        bias = self.in_proj_bias[rows] if self.in_proj_bias is not None else None
+        return linear(x, self.in_proj_weight[rows], bias)
 
     def _heads(self, x, batch, length):
         """(batch, length, E) -> (batch, heads, length, head_dim)."""

@@ -11,6 +11,7 @@ from fastad_cy.losses import (bce_with_logits, binary_cross_entropy, cosine_embe
                               multi_margin, nll_loss, poisson_nll, smooth_l1, soft_margin,
                               triplet_margin)
 from fastad_cy.dropout import TrainingFlag, dropout as _dropout
+from fastad_cy.linalg import linear
 from fastad_cy.reduction import log_softmax, softmax
 from fastad_cy.sparse import embedding, embedding_bag
 from fastad import random as fastad_random
@@ -22,7 +23,7 @@ __all__ = ["relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sig
            "smooth_l1", "binary_cross_entropy", "poisson_nll", "gaussian_nll", "margin_ranking",
            "hinge_embedding", "cosine_embedding", "triplet_margin", "multi_margin", "soft_margin", "conv1d",
            "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
-           "batch_norm", "embedding", "embedding_bag"]
+           "batch_norm", "embedding", "embedding_bag", "linear"]
 
 
 def check_dropout_rate(who, p):

@@ -1,9 +1,13 @@
 """Layers: Linear, Embedding, EmbeddingBag, LSTMCell/GRUCell, LSTM/GRU, LayerNorm.
 
-Weights are Parameters initialised as PyTorch does by default; a `generator`
-(numpy Generator) makes the initialisation reproducible. Linear and the
-recurrent cells store weights as (in, out) so that `x @ W` needs no transpose
-(torch's `weight` is the transpose). A recurrent step is one fused node
+Weights are Parameters with PyTorch's names, layouts and default
+initialisation, so `load_state_dict(torch_module.state_dict())` loads a
+PyTorch layer; a `generator` (numpy Generator) makes the initialisation
+reproducible. Linear and the recurrent cells keep their weights as
+(out, in), as PyTorch does; Linear and a cell read them transposed in place
+(a BLAS flag), and the steps of an LSTM/GRU sequence share one transposed
+copy made once a forward pass (fastad_cy.fused.SequenceWeights), which their
+small products read faster. A recurrent step is one fused node
 (fastad_cy.fused.lstm_cell / gru_cell), not a dozen small ones.
 """
 import math
@@ -13,7 +17,8 @@ import numpy as np
 from fastad_cy.elementwise import sqrt, square
 from fastad_cy.graph import IndexInput, Parameter, Variable
 from fastad_cy.reduction import mean
-from fastad_cy.fused import gru_cell, lstm_cell
+from fastad_cy.linalg import linear
+from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell
 from fastad_cy.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
@@ -49,18 +54,17 @@ def _check_state(who, name, s, batch, hidden):
 
 
 class Linear(Module):
-    """y = x @ weight + bias, for x of shape (..., in_features) -> (..., out_features).
+    """y = x @ weight.T + bias, for x of shape (..., in_features) -> (..., out_features).
 
-    weight: (in_features, out_features) (torch's weight transposed); bias:
+    weight: (out_features, in_features), as torch.nn.Linear's; bias:
     (out_features,), or none with bias=False. Both start uniform in
-    +-1/sqrt(in_features), as in PyTorch.
+    +-1/sqrt(in_features), as in PyTorch. The forward is one `fa.linear`
+    node, which reads the weight transposed in place (no copy).
 
     >>> layer = fa.nn.Linear(784, 128, generator=np.random.default_rng(0))
     >>> layer(fa.Input(np.zeros((32, 784)))).shape
     (32, 128)
     """
-
-    _transposed_from_torch = ("weight",)
 
     def __init__(self, in_features, out_features, bias=True, dtype=None, generator=None):
         super().__init__()
@@ -69,14 +73,13 @@ class Linear(Module):
         rng = fastad_random.generator("Linear", generator)
         bound = 1 / math.sqrt(in_features)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = _uniform((in_features, out_features), bound, rng, dtype)
+        self.weight = _uniform((out_features, in_features), bound, rng, dtype)
         self.bias = _uniform((out_features,), bound, rng, dtype) \
             if check_flag("Linear", "bias", bias) else None
 
     def forward(self, x):
         _check_input("Linear", x, self.in_features)
-        y = x @ self.weight
-        return y + self.bias if self.bias is not None else y
+        return linear(x, self.weight, self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, " \
@@ -163,93 +166,113 @@ class EmbeddingBag(Module):
                f"sparse={self.sparse}"
 
 
-class _RecurrentCell(Module):
-    """What LSTMCell and GRUCell share: their sizes, the repr, and the weights."""
+class _Recurrent(Module):
+    """What the LSTM and GRU cells and layers share: their sizes, the repr, and the
+    Parameters, named as PyTorch's (`weight_ih`, `weight_hh`, `bias_ih`, `bias_hh`, with
+    `_suffix` after each: "" for a cell, "_l0" for a layer) and laid out as PyTorch's:
+    weight_ih (gates * hidden_size, input_size), weight_hh (gates * hidden_size,
+    hidden_size), the biases (gates * hidden_size,), all uniform in +-1/sqrt(hidden_size)."""
 
-    _transposed_from_torch = ("weight_ih", "weight_hh")
+    _gates = None
+    _suffix = ""
 
-    def _weights(self, who, gates, input_size, hidden_size, dtype, generator):
-        """Check the sizes, then draw weight_ih (input_size, gates * hidden_size) and
-        weight_hh (hidden_size, gates * hidden_size) uniform in +-1/sqrt(hidden_size);
-        returns (rng, bound) for the biases, drawn next."""
+    def __init__(self, input_size, hidden_size, dtype=None, generator=None):
+        super().__init__()
+        who = type(self).__name__
         input_size, hidden_size = check_sizes(who, input_size=input_size, hidden_size=hidden_size)
         rng = fastad_random.generator(who, generator)
         bound = 1 / math.sqrt(hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
-        self.weight_ih = _uniform((input_size, gates * hidden_size), bound, rng, dtype)
-        self.weight_hh = _uniform((hidden_size, gates * hidden_size), bound, rng, dtype)
-        return rng, bound
+        rows = self._gates * hidden_size
+        for name, shape in (("weight_ih", (rows, input_size)), ("weight_hh", (rows, hidden_size)),
+                            ("bias_ih", (rows,)), ("bias_hh", (rows,))):
+            setattr(self, name + self._suffix, _uniform(shape, bound, rng, dtype))
+
+    def _weights(self):
+        """(weight_ih, weight_hh, bias_ih, bias_hh), as the fused cells take them."""
+        return tuple(getattr(self, name + self._suffix)
+                     for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
 
     def extra_repr(self):
         return f"{self.input_size}, {self.hidden_size}"
 
 
-class LSTMCell(_RecurrentCell):
+def _lstm_step(who, module, x, state, sequence=None):
+    """(h', c') of one LSTM step of `module`'s weights from x and state (h, c) or None
+    (`sequence`: the SequenceWeights of the steps of one sequence, or None)."""
+    _check_batch_input(who, x, module.input_size)
+    h = c = None
+    if state is not None:
+        if not isinstance(state, (tuple, list)) or len(state) != 2:
+            raise TypeError(f"{who}: state must be a pair (h, c), got {type(state).__name__}")
+        h, c = state
+        _check_state(who, "h", h, x.shape[0], module.hidden_size)
+        _check_state(who, "c", c, x.shape[0], module.hidden_size)
+    hc = lstm_cell(x, h, c, *module._weights(), sequence)   # one fused node
+    return hc[0], hc[1]
+
+
+def _gru_step(who, module, x, state, sequence=None):
+    """h' of one GRU step of `module`'s weights from x and state h or None (`sequence` as
+    _lstm_step's)."""
+    _check_batch_input(who, x, module.input_size)
+    if state is not None:
+        _check_state(who, "h", state, x.shape[0], module.hidden_size)
+    return gru_cell(x, state, *module._weights(), sequence)
+
+
+class LSTMCell(_Recurrent):
     """One LSTM step: `h, c = cell(x, (h, c))`; x (batch, input_size), h and c (batch, hidden_size).
 
-    Gates in PyTorch's order input, forget, cell, output:
-    gates = x @ weight_ih + h @ weight_hh + bias; c' = f * c + i * g;
-    h' = o * tanh(c'). A missing state means zeros. weight_ih is
-    (input_size, 4 * hidden_size) and weight_hh (hidden_size, 4 * hidden_size)
-    (torch's transposed); the one `bias` plays torch's b_ih + b_hh. Weights
-    start uniform in +-1/sqrt(hidden_size) and the bias as the sum of two
-    such draws, so every entry has PyTorch's distribution. h' and c' are two
-    views of one fused node of shape (2, batch, hidden_size).
+    torch.nn.LSTMCell's equations, Parameters and layout, gates in the order
+    input, forget, cell, output: gates = x @ weight_ih.T + bias_ih +
+    h @ weight_hh.T + bias_hh; c' = f * c + i * g; h' = o * tanh(c'). A
+    missing state means zeros. weight_ih is (4 * hidden_size, input_size),
+    weight_hh (4 * hidden_size, hidden_size), bias_ih and bias_hh
+    (4 * hidden_size,); all start uniform in +-1/sqrt(hidden_size). h' and c'
+    are two views of one fused node of shape (2, batch, hidden_size).
 
     >>> cell = fa.nn.LSTMCell(16, 32)
     >>> h, c = cell(fa.Input(np.zeros((1, 16))))
     >>> h, c = cell(fa.Input(np.ones((1, 16))), (h, c))
     """
 
-    def __init__(self, input_size, hidden_size, dtype=None, generator=None):
-        super().__init__()
-        rng, bound = self._weights("LSTMCell", 4, input_size, hidden_size, dtype, generator)
-        draws = rng.uniform(-bound, bound, size=(2, 4 * self.hidden_size))
-        self.bias = Parameter(draws.sum(axis=0), dtype=dtype)
+    _gates = 4
 
     def forward(self, x, state=None):
-        _check_batch_input("LSTMCell", x, self.input_size)
-        h = c = None
-        if state is not None:
-            if not isinstance(state, (tuple, list)) or len(state) != 2:
-                raise TypeError(f"LSTMCell: state must be a pair (h, c), got {type(state).__name__}")
-            h, c = state
-            _check_state("LSTMCell", "h", h, x.shape[0], self.hidden_size)
-            _check_state("LSTMCell", "c", c, x.shape[0], self.hidden_size)
-        hc = lstm_cell(x, h, c, self.weight_ih, self.weight_hh, self.bias)   # one fused node
-        return hc[0], hc[1]
+        return _lstm_step("LSTMCell", self, x, state)
 
 
-class GRUCell(_RecurrentCell):
+class GRUCell(_Recurrent):
     """One GRU step: `h = cell(x, h)`; x (batch, input_size), h (batch, hidden_size).
 
-    PyTorch's equations, gates in the order reset, update, new:
-    r = sigmoid(x W_ir + b_ir + h W_hr + b_hr), z likewise,
-    n = tanh(x W_in + b_in + r * (h W_hn + b_hn)), h' = (1 - z) * n + z * h.
-    weight_ih is (input_size, 3 * hidden_size), weight_hh (hidden_size,
-    3 * hidden_size) (torch's transposed); bias_ih and bias_hh as in torch.
-    Everything starts uniform in +-1/sqrt(hidden_size); a missing h means zeros.
+    torch.nn.GRUCell's equations, Parameters and layout, gates in the order
+    reset, update, new (W_ir: the first hidden_size rows of weight_ih):
+    r = sigmoid(x W_ir^T + b_ir + h W_hr^T + b_hr), z likewise,
+    n = tanh(x W_in^T + b_in + r * (h W_hn^T + b_hn)), h' = (1 - z) * n + z * h.
+    weight_ih is (3 * hidden_size, input_size), weight_hh (3 * hidden_size,
+    hidden_size), bias_ih and bias_hh (3 * hidden_size,); all start uniform in
+    +-1/sqrt(hidden_size). A missing h means zeros.
 
     >>> cell = fa.nn.GRUCell(16, 32)
     >>> h = cell(fa.Input(np.zeros((1, 16))))
     >>> h = cell(fa.Input(np.ones((1, 16))), h)
     """
 
-    def __init__(self, input_size, hidden_size, dtype=None, generator=None):
-        super().__init__()
-        rng, bound = self._weights("GRUCell", 3, input_size, hidden_size, dtype, generator)
-        self.bias_ih = _uniform((3 * self.hidden_size,), bound, rng, dtype)
-        self.bias_hh = _uniform((3 * self.hidden_size,), bound, rng, dtype)
+    _gates = 3
 
     def forward(self, x, state=None):
-        _check_batch_input("GRUCell", x, self.input_size)
-        if state is not None:
-            _check_state("GRUCell", "h", state, x.shape[0], self.hidden_size)
-        return gru_cell(x, state, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return _gru_step("GRUCell", self, x, state)
 
 
-class _Recurrent(Module):
-    """Runs self.cell over a list of (batch, input_size) Variables."""
+class _Sequence(_Recurrent):
+    """Runs `_step` over a list of (batch, input_size) Variables, with the Parameters of
+    torch's layer 0 ("weight_ih_l0", ...). The steps of a sequence share one
+    SequenceWeights: one transposed copy of the weights a forward pass, which their
+    products read faster than the weights' own layout."""
+
+    _suffix = "_l0"
+    _step = None
 
     def forward(self, xs, state=None, return_state=False):
         name = type(self).__name__
@@ -257,54 +280,49 @@ class _Recurrent(Module):
             raise TypeError(f"{name}: expected a non-empty list of (batch, input_size) Variables, "
                             f"got {type(xs).__name__}")
         outputs = []
+        sequence = SequenceWeights() if len(xs) > 1 else None
         for t, x in enumerate(xs):
-            try:
-                state = self.cell(x, state)
-            except (TypeError, ValueError) as e:
-                raise type(e)(f"{name}: step {t}: {e}") from None
+            state = type(self)._step(f"{name}: step {t}", self, x, state, sequence)
             outputs.append(self._hidden(state))
         return (outputs, state) if return_state else outputs
 
-    def extra_repr(self):
-        return f"{self.cell.input_size}, {self.cell.hidden_size}"
 
-
-class LSTM(_Recurrent):
+class LSTM(_Sequence):
     """An LSTM over a sequence: `hs = layer(xs)`, xs a list of (batch, input_size) Variables.
 
     Returns the list of hidden states h_t, each (batch, hidden_size).
     `layer(xs, state=(h, c), return_state=True)` starts from a given state and
-    also returns the final (h, c), so a caller can carry it on. The weights are
-    those of `layer.cell`, an LSTMCell.
+    also returns the final (h, c), so a caller can carry it on. Its Parameters
+    are torch.nn.LSTM's (one layer): weight_ih_l0, weight_hh_l0, bias_ih_l0,
+    bias_hh_l0, laid out as LSTMCell's; each step is LSTMCell's fused node.
 
     >>> lstm = fa.nn.LSTM(16, 32)
     >>> xs = [fa.Input(np.zeros((1, 16))) for _ in range(20)]
     >>> hs, (h, c) = lstm(xs, return_state=True)
     """
 
-    def __init__(self, input_size, hidden_size, dtype=None, generator=None):
-        super().__init__()
-        self.cell = LSTMCell(input_size, hidden_size, dtype, generator)
+    _gates = 4
+    _step = _lstm_step
 
     @staticmethod
     def _hidden(state):
         return state[0]
 
 
-class GRU(_Recurrent):
+class GRU(_Sequence):
     """A GRU over a sequence: `hs = layer(xs)`, xs a list of (batch, input_size) Variables.
 
     Returns the list of hidden states; `layer(xs, state=h, return_state=True)`
-    starts from h and also returns the final one. The weights are those of
-    `layer.cell`, a GRUCell.
+    starts from h and also returns the final one. Its Parameters are
+    torch.nn.GRU's (one layer): weight_ih_l0, weight_hh_l0, bias_ih_l0,
+    bias_hh_l0, laid out as GRUCell's; each step is GRUCell's fused node.
 
     >>> gru = fa.nn.GRU(16, 32)
     >>> hs, h = gru([fa.Input(np.zeros((1, 16)))] * 5, return_state=True)
     """
 
-    def __init__(self, input_size, hidden_size, dtype=None, generator=None):
-        super().__init__()
-        self.cell = GRUCell(input_size, hidden_size, dtype, generator)
+    _gates = 3
+    _step = _gru_step
 
     @staticmethod
     def _hidden(state):

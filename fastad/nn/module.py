@@ -33,10 +33,6 @@ class Module:
         fa.save(model.state_dict(), "model.npz")
     """
 
-    #: The names of this class's Parameters stored as PyTorch's transposed (Linear's weight):
-    #: load_state_dict refuses PyTorch tensors for them rather than load them wrong.
-    _transposed_from_torch = ()
-
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
@@ -76,11 +72,11 @@ class Module:
         return self.forward(*args, **kwargs)
 
     def children(self):
-        """The direct sub-Modules, in assignment order.
+        """The direct sub-Modules, in assignment order, each once (as torch's children()).
 
         >>> [type(m).__name__ for m in model.children()]
         """
-        return list(self._modules.values())
+        return list({id(m): m for m in self._modules.values()}.values())
 
     def modules(self):
         """This Module and every sub-Module below it (each once), depth first.
@@ -111,13 +107,35 @@ class Module:
         return found
 
     def apply(self, fn):
-        """Call fn(module) on every sub-Module, then on this one (as torch's apply does, for
-        initialising weights); returns self.
+        """Call fn(module) on every sub-Module, then on this one, as torch's apply does (each
+        child's subtree in assignment order, children before their parent; a Module that
+        sits in two places is visited in each), for initialising weights; returns self.
 
         >>> model.apply(lambda m: fa.nn.init.zeros_(m.bias) if isinstance(m, fa.nn.Linear) else None)
         """
-        for module in reversed(self.modules()):
-            fn(module)
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def requires_grad_(self, requires_grad=True):
+        """Set `requires_grad` on every Parameter below (False freezes them: backward computes
+        no gradient for them and optimizers leave them alone); returns self. As with
+        `Parameter.requires_grad`, only before a graph is built on them: else RuntimeError,
+        and no Parameter changes.
+
+        >>> model.encoder.requires_grad_(False)       # then build the training graph
+        """
+        changed = []
+        try:
+            for p in self.parameters():
+                if p.requires_grad != requires_grad:
+                    p.requires_grad = requires_grad
+                    changed.append(p)
+        except (RuntimeError, TypeError):
+            for p in changed:
+                p.requires_grad = not p.requires_grad
+            raise
         return self
 
     def named_parameters(self):
@@ -183,21 +201,25 @@ class Module:
         return {name: p.numpy() for name, p in self.named_parameters() + self.named_buffers()}
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copy the arrays of `state_dict` (numpy, or CuPy) into the Parameters (and
-        buffers) of the same names, in place (graphs built on them see the new values after `forward()`).
+        """Copy the arrays of `state_dict` into the Parameters (and buffers) of the same
+        names, in place (graphs built on them see the new values after `forward()`).
 
-        With strict=True (default) the names must match exactly; with
-        strict=False missing and unexpected names are skipped. Shapes must
-        always match. Everything is checked before anything is copied.
-        Returns IncompatibleKeys(missing_keys, unexpected_keys).
+        The values may be numpy arrays, CuPy arrays, or PyTorch tensors (read
+        as `tensor.detach().cpu().numpy()`, found by those methods: fastad does
+        not import torch), so `model.load_state_dict(torch_model.state_dict())`
+        loads a PyTorch model with the same names; fastad's layers have
+        PyTorch's names and layouts. With strict=True (default) the names must
+        match exactly; with strict=False missing and unexpected names are
+        skipped. Shapes must always match. Everything is checked before
+        anything is copied. Returns IncompatibleKeys(missing_keys, unexpected_keys).
 
         >>> model.load_state_dict(fa.load("model.npz")["model"])
+        >>> model.load_state_dict(torch_model.state_dict())
         """
         who = f"{type(self).__name__}.load_state_dict"
         if not hasattr(state_dict, "keys"):
             raise TypeError(f"{who}: expected a dict of arrays, got {type(state_dict).__name__}")
         own = dict(self.named_parameters() + self.named_buffers())
-        transposed = self._names_transposed_from_torch()
         missing = [name for name in own if name not in state_dict]
         unexpected = [name for name in state_dict if name not in own]
         if strict and (missing or unexpected):
@@ -207,18 +229,15 @@ class Module:
         for name, p in own.items():
             if name not in state_dict:
                 continue
-            arr = state_dict[name]
-            if name in transposed and type(arr).__module__.partition(".")[0] == "torch":
-                raise TypeError(f"{who}: {name!r} is a PyTorch tensor, and fastad stores this "
-                                f"weight as the transpose of PyTorch's layout (in_features "
-                                f"first), so it would load wrong (silently, when square); "
-                                f"give its transpose as an array, tensor.T.numpy()")
-            arr = arr.get() if hasattr(arr, "__cuda_array_interface__") else np.asarray(arr)
+            arr = _host_array(state_dict[name])
             if arr.dtype.kind not in "biuf":
                 raise TypeError(f"{who}: {name!r} holds {arr.dtype} data, expected numbers")
             if arr.shape != p.shape:
+                hint = (" (its transpose: a checkpoint saved before fastad kept weights as "
+                        "PyTorch's (out, in)? load its transpose)"
+                        if arr.ndim == 2 and arr.shape[::-1] == p.shape else "")
                 raise ValueError(f"{who}: {name!r} has shape {arr.shape} in the state dict, "
-                                 f"but the Parameter has shape {p.shape}")
+                                 f"but the Parameter has shape {p.shape}{hint}")
             if not np.can_cast(arr.dtype, p.dtype, casting="same_kind"):
                 raise TypeError(f"{who}: {name!r} holds {arr.dtype} data, which does not cast "
                                 f"safely to the Parameter's {p.dtype}")
@@ -226,12 +245,6 @@ class Module:
         for p, arr in updates:
             p.set_value(arr)
         return IncompatibleKeys(missing, unexpected)
-
-    def _names_transposed_from_torch(self):
-        """The dotted names of the Parameters below whose layout is PyTorch's transposed
-        (each Module class lists its own in `_transposed_from_torch`)."""
-        return {prefix + name for prefix, module in self._prefixed_modules()
-                for name in type(module)._transposed_from_torch if name in module._parameters}
 
     def zero_grad(self):
         """Clear the gradient of every Parameter below this Module.
@@ -286,6 +299,16 @@ class Module:
         if not lines:
             return f"{type(self).__name__}({self.extra_repr()})"
         return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
+
+
+def _host_array(value):
+    """A state dict's value as a numpy array: a PyTorch tensor through
+    detach().cpu().numpy(), a CuPy array through get(), anything else np.asarray."""
+    if hasattr(value, "detach") and hasattr(value, "cpu") and hasattr(value, "numpy"):
+        return np.asarray(value.detach().cpu().numpy())
+    if hasattr(value, "__cuda_array_interface__") and hasattr(value, "get"):
+        return value.get()
+    return np.asarray(value)
 
 
 class _WithArguments(Module):

@@ -141,7 +141,7 @@ def test_clipping_launches_its_listed_kernels(launched):
 
 def test_a_recurrent_cell_is_made_of_listed_ops(launched):
     x, h, c = P(2, 3), P(2, 4), P(2, 4)
-    hc = lstm_cell(x, h, c, P(3, 16), P(4, 16), P(16))
+    hc = lstm_cell(x, h, c, P(16, 3), P(16, 4), P(16), P(16))
     hc.backward(np.ones(hc.shape))
     allowed = set().union(*kernels.OPS.values()) | SEEDING
     assert set(launched) <= allowed

@@ -144,6 +144,13 @@ def test_matmul_accumulates_into_a_shared_leaf(backend):
     check_against_cpu(lambda a: fa.matmul(a, a), r(2, 3, 3))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear(backend, dtype):
+    """fa.linear on a device: the matmul of x with the weight's transpose, plus the bias."""
+    check_against_cpu(fa.linear, r(3, 4), r(5, 4), r(5), dtype=dtype)
+    check_against_cpu(fa.linear, r(2, 3, 4), r(5, 4), dtype=dtype)
+
+
 def test_vector_dot(backend):
     check_against_cpu(fa.vector_dot, r(5, 3), r(5, 3))
     check_against_cpu(fa.vector_dot, r(3), r(3))
@@ -257,11 +264,12 @@ def test_embedding_bag_fixed_bags_include_last_offset_and_checks(backend):
 def test_lstm_and_gru_cells(backend):
     B, I, H = 2, 3, 4
     x, h, c = r(B, I), r(B, H), r(B, H)
-    w_ih, w_hh, b = r(I, 4 * H), r(H, 4 * H), r(4 * H)
+    w_ih, w_hh, b, b2 = r(4 * H, I), r(4 * H, H), r(4 * H), r(4 * H)
     from fastad_cy.fused import lstm_cell, gru_cell
-    check_against_cpu(lambda *v: lstm_cell(*v), x, h, c, w_ih, w_hh, b)
-    check_against_cpu(lambda x, wi, wh, b: lstm_cell(x, None, None, wi, wh, b), x, w_ih, w_hh, b)
-    g_ih, g_hh, b_ih, b_hh = r(I, 3 * H), r(H, 3 * H), r(3 * H), r(3 * H)
+    check_against_cpu(lambda *v: lstm_cell(*v), x, h, c, w_ih, w_hh, b, b2)
+    check_against_cpu(lambda x, wi, wh, b, b2: lstm_cell(x, None, None, wi, wh, b, b2),
+                      x, w_ih, w_hh, b, b2)
+    g_ih, g_hh, b_ih, b_hh = r(3 * H, I), r(3 * H, H), r(3 * H), r(3 * H)
     check_against_cpu(lambda *v: gru_cell(*v), x, h, g_ih, g_hh, b_ih, b_hh)
     check_against_cpu(lambda x, wi, wh, bi, bh: gru_cell(x, None, wi, wh, bi, bh),
                       x, g_ih, g_hh, b_ih, b_hh)
@@ -278,5 +286,5 @@ def test_a_recurrent_cell_with_its_state_on_another_device_names_the_cell(backen
     x = fa.Parameter(r(2, 3), device="cuda")
     with pytest.raises(ValueError, match="lstm_cell: inputs on different devices, cpu and cuda:0"):
         lstm_cell(x, fa.Parameter(r(2, 4)), fa.Parameter(r(2, 4)),
-                  fa.Parameter(r(3, 16), device="cuda"), fa.Parameter(r(4, 16), device="cuda"),
-                  fa.Parameter(r(16), device="cuda"))
+                  fa.Parameter(r(16, 3), device="cuda"), fa.Parameter(r(16, 4), device="cuda"),
+                  fa.Parameter(r(16), device="cuda"), fa.Parameter(r(16), device="cuda"))
