@@ -220,3 +220,47 @@ def test_an_int32_memory_map_of_ids_trains_without_a_copy(tmp_path):
     sampler = fa.data.SkipGramSampler(mapped, centre, context, window=2, seed=0)
     fa.train(loss, fa.optim.SGD([W, C], lr=0.01), sampler)
     assert sampler.epoch_pairs > 2000 and np.abs(W.numpy()).sum() > 0
+
+
+def _encoded(tmp_path, sentences):
+    corpus = list(OnlyIterable(sentences, 300, 25, seed=2))
+    words = sorted({w for s in corpus for w in s}, key=lambda w: int(w[1:]))
+    index = {w: i for i, w in enumerate(words)}
+    ids = np.lib.format.open_memmap(tmp_path / f"ids{sentences}.npy", mode="w+", dtype=np.int32,
+                                    shape=(25 * sentences,))
+    ids[:] = [index[w] for s in corpus for w in s]
+    ids.flush()
+    ends = np.arange(25, 25 * sentences + 1, 25)
+    return np.load(tmp_path / f"ids{sentences}.npy", mmap_mode="r"), words, ends, corpus
+
+
+def test_an_encoded_corpus_trains_in_place_from_a_memory_map(tmp_path):
+    ids, words, ends, corpus = _encoded(tmp_path, 400)
+    model = fa.models.Word2Vec(**SETTINGS).fit(fa.models.EncodedCorpus(ids, words, ends))
+    assert model.words == words and model.vectors.shape == (len(words), SETTINGS["dim"])
+    assert model.counts.tolist() == np.bincount(ids, minlength=len(words)).tolist()
+    assert (model.corpus_count, model.corpus_total_words) == (400, 25 * 400)
+    assert all(np.isfinite(model.history)) and model.history[-1] < model.history[0]
+    threads = fa.models.Word2Vec(**dict(SETTINGS, workers=2)).fit(
+        fa.models.EncodedCorpus(ids, words, ends), start_method="threads")
+    assert threads.words == words and all(np.isfinite(threads.history))
+    # the memory map is read in place: what the fit allocates does not grow with the ids
+    peaks = []
+    for sentences in (4000, 32000):           # 100,000 and 800,000 ids
+        ids, words, ends, _ = _encoded(tmp_path, sentences)
+        tracemalloc.start()
+        fa.models.Word2Vec(**dict(SETTINGS, epochs=1)).fit(fa.models.EncodedCorpus(ids, words, ends))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 1.2 * peaks[0] and peaks[1] < 800_000 * 4, peaks     # the ids as int32: 3.2 MB
+
+
+def test_an_encoded_corpus_checks_its_arguments():
+    with pytest.raises(ValueError, match="ids must be a non-empty 1-D integer array"):
+        fa.models.EncodedCorpus(np.zeros(3), ["a", "b"])
+    with pytest.raises(ValueError, match="words must name at least 2 ids, each once"):
+        fa.models.EncodedCorpus([0, 1], ["a", "a"])
+    with pytest.raises(ValueError, match="sentence_ends must be non-decreasing offsets ending at len"):
+        fa.models.EncodedCorpus([0, 1, 1], ["a", "b"], [2])
+    with pytest.raises(ValueError, match=r"ids holds 5, outside \[0, 2\)"):
+        fa.models.Word2Vec(**SETTINGS).fit(fa.models.EncodedCorpus([0, 1, 5], ["a", "b"]))

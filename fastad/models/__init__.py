@@ -15,6 +15,7 @@ from fastad.models.runner import OPTIMIZERS
 from fastad.models.bpr import BPR, bpr_hogwild_worker
 from fastad.models.two_tower import TwoTower
 from fastad.models.keyed_vectors import KeyedVectors
-from fastad.models.word2vec import Word2Vec
+from fastad.models.word2vec import EncodedCorpus, LineSentences, Word2Vec
 
-__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "KeyedVectors", "bpr_hogwild_worker"]
+__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "EncodedCorpus", "LineSentences", "KeyedVectors",
+           "bpr_hogwild_worker"]

@@ -24,7 +24,7 @@ from fastad.io import load, save
 from fastad.models.keyed_vectors import KeyedVectors
 from fastad.models.runner import EpochRunner, RunSettings
 
-__all__ = ["Word2Vec"]
+__all__ = ["Word2Vec", "EncodedCorpus", "LineSentences"]
 
 BLOCK_TOKENS = 10_000      # the tokens a Hogwild worker claims at a time in the corpus walk (gensim's job size)
 #: The constructor's arguments that `Word2Vec.save` writes and `load` passes back, with their types.
@@ -67,15 +67,70 @@ class LineSentences:
         return f"LineSentences({self.path!r})"
 
 
+class EncodedCorpus:
+    """A corpus already encoded as word ids, which `Word2Vec` trains on without reading text.
+
+    ids            a 1-D integer array of word ids in [0, len(words)): an int32 array (a
+                   memory map from `np.load(path, mmap_mode="r")` included) is read in
+                   place, never copied, so a corpus larger than memory trains
+    words          the word of each id (`words[i]` is id i): the model's vocabulary, in
+                   this order (min_count does not apply: the ids are the vocabulary)
+    sentence_ends  the end offset of each sentence in `ids` (non-decreasing, the last
+                   len(ids)); default: one sentence
+
+    Workers in threads or forked processes read the same ids; processes started with
+    "spawn" each receive a copy (arguments are pickled to them).
+
+    >>> ids = np.load("corpus.ids.npy", mmap_mode="r")          # int32, written by your tokenizer
+    >>> fa.models.Word2Vec(dim=100).fit(fa.models.EncodedCorpus(ids, words, ends))
+    """
+
+    def __init__(self, ids, words, sentence_ends=None):
+        who = "EncodedCorpus"
+        ids = np.asarray(ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.size == 0:
+            raise ValueError(f"{who}: ids must be a non-empty 1-D integer array, got shape {ids.shape} "
+                             f"and dtype {ids.dtype}")
+        words = list(words)
+        if len(words) < 2 or len(set(words)) != len(words):
+            raise ValueError(f"{who}: words must name at least 2 ids, each once, got {len(words)} "
+                             f"words ({len(set(words))} distinct)")
+        if sentence_ends is None:
+            ends = np.array([ids.size], dtype=np.int64)
+        else:
+            ends = np.asarray(sentence_ends)
+            if ends.ndim != 1 or ends.dtype.kind not in "iu" or ends.size == 0 \
+                    or ends[-1] != ids.size or np.any(np.diff(ends) < 0) or ends[0] < 0:
+                raise ValueError(f"{who}: sentence_ends must be non-decreasing offsets ending at "
+                                 f"len(ids) = {ids.size}")
+        self.ids, self.words, self.sentence_ends = ids, words, ends
+
+    def counts(self):
+        """Each id's count, read in chunks (bincount widens each to int64: a bounded
+        transient, never a copy of the whole array)."""
+        counts = np.zeros(len(self.words), dtype=np.int64)
+        step = max(1 << 16, 4 * len(self.words))
+        for lo in range(0, self.ids.size, step):
+            chunk = self.ids[lo:lo + step]
+            if chunk.min() < 0 or chunk.max() >= len(self.words):
+                bad = int(chunk.max()) if chunk.max() >= len(self.words) else int(chunk.min())
+                raise ValueError(f"EncodedCorpus: ids holds {bad}, outside [0, {len(self.words)}) "
+                                 f"(one id per word of words)")
+            counts += np.bincount(chunk, minlength=len(self.words))
+        return counts
+
+
 def _corpus(who, sentences, corpus_file):
-    """The restartable corpus of a call given `sentences` (token lists, or a path) or
-    gensim's `corpus_file` (a path), one of them."""
+    """The restartable corpus of a call given `sentences` (token lists, a path, or an
+    EncodedCorpus) or gensim's `corpus_file` (a path), one of them."""
     if (sentences is None) == (corpus_file is None):
         raise TypeError(f"{who}: give the corpus as sentences (token lists, or a text file's "
                         f"path) or as corpus_file (a path), one of them")
     source = sentences if corpus_file is None else corpus_file
     if corpus_file is not None or isinstance(source, (str, os.PathLike)):
         return LineSentences(source)
+    if isinstance(source, EncodedCorpus):
+        return source
     return check_restartable(who, source)
 
 
@@ -141,21 +196,27 @@ class Word2Vec:
 
         corpus_iterable  token lists: a list, or a restartable iterable (an object whose
                    __iter__ starts a new pass, as gensim's corpus readers), or a path to
-                   a text file (one sentence a line)
+                   a text file (one sentence a line), or an `EncodedCorpus` (word ids,
+                   read in place: its words are the vocabulary, in their order)
         corpus_file  a path to such a file (gensim's name)
 
         Sets `corpus_count` (sentences) and `corpus_total_words` (tokens), as gensim does.
         """
         who = "Word2Vec.build_vocab"
         source = _corpus(who, corpus_iterable, corpus_file)
-        words, counts, n_tokens, n_sentences = count_words(source, who)
+        if isinstance(source, EncodedCorpus):        # its words are the vocabulary, as they are
+            words, counts = source.words, source.counts()
+            n_tokens, n_sentences = source.ids.size, source.sentence_ends.size
+            kept = np.arange(len(words))
+        else:
+            words, counts, n_tokens, n_sentences = count_words(source, who)
+            kept = np.flatnonzero(counts >= self.min_count)
         if not n_tokens:
             raise ValueError(f"{who}: the corpus is empty (no sentence holds a token)")
-        kept = np.flatnonzero(counts >= self.min_count)
         if kept.size < 2:
             raise ValueError(f"{who}: min_count={self.min_count} leaves {kept.size} word(s) of "
                              f"{len(words)}; at least 2 are needed (lower min_count)")
-        order = kept[np.argsort(-counts[kept], kind="stable")]
+        order = kept if isinstance(source, EncodedCorpus) else kept[np.argsort(-counts[kept], kind="stable")]
         self.words = [words[k] for k in order]
         self.index = {w: i for i, w in enumerate(self.words)}
         self.counts = counts[order]
@@ -247,7 +308,7 @@ class Word2Vec:
         if total_examples is not None:
             check_int(who, "total_examples", total_examples, minimum=0)
         if total_words is None:
-            total_words = count_words(source, who)[2]
+            total_words = source.ids.size if isinstance(source, EncodedCorpus) else count_words(source, who)[2]
         total_words = check_int(who, "total_words", total_words, minimum=0)
         settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=lr,
                                        min_lr=min_lr, epochs=epochs)
@@ -436,14 +497,19 @@ class _WindowGraph:
         this rank's epoch, over a stream of the corpus: the whole of it in order, or the
         blocks this rank claims."""
         corpus, settings = self.corpus, self.corpus.settings
-        stream = TokenStream(corpus.sentences, corpus.vocabulary, corpus.total_tokens,
-                             claim=None if self.claims is None else self.claims[epoch:epoch + 1],
-                             block_tokens=BLOCK_TOKENS)
+        claim = None if self.claims is None else self.claims[epoch:epoch + 1]
         common = dict(window=settings["window"], sample=settings["sample"], counts=corpus.counts,
                       seed=[settings["seed"], epoch], rank=self.rank, workers=settings["workers"],
                       mask=leaves[-1] if settings["batch"] > 1 else None)
+        if isinstance(corpus.sentences, EncodedCorpus):     # the ids in place, in claimed blocks
+            tokens = corpus.sentences.ids
+            common.update(sentence_ends=corpus.sentences.sentence_ends, claim=claim,
+                          block_tokens=BLOCK_TOKENS)
+        else:
+            tokens = TokenStream(corpus.sentences, corpus.vocabulary, corpus.total_tokens, claim=claim,
+                                 block_tokens=BLOCK_TOKENS)
         core = leaves[:-1] if settings["batch"] > 1 else leaves
-        return (SkipGramSampler if settings["sg"] else CbowSampler)(stream, *core, **common)
+        return (SkipGramSampler if settings["sg"] else CbowSampler)(tokens, *core, **common)
 
     def epoch_data(self, epoch):
         return self._sampler(self.leaves, epoch)
