@@ -168,8 +168,8 @@ def sgns_rows(quick):
     train, held = split_text(stdlib_text(300_000 if quick else 1_000_000))
     # The vocabulary is the same for every fit (the same sentences and min_count): encode the
     # held-out text and count the pairs of an epoch once.
-    vocabulary = fa.models.Word2Vec(min_count=SGNS["min_count"])
-    tokens, ends = vocabulary.build_vocab(train)
+    vocabulary = fa.models.Word2Vec(min_count=SGNS["min_count"]).build_vocab(train)
+    tokens, ends = encode(train, vocabulary.index)
     held_tokens, held_ends = encode(held, vocabulary.index)
     pairs = pairs_per_epoch(tokens, ends)
     repeats = 2 if quick else 3

@@ -178,8 +178,8 @@ def sgns_rows(quick):
         print(f"gensim's skip-gram side skipped: gensim is not installed ({e})")
         libraries = (False,)
     sentences, _ = peers.split_text(peers.stdlib_text(1_000_000))
-    vocabulary = fa.models.Word2Vec(min_count=peers.SGNS["min_count"])
-    pairs = peers.pairs_per_epoch(*vocabulary.build_vocab(sentences))
+    vocabulary = fa.models.Word2Vec(min_count=peers.SGNS["min_count"]).build_vocab(sentences)
+    pairs = peers.pairs_per_epoch(*peers.encode(sentences, vocabulary.index))
     times = {(library, threads): [] for library in libraries for threads in (1, 2)}
     for _ in range(2 if quick else 5):
         for library, threads in times:
