@@ -740,11 +740,16 @@ class _Replica:
 _CHANGED_ROWS_PER_SYNC = 0.75
 # ...starting from this many steps, moving at most 4x per sync...
 _FIRST_SYNC_STEPS = 1_000
-# ...and spending at most about a tenth of its time syncing: at least 5 ms between syncs, and
-# 10 times the processor time a sync takes in this worker (mostly Ray's call, about a
-# millisecond; pushing a large dense table takes longer), averaged over the last few syncs. Processor time, not wall time: a
-# worker descheduled mid-sync by a busy machine must not stretch its intervals.
-_SYNC_COST_SHARE = 10
+# ...and spending at most about a thirtieth of its time syncing: at least 5 ms between syncs,
+# and 30 times the processor time a sync takes in this worker (mostly Ray's call, about a
+# millisecond; pushing a large dense table takes longer), averaged over the last few syncs.
+# Processor time, not wall time: a worker descheduled mid-sync by a busy machine must not
+# stretch its intervals. Each sync also costs its shard and Ray's own processes about as much
+# again, on the workers' cores when they share a machine: at a tenth, the Python-loop worker
+# of bench/distributed_bpr.py (two workers, 500,000 planted triples) ran at 0.60-0.75x
+# Hogwild's examples/s over three runs of three rounds, at a thirtieth 0.86-0.97x, its test
+# AUC 0.009 below Hogwild's instead of 0.002-0.005 (a twentieth: 0.81x, 0.0045).
+_SYNC_COST_SHARE = 30
 _MIN_SYNC_SECONDS = 0.005
 # ...but never more steps between syncs than the fixed default of old: a worker fast enough to
 # meet the cost bound only every tens of thousands of steps syncs as often as it used to.
