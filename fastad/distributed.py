@@ -992,7 +992,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
 
     sync_every    None (the default): a worker syncs by the work it has done,
                   once it has changed about three quarters of the rows of a
-                  table it trains, spending at most about a tenth of its time
+                  table it trains, spending at most about a thirtieth of its time
                   on syncs (docs/guide/ray.md). An int >= 1: after this
                   many steps of a fastad optimizer over its replicas
                   (examples, for per-example training) or examples counted by
