@@ -187,18 +187,23 @@ def matmul(a, b):
     cdef Py_ssize_t b_step = k * n if b_batch else 0
     if (dev := backend_of(va)) is not None:
         return dev.matmul(va, vb, out_shape, m, k, n, batch, a_step, b_step)
-    cdef Matmul node = Matmul.__new__(Matmul)
-    node.a = va
-    node.b = vb
-    node.batch = batch
-    node.a_step = a_step
-    node.b_step = b_step
+    return _product("matmul", va, vb, out_shape, m, k, n, batch, a_step, b_step, False)
+
+
+cdef Variable _product(str op, Variable a, Variable b, tuple out_shape, Py_ssize_t m, Py_ssize_t k,
+                       Py_ssize_t n, Py_ssize_t batch, Py_ssize_t a_step, Py_ssize_t b_step, bint tb):
+    """The Matmul node of `op` (matmul or linear) on the CPU: `batch` products of (m x k)
+    by (k x n), B read transposed when `tb`."""
     if m > INT_MAX or n > INT_MAX or k > INT_MAX:
-        raise ValueError(f"matmul: shapes {sa} and {sb} exceed BLAS's 32-bit dimension limit")
+        raise ValueError(f"{op}: shapes {a._shape} and {b._shape} exceed BLAS's 32-bit dimension limit")
+    cdef Matmul node = Matmul.__new__(Matmul)
+    node.a, node.b = a, b
+    node.batch, node.a_step, node.b_step = batch, a_step, b_step
     node.m, node.n, node.k = m, n, k
-    node.empty = m == 0 or n == 0 or k == 0 or node.batch == 0
+    node.tb = tb
+    node.empty = m == 0 or n == 0 or k == 0 or batch == 0
     node.blas = m * n * k >= blas_min_work
-    init_node(node, "matmul", (va, vb), out_shape, va.f64)
+    init_node(node, op, (a, b), out_shape, a.f64)
     return finish(node)
 
 
@@ -228,22 +233,11 @@ def linear(x, weight, bias=None):
         if (<Variable>bias)._shape != (sw[0],):
             raise ValueError(f"linear: bias must have shape (out_features,) = ({sw[0]},), got "
                              f"{(<Variable>bias)._shape}")
-    cdef Py_ssize_t m = prod(sx[:len(sx) - 1]), k = sw[1], n = sw[0]
-    if m > INT_MAX or n > INT_MAX or k > INT_MAX:
-        raise ValueError(f"linear: x {sx} and weight {sw} exceed BLAS's 32-bit dimension limit")
-    cdef Matmul node
     if backend_of(vx) is not None:
         y = matmul(vx, _transpose(vw))
     else:
-        node = Matmul.__new__(Matmul)
-        node.a, node.b = vx, vw
-        node.batch, node.a_step, node.b_step = 1, 0, 0
-        node.m, node.n, node.k = m, n, k
-        node.tb = True
-        node.empty = m == 0 or n == 0 or k == 0
-        node.blas = m * n * k >= blas_min_work
-        init_node(node, "linear", (vx, vw), sx[:len(sx) - 1] + (n,), vx.f64)
-        y = finish(node)
+        y = _product("linear", vx, vw, sx[:len(sx) - 1] + (sw[0],), prod(sx[:len(sx) - 1]), sw[1],
+                     sw[0], 1, 0, 0, True)
     return y if bias is None else y + bias
 
 

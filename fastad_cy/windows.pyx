@@ -282,7 +282,7 @@ cdef class TokenStream:
         self.ends_array = np.zeros(max(16, self.block_tokens // 8), dtype=np.int64)
         self.ids, self.ends = self.ids_array, self.ends_array
         if total_tokens is None:
-            total_tokens = sum(len(_token_list(who, sentence, k)) for k, sentence in enumerate(self.sentences))
+            total_tokens = count_words(self.sentences, who)[2]
         self.total_tokens = check_int(who, "total_tokens", total_tokens, 0)
         self.begin_pass()
 
@@ -366,9 +366,9 @@ cdef int64_t* _claim_counter(str who, object claim) except? NULL:
     return <int64_t*>cnp.PyArray_DATA(claim)
 
 
-cdef object _word_ids(str who, object tokens):
-    """`tokens` as a C-contiguous 1-D int32 array of word ids (no copy when it is one, a
-    memory map included)."""
+cdef tuple _word_ids(str who, object tokens):
+    """(`tokens` as a C-contiguous 1-D int32 array of word ids, no copy when it is one, a
+    memory map included; its largest id)."""
     arr = np.asarray(tokens)
     if arr.ndim != 1:
         raise ValueError(f"{who}: tokens must be a 1-D array of word ids, got shape {arr.shape}")
@@ -379,10 +379,11 @@ cdef object _word_ids(str who, object tokens):
     if arr.dtype.kind == "i" and arr.min() < 0:
         raise IndexError(f"{who}: tokens holds a negative id ({arr.min()}) at position "
                          f"{int(np.argmin(arr))}")
-    if arr.max() > INT32_MAX:
-        raise IndexError(f"{who}: tokens holds an id too large for int32 ({arr.max()}) at "
+    largest = int(arr.max())
+    if largest > INT32_MAX:
+        raise IndexError(f"{who}: tokens holds an id too large for int32 ({largest}) at "
                          f"position {int(np.argmax(arr))}")
-    return np.ascontiguousarray(arr, dtype=np.int32)
+    return np.ascontiguousarray(arr, dtype=np.int32), largest
 
 
 # ---------------------------------------------------------------- word2vec's windows
@@ -474,7 +475,7 @@ cdef class WindowSampler(Sampler):
         self.epoch_examples += 1
         return True
 
-    cdef object read_counts(self, str who, object counts, Py_ssize_t largest):
+    cdef object read_counts(self, str who, object counts):
         """The words' counts by id as float64 (`vocab_size` long), from `counts` when given
         (None: the caller counts)."""
         arr = np.asarray(counts, dtype=np.float64)
@@ -489,9 +490,8 @@ cdef class WindowSampler(Sampler):
                             object counts):
         """Walk the token array `tokens` (this worker's share of its sentences, or the blocks it
         claims); returns the words' counts (those given, or the tokens')."""
-        self.tokens_array = _word_ids(who, tokens)
+        self.tokens_array, largest = _word_ids(who, tokens)
         n = self.tokens_array.size
-        largest = int(self.tokens_array.max())
         if vocab_size is None:
             vocab_size = largest + 1 if counts is None else np.size(counts)
         self.vocab_size = check_int(who, "vocab_size", vocab_size, 1)
@@ -524,7 +524,7 @@ cdef class WindowSampler(Sampler):
         self.buffer = self.buffer_array
         if counts is None:
             return np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
-        return self.read_counts(who, counts, largest)
+        return self.read_counts(who, counts)
 
     cdef object read_stream(self, str who, TokenStream stream, object sentence_ends, object vocab_size,
                             object counts, object claim):
@@ -544,7 +544,7 @@ cdef class WindowSampler(Sampler):
         self.stream, self.streaming = stream, True
         self.buffer_array = np.zeros(max(stream.block_tokens, 1), dtype=np.int64)
         self.buffer = self.buffer_array
-        return self.read_counts(who, counts, stream.largest_id)
+        return self.read_counts(who, counts)
 
     cdef int read_distributions(self, str who, object counts, object ns_exponent, object sample) except -1:
         """The noise table (counts ** ns_exponent) and the subsampling's keep probabilities."""
