@@ -1,4 +1,5 @@
-"""Type stubs for fastad_cy/feeds.pyx: FeedSampler, rows of arrays given up front."""
+"""Type stubs for fastad_cy/feeds.pyx: FeedSampler, rows of arrays given up front; BagSampler,
+bags of ids of any length."""
 from collections.abc import Mapping
 
 from numpy.typing import ArrayLike
@@ -10,5 +11,13 @@ class FeedSampler(Sampler):
     def __init__(self, feeds: Mapping[Input, ArrayLike] | Mapping[IndexInput, ArrayLike]
                  | Mapping[Variable, ArrayLike], shuffle: bool = False, seed: _Seed = None,
                  rank: int = 0, workers: int = 1) -> None: ...
+    @property
+    def examples_per_epoch(self) -> int: ...
+
+class BagSampler(FeedSampler):
+    def __init__(self, ids_leaf: IndexInput, offsets_leaf: IndexInput, ids: ArrayLike,
+                 offsets: ArrayLike, feeds: Mapping[Input, ArrayLike] | Mapping[IndexInput, ArrayLike]
+                 | None = None, shuffle: bool = False, seed: _Seed = None, rank: int = 0,
+                 workers: int = 1) -> None: ...
     @property
     def examples_per_epoch(self) -> int: ...

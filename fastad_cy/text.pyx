@@ -346,6 +346,47 @@ cdef class Dictionary:
             counting.entries[e].count += 1
         return 0
 
+    def state(self):
+        """What rebuilds this dictionary (`Dictionary.from_state`): its settings, the words
+        and labels by id with their counts, and the tokens counted."""
+        self._require_built("state")
+        return {"settings": {"min_count": self.min_count, "min_count_label": self.min_count_label,
+                             "word_ngrams": self.word_ngrams, "minn": self.minn, "maxn": self.maxn,
+                             "bucket": self.bucket, "label": self.label},
+                "words": self.words, "word_counts": self.word_counts, "labels": self.labels,
+                "label_counts": self.label_counts, "ntokens": self.ntokens}
+
+    @classmethod
+    def from_state(cls, state):
+        """The dictionary that `state()` described, its ids unchanged."""
+        cdef Dictionary d = cls(**state["settings"])
+        cdef Py_ssize_t k
+        words, labels = list(state["words"]), list(state["labels"])
+        counts = [np.asarray(state["word_counts"], dtype=np.int64), np.asarray(state["label_counts"], dtype=np.int64)]
+        if counts[0].shape != (len(words),) or counts[1].shape != (len(labels),):
+            raise ValueError(f"Dictionary.from_state: {len(words)} words and {len(labels)} labels "
+                             f"but counts of shapes {counts[0].shape} and {counts[1].shape}")
+        if len(set(words + labels)) != len(words) + len(labels):
+            raise ValueError("Dictionary.from_state: a word or label is listed twice")
+        table = _Strings(len(words) + len(labels))
+        for kind, strings, n in ((WORD, words, counts[0]), (LABEL, labels, counts[1])):
+            for k, text in enumerate(strings):
+                if not isinstance(text, str) or not text:
+                    raise ValueError(f"Dictionary.from_state: entries must be non-empty strings, got {text!r}")
+                encoded = text.encode("utf-8")
+                table.add(encoded, len(encoded), _hash(encoded, len(encoded)), kind, n[k])
+        d._adopt(table, len(words), counts[0], counts[1])
+        d.ntokens = int(state["ntokens"])
+        return d
+
+    cdef int _adopt(self, _Strings table, Py_ssize_t nwords, object word_counts, object label_counts) except -1:
+        """Take `table` (its words, then its labels, by id) as the vocabulary."""
+        self.table = table
+        self.nwords, self.nlabels = nwords, table.n - nwords
+        self.word_counts, self.label_counts = word_counts, label_counts
+        self._subwords_of_words()
+        return 0
+
     cdef int _keep(self, _Strings counting) except -1:
         """Keep the words and labels over their thresholds, words first, each by falling count."""
         cdef Py_ssize_t e, k
@@ -359,12 +400,8 @@ cdef class Dictionary:
         for k in order:
             entry = counting.entries[k]
             table.add(counting.arena + entry.start, entry.length, entry.hash, entry.kind, entry.count)
-        self.table = table
-        self.nwords = int(np.count_nonzero(kinds[order] == WORD))
-        self.nlabels = len(order) - self.nwords
-        self.word_counts = counts[order[:self.nwords]]
-        self.label_counts = counts[order[self.nwords:]]
-        self._subwords_of_words()
+        nwords = int(np.count_nonzero(kinds[order] == WORD))
+        self._adopt(table, nwords, counts[order[:nwords]], counts[order[nwords:]])
         return 0
 
     cdef int _subwords_of_words(self) except -1:
