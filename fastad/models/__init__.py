@@ -5,7 +5,8 @@
 - `BPR` (`bpr`): matrix factorisation, and `bpr_hogwild_worker` on precomputed triples;
 - `TwoTower` (`two_tower`): users and items as sums of feature embeddings;
 - `Word2Vec` (`word2vec`): skip-gram and CBOW with negative sampling, its vectors a
-  `KeyedVectors` (`keyed_vectors`, gensim's API).
+  `KeyedVectors` (`keyed_vectors`, gensim's API);
+- `TextClassifier` (`text_classifier`): fastText's supervised model.
 
 A model trains through `runner.EpochRunner`: in this process, in Hogwild threads or
 processes, or on a GPU, as a `runner.RunSettings` says.
@@ -16,6 +17,7 @@ from fastad.models.bpr import BPR, bpr_hogwild_worker
 from fastad.models.two_tower import TwoTower
 from fastad.models.keyed_vectors import KeyedVectors
 from fastad.models.word2vec import EncodedCorpus, LineSentences, Word2Vec
+from fastad.models.text_classifier import TextClassifier
 
 __all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "EncodedCorpus", "LineSentences", "KeyedVectors",
-           "bpr_hogwild_worker"]
+           "TextClassifier", "bpr_hogwild_worker"]
