@@ -370,7 +370,8 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     forward and backward (set_value may change them, keeping their lengths).
 
     The gradient is sparse (only the rows used; repeated ids add) when `sparse`,
-    else a dense gradient of the whole table.
+    else a dense gradient of the whole table. Under plain SGD, `fa.train` steps
+    the table's rows inside backward instead (a row gather, as `take`), either way.
 
     >>> E = fa.Parameter(np.random.randn(100, 8))
     >>> fa.embedding_bag(E, fa.IndexInput([1, 2, 3, 4, 5]), fa.IndexInput([0, 2, 2]), mode="sum").shape
