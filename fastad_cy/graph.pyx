@@ -1317,18 +1317,26 @@ cdef class Parameter(Leaf):
     """A trainable leaf. Gradients accumulate into `.grad` until `zero_grad()`.
 
     `Parameter(array, dtype=None)` copies `array` (float32 unless `dtype` or
-    `set_default_dtype` says otherwise). A shared handle (of a type given to
-    `register_shared_handles`) is adopted without a copy. A 2-D Parameter indexed with an IndexInput
-    (`p[ix]`) receives a sparse gradient: only the touched rows are stored.
+    `set_default_dtype` says otherwise). With `copy=False` the Parameter adopts
+    `array` itself as its value, without a copy (the zero-copy route for big
+    tables): what trains it changes the array. The array must then be a
+    C-contiguous, aligned, writeable float32 or float64 numpy array on the host
+    (its dtype is kept; `dtype`, if given, must match it), else a TypeError or
+    ValueError says what is wrong and that copy=True would copy it. A shared
+    handle (of a type given to `register_shared_handles`, as `fa.hogwild.share`
+    makes) is always adopted without a copy. A 2-D Parameter indexed with an
+    IndexInput (`p[ix]`) receives a sparse gradient: only the touched rows are stored.
 
     Example::
 
         w = fa.Parameter(np.random.randn(4, 3), name="w")    # float32, shape (4, 3)
         (w * w).sum().backward()
         w.grad                                               # 2 * w.value
+        table = np.zeros((1_000_000, 64), np.float32)
+        E = fa.Parameter(table, copy=False)                  # E.value is table
     """
 
-    def __init__(self, data, dtype=None, name=None, device=None):
+    def __init__(self, data, dtype=None, name=None, device=None, copy=True):
         _once(self)
         target = _parse_device(device)
         array_of = shared_array_of(data)
@@ -1340,11 +1348,16 @@ cdef class Parameter(Leaf):
             if not isinstance(arr, np.ndarray):
                 raise TypeError(f"Parameter: the shared handle's array is a "
                                 f"{type(arr).__name__}, not a numpy array")
-            if dtype is not None and np.dtype(dtype) != arr.dtype:
-                raise TypeError(f"Parameter: the shared array is {arr.dtype}, not {np.dtype(dtype)}")
-            _check_adoptable("Parameter", "a shared array", arr)
-            _init_leaf(self, "parameter", arr, True, None)
+            _adopt(self, "a shared array", arr, dtype)
             self.shared = data
+        elif not copy:
+            if not isinstance(data, np.ndarray):
+                raise TypeError(f"Parameter: copy=False adopts a numpy array as the value, got "
+                                f"{type(data).__name__}; pass copy=True to copy it")
+            if target is not None:
+                raise ValueError(f"Parameter: copy=False adopts a host array; a Parameter on "
+                                 f"{target} holds its own copy (pass copy=True)")
+            _adopt(self, "with copy=False, the array", data, dtype)
         else:
             _init_leaf(self, "parameter", _float_array(data, dtype, "Parameter"), True, target)
         self.name = name
@@ -1713,35 +1726,34 @@ def register_shared_handles(handle_type, array_of):
     _shared_handles[handle_type] = array_of
 
 
-cdef int _check_adoptable(str who, str what, object arr) except -1:
-    """Refuse an array a Parameter cannot train in place: not C-contiguous float32/float64
-    (TypeError), or read-only or misaligned (ValueError)."""
+cdef int _adopt(Parameter p, str what, cnp.ndarray arr, object dtype) except -1:
+    """Make `arr` itself p's value, or refuse an array a Parameter cannot train in place:
+    not `dtype` (when given) or not C-contiguous float32/float64 (TypeError), read-only
+    or misaligned (ValueError)."""
+    if dtype is not None and _float_dtype(dtype, "Parameter") != arr.dtype:
+        raise TypeError(f"Parameter: {what} is {arr.dtype}, not {np.dtype(dtype)}; a Parameter "
+                        f"made without a copy keeps the array's dtype")
     if arr.dtype != float32 and arr.dtype != float64 or not arr.flags.c_contiguous:
-        raise TypeError(f"{who}: {what} must be C-contiguous float32 or float64, got "
-                        f"{arr.dtype}{'' if arr.flags.c_contiguous else ' (not C-contiguous)'}")
+        raise TypeError(f"Parameter: {what} must be C-contiguous float32 or float64 to be "
+                        f"trained in place, got {arr.dtype}"
+                        f"{'' if arr.flags.c_contiguous else ' (not C-contiguous)'}; "
+                        f"copy=True copies it into such an array")
     if not arr.flags.writeable or not arr.flags.aligned:
-        raise ValueError(f"{who}: {what} must be writeable and aligned (optimizers update it "
-                         f"in place)")
+        raise ValueError(f"Parameter: {what} must be writeable and aligned (optimizers update "
+                         f"it in place), got a {'read-only' if not arr.flags.writeable else 'misaligned'} "
+                         f"array; copy=True copies it")
+    _init_leaf(p, "parameter", arr, True, None)
     return 0
 
 
 def adopt_parameter(array, name=None):
-    """A Parameter whose value is `array` itself, without a copy: what trains it changes the
-    array. `array` must be a C-contiguous, aligned, writeable float32 or float64 numpy
-    array (else a TypeError or ValueError naming what is wrong). `fastad.models.BPR`
-    adopts the U= and V= it is given so.
+    """`Parameter(array, name=name, copy=False)`: a Parameter whose value is `array`
+    itself (`fastad.models.BPR` adopts the U= and V= it is given so).
 
     >>> U = np.zeros((1000, 32), np.float32); p = adopt_parameter(U); np.shares_memory(p.value, U)
     True
     """
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"adopt_parameter: array must be a numpy array, got {type(array).__name__}")
-    _check_adoptable("adopt_parameter", "array", array)
-    cdef Parameter p = Parameter.__new__(Parameter)
-    _init_leaf(p, "parameter", array, True, None)
-    p.name = name
-    p.row_len = p.size // p._shape[0] if p._shape and p._shape[0] else 0
-    return p
+    return Parameter(array, name=name, copy=False)
 
 
 cdef object shared_array_of(object handle):

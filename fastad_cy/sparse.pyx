@@ -286,6 +286,11 @@ cdef class EmbeddingBag(Variable):
     cdef char* scratch_ptr
     cdef bint table_is_parameter
 
+    def _row_sources(self):
+        """(ids, table) as Take's: the forward reads the table only by the rows of its ids
+        and the backward reads none of it, so plain SGD can step the rows inside backward."""
+        return [(self.ix, self.table)]
+
     cdef int check_inputs(self) except -1 nogil:
         """Ids in range, and the bounds from offsets that form a valid partition: ids and
         offsets can change through set_value between passes."""
@@ -342,8 +347,10 @@ cdef class EmbeddingBag(Variable):
             for k in range(bounds[b], bounds[b + 1]):
                 for j in range(row_len):
                     rows[k * row_len + j] = grad[b * row_len + j] * scale
-        if self.dense_grad and self.table_is_parameter and not self.table.prepare_grad():
-            # a Parameter's first dense contribution: start from zeros
+        if (self.dense_grad and self.table_is_parameter and (<Parameter>self.table).apply_lr == NULL
+                and not self.table.prepare_grad()):
+            # a Parameter's first dense contribution: start from zeros (none while fastad.train
+            # steps its rows as they come: no gradient is kept then)
             vec_zero(<floating*>self.table.grad_ptr, self.table.size)
         self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr + first, bounds[self.n_bags] - first,
                                  <char*>(rows + first * row_len), row_len)
@@ -363,7 +370,8 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     forward and backward (set_value may change them, keeping their lengths).
 
     The gradient is sparse (only the rows used; repeated ids add) when `sparse`,
-    else a dense gradient of the whole table.
+    else a dense gradient of the whole table. Under plain SGD, `fa.train` steps
+    the table's rows inside backward instead (a row gather, as `take`), either way.
 
     >>> E = fa.Parameter(np.random.randn(100, 8))
     >>> fa.embedding_bag(E, fa.IndexInput([1, 2, 3, 4, 5]), fa.IndexInput([0, 2, 2]), mode="sum").shape

@@ -112,9 +112,9 @@ cdef int _require_leaves_in_graph(Plan plan, Variable root, Sampler sampler) exc
 
 
 cdef bint _gathers_rows(object node):
-    """Whether `node` is a row gather (`Take`, `RankingMargin`, `GatherDot`): it names the
-    tables it reads in `_row_sources()`, reads them only in forward, by the rows of its ids,
-    and its backward sends gradient rows to their add_grad_rows / add_scaled_rows."""
+    """Whether `node` is a row gather (`Take`, `EmbeddingBag`, `RankingMargin`, `GatherDot`):
+    it names the tables it reads in `_row_sources()`, reads them only in forward, by the rows
+    of its ids, and its backward sends gradient rows to their add_grad_rows / add_scaled_rows."""
     return hasattr(node, "_row_sources")
 
 

@@ -258,13 +258,13 @@ def _read_only(array):
 
 def test_adopt_parameter_refuses_what_it_cannot_train_in_place():
     from fastad_cy.graph import adopt_parameter
-    with pytest.raises(TypeError, match="adopt_parameter: array must be C-contiguous float32 or float64"):
+    with pytest.raises(TypeError, match="Parameter: with copy=False, the array must be C-contiguous float32 or float64"):
         adopt_parameter(np.ones((3, 2), np.int32))
     with pytest.raises(TypeError, match="not C-contiguous"):
         adopt_parameter(np.ones((3, 4), np.float32)[:, ::2])
     with pytest.raises(ValueError, match="writeable and aligned"):
         adopt_parameter(_read_only(np.ones((3, 2), np.float32)))
-    with pytest.raises(TypeError, match="must be a numpy array"):
+    with pytest.raises(TypeError, match="copy=False adopts a numpy array"):
         adopt_parameter([[1.0]])
 
 

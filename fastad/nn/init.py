@@ -7,20 +7,29 @@ its fans are these with the first two axes swapped.)
 
 Every function takes `generator=`, a numpy Generator, for reproducible draws
 (a fresh unseeded one when None), writes into the Parameter's value in place
-and returns the Parameter.
+and returns the Parameter. `uniform_` and `normal_` draw in the Parameter's
+dtype straight into its value (no float64 draw, no temporary the size of the
+table); a table of more than 2**20 values is drawn in chunks of 2**20, each from its own
+stream spawned from one draw of `generator`, which `threads=` fills in
+parallel: the values depend on the generator and the table's size, never on
+the number of threads.
 
 >>> w = fa.Parameter(np.empty((784, 128)))
 >>> fa.nn.init.kaiming_uniform_(w, nonlinearity="relu", generator=np.random.default_rng(0))
 """
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from fastad_cy.graph import Parameter
 from fastad import random as fastad_random
+from fastad.checks import check_int
 
 __all__ = ["calculate_gain", "xavier_normal_", "xavier_uniform_", "kaiming_normal_",
            "kaiming_uniform_", "uniform_", "normal_", "zeros_", "ones_"]
+
+_CHUNK = 1 << 20        # values per stream of a larger table (4 MiB of float32)
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -75,26 +84,70 @@ def _fans(who, shape):
     return shape[0] * receptive, shape[1] * receptive
 
 
-def uniform_(param, a=0.0, b=1.0, generator=None):
-    """Fill with draws from U(a, b).
+def _fill(who, param, value, rng, threads, draw):
+    """Fill `value` (`_target`'s array, C-contiguous) by `draw(generator, flat_slice)` in
+    place: in one call from `rng` when it holds at most _CHUNK values, else chunk by chunk
+    from streams spawned from one draw of `rng`, on `threads` threads; returns the Parameter."""
+    threads = 1 if threads is None else check_int(who, "threads", threads, 1)
+    flat = value.reshape(-1)
+    if flat.size <= _CHUNK:
+        draw(rng, flat)
+    else:
+        starts = range(0, flat.size, _CHUNK)
+        streams = np.random.SeedSequence(rng.integers(2**63)).spawn(len(starts))
+
+        def fill(k):
+            draw(np.random.default_rng(streams[k]), flat[starts[k]:starts[k] + _CHUNK])
+
+        if threads == 1:
+            for k in range(len(starts)):
+                fill(k)
+        else:       # numpy draws without the GIL: the chunks fill on all the threads
+            with ThreadPoolExecutor(min(threads, len(starts))) as pool:
+                list(pool.map(fill, range(len(starts))))
+    if param.device != "cpu":
+        param.set_value(value)
+    return param
+
+
+def uniform_(param, a=0.0, b=1.0, generator=None, threads=None):
+    """Fill with draws from U(a, b), in the Parameter's dtype, in place (`threads`: fill
+    a table of more than 2**20 values on that many threads; see the module's docstring).
 
     >>> fa.nn.init.uniform_(w, -0.1, 0.1, generator=np.random.default_rng(0))
     """
     value, rng = _target("uniform_", param, generator)
     if not a <= b:
         raise ValueError(f"uniform_: need a <= b, got a={a!r}, b={b!r}")
-    return _write(param, value, rng.uniform(a, b, size=value.shape))
+    low, width = value.dtype.type(a), value.dtype.type(b - a)
+
+    def draw(generator, out):
+        generator.random(out=out, dtype=out.dtype)
+        out *= width
+        out += low
+    return _fill("uniform_", param, value, rng, threads, draw)
 
 
-def normal_(param, mean=0.0, std=1.0, generator=None):
-    """Fill with draws from N(mean, std**2).
+def normal_(param, mean=0.0, std=1.0, generator=None, threads=None):
+    """Fill with draws from N(mean, std**2), in the Parameter's dtype, in place (no
+    float64 draw for a float32 table; `threads`: fill a table of more than 2**20 values
+    on that many threads, the same values whatever their number).
 
     >>> fa.nn.init.normal_(emb, std=0.01, generator=np.random.default_rng(0))
+    >>> fa.nn.init.normal_(big_table, generator=np.random.default_rng(0), threads=8)
     """
     value, rng = _target("normal_", param, generator)
     if not std >= 0:
         raise ValueError(f"normal_: std must be >= 0, got {std!r}")
-    return _write(param, value, rng.normal(mean, std, size=value.shape))
+    scale, shift = value.dtype.type(std), value.dtype.type(mean)
+
+    def draw(generator, out):
+        generator.standard_normal(out=out, dtype=out.dtype)
+        if scale != 1:
+            out *= scale
+        if shift != 0:
+            out += shift
+    return _fill("normal_", param, value, rng, threads, draw)
 
 
 def zeros_(param):

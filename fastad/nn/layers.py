@@ -22,6 +22,7 @@ from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell
 from fastad_cy.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
+from fastad.nn.init import normal_
 from fastad import random as fastad_random
 
 
@@ -86,37 +87,104 @@ class Linear(Module):
                f"bias={self.bias is not None}"
 
 
+def _given_table(who, weight, dtype):
+    """The Parameter over a table given as `_weight=` or to `from_pretrained`, used itself:
+    a Parameter as it is, a numpy array adopted without a copy (`Parameter(w, copy=False)`),
+    a Hogwild shared handle adopted as `Parameter(handle)` adopts it; 2-D."""
+    if isinstance(weight, Parameter):
+        if dtype is not None and np.dtype(dtype) != weight.dtype:
+            raise TypeError(f"{who}: the given weight is {weight.dtype}, not {np.dtype(dtype)}")
+        table = weight
+    else:
+        try:
+            table = Parameter(weight, dtype=dtype, copy=False)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"{who}: the given weight is used itself, without a copy, and "
+                            f"cannot be: {err}. To train a copy, give "
+                            f"np.ascontiguousarray(weight, dtype=np.float32)") from None
+    if len(table.shape) != 2:
+        raise ValueError(f"{who}: the weight must be 2-D (num_embeddings, embedding_dim), got "
+                         f"shape {table.shape}")
+    return table
+
+
+def _table(who, num_embeddings, embedding_dim, weight, dtype, generator, threads):
+    """An embedding module's table: `_weight` used itself (checked to be num_embeddings x
+    embedding_dim), else a new one drawn N(0, 1) in its own dtype in place."""
+    if weight is not None:
+        table = _given_table(who, weight, dtype)
+        if table.shape != (num_embeddings, embedding_dim):
+            raise ValueError(f"{who}: _weight must have shape ({num_embeddings}, "
+                             f"{embedding_dim}) (num_embeddings, embedding_dim), got {table.shape}")
+        return table
+    rng = fastad_random.generator(who, generator)
+    # a buffer of the table's size (zeros broadcast: no temporary), then drawn in place
+    table = Parameter(np.broadcast_to(np.zeros((), np.float32), (num_embeddings, embedding_dim)),
+                      dtype=dtype)
+    return normal_(table, generator=rng, threads=threads)
+
+
 class Embedding(Module):
     """Rows of a (num_embeddings, embedding_dim) table, with a sparse gradient.
 
     Call it on an IndexInput (or integer ids) of any shape; the result has
     shape ids.shape + (embedding_dim,), and backward touches only the rows
-    used. The table starts N(0, 1), as in PyTorch. Options as
-    torch.nn.Embedding: `padding_idx` (that row starts at zero and gets no
-    gradient), `max_norm` and `norm_type` (looked-up rows longer than max_norm
-    are scaled back in place on every forward; see `fa.embedding`).
+    used. The table starts N(0, 1), as in PyTorch, drawn in its own dtype
+    straight into its buffer (`fa.nn.init.normal_`; `threads=` draws a big
+    table on that many threads, the same values whatever their number).
+    Options as torch.nn.Embedding: `padding_idx` (that row starts at zero and
+    gets no gradient), `max_norm` and `norm_type` (looked-up rows longer than
+    max_norm are scaled back in place on every forward; see `fa.embedding`).
+
+    `_weight=` (as PyTorch's) gives the table, which the module uses itself,
+    without a copy (the zero-copy route for big tables): a C-contiguous,
+    writeable float32 (or float64) numpy array, a Parameter, or a Hogwild
+    shared handle (`fa.hogwild.share`); `_freeze=True` leaves it untrained.
+    `Embedding.from_pretrained(table)` does the same from the table's shape.
 
     >>> emb = fa.nn.Embedding(10_000, 32, padding_idx=0)
     >>> emb(fa.IndexInput([5, 42])).shape
     (2, 32)
+    >>> vectors = np.load("vectors.npy")          # float32 (rows, dim)
+    >>> emb = fa.nn.Embedding.from_pretrained(vectors, freeze=False)   # emb.weight.value is vectors
     """
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
-                 norm_type=2.0, dtype=None, generator=None):
+                 norm_type=2.0, dtype=None, generator=None, _weight=None, _freeze=False,
+                 threads=None):
         super().__init__()
         num_embeddings, embedding_dim = check_sizes("Embedding", num_embeddings=num_embeddings,
                                                     embedding_dim=embedding_dim)
         if max_norm is not None:
             check_positive("Embedding", "max_norm", max_norm, False)
         check_positive("Embedding", "norm_type", norm_type, True)
-        rng = fastad_random.generator("Embedding", generator)
+        freeze = check_flag("Embedding", "_freeze", _freeze)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        table = rng.standard_normal((num_embeddings, embedding_dim))
         if padding_idx is not None:
             padding_idx = padding_row("Embedding", padding_idx, num_embeddings)
-            table[padding_idx] = 0.0
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
-        self.weight = Parameter(table, dtype=dtype)
+        table = _table("Embedding", num_embeddings, embedding_dim, _weight, dtype, generator,
+                       threads)
+        if _weight is None and padding_idx is not None:
+            table.value[padding_idx] = 0.0      # a given table is used as it is, as PyTorch's
+        if freeze:
+            table.requires_grad = False
+        self.weight = table
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
+                        norm_type=2.0):
+        """An Embedding over `embeddings` (rows, dim) itself, without a copy, as
+        torch.nn.Embedding.from_pretrained: a C-contiguous writeable float32/float64
+        numpy array, a Parameter or a Hogwild shared handle. `freeze` (default True)
+        leaves it untrained (requires_grad False).
+
+        >>> emb = fa.nn.Embedding.from_pretrained(np.eye(3, dtype=np.float32))
+        """
+        table = _given_table("Embedding.from_pretrained", embeddings, None)
+        return cls(*table.shape, padding_idx=padding_idx, max_norm=max_norm,
+                   norm_type=norm_type, _weight=table,
+                   _freeze=check_flag("Embedding.from_pretrained", "freeze", freeze))
 
     def forward(self, ids):
         if self.padding_idx is None and self.max_norm is None:
@@ -136,16 +204,24 @@ class EmbeddingBag(Module):
     1-D ids with offsets where each bag starts (or, with
     include_last_offset=True, one more offset ending the last bag), or 2-D ids
     with one bag per row; the result is (bags, embedding_dim). `mode` is "sum"
-    or "mean". The gradient is sparse (only the rows used) unless sparse=False.
-    The table starts N(0, 1), as in PyTorch.
+    or "mean". The gradient is sparse (only the rows used) unless sparse=False;
+    under plain SGD, `fa.train` steps the rows inside backward. The table starts
+    N(0, 1), as in PyTorch, drawn in its own dtype straight into its buffer
+    (`threads=`: on that many threads, the same values whatever their number).
+
+    `_weight=` (as PyTorch's) gives the table, used itself without a copy: a
+    C-contiguous writeable float32 (or float64) numpy array, a Parameter, or a
+    Hogwild shared handle (`fa.hogwild.share`); see also `from_pretrained`.
 
     >>> bag = fa.nn.EmbeddingBag(1000, 16, mode="sum")
     >>> bag(fa.IndexInput([3, 9, 9, 4]), fa.IndexInput([0, 3])).shape
     (2, 16)
+    >>> big = fa.nn.EmbeddingBag(2_050_000, 50, threads=4)   # float32, drawn on 4 threads
     """
 
     def __init__(self, num_embeddings, embedding_dim, mode="mean", sparse=True,
-                 include_last_offset=False, dtype=None, generator=None):
+                 include_last_offset=False, dtype=None, generator=None, _weight=None,
+                 threads=None):
         super().__init__()
         who = "EmbeddingBag"
         num_embeddings, embedding_dim = check_sizes(who, num_embeddings=num_embeddings,
@@ -154,8 +230,22 @@ class EmbeddingBag(Module):
         self.mode = check_choice(who, "mode", mode, ("sum", "mean"))
         self.sparse = check_flag(who, "sparse", sparse)
         self.include_last_offset = check_flag(who, "include_last_offset", include_last_offset)
-        rng = fastad_random.generator(who, generator)
-        self.weight = Parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype=dtype)
+        self.weight = _table(who, num_embeddings, embedding_dim, _weight, dtype, generator, threads)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, mode="mean", sparse=True,
+                        include_last_offset=False):
+        """An EmbeddingBag over `embeddings` (rows, dim) itself, without a copy, as
+        torch.nn.EmbeddingBag.from_pretrained (see `Embedding.from_pretrained`).
+
+        >>> bag = fa.nn.EmbeddingBag.from_pretrained(vectors, freeze=False, mode="sum")
+        """
+        table = _given_table("EmbeddingBag.from_pretrained", embeddings, None)
+        bag = cls(*table.shape, mode=mode, sparse=sparse, include_last_offset=include_last_offset,
+                  _weight=table)
+        if check_flag("EmbeddingBag.from_pretrained", "freeze", freeze):
+            bag.weight.requires_grad = False
+        return bag
 
     def forward(self, ids, offsets=None):
         return embedding_bag(self.weight, ids, offsets, self.mode, self.include_last_offset,
