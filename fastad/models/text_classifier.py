@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from fastad_cy.feeds import BagSampler
-from fastad_cy.graph import IndexInput, Input, Parameter, adopt_parameter
+from fastad_cy.graph import IndexInput, Input, Parameter
 from fastad_cy.linalg import linear, vector_dot
 from fastad_cy.losses import bce_with_logits, cross_entropy
 from fastad_cy.reduction import sum as fa_sum
@@ -65,9 +65,14 @@ class TextClassifier:
     Training data: a path to a file in fastText's format (one text a line, its labels as
     tokens with the `label` prefix), an iterable of such lines, or `fit(texts, labels)`
     with a label (or a list of labels) per text. The input rows start uniform in
-    [-1/dim, 1/dim] and the output rows at zero, as fastText's; an example with several
+    [-1/dim, 1/dim) and the output rows at zero, as fastText's; an example with several
     labels trains, under softmax, ns and hs, on one of them drawn anew each epoch (as
     fastText draws one each time), and under ova on all of them.
+
+    The input table holds only the rows the training texts use (`input_rows`: their
+    rows of fastText's nwords + bucket matrix, in order) and one row of zeros for the
+    n-gram buckets no training text hashes to (fastText starts them random, though they
+    never train; see `_input_table`): a few tens of MB where fastText fills 400 MB.
     """
 
     def __init__(self, dim=100, epochs=5, lr=0.1, word_ngrams=1, min_count=1, min_count_label=0,
@@ -93,7 +98,7 @@ class TextClassifier:
         Dictionary(min_count, min_count_label, word_ngrams, minn, maxn, bucket, label)
         self.word_ngrams, self.min_count, self.min_count_label = word_ngrams, min_count, min_count_label
         self.minn, self.maxn, self.bucket, self.label = minn, maxn, bucket, label
-        self.dictionary = self.input = self.output = self.tree = None
+        self.dictionary = self.input = self.input_rows = self.output = self.tree = None
         self.history = []
 
     # ------------------------------------------------------------ data
@@ -166,11 +171,13 @@ class TextClassifier:
                              f"with {self.label!r}); a classifier needs at least 2")
         previous, self.dictionary = self.dictionary, dictionary
         try:
-            examples = _Examples(self, *self._encode(who, lines, True))
-        except BaseException:
+            ids, offsets, labels, label_offsets = self._encode(who, lines, True)
+        finally:
             self.dictionary = previous
-            raise
-        weights = {"E": _uniform_rows(np.random.default_rng(self.seed), dictionary.input_rows, self.dim),
+        input_rows = _used_rows(ids, dictionary.input_rows)
+        examples = _Examples(self, dictionary.label_counts, _table_rows(input_rows, ids, dictionary.input_rows),
+                             offsets, labels, label_offsets)
+        weights = {"E": _input_table(np.random.default_rng(self.seed), input_rows.size, self.dim),
                    "O": np.zeros((examples.output_rows, self.dim), dtype=np.float32)}
         history = []
         with EpochRunner(examples, weights, settings, progress) as runner:
@@ -178,6 +185,7 @@ class TextClassifier:
                 history.append(loss)
                 if callback is not None:
                     callback(epoch, loss)
+        self.dictionary, self.input_rows = dictionary, input_rows
         self.input, self.output, self.history = weights["E"], weights["O"], history
         self.tree = examples.tree
         return self
@@ -202,9 +210,10 @@ class TextClassifier:
 
     def _hidden(self, ids, offsets):
         """The mean input row of each text (float32, texts x dim), in compiled code."""
-        table = adopt_parameter(self.input)
+        table = Parameter(self.input, copy=False)
         table.requires_grad = False
-        bags = embedding_bag(table, IndexInput(ids.astype(np.int64)), IndexInput(offsets),
+        rows = _table_rows(self.input_rows, ids, self.dictionary.input_rows)
+        bags = embedding_bag(table, IndexInput(rows.astype(np.int64)), IndexInput(offsets),
                              mode="mean", include_last_offset=True)
         return bags.numpy()
 
@@ -292,7 +301,7 @@ class TextClassifier:
               "dictionary": json.dumps({"words": state["words"], "labels": state["labels"],
                                         "ntokens": state["ntokens"]}),
               "word_counts": state["word_counts"], "label_counts": state["label_counts"],
-              "input": self.input, "output": self.output}, path)
+              "input": self.input, "input_rows": self.input_rows, "output": self.output}, path)
 
     @classmethod
     def load(cls, path):
@@ -308,16 +317,21 @@ class TextClassifier:
                 "ntokens": vocabulary["ntokens"], "word_counts": state["word_counts"],
                 "label_counts": state["label_counts"]})
             model.input = np.ascontiguousarray(state["input"], dtype=np.float32)
+            model.input_rows = np.ascontiguousarray(state["input_rows"], dtype=np.int64)
             model.output = np.ascontiguousarray(state["output"], dtype=np.float32)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"TextClassifier.load: {os.fspath(path)!r} is not a saved "
                              f"TextClassifier ({e!r})") from None
         d = model.dictionary
         rows = d.nlabels - 1 if model.loss == "hs" else d.nlabels
-        if model.input.shape != (d.input_rows, model.dim) or model.output.shape != (rows, model.dim):
+        used = model.input_rows
+        if (model.input.shape != (used.size + 1, model.dim) or model.output.shape != (rows, model.dim)
+                or used.ndim != 1 or (used.size and (used.min() < 0 or used.max() >= d.input_rows
+                                                     or (np.diff(used) <= 0).any()))):
             raise ValueError(f"TextClassifier.load: {os.fspath(path)!r} holds matrices of shapes "
-                             f"{model.input.shape} and {model.output.shape}, not "
-                             f"{(d.input_rows, model.dim)} and {(rows, model.dim)}")
+                             f"{model.input.shape} and {model.output.shape} over {used.size} input "
+                             f"rows, not ({used.size + 1}, {model.dim}) and {(rows, model.dim)} over "
+                             f"increasing rows below {d.input_rows}")
         model.tree = _huffman_paths(d.label_counts) if model.loss == "hs" else None
         return model
 
@@ -330,11 +344,37 @@ def _settings_of(model):
             "bucket": model.bucket if grams else 0, "label": model.label}
 
 
-def _uniform_rows(rng, rows, dim):
-    """fastText's input matrix at the start: uniform in [-1/dim, 1/dim), drawn in float32 in place."""
-    table = rng.random((rows, dim), dtype=np.float32)
-    table *= 2.0 / dim
-    table -= 1.0 / dim
+def _used_rows(ids, rows):
+    """The rows of the dictionary's input matrix (`rows` of them) that `ids` use, increasing."""
+    used = np.zeros(rows, dtype=bool)
+    used[ids] = True
+    return np.flatnonzero(used)
+
+
+def _table_rows(used, ids, rows):
+    """Each of `ids` (rows of the dictionary's input matrix) as a row of the model's input
+    table, which holds the `used` rows and then one row of zeros for all the others (int32)."""
+    of = np.full(rows, used.size, dtype=np.int32)
+    of[used] = np.arange(used.size, dtype=np.int32)
+    return of[ids]
+
+
+def _input_table(rng, used, dim):
+    """The input table at the start: one row for each of the `used` rows of the dictionary's
+    input matrix, uniform in [-1/dim, 1/dim) as fastText's (drawn in float32), then one
+    row of zeros that stands for every other row.
+
+    The others are n-gram buckets that no training text hashes to. They never train, and
+    fastText's random start in them only adds noise to the texts that hit them at
+    prediction; a row of zeros adds nothing to a text's sum (and still counts in its
+    mean, as fastText's rows do). Keeping the used rows alone spares the memory of the
+    whole 2,000,000-bucket matrix (400 MB at dim 50, against the tens of MB a corpus
+    of tens of thousands of texts uses) and the time to fill it."""
+    table = np.empty((used + 1, dim), dtype=np.float32)
+    rng.random(out=table[:used], dtype=np.float32)
+    table[:used] *= 2.0 / dim
+    table[:used] -= 1.0 / dim
+    table[used] = 0.0
     return table
 
 
@@ -422,12 +462,12 @@ class _Examples:
     """The encoded training texts and the loss's settings (picklable: `EpochRunner` sends
     it to Hogwild processes), each worker's graph (`worker_graph`)."""
 
-    def __init__(self, model, ids, offsets, labels, label_offsets):
+    def __init__(self, model, label_counts, ids, offsets, labels, label_offsets):
         self.ids, self.offsets = ids, offsets
         self.labels, self.label_offsets = labels, label_offsets
         self.loss, self.neg, self.dim, self.seed = model.loss, model.neg, model.dim, model.seed
         self.shuffle, self.workers = model.shuffle, model.workers
-        counts = model.dictionary.label_counts
+        counts = label_counts
         self.n_labels = counts.shape[0]
         self.longest = int(np.diff(offsets).max())
         self.single = bool((np.diff(label_offsets) == 1).all())
