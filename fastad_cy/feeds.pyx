@@ -201,8 +201,8 @@ cdef class FeedSampler(Sampler):
 # ---------------------------------------------------------------- bags of ids of any length
 
 cdef object _bag_arrays(str who, object ids, object offsets):
-    """(ids as int32 or int64, offsets as int64), checked: CSR bags, bag r being
-    ids[offsets[r]:offsets[r + 1]], ids >= 0."""
+    """(ids as int32 or int64, offsets as int64, the bags' lengths), checked: CSR bags, bag r
+    being ids[offsets[r]:offsets[r + 1]], ids >= 0."""
     ids = _integer_array(who, "ids", ids)
     if ids.ndim != 1:
         raise ValueError(f"{who}: ids must be 1-D (every bag's ids one after another), got shape {ids.shape}")
@@ -221,9 +221,6 @@ cdef object _bag_arrays(str who, object ids, object offsets):
         b = int(np.argmax(steps < 0))
         raise ValueError(f"{who}: offsets must not decrease, got offsets[{b}] = {offsets[b]} and "
                          f"offsets[{b + 1}] = {offsets[b + 1]}")
-    if ids.size and ids.min() < 0:
-        k = int(np.argmin(ids))
-        raise ValueError(f"{who}: ids must be >= 0, got {ids[k]} at position {k}")
     return ids, offsets, steps
 
 

@@ -99,7 +99,9 @@ class RunSettings:
     def epoch_lrs(self, epoch):
         """(lr at the start, lr at the end) of `epoch` under the linear decay to `min_lr`."""
         index, drop = epoch - self.first_epoch, self.lr - self.min_lr
-        return self.lr - drop * index / self.epochs, self.lr - drop * (index + 1) / self.epochs
+        # max: lr - drop * epochs / epochs can round to just below min_lr
+        return (max(self.min_lr, self.lr - drop * index / self.epochs),
+                max(self.min_lr, self.lr - drop * (index + 1) / self.epochs))
 
 
 class EpochRunner:
