@@ -5,7 +5,9 @@
 - `BPR` (`bpr`): matrix factorisation, and `bpr_hogwild_worker` on precomputed triples;
 - `TwoTower` (`two_tower`): users and items as sums of feature embeddings;
 - `Word2Vec` (`word2vec`): skip-gram and CBOW with negative sampling, its vectors a
-  `KeyedVectors` (`keyed_vectors`, gensim's API).
+  `KeyedVectors` (`keyed_vectors`, gensim's API);
+- `FastText` (`fasttext`): Word2Vec over words and their character n-grams, with
+  vectors for words outside the vocabulary.
 
 A model trains through `runner.EpochRunner`: in this process, in Hogwild threads or
 processes, or on a GPU, as a `runner.RunSettings` says.
@@ -16,6 +18,7 @@ from fastad.models.bpr import BPR, bpr_hogwild_worker
 from fastad.models.two_tower import TwoTower
 from fastad.models.keyed_vectors import KeyedVectors
 from fastad.models.word2vec import EncodedCorpus, LineSentences, Word2Vec
+from fastad.models.fasttext import FastText, FastTextKeyedVectors
 
-__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "EncodedCorpus", "LineSentences", "KeyedVectors",
+__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "FastText", "FastTextKeyedVectors", "EncodedCorpus", "LineSentences", "KeyedVectors",
            "bpr_hogwild_worker"]
