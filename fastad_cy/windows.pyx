@@ -1003,11 +1003,15 @@ cdef class SubwordSkipGramSampler(SkipGramSampler):
     cdef tuple centre_leaf       # the centres SkipGramSampler writes, read by the bags
 
     def __init__(self, tokens, bag_ids, bag_offsets, context, *, subword_ids, subword_offsets, mask=None,
-                 **walk):
+                 sentence_ends=None, window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None,
+                 seed=None, rank=0, workers=1, claim=None, block_tokens=10_000):
         who = "SubwordSkipGramSampler"
         items = _bag_count(who, bag_offsets)
         SkipGramSampler.__init__(self, tokens, IndexInput(np.zeros(items, dtype=np.int64)), context,
-                                 mask=mask, **walk)
+                                 mask=mask, sentence_ends=sentence_ends, window=window,
+                                 ns_exponent=ns_exponent, sample=sample, vocab_size=vocab_size,
+                                 counts=counts, seed=seed, rank=rank, workers=workers, claim=claim,
+                                 block_tokens=block_tokens)
         self.bags = _SubwordBags(who, bag_ids, bag_offsets, items, 1, subword_ids, subword_offsets,
                                  self.vocab_size)
         self.centre_leaf = self.leaves[:1]
@@ -1045,13 +1049,16 @@ cdef class SubwordCbowSampler(CbowSampler):
     cdef tuple context_leaves    # the context words and weights CbowSampler writes, read by the bags
 
     def __init__(self, tokens, bag_ids, bag_offsets, target, *, subword_ids, subword_offsets, mask=None,
-                 window=5, **walk):
+                 sentence_ends=None, window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None,
+                 seed=None, rank=0, workers=1, claim=None, block_tokens=10_000):
         who = "SubwordCbowSampler"
         items = _bag_count(who, bag_offsets)
         slots = 2 * check_int(who, "window", window, 1)
         CbowSampler.__init__(self, tokens, IndexInput(np.zeros(items * slots, dtype=np.int64)),
                              Input(np.zeros(items * slots, dtype=np.float32)), target, mask=mask,
-                             window=window, **walk)
+                             sentence_ends=sentence_ends, window=window, ns_exponent=ns_exponent,
+                             sample=sample, vocab_size=vocab_size, counts=counts, seed=seed, rank=rank,
+                             workers=workers, claim=claim, block_tokens=block_tokens)
         self.bags = _SubwordBags(who, bag_ids, bag_offsets, items, slots, subword_ids, subword_offsets,
                                  self.vocab_size)
         self.context_leaves = self.leaves[:2]
