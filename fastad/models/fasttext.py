@@ -138,11 +138,17 @@ class FastText(Word2Vec):
         return self.vectors[len(self.words):]
 
     def word_vectors(self):
-        """Each vocabulary word's vector: the mean of its own row and its n-gram rows (float32)."""
+        """Each vocabulary word's vector: the mean of its own row and its n-gram rows (float32),
+        gathered a few thousand words at a time (the gathered rows of the whole vocabulary
+        would take some 25 times the result)."""
         self._require_trained("word_vectors")
-        counts = np.diff(self.subword_offsets)
-        sums = np.add.reduceat(self.vectors[self.subword_ids], self.subword_offsets[:-1], axis=0)
-        return (sums / counts[:, None]).astype(np.float32)
+        offsets, out = self.subword_offsets, np.empty((len(self.words), self.dim), dtype=np.float32)
+        for lo in range(0, len(self.words), 4096):
+            hi = min(lo + 4096, len(self.words))
+            rows = self.vectors[self.subword_ids[offsets[lo]:offsets[hi]]]
+            sums = np.add.reduceat(rows, offsets[lo:hi] - offsets[lo], axis=0, dtype=np.float64)
+            out[lo:hi] = sums / np.diff(offsets[lo:hi + 1])[:, None]
+        return out
 
     @property
     def wv(self):
