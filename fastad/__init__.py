@@ -19,7 +19,7 @@ from fastad_cy.shape import expand_dims, squeeze, split, flip, tile
 from fastad_cy.linalg import matmul, linear, vector_dot
 from fastad_cy.linalg import einsum
 from fastad_cy.sparse import take, take_along_axis, embedding, embedding_bag
-from fastad_cy.model_losses import ranking_margin, ranking_loss, gather_dot
+from fastad_cy.model_losses import ranking_margin, ranking_loss, gather_dot, bag_dot
 from fastad_cy.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
                             adaptive_avg_pool2d)
 from fastad_cy.train import train
@@ -38,7 +38,7 @@ __all__ = [
     "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64",
     *_elementwise.__all__, "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
-    "linear", "vector_dot", "take", "ranking_margin", "ranking_loss", "gather_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
+    "linear", "vector_dot", "take", "ranking_margin", "ranking_loss", "gather_dot", "bag_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
     "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",
     "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text",

@@ -1,8 +1,9 @@
 """Data for training: the samplers of `fastad.train`'s compiled loop, built-in
 data, and user x item interaction matrices with their splits.
 
-- `FeedSampler`, `BagSampler`, `PairwiseSampler`, `SkipGramSampler`, `CbowSampler`
-  (compiled, in fastad_cy/feeds.pyx, pairs.pyx and windows.pyx) fill a graph's leaves with one example at a time
+- `FeedSampler`, `BagSampler`, `PairwiseSampler`, `SkipGramSampler`, `CbowSampler` and
+  their subword forms `SubwordSkipGramSampler`, `SubwordCbowSampler` (compiled, in
+  fastad_cy/feeds.pyx, pairs.pyx and windows.pyx) fill a graph's leaves with one example at a time
   inside `fastad.train`, with no Python between examples; `Interactions` holds
   a user x item matrix laid out for PairwiseSamplers to share.
 - `planted_preferences` (BPR triples) and `planted_interactions` (a user x item
@@ -18,12 +19,14 @@ from fastad_cy.graph import IndexInput
 from fastad_cy.sampler import Sampler
 from fastad_cy.feeds import BagSampler, FeedSampler
 from fastad_cy.pairs import Interactions, PairwiseSampler
-from fastad_cy.windows import AliasTable, CbowSampler, SkipGramSampler, TokenStream, WindowSampler, count_words
+from fastad_cy.windows import (AliasTable, CbowSampler, SkipGramSampler, SubwordCbowSampler, SubwordSkipGramSampler,
+                               TokenStream, WindowSampler, count_words)
 from fastad.checks import check_choice, check_int, check_number, check_seed, check_sizes
 from fastad.random import generator_of
 
-__all__ = ["Sampler", "FeedSampler", "BagSampler", "PairwiseSampler", "Interactions", "WindowSampler", "SkipGramSampler",
-           "CbowSampler", "AliasTable", "TokenStream", "count_words",
+__all__ = ["Sampler", "FeedSampler", "BagSampler", "PairwiseSampler", "Interactions", "WindowSampler",
+           "SkipGramSampler", "CbowSampler", "SubwordSkipGramSampler", "SubwordCbowSampler", "AliasTable",
+           "TokenStream", "count_words",
            "planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
            "train_test_split", "leave_k_out", "sample_triples"]
 

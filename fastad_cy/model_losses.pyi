@@ -1,4 +1,4 @@
-"""Type stubs for fastad_cy/model_losses.pyx: ranking_margin, ranking_loss and gather_dot
+"""Type stubs for fastad_cy/model_losses.pyx: ranking_margin, ranking_loss, gather_dot and bag_dot
 (fused model losses with sparse gradients)."""
 from numpy.typing import ArrayLike
 
@@ -6,6 +6,7 @@ from fastad_cy.graph import IndexInput, Variable
 
 class RankingMargin(Variable): ...
 class GatherDot(Variable): ...
+class BagDot(Variable): ...
 
 def ranking_margin(user_table: Variable, users: IndexInput | ArrayLike, item_table: Variable,
                    pos: IndexInput | ArrayLike, neg: IndexInput | ArrayLike,
@@ -16,3 +17,5 @@ def ranking_loss(user_table: Variable, users: IndexInput | ArrayLike, item_table
                  regularization: float = 0.0) -> Variable: ...
 def gather_dot(a_table: Variable, a_ids: IndexInput | ArrayLike, b_table: Variable,
                b_ids: IndexInput | ArrayLike) -> Variable: ...
+def bag_dot(a_table: Variable, bag_ids: IndexInput | ArrayLike, bag_offsets: IndexInput | ArrayLike,
+            b_table: Variable, b_ids: IndexInput | ArrayLike, hidden_gradient: bool = False) -> Variable: ...

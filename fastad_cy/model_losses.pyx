@@ -1,5 +1,6 @@
 """The fused model losses: `fastad.ranking_margin` and `fastad.ranking_loss` (BPR's margin
-and loss) and `fastad.gather_dot` (skip-gram's scores), each the values and gradients of
+and loss), `fastad.gather_dot` (skip-gram's scores) and `fastad.bag_dot` (fastText's subword
+scores), each the values and gradients of
 composed gathers and dots in one node, whose backward hands the tables scaled rows.
 """
 import numpy as np
@@ -7,10 +8,12 @@ cimport cython
 cimport numpy as cnp
 from cython cimport floating
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
 
 from fastad_cy.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, same_dtype, backend_among, val_ptr_or_null, check_real)
-from fastad_cy.loops cimport element_size, row_axpy, store_value, vec_zero
+                              require_float, same_dtype, backend_among, val_ptr_or_null, check_real,
+                              check_flag)
+from fastad_cy.loops cimport element_size, row_axpy, row_dot, store_value, vec_fill, vec_zero
 from fastad_cy.reduced_bce cimport (RED_NONE, reduction_code, reduction_name, reduction_scale,
                                     bce_forward, bce_backward)
 from fastad_cy.sparse cimport check_ids, fa_ids_out_of_range
@@ -636,6 +639,120 @@ cdef class GatherDot(Variable):
         return 0
 
 
+@cython.no_gc
+cdef class BagDot(Variable):
+    """y[b, j] = mean(A[bag b]) . B[b_ids[b, j]] in one node, bag b being the A rows
+    bag_ids[offsets[b]:offsets[b + 1]]: each bag's mean (the hidden) is summed once and
+    kept, with the B rows, for the backward. The backward sends B its rows g * hidden
+    and each bag row the hidden's gradient (`hidden_gradient`) or 1/n of it (the exact
+    gradient of the mean), through add_scaled_rows: a Parameter under the compiled
+    loop's plain SGD steps them directly."""
+    cdef Variable a_table, b_table
+    cdef IndexInput bag_ids, bag_offsets, b_ids
+    cdef Py_ssize_t dim, per, bags, a_count, b_count      # per: B rows for each bag
+    cdef bint hidden_gradient
+    cdef cnp.ndarray hidden, b_rows, hidden_grads, coefs, scratch   # kept by the forward; the backward's
+    cdef char* hidden_ptr
+    cdef char* b_rows_ptr
+    cdef char* hidden_grads_ptr
+    cdef char* coefs_ptr
+    cdef char* scratch_ptr
+
+    def _row_sources(self):
+        """(ids, table) for each table this node gathers rows of (see Take._row_sources)."""
+        return [(self.bag_ids, self.a_table), (self.b_ids, self.b_table)]
+
+    cdef int run_forward(self) except -1 nogil:
+        self._check_ids()
+        if self.f64:
+            self._forward(<double*>self.val_ptr)
+        else:
+            self._forward(<float*>self.val_ptr)
+        return 0
+
+    @cython.final
+    cdef int _forward(self, floating* out) except -1 nogil:
+        cdef const floating* A = <floating*>self.a_table.val_ptr
+        cdef const floating* B = <floating*>self.b_table.val_ptr
+        cdef const int64_t* ids = <int64_t*>self.bag_ids.val_ptr
+        cdef const int64_t* offsets = <int64_t*>self.bag_offsets.val_ptr
+        cdef const int64_t* b_ids = <int64_t*>self.b_ids.val_ptr
+        cdef floating* hidden = <floating*>self.hidden_ptr
+        cdef floating* rows = <floating*>self.b_rows_ptr
+        cdef floating* h
+        cdef Py_ssize_t b, k, dim = self.dim
+        cdef floating share
+        for b in range(self.bags):
+            h = hidden + b * dim
+            share = <floating>(1.0 / (offsets[b + 1] - offsets[b]))
+            vec_zero(h, dim)
+            for k in range(offsets[b], offsets[b + 1]):
+                row_axpy(h, A + ids[k] * dim, dim, share)
+            for k in range(b * self.per, (b + 1) * self.per):
+                memcpy(rows + k * dim, B + b_ids[k] * dim, dim * sizeof(floating))
+                out[k] = row_dot(rows + k * dim, h, dim)
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        """The bags' rows (each the hidden's gradient, the sum of g[k] * its B rows, from the
+        kept B rows, times its coefficient), then B's rows g[k] * hidden (from the kept
+        hidden), in the order gather_dot sends its tables theirs."""
+        cdef const int64_t* ids = <int64_t*>self.bag_ids.val_ptr
+        cdef const int64_t* offsets = <int64_t*>self.bag_offsets.val_ptr
+        cdef Py_ssize_t b, n, row_bytes = self.dim * element_size(self.f64)
+        self._check_ids()
+        if self.a_table.requires_grad:
+            (self._hidden_grads(<double*>self.hidden_grads_ptr) if self.f64
+             else self._hidden_grads(<float*>self.hidden_grads_ptr))
+            for b in range(self.bags):
+                n = offsets[b + 1] - offsets[b]
+                if not self.hidden_gradient and self.f64:
+                    vec_fill(<double*>self.coefs_ptr, 1.0 / n, n)
+                elif not self.hidden_gradient:
+                    vec_fill(<float*>self.coefs_ptr, <float>(1.0 / n), n)
+                self.a_table.add_scaled_rows(ids + offsets[b], n, self.hidden_grads_ptr + b * row_bytes,
+                                             self.coefs_ptr, self.dim, n, self.scratch_ptr)
+        if self.b_table.requires_grad:
+            self.b_table.add_scaled_rows(<const int64_t*>self.b_ids.val_ptr, self.size, self.hidden_ptr,
+                                         self.grad_ptr, self.dim, self.per, self.scratch_ptr)
+        return 0
+
+    @cython.final
+    cdef int _hidden_grads(self, floating* h) except -1 nogil:
+        """h row b = sum over j of g[b * per + j] * B row b * per + j (the kept B rows)."""
+        cdef const floating* rows = <floating*>self.b_rows_ptr
+        cdef const floating* g = <floating*>self.grad_ptr
+        cdef Py_ssize_t b, k, per = self.per, dim = self.dim
+        for b in range(self.bags):
+            vec_zero(h + b * dim, dim)
+            for k in range(b * per, (b + 1) * per):
+                row_axpy(h + b * dim, rows + k * dim, dim, g[k])
+        return 0
+
+    @cython.final
+    cdef int _check_ids(self) except -1 nogil:
+        """The offsets must cut non-empty bags within bag_ids, and every id of them (and of
+        b_ids) name a row: the leaves can change through set_value between passes."""
+        cdef const int64_t* offsets = <int64_t*>self.bag_offsets.val_ptr
+        cdef const int64_t* ids = <int64_t*>self.bag_ids.val_ptr
+        cdef Py_ssize_t b, k
+        for b in range(self.bags):
+            if offsets[b] < 0 or offsets[b + 1] <= offsets[b] or offsets[b + 1] > self.bag_ids.size:
+                with gil:
+                    raise ValueError(f"bag_dot: bag_offsets must rise strictly from >= 0 to at most "
+                                     f"len(bag_ids) = {self.bag_ids.size} (each bag non-empty), got "
+                                     f"{self.bag_offsets.value.tolist()}")
+        if fa_ids_out_of_range(<const uint64_t*>(ids + offsets[0]), offsets[self.bags] - offsets[0],
+                               self.a_count):
+            for k in range(offsets[0], offsets[self.bags]):
+                if ids[k] < 0 or ids[k] >= self.a_count:
+                    with gil:
+                        raise IndexError(f"bag_dot: id {ids[k]} at position {k} of bag_ids is out of "
+                                         f"range for a_table with {self.a_count} rows")
+        check_ids(self, self.b_ids, self.b_count)
+        return 0
+
+
 cdef IndexInput _ids(str op, str argname, object ids, Variable table):
     if isinstance(ids, IndexInput):
         return <IndexInput>ids
@@ -701,6 +818,69 @@ def gather_dot(a_table, a_ids, b_table, b_ids):
     node.a_rows_ptr = <char*>cnp.PyArray_DATA(node.a_rows)
     node.a_grads_ptr = <char*>cnp.PyArray_DATA(node.a_grads)
     node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
+    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    return finish(node)
+
+
+def bag_dot(a_table, bag_ids, bag_offsets, b_table, b_ids, hidden_gradient=False):
+    """The dot products of bag means with gathered rows: `out[b, j] = mean(A[bag b]) .
+    B[b_ids[b, j]]`, bag b being the A rows `bag_ids[bag_offsets[b]:bag_offsets[b + 1]]`
+    (fastText's scores: a word's mean over its own row and its character n-gram rows,
+    against its context word and negatives).
+
+    `a_table` (A) and `b_table` (B) are float Variables of shapes (rows_a, dim) and
+    (rows_b, dim), usually Parameters; `bag_ids` a 1-D IndexInput (a capacity: the ids
+    past the last offset are not read, so variable bags need no padding);
+    `bag_offsets` an IndexInput of n_bags + 1 offsets rising strictly (every bag
+    non-empty), torch's include_last_offset layout; `b_ids` an IndexInput of shape
+    (n_bags, m), which is the result's shape. The values are those of
+    `embedding_bag(A, bag_ids, bag_offsets, mode="mean", include_last_offset=True)`
+    dotted with `take(B, b_ids)`, in one node.
+
+    `hidden_gradient` False: the exact gradients (each bag row takes 1/n of its bag
+    mean's gradient). True: each bag row takes the whole gradient of its bag's mean,
+    fastText's (and gensim's FastText) update of the subword rows, n times the
+    gradient; B's gradients are exact either way. Repeated ids add, as with `take`;
+    under `fastad.train`'s plain SGD each row takes its step inside backward, as a
+    take's does. CPU only: a GPU table raises a ValueError.
+
+    >>> A = fa.Parameter(np.random.randn(100, 8)); B = fa.Parameter(np.random.randn(20, 8))
+    >>> scores = fa.bag_dot(A, [3, 50, 71, 9], [0, 3, 4], B, [[1, 2], [4, 0]])   # bags [3, 50, 71], [9]
+    """
+    cdef str op = "bag_dot"
+    cdef Variable A, B
+    A, B = _row_tables(op, "a_table", a_table, "b_table", b_table)
+    cdef IndexInput ids = _ids(op, "bag_ids", bag_ids, A), offsets = _ids(op, "bag_offsets", bag_offsets, A)
+    cdef IndexInput targets = _ids(op, "b_ids", b_ids, B)
+    if len(ids._shape) != 1 or ids.size == 0:
+        raise ValueError(f"{op}: bag_ids must be a non-empty 1-D IndexInput, got shape {ids._shape}")
+    if len(offsets._shape) != 1 or offsets.size < 2:
+        raise ValueError(f"{op}: bag_offsets must be 1-D with n_bags + 1 >= 2 offsets, got shape "
+                         f"{offsets._shape}")
+    cdef Py_ssize_t bags = offsets.size - 1
+    if len(targets._shape) != 2 or targets._shape[0] != bags:
+        raise ValueError(f"{op}: b_ids must have shape (n_bags, m) = ({bags}, m) (bag_offsets holds "
+                         f"{bags} bags), got {targets._shape}")
+    if backend_among((A, B, ids, offsets, targets)) is not None:
+        raise ValueError(f"{op}: the tables and ids must be on the CPU: bag_dot has no GPU path yet")
+    cdef BagDot node = BagDot.__new__(BagDot)
+    node.a_table, node.b_table = A, B
+    node.bag_ids, node.bag_offsets, node.b_ids = ids, offsets, targets
+    node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], A._shape[1]
+    node.bags, node.per = bags, targets._shape[1]
+    node.hidden_gradient = check_flag(op, "hidden_gradient", hidden_gradient)
+    init_node(node, op, (A, B, ids, offsets, targets), targets._shape, A.f64)
+    dtype = np.float64 if node.f64 else np.float32
+    node.hidden = empty_buffer((bags, node.dim), dtype)
+    node.hidden_grads = empty_buffer((bags, node.dim), dtype)
+    node.b_rows = empty_buffer((targets.size, node.dim), dtype)
+    node.coefs = empty_buffer((ids.size,), dtype)
+    node.coefs.fill(1)
+    node.scratch = empty_buffer((max(ids.size, targets.size), node.dim), dtype)
+    node.hidden_ptr = <char*>cnp.PyArray_DATA(node.hidden)
+    node.hidden_grads_ptr = <char*>cnp.PyArray_DATA(node.hidden_grads)
+    node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
+    node.coefs_ptr = <char*>cnp.PyArray_DATA(node.coefs)
     node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
     return finish(node)
 

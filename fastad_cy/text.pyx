@@ -16,7 +16,7 @@ from fastad_cy.graph cimport check_int
 
 cnp.import_array()
 
-__all__ = ["Dictionary", "fasttext_hash", "fasttext_tokens", "EOS"]
+__all__ = ["Dictionary", "fasttext_hash", "fasttext_tokens", "subword_table", "EOS"]
 
 #: The token fastText appends to every line (a word of the dictionary like any other).
 EOS = "</s>"
@@ -236,6 +236,70 @@ cdef class _Ids:
         return self.values_array[:self.n].copy(), self.offsets_array[:self.lines + 1].copy()
 
 
+cdef int _push_char_ngrams(const char* word, Py_ssize_t length, Py_ssize_t minn, Py_ssize_t maxn,
+                           Py_ssize_t first, Py_ssize_t bucket, _Ids out) except -1:
+    """Push the rows `first + hash % bucket` of the character n-grams of "<word>"
+    (fastText's computeSubwords: lengths minn..maxn in characters, not the single
+    characters "<" and ">"; an n-gram that occurs twice is pushed twice)."""
+    cdef Py_ssize_t n = length + 2, i, j, count
+    cdef char* bracketed = <char*>PyMem_Malloc(n)
+    if bracketed == NULL:
+        raise MemoryError()
+    bracketed[0] = b'<'
+    memcpy(bracketed + 1, word, length)
+    bracketed[n - 1] = b'>'
+    try:
+        for i in range(n):
+            if _continuation(bracketed[i]):
+                continue
+            j, count = i, 1
+            while j < n and count <= maxn:
+                j += 1
+                while j < n and _continuation(bracketed[j]):
+                    j += 1
+                if count >= minn and not (count == 1 and (i == 0 or j == n)):
+                    out.push(<int32_t>(first + _hash(bracketed + i, j - i) % bucket))
+                count += 1
+    finally:
+        PyMem_Free(bracketed)
+    return 0
+
+
+def subword_table(words, minn, maxn, bucket):
+    """The input rows of each word of a vocabulary, as fastText's (and gensim's FastText)
+    subword models read them: word k's own row k, then the rows `len(words) + hash %
+    bucket` of its character n-grams of lengths minn..maxn (those of "<word>", each
+    occurrence once, so a repeated n-gram counts twice). Returns (ids int32, offsets
+    int64), word k's rows `ids[offsets[k]:offsets[k + 1]]` (CSR).
+
+    words   str (hashed as UTF-8) or bytes; minn >= 1, maxn >= minn (maxn 0: no n-grams);
+            bucket >= 1, with len(words) + bucket < 2**31.
+
+    >>> ids, offsets = fa.text.subword_table(["where"], 3, 6, 2_000_000)
+    """
+    who = "subword_table"
+    cdef Py_ssize_t lo = check_int(who, "minn", minn, 1), hi = check_int(who, "maxn", maxn, 0)
+    cdef Py_ssize_t buckets = check_int(who, "bucket", bucket, 1)
+    if hi and lo > hi:
+        raise ValueError(f"{who}: minn must be <= maxn, got minn={lo}, maxn={hi}")
+    words = list(words)
+    cdef Py_ssize_t k, n, nwords = len(words)
+    if nwords + buckets > 2**31 - 1:
+        raise ValueError(f"{who}: len(words) + bucket = {nwords + buckets} rows do not fit int32 ids")
+    cdef _Ids out = _Ids()
+    cdef const char* data
+    for k in range(nwords):
+        if not isinstance(words[k], (str, bytes)):
+            raise TypeError(f"{who}: word {k} must be a str (or bytes), got {type(words[k]).__name__} "
+                            f"{words[k]!r}")
+        data = _line_bytes(words[k], &n, k)
+        out.push(<int32_t>k)
+        if hi:
+            _push_char_ngrams(data, n, lo, hi, nwords, buckets, out)
+        out.end_line()
+    return out.arrays()
+
+
 # ---------------------------------------------------------------- the dictionary
 
 cdef class Dictionary:
@@ -419,30 +483,7 @@ cdef class Dictionary:
         return 0
 
     cdef int _char_ngrams(self, const char* word, Py_ssize_t length, _Ids out) except -1:
-        """Push the ids of the character n-grams of "<word>" (fastText's computeSubwords:
-        lengths minn..maxn in characters, not the single characters "<" and ">")."""
-        cdef Py_ssize_t n = length + 2, i, j, count
-        cdef char* bracketed = <char*>PyMem_Malloc(n)
-        if bracketed == NULL:
-            raise MemoryError()
-        bracketed[0] = b'<'
-        memcpy(bracketed + 1, word, length)
-        bracketed[n - 1] = b'>'
-        try:
-            for i in range(n):
-                if _continuation(bracketed[i]):
-                    continue
-                j, count = i, 1
-                while j < n and count <= self.maxn:
-                    j += 1
-                    while j < n and _continuation(bracketed[j]):
-                        j += 1
-                    if count >= self.minn and not (count == 1 and (i == 0 or j == n)):
-                        out.push(<int32_t>(self.nwords + _hash(bracketed + i, j - i) % self.bucket))
-                    count += 1
-        finally:
-            PyMem_Free(bracketed)
-        return 0
+        return _push_char_ngrams(word, length, self.minn, self.maxn, self.nwords, self.bucket, out)
 
     def word_id(self, word):
         """The id of a word, or -1 when it is not in the vocabulary (fastText's getWordId)."""

@@ -51,3 +51,19 @@ class CbowSampler(WindowSampler):
                  block_tokens: int = 10_000) -> None: ...
     @property
     def epoch_centres(self) -> int: ...
+
+class SubwordSkipGramSampler(SkipGramSampler):
+    def __init__(self, tokens: ArrayLike | TokenStream, bag_ids: IndexInput, bag_offsets: IndexInput,
+                 context: IndexInput, *, subword_ids: np.ndarray, subword_offsets: np.ndarray,
+                 mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5,
+                 ns_exponent: float = 0.75, sample: float = 0.0, vocab_size: int | None = None,
+                 counts: ArrayLike | None = None, seed: _Seed = None, rank: int = 0, workers: int = 1,
+                 claim: np.ndarray | None = None, block_tokens: int = 10_000) -> None: ...
+
+class SubwordCbowSampler(CbowSampler):
+    def __init__(self, tokens: ArrayLike | TokenStream, bag_ids: IndexInput, bag_offsets: IndexInput,
+                 target: IndexInput, *, subword_ids: np.ndarray, subword_offsets: np.ndarray,
+                 mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5,
+                 ns_exponent: float = 0.75, sample: float = 0.0, vocab_size: int | None = None,
+                 counts: ArrayLike | None = None, seed: _Seed = None, rank: int = 0, workers: int = 1,
+                 claim: np.ndarray | None = None, block_tokens: int = 10_000) -> None: ...

@@ -27,7 +27,8 @@ cdef extern from *:
     """
     int64_t fa_claim_next(int64_t* counter) noexcept nogil
 
-__all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "AliasTable", "TokenStream", "count_words",
+__all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "SubwordSkipGramSampler", "SubwordCbowSampler",
+           "AliasTable", "TokenStream", "count_words",
            "check_restartable"]
 
 
@@ -915,3 +916,185 @@ cdef class CbowSampler(WindowSampler):
                self.out_weights + source * self.slots * weight_bytes, self.slots * weight_bytes)
         memcpy(self.out_target + slot * width, self.out_target + source * width,
                width * sizeof(int64_t))
+
+
+# ---------------------------------------------------------------- fastText's subword windows
+
+cdef class _SubwordBags:
+    """The bags of input rows a subword sampler writes: each item's rows (its words' rows
+    from the vocabulary's CSR table `ids`/`offsets`, concatenated) one after another in
+    the bag_ids leaf, item k's cut by bag_offsets[k]..[k + 1] (torch's include_last_offset)."""
+    cdef object ids_array, offsets_array
+    cdef const int32_t[::1] ids
+    cdef const int64_t[::1] offsets
+    cdef int64_t* out_ids
+    cdef int64_t* out_offsets
+    cdef Py_ssize_t capacity, largest_row
+
+    def __init__(self, str who, object bag_ids, object bag_offsets, Py_ssize_t items,
+                 Py_ssize_t words_an_item, object subword_ids, object subword_offsets,
+                 Py_ssize_t vocab_size):
+        ids = np.ascontiguousarray(subword_ids)
+        offsets = np.ascontiguousarray(subword_offsets)
+        if ids.ndim != 1 or ids.dtype != np.int32 or ids.size == 0 or ids.min() < 0:
+            raise ValueError(f"{who}: subword_ids must be a non-empty 1-D int32 array of row ids >= 0 "
+                             f"(fa.text.subword_table), got {ids.dtype} of shape {ids.shape}")
+        if offsets.ndim != 1 or offsets.dtype != np.int64 or offsets.size != vocab_size + 1 \
+                or offsets[0] != 0 or offsets[vocab_size] != ids.size or np.any(np.diff(offsets) < 1):
+            raise ValueError(f"{who}: subword_offsets must be {vocab_size + 1} int64 offsets (one bag "
+                             f"of at least one row for each of the {vocab_size} word ids, then the "
+                             f"end), rising from 0 to len(subword_ids) = {ids.size}")
+        self.ids_array, self.offsets_array = ids, offsets
+        self.ids, self.offsets = ids, offsets
+        self.largest_row = int(ids.max())
+        longest = int(np.diff(offsets).max()) * words_an_item * items
+        self.out_ids = _index_leaf(who, "bag_ids", bag_ids, -1)
+        self.capacity = (<Variable>bag_ids).size
+        if self.capacity < longest:
+            raise ValueError(f"{who}: bag_ids must hold the longest bags of an example, {longest} "
+                             f"ids ({items} item(s) of up to {words_an_item} word(s) of up to "
+                             f"{longest // (words_an_item * items)} rows), got {self.capacity}")
+        self.out_offsets = _index_leaf(who, "bag_offsets", bag_offsets, items + 1)
+        self.out_offsets[0] = 0
+
+    cdef inline void begin(self, Py_ssize_t slot) noexcept nogil:
+        """Start slot's bag, empty, after the bag of the slot before it."""
+        self.out_offsets[slot + 1] = self.out_offsets[slot]
+
+    cdef inline void add_word(self, Py_ssize_t slot, int64_t word) noexcept nogil:
+        """Append word's rows to slot's bag (the last begun)."""
+        cdef int64_t k, end = self.out_offsets[slot + 1]
+        for k in range(self.offsets[word], self.offsets[word + 1]):
+            self.out_ids[end] = self.ids[k]
+            end += 1
+        self.out_offsets[slot + 1] = end
+
+    cdef inline void repeat(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
+        """Slot's bag: a copy of source's."""
+        cdef int64_t start = self.out_offsets[source], n = self.out_offsets[source + 1] - start
+        self.begin(slot)
+        memcpy(self.out_ids + self.out_offsets[slot], self.out_ids + start, n * sizeof(int64_t))
+        self.out_offsets[slot + 1] += n
+
+
+cdef class SubwordSkipGramSampler(SkipGramSampler):
+    """Skip-gram pairs over subword bags (fastText's, and gensim's `FastText`): the walk,
+    windows and negatives of `SkipGramSampler` (same arguments after the leaves), the
+    centre of each pair written as its bag of input rows, the word's own row and its
+    character n-gram rows, for `fa.bag_dot`.
+
+    bag_ids          IndexInput of capacity ids (at least B times the longest bag): the
+                     bags of the B pairs of an example one after another (the ids past
+                     the last bag are left as they were: no padding is read).
+    bag_offsets      IndexInput of B + 1 offsets: pair b's bag is
+                     bag_ids[bag_offsets[b]:bag_offsets[b + 1]].
+    context          IndexInput of B * (1 + k) ids, as SkipGramSampler's.
+    subword_ids, subword_offsets  each word id's input rows (CSR: word w's rows are
+                     subword_ids[subword_offsets[w]:subword_offsets[w + 1]], int32 and
+                     int64, from `fa.text.subword_table`).
+
+    >>> ids, offsets = fa.text.subword_table(words, 3, 6, bucket)
+    >>> bag, cut, ctx = fa.IndexInput([0] * longest), fa.IndexInput([0, 0]), fa.IndexInput([[0] * 6])
+    >>> scores = fa.bag_dot(W, bag, cut, C, ctx, hidden_gradient=True)
+    >>> sampler = fa.data.SubwordSkipGramSampler(tokens, bag, cut, ctx, subword_ids=ids,
+    ...                                          subword_offsets=offsets, window=5, seed=0)
+    """
+    cdef _SubwordBags bags
+    cdef tuple centre_leaf       # the centres SkipGramSampler writes, read by the bags
+
+    def __init__(self, tokens, bag_ids, bag_offsets, context, *, subword_ids, subword_offsets, mask=None,
+                 sentence_ends=None, window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None,
+                 seed=None, rank=0, workers=1, claim=None, block_tokens=10_000):
+        who = "SubwordSkipGramSampler"
+        items = _bag_count(who, bag_offsets)
+        SkipGramSampler.__init__(self, tokens, IndexInput(np.zeros(items, dtype=np.int64)), context,
+                                 mask=mask, sentence_ends=sentence_ends, window=window,
+                                 ns_exponent=ns_exponent, sample=sample, vocab_size=vocab_size,
+                                 counts=counts, seed=seed, rank=rank, workers=workers, claim=claim,
+                                 block_tokens=block_tokens)
+        self.bags = _SubwordBags(who, bag_ids, bag_offsets, items, 1, subword_ids, subword_offsets,
+                                 self.vocab_size)
+        self.centre_leaf = self.leaves[:1]
+        self.leaves = (bag_ids, bag_offsets) + self.leaves[1:]
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
+        if not SkipGramSampler.draw_item(self, slot):
+            return False
+        self.bags.begin(slot)
+        self.bags.add_word(slot, self.out_center[slot])
+        return True
+
+    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
+        SkipGramSampler.repeat_item(self, slot, source)
+        self.bags.repeat(slot, source)
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        return _bag_largest_id(self, self.bags, k)
+
+
+cdef class SubwordCbowSampler(CbowSampler):
+    """CBOW examples over subword bags (fastText's, and gensim's `FastText`): the walk,
+    windows and negatives of `CbowSampler` (same arguments after the leaves), the
+    context of each centre written as one bag, the input rows (own row and character
+    n-gram rows) of its words one after another, whose mean is the hidden (as fastText
+    and gensim's cbow_mean=1 average every row of the window), for `fa.bag_dot`.
+
+    bag_ids          IndexInput of capacity ids (at least B * 2 * window times the
+                     longest word's rows); bag_offsets: B + 1 offsets, as
+                     `SubwordSkipGramSampler`'s.
+    target           IndexInput of B * (1 + k) ids, as CbowSampler's.
+    subword_ids, subword_offsets  each word id's input rows, as `SubwordSkipGramSampler`'s.
+    """
+    cdef _SubwordBags bags
+    cdef tuple context_leaves    # the context words and weights CbowSampler writes, read by the bags
+
+    def __init__(self, tokens, bag_ids, bag_offsets, target, *, subword_ids, subword_offsets, mask=None,
+                 sentence_ends=None, window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None,
+                 seed=None, rank=0, workers=1, claim=None, block_tokens=10_000):
+        who = "SubwordCbowSampler"
+        items = _bag_count(who, bag_offsets)
+        slots = 2 * check_int(who, "window", window, 1)
+        CbowSampler.__init__(self, tokens, IndexInput(np.zeros(items * slots, dtype=np.int64)),
+                             Input(np.zeros(items * slots, dtype=np.float32)), target, mask=mask,
+                             sentence_ends=sentence_ends, window=window, ns_exponent=ns_exponent,
+                             sample=sample, vocab_size=vocab_size, counts=counts, seed=seed, rank=rank,
+                             workers=workers, claim=claim, block_tokens=block_tokens)
+        self.bags = _SubwordBags(who, bag_ids, bag_offsets, items, slots, subword_ids, subword_offsets,
+                                 self.vocab_size)
+        self.context_leaves = self.leaves[:2]
+        self.leaves = (bag_ids, bag_offsets) + self.leaves[2:]
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
+        cdef Py_ssize_t j
+        cdef int64_t* context = self.out_context + slot * self.slots
+        if not CbowSampler.draw_item(self, slot):
+            return False
+        self.bags.begin(slot)
+        for j in range(self.window_hi - self.window_lo - 1):
+            self.bags.add_word(slot, context[j])
+        return True
+
+    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
+        CbowSampler.repeat_item(self, slot, source)
+        self.bags.repeat(slot, source)
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        return _bag_largest_id(self, self.bags, k)
+
+
+cdef Py_ssize_t _bag_count(str who, object bag_offsets) except -1:
+    """The items of an example: one fewer than the bag offsets."""
+    if not isinstance(bag_offsets, IndexInput) or (<Variable>bag_offsets).size < 2:
+        raise ValueError(f"{who}: bag_offsets must be an IndexInput of B + 1 >= 2 offsets (B bags an "
+                         f"example), got {bag_offsets!r}")
+    return (<Variable>bag_offsets).size - 1
+
+
+cdef int64_t _bag_largest_id(WindowSampler sampler, _SubwordBags bags, Py_ssize_t k) except? -2:
+    """Leaf k's largest id: the bags' largest row; none for the offsets (bag_dot checks them on
+    every example); the window sampler's for the others."""
+    if k == 0:
+        return bags.largest_row
+    if k == 1:
+        return -1
+    return WindowSampler.largest_id(sampler, k)

@@ -6,6 +6,8 @@
 - `TwoTower` (`two_tower`): users and items as sums of feature embeddings;
 - `Word2Vec` (`word2vec`): skip-gram and CBOW with negative sampling, its vectors a
   `KeyedVectors` (`keyed_vectors`, gensim's API);
+- `FastText` (`fasttext`): Word2Vec over words and their character n-grams, with
+  vectors for words outside the vocabulary;
 - `TextClassifier` (`text_classifier`): fastText's supervised model.
 
 A model trains through `runner.EpochRunner`: in this process, in Hogwild threads or
@@ -17,7 +19,8 @@ from fastad.models.bpr import BPR, bpr_hogwild_worker
 from fastad.models.two_tower import TwoTower
 from fastad.models.keyed_vectors import KeyedVectors
 from fastad.models.word2vec import EncodedCorpus, LineSentences, Word2Vec
+from fastad.models.fasttext import FastText, FastTextKeyedVectors
 from fastad.models.text_classifier import TextClassifier
 
-__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "EncodedCorpus", "LineSentences", "KeyedVectors",
-           "TextClassifier", "bpr_hogwild_worker"]
+__all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "FastText", "FastTextKeyedVectors", "EncodedCorpus",
+           "LineSentences", "KeyedVectors", "TextClassifier", "bpr_hogwild_worker"]

@@ -27,9 +27,6 @@ from fastad.models.runner import EpochRunner, RunSettings
 __all__ = ["Word2Vec", "EncodedCorpus", "LineSentences"]
 
 BLOCK_TOKENS = 10_000      # the tokens a Hogwild worker claims at a time in the corpus walk (gensim's job size)
-#: The constructor's arguments that `Word2Vec.save` writes and `load` passes back, with their types.
-_SAVED_SETTINGS = {"dim": int, "window": int, "negative": int, "min_count": int, "sample": float,
-                   "epochs": int, "lr": float, "min_lr": float, "sg": bool, "workers": int}
 
 
 def _initial_vectors(rng, n, dim):
@@ -160,6 +157,10 @@ class Word2Vec:
     (the same seed gives the same vectors).
     """
 
+    #: The constructor's arguments that `save` writes and `load` passes back, with their types.
+    _saved_settings = {"dim": int, "window": int, "negative": int, "min_count": int, "sample": float,
+                       "epochs": int, "lr": float, "min_lr": float, "sg": bool, "workers": int}
+
     def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
                  min_lr=1e-4, sg=True, workers=1, seed=0, *, vector_size=None, alpha=None,
                  min_alpha=None, sentences=None, corpus_file=None):
@@ -172,9 +173,7 @@ class Word2Vec:
             workers=workers)
         self.sg = check_flag(who, "sg", sg)
         if lr is None:
-            # CBOW here takes the exact gradient of the context mean, so each context word gets
-            # 1/n of word2vec's update (whose CBOW skips the mean's 1/n): scale lr to match.
-            lr = 0.025 if self.sg else 0.025 * (self.window + 1)
+            lr = self._default_lr()
         self.lr = check_number(who, "lr", lr, above=0)
         self.min_lr = check_number(who, "min_lr", min_lr, at_least=0, at_most=self.lr)
         self.sample = check_number(who, "sample", sample, at_least=0)
@@ -186,6 +185,11 @@ class Word2Vec:
         self._wv = None
         if sentences is not None or corpus_file is not None:     # gensim trains on construction
             self.fit(sentences, corpus_file=corpus_file)
+
+    def _default_lr(self):
+        # CBOW here takes the exact gradient of the context mean, so each context word gets
+        # 1/n of word2vec's update (whose CBOW skips the mean's 1/n): scale lr to match.
+        return 0.025 if self.sg else 0.025 * (self.window + 1)
 
     # ------------------------------------------------------------ vocabulary
 
@@ -202,7 +206,7 @@ class Word2Vec:
 
         Sets `corpus_count` (sentences) and `corpus_total_words` (tokens), as gensim does.
         """
-        who = "Word2Vec.build_vocab"
+        who = f"{type(self).__name__}.build_vocab"
         source = _corpus(who, corpus_iterable, corpus_file)
         if isinstance(source, EncodedCorpus):        # its words are the vocabulary, as they are
             words, counts = source.words, source.counts()
@@ -217,15 +221,18 @@ class Word2Vec:
             raise ValueError(f"{who}: min_count={self.min_count} leaves {kept.size} word(s) of "
                              f"{len(words)}; at least 2 are needed (lower min_count)")
         order = kept if isinstance(source, EncodedCorpus) else kept[np.argsort(-counts[kept], kind="stable")]
-        self.words = [words[k] for k in order]
-        self.index = {w: i for i, w in enumerate(self.words)}
-        self.counts = counts[order]
+        words = [words[k] for k in order]
+        tables = self._new_tables(who, words, np.random.default_rng(self.seed))
+        self.words, self.index, self.counts = words, {w: i for i, w in enumerate(words)}, counts[order]
         self.corpus_count, self.corpus_total_words = n_sentences, n_tokens
-        rng = np.random.default_rng(self.seed)
-        self.vectors = _initial_vectors(rng, len(self.words), self.dim)
-        self.output = np.zeros((len(self.words), self.dim), dtype=np.float32)
+        self.__dict__.update(tables)
         self.history = []
         return self
+
+    def _new_tables(self, who, words, rng):
+        """{attribute: array} of the tables a vocabulary of `words` starts training with."""
+        return {"vectors": _initial_vectors(rng, len(words), self.dim),
+                "output": np.zeros((len(words), self.dim), dtype=np.float32)}
 
     # ------------------------------------------------------------ training
 
@@ -264,7 +271,7 @@ class Word2Vec:
 
         A failure leaves the model as it was before `fit` (nothing half-trained is kept).
         """
-        who = "Word2Vec.fit"
+        who = f"{type(self).__name__}.fit"
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
         source = _corpus(who, sentences, corpus_file)
@@ -295,7 +302,7 @@ class Word2Vec:
         arguments are `fit`'s. A failure part way leaves the vectors part-trained (as
         gensim's); `fit` keeps the model as it was.
         """
-        who = "Word2Vec.train"
+        who = f"{type(self).__name__}.train"
         if self.vectors is None:
             raise RuntimeError(f"{who}: the model has no vocabulary; call build_vocab() (or fit) first")
         source = _corpus(who, corpus_iterable, corpus_file)
@@ -312,8 +319,7 @@ class Word2Vec:
         total_words = check_int(who, "total_words", total_words, minimum=0)
         settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=lr,
                                        min_lr=min_lr, epochs=epochs)
-        corpus = _Corpus(dict(self._settings(), batch=settings.batch), source, self.index, self.counts,
-                         total_words)
+        corpus = self._corpus(dict(self._settings(), batch=settings.batch), source, total_words)
         weights = {"W": self.vectors, "C": self.output}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
             weights["claim"] = np.zeros(epochs, dtype=np.float64)
@@ -331,6 +337,10 @@ class Word2Vec:
         self.history = history
         return self
 
+    def _corpus(self, settings, source, total_words):
+        """The picklable description of a run that each worker builds its graph from."""
+        return _Corpus(settings, source, self.index, self.counts, total_words)
+
     def _settings(self):
         return {"dim": self.dim, "window": self.window, "negative": self.negative, "sample": self.sample,
                 "sg": self.sg, "seed": self.seed, "workers": self.workers}
@@ -339,7 +349,7 @@ class Word2Vec:
 
     def _require_trained(self, who):
         if self.vectors is None:
-            raise RuntimeError(f"Word2Vec.{who}: the model is not trained; call fit() or load()")
+            raise RuntimeError(f"{type(self).__name__}.{who}: the model is not trained; call fit() or load()")
 
     def __contains__(self, word):
         return word in self.index
@@ -422,7 +432,7 @@ class Word2Vec:
         """Save the vocabulary (as JSON text), counts, vectors and settings with `fa.save` (a .npz, atomic)."""
         self._require_trained("save")
         save({"words": json.dumps(self.words), "counts": self.counts, "vectors": self.vectors,
-              "output": self.output, "settings": {name: getattr(self, name) for name in _SAVED_SETTINGS},
+              "output": self.output, "settings": {name: getattr(self, name) for name in self._saved_settings},
               "corpus": {"count": self.corpus_count, "total_words": self.corpus_total_words}},
              path)
 
@@ -432,21 +442,25 @@ class Word2Vec:
         state = load(path)
         try:
             settings = dict(state["settings"])
-            model = cls(**{name: kind(settings[name]) for name, kind in _SAVED_SETTINGS.items()})
+            model = cls(**{name: kind(settings[name]) for name, kind in cls._saved_settings.items()})
             words = json.loads(state["words"])
             vectors, output = np.asarray(state["vectors"]), np.asarray(state["output"])
             counts = np.asarray(state["counts"])
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"Word2Vec.load: {path} is not a saved Word2Vec ({e!r})") from None
-        if vectors.shape != (len(words), model.dim) or output.shape != vectors.shape:
-            raise ValueError(f"Word2Vec.load: {path} holds {len(words)} words but vectors of shape "
-                             f"{vectors.shape}")
+            raise ValueError(f"{cls.__name__}.load: {path} is not a saved {cls.__name__} ({e!r})") from None
+        if vectors.shape != (model._input_rows(len(words)), model.dim) or output.shape != (len(words), model.dim):
+            raise ValueError(f"{cls.__name__}.load: {path} holds {len(words)} words but vectors of shape "
+                             f"{vectors.shape} and output vectors of shape {output.shape}")
         model.words, model.index, model.counts = words, {w: i for i, w in enumerate(words)}, counts
         model.vectors, model.output = vectors, output
         corpus = state.get("corpus", {})        # absent from files saved before it was kept
         model.corpus_count = int(corpus.get("count", 0))
         model.corpus_total_words = int(corpus.get("total_words", 0))
         return model
+
+    def _input_rows(self, n_words):
+        """The rows of the input table over a vocabulary of n_words."""
+        return n_words
 
     def save_word2vec_format(self, path, binary=False):
         """`wv.save_word2vec_format`: word2vec's text (or `binary`) format, which gensim's
@@ -469,6 +483,14 @@ class _Corpus:
     def worker_graph(self, weights, settings, rank):
         return _WindowGraph(self, weights, settings.device, rank)
 
+    def example_graph(self, W, C, device):
+        """(leaves, loss) of one step over W and C (`_example_graph`)."""
+        return _example_graph(W, C, self.settings, device)
+
+    def sampler(self, tokens, leaves, **walk):
+        """The compiled window sampler over `leaves` (the example graph's, the mask left out)."""
+        return (SkipGramSampler if self.settings["sg"] else CbowSampler)(tokens, *leaves, **walk)
+
 
 class _WindowGraph:
     """The graph of one step of the window examples over W and C (`_example_graph`), and
@@ -488,7 +510,7 @@ class _WindowGraph:
     def __init__(self, corpus, weights, device, rank):
         W, C = Parameter(weights["W"], device=device), Parameter(weights["C"], device=device)
         self.parameters = {"W": W, "C": C}
-        self.leaves, self.loss = _example_graph(W, C, corpus.settings, device)
+        self.leaves, self.loss = corpus.example_graph(W, C, device)
         self.claims = weights["claim"].numpy().view(np.int64) if "claim" in weights else None
         self.corpus, self.rank = corpus, rank
 
@@ -509,7 +531,7 @@ class _WindowGraph:
             tokens = TokenStream(corpus.sentences, corpus.vocabulary, corpus.total_tokens, claim=claim,
                                  block_tokens=BLOCK_TOKENS)
         core = leaves[:-1] if settings["batch"] > 1 else leaves
-        return (SkipGramSampler if settings["sg"] else CbowSampler)(tokens, *core, **common)
+        return corpus.sampler(tokens, core, **common)
 
     def epoch_data(self, epoch):
         return self._sampler(self.leaves, epoch)
@@ -542,8 +564,6 @@ def _example_graph(W, C, settings, device="cpu"):
     def ids(*shape):
         return IndexInput(np.zeros(shape, dtype=np.int64), device=device)
 
-    labels = np.zeros((b, k + 1), dtype=W.dtype)
-    labels[:, 0] = 1                      # each example's word, then its k noise words
     target = ids(b, k + 1)
     if settings["sg"]:
         centre = ids(b)
@@ -556,6 +576,14 @@ def _example_graph(W, C, settings, device="cpu"):
         leaves = (context, weights, target)
         hidden = fa_sum(reshape(take(W, context), (b, slots, dim)) * weights, axis=1, keepdims=True)
         scores = vector_dot(reshape(take(C, target), (b, k + 1, dim)), hidden)
+    return _negative_sampling_loss(leaves, scores, b, device)
+
+
+def _negative_sampling_loss(leaves, scores, b, device):
+    """(leaves, loss) of the example graph whose `scores` (b, 1 + k) hold each example's word,
+    then its k noise words: the summed loss, with the mask leaf after `leaves` when b > 1."""
+    labels = np.zeros(scores.shape, dtype=scores.dtype)
+    labels[:, 0] = 1
     if b == 1:
         return leaves, bce_with_logits(scores, labels, reduction="sum")
     mask = Input(np.ones((b, 1), dtype=np.float32), device=device)

@@ -1,0 +1,120 @@
+"""fastad's FastText beside gensim's: subword skip-gram with negative sampling.
+
+The text, settings and measures of bench/peers.py's skip-gram rows: the docstrings and
+comments of Python's standard library, dim 64, window 5, 5 negatives, min_count 5, no
+subsampling, lr 0.025 decayed linearly to 1e-4, one epoch, and character n-grams of
+lengths 3..6 hashed into BUCKET rows (gensim's default). `fa.models.FastText` vs
+`gensim.models.FastText(sg=1)`, both from the raw sentences (vocabulary, n-gram
+tables and the drawing of the input table included), at 1 and 2 threads, the
+libraries alternated in this process; the figures are medians.
+
+Quality: the held-out SGNS loss (peers.heldout_sgns_loss) of the last 10% of the text,
+each centre word's vector composed of its subword rows as each library trains it
+(fastad: the mean of its own row and its n-gram rows; gensim: its row plus its n-gram
+rows, over the n-gram count, as its skip-gram computes it, and also its `wv.vectors`,
+the mean; the better of gensim's two is compared).
+
+Run: python bench/fasttext_subword.py [--quick]
+"""
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import cli  # noqa: E402
+from peers import SGNS, encode, heldout_sgns_loss, pairs_per_epoch, split_text, stdlib_text  # noqa: E402
+
+import fastad as fa  # noqa: E402
+
+BUCKET = 2_000_000
+SUBWORDS = dict(min_n=3, max_n=6, bucket=BUCKET)
+
+
+def fastad_fasttext(threads):
+    return fa.models.FastText(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **SGNS, **SUBWORDS)
+
+
+def gensim_fasttext(threads, sentences):
+    from gensim.models import FastText as GensimFastText
+    return GensimFastText(sentences, vector_size=64, sg=1, workers=threads, alpha=0.025, min_alpha=1e-4,
+                          **SGNS, **SUBWORDS)
+
+
+def gensim_centres(model, order):
+    """gensim's centre vectors as it trains them, in fastad's word order: (its own row + its
+    n-gram rows) / the n-gram count (its row alone when it has no n-gram)."""
+    wv = model.wv
+    rows = []
+    for i in order:
+        buckets = wv.buckets_word[i]
+        total = wv.vectors_vocab[i] + wv.vectors_ngrams[buckets].sum(axis=0)
+        rows.append(total / len(buckets) if len(buckets) else total)
+    return np.array(rows)
+
+
+def rows(quick):
+    try:
+        import gensim  # noqa: F401
+    except ImportError as e:
+        print(f"FastText vs gensim skipped: gensim is not installed ({e})")
+        return []
+    train, held = split_text(stdlib_text(300_000 if quick else 1_000_000))
+    vocabulary = fa.models.Word2Vec(min_count=SGNS["min_count"]).build_vocab(train)
+    tokens, ends = encode(train, vocabulary.index)
+    held_tokens, held_ends = encode(held, vocabulary.index)
+    pairs = pairs_per_epoch(tokens, ends)
+    repeats = 2 if quick else 3
+    result, rates = [], {}
+    for threads in (1, 2):
+        seconds, losses = {}, {}
+        for _ in range(repeats):
+            start = time.perf_counter()
+            peer = gensim_fasttext(threads, train)
+            seconds.setdefault("gensim", []).append(time.perf_counter() - start)
+            order = np.array([peer.wv.key_to_index[w] for w in vocabulary.words])
+            output = peer.syn1neg[order]
+            losses.setdefault("gensim", []).append(min(
+                heldout_sgns_loss(gensim_centres(peer, order), output, held_tokens, held_ends),
+                heldout_sgns_loss(peer.wv.vectors[order], output, held_tokens, held_ends)))
+            del peer
+            model = fastad_fasttext(threads)
+            start = time.perf_counter()
+            model.fit(train, start_method="threads")
+            seconds.setdefault("fastad", []).append(time.perf_counter() - start)
+            assert model.words == vocabulary.words
+            losses.setdefault("fastad", []).append(
+                heldout_sgns_loss(model.word_vectors(), model.output, held_tokens, held_ends))
+            del model
+        rate = {name: pairs * SGNS["epochs"] / statistics.median(s) for name, s in seconds.items()}
+        loss = {name: statistics.median(v) for name, v in losses.items()}
+        rates[threads] = rate
+        print(f"FastText skip-gram dim 64, n-grams 3..6 in {BUCKET:,} buckets, {threads} thread(s), "
+              f"{tokens.size:,} tokens, median of {repeats}: fastad {rate['fastad']:,.0f} pairs/s loss "
+              f"{loss['fastad']:.3f} | gensim {rate['gensim']:,.0f} pairs/s loss {loss['gensim']:.3f} | "
+              f"{rate['fastad'] / rate['gensim']:.2f}x")
+        result.append({"workload": f"FastText skip-gram dim 64, n-grams 3..6, {threads} thread(s), "
+                                   f"vocabulary, tables and sampling included, vs gensim (held-out loss "
+                                   f"{loss['fastad']:.3f} vs {loss['gensim']:.3f})",
+                       "unit": "pair", "fastad": 1 / rate["fastad"], "peer": 1 / rate["gensim"],
+                       "peer_name": "gensim", "target": ">= 1.0x gensim, held-out loss no worse"})
+    for name in ("fastad", "gensim"):
+        print(f"{name}: 1 -> 2 threads {rates[2][name] / rates[1][name]:.2f}x")
+    return result
+
+
+def skip_reason():
+    import importlib.util
+    if importlib.util.find_spec("gensim") is None:
+        return "gensim is not installed (pip install gensim)"
+    return None
+
+
+def run(quick=False):
+    return rows(quick)
+
+
+if __name__ == "__main__":
+    cli(run, __doc__)
