@@ -1746,16 +1746,6 @@ cdef int _adopt(Parameter p, str what, cnp.ndarray arr, object dtype) except -1:
     return 0
 
 
-def adopt_parameter(array, name=None):
-    """`Parameter(array, name=name, copy=False)`: a Parameter whose value is `array`
-    itself (`fastad.models.BPR` adopts the U= and V= it is given so).
-
-    >>> U = np.zeros((1000, 32), np.float32); p = adopt_parameter(U); np.shares_memory(p.value, U)
-    True
-    """
-    return Parameter(array, name=name, copy=False)
-
-
 cdef object shared_array_of(object handle):
     """The array_of registered for `handle`'s type or a base of it, else None."""
     if handle is None:

@@ -256,18 +256,6 @@ def _read_only(array):
     return array
 
 
-def test_adopt_parameter_refuses_what_it_cannot_train_in_place():
-    from fastad_cy.graph import adopt_parameter
-    with pytest.raises(TypeError, match="Parameter: with copy=False, the array must be C-contiguous float32 or float64"):
-        adopt_parameter(np.ones((3, 2), np.int32))
-    with pytest.raises(TypeError, match="not C-contiguous"):
-        adopt_parameter(np.ones((3, 4), np.float32)[:, ::2])
-    with pytest.raises(ValueError, match="writeable and aligned"):
-        adopt_parameter(_read_only(np.ones((3, 2), np.float32)))
-    with pytest.raises(TypeError, match="copy=False adopts a numpy array"):
-        adopt_parameter([[1.0]])
-
-
 def test_fit_lays_out_its_own_copy_of_the_matrix_without_copying_it_again():
     """Interactions(copy=False) holds a CSR matrix's arrays as they are (its view read-only), which
     Recommender.fit does with the copy check_interactions made; copy=True, the default, keeps

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastad_cy.graph import IndexInput, Parameter, adopt_parameter
+from fastad_cy.graph import IndexInput, Parameter
 from fastad_cy.feeds import FeedSampler
 from fastad_cy.pairs import PairwiseSampler
 from fastad_cy.model_losses import ranking_loss
@@ -206,7 +206,7 @@ def _given_table(given, dtype, given_dtype, copy):
         return Parameter(given, dtype=given_dtype)
     if (not copy and given.dtype == dtype and given.flags.c_contiguous and given.flags.aligned
             and given.flags.writeable):
-        return adopt_parameter(given)
+        return Parameter(given, copy=False)
     return Parameter(given, dtype=dtype)
 
 
