@@ -195,11 +195,13 @@ def test_a_corrupt_model_file_is_a_clear_error(tmp_path, corpus):
         fa.models.TextClassifier.load(tmp_path / "other.npz")
 
 
-def test_hogwild_threads_learn(corpus):
+@pytest.mark.parametrize("start_method", ["threads", "fork"])
+def test_hogwild_workers_learn(corpus, start_method):
     texts, labels = corpus
     model = fa.models.TextClassifier(dim=16, epochs=4, lr=0.5, workers=2, seed=0).fit(
-        texts[:1000], labels[:1000], start_method="threads")
+        texts[:1000], labels[:1000], start_method=start_method)
     assert model.test(texts[1000:], labels[1000:])[1] > 0.95
+    assert len(model.history) == 4 and model.history[-1] < model.history[0]
 
 
 def test_one_worker_is_deterministic(corpus):
