@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import cli  # noqa: E402
-from peers import SGNS, encode, heldout_sgns_loss, pairs_per_epoch, split_text, stdlib_text  # noqa: E402
+from peers import SGNS, heldout_sgns_loss, sgns_data  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -61,11 +61,7 @@ def rows(quick):
     except ImportError as e:
         print(f"FastText vs gensim skipped: gensim is not installed ({e})")
         return []
-    train, held = split_text(stdlib_text(300_000 if quick else 1_000_000))
-    vocabulary = fa.models.Word2Vec(min_count=SGNS["min_count"]).build_vocab(train)
-    tokens, ends = encode(train, vocabulary.index)
-    held_tokens, held_ends = encode(held, vocabulary.index)
-    pairs = pairs_per_epoch(tokens, ends)
+    train, vocabulary, tokens, held_tokens, held_ends, pairs = sgns_data(quick)
     repeats = 2 if quick else 3
     result, rates = [], {}
     for threads in (1, 2):

@@ -159,19 +159,25 @@ def split_text(sentences):
     return sentences[:split], sentences[split:]
 
 
+def sgns_data(quick):
+    """What the skip-gram rows (here and in fasttext_subword.py) share: (training sentences,
+    their vocabulary (a Word2Vec's), training tokens, held-out tokens and sentence ends, the
+    pairs of an epoch). The vocabulary is the same for every fit (the same sentences and
+    min_count), so the held-out text is encoded and an epoch's pairs counted once."""
+    train, held = split_text(stdlib_text(300_000 if quick else 1_000_000))
+    vocabulary = fa.models.Word2Vec(min_count=SGNS["min_count"]).build_vocab(train)
+    tokens, ends = encode(train, vocabulary.index)
+    held_tokens, held_ends = encode(held, vocabulary.index)
+    return train, vocabulary, tokens, held_tokens, held_ends, pairs_per_epoch(tokens, ends)
+
+
 def sgns_rows(quick):
     try:
         import gensim  # noqa: F401
     except ImportError as e:
         print(f"skip-gram vs gensim skipped: gensim is not installed ({e})")
         return []
-    train, held = split_text(stdlib_text(300_000 if quick else 1_000_000))
-    # The vocabulary is the same for every fit (the same sentences and min_count): encode the
-    # held-out text and count the pairs of an epoch once.
-    vocabulary = fa.models.Word2Vec(min_count=SGNS["min_count"]).build_vocab(train)
-    tokens, ends = encode(train, vocabulary.index)
-    held_tokens, held_ends = encode(held, vocabulary.index)
-    pairs = pairs_per_epoch(tokens, ends)
+    train, vocabulary, tokens, held_tokens, held_ends, pairs = sgns_data(quick)
     repeats = 2 if quick else 3
     rows = []
     for threads in (1, 2):
