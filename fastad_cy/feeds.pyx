@@ -101,7 +101,8 @@ cdef class FeedSampler(Sampler):
             leaves.append(leaf)
             self.arrays.append(arr)
         if self.n_rows == 0:
-            raise ValueError(f"{who}: the feeds have 0 rows; give at least one example")
+            raise ValueError(f"{who}: the feeds have 0 rows (arrays of shape {self.arrays[0].shape}); "
+                             f"give at least one example")
         self.leaves = tuple(leaves) + more_leaves
         if len(set(map(id, self.leaves))) != len(self.leaves):
             raise ValueError(f"{who}: a leaf is filled twice; give each leaf one feed")
