@@ -547,6 +547,7 @@ cdef Variable finish(Variable node):
 
 # ------------------------------------------------------------ plans (replay)
 
+@cython.no_gc
 cdef class Plan:
     """The nodes below one root in topological order, computed once: as lists (which
     keep them alive) and as C arrays of the same nodes and the root, which the
