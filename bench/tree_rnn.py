@@ -31,11 +31,16 @@ def initial_weights(vocab_size, seed=0):
 
 
 def tree_loss(tree, p, lib):
-    """The loss of one tree, built node by node with the library's functions (post-order:
-    each node's children come before it)."""
-    take, tanh, cross_entropy, ids, label = lib
+    """The loss of one tree, built node by node with the library's functions."""
     types, children, target = tree
-    xw = take(p["E"], ids(types)) @ p["W"] + p["b"]          # every node's W emb(type) + b
+    return tree_net(children, lib[3](types), lib[4](target), p, lib)
+
+
+def tree_net(children, ids, label, p, lib):
+    """The loss of a tree of this shape (post-order: each node's children come before it)
+    whose node types are `ids` and class `label`."""
+    take, tanh, cross_entropy = lib[:3]
+    xw = take(p["E"], ids) @ p["W"] + p["b"]                 # every node's W emb(type) + b
     h = []
     for i, kids in enumerate(children):
         pre = xw[i]
@@ -46,25 +51,33 @@ def tree_loss(tree, p, lib):
             pre = pre + total @ p["U"]
         h.append(tanh(pre))
     logits = (h[-1] @ p["V"] + p["c"]).reshape(1, CLASSES)
-    return cross_entropy(logits, label(target))
+    return cross_entropy(logits, label)
 
 
-def fastad_trainer(weights):
-    params = {k: fa.Parameter(v.astype(np.float32), name=k) for k, v in weights.items()}
+def fastad_trainer(weights, dtype=np.float32, cached=False):
+    """One SGD step a tree: a graph built anew (eager), or with `cached` the graph of the
+    tree's shape kept in a fa.GraphCache and replayed."""
+    params = {k: fa.Parameter(v, dtype=dtype, name=k) for k, v in weights.items()}
     opt = fa.optim.SGD(list(params.values()), lr=LR)
     lib = (fa.embedding, fa.tanh, fa.nn.cross_entropy, fa.IndexInput, lambda y: fa.IndexInput([y]))
+    cache = fa.GraphCache(lambda children, ids, label: tree_net(children, ids, label, params, lib))
 
     def step(tree):
-        loss = tree_loss(tree, params, lib)
+        if cached:
+            types, children, target = tree
+            loss = cache(children, types, np.array([target]))
+        else:
+            loss = tree_loss(tree, params, lib)
         loss.backward()
         opt.step()
         opt.zero_grad()
         return loss.item()
+    step.cache = cache
     return step
 
 
-def torch_trainer(torch, weights):
-    params = {k: torch.tensor(v.astype(np.float32), requires_grad=True) for k, v in weights.items()}
+def torch_trainer(torch, weights, dtype=np.float32):
+    params = {k: torch.tensor(v.astype(dtype), requires_grad=True) for k, v in weights.items()}
     opt = torch.optim.SGD(list(params.values()), lr=LR)
     lib = (lambda table, ix: table[ix], torch.tanh, torch.nn.functional.cross_entropy,
            torch.from_numpy, lambda y: torch.tensor([y]))
@@ -90,26 +103,32 @@ def run(quick=False, trees=None, epochs=2):
     print(f"{len(data)} trees of 5-200 nodes ({nodes / len(data):.0f} on average), "
           f"{len({shape_of(t) for t in data})} distinct shapes, {len(vocab)} node types")
     weights = initial_weights(len(vocab))
-    steps = {"fastad": fastad_trainer(weights)}
     torch = torch_or_none()
     if torch is None:
         print("PyTorch is not installed: fastad only")
-    else:
-        steps["torch"] = torch_trainer(torch, weights)
     rows = []
-    for e in range(1, epochs + 1):
-        results = {name: epoch(step, data) for name, step in steps.items()}  # alternating per epoch
-        rows.append((e, results))
+    for dtype in (np.float32, np.float64):
+        steps = {"fastad": fastad_trainer(weights, dtype), "fastad cached": fastad_trainer(weights, dtype, True)}
+        if torch is not None:
+            steps["torch"] = torch_trainer(torch, weights, dtype)
+        for e in range(1, epochs + 1):
+            results = {name: epoch(step, data) for name, step in steps.items()}  # alternating per epoch
+            rows.append((np.dtype(dtype).name, e, results, steps["fastad cached"].cache))
+        if quick:
+            break
     return rows
 
 
 def show(rows):
-    for e, results in rows:
-        line = f"epoch {e}: fastad {results['fastad'][0]:8,.0f} trees/s, loss {results['fastad'][1]:.6f}"
-        if "torch" in results:
-            line += (f" | torch eager {results['torch'][0]:6,.0f} trees/s, loss {results['torch'][1]:.6f}"
-                     f" | speed-up {results['fastad'][0] / results['torch'][0]:5.1f}x")
-        print(line + "   [target: >= 20x torch eager, same loss]")
+    for dtype, e, results, cache in rows:
+        line = f"{dtype} epoch {e}:"
+        for name in results:
+            speed, loss = results[name]
+            line += f" | {name} {speed:7,.0f} trees/s, loss {loss:.8f}"
+            if name != "torch" and "torch" in results:
+                line += f" ({speed / results['torch'][0]:4.1f}x torch)"
+        print(line + f" | cache: {len(cache)} graphs, {cache.nbytes / 2**20:.0f} MiB")
+    print("[target: >= 20x torch eager, the same loss after an epoch from the same start]")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ def function_trees(limit, min_nodes=5, max_nodes=200):
     """Up to `limit` trees, in a fixed order: (types, children, label) per function of the
     standard library whose AST has min_nodes..max_nodes nodes. `types` holds each node's
     token id in post-order (a node after its children, the root last), `children[i]` the
-    post-order positions of node i's children; the label is 0..3: whether the function
+    post-order positions (a tuple of tuples: hashable) of node i's children; the label is 0..3: whether the function
     returns a value and whether it yields. Also returns the token vocabulary."""
     vocab, trees = {}, []
     root_dir = sysconfig.get_paths()["stdlib"]
@@ -46,12 +46,12 @@ def _post_order(fn, vocab, max_nodes):
             continue
         stack.pop()
         types.append(vocab.setdefault(type(node).__name__, len(vocab)))
-        children.append(done)
+        children.append(tuple(done))
         if len(types) > max_nodes:
             return None
         if stack:
             stack[-1][2].append(len(types) - 1)
-    return np.array(types, dtype=np.int64), children
+    return np.array(types, dtype=np.int64), tuple(children)
 
 
 def _label(fn):
