@@ -29,6 +29,11 @@ class GraphCache:
     A root returned is reused for the next example of its structure: read what you need
     (`loss.item()`) before the next call. One cache serves one thread.
 
+    `check=True` (for testing a model, not for training: it builds every graph anew again)
+    also builds each replayed example's graph afresh and raises RuntimeError when the two
+    values differ: `build` made a graph that `structure` and the data do not determine. Its
+    graphs must then draw no random values (dropout).
+
     Example::
 
         def tree_loss(children, types, label):          # children: the tree's shape
@@ -41,12 +46,13 @@ class GraphCache:
             loss.backward(); opt.step(); opt.zero_grad()
     """
 
-    def __init__(self, build, max_bytes=256 << 20):
+    def __init__(self, build, max_bytes=256 << 20, check=False):
         if not callable(build):
             raise TypeError(f"GraphCache: build must be callable, got {type(build).__name__}")
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) or max_bytes < 0:
             raise ValueError(f"GraphCache: max_bytes must be an integer >= 0, got {max_bytes!r}")
         self._build = build
+        self.check = bool(check)
         self.max_bytes = int(max_bytes)
         self._graphs = OrderedDict()     # key -> (root, leaves, nbytes)
         self.nbytes = 0
@@ -69,11 +75,24 @@ class GraphCache:
         root, leaves, _ = entry
         for leaf, a in zip(leaves, arrays):
             leaf.set_value(a)
-        return root.forward()
+        root.forward()
+        if self.check:
+            self._compare(structure, arrays, root)
+        return root
+
+    def _compare(self, structure, arrays, root):
+        fresh = self._build(structure, *_leaves_of(arrays))
+        if fresh.shape != root.shape or fresh.dtype != root.dtype or not np.array_equal(
+                fresh.numpy(), root.numpy(), equal_nan=True):
+            raise RuntimeError(
+                f"GraphCache(check=True): the graph kept for structure {structure!r} gives "
+                f"{root.numpy()!r} where a graph built anew gives {fresh.numpy()!r}: `build` "
+                f"makes graphs that the structure and the data's shapes do not determine; put "
+                f"what differs into the structure, or into the data")
 
     def _add(self, key, structure, arrays):
         self.misses += 1
-        leaves = tuple(IndexInput(a) if a.dtype.kind in "iu" else Input(a, dtype=a.dtype) for a in arrays)
+        leaves = _leaves_of(arrays)
         root = self._build(structure, *leaves)
         nbytes = graph_nbytes(root)
         if nbytes > self.max_bytes:
@@ -93,6 +112,10 @@ class GraphCache:
         """Drop every kept graph."""
         self._graphs.clear()
         self.nbytes = 0
+
+
+def _leaves_of(arrays):
+    return tuple(IndexInput(a) if a.dtype.kind in "iu" else Input(a, dtype=a.dtype) for a in arrays)
 
 
 def _as_data(k, d):

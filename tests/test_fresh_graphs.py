@@ -10,19 +10,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
+from random_graph_helpers import SHAPES, build, fa_ops, leaf_values, recipes
 
 torch = pytest.importorskip("torch")
-
-UNARY = ("tanh", "sigmoid", "square", "neg")
-BINARY = ("add", "sub", "mul")
-SHAPES = ((3,), (2, 3))
-
-
-def _fa_ops():
-    return {"tanh": fa.tanh, "sigmoid": fa.sigmoid, "square": fa.square, "neg": fa.neg,
-            "add": fa.add, "sub": fa.sub, "mul": fa.mul, "sum": lambda v: v.sum(axis=-1, keepdims=True),
-            "matmul": lambda v, w: v @ w, "row": lambda v: v[0] if v.ndim == 2 else v}
-
 
 def _torch_ops():
     return {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "square": torch.square, "neg": torch.neg,
@@ -31,52 +21,11 @@ def _torch_ops():
             "row": lambda v: v[0] if v.ndim == 2 else v}
 
 
-# A step: (op, i, j): the op on nodes i and j (j unused by one-input ops), indices taken modulo
-# the nodes made so far, so shared subexpressions come for free. The leaves come first: two
-# Parameters, an Input that takes no gradient, and a (3, 3) Parameter for matmul.
-steps = st.lists(st.tuples(st.sampled_from(UNARY + BINARY + ("sum", "matmul", "row")),
-                           st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=12)
-recipes = st.fixed_dictionaries({
-    "steps": steps, "shapes": st.tuples(st.sampled_from(SHAPES), st.sampled_from(SHAPES)),
-    "f64": st.booleans(), "seed": st.integers(0, 2**16)})
-
-
-def _leaf_values(recipe):
-    rng = np.random.default_rng(recipe["seed"])
-    a_shape, b_shape = recipe["shapes"]
-    return [rng.normal(size=a_shape) * 0.5, rng.normal(size=b_shape) * 0.5,
-            rng.normal(size=(3,)) * 0.5, rng.normal(size=(3, 3)) * 0.5]
-
-
-def _build(recipe, leaves, ops):
-    """The recipe's nodes (leaves first) and its root: the sum of the last node and a middle one
-    (two uses), and a term of the first Parameter. An op whose operands cannot combine (shapes) is skipped."""
-    nodes = list(leaves)
-    for op, i, j in recipe["steps"]:
-        u, v = nodes[i % len(nodes)], nodes[j % len(nodes)]
-        if op in BINARY:
-            try:
-                np.broadcast_shapes(tuple(u.shape), tuple(v.shape))
-            except ValueError:
-                continue
-            out = ops[op](u, v)
-        elif op == "matmul":
-            if tuple(u.shape)[-1:] != (3,):
-                continue
-            out = ops["matmul"](u, leaves[3])
-        else:
-            out = ops[op](u)
-        nodes.append(out)
-    last, middle = nodes[-1], nodes[len(nodes) // 2]
-    root = ops["tanh"](last).sum() + ops["square"](middle).sum() + ops["sigmoid"](leaves[0]).sum()
-    return nodes, root
-
-
 def _fastad_run(recipe, values):
     dtype = np.float64 if recipe["f64"] else np.float32
     leaves = [fa.Parameter(values[0], dtype=dtype), fa.Parameter(values[1], dtype=dtype),
               fa.Input(values[2], dtype=dtype), fa.Parameter(values[3], dtype=dtype)]
-    nodes, root = _build(recipe, leaves, _fa_ops())
+    nodes, root = build(recipe, leaves, fa_ops())
     root.backward()
     return leaves, nodes, root
 
@@ -84,7 +33,7 @@ def _fastad_run(recipe, values):
 def _torch_run(recipe, values):
     leaves = [torch.tensor(values[0], requires_grad=True), torch.tensor(values[1], requires_grad=True),
               torch.tensor(values[2]), torch.tensor(values[3], requires_grad=True)]
-    nodes, root = _build(recipe, leaves, _torch_ops())
+    nodes, root = build(recipe, leaves, _torch_ops())
     for n in nodes[4:]:
         if n.requires_grad:
             n.retain_grad()
@@ -93,7 +42,7 @@ def _torch_run(recipe, values):
 
 
 def _check_against_torch(recipe, leaves, nodes, root):
-    ref_leaves, ref_nodes, ref_root = _torch_run(recipe, _leaf_values(recipe))
+    ref_leaves, ref_nodes, ref_root = _torch_run(recipe, leaf_values(recipe))
     tol = 1e-10 if recipe["f64"] else 1e-4
     np.testing.assert_allclose(root.value, ref_root.detach().numpy(), rtol=tol, atol=tol)
     for mine, ref in zip(leaves, ref_leaves):
@@ -111,7 +60,7 @@ def _check_against_torch(recipe, leaves, nodes, root):
 @settings(max_examples=60, deadline=None)
 @given(recipes)
 def test_a_fresh_graph_gives_torchs_values_and_gradients(recipe):
-    _check_against_torch(recipe, *_fastad_run(recipe, _leaf_values(recipe)))
+    _check_against_torch(recipe, *_fastad_run(recipe, leaf_values(recipe)))
 
 
 @settings(max_examples=40, deadline=None)
@@ -119,7 +68,7 @@ def test_a_fresh_graph_gives_torchs_values_and_gradients(recipe):
 def test_a_graph_differing_in_one_op_shape_dtype_or_leaf_from_the_last_is_its_own(recipe, data):
     """Build and differentiate one graph, then one that differs in one thing: each gives its
     own values and gradients (nothing of the first is reused for the second)."""
-    _fastad_run(recipe, _leaf_values(recipe))
+    _fastad_run(recipe, leaf_values(recipe))
     change = data.draw(st.sampled_from(["op", "shape", "dtype", "leaf"]))
     other = dict(recipe, steps=list(recipe["steps"]))
     if change == "op":
@@ -132,7 +81,7 @@ def test_a_graph_differing_in_one_op_shape_dtype_or_leaf_from_the_last_is_its_ow
         other["f64"] = not other["f64"]
     else:
         other["steps"] = [(op, i + 1 if i % 4 < 2 else i, j) for op, i, j in other["steps"]]
-    _check_against_torch(other, *_fastad_run(other, _leaf_values(other)))
+    _check_against_torch(other, *_fastad_run(other, leaf_values(other)))
 
 
 def test_a_second_backward_of_a_fresh_graph_adds_into_the_leaves_and_rewrites_the_nodes():

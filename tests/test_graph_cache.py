@@ -5,8 +5,10 @@ import gc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import fastad as fa
+from random_graph_helpers import build, fa_ops, leaf_values, recipes
 
 
 def _chain(lengths, ids, x, params):
@@ -63,11 +65,11 @@ def test_other_data_shapes_or_dtypes_build_their_own_graph():
     params = _params()
     built = []
 
-    def build(lengths, ids, x):
+    def record_build(lengths, ids, x):
         built.append((lengths, ids.shape))
         return _chain(lengths, ids, x, params)
 
-    cache = fa.GraphCache(build)
+    cache = fa.GraphCache(record_build)
     cache((1, 2), np.array([1, 2, 3]), np.zeros((1, 3)))
     cache((1, 2), np.array([4, 5, 6]), np.ones((1, 3)))                 # same: replayed
     cache((1, 2), np.array([1, 2]), np.zeros((1, 3)))                   # ids of another length
@@ -151,3 +153,74 @@ def test_bad_arguments_are_refused_naming_them():
         cache([1, 2], np.array([0]))
     with pytest.raises(TypeError, match=r"GraphCache: data\[0\] must be an array of integers or floats"):
         cache((1,), np.array(["a"]))
+
+
+def test_check_mode_catches_a_build_that_the_structure_does_not_determine():
+    """The property the cache rests on: a kept graph serves only examples whose graph it is.
+    A build that reads state outside its structure and data (here, which row it picks, a
+    getitem of the same op, shape and dtype) is caught by check=True on its first replay."""
+    w = fa.Parameter(np.arange(12.0).reshape(3, 4), dtype=np.float64)
+    picked = {"row": 0}
+    cache = fa.GraphCache(lambda n, x: (w[picked["row"]] * x).sum(), check=True)
+    x = np.ones(4)
+    assert cache("s", x).item() == 6.0
+    assert cache("s", x * 2).item() == 12.0          # same structure: replayed, and checked
+    picked["row"] = 1
+    with pytest.raises(RuntimeError, match=r"GraphCache\(check=True\): the graph kept for structure 's'"):
+        cache("s", x)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_check_mode_passes_every_replay_of_random_honest_builds(seed):
+    params = _params(seed=seed)
+    cache = fa.GraphCache(lambda lengths, ids, x: _chain(lengths, ids, x, params), check=True)
+    for lengths, ids, x in _examples(200, seed=seed):
+        cache(lengths, ids, x).backward()
+        for p in params:
+            if p.grad is not None:
+                p.set_value(p.value - 0.05 * p.grad)
+            p.zero_grad()
+    assert cache.hits > 50
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(recipes, min_size=1, max_size=3), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2**16)),
+                                                           min_size=1, max_size=10))
+def test_random_graphs_replayed_from_the_cache_equal_graphs_built_anew(kinds, examples):
+    """Random structures (random ops, shapes, dtypes, shared subexpressions; some differing
+    from another in one thing only), examples of them in random order with new data: the kept
+    graph's value and gradients are those of a graph built anew, bit for bit."""
+    params = {}
+
+    def leaves_for(recipe, x):
+        key = (recipe["shapes"], recipe["f64"])
+        if key not in params:
+            dtype = np.float64 if recipe["f64"] else np.float32
+            values = leaf_values(recipe)
+            params[key] = [fa.Parameter(values[0], dtype=dtype), fa.Parameter(values[1], dtype=dtype),
+                           fa.Parameter(values[3], dtype=dtype)]
+        a, b, w = params[key]
+        return [a, b, x, w]
+
+    def structure_of(recipe):
+        return (tuple(recipe["steps"]), recipe["shapes"], recipe["f64"])
+
+    by_structure = {structure_of(r): r for r in kinds}
+    cache = fa.GraphCache(lambda s, x: build(by_structure[s], leaves_for(by_structure[s], x), fa_ops())[1])
+    for which, seed in examples:
+        recipe = kinds[which % len(kinds)]
+        dtype = np.float64 if recipe["f64"] else np.float32
+        x = np.random.default_rng(seed).normal(size=3).astype(dtype)
+        kept = cache(structure_of(recipe), x)
+        kept.backward()
+        kept_grads = [None if p.grad is None else p.grad.copy() for p in params[recipe["shapes"], recipe["f64"]]]
+        for p in params[recipe["shapes"], recipe["f64"]]:
+            p.zero_grad()
+        fresh = build(recipe, leaves_for(recipe, fa.Input(x, dtype=dtype)), fa_ops())[1]
+        fresh.backward()
+        np.testing.assert_array_equal(kept.value, fresh.value)
+        for g, p in zip(kept_grads, params[recipe["shapes"], recipe["f64"]]):
+            assert (g is None) == (p.grad is None)
+            if g is not None:
+                np.testing.assert_array_equal(g, p.grad)
+            p.zero_grad()
