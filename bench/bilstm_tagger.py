@@ -103,7 +103,7 @@ def fastad_trainer(weights, dtype, cached=False):
     fa.set_default_dtype(previous)
     opt = fa.optim.SGD([params["E"], params["out_w"], params["out_b"],
                         *params["f"].parameters(), *params["b"].parameters()], lr=LR)
-    cache = fa.GraphCache(lambda length, words, tags: fastad_net(length, words, tags, params))
+    cache = fa.GraphCache(lambda length, words, tags: fastad_net(length, words, tags, params), max_bytes=4 << 30)
 
     def step(sentence):
         words, tags = sentence
