@@ -30,6 +30,8 @@ from fastad.random import manual_seed
 from fastad.progress import progress_bar
 from fastad import optim, nn, io, data, metrics, models, hogwild, distributed, cuda, text
 from fastad.nn.attention import scaled_dot_product_attention
+from fastad_cy.graph import graph_nbytes
+from fastad.graph_cache import GraphCache
 
 __version__ = "0.1.0"
 
@@ -44,5 +46,5 @@ __all__ = [
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text",
     "cuda", "scaled_dot_product_attention",
     "min", "norm", "var", "std", "argmax", "argmin", "cumsum", "expand_dims", "squeeze", "split",
-    "flip", "tile", "einsum", "take_along_axis", "progress_bar",
+    "flip", "tile", "einsum", "take_along_axis", "progress_bar", "GraphCache", "graph_nbytes",
 ]

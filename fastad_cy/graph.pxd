@@ -34,6 +34,8 @@ cdef class Variable:
     cdef readonly tuple parents      # the nodes this one was computed from
     cdef readonly str op_name        # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
+    cdef object _grad_block          # the block of a plan's gradients grad_ptr points into (see
+                                     # place_grads), or None; _grad is then made on first read
     # Off the host: the storage object of the device package that holds the value and the
     # gradient there (see register_backend); _value/_grad/val_ptr/grad_ptr stay empty. On the
     # host None: the value and gradient are the arrays above, whose raw pointers the passes read.
@@ -128,17 +130,20 @@ cdef class TwoInputs(Variable):
 cdef class FunctionNode(Variable):
     cdef object fn                   # the op, in Python: fn.forward(node), fn.backward(node)
 
+# Tuples of nodes, which the cyclic collector stops tracking (nodes make no cycles): kept plans
+# add nothing to its walks.
+@cython.no_gc
 cdef class Plan:
-    cdef list fwd                    # the non-leaf nodes below the root, inputs first
-    cdef list bwd                    # those that need backward, outputs first
-    cdef list params                 # Parameters below the root, in first-visit order
-    cdef list grad_leaves            # the leaves below the root that take a gradient
+    cdef tuple fwd                   # the non-leaf nodes below the root, inputs first
+    cdef tuple params                # Parameters below the root, in first-visit order
+    cdef tuple grad_leaves           # the leaves below the root that take a gradient
     cdef PyObject** fwd_nodes        # fwd + [root] and [root] + bwd (an op root; borrowed: the
                                      # lists and the root that owns the plan keep them alive)
     cdef PyObject** bwd_nodes
     cdef Py_ssize_t n_fwd, n_bwd
     cdef unsigned long long current_at   # the value clock when every node was last known current
     cdef bint redraws                # a node below the root draws random values on forward
+    cdef bint grads_placed           # the bwd nodes' gradient buffers are made (place_grads)
 
 # A compiled training loop claims its Parameters (holding the GIL) for its run, and the passes
 # and steps that other threads start check they are not claimed by another thread.

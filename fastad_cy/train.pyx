@@ -102,7 +102,7 @@ cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
 cdef int _require_leaves_in_graph(Plan plan, Variable root, Sampler sampler) except -1:
     """ValueError when the sampler fills a leaf that the loss does not read: its data would
     train nothing."""
-    below = {id(parent) for node in plan.fwd + [root] for parent in (<Variable>node).parents}
+    below = {id(parent) for node in plan.fwd + (root,) for parent in (<Variable>node).parents}
     for k, leaf in enumerate(sampler.leaves):
         if id(leaf) not in below:
             raise ValueError(f"train: leaf {k} of {type(sampler).__name__}, {leaf!r}, is not in "
@@ -134,7 +134,7 @@ cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
         return []
     trained = {id(p) for p in opt._params}
     readers = {}                  # id(Parameter) -> whether every node reading it is a gather
-    for node in plan.fwd + [root]:
+    for node in plan.fwd + (root,):
         for parent in (<Variable>node).parents:
             if isinstance(parent, Parameter):
                 readers[id(parent)] = readers.get(id(parent), True) and _gathers_rows(node)
@@ -147,7 +147,7 @@ cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
     by one of the sampler's leaves: the rows the sampler loads ahead for the next example."""
     position = {id(leaf): k for k, leaf in enumerate(sampler.leaves)}
     targets, seen = [], set()
-    for node in plan.fwd + [root]:
+    for node in plan.fwd + (root,):
         if _gathers_rows(node):
             for ids, table in node._row_sources():
                 key = (position.get(id(ids)), id(table))
@@ -306,7 +306,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     _require_leaves_in_graph(plan, root, sampler)
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
-    cdef list claimed = claim_parameters("train", plan.params + (fast_opt.params if fast_opt is not None else []))
+    cdef list claimed = claim_parameters("train", list(plan.params) + (fast_opt.params if fast_opt is not None else []))
     try:
         return _train(root, plan, optimizer, fast_opt, sampler, epochs, progress, report_every,
                       lr_schedule, schedule_every, schedule, callback)

@@ -137,3 +137,11 @@ def test_implicit_tutorial_runs_implicits_calls_and_learns(capsys):
     assert result["related"][0] == 0                    # implicit's similar_items lists the item first
     assert result["hit_rate"] > 2 * 10 / 120            # well above chance (0.08)
     assert "held-out check" in capsys.readouterr().out
+
+
+def test_tree_rnn_learns_and_replays_kept_graphs(capsys):
+    history = load_example("tree_rnn").main(trees=500, epochs=2, dim=16, lr=0.05)
+    assert history["train_loss"][1] < history["train_loss"][0]
+    assert history["accuracy"][-1] > history["majority"]
+    out = capsys.readouterr().out
+    assert "distinct tree shapes" in out and "graphs kept" in out and "epoch 2:" in out

@@ -1,0 +1,202 @@
+"""A BiLSTM tagger over sentences of different lengths, one sentence a step (the dynet-benchmark
+task): fastad eager (a new graph per sentence), fastad with fa.GraphCache (a graph per
+length, replayed), PyTorch eager stepping LSTMCells as fastad does, and PyTorch eager with
+its fused bidirectional nn.LSTM, in one process.
+
+Sentences: the logical lines of code of the standard library's modules, 5-60 tokens each;
+each token's word (the 5,000 commonest, else unknown) is tagged with its kind (keyword,
+name, number, string, or the operator's own kind). Embedding 32, hidden 64 each way, a
+linear layer on both directions' states, cross-entropy over the tokens, plain SGD; every
+model starts from the same weights and sees the sentences in the same order.
+Run: python bench/bilstm_tagger.py [--quick] [--sentences N]
+"""
+import collections
+import io
+import keyword
+import os
+import sys
+import sysconfig
+import time
+import tokenize
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import cli, torch_or_none  # noqa: E402
+
+import fastad as fa  # noqa: E402
+
+EMBED, HIDDEN, LR, VOCAB = 32, 64, 0.05, 5000
+SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+        tokenize.ENCODING, tokenize.ENDMARKER}
+
+
+def code_sentences(limit, min_len=5, max_len=60):
+    """Up to `limit` (word ids, tag ids) pairs from the standard library's logical lines, and
+    the number of tags."""
+    lines, tags = [], {}
+    root_dir = sysconfig.get_paths()["stdlib"]
+    for dirpath, dirnames, filenames in os.walk(root_dir):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("test", "tests", "site-packages", "idlelib"))
+        for filename in sorted(f for f in filenames if f.endswith(".py")):
+            try:
+                with open(os.path.join(dirpath, filename), encoding="utf-8") as f:
+                    tokens = list(tokenize.generate_tokens(io.StringIO(f.read()).readline))
+            except (SyntaxError, UnicodeDecodeError, tokenize.TokenError, IndentationError):
+                continue
+            line = []
+            for tok in tokens:
+                if tok.type == tokenize.NEWLINE:
+                    if min_len <= len(line) <= max_len:
+                        lines.append(line)
+                        if len(lines) == limit:
+                            return _ids(lines, tags), len(tags)
+                    line = []
+                elif tok.type not in SKIP:
+                    kind = ("keyword" if keyword.iskeyword(tok.string) else "name") if tok.type == tokenize.NAME \
+                        else tokenize.tok_name[tok.exact_type]
+                    line.append((tok.string, tags.setdefault(kind, len(tags))))
+    return _ids(lines, tags), len(tags)
+
+
+def _ids(lines, tags):
+    common = [w for w, _ in collections.Counter(w for line in lines for w, _ in line).most_common(VOCAB - 1)]
+    index = {w: k + 1 for k, w in enumerate(common)}         # 0: unknown
+    return [(np.array([index.get(w, 0) for w, _ in line]), np.array([t for _, t in line])) for line in lines]
+
+
+def initial_weights(n_tags, seed=0):
+    rng = np.random.default_rng(seed)
+    k = 1 / np.sqrt(HIDDEN)
+    weights = {"E": rng.normal(0, 1, (VOCAB, EMBED)), "out_w": rng.uniform(-k, k, (2 * HIDDEN, n_tags)),
+               "out_b": np.zeros(n_tags)}
+    for d in ("f", "b"):
+        weights[f"{d}_ih"] = rng.uniform(-k, k, (4 * HIDDEN, EMBED))
+        weights[f"{d}_hh"] = rng.uniform(-k, k, (4 * HIDDEN, HIDDEN))
+        weights[f"{d}_bih"] = rng.uniform(-k, k, 4 * HIDDEN)
+        weights[f"{d}_bhh"] = rng.uniform(-k, k, 4 * HIDDEN)
+    return weights
+
+
+def fastad_net(length, words, tags, p):
+    """The tagger's loss on one sentence of `length` tokens (IndexInputs words and tags)."""
+    emb = fa.embedding(p["E"], words)
+    xs = [emb[t:t + 1] for t in range(length)]
+    states = {}
+    for d, order in (("f", range(length)), ("b", range(length - 1, -1, -1))):
+        h = c = None
+        for t in order:
+            h, c = p[d](xs[t], None if h is None else (h, c))
+            states[d, t] = h
+    both = fa.concat([fa.concat([states["f", t], states["b", t]], axis=1) for t in range(length)], axis=0)
+    return fa.nn.cross_entropy(both @ p["out_w"] + p["out_b"], tags)
+
+
+def fastad_trainer(weights, dtype, cached=False):
+    params = {k: fa.Parameter(weights[k], dtype=dtype, name=k) for k in ("E", "out_w", "out_b")}
+    previous = fa.get_default_dtype()
+    fa.set_default_dtype(dtype)
+    for d in ("f", "b"):                 # a fused LSTMCell each way, holding the same weights
+        params[d] = fa.nn.LSTMCell(EMBED, HIDDEN)
+        params[d].load_state_dict({"weight_ih": weights[f"{d}_ih"], "weight_hh": weights[f"{d}_hh"],
+                                   "bias_ih": weights[f"{d}_bih"], "bias_hh": weights[f"{d}_bhh"]})
+    fa.set_default_dtype(previous)
+    opt = fa.optim.SGD([params["E"], params["out_w"], params["out_b"],
+                        *params["f"].parameters(), *params["b"].parameters()], lr=LR)
+    cache = fa.GraphCache(lambda length, words, tags: fastad_net(length, words, tags, params), max_bytes=4 << 30)
+
+    def step(sentence):
+        words, tags = sentence
+        if cached:
+            loss = cache(len(words), words, tags)
+        else:
+            loss = fastad_net(len(words), fa.IndexInput(words), fa.IndexInput(tags), params)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.item()
+    step.cache = cache
+    return step
+
+
+def torch_trainer(torch, weights, dtype, fused):
+    """PyTorch eager: LSTMCell steps (as fastad builds), or with `fused` its bidirectional
+    nn.LSTM over the sentence."""
+    params = {k: torch.tensor(v.astype(dtype), requires_grad=True) for k, v in weights.items()}
+    opt = torch.optim.SGD(list(params.values()), lr=LR)
+    F = torch.nn.functional
+    if fused:
+        lstm = torch.nn.LSTM(EMBED, HIDDEN, bidirectional=True).to(getattr(torch, np.dtype(dtype).name))
+        with torch.no_grad():
+            for name, key in (("weight_ih_l0", "f_ih"), ("weight_hh_l0", "f_hh"), ("bias_ih_l0", "f_bih"),
+                              ("bias_hh_l0", "f_bhh")):
+                getattr(lstm, name).copy_(params[key])
+                getattr(lstm, name + "_reverse").copy_(params[key.replace("f_", "b_")])
+        opt = torch.optim.SGD([params["E"], params["out_w"], params["out_b"], *lstm.parameters()], lr=LR)
+
+    def states_of(xs):
+        if fused:
+            return lstm(xs.unsqueeze(1))[0].squeeze(1)
+        out = {}
+        for d, order in (("f", range(len(xs))), ("b", range(len(xs) - 1, -1, -1))):
+            h = c = torch.zeros(1, HIDDEN, dtype=xs.dtype)
+            for t in order:
+                gates = xs[t:t + 1] @ params[f"{d}_ih"].T + params[f"{d}_bih"] + h @ params[f"{d}_hh"].T + params[f"{d}_bhh"]
+                i, f, g, o = gates.chunk(4, 1)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+                out[d, t] = h
+        return torch.cat([torch.cat([out["f", t], out["b", t]], 1) for t in range(len(xs))], 0)
+
+    def step(sentence):
+        words, tags = sentence
+        xs = params["E"][torch.from_numpy(words)]
+        loss = F.cross_entropy(states_of(xs) @ params["out_w"] + params["out_b"], torch.from_numpy(tags))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
+def epoch(step, sentences):
+    t0 = time.perf_counter()
+    total = sum(step(s) for s in sentences)
+    return len(sentences) / (time.perf_counter() - t0), total / len(sentences)
+
+
+def run(quick=False, sentences=None, epochs=2):
+    data, n_tags = code_sentences(sentences or (300 if quick else 3000))
+    lengths = [len(w) for w, _ in data]
+    print(f"{len(data)} sentences of 5-60 tokens ({np.mean(lengths):.0f} on average), "
+          f"{len(set(lengths))} lengths, {n_tags} tags")
+    weights = initial_weights(n_tags)
+    torch = torch_or_none()
+    if torch is None:
+        print("PyTorch is not installed: fastad only")
+    rows = []
+    for dtype in (np.float32,) if quick else (np.float32, np.float64):
+        steps = {"fastad": fastad_trainer(weights, dtype), "fastad cached": fastad_trainer(weights, dtype, True)}
+        if torch is not None:
+            steps["torch"] = torch_trainer(torch, weights, dtype, fused=False)
+            steps["torch nn.LSTM"] = torch_trainer(torch, weights, dtype, fused=True)
+        for e in range(1, epochs + 1):
+            results = {name: epoch(step, data) for name, step in steps.items()}   # alternating per epoch
+            rows.append((np.dtype(dtype).name, e, results))
+    return rows
+
+
+def show(rows):
+    for dtype, e, results in rows:
+        print(f"{dtype} epoch {e}:")
+        for name, (speed, loss) in results.items():
+            line = f"  {name:14s} {speed:8,.0f} sentences/s, loss {loss:.8f}"
+            if name.startswith("fastad") and "torch" in results:
+                line += (f"  ({speed / results['torch'][0]:5.1f}x torch eager cells, "
+                         f"{speed / results['torch nn.LSTM'][0]:5.1f}x torch nn.LSTM)")
+            print(line)
+    print("[target: >= 10x PyTorch eager per sentence, the same loss after an epoch from the same start]")
+
+
+if __name__ == "__main__":
+    cli(run, __doc__, show=show, sentences="how many sentences (default 3000)", epochs="epochs (default 2)")
