@@ -16,13 +16,12 @@ import keyword
 import os
 import sys
 import sysconfig
-import time
 import tokenize
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli, torch_or_none  # noqa: E402
+from common import cli, timed_epoch, torch_or_none  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -159,11 +158,6 @@ def torch_trainer(torch, weights, dtype, fused):
     return step
 
 
-def epoch(step, sentences):
-    t0 = time.perf_counter()
-    total = sum(step(s) for s in sentences)
-    return len(sentences) / (time.perf_counter() - t0), total / len(sentences)
-
 
 def run(quick=False, sentences=None, epochs=2):
     data, n_tags = code_sentences(sentences or (300 if quick else 3000))
@@ -181,7 +175,7 @@ def run(quick=False, sentences=None, epochs=2):
             steps["torch"] = torch_trainer(torch, weights, dtype, fused=False)
             steps["torch nn.LSTM"] = torch_trainer(torch, weights, dtype, fused=True)
         for e in range(1, epochs + 1):
-            results = {name: epoch(step, data) for name, step in steps.items()}   # alternating per epoch
+            results = {name: timed_epoch(step, data) for name, step in steps.items()}   # alternating per epoch
             rows.append((np.dtype(dtype).name, e, results))
     return rows
 

@@ -67,6 +67,14 @@ def classifier_steps(data, labels, logits, params, lr, torch=None, torch_model=N
     return candidates
 
 
+def timed_epoch(step, examples):
+    """(examples per second, mean loss) of one pass of `step(example)` (which returns the
+    example's loss) over `examples`."""
+    t0 = time.perf_counter()
+    total = sum(step(example) for example in examples)
+    return len(examples) / (time.perf_counter() - t0), total / len(examples)
+
+
 def alternate(candidates, repeats, min_time=0.05):
     """Time each candidate `repeats` times, alternating A, B, A, B ... in this process.
 

@@ -13,12 +13,11 @@ Run: python bench/tree_rnn.py [--quick] [--trees N] [--epochs N]
 """
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli, torch_or_none  # noqa: E402
+from common import cli, timed_epoch, torch_or_none  # noqa: E402
 from trees import function_trees, shape_of  # noqa: E402
 
 import fastad as fa  # noqa: E402
@@ -98,11 +97,6 @@ def torch_trainer(torch, weights, dtype=np.float32):
     return step
 
 
-def epoch(step, trees):
-    t0 = time.perf_counter()
-    total = sum(step(tree) for tree in trees)
-    return len(trees) / (time.perf_counter() - t0), total / len(trees)
-
 
 def run(quick=False, trees=None, epochs=2):
     data, vocab = function_trees(trees or (500 if quick else 5000))
@@ -119,7 +113,7 @@ def run(quick=False, trees=None, epochs=2):
         if torch is not None:
             steps["torch"] = torch_trainer(torch, weights, dtype)
         for e in range(1, epochs + 1):
-            results = {name: epoch(step, data) for name, step in steps.items()}  # alternating per epoch
+            results = {name: timed_epoch(step, data) for name, step in steps.items()}  # alternating per epoch
             cache = steps["fastad cached"].cache
             rows.append((np.dtype(dtype).name, e, results, (len(cache), cache.nbytes)))
         if quick:
