@@ -569,6 +569,18 @@ cdef class RankingMargin(Variable):
         return 0
 
 
+cdef void _sum_scaled_rows(floating* h, const floating* rows, const floating* g, Py_ssize_t n,
+                           Py_ssize_t per, Py_ssize_t dim) noexcept nogil:
+    """h row r = sum over j of g[r * per + j] * rows[r * per + j], for r < n: each gathered
+    row's (or bag's hidden's) gradient from its `per` kept B rows, added in order of j into
+    a zero row (as vector_dot's backward adds a broadcast operand's gradient)."""
+    cdef Py_ssize_t r, k
+    for r in range(n):
+        vec_zero(h + r * dim, dim)
+        for k in range(r * per, (r + 1) * per):
+            row_axpy(h + r * dim, rows + k * dim, dim, g[k])
+
+
 @cython.no_gc
 cdef class GatherDot(Variable):
     """y[..., j] = B[b_ids[..., j]] . A[a_ids[...]] in one node: what two gathers, a reshape
@@ -610,26 +622,16 @@ cdef class GatherDot(Variable):
         cdef Py_ssize_t n = self.a_ids.size
         self._check_ids()
         if self.a_table.requires_grad:
-            (self._sum_scaled_rows(<double*>self.a_grads_ptr) if self.f64
-             else self._sum_scaled_rows(<float*>self.a_grads_ptr))
+            if self.f64:
+                _sum_scaled_rows(<double*>self.a_grads_ptr, <const double*>self.b_rows_ptr,
+                                 <const double*>self.grad_ptr, n, self.per, self.dim)
+            else:
+                _sum_scaled_rows(<float*>self.a_grads_ptr, <const float*>self.b_rows_ptr,
+                                 <const float*>self.grad_ptr, n, self.per, self.dim)
             self.a_table.add_grad_rows(<const int64_t*>self.a_ids.val_ptr, n, self.a_grads_ptr, self.dim)
         if self.b_table.requires_grad:
             self.b_table.add_scaled_rows(<const int64_t*>self.b_ids.val_ptr, self.size, self.a_rows_ptr,
                                          self.grad_ptr, self.dim, self.per, self.scratch_ptr)
-        return 0
-
-    @cython.final
-    cdef int _sum_scaled_rows(self, floating* h) except -1 nogil:
-        """h row r = sum over j of g[r * per + j] * B row r * per + j (the kept B rows),
-        added in order of j into a zero row (as vector_dot's backward adds a broadcast
-        operand's gradient)."""
-        cdef const floating* rows = <floating*>self.b_rows_ptr
-        cdef const floating* g = <floating*>self.grad_ptr
-        cdef Py_ssize_t r, k, per = self.per, dim = self.dim
-        for r in range(self.a_ids.size):
-            vec_zero(h + r * dim, dim)
-            for k in range(r * per, (r + 1) * per):
-                row_axpy(h + r * dim, rows + k * dim, dim, g[k])
         return 0
 
     @cython.final
@@ -702,8 +704,12 @@ cdef class BagDot(Variable):
         cdef Py_ssize_t b, n, row_bytes = self.dim * element_size(self.f64)
         self._check_ids()
         if self.a_table.requires_grad:
-            (self._hidden_grads(<double*>self.hidden_grads_ptr) if self.f64
-             else self._hidden_grads(<float*>self.hidden_grads_ptr))
+            if self.f64:
+                _sum_scaled_rows(<double*>self.hidden_grads_ptr, <const double*>self.b_rows_ptr,
+                                 <const double*>self.grad_ptr, self.bags, self.per, self.dim)
+            else:
+                _sum_scaled_rows(<float*>self.hidden_grads_ptr, <const float*>self.b_rows_ptr,
+                                 <const float*>self.grad_ptr, self.bags, self.per, self.dim)
             for b in range(self.bags):
                 n = offsets[b + 1] - offsets[b]
                 if not self.hidden_gradient and self.f64:
@@ -715,18 +721,6 @@ cdef class BagDot(Variable):
         if self.b_table.requires_grad:
             self.b_table.add_scaled_rows(<const int64_t*>self.b_ids.val_ptr, self.size, self.hidden_ptr,
                                          self.grad_ptr, self.dim, self.per, self.scratch_ptr)
-        return 0
-
-    @cython.final
-    cdef int _hidden_grads(self, floating* h) except -1 nogil:
-        """h row b = sum over j of g[b * per + j] * B row b * per + j (the kept B rows)."""
-        cdef const floating* rows = <floating*>self.b_rows_ptr
-        cdef const floating* g = <floating*>self.grad_ptr
-        cdef Py_ssize_t b, k, per = self.per, dim = self.dim
-        for b in range(self.bags):
-            vec_zero(h + b * dim, dim)
-            for k in range(b * per, (b + 1) * per):
-                row_axpy(h + b * dim, rows + k * dim, dim, g[k])
         return 0
 
     @cython.final

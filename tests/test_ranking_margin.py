@@ -374,14 +374,15 @@ def test_ranking_loss_gradients_match_finite_differences():
                                                                reduction="none") * weights), *start)
 
 
+@pytest.mark.parametrize("regularization", [0.0, 0.3])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_ranking_loss_on_a_device_is_the_composed_ops(reduction):
+def test_ranking_loss_on_a_device_is_the_composed_ops(reduction, regularization):
     rng = np.random.default_rng(3)
     arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4)), rng.normal(size=5)]
 
     def build(params, ids, device):
         loss = fa.ranking_loss(params[0], ids[0], params[1], ids[1], ids[2], item_bias=params[2],
-                               reduction=reduction)
+                               reduction=reduction, regularization=regularization)
         return loss, fa.sum(loss * 1.5)
     assert_device_matches_cpu(arrays, build)
 
@@ -495,15 +496,3 @@ def test_bad_regularization_is_a_clear_error(bad, error):
     U, V, b = tables()
     with pytest.raises(error, match="ranking_loss: regularization"):
         fa.ranking_loss(U, [0], V, [1], [2], regularization=bad)
-
-
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_regularized_ranking_loss_on_a_device_is_the_composed_ops(reduction):
-    rng = np.random.default_rng(3)
-    arrays = [rng.normal(size=(7, 4)), rng.normal(size=(5, 4)), rng.normal(size=5)]
-
-    def build(params, ids, device):
-        loss = fa.ranking_loss(params[0], ids[0], params[1], ids[1], ids[2], item_bias=params[2],
-                               reduction=reduction, regularization=0.3)
-        return loss, fa.sum(loss * 1.5)
-    assert_device_matches_cpu(arrays, build)

@@ -99,6 +99,7 @@ class TextClassifier:
         self.word_ngrams, self.min_count, self.min_count_label = word_ngrams, min_count, min_count_label
         self.minn, self.maxn, self.bucket, self.label = minn, maxn, bucket, label
         self.dictionary = self.input = self.input_rows = self.output = self.tree = None
+        self._table_row = None       # the input table's row of each dictionary row (_table_rows)
         self.history = []
 
     # ------------------------------------------------------------ data
@@ -175,7 +176,8 @@ class TextClassifier:
         finally:
             self.dictionary = previous
         input_rows = _used_rows(ids, dictionary.input_rows)
-        examples = _Examples(self, dictionary.label_counts, _table_rows(input_rows, ids, dictionary.input_rows),
+        table_row = _table_rows(input_rows, dictionary.input_rows)
+        examples = _Examples(self, dictionary.label_counts, table_row[ids],
                              offsets, labels, label_offsets)
         weights = {"E": _input_table(np.random.default_rng(self.seed), input_rows.size, self.dim),
                    "O": np.zeros((examples.output_rows, self.dim), dtype=np.float32)}
@@ -185,7 +187,7 @@ class TextClassifier:
                 history.append(loss)
                 if callback is not None:
                     callback(epoch, loss)
-        self.dictionary, self.input_rows = dictionary, input_rows
+        self.dictionary, self.input_rows, self._table_row = dictionary, input_rows, table_row
         self.input, self.output, self.history = weights["E"], weights["O"], history
         self.tree = examples.tree
         return self
@@ -212,8 +214,7 @@ class TextClassifier:
         """The mean input row of each text (float32, texts x dim), in compiled code."""
         table = Parameter(self.input, copy=False)
         table.requires_grad = False
-        rows = _table_rows(self.input_rows, ids, self.dictionary.input_rows)
-        bags = embedding_bag(table, IndexInput(rows.astype(np.int64)), IndexInput(offsets),
+        bags = embedding_bag(table, IndexInput(self._table_row[ids].astype(np.int64)), IndexInput(offsets),
                              mode="mean", include_last_offset=True)
         return bags.numpy()
 
@@ -333,6 +334,7 @@ class TextClassifier:
                              f"rows, not ({used.size + 1}, {model.dim}) and {(rows, model.dim)} over "
                              f"increasing rows below {d.input_rows}")
         model.tree = _huffman_paths(d.label_counts) if model.loss == "hs" else None
+        model._table_row = _table_rows(used, d.input_rows)
         return model
 
 
@@ -351,12 +353,12 @@ def _used_rows(ids, rows):
     return np.flatnonzero(used)
 
 
-def _table_rows(used, ids, rows):
-    """Each of `ids` (rows of the dictionary's input matrix) as a row of the model's input
-    table, which holds the `used` rows and then one row of zeros for all the others (int32)."""
+def _table_rows(used, rows):
+    """The model's input-table row of each of the dictionary's `rows` input rows (int32): the
+    table holds the `used` rows, then one row of zeros for all the others."""
     of = np.full(rows, used.size, dtype=np.int32)
     of[used] = np.arange(used.size, dtype=np.int32)
-    return of[ids]
+    return of
 
 
 def _input_table(rng, used, dim):
