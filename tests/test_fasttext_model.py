@@ -1,6 +1,7 @@
 """fa.models.FastText (subword word vectors), its node fa.bag_dot, its samplers and
 fa.text.subword_table: against gensim's n-gram buckets, float64 NumPy steps and finite
 differences, and its bad inputs."""
+import itertools
 import os
 import warnings
 
@@ -218,35 +219,44 @@ def sigmoid(x):
 
 @pytest.mark.parametrize("sg", [True, False])
 def test_one_epoch_equals_a_float64_numpy_walk_of_the_update(sg):
-    """Two words in one sentence, window 1: every example is known (a negative must differ
-    from the word it is drawn against, so it is the other word), and the lr is constant.
-    Each example: h = mean of the bag rows; every bag row takes -lr * the hidden's gradient
-    (fastText's update), each output row -lr * g * h."""
+    """Two words in one sentence, window 1, a constant lr: the examples are known, and each
+    of their k negatives is one of the two words (a draw equal to the example's word kept),
+    so the epoch must equal exactly one numpy walk of the (k + 1) ** 2 multisets of the two
+    examples' negatives (their order within an example does not change the step). Each example: h =
+    mean of the bag rows; every bag row takes -lr * the hidden's gradient (fastText's
+    update), each output row -lr * g * h."""
     words, k, lr = ["walking", "talks"], 2, 0.4
     model = FastText(dim=6, window=1, negative=k, min_count=1, sample=0, epochs=1, lr=lr, min_lr=lr, sg=sg,
                      bucket=50, min_n=3, max_n=4, seed=2)
     model.build_vocab([words])
     assert model.words == words
-    W, C = model.vectors.astype(np.float64), model.output.astype(np.float64)
+    W0, C0 = model.vectors.astype(np.float64), model.output.astype(np.float64)
     rows = [model.subword_ids[model.subword_offsets[w]:model.subword_offsets[w + 1]] for w in range(2)]
-    # skip-gram: (centre 0, word 1), (centre 1, word 0); CBOW: (context [1], centre 0), ([0], 1)
-    for first in (0, 1):
-        other = 1 - first
-        bag, target = (rows[first], other) if sg else (rows[other], first)
-        negative = 1 - target
-        h = W[bag].mean(axis=0)
-        targets = [target] + [negative] * k
-        labels = np.array([1.0] + [0.0] * k)
-        g = sigmoid(C[targets] @ h) - labels
-        grad_h = g @ C[targets]
-        for t, gt in zip(targets, g):
-            C[t] -= lr * gt * h
-        for row in bag:
-            W[row] -= lr * grad_h
+
+    def walk(negatives):
+        W, C = W0.copy(), C0.copy()
+        # skip-gram: (centre 0, word 1), (centre 1, word 0); CBOW: (context [1], centre 0), ([0], 1)
+        for first in (0, 1):
+            other = 1 - first
+            bag, target = (rows[first], other) if sg else (rows[other], first)
+            h = W[bag].mean(axis=0)
+            targets = [target] + list(negatives[first])
+            labels = np.array([1.0] + [0.0] * k)
+            g = sigmoid(C[targets] @ h) - labels
+            grad_h = g @ C[targets]
+            for t, gt in zip(targets, g):
+                C[t] -= lr * gt * h
+            for row in bag:
+                W[row] -= lr * grad_h
+        return W, C
+
     model.train([words], total_words=2)
     assert model.history and np.isfinite(model.history[0])
-    np.testing.assert_allclose(model.output, C, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(model.vectors, W, rtol=1e-5, atol=1e-6)
+    multisets = list(itertools.combinations_with_replacement((0, 1), k))
+    matches = [negatives for negatives in itertools.product(multisets, repeat=2)
+               if all(np.allclose(mine, theirs, rtol=1e-5, atol=1e-6)
+                      for mine, theirs in zip((model.vectors, model.output), walk(negatives)))]
+    assert len(matches) == 1, matches
 
 
 # ---------------------------------------------------------------- the model
