@@ -12,7 +12,8 @@ Quality: the held-out SGNS loss (peers.heldout_sgns_loss) of the last 10% of the
 each centre word's vector composed of its subword rows as each library trains it
 (fastad: the mean of its own row and its n-gram rows; gensim: its row plus its n-gram
 rows, over the n-gram count, as its skip-gram computes it, and also its `wv.vectors`,
-the mean; the better of gensim's two is compared).
+the mean; the better of gensim's two is compared). Fit r of the repeats has seed r on
+both sides, so the medians are over seeds (one seed's loss varies by about 0.001).
 
 Run: python bench/fasttext_subword.py [--quick]
 """
@@ -33,14 +34,15 @@ BUCKET = 2_000_000
 SUBWORDS = dict(min_n=3, max_n=6, bucket=BUCKET)
 
 
-def fastad_fasttext(threads):
-    return fa.models.FastText(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **SGNS, **SUBWORDS)
+def fastad_fasttext(threads, seed):
+    return fa.models.FastText(dim=64, workers=threads, lr=0.025, min_lr=1e-4, **dict(SGNS, seed=seed),
+                              **SUBWORDS)
 
 
-def gensim_fasttext(threads, sentences):
+def gensim_fasttext(threads, sentences, seed):
     from gensim.models import FastText as GensimFastText
     return GensimFastText(sentences, vector_size=64, sg=1, workers=threads, alpha=0.025, min_alpha=1e-4,
-                          **SGNS, **SUBWORDS)
+                          **dict(SGNS, seed=seed), **SUBWORDS)
 
 
 def gensim_centres(model, order):
@@ -66,9 +68,9 @@ def rows(quick):
     result, rates = [], {}
     for threads in (1, 2):
         seconds, losses = {}, {}
-        for _ in range(repeats):
+        for seed in range(repeats):
             start = time.perf_counter()
-            peer = gensim_fasttext(threads, train)
+            peer = gensim_fasttext(threads, train, seed)
             seconds.setdefault("gensim", []).append(time.perf_counter() - start)
             order = np.array([peer.wv.key_to_index[w] for w in vocabulary.words])
             output = peer.syn1neg[order]
@@ -76,7 +78,7 @@ def rows(quick):
                 heldout_sgns_loss(gensim_centres(peer, order), output, held_tokens, held_ends),
                 heldout_sgns_loss(peer.wv.vectors[order], output, held_tokens, held_ends)))
             del peer
-            model = fastad_fasttext(threads)
+            model = fastad_fasttext(threads, seed)
             start = time.perf_counter()
             model.fit(train, start_method="threads")
             seconds.setdefault("fastad", []).append(time.perf_counter() - start)
@@ -88,7 +90,7 @@ def rows(quick):
         loss = {name: statistics.median(v) for name, v in losses.items()}
         rates[threads] = rate
         print(f"FastText skip-gram dim 64, n-grams 3..6 in {BUCKET:,} buckets, {threads} thread(s), "
-              f"{tokens.size:,} tokens, median of {repeats}: fastad {rate['fastad']:,.0f} pairs/s loss "
+              f"{tokens.size:,} tokens, median of {repeats} (seeds 0-{repeats - 1}): fastad {rate['fastad']:,.0f} pairs/s loss "
               f"{loss['fastad']:.3f} | gensim {rate['gensim']:,.0f} pairs/s loss {loss['gensim']:.3f} | "
               f"{rate['fastad'] / rate['gensim']:.2f}x")
         result.append({"workload": f"FastText skip-gram dim 64, n-grams 3..6, {threads} thread(s), "
