@@ -90,8 +90,8 @@ def rows(quick):
         loss = {name: statistics.median(v) for name, v in losses.items()}
         rates[threads] = rate
         print(f"FastText skip-gram dim 64, n-grams 3..6 in {BUCKET:,} buckets, {threads} thread(s), "
-              f"{tokens.size:,} tokens, median of {repeats} (seeds 0-{repeats - 1}): fastad {rate['fastad']:,.0f} pairs/s loss "
-              f"{loss['fastad']:.3f} | gensim {rate['gensim']:,.0f} pairs/s loss {loss['gensim']:.3f} | "
+              f"{tokens.size:,} tokens, median of {repeats} (seeds 0-{repeats - 1}): fastad "
+              f"{rate['fastad']:,.0f} pairs/s loss {loss['fastad']:.3f} | gensim {rate['gensim']:,.0f} pairs/s loss {loss['gensim']:.3f} | "
               f"{rate['fastad'] / rate['gensim']:.2f}x")
         result.append({"workload": f"FastText skip-gram dim 64, n-grams 3..6, {threads} thread(s), "
                                    f"vocabulary, tables and sampling included, vs gensim (held-out loss "
