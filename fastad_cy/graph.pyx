@@ -53,6 +53,10 @@ cdef unsigned long _sort_id = 0          # current topological sort (plans are b
 # Ticks (holding the GIL) whenever a leaf's value changes from outside the graph, or a forward
 # draws new random values: the stamps that tell backward() whether a graph's values are current.
 cdef unsigned long long _value_clock = 0
+# Automatic batching's recording (see register_recording below).
+cdef object _recording_type = None    # the type of a recording (register_recording)
+cdef object _recording = None         # the recording on now, or None
+cdef unsigned long _recording_thread = 0
 cdef bint _default_f64 = False
 
 
@@ -463,6 +467,9 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
             raise TypeError(f"{op}: an input is a Variable that was never initialised; make "
                             f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
         if x.on_device or node.on_device:
+            if _recording_type is not None and type(x._storage) is _recording_type:
+                raise NotImplementedError(f"autobatch: {op} of a recorded value cannot be batched "
+                                          f"in this form (see fastad_cy.autobatch.BATCHABLE)")
             same_device(op, x, node)
         needs = needs or x.requires_grad
         x.has_children = True
@@ -1904,9 +1911,6 @@ cdef object device_backend():
 # the Inputs and IndexInputs made in its thread become its leaves (their storage is the
 # recording, their values stay here), and every op on them goes to the recording, which
 # notes it instead of computing it. The compiled CPU path never looks at any of this.
-cdef object _recording_type = None    # the type of a recording (register_recording)
-cdef object _recording = None         # the recording on now, or None
-cdef unsigned long _recording_thread = 0
 
 
 def register_recording(recording_type):
