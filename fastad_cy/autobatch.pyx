@@ -319,7 +319,13 @@ cdef Lazy record_matmul(Recording rec, Variable a, Variable w):
     cdef Lazy node = new_lazy(rec, K_MATMUL, "matmul", shape, a.f64, a, w)
     node.sig.recorded = 1
     node.sig.width = width_of(a._shape)
-    node.sig.shared = <PyObject*>w
+    # fa.linear (nn.Linear) multiplies by a new weight.T node on each call: the transposes of
+    # one leaf are one shared operand
+    if w.op_name == "transpose" and (<Variable>w.parents[0]).is_leaf:
+        node.sig.shared = <PyObject*>w.parents[0]
+        node.sig.code = 1
+    else:
+        node.sig.shared = <PyObject*>w
     return node
 
 

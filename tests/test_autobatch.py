@@ -226,3 +226,40 @@ def test_shared_variables_made_inside_the_block_are_computed_at_once():
         total = fa.batch([loss])
     total.backward()
     assert params["W"].grad is not None and params["E"].grad is not None
+
+
+def test_nn_linear_layers_batch_across_examples():
+    rng = np.random.default_rng(4)
+    layer = fa.nn.Linear(4, 3)
+    E = fa.Parameter(rng.normal(size=(6, 4)))
+    examples = [(rng.integers(0, 6, size=1), k % 3) for k in range(5)]
+
+    def loss(ids, y):
+        return fa.nn.cross_entropy(fa.tanh(layer(fa.embedding(E, fa.IndexInput(ids)))),
+                                   fa.IndexInput([y]))
+
+    params = [E] + list(layer.parameters())
+    eager = 0.0
+    for ids, y in examples:
+        out = loss(ids, y)
+        out.backward()
+        eager += out.item()
+    grads = [p.grad.copy() if not p.is_sparse_grad else np.array(p.grad) for p in params]
+    for p in params:
+        p.zero_grad()
+    with fa.autobatch():
+        total = fa.batch([loss(ids, y) for ids, y in examples])
+    ops = set()
+    stack = [total]
+    matmuls = 0
+    while stack:
+        node = stack.pop()
+        if id(node) not in ops:
+            ops.add(id(node))
+            matmuls += node.op_name == "matmul"
+            stack.extend(node.parents)
+    assert matmuls == 1                       # the five examples' weight.T products are one
+    total.backward()
+    assert total.item() == pytest.approx(eager, rel=1e-5)
+    for p, g in zip(params, grads):
+        np.testing.assert_allclose(np.array(p.grad), g, rtol=1e-4, atol=1e-6)
