@@ -81,7 +81,7 @@ cdef class Lazy(Variable):
     """A recorded Variable: a shape and a dtype, and a value once fa.batch has evaluated it."""
     cdef Signature sig
     cdef Variable a, b               # the operands (b None for one)
-    cdef list terms                  # a sum's terms (then a and b are None)
+    cdef list terms                  # a sum's terms, once needed (a + b of sums: theirs)
     cdef object targets              # cross_entropy: the targets' IndexInput or int64 ids
     cdef int reduction_mean          # cross_entropy with reduction "mean"
     cdef Py_ssize_t depth            # 1 + its deepest recorded operand's: the soonest it can run
@@ -296,22 +296,30 @@ cdef inline bint is_sum(Variable x):
 
 
 cdef Lazy record_sum(Recording rec, Variable a, Variable b):
-    """a + b of one shape, both recorded: one sum of the terms of both (a sum's terms stand for
-    it), so that a chain of additions is one node (a partial sum that nothing else reads is
-    never computed)."""
-    cdef list terms = list((<Lazy>a).terms) if is_sum(a) else [a]
-    if is_sum(b):
-        terms.extend((<Lazy>b).terms)
-    else:
-        terms.append(b)
+    """a + b of one shape, both recorded: a sum whose terms are those of a and b (a sum's
+    terms stand for it, see _flat_terms), so that a chain of additions is one node (a
+    partial sum that nothing else reads is never computed)."""
     cdef Lazy node = new_lazy(rec, K_SUM, "add", a._shape, a.f64, a, b)
     node.depth = 1 + max((<Lazy>a).depth - 1 if is_sum(a) else depth_of(a),
                          (<Lazy>b).depth - 1 if is_sum(b) else depth_of(b))
-    node.a = node.b = None
-    node.terms = terms
     node.sig.recorded = 1
     node.sig.width = width_of(a._shape)
     return node
+
+
+cdef list _flat_terms(Lazy node):
+    """The terms of a sum recorded as a + b: those of a, then those of b, each a sum's terms
+    in its place."""
+    cdef list terms = [], stack = [node.b, node.a]
+    cdef Variable x
+    while stack:
+        x = stack.pop()
+        if is_sum(x):
+            stack.append((<Lazy>x).b)
+            stack.append((<Lazy>x).a)
+        else:
+            terms.append(x)
+    return terms
 
 
 cdef Lazy record_matmul(Recording rec, Variable a, Variable w):
@@ -462,6 +470,8 @@ cdef class Recording:
             if not node.live:
                 continue
             (<list>by_level[node.latest if node.tail else node.depth]).append(node)
+            if node.sig.kind == K_SUM and node.terms is None:
+                node.terms = _flat_terms(node)
             if node.terms is not None:
                 chain = node.tail and (len(node.terms) == 1 or node is nodes[len(nodes) - 1])
                 for x in node.terms:
