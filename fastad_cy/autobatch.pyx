@@ -256,11 +256,11 @@ cdef Lazy record_view(Recording rec, Lazy x, tuple shape, Py_ssize_t offset):
 cdef Lazy _fast_binary(str op, Variable a, Variable b):
     if a.f64 != b.f64 or type(b) is IndexInput:
         return {"add": add, "sub": sub, "mul": mul}[op](a, b)    # its checks raise
-    return record_binary(<Recording>a._storage, op, a, b, None)
+    return record_binary(<Recording>a._storage, op, a, b)
 
 
-cdef Lazy record_binary(Recording rec, str op, Variable a, Variable b, object shape):
-    """a `op` b (an arithmetic binary op) with `shape` the broadcast shape (None: not known)."""
+cdef Lazy record_binary(Recording rec, str op, Variable a, Variable b):
+    """a `op` b, an arithmetic binary op whose result has the shape of its recorded operand(s)."""
     cdef bint ra = is_recorded(rec, op, "a", a), rb = is_recorded(rec, op, "b", b)
     cdef Variable x, shared = None
     cdef Py_ssize_t w
@@ -374,7 +374,7 @@ cdef class Recording:
         return node
 
     def binary(self, str name, Variable a, Variable b, tuple shape):
-        return record_binary(self, name, a, b, shape)
+        return record_binary(self, name, a, b)
 
     def matmul(self, Variable a, Variable b, tuple out_shape, *sizes):
         if (is_recorded(self, "matmul", "a", a) and not is_recorded(self, "matmul", "b", b)
