@@ -23,7 +23,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.sdist import sdist
 
 #: The compiled modules fastad needs: fastad_cy/<name>.pyx becomes fastad_cy.<name>.
-COMPILED_MODULES = ("conv", "dropout", "elementwise", "fastmath", "feeds", "fused", "graph", "linalg", "losses",
+COMPILED_MODULES = ("autobatch", "conv", "dropout", "elementwise", "fastmath", "feeds", "fused", "graph", "linalg", "losses",
                     "model_losses", "optim", "pairs", "reduction", "sampler", "shape", "sparse", "text",
                     "train", "windows")
 

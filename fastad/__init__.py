@@ -32,6 +32,7 @@ from fastad import optim, nn, io, data, metrics, models, hogwild, distributed, c
 from fastad.nn.attention import scaled_dot_product_attention
 from fastad_cy.graph import graph_nbytes
 from fastad.graph_cache import GraphCache
+from fastad_cy.autobatch import autobatch, batch
 
 __version__ = "0.1.0"
 
@@ -47,4 +48,5 @@ __all__ = [
     "cuda", "scaled_dot_product_attention",
     "min", "norm", "var", "std", "argmax", "argmin", "cumsum", "expand_dims", "squeeze", "split",
     "flip", "tile", "einsum", "take_along_axis", "progress_bar", "GraphCache", "graph_nbytes",
+    "autobatch", "batch",
 ]

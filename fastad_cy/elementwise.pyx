@@ -405,6 +405,21 @@ cdef Variable _binary(int code, object a, object b):
     return finish(node)
 
 
+def unary_node(str name, int code, x, double p):
+    """The Unary node `name` (op `code` of rules.h, parameter p) on x, as the public unary
+    ops build it: fastad_cy.autobatch replays a recorded unary op with it."""
+    return _unary(name, code, x, p)
+
+
+def binary_node(str name, a, b):
+    """a `name` b for one of the arithmetic binary ops (add, sub, mul, div, pow, maximum,
+    minimum), as the public ops build it: fastad_cy.autobatch replays a recorded one with it."""
+    cdef int code = _BINARY_NAMES.index(name)
+    if code > B_MINIMUM:
+        raise ValueError(f"binary_node: {name!r} is no arithmetic binary op")
+    return _binary(code, a, b)
+
+
 def maximum(a, b):
     """The larger of a and b, elementwise, with numpy broadcasting (either side may be
     a number or an array). A NaN on either side gives NaN.

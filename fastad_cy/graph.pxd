@@ -187,6 +187,8 @@ cdef bint is_real_number(object value)
 cdef double check_real(str who, str name, object value, bint infinite=*) except? -1.0
 cdef object shared_array_of(object handle)   # see register_shared_handles
 cdef object device_backend()              # the registered device backend (register_backend); raises if none
+cdef object backend_for(Variable x)       # the backend of a Variable off the host: an autobatch
+                                           # recording's (register_recording) or device_backend()
 
 
 cdef inline bint on_device(object x) noexcept:
@@ -200,9 +202,13 @@ cdef inline char* val_ptr_or_null(Variable v) noexcept nogil:
 
 cdef inline object backend_of(object a, object b=None, object c=None):
     """The backend that builds an op on these operands: None for the compiled CPU path (a
-    C-level test), else the registered device backend when any operand is on a device."""
-    if on_device(a) or (b is not None and on_device(b)) or (c is not None and on_device(c)):
-        return device_backend()
+    C-level test), else the backend of the first operand off the host (backend_for)."""
+    if on_device(a):
+        return backend_for(<Variable>a)
+    if b is not None and on_device(b):
+        return backend_for(<Variable>b)
+    if c is not None and on_device(c):
+        return backend_for(<Variable>c)
     return None
 
 
@@ -210,5 +216,5 @@ cdef inline object backend_among(tuple xs):
     """backend_of for any number of operands."""
     for x in xs:
         if on_device(x):
-            return device_backend()
+            return backend_for(<Variable>x)
     return None

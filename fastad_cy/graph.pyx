@@ -53,6 +53,10 @@ cdef unsigned long _sort_id = 0          # current topological sort (plans are b
 # Ticks (holding the GIL) whenever a leaf's value changes from outside the graph, or a forward
 # draws new random values: the stamps that tell backward() whether a graph's values are current.
 cdef unsigned long long _value_clock = 0
+# Automatic batching's recording (see register_recording below).
+cdef object _recording_type = None    # the type of a recording (register_recording)
+cdef object _recording = None         # the recording on now, or None
+cdef unsigned long _recording_thread = 0
 cdef bint _default_f64 = False
 
 
@@ -463,6 +467,9 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
             raise TypeError(f"{op}: an input is a Variable that was never initialised; make "
                             f"leaves with fa.Parameter(...), fa.Input(...) or fa.IndexInput(...)")
         if x.on_device or node.on_device:
+            if _recording_type is not None and type(x._storage) is _recording_type:
+                raise NotImplementedError(f"autobatch: {op} of a recorded value cannot be batched "
+                                          f"in this form (see fastad_cy.autobatch.BATCHABLE)")
             same_device(op, x, node)
         needs = needs or x.requires_grad
         x.has_children = True
@@ -1726,6 +1733,8 @@ cdef class Input(Leaf):
         _once(self)
         _init_leaf(self, "input", _float_array(data, dtype, "Input"), bool(requires_grad),
                    _parse_device(device))
+        if device is None:
+            _join_recording(self)
 
     def _copy_to(self, target):
         return Input(self.numpy(), dtype=self.dtype, requires_grad=self.requires_grad, device=target)
@@ -1774,6 +1783,8 @@ cdef class IndexInput(Variable):
         self.parents = ()
         self.is_leaf = True
         self.requires_grad = False
+        if device is None:
+            _join_recording(self)
 
     @property
     def dtype(self):
@@ -1894,6 +1905,44 @@ cdef object device_backend():
         raise RuntimeError("a Variable on a device: no device support is registered with the "
                            "engine; a device package registers it when it is imported")
     return _backend
+
+
+# Automatic batching (fastad_cy.autobatch) is a device of its own: while a recording is on,
+# the Inputs and IndexInputs made in its thread become its leaves (their storage is the
+# recording, their values stay here), and every op on them goes to the recording, which
+# notes it instead of computing it. The compiled CPU path never looks at any of this.
+
+
+def register_recording(recording_type):
+    """Let autobatch recordings (of `recording_type`) act as the storage and the backend of
+    the Variables they record (fastad_cy.autobatch calls this when imported)."""
+    global _recording_type
+    _recording_type = recording_type
+
+
+def set_recording(recording):
+    """Make `recording` (None: none) the one that the Inputs and IndexInputs made in this
+    thread join, and return the one that was on."""
+    global _recording, _recording_thread
+    if recording is not None and not isinstance(recording, _recording_type):
+        raise TypeError(f"set_recording: expected a recording, got {type(recording).__name__}")
+    previous = _recording
+    _recording = recording
+    _recording_thread = PyThread_get_thread_ident()
+    return previous
+
+
+cdef int _join_recording(Variable leaf) except -1:
+    """Make a new leaf one of the recording's (when one is on in this thread)."""
+    if _recording is not None and _recording_thread == PyThread_get_thread_ident():
+        _recording.add_leaf(leaf)
+    return 0
+
+
+cdef object backend_for(Variable x):
+    if _recording_type is not None and type(x._storage) is _recording_type:
+        return x._storage
+    return device_backend()
 
 
 cdef object new_storage(object device, tuple shape, object dtype):

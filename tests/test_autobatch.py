@@ -1,0 +1,265 @@
+"""fa.autobatch / fa.batch: the losses of per-example graphs recorded and evaluated as one
+batched graph have the values and the summed gradients of the graphs built one by one;
+dtypes and recordings do not mix; an op that cannot batch says so; the eager path is as
+before outside the block."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fastad as fa
+
+DIM, TYPES, CLASSES = 5, 7, 3
+
+
+def _params(dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    shapes = {"E": (TYPES, DIM), "W": (DIM, DIM), "U": (DIM, DIM), "b": (DIM,),
+              "V": (DIM, CLASSES), "c": (CLASSES,)}
+    return {k: fa.Parameter(rng.normal(0, 0.5, s), dtype=dtype, name=k) for k, s in shapes.items()}
+
+
+def _tree_loss(tree, p):
+    """The child-sum tree RNN of bench/autobatch_tree_rnn.py (post-order nodes, root last)."""
+    types, children, target = tree
+    xw = fa.embedding(p["E"], fa.IndexInput(types)) @ p["W"] + p["b"]
+    h = []
+    for i, kids in enumerate(children):
+        pre = xw[i]
+        if kids:
+            total = h[kids[0]]
+            for k in kids[1:]:
+                total = total + h[k]
+            pre = pre + total @ p["U"]
+        h.append(fa.tanh(pre))
+    logits = (h[-1] @ p["V"] + p["c"]).reshape(1, CLASSES)
+    return fa.nn.cross_entropy(logits, fa.IndexInput([target]))
+
+
+@st.composite
+def _trees(draw):
+    """A random tree in post-order: node i's parent comes after it, the root last."""
+    n = draw(st.integers(1, 12))
+    parents = [draw(st.integers(i + 1, n - 1)) for i in range(n - 1)]
+    children = tuple(tuple(i for i in range(n - 1) if parents[i] == j) for j in range(n))
+    types = np.array(draw(st.lists(st.integers(0, TYPES - 1), min_size=n, max_size=n)))
+    return types, children, draw(st.integers(0, CLASSES - 1))
+
+
+def _grads(params):
+    return {k: np.array(p.grad) if p.grad is not None else np.zeros(p.shape)
+            for k, p in params.items()}
+
+
+def _eager(trees, params):
+    """Each tree's loss, and the gradients of their sum, built one tree at a time."""
+    losses = []
+    for tree in trees:
+        loss = _tree_loss(tree, params)
+        loss.backward()
+        losses.append(loss.item())
+    grads = _grads(params)
+    for p in params.values():
+        p.zero_grad()
+    return losses, grads
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_trees(), min_size=1, max_size=9))
+def test_batched_sum_has_the_values_and_summed_gradients_of_the_trees_one_by_one(trees):
+    params = _params()
+    losses, grads = _eager(trees, params)
+    with fa.autobatch():
+        recorded = [_tree_loss(tree, params) for tree in trees]
+        total = fa.batch(recorded)
+    total.backward()
+    np.testing.assert_allclose(total.item(), sum(losses), rtol=1e-12)
+    np.testing.assert_allclose([r.item() for r in recorded], losses, rtol=1e-12)
+    for k, g in _grads(params).items():
+        np.testing.assert_allclose(g, grads[k], rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+def test_a_batch_of_one_is_the_example_itself():
+    params = _params()
+    tree = (np.array([1, 2, 3]), ((), (0,), (1,)), 2)
+    (loss,), grads = _eager([tree], params)
+    with fa.autobatch():
+        total = fa.batch([_tree_loss(tree, params)])
+    total.backward()
+    assert total.item() == pytest.approx(loss, rel=1e-12)
+    for k, g in _grads(params).items():
+        np.testing.assert_allclose(g, grads[k], rtol=1e-12, atol=1e-14)
+
+
+def test_nodes_of_one_signature_and_level_run_as_one_node():
+    params = _params()
+    chain = (np.array([0, 1, 2]), ((), (0,), (1,)), 0)
+    with fa.autobatch():
+        total = fa.batch([_tree_loss(chain, params) for _ in range(6)])
+    ops = {}
+    stack, seen = [total], set()
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            ops[node.op_name] = ops.get(node.op_name, 0) + 1
+            stack.extend(node.parents)
+    # one embedding, the W matmul and the V matmul, and the U matmul of each of two levels
+    assert ops["embedding"] == 1 and ops["cross_entropy"] == 1
+    assert ops["matmul"] == 4 and ops["tanh"] == 3
+
+
+def test_float_inputs_of_each_example_stack_and_scalar_ops_batch():
+    rng = np.random.default_rng(3)
+    W = fa.Parameter(rng.normal(size=(4, 3)), dtype=np.float64)
+    b = fa.Parameter(rng.normal(size=(3,)), dtype=np.float64)
+    xs = [rng.normal(size=(1, 4)) for _ in range(5)]
+
+    def loss(x, y):
+        h = fa.sigmoid(fa.Input(x, dtype=np.float64) @ W) * 2.0 - b
+        h = (h / 3.0 + 1.0) * fa.tanh(h)
+        return fa.nn.cross_entropy(h, fa.IndexInput([y]), label_smoothing=0.1)
+
+    eager = []
+    for i, x in enumerate(xs):
+        out = loss(x, i % 3)
+        out.backward()
+        eager.append(out.item())
+    gw, gb = W.grad.copy(), b.grad.copy()
+    W.zero_grad(), b.zero_grad()
+    with fa.autobatch():
+        total = fa.batch([loss(x, i % 3) for i, x in enumerate(xs)])
+    total.backward()
+    assert total.item() == pytest.approx(sum(eager), rel=1e-12)
+    np.testing.assert_allclose(W.grad, gw, rtol=1e-10)
+    np.testing.assert_allclose(b.grad, gb, rtol=1e-10)
+
+
+def test_losses_of_two_dtypes_raise_naming_both():
+    p64, p32 = _params(np.float64), _params(np.float32)
+    tree = (np.array([1, 2]), ((), (0,)), 1)
+    with fa.autobatch():
+        losses = [_tree_loss(tree, p64), _tree_loss(tree, p32)]
+        with pytest.raises(TypeError, match=r"losses\[0\].*float64.*losses\[1\].*float32"):
+            fa.batch(losses)
+
+
+def test_an_op_mixing_dtypes_raises_naming_the_op():
+    p64, p32 = _params(np.float64), _params(np.float32)
+    with fa.autobatch():
+        rows = fa.embedding(p32["E"], fa.IndexInput([1, 2]))
+        with pytest.raises(TypeError, match="add"):
+            rows + p64["b"]
+        with pytest.raises(TypeError, match="matmul"):
+            rows @ p64["W"]
+
+
+def test_values_of_two_recordings_do_not_mix():
+    params = _params()
+    with fa.autobatch():
+        first = fa.embedding(params["E"], fa.IndexInput([1]))
+    with fa.autobatch():
+        second = fa.embedding(params["E"], fa.IndexInput([2]))
+        with pytest.raises(ValueError, match="another recording"):
+            first + second
+
+
+def test_ops_that_cannot_batch_raise_naming_the_op():
+    params = _params()
+    with fa.autobatch():
+        rows = fa.embedding(params["E"], fa.IndexInput([1, 2]))
+        with pytest.raises(NotImplementedError, match="reduce.*batchable"):
+            rows.sum()
+        with pytest.raises(NotImplementedError, match="matmul"):
+            rows @ rows.T
+        with pytest.raises(NotImplementedError, match="matmul"):
+            fa.Parameter(np.ones((3, 2)), dtype=np.float64) @ rows
+        with pytest.raises(NotImplementedError, match="shared operand must broadcast"):
+            rows * fa.Parameter(np.ones((2, DIM)), dtype=np.float64)
+        with pytest.raises(NotImplementedError, match="cross_entropy batches one row"):
+            fa.nn.cross_entropy(rows @ params["V"], [0, 1])
+
+
+def test_no_losses_and_big_losses_raise():
+    with pytest.raises(ValueError, match="empty"):
+        fa.batch([])
+    params = _params()
+    with fa.autobatch():
+        rows = fa.embedding(params["E"], fa.IndexInput([1, 2]))
+        with pytest.raises(ValueError, match=r"losses\[0\].*one element"):
+            fa.batch([rows])
+
+
+def test_a_recorded_value_has_no_value_before_batch_and_losses_discarded_raise():
+    params = _params()
+    tree = (np.array([1, 2]), ((), (0,)), 1)
+    with fa.autobatch():
+        loss = _tree_loss(tree, params)
+        with pytest.raises(RuntimeError, match="recorded, not computed"):
+            loss.value
+        with pytest.raises(TypeError, match="fa.batch"):
+            loss.backward()
+    with pytest.raises(ValueError, match="discarded"):
+        fa.batch([loss])
+
+
+def test_one_block_serves_many_minibatches_and_leaves_eager_mode_after():
+    params = _params()
+    trees = [(np.array([1, 2, 3]), ((), (), (0, 1)), k % CLASSES) for k in range(4)]
+    losses, grads = _eager(trees, params)
+    with fa.autobatch():
+        for half in (trees[:2], trees[2:]):
+            fa.batch([_tree_loss(tree, params) for tree in half]).backward()
+    for k, g in _grads(params).items():
+        np.testing.assert_allclose(g, grads[k], rtol=1e-10, err_msg=k)
+    ix = fa.IndexInput([1])
+    assert ix.device == "cpu" and ix.storage is None
+    assert fa.embedding(params["E"], ix).value.shape == (1, DIM)
+
+
+def test_shared_variables_made_inside_the_block_are_computed_at_once():
+    params = _params()
+    with fa.autobatch():
+        scaled = params["W"] * 2.0                  # no recorded operand: an ordinary node
+        np.testing.assert_allclose(scaled.value, params["W"].value * 2.0)
+        loss = fa.nn.cross_entropy(
+            (fa.embedding(params["E"], fa.IndexInput([3])) @ scaled) @ params["V"], [1])
+        total = fa.batch([loss])
+    total.backward()
+    assert params["W"].grad is not None and params["E"].grad is not None
+
+
+def test_nn_linear_layers_batch_across_examples():
+    rng = np.random.default_rng(4)
+    layer = fa.nn.Linear(4, 3)
+    E = fa.Parameter(rng.normal(size=(6, 4)))
+    examples = [(rng.integers(0, 6, size=1), k % 3) for k in range(5)]
+
+    def loss(ids, y):
+        return fa.nn.cross_entropy(fa.tanh(layer(fa.embedding(E, fa.IndexInput(ids)))),
+                                   fa.IndexInput([y]))
+
+    params = [E] + list(layer.parameters())
+    eager = 0.0
+    for ids, y in examples:
+        out = loss(ids, y)
+        out.backward()
+        eager += out.item()
+    grads = [p.grad.copy() if not p.is_sparse_grad else np.array(p.grad) for p in params]
+    for p in params:
+        p.zero_grad()
+    with fa.autobatch():
+        total = fa.batch([loss(ids, y) for ids, y in examples])
+    ops = set()
+    stack = [total]
+    matmuls = 0
+    while stack:
+        node = stack.pop()
+        if id(node) not in ops:
+            ops.add(id(node))
+            matmuls += node.op_name == "matmul"
+            stack.extend(node.parents)
+    assert matmuls == 1                       # the five examples' weight.T products are one
+    total.backward()
+    assert total.item() == pytest.approx(eager, rel=1e-5)
+    for p, g in zip(params, grads):
+        np.testing.assert_allclose(np.array(p.grad), g, rtol=1e-4, atol=1e-6)
