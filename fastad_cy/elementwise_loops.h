@@ -30,12 +30,12 @@
     case k: for (i = 0; i < n; i++) gx[i] = gy[i] * fa_unary_slope_##S(k, x[i], y[i], p); return;
 
 #define FA_UNARY_LOOPS(T, S)                                                                \
-static inline FA_FLATTEN void fa_unary_forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {      \
+FA_CLONED FA_FLATTEN void fa_unary_forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {         \
     ptrdiff_t i;                                                                            \
     switch (op) { FA_EACH_CODE(FA_FORWARD_CASE, S) }                                        \
     for (i = 0; i < n; i++) y[i] = fa_unary_value_##S(op, x[i], p);                         \
 }                                                                                           \
-static inline FA_FLATTEN void fa_unary_backward_##S(int op, const T* x, const T* y, const T* gy,      \
+FA_CLONED FA_FLATTEN void fa_unary_backward_##S(int op, const T* x, const T* y, const T* gy,         \
                                          T* gx, ptrdiff_t n, T p, int add) {               \
     ptrdiff_t i;                                                                            \
     if (add) {                                                                              \
