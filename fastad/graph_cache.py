@@ -62,8 +62,8 @@ class GraphCache:
     def __call__(self, structure, *data):
         """The root of this example's graph: the kept one of `structure` replayed on `data`,
         or one built now by `build(structure, *leaves)`."""
-        arrays = tuple(_as_data(k, d) for k, d in enumerate(data))
-        key = (structure, tuple((a.dtype.str, a.shape) for a in arrays))
+        arrays = [_as_data(k, d) for k, d in enumerate(data)]
+        key = (structure, *[(a.dtype, a.shape) for a in arrays])
         try:
             entry = self._graphs[key]
         except TypeError:
@@ -118,10 +118,14 @@ def _leaves_of(arrays):
     return tuple(IndexInput(a) if a.dtype.kind in "iu" else Input(a, dtype=a.dtype) for a in arrays)
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _as_data(k, d):
     a = np.asarray(d)
-    if a.dtype.kind not in "iuf":
+    kind = a.dtype.kind
+    if kind not in "iuf":
         raise TypeError(f"GraphCache: data[{k}] must be an array of integers or floats, got dtype {a.dtype}")
-    if a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64):
+    if kind == "f" and a.dtype not in _FLOATS:
         a = a.astype(np.float32)
     return a

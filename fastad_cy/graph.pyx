@@ -1331,10 +1331,7 @@ cdef class Leaf(Variable):
         if self.on_device and self._storage.copy_device_array(data):
             mark_changed(self)
             return
-        if (not self.on_device and isinstance(data, np.ndarray)
-                and (<cnp.ndarray>data).dtype is self._value.dtype
-                and (<cnp.ndarray>data).shape == self._value.shape
-                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data)):
+        if not self.on_device and _holds_bytes_for(data, self._value):
             arr = <cnp.ndarray>data
             memmove(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
             mark_changed(self)
@@ -1348,6 +1345,23 @@ cdef class Leaf(Variable):
         else:
             np.copyto(self._value, arr, casting="unsafe")
         mark_changed(self)
+
+
+cdef bint _holds_bytes_for(object data, cnp.ndarray value):
+    """`data` is a C-contiguous array of `value`'s very dtype object (numpy's native one: a
+    byte-swapped twin is another object) and shape, whose bytes set_value copies as they
+    are. C-level tests: a leaf set once an example pays no dtype or shape tuple compares."""
+    if not isinstance(data, np.ndarray):
+        return False
+    cdef cnp.ndarray arr = <cnp.ndarray>data
+    cdef int nd = cnp.PyArray_NDIM(arr), i
+    if (<void*>cnp.PyArray_DESCR(arr) != <void*>cnp.PyArray_DESCR(value)
+            or nd != cnp.PyArray_NDIM(value) or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+        return False
+    for i in range(nd):
+        if cnp.PyArray_DIMS(arr)[i] != cnp.PyArray_DIMS(value)[i]:
+            return False
+    return True
 
 
 cdef int _once(Variable leaf) except -1:
@@ -1800,9 +1814,7 @@ cdef class IndexInput(Variable):
     def set_value(self, ids):
         """Copy new ids (same shape, integers >= 0) into this leaf."""
         cdef cnp.ndarray arr
-        if (not self.on_device and isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
-                and (<cnp.ndarray>ids).shape == self._value.shape
-                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>ids)):
+        if not self.on_device and _holds_bytes_for(ids, self._value):
             arr = <cnp.ndarray>ids
             if _any_negative(<const int64_t*>cnp.PyArray_DATA(arr), arr.size):
                 raise IndexError(f"IndexInput.set_value: ids must be >= 0, got {arr.min()}")
