@@ -3,7 +3,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from fastad_cy.graph import IndexInput, Input, graph_nbytes
+from fastad_cy.graph import GradientArena, IndexInput, Input, graph_nbytes
 
 
 class GraphCache:
@@ -22,9 +22,11 @@ class GraphCache:
     of one structure: `build` must make a graph that depends only on `structure`, the
     leaves and Parameters (of which it uses the current values), not on other state.
 
-    The graphs kept hold about `max_bytes` at most (`fa.graph_nbytes` of each: its nodes,
-    values and gradients); the least recently used go first. Kept graphs are invisible to
-    Python's cyclic collector (their nodes and plans are not tracked).
+    The graphs kept hold about `max_bytes` at most (`nbytes`: `fa.graph_nbytes` of each, its
+    nodes and values, and the gradients of their op nodes, which the kept graphs share: a
+    backward needs them only while it runs, so they take the room of the largest graph's,
+    once); the least recently used go first. Kept graphs are invisible to Python's cyclic
+    collector (their nodes and plans are not tracked).
 
     A root returned is reused for the next example of its structure: read what you need
     (`loss.item()`) before the next call. One cache serves one thread.
@@ -55,7 +57,8 @@ class GraphCache:
         self.check = bool(check)
         self.max_bytes = int(max_bytes)
         self._graphs = OrderedDict()     # key -> (root, leaves, nbytes)
-        self.nbytes = 0
+        self._arena = GradientArena()    # the op nodes' gradients of the graphs kept
+        self._graph_bytes = 0
         self.hits = 0
         self.misses = 0
 
@@ -94,15 +97,24 @@ class GraphCache:
         self.misses += 1
         leaves = _leaves_of(arrays)
         root = self._build(structure, *leaves)
-        nbytes = graph_nbytes(root)
-        if nbytes > self.max_bytes:
+        if graph_nbytes(root) > self.max_bytes:
             return root                  # larger than the whole cache: used once, not kept
+        grew = self._arena.place(root)   # None: it keeps gradients of its own
+        if grew:
+            for kept, _, _ in self._graphs.values():
+                self._arena.place(kept)  # into the new block (the old goes with the last)
+        nbytes = graph_nbytes(root, gradients=grew is None)
         self._graphs[key] = (root, leaves, nbytes)
-        self.nbytes += nbytes
-        while self.nbytes > self.max_bytes:
+        self._graph_bytes += nbytes
+        while self.nbytes > self.max_bytes and self._graphs:
             _, (_, _, dropped) = self._graphs.popitem(last=False)
-            self.nbytes -= dropped
+            self._graph_bytes -= dropped
         return root
+
+    @property
+    def nbytes(self):
+        """About the memory the kept graphs hold, their shared gradients included."""
+        return self._graph_bytes + self._arena.nbytes
 
     def __len__(self):
         """How many graphs are kept."""
@@ -111,7 +123,8 @@ class GraphCache:
     def clear(self):
         """Drop every kept graph."""
         self._graphs.clear()
-        self.nbytes = 0
+        self._arena = GradientArena()
+        self._graph_bytes = 0
 
 
 def _leaves_of(arrays):

@@ -836,10 +836,11 @@ cdef int replay_backward(Variable root, object seed) except -1:
     return 0
 
 
-def graph_nbytes(Variable root):
+def graph_nbytes(Variable root, bint gradients=True):
     """About the memory the graph below `root` holds (the root included, leaves not): each op
     node's object and value, and the gradient of each that takes one, whether its backward
-    has run yet or not. For caches of graphs that bound what they keep.
+    has run yet or not (without them when `gradients` is False: a GradientArena holds them).
+    For caches of graphs that bound what they keep.
 
     Example::
 
@@ -850,16 +851,95 @@ def graph_nbytes(Variable root):
     cdef Variable node
     for i in range(plan.n_fwd):
         node = <Variable>plan.fwd_nodes[i]
-        total += _node_nbytes(node, node.size * element_size(node.f64))
+        total += _node_nbytes(node, node.size * element_size(node.f64), gradients)
     return total
 
 
-cdef inline Py_ssize_t _node_nbytes(Variable node, Py_ssize_t value_bytes) noexcept:
+cdef inline Py_ssize_t _node_nbytes(Variable node, Py_ssize_t value_bytes, bint gradients) noexcept:
     """A node's object, its value and gradient, and what comes with them: two array headers,
     the parents tuple, the value's capsule and the allocator's own words (about 150 bytes,
     measured: a kept graph's resident memory is within a few percent of this count)."""
     return (Py_TYPE(node).tp_basicsize + 2 * sizeof(cnp.PyArrayObject) + 150
-            + value_bytes * (2 if node.requires_grad else 1))
+            + value_bytes * (2 if node.requires_grad and gradients else 1))
+
+
+cdef unsigned long long _arena_serial = 0     # tells arenas apart (blocks outlive their arena)
+
+
+@cython.no_gc
+cdef class _ArenaBlock:
+    """One allocation of a GradientArena, owned by the gradient buffers placed in it."""
+    cdef char* data
+    cdef unsigned long long arena
+
+    def __dealloc__(self):
+        free(self.data)
+
+
+@cython.no_gc
+cdef class GradientArena:
+    """Memory shared by the op nodes' gradient buffers of several graphs whose backward passes
+    never overlap (the graphs a fa.GraphCache keeps, used by one thread).
+
+    An op node's gradient lives from the start of a backward pass through its graph to the
+    pass's end (the next pass writes before it reads), so graphs that take turns need room
+    for the largest one's gradients, not for all of theirs. `place(root)` puts the gradient
+    buffers of the op nodes below `root` at the start of the arena's block, the same memory
+    as every other graph placed there; the leaves keep their own. After another graph's
+    backward, such a node's `.grad` reads None (it is of an older pass).
+
+    `place` returns True when it had to grow the block for this graph: the graphs placed
+    before are then still in the old one (kept alive by them), and placing each again moves
+    it into the new; else False. `nbytes` is the current block's size.
+    """
+    cdef _ArenaBlock block
+    cdef readonly Py_ssize_t nbytes
+    cdef unsigned long long serial
+
+    def __cinit__(self):
+        global _arena_serial
+        _arena_serial += 1
+        self.serial = _arena_serial
+
+    def place(self, Variable root):
+        """Give the op nodes below `root` (and the root) their gradient buffers in this arena:
+        nodes without one yet, or (to move a graph after the block grew) all in an older
+        block of this arena. Returns None, placing nothing, for any other graph: one with a
+        node of its own buffer, one whose backward has run, or one that shares a node with a
+        graph placed here already (the two would overlap)."""
+        cdef Plan plan = root._get_plan()
+        cdef Py_ssize_t i, total = 0, fresh = 0
+        cdef Variable node
+        cdef _ArenaBlock block
+        cdef bint grew = False
+        for i in range(plan.n_bwd):
+            node = <Variable>plan.bwd_nodes[i]
+            if node.on_device or node._value is None:
+                return None
+            if node.grad_ptr == NULL:
+                fresh += 1
+            elif not (isinstance(node._grad_block, _ArenaBlock) and node._grad_block is not self.block
+                      and (<_ArenaBlock>node._grad_block).arena == self.serial):
+                return None
+            total += _slot_bytes(node)
+        if fresh != 0 and fresh != plan.n_bwd:
+            return None
+        if total > self.nbytes:
+            block = _ArenaBlock.__new__(_ArenaBlock)
+            block.data = <char*>aligned_alloc(CACHE_LINE, total)
+            if block.data == NULL:
+                raise MemoryError()
+            block.arena = self.serial
+            self.block, self.nbytes, grew = block, total, True
+        total = 0
+        for i in range(plan.n_bwd):
+            node = <Variable>plan.bwd_nodes[i]
+            node.grad_ptr = self.block.data + total
+            node._grad_block = self.block
+            node._grad = None            # an array over an older block: made again when read
+            total += _slot_bytes(node)
+        plan.grads_placed = True
+        return grew
 
 
 # ---------------------------------------------------------------- Variable

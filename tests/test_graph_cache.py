@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
+from fastad_cy.graph import GradientArena
 from random_graph_helpers import build, fa_ops, leaf_values, recipes
 
 
@@ -116,7 +117,7 @@ def test_twenty_thousand_examples_of_varying_structure_keep_the_cache_within_its
         opt.step()
         opt.zero_grad()
         peak = max(peak, cache.nbytes)
-        assert cache.nbytes == sum(nbytes for _, _, nbytes in cache._graphs.values())
+        assert cache.nbytes == sum(nbytes for _, _, nbytes in cache._graphs.values()) + cache._arena.nbytes
     assert peak <= bound and len(cache) > 10 and cache.hits > 5_000
 
 
@@ -224,3 +225,58 @@ def test_random_graphs_replayed_from_the_cache_equal_graphs_built_anew(kinds, ex
             if g is not None:
                 np.testing.assert_array_equal(g, p.grad)
             p.zero_grad()
+
+
+def _tanh_chain(x, w, n):
+    h = x
+    for _ in range(n):
+        h = fa.tanh(h * w)
+    return h.sum()
+
+
+def test_graphs_in_one_gradient_arena_share_its_memory_and_keep_their_own_gradients():
+    w = fa.Parameter(np.full(8, 0.5), dtype=np.float64)
+    arena = GradientArena()
+    short, long = _tanh_chain(fa.Input(np.ones(8), dtype=np.float64), w, 2), _tanh_chain(fa.Input(np.arange(8.0), dtype=np.float64), w, 5)
+    assert arena.place(short) is True and arena.nbytes > 0          # the first block
+    assert arena.place(long) is True                                 # a larger one
+    assert arena.place(short) is False                               # moved into it
+    assert arena.nbytes < 12 * 8 * 8 * 2                             # the longer graph's room, not both
+    fresh_short, fresh_long = _tanh_chain(fa.Input(np.ones(8), dtype=np.float64), w, 2), _tanh_chain(fa.Input(np.arange(8.0), dtype=np.float64), w, 5)
+    for kept, fresh in ((short, fresh_short), (long, fresh_long), (short, fresh_short)):
+        w.zero_grad()
+        kept.backward()
+        got = w.grad.copy()
+        w.zero_grad()
+        fresh.backward()
+        np.testing.assert_array_equal(got, w.grad)
+    inner = long.parents[0]
+    assert inner.grad is None          # of the long graph's pass: the short one ran since
+    long.backward()
+    assert inner.grad is not None
+
+
+def test_a_gradient_arena_refuses_graphs_whose_buffers_it_cannot_own():
+    w = fa.Parameter(np.full(4, 0.5), dtype=np.float64)
+    arena = GradientArena()
+    done = _tanh_chain(fa.Input(np.ones(4), dtype=np.float64), w, 2)
+    done.backward()
+    assert arena.place(done) is None                                 # has buffers of its own
+    shared = fa.tanh(w * 2.0)
+    first = (shared * 3.0).sum()
+    assert arena.place(first) is True
+    assert arena.place((shared * 4.0).sum()) is None                 # would overlap `first`'s
+    assert arena.place(first) is None                                # already in the current block
+
+
+def test_kept_graphs_count_their_shared_gradients_once():
+    params = _params()
+    cache = fa.GraphCache(lambda lengths, ids, x: _chain(lengths, ids, x, params), max_bytes=1 << 30)
+    for lengths, ids, x in _examples(300, seed=7):
+        cache(lengths, ids, x).backward()
+    roots = [root for root, _, _ in cache._graphs.values()]
+    with_gradients = sum(fa.graph_nbytes(root) for root in roots)
+    without = sum(fa.graph_nbytes(root, gradients=False) for root in roots)
+    largest = max(fa.graph_nbytes(root) - fa.graph_nbytes(root, gradients=False) for root in roots)
+    assert cache.nbytes == without + cache._arena.nbytes
+    assert cache._arena.nbytes <= 2 * largest and cache.nbytes < with_gradients - (len(roots) // 2) * largest // 4
