@@ -25,7 +25,7 @@ class GraphCache:
     The graphs kept hold about `max_bytes` at most (`nbytes`: `fa.graph_nbytes` of each, its
     nodes and values, and the gradients of their op nodes, which the kept graphs share: a
     backward needs them only while it runs, so they take the room of the largest graph's,
-    once); the least recently used go first. Kept graphs are invisible to Python's cyclic
+    at most twice, once); the least recently used go first. Kept graphs are invisible to Python's cyclic
     collector (their nodes and plans are not tracked).
 
     A root returned is reused for the next example of its structure: read what you need

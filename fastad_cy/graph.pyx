@@ -883,7 +883,7 @@ cdef class GradientArena:
 
     An op node's gradient lives from the start of a backward pass through its graph to the
     pass's end (the next pass writes before it reads), so graphs that take turns need room
-    for the largest one's gradients, not for all of theirs. `place(root)` puts the gradient
+    for the largest one's gradients (the block grows at least twofold), not for all of theirs. `place(root)` puts the gradient
     buffers of the op nodes below `root` at the start of the arena's block, the same memory
     as every other graph placed there; the leaves keep their own. After another graph's
     backward, such a node's `.grad` reads None (it is of an older pass).
@@ -924,13 +924,13 @@ cdef class GradientArena:
             total += _slot_bytes(node)
         if fresh != 0 and fresh != plan.n_bwd:
             return None
-        if total > self.nbytes:
+        if total > self.nbytes:          # at least doubled: a growth moves every graph placed
             block = _ArenaBlock.__new__(_ArenaBlock)
-            block.data = <char*>aligned_alloc(CACHE_LINE, total)
+            block.data = <char*>aligned_alloc(CACHE_LINE, max(total, 2 * self.nbytes))
             if block.data == NULL:
                 raise MemoryError()
             block.arena = self.serial
-            self.block, self.nbytes, grew = block, total, True
+            self.block, self.nbytes, grew = block, max(total, 2 * self.nbytes), True
         total = 0
         for i in range(plan.n_bwd):
             node = <Variable>plan.bwd_nodes[i]
