@@ -1,7 +1,7 @@
 # Row-major GEMM through SciPy's BLAS, shared by linalg and the fused layers.
 from cython cimport floating
 from scipy.linalg.cython_blas cimport sgemm, dgemm, sgemv, dgemv
-from fastad_cy.loops cimport row_axpy, row_scale
+from fastad_cy.loops cimport outer
 
 
 cdef inline void gemv(char trans, int m, int n, const floating* A, int lda, const floating* x,
@@ -22,7 +22,7 @@ cdef inline void gemm(bint trans_a, bint trans_b, int M, int N, int K, const flo
     matrix-vector product (GEMM would first copy the whole matrix into its
     packed layout, which at batch 1 costs more than the product), and a product over one
     inner index (K == 1, as a weight's gradient from one example) an outer product: row i
-    of C is op(A)[i, 0] times B's row (GEMM would pack both first)."""
+    of C is op(A)[i, 0] times B's row, in one C loop (GEMM would pack both first)."""
     cdef char ta = b'T' if trans_a else b'N'
     cdef char tb = b'T' if trans_b else b'N'
     cdef char transpose = b'T', keep = b'N'
@@ -40,13 +40,8 @@ cdef inline void gemm(bint trans_a, bint trans_b, int M, int N, int K, const flo
         else:
             gemv(transpose, K, M, A, lda, B, 1 if trans_b else ldb, beta, C, ldc)
         return
-    cdef int i
     if K == 1 and not trans_b:
-        for i in range(M):
-            if add:
-                row_axpy(C + <Py_ssize_t>i * ldc, B, N, A[i if trans_a else <Py_ssize_t>i * lda])
-            else:
-                row_scale(C + <Py_ssize_t>i * ldc, B, N, A[i if trans_a else <Py_ssize_t>i * lda])
+        outer(C, ldc, A, 1 if trans_a else lda, B, M, N, add)
         return
     if floating is double:
         dgemm(&tb, &ta, &N, &M, &K, &one, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)

@@ -45,6 +45,30 @@ cdef inline floating s_tanh(floating x) noexcept nogil:
         return fa_tanh(x)
 
 
+cdef extern from *:
+    """
+    #include "fastmath.h"
+    #include "clones.h"
+    /* y = tanh(x) over a row (y may be x): a loop of its own, so that float's vectorises */
+    FA_CLONED void fa_tanh_each_f(const float* x, float* y, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) y[i] = fa_tanhf(x[i]);
+    }
+    FA_CLONED void fa_tanh_each_d(const double* x, double* y, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) y[i] = fa_tanh(x[i]);
+    }
+    """
+    void fa_tanh_each_f(const float* x, float* y, Py_ssize_t n) noexcept nogil
+    void fa_tanh_each_d(const double* x, double* y, Py_ssize_t n) noexcept nogil
+
+
+cdef inline void tanh_each(const floating* x, floating* y, Py_ssize_t n) noexcept nogil:
+    """y = tanh(x) over n elements; y may be x."""
+    if floating is float:
+        fa_tanh_each_f(x, y, n)
+    else:
+        fa_tanh_each_d(x, y, n)
+
+
 cdef inline floating s_sigmoid(floating x) noexcept nogil:
     if floating is float:
         return fa_sigmoidf(x)
