@@ -55,3 +55,16 @@ def test_float_tanh_within_one_ulp_and_special_values():
     assert np.isnan(special[0])
     assert list(special[1:]) == [1.0, -1.0, 0.0, 0.0, np.float32(1e-30), 1.0]
     assert np.signbit(special[4])
+
+
+@pytest.mark.skipif(enabled(), reason="a FASTAD_FAST_MATH build approximates exp")
+def test_float_sigmoid_and_softplus_within_a_few_ulps_and_special_values():
+    # their e**-|x| comes from the same vectorised double exp as tanh's
+    x = np.linspace(-100, 30, 400_001).astype(np.float32)
+    ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    y = fa.sigmoid(fa.Input(x)).value
+    assert np.max(np.abs(y - ref) / np.spacing(ref.astype(np.float32))) <= 3
+    soft = np.logaddexp(0, x.astype(np.float64))
+    assert np.max(np.abs(fa.softplus(fa.Input(x)).value - soft) / np.spacing(soft.astype(np.float32))) <= 2
+    special = fa.sigmoid(fa.Input(np.array([np.nan, np.inf, -np.inf, -300, 0], np.float32))).value
+    assert np.isnan(special[0]) and list(special[1:]) == [1.0, 0.0, 0.0, 0.5]

@@ -2,6 +2,7 @@
 graph built anew; it is never used for other data shapes or dtypes; what it keeps stays
 within max_bytes over many examples of varying structure; the cyclic collector never sees it."""
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -119,6 +120,36 @@ def test_twenty_thousand_examples_of_varying_structure_keep_the_cache_within_its
         peak = max(peak, cache.nbytes)
         assert cache.nbytes == sum(nbytes for _, _, nbytes in cache._graphs.values()) + cache._arena.nbytes
     assert peak <= bound and len(cache) > 10 and cache.hits > 5_000
+
+
+def _resident_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads resident memory from Linux's /proc")
+def test_resident_memory_stays_flat_while_the_cache_evicts_and_builds_over_many_examples():
+    """(tests/memory_check.py runs the same for a million examples.)"""
+    params = _params(np.float32)
+    bound = 300_000
+    cache = fa.GraphCache(lambda lengths, ids, x: _chain(lengths, ids, x, params), max_bytes=bound)
+    opt = fa.optim.SGD(list(params), lr=0.01)
+
+    def train(count, seed):
+        for lengths, ids, x in _examples(count, seed=seed):
+            loss = cache(lengths, ids, x.astype(np.float32))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            assert cache.nbytes <= bound
+
+    train(3_000, seed=11)                       # the cache fills and starts evicting
+    before, built_before = _resident_bytes(), cache.misses
+    train(30_000, seed=12)
+    built = cache.misses - built_before
+    churned = built * cache.nbytes // len(cache)            # the graphs built and dropped since
+    assert built > 10_000 and churned > 100 << 20
+    assert _resident_bytes() - before < 4 << 20
 
 
 def test_graph_nbytes_counts_every_node_value_and_gradient():
