@@ -1,9 +1,10 @@
 /* Scalar math used by fastad's CPU kernels.
  *
  * fa_exp/fa_log/fa_tanh/fa_sigmoid (and the float versions with an f suffix)
- * call the C library, unless the package was built with FASTAD_FAST_MATH=1:
- * then they use the branch-light approximations below, which gcc can inline
- * and vectorise. The approximations are always compiled so that the tests can
+ * call the C library (but for float tanh and sigmoid, which take one exp from
+ * fa_exp_small, as accurate and without a call), unless the package was built
+ * with FASTAD_FAST_MATH=1: then they use the branch-light approximations below,
+ * which gcc can inline and vectorise. The approximations are always compiled so that the tests can
  * check their error bounds on any build:
  *
  *   exp      relative error <= 1e-8 (double), <= 1e-6 (float); results below
