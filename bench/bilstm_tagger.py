@@ -160,6 +160,9 @@ def torch_trainer(torch, weights, dtype, fused):
 
 
 def run(quick=False, sentences=None, epochs=2):
+    """Print every epoch's rates and losses; return bench/run.py's rows (float32, the last
+    epoch: the cache and eager builds beside PyTorch's fused nn.LSTM, and the cache beside
+    its LSTMCell steps)."""
     data, n_tags = code_sentences(sentences or (300 if quick else 3000))
     lengths = [len(w) for w, _ in data]
     print(f"{len(data)} sentences of 5-60 tokens ({np.mean(lengths):.0f} on average), "
@@ -168,7 +171,7 @@ def run(quick=False, sentences=None, epochs=2):
     torch = torch_or_none()
     if torch is None:
         print("PyTorch is not installed: fastad only")
-    rows = []
+    measured = []
     for dtype in (np.float32,) if quick else (np.float32, np.float64):
         steps = {"fastad": fastad_trainer(weights, dtype), "fastad cached": fastad_trainer(weights, dtype, True)}
         if torch is not None:
@@ -176,12 +179,29 @@ def run(quick=False, sentences=None, epochs=2):
             steps["torch nn.LSTM"] = torch_trainer(torch, weights, dtype, fused=True)
         for e in range(1, epochs + 1):
             results = {name: timed_epoch(step, data) for name, step in steps.items()}   # alternating per epoch
-            rows.append((np.dtype(dtype).name, e, results))
-    return rows
+            measured.append((np.dtype(dtype).name, e, results))
+    show(measured)
+    return rows_of(measured, len(data))
 
 
-def show(rows):
-    for dtype, e, results in rows:
+def rows_of(measured, n_sentences):
+    """bench/run.py's rows: float32, the last epoch, seconds a sentence."""
+    results = [results for dtype, _, results in measured if dtype == "float32"][-1]
+
+    def row(label, name, torch_name, target):
+        torch = results.get(torch_name)
+        return {"workload": f"BiLSTM tagger, hidden 64, one sentence a step ({n_sentences:,} of 5-60 tokens), "
+                            f"{label}", "unit": "sentence", "fastad": 1 / results[name][0],
+                "torch": 1 / torch[0] if torch else None, "target": target}
+
+    return [row("fa.GraphCache vs PyTorch's fused bidirectional nn.LSTM", "fastad cached", "torch nn.LSTM",
+                ">= 10x torch eager, the same loss after an epoch"),
+            row("eager build vs PyTorch's fused nn.LSTM", "fastad", "torch nn.LSTM", "-"),
+            row("fa.GraphCache vs PyTorch stepping LSTMCells", "fastad cached", "torch", "-")]
+
+
+def show(measured):
+    for dtype, e, results in measured:
         print(f"{dtype} epoch {e}:")
         for name, (speed, loss) in results.items():
             line = f"  {name:14s} {speed:8,.0f} sentences/s, loss {loss:.8f}"
@@ -193,4 +213,4 @@ def show(rows):
 
 
 if __name__ == "__main__":
-    cli(run, __doc__, show=show, sentences="how many sentences (default 3000)", epochs="epochs (default 2)")
+    cli(run, __doc__, sentences="how many sentences (default 3000)", epochs="epochs (default 2)")

@@ -3,7 +3,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from fastad_cy.graph import IndexInput, Input, graph_nbytes
+from fastad_cy.graph import GradientArena, IndexInput, Input, graph_nbytes
 
 
 class GraphCache:
@@ -22,9 +22,11 @@ class GraphCache:
     of one structure: `build` must make a graph that depends only on `structure`, the
     leaves and Parameters (of which it uses the current values), not on other state.
 
-    The graphs kept hold about `max_bytes` at most (`fa.graph_nbytes` of each: its nodes,
-    values and gradients); the least recently used go first. Kept graphs are invisible to
-    Python's cyclic collector (their nodes and plans are not tracked).
+    The graphs kept hold about `max_bytes` at most (`nbytes`: `fa.graph_nbytes` of each, its
+    nodes and values, and the gradients of their op nodes, which the kept graphs share: a
+    backward needs them only while it runs, so they take the room of the largest graph's,
+    at most twice, once); the least recently used go first. Kept graphs are invisible to Python's cyclic
+    collector (their nodes and plans are not tracked).
 
     A root returned is reused for the next example of its structure: read what you need
     (`loss.item()`) before the next call. One cache serves one thread.
@@ -55,15 +57,16 @@ class GraphCache:
         self.check = bool(check)
         self.max_bytes = int(max_bytes)
         self._graphs = OrderedDict()     # key -> (root, leaves, nbytes)
-        self.nbytes = 0
+        self._arena = GradientArena()    # the op nodes' gradients of the graphs kept
+        self._graph_bytes = 0
         self.hits = 0
         self.misses = 0
 
     def __call__(self, structure, *data):
         """The root of this example's graph: the kept one of `structure` replayed on `data`,
         or one built now by `build(structure, *leaves)`."""
-        arrays = tuple(_as_data(k, d) for k, d in enumerate(data))
-        key = (structure, tuple((a.dtype.str, a.shape) for a in arrays))
+        arrays = [_as_data(k, d) for k, d in enumerate(data)]
+        key = (structure, *[(a.dtype, a.shape) for a in arrays])
         try:
             entry = self._graphs[key]
         except TypeError:
@@ -94,15 +97,24 @@ class GraphCache:
         self.misses += 1
         leaves = _leaves_of(arrays)
         root = self._build(structure, *leaves)
-        nbytes = graph_nbytes(root)
-        if nbytes > self.max_bytes:
+        if graph_nbytes(root) > self.max_bytes:
             return root                  # larger than the whole cache: used once, not kept
+        grew = self._arena.place(root)   # None: it keeps gradients of its own
+        if grew:
+            for kept, _, _ in self._graphs.values():
+                self._arena.place(kept)  # into the new block (the old goes with the last)
+        nbytes = graph_nbytes(root, gradients=grew is None)
         self._graphs[key] = (root, leaves, nbytes)
-        self.nbytes += nbytes
-        while self.nbytes > self.max_bytes:
+        self._graph_bytes += nbytes
+        while self.nbytes > self.max_bytes and self._graphs:
             _, (_, _, dropped) = self._graphs.popitem(last=False)
-            self.nbytes -= dropped
+            self._graph_bytes -= dropped
         return root
+
+    @property
+    def nbytes(self):
+        """About the memory the kept graphs hold, their shared gradients included."""
+        return self._graph_bytes + self._arena.nbytes
 
     def __len__(self):
         """How many graphs are kept."""
@@ -111,17 +123,22 @@ class GraphCache:
     def clear(self):
         """Drop every kept graph."""
         self._graphs.clear()
-        self.nbytes = 0
+        self._arena = GradientArena()
+        self._graph_bytes = 0
 
 
 def _leaves_of(arrays):
     return tuple(IndexInput(a) if a.dtype.kind in "iu" else Input(a, dtype=a.dtype) for a in arrays)
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _as_data(k, d):
     a = np.asarray(d)
-    if a.dtype.kind not in "iuf":
+    kind = a.dtype.kind
+    if kind not in "iuf":
         raise TypeError(f"GraphCache: data[{k}] must be an array of integers or floats, got dtype {a.dtype}")
-    if a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64):
+    if kind == "f" and a.dtype not in _FLOATS:
         a = a.astype(np.float32)
     return a

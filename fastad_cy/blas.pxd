@@ -1,6 +1,7 @@
 # Row-major GEMM through SciPy's BLAS, shared by linalg and the fused layers.
 from cython cimport floating
 from scipy.linalg.cython_blas cimport sgemm, dgemm, sgemv, dgemv
+from fastad_cy.loops cimport outer
 
 
 cdef inline void gemv(char trans, int m, int n, const floating* A, int lda, const floating* x,
@@ -19,7 +20,9 @@ cdef inline void gemm(bint trans_a, bint trans_b, int M, int N, int K, const flo
     ld* are the row lengths of the stored matrices. BLAS is column-major, so this
     computes C^T = op(B)^T op(A)^T. A product with one row or one column is a
     matrix-vector product (GEMM would first copy the whole matrix into its
-    packed layout, which at batch 1 costs more than the product)."""
+    packed layout, which at batch 1 costs more than the product), and a product over one
+    inner index (K == 1, as a weight's gradient from one example) an outer product: row i
+    of C is op(A)[i, 0] times B's row, in one C loop (GEMM would pack both first)."""
     cdef char ta = b'T' if trans_a else b'N'
     cdef char tb = b'T' if trans_b else b'N'
     cdef char transpose = b'T', keep = b'N'
@@ -36,6 +39,9 @@ cdef inline void gemm(bint trans_a, bint trans_b, int M, int N, int K, const flo
             gemv(keep, M, K, A, lda, B, 1 if trans_b else ldb, beta, C, ldc)
         else:
             gemv(transpose, K, M, A, lda, B, 1 if trans_b else ldb, beta, C, ldc)
+        return
+    if K == 1 and not trans_b:
+        outer(C, ldc, A, 1 if trans_a else lda, B, M, N, add)
         return
     if floating is double:
         dgemm(&tb, &ta, &N, &M, &K, &one, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)

@@ -30,12 +30,12 @@
     case k: for (i = 0; i < n; i++) gx[i] = gy[i] * fa_unary_slope_##S(k, x[i], y[i], p); return;
 
 #define FA_UNARY_LOOPS(T, S)                                                                \
-static inline FA_FLATTEN void fa_unary_forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {      \
+FA_CLONED FA_FLATTEN void fa_unary_forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {         \
     ptrdiff_t i;                                                                            \
     switch (op) { FA_EACH_CODE(FA_FORWARD_CASE, S) }                                        \
     for (i = 0; i < n; i++) y[i] = fa_unary_value_##S(op, x[i], p);                         \
 }                                                                                           \
-static inline FA_FLATTEN void fa_unary_backward_##S(int op, const T* x, const T* y, const T* gy,      \
+FA_CLONED FA_FLATTEN void fa_unary_backward_##S(int op, const T* x, const T* y, const T* gy,         \
                                          T* gx, ptrdiff_t n, T p, int add) {               \
     ptrdiff_t i;                                                                            \
     if (add) {                                                                              \
@@ -138,13 +138,13 @@ FA_LOSS_LOOPS(double, d)
  * element for the backward: the rule's softplus and sigmoid are written over that t
  * (rules.h, fastmath.h), so these give the rule's values, bit for bit, with one exp an
  * element instead of two. */
-#define FA_BCE_LOOPS(T, S, EXP, ABS, SIGMOID_OF_EXP)                                        \
+#define FA_BCE_LOOPS(T, S, EXP_NEGABS, SIGMOID_OF_EXP)                                       \
 static inline double fa_bce_forward_##S(const T* a, const T* b, ptrdiff_t n, T* t, T* losses) { \
     ptrdiff_t i;                                                                            \
     double total = 0;                                                                       \
     T v;                                                                                    \
     for (i = 0; i < n; i++) {                                                               \
-        t[i] = EXP(-ABS(a[i]));                                                             \
+        t[i] = EXP_NEGABS(a[i]);                                                            \
         v = fa_softplus_of_exp_##S(a[i], t[i]) - a[i] * b[i];                               \
         total += v;                                                                         \
         if (losses) losses[i] = v;                                                          \
@@ -161,7 +161,7 @@ static inline void fa_bce_backward_##S(const T* a, const T* b, const T* t, ptrdi
     }                                                                                       \
 }
 
-FA_BCE_LOOPS(float, f, fa_expf, fabsf, fa_sigmoidf_of_exp)
-FA_BCE_LOOPS(double, d, fa_exp, fabs, fa_sigmoid_of_exp)
+FA_BCE_LOOPS(float, f, fa_exp_negabsf, fa_sigmoidf_of_exp)
+FA_BCE_LOOPS(double, d, fa_exp_negabs, fa_sigmoid_of_exp)
 
 #endif /* FASTAD_ELEMENTWISE_LOOPS_H */

@@ -22,7 +22,7 @@ from fastad_cy.blas cimport gemm
 from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device,
                               val_ptr_or_null)
 from fastad_cy.loops cimport vec_zero, zero_values
-from fastad_cy.scalar cimport s_tanh, s_sigmoid
+from fastad_cy.scalar cimport s_tanh, s_sigmoid, sigmoid_each, tanh_each
 
 cnp.import_array()
 
@@ -42,15 +42,14 @@ cdef void lstm_pointwise(const floating* b_ih, const floating* b_hh, const float
         a = act + r * 4 * H
         for j in range(4 * H):
             a[j] = a[j] + b_ih[j] + b_hh[j]
-        for j in range(H):
-            a[j] = s_sigmoid(a[j])
-            a[H + j] = s_sigmoid(a[H + j])
-            a[2 * H + j] = s_tanh(a[2 * H + j])
-            a[3 * H + j] = s_sigmoid(a[3 * H + j])
+        sigmoid_each(a, a, 2 * H)
+        tanh_each(a + 2 * H, a + 2 * H, H)
+        sigmoid_each(a + 3 * H, a + 3 * H, H)
         for j in range(H):
             ig = a[j] * a[2 * H + j]
             c[r * H + j] = a[H + j] * c_prev[r * H + j] + ig if c_prev != NULL else ig
-            tanh_c[r * H + j] = s_tanh(c[r * H + j])
+        tanh_each(c + r * H, tanh_c + r * H, H)
+        for j in range(H):
             h[r * H + j] = a[3 * H + j] * tanh_c[r * H + j]
 
 

@@ -843,10 +843,11 @@ cdef int replay_backward(Variable root, object seed) except -1:
     return 0
 
 
-def graph_nbytes(Variable root):
+def graph_nbytes(Variable root, bint gradients=True):
     """About the memory the graph below `root` holds (the root included, leaves not): each op
     node's object and value, and the gradient of each that takes one, whether its backward
-    has run yet or not. For caches of graphs that bound what they keep.
+    has run yet or not (without them when `gradients` is False: a GradientArena holds them).
+    For caches of graphs that bound what they keep.
 
     Example::
 
@@ -857,16 +858,95 @@ def graph_nbytes(Variable root):
     cdef Variable node
     for i in range(plan.n_fwd):
         node = <Variable>plan.fwd_nodes[i]
-        total += _node_nbytes(node, node.size * element_size(node.f64))
+        total += _node_nbytes(node, node.size * element_size(node.f64), gradients)
     return total
 
 
-cdef inline Py_ssize_t _node_nbytes(Variable node, Py_ssize_t value_bytes) noexcept:
+cdef inline Py_ssize_t _node_nbytes(Variable node, Py_ssize_t value_bytes, bint gradients) noexcept:
     """A node's object, its value and gradient, and what comes with them: two array headers,
     the parents tuple, the value's capsule and the allocator's own words (about 150 bytes,
     measured: a kept graph's resident memory is within a few percent of this count)."""
     return (Py_TYPE(node).tp_basicsize + 2 * sizeof(cnp.PyArrayObject) + 150
-            + value_bytes * (2 if node.requires_grad else 1))
+            + value_bytes * (2 if node.requires_grad and gradients else 1))
+
+
+cdef unsigned long long _arena_serial = 0     # tells arenas apart (blocks outlive their arena)
+
+
+@cython.no_gc
+cdef class _ArenaBlock:
+    """One allocation of a GradientArena, owned by the gradient buffers placed in it."""
+    cdef char* data
+    cdef unsigned long long arena
+
+    def __dealloc__(self):
+        free(self.data)
+
+
+@cython.no_gc
+cdef class GradientArena:
+    """Memory shared by the op nodes' gradient buffers of several graphs whose backward passes
+    never overlap (the graphs a fa.GraphCache keeps, used by one thread).
+
+    An op node's gradient lives from the start of a backward pass through its graph to the
+    pass's end (the next pass writes before it reads), so graphs that take turns need room
+    for the largest one's gradients (the block grows at least twofold), not for all of theirs. `place(root)` puts the gradient
+    buffers of the op nodes below `root` at the start of the arena's block, the same memory
+    as every other graph placed there; the leaves keep their own. After another graph's
+    backward, such a node's `.grad` reads None (it is of an older pass).
+
+    `place` returns True when it had to grow the block for this graph: the graphs placed
+    before are then still in the old one (kept alive by them), and placing each again moves
+    it into the new; else False. `nbytes` is the current block's size.
+    """
+    cdef _ArenaBlock block
+    cdef readonly Py_ssize_t nbytes
+    cdef unsigned long long serial
+
+    def __cinit__(self):
+        global _arena_serial
+        _arena_serial += 1
+        self.serial = _arena_serial
+
+    def place(self, Variable root):
+        """Give the op nodes below `root` (and the root) their gradient buffers in this arena:
+        nodes without one yet, or (to move a graph after the block grew) all in an older
+        block of this arena. Returns None, placing nothing, for any other graph: one with a
+        node of its own buffer, one whose backward has run, or one that shares a node with a
+        graph placed here already (the two would overlap)."""
+        cdef Plan plan = root._get_plan()
+        cdef Py_ssize_t i, total = 0, fresh = 0
+        cdef Variable node
+        cdef _ArenaBlock block
+        cdef bint grew = False
+        for i in range(plan.n_bwd):
+            node = <Variable>plan.bwd_nodes[i]
+            if node.on_device or node._value is None:
+                return None
+            if node.grad_ptr == NULL:
+                fresh += 1
+            elif not (isinstance(node._grad_block, _ArenaBlock) and node._grad_block is not self.block
+                      and (<_ArenaBlock>node._grad_block).arena == self.serial):
+                return None
+            total += _slot_bytes(node)
+        if fresh != 0 and fresh != plan.n_bwd:
+            return None
+        if total > self.nbytes:          # at least doubled: a growth moves every graph placed
+            block = _ArenaBlock.__new__(_ArenaBlock)
+            block.data = <char*>aligned_alloc(CACHE_LINE, max(total, 2 * self.nbytes))
+            if block.data == NULL:
+                raise MemoryError()
+            block.arena = self.serial
+            self.block, self.nbytes, grew = block, max(total, 2 * self.nbytes), True
+        total = 0
+        for i in range(plan.n_bwd):
+            node = <Variable>plan.bwd_nodes[i]
+            node.grad_ptr = self.block.data + total
+            node._grad_block = self.block
+            node._grad = None            # an array over an older block: made again when read
+            total += _slot_bytes(node)
+        plan.grads_placed = True
+        return grew
 
 
 # ---------------------------------------------------------------- Variable
@@ -1338,10 +1418,7 @@ cdef class Leaf(Variable):
         if self.on_device and self._storage.copy_device_array(data):
             mark_changed(self)
             return
-        if (not self.on_device and isinstance(data, np.ndarray)
-                and (<cnp.ndarray>data).dtype is self._value.dtype
-                and (<cnp.ndarray>data).shape == self._value.shape
-                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data)):
+        if not self.on_device and _holds_bytes_for(data, self._value):
             arr = <cnp.ndarray>data
             memmove(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
             mark_changed(self)
@@ -1355,6 +1432,23 @@ cdef class Leaf(Variable):
         else:
             np.copyto(self._value, arr, casting="unsafe")
         mark_changed(self)
+
+
+cdef bint _holds_bytes_for(object data, cnp.ndarray value):
+    """`data` is a C-contiguous array of `value`'s very dtype object (numpy's native one: a
+    byte-swapped twin is another object) and shape, whose bytes set_value copies as they
+    are. C-level tests: a leaf set once an example pays no dtype or shape tuple compares."""
+    if not isinstance(data, np.ndarray):
+        return False
+    cdef cnp.ndarray arr = <cnp.ndarray>data
+    cdef int nd = cnp.PyArray_NDIM(arr), i
+    if (<void*>cnp.PyArray_DESCR(arr) != <void*>cnp.PyArray_DESCR(value)
+            or nd != cnp.PyArray_NDIM(value) or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+        return False
+    for i in range(nd):
+        if cnp.PyArray_DIMS(arr)[i] != cnp.PyArray_DIMS(value)[i]:
+            return False
+    return True
 
 
 cdef int _once(Variable leaf) except -1:
@@ -1744,6 +1838,16 @@ cdef class Input(Leaf):
         return f"Input(shape={self._shape}, dtype={self.dtype.name}{where})"
 
 
+cdef bint _any_negative(const int64_t* ids, Py_ssize_t n) noexcept nogil:
+    """Whether an id is < 0: one pass gcc vectorises (numpy's min() costs microseconds
+    of dispatch on the few ids an example sets)."""
+    cdef int64_t lowest = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        lowest = lowest if lowest < ids[i] else ids[i]
+    return lowest < 0
+
+
 cdef cnp.ndarray _index_array(object ids, str argname):
     try:
         arr = np.asarray(ids)
@@ -1801,11 +1905,9 @@ cdef class IndexInput(Variable):
     def set_value(self, ids):
         """Copy new ids (same shape, integers >= 0) into this leaf."""
         cdef cnp.ndarray arr
-        if (not self.on_device and isinstance(ids, np.ndarray) and (<cnp.ndarray>ids).dtype == np.int64
-                and (<cnp.ndarray>ids).shape == self._value.shape
-                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>ids)):
+        if not self.on_device and _holds_bytes_for(ids, self._value):
             arr = <cnp.ndarray>ids
-            if arr.size and arr.min() < 0:
+            if _any_negative(<const int64_t*>cnp.PyArray_DATA(arr), arr.size):
                 raise IndexError(f"IndexInput.set_value: ids must be >= 0, got {arr.min()}")
             memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
             mark_changed(self)

@@ -105,6 +105,7 @@ FA_PLAIN_RULE FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, do
 #define FA_T T
 #define FA_NAME(name) name
 #define FA_EXP fa_exp
+#define FA_EXP_NEGABS(x) fa_exp(-fa_abs(x))
 #define FA_LOG fa_log
 #define FA_LOG1P fa_log1p
 #define FA_TANH fa_tanh
@@ -121,6 +122,7 @@ FA_PLAIN_RULE FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, do
 #define FA_T float
 #define FA_NAME(name) name##_f
 #define FA_EXP fa_expf
+#define FA_EXP_NEGABS fa_exp_negabsf
 #define FA_LOG fa_logf
 #define FA_LOG1P log1pf
 #define FA_TANH fa_tanhf
@@ -135,6 +137,7 @@ FA_PLAIN_RULE FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, do
 #undef FA_T
 #undef FA_NAME
 #undef FA_EXP
+#undef FA_EXP_NEGABS
 #undef FA_LOG
 #undef FA_LOG1P
 #undef FA_TANH
@@ -148,6 +151,7 @@ FA_PLAIN_RULE FaNAdamStep fa_nadam_step(double lr, long long t, double beta1, do
 #define FA_T double
 #define FA_NAME(name) name##_d
 #define FA_EXP fa_exp
+#define FA_EXP_NEGABS fa_exp_negabs
 #define FA_LOG fa_log
 #define FA_LOG1P log1p
 #define FA_TANH fa_tanh
@@ -172,7 +176,7 @@ FA_RULE FA_T FA_NAME(fa_softplus_of_exp)(FA_T x, FA_T t) {
 }
 
 FA_RULE FA_T FA_NAME(fa_softplus)(FA_T x) {
-    return FA_NAME(fa_softplus_of_exp)(x, FA_EXP(-FA_ABS(x)));
+    return FA_NAME(fa_softplus_of_exp)(x, FA_EXP_NEGABS(x));
 }
 
 /* GELU's tanh approximation as PyTorch writes it: sqrt(2/pi) and the cubic's coefficient. */

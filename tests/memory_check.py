@@ -1,6 +1,6 @@
 """Memory check (a script, not a test): replays and graph churn must not grow the process.
 
-    python tests/memory_check.py [--replays 1000000] [--graphs 100000]
+    python tests/memory_check.py [--replays 1000000] [--graphs 100000] [--cached 1000000]
 
 1. Builds one small sparse graph (embedding gathers, dot, logsigmoid, a dense
    layer) and replays it `--replays` times: set_value, forward, backward,
@@ -9,6 +9,10 @@
 2. Builds and drops `--graphs` small graphs (eager build + backward) with the
    cyclic garbage collector disabled, so only reference counting frees them;
    then reports what `gc.collect()` finds (reference cycles) and the RSS.
+
+3. Trains on `--cached` examples of random structure (tree-like sums of tanh chains)
+   through a fa.GraphCache of 4 MB: the cache's bytes stay within it at every example
+   and RSS stays flat once it is full (graphs evicted and built again, forever).
 
 Prints the figures and exits 1 if any check fails.
 """
@@ -112,16 +116,61 @@ def check_churn(n, rng):
             and cycles == 0)
 
 
+def cached_structures(params):
+    """Graphs of a random structure each: a sum of tanh chains of random lengths over
+    embedding rows, a cross-entropy on top; the structure is the lengths."""
+    E, U, V = params
+
+    def build(lengths, ids, label):
+        emb = fa.embedding(E, ids)
+        total = None
+        for b, n in enumerate(lengths):
+            h = emb[b]
+            for _ in range(n):
+                h = fa.tanh(h @ U + emb[b])
+            total = h if total is None else total + h
+        return fa.nn.cross_entropy((total @ V).reshape(1, 3), label)
+    return build
+
+
+def check_graph_cache(n, rng):
+    params = (fa.Parameter(rng.normal(size=(20, 16))), fa.Parameter(rng.normal(size=(16, 16)) * 0.3),
+              fa.Parameter(rng.normal(size=(16, 3))))
+    bound = 4 << 20
+    cache = fa.GraphCache(cached_structures(params), max_bytes=bound)
+    opt = fa.optim.SGD(params, lr=0.01)
+    warmup = min(20_000, n)
+    samples, peak = [], 0
+    for k in range(n):
+        lengths = tuple(int(v) for v in rng.integers(1, 6, size=rng.integers(1, 5)))
+        loss = cache(lengths, rng.integers(0, 20, size=len(lengths)), np.array([k % 3]))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        peak = max(peak, cache.nbytes)
+        if k + 1 == warmup or (k + 1) % (n // 10 or 1) == 0:
+            samples.append(rss_mb())
+    growth = samples[-1] - samples[0]
+    print(f"GraphCache x{n:,} ({len(cache)} graphs kept, {cache.hits:,} hits, {cache.misses:,} builds): "
+          f"peak {peak / 2**20:.2f} MB of a {bound / 2**20:.0f} MB bound; RSS after warm-up "
+          f"{samples[0]:.1f} MB, at end {samples[-1]:.1f} MB (growth {growth:+.2f} MB; samples "
+          f"{', '.join(f'{s:.1f}' for s in samples)})")
+    return peak <= bound and growth <= ALLOWED_GROWTH_MB
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replays", type=int, default=1_000_000)
     parser.add_argument("--graphs", type=int, default=100_000)
+    parser.add_argument("--cached", type=int, default=1_000_000)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     ok_replay = check_replay(args.replays, rng)
     ok_churn = check_churn(args.graphs, rng)
-    print("OK" if ok_replay and ok_churn else "FAILED: memory grew or graphs were not freed")
-    return 0 if ok_replay and ok_churn else 1
+    ok_cache = check_graph_cache(args.cached, rng)
+    ok = ok_replay and ok_churn and ok_cache
+    print("OK" if ok else "FAILED: memory grew or graphs were not freed")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

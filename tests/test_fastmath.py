@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import fastad as fa
 from fastad_cy.fastmath import approximate, enabled
 
 BOUNDS = {np.float64: 1e-8, np.float32: 1e-6}
@@ -40,3 +41,30 @@ def test_bad_arguments():
     with pytest.raises(TypeError, match="float32 or float64"):
         approximate("exp", np.zeros(2, dtype=np.int64))
     assert isinstance(enabled(), bool)
+
+
+@pytest.mark.skipif(enabled(), reason="a FASTAD_FAST_MATH build approximates tanh")
+def test_float_tanh_within_one_ulp_and_special_values():
+    # fa.tanh in float32 runs a vectorised double exp of its own, not the C library's
+    x = np.concatenate([np.linspace(-12, 12, 400_001), np.geomspace(1e-6, 1e-3, 1001)]).astype(np.float32)
+    y = fa.tanh(fa.Input(x)).value
+    ref = np.tanh(x.astype(np.float64))
+    assert np.max(np.abs(y - ref) / np.spacing(np.abs(ref).astype(np.float32))) <= 1.0
+    assert np.array_equal(fa.tanh(fa.Input(-x)).value, -y)
+    special = fa.tanh(fa.Input(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, 3e38], np.float32))).value
+    assert np.isnan(special[0])
+    assert list(special[1:]) == [1.0, -1.0, 0.0, 0.0, np.float32(1e-30), 1.0]
+    assert np.signbit(special[4])
+
+
+@pytest.mark.skipif(enabled(), reason="a FASTAD_FAST_MATH build approximates exp")
+def test_float_sigmoid_and_softplus_within_a_few_ulps_and_special_values():
+    # their e**-|x| comes from the same vectorised double exp as tanh's
+    x = np.linspace(-100, 30, 400_001).astype(np.float32)
+    ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    y = fa.sigmoid(fa.Input(x)).value
+    assert np.max(np.abs(y - ref) / np.spacing(ref.astype(np.float32))) <= 3
+    soft = np.logaddexp(0, x.astype(np.float64))
+    assert np.max(np.abs(fa.softplus(fa.Input(x)).value - soft) / np.spacing(soft.astype(np.float32))) <= 2
+    special = fa.sigmoid(fa.Input(np.array([np.nan, np.inf, -np.inf, -300, 0], np.float32))).value
+    assert np.isnan(special[0]) and list(special[1:]) == [1.0, 0.0, 0.0, 0.5]

@@ -2,12 +2,14 @@
 graph built anew; it is never used for other data shapes or dtypes; what it keeps stays
 within max_bytes over many examples of varying structure; the cyclic collector never sees it."""
 import gc
+import os
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
+from fastad_cy.graph import GradientArena
 from random_graph_helpers import build, fa_ops, leaf_values, recipes
 
 
@@ -116,8 +118,38 @@ def test_twenty_thousand_examples_of_varying_structure_keep_the_cache_within_its
         opt.step()
         opt.zero_grad()
         peak = max(peak, cache.nbytes)
-        assert cache.nbytes == sum(nbytes for _, _, nbytes in cache._graphs.values())
+        assert cache.nbytes == sum(nbytes for _, _, nbytes in cache._graphs.values()) + cache._arena.nbytes
     assert peak <= bound and len(cache) > 10 and cache.hits > 5_000
+
+
+def _resident_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads resident memory from Linux's /proc")
+def test_resident_memory_stays_flat_while_the_cache_evicts_and_builds_over_many_examples():
+    """(tests/memory_check.py runs the same for a million examples.)"""
+    params = _params(np.float32)
+    bound = 300_000
+    cache = fa.GraphCache(lambda lengths, ids, x: _chain(lengths, ids, x, params), max_bytes=bound)
+    opt = fa.optim.SGD(list(params), lr=0.01)
+
+    def train(count, seed):
+        for lengths, ids, x in _examples(count, seed=seed):
+            loss = cache(lengths, ids, x.astype(np.float32))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            assert cache.nbytes <= bound
+
+    train(3_000, seed=11)                       # the cache fills and starts evicting
+    before, built_before = _resident_bytes(), cache.misses
+    train(30_000, seed=12)
+    built = cache.misses - built_before
+    churned = built * cache.nbytes // len(cache)            # the graphs built and dropped since
+    assert built > 10_000 and churned > 100 << 20
+    assert _resident_bytes() - before < 4 << 20
 
 
 def test_graph_nbytes_counts_every_node_value_and_gradient():
@@ -224,3 +256,62 @@ def test_random_graphs_replayed_from_the_cache_equal_graphs_built_anew(kinds, ex
             if g is not None:
                 np.testing.assert_array_equal(g, p.grad)
             p.zero_grad()
+
+
+def _tanh_chain(x, w, n):
+    h = x
+    for _ in range(n):
+        h = fa.tanh(h * w)
+    return h.sum()
+
+
+def test_graphs_in_one_gradient_arena_share_its_memory_and_keep_their_own_gradients():
+    w = fa.Parameter(np.full(8, 0.5), dtype=np.float64)
+    arena = GradientArena()
+    short, long = _tanh_chain(fa.Input(np.ones(8), dtype=np.float64), w, 2), _tanh_chain(fa.Input(np.arange(8.0), dtype=np.float64), w, 5)
+    assert arena.place(short) is True and arena.nbytes > 0          # the first block
+    assert arena.place(long) is True                                 # a larger one
+    assert arena.place(short) is False                               # moved into it
+    assert arena.nbytes < 12 * 8 * 8 * 2                             # the longer graph's room, not both
+    fresh_short, fresh_long = _tanh_chain(fa.Input(np.ones(8), dtype=np.float64), w, 2), _tanh_chain(fa.Input(np.arange(8.0), dtype=np.float64), w, 5)
+    for kept, fresh in ((short, fresh_short), (long, fresh_long), (short, fresh_short)):
+        w.zero_grad()
+        kept.backward()
+        got = w.grad.copy()
+        w.zero_grad()
+        fresh.backward()
+        np.testing.assert_array_equal(got, w.grad)
+    inner = long.parents[0]
+    assert inner.grad is None          # of the long graph's pass: the short one ran since
+    long.backward()
+    assert inner.grad is not None
+
+
+def test_a_gradient_arena_refuses_graphs_whose_buffers_it_cannot_own():
+    w = fa.Parameter(np.full(4, 0.5), dtype=np.float64)
+    arena = GradientArena()
+    done = _tanh_chain(fa.Input(np.ones(4), dtype=np.float64), w, 2)
+    done.backward()
+    assert arena.place(done) is None                                 # has buffers of its own
+    shared = fa.tanh(w * 2.0)
+    first = (shared * 3.0).sum()
+    assert arena.place(first) is True
+    assert arena.place((shared * 4.0).sum()) is None                 # would overlap `first`'s
+    assert arena.place(first) is None                                # already in the current block
+
+
+def test_kept_graphs_count_their_shared_gradients_once():
+    params = _params()
+    cache = fa.GraphCache(lambda lengths, ids, x: _chain(lengths, ids, x, params), max_bytes=1 << 30)
+    needs = []
+    for lengths, ids, x in _examples(300, seed=7):
+        cache(lengths, ids, x).backward()
+        alone = GradientArena()                 # the room this example's gradients take
+        alone.place(_chain(lengths, fa.IndexInput(ids), fa.Input(x, dtype=np.float64), params))
+        needs.append(alone.nbytes)
+    roots = [root for root, _, _ in cache._graphs.values()]
+    with_gradients = sum(fa.graph_nbytes(root) for root in roots)
+    without = sum(fa.graph_nbytes(root, gradients=False) for root in roots)
+    assert cache.nbytes == without + cache._arena.nbytes
+    assert max(needs) <= cache._arena.nbytes <= 2 * max(needs)     # grown by doubling
+    assert len(roots) > 50 and cache.nbytes < without + (with_gradients - without) / 10

@@ -111,6 +111,21 @@ def test_blas_and_c_loops_agree(m, k, n, dtype):
                                        err_msg=f"{name}: {what}")
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_one_row_gradients_of_a_shared_weight_add_as_outer_products(kernel, dtype):
+    # each (1, k) @ W adds the outer product x^T g into W's gradient: written by the first, added by the rest
+    xs, w, seeds = data(3, 1, 16, dtype=dtype), data(16, 24, dtype=dtype), data(3, 1, 24, dtype=dtype)
+    pw = fa.Parameter(w, dtype=dtype)
+    px = [fa.Parameter(x, dtype=dtype) for x in xs]
+    out = fa.concat([matmul(x, pw) for x in px], axis=0)
+    out.backward(seeds.reshape(3, 24))
+    exact = sum(x.astype(np.float64).T @ g.astype(np.float64) for x, g in zip(xs, seeds))
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(pw.grad, exact, rtol=tol, atol=tol)
+    for x, g in zip(px, seeds):
+        np.testing.assert_allclose(x.grad, g.astype(np.float64) @ w.astype(np.float64).T, rtol=tol, atol=tol)
+
+
 def test_default_crossover_puts_tiny_products_in_loops_and_large_in_blas():
     small, large = (2, 2, 2), (16, 20, 24)
     assert np.prod(small) < linalg.BLAS_MIN_WORK <= np.prod(large)
