@@ -142,19 +142,13 @@ static inline double fa_exp_small(double x) {
     double v = x * 1.4426950408889634 + shift;
     double k = v - shift;
     double r = (x - k * 0.693145751953125) - k * 1.4286068203094173e-06;
-    double p = 1.0 / 479001600;
-    p = p * r + 1.0 / 39916800;
-    p = p * r + 1.0 / 3628800;
-    p = p * r + 1.0 / 362880;
-    p = p * r + 1.0 / 40320;
-    p = p * r + 1.0 / 5040;
-    p = p * r + 1.0 / 720;
-    p = p * r + 1.0 / 120;
-    p = p * r + 1.0 / 24;
-    p = p * r + 1.0 / 6;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    /* Estrin's scheme: the same terms in a shallow tree (about a fifth of Horner's chain of
+     * dependent multiply-adds), so that one exp a scalar node is not a long latency */
+    double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+    double s0 = (1.0 + r) + (0.5 + r * (1.0 / 6)) * r2;
+    double s1 = (1.0 / 24 + r * (1.0 / 120)) + (1.0 / 720 + r * (1.0 / 5040)) * r2;
+    double s2 = (1.0 / 40320 + r * (1.0 / 362880)) + (1.0 / 3628800 + r * (1.0 / 39916800)) * r2;
+    double p = (s0 + s1 * r4) + (s2 + (1.0 / 479001600) * r4) * r8;
     uint64_t bits, scale_bits;
     memcpy(&bits, &v, sizeof bits);
     scale_bits = (bits + 1023) << 52;
