@@ -20,36 +20,17 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import cli  # noqa: E402
 from trees import function_trees  # noqa: E402
+import tree_rnn  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
-CLASSES, LR, BATCH = 4, 0.01, 32
-
-
-def initial_weights(vocab_size, dim, seed=0):
-    rng = np.random.default_rng(seed)
-    scale = 1 / np.sqrt(dim)
-    return {"E": rng.normal(0, 1, (vocab_size, dim)), "W": rng.normal(0, scale, (dim, dim)),
-            "U": rng.normal(0, scale, (dim, dim)), "b": np.zeros(dim),
-            "V": rng.normal(0, scale, (dim, CLASSES)), "c": np.zeros(CLASSES)}
+LR, BATCH = 0.01, 32
 
 
 def tree_loss(tree, p):
-    """The loss of one tree (post-order: each node's children come before it), built node
-    by node: the same code eager and under fa.autobatch."""
-    types, children, target = tree
-    xw = fa.embedding(p["E"], fa.IndexInput(types)) @ p["W"] + p["b"]   # every node's W emb(type) + b
-    h = []
-    for i, kids in enumerate(children):
-        pre = xw[i]
-        if kids:
-            total = h[kids[0]]
-            for k in kids[1:]:
-                total = total + h[k]
-            pre = pre + total @ p["U"]
-        h.append(fa.tanh(pre))
-    logits = (h[-1] @ p["V"] + p["c"]).reshape(1, CLASSES)
-    return fa.nn.cross_entropy(logits, fa.IndexInput([target]))
+    """bench/tree_rnn.py's loss of one tree, built node by node: the same code eager and
+    under fa.autobatch."""
+    return tree_rnn.tree_loss(tree, p, tree_rnn.FASTAD)
 
 
 def trainers(weights):
@@ -96,7 +77,7 @@ def run(quick=False, trees=None, rounds=None):
           f"{len(vocab)} node types, minibatches of {BATCH}")
     rows = []
     for dim in (64, 256):
-        eager, batched = trainers(initial_weights(len(vocab), dim))
+        eager, batched = trainers(tree_rnn.initial_weights(len(vocab), dim))
         best_e, best_b, split = 0.0, 0.0, None
         for _ in range(rounds or (2 if quick else 4)):       # alternating, best of each
             best_e = max(best_e, eager(data)[0])

@@ -25,12 +25,16 @@ import fastad as fa  # noqa: E402
 DIM, CLASSES, LR = 64, 4, 0.01
 
 
-def initial_weights(vocab_size, seed=0):
+def initial_weights(vocab_size, dim=DIM, seed=0):
     rng = np.random.default_rng(seed)
-    scale = 1 / np.sqrt(DIM)
-    return {"E": rng.normal(0, 1, (vocab_size, DIM)), "W": rng.normal(0, scale, (DIM, DIM)),
-            "U": rng.normal(0, scale, (DIM, DIM)), "b": np.zeros(DIM),
-            "V": rng.normal(0, scale, (DIM, CLASSES)), "c": np.zeros(CLASSES)}
+    scale = 1 / np.sqrt(dim)
+    return {"E": rng.normal(0, 1, (vocab_size, dim)), "W": rng.normal(0, scale, (dim, dim)),
+            "U": rng.normal(0, scale, (dim, dim)), "b": np.zeros(dim),
+            "V": rng.normal(0, scale, (dim, CLASSES)), "c": np.zeros(CLASSES)}
+
+
+# the library's functions a tree_loss takes: take, tanh, cross_entropy, ids of the types, ids of the label
+FASTAD = (fa.embedding, fa.tanh, fa.nn.cross_entropy, fa.IndexInput, lambda y: fa.IndexInput([y]))
 
 
 def tree_loss(tree, p, lib):
@@ -62,7 +66,7 @@ def fastad_trainer(weights, dtype=np.float32, cached=False):
     tree's shape kept in a fa.GraphCache and replayed."""
     params = {k: fa.Parameter(v, dtype=dtype, name=k) for k, v in weights.items()}
     opt = fa.optim.SGD(list(params.values()), lr=LR)
-    lib = (fa.embedding, fa.tanh, fa.nn.cross_entropy, fa.IndexInput, lambda y: fa.IndexInput([y]))
+    lib = FASTAD
     # Room for every shape of an epoch: least-recently-used eviction keeps nothing useful
     # when an epoch cycles through more shapes than the cache holds.
     cache = fa.GraphCache(lambda children, ids, label: tree_net(children, ids, label, params, lib),
