@@ -1,8 +1,8 @@
 /* Scalar math used by fastad's CPU kernels.
  *
  * fa_exp/fa_log/fa_tanh/fa_sigmoid (and the float versions with an f suffix)
- * call the C library (but for float tanh and sigmoid, which take one exp from
- * fa_exp_small, as accurate and without a call), unless the package was built
+ * call the C library (but for float tanh, which takes one exp from fa_exp_small,
+ * as accurate and without a call), unless the package was built
  * with FASTAD_FAST_MATH=1: then they use the branch-light approximations below,
  * which gcc can inline and vectorise. The approximations are always compiled so that the tests can
  * check their error bounds on any build:
@@ -169,12 +169,12 @@ static inline float fa_exact_tanhf(float x) {
 }
 
 /* e**-|x| in float, as every sigmoid and softplus in float takes it (and the logits' BCE
- * loops, which keep it): fa_exp_small rounded, the same float as the C library's expf at
- * all but 2 in 100,000 of every 7th float tried (1 ulp apart there), with no call, so that
- * the loops over it vectorise. */
+ * loops, which keep it): the C library's expf. These run mostly over short rows (a word2vec
+ * pair's 6 scores, a scalar node), where an exp's latency, not a vectorised loop, sets the
+ * speed: fa_exp_small here made word2vec 4-6% slower (three alternated fits) and the BiLSTM
+ * tagger's gates no faster. */
 static inline float fa_exact_exp_negabsf(float x) {
-    float a = fabsf(x);
-    return (float)fa_exp_small(a > 200.0f ? -200.0 : -(double)a);
+    return expf(-fabsf(x));
 }
 
 static inline float fa_exact_sigmoidf(float x) {
