@@ -22,9 +22,23 @@ from fastad_cy.blas cimport gemm
 from fastad_cy.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device,
                               val_ptr_or_null)
 from fastad_cy.loops cimport vec_zero, zero_values
-from fastad_cy.scalar cimport s_tanh, s_sigmoid, sigmoid_each, tanh_each
+from fastad_cy.op_codes cimport U_SIGMOID, U_TANH
+from fastad_cy.scalar cimport s_tanh, s_sigmoid
+
+cdef extern from "elementwise_loops.h":
+    # elementwise's loop for one unary op over a row (float's tanh and sigmoid vectorise there)
+    void fa_unary_forward_f(int op, const float* x, float* y, Py_ssize_t n, float p) noexcept nogil
+    void fa_unary_forward_d(int op, const double* x, double* y, Py_ssize_t n, double p) noexcept nogil
 
 cnp.import_array()
+
+
+cdef inline void unary_each(int op, const floating* x, floating* y, Py_ssize_t n) noexcept nogil:
+    """y = op(x) over n elements (y may be x)."""
+    if floating is float:
+        fa_unary_forward_f(op, x, y, n, 0)
+    else:
+        fa_unary_forward_d(op, x, y, n, 0)
 
 
 cdef void lstm_pointwise(const floating* b_ih, const floating* b_hh, const floating* c_prev,
@@ -42,13 +56,13 @@ cdef void lstm_pointwise(const floating* b_ih, const floating* b_hh, const float
         a = act + r * 4 * H
         for j in range(4 * H):
             a[j] = a[j] + b_ih[j] + b_hh[j]
-        sigmoid_each(a, a, 2 * H)
-        tanh_each(a + 2 * H, a + 2 * H, H)
-        sigmoid_each(a + 3 * H, a + 3 * H, H)
+        unary_each(U_SIGMOID, a, a, 2 * H)
+        unary_each(U_TANH, a + 2 * H, a + 2 * H, H)
+        unary_each(U_SIGMOID, a + 3 * H, a + 3 * H, H)
         for j in range(H):
             ig = a[j] * a[2 * H + j]
             c[r * H + j] = a[H + j] * c_prev[r * H + j] + ig if c_prev != NULL else ig
-        tanh_each(c + r * H, tanh_c + r * H, H)
+        unary_each(U_TANH, c + r * H, tanh_c + r * H, H)
         for j in range(H):
             h[r * H + j] = a[3 * H + j] * tanh_c[r * H + j]
 

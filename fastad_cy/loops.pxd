@@ -29,11 +29,6 @@ cdef extern from *:
      * Adding into a weight's gradient of 256 x 64 (an LSTM's) runs at the speed the caches
      * move C, which 64-byte vectors double: an AVX-512 clone too, its products not fused
      * into the adds (fp-contract off), so that every clone gives the same values. */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-    #define FA_CLONED_WIDE __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) static
-    #else
-    #define FA_CLONED_WIDE static inline
-    #endif
     #define FA_OUTER(T, S)                                                                  \
     FA_CLONED_WIDE void fa_outer_##S(T* __restrict C, Py_ssize_t ldc, const T* a, Py_ssize_t sa,  \
                                 const T* __restrict b, Py_ssize_t M, Py_ssize_t N, int add) { \

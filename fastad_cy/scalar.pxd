@@ -45,43 +45,6 @@ cdef inline floating s_tanh(floating x) noexcept nogil:
         return fa_tanh(x)
 
 
-cdef extern from *:
-    """
-    #include "fastmath.h"
-    #include "clones.h"
-    /* y = tanh(x) or sigmoid(x) over a row (y may be x): loops of their own, so that
-     * float's vectorise */
-    #define FA_EACH(NAME, T, S, FN)                                                         \
-    FA_CLONED void fa_##NAME##_each_##S(const T* x, T* y, Py_ssize_t n) {                   \
-        for (Py_ssize_t i = 0; i < n; i++) y[i] = FN(x[i]);                                  \
-    }
-    FA_EACH(tanh, float, f, fa_tanhf)
-    FA_EACH(tanh, double, d, fa_tanh)
-    FA_EACH(sigmoid, float, f, fa_sigmoidf)
-    FA_EACH(sigmoid, double, d, fa_sigmoid)
-    """
-    void fa_tanh_each_f(const float* x, float* y, Py_ssize_t n) noexcept nogil
-    void fa_tanh_each_d(const double* x, double* y, Py_ssize_t n) noexcept nogil
-    void fa_sigmoid_each_f(const float* x, float* y, Py_ssize_t n) noexcept nogil
-    void fa_sigmoid_each_d(const double* x, double* y, Py_ssize_t n) noexcept nogil
-
-
-cdef inline void tanh_each(const floating* x, floating* y, Py_ssize_t n) noexcept nogil:
-    """y = tanh(x) over n elements; y may be x."""
-    if floating is float:
-        fa_tanh_each_f(x, y, n)
-    else:
-        fa_tanh_each_d(x, y, n)
-
-
-cdef inline void sigmoid_each(const floating* x, floating* y, Py_ssize_t n) noexcept nogil:
-    """y = sigmoid(x) over n elements; y may be x."""
-    if floating is float:
-        fa_sigmoid_each_f(x, y, n)
-    else:
-        fa_sigmoid_each_d(x, y, n)
-
-
 cdef inline floating s_sigmoid(floating x) noexcept nogil:
     if floating is float:
         return fa_sigmoidf(x)
