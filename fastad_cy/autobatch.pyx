@@ -23,13 +23,12 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcmp, memcpy
-from cython cimport floating
 
 import numpy as np
 
 from fastad_cy.graph cimport Variable, Input, IndexInput, init_node, set_storage
 from fastad_cy.graph import register_recording, set_recording
-from fastad_cy.loops cimport element_size, zero_values
+from fastad_cy.loops cimport element_size, row_axpy, zero_values
 from fastad_cy.elementwise import unary_node, binary_node, add, sub, mul, div
 from fastad_cy.linalg import matmul
 from fastad_cy.losses import cross_entropy
@@ -670,12 +669,6 @@ cdef object _target_ids(Lazy node):
 
 # ---------------------------------------------------------------- RowSum
 
-cdef void _add_rows(floating* dst, const floating* src, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        dst[i] += src[i]
-
-
 @cython.no_gc
 cdef class RowSum(Variable):
     """Runs of rows, one after another, of 2-D Variables of one width: run r is the sum of
@@ -707,9 +700,9 @@ cdef class RowSum(Variable):
             memcpy(out, self._term(self.run_terms[r], False), n)
             for t in range(self.run_terms[r] + 1, self.run_terms[r + 1]):
                 if self.f64:
-                    _add_rows(<double*>out, <const double*>self._term(t, False), n // 8)
+                    row_axpy(<double*>out, <const double*>self._term(t, False), n // 8, 1.0)
                 else:
-                    _add_rows(<float*>out, <const float*>self._term(t, False), n // 4)
+                    row_axpy(<float*>out, <const float*>self._term(t, False), n // 4, 1.0)
             out += n
         return 0
 
@@ -727,9 +720,9 @@ cdef class RowSum(Variable):
                 if not (<Variable>self.sources[self.term_source[t]]).requires_grad:
                     continue
                 if self.f64:
-                    _add_rows(<double*>self._term(t, True), <const double*>g, n // 8)
+                    row_axpy(<double*>self._term(t, True), <const double*>g, n // 8, 1.0)
                 else:
-                    _add_rows(<float*>self._term(t, True), <const float*>g, n // 4)
+                    row_axpy(<float*>self._term(t, True), <const float*>g, n // 4, 1.0)
             g += n
         return 0
 
