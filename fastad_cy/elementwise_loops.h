@@ -29,14 +29,16 @@
 #define FA_SLOPE_WRITE_CASE(k, S) \
     case k: for (i = 0; i < n; i++) gx[i] = gy[i] * fa_unary_slope_##S(k, x[i], y[i], p); return;
 
-#define FA_UNARY_LOOPS(T, S)                                                                \
-FA_CLONED FA_FLATTEN void fa_unary_forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {         \
+/* FA_UNARY_LOOP_BODIES: the forward and backward loops of one type under the name
+ * prefix P, with attributes ATTR. */
+#define FA_UNARY_LOOP_BODIES(T, S, ATTR, P)                                                 \
+ATTR FA_FLATTEN void P##forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {          \
     ptrdiff_t i;                                                                            \
     switch (op) { FA_EACH_CODE(FA_FORWARD_CASE, S) }                                        \
     for (i = 0; i < n; i++) y[i] = fa_unary_value_##S(op, x[i], p);                         \
 }                                                                                           \
-FA_CLONED FA_FLATTEN void fa_unary_backward_##S(int op, const T* x, const T* y, const T* gy,         \
-                                         T* gx, ptrdiff_t n, T p, int add) {               \
+ATTR FA_FLATTEN void P##backward_##S(int op, const T* x, const T* y, const T* gy,          \
+                                     T* gx, ptrdiff_t n, T p, int add) {                    \
     ptrdiff_t i;                                                                            \
     if (add) {                                                                              \
         switch (op) { FA_EACH_CODE(FA_SLOPE_ADD_CASE, S) }                                  \
@@ -45,6 +47,23 @@ FA_CLONED FA_FLATTEN void fa_unary_backward_##S(int op, const T* x, const T* y, 
         switch (op) { FA_EACH_CODE(FA_SLOPE_WRITE_CASE, S) }                                \
         for (i = 0; i < n; i++) gx[i] = gy[i] * fa_unary_slope_##S(op, x[i], y[i], p);      \
     }                                                                                       \
+}
+
+/* Rows shorter than FA_SHORT_ROW (a scalar node's one element) run the loops inlined where
+ * they are called: the cloned loops' dispatch (a call through the resolver's pointer, a few
+ * nanoseconds) would cost more than the vectors save on them. */
+#define FA_SHORT_ROW 16
+#define FA_UNARY_LOOPS(T, S)                                                                \
+FA_UNARY_LOOP_BODIES(T, S, FA_CLONED, fa_unary_rows_)                                       \
+FA_UNARY_LOOP_BODIES(T, S, static inline, fa_unary_short_)                                  \
+static inline void fa_unary_forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {       \
+    if (n < FA_SHORT_ROW) fa_unary_short_forward_##S(op, x, y, n, p);                       \
+    else fa_unary_rows_forward_##S(op, x, y, n, p);                                         \
+}                                                                                           \
+static inline void fa_unary_backward_##S(int op, const T* x, const T* y, const T* gy,       \
+                                         T* gx, ptrdiff_t n, T p, int add) {                \
+    if (n < FA_SHORT_ROW) fa_unary_short_backward_##S(op, x, y, gy, gx, n, p, add);         \
+    else fa_unary_rows_backward_##S(op, x, y, gy, gx, n, p, add);                           \
 }
 
 FA_UNARY_LOOPS(float, f)
