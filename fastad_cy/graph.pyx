@@ -24,6 +24,8 @@ from cpython.ref cimport PyObject, PyTypeObject, Py_INCREF, Py_TYPE
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_ITEM
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 from cpython.pythread cimport PyThread_get_thread_ident
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void* op)
 from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 cdef extern from "<stdlib.h>" nogil:
@@ -474,7 +476,7 @@ cdef int _wire(Variable node, str op, tuple inputs, bint f64) except -1:
         needs = needs or x.requires_grad
         x.has_children = True
     node.op_name = op
-    node.parents = inputs
+    node.parents = _untracked(inputs)
     node.f64 = f64
     node.requires_grad = needs and fa_grad_enabled()
     node.value_stamp = _value_clock
@@ -527,11 +529,20 @@ cdef int same_device(str op, Variable a, Variable b) except -1:
     return 0
 
 
+cdef inline tuple _untracked(tuple t):
+    """`t`, taken off the cyclic collector's lists. A node's parents and shape hold only nodes
+    and ints; nodes have no traverse (no_gc), so no cycle the collector could free runs
+    through these tuples. Tracked, each would be visited by the next collection (which then
+    untracks it): some 5 tuples a node, and a GraphCache keeps its graphs' tuples alive."""
+    PyObject_GC_UnTrack(<void*>t)
+    return t
+
+
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
     """Wire a new op node to its inputs and give it an output buffer of `shape`."""
     cdef cnp.ndarray value = _buffer_of_shape(op, shape, _type_num(f64))
     _wire(node, op, inputs, f64)
-    node._shape = shape
+    node._shape = _untracked(shape)
     _adopt_value(node, value)
     return 0
 

@@ -175,6 +175,17 @@ def test_kept_graphs_are_invisible_to_the_cyclic_collector():
     assert len(gc.get_objects()) - before < len(cache)   # no node, list or plan: a few keys
 
 
+def test_a_new_node_gives_the_cyclic_collector_no_tuple_to_visit():
+    gc.disable()         # a collection would untrack the tuples itself
+    try:
+        w = fa.Parameter(np.ones((3, 4)))
+        y = fa.tanh(w @ w.T + 1.0)[0]
+        for node in (y, y.parents[0], y.parents[0].parents[0], y.parents[0].parents[0].parents[0]):
+            assert not gc.is_tracked(node.parents) and not gc.is_tracked(node.shape), node
+    finally:
+        gc.enable()
+
+
 def test_bad_arguments_are_refused_naming_them():
     with pytest.raises(TypeError, match="GraphCache: build must be callable"):
         fa.GraphCache(3)
