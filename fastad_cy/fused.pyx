@@ -289,16 +289,14 @@ cdef class LSTMSequence(Variable):
     cdef Py_ssize_t steps, batch, n_in, H
     # made at build, reused by every pass: act and dgates (T, B, 4H): the gates after their
     # nonlinearities and their gradients; cells and tanh_c (T, B, H): c_t and tanh(c_t);
-    # hh_cols (H, 4H): W_hh transposed, whose columns the per-step product walks contiguously;
     # dh and dc (B, H): the gradients flowing back into the previous step's h and c;
     # dc_final (B, H): the final c's gradient from lstm_final_cell, valid when
     # dc_final_pass == grad_pass (the node's own pass stamp)
-    cdef cnp.ndarray act, dgates, cells, tanh_c, hh_cols, dh, dc, dc_final
+    cdef cnp.ndarray act, dgates, cells, tanh_c, dh, dc, dc_final
     cdef char* act_ptr
     cdef char* dgates_ptr
     cdef char* cells_ptr
     cdef char* tanh_c_ptr
-    cdef char* hh_cols_ptr
     cdef char* dh_ptr
     cdef char* dc_ptr
     cdef char* dc_final_ptr
@@ -318,20 +316,18 @@ cdef class LSTMSequence(Variable):
         cdef floating* act = <floating*>self.act_ptr
         cdef floating* cells = <floating*>self.cells_ptr
         cdef floating* tanh_c = <floating*>self.tanh_c_ptr
-        cdef floating* hh_cols = <floating*>self.hh_cols_ptr
         cdef const floating* b_ih = <floating*>self.b_ih.val_ptr
         cdef const floating* b_hh = <floating*>self.b_hh.val_ptr
+        cdef const floating* w_hh = <floating*>val_ptr_or_null(self.w_hh)
         cdef const floating* h_prev = <floating*>val_ptr_or_null(self.h0)
         cdef const floating* c_prev = <floating*>val_ptr_or_null(self.c0)
         cdef Py_ssize_t k, t
-        if self.w_hh is not None:
-            transpose_into(<floating*>self.w_hh.val_ptr, hh_cols, G, H)
         gemm(False, True, T * B, G, I, <floating*>self.x.val_ptr, I, <floating*>self.w_ih.val_ptr,
              I, act, G, False)
         for k in range(T):
             t = self.time_of(k)
             if h_prev != NULL:
-                gemm(False, False, B, G, H, h_prev, H, hh_cols, G, act + t * B * G, G, True)
+                gemm(False, True, B, G, H, h_prev, H, w_hh, H, act + t * B * G, G, True)
             lstm_pointwise(b_ih, b_hh, c_prev, act + t * B * G, tanh_c + t * B * H,
                            out + t * B * H, cells + t * B * H, B, H)
             h_prev, c_prev = out + t * B * H, cells + t * B * H
@@ -683,9 +679,6 @@ def lstm_sequence(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, reverse=Fal
     node.dh_ptr = <char*>cnp.PyArray_DATA(node.dh)
     node.dc_ptr = <char*>cnp.PyArray_DATA(node.dc)
     node.dc_final_ptr = <char*>cnp.PyArray_DATA(node.dc_final)
-    if recurrent:
-        node.hh_cols = np.zeros((H, 4 * H), dtype=dtype)
-        node.hh_cols_ptr = <char*>cnp.PyArray_DATA(node.hh_cols)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh,) if recurrent else ()) \
         + ((h0, c0) if h0 is not None else ())
     init_node(node, op, inputs, (T, B, H), vx.f64)
