@@ -302,18 +302,30 @@ def test_lstm_gradcheck_on_the_initial_state():
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_sequence_replay_with_new_inputs(kind):
-    layer = getattr(nn, kind)(3, 4, dtype=F64, generator=rng())
-    xs = seq_inputs(4, 2, 3)
-    loss = weighted_sum(layer(xs))
-    new = [rng(10 + t).standard_normal((2, 3)) for t in range(4)]
-    for x, v in zip(xs, new):
-        x.set_value(v)
+@pytest.mark.parametrize("tensor", [False, True], ids=["list", "bidirectional tensor"])
+def test_sequence_replay_with_new_inputs(kind, tensor):
+    """set_value on the inputs, forward() and backward() give a fresh graph's loss and gradients
+    (a list of steps, or a (T, batch, input_size) Variable through both directions)."""
+    layer = getattr(nn, kind)(3, 4, dtype=F64, generator=rng(), bidirectional=tensor)
+    values, new = rng(1).standard_normal((4, 2, 3)), rng(2).standard_normal((4, 2, 3))
+
+    def leaves_of(steps):
+        return [inp(steps)] if tensor else [inp(v) for v in steps]
+
+    def loss_of(leaves):
+        return weighted_sum([layer(leaves[0])] if tensor else layer(leaves))
+
+    leaves = leaves_of(values)
+    loss = loss_of(leaves)
+    loss.backward()
+    for leaf, v in zip(leaves, [new] if tensor else new):
+        leaf.set_value(v)
+    layer.zero_grad()
     loss.forward()
     loss.backward()
     replayed = loss.item(), [p.grad.copy() for p in layer.parameters()]
     layer.zero_grad()
-    fresh = weighted_sum(layer([inp(v) for v in new]))
+    fresh = loss_of(leaves_of(new))
     fresh.backward()
     assert replayed[0] == pytest.approx(fresh.item(), rel=1e-12)
     for got, p in zip(replayed[1], layer.parameters()):
@@ -416,26 +428,6 @@ def test_bidirectional_runs_the_second_direction_backwards(kind):
     np.testing.assert_allclose(out.value[..., 4:], back.value[::-1], rtol=1e-12)
     np.testing.assert_allclose(h_n.value[1], back.value[-1], rtol=1e-12)
     np.testing.assert_allclose(h_n.value[0], ahead.value[-1], rtol=1e-12)
-
-
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_tensor_input_replay_after_set_value(kind):
-    layer = getattr(nn, kind)(3, 4, dtype=F64, generator=rng(), bidirectional=True)
-    x = inp(rng(1).standard_normal((4, 2, 3)))
-    loss = weighted_sum([layer(x)])
-    loss.backward()
-    new = rng(2).standard_normal((4, 2, 3))
-    x.set_value(new)
-    layer.zero_grad()
-    loss.forward()
-    loss.backward()
-    replayed = loss.item(), [p.grad.copy() for p in layer.parameters()]
-    layer.zero_grad()
-    fresh = weighted_sum([layer(inp(new))])
-    fresh.backward()
-    assert replayed[0] == pytest.approx(fresh.item(), rel=1e-12)
-    for got, p in zip(replayed[1], layer.parameters()):
-        np.testing.assert_allclose(got, p.grad, rtol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
