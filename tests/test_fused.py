@@ -475,6 +475,29 @@ def test_sequence_replay_after_set_value_matches_a_fresh_build():
         np.testing.assert_allclose(got, p.grad, rtol=1e-12)
 
 
+def test_sequence_replays_allocate_nothing():
+    """The node's buffers (here 12.8 KB each for the activations and their gradients) are made
+    once: replays leave the traced memory flat, far below one buffer's size."""
+    import tracemalloc
+    x, _, _, *weights = sequence_arrays(50, 2, 3, 4, seed=10)
+    xi = fa.Input(x, dtype=F64)
+    hs, (_, c) = lstm_sequence(xi, None, None, *(fa.Parameter(w, dtype=F64) for w in weights),
+                               reverse=True, return_state=True)
+    loss = weighted(hs) + weighted(c)
+    loss.backward()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(200):
+            xi.set_value(x)
+            loss.forward()
+            loss.backward()
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 4096 and peak - before < 4096
+
+
 def test_sequence_one_step_from_zeros_leaves_weight_hh_out():
     x, _, _, w_ih, w_hh, b_ih, b_hh = sequence_arrays(1, 3, 3, 4)
     W = fa.Parameter(w_hh, dtype=F64)
