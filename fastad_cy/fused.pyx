@@ -95,7 +95,8 @@ cdef void lstm_pointwise_backward(const floating* act, const floating* tanh_c,
                                   floating* dgates, floating* gc_prev, bint add_c_prev,
                                   Py_ssize_t batch, Py_ssize_t H) noexcept nogil:
     """dgates (batch, 4H): the gradient of the pre-activations; gc_prev (if not NULL) gets
-    the gradient of c_prev, written or added (`add_c_prev`)."""
+    the gradient of c_prev, written or added (`add_c_prev`). gc_prev may be gc itself: each
+    element of gc is read before its own is written."""
     cdef Py_ssize_t r, j, k
     cdef const floating* a
     cdef floating* d
@@ -310,7 +311,7 @@ cdef class LSTMSequence(Variable):
     # made at build, reused by every pass: act and dgates (T, B, 4H): the gates after their
     # nonlinearities and their gradients; cells and tanh_c (T, B, H): c_t and tanh(c_t);
     # dh and dc (B, H): the gradients flowing back into the previous step's h and c;
-    # dc_final (B, H): the final c's gradient from lstm_final_cell, valid when
+    # dc_final (B, H): the final c's gradient from its LSTMFinalCell, valid when
     # dc_final_pass == grad_pass (the node's own pass stamp)
     cdef cnp.ndarray act, dgates, cells, tanh_c, dh, dc, dc_final
     cdef char* act_ptr
