@@ -1,7 +1,7 @@
 """A BiLSTM tagger over sentences of different lengths, one sentence a step (the dynet-benchmark
-task): fastad eager (a new graph per sentence), fastad with fa.GraphCache (a graph per
-length, replayed), PyTorch eager stepping LSTMCells as fastad does, and PyTorch eager with
-its fused bidirectional nn.LSTM, in one process.
+task): fastad eager (a new graph per sentence) and with fa.GraphCache (a graph per length,
+replayed), both with a bidirectional fa.nn.LSTM (one fused node a direction), PyTorch eager
+stepping LSTM cells, and PyTorch eager with its fused bidirectional nn.LSTM, in one process.
 
 Sentences: the logical lines of code of the standard library's modules, 5-60 tokens each;
 each token's word (the 5,000 commonest, else unknown) is tagged with its kind (keyword,
@@ -79,29 +79,20 @@ def initial_weights(n_tags, seed=0):
 
 def fastad_net(length, words, tags, p):
     """The tagger's loss on one sentence of `length` tokens (IndexInputs words and tags)."""
-    emb = fa.embedding(p["E"], words)
-    xs = [emb[t:t + 1] for t in range(length)]
-    states = {}
-    for d, order in (("f", range(length)), ("b", range(length - 1, -1, -1))):
-        h = c = None
-        for t in order:
-            h, c = p[d](xs[t], None if h is None else (h, c))
-            states[d, t] = h
-    both = fa.concat([fa.concat([states["f", t], states["b", t]], axis=1) for t in range(length)], axis=0)
+    emb = fa.embedding(p["E"], words).reshape((length, 1, EMBED))
+    both = p["lstm"](emb).reshape((length, 2 * HIDDEN))      # each step's forward and backward states
     return fa.nn.cross_entropy(both @ p["out_w"] + p["out_b"], tags)
 
 
 def fastad_trainer(weights, dtype, cached=False):
     params = {k: fa.Parameter(weights[k], dtype=dtype, name=k) for k in ("E", "out_w", "out_b")}
-    previous = fa.get_default_dtype()
-    fa.set_default_dtype(dtype)
-    for d in ("f", "b"):                 # a fused LSTMCell each way, holding the same weights
-        params[d] = fa.nn.LSTMCell(EMBED, HIDDEN)
-        params[d].load_state_dict({"weight_ih": weights[f"{d}_ih"], "weight_hh": weights[f"{d}_hh"],
-                                   "bias_ih": weights[f"{d}_bih"], "bias_hh": weights[f"{d}_bhh"]})
-    fa.set_default_dtype(previous)
-    opt = fa.optim.SGD([params["E"], params["out_w"], params["out_b"],
-                        *params["f"].parameters(), *params["b"].parameters()], lr=LR)
+    params["lstm"] = fa.nn.LSTM(EMBED, HIDDEN, bidirectional=True, dtype=dtype)
+    params["lstm"].load_state_dict({f"{name}_l0{suffix}": weights[f"{d}_{key}"]
+                                    for d, suffix in (("f", ""), ("b", "_reverse"))
+                                    for name, key in (("weight_ih", "ih"), ("weight_hh", "hh"),
+                                                      ("bias_ih", "bih"), ("bias_hh", "bhh"))})
+    opt = fa.optim.SGD([params["E"], params["out_w"], params["out_b"], *params["lstm"].parameters()],
+                       lr=LR)
     cache = fa.GraphCache(lambda length, words, tags: fastad_net(length, words, tags, params), max_bytes=4 << 30)
 
     def step(sentence):
@@ -119,8 +110,8 @@ def fastad_trainer(weights, dtype, cached=False):
 
 
 def torch_trainer(torch, weights, dtype, fused):
-    """PyTorch eager: LSTMCell steps (as fastad builds), or with `fused` its bidirectional
-    nn.LSTM over the sentence."""
+    """PyTorch eager: LSTM cell steps, or with `fused` its bidirectional nn.LSTM over the
+    sentence."""
     params = {k: torch.tensor(v.astype(dtype), requires_grad=True) for k, v in weights.items()}
     opt = torch.optim.SGD(list(params.values()), lr=LR)
     F = torch.nn.functional

@@ -5,8 +5,8 @@ A device package subclasses `Backend` and registers ONE instance with the engine
 (`fastad_cy.graph.register_backend`); each public op, when an operand lives on that
 device, hands its checked arguments to the method of the same family. A backend
 implements what it speeds up: every name in `Backend.PRIMITIVES`. The fused CPU nodes
-(`lstm_cell`, `gru_cell`, `ranking`, `gather_dot`, and vector_dot's broadcasting node)
-are methods here, composed of the ops they are made of, so any device runs them with
+(`lstm_cell`, `lstm_sequence`, `gru_cell`, `ranking`, `gather_dot`, and vector_dot's
+broadcasting node) are methods here, composed of the ops they are made of, so any device runs them with
 its primitives (on a GPU the cost is a launch per op, which a captured graph replays at
 once); a backend may override them.
 """
@@ -55,6 +55,19 @@ class Backend:
             c_new = add(mul(sigmoid(f), c), c_new)
         h_new = mul(sigmoid(o), tanh(c_new))
         return stack([h_new, c_new], 0)
+
+    def lstm_sequence(self, x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, H, reverse):
+        """(hs, h, c): the hidden states (T, batch, H) of an LSTM over x (T, batch, in), at their
+        own time positions, and the state after the last step run, stepping this backend's
+        lstm_cell from t = 0 up, or from T - 1 down when `reverse`; the shapes are checked
+        (fastad_cy.fused.lstm_sequence)."""
+        T = x.shape[0]
+        h, c, hs = h0, c0, [None] * T
+        for t in (range(T - 1, -1, -1) if reverse else range(T)):
+            hc = self.lstm_cell(getitem(x, t), h, c, weight_ih, weight_hh, bias_ih, bias_hh, H)
+            h, c = getitem(hc, 0), getitem(hc, 1)
+            hs[t] = h
+        return stack(hs, 0), h, c
 
     @staticmethod
     def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh, H):

@@ -165,5 +165,6 @@ def test_fastad_cuda_registers_one_backend_that_composes_the_fused_nodes():
     import fastad.cuda
     from fastad_cy.backend import Backend
     assert isinstance(fastad.cuda._CudaBackend(), Backend)
-    for name in ("lstm_cell", "gru_cell", "ranking", "gather_dot", "broadcast_vector_dot"):
+    for name in ("lstm_cell", "lstm_sequence", "gru_cell", "ranking", "gather_dot",
+                 "broadcast_vector_dot"):
         assert getattr(fastad.cuda._CudaBackend, name) is getattr(Backend, name)

@@ -1,10 +1,10 @@
-"""fastad_cy.fused: lstm_cell and gru_cell, one recurrent step as one node, against finite
-differences and numpy."""
+"""fastad_cy.fused: lstm_cell and gru_cell, one recurrent step as one node, and lstm_sequence, a
+whole LSTM sequence as one node, against finite differences, numpy and the stepped cells."""
 import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell
+from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
 
 F64 = np.float64
 
@@ -133,6 +133,22 @@ def test_float32_matches_float64():
     weighted(lstm_cell(*p64)).backward()
     for leaf32, leaf64 in zip(out32.parents, (p64[0], p64[3], p64[5], p64[6], p64[4], p64[1], p64[2])):
         np.testing.assert_allclose(leaf32.grad, leaf64.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype, atol", [(F64, 1e-15), (np.float32, 1.2e-7)])
+def test_saturated_gates_stay_within_an_ulp_of_one(dtype, atol):
+    """The sigmoid gates, taken from tanh(x / 2), over pre-activations from -60 to 60: within an
+    ulp of 1 of the exact gates, with no NaN."""
+    H = 8
+    x = np.linspace(-60, 60, 4 * H)[None]
+    w_ih = np.eye(4 * H)
+    c = np.linspace(-3, 3, H)[None]
+    zero = np.zeros(4 * H)
+    hc = lstm_cell(*(fa.Parameter(a, dtype=dtype) for a in (x, c, c, w_ih, np.eye(4 * H, H), zero,
+                                                            zero)))
+    want = reference(x, c, c, w_ih, np.eye(4 * H, H), zero, zero)
+    assert np.isfinite(hc.value).all()
+    np.testing.assert_allclose(hc.value, want, rtol=0, atol=atol * 4)
 
 
 def test_empty_batch():
@@ -314,3 +330,220 @@ def test_sequence_weights_errors():
     with pytest.raises(TypeError, match="lstm_cell: sequence must be a SequenceWeights or None, "
                                         "got dict"):
         lstm_cell(x, None, None, *weights, {})
+
+
+# --------------------------------------------------------------- lstm_sequence
+
+def sequence_arrays(steps, batch, n_in, H, seed=0):
+    """x (T, batch, n_in), then h0, c0 and the weights as arrays() gives them."""
+    g = np.random.default_rng(seed)
+    return (g.standard_normal((steps, batch, n_in)),) + arrays(batch, n_in, H, seed + 1)[1:]
+
+
+def stepped_cells(x, h, c, w_ih, w_hh, b_ih, b_hh, reverse=False):
+    """lstm_cell stepped over x[t] (from T - 1 down when `reverse`): (the hidden states stacked at
+    their time positions, the final h, the final c)."""
+    steps = x.shape[0]
+    hs = [None] * steps
+    for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+        hc = lstm_cell(x[t], h, c, w_ih, w_hh, b_ih, b_hh)
+        h, c = hc[0], hc[1]
+        hs[t] = h
+    return fa.stack(hs, 0), h, c
+
+
+def sequence_and_state_loss(sequence, x, h0, c0, *weights, reverse):
+    """A scalar of every hidden state and of the final h and c, with distinct weights, and the
+    hidden states."""
+    hs, (h, c) = sequence(x, h0, c0, *weights, reverse=reverse, return_state=True)
+    return weighted(hs) + weighted(h, seed=3) + weighted(c, seed=4), hs
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_sequence_gradcheck(reverse, batch):
+    """Finite differences for x, h0, c0 and every weight, through the hidden states and the final
+    (h, c), each way."""
+    assert fa.gradcheck(lambda *p: sequence_and_state_loss(lstm_sequence, *p, reverse=reverse)[0],
+                        *sequence_arrays(4, batch, 3, 4))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sequence_gradcheck_from_a_zero_state_and_through_c_alone(reverse):
+    x, _, _, *weights = sequence_arrays(3, 2, 3, 4, seed=2)
+    assert fa.gradcheck(lambda x_, *w: weighted(lstm_sequence(x_, None, None, *w, reverse=reverse)),
+                        x, *weights)
+    # only the final c used: its gradient alone starts the backward
+    assert fa.gradcheck(lambda *p: weighted(lstm_sequence(*p, reverse=reverse,
+                                                          return_state=True)[1][1]),
+                        *sequence_arrays(3, 2, 3, 4, seed=3))
+
+
+def test_sequence_gradients_add_into_inputs_used_elsewhere():
+    """One leaf as h0 and c0, and x and the weights used again: every contribution adds."""
+    x, s, _, *weights = sequence_arrays(3, 2, 3, 4, seed=9)
+
+    def loss(x_, s_, w_ih, w_hh, b_ih, b_hh):
+        hs = lstm_sequence(x_, s_, s_, w_ih, w_hh, b_ih, b_hh, reverse=True)
+        again = lstm_sequence(x_, hs[0], s_, w_ih, w_hh, b_ih, b_hh)
+        return weighted(hs) + weighted(again, seed=5) + weighted(s_, seed=6) + weighted(x_, seed=7)
+
+    assert fa.gradcheck(loss, x, s, *weights)
+
+
+def step_against_sequence(arrays_, reverse, with_state, dtype=F64):
+    """(the sequence node's outputs, the stepped cells' outputs): [hs, h, c, then the gradients
+    of x, h0, c0 and the weights] of one weighted loss each."""
+    results = []
+    for sequence in (lstm_sequence, None):
+        leaves = [fa.Parameter(a, dtype=dtype) for a in arrays_]
+        x, h0, c0, *weights = leaves
+        if not with_state:
+            h0 = c0 = None
+        if sequence is None:
+            hs, h, c = stepped_cells(x, h0, c0, *weights, reverse=reverse)
+        else:
+            hs, (h, c) = sequence(x, h0, c0, *weights, reverse=reverse, return_state=True)
+        (weighted(hs) + weighted(h, seed=3) + weighted(c, seed=4)).backward()
+        results.append([hs.value, h.value, c.value] + [leaf.grad for leaf in leaves])
+    return results
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("steps, batch", [(5, 3), (1, 3), (2, 1)])
+def test_sequence_matches_stepping_the_cell(reverse, with_state, steps, batch):
+    fused, stepped = step_against_sequence(sequence_arrays(steps, batch, 3, 4, seed=4), reverse,
+                                           with_state)
+    for got, want in zip(fused, stepped):
+        if want is None:        # h0 and c0 without a state; weight_hh after one step from zeros
+            assert got is None
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_sequence_reverse_runs_from_the_last_step():
+    """hs[t] of the reverse direction is the forward direction's over the flipped sequence."""
+    x, h0, c0, *weights = sequence_arrays(4, 2, 3, 4, seed=5)
+    P = lambda a: fa.Parameter(a, dtype=F64)
+    back, (h, c) = lstm_sequence(P(x), P(h0), P(c0), *map(P, weights), reverse=True,
+                                 return_state=True)
+    flipped = lstm_sequence(P(x[::-1].copy()), P(h0), P(c0), *map(P, weights))
+    np.testing.assert_allclose(back.value, flipped.value[::-1], rtol=1e-12)
+    np.testing.assert_array_equal(h.value, back.value[0])
+    assert not np.allclose(back.value, lstm_sequence(P(x), P(h0), P(c0), *map(P, weights)).value)
+
+
+def test_sequence_float32_matches_float64():
+    a = sequence_arrays(6, 2, 3, 4, seed=6)
+    for reverse in (False, True):
+        fused32, _ = step_against_sequence(a, reverse, True, dtype=np.float32)
+        fused64, _ = step_against_sequence(a, reverse, True)
+        for got, want in zip(fused32, fused64):
+            assert got.dtype == np.float32
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_sequence_replay_after_set_value_matches_a_fresh_build():
+    """Replays reuse the node's buffers: the same value array, and the same results as a new
+    graph, for new inputs and new weights, backward after backward."""
+    x, h0, c0, *weights = sequence_arrays(5, 2, 3, 4, seed=7)
+    xi, hi, ci = (fa.Input(a, dtype=F64) for a in (x, h0, c0))
+    params = [fa.Parameter(a, dtype=F64) for a in weights]
+    loss, hs = sequence_and_state_loss(lstm_sequence, xi, hi, ci, *params, reverse=True)
+    assert hs.op_name == "lstm_sequence" and hs.shape == (5, 2, 4)
+    value = hs.value
+    loss.backward()
+    new_x, new_h, new_c = sequence_arrays(5, 2, 3, 4, seed=8)[:3]
+    for leaf, v in zip((xi, hi, ci), (new_x, new_h, new_c)):
+        leaf.set_value(v)
+    params[1].set_value(params[1].value * 0.5)
+    for p in params:
+        p.zero_grad()
+    loss.forward()
+    loss.backward()
+    assert hs.value is value
+    replayed = loss.item(), [p.grad.copy() for p in params]
+    for p in params:
+        p.zero_grad()
+    fresh, _ = sequence_and_state_loss(lstm_sequence, *(fa.Input(v, dtype=F64)
+                                                        for v in (new_x, new_h, new_c)),
+                                       *params, reverse=True)
+    fresh.backward()
+    assert replayed[0] == pytest.approx(fresh.item(), rel=1e-12)
+    for got, p in zip(replayed[1], params):
+        np.testing.assert_allclose(got, p.grad, rtol=1e-12)
+
+
+def test_sequence_replays_allocate_nothing():
+    """The node's buffers (here 12.8 KB each for the activations and their gradients) are made
+    once: replays leave the traced memory flat, far below one buffer's size."""
+    import tracemalloc
+    x, _, _, *weights = sequence_arrays(50, 2, 3, 4, seed=10)
+    xi = fa.Input(x, dtype=F64)
+    hs, (_, c) = lstm_sequence(xi, None, None, *(fa.Parameter(w, dtype=F64) for w in weights),
+                               reverse=True, return_state=True)
+    loss = weighted(hs) + weighted(c)
+    loss.backward()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(200):
+            xi.set_value(x)
+            loss.forward()
+            loss.backward()
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 4096 and peak - before < 4096
+
+
+def test_sequence_one_step_from_zeros_leaves_weight_hh_out():
+    x, _, _, w_ih, w_hh, b_ih, b_hh = sequence_arrays(1, 3, 3, 4)
+    W = fa.Parameter(w_hh, dtype=F64)
+    hs = lstm_sequence(fa.Parameter(x, dtype=F64), None, None, fa.Parameter(w_ih, dtype=F64), W,
+                       fa.Parameter(b_ih, dtype=F64), fa.Parameter(b_hh, dtype=F64))
+    np.testing.assert_allclose(hs.value[0], reference(x[0], None, None, w_ih, w_hh, b_ih, b_hh)[0],
+                               rtol=1e-12)
+    weighted(hs).backward()
+    assert not any(p is W for p in hs.parents) and W.grad is None
+
+
+def test_sequence_empty_batch():
+    W = [fa.Parameter(v, dtype=F64) for v in arrays(1, 3, 4)[3:]]
+    state = fa.Input(np.zeros((0, 4)), dtype=F64)
+    hs, (h, c) = lstm_sequence(fa.Input(np.zeros((3, 0, 3)), dtype=F64), state, state, *W,
+                               return_state=True)
+    assert h.shape == c.shape == (0, 4)
+    assert_empty_batch_output(hs, (3, 0, 4), W)
+
+
+def test_sequence_bad_input():
+    x, h, c, w_ih, w_hh, b, b2 = (fa.Input(a, dtype=F64) for a in sequence_arrays(3, 2, 3, 4))
+    weights = (w_ih, w_hh, b, b2)
+    with pytest.raises(ValueError, match=r"lstm_sequence: x must have shape \(T, batch, input_size\), "
+                                         r"got \(2, 3\)"):
+        lstm_sequence(fa.Input(np.zeros((2, 3)), dtype=F64), h, c, *weights)
+    with pytest.raises(ValueError, match=r"lstm_sequence: weight_ih must have shape \(16, 5\), "
+                                         r"got \(16, 3\)"):
+        lstm_sequence(fa.Input(np.zeros((3, 2, 5)), dtype=F64), h, c, *weights)
+    with pytest.raises(ValueError, match=r"lstm_sequence: x has no time steps \(shape \(0, 2, 3\)\)"):
+        lstm_sequence(fa.Input(np.zeros((0, 2, 3)), dtype=F64), h, c, *weights)
+    with pytest.raises(ValueError, match=r"lstm_sequence: h0 must have shape \(2, 4\), got \(1, 4\)"):
+        lstm_sequence(x, fa.Input(np.zeros((1, 4)), dtype=F64), c, *weights)
+    with pytest.raises(ValueError, match=r"lstm_sequence: c0 must have shape \(2, 4\), got \(1, 2, 4\)"):
+        lstm_sequence(x, h, fa.Input(np.zeros((1, 2, 4)), dtype=F64), *weights)
+    with pytest.raises(ValueError, match="lstm_sequence: give both h0 and c0, or neither"):
+        lstm_sequence(x, h, None, *weights)
+    with pytest.raises(TypeError, match="lstm_sequence: mixed dtypes"):
+        lstm_sequence(fa.Input(np.zeros((3, 2, 3)), dtype=np.float32), None, None, *weights)
+    with pytest.raises(TypeError, match="lstm_sequence: mixed dtypes"):
+        lstm_sequence(x, h, fa.Input(np.zeros((2, 4)), dtype=np.float32), *weights)
+    with pytest.raises(ValueError, match=r"lstm_sequence: bias_hh must have shape \(16,\), got \(12,\)"):
+        lstm_sequence(x, h, c, w_ih, w_hh, b, fa.Input(np.zeros(12), dtype=F64))
+    with pytest.raises(TypeError, match="lstm_sequence: x must be a fastad Variable"):
+        lstm_sequence(np.zeros((3, 2, 3)), h, c, *weights)
+    with pytest.raises(TypeError, match="lstm_sequence: reverse must be True or False, got"):
+        lstm_sequence(x, h, c, *weights, reverse="yes")
+    with pytest.raises(TypeError, match="lstm_sequence: return_state must be True or False, got"):
+        lstm_sequence(x, h, c, *weights, return_state=None)

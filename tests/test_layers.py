@@ -1,4 +1,5 @@
-"""fastad.nn layers: Linear, Embedding, LSTMCell, GRUCell, LSTM, GRU, LayerNorm.
+"""fastad.nn layers: Linear, Embedding, LSTMCell, GRUCell, LSTM, GRU (over a list of steps or a
+(T, batch, input_size) Variable, one way or both), LayerNorm.
 
 Gradients against finite differences (float64), values and gradients against
 PyTorch with the weights copied across, PyTorch's default initialisation,
@@ -301,18 +302,30 @@ def test_lstm_gradcheck_on_the_initial_state():
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_sequence_replay_with_new_inputs(kind):
-    layer = getattr(nn, kind)(3, 4, dtype=F64, generator=rng())
-    xs = seq_inputs(4, 2, 3)
-    loss = weighted_sum(layer(xs))
-    new = [rng(10 + t).standard_normal((2, 3)) for t in range(4)]
-    for x, v in zip(xs, new):
-        x.set_value(v)
+@pytest.mark.parametrize("tensor", [False, True], ids=["list", "bidirectional tensor"])
+def test_sequence_replay_with_new_inputs(kind, tensor):
+    """set_value on the inputs, forward() and backward() give a fresh graph's loss and gradients
+    (a list of steps, or a (T, batch, input_size) Variable through both directions)."""
+    layer = getattr(nn, kind)(3, 4, dtype=F64, generator=rng(), bidirectional=tensor)
+    values, new = rng(1).standard_normal((4, 2, 3)), rng(2).standard_normal((4, 2, 3))
+
+    def leaves_of(steps):
+        return [inp(steps)] if tensor else [inp(v) for v in steps]
+
+    def loss_of(leaves):
+        return weighted_sum([layer(leaves[0])] if tensor else layer(leaves))
+
+    leaves = leaves_of(values)
+    loss = loss_of(leaves)
+    loss.backward()
+    for leaf, v in zip(leaves, [new] if tensor else new):
+        leaf.set_value(v)
+    layer.zero_grad()
     loss.forward()
     loss.backward()
     replayed = loss.item(), [p.grad.copy() for p in layer.parameters()]
     layer.zero_grad()
-    fresh = weighted_sum(layer([inp(v) for v in new]))
+    fresh = loss_of(leaves_of(new))
     fresh.backward()
     assert replayed[0] == pytest.approx(fresh.item(), rel=1e-12)
     for got, p in zip(replayed[1], layer.parameters()):
@@ -335,10 +348,11 @@ def test_sequence_float32(kind):
 
 def test_sequence_errors():
     lstm = nn.LSTM(3, 4, dtype=F64)
-    with pytest.raises(TypeError, match="LSTM: expected a non-empty list of .* Variables, got list"):
+    with pytest.raises(TypeError, match=r"LSTM: expected a \(T, batch, input_size\) Variable or a "
+                                        r"non-empty list of \(batch, input_size\) Variables, got list"):
         lstm([])
-    with pytest.raises(TypeError, match="got Input"):
-        lstm(inp(np.zeros((2, 3))))
+    with pytest.raises(TypeError, match="got IndexInput"):
+        lstm(fa.IndexInput(np.zeros((2, 3), dtype=np.int64)))
     xs = seq_inputs(3, 2, 3)
     xs[2] = inp(np.zeros((2, 5)))
     with pytest.raises(ValueError, match=r"LSTM: step 2: the last axis of the input must have size 3"):
@@ -346,6 +360,124 @@ def test_sequence_errors():
     gru = nn.GRU(3, 4, dtype=F64)
     with pytest.raises(ValueError, match=r"GRU: step 0: the state h must have shape \(2, 4\)"):
         gru(seq_inputs(2, 2, 3), inp(np.zeros((1, 4))))
+
+
+# ------------------------------------------------ sequences as one (T, batch, input_size) Variable
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_tensor_input_matches_the_list_form(kind):
+    """A (T, batch, input_size) Variable gives the list form's states, stacked, and gradients."""
+    layer = getattr(nn, kind)(3, 4, dtype=F64, generator=rng())
+    xv = rng(1).standard_normal((5, 2, 3))
+    x = inp(xv, requires_grad=True)
+    out, final = layer(x, return_state=True)
+    assert out.shape == (5, 2, 4)
+    if kind == "LSTM":
+        assert out.op_name == "lstm_sequence"
+    xs = [inp(v, requires_grad=True) for v in xv]
+    hs, list_final = layer(xs, return_state=True)
+    np.testing.assert_allclose(out.value, np.stack([h.value for h in hs]), rtol=1e-12, atol=1e-14)
+    finals = final if kind == "LSTM" else (final,)
+    list_finals = list_final if kind == "LSTM" else (list_final,)
+    for got, want in zip(finals, list_finals):
+        assert got.shape == (1, 2, 4)
+        np.testing.assert_allclose(got.value[0], want.value, rtol=1e-12, atol=1e-14)
+    weights = rng(2).standard_normal((5, 2, 4))
+    fa.sum(out * weights).backward()
+    grads = [x.grad.copy()] + [p.grad.copy() for p in layer.parameters()]
+    layer.zero_grad()
+    fa.sum(fa.stack(hs, 0) * weights).backward()
+    want = [np.stack([x.grad for x in xs])] + [p.grad for p in layer.parameters()]
+    for got, w in zip(grads, want):
+        np.testing.assert_allclose(got, w, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_tensor_input_gradcheck(kind, bidirectional):
+    """Finite differences through the output and the final state, from a given state, for the
+    input, the state and every Parameter of both directions."""
+    layer = getattr(nn, kind)(2, 3, dtype=F64, generator=rng(), bidirectional=bidirectional)
+    D = 2 if bidirectional else 1
+    g = rng(3)
+    x = inp(g.standard_normal((4, 2, 2)), requires_grad=True)
+    h0 = inp(g.standard_normal((D, 2, 3)), requires_grad=True)
+    c0 = inp(g.standard_normal((D, 2, 3)), requires_grad=True)
+    out, final = layer(x, (h0, c0) if kind == "LSTM" else h0, return_state=True)
+    assert out.shape == (4, 2, 3 * D)
+    loss = weighted_sum([out] + (list(final) if kind == "LSTM" else [final]))
+    check_leaf_grads(loss, layer.parameters() + [x, h0] + ([c0] if kind == "LSTM" else []))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_bidirectional_runs_the_second_direction_backwards(kind):
+    """The second half of each step's output is a layer of the _reverse weights run over the
+    flipped sequence; h_n[1] is its state at t = 0."""
+    layer = getattr(nn, kind)(3, 4, dtype=F64, generator=rng(), bidirectional=True)
+    names = ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
+    assert [n for n, _ in layer.named_parameters()] == names + [n + "_reverse" for n in names]
+    forward, backward = getattr(nn, kind)(3, 4, dtype=F64), getattr(nn, kind)(3, 4, dtype=F64)
+    state = layer.state_dict()
+    forward.load_state_dict({n: state[n] for n in names})
+    backward.load_state_dict({n: state[n + "_reverse"] for n in names})
+    xv = rng(1).standard_normal((5, 2, 3))
+    out, final = layer(inp(xv), return_state=True)
+    h_n = final[0] if kind == "LSTM" else final
+    ahead, back = forward(inp(xv)), backward(inp(xv[::-1].copy()))
+    np.testing.assert_allclose(out.value[..., :4], ahead.value, rtol=1e-12)
+    np.testing.assert_allclose(out.value[..., 4:], back.value[::-1], rtol=1e-12)
+    np.testing.assert_allclose(h_n.value[1], back.value[-1], rtol=1e-12)
+    np.testing.assert_allclose(h_n.value[0], ahead.value[-1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_tensor_input_one_step_and_float32(kind):
+    layer = getattr(nn, kind)(3, 4, generator=rng(), bidirectional=True)
+    assert layer.weight_ih_l0_reverse.dtype == np.float32
+    xv = rng(1).standard_normal((1, 3, 3))
+    out = layer(inp(xv, dtype=np.float32))
+    assert out.shape == (1, 3, 8) and out.dtype == np.float32
+    weighted_sum([out]).backward()
+    layer64 = getattr(nn, kind)(3, 4, dtype=F64, bidirectional=True)
+    layer64.load_state_dict(layer.state_dict())
+    out64 = layer64(inp(xv))
+    np.testing.assert_allclose(out.value, out64.value, rtol=1e-5, atol=1e-6)
+    weighted_sum([out64]).backward()
+    for p, q in zip(layer.parameters(), layer64.parameters()):
+        if q.grad is None:      # weight_hh after one step from a zero state
+            assert p.grad is None
+        else:
+            np.testing.assert_allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_tensor_input_errors():
+    lstm = nn.LSTM(3, 4, dtype=F64, bidirectional=True)
+    with pytest.raises(TypeError, match=r"LSTM: a bidirectional layer takes a \(T, batch, "
+                                        r"input_size\) Variable, got list"):
+        lstm(seq_inputs(2, 2, 3))
+    with pytest.raises(ValueError, match=r"LSTM: x must have shape \(T, batch, 3\), got \(2, 3\)"):
+        lstm(inp(np.zeros((2, 3))))
+    with pytest.raises(ValueError, match=r"LSTM: the last axis of the input must have size 3, "
+                                         r"got shape \(4, 2, 5\)"):
+        lstm(inp(np.zeros((4, 2, 5))))
+    x = inp(np.zeros((4, 2, 3)))
+    state = inp(np.zeros((2, 2, 4)))
+    with pytest.raises(ValueError, match=r"LSTM: the state h0 must have shape \(2, 2, 4\) "
+                                         r"\(num_directions, batch, hidden_size\), got \(2, 4\)"):
+        lstm(x, (inp(np.zeros((2, 4))), state))
+    with pytest.raises(ValueError, match=r"LSTM: the state c0 must have shape \(2, 2, 4\)"):
+        lstm(x, (state, inp(np.zeros((1, 2, 4)))))
+    with pytest.raises(TypeError, match=r"LSTM: state must be a pair \(h0, c0\), got Input"):
+        lstm(x, state)
+    with pytest.raises(TypeError, match="lstm_sequence: mixed dtypes"):
+        lstm(inp(np.zeros((4, 2, 3)), dtype=np.float32))
+    with pytest.raises(TypeError, match="LSTM: bidirectional must be True or False, got"):
+        nn.LSTM(3, 4, bidirectional="yes")
+    gru = nn.GRU(3, 4, dtype=F64)
+    with pytest.raises(ValueError, match=r"GRU: the state h0 must have shape \(1, 2, 4\)"):
+        gru(x, inp(np.zeros((2, 4))))
+    with pytest.raises(ValueError, match=r"GRU: x must have shape \(T, batch, 3\), got \(1, 4, 2, 3\)"):
+        gru(inp(np.zeros((1, 4, 2, 3))))
 
 
 # --------------------------------------------------------------- LayerNorm
@@ -425,6 +557,11 @@ LAYERS = {
     "gru": (lambda g: nn.GRU(3, 4, dtype=F64, generator=g),
             ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"],
             lambda layer: layer(seq_inputs(2, 1, 3))),
+    "bidirectional lstm": (lambda g: nn.LSTM(3, 4, dtype=F64, generator=g, bidirectional=True),
+                           ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
+                            "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
+                            "bias_hh_l0_reverse"],
+                           lambda layer: [layer(inp(np.ones((2, 1, 3))))]),
     "layer_norm": (lambda g: nn.LayerNorm(3, dtype=F64), ["weight", "bias"],
                    lambda layer: [layer(inp([[1.0, 2.0, 4.0]]))]),
 }
@@ -450,6 +587,7 @@ def test_reprs():
     assert repr(nn.Embedding(10, 2)) == "Embedding(10, 2)"
     assert repr(nn.LSTMCell(3, 4)) == "LSTMCell(3, 4)"
     assert repr(nn.GRU(3, 4)) == "GRU(3, 4)"
+    assert repr(nn.LSTM(3, 4, bidirectional=True)) == "LSTM(3, 4, bidirectional=True)"
     assert repr(nn.LayerNorm(8)) == "LayerNorm(8, eps=1e-05, elementwise_affine=True)"
 
 
@@ -567,3 +705,53 @@ def test_recurrent_cell_seeded_weights_are_pinned(cls, pinned):
     got = {name: np.asarray(p.value).ravel()[[0, -1]].tolist() for name, p in cell.named_parameters()}
     assert got == pinned
     assert repr(cell) == f"{cls.__name__}(3, 2)"
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("dtype", [F64, np.float32])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_tensor_input_matches_pytorch_layer(kind, bidirectional, dtype, with_state):
+    """torch.nn.LSTM / GRU over the same (T, batch, input_size) input, its state dict loaded (and
+    ours loaded into it): the output, the final state and every gradient."""
+    torch = pytest.importorskip("torch")
+    tdtype = torch.float64 if dtype == F64 else torch.float32
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == F64 else dict(rtol=2e-5, atol=2e-6)
+    theirs = getattr(torch.nn, kind)(3, 4, bidirectional=bidirectional).to(tdtype)
+    ours = getattr(nn, kind)(3, 4, dtype=dtype, bidirectional=bidirectional)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert ours.load_state_dict(theirs.state_dict()) == nn.IncompatibleKeys([], [])
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in ours.state_dict().items()})
+    D, g = (2 if bidirectional else 1), rng(4)
+    xv = g.standard_normal((6, 2, 3))
+    states = [g.standard_normal((D, 2, 4)) for _ in range(2 if kind == "LSTM" else 1)]
+    x = inp(xv, dtype=dtype, requires_grad=True)
+    tx = torch.tensor(xv, dtype=tdtype, requires_grad=True)
+    leaves = [inp(s, dtype=dtype, requires_grad=True) for s in states]
+    tleaves = [torch.tensor(s, dtype=tdtype, requires_grad=True) for s in states]
+    state = tstate = None
+    if with_state:
+        state = tuple(leaves) if kind == "LSTM" else leaves[0]
+        tstate = tuple(tleaves) if kind == "LSTM" else tleaves[0]
+    out, final = ours(x, state, return_state=True)
+    tout, tfinal = theirs(tx, tstate)
+    finals, tfinals = (final, tfinal) if kind == "LSTM" else ((final,), (tfinal,))
+    np.testing.assert_allclose(out.value, tout.detach().numpy(), **tol)
+    for f, tf in zip(finals, tfinals):
+        np.testing.assert_allclose(f.value, tf.detach().numpy(), **tol)
+    weights = [g.standard_normal(out.shape)] + [g.standard_normal(f.shape) for f in finals]
+    loss = None
+    for v, w in zip((out,) + tuple(finals), weights):
+        loss = fa.sum(v * w) if loss is None else loss + fa.sum(v * w)
+    loss.backward()
+    sum((v * torch.tensor(w, dtype=tdtype)).sum()
+        for v, w in zip((tout,) + tuple(tfinals), weights)).backward()
+    grad_tol = tol if dtype == F64 else dict(rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(x.grad, tx.grad.numpy(), **grad_tol)
+    if with_state:
+        for leaf, tleaf in zip(leaves, tleaves):
+            np.testing.assert_allclose(leaf.grad, tleaf.grad.numpy(), **grad_tol)
+    for (name, p), (tname, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
+        assert name == tname
+        assert p.grad.dtype == dtype
+        np.testing.assert_allclose(p.grad, tp.grad.numpy(), **grad_tol, err_msg=name)

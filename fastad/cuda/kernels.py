@@ -97,8 +97,8 @@ _ROWS = ("claim_rows", "release_rows")
 #: Each public op, loss and optimizer -> the kernels its device forward and
 #: backward (or step) launch. The code is in fastad/cuda/ops/<family>.py (and
 #: fastad/cuda/optim.py), the CPU version in fastad_cy/. matmul's products (and the
-#: convolutions' GEMMs) go to cuBLAS; lstm_cell and gru_cell are composed of the ops below. Seeding a
-#: backward pass also launches fill or copy_or_add. A test runs every op and
+#: convolutions' GEMMs) go to cuBLAS; lstm_cell, lstm_sequence and gru_cell are composed of the ops
+#: below. Seeding a backward pass also launches fill or copy_or_add. A test runs every op and
 #: checks this table against the kernels it launched.
 OPS: dict[str, tuple[str, ...]] = {
     **_manifest_kernels(),

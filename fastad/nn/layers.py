@@ -8,7 +8,9 @@ reproducible. Linear and the recurrent cells keep their weights as
 (a BLAS flag), and the steps of an LSTM/GRU sequence share one transposed
 copy made once a forward pass (fastad_cy.fused.SequenceWeights), which their
 small products read faster. A recurrent step is one fused node
-(fastad_cy.fused.lstm_cell / gru_cell), not a dozen small ones.
+(fastad_cy.fused.lstm_cell / gru_cell), not a dozen small ones, and an LSTM
+over a (T, batch, input_size) Variable is one node a direction
+(fastad_cy.fused.lstm_sequence).
 """
 import math
 
@@ -18,7 +20,8 @@ from fastad_cy.elementwise import sqrt, square
 from fastad_cy.graph import IndexInput, Parameter, Variable
 from fastad_cy.reduction import mean
 from fastad_cy.linalg import linear
-from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell
+from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
+from fastad_cy.shape import concat, getitem, stack
 from fastad_cy.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
@@ -45,13 +48,12 @@ def _check_batch_input(who, x, width):
         raise ValueError(f"{who}: x must have shape (batch, {width}), got {x.shape}")
 
 
-def _check_state(who, name, s, batch, hidden):
+def _check_state(who, name, s, shape, axes="(batch, hidden_size)"):
     if not isinstance(s, Variable) or isinstance(s, IndexInput):
         raise TypeError(f"{who}: the state {name} must be a float fastad Variable, "
                         f"got {type(s).__name__}")
-    if s.shape != (batch, hidden):
-        raise ValueError(f"{who}: the state {name} must have shape ({batch}, {hidden}) "
-                         f"(batch, hidden_size), got {s.shape}")
+    if s.shape != shape:
+        raise ValueError(f"{who}: the state {name} must have shape {shape} {axes}, got {s.shape}")
 
 
 class Linear(Module):
@@ -259,28 +261,35 @@ class EmbeddingBag(Module):
 class _Recurrent(Module):
     """What the LSTM and GRU cells and layers share: their sizes, the repr, and the
     Parameters, named as PyTorch's (`weight_ih`, `weight_hh`, `bias_ih`, `bias_hh`, with
-    `_suffix` after each: "" for a cell, "_l0" for a layer) and laid out as PyTorch's:
-    weight_ih (gates * hidden_size, input_size), weight_hh (gates * hidden_size,
-    hidden_size), the biases (gates * hidden_size,), all uniform in +-1/sqrt(hidden_size)."""
+    `_suffix` after each: "" for a cell, "_l0" for a layer, "_l0_reverse" for a layer's
+    backward direction) and laid out as PyTorch's: weight_ih (gates * hidden_size,
+    input_size), weight_hh (gates * hidden_size, hidden_size), the biases
+    (gates * hidden_size,), all uniform in +-1/sqrt(hidden_size)."""
 
     _gates = None
     _suffix = ""
 
     def __init__(self, input_size, hidden_size, dtype=None, generator=None):
         super().__init__()
+        self._draw(input_size, hidden_size, dtype, generator, (self._suffix,))
+
+    def _draw(self, input_size, hidden_size, dtype, generator, suffixes):
+        """Check the sizes and draw the Parameters of each suffix in turn, as PyTorch orders them."""
         who = type(self).__name__
         input_size, hidden_size = check_sizes(who, input_size=input_size, hidden_size=hidden_size)
         rng = fastad_random.generator(who, generator)
         bound = 1 / math.sqrt(hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
         rows = self._gates * hidden_size
-        for name, shape in (("weight_ih", (rows, input_size)), ("weight_hh", (rows, hidden_size)),
-                            ("bias_ih", (rows,)), ("bias_hh", (rows,))):
-            setattr(self, name + self._suffix, _uniform(shape, bound, rng, dtype))
+        for suffix in suffixes:
+            for name, shape in (("weight_ih", (rows, input_size)), ("weight_hh", (rows, hidden_size)),
+                                ("bias_ih", (rows,)), ("bias_hh", (rows,))):
+                setattr(self, name + suffix, _uniform(shape, bound, rng, dtype))
 
-    def _weights(self):
-        """(weight_ih, weight_hh, bias_ih, bias_hh), as the fused cells take them."""
-        return tuple(getattr(self, name + self._suffix)
+    def _weights(self, suffix=None):
+        """(weight_ih, weight_hh, bias_ih, bias_hh) of one direction (`suffix`, by default the
+        first), as the fused nodes take them."""
+        return tuple(getattr(self, name + (self._suffix if suffix is None else suffix))
                      for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
 
     def extra_repr(self):
@@ -296,8 +305,8 @@ def _lstm_step(who, module, x, state, sequence=None):
         if not isinstance(state, (tuple, list)) or len(state) != 2:
             raise TypeError(f"{who}: state must be a pair (h, c), got {type(state).__name__}")
         h, c = state
-        _check_state(who, "h", h, x.shape[0], module.hidden_size)
-        _check_state(who, "c", c, x.shape[0], module.hidden_size)
+        _check_state(who, "h", h, (x.shape[0], module.hidden_size))
+        _check_state(who, "c", c, (x.shape[0], module.hidden_size))
     hc = lstm_cell(x, h, c, *module._weights(), sequence)   # one fused node
     return hc[0], hc[1]
 
@@ -307,7 +316,7 @@ def _gru_step(who, module, x, state, sequence=None):
     _lstm_step's)."""
     _check_batch_input(who, x, module.input_size)
     if state is not None:
-        _check_state(who, "h", state, x.shape[0], module.hidden_size)
+        _check_state(who, "h", state, (x.shape[0], module.hidden_size))
     return gru_cell(x, state, *module._weights(), sequence)
 
 
@@ -356,19 +365,31 @@ class GRUCell(_Recurrent):
 
 
 class _Sequence(_Recurrent):
-    """Runs `_step` over a list of (batch, input_size) Variables, with the Parameters of
-    torch's layer 0 ("weight_ih_l0", ...). The steps of a sequence share one
-    SequenceWeights: one transposed copy of the weights a forward pass, which their
-    products read faster than the weights' own layout."""
+    """A layer over a sequence, with the Parameters of torch's layer 0 ("weight_ih_l0", ...,
+    and with bidirectional=True "weight_ih_l0_reverse", ...). A list of (batch, input_size)
+    Variables runs `_step` over them; the steps share one SequenceWeights: one transposed copy
+    of the weights a forward pass, which their products read faster than the weights' own
+    layout. A (T, batch, input_size) Variable runs `_direction` once each way."""
 
     _suffix = "_l0"
     _step = None
 
+    def __init__(self, input_size, hidden_size, dtype=None, generator=None, bidirectional=False):
+        Module.__init__(self)
+        self.bidirectional = check_flag(type(self).__name__, "bidirectional", bidirectional)
+        self._draw(input_size, hidden_size, dtype, generator,
+                   ("_l0", "_l0_reverse") if self.bidirectional else ("_l0",))
+
     def forward(self, xs, state=None, return_state=False):
         name = type(self).__name__
-        if isinstance(xs, Variable) or not isinstance(xs, (list, tuple)) or not xs:
-            raise TypeError(f"{name}: expected a non-empty list of (batch, input_size) Variables, "
-                            f"got {type(xs).__name__}")
+        if isinstance(xs, Variable) and not isinstance(xs, IndexInput):
+            return self._over_tensor(name, xs, state, return_state)
+        if self.bidirectional:
+            raise TypeError(f"{name}: a bidirectional layer takes a (T, batch, input_size) "
+                            f"Variable, got {type(xs).__name__}")
+        if not isinstance(xs, (list, tuple)) or not xs:
+            raise TypeError(f"{name}: expected a (T, batch, input_size) Variable or a non-empty "
+                            f"list of (batch, input_size) Variables, got {type(xs).__name__}")
         outputs = []
         sequence = SequenceWeights() if len(xs) > 1 else None
         for t, x in enumerate(xs):
@@ -376,47 +397,127 @@ class _Sequence(_Recurrent):
             outputs.append(self._hidden(state))
         return (outputs, state) if return_state else outputs
 
+    def _over_tensor(self, name, x, state, return_state):
+        """The output (T, batch, directions * hidden_size) over x (T, batch, input_size), and with
+        return_state the final state, as torch's: each part (directions, batch, hidden_size)."""
+        _check_input(name, x, self.input_size)
+        if x.ndim != 3:
+            raise ValueError(f"{name}: x must have shape (T, batch, {self.input_size}), got {x.shape}")
+        directions = 2 if self.bidirectional else 1
+        parts = self._state_parts(name, state)
+        for part_name, part in zip(self._state_names, parts):
+            if part is not None:
+                _check_state(name, part_name, part, (directions, x.shape[1], self.hidden_size),
+                             "(num_directions, batch, hidden_size)")
+        outputs, finals = [], []
+        for d, suffix in enumerate(("_l0", "_l0_reverse")[:directions]):
+            initial = [None if part is None else getitem(part, d) for part in parts]
+            hs, final = self._direction(x, initial, d == 1, suffix, return_state)
+            outputs.append(hs)
+            finals.append(final)
+        out = outputs[0] if directions == 1 else concat(outputs, axis=2)
+        if not return_state:
+            return out
+        stacked = tuple(stack(list(each), 0) for each in zip(*finals))
+        return out, (stacked if len(stacked) > 1 else stacked[0])
+
+    def extra_repr(self):
+        return super().extra_repr() + (", bidirectional=True" if self.bidirectional else "")
+
 
 class LSTM(_Sequence):
-    """An LSTM over a sequence: `hs = layer(xs)`, xs a list of (batch, input_size) Variables.
+    """An LSTM over a sequence, as torch.nn.LSTM (one layer): `out = layer(x)`.
 
-    Returns the list of hidden states h_t, each (batch, hidden_size).
-    `layer(xs, state=(h, c), return_state=True)` starts from a given state and
-    also returns the final (h, c), so a caller can carry it on. Its Parameters
-    are torch.nn.LSTM's (one layer): weight_ih_l0, weight_hh_l0, bias_ih_l0,
-    bias_hh_l0, laid out as LSTMCell's; each step is LSTMCell's fused node.
+    x is a (T, batch, input_size) Variable (torch's layout without batch_first);
+    out is (T, batch, hidden_size), the hidden state after each step, or with
+    bidirectional=True (T, batch, 2 * hidden_size): the forward direction's
+    states, then those of a second LSTM run from t = T - 1 down to 0, at their
+    own time positions. `layer(x, state=(h0, c0), return_state=True)` starts
+    from a given state and returns `(out, (h_n, c_n))`; h0, c0, h_n and c_n are
+    (num_directions, batch, hidden_size), as torch's (h_n[1]: the backward
+    direction's state after its last step, at t = 0). Each direction is one
+    fused node (fastad_cy.fused.lstm_sequence).
 
-    >>> lstm = fa.nn.LSTM(16, 32)
-    >>> xs = [fa.Input(np.zeros((1, 16))) for _ in range(20)]
-    >>> hs, (h, c) = lstm(xs, return_state=True)
+    The older form takes a list of (batch, input_size) Variables (one
+    direction only) and returns the list of hidden states h_t, each
+    (batch, hidden_size); with `state=(h, c)` and `return_state=True`, each
+    (batch, hidden_size), it also returns the final (h, c). Each step is then
+    LSTMCell's fused node.
+
+    Its Parameters are torch.nn.LSTM's: weight_ih_l0, weight_hh_l0, bias_ih_l0,
+    bias_hh_l0, laid out as LSTMCell's, and with bidirectional=True
+    weight_ih_l0_reverse, ... for the backward direction, so state dicts load
+    both ways.
+
+    >>> lstm = fa.nn.LSTM(16, 32, bidirectional=True)
+    >>> out, (h_n, c_n) = lstm(fa.Input(np.zeros((20, 1, 16))), return_state=True)
+    >>> out.shape, h_n.shape
+    ((20, 1, 64), (2, 1, 32))
+    >>> hs = fa.nn.LSTM(16, 32)([fa.Input(np.zeros((1, 16))) for _ in range(20)])
     """
 
     _gates = 4
     _step = _lstm_step
+    _state_names = ("h0", "c0")
 
     @staticmethod
     def _hidden(state):
         return state[0]
 
+    @staticmethod
+    def _state_parts(who, state):
+        if state is None:
+            return [None, None]
+        if not isinstance(state, (tuple, list)) or len(state) != 2:
+            raise TypeError(f"{who}: state must be a pair (h0, c0), got {type(state).__name__}")
+        return list(state)
+
+    def _direction(self, x, initial, reverse, suffix, return_state):
+        """(hs, (h, c) or None): one direction, one fused node."""
+        result = lstm_sequence(x, *initial, *self._weights(suffix), reverse=reverse,
+                               return_state=return_state)
+        return result if return_state else (result, None)
+
 
 class GRU(_Sequence):
-    """A GRU over a sequence: `hs = layer(xs)`, xs a list of (batch, input_size) Variables.
+    """A GRU over a sequence, as torch.nn.GRU (one layer): `out = layer(x)`.
 
-    Returns the list of hidden states; `layer(xs, state=h, return_state=True)`
-    starts from h and also returns the final one. Its Parameters are
-    torch.nn.GRU's (one layer): weight_ih_l0, weight_hh_l0, bias_ih_l0,
-    bias_hh_l0, laid out as GRUCell's; each step is GRUCell's fused node.
+    x is a (T, batch, input_size) Variable; out is (T, batch, hidden_size), or
+    with bidirectional=True (T, batch, 2 * hidden_size), as LSTM's;
+    `layer(x, state=h0, return_state=True)` returns `(out, h_n)`, h0 and h_n
+    (num_directions, batch, hidden_size). The older form takes a list of
+    (batch, input_size) Variables (one direction) and returns the list of
+    hidden states; `layer(xs, state=h, return_state=True)` also returns the
+    final h. Either way each step is GRUCell's fused node. Its Parameters are
+    torch.nn.GRU's (weight_ih_l0, ..., and weight_ih_l0_reverse, ... with
+    bidirectional=True), laid out as GRUCell's.
 
     >>> gru = fa.nn.GRU(16, 32)
+    >>> out, h_n = gru(fa.Input(np.zeros((5, 1, 16))), return_state=True)   # (5, 1, 32), (1, 1, 32)
     >>> hs, h = gru([fa.Input(np.zeros((1, 16)))] * 5, return_state=True)
     """
 
     _gates = 3
     _step = _gru_step
+    _state_names = ("h0",)
 
     @staticmethod
     def _hidden(state):
         return state
+
+    @staticmethod
+    def _state_parts(who, state):
+        return [state]
+
+    def _direction(self, x, initial, reverse, suffix, return_state):
+        """(hs, (h,)): one direction, GRUCell's node a step."""
+        weights = self._weights(suffix)
+        steps = x.shape[0]
+        h, hs = initial[0], [None] * steps
+        sequence = SequenceWeights() if steps > 1 else None
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            h = hs[t] = gru_cell(getitem(x, t), h, *weights, sequence)
+        return stack(hs, 0), (h,)
 
 
 class LayerNorm(Module):

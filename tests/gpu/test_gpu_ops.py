@@ -275,6 +275,20 @@ def test_lstm_and_gru_cells(backend):
                       x, g_ih, g_hh, b_ih, b_hh)
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_sequence_steps_the_device_cell(backend, reverse):
+    T, B, I, H = 3, 2, 3, 4
+    x, h, c = r(T, B, I), r(B, H), r(B, H)
+    weights = r(4 * H, I), r(4 * H, H), r(4 * H), r(4 * H)
+    from fastad_cy.fused import lstm_sequence
+    check_against_cpu(lambda *v: lstm_sequence(*v, reverse=reverse), x, h, c, *weights)
+    check_against_cpu(lambda x, *w: lstm_sequence(x, None, None, *w, reverse=reverse), x, *weights)
+    check_against_cpu(lambda x, *w: lstm_sequence(x[:1], None, None, *w, reverse=reverse), x, *weights)
+    check_against_cpu(lambda *v: fa.stack(list(lstm_sequence(*v, reverse=reverse,
+                                                             return_state=True)[1]), 0),
+                      x, h, c, *weights)
+
+
 def test_a_small_network_matches_the_cpu(backend):
     def net(x, w1, b1, w2):
         return fa.logsumexp(fa.tanh(x @ w1 + b1) @ w2, axis=1).mean()
