@@ -166,6 +166,7 @@ cdef int replay_plan_backward(Plan plan) except -1 nogil
 cdef cnp.ndarray empty_buffer(tuple shape, object dtype)   # scratch written on every example: this thread's own memory
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1
+cdef int init_node_on(Variable node, str op, tuple inputs, cnp.ndarray value) except -1  # value: a view the op made
 cdef int set_storage(Variable node, object storage) except -1   # sets _storage and on_device
 cdef object new_storage(object device, tuple shape, object dtype)  # an empty one, from the device package
 cdef object device_of(Variable x)          # None on the host, else the canonical device name

@@ -547,6 +547,15 @@ cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) e
     return 0
 
 
+cdef int init_node_on(Variable node, str op, tuple inputs, cnp.ndarray value) except -1:
+    """Like init_node, with `value` (an array the op made: a view of an input's) as the node's
+    value instead of a new buffer."""
+    _wire(node, op, inputs, cnp.PyArray_TYPE(value) == cnp.NPY_FLOAT64)
+    node._shape = _untracked((<object>value).shape)
+    _adopt_value(node, value)
+    return 0
+
+
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1:
     """Like init_node, with the shape and dtype of `like` (no tuple work)."""
     _wire(node, op, inputs, like.f64)

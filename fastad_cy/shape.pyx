@@ -29,7 +29,7 @@ from libc.stdlib cimport malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad_cy.graph cimport (Variable, OneInput, init_node, finish, require_float, same_dtype,
+from fastad_cy.graph cimport (Variable, OneInput, init_node, init_node_on, finish, require_float, same_dtype,
                               backend_of, backend_among)
 from fastad_cy.graph import register_methods
 from fastad_cy.loops cimport element_size, put_values, zero_values, vec_zero
@@ -159,11 +159,8 @@ cdef Variable _from_view(str op, Variable x, cnp.ndarray view):
         node = View.__new__(View)
         node.x = x
         node.offset = start if size else 0   # an empty view may point past x's end
-        init_node(node, op, (x,), (<object>view).shape, x.f64)
-        # init_node gave the node a buffer of its own; the read-only view replaces it.
         cnp.PyArray_CLEARFLAGS(view, cnp.NPY_ARRAY_WRITEABLE)
-        node._value = view
-        node.val_ptr = <char*>cnp.PyArray_DATA(view)
+        init_node_on(node, op, (x,), view)
         return finish(node)
     for k in range(nd):
         steps[k] = cnp.PyArray_STRIDES(view)[k] // item
@@ -291,6 +288,8 @@ def getitem(x, key):
 
 cdef Variable _index(str op, Variable v, object key):
     """The `op` node picking v[key] (see getitem): a View, or a Gather of flat positions."""
+    if type(key) is int and v._shape and not v.on_device:
+        return _row(op, v, key)
     cdef tuple parts = key if isinstance(key, tuple) else (key,)
     cdef bint basic = True
     for part in parts:
@@ -314,6 +313,16 @@ cdef Variable _index(str op, Variable v, object key):
     if basic:
         return _from_view(op, v, view)
     return _gather(op, v, positions, False)
+
+
+cdef Variable _row(str op, Variable v, object key):
+    """v[key] for an int key: the View of one entry of the first axis (what a tree's or a
+    sequence's loop picks per node), without the general key's parsing."""
+    cdef Py_ssize_t n = v._shape[0]
+    if not -n <= key < n:
+        raise IndexError(f"{op}: bad index {key!r} for shape {v._shape}: index {key} is out of "
+                         f"bounds for axis 0 with size {n}")
+    return _from_view(op, v, v._value[key, ...])
 
 
 # ---------------------------------------------------------- concat, stack

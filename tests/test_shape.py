@@ -166,6 +166,21 @@ def test_getitem_gradients_from_several_views_of_one_input_add_up():
     check_grad(lambda q: fa.mul(q[:, 0], q[:, [1]].reshape(-1)), data(3, 4))
 
 
+@pytest.mark.parametrize("shape", [(5,), (4, 3), (2, 3, 2)])
+def test_an_int_key_picks_the_entry_numpy_picks_with_its_gradient(shape):
+    x = data(*shape)
+    for key in range(-shape[0], shape[0]):
+        p = fa.Parameter(x, dtype=np.float64)
+        y = p[key]
+        assert y.shape == x[key].shape and np.array_equal(y.value, x[key])
+        (y * 2.0).sum().backward()
+        expected = np.zeros_like(x)
+        expected[key] = 2.0
+        np.testing.assert_array_equal(p.grad, expected)
+    # a bool is a mask to numpy, not the int 1: it takes the general path
+    assert getitem(fa.Parameter(x), True).shape == x[True].shape == (1, *shape)
+
+
 @pytest.mark.parametrize("shape, key, axis, size", [
     ((3, 4), 3, 0, 3), ((3, 4), -4, 0, 3), ((3, 4), (0, 7), 1, 4), ((3, 4), [0, 9], 0, 3),
     ((3, 4), (slice(None), [-5]), 1, 4), ((0, 4), 0, 0, 0),
