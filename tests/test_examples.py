@@ -139,6 +139,14 @@ def test_implicit_tutorial_runs_implicits_calls_and_learns(capsys):
     assert "held-out check" in capsys.readouterr().out
 
 
+def test_bilstm_tagger_learns_and_replays_a_graph_per_length(capsys):
+    history = load_example("bilstm_tagger").main(sentences=600, epochs=2, hidden=16)
+    assert history["train_loss"][1] < history["train_loss"][0]
+    assert history["accuracy"][-1] > history["majority"] + 0.3
+    out = capsys.readouterr().out
+    assert "distinct lengths" in out and "graphs kept" in out and "epoch 2:" in out
+
+
 def test_tree_rnn_learns_and_replays_kept_graphs(capsys):
     history = load_example("tree_rnn").main(trees=500, epochs=2, dim=16, lr=0.05)
     assert history["train_loss"][1] < history["train_loss"][0]
