@@ -173,7 +173,7 @@ cdef Variable _from_view(str op, Variable x, cnp.ndarray view):
 
 cdef bint _is_basic_index(object part):
     """True for the parts of a key that numpy answers with a view: ints, slices, None, ...."""
-    if part is None or part is Ellipsis or isinstance(part, slice):
+    if type(part) is int or part is None or part is Ellipsis or type(part) is slice:
         return True
     return isinstance(part, (int, np.integer)) and not isinstance(part, (bool, np.bool_))
 
@@ -288,22 +288,21 @@ def getitem(x, key):
 
 cdef Variable _index(str op, Variable v, object key):
     """The `op` node picking v[key] (see getitem): a View, or a Gather of flat positions."""
-    if type(key) is int and v._shape and not v.on_device:
-        return _row(op, v, key)
     cdef tuple parts = key if isinstance(key, tuple) else (key,)
-    cdef bint basic = True
+    cdef bint basic = True, ellipsis = False
     for part in parts:
         if isinstance(part, Variable):
             raise TypeError(f"{op}: a Variable ({part!r}) cannot be part of an index; "
                             f"index a Parameter with one IndexInput alone (p[ix] or fa.take)")
         basic = basic and _is_basic_index(part)
+        ellipsis = ellipsis or part is Ellipsis
     dev = backend_of(v)
     try:
         if dev is not None:
             positions = _flat_positions(v._shape, key)
         elif basic:
             # A trailing Ellipsis makes numpy return a 0-d view, not a scalar, for all-int keys.
-            view = v._value[parts if Ellipsis in parts else parts + (Ellipsis,)]
+            view = v._value[parts if ellipsis else parts + (Ellipsis,)]
         else:
             positions = _flat_positions(v._shape, key)
     except (IndexError, TypeError, ValueError) as e:
@@ -313,16 +312,6 @@ cdef Variable _index(str op, Variable v, object key):
     if basic:
         return _from_view(op, v, view)
     return _gather(op, v, positions, False)
-
-
-cdef Variable _row(str op, Variable v, object key):
-    """v[key] for an int key: the View of one entry of the first axis (what a tree's or a
-    sequence's loop picks per node), without the general key's parsing."""
-    cdef Py_ssize_t n = v._shape[0]
-    if not -n <= key < n:
-        raise IndexError(f"{op}: bad index {key!r} for shape {v._shape}: index {key} is out of "
-                         f"bounds for axis 0 with size {n}")
-    return _from_view(op, v, v._value[key, ...])
 
 
 # ---------------------------------------------------------- concat, stack
