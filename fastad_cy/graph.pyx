@@ -538,31 +538,32 @@ cdef inline tuple _untracked(tuple t):
     return t
 
 
-cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
-    """Wire a new op node to its inputs and give it an output buffer of `shape`."""
-    cdef cnp.ndarray value = _buffer_of_shape(op, shape, _type_num(f64))
+cdef inline int _init_with(Variable node, str op, tuple inputs, tuple shape, cnp.ndarray value,
+                           bint f64) except -1:
+    """What every op node's construction does: wire it to its inputs, and give it `value`."""
     _wire(node, op, inputs, f64)
     node._shape = _untracked(shape)
     _adopt_value(node, value)
     return 0
 
 
+cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
+    """Wire a new op node to its inputs and give it an output buffer of `shape`."""
+    return _init_with(node, op, inputs, shape, _buffer_of_shape(op, shape, _type_num(f64)), f64)
+
+
 cdef int init_node_on(Variable node, str op, tuple inputs, cnp.ndarray value) except -1:
     """Like init_node, with `value` (an array the op made: a view of an input's) as the node's
     value instead of a new buffer."""
-    _wire(node, op, inputs, cnp.PyArray_TYPE(value) == cnp.NPY_FLOAT64)
-    node._shape = _untracked((<object>value).shape)
-    _adopt_value(node, value)
-    return 0
+    return _init_with(node, op, inputs, (<object>value).shape, value,
+                      cnp.PyArray_TYPE(value) == cnp.NPY_FLOAT64)
 
 
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1:
     """Like init_node, with the shape and dtype of `like` (no tuple work)."""
-    _wire(node, op, inputs, like.f64)
-    node._shape = like._shape
-    _adopt_value(node, new_buffer(cnp.PyArray_NDIM(like._value), cnp.PyArray_DIMS(like._value),
-                                  _type_num(like.f64)))
-    return 0
+    return _init_with(node, op, inputs, like._shape,
+                      new_buffer(cnp.PyArray_NDIM(like._value), cnp.PyArray_DIMS(like._value),
+                                 _type_num(like.f64)), like.f64)
 
 
 cdef Variable finish(Variable node):
