@@ -3,12 +3,13 @@
 Environment switches (read at build time):
   FASTAD_NATIVE=1     add -march=native (binaries then run only on CPUs like this one)
   FASTAD_DEBUG=1      bounds checks on, -O0 -g: for hunting memory errors
-  FASTAD_FAST_MATH=1  exp/log/tanh/sigmoid use fast approximations (see fastad_cy/fastmath.h)
+  FASTAD_FAST_MATH=1  exp/log/tanh/sigmoid use fast approximations (see fastad/ops/fastmath.h)
 
 Before compiling anything it checks, and stops with a message naming what is
-missing: every module of COMPILED_MODULES has its fastad_cy/<name>.pyx (an sdist
-without them would otherwise install a package that cannot import), there is a
-C compiler, and Cython and NumPy are new enough to compile with.
+missing: every module of COMPILED_MODULES has its .pyx source (fastad.ops.linalg:
+fastad/ops/linalg.pyx; an sdist without them would otherwise install a package
+that cannot import), there is a C compiler, and Cython and NumPy are new enough to
+compile with.
 """
 import glob
 import importlib
@@ -22,10 +23,22 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.sdist import sdist
 
-#: The compiled modules fastad needs: fastad_cy/<name>.pyx becomes fastad_cy.<name>.
-COMPILED_MODULES = ("autobatch", "conv", "dropout", "elementwise", "fastmath", "feeds", "fused", "graph", "linalg", "losses",
-                    "model_losses", "optim", "pairs", "reduction", "sampler", "shape", "sparse", "text",
-                    "train", "windows")
+#: The compiled modules fastad needs, each beside what it serves: fastad/ops/linalg.pyx
+#: becomes fastad.ops.linalg.
+COMPILED_MODULES = (
+    "fastad._engine.graph",
+    *(f"fastad.ops.{family}" for family in ("conv", "dropout", "elementwise", "fastmath", "fused",
+                                            "linalg", "losses", "model_losses", "reduction", "shape",
+                                            "sparse")),
+    "fastad.optim.optimizers", "fastad.optim.schedule",
+    "fastad.training.autobatch", "fastad.training.feeds", "fastad.training.loop",
+    "fastad.training.sampler",
+    "fastad.models.recsys._pairs",
+    "fastad.models.text._dictionary", "fastad.models.text._windows",
+)
+
+#: The folders of the C headers the compiled modules include.
+HEADER_DIRS = [os.path.join("fastad", "_engine"), os.path.join("fastad", "ops")]
 
 #: The oldest Cython and NumPy to compile with, as in pyproject's build-system.requires.
 #: Extensions built against NumPy 2 also import under NumPy 1.23 and later, not the
@@ -37,18 +50,23 @@ def _flag(name):
     return os.environ.get(name, "").strip() not in ("", "0", "false", "False")
 
 
+def source_of(module):
+    """The .pyx path of a dotted module name."""
+    return os.path.join(*module.split(".")) + ".pyx"
+
+
 def extension_sources():
-    """{module name: fastad_cy/<name>.pyx} for COMPILED_MODULES; exits naming any .pyx
-    missing or unlisted."""
-    found = {os.path.splitext(os.path.basename(path))[0]: path
-             for path in glob.glob(os.path.join("fastad_cy", "*.pyx"))}
+    """{module name: its .pyx path} for COMPILED_MODULES; exits naming any .pyx missing or
+    unlisted."""
+    found = {os.path.splitext(path)[0].replace(os.sep, "."): path
+             for path in glob.glob(os.path.join("fastad", "**", "*.pyx"), recursive=True)}
     missing = [name for name in COMPILED_MODULES if name not in found]
     if len(missing) == len(COMPILED_MODULES):
-        sys.exit(f"error: found no Cython sources (fastad_cy/*.pyx) in {os.getcwd()}: this source "
+        sys.exit(f"error: found no Cython sources (fastad/**/*.pyx) in {os.getcwd()}: this source "
                  f"tree or sdist is incomplete, and fastad would install without its compiled core")
     if missing:
         sys.exit("error: fastad's Cython sources are incomplete: missing "
-                 + ", ".join(f"fastad_cy/{name}.pyx" for name in missing))
+                 + ", ".join(source_of(name) for name in missing))
     unlisted = sorted(set(found) - set(COMPILED_MODULES))
     if unlisted:
         sys.exit("error: " + ", ".join(found[name] for name in unlisted)
@@ -87,11 +105,11 @@ def build_requirement(name):
 
 
 def generate_op_files():
-    """Write the files fastad_cy/generate_ops.py derives from the op manifest
-    (fastad_cy/ops_manifest.py): the op codes, the plain ops' functions and stubs. Runs
+    """Write the files fastad/ops/generate.py derives from the op manifest
+    (fastad/ops/manifest.py): the op codes, the plain ops' functions and stubs. Runs
     first, so that every command (build_py's stubs, cythonize, sdist) sees them; a tree
     without the generator is left to the checks that name what it lacks."""
-    generator = os.path.join("fastad_cy", "generate_ops.py")
+    generator = os.path.join("fastad", "ops", "generate.py")
     if os.path.isfile(generator):
         subprocess.run([sys.executable, generator], check=True)
 
@@ -121,10 +139,11 @@ directives = {
 
 extensions = [
     Extension(
-        "fastad_cy." + name,
+        name,
         [path],
-        include_dirs=["fastad_cy"],
-        depends=sorted(glob.glob(os.path.join("fastad_cy", "*.h"))),   # a changed header recompiles
+        include_dirs=list(HEADER_DIRS),
+        # a changed header recompiles
+        depends=sorted(path for folder in HEADER_DIRS for path in glob.glob(os.path.join(folder, "*.h"))),
         define_macros=macros,
         extra_compile_args=compile_args,
         libraries=["m"],   # bind expf/logf to libm's current symbols, not the slow compat ones

@@ -2,7 +2,7 @@
 
 Prints, per shape (m, k, n), the replay time with the C loops and with BLAS,
 measured alternately in one process, and their ratio. The crossover in
-multiply-adds (m*n*k) sets fastad_cy.linalg.BLAS_MIN_WORK.
+multiply-adds (m*n*k) sets fastad.ops.linalg.BLAS_MIN_WORK.
 
     python bench/matmul_crossover.py
 """
@@ -11,7 +11,7 @@ import timeit
 import numpy as np
 
 import fastad as fa
-from fastad_cy.linalg import _set_blas_min_work, matmul
+from fastad.ops.linalg import _set_blas_min_work, matmul
 
 SHAPES = ([(s, s, s) for s in (2, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32)]
           + [(1, s, s) for s in (8, 12, 16, 24, 32, 64, 128)]

@@ -1,4 +1,4 @@
-// Shared by every kernel family: prepended, with fastad_cy/rules.h (the scalar rules the
+// Shared by every kernel family: prepended, with fastad/ops/rules.h (the scalar rules the
 // CPU kernels share), to each .cu file to make one NVRTC program (see
 // fastad/cuda/kernels.py). No #include: NVRTC gets no CUDA headers.
 

@@ -1,5 +1,5 @@
 // Convolutions (im2col + cuBLAS GEMM), pooling and batch normalisation
-// (fastad_cy/conv.pyx). Every op sees its input as (batch, channels, height, width).
+// (fastad/ops/conv.pyx). Every op sees its input as (batch, channels, height, width).
 
 // The geometry array g of a convolution, as fastad/cuda/ops/conv.py builds it.
 enum ConvGeom { G_N, G_C, G_H, G_W, G_OH, G_OW, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW };

@@ -1,7 +1,7 @@
 // Elementwise ops: unary functions, broadcasting binary ops (+ - * / pow maximum minimum and
 // the comparisons), where, and the small buffer kernels
 // (fill, copy-or-add, finiteness check) the engine uses.
-// Each op's value and derivative are rules of fastad_cy/rules.h, shared with the CPU.
+// Each op's value and derivative are rules of fastad/ops/rules.h, shared with the CPU.
 
 template <typename T>
 __global__ void unary_forward(const T* x, T* y, i64 n, int op, T p) {

@@ -1,4 +1,4 @@
-// vector_dot (fastad_cy/linalg.pyx); matmul goes to cuBLAS and has no kernel here.
+// vector_dot (fastad/ops/linalg.pyx); matmul goes to cuBLAS and has no kernel here.
 
 // Row-wise dot product of two (rows, k) arrays: out[r] = sum_j a[r, j] * b[r, j].
 template <typename T>

@@ -1,6 +1,6 @@
 // The losses: cross-entropy and NLL over class ids, and the pointwise losses (BCE with
-// logits, MSE, Huber, their rules in fastad_cy/rules.h). The arithmetic follows
-// fastad_cy/losses.pyx step by step.
+// logits, MSE, Huber, their rules in fastad/ops/rules.h). The arithmetic follows
+// fastad/ops/losses.pyx step by step.
 //
 // A reduced loss ("mean" or "sum") goes through `acc`, three doubles owned by the op:
 // the forward kernel adds each thread's partial sum of the losses into acc[0] and its

@@ -1,6 +1,6 @@
-// Fused optimizer updates and gradient clipping (the GPU side of fastad_cy/optim.pyx).
+// Fused optimizer updates and gradient clipping (the GPU side of fastad/optim/optimizers.pyx).
 //
-// The element updates are the rules of fastad_cy/rules.h, which the CPU kernels share,
+// The element updates are the rules of fastad/ops/rules.h, which the CPU kernels share,
 // types included. On a GPU results still differ in the last bits (fused multiply-adds,
 // CUDA's libm).
 //

@@ -1,9 +1,9 @@
 // Reductions over any axes: sum (and mean), max, min, logsumexp, the 2-norm, and their
 // backward; argmax/argmin and cumsum along one axis; and softmax and log_softmax along
-// one axis (fastad_cy/reduction.pyx's `_softmax`).
+// one axis (fastad/ops/reduction.pyx's `_softmax`).
 // meta = [dims(nd), keep(nd)] of the input: keep[k] != 0 for the axes the output
 // keeps (see FaFold in common.cuh); nd = 0 for a 0-d input. As in
-// fastad_cy/reduction.pyx, max's gradient is shared equally among ties and
+// fastad/ops/reduction.pyx, max's gradient is shared equally among ties and
 // logsumexp shifts by the max (by 0 when the max is not finite).
 
 // out[slot] (+)= scale * (sum of the slot's elements). With n_chunks > 1, thread t

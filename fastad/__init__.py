@@ -7,32 +7,40 @@
 >>> loss.backward()                      # gradients add into w.grad
 >>> x.set_value(np.ones((1, 4))); loss.forward(); loss.backward()   # replay, no Python per node
 """
-from fastad_cy.graph import (Variable, Parameter, Input, IndexInput, no_grad, enable_grad,
-                             detect_anomaly, is_grad_enabled, is_anomaly_enabled,
-                             set_default_dtype, get_default_dtype, float32, float64)
-from fastad_cy import elementwise as _elementwise
-from fastad_cy.elementwise import *  # noqa: F403 -- its __all__: the op manifest's ops, and where
-from fastad_cy.reduction import sum, mean, max, logsumexp, softmax, log_softmax
-from fastad_cy.reduction import min, norm, var, std, argmax, argmin, cumsum
-from fastad_cy.shape import reshape, transpose, getitem, concat, stack
-from fastad_cy.shape import expand_dims, squeeze, split, flip, tile
-from fastad_cy.linalg import matmul, linear, vector_dot
-from fastad_cy.linalg import einsum
-from fastad_cy.sparse import take, take_along_axis, embedding, embedding_bag
-from fastad_cy.model_losses import ranking_margin, ranking_loss, gather_dot, bag_dot
-from fastad_cy.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
-                            adaptive_avg_pool2d)
-from fastad_cy.train import train
+from pkgutil import extend_path
+
+# A process started in a source checkout (its folder first on sys.path, no compiled modules
+# there) still finds the compiled modules of the built or installed copy: every folder of
+# this package on sys.path serves it, and so do those of its subpackages that hold compiled
+# modules (each extends its own path the same way).
+__path__ = extend_path(__path__, __name__)
+
+from fastad._engine.graph import (Variable, Parameter, Input, IndexInput, no_grad, enable_grad,
+                                  detect_anomaly, is_grad_enabled, is_anomaly_enabled,
+                                  set_default_dtype, get_default_dtype, float32, float64, graph_nbytes)
+from fastad.ops import elementwise as _elementwise
+from fastad.ops.elementwise import *  # noqa: F403 -- its __all__: the op manifest's ops, and where
+from fastad.ops.reduction import sum, mean, max, logsumexp, softmax, log_softmax
+from fastad.ops.reduction import min, norm, var, std, argmax, argmin, cumsum
+from fastad.ops.shape import reshape, transpose, getitem, concat, stack
+from fastad.ops.shape import expand_dims, squeeze, split, flip, tile
+from fastad.ops.linalg import matmul, linear, vector_dot
+from fastad.ops.linalg import einsum
+from fastad.ops.sparse import take, take_along_axis, embedding, embedding_bag
+from fastad.ops.model_losses import ranking_margin, ranking_loss, gather_dot, bag_dot
+from fastad.ops.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
+                             adaptive_avg_pool2d)
+from fastad.training.loop import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
 from fastad.random import manual_seed
 from fastad.progress import progress_bar
-from fastad import optim, nn, io, data, metrics, models, hogwild, distributed, cuda, text
+from fastad import optim, nn, io, data, metrics, models, hogwild, distributed, cuda
+from fastad.models import text
 from fastad.nn.attention import scaled_dot_product_attention
-from fastad_cy.graph import graph_nbytes
-from fastad.graph_cache import GraphCache
-from fastad_cy.autobatch import autobatch, batch
+from fastad.training.graph_cache import GraphCache
+from fastad.training.autobatch import autobatch, batch
 
 __version__ = "0.1.0"
 

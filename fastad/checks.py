@@ -9,8 +9,8 @@ range, or not one of the accepted options) whose message names the caller
 Traceback (most recent call last):
 ValueError: BPR: dim must be >= 1, got 0
 
-The engine (fastad_cy/) never imports the fastad package, so its compiled
-functions keep their own checks.
+The compiled modules keep their own checks (fastad/_engine/graph.pyx), which run
+without the interpreter.
 """
 import math
 import numbers
@@ -121,3 +121,24 @@ def look_up(mapping, key, missing):
         return mapping[key]
     except KeyError:
         raise KeyError(missing()) from None
+
+
+def check_ids(who, name, ids, limit, what):
+    """`ids` (one id or an array of them) as an int64 array of values in [0, limit), or
+    TypeError/IndexError naming `name` and the first id out of range (and where it is)."""
+    array = np.asarray(ids)
+    if array.dtype.kind not in "iu":
+        if array.size == 0:
+            return array.astype(np.int64)
+        raise TypeError(f"{who}: {name} must be integer ids, got dtype {array.dtype}")
+    bad = (array < 0) | (array >= limit)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        if array.ndim == 0:
+            found = f"is {array[()]}"
+        else:
+            position = tuple(int(i) for i in np.unravel_index(first, array.shape))
+            where = position if array.ndim > 1 else position[0]
+            found = f"holds {array.flat[first]} at position {where}"
+        raise IndexError(f"{who}: {name} {found}, outside the {limit} {what} (ids 0..{limit - 1})")
+    return array.astype(np.int64)

@@ -34,8 +34,8 @@ import time
 
 import numpy as np
 
-from fastad_cy.graph import register_shared_handles
-from fastad_cy.optim import set_step_clocks
+from fastad._engine.graph import register_shared_handles
+from fastad.optim.optimizers import set_step_clocks
 from fastad import hogwild
 from fastad.checks import check_int, check_number
 from fastad.hogwild import WorkerError
@@ -768,7 +768,7 @@ def _next_interval(steps, changed_fraction):
 
 class _StepClock:
     """The step clock that one optimizer over a worker's replicas calls (see
-    fastad_cy.optim.set_step_clocks): it counts the optimizer's steps for its session."""
+    fastad.optim.optimizers.set_step_clocks): it counts the optimizer's steps for its session."""
 
     def __init__(self, session):
         self.session = session

@@ -3,7 +3,7 @@ import warnings
 
 import numpy as np
 
-from fastad_cy.graph import Parameter, Variable, get_default_dtype, set_default_dtype
+from fastad._engine.graph import Parameter, Variable, get_default_dtype, set_default_dtype
 
 __all__ = ["finite_difference", "gradcheck"]
 

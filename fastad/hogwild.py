@@ -49,7 +49,7 @@ from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
-from fastad_cy.graph import Parameter, register_shared_handles
+from fastad._engine.graph import Parameter, register_shared_handles
 from fastad.checks import check_choice, look_up
 from fastad.progress import ProgressRate, progress_bar
 

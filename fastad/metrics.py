@@ -26,39 +26,12 @@ first. `k` larger than the number of items is capped at it.
 """
 import numpy as np
 
-from fastad.checks import check_int
-from fastad.data import check_interactions
+from fastad.checks import check_ids, check_int
+from fastad.models.recsys.interactions import check_interactions
+from fastad.models.recsys.recommender import top_k
 
 __all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision_at_k", "auc",
            "evaluate", "top_k"]
-
-
-def top_k(scores, k):
-    """The columns of the k highest scores of each row, best first; ties go to the lower column.
-
-    `scores` is a 2-D float array (n, m); k (>= 0) is capped at m. Returns an
-    (n, k) int64 array. Vectorised: one partition, then a sort of k per row.
-
-    >>> top_k(np.array([[0.1, 0.9, 0.5, 0.9]]), 2)
-    array([[1, 3]])
-    """
-    scores = np.asarray(scores)
-    if scores.ndim != 2:
-        raise ValueError(f"top_k: scores must be a 2-D (rows, columns) array, got shape {scores.shape}")
-    if np.isnan(scores).any():
-        raise ValueError("top_k: scores holds NaN (did training diverge? try a smaller lr)")
-    n, m = scores.shape
-    k = min(check_int("top_k", "k", k, minimum=0), m)
-    if n == 0 or k == 0:
-        return np.empty((n, k), dtype=np.int64)
-    kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]     # the k-th highest score per row
-    above = scores > kth
-    tied = scores == kth
-    room = k - above.sum(axis=1, keepdims=True)                  # slots left for scores == kth
-    chosen = above | (tied & (np.cumsum(tied, axis=1) <= room))  # lower columns win ties
-    columns = np.nonzero(chosen)[1].reshape(n, k)                # ascending within each row
-    order = np.argsort(-np.take_along_axis(scores, columns, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(columns, order, axis=1)
 
 
 def _check_split(who, test, train):
@@ -95,27 +68,6 @@ def _masks(who, scores, test, train, users):
         scores[excluded] = -np.inf
     held = (test[users].toarray() > 0) & ~excluded
     return scores, held, excluded
-
-
-def check_ids(who, name, ids, limit, what):
-    """`ids` (one id or an array of them) as an int64 array of values in [0, limit), or
-    TypeError/IndexError naming `name` and the first id out of range (and where it is)."""
-    array = np.asarray(ids)
-    if array.dtype.kind not in "iu":
-        if array.size == 0:
-            return array.astype(np.int64)
-        raise TypeError(f"{who}: {name} must be integer ids, got dtype {array.dtype}")
-    bad = (array < 0) | (array >= limit)
-    if bad.any():
-        first = np.flatnonzero(bad)[0]
-        if array.ndim == 0:
-            found = f"is {array[()]}"
-        else:
-            position = tuple(int(i) for i in np.unravel_index(first, array.shape))
-            where = position if array.ndim > 1 else position[0]
-            found = f"holds {array.flat[first]} at position {where}"
-        raise IndexError(f"{who}: {name} {found}, outside the {limit} {what} (ids 0..{limit - 1})")
-    return array.astype(np.int64)
 
 
 def _top_k_hits(scores, held, k):

@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from fastad_cy import sampler
+from fastad.training import sampler
 from fastad.checks import check_seed
 
 __all__ = ["manual_seed", "generator"]

@@ -3,7 +3,7 @@ import os
 import shutil
 import subprocess
 
-from fastad_cy.graph import IndexInput, Input, Parameter, Variable
+from fastad._engine.graph import IndexInput, Input, Parameter, Variable
 
 __all__ = ["to_dot", "render"]
 

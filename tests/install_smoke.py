@@ -19,27 +19,28 @@ import numpy as np
 
 
 def check_installed_here(fa):
-    import fastad_cy.graph
-    from fastad_cy import generate_ops
+    from fastad.ops import generate
 
     # every compiled module has its stub beside it: import them all, not only those fastad uses;
     # the stubs generated from the op manifest (which those stubs star-import) are there too
-    folder = os.path.dirname(fastad_cy.graph.__file__)
-    generated = {name for name in generate_ops.OUTPUTS if name.endswith(".pyi")}
-    assert generated <= set(os.listdir(folder)), f"generated stubs missing: {sorted(generated)}"
-    stubs = [path for path in glob.glob(os.path.join(folder, "*.pyi"))
+    package = os.path.dirname(fa.__file__)
+    generated = {name for name in generate.OUTPUTS if name.endswith(".pyi")}
+    ops_folder = os.path.dirname(generate.__file__)
+    assert generated <= set(os.listdir(ops_folder)), f"generated stubs missing: {sorted(generated)}"
+    stubs = [path for path in glob.glob(os.path.join(package, "**", "*.pyi"), recursive=True)
              if os.path.basename(path) not in generated]
     for stub in stubs:
-        importlib.import_module("fastad_cy." + os.path.splitext(os.path.basename(stub))[0])
+        dotted = os.path.relpath(os.path.splitext(stub)[0], os.path.dirname(package)).replace(os.sep, ".")
+        importlib.import_module(dotted)
     site_dirs = {os.path.realpath(sysconfig.get_path(key)) for key in ("purelib", "platlib")}
     modules = {name: module for name, module in sys.modules.items()
-               if name.split(".")[0] in ("fastad", "fastad_cy") and getattr(module, "__file__", None)}
+               if name.split(".")[0] == "fastad" and getattr(module, "__file__", None)}
     strays = {name: module.__file__ for name, module in modules.items()
               if not any(os.path.realpath(module.__file__).startswith(site + os.sep)
                          for site in site_dirs)}
     assert not strays, f"modules imported from outside {sorted(site_dirs)}: {strays}"
-    compiled = sorted(name for name, module in modules.items() if name.startswith("fastad_cy.")
-                      and module.__file__.endswith(sysconfig.get_config_var("EXT_SUFFIX")))
+    compiled = sorted(name for name, module in modules.items()
+                      if module.__file__.endswith(sysconfig.get_config_var("EXT_SUFFIX")))
     assert len(compiled) == len(stubs), f"compiled modules {compiled}, stubs {sorted(stubs)}"
     installed_version = importlib.metadata.version("fastad")
     assert installed_version == fa.__version__, \

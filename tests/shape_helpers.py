@@ -2,8 +2,8 @@
 import numpy as np
 
 import fastad as fa
-from fastad_cy.linalg import vector_dot
-from fastad_cy.shape import reshape
+from fastad.ops.linalg import vector_dot
+from fastad.ops.shape import reshape
 
 
 def weights_for(shape, dtype=np.float64):

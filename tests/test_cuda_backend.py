@@ -156,14 +156,14 @@ def test_cupy_with_a_device_is_chosen(monkeypatch):
 
 
 def test_a_device_backend_must_offer_the_whole_interface():
-    from fastad_cy.backend import Backend
+    from fastad.ops.backend import Backend
     with pytest.raises(TypeError, match=r"Partial: a device backend needs canonical_device, .*unary, "):
         type("Partial", (Backend,), {"from_host": None})
 
 
 def test_fastad_cuda_registers_one_backend_that_composes_the_fused_nodes():
     import fastad.cuda
-    from fastad_cy.backend import Backend
+    from fastad.ops.backend import Backend
     assert isinstance(fastad.cuda._CudaBackend(), Backend)
     for name in ("lstm_cell", "lstm_sequence", "gru_cell", "ranking", "gather_dot",
                  "broadcast_vector_dot"):

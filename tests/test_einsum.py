@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import fastad as fa
-from fastad_cy.linalg import Matmul
+from fastad.ops.linalg import Matmul
 from shape_helpers import assert_replay_matches_fresh, torch_weighted_grads, weighted_sum
 
 rng = np.random.default_rng(18)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy.graph import register_shared_handles
-from fastad_cy.fastmath import approximate
+from fastad._engine.graph import register_shared_handles
+from fastad.ops.fastmath import approximate
 
 
 @pytest.mark.parametrize("dtype,top,bottom", [(np.float64, 709.78, -708.39), (np.float32, 88.72, -87.33)])

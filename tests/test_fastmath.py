@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy.fastmath import approximate, enabled
+from fastad.ops.fastmath import approximate, enabled
 
 BOUNDS = {np.float64: 1e-8, np.float32: 1e-6}
 

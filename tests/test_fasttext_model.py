@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad.models.fasttext import FastText
+from fastad.models.text.fasttext import FastText
 
 
 def corpus(n_sentences=300, seed=0):

@@ -1,10 +1,10 @@
-"""fastad_cy.fused: lstm_cell and gru_cell, one recurrent step as one node, and lstm_sequence, a
+"""fastad.ops.fused: lstm_cell and gru_cell, one recurrent step as one node, and lstm_sequence, a
 whole LSTM sequence as one node, against finite differences, numpy and the stepped cells."""
 import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
+from fastad.ops.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
 
 F64 = np.float64
 

@@ -151,7 +151,7 @@ def test_fa_train_gives_the_composed_ops_parameters_bit_for_bit(optimizer, batch
 
 
 def test_word2vec_skip_gram_builds_one_gather_dot_node():
-    from fastad.models.word2vec import _example_graph
+    from fastad.models.text.word2vec import _example_graph
     W, C = tables(f64=False)
     for batch in (1, 16):
         settings = {"batch": batch, "negative": 5, "sg": True, "window": 5}

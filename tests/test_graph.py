@@ -344,7 +344,7 @@ def test_graph_nodes_stay_out_of_the_cyclic_collector():
 def test_the_helpers_for_ops_written_in_python_refuse_host_variables():
     """function_node and the gradient slots serve Variables held in a device storage;
     a CPU Variable gets a TypeError naming the helper, not an AttributeError."""
-    from fastad_cy.graph import function_node, grad_slot, grad_state, sparse_grad_slot
+    from fastad._engine.graph import function_node, grad_slot, grad_state, sparse_grad_slot
     w = fa.Parameter(np.ones(2))
     with pytest.raises(TypeError, match="'op' needs a device storage"):
         function_node("op", (w,), (2,), np.float32, object(), None)

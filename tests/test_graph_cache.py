@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
-from fastad_cy.graph import GradientArena
+from fastad._engine.graph import GradientArena
 from random_graph_helpers import build, fa_ops, leaf_values, recipes
 
 

@@ -1,45 +1,80 @@
-"""The engine (fastad_cy/) is the ground floor: it never imports the fastad package (nor do its stubs);
-fastad.cuda registers its device support with the engine instead."""
+"""The house's layers: each package imports only from the layers below it (the engine,
+fastad/_engine, imports nothing of fastad above it, nor do its stubs), no module imports in a
+circle, and the packages that hold compiled modules still find them from a source checkout."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parents[1] / "fastad_cy"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "fastad"
+ENGINE = PACKAGE / "_engine"
 IMPORTS_FASTAD = re.compile(r"^\s*(from\s+fastad(\.\w+)*\s+c?import\b|c?import\s+fastad(\.\w+)*\b)",
                             re.M)
 
+# The layers, lowest first: a module may import modules of its own layer and of the layers
+# below, never above. The helpers beside them (argument checks, files, progress) import no layer.
+LAYERS = [
+    ("fastad._engine",),
+    ("fastad.ops",),
+    ("fastad.optim",),
+    ("fastad.training", "fastad.random"),
+    ("fastad.nn", "fastad.cuda", "fastad.gradcheck", "fastad.viz"),
+    ("fastad.parallel", "fastad.hogwild", "fastad.distributed"),
+    ("fastad.models",),
+    ("fastad", "fastad.data", "fastad.metrics", "fastad.__main__"),      # the public faces
+]
+HELPERS = ("fastad.checks", "fastad.io", "fastad.safetensors_format", "fastad.progress")
 
-def test_no_engine_module_imports_the_fastad_package():
-    sources = sorted(ENGINE.glob("*.pyx")) + sorted(ENGINE.glob("*.pxd")) + sorted(ENGINE.glob("*.pyi"))
-    assert sources
+
+def layer_of(module):
+    """The index in LAYERS of the longest prefix naming `module` (None for a helper)."""
+    if module in HELPERS:
+        return None
+    best = None
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                    best is None or len(prefix) > len(best[1])):
+                best = (index, prefix)
+    assert best is not None, f"{module} is in no layer of tests/test_layering.py"
+    return best[0]
+
+
+def test_no_engine_module_imports_the_fastad_package_above_it():
+    sources = [p for suffix in ("pyx", "pxd", "pyi", "py") for p in ENGINE.glob(f"*.{suffix}")]
+    assert any(p.name == "graph.pyx" for p in sources)
     offenders = [f"{path.name}: {match.group(0).strip()}" for path in sources
-                 for match in IMPORTS_FASTAD.finditer(path.read_text())]
+                 for match in IMPORTS_FASTAD.finditer(path.read_text())
+                 if not re.search(r"fastad\._engine\b", match.group(0))]
     assert offenders == []
 
 
 def test_the_scan_catches_late_imports_too():
-    text = "def f():\n    from fastad.cuda import ops\n    import fastad\nfrom fastad_cy.graph cimport X\n"
+    text = "def f():\n    from fastad.cuda import ops\n    import fastad\nfrom fastad._engine.graph cimport X\n"
     assert [m.group(0).strip() for m in IMPORTS_FASTAD.finditer(text)] == \
-        ["from fastad.cuda import", "import fastad"]
+        ["from fastad.cuda import", "import fastad", "from fastad._engine.graph cimport"]
 
 
-def test_the_engine_alone_asks_for_device_support():
-    # A fresh process with only the engine imported: a device request says what is missing.
-    code = ("import numpy as np, fastad_cy.graph as g\n"
+def test_without_a_device_package_the_engine_asks_for_device_support():
+    # The engine knows no device: with none registered, a device request says what is missing.
+    code = ("import numpy as np, fastad._engine.graph as g\n"
+            "g.register_backend(None)\n"
             "try:\n"
             "    g.Parameter(np.ones(2), device='cuda')\n"
             "except RuntimeError as e:\n"
-            "    print(e)\n"
-            "import sys; assert not any(m == 'fastad' or m.startswith('fastad.') for m in sys.modules)\n")
+            "    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "no device support is registered" in out.stdout
 
 
-def test_variable_operators_work_with_the_engine_alone():
-    # The op modules register Variable's operators with the graph; importing fastad_cy imports them.
-    code = ("import numpy as np, fastad_cy.graph as g\n"
+def test_variable_operators_come_from_the_op_families():
+    # The op modules register Variable's operators with the engine when fastad.ops is imported.
+    code = ("import numpy as np, fastad._engine.graph as g\n"
             "x = g.Input(np.array([1.0, 2.0]))\n"
             "print(float(((x + 1.0) * x - x / 2.0).sum().value), (x @ x).value, x[1].value)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -47,28 +82,26 @@ def test_variable_operators_work_with_the_engine_alone():
 
 
 def test_a_source_checkout_first_on_the_path_still_finds_the_compiled_modules(tmp_path):
-    # A process started in a source checkout has its fastad_cy/ first on sys.path, without the
+    # A process started in a source checkout has its fastad/ first on sys.path, without the
     # compiled modules: they come from the copy that was built or installed (here, this one).
-    import fastad_cy.graph
-    built = Path(fastad_cy.graph.__file__).resolve().parents[1]
-    checkout = tmp_path / "fastad_cy"
-    checkout.mkdir()
-    for name in ("__init__.py", "ops_manifest.py"):
-        (checkout / name).write_text((ENGINE / name).read_text())
-    code = ("import os, numpy as np, fastad_cy, fastad_cy.graph as g\n"
-            "print(os.path.abspath(fastad_cy.__file__), float((g.Input(np.array([1.0, 2.0])) + 1.0).sum().value))\n")
+    import fastad._engine.graph
+    built = Path(fastad._engine.graph.__file__).resolve().parents[2]
+    shutil.copytree(PACKAGE, tmp_path / "fastad",
+                    ignore=lambda folder, names: [n for n in names if n.endswith((".so", ".pyd", ".c"))])
+    code = ("import os, numpy as np, fastad, fastad._engine.graph as g\n"
+            "print(os.path.abspath(fastad.__file__), float((g.Input(np.array([1.0, 2.0])) + 1.0).sum().value))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                          env={**os.environ, "PYTHONPATH": str(built)})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [str(checkout / "__init__.py"), "5.0"]     # the checkout's package
+    assert out.stdout.split() == [str(tmp_path / "fastad" / "__init__.py"), "5.0"]   # the checkout's package
 
 
 # ------------------------------------------------------------- the module graph
-# Every import edge between fastad_cy/ and fastad/ modules, read from the sources (.pyx, .pxd,
-# .pyi, .py): `cimport`, `import`, `from ... (c)import`, and importlib's `import_module("...")`,
-# at any depth (a lazy import inside a function is an edge too). A string naming a package
-# prefix ("fastad_cy." + name) is an edge to every module under it.
-ROOT = ENGINE.parent
+# Every import edge between fastad's modules, read from the sources (.pyx, .pxd, .pyi, .py):
+# `cimport`, `import`, `from ... (c)import`, and importlib's `import_module("...")`, at any
+# depth (a lazy import inside a function is an edge too). A string naming a package prefix
+# ("fastad.ops." + name) is an edge to every module under it. Importing a module of another
+# package first runs that package's __init__: an edge to it too.
 FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+c?import\s+(\([^)]*\)|[^#\n]*)", re.M)
 PLAIN_IMPORT = re.compile(r"^\s*c?import\s+([\w., ]+?)\s*(?:#.*)?$", re.M)
 IMPORT_MODULE = re.compile(r"import_module\(\s*[\"']([\w.]+)[\"']")
@@ -83,10 +116,9 @@ def module_name(path):
 
 
 def module_sources():
-    """{module name: [its source files]} for fastad_cy/ and fastad/ (a .pyx, its .pxd and its
-    .pyi are one module)."""
-    paths = [p for suffix in ("pyx", "pxd", "pyi", "py") for p in ENGINE.glob(f"*.{suffix}")]
-    paths += list((ROOT / "fastad").rglob("*.py"))
+    """{module name: [its source files]} for fastad/ (a .pyx, its .pxd and its .pyi are one
+    module)."""
+    paths = [p for suffix in ("pyx", "pxd", "pyi", "py") for p in PACKAGE.rglob(f"*.{suffix}")]
     modules = {}
     for path in sorted(paths):
         modules.setdefault(module_name(path), []).append(path)
@@ -108,19 +140,32 @@ def imported_names(text):
         yield match.group(1)
 
 
+def packages_entered(importer, target, modules):
+    """The packages whose __init__ importing `target` runs from `importer`: those above
+    target that do not hold importer (the root package, the public face, excepted)."""
+    parts = target.split(".")
+    for n in range(2, len(parts)):
+        package = ".".join(parts[:n])
+        if package in modules and not (importer == package or importer.startswith(package + ".")):
+            yield package
+
+
 def module_graph(modules):
-    """{module: set of modules it imports}, both within fastad_cy/ and fastad/."""
+    """{module: set of modules it imports}, within fastad/."""
     graph = {}
     for name, paths in modules.items():
-        edges = set()
+        targets = set()
         for path in paths:
             for target in imported_names(DOCSTRING.sub("", path.read_text())):
                 if target in modules:
-                    edges.add(target)
+                    targets.add(target)
                 elif target.rpartition(".")[0] in modules:    # `from X import name`: X
-                    edges.add(target.rpartition(".")[0])
+                    targets.add(target.rpartition(".")[0])
                 elif target.endswith("."):    # a prefix: every module under it
-                    edges.update(m for m in modules if m.startswith(target))
+                    targets.update(m for m in modules if m.startswith(target))
+        edges = set(targets)
+        for target in targets:
+            edges.update(packages_entered(name, target, modules))
         edges.discard(name)
         graph[name] = edges
     return graph
@@ -150,30 +195,50 @@ def find_cycle(graph):
     return None
 
 
-def test_no_module_circle_in_fastad_cy_or_fastad():
-    graph = module_graph(module_sources())
-    assert "fastad_cy.graph" in graph and "fastad.nn.layers" in graph
+@pytest.fixture(scope="module")
+def graph():
+    return module_graph(module_sources())
+
+
+def test_no_module_circle_in_fastad(graph):
+    assert "fastad._engine.graph" in graph and "fastad.nn.layers" in graph
+    graph = {name: targets - {"fastad"} for name, targets in graph.items()}   # the public face
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
-def test_no_engine_module_depends_on_the_fastad_package():
-    graph = module_graph(module_sources())
-    offenders = sorted(f"{name} -> {target}" for name, targets in graph.items() if name.startswith("fastad_cy")
-                       for target in targets if not target.startswith("fastad_cy"))
+def test_every_module_imports_only_its_layer_and_those_below(graph):
+    offenders = sorted(f"{name} -> {target}" for name, targets in graph.items()
+                       for target in targets
+                       if layer_of(name) is not None and layer_of(target) is not None
+                       and layer_of(target) > layer_of(name))
     assert offenders == []
 
 
+def test_the_helpers_import_no_layer(graph):
+    offenders = sorted(f"{name} -> {target}" for name in HELPERS for target in graph.get(name, ())
+                       if target not in HELPERS)
+    assert offenders == []
+
+
+def test_the_layer_check_fails_on_an_import_from_above():
+    graph = {"fastad.ops.sparse": {"fastad.models.recsys.bpr"}, "fastad.models.recsys.bpr": set()}
+    assert [(name, target) for name, targets in graph.items() for target in targets
+            if layer_of(target) > layer_of(name)] == [("fastad.ops.sparse", "fastad.models.recsys.bpr")]
+
+
 def test_the_module_graph_reads_every_import_form():
-    text = ("from fastad_cy.graph cimport (Variable,\n    finish)\nimport fastad as fa\n"
+    text = ("from fastad._engine.graph cimport (Variable,\n    finish)\nimport fastad as fa\n"
             "cimport numpy as cnp\nfrom fastad.cuda import ops as _ops, optim\n"
-            "def f():\n    import fastad.nn.layers\n    importlib.import_module(\"fastad_cy.\" + name)\n"
+            "def f():\n    import fastad.nn.layers\n    importlib.import_module(\"fastad.ops.\" + name)\n"
             "    importlib.import_module('fastad.metrics')\n")
     names = set(imported_names(text))
-    assert {"fastad_cy.graph.Variable", "fastad", "numpy", "fastad.cuda.ops", "fastad.cuda.optim",
-            "fastad.nn.layers", "fastad_cy.", "fastad.metrics"} <= names
+    assert {"fastad._engine.graph.Variable", "fastad", "numpy", "fastad.cuda.ops", "fastad.cuda.optim",
+            "fastad.nn.layers", "fastad.ops.", "fastad.metrics"} <= names
     assert module_graph({"m": [], "m.sub": [], "n": []}) == {"m": set(), "m.sub": set(), "n": set()}
-    graph = module_graph({"a": [], "b": [], "c": []})
-    graph.update(a={"b"}, b={"c"}, c={"a"})
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     graph["c"] = set()
     assert find_cycle(graph) is None
+    modules = {"p": [], "p.q": [], "p.q.r": [], "p.s": []}
+    assert set(packages_entered("p.s", "p.q.r", modules)) == {"p.q"}
+    assert set(packages_entered("p.q.x", "p.q.r", modules)) == set()

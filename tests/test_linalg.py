@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy import linalg
-from fastad_cy.linalg import matmul, vector_dot
-from fastad_cy.shape import stack, transpose
+from fastad.ops import linalg
+from fastad.ops.linalg import matmul, vector_dot
+from fastad.ops.shape import stack, transpose
 from shape_helpers import (assert_replay_matches_fresh, torch_weighted_grads, weighted_sum,
                            weights_for)
 

@@ -5,8 +5,8 @@ from scipy.special import expit
 
 import fastad as fa
 from shape_helpers import assert_set_value_replay_matches_fresh
-from fastad_cy.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
-from fastad_cy.reduction import sum as fsum, log_softmax
+from fastad.ops.losses import cross_entropy, nll_loss, bce_with_logits, mse, huber
+from fastad.ops.reduction import sum as fsum, log_softmax
 
 REDUCTIONS = ["mean", "sum", "none"]
 

@@ -6,7 +6,7 @@ import pytest
 import fastad as fa
 import fastad.nn.functional as F
 from fastad import random as fastad_random
-from fastad_cy import sampler
+from fastad.training import sampler
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad_cy.graph import register_shared_handles
+from fastad._engine.graph import register_shared_handles
 from fastad import optim
 from optim_helpers import (assert_dense_steps_match_torch, assert_float32_tracks_float64, set_grad,
                            sparse_grad, sparse_schedule, stepped_on_sparse_rows, summed_rows)
@@ -549,7 +549,7 @@ def test_scheduler_validation():
 
 
 def test_the_runners_step_clocks_pace_the_optimizers_made_while_installed():
-    from fastad_cy.optim import set_step_clocks
+    from fastad.optim.optimizers import set_step_clocks
     calls, asked = [], []
 
     def clock_for(params):

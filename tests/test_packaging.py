@@ -32,8 +32,9 @@ import fastad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME_VERSION = f"fastad-{fastad.__version__}"
-MODULES = sorted(os.path.splitext(os.path.basename(path))[0]
-                 for path in glob.glob(os.path.join(ROOT, "fastad_cy", "*.pyx")))
+# every compiled module, as its path without the suffix (fastad/ops/linalg)
+MODULES = sorted(os.path.splitext(os.path.relpath(path, ROOT))[0].replace(os.sep, "/")
+                 for path in glob.glob(os.path.join(ROOT, "fastad", "**", "*.pyx"), recursive=True))
 GENERATED_SUFFIXES = (".c", ".cpp", ".so", ".pyd", ".html", ".pyc", ".o")
 
 C_COMPILER = (sysconfig.get_config_var("CC") or "cc").split()[0]
@@ -168,9 +169,8 @@ def assert_nothing_generated(names):
 def test_sdist_holds_every_source_and_nothing_generated(release):
     with tarfile.open(release["sdist"]) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    needed = checkout_files("fastad_cy/*.pyx", "fastad_cy/*.pxd", "fastad_cy/*.pyi", "fastad_cy/*.h",
-                            "fastad_cy/py.typed", "fastad/py.typed", "fastad/**/*.py", "cuda/*",
-                            "tests/install_smoke.py")
+    needed = checkout_files("fastad/**/*.pyx", "fastad/**/*.pxd", "fastad/**/*.pyi", "fastad/**/*.h",
+                            "fastad/py.typed", "fastad/**/*.py", "cuda/*", "tests/install_smoke.py")
     needed |= {"README.md", "LICENSE", "pyproject.toml", "setup.py", "MANIFEST.in", "PKG-INFO"}
     assert len(MODULES) > 0 and needed <= names, f"missing from the sdist: {sorted(needed - names)}"
     assert_nothing_generated(names)
@@ -180,14 +180,14 @@ def test_wheel_holds_every_extension_the_kernel_sources_and_the_stubs(release):
     with zipfile.ZipFile(release["wheel"]) as archive:
         names = set(archive.namelist())
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    needed = {f"fastad_cy/{module}{suffix}" for module in MODULES}
-    needed |= checkout_files("fastad_cy/*.pyi", "fastad_cy/*.pxd", "fastad_cy/*.h", "fastad_cy/py.typed",
-                             "fastad/py.typed", "fastad/**/*.py")
+    needed = {f"{module}{suffix}" for module in MODULES}
+    needed |= checkout_files("fastad/**/*.pyi", "fastad/**/*.pxd", "fastad/**/*.h", "fastad/py.typed",
+                             "fastad/**/*.py")
     needed |= {f"fastad/cuda/src/{os.path.basename(path)}" for path in checkout_files("cuda/*")}
     needed.add(f"{NAME_VERSION}.dist-info/licenses/LICENSE")
     assert needed <= names, f"missing from the wheel: {sorted(needed - names)}"
     compiled = {name for name in names if name.endswith(suffix)}
-    assert compiled == {f"fastad_cy/{module}{suffix}" for module in MODULES}, compiled
+    assert compiled == {f"{module}{suffix}" for module in MODULES}, compiled
     assert_nothing_generated(names - compiled)
     strays = sorted(name for name in names if name.startswith(("tests/", "cuda/", "examples/"))
                     or name.endswith(".pyx"))
@@ -257,10 +257,10 @@ def test_fresh_venv_builds_with_the_running_pythons_packages_after_its_own(tmp_p
 # --- setup.py's checks, on a copy beside empty sources: nothing compiles -----------------
 
 def setup_copy(tmp_path, modules):
-    os.makedirs(tmp_path / "fastad_cy")
     shutil.copy(os.path.join(ROOT, "setup.py"), tmp_path / "setup.py")
     for module in modules:
-        (tmp_path / "fastad_cy" / f"{module}.pyx").write_text("")
+        (tmp_path / f"{module}.pyx").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{module}.pyx").write_text("")
     return tmp_path
 
 
@@ -277,22 +277,22 @@ def build_ext_arguments(cwd):
 
 
 def test_setup_py_names_the_missing_cython_sources(tmp_path):
-    cwd = setup_copy(tmp_path, [m for m in MODULES if m not in ("graph", "train")])
+    cwd = setup_copy(tmp_path, [m for m in MODULES if m not in ("fastad/_engine/graph", "fastad/training/loop")])
     done = run_setup(cwd, "--version")
     assert done.returncode != 0
-    assert "missing fastad_cy/graph.pyx, fastad_cy/train.pyx" in done.stderr, done.stderr
+    assert "missing fastad/_engine/graph.pyx, fastad/training/loop.pyx" in done.stderr, done.stderr
 
 
 def test_setup_py_refuses_a_tree_without_cython_sources(tmp_path):
     done = run_setup(setup_copy(tmp_path, []), "--version")
     assert done.returncode != 0
-    assert "found no Cython sources (fastad_cy/*.pyx)" in done.stderr, done.stderr
+    assert "found no Cython sources (fastad/**/*.pyx)" in done.stderr, done.stderr
 
 
 def test_setup_py_refuses_a_cython_source_it_does_not_list(tmp_path):
-    done = run_setup(setup_copy(tmp_path, MODULES + ["extra"]), "--version")
+    done = run_setup(setup_copy(tmp_path, MODULES + ["fastad/ops/extra"]), "--version")
     assert done.returncode != 0
-    assert "fastad_cy/extra.pyx not listed in setup.py's COMPILED_MODULES" in done.stderr, done.stderr
+    assert "fastad/ops/extra.pyx not listed in setup.py's COMPILED_MODULES" in done.stderr, done.stderr
 
 
 def test_setup_py_lists_exactly_the_checkouts_cython_sources(tmp_path):
@@ -305,7 +305,7 @@ def test_setup_py_says_which_c_compiler_is_missing(tmp_path):
     done = run_setup(cwd, *build_ext_arguments(cwd), CC="/nonexistent/bin/cc")
     assert done.returncode != 0
     assert "found no C compiler: '/nonexistent/bin/cc'" in done.stderr, done.stderr
-    assert not (cwd / "fastad_cy" / "graph.c").exists()       # stopped before cythonizing
+    assert not (cwd / "fastad" / "_engine" / "graph.c").exists()       # stopped before cythonizing
 
 
 def test_setup_py_refuses_to_compile_against_an_old_numpy(tmp_path):
@@ -314,7 +314,7 @@ def test_setup_py_refuses_to_compile_against_an_old_numpy(tmp_path):
                      python_prelude="import numpy; numpy.__version__ = '1.26.4'")
     assert done.returncode != 0
     assert "needs numpy>=2.0, and the build environment has numpy 1.26.4" in done.stderr, done.stderr
-    assert not (cwd / "fastad_cy" / "graph.c").exists()
+    assert not (cwd / "fastad" / "_engine" / "graph.c").exists()
 
 
 def test_setup_py_names_a_missing_cython(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 import fastad as fa
 from shape_helpers import assert_matches_torch_for_a_cotangent, assert_set_value_replay_matches_fresh
-from fastad_cy.reduction import sum as fsum, mean, max as fmax, logsumexp, softmax, log_softmax
+from fastad.ops.reduction import sum as fsum, mean, max as fmax, logsumexp, softmax, log_softmax
 
 
 def np_logsumexp(x, axis=None, keepdims=False):

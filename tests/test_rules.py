@@ -1,19 +1,19 @@
-"""fastad_cy/rules.h: the scalar rules the CPU loops and the CUDA kernels share, and the op
-codes it takes from the op manifest (fastad_cy/ops_manifest.py, through generate_ops.py)."""
+"""fastad/ops/rules.h: the scalar rules the CPU loops and the CUDA kernels share, and the op
+codes it takes from the op manifest (fastad/ops/manifest.py, through generate.py)."""
 import os
 import re
 
 import pytest
 
 from fastad.cuda import kernels
-from fastad_cy import generate_ops, ops_manifest
+from fastad.ops import generate, manifest
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def read(name):
-    with open(os.path.join(ROOT, "fastad_cy", name)) as f:
+    with open(os.path.join(ROOT, "fastad", "ops", name)) as f:
         return f.read()
 
 
@@ -25,17 +25,17 @@ def enum_names(name):
 
 def test_the_generated_files_are_those_of_the_manifest():
     # setup.py writes them before Cython runs; a stale one means a build without setup.py
-    for name, text_of in generate_ops.OUTPUTS.items():
+    for name, text_of in generate.OUTPUTS.items():
         text = read(name)
-        assert text.startswith(("/* " + generate_ops.GENERATED_HEADER, "# " + generate_ops.GENERATED_HEADER,
-                                '"""' + generate_ops.GENERATED_HEADER)), name
-        assert text == text_of(), f"fastad_cy/{name} is stale: run python fastad_cy/generate_ops.py"
+        assert text.startswith(("/* " + generate.GENERATED_HEADER, "# " + generate.GENERATED_HEADER,
+                                '"""' + generate.GENERATED_HEADER)), name
+        assert text == text_of(), f"fastad/ops/{name} is stale: run python fastad/ops/generate.py"
 
 
 def test_the_generated_files_are_not_tracked_sources():
     with open(os.path.join(ROOT, ".gitignore")) as f:
         ignored = set(f.read().split())
-    assert {f"fastad_cy/{name}" for name in generate_ops.OUTPUTS} <= ignored
+    assert {f"fastad/ops/{name}" for name in generate.OUTPUTS} <= ignored
 
 
 @pytest.mark.parametrize("enum, family, table", [
@@ -45,9 +45,9 @@ def test_the_generated_files_are_not_tracked_sources():
 ])
 def test_the_python_tables_follow_the_enums(enum, family, table):
     # The device ops pass an op's index in the table as the enum value.
-    ops = ops_manifest.TABLES[family]
+    ops = manifest.TABLES[family]
     assert tuple(op["name"] for op in ops) == table
-    assert tuple(generate_ops.code(family, op) for op in ops) == enum_names(enum)
+    assert tuple(generate.code(family, op) for op in ops) == enum_names(enum)
 
 
 def test_rules_h_takes_its_op_codes_from_the_manifest():
@@ -73,12 +73,12 @@ def test_no_cuda_source_restates_a_rule():
 
 
 def test_every_unary_code_has_a_loop_of_its_own():
-    # fastad_cy/elementwise_loops.h specialises the loops of codes 0..31 (the code a constant, so
+    # fastad/ops/elementwise_loops.h specialises the loops of codes 0..31 (the code a constant, so
     # the rule vectorises); a code past them would fall back to the slow generic loop.
     specialised = len(re.findall(r"M\(\d+, S\)", read("elementwise_loops.h")))
     assert len(kernels.UNARY_OPS) <= specialised, (
         f"{len(kernels.UNARY_OPS)} unary ops but loops for {specialised} codes: extend "
-        f"FA_EACH_CODE in fastad_cy/elementwise_loops.h")
+        f"FA_EACH_CODE in fastad/ops/elementwise_loops.h")
 
 
 @pytest.mark.parametrize("macro, enum", [("FA_EACH_BINARY_CODE", "BinaryOp"),

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
-from fastad_cy.shape import concat, getitem, reshape, stack, transpose
+from fastad.ops.shape import concat, getitem, reshape, stack, transpose
 from shape_helpers import (assert_op_of_input_and_parameter_replays, torch_weighted_grads,
                            weighted_sum, weights_for)
 

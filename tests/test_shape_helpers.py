@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import fastad as fa
-from fastad_cy.shape import View, Gather
+from fastad.ops.shape import View, Gather
 from shape_helpers import assert_op_of_input_and_parameter_replays, torch_weighted_grads, weighted_sum
 
 rng = np.random.default_rng(16)

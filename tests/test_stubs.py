@@ -1,4 +1,4 @@
-"""The type stubs (fastad_cy/*.pyi) describe what the compiled modules really define.
+"""The type stubs (the .pyi beside each compiled module) describe what the compiled modules really define.
 
 For every compiled module: the stub's public names are the module's public names;
 each public function and method takes the parameters (names, kinds, defaults) that
@@ -16,8 +16,15 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CY_DIR = os.path.join(ROOT, "fastad_cy")
-MODULES = sorted(os.path.splitext(f)[0] for f in os.listdir(CY_DIR) if f.endswith(".pyx"))
+# every compiled module, by dotted name (fastad/ops/linalg.pyx: fastad.ops.linalg)
+MODULES = sorted(os.path.relpath(os.path.join(folder, f[:-4]), ROOT).replace(os.sep, ".")
+                 for folder, _, files in os.walk(os.path.join(ROOT, "fastad")) for f in files
+                 if f.endswith(".pyx"))
+
+
+def source(name, suffix):
+    """The path of module `name`'s file with `suffix` (".pyi", ".pyx")."""
+    return os.path.join(ROOT, *name.split(".")) + suffix
 
 
 class Marker:
@@ -38,14 +45,14 @@ def read(path):
 
 
 def stub_tree(name):
-    """The stub's module, with the bodies of the fastad_cy stubs it star-imports (the generated
-    stubs of the op manifest's ops, fastad_cy/generate_ops.py) in place of those imports."""
-    tree = ast.parse(read(os.path.join(CY_DIR, name + ".pyi")))
+    """The stub's module, with the bodies of the fastad stubs it star-imports (the generated
+    stubs of the op manifest's ops, fastad/ops/generate.py) in place of those imports."""
+    tree = ast.parse(read(source(name, ".pyi")))
     body = []
     for node in tree.body:
         if (isinstance(node, ast.ImportFrom) and node.names[0].name == "*"
-                and node.module.startswith("fastad_cy.")):
-            body += stub_tree(node.module.split(".", 1)[1]).body
+                and node.module.startswith("fastad.")):
+            body += stub_tree(node.module).body
         else:
             body.append(node)
     tree.body = body
@@ -84,8 +91,8 @@ def python_imports(pyx_source):
 
 
 def runtime_names(name):
-    module = importlib.import_module("fastad_cy." + name)
-    imported = python_imports(read(os.path.join(CY_DIR, name + ".pyx")))
+    module = importlib.import_module(name)
+    imported = python_imports(read(source(name, ".pyx")))
     return {n for n in dir(module) if public(n) and n not in imported}
 
 
@@ -163,9 +170,8 @@ CLASS_STUBS = class_stubs()
 
 
 def stub_mro(cls):
-    """The stub ClassDefs of cls and of its fastad_cy bases, in the runtime MRO's order."""
-    return [CLASS_STUBS[(k.__module__.split(".")[-1], k.__name__)] for k in cls.__mro__
-            if k.__module__.startswith("fastad_cy.")]
+    """The stub ClassDefs of cls and of its compiled bases, in the runtime MRO's order."""
+    return [CLASS_STUBS[(k.__module__, k.__name__)] for k in cls.__mro__ if k.__module__ in MODULES]
 
 
 def stub_members(node):
@@ -181,38 +187,38 @@ def stub_members(node):
 # ------------------------------------------------------------------ tests
 
 def test_every_compiled_module_has_a_stub_and_the_packages_are_marked_typed():
-    assert "graph" in MODULES and "optim" in MODULES
+    assert "fastad._engine.graph" in MODULES and "fastad.optim.optimizers" in MODULES
     for name in MODULES:
-        assert os.path.isfile(os.path.join(CY_DIR, name + ".pyi")), f"fastad_cy/{name}.pyi is missing"
-    for package in ("fastad", "fastad_cy"):
-        assert os.path.isfile(os.path.join(ROOT, package, "py.typed"))
+        assert os.path.isfile(source(name, ".pyi")), f"{source(name, '.pyi')} is missing"
+    assert os.path.isfile(os.path.join(ROOT, "fastad", "py.typed"))   # marks its subpackages too
 
 
 def test_the_stubs_and_markers_are_package_data():
     tomllib = pytest.importorskip("tomllib")
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         package_data = tomllib.load(f)["tool"]["setuptools"]["package-data"]
-    assert {"*.pyi", "py.typed"} <= set(package_data["fastad_cy"])
+    for package in {name.rpartition(".")[0] for name in MODULES}:
+        assert "*.pyi" in package_data[package], package
     assert "py.typed" in package_data["fastad"]
 
 
 def test_python_imports_reads_import_statements_only():
     source = ("import numpy as np\nimport contextlib\nfrom math import prod\n"
               "from a.b import (x,\n    y as z)\ncimport numpy as cnp\n"
-              "from fastad_cy.graph cimport Variable\nAxisError = np.exceptions.AxisError\n")
+              "from fastad._engine.graph cimport Variable\nAxisError = np.exceptions.AxisError\n")
     assert python_imports(source) == {"np", "contextlib", "prod", "x", "z"}
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_stub_defines_exactly_the_public_names_of_the_module(name):
     in_stub, at_runtime = stub_names(stub_tree(name)), runtime_names(name)
-    assert in_stub == at_runtime, (f"fastad_cy/{name}.pyi: missing {sorted(at_runtime - in_stub)}, "
+    assert in_stub == at_runtime, (f"{name}'s stub: missing {sorted(at_runtime - in_stub)}, "
                                    f"not in the module {sorted(in_stub - at_runtime)}")
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_stub_functions_take_the_compiled_parameters(name):
-    module = importlib.import_module("fastad_cy." + name)
+    module = importlib.import_module(name)
     functions = [n for n in stub_tree(name).body if isinstance(n, ast.FunctionDef) and public(n.name)]
     for func in functions:
         stub, runtime = stub_params(func), runtime_params(getattr(module, func.name))
@@ -221,7 +227,7 @@ def test_stub_functions_take_the_compiled_parameters(name):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_stub_classes_have_the_compiled_bases_members_and_methods(name):
-    module = importlib.import_module("fastad_cy." + name)
+    module = importlib.import_module(name)
     for node in stub_tree(name).body:
         if not isinstance(node, ast.ClassDef) or not public(node.name):
             continue
@@ -261,7 +267,7 @@ def constructor_signature(cls):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_stub_constructors_take_the_compiled_parameters(name):
-    module = importlib.import_module("fastad_cy." + name)
+    module = importlib.import_module(name)
     for node in stub_tree(name).body:
         if not isinstance(node, ast.ClassDef) or not public(node.name):
             continue

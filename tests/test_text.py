@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad.text import EOS, Dictionary, fasttext_hash, fasttext_tokens
+from fastad.models.text import EOS, Dictionary, fasttext_hash, fasttext_tokens
 
 
 def reference_hash(text):

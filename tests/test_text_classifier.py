@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad.models.text_classifier import _huffman_paths, _input_table
+from fastad.models.text.text_classifier import _huffman_paths, _input_table
 
 TOPICS = {"sport": "goal match team score player win league",
           "food": "bread cake oven sugar flour bake recipe",

@@ -12,7 +12,7 @@ import pytest
 
 import fastad as fa
 from fastad import nn
-from fastad_cy.linalg import _set_blas_min_work
+from fastad.ops.linalg import _set_blas_min_work
 from vjp import check_vjp
 
 torch = pytest.importorskip("torch")

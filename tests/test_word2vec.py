@@ -351,7 +351,8 @@ def test_hogwild_workers_claim_the_blocks_a_slow_worker_leaves(monkeypatch):
     other has finished, the other walks the whole corpus (with fixed shards it would
     train its half only, and the late one the other half alone at the end)."""
     import threading
-    from fastad.models import runner, word2vec as w2v
+    from fastad.models import runner
+    from fastad.models.text import word2vec as w2v
     monkeypatch.setattr(w2v, "BLOCK_TOKENS", 40)
     first_done, items = threading.Event(), {}
     run_worker = runner.run_worker

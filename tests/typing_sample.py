@@ -1,4 +1,4 @@
-"""Public-API usage that mypy checks against the compiled modules' stubs (fastad_cy/*.pyi).
+"""Public-API usage that mypy checks against the compiled modules' stubs (the .pyi beside each).
 
 Not a pytest module (no test_ prefix). `python -m mypy --follow-imports=silent
 tests/typing_sample.py` type-checks it (tests/test_stubs.py does so when mypy is installed);
@@ -11,10 +11,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 import fastad as fa
-from fastad_cy.conv import batch_norm
-from fastad_cy.fastmath import approximate
-from fastad_cy.fused import lstm_cell
-from fastad_cy.losses import cross_entropy, mse
+from fastad.ops.conv import batch_norm
+from fastad.ops.fastmath import approximate
+from fastad.ops.fused import lstm_cell
+from fastad.ops.losses import cross_entropy, mse
 
 if sys.version_info >= (3, 11):
     from typing import assert_type

@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import re
 
-from fastad_cy.backend import Backend as _Backend
-from fastad_cy.graph import register_backend as _register_backend
+from fastad.ops.backend import Backend as _Backend
+from fastad._engine.graph import register_backend as _register_backend
 from fastad.cuda import backend as _backend, ops as _ops, optim as _optim
 from fastad.cuda.storage import DeviceStorage as _DeviceStorage
 
@@ -159,5 +159,5 @@ _CudaBackend = type("CudaBackend", (_Backend,), {
     "clip_grad_value": staticmethod(_optim.clip_grad_value),
     **{name: staticmethod(getattr(_ops, name)) for name in _Backend.PRIMITIVES}})
 
-# The engine (fastad_cy) never imports this package: this is how it learns of devices.
+# The engine (fastad._engine) never imports this package: this is how it learns of devices.
 _register_backend(_CudaBackend())

@@ -2,7 +2,7 @@
 
 Every kernel is a template on the element type `T`, instantiated for float
 and double through CuPy's `name_expressions` ("unary_forward<float>", ...).
-A family's program is `common.cuh`, then `fastad_cy/rules.h` (the scalar
+A family's program is `common.cuh`, then `fastad/ops/rules.h` (the scalar
 rules the CPU kernels share), then the family's `.cu` file, so NVRTC needs no
 include path and CuPy's cache key covers all three texts.
 
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-import fastad_cy.graph
-from fastad_cy import ops_manifest
+import fastad.ops.elementwise
+from fastad.ops import manifest
 
 #: family -> the kernels its `.cu` file defines (each a template on T). A family's
-#: name is that of its CPU module (`fastad_cy/<family>.pyx`) and of its device ops
+#: name is that of its CPU module (`fastad/ops/<family>.pyx`) and of its device ops
 #: (`fastad/cuda/ops/<family>.py`; the optimizers' are `fastad/cuda/optim.py`).
 FAMILIES: dict[str, tuple[str, ...]] = {
     "elementwise": (
@@ -70,11 +70,11 @@ COMPILE_CHECK_OPTIONS = RAWMODULE_OPTIONS + (
     "-ftz=true", "-arch=compute_90", "--device-as-default-execution-space")
 
 #: The ops of `unary_forward`/`unary_backward`, `binary_forward`/`binary_backward` and
-#: `pointwise_loss_forward/backward`, in the order of their enums (fastad_cy/op_codes.h,
+#: `pointwise_loss_forward/backward`, in the order of their enums (fastad/ops/op_codes.h,
 #: generated from the manifest): the code a device op passes is the index here.
-UNARY_OPS = tuple(op["name"] for op in ops_manifest.UNARY_OPS)
-BINARY_OPS = tuple(op["name"] for op in ops_manifest.BINARY_OPS)
-POINTWISE_LOSSES = tuple(op["name"] for op in ops_manifest.POINTWISE_LOSSES)
+UNARY_OPS = tuple(op["name"] for op in manifest.UNARY_OPS)
+BINARY_OPS = tuple(op["name"] for op in manifest.BINARY_OPS)
+POINTWISE_LOSSES = tuple(op["name"] for op in manifest.POINTWISE_LOSSES)
 
 #: The comparisons among BINARY_OPS: 0/1 masks, no gradient.
 COMPARISONS = BINARY_OPS[BINARY_OPS.index("greater"):]
@@ -84,11 +84,11 @@ def _manifest_kernels() -> dict[str, tuple[str, ...]]:
     """The kernels of the op manifest's ops (an op's own list, else its family's): for each
     public function, and for each pointwise loss code (the device node's name)."""
     table = {}
-    for family, ops in ops_manifest.TABLES.items():
+    for family, ops in manifest.TABLES.items():
         for op in ops:
             name = op["name"] if family == "loss" else op.get("public")
             if name:
-                table[name] = op.get("kernels", ops_manifest.FAMILIES[family]["kernels"])
+                table[name] = op.get("kernels", manifest.FAMILIES[family]["kernels"])
     return table
 
 
@@ -96,7 +96,7 @@ _ROWS = ("claim_rows", "release_rows")
 
 #: Each public op, loss and optimizer -> the kernels its device forward and
 #: backward (or step) launch. The code is in fastad/cuda/ops/<family>.py (and
-#: fastad/cuda/optim.py), the CPU version in fastad_cy/. matmul's products (and the
+#: fastad/cuda/optim.py), the CPU version in fastad/ops/. matmul's products (and the
 #: convolutions' GEMMs) go to cuBLAS; lstm_cell, lstm_sequence and gru_cell are composed of the ops
 #: below. Seeding a backward pass also launches fill or copy_or_add. A test runs every op and
 #: checks this table against the kernels it launched.
@@ -164,8 +164,8 @@ def source_dir() -> Path:
 
 
 def rules_header() -> Path:
-    """`rules.h`, the scalar rules shared with the CPU kernels, in the fastad_cy package."""
-    return Path(fastad_cy.graph.__file__).resolve().parent / "rules.h"
+    """`rules.h`, the scalar rules shared with the CPU kernels, beside the op families."""
+    return Path(fastad.ops.elementwise.__file__).resolve().parent / "rules.h"
 
 
 @functools.lru_cache(maxsize=None)

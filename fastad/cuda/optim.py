@@ -1,6 +1,6 @@
 """The GPU side of fastad's optimizers and gradient clipping.
 
-`fastad_cy.optim`'s optimizers hand over to a `DeviceState` when their
+`fastad.optim.optimizers`'s optimizers hand over to a `DeviceState` when their
 Parameters live on a GPU: it keeps the optimizer state, the step counts and
 the learning rate as device arrays and runs the fused kernels of
 `cuda/optim.cu`, which repeat the CPU rules exactly (dense, and the lazy
@@ -9,7 +9,7 @@ advanced by a kernel and the lr is a 1-element float64 device array that the
 optimizer's `lr` setter writes at once, so a step captured as a CUDA graph
 replays correctly after either changes.
 
-A sparse gradient (see `fastad_cy.graph.grad_state`) is a dense buffer that
+A sparse gradient (see `fastad._engine.graph.grad_state`) is a dense buffer that
 holds the accumulated gradient at the touched rows and zeros elsewhere, with
 the touched row ids as one or more int64 arrays (ids may repeat). Each
 distinct row is updated once: `claim_rows` stores in an int32 owner array
@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from fastad.cuda import backend as _backend
-from fastad_cy.graph import grad_state
+from fastad._engine.graph import grad_state
 
 #: An owner entry of an unclaimed row (FA_NO_OWNER in cuda/optim.cu); it also
 #: bounds how many row ids one sparse gradient may list.

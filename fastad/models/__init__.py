@@ -13,14 +13,18 @@
 A model trains through `runner.EpochRunner`: in this process, in Hogwild threads or
 processes, or on a GPU, as a `runner.RunSettings` says.
 """
-from fastad.models.recommender import Recommender, bpr_loss, margin_loss
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)     # see fastad/__init__.py
+
+from fastad.models.recsys.recommender import Recommender, bpr_loss, margin_loss
 from fastad.models.runner import OPTIMIZERS
-from fastad.models.bpr import BPR, bpr_hogwild_worker
-from fastad.models.two_tower import TwoTower
-from fastad.models.keyed_vectors import KeyedVectors
-from fastad.models.word2vec import EncodedCorpus, LineSentences, Word2Vec
-from fastad.models.fasttext import FastText, FastTextKeyedVectors
-from fastad.models.text_classifier import TextClassifier
+from fastad.models.recsys.bpr import BPR, bpr_hogwild_worker
+from fastad.models.recsys.two_tower import TwoTower
+from fastad.models.text.keyed_vectors import KeyedVectors
+from fastad.models.text.word2vec import EncodedCorpus, LineSentences, Word2Vec
+from fastad.models.text.fasttext import FastText, FastTextKeyedVectors
+from fastad.models.text.text_classifier import TextClassifier
 
 __all__ = ["Recommender", "BPR", "TwoTower", "Word2Vec", "FastText", "FastTextKeyedVectors", "EncodedCorpus",
            "LineSentences", "KeyedVectors", "TextClassifier", "bpr_hogwild_worker"]

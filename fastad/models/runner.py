@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastad_cy.train import scheduled_lr, train
+from fastad.optim.schedule import scheduled_lr
+from fastad.training.loop import train
 from fastad import hogwild
 from fastad.checks import check_choice, check_int
 from fastad.cuda import check_device

@@ -21,12 +21,12 @@ from fastad.nn.layers import Linear, Embedding, EmbeddingBag, LSTMCell, GRUCell,
 from fastad.nn.attention import MultiheadAttention
 from fastad.nn.conv import (Conv1d, Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d,
                             AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d)
-from fastad_cy.losses import (cross_entropy, nll_loss, bce_with_logits, mse, huber, kl_div, smooth_l1,
+from fastad.ops.losses import (cross_entropy, nll_loss, bce_with_logits, mse, huber, kl_div, smooth_l1,
                               binary_cross_entropy, poisson_nll, gaussian_nll, margin_ranking,
                               hinge_embedding, cosine_embedding, triplet_margin, multi_margin, soft_margin)
-from fastad_cy.elementwise import (relu, leaky_relu, gelu, elu, silu, hardtanh, tanh, sigmoid,
+from fastad.ops.elementwise import (relu, leaky_relu, gelu, elu, silu, hardtanh, tanh, sigmoid,
                                    softplus, logsigmoid)
-from fastad_cy.reduction import softmax, log_softmax
+from fastad.ops.reduction import softmax, log_softmax
 
 __all__ = ["init", "functional", "Module", "Sequential", "ModuleList", "ModuleDict", "Dropout",
            "ReLU", "LeakyReLU", "GELU", "ELU", "SiLU", "Hardtanh", "Tanh", "Sigmoid", "Softplus",

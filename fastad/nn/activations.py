@@ -1,10 +1,10 @@
 """Activation functions as Modules (`fa.nn.ReLU()`, ...), for `Sequential` and for
 models that keep their layers as attributes, with PyTorch's names; plus
 `Identity` and `Flatten`. Each calls the function of the same name in `fa`."""
-from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, relu, sigmoid, silu,
+from fastad.ops.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, relu, sigmoid, silu,
                                    softplus, tanh)
-from fastad_cy.reduction import log_softmax, softmax
-from fastad_cy.shape import reshape
+from fastad.ops.reduction import log_softmax, softmax
+from fastad.ops.shape import reshape
 from fastad.checks import check_int
 from fastad.nn.module import Module, _WithArguments
 

@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from fastad_cy.graph import IndexInput, Input, Parameter, Variable
-from fastad_cy.linalg import linear, matmul
-from fastad_cy.reduction import mean, softmax
-from fastad_cy.shape import reshape, transpose
+from fastad._engine.graph import IndexInput, Input, Parameter, Variable
+from fastad.ops.linalg import linear, matmul
+from fastad.ops.reduction import mean, softmax
+from fastad.ops.shape import reshape, transpose
 from fastad import random as fastad_random
 from fastad.checks import check_flag, check_sizes
 from fastad.nn.layers import Linear

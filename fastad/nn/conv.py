@@ -1,7 +1,7 @@
 """Convolution, pooling and batch-normalisation layers: Conv1d/Conv2d,
 MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool2d, BatchNorm1d/2d.
 
-They call the functions of fastad_cy/conv.pyx. Weights use PyTorch's layout,
+They call the functions of fastad/ops/conv.pyx. Weights use PyTorch's layout,
 (out_channels, in_channels / groups, *kernel), and its default initialisation
 (kaiming-uniform with a = sqrt(5): uniform in +-1/sqrt(fan_in) for the weight
 and the bias).
@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
+from fastad.ops.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
                             conv2d, conv_steps, int_tuple, max_pool1d, max_pool2d, pool_window)
-from fastad_cy.graph import IndexInput, Parameter, Variable
+from fastad._engine.graph import IndexInput, Parameter, Variable
 from fastad import random as fastad_random
 from fastad.checks import check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module, _WithArguments

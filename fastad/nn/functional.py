@@ -1,19 +1,19 @@
 """`fa.nn.functional`: the functional forms of the layers and losses, with
 PyTorch's names (`import fastad.nn.functional as F`)."""
 
-from fastad_cy.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
+from fastad.ops.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
                             conv2d, max_pool1d, max_pool2d)
-from fastad_cy.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, relu, sigmoid,
+from fastad.ops.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid, relu, sigmoid,
                                    silu, softplus, tanh)
-from fastad_cy.graph import IndexInput, Variable
-from fastad_cy.losses import (bce_with_logits, binary_cross_entropy, cosine_embedding, cross_entropy,
+from fastad._engine.graph import IndexInput, Variable
+from fastad.ops.losses import (bce_with_logits, binary_cross_entropy, cosine_embedding, cross_entropy,
                               gaussian_nll, hinge_embedding, huber, kl_div, margin_ranking, mse,
                               multi_margin, nll_loss, poisson_nll, smooth_l1, soft_margin,
                               triplet_margin)
-from fastad_cy.dropout import TrainingFlag, dropout as _dropout
-from fastad_cy.linalg import linear
-from fastad_cy.reduction import log_softmax, softmax
-from fastad_cy.sparse import embedding, embedding_bag
+from fastad.ops.dropout import TrainingFlag, dropout as _dropout
+from fastad.ops.linalg import linear
+from fastad.ops.reduction import log_softmax, softmax
+from fastad.ops.sparse import embedding, embedding_bag
 from fastad import random as fastad_random
 from fastad.checks import check_number
 

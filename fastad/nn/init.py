@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from fastad_cy.graph import Parameter
+from fastad._engine.graph import Parameter
 from fastad import random as fastad_random
 from fastad.checks import check_int
 

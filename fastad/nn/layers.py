@@ -6,23 +6,23 @@ PyTorch layer; a `generator` (numpy Generator) makes the initialisation
 reproducible. Linear and the recurrent cells keep their weights as
 (out, in), as PyTorch does; Linear and a cell read them transposed in place
 (a BLAS flag), and the steps of an LSTM/GRU sequence share one transposed
-copy made once a forward pass (fastad_cy.fused.SequenceWeights), which their
+copy made once a forward pass (fastad.ops.fused.SequenceWeights), which their
 small products read faster. A recurrent step is one fused node
-(fastad_cy.fused.lstm_cell / gru_cell), not a dozen small ones, and an LSTM
+(fastad.ops.fused.lstm_cell / gru_cell), not a dozen small ones, and an LSTM
 over a (T, batch, input_size) Variable is one node a direction
-(fastad_cy.fused.lstm_sequence).
+(fastad.ops.fused.lstm_sequence).
 """
 import math
 
 import numpy as np
 
-from fastad_cy.elementwise import sqrt, square
-from fastad_cy.graph import IndexInput, Parameter, Variable
-from fastad_cy.reduction import mean
-from fastad_cy.linalg import linear
-from fastad_cy.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
-from fastad_cy.shape import concat, getitem, stack
-from fastad_cy.sparse import check_positive, embedding, embedding_bag, padding_row, take
+from fastad.ops.elementwise import sqrt, square
+from fastad._engine.graph import IndexInput, Parameter, Variable
+from fastad.ops.reduction import mean
+from fastad.ops.linalg import linear
+from fastad.ops.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
+from fastad.ops.shape import concat, getitem, stack
+from fastad.ops.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
 from fastad.nn.init import normal_
@@ -436,7 +436,7 @@ class LSTM(_Sequence):
     from a given state and returns `(out, (h_n, c_n))`; h0, c0, h_n and c_n are
     (num_directions, batch, hidden_size), as torch's (h_n[1]: the backward
     direction's state after its last step, at t = 0). Each direction is one
-    fused node (fastad_cy.fused.lstm_sequence).
+    fused node (fastad.ops.fused.lstm_sequence).
 
     The older form takes a list of (batch, input_size) Variables (one
     direction only) and returns the list of hidden states h_t, each

@@ -3,8 +3,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from fastad_cy.dropout import TrainingFlag, dropout as dropout_with_flag
-from fastad_cy.graph import IndexInput, Input, Parameter, Variable
+from fastad.ops.dropout import TrainingFlag, dropout as dropout_with_flag
+from fastad._engine.graph import IndexInput, Input, Parameter, Variable
 from fastad import random as fastad_random
 from fastad.checks import check_seed
 from fastad.nn.functional import check_dropout_rate

@@ -5,8 +5,8 @@ import pytest
 
 import fastad as fa
 from fastad.cuda import kernels
-from fastad_cy import generate_ops, ops_manifest
-from fastad_cy.fused import lstm_cell
+from fastad.ops import generate, manifest
+from fastad.ops.fused import lstm_cell
 
 SEEDING = {"fill", "copy_or_add"}            # a backward pass's start: ones, or a given seed
 
@@ -23,9 +23,9 @@ def ids(values):
 
 # every unary function of the op manifest that takes x alone, and every generated pointwise loss
 UNARY = {op: (lambda f: lambda: f(P(3, 2)))(getattr(fa, op))
-         for op in generate_ops.public_names("unary") if op not in ("pow", "clip")}
+         for op in generate.public_names("unary") if op not in ("pow", "clip")}
 PLAIN_LOSSES = {op["name"]: (lambda f: lambda: f(P(3), P(3)))(getattr(fa.nn, op["name"]))
-                for op in ops_manifest.POINTWISE_LOSSES if op.get("builder") == "generated"}
+                for op in manifest.POINTWISE_LOSSES if op.get("builder") == "generated"}
 BUILDS = {
     **UNARY,
     **PLAIN_LOSSES,

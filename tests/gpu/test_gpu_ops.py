@@ -265,7 +265,7 @@ def test_lstm_and_gru_cells(backend):
     B, I, H = 2, 3, 4
     x, h, c = r(B, I), r(B, H), r(B, H)
     w_ih, w_hh, b, b2 = r(4 * H, I), r(4 * H, H), r(4 * H), r(4 * H)
-    from fastad_cy.fused import lstm_cell, gru_cell
+    from fastad.ops.fused import lstm_cell, gru_cell
     check_against_cpu(lambda *v: lstm_cell(*v), x, h, c, w_ih, w_hh, b, b2)
     check_against_cpu(lambda x, wi, wh, b, b2: lstm_cell(x, None, None, wi, wh, b, b2),
                       x, w_ih, w_hh, b, b2)
@@ -280,7 +280,7 @@ def test_lstm_sequence_steps_the_device_cell(backend, reverse):
     T, B, I, H = 3, 2, 3, 4
     x, h, c = r(T, B, I), r(B, H), r(B, H)
     weights = r(4 * H, I), r(4 * H, H), r(4 * H), r(4 * H)
-    from fastad_cy.fused import lstm_sequence
+    from fastad.ops.fused import lstm_sequence
     check_against_cpu(lambda *v: lstm_sequence(*v, reverse=reverse), x, h, c, *weights)
     check_against_cpu(lambda x, *w: lstm_sequence(x, None, None, *w, reverse=reverse), x, *weights)
     check_against_cpu(lambda x, *w: lstm_sequence(x[:1], None, None, *w, reverse=reverse), x, *weights)
@@ -296,7 +296,7 @@ def test_a_small_network_matches_the_cpu(backend):
 
 
 def test_a_recurrent_cell_with_its_state_on_another_device_names_the_cell(backend):
-    from fastad_cy.fused import lstm_cell
+    from fastad.ops.fused import lstm_cell
     x = fa.Parameter(r(2, 3), device="cuda")
     with pytest.raises(ValueError, match="lstm_cell: inputs on different devices, cpu and cuda:0"):
         lstm_cell(x, fa.Parameter(r(2, 4)), fa.Parameter(r(2, 4)),

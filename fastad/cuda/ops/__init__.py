@@ -1,4 +1,4 @@
-"""Every op on a GPU, one module per family as on the CPU (fastad_cy/<family>.pyx):
+"""Every op on a GPU, one module per family as on the CPU (fastad/ops/<family>.pyx):
 each op's forward and backward stand side by side and launch the kernels of
 `cuda/<family>.cu` (GEMM goes to cuBLAS).
 
@@ -15,7 +15,7 @@ on the host, before any kernel.
 
 fastad.cuda's backend (registered with the engine, `register_backend`) is made
 of these functions: the engine hands the public ops here by their names in
-`fastad_cy.backend.Backend.PRIMITIVES`, and calls `to_host` for a device array given
+`fastad.ops.backend.Backend.PRIMITIVES`, and calls `to_host` for a device array given
 as data. The fused recurrent cells have no function here: they are composed of these
 ops by the backend base.
 """

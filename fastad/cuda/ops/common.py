@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastad_cy.graph import Variable, function_node, grad_slot
+from fastad._engine.graph import Variable, function_node, grad_slot
 from fastad.cuda import backend as _backend
 from fastad.cuda.backend import I32, I64, copy_from_host, fill, from_host, launch, scalar, to_host
 from fastad.cuda.storage import DeviceStorage

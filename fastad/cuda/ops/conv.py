@@ -1,6 +1,6 @@
 """Convolutions, pooling and batch normalisation on a GPU (cuda/conv.cu).
 
-fastad_cy/conv.pyx checks the arguments and works out the geometry, then sends
+fastad/ops/conv.pyx checks the arguments and works out the geometry, then sends
 device operands here. A convolution is im2col, one cuBLAS GEMM per group into
 a staged (out_channels, batch * spots) buffer, and a copy into the output's
 layout (adding the bias); its backward stages the gradient the same way, and
@@ -9,7 +9,7 @@ folds back onto the input. Scratch buffers are made when the node is built.
 """
 import numpy as np
 
-from fastad_cy.graph import grad_slot
+from fastad._engine.graph import grad_slot
 from fastad.cuda.ops.common import I32, I64, backend, cleared_grad, fill, from_host, launch, make_node
 
 GEOMETRY = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw")
@@ -76,7 +76,7 @@ class Conv:
 
 
 def conv(op, inputs, out_shape, geometry, groups):
-    """The convolution node; the arguments are fastad_cy/conv.pyx's checked geometry."""
+    """The convolution node; the arguments are fastad/ops/conv.pyx's checked geometry."""
     x = inputs[0]
     return make_node(op, inputs, out_shape, x.dtype,
                      Conv(geometry, groups, out_shape[1], x.dtype))
@@ -108,7 +108,7 @@ class Pool:
 
 
 def pool(op, x, out_shape, is_max, windows, divisor):
-    """The pooling node; windows: int64 (4, row_len) bounds as fastad_cy/conv.pyx made them."""
+    """The pooling node; windows: int64 (4, row_len) bounds as fastad/ops/conv.pyx made them."""
     return make_node(op, (x,), out_shape, x.dtype, Pool(x.shape, out_shape, is_max, windows,
                                                         divisor))
 

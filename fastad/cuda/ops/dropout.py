@@ -1,7 +1,7 @@
 """Dropout masks on a GPU: drawn on the host by a CPU mask of the same stream
-(fastad_cy/dropout.pyx) on every forward, then copied into the device buffer."""
-from fastad_cy.dropout import dropout_mask as host_dropout_mask
-from fastad_cy.graph import function_node
+(fastad/ops/dropout.pyx) on every forward, then copied into the device buffer."""
+from fastad.ops.dropout import dropout_mask as host_dropout_mask
+from fastad._engine.graph import function_node
 from fastad.cuda.ops.common import copy_from_host
 from fastad.cuda.storage import DeviceStorage
 

@@ -1,12 +1,12 @@
 """Elementwise ops on a GPU (cuda/elementwise.cu): unary functions, broadcasting binary ops
 (+ - * / pow maximum minimum, and the comparisons) and where.
 
-As in fastad_cy/elementwise.pyx, a Python number operand becomes a unary
+As in fastad/ops/elementwise.pyx, a Python number operand becomes a unary
 *scalar op, chosen there before a device operand is sent here.
 """
 import numpy as np
 
-from fastad_cy.graph import grad_slot
+from fastad._engine.graph import grad_slot
 from fastad.cuda.kernels import BINARY_OPS, COMPARISONS
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
                                     same_device)
@@ -36,7 +36,7 @@ class Unary:
 
 
 def unary(op, code, x, p):
-    """Build unary op number `code` (kernels.UNARY_OPS) on x; fastad_cy/elementwise.pyx's
+    """Build unary op number `code` (kernels.UNARY_OPS) on x; fastad/ops/elementwise.pyx's
     `_unary` sends device operands here, after choosing the code as on the CPU."""
     return make_node(op, (x,), x.shape, x.dtype, Unary(code, p))
 
@@ -120,7 +120,7 @@ class Binary:
 
 def binary(name, a, b, shape):
     """Build a op b (name in kernels.BINARY_OPS) of the broadcast `shape`;
-    fastad_cy/elementwise.pyx checks the operands and works out the shape first
+    fastad/ops/elementwise.pyx checks the operands and works out the shape first
     (a Python number operand of + - * / becomes a unary *_scalar op there instead)."""
     same_device(name, a, b)
     meta = None if a.shape == b.shape else broadcast_meta(name, shape, a.shape, b.shape)
@@ -161,7 +161,7 @@ class Where:
 
 
 def where(cond, a, b, shape):
-    """Build where(cond, a, b) of the broadcast `shape`; fastad_cy/elementwise.pyx checks
+    """Build where(cond, a, b) of the broadcast `shape`; fastad/ops/elementwise.pyx checks
     the operands (one dtype) and works out the shape first."""
     same_device("where", cond, a, b)
     meta = (None if cond.shape == a.shape == b.shape

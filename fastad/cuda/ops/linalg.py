@@ -1,10 +1,10 @@
 """Matrix products on a GPU: matmul through cuBLAS, vector_dot in cuda/linalg.cu.
 
-fastad_cy/linalg.pyx checks the shapes and works out the product's layout
+fastad/ops/linalg.pyx checks the shapes and works out the product's layout
 (m, k, n, the batch, and which operand the batch shares), then sends device
 operands here.
 """
-from fastad_cy.graph import grad_slot
+from fastad._engine.graph import grad_slot
 from fastad.cuda.ops.common import I32, I64, launch, make_node, backend, fill
 
 
@@ -58,7 +58,7 @@ class Matmul:
 
 
 def matmul(a, b, out_shape, m, k, n, batch, a_step, b_step):
-    """The product node; the arguments are fastad_cy/linalg.pyx's checked layout."""
+    """The product node; the arguments are fastad/ops/linalg.pyx's checked layout."""
     return make_node("matmul", (a, b), out_shape, a.dtype, Matmul(m, k, n, batch, a_step, b_step))
 
 

@@ -1,6 +1,6 @@
-"""Losses on a GPU (cuda/losses.cu), with the semantics of fastad_cy/losses.pyx.
+"""Losses on a GPU (cuda/losses.cu), with the semantics of fastad/ops/losses.pyx.
 
-fastad_cy/losses.pyx checks the arguments, then sends a call here when the
+fastad/ops/losses.pyx checks the arguments, then sends a call here when the
 scores (or either side of a pairwise loss) live on a GPU.
 
 - cross_entropy and nll_loss take (B, C) scores (or (C,) with a 0-d target)
@@ -19,8 +19,8 @@ an IndexInput's ignored rows), and the scale its backward applies.
 """
 import numpy as np
 
-from fastad_cy.graph import grad_slot
-from fastad_cy.losses import check_target_ids
+from fastad._engine.graph import grad_slot
+from fastad.ops.losses import check_target_ids
 from fastad.cuda.kernels import POINTWISE_LOSSES
 from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, launch, scalar, make_node, same_device,
                                     to_host, from_host)
@@ -43,7 +43,7 @@ def _reduce(node, fn, kernel, n, *args):
 # ------------------------------------------------------ class-target losses
 
 class ClassTargets:
-    """What cross_entropy and nll_loss share, from fastad_cy/losses.pyx's checked
+    """What cross_entropy and nll_loss share, from fastad/ops/losses.pyx's checked
     arguments (`checked`): the scores' (batch, classes), the ids and the reduction.
     `ids` is the uploaded fixed targets, or the buffer each forward copies an
     IndexInput's ids into (for the backward, as the CPU keeps the ids it used)."""
@@ -94,7 +94,7 @@ class CrossEntropy(ClassTargets):
 
 
 def cross_entropy(checked, smoothing):
-    """fastad_cy/losses.pyx's `cross_entropy` for device scores, after its checks."""
+    """fastad/ops/losses.pyx's `cross_entropy` for device scores, after its checks."""
     fn = CrossEntropy(checked, smoothing)
     return make_node("cross_entropy", fn.inputs, fn.out_shape, checked.x.dtype, fn)
 
@@ -118,7 +118,7 @@ class NLLLoss(ClassTargets):
 
 
 def nll_loss(checked):
-    """fastad_cy/losses.pyx's `nll_loss` for device scores, after its checks."""
+    """fastad/ops/losses.pyx's `nll_loss` for device scores, after its checks."""
     fn = NLLLoss(checked)
     return make_node("nll_loss", fn.inputs, fn.out_shape, checked.x.dtype, fn)
 
@@ -151,7 +151,7 @@ class PairLoss:
 
 
 def pair_loss(name, a, b, reduction, delta):
-    """fastad_cy/losses.pyx's `_pair_loss` for device arguments, after its checks:
+    """fastad/ops/losses.pyx's `_pair_loss` for device arguments, after its checks:
     bce_with_logits, mse or huber of a and b (one shape and dtype)."""
     same_device(name, a, b)
     fn = PairLoss(name, reduction, delta)

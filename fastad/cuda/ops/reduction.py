@@ -1,18 +1,18 @@
 """Reductions on a GPU (cuda/reduction.cu): sum, mean, max, min, logsumexp and the 2-norm
 over any axes, argmax/argmin and cumsum along one axis, and softmax and log_softmax along one.
 
-fastad_cy/reduction.pyx checks the axes and works out the shapes, then sends a
+fastad/ops/reduction.pyx checks the axes and works out the shapes, then sends a
 device operand here with them. softmax views its input as (outer, n, inner)
 around the chosen axis; one thread normalises one (outer, inner) line along n
 (a 0-d input counts as one element along one axis, as on the CPU).
 """
 import numpy as np
 
-from fastad_cy.graph import grad_slot
+from fastad._engine.graph import grad_slot
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
                                     fill)
 
-# The CPU's ReduceOp codes (fastad_cy/reduction.pyx) and the kernels' ReduceMode.
+# The CPU's ReduceOp codes (fastad/ops/reduction.pyx) and the kernels' ReduceMode.
 R_SUM, R_MEAN, R_MAX, R_LOGSUMEXP, R_MIN, R_NORM2 = range(6)
 MODE_SUM, MODE_MAX, MODE_LOGSUMEXP, MODE_NORM2 = range(4)
 MODES = {R_SUM: MODE_SUM, R_MEAN: MODE_SUM, R_MAX: MODE_MAX, R_MIN: MODE_MAX,
@@ -129,7 +129,7 @@ class ArgReduce(_AlongAxis):
 
 
 def arg_reduce(lowest, outer, n, inner):
-    """The device forward of an argmax/argmin node, which fastad_cy/reduction.pyx builds
+    """The device forward of an argmax/argmin node, which fastad/ops/reduction.pyx builds
     (an integer node: its ids live in the node's id buffer)."""
     return ArgReduce(lowest, outer, n, inner)
 
@@ -153,7 +153,7 @@ class Cumsum(_AlongAxis):
 
 def cumsum(x, outer, n, inner, shape):
     """Build the running sum of x along the middle axis of its (outer, n, inner) view,
-    of `shape` (fastad_cy/reduction.pyx's `cumsum` checks the axis)."""
+    of `shape` (fastad/ops/reduction.pyx's `cumsum` checks the axis)."""
     return make_node("cumsum", (x,), shape, x.dtype, Cumsum(0, outer, n, inner))
 
 
@@ -176,7 +176,7 @@ class Softmax(_AlongAxis):
 
 def softmax(x, log, outer, n, inner):
     """Build softmax (log False) or log_softmax (log True) of x along the middle axis
-    of its (outer, n, inner) view; fastad_cy/reduction.pyx's `_softmax` checks the
+    of its (outer, n, inner) view; fastad/ops/reduction.pyx's `_softmax` checks the
     axis and sends device inputs here."""
     name = "log_softmax" if log else "softmax"
     return make_node(name, (x,), x.shape, x.dtype, Softmax(log, outer, n, inner))

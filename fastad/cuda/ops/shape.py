@@ -2,13 +2,13 @@
 
 reshape aliases its input's buffer (the value is a view; the input's buffer
 never moves). transpose and indexing gather by flat input position, computed
-once on the host at build (by fastad_cy/shape.pyx for indexing); their backward
+once on the host at build (by fastad/ops/shape.pyx for indexing); their backward
 scatter-adds (an integer-array index may repeat a position). concat and stack
 put each input at its positions in the output.
 """
 import numpy as np
 
-from fastad_cy.graph import grad_slot
+from fastad._engine.graph import grad_slot
 from fastad.cuda.ops.common import I32, I64, cleared_grad, launch, make_node, from_host
 
 
@@ -27,7 +27,7 @@ class View:
 
 
 def reshape(x, shape):
-    """x's buffer viewed as `shape` (checked by fastad_cy/shape.pyx's reshape)."""
+    """x's buffer viewed as `shape` (checked by fastad/ops/shape.pyx's reshape)."""
     return make_node("reshape", (x,), shape, x.dtype, View(), value=x.value.reshape(shape))
 
 
@@ -57,7 +57,7 @@ def gather(op, x, positions):
 
 
 def transpose(x, axes):
-    """x with axes permuted (`axes` already checked by fastad_cy/shape.pyx)."""
+    """x with axes permuted (`axes` already checked by fastad/ops/shape.pyx)."""
     positions = np.arange(x.size, dtype=np.int64).reshape(x.shape).transpose(axes)
     return gather("transpose", x, np.asarray(positions, order="C"))
 
@@ -81,7 +81,7 @@ class Join:
 
 
 def join(op, xs, out_shape, axis):
-    """concat/stack of xs (checked by fastad_cy/shape.pyx) into out_shape: input i
+    """concat/stack of xs (checked by fastad/ops/shape.pyx) into out_shape: input i
     fills a block of width prod(xs[i].shape[axis:]) in every row of the outer axes."""
     outer = int(np.prod(out_shape[:axis], dtype=np.int64))
     widths = [int(np.prod(x.shape[axis:], dtype=np.int64)) for x in xs]

@@ -4,12 +4,12 @@ sparse gradient, and `take_along_axis` (sparse along axis 0 of a Parameter, dens
 The backward scatter-adds the gathered rows' gradients into the table's
 gradient buffer (repeated ids add, atomically). A Parameter records which id
 arrays touched it, so optimizers update, and zero_grad clears, only those
-rows (see fastad_cy/graph.pyx, sparse_grad_slot, and fastad/cuda/storage.py).
+rows (see fastad/_engine/graph.pyx, sparse_grad_slot, and fastad/cuda/storage.py).
 """
 import numpy as np
 
-from fastad_cy.graph import Parameter, sparse_grad_slot
-from fastad_cy.sparse import bag_bounds
+from fastad._engine.graph import Parameter, sparse_grad_slot
+from fastad.ops.sparse import bag_bounds
 from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, cleared_grad, copy_from_host, launch,
                                     make_node, same_device)
 
@@ -51,7 +51,7 @@ class Take:
 
 
 def take(table, ix, op="take", padding_idx=-1, max_norm=0.0, norm_type=2.0):
-    """Rows `ix` (an IndexInput) of `table` (fastad_cy/sparse.pyx's `take` and
+    """Rows `ix` (an IndexInput) of `table` (fastad/ops/sparse.pyx's `take` and
     `embedding`, after their checks): ids are checked now and at every
     `ix.set_value`, on the host, before they reach the device."""
     same_device(op, table, ix)
@@ -88,7 +88,7 @@ class TakeAlong:
 
 
 def take_along_axis(x, ix, axis):
-    """x's elements picked by ix along `axis` (fastad_cy/sparse.pyx's `take_along_axis`,
+    """x's elements picked by ix along `axis` (fastad/ops/sparse.pyx's `take_along_axis`,
     after its shape checks): ids are checked now and at every `ix.set_value`."""
     same_device("take_along_axis", x, ix)
     n = x.shape[axis]
@@ -100,7 +100,7 @@ def take_along_axis(x, ix, axis):
 
 class EmbeddingBag:
     """Bags of rows summed (or averaged). The offsets stay on the host: before each
-    pass they are checked there (fastad_cy.sparse.bag_bounds, as on the CPU) and the
+    pass they are checked there (fastad.ops.sparse.bag_bounds, as on the CPU) and the
     bags' bounds are copied to the device; 2-D ids have fixed bounds, copied once."""
 
     def __init__(self, offsets, n_bags, n_ids, row_len, mean, include_last_offset, sparse, bounds,
@@ -143,7 +143,7 @@ class EmbeddingBag:
 
 
 def embedding_bag(table, ix, offsets, n_bags, mean, include_last_offset, sparse):
-    """fastad_cy/sparse.pyx's `embedding_bag` on a GPU, after its checks: ids are checked
+    """fastad/ops/sparse.pyx's `embedding_bag` on a GPU, after its checks: ids are checked
     now and at every `ix.set_value`, offsets (on the host) before every pass."""
     same_device("embedding_bag", table, ix)
     bound_ids(ix, table.shape[0], "embedding_bag")

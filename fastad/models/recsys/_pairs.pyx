@@ -1,0 +1,401 @@
+"""`PairwiseSampler`: (user, liked item, other item) triples from implicit feedback,
+for BPR-style ranking losses, drawn from `Interactions` (the user x item matrix,
+laid out once for every sampler made from it)."""
+import numpy as np
+cimport cython
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t
+
+from fastad._engine.graph cimport Variable, empty_buffer, check_flag, check_int
+from fastad._engine.rng cimport fa_rng_below
+from fastad.training.sampler cimport (Sampler, fa_prefetch, _share, _seed_stream, _index_leaf,
+                                _integer_array)
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    /* One interaction of PairwiseSampler: its user and item, one 8-byte load. */
+    typedef struct { int32_t user, item; } fa_pair;
+    """
+    ctypedef struct fa_pair:
+        int32_t user
+        int32_t item
+
+cdef int64_t INT32_LIMIT = 2147483647      # the largest user or item id count PairwiseSampler holds
+
+__all__ = ["Interactions", "PairwiseSampler"]
+
+
+cdef tuple _drawable_share(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
+    """(first, count) of worker `rank`'s share of n things to draw from, or all n when that
+    share is empty (fewer things than workers)."""
+    lo, hi = _share(n, rank, workers)
+    return (lo, hi - lo) if hi > lo else (0, n)
+
+
+cdef str _first_ids(object ids):
+    shown = ", ".join(str(int(i)) for i in ids[:5])
+    return shown + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
+
+
+# ---------------------------------------------------------------- ranking triples
+
+cdef int _check_int32(str who, str name, object size) except -1:
+    if size > INT32_LIMIT:
+        raise ValueError(f"{who}: {name} is {size}, above 2**31 - 1 = {INT32_LIMIT}: the sampler "
+                         f"holds user and item ids as int32")
+    return 0
+
+
+cdef object _interactions_csr(str who, object interactions, object n_users, object n_items,
+                              bint copy=True):
+    """The user x item matrix as canonical CSR (each row's items sorted and unique), its
+    user and item counts checked to fit int32; a CSR matrix itself when not `copy`."""
+    import scipy.sparse as sp
+    if sp.issparse(interactions):
+        for name, size in (("n_users (the matrix's rows)", interactions.shape[0]),
+                           ("n_items (the matrix's columns)", interactions.shape[1])):
+            _check_int32(who, name, size)
+        matrix = sp.csr_matrix(interactions, copy=copy)
+        if matrix.nnz and (not np.all(np.isfinite(matrix.data)) or matrix.data.min() < 0):
+            raise ValueError(f"{who}: interactions must hold finite values >= 0 "
+                             f"(a stored value is {'not finite' if not np.all(np.isfinite(matrix.data)) else 'negative'})")
+        if n_users is not None or n_items is not None:
+            raise ValueError(f"{who}: n_users and n_items come from the matrix's shape {matrix.shape}; "
+                             f"give them only with (user_ids, item_ids) arrays")
+    elif isinstance(interactions, tuple) and len(interactions) == 2:
+        users = _integer_array(who, "the user ids", interactions[0]).ravel()
+        items = _integer_array(who, "the item ids", interactions[1]).ravel()
+        if users.size != items.size:
+            raise ValueError(f"{who}: {users.size} user ids but {items.size} item ids")
+        rows = check_int(who, "n_users", n_users, 1) if n_users is not None else (int(users.max()) + 1 if users.size else 0)
+        cols = check_int(who, "n_items", n_items, 1) if n_items is not None else (int(items.max()) + 1 if items.size else 0)
+        _check_int32(who, "n_users", rows)
+        _check_int32(who, "n_items", cols)
+        for name, ids, bound in (("user", users, rows), ("item", items, cols)):
+            if ids.size and ids.max() >= bound:
+                raise ValueError(f"{who}: {name} id {int(ids.max())} is out of range for {bound} {name}s")
+        matrix = sp.csr_matrix((np.ones(users.size), (users, items)), shape=(rows, cols))
+    else:
+        raise TypeError(f"{who}: interactions must be a scipy sparse user x item matrix or a "
+                        f"(user_ids, item_ids) tuple, got {type(interactions).__name__}")
+    matrix.sum_duplicates()
+    matrix.eliminate_zeros()
+    matrix.sort_indices()
+    if matrix.nnz == 0:
+        raise ValueError(f"{who}: interactions hold no interaction (no stored value > 0)")
+    return matrix
+
+
+cdef class Interactions:
+    """A user x item interaction matrix made ready for `PairwiseSampler`, once.
+
+    `Interactions(interactions, n_users=None, n_items=None, copy=True)` takes what
+    PairwiseSampler takes (a scipy matrix, or a (user_ids, item_ids) tuple) and
+    holds it as canonical CSR (`matrix`), each interaction as one int32 (user,
+    item) pair, and each user's sorted items. With `copy=False` a CSR matrix's
+    arrays are held as they are, not copied: made canonical in place, and read-only
+    through `matrix` (for a matrix the caller made for it, as `Recommender.fit` does). Samplers made from it (every
+    epoch, every Hogwild thread) read these arrays without copying them; it is
+    never modified after it is made. Pickled, it sends the matrix and is
+    rebuilt on arrival.
+
+    >>> data = fa.data.Interactions(csr)
+    >>> samplers = [fa.data.PairwiseSampler(data, u, i, j, seed=0, rank=r, workers=2) for r in range(2)]
+    """
+    cdef readonly object matrix
+    cdef object indptr_array, indices_array, pairs_array, degree
+    cdef const int64_t* indptr        # each user's slice of indices (n_users + 1 offsets)
+    cdef const int32_t* indices       # the items of each user, sorted: for liked() and unliked_item()
+    cdef const fa_pair* pairs         # interaction k as (user, item): a draw reads one 8-byte pair
+    cdef readonly int64_t n_users, n_items, nnz
+    cdef object no_popular_negative   # the users users_without_negative(True) gives, once found
+
+    def __init__(self, interactions, n_users=None, n_items=None, copy=True):
+        self.prepare("Interactions", interactions, n_users, n_items, check_flag("Interactions", "copy", copy))
+
+    cdef int prepare(self, str who, object interactions, object n_users, object n_items,
+                     bint copy=True) except -1:
+        """Check and lay out the interactions; errors name `who`, the caller made for them."""
+        self.matrix = _interactions_csr(who, interactions, n_users, n_items, copy)
+        self.n_users, self.n_items = self.matrix.shape
+        self.nnz = self.matrix.nnz
+        indptr = np.ascontiguousarray(self.matrix.indptr, dtype=np.int64)
+        items = np.ascontiguousarray(self.matrix.indices, dtype=np.int32)
+        self.degree = np.diff(indptr)
+        pairs = np.empty((self.nnz, 2), dtype=np.int32)
+        pairs[:, 0] = np.repeat(np.arange(self.n_users, dtype=np.int32), self.degree)
+        pairs[:, 1] = items
+        for arr in (indptr, items, pairs, self.degree, self.matrix.data, self.matrix.indices,
+                    self.matrix.indptr):
+            arr.flags.writeable = False
+        self.indptr_array, self.indices_array, self.pairs_array = indptr, items, pairs
+        self.indptr = <const int64_t*>cnp.PyArray_DATA(indptr)
+        self.indices = <const int32_t*>cnp.PyArray_DATA(items)
+        self.pairs = <const fa_pair*>cnp.PyArray_DATA(pairs)
+        return 0
+
+    def __reduce__(self):
+        return Interactions, (self.matrix,)
+
+    def __repr__(self):
+        return f"Interactions({self.n_users} users x {self.n_items} items, {self.nnz} interactions)"
+
+    cdef object users_without_negative(self, bint by_popularity):
+        """The users for whom no negative can be drawn: they liked every item (uniform
+        negatives) or every item with an interaction (popularity)."""
+        if not by_popularity:
+            return np.flatnonzero(self.degree >= self.n_items)
+        if self.no_popular_negative is None:
+            # a user's liked mass (the interactions of the items they liked), from a running sum
+            # over their slices: it reaches nnz when they liked every item that has one
+            counts = np.bincount(self.indices_array, minlength=self.n_items)
+            running = np.zeros(self.nnz + 1, dtype=np.int64)
+            np.cumsum(counts[self.indices_array], out=running[1:])
+            liked_mass = running[self.indptr_array[1:]] - running[self.indptr_array[:self.n_users]]
+            self.no_popular_negative = np.flatnonzero((self.degree > 0) & (liked_mass == self.nnz))
+        return self.no_popular_negative
+
+
+cdef class PairwiseSampler(Sampler):
+    """(user, liked item, other item) triples from implicit feedback, for ranking
+    losses such as BPR's `-logsigmoid(U[u].(V[i] - V[j]))`.
+
+    interactions  a scipy sparse user x item matrix (a stored value > 0 is an
+                  interaction), or a (user_ids, item_ids) tuple of arrays with
+                  optional `n_users`, `n_items` (default: the largest id + 1), or
+                  `Interactions` made from either: samplers made from one
+                  `Interactions` (each epoch's, each worker's) share its arrays.
+    users, pos, neg  IndexInput leaves of one size b: each example fills b triples.
+    sample        "interaction": a liked (user, item) pair drawn uniformly (a
+                  user weighs by activity, as implicit's BPR does); "user": a user
+                  drawn uniformly, then one of their items.
+    negatives     "uniform" over the items, or "popularity" (in proportion to
+                  each item's interactions). A negative the user liked is redrawn
+                  (never skipped); `redraws` counts them.
+    examples      examples per epoch for this worker (default: interactions / (b * workers)).
+    seed, rank, workers  the stream: workers draw independent streams; the same seed
+                  gives the same triples. Worker `rank` draws its positives from its
+                  contiguous 1/workers share of the interactions (or of the users, with
+                  sample="user"), which in user order is a share of the users: no
+                  other Hogwild worker updates those users' rows. The shares together
+                  are drawn as one worker draws the whole; negatives come from all items.
+
+    Ids are held as int32 (n_users and n_items up to 2**31 - 1), each interaction as
+    one (user, item) pair, so a draw reads one cache line. The interactions of an
+    example are drawn two calls ahead and read one call ahead, with prefetches, so
+    their cache misses overlap the training step between calls; each epoch still
+    draws exactly `examples` examples. Under `fastad.train`, reading them ahead also
+    starts loading the rows of the graph's tables that the example's ids select
+    (U[user], V[item] and V[candidate negative], biases: see `_row_sources`).
+
+    >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
+    >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5)
+    """
+    cdef readonly Interactions data   # the interactions, shared with every sampler made from them
+    cdef const int64_t* indptr        # data's arrays, read without the GIL
+    cdef const int32_t* indices
+    cdef const fa_pair* pairs
+    cdef object ahead_array, next_array, ahead_noise_array, next_noise_array
+    cdef int64_t* ahead_k             # the interactions drawn for the example after next
+    cdef int64_t* ahead_noise_k       # its first negative candidates: by popularity the interactions
+                                      # whose items they are, else the items
+    cdef fa_pair* next_pairs          # the next example's (user, item) pairs, read ahead
+    cdef int32_t* next_noise          # and its first negative candidates
+    cdef bint primed                  # whether those hold this epoch's next examples
+    cdef int64_t* out_users
+    cdef int64_t* out_pos
+    cdef int64_t* out_neg
+    cdef Py_ssize_t batch
+    cdef int64_t n_users, n_items, nnz
+    cdef int64_t first_pair, shard_pairs, first_user, shard_users   # this worker's positives
+    cdef bint by_user, by_popularity
+    cdef readonly Py_ssize_t examples_per_epoch
+    cdef readonly int64_t redraws
+
+    def __init__(self, interactions, users, pos, neg, *, sample="interaction", negatives="uniform",
+                 examples=None, n_users=None, n_items=None, seed=None, rank=0, workers=1):
+        who = "PairwiseSampler"
+        if sample not in ("interaction", "user"):
+            raise ValueError(f"{who}: sample must be 'interaction' or 'user', got {sample!r}")
+        if negatives not in ("uniform", "popularity"):
+            raise ValueError(f"{who}: negatives must be 'uniform' or 'popularity', got {negatives!r}")
+        _seed_stream(self, who, seed, rank, workers)
+        self.batch = (<Variable>users).size if isinstance(users, Variable) else 0
+        self.out_users = _index_leaf(who, "users", users, -1)
+        self.out_pos = _index_leaf(who, "pos", pos, self.batch)
+        self.out_neg = _index_leaf(who, "neg", neg, self.batch)
+        if self.batch == 0:
+            raise ValueError(f"{who}: the leaves hold no ids; give IndexInputs of at least one id")
+        self.leaves = (users, pos, neg)
+        if isinstance(interactions, Interactions):
+            if n_users is not None or n_items is not None:
+                raise ValueError(f"{who}: n_users and n_items are the Interactions' own "
+                                 f"({interactions!r}); give them only with (user_ids, item_ids) arrays")
+            self.data = interactions
+        else:
+            self.data = Interactions.__new__(Interactions)
+            self.data.prepare(who, interactions, n_users, n_items)
+        self.n_users, self.n_items, self.nnz = self.data.n_users, self.data.n_items, self.data.nnz
+        self.indptr, self.indices, self.pairs = self.data.indptr, self.data.indices, self.data.pairs
+        self.by_user = sample == "user"
+        self.first_pair, self.shard_pairs = _drawable_share(self.nnz, self.rank, self.workers)
+        self.first_user, self.shard_users = _drawable_share(self.n_users, self.rank, self.workers)
+        if self.by_user and np.any(self.data.degree == 0):
+            raise ValueError(f"{who}: with sample='user' every user needs an interaction; users "
+                             f"{_first_ids(np.flatnonzero(self.data.degree == 0))} have none (use "
+                             f"sample='interaction', or leave them out of the matrix)")
+        self.ahead_array = empty_buffer((self.batch,), np.int64)       # written every example:
+        self.next_array = empty_buffer((self.batch, 2), np.int32)      # this thread's own memory
+        self.ahead_noise_array = empty_buffer((self.batch,), np.int64)
+        self.next_noise_array = empty_buffer((self.batch,), np.int32)
+        self.ahead_k = <int64_t*>cnp.PyArray_DATA(self.ahead_array)
+        self.next_pairs = <fa_pair*>cnp.PyArray_DATA(self.next_array)
+        self.ahead_noise_k = <int64_t*>cnp.PyArray_DATA(self.ahead_noise_array)
+        self.next_noise = <int32_t*>cnp.PyArray_DATA(self.next_noise_array)
+        self.primed = False
+        self.by_popularity = negatives == "popularity"
+        no_negative = self.data.users_without_negative(self.by_popularity)
+        if no_negative.size:
+            raise ValueError(f"{who}: users {_first_ids(no_negative)} liked every item that can be "
+                             f"drawn as a negative, so no negative exists for them")
+        if examples is None:
+            self.examples_per_epoch = max(1, self.nnz // (self.batch * self.workers))
+        else:
+            self.examples_per_epoch = check_int(who, "examples", examples, 1)
+
+    @cython.final      # called directly, not through the vtable, so it can be inlined
+    cdef bint liked(self, int64_t user, int64_t item) noexcept nogil:
+        """Whether `item` is among the user's sorted items: a binary search whose steps
+        select rather than branch (the compiler's conditional move), as a random item
+        would mispredict about half of the branches."""
+        cdef const int32_t* base = &self.indices[self.indptr[user]]
+        cdef int64_t n = self.indptr[user + 1] - self.indptr[user], half
+        if n == 0:
+            return False
+        while n > 1:
+            half = n >> 1
+            base = base + half if <int64_t>base[half] <= item else base
+            n -= half
+        return <int64_t>base[0] == item
+
+    @cython.final
+    cdef int64_t unliked_item(self, int64_t user) noexcept nogil:
+        """An item the user did not like, uniformly: the r-th gap in their sorted items."""
+        cdef int64_t start = self.indptr[user], end = self.indptr[user + 1], k
+        cdef int64_t item = fa_rng_below(&self.rng, self.n_items - (end - start))
+        for k in range(start, end):
+            if self.indices[k] <= item:
+                item += 1
+            else:
+                break
+        return item
+
+    @cython.final
+    cdef int64_t negative(self, int64_t user, int64_t candidate) noexcept nogil:
+        """A negative for `user`: `candidate` (drawn by the rule) unless they liked it, else
+        a redraw. By popularity, an item is the item of an interaction drawn uniformly (in
+        proportion to its interactions, as implicit draws it)."""
+        cdef int64_t item = candidate
+        cdef int tries
+        for tries in range(32):
+            if not self.liked(user, item):
+                return item
+            self.redraws += 1
+            item = (self.pairs[fa_rng_below(&self.rng, self.nnz)].item if self.by_popularity
+                    else fa_rng_below(&self.rng, self.n_items))
+        if not self.by_popularity:
+            return self.unliked_item(user)
+        while True:      # terminates: every user has a drawable negative (checked when made)
+            if not self.liked(user, item):
+                return item
+            self.redraws += 1
+            item = self.pairs[fa_rng_below(&self.rng, self.nnz)].item
+
+    @cython.final
+    cdef void draw_ahead(self) noexcept nogil:
+        """Draw the interactions of the example after next (an interaction uniformly, or a
+        user uniformly and then one of theirs) and its negative candidates (an item
+        uniformly, or by popularity the item of an interaction drawn uniformly), and start
+        loading their pairs."""
+        cdef Py_ssize_t b
+        cdef int64_t k, user
+        for b in range(self.batch):
+            if self.by_user:
+                user = self.first_user + fa_rng_below(&self.rng, self.shard_users)
+                k = self.indptr[user] + fa_rng_below(&self.rng, self.indptr[user + 1] - self.indptr[user])
+            else:
+                k = self.first_pair + fa_rng_below(&self.rng, self.shard_pairs)
+            self.ahead_k[b] = k
+            fa_prefetch(&self.pairs[k])
+            if self.by_popularity:
+                k = fa_rng_below(&self.rng, self.nnz)
+                self.ahead_noise_k[b] = k
+                fa_prefetch(&self.pairs[k])
+            else:
+                self.ahead_noise_k[b] = fa_rng_below(&self.rng, self.n_items)
+
+    @cython.final
+    cdef void read_ahead(self) noexcept nogil:
+        """Read the pairs drawn by draw_ahead (loaded since) as the next example's, and
+        start loading each user's items, where `negative` searches, and the table rows
+        its ids select."""
+        cdef Py_ssize_t b
+        cdef fa_pair pair
+        cdef int64_t start, end
+        for b in range(self.batch):
+            pair = self.pairs[self.ahead_k[b]]
+            self.next_pairs[b] = pair
+            self.next_noise[b] = (self.pairs[self.ahead_noise_k[b]].item if self.by_popularity
+                                  else <int32_t>self.ahead_noise_k[b])
+            start = self.indptr[pair.user]
+            end = self.indptr[pair.user + 1]        # > start: the user has this interaction
+            fa_prefetch(&self.indices[start])
+            fa_prefetch(&self.indices[(start + end) >> 1])     # the binary search's first probe
+            fa_prefetch(&self.indices[end - 1])
+            self.prefetch_rows(0, pair.user)
+            self.prefetch_rows(1, pair.item)
+            self.prefetch_rows(2, self.next_noise[b])
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        self.primed = False         # the epoch's first example draws its own interactions
+        return Sampler.begin_epoch(self, epoch)
+
+    cdef bint next_example(self) noexcept nogil:
+        """Fill the leaves with the next example's triples. Its interactions were read by
+        the previous call (a pipeline two examples deep: draw, read, use), so their
+        cache misses overlap the training step in between; it reads the next example's
+        and draws the one after's, never past the epoch's last example."""
+        cdef Py_ssize_t b
+        cdef Py_ssize_t left = self.examples_per_epoch - self.epoch_examples
+        if left <= 0:
+            return False
+        if not self.primed:
+            self.draw_ahead()
+            self.read_ahead()
+            if left > 1:
+                self.draw_ahead()
+            self.primed = True
+        for b in range(self.batch):
+            self.out_users[b] = self.next_pairs[b].user
+            self.out_pos[b] = self.next_pairs[b].item
+            self.out_neg[b] = self.next_noise[b]      # read ahead: read_ahead overwrites it
+        if left > 1:
+            self.read_ahead()
+            if left > 2:
+                self.draw_ahead()
+        for b in range(self.batch):
+            self.out_neg[b] = self.negative(self.out_users[b], self.out_neg[b])
+        self.epoch_examples += 1
+        return True
+
+    cdef double epoch_progress(self) noexcept nogil:
+        return self.epoch_examples / <double>self.examples_per_epoch
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        return self.n_users - 1 if k == 0 else self.n_items - 1
+
+    def where(self):
+        return f"triple {self.epoch_examples} of the epoch"

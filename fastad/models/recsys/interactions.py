@@ -1,0 +1,245 @@
+"""User x item interactions for the recommenders: built-in data with a planted structure,
+checks, held-out splits and BPR triples.
+
+- `planted_preferences` (BPR triples) and `planted_interactions` (a user x item
+  matrix) make implicit-feedback data with a known low-rank structure, so that a
+  recommender's test metrics show whether it learned anything.
+- `train_test_split` and `leave_k_out` hold out some of each user's
+  interactions; `sample_triples` draws BPR training triples from a matrix by the rule of
+  `PairwiseSampler` (`_pairs.pyx`), the sampler `fa.train` runs in its loop.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from fastad._engine.graph import IndexInput
+from fastad.models.recsys._pairs import PairwiseSampler
+from fastad.checks import check_choice, check_int, check_number, check_seed, check_sizes
+from fastad.random import generator_of
+
+__all__ = ["planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
+           "train_test_split", "leave_k_out", "require_negatives", "sample_triples"]
+
+
+def planted_preferences(n_users, n_items, n_train, n_test, rank=8, noise=0.0, seed=0):
+    """BPR triples (user, preferred item, other item) from planted factors.
+
+    Each user u and item i get hidden factors P[u], Q[i] ~ N(0, 1) of `rank`
+    dimensions; u prefers i to j when P[u].Q[i] + e > P[u].Q[j] with
+    e ~ N(0, noise). A triple draws u, i, j uniformly and orders i and j by
+    that preference. Returns `(train, test)`, each a dict of int64 arrays
+    `users`, `pos`, `neg`. A perfect model scores test AUC 1 (minus noise);
+    chance is 0.5.
+
+    >>> train, test = planted_preferences(1000, 500, n_train=100_000, n_test=10_000)
+    """
+    who = "planted_preferences"
+    n_users, rank, n_train, n_test = check_sizes(who, n_users=n_users, rank=rank, n_train=n_train,
+                                                 n_test=n_test)
+    n_items = check_int(who, "n_items", n_items, minimum=2)      # a triple compares two items
+    noise = check_number(who, "noise", noise, at_least=0)
+    rng = generator_of(who, seed)
+    P = rng.standard_normal((n_users, rank))
+    Q = rng.standard_normal((n_items, rank))
+
+    def triples(n):
+        users = rng.integers(0, n_users, size=n)
+        a = rng.integers(0, n_items, size=n)
+        b = (a + rng.integers(1, n_items, size=n)) % n_items        # b != a
+        margin = np.einsum("nk,nk->n", P[users], Q[a] - Q[b]) + noise * rng.standard_normal(n)
+        swap = margin < 0
+        pos, neg = np.where(swap, b, a), np.where(swap, a, b)
+        return {"users": users.astype(np.int64), "pos": pos.astype(np.int64), "neg": neg.astype(np.int64)}
+
+    return triples(n_train), triples(n_test)
+
+
+def pairwise_auc(U, V, triples):
+    """The share of triples whose preferred item scores higher: U[u].V[pos] > U[u].V[neg].
+
+    U: (n_users, k) and V: (n_items, k) arrays (or Variables: their values);
+    triples: a dict of int arrays `users`, `pos`, `neg` of one length.
+
+    >>> pairwise_auc(model.U, model.V, test)      # 0.5 is chance, 1 is perfect
+    """
+    U = getattr(U, "value", U)
+    V = getattr(V, "value", V)
+    u, p, n = triples["users"], triples["pos"], triples["neg"]
+    margin = np.einsum("nk,nk->n", U[u], V[p] - V[n])
+    return float(np.mean(margin > 0))
+
+
+def planted_interactions(n_users, n_items, per_user=20, rank=8, noise=0.5, seed=0,
+                         user_groups=None, item_groups=None):
+    """A CSR user x item matrix of 1s: each user liked `per_user` items drawn by planted taste.
+
+    Users and items get hidden factors P[u], Q[i] ~ N(0, 1) of `rank`
+    dimensions; user u likes the `per_user` items of highest
+    P[u].Q[i] / sqrt(rank) + noise * Gumbel noise (a draw without replacement,
+    with probabilities rising with the planted score). A model that recovers
+    the factors ranks held-out likes far above chance. `user_groups` (an int
+    array, one group id per user) makes users of one group share their
+    factors, and `item_groups` likewise for items: taste that features explain
+    (see `fa.models.TwoTower`).
+
+    >>> likes = planted_interactions(1000, 500, per_user=20)     # 1000 x 500, 20 per row
+    """
+    who = "planted_interactions"
+    n_users, n_items, per_user, rank = check_sizes(who, n_users=n_users, n_items=n_items,
+                                                   per_user=per_user, rank=rank)
+    if not per_user < n_items:
+        raise ValueError(f"{who}: per_user must be < n_items (every user needs an item "
+                         f"it did not like), got per_user={per_user}, n_items={n_items}")
+    noise = check_number(who, "noise", noise, at_least=0)
+    rng = generator_of(who, seed)
+    P = _planted_factors("user_groups", user_groups, n_users, rank, rng)
+    Q = _planted_factors("item_groups", item_groups, n_items, rank, rng)
+    taste = P @ Q.T / np.sqrt(rank) + noise * rng.gumbel(size=(n_users, n_items))
+    liked = np.argpartition(-taste, per_user - 1, axis=1)[:, :per_user]
+    indptr = np.arange(0, n_users * per_user + 1, per_user)
+    matrix = sp.csr_matrix((np.ones(liked.size, dtype=np.float32), liked.ravel(), indptr),
+                           shape=(n_users, n_items))
+    matrix.sort_indices()
+    return matrix
+
+
+def _planted_factors(name, groups, n, rank, rng):
+    """(n, rank) N(0, 1) factors, equal within each group when `groups` (n group ids) is given."""
+    if groups is None:
+        return rng.standard_normal((n, rank))
+    groups = np.asarray(groups)
+    if groups.shape != (n,) or groups.dtype.kind not in "iu" or (groups < 0).any():
+        raise ValueError(f"planted_interactions: {name} must hold {n} non-negative int group ids, "
+                         f"got shape {groups.shape} and dtype {groups.dtype}")
+    return rng.standard_normal((int(groups.max()) + 1, rank))[groups]
+
+
+def check_interactions(interactions, who, name="interactions", shape=None):
+    """`interactions` as a canonical CSR copy (sorted, summed, no stored zeros), or a clear error.
+
+    A user x item scipy sparse matrix of non-negative finite values: a stored
+    positive value is an interaction (its size is ignored by the ranking
+    models). Raises TypeError or ValueError naming `who` (the caller) and
+    `name` for another type, negative or non-finite values, an empty matrix, or
+    a shape other than `shape` (when given).
+
+    >>> train = check_interactions(train, "fit")
+    """
+    if not sp.issparse(interactions):
+        raise TypeError(f"{who}: {name} must be a scipy sparse user x item matrix "
+                        f"(e.g. scipy.sparse.csr_matrix), got {type(interactions).__name__}")
+    matrix = sp.csr_matrix(interactions, dtype=np.float64, copy=True)
+    if matrix.ndim != 2 or 0 in matrix.shape:
+        raise ValueError(f"{who}: {name} has shape {matrix.shape}; expected users x items, both >= 1")
+    if shape is not None and matrix.shape != tuple(shape):
+        raise ValueError(f"{who}: {name} has shape {matrix.shape}, expected {tuple(shape)} "
+                         f"(users x items of the model)")
+    matrix.sum_duplicates()
+    bad = ~np.isfinite(matrix.data) | (matrix.data < 0)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        user = np.searchsorted(matrix.indptr, first, side="right") - 1
+        raise ValueError(f"{who}: {name} must hold non-negative finite values; it holds "
+                         f"{matrix.data[first]} at user {user}, item {matrix.indices[first]} "
+                         f"({int(bad.sum())} such value(s) in all)")
+    matrix.eliminate_zeros()
+    if matrix.nnz == 0:
+        raise ValueError(f"{who}: {name} is empty: shape {matrix.shape} with no positive value")
+    return matrix
+
+
+def _split_by_user(matrix, held_per_user, rng):
+    """(train, test): in each row u, `held_per_user[u]` interactions chosen at random go to test."""
+    users = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    order = np.lexsort((rng.random(matrix.nnz), users))       # within each user, a random order
+    position = np.empty(matrix.nnz, dtype=np.int64)
+    position[order] = np.arange(matrix.nnz) - matrix.indptr[users[order]]
+    held = position < held_per_user[users]
+
+    def part(mask):
+        result = sp.csr_matrix((matrix.data[mask], (users[mask], matrix.indices[mask])),
+                               shape=matrix.shape)
+        result.sort_indices()
+        return result
+
+    return part(~held), part(held)
+
+
+def train_test_split(interactions, test_fraction=0.2, seed=0):
+    """Hold out `test_fraction` of each user's interactions: returns `(train, test)` CSR matrices.
+
+    User u with n interactions puts round(test_fraction * n) of them, drawn
+    at random (seeded), in `test` and the rest in `train`; both keep the
+    shape and the values of `interactions`. A user with one interaction keeps
+    it in train for any fraction below 0.5.
+
+    >>> train, test = fa.data.train_test_split(likes, test_fraction=0.2, seed=0)
+    """
+    matrix = check_interactions(interactions, "train_test_split")
+    test_fraction = check_number("train_test_split", "test_fraction", test_fraction, above=0, below=1)
+    rng = generator_of("train_test_split", seed)
+    held = np.rint(test_fraction * np.diff(matrix.indptr)).astype(np.int64)
+    return _split_by_user(matrix, held, rng)
+
+
+def leave_k_out(interactions, k=1, seed=0):
+    """Hold out `k` random interactions of each user who has more than `k`: returns `(train, test)`.
+
+    Users with `k` or fewer interactions keep them all in train (so every
+    held-out user still has something to learn from). Seeded; both matrices
+    keep the shape and the values of `interactions`.
+
+    >>> train, test = fa.data.leave_k_out(likes, k=1, seed=0)
+    """
+    matrix = check_interactions(interactions, "leave_k_out")
+    k = check_int("leave_k_out", "k", k)
+    rng = generator_of("leave_k_out", seed)
+    counts = np.diff(matrix.indptr)
+    return _split_by_user(matrix, np.where(counts > k, k, 0), rng)
+
+
+_NEGATIVE_RULES = ("uniform", "popularity")
+
+
+def require_negatives(matrix, who, name="interactions", negatives="uniform"):
+    """Raise ValueError naming the users of a checked CSR matrix for whom no negative item can
+    be drawn: who liked every item (`negatives="uniform"`), or every item that has an
+    interaction (`"popularity"`, which draws items in proportion to their interactions)."""
+    check_choice(who, "negatives", negatives, _NEGATIVE_RULES)
+    if negatives == "uniform":
+        drawable, what = matrix.shape[1], "every item"
+    else:
+        drawable, what = np.count_nonzero(np.bincount(matrix.indices, minlength=matrix.shape[1])), \
+            "every item that has an interaction (negatives='popularity' draws only those)"
+    full = np.flatnonzero(np.diff(matrix.indptr) == drawable)
+    if full.size:
+        raise ValueError(f"{who}: {name} has users who liked {what}, so no negative item "
+                         f"exists for them: users {full[:10].tolist()}{' ...' if full.size > 10 else ''}")
+
+
+def sample_triples(interactions, n=None, seed=0, negatives="uniform"):
+    """Draw `n` BPR triples (user, liked item, other item) from a user x item matrix.
+
+    A triple picks a stored interaction uniformly (so users are drawn in
+    proportion to their interactions) and an item the user did not like:
+    uniformly over the items (`negatives="uniform"`) or in proportion to
+    their interactions (`"popularity"`); a negative the user liked is redrawn. `n`
+    defaults to the number of interactions (one epoch). Returns a dict of
+    int64 arrays `users`, `pos`, `neg`, as `BPR.example_graph`'s feeds take.
+    The triples come from `PairwiseSampler`, the sampler `fa.train` runs in its loop.
+
+    >>> triples = fa.data.sample_triples(train, seed=0)
+    """
+    matrix = check_interactions(interactions, "sample_triples")
+    require_negatives(matrix, "sample_triples", negatives=negatives)
+    n = matrix.nnz if n is None else check_int("sample_triples", "n", n)
+    return _draw_triples(matrix, n, check_seed("sample_triples", seed), negatives)
+
+
+def _draw_triples(interactions, n, seed, negatives="uniform"):
+    """`sample_triples` on a checked canonical CSR matrix (or its `Interactions`): one example
+    of n triples from the compiled `PairwiseSampler` (the same rule as in `fa.train`'s loop),
+    seeded by `seed`."""
+    users, pos, neg = (IndexInput(np.zeros(n, dtype=np.int64)) for _ in range(3))
+    sampler = PairwiseSampler(interactions, users, pos, neg, examples=1, seed=seed, negatives=negatives)
+    drawn_users, drawn_pos, drawn_neg = next(sampler.epoch())
+    return {"users": drawn_users, "pos": drawn_pos, "neg": drawn_neg}

@@ -1,0 +1,245 @@
+"""`fa.models.FastText`: word vectors composed of subword vectors (fastText's, and gensim's
+`FastText`): each word reads its own row and the rows of its character n-grams, hashed
+into `bucket` shared rows, so that words outside the vocabulary get vectors too. The
+corpus walk, windows, negatives, Hogwild workers and files are `Word2Vec`'s; the
+centre (skip-gram) or context (CBOW) is a bag of input rows, scored by `fa.bag_dot`."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from fastad._engine.graph import IndexInput
+from fastad.ops.model_losses import bag_dot
+from fastad.models.text._dictionary import subword_table
+from fastad.models.text._windows import SubwordCbowSampler, SubwordSkipGramSampler
+from fastad.checks import check_int, either
+from fastad.models.text.keyed_vectors import KeyedVectors
+from fastad.models.text.word2vec import Word2Vec, _Corpus, _initial_vectors, _negative_sampling_loss
+
+__all__ = ["FastText", "FastTextKeyedVectors"]
+
+
+class FastText(Word2Vec):
+    """Subword word vectors by skip-gram (`sg=True`) or CBOW with negative sampling, as
+    gensim's `FastText` (and fastText's `skipgram` / `cbow`).
+
+    >>> model = fa.models.FastText(vector_size=100, window=5, min_count=5, min_n=3, max_n=6, epochs=5)
+    >>> model.fit(sentences)                 # token lists (str), or a path to a text file
+    >>> model.wv["unseen-word"]              # the mean of its character n-gram vectors
+    >>> model.wv.most_similar("king", topn=5)
+
+    The arguments are `Word2Vec`'s (gensim's names taken too: `vector_size`, `alpha`,
+    `min_alpha`, `sentences=`, `corpus_file=`), and:
+
+    min_n, max_n  the lengths of the character n-grams of "<word>" (gensim's names;
+                  fastText's `minn`, `maxn` are taken too); max_n 0: no n-grams.
+    bucket        the rows the n-grams are hashed into (fastText's FNV-1a hash, as
+                  gensim's: `len(vocabulary) + hash % bucket`), >= 1.
+
+    The input table holds len(vocabulary) + bucket rows, gensim's `vectors_vocab` then
+    `vectors_ngrams` (`model.vectors_vocab`, `model.vectors_ngrams` are views of it),
+    drawn uniform in [-1, 1) / dim in float32 in place (at bucket=2,000,000 and dim
+    100 it is 800 MB, the one large allocation). A word's training vector (its hidden)
+    is the mean of its rows: its own and its n-grams' (fastText's rule; gensim's
+    skip-gram divides that sum by the n-gram count alone). CBOW's hidden is the mean
+    of all the rows of the window's words, as fastText and gensim's cbow_mean=1 take it.
+
+    The update: every row of the bag takes the whole gradient of the hidden (`bag_dot`
+    with hidden_gradient=True), as fastText and gensim update their subword rows, and
+    not the exact gradient of the mean (1/n of it). With the exact gradient a word of
+    n rows would move its hidden n times less than gensim, and n runs from 2 (a
+    one-letter word) to 30 and more, so no single lr scale (as Word2Vec's CBOW takes)
+    matches it; the default lr is gensim's 0.025 for both skip-gram and CBOW.
+
+    `model.wv` holds each vocabulary word's vector (the mean of its rows, gensim's
+    `adjust_vectors`), and `wv[word]` of a word outside the vocabulary is the mean of
+    its n-gram rows (a KeyError naming it when it has none). Training runs on the CPU
+    (`bag_dot` has no GPU path yet).
+    """
+
+    _saved_settings = dict(Word2Vec._saved_settings, min_n=int, max_n=int, bucket=int)
+
+    def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
+                 min_lr=1e-4, sg=True, workers=1, seed=0, min_n=3, max_n=6, bucket=2_000_000, *,
+                 vector_size=None, alpha=None, min_alpha=None, minn=None, maxn=None, sentences=None,
+                 corpus_file=None):
+        who = "FastText"
+        self.min_n = check_int(who, "min_n", either(who, "min_n", min_n, 3, "fastText's minn", minn),
+                               minimum=1)
+        self.max_n = check_int(who, "max_n", either(who, "max_n", max_n, 6, "fastText's maxn", maxn),
+                               minimum=0)
+        if self.max_n and self.min_n > self.max_n:
+            raise ValueError(f"{who}: min_n must be <= max_n (the n-gram lengths), got min_n="
+                             f"{self.min_n}, max_n={self.max_n}")
+        self.bucket = check_int(who, "bucket", bucket, minimum=1)
+        self.subword_ids = self.subword_offsets = None
+        self._wv_at = None
+        self._trained = 0
+        super().__init__(dim, window, negative, min_count, sample, epochs, lr, min_lr, sg, workers, seed,
+                         vector_size=vector_size, alpha=alpha, min_alpha=min_alpha, sentences=sentences,
+                         corpus_file=corpus_file)
+
+    def _default_lr(self):
+        return 0.025
+
+    def _input_rows(self, n_words):
+        return n_words + self.bucket
+
+    def _new_tables(self, who, words, rng):
+        """The subword table of `words` (a TypeError naming a token that is not a str, before
+        any table is drawn), the input table of len(words) + bucket rows and the output table."""
+        for k, word in enumerate(words):
+            if not isinstance(word, str):
+                raise TypeError(f"{who}: the tokens must be str (their characters make the n-grams), "
+                                f"got {type(word).__name__} {word!r} (word {k} of the vocabulary)")
+        subword_ids, subword_offsets = subword_table(words, self.min_n, self.max_n, self.bucket)
+        return {"subword_ids": subword_ids, "subword_offsets": subword_offsets,
+                "vectors": _initial_vectors(rng, len(words) + self.bucket, self.dim),
+                "output": np.zeros((len(words), self.dim), dtype=np.float32)}
+
+    def fit(self, sentences=None, callback=None, progress=None, start_method=None, device="cpu",
+            batch_size=None, *, corpus_file=None):
+        """`Word2Vec.fit` (the same arguments), on the CPU only."""
+        _require_cpu("FastText.fit", device)
+        return super().fit(sentences, callback, progress, start_method, device, batch_size,
+                           corpus_file=corpus_file)
+
+    def train(self, corpus_iterable=None, corpus_file=None, total_examples=None, total_words=None,
+              epochs=None, start_alpha=None, end_alpha=None, *, callback=None, progress=None,
+              start_method=None, device="cpu", batch_size=None):
+        """`Word2Vec.train` (the same arguments), on the CPU only."""
+        _require_cpu("FastText.train", device)
+        super().train(corpus_iterable, corpus_file, total_examples, total_words, epochs, start_alpha,
+                      end_alpha, callback=callback, progress=progress, start_method=start_method,
+                      batch_size=batch_size)
+        self._trained += 1
+        return self
+
+    def _corpus(self, settings, source, total_words):
+        longest = int(np.diff(self.subword_offsets).max())
+        return _SubwordCorpus(dict(settings, bag_capacity=longest * (1 if self.sg else 2 * self.window)),
+                              source, self.index, self.counts, total_words, self.subword_ids,
+                              self.subword_offsets)
+
+    def _settings(self):
+        return dict(super()._settings(), min_n=self.min_n, max_n=self.max_n, bucket=self.bucket)
+
+    # ------------------------------------------------------------ vectors
+
+    @property
+    def vectors_vocab(self):
+        """The vocabulary's own rows of the input table (a view), gensim's `wv.vectors_vocab`."""
+        self._require_trained("vectors_vocab")
+        return self.vectors[:len(self.words)]
+
+    @property
+    def vectors_ngrams(self):
+        """The n-gram buckets' rows of the input table (a view), gensim's `wv.vectors_ngrams`."""
+        self._require_trained("vectors_ngrams")
+        return self.vectors[len(self.words):]
+
+    def word_vectors(self):
+        """Each vocabulary word's vector: the mean of its own row and its n-gram rows (float32),
+        gathered a few thousand words at a time (the gathered rows of the whole vocabulary
+        would take some 25 times the result)."""
+        self._require_trained("word_vectors")
+        offsets, out = self.subword_offsets, np.empty((len(self.words), self.dim), dtype=np.float32)
+        for lo in range(0, len(self.words), 4096):
+            hi = min(lo + 4096, len(self.words))
+            rows = self.vectors[self.subword_ids[offsets[lo]:offsets[hi]]]
+            sums = np.add.reduceat(rows, offsets[lo:hi] - offsets[lo], axis=0, dtype=np.float64)
+            out[lo:hi] = sums / np.diff(offsets[lo:hi + 1])[:, None]
+        return out
+
+    @property
+    def wv(self):
+        """A `FastTextKeyedVectors` of the word vectors (`word_vectors`, computed again after
+        each training), which also answers words outside the vocabulary."""
+        self._require_trained("wv")
+        at = (self._trained, id(self.vectors), id(self.words))
+        if self._wv is None or self._wv_at != at:
+            self._wv = FastTextKeyedVectors(self.words, self.word_vectors(), self.vectors_ngrams, self.min_n,
+                                            self.max_n, self.bucket, self.index,
+                                            vocabulary=f"min_count={self.min_count}")
+            self._wv_at = at
+        return self._wv
+
+    # ------------------------------------------------------------ files
+
+    @classmethod
+    def load(cls, path):
+        """A model saved with `save` (a FastText's: a Word2Vec's file is refused)."""
+        model = super().load(path)
+        model.subword_ids, model.subword_offsets = subword_table(model.words, model.min_n, model.max_n,
+                                                                 model.bucket)
+        return model
+
+
+def _require_cpu(who, device):
+    if device != "cpu":
+        raise ValueError(f"{who}: device={device!r}: FastText trains on the CPU only (fa.bag_dot, its "
+                         f"subword scores, has no GPU path yet)")
+
+
+class FastTextKeyedVectors(KeyedVectors):
+    """`KeyedVectors` of a FastText model's vocabulary words, which also gives a vector
+    for a word outside it: the mean of its character n-gram rows (gensim's rule), a
+    KeyError naming it when it has no n-gram. Queries (`most_similar`, `similarity`)
+    take such words too; the answers are words of the vocabulary. `word in wv` is True
+    for any word that has a vector (as gensim's)."""
+
+    def __init__(self, index_to_key, vectors, vectors_ngrams, min_n, max_n, bucket, key_to_index=None,
+                 vocabulary=""):
+        super().__init__(index_to_key, vectors, key_to_index, owner="FastText", vocabulary=vocabulary)
+        self.vectors_ngrams, self.min_n, self.max_n, self.bucket = vectors_ngrams, min_n, max_n, bucket
+
+    def ngram_rows(self, word):
+        """The rows of vectors_ngrams that word's character n-grams hash to."""
+        ids, _ = subword_table([word], self.min_n, self.max_n, self.bucket)
+        return ids[1:] - 1
+
+    def __contains__(self, key):
+        return key in self.key_to_index or (isinstance(key, str) and self.ngram_rows(key).size > 0)
+
+    def get_vector(self, key, norm=False):
+        """The vector of `key` (a copy): a vocabulary word's, or the mean of an unknown
+        word's n-gram rows; of length 1 with `norm`."""
+        if key in self.key_to_index or not isinstance(key, str):
+            return super().get_vector(key, norm)
+        rows = self.ngram_rows(key)
+        if rows.size == 0:
+            raise KeyError(f"FastText.get_vector: {key!r} is not in the vocabulary and has no character "
+                           f"n-gram of lengths {self.min_n}..{self.max_n}")
+        vector = self.vectors_ngrams[rows].mean(axis=0)
+        return vector / max(np.linalg.norm(vector), 1e-12) if norm else vector
+
+    def most_similar(self, positive=None, negative=None, topn=10, exclude=()):
+        """`KeyedVectors.most_similar`; a word outside the vocabulary stands for its vector."""
+        def known(terms):
+            terms = [] if terms is None else [terms] if isinstance(terms, str) else list(terms)
+            return [t if not isinstance(t, str) or t in self.key_to_index else self.get_vector(t)
+                    for t in terms]
+        return super().most_similar(known(positive), known(negative), topn, exclude)
+
+
+@dataclass(frozen=True)
+class _SubwordCorpus(_Corpus):
+    """A `_Corpus` whose examples are subword bags: the vocabulary's rows (CSR) and the
+    capacity of an example's bag (`settings["bag_capacity"]`)."""
+    subword_ids: np.ndarray
+    subword_offsets: np.ndarray
+
+    def example_graph(self, W, C, device):
+        """(leaves, loss): bag ids, bag offsets, then the context words (skip-gram) or the
+        centres (CBOW) with their negatives, scored by `bag_dot` (every bag row taking the
+        hidden's gradient), then the mask when a step holds more than one example."""
+        b, k = self.settings["batch"], self.settings["negative"]
+        bag = IndexInput(np.zeros(b * self.settings["bag_capacity"], dtype=np.int64))
+        cuts = IndexInput(np.arange(b + 1, dtype=np.int64))
+        words = IndexInput(np.zeros((b, k + 1), dtype=np.int64))
+        scores = bag_dot(W, bag, cuts, C, words, hidden_gradient=True)
+        return _negative_sampling_loss((bag, cuts, words), scores, b, device)
+
+    def sampler(self, tokens, leaves, **walk):
+        kind = SubwordSkipGramSampler if self.settings["sg"] else SubwordCbowSampler
+        return kind(tokens, *leaves, subword_ids=self.subword_ids, subword_offsets=self.subword_offsets,
+                    **walk)

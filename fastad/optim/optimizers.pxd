@@ -1,0 +1,110 @@
+# Optimizer declarations: compiled code cimports these and calls step() and
+# zero_grad() with no Python in between.
+cimport numpy as cnp
+from cpython.ref cimport PyObject
+from libc.stdint cimport int64_t
+
+from fastad.ops.scalar cimport FaAdamStep, FaRAdamStep, FaNAdamStep
+
+cdef class Optimizer
+
+# An optimizer's kernel over a span of n elements (see optim.pyx's update_span), per precision.
+ctypedef void (*SpanF)(Optimizer opt, float* p, const float* g, float* s0, float* s1,
+                       Py_ssize_t n) noexcept nogil
+ctypedef void (*SpanD)(Optimizer opt, double* p, const double* g, double* s0, double* s1,
+                       Py_ssize_t n) noexcept nogil
+
+cdef class Optimizer:
+    cdef list _params                # the Parameters, in order
+    cdef PyObject** param_ptrs       # the same, borrowed, for step and zero_grad without the GIL
+    cdef Py_ssize_t n_params
+    cdef double _lr
+    cdef tuple slot_names            # names of the per-Parameter state arrays
+    cdef int n_slots
+    cdef SpanF span_f                # the kernel, set by the subclass's __init__
+    cdef SpanD span_d
+    cdef list _state                 # _state[i]: tuple of Parameter i's state arrays
+    cdef char** state_ptrs           # n_params * n_slots raw pointers into _state
+    cdef cnp.ndarray _steps          # int64 step count per Parameter (per process)
+    cdef int64_t* steps
+    cdef object _device_state        # the device optimizer state when the Parameters are
+                                     # on a GPU (step() then runs its kernels), else None
+    cdef object step_clock           # called every clock_period steps (see set_step_clocks), or None
+    cdef bint has_clock              # step_clock is not None
+    cdef Py_ssize_t clock_period, clock_countdown
+
+    cdef int init_state(self, tuple slot_names, tuple fills) except -1
+    # The rate r when this optimizer's update of a sparse row is the plain step
+    # p[row] -= r * g[row] (no state, no step count, no weight decay): the fused row update it
+    # offers fastad.train, which then steps a row inside backward; NULL when it offers none.
+    cdef const double* fused_row_rate(self) noexcept nogil
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil
+    cdef int tick_clock(self) except -1
+    cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag[, running kernel,
+                                     # extra doubles]) for the GPU
+    cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
+                          Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil
+    cpdef int step(self) except -1
+    cdef int mark_stepped(self) except -1   # graphs over the Parameters are stale until a forward
+    cdef int step_cpu(self, bint clear) except -1 nogil   # step() for Parameters on the CPU
+                                                          # (clear: and zero_grad())
+    cpdef zero_grad(self)
+    cdef int clear_grads(self) except -1 nogil   # zero_grad() without the GIL
+    cdef int require_unclaimed(self, str who) except -1   # see graph.claim_parameters
+
+
+cdef class SGD(Optimizer):
+    cdef readonly double momentum, dampening, weight_decay
+    cdef readonly bint nesterov
+    cdef bint first                  # this step is the Parameter's first, and dense
+
+
+cdef class Adagrad(Optimizer):
+    cdef readonly double eps, weight_decay, initial_accumulator_value
+
+
+cdef class _MomentOptimizer(Optimizer):
+    cdef readonly double beta1, beta2, eps, weight_decay
+    cdef int set_moments(self, object lr, object betas, object eps,
+                         object weight_decay) except -1   # checked, named after the class
+    cdef tuple device_hyper(self)
+
+
+cdef class Adam(_MomentOptimizer):
+    cdef readonly bint decoupled     # AdamW's decoupled weight decay
+    cdef FaAdamStep coefficients     # this step's bias corrections and weight decay
+
+    cdef int _configure(self, object params, object lr, object betas, object eps,
+                        object weight_decay, bint decoupled) except -1
+
+
+cdef class AdamW(Adam):
+    pass
+
+
+cdef class RMSprop(Optimizer):
+    cdef readonly double alpha, eps, weight_decay, momentum
+
+
+cdef class Adadelta(Optimizer):
+    cdef readonly double rho, eps, weight_decay
+
+
+cdef class Adamax(_MomentOptimizer):
+    cdef double step_size            # this step's lr / (1 - beta1**t)
+
+
+cdef class RAdam(_MomentOptimizer):
+    cdef readonly bint decoupled_weight_decay
+    cdef FaRAdamStep coefficients    # this step's bias corrections and rectification
+
+
+cdef class NAdam(_MomentOptimizer):
+    cdef readonly double momentum_decay
+    cdef readonly bint decoupled_weight_decay
+    cdef object mu_products          # float64: [t] = mu_1 * ... * mu_t, grown as steps come
+    cdef double* products            # its data, read and filled without the GIL
+    cdef Py_ssize_t capacity         # its length
+    cdef Py_ssize_t n_products       # the entries filled (index 0 holds 1.0)
+    cdef FaNAdamStep coefficients
+    cdef double mu_product(self, long long t) except -1.0 nogil

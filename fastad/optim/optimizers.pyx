@@ -1,0 +1,1187 @@
+"""Optimizers (SGD, Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam, RAdam) and
+gradient clipping.
+
+`step()` walks the Parameters in a C loop and updates each value in place
+with a typed kernel on raw buffers:
+
+* a dense gradient updates every element with torch.optim's rule for that
+  optimizer (same formulas, same order of operations);
+* a sparse gradient (from a gather such as `p[ix]`) updates only the touched
+  rows, in time proportional to them, with lazy per-row state: the state
+  rows of untouched rows neither decay nor move their parameter rows
+  (torch.optim.SparseAdam's rule); weight decay, too, applies to the touched
+  rows only. Each class states its exact rule;
+* a Parameter with no gradient since its last `zero_grad()` is skipped, and
+  its step count does not advance.
+
+State arrays (moments, accumulators, momentum buffers) have the Parameter's
+shape and dtype. A Parameter made from a shared handle (see
+graph.register_shared_handles) keeps them in shared memory as well
+(`p.shared.state_array(key, fill)`, with keys such as "Adam.exp_avg"), so
+Hogwild workers update one copy without locks. Step counts (Adam's bias
+correction, SGD's first momentum step) stay per process. The runner of a
+worker may give optimizers a step clock (`set_step_clocks`: fastad.distributed
+syncs a worker's replicas by it): `step()` then calls it every so many steps.
+
+Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
+CPU and GPU) keep their state, step counts and the lr on that device, and
+`step()` hands over to the registered device optimizer state (see
+graph.register_backend), whose kernels apply the same element rules
+(rules.h), sparse rows included.
+`state_dict()` still returns host numpy arrays.
+"""
+from collections.abc import MutableMapping
+
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport sqrt, pow, fabs, isinf, INFINITY
+from libc.stdint cimport int64_t
+from libc.stdlib cimport calloc, malloc, free
+from cpython.ref cimport PyObject
+from cython cimport floating
+
+from fastad._engine.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
+                              check_unclaimed, mark_changed, device_backend, device_of,
+                              check_flag, check_number)
+from fastad._engine.loops cimport element_size, sgd_row_values
+from fastad.ops.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
+                               adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
+                               FaNAdamStep, fa_nadam_mu, fa_nadam_step, fa_adamax_step_size,
+                               adadelta_element, adamax_element,
+                               radam_element, nadam_element)
+
+cnp.import_array()
+
+__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
+           "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value"]
+
+
+# ------------------------------------------------------------ argument checks
+
+cdef double _in_range(str who, str name, object value, double low, double high,
+                      bint high_open) except? -1.0:
+    """`value` as a float in [low, high) (or [low, high] when not high_open); NaN fails."""
+    cdef double v = check_number(who, name, value)
+    if not (v >= low and (v < high if high_open else v <= high)):
+        interval = f"[{low:g}, {high:g})" if high_open else f"[{low:g}, {high:g}]"
+        raise ValueError(f"{who}: {name} must be in {interval}, got {value!r}")
+    return v
+
+
+cdef double _check_lr(str who, object lr) except? -1.0:
+    return _in_range(who, "lr", lr, 0.0, INFINITY, True)
+
+
+cdef double _check_eps(str who, object eps) except? -1.0:
+    cdef double v = check_number(who, "eps", eps)
+    if not (0 < v < INFINITY):
+        raise ValueError(f"{who}: eps must be > 0 and finite, got {eps!r}")
+    return v
+
+
+cdef double _check_weight_decay(str who, object weight_decay) except? -1.0:
+    return _in_range(who, "weight_decay", weight_decay, 0.0, INFINITY, True)
+
+
+cdef tuple _check_betas(str who, object betas):
+    try:
+        beta1, beta2 = betas
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got {betas!r}") from None
+    return (_in_range(who, "betas[0]", beta1, 0.0, 1.0, True),
+            _in_range(who, "betas[1]", beta2, 0.0, 1.0, True))
+
+
+cdef list _param_list(object params, str who, bint allow_single, bint allow_empty):
+    """The Parameters in `params` as a list, or a clear TypeError/ValueError."""
+    if isinstance(params, Variable):
+        if allow_single and isinstance(params, Parameter):
+            return [params]
+        raise TypeError(f"{who}: params must be an iterable of Parameters "
+                        f"(e.g. model.parameters() or [w, b]), got a single {type(params).__name__}")
+    if isinstance(params, (str, bytes, dict)):
+        raise TypeError(f"{who}: params must be an iterable of Parameters, got a {type(params).__name__}")
+    try:
+        plist = list(params)
+    except TypeError:
+        raise TypeError(f"{who}: params must be an iterable of Parameters, "
+                        f"got {type(params).__name__}") from None
+    seen = {}
+    for i, p in enumerate(plist):
+        if not isinstance(p, Parameter):
+            raise TypeError(f"{who}: params[{i}] is a {type(p).__name__}, not a fastad Parameter")
+        if id(p) in seen:
+            raise ValueError(f"{who}: params[{i}] is the same Parameter as params[{seen[id(p)]}]; "
+                             f"list each Parameter once")
+        seen[id(p)] = i
+    if not plist and not allow_empty:
+        raise ValueError(f"{who}: got an empty list of parameters")
+    return plist
+
+
+cdef object _one_group(object params, str who):
+    """`params`, or, given as PyTorch's parameter groups (a list of dicts), the Parameters of
+    its one group: a clear ValueError for more groups, or a group with hyper-parameters."""
+    if not isinstance(params, (list, tuple)) or not params or not isinstance(params[0], dict):
+        return params
+    if len(params) > 1:
+        raise ValueError(f"{who}: got {len(params)} parameter groups; a fastad optimizer takes "
+                         f"one (its compiled step applies one set of hyper-parameters to all "
+                         f"its Parameters): make one optimizer per group")
+    group = params[0]
+    if "params" not in group:
+        raise ValueError(f"{who}: the parameter group has no 'params' key (keys: {sorted(group)})")
+    extra = sorted(set(group) - {"params"})
+    if extra:
+        raise ValueError(f"{who}: the parameter group sets {extra}; give the hyper-parameters "
+                         f"as arguments, {who}(params, lr=...)")
+    return group["params"]
+
+
+class _ParamGroup(MutableMapping):
+    """`optimizer.param_groups[0]`: torch's parameter group, a live view of the optimizer:
+    "params" (its Parameters) and its hyper-parameters (`hyperparameters()`). Setting "lr"
+    sets the lr of the next step (as torch's schedulers do); the others are fixed when the
+    optimizer is made (ValueError), and keys cannot be added or removed.
+
+    >>> opt.param_groups[0]["lr"] *= 0.5
+    """
+
+    def __init__(self, optimizer):
+        self._optimizer = optimizer
+
+    def _keys(self):
+        return ["params", *self._optimizer.hyperparameters()]
+
+    def __getitem__(self, key):
+        if key == "params":
+            return self._optimizer.params
+        return self._optimizer.hyperparameters()[key]
+
+    def __setitem__(self, key, value):
+        who = f"{type(self._optimizer).__name__}.param_groups"
+        if key == "lr":
+            self._optimizer.lr = value
+        elif key in self._keys():
+            raise ValueError(f"{who}: {key!r} is fixed when the optimizer is made; only 'lr' "
+                             f"changes between steps (make a new optimizer for "
+                             f"{key}={value!r})")
+        else:
+            raise KeyError(f"{who}: no key {key!r}; the group has {self._keys()}")
+
+    def __delitem__(self, key):
+        raise TypeError(f"{type(self._optimizer).__name__}.param_groups: the keys of a group "
+                        f"cannot be removed")
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self):
+        return len(self._keys())
+
+    def __repr__(self):
+        return repr(dict(self))
+
+
+cdef object _params_device(list plist, str who):
+    """None when every Parameter of `plist` is on the CPU, else the device they all
+    share ("cuda:0"); a ValueError naming both devices when they differ."""
+    cdef Py_ssize_t i
+    cdef object first, device
+    if not plist:
+        return None
+    first = device_of(<Parameter>plist[0])
+    for i in range(1, len(plist)):
+        device = device_of(<Parameter>plist[i])
+        if device != first:
+            raise ValueError(
+                f"{who}: params[0] is on {first or 'cpu'} but params[{i}] is on "
+                f"{device or 'cpu'}; all Parameters must be on one device (move them "
+                f"with .to(device))")
+    return first
+
+
+cdef inline Py_ssize_t grad_spans(Parameter p, const int64_t** rows, Py_ssize_t* span_len) noexcept nogil:
+    """Where p's gradient holds values: returns the number of spans of `span_len`
+    elements. Span k covers the value (and state) from element rows[k] * span_len,
+    or from 0 when rows is NULL (one dense span); its gradient is at span_grad(p, k).
+    Zero spans when p has no gradient."""
+    if p.grad_mode == GRAD_SPARSE:
+        rows[0] = p.touched_ptr
+        span_len[0] = p.row_len
+        return p.n_touched
+    rows[0] = NULL
+    span_len[0] = p.size
+    return 1 if p.grad_mode == GRAD_DENSE else 0
+
+
+cdef inline char* span_grad(Parameter p, Py_ssize_t k) noexcept nogil:
+    """The gradient of span k: a packed row of the sparse slab, or the dense buffer."""
+    if p.grad_mode == GRAD_SPARSE:
+        return p.slab_ptr + k * p.row_len * element_size(p.f64)
+    return p.grad_ptr
+
+
+cdef cnp.ndarray _state_array(Parameter p, str key, double fill):
+    """A state array of p's shape and dtype filled with `fill`: in p's shared
+    segment when p is shared (filled once across processes), else private."""
+    if p.shared is None:
+        return np.full(p._shape, fill, dtype=p._value.dtype)
+    arr = p.shared.state_array(key, fill)
+    if (not isinstance(arr, np.ndarray) or arr.shape != p._shape or arr.dtype != p._value.dtype
+            or not arr.flags.c_contiguous or not arr.flags.writeable):
+        raise RuntimeError(
+            f"state_array({key!r}) of the shared handle returned "
+            f"{type(arr).__name__} {getattr(arr, 'shape', '')} {getattr(arr, 'dtype', '')}; "
+            f"expected a writeable C-contiguous array of shape {p._shape} and dtype {p._value.dtype}")
+    return <cnp.ndarray>arr
+
+
+_clock_for = None      # the running worker's runner: clock_for(params) -> step clock or None
+
+
+def set_step_clocks(clock_for):
+    """Install (or, with None, remove) the step clocks of the runner of a worker: the
+    code that runs a worker function and paces its work by optimizer steps
+    (fastad.distributed's run installs its session's for the worker's run). An
+    Optimizer made meanwhile asks `clock_for(params)` for its step clock, or None for
+    none: a callable `clock(steps)` that `step()` (in fastad.train too) calls after
+    `steps` steps (1 the first time), returning how many steps to take before its next
+    call (an int >= 1)."""
+    global _clock_for
+    if clock_for is not None and not callable(clock_for):
+        raise TypeError(f"set_step_clocks: expected a callable clock_for(params) or None, "
+                        f"got {type(clock_for).__name__}")
+    _clock_for = clock_for
+
+
+# ------------------------------------------------------------------ kernels
+# One call updates n contiguous elements: a whole Parameter (dense gradient)
+# or one touched row (sparse gradient), by the optimizer's element rule of
+# rules.h (torch.optim's single-tensor order of operations), its hyperparameters
+# read once into locals. Each kernel is written once over `floating`; an optimizer
+# keeps its float and double instances (span_f, span_d) and update_span picks one.
+
+cdef void sgd_span(Optimizer opt, floating* p, const floating* g, floating* buf, floating* unused,
+                   Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, weight_decay = (<SGD>opt).weight_decay
+    cdef double momentum = (<SGD>opt).momentum, dampening = (<SGD>opt).dampening
+    cdef bint nesterov = (<SGD>opt).nesterov, first = (<SGD>opt).first
+    cdef floating lr_ = lr
+    cdef Py_ssize_t i
+    if momentum == 0 and weight_decay == 0:     # plain SGD: a loop gcc can vectorise
+        for i in range(n):
+            p[i] = p[i] + (-lr_) * g[i]
+        return
+    for i in range(n):
+        sgd_element(p, g, buf, i, lr, weight_decay, momentum, dampening, nesterov, first)
+
+
+cdef void adagrad_span(Optimizer opt, floating* p, const floating* g, floating* sums,
+                       floating* unused, Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, weight_decay = (<Adagrad>opt).weight_decay, eps = (<Adagrad>opt).eps
+    cdef Py_ssize_t i
+    for i in range(n):
+        adagrad_element(p, g, sums, i, lr, weight_decay, eps)
+
+
+cdef void adam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                    Py_ssize_t n) noexcept nogil:
+    cdef FaAdamStep c = (<Adam>opt).coefficients
+    cdef double beta1 = (<Adam>opt).beta1, beta2 = (<Adam>opt).beta2, eps = (<Adam>opt).eps
+    cdef Py_ssize_t i
+    for i in range(n):
+        adam_element(p, g, m, v, i, &c, beta1, beta2, eps)
+
+
+cdef void rmsprop_span(Optimizer opt, floating* p, const floating* g, floating* sq, floating* buf,
+                       Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, alpha = (<RMSprop>opt).alpha, eps = (<RMSprop>opt).eps
+    cdef double weight_decay = (<RMSprop>opt).weight_decay, momentum = (<RMSprop>opt).momentum
+    cdef Py_ssize_t i
+    for i in range(n):
+        rmsprop_element(p, g, sq, buf, i, lr, alpha, eps, weight_decay, momentum)
+
+
+cdef void adadelta_span(Optimizer opt, floating* p, const floating* g, floating* sq, floating* acc,
+                        Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, rho = (<Adadelta>opt).rho, eps = (<Adadelta>opt).eps
+    cdef double weight_decay = (<Adadelta>opt).weight_decay
+    cdef Py_ssize_t i
+    for i in range(n):
+        adadelta_element(p, g, sq, acc, i, lr, rho, eps, weight_decay)
+
+
+cdef void adamax_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* u,
+                      Py_ssize_t n) noexcept nogil:
+    cdef double step_size = (<Adamax>opt).step_size, beta1 = (<Adamax>opt).beta1
+    cdef double beta2 = (<Adamax>opt).beta2, eps = (<Adamax>opt).eps
+    cdef double weight_decay = (<Adamax>opt).weight_decay
+    cdef Py_ssize_t i
+    for i in range(n):
+        adamax_element(p, g, m, u, i, step_size, beta1, beta2, eps, weight_decay)
+
+
+cdef void radam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                     Py_ssize_t n) noexcept nogil:
+    cdef FaRAdamStep c = (<RAdam>opt).coefficients
+    cdef double lr = opt._lr, beta1 = (<RAdam>opt).beta1, beta2 = (<RAdam>opt).beta2
+    cdef double eps = (<RAdam>opt).eps
+    cdef Py_ssize_t i
+    for i in range(n):
+        radam_element(p, g, m, v, i, &c, lr, beta1, beta2, eps)
+
+
+cdef void nadam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
+                     Py_ssize_t n) noexcept nogil:
+    cdef FaNAdamStep c = (<NAdam>opt).coefficients
+    cdef double beta1 = (<NAdam>opt).beta1, beta2 = (<NAdam>opt).beta2, eps = (<NAdam>opt).eps
+    cdef Py_ssize_t i
+    for i in range(n):
+        nadam_element(p, g, m, v, i, &c, beta1, beta2, eps)
+
+
+cdef inline void update_span(Optimizer opt, char* value, const char* grad, char** state,
+                             Py_ssize_t offset, Py_ssize_t n, bint f64) noexcept nogil:
+    """Update n elements, the value and state from element `offset` on, with the span's
+    gradient at `grad`: the optimizer's kernel in the buffers' precision (a state slot
+    the optimizer does not keep is NULL)."""
+    cdef Py_ssize_t at = offset * element_size(f64)
+    cdef char* s0 = state[0] + at if opt.n_slots > 0 else NULL
+    cdef char* s1 = state[1] + at if opt.n_slots > 1 else NULL
+    if f64:
+        opt.span_d(opt, <double*>(value + at), <const double*>grad, <double*>s0, <double*>s1, n)
+    else:
+        opt.span_f(opt, <float*>(value + at), <const float*>grad, <float*>s0, <float*>s1, n)
+
+
+# --------------------------------------------------------------- Optimizer
+
+cdef int _missing_state(str who) except -1:
+    raise RuntimeError(
+        f"{who}.step(): the optimizer's state was never set up; a subclass's __init__ "
+        f"must call its base class's __init__ (e.g. super().__init__(params, lr=...)), "
+        f"not Optimizer.__init__ alone")
+
+
+cdef class Optimizer:
+    """Base class of the optimizers: `Optimizer(params)` (not used directly).
+
+    `params` is an iterable of Parameters (each listed once, at least one), or
+    PyTorch's parameter groups with one group, `[{"params": [...]}]`.
+    `lr` is a plain attribute that schedulers may change between steps, as is
+    `param_groups[0]["lr"]` (torch's form of it).
+    A built-in subclass implements a C method, `begin(step, sparse)`, which
+    computes the per-step coefficients of one Parameter, and a kernel over
+    `floating` (span_f, span_d) that updates one span of it (the whole buffer, or
+    one touched row).
+    On a GPU, `device_kernel()` names its kernel in cuda/optim.cu instead.
+
+    Example::
+
+        opt = fa.optim.Adam(model.parameters(), lr=1e-3)
+        loss.backward(); opt.step(); opt.zero_grad()
+        fa.save({"optimizer": opt.state_dict()}, "opt.npz")
+    """
+
+    def __cinit__(self):
+        self.state_ptrs = NULL
+        self.param_ptrs = NULL
+
+    def __dealloc__(self):
+        free(self.state_ptrs)
+        free(self.param_ptrs)
+
+    def __init__(self, params):
+        if type(self) is Optimizer:
+            raise TypeError("Optimizer is the base class; use SGD, Adagrad, Adam, AdamW, RMSprop, "
+                            "Adadelta, Adamax, NAdam or RAdam, or subclass it")
+        self._params = _param_list(_one_group(params, type(self).__name__), type(self).__name__,
+                                   False, False)
+        # A second __init__ must not leave pointers into the state arrays it drops below.
+        free(self.state_ptrs)
+        self.state_ptrs = NULL
+        self.n_params = len(self._params)
+        free(self.param_ptrs)
+        self.param_ptrs = <PyObject**>malloc(max(1, self.n_params) * sizeof(PyObject*))
+        if self.param_ptrs == NULL:
+            raise MemoryError()
+        for i, p in enumerate(self._params):
+            self.param_ptrs[i] = <PyObject*>p
+        self._device_state = None
+        device = _params_device(self._params, type(self).__name__)
+        if device is not None:
+            self._device_state = device_backend().DeviceState(self._params, device, self._lr)
+        self._steps = np.zeros(self.n_params, dtype=np.int64)
+        self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
+        self.step_clock = _clock_for(list(self._params)) if _clock_for is not None else None
+        self.has_clock = self.step_clock is not None
+        self.clock_period = self.clock_countdown = 1
+        self.slot_names = ()
+        self.n_slots = 0
+        self._state = [() for _ in range(self.n_params)]
+
+    cdef int init_state(self, tuple slot_names, tuple fills) except -1:
+        """Give every Parameter one state array per slot name, filled with `fills`."""
+        cdef Py_ssize_t i, s
+        cdef str prefix = type(self).__name__ + "."
+        self.slot_names = slot_names
+        self.n_slots = len(slot_names)
+        free(self.state_ptrs)
+        self.state_ptrs = <char**>calloc(max(1, self.n_params * self.n_slots), sizeof(char*))
+        if self.state_ptrs == NULL:
+            raise MemoryError()
+        if self._device_state is not None:
+            # Device state: the raw pointers stay NULL (step() hands over to the kernels).
+            try:
+                self._state = self._device_state.init_state(self.device_kernel(), fills)
+            except BaseException:
+                free(self.state_ptrs)
+                self.state_ptrs = NULL
+                raise
+            return 0
+        try:
+            for i in range(self.n_params):
+                arrays = tuple(_state_array(<Parameter>self._params[i], prefix + name, fill)
+                               for name, fill in zip(slot_names, fills))
+                self._state[i] = arrays
+                for s in range(self.n_slots):
+                    self.state_ptrs[i * self.n_slots + s] = <char*>cnp.PyArray_DATA(arrays[s])
+        except BaseException:
+            free(self.state_ptrs)      # step() then refuses to run on the missing state
+            self.state_ptrs = NULL
+            raise
+        return 0
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        with gil:
+            raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    cdef const double* fused_row_rate(self) noexcept nogil:
+        """None by default: an optimizer with state or step counts updates a row in step()."""
+        return NULL
+
+    cdef tuple device_kernel(self):
+        """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
+        suffix, its four double hyperparameters h0..h3, its int flag), and for an
+        update that keeps a running value per Parameter (in the device optimizer state),
+        the kernel that advances it and the extra doubles both kernels take."""
+        raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
+                        f"Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam or RAdam")
+
+    cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
+                          Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
+        """Update the rows rows[k] of a sparse gradient, whose row k is packed at
+        grads + k * row_len elements (an optimizer may update them all in one loop)."""
+        cdef Py_ssize_t k, width = row_len * element_size(f64)
+        for k in range(n_rows):
+            update_span(self, value, grads + k * width, state, rows[k] * row_len, row_len, f64)
+
+    cpdef int step(self) except -1:
+        """Update every Parameter that holds a gradient (dense: all of it; sparse:
+        its touched rows). Gradients are left as they are: call zero_grad().
+
+        >>> loss.backward(); opt.step(); opt.zero_grad()
+        """
+        self.require_unclaimed("step()")
+        if self._device_state is not None:
+            if self.state_ptrs == NULL:
+                _missing_state(type(self).__name__)
+            self._device_state.step()
+        else:
+            self.step_cpu(False)
+        self.mark_stepped()
+        return 0
+
+    cdef int mark_stepped(self) except -1:
+        """Record that the Parameters' values changed: a graph over them is stale until its
+        next forward (backward() refuses it until then)."""
+        cdef Py_ssize_t i
+        for i in range(self.n_params):
+            mark_changed(<Parameter>self.param_ptrs[i])
+        return 0
+
+    cdef int step_cpu(self, bint clear) except -1 nogil:
+        """step() on the CPU; with `clear`, also zero_grad(), each gradient as soon as its
+        Parameter has stepped (one pass, and none over the Parameters that hold no
+        gradient: those fastad.train updated as their rows came)."""
+        cdef Py_ssize_t i, n_spans, span_len
+        cdef const int64_t* rows
+        cdef PyObject* p
+        cdef int64_t t
+        cdef char** state
+        for i in range(self.n_params):
+            p = self.param_ptrs[i]
+            if (<Parameter>p).grad_mode == GRAD_NONE:
+                if (<Parameter>p).applied:        # updated as its gradient rows came (fastad.train)
+                    (<Parameter>p).applied = False
+                    self.steps[i] += 1
+                continue
+            t = self.steps[i] + 1
+            self.begin(t, (<Parameter>p).grad_mode == GRAD_SPARSE)
+            if self.state_ptrs == NULL:
+                with gil:
+                    _missing_state(type(self).__name__)
+            self.steps[i] = t
+            state = self.state_ptrs + i * self.n_slots
+            n_spans = grad_spans(<Parameter>p, &rows, &span_len)
+            if rows != NULL:
+                self.update_rows((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, rows,
+                                 n_spans, span_len, (<Parameter>p).f64)
+            elif n_spans:
+                update_span(self, (<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, 0,
+                            span_len, (<Parameter>p).f64)
+            if clear:
+                (<Parameter>p).clear_grad()
+        if self.has_clock:
+            self.clock_countdown -= 1
+            if self.clock_countdown == 0:
+                with gil:
+                    self.tick_clock()
+        return 0
+
+    cdef int tick_clock(self) except -1:
+        period = self.step_clock(self.clock_period)
+        if isinstance(period, bool) or not isinstance(period, int) or period < 1:
+            raise TypeError(f"{type(self).__name__}.step: the step clock of the worker's runner "
+                            f"(set_step_clocks) returned {period!r}; expected an int >= 1")
+        self.clock_period = self.clock_countdown = period
+        return 0
+
+    cpdef zero_grad(self):
+        """Clear every Parameter's gradient (a sparse one in time proportional to its rows).
+
+        >>> opt.zero_grad()      # the next backward() writes fresh gradients
+        """
+        self.require_unclaimed("zero_grad()")
+        self.clear_grads()
+
+    cdef int require_unclaimed(self, str who) except -1:
+        """RuntimeError if another thread's fa.train is using one of the Parameters."""
+        cdef Py_ssize_t i
+        for i in range(self.n_params):
+            check_unclaimed(f"{type(self).__name__}.{who}", <Parameter>self.param_ptrs[i])
+        return 0
+
+    cdef int clear_grads(self) except -1 nogil:
+        cdef Py_ssize_t i
+        for i in range(self.n_params):
+            (<Parameter>self.param_ptrs[i]).clear_grad()
+        return 0
+
+    @property
+    def lr(self):
+        """The learning rate used by the next step() (settable, >= 0).
+
+        >>> opt.lr = opt.lr * 0.5
+        """
+        return self._lr
+
+    @lr.setter
+    def lr(self, value):
+        self._lr = _check_lr(type(self).__name__, value)
+        if self._device_state is not None:
+            self._device_state.set_lr(self._lr)
+
+    @property
+    def param_groups(self):
+        """torch's `param_groups`: a list of one group, a dict-like live view of this optimizer
+        ("params" and the hyper-parameters); `opt.param_groups[0]["lr"] = 0.01` sets the lr
+        of the next step.
+
+        >>> for group in opt.param_groups: group["lr"] = 1e-4
+        """
+        return [_ParamGroup(self)]
+
+    @property
+    def params(self):
+        """The optimized Parameters, in order (a new list).
+
+        >>> [p.shape for p in opt.params]
+        """
+        return list(self._params)
+
+    def hyperparameters(self):
+        """The hyperparameters as a dict of numbers (lr included).
+
+        >>> fa.optim.Adam([w]).hyperparameters()["beta2"]
+        0.999
+        """
+        return {"lr": self._lr}
+
+    def state_dict(self):
+        """The optimizer's state as a flat dict of numbers and numpy arrays (copies).
+
+        Keys: the hyperparameters ("lr", ...), and for Parameter i
+        "state.{i}.step" (int) and "state.{i}.{slot}" (array of its shape).
+
+        >>> fa.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "ckpt.npz")
+        """
+        d = dict(self.hyperparameters())
+        if self._device_state is not None:
+            steps, state = self._device_state.to_host()
+        else:
+            steps, state = self._steps, [[arr.copy() for arr in arrays] for arrays in self._state]
+        for i in range(self.n_params):
+            d[f"state.{i}.step"] = int(steps[i])
+            for name, arr in zip(self.slot_names, state[i]):
+                d[f"state.{i}.{name}"] = arr
+        return d
+
+    def load_state_dict(self, state):
+        """Restore a state_dict() of the same kind of optimizer over Parameters of
+        the same shapes. Restores lr; the other hyperparameters must match this
+        optimizer's. Everything is checked before anything changes (ValueError
+        naming the offending keys, shapes or values). Returns self.
+
+        >>> opt.load_state_dict(fa.load("ckpt.npz")["optimizer"])
+        """
+        cdef Py_ssize_t i
+        who = f"{type(self).__name__}.load_state_dict"
+        if not hasattr(state, "keys"):
+            raise TypeError(f"{who}: expected a dict from state_dict(), got {type(state).__name__}")
+        hyper = self.hyperparameters()
+        expected = set(hyper)
+        for i in range(self.n_params):
+            expected.add(f"state.{i}.step")
+            expected.update(f"state.{i}.{name}" for name in self.slot_names)
+        missing = sorted(expected - set(state.keys()))
+        unexpected = sorted(set(state.keys()) - expected)
+        if missing or unexpected:
+            raise ValueError(
+                f"{who}: the state dict does not fit this optimizer ({self.n_params} parameters, "
+                f"state slots {list(self.slot_names)}): missing keys {missing}, unexpected keys "
+                f"{unexpected}. Was it saved from another optimizer or another model?")
+        lr = _check_lr(who, state["lr"])
+        for name, value in hyper.items():
+            if name != "lr" and check_number(who, name, state[name], bools=True) != value:
+                raise ValueError(f"{who}: the state dict was saved with {name}={state[name]!r}, "
+                                 f"this optimizer has {name}={value!r}; build the optimizer with "
+                                 f"the saved hyperparameters")
+        steps = np.empty(self.n_params, dtype=np.int64)
+        arrays = []
+        for i in range(self.n_params):
+            key = f"state.{i}.step"
+            step = check_number(who, key, state[key], bools=True)
+            if not (0 <= step < 2.0 ** 63 and step == int(step)):   # NaN and inf fail before int()
+                raise ValueError(f"{who}: {key} must be an integer in [0, 2**63), got {state[key]!r}")
+            steps[i] = int(step)
+            for name, current in zip(self.slot_names, self._state[i]):
+                key = f"state.{i}.{name}"
+                arr = np.asarray(state[key])
+                if arr.dtype.kind != "f" or arr.shape != current.shape:
+                    raise ValueError(f"{who}: {key} is a {arr.dtype} array of shape {arr.shape}; "
+                                     f"expected a float array of shape {current.shape}")
+                arrays.append((current, arr))
+        if self._device_state is not None:
+            self._device_state.load(steps, arrays, lr)
+        else:
+            for current, arr in arrays:
+                np.copyto(current, arr, casting="same_kind")
+            self._steps[:] = steps
+        self._lr = lr
+        return self
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters().items())
+        return f"{type(self).__name__}({args}; {self.n_params} parameters)"
+
+
+cdef class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum, Nesterov and weight decay.
+
+    `SGD(params, lr, momentum=0, dampening=0, nesterov=False, weight_decay=0)`.
+    Dense rule (torch.optim.SGD): d = g + weight_decay * p; with momentum,
+    buf = d on the first step, else buf = momentum * buf + (1 - dampening) * d,
+    and d = d + momentum * buf (nesterov) or d = buf; then p -= lr * d.
+
+    Sparse rule: only the touched rows move. A momentum row starts at zero and
+    follows buf = momentum * buf + (1 - dampening) * d on each step that touches
+    it (so a row's first update is (1 - dampening) * d: torch's rule whenever
+    dampening = 0); untouched rows keep their buffer unchanged and their value
+    still. Weight decay applies to the touched rows only.
+
+    >>> opt = fa.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    >>> loss.backward(); opt.step(); opt.zero_grad()
+    """
+
+    def __init__(self, params, lr, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0):
+        who = "SGD"
+        self._lr = _check_lr(who, lr)
+        self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
+        self.dampening = _in_range(who, "dampening", dampening, 0.0, 1.0, False)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.nesterov = check_flag(who, "nesterov", nesterov)
+        if nesterov and (self.momentum == 0 or self.dampening != 0):
+            raise ValueError(f"{who}: nesterov=True needs momentum > 0 and dampening = 0, got "
+                             f"momentum={momentum!r}, dampening={dampening!r}")
+        Optimizer.__init__(self, params)
+        self.span_f, self.span_d = sgd_span[float], sgd_span[double]
+        if self.momentum != 0:
+            self.init_state(("momentum_buffer",), (0.0,))
+        else:
+            self.init_state((), ())
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        self.first = step == 1 and not sparse
+        return 0
+
+    cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
+                          Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
+        cdef const double* rate = self.fused_row_rate()
+        if rate == NULL:
+            Optimizer.update_rows(self, value, grads, state, rows, n_rows, row_len, f64)
+        else:       # the row kernel a fused update runs inside backward (Parameter.add_grad_rows)
+            sgd_row_values(value, grads, rows, n_rows, row_len, rate[0], f64)
+
+    cdef const double* fused_row_rate(self) noexcept nogil:
+        """Plain SGD (no momentum, no weight decay) steps a row by its gradient alone."""
+        return &self._lr if self.momentum == 0 and self.weight_decay == 0 else NULL
+
+    cdef tuple device_kernel(self):
+        return ("sgd", (self.weight_decay, self.momentum, self.dampening, 0.0), int(self.nesterov))
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "momentum": self.momentum, "dampening": self.dampening,
+                "nesterov": bool(self.nesterov), "weight_decay": self.weight_decay}
+
+
+cdef class Adagrad(Optimizer):
+    """Adagrad: `Adagrad(params, lr=1e-2, eps=1e-10, weight_decay=0, initial_accumulator_value=0)`.
+
+    Dense rule (torch.optim.Adagrad without lr_decay): d = g + weight_decay * p;
+    sum += d * d; p -= lr * d / (sqrt(sum) + eps).
+
+    Sparse rule: the same on the touched rows only; untouched rows keep their
+    sum and value (exactly what the dense rule does with a zero gradient, and
+    torch's sparse Adagrad). Weight decay applies to the touched rows only.
+
+    >>> opt = fa.optim.Adagrad([emb.weight], lr=0.05)
+    """
+
+    def __init__(self, params, lr=1e-2, eps=1e-10, weight_decay=0.0, initial_accumulator_value=0.0):
+        who = "Adagrad"
+        self._lr = _check_lr(who, lr)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.initial_accumulator_value = _in_range(
+            who, "initial_accumulator_value", initial_accumulator_value, 0.0, INFINITY, True)
+        Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adagrad_span[float], adagrad_span[double]
+        self.init_state(("sum",), (self.initial_accumulator_value,))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        return 0
+
+    cdef tuple device_kernel(self):
+        return ("adagrad", (self.weight_decay, self.eps, 0.0, 0.0), 0)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "eps": self.eps, "weight_decay": self.weight_decay,
+                "initial_accumulator_value": self.initial_accumulator_value}
+
+
+cdef class _MomentOptimizer(Optimizer):
+    """The hyperparameters that Adam, AdamW, Adamax, RAdam and NAdam share: the betas of
+    their moment averages, eps and weight_decay (not used directly)."""
+
+    cdef int set_moments(self, object lr, object betas, object eps,
+                         object weight_decay) except -1:
+        who = type(self).__name__
+        self._lr = _check_lr(who, lr)
+        self.beta1, self.beta2 = _check_betas(who, betas)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        return 0
+
+    cdef tuple device_hyper(self):
+        """h0..h3 of the device kernels: (beta1, beta2, eps, weight_decay)."""
+        return (self.beta1, self.beta2, self.eps, self.weight_decay)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "weight_decay": self.weight_decay}
+
+
+cdef class Adam(_MomentOptimizer):
+    """Adam: `Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`.
+
+    Dense rule (torch.optim.Adam): t += 1; d = g + weight_decay * p;
+    m = beta1 * m + (1 - beta1) * d; v = beta2 * v + (1 - beta2) * d * d;
+    p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps).
+
+    Sparse rule (torch.optim.SparseAdam's): t counts the steps at which the
+    Parameter had any gradient; only the touched rows update m, v and p, with
+    the bias corrections of that shared t. Untouched rows' moments do not decay.
+    Weight decay applies to the touched rows only. eps sits where the dense
+    rule puts it (SparseAdam adds it before the bias correction of v instead).
+
+    >>> opt = fa.optim.Adam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        self._configure(params, lr, betas, eps, weight_decay, False)
+
+    cdef int _configure(self, params, lr, betas, eps, weight_decay, bint decoupled) except -1:
+        self.set_moments(lr, betas, eps, weight_decay)
+        self.decoupled = decoupled
+        Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adam_span[float], adam_span[double]
+        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
+        return 0
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        self.coefficients = fa_adam_step(self._lr, step, self.beta1, self.beta2,
+                                         self.weight_decay, self.decoupled)
+        return 0
+
+    cdef tuple device_kernel(self):
+        return ("adam", self.device_hyper(), int(self.decoupled))
+
+
+cdef class AdamW(Adam):
+    """AdamW: `AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)`.
+
+    Adam with decoupled weight decay (torch.optim.AdamW): p *= 1 - lr * weight_decay
+    before the Adam update, which then uses the plain gradient. Sparse rule:
+    Adam's, and the decay too applies to the touched rows only.
+
+    >>> opt = fa.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        self._configure(params, lr, betas, eps, weight_decay, True)
+
+
+cdef class RMSprop(Optimizer):
+    """RMSprop: `RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0)`.
+
+    Dense rule (torch.optim.RMSprop, not centered): d = g + weight_decay * p;
+    sq = alpha * sq + (1 - alpha) * d * d; u = d / (sqrt(sq) + eps); with
+    momentum, buf = momentum * buf + u and u = buf; p -= lr * u.
+
+    Sparse rule: the same on the touched rows only; untouched rows' square
+    averages do not decay and their momentum rows do not move them. Weight
+    decay applies to the touched rows only.
+
+    >>> opt = fa.optim.RMSprop(model.parameters(), lr=1e-2, momentum=0.9)
+    """
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0):
+        who = "RMSprop"
+        self._lr = _check_lr(who, lr)
+        self.alpha = _in_range(who, "alpha", alpha, 0.0, 1.0, True)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
+        Optimizer.__init__(self, params)
+        self.span_f, self.span_d = rmsprop_span[float], rmsprop_span[double]
+        if self.momentum != 0:
+            self.init_state(("square_avg", "momentum_buffer"), (0.0, 0.0))
+        else:
+            self.init_state(("square_avg",), (0.0,))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        return 0
+
+    cdef tuple device_kernel(self):
+        return ("rmsprop", (self.alpha, self.eps, self.weight_decay, self.momentum), 0)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "alpha": self.alpha, "eps": self.eps,
+                "weight_decay": self.weight_decay, "momentum": self.momentum}
+
+
+cdef class Adadelta(Optimizer):
+    """Adadelta: `Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0)`.
+
+    Dense rule (torch.optim.Adadelta): d = g + weight_decay * p;
+    sq = rho * sq + (1 - rho) * d * d; delta = sqrt(acc + eps) / sqrt(sq + eps) * d;
+    acc = rho * acc + (1 - rho) * delta * delta; p -= lr * delta.
+
+    Sparse rule: the same on the touched rows only (no step count is involved, so
+    each row follows the dense rule on its own steps); untouched rows' averages do
+    not decay. Weight decay applies to the touched rows only.
+
+    >>> opt = fa.optim.Adadelta(model.parameters())
+    """
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
+        who = "Adadelta"
+        self._lr = _check_lr(who, lr)
+        self.rho = _in_range(who, "rho", rho, 0.0, 1.0, False)
+        self.eps = _check_eps(who, eps)
+        self.weight_decay = _check_weight_decay(who, weight_decay)
+        Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adadelta_span[float], adadelta_span[double]
+        self.init_state(("square_avg", "acc_delta"), (0.0, 0.0))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        return 0
+
+    cdef tuple device_kernel(self):
+        return ("adadelta", (self.rho, self.eps, self.weight_decay, 0.0), 0)
+
+    def hyperparameters(self):
+        return {"lr": self._lr, "rho": self.rho, "eps": self.eps, "weight_decay": self.weight_decay}
+
+
+cdef class Adamax(_MomentOptimizer):
+    """Adamax: `Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`.
+
+    Dense rule (torch.optim.Adamax): t += 1; d = g + weight_decay * p;
+    m = beta1 * m + (1 - beta1) * d; u = max(beta2 * u, |d| + eps);
+    p -= lr / (1 - beta1**t) * m / u.
+
+    Sparse rule (lazy, as Adam's): t counts the steps at which the Parameter had
+    any gradient; only the touched rows update m, u and p, with the bias correction
+    of that shared t; untouched rows' m and u do not decay. Weight decay applies to
+    the touched rows only.
+
+    >>> opt = fa.optim.Adamax(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        self.set_moments(lr, betas, eps, weight_decay)
+        Optimizer.__init__(self, params)
+        self.span_f, self.span_d = adamax_span[float], adamax_span[double]
+        self.init_state(("exp_avg", "exp_inf"), (0.0, 0.0))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        self.step_size = fa_adamax_step_size(self._lr, step, self.beta1)
+        return 0
+
+    cdef tuple device_kernel(self):
+        return ("adamax", self.device_hyper(), 0)
+
+
+cdef class RAdam(_MomentOptimizer):
+    """RAdam: `RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+    decoupled_weight_decay=False)`.
+
+    Dense rule (torch.optim.RAdam): t += 1; d = g + weight_decay * p (or, decoupled,
+    p *= 1 - lr * weight_decay); m and v as Adam's; with rho_inf = 2 / (1 - beta2) - 1
+    and rho_t = rho_inf - 2 t beta2**t / (1 - beta2**t): where rho_t > 5,
+    p -= m / (1 - beta1**t) * lr * sqrt(1 - beta2**t) / (sqrt(v) + eps) * r_t
+    (r_t the rectification term), else p -= m / (1 - beta1**t) * lr.
+
+    Sparse rule (lazy, as Adam's): the touched rows only, with the coefficients of
+    the Parameter's shared step count t; untouched rows' moments do not decay.
+    Weight decay applies to the touched rows only.
+
+    >>> opt = fa.optim.RAdam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 decoupled_weight_decay=False):
+        self.set_moments(lr, betas, eps, weight_decay)
+        self.decoupled_weight_decay = check_flag("RAdam", "decoupled_weight_decay", decoupled_weight_decay)
+        Optimizer.__init__(self, params)
+        self.span_f, self.span_d = radam_span[float], radam_span[double]
+        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        self.coefficients = fa_radam_step(self._lr, step, self.beta1, self.beta2,
+                                          self.weight_decay, self.decoupled_weight_decay)
+        return 0
+
+    cdef tuple device_kernel(self):
+        return ("radam", self.device_hyper(), int(self.decoupled_weight_decay))
+
+    def hyperparameters(self):
+        return dict(_MomentOptimizer.hyperparameters(self),
+                    decoupled_weight_decay=bool(self.decoupled_weight_decay))
+
+
+# Below this, 1 - x is 1.0 exactly in double: NAdam's running product stops mattering.
+cdef double NADAM_NEGLIGIBLE_PRODUCT = 2.0 ** -60
+
+
+cdef class NAdam(_MomentOptimizer):
+    """NAdam: `NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+    momentum_decay=4e-3, decoupled_weight_decay=False)`.
+
+    Dense rule (torch.optim.NAdam): t += 1; mu_t = beta1 * (1 - 0.5 * 0.96**(t *
+    momentum_decay)) and P_t = mu_1 * ... * mu_t; d = g + weight_decay * p (or,
+    decoupled, p *= 1 - lr * weight_decay); m and v as Adam's; with
+    denom = sqrt(v / (1 - beta2**t)) + eps:
+    p -= lr * (1 - mu_t) / (1 - P_t) * d / denom + lr * mu_{t+1} / (1 - P_t mu_{t+1}) * m / denom.
+    P_t is kept in float64 (torch keeps it in its default dtype) as one table per
+    optimizer indexed by t, which stops growing once P_t is below 2**-60 (from then
+    on 1 - P_t is 1.0 exactly): about 41.6 / -ln(beta1) entries of 8 bytes.
+
+    Sparse rule (lazy, as Adam's): the touched rows only, with the coefficients of
+    the Parameter's shared step count t; untouched rows' moments do not decay.
+    Weight decay applies to the touched rows only. On a GPU, P_t is a running
+    product on the device (one float64 per Parameter).
+
+    >>> opt = fa.optim.NAdam(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False):
+        who = "NAdam"
+        self.set_moments(lr, betas, eps, weight_decay)
+        self.momentum_decay = _in_range(who, "momentum_decay", momentum_decay, 0.0, INFINITY, True)
+        self.decoupled_weight_decay = check_flag(who, "decoupled_weight_decay", decoupled_weight_decay)
+        self.mu_products = np.ones(64, dtype=np.float64)
+        self.products = <double*>cnp.PyArray_DATA(self.mu_products)
+        self.capacity = 64
+        self.n_products = 1
+        Optimizer.__init__(self, params)
+        self.span_f, self.span_d = nadam_span[float], nadam_span[double]
+        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
+
+    cdef double mu_product(self, long long t) except -1.0 nogil:
+        """P_t = mu_1 * ... * mu_t, multiplied in the order torch does; past the table's
+        end (once negligible) its last entry."""
+        cdef Py_ssize_t k
+        while self.n_products <= t and self.products[self.n_products - 1] >= NADAM_NEGLIGIBLE_PRODUCT:
+            if self.n_products == self.capacity:
+                with gil:       # the table doubles (rarely: it stops at about 41.6 / -ln(beta1))
+                    self.mu_products = np.concatenate([self.mu_products, np.ones(self.capacity)])
+                    self.products = <double*>cnp.PyArray_DATA(self.mu_products)
+                    self.capacity *= 2
+            k = self.n_products
+            self.products[k] = self.products[k - 1] * fa_nadam_mu(self.beta1, k, self.momentum_decay)
+            self.n_products += 1
+        return self.products[min(t, self.n_products - 1)]
+
+    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
+        cdef double product = self.mu_product(step)
+        self.coefficients = fa_nadam_step(self._lr, step, self.beta1, self.beta2,
+                                          self.weight_decay, self.decoupled_weight_decay,
+                                          self.momentum_decay, product)
+        return 0
+
+    cdef tuple device_kernel(self):
+        # The device keeps P_t as a running product that nadam_product_step advances.
+        return ("nadam", self.device_hyper(),
+                int(self.decoupled_weight_decay), "nadam_product_step", (self.momentum_decay,))
+
+    def load_state_dict(self, state):
+        Optimizer.load_state_dict(self, state)
+        if self._device_state is not None:
+            self._device_state.set_running([self.mu_product(int(state[f"state.{i}.step"]))
+                                      for i in range(self.n_params)])
+        return self
+
+    def hyperparameters(self):
+        return dict(_MomentOptimizer.hyperparameters(self), momentum_decay=self.momentum_decay,
+                    decoupled_weight_decay=bool(self.decoupled_weight_decay))
+
+
+# ---------------------------------------------------------------- clipping
+
+cdef double norm_accumulate(const floating* g, Py_ssize_t n, double q, double acc) noexcept nogil:
+    """acc combined with the n values: max |g| for q = inf, else acc + sum |g|**q."""
+    cdef Py_ssize_t i
+    cdef double x
+    if isinf(q):
+        for i in range(n):
+            x = fabs(g[i])
+            if x > acc or x != x:
+                acc = x
+    elif q == 2:
+        for i in range(n):
+            acc += <double>g[i] * g[i]
+    elif q == 1:
+        for i in range(n):
+            acc += fabs(g[i])
+    else:
+        for i in range(n):
+            acc += pow(fabs(g[i]), q)
+    return acc
+
+
+cdef void scale_values(floating* g, Py_ssize_t n, double factor) noexcept nogil:
+    cdef floating f = factor
+    cdef Py_ssize_t i
+    for i in range(n):
+        g[i] = g[i] * f
+
+
+cdef void clamp_values(floating* g, Py_ssize_t n, double limit) noexcept nogil:
+    cdef floating hi = limit, lo = -limit
+    cdef Py_ssize_t i
+    for i in range(n):
+        if g[i] > hi:
+            g[i] = hi
+        elif g[i] < lo:
+            g[i] = lo
+
+
+def clip_grad_norm(params, max_norm, norm_type=2.0):
+    """Scale the gradients of `params` in place so that their joint norm is at
+    most `max_norm`; returns the norm before clipping as a float.
+
+    As torch.nn.utils.clip_grad_norm_: the norm of all gradients seen as one
+    vector (`norm_type` > 0, or float('inf') for the largest absolute value);
+    when max_norm / (norm + 1e-6) < 1 every gradient is multiplied by it.
+    Sparse gradients count and scale only their touched rows; Parameters
+    without a gradient are skipped. `params`: a Parameter or an iterable of them.
+
+    >>> loss.backward()
+    >>> norm = fa.optim.clip_grad_norm(model.parameters(), max_norm=1.0)
+    >>> opt.step()
+    """
+    cdef list plist = _param_list(params, "clip_grad_norm", True, True)
+    cdef double limit = _in_range("clip_grad_norm", "max_norm", max_norm, 0.0, INFINITY, False)
+    cdef double q = check_number("clip_grad_norm", "norm_type", norm_type)
+    cdef double acc = 0, total, factor
+    cdef Py_ssize_t k, n_spans, span_len
+    cdef const int64_t* rows
+    cdef Parameter p
+    if not q > 0:
+        raise ValueError(f"clip_grad_norm: norm_type must be > 0 (or float('inf')), got {norm_type!r}")
+    if _params_device(plist, "clip_grad_norm") is not None:
+        return device_backend().clip_grad_norm(plist, limit, q)
+    for p in plist:
+        n_spans = grad_spans(p, &rows, &span_len)
+        for k in range(n_spans):
+            acc = (norm_accumulate(<const double*>span_grad(p, k), span_len, q, acc) if p.f64
+                   else norm_accumulate(<const float*>span_grad(p, k), span_len, q, acc))
+    if isinf(q):
+        total = acc
+    elif q == 2:
+        total = sqrt(acc)
+    elif q == 1:
+        total = acc
+    else:
+        total = pow(acc, 1 / q)
+    factor = limit / (total + 1e-6)
+    if factor < 1:
+        for p in plist:
+            n_spans = grad_spans(p, &rows, &span_len)
+            for k in range(n_spans):
+                if p.f64:
+                    scale_values(<double*>span_grad(p, k), span_len, factor)
+                else:
+                    scale_values(<float*>span_grad(p, k), span_len, factor)
+    return total
+
+
+def clip_grad_value(params, clip_value):
+    """Clamp every gradient element of `params` into [-clip_value, clip_value], in place.
+
+    As torch.nn.utils.clip_grad_value_. Sparse gradients clamp their touched
+    rows; Parameters without a gradient are skipped. `params`: a Parameter or
+    an iterable of them; `clip_value` >= 0.
+
+    >>> fa.optim.clip_grad_value(model.parameters(), 0.5)
+    """
+    cdef list plist = _param_list(params, "clip_grad_value", True, True)
+    cdef double limit = _in_range("clip_grad_value", "clip_value", clip_value, 0.0, INFINITY, False)
+    cdef Py_ssize_t k, n_spans, span_len
+    cdef const int64_t* rows
+    cdef Parameter p
+    if _params_device(plist, "clip_grad_value") is not None:
+        device_backend().clip_grad_value(plist, limit)
+        return
+    for p in plist:
+        n_spans = grad_spans(p, &rows, &span_len)
+        for k in range(n_spans):
+            if p.f64:
+                clamp_values(<double*>span_grad(p, k), span_len, limit)
+            else:
+                clamp_values(<float*>span_grad(p, k), span_len, limit)

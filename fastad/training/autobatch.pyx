@@ -1,0 +1,819 @@
+"""Automatic batching: the per-example graphs of a minibatch, evaluated as one graph.
+
+Inside `with fa.autobatch():` the Inputs and IndexInputs made in this thread are an
+example's data, and the ops on them are recorded, not computed: a recorded Variable has a
+shape and a dtype but no value yet. `fa.batch(losses)` evaluates the recording: recorded ops
+of one kind and signature (the op and its settings, the dtype, the row width, and the shared
+operands: Parameters and any other Variable made outside the recording) at one depth (1 +
+the depth of their deepest recorded input) become ONE node of a real graph over the rows of
+all their examples, stacked: a matmul of all rows by the shared matrix, one elementwise op
+over the stacked buffers, one gather of all the examples' ids (DyNet's on-the-fly operation
+batching, Neubig, Goldberg and Dyer 2017, by depth). It returns the sum of the losses, a
+Variable of that graph: its backward adds into the Parameters the sum of the examples'
+gradients (up to the order of the additions).
+
+A recorded value is held as rows: shape (..., w) is size // w rows of width w (a 0-d value
+one row of width 1), and a batched node holds its members' rows one after another, each
+member's in a run. Whole rows of a recorded value (x[i], x[a:b]) and a reshape that keeps
+the row width are views of its runs, with no node of their own.
+"""
+cimport cython
+cimport numpy as cnp
+from cpython.ref cimport PyObject
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcmp, memcpy
+
+import numpy as np
+
+from fastad._engine.graph cimport Variable, Input, IndexInput, init_node, set_storage
+from fastad._engine.graph import register_recording, set_recording
+from fastad._engine.loops cimport element_size, row_axpy, zero_values
+from fastad.ops.elementwise import unary_node, binary_node, add, sub, mul, div
+from fastad.ops.linalg import matmul
+from fastad.ops.losses import cross_entropy
+from fastad.ops.reduction import sum as reduce_sum
+from fastad.ops.shape import getitem, reshape
+from fastad.ops.sparse import take, embedding
+
+cnp.import_array()
+
+BATCHABLE = ("elementwise unary ops (tanh, exp, relu, scalar + - * /, ...)",
+             "add sub mul div pow maximum minimum of two recorded values of one shape, or of a "
+             "recorded value and a shared one that broadcasts along its rows ((w,), (1, w) or one element)",
+             "matmul of a recorded (k,) or (rows, k) value by a shared (k, n) matrix",
+             "take / embedding / table[ix] of a shared 2-D table at recorded IndexInput ids "
+             "(no max_norm)",
+             "cross_entropy of recorded one-row logits ((C,) or (1, C))",
+             "whole rows x[i], x[a:b] of a recorded value, and reshapes that keep the last axis")
+
+_ARITHMETIC = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+
+cdef enum Kind:
+    K_UNARY = 1
+    K_BINARY = 2
+    K_MATMUL = 3
+    K_TAKE = 4
+    K_CROSS_ENTROPY = 5
+    K_VIEW = 6           # whole rows of another recorded value: no node of its own
+    K_SUM = 7            # a sum of recorded values of one shape (chains of + flattened)
+
+
+# What makes two recorded ops one batched node (compared whole, with memcmp: every field is
+# set, and the padding is zero, as Cython zeroes a new object).
+cdef struct Signature:
+    int kind
+    int code             # a unary op's code; a binary op's place in _ARITHMETIC
+    int f64
+    int recorded         # bit 0: operand a is recorded, bit 1: operand b is
+    double p             # a unary op's parameter, cross_entropy's label smoothing
+    Py_ssize_t width     # the row width of the (first) recorded operand
+    PyObject* shared     # the operand made outside the recording, or NULL
+    Py_ssize_t extra     # take: the padding row (-1: none); cross_entropy: ignore_index
+
+
+cdef class Recording
+
+
+@cython.no_gc
+cdef class Lazy(Variable):
+    """A recorded Variable: a shape and a dtype, and a value once fa.batch has evaluated it."""
+    cdef Signature sig
+    cdef Variable a, b               # the operands (b None for one)
+    cdef list terms                  # a sum's terms, once needed (a + b of sums: theirs)
+    cdef object targets              # cross_entropy: the targets' IndexInput or int64 ids
+    cdef int reduction_mean          # cross_entropy with reduction "mean"
+    cdef Py_ssize_t depth            # 1 + its deepest recorded operand's: the soonest it can run
+    cdef Py_ssize_t rows
+    cdef Py_ssize_t offset           # a view: its rows start `offset` rows into a's
+    # Set by the evaluation's backward sweep (Recording.evaluate): whether a loss needs it,
+    # whether only nodes that run as late as they can need it (`tail`), and how late that is.
+    cdef bint live, tail
+    cdef Py_ssize_t latest
+    cdef Variable src                # once evaluated: the batched value holding its rows,
+    cdef Py_ssize_t row0             # from row row0 on
+
+    @property
+    def value(self):
+        """The value, once fa.batch has evaluated the recording (a view of the batched
+        graph's buffer); a RuntimeError before."""
+        cdef Py_ssize_t row0 = 0
+        cdef Variable src = locate(self, None, &row0)
+        if src is None:
+            raise RuntimeError(f"autobatch: this {self.op_name} is recorded, not computed: it "
+                               f"has a value once fa.batch(losses) has evaluated its recording "
+                               f"(and a loss given to it needs this value)")
+        return src._value[row0:row0 + self.rows].reshape(self._shape)
+
+    @property
+    def grad(self):
+        """None: gradients flow through the batched graph (see fa.batch)."""
+        return None
+
+    @property
+    def device(self):
+        return "cpu"
+
+    def numpy(self):
+        return np.array(self.value)
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item: only one-element Variables can be converted to Python "
+                             f"scalars; this one has {self.size} elements (shape {self._shape})")
+        return float(self.value.reshape(-1)[0])
+
+    def forward(self):
+        raise TypeError("autobatch: a recorded Variable is evaluated by fa.batch(losses), "
+                        "not by forward()")
+
+    def backward(self, grad=None):
+        raise TypeError("autobatch: call backward() on the Variable that fa.batch(losses) "
+                        "returns, not on a recorded loss")
+
+    def __repr__(self):
+        return f"Recorded({self.op_name}, shape={self._shape}, dtype={self.dtype.name})"
+
+    # The operators of the common per-example models record directly, without the public
+    # functions' general checks; the rest go through them (and so to the Recording's ops).
+    def __add__(self, other):
+        return _fast_binary("add", self, other) if isinstance(other, Variable) else add(self, other)
+
+    def __radd__(self, other):
+        return add(other, self)
+
+    def __sub__(self, other):
+        return _fast_binary("sub", self, other) if isinstance(other, Variable) else sub(self, other)
+
+    def __rsub__(self, other):
+        return sub(other, self)
+
+    def __mul__(self, other):
+        return _fast_binary("mul", self, other) if isinstance(other, Variable) else mul(self, other)
+
+    def __rmul__(self, other):
+        return mul(other, self)
+
+    def __truediv__(self, other):
+        return div(self, other)
+
+    def __rtruediv__(self, other):
+        return div(other, self)
+
+    def __matmul__(self, other):
+        cdef Variable w
+        if isinstance(other, Variable) and not (<Variable>other).on_device:
+            w = <Variable>other
+            if (len(w._shape) == 2 and 1 <= len(self._shape) <= 2 and w.f64 == self.f64
+                    and w._shape[0] == width_of(self._shape)):
+                return record_matmul(<Recording>self._storage, self, w)
+        return matmul(self, other)
+
+    def __getitem__(self, key):
+        cdef Py_ssize_t i, n
+        if type(key) is int and len(self._shape) >= 2:
+            n = self._shape[0]
+            i = key + n if key < 0 else key
+            if 0 <= i < n:
+                return record_view(<Recording>self._storage, self, self._shape[1:], i * (self.rows // n))
+        return getitem(self, key)
+
+    def reshape(self, *shape):
+        new = shape[0] if len(shape) == 1 else shape
+        if (type(new) is tuple and new and all(type(d) is int and d > 0 for d in new)
+                and new[len(new) - 1] == width_of(self._shape) and _product(new) == self.size):
+            return record_view(<Recording>self._storage, self, new, 0)
+        return reshape(self, new)
+
+
+cdef inline Py_ssize_t width_of(tuple shape):
+    return shape[len(shape) - 1] if shape else 1
+
+
+cdef Py_ssize_t _product(tuple shape):
+    cdef Py_ssize_t n = 1
+    for d in shape:
+        n *= <Py_ssize_t>d
+    return n
+
+
+cdef inline Py_ssize_t depth_of(Variable x):
+    return (<Lazy>x).depth if type(x) is Lazy else 0
+
+
+cdef bint is_recorded(Recording rec, str op, str argname, Variable x) except -1:
+    """Whether operand x is one of rec's values (True) or a shared one on the host (False);
+    a ValueError naming the op and the operand when it is on a device or in another recording."""
+    if not x.on_device:
+        return False
+    if x._storage is rec:
+        return True
+    if type(x._storage) is Recording:
+        raise ValueError(f"autobatch: {op}: operand {argname} ({x!r}) belongs to another "
+                         f"recording; one fa.batch evaluates one recording")
+    raise ValueError(f"autobatch: {op}: operand {argname} ({x!r}) is on {x.device}, but an "
+                     f"autobatch recording batches on the CPU; keep every operand on one device")
+
+
+cdef Lazy new_lazy(Recording rec, int kind, str op, tuple shape, bint f64, Variable a, Variable b):
+    """A recorded op node (a view when kind is K_VIEW, which is not listed for evaluation)."""
+    cdef Lazy node = Lazy.__new__(Lazy)
+    cdef Py_ssize_t width = width_of(shape)
+    set_storage(node, rec)
+    node._shape = shape
+    node.size = _product(shape)
+    if node.size == 0:
+        raise NotImplementedError(f"autobatch: {op}: a recorded value of shape {shape} has no "
+                                  f"elements; empty values cannot be batched")
+    node.f64 = f64
+    node.op_name = op
+    node.parents = ()
+    node.a = a
+    node.b = b
+    node.requires_grad = a.requires_grad or (b is not None and b.requires_grad)
+    node.rows = node.size // width
+    node.sig.kind = kind
+    node.sig.f64 = f64
+    if kind != K_VIEW:
+        node.depth = 1 + max(depth_of(a), depth_of(b) if b is not None else 0)
+        rec.nodes.append(node)
+    return node
+
+
+cdef Lazy record_view(Recording rec, Lazy x, tuple shape, Py_ssize_t offset):
+    """Rows [offset, offset + rows) of x, with `shape` (its last axis x's row width)."""
+    cdef Lazy node
+    if x.sig.kind == K_VIEW:                     # a view of a view: of the same op's rows
+        offset += x.offset
+        x = <Lazy>x.a
+    node = new_lazy(rec, K_VIEW, "view", shape, x.f64, x, None)
+    node.depth = x.depth
+    node.offset = offset
+    return node
+
+
+cdef Lazy _fast_binary(str op, Variable a, Variable b):
+    if a.f64 != b.f64 or type(b) is IndexInput:
+        return {"add": add, "sub": sub, "mul": mul}[op](a, b)    # its checks raise
+    return record_binary(<Recording>a._storage, op, a, b)
+
+
+cdef Lazy record_binary(Recording rec, str op, Variable a, Variable b):
+    """a `op` b, an arithmetic binary op whose result has the shape of its recorded operand(s)."""
+    cdef bint ra = is_recorded(rec, op, "a", a), rb = is_recorded(rec, op, "b", b)
+    cdef Variable x, shared = None
+    cdef Py_ssize_t w
+    if op not in _ARITHMETIC:
+        raise NotImplementedError(f"autobatch: {op} cannot be batched (comparisons make masks "
+                                  f"without a gradient); batchable: {'; '.join(BATCHABLE)}")
+    if ra and rb:
+        if a._shape != b._shape:
+            raise NotImplementedError(f"autobatch: {op} of two recorded values batches equal "
+                                      f"shapes only, got {a._shape} and {b._shape}")
+        if op == "add":
+            return record_sum(rec, a, b)
+        x = a
+    else:
+        x, shared = (a, b) if ra else (b, a)
+        w = width_of(x._shape)
+        if not (shared.size == 1 and len(shared._shape) <= len(x._shape)
+                or shared._shape == (w,) or (shared._shape == (1, w) and len(x._shape) >= 2)):
+            raise NotImplementedError(
+                f"autobatch: {op} of a recorded value of shape {x._shape} and a shared one of "
+                f"shape {shared._shape}: the shared operand must broadcast along each row, as "
+                f"shape ({w},), (1, {w}) or one element")
+    cdef Lazy node = new_lazy(rec, K_BINARY, op, x._shape, x.f64, a, b)
+    node.sig.code = _ARITHMETIC.index(op)
+    node.sig.recorded = ra | (rb << 1)
+    node.sig.width = width_of(x._shape)
+    node.sig.shared = <PyObject*>shared if shared is not None else NULL
+    return node
+
+
+cdef inline bint is_sum(Variable x):
+    return type(x) is Lazy and (<Lazy>x).sig.kind == K_SUM
+
+
+cdef Lazy record_sum(Recording rec, Variable a, Variable b):
+    """a + b of one shape, both recorded: a sum whose terms are those of a and b (a sum's
+    terms stand for it, see _flat_terms), so that a chain of additions is one node (a
+    partial sum that nothing else reads is never computed)."""
+    cdef Lazy node = new_lazy(rec, K_SUM, "add", a._shape, a.f64, a, b)
+    node.depth = 1 + max((<Lazy>a).depth - 1 if is_sum(a) else depth_of(a),
+                         (<Lazy>b).depth - 1 if is_sum(b) else depth_of(b))
+    node.sig.recorded = 1
+    node.sig.width = width_of(a._shape)
+    return node
+
+
+cdef list _flat_terms(Lazy node):
+    """The terms of a sum recorded as a + b: those of a, then those of b, each a sum's terms
+    in its place."""
+    cdef list terms = [], stack = [node.b, node.a]
+    cdef Variable x
+    while stack:
+        x = stack.pop()
+        if is_sum(x):
+            stack.append((<Lazy>x).b)
+            stack.append((<Lazy>x).a)
+        else:
+            terms.append(x)
+    return terms
+
+
+cdef Lazy record_matmul(Recording rec, Variable a, Variable w):
+    cdef tuple shape = (w._shape[1],) if len(a._shape) == 1 else (a._shape[0], w._shape[1])
+    cdef Lazy node = new_lazy(rec, K_MATMUL, "matmul", shape, a.f64, a, w)
+    node.sig.recorded = 1
+    node.sig.width = width_of(a._shape)
+    # fa.linear (nn.Linear) multiplies by a new weight.T node on each call: the transposes of
+    # one leaf are one shared operand
+    if w.op_name == "transpose" and (<Variable>w.parents[0]).is_leaf:
+        node.sig.shared = <PyObject*>w.parents[0]
+        node.sig.code = 1
+    else:
+        node.sig.shared = <PyObject*>w
+    return node
+
+
+@cython.no_gc
+cdef class Recording:
+    """The ops recorded since the last fa.batch: the storage and the backend of its
+    Variables (the engine hands it every op on one of them, as a device's backend)."""
+    cdef list nodes                  # the recorded op nodes, inputs first (not the views)
+    cdef list leaves                 # the Inputs and IndexInputs made while it was on
+    cdef readonly object device      # None: recorded values mix with host Variables
+
+    def __cinit__(self):
+        self.nodes = []
+        self.leaves = []
+
+    def add_leaf(self, Variable leaf):
+        """Make `leaf` (an Input or IndexInput just made) one of this recording's values."""
+        if leaf.requires_grad:
+            raise ValueError("autobatch: an Input made while recording is an example's data "
+                             "and takes no gradient; make it with requires_grad=False (or "
+                             "outside the recording, as a shared Variable)")
+        set_storage(leaf, self)
+        self.leaves.append(leaf)
+
+    def discard(self):
+        """Forget what was recorded and not evaluated (leaving autobatch does this)."""
+        self.nodes = []
+        self.leaves = []
+
+    # ---- the ops (the backend primitives that batch; every other one raises)
+
+    def unary(self, str name, int code, Variable x, double p):
+        cdef Lazy node = new_lazy(self, K_UNARY, name, x._shape, x.f64, x, None)
+        node.sig.code = code
+        node.sig.p = p
+        node.sig.recorded = 1
+        node.sig.width = width_of(x._shape)
+        return node
+
+    def binary(self, str name, Variable a, Variable b, tuple shape):
+        return record_binary(self, name, a, b)
+
+    def matmul(self, Variable a, Variable b, tuple out_shape, *sizes):
+        if (is_recorded(self, "matmul", "a", a) and not is_recorded(self, "matmul", "b", b)
+                and 1 <= len(a._shape) <= 2 and len(b._shape) == 2):
+            return record_matmul(self, a, b)
+        raise NotImplementedError(f"autobatch: matmul batches a recorded (k,) or (rows, k) "
+                                  f"value times a shared (k, n) matrix, got shapes {a._shape} "
+                                  f"and {b._shape} ({'recorded' if a.on_device else 'shared'} "
+                                  f"and {'recorded' if b.on_device else 'shared'})")
+
+    def take(self, Variable table, IndexInput ix, str op, padding_idx, double max_norm, norm_type):
+        if is_recorded(self, op, "table", table) or len(table._shape) != 2:
+            raise NotImplementedError(f"autobatch: {op} batches rows of a shared 2-D table, got "
+                                      f"a {'recorded' if table.on_device else 'shared'} table "
+                                      f"of shape {table._shape}")
+        if max_norm != 0:
+            raise NotImplementedError(f"autobatch: {op} with max_norm renormalises the table "
+                                      f"in place on every forward; it cannot be batched")
+        is_recorded(self, op, "ids", ix)
+        cdef Lazy node = new_lazy(self, K_TAKE, op, ix._shape + table._shape[1:], table.f64, table, ix)
+        node.sig.width = table._shape[1]
+        node.sig.shared = <PyObject*>table
+        node.sig.extra = padding_idx
+        return node
+
+    def gather(self, str op, Variable x, positions):
+        """x[key] for whole rows of x (positions: x.flat positions of the result)."""
+        cdef Py_ssize_t w = width_of(x._shape), n = positions.size
+        flat = positions.reshape(-1)
+        if (type(x) is Lazy and n and width_of(positions.shape) == w and flat[0] % w == 0
+                and n % w == 0 and flat[n - 1] - flat[0] == n - 1 and (np.diff(flat) == 1).all()):
+            return record_view(self, <Lazy>x, positions.shape, flat[0] // w)
+        raise NotImplementedError(f"autobatch: {op} of a recorded value batches whole rows "
+                                  f"(x[i], x[a:b] over the leading axes) only; shape "
+                                  f"{x._shape} to {positions.shape}")
+
+    def reshape(self, Variable x, tuple shape):
+        if type(x) is Lazy and width_of(shape) == width_of(x._shape):
+            return record_view(self, <Lazy>x, shape, 0)
+        raise NotImplementedError(f"autobatch: reshape of a recorded value keeps its last axis "
+                                  f"only; {x._shape} to {shape}")
+
+    def cross_entropy(self, checked, double smoothing):
+        cdef Variable x = checked.x
+        if checked.batch != 1:
+            raise NotImplementedError(f"autobatch: cross_entropy batches one row of logits per "
+                                      f"example ((C,) or (1, C)), got shape {x._shape}")
+        targets = checked.ids if checked.source is None else checked.source
+        if isinstance(targets, Variable):
+            is_recorded(self, "cross_entropy", "targets", <Variable>targets)
+        cdef Lazy node = new_lazy(self, K_CROSS_ENTROPY, "cross_entropy", checked.out_shape,
+                                  x.f64, x, None)
+        node.targets = targets
+        node.reduction_mean = checked.reduction_name == "mean"
+        node.sig.recorded = 1
+        node.sig.width = checked.classes
+        node.sig.p = smoothing
+        node.sig.extra = checked.ignore_index
+        return node
+
+    def __getattr__(self, name):
+        raise NotImplementedError(f"autobatch: {name} of a recorded Variable cannot be batched "
+                                  f"(or read before fa.batch evaluates it); batchable: "
+                                  f"{'; '.join(BATCHABLE)}")
+
+    # ---- evaluation
+
+    cdef int evaluate(self, list needed) except -1:
+        """Build the batched graph of what the recorded `needed` values need: each node
+        that runs learns its rows there."""
+        cdef dict leaf_rows = _stack_leaves(self.leaves)
+        cdef list nodes = self.nodes
+        cdef Py_ssize_t i, level, max_depth = 0
+        cdef Lazy node, first
+        cdef Variable x
+        for node in nodes:
+            if node.depth > max_depth:
+                max_depth = node.depth
+        for x in needed:
+            node = _base(x)
+            node.live = True
+            node.tail = True
+            node.latest = max_depth
+        # Backward sweep (readers come after what they read): a node runs when a needed one
+        # reads it. The losses, and the chains of one-operand ops that lead only to them
+        # (a tail: the root's ops of a tree net), run as late as they can, so that the losses
+        # of examples of different depths batch; any other node as soon as it can (the
+        # nodes of one height in trees of different heights batch).
+        cdef list by_level = [[] for _ in range(max_depth + 1)]
+        cdef bint chain
+        for i in range(len(nodes) - 1, -1, -1):
+            node = <Lazy>nodes[i]
+            if not node.live:
+                continue
+            (<list>by_level[node.latest if node.tail else node.depth]).append(node)
+            if node.sig.kind == K_SUM and node.terms is None:
+                node.terms = _flat_terms(node)
+            if node.terms is not None:
+                chain = node.tail and (len(node.terms) == 1 or node is nodes[len(nodes) - 1])
+                for x in node.terms:
+                    _reads(node, x, chain)
+            else:
+                chain = node.tail and (node.b is None or _base(node.b) is None)
+                _reads(node, node.a, chain)
+                if node.b is not None:
+                    _reads(node, node.b, chain)
+        cdef list groups, members
+        for level in range(1, max_depth + 1):
+            groups = []
+            for node in reversed(<list>by_level[level]):
+                for members in groups:
+                    first = <Lazy>members[0]
+                    if memcmp(&first.sig, &node.sig, sizeof(Signature)) == 0:
+                        members.append(node)
+                        break
+                else:
+                    groups.append([node])
+            for members in groups:
+                _build_group(members, leaf_rows)
+        self.nodes = []
+        self.leaves = []
+        return 0
+
+
+register_recording(Recording)
+
+
+cdef inline Lazy _base(Variable x):
+    """The recorded op node whose rows x is (x itself, or a view's), or None (a leaf, or a
+    shared operand)."""
+    if type(x) is not Lazy:
+        return None
+    return <Lazy>(<Lazy>x).a if (<Lazy>x).sig.kind == K_VIEW else <Lazy>x
+
+
+cdef inline void _reads(Lazy node, Variable operand, bint chain):
+    """Node reads operand (in a tail's chain, when `chain`): the backward sweep's step (see
+    Recording.evaluate)."""
+    cdef Lazy base = _base(operand)
+    if base is None:
+        return
+    if not base.live:
+        base.live = True
+        base.tail = chain
+        base.latest = node.latest - 1
+    else:
+        base.tail = base.tail and chain
+        if node.latest - 1 < base.latest:
+            base.latest = node.latest - 1
+
+
+cdef dict _stack_leaves(list leaves):
+    """{float Input leaf: (the batched Input holding its rows, its first row)}: one Input
+    per row width and dtype."""
+    cdef dict kinds = {}, rows = {}
+    cdef Variable leaf
+    for leaf in leaves:
+        if type(leaf) is not IndexInput:
+            kinds.setdefault((width_of(leaf._shape), leaf.f64), []).append(leaf)
+    for (w, f64), members in kinds.items():
+        stacked = Input(np.concatenate([(<Variable>m)._value.reshape(-1, w) for m in members]),
+                        dtype=np.float64 if f64 else np.float32)
+        start = 0
+        for m in members:
+            rows[m] = (stacked, start)
+            start += (<Variable>m).size // w
+    return rows
+
+
+cdef Variable locate(Variable x, dict leaf_rows, Py_ssize_t* row0):
+    """The batched value holding x's rows (None before evaluation), and x's first row there
+    in row0."""
+    cdef Lazy lazy
+    if type(x) is not Lazy:
+        if leaf_rows is None:
+            return None
+        src, start = leaf_rows[x]
+        row0[0] = start
+        return src
+    lazy = <Lazy>x
+    if lazy.sig.kind == K_VIEW:
+        lazy = <Lazy>lazy.a
+        row0[0] = lazy.row0 + (<Lazy>x).offset
+    else:
+        row0[0] = lazy.row0
+    return lazy.src
+
+
+cdef Variable _stacked(list members, int which, dict leaf_rows):
+    """The rows of each member's operand a (which 0) or b (1), or the sum of its terms' rows
+    (2), one member after another: the batched value that holds exactly those, in order,
+    when there is one, else a RowSum of them."""
+    cdef Py_ssize_t m, t, n = len(members), n_terms = 0, expected = 0, row0 = 0, s
+    cdef Lazy member
+    cdef Variable x, src, only = None
+    cdef bint whole = which != 2
+    cdef list sources = []
+    for m in range(n):
+        n_terms += len((<Lazy>members[m]).terms) if which == 2 else 1
+    cdef RowSum node = RowSum.__new__(RowSum)
+    node.n_runs = n
+    node.n_terms = n_terms
+    node.run_rows = <int64_t*>malloc(n * sizeof(int64_t))
+    node.run_terms = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+    node.term_source = <int32_t*>malloc(n_terms * sizeof(int32_t))
+    node.term_row = <int64_t*>malloc(n_terms * sizeof(int64_t))
+    if node.run_rows == NULL or node.run_terms == NULL or node.term_source == NULL or node.term_row == NULL:
+        raise MemoryError()
+    t = 0
+    for m in range(n):
+        member = <Lazy>members[m]
+        node.run_terms[m] = t
+        terms = member.terms if which == 2 else (member.a if which == 0 else member.b,)
+        for x in terms:
+            src = locate(x, leaf_rows, &row0)
+            if src is None:
+                raise ValueError(f"autobatch: {member.op_name} reads a recorded value that was "
+                                 f"discarded before fa.batch evaluated it (its autobatch block "
+                                 f"ended, or it was recorded in an earlier one)")
+            for s in range(len(sources)):
+                if sources[s] is src:
+                    break
+            else:
+                s = len(sources)
+                sources.append(src)
+            node.term_source[t] = s
+            node.term_row[t] = row0
+            t += 1
+            whole = whole and s == 0 and row0 == expected
+        node.run_rows[m] = member.rows if which == 2 else (<Variable>terms[0]).size // member.sig.width
+        expected += node.run_rows[m]
+    node.run_terms[n] = t
+    only = <Variable>sources[0]
+    if whole and expected == only._shape[0]:
+        return only
+    init_node(node, "autobatch_rows", tuple(sources), (expected, only._shape[1]), only.f64)
+    node.row_bytes = only._shape[1] * element_size(only.f64)
+    node.n_sources = len(sources)
+    node.sources = <PyObject**>malloc(node.n_sources * sizeof(PyObject*))
+    if node.sources == NULL:
+        raise MemoryError()
+    for s in range(node.n_sources):
+        node.sources[s] = <PyObject*>sources[s]
+    node.run_forward()
+    return node
+
+
+cdef int _build_group(list members, dict leaf_rows) except -1:
+    """The batched node of one group of recorded nodes; each member learns its rows."""
+    cdef Lazy first = <Lazy>members[0], node
+    cdef int kind = first.sig.kind
+    cdef Variable out
+    if kind == K_SUM:
+        out = _stacked(members, 2, leaf_rows)
+    elif kind == K_UNARY:
+        out = unary_node(first.op_name, first.sig.code, _stacked(members, 0, leaf_rows), first.sig.p)
+    elif kind == K_BINARY:
+        out = binary_node(first.op_name,
+                          _stacked(members, 0, leaf_rows) if first.sig.recorded & 1 else first.a,
+                          _stacked(members, 1, leaf_rows) if first.sig.recorded & 2 else first.b)
+    elif kind == K_MATMUL:
+        out = matmul(_stacked(members, 0, leaf_rows), first.b)
+    elif kind == K_TAKE:
+        ids = IndexInput(np.concatenate([(<Lazy>node).b._value.reshape(-1) for node in members]))
+        if first.op_name == "take":
+            out = take(first.a, ids)
+        else:
+            out = embedding(first.a, ids, padding_idx=None if first.sig.extra < 0 else first.sig.extra)
+    else:
+        targets = np.concatenate([_target_ids(node) for node in members])
+        for node in members:
+            if node.reduction_mean and _target_ids(node)[0] == node.sig.extra:
+                raise NotImplementedError(
+                    "autobatch: cross_entropy with reduction 'mean' of an example whose one "
+                    "target is ignore_index is NaN (no row counts); it cannot be batched")
+        out = cross_entropy(_stacked(members, 0, leaf_rows), IndexInput(targets),
+                            reduction="none", ignore_index=first.sig.extra,
+                            label_smoothing=first.sig.p)
+    if len(out._shape) != 2:
+        out = reshape(out, (-1, width_of(first._shape)))
+    cdef Py_ssize_t row0 = 0
+    for node in members:
+        node.src = out
+        node.row0 = row0
+        row0 += node.rows
+    return 0
+
+
+cdef object _target_ids(Lazy node):
+    t = node.targets
+    return (<Variable>t)._value.reshape(-1) if isinstance(t, Variable) else t
+
+
+# ---------------------------------------------------------------- RowSum
+
+@cython.no_gc
+cdef class RowSum(Variable):
+    """Runs of rows, one after another, of 2-D Variables of one width: run r is the sum of
+    its terms, each `run_rows[r]` rows of one source from a row on (one term: a gather).
+    The gradient of a run adds into each of its terms' rows."""
+    cdef PyObject** sources          # the parents, borrowed (the parents tuple keeps them)
+    cdef Py_ssize_t n_sources, n_runs, n_terms, row_bytes
+    cdef int64_t* run_rows
+    cdef int64_t* run_terms          # run r's terms are run_terms[r] .. run_terms[r + 1] - 1
+    cdef int32_t* term_source        # per term: its source and first row there
+    cdef int64_t* term_row
+
+    def __dealloc__(self):
+        free(self.sources)
+        free(self.run_rows)
+        free(self.run_terms)
+        free(self.term_source)
+        free(self.term_row)
+
+    cdef inline char* _term(self, Py_ssize_t t, bint grad) noexcept nogil:
+        cdef PyObject* src = self.sources[self.term_source[t]]
+        return ((<Variable>src).grad_ptr if grad else (<Variable>src).val_ptr) + self.term_row[t] * self.row_bytes
+
+    cdef int run_forward(self) except -1 nogil:
+        cdef Py_ssize_t r, t, n
+        cdef char* out = self.val_ptr
+        for r in range(self.n_runs):
+            n = self.run_rows[r] * self.row_bytes
+            memcpy(out, self._term(self.run_terms[r], False), n)
+            for t in range(self.run_terms[r] + 1, self.run_terms[r + 1]):
+                if self.f64:
+                    row_axpy(<double*>out, <const double*>self._term(t, False), n // 8, 1.0)
+                else:
+                    row_axpy(<float*>out, <const float*>self._term(t, False), n // 4, 1.0)
+            out += n
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        cdef Py_ssize_t r, s, t, n
+        cdef const char* g = self.grad_ptr
+        cdef PyObject* src
+        for s in range(self.n_sources):
+            src = self.sources[s]
+            if (<Variable>src).requires_grad and not (<Variable>src).prepare_grad():
+                zero_values((<Variable>src).grad_ptr, (<Variable>src).size, self.f64)
+        for r in range(self.n_runs):
+            n = self.run_rows[r] * self.row_bytes
+            for t in range(self.run_terms[r], self.run_terms[r + 1]):
+                if not (<Variable>self.sources[self.term_source[t]]).requires_grad:
+                    continue
+                if self.f64:
+                    row_axpy(<double*>self._term(t, True), <const double*>g, n // 8, 1.0)
+                else:
+                    row_axpy(<float*>self._term(t, True), <const float*>g, n // 4, 1.0)
+            g += n
+        return 0
+
+
+# ---------------------------------------------------------------- public
+
+class autobatch:
+    """`with fa.autobatch():` records the per-example graphs built inside, for `fa.batch`.
+
+    Inside, every `fa.Input` and `fa.IndexInput` made in this thread is an example's data,
+    and the ops on them are recorded, not computed (Parameters and Variables made outside
+    are shared by all examples). `fa.batch(losses)` evaluates them all at once and returns
+    the summed loss, a Variable of one batched graph: ops of one kind, signature and depth
+    over all the examples run as one node (see fastad.training.autobatch.BATCHABLE for what
+    batches; any other op on a recorded value raises NotImplementedError naming it). One
+    block can serve many minibatches: each fa.batch evaluates what was recorded since the
+    last one. Leaving the block forgets what was recorded and not evaluated.
+
+    Example::
+
+        with fa.autobatch():
+            for trees in minibatches:
+                losses = [tree_loss(t) for t in trees]     # recorded, one graph a tree
+                total = fa.batch(losses)                    # evaluated as one graph
+                total.backward(); opt.step(); opt.zero_grad()
+    """
+
+    def __enter__(self):
+        self.recording = Recording()
+        self.previous = set_recording(self.recording)
+        return self
+
+    def __exit__(self, *exc):
+        set_recording(self.previous)
+        self.recording.discard()
+        return False
+
+
+def batch(losses):
+    """Evaluate the recording of `losses` (one-element Variables, each an example's loss,
+    recorded under `fa.autobatch()`) as one batched graph; returns their sum, a scalar
+    Variable of that graph, whose `backward()` adds into each Parameter the sum of the
+    examples' gradients. Only what the losses need is computed. After it, a recorded
+    Variable that was computed reads its rows of the batched graph as `.value` (and
+    `item()`). Losses may also be ordinary Variables (they are added).
+
+    Raises ValueError for no losses or a loss of more than one element, TypeError for
+    losses of different dtypes (naming them), NotImplementedError for a recorded op that
+    cannot be batched.
+    """
+    losses = list(losses)
+    if not losses:
+        raise ValueError("batch: losses is empty; give the loss of one example or more")
+    cdef Recording rec = None
+    cdef Variable loss
+    cdef Py_ssize_t i
+    cdef list recorded = [], ordinary = []
+    for i, loss in enumerate(losses):
+        if loss.size != 1:
+            raise ValueError(f"batch: losses[{i}] ({loss!r}) has shape {loss.shape}; each loss "
+                             f"must have one element")
+        if loss.f64 != (<Variable>losses[0]).f64:
+            raise TypeError(f"batch: losses[0] ({losses[0]!r}) is {losses[0].dtype.name} but "
+                            f"losses[{i}] ({loss!r}) is {loss.dtype.name}; an autobatched graph "
+                            f"has one dtype")
+        if type(loss) is Lazy:
+            if rec is None:
+                rec = <Recording>loss._storage
+            elif loss._storage is not rec:
+                raise ValueError(f"batch: losses[{i}] belongs to another recording than the "
+                                 f"losses before it; one fa.batch evaluates one recording")
+            recorded.append(loss)
+        elif loss.on_device:
+            raise ValueError(f"batch: losses[{i}] ({loss!r}) is on {loss.device}; an "
+                             f"autobatched graph is on the CPU")
+        else:
+            ordinary.append(loss)
+    total = None
+    cdef Lazy summed
+    if recorded:
+        summed = new_lazy(rec, K_SUM, "batch", (), (<Variable>recorded[0]).f64, recorded[0], None)
+        summed.depth = 1 + max((<Lazy>_base(x)).depth for x in recorded)
+        summed.terms = recorded
+        summed.sig.recorded = 1
+        summed.sig.width = 1
+        previous = set_recording(None)       # the batched graph's own leaves are not recorded
+        try:
+            rec.evaluate([summed])
+        finally:
+            set_recording(previous)
+        total = reshape(summed.src, ())
+    for loss in ordinary:
+        total = loss.reshape(()) if total is None else add(total, loss.reshape(()))
+    return total

@@ -1,0 +1,307 @@
+"""Per-example training loops run in compiled code: `fastad.train`.
+
+A Python loop of `set_value`/`forward`/`backward`/`step` costs a few
+microseconds per example in interpreter overhead alone. `train` runs the same
+steps over whole feed arrays with no Python between them, which is what makes
+a million sparse examples a second per core possible (and what Hogwild
+workers call on their shard).
+"""
+import time
+from collections.abc import Mapping
+
+import numpy as np
+from cpython.ref cimport PyObject
+
+from fastad._engine.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forward,
+                              replay_plan_forward, seed_scalar_grad, replay_plan_backward,
+                              claim_parameters, release_parameters, check_int)
+from fastad.optim.optimizers cimport Optimizer
+from fastad.optim.schedule cimport RULE_NONE, Schedule, read_schedule, scheduled_rate
+from fastad.training.sampler cimport Sampler
+from fastad.training.feeds import FeedSampler
+
+
+cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
+    """Run the graph with the largest id the sampler can write into each leaf in turn,
+    so that an id out of range fails here (IndexError), before any Parameter changes.
+    A leaf that the graph reads as more than ids into a table (embedding_bag's offsets, which
+    a leaf full of one value does not make) is checked by its op on every example instead."""
+    for k, (leaf, top) in enumerate(zip(sampler.leaves, sampler.largest_ids())):
+        if top < 0:
+            continue
+        saved = np.array(leaf.value)
+        try:
+            leaf.set_value(np.full(leaf.shape, top, dtype=np.int64))
+            replay_forward(root)
+        except IndexError as err:
+            raise IndexError(f"train: the sampler writes ids up to {top}{sampler.origin_of(k, top)} "
+                             f"into leaf {k} of {type(sampler).__name__}, out of range for the "
+                             f"graph ({err}); nothing was trained") from None
+        except ValueError:
+            continue
+        finally:
+            leaf.set_value(saved)
+    return 0
+
+
+cdef int _require_leaves_in_graph(Plan plan, Variable root, Sampler sampler) except -1:
+    """ValueError when the sampler fills a leaf that the loss does not read: its data would
+    train nothing."""
+    below = {id(parent) for node in plan.fwd + (root,) for parent in (<Variable>node).parents}
+    for k, leaf in enumerate(sampler.leaves):
+        if id(leaf) not in below:
+            raise ValueError(f"train: leaf {k} of {type(sampler).__name__}, {leaf!r}, is not in "
+                             f"the loss's graph, so its data would train nothing; feed the "
+                             f"leaves the loss was built on")
+    return 0
+
+
+cdef bint _gathers_rows(object node):
+    """Whether `node` is a row gather (`Take`, `EmbeddingBag`, `RankingMargin`, `GatherDot`):
+    it names the tables it reads in `_row_sources()`, reads them only in forward, by the rows
+    of its ids, and its backward sends gradient rows to their add_grad_rows / add_scaled_rows."""
+    return hasattr(node, "_row_sources")
+
+
+cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
+    """The Parameters whose update the loop applies as their gradient rows come.
+
+    When the optimizer offers a fused row update (`fused_row_rate()`: plain SGD, a row's
+    update needs only its gradient), a Parameter read by nothing but row gathers
+    (their backwards send rows and read no table) can take each row's step inside
+    backward: no slab, no separate step and zero_grad passes over its rows. No pass
+    reads it after the update: the gathers copied (or used) its rows in forward.
+    The result is the same as step() after backward, to the last bit unless two
+    gathers of one example take the same row: then the row takes one step per
+    gather instead of one step of their sum (a row repeated within one gather
+    is summed first, see Parameter._step_rows)."""
+    if opt.fused_row_rate() == NULL:
+        return []
+    trained = {id(p) for p in opt._params}
+    readers = {}                  # id(Parameter) -> whether every node reading it is a gather
+    for node in plan.fwd + (root,):
+        for parent in (<Variable>node).parents:
+            if isinstance(parent, Parameter):
+                readers[id(parent)] = readers.get(id(parent), True) and _gathers_rows(node)
+    return [p for p in plan.params if readers.get(id(p), False) and id(p) in trained
+            and not (<Parameter>p).on_device]
+
+
+cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
+    """(leaf index, table array) for each host table that a row gather of the graph reads
+    by one of the sampler's leaves: the rows the sampler loads ahead for the next example."""
+    position = {id(leaf): k for k, leaf in enumerate(sampler.leaves)}
+    targets, seen = [], set()
+    for node in plan.fwd + (root,):
+        if _gathers_rows(node):
+            for ids, table in node._row_sources():
+                key = (position.get(id(ids)), id(table))
+                if key[0] is not None and not (<Variable>table).on_device and key not in seen:
+                    seen.add(key)
+                    targets.append((key[0], (<Variable>table)._value))
+    return targets
+
+
+cdef struct Loop:
+    # One run of `train`: its settings and counters (the objects are borrowed: train holds them).
+    PyObject* python_optimizer   # any object with step() and zero_grad(), when not a fastad one
+    PyObject* progress           # callable(done, per_second), or NULL
+    Py_ssize_t report_every, schedule_every, epochs
+    Schedule schedule
+    Py_ssize_t done
+    Py_ssize_t reported          # `done` at the last progress report (0 before the first)
+    double reported_at           # time.monotonic() then (or at the start of the run)
+    long long schedule_steps
+    double total                 # the loss summed over the current epoch
+
+
+cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optimizer fast_opt,
+                    Py_ssize_t epoch) except -1 nogil:
+    """One epoch of examples: sample, forward, backward, step, zero_grad. Runs without
+    the GIL unless a node, the optimizer (fast_opt None: a Python one) or the progress
+    callback needs Python."""
+    cdef double before = 0
+    cdef bint due
+    loop.total = 0
+    while True:
+        due = loop.schedule.rule != RULE_NONE and loop.done % loop.schedule_every == 0
+        if due:     # the share of the run done before this example sets a run-long decay
+            before = sampler.epoch_progress()
+        if not sampler.next_example():
+            break
+        if due:
+            fast_opt._lr = scheduled_rate(&loop.schedule, loop.schedule_steps,
+                                         (epoch + before) / loop.epochs)
+            loop.schedule_steps += 1
+        replay_plan_forward(plan)
+        loop.total += (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
+        seed_scalar_grad(root)
+        replay_plan_backward(plan)
+        if fast_opt is not None:
+            fast_opt.step_cpu(True)
+        else:
+            with gil:
+                (<object>loop.python_optimizer).step()
+                (<object>loop.python_optimizer).zero_grad()
+        loop.done += 1
+        if loop.progress != NULL and loop.done % loop.report_every == 0:
+            with gil:
+                _report_progress(loop)
+    return 0
+
+
+cdef int _report_progress(Loop* loop) except -1:
+    """progress(examples done in the run, examples a second since the last report): the
+    clock is read only here, when a report is due, never per example."""
+    cdef double now = time.monotonic()
+    (<object>loop.progress)(loop.done, (loop.done - loop.reported) / max(now - loop.reported_at, 1e-9))
+    loop.reported, loop.reported_at = loop.done, now
+    return 0
+
+
+cdef int _check_callable(str name, object value) except -1:
+    if value is not None and not callable(value):
+        raise TypeError(f"train: {name} must be callable or None, got {value!r} ({type(value).__name__})")
+    return 0
+
+
+def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=None,
+          Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1,
+          callback=None):
+    """Train by replaying one graph per example, in compiled code.
+
+    For each example: the sampler writes it into the graph's leaves, then
+    `loss.forward()`, `loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`,
+    with no Python in between. When the optimizer offers a fused row update (plain
+    SGD does), a Parameter read only by row gathers takes each row's step inside
+    backward (see `_updated_as_produced`).
+
+    loss       a one-element Variable built once over the sampler's leaves.
+    optimizer  any fastad optimizer over the parameters to train (or any object
+               with step() and zero_grad(), called through Python).
+    feeds      {leaf: array of N rows}, which make a `FeedSampler` with
+               `shuffle` and `seed` (which it checks); or a sampler (`fa.data.FeedSampler`,
+               `PairwiseSampler`, `SkipGramSampler`).
+    epochs     passes over the data (a sampler's epoch: see its docstring).
+    progress   optional `progress(done, per_second)` (`fa.progress_bar(total)`, the
+               protocol of `fa.hogwild.run` and every `fit`): the examples done so
+               far in the run, counting on across epochs, and the rate since the
+               previous report; called every `report_every` examples and once at
+               the end with the run's total (epochs x the sampler's examples).
+    callback   optional `callback(epoch, loss)` after each epoch: epochs numbered
+               from 1, `loss` the epoch's mean loss per example (per replay of the
+               graph), as the list `train` returns has it.
+    lr_schedule  a fastad scheduler of `optimizer` (StepLR, CosineAnnealingLR,
+               LinearWarmup, LinearDecay) applied inside the loop: one scheduler
+               step every `schedule_every` examples; LinearDecay without
+               total_steps decays over this whole run. The scheduler's
+               last_epoch advances by the steps taken.
+
+    Before the first example, the ids the sampler can write are checked against
+    the graph (a forward with the largest ones), so an id out of range is an
+    IndexError with the Parameters untouched.
+
+    The loop runs without the GIL. For its run it claims the Parameters of the
+    graph and of the optimizer: another thread that trains, backpropagates into,
+    steps or zeroes those Parameter objects meanwhile gets a RuntimeError (Hogwild
+    threads each make their own Parameter over shared memory, `fa.hogwild.share`).
+
+    Returns the mean loss of each epoch (a list of floats; nan for an epoch that had no
+    examples, as a Hogwild worker's whose share the others took).
+
+    >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
+    >>> opt = fa.optim.SGD([U, V], lr=0.05)
+    >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5,
+    ...          lr_schedule=fa.optim.LinearDecay(opt, min_lr=1e-4))
+    """
+    if not isinstance(loss, Variable) or (<Variable>loss).size != 1:
+        raise TypeError("train: `loss` must be a one-element fastad Variable")
+    if not (<Variable>loss).requires_grad:
+        raise RuntimeError("train: `loss` does not depend on any Parameter")
+    if (<Variable>loss).on_device:
+        raise ValueError(f"train: the compiled loop runs on the CPU, and `loss` is on "
+                         f"{loss.device}; on a GPU, replay the step (forward, "
+                         f"backward, optimizer.step) or capture it with fa.cuda.capture")
+    if not hasattr(optimizer, "step") or not hasattr(optimizer, "zero_grad"):
+        raise TypeError("train: `optimizer` must have step() and zero_grad() (a fastad optimizer)")
+    if isinstance(optimizer, Optimizer) and (<Optimizer>optimizer)._device_state is not None:
+        raise ValueError("train: the compiled loop runs on the CPU, and the optimizer's "
+                         "Parameters are on a GPU; build the graph and the optimizer on one device")
+    check_int("train", "epochs", epochs, 0)
+    check_int("train", "report_every", report_every, 1)
+    check_int("train", "schedule_every", schedule_every, 1)
+    _check_callable("progress", progress)
+    _check_callable("callback", callback)
+    cdef Sampler sampler
+    if isinstance(feeds, Sampler):
+        if shuffle or seed is not None:
+            raise ValueError("train: shuffle and seed are the sampler's to set; pass them to it")
+        sampler = feeds
+    elif isinstance(feeds, Mapping):
+        sampler = FeedSampler(feeds, shuffle=shuffle, seed=seed)
+    else:
+        raise TypeError(f"train: feeds must be a dict {{leaf: array}} or a sampler, got {type(feeds).__name__}")
+    cdef Schedule schedule
+    schedule.rule, schedule.base, schedule.a, schedule.b = RULE_NONE, 0, 0, 1
+    if lr_schedule is not None:
+        read_schedule("train", lr_schedule, optimizer, &schedule)
+    cdef Variable root = <Variable>loss
+    cdef Plan plan = root._get_plan()
+    _require_leaves_in_graph(plan, root, sampler)
+    # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
+    cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
+    cdef list claimed = claim_parameters("train", list(plan.params) + (fast_opt.params if fast_opt is not None else []))
+    try:
+        return _train(root, plan, optimizer, fast_opt, sampler, epochs, progress, report_every,
+                      lr_schedule, schedule_every, schedule, callback)
+    finally:
+        release_parameters(claimed)
+
+
+cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt, Sampler sampler,
+                  Py_ssize_t epochs, object progress, Py_ssize_t report_every, object lr_schedule,
+                  Py_ssize_t schedule_every, Schedule schedule, object callback):
+    """train's run, its Parameters claimed for this thread."""
+    _check_sampled_ids(root, sampler)
+    cdef Loop loop
+    loop.python_optimizer = <PyObject*>optimizer
+    loop.progress = <PyObject*>progress if progress is not None else NULL
+    loop.report_every, loop.schedule_every = report_every, schedule_every
+    loop.schedule = schedule
+    loop.epochs = epochs
+    loop.done = loop.reported = 0
+    loop.reported_at = time.monotonic()
+    loop.schedule_steps = 0
+    cdef Py_ssize_t epoch = 0
+    means = []
+    cdef list applied = _updated_as_produced(plan, root, fast_opt) if fast_opt is not None else []
+    cdef Parameter param
+    try:
+        sampler.set_row_prefetches(_row_prefetches(plan, root, sampler))
+        optimizer.zero_grad()
+        for param in applied:
+            param.apply_lr = fast_opt.fused_row_rate()
+        for epoch in range(epochs):
+            sampler.begin_epoch(epoch)
+            with nogil:
+                _run_epoch(&loop, sampler, plan, root, fast_opt, epoch)
+            sampler.end_epoch()
+            mean = loop.total / sampler.epoch_examples if sampler.epoch_examples else float("nan")
+            means.append(mean)
+            if callback is not None:
+                callback(epoch + 1, mean)
+        if progress is not None and (loop.done == 0 or loop.done % report_every):
+            _report_progress(&loop)
+    except (IndexError, FloatingPointError) as err:
+        # Name the example (a bad id, a NaN); the examples before it have been applied.
+        raise type(err)(f"train: epoch {epoch + 1}, {sampler.where()}: {err}") from err
+    finally:
+        sampler.set_row_prefetches([])
+        for param in applied:
+            param.apply_lr = NULL
+        if fast_opt is not None and loop.done:
+            fast_opt.mark_stepped()
+        if lr_schedule is not None:
+            lr_schedule.last_epoch += loop.schedule_steps
+    return means
