@@ -28,8 +28,8 @@ from setuptools.command.sdist import sdist
 COMPILED_MODULES = (
     "fastad._engine.graph",
     *(f"fastad.ops.{family}" for family in ("conv", "dropout", "elementwise", "fastmath", "fused",
-                                            "linalg", "losses", "model_losses", "reduction", "shape",
-                                            "sparse")),
+                                            "gather_dot", "linalg", "losses", "ranking", "reduction",
+                                            "shape", "sparse")),
     "fastad.optim.optimizers", "fastad.optim.schedule",
     "fastad.training.autobatch", "fastad.training.feeds", "fastad.training.loop",
     "fastad.training.sampler",
@@ -38,7 +38,7 @@ COMPILED_MODULES = (
 )
 
 #: The folders of the C headers the compiled modules include.
-HEADER_DIRS = [os.path.join("fastad", "_engine"), os.path.join("fastad", "ops")]
+HEADER_DIRS = [os.path.join("fastad", folder) for folder in ("_engine", "ops", "optim")]
 
 #: The oldest Cython and NumPy to compile with, as in pyproject's build-system.requires.
 #: Extensions built against NumPy 2 also import under NumPy 1.23 and later, not the

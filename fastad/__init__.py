@@ -27,7 +27,8 @@ from fastad.ops.shape import expand_dims, squeeze, split, flip, tile
 from fastad.ops.linalg import matmul, linear, vector_dot
 from fastad.ops.linalg import einsum
 from fastad.ops.sparse import take, take_along_axis, embedding, embedding_bag
-from fastad.ops.model_losses import ranking_margin, ranking_loss, gather_dot, bag_dot
+from fastad.ops.ranking import ranking_margin, ranking_loss, margin_loss
+from fastad.ops.gather_dot import gather_dot, bag_dot
 from fastad.ops.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
                              adaptive_avg_pool2d)
 from fastad.training.loop import train
@@ -49,7 +50,7 @@ __all__ = [
     "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64",
     *_elementwise.__all__, "sum", "mean", "max", "logsumexp",
     "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
-    "linear", "vector_dot", "take", "ranking_margin", "ranking_loss", "gather_dot", "bag_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
+    "linear", "vector_dot", "take", "ranking_margin", "ranking_loss", "margin_loss", "gather_dot", "bag_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
     "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",
     "gradcheck", "save", "load", "to_dot",
     "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text",

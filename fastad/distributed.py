@@ -34,8 +34,7 @@ import time
 
 import numpy as np
 
-from fastad._engine.graph import register_shared_handles
-from fastad.optim.optimizers import set_step_clocks
+from fastad.optim.optimizers import set_step_hooks
 from fastad import hogwild
 from fastad.checks import check_int, check_number
 from fastad.hogwild import WorkerError
@@ -384,8 +383,8 @@ class DistributedArray:
             raise RuntimeError(f"{self!r}: the share() block of this array has ended")
         return np.concatenate(self._block.call("read", self.key)).reshape(self.shape)
 
-    def _worker_array(self):
-        """The array a Parameter adopts: this worker's replica (registered with the engine)."""
+    def trainable_array(self):
+        """The array `fa.Parameter(handle)` adopts: this worker's replica."""
         if _session is None:
             raise RuntimeError(
                 f"fa.Parameter({self!r}): a distributed array becomes a Parameter only inside a "
@@ -417,7 +416,6 @@ class DistributedArray:
                 f"shards={len(self._block.shards)})")
 
 
-register_shared_handles(DistributedArray, DistributedArray._worker_array)
 
 
 class DistributedArrays(hogwild.ArrayHandles):
@@ -767,15 +765,17 @@ def _next_interval(steps, changed_fraction):
 
 
 class _StepClock:
-    """The step clock that one optimizer over a worker's replicas calls (see
-    fastad.optim.optimizers.set_step_clocks): it counts the optimizer's steps for its session."""
+    """The step hook of one optimizer over a worker's replicas (see
+    fastad.optim.optimizers.set_step_hooks): it counts the optimizer's steps for its session,
+    and syncs when one is due."""
 
     def __init__(self, session):
         self.session = session
         self.steps = 0
         self.ticked_at = time.monotonic()
 
-    def __call__(self, steps):
+    def __call__(self, optimizer, steps):
+        optimizer.apply_update()
         now = time.monotonic()
         seconds, self.ticked_at = now - self.ticked_at, now
         self.steps += steps
@@ -811,10 +811,10 @@ class _Session:
         """Examples done: the most steps of any one optimizer, or the reported count if larger."""
         return max([self.reported] + [clock.steps for clock in self.clocks])
 
-    def step_clock_for(self, params):
-        """The step clock of an optimizer over `params` made in this worker (installed with
-        set_step_clocks): a new one when a Parameter is a replica, else None."""
-        if not any(isinstance(p.shared, DistributedArray) for p in params):
+    def step_clock_for(self, optimizer):
+        """The step hook of `optimizer`, made in this worker (installed with set_step_hooks): a
+        new clock when one of its Parameters is a replica, else None."""
+        if not any(isinstance(p.shared, DistributedArray) for p in optimizer.params):
             return None
         clock = _StepClock(self)
         self.clocks.append(clock)
@@ -959,7 +959,7 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
     fn, args = payload
     _session = session = _Session(sync_every, sync_seconds, sync_timeout)
     hogwild._report_hook = session.count
-    set_step_clocks(session.step_clock_for)
+    set_step_hooks(session.step_clock_for)
     try:
         result = fn(rank, *args)
         session.sync(wait=True)
@@ -969,7 +969,7 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
     finally:
         _session = None
         hogwild._report_hook = None
-        set_step_clocks(None)
+        set_step_hooks(None)
         session.close()
 
 

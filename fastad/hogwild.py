@@ -49,7 +49,7 @@ from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
-from fastad._engine.graph import Parameter, register_shared_handles
+from fastad._engine.graph import Parameter
 from fastad.checks import check_choice, look_up
 from fastad.progress import ProgressRate, progress_bar
 
@@ -207,6 +207,10 @@ class ArrayHandle:
 
     def numpy(self):
         """The array itself (no copy), shape `self.shape`; writes are seen by every worker."""
+        return self._array
+
+    def trainable_array(self):
+        """The array `fa.Parameter(handle)` adopts: the array itself."""
         return self._array
 
     @property
@@ -412,7 +416,6 @@ class ArrayHandles(Mapping):
         return f"{type(self).__name__}({{{inner}}})"
 
 
-register_shared_handles(ArrayHandle, ArrayHandle.numpy)    # fa.Parameter(handle): no copy
 
 
 class SharedArrays(ArrayHandles):

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad._engine.graph import register_shared_handles
 from fastad import optim
 from optim_helpers import (assert_dense_steps_match_torch, assert_float32_tracks_float64, set_grad,
                            sparse_grad, sparse_schedule, stepped_on_sparse_rows, summed_rows)
@@ -252,8 +251,8 @@ class FakeSharedHandle:
             self.created.append(key)
         return self.arrays[key]
 
-
-register_shared_handles(FakeSharedHandle, lambda handle: handle.value)
+    def trainable_array(self):
+        return self.value
 
 
 def test_shared_parameters_keep_state_in_the_handle():
@@ -548,28 +547,59 @@ def test_scheduler_validation():
         optim.StepLR(object(), 3)
 
 
-def test_the_runners_step_clocks_pace_the_optimizers_made_while_installed():
-    from fastad.optim.optimizers import set_step_clocks
+def test_the_runners_step_hooks_take_over_the_steps_of_the_optimizers_made_while_installed():
+    from fastad.optim.optimizers import set_step_hooks
     calls, asked = [], []
 
-    def clock_for(params):
-        asked.append([p.name for p in params])
-        if params[0].name != "replica":
+    def hook_for(optimizer):
+        asked.append([p.name for p in optimizer.params])
+        if optimizer.params[0].name != "replica":
             return None
-        return lambda steps: calls.append(steps) or 3      # call again after 3 steps
+
+        def hook(opt, steps):
+            calls.append(steps)
+            opt.apply_update()                        # the hook takes the step's update itself
+            return 3                                  # call again after 3 steps
+        return hook
 
     w, other = fa.Parameter(np.zeros(2), name="replica"), fa.Parameter(np.zeros(2), name="local")
-    set_step_clocks(clock_for)
+    set_step_hooks(hook_for)
     try:
-        paced, unpaced = optim.SGD([w], lr=0.1), optim.SGD([other], lr=0.1)
+        hooked, unhooked = optim.SGD([w], lr=0.1), optim.SGD([other], lr=0.1)
     finally:
-        set_step_clocks(None)
-    after = optim.SGD([w], lr=0.1)            # made once the runner removed its clocks
+        set_step_hooks(None)
+    after = fa.Parameter(np.zeros(2), name="replica")
+    plain = optim.SGD([after], lr=0.1)                # made once the runner removed its hooks
     assert asked == [["replica"], ["local"]]
     for _ in range(7):
-        for opt, p in ((paced, w), (unpaced, other), (after, w)):
+        for opt, p in ((hooked, w), (unhooked, other), (plain, after)):
             set_grad(p, np.ones(2))
             opt.step()
-    assert calls == [1, 3, 3]                 # after steps 1, 4 and 7, only for the replica's
-    with pytest.raises(TypeError, match="set_step_clocks: expected a callable"):
-        set_step_clocks(3)
+    assert calls == [1, 3, 3]                 # at steps 1, 4 and 7, only for the replica's
+    np.testing.assert_array_equal(w.value, after.value)       # every step was taken once
+    np.testing.assert_array_equal(other.value, after.value)
+    with pytest.raises(TypeError, match="set_step_hooks: expected a callable"):
+        set_step_hooks(3)
+
+
+def test_a_step_hook_that_reads_gradients_turns_the_row_step_off():
+    from fastad.optim.optimizers import set_step_hooks
+
+    class Lockstep:
+        needs_gradients = True
+
+        def __call__(self, opt, steps):
+            opt.apply_update()
+            return 1
+
+    table = fa.Parameter(np.zeros((4, 2)))
+    set_step_hooks(lambda optimizer: Lockstep())
+    try:
+        hooked = optim.SGD([table], lr=0.1)
+    finally:
+        set_step_hooks(None)
+    assert hooked.row_step(table) is None
+    assert optim.SGD([table], lr=0.1).row_step(table) is not None
+    assert optim.SGD([table], lr=0.1, momentum=0.9).row_step(table) is None
+    with pytest.raises(ValueError, match="not one of the optimizer's"):
+        optim.SGD([table], lr=0.1).row_step(fa.Parameter(np.zeros((4, 2))))

@@ -80,24 +80,17 @@ cdef class Parameter(Leaf):
     cdef Py_ssize_t slab_rows        # the slab's capacity
     cdef Py_ssize_t n_touched
     cdef Py_ssize_t row_len
-    # Not NULL (set by the compiled training loop only, to the fused row update its optimizer
-    # offers: Optimizer.fused_row_rate): add_grad_rows steps each row by rate *apply_lr at once
-    # (see _step_rows) and keeps no gradient; `applied` records that a row moved since the
-    # optimizer's last step.
-    cdef const double* apply_lr
-    cdef bint applied
     # The thread whose compiled training loop uses this Parameter (0: none). Its gradient
     # buffers are one thread's at a time: see claim_parameters.
     cdef unsigned long trainer
     cdef int densify(self) except -1
     cdef int _add_sparse_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                               Py_ssize_t row_len) except -1 nogil
-    cdef int _step_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
-                        Py_ssize_t row_len) except -1 nogil
-    cdef int _repeats(self, const int64_t* ids, Py_ssize_t n) except -1 nogil
-    cdef int _start_sparse(self) except -1
+    # 1 if an id occurs twice among ids[:n], else 0 (it marks rows in slot_of and unmarks them)
+    cdef int repeats_among(self, const int64_t* ids, Py_ssize_t n) except -1 nogil
+    cdef int start_sparse(self) except -1
     cdef int _grow_slab(self) except -1
-    cdef int _grow_slab_to(self, Py_ssize_t capacity) except -1
+    cdef int grow_slab_to(self, Py_ssize_t capacity) except -1
 
 @cython.no_gc
 cdef class Input(Leaf):
@@ -126,6 +119,61 @@ cdef class TwoInputs(Variable):
     # The gradient g into a (to_a) or b: written, or added into (`add`); a subclass's is the
     # one-line float/double dispatch into its fused pass.
     cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil
+
+# Where a row gather's backward sends the gradient rows of one of its tables: by default
+# the table's gradient (add_grad_rows, add_scaled_rows); routed (RowGather.route), a RowStep,
+# which an optimizer offers (Optimizer.row_step) to apply its update of each row at once,
+# inside backward, keeping no gradient. This is the one extension point of fused training:
+# a gather or fused loss sends its rows through send_rows/send_scaled_rows, and an optimizer
+# implements a RowStep.
+cdef class RowStep:
+    cdef Parameter param             # the Parameter whose rows it updates
+    cdef bint applied                # a row moved since the optimizer's last step (which counts it)
+    # As the table's add_grad_rows and add_scaled_rows, but the rows are applied at once.
+    cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                      Py_ssize_t row_len) except -1 nogil
+    cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
+                             const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                             char* scratch) except -1 nogil
+    # The rate r when the update is the plain p[row] -= r * g[row] (no state, no decay): a
+    # fused kernel may then take the step itself (and set `applied`); else NULL.
+    cdef const double* plain_sgd_rate(self) noexcept nogil
+
+
+# A node that reads each of its tables in forward only by the rows its ids name, and in
+# backward reads none of them and sends each its gradient rows through send_rows or
+# send_scaled_rows: the gathers, and the fused losses over gathered rows. A table fills a
+# slot (a node has at most 3; one table may fill two). fastad.train routes the rows of a
+# Parameter that only such nodes read to its optimizer's RowStep.
+@cython.no_gc
+cdef class RowGather(Variable):
+    cdef tuple tables                # the table of each slot
+    cdef tuple sources               # ((ids, table), ...): the ids each table is read by
+    cdef tuple routes                # the RowStep of each slot, or None: the table's gradient
+    cdef PyObject* route_ptrs[3]     # the same, borrowed (NULL for None), for the passes
+    cdef int gathers(self, tuple tables, tuple sources) except -1   # at build: slots and sources
+    # Send the rows of every slot whose table is `table` to `step` (None: back to its gradient).
+    cdef int route(self, Variable table, RowStep step) except -1
+    cdef int routes_changed(self) except -1    # a subclass's hook, after route
+
+
+cdef inline int send_rows(RowGather node, int slot, Variable table, const int64_t* ids,
+                          Py_ssize_t n, const char* rows, Py_ssize_t row_len) except -1 nogil:
+    """table.add_grad_rows, or its slot's RowStep."""
+    if node.route_ptrs[slot] == NULL:
+        return table.add_grad_rows(ids, n, rows, row_len)
+    return (<RowStep>node.route_ptrs[slot]).add_rows(ids, n, rows, row_len)
+
+
+cdef inline int send_scaled_rows(RowGather node, int slot, Variable table, const int64_t* ids,
+                                 Py_ssize_t n, const char* x, const char* coefs, Py_ssize_t row_len,
+                                 Py_ssize_t per_x, char* scratch) except -1 nogil:
+    """table.add_scaled_rows, or its slot's RowStep."""
+    if node.route_ptrs[slot] == NULL:
+        return table.add_scaled_rows(ids, n, x, coefs, row_len, per_x, scratch)
+    return (<RowStep>node.route_ptrs[slot]).add_scaled_rows(ids, n, x, coefs, row_len, per_x,
+                                                             scratch)
+
 
 cdef class FunctionNode(Variable):
     cdef object fn                   # the op, in Python: fn.forward(node), fn.backward(node)
@@ -186,10 +234,10 @@ cdef double check_above(str who, str name, object value, double low, bint or_equ
 cdef Py_ssize_t check_int(str who, str name, object value, Py_ssize_t low) except? -1
 cdef bint is_real_number(object value)
 cdef double check_real(str who, str name, object value, bint infinite=*) except? -1.0
-cdef object shared_array_of(object handle)   # see register_shared_handles
+cdef object shared_array_of(object handle)   # a shared handle's trainable_array(), or None
 cdef object device_backend()              # the registered device backend (register_backend); raises if none
 cdef object backend_for(Variable x)       # the backend of a Variable off the host: an autobatch
-                                           # recording's (register_recording) or device_backend()
+                                           # recording's (set_recording) or device_backend()
 
 
 cdef inline bint on_device(object x) noexcept:

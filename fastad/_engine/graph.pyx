@@ -34,8 +34,7 @@ from libc.math cimport isinf
 from libc.string cimport memcpy, memmove
 from cython cimport floating
 
-from fastad._engine.loops cimport (FA_NAMED_ONCE, element_size, put_values, row_axpy, row_scale,
-                              scale_each_row, sgd_row_values, sgd_rows, sgd_scaled_rows, zero_values)
+from fastad._engine.loops cimport element_size, put_values, scale_each_row, zero_values
 
 cnp.import_array()
 
@@ -55,8 +54,8 @@ cdef unsigned long _sort_id = 0          # current topological sort (plans are b
 # Ticks (holding the GIL) whenever a leaf's value changes from outside the graph, or a forward
 # draws new random values: the stamps that tell backward() whether a graph's values are current.
 cdef unsigned long long _value_clock = 0
-# Automatic batching's recording (see register_recording below).
-cdef object _recording_type = None    # the type of a recording (register_recording)
+# Automatic batching's recording (see set_recording below).
+cdef object _recording_type = None    # the type of the recordings set_recording was given
 cdef object _recording = None         # the recording on now, or None
 cdef unsigned long _recording_thread = 0
 cdef bint _default_f64 = False
@@ -1509,52 +1508,6 @@ cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint requires_grad, obje
     return 0
 
 
-cdef void step_scaled_rows(floating* p, floating* slab, int32_t* slot_of, int64_t* touched,
-                           const int64_t* ids, Py_ssize_t n, const floating* x,
-                           const floating* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
-                           double lr, bint repeats) noexcept nogil:
-    """Plain SGD of the gradient rows coefs[k] * x row k // per_x (Parameter.add_scaled_rows),
-    each row stepped from x at once (sgd_scaled_rows) unless some ids repeat: then a row
-    named once steps so, and a repeated row sums its scaled rows in order in a slab row
-    first and takes one step of the sum. The values of scaling the rows, summing them in a sparse gradient
-    and step(), bit for bit, with the slab holding only the repeated rows.
-    slot_of holds -1 for every row on entry and on return; while it runs, FA_NAMED_ONCE
-    (-2) marks a row named once, -3 - s a repeated row whose slab row s is not yet written, and s
-    one whose slab row s holds its sum so far. The slab has room for n // 2 rows."""
-    cdef Py_ssize_t k, left = per_x, repeated = 0
-    cdef int64_t r
-    cdef int32_t s
-    cdef const floating* xk = x
-    if not repeats:
-        sgd_scaled_rows(p, x, coefs, ids, n, row_len, per_x, lr)
-        return
-    for k in range(n):
-        r = ids[k]
-        if slot_of[r] == -1:
-            slot_of[r] = FA_NAMED_ONCE
-        elif slot_of[r] == FA_NAMED_ONCE:
-            touched[repeated] = r
-            slot_of[r] = <int32_t>(-3 - repeated)
-            repeated += 1
-    sgd_scaled_rows(p, x, coefs, ids, n, row_len, per_x, lr, slot_of)
-    for k in range(n):
-        r = ids[k]
-        s = slot_of[r]
-        if s < FA_NAMED_ONCE:
-            s = -3 - s
-            row_scale(slab + s * row_len, xk, row_len, coefs[k])
-            slot_of[r] = s
-        elif s >= 0:
-            row_axpy(slab + s * row_len, xk, row_len, coefs[k])
-        left -= 1
-        if left == 0:
-            xk += row_len
-            left = per_x
-    sgd_rows(p, slab, touched, repeated, row_len, lr)
-    for k in range(n):
-        slot_of[ids[k]] = -1
-
-
 @cython.no_gc
 cdef class Parameter(Leaf):
     """A trainable leaf. Gradients accumulate into `.grad` until `zero_grad()`.
@@ -1566,8 +1519,9 @@ cdef class Parameter(Leaf):
     C-contiguous, aligned, writeable float32 or float64 numpy array on the host
     (its dtype is kept; `dtype`, if given, must match it), else a TypeError or
     ValueError says what is wrong and that copy=True would copy it. A shared
-    handle (of a type given to `register_shared_handles`, as `fa.hogwild.share`
-    makes) is always adopted without a copy. A 2-D Parameter indexed with an
+    handle (an object with `trainable_array()`, the array it lends, and
+    `state_array(key, fill)` for optimizer state, as `fa.hogwild.share` makes) is
+    always adopted without a copy. A 2-D Parameter indexed with an
     IndexInput (`p[ix]`) receives a sparse gradient: only the touched rows are stored.
 
     Example::
@@ -1582,12 +1536,12 @@ cdef class Parameter(Leaf):
     def __init__(self, data, dtype=None, name=None, device=None, copy=True):
         _once(self)
         target = _parse_device(device)
-        array_of = shared_array_of(data)
-        if array_of is not None and target is not None:
+        shared = shared_array_of(data)
+        if shared is not None and target is not None:
             raise ValueError(f"Parameter: a shared array lives in host memory; it cannot "
                              f"be a Parameter on {target} (Hogwild trains on the CPU)")
-        if array_of is not None:
-            arr = array_of(data)       # zero copy: the shared segment is the value
+        if shared is not None:
+            arr = shared               # zero copy: the shared segment is the value
             if not isinstance(arr, np.ndarray):
                 raise TypeError(f"Parameter: the shared handle's array is a "
                                 f"{type(arr).__name__}, not a numpy array")
@@ -1635,9 +1589,9 @@ cdef class Parameter(Leaf):
         return 0
 
     cdef int _grow_slab(self) except -1:
-        return self._grow_slab_to(min(max(16, 2 * self.slab_rows), self._shape[0]))
+        return self.grow_slab_to(min(max(16, 2 * self.slab_rows), self._shape[0]))
 
-    cdef int _grow_slab_to(self, Py_ssize_t capacity) except -1:
+    cdef int grow_slab_to(self, Py_ssize_t capacity) except -1:
         slab = np.empty((capacity, self.row_len), dtype=self._value.dtype)
         if self.n_touched:
             slab[:self.n_touched] = self.slab[:self.n_touched]
@@ -1648,8 +1602,6 @@ cdef class Parameter(Leaf):
 
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                            Py_ssize_t row_len) except -1 nogil:
-        if self.apply_lr != NULL:
-            return self._step_rows(ids, n, rows, row_len)
         if self.grad_mode == GRAD_DENSE:
             _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
             return 0
@@ -1664,7 +1616,7 @@ cdef class Parameter(Leaf):
         cdef bint fresh
         if self.slot_of_ptr == NULL:
             with gil:
-                self._start_sparse()
+                self.start_sparse()
         self.grad_mode = GRAD_SPARSE
         for k in range(n):
             r = ids[k]
@@ -1681,53 +1633,14 @@ cdef class Parameter(Leaf):
             put_values(self.slab_ptr + slot * width, rows + k * width, row_len, not fresh, self.f64)
         return 0
 
-    cdef int _step_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
-                        Py_ssize_t row_len) except -1 nogil:
-        """add_grad_rows while apply_lr is set: plain SGD on each row at once; when a row
-        repeats among these ids, its contributions are summed first (in the slab) and each
-        distinct row takes one step, as step() would take it. (Stepping a repeated row once
-        per contribution would write the row again and again, which threads or processes
-        sharing a frequent row pay for in cache traffic.)"""
-        if n > 1 and self._repeats(ids, n):
-            self._add_sparse_rows(ids, n, rows, row_len)
-            sgd_row_values(self.val_ptr, self.slab_ptr, self.touched_ptr, self.n_touched, row_len,
-                           self.apply_lr[0], self.f64)
-            self.clear_grad()
-        else:
-            sgd_row_values(self.val_ptr, rows, ids, n, row_len, self.apply_lr[0], self.f64)
-        self.applied = True
-        return 0
-
-    cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
-                             const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
-                             char* scratch) except -1 nogil:
-        """While apply_lr is set and no row repeats, the SGD step of each row at once, from
-        x without the scaled rows; otherwise as Variable.add_scaled_rows."""
-        if self.apply_lr == NULL:
-            return Variable.add_scaled_rows(self, ids, n, x, coefs, row_len, per_x, scratch)
-        cdef bint repeats = n > 1 and self._repeats(ids, n)
-        if repeats and self.slab_rows < n // 2:      # the most rows that can repeat
-            with gil:
-                self._grow_slab_to(n // 2)
-        if self.f64:
-            step_scaled_rows(<double*>self.val_ptr, <double*>self.slab_ptr, self.slot_of_ptr,
-                             self.touched_ptr, ids, n, <const double*>x, <const double*>coefs,
-                             row_len, per_x, self.apply_lr[0], repeats)
-        else:
-            step_scaled_rows(<float*>self.val_ptr, <float*>self.slab_ptr, self.slot_of_ptr,
-                             self.touched_ptr, ids, n, <const float*>x, <const float*>coefs,
-                             row_len, per_x, self.apply_lr[0], repeats)
-        self.applied = True
-        return 0
-
-    cdef int _repeats(self, const int64_t* ids, Py_ssize_t n) except -1 nogil:
+    cdef int repeats_among(self, const int64_t* ids, Py_ssize_t n) except -1 nogil:
         """1 if an id occurs twice among ids[:n], else 0; marks rows in slot_of, which holds
         -1 for every row while no sparse gradient is kept, and unmarks them."""
         cdef Py_ssize_t k, marked = n
         cdef int found = 0
         if self.slot_of_ptr == NULL:
             with gil:
-                self._start_sparse()
+                self.start_sparse()
         for k in range(n):
             if self.slot_of_ptr[ids[k]] != -1:
                 found, marked = 1, k
@@ -1737,7 +1650,7 @@ cdef class Parameter(Leaf):
             self.slot_of_ptr[ids[k]] = -1
         return found
 
-    cdef int _start_sparse(self) except -1:
+    cdef int start_sparse(self) except -1:
         """Make the row index and the slab of a first sparse gradient."""
         if self._shape[0] > INT32_MAX:
             raise ValueError(f"take: a sparse gradient supports tables of at most {INT32_MAX} "
@@ -1957,6 +1870,61 @@ cdef class IndexInput(Variable):
         return f"IndexInput(shape={self._shape}{where})"
 
 
+# ------------------------------------------------------------- row gathers
+# Fused training's one extension point (graph.pxd): a row gather sends each table's gradient
+# rows to the table, or to the RowStep its slot is routed to.
+
+cdef class RowStep:
+    """An optimizer's update of a table's rows, applied as a row gather's backward sends them
+    (see graph.pxd); the optimizer makes one per Parameter (`Optimizer.row_step`). This base
+    keeps no gradient and applies nothing: a subclass implements add_rows and
+    add_scaled_rows."""
+
+    cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                      Py_ssize_t row_len) except -1 nogil:
+        with gil:
+            raise NotImplementedError(f"{type(self).__name__} does not implement add_rows")
+
+    cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
+                             const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                             char* scratch) except -1 nogil:
+        with gil:
+            raise NotImplementedError(f"{type(self).__name__} does not implement add_scaled_rows")
+
+    cdef const double* plain_sgd_rate(self) noexcept nogil:
+        return NULL
+
+
+@cython.no_gc
+cdef class RowGather(Variable):
+    """The base of the nodes that gather rows of tables (see graph.pxd)."""
+
+    cdef int gathers(self, tuple tables, tuple sources) except -1:
+        if len(tables) > 3:
+            raise ValueError(f"{self.op_name}: a row gather has at most 3 tables, got {len(tables)}")
+        self.tables, self.sources = tables, sources
+        self.routes = (None,) * len(tables)
+        self.route_ptrs[0] = self.route_ptrs[1] = self.route_ptrs[2] = NULL
+        return 0
+
+    cdef int route(self, Variable table, RowStep step) except -1:
+        routes = list(self.routes)
+        for slot, slot_table in enumerate(self.tables):
+            if slot_table is table:
+                routes[slot] = step
+                self.route_ptrs[slot] = NULL if step is None else <PyObject*>step
+        self.routes = tuple(routes)       # holds the references route_ptrs borrows
+        return self.routes_changed()
+
+    cdef int routes_changed(self) except -1:
+        return 0
+
+    @property
+    def row_sources(self):
+        """((ids, table), ...): the IndexInputs this node reads each table by."""
+        return self.sources
+
+
 # ------------------------------------------------------------------- devices
 # The engine imports no device package: a device package registers itself here
 # (register_backend). A Variable on a device holds its value and gradient in a
@@ -1966,19 +1934,6 @@ cdef class IndexInput(Variable):
 # written in the package.
 
 cdef object _backend = None     # the registered device backend (register_backend)
-
-
-_shared_handles = {}    # handle type -> array_of, see register_shared_handles
-
-
-def register_shared_handles(handle_type, array_of):
-    """Let Parameters adopt a package's shared-memory handles without a copy (a package
-    that shares arrays calls this when imported): `array_of(handle)` returns the host
-    numpy array that becomes the Parameter's value. The handle also gives optimizers
-    their state: `handle.state_array(key, fill)`."""
-    if not isinstance(handle_type, type) or not callable(array_of):
-        raise TypeError("register_shared_handles: expected a type and a callable array_of(handle)")
-    _shared_handles[handle_type] = array_of
 
 
 cdef int _adopt(Parameter p, str what, cnp.ndarray arr, object dtype) except -1:
@@ -2002,14 +1957,11 @@ cdef int _adopt(Parameter p, str what, cnp.ndarray arr, object dtype) except -1:
 
 
 cdef object shared_array_of(object handle):
-    """The array_of registered for `handle`'s type or a base of it, else None."""
-    if handle is None:
-        return None
-    for cls in type(handle).__mro__:
-        array_of = _shared_handles.get(cls)
-        if array_of is not None:
-            return array_of
-    return None
+    """The array a shared handle lends a Parameter to train in place (`handle.trainable_array()`:
+    any object with that method, and `state_array(key, fill)` for optimizer state, is one:
+    fa.hogwild.share's and fa.distributed.share's are), or None when `handle` is none."""
+    lend = getattr(type(handle), "trainable_array", None)
+    return None if lend is None else lend(handle)
 
 
 def register_backend(backend):
@@ -2036,19 +1988,16 @@ cdef object device_backend():
 # notes it instead of computing it. The compiled CPU path never looks at any of this.
 
 
-def register_recording(recording_type):
-    """Let autobatch recordings (of `recording_type`) act as the storage and the backend of
-    the Variables they record (fastad.training.autobatch calls this when imported)."""
-    global _recording_type
-    _recording_type = recording_type
-
-
 def set_recording(recording):
     """Make `recording` (None: none) the one that the Inputs and IndexInputs made in this
-    thread join, and return the one that was on."""
-    global _recording, _recording_thread
-    if recording is not None and not isinstance(recording, _recording_type):
-        raise TypeError(f"set_recording: expected a recording, got {type(recording).__name__}")
+    thread join, and return the one that was on (fastad.training.autobatch's recordings:
+    a storage of their type then marks a Variable they record)."""
+    global _recording, _recording_thread, _recording_type
+    if recording is not None:
+        if _recording_type is not None and type(recording) is not _recording_type:
+            raise TypeError(f"set_recording: expected a {_recording_type.__name__}, got "
+                            f"{type(recording).__name__}")
+        _recording_type = type(recording)
     previous = _recording
     _recording = recording
     _recording_thread = PyThread_get_thread_ident()

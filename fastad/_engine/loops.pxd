@@ -41,53 +41,6 @@ cdef extern from *:
     }
     FA_OUTER(float, f)
     FA_OUTER(double, d)
-    /* Plain SGD on rows rows[k] of p, k < n_rows: p row += a * (gradient row k), where the
-     * gradient row is g row k (fa_sgd_rows) or coefs[k] * x row k, never stored but rounded
-     * as if it had been (c * x first), so the two give the same values bit for bit
-     * (fa_sgd_scaled_rows; with `marks`, only the rows r whose marks[r] is FA_NAMED_ONCE).
-     * One call for all the rows: no call per row. */
-    #define FA_NAMED_ONCE (-2)
-    #define FA_SGD_ROWS(T, S)                                                               \
-    FA_CLONED void fa_sgd_rows_##S(T* __restrict p, const T* __restrict g,                   \
-                                   const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t len, T a) { \
-        if (len == 1) {     /* a bias: no row loop to set up per value */                    \
-            for (Py_ssize_t k = 0; k < n_rows; k++) p[rows[k]] += a * g[k];                  \
-            return;                                                                          \
-        }                                                                                    \
-        for (Py_ssize_t k = 0; k < n_rows; k++) {                                            \
-            T* __restrict y = p + rows[k] * len;                                             \
-            const T* __restrict x = g + k * len;                                             \
-            for (Py_ssize_t i = 0; i < len; i++) y[i] += a * x[i];                           \
-        }                                                                                    \
-    }                                                                                        \
-    static inline void fa_sgd_scaled_row_##S(T* __restrict y, const T* __restrict x, T c,    \
-                                             Py_ssize_t len, T a) {                          \
-        for (Py_ssize_t i = 0; i < len; i++) y[i] += a * (c * x[i]);                         \
-    }                                                                                        \
-    FA_CLONED void fa_sgd_scaled_rows_##S(T* __restrict p, const T* __restrict x,            \
-                                          const T* coefs, const int64_t* rows,               \
-                                          Py_ssize_t n_rows, Py_ssize_t len,                 \
-                                          Py_ssize_t per_x, const int32_t* marks, T a) {     \
-        const T* __restrict xk = x;                                                          \
-        Py_ssize_t left = per_x;            /* the rows xk serves still */                   \
-        if (marks) {                                                                         \
-            for (Py_ssize_t k = 0; k < n_rows; k++) {                                        \
-                if (marks[rows[k]] == FA_NAMED_ONCE)                                         \
-                    fa_sgd_scaled_row_##S(p + rows[k] * len, xk, coefs[k], len, a);          \
-                if (--left == 0) { xk += len; left = per_x; }                                \
-            }                                                                                \
-        } else if (per_x == 1) {    /* the common case, without the marks and the count */   \
-            for (Py_ssize_t k = 0; k < n_rows; k++)                                          \
-                fa_sgd_scaled_row_##S(p + rows[k] * len, x + k * len, coefs[k], len, a);     \
-        } else {                                                                             \
-            for (Py_ssize_t k = 0; k < n_rows; k++) {                                        \
-                fa_sgd_scaled_row_##S(p + rows[k] * len, xk, coefs[k], len, a);              \
-                if (--left == 0) { xk += len; left = per_x; }                                \
-            }                                                                                \
-        }                                                                                    \
-    }
-    FA_SGD_ROWS(float, f)
-    FA_SGD_ROWS(double, d)
 
     /* x . y in four partial sums s0..s3 (s_k takes the products at positions = k mod 4,
      * the tail goes to s0, then (s0 + s1) + (s2 + s3)), so that each add need not wait
@@ -147,17 +100,6 @@ cdef extern from *:
                     Py_ssize_t M, Py_ssize_t N, bint add) noexcept nogil
     void fa_outer_d(double* C, Py_ssize_t ldc, const double* a, Py_ssize_t sa, const double* b,
                     Py_ssize_t M, Py_ssize_t N, bint add) noexcept nogil
-    void fa_sgd_rows_f(float* p, const float* g, const int64_t* rows, Py_ssize_t n_rows,
-                       Py_ssize_t len, float a) noexcept nogil
-    void fa_sgd_rows_d(double* p, const double* g, const int64_t* rows, Py_ssize_t n_rows,
-                       Py_ssize_t len, double a) noexcept nogil
-    void fa_sgd_scaled_rows_f(float* p, const float* x, const float* coefs, const int64_t* rows,
-                              Py_ssize_t n_rows, Py_ssize_t len, Py_ssize_t per_x,
-                              const int32_t* marks, float a) noexcept nogil
-    void fa_sgd_scaled_rows_d(double* p, const double* x, const double* coefs, const int64_t* rows,
-                              Py_ssize_t n_rows, Py_ssize_t len, Py_ssize_t per_x,
-                              const int32_t* marks, double a) noexcept nogil
-    const int32_t FA_NAMED_ONCE
     float fa_dot_f(const float* x, const float* y, Py_ssize_t n) noexcept nogil
     double fa_dot_d(const double* x, const double* y, Py_ssize_t n) noexcept nogil
 
@@ -242,40 +184,9 @@ cdef inline void put_values(char* dst, const char* src, Py_ssize_t n, bint add,
         vec_put(<float*>dst, <const float*>src, n, add)
 
 
-cdef inline void sgd_rows(floating* p, const floating* g, const int64_t* rows, Py_ssize_t n_rows,
-                          Py_ssize_t row_len, double lr) noexcept nogil:
-    """Plain SGD (no momentum, no weight decay) on rows rows[k] of p, whose gradients are
-    packed row after row in g: p[r] = p[r] + (-lr) * g, in p's precision."""
-    if floating is float:
-        fa_sgd_rows_f(p, g, rows, n_rows, row_len, -lr)
-    else:
-        fa_sgd_rows_d(p, g, rows, n_rows, row_len, -lr)
-
-
-cdef inline void sgd_scaled_rows(floating* p, const floating* x, const floating* coefs,
-                                 const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t row_len,
-                                 Py_ssize_t per_x, double lr, const int32_t* marks=NULL) noexcept nogil:
-    """sgd_rows for the gradient rows coefs[k] * x row k // per_x (each x row serves
-    per_x rows in turn), never stored: the same values. With `marks`, only the rows r
-    whose marks[r] is FA_NAMED_ONCE take their step."""
-    if floating is float:
-        fa_sgd_scaled_rows_f(p, x, coefs, rows, n_rows, row_len, per_x, marks, -lr)
-    else:
-        fa_sgd_scaled_rows_d(p, x, coefs, rows, n_rows, row_len, per_x, marks, -lr)
-
-
 cdef inline void scale_each_row(floating* y, const floating* x, const floating* coefs,
                                 Py_ssize_t n_rows, Py_ssize_t row_len, Py_ssize_t per_x) noexcept nogil:
     """y row k = coefs[k] * x row k // per_x."""
     cdef Py_ssize_t k
     for k in range(n_rows):
         row_scale(y + k * row_len, x + (k // per_x) * row_len, row_len, coefs[k])
-
-
-cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,
-                                Py_ssize_t row_len, double lr, bint f64) noexcept nogil:
-    """sgd_rows on buffers of either precision."""
-    if f64:
-        sgd_rows(<double*>p, <const double*>g, rows, n_rows, row_len, lr)
-    else:
-        sgd_rows(<float*>p, <const float*>g, rows, n_rows, row_len, lr)

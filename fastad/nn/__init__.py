@@ -23,7 +23,8 @@ from fastad.nn.conv import (Conv1d, Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, Avg
                             AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d)
 from fastad.ops.losses import (cross_entropy, nll_loss, bce_with_logits, mse, huber, kl_div, smooth_l1,
                               binary_cross_entropy, poisson_nll, gaussian_nll, margin_ranking,
-                              hinge_embedding, cosine_embedding, triplet_margin, multi_margin, soft_margin)
+                              hinge_embedding, cosine_embedding, triplet_margin, multi_margin, soft_margin,
+                              hinge)
 from fastad.ops.elementwise import (relu, leaky_relu, gelu, elu, silu, hardtanh, tanh, sigmoid,
                                    softplus, logsigmoid)
 from fastad.ops.reduction import softmax, log_softmax
@@ -37,5 +38,5 @@ __all__ = ["init", "functional", "Module", "Sequential", "ModuleList", "ModuleDi
            "BatchNorm1d", "BatchNorm2d", "cross_entropy", "nll_loss",
            "bce_with_logits", "mse", "huber", "kl_div", "smooth_l1", "binary_cross_entropy", "poisson_nll",
            "gaussian_nll", "margin_ranking", "hinge_embedding", "cosine_embedding", "triplet_margin",
-           "multi_margin", "soft_margin", "relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus",
+           "multi_margin", "soft_margin", "hinge", "relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sigmoid", "softplus",
            "logsigmoid", "softmax", "log_softmax"]

@@ -7,8 +7,8 @@ from fastad.ops.elementwise import (elu, gelu, hardtanh, leaky_relu, logsigmoid,
                                    silu, softplus, tanh)
 from fastad._engine.graph import IndexInput, Variable
 from fastad.ops.losses import (bce_with_logits, binary_cross_entropy, cosine_embedding, cross_entropy,
-                              gaussian_nll, hinge_embedding, huber, kl_div, margin_ranking, mse,
-                              multi_margin, nll_loss, poisson_nll, smooth_l1, soft_margin,
+                              gaussian_nll, hinge, hinge_embedding, huber, kl_div, margin_ranking,
+                              mse, multi_margin, nll_loss, poisson_nll, smooth_l1, soft_margin,
                               triplet_margin)
 from fastad.ops.dropout import TrainingFlag, dropout as _dropout
 from fastad.ops.linalg import linear
@@ -21,7 +21,7 @@ __all__ = ["relu", "leaky_relu", "gelu", "elu", "silu", "hardtanh", "tanh", "sig
            "logsigmoid", "softmax", "log_softmax",
            "dropout", "cross_entropy", "nll_loss", "bce_with_logits", "mse", "huber", "kl_div",
            "smooth_l1", "binary_cross_entropy", "poisson_nll", "gaussian_nll", "margin_ranking",
-           "hinge_embedding", "cosine_embedding", "triplet_margin", "multi_margin", "soft_margin", "conv1d",
+           "hinge_embedding", "cosine_embedding", "triplet_margin", "multi_margin", "soft_margin", "hinge", "conv1d",
            "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
            "batch_norm", "embedding", "embedding_bag", "linear"]
 

@@ -10,12 +10,11 @@ broadcasting node) are methods here, composed of the ops they are made of, so an
 its primitives (on a GPU the cost is a launch per op, which a captured graph replays at
 once); a backend may override them.
 """
-import numpy as np
 
 from fastad.ops.elementwise import add, mul, sigmoid, sub, tanh
 from fastad.ops.linalg import linear, vector_dot
-from fastad.ops.losses import bce_with_logits
 from fastad.ops.reduction import sum as reduce_sum
+from fastad.ops.ranking import margin_loss
 from fastad.ops.shape import getitem, reshape, stack
 from fastad.ops.sparse import take
 
@@ -90,34 +89,35 @@ class Backend:
         return reduce_sum(mul(a, b), axis=-1)
 
     @staticmethod
-    def ranking(user_table, users, item_table, pos, neg, item_bias, reduction, regularization=0.0):
-        """ranking_margin's margins (reduction None), or ranking_loss's loss with that
-        reduction and L2 term; the arguments are checked (fastad.ops.model_losses)."""
+    def ranking(user_table, users, item_table, pos, neg, item_bias, reduction, regularization=0.0,
+                loss="bpr"):
+        """ranking_margin's margins (reduction None), or ranking_loss's `loss` of them with
+        that reduction and L2 term (margin_loss, the same pointwise loss); the arguments are
+        checked (fastad.ops.ranking)."""
         margin = vector_dot(take(user_table, users), sub(take(item_table, pos), take(item_table, neg)))
         if item_bias is not None:
             margin = add(margin, reshape(sub(take(item_bias, pos), take(item_bias, neg)), margin.shape))
         if reduction is None:
             return margin
-        if regularization != 0:
-            # the L2 term joins each triple's loss before the reduction, as the CPU node's does
-            rows = [take(user_table, users), take(item_table, pos), take(item_table, neg)]
-            squares = [vector_dot(row, row) for row in rows]
-            if item_bias is not None:
-                squares += [reshape(mul(take(item_bias, ids), take(item_bias, ids)), margin.shape)
-                            for ids in (pos, neg)]
-            penalty = squares[0]
-            for square in squares[1:]:
-                penalty = add(penalty, square)
-            loss = bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), "none")
-            loss = add(loss, mul(penalty, 0.5 * regularization))
-            total = loss if reduction == "none" else reduce_sum(loss)
-            return mul(total, 1.0 / loss.size) if reduction == "mean" else total
-        return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), reduction)
+        if regularization == 0:
+            return margin_loss(margin, loss, reduction)
+        # the L2 term joins each triple's loss before the reduction, as the CPU node's does
+        rows = [take(user_table, users), take(item_table, pos), take(item_table, neg)]
+        squares = [vector_dot(row, row) for row in rows]
+        if item_bias is not None:
+            squares += [reshape(mul(take(item_bias, ids), take(item_bias, ids)), margin.shape)
+                        for ids in (pos, neg)]
+        penalty = squares[0]
+        for square in squares[1:]:
+            penalty = add(penalty, square)
+        losses = add(margin_loss(margin, loss, "none"), mul(penalty, 0.5 * regularization))
+        total = losses if reduction == "none" else reduce_sum(losses)
+        return mul(total, 1.0 / losses.size) if reduction == "mean" else total
 
     @staticmethod
     def gather_dot(a_table, a_ids, b_table, b_ids):
         """gather_dot's scores: each B row of b_ids dotted with its A row of a_ids; the
-        arguments are checked (fastad.ops.model_losses)."""
+        arguments are checked (fastad.ops.gather_dot)."""
         a_rows = reshape(take(a_table, a_ids), a_ids.shape + (1, a_table.shape[1]))
         return vector_dot(take(b_table, b_ids), a_rows)
 

@@ -30,8 +30,8 @@ from fastad._engine.graph cimport (Variable, OneInput, TwoInputs, Input, IndexIn
                               init_node, init_node_like, finish, as_variable, same_dtype,
                               require_float, backend_of, check_flag, check_number, check_above)
 from fastad._engine.loops cimport vec_zero, store_value
-from fastad.ops.reduced_bce cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
-                                    reduction_scale, bce_forward, bce_backward)
+from fastad.ops.pointwise_loss cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
+                                       reduction_scale, keeps_exp, loss_forward, loss_backward)
 from fastad.ops.scalar cimport s_exp, s_log
 from fastad.ops.op_codes cimport *
 from fastad.ops.elementwise import add, sub, mul, relu, sqrt, square, abs as elementwise_abs
@@ -374,43 +374,6 @@ def nll_loss(log_probs, targets, reduction="mean", ignore_index=-100):
 
 # ------------------------------------------------------------ pairwise losses
 
-cdef extern from "elementwise_loops.h":
-    # One loop per loss code (the code a constant there, so that the rule vectorises).
-    double fa_loss_forward_f(int op, const float* a, const float* b, Py_ssize_t n, float delta,
-                             float* losses) noexcept nogil
-    double fa_loss_forward_d(int op, const double* a, const double* b, Py_ssize_t n, double delta,
-                             double* losses) noexcept nogil
-    void fa_loss_backward_f(int op, bint to_a, const float* a, const float* b, Py_ssize_t n,
-                            float delta, const float* gy, Py_ssize_t gy_step, float scale, float* g,
-                            bint add) noexcept nogil
-    void fa_loss_backward_d(int op, bint to_a, const double* a, const double* b, Py_ssize_t n,
-                            double delta, const double* gy, Py_ssize_t gy_step, double scale,
-                            double* g, bint add) noexcept nogil
-
-
-cdef inline double pair_forward(int op, const char* a, const char* b, Py_ssize_t n, double delta,
-                                char* losses, bint f64) noexcept nogil:
-    """Sum of the elements' losses; each also into `losses` unless NULL."""
-    if f64:
-        return fa_loss_forward_d(op, <const double*>a, <const double*>b, n, delta,
-                                 <double*>losses)
-    else:
-        return fa_loss_forward_f(op, <const float*>a, <const float*>b, n, <float>delta,
-                                 <float*>losses)
-
-
-cdef inline void pair_backward(int op, bint to_a, const char* a, const char* b, Py_ssize_t n,
-                               double delta, const char* gy, Py_ssize_t gy_step, double scale,
-                               char* g, bint add, bint f64) noexcept nogil:
-    """g = (or +=) d(loss)/da (to_a) or d(loss)/db, times gy[i * gy_step] * scale."""
-    if f64:
-        fa_loss_backward_d(op, to_a, <const double*>a, <const double*>b, n, delta,
-                           <const double*>gy, gy_step, scale, <double*>g, add)
-    else:
-        fa_loss_backward_f(op, to_a, <const float*>a, <const float*>b, n, <float>delta,
-                           <const float*>gy, gy_step, <float>scale, <float*>g, add)
-
-
 @cython.no_gc
 cdef class PairLoss(TwoInputs):
     cdef int code, reduction
@@ -420,26 +383,17 @@ cdef class PairLoss(TwoInputs):
 
     cdef int run_forward(self) except -1 nogil:
         cdef bint each = self.reduction == RED_NONE
-        cdef Py_ssize_t n = self.a.size
-        cdef double total
-        if self.exp_of_a != NULL:
-            total = bce_forward(self.a.val_ptr, self.b.val_ptr, n, self.exp_of_a,
-                                self.val_ptr if each else NULL, self.f64)
-        else:
-            total = pair_forward(self.code, self.a.val_ptr, self.b.val_ptr, n, self.delta,
-                                 self.val_ptr if each else NULL, self.f64)
+        cdef double total = loss_forward(self.code, self.a.val_ptr, self.b.val_ptr, self.a.size,
+                                         self.delta, self.exp_of_a, self.val_ptr if each else NULL,
+                                         self.f64)
         if not each:
             store_value(self.val_ptr, total * self.scale, self.f64)
         return 0
 
     cdef int _gradient(self, char* g, bint to_a, bint add) except -1 nogil:
         cdef Py_ssize_t gy_step = 1 if self.reduction == RED_NONE else 0
-        if to_a and self.exp_of_a != NULL:
-            bce_backward(self.a.val_ptr, self.b.val_ptr, self.exp_of_a, self.a.size, self.grad_ptr,
-                         gy_step, self.scale, g, add, self.f64)
-        else:
-            pair_backward(self.code, to_a, self.a.val_ptr, self.b.val_ptr, self.a.size, self.delta,
-                          self.grad_ptr, gy_step, self.scale, g, add, self.f64)
+        loss_backward(self.code, to_a, self.a.val_ptr, self.b.val_ptr, self.exp_of_a, self.a.size,
+                      self.delta, self.grad_ptr, gy_step, self.scale, g, add, self.f64)
         return 0
 
 
@@ -480,7 +434,7 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
     node.b = vb
     node.delta = delta
     node.scale = reduction_scale(red, va.size)
-    if code == P_BCE:
+    if keeps_exp(code):
         node.exp_array = empty_buffer((va.size,), np.float64 if va.f64 else np.float32)
         node.exp_of_a = <char*>cnp.PyArray_DATA(node.exp_array)
     if node.reduction == RED_NONE:

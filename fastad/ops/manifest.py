@@ -146,6 +146,9 @@ POINTWISE_LOSSES = (
     {"name": "soft_margin", "public": "soft_margin", "builder": "generated", "args": ("input", "target"),
      "doc": "log(1 + exp(-target * input)), elementwise; as torch.nn.functional.soft_margin_loss.",
      "example": ("fa.nn.soft_margin(fa.Parameter([0.0, 0.0]), [1.0, -1.0]).item()    # log(2)", "0.6931...")},
+    {"name": "hinge", "public": "hinge", "builder": "generated", "args": ("input", "target"),
+     "doc": "max(0, 1 - target * input), elementwise: the hinge loss of targets +-1 (scikit-learn's Hinge).",
+     "example": ("fa.nn.hinge(fa.Parameter([0.5, 2.0]), [1.0, 1.0]).item()    # (0.5 + 0) / 2", "0.25")},
 )
 
 #: family -> its ops, in code order

@@ -399,6 +399,7 @@ FA_RULE FA_T FA_NAME(fa_loss_value)(int op, FA_T a, FA_T b, FA_T delta) {
             d = b > delta ? b : delta;
             return (FA_T)0.5 * (FA_LOG(d) + a * a / d);
         case P_SOFT_MARGIN: return FA_NAME(fa_softplus)(-a * b);
+        case P_HINGE: d = (FA_T)1 - a * b; return d > 0 ? d : (FA_T)0;
         default: break;
     }
     if (op == P_BCE) return FA_NAME(fa_softplus)(a) - a * b;
@@ -426,6 +427,7 @@ FA_RULE FA_T FA_NAME(fa_loss_da)(int op, FA_T a, FA_T b, FA_T delta) {
         case P_POISSON_NLL_RATE_FULL: return (FA_T)1 - b / (a + delta);
         case P_GAUSSIAN_NLL: return a / (b > delta ? b : delta);
         case P_SOFT_MARGIN: return -b * FA_SIGMOID(-a * b);
+        case P_HINGE: return (FA_T)1 - a * b > 0 ? -b : (FA_T)0;
         default: break;
     }
     if (op == P_BCE) return FA_SIGMOID(a) - b;
@@ -450,6 +452,7 @@ FA_RULE FA_T FA_NAME(fa_loss_db)(int op, FA_T a, FA_T b, FA_T delta) {
             v = b > delta ? b : delta;
             return (FA_T)0.5 * ((FA_T)1 / v - a * a / (v * v));
         case P_SOFT_MARGIN: return -a * FA_SIGMOID(-a * b);
+        case P_HINGE: return (FA_T)1 - a * b > 0 ? -a : (FA_T)0;
         default: break;
     }
     return -FA_NAME(fa_loss_da)(op, a, b, delta);

@@ -1,5 +1,5 @@
-# The row checks and the gather of sparse.pyx that the fused model losses (model_losses.pyx)
-# share: check_ids inlines into their passes as into sparse's own.
+# The row checks of sparse.pyx that the other row gathers (gather_dot.pyx, ranking.pyx) share:
+# check_ids inlines into their passes as into sparse's own.
 from libc.stdint cimport uint64_t
 
 from fastad._engine.graph cimport Variable, IndexInput
@@ -36,3 +36,9 @@ cdef inline int check_ids(Variable node, IndexInput ix, Py_ssize_t rows) except 
 
 
 cdef int raise_bad_id(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil
+
+# `ids` as an IndexInput (integers become one on `device`), or a TypeError naming op and argname.
+cdef IndexInput as_ids(str op, str argname, object ids, object device)
+
+# (a, b) as float Variables: two 2-D tables of rows of one length and dtype, or an error.
+cdef tuple row_tables(str op, str a_name, object a, str b_name, object b)

@@ -3,9 +3,10 @@
 (sums or means of ragged bags of rows), and `fastad.take_along_axis(x, ids, axis)`
 (sparse along axis 0 of a Parameter).
 
-The backward sends (row ids, row gradients) to the table's `add_grad_rows`;
-a Parameter keeps them as a sparse gradient over the touched rows only, so an
-optimizer step costs time in proportion to the rows used, not the table.
+The backward sends (row ids, row gradients) to the table (`send_rows`): a
+Parameter keeps them as a sparse gradient over the touched rows only, so an
+optimizer step costs time in proportion to the rows used, not the table; under
+`fastad.train`, its optimizer's row step may take them instead (`RowGather`).
 """
 import numbers
 from math import prod
@@ -18,8 +19,9 @@ from libc.math cimport fabs, pow, sqrt, INFINITY
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
 
-from fastad._engine.graph cimport (Variable, IndexInput, Parameter, empty_buffer, init_node, finish,
-                              require_float, backend_of)
+from fastad._engine.graph cimport (Variable, IndexInput, Parameter, RowGather, empty_buffer,
+                                   init_node, finish, require_float, same_dtype, backend_of,
+                                   send_rows)
 from fastad._engine.graph import register_methods
 from fastad._engine.loops cimport element_size, vec_zero
 from fastad.ops.reduction import _normalize_axes
@@ -60,6 +62,25 @@ cdef int raise_bad_id(Variable node, IndexInput ix, Py_ssize_t rows) except -1 n
     return 0
 
 
+cdef IndexInput as_ids(str op, str argname, object ids, object device):
+    if isinstance(ids, IndexInput):
+        return <IndexInput>ids
+    if isinstance(ids, Variable):
+        raise TypeError(f"{op}: {argname} must be an IndexInput or integers, got a float Variable")
+    return IndexInput(ids, device=device)
+
+
+cdef tuple row_tables(str op, str a_name, object a, str b_name, object b):
+    require_float(op, a, a_name)
+    require_float(op, b, b_name)
+    cdef Variable A = <Variable>a, B = <Variable>b
+    if len(A._shape) != 2 or len(B._shape) != 2 or A._shape[1] != B._shape[1]:
+        raise ValueError(f"{op}: {a_name} and {b_name} must be 2-D with one row length, got "
+                         f"shapes {A._shape} and {B._shape}")
+    same_dtype(op, A, B)
+    return A, B
+
+
 cdef double row_norm(const floating* row, Py_ssize_t n, double norm_type) noexcept nogil:
     """The norm_type-norm of a row (norm_type > 0, or inf for the largest magnitude)."""
     cdef Py_ssize_t j
@@ -78,18 +99,13 @@ cdef double row_norm(const floating* row, Py_ssize_t n, double norm_type) noexce
 
 
 @cython.no_gc
-cdef class Take(Variable):
+cdef class Take(RowGather):
     cdef Variable table
     cdef IndexInput ix
     cdef Py_ssize_t rows, row_len, row_bytes
     cdef int64_t padding_idx          # the row that gets no gradient, or -1
     cdef double max_norm              # rows longer than this are renormalised on lookup; 0: never
     cdef double norm_type
-
-    def _row_sources(self):
-        """(ids, table) for each table this node gathers rows of: what the training loop
-        prefetches for the next example (see Sampler.set_row_prefetches)."""
-        return [(self.ix, self.table)]
 
     cdef int run_forward(self) except -1 nogil:
         check_ids(self, self.ix, self.rows)
@@ -124,14 +140,13 @@ cdef class Take(Variable):
             return 0
         check_ids(self, self.ix, self.rows)
         if self.padding_idx < 0:
-            self.table.add_grad_rows(ids, n, self.grad_ptr, self.row_len)
-            return 0
+            return send_rows(self, 0, self.table, ids, n, self.grad_ptr, self.row_len)
         # The padding row gets nothing: send the runs of ids between its occurrences.
         for k in range(n + 1):
             if k == n or ids[k] == self.padding_idx:
                 if k > start:
-                    self.table.add_grad_rows(ids + start, k - start, self.grad_ptr + start * self.row_bytes,
-                                             self.row_len)
+                    send_rows(self, 0, self.table, ids + start, k - start,
+                              self.grad_ptr + start * self.row_bytes, self.row_len)
                 start = k + 1
         return 0
 
@@ -142,10 +157,7 @@ cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, doub
     cdef Variable t = <Variable>table
     if not t._shape:
         raise ValueError(f"{op}: the table must have at least one axis, got a 0-d Variable")
-    if not isinstance(ix, IndexInput):
-        if isinstance(ix, Variable):
-            raise TypeError(f"{op}: ids must be an IndexInput or integers, got a float Variable")
-        ix = IndexInput(ix, device=t.device)
+    ix = as_ids(op, "ids", ix, t.device)
     if (dev := backend_of(t, ix)) is not None:
         return dev.take(t, ix, op, padding_idx, max_norm, norm_type)
     cdef Take node = Take.__new__(Take)
@@ -158,6 +170,7 @@ cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, doub
     node.max_norm = max_norm
     node.norm_type = norm_type
     init_node(node, op, (t, ix), ix.shape + t._shape[1:], t.f64)
+    node.gathers((t,), ((ix, t),))
     return finish(node)
 
 
@@ -272,7 +285,7 @@ def bag_bounds(IndexInput offsets, Py_ssize_t n_ids, Py_ssize_t n_bags, bint inc
 
 
 @cython.no_gc
-cdef class EmbeddingBag(Variable):
+cdef class EmbeddingBag(RowGather):
     """out[b] = sum (or mean) of table[ids[k]] over bag b's positions k; a sparse (or
     dense) row gradient."""
     cdef Variable table
@@ -285,11 +298,6 @@ cdef class EmbeddingBag(Variable):
     cdef int64_t* bounds_ptr          # their data, for the passes
     cdef char* scratch_ptr
     cdef bint table_is_parameter
-
-    def _row_sources(self):
-        """(ids, table) as Take's: the forward reads the table only by the rows of its ids
-        and the backward reads none of it, so plain SGD can step the rows inside backward."""
-        return [(self.ix, self.table)]
 
     cdef int check_inputs(self) except -1 nogil:
         """Ids in range, and the bounds from offsets that form a valid partition: ids and
@@ -347,14 +355,13 @@ cdef class EmbeddingBag(Variable):
             for k in range(bounds[b], bounds[b + 1]):
                 for j in range(row_len):
                     rows[k * row_len + j] = grad[b * row_len + j] * scale
-        if (self.dense_grad and self.table_is_parameter and (<Parameter>self.table).apply_lr == NULL
+        if (self.dense_grad and self.table_is_parameter and self.route_ptrs[0] == NULL
                 and not self.table.prepare_grad()):
-            # a Parameter's first dense contribution: start from zeros (none while fastad.train
-            # steps its rows as they come: no gradient is kept then)
+            # a Parameter's first dense contribution: start from zeros (none while its rows go
+            # to a row step: no gradient is kept then)
             vec_zero(<floating*>self.table.grad_ptr, self.table.size)
-        self.table.add_grad_rows(<const int64_t*>self.ix.val_ptr + first, bounds[self.n_bags] - first,
-                                 <char*>(rows + first * row_len), row_len)
-        return 0
+        return send_rows(self, 0, self.table, <const int64_t*>self.ix.val_ptr + first,
+                         bounds[self.n_bags] - first, <char*>(rows + first * row_len), row_len)
 
 
 def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=False, sparse=True):
@@ -383,16 +390,9 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
         raise ValueError(f"embedding_bag: weight must be 2-D (rows, dim), got shape {t._shape}")
     if mode not in ("sum", "mean"):
         raise ValueError(f"embedding_bag: mode must be 'sum' or 'mean', got {mode!r}")
-    if not isinstance(ids, IndexInput):
-        if isinstance(ids, Variable):
-            raise TypeError("embedding_bag: ids must be an IndexInput or integers, got a float Variable")
-        ids = IndexInput(ids, device=t.device)
-    cdef IndexInput ix = <IndexInput>ids
-    if offsets is not None and not isinstance(offsets, IndexInput):
-        if isinstance(offsets, Variable):
-            raise TypeError("embedding_bag: offsets must be an IndexInput or integers, got a "
-                            "float Variable")
-        offsets = IndexInput(offsets)
+    cdef IndexInput ix = as_ids("embedding_bag", "ids", ids, t.device)
+    if offsets is not None:
+        offsets = as_ids("embedding_bag", "offsets", offsets, None)
     cdef Py_ssize_t n_bags
     if len(ix._shape) == 2:
         if offsets is not None:
@@ -435,6 +435,7 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     node.table_is_parameter = isinstance(t, Parameter)
     init_node(node, "embedding_bag", (t, ix) if offsets is None else (t, ix, offsets),
               (n_bags, node.row_len), t.f64)
+    node.gathers((t,), ((ix, t),))
     return finish(node)
 
 

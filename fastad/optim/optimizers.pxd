@@ -4,6 +4,7 @@ cimport numpy as cnp
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 
+from fastad._engine.graph cimport Parameter, RowStep
 from fastad.ops.scalar cimport FaAdamStep, FaRAdamStep, FaNAdamStep
 
 cdef class Optimizer
@@ -29,17 +30,21 @@ cdef class Optimizer:
     cdef int64_t* steps
     cdef object _device_state        # the device optimizer state when the Parameters are
                                      # on a GPU (step() then runs its kernels), else None
-    cdef object step_clock           # called every clock_period steps (see set_step_clocks), or None
-    cdef bint has_clock              # step_clock is not None
-    cdef Py_ssize_t clock_period, clock_countdown
+    cdef list _row_steps             # Parameter i's RowStep, once row_step made it, else None
+    cdef PyObject** row_step_ptrs    # the same, borrowed (NULL for None), for step without the GIL
+    cdef object hook                 # the worker's runner's StepHook (see set_step_hooks), or None
+    cdef bint has_hook               # hook is not None
+    cdef bint hook_needs_gradients   # the hook reads every step's gradients: no row step offered
+    cdef Py_ssize_t hook_period, hook_countdown
 
     cdef int init_state(self, tuple slot_names, tuple fills) except -1
-    # The rate r when this optimizer's update of a sparse row is the plain step
-    # p[row] -= r * g[row] (no state, no step count, no weight decay): the fused row update it
-    # offers fastad.train, which then steps a row inside backward; NULL when it offers none.
-    cdef const double* fused_row_rate(self) noexcept nogil
+    # The update of p's rows that this optimizer applies as a row gather's backward sends
+    # them (fastad.train routes them there, see graph.RowGather), or None when it offers
+    # none: made once per Parameter (by new_row_step) and kept.
+    cpdef RowStep row_step(self, Parameter p)
+    cdef RowStep new_row_step(self, Py_ssize_t i)   # a subclass's RowStep for Parameter i, or None
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil
-    cdef int tick_clock(self) except -1
+    cdef int call_hook(self) except -1
     cdef tuple device_kernel(self)   # (kernel name, (h0, h1, h2, h3), flag[, running kernel,
                                      # extra doubles]) for the GPU
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
@@ -48,6 +53,7 @@ cdef class Optimizer:
     cdef int mark_stepped(self) except -1   # graphs over the Parameters are stale until a forward
     cdef int step_cpu(self, bint clear) except -1 nogil   # step() for Parameters on the CPU
                                                           # (clear: and zero_grad())
+    cdef int update(self, bint clear) except -1 nogil    # the update itself, without the hook
     cpdef zero_grad(self)
     cdef int clear_grads(self) except -1 nogil   # zero_grad() without the GIL
     cdef int require_unclaimed(self, str who) except -1   # see graph.claim_parameters
@@ -57,6 +63,11 @@ cdef class SGD(Optimizer):
     cdef readonly double momentum, dampening, weight_decay
     cdef readonly bint nesterov
     cdef bint first                  # this step is the Parameter's first, and dense
+    cdef bint plain(self) noexcept nogil     # no momentum, no weight decay
+
+
+cdef class SGDRowStep(RowStep):
+    cdef SGD optimizer
 
 
 cdef class Adagrad(Optimizer):

@@ -20,8 +20,15 @@ graph.register_shared_handles) keeps them in shared memory as well
 (`p.shared.state_array(key, fill)`, with keys such as "Adam.exp_avg"), so
 Hogwild workers update one copy without locks. Step counts (Adam's bias
 correction, SGD's first momentum step) stay per process. The runner of a
-worker may give optimizers a step clock (`set_step_clocks`: fastad.distributed
-syncs a worker's replicas by it): `step()` then calls it every so many steps.
+worker may hook into the optimizers' steps (`set_step_hooks`: fastad.distributed
+syncs a worker's replicas every so many steps; a synchronized Hogwild run
+exchanges every step's gradients): `step()`, and `fastad.train`'s loop, then
+hand those steps to the hook.
+
+An optimizer may offer fused training a row step (`row_step(p)`, a
+`graph.RowStep`): its update of p's rows, applied as a row gather's backward
+sends them, when p is read only by row gathers (`fastad.train` routes them).
+Plain SGD offers one.
 
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
@@ -35,15 +42,15 @@ from collections.abc import MutableMapping
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport sqrt, pow, fabs, isinf, INFINITY
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport calloc, malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad._engine.graph cimport (Variable, Parameter, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
-                              check_unclaimed, mark_changed, device_backend, device_of,
-                              check_flag, check_number)
-from fastad._engine.loops cimport element_size, sgd_row_values
+from fastad._engine.graph cimport (Variable, Parameter, RowStep, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
+                                   check_unclaimed, mark_changed, device_backend, device_of,
+                                   check_flag, check_number)
+from fastad._engine.loops cimport element_size, row_axpy, row_scale
 from fastad.ops.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
                                adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
                                FaNAdamStep, fa_nadam_mu, fa_nadam_step, fa_adamax_step_size,
@@ -53,7 +60,20 @@ from fastad.ops.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_e
 cnp.import_array()
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
-           "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value"]
+           "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value", "set_step_hooks"]
+
+cdef extern from "sgd_rows.h":
+    void fa_sgd_rows_f(float* p, const float* g, const int64_t* rows, Py_ssize_t n_rows,
+                       Py_ssize_t len, float a) noexcept nogil
+    void fa_sgd_rows_d(double* p, const double* g, const int64_t* rows, Py_ssize_t n_rows,
+                       Py_ssize_t len, double a) noexcept nogil
+    void fa_sgd_scaled_rows_f(float* p, const float* x, const float* coefs, const int64_t* rows,
+                              Py_ssize_t n_rows, Py_ssize_t len, Py_ssize_t per_x,
+                              const int32_t* marks, float a) noexcept nogil
+    void fa_sgd_scaled_rows_d(double* p, const double* x, const double* coefs, const int64_t* rows,
+                              Py_ssize_t n_rows, Py_ssize_t len, Py_ssize_t per_x,
+                              const int32_t* marks, double a) noexcept nogil
+    const int32_t FA_NAMED_ONCE
 
 
 # ------------------------------------------------------------ argument checks
@@ -237,22 +257,28 @@ cdef cnp.ndarray _state_array(Parameter p, str key, double fill):
     return <cnp.ndarray>arr
 
 
-_clock_for = None      # the running worker's runner: clock_for(params) -> step clock or None
+_hook_for = None      # the running worker's runner: hook_for(optimizer) -> its StepHook or None
 
 
-def set_step_clocks(clock_for):
-    """Install (or, with None, remove) the step clocks of the runner of a worker: the
-    code that runs a worker function and paces its work by optimizer steps
-    (fastad.distributed's run installs its session's for the worker's run). An
-    Optimizer made meanwhile asks `clock_for(params)` for its step clock, or None for
-    none: a callable `clock(steps)` that `step()` (in fastad.train too) calls after
-    `steps` steps (1 the first time), returning how many steps to take before its next
-    call (an int >= 1)."""
-    global _clock_for
-    if clock_for is not None and not callable(clock_for):
-        raise TypeError(f"set_step_clocks: expected a callable clock_for(params) or None, "
-                        f"got {type(clock_for).__name__}")
-    _clock_for = clock_for
+def set_step_hooks(hook_for):
+    """Install (or, with None, remove) the step hooks of the runner of a worker: the code
+    that runs a worker function and takes part in its optimizers' steps
+    (fastad.distributed syncs replicas every so many steps; a synchronized Hogwild run
+    exchanges every step's gradients). An Optimizer made meanwhile asks
+    `hook_for(optimizer)` for its hook, or None for none.
+
+    A hook is a callable `hook(optimizer, steps)` that takes over every so many steps:
+    `step()` (and `fastad.train`'s loop) calls it in place of the step's update, `steps`
+    being the steps since its previous call (1 the first time); it applies the update
+    itself with `optimizer.apply_update()` (before or after what it does around it) and
+    returns how many steps to take before its next call (an int >= 1). A hook whose
+    attribute `needs_gradients` is true reads every step's gradients: the optimizer then
+    offers no row step, so that no update happens inside backward."""
+    global _hook_for
+    if hook_for is not None and not callable(hook_for):
+        raise TypeError(f"set_step_hooks: expected a callable hook_for(optimizer) or None, "
+                        f"got {type(hook_for).__name__}")
+    _hook_for = hook_for
 
 
 # ------------------------------------------------------------------ kernels
@@ -387,10 +413,12 @@ cdef class Optimizer:
     def __cinit__(self):
         self.state_ptrs = NULL
         self.param_ptrs = NULL
+        self.row_step_ptrs = NULL
 
     def __dealloc__(self):
         free(self.state_ptrs)
         free(self.param_ptrs)
+        free(self.row_step_ptrs)
 
     def __init__(self, params):
         if type(self) is Optimizer:
@@ -404,8 +432,11 @@ cdef class Optimizer:
         self.n_params = len(self._params)
         free(self.param_ptrs)
         self.param_ptrs = <PyObject**>malloc(max(1, self.n_params) * sizeof(PyObject*))
-        if self.param_ptrs == NULL:
+        free(self.row_step_ptrs)
+        self.row_step_ptrs = <PyObject**>calloc(max(1, self.n_params), sizeof(PyObject*))
+        if self.param_ptrs == NULL or self.row_step_ptrs == NULL:
             raise MemoryError()
+        self._row_steps = [None] * self.n_params
         for i, p in enumerate(self._params):
             self.param_ptrs[i] = <PyObject*>p
         self._device_state = None
@@ -414,9 +445,10 @@ cdef class Optimizer:
             self._device_state = device_backend().DeviceState(self._params, device, self._lr)
         self._steps = np.zeros(self.n_params, dtype=np.int64)
         self.steps = <int64_t*>cnp.PyArray_DATA(self._steps)
-        self.step_clock = _clock_for(list(self._params)) if _clock_for is not None else None
-        self.has_clock = self.step_clock is not None
-        self.clock_period = self.clock_countdown = 1
+        self.hook = _hook_for(self) if _hook_for is not None else None
+        self.has_hook = self.hook is not None
+        self.hook_needs_gradients = bool(getattr(self.hook, "needs_gradients", False))
+        self.hook_period = self.hook_countdown = 1
         self.slot_names = ()
         self.n_slots = 0
         self._state = [() for _ in range(self.n_params)]
@@ -457,9 +489,34 @@ cdef class Optimizer:
         with gil:
             raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
-    cdef const double* fused_row_rate(self) noexcept nogil:
+    cpdef RowStep row_step(self, Parameter p):
+        """The RowStep that applies this optimizer's update of `p`'s rows as a row gather's
+        backward sends them (fastad.train routes them to it), or None when the optimizer
+        offers none (or a step hook reads every step's gradients); `p` must be one of its
+        Parameters on the CPU. Made once per Parameter and kept: its steps count as the
+        optimizer's (step() counts a Parameter's step when its row step moved a row)."""
+        cdef Py_ssize_t i
+        cdef RowStep step
+        for i in range(self.n_params):
+            if self._params[i] is p:
+                break
+        else:
+            raise ValueError(f"{type(self).__name__}.row_step: the Parameter is not one of the "
+                             f"optimizer's")
+        if self._device_state is not None or self.hook_needs_gradients:
+            return None
+        if self._row_steps[i] is None:
+            step = self.new_row_step(i)
+            if step is None:
+                return None
+            step.param = p
+            self._row_steps[i] = step
+            self.row_step_ptrs[i] = <PyObject*>step
+        return self._row_steps[i]
+
+    cdef RowStep new_row_step(self, Py_ssize_t i):
         """None by default: an optimizer with state or step counts updates a row in step()."""
-        return NULL
+        return None
 
     cdef tuple device_kernel(self):
         """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
@@ -502,9 +559,24 @@ cdef class Optimizer:
         return 0
 
     cdef int step_cpu(self, bint clear) except -1 nogil:
-        """step() on the CPU; with `clear`, also zero_grad(), each gradient as soon as its
-        Parameter has stepped (one pass, and none over the Parameters that hold no
-        gradient: those fastad.train updated as their rows came)."""
+        """step() on the CPU: the update (or the step hook's call in its place, when due);
+        with `clear`, also zero_grad(), each gradient as soon as its Parameter has stepped
+        (one pass, and none over the Parameters that hold no gradient: those whose rows
+        their row step moved)."""
+        if self.has_hook:
+            self.hook_countdown -= 1
+            if self.hook_countdown == 0:
+                with gil:
+                    self.call_hook()
+                if clear:
+                    self.clear_grads()
+                return 0
+        return self.update(clear)
+
+    cdef int update(self, bint clear) except -1 nogil:
+        """This step's update of every Parameter that holds a gradient (dense: all of it;
+        sparse: its touched rows), each gradient cleared after it with `clear`; a
+        Parameter whose row step moved rows since the last step counts the step."""
         cdef Py_ssize_t i, n_spans, span_len
         cdef const int64_t* rows
         cdef PyObject* p
@@ -513,8 +585,8 @@ cdef class Optimizer:
         for i in range(self.n_params):
             p = self.param_ptrs[i]
             if (<Parameter>p).grad_mode == GRAD_NONE:
-                if (<Parameter>p).applied:        # updated as its gradient rows came (fastad.train)
-                    (<Parameter>p).applied = False
+                if self.row_step_ptrs[i] != NULL and (<RowStep>self.row_step_ptrs[i]).applied:
+                    (<RowStep>self.row_step_ptrs[i]).applied = False
                     self.steps[i] += 1
                 continue
             t = self.steps[i] + 1
@@ -533,19 +605,23 @@ cdef class Optimizer:
                             span_len, (<Parameter>p).f64)
             if clear:
                 (<Parameter>p).clear_grad()
-        if self.has_clock:
-            self.clock_countdown -= 1
-            if self.clock_countdown == 0:
-                with gil:
-                    self.tick_clock()
         return 0
 
-    cdef int tick_clock(self) except -1:
-        period = self.step_clock(self.clock_period)
+    def apply_update(self):
+        """This step's update, without the step hook: what a step hook (see set_step_hooks)
+        calls when it takes over a step. Gradients are left as they are."""
+        if self._device_state is not None:
+            self._device_state.step()
+        else:
+            self.update(False)
+        self.mark_stepped()
+
+    cdef int call_hook(self) except -1:
+        period = self.hook(self, self.hook_period)
         if isinstance(period, bool) or not isinstance(period, int) or period < 1:
-            raise TypeError(f"{type(self).__name__}.step: the step clock of the worker's runner "
-                            f"(set_step_clocks) returned {period!r}; expected an int >= 1")
-        self.clock_period = self.clock_countdown = period
+            raise TypeError(f"{type(self).__name__}.step: the step hook of the worker's runner "
+                            f"(set_step_hooks) returned {period!r}; expected an int >= 1")
+        self.hook_period = self.hook_countdown = period
         return 0
 
     cpdef zero_grad(self):
@@ -728,15 +804,23 @@ cdef class SGD(Optimizer):
 
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
-        cdef const double* rate = self.fused_row_rate()
-        if rate == NULL:
+        if self.plain():        # the row kernel of its row step, in one call for all the rows
+            sgd_row_values(value, grads, rows, n_rows, row_len, self._lr, f64)
+        else:
             Optimizer.update_rows(self, value, grads, state, rows, n_rows, row_len, f64)
-        else:       # the row kernel a fused update runs inside backward (Parameter.add_grad_rows)
-            sgd_row_values(value, grads, rows, n_rows, row_len, rate[0], f64)
 
-    cdef const double* fused_row_rate(self) noexcept nogil:
-        """Plain SGD (no momentum, no weight decay) steps a row by its gradient alone."""
-        return &self._lr if self.momentum == 0 and self.weight_decay == 0 else NULL
+    cdef bint plain(self) noexcept nogil:
+        """No momentum, no weight decay: a row's update needs its gradient alone."""
+        return self.momentum == 0 and self.weight_decay == 0
+
+    cdef RowStep new_row_step(self, Py_ssize_t i):
+        """Plain SGD steps each row as it comes (SGDRowStep); with momentum or weight decay,
+        step() does."""
+        if not self.plain():
+            return None
+        cdef SGDRowStep step = SGDRowStep.__new__(SGDRowStep)
+        step.optimizer = self
+        return step
 
     cdef tuple device_kernel(self):
         return ("sgd", (self.weight_decay, self.momentum, self.dampening, 0.0), int(self.nesterov))
@@ -744,6 +828,121 @@ cdef class SGD(Optimizer):
     def hyperparameters(self):
         return {"lr": self._lr, "momentum": self.momentum, "dampening": self.dampening,
                 "nesterov": bool(self.nesterov), "weight_decay": self.weight_decay}
+
+
+cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,
+                                Py_ssize_t row_len, double lr, bint f64) noexcept nogil:
+    """Plain SGD on rows rows[k] of p, their gradients packed row after row in g:
+    p[r] = p[r] + (-lr) * g row k, in p's precision, in one call for all the rows."""
+    if f64:
+        fa_sgd_rows_d(<double*>p, <const double*>g, rows, n_rows, row_len, -lr)
+    else:
+        fa_sgd_rows_f(<float*>p, <const float*>g, rows, n_rows, row_len, <float>-lr)
+
+
+cdef inline void sgd_scaled_rows(floating* p, const floating* x, const floating* coefs,
+                                 const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t row_len,
+                                 Py_ssize_t per_x, double lr, const int32_t* marks=NULL) noexcept nogil:
+    """sgd_row_values for the gradient rows coefs[k] * x row k // per_x (each x row serves
+    per_x rows in turn), never stored: the same values. With `marks`, only the rows r
+    whose marks[r] is FA_NAMED_ONCE take their step."""
+    if floating is float:
+        fa_sgd_scaled_rows_f(p, x, coefs, rows, n_rows, row_len, per_x, marks, <float>-lr)
+    else:
+        fa_sgd_scaled_rows_d(p, x, coefs, rows, n_rows, row_len, per_x, marks, -lr)
+
+
+cdef void step_scaled_rows(floating* p, floating* slab, int32_t* slot_of, int64_t* touched,
+                           const int64_t* ids, Py_ssize_t n, const floating* x,
+                           const floating* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                           double lr, bint repeats) noexcept nogil:
+    """Plain SGD of the gradient rows coefs[k] * x row k // per_x, each row stepped from x at
+    once (sgd_scaled_rows) unless some ids repeat: then a row named once steps so, and a
+    repeated row sums its scaled rows in order in a slab row first and takes one step of the
+    sum. The values of scaling the rows, summing them in a sparse gradient and step(), bit
+    for bit, with the slab holding only the repeated rows.
+    slot_of holds -1 for every row on entry and on return; while it runs, FA_NAMED_ONCE
+    (-2) marks a row named once, -3 - s a repeated row whose slab row s is not yet written, and s
+    one whose slab row s holds its sum so far. The slab has room for n // 2 rows."""
+    cdef Py_ssize_t k, left = per_x, repeated = 0
+    cdef int64_t r
+    cdef int32_t s
+    cdef const floating* xk = x
+    if not repeats:
+        sgd_scaled_rows(p, x, coefs, ids, n, row_len, per_x, lr)
+        return
+    for k in range(n):
+        r = ids[k]
+        if slot_of[r] == -1:
+            slot_of[r] = FA_NAMED_ONCE
+        elif slot_of[r] == FA_NAMED_ONCE:
+            touched[repeated] = r
+            slot_of[r] = <int32_t>(-3 - repeated)
+            repeated += 1
+    sgd_scaled_rows(p, x, coefs, ids, n, row_len, per_x, lr, slot_of)
+    for k in range(n):
+        r = ids[k]
+        s = slot_of[r]
+        if s < FA_NAMED_ONCE:
+            s = -3 - s
+            row_scale(slab + s * row_len, xk, row_len, coefs[k])
+            slot_of[r] = s
+        elif s >= 0:
+            row_axpy(slab + s * row_len, xk, row_len, coefs[k])
+        left -= 1
+        if left == 0:
+            xk += row_len
+            left = per_x
+    if floating is float:
+        fa_sgd_rows_f(p, slab, touched, repeated, row_len, <float>-lr)
+    else:
+        fa_sgd_rows_d(p, slab, touched, repeated, row_len, -lr)
+    for k in range(n):
+        slot_of[ids[k]] = -1
+
+
+cdef class SGDRowStep(RowStep):
+    """Plain SGD's row step (SGD.row_step): p[row] -= lr * g[row] as each row gather's
+    backward sends the rows. When a row repeats among one call's ids, its contributions are
+    summed first (in the Parameter's sparse gradient, or its slab for scaled rows) and each
+    distinct row takes one step, as step() would take it: stepping a repeated row once per
+    contribution would write the row again and again, which threads or processes sharing a
+    frequent row pay for in cache traffic. The values are those of backward, step() and
+    zero_grad() bit for bit, unless two gathers of one example send the same row: it then
+    takes one step per gather instead of one step of their sum."""
+
+    cdef const double* plain_sgd_rate(self) noexcept nogil:
+        return &self.optimizer._lr
+
+    cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                      Py_ssize_t row_len) except -1 nogil:
+        if n > 1 and self.param.repeats_among(ids, n):
+            self.param.add_grad_rows(ids, n, rows, row_len)
+            sgd_row_values(self.param.val_ptr, self.param.slab_ptr, self.param.touched_ptr, self.param.n_touched, row_len,
+                           self.optimizer._lr, self.param.f64)
+            self.param.clear_grad()
+        else:
+            sgd_row_values(self.param.val_ptr, rows, ids, n, row_len, self.optimizer._lr, self.param.f64)
+        self.applied = True
+        return 0
+
+    cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
+                             const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                             char* scratch) except -1 nogil:
+        cdef bint repeats = n > 1 and self.param.repeats_among(ids, n)
+        if repeats and self.param.slab_rows < n // 2:      # the most rows that can repeat
+            with gil:
+                self.param.grow_slab_to(n // 2)
+        if self.param.f64:
+            step_scaled_rows(<double*>self.param.val_ptr, <double*>self.param.slab_ptr, self.param.slot_of_ptr, self.param.touched_ptr,
+                             ids, n, <const double*>x, <const double*>coefs, row_len, per_x,
+                             self.optimizer._lr, repeats)
+        else:
+            step_scaled_rows(<float*>self.param.val_ptr, <float*>self.param.slab_ptr, self.param.slot_of_ptr, self.param.touched_ptr,
+                             ids, n, <const float*>x, <const float*>coefs, row_len, per_x,
+                             self.optimizer._lr, repeats)
+        self.applied = True
+        return 0
 
 
 cdef class Adagrad(Optimizer):

@@ -27,7 +27,7 @@ from libc.string cimport memcmp, memcpy
 import numpy as np
 
 from fastad._engine.graph cimport Variable, Input, IndexInput, init_node, set_storage
-from fastad._engine.graph import register_recording, set_recording
+from fastad._engine.graph import set_recording
 from fastad._engine.loops cimport element_size, row_axpy, zero_values
 from fastad.ops.elementwise import unary_node, binary_node, add, sub, mul, div
 from fastad.ops.linalg import matmul
@@ -497,8 +497,6 @@ cdef class Recording:
         self.leaves = []
         return 0
 
-
-register_recording(Recording)
 
 
 cdef inline Lazy _base(Variable x):

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 from cpython.ref cimport PyObject
 
-from fastad._engine.graph cimport (Variable, IndexInput, Parameter, Plan, replay_forward,
+from fastad._engine.graph cimport (Variable, IndexInput, Parameter, Plan, RowGather, replay_forward,
                               replay_plan_forward, seed_scalar_grad, replay_plan_backward,
                               claim_parameters, release_parameters, check_int)
 from fastad.optim.optimizers cimport Optimizer
@@ -56,35 +56,36 @@ cdef int _require_leaves_in_graph(Plan plan, Variable root, Sampler sampler) exc
     return 0
 
 
-cdef bint _gathers_rows(object node):
-    """Whether `node` is a row gather (`Take`, `EmbeddingBag`, `RankingMargin`, `GatherDot`):
-    it names the tables it reads in `_row_sources()`, reads them only in forward, by the rows
-    of its ids, and its backward sends gradient rows to their add_grad_rows / add_scaled_rows."""
-    return hasattr(node, "_row_sources")
-
-
-cdef list _updated_as_produced(Plan plan, Variable root, Optimizer opt):
-    """The Parameters whose update the loop applies as their gradient rows come.
-
-    When the optimizer offers a fused row update (`fused_row_rate()`: plain SGD, a row's
-    update needs only its gradient), a Parameter read by nothing but row gathers
-    (their backwards send rows and read no table) can take each row's step inside
-    backward: no slab, no separate step and zero_grad passes over its rows. No pass
-    reads it after the update: the gathers copied (or used) its rows in forward.
-    The result is the same as step() after backward, to the last bit unless two
-    gathers of one example take the same row: then the row takes one step per
-    gather instead of one step of their sum (a row repeated within one gather
-    is summed first, see Parameter._step_rows)."""
-    if opt.fused_row_rate() == NULL:
-        return []
+cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
+    """Route the gradient rows of each Parameter that only row gathers read to `opt`'s row
+    step (`Optimizer.row_step`), so that each row takes its update inside backward: no
+    gradient kept, no separate step and zero_grad passes over its rows. No pass reads the
+    table after its update: the gathers copied (or used) its rows in forward. Returns the
+    (gather, table) pairs routed, for _unroute."""
     trained = {id(p) for p in opt._params}
-    readers = {}                  # id(Parameter) -> whether every node reading it is a gather
+    readers = {}                  # id(Parameter) -> whether every node reading it is a row gather
     for node in plan.fwd + (root,):
         for parent in (<Variable>node).parents:
             if isinstance(parent, Parameter):
-                readers[id(parent)] = readers.get(id(parent), True) and _gathers_rows(node)
-    return [p for p in plan.params if readers.get(id(p), False) and id(p) in trained
-            and not (<Parameter>p).on_device]
+                readers[id(parent)] = readers.get(id(parent), True) and isinstance(node, RowGather)
+    routed = []
+    for p in plan.params:
+        if not readers.get(id(p), False) or id(p) not in trained or (<Parameter>p).on_device:
+            continue
+        step = opt.row_step(<Parameter>p)
+        if step is None:
+            continue
+        for node in plan.fwd + (root,):
+            if isinstance(node, RowGather) and any(t is p for t in (<RowGather>node).tables):
+                (<RowGather>node).route(<Variable>p, step)
+                routed.append((node, p))
+    return routed
+
+
+cdef int _unroute(list routed) except -1:
+    for node, table in routed:
+        (<RowGather>node).route(<Variable>table, None)
+    return 0
 
 
 cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
@@ -93,8 +94,8 @@ cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
     position = {id(leaf): k for k, leaf in enumerate(sampler.leaves)}
     targets, seen = [], set()
     for node in plan.fwd + (root,):
-        if _gathers_rows(node):
-            for ids, table in node._row_sources():
+        if isinstance(node, RowGather):
+            for ids, table in (<RowGather>node).sources:
                 key = (position.get(id(ids)), id(table))
                 if key[0] is not None and not (<Variable>table).on_device and key not in seen:
                     seen.add(key)
@@ -172,9 +173,9 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
 
     For each example: the sampler writes it into the graph's leaves, then
     `loss.forward()`, `loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`,
-    with no Python in between. When the optimizer offers a fused row update (plain
-    SGD does), a Parameter read only by row gathers takes each row's step inside
-    backward (see `_updated_as_produced`).
+    with no Python in between. When the optimizer offers a row step (plain SGD does),
+    a Parameter read only by row gathers takes each row's update inside backward (see
+    `_route_rows_to_steps`).
 
     loss       a one-element Variable built once over the sampler's leaves.
     optimizer  any fastad optimizer over the parameters to train (or any object
@@ -275,13 +276,12 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
     loop.schedule_steps = 0
     cdef Py_ssize_t epoch = 0
     means = []
-    cdef list applied = _updated_as_produced(plan, root, fast_opt) if fast_opt is not None else []
-    cdef Parameter param
+    cdef list routed = []
     try:
         sampler.set_row_prefetches(_row_prefetches(plan, root, sampler))
         optimizer.zero_grad()
-        for param in applied:
-            param.apply_lr = fast_opt.fused_row_rate()
+        if fast_opt is not None:
+            routed = _route_rows_to_steps(plan, root, fast_opt)
         for epoch in range(epochs):
             sampler.begin_epoch(epoch)
             with nogil:
@@ -298,8 +298,7 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
         raise type(err)(f"train: epoch {epoch + 1}, {sampler.where()}: {err}") from err
     finally:
         sampler.set_row_prefetches([])
-        for param in applied:
-            param.apply_lr = NULL
+        _unroute(routed)
         if fast_opt is not None and loop.done:
             fast_opt.mark_stepped()
         if lr_schedule is not None:

@@ -261,6 +261,7 @@ PAIR_LOSSES = {
     "mse": fa.nn.mse,
     "huber": lambda a, b, **kw: fa.nn.huber(a, b, delta=0.7, **kw),
     "soft_margin": fa.nn.soft_margin,
+    "hinge": fa.nn.hinge,
 }
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from fastad._engine.graph import IndexInput, Parameter
 from fastad.training.feeds import FeedSampler
 from fastad.models.recsys._pairs import PairwiseSampler
-from fastad.ops.model_losses import ranking_loss
+from fastad.ops.ranking import ranking_loss
 from fastad.checks import check_flag, check_int, check_number, either
 from fastad.random import generator_of, seed_of
 from fastad.models.recsys.recommender import Recommender, _check_scale, _share_parameters

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from fastad._engine.graph import IndexInput, Parameter
 from fastad.ops.linalg import vector_dot
-from fastad.ops.losses import bce_with_logits
+from fastad.ops.ranking import margin_loss as ranking_margin_loss
 from fastad.ops.shape import reshape
 from fastad import random as fastad_random
 from fastad.checks import check_callable, check_choice, check_flag, check_ids, check_int, check_number
@@ -31,12 +31,12 @@ def bpr_loss(user, pos, neg, bias_difference=None):
     return margin_loss(vector_dot(user, pos - neg), bias_difference)
 
 
-def margin_loss(margin, bias_difference=None):
-    """-sum(log sigmoid(margin + bias_difference)): the binary cross-entropy of
-    sigmoid(margin) against 1, one node in place of a log-sigmoid, a sum and a negation."""
+def margin_loss(margin, bias_difference=None, loss="bpr"):
+    """`fa.margin_loss` of margin + bias_difference, summed: the ranking `loss` ("bpr":
+    -log sigmoid of each, in one node) of margins a model computes itself."""
     if bias_difference is not None:
         margin = margin + reshape(bias_difference, margin.shape)
-    return bce_with_logits(margin, np.ones(margin.shape, dtype=margin.dtype), reduction="sum")
+    return ranking_margin_loss(margin, loss, reduction="sum")
 
 
 def _unit_rows(vectors):

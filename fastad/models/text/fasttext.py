@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastad._engine.graph import IndexInput
-from fastad.ops.model_losses import bag_dot
+from fastad.ops.gather_dot import bag_dot
 from fastad.models.text._dictionary import subword_table
 from fastad.models.text._windows import SubwordCbowSampler, SubwordSkipGramSampler
 from fastad.checks import check_int, either

@@ -17,7 +17,7 @@ from fastad.models.text._windows import CbowSampler, SkipGramSampler, TokenStrea
 from fastad.ops.linalg import vector_dot
 from fastad.ops.losses import bce_with_logits
 from fastad.ops.shape import reshape
-from fastad.ops.model_losses import gather_dot
+from fastad.ops.gather_dot import gather_dot
 from fastad.ops.sparse import take
 from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, either, look_up
 from fastad.io import load, save

@@ -1,0 +1,13 @@
+"""Type stubs for fastad/ops/gather_dot.pyx: gather_dot and bag_dot (dots of gathered rows, with
+sparse gradients)."""
+from numpy.typing import ArrayLike
+
+from fastad._engine.graph import IndexInput, RowGather, Variable
+
+class GatherDot(RowGather): ...
+class BagDot(RowGather): ...
+
+def gather_dot(a_table: Variable, a_ids: IndexInput | ArrayLike, b_table: Variable,
+               b_ids: IndexInput | ArrayLike) -> Variable: ...
+def bag_dot(a_table: Variable, bag_ids: IndexInput | ArrayLike, bag_offsets: IndexInput | ArrayLike,
+            b_table: Variable, b_ids: IndexInput | ArrayLike, hidden_gradient: bool = False) -> Variable: ...
