@@ -17,7 +17,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli, example, timed_epoch, torch_or_none  # noqa: E402
+from common import (cli, example, fastad_train_step, timed_epoch, torch_or_none,  # noqa: E402
+                    torch_train_step)
 
 import fastad as fa  # noqa: E402
 
@@ -82,10 +83,7 @@ def fastad_trainer(weights, dtype, cached=False):
             loss = cache(len(words), words, tags)
         else:
             loss = fastad_net(len(words), fa.IndexInput(words), fa.IndexInput(tags), params)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss.item()
+        return fastad_train_step(loss, opt)
     step.cache = cache
     return step
 
@@ -123,10 +121,7 @@ def torch_trainer(torch, weights, dtype, fused):
         words, tags = sentence
         xs = params["E"][torch.from_numpy(words)]
         loss = F.cross_entropy(states_of(xs) @ params["out_w"] + params["out_b"], torch.from_numpy(tags))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
+        return torch_train_step(loss, opt)
     return step
 
 

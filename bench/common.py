@@ -86,6 +86,24 @@ def classifier_steps(data, labels, logits, params, lr, torch=None, torch_model=N
     return candidates
 
 
+def fastad_train_step(loss, opt):
+    """fastad's train step on `loss` (a graph built anew or replayed): backward, the optimizer's
+    step, zero_grad. Returns the loss's value, as the `step` of `timed_epoch` does."""
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss.item()
+
+
+def torch_train_step(loss, opt):
+    """PyTorch's usual train step on `loss`: zero_grad, backward, the optimizer's step. Returns
+    the loss's value, as the `step` of `timed_epoch` does."""
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 def timed_epoch(step, examples):
     """(examples per second, mean loss) of one pass of `step(example)` (which returns the
     example's loss) over `examples`."""

@@ -17,7 +17,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli, example, timed_epoch, torch_or_none  # noqa: E402
+from common import (cli, example, fastad_train_step, timed_epoch, torch_or_none,  # noqa: E402
+                    torch_train_step)
 from trees import function_trees, shape_of  # noqa: E402
 
 import fastad as fa  # noqa: E402
@@ -70,10 +71,7 @@ def fastad_trainer(weights, dtype=np.float32, cached=False):
             loss = cache(children, types, np.array([target]))
         else:
             loss = tree_loss(tree, params, lib)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss.item()
+        return fastad_train_step(loss, opt)
     step.cache = cache
     return step
 
@@ -85,11 +83,7 @@ def torch_trainer(torch, weights, dtype=np.float32):
            torch.from_numpy, lambda y: torch.tensor([y]))
 
     def step(tree):
-        loss = tree_loss(tree, params, lib)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
+        return torch_train_step(tree_loss(tree, params, lib), opt)
     return step
 
 
