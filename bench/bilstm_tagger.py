@@ -11,50 +11,32 @@ model starts from the same weights and sees the sentences in the same order.
 Run: python bench/bilstm_tagger.py [--quick] [--sentences N]
 """
 import collections
-import io
-import keyword
 import os
 import sys
-import sysconfig
-import tokenize
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli, timed_epoch, torch_or_none  # noqa: E402
+from common import (cli, example, fastad_train_step, timed_epoch, torch_or_none,  # noqa: E402
+                    torch_train_step)
 
 import fastad as fa  # noqa: E402
 
 EMBED, HIDDEN, LR, VOCAB = 32, 64, 0.05, 5000
-SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-        tokenize.ENCODING, tokenize.ENDMARKER}
 
 
 def code_sentences(limit, min_len=5, max_len=60):
-    """Up to `limit` (word ids, tag ids) pairs from the standard library's logical lines, and
-    the number of tags."""
+    """Up to `limit` (word ids, tag ids) pairs from the standard library's logical lines (read as
+    examples/bilstm_tagger.py reads them, idlelib left out; the tags numbered in the order
+    met), and the number of tags."""
     lines, tags = [], {}
-    root_dir = sysconfig.get_paths()["stdlib"]
-    for dirpath, dirnames, filenames in os.walk(root_dir):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("test", "tests", "site-packages", "idlelib"))
-        for filename in sorted(f for f in filenames if f.endswith(".py")):
-            try:
-                with open(os.path.join(dirpath, filename), encoding="utf-8") as f:
-                    tokens = list(tokenize.generate_tokens(io.StringIO(f.read()).readline))
-            except (SyntaxError, UnicodeDecodeError, tokenize.TokenError, IndentationError):
-                continue
-            line = []
-            for tok in tokens:
-                if tok.type == tokenize.NEWLINE:
-                    if min_len <= len(line) <= max_len:
-                        lines.append(line)
-                        if len(lines) == limit:
-                            return _ids(lines, tags), len(tags)
-                    line = []
-                elif tok.type not in SKIP:
-                    kind = ("keyword" if keyword.iskeyword(tok.string) else "name") if tok.type == tokenize.NAME \
-                        else tokenize.tok_name[tok.exact_type]
-                    line.append((tok.string, tags.setdefault(kind, len(tags))))
+    skip_dirs = ("test", "tests", "site-packages", "idlelib")
+    for line in example("bilstm_tagger").stdlib_lines(skip_dirs):
+        tagged = [(word, tags.setdefault(kind, len(tags))) for word, kind in line]
+        if min_len <= len(tagged) <= max_len:
+            lines.append(tagged)
+            if len(lines) == limit:
+                break
     return _ids(lines, tags), len(tags)
 
 
@@ -101,10 +83,7 @@ def fastad_trainer(weights, dtype, cached=False):
             loss = cache(len(words), words, tags)
         else:
             loss = fastad_net(len(words), fa.IndexInput(words), fa.IndexInput(tags), params)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss.item()
+        return fastad_train_step(loss, opt)
     step.cache = cache
     return step
 
@@ -142,10 +121,7 @@ def torch_trainer(torch, weights, dtype, fused):
         words, tags = sentence
         xs = params["E"][torch.from_numpy(words)]
         loss = F.cross_entropy(states_of(xs) @ params["out_w"] + params["out_b"], torch.from_numpy(tags))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
+        return torch_train_step(loss, opt)
     return step
 
 

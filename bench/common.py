@@ -1,9 +1,28 @@
 """Shared benchmark plumbing: alternate timings of competitors in one process."""
 import argparse
+import functools
+import importlib.util
 import os
 import platform
 import statistics
 import time
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+@functools.cache
+def example(name):
+    """examples/<name>.py as a module (`example_<name>`: bench/ has modules of the same names),
+    for a benchmark that measures an example's model or data. The OPENBLAS_NUM_THREADS default
+    an example sets for itself is taken back, so that the processes a later benchmark starts
+    see the environment as it was."""
+    had_blas_threads = "OPENBLAS_NUM_THREADS" in os.environ
+    spec = importlib.util.spec_from_file_location(f"example_{name}", os.path.join(EXAMPLES, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not had_blas_threads:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    return module
 
 
 def torch_or_none():
@@ -65,6 +84,24 @@ def classifier_steps(data, labels, logits, params, lr, torch=None, torch_model=N
 
     candidates["torch"] = torch_step
     return candidates
+
+
+def fastad_train_step(loss, opt):
+    """fastad's train step on `loss` (a graph built anew or replayed): backward, the optimizer's
+    step, zero_grad. Returns the loss's value, as the `step` of `timed_epoch` does."""
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss.item()
+
+
+def torch_train_step(loss, opt):
+    """PyTorch's usual train step on `loss`: zero_grad, backward, the optimizer's step. Returns
+    the loss's value, as the `step` of `timed_epoch` does."""
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
 
 
 def timed_epoch(step, examples):

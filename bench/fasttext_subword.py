@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import cli  # noqa: E402
-from peers import SGNS, heldout_sgns_loss, sgns_data  # noqa: E402
+from peers import SGNS, gensim_missing, heldout_sgns_loss, sgns_data  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -58,10 +58,7 @@ def gensim_centres(model, order):
 
 
 def rows(quick):
-    try:
-        import gensim  # noqa: F401
-    except ImportError as e:
-        print(f"FastText vs gensim skipped: gensim is not installed ({e})")
+    if gensim_missing("FastText"):
         return []
     train, vocabulary, tokens, held_tokens, held_ends, pairs = sgns_data(quick)
     repeats = 2 if quick else 3

@@ -171,11 +171,18 @@ def sgns_data(quick):
     return train, vocabulary, tokens, held_tokens, held_ends, pairs_per_epoch(tokens, ends)
 
 
-def sgns_rows(quick):
+def gensim_missing(rows):
+    """Whether gensim cannot be imported; if so, says that the `rows` (their name) are skipped."""
     try:
         import gensim  # noqa: F401
     except ImportError as e:
-        print(f"skip-gram vs gensim skipped: gensim is not installed ({e})")
+        print(f"{rows} vs gensim skipped: gensim is not installed ({e})")
+        return True
+    return False
+
+
+def sgns_rows(quick):
+    if gensim_missing("skip-gram"):
         return []
     train, vocabulary, tokens, held_tokens, held_ends, pairs = sgns_data(quick)
     repeats = 2 if quick else 3

@@ -17,12 +17,14 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli, timed_epoch, torch_or_none  # noqa: E402
+from common import (cli, example, fastad_train_step, timed_epoch, torch_or_none,  # noqa: E402
+                    torch_train_step)
 from trees import function_trees, shape_of  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
 DIM, CLASSES, LR = 64, 4, 0.01
+root_state = example("tree_rnn").root_state      # the model's recurrence, the example's code
 
 
 def initial_weights(vocab_size, dim=DIM, seed=0):
@@ -48,16 +50,7 @@ def tree_net(children, ids, label, p, lib):
     whose node types are `ids` and class `label`."""
     take, tanh, cross_entropy = lib[:3]
     xw = take(p["E"], ids) @ p["W"] + p["b"]                 # every node's W emb(type) + b
-    h = []
-    for i, kids in enumerate(children):
-        pre = xw[i]
-        if kids:
-            total = h[kids[0]]
-            for k in kids[1:]:
-                total = total + h[k]
-            pre = pre + total @ p["U"]
-        h.append(tanh(pre))
-    logits = (h[-1] @ p["V"] + p["c"]).reshape(1, CLASSES)
+    logits = (root_state(xw, children, p["U"], tanh) @ p["V"] + p["c"]).reshape(1, CLASSES)
     return cross_entropy(logits, label)
 
 
@@ -78,10 +71,7 @@ def fastad_trainer(weights, dtype=np.float32, cached=False):
             loss = cache(children, types, np.array([target]))
         else:
             loss = tree_loss(tree, params, lib)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss.item()
+        return fastad_train_step(loss, opt)
     step.cache = cache
     return step
 
@@ -93,11 +83,7 @@ def torch_trainer(torch, weights, dtype=np.float32):
            torch.from_numpy, lambda y: torch.tensor([y]))
 
     def step(tree):
-        loss = tree_loss(tree, params, lib)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
+        return torch_train_step(tree_loss(tree, params, lib), opt)
     return step
 
 

@@ -1,10 +1,13 @@
 """Real trees for the tree-structured benchmarks: the ASTs of the Python standard library's
-functions, each node's type its token, labelled by what the function returns."""
+functions, each node's type its token, labelled by what the function returns (read as
+examples/tree_rnn.py reads them, with async functions too and idlelib left out)."""
 import ast
-import os
-import sysconfig
 
 import numpy as np
+
+from common import example
+
+tree_rnn_example = example("tree_rnn")
 
 
 def function_trees(limit, min_nodes=5, max_nodes=200):
@@ -14,24 +17,13 @@ def function_trees(limit, min_nodes=5, max_nodes=200):
     post-order positions (a tuple of tuples: hashable) of node i's children; the label is 0..3: whether the function
     returns a value and whether it yields. Also returns the token vocabulary."""
     vocab, trees = {}, []
-    root_dir = sysconfig.get_paths()["stdlib"]
-    for dirpath, dirnames, filenames in os.walk(root_dir):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("test", "tests", "site-packages", "idlelib"))
-        for filename in sorted(filenames):
-            if not filename.endswith(".py"):
-                continue
-            try:
-                with open(os.path.join(dirpath, filename), encoding="utf-8") as f:
-                    module = ast.parse(f.read())
-            except (SyntaxError, UnicodeDecodeError, ValueError):
-                continue
-            for fn in ast.walk(module):
-                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    tree = _post_order(fn, vocab, max_nodes)
-                    if tree is not None and len(tree[0]) >= min_nodes:
-                        trees.append(tree + (_label(fn),))
-                        if len(trees) == limit:
-                            return trees, vocab
+    for fn in tree_rnn_example.stdlib_functions(skip_dirs=("test", "tests", "site-packages", "idlelib"),
+                                                kinds=(ast.FunctionDef, ast.AsyncFunctionDef)):
+        tree = _post_order(fn, vocab, max_nodes)
+        if tree is not None and len(tree[0]) >= min_nodes:
+            trees.append(tree + (tree_rnn_example.function_class(fn),))
+            if len(trees) == limit:
+                return trees, vocab
     return trees, vocab
 
 
@@ -52,12 +44,6 @@ def _post_order(fn, vocab, max_nodes):
         if stack:
             stack[-1][2].append(len(types) - 1)
     return np.array(types, dtype=np.int64), tuple(children)
-
-
-def _label(fn):
-    returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn))
-    yields = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
-    return 2 * yields + returns
 
 
 def shape_of(tree):

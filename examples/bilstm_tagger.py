@@ -17,6 +17,7 @@ Run: python examples/bilstm_tagger.py [--sentences 4000] [--epochs 3] [--hidden 
 import argparse
 import collections
 import io
+import itertools
 import keyword
 import os
 import sysconfig
@@ -34,12 +35,12 @@ SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokeni
         tokenize.ENCODING, tokenize.ENDMARKER}
 
 
-def code_lines(limit, vocab_size=2000, min_len=3, max_len=40):
-    """Up to `limit` (word ids, tag ids) pairs, one per logical line of the standard library,
-    the tag names, and the vocabulary's size (id 0: an unknown word)."""
-    lines = []
+def stdlib_lines(skip_dirs=("test", "tests", "site-packages")):
+    """Every logical line of the standard library's modules as its tokens' (string, kind) pairs
+    (no comments, no layout), in a fixed order: folders and files sorted by name, those in
+    `skip_dirs` left out."""
     for dirpath, dirnames, filenames in os.walk(sysconfig.get_paths()["stdlib"]):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("test", "tests", "site-packages"))
+        dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs)
         for filename in sorted(f for f in filenames if f.endswith(".py")):
             try:
                 with open(os.path.join(dirpath, filename), encoding="utf-8") as f:
@@ -49,16 +50,17 @@ def code_lines(limit, vocab_size=2000, min_len=3, max_len=40):
             line = []
             for tok in tokens:
                 if tok.type == tokenize.NEWLINE:
-                    if min_len <= len(line) <= max_len:
-                        lines.append(line)
+                    yield line
                     line = []
                 elif tok.type not in SKIP:
                     line.append((tok.string, _kind(tok)))
-            if len(lines) >= limit:
-                break
-        if len(lines) >= limit:
-            break
-    lines = lines[:limit]
+
+
+def code_lines(limit, vocab_size=2000, min_len=3, max_len=40):
+    """Up to `limit` (word ids, tag ids) pairs, one per logical line of the standard library of
+    min_len..max_len tokens, the tag names, and the vocabulary's size (id 0: an unknown word)."""
+    sentences = (line for line in stdlib_lines() if min_len <= len(line) <= max_len)
+    lines = list(itertools.islice(sentences, limit))
     common = [w for w, _ in collections.Counter(w for line in lines for w, _ in line).most_common(vocab_size - 1)]
     word_ids = {w: k + 1 for k, w in enumerate(common)}
     tags = sorted({t for line in lines for _, t in line})

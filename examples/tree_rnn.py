@@ -27,26 +27,31 @@ import fastad as fa  # noqa: E402
 CLASSES = ("neither", "returns", "yields", "both")
 
 
-def function_trees(limit, max_nodes=120):
-    """(types, children, label) for up to `limit` standard-library functions of 5..max_nodes
-    AST nodes, in post-order (children first); `children` is a tuple of tuples: the shape."""
-    vocab, trees = {}, []
+def stdlib_functions(skip_dirs=("test", "tests", "site-packages"), kinds=(ast.FunctionDef,)):
+    """The function definitions (the `ast` nodes of `kinds`) of the standard library's modules,
+    in a fixed order: folders and files sorted by name, those in `skip_dirs` left out."""
     for dirpath, dirnames, filenames in os.walk(sysconfig.get_paths()["stdlib"]):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("test", "tests", "site-packages"))
+        dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs)
         for filename in sorted(f for f in filenames if f.endswith(".py")):
             try:
                 with open(os.path.join(dirpath, filename), encoding="utf-8") as f:
                     module = ast.parse(f.read())
             except (SyntaxError, UnicodeDecodeError, ValueError):
                 continue
-            for fn in ast.walk(module):
-                if isinstance(fn, ast.FunctionDef):
-                    types, children = [], []
-                    _post_order(fn, types, children, vocab)
-                    if 5 <= len(types) <= max_nodes:
-                        trees.append((np.array(types), tuple(children), _label(fn)))
-                        if len(trees) == limit:
-                            return trees, len(vocab)
+            yield from (node for node in ast.walk(module) if isinstance(node, kinds))
+
+
+def function_trees(limit, max_nodes=120):
+    """(types, children, label) for up to `limit` standard-library functions of 5..max_nodes
+    AST nodes, in post-order (children first); `children` is a tuple of tuples: the shape."""
+    vocab, trees = {}, []
+    for fn in stdlib_functions():
+        types, children = [], []
+        _post_order(fn, types, children, vocab)
+        if 5 <= len(types) <= max_nodes:
+            trees.append((np.array(types), tuple(children), function_class(fn)))
+            if len(trees) == limit:
+                return trees, len(vocab)
     return trees, len(vocab)
 
 
@@ -57,15 +62,19 @@ def _post_order(node, types, children, vocab):
     return len(types) - 1
 
 
-def _label(fn):
+def function_class(fn):
+    """The class of a function (an index into CLASSES): whether it returns a value, yields,
+    both or neither."""
     returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn))
     yields = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
     return 2 * yields + returns
 
 
-def tree_logits(children, types, p):
-    """The class scores (1, 4) of a tree of this shape whose node types are `types`."""
-    xw = fa.embedding(p["emb"], types) @ p["W"] + p["b"]       # every node's W emb(type) + b
+def root_state(xw, children, U, tanh=fa.tanh):
+    """The root's state of a child-sum tree RNN: each node's h = tanh(xw[node] + (the sum of
+    its children's h) @ U), the nodes in post-order (children first, the root last), `xw`
+    holding every node's W emb(type) + b. Written with + and @ only, so the values of any
+    array library serve, given its tanh."""
     h = []
     for i, kids in enumerate(children):
         pre = xw[i]
@@ -73,9 +82,15 @@ def tree_logits(children, types, p):
             total = h[kids[0]]
             for k in kids[1:]:
                 total = total + h[k]
-            pre = pre + total @ p["U"]
-        h.append(fa.tanh(pre))
-    return (h[-1] @ p["V"] + p["c"]).reshape(1, len(CLASSES))
+            pre = pre + total @ U
+        h.append(tanh(pre))
+    return h[-1]
+
+
+def tree_logits(children, types, p):
+    """The class scores (1, 4) of a tree of this shape whose node types are `types`."""
+    xw = fa.embedding(p["emb"], types) @ p["W"] + p["b"]       # every node's W emb(type) + b
+    return (root_state(xw, children, p["U"]) @ p["V"] + p["c"]).reshape(1, len(CLASSES))
 
 
 def main(trees=3000, epochs=3, dim=32, lr=0.02, seed=0):

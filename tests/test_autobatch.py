@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
+from test_examples import load_example
 
 DIM, TYPES, CLASSES = 5, 7, 3
+root_state = load_example("tree_rnn").root_state
 
 
 def _params(dtype=np.float64, seed=0):
@@ -19,19 +21,11 @@ def _params(dtype=np.float64, seed=0):
 
 
 def _tree_loss(tree, p):
-    """The child-sum tree RNN of bench/autobatch_tree_rnn.py (post-order nodes, root last)."""
+    """The loss of the child-sum tree RNN of examples/tree_rnn.py and bench/autobatch_tree_rnn.py
+    (post-order nodes, root last)."""
     types, children, target = tree
     xw = fa.embedding(p["E"], fa.IndexInput(types)) @ p["W"] + p["b"]
-    h = []
-    for i, kids in enumerate(children):
-        pre = xw[i]
-        if kids:
-            total = h[kids[0]]
-            for k in kids[1:]:
-                total = total + h[k]
-            pre = pre + total @ p["U"]
-        h.append(fa.tanh(pre))
-    logits = (h[-1] @ p["V"] + p["c"]).reshape(1, CLASSES)
+    logits = (root_state(xw, children, p["U"]) @ p["V"] + p["c"]).reshape(1, CLASSES)
     return fa.nn.cross_entropy(logits, fa.IndexInput([target]))
 
 
