@@ -31,35 +31,20 @@ cnp.import_array()
 cdef extern from "ranking.h":
     void fa_margin_rows_f(const float* U, const float* V, const float* bias, const int64_t* users,
                           const int64_t* pos, const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,
-                          float* user_rows, float* differences, float* margins) noexcept nogil
+                          float* user_rows, float* differences, float* margins,
+                          float* penalties) noexcept nogil
     void fa_margin_rows_d(const double* U, const double* V, const double* bias,
                           const int64_t* users, const int64_t* pos, const int64_t* neg,
                           Py_ssize_t n, Py_ssize_t dim, double* user_rows, double* differences,
-                          double* margins) noexcept nogil
-    void fa_margin_penalty_rows_f(const float* U, const float* V, const float* bias,
-                                  const int64_t* users, const int64_t* pos, const int64_t* neg,
-                                  Py_ssize_t n, Py_ssize_t dim, float* user_rows, float* differences,
-                                  float* margins, float* penalties) noexcept nogil
-    void fa_margin_penalty_rows_d(const double* U, const double* V, const double* bias,
-                                  const int64_t* users, const int64_t* pos, const int64_t* neg,
-                                  Py_ssize_t n, Py_ssize_t dim, double* user_rows,
-                                  double* differences, double* margins,
-                                  double* penalties) noexcept nogil
-    void fa_margin_sgd_step_f(float* user_row, float* pos_row, float* neg_row, float* bias,
-                              int64_t pos, int64_t neg, const float* u, const float* d, float g,
-                              Py_ssize_t dim, float a_user, float a_item, float a_bias) noexcept nogil
-    void fa_margin_sgd_step_d(double* user_row, double* pos_row, double* neg_row, double* bias,
-                              int64_t pos, int64_t neg, const double* u, const double* d, double g,
-                              Py_ssize_t dim, double a_user, double a_item,
-                              double a_bias) noexcept nogil
-    void fa_margin_sgd_reg_step_f(float* user_row, float* pos_row, float* neg_row, float* bias,
-                                  int64_t pos, int64_t neg, const float* u, const float* d, float g,
-                                  float r, Py_ssize_t dim, float a_user, float a_item,
-                                  float a_bias) noexcept nogil
-    void fa_margin_sgd_reg_step_d(double* user_row, double* pos_row, double* neg_row, double* bias,
-                                  int64_t pos, int64_t neg, const double* u, const double* d,
-                                  double g, double r, Py_ssize_t dim, double a_user, double a_item,
-                                  double a_bias) noexcept nogil
+                          double* margins, double* penalties) noexcept nogil
+    void fa_margin_step_f(float* user_row, float* pos_row, float* neg_row, float* bias,
+                          int64_t pos, int64_t neg, const float* u, const float* d, float g,
+                          bint regularized, float r, Py_ssize_t dim, float a_user, float a_item,
+                          float a_bias) noexcept nogil
+    void fa_margin_step_d(double* user_row, double* pos_row, double* neg_row, double* bias,
+                          int64_t pos, int64_t neg, const double* u, const double* d, double g,
+                          bint regularized, double r, Py_ssize_t dim, double a_user, double a_item,
+                          double a_bias) noexcept nogil
     void fa_regularized_grads_f(const float* V, const float* bias, const int64_t* pos,
                                 const int64_t* neg, const float* user_rows, const float* differences,
                                 const float* g, const float* r, Py_ssize_t n, Py_ssize_t dim,
@@ -95,39 +80,23 @@ cdef inline void margin_rows(const floating* U, const floating* V, const floatin
     """The margins, keeping each triple's user row and difference (and, unless penalties is
     NULL, the squared norms of its rows)."""
     if floating is float:
-        if penalties == NULL:
-            fa_margin_rows_f(U, V, bias, users, pos, neg, n, dim, user_rows, differences, margins)
-        else:
-            fa_margin_penalty_rows_f(U, V, bias, users, pos, neg, n, dim, user_rows, differences,
-                                     margins, penalties)
+        fa_margin_rows_f(U, V, bias, users, pos, neg, n, dim, user_rows, differences, margins, penalties)
     else:
-        if penalties == NULL:
-            fa_margin_rows_d(U, V, bias, users, pos, neg, n, dim, user_rows, differences, margins)
-        else:
-            fa_margin_penalty_rows_d(U, V, bias, users, pos, neg, n, dim, user_rows, differences,
-                                     margins, penalties)
+        fa_margin_rows_d(U, V, bias, users, pos, neg, n, dim, user_rows, differences, margins, penalties)
 
 
-cdef inline void margin_sgd_step(floating* user_row, floating* pos_row, floating* neg_row,
-                                 floating* bias, int64_t pos, int64_t neg, const floating* u,
-                                 const floating* d, floating g, bint regularized, floating r,
-                                 Py_ssize_t dim, floating a_user, floating a_item,
-                                 floating a_bias) noexcept nogil:
+cdef inline void margin_step(floating* user_row, floating* pos_row, floating* neg_row,
+                             floating* bias, int64_t pos, int64_t neg, const floating* u,
+                             const floating* d, floating g, bint regularized, floating r,
+                             Py_ssize_t dim, floating a_user, floating a_item,
+                             floating a_bias) noexcept nogil:
     """One triple's plain SGD steps, with the L2 term's when `regularized`."""
     if floating is float:
-        if regularized:
-            fa_margin_sgd_reg_step_f(user_row, pos_row, neg_row, bias, pos, neg, u, d, g, r, dim,
-                                     a_user, a_item, a_bias)
-        else:
-            fa_margin_sgd_step_f(user_row, pos_row, neg_row, bias, pos, neg, u, d, g, dim, a_user,
-                                 a_item, a_bias)
+        fa_margin_step_f(user_row, pos_row, neg_row, bias, pos, neg, u, d, g, regularized, r, dim,
+                         a_user, a_item, a_bias)
     else:
-        if regularized:
-            fa_margin_sgd_reg_step_d(user_row, pos_row, neg_row, bias, pos, neg, u, d, g, r, dim,
-                                     a_user, a_item, a_bias)
-        else:
-            fa_margin_sgd_step_d(user_row, pos_row, neg_row, bias, pos, neg, u, d, g, dim, a_user,
-                                 a_item, a_bias)
+        fa_margin_step_d(user_row, pos_row, neg_row, bias, pos, neg, u, d, g, regularized, r, dim,
+                         a_user, a_item, a_bias)
 
 
 cdef inline void regularized_grads(const floating* V, const floating* bias, const int64_t* pos,
@@ -304,8 +273,8 @@ cdef class Ranking(RowGather):
 
     cdef int _step_one_triple(self, const floating* g) except -1 nogil:
         """One triple's SGD steps of b's values, V's and U's rows in one call (ranking.h's
-        fa_margin_sgd_step, with the L2 terms' fa_margin_sgd_reg_step) from its margin's
-        gradient g, the values of the general path's calls bit for bit."""
+        fa_margin_step) from its margin's gradient g, the values of the general path's
+        calls bit for bit."""
         cdef int64_t user = (<const int64_t*>self.users.val_ptr)[0]
         cdef int64_t pos = (<const int64_t*>self.pos.val_ptr)[0], neg = (<const int64_t*>self.neg.val_ptr)[0]
         cdef double lr_u = (<RowStep>self.route_ptrs[0]).plain_sgd_rate()[0]
@@ -317,7 +286,7 @@ cdef class Ranking(RowGather):
         cdef Py_ssize_t dim = self.dim
         if self.item_bias is not None:
             bias, lr_b = <floating*>self.item_bias.val_ptr, (<RowStep>self.route_ptrs[2]).plain_sgd_rate()[0]
-        margin_sgd_step(U + user * dim, V + pos * dim, V + neg * dim, bias, pos, neg,
+        margin_step(U + user * dim, V + pos * dim, V + neg * dim, bias, pos, neg,
                         <const floating*>self.block(R_USERS), <const floating*>self.block(R_DIFFERENCES),
                         g[0], self.regularization != 0,
                         (<const floating*>self.vector(V_RATES))[0] if self.regularization != 0 else 0, dim,
