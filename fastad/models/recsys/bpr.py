@@ -234,17 +234,17 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
 class _TripleShards:
     """`bpr_hogwild_worker`'s model for `run_worker`: BPR factors over the shared "U" and
     "V", trained on rank's shard of `triples`, in an order shuffled each epoch from
-    `seed` + rank."""
+    `seed` + rank: a `runner.ModelDescription`."""
     triples: dict
     seed: int
 
-    def worker_graph(self, weights, settings, rank):
+    def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_ShardGraph":
         return _ShardGraph(self, weights, settings, rank)
 
 
 class _ShardGraph:
     """The one-triple graph of `_TripleShards` and its shard's sampler, kept for every
-    epoch (its generator draws each epoch's order)."""
+    epoch (its generator draws each epoch's order): a `runner.WorkerGraph` (CPU only)."""
 
     def __init__(self, shards, weights, settings, rank):
         model = BPR(1, 1, U=weights["U"], V=weights["V"])

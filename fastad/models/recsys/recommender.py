@@ -503,14 +503,15 @@ _FASTAD_RECOMMEND = {"k", "filter_liked", "liked", "batch_size"}
 @dataclass(frozen=True)
 class _Fitting:
     """What a worker of `Recommender.fit` rebuilds its model and draws its triples from
-    (picklable: `EpochRunner` sends it to Hogwild processes)."""
+    (picklable: `EpochRunner` sends it to Hogwild processes): the `runner.ModelDescription`
+    of a fit."""
     model_class: type
     config: dict
     interactions: Interactions
     seed: int
     negatives: str
 
-    def worker_graph(self, weights, settings, rank):
+    def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_FitGraph":
         model = self.model_class._around(self.config, weights)
         if settings.device != "cpu":
             model.to(settings.device)
@@ -519,7 +520,8 @@ class _Fitting:
 
 class _FitGraph:
     """The graph of `batch` triples that a worker of `Recommender.fit` replays, and the
-    triples of its share of each epoch, drawn from their own seeded stream."""
+    triples of its share of each epoch, drawn from their own seeded stream: a
+    `runner.DeviceWorkerGraph`."""
 
     def __init__(self, model, fitting, settings, rank):
         self.model, self.fitting, self.rank, self.batch = model, fitting, rank, settings.batch

@@ -462,7 +462,8 @@ def _huffman_paths(counts):
 
 class _Examples:
     """The encoded training texts and the loss's settings (picklable: `EpochRunner` sends
-    it to Hogwild processes), each worker's graph (`worker_graph`)."""
+    it to Hogwild processes), each worker's graph (`worker_graph`): a
+    `runner.ModelDescription`."""
 
     def __init__(self, model, label_counts, ids, offsets, labels, label_offsets):
         self.ids, self.offsets = ids, offsets
@@ -480,7 +481,7 @@ class _Examples:
             self.noise = weights / weights.sum()
         self.output_rows = self.n_labels - 1 if self.loss == "hs" else self.n_labels
 
-    def worker_graph(self, weights, settings, rank):
+    def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_ExampleGraph":
         return _ExampleGraph(self, weights, rank)
 
     def epoch_labels(self, rng):
@@ -492,7 +493,8 @@ class _Examples:
 
 
 class _ExampleGraph:
-    """One worker's graph: the text's mean input row, its output scores and the loss."""
+    """One worker's graph: the text's mean input row, its output scores and the loss; a
+    `runner.WorkerGraph` (CPU only)."""
 
     def __init__(self, examples, weights, rank):
         E, O = Parameter(weights["E"]), Parameter(weights["O"])

@@ -473,14 +473,15 @@ class _Corpus:
     """What a worker of `Word2Vec.train` builds its graph and draws its examples from
     (picklable: `EpochRunner` sends it to Hogwild processes): the settings of its graph
     (`_example_graph`) and sampler, the restartable corpus each epoch streams, the
-    vocabulary ({word: id}) that encodes it, the words' counts and the tokens of a pass."""
+    vocabulary ({word: id}) that encodes it, the words' counts and the tokens of a pass: a
+    `runner.ModelDescription`."""
     settings: dict
     sentences: object
     vocabulary: dict
     counts: np.ndarray
     total_tokens: int
 
-    def worker_graph(self, weights, settings, rank):
+    def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_WindowGraph":
         return _WindowGraph(self, weights, settings.device, rank)
 
     def example_graph(self, W, C, device):
@@ -495,7 +496,8 @@ class _Corpus:
 class _WindowGraph:
     """The graph of one step of the window examples over W and C (`_example_graph`), and
     the epochs of rank's walk of the corpus: the whole corpus in order for one worker,
-    else the blocks it claims from the epoch's shared counter (`weights["claim"]`).
+    else the blocks it claims from the epoch's shared counter (`weights["claim"]`); a
+    `runner.DeviceWorkerGraph`.
 
     Claimed blocks keep the workers side by side in the corpus whatever their speeds,
     as gensim's threads take its jobs from one queue, and the lr follows the position
