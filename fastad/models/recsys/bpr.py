@@ -140,14 +140,16 @@ class BPR(Recommender):
     def biases(self):
         return "item_bias" in self._parameters
 
-    def config(self):
-        return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.dim, "dtype": self.dtype,
-                "biases": self.biases, "regularization": self.regularization,
-                "learning_rate": self.learning_rate, "iterations": self.iterations}
+    def settings(self):
+        """The constructor's keyword arguments (the factors left out: `save` keeps them)."""
+        return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.dim, "scale": self.scale,
+                "seed": int(self.seed), "dtype": self.dtype.name, "biases": self.biases,
+                "regularization": self.regularization, "learning_rate": self.learning_rate,
+                "iterations": self.iterations}
 
     @classmethod
-    def _around(cls, config, weights):
-        return _share_parameters(cls(**config, U=weights["U"], V=weights["V"]), weights)
+    def _around(cls, settings, arrays, weights):
+        return _share_parameters(cls(**settings, U=weights["U"], V=weights["V"]), weights)
 
     def forward(self, users, pos, neg):
         """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""

@@ -4,7 +4,8 @@ A `Recommender`'s `fit(interactions, epochs, workers, ...)` trains it on a scipy
 user x item matrix with the BPR loss through the models' `EpochRunner` (one worker:
 `fa.train`; several: Hogwild processes or threads over shared memory;
 `device="cuda"`: batches on a GPU); `recommend`, `similar_items`, `similar_users` and
-`scores` rank with one matrix product per batch of users.
+`scores` rank with one matrix product per batch of users. It saves and loads as every
+`Model` does (`fastad.models.base`).
 """
 from dataclasses import dataclass
 
@@ -17,9 +18,9 @@ from fastad.ops.losses import bce_with_logits
 from fastad.ops.shape import reshape
 from fastad import random as fastad_random
 from fastad.checks import check_callable, check_choice, check_flag, check_ids, check_int, check_number
+from fastad.models.base import Model
 from fastad.models.recsys._pairs import Interactions, PairwiseSampler
 from fastad.models.recsys.interactions import _draw_triples, check_interactions, require_negatives
-from fastad.io import load, save
 from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings
 from fastad.nn.module import Module
 
@@ -90,33 +91,39 @@ def _top_k_in_batches(rows, k, score_rows, columns=None, batch_size=1000):
     return ids, scores
 
 
-class Recommender(Module):
+class Recommender(Model, Module):
     """Base class of the ranking models: training on a user x item matrix, and ranking.
 
     A subclass sets `n_users` and `n_items`, and defines `example_graph(batch,
     device)` (a BPR loss over `batch` triples to replay, its leaves on `device`,
     and its feeds), `user_vectors(user_ids)`
     and `item_vectors()` (numpy rows whose dot product is the score),
-    `item_biases()` (an (n_items,) array added to every score, or None) and
-    `config()` (the constructor's keyword arguments, without weights, for
-    each worker of `fit`, and its copy on a device, to rebuild the model
-    around the weights it trains).
+    `item_biases()` (an (n_items,) array added to every score, or None),
+    `settings()` (the constructor's keyword arguments, as JSON values), and
+    `_arrays()` for the arrays it is built from besides its weights (TwoTower's
+    feature ids): each worker of `fit`, and `load`, rebuild the model from them
+    around its weights (`_around`).
 
     `liked` holds the interactions of the last `fit` (canonical CSR), which
-    `recommend` filters out by default.
+    `recommend` filters out by default; `save` keeps it.
     """
 
     liked = None
     iterations = 1          # fit's default epochs (BPR built implicit's way: its iterations)
     learning_rate = 0.05    # fit's default lr
 
+    def _arrays(self):
+        """{name: array, or a dict of arrays}: the arrays, besides the weights, that the
+        constructor takes (TwoTower's feature ids); none by default."""
+        return {}
+
     @classmethod
-    def _around(cls, config, weights):
-        """The model of `config` over `weights` ({dotted name: array or Hogwild handle, adopted
-        zero-copy}), as each worker of `fit` rebuilds it. A subclass whose constructor takes
-        its weights overrides this, so that no worker draws an initialisation only to throw
-        it away."""
-        return _share_parameters(cls(**config), weights)
+    def _around(cls, settings, arrays, weights):
+        """The model of `settings` and `arrays` (as `_arrays()` gave them) over `weights`
+        ({dotted name: array or Hogwild handle, adopted zero-copy}), as `load` and each
+        worker of `fit` rebuild it. A subclass whose constructor takes its weights
+        overrides this, so that no worker draws an initialisation only to throw it away."""
+        return _share_parameters(cls(**settings, **arrays), weights)
 
     def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
         """A sampler that draws an epoch's `n` triples of `interactions` (`fa.data.Interactions`)
@@ -205,7 +212,8 @@ class Recommender(Module):
         self._size_for(matrix.shape)
         self.liked = matrix
         # the matrix laid out once for every epoch's and worker's sampler
-        fitting = _Fitting(type(self), self.config(), Interactions(matrix, copy=False), seed, negatives)
+        fitting = _Fitting(type(self), self.settings(), self._arrays(), Interactions(matrix, copy=False),
+                           seed, negatives)
         weights = {name: p.value for name, p in self.named_parameters()}
         losses = []
         with EpochRunner(fitting, weights, settings, progress) as runner:
@@ -223,7 +231,7 @@ class Recommender(Module):
         >>> model.scores([0, 1]).shape
         (2, 500)
         """
-        self._require_weights(f"{type(self).__name__}.scores")
+        self._require_trained("scores")
         users = check_ids(f"{type(self).__name__}.scores", "user_ids", user_ids, self.n_users,
                           "users of the model")
         scores = self.user_vectors(users) @ self.item_vectors().T
@@ -274,7 +282,7 @@ class Recommender(Module):
     def _recommend(self, user_ids, k=10, filter_liked=True, items=None, liked=None, batch_size=1000):
         """`recommend` called fastad's way."""
         who = f"{type(self).__name__}.recommend"
-        self._require_weights(who)
+        self._require_trained("recommend")
         k = check_int(who, "k", k)
         batch_size = check_int(who, "batch_size", batch_size)
         users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
@@ -297,7 +305,7 @@ class Recommender(Module):
                                filter_items=None, recalculate_user=False, items=None):
         """`recommend` called implicit's way."""
         who = f"{type(self).__name__}.recommend"
-        self._require_weights(who)
+        self._require_trained("recommend")
         N = check_int(who, "N", N)
         if check_flag(who, "recalculate_user", recalculate_user):
             raise NotImplementedError(f"{who}: recalculate_user is not supported with this model "
@@ -362,7 +370,7 @@ class Recommender(Module):
         >>> ids, sims = model.similar_items(42)          # ids[0] == 42
         >>> ids, sims = model.similar_items(42, k=5)     # 5 others
         """
-        self._require_weights(f"{type(self).__name__}.similar_items")
+        self._require_trained("similar_items")
         return _nearest(f"{type(self).__name__}.similar_items", "item_ids", item_ids, self.item_vectors(),
                         N, k, filter_items, items, "items")
 
@@ -373,16 +381,16 @@ class Recommender(Module):
 
         >>> ids, sims = model.similar_users([0, 1], N=5)
         """
-        self._require_weights(f"{type(self).__name__}.similar_users")
+        self._require_trained("similar_users")
         return _nearest(f"{type(self).__name__}.similar_users", "user_ids", user_ids,
                         self.user_vectors(np.arange(self.n_users)), N, k, filter_users, users, "users")
 
-    def _require_weights(self, who):
-        """A ValueError unless the model has its weights (a BPR built without sizes gets them
-        from its first fit)."""
+    def _require_trained(self, method):
+        """A ValueError naming `method` unless the model has its weights (a BPR built without
+        sizes gets them from its first fit)."""
         if self.n_users is None:
-            raise ValueError(f"{who}: the model has no factors yet: built without n_users and "
-                             f"n_items, it is sized by its first fit(user_items)")
+            raise ValueError(f"{type(self).__name__}.{method}: the model has no factors yet: built "
+                             f"without n_users and n_items, it is sized by its first fit(user_items)")
 
     @property
     def user_factors(self):
@@ -395,37 +403,24 @@ class Recommender(Module):
         """Every item's vector, (n_items, dim) (implicit's name)."""
         return self.item_vectors()
 
-    def save(self, path):
-        """Write the model with `fa.save` (an .npz, or safetensors for a *.safetensors path;
-        atomic, read back without pickle): its class, settings and weights, and the
-        interactions of its last fit, which `recommend` filters.
-
-        >>> model.save("bpr.npz"); model = fa.models.BPR.load("bpr.npz")
-        """
-        self._require_weights(f"{type(self).__name__}.save")
-        config = self.config()
-        config["dtype"] = np.dtype(config["dtype"]).name
-        state = {"model": type(self).__name__, "config": config, "weights": self.state_dict()}
+    def _state(self):
+        """The weights, the arrays the model is built from (`_arrays`), and the interactions of
+        its last fit, which `recommend` filters."""
+        state = {"weights": self.state_dict(), "arrays": self._arrays()}
         if self.liked is not None:
             state["liked"] = {"indptr": self.liked.indptr, "indices": self.liked.indices,
                               "data": self.liked.data, "shape": np.array(self.liked.shape)}
-        save(state, path)
+        return state
 
     @classmethod
-    def load(cls, path):
-        """A model written by `save`, of this class."""
-        state = load(path)
-        try:
-            if state["model"] != cls.__name__:
-                raise ValueError(f"it holds a {state['model']}")
-            config = dict(state["config"], dtype=np.dtype(state["config"]["dtype"]))
-            model = cls._around(config, {name: np.array(w) for name, w in state["weights"].items()})
-            if "liked" in state:
-                liked = state["liked"]
-                model.liked = sp.csr_matrix((liked["data"], liked["indices"], liked["indptr"]),
-                                            shape=tuple(liked["shape"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{cls.__name__}.load: {path} is not a saved {cls.__name__} ({e})") from None
+    def _from_state(cls, settings, state):
+        """The model around its saved weights (`_around`), with the interactions of its last fit."""
+        weights = {name: np.array(w) for name, w in state["weights"].items()}
+        model = cls._around(settings, state["arrays"], weights)
+        if "liked" in state:
+            liked = state["liked"]
+            model.liked = sp.csr_matrix((liked["data"], liked["indices"], liked["indptr"]),
+                                        shape=tuple(liked["shape"]))
         return model
 
     def auc(self, triples):
@@ -436,7 +431,7 @@ class Recommender(Module):
         >>> model.auc(test_triples)      # 0.5 is chance
         """
         who = f"{type(self).__name__}.auc"
-        self._require_weights(who)
+        self._require_trained("auc")
         users = check_ids(who, "triples['users']", triples["users"], self.n_users, "users of the model")
         pos = check_ids(who, "triples['pos']", triples["pos"], self.n_items, "items of the model")
         neg = check_ids(who, "triples['neg']", triples["neg"], self.n_items, "items of the model")
@@ -506,13 +501,14 @@ class _Fitting:
     (picklable: `EpochRunner` sends it to Hogwild processes): the `runner.ModelDescription`
     of a fit."""
     model_class: type
-    config: dict
+    model_settings: dict
+    arrays: dict
     interactions: Interactions
     seed: int
     negatives: str
 
     def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_FitGraph":
-        model = self.model_class._around(self.config, weights)
+        model = self.model_class._around(self.model_settings, self.arrays, weights)
         if settings.device != "cpu":
             model.to(settings.device)
         return _FitGraph(model, self, settings, rank)
