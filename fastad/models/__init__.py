@@ -3,7 +3,8 @@ load a model, its settings and state in one `fa.save` file) and trained by one e
 runner (`runner`).
 
 - `Recommender` (`recommender`): the base of the ranking models, trained on a user x
-  item matrix with the BPR loss, and ranking;
+  item matrix with the model's ranking loss on the examples its sampler draws, and
+  ranking;
 - `BPR` (`bpr`): matrix factorisation, and `bpr_hogwild_worker` on precomputed triples;
 - `TwoTower` (`two_tower`): users and items as sums of feature embeddings;
 - `Word2Vec` (`word2vec`): skip-gram and CBOW with negative sampling, its vectors a

@@ -11,6 +11,7 @@ from fastad.ops.model_losses import ranking_loss
 from fastad.checks import check_flag, check_int, check_number, either
 from fastad.random import generator_of, seed_of
 from fastad.models.recsys.recommender import Recommender, _check_scale, _share_parameters
+from fastad.models.recsys.triples import TripleSampling
 from fastad.models.runner import RunSettings, run_worker
 
 __all__ = ["BPR", "TripleFeeds", "bpr_hogwild_worker"]
@@ -28,7 +29,7 @@ class TripleFeeds:
         return {users: triples["users"], pos: triples["pos"], neg: triples["neg"]}
 
 
-class BPR(Recommender):
+class BPR(TripleSampling, Recommender):
     """Bayesian personalised ranking by matrix factorisation.
 
     Users and items get `dim`-dimensional factors U, V (N(0, scale)); a
@@ -169,7 +170,8 @@ class BPR(Recommender):
         return self(*feeds.leaves), feeds
 
     def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
-        """The compiled `PairwiseSampler` over the graph's leaves: triples drawn in the loop."""
+        """The compiled `PairwiseSampler` over the graph's leaves: triples drawn in the loop
+        (`TripleSampling` gives the rest of BPR's sampling)."""
         return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed, negatives=negatives)
 
     def user_vectors(self, user_ids):

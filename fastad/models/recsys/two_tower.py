@@ -6,11 +6,12 @@ from fastad.ops.sparse import take
 from fastad.checks import check_int
 from fastad.random import seed_of
 from fastad.models.recsys.recommender import Recommender, _check_scale, bpr_loss
+from fastad.models.recsys.triples import TripleSampling
 
 __all__ = ["TwoTower"]
 
 
-class TwoTower(Recommender):
+class TwoTower(TripleSampling, Recommender):
     """Users and items as sums of feature embeddings (as LightFM does), trained with the BPR loss.
 
     `user_features` maps a field name to an int array with one id per user
