@@ -427,3 +427,56 @@ def test_factors_have_implicits_names_and_shapes():
     assert model.user_factors.shape == (30, 4) and model.item_factors.shape == (20, 4)
     np.testing.assert_array_equal(model.user_factors, model.U.value)
     np.testing.assert_array_equal(model.item_factors, model.V.value)
+
+
+class LikedPairs(fa.models.Recommender):
+    """A recommender that trains on (user, liked item) pairs alone, drawn by its own rule: the
+    base's fit names no sampler and no triple, the model chooses both."""
+
+    drawn = []      # the examples each call of sample_examples drew, in every worker's copy
+
+    def __init__(self, n_users, n_items, dim=4, seed=0):
+        super().__init__()
+        self.dim, self.seed = dim, seed
+        rng = np.random.default_rng(seed)
+        self.U = fa.Parameter(rng.normal(0, 0.1, (n_users, dim)))
+        self.V = fa.Parameter(rng.normal(0, 0.1, (n_items, dim)))
+
+    n_users = property(lambda self: self.U.shape[0])
+    n_items = property(lambda self: self.V.shape[0])
+
+    def settings(self):
+        return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.dim, "seed": self.seed}
+
+    def example_graph(self, batch=1, device="cpu"):
+        users, items = (fa.IndexInput(np.zeros(batch, dtype=np.int64)) for _ in range(2))
+        loss = fa.models.margin_loss(fa.vector_dot(fa.take(self.U, users), fa.take(self.V, items)))
+        return loss, lambda pairs: {users: pairs["user"], items: pairs["item"]}
+
+    def sample_examples(self, interactions, n, seed, negatives="uniform"):
+        self.drawn.append(n)
+        matrix = interactions.matrix.tocoo()
+        k = np.random.default_rng(seed).integers(0, matrix.nnz, n)
+        return {"user": matrix.row[k].astype(np.int64), "item": matrix.col[k].astype(np.int64)}
+
+    def user_vectors(self, user_ids):
+        return self.U.value[user_ids]
+
+    def item_vectors(self):
+        return self.V.value
+
+    def item_biases(self):
+        return None
+
+
+def test_fit_trains_on_the_examples_the_models_own_sampler_draws(split, tmp_path, monkeypatch):
+    train, _ = split
+    monkeypatch.setattr(LikedPairs, "drawn", [])
+    model = LikedPairs(USERS, ITEMS).fit(train, epochs=3, lr=0.1, batch_size=8, samples=800)
+    assert model.drawn == [800] * 3                         # 100 batches of 8 each epoch
+    assert model.history[-1] < model.history[0]
+    scores = model.scores(np.arange(USERS))
+    assert scores[train.nonzero()].mean() > scores.mean() + 0.03    # liked items score higher
+    model.save(tmp_path / "pairs.npz")
+    back = LikedPairs.load(tmp_path / "pairs.npz")
+    np.testing.assert_array_equal(back.scores([0, 1]), model.scores([0, 1]))

@@ -1,29 +1,30 @@
 """The one epochs runner of the models: `EpochRunner` trains a model's epochs in this
 process, in Hogwild workers (threads or processes) over shared weights, or on a GPU, as
 its `RunSettings` say, over the `weights` it is given ({name: numpy array}, trained in
-place). The model (a picklable description of it, which processes receive) supplies
-what differs through one method:
+place).
 
-- `worker_graph(weights, settings, rank)`: the graph one worker replays, built over
-  `weights` (the arrays, or their Hogwild handles) on `settings.device`, with
-    `loss`               the Variable each step minimises,
-    `parameters`         {name: Parameter} over the weights of the same names,
-    `epoch_data(epoch)`  what `fa.train` replays for one epoch (a sampler or feeds),
-    `epoch_loss(mean, data)`  (the mean loss per example, the examples) of an epoch
-                         whose loss per step averaged `mean` (from `fa.train`, or the
-                         device loop) over `data`,
-  and on a GPU `device_sampler(epoch)` (a compiled sampler drawing on the host) and
-  `device_feeds(drawn)` ({device leaf: array} for a batch it drew).
+What it asks of a model is written down as protocols (`typing.Protocol`, checked when a
+worker starts):
+
+- `ModelDescription`: the model as the runner receives it (picklable, since Hogwild
+  processes receive it), whose `worker_graph(weights, settings, rank)` builds
+- the `WorkerGraph` one worker replays: its `loss`, its `parameters`, and per epoch its
+  data (`epoch_data`) and its loss per example (`epoch_loss`); a fit on a GPU asks for a
+  `DeviceWorkerGraph`, which also draws batches on the host (`device_sampler`) and feeds
+  them to the device (`device_feeds`).
 
 The per-example loop stays compiled in `fa.train`: the runner adds nothing per example.
 """
+import inspect
 import math
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from fastad._engine.graph import Parameter, Variable
 from fastad.optim.schedule import scheduled_lr
 from fastad.training.loop import train
 from fastad import hogwild
@@ -32,7 +33,8 @@ from fastad.cuda import check_device
 from fastad.optim import SGD, Adagrad, Adam, LinearDecay
 from fastad.progress import ProgressRate
 
-__all__ = ["OPTIMIZERS", "RunSettings", "EpochRunner", "run_worker"]
+__all__ = ["OPTIMIZERS", "RunSettings", "ModelDescription", "WorkerGraph", "DeviceWorkerGraph", "EpochRunner",
+           "run_worker"]
 
 OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam}     # RunSettings.optimizer names
 
@@ -105,6 +107,63 @@ class RunSettings:
                 max(self.min_lr, self.lr - drop * (index + 1) / self.epochs))
 
 
+@runtime_checkable
+class WorkerGraph(Protocol):
+    """The graph one worker replays, and its examples of each epoch.
+
+    loss         the Variable each step minimises
+    parameters   {name: Parameter} over the weights of the same names
+    """
+    loss: Variable
+    parameters: dict[str, Parameter]
+
+    def epoch_data(self, epoch: int) -> Any:
+        """What `fa.train` replays for `epoch`: a compiled sampler, or {leaf: values} feeds."""
+
+    def epoch_loss(self, mean: float, data: Any) -> tuple[float, int]:
+        """(the mean loss per example, the examples) of an epoch whose loss per step averaged
+        `mean` (from `fa.train`, or the device loop) over `data` (what `epoch_data` gave, or
+        on a device the sampler)."""
+
+
+@runtime_checkable
+class DeviceWorkerGraph(WorkerGraph, Protocol):
+    """A `WorkerGraph` that also trains on a GPU: the host draws each batch, the device
+    replays the graph (its leaves there) on it."""
+
+    def device_sampler(self, epoch: int) -> Any:
+        """A compiled sampler drawing `epoch`'s batches on the host: the CPU fit's stream."""
+
+    def device_feeds(self, drawn: Any) -> dict:
+        """{device leaf: array} for a batch the sampler `drawn`."""
+
+
+@runtime_checkable
+class ModelDescription(Protocol):
+    """The model as `EpochRunner` (and `run_worker`, in each Hogwild process) receives it:
+    picklable, and able to build each worker's graph."""
+
+    def worker_graph(self, weights: dict, settings: RunSettings, rank: int) -> WorkerGraph:
+        """The graph worker `rank` replays, built over `weights` ({name: numpy array, or its
+        Hogwild handle}) on `settings.device`: a `DeviceWorkerGraph` for a device."""
+
+
+def _check_follows(who, thing, protocol, what):
+    """`thing`, or a TypeError naming the members of `protocol` (one of this module's, its
+    methods and attributes and its bases') that it lacks. (Member by member rather than by
+    `isinstance`, which caches its answer for a class.)"""
+    members = set()
+    for base in protocol.__mro__:
+        if base.__module__ == __name__:
+            members.update(inspect.get_annotations(base))
+            members.update(name for name, value in vars(base).items() if callable(value) and name[0] != "_")
+    missing = sorted(name for name in members if not hasattr(thing, name))
+    if missing:
+        raise TypeError(f"{who}: {what} must be a runner.{protocol.__name__}; a {type(thing).__name__} "
+                        f"lacks {', '.join(missing)}")
+    return thing
+
+
 class EpochRunner:
     """Trains `model`'s epochs over `weights` ({name: numpy array}) as `settings` say:
     `with EpochRunner(...) as runner: for epoch, loss in runner.each(range(...)): ...`.
@@ -118,6 +177,7 @@ class EpochRunner:
     """
 
     def __init__(self, model, weights, settings, progress=None):
+        _check_follows(settings.who, model, ModelDescription, "the model")
         self.model, self.weights, self.settings, self.progress = model, weights, settings, progress
         self.shared = self.worker = None
         self.reported = 0       # the `done` that `progress` heard last: the runs before end there
@@ -211,7 +271,10 @@ class _Worker:
 
     def __init__(self, model, weights, settings, rank=0):
         self.settings = settings
-        self.graph = model.worker_graph(weights, settings, rank)
+        _check_follows(settings.who, model, ModelDescription, "the model")
+        self.graph = _check_follows(settings.who, model.worker_graph(weights, settings, rank),
+                                    WorkerGraph if settings.device == "cpu" else DeviceWorkerGraph,
+                                    "the model's worker_graph()")
         name = check_choice(settings.who, "optimizer", settings.optimizer, sorted(OPTIMIZERS))
         self.optimizer = OPTIMIZERS[name](list(self.graph.parameters.values()), lr=settings.lr)
 

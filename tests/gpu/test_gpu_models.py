@@ -90,6 +90,32 @@ def test_two_tower_fits_on_the_device(backend, likes):
     assert fa.metrics.auc(tower.scores(np.arange(300)), test, train=train) > 0.65
 
 
+@pytest.mark.parametrize("model_class", ["BPR", "TwoTower"])
+def test_a_device_fit_draws_its_batches_with_the_models_host_sampler(backend, monkeypatch, model_class):
+    # The model, not the Recommender base, chooses the host's sampler and maps each batch it
+    # draws to its examples; a model whose sampler draws nothing trains no step.
+    matrix = fa.data.planted_interactions(40, 30, per_user=4, seed=1)
+    cls = getattr(fa.models, model_class)
+    model = cls(40, 30, dim=4) if model_class == "BPR" else cls({"id": np.arange(40)}, {"id": np.arange(30)},
+                                                                 dim=4)
+    calls = []
+    host_sampler, drawn_examples = cls.host_sampler, cls.drawn_examples
+
+    def counted_sampler(self, interactions, batch, n, seed, negatives):
+        calls.append((batch, n))
+        return host_sampler(self, interactions, batch, n, seed, negatives)
+
+    def counted_examples(self, drawn):
+        calls.append("batch")
+        return drawn_examples(self, drawn)
+
+    monkeypatch.setattr(cls, "host_sampler", counted_sampler)
+    monkeypatch.setattr(cls, "drawn_examples", counted_examples)
+    model.fit(matrix, epochs=2, device="cuda", batch_size=16)
+    steps = -(-matrix.nnz // 16)
+    assert calls == ([(16, steps)] + ["batch"] * steps) * 2
+
+
 def test_bad_device_arguments_are_named_and_leave_the_model_as_it_was(backend, likes):
     train, _ = likes
     model = fa.models.BPR(300, 100, dim=4)

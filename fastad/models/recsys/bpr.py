@@ -11,6 +11,7 @@ from fastad.ops.ranking import ranking_loss
 from fastad.checks import check_flag, check_int, check_number, either
 from fastad.random import generator_of, seed_of
 from fastad.models.recsys.recommender import Recommender, _check_scale, _share_parameters
+from fastad.models.recsys.triples import TripleSampling
 from fastad.models.runner import RunSettings, run_worker
 
 __all__ = ["BPR", "TripleFeeds", "bpr_hogwild_worker"]
@@ -28,7 +29,7 @@ class TripleFeeds:
         return {users: triples["users"], pos: triples["pos"], neg: triples["neg"]}
 
 
-class BPR(Recommender):
+class BPR(TripleSampling, Recommender):
     """Bayesian personalised ranking by matrix factorisation.
 
     Users and items get `dim`-dimensional factors U, V (N(0, scale)); a
@@ -140,14 +141,16 @@ class BPR(Recommender):
     def biases(self):
         return "item_bias" in self._parameters
 
-    def config(self):
-        return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.dim, "dtype": self.dtype,
-                "biases": self.biases, "regularization": self.regularization,
-                "learning_rate": self.learning_rate, "iterations": self.iterations}
+    def settings(self):
+        """The constructor's keyword arguments (the factors left out: `save` keeps them)."""
+        return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.dim, "scale": self.scale,
+                "seed": int(self.seed), "dtype": self.dtype.name, "biases": self.biases,
+                "regularization": self.regularization, "learning_rate": self.learning_rate,
+                "iterations": self.iterations}
 
     @classmethod
-    def _around(cls, config, weights):
-        return _share_parameters(cls(**config, U=weights["U"], V=weights["V"]), weights)
+    def _around(cls, settings, arrays, weights):
+        return _share_parameters(cls(**settings, U=weights["U"], V=weights["V"]), weights)
 
     def forward(self, users, pos, neg):
         """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
@@ -167,7 +170,8 @@ class BPR(Recommender):
         return self(*feeds.leaves), feeds
 
     def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
-        """The compiled `PairwiseSampler` over the graph's leaves: triples drawn in the loop."""
+        """The compiled `PairwiseSampler` over the graph's leaves: triples drawn in the loop
+        (`TripleSampling` gives the rest of BPR's sampling)."""
         return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed, negatives=negatives)
 
     def user_vectors(self, user_ids):
@@ -234,17 +238,17 @@ def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05,
 class _TripleShards:
     """`bpr_hogwild_worker`'s model for `run_worker`: BPR factors over the shared "U" and
     "V", trained on rank's shard of `triples`, in an order shuffled each epoch from
-    `seed` + rank."""
+    `seed` + rank: a `runner.ModelDescription`."""
     triples: dict
     seed: int
 
-    def worker_graph(self, weights, settings, rank):
+    def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_ShardGraph":
         return _ShardGraph(self, weights, settings, rank)
 
 
 class _ShardGraph:
     """The one-triple graph of `_TripleShards` and its shard's sampler, kept for every
-    epoch (its generator draws each epoch's order)."""
+    epoch (its generator draws each epoch's order): a `runner.WorkerGraph` (CPU only)."""
 
     def __init__(self, shards, weights, settings, rank):
         model = BPR(1, 1, U=weights["U"], V=weights["V"])

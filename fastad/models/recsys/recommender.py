@@ -1,25 +1,26 @@
 """`Recommender`, the base of the ranking models (`BPR`, `TwoTower`), and their shared helpers.
 
 A `Recommender`'s `fit(interactions, epochs, workers, ...)` trains it on a scipy
-user x item matrix with the BPR loss through the models' `EpochRunner` (one worker:
-`fa.train`; several: Hogwild processes or threads over shared memory;
-`device="cuda"`: batches on a GPU); `recommend`, `similar_items`, `similar_users` and
-`scores` rank with one matrix product per batch of users.
+user x item matrix with the model's ranking loss, on the examples its sampler draws,
+through the models' `EpochRunner` (one worker: `fa.train`; several: Hogwild processes or
+threads over shared memory; `device="cuda"`: batches on a GPU); `recommend`,
+`similar_items`, `similar_users` and `scores` rank with one matrix product per batch of
+users. It saves and loads as every `Model` does (`fastad.models.base`).
 """
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from fastad._engine.graph import IndexInput, Parameter
+from fastad._engine.graph import Parameter
 from fastad.ops.linalg import vector_dot
 from fastad.ops.ranking import margin_loss as ranking_margin_loss
 from fastad.ops.shape import reshape
 from fastad import random as fastad_random
 from fastad.checks import check_callable, check_choice, check_flag, check_ids, check_int, check_number
-from fastad.models.recsys._pairs import Interactions, PairwiseSampler
-from fastad.models.recsys.interactions import _draw_triples, check_interactions, require_negatives
-from fastad.io import load, save
+from fastad.models.base import Model
+from fastad.models.recsys._pairs import Interactions
+from fastad.models.recsys.interactions import check_interactions, require_negatives
 from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings
 from fastad.nn.module import Module
 
@@ -90,39 +91,67 @@ def _top_k_in_batches(rows, k, score_rows, columns=None, batch_size=1000):
     return ids, scores
 
 
-class Recommender(Module):
+class Recommender(Model, Module):
     """Base class of the ranking models: training on a user x item matrix, and ranking.
 
-    A subclass sets `n_users` and `n_items`, and defines `example_graph(batch,
-    device)` (a BPR loss over `batch` triples to replay, its leaves on `device`,
-    and its feeds), `user_vectors(user_ids)`
-    and `item_vectors()` (numpy rows whose dot product is the score),
-    `item_biases()` (an (n_items,) array added to every score, or None) and
-    `config()` (the constructor's keyword arguments, without weights, for
-    each worker of `fit`, and its copy on a device, to rebuild the model
-    around the weights it trains).
+    A subclass sets `n_users` and `n_items`, and defines
+
+    - `example_graph(batch, device)`: the ranking loss of the model over `batch`
+      examples, a graph to replay with its leaves on `device`, and its feeds (a
+      function from a batch of examples to `{leaf: ids}`);
+    - how its examples are drawn: `epoch_sampler` (a compiled sampler drawing them in
+      `fa.train`'s loop, or None), else `sample_examples` (drawn before each epoch);
+      and for a fit on a device `host_sampler` and `drawn_examples` (`TripleSampling`
+      draws (user, liked item, other item) triples, as `BPR` and `TwoTower` train on);
+    - `user_vectors(user_ids)` and `item_vectors()` (numpy rows whose dot product is
+      the score) and `item_biases()` (an (n_items,) array added to every score, or None);
+    - `settings()` (the constructor's keyword arguments, as JSON values), and
+      `_arrays()` for the arrays it is built from besides its weights (TwoTower's
+      feature ids): each worker of `fit`, and `load`, rebuild the model from them
+      around its weights (`_around`).
 
     `liked` holds the interactions of the last `fit` (canonical CSR), which
-    `recommend` filters out by default.
+    `recommend` filters out by default; `save` keeps it.
     """
 
     liked = None
     iterations = 1          # fit's default epochs (BPR built implicit's way: its iterations)
     learning_rate = 0.05    # fit's default lr
 
+    def _arrays(self):
+        """{name: array, or a dict of arrays}: the arrays, besides the weights, that the
+        constructor takes (TwoTower's feature ids); none by default."""
+        return {}
+
     @classmethod
-    def _around(cls, config, weights):
-        """The model of `config` over `weights` ({dotted name: array or Hogwild handle, adopted
-        zero-copy}), as each worker of `fit` rebuilds it. A subclass whose constructor takes
-        its weights overrides this, so that no worker draws an initialisation only to throw
-        it away."""
-        return _share_parameters(cls(**config), weights)
+    def _around(cls, settings, arrays, weights):
+        """The model of `settings` and `arrays` (as `_arrays()` gave them) over `weights`
+        ({dotted name: array or Hogwild handle, adopted zero-copy}), as `load` and each
+        worker of `fit` rebuild it. A subclass whose constructor takes its weights
+        overrides this, so that no worker draws an initialisation only to throw it away."""
+        return _share_parameters(cls(**settings, **arrays), weights)
 
     def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
-        """A sampler that draws an epoch's `n` triples of `interactions` (`fa.data.Interactions`)
+        """A sampler that draws an epoch's `n` examples of `interactions` (`fa.data.Interactions`)
         inside `fa.train`'s loop for the graph whose `feeds` `example_graph()` returned, its
-        negatives drawn as `negatives` says, or None to train on precomputed triples."""
+        negatives drawn as `negatives` says, or None to train on examples drawn before the
+        epoch (`sample_examples`)."""
         return None
+
+    def sample_examples(self, interactions, n, seed, negatives="uniform"):
+        """`n` examples of `interactions` drawn from `seed`, as the feeds of `example_graph()`
+        take them: what an epoch trains on when `epoch_sampler` gives None."""
+        raise NotImplementedError(f"{type(self).__name__} does not define sample_examples()")
+
+    def host_sampler(self, interactions, batch, n, seed, negatives="uniform"):
+        """A compiled sampler that draws an epoch's `n` batches of `batch` examples on the
+        host, for a fit on a device: the stream of the CPU fit."""
+        raise NotImplementedError(f"{type(self).__name__} does not define host_sampler()")
+
+    def drawn_examples(self, drawn):
+        """The examples of `drawn`, one batch that `host_sampler`'s sampler drew, as the feeds
+        of `example_graph()` take them."""
+        raise NotImplementedError(f"{type(self).__name__} does not define drawn_examples()")
 
     def _size_for(self, shape):
         """Make the weights for a user x item matrix of `shape`, if the model has none yet
@@ -131,21 +160,22 @@ class Recommender(Module):
     def fit(self, interactions, epochs=None, workers=1, lr=None, optimizer="sgd", seed=0, samples=None,
             callback=None, progress=None, start_method=None, device="cpu", batch_size=None,
             negatives="uniform"):
-        """Train on a scipy user x item matrix with the BPR loss; returns the model (as
+        """Train on a scipy user x item matrix with the model's ranking loss; returns the model (as
         implicit's, gensim's and scikit-learn's fit do), its `history` the mean loss per epoch.
         `epochs` and `lr` default to the model's `iterations` and `learning_rate` (1 and
         0.05, or implicit's 100 and 0.01 for a `BPR` built implicit's way). A model built
         without sizes is sized by its first fit, from the matrix's shape.
 
-        Each epoch draws `samples` triples (default: one per interaction) by
-        `fa.data.sample_triples`' rule (users by interaction; negatives among
+        Each epoch draws `samples` examples (default: one per interaction)
+        with the model's sampler (`BPR` and `TwoTower`: triples by
+        `fa.data.sample_triples`' rule, users by interaction and negatives among
         the items the user did not like, `negatives="uniform"` over the items
         or `"popularity"` in proportion to their interactions, as implicit's
         BPR draws them; `BPR` draws them inside `fa.train`'s loop with
         `fa.data.PairwiseSampler`), and trains on them
         with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr`: in this
         process with `fa.train` when `workers` is 1, else in `workers` Hogwild
-        workers that each draw and train on their share of the triples:
+        workers that each draw and train on their share of the examples:
         processes (`start_method` "fork" on Linux by default, else "spawn"),
         over a copy of the weights in shared memory that is copied back at the
         end, or after each epoch when there is a `callback`; or, with
@@ -154,27 +184,28 @@ class Recommender(Module):
         `seed` (an int >= 0, or None for a fresh one) fixes the sampling (and,
         with one worker, the whole run).
 
-        Each step trains `batch_size` triples: one replay of the model's graph of
-        that many triples, their losses summed and their gradients applied
+        Each step trains `batch_size` examples: one replay of the model's graph of
+        that many examples, their losses summed and their gradients applied
         together (an item that recurs in a batch gets the sum of its gradients in
         one step); an epoch trains `samples` rounded up to whole batches. The
         default is 1 on the CPU (per-example SGD, as implicit's loop) and 1024 on
         a GPU. On the CPU a batch of 16 shares each replay's fixed cost among 16
-        triples (docs/benchmarks.md gives speed and ranking quality at both
+        examples (docs/benchmarks.md gives speed and ranking quality at both
         sizes).
 
         `device="cuda"` (or "cuda:N") trains a copy of the model on that GPU,
-        in one process: the host draws each batch with `PairwiseSampler` (the
-        same stream as the CPU fit: at one batch size, the same triples in the
-        same order), the device runs the model's graph and the optimizer step.
+        in one process: the host draws each batch with the model's
+        `host_sampler` (`PairwiseSampler` for `BPR` and `TwoTower`: the same
+        stream as the CPU fit, at one batch size the same examples in the same
+        order), the device runs the model's graph and the optimizer step.
         The trained weights are copied back into the model (after each epoch
         when there is a `callback`), so `recommend` and the rest read numpy as
         after a CPU fit.
 
         `callback(epoch, loss)`, if given, runs after each epoch (numbered from
-        1), with the epoch's mean loss per triple and the model holding that
+        1), with the epoch's mean loss per example and the model holding that
         epoch's weights; `progress(done, per_second)` is called during training
-        with the triples trained so far in the fit, counting on across epochs
+        with the examples trained so far in the fit, counting on across epochs
         (an epoch's `samples` rounded up to whole batches per worker), and the
         rate (e.g. `fa.progress_bar(epochs * samples)`): the protocol of
         `fa.train` and `fa.hogwild.run`. Every argument is checked before any
@@ -194,7 +225,7 @@ class Recommender(Module):
         samples = matrix.nnz if samples is None else check_int(who, "samples", samples)
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
-                             f"worker trains on its share of each epoch's triples")
+                             f"worker trains on its share of each epoch's examples")
         seed = fastad_random.seed_of(who, seed)
         lr = check_number(who, "lr", self.learning_rate if lr is None else lr, above=0)
         check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
@@ -205,7 +236,8 @@ class Recommender(Module):
         self._size_for(matrix.shape)
         self.liked = matrix
         # the matrix laid out once for every epoch's and worker's sampler
-        fitting = _Fitting(type(self), self.config(), Interactions(matrix, copy=False), seed, negatives)
+        fitting = _Fitting(type(self), self.settings(), self._arrays(), Interactions(matrix, copy=False),
+                           seed, negatives)
         weights = {name: p.value for name, p in self.named_parameters()}
         losses = []
         with EpochRunner(fitting, weights, settings, progress) as runner:
@@ -223,7 +255,7 @@ class Recommender(Module):
         >>> model.scores([0, 1]).shape
         (2, 500)
         """
-        self._require_weights(f"{type(self).__name__}.scores")
+        self._require_trained("scores")
         users = check_ids(f"{type(self).__name__}.scores", "user_ids", user_ids, self.n_users,
                           "users of the model")
         scores = self.user_vectors(users) @ self.item_vectors().T
@@ -274,7 +306,7 @@ class Recommender(Module):
     def _recommend(self, user_ids, k=10, filter_liked=True, items=None, liked=None, batch_size=1000):
         """`recommend` called fastad's way."""
         who = f"{type(self).__name__}.recommend"
-        self._require_weights(who)
+        self._require_trained("recommend")
         k = check_int(who, "k", k)
         batch_size = check_int(who, "batch_size", batch_size)
         users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
@@ -297,7 +329,7 @@ class Recommender(Module):
                                filter_items=None, recalculate_user=False, items=None):
         """`recommend` called implicit's way."""
         who = f"{type(self).__name__}.recommend"
-        self._require_weights(who)
+        self._require_trained("recommend")
         N = check_int(who, "N", N)
         if check_flag(who, "recalculate_user", recalculate_user):
             raise NotImplementedError(f"{who}: recalculate_user is not supported with this model "
@@ -362,7 +394,7 @@ class Recommender(Module):
         >>> ids, sims = model.similar_items(42)          # ids[0] == 42
         >>> ids, sims = model.similar_items(42, k=5)     # 5 others
         """
-        self._require_weights(f"{type(self).__name__}.similar_items")
+        self._require_trained("similar_items")
         return _nearest(f"{type(self).__name__}.similar_items", "item_ids", item_ids, self.item_vectors(),
                         N, k, filter_items, items, "items")
 
@@ -373,16 +405,16 @@ class Recommender(Module):
 
         >>> ids, sims = model.similar_users([0, 1], N=5)
         """
-        self._require_weights(f"{type(self).__name__}.similar_users")
+        self._require_trained("similar_users")
         return _nearest(f"{type(self).__name__}.similar_users", "user_ids", user_ids,
                         self.user_vectors(np.arange(self.n_users)), N, k, filter_users, users, "users")
 
-    def _require_weights(self, who):
-        """A ValueError unless the model has its weights (a BPR built without sizes gets them
-        from its first fit)."""
+    def _require_trained(self, method):
+        """A ValueError naming `method` unless the model has its weights (a BPR built without
+        sizes gets them from its first fit)."""
         if self.n_users is None:
-            raise ValueError(f"{who}: the model has no factors yet: built without n_users and "
-                             f"n_items, it is sized by its first fit(user_items)")
+            raise ValueError(f"{type(self).__name__}.{method}: the model has no factors yet: built "
+                             f"without n_users and n_items, it is sized by its first fit(user_items)")
 
     @property
     def user_factors(self):
@@ -395,37 +427,24 @@ class Recommender(Module):
         """Every item's vector, (n_items, dim) (implicit's name)."""
         return self.item_vectors()
 
-    def save(self, path):
-        """Write the model with `fa.save` (an .npz, or safetensors for a *.safetensors path;
-        atomic, read back without pickle): its class, settings and weights, and the
-        interactions of its last fit, which `recommend` filters.
-
-        >>> model.save("bpr.npz"); model = fa.models.BPR.load("bpr.npz")
-        """
-        self._require_weights(f"{type(self).__name__}.save")
-        config = self.config()
-        config["dtype"] = np.dtype(config["dtype"]).name
-        state = {"model": type(self).__name__, "config": config, "weights": self.state_dict()}
+    def _state(self):
+        """The weights, the arrays the model is built from (`_arrays`), and the interactions of
+        its last fit, which `recommend` filters."""
+        state = {"weights": self.state_dict(), "arrays": self._arrays()}
         if self.liked is not None:
             state["liked"] = {"indptr": self.liked.indptr, "indices": self.liked.indices,
                               "data": self.liked.data, "shape": np.array(self.liked.shape)}
-        save(state, path)
+        return state
 
     @classmethod
-    def load(cls, path):
-        """A model written by `save`, of this class."""
-        state = load(path)
-        try:
-            if state["model"] != cls.__name__:
-                raise ValueError(f"it holds a {state['model']}")
-            config = dict(state["config"], dtype=np.dtype(state["config"]["dtype"]))
-            model = cls._around(config, {name: np.array(w) for name, w in state["weights"].items()})
-            if "liked" in state:
-                liked = state["liked"]
-                model.liked = sp.csr_matrix((liked["data"], liked["indices"], liked["indptr"]),
-                                            shape=tuple(liked["shape"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{cls.__name__}.load: {path} is not a saved {cls.__name__} ({e})") from None
+    def _from_state(cls, settings, state):
+        """The model around its saved weights (`_around`), with the interactions of its last fit."""
+        weights = {name: np.array(w) for name, w in state["weights"].items()}
+        model = cls._around(settings, state["arrays"], weights)
+        if "liked" in state:
+            liked = state["liked"]
+            model.liked = sp.csr_matrix((liked["data"], liked["indices"], liked["indptr"]),
+                                        shape=tuple(liked["shape"]))
         return model
 
     def auc(self, triples):
@@ -436,7 +455,7 @@ class Recommender(Module):
         >>> model.auc(test_triples)      # 0.5 is chance
         """
         who = f"{type(self).__name__}.auc"
-        self._require_weights(who)
+        self._require_trained("auc")
         users = check_ids(who, "triples['users']", triples["users"], self.n_users, "users of the model")
         pos = check_ids(who, "triples['pos']", triples["pos"], self.n_items, "items of the model")
         neg = check_ids(who, "triples['neg']", triples["neg"], self.n_items, "items of the model")
@@ -502,24 +521,27 @@ _FASTAD_RECOMMEND = {"k", "filter_liked", "liked", "batch_size"}
 
 @dataclass(frozen=True)
 class _Fitting:
-    """What a worker of `Recommender.fit` rebuilds its model and draws its triples from
-    (picklable: `EpochRunner` sends it to Hogwild processes)."""
+    """What a worker of `Recommender.fit` rebuilds its model and draws its examples from
+    (picklable: `EpochRunner` sends it to Hogwild processes): the `runner.ModelDescription`
+    of a fit."""
     model_class: type
-    config: dict
+    model_settings: dict
+    arrays: dict
     interactions: Interactions
     seed: int
     negatives: str
 
-    def worker_graph(self, weights, settings, rank):
-        model = self.model_class._around(self.config, weights)
+    def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_FitGraph":
+        model = self.model_class._around(self.model_settings, self.arrays, weights)
         if settings.device != "cpu":
             model.to(settings.device)
         return _FitGraph(model, self, settings, rank)
 
 
 class _FitGraph:
-    """The graph of `batch` triples that a worker of `Recommender.fit` replays, and the
-    triples of its share of each epoch, drawn from their own seeded stream."""
+    """The graph of `batch` examples that a worker of `Recommender.fit` replays, and the
+    examples of its share of each epoch, drawn by the model's samplers from their own
+    seeded stream: a `runner.DeviceWorkerGraph`."""
 
     def __init__(self, model, fitting, settings, rank):
         self.model, self.fitting, self.rank, self.batch = model, fitting, rank, settings.batch
@@ -528,29 +550,32 @@ class _FitGraph:
         self.share = settings.share(rank)
         self.steps = -(-self.share // self.batch)      # the share rounded up to whole batches
 
+    def _stream(self, epoch):
+        """The seed of this worker's examples of `epoch`."""
+        return [self.fitting.seed, epoch, self.rank]
+
     def epoch_data(self, epoch):
         """What `fa.train` replays for the epoch: the model's `epoch_sampler` if it has one,
-        else the feeds of triples drawn here."""
-        fitting, stream = self.fitting, [self.fitting.seed, epoch, self.rank]
-        sampler = self.model.epoch_sampler(self.feeds, fitting.interactions, self.steps, stream,
+        else the feeds of the examples it draws here (`sample_examples`)."""
+        fitting = self.fitting
+        sampler = self.model.epoch_sampler(self.feeds, fitting.interactions, self.steps, self._stream(epoch),
                                            fitting.negatives)
         if sampler is not None:
             return sampler
-        triples = _draw_triples(fitting.interactions, self.steps * self.batch, stream, fitting.negatives)
-        return {leaf: ids.reshape(self.steps, -1) for leaf, ids in self.feeds(triples).items()}
+        examples = self.model.sample_examples(fitting.interactions, self.steps * self.batch,
+                                              self._stream(epoch), fitting.negatives)
+        return {leaf: ids.reshape(self.steps, -1) for leaf, ids in self.feeds(examples).items()}
 
     def epoch_loss(self, mean, data):
         return mean / self.batch, self.share
 
     def device_sampler(self, epoch):
-        """`PairwiseSampler` drawing the epoch's batches on the host: the CPU fit's stream."""
-        drawn = [IndexInput(np.zeros(self.batch, dtype=np.int64)) for _ in range(3)]
-        return PairwiseSampler(self.fitting.interactions, *drawn, examples=self.steps,
-                               seed=[self.fitting.seed, epoch, self.rank], negatives=self.fitting.negatives)
+        """The model's `host_sampler` drawing the epoch's batches on the host: the CPU fit's stream."""
+        return self.model.host_sampler(self.fitting.interactions, self.batch, self.steps, self._stream(epoch),
+                                       self.fitting.negatives)
 
     def device_feeds(self, drawn):
-        users, pos, neg = drawn
-        return self.feeds({"users": users, "pos": pos, "neg": neg})
+        return self.feeds(self.model.drawn_examples(drawn))
 
 
 def _share_parameters(model, shared):
@@ -566,7 +591,8 @@ def _share_parameters(model, shared):
 
 def _check_scale(who, scale):
     """The standard deviation of the initial weights: > 0, for weights that all start at
-    zero get no gradient from the BPR loss, and train to nothing (every score 0)."""
+    zero get no gradient from a ranking loss of their dot products, and train to nothing
+    (every score 0)."""
     return check_number(who, "scale", scale, above=0)
 
 

@@ -4,13 +4,14 @@ import numpy as np
 from fastad._engine.graph import IndexInput, Parameter
 from fastad.ops.sparse import take
 from fastad.checks import check_int
-from fastad.random import generator_of
+from fastad.random import seed_of
 from fastad.models.recsys.recommender import Recommender, _check_scale, bpr_loss
+from fastad.models.recsys.triples import TripleSampling
 
 __all__ = ["TwoTower"]
 
 
-class TwoTower(Recommender):
+class TwoTower(TripleSampling, Recommender):
     """Users and items as sums of feature embeddings (as LightFM does), trained with the BPR loss.
 
     `user_features` maps a field name to an int array with one id per user
@@ -31,12 +32,13 @@ class TwoTower(Recommender):
         self.user_features = _check_fields("TwoTower", "user_features", user_features)
         self.item_features = _check_fields("TwoTower", "item_features", item_features)
         self.dim = check_int("TwoTower", "dim", dim)
-        scale = _check_scale("TwoTower", scale)
-        rng = generator_of("TwoTower", seed)
+        self.scale = _check_scale("TwoTower", scale)
+        self.seed = seed_of("TwoTower", seed)
+        rng = np.random.default_rng(self.seed)
         for side, fields in (("user", self.user_features), ("item", self.item_features)):
             for name, ids in fields.items():
-                rows = int(ids.max()) + 1
-                setattr(self, f"{side}_{name}", Parameter(rng.normal(0, scale, (rows, dim)), dtype=dtype))
+                table = rng.normal(0, self.scale, (int(ids.max()) + 1, dim))
+                setattr(self, f"{side}_{name}", Parameter(table, dtype=dtype))
 
     @property
     def n_users(self):
@@ -46,9 +48,14 @@ class TwoTower(Recommender):
     def n_items(self):
         return len(next(iter(self.item_features.values())))
 
-    def config(self):
-        return {"user_features": self.user_features, "item_features": self.item_features,
-                "dim": self.dim, "dtype": next(iter(self._parameters.values())).dtype}
+    def settings(self):
+        """The constructor's keyword arguments but the feature ids (`_arrays`) and the tables."""
+        return {"dim": self.dim, "scale": self.scale, "seed": int(self.seed),
+                "dtype": next(iter(self._parameters.values())).dtype.name}
+
+    def _arrays(self):
+        """The feature ids the model is built from: `user_features` and `item_features`."""
+        return {"user_features": self.user_features, "item_features": self.item_features}
 
     def _tower(self, side, leaves):
         """The sum of the rows of each field's table at the field's IndexInput."""

@@ -56,8 +56,6 @@ class FastText(Word2Vec):
     (`bag_dot` has no GPU path yet).
     """
 
-    _saved_settings = dict(Word2Vec._saved_settings, min_n=int, max_n=int, bucket=int)
-
     def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
                  min_lr=1e-4, sg=True, workers=1, seed=0, min_n=3, max_n=6, bucket=2_000_000, *,
                  vector_size=None, alpha=None, min_alpha=None, minn=None, maxn=None, sentences=None,
@@ -120,8 +118,9 @@ class FastText(Word2Vec):
                               source, self.index, self.counts, total_words, self.subword_ids,
                               self.subword_offsets)
 
-    def _settings(self):
-        return dict(super()._settings(), min_n=self.min_n, max_n=self.max_n, bucket=self.bucket)
+    def settings(self):
+        """`Word2Vec.settings` and the n-grams' `min_n`, `max_n` and `bucket`."""
+        return dict(super().settings(), min_n=self.min_n, max_n=self.max_n, bucket=self.bucket)
 
     # ------------------------------------------------------------ vectors
 
@@ -165,13 +164,11 @@ class FastText(Word2Vec):
 
     # ------------------------------------------------------------ files
 
-    @classmethod
-    def load(cls, path):
-        """A model saved with `save` (a FastText's: a Word2Vec's file is refused)."""
-        model = super().load(path)
-        model.subword_ids, model.subword_offsets = subword_table(model.words, model.min_n, model.max_n,
-                                                                 model.bucket)
-        return model
+    def _restore(self, state):
+        """`Word2Vec._restore`, and the subword table of the saved vocabulary."""
+        super()._restore(state)
+        self.subword_ids, self.subword_offsets = subword_table(self.words, self.min_n, self.max_n,
+                                                               self.bucket)
 
 
 def _require_cpu(who, device):

@@ -18,19 +18,15 @@ from fastad.ops.reduction import sum as fa_sum
 from fastad.ops.sparse import embedding_bag, take
 from fastad.models.text._dictionary import EOS, Dictionary
 from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, either
-from fastad.io import load, save
+from fastad.models.base import Model
 from fastad.models.runner import EpochRunner, RunSettings
 
 __all__ = ["TextClassifier"]
 
 LOSSES = ("softmax", "ns", "hs", "ova")
-#: The constructor's arguments that `save` writes and `load` passes back, with their types.
-_SAVED_SETTINGS = {"dim": int, "epochs": int, "lr": float, "word_ngrams": int, "min_count": int,
-                   "min_count_label": int, "minn": int, "maxn": int, "bucket": int, "loss": str,
-                   "neg": int, "workers": int, "seed": int, "label": str, "shuffle": bool}
 
 
-class TextClassifier:
+class TextClassifier(Model):
     """fastText's supervised classifier (`fasttext.train_supervised`).
 
     dim            the size of the word vectors and of the text's mean vector
@@ -194,9 +190,8 @@ class TextClassifier:
 
     # ------------------------------------------------------------ prediction
 
-    def _require_trained(self, who):
-        if self.output is None:
-            raise RuntimeError(f"TextClassifier.{who}: the model is not trained; call fit first")
+    def _is_trained(self):
+        return self.output is not None
 
     @property
     def labels(self):
@@ -294,48 +289,40 @@ class TextClassifier:
 
     # ------------------------------------------------------------ files
 
-    def save(self, path):
-        """Save the settings, dictionary and both matrices with `fa.save` (.npz, atomic, no pickle)."""
-        self._require_trained("save")
-        state = self.dictionary.state()
-        save({"settings": {name: getattr(self, name) for name in _SAVED_SETTINGS},
-              "dictionary": json.dumps({"words": state["words"], "labels": state["labels"],
-                                        "ntokens": state["ntokens"]}),
-              "word_counts": state["word_counts"], "label_counts": state["label_counts"],
-              "input": self.input, "input_rows": self.input_rows, "output": self.output}, path)
+    def settings(self):
+        """The constructor's keyword arguments (fastad's names): what `load` rebuilds the model from."""
+        return {"dim": self.dim, "epochs": self.epochs, "lr": self.lr, "word_ngrams": self.word_ngrams,
+                "min_count": self.min_count, "min_count_label": self.min_count_label, "minn": self.minn,
+                "maxn": self.maxn, "bucket": self.bucket, "loss": self.loss, "neg": self.neg,
+                "workers": self.workers, "seed": self.seed, "shuffle": self.shuffle, "label": self.label}
 
-    @classmethod
-    def load(cls, path):
-        """A model saved with `save`; a file that is not one is a ValueError naming it."""
-        state = load(path)
-        try:
-            settings = dict(state["settings"])
-            model = cls(**{name: kind(settings[name]) for name, kind in _SAVED_SETTINGS.items()})
-            vocabulary = json.loads(state["dictionary"])
-            model.dictionary = Dictionary.from_state({
-                "settings": _settings_of(model),
-                "words": vocabulary["words"], "labels": vocabulary["labels"],
-                "ntokens": vocabulary["ntokens"], "word_counts": state["word_counts"],
-                "label_counts": state["label_counts"]})
-            model.input = np.ascontiguousarray(state["input"], dtype=np.float32)
-            model.input_rows = np.ascontiguousarray(state["input_rows"], dtype=np.int64)
-            model.output = np.ascontiguousarray(state["output"], dtype=np.float32)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"TextClassifier.load: {os.fspath(path)!r} is not a saved "
-                             f"TextClassifier ({e!r})") from None
-        d = model.dictionary
-        rows = d.nlabels - 1 if model.loss == "hs" else d.nlabels
-        used = model.input_rows
-        if (model.input.shape != (used.size + 1, model.dim) or model.output.shape != (rows, model.dim)
+    def _state(self):
+        """The dictionary (its words and labels as JSON text, and their counts) and both matrices."""
+        state = self.dictionary.state()
+        return {"dictionary": json.dumps({"words": state["words"], "labels": state["labels"],
+                                          "ntokens": state["ntokens"]}),
+                "word_counts": state["word_counts"], "label_counts": state["label_counts"],
+                "input": self.input, "input_rows": self.input_rows, "output": self.output}
+
+    def _restore(self, state):
+        """The saved dictionary and matrices, checked to fit each other."""
+        vocabulary = json.loads(state["dictionary"])
+        d = self.dictionary = Dictionary.from_state({
+            "settings": _settings_of(self), "words": vocabulary["words"], "labels": vocabulary["labels"],
+            "ntokens": vocabulary["ntokens"], "word_counts": state["word_counts"],
+            "label_counts": state["label_counts"]})
+        self.input = np.ascontiguousarray(state["input"], dtype=np.float32)
+        self.input_rows = used = np.ascontiguousarray(state["input_rows"], dtype=np.int64)
+        self.output = np.ascontiguousarray(state["output"], dtype=np.float32)
+        rows = d.nlabels - 1 if self.loss == "hs" else d.nlabels
+        if (self.input.shape != (used.size + 1, self.dim) or self.output.shape != (rows, self.dim)
                 or used.ndim != 1 or (used.size and (used.min() < 0 or used.max() >= d.input_rows
                                                      or (np.diff(used) <= 0).any()))):
-            raise ValueError(f"TextClassifier.load: {os.fspath(path)!r} holds matrices of shapes "
-                             f"{model.input.shape} and {model.output.shape} over {used.size} input "
-                             f"rows, not ({used.size + 1}, {model.dim}) and {(rows, model.dim)} over "
-                             f"increasing rows below {d.input_rows}")
-        model.tree = _huffman_paths(d.label_counts) if model.loss == "hs" else None
-        model._table_row = _table_rows(used, d.input_rows)
-        return model
+            raise ValueError(f"it holds matrices of shapes {self.input.shape} and {self.output.shape} "
+                             f"over {used.size} input rows, not ({used.size + 1}, {self.dim}) and "
+                             f"{(rows, self.dim)} over increasing rows below {d.input_rows}")
+        self.tree = _huffman_paths(d.label_counts) if self.loss == "hs" else None
+        self._table_row = _table_rows(used, d.input_rows)
 
 
 def _settings_of(model):
@@ -462,7 +449,8 @@ def _huffman_paths(counts):
 
 class _Examples:
     """The encoded training texts and the loss's settings (picklable: `EpochRunner` sends
-    it to Hogwild processes), each worker's graph (`worker_graph`)."""
+    it to Hogwild processes), each worker's graph (`worker_graph`): a
+    `runner.ModelDescription`."""
 
     def __init__(self, model, label_counts, ids, offsets, labels, label_offsets):
         self.ids, self.offsets = ids, offsets
@@ -480,7 +468,7 @@ class _Examples:
             self.noise = weights / weights.sum()
         self.output_rows = self.n_labels - 1 if self.loss == "hs" else self.n_labels
 
-    def worker_graph(self, weights, settings, rank):
+    def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_ExampleGraph":
         return _ExampleGraph(self, weights, rank)
 
     def epoch_labels(self, rng):
@@ -492,7 +480,8 @@ class _Examples:
 
 
 class _ExampleGraph:
-    """One worker's graph: the text's mean input row, its output scores and the loss."""
+    """One worker's graph: the text's mean input row, its output scores and the loss; a
+    `runner.WorkerGraph` (CPU only)."""
 
     def __init__(self, examples, weights, rank):
         E, O = Parameter(weights["E"]), Parameter(weights["O"])

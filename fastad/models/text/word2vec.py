@@ -20,7 +20,7 @@ from fastad.ops.shape import reshape
 from fastad.ops.gather_dot import gather_dot
 from fastad.ops.sparse import take
 from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, either, look_up
-from fastad.io import load, save
+from fastad.models.base import Model
 from fastad.models.text.keyed_vectors import KeyedVectors
 from fastad.models.runner import EpochRunner, RunSettings
 
@@ -131,7 +131,7 @@ def _corpus(who, sentences, corpus_file):
     return check_restartable(who, source)
 
 
-class Word2Vec:
+class Word2Vec(Model):
     """Word vectors by skip-gram (`sg=True`) or CBOW with negative sampling.
 
     >>> model = fa.models.Word2Vec(dim=64, window=5, negative=5, min_count=5, epochs=5, workers=2)
@@ -154,12 +154,9 @@ class Word2Vec:
     threads), which take the corpus in blocks of about 10,000 tokens in order from
     one shared counter, as gensim's threads take its jobs from one queue, the lr
     following the position in the corpus; with one worker the run is deterministic
-    (the same seed gives the same vectors).
+    (the same seed gives the same vectors). `save` and `load` keep the settings, the
+    vocabulary and both tables (`fastad.models.base`).
     """
-
-    #: The constructor's arguments that `save` writes and `load` passes back, with their types.
-    _saved_settings = {"dim": int, "window": int, "negative": int, "min_count": int, "sample": float,
-                       "epochs": int, "lr": float, "min_lr": float, "sg": bool, "workers": int}
 
     def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
                  min_lr=1e-4, sg=True, workers=1, seed=0, *, vector_size=None, alpha=None,
@@ -319,7 +316,7 @@ class Word2Vec:
         total_words = check_int(who, "total_words", total_words, minimum=0)
         settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=lr,
                                        min_lr=min_lr, epochs=epochs)
-        corpus = self._corpus(dict(self._settings(), batch=settings.batch), source, total_words)
+        corpus = self._corpus(dict(self.settings(), batch=settings.batch), source, total_words)
         weights = {"W": self.vectors, "C": self.output}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
             weights["claim"] = np.zeros(epochs, dtype=np.float64)
@@ -341,15 +338,10 @@ class Word2Vec:
         """The picklable description of a run that each worker builds its graph from."""
         return _Corpus(settings, source, self.index, self.counts, total_words)
 
-    def _settings(self):
-        return {"dim": self.dim, "window": self.window, "negative": self.negative, "sample": self.sample,
-                "sg": self.sg, "seed": self.seed, "workers": self.workers}
-
     # ------------------------------------------------------------ queries
 
-    def _require_trained(self, who):
-        if self.vectors is None:
-            raise RuntimeError(f"{type(self).__name__}.{who}: the model is not trained; call fit() or load()")
+    def _is_trained(self):
+        return self.vectors is not None
 
     def __contains__(self, word):
         return word in self.index
@@ -428,35 +420,30 @@ class Word2Vec:
 
     # ------------------------------------------------------------ files
 
-    def save(self, path):
-        """Save the vocabulary (as JSON text), counts, vectors and settings with `fa.save` (a .npz, atomic)."""
-        self._require_trained("save")
-        save({"words": json.dumps(self.words), "counts": self.counts, "vectors": self.vectors,
-              "output": self.output, "settings": {name: getattr(self, name) for name in self._saved_settings},
-              "corpus": {"count": self.corpus_count, "total_words": self.corpus_total_words}},
-             path)
+    def settings(self):
+        """The constructor's keyword arguments (fastad's names): what `load` rebuilds the model
+        from, and what each worker's graph and sampler are built with."""
+        return {"dim": self.dim, "window": self.window, "negative": self.negative,
+                "min_count": self.min_count, "sample": self.sample, "epochs": self.epochs, "lr": self.lr,
+                "min_lr": self.min_lr, "sg": self.sg, "workers": self.workers, "seed": self.seed}
 
-    @classmethod
-    def load(cls, path):
-        """A model saved with `save`."""
-        state = load(path)
-        try:
-            settings = dict(state["settings"])
-            model = cls(**{name: kind(settings[name]) for name, kind in cls._saved_settings.items()})
-            words = json.loads(state["words"])
-            vectors, output = np.asarray(state["vectors"]), np.asarray(state["output"])
-            counts = np.asarray(state["counts"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{cls.__name__}.load: {path} is not a saved {cls.__name__} ({e!r})") from None
-        if vectors.shape != (model._input_rows(len(words)), model.dim) or output.shape != (len(words), model.dim):
-            raise ValueError(f"{cls.__name__}.load: {path} holds {len(words)} words but vectors of shape "
-                             f"{vectors.shape} and output vectors of shape {output.shape}")
-        model.words, model.index, model.counts = words, {w: i for i, w in enumerate(words)}, counts
-        model.vectors, model.output = vectors, output
-        corpus = state.get("corpus", {})        # absent from files saved before it was kept
-        model.corpus_count = int(corpus.get("count", 0))
-        model.corpus_total_words = int(corpus.get("total_words", 0))
-        return model
+    def _state(self):
+        """The vocabulary (as JSON text), its counts, both tables and the corpus's sizes."""
+        return {"words": json.dumps(self.words), "counts": self.counts, "vectors": self.vectors,
+                "output": self.output,
+                "corpus": {"count": self.corpus_count, "total_words": self.corpus_total_words}}
+
+    def _restore(self, state):
+        """The saved vocabulary and tables, checked to fit the settings."""
+        words = json.loads(state["words"])
+        vectors, output = np.asarray(state["vectors"]), np.asarray(state["output"])
+        if vectors.shape != (self._input_rows(len(words)), self.dim) or output.shape != (len(words), self.dim):
+            raise ValueError(f"it holds {len(words)} words but vectors of shape {vectors.shape} and output "
+                             f"vectors of shape {output.shape}")
+        self.words, self.index = words, {w: i for i, w in enumerate(words)}
+        self.counts, self.vectors, self.output = np.asarray(state["counts"]), vectors, output
+        self.corpus_count = int(state["corpus"]["count"])
+        self.corpus_total_words = int(state["corpus"]["total_words"])
 
     def _input_rows(self, n_words):
         """The rows of the input table over a vocabulary of n_words."""
@@ -473,14 +460,15 @@ class _Corpus:
     """What a worker of `Word2Vec.train` builds its graph and draws its examples from
     (picklable: `EpochRunner` sends it to Hogwild processes): the settings of its graph
     (`_example_graph`) and sampler, the restartable corpus each epoch streams, the
-    vocabulary ({word: id}) that encodes it, the words' counts and the tokens of a pass."""
+    vocabulary ({word: id}) that encodes it, the words' counts and the tokens of a pass: a
+    `runner.ModelDescription`."""
     settings: dict
     sentences: object
     vocabulary: dict
     counts: np.ndarray
     total_tokens: int
 
-    def worker_graph(self, weights, settings, rank):
+    def worker_graph(self, weights, settings: RunSettings, rank: int) -> "_WindowGraph":
         return _WindowGraph(self, weights, settings.device, rank)
 
     def example_graph(self, W, C, device):
@@ -495,7 +483,8 @@ class _Corpus:
 class _WindowGraph:
     """The graph of one step of the window examples over W and C (`_example_graph`), and
     the epochs of rank's walk of the corpus: the whole corpus in order for one worker,
-    else the blocks it claims from the epoch's shared counter (`weights["claim"]`).
+    else the blocks it claims from the epoch's shared counter (`weights["claim"]`); a
+    `runner.DeviceWorkerGraph`.
 
     Claimed blocks keep the workers side by side in the corpus whatever their speeds,
     as gensim's threads take its jobs from one queue, and the lr follows the position
