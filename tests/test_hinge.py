@@ -192,3 +192,20 @@ def test_on_a_device_the_hinge_is_the_composed_ops():
             np.testing.assert_allclose(dev, cpu, rtol=1e-12, atol=1e-13)
     finally:
         backend.set_emulation(None)
+
+
+def test_bpr_trains_with_the_hinge_and_keeps_it_when_saved(tmp_path):
+    likes = fa.data.planted_interactions(200, 80, per_user=10, seed=1)
+    train, test = fa.data.train_test_split(likes, 0.2, seed=1)
+    model = fa.models.BPR(200, 80, dim=16, loss="hinge", seed=2)
+    before = fa.metrics.auc(model.scores(np.arange(200)), test, train=train)
+    model.fit(train, epochs=15, lr=0.05)
+    after = fa.metrics.auc(model.scores(np.arange(200)), test, train=train)
+    assert after > before + 0.08 and after > 0.64, (before, after)      # BPR's loss: 0.641
+    loss = model(fa.IndexInput([1]), fa.IndexInput([2]), fa.IndexInput([3]))
+    assert loss.op_name == "ranking_loss"
+    model.save(tmp_path / "hinge.npz")
+    loaded = fa.models.BPR.load(tmp_path / "hinge.npz")
+    assert loaded.loss == "hinge" and loaded.settings() == model.settings()
+    with pytest.raises(ValueError, match=r"BPR: loss must be one of \['bpr', 'hinge'\], got 'warp'"):
+        fa.models.BPR(10, 5, loss="warp")

@@ -7,8 +7,8 @@ import numpy as np
 from fastad._engine.graph import IndexInput, Parameter
 from fastad.training.feeds import FeedSampler
 from fastad.models.recsys._pairs import PairwiseSampler
-from fastad.ops.ranking import ranking_loss
-from fastad.checks import check_flag, check_int, check_number, either
+from fastad.ops.ranking import RANKING_LOSSES, ranking_loss
+from fastad.checks import check_choice, check_flag, check_int, check_number, either
 from fastad.random import generator_of, seed_of
 from fastad.models.recsys.recommender import Recommender, _check_scale, _share_parameters
 from fastad.models.recsys.triples import TripleSampling
@@ -38,7 +38,9 @@ class BPR(TripleSampling, Recommender):
     |V[j]|^2 + b[i]^2 + b[j]^2), where the item biases b (an (n_items, 1) Parameter
     `item_bias`, from zero) exist only with `biases=True`, and r is `regularization`
     (`fa.ranking_loss`'s: under per-example SGD, implicit's update exactly).
-    Gradients are sparse: a step touches three rows (and two biases).
+    Gradients are sparse: a step touches three rows (and two biases). `loss="hinge"`
+    trains the same factors with the pairwise hinge max(0, 1 - margin) instead of BPR's
+    -log sigmoid(margin) (`fa.ranking_loss`'s `loss`).
 
     Two ways to build one:
 
@@ -70,7 +72,7 @@ class BPR(TripleSampling, Recommender):
 
     def __init__(self, n_users=None, n_items=None, dim=None, scale=0.1, seed=0, dtype=None, U=None,
                  V=None, biases=None, regularization=None, *, factors=None, learning_rate=None,
-                 iterations=None, random_state=None, copy=False):
+                 iterations=None, random_state=None, copy=False, loss="bpr"):
         super().__init__()
         who = "BPR"
         dim = either(who, "dim", dim, None, "implicit's factors", factors)
@@ -92,6 +94,7 @@ class BPR(TripleSampling, Recommender):
         self.iterations = check_int(who, "iterations", setting("iterations", iterations))
         self._with_biases = check_flag(who, "biases", setting("biases", biases))
         self._copy_given = check_flag(who, "copy", copy)
+        self.loss = check_choice(who, "loss", loss, sorted(RANKING_LOSSES))
         if sized:
             if (n_users is None and U is None) or (n_items is None and V is None):
                 raise TypeError(f"{who}: give both n_users and n_items (or U and V), or neither: "
@@ -146,7 +149,7 @@ class BPR(TripleSampling, Recommender):
         return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.dim, "scale": self.scale,
                 "seed": int(self.seed), "dtype": self.dtype.name, "biases": self.biases,
                 "regularization": self.regularization, "learning_rate": self.learning_rate,
-                "iterations": self.iterations}
+                "iterations": self.iterations, "loss": self.loss}
 
     @classmethod
     def _around(cls, settings, arrays, weights):
@@ -156,7 +159,7 @@ class BPR(TripleSampling, Recommender):
         """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
         bias = self.item_bias if self.biases else None
         return ranking_loss(self.U, users, self.V, pos, neg, item_bias=bias, reduction="sum",
-                            regularization=self.regularization)
+                            regularization=self.regularization, loss=self.loss)
 
     def example_graph(self, batch=1, device="cpu"):
         """A graph of `batch` triples (default one) to replay, and a function mapping
