@@ -18,19 +18,18 @@ __path__ = extend_path(__path__, __name__)
 from fastad._engine.graph import (Variable, Parameter, Input, IndexInput, no_grad, enable_grad,
                                   detect_anomaly, is_grad_enabled, is_anomaly_enabled,
                                   set_default_dtype, get_default_dtype, float32, float64, graph_nbytes)
-from fastad.ops import elementwise as _elementwise
-from fastad.ops.elementwise import *  # noqa: F403 -- its __all__: the op manifest's ops, and where
-from fastad.ops.reduction import sum, mean, max, logsumexp, softmax, log_softmax
-from fastad.ops.reduction import min, norm, var, std, argmax, argmin, cumsum
-from fastad.ops.shape import reshape, transpose, getitem, concat, stack
-from fastad.ops.shape import expand_dims, squeeze, split, flip, tile
-from fastad.ops.linalg import matmul, linear, vector_dot
-from fastad.ops.linalg import einsum
-from fastad.ops.sparse import take, take_along_axis, embedding, embedding_bag
-from fastad.ops.ranking import ranking_margin, ranking_loss, margin_loss
-from fastad.ops.gather_dot import gather_dot, bag_dot
-from fastad.ops.conv import (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d,
-                             adaptive_avg_pool2d)
+from fastad.ops import (elementwise as _elementwise, reduction as _reduction, shape as _shape,
+                        linalg as _linalg, sparse as _sparse, ranking as _ranking,
+                        gather_dot as _gather_dot, conv as _conv)
+# each op family's __all__: its ops in the fa. namespace (elementwise's from the manifest)
+from fastad.ops.elementwise import *  # noqa: F403
+from fastad.ops.reduction import *  # noqa: F403
+from fastad.ops.shape import *  # noqa: F403
+from fastad.ops.linalg import *  # noqa: F403
+from fastad.ops.sparse import *  # noqa: F403
+from fastad.ops.ranking import *  # noqa: F403
+from fastad.ops.gather_dot import *  # noqa: F403
+from fastad.ops.conv import *  # noqa: F403
 from fastad.training.loop import train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
@@ -48,14 +47,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Variable", "Parameter", "Input", "IndexInput", "no_grad", "enable_grad", "detect_anomaly",
     "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64",
-    *_elementwise.__all__, "sum", "mean", "max", "logsumexp",
-    "softmax", "log_softmax", "reshape", "transpose", "getitem", "concat", "stack", "matmul",
-    "linear", "vector_dot", "take", "ranking_margin", "ranking_loss", "margin_loss", "gather_dot", "bag_dot", "embedding", "embedding_bag", "conv1d", "conv2d", "max_pool1d",
-    "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "train", "finite_difference",
-    "gradcheck", "save", "load", "to_dot",
-    "render", "manual_seed", "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text",
-    "cuda", "scaled_dot_product_attention",
-    "min", "norm", "var", "std", "argmax", "argmin", "cumsum", "expand_dims", "squeeze", "split",
-    "flip", "tile", "einsum", "take_along_axis", "progress_bar", "GraphCache", "graph_nbytes",
-    "autobatch", "batch",
+    *(name for family in (_elementwise, _reduction, _shape, _linalg, _sparse, _ranking, _gather_dot, _conv)
+      for name in family.__all__),
+    "train", "finite_difference", "gradcheck", "save", "load", "to_dot", "render", "manual_seed",
+    "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text", "cuda",
+    "scaled_dot_product_attention", "progress_bar", "GraphCache", "graph_nbytes", "autobatch", "batch",
 ]

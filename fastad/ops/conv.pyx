@@ -30,6 +30,10 @@ from fastad._engine.loops cimport vec_zero
 
 cnp.import_array()
 
+#: Its ops in the `fa.` namespace.
+__all__ = ["conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+           "adaptive_avg_pool2d"]
+
 
 cdef struct Geom:
     Py_ssize_t n, c, h, w           # the input: batch, channels, height, width

@@ -18,6 +18,9 @@ from fastad.ops.sparse cimport as_ids, check_ids, fa_ids_out_of_range, row_table
 
 cnp.import_array()
 
+#: Its ops in the `fa.` namespace.
+__all__ = ["gather_dot", "bag_dot"]
+
 cdef extern from "gather_dot.h":
     void fa_gather_dot_rows_f(const float* A, const float* B, const int64_t* a_ids,
                               const int64_t* b_ids, Py_ssize_t n, Py_ssize_t per, Py_ssize_t dim,

@@ -24,6 +24,9 @@ from fastad.ops.shape import getitem as _getitem, reshape as _reshape, transpose
 
 cnp.import_array()
 
+#: Its ops in the `fa.` namespace.
+__all__ = ["matmul", "linear", "vector_dot", "einsum"]
+
 # Products with fewer multiply-adds (m*n*k) than this run in the C loops below;
 # larger ones call BLAS, whose per-call overhead the loops beat on tiny shapes.
 # Measured with bench/matmul_crossover.py (one matmul, forward + backward

@@ -28,6 +28,9 @@ from fastad.ops.losses import bce_with_logits, hinge
 
 cnp.import_array()
 
+#: Its ops in the `fa.` namespace.
+__all__ = ["ranking_margin", "ranking_loss", "margin_loss"]
+
 cdef extern from "ranking.h":
     void fa_margin_rows_f(const float* U, const float* V, const float* bias, const int64_t* users,
                           const int64_t* pos, const int64_t* neg, Py_ssize_t n, Py_ssize_t dim,

@@ -30,6 +30,10 @@ from fastad.ops.scalar cimport s_exp, s_log
 
 cnp.import_array()
 
+#: Its ops in the `fa.` namespace.
+__all__ = ["sum", "mean", "max", "min", "logsumexp", "norm", "var", "std", "argmax", "argmin",
+           "cumsum", "softmax", "log_softmax"]
+
 from fastad.ops import elementwise as _elementwise
 
 AxisError = np.exceptions.AxisError      # a ValueError (and IndexError), as numpy raises

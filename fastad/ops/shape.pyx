@@ -37,6 +37,10 @@ from fastad.ops.reduction import _normalize_axes
 
 cnp.import_array()
 
+#: Its ops in the `fa.` namespace.
+__all__ = ["reshape", "transpose", "getitem", "concat", "stack", "expand_dims", "squeeze",
+           "split", "flip", "tile"]
+
 
 # -------------------------------------------------------------------- View
 

@@ -29,6 +29,9 @@ from fastad.ops.shape import reshape as _reshape
 
 cnp.import_array()
 
+#: Its ops in the `fa.` namespace.
+__all__ = ["take", "take_along_axis", "embedding", "embedding_bag"]
+
 cdef extern from *:
     """
     #include <string.h>
