@@ -7,6 +7,7 @@ import pytest
 
 import fastad as fa
 from fused_helpers import assert_fused_matches_composed
+from pointwise_loss_checks import assert_bad_input_raises, assert_matches_torch, assert_public_in_fa_nn
 from vjp import check_vjp
 
 REDUCTIONS = ["mean", "sum", "none"]
@@ -43,17 +44,8 @@ def test_values_and_gradients_against_finite_differences(shape, reduction):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_matches_torch(reduction):
     torch = pytest.importorskip("torch")
-    x, y = away_from_the_kink((3, 4), 11)
-    w = fa.Parameter(x, dtype=np.float64)
-    loss = fa.nn.hinge(w, y, reduction=reduction)
-    t = torch.tensor(x, requires_grad=True)
-    losses = torch.clamp(1 - torch.tensor(y) * t, min=0)
-    expected = {"mean": losses.mean(), "sum": losses.sum(), "none": losses}[reduction]
-    cot = np.random.default_rng(5).normal(size=loss.shape)
-    loss.backward(cot if loss.shape else None)
-    expected.backward(torch.tensor(cot) if loss.shape else None)
-    np.testing.assert_allclose(loss.value, expected.detach().numpy(), rtol=1e-14)
-    np.testing.assert_allclose(w.grad, t.grad.numpy(), rtol=1e-13)
+    assert_matches_torch(fa.nn.hinge, lambda t, y: torch.clamp(1 - y * t, min=0),
+                         *away_from_the_kink((3, 4), 11), reduction)
 
 
 def test_float32_the_kink_and_replay():
@@ -72,19 +64,11 @@ def test_float32_the_kink_and_replay():
 
 
 def test_bad_input_raises():
-    a = fa.Parameter(np.zeros((2, 3)), dtype=np.float64)
-    with pytest.raises(ValueError, match=r"hinge: input has shape \(2, 3\) but target has shape \(3, 2\)"):
-        fa.nn.hinge(a, np.zeros((3, 2)))
-    with pytest.raises(ValueError, match="hinge: reduction must be"):
-        fa.nn.hinge(a, np.zeros((2, 3)), reduction="batchmean")
-    with pytest.raises(TypeError, match="hinge: input must be a fastad Variable, got ndarray"):
-        fa.nn.hinge(np.zeros(3), np.zeros(3))
+    assert_bad_input_raises("hinge", fa.nn.hinge)
 
 
 def test_is_public_in_fa_nn_and_functional():
-    assert fa.nn.hinge is fa.nn.functional.hinge
-    assert "hinge" in fa.nn.__all__ and "hinge" in fa.nn.functional.__all__
-    assert "max(0, 1 - target * input), elementwise" in fa.nn.hinge.__doc__
+    assert_public_in_fa_nn("hinge", "max(0, 1 - target * input), elementwise")
 
 
 # ------------------------------------------------------ the ranking loss "hinge"

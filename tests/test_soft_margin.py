@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
+from pointwise_loss_checks import assert_bad_input_raises, assert_matches_torch, assert_public_in_fa_nn
 from vjp import check_vjp
 
 REDUCTIONS = ["mean", "sum", "none"]
@@ -36,16 +37,9 @@ def test_values_and_gradients_against_finite_differences(shape, reduction):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_matches_torch(reduction):
     torch = pytest.importorskip("torch")
-    x, y = data((3, 4), 11)
-    w = fa.Parameter(x, dtype=np.float64)
-    loss = fa.nn.soft_margin(w, y, reduction=reduction)
-    t = torch.tensor(x, requires_grad=True)
-    expected = torch.nn.functional.soft_margin_loss(t, torch.tensor(y), reduction=reduction)
-    cot = np.random.default_rng(5).normal(size=loss.shape)
-    loss.backward(cot if loss.shape else None)
-    expected.backward(torch.tensor(cot) if loss.shape else None)
-    np.testing.assert_allclose(loss.value, expected.detach().numpy(), rtol=1e-14)
-    np.testing.assert_allclose(w.grad, t.grad.numpy(), rtol=1e-13)
+    assert_matches_torch(fa.nn.soft_margin,
+                         lambda t, y: torch.nn.functional.soft_margin_loss(t, y, reduction="none"),
+                         *data((3, 4), 11), reduction)
 
 
 def test_float32_matches_float64_and_large_margins_stay_finite():
@@ -72,20 +66,8 @@ def test_empty_input_and_replay():
 
 
 def test_bad_input_raises():
-    a = fa.Parameter(np.zeros((2, 3)), dtype=np.float64)
-    with pytest.raises(ValueError, match=r"soft_margin: input has shape \(2, 3\) but target has shape \(3, 2\)"):
-        fa.nn.soft_margin(a, np.zeros((3, 2)))
-    with pytest.raises(ValueError, match="soft_margin: reduction must be"):
-        fa.nn.soft_margin(a, np.zeros((2, 3)), reduction="batchmean")
-    with pytest.raises(TypeError, match="soft_margin: input must be a fastad Variable, got ndarray"):
-        fa.nn.soft_margin(np.zeros(3), np.zeros(3))
-    with pytest.raises(TypeError, match="soft_margin: mixed dtypes"):
-        fa.nn.soft_margin(a, fa.Input(np.zeros((2, 3)), dtype=np.float32))
-    with pytest.raises(TypeError, match="soft_margin: target is an IndexInput"):
-        fa.nn.soft_margin(a, fa.IndexInput([[0, 1, 1], [1, 0, 0]]))
+    assert_bad_input_raises("soft_margin", fa.nn.soft_margin)
 
 
 def test_is_public_in_fa_nn_and_functional():
-    assert fa.nn.soft_margin is fa.nn.functional.soft_margin
-    assert "soft_margin" in fa.nn.__all__ and "soft_margin" in fa.nn.functional.__all__
-    assert "log(1 + exp(-target * input)), elementwise" in fa.nn.soft_margin.__doc__
+    assert_public_in_fa_nn("soft_margin", "log(1 + exp(-target * input)), elementwise")

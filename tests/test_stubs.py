@@ -174,6 +174,13 @@ def stub_mro(cls):
     return [CLASS_STUBS[(k.__module__, k.__name__)] for k in cls.__mro__ if k.__module__ in MODULES]
 
 
+def public_classes(name):
+    """(stub ClassDef, the compiled class) for each public class of module `name`'s stub."""
+    module = importlib.import_module(name)
+    return [(node, getattr(module, node.name)) for node in stub_tree(name).body
+            if isinstance(node, ast.ClassDef) and public(node.name)]
+
+
 def stub_members(node):
     names = set()
     for item in node.body:
@@ -227,12 +234,8 @@ def test_stub_functions_take_the_compiled_parameters(name):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_stub_classes_have_the_compiled_bases_members_and_methods(name):
-    module = importlib.import_module(name)
-    for node in stub_tree(name).body:
-        if not isinstance(node, ast.ClassDef) or not public(node.name):
-            continue
+    for node, cls in public_classes(name):
         where = f"{name}.{node.name}"
-        cls = getattr(module, node.name)
         bases = [b.id if isinstance(b, ast.Name) else b.attr for b in node.bases]
         assert bases == [b.__name__ for b in cls.__bases__ if b is not object], where
         declared = set().union(*(stub_members(k) for k in stub_mro(cls)))
@@ -267,11 +270,7 @@ def constructor_signature(cls):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_stub_constructors_take_the_compiled_parameters(name):
-    module = importlib.import_module(name)
-    for node in stub_tree(name).body:
-        if not isinstance(node, ast.ClassDef) or not public(node.name):
-            continue
-        cls = getattr(module, node.name)
+    for node, cls in public_classes(name):
         owner, text = constructor_signature(cls)
         stub_inits = [(k.name, item) for k in stub_mro(cls) for item in k.body
                       if isinstance(item, ast.FunctionDef) and item.name == "__init__"]
