@@ -4,6 +4,20 @@ import numpy as np
 import pytest
 
 import fastad as fa
+from vjp import check_vjp
+
+REDUCTIONS = ["mean", "sum", "none"]
+SHAPES = [(), (1,), (5,), (3, 4), (2, 3, 2)]
+
+
+def assert_values_and_gradients(loss_fn, losses_of, x, y, reduction, target=None):
+    """`loss_fn(x, y, reduction=...)` is `losses_of(x, y)` reduced, in float64, and its gradients
+    to both operands (at `target`, else y) match finite differences."""
+    loss = loss_fn(fa.Input(x, dtype=np.float64), y, reduction=reduction)
+    losses = losses_of(x, y)
+    expected = {"mean": np.mean, "sum": np.sum, "none": lambda v: v}[reduction](losses)
+    np.testing.assert_allclose(loss.value, expected, rtol=1e-14)
+    check_vjp(lambda a, b: loss_fn(a, b, reduction=reduction), x, y if target is None else target)
 
 
 def assert_matches_torch(loss_fn, torch_losses, x, y, reduction):

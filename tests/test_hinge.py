@@ -7,18 +7,11 @@ import pytest
 
 import fastad as fa
 from fused_helpers import assert_fused_matches_composed
-from pointwise_loss_checks import assert_bad_input_raises, assert_matches_torch, assert_public_in_fa_nn
-from vjp import check_vjp
-
-REDUCTIONS = ["mean", "sum", "none"]
-
+from pointwise_loss_checks import (REDUCTIONS, SHAPES, assert_bad_input_raises, assert_matches_torch,
+                                   assert_public_in_fa_nn, assert_values_and_gradients)
 
 def hinge(x, y):
     return np.maximum(0.0, 1.0 - y * x)
-
-
-def reduce(losses, reduction):
-    return {"mean": np.mean, "sum": np.sum, "none": lambda v: v}[reduction](losses)
 
 
 def away_from_the_kink(shape, seed=0):
@@ -33,12 +26,9 @@ def away_from_the_kink(shape, seed=0):
 # ------------------------------------------------------------------ fa.nn.hinge
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("shape", [(), (1,), (5,), (3, 4), (2, 3, 2)], ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_values_and_gradients_against_finite_differences(shape, reduction):
-    x, y = away_from_the_kink(shape, len(shape))
-    loss = fa.nn.hinge(fa.Input(x, dtype=np.float64), y, reduction=reduction)
-    np.testing.assert_allclose(loss.value, reduce(hinge(x, y), reduction), rtol=1e-14)
-    check_vjp(lambda a, b: fa.nn.hinge(a, b, reduction=reduction), x, y)     # to both operands
+    assert_values_and_gradients(fa.nn.hinge, hinge, *away_from_the_kink(shape, len(shape)), reduction)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
