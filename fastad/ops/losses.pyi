@@ -1,5 +1,5 @@
 """Type stubs for fastad/ops/losses.pyx: losses with PyTorch's semantics."""
-from typing import Any, Literal, SupportsIndex, TypeAlias
+from typing import Any, Final, Literal, SupportsIndex, TypeAlias
 
 import numpy as np
 
@@ -17,24 +17,15 @@ class PairLoss(TwoInputs): ...
 
 class ClassTargets:
     """The checked arguments of cross_entropy / nll_loss (read by the GPU path)."""
-    @property
-    def x(self) -> Variable: ...
-    @property
-    def reduction(self) -> int: ...
-    @property
-    def reduction_name(self) -> _Reduction: ...
-    @property
-    def ignore_index(self) -> int: ...
-    @property
-    def batch(self) -> int: ...
-    @property
-    def classes(self) -> int: ...
-    @property
-    def out_shape(self) -> tuple[int, ...]: ...
-    @property
-    def source(self) -> IndexInput | None: ...
-    @property
-    def ids(self) -> NDArray[np.int64] | None: ...
+    x: Final[Variable]
+    reduction: Final[int]
+    reduction_name: Final[_Reduction]
+    ignore_index: Final[int]
+    batch: Final[int]
+    classes: Final[int]
+    out_shape: Final[tuple[int, ...]]
+    source: Final[IndexInput | None]
+    ids: Final[NDArray[np.int64] | None]
 
 def check_target_ids(op: str, ids: NDArray[np.integer[Any]], classes: int, ignore: int) -> None: ...
 

@@ -1,6 +1,6 @@
 """Type stubs for fastad/optim/optimizers.pyx: optimizers and gradient clipping."""
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,10 +20,8 @@ class Optimizer:
     def lr(self) -> float: ...
     @lr.setter
     def lr(self, value: float) -> None: ...
-    @property
-    def param_groups(self) -> list[MutableMapping[str, Any]]: ...
-    @property
-    def params(self) -> list[Parameter]: ...
+    param_groups: Final[list[MutableMapping[str, Any]]]
+    params: Final[list[Parameter]]
     def hyperparameters(self) -> dict[str, float]: ...
     def state_dict(self) -> dict[str, float | int | NDArray[np.floating[Any]]]: ...
     def load_state_dict(self, state: Mapping[str, Any]) -> Self: ...
@@ -33,14 +31,10 @@ class Optimizer:
 class SGD(Optimizer):
     def __init__(self, params: Iterable[Parameter], lr: float, momentum: float = 0.0,
                  dampening: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0) -> None: ...
-    @property
-    def momentum(self) -> float: ...
-    @property
-    def dampening(self) -> float: ...
-    @property
-    def nesterov(self) -> bool: ...
-    @property
-    def weight_decay(self) -> float: ...
+    momentum: Final[float]
+    dampening: Final[float]
+    nesterov: Final[bool]
+    weight_decay: Final[float]
 
 # Plain SGD's row step (SGD.row_step).
 class SGDRowStep(RowStep): ...
@@ -48,30 +42,22 @@ class SGDRowStep(RowStep): ...
 class Adagrad(Optimizer):
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-2, eps: float = 1e-10,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0) -> None: ...
-    @property
-    def eps(self) -> float: ...
-    @property
-    def weight_decay(self) -> float: ...
-    @property
-    def initial_accumulator_value(self) -> float: ...
+    eps: Final[float]
+    weight_decay: Final[float]
+    initial_accumulator_value: Final[float]
 
 # The hyperparameters of Adam, AdamW, Adamax, RAdam and NAdam (not used directly).
 class _MomentOptimizer(Optimizer):
-    @property
-    def beta1(self) -> float: ...
-    @property
-    def beta2(self) -> float: ...
-    @property
-    def eps(self) -> float: ...
-    @property
-    def weight_decay(self) -> float: ...
+    beta1: Final[float]
+    beta2: Final[float]
+    eps: Final[float]
+    weight_decay: Final[float]
 
 class Adam(_MomentOptimizer):
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0) -> None: ...
-    @property
-    def decoupled(self) -> bool: ...
+    decoupled: Final[bool]
 
 class AdamW(Adam):
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-3,
@@ -81,24 +67,17 @@ class AdamW(Adam):
 class RMSprop(Optimizer):
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-2, alpha: float = 0.99,
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0) -> None: ...
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def eps(self) -> float: ...
-    @property
-    def weight_decay(self) -> float: ...
-    @property
-    def momentum(self) -> float: ...
+    alpha: Final[float]
+    eps: Final[float]
+    weight_decay: Final[float]
+    momentum: Final[float]
 
 class Adadelta(Optimizer):
     def __init__(self, params: Iterable[Parameter], lr: float = 1.0, rho: float = 0.9,
                  eps: float = 1e-6, weight_decay: float = 0.0) -> None: ...
-    @property
-    def rho(self) -> float: ...
-    @property
-    def eps(self) -> float: ...
-    @property
-    def weight_decay(self) -> float: ...
+    rho: Final[float]
+    eps: Final[float]
+    weight_decay: Final[float]
 
 class Adamax(_MomentOptimizer):
     def __init__(self, params: Iterable[Parameter], lr: float = 2e-3,
@@ -110,17 +89,14 @@ class NAdam(_MomentOptimizer):
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False) -> None: ...
-    @property
-    def momentum_decay(self) -> float: ...
-    @property
-    def decoupled_weight_decay(self) -> bool: ...
+    momentum_decay: Final[float]
+    decoupled_weight_decay: Final[bool]
 
 class RAdam(_MomentOptimizer):
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, decoupled_weight_decay: bool = False) -> None: ...
-    @property
-    def decoupled_weight_decay(self) -> bool: ...
+    decoupled_weight_decay: Final[bool]
 
 def clip_grad_norm(params: Parameter | Iterable[Parameter], max_norm: float,
                    norm_type: float = 2.0) -> float: ...

@@ -1,7 +1,7 @@
 """Type stubs for fastad/training/autobatch.pyx: fa.autobatch and fa.batch (automatic batching of
 per-example graphs)."""
 from types import TracebackType
-from typing import Any, Iterable
+from typing import Any, Final, Iterable
 
 import numpy as np
 
@@ -23,8 +23,7 @@ class Lazy(Variable):
     def reshape(self, *shape: Any) -> Variable: ...
 
 class Recording:
-    @property
-    def device(self) -> None: ...
+    device: Final[None]
     def add_leaf(self, leaf: Variable) -> None: ...
     def discard(self) -> None: ...
     def unary(self, name: str, code: int, x: Variable, p: float) -> Lazy: ...

@@ -1,6 +1,6 @@
 """Type stubs for fastad/training/sampler.pyx: the protocol of the compiled training loop's samplers."""
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -9,14 +9,10 @@ from fastad._engine.graph import Variable
 _Seed = int | Sequence[int] | None
 
 class Sampler:
-    @property
-    def leaves(self) -> tuple[Variable, ...]: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def workers(self) -> int: ...
-    @property
-    def epoch_examples(self) -> int: ...
+    leaves: Final[tuple[Variable, ...]]
+    rank: Final[int]
+    workers: Final[int]
+    epoch_examples: Final[int]
     def __init__(self, *args: Any, **kwargs: Any) -> None: ...
     def where(self) -> str: ...
     def progress(self) -> float: ...

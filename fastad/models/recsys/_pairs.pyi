@@ -1,28 +1,21 @@
 """Type stubs for fastad/models/recsys/_pairs.pyx: Interactions and PairwiseSampler (ranking triples)."""
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from fastad._engine.graph import IndexInput
 from fastad.training.sampler import Sampler, _Seed
 
 class Interactions:
-    @property
-    def matrix(self) -> Any: ...
-    @property
-    def n_users(self) -> int: ...
-    @property
-    def n_items(self) -> int: ...
-    @property
-    def nnz(self) -> int: ...
+    matrix: Final[Any]
+    n_users: Final[int]
+    n_items: Final[int]
+    nnz: Final[int]
     def __init__(self, interactions: Any, n_users: int | None = None,
                  n_items: int | None = None, copy: bool = True) -> None: ...
 
 class PairwiseSampler(Sampler):
-    @property
-    def examples_per_epoch(self) -> int: ...
-    @property
-    def redraws(self) -> int: ...
-    @property
-    def data(self) -> Interactions: ...
+    examples_per_epoch: Final[int]
+    redraws: Final[int]
+    data: Final[Interactions]
     def __init__(self, interactions: Any, users: IndexInput, pos: IndexInput, neg: IndexInput, *,
                  sample: Literal["interaction", "user"] = "interaction",
                  negatives: Literal["uniform", "popularity"] = "uniform",

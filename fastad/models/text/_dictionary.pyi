@@ -1,7 +1,7 @@
 """Type stubs for fastad/models/text/_dictionary.pyx: fastText's tokens, hash and dictionary."""
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -27,12 +27,9 @@ class Dictionary:
     label_counts: np.ndarray
     def __init__(self, min_count: int = 1, min_count_label: int = 0, word_ngrams: int = 1, minn: int = 0,
                  maxn: int = 0, bucket: int = 2_000_000, label: str = "__label__") -> None: ...
-    @property
-    def input_rows(self) -> int: ...
-    @property
-    def words(self) -> list[str]: ...
-    @property
-    def labels(self) -> list[str]: ...
+    input_rows: Final[int]
+    words: Final[list[str]]
+    labels: Final[list[str]]
     def build(self, lines: Iterable[str | bytes] | str | os.PathLike[str]) -> Dictionary: ...
     def state(self) -> dict[str, Any]: ...
     @classmethod

@@ -1,4 +1,6 @@
 """Type stubs for fastad/models/text/_windows.pyx: word2vec's samplers and the alias table of their negatives."""
+from typing import Final
+
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -17,20 +19,16 @@ def count_words(sentences: Iterable[Sequence[Hashable]], who: str = "count_words
 def check_restartable(who: str, sentences: Iterable[Sequence[Hashable]]) -> Iterable[Sequence[Hashable]]: ...
 
 class TokenStream:
-    @property
-    def block_tokens(self) -> int: ...
-    @property
-    def largest_id(self) -> int: ...
-    @property
-    def total_tokens(self) -> int: ...
+    block_tokens: Final[int]
+    largest_id: Final[int]
+    total_tokens: Final[int]
     def __init__(self, sentences: Iterable[Sequence[Hashable]], vocabulary: dict[Hashable, int],
                  total_tokens: int | None = None, *, claim: np.ndarray | None = None,
                  block_tokens: int = 10_000) -> None: ...
     def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
 
 class WindowSampler(Sampler):
-    @property
-    def sample(self) -> float: ...
+    sample: Final[float]
 
 class SkipGramSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike | TokenStream, center: IndexInput, context: IndexInput, *,
@@ -39,8 +37,7 @@ class SkipGramSampler(WindowSampler):
                  seed: _Seed = None,
                  rank: int = 0, workers: int = 1, claim: np.ndarray | None = None,
                  block_tokens: int = 10_000) -> None: ...
-    @property
-    def epoch_pairs(self) -> int: ...
+    epoch_pairs: Final[int]
 
 class CbowSampler(WindowSampler):
     def __init__(self, tokens: ArrayLike | TokenStream, context: IndexInput, weights: Input, target: IndexInput, *,
@@ -49,8 +46,7 @@ class CbowSampler(WindowSampler):
                  seed: _Seed = None,
                  rank: int = 0, workers: int = 1, claim: np.ndarray | None = None,
                  block_tokens: int = 10_000) -> None: ...
-    @property
-    def epoch_centres(self) -> int: ...
+    epoch_centres: Final[int]
 
 class SubwordSkipGramSampler(SkipGramSampler):
     def __init__(self, tokens: ArrayLike | TokenStream, bag_ids: IndexInput, bag_offsets: IndexInput,
