@@ -53,100 +53,102 @@ cdef void _sum_scaled_rows(floating* h, const floating* rows, const floating* g,
 
 
 @cython.no_gc
-cdef class GatherDot(RowGather):
-    """y[..., j] = B[b_ids[..., j]] . A[a_ids[...]] in one node: what two gathers, a reshape
-    and a broadcast vector_dot compute, with the same values and gradients, copying each
-    A row once for its `per` B rows. The backward hands B its gradient rows as scaled A
-    rows (send_scaled_rows: a Parameter under fastad.train's plain SGD steps them directly)
-    and A the sums of its B rows, in the order the composed ops' backwards do."""
+cdef class RowsDot(RowGather):
+    """The base of gather_dot's and bag_dot's nodes: y[k] = B[b_ids[k]] . (A row k // per),
+    an A row being a gathered row of A (GatherDot) or the mean of a bag of them (BagDot),
+    kept by the forward in `a_kept` with the gathered B rows. The backward sends A its
+    gradient rows (send_a_rows, from the sums g[k] * B row k of each A row), then B its rows
+    g[k] * A row (send_scaled_rows: a Parameter under fastad.train's plain SGD steps them
+    directly), in the order the composed ops' backwards add them, which matters when A is B."""
     cdef Variable a_table, b_table
-    cdef IndexInput a_ids, b_ids
-    cdef Py_ssize_t dim, per, a_count, b_count      # per: B rows for each A row; *_count: table rows
-    cdef cnp.ndarray a_rows, b_rows, a_grads, scratch   # kept by the forward; the backward's buffers
-    cdef char* a_rows_ptr
+    cdef IndexInput b_ids
+    cdef Py_ssize_t dim, per, n_a, a_count, b_count   # per: B rows an A row; n_a: A rows; *_count: table rows
+    cdef cnp.ndarray a_kept, b_rows, a_grads, scratch   # kept by the forward; the backward's buffers
+    cdef char* a_kept_ptr
     cdef char* b_rows_ptr
     cdef char* a_grads_ptr
     cdef char* scratch_ptr
 
-    cdef int run_forward(self) except -1 nogil:
-        self._check_ids()
-        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+    cdef int check_inputs(self) except -1 nogil:
+        """Every id names a row (the leaves can change through set_value between passes)."""
+        return check_ids(self, self.b_ids, self.b_count)
 
-    @cython.final
-    cdef int _forward(self, floating* y) except -1 nogil:
-        gather_dot_rows(<const floating*>self.a_table.val_ptr, <const floating*>self.b_table.val_ptr,
-                        <const int64_t*>self.a_ids.val_ptr, <const int64_t*>self.b_ids.val_ptr,
-                        self.a_ids.size, self.per, self.dim, <floating*>self.a_rows_ptr,
-                        <floating*>self.b_rows_ptr, y)
+    cdef int send_a_rows(self) except -1 nogil:
+        """Send A the gradient rows of its rows, from a_grads (each A row's)."""
         return 0
 
     cdef int run_backward(self) except -1 nogil:
-        """A's gradient rows (the sums g[k] * B row k of each A row's scores, from the kept
-        B rows), then B's rows g[k] * A row (from the kept A rows): the order in which the
-        composed ops' backwards add them, which matters when A is B."""
-        cdef Py_ssize_t n = self.a_ids.size
-        self._check_ids()
+        self.check_inputs()
         if self.a_table.requires_grad:
             if self.f64:
                 _sum_scaled_rows(<double*>self.a_grads_ptr, <const double*>self.b_rows_ptr,
-                                 <const double*>self.grad_ptr, n, self.per, self.dim)
+                                 <const double*>self.grad_ptr, self.n_a, self.per, self.dim)
             else:
                 _sum_scaled_rows(<float*>self.a_grads_ptr, <const float*>self.b_rows_ptr,
-                                 <const float*>self.grad_ptr, n, self.per, self.dim)
-            send_rows(self, 0, self.a_table, <const int64_t*>self.a_ids.val_ptr, n, self.a_grads_ptr,
-                      self.dim)
+                                 <const float*>self.grad_ptr, self.n_a, self.per, self.dim)
+            self.send_a_rows()
         if self.b_table.requires_grad:
             send_scaled_rows(self, 1, self.b_table, <const int64_t*>self.b_ids.val_ptr, self.size,
-                             self.a_rows_ptr, self.grad_ptr, self.dim, self.per, self.scratch_ptr)
-        return 0
-
-    @cython.final
-    cdef int _check_ids(self) except -1 nogil:
-        check_ids(self, self.a_ids, self.a_count)
-        check_ids(self, self.b_ids, self.b_count)
+                             self.a_kept_ptr, self.grad_ptr, self.dim, self.per, self.scratch_ptr)
         return 0
 
 
 @cython.no_gc
-cdef class BagDot(RowGather):
-    """y[b, j] = mean(A[bag b]) . B[b_ids[b, j]] in one node, bag b being the A rows
-    bag_ids[offsets[b]:offsets[b + 1]]: each bag's mean (the hidden) is summed once and
-    kept, with the B rows, for the backward. The backward sends B its rows g * hidden
-    and each bag row the hidden's gradient (`hidden_gradient`) or 1/n of it (the exact
-    gradient of the mean), through send_scaled_rows: a Parameter under fastad.train's plain
-    SGD steps them directly."""
-    cdef Variable a_table, b_table
-    cdef IndexInput bag_ids, bag_offsets, b_ids
-    cdef Py_ssize_t dim, per, bags, a_count, b_count      # per: B rows for each bag
-    cdef bint hidden_gradient
-    cdef cnp.ndarray hidden, b_rows, hidden_grads, coefs, scratch   # kept by the forward; the backward's
-    cdef char* hidden_ptr
-    cdef char* b_rows_ptr
-    cdef char* hidden_grads_ptr
-    cdef char* coefs_ptr
-    cdef char* scratch_ptr
+@cython.final
+cdef class GatherDot(RowsDot):
+    """y[..., j] = B[b_ids[..., j]] . A[a_ids[...]] in one node: what two gathers, a reshape
+    and a broadcast vector_dot compute, with the same values and gradients, copying each
+    A row once for its `per` B rows."""
+    cdef IndexInput a_ids
 
     cdef int run_forward(self) except -1 nogil:
-        self._check_ids()
-        if self.f64:
-            self._forward(<double*>self.val_ptr)
-        else:
-            self._forward(<float*>self.val_ptr)
+        self.check_inputs()
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        gather_dot_rows(<const floating*>self.a_table.val_ptr, <const floating*>self.b_table.val_ptr,
+                        <const int64_t*>self.a_ids.val_ptr, <const int64_t*>self.b_ids.val_ptr,
+                        self.n_a, self.per, self.dim, <floating*>self.a_kept_ptr,
+                        <floating*>self.b_rows_ptr, y)
         return 0
 
-    @cython.final
+    cdef int check_inputs(self) except -1 nogil:
+        check_ids(self, self.a_ids, self.a_count)
+        return RowsDot.check_inputs(self)
+
+    cdef int send_a_rows(self) except -1 nogil:
+        return send_rows(self, 0, self.a_table, <const int64_t*>self.a_ids.val_ptr, self.n_a,
+                         self.a_grads_ptr, self.dim)
+
+
+@cython.no_gc
+@cython.final
+cdef class BagDot(RowsDot):
+    """y[b, j] = mean(A[bag b]) . B[b_ids[b, j]] in one node, bag b being the A rows
+    bag_ids[offsets[b]:offsets[b + 1]]: each bag's mean (the hidden, its A row) is summed
+    once and kept. Each bag row takes the hidden's gradient (`hidden_gradient`) or 1/n of
+    it (the exact gradient of the mean)."""
+    cdef IndexInput bag_ids, bag_offsets
+    cdef bint hidden_gradient
+    cdef cnp.ndarray coefs
+    cdef char* coefs_ptr
+
+    cdef int run_forward(self) except -1 nogil:
+        self.check_inputs()
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
     cdef int _forward(self, floating* out) except -1 nogil:
         cdef const floating* A = <floating*>self.a_table.val_ptr
         cdef const floating* B = <floating*>self.b_table.val_ptr
         cdef const int64_t* ids = <int64_t*>self.bag_ids.val_ptr
         cdef const int64_t* offsets = <int64_t*>self.bag_offsets.val_ptr
         cdef const int64_t* b_ids = <int64_t*>self.b_ids.val_ptr
-        cdef floating* hidden = <floating*>self.hidden_ptr
+        cdef floating* hidden = <floating*>self.a_kept_ptr
         cdef floating* rows = <floating*>self.b_rows_ptr
         cdef floating* h
         cdef Py_ssize_t b, k, dim = self.dim
         cdef floating share
-        for b in range(self.bags):
+        for b in range(self.n_a):
             h = hidden + b * dim
             share = <floating>(1.0 / (offsets[b + 1] - offsets[b]))
             vec_zero(h, dim)
@@ -157,57 +159,56 @@ cdef class BagDot(RowGather):
                 out[k] = row_dot(rows + k * dim, h, dim)
         return 0
 
-    cdef int run_backward(self) except -1 nogil:
-        """The bags' rows (each the hidden's gradient, the sum of g[k] * its B rows, from the
-        kept B rows, times its coefficient), then B's rows g[k] * hidden (from the kept
-        hidden), in the order gather_dot sends its tables theirs."""
+    cdef int send_a_rows(self) except -1 nogil:
+        """Each bag's rows the hidden's gradient times its coefficient."""
         cdef const int64_t* ids = <int64_t*>self.bag_ids.val_ptr
         cdef const int64_t* offsets = <int64_t*>self.bag_offsets.val_ptr
         cdef Py_ssize_t b, n, row_bytes = self.dim * element_size(self.f64)
-        self._check_ids()
-        if self.a_table.requires_grad:
-            if self.f64:
-                _sum_scaled_rows(<double*>self.hidden_grads_ptr, <const double*>self.b_rows_ptr,
-                                 <const double*>self.grad_ptr, self.bags, self.per, self.dim)
-            else:
-                _sum_scaled_rows(<float*>self.hidden_grads_ptr, <const float*>self.b_rows_ptr,
-                                 <const float*>self.grad_ptr, self.bags, self.per, self.dim)
-            for b in range(self.bags):
-                n = offsets[b + 1] - offsets[b]
-                if not self.hidden_gradient and self.f64:
-                    vec_fill(<double*>self.coefs_ptr, 1.0 / n, n)
-                elif not self.hidden_gradient:
-                    vec_fill(<float*>self.coefs_ptr, <float>(1.0 / n), n)
-                send_scaled_rows(self, 0, self.a_table, ids + offsets[b], n,
-                                 self.hidden_grads_ptr + b * row_bytes, self.coefs_ptr, self.dim, n,
-                                 self.scratch_ptr)
-        if self.b_table.requires_grad:
-            send_scaled_rows(self, 1, self.b_table, <const int64_t*>self.b_ids.val_ptr, self.size,
-                             self.hidden_ptr, self.grad_ptr, self.dim, self.per, self.scratch_ptr)
+        for b in range(self.n_a):
+            n = offsets[b + 1] - offsets[b]
+            if not self.hidden_gradient and self.f64:
+                vec_fill(<double*>self.coefs_ptr, 1.0 / n, n)
+            elif not self.hidden_gradient:
+                vec_fill(<float*>self.coefs_ptr, <float>(1.0 / n), n)
+            send_scaled_rows(self, 0, self.a_table, ids + offsets[b], n,
+                             self.a_grads_ptr + b * row_bytes, self.coefs_ptr, self.dim, n,
+                             self.scratch_ptr)
         return 0
 
-    @cython.final
-    cdef int _check_ids(self) except -1 nogil:
+    cdef int check_inputs(self) except -1 nogil:
         """The offsets must cut non-empty bags within bag_ids, and every id of them (and of
-        b_ids) name a row: the leaves can change through set_value between passes."""
+        b_ids) name a row."""
         cdef const int64_t* offsets = <int64_t*>self.bag_offsets.val_ptr
         cdef const int64_t* ids = <int64_t*>self.bag_ids.val_ptr
         cdef Py_ssize_t b, k
-        for b in range(self.bags):
+        for b in range(self.n_a):
             if offsets[b] < 0 or offsets[b + 1] <= offsets[b] or offsets[b + 1] > self.bag_ids.size:
                 with gil:
                     raise ValueError(f"bag_dot: bag_offsets must rise strictly from >= 0 to at most "
                                      f"len(bag_ids) = {self.bag_ids.size} (each bag non-empty), got "
                                      f"{self.bag_offsets.value.tolist()}")
-        if fa_ids_out_of_range(<const uint64_t*>(ids + offsets[0]), offsets[self.bags] - offsets[0],
+        if fa_ids_out_of_range(<const uint64_t*>(ids + offsets[0]), offsets[self.n_a] - offsets[0],
                                self.a_count):
-            for k in range(offsets[0], offsets[self.bags]):
+            for k in range(offsets[0], offsets[self.n_a]):
                 if ids[k] < 0 or ids[k] >= self.a_count:
                     with gil:
                         raise IndexError(f"bag_dot: id {ids[k]} at position {k} of bag_ids is out of "
                                          f"range for a_table with {self.a_count} rows")
-        check_ids(self, self.b_ids, self.b_count)
-        return 0
+        return RowsDot.check_inputs(self)
+
+
+cdef int _keep_buffers(RowsDot node, Py_ssize_t kept_a, Py_ssize_t scratch_rows) except -1:
+    """The node's kept rows and the backward's buffers, for `kept_a` A rows."""
+    dtype = np.float64 if node.f64 else np.float32
+    node.a_kept = empty_buffer((kept_a, node.dim), dtype)
+    node.a_grads = empty_buffer((kept_a, node.dim), dtype)
+    node.b_rows = empty_buffer((node.b_ids.size, node.dim), dtype)
+    node.scratch = empty_buffer((scratch_rows, node.dim), dtype)
+    node.a_kept_ptr = <char*>cnp.PyArray_DATA(node.a_kept)
+    node.a_grads_ptr = <char*>cnp.PyArray_DATA(node.a_grads)
+    node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
+    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    return 0
 
 
 def gather_dot(a_table, a_ids, b_table, b_ids):
@@ -246,18 +247,10 @@ def gather_dot(a_table, a_ids, b_table, b_ids):
     node.a_table, node.b_table = A, B
     node.a_ids, node.b_ids = a_index, b_index
     node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], dim
-    node.per = b_index._shape[len(lead)]
+    node.per, node.n_a = b_index._shape[len(lead)], a_index.size
     init_node(node, op, (A, B, a_index, b_index), b_index._shape, A.f64)
     node.gathers((A, B), ((a_index, A), (b_index, B)))
-    dtype = np.float64 if node.f64 else np.float32
-    node.a_rows = empty_buffer((a_index.size, dim), dtype)
-    node.a_grads = empty_buffer((a_index.size, dim), dtype)
-    node.b_rows = empty_buffer((b_index.size, dim), dtype)
-    node.scratch = empty_buffer((b_index.size, dim), dtype)
-    node.a_rows_ptr = <char*>cnp.PyArray_DATA(node.a_rows)
-    node.a_grads_ptr = <char*>cnp.PyArray_DATA(node.a_grads)
-    node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
-    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    _keep_buffers(node, a_index.size, b_index.size)
     return finish(node)
 
 
@@ -307,20 +300,12 @@ def bag_dot(a_table, bag_ids, bag_offsets, b_table, b_ids, hidden_gradient=False
     node.a_table, node.b_table = A, B
     node.bag_ids, node.bag_offsets, node.b_ids = ids, offsets, targets
     node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], A._shape[1]
-    node.bags, node.per = bags, targets._shape[1]
+    node.n_a, node.per = bags, targets._shape[1]
     node.hidden_gradient = check_flag(op, "hidden_gradient", hidden_gradient)
     init_node(node, op, (A, B, ids, offsets, targets), targets._shape, A.f64)
     node.gathers((A, B), ((ids, A), (targets, B)))
-    dtype = np.float64 if node.f64 else np.float32
-    node.hidden = empty_buffer((bags, node.dim), dtype)
-    node.hidden_grads = empty_buffer((bags, node.dim), dtype)
-    node.b_rows = empty_buffer((targets.size, node.dim), dtype)
-    node.coefs = empty_buffer((ids.size,), dtype)
+    _keep_buffers(node, bags, max(ids.size, targets.size))
+    node.coefs = empty_buffer((ids.size,), node.a_kept.dtype)
     node.coefs.fill(1)
-    node.scratch = empty_buffer((max(ids.size, targets.size), node.dim), dtype)
-    node.hidden_ptr = <char*>cnp.PyArray_DATA(node.hidden)
-    node.hidden_grads_ptr = <char*>cnp.PyArray_DATA(node.hidden_grads)
-    node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
     node.coefs_ptr = <char*>cnp.PyArray_DATA(node.coefs)
-    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
     return finish(node)
