@@ -166,7 +166,7 @@ def _check_follows(who, thing, protocol, what):
 
 class EpochRunner:
     """Trains `model`'s epochs over `weights` ({name: numpy array}) as `settings` say:
-    `with EpochRunner(...) as runner: for epoch, loss in runner.each(range(...)): ...`.
+    `with EpochRunner(...) as runner: losses = runner.train(range(...), callback)`.
 
     One worker on the CPU trains the arrays themselves with one graph and optimizer
     for the whole fit; workers > 1 train them in threads (in place) or in processes
@@ -198,12 +198,18 @@ class EpochRunner:
             self.shared.close()
         return False
 
-    def each(self, epochs, together=False):
-        """(epoch, its mean loss per example) for each of `epochs` (a range of epoch numbers),
-        as each ends; or, `together`, all of them in one run (Hogwild processes start once, a
-        device copies the weights back once), yielded when it ends."""
-        for run in [epochs] if together else [range(epoch, epoch + 1) for epoch in epochs]:
-            yield from zip(run, self._run(run))
+    def train(self, epochs, callback=None):
+        """Train `epochs` (a range of epoch numbers) and return the mean loss per example of
+        each, calling `callback(n, loss)` as the n-th ends (n counted from 1, the model holding
+        its weights). Without a callback, all of them in one run: Hogwild processes start
+        once, a device copies the weights back once."""
+        runs = [epochs] if callback is None else [range(epoch, epoch + 1) for epoch in epochs]
+        losses = []
+        for run in runs:
+            losses += self._run(run)
+            if callback is not None:
+                callback(len(losses), losses[-1])
+        return losses
 
     def _run(self, epochs):
         """Train `epochs` (a range); returns their mean losses per example."""

@@ -239,14 +239,8 @@ class Recommender(Model, Module):
         fitting = _Fitting(type(self), self.settings(), self._arrays(), Interactions(matrix, copy=False),
                            seed, negatives)
         weights = {name: p.value for name, p in self.named_parameters()}
-        losses = []
         with EpochRunner(fitting, weights, settings, progress) as runner:
-            # without a callback, every epoch in one run (Hogwild processes start once)
-            for epoch, loss in runner.each(range(1, epochs + 1), together=callback is None):
-                losses.append(loss)
-                if callback is not None:
-                    callback(epoch, loss)
-        self.history = losses
+            self.history = runner.train(range(1, epochs + 1), callback)
         return self
 
     def scores(self, user_ids):

@@ -177,12 +177,8 @@ class TextClassifier(Model):
                              offsets, labels, label_offsets)
         weights = {"E": _input_table(np.random.default_rng(self.seed), input_rows.size, self.dim),
                    "O": np.zeros((examples.output_rows, self.dim), dtype=np.float32)}
-        history = []
         with EpochRunner(examples, weights, settings, progress) as runner:
-            for epoch, loss in runner.each(range(1, self.epochs + 1), together=callback is None):
-                history.append(loss)
-                if callback is not None:
-                    callback(epoch, loss)
+            history = runner.train(range(1, self.epochs + 1), callback)
         self.dictionary, self.input_rows, self._table_row = dictionary, input_rows, table_row
         self.input, self.output, self.history = weights["E"], weights["O"], history
         self.tree = examples.tree

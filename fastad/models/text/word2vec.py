@@ -320,13 +320,8 @@ class Word2Vec(Model):
         weights = {"W": self.vectors, "C": self.output}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
             weights["claim"] = np.zeros(epochs, dtype=np.float64)
-        history = []
         with EpochRunner(corpus, weights, settings, progress) as runner:
-            # without a callback, every epoch in one run (Hogwild processes start once)
-            for epoch, loss in runner.each(range(epochs), together=callback is None):
-                history.append(loss)
-                if callback is not None:
-                    callback(epoch + 1, loss)
+            history = runner.train(range(epochs), callback)
         if all(math.isnan(loss) for loss in history):
             warnings.warn(f"{who}: nothing was trained: no sentence of the corpus kept two words of the "
                           f"vocabulary (after the subsampling of frequent words, sample={self.sample})",
