@@ -7,6 +7,7 @@ import numpy as np
 
 import fastad as fa
 from fastad import hogwild
+from fastad.parallel.workers import _THREAD_ENV
 
 
 def rank_and_arg(rank, arg):
@@ -14,7 +15,7 @@ def rank_and_arg(rank, arg):
 
 
 def thread_settings(rank):
-    env = {key: os.environ.get(key) for key in hogwild._THREAD_ENV}
+    env = {key: os.environ.get(key) for key in _THREAD_ENV}
     try:
         from threadpoolctl import threadpool_info
     except ImportError:

@@ -109,7 +109,7 @@ def test_run_checks_mode_and_reduce():
 
 
 def test_gradient_exchange_helpers_check_their_input():
-    from fastad.hogwild import _grad_mode
+    from fastad.parallel.lockstep import _grad_mode
     p = fa.Parameter(np.zeros((3, 2)), dtype=np.float64)
     assert _grad_mode(p) == "none"
     p._accumulate_grad(np.ones((2, 2)), np.array([2, 2]))
