@@ -22,8 +22,8 @@ One idea a module:
   by name, unlinked when the owner's block ends, swept when their owner died);
 - `arrays`: the array handles a worker's Parameter adopts, and `share`;
 - `workers`: `run` (processes or threads), `WorkerError`, `report`, `train_progress`;
-- `lockstep`: `run(..., mode="synchronized")`, whose workers' `sync_step`s are
-  lockstep steps on the workers' reduced gradients;
+- `lockstep`: `run(..., mode="synchronized")`, whose workers' optimizers step in
+  lockstep on the workers' reduced gradients, and `sync_step`;
 - `distributed`: the same workers on Ray, with parameter shards (imported on its own).
 
 Segments are files under /dev/shm (Linux), named

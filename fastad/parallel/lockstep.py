@@ -1,21 +1,23 @@
 """Synchronized mode (`run(..., mode="synchronized")`): the workers step in lockstep.
 
-For the run of a worker's function (`call`), `sync_step(optimizer)` is a lockstep
-step: the workers' gradients (the touched rows only of sparse ones) go through
-segments of the run, are summed in rank order (and averaged, with reduce="mean"),
-and one update is applied to the shared Parameters, each Parameter by one worker,
-before any worker goes on.
+For the run of a worker's function (`call`), every optimizer made in the worker gets
+a step hook (fastad.optim.optimizers.set_step_hooks) that takes over each of its steps,
+`optimizer.step()` and `fastad.train`'s alike: the workers' gradients (the touched
+rows only of sparse ones) go through segments of the run, are summed in rank order
+(and averaged, with reduce="mean"), and one update is applied to the shared
+Parameters, each Parameter by one worker, before any worker goes on. The hook reads
+every step's gradients, so `fastad.train` keeps them (no update inside backward).
 """
 import numpy as np
 
 from fastad._engine.graph import Parameter
+from fastad.optim.optimizers import set_step_hooks
 from fastad.parallel import segments
 
 __all__ = ["REDUCTIONS", "call", "sync_step"]
 
 REDUCTIONS = ["mean", "sum"]     # how a synchronized run reduces the workers' gradients
 _GRAD_MODES = ("none", "sparse", "dense")
-_group = None       # in a worker of run(mode="synchronized"), while its function runs: its _SyncGroup
 
 
 # Gradients moved between processes: a synchronized worker reads each Parameter's gradient
@@ -90,7 +92,10 @@ class _GradSlot:
 
 
 class _SyncGroup:
-    """One worker's side of a synchronized run (see `sync_step`)."""
+    """One worker's side of a synchronized run, and the step hook of every optimizer made
+    in the worker meanwhile (the first one to step is the one the workers step together)."""
+
+    needs_gradients = True       # the hook reads every step's gradients: no row step in backward
 
     def __init__(self, rank, prefix, tags, barrier, workers, reduction):
         """Worker `rank`'s side of the run of segment `prefix`, with every rank's `tags`, and
@@ -115,13 +120,19 @@ class _SyncGroup:
             where = ", ".join(f"worker {r} is at step {t}" if t > 0 else
                               f"worker {r} finished after {-t - 1} steps" for r, t in enumerate(tags))
             raise RuntimeError(f"synchronized workers fell out of step ({where}): every worker "
-                               f"must call sync_step the same number of times, with the same "
+                               f"must take the same number of optimizer steps, with the same "
                                f"optimizer")
+
+    def hook_for(self, optimizer):
+        """The step hook of `optimizer`, made in the worker (see set_step_hooks): this group,
+        once its Parameters are found to be CPU Parameters (else a clear error, there and
+        then)."""
+        for p in optimizer.params:
+            _grad_mode(p)
+        return self
 
     def _open(self, optimizer):
         params = optimizer.params
-        for p in params:
-            _grad_mode(p)                    # a CPU Parameter, or a clear error
         self.optimizer, self.params = optimizer, params
         # Each Parameter is reduced and updated by one worker: the largest first, to the
         # least loaded worker, the same way in every worker and every run.
@@ -143,19 +154,19 @@ class _SyncGroup:
                 continue
             mapping = segments.attach_segment(f"{self.prefix}slot{r}")
             if len(mapping) != size:
-                raise RuntimeError(f"sync_step: worker {r}'s optimizer holds Parameters of "
+                raise RuntimeError(f"synchronized step: worker {r}'s optimizer holds Parameters of "
                                    f"other shapes or dtypes than worker {self.rank}'s ({len(mapping)} "
                                    f"bytes of gradients against {size}); every worker must build "
                                    f"the same model")
             self.slots.append(_GradSlot(mapping, self.params))
 
-    def step(self, optimizer):
-        """One lockstep step of `optimizer`, its gradients then cleared."""
+    def __call__(self, optimizer, steps):
+        """The step hook: one lockstep step of `optimizer` (every step: returns 1)."""
         if self.optimizer is None:
             self._open(optimizer)
         elif optimizer is not self.optimizer:
-            raise ValueError("sync_step: a synchronized worker steps one optimizer; this is "
-                             "another one than in its first sync_step")
+            raise ValueError("synchronized step: a synchronized worker steps one optimizer; "
+                             "this is another one than in its first step")
         self.own.write(self.params)
         self.steps += 1
         self._arrive(self.steps)
@@ -168,9 +179,10 @@ class _SyncGroup:
             if self.reduction == "mean" and self.workers > 1:
                 for i in self.owned:
                     self.params[i]._scale_grad(1.0 / self.workers)
-            optimizer.step()                     # only the owned Parameters hold gradients
+            optimizer.apply_update()             # only the owned Parameters hold gradients
         self.barrier.wait()                      # nobody reads the Parameters mid-update
         optimizer.zero_grad()
+        return 1
 
     def finish(self):
         """Wait for every worker's function to return after as many steps as this one's."""
@@ -179,37 +191,35 @@ class _SyncGroup:
 
 def call(fn, rank, args, prefix, tags, barrier, workers, reduction):
     """`fn(rank, *args)` run as worker `rank` of a synchronized run (see `_SyncGroup.__init__`
-    for the rest): its `sync_step`s are lockstep steps, and when `fn` returns, every worker
-    must have taken as many."""
-    global _group
-    _group = group = _SyncGroup(rank, prefix, tags, barrier, workers, reduction)
+    for the rest): every optimizer made meanwhile steps in lockstep with the other workers',
+    and when `fn` returns, every worker must have taken as many steps."""
+    group = _SyncGroup(rank, prefix, tags, barrier, workers, reduction)
+    set_step_hooks(group.hook_for)
     try:
         result = fn(rank, *args)
     finally:
-        _group = None
+        set_step_hooks(None)
     group.finish()
     return result
 
 
 def sync_step(optimizer):
-    """One training step of `optimizer` after backward, then its gradients cleared.
+    """`optimizer.step(); optimizer.zero_grad()`: one training step after backward, then the
+    gradients cleared, equivalent everywhere.
 
-    In a worker of `run(..., mode="synchronized")`: every worker's gradients (the
-    touched rows only of sparse ones) are summed in rank order (and divided by
-    the number of workers with reduce="mean"), and that one update is applied to
-    the shared Parameters, each Parameter by one worker (the work split by
-    size), before any worker goes on, so every step sees
-    the same Parameters everywhere and the result does not depend on timing.
-    Every worker must call it the same number of times, with optimizers over the
-    same Parameters (from the same shared arrays). Anywhere else (one process, a
-    Hogwild worker) it is `optimizer.step(); optimizer.zero_grad()`, so the same
-    training function runs in every mode.
+    In a worker of `run(..., mode="synchronized")` every step of an optimizer made in
+    the worker (this one, a bare `optimizer.step()`, or `fa.train`'s) is a lockstep
+    step: every worker's gradients (the touched rows only of sparse ones) are summed
+    in rank order (and divided by the number of workers with reduce="mean"), and
+    that one update is applied to the shared Parameters, each Parameter by one
+    worker (the work split by size), before any worker goes on, so every step sees
+    the same Parameters everywhere and the result does not depend on timing. Every
+    worker must take the same number of steps, of one optimizer over the same
+    Parameters (from the same shared arrays). Anywhere else (one process, a Hogwild
+    worker) it is a plain step, so the same training function runs in every mode.
 
     >>> loss.forward(); loss.backward()
     >>> fa.hogwild.sync_step(opt)
     """
-    if _group is None:
-        optimizer.step()
-        optimizer.zero_grad()
-    else:
-        _group.step(optimizer)
+    optimizer.step()
+    optimizer.zero_grad()

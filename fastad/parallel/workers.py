@@ -5,8 +5,8 @@ Each process worker pins BLAS/OpenMP to one thread, dies with its parent, and
 reports examples with `report(n)` into a per-rank slot of a segment of the run
 (`run`'s `progress` reads them). The run's segments belong to a `segments.Block`
 that `run` frees when it ends, whatever happened. `run(..., mode="synchronized")`
-runs the worker's function through `lockstep.call`, so that its `sync_step`s are
-lockstep steps.
+runs the worker's function through `lockstep.call`, so that its optimizers step
+in lockstep.
 """
 import ctypes
 import multiprocessing
@@ -352,13 +352,16 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
 
     `mode="hogwild"` (the default) leaves the workers to update the shared
     Parameters whenever they like, without locks. `mode="synchronized"` makes
-    `sync_step(optimizer)` a lockstep step: the workers' gradients are summed
-    (reduce="sum") or averaged (reduce="mean", the default) across workers, in
-    rank order, and one identical update is applied, so a seeded run gives the
-    same Parameters every time, equal (up to rounding) to one process training
-    on the workers' minibatches combined. Every worker must then take the same
-    number of `sync_step`s; a worker that fails stops the run as above, and no
-    worker is left waiting for it.
+    every step of an optimizer made in a worker (`opt.step()`, `sync_step(opt)`,
+    and the steps of `fa.train` and so of every model's `fit`) a lockstep step:
+    the workers' gradients are summed (reduce="sum") or averaged (reduce="mean",
+    the default) across workers, in rank order, and one identical update is
+    applied, so a seeded run gives the same Parameters every time, equal (up to
+    rounding) to one process training on the workers' minibatches combined
+    (`fa.train` then keeps every step's gradients: no row is updated inside
+    backward). Every worker must then take the same number of steps, of one
+    optimizer; a worker that fails stops the run as above, and no worker is left
+    waiting for it.
 
     Example::
 
