@@ -24,7 +24,8 @@ One idea a module:
 - `workers`: `run` (processes or threads), `WorkerError`, `report`, `train_progress`;
 - `lockstep`: `run(..., mode="synchronized")`, whose workers' optimizers step in
   lockstep on the workers' reduced gradients, and `sync_step`;
-- `distributed`: the same workers on Ray, with parameter shards (imported on its own).
+- `distributed` (`fa.distributed`): the same workers on Ray, with parameter shards (not
+  imported by this package; Ray is imported on first use).
 
 Segments are files under /dev/shm (Linux), named
 `fastad_<owner pid>_<owner pid namespace>_<random>_<n>`. The process that called

@@ -22,7 +22,7 @@ from multiprocessing import resource_tracker
 import numpy as np
 
 __all__ = ["Block", "require_shm_dir", "create_segment", "attach_segment", "attach_or_create",
-           "unlink_segment", "view", "sweep_stale_segments"]
+           "view", "sweep_stale_segments"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -91,11 +91,11 @@ def attach_or_create(name, nbytes, fill):
     except FileExistsError:
         return attach_segment(name), False
     finally:
-        unlink_segment(temp)
+        _unlink(temp)
     return mapping, True
 
 
-def unlink_segment(name):
+def _unlink(name):
     """Unlink segment `name`; nothing if it is gone already, or another user's."""
     try:
         os.unlink(_path(name))
@@ -135,7 +135,7 @@ def sweep_stale_segments():
     for entry in os.listdir(_SHM_DIR):
         match = _OWNED_NAME.match(entry)
         if match and match.group(2) == _PID_NAMESPACE and not _pid_alive(int(match.group(1))):
-            unlink_segment(entry)
+            _unlink(entry)
 
 
 class Block:
@@ -175,6 +175,6 @@ class Block:
         self.closed = True
         names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(self.prefix)}
         for name in names.union(self.tracked):
-            unlink_segment(name)
+            _unlink(name)
         for name in self.tracked:
             resource_tracker.unregister("/" + name, "shared_memory")
