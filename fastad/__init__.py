@@ -36,7 +36,11 @@ from fastad.io import save, load
 from fastad.viz import to_dot, render
 from fastad.random import manual_seed
 from fastad.progress import progress_bar
-from fastad import optim, nn, io, data, metrics, models, hogwild, distributed, cuda
+from fastad import optim, nn, io, data, metrics, models, cuda
+# fa.hogwild is the name DESIGN.md and the docs use for fastad.parallel (the same module
+# object), and fa.distributed is its Ray module.
+from fastad import parallel as hogwild
+from fastad.parallel import distributed
 from fastad.models import text
 from fastad.nn.attention import scaled_dot_product_attention
 from fastad.training.graph_cache import GraphCache

@@ -13,7 +13,7 @@ import numpy as np
 import ray
 
 from fastad import distributed
-from fastad.hogwild import WorkerError
+from fastad.parallel import WorkerError
 
 import distributed_workers as jobs
 

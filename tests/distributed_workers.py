@@ -1,11 +1,21 @@
 """Worker functions for tests/test_distributed.py: module level, importable by Ray workers."""
 import os
+import sys
 import time
 
 import numpy as np
+from ray import cloudpickle
 
 import fastad as fa
 from fastad import distributed, hogwild
+
+# The Hogwild BPR worker as a user writes it (a Python loop of set_value, forward, backward,
+# step and zero_grad that calls neither report nor sync): the one bench/distributed_bpr.py
+# times, sent to Ray's workers by value (bench/ is not on their path).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+import distributed_bpr  # noqa: E402
+cloudpickle.register_pickle_by_value(distributed_bpr)
+bpr_loop_worker = distributed_bpr.bpr_loop_worker
 
 
 def add_ones(rank, shared, times):
@@ -83,23 +93,6 @@ def train_on_replica(rank, shared):
 
 def make_state(rank, shared, key, fill):
     return shared["w"].state_array(key, fill).copy()
-
-
-def bpr_loop_worker(rank, shared, triples, workers, lr):
-    """BPR by a Python loop of set_value/forward/backward/step: no report, no sync call."""
-    model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
-    users, pos, neg = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
-    loss = model(users, pos, neg)
-    opt = fa.optim.SGD(model.parameters(), lr=lr)
-    for e in range(rank, len(triples["users"]), workers):
-        users.set_value(triples["users"][e:e + 1])
-        pos.set_value(triples["pos"][e:e + 1])
-        neg.set_value(triples["neg"][e:e + 1])
-        loss.forward()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-    return rank
 
 
 def bpr_train_worker(rank, shared, triples, workers, lr):

@@ -7,6 +7,7 @@ import numpy as np
 
 import fastad as fa
 from fastad import hogwild
+from fastad.parallel.workers import _THREAD_ENV
 
 
 def rank_and_arg(rank, arg):
@@ -14,7 +15,7 @@ def rank_and_arg(rank, arg):
 
 
 def thread_settings(rank):
-    env = {key: os.environ.get(key) for key in hogwild._THREAD_ENV}
+    env = {key: os.environ.get(key) for key in _THREAD_ENV}
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
@@ -134,3 +135,57 @@ def sync_regression(rank, shared, ids, X, Y, workers, batch, steps, optimizer="a
         loss.backward()
         hogwild.sync_step(opt)
     return E.value.copy(), w.value.copy()
+
+
+def sync_linear_fit(rank, shared, X, Y, workers, lr, loop):
+    """Fit y = x . w (w: the dense shared 3-element "w") with plain SGD, one example a
+    step, on this worker's rows (every `workers`-th from `rank`): by `fa.train`
+    (loop="train") or by a Python loop of forward, backward and a bare `opt.step()`
+    (loop="step"). Returns the final w."""
+    w = fa.Parameter(shared["w"], dtype=shared["w"].dtype)
+    x, y = fa.Input(np.zeros(3), dtype=w.dtype), fa.Input(np.zeros(1), dtype=w.dtype)
+    loss = fa.sum(fa.square(fa.sum(w * x) - y))
+    opt = fa.optim.SGD([w], lr=lr)
+    mine_x, mine_y = X[rank::workers], Y[rank::workers]
+    if loop == "train":
+        fa.train(loss, opt, {x: mine_x, y: mine_y})
+    else:
+        for i in range(len(mine_x)):
+            x.set_value(mine_x[i])
+            y.set_value(mine_y[i:i + 1])
+            loss.forward()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    return w.value.copy()
+
+
+def sync_bpr_train(rank, shared, triples, workers, lr):
+    """BPR factors over the shared "U" and "V" trained by `fa.train` with plain SGD (which
+    offers a row step), one triple a step, on this worker's triples (every `workers`-th
+    from `rank`) in order."""
+    model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
+    loss, feeds = model.example_graph()
+    shard = {key: ids[rank::workers] for key, ids in triples.items()}
+    fa.train(loss, fa.optim.SGD(model.parameters(), lr=lr), feeds(shard))
+    return rank
+
+
+def step_two_optimizers(rank, shared):
+    """One step of an optimizer, then one of a second optimizer over the same Parameter."""
+    w = fa.Parameter(shared["w"])
+    loss = fa.sum(w * w)
+    for opt in (fa.optim.SGD([w], lr=0.1), fa.optim.SGD([w], lr=0.1)):
+        loss.forward()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return rank
+
+
+def optimizer_on_a_device(rank):
+    """Make an optimizer over a Parameter on the device (the CPU emulator's)."""
+    from fastad.cuda import backend
+    backend.set_emulation(True)
+    fa.optim.SGD([fa.Parameter(np.zeros(2), device="cuda")], lr=0.1)
+    return rank

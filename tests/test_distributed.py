@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray", reason="fastad.distributed needs Ray: pip insta
 
 import fastad as fa  # noqa: E402
 from fastad import distributed  # noqa: E402
-from fastad.hogwild import WorkerError  # noqa: E402
+from fastad.parallel import WorkerError  # noqa: E402
 
 import distributed_workers as jobs  # noqa: E402
 import hogwild_workers  # noqa: E402
@@ -124,7 +124,7 @@ def test_a_share_of_another_kind_or_session_is_refused():
 
 
 def test_import_does_not_import_ray():
-    code = "import sys, fastad, fastad.distributed; assert 'ray' not in sys.modules"
+    code = "import sys, fastad, fastad.parallel.distributed; assert 'ray' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env=dict(os.environ, PYTHONPATH=REPO))
 

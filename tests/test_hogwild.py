@@ -12,7 +12,9 @@ import pytest
 
 import fastad as fa
 from fastad import distributed, hogwild
-from fastad.hogwild import WorkerError
+from fastad.parallel import segments
+from fastad.parallel import WorkerError
+from fastad.parallel.workers import _THREAD_ENV, set_report_listener
 
 import hogwild_workers as jobs
 
@@ -126,8 +128,8 @@ def test_share_that_fails_halfway_frees_what_it_made(monkeypatch):
         made.append(name)
         return real_create(name, nbytes)
 
-    real_create = hogwild._create_segment
-    monkeypatch.setattr(hogwild, "_create_segment", create_then_fail)
+    real_create = segments.create_segment
+    monkeypatch.setattr(segments, "create_segment", create_then_fail)
     with pytest.raises(OSError, match="No space left"):
         hogwild.share({"a": np.zeros(2), "b": np.zeros(2)})
     assert len(made) == 1 and segments_of(os.getpid()) == []
@@ -184,7 +186,7 @@ def test_close_is_idempotent_and_frees_without_with():
 def test_share_sweeps_segments_of_dead_owners_only():
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    namespace = hogwild._PID_NAMESPACE
+    namespace = segments._PID_NAMESPACE
     stale = f"/dev/shm/fastad_{dead.pid}_{namespace}_deadbeef_0"
     alive = f"/dev/shm/fastad_{os.getpid()}_{namespace}_notstale_0"
     elsewhere = f"/dev/shm/fastad_{dead.pid}_1{namespace}_otherns_0"   # pid means nothing here
@@ -283,19 +285,19 @@ def test_processes_are_refused_in_process_arrays_they_would_train_a_copy_of(star
 # ------------------------------------------------------------------ run()
 
 def test_run_returns_results_in_rank_order_with_spawn_and_pins_threads():
-    saved = {k: os.environ.get(k) for k in hogwild._THREAD_ENV}
+    saved = {k: os.environ.get(k) for k in _THREAD_ENV}
     assert hogwild.run(jobs.rank_and_arg, workers=2, args=("x",)) == [(0, "x"), (1, "x")]
     env, pools = hogwild.run(jobs.thread_settings, workers=1)[0]
-    assert env == dict.fromkeys(hogwild._THREAD_ENV, "1")
+    assert env == dict.fromkeys(_THREAD_ENV, "1")
     assert pools is None or set(pools) == {1}
-    assert {k: os.environ.get(k) for k in hogwild._THREAD_ENV} == saved
+    assert {k: os.environ.get(k) for k in _THREAD_ENV} == saved
 
 
 def test_run_with_fork_takes_any_callable_and_pins_threads():
     offset = 5
     assert hogwild.run(lambda rank: rank + offset, workers=3, start_method="fork") == [5, 6, 7]
     env, pools = hogwild.run(jobs.thread_settings, workers=1, start_method="fork")[0]
-    assert env == dict.fromkeys(hogwild._THREAD_ENV, "1")
+    assert env == dict.fromkeys(_THREAD_ENV, "1")
     assert pools is None or set(pools) == {1}
 
 
@@ -378,6 +380,21 @@ def test_progress_sees_every_reported_example():
     assert totals == sorted(totals) and totals[-1] == 100
     assert all(rate >= 0 for _, rate in calls)
     hogwild.report(3)                                  # outside a worker: nothing happens
+
+
+def test_a_report_listener_hears_every_report_until_removed():
+    """The runner of a worker (fa.distributed's paces its syncs so) listens to report(n)."""
+    heard = []
+    set_report_listener(heard.append)
+    try:
+        hogwild.report(3)
+        hogwild.report()
+    finally:
+        set_report_listener(None)
+    hogwild.report(5)
+    assert heard == [3, 1]
+    with pytest.raises(TypeError, match="expected a callable listener"):
+        set_report_listener(5)
 
 
 def test_two_workers_fit_a_line_lock_free():

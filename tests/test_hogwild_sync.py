@@ -8,7 +8,8 @@ import pytest
 
 import fastad as fa
 from fastad import hogwild
-from hogwild_workers import sync_regression
+from hogwild_workers import (optimizer_on_a_device, step_two_optimizers, sync_bpr_train,
+                             sync_linear_fit, sync_regression)
 
 WORKERS, BATCH, STEPS = 2, 8, 12
 
@@ -92,6 +93,99 @@ def test_workers_taking_different_numbers_of_steps_fail_clearly():
         synchronized(start, ids, X, Y, skip_last=True)
 
 
+FORK_IF_ANY = "fork" if "fork" in hogwild.start_methods() else "spawn"
+
+
+def linear_problem(rows=4_000, seed=5):
+    """A noisy linear regression: X (rows, 3), Y = X @ [1, -2, 0.5] + noise."""
+    r = np.random.default_rng(seed)
+    X = r.normal(size=(rows, 3))
+    return X, X @ np.array([1.0, -2.0, 0.5]) + r.normal(scale=0.5, size=rows)
+
+
+def linear_one_process(X, Y, lr):
+    """Plain SGD in one process on the combined minibatches: at step k, the mean gradient
+    of the workers' k-th examples (rows k * WORKERS ... + WORKERS)."""
+    w = np.zeros(3)
+    for k in range(0, len(X), WORKERS):
+        x, y = X[k:k + WORKERS], Y[k:k + WORKERS]
+        w = w - lr * (2 * (x @ w - y) @ x) / WORKERS
+    return w
+
+
+@pytest.mark.parametrize("loop", ["train", "step"])
+def test_every_step_of_a_synchronized_worker_is_a_lockstep_step(loop):
+    """Not only sync_step: fa.train's steps and a bare opt.step() in a synchronized worker
+    step in lockstep. Six runs give one result, bit for bit, the one-process result on the
+    combined minibatches (as Hogwild, they gave several results, none of them that one)."""
+    X, Y = linear_problem()
+    finals = set()
+    for _ in range(6):
+        with hogwild.share({"w": np.zeros(3)}) as shared:
+            results = hogwild.run(sync_linear_fit, workers=WORKERS,
+                                  args=(shared, X, Y, WORKERS, 0.01, loop),
+                                  start_method=FORK_IF_ANY, mode="synchronized")
+            final = shared["w"].numpy().copy()
+        for w in results:                        # every worker ended on the same Parameters
+            np.testing.assert_array_equal(w, final)
+        finals.add(final.tobytes())
+    assert len(finals) == 1
+    np.testing.assert_allclose(final, linear_one_process(X, Y, 0.01), rtol=1e-9, atol=1e-12)
+
+
+def bpr_one_process(start, triples, lr):
+    """BPR by plain SGD in one process, on the combined minibatches: at step k, the summed
+    loss of the workers' k-th triples (triples k * WORKERS ... + WORKERS)."""
+    model = fa.models.BPR(1, 1, U=start["U"], V=start["V"], dtype=np.float64, copy=True)
+    loss, feeds = model.example_graph(batch=WORKERS)
+    opt = fa.optim.SGD(model.parameters(), lr=lr)
+    for k in range(0, len(triples["users"]), WORKERS):
+        for leaf, ids in feeds({key: ids[k:k + WORKERS] for key, ids in triples.items()}).items():
+            leaf.set_value(ids)
+        loss.forward()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return model.U.value, model.V.value
+
+
+def test_a_synchronized_fa_train_keeps_its_gradients():
+    """fa.train with plain SGD updates the rows of a graph's row gathers inside backward,
+    keeping no gradient; in a synchronized worker it keeps them for the exchange: run after
+    run the same factors, those of one process on the combined minibatches (reduce="sum":
+    the workers' triples of a step, their losses summed)."""
+    triples, _ = fa.data.planted_preferences(30, 20, n_train=2_000, n_test=10, rank=4, seed=1)
+    r = np.random.default_rng(2)
+    start = {"U": r.normal(scale=0.1, size=(30, 4)), "V": r.normal(scale=0.1, size=(20, 4))}
+    finals = []
+    for _ in range(3):
+        with hogwild.share(start) as shared:
+            hogwild.run(sync_bpr_train, workers=WORKERS, args=(shared, triples, WORKERS, 0.1),
+                        start_method=FORK_IF_ANY, mode="synchronized", reduce="sum")
+            finals.append((shared["U"].numpy().copy(), shared["V"].numpy().copy()))
+    for U, V in finals[1:]:
+        np.testing.assert_array_equal(U, finals[0][0])
+        np.testing.assert_array_equal(V, finals[0][1])
+    U_ref, V_ref = bpr_one_process(start, triples, 0.1)
+    assert not np.allclose(U_ref, start["U"])    # it trained
+    np.testing.assert_allclose(finals[0][0], U_ref, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(finals[0][1], V_ref, rtol=1e-9, atol=1e-12)
+
+
+def test_a_second_optimizer_stepping_in_a_synchronized_worker_fails_clearly():
+    with hogwild.share({"w": np.ones(2)}) as shared:
+        with pytest.raises(hogwild.WorkerError, match="steps one optimizer; this is another one"):
+            hogwild.run(step_two_optimizers, workers=WORKERS, args=(shared,),
+                        start_method=FORK_IF_ANY, mode="synchronized")
+
+
+def test_a_synchronized_worker_refuses_an_optimizer_on_a_device():
+    """Its steps would not go through the exchange: the optimizer is refused when made."""
+    with pytest.raises(hogwild.WorkerError, match="this works on CPU Parameters"):
+        hogwild.run(optimizer_on_a_device, workers=WORKERS, start_method=FORK_IF_ANY,
+                    mode="synchronized")
+
+
 def test_sync_step_outside_a_synchronized_worker_is_a_plain_step():
     w = fa.Parameter(np.ones(2), dtype=np.float64)
     opt = fa.optim.SGD([w], lr=0.5)
@@ -109,7 +203,7 @@ def test_run_checks_mode_and_reduce():
 
 
 def test_gradient_exchange_helpers_check_their_input():
-    from fastad.hogwild import _grad_mode
+    from fastad.parallel.lockstep import _grad_mode
     p = fa.Parameter(np.zeros((3, 2)), dtype=np.float64)
     assert _grad_mode(p) == "none"
     p._accumulate_grad(np.ones((2, 2)), np.array([2, 2]))

@@ -1,6 +1,7 @@
 """The house's layers: each package imports only from the layers below it (the engine,
 fastad/_engine, imports nothing of fastad above it, nor do its stubs), no module imports in a
 circle, and the packages that hold compiled modules still find them from a source checkout."""
+import ast
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ LAYERS = [
     ("fastad.optim",),
     ("fastad.training", "fastad.random"),
     ("fastad.nn", "fastad.cuda", "fastad.gradcheck", "fastad.viz"),
-    ("fastad.parallel", "fastad.hogwild", "fastad.distributed"),
+    ("fastad.parallel",),
     ("fastad.models",),
     ("fastad", "fastad.data", "fastad.metrics", "fastad.__main__"),      # the public faces
 ]
@@ -218,6 +219,49 @@ def test_the_helpers_import_no_layer(graph):
     offenders = sorted(f"{name} -> {target}" for name in HELPERS for target in graph.get(name, ())
                        if target not in HELPERS)
     assert offenders == []
+
+
+PARALLEL = "fastad.parallel"
+
+
+def private_reaches(path, siblings):
+    """Where the module at `path` uses another module of fastad.parallel (`siblings`) other
+    than through its public names: `sibling._name`, `from fastad.parallel.sibling import
+    _name`, or an assignment to `sibling.name` (a monkeypatch)."""
+    tree = ast.parse(path.read_text())
+    aliases = {}                 # local name -> sibling module
+    reaches = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == PARALLEL:
+            aliases.update((a.asname or a.name, a.name) for a in node.names if a.name in siblings)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PARALLEL + "."):
+            reaches += [f"from {node.module} import {a.name}" for a in node.names
+                        if a.name.startswith("_")]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in aliases:
+            if node.attr.startswith("_"):
+                reaches.append(f"{node.value.id}.{node.attr}")
+            elif isinstance(node.ctx, ast.Store):
+                reaches.append(f"{node.value.id}.{node.attr} = ...")
+    return reaches
+
+
+def test_the_parallel_modules_use_one_another_only_through_public_names():
+    folder = PACKAGE / "parallel"
+    siblings = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert {"segments", "arrays", "workers", "lockstep", "distributed"} <= siblings
+    offenders = {p.name: private_reaches(p, siblings) for p in folder.glob("*.py")}
+    assert {name: reaches for name, reaches in offenders.items() if reaches} == {}
+
+
+def test_the_public_names_check_finds_a_private_reach(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from fastad.parallel import segments, workers as w\n"
+                      "from fastad.parallel.arrays import _handles, share\n"
+                      "segments._path('x')\nw.report = print\nsegments.view(1, 2, 3)\n")
+    assert sorted(private_reaches(module, {"segments", "workers", "arrays"})) == [
+        "from fastad.parallel.arrays import _handles", "segments._path", "w.report = ..."]
 
 
 def test_the_layer_check_fails_on_an_import_from_above():

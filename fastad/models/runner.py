@@ -27,7 +27,7 @@ import numpy as np
 from fastad._engine.graph import Parameter, Variable
 from fastad.optim.schedule import scheduled_lr
 from fastad.training.loop import train
-from fastad import hogwild
+from fastad import parallel as hogwild
 from fastad.checks import check_choice, check_int
 from fastad.cuda import check_device
 from fastad.optim import SGD, Adagrad, Adam, LinearDecay

@@ -1,4 +1,5 @@
-"""Asynchronous parameter-server training on Ray: the same worker code as `fastad.hogwild`.
+"""Asynchronous parameter-server training on Ray: the same worker code as `fa.hogwild`
+(fastad.parallel's workers).
 
 An optional extra: `pip install "fastad[distributed]"` installs Ray. Importing
 this module does not import Ray; the first `share`, `run` or `restore` does.
@@ -34,11 +35,13 @@ import time
 
 import numpy as np
 
-from fastad.optim.optimizers import set_step_hooks
-from fastad import hogwild
 from fastad.checks import check_int, check_number
-from fastad.hogwild import WorkerError
 from fastad.io import load, save
+from fastad.optim.optimizers import set_step_hooks
+from fastad.parallel import segments
+from fastad.parallel import arrays as array_handles     # `arrays` and `workers` name arguments here
+from fastad.parallel import workers as pool
+from fastad.parallel.workers import WorkerError
 
 __all__ = ["share", "restore", "run", "sync", "DistributedArray", "DistributedArrays",
            "WorkerError"]
@@ -405,7 +408,7 @@ class DistributedArray:
 
             acc = shared["U"].state_array("adagrad_sum", fill=0.1)   # in a worker of run()
         """
-        hogwild.check_state_key(key)
+        array_handles.check_state_key(key)
         if _session is None:
             raise RuntimeError(f"{self!r}.state_array({key!r}): optimizer state is made only inside "
                                f"a worker of fastad.distributed.run; read it with shared.save(path)")
@@ -418,7 +421,7 @@ class DistributedArray:
 
 
 
-class DistributedArrays(hogwild.ArrayHandles):
+class DistributedArrays(array_handles.ArrayHandles):
     """The mapping `share` returns: key -> DistributedArray, and the context manager that ends it.
 
     Picklable: a worker that receives it gets handles on the same shards; only
@@ -605,7 +608,7 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                                args=(shared, triples, 2))
             U = shared["U"].numpy()
     """
-    sources = hogwild.check_shareable(arrays)
+    sources = array_handles.check_shareable(arrays)
     shards, shard_restarts = _check_options("share", shards, checkpoint_dir, checkpoint_every,
                                             shard_restarts)
     return _share(sources, {}, shards, checkpoint_dir, checkpoint_every, shard_restarts, address)
@@ -651,13 +654,14 @@ class _Channel:
     shard is in flight at a time, so the worker writes a push only after it has read the
     last answer, and the shard touches the segment only while it answers a sync."""
 
-    def __init__(self, name, rows, width, dtype, segments=None):
-        """The channel of segment `name`: made in `segments` (a worker's hogwild._Block), or
-        attached (a shard's)."""
+    def __init__(self, name, rows, width, dtype, own_segments=None):
+        """The channel of segment `name`: made in `own_segments` (a worker's segments.Block),
+        or attached (a shard's)."""
         self.name = name
         values = rows * width * np.dtype(dtype).itemsize
         size = 2 * (rows * 8 + values)
-        self.mapping = hogwild._attach_segment(name) if segments is None else segments.create(name, size)
+        self.mapping = (segments.attach_segment(name) if own_segments is None
+                        else own_segments.create(name, size))
         self.push_ids = np.ndarray(rows, np.int64, self.mapping, 0)
         self.answer_ids = np.ndarray(rows, np.int64, self.mapping, rows * 8)
         self.push_values = np.ndarray((rows, width), dtype, self.mapping, 2 * rows * 8)
@@ -667,7 +671,7 @@ class _Channel:
 class _Replica:
     """One table (an array or its optimizer state) as a worker holds it."""
 
-    def __init__(self, block, key, name, shape, dtype, local_shards, segments):
+    def __init__(self, block, key, name, shape, dtype, local_shards, own_segments):
         self.block = block
         self.name = name                       # the shard's table name: key or "key/state key"
         self.bounds = block.bounds[key]
@@ -681,8 +685,8 @@ class _Replica:
         self.changed_rows = 0                  # rows its requests pushed since the session last read it
         for s in local_shards:
             rows = self.bounds[s + 1] - self.bounds[s]
-            self.channels[s] = _Channel(segments.prefix + secrets.token_hex(4), rows, self.rows.shape[1],
-                                        dtype, segments)
+            self.channels[s] = _Channel(own_segments.prefix + secrets.token_hex(4), rows,
+                                        self.rows.shape[1], dtype, own_segments)
 
     def request(self, s):
         """The request to shard s: the ids of this replica's rows of that shard changed since
@@ -798,9 +802,9 @@ class _Session:
         # yet here took about 200.
         self.pending = []
         self.clocks = []         # a _StepClock per optimizer over the replicas
-        self.reported = 0        # examples counted by fastad.hogwild.report
+        self.reported = 0        # examples counted by fa.hogwild.report
         self.node = _ray().get_runtime_context().get_node_id()
-        self.segments = hogwild._Block()   # the channels to the shards on this node
+        self.segments = segments.Block()   # the channels to the shards on this node
         self.next_sync = self.sync_every
         self.synced_at = time.monotonic()
         self.synced_steps = 0    # progress() at the last sync
@@ -860,7 +864,7 @@ class _Session:
     def state_replica(self, handle, key, fill):
         name = f"{handle.key}/{key}"
         if (handle._block.id, name) not in self.replicas:
-            filled = hogwild.state_fill(key, handle.shape, handle.dtype, fill)
+            filled = array_handles.state_fill(key, handle.shape, handle.dtype, fill)
             block = handle._block
             bounds = block.bounds[handle.key]
             if np.ndim(fill) == 0:
@@ -941,7 +945,7 @@ def sync():
 
     Pushes every row this worker changed since its last sync point and merges
     every row the shards changed since then. Outside a worker it does nothing,
-    so the same function runs unchanged under `fastad.hogwild.run`.
+    so the same function runs unchanged under `fa.hogwild.run`.
 
     Example::
 
@@ -958,17 +962,17 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
     global _session
     fn, args = payload
     _session = session = _Session(sync_every, sync_seconds, sync_timeout)
-    hogwild._report_hook = session.count
+    pool.set_report_listener(session.count)
     set_step_hooks(session.step_clock_for)
     try:
         result = fn(rank, *args)
         session.sync(wait=True)
         return "ok", result
     except BaseException as exc:
-        return hogwild.raised(exc)
+        return pool.raised(exc)
     finally:
         _session = None
-        hogwild._report_hook = None
+        pool.set_report_listener(None)
         set_step_hooks(None)
         session.close()
 
@@ -996,7 +1000,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
                   on syncs (docs/guide/ray.md). An int >= 1: after this
                   many steps of a fastad optimizer over its replicas
                   (examples, for per-example training) or examples counted by
-                  `fastad.hogwild.report`.
+                  `fa.hogwild.report`.
     sync_seconds  ... or after this many seconds, whichever comes first (for
                   slow steps); also on `fastad.distributed.sync()` and when
                   `fn` returns.
@@ -1014,7 +1018,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
 
     Example::
 
-        def train(rank, shared, n):          # the same function works with fastad.hogwild.run
+        def train(rank, shared, n):          # the same function works with fa.hogwild.run
             w = fa.Parameter(shared["w"])
             ...
             return rank
@@ -1033,7 +1037,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
     args = tuple(args)
-    if any(isinstance(arg, hogwild.SharedArrays) for arg in args):
+    if any(isinstance(arg, array_handles.SharedArrays) for arg in args):
         raise TypeError("run: args hold a fastad.hogwild share, which lives in this machine's "
                         "shared memory; give distributed workers a fastad.distributed.share(...)")
     shares = [arg for arg in args if isinstance(arg, DistributedArrays)]
@@ -1086,7 +1090,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
                                             f"workers were stopped\n\n{exc}") from None
                 except ray.exceptions.RayError as exc:
                     raise WorkerError(rank, f"distributed worker {rank} failed: {exc}") from None
-                results[rank] = hogwild.worker_result("distributed worker", rank, outcome)
+                results[rank] = pool.worker_result("distributed worker", rank, outcome)
         return results
     finally:
         for ref in running:
@@ -1094,4 +1098,4 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
         # A stopped worker had no time to unlink its channels' segments: once its process is
         # gone, sweep them (those of this node; elsewhere its resource tracker unlinks them).
         ray.wait(list(running), num_returns=len(running), timeout=10)
-        hogwild._sweep_stale_segments()
+        segments.sweep_stale_segments()

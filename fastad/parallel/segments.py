@@ -1,0 +1,180 @@
+"""Shared-memory segments and their lifetime, for the other modules of fastad.parallel.
+
+A segment is a file under /dev/shm (Linux; the object that
+`multiprocessing.shared_memory.SharedMemory(name)` opens), mapped into each
+process that uses it. Every fastad segment is named after a `Block`, the
+segments of one owner (a `share` call, a `run`, a fastad.parallel.distributed
+worker): `fastad_<owner pid>_<owner pid namespace>_<random>_<suffix>`. The
+owner unlinks its block's segments when it ends, whatever happened; the
+segments it made are registered with its resource tracker, which unlinks them
+if the owner dies without cleanup (SIGKILL); and `sweep_stale_segments`
+unlinks those of any owner (in this pid namespace) that no longer exists. A
+process that only attaches a segment never unlinks it nor registers it.
+"""
+import mmap
+import os
+import re
+import secrets
+import sys
+import threading
+from multiprocessing import resource_tracker
+
+import numpy as np
+
+__all__ = ["Block", "require_shm_dir", "create_segment", "attach_segment", "attach_or_create",
+           "view", "sweep_stale_segments"]
+
+_SHM_DIR = "/dev/shm"
+_PREFIX = "fastad_"
+_OWNED_NAME = re.compile(r"fastad_(\d+)_(\d+)_")
+
+
+def require_shm_dir():
+    """OSError unless this system lists POSIX shared memory under /dev/shm."""
+    if not os.path.isdir(_SHM_DIR):
+        raise OSError(f"fastad.parallel needs POSIX shared memory listed under {_SHM_DIR} "
+                      f"(Linux); this system ({sys.platform}) has no {_SHM_DIR}")
+
+
+def _path(name):
+    return os.path.join(_SHM_DIR, name)
+
+
+def _map(fd):
+    return mmap.mmap(fd, os.fstat(fd).st_size)
+
+
+def create_segment(name, nbytes):
+    """Make segment `name` of `nbytes` zero bytes (FileExistsError if it exists) and map it.
+
+    It is not registered with any resource tracker: a segment of a `Block` is unlinked by
+    its owner (`Block.create` also registers it)."""
+    fd = os.open(_path(name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        # Reserve the pages now: a full /dev/shm is then an OSError here, not a SIGBUS on a write
+        # later. An empty array still needs one mappable byte.
+        os.posix_fallocate(fd, 0, max(nbytes, 1))
+        return _map(fd)
+    except BaseException:
+        os.unlink(_path(name))
+        raise
+    finally:
+        os.close(fd)
+
+
+def attach_segment(name):
+    """Map the existing segment `name` (FileNotFoundError if there is none)."""
+    fd = os.open(_path(name), os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        return _map(fd)
+    finally:
+        os.close(fd)
+
+
+def attach_or_create(name, nbytes, fill):
+    """(mapping, made): segment `name` attached if it exists, else made here with `nbytes`
+    bytes and filled by `fill(mapping)` before any other process can see it (`made` is then
+    True). Of several processes or threads that ask at once, one makes it and the others
+    attach to it: a reader sees either no segment or a completely filled one. `name` holds
+    no "~" (the private names of the segments being filled have one)."""
+    try:
+        return attach_segment(name), False
+    except FileNotFoundError:
+        pass
+    # Fill a private segment, then publish it under the final name with link(2), which fails
+    # if the name exists.
+    temp = f"{name}~{os.getpid()}_{threading.get_ident()}"
+    mapping = create_segment(temp, nbytes)
+    try:
+        fill(mapping)
+        os.link(_path(temp), _path(name))
+    except FileExistsError:
+        return attach_segment(name), False
+    finally:
+        _unlink(temp)
+    return mapping, True
+
+
+def _unlink(name):
+    """Unlink segment `name`; nothing if it is gone already, or another user's."""
+    try:
+        os.unlink(_path(name))
+    except (FileNotFoundError, PermissionError):
+        pass
+
+
+def view(mapping, shape, dtype, offset=0):
+    """The C-contiguous array of `shape` and `dtype` over a mapped segment, from byte
+    `offset` on (the array keeps the mapping alive)."""
+    return np.ndarray(shape, dtype=dtype, buffer=mapping, offset=offset)
+
+
+def _pid_namespace():
+    """This process's pid namespace id: a pid in a segment name means nothing outside it."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+_PID_NAMESPACE = _pid_namespace()
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:        # someone else's live process
+        return True
+    return True
+
+
+def sweep_stale_segments():
+    """Unlink fastad segments whose owner process (in this pid namespace) no longer exists."""
+    for entry in os.listdir(_SHM_DIR):
+        match = _OWNED_NAME.match(entry)
+        if match and match.group(2) == _PID_NAMESPACE and not _pid_alive(int(match.group(1))):
+            _unlink(entry)
+
+
+class Block:
+    """The segments named after one prefix (those of a `share` call, of a `run`, of a
+    fastad.parallel.distributed worker), as the process that owns them sees them: `free`
+    unlinks them all, whichever process made them.
+
+    Example::
+
+        block = Block()
+        mapping = block.create(block.prefix + "ranks", 64)   # tracked until free()
+        ...
+        block.free()
+    """
+
+    def __init__(self):
+        self.prefix = f"{_PREFIX}{os.getpid()}_{_PID_NAMESPACE}_{secrets.token_hex(4)}_"
+        self.owner_pid = os.getpid()
+        self.tracked = []          # names this process registered with its resource tracker
+        self.closed = False
+
+    def track(self, name):
+        """Let the resource tracker unlink segment `name` if this process dies without cleanup."""
+        resource_tracker.register("/" + name, "shared_memory")
+        self.tracked.append(name)
+
+    def create(self, name, nbytes):
+        """Make segment `name` (a name of this block) of `nbytes` zero bytes, tracked; its mapping."""
+        mapping = create_segment(name, nbytes)
+        self.track(name)
+        return mapping
+
+    def free(self):
+        """Unlink every segment of the block: arrays, state made by any process, temporaries."""
+        if os.getpid() != self.owner_pid or self.closed:
+            return                      # a forked child's copy of the block owns nothing
+        self.closed = True
+        names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(self.prefix)}
+        for name in names.union(self.tracked):
+            _unlink(name)
+        for name in self.tracked:
+            resource_tracker.unregister("/" + name, "shared_memory")
