@@ -12,13 +12,51 @@ CPU emulator, and the NVRTC/nvcc compile checks all read it.
 from __future__ import annotations
 
 import functools
-import re
 from pathlib import Path
 
 import numpy as np
 
 import fastad.ops.elementwise
 from fastad.ops import manifest
+
+#: family -> the kernels its `.cu` file defines (each a template on T). A family's
+#: name is that of its CPU module (`fastad/ops/<family>.pyx`) and of its device ops
+#: (`fastad/cuda/ops/<family>.py`; the optimizers' are `fastad/cuda/optim.py`).
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "elementwise": (
+        "fill", "copy_or_add", "unary_forward", "unary_backward",
+        "binary_forward", "binary_backward", "all_finite", "where_forward", "where_backward",
+    ),
+    "reduction": (
+        "reduce_sum", "reduce_max", "reduce_logsumexp", "count_ties", "reduce_backward",
+        "softmax_forward", "softmax_backward",
+        "reduce_min", "reduce_norm2", "arg_reduce", "cumsum_forward", "cumsum_backward",
+    ),
+    "losses": (
+        "cross_entropy_forward", "cross_entropy_backward", "nll_forward", "nll_backward",
+        "pointwise_loss_forward", "pointwise_loss_backward", "loss_finish",
+    ),
+    "shape": ("gather_positions", "put_positions", "scatter_add_positions"),
+    "sparse": ("gather_rows", "scatter_add_rows", "renorm_rows", "zero_rows", "copy_ids",
+               "bag_forward", "bag_backward_rows", "along_forward", "along_scatter_add"),
+    "linalg": ("row_dot_forward", "row_dot_backward"),
+    "conv": (
+        "im2col", "col2im", "conv_unstage", "conv_stage", "conv_bias_backward", "pool_forward",
+        "pool_backward", "batch_norm_stats", "batch_norm_forward", "batch_norm_sums",
+        "batch_norm_backward",
+    ),
+    "optim": (
+        "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
+        "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
+        "adadelta_dense", "adadelta_rows", "adamax_dense", "adamax_rows", "radam_dense",
+        "radam_rows", "nadam_product_step", "nadam_dense", "nadam_rows",
+        "grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows", "clamp_dense",
+        "clamp_rows",
+    ),
+}
+
+#: kernel name -> its family
+KERNEL_FAMILY: dict[str, str] = {k: fam for fam, names in FAMILIES.items() for k in names}
 
 #: numpy dtype -> the C type a template is instantiated with
 CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -123,22 +161,6 @@ def source_dir() -> Path:
     raise FileNotFoundError(
         f"fastad's CUDA sources are missing: looked for common.cuh in {installed} and {repo}; "
         f"reinstall fastad (`pip install .` ships them inside the package)")
-
-
-def _kernels_of(source: str) -> tuple[str, ...]:
-    """The kernels a family's `.cu` text defines (`__global__ void name(`), in order."""
-    return tuple(re.findall(r"__global__\s+void\s+(\w+)\s*\(", source))
-
-
-#: family -> the kernels its `.cu` file defines (each a template on T), read from the file: a
-#: kernel is added by writing it there. A family's name is that of its CPU module
-#: (`fastad/ops/<family>.pyx`) and of its device ops (`fastad/cuda/ops/<family>.py`; the
-#: optimizers' are `fastad/cuda/optim.py`).
-FAMILIES: dict[str, tuple[str, ...]] = {
-    path.stem: _kernels_of(path.read_text()) for path in sorted(source_dir().glob("*.cu"))}
-
-#: kernel name -> its family
-KERNEL_FAMILY: dict[str, str] = {k: fam for fam, names in FAMILIES.items() for k in names}
 
 
 def rules_header() -> Path:
