@@ -1,4 +1,4 @@
-"""Parameter-server BPR on Ray (fastad.distributed) beside local Hogwild (fastad.hogwild).
+"""Parameter-server BPR on Ray (fa.distributed) beside local Hogwild (fa.hogwild).
 
 BPR, k=32, 5,000 users x 1,000 items of planted rank-8 preferences, one epoch
 of per-example SGD from the same start, on a local Ray instance. Part 1 runs

@@ -1,4 +1,4 @@
-"""Fixed costs of fastad.hogwild: segment create/attach, optimizer state, run() start-up, report().
+"""Fixed costs of fa.hogwild (fastad.parallel): segment create/attach, optimizer state, run() start-up, report().
 
     python bench/hogwild_overhead.py
 

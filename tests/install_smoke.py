@@ -74,7 +74,7 @@ def check_gradient_and_replay(fa):
 
 def check_hogwild(fa):
     if not os.path.isdir("/dev/shm"):
-        print("hogwild: not checked (fastad.hogwild keeps its segments in /dev/shm, which this "
+        print("hogwild: not checked (fa.hogwild keeps its segments in /dev/shm, which this "
               "system lacks)")
         return
     train, _ = fa.data.planted_preferences(50, 40, n_train=4_000, n_test=1_000)

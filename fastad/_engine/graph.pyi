@@ -2,15 +2,17 @@
 from collections.abc import Sequence
 from contextlib import ContextDecorator
 from types import EllipsisType
-from typing import Any, Final, Literal, SupportsIndex, TypeAlias
+from typing import Any, Final, Literal, Protocol, SupportsIndex, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 from typing_extensions import Self
 
-# A shared-memory handle (fastad.hogwild's), registered at run time with register_shared_handles:
-# the engine does not import the package that defines it.
-_SharedHandle: TypeAlias = Any
+# A shared handle, which a Parameter adopts without a copy (fa.hogwild.share's, fa.distributed.share's:
+# the engine does not import the package that defines it).
+class _SharedHandle(Protocol):
+    def trainable_array(self) -> NDArray[np.floating[Any]]: ...
+    def state_array(self, key: str, fill: float = 0.0) -> NDArray[np.floating[Any]]: ...
 
 
 # What an op accepts beside a Variable: a number or array, made a constant in the Variable's dtype.

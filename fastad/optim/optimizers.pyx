@@ -20,7 +20,7 @@ graph.register_shared_handles) keeps them in shared memory as well
 (`p.shared.state_array(key, fill)`, with keys such as "Adam.exp_avg"), so
 Hogwild workers update one copy without locks. Step counts (Adam's bias
 correction, SGD's first momentum step) stay per process. The runner of a
-worker may hook into the optimizers' steps (`set_step_hooks`: fastad.distributed
+worker may hook into the optimizers' steps (`set_step_hooks`: fa.distributed
 syncs a worker's replicas every so many steps; a synchronized Hogwild run
 exchanges every step's gradients): `step()`, and `fastad.train`'s loop, then
 hand those steps to the hook.
@@ -263,7 +263,7 @@ _hook_for = None      # the running worker's runner: hook_for(optimizer) -> its 
 def set_step_hooks(hook_for):
     """Install (or, with None, remove) the step hooks of the runner of a worker: the code
     that runs a worker function and takes part in its optimizers' steps
-    (fastad.distributed syncs replicas every so many steps; a synchronized Hogwild run
+    (fa.distributed syncs replicas every so many steps; a synchronized Hogwild run
     exchanges every step's gradients). An Optimizer made meanwhile asks
     `hook_for(optimizer)` for its hook, or None for none.
 

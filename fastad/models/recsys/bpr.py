@@ -218,12 +218,12 @@ def _given_table(given, dtype, given_dtype, copy):
 
 
 def bpr_hogwild_worker(rank, shared, triples, workers, optimizer="sgd", lr=0.05, epochs=1, seed=0):
-    """One Hogwild worker of BPR training: `fastad.hogwild.run(bpr_hogwild_worker, ...)`.
+    """One Hogwild worker of BPR training: `fa.hogwild.run(bpr_hogwild_worker, ...)`.
 
     Trains `BPR` factors living in `shared["U"]`, `shared["V"]` (zero copy,
     no locks) on its shard of `triples` (every `workers`-th example from
     `rank`), with `optimizer` "sgd", "adagrad" or "adam" (whose state is
-    shared too). Reports its examples to `fastad.hogwild.report` and returns
+    shared too). Reports its examples to `fa.hogwild.report` and returns
     `{"loss": mean loss per epoch, "examples": n, "epoch_examples": n per epoch, "seconds":
     training time}`.
     (`BPR.fit(..., workers=N)` does all of this from a user x item matrix.)
