@@ -15,8 +15,8 @@ with a typed kernel on raw buffers:
   its step count does not advance.
 
 State arrays (moments, accumulators, momentum buffers) have the Parameter's
-shape and dtype. A Parameter made from a shared handle (see
-graph.register_shared_handles) keeps them in shared memory as well
+shape and dtype. A Parameter made from a shared handle (an object with
+`trainable_array()`, as `fa.hogwild.share` makes) keeps them in shared memory as well
 (`p.shared.state_array(key, fill)`, with keys such as "Adam.exp_avg"), so
 Hogwild workers update one copy without locks. Step counts (Adam's bias
 correction, SGD's first momentum step) stay per process. The runner of a

@@ -188,7 +188,7 @@ cdef class PairwiseSampler(Sampler):
     their cache misses overlap the training step between calls; each epoch still
     draws exactly `examples` examples. Under `fastad.train`, reading them ahead also
     starts loading the rows of the graph's tables that the example's ids select
-    (U[user], V[item] and V[candidate negative], biases: see `_row_sources`).
+    (U[user], V[item] and V[candidate negative], biases: a row gather's `row_sources`).
 
     >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
     >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
