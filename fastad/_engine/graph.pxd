@@ -128,7 +128,11 @@ cdef class TwoInputs(Variable):
 # implements a RowStep.
 cdef class RowStep:
     cdef Parameter param             # the Parameter whose rows it updates
-    cdef bint applied                # a row moved since the optimizer's last step (which counts it)
+    # Where it records that a row moved since the optimizer's last step (which then counts
+    # the step): a flag of the optimizer `owner` (kept alive with it), in memory of its own
+    # (not beside another thread's).
+    cdef object owner
+    cdef bint* applied
     # As the table's add_grad_rows and add_scaled_rows, but the rows are applied at once.
     cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                       Py_ssize_t row_len) except -1 nogil
@@ -136,7 +140,7 @@ cdef class RowStep:
                              const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
                              char* scratch) except -1 nogil
     # The rate r when the update is the plain p[row] -= r * g[row] (no state, no decay): a
-    # fused kernel may then take the step itself (and set `applied`); else NULL.
+    # fused kernel may then take the step itself (and set `applied[0]`); else NULL.
     cdef const double* plain_sgd_rate(self) noexcept nogil
 
 

@@ -294,10 +294,10 @@ cdef class Ranking(RowGather):
                         g[0], self.regularization != 0,
                         (<const floating*>self.vector(V_RATES))[0] if self.regularization != 0 else 0, dim,
                         <floating>-lr_u, <floating>-lr_v, <floating>-lr_b)
-        (<RowStep>self.route_ptrs[0]).applied = True
-        (<RowStep>self.route_ptrs[1]).applied = True
+        (<RowStep>self.route_ptrs[0]).applied[0] = True
+        (<RowStep>self.route_ptrs[1]).applied[0] = True
         if self.item_bias is not None:
-            (<RowStep>self.route_ptrs[2]).applied = True
+            (<RowStep>self.route_ptrs[2]).applied[0] = True
         return 0
 
     cdef inline int _check_ids(self) except -1 nogil:

@@ -31,7 +31,7 @@ cdef class Optimizer:
     cdef object _device_state        # the device optimizer state when the Parameters are
                                      # on a GPU (step() then runs its kernels), else None
     cdef list _row_steps             # Parameter i's RowStep, once row_step made it, else None
-    cdef PyObject** row_step_ptrs    # the same, borrowed (NULL for None), for step without the GIL
+    cdef bint* row_applied           # per Parameter: its row step moved rows since the last step
     cdef object hook                 # the worker's runner's StepHook (see set_step_hooks), or None
     cdef bint has_hook               # hook is not None
     cdef bint hook_needs_gradients   # the hook reads every step's gradients: no row step offered
