@@ -1,6 +1,7 @@
 """fa.models.Model: every ready model saves and loads one way, its settings as JSON and its
 state in one fa.save file, read back without pickle, the class checked."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -77,7 +78,7 @@ def test_a_file_of_another_class_is_a_value_error_naming_it_and_its_class(tmp_pa
 
 
 @pytest.mark.parametrize("content, reason", [
-    ({"weights": {}}, "no entry 'model'"),
+    ({"weights": {}}, "no entry 'settings'"),
     ({"model": "Word2Vec", "state": {}}, "no entry 'settings'"),
     ({"model": "Word2Vec", "settings": "{not json", "state": {}}, "Expecting property name"),
     ({"model": "Word2Vec", "settings": json.dumps({"dim": 4, "colour": "red"}), "state": {}}, "colour"),
@@ -88,6 +89,38 @@ def test_a_file_that_is_no_saved_model_is_a_value_error_naming_it(tmp_path, cont
     fa.save(content, path)
     with pytest.raises(ValueError, match=rf"Word2Vec.load: .*other.npz is not a saved Word2Vec \(.*{reason}"):
         fa.models.Word2Vec.load(path)
+
+
+EARLIER = os.path.join(os.path.dirname(__file__), "data", "saved_before_one_format")
+
+
+@pytest.mark.parametrize("name, file", [("BPR", "bpr"), ("TwoTower", "tt"), ("Word2Vec", "w2v"),
+                                        ("FastText", "ft"), ("TextClassifier", "tc")])
+def test_a_file_saved_before_the_one_format_still_loads(name, file):
+    """Files written by each model's own save of the code before the one format (commit
+    9c84f64: BPR(10, 8, dim=4, biases=True) and TwoTower fitted on planted interactions,
+    Word2Vec, FastText(bucket=50) and TextClassifier(bucket=50, word_ngrams=2) on a few
+    sentences, dim 8, one epoch each)."""
+    path = os.path.join(EARLIER, f"{file}.npz")
+    saved = fa.load(path)
+    model = getattr(fa.models, name).load(path)
+    assert type(model) is getattr(fa.models, name)
+    if isinstance(model, fa.models.Recommender):
+        for weight, array in saved["weights"].items():
+            np.testing.assert_array_equal(model.state_dict()[weight], array, err_msg=weight)
+        assert model.dim == 4 and model.liked.nnz == saved["liked"]["indices"].size
+        assert model.recommend([0, 1], k=3)[0].shape == (2, 3)
+    elif isinstance(model, fa.models.Word2Vec):
+        assert model.settings()["dim"] == 8 and model.words == json.loads(saved["words"])
+        np.testing.assert_array_equal(model.vectors, saved["vectors"])
+        assert model.wv["a"].shape == (8,) and model.corpus_count == saved["corpus"]["count"]
+    else:
+        np.testing.assert_array_equal(model.input, saved["input"])
+        assert model.predict(["a b c"])[0][0] in (("__label__x",), ("__label__y",))
+    if name != "FastText":
+        other = "Word2Vec" if name == "TextClassifier" else "TextClassifier"
+        with pytest.raises(ValueError, match=rf"{other}.load: .*{file}.npz is not a saved {other}"):
+            getattr(fa.models, other).load(path)
 
 
 def test_a_state_that_does_not_fit_its_settings_is_refused(tmp_path):

@@ -57,6 +57,13 @@ class Model:
         model._restore(state)
         return model
 
+    @classmethod
+    def _earlier_format(cls, saved):
+        """(settings, state) of a file this class saved before the one format: the text
+        models wrote their settings beside their state, `{"settings": {...}, **state}`."""
+        state = dict(saved)
+        return dict(state.pop("settings")), state
+
     def _is_trained(self):
         """Whether the model holds what it learns (a fit or `load` put it there)."""
         raise NotImplementedError(f"{type(self).__name__} does not define _is_trained()")
@@ -80,14 +87,19 @@ class Model:
 
     @classmethod
     def load(cls, path):
-        """The model that `save` wrote to `path`, of this class. A file that holds another
-        class's model, or is no saved model, is a ValueError naming the path (a file that is
-        no fastad checkpoint at all, `fa.load`'s ValueError)."""
+        """The model that `save` wrote to `path`, of this class, also from a file saved before
+        this format (`_earlier_format`). A file that holds another class's model, or is no
+        saved model, is a ValueError naming the path (a file that is no fastad checkpoint at
+        all, `fa.load`'s ValueError)."""
         saved = load(path)
         try:
-            if saved["model"] != cls.__name__:
+            if saved.get("model", cls.__name__) != cls.__name__:
                 raise ValueError(f"it holds a {saved['model']}")
-            return cls._from_state(json.loads(saved["settings"]), saved["state"])
+            if "state" in saved:
+                settings, state = json.loads(saved["settings"]), saved["state"]
+            else:
+                settings, state = cls._earlier_format(saved)
+            return cls._from_state(settings, state)
         except (KeyError, TypeError, ValueError) as e:
             reason = f"no entry {e.args[0]!r}" if isinstance(e, KeyError) else e
             raise ValueError(f"{cls.__name__}.load: {os.fspath(path)} is not a saved {cls.__name__} "

@@ -441,6 +441,17 @@ class Recommender(Model, Module):
                                         shape=tuple(liked["shape"]))
         return model
 
+    @classmethod
+    def _earlier_format(cls, saved):
+        """(settings, state) of a file saved before the one format: `{"model", "config": the
+        settings and the constructor's arrays (TwoTower's feature ids), "weights", "liked"}`."""
+        config = saved["config"]
+        arrays = {name: value for name, value in config.items() if isinstance(value, (dict, np.ndarray))}
+        state = {"weights": saved["weights"], "arrays": arrays}
+        if "liked" in saved:
+            state["liked"] = saved["liked"]
+        return {name: value for name, value in config.items() if name not in arrays}, state
+
     def auc(self, triples):
         """The share of triples (dict of `users`, `pos`, `neg` ids) whose `pos` scores above `neg`.
 
