@@ -7,6 +7,7 @@
 >>> loss.backward()                      # gradients add into w.grad
 >>> x.set_value(np.ones((1, 4))); loss.forward(); loss.backward()   # replay, no Python per node
 """
+import sys
 from pkgutil import extend_path
 
 # A process started in a source checkout (its folder first on sys.path, no compiled modules
@@ -38,10 +39,13 @@ from fastad.random import manual_seed
 from fastad.progress import progress_bar
 from fastad import optim, nn, io, data, metrics, models, cuda
 # fa.hogwild is the name DESIGN.md and the docs use for fastad.parallel (the same module
-# object), and fa.distributed is its Ray module.
+# object), fa.distributed its Ray module and fa.text fastad.models.text; their earlier
+# import paths (`from fastad.hogwild import share`) name the same modules.
 from fastad import parallel as hogwild
 from fastad.parallel import distributed
 from fastad.models import text
+sys.modules.update({f"{__name__}.hogwild": hogwild, f"{__name__}.distributed": distributed,
+                    f"{__name__}.text": text})
 from fastad.nn.attention import scaled_dot_product_attention
 from fastad.training.graph_cache import GraphCache
 from fastad.training.autobatch import autobatch, batch

@@ -82,6 +82,21 @@ def test_variable_operators_come_from_the_op_families():
     assert out.stdout.split() == ["6.5", "5.0", "2.0"]
 
 
+@pytest.mark.parametrize("name, module, member", [("hogwild", "fastad.parallel", "share"),
+                                                  ("distributed", "fastad.parallel.distributed", "run"),
+                                                  ("text", "fastad.models.text", "Dictionary")])
+def test_the_public_modules_keep_their_import_paths(name, module, member):
+    """fa.hogwild, fa.distributed and fa.text are modules of the packages below; their own
+    import paths (`from fastad.hogwild import share`) still name them."""
+    import importlib
+
+    import fastad as fa
+    assert importlib.import_module(f"fastad.{name}") is getattr(fa, name) is importlib.import_module(module)
+    run = subprocess.run([sys.executable, "-c", f"from fastad.{name} import {member}; print({member}.__module__)"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.startswith(module), run.stderr
+
+
 def test_a_source_checkout_first_on_the_path_still_finds_the_compiled_modules(tmp_path):
     # A process started in a source checkout has its fastad/ first on sys.path, without the
     # compiled modules: they come from the copy that was built or installed (here, this one).
