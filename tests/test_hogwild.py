@@ -1,6 +1,7 @@
 import gc
 import os
 import pickle
+import secrets
 import signal
 import subprocess
 import sys
@@ -201,6 +202,33 @@ def test_share_sweeps_segments_of_dead_owners_only():
         for path in (stale, alive, elsewhere):
             if os.path.exists(path):
                 os.unlink(path)
+
+
+def test_a_sweep_waiting_for_a_tag_sweeps_once_its_owners_have_exited():
+    """fa.distributed stops a worker and sweeps its segments; the worker may still be exiting,
+    and its resource tracker may go with it, so the sweep waits for the owners of its tag."""
+    tag = "5eed" + secrets.token_hex(2)
+    code = textwrap.dedent(f"""
+        import os, time
+        from fastad.parallel import segments
+        block = segments.Block("{tag}")
+        segments.create_segment(block.prefix + "0", 8)      # untracked: as if its tracker died
+        print(block.prefix, flush=True)
+        time.sleep(1.0)
+        os._exit(0)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    path = f"/dev/shm/{child.stdout.readline().strip()}0"
+    try:
+        assert os.path.exists(path) and child.poll() is None
+        segments.sweep_stale_segments(waiting_for=tag, timeout=60)
+        assert child.poll() is not None and not os.path.exists(path)
+    finally:
+        child.wait()
+        if os.path.exists(path):
+            os.unlink(path)
+    with pytest.raises(ValueError, match="tag must be 1 to 32 hex digits"):
+        segments.Block("not_hex")
 
 
 # ------------------------------------------------------------ state_array

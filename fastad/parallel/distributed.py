@@ -790,7 +790,7 @@ class _StepClock:
 class _Session:
     """The replicas of one worker of `run` and its exchanges with the shards."""
 
-    def __init__(self, sync_every, sync_seconds, sync_timeout):
+    def __init__(self, sync_every, sync_seconds, sync_timeout, run_tag):
         self.id = secrets.randbits(62)   # this worker as a writer of rows, to the shards
         self.adaptive = sync_every is None
         self.sync_every = _FIRST_SYNC_STEPS if self.adaptive else sync_every   # the interval
@@ -804,7 +804,7 @@ class _Session:
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fa.hogwild.report
         self.node = _ray().get_runtime_context().get_node_id()
-        self.segments = segments.Block()   # the channels to the shards on this node
+        self.segments = segments.Block(run_tag)   # the channels to the shards on this node
         self.next_sync = self.sync_every
         self.synced_at = time.monotonic()
         self.synced_steps = 0    # progress() at the last sync
@@ -957,11 +957,11 @@ def sync():
         _session.sync(wait=True)
 
 
-def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout):
+def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, run_tag):
     """One rank of `run`, as a Ray task: ("ok", result) or ("error", message, traceback)."""
     global _session
     fn, args = payload
-    _session = session = _Session(sync_every, sync_seconds, sync_timeout)
+    _session = session = _Session(sync_every, sync_seconds, sync_timeout, run_tag)
     pool.set_report_listener(session.count)
     set_step_hooks(session.step_clock_for)
     try:
@@ -1061,9 +1061,10 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
     deadline = None if timeout is None else time.monotonic() + timeout
     running = {}
     restarts = [0] * workers
+    run_tag = secrets.token_hex(4)     # in the names of the workers' segments
 
     def start(rank):
-        running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout)] = rank
+        running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout, run_tag)] = rank
 
     results = [None] * workers
     try:
@@ -1098,4 +1099,4 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
         # A stopped worker had no time to unlink its channels' segments: once its process is
         # gone, sweep them (those of this node; elsewhere its resource tracker unlinks them).
         ray.wait(list(running), num_returns=len(running), timeout=10)
-        segments.sweep_stale_segments()
+        segments.sweep_stale_segments(waiting_for=run_tag, timeout=10)

@@ -4,7 +4,8 @@ A segment is a file under /dev/shm (Linux; the object that
 `multiprocessing.shared_memory.SharedMemory(name)` opens), mapped into each
 process that uses it. Every fastad segment is named after a `Block`, the
 segments of one owner (a `share` call, a `run`, a fastad.parallel.distributed
-worker): `fastad_<owner pid>_<owner pid namespace>_<random>_<suffix>`. The
+worker): `fastad_<owner pid>_<owner pid namespace>_<tag>_<suffix>`, the tag random
+unless the block was given one. The
 owner unlinks its block's segments when it ends, whatever happened; the
 segments it made are registered with its resource tracker, which unlinks them
 if the owner dies without cleanup (SIGKILL); and `sweep_stale_segments`
@@ -17,6 +18,7 @@ import re
 import secrets
 import sys
 import threading
+import time
 from multiprocessing import resource_tracker
 
 import numpy as np
@@ -26,7 +28,7 @@ __all__ = ["Block", "require_shm_dir", "create_segment", "attach_segment", "atta
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
-_OWNED_NAME = re.compile(r"fastad_(\d+)_(\d+)_")
+_OWNED_NAME = re.compile(r"fastad_(\d+)_(\d+)_([^_]+)_")
 
 
 def require_shm_dir():
@@ -121,17 +123,32 @@ _PID_NAMESPACE = _pid_namespace()
 
 
 def _pid_alive(pid):
+    """Whether process `pid` runs: an exited one not yet reaped (a zombie) maps no segment."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:        # someone else's live process
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
-def sweep_stale_segments():
-    """Unlink fastad segments whose owner process (in this pid namespace) no longer exists."""
+def sweep_stale_segments(waiting_for=None, timeout=0.0):
+    """Unlink fastad segments whose owner process (in this pid namespace) no longer exists.
+
+    With `waiting_for` (a tag given to `Block`), first wait up to `timeout` seconds for the
+    owners of the blocks of that tag to exit: processes told to stop, which may still be
+    exiting when the sweep comes, and whose resource tracker may not unlink their segments
+    (Ray's force-stopped workers sometimes left them)."""
+    deadline = time.monotonic() + timeout
+    while waiting_for is not None and time.monotonic() < deadline and any(
+            _pid_alive(int(match.group(1))) for match in map(_OWNED_NAME.match, os.listdir(_SHM_DIR))
+            if match and match.group(3) == waiting_for and match.group(2) == _PID_NAMESPACE):
+        time.sleep(0.02)
     for entry in os.listdir(_SHM_DIR):
         match = _OWNED_NAME.match(entry)
         if match and match.group(2) == _PID_NAMESPACE and not _pid_alive(int(match.group(1))):
@@ -151,8 +168,13 @@ class Block:
         block.free()
     """
 
-    def __init__(self):
-        self.prefix = f"{_PREFIX}{os.getpid()}_{_PID_NAMESPACE}_{secrets.token_hex(4)}_"
+    def __init__(self, tag=None):
+        """`tag` (hex digits; default random) names the block in its segments' names: see
+        sweep_stale_segments."""
+        tag = secrets.token_hex(4) if tag is None else tag
+        if not re.fullmatch(r"[0-9a-f]{1,32}", tag):
+            raise ValueError(f"Block: tag must be 1 to 32 hex digits, got {tag!r}")
+        self.prefix = f"{_PREFIX}{os.getpid()}_{_PID_NAMESPACE}_{tag}_"
         self.owner_pid = os.getpid()
         self.tracked = []          # names this process registered with its resource tracker
         self.closed = False
