@@ -214,7 +214,7 @@ class EpochRunner:
     def _run(self, epochs):
         """Train `epochs` (a range); returns their mean losses per example."""
         if self.worker is not None:
-            results = [self.worker.run(epochs, self._epoch_reporter)]
+            results = [self.worker.run(epochs, lambda: self._reporter(self.settings.batch))]
             if self.settings.device != "cpu":
                 for name, parameter in self.worker.graph.parameters.items():
                     self.weights[name][...] = parameter.numpy()
@@ -222,28 +222,22 @@ class EpochRunner:
             results = hogwild.run(run_worker, workers=self.settings.workers,
                                   start_method=self.settings.start_method,
                                   args=(self.shared, self.settings, self.model, epochs),
-                                  progress=self._run_reporter())
+                                  progress=self._reporter(1))
             if not hogwild.in_place(self.shared):
                 for name, array in self.weights.items():
                     array[...] = self.shared[name].numpy()
         return [_mean_loss(results, i) for i in range(len(epochs))]
 
-    def _run_reporter(self):
-        """`progress` for one `hogwild.run` (examples counted from 0), counting on from the
-        runs before; None without `progress`."""
+    def _reporter(self, examples_per_unit):
+        """`progress(done, per_second)` for one `hogwild.run` (`done` in examples: unit 1) or
+        one epoch in this process (`fa.train`'s, or the device loop's: in steps of a batch),
+        `done` counted from 0, in examples counting on from the runs before; None without
+        `progress`."""
         if self.progress is None:
             return None
         before = self.reported
-        return lambda done, per_second: self._report(before + done, per_second)
-
-    def _epoch_reporter(self):
-        """`progress(steps, steps_per_second)` for one epoch in this process (`fa.train`'s, or
-        the device loop's, steps counted from 0), in examples counting on from the epochs
-        before; None without `progress`."""
-        if self.progress is None:
-            return None
-        before, batch = self.reported, self.settings.batch
-        return lambda steps, per_second: self._report(before + steps * batch, per_second * batch)
+        return lambda done, per_second: self._report(before + done * examples_per_unit,
+                                                     per_second * examples_per_unit)
 
     def _report(self, done, per_second):
         self.reported = done
