@@ -17,7 +17,7 @@ from fastad.ops.losses import bce_with_logits, cross_entropy
 from fastad.ops.reduction import sum as fa_sum
 from fastad.ops.sparse import embedding_bag, take
 from fastad.models.text._dictionary import EOS, Dictionary
-from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, either
+from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, check_sizes, either
 from fastad.models.base import Model
 from fastad.models.runner import EpochRunner, RunSettings
 
@@ -82,10 +82,8 @@ class TextClassifier(Model):
         min_count_label = either(who, "min_count_label", min_count_label, 0, "fastText's minCountLabel",
                                  minCountLabel)
         workers = either(who, "workers", workers, 1, "fastText's thread", thread)
-        self.dim = check_int(who, "dim", dim)
-        self.epochs = check_int(who, "epochs", epochs)
-        self.workers = check_int(who, "workers", workers)
-        self.neg = check_int(who, "neg", neg)
+        self.dim, self.epochs, self.workers, self.neg = check_sizes(who, dim=dim, epochs=epochs, workers=workers,
+                                                                    neg=neg)
         self.lr = check_number(who, "lr", lr, above=0)
         self.loss = check_choice(who, "loss", loss, LOSSES)
         self.seed = check_int(who, "seed", seed, minimum=0)
@@ -99,10 +97,6 @@ class TextClassifier(Model):
         self.history = []
 
     # ------------------------------------------------------------ data
-
-    def _dictionary(self):
-        """An empty dictionary with this model's settings; no n-gram rows when no n-grams."""
-        return Dictionary(**_settings_of(self))
 
     def _lines(self, who, data, labels):
         """The fastText-format lines of `data` (a path, or lines) or of texts with `labels`: a
@@ -162,7 +156,7 @@ class TextClassifier(Model):
         settings = RunSettings.for_fit(who, self.workers, start_method, "cpu", None, lr=self.lr,
                                        min_lr=0.0, epochs=self.epochs, first_epoch=1)
         lines = self._lines(who, data, labels)
-        dictionary = self._dictionary().build(lines)
+        dictionary = Dictionary(**_settings_of(self)).build(lines)
         if dictionary.nlabels < 2:
             raise ValueError(f"{who}: the texts hold {dictionary.nlabels} label(s) (tokens starting "
                              f"with {self.label!r}); a classifier needs at least 2")
@@ -453,14 +447,13 @@ class _Examples:
         self.labels, self.label_offsets = labels, label_offsets
         self.loss, self.neg, self.dim, self.seed = model.loss, model.neg, model.dim, model.seed
         self.shuffle, self.workers = model.shuffle, model.workers
-        counts = label_counts
-        self.n_labels = counts.shape[0]
+        self.n_labels = label_counts.shape[0]
         self.longest = int(np.diff(offsets).max())
         self.single = bool((np.diff(label_offsets) == 1).all())
-        self.tree = _huffman_paths(counts) if self.loss == "hs" else None
+        self.tree = _huffman_paths(label_counts) if self.loss == "hs" else None
         self.noise = None
         if self.loss == "ns":      # fastText's negatives table: labels by count ** 0.5
-            weights = np.sqrt(counts.astype(np.float64))
+            weights = np.sqrt(label_counts.astype(np.float64))
             self.noise = weights / weights.sum()
         self.output_rows = self.n_labels - 1 if self.loss == "hs" else self.n_labels
 
