@@ -12,8 +12,8 @@ from fastad.ops.gather_dot import bag_dot
 from fastad.models.text._dictionary import subword_table
 from fastad.models.text._windows import SubwordCbowSampler, SubwordSkipGramSampler
 from fastad.checks import check_int, either
-from fastad.models.text.keyed_vectors import KeyedVectors
-from fastad.models.text.word2vec import Word2Vec, _Corpus, _initial_vectors, _negative_sampling_loss
+from fastad.models.text.keyed_vectors import KeyedVectors, _terms
+from fastad.models.text.word2vec import Word2Vec, _Corpus, _negative_sampling_loss
 
 __all__ = ["FastText", "FastTextKeyedVectors"]
 
@@ -90,9 +90,7 @@ class FastText(Word2Vec):
                 raise TypeError(f"{who}: the tokens must be str (their characters make the n-grams), "
                                 f"got {type(word).__name__} {word!r} (word {k} of the vocabulary)")
         subword_ids, subword_offsets = subword_table(words, self.min_n, self.max_n, self.bucket)
-        return {"subword_ids": subword_ids, "subword_offsets": subword_offsets,
-                "vectors": _initial_vectors(rng, len(words) + self.bucket, self.dim),
-                "output": np.zeros((len(words), self.dim), dtype=np.float32)}
+        return dict(super()._new_tables(who, words, rng), subword_ids=subword_ids, subword_offsets=subword_offsets)
 
     def fit(self, sentences=None, callback=None, progress=None, start_method=None, device="cpu",
             batch_size=None, *, corpus_file=None):
@@ -212,9 +210,8 @@ class FastTextKeyedVectors(KeyedVectors):
     def most_similar(self, positive=None, negative=None, topn=10, exclude=()):
         """`KeyedVectors.most_similar`; a word outside the vocabulary stands for its vector."""
         def known(terms):
-            terms = [] if terms is None else [terms] if isinstance(terms, str) else list(terms)
             return [t if not isinstance(t, str) or t in self.key_to_index else self.get_vector(t)
-                    for t in terms]
+                    for t in _terms(terms)]
         return super().most_similar(known(positive), known(negative), topn, exclude)
 
 

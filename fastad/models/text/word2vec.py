@@ -19,7 +19,7 @@ from fastad.ops.losses import bce_with_logits
 from fastad.ops.shape import reshape
 from fastad.ops.gather_dot import gather_dot
 from fastad.ops.sparse import take
-from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, either, look_up
+from fastad.checks import check_callable, check_flag, check_int, check_number, check_sizes, either
 from fastad.models.base import Model
 from fastad.models.text.keyed_vectors import KeyedVectors
 from fastad.models.runner import EpochRunner, RunSettings
@@ -169,9 +169,7 @@ class Word2Vec(Model):
             who, dim=dim, window=window, negative=negative, min_count=min_count, epochs=epochs,
             workers=workers)
         self.sg = check_flag(who, "sg", sg)
-        if lr is None:
-            lr = self._default_lr()
-        self.lr = check_number(who, "lr", lr, above=0)
+        self.lr = check_number(who, "lr", self._default_lr() if lr is None else lr, above=0)
         self.min_lr = check_number(who, "min_lr", min_lr, at_least=0, at_most=self.lr)
         self.sample = check_number(who, "sample", sample, at_least=0)
         self.seed = check_int(who, "seed", seed, minimum=0)
@@ -228,7 +226,7 @@ class Word2Vec(Model):
 
     def _new_tables(self, who, words, rng):
         """{attribute: array} of the tables a vocabulary of `words` starts training with."""
-        return {"vectors": _initial_vectors(rng, len(words), self.dim),
+        return {"vectors": _initial_vectors(rng, self._input_rows(len(words)), self.dim),
                 "output": np.zeros((len(words), self.dim), dtype=np.float32)}
 
     # ------------------------------------------------------------ training
@@ -382,7 +380,7 @@ class Word2Vec(Model):
         "sections": {name: (correct, total)}}.
         """
         self._require_trained("evaluate_analogies")
-        sections, section = {}, None
+        sections, section = {}, ""      # the questions before any ": section" line: section ""
         correct = total = skipped = 0
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
@@ -397,9 +395,7 @@ class Word2Vec(Model):
                 if len(words) != 4:
                     raise ValueError(f"Word2Vec.evaluate_analogies: {path} line {number} holds "
                                      f"{len(words)} words, expected 4")
-                if section is None:
-                    section = ""
-                    sections.setdefault(section, [0, 0])
+                sections.setdefault(section, [0, 0])
                 if not all(w in self.index for w in words):
                     skipped += 1
                     continue
