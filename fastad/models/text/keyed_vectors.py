@@ -63,10 +63,6 @@ class KeyedVectors:
         vector = self.vectors[self.get_index(key, "get_vector")].copy()
         return vector / max(np.linalg.norm(vector), 1e-12) if norm else vector
 
-    def _unit(self):
-        norms = np.linalg.norm(self.vectors, axis=1, keepdims=True)
-        return self.vectors / np.maximum(norms, 1e-12)
-
     def most_similar(self, positive=None, negative=None, topn=10, exclude=()):
         """The `topn` words nearest by cosine to the mean of `positive` minus `negative`.
 
@@ -77,7 +73,7 @@ class KeyedVectors:
         who = f"{self._owner}.most_similar"
         if isinstance(topn, bool) or not isinstance(topn, int) or topn <= 0:
             raise ValueError(f"{who}: topn must be a positive int, got {topn!r}")
-        unit = self._unit()
+        unit = self.vectors / np.maximum(np.linalg.norm(self.vectors, axis=1, keepdims=True), 1e-12)
         query, used = np.zeros(self.vector_size), set()
         for sign, group in ((1.0, _terms(positive)), (-1.0, _terms(negative))):
             for term in group:
