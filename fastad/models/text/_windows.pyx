@@ -418,6 +418,7 @@ cdef class WindowSampler(Sampler):
     cdef Py_ssize_t epoch_items       # of those, drawn in the current (or last) epoch
     cdef char* out_mask               # the mask Input's buffer, or NULL
     cdef bint mask_f64
+    cdef _SubwordBags bags            # a subword sampler's bags (its leaves 0 and 1), or None
 
     cdef int read_walk(self, str who, str what, object mask, object tokens, object sentence_ends,
                        object window, object ns_exponent, object sample, object vocab_size,
@@ -429,7 +430,10 @@ cdef class WindowSampler(Sampler):
         if mask is not None:
             self.mask_f64 = (<Variable>mask).f64
             self.leaves = self.leaves + (mask,)
-        self.read_claim(who, claim, block_tokens)
+        # block_tokens is checked also without a claim, which ignores it; read_tokens cuts the blocks
+        self.block_tokens = check_int(who, "block_tokens", block_tokens, 1)
+        self.claim = _claim_counter(who, claim)
+        self.claim_array = claim
         self.window = check_int(who, "window", window, 1)
         if isinstance(tokens, TokenStream):
             counts = self.read_stream(who, tokens, sentence_ends, vocab_size, counts, claim)
@@ -569,15 +573,6 @@ cdef class WindowSampler(Sampler):
         self.keep = self.keep_array
         return 0
 
-    cdef int read_claim(self, str who, object claim, object block_tokens) except -1:
-        """Check `claim` (None, or a writable int64 array whose first element counts the
-        blocks claimed) and `block_tokens` (also when there is no claim, which ignores it);
-        read_tokens then cuts the blocks."""
-        self.block_tokens = check_int(who, "block_tokens", block_tokens, 1)
-        self.claim = _claim_counter(who, claim)
-        self.claim_array = claim
-        return 0
-
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.epoch_examples = self.epoch_items = 0
         self.sentence = self.first_sentence
@@ -706,6 +701,10 @@ cdef class WindowSampler(Sampler):
         return min(1.0, max(0.0, done / span))
 
     cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        # a subword sampler's bags: their largest row; none for the offsets (bag_dot checks them on
+        # every example)
+        if self.bags is not None and k < 2:
+            return self.bags.largest_row if k == 0 else -1
         return self.vocab_size - 1 if isinstance(self.leaves[k], IndexInput) else -1
 
     def where(self):
@@ -1003,7 +1002,6 @@ cdef class SubwordSkipGramSampler(SkipGramSampler):
     >>> sampler = fa.data.SubwordSkipGramSampler(tokens, bag, cut, ctx, subword_ids=ids,
     ...                                          subword_offsets=offsets, window=5, seed=0)
     """
-    cdef _SubwordBags bags
     cdef tuple centre_leaf       # the centres SkipGramSampler writes, read by the bags
 
     def __init__(self, tokens, bag_ids, bag_offsets, context, *, subword_ids, subword_offsets, mask=None,
@@ -1032,9 +1030,6 @@ cdef class SubwordSkipGramSampler(SkipGramSampler):
         SkipGramSampler.repeat_item(self, slot, source)
         self.bags.repeat(slot, source)
 
-    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
-        return _bag_largest_id(self, self.bags, k)
-
 
 cdef class SubwordCbowSampler(CbowSampler):
     """CBOW examples over subword bags (fastText's, and gensim's `FastText`): the walk,
@@ -1049,7 +1044,6 @@ cdef class SubwordCbowSampler(CbowSampler):
     target           IndexInput of B * (1 + k) ids, as CbowSampler's.
     subword_ids, subword_offsets  each word id's input rows, as `SubwordSkipGramSampler`'s.
     """
-    cdef _SubwordBags bags
     cdef tuple context_leaves    # the context words and weights CbowSampler writes, read by the bags
 
     def __init__(self, tokens, bag_ids, bag_offsets, target, *, subword_ids, subword_offsets, mask=None,
@@ -1082,9 +1076,6 @@ cdef class SubwordCbowSampler(CbowSampler):
         CbowSampler.repeat_item(self, slot, source)
         self.bags.repeat(slot, source)
 
-    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
-        return _bag_largest_id(self, self.bags, k)
-
 
 cdef Py_ssize_t _bag_count(str who, object bag_offsets) except -1:
     """The items of an example: one fewer than the bag offsets."""
@@ -1092,13 +1083,3 @@ cdef Py_ssize_t _bag_count(str who, object bag_offsets) except -1:
         raise ValueError(f"{who}: bag_offsets must be an IndexInput of B + 1 >= 2 offsets (B bags an "
                          f"example), got {bag_offsets!r}")
     return (<Variable>bag_offsets).size - 1
-
-
-cdef int64_t _bag_largest_id(WindowSampler sampler, _SubwordBags bags, Py_ssize_t k) except? -2:
-    """Leaf k's largest id: the bags' largest row; none for the offsets (bag_dot checks them on
-    every example); the window sampler's for the others."""
-    if k == 0:
-        return bags.largest_row
-    if k == 1:
-        return -1
-    return WindowSampler.largest_id(sampler, k)
