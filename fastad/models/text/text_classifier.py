@@ -112,14 +112,15 @@ class TextClassifier(Model):
                             f"{type(data).__name__}")
         return _checked_lines(who, data)
 
-    def _encode(self, who, lines, training):
-        """(ids, offsets, labels, label_offsets) of `lines`, every line checked to have text
-        the model can read and (training) a label it knows."""
-        ids, offsets, labels, label_offsets = self.dictionary.encode(lines)
+    def _encode(self, who, dictionary, lines, training):
+        """(ids, offsets, labels, label_offsets) of `lines` by `dictionary` (the model's, or the
+        one its fit builds), every line checked to have text the model can read and
+        (training) a label it knows."""
+        ids, offsets, labels, label_offsets = dictionary.encode(lines)
         n = offsets.shape[0] - 1
         if n == 0:
             raise ValueError(f"{who}: no lines were given")
-        eos = self.dictionary.word_id(EOS)
+        eos = dictionary.word_id(EOS)
         lengths = np.diff(offsets)
         # every line ends with EOS: a line whose rows are EOS alone had no readable text
         only_eos = (lengths == 0) | ((lengths == 1) & (ids[np.minimum(offsets[:-1], max(ids.size - 1, 0))] == eos))
@@ -160,11 +161,7 @@ class TextClassifier(Model):
         if dictionary.nlabels < 2:
             raise ValueError(f"{who}: the texts hold {dictionary.nlabels} label(s) (tokens starting "
                              f"with {self.label!r}); a classifier needs at least 2")
-        previous, self.dictionary = self.dictionary, dictionary
-        try:
-            ids, offsets, labels, label_offsets = self._encode(who, lines, True)
-        finally:
-            self.dictionary = previous
+        ids, offsets, labels, label_offsets = self._encode(who, dictionary, lines, True)
         input_rows = _used_rows(ids, dictionary.input_rows)
         table_row = _table_rows(input_rows, dictionary.input_rows)
         examples = _Examples(self, dictionary.label_counts, table_row[ids],
@@ -225,7 +222,7 @@ class TextClassifier(Model):
         `labels`); a text given alone gives one row."""
         who = "TextClassifier.predict_proba"
         self._require_trained("predict_proba")
-        ids, offsets, _, _ = self._encode(who, _texts(who, texts), False)
+        ids, offsets, _, _ = self._encode(who, self.dictionary, _texts(who, texts), False)
         return self._probabilities(self._hidden(ids, offsets))
 
     def predict(self, text, k=1, threshold=0.0):
@@ -258,7 +255,7 @@ class TextClassifier(Model):
         threshold = check_number(who, "threshold", threshold, at_least=0, at_most=1)
         lines = self._lines(who, data, labels)
         _check_known_labels(who, lines, self.dictionary)
-        ids, offsets, gold, gold_offsets = self._encode(who, lines, True)
+        ids, offsets, gold, gold_offsets = self._encode(who, self.dictionary, lines, True)
         probabilities = self._probabilities(self._hidden(ids, offsets))
         top = np.argsort(-probabilities, axis=1, kind="stable")[:, :k]
         predicted = right = 0
@@ -274,7 +271,7 @@ class TextClassifier(Model):
         """The mean input row of a text: what the output layer scores."""
         who = "TextClassifier.get_sentence_vector"
         self._require_trained("get_sentence_vector")
-        ids, offsets, _, _ = self._encode(who, _texts(who, [text]), False)
+        ids, offsets, _, _ = self._encode(who, self.dictionary, _texts(who, [text]), False)
         return self._hidden(ids, offsets)[0]
 
     # ------------------------------------------------------------ files
@@ -445,7 +442,7 @@ class _Examples:
     def __init__(self, model, label_counts, ids, offsets, labels, label_offsets):
         self.ids, self.offsets = ids, offsets
         self.labels, self.label_offsets = labels, label_offsets
-        self.loss, self.neg, self.dim, self.seed = model.loss, model.neg, model.dim, model.seed
+        self.loss, self.neg, self.seed = model.loss, model.neg, model.seed
         self.shuffle, self.workers = model.shuffle, model.workers
         self.n_labels = label_counts.shape[0]
         self.longest = int(np.diff(offsets).max())
@@ -479,7 +476,7 @@ class _ExampleGraph:
         self.bag = IndexInput(np.zeros(examples.longest, dtype=np.int64))
         self.bag_offsets = IndexInput(np.zeros(2, dtype=np.int64))
         hidden = embedding_bag(E, self.bag, self.bag_offsets, mode="mean", include_last_offset=True)
-        dim, loss = examples.dim, examples.loss
+        loss = examples.loss
         if loss == "softmax":
             self.target = IndexInput(np.zeros(1, dtype=np.int64))
             self.loss = cross_entropy(linear(hidden, O), self.target)
