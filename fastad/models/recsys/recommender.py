@@ -40,11 +40,6 @@ def margin_loss(margin, bias_difference=None, loss="bpr"):
     return ranking_margin_loss(margin, loss, reduction="sum")
 
 
-def _unit_rows(vectors):
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1)
-
-
 def top_k(scores, k):
     """The columns of the k highest scores of each row, best first; ties go to the lower column.
 
@@ -487,16 +482,16 @@ def _nearest(who, name, ids, vectors, N, k, filter_ids, among, what):
         count = min(check_int(who, "k", k), len(vectors) - 1)
     else:
         count = check_int(who, "N", N)
-        filter_name, among_name = ("filter_items", "items") if what == "items" else ("filter_users", "users")
         if filter_ids is not None and among is not None:
-            raise ValueError(f"{who}: give {among_name} (the candidates) or {filter_name} (left out), not both")
+            raise ValueError(f"{who}: give {what} (the candidates) or filter_{what} (left out), not both")
         if among is not None:
-            candidates = _id_list(who, among_name, among, len(vectors), what)
+            candidates = _id_list(who, what, among, len(vectors), what)
         elif filter_ids is not None:
             candidates = np.setdiff1d(np.arange(len(vectors)),
-                                      _id_list(who, filter_name, filter_ids, len(vectors), what))
+                                      _id_list(who, f"filter_{what}", filter_ids, len(vectors), what))
         count = min(count, len(vectors) if candidates is None else len(candidates))
-    unit = _unit_rows(vectors)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = vectors / np.where(norms > 0, norms, 1)
     pool = unit if candidates is None else unit[candidates]
 
     def score_rows(batch):
