@@ -12,13 +12,16 @@ path) as one dict,
 and the classmethod `load(path)` reads it back with `fa.load` (which never unpickles),
 checks the class's name and rebuilds the model. A subclass supplies only what differs:
 
-    settings()               the constructor's keyword arguments, JSON values
+    settings()               the constructor's keyword arguments, JSON values (by default
+                             its positional-or-keyword parameters, each read from the
+                             attribute of its name)
     _state()                 {name: array, number, string, or a dict of them}
     _restore(state)          put a saved state into the model its settings built; or,
                              for a model built around its state, `_from_state`
     _is_trained()            whether the model holds what it learns (else `save` and the
                              queries raise), or `_require_trained` itself
 """
+import inspect
 import json
 import os
 
@@ -37,8 +40,11 @@ class Model:
 
     def settings(self):
         """The constructor's keyword arguments as plain JSON values (numbers, strings,
-        booleans, None, lists, dicts): what `load` rebuilds the model from, with its state."""
-        raise NotImplementedError(f"{type(self).__name__} does not define settings()")
+        booleans, None, lists, dicts): what `load` rebuilds the model from, with its state.
+        By default the constructor's positional-or-keyword parameters (its keyword-only ones
+        are other libraries' names for them), each the value of the attribute of its name."""
+        parameters = inspect.signature(type(self)).parameters.values()
+        return {p.name: getattr(self, p.name) for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD}
 
     def _state(self):
         """What the model holds beyond its settings, for `save`: {name: a numpy array, a

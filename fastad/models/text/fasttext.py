@@ -116,10 +116,6 @@ class FastText(Word2Vec):
                               source, self.index, self.counts, total_words, self.subword_ids,
                               self.subword_offsets)
 
-    def settings(self):
-        """`Word2Vec.settings` and the n-grams' `min_n`, `max_n` and `bucket`."""
-        return dict(super().settings(), min_n=self.min_n, max_n=self.max_n, bucket=self.bucket)
-
     # ------------------------------------------------------------ vectors
 
     @property

@@ -276,13 +276,6 @@ class TextClassifier(Model):
 
     # ------------------------------------------------------------ files
 
-    def settings(self):
-        """The constructor's keyword arguments (fastad's names): what `load` rebuilds the model from."""
-        return {"dim": self.dim, "epochs": self.epochs, "lr": self.lr, "word_ngrams": self.word_ngrams,
-                "min_count": self.min_count, "min_count_label": self.min_count_label, "minn": self.minn,
-                "maxn": self.maxn, "bucket": self.bucket, "loss": self.loss, "neg": self.neg,
-                "workers": self.workers, "seed": self.seed, "shuffle": self.shuffle, "label": self.label}
-
     def _state(self):
         """The dictionary (its words and labels as JSON text, and their counts) and both matrices."""
         state = self.dictionary.state()

@@ -411,13 +411,6 @@ class Word2Vec(Model):
 
     # ------------------------------------------------------------ files
 
-    def settings(self):
-        """The constructor's keyword arguments (fastad's names): what `load` rebuilds the model
-        from, and what each worker's graph and sampler are built with."""
-        return {"dim": self.dim, "window": self.window, "negative": self.negative,
-                "min_count": self.min_count, "sample": self.sample, "epochs": self.epochs, "lr": self.lr,
-                "min_lr": self.min_lr, "sg": self.sg, "workers": self.workers, "seed": self.seed}
-
     def _state(self):
         """The vocabulary (as JSON text), its counts, both tables and the corpus's sizes."""
         return {"words": json.dumps(self.words), "counts": self.counts, "vectors": self.vectors,
