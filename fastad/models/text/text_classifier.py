@@ -279,18 +279,15 @@ class TextClassifier(Model):
     def _state(self):
         """The dictionary (its words and labels as JSON text, and their counts) and both matrices."""
         state = self.dictionary.state()
-        return {"dictionary": json.dumps({"words": state["words"], "labels": state["labels"],
-                                          "ntokens": state["ntokens"]}),
+        return {"dictionary": json.dumps({key: state[key] for key in ("words", "labels", "ntokens")}),
                 "word_counts": state["word_counts"], "label_counts": state["label_counts"],
                 "input": self.input, "input_rows": self.input_rows, "output": self.output}
 
     def _restore(self, state):
         """The saved dictionary and matrices, checked to fit each other."""
-        vocabulary = json.loads(state["dictionary"])
-        d = self.dictionary = Dictionary.from_state({
-            "settings": _settings_of(self), "words": vocabulary["words"], "labels": vocabulary["labels"],
-            "ntokens": vocabulary["ntokens"], "word_counts": state["word_counts"],
-            "label_counts": state["label_counts"]})
+        d = self.dictionary = Dictionary.from_state(dict(      # its words, labels and ntokens
+            json.loads(state["dictionary"]), settings=_settings_of(self), word_counts=state["word_counts"],
+            label_counts=state["label_counts"]))
         self.input = np.ascontiguousarray(state["input"], dtype=np.float32)
         self.input_rows = used = np.ascontiguousarray(state["input_rows"], dtype=np.int64)
         self.output = np.ascontiguousarray(state["output"], dtype=np.float32)
