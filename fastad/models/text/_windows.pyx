@@ -419,6 +419,7 @@ cdef class WindowSampler(Sampler):
     cdef char* out_mask               # the mask Input's buffer, or NULL
     cdef bint mask_f64
     cdef _SubwordBags bags            # a subword sampler's bags (its leaves 0 and 1), or None
+    cdef tuple bagged                 # and the leaves it writes, which the bags read, kept
 
     cdef int read_walk(self, str who, str what, object mask, object tokens, object sentence_ends,
                        object window, object ns_exponent, object sample, object vocab_size,
@@ -1002,7 +1003,6 @@ cdef class SubwordSkipGramSampler(SkipGramSampler):
     >>> sampler = fa.data.SubwordSkipGramSampler(tokens, bag, cut, ctx, subword_ids=ids,
     ...                                          subword_offsets=offsets, window=5, seed=0)
     """
-    cdef tuple centre_leaf       # the centres SkipGramSampler writes, read by the bags
 
     def __init__(self, tokens, bag_ids, bag_offsets, context, *, subword_ids, subword_offsets, mask=None,
                  sentence_ends=None, window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None,
@@ -1016,7 +1016,7 @@ cdef class SubwordSkipGramSampler(SkipGramSampler):
                                  block_tokens=block_tokens)
         self.bags = _SubwordBags(who, bag_ids, bag_offsets, items, 1, subword_ids, subword_offsets,
                                  self.vocab_size)
-        self.centre_leaf = self.leaves[:1]
+        self.bagged = self.leaves[:1]           # the centres
         self.leaves = (bag_ids, bag_offsets) + self.leaves[1:]
 
     cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
@@ -1044,7 +1044,6 @@ cdef class SubwordCbowSampler(CbowSampler):
     target           IndexInput of B * (1 + k) ids, as CbowSampler's.
     subword_ids, subword_offsets  each word id's input rows, as `SubwordSkipGramSampler`'s.
     """
-    cdef tuple context_leaves    # the context words and weights CbowSampler writes, read by the bags
 
     def __init__(self, tokens, bag_ids, bag_offsets, target, *, subword_ids, subword_offsets, mask=None,
                  sentence_ends=None, window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None,
@@ -1059,7 +1058,7 @@ cdef class SubwordCbowSampler(CbowSampler):
                              workers=workers, claim=claim, block_tokens=block_tokens)
         self.bags = _SubwordBags(who, bag_ids, bag_offsets, items, slots, subword_ids, subword_offsets,
                                  self.vocab_size)
-        self.context_leaves = self.leaves[:2]
+        self.bagged = self.leaves[:2]           # the context words and their weights
         self.leaves = (bag_ids, bag_offsets) + self.leaves[2:]
 
     cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
