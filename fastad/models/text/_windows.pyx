@@ -44,18 +44,6 @@ cdef char* _input_leaf(str who, str name, object leaf, Py_ssize_t size) except N
     return (<Variable>leaf).val_ptr
 
 
-cdef char* _mask_leaf(str who, str what, object mask, Py_ssize_t slots) except? NULL:
-    """The buffer of the `mask` Input of a sampler that fills `slots` examples (`what`) a
-    replay, or NULL when there is one (then no mask is needed)."""
-    if mask is None:
-        if slots > 1:
-            raise ValueError(f"{who}: with {slots} {what} an example, give mask (an Input of "
-                             f"{slots} values, 0 for the slots of the epoch's last, partial "
-                             f"example) and multiply each one's loss by it")
-        return NULL
-    return _input_leaf(who, "mask", mask, slots)
-
-
 cdef inline void _put_weight(char* weights, bint f64, Py_ssize_t k, double value) noexcept nogil:
     if f64:
         (<double*>weights)[k] = value
@@ -425,12 +413,16 @@ cdef class WindowSampler(Sampler):
                        object window, object ns_exponent, object sample, object vocab_size,
                        object counts, object claim, object block_tokens) except -1:
         """Check the arguments both samplers take after their leaves (`mask` against the
-        items, `what`, an example holds: see _mask_leaf; then the corpus and its walk),
-        and begin epoch 0."""
-        self.out_mask = _mask_leaf(who, what, mask, self.items)
+        items, `what`, an example holds: needed when there are several; then the corpus and
+        its walk), and begin epoch 0."""
         if mask is not None:
+            self.out_mask = _input_leaf(who, "mask", mask, self.items)
             self.mask_f64 = (<Variable>mask).f64
             self.leaves = self.leaves + (mask,)
+        elif self.items > 1:
+            raise ValueError(f"{who}: with {self.items} {what} an example, give mask (an Input of "
+                             f"{self.items} values, 0 for the slots of the epoch's last, partial "
+                             f"example) and multiply each one's loss by it")
         # block_tokens is checked also without a claim, which ignores it; read_tokens cuts the blocks
         self.block_tokens = check_int(who, "block_tokens", block_tokens, 1)
         self.claim = _claim_counter(who, claim)
