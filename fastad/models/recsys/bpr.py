@@ -108,13 +108,9 @@ class BPR(TripleSampling, Recommender):
         """U, V (and item_bias): adopted or copied from the arrays given (a Hogwild handle
         keeps its dtype unless `given_dtype` says one), else drawn."""
         rng = generator_of("BPR", self.seed)
-        tables = []
-        for rows, given in ((n_users, U), (n_items, V)):
-            if given is None:
-                tables.append(_drawn_table(rng, rows, self.dim, self.dtype, self.scale))
-            else:
-                tables.append(_given_table(given, self.dtype, given_dtype, self._copy_given))
-        self.U, self.V = tables
+        self.U, self.V = (_drawn_table(rng, rows, self.dim, self.dtype, self.scale) if given is None
+                          else _given_table(given, self.dtype, given_dtype, self._copy_given)
+                          for rows, given in ((n_users, U), (n_items, V)))
         self.dtype = self.U.dtype
         if self.U.ndim != 2 or self.V.ndim != 2 or self.U.shape[1] != self.V.shape[1] or \
                 0 in self.U.shape + self.V.shape:
