@@ -90,7 +90,8 @@ class FastText(Word2Vec):
                 raise TypeError(f"{who}: the tokens must be str (their characters make the n-grams), "
                                 f"got {type(word).__name__} {word!r} (word {k} of the vocabulary)")
         subword_ids, subword_offsets = subword_table(words, self.min_n, self.max_n, self.bucket)
-        return dict(super()._new_tables(who, words, rng), subword_ids=subword_ids, subword_offsets=subword_offsets)
+        return dict(super()._new_tables(who, words, rng), subword_ids=subword_ids,
+                    subword_offsets=subword_offsets)
 
     def fit(self, sentences=None, callback=None, progress=None, start_method=None, device="cpu",
             batch_size=None, *, corpus_file=None):

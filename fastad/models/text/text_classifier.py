@@ -17,7 +17,8 @@ from fastad.ops.losses import bce_with_logits, cross_entropy
 from fastad.ops.reduction import sum as fa_sum
 from fastad.ops.sparse import embedding_bag, take
 from fastad.models.text._dictionary import EOS, Dictionary
-from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, check_sizes, either
+from fastad.checks import (check_callable, check_choice, check_flag, check_int, check_number, check_sizes,
+                           either)
 from fastad.models.base import Model
 from fastad.models.runner import EpochRunner, RunSettings
 
@@ -82,8 +83,8 @@ class TextClassifier(Model):
         min_count_label = either(who, "min_count_label", min_count_label, 0, "fastText's minCountLabel",
                                  minCountLabel)
         workers = either(who, "workers", workers, 1, "fastText's thread", thread)
-        self.dim, self.epochs, self.workers, self.neg = check_sizes(who, dim=dim, epochs=epochs, workers=workers,
-                                                                    neg=neg)
+        self.dim, self.epochs, self.workers, self.neg = check_sizes(who, dim=dim, epochs=epochs,
+                                                                    workers=workers, neg=neg)
         self.lr = check_number(who, "lr", lr, above=0)
         self.loss = check_choice(who, "loss", loss, LOSSES)
         self.seed = check_int(who, "seed", seed, minimum=0)
