@@ -236,12 +236,11 @@ class EpochRunner:
         if self.progress is None:
             return None
         before = self.reported
-        return lambda done, per_second: self._report(before + done * examples_per_unit,
-                                                     per_second * examples_per_unit)
 
-    def _report(self, done, per_second):
-        self.reported = done
-        self.progress(done, per_second)
+        def report(done, per_second):
+            self.reported = before + done * examples_per_unit
+            self.progress(self.reported, per_second * examples_per_unit)
+        return report
 
 
 def _mean_loss(results, i):
