@@ -407,7 +407,7 @@ cdef class WindowSampler(Sampler):
     cdef char* out_mask               # the mask Input's buffer, or NULL
     cdef bint mask_f64
     cdef _SubwordBags bags            # a subword sampler's bags (its leaves 0 and 1), or None
-    cdef tuple bagged                 # and the leaves it writes, which the bags read, kept
+    cdef tuple bagged                 # the leaves such a sampler writes and its bags read (kept alive)
 
     cdef int read_walk(self, str who, str what, object mask, object tokens, object sentence_ends,
                        object window, object ns_exponent, object sample, object vocab_size,
