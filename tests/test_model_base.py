@@ -164,3 +164,19 @@ def test_an_untrained_model_is_not_saved(tmp_path):
         with pytest.raises(error, match=rf"{who}: the model (is not trained|has no factors)"):
             model.save(tmp_path / "never.npz")
     assert not list(tmp_path.iterdir())
+
+
+class _Counter(Model):
+    def __init__(self, size, rate=0.5, *, alias=None):
+        self.size = size
+        if rate is not None:
+            self.rate = rate
+
+
+def test_the_default_settings_are_the_positional_or_keyword_parameters_read_from_attributes():
+    assert _Counter(3, rate=0.25, alias="x").settings() == {"size": 3, "rate": 0.25}
+
+
+def test_the_default_settings_name_a_parameter_kept_under_no_attribute():
+    with pytest.raises(NotImplementedError, match=r"_Counter: the default settings\(\) .* none for \['rate'\]"):
+        _Counter(3, rate=None).settings()

@@ -43,8 +43,15 @@ class Model:
         booleans, None, lists, dicts): what `load` rebuilds the model from, with its state.
         By default the constructor's positional-or-keyword parameters (its keyword-only ones
         are other libraries' names for them), each the value of the attribute of its name."""
-        parameters = inspect.signature(type(self)).parameters.values()
-        return {p.name: getattr(self, p.name) for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD}
+        names = [p.name for p in inspect.signature(type(self)).parameters.values()
+                 if p.kind is p.POSITIONAL_OR_KEYWORD]
+        missing = [name for name in names if not hasattr(self, name)]
+        if missing:
+            raise NotImplementedError(
+                f"{type(self).__name__}: the default settings() reads each constructor parameter "
+                f"from the attribute of its name, and there is none for {missing}; keep them as "
+                f"attributes or define settings()")
+        return {name: getattr(self, name) for name in names}
 
     def _state(self):
         """What the model holds beyond its settings, for `save`: {name: a numpy array, a
