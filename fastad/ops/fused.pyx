@@ -244,12 +244,18 @@ cdef int zero_unwritten_grads(Variable node) except -1 with gil:
 
 
 @cython.no_gc
-cdef class LSTMCell(Variable):
-    """Value (2, batch, H): [h', c'] of one LSTM step from x, optional (h, c) and the weights."""
-    cdef Variable x, h, c, w_ih, w_hh, b_ih, b_hh   # h and c are None for a zero state
-    cdef SequenceWeights cols                   # the weights' transposed copy, or None
-    cdef bint refresh                           # this step makes that copy
+cdef class Cell(Variable):
+    """The base of LSTMCell and GRUCell: one step's input, state and weights."""
+    cdef Variable x, h, w_ih, w_hh, b_ih, b_hh    # h is None for a zero state
+    cdef SequenceWeights cols                     # the weights' transposed copy, or None
+    cdef bint refresh                             # this step makes that copy
     cdef Py_ssize_t batch, n_in, H
+
+
+@cython.no_gc
+cdef class LSTMCell(Cell):
+    """Value (2, batch, H): [h', c'] of one LSTM step from x, optional (h, c) and the weights."""
+    cdef Variable c                             # None for a zero state, as h
     cdef cnp.ndarray act, tanh_c, dgates        # scratch made at build: (B, 4H), (B, H), (B, 4H)
     cdef char* act_ptr                          # their data, for the passes
     cdef char* tanh_c_ptr
@@ -498,12 +504,8 @@ cdef void add_scaled_product(floating* out, const floating* a, const floating* b
 
 
 @cython.no_gc
-cdef class GRUCell(Variable):
+cdef class GRUCell(Cell):
     """Value (batch, H): h' of one GRU step from x, optional h and the weights."""
-    cdef Variable x, h, w_ih, w_hh, b_ih, b_hh    # h is None for a zero state
-    cdef SequenceWeights cols                     # the weights' transposed copy, or None
-    cdef bint refresh                             # this step makes that copy
-    cdef Py_ssize_t batch, n_in, H
     cdef cnp.ndarray gi, gh, dgi, dgh             # scratch made at build, each (B, 3H)
     cdef char* gi_ptr                             # their data, for the passes
     cdef char* gh_ptr
@@ -554,21 +556,20 @@ cdef int _check(str op, str what, object v, tuple shape, Variable like) except -
     return 0
 
 
-cdef int _share_weights(str op, Variable node, object sequence) except -1:
-    """Give a CPU cell node the sequence's transposed weights (None: it reads the weights)."""
+cdef int _wire_cell(str op, Cell node, Variable x, object h, object weight_ih, object weight_hh,
+                    object bias_ih, object bias_hh, object sequence, tuple sizes) except -1:
+    """Give a CPU cell node its operands, its (batch, input_size, hidden_size) and the
+    sequence's transposed weights (None: it reads the weights)."""
+    node.x, node.h, node.w_ih, node.w_hh, node.b_ih, node.b_hh = (x, h, weight_ih, weight_hh,
+                                                                  bias_ih, bias_hh)
+    node.batch, node.n_in, node.H = sizes
     if sequence is None:
         return 0
     if not isinstance(sequence, SequenceWeights):
         raise TypeError(f"{op}: sequence must be a SequenceWeights or None, got "
                         f"{type(sequence).__name__}")
-    if isinstance(node, LSTMCell):
-        (<LSTMCell>node).refresh = (<SequenceWeights>sequence).adopt(op, (<LSTMCell>node).w_ih,
-                                                                    (<LSTMCell>node).w_hh)
-        (<LSTMCell>node).cols = sequence
-    else:
-        (<GRUCell>node).refresh = (<SequenceWeights>sequence).adopt(op, (<GRUCell>node).w_ih,
-                                                                   (<GRUCell>node).w_hh)
-        (<GRUCell>node).cols = sequence
+    node.refresh = (<SequenceWeights>sequence).adopt(op, node.w_ih, node.w_hh)
+    node.cols = sequence
     return 0
 
 
@@ -592,20 +593,22 @@ cdef tuple _input_sizes(str op, object x, tuple axes, object bias, str bias_name
     return vx._shape + (H,)
 
 
-cdef int _check_lstm_operands(str op, Variable x, tuple h, tuple c, object weight_ih,
-                              object weight_hh, object bias_ih, object bias_hh, Py_ssize_t B,
-                              Py_ssize_t I, Py_ssize_t H) except -1:
-    """The weights of an LSTM of input_size I and hidden_size H, in PyTorch's layout, and its
-    state h and c, each (name, Variable or None), of batch B: both given, or neither."""
-    _check(op, "weight_ih", weight_ih, (4 * H, I), x)
-    _check(op, "weight_hh", weight_hh, (4 * H, H), x)
-    _check(op, "bias_ih", bias_ih, (4 * H,), x)
-    _check(op, "bias_hh", bias_hh, (4 * H,), x)
-    if (h[1] is None) != (c[1] is None):
-        raise ValueError(f"{op}: give both {h[0]} and {c[0]}, or neither (a zero state)")
-    if h[1] is not None:
-        _check(op, h[0], h[1], (B, H), x)
-        _check(op, c[0], c[1], (B, H), x)
+cdef int _check_operands(str op, Variable x, int gates, tuple state, object weight_ih,
+                         object weight_hh, object bias_ih, object bias_hh, Py_ssize_t B,
+                         Py_ssize_t I, Py_ssize_t H) except -1:
+    """The weights of a cell of `gates` gates, input_size I and hidden_size H, in PyTorch's
+    layout, and its state: GRU's h or LSTM's h and c, each (name, Variable or None), of
+    batch B (LSTM's both given, or neither)."""
+    _check(op, "weight_ih", weight_ih, (gates * H, I), x)
+    _check(op, "weight_hh", weight_hh, (gates * H, H), x)
+    _check(op, "bias_ih", bias_ih, (gates * H,), x)
+    _check(op, "bias_hh", bias_hh, (gates * H,), x)
+    if len(state) == 2 and (state[0][1] is None) != (state[1][1] is None):
+        raise ValueError(f"{op}: give both {state[0][0]} and {state[1][0]}, or neither "
+                         f"(a zero state)")
+    for name, v in state:
+        if v is not None:
+            _check(op, name, v, (B, H), x)
     return 0
 
 
@@ -627,15 +630,12 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
     cdef str op = "lstm_cell"
     B, I, H = _input_sizes(op, x, ("batch", "input_size"), bias_ih, "bias_ih", 4)
     cdef Variable vx = <Variable>x
-    _check_lstm_operands(op, vx, ("h", h), ("c", c), weight_ih, weight_hh, bias_ih, bias_hh, B, I, H)
+    _check_operands(op, vx, 4, (("h", h), ("c", c)), weight_ih, weight_hh, bias_ih, bias_hh, B, I, H)
     if (dev := backend_of(vx)) is not None:
         return dev.lstm_cell(vx, h, c, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
-    node.x, node.w_ih, node.w_hh = vx, weight_ih, weight_hh
-    _share_weights(op, node, sequence)
-    node.b_ih, node.b_hh = bias_ih, bias_hh
-    node.h, node.c = h, c
-    node.batch, node.n_in, node.H = B, I, H
+    _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, (B, I, H))
+    node.c = c
     dtype = np.float64 if vx.f64 else np.float32
     node.act = np.zeros((B, 4 * H), dtype=dtype)
     node.tanh_c = np.zeros((B, H), dtype=dtype)
@@ -672,8 +672,8 @@ def lstm_sequence(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, reverse=Fal
     cdef Variable vx = <Variable>x
     if T == 0:
         raise ValueError(f"{op}: x has no time steps (shape {vx._shape})")
-    _check_lstm_operands(op, vx, ("h0", h0), ("c0", c0), weight_ih, weight_hh, bias_ih, bias_hh,
-                         B, I, H)
+    _check_operands(op, vx, 4, (("h0", h0), ("c0", c0)), weight_ih, weight_hh, bias_ih, bias_hh,
+                    B, I, H)
     reverse = check_flag(op, "reverse", reverse)
     return_state = check_flag(op, "return_state", return_state)
     if (dev := backend_of(vx)) is not None:
@@ -736,19 +736,11 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
     cdef str op = "gru_cell"
     B, I, H = _input_sizes(op, x, ("batch", "input_size"), bias_ih, "bias_ih", 3)
     cdef Variable vx = <Variable>x
-    _check(op, "weight_ih", weight_ih, (3 * H, I), vx)
-    _check(op, "weight_hh", weight_hh, (3 * H, H), vx)
-    _check(op, "bias_ih", bias_ih, (3 * H,), vx)
-    _check(op, "bias_hh", bias_hh, (3 * H,), vx)
-    if h is not None:
-        _check(op, "h", h, (B, H), vx)
+    _check_operands(op, vx, 3, (("h", h),), weight_ih, weight_hh, bias_ih, bias_hh, B, I, H)
     if (dev := backend_of(vx)) is not None:
         return dev.gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef GRUCell node = GRUCell.__new__(GRUCell)
-    node.x, node.h, node.w_ih, node.w_hh = vx, h, weight_ih, weight_hh
-    _share_weights(op, node, sequence)
-    node.b_ih, node.b_hh = bias_ih, bias_hh
-    node.batch, node.n_in, node.H = B, I, H
+    _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, (B, I, H))
     dtype = np.float64 if vx.f64 else np.float32
     node.gi, node.gh = np.zeros((B, 3 * H), dtype=dtype), np.zeros((B, 3 * H), dtype=dtype)
     node.dgi, node.dgh = np.zeros((B, 3 * H), dtype=dtype), np.zeros((B, 3 * H), dtype=dtype)
