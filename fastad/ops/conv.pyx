@@ -317,11 +317,7 @@ cdef Variable _conv(str op, int nd, object x, object weight, object bias, object
                     vx._shape)
     g.ow = out_size(op, "kernel width" if nd == 2 else "kernel", g.w, g.kw, g.sw, g.pw, g.dw,
                     vx._shape)
-    cdef tuple out_shape
-    if nd == 2:
-        out_shape = (g.n, out_channels, g.oh, g.ow)
-    else:
-        out_shape = (g.n, out_channels, g.ow)
+    cdef tuple out_shape = (g.n, out_channels) + ((g.oh, g.ow) if nd == 2 else (<object>g.ow,))
     cdef Py_ssize_t width = g.n * g.oh * g.ow, depth = (channels // n_groups) * g.kh * g.kw
     if width > INT_MAX or depth > INT_MAX:
         raise ValueError(f"{op}: x shape {vx._shape} with weight shape {vw._shape} exceeds "
@@ -731,7 +727,6 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         raise ValueError(f"{op}: x must have shape (batch, channels, ...), got {vx._shape}")
     cdef Py_ssize_t channels = vx._shape[1]
     cdef Py_ssize_t per_channel = vx.size // channels if channels else 0
-    cdef Variable vw = None, vb = None
     for name, v in (("weight", weight), ("bias", bias)):
         if v is None:
             continue
@@ -740,7 +735,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         if (<Variable>v)._shape != (channels,):
             raise ValueError(f"{op}: {name} must have shape ({channels},) (x's channels, x shape "
                              f"{vx._shape}), got {(<Variable>v)._shape}")
-    vw, vb = weight, bias
+    cdef Variable vw = weight, vb = bias
     dev = backend_of(vx)
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}: give both running_mean and running_var, or neither")

@@ -39,8 +39,9 @@ from fastad.ops import elementwise as _elementwise
 AxisError = np.exceptions.AxisError      # a ValueError (and IndexError), as numpy raises
 
 
-cdef tuple normalize_axes(str op, object axis, Py_ssize_t ndim):
-    """`axis` (None, an int or a tuple of ints, negatives allowed) as sorted axes in [0, ndim)."""
+cpdef tuple _normalize_axes(str op, object axis, Py_ssize_t ndim):
+    """`axis` (None, an int or a tuple of ints, negatives allowed) as sorted axes in [0, ndim);
+    the other op modules (shape.pyx, sparse.pyx) check their axes with it too."""
     if axis is None:
         return tuple(range(ndim))
     cdef list seen = []
@@ -60,11 +61,6 @@ cdef tuple normalize_axes(str op, object axis, Py_ssize_t ndim):
                              f"(input with {ndim} dimensions)")
         seen.append(k)
     return tuple(sorted(seen))
-
-
-def _normalize_axes(op, axis, ndim):
-    """normalize_axes for the other op modules (shape.pyx) and their errors."""
-    return normalize_axes(op, axis, ndim)
 
 
 # -------------------------------------------------------------- reductions
@@ -265,7 +261,7 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
     require_float(name, x, "x")
     cdef Variable v = <Variable>x
     cdef tuple shape = v._shape
-    cdef tuple axes = normalize_axes(name, axis, len(shape))
+    cdef tuple axes = _normalize_axes(name, axis, len(shape))
     cdef Py_ssize_t count = 1
     for a in axes:
         count *= shape[a]
@@ -274,13 +270,13 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
                          f"axis={axis!r}); the result of an empty {name} is undefined")
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
     out = kept if keepdims else tuple(d for i, d in enumerate(shape) if i not in axes)
+    cdef double scale = (1.0 / count if count else NAN) if code == R_MEAN else 1.0
     if (dev := backend_of(v)) is not None:
-        return dev.reduce(name, code, v, kept, out,
-                          (1.0 / count if count else NAN) if code == R_MEAN else 1.0)
+        return dev.reduce(name, code, v, kept, out, scale)
     cdef Reduce node = Reduce.__new__(Reduce)
     node.code = code
     node.x = v
-    node.scale = (1.0 / count if count else NAN) if code == R_MEAN else 1.0
+    node.scale = scale
     init_node(node, name, (v,), out, v.f64)
     node.it = <Bcast*>malloc(sizeof(Bcast))
     if node.it == NULL:
@@ -362,7 +358,7 @@ def norm(x, ord=2, axis=None, keepdims=False):
         raise ValueError(f"norm: ord must be 1 or 2 (vector norms), got {ord!r}")
     if ord == 1:                       # sum(abs(x)): abs's slope at 0 is 0, as torch's
         require_float("norm", x, "x")
-        normalize_axes("norm", axis, len((<Variable>x)._shape))
+        _normalize_axes("norm", axis, len((<Variable>x)._shape))
         return sum(_elementwise.abs(x), axis, keepdims)
     return _reduce("norm", R_NORM2, x, axis, keepdims)
 
@@ -373,7 +369,7 @@ cdef tuple _centered(str name, object x, object axis, object ddof):
     ddof = check_number(name, "ddof", ddof)
     cdef Variable v = <Variable>x
     cdef Py_ssize_t count = 1
-    for a in normalize_axes(name, axis, len(v._shape)):
+    for a in _normalize_axes(name, axis, len(v._shape)):
         count *= v._shape[a]
     dof = count - ddof
     scale = 1.0 / dof if dof > 0 else INFINITY        # as numpy: inf (nan for zero spread)
@@ -466,7 +462,7 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object k
     if axis is None:
         out = (1,) * len(shape) if keepdims else ()
     else:
-        k = normalize_axes(name, axis, len(shape))[0]
+        k = _normalize_axes(name, axis, len(shape))[0]
         outer = int(np.prod(shape[:k]))
         n = shape[k]
         inner = int(np.prod(shape[k + 1:]))
@@ -587,7 +583,7 @@ def cumsum(x, axis=None):
         raise TypeError(f"cumsum: axis must be None or one int, got {axis!r}")
     cdef Variable v = <Variable>x
     cdef tuple dims = (v.size,) if axis is None or not v._shape else v._shape
-    cdef Py_ssize_t k = 0 if axis is None else normalize_axes("cumsum", axis, len(dims))[0]
+    cdef Py_ssize_t k = 0 if axis is None else _normalize_axes("cumsum", axis, len(dims))[0]
     cdef Py_ssize_t outer = int(np.prod(dims[:k])), inner = int(np.prod(dims[k + 1:]))
     if (dev := backend_of(v)) is not None:
         return dev.cumsum(v, outer, dims[k], inner, dims)
@@ -709,16 +705,14 @@ cdef Variable _softmax(str name, bint log, object x, object axis):
         raise TypeError(f"{name}: axis must be one int, got {axis!r}")
     cdef Variable v = <Variable>x
     dims = v._shape or (1,)          # a 0-d input is one element along one axis, as in torch
-    cdef Py_ssize_t k = normalize_axes(name, axis, len(dims))[0]
+    cdef Py_ssize_t k = _normalize_axes(name, axis, len(dims))[0]
+    cdef Py_ssize_t outer = int(np.prod(dims[:k])), inner = int(np.prod(dims[k + 1:]))
     if (dev := backend_of(v)) is not None:
-        return dev.softmax(v, log, int(np.prod(dims[:k])), dims[k],
-                           int(np.prod(dims[k + 1:])))
+        return dev.softmax(v, log, outer, dims[k], inner)
     cdef Softmax node = Softmax.__new__(Softmax)
     node.x = v
     node.log = log
-    node.outer = int(np.prod(dims[:k]))
-    node.n = dims[k]
-    node.inner = int(np.prod(dims[k + 1:]))
+    node.outer, node.n, node.inner = outer, dims[k], inner
     node.scratch = np.empty(2 * node.inner, dtype=v.dtype)
     node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
     init_node_like(node, name, (v,), v)

@@ -302,9 +302,7 @@ cdef Variable _index(str op, Variable v, object key):
         ellipsis = ellipsis or part is Ellipsis
     dev = backend_of(v)
     try:
-        if dev is not None:
-            positions = _flat_positions(v._shape, key)
-        elif basic:
+        if basic and dev is None:
             # A trailing Ellipsis makes numpy return a 0-d view, not a scalar, for all-int keys.
             view = v._value[parts if ellipsis else parts + (Ellipsis,)]
         else:

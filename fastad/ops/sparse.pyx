@@ -569,12 +569,7 @@ def take_along_axis(x, ids, axis):
     """
     require_float("take_along_axis", x, "x")
     cdef Variable v = <Variable>x
-    if not isinstance(ids, IndexInput):
-        if isinstance(ids, Variable):
-            raise TypeError("take_along_axis: ids must be an IndexInput or integers, "
-                            "got a float Variable")
-        ids = IndexInput(ids, device=v.device)
-    cdef IndexInput ix = <IndexInput>ids
+    cdef IndexInput ix = as_ids("take_along_axis", "ids", ids, v.device)
     if axis is None:
         v = _reshape(v, -1)
         axis = 0
