@@ -25,31 +25,19 @@ cdef extern from "fastmath.h":
 
 
 cdef inline floating s_exp(floating x) noexcept nogil:
-    if floating is float:
-        return fa_expf(x)
-    else:
-        return fa_exp(x)
+    return fa_expf(x) if floating is float else fa_exp(x)
 
 
 cdef inline floating s_log(floating x) noexcept nogil:
-    if floating is float:
-        return fa_logf(x)
-    else:
-        return fa_log(x)
+    return fa_logf(x) if floating is float else fa_log(x)
 
 
 cdef inline floating s_tanh(floating x) noexcept nogil:
-    if floating is float:
-        return fa_tanhf(x)
-    else:
-        return fa_tanh(x)
+    return fa_tanhf(x) if floating is float else fa_tanh(x)
 
 
 cdef inline floating s_sigmoid(floating x) noexcept nogil:
-    if floating is float:
-        return fa_sigmoidf(x)
-    else:
-        return fa_sigmoid(x)
+    return fa_sigmoidf(x) if floating is float else fa_sigmoid(x)
 
 
 cdef extern from "rules.h":
