@@ -499,23 +499,15 @@ def where(cond, a, b):
         x = fa.Parameter([-1.0, 2.0])
         fa.where(x > 0, x, 0.01 * x).value   # [-0.01, 2.  ]
     """
-    cdef Variable va, vb, vc, like
-    if isinstance(a, Variable):
-        like = <Variable>a
-    elif isinstance(b, Variable):
-        like = <Variable>b
-    else:
+    cdef Variable va, vb, vc
+    if not isinstance(a, Variable) and not isinstance(b, Variable):
         raise TypeError(f"where: a or b must be a fastad Variable, got {type(a).__name__} and "
                         f"{type(b).__name__}")
-    va = as_operand("where", "a", a, like)
-    vb = as_operand("where", "b", b, like)
-    require_float("where", va, "a")
-    require_float("where", vb, "b")
-    same_dtype("where", va, vb)
-    vc = as_operand("where", "cond", cond, like)
+    va, vb = float_operands("where", a, b)
+    vc = as_operand("where", "cond", cond, va)
     require_float("where", vc, "cond")
-    if vc.f64 != like.f64:
-        raise TypeError(f"where: cond has dtype {vc.dtype}, a and b {like.dtype}; compare "
+    if vc.f64 != va.f64:
+        raise TypeError(f"where: cond has dtype {vc.dtype}, a and b {va.dtype}; compare "
                         f"Variables of the dtype of a and b, or pass cond as an array")
     shape = _where_shape(vc, va, vb)
     cdef Variable node
