@@ -197,11 +197,16 @@ cdef class BagDot(RowsDot):
         return RowsDot.check_inputs(self)
 
 
-cdef int _keep_buffers(RowsDot node, Py_ssize_t kept_a, Py_ssize_t scratch_rows) except -1:
-    """The node's kept rows and the backward's buffers, for `kept_a` A rows."""
+cdef int _keep_buffers(RowsDot node, Variable A, Variable B, IndexInput b_ids, Py_ssize_t n_a,
+                       Py_ssize_t scratch_rows) except -1:
+    """The node's tables, B's ids (the last axis: the B rows of each of the n_a A rows) and
+    their sizes, its kept rows and the backward's buffers."""
+    node.a_table, node.b_table, node.b_ids = A, B, b_ids
+    node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], A._shape[1]
+    node.n_a, node.per = n_a, b_ids._shape[len(b_ids._shape) - 1]
     dtype = np.float64 if node.f64 else np.float32
-    node.a_kept = empty_buffer((kept_a, node.dim), dtype)
-    node.a_grads = empty_buffer((kept_a, node.dim), dtype)
+    node.a_kept = empty_buffer((n_a, node.dim), dtype)
+    node.a_grads = empty_buffer((n_a, node.dim), dtype)
     node.b_rows = empty_buffer((node.b_ids.size, node.dim), dtype)
     node.scratch = empty_buffer((scratch_rows, node.dim), dtype)
     node.a_kept_ptr = <char*>cnp.PyArray_DATA(node.a_kept)
@@ -240,17 +245,13 @@ def gather_dot(a_table, a_ids, b_table, b_ids):
         raise ValueError(f"{op}: b_ids must have a_ids' shape plus one axis (the B rows of each "
                          f"A row): a_ids has shape {lead}, so b_ids needs {lead + ('m',)}, got "
                          f"{b_index._shape}")
-    cdef Py_ssize_t dim = A._shape[1]
     if (dev := backend_among((A, B, a_index, b_index))) is not None:
         return dev.gather_dot(A, a_index, B, b_index)
     cdef GatherDot node = GatherDot.__new__(GatherDot)
-    node.a_table, node.b_table = A, B
-    node.a_ids, node.b_ids = a_index, b_index
-    node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], dim
-    node.per, node.n_a = b_index._shape[len(lead)], a_index.size
+    node.a_ids = a_index
     init_node(node, op, (A, B, a_index, b_index), b_index._shape, A.f64)
     node.gathers((A, B), ((a_index, A), (b_index, B)))
-    _keep_buffers(node, a_index.size, b_index.size)
+    _keep_buffers(node, A, B, b_index, a_index.size, b_index.size)
     return finish(node)
 
 
@@ -297,14 +298,11 @@ def bag_dot(a_table, bag_ids, bag_offsets, b_table, b_ids, hidden_gradient=False
     if backend_among((A, B, ids, offsets, targets)) is not None:
         raise ValueError(f"{op}: the tables and ids must be on the CPU: bag_dot has no GPU path yet")
     cdef BagDot node = BagDot.__new__(BagDot)
-    node.a_table, node.b_table = A, B
-    node.bag_ids, node.bag_offsets, node.b_ids = ids, offsets, targets
-    node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], A._shape[1]
-    node.n_a, node.per = bags, targets._shape[1]
+    node.bag_ids, node.bag_offsets = ids, offsets
     node.hidden_gradient = check_flag(op, "hidden_gradient", hidden_gradient)
     init_node(node, op, (A, B, ids, offsets, targets), targets._shape, A.f64)
     node.gathers((A, B), ((ids, A), (targets, B)))
-    _keep_buffers(node, bags, max(ids.size, targets.size))
+    _keep_buffers(node, A, B, targets, bags, max(ids.size, targets.size))
     node.coefs = empty_buffer((ids.size,), node.a_kept.dtype)
     node.coefs.fill(1)
     node.coefs_ptr = <char*>cnp.PyArray_DATA(node.coefs)
