@@ -65,13 +65,10 @@ cpdef tuple int_tuple(str op, str name, object value, int n, Py_ssize_t minimum)
     return tuple(out)
 
 
-cdef str spatial_names(int nd):
-    return "length" if nd == 1 else "height, width"
-
-
 cdef int require_input(str op, Variable x, int nd) except -1:
     if len(x._shape) != nd + 2:
-        raise ValueError(f"{op}: x must have shape (batch, channels, {spatial_names(nd)}) "
+        spatial_names = "length" if nd == 1 else "height, width"
+        raise ValueError(f"{op}: x must have shape (batch, channels, {spatial_names}) "
                          f"({nd + 2}-D), got shape {x._shape}")
     return 0
 

@@ -71,20 +71,15 @@ cdef class DropoutMask(Variable):
         return self._value
 
 
-cdef cnp.ndarray _stream_start(object seed):
-    state = np.ascontiguousarray(seed, dtype=np.uint64)
-    if state.shape != (4,) or not state.any():
-        raise ValueError(f"dropout: seed must be 4 uint64 words, not all zero (a numpy "
-                         f"Generator's bit_generator.random_raw(4)), got {seed!r}")
-    return state
-
-
 def dropout_mask(tuple shape, dtype, double p, TrainingFlag flag not None, seed):
     """A DropoutMask node of `shape` and float `dtype` on the CPU (see the module docstring),
     its first mask drawn now; `seed`: 4 uint64 words that start its random stream."""
     if not 0 <= p < 1:
         raise ValueError(f"dropout: p must be a number in [0, 1), got {p!r}")
-    cdef cnp.ndarray state = _stream_start(seed)
+    state = np.ascontiguousarray(seed, dtype=np.uint64)
+    if state.shape != (4,) or not state.any():
+        raise ValueError(f"dropout: seed must be 4 uint64 words, not all zero (a numpy "
+                         f"Generator's bit_generator.random_raw(4)), got {seed!r}")
     cdef DropoutMask node = DropoutMask.__new__(DropoutMask)
     init_node(node, "dropout_mask", (), shape, np.dtype(dtype) == np.float64)
     node.redraws = True

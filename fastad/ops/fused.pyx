@@ -119,16 +119,6 @@ cdef void lstm_pointwise_backward(const floating* act, const floating* tanh_c,
                     gc_prev[k] = dc * f
 
 
-cdef void column_sums(const floating* m, floating* out, Py_ssize_t rows, Py_ssize_t cols,
-                      bint add) noexcept nogil:
-    cdef Py_ssize_t r, j
-    if not add:
-        vec_zero(out, cols)
-    for r in range(rows):
-        for j in range(cols):
-            out[j] += m[r * cols + j]
-
-
 cdef int product_backward(Variable x, Variable w, const floating* dout, int B, int n_in,
                           int n_out) except -1 nogil:
     """The gradients of x (B, n_in) @ w^T, w (n_out, n_in), from dout (B, n_out), for the
@@ -146,13 +136,20 @@ cdef int product_backward(Variable x, Variable w, const floating* dout, int B, i
     return 0
 
 
-cdef int bias_backward(Variable bias, const floating* dout, int B, int n_out) except -1 nogil:
+cdef int bias_backward(Variable bias, const floating* dout, Py_ssize_t B,
+                       Py_ssize_t n_out) except -1 nogil:
     """The gradient of a bias (n_out,) added to each row of a (B, n_out) result: dout's
     column sums, when the bias takes one."""
-    cdef bint add
-    if bias.requires_grad:
-        add = bias.prepare_grad()
-        column_sums(dout, <floating*>bias.grad_ptr, B, n_out, add)
+    cdef Py_ssize_t r, j
+    if not bias.requires_grad:
+        return 0
+    cdef bint add = bias.prepare_grad()
+    cdef floating* out = <floating*>bias.grad_ptr
+    if not add:
+        vec_zero(out, n_out)
+    for r in range(B):
+        for j in range(n_out):
+            out[j] += dout[r * n_out + j]
     return 0
 
 

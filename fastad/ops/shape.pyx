@@ -217,16 +217,13 @@ def reshape(x, shape):
     return _reshaped("reshape", <Variable>x, shape)
 
 
-cdef object _stand_in(tuple shape):
-    """A zero-stride int8 array of `shape`: numpy checks shapes and axes on it, allocating nothing."""
-    return np.broadcast_to(np.empty((), dtype=np.int8), shape)
-
-
 cdef Variable _reshaped(str op, Variable v, object shape):
     """The `op` node that views x's buffer with `shape` (checked here; one -1 inferred)."""
-    # On a device, a stand-in host array of x's shape checks `shape` and infers the -1.
+    # On a device, a stand-in host array of x's shape (zero strides: it allocates nothing)
+    # checks `shape` and infers the -1.
     dev = backend_of(v)
-    cdef object source = v._value if dev is None else _stand_in(v._shape)
+    cdef object source = (v._value if dev is None
+                          else np.broadcast_to(np.empty((), dtype=np.int8), v._shape))
     try:
         view = source.reshape(shape)
     except ValueError as e:
