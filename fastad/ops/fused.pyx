@@ -196,37 +196,47 @@ cdef class SequenceWeights:
         return 1
 
 
-cdef int cell_products(Variable x, Variable h, Variable w_ih, Variable w_hh, SequenceWeights cols,
-                       bint refresh, floating* gi, floating* gh, int B, int I, int H,
-                       int G) except -1 nogil:
-    """gi = x @ w_ih^T and, unless h is None (a zero state), gh = h @ w_hh^T, each (B, G), the
-    weights in PyTorch's layout, w_ih (G, I) and w_hh (G, H): read transposed in place, or
-    from the copy in `cols` (made now when `refresh`); when gh is gi the second product is
-    added into it."""
-    if cols is None:
-        gemm(False, True, B, G, I, <floating*>x.val_ptr, I, <floating*>w_ih.val_ptr, I, gi, G,
-             False)
-        if h is not None:
-            gemm(False, True, B, G, H, <floating*>h.val_ptr, H, <floating*>w_hh.val_ptr, H, gh,
-                 G, gh == gi)
+@cython.no_gc
+cdef class Cell(Variable):
+    """The base of LSTMCell and GRUCell: one step's input, state and weights."""
+    cdef Variable x, h, w_ih, w_hh, b_ih, b_hh    # h is None for a zero state
+    cdef SequenceWeights cols                     # the weights' transposed copy, or None
+    cdef bint refresh                             # this step makes that copy
+    cdef Py_ssize_t batch, n_in, H
+
+
+cdef int cell_products(Cell cell, floating* gi, floating* gh, int G) except -1 nogil:
+    """gi = x @ w_ih^T and, unless h is None (a zero state), gh = h @ w_hh^T, each (B, G), of the
+    cell's operands, the weights in PyTorch's layout, w_ih (G, I) and w_hh (G, H): read
+    transposed in place, or from the copy in `cols` (made now when `refresh`); when gh is gi
+    the second product is added into it."""
+    cdef int B = cell.batch, I = cell.n_in, H = cell.H
+    if cell.cols is None:
+        gemm(False, True, B, G, I, <floating*>cell.x.val_ptr, I, <floating*>cell.w_ih.val_ptr, I, gi,
+             G, False)
+        if cell.h is not None:
+            gemm(False, True, B, G, H, <floating*>cell.h.val_ptr, H, <floating*>cell.w_hh.val_ptr, H,
+                 gh, G, gh == gi)
         return 0
-    if refresh:
-        transpose_into(<floating*>w_ih.val_ptr, <floating*>cols.ih_ptr, G, I)
-        transpose_into(<floating*>w_hh.val_ptr, <floating*>cols.hh_ptr, G, H)
-    gemm(False, False, B, G, I, <floating*>x.val_ptr, I, <floating*>cols.ih_ptr, G, gi, G, False)
-    if h is not None:
-        gemm(False, False, B, G, H, <floating*>h.val_ptr, H, <floating*>cols.hh_ptr, G, gh, G,
-             gh == gi)
+    if cell.refresh:
+        transpose_into(<floating*>cell.w_ih.val_ptr, <floating*>cell.cols.ih_ptr, G, I)
+        transpose_into(<floating*>cell.w_hh.val_ptr, <floating*>cell.cols.hh_ptr, G, H)
+    gemm(False, False, B, G, I, <floating*>cell.x.val_ptr, I, <floating*>cell.cols.ih_ptr, G, gi,
+         G, False)
+    if cell.h is not None:
+        gemm(False, False, B, G, H, <floating*>cell.h.val_ptr, H, <floating*>cell.cols.hh_ptr, G,
+             gh, G, gh == gi)
     return 0
 
 
-cdef int cell_products_backward(Variable x, Variable h, Variable w_ih, Variable w_hh,
-                                const floating* dgi, const floating* dgh, int B, int I, int H,
-                                int G) except -1 nogil:
-    """The gradients of cell_products' inputs from those of gi (dgi) and gh (dgh)."""
-    product_backward(x, w_ih, dgi, B, I, G)
-    if h is not None:
-        product_backward(h, w_hh, dgh, B, H, G)
+cdef int cell_backward(Cell cell, const floating* dgi, const floating* dgh, int G) except -1 nogil:
+    """The gradients of cell_products' inputs and of the biases (added to gi and gh) from
+    those of gi (dgi) and gh (dgh)."""
+    product_backward(cell.x, cell.w_ih, dgi, cell.batch, cell.n_in, G)
+    if cell.h is not None:
+        product_backward(cell.h, cell.w_hh, dgh, cell.batch, cell.H, G)
+    bias_backward(cell.b_ih, dgi, cell.batch, G)
+    bias_backward(cell.b_hh, dgh, cell.batch, G)
     return 0
 
 
@@ -238,15 +248,6 @@ cdef int zero_unwritten_grads(Variable node) except -1 with gil:
         if v.requires_grad and not v.prepare_grad():
             zero_values(v.grad_ptr, v.size, v.f64)
     return 0
-
-
-@cython.no_gc
-cdef class Cell(Variable):
-    """The base of LSTMCell and GRUCell: one step's input, state and weights."""
-    cdef Variable x, h, w_ih, w_hh, b_ih, b_hh    # h is None for a zero state
-    cdef SequenceWeights cols                     # the weights' transposed copy, or None
-    cdef bint refresh                             # this step makes that copy
-    cdef Py_ssize_t batch, n_in, H
 
 
 @cython.no_gc
@@ -264,10 +265,9 @@ cdef class LSTMCell(Cell):
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
     cdef int _forward(self, floating* out) except -1 nogil:
-        cdef int B = self.batch, I = self.n_in, H = self.H
+        cdef int B = self.batch, H = self.H
         cdef floating* act = <floating*>self.act_ptr
-        cell_products(self.x, self.h, self.w_ih, self.w_hh, self.cols, self.refresh, act, act,
-                      B, I, H, 4 * H)
+        cell_products(self, act, act, 4 * H)
         lstm_pointwise(<floating*>self.b_ih.val_ptr, <floating*>self.b_hh.val_ptr,
                        <floating*>val_ptr_or_null(self.c), act, <floating*>self.tanh_c_ptr, out,
                        out + B * H, B, H)
@@ -277,7 +277,7 @@ cdef class LSTMCell(Cell):
         return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, const floating* grad) except -1 nogil:
-        cdef int B = self.batch, I = self.n_in, H = self.H
+        cdef int B = self.batch, H = self.H
         cdef floating* dgates = <floating*>self.dgates_ptr
         cdef floating* gc_prev = NULL
         cdef bint add_c_prev = False
@@ -289,9 +289,7 @@ cdef class LSTMCell(Cell):
         lstm_pointwise_backward(<floating*>self.act_ptr, <floating*>self.tanh_c_ptr,
                                 <floating*>val_ptr_or_null(self.c), grad, grad + B * H, dgates,
                                 gc_prev, add_c_prev, B, H)
-        cell_products_backward(self.x, self.h, self.w_ih, self.w_hh, dgates, dgates, B, I, H, 4 * H)
-        bias_backward(self.b_ih, dgates, B, 4 * H)
-        bias_backward(self.b_hh, dgates, B, 4 * H)
+        cell_backward(self, dgates, dgates, 4 * H)
         return 0
 
 
@@ -515,11 +513,10 @@ cdef class GRUCell(Cell):
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
     cdef int _forward(self, floating* out) except -1 nogil:
-        cdef int B = self.batch, I = self.n_in, H = self.H
+        cdef int B = self.batch, H = self.H
         cdef floating* gi = <floating*>self.gi_ptr
         cdef floating* gh = <floating*>self.gh_ptr
-        cell_products(self.x, self.h, self.w_ih, self.w_hh, self.cols, self.refresh, gi, gh,
-                      B, I, H, 3 * H)
+        cell_products(self, gi, gh, 3 * H)
         gru_pointwise(<floating*>self.b_ih.val_ptr, <floating*>self.b_hh.val_ptr,
                       <floating*>val_ptr_or_null(self.h), gi, gh, out, B, H)
         return 0
@@ -528,16 +525,14 @@ cdef class GRUCell(Cell):
         return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
     cdef int _backward(self, const floating* grad) except -1 nogil:
-        cdef int B = self.batch, I = self.n_in, H = self.H
+        cdef int B = self.batch, H = self.H
         cdef floating* dgi = <floating*>self.dgi_ptr
         cdef floating* dgh = <floating*>self.dgh_ptr
         if B == 0:
             return zero_unwritten_grads(self)
         gru_pointwise_backward(<floating*>self.gi_ptr, <floating*>self.gh_ptr,
                                <floating*>val_ptr_or_null(self.h), grad, dgi, dgh, B, H)
-        cell_products_backward(self.x, self.h, self.w_ih, self.w_hh, dgi, dgh, B, I, H, 3 * H)
-        bias_backward(self.b_ih, dgi, B, 3 * H)
-        bias_backward(self.b_hh, dgh, B, 3 * H)
+        cell_backward(self, dgi, dgh, 3 * H)
         if self.h is not None and self.h.requires_grad:                 # dh += g * z
             add_scaled_product(<floating*>self.h.grad_ptr, grad, <floating*>self.gi_ptr, B, H,
                                3 * H, H)
