@@ -10,6 +10,7 @@ broadcasting node) are methods here, composed of the ops they are made of, so an
 its primitives (on a GPU the cost is a launch per op, which a captured graph replays at
 once); a backend may override them.
 """
+from functools import reduce
 
 from fastad.ops.elementwise import add, mul, sigmoid, sub, tanh
 from fastad.ops.linalg import linear, vector_dot
@@ -107,9 +108,7 @@ class Backend:
         if item_bias is not None:
             squares += [reshape(mul(take(item_bias, ids), take(item_bias, ids)), margin.shape)
                         for ids in (pos, neg)]
-        penalty = squares[0]
-        for square in squares[1:]:
-            penalty = add(penalty, square)
+        penalty = reduce(add, squares)
         losses = add(margin_loss(margin, loss, "none"), mul(penalty, 0.5 * regularization))
         total = losses if reduction == "none" else reduce_sum(losses)
         return mul(total, 1.0 / losses.size) if reduction == "mean" else total

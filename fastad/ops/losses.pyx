@@ -100,10 +100,9 @@ cdef class ClassTargetLoss(OneInput):
         if self.source is not None:
             memcpy(self.tgt, ids, self.batch * sizeof(int64_t))
         self.failed = False
-        cdef Py_ssize_t kept
-        if self.reduction == RED_MEAN:
-            kept = count_kept(self.tgt, self.batch, self.ignore_index)
-            self.scale = reduction_scale(RED_MEAN, kept)       # torch: the mean of nothing is NaN
+        if self.reduction == RED_MEAN:       # torch: the mean of nothing is NaN
+            self.scale = reduction_scale(RED_MEAN,
+                                         count_kept(self.tgt, self.batch, self.ignore_index))
         return 0
 
     cdef int store_total(self, double total) except -1 nogil:

@@ -428,10 +428,8 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     node.mean = mode == "mean"
     node.include_last_offset = bool(include_last_offset)
     node.dense_grad = not sparse
-    if offsets is None:
-        node.bounds = np.arange(n_bags + 1, dtype=np.int64) * (ix._shape[1])
-    else:
-        node.bounds = np.zeros(n_bags + 1, dtype=np.int64)
+    node.bounds = (np.zeros(n_bags + 1, dtype=np.int64) if offsets is not None
+                   else np.arange(n_bags + 1, dtype=np.int64) * ix._shape[1])
     node.scratch = empty_buffer((ix.size, node.row_len), np.float64 if t.f64 else np.float32)
     node.bounds_ptr = <int64_t*>cnp.PyArray_DATA(node.bounds)
     node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
