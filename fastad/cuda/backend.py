@@ -212,14 +212,6 @@ _backend = None
 _emulate = None
 
 
-def _cupy_or_none():
-    try:
-        import cupy
-    except ImportError:
-        return None
-    return cupy
-
-
 def get(required: bool = True):
     """The active backend: the emulator when asked for, else CuPy with a GPU.
 
@@ -232,12 +224,13 @@ def get(required: bool = True):
     if emulate:
         _backend = EmulatedBackend()
         return _backend
-    cupy = _cupy_or_none()
-    if cupy is None:
+    try:
+        import cupy
+    except ImportError:
         if required:
             raise RuntimeError("fastad's GPU path needs CuPy: install it with "
                                "`pip install fastad[cuda12]` or `fastad[cuda13]` "
-                               "(matching your CUDA driver)")
+                               "(matching your CUDA driver)") from None
         return None
     try:
         count = cupy.cuda.runtime.getDeviceCount()

@@ -4,8 +4,6 @@
 As in fastad/ops/elementwise.pyx, a Python number operand becomes a unary
 *scalar op, chosen there before a device operand is sent here.
 """
-import numpy as np
-
 from fastad._engine.graph import grad_slot
 from fastad.cuda.kernels import BINARY_OPS, COMPARISONS
 from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
