@@ -166,17 +166,24 @@ def ones_(param):
     return _write(param, _target("ones_", param, None)[0], 1)
 
 
+def _scaled(who, param, generator, uniform, spread):
+    """Fill with U(-s, s) (`uniform`) or N(0, s**2), s = spread(fan_in, fan_out), the draw
+    of xavier_* and kaiming_* (an empty Parameter is left as it is); returns the Parameter."""
+    value, rng = _target(who, param, generator)
+    if value.size:
+        s = spread(*_fans(who, value.shape))
+        _write(param, value, rng.uniform(-s, s, size=value.shape) if uniform
+               else rng.normal(0.0, s, size=value.shape))
+    return param
+
+
 def xavier_uniform_(param, gain=1.0, generator=None):
     """Glorot uniform: U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)).
 
     >>> fa.nn.init.xavier_uniform_(w, gain=fa.nn.init.calculate_gain("tanh"))
     """
-    value, rng = _target("xavier_uniform_", param, generator)
-    if value.size:
-        fan_in, fan_out = _fans("xavier_uniform_", value.shape)
-        bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
-        _write(param, value, rng.uniform(-bound, bound, size=value.shape))
-    return param
+    return _scaled("xavier_uniform_", param, generator, True, lambda fan_in, fan_out:
+                   math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 def xavier_normal_(param, gain=1.0, generator=None):
@@ -184,16 +191,11 @@ def xavier_normal_(param, gain=1.0, generator=None):
 
     >>> fa.nn.init.xavier_normal_(w)
     """
-    value, rng = _target("xavier_normal_", param, generator)
-    if value.size:
-        fan_in, fan_out = _fans("xavier_normal_", value.shape)
-        std = gain * math.sqrt(2.0 / (fan_in + fan_out))
-        _write(param, value, rng.normal(0.0, std, size=value.shape))
-    return param
+    return _scaled("xavier_normal_", param, generator, False, lambda fan_in, fan_out:
+                   gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
-def _kaiming_std(who, shape, a, mode, nonlinearity):
-    fan_in, fan_out = _fans(who, shape)
+def _kaiming_std(who, a, mode, nonlinearity, fan_in, fan_out):
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(f"{who}: mode must be 'fan_in' or 'fan_out', got {mode!r}")
     fan = fan_in if mode == "fan_in" else fan_out
@@ -206,11 +208,8 @@ def kaiming_uniform_(param, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
 
     >>> fa.nn.init.kaiming_uniform_(w, nonlinearity="relu")
     """
-    value, rng = _target("kaiming_uniform_", param, generator)
-    if value.size:
-        bound = math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", value.shape, a, mode, nonlinearity)
-        _write(param, value, rng.uniform(-bound, bound, size=value.shape))
-    return param
+    return _scaled("kaiming_uniform_", param, generator, True, lambda *fans:
+                   math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", a, mode, nonlinearity, *fans))
 
 
 def kaiming_normal_(param, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -218,8 +217,5 @@ def kaiming_normal_(param, a=0, mode="fan_in", nonlinearity="leaky_relu", genera
 
     >>> fa.nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
     """
-    value, rng = _target("kaiming_normal_", param, generator)
-    if value.size:
-        std = _kaiming_std("kaiming_normal_", value.shape, a, mode, nonlinearity)
-        _write(param, value, rng.normal(0.0, std, size=value.shape))
-    return param
+    return _scaled("kaiming_normal_", param, generator, False, lambda *fans:
+                   _kaiming_std("kaiming_normal_", a, mode, nonlinearity, *fans))
