@@ -17,17 +17,13 @@ from fastad.ops.reduction import mean, softmax
 from fastad.ops.shape import reshape, transpose
 from fastad import random as fastad_random
 from fastad.checks import check_flag, check_sizes
+from fastad.nn.functional import check_float_variable
 from fastad.nn.layers import Linear
 from fastad.nn.module import Module
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention"]
 
 _MASKED_SCORE = -1e30     # what a masked-out score becomes (finite in float32 too)
-
-
-def _require_float_variable(who, name, x):
-    if not isinstance(x, Variable) or isinstance(x, IndexInput):
-        raise TypeError(f"{who}: {name} must be a float fastad Variable, got {type(x).__name__}")
 
 
 def _swap_last_axes(x):
@@ -63,7 +59,7 @@ def _additive_mask(who, mask, scores_shape, keep_when_true):
 
 def _check_operands(who, q, k, v):
     for name, x in (("query", q), ("key", k), ("value", v)):
-        _require_float_variable(who, name, x)
+        check_float_variable(who, x, f"{name} must be a float fastad Variable")
         if x.ndim < 2:
             raise ValueError(f"{who}: {name} must have shape (..., length, features), got {x.shape}")
     if k.shape[:-1] != v.shape[:-1] or q.shape[:-2] != k.shape[:-2] or q.shape[-1] != k.shape[-1]:
@@ -78,12 +74,11 @@ def _causal_mask(length, source):
 
 
 def _attention(q, k, v, mask, scale, who):
-    """(output, weights) of attention with an additive `mask` (None, a float array or
-    a float Variable, already checked against the scores' shape): the output
-    (..., L, Ev) and the softmax weights (..., L, S). Rows that an array mask masks
-    out entirely give zero weights (PyTorch's choice), not the NaN of a softmax
-    over nothing."""
-    _check_operands(who, q, k, v)
+    """(output, weights) of attention of q, k, v (checked by the caller) with an additive
+    `mask` (None, a float array or a float Variable, already checked against the scores'
+    shape): the output (..., L, Ev) and the softmax weights (..., L, S). Rows that an
+    array mask masks out entirely give zero weights (PyTorch's choice), not the NaN of a
+    softmax over nothing."""
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
     elif isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
@@ -225,7 +220,7 @@ class MultiheadAttention(Module):
                 average_attn_weights=True, is_causal=False):
         who = "MultiheadAttention"
         for name, x in (("query", query), ("key", key), ("value", value)):
-            _require_float_variable(who, name, x)
+            check_float_variable(who, x, f"{name} must be a float fastad Variable")
             if x.ndim != 3 or x.shape[-1] != self.embed_dim:
                 layout = "(batch, length, embed_dim)" if self.batch_first else \
                          "(length, batch, embed_dim)"

@@ -12,9 +12,10 @@ import numpy as np
 
 from fastad.ops.conv import (adaptive_avg_pool2d, avg_pool1d, avg_pool2d, batch_norm, conv1d,
                             conv2d, conv_steps, int_tuple, max_pool1d, max_pool2d, pool_window)
-from fastad._engine.graph import IndexInput, Parameter, Variable
+from fastad._engine.graph import Parameter
 from fastad import random as fastad_random
 from fastad.checks import check_flag, check_int, check_number, check_sizes
+from fastad.nn.functional import check_float_variable
 from fastad.nn.module import Module, _WithArguments
 
 __all__ = ["Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
@@ -150,8 +151,7 @@ class _BatchNorm(Module):
 
     def forward(self, x):
         who = type(self).__name__
-        if not isinstance(x, Variable) or isinstance(x, IndexInput):
-            raise TypeError(f"{who}: expected a float fastad Variable, got {type(x).__name__}")
+        check_float_variable(who, x)
         if len(x.shape) not in self.ranks or x.shape[1] != self.num_features:
             shapes = " or ".join(f"{r}-D" for r in self.ranks)
             raise ValueError(f"{who}: x must be {shapes} with {self.num_features} channels on axis "

@@ -31,6 +31,13 @@ def check_dropout_rate(who, p):
     return check_number(who, "p", p, at_least=0, below=1)
 
 
+def check_float_variable(who, x, what="expected a float fastad Variable"):
+    """TypeError "`who`: `what`, got <x's type>" unless x is a float fastad Variable (the
+    layers' and dropout's check of what they are called on)."""
+    if not isinstance(x, Variable) or isinstance(x, IndexInput):
+        raise TypeError(f"{who}: {what}, got {type(x).__name__}")
+
+
 def dropout(x, p=0.5, training=True, generator=None):
     """Inverted dropout of `x` (see `fa.nn.Dropout`); the input itself when not training or p = 0.
 
@@ -40,8 +47,7 @@ def dropout(x, p=0.5, training=True, generator=None):
     built graph between training and eval, use the `fa.nn.Dropout` module.
     """
     check_dropout_rate("dropout", p)
-    if not isinstance(x, Variable) or isinstance(x, IndexInput):
-        raise TypeError(f"dropout: expected a float Variable, got {type(x).__name__}")
+    check_float_variable("dropout", x, "expected a float Variable")
     if not training or p == 0:
         return x
     seed = fastad_random.generator("dropout", generator).bit_generator.random_raw(4)

@@ -24,6 +24,7 @@ from fastad.ops.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
 from fastad.ops.shape import concat, getitem, stack
 from fastad.ops.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
+from fastad.nn.functional import check_float_variable
 from fastad.nn.module import Module
 from fastad.nn.init import normal_
 from fastad import random as fastad_random
@@ -35,8 +36,7 @@ def _uniform(shape, bound, rng, dtype):
 
 def _check_input(who, x, width):
     """x must be a float Variable whose last axis has `width` elements."""
-    if not isinstance(x, Variable) or isinstance(x, IndexInput):
-        raise TypeError(f"{who}: expected a float fastad Variable, got {type(x).__name__}")
+    check_float_variable(who, x)
     if not x.shape or x.shape[-1] != width:
         raise ValueError(f"{who}: the last axis of the input must have size {width}, "
                          f"got shape {x.shape}")
@@ -49,9 +49,7 @@ def _check_batch_input(who, x, width):
 
 
 def _check_state(who, name, s, shape, axes="(batch, hidden_size)"):
-    if not isinstance(s, Variable) or isinstance(s, IndexInput):
-        raise TypeError(f"{who}: the state {name} must be a float fastad Variable, "
-                        f"got {type(s).__name__}")
+    check_float_variable(who, s, f"the state {name} must be a float fastad Variable")
     if s.shape != shape:
         raise ValueError(f"{who}: the state {name} must have shape {shape} {axes}, got {s.shape}")
 

@@ -4,10 +4,10 @@ from collections import namedtuple
 import numpy as np
 
 from fastad.ops.dropout import TrainingFlag, dropout as dropout_with_flag
-from fastad._engine.graph import IndexInput, Input, Parameter, Variable
+from fastad._engine.graph import Input, Parameter
 from fastad import random as fastad_random
 from fastad.checks import check_seed
-from fastad.nn.functional import check_dropout_rate
+from fastad.nn.functional import check_dropout_rate, check_float_variable
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -415,8 +415,7 @@ class Dropout(Module):
         self._flag.training = bool(mode)
 
     def forward(self, x):
-        if not isinstance(x, Variable) or isinstance(x, IndexInput):
-            raise TypeError(f"Dropout: expected a float Variable, got {type(x).__name__}")
+        check_float_variable("Dropout", x, "expected a float Variable")
         if self.p == 0:
             return x
         return dropout_with_flag(x, self.p, self._flag, self._rng.bit_generator.random_raw(4))
