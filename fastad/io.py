@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import zipfile
+from contextlib import suppress
 
 import numpy as np
 
@@ -147,26 +148,20 @@ def write_atomically(path, write, who="save"):
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     _fsync_directory(directory)
 
 
 def _fsync_directory(directory):
     """Make the rename durable (where the platform can open a directory)."""
-    try:
+    with suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _unflatten(manifest, prefix, arrays, path):
