@@ -79,10 +79,8 @@ class TakeAlong:
         if not x.requires_grad:
             return
         ids = ix.storage.value
-        if self.sparse:      # along axis 0 the ids are row ids: record them as touched rows
-            grad = sparse_grad_slot(x, ids)
-        else:
-            grad = cleared_grad(x)
+        # along axis 0 (sparse) the ids are row ids: record them as touched rows
+        grad = sparse_grad_slot(x, ids) if self.sparse else cleared_grad(x)
         launch("along_scatter_add", node.dtype, node.size, node.grad, ids, grad, I64(node.size),
                self.n, self.k, self.inner)
 
@@ -134,10 +132,7 @@ class EmbeddingBag:
         launch("bag_backward_rows", node.dtype, used * int(self.row_len), node.grad, self.bounds,
                self.rows, I64(self.n_bags), I64(first), I64(used), self.row_len, self.mean)
         ids = ix.storage.value.reshape(-1)[first:first + used]
-        if self.sparse:
-            grad = sparse_grad_slot(table, ids)
-        else:
-            grad = cleared_grad(table)
+        grad = sparse_grad_slot(table, ids) if self.sparse else cleared_grad(table)
         launch("scatter_add_rows", node.dtype, used * int(self.row_len), rows, ids, grad,
                I64(used), self.row_len, I64(-1))
 
