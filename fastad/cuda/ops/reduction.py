@@ -120,7 +120,9 @@ class _AlongAxis:
 
 
 class ArgReduce(_AlongAxis):
-    """argmax (flag `lowest` False) or argmin of x along the middle axis of (outer, n, inner)."""
+    """argmax (flag `lowest` False) or argmin of x along the middle axis of (outer, n, inner):
+    the device forward of an argmax/argmin node, which fastad/ops/reduction.pyx builds (an
+    integer node: its ids live in the node's id buffer)."""
 
     def forward(self, node):
         x = node.parents[0]
@@ -128,10 +130,7 @@ class ArgReduce(_AlongAxis):
                self.outer, self.n, self.inner, self.flag)
 
 
-def arg_reduce(lowest, outer, n, inner):
-    """The device forward of an argmax/argmin node, which fastad/ops/reduction.pyx builds
-    (an integer node: its ids live in the node's id buffer)."""
-    return ArgReduce(lowest, outer, n, inner)
+arg_reduce = ArgReduce      # the primitive: arg_reduce(lowest, outer, n, inner)
 
 
 class Cumsum(_AlongAxis):
