@@ -19,6 +19,7 @@ import secrets
 import sys
 import threading
 import time
+from contextlib import suppress
 from multiprocessing import resource_tracker
 
 import numpy as np
@@ -79,10 +80,8 @@ def attach_or_create(name, nbytes, fill):
     True). Of several processes or threads that ask at once, one makes it and the others
     attach to it: a reader sees either no segment or a completely filled one. `name` holds
     no "~" (the private names of the segments being filled have one)."""
-    try:
+    with suppress(FileNotFoundError):
         return attach_segment(name), False
-    except FileNotFoundError:
-        pass
     # Fill a private segment, then publish it under the final name with link(2), which fails
     # if the name exists.
     temp = f"{name}~{os.getpid()}_{threading.get_ident()}"
@@ -99,10 +98,8 @@ def attach_or_create(name, nbytes, fill):
 
 def _unlink(name):
     """Unlink segment `name`; nothing if it is gone already, or another user's."""
-    try:
+    with suppress(FileNotFoundError, PermissionError):
         os.unlink(_path(name))
-    except (FileNotFoundError, PermissionError):
-        pass
 
 
 def view(mapping, shape, dtype, offset=0):

@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, suppress
 from multiprocessing import connection
 from multiprocessing.reduction import ForkingPickler
 
@@ -200,10 +200,8 @@ def _single_thread_env():
 
 def _describe_exit(exitcode):
     if exitcode is not None and exitcode < 0:
-        try:
+        with suppress(ValueError):
             return f"was killed by signal {signal.Signals(-exitcode).name} (exit code {exitcode})"
-        except ValueError:
-            pass
     return f"exited with code {exitcode}"
 
 
@@ -227,10 +225,7 @@ def _collect(processes, conns, progress, progress_interval, counters):
     workers = len(processes)
     results = [None] * workers
     done = [False] * workers
-    waiting = {}
-    for rank in range(workers):
-        waiting[conns[rank]] = rank
-        waiting[processes[rank].sentinel] = rank
+    waiting = {obj: rank for rank in range(workers) for obj in (conns[rank], processes[rank].sentinel)}
 
     def receive(rank):
         conn = conns[rank]
@@ -426,11 +421,8 @@ def run(fn, workers=1, args=(), start_method="spawn", progress=None, progress_in
             process = context.Process(
                 target=_worker_main, name=f"fastad-hogwild-{rank}", daemon=True,
                 args=(rank, payload, block.prefix, progress is not None, sender, os.getpid(), fork, sync))
-            if fork:
+            with nullcontext() if fork else _single_thread_env():
                 process.start()
-            else:
-                with _single_thread_env():
-                    process.start()
             processes.append(process)
             sender.close()
         results = _collect(processes, conns, progress, progress_interval, ranks[:, _PROGRESS])
