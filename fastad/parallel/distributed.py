@@ -419,8 +419,6 @@ class DistributedArray:
                 f"shards={len(self._block.shards)})")
 
 
-
-
 class DistributedArrays(array_handles.ArrayHandles):
     """The mapping `share` returns: key -> DistributedArray, and the context manager that ends it.
 
@@ -489,7 +487,6 @@ class DistributedArrays(array_handles.ArrayHandles):
             ray = _ray()
             for shard in self._block.shards:
                 ray.kill(shard)
-
 
 
 def _merge_snapshots(snapshots, who):
@@ -858,9 +855,6 @@ class _Session:
         by_time = int(steps * (self.sync_seconds - since) / (2 * seconds)) if seconds > 0 else by_count
         return max(1, min(by_count, by_time, 2 * steps))
 
-    def replica(self, handle):
-        return self._open(handle, handle.key)
-
     def state_replica(self, handle, key, fill):
         name = f"{handle.key}/{key}"
         if (handle._block.id, name) not in self.replicas:
@@ -875,9 +869,11 @@ class _Session:
                          for s in range(len(block.shards))]
             self._wait([(block, s, shard.create_state.remote(name, handle.key, parts[s]).future())
                         for s, shard in enumerate(block.shards)])
-        return self._open(handle, name)
+        return self.replica(handle, name)
 
-    def _open(self, handle, name):
+    def replica(self, handle, name=None):
+        """The replica of `handle`'s array (or of its state table `name`), opened on first use."""
+        name = handle.key if name is None else name
         block = handle._block
         replica = self.replicas.get((block.id, name))
         if replica is None:
