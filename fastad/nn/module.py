@@ -60,9 +60,8 @@ class Module:
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
-        self.__dict__.get("_parameters", {}).pop(name, None)
-        self.__dict__.get("_modules", {}).pop(name, None)
-        self.__dict__.get("_buffers", {}).pop(name, None)
+        for registry in ("_parameters", "_modules", "_buffers"):
+            self.__dict__.get(registry, {}).pop(name, None)
         object.__delattr__(self, name)
 
     def forward(self, *args, **kwargs):
