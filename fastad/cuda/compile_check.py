@@ -20,7 +20,7 @@ from typing import Sequence
 
 from fastad.cuda import kernels
 
-#: nvcc options of `nvcc_compile` (the output mode, -c, and the files are added).
+#: nvcc options of `nvcc_compile` (-c and the files are added).
 NVCC_OPTIONS = ("-std=c++17", "-arch=sm_90", "-ftz=true")
 
 
@@ -88,9 +88,9 @@ def instantiation_source(source: str, name_expressions: Sequence[str]) -> str:
 
 
 def nvcc_compile_program(source: str, name_expressions: Sequence[str], name: str,
-                         options: Sequence[str] = NVCC_OPTIONS, ptx: bool = False) -> None:
+                         options: Sequence[str] = NVCC_OPTIONS) -> None:
     """Compile `source` with every name expression instantiated, with
-    `nvcc <options> -c` (or `--ptx`) in a temporary folder. Raises CompileError
+    `nvcc <options> -c` in a temporary folder. Raises CompileError
     with nvcc's output, or RuntimeError when nvcc is missing."""
     found, nvcc = nvcc_available()
     if not found:
@@ -98,16 +98,15 @@ def nvcc_compile_program(source: str, name_expressions: Sequence[str], name: str
     with tempfile.TemporaryDirectory(prefix="fastad-nvcc-") as work:
         path = Path(work) / name
         path.write_text(instantiation_source(source, name_expressions))
-        mode, suffix = ("--ptx", ".ptx") if ptx else ("-c", ".o")
-        command = [nvcc, *options, mode, str(path), "-o", str(path.with_suffix(suffix))]
+        command = [nvcc, *options, "-c", str(path), "-o", str(path.with_suffix(".o"))]
         result = subprocess.run(command, capture_output=True, text=True, cwd=work)
         if result.returncode != 0:
             raise CompileError(f"nvcc could not compile {name} (`{' '.join(command)}`):\n"
                                f"{result.stdout}{result.stderr}")
 
 
-def nvcc_compile(family: str, ptx: bool = False) -> None:
+def nvcc_compile(family: str) -> None:
     """Compile a family's program with nvcc, every kernel instantiated for float and
     double. Raises CompileError with nvcc's output."""
     nvcc_compile_program(kernels.program_source(family), kernels.name_expressions(family),
-                         f"{family}_program.cu", ptx=ptx)
+                         f"{family}_program.cu")
