@@ -5,17 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from fastad._engine.graph import Variable, function_node, grad_slot
-from fastad.cuda import backend as _backend
-from fastad.cuda.backend import I32, I64, copy_from_host, fill, from_host, launch, scalar, to_host
+# backend(): the active backend (CuPy, or the emulator)
+from fastad.cuda.backend import (I32, I64, copy_from_host, fill, from_host, get as backend, launch,
+                                 scalar, to_host)
 from fastad.cuda.storage import DeviceStorage
 
 __all__ = ["I64", "I32", "backend", "launch", "scalar", "meta_array", "fill", "to_host", "from_host",
            "copy_from_host", "same_device", "make_node", "bound_ids", "cleared_grad"]
-
-
-def backend():
-    """The active backend (CuPy, or the emulator)."""
-    return _backend.get()
 
 
 def meta_array(values):
