@@ -100,9 +100,6 @@ def cross_entropy(checked, smoothing):
 
 
 class NLLLoss(ClassTargets):
-    def __init__(self, checked):
-        super().__init__("nll_loss", checked)
-
     def forward(self, node):
         x = node.parents[0]
         _reduce(node, self, "nll_forward", self.batch, x.value, self.read_ids(), self.ids,
@@ -119,7 +116,7 @@ class NLLLoss(ClassTargets):
 
 def nll_loss(checked):
     """fastad/ops/losses.pyx's `nll_loss` for device scores, after its checks."""
-    fn = NLLLoss(checked)
+    fn = NLLLoss("nll_loss", checked)
     return make_node("nll_loss", fn.inputs, fn.out_shape, checked.x.dtype, fn)
 
 
