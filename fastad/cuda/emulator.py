@@ -238,12 +238,9 @@ class Emulator:
         if len(args) != len(kernel.params):
             raise TypeError(f"{name_expression} takes {len(kernel.params)} arguments "
                             f"({', '.join(p.describe() for p in kernel.params)}), got {len(args)}")
-        keep_alive = []
-        pointers = (ctypes.c_void_p * max(len(args), 1))()
-        for index, (param, arg) in enumerate(zip(kernel.params, args)):
-            storage = _argument_storage(name_expression, index, param, arg)
-            keep_alive.append(storage)
-            pointers[index] = storage.ctypes.data
+        storages = [_argument_storage(name_expression, index, param, arg)   # alive until the launch
+                    for index, (param, arg) in enumerate(zip(kernel.params, args))]
+        pointers = (ctypes.c_void_p * max(len(args), 1))(*(s.ctypes.data for s in storages))
         kernel.launcher(pointers, int(grid), int(block))
 
 
