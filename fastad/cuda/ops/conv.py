@@ -10,7 +10,7 @@ folds back onto the input. Scratch buffers are made when the node is built.
 import numpy as np
 
 from fastad._engine.graph import grad_slot
-from fastad.cuda.ops.common import I32, I64, backend, cleared_grad, fill, from_host, launch, make_node
+from fastad.cuda.ops.common import I32, I64, backend, cleared_grad, from_host, launch, make_node
 
 GEOMETRY = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw")
 
@@ -55,11 +55,10 @@ class Conv:
             launch("conv_bias_backward", node.dtype, self.out_channels, self.staged, grad,
                    I64(self.out_channels), I64(self.width), I32(accumulate))
         if w.requires_grad:
-            grad, accumulate = grad_slot(w)
             if self.width == 0:
-                if not accumulate:
-                    fill(grad, 0)
+                cleared_grad(w)
             else:
+                grad, accumulate = grad_slot(w)
                 target = grad.reshape((self.groups, -1, self.depth))
                 for grp in range(self.groups):        # dW_g = dY_g @ cols_g^T
                     gemm(self.staged[grp], self.cols[grp], target[grp], trans_b=True,

@@ -5,7 +5,7 @@ fastad/ops/linalg.pyx checks the shapes and works out the product's layout
 operands here.
 """
 from fastad._engine.graph import grad_slot
-from fastad.cuda.ops.common import I32, I64, launch, make_node, backend, fill
+from fastad.cuda.ops.common import I32, I64, launch, make_node, backend, cleared_grad, fill
 
 
 class Matmul:
@@ -40,11 +40,10 @@ class Matmul:
         for x, shared, into_a in ((a, self.a_shared, True), (b, self.b_shared, False)):
             if not x.requires_grad:
                 continue
-            grad, accumulate = grad_slot(x)
             if self.empty:
-                if not accumulate:
-                    fill(grad, 0)
+                cleared_grad(x)
                 continue
+            grad, accumulate = grad_slot(x)
             if into_a:                            # (a and b may be one leaf: a @ a)
                 target = grad.reshape(A.shape)
                 for t in range(self.batch):       # dA_t = dC_t @ B_t^T; a shared batch sums
