@@ -176,7 +176,17 @@ class InProcessArray(ArrayHandle):
         return f"InProcessArray(shape={self.shape}, dtype={self.dtype.name})"
 
 
-class InProcessArrays(dict):
+class _ClosedOnExit:
+    """A context manager that calls `self.close()` when its block ends."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class InProcessArrays(_ClosedOnExit, dict):
     """{name: InProcessArray} over arrays of this process, for `run(...,
     start_method="threads")` in place of `share`: the threads train the arrays
     themselves. Closing it frees nothing (the arrays are their owners'), so it stands
@@ -196,12 +206,6 @@ class InProcessArrays(dict):
     def close(self):
         pass
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 def share_for(start_method, arrays):
     """What `run(..., start_method=start_method)` workers should share `arrays` through:
@@ -215,7 +219,7 @@ def in_place(handles):
     return isinstance(handles, InProcessArrays)
 
 
-class ArrayHandles(Mapping):
+class ArrayHandles(_ClosedOnExit, Mapping):
     """A read-only mapping of names to array handles that is also a context
     manager: `with share(...) as handles:` calls `close()` at the end. Subclasses
     set `self._handles` and implement `close`."""
@@ -232,12 +236,6 @@ class ArrayHandles(Mapping):
 
     def close(self):
         raise NotImplementedError
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._handles.items())
