@@ -26,6 +26,7 @@ staleness bound it implies, the fault policy (workers that raise or die,
 shards that stop answering or die, checkpoints and `restore`) and the figures.
 """
 import concurrent.futures
+import functools
 import glob
 import os
 import re
@@ -306,22 +307,17 @@ def _results(calls, timeout, timeout_name):
     return results
 
 
-_remotes = {}
-
-
+@functools.cache
 def _remote(target):
     """The Ray actor class or remote function of `target`, made once (Ray is imported late)."""
-    if target not in _remotes:
-        _remotes[target] = _ray().remote(target)
-    return _remotes[target]
+    return _ray().remote(target)
 
 
 # ------------------------------------------------------------ driver side
 
 def _checkpoint_path(checkpoint_dir, s, shards):
-    if checkpoint_dir is None:
-        return None
-    return os.path.join(checkpoint_dir, f"shard-{s:04d}-of-{shards:04d}.npz")
+    name = f"shard-{s:04d}-of-{shards:04d}.npz"
+    return None if checkpoint_dir is None else os.path.join(checkpoint_dir, name)
 
 
 class _Block:
