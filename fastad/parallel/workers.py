@@ -165,10 +165,8 @@ def _worker_main(rank, payload, prefix, counting, conn, parent_pid, fork, sync):
     _counter = ranks[rank, _PROGRESS:_PROGRESS + 1] if counting else None
     try:
         fn, args = payload if fork else pickle.loads(payload)
-        if sync is None:
-            message = ("ok", fn(rank, *args))
-        else:
-            message = ("ok", lockstep.call(fn, rank, args, prefix, ranks[:, _TAG], *sync))
+        message = ("ok", fn(rank, *args) if sync is None
+                   else lockstep.call(fn, rank, args, prefix, ranks[:, _TAG], *sync))
     except BaseException as exc:
         message = raised(exc)
     try:
