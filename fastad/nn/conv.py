@@ -16,6 +16,7 @@ from fastad._engine.graph import Parameter
 from fastad import random as fastad_random
 from fastad.checks import check_flag, check_int, check_number, check_sizes
 from fastad.nn.functional import check_float_variable
+from fastad.nn.layers import _uniform
 from fastad.nn.module import Module, _WithArguments
 
 __all__ = ["Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
@@ -42,9 +43,8 @@ class _ConvNd(Module):
         bound = 1 / math.sqrt(fan_in)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        self.weight = Parameter(rng.uniform(-bound, bound, (out_channels, in_channels // groups)
-                                            + kernel), dtype=dtype)
-        self.bias = Parameter(rng.uniform(-bound, bound, out_channels), dtype=dtype) \
+        self.weight = _uniform((out_channels, in_channels // groups) + kernel, bound, rng, dtype)
+        self.bias = _uniform((out_channels,), bound, rng, dtype) \
             if check_flag(who, "bias", bias) else None
 
     def forward(self, x):
