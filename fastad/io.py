@@ -229,8 +229,7 @@ def load(path):
 
 def _load_safetensors(path):
     with open(path, "rb") as f:
-        raw = f.read()
-    tensors, metadata = safetensors_format.decode(raw, path)
+        tensors, metadata = safetensors_format.decode(f.read(), path)
     if safetensors_format.METADATA_KEY not in metadata:
         return tensors
     try:
