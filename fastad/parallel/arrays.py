@@ -19,7 +19,7 @@ from fastad.checks import look_up
 from fastad.parallel import segments
 
 __all__ = ["ArrayHandle", "SharedArray", "InProcessArray", "InProcessArrays", "ArrayHandles",
-           "SharedArrays", "share", "share_for", "in_place", "state_fill", "check_state_key",
+           "SharedArrays", "share", "share_for", "in_place", "as_rows", "state_fill", "check_state_key",
            "check_shareable"]
 
 _STATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -81,6 +81,14 @@ class ArrayHandle:
     def _open_state(self, key, fill):
         """The state array `key`, made filled with `fill` by the first to ask."""
         raise NotImplementedError
+
+
+def as_rows(array):
+    """`array` seen as a 2-D (rows, row length) array: 0-d is one row, 1-D is one value a row
+    (a view of a C-contiguous array; for fastad.parallel.lockstep and .distributed)."""
+    if array.ndim == 0:
+        return array.reshape(1, 1)
+    return array.reshape(array.shape[0], int(np.prod(array.shape[1:])))
 
 
 def state_fill(key, shape, dtype, fill):

@@ -41,6 +41,7 @@ from fastad.io import load, save
 from fastad.optim.optimizers import set_step_hooks
 from fastad.parallel import segments
 from fastad.parallel import arrays as array_handles     # `arrays` and `workers` name arguments here
+from fastad.parallel.arrays import as_rows
 from fastad.parallel import workers as pool
 from fastad.parallel.workers import WorkerError
 
@@ -92,13 +93,6 @@ def _check_reachable(address):
                               f"answered at {host}:{port} within {_CONNECT_SECONDS:g} s ({exc}); "
                               f"start one with `ray start --head`, or pass address=None for a "
                               f"local instance") from None
-
-
-def _as_rows(array):
-    """`array` seen as a 2-D (rows, row length) array: 0-d is one row, 1-D is one value a row."""
-    if array.ndim == 0:
-        return array.reshape(1, 1)
-    return array.reshape(array.shape[0], int(np.prod(array.shape[1:])))
 
 
 def _changed(current, base):
@@ -259,9 +253,9 @@ class _Shard:
 def _tables(arrays, state):
     """{table name: 2-D rows}: each array under its key, and each of its optimizer state
     arrays (`state`: {key: {state key: array}}) under "key/state key"."""
-    tables = {key: _as_rows(a) for key, a in arrays.items()}
+    tables = {key: as_rows(a) for key, a in arrays.items()}
     for key, states in state.items():
-        tables.update((f"{key}/{state_key}", _as_rows(rows)) for state_key, rows in states.items())
+        tables.update((f"{key}/{state_key}", as_rows(rows)) for state_key, rows in states.items())
     return tables
 
 
@@ -525,7 +519,7 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
     if checkpoint_dir is not None:
         checkpoint_dir = os.path.abspath(os.fspath(checkpoint_dir))
         os.makedirs(checkpoint_dir, exist_ok=True)
-    bounds = {key: np.array([len(_as_rows(a)) * s // shards for s in range(shards + 1)], np.int64)
+    bounds = {key: np.array([len(as_rows(a)) * s // shards for s in range(shards + 1)], np.int64)
               for key, a in arrays.items()}
     shapes = {key: a.shape for key, a in arrays.items()}
     tables = _tables(arrays, state)
@@ -669,7 +663,7 @@ class _Replica:
         self.name = name                       # the shard's table name: key or "key/state key"
         self.bounds = block.bounds[key]
         self.array = np.zeros(shape, dtype)    # what the worker's Parameter adopts
-        self.rows = _as_rows(self.array)       # a view of it
+        self.rows = as_rows(self.array)       # a view of it
         self.base = np.zeros_like(self.rows)   # the value last pulled from or pushed to the shards
         count = len(block.shards)
         self.tokens = [None] * count           # the shard start each row range was pulled from
@@ -860,7 +854,7 @@ class _Session:
             if np.ndim(fill) == 0:
                 parts = [np.asarray(fill, handle.dtype)] * len(block.shards)
             else:
-                rows = _as_rows(filled)
+                rows = as_rows(filled)
                 parts = [np.ascontiguousarray(rows[bounds[s]:bounds[s + 1]])
                          for s in range(len(block.shards))]
             self._wait([(block, s, shard.create_state.remote(name, handle.key, parts[s]).future())

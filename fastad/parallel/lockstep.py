@@ -13,6 +13,7 @@ import numpy as np
 from fastad._engine.graph import Parameter
 from fastad.optim.optimizers import set_step_hooks
 from fastad.parallel import segments
+from fastad.parallel.arrays import as_rows
 
 __all__ = ["REDUCTIONS", "call", "sync_step"]
 
@@ -63,10 +64,6 @@ class _GradSlot:
         return 16 * len(params) + sum(
             _aligned(8 * (p.shape[0] if p.shape else 1)) + _aligned(p.value.nbytes) for p in params)
 
-    def _rows(self, i, p):
-        """Parameter i's values as (rows, row_len), a view."""
-        return self.values[i].reshape(p.shape[0], p.size // p.shape[0] if p.shape[0] else 0)
-
     def write(self, params):
         """Copy each Parameter's gradient in: the touched rows of a sparse one only."""
         for i, p in enumerate(params):
@@ -76,7 +73,7 @@ class _GradSlot:
                 rows, values = p.sparse_grad()
                 self.header[i, 1] = rows.size
                 self.ids[i][:rows.size] = rows
-                self._rows(i, p)[:rows.size] = values
+                as_rows(self.values[i])[:rows.size] = values
             elif mode == "dense":
                 self.values[i][...] = p.grad
 
@@ -86,7 +83,7 @@ class _GradSlot:
             p = params[i]
             mode, touched = _GRAD_MODES[self.header[i, 0]], int(self.header[i, 1])
             if mode == "sparse":
-                p._accumulate_grad(self._rows(i, p)[:touched], self.ids[i][:touched])
+                p._accumulate_grad(as_rows(self.values[i])[:touched], self.ids[i][:touched])
             elif mode == "dense":
                 p._accumulate_grad(self.values[i])
 
