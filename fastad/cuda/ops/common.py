@@ -11,7 +11,7 @@ from fastad.cuda.backend import (I32, I64, copy_from_host, fill, from_host, get 
 from fastad.cuda.storage import DeviceStorage
 
 __all__ = ["I64", "I32", "backend", "launch", "scalar", "meta_array", "fill", "to_host", "from_host",
-           "copy_from_host", "same_device", "make_node", "bound_ids", "cleared_grad"]
+           "copy_from_host", "same_device", "make_node", "bound_ids", "cleared_grad", "OneInput"]
 
 
 def meta_array(values):
@@ -61,3 +61,14 @@ def cleared_grad(x):
     if not accumulate:
         fill(grad, 0)
     return grad
+
+
+class OneInput:
+    """An op of one input, x = node.parents[0], whose backward writes or adds x's gradient:
+    `backward` calls `backward_into(node, x, grad, accumulate)` with x's gradient slot, only
+    when x needs a gradient."""
+
+    def backward(self, node):
+        x = node.parents[0]
+        if x.requires_grad:
+            self.backward_into(node, x, *grad_slot(x))

@@ -6,14 +6,14 @@ As in fastad/ops/elementwise.pyx, a Python number operand becomes a unary
 """
 from fastad._engine.graph import grad_slot
 from fastad.cuda.kernels import BINARY_OPS, COMPARISONS
-from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
-                                    same_device)
+from fastad.cuda.ops.common import (I32, I64, OneInput, launch, scalar, meta_array, make_node,
+                                    backend, same_device)
 from fastad.cuda.ops.reduction import Fold
 
 
 # ------------------------------------------------------------------ unary
 
-class Unary:
+class Unary(OneInput):
     """y = f(x) elementwise; `p` is pow's exponent or a *scalar op's number."""
 
     def __init__(self, code, p):
@@ -24,11 +24,7 @@ class Unary:
         launch("unary_forward", node.dtype, node.size, x.value, node.value, I64(node.size),
                 self.code, scalar(node.dtype, self.p))
 
-    def backward(self, node):
-        x = node.parents[0]
-        if not x.requires_grad:
-            return
-        grad, accumulate = grad_slot(x)
+    def backward_into(self, node, x, grad, accumulate):
         launch("unary_backward", node.dtype, node.size, x.value, node.value, node.grad, grad,
                 I64(node.size), self.code, scalar(node.dtype, self.p), I32(accumulate))
 

@@ -22,8 +22,8 @@ import numpy as np
 from fastad._engine.graph import grad_slot
 from fastad.ops.losses import check_target_ids
 from fastad.cuda.kernels import POINTWISE_LOSSES
-from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, launch, scalar, make_node, same_device,
-                                    to_host, from_host)
+from fastad.cuda.ops.common import (I32, I64, OneInput, backend, bound_ids, launch, scalar, make_node,
+                                    same_device, to_host, from_host)
 
 def _accumulator():
     """The op's [sum, count, scale] doubles; the scale stays 1 for "none"."""
@@ -42,7 +42,7 @@ def _reduce(node, fn, kernel, n, *args):
 
 # ------------------------------------------------------ class-target losses
 
-class ClassTargets:
+class ClassTargets(OneInput):
     """What cross_entropy and nll_loss share, from fastad/ops/losses.pyx's checked
     arguments (`checked`): the scores' (batch, classes), the ids and the reduction.
     `ids` is the uploaded fixed targets, or the buffer each forward copies an
@@ -83,11 +83,7 @@ class CrossEntropy(ClassTargets):
                 self.ids, self.lse, node.value, I64(self.batch), I64(self.classes),
                 I64(self.ignore), scalar(node.dtype, self.smoothing))
 
-    def backward(self, node):
-        x = node.parents[0]
-        if not x.requires_grad:
-            return
-        grad, accumulate = grad_slot(x)
+    def backward_into(self, node, x, grad, accumulate):
         launch("cross_entropy_backward", node.dtype, x.size, x.value, self.ids, self.lse,
                node.grad, self.gy_step(), self.acc, grad, I64(self.batch), I64(self.classes),
                I64(self.ignore), scalar(node.dtype, self.smoothing), I32(accumulate))
@@ -105,11 +101,7 @@ class NLLLoss(ClassTargets):
         _reduce(node, self, "nll_forward", self.batch, x.value, self.read_ids(), self.ids,
                 node.value, I64(self.batch), I64(self.classes), I64(self.ignore))
 
-    def backward(self, node):
-        x = node.parents[0]
-        if not x.requires_grad:
-            return
-        grad, accumulate = grad_slot(x)
+    def backward_into(self, node, x, grad, accumulate):
         launch("nll_backward", node.dtype, x.size, self.ids, node.grad, self.gy_step(), self.acc,
                grad, I64(self.batch), I64(self.classes), I64(self.ignore), I32(accumulate))
 

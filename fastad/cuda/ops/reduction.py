@@ -8,9 +8,8 @@ around the chosen axis; one thread normalises one (outer, inner) line along n
 """
 import numpy as np
 
-from fastad._engine.graph import grad_slot
-from fastad.cuda.ops.common import (I32, I64, launch, scalar, meta_array, make_node, backend,
-                                    fill)
+from fastad.cuda.ops.common import (I32, I64, OneInput, launch, scalar, meta_array, make_node,
+                                    backend, fill)
 
 # The CPU's ReduceOp codes (fastad/ops/reduction.pyx) and the kernels' ReduceMode.
 R_SUM, R_MEAN, R_MAX, R_LOGSUMEXP, R_MIN, R_NORM2 = range(6)
@@ -73,7 +72,7 @@ class Fold:
                self.n_chunks, self.meta, self.nd, scalar(t, scale), I32(accumulate))
 
 
-class Reduce:
+class Reduce(OneInput):
     def __init__(self, code, x, kept, scale):
         self.code = code
         # keep: the axes the output keeps (a length-1 axis may count as either)
@@ -92,14 +91,10 @@ class Reduce:
             launch(FORWARD_KERNELS[self.code], node.dtype, f.n_slots, x.value, node.value,
                    f.n_slots, f.meta, f.nd)
 
-    def backward(self, node):
-        x = node.parents[0]
-        if not x.requires_grad:
-            return
+    def backward_into(self, node, x, grad, accumulate):
         t, f = node.dtype, self.fold
         if self.code in (R_MAX, R_MIN):
             launch("count_ties", t, f.n_slots, x.value, node.value, self.ties, f.n_slots, f.meta, f.nd)
-        grad, accumulate = grad_slot(x)
         launch("reduce_backward", t, x.size, x.value, node.value, node.grad, self.ties, grad,
                I64(x.size), f.meta, f.nd, I32(MODES[self.code]), scalar(t, self.scale),
                I32(accumulate))
@@ -133,7 +128,7 @@ class ArgReduce(_AlongAxis):
 arg_reduce = ArgReduce      # the primitive: arg_reduce(lowest, outer, n, inner)
 
 
-class Cumsum(_AlongAxis):
+class Cumsum(_AlongAxis, OneInput):
     """The running sum along the middle axis of (outer, n, inner) (no flag)."""
 
     def forward(self, node):
@@ -141,11 +136,7 @@ class Cumsum(_AlongAxis):
         launch("cumsum_forward", node.dtype, int(self.outer * self.inner), x.value, node.value,
                self.outer, self.n, self.inner)
 
-    def backward(self, node):
-        x = node.parents[0]
-        if not x.requires_grad:
-            return
-        grad, accumulate = grad_slot(x)
+    def backward_into(self, node, x, grad, accumulate):
         launch("cumsum_backward", node.dtype, int(self.outer * self.inner), node.grad, grad,
                self.outer, self.n, self.inner, I32(accumulate))
 
@@ -156,7 +147,7 @@ def cumsum(x, outer, n, inner, shape):
     return make_node("cumsum", (x,), shape, x.dtype, Cumsum(0, outer, n, inner))
 
 
-class Softmax(_AlongAxis):
+class Softmax(_AlongAxis, OneInput):
     """softmax (flag `log` False) or log_softmax (True) along the middle axis of (outer, n, inner)."""
 
     def forward(self, node):
@@ -164,11 +155,7 @@ class Softmax(_AlongAxis):
         launch("softmax_forward", node.dtype, int(self.outer * self.inner), x.value, node.value,
                self.outer, self.n, self.inner, self.flag)
 
-    def backward(self, node):
-        x = node.parents[0]
-        if not x.requires_grad:
-            return
-        grad, accumulate = grad_slot(x)
+    def backward_into(self, node, x, grad, accumulate):
         launch("softmax_backward", node.dtype, int(self.outer * self.inner), node.value,
                node.grad, grad, self.outer, self.n, self.inner, self.flag, I32(accumulate))
 

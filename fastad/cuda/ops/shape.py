@@ -9,21 +9,17 @@ put each input at its positions in the output.
 import numpy as np
 
 from fastad._engine.graph import grad_slot
-from fastad.cuda.ops.common import I32, I64, cleared_grad, launch, make_node, from_host
+from fastad.cuda.ops.common import I32, I64, OneInput, cleared_grad, launch, make_node, from_host
 
 
-class View:
+class View(OneInput):
     """The output is the input's buffer with another shape."""
 
     def forward(self, node):
         pass                      # the value aliases the input's buffer
 
-    def backward(self, node):
-        x = node.parents[0]
-        if x.requires_grad:
-            grad, accumulate = grad_slot(x)
-            launch("copy_or_add", node.dtype, node.size, node.grad, grad, I64(node.size),
-                   I32(accumulate))
+    def backward_into(self, node, x, grad, accumulate):
+        launch("copy_or_add", node.dtype, node.size, node.grad, grad, I64(node.size), I32(accumulate))
 
 
 def reshape(x, shape):
