@@ -515,14 +515,10 @@ cdef object device_of(Variable x):
     return None if x._storage is None else x._storage.device
 
 
-cdef str _device_name(Variable x):
-    return "cpu" if x._storage is None else x._storage.device
-
-
 cdef int same_device(str op, Variable a, Variable b) except -1:
     """ValueError naming both devices when a and b are on two."""
     if device_of(a) != device_of(b):
-        first, second = sorted((_device_name(a), _device_name(b)))
+        first, second = sorted((device_of(a) or "cpu", device_of(b) or "cpu"))
         raise ValueError(f"{op}: inputs on different devices, {first} and {second}; "
                          f"move them with .to(device) first")
     return 0
@@ -713,20 +709,16 @@ cdef int place_grads(Plan plan) except -1:
             total += _slot_bytes(node)
     if total == 0:
         return 0
-    cdef char* block = <char*>aligned_alloc(CACHE_LINE, total)
-    if block == NULL:
+    cdef _ArenaBlock block = _ArenaBlock.__new__(_ArenaBlock)      # arena 0: of no GradientArena
+    block.data = <char*>aligned_alloc(CACHE_LINE, total)
+    if block.data == NULL:
         raise MemoryError()
-    try:
-        owner = PyCapsule_New(block, NULL, _free_buffer)
-    except BaseException:
-        free(block)
-        raise
     total = 0
     for i in range(plan.n_bwd):
         node = <Variable>plan.bwd_nodes[i]
         if node.grad_ptr == NULL and not node.on_device and node._value is not None:
-            node.grad_ptr = block + total
-            node._grad_block = owner
+            node.grad_ptr = block.data + total
+            node._grad_block = block
             total += _slot_bytes(node)
     return 0
 
@@ -895,7 +887,8 @@ cdef unsigned long long _arena_serial = 0     # tells arenas apart (blocks outli
 
 @cython.no_gc
 cdef class _ArenaBlock:
-    """One allocation of a GradientArena, owned by the gradient buffers placed in it."""
+    """One allocation of gradient buffers (a GradientArena's, or a plan's: see place_grads),
+    owned by the buffers placed in it."""
     cdef char* data
     cdef unsigned long long arena
 
@@ -1105,7 +1098,7 @@ cdef class Variable:
     @property
     def device(self):
         """Where the value lives: "cpu", or "cuda:N" for GPU N."""
-        return _device_name(self)
+        return device_of(self) or "cpu"
 
     @property
     def storage(self):
@@ -1392,10 +1385,9 @@ cdef class Leaf(Variable):
         if self.grad_mode == GRAD_DENSE:
             return self._grad
         dense = np.zeros(self._shape, dtype=self._value.dtype)
-        if self.grad_mode == GRAD_SPARSE:
-            sp = <Parameter>self
-            # as (rows, row_len): a 1-D Parameter's slab rows are one element wide
-            dense.reshape(sp._shape[0], sp.row_len)[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
+        sp = <Parameter>self        # only a Parameter's gradient is sparse
+        # as (rows, row_len): a 1-D Parameter's slab rows are one element wide
+        dense.reshape(sp._shape[0], sp.row_len)[sp.touched[:sp.n_touched]] = sp.slab[:sp.n_touched]
         dense.flags.writeable = False
         return dense
 
@@ -1436,21 +1428,19 @@ cdef class Leaf(Variable):
         """Copy `data` (same shape) into this leaf; `forward()` then recomputes the graph."""
         cdef cnp.ndarray arr
         if self.on_device and self._storage.copy_device_array(data):
-            mark_changed(self)
-            return
-        if not self.on_device and _holds_bytes_for(data, self._value):
+            pass
+        elif not self.on_device and _holds_bytes_for(data, self._value):
             arr = <cnp.ndarray>data
             memmove(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
-            mark_changed(self)
-            return
-        arr = _as_numeric_array(data, "set_value")
-        if (<object>arr).shape != self._shape:
-            raise ValueError(f"set_value: got shape {(<object>arr).shape}, expected {self._shape} "
-                             f"(a leaf keeps its shape; build a new graph for a new shape)")
-        if self.on_device:
-            self._storage.copy_from_host(arr)
         else:
-            np.copyto(self._value, arr, casting="unsafe")
+            arr = _as_numeric_array(data, "set_value")
+            if (<object>arr).shape != self._shape:
+                raise ValueError(f"set_value: got shape {(<object>arr).shape}, expected {self._shape} "
+                                 f"(a leaf keeps its shape; build a new graph for a new shape)")
+            if self.on_device:
+                self._storage.copy_from_host(arr)
+            else:
+                np.copyto(self._value, arr, casting="unsafe")
         mark_changed(self)
 
 
@@ -1487,19 +1477,14 @@ cdef int set_storage(Variable node, object storage) except -1:
     return 0
 
 
-cdef int _hold(Variable leaf, cnp.ndarray arr, object device) except -1:
-    """Make `leaf` hold `arr`: as its buffer on the CPU (device None), else a copy on `device`."""
+cdef int _init_leaf(Variable leaf, str op, cnp.ndarray arr, bint requires_grad, object device) except -1:
+    """Make `leaf` a leaf holding `arr`: as its buffer on the CPU (device None), else a copy on `device`."""
     if device is None:
         _adopt_value(leaf, arr)
     else:
         set_storage(leaf, _backend.from_host(device, arr))
         leaf.size = arr.size
     leaf._shape = (<object>arr).shape
-    return 0
-
-
-cdef int _init_leaf(Leaf leaf, str op, cnp.ndarray arr, bint requires_grad, object device) except -1:
-    _hold(leaf, arr, device)
     leaf.f64 = arr.dtype == float64
     leaf.op_name = op
     leaf.parents = ()
@@ -1577,13 +1562,11 @@ cdef class Parameter(Leaf):
             self.grad_mode = GRAD_DENSE
             return 0
         cdef Py_ssize_t k, width = self.row_len * element_size(self.f64)
-        cdef const int64_t* touched = <const int64_t*>cnp.PyArray_DATA(self.touched)
-        cdef int32_t* slot_of = <int32_t*>cnp.PyArray_DATA(self.slot_of)
         self.ensure_grad_buffer()
         zero_values(self.grad_ptr, self.size, self.f64)
         for k in range(self.n_touched):
-            memcpy(self.grad_ptr + touched[k] * width, self.slab_ptr + k * width, width)
-            slot_of[touched[k]] = -1
+            memcpy(self.grad_ptr + self.touched_ptr[k] * width, self.slab_ptr + k * width, width)
+            self.slot_of_ptr[self.touched_ptr[k]] = -1
         self.n_touched = 0
         self.grad_mode = GRAD_DENSE
         return 0
@@ -1815,12 +1798,7 @@ cdef class IndexInput(Variable):
 
     def __init__(self, ids, device=None):
         _once(self)
-        cdef cnp.ndarray arr = _index_array(ids, "IndexInput")
-        _hold(self, arr, _parse_device(device))
-        self.op_name = "index_input"
-        self.parents = ()
-        self.is_leaf = True
-        self.requires_grad = False
+        _init_leaf(self, "index_input", _index_array(ids, "IndexInput"), False, _parse_device(device))
         if device is None:
             _join_recording(self)
 
@@ -1849,17 +1827,16 @@ cdef class IndexInput(Variable):
         arr = _index_array(ids, "IndexInput.set_value")
         if (<object>arr).shape != self._shape:
             raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, expected {self._shape}")
-        if not self.on_device:
+        if self.on_device:
+            bound = self._storage.id_bound
+            bad = np.flatnonzero(arr.reshape(-1) >= bound)
+            if bad.size:
+                raise IndexError(f"IndexInput.set_value: id {arr.reshape(-1)[bad[0]]} at position "
+                                 f"{bad[0]} is out of range for the ops built on this IndexInput "
+                                 f"(ids must be < {bound})")
+            self._storage.copy_from_host(arr)
+        else:
             memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
-            mark_changed(self)
-            return
-        bound = self._storage.id_bound
-        bad = np.flatnonzero(arr.reshape(-1) >= bound)
-        if bad.size:
-            raise IndexError(f"IndexInput.set_value: id {arr.reshape(-1)[bad[0]]} at position "
-                             f"{bad[0]} is out of range for the ops built on this IndexInput "
-                             f"(ids must be < {bound})")
-        self._storage.copy_from_host(arr)
         mark_changed(self)
 
     def _copy_to(self, target):
