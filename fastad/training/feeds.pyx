@@ -126,7 +126,7 @@ cdef class FeedSampler(Sampler):
 
     @property
     def examples_per_epoch(self):
-        """The rows of this worker's shard."""
+        """The examples of this worker's shard: its rows (a BagSampler's bags)."""
         return self.shard_rows
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
@@ -298,11 +298,6 @@ cdef class BagSampler(FeedSampler):
         memset(self.ids_dst, 0, self.capacity * sizeof(int64_t))
         self.offsets_dst[0] = self.offsets_dst[1] = 0
         self._bind(who, feeds, lengths.shape[0], (ids_leaf, offsets_leaf), shuffle, seed, rank, workers)
-
-    @property
-    def examples_per_epoch(self):
-        """The bags of this worker's shard."""
-        return self.shard_rows
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         FeedSampler.begin_epoch(self, epoch)

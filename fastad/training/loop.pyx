@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 from cpython.ref cimport PyObject
 
+from fastad.checks import check_callable
 from fastad._engine.graph cimport (Variable, IndexInput, Parameter, Plan, RowGather, replay_forward,
                               replay_plan_forward, seed_scalar_grad, replay_plan_backward,
                               claim_parameters, release_parameters, check_int)
@@ -160,12 +161,6 @@ cdef int _report_progress(Loop* loop) except -1:
     return 0
 
 
-cdef int _check_callable(str name, object value) except -1:
-    if value is not None and not callable(value):
-        raise TypeError(f"train: {name} must be callable or None, got {value!r} ({type(value).__name__})")
-    return 0
-
-
 def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=None,
           Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1,
           callback=None):
@@ -232,8 +227,8 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     check_int("train", "epochs", epochs, 0)
     check_int("train", "report_every", report_every, 1)
     check_int("train", "schedule_every", schedule_every, 1)
-    _check_callable("progress", progress)
-    _check_callable("callback", callback)
+    check_callable("train", "progress", progress)
+    check_callable("train", "callback", callback)
     cdef Sampler sampler
     if isinstance(feeds, Sampler):
         if shuffle or seed is not None:
