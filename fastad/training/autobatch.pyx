@@ -29,7 +29,7 @@ import numpy as np
 from fastad._engine.graph cimport Variable, Input, IndexInput, init_node, set_storage
 from fastad._engine.graph import set_recording
 from fastad._engine.loops cimport element_size, row_axpy, zero_values
-from fastad.ops.elementwise import unary_node, binary_node, add, sub, mul, div
+from fastad.ops.elementwise import unary_node, binary_node, add, sub, mul
 from fastad.ops.linalg import matmul
 from fastad.ops.losses import cross_entropy
 from fastad.ops.reduction import sum as reduce_sum
@@ -135,30 +135,16 @@ cdef class Lazy(Variable):
         return f"Recorded({self.op_name}, shape={self._shape}, dtype={self.dtype.name})"
 
     # The operators of the common per-example models record directly, without the public
-    # functions' general checks; the rest go through them (and so to the Recording's ops).
+    # functions' general checks; the rest (Variable's) go through them (and so to the
+    # Recording's ops).
     def __add__(self, other):
         return _fast_binary("add", self, other) if isinstance(other, Variable) else add(self, other)
-
-    def __radd__(self, other):
-        return add(other, self)
 
     def __sub__(self, other):
         return _fast_binary("sub", self, other) if isinstance(other, Variable) else sub(self, other)
 
-    def __rsub__(self, other):
-        return sub(other, self)
-
     def __mul__(self, other):
         return _fast_binary("mul", self, other) if isinstance(other, Variable) else mul(self, other)
-
-    def __rmul__(self, other):
-        return mul(other, self)
-
-    def __truediv__(self, other):
-        return div(self, other)
-
-    def __rtruediv__(self, other):
-        return div(other, self)
 
     def __matmul__(self, other):
         cdef Variable w
