@@ -84,8 +84,6 @@ cdef class Parameter(Leaf):
     # buffers are one thread's at a time: see claim_parameters.
     cdef unsigned long trainer
     cdef int densify(self) except -1
-    cdef int _add_sparse_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
-                              Py_ssize_t row_len) except -1 nogil
     # 1 if an id occurs twice among ids[:n], else 0 (it marks rows in slot_of and unmarks them)
     cdef int repeats_among(self, const int64_t* ids, Py_ssize_t n) except -1 nogil
     cdef int start_sparse(self) except -1
@@ -209,7 +207,6 @@ cdef int mark_changed(Variable leaf) except -1
 
 # Replays, for compiled training loops.
 cdef int replay_forward(Variable root) except -1
-cdef int replay_backward(Variable root, object seed) except -1
 cdef int replay_plan_forward(Plan plan) except -1 nogil
 cdef int seed_scalar_grad(Variable root) except -1 nogil     # begins a pass
 cdef int replay_plan_backward(Plan plan) except -1 nogil
@@ -225,7 +222,6 @@ cdef object device_of(Variable x)          # None on the host, else the canonica
 cdef int same_device(str op, Variable a, Variable b) except -1   # ValueError naming both devices
 cdef Variable finish(Variable node)       # compute the new node's value (define-by-run)
 cdef bint grad_enabled() noexcept
-cdef int check_anomaly(Variable node, str phase) except -1
 cdef Variable as_variable(object x, Variable like)
 cdef Variable as_operand(str op, str argname, object x, Variable like)  # as_variable, or a TypeError
 cdef tuple float_operands(str op, object a, object b)  # (a, b) as float Variables, of one dtype
@@ -238,7 +234,6 @@ cdef double check_above(str who, str name, object value, double low, bint or_equ
 cdef Py_ssize_t check_int(str who, str name, object value, Py_ssize_t low) except? -1
 cdef bint is_real_number(object value)
 cdef double check_real(str who, str name, object value, bint infinite=*) except? -1.0
-cdef object shared_array_of(object handle)   # a shared handle's trainable_array(), or None
 cdef object device_backend()              # the registered device backend (register_backend); raises if none
 cdef object backend_for(Variable x)       # the backend of a Variable off the host: an autobatch
                                            # recording's (set_recording) or device_backend()

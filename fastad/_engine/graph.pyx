@@ -1585,18 +1585,15 @@ cdef class Parameter(Leaf):
 
     cdef int add_grad_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                            Py_ssize_t row_len) except -1 nogil:
-        if self.grad_mode == GRAD_DENSE:
-            _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
-            return 0
-        return self._add_sparse_rows(ids, n, rows, row_len)
-
-    cdef int _add_sparse_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
-                              Py_ssize_t row_len) except -1 nogil:
-        """Add the rows into the sparse gradient: a row's first contribution takes a slab row."""
+        """Add the rows into a dense gradient, else into the sparse one: a row's first
+        contribution takes a slab row."""
         cdef Py_ssize_t k, width = row_len * element_size(self.f64)
         cdef int64_t r
         cdef int32_t slot
         cdef bint fresh
+        if self.grad_mode == GRAD_DENSE:
+            _scatter_add_rows(self.grad_ptr, ids, n, rows, row_len, self.f64)
+            return 0
         if self.slot_of_ptr == NULL:
             with gil:
                 self.start_sparse()
