@@ -202,7 +202,8 @@ cdef bint is_recorded(Recording rec, str op, str argname, Variable x) except -1:
 
 
 cdef Lazy new_lazy(Recording rec, int kind, str op, tuple shape, bint f64, Variable a, Variable b):
-    """A recorded op node (a view when kind is K_VIEW, which is not listed for evaluation)."""
+    """A recorded op node (a view when kind is K_VIEW, which is not listed for evaluation); its
+    signature's width is its own row width until a caller sets its operand's."""
     cdef Lazy node = Lazy.__new__(Lazy)
     cdef Py_ssize_t width = width_of(shape)
     set_storage(node, rec)
@@ -220,6 +221,7 @@ cdef Lazy new_lazy(Recording rec, int kind, str op, tuple shape, bint f64, Varia
     node.rows = node.size // width
     node.sig.kind = kind
     node.sig.f64 = f64
+    node.sig.width = width
     if kind != K_VIEW:
         node.depth = 1 + max(depth_of(a), depth_of(b) if b is not None else 0)
         rec.nodes.append(node)
@@ -271,7 +273,6 @@ cdef Lazy record_binary(Recording rec, str op, Variable a, Variable b):
     cdef Lazy node = new_lazy(rec, K_BINARY, op, x._shape, x.f64, a, b)
     node.sig.code = _ARITHMETIC.index(op)
     node.sig.recorded = ra | (rb << 1)
-    node.sig.width = width_of(x._shape)
     node.sig.shared = <PyObject*>shared if shared is not None else NULL
     return node
 
@@ -288,7 +289,6 @@ cdef Lazy record_sum(Recording rec, Variable a, Variable b):
     node.depth = 1 + max((<Lazy>a).depth - 1 if is_sum(a) else depth_of(a),
                          (<Lazy>b).depth - 1 if is_sum(b) else depth_of(b))
     node.sig.recorded = 1
-    node.sig.width = width_of(a._shape)
     return node
 
 
@@ -355,7 +355,6 @@ cdef class Recording:
         node.sig.code = code
         node.sig.p = p
         node.sig.recorded = 1
-        node.sig.width = width_of(x._shape)
         return node
 
     def binary(self, str name, Variable a, Variable b, tuple shape):
@@ -380,7 +379,6 @@ cdef class Recording:
                                       f"in place on every forward; it cannot be batched")
         is_recorded(self, op, "ids", ix)
         cdef Lazy node = new_lazy(self, K_TAKE, op, ix._shape + table._shape[1:], table.f64, table, ix)
-        node.sig.width = table._shape[1]
         node.sig.shared = <PyObject*>table
         node.sig.extra = padding_idx
         return node
@@ -479,8 +477,7 @@ cdef class Recording:
                     groups.append([node])
             for members in groups:
                 _build_group(members, leaf_rows)
-        self.nodes = []
-        self.leaves = []
+        self.discard()
         return 0
 
 
@@ -791,7 +788,6 @@ def batch(losses):
         summed.depth = 1 + max((<Lazy>_base(x)).depth for x in recorded)
         summed.terms = recorded
         summed.sig.recorded = 1
-        summed.sig.width = 1
         previous = set_recording(None)       # the batched graph's own leaves are not recorded
         try:
             rec.evaluate([summed])
