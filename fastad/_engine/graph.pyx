@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 cimport cython
 cimport numpy as cnp
-from cpython.ref cimport PyObject, PyTypeObject, Py_INCREF, Py_TYPE
+from cpython.ref cimport PyObject, Py_INCREF, Py_TYPE
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_ITEM
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 from cpython.pythread cimport PyThread_get_thread_ident
@@ -1196,9 +1196,7 @@ cdef class Variable:
         """Clear the gradients of every leaf below that takes one (Parameters, Inputs made
         with requires_grad=True), or of this leaf: one compiled pass over the cached plan."""
         cdef Leaf leaf
-        if self.is_leaf:
-            if isinstance(self, Leaf):
-                (<Leaf>self).zero_grad()
+        if self.is_leaf:        # an IndexInput, which takes no gradient (a Leaf has its own zero_grad)
             return
         for leaf in self._get_plan().grad_leaves:
             if isinstance(leaf, Parameter):
