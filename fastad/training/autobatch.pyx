@@ -32,7 +32,6 @@ from fastad._engine.loops cimport element_size, row_axpy, zero_values
 from fastad.ops.elementwise import unary_node, binary_node, add, sub, mul
 from fastad.ops.linalg import matmul
 from fastad.ops.losses import cross_entropy
-from fastad.ops.reduction import sum as reduce_sum
 from fastad.ops.shape import getitem, reshape
 from fastad.ops.sparse import take, embedding
 
