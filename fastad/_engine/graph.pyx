@@ -788,15 +788,11 @@ cdef list claim_parameters(str who, object params):
     cdef list claimed = []
     cdef Parameter p
     for p in params:
-        if p.trainer == me:
-            continue
-        try:
-            check_unclaimed(who, p)
-        except RuntimeError:
-            release_parameters(claimed)
-            raise
-        p.trainer = me
-        claimed.append(p)
+        check_unclaimed(who, p)         # every one before any is claimed
+    for p in params:
+        if p.trainer != me:
+            p.trainer = me
+            claimed.append(p)
     return claimed
 
 
@@ -1152,10 +1148,7 @@ cdef class Variable:
             raise RuntimeError(
                 f"to({device!r}): '{self.op_name}' is an op node; only leaves move between devices "
                 f"(make the Parameters and Inputs on {device!r} and build the graph there)")
-        return self._copy_to(target)
-
-    def _copy_to(self, target):
-        raise RuntimeError(f"to(): a {type(self).__name__} cannot move between devices")
+        return self._copy_to(target)     # every leaf is a Parameter, Input or IndexInput
 
     cdef Plan _get_plan(self):
         if self._plan is None:
