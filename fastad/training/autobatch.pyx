@@ -84,7 +84,7 @@ cdef class Lazy(Variable):
     cdef int reduction_mean          # cross_entropy with reduction "mean"
     cdef Py_ssize_t depth            # 1 + its deepest recorded operand's: the soonest it can run
     cdef Py_ssize_t rows
-    cdef Py_ssize_t offset           # a view: its rows start `offset` rows into a's
+    cdef Py_ssize_t offset           # a view: its rows start `offset` rows into a's (else 0)
     # Set by the evaluation's backward sweep (Recording.evaluate): whether a loss needs it,
     # whether only nodes that run as late as they can need it (`tail`), and how late that is.
     cdef bint live, tail
@@ -429,12 +429,9 @@ cdef class Recording:
         that runs learns its rows there."""
         cdef dict leaf_rows = _stack_leaves(self.leaves)
         cdef list nodes = self.nodes
-        cdef Py_ssize_t i, level, max_depth = 0
+        cdef Py_ssize_t i, level, max_depth = max([(<Lazy>n).depth for n in nodes])
         cdef Lazy node, first
         cdef Variable x
-        for node in nodes:
-            if node.depth > max_depth:
-                max_depth = node.depth
         for x in needed:
             node = _base(x)
             node.live = True
@@ -533,12 +530,8 @@ cdef Variable locate(Variable x, dict leaf_rows, Py_ssize_t* row0):
         src, start = leaf_rows[x]
         row0[0] = start
         return src
-    lazy = <Lazy>x
-    if lazy.sig.kind == K_VIEW:
-        lazy = <Lazy>lazy.a
-        row0[0] = lazy.row0 + (<Lazy>x).offset
-    else:
-        row0[0] = lazy.row0
+    lazy = _base(x)
+    row0[0] = lazy.row0 + (<Lazy>x).offset       # 0 unless x is a view
     return lazy.src
 
 
