@@ -1443,14 +1443,6 @@ cdef bint _holds_bytes_for(object data, cnp.ndarray value):
     return True
 
 
-cdef int _once(Variable leaf) except -1:
-    """Refuse a second __init__: nodes built on a leaf keep its size, and its buffer."""
-    if leaf.op_name is not None:
-        raise RuntimeError(f"{type(leaf).__name__} is already initialised; use set_value() "
-                           f"to change its value, or make a new leaf for a new shape")
-    return 0
-
-
 cdef int set_storage(Variable node, object storage) except -1:
     """Give node its device storage (None: the host): the only place that sets
     `_storage`, and with it the flag the passes read without the GIL."""
@@ -1460,7 +1452,11 @@ cdef int set_storage(Variable node, object storage) except -1:
 
 
 cdef int _init_leaf(Variable leaf, str op, cnp.ndarray arr, bint requires_grad, object device) except -1:
-    """Make `leaf` a leaf holding `arr`: as its buffer on the CPU (device None), else a copy on `device`."""
+    """Make `leaf` a leaf holding `arr`: as its buffer on the CPU (device None), else a copy on
+    `device`. A second __init__ is refused: nodes built on a leaf keep its size, and its buffer."""
+    if leaf.op_name is not None:
+        raise RuntimeError(f"{type(leaf).__name__} is already initialised; use set_value() "
+                           f"to change its value, or make a new leaf for a new shape")
     if device is None:
         _adopt_value(leaf, arr)
     else:
@@ -1501,7 +1497,6 @@ cdef class Parameter(Leaf):
     """
 
     def __init__(self, data, dtype=None, name=None, device=None, copy=True):
-        _once(self)
         target = _parse_device(device)
         shared = shared_array_of(data)
         if shared is not None and target is not None:
@@ -1720,7 +1715,6 @@ cdef class Input(Leaf):
     """
 
     def __init__(self, data, dtype=None, requires_grad=False, device=None):
-        _once(self)
         _init_leaf(self, "input", _float_array(data, dtype, "Input"), bool(requires_grad),
                    _parse_device(device))
         if device is None:
@@ -1776,7 +1770,6 @@ cdef class IndexInput(Variable):
     """
 
     def __init__(self, ids, device=None):
-        _once(self)
         _init_leaf(self, "index_input", _index_array(ids, "IndexInput"), False, _parse_device(device))
         if device is None:
             _join_recording(self)
