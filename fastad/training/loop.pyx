@@ -62,7 +62,7 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
     step (`Optimizer.row_step`), so that each row takes its update inside backward: no
     gradient kept, no separate step and zero_grad passes over its rows. No pass reads the
     table after its update: the gathers copied (or used) its rows in forward. Returns the
-    (gather, table) pairs routed, for _unroute."""
+    (gather, table) pairs routed, which train routes back to the tables' gradients at its end."""
     trained = {id(p) for p in opt._params}
     readers = {}                  # id(Parameter) -> whether every node reading it is a row gather
     for node in plan.fwd + (root,):
@@ -81,12 +81,6 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
                 (<RowGather>node).route(<Variable>p, step)
                 routed.append((node, p))
     return routed
-
-
-cdef int _unroute(list routed) except -1:
-    for node, table in routed:
-        (<RowGather>node).route(<Variable>table, None)
-    return 0
 
 
 cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
@@ -293,7 +287,8 @@ cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt,
         raise type(err)(f"train: epoch {epoch + 1}, {sampler.where()}: {err}") from err
     finally:
         sampler.set_row_prefetches([])
-        _unroute(routed)
+        for node, table in routed:
+            (<RowGather>node).route(<Variable>table, None)
         if fast_opt is not None and loop.done:
             fast_opt.mark_stepped()
         if lr_schedule is not None:
