@@ -24,6 +24,8 @@ from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcmp, memcpy
 
+import math
+
 import numpy as np
 
 from fastad._engine.graph cimport Variable, Input, IndexInput, init_node, set_storage
@@ -166,20 +168,13 @@ cdef class Lazy(Variable):
     def reshape(self, *shape):
         new = shape[0] if len(shape) == 1 else shape
         if (type(new) is tuple and new and all(type(d) is int and d > 0 for d in new)
-                and new[len(new) - 1] == width_of(self._shape) and _product(new) == self.size):
+                and new[len(new) - 1] == width_of(self._shape) and math.prod(new) == self.size):
             return record_view(<Recording>self._storage, self, new, 0)
         return reshape(self, new)
 
 
 cdef inline Py_ssize_t width_of(tuple shape):
     return shape[len(shape) - 1] if shape else 1
-
-
-cdef Py_ssize_t _product(tuple shape):
-    cdef Py_ssize_t n = 1
-    for d in shape:
-        n *= <Py_ssize_t>d
-    return n
 
 
 cdef inline Py_ssize_t depth_of(Variable x):
@@ -207,7 +202,7 @@ cdef Lazy new_lazy(Recording rec, int kind, str op, tuple shape, bint f64, Varia
     cdef Py_ssize_t width = width_of(shape)
     set_storage(node, rec)
     node._shape = shape
-    node.size = _product(shape)
+    node.size = math.prod(shape)
     if node.size == 0:
         raise NotImplementedError(f"autobatch: {op}: a recorded value of shape {shape} has no "
                                   f"elements; empty values cannot be batched")
@@ -475,7 +470,6 @@ cdef class Recording:
                 _build_group(members, leaf_rows)
         self.discard()
         return 0
-
 
 
 cdef inline Lazy _base(Variable x):
