@@ -1011,8 +1011,7 @@ cdef class Variable:
     cdef int ensure_grad_buffer(self) except -1:
         if self.on_device:
             self._storage.ensure_grad()
-            return 0
-        if self.grad_ptr == NULL:
+        elif self.grad_ptr == NULL:
             if self._value is None:
                 raise TypeError("this Variable was never initialised: it has no value and no gradient")
             self._grad = new_buffer(cnp.PyArray_NDIM(self._value), cnp.PyArray_DIMS(self._value),
@@ -1170,14 +1169,12 @@ cdef class Variable:
         RuntimeError naming the stale node instead of mixing old and new values;
         call `forward()` first.
         """
-        if grad is None:
-            replay_backward(self, None)
-            return
-        seed = _as_numeric_array(grad, "backward(grad)")
-        if seed.shape != self._shape:
-            raise ValueError(f"backward(grad): grad has shape {seed.shape}, "
-                             f"expected the output's shape {self._shape}")
-        replay_backward(self, seed)
+        if grad is not None:
+            grad = _as_numeric_array(grad, "backward(grad)")
+            if grad.shape != self._shape:
+                raise ValueError(f"backward(grad): grad has shape {grad.shape}, "
+                                 f"expected the output's shape {self._shape}")
+        replay_backward(self, grad)
 
     def parameters(self):
         """The Parameters this Variable depends on, in first-visit order."""
@@ -1534,17 +1531,16 @@ cdef class Parameter(Leaf):
 
     cdef int densify(self) except -1:
         """Turn the sparse gradient into a dense one."""
+        cdef Py_ssize_t k, width = self.row_len * element_size(self.f64)
         if self.on_device:
             self._storage.densify()
-            self.grad_mode = GRAD_DENSE
-            return 0
-        cdef Py_ssize_t k, width = self.row_len * element_size(self.f64)
-        self.ensure_grad_buffer()
-        zero_values(self.grad_ptr, self.size, self.f64)
-        for k in range(self.n_touched):
-            memcpy(self.grad_ptr + self.touched_ptr[k] * width, self.slab_ptr + k * width, width)
-            self.slot_of_ptr[self.touched_ptr[k]] = -1
-        self.n_touched = 0
+        else:
+            self.ensure_grad_buffer()
+            zero_values(self.grad_ptr, self.size, self.f64)
+            for k in range(self.n_touched):
+                memcpy(self.grad_ptr + self.touched_ptr[k] * width, self.slab_ptr + k * width, width)
+                self.slot_of_ptr[self.touched_ptr[k]] = -1
+            self.n_touched = 0
         self.grad_mode = GRAD_DENSE
         return 0
 
@@ -1686,9 +1682,7 @@ cdef class Parameter(Leaf):
         if self.on_device:
             with gil:
                 self._storage.clear_grad(self.grad_mode == GRAD_SPARSE, self.grad_mode == GRAD_DENSE)
-                self.grad_mode = GRAD_NONE
-            return 0
-        if self.grad_mode == GRAD_SPARSE:
+        elif self.grad_mode == GRAD_SPARSE:
             for k in range(self.n_touched):
                 self.slot_of_ptr[self.touched_ptr[k]] = -1
             self.n_touched = 0
