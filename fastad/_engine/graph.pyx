@@ -1496,15 +1496,14 @@ cdef class Parameter(Leaf):
     def __init__(self, data, dtype=None, name=None, device=None, copy=True):
         target = _parse_device(device)
         shared = shared_array_of(data)
-        if shared is not None and target is not None:
-            raise ValueError(f"Parameter: a shared array lives in host memory; it cannot "
-                             f"be a Parameter on {target} (Hogwild trains on the CPU)")
-        if shared is not None:
-            arr = shared               # zero copy: the shared segment is the value
-            if not isinstance(arr, np.ndarray):
+        if shared is not None:         # zero copy: the shared segment is the value
+            if target is not None:
+                raise ValueError(f"Parameter: a shared array lives in host memory; it cannot "
+                                 f"be a Parameter on {target} (Hogwild trains on the CPU)")
+            if not isinstance(shared, np.ndarray):
                 raise TypeError(f"Parameter: the shared handle's array is a "
-                                f"{type(arr).__name__}, not a numpy array")
-            _adopt(self, "a shared array", arr, dtype)
+                                f"{type(shared).__name__}, not a numpy array")
+            _adopt(self, "a shared array", shared, dtype)
             self.shared = data
         elif not copy:
             if not isinstance(data, np.ndarray):
@@ -1787,12 +1786,10 @@ cdef class IndexInput(Variable):
             arr = <cnp.ndarray>ids
             if _any_negative(<const int64_t*>cnp.PyArray_DATA(arr), arr.size):
                 raise IndexError(f"IndexInput.set_value: ids must be >= 0, got {arr.min()}")
-            memcpy(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
-            mark_changed(self)
-            return
-        arr = _index_array(ids, "IndexInput.set_value")
-        if (<object>arr).shape != self._shape:
-            raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, expected {self._shape}")
+        else:
+            arr = _index_array(ids, "IndexInput.set_value")
+            if (<object>arr).shape != self._shape:
+                raise ValueError(f"IndexInput.set_value: got shape {(<object>arr).shape}, expected {self._shape}")
         if self.on_device:
             bound = self._storage.id_bound
             bad = np.flatnonzero(arr.reshape(-1) >= bound)
