@@ -510,10 +510,14 @@ cdef object device_of(Variable x):
     return None if x._storage is None else x._storage.device
 
 
+cdef str _device_name(Variable x):
+    return "cpu" if x._storage is None else x._storage.device
+
+
 cdef int same_device(str op, Variable a, Variable b) except -1:
     """ValueError naming both devices when a and b are on two."""
     if device_of(a) != device_of(b):
-        first, second = sorted((device_of(a) or "cpu", device_of(b) or "cpu"))
+        first, second = sorted((_device_name(a), _device_name(b)))
         raise ValueError(f"{op}: inputs on different devices, {first} and {second}; "
                          f"move them with .to(device) first")
     return 0
@@ -1084,7 +1088,7 @@ cdef class Variable:
     @property
     def device(self):
         """Where the value lives: "cpu", or "cuda:N" for GPU N."""
-        return device_of(self) or "cpu"
+        return _device_name(self)
 
     @property
     def storage(self):
@@ -2072,12 +2076,11 @@ def sparse_grad_slot(Variable x, ids):
             x._storage.zero_grad()
         return buf
     p = <Parameter>x
-    if p.grad_mode == GRAD_DENSE:
-        return p._storage.grad
     if p.grad_mode == GRAD_NONE:
         p._storage.start_sparse()
         p.grad_mode = GRAD_SPARSE
-    p._storage.add_touched(ids)
+    if p.grad_mode == GRAD_SPARSE:
+        p._storage.add_touched(ids)
     return p._storage.grad
 
 
