@@ -56,9 +56,7 @@ class GraphCache:
         self._build = build
         self.check = bool(check)
         self.max_bytes = int(max_bytes)
-        self._graphs = OrderedDict()     # key -> (root, leaves, nbytes)
-        self._arena = GradientArena()    # the op nodes' gradients of the graphs kept
-        self._graph_bytes = 0
+        self.clear()
         self.hits = 0
         self.misses = 0
 
@@ -122,8 +120,8 @@ class GraphCache:
 
     def clear(self):
         """Drop every kept graph."""
-        self._graphs.clear()
-        self._arena = GradientArena()
+        self._graphs = OrderedDict()     # key -> (root, leaves, nbytes)
+        self._arena = GradientArena()    # the op nodes' gradients of the graphs kept
         self._graph_bytes = 0
 
 
