@@ -451,10 +451,9 @@ cdef class Recording:
                 for x in node.terms:
                     _reads(node, x, chain)
             else:
-                chain = node.tail and (node.b is None or _base(node.b) is None)
+                chain = node.tail and _base(node.b) is None
                 _reads(node, node.a, chain)
-                if node.b is not None:
-                    _reads(node, node.b, chain)
+                _reads(node, node.b, chain)
         cdef list groups, members
         for level in range(1, max_depth + 1):
             groups = []
@@ -473,8 +472,8 @@ cdef class Recording:
 
 
 cdef inline Lazy _base(Variable x):
-    """The recorded op node whose rows x is (x itself, or a view's), or None (a leaf, or a
-    shared operand)."""
+    """The recorded op node whose rows x is (x itself, or a view's), or None (a leaf, a shared
+    operand, or x None)."""
     if type(x) is not Lazy:
         return None
     return <Lazy>(<Lazy>x).a if (<Lazy>x).sig.kind == K_VIEW else <Lazy>x
@@ -482,7 +481,7 @@ cdef inline Lazy _base(Variable x):
 
 cdef inline void _reads(Lazy node, Variable operand, bint chain):
     """Node reads operand (in a tail's chain, when `chain`): the backward sweep's step (see
-    Recording.evaluate)."""
+    Recording.evaluate); nothing when operand is no recorded op's rows (see _base)."""
     cdef Lazy base = _base(operand)
     if base is None:
         return
