@@ -325,8 +325,7 @@ cdef class Recording:
     cdef readonly object device      # None: recorded values mix with host Variables
 
     def __cinit__(self):
-        self.nodes = []
-        self.leaves = []
+        self.discard()
 
     def add_leaf(self, Variable leaf):
         """Make `leaf` (an Input or IndexInput just made) one of this recording's values."""
