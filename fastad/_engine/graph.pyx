@@ -708,10 +708,7 @@ cdef int place_grads(Plan plan) except -1:
             total += _slot_bytes(node)
     if total == 0:
         return 0
-    cdef _ArenaBlock block = _ArenaBlock.__new__(_ArenaBlock)      # arena 0: of no GradientArena
-    block.data = <char*>aligned_alloc(CACHE_LINE, total)
-    if block.data == NULL:
-        raise MemoryError()
+    cdef _ArenaBlock block = _ArenaBlock(total, 0)      # arena 0: of no GradientArena
     total = 0
     for i in range(plan.n_bwd):
         node = <Variable>plan.bwd_nodes[i]
@@ -879,9 +876,15 @@ cdef unsigned long long _arena_serial = 0     # tells arenas apart (blocks outli
 @cython.no_gc
 cdef class _ArenaBlock:
     """One allocation of gradient buffers (a GradientArena's, or a plan's: see place_grads),
-    owned by the buffers placed in it."""
+    owned by the buffers placed in it: `nbytes` from a cache line on, of GradientArena `arena`."""
     cdef char* data
     cdef unsigned long long arena
+
+    def __cinit__(self, Py_ssize_t nbytes, unsigned long long arena):
+        self.data = <char*>aligned_alloc(CACHE_LINE, nbytes)
+        if self.data == NULL:
+            raise MemoryError()
+        self.arena = arena
 
     def __dealloc__(self):
         free(self.data)
@@ -921,7 +924,6 @@ cdef class GradientArena:
         cdef Plan plan = root._get_plan()
         cdef Py_ssize_t i, total = 0, fresh = 0
         cdef Variable node
-        cdef _ArenaBlock block
         cdef bint grew = False
         for i in range(plan.n_bwd):
             node = <Variable>plan.bwd_nodes[i]
@@ -936,12 +938,8 @@ cdef class GradientArena:
         if fresh != 0 and fresh != plan.n_bwd:
             return None
         if total > self.nbytes:          # at least doubled: a growth moves every graph placed
-            block = _ArenaBlock.__new__(_ArenaBlock)
-            block.data = <char*>aligned_alloc(CACHE_LINE, max(total, 2 * self.nbytes))
-            if block.data == NULL:
-                raise MemoryError()
-            block.arena = self.serial
-            self.block, self.nbytes, grew = block, max(total, 2 * self.nbytes), True
+            self.block = _ArenaBlock(max(total, 2 * self.nbytes), self.serial)
+            self.nbytes, grew = max(total, 2 * self.nbytes), True
         total = 0
         for i in range(plan.n_bwd):
             node = <Variable>plan.bwd_nodes[i]
