@@ -663,7 +663,7 @@ class _Replica:
         self.name = name                       # the shard's table name: key or "key/state key"
         self.bounds = block.bounds[key]
         self.array = np.zeros(shape, dtype)    # what the worker's Parameter adopts
-        self.rows = as_rows(self.array)       # a view of it
+        self.rows = as_rows(self.array)        # a view of it
         self.base = np.zeros_like(self.rows)   # the value last pulled from or pushed to the shards
         count = len(block.shards)
         self.tokens = [None] * count           # the shard start each row range was pulled from
