@@ -11,9 +11,8 @@ checks, held-out splits and BPR triples.
 import numpy as np
 import scipy.sparse as sp
 
-from fastad._engine.graph import IndexInput
-from fastad.models.recsys._pairs import PairwiseSampler
 from fastad.checks import check_choice, check_int, check_number, check_seed, check_sizes
+from fastad.models.recsys.triples import TripleSampling
 from fastad.random import generator_of
 
 __all__ = ["planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
@@ -232,14 +231,5 @@ def sample_triples(interactions, n=None, seed=0, negatives="uniform"):
     matrix = check_interactions(interactions, "sample_triples")
     require_negatives(matrix, "sample_triples", negatives=negatives)
     n = matrix.nnz if n is None else check_int("sample_triples", "n", n)
-    return _draw_triples(matrix, n, check_seed("sample_triples", seed), negatives)
+    return TripleSampling().sample_examples(matrix, n, check_seed("sample_triples", seed), negatives)
 
-
-def _draw_triples(interactions, n, seed, negatives="uniform"):
-    """`sample_triples` on a checked canonical CSR matrix (or its `Interactions`): one example
-    of n triples from the compiled `PairwiseSampler` (the same rule as in `fa.train`'s loop),
-    seeded by `seed`."""
-    users, pos, neg = (IndexInput(np.zeros(n, dtype=np.int64)) for _ in range(3))
-    sampler = PairwiseSampler(interactions, users, pos, neg, examples=1, seed=seed, negatives=negatives)
-    drawn_users, drawn_pos, drawn_neg = next(sampler.epoch())
-    return {"users": drawn_users, "pos": drawn_pos, "neg": drawn_neg}

@@ -5,7 +5,6 @@ import numpy as np
 
 from fastad._engine.graph import IndexInput
 from fastad.models.recsys._pairs import PairwiseSampler
-from fastad.models.recsys.interactions import _draw_triples
 
 __all__ = ["TripleSampling"]
 
@@ -19,8 +18,9 @@ class TripleSampling:
     device draws each batch on the host with `PairwiseSampler` (`host_sampler`)."""
 
     def sample_examples(self, interactions, n, seed, negatives="uniform"):
-        """`n` triples of `interactions` drawn from `seed` in one batch of `PairwiseSampler`."""
-        return _draw_triples(interactions, n, seed, negatives)
+        """`n` triples of `interactions` (a checked canonical CSR matrix, or its `Interactions`)
+        drawn from `seed` in one batch of `PairwiseSampler`, as `fa.data.sample_triples` draws them."""
+        return self.drawn_examples(next(self.host_sampler(interactions, n, 1, seed, negatives).epoch()))
 
     def host_sampler(self, interactions, batch, n, seed, negatives="uniform"):
         """`PairwiseSampler` drawing `n` batches of `batch` triples into host leaves."""
