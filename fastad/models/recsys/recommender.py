@@ -298,18 +298,14 @@ class Recommender(Model, Module):
         self._require_trained("recommend")
         k = check_int(who, "k", k)
         batch_size = check_int(who, "batch_size", batch_size)
-        users = check_ids(who, "user_ids", user_ids, self.n_users, "users of the model")
-        if users.ndim > 1:
-            raise ValueError(f"{who}: user_ids must be one id or a 1-D sequence, got shape {users.shape}")
-        candidates = None if items is None else _id_list(who, "items", items, self.n_items, "items",
-                                                         empty=False)
+        users = _queries(who, "user_ids", user_ids, self.n_users, "users")
+        candidates = _candidates(who, "items", items, None, self.n_items, empty=False)
         if filter_liked:
             if liked is None and self.liked is None:
                 raise ValueError(f"{who}: filter_liked=True needs the items each user liked: fit the "
                                  f"model first, pass liked= (a user x item matrix), or filter_liked=False")
             liked = self.liked if liked is None else check_interactions(
                 liked, who, "liked", shape=(self.n_users, self.n_items))
-        users = np.atleast_1d(users)
         excluded = (lambda rows: liked[users[rows]]) if filter_liked else None
         ids, scores = self._rank(users, k, candidates, excluded, batch_size)
         return (ids[0], scores[0]) if np.ndim(user_ids) == 0 else (ids, scores)
@@ -323,10 +319,7 @@ class Recommender(Model, Module):
         if check_flag(who, "recalculate_user", recalculate_user):
             raise NotImplementedError(f"{who}: recalculate_user is not supported with this model "
                                       f"(as with implicit's BPR)")
-        users = check_ids(who, "userid", userid, self.n_users, "users of the model")
-        if users.ndim > 1:
-            raise ValueError(f"{who}: userid must be one id or a 1-D sequence, got shape {users.shape}")
-        users = np.atleast_1d(users)
+        users = _queries(who, "userid", userid, self.n_users, "users")
         excluded = None
         if check_flag(who, "filter_already_liked_items", filter_already_liked_items):
             if not sp.issparse(user_items):
@@ -337,13 +330,9 @@ class Recommender(Model, Module):
                 raise ValueError(f"{who}: user_items must hold one row per user asked for ({len(users)}) "
                                  f"and one column per item ({self.n_items}), got shape {rows.shape}")
             excluded = lambda batch: rows[batch]        # noqa: E731
-        if items is not None and filter_items is not None:
-            raise ValueError(f"{who}: give items (the candidates) or filter_items (left out), not both")
-        candidates = None if items is None else np.sort(
-            _id_list(who, "items", items, self.n_items, "items", empty=False))
-        if filter_items is not None:
-            left_out = _id_list(who, "filter_items", filter_items, self.n_items, "items")
-            candidates = np.setdiff1d(np.arange(self.n_items), left_out)
+        candidates = _candidates(who, "items", items, filter_items, self.n_items, empty=False)
+        if items is not None:
+            candidates = np.sort(candidates)        # ties go to the lower item id
         ids, scores = self._rank(users, N, candidates, excluded)
         return (ids[0], scores[0]) if np.ndim(userid) == 0 else (ids, scores)
 
@@ -471,9 +460,7 @@ def _nearest(who, name, ids, vectors, N, k, filter_ids, among, what):
     """similar_items' and similar_users' ranking of the rows of `vectors` by cosine to the
     rows `ids`: implicit's (`N`, the row itself included, `filter_ids` left out, `among` the
     candidates) or, with `k`, fastad's (the `k` nearest others)."""
-    queries = check_ids(who, name, ids, len(vectors), f"{what} of the model")
-    if queries.ndim > 1:
-        raise ValueError(f"{who}: {name} must be one id or a 1-D sequence, got shape {queries.shape}")
+    queries = _queries(who, name, ids, len(vectors), what)
     candidates = None
     if k is not None:
         if N != 10 or filter_ids is not None or among is not None:
@@ -482,13 +469,7 @@ def _nearest(who, name, ids, vectors, N, k, filter_ids, among, what):
         count = min(check_int(who, "k", k), len(vectors) - 1)
     else:
         count = check_int(who, "N", N)
-        if filter_ids is not None and among is not None:
-            raise ValueError(f"{who}: give {what} (the candidates) or filter_{what} (left out), not both")
-        if among is not None:
-            candidates = _id_list(who, what, among, len(vectors), what)
-        elif filter_ids is not None:
-            candidates = np.setdiff1d(np.arange(len(vectors)),
-                                      _id_list(who, f"filter_{what}", filter_ids, len(vectors), what))
+        candidates = _candidates(who, what, among, filter_ids, len(vectors))
         count = min(count, len(vectors) if candidates is None else len(candidates))
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     unit = vectors / np.where(norms > 0, norms, 1)
@@ -500,8 +481,28 @@ def _nearest(who, name, ids, vectors, N, k, filter_ids, among, what):
             similarities[np.arange(len(batch)), batch] = -np.inf        # not similar to itself
         return similarities
 
-    ids, similarities = _top_k_in_batches(np.atleast_1d(queries), count, score_rows, candidates)
-    return (ids[0], similarities[0]) if queries.ndim == 0 else (ids, similarities)
+    found, similarities = _top_k_in_batches(queries, count, score_rows, candidates)
+    return (found[0], similarities[0]) if np.ndim(ids) == 0 else (found, similarities)
+
+
+def _queries(who, name, ids, limit, what):
+    """The rows a query asks about: `ids`, one id or a 1-D sequence of ids of the model's `what`
+    ("items", "users"), checked, as a 1-D array."""
+    array = check_ids(who, name, ids, limit, f"{what} of the model")
+    if array.ndim > 1:
+        raise ValueError(f"{who}: {name} must be one id or a 1-D sequence, got shape {array.shape}")
+    return np.atleast_1d(array)
+
+
+def _candidates(who, what, among, left_out, limit, empty=True):
+    """The ids of the model's `what` ("items", "users") a query ranks: the ids `among` (its
+    `items`/`users`; non-empty unless `empty`), or all but those `left_out` (its
+    `filter_items`/`filter_users`), not both; None for all of them."""
+    if among is not None and left_out is not None:
+        raise ValueError(f"{who}: give {what} (the candidates) or filter_{what} (left out), not both")
+    if left_out is not None:
+        return np.setdiff1d(np.arange(limit), _id_list(who, f"filter_{what}", left_out, limit, what))
+    return None if among is None else _id_list(who, what, among, limit, what, empty)
 
 
 def _id_list(who, name, ids, limit, what, empty=True):
