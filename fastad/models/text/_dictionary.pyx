@@ -476,14 +476,12 @@ cdef class Dictionary:
         for w in range(self.nwords):
             entry = self.table.entries[w]
             if self.maxn and not (entry.length == 4 and memcmp(self.table.arena + entry.start, b"</s>", 4) == 0):
-                self._char_ngrams(self.table.arena + entry.start, entry.length, out)
+                _push_char_ngrams(self.table.arena + entry.start, entry.length, self.minn, self.maxn,
+                                  self.nwords, self.bucket, out)
             out.end_line()
         self.subwords_array, self.subword_offsets_array = out.arrays()
         self.subwords, self.subword_offsets = self.subwords_array, self.subword_offsets_array
         return 0
-
-    cdef int _char_ngrams(self, const char* word, Py_ssize_t length, _Ids out) except -1:
-        return _push_char_ngrams(word, length, self.minn, self.maxn, self.nwords, self.bucket, out)
 
     def word_id(self, word):
         """The id of a word, or -1 when it is not in the vocabulary (fastText's getWordId)."""
@@ -520,7 +518,7 @@ cdef class Dictionary:
             for k in range(self.subword_offsets[e], self.subword_offsets[e + 1]):
                 out.push(self.subwords[k])
         elif self.maxn and not (n == 4 and memcmp(token, b"</s>", 4) == 0):
-            self._char_ngrams(token, n, out)
+            _push_char_ngrams(token, n, self.minn, self.maxn, self.nwords, self.bucket, out)
         return 0
 
     def encode(self, lines):
