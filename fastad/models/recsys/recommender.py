@@ -461,16 +461,12 @@ def _nearest(who, name, ids, vectors, N, k, filter_ids, among, what):
     rows `ids`: implicit's (`N`, the row itself included, `filter_ids` left out, `among` the
     candidates) or, with `k`, fastad's (the `k` nearest others)."""
     queries = _queries(who, name, ids, len(vectors), what)
-    candidates = None
-    if k is not None:
-        if N != 10 or filter_ids is not None or among is not None:
-            raise TypeError(f"{who}: k= (the k nearest others) is fastad's older call; give N "
-                            f"(implicit's, which counts the {what[:-1]} itself) and its filters, or k alone")
-        count = min(check_int(who, "k", k), len(vectors) - 1)
-    else:
-        count = check_int(who, "N", N)
-        candidates = _candidates(who, what, among, filter_ids, len(vectors))
-        count = min(count, len(vectors) if candidates is None else len(candidates))
+    if k is not None and (N != 10 or filter_ids is not None or among is not None):
+        raise TypeError(f"{who}: k= (the k nearest others) is fastad's older call; give N "
+                        f"(implicit's, which counts the {what[:-1]} itself) and its filters, or k alone")
+    count = check_int(who, "N", N) if k is None else min(check_int(who, "k", k), len(vectors) - 1)
+    candidates = _candidates(who, what, among, filter_ids, len(vectors))    # None with k
+    count = min(count, len(vectors) if candidates is None else len(candidates))
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     unit = vectors / np.where(norms > 0, norms, 1)
     pool = unit if candidates is None else unit[candidates]
