@@ -175,9 +175,8 @@ def train_test_split(interactions, test_fraction=0.2, seed=0):
     """
     matrix = check_interactions(interactions, "train_test_split")
     test_fraction = check_number("train_test_split", "test_fraction", test_fraction, above=0, below=1)
-    rng = generator_of("train_test_split", seed)
     held = np.rint(test_fraction * np.diff(matrix.indptr)).astype(np.int64)
-    return _split_by_user(matrix, held, rng)
+    return _split_by_user(matrix, held, generator_of("train_test_split", seed))
 
 
 def leave_k_out(interactions, k=1, seed=0):
@@ -191,9 +190,8 @@ def leave_k_out(interactions, k=1, seed=0):
     """
     matrix = check_interactions(interactions, "leave_k_out")
     k = check_int("leave_k_out", "k", k)
-    rng = generator_of("leave_k_out", seed)
     counts = np.diff(matrix.indptr)
-    return _split_by_user(matrix, np.where(counts > k, k, 0), rng)
+    return _split_by_user(matrix, np.where(counts > k, k, 0), generator_of("leave_k_out", seed))
 
 
 _NEGATIVE_RULES = ("uniform", "popularity")
