@@ -381,7 +381,7 @@ class Word2Vec(Model):
         """
         self._require_trained("evaluate_analogies")
         sections, section = {}, ""      # the questions before any ": section" line: section ""
-        correct = total = skipped = 0
+        skipped = 0
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 line = line.strip()
@@ -400,12 +400,10 @@ class Word2Vec(Model):
                     skipped += 1
                     continue
                 a, b, c, d = words
-                guess = self.analogy(a, b, c, topn=1)[0][0]
-                hit = guess == d
-                correct += hit
-                total += 1
-                sections[section][0] += hit
+                sections[section][0] += self.analogy(a, b, c, topn=1)[0][0] == d
                 sections[section][1] += 1
+        correct = sum(right for right, _ in sections.values())      # the sections' counts summed
+        total = sum(asked for _, asked in sections.values())
         return {"accuracy": correct / total if total else math.nan, "correct": correct, "total": total,
                 "skipped": skipped, "sections": {k: tuple(v) for k, v in sections.items()}}
 
