@@ -163,7 +163,9 @@ class TextClassifier(Model):
             raise ValueError(f"{who}: the texts hold {dictionary.nlabels} label(s) (tokens starting "
                              f"with {self.label!r}); a classifier needs at least 2")
         ids, offsets, labels, label_offsets = self._encode(who, dictionary, lines, True)
-        input_rows = _used_rows(ids, dictionary.input_rows)
+        used = np.zeros(dictionary.input_rows, dtype=bool)     # the dictionary's input rows the texts use
+        used[ids] = True
+        input_rows = np.flatnonzero(used)
         table_row = _table_rows(input_rows, dictionary.input_rows)
         examples = _Examples(self, dictionary.label_counts, table_row[ids],
                              offsets, labels, label_offsets)
@@ -309,13 +311,6 @@ def _settings_of(model):
     return {"min_count": model.min_count, "min_count_label": model.min_count_label,
             "word_ngrams": model.word_ngrams, "minn": model.minn, "maxn": model.maxn,
             "bucket": model.bucket if grams else 0, "label": model.label}
-
-
-def _used_rows(ids, rows):
-    """The rows of the dictionary's input matrix (`rows` of them) that `ids` use, increasing."""
-    used = np.zeros(rows, dtype=bool)
-    used[ids] = True
-    return np.flatnonzero(used)
 
 
 def _table_rows(used, rows):
