@@ -82,15 +82,7 @@ class Module:
 
         >>> drops = [m for m in model.modules() if isinstance(m, fa.nn.Dropout)]
         """
-        found, seen, stack = [], set(), [self]
-        while stack:
-            module = stack.pop()
-            if id(module) in seen:
-                continue
-            seen.add(id(module))
-            found.append(module)
-            stack.extend(reversed(module.children()))
-        return found
+        return [module for _, module in self.named_modules()]
 
     def named_modules(self):
         """[(dotted name, Module)] for this Module ("") and every one below it, each once,
@@ -433,8 +425,7 @@ class ModuleList(Module):
     def __init__(self, modules=()):
         super().__init__()
         self._items = []
-        for module in modules:
-            self.append(module)
+        self.extend(modules)
 
     def append(self, module):
         """Add `module` at the end; returns self."""
