@@ -212,9 +212,7 @@ class MultiheadAttention(Module):
                                  f"(batch, S) = {(batch, source)}")
             parts.append(_additive_mask(who, padding[:, None, None, :], scores_shape,
                                         keep_when_true=False))
-        if not parts:
-            return None
-        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+        return sum(parts[1:], parts[0]) if parts else None
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
