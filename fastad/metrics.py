@@ -62,10 +62,9 @@ def _masks(who, scores, test, train, users):
         if users.shape != (scores.shape[0],):
             raise ValueError(f"{who}: users has shape {users.shape}, expected ({scores.shape[0]},), "
                              f"one id per row of scores")
-    excluded = np.zeros(scores.shape, dtype=bool)
-    if train is not None:
-        excluded = train[users].toarray() > 0
-        scores[excluded] = -np.inf
+    excluded = (train[users].toarray() > 0 if train is not None
+                else np.zeros(scores.shape, dtype=bool))
+    scores[excluded] = -np.inf
     held = (test[users].toarray() > 0) & ~excluded
     return scores, held, excluded
 
