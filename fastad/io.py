@@ -91,16 +91,12 @@ def save(obj, path):
     arrays = {}
     manifest = _flatten(obj, "", arrays)
     path = os.fspath(path)
-    if _is_safetensors(path):
+    if path.endswith(".safetensors"):
         payload = _safetensors_payload(manifest, arrays)
         write_atomically(path, lambda f: f.write(payload))
     else:
         arrays[_MANIFEST] = np.array(json.dumps({"format": _FORMAT, "tree": manifest}))
         write_atomically(path, lambda f: np.savez(f, **arrays))
-
-
-def _is_safetensors(path):
-    return path.endswith(".safetensors")
 
 
 def _safetensors_payload(manifest, arrays):
@@ -151,12 +147,7 @@ def write_atomically(path, write, who="save"):
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory):
-    """Make the rename durable (where the platform can open a directory)."""
-    with suppress(OSError):
+    with suppress(OSError):         # make the rename durable (where a directory can be opened)
         fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -199,7 +190,7 @@ def load(path):
     >>> model.load_state_dict(ckpt["model"]); opt.load_state_dict(ckpt["optimizer"])
     """
     path = os.fspath(path)
-    if _is_safetensors(path):
+    if path.endswith(".safetensors"):
         return _load_safetensors(path)
     with open(path, "rb") as f:
         # numpy takes a file that is neither .npz nor .npy for a pickle: look first
