@@ -27,7 +27,6 @@ shards that stop answering or die, checkpoints and `restore`) and the figures.
 """
 import concurrent.futures
 import functools
-import glob
 import os
 import re
 import secrets
@@ -137,7 +136,11 @@ class _Shard:
         self.clock = 0
         self.saved_at = time.monotonic()
         if checkpoint_path is not None and _ray().get_runtime_context().was_current_actor_reconstructed:
-            snapshot = self._load_own_checkpoint()
+            snapshot = load(checkpoint_path)
+            if snapshot.get("format") != _FORMAT or (snapshot["shard"], snapshot["shards"]) != (
+                    index, count):
+                raise RuntimeError(f"parameter shard {index} of {count}: "
+                                   f"{checkpoint_path} is not this shard's checkpoint")
             tables = _tables(snapshot["arrays"], snapshot["state"])
         else:
             tables = arrays
@@ -149,14 +152,6 @@ class _Shard:
             self._add_table(name, np.array(rows, copy=True))
         if checkpoint_path is not None:
             self.checkpoint()
-
-    def _load_own_checkpoint(self):
-        snapshot = load(self.checkpoint_path)
-        if snapshot.get("format") != _FORMAT or (snapshot["shard"], snapshot["shards"]) != (
-                self.index, self.count):
-            raise RuntimeError(f"parameter shard {self.index} of {self.count}: "
-                               f"{self.checkpoint_path} is not this shard's checkpoint")
-        return snapshot
 
     def _add_table(self, name, table):
         self.tables[name] = table
@@ -617,15 +612,14 @@ def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                                             shard_restarts)
     path = os.fspath(path)
     if os.path.isdir(path):
-        files = [f for f in sorted(glob.glob(os.path.join(path, "shard-*-of-*.npz")))
-                 if _SHARD_FILE.fullmatch(os.path.basename(f))]
+        files = sorted(f for f in os.listdir(path) if _SHARD_FILE.fullmatch(f))
         if not files:
             raise FileNotFoundError(f"restore: no shard-<i>-of-<n>.npz checkpoint in {path}")
-        counts = sorted({int(_SHARD_FILE.fullmatch(os.path.basename(f)).group(2)) for f in files})
+        counts = sorted({int(_SHARD_FILE.fullmatch(f).group(2)) for f in files})
         if len(counts) > 1:
             raise ValueError(f"restore: {path} holds the checkpoints of shares of {counts} shards; "
                              f"keep one share's checkpoint per directory")
-        snapshots = [load(f) for f in files]
+        snapshots = [load(os.path.join(path, f)) for f in files]
     else:
         snapshots = [load(path)]
     arrays, state = _merge_snapshots(snapshots, f"restore({path!r})")
