@@ -101,16 +101,6 @@ def _gxx_version(gxx: str) -> str:
                           check=True).stdout
 
 
-def default_cache_dir() -> Path:
-    """`<tempdir>/fastad-emulator-<uid>`: where compiled families are kept."""
-    return Path(tempfile.gettempdir()) / f"fastad-emulator-{os.getuid()}"
-
-
-def emulation_header() -> Path:
-    """The path of `emulation.h`, next to the `.cu` sources."""
-    return kernels.source_dir() / "emulation.h"
-
-
 def generate_cpp(family: str, source: str, expressions: Sequence[str],
                  first_file: str) -> str:
     """The C++ translation unit of a family: the header, the program, and for the
@@ -139,7 +129,7 @@ def build(family: str, cpp: str, cache_dir: Path) -> Path:
     """Compile a generated translation unit to a shared library in `cache_dir`
     (reusing one built from the same inputs) and return its path."""
     gxx = _gxx()
-    header = emulation_header()
+    header = kernels.source_dir() / "emulation.h"      # next to the .cu sources
     key = hashlib.sha256()
     for part in (_gxx_version(gxx), " ".join(CXXFLAGS), header.read_text(), cpp):
         key.update(part.encode())
@@ -175,15 +165,17 @@ class Emulator:
     """Compiles kernel families as C++ on first use and runs their kernels on numpy arrays.
 
     `programs` maps a family name to `(program source, name expressions)`; by
-    default the families of `fastad.cuda.kernels` are used. `cache_dir`
-    defaults to `default_cache_dir()`.
+    default the families of `fastad.cuda.kernels` are used. `cache_dir` (where compiled
+    families are kept) defaults to `<tempdir>/fastad-emulator-<uid>`.
     """
 
     def __init__(self, programs: Mapping[str, tuple[str, Sequence[str]]] | None = None,
                  cache_dir: str | os.PathLike | None = None):
         self._programs = None if programs is None else {
             family: (source, tuple(expressions)) for family, (source, expressions) in programs.items()}
-        self._cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        if cache_dir is None:
+            cache_dir = Path(tempfile.gettempdir()) / f"fastad-emulator-{os.getuid()}"
+        self._cache_dir = Path(cache_dir)
         self._families: dict[str, dict[str, _Kernel]] = {}
 
     def _program(self, family: str) -> tuple[str, tuple[str, ...], str]:
