@@ -90,12 +90,7 @@ class Module:
 
         >>> [name for name, m in model.named_modules() if isinstance(m, fa.nn.Linear)]
         """
-        found, seen = [], set()
-        for prefix, module in self._prefixed_modules():
-            if id(module) not in seen:
-                seen.add(id(module))
-                found.append((prefix[:-1], module))
-        return found
+        return _first_names((prefix[:-1], module) for prefix, module in self._prefixed_modules())
 
     def apply(self, fn):
         """Call fn(module) on every sub-Module, then on this one, as torch's apply does (each
@@ -136,13 +131,8 @@ class Module:
 
         >>> [(name, p.shape) for name, p in model.named_parameters()]
         """
-        found, seen = [], set()
-        for prefix, module in self._prefixed_modules():
-            for name, p in module._parameters.items():
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    found.append((prefix + name, p))
-        return found
+        return _first_names((prefix + name, p) for prefix, module in self._prefixed_modules()
+                            for name, p in module._parameters.items())
 
     def _prefixed_modules(self):
         """(dotted prefix, Module) for this Module and every one below it, depth first, a
@@ -290,6 +280,14 @@ class Module:
         if not lines:
             return f"{type(self).__name__}({self.extra_repr()})"
         return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
+
+
+def _first_names(named):
+    """The (name, object) pairs of `named` in order, each object once, under its first name."""
+    first = {}
+    for name, obj in named:
+        first.setdefault(id(obj), (name, obj))
+    return list(first.values())
 
 
 def _host_array(value):
