@@ -46,12 +46,11 @@ def to_dot(root, name="fastad"):
                 stack.append(parent)
     lines = [f"digraph {name} {{", "  rankdir=BT;", '  node [shape=box, fontname="Helvetica"];']
     for node in order:
-        style = []
+        attrs = f'label="{_label(node)}"'
         if isinstance(node, Parameter):
-            style.append('style=filled, fillcolor="#cfe2ff"')
+            attrs += ', style=filled, fillcolor="#cfe2ff"'
         elif not node.requires_grad:
-            style.append('color="#888888", fontcolor="#888888"')
-        attrs = ", ".join([f'label="{_label(node)}"'] + style)
+            attrs += ', color="#888888", fontcolor="#888888"'
         lines.append(f"  n{ids[id(node)]} [{attrs}];")
     for node in order:
         for k, parent in enumerate(node.parents):
