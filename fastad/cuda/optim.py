@@ -85,8 +85,8 @@ class DeviceState:
         self.state = []
         self._launch_state = []
 
-    def init_state(self, kernel, fills):
-        """Make the state arrays (one per fill value, per Parameter) for the update
+    def init_state(self, kernel, n_slots, fill):
+        """Make the state arrays (n_slots per Parameter, filled with `fill`) for the update
         `kernel` = (name, (h0, h1, h2, h3), flag) of cuda/optim.cu; returns
         `state`, a list of tuples of device arrays.
 
@@ -107,7 +107,7 @@ class DeviceState:
         for p in self.params:
             value = p.value
             arrays = tuple(b.from_host(np.full(value.shape, fill, dtype=value.dtype))
-                           for fill in fills)
+                           for _ in range(n_slots))
             self.state.append(arrays)
             # The kernels take two state pointers; an unused one points at the value
             # and is never read.

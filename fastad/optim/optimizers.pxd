@@ -7,14 +7,6 @@ from libc.stdint cimport int64_t
 from fastad._engine.graph cimport Parameter, RowStep
 from fastad.ops.scalar cimport FaAdamStep, FaRAdamStep, FaNAdamStep
 
-cdef class Optimizer
-
-# An optimizer's kernel over a span of n elements (see optim.pyx's update_span), per precision.
-ctypedef void (*SpanF)(Optimizer opt, float* p, const float* g, float* s0, float* s1,
-                       Py_ssize_t n) noexcept nogil
-ctypedef void (*SpanD)(Optimizer opt, double* p, const double* g, double* s0, double* s1,
-                       Py_ssize_t n) noexcept nogil
-
 cdef class Optimizer:
     cdef list _params                # the Parameters, in order
     cdef PyObject** param_ptrs       # the same, borrowed, for step and zero_grad without the GIL
@@ -22,8 +14,9 @@ cdef class Optimizer:
     cdef double _lr
     cdef tuple slot_names            # names of the per-Parameter state arrays
     cdef int n_slots
-    cdef SpanF span_f                # the kernel, set by the subclass's __init__
-    cdef SpanD span_d
+    cdef int kernel                  # the element rule of update_span (its class's _kernel_spec)
+    cdef double h[4]                 # the hyperparameters and the flag it takes, set by
+    cdef bint flag                   # init_state, as the device kernels take them
     cdef list _state                 # _state[i]: tuple of Parameter i's state arrays
     cdef char** state_ptrs           # n_params * n_slots raw pointers into _state
     cdef cnp.ndarray _steps          # int64 step count per Parameter (per process)
@@ -37,7 +30,7 @@ cdef class Optimizer:
     cdef bint hook_needs_gradients   # the hook reads every step's gradients: no row step offered
     cdef Py_ssize_t hook_period, hook_countdown
 
-    cdef int init_state(self, tuple slot_names, tuple fills) except -1
+    cdef int init_state(self, object params, tuple slot_names, double fill=*) except -1
     # The update of p's rows that this optimizer applies as a row gather's backward sends
     # them (fastad.train routes them there, see graph.RowGather), or None when it offers
     # none: made once per Parameter (by new_row_step) and kept.
@@ -78,15 +71,11 @@ cdef class _MomentOptimizer(Optimizer):
     cdef readonly double beta1, beta2, eps, weight_decay
     cdef int set_moments(self, object lr, object betas, object eps,
                          object weight_decay) except -1   # checked, named after the class
-    cdef tuple device_hyper(self)
 
 
 cdef class Adam(_MomentOptimizer):
     cdef readonly bint decoupled     # AdamW's decoupled weight decay
     cdef FaAdamStep coefficients     # this step's bias corrections and weight decay
-
-    cdef int _configure(self, object params, object lr, object betas, object eps,
-                        object weight_decay, bint decoupled) except -1
 
 
 cdef class AdamW(Adam):

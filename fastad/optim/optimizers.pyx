@@ -285,87 +285,65 @@ def set_step_hooks(hook_for):
 # ------------------------------------------------------------------ kernels
 # One call updates n contiguous elements: a whole Parameter (dense gradient)
 # or one touched row (sparse gradient), by the optimizer's element rule of
-# rules.h (torch.optim's single-tensor order of operations), its hyperparameters
-# read once into locals. Each kernel is written once over `floating`; an optimizer
-# keeps its float and double instances (span_f, span_d) and update_span picks one.
+# rules.h (torch.optim's single-tensor order of operations). As the device kernels
+# of cuda/optim.cu, a rule takes the optimizer's hyperparameters h0..h3 and flag
+# (named by its class's _kernel_spec) and the step's coefficients (begin()'s),
+# read once into locals. Written once over `floating`: update_span picks the
+# float or double instance.
 
-cdef void sgd_span(Optimizer opt, floating* p, const floating* g, floating* buf, floating* unused,
-                   Py_ssize_t n) noexcept nogil:
-    cdef double lr = opt._lr, weight_decay = (<SGD>opt).weight_decay
-    cdef double momentum = (<SGD>opt).momentum, dampening = (<SGD>opt).dampening
-    cdef bint nesterov = (<SGD>opt).nesterov, first = (<SGD>opt).first
+cdef enum Kernel:
+    NO_KERNEL, SGD_KERNEL, ADAGRAD_KERNEL, ADAM_KERNEL, RMSPROP_KERNEL, ADADELTA_KERNEL,
+    ADAMAX_KERNEL, RADAM_KERNEL, NADAM_KERNEL
+
+# The kernel of each name of cuda/optim.cu (a _kernel_spec's first entry).
+_KERNELS = {"sgd": SGD_KERNEL, "adagrad": ADAGRAD_KERNEL, "adam": ADAM_KERNEL,
+            "rmsprop": RMSPROP_KERNEL, "adadelta": ADADELTA_KERNEL, "adamax": ADAMAX_KERNEL,
+            "radam": RADAM_KERNEL, "nadam": NADAM_KERNEL}
+
+
+cdef void run_kernel(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                     Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2], h3 = opt.h[3]
+    cdef bint flag = opt.flag, first
     cdef floating lr_ = lr
+    cdef double step_size
+    cdef FaAdamStep adam
+    cdef FaRAdamStep radam
+    cdef FaNAdamStep nadam
     cdef Py_ssize_t i
-    if momentum == 0 and weight_decay == 0:     # plain SGD: a loop gcc can vectorise
+    if opt.kernel == SGD_KERNEL:    # h0 weight_decay, h1 momentum, h2 dampening; flag nesterov
+        if h1 == 0 and h0 == 0:     # plain SGD: a loop gcc can vectorise
+            for i in range(n):
+                p[i] = p[i] + (-lr_) * g[i]
+            return
+        first = (<SGD>opt).first
         for i in range(n):
-            p[i] = p[i] + (-lr_) * g[i]
-        return
-    for i in range(n):
-        sgd_element(p, g, buf, i, lr, weight_decay, momentum, dampening, nesterov, first)
-
-
-cdef void adagrad_span(Optimizer opt, floating* p, const floating* g, floating* sums,
-                       floating* unused, Py_ssize_t n) noexcept nogil:
-    cdef double lr = opt._lr, weight_decay = (<Adagrad>opt).weight_decay, eps = (<Adagrad>opt).eps
-    cdef Py_ssize_t i
-    for i in range(n):
-        adagrad_element(p, g, sums, i, lr, weight_decay, eps)
-
-
-cdef void adam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
-                    Py_ssize_t n) noexcept nogil:
-    cdef FaAdamStep c = (<Adam>opt).coefficients
-    cdef double beta1 = (<Adam>opt).beta1, beta2 = (<Adam>opt).beta2, eps = (<Adam>opt).eps
-    cdef Py_ssize_t i
-    for i in range(n):
-        adam_element(p, g, m, v, i, &c, beta1, beta2, eps)
-
-
-cdef void rmsprop_span(Optimizer opt, floating* p, const floating* g, floating* sq, floating* buf,
-                       Py_ssize_t n) noexcept nogil:
-    cdef double lr = opt._lr, alpha = (<RMSprop>opt).alpha, eps = (<RMSprop>opt).eps
-    cdef double weight_decay = (<RMSprop>opt).weight_decay, momentum = (<RMSprop>opt).momentum
-    cdef Py_ssize_t i
-    for i in range(n):
-        rmsprop_element(p, g, sq, buf, i, lr, alpha, eps, weight_decay, momentum)
-
-
-cdef void adadelta_span(Optimizer opt, floating* p, const floating* g, floating* sq, floating* acc,
-                        Py_ssize_t n) noexcept nogil:
-    cdef double lr = opt._lr, rho = (<Adadelta>opt).rho, eps = (<Adadelta>opt).eps
-    cdef double weight_decay = (<Adadelta>opt).weight_decay
-    cdef Py_ssize_t i
-    for i in range(n):
-        adadelta_element(p, g, sq, acc, i, lr, rho, eps, weight_decay)
-
-
-cdef void adamax_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* u,
-                      Py_ssize_t n) noexcept nogil:
-    cdef double step_size = (<Adamax>opt).step_size, beta1 = (<Adamax>opt).beta1
-    cdef double beta2 = (<Adamax>opt).beta2, eps = (<Adamax>opt).eps
-    cdef double weight_decay = (<Adamax>opt).weight_decay
-    cdef Py_ssize_t i
-    for i in range(n):
-        adamax_element(p, g, m, u, i, step_size, beta1, beta2, eps, weight_decay)
-
-
-cdef void radam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
-                     Py_ssize_t n) noexcept nogil:
-    cdef FaRAdamStep c = (<RAdam>opt).coefficients
-    cdef double lr = opt._lr, beta1 = (<RAdam>opt).beta1, beta2 = (<RAdam>opt).beta2
-    cdef double eps = (<RAdam>opt).eps
-    cdef Py_ssize_t i
-    for i in range(n):
-        radam_element(p, g, m, v, i, &c, lr, beta1, beta2, eps)
-
-
-cdef void nadam_span(Optimizer opt, floating* p, const floating* g, floating* m, floating* v,
-                     Py_ssize_t n) noexcept nogil:
-    cdef FaNAdamStep c = (<NAdam>opt).coefficients
-    cdef double beta1 = (<NAdam>opt).beta1, beta2 = (<NAdam>opt).beta2, eps = (<NAdam>opt).eps
-    cdef Py_ssize_t i
-    for i in range(n):
-        nadam_element(p, g, m, v, i, &c, beta1, beta2, eps)
+            sgd_element(p, g, s0, i, lr, h0, h1, h2, flag, first)
+    elif opt.kernel == ADAGRAD_KERNEL:
+        for i in range(n):
+            adagrad_element(p, g, s0, i, lr, h0, h1)
+    elif opt.kernel == ADAM_KERNEL:
+        adam = (<Adam>opt).coefficients
+        for i in range(n):
+            adam_element(p, g, s0, s1, i, &adam, h0, h1, h2)
+    elif opt.kernel == RMSPROP_KERNEL:
+        for i in range(n):
+            rmsprop_element(p, g, s0, s1, i, lr, h0, h1, h2, h3)
+    elif opt.kernel == ADADELTA_KERNEL:
+        for i in range(n):
+            adadelta_element(p, g, s0, s1, i, lr, h0, h1, h2)
+    elif opt.kernel == ADAMAX_KERNEL:
+        step_size = (<Adamax>opt).step_size
+        for i in range(n):
+            adamax_element(p, g, s0, s1, i, step_size, h0, h1, h2, h3)
+    elif opt.kernel == RADAM_KERNEL:
+        radam = (<RAdam>opt).coefficients
+        for i in range(n):
+            radam_element(p, g, s0, s1, i, &radam, lr, h0, h1, h2)
+    elif opt.kernel == NADAM_KERNEL:
+        nadam = (<NAdam>opt).coefficients
+        for i in range(n):
+            nadam_element(p, g, s0, s1, i, &nadam, h0, h1, h2)
 
 
 cdef inline void update_span(Optimizer opt, char* value, const char* grad, char** state,
@@ -377,9 +355,9 @@ cdef inline void update_span(Optimizer opt, char* value, const char* grad, char*
     cdef char* s0 = state[0] + at if opt.n_slots > 0 else NULL
     cdef char* s1 = state[1] + at if opt.n_slots > 1 else NULL
     if f64:
-        opt.span_d(opt, <double*>(value + at), <const double*>grad, <double*>s0, <double*>s1, n)
+        run_kernel(opt, <double*>(value + at), <const double*>grad, <double*>s0, <double*>s1, n)
     else:
-        opt.span_f(opt, <float*>(value + at), <const float*>grad, <float*>s0, <float*>s1, n)
+        run_kernel(opt, <float*>(value + at), <const float*>grad, <float*>s0, <float*>s1, n)
 
 
 # --------------------------------------------------------------- Optimizer
@@ -414,11 +392,10 @@ cdef class Optimizer:
     PyTorch's parameter groups with one group, `[{"params": [...]}]`.
     `lr` is a plain attribute that schedulers may change between steps, as is
     `param_groups[0]["lr"]` (torch's form of it).
-    A built-in subclass implements a C method, `begin(step, sparse)`, which
-    computes the per-step coefficients of one Parameter, and a kernel over
-    `floating` (span_f, span_d) that updates one span of it (the whole buffer, or
-    one touched row).
-    On a GPU, `device_kernel()` names its kernel in cuda/optim.cu instead.
+    A built-in subclass names its kernel (`_kernel_spec`): the element rule of rules.h
+    that updates one span of a Parameter (the whole buffer, or one touched row), on a
+    GPU its kernel in cuda/optim.cu, and the hyperparameters both take; its C method
+    `begin(step, sparse)` computes the per-step coefficients of one Parameter.
 
     Example::
 
@@ -427,10 +404,16 @@ cdef class Optimizer:
         fa.save({"optimizer": opt.state_dict()}, "opt.npz")
     """
 
+    _kernel_spec = None             # a built-in's kernel: (its name in cuda/optim.cu, the attributes
+                                    # that are its h0.., the attribute that is its flag, or None)
+    _hyperparameter_names = ()      # the attributes hyperparameters() gives after lr
+
     def __cinit__(self):
         self.state_ptrs = NULL
         self.param_ptrs = NULL
         self.row_applied = NULL
+        spec = type(self)._kernel_spec
+        self.kernel = NO_KERNEL if spec is None else _KERNELS[spec[0]]
 
     def __dealloc__(self):
         free(self.state_ptrs)
@@ -470,32 +453,33 @@ cdef class Optimizer:
         self.n_slots = 0
         self._state = [() for _ in range(self.n_params)]
 
-    cdef int init_state(self, tuple slot_names, tuple fills) except -1:
-        """Give every Parameter one state array per slot name, filled with `fills`."""
+    cdef int init_state(self, object params, tuple slot_names, double fill=0.0) except -1:
+        """The rest of a built-in's __init__, once its hyperparameters are set:
+        Optimizer.__init__, its kernel's h and flag (from _kernel_spec), and for every
+        Parameter one state array per slot name, filled with `fill`."""
         cdef Py_ssize_t i, s
         cdef str prefix = type(self).__name__ + "."
+        Optimizer.__init__(self, params)
+        _, hyper, flag = self._kernel_spec
+        for i, name in enumerate(hyper):
+            self.h[i] = getattr(self, name)
+        self.flag = flag is not None and getattr(self, flag)
         self.slot_names = slot_names
         self.n_slots = len(slot_names)
-        free(self.state_ptrs)
         self.state_ptrs = <char**>calloc(max(1, self.n_params * self.n_slots), sizeof(char*))
         if self.state_ptrs == NULL:
             raise MemoryError()
-        if self._device_state is not None:
-            # Device state: the raw pointers stay NULL (step() hands over to the kernels).
-            try:
-                self._state = self._device_state.init_state(self.device_kernel(), fills)
-            except BaseException:
-                free(self.state_ptrs)
-                self.state_ptrs = NULL
-                raise
-            return 0
         try:
-            for i in range(self.n_params):
-                arrays = tuple(_state_array(<Parameter>self._params[i], prefix + name, fill)
-                               for name, fill in zip(slot_names, fills))
-                self._state[i] = arrays
-                for s in range(self.n_slots):
-                    self.state_ptrs[i * self.n_slots + s] = <char*>cnp.PyArray_DATA(arrays[s])
+            if self._device_state is not None:
+                # Device state: the raw pointers stay NULL (step() hands over to the kernels).
+                self._state = self._device_state.init_state(self.device_kernel(), self.n_slots, fill)
+            else:
+                for i in range(self.n_params):
+                    arrays = tuple(_state_array(<Parameter>self._params[i], prefix + name, fill)
+                                   for name in slot_names)
+                    self._state[i] = arrays
+                    for s in range(self.n_slots):
+                        self.state_ptrs[i * self.n_slots + s] = <char*>cnp.PyArray_DATA(arrays[s])
         except BaseException:
             free(self.state_ptrs)      # step() then refuses to run on the missing state
             self.state_ptrs = NULL
@@ -503,8 +487,12 @@ cdef class Optimizer:
         return 0
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        with gil:
-            raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+        """This step's coefficients of the kernel, for a Parameter at step `step` (none by
+        default)."""
+        if self.kernel == NO_KERNEL:
+            with gil:
+                raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+        return 0
 
     cpdef RowStep row_step(self, Parameter p):
         """The RowStep that applies this optimizer's update of `p`'s rows as a row gather's
@@ -539,8 +527,7 @@ cdef class Optimizer:
         suffix, its four double hyperparameters h0..h3, its int flag), and for an
         update that keeps a running value per Parameter (in the device optimizer state),
         the kernel that advances it and the extra doubles both kernels take."""
-        raise TypeError(f"{type(self).__name__} has no GPU kernel; on a device use SGD, "
-                        f"Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax, NAdam or RAdam")
+        return (self._kernel_spec[0], (self.h[0], self.h[1], self.h[2], self.h[3]), int(self.flag))
 
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
@@ -699,7 +686,7 @@ cdef class Optimizer:
         >>> fa.optim.Adam([w]).hyperparameters()["beta2"]
         0.999
         """
-        return {"lr": self._lr}
+        return {"lr": self._lr, **{name: getattr(self, name) for name in self._hyperparameter_names}}
 
     def state_dict(self):
         """The optimizer's state as a flat dict of numbers and numpy arrays (copies).
@@ -796,6 +783,8 @@ cdef class SGD(Optimizer):
     >>> opt = fa.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     >>> loss.backward(); opt.step(); opt.zero_grad()
     """
+    _kernel_spec = "sgd", ("weight_decay", "momentum", "dampening"), "nesterov"
+    _hyperparameter_names = ("momentum", "dampening", "nesterov", "weight_decay")
 
     def __init__(self, params, lr, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0):
         who = "SGD"
@@ -807,12 +796,7 @@ cdef class SGD(Optimizer):
         if nesterov and (self.momentum == 0 or self.dampening != 0):
             raise ValueError(f"{who}: nesterov=True needs momentum > 0 and dampening = 0, got "
                              f"momentum={momentum!r}, dampening={dampening!r}")
-        Optimizer.__init__(self, params)
-        self.span_f, self.span_d = sgd_span[float], sgd_span[double]
-        if self.momentum != 0:
-            self.init_state(("momentum_buffer",), (0.0,))
-        else:
-            self.init_state((), ())
+        self.init_state(params, ("momentum_buffer",) if self.momentum != 0 else ())
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.first = step == 1 and not sparse
@@ -838,12 +822,6 @@ cdef class SGD(Optimizer):
         step.optimizer = self
         return step
 
-    cdef tuple device_kernel(self):
-        return ("sgd", (self.weight_decay, self.momentum, self.dampening, 0.0), int(self.nesterov))
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "momentum": self.momentum, "dampening": self.dampening,
-                "nesterov": bool(self.nesterov), "weight_decay": self.weight_decay}
 
 
 cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,
@@ -973,6 +951,8 @@ cdef class Adagrad(Optimizer):
 
     >>> opt = fa.optim.Adagrad([emb.weight], lr=0.05)
     """
+    _kernel_spec = "adagrad", ("weight_decay", "eps"), None
+    _hyperparameter_names = ("eps", "weight_decay", "initial_accumulator_value")
 
     def __init__(self, params, lr=1e-2, eps=1e-10, weight_decay=0.0, initial_accumulator_value=0.0):
         who = "Adagrad"
@@ -981,24 +961,17 @@ cdef class Adagrad(Optimizer):
         self.weight_decay = _check_weight_decay(who, weight_decay)
         self.initial_accumulator_value = _in_range(
             who, "initial_accumulator_value", initial_accumulator_value, 0.0, INFINITY, True)
-        Optimizer.__init__(self, params)
-        self.span_f, self.span_d = adagrad_span[float], adagrad_span[double]
-        self.init_state(("sum",), (self.initial_accumulator_value,))
+        self.init_state(params, ("sum",), self.initial_accumulator_value)
 
-    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        return 0
 
-    cdef tuple device_kernel(self):
-        return ("adagrad", (self.weight_decay, self.eps, 0.0, 0.0), 0)
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "eps": self.eps, "weight_decay": self.weight_decay,
-                "initial_accumulator_value": self.initial_accumulator_value}
+# The hyperparameters of the moment optimizers, in the order their kernels take them (h0..h3).
+_MOMENTS = ("beta1", "beta2", "eps", "weight_decay")
 
 
 cdef class _MomentOptimizer(Optimizer):
     """The hyperparameters that Adam, AdamW, Adamax, RAdam and NAdam share: the betas of
     their moment averages, eps and weight_decay (not used directly)."""
+    _hyperparameter_names = _MOMENTS
 
     cdef int set_moments(self, object lr, object betas, object eps,
                          object weight_decay) except -1:
@@ -1008,14 +981,6 @@ cdef class _MomentOptimizer(Optimizer):
         self.eps = _check_eps(who, eps)
         self.weight_decay = _check_weight_decay(who, weight_decay)
         return 0
-
-    cdef tuple device_hyper(self):
-        """h0..h3 of the device kernels: (beta1, beta2, eps, weight_decay)."""
-        return (self.beta1, self.beta2, self.eps, self.weight_decay)
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
-                "weight_decay": self.weight_decay}
 
 
 cdef class Adam(_MomentOptimizer):
@@ -1033,25 +998,17 @@ cdef class Adam(_MomentOptimizer):
 
     >>> opt = fa.optim.Adam(model.parameters(), lr=1e-3)
     """
+    _kernel_spec = "adam", _MOMENTS, "decoupled"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        self._configure(params, lr, betas, eps, weight_decay, False)
-
-    cdef int _configure(self, params, lr, betas, eps, weight_decay, bint decoupled) except -1:
         self.set_moments(lr, betas, eps, weight_decay)
-        self.decoupled = decoupled
-        Optimizer.__init__(self, params)
-        self.span_f, self.span_d = adam_span[float], adam_span[double]
-        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
-        return 0
+        self.decoupled = isinstance(self, AdamW)
+        self.init_state(params, ("exp_avg", "exp_avg_sq"))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.coefficients = fa_adam_step(self._lr, step, self.beta1, self.beta2,
                                          self.weight_decay, self.decoupled)
         return 0
-
-    cdef tuple device_kernel(self):
-        return ("adam", self.device_hyper(), int(self.decoupled))
 
 
 cdef class AdamW(Adam):
@@ -1065,7 +1022,7 @@ cdef class AdamW(Adam):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
-        self._configure(params, lr, betas, eps, weight_decay, True)
+        Adam.__init__(self, params, lr, betas, eps, weight_decay)
 
 
 cdef class RMSprop(Optimizer):
@@ -1081,6 +1038,8 @@ cdef class RMSprop(Optimizer):
 
     >>> opt = fa.optim.RMSprop(model.parameters(), lr=1e-2, momentum=0.9)
     """
+    _kernel_spec = "rmsprop", ("alpha", "eps", "weight_decay", "momentum"), None
+    _hyperparameter_names = ("alpha", "eps", "weight_decay", "momentum")
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0):
         who = "RMSprop"
@@ -1089,22 +1048,8 @@ cdef class RMSprop(Optimizer):
         self.eps = _check_eps(who, eps)
         self.weight_decay = _check_weight_decay(who, weight_decay)
         self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
-        Optimizer.__init__(self, params)
-        self.span_f, self.span_d = rmsprop_span[float], rmsprop_span[double]
-        if self.momentum != 0:
-            self.init_state(("square_avg", "momentum_buffer"), (0.0, 0.0))
-        else:
-            self.init_state(("square_avg",), (0.0,))
-
-    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        return 0
-
-    cdef tuple device_kernel(self):
-        return ("rmsprop", (self.alpha, self.eps, self.weight_decay, self.momentum), 0)
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "alpha": self.alpha, "eps": self.eps,
-                "weight_decay": self.weight_decay, "momentum": self.momentum}
+        self.init_state(params, ("square_avg", "momentum_buffer") if self.momentum != 0
+                        else ("square_avg",))
 
 
 cdef class Adadelta(Optimizer):
@@ -1120,6 +1065,8 @@ cdef class Adadelta(Optimizer):
 
     >>> opt = fa.optim.Adadelta(model.parameters())
     """
+    _kernel_spec = "adadelta", ("rho", "eps", "weight_decay"), None
+    _hyperparameter_names = ("rho", "eps", "weight_decay")
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
         who = "Adadelta"
@@ -1127,18 +1074,7 @@ cdef class Adadelta(Optimizer):
         self.rho = _in_range(who, "rho", rho, 0.0, 1.0, False)
         self.eps = _check_eps(who, eps)
         self.weight_decay = _check_weight_decay(who, weight_decay)
-        Optimizer.__init__(self, params)
-        self.span_f, self.span_d = adadelta_span[float], adadelta_span[double]
-        self.init_state(("square_avg", "acc_delta"), (0.0, 0.0))
-
-    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        return 0
-
-    cdef tuple device_kernel(self):
-        return ("adadelta", (self.rho, self.eps, self.weight_decay, 0.0), 0)
-
-    def hyperparameters(self):
-        return {"lr": self._lr, "rho": self.rho, "eps": self.eps, "weight_decay": self.weight_decay}
+        self.init_state(params, ("square_avg", "acc_delta"))
 
 
 cdef class Adamax(_MomentOptimizer):
@@ -1155,19 +1091,15 @@ cdef class Adamax(_MomentOptimizer):
 
     >>> opt = fa.optim.Adamax(model.parameters(), lr=2e-3)
     """
+    _kernel_spec = "adamax", _MOMENTS, None
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         self.set_moments(lr, betas, eps, weight_decay)
-        Optimizer.__init__(self, params)
-        self.span_f, self.span_d = adamax_span[float], adamax_span[double]
-        self.init_state(("exp_avg", "exp_inf"), (0.0, 0.0))
+        self.init_state(params, ("exp_avg", "exp_inf"))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.step_size = fa_adamax_step_size(self._lr, step, self.beta1)
         return 0
-
-    cdef tuple device_kernel(self):
-        return ("adamax", self.device_hyper(), 0)
 
 
 cdef class RAdam(_MomentOptimizer):
@@ -1186,26 +1118,19 @@ cdef class RAdam(_MomentOptimizer):
 
     >>> opt = fa.optim.RAdam(model.parameters(), lr=1e-3)
     """
+    _kernel_spec = "radam", _MOMENTS, "decoupled_weight_decay"
+    _hyperparameter_names = _MOMENTS + ("decoupled_weight_decay",)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  decoupled_weight_decay=False):
         self.set_moments(lr, betas, eps, weight_decay)
         self.decoupled_weight_decay = check_flag("RAdam", "decoupled_weight_decay", decoupled_weight_decay)
-        Optimizer.__init__(self, params)
-        self.span_f, self.span_d = radam_span[float], radam_span[double]
-        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
+        self.init_state(params, ("exp_avg", "exp_avg_sq"))
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
         self.coefficients = fa_radam_step(self._lr, step, self.beta1, self.beta2,
                                           self.weight_decay, self.decoupled_weight_decay)
         return 0
-
-    cdef tuple device_kernel(self):
-        return ("radam", self.device_hyper(), int(self.decoupled_weight_decay))
-
-    def hyperparameters(self):
-        return dict(_MomentOptimizer.hyperparameters(self),
-                    decoupled_weight_decay=bool(self.decoupled_weight_decay))
 
 
 # Below this, 1 - x is 1.0 exactly in double: NAdam's running product stops mattering.
@@ -1232,6 +1157,8 @@ cdef class NAdam(_MomentOptimizer):
 
     >>> opt = fa.optim.NAdam(model.parameters(), lr=2e-3)
     """
+    _kernel_spec = "nadam", _MOMENTS, "decoupled_weight_decay"
+    _hyperparameter_names = _MOMENTS + ("momentum_decay", "decoupled_weight_decay")
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  momentum_decay=4e-3, decoupled_weight_decay=False):
@@ -1243,9 +1170,7 @@ cdef class NAdam(_MomentOptimizer):
         self.products = <double*>cnp.PyArray_DATA(self.mu_products)
         self.capacity = 64
         self.n_products = 1
-        Optimizer.__init__(self, params)
-        self.span_f, self.span_d = nadam_span[float], nadam_span[double]
-        self.init_state(("exp_avg", "exp_avg_sq"), (0.0, 0.0))
+        self.init_state(params, ("exp_avg", "exp_avg_sq"))
 
     cdef double mu_product(self, long long t) except -1.0 nogil:
         """P_t = mu_1 * ... * mu_t, multiplied in the order torch does; past the table's
@@ -1271,8 +1196,7 @@ cdef class NAdam(_MomentOptimizer):
 
     cdef tuple device_kernel(self):
         # The device keeps P_t as a running product that nadam_product_step advances.
-        return ("nadam", self.device_hyper(),
-                int(self.decoupled_weight_decay), "nadam_product_step", (self.momentum_decay,))
+        return Optimizer.device_kernel(self) + ("nadam_product_step", (self.momentum_decay,))
 
     def load_state_dict(self, state):
         Optimizer.load_state_dict(self, state)
@@ -1280,10 +1204,6 @@ cdef class NAdam(_MomentOptimizer):
             self._device_state.set_running([self.mu_product(int(state[f"state.{i}.step"]))
                                       for i in range(self.n_params)])
         return self
-
-    def hyperparameters(self):
-        return dict(_MomentOptimizer.hyperparameters(self), momentum_decay=self.momentum_decay,
-                    decoupled_weight_decay=bool(self.decoupled_weight_decay))
 
 
 # ---------------------------------------------------------------- clipping
