@@ -89,8 +89,8 @@ cdef double _in_range(str who, str name, object value, double low, double high,
     return v
 
 
-cdef double _check_lr(str who, object lr) except? -1.0:
-    return _in_range(who, "lr", lr, 0.0, INFINITY, True)
+cdef double _non_negative(str who, str name, object value) except? -1.0:
+    return _in_range(who, name, value, 0.0, INFINITY, True)
 
 
 cdef double _check_eps(str who, object eps) except? -1.0:
@@ -98,10 +98,6 @@ cdef double _check_eps(str who, object eps) except? -1.0:
     if not (0 < v < INFINITY):
         raise ValueError(f"{who}: eps must be > 0 and finite, got {eps!r}")
     return v
-
-
-cdef double _check_weight_decay(str who, object weight_decay) except? -1.0:
-    return _in_range(who, "weight_decay", weight_decay, 0.0, INFINITY, True)
 
 
 cdef tuple _check_betas(str who, object betas):
@@ -658,7 +654,7 @@ cdef class Optimizer:
 
     @lr.setter
     def lr(self, value):
-        self._lr = _check_lr(type(self).__name__, value)
+        self._lr = _non_negative(type(self).__name__, "lr", value)
         if self._device_state is not None:
             self._device_state.set_lr(self._lr)
 
@@ -731,7 +727,7 @@ cdef class Optimizer:
                 f"{who}: the state dict does not fit this optimizer ({self.n_params} parameters, "
                 f"state slots {list(self.slot_names)}): missing keys {missing}, unexpected keys "
                 f"{unexpected}. Was it saved from another optimizer or another model?")
-        lr = _check_lr(who, state["lr"])
+        lr = _non_negative(who, "lr", state["lr"])
         for name, value in hyper.items():
             if name != "lr" and check_number(who, name, state[name], bools=True) != value:
                 raise ValueError(f"{who}: the state dict was saved with {name}={state[name]!r}, "
@@ -788,10 +784,10 @@ cdef class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0):
         who = "SGD"
-        self._lr = _check_lr(who, lr)
+        self._lr = _non_negative(who, "lr", lr)
         self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
         self.dampening = _in_range(who, "dampening", dampening, 0.0, 1.0, False)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.weight_decay = _non_negative(who, "weight_decay", weight_decay)
         self.nesterov = check_flag(who, "nesterov", nesterov)
         if nesterov and (self.momentum == 0 or self.dampening != 0):
             raise ValueError(f"{who}: nesterov=True needs momentum > 0 and dampening = 0, got "
@@ -956,11 +952,11 @@ cdef class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, eps=1e-10, weight_decay=0.0, initial_accumulator_value=0.0):
         who = "Adagrad"
-        self._lr = _check_lr(who, lr)
+        self._lr = _non_negative(who, "lr", lr)
         self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
-        self.initial_accumulator_value = _in_range(
-            who, "initial_accumulator_value", initial_accumulator_value, 0.0, INFINITY, True)
+        self.weight_decay = _non_negative(who, "weight_decay", weight_decay)
+        self.initial_accumulator_value = _non_negative(who, "initial_accumulator_value",
+                                                       initial_accumulator_value)
         self.init_state(params, ("sum",), self.initial_accumulator_value)
 
 
@@ -976,10 +972,10 @@ cdef class _MomentOptimizer(Optimizer):
     cdef int set_moments(self, object lr, object betas, object eps,
                          object weight_decay) except -1:
         who = type(self).__name__
-        self._lr = _check_lr(who, lr)
+        self._lr = _non_negative(who, "lr", lr)
         self.beta1, self.beta2 = _check_betas(who, betas)
         self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.weight_decay = _non_negative(who, "weight_decay", weight_decay)
         return 0
 
 
@@ -1043,10 +1039,10 @@ cdef class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0):
         who = "RMSprop"
-        self._lr = _check_lr(who, lr)
+        self._lr = _non_negative(who, "lr", lr)
         self.alpha = _in_range(who, "alpha", alpha, 0.0, 1.0, True)
         self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.weight_decay = _non_negative(who, "weight_decay", weight_decay)
         self.momentum = _in_range(who, "momentum", momentum, 0.0, 1.0, True)
         self.init_state(params, ("square_avg", "momentum_buffer") if self.momentum != 0
                         else ("square_avg",))
@@ -1070,10 +1066,10 @@ cdef class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
         who = "Adadelta"
-        self._lr = _check_lr(who, lr)
+        self._lr = _non_negative(who, "lr", lr)
         self.rho = _in_range(who, "rho", rho, 0.0, 1.0, False)
         self.eps = _check_eps(who, eps)
-        self.weight_decay = _check_weight_decay(who, weight_decay)
+        self.weight_decay = _non_negative(who, "weight_decay", weight_decay)
         self.init_state(params, ("square_avg", "acc_delta"))
 
 
@@ -1164,7 +1160,7 @@ cdef class NAdam(_MomentOptimizer):
                  momentum_decay=4e-3, decoupled_weight_decay=False):
         who = "NAdam"
         self.set_moments(lr, betas, eps, weight_decay)
-        self.momentum_decay = _in_range(who, "momentum_decay", momentum_decay, 0.0, INFINITY, True)
+        self.momentum_decay = _non_negative(who, "momentum_decay", momentum_decay)
         self.decoupled_weight_decay = check_flag(who, "decoupled_weight_decay", decoupled_weight_decay)
         self.mu_products = np.ones(64, dtype=np.float64)
         self.products = <double*>cnp.PyArray_DATA(self.mu_products)
@@ -1229,21 +1225,34 @@ cdef double norm_accumulate(const floating* g, Py_ssize_t n, double q, double ac
     return acc
 
 
-cdef void scale_values(floating* g, Py_ssize_t n, double factor) noexcept nogil:
-    cdef floating f = factor
+cdef void change_values(floating* g, Py_ssize_t n, double x, bint clamp) noexcept nogil:
+    """The n values multiplied by x, or with `clamp`, clamped into [-x, x]."""
+    cdef floating f = x, lo = -x
     cdef Py_ssize_t i
+    if not clamp:
+        for i in range(n):
+            g[i] = g[i] * f
+        return
     for i in range(n):
-        g[i] = g[i] * f
-
-
-cdef void clamp_values(floating* g, Py_ssize_t n, double limit) noexcept nogil:
-    cdef floating hi = limit, lo = -limit
-    cdef Py_ssize_t i
-    for i in range(n):
-        if g[i] > hi:
-            g[i] = hi
+        if g[i] > f:
+            g[i] = f
         elif g[i] < lo:
             g[i] = lo
+
+
+cdef int change_grads(list plist, double x, bint clamp) except -1:
+    """change_values on every gradient of the Parameters of plist (sparse: its touched rows)."""
+    cdef Py_ssize_t k, n_spans, span_len
+    cdef const int64_t* rows
+    cdef Parameter p
+    for p in plist:
+        n_spans = grad_spans(p, &rows, &span_len)
+        for k in range(n_spans):
+            if p.f64:
+                change_values(<double*>span_grad(p, k), span_len, x, clamp)
+            else:
+                change_values(<float*>span_grad(p, k), span_len, x, clamp)
+    return 0
 
 
 def clip_grad_norm(params, max_norm, norm_type=2.0):
@@ -1276,23 +1285,15 @@ def clip_grad_norm(params, max_norm, norm_type=2.0):
         for k in range(n_spans):
             acc = (norm_accumulate(<const double*>span_grad(p, k), span_len, q, acc) if p.f64
                    else norm_accumulate(<const float*>span_grad(p, k), span_len, q, acc))
-    if isinf(q):
+    if isinf(q) or q == 1:
         total = acc
     elif q == 2:
         total = sqrt(acc)
-    elif q == 1:
-        total = acc
     else:
         total = pow(acc, 1 / q)
     factor = limit / (total + 1e-6)
     if factor < 1:
-        for p in plist:
-            n_spans = grad_spans(p, &rows, &span_len)
-            for k in range(n_spans):
-                if p.f64:
-                    scale_values(<double*>span_grad(p, k), span_len, factor)
-                else:
-                    scale_values(<float*>span_grad(p, k), span_len, factor)
+        change_grads(plist, factor, False)
     return total
 
 
@@ -1307,16 +1308,7 @@ def clip_grad_value(params, clip_value):
     """
     cdef list plist = _param_list(params, "clip_grad_value", True, True)
     cdef double limit = _in_range("clip_grad_value", "clip_value", clip_value, 0.0, INFINITY, False)
-    cdef Py_ssize_t k, n_spans, span_len
-    cdef const int64_t* rows
-    cdef Parameter p
     if _params_device(plist, "clip_grad_value") is not None:
         device_backend().clip_grad_value(plist, limit)
         return
-    for p in plist:
-        n_spans = grad_spans(p, &rows, &span_len)
-        for k in range(n_spans):
-            if p.f64:
-                clamp_values(<double*>span_grad(p, k), span_len, limit)
-            else:
-                clamp_values(<float*>span_grad(p, k), span_len, limit)
+    change_grads(plist, limit, True)
