@@ -32,10 +32,10 @@ from fastad._engine.graph import grad_state
 NO_OWNER = 2 ** 31 - 1
 
 
-def _rows_of(value):
-    """(rows, row_len) of a value whose first axis indexes the sparse rows."""
+def _row_len(value):
+    """The row length of a value whose first axis indexes the sparse rows."""
     rows = value.shape[0]
-    return rows, (value.size // rows if rows else 0)
+    return value.size // rows if rows else 0
 
 
 def _passes(touched, who):
@@ -94,14 +94,13 @@ class DeviceState:
         names, after the flag, the kernel that advances it after each count_step and
         the extra double (h4) it and the update take. Every update kernel takes
         `running` (starting at 1, unread by the others) and h4 (0) after the flag."""
-        name, hyper, flag = kernel[:3]
+        name, hyper, flag, *running = kernel
         self.dense_kernel, self.rows_kernel = name + "_dense", name + "_rows"
         self.hyper = tuple(np.float64(h) for h in hyper)
         self.flag = np.int32(flag)
         b = self.backend
-        self.running_kernel = kernel[3] if len(kernel) > 3 else None
+        self.running_kernel, h4 = running or (None, (0.0,))
         self.running = b.from_host(np.ones(len(self.params), dtype=np.float64))
-        h4 = kernel[4] if len(kernel) > 3 else (0.0,)
         self.extra = (self.running,) + tuple(np.float64(h) for h in h4)
         self.state, self._launch_state = [], []
         for p in self.params:
@@ -135,9 +134,8 @@ class DeviceState:
                          np.int64(value.size), self.lr, self.steps, index, *self.hyper, self.flag,
                          *self.extra)
             else:
-                _, row_len = _rows_of(value)
                 _launch_rows(b, self.rows_kernel, dtype, self.owner, _passes(touched, "step()"),
-                             row_len, (value, grad, s0, s1),
+                             _row_len(value), (value, grad, s0, s1),
                              (self.lr, self.steps, index) + self.hyper + (self.flag,) + self.extra)
 
     def set_lr(self, lr):
@@ -186,8 +184,19 @@ def _grads(params, who):
         if mode == "dense":
             out.append((grad, None, 0))
         elif mode == "sparse":
-            out.append((grad, _passes(touched, who), _rows_of(grad)[1]))
+            out.append((grad, _passes(touched, who), _row_len(grad)))
     return out
+
+
+def _launch_each(b, grads, kernel, *tail):
+    """Run `kernel`'s _dense or _rows form, `kernel_dense(grad, n, *tail)` or
+    `kernel_rows(grad, ids, owner, base, n_ids, row_len, *tail)`, on each gradient of `grads`."""
+    for grad, passes, row_len in grads:
+        if passes is None:
+            b.launch(kernel + "_dense", grad.dtype, grad.size, grad, np.int64(grad.size), *tail)
+        else:
+            owner = _scratch_owner(b, grad.shape[0])
+            _launch_rows(b, kernel + "_rows", grad.dtype, owner, passes, row_len, (grad,), tail)
 
 
 def clip_grad_norm(params, max_norm, q):
@@ -195,14 +204,8 @@ def clip_grad_norm(params, max_norm, q):
     `max_norm` >= 0, `q` > 0 or inf). Returns the norm before clipping as a float."""
     b = _backend.get()
     acc = b.zeros(1, np.float64)
-    q64 = np.float64(q)
     grads = _grads(params, "clip_grad_norm")
-    for grad, passes, row_len in grads:
-        if passes is None:
-            b.launch("grad_norm_dense", grad.dtype, grad.size, grad, np.int64(grad.size), acc, q64)
-        else:
-            owner = _scratch_owner(b, grad.shape[0])
-            _launch_rows(b, "grad_norm_rows", grad.dtype, owner, passes, row_len, (grad,), (acc, q64))
+    _launch_each(b, grads, "grad_norm", acc, np.float64(q))
     acc = float(b.to_host(acc)[0])
     if math.isinf(q) or q == 1:
         total = acc
@@ -212,13 +215,7 @@ def clip_grad_norm(params, max_norm, q):
         total = acc ** (1 / q)
     factor = max_norm / (total + 1e-6)
     if factor < 1:
-        factor = np.float64(factor)
-        for grad, passes, row_len in grads:
-            if passes is None:
-                b.launch("scale_dense", grad.dtype, grad.size, grad, np.int64(grad.size), factor)
-            else:
-                owner = _scratch_owner(b, grad.shape[0])
-                _launch_rows(b, "scale_rows", grad.dtype, owner, passes, row_len, (grad,), (factor,))
+        _launch_each(b, grads, "scale", np.float64(factor))
     return total
 
 

@@ -819,7 +819,6 @@ cdef class SGD(Optimizer):
         return step
 
 
-
 cdef inline void sgd_row_values(char* p, const char* g, const int64_t* rows, Py_ssize_t n_rows,
                                 Py_ssize_t row_len, double lr, bint f64) noexcept nogil:
     """Plain SGD on rows rows[k] of p, their gradients packed row after row in g:

@@ -44,7 +44,6 @@ cdef int read_schedule(str who, object scheduler, object optimizer, Schedule* ou
                         f"CosineAnnealingLR, LinearWarmup, LinearDecay), got {type(scheduler).__name__}")
     if not isinstance(optimizer, Optimizer) or getattr(scheduler, "optimizer", None) is not optimizer:
         raise ValueError(f"{who}: lr_schedule must schedule the optimizer given to {who}")
-    name, base, a, b = scheduler.compiled_rule()
+    name, out.base, out.a, out.b = scheduler.compiled_rule()
     out.rule = _RULES[name]
-    out.base, out.a, out.b = base, a, b
     return 0
