@@ -129,14 +129,13 @@ class DeviceState:
             if self.running_kernel is not None:
                 b.launch(self.running_kernel, dtype, 1, self.running, self.steps, index,
                          *self.hyper, self.flag, *self.extra[1:])
+            scalars = (self.lr, self.steps, index, *self.hyper, self.flag, *self.extra)
             if mode == "dense":
                 b.launch(self.dense_kernel, dtype, value.size, value, grad, s0, s1,
-                         np.int64(value.size), self.lr, self.steps, index, *self.hyper, self.flag,
-                         *self.extra)
+                         np.int64(value.size), *scalars)
             else:
                 _launch_rows(b, self.rows_kernel, dtype, self.owner, _passes(touched, "step()"),
-                             _row_len(value), (value, grad, s0, s1),
-                             (self.lr, self.steps, index) + self.hyper + (self.flag,) + self.extra)
+                             _row_len(value), (value, grad, s0, s1), scalars)
 
     def set_lr(self, lr):
         """Write the learning rate the next kernels read (waits until written, so

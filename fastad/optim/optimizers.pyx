@@ -882,10 +882,7 @@ cdef void step_scaled_rows(floating* p, floating* slab, int32_t* slot_of, int64_
         if left == 0:
             xk += row_len
             left = per_x
-    if floating is float:
-        fa_sgd_rows_f(p, slab, touched, repeated, row_len, <float>-lr)
-    else:
-        fa_sgd_rows_d(p, slab, touched, repeated, row_len, -lr)
+    sgd_row_values(<char*>p, <const char*>slab, touched, repeated, row_len, lr, floating is double)
     for k in range(n):
         slot_of[ids[k]] = -1
 
