@@ -390,8 +390,8 @@ cdef class Optimizer:
     `param_groups[0]["lr"]` (torch's form of it).
     A built-in subclass names its kernel (`_kernel_spec`): the element rule of rules.h
     that updates one span of a Parameter (the whole buffer, or one touched row), on a
-    GPU its kernel in cuda/optim.cu, and the hyperparameters both take; its C method
-    `begin(step, sparse)` computes the per-step coefficients of one Parameter.
+    GPU its kernel in cuda/optim.cu, and the hyperparameters both take; the C method
+    `begin(step, sparse)` computes the kernel's per-step coefficients of one Parameter.
 
     Example::
 
@@ -483,11 +483,25 @@ cdef class Optimizer:
         return 0
 
     cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        """This step's coefficients of the kernel, for a Parameter at step `step` (none by
-        default)."""
+        """The coefficients the kernel takes for a Parameter's step `step` (a sparse one or
+        not), from lr, h and the flag as the Steps of cuda/optim.cu compute them."""
         if self.kernel == NO_KERNEL:
             with gil:
                 raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+        if self.kernel == SGD_KERNEL:
+            (<SGD>self).first = step == 1 and not sparse
+        elif self.kernel == ADAM_KERNEL:
+            (<Adam>self).coefficients = fa_adam_step(self._lr, step, self.h[0], self.h[1],
+                                                     self.h[3], self.flag)
+        elif self.kernel == ADAMAX_KERNEL:
+            (<Adamax>self).step_size = fa_adamax_step_size(self._lr, step, self.h[0])
+        elif self.kernel == RADAM_KERNEL:
+            (<RAdam>self).coefficients = fa_radam_step(self._lr, step, self.h[0], self.h[1],
+                                                       self.h[3], self.flag)
+        elif self.kernel == NADAM_KERNEL:
+            (<NAdam>self).coefficients = fa_nadam_step(
+                self._lr, step, self.h[0], self.h[1], self.h[3], self.flag,
+                (<NAdam>self).momentum_decay, (<NAdam>self).mu_product(step))
         return 0
 
     cpdef RowStep row_step(self, Parameter p):
@@ -794,10 +808,6 @@ cdef class SGD(Optimizer):
                              f"momentum={momentum!r}, dampening={dampening!r}")
         self.init_state(params, ("momentum_buffer",) if self.momentum != 0 else ())
 
-    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        self.first = step == 1 and not sparse
-        return 0
-
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
         if self.plain():        # the row kernel of its row step, in one call for all the rows
@@ -997,11 +1007,6 @@ cdef class Adam(_MomentOptimizer):
         self.decoupled = isinstance(self, AdamW)
         self.init_state(params, ("exp_avg", "exp_avg_sq"))
 
-    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        self.coefficients = fa_adam_step(self._lr, step, self.beta1, self.beta2,
-                                         self.weight_decay, self.decoupled)
-        return 0
-
 
 cdef class AdamW(Adam):
     """AdamW: `AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)`.
@@ -1089,10 +1094,6 @@ cdef class Adamax(_MomentOptimizer):
         self.set_moments(lr, betas, eps, weight_decay)
         self.init_state(params, ("exp_avg", "exp_inf"))
 
-    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        self.step_size = fa_adamax_step_size(self._lr, step, self.beta1)
-        return 0
-
 
 cdef class RAdam(_MomentOptimizer):
     """RAdam: `RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
@@ -1118,11 +1119,6 @@ cdef class RAdam(_MomentOptimizer):
         self.set_moments(lr, betas, eps, weight_decay)
         self.decoupled_weight_decay = check_flag("RAdam", "decoupled_weight_decay", decoupled_weight_decay)
         self.init_state(params, ("exp_avg", "exp_avg_sq"))
-
-    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        self.coefficients = fa_radam_step(self._lr, step, self.beta1, self.beta2,
-                                          self.weight_decay, self.decoupled_weight_decay)
-        return 0
 
 
 # Below this, 1 - x is 1.0 exactly in double: NAdam's running product stops mattering.
@@ -1178,13 +1174,6 @@ cdef class NAdam(_MomentOptimizer):
             self.products[k] = self.products[k - 1] * fa_nadam_mu(self.beta1, k, self.momentum_decay)
             self.n_products += 1
         return self.products[min(t, self.n_products - 1)]
-
-    cdef int begin(self, int64_t step, bint sparse) except -1 nogil:
-        cdef double product = self.mu_product(step)
-        self.coefficients = fa_nadam_step(self._lr, step, self.beta1, self.beta2,
-                                          self.weight_decay, self.decoupled_weight_decay,
-                                          self.momentum_decay, product)
-        return 0
 
     cdef tuple device_kernel(self):
         # The device keeps P_t as a running product that nadam_product_step advances.
