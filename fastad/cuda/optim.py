@@ -76,7 +76,6 @@ class DeviceState:
     def __init__(self, params, device, lr):
         b = _backend.get()
         self.backend = b
-        self.device = device
         self.params = list(params)
         self.lr = b.from_host(np.array([lr], dtype=np.float64))
         self.steps = b.zeros(len(self.params), np.int64)
