@@ -7,6 +7,14 @@ from libc.stdint cimport int64_t
 from fastad._engine.graph cimport Parameter, RowStep
 from fastad.ops.scalar cimport FaAdamStep, FaRAdamStep, FaNAdamStep
 
+cdef class Optimizer
+
+# An optimizer's kernel over a span of n elements (see optim.pyx's update_span), per precision.
+ctypedef void (*SpanF)(Optimizer opt, float* p, const float* g, float* s0, float* s1,
+                       Py_ssize_t n) noexcept nogil
+ctypedef void (*SpanD)(Optimizer opt, double* p, const double* g, double* s0, double* s1,
+                       Py_ssize_t n) noexcept nogil
+
 cdef class Optimizer:
     cdef list _params                # the Parameters, in order
     cdef PyObject** param_ptrs       # the same, borrowed, for step and zero_grad without the GIL
@@ -17,6 +25,8 @@ cdef class Optimizer:
     cdef int kernel                  # the element rule of update_span (its class's _kernel_spec)
     cdef double h[4]                 # the hyperparameters and the flag it takes, set by
     cdef bint flag                   # init_state, as the device kernels take them
+    cdef SpanF span_f                # the kernel's float and double instances (update_span's)
+    cdef SpanD span_d
     cdef list _state                 # _state[i]: tuple of Parameter i's state arrays
     cdef char** state_ptrs           # n_params * n_slots raw pointers into _state
     cdef cnp.ndarray _steps          # int64 step count per Parameter (per process)

@@ -284,12 +284,15 @@ def set_step_hooks(hook_for):
 # rules.h (torch.optim's single-tensor order of operations). As the device kernels
 # of cuda/optim.cu, a rule takes the optimizer's hyperparameters h0..h3 and flag
 # (named by its class's _kernel_spec) and the step's coefficients (begin()'s),
-# read once into locals. Written once over `floating`: update_span picks the
-# float or double instance.
+# read once into locals. Each kernel is written once over `floating`; an optimizer
+# keeps its float and double instances (span_f, span_d, from SPAN_F and SPAN_D) and
+# update_span calls one. One small function per kernel: a single function that
+# switched on the kernel would pay every branch's prologue (saved registers, stack
+# frame) on each call, i.e. on each touched row of a sparse step.
 
 cdef enum Kernel:
     NO_KERNEL, SGD_KERNEL, ADAGRAD_KERNEL, ADAM_KERNEL, RMSPROP_KERNEL, ADADELTA_KERNEL,
-    ADAMAX_KERNEL, RADAM_KERNEL, NADAM_KERNEL
+    ADAMAX_KERNEL, RADAM_KERNEL, NADAM_KERNEL, N_KERNELS
 
 # The kernel of each name of cuda/optim.cu (a _kernel_spec's first entry).
 _KERNELS = {"sgd": SGD_KERNEL, "adagrad": ADAGRAD_KERNEL, "adam": ADAM_KERNEL,
@@ -297,49 +300,88 @@ _KERNELS = {"sgd": SGD_KERNEL, "adagrad": ADAGRAD_KERNEL, "adam": ADAM_KERNEL,
             "radam": RADAM_KERNEL, "nadam": NADAM_KERNEL}
 
 
-cdef void run_kernel(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                     Py_ssize_t n) noexcept nogil:
-    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2], h3 = opt.h[3]
-    cdef bint flag = opt.flag, first
+cdef void sgd_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                   Py_ssize_t n) noexcept nogil:
+    # h0 weight_decay, h1 momentum, h2 dampening; flag nesterov
+    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
+    cdef bint flag = opt.flag, first = (<SGD>opt).first
     cdef floating lr_ = lr
-    cdef double step_size
-    cdef FaAdamStep adam
-    cdef FaRAdamStep radam
-    cdef FaNAdamStep nadam
     cdef Py_ssize_t i
-    if opt.kernel == SGD_KERNEL:    # h0 weight_decay, h1 momentum, h2 dampening; flag nesterov
-        if h1 == 0 and h0 == 0:     # plain SGD: a loop gcc can vectorise
-            for i in range(n):
-                p[i] = p[i] + (-lr_) * g[i]
-            return
-        first = (<SGD>opt).first
+    if h1 == 0 and h0 == 0:     # plain SGD: a loop gcc can vectorise
         for i in range(n):
-            sgd_element(p, g, s0, i, lr, h0, h1, h2, flag, first)
-    elif opt.kernel == ADAGRAD_KERNEL:
-        for i in range(n):
-            adagrad_element(p, g, s0, i, lr, h0, h1)
-    elif opt.kernel == ADAM_KERNEL:
-        adam = (<Adam>opt).coefficients
-        for i in range(n):
-            adam_element(p, g, s0, s1, i, &adam, h0, h1, h2)
-    elif opt.kernel == RMSPROP_KERNEL:
-        for i in range(n):
-            rmsprop_element(p, g, s0, s1, i, lr, h0, h1, h2, h3)
-    elif opt.kernel == ADADELTA_KERNEL:
-        for i in range(n):
-            adadelta_element(p, g, s0, s1, i, lr, h0, h1, h2)
-    elif opt.kernel == ADAMAX_KERNEL:
-        step_size = (<Adamax>opt).step_size
-        for i in range(n):
-            adamax_element(p, g, s0, s1, i, step_size, h0, h1, h2, h3)
-    elif opt.kernel == RADAM_KERNEL:
-        radam = (<RAdam>opt).coefficients
-        for i in range(n):
-            radam_element(p, g, s0, s1, i, &radam, lr, h0, h1, h2)
-    elif opt.kernel == NADAM_KERNEL:
-        nadam = (<NAdam>opt).coefficients
-        for i in range(n):
-            nadam_element(p, g, s0, s1, i, &nadam, h0, h1, h2)
+            p[i] = p[i] + (-lr_) * g[i]
+        return
+    for i in range(n):
+        sgd_element(p, g, s0, i, lr, h0, h1, h2, flag, first)
+
+
+cdef void adagrad_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                       Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1]
+    cdef Py_ssize_t i
+    for i in range(n):
+        adagrad_element(p, g, s0, i, lr, h0, h1)
+
+
+cdef void adam_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                    Py_ssize_t n) noexcept nogil:
+    cdef FaAdamStep c = (<Adam>opt).coefficients
+    cdef double h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
+    cdef Py_ssize_t i
+    for i in range(n):
+        adam_element(p, g, s0, s1, i, &c, h0, h1, h2)
+
+
+cdef void rmsprop_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                       Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2], h3 = opt.h[3]
+    cdef Py_ssize_t i
+    for i in range(n):
+        rmsprop_element(p, g, s0, s1, i, lr, h0, h1, h2, h3)
+
+
+cdef void adadelta_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                        Py_ssize_t n) noexcept nogil:
+    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
+    cdef Py_ssize_t i
+    for i in range(n):
+        adadelta_element(p, g, s0, s1, i, lr, h0, h1, h2)
+
+
+cdef void adamax_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                      Py_ssize_t n) noexcept nogil:
+    cdef double step_size = (<Adamax>opt).step_size
+    cdef double h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2], h3 = opt.h[3]
+    cdef Py_ssize_t i
+    for i in range(n):
+        adamax_element(p, g, s0, s1, i, step_size, h0, h1, h2, h3)
+
+
+cdef void radam_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                     Py_ssize_t n) noexcept nogil:
+    cdef FaRAdamStep c = (<RAdam>opt).coefficients
+    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
+    cdef Py_ssize_t i
+    for i in range(n):
+        radam_element(p, g, s0, s1, i, &c, lr, h0, h1, h2)
+
+
+cdef void nadam_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
+                     Py_ssize_t n) noexcept nogil:
+    cdef FaNAdamStep c = (<NAdam>opt).coefficients
+    cdef double h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
+    cdef Py_ssize_t i
+    for i in range(n):
+        nadam_element(p, g, s0, s1, i, &c, h0, h1, h2)
+
+
+# Each Kernel's span function, in the Kernel's order (none for NO_KERNEL: begin() raises).
+cdef SpanF SPAN_F[N_KERNELS]
+cdef SpanD SPAN_D[N_KERNELS]
+SPAN_F[:] = [NULL, sgd_span[float], adagrad_span[float], adam_span[float], rmsprop_span[float],
+             adadelta_span[float], adamax_span[float], radam_span[float], nadam_span[float]]
+SPAN_D[:] = [NULL, sgd_span[double], adagrad_span[double], adam_span[double], rmsprop_span[double],
+             adadelta_span[double], adamax_span[double], radam_span[double], nadam_span[double]]
 
 
 cdef inline void update_span(Optimizer opt, char* value, const char* grad, char** state,
@@ -351,9 +393,9 @@ cdef inline void update_span(Optimizer opt, char* value, const char* grad, char*
     cdef char* s0 = state[0] + at if opt.n_slots > 0 else NULL
     cdef char* s1 = state[1] + at if opt.n_slots > 1 else NULL
     if f64:
-        run_kernel(opt, <double*>(value + at), <const double*>grad, <double*>s0, <double*>s1, n)
+        opt.span_d(opt, <double*>(value + at), <const double*>grad, <double*>s0, <double*>s1, n)
     else:
-        run_kernel(opt, <float*>(value + at), <const float*>grad, <float*>s0, <float*>s1, n)
+        opt.span_f(opt, <float*>(value + at), <const float*>grad, <float*>s0, <float*>s1, n)
 
 
 # --------------------------------------------------------------- Optimizer
@@ -410,6 +452,7 @@ cdef class Optimizer:
         self.row_applied = NULL
         spec = type(self)._kernel_spec
         self.kernel = NO_KERNEL if spec is None else _KERNELS[spec[0]]
+        self.span_f, self.span_d = SPAN_F[self.kernel], SPAN_D[self.kernel]
 
     def __dealloc__(self):
         free(self.state_ptrs)
