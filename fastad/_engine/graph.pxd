@@ -226,7 +226,7 @@ cdef Variable as_variable(object x, Variable like)
 cdef Variable as_operand(str op, str argname, object x, Variable like)  # as_variable, or a TypeError
 cdef tuple float_operands(str op, object a, object b)  # (a, b) as float Variables, of one dtype
 cdef int same_dtype(str op, Variable a, Variable b) except -1
-cdef int require_float(str op, object x, str argname) except -1
+cdef Variable require_float(str op, object x, str argname)   # x, or a TypeError unless a float Variable
 # The argument checks that the op modules share (a TypeError or ValueError naming `who` and `name`).
 cdef bint check_flag(str who, str name, object value, bint zero_or_one=*) except -1
 cdef double check_number(str who, str name, object value, bint bools=*) except? -1.0

@@ -273,13 +273,13 @@ cdef object _line_aligned_empty(tuple shape, object dtype):
     return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
 
-cdef int require_float(str op, object x, str argname) except -1:
+cdef Variable require_float(str op, object x, str argname):
     if not isinstance(x, Variable):
         raise TypeError(f"{op}: {argname} must be a fastad Variable, got {type(x).__name__}")
     if isinstance(x, IndexInput):
         raise TypeError(f"{op}: {argname} is an IndexInput (integer ids); "
                         f"use it to index a Parameter (p[ix]) or as targets")
-    return 0
+    return <Variable>x
 
 
 cdef int same_dtype(str op, Variable a, Variable b) except -1:
@@ -367,13 +367,10 @@ cdef tuple float_operands(str op, object a, object b):
     """(a, b) as float Variables of one dtype; one of them may be a number or an array."""
     cdef Variable va, vb
     if isinstance(a, Variable):
-        require_float(op, a, "a")
-        va = <Variable>a
-        vb = as_operand(op, "b", b, va)
-        require_float(op, vb, "b")
+        va = require_float(op, a, "a")
+        vb = require_float(op, as_operand(op, "b", b, va), "b")
     elif isinstance(b, Variable):
-        require_float(op, b, "b")
-        vb = <Variable>b
+        vb = require_float(op, b, "b")
         va = as_operand(op, "a", a, vb)
     else:
         raise TypeError(f"{op}: at least one operand must be a fastad Variable")

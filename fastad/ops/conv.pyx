@@ -270,13 +270,11 @@ cdef class Conv(Variable):
 
 cdef Variable _conv(str op, int nd, object x, object weight, object bias, object stride,
                     object padding, object dilation, object groups):
-    require_float(op, x, "x")
-    require_float(op, weight, "weight")
-    cdef Variable vx = <Variable>x, vw = <Variable>weight, vb = None
+    cdef Variable vx = require_float(op, x, "x"), vb = None
+    cdef Variable vw = require_float(op, weight, "weight")
     same_dtype(op, vx, vw)
     if bias is not None:
-        require_float(op, bias, "bias")
-        vb = <Variable>bias
+        vb = require_float(op, bias, "bias")
         same_dtype(op, vx, vb)
     require_input(op, vx, nd)
     kernel_names = "kernel_length" if nd == 1 else "kernel_height, kernel_width"
@@ -492,8 +490,7 @@ cdef Variable _pool(str op, int nd, int mode, object x, tuple hw, tuple out_hw, 
 
 cdef Variable _window_pool(str op, int nd, int mode, object x, object kernel_size, object stride,
                            object padding):
-    require_float(op, x, "x")
-    cdef Variable vx = <Variable>x
+    cdef Variable vx = require_float(op, x, "x")
     require_input(op, vx, nd)
     cdef tuple kernel, strides, pads
     kernel, strides, pads = pool_window(op, nd, kernel_size, stride, padding)
@@ -559,8 +556,7 @@ def adaptive_avg_pool2d(x, output_size):
     (2, 3, 1, 1)
     """
     op = "adaptive_avg_pool2d"
-    require_float(op, x, "x")
-    cdef Variable vx = <Variable>x
+    cdef Variable vx = require_float(op, x, "x")
     require_input(op, vx, 2)
     cdef tuple out_hw = int_tuple(op, "output_size", output_size, 2, 1)
     cdef tuple hw = spatial(vx, 2)
@@ -718,8 +714,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     (8, 3)
     """
     op = "batch_norm"
-    require_float(op, x, "x")
-    cdef Variable vx = <Variable>x
+    cdef Variable vx = require_float(op, x, "x")
     if len(vx._shape) < 2:
         raise ValueError(f"{op}: x must have shape (batch, channels, ...), got {vx._shape}")
     cdef Py_ssize_t channels = vx._shape[1]

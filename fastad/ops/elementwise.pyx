@@ -380,9 +380,8 @@ cdef Variable _binary(int code, object a, object b):
                           or isinstance(b, Variable) and _is_number(a)):
         return _with_number(code, a, b)
     if isinstance(a, Variable) and isinstance(b, Variable):    # without float_operands' tuple
-        va, vb = <Variable>a, <Variable>b
-        require_float(name, va, "a")
-        require_float(name, vb, "b")
+        va = require_float(name, a, "a")
+        vb = require_float(name, b, "b")
         same_dtype(name, va, vb)
     else:
         va, vb = float_operands(name, a, b)
@@ -504,8 +503,7 @@ def where(cond, a, b):
         raise TypeError(f"where: a or b must be a fastad Variable, got {type(a).__name__} and "
                         f"{type(b).__name__}")
     va, vb = float_operands("where", a, b)
-    vc = as_operand("where", "cond", cond, va)
-    require_float("where", vc, "cond")
+    vc = require_float("where", as_operand("where", "cond", cond, va), "cond")
     if vc.f64 != va.f64:
         raise TypeError(f"where: cond has dtype {vc.dtype}, a and b {va.dtype}; compare "
                         f"Variables of the dtype of a and b, or pass cond as an array")

@@ -540,11 +540,11 @@ cdef class GRUCell(Cell):
 
 
 cdef int _check(str op, str what, object v, tuple shape, Variable like) except -1:
-    require_float(op, v, what)
-    if (<Variable>v)._shape != shape:
-        raise ValueError(f"{op}: {what} must have shape {shape}, got {(<Variable>v)._shape}")
-    same_dtype(op, like, <Variable>v)
-    same_device(op, like, <Variable>v)
+    cdef Variable checked = require_float(op, v, what)
+    if checked._shape != shape:
+        raise ValueError(f"{op}: {what} must have shape {shape}, got {checked._shape}")
+    same_dtype(op, like, checked)
+    same_device(op, like, checked)
     return 0
 
 
@@ -568,12 +568,10 @@ cdef int _wire_cell(str op, Cell node, Variable x, object h, object weight_ih, o
 cdef tuple _input_sizes(str op, object x, tuple axes, object bias, str bias_name, int gates):
     """x's shape, named by `axes` (its last "input_size"), and hidden_size, from a bias of
     shape (gates * H,): (..., input_size, hidden_size)."""
-    require_float(op, x, "x")
-    cdef Variable vx = <Variable>x
+    cdef Variable vx = require_float(op, x, "x")
     if len(vx._shape) != len(axes):
         raise ValueError(f"{op}: x must have shape ({', '.join(axes)}), got {vx._shape}")
-    require_float(op, bias, bias_name)
-    cdef tuple bshape = (<Variable>bias)._shape
+    cdef tuple bshape = require_float(op, bias, bias_name)._shape
     if len(bshape) != 1 or bshape[0] % gates or bshape[0] == 0:
         raise ValueError(f"{op}: {bias_name} must have shape ({gates} * hidden_size,), got {bshape}")
     cdef Py_ssize_t I = vx._shape[len(axes) - 1], H = bshape[0] // gates

@@ -231,11 +231,9 @@ def linear(x, weight, bias=None):
     if not sx or sx[len(sx) - 1] != sw[1]:
         raise ValueError(f"linear: the last axis of x must have size in_features = {sw[1]} "
                          f"(weight {sw} is (out_features, in_features)), got x of shape {sx}")
-    if bias is not None:
-        require_float("linear", bias, "bias")
-        if (<Variable>bias)._shape != (sw[0],):
-            raise ValueError(f"linear: bias must have shape (out_features,) = ({sw[0]},), got "
-                             f"{(<Variable>bias)._shape}")
+    if bias is not None and require_float("linear", bias, "bias")._shape != (sw[0],):
+        raise ValueError(f"linear: bias must have shape (out_features,) = ({sw[0]},), got "
+                         f"{(<Variable>bias)._shape}")
     if backend_of(vx) is not None:
         y = matmul(vx, _transpose(vw))
     else:
@@ -451,8 +449,7 @@ def einsum(subscripts, a, b=None):
         raise TypeError(f"einsum: subscripts must be a str, got {type(subscripts).__name__}")
     cdef tuple operands
     if b is None:
-        require_float("einsum", a, "a")
-        operands = (a,)
+        operands = (require_float("einsum", a, "a"),)
     else:
         operands = float_operands("einsum", a, b)
     terms, out, sizes = _einsum_parse(subscripts, operands)

@@ -138,9 +138,8 @@ cdef class ClassTargets:
 
 cdef ClassTargets check_class_targets(str op, str argname, object scores, object targets,
                                       object reduction, object ignore_index):
-    require_float(op, scores, argname)
     cdef ClassTargets c = ClassTargets.__new__(ClassTargets)
-    c.x = <Variable>scores
+    c.x = require_float(op, scores, argname)
     c.reduction = reduction_code(op, reduction)
     try:
         c.ignore_index = operator.index(ignore_index)
@@ -408,10 +407,8 @@ cdef Variable _pair_loss(int code, str aname, object a, str bname, object b, obj
     With `broadcast`, operands of different shapes are spread to their broadcast shape
     first (as PyTorch broadcasts that loss's operands); else they must be equal."""
     cdef str name = who or _PAIR_NAMES[code]
-    require_float(name, a, aname)
-    cdef Variable va = <Variable>a
-    cdef Variable vb = as_variable(b, va)
-    require_float(name, vb, bname)
+    cdef Variable va = require_float(name, a, aname)
+    cdef Variable vb = require_float(name, as_variable(b, va), bname)
     same_dtype(name, va, vb)
     if va._shape != vb._shape:
         try:
@@ -624,13 +621,11 @@ def gaussian_nll(input, target, var, full=False, eps=1e-6, reduction="mean"):
     0.0
     """
     cdef str op = "gaussian_nll"
-    require_float(op, input, "input")
+    cdef Variable x = require_float(op, input, "input")
     cdef double e = check_above(op, "eps", eps, 0)
     check_flag(op, "full", full)
     reduction_code(op, reduction)
-    cdef Variable x = <Variable>input
-    cdef Variable v = as_variable(var, x)
-    require_float(op, v, "var")
+    cdef Variable v = require_float(op, as_variable(var, x), "var")
     shape, var_shape = x._shape, v._shape
     row_shape = shape[:len(shape) - 1] if shape else None     # input's shape without its last axis
     if var_shape != shape:

@@ -391,8 +391,7 @@ cdef object _ranking_node(str op, object user_table, object users, object item_t
     U, V = row_tables(op, "user_table", user_table, "item_table", item_table)
     cdef Variable b = None
     if item_bias is not None:
-        require_float(op, item_bias, "item_bias")
-        b = <Variable>item_bias
+        b = require_float(op, item_bias, "item_bias")
         if b._shape not in ((V._shape[0],), (V._shape[0], 1)):
             raise ValueError(f"{op}: item_bias must have shape ({V._shape[0]},) or ({V._shape[0]}, 1) "
                              f"(one value per row of item_table), got {b._shape}")

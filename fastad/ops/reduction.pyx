@@ -258,8 +258,7 @@ cdef class Reduce(OneInput):
 
 
 cdef Variable _reduce(str name, int code, object x, object axis, object keepdims):
-    require_float(name, x, "x")
-    cdef Variable v = <Variable>x
+    cdef Variable v = require_float(name, x, "x")
     cdef tuple shape = v._shape
     cdef tuple axes = _normalize_axes(name, axis, len(shape))
     cdef Py_ssize_t count = 1
@@ -357,17 +356,15 @@ def norm(x, ord=2, axis=None, keepdims=False):
     if isinstance(ord, (bool, np.bool_)) or ord not in (1, 2):
         raise ValueError(f"norm: ord must be 1 or 2 (vector norms), got {ord!r}")
     if ord == 1:                       # sum(abs(x)): abs's slope at 0 is 0, as torch's
-        require_float("norm", x, "x")
-        _normalize_axes("norm", axis, len((<Variable>x)._shape))
+        _normalize_axes("norm", axis, len(require_float("norm", x, "x")._shape))
         return sum(_elementwise.abs(x), axis, keepdims)
     return _reduce("norm", R_NORM2, x, axis, keepdims)
 
 
 cdef tuple _centered(str name, object x, object axis, object ddof):
     """(x - mean(x) over `axis`, 1 / max(count - ddof, 0)): the parts of var and std."""
-    require_float(name, x, "x")
+    cdef Variable v = require_float(name, x, "x")
     ddof = check_number(name, "ddof", ddof)
-    cdef Variable v = <Variable>x
     cdef Py_ssize_t count = 1
     for a in _normalize_axes(name, axis, len(v._shape)):
         count *= v._shape[a]
@@ -453,10 +450,9 @@ cdef class ArgReduce(IndexInput):
 
 
 cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object keepdims):
-    require_float(name, x, "x")
+    cdef Variable v = require_float(name, x, "x")
     if isinstance(axis, tuple):
         raise TypeError(f"{name}: axis must be None or one int, got {axis!r}")
-    cdef Variable v = <Variable>x
     cdef tuple shape = v._shape, out
     cdef Py_ssize_t k, outer = 1, n = v.size, inner = 1
     if axis is None:
@@ -578,10 +574,9 @@ def cumsum(x, axis=None):
     array([[1., 2.],
            [4., 6.]], dtype=float32)
     """
-    require_float("cumsum", x, "x")
+    cdef Variable v = require_float("cumsum", x, "x")
     if isinstance(axis, tuple):
         raise TypeError(f"cumsum: axis must be None or one int, got {axis!r}")
-    cdef Variable v = <Variable>x
     cdef tuple dims = (v.size,) if axis is None or not v._shape else v._shape
     cdef Py_ssize_t k = 0 if axis is None else _normalize_axes("cumsum", axis, len(dims))[0]
     cdef Py_ssize_t outer = int(np.prod(dims[:k])), inner = int(np.prod(dims[k + 1:]))
@@ -700,10 +695,9 @@ cdef class Softmax(OneInput):
 
 
 cdef Variable _softmax(str name, bint log, object x, object axis):
-    require_float(name, x, "x")
+    cdef Variable v = require_float(name, x, "x")
     if axis is None or isinstance(axis, tuple):
         raise TypeError(f"{name}: axis must be one int, got {axis!r}")
-    cdef Variable v = <Variable>x
     dims = v._shape or (1,)          # a 0-d input is one element along one axis, as in torch
     cdef Py_ssize_t k = _normalize_axes(name, axis, len(dims))[0]
     cdef Py_ssize_t outer = int(np.prod(dims[:k])), inner = int(np.prod(dims[k + 1:]))

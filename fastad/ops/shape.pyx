@@ -264,8 +264,7 @@ def transpose(x, axes=None):
     >>> fa.transpose(fa.Parameter(np.zeros((2, 3, 4))), (1, 0, 2)).shape
     (3, 2, 4)
     """
-    require_float("transpose", x, "x")
-    cdef Variable v = <Variable>x
+    cdef Variable v = require_float("transpose", x, "x")
     if (dev := backend_of(v)) is not None:
         return dev.transpose(v, _transpose_axes(v._shape, axes))
     return _from_view("transpose", v, v._value.transpose(_transpose_axes(v._shape, axes)))
@@ -283,8 +282,7 @@ def getitem(x, key):
     >>> getitem(v, (slice(None, None, -1), [0, 0, 3])).shape
     (3, 3)
     """
-    require_float("getitem", x, "x")
-    return _index("getitem", <Variable>x, key)
+    return _index("getitem", require_float("getitem", x, "x"), key)
 
 
 cdef Variable _index(str op, Variable v, object key):
@@ -462,8 +460,7 @@ def expand_dims(x, axis):
     >>> fa.expand_dims(fa.Parameter(np.zeros((2, 3))), (0, -1)).shape
     (1, 2, 3, 1)
     """
-    require_float("expand_dims", x, "x")
-    cdef Variable v = <Variable>x
+    cdef Variable v = require_float("expand_dims", x, "x")
     cdef Py_ssize_t added = len(axis) if isinstance(axis, tuple) else 1
     cdef list shape = list(v._shape)
     for a in _normalize_axes("expand_dims", axis, len(shape) + added):
@@ -479,8 +476,7 @@ def squeeze(x, axis=None):
     >>> fa.squeeze(fa.Parameter(np.zeros((1, 3, 1))), axis=0).shape
     (3, 1)
     """
-    require_float("squeeze", x, "x")
-    cdef Variable v = <Variable>x
+    cdef Variable v = require_float("squeeze", x, "x")
     cdef tuple shape = v._shape
     if axis is None:
         axes = tuple(i for i, d in enumerate(shape) if d == 1)
@@ -503,8 +499,7 @@ def split(x, indices_or_sections, axis=0):
     >>> [p.shape for p in fa.split(fa.Parameter(np.zeros((2, 6))), [1, 4], axis=1)]
     [(2, 1), (2, 3), (2, 2)]
     """
-    require_float("split", x, "x")
-    cdef Variable v = <Variable>x
+    cdef Variable v = require_float("split", x, "x")
     cdef tuple shape = v._shape
     if not shape:
         raise ValueError("split: x is 0-d; split needs at least one axis")
@@ -536,8 +531,7 @@ def flip(x, axis=None):
     >>> fa.flip(fa.Parameter([1.0, 2.0, 3.0])).value
     array([3., 2., 1.], dtype=float32)
     """
-    require_float("flip", x, "x")
-    cdef Variable v = <Variable>x
+    cdef Variable v = require_float("flip", x, "x")
     axes = _normalize_axes("flip", axis, len(v._shape))
     return _index("flip", v, tuple(slice(None, None, -1) if i in axes else slice(None)
                                   for i in range(len(v._shape))))
@@ -553,8 +547,7 @@ def tile(x, reps):
     array([[1., 2., 1., 2.],
            [1., 2., 1., 2.]], dtype=float32)
     """
-    require_float("tile", x, "x")
-    cdef Variable v = <Variable>x
+    cdef Variable v = require_float("tile", x, "x")
     try:
         counts = tuple(operator.index(r) for r in (reps if isinstance(reps, (tuple, list)) else (reps,)))
     except TypeError:

@@ -74,9 +74,7 @@ cdef IndexInput as_ids(str op, str argname, object ids, object device):
 
 
 cdef tuple row_tables(str op, str a_name, object a, str b_name, object b):
-    require_float(op, a, a_name)
-    require_float(op, b, b_name)
-    cdef Variable A = <Variable>a, B = <Variable>b
+    cdef Variable A = require_float(op, a, a_name), B = require_float(op, b, b_name)
     if len(A._shape) != 2 or len(B._shape) != 2 or A._shape[1] != B._shape[1]:
         raise ValueError(f"{op}: {a_name} and {b_name} must be 2-D with one row length, got "
                          f"shapes {A._shape} and {B._shape}")
@@ -156,8 +154,7 @@ cdef class Take(RowGather):
 
 cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, double max_norm,
                       double norm_type):
-    require_float(op, table, "table")
-    cdef Variable t = <Variable>table
+    cdef Variable t = require_float(op, table, "table")
     if not t._shape:
         raise ValueError(f"{op}: the table must have at least one axis, got a 0-d Variable")
     ix = as_ids(op, "ids", ix, t.device)
@@ -387,8 +384,7 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     >>> fa.embedding_bag(E, fa.IndexInput([1, 2, 3, 4, 5]), fa.IndexInput([0, 2, 2]), mode="sum").shape
     (3, 8)
     """
-    require_float("embedding_bag", weight, "weight")
-    cdef Variable t = <Variable>weight
+    cdef Variable t = require_float("embedding_bag", weight, "weight")
     if len(t._shape) != 2:
         raise ValueError(f"embedding_bag: weight must be 2-D (rows, dim), got shape {t._shape}")
     if mode not in ("sum", "mean"):
@@ -565,8 +561,7 @@ def take_along_axis(x, ids, axis):
     array([[0. , 0.1],
            [0.2, 0.2]], dtype=float32)
     """
-    require_float("take_along_axis", x, "x")
-    cdef Variable v = <Variable>x
+    cdef Variable v = require_float("take_along_axis", x, "x")
     cdef IndexInput ix = as_ids("take_along_axis", "ids", ids, v.device)
     if axis is None:
         v = _reshape(v, -1)
