@@ -5,6 +5,8 @@
 # are dropped and adjacent axes merged first, so the common cases collapse to
 # one or two loops.
 
+from libc.stdlib cimport malloc
+
 cdef enum:
     MAX_DIMS = 32
 
@@ -50,12 +52,13 @@ cdef inline int _operand_strides(tuple out, tuple shape, Py_ssize_t* strides) ex
     return 0
 
 
-cdef inline int bcast_setup(Bcast* it, tuple out, tuple a, tuple b) except -1:
-    return bcast_setup3(it, out, a, b, ())
-
-
-cdef inline int bcast_setup3(Bcast* it, tuple out, tuple a, tuple b, tuple c) except -1:
-    """A walk over `out` for operands of shapes a, b and c (c == (): no third operand)."""
+cdef inline int bcast_setup(Bcast** slot, tuple out, tuple a, tuple b, tuple c) except -1:
+    """Allocates in *slot (a node's, which frees it) a walk over `out` for operands of shapes
+    a, b and c (c == (): no third operand)."""
+    slot[0] = <Bcast*>malloc(sizeof(Bcast))
+    if slot[0] == NULL:
+        raise MemoryError()
+    cdef Bcast* it = slot[0]
     cdef Py_ssize_t n = len(out), i, m = 0
     cdef Py_ssize_t sa[MAX_DIMS]
     cdef Py_ssize_t sb[MAX_DIMS]

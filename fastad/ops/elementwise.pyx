@@ -7,14 +7,13 @@ kernels share; elementwise_loops.h applies them to whole buffers, one loop per o
 """
 cimport cython
 cimport numpy as cnp
-from libc.stdlib cimport malloc
 from cython cimport floating
 
 from fastad._engine.graph cimport (Variable, TwoInputs, val_ptr_or_null, init_node, init_node_like,
                               finish, as_operand, float_operands, same_dtype, require_float,
                               backend_of, grad_enabled, check_real, is_real_number)
 from fastad._engine.graph import register_methods
-from fastad._engine.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup, bcast_setup3,
+from fastad._engine.broadcast cimport (Bcast, BcastPos, broadcast_shapes, bcast_setup,
                                   bcast_start, bcast_next_row)
 from fastad.ops.op_codes cimport *
 
@@ -397,10 +396,7 @@ cdef Variable _binary(int code, object a, object b):
         return finish(node)
     shape = broadcast_shapes(name, va._shape, vb._shape)
     init_node(node, name, (va, vb), shape, va.f64)
-    node.it = <Bcast*>malloc(sizeof(Bcast))
-    if node.it == NULL:
-        raise MemoryError()
-    bcast_setup(node.it, shape, va._shape, vb._shape)
+    bcast_setup(&node.it, shape, va._shape, vb._shape, ())
     return finish(node)
 
 
@@ -524,10 +520,7 @@ cdef Variable _where_node(Variable cond, Variable a, Variable b, tuple shape):
     node.b = b
     init_node(node, "where", (cond, a, b), shape, a.f64)
     if not (cond._shape == a._shape == b._shape):
-        node.it = <Bcast*>malloc(sizeof(Bcast))
-        if node.it == NULL:
-            raise MemoryError()
-        bcast_setup3(node.it, shape, a._shape, b._shape, cond._shape)
+        bcast_setup(&node.it, shape, a._shape, b._shape, cond._shape)
     return finish(node)
 
 

@@ -16,7 +16,7 @@ import operator
 import numpy as np
 cimport cython
 cimport numpy as cnp
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport free
 from libc.math cimport INFINITY, NAN, isfinite, sqrt, sqrtf
 from libc.stdint cimport int64_t
 from cython cimport floating
@@ -277,10 +277,7 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
     node.x = v
     node.scale = scale
     init_node(node, name, (v,), out, v.f64)
-    node.it = <Bcast*>malloc(sizeof(Bcast))
-    if node.it == NULL:
-        raise MemoryError()
-    bcast_setup(node.it, shape, shape, kept)
+    bcast_setup(&node.it, shape, shape, kept, ())
     if code == R_MAX or code == R_MIN or code == R_LOGSUMEXP:
         node.aux = np.empty(out, dtype=v.dtype)
         node.aux_ptr = <char*>cnp.PyArray_DATA(node.aux)
