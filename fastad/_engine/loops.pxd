@@ -2,7 +2,6 @@
 # pointers so that gcc vectorises them at -O3; `floating` is float or double.
 # The helpers over char* buffers take the precision as a flag (`f64`), so that
 # a node passes its buffers without a float/double branch of its own.
-from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cython cimport floating
 

@@ -21,8 +21,8 @@ from fastad._engine.graph cimport (Variable, IndexInput, RowGather, RowStep, emp
                                    val_ptr_or_null, check_real, send_rows, send_scaled_rows)
 from fastad._engine.loops cimport element_size
 from fastad.ops.op_codes cimport P_BCE, P_HINGE
-from fastad.ops.pointwise_loss cimport (RED_NONE, keeps_exp, loss_backward, loss_forward,
-                                        reduction_code, reduction_name, reduction_scale)
+from fastad.ops.pointwise_loss cimport (RED_NONE, loss_backward, loss_forward, reduction_code,
+                                        reduction_name, reduction_scale)
 from fastad.ops.sparse cimport as_ids, check_ids, fa_ids_out_of_range, row_tables
 from fastad.ops.losses import bce_with_logits, hinge
 
