@@ -243,6 +243,13 @@ cdef inline bint on_device(object x) noexcept:
     return isinstance(x, Variable) and (<Variable>x).on_device
 
 
+cdef inline cnp.ndarray keep_data(cnp.ndarray array, char** data):
+    """array, once its data pointer is in *data: a node keeps both, the array (alive) and the
+    pointer (for its passes without the GIL)."""
+    data[0] = <char*>cnp.PyArray_DATA(array)
+    return array
+
+
 cdef inline char* val_ptr_or_null(Variable v) noexcept nogil:
     """The values of an optional input: NULL for None."""
     return v.val_ptr if v is not None else NULL

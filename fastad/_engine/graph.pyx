@@ -446,8 +446,7 @@ cdef cnp.ndarray own_buffer_copy(cnp.ndarray arr):
 
 
 cdef int _adopt_value(Variable node, cnp.ndarray value) except -1:
-    node._value = value
-    node.val_ptr = <char*>cnp.PyArray_DATA(value)
+    node._value = keep_data(value, &node.val_ptr)
     node.size = cnp.PyArray_SIZE(value)
     return 0
 
@@ -1549,8 +1548,7 @@ cdef class Parameter(Leaf):
         slab = np.empty((capacity, self.row_len), dtype=self._value.dtype)
         if self.n_touched:
             slab[:self.n_touched] = self.slab[:self.n_touched]
-        self.slab = slab
-        self.slab_ptr = <char*>cnp.PyArray_DATA(self.slab)
+        self.slab = keep_data(slab, &self.slab_ptr)
         self.slab_rows = capacity
         return 0
 

@@ -25,7 +25,7 @@ from cython cimport floating
 
 from fastad._engine.blas cimport gemm
 from fastad._engine.graph cimport (Variable, OneInput, init_node, finish, require_float, same_dtype,
-                              backend_of, val_ptr_or_null)
+                              backend_of, val_ptr_or_null, keep_data)
 from fastad._engine.loops cimport vec_zero
 
 cnp.import_array()
@@ -326,13 +326,10 @@ cdef Variable _conv(str op, int nd, object x, object weight, object bias, object
     node.groups, node.out_channels = n_groups, out_channels
     node.empty = width == 0
     dtype = np.float64 if vx.f64 else np.float32
-    node.cols = np.empty(channels * g.kh * g.kw * width, dtype=dtype)
-    node.cols_ptr = <char*>cnp.PyArray_DATA(node.cols)
-    node.dcols = np.empty_like(node.cols)
-    node.dcols_ptr = <char*>cnp.PyArray_DATA(node.dcols)
+    node.cols = keep_data(np.empty(channels * g.kh * g.kw * width, dtype=dtype), &node.cols_ptr)
+    node.dcols = keep_data(np.empty_like(node.cols), &node.dcols_ptr)
     if g.n > 1:
-        node.staged = np.empty(out_channels * width, dtype=dtype)
-        node.staged_ptr = <char*>cnp.PyArray_DATA(node.staged)
+        node.staged = keep_data(np.empty(out_channels * width, dtype=dtype), &node.staged_ptr)
     init_node(node, op, inputs, out_shape, vx.f64)
     return finish(node)
 

@@ -22,7 +22,7 @@ from cython cimport floating
 from fastad._engine.blas cimport gemm
 
 from fastad._engine.graph cimport (Variable, init_node, finish, same_dtype, require_float, backend_of, same_device,
-                              val_ptr_or_null, check_flag)
+                              val_ptr_or_null, check_flag, keep_data)
 from fastad._engine.loops cimport vec_zero, vec_put, zero_values, put_values, element_size
 from fastad.ops.shape import getitem
 from fastad.ops.op_codes cimport U_TANH
@@ -189,10 +189,8 @@ cdef class SequenceWeights:
                                  f"weights; make one per sequence of one layer")
             return 0
         self.w_ih, self.w_hh = w_ih, w_hh
-        self.ih = np.ascontiguousarray(w_ih.value.T)
-        self.hh = np.ascontiguousarray(w_hh.value.T)
-        self.ih_ptr = <char*>cnp.PyArray_DATA(self.ih)
-        self.hh_ptr = <char*>cnp.PyArray_DATA(self.hh)
+        self.ih = keep_data(np.ascontiguousarray(w_ih.value.T), &self.ih_ptr)
+        self.hh = keep_data(np.ascontiguousarray(w_hh.value.T), &self.hh_ptr)
         return 1
 
 
@@ -627,12 +625,9 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
     _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, (B, I, H))
     node.c = c
     dtype = np.float64 if vx.f64 else np.float32
-    node.act = np.zeros((B, 4 * H), dtype=dtype)
-    node.tanh_c = np.zeros((B, H), dtype=dtype)
-    node.dgates = np.zeros((B, 4 * H), dtype=dtype)
-    node.act_ptr = <char*>cnp.PyArray_DATA(node.act)
-    node.tanh_c_ptr = <char*>cnp.PyArray_DATA(node.tanh_c)
-    node.dgates_ptr = <char*>cnp.PyArray_DATA(node.dgates)
+    node.act = keep_data(np.zeros((B, 4 * H), dtype=dtype), &node.act_ptr)
+    node.tanh_c = keep_data(np.zeros((B, H), dtype=dtype), &node.tanh_c_ptr)
+    node.dgates = keep_data(np.zeros((B, 4 * H), dtype=dtype), &node.dgates_ptr)
     # without a state, weight_hh takes no part (and receives no gradient)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh, h, c) if h is not None else ())
     init_node(node, op, inputs, (2, B, H), vx.f64)
@@ -678,18 +673,13 @@ def lstm_sequence(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, reverse=Fal
     node.reverse = reverse
     node.steps, node.batch, node.n_in, node.H = T, B, I, H
     dtype = np.float64 if vx.f64 else np.float32
-    node.act = np.zeros((T, B, 4 * H), dtype=dtype)
-    node.dgates = np.zeros((T, B, 4 * H), dtype=dtype)
-    node.cells = np.zeros((T, B, H), dtype=dtype)
-    node.tanh_c = np.zeros((T, B, H), dtype=dtype)
-    node.dh, node.dc, node.dc_final = (np.zeros((B, H), dtype=dtype) for _ in range(3))
-    node.act_ptr = <char*>cnp.PyArray_DATA(node.act)
-    node.dgates_ptr = <char*>cnp.PyArray_DATA(node.dgates)
-    node.cells_ptr = <char*>cnp.PyArray_DATA(node.cells)
-    node.tanh_c_ptr = <char*>cnp.PyArray_DATA(node.tanh_c)
-    node.dh_ptr = <char*>cnp.PyArray_DATA(node.dh)
-    node.dc_ptr = <char*>cnp.PyArray_DATA(node.dc)
-    node.dc_final_ptr = <char*>cnp.PyArray_DATA(node.dc_final)
+    node.act = keep_data(np.zeros((T, B, 4 * H), dtype=dtype), &node.act_ptr)
+    node.dgates = keep_data(np.zeros((T, B, 4 * H), dtype=dtype), &node.dgates_ptr)
+    node.cells = keep_data(np.zeros((T, B, H), dtype=dtype), &node.cells_ptr)
+    node.tanh_c = keep_data(np.zeros((T, B, H), dtype=dtype), &node.tanh_c_ptr)
+    node.dh = keep_data(np.zeros((B, H), dtype=dtype), &node.dh_ptr)
+    node.dc = keep_data(np.zeros((B, H), dtype=dtype), &node.dc_ptr)
+    node.dc_final = keep_data(np.zeros((B, H), dtype=dtype), &node.dc_final_ptr)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh,) if recurrent else ()) \
         + ((h0, c0) if h0 is not None else ())
     init_node(node, op, inputs, (T, B, H), vx.f64)
@@ -732,10 +722,10 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
     cdef GRUCell node = GRUCell.__new__(GRUCell)
     _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, (B, I, H))
     dtype = np.float64 if vx.f64 else np.float32
-    node.gi, node.gh = np.zeros((B, 3 * H), dtype=dtype), np.zeros((B, 3 * H), dtype=dtype)
-    node.dgi, node.dgh = np.zeros((B, 3 * H), dtype=dtype), np.zeros((B, 3 * H), dtype=dtype)
-    node.gi_ptr, node.gh_ptr = <char*>cnp.PyArray_DATA(node.gi), <char*>cnp.PyArray_DATA(node.gh)
-    node.dgi_ptr, node.dgh_ptr = <char*>cnp.PyArray_DATA(node.dgi), <char*>cnp.PyArray_DATA(node.dgh)
+    node.gi = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.gi_ptr)
+    node.gh = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.gh_ptr)
+    node.dgi = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.dgi_ptr)
+    node.dgh = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.dgh_ptr)
     # without a state, weight_hh takes no part (and receives no gradient)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh, h) if h is not None else ())
     init_node(node, op, inputs, (B, H), vx.f64)

@@ -12,7 +12,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
 
 from fastad._engine.graph cimport (Variable, IndexInput, RowGather, empty_buffer, init_node, finish,
-                                   backend_among, check_flag, send_rows, send_scaled_rows)
+                                   backend_among, check_flag, send_rows, send_scaled_rows, keep_data)
 from fastad._engine.loops cimport element_size, row_axpy, row_dot, vec_fill, vec_zero
 from fastad.ops.sparse cimport as_ids, check_ids, fa_ids_out_of_range, row_tables
 
@@ -205,14 +205,10 @@ cdef int _keep_buffers(RowsDot node, Variable A, Variable B, IndexInput b_ids, P
     node.a_count, node.b_count, node.dim = A._shape[0], B._shape[0], A._shape[1]
     node.n_a, node.per = n_a, b_ids._shape[len(b_ids._shape) - 1]
     dtype = np.float64 if node.f64 else np.float32
-    node.a_kept = empty_buffer((n_a, node.dim), dtype)
-    node.a_grads = empty_buffer((n_a, node.dim), dtype)
-    node.b_rows = empty_buffer((node.b_ids.size, node.dim), dtype)
-    node.scratch = empty_buffer((scratch_rows, node.dim), dtype)
-    node.a_kept_ptr = <char*>cnp.PyArray_DATA(node.a_kept)
-    node.a_grads_ptr = <char*>cnp.PyArray_DATA(node.a_grads)
-    node.b_rows_ptr = <char*>cnp.PyArray_DATA(node.b_rows)
-    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    node.a_kept = keep_data(empty_buffer((n_a, node.dim), dtype), &node.a_kept_ptr)
+    node.a_grads = keep_data(empty_buffer((n_a, node.dim), dtype), &node.a_grads_ptr)
+    node.b_rows = keep_data(empty_buffer((node.b_ids.size, node.dim), dtype), &node.b_rows_ptr)
+    node.scratch = keep_data(empty_buffer((scratch_rows, node.dim), dtype), &node.scratch_ptr)
     return 0
 
 
@@ -303,7 +299,6 @@ def bag_dot(a_table, bag_ids, bag_offsets, b_table, b_ids, hidden_gradient=False
     init_node(node, op, (A, B, ids, offsets, targets), targets._shape, A.f64)
     node.gathers((A, B), ((ids, A), (targets, B)))
     _keep_buffers(node, A, B, targets, bags, max(ids.size, targets.size))
-    node.coefs = empty_buffer((ids.size,), node.a_kept.dtype)
+    node.coefs = keep_data(empty_buffer((ids.size,), node.a_kept.dtype), &node.coefs_ptr)
     node.coefs.fill(1)
-    node.coefs_ptr = <char*>cnp.PyArray_DATA(node.coefs)
     return finish(node)

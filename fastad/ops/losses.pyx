@@ -28,7 +28,8 @@ from cython cimport floating
 
 from fastad._engine.graph cimport (Variable, OneInput, TwoInputs, Input, IndexInput, empty_buffer,
                               init_node, init_node_like, finish, as_variable, same_dtype,
-                              require_float, backend_of, check_flag, check_number, check_above)
+                              require_float, backend_of, check_flag, check_number, check_above,
+                              keep_data)
 from fastad._engine.loops cimport vec_zero, store_value
 from fastad.ops.pointwise_loss cimport (RED_NONE, RED_MEAN, RED_SUM, reduction_code, reduction_name,
                                        reduction_scale, keeps_exp, loss_forward, loss_backward)
@@ -305,8 +306,7 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
     cdef CrossEntropy node = CrossEntropy.__new__(CrossEntropy)
     node.smoothing = smoothing
     setup_class_targets(node, "cross_entropy", checked)
-    node.lse = np.empty(node.batch, dtype=node.x.dtype)
-    node.lse_ptr = <char*>cnp.PyArray_DATA(node.lse)
+    node.lse = keep_data(np.empty(node.batch, dtype=node.x.dtype), &node.lse_ptr)
     return finish(node)
 
 

@@ -18,7 +18,8 @@ from libc.stdint cimport int64_t, uint64_t
 
 from fastad._engine.graph cimport (Variable, IndexInput, RowGather, RowStep, empty_buffer, init_node,
                                    finish, require_float, same_dtype, backend_among,
-                                   val_ptr_or_null, check_real, send_rows, send_scaled_rows)
+                                   val_ptr_or_null, check_real, send_rows, send_scaled_rows,
+                                   keep_data)
 from fastad._engine.loops cimport element_size
 from fastad.ops.op_codes cimport P_BCE, P_HINGE
 from fastad.ops.pointwise_loss cimport (RED_NONE, loss_backward, loss_forward, reduction_code,
@@ -420,10 +421,8 @@ cdef object _ranking_node(str op, object user_table, object users, object item_t
     node.gathers((U, V) if b is None else (U, V, b),
                  sources if b is None else sources + ((pos_ids, b), (neg_ids, b)))
     dtype = np.float64 if U.f64 else np.float32
-    node.vectors = empty_buffer((N_VECTORS, user_ids.size), dtype)
+    node.vectors = keep_data(empty_buffer((N_VECTORS, user_ids.size), dtype), &node.vectors_ptr)
     node.vectors[V_ONES] = 1
-    node.rows = empty_buffer((N_ROWS_REGULARIZED if regularization != 0 else N_ROWS, user_ids.size,
-                              node.dim), dtype)
-    node.vectors_ptr = <char*>cnp.PyArray_DATA(node.vectors)
-    node.rows_ptr = <char*>cnp.PyArray_DATA(node.rows)
+    node.rows = keep_data(empty_buffer((N_ROWS_REGULARIZED if regularization != 0 else N_ROWS,
+                                        user_ids.size, node.dim), dtype), &node.rows_ptr)
     return finish(node)

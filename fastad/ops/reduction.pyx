@@ -22,7 +22,8 @@ from libc.stdint cimport int64_t
 from cython cimport floating
 
 from fastad._engine.graph cimport (Variable, OneInput, IndexInput, init_node, init_node_like, finish,
-                              require_float, backend_of, set_storage, new_storage, check_number)
+                              require_float, backend_of, set_storage, new_storage, check_number,
+                              keep_data)
 from fastad._engine.graph import register_methods
 from fastad._engine.broadcast cimport Bcast, BcastPos, bcast_setup, bcast_start, bcast_next_row
 from fastad._engine.loops cimport vec_fill, vec_zero
@@ -279,8 +280,7 @@ cdef Variable _reduce(str name, int code, object x, object axis, object keepdims
     init_node(node, name, (v,), out, v.f64)
     bcast_setup(&node.it, shape, shape, kept, ())
     if code == R_MAX or code == R_MIN or code == R_LOGSUMEXP:
-        node.aux = np.empty(out, dtype=v.dtype)
-        node.aux_ptr = <char*>cnp.PyArray_DATA(node.aux)
+        node.aux = keep_data(np.empty(out, dtype=v.dtype), &node.aux_ptr)
     return finish(node)
 
 
@@ -478,8 +478,7 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object k
         node._value = None
         node.val_ptr = NULL
     else:
-        node._value = np.empty(out, dtype=np.int64)
-        node.val_ptr = <char*>cnp.PyArray_DATA(node._value)
+        node._value = keep_data(np.empty(out, dtype=np.int64), &node.val_ptr)
     return finish(node)
 
 
@@ -582,8 +581,7 @@ def cumsum(x, axis=None):
     cdef Cumsum node = Cumsum.__new__(Cumsum)
     node.x = v
     node.outer, node.n, node.inner = outer, dims[k], inner
-    node.running = np.empty(inner, dtype=v.dtype)
-    node.running_ptr = <char*>cnp.PyArray_DATA(node.running)
+    node.running = keep_data(np.empty(inner, dtype=v.dtype), &node.running_ptr)
     init_node(node, "cumsum", (v,), dims, v.f64)
     return finish(node)
 
@@ -704,8 +702,7 @@ cdef Variable _softmax(str name, bint log, object x, object axis):
     node.x = v
     node.log = log
     node.outer, node.n, node.inner = outer, dims[k], inner
-    node.scratch = np.empty(2 * node.inner, dtype=v.dtype)
-    node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
+    node.scratch = keep_data(np.empty(2 * node.inner, dtype=v.dtype), &node.scratch_ptr)
     init_node_like(node, name, (v,), v)
     return finish(node)
 

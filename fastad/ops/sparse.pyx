@@ -21,7 +21,7 @@ from libc.string cimport memcpy
 
 from fastad._engine.graph cimport (Variable, IndexInput, Parameter, RowGather, empty_buffer,
                                    init_node, finish, require_float, same_dtype, backend_of,
-                                   send_rows)
+                                   send_rows, keep_data)
 from fastad._engine.graph import register_methods
 from fastad._engine.loops cimport element_size, vec_zero
 from fastad.ops.reduction import _normalize_axes
@@ -589,10 +589,10 @@ def take_along_axis(x, ids, axis):
     if node.sparse:
         node.slot_of = np.full(node.n, -1, dtype=np.int32)
         node.distinct = np.empty(min(node.n, ix.size), dtype=np.int64)
-        node.rows = np.empty((min(node.n, ix.size), node.inner), dtype=v.dtype)
+        node.rows = keep_data(np.empty((min(node.n, ix.size), node.inner), dtype=v.dtype),
+                              &node.rows_ptr)
         node.slot_of_ptr = <int32_t*>cnp.PyArray_DATA(node.slot_of)
         node.distinct_ptr = <int64_t*>cnp.PyArray_DATA(node.distinct)
-        node.rows_ptr = <char*>cnp.PyArray_DATA(node.rows)
     init_node(node, "take_along_axis", (v, ix), ks, v.f64)
     return finish(node)
 
