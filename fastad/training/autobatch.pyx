@@ -66,7 +66,7 @@ cdef struct Signature:
     int kind
     int code             # a unary op's code; a binary op's place in _ARITHMETIC
     int f64
-    int recorded         # bit 0: operand a is recorded, bit 1: operand b is
+    int recorded         # a binary op's: bit 0, operand a is recorded; bit 1, operand b is
     double p             # a unary op's parameter, cross_entropy's label smoothing
     Py_ssize_t width     # the row width of the (first) recorded operand
     PyObject* shared     # the operand made outside the recording, or NULL
@@ -282,7 +282,6 @@ cdef Lazy record_sum(Recording rec, Variable a, Variable b):
     cdef Lazy node = new_lazy(rec, K_SUM, "add", a._shape, a.f64, a, b)
     node.depth = 1 + max((<Lazy>a).depth - 1 if is_sum(a) else depth_of(a),
                          (<Lazy>b).depth - 1 if is_sum(b) else depth_of(b))
-    node.sig.recorded = 1
     return node
 
 
@@ -304,7 +303,6 @@ cdef list _flat_terms(Lazy node):
 cdef Lazy record_matmul(Recording rec, Variable a, Variable w):
     cdef tuple shape = (w._shape[1],) if len(a._shape) == 1 else (a._shape[0], w._shape[1])
     cdef Lazy node = new_lazy(rec, K_MATMUL, "matmul", shape, a.f64, a, w)
-    node.sig.recorded = 1
     node.sig.width = width_of(a._shape)
     # fa.linear (nn.Linear) multiplies by a new weight.T node on each call: the transposes of
     # one leaf are one shared operand
@@ -347,7 +345,6 @@ cdef class Recording:
         cdef Lazy node = new_lazy(self, K_UNARY, name, x._shape, x.f64, x, None)
         node.sig.code = code
         node.sig.p = p
-        node.sig.recorded = 1
         return node
 
     def binary(self, str name, Variable a, Variable b, tuple shape):
@@ -405,7 +402,6 @@ cdef class Recording:
                                   x.f64, x, None)
         node.targets = targets
         node.reduction_mean = checked.reduction_name == "mean"
-        node.sig.recorded = 1
         node.sig.width = checked.classes
         node.sig.p = smoothing
         node.sig.extra = checked.ignore_index
@@ -771,7 +767,6 @@ def batch(losses):
         summed = new_lazy(rec, K_SUM, "batch", (), (<Variable>recorded[0]).f64, recorded[0], None)
         summed.depth = 1 + max((<Lazy>_base(x)).depth for x in recorded)
         summed.terms = recorded
-        summed.sig.recorded = 1
         previous = set_recording(None)       # the batched graph's own leaves are not recorded
         try:
             rec.evaluate([summed])
