@@ -232,65 +232,55 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
         sampler = FeedSampler(feeds, shuffle=shuffle, seed=seed)
     else:
         raise TypeError(f"train: feeds must be a dict {{leaf: array}} or a sampler, got {type(feeds).__name__}")
-    cdef Schedule schedule
-    schedule.rule, schedule.base, schedule.a, schedule.b = RULE_NONE, 0, 0, 1
+    cdef Loop loop
+    loop.schedule.rule, loop.schedule.base, loop.schedule.a, loop.schedule.b = RULE_NONE, 0, 0, 1
     if lr_schedule is not None:
-        read_schedule("train", lr_schedule, optimizer, &schedule)
+        read_schedule("train", lr_schedule, optimizer, &loop.schedule)
     cdef Variable root = <Variable>loss
     cdef Plan plan = root._get_plan()
     _require_leaves_in_graph(plan, root, sampler)
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
-    cdef list claimed = claim_parameters("train", list(plan.params) + (fast_opt.params if fast_opt is not None else []))
-    try:
-        return _train(root, plan, optimizer, fast_opt, sampler, epochs, progress, report_every,
-                      lr_schedule, schedule_every, schedule, callback)
-    finally:
-        release_parameters(claimed)
-
-
-cdef list _train(Variable root, Plan plan, object optimizer, Optimizer fast_opt, Sampler sampler,
-                  Py_ssize_t epochs, object progress, Py_ssize_t report_every, object lr_schedule,
-                  Py_ssize_t schedule_every, Schedule schedule, object callback):
-    """train's run, its Parameters claimed for this thread."""
-    _check_sampled_ids(root, sampler)
-    cdef Loop loop
     loop.python_optimizer = <PyObject*>optimizer
     loop.progress = <PyObject*>progress if progress is not None else NULL
     loop.report_every, loop.schedule_every = report_every, schedule_every
-    loop.schedule = schedule
     loop.epochs = epochs
     loop.done = loop.reported = 0
-    loop.reported_at = time.monotonic()
     loop.schedule_steps = 0
     cdef Py_ssize_t epoch = 0
     means = []
     cdef list routed = []
+    cdef list claimed = claim_parameters("train", list(plan.params) + (fast_opt.params if fast_opt is not None else []))
     try:
-        sampler.set_row_prefetches(_row_prefetches(plan, root, sampler))
-        optimizer.zero_grad()
-        if fast_opt is not None:
-            routed = _route_rows_to_steps(plan, root, fast_opt)
-        for epoch in range(epochs):
-            sampler.begin_epoch(epoch)
-            with nogil:
-                _run_epoch(&loop, sampler, plan, root, fast_opt, epoch)
-            sampler.end_epoch()
-            mean = loop.total / sampler.epoch_examples if sampler.epoch_examples else float("nan")
-            means.append(mean)
-            if callback is not None:
-                callback(epoch + 1, mean)
-        if progress is not None and (loop.done == 0 or loop.done % report_every):
-            _report_progress(&loop)
-    except (IndexError, FloatingPointError) as err:
-        # Name the example (a bad id, a NaN); the examples before it have been applied.
-        raise type(err)(f"train: epoch {epoch + 1}, {sampler.where()}: {err}") from err
+        _check_sampled_ids(root, sampler)
+        loop.reported_at = time.monotonic()
+        try:
+            sampler.set_row_prefetches(_row_prefetches(plan, root, sampler))
+            optimizer.zero_grad()
+            if fast_opt is not None:
+                routed = _route_rows_to_steps(plan, root, fast_opt)
+            for epoch in range(loop.epochs):
+                sampler.begin_epoch(epoch)
+                with nogil:
+                    _run_epoch(&loop, sampler, plan, root, fast_opt, epoch)
+                sampler.end_epoch()
+                mean = loop.total / sampler.epoch_examples if sampler.epoch_examples else float("nan")
+                means.append(mean)
+                if callback is not None:
+                    callback(epoch + 1, mean)
+            if progress is not None and (loop.done == 0 or loop.done % report_every):
+                _report_progress(&loop)
+        except (IndexError, FloatingPointError) as err:
+            # Name the example (a bad id, a NaN); the examples before it have been applied.
+            raise type(err)(f"train: epoch {epoch + 1}, {sampler.where()}: {err}") from err
+        finally:
+            sampler.set_row_prefetches([])
+            for node, table in routed:
+                (<RowGather>node).route(<Variable>table, None)
+            if fast_opt is not None and loop.done:
+                fast_opt.mark_stepped()
+            if lr_schedule is not None:
+                lr_schedule.last_epoch += loop.schedule_steps
     finally:
-        sampler.set_row_prefetches([])
-        for node, table in routed:
-            (<RowGather>node).route(<Variable>table, None)
-        if fast_opt is not None and loop.done:
-            fast_opt.mark_stepped()
-        if lr_schedule is not None:
-            lr_schedule.last_epoch += loop.schedule_steps
+        release_parameters(claimed)
     return means
