@@ -59,6 +59,7 @@ cdef class FeedSampler(Sampler):
     """
     cdef list arrays, epoch_arrays
     cdef object order, generator
+    cdef const int64_t* order_ptr    # this epoch's rows, when shuffled (the data of `order`)
     cdef char** src
     cdef char** dst
     cdef Py_ssize_t* width
@@ -136,12 +137,14 @@ cdef class FeedSampler(Sampler):
         if self.shuffle:
             # Copy the shard in this epoch's order, so that the loop reads it sequentially.
             self.order = self.rank + self.workers * self.generator.permutation(self.shard_rows)
+            self.order_ptr = <const int64_t*>cnp.PyArray_DATA(self.order)
             self.epoch_arrays = [arr[self.order] for arr in self.arrays]
             for k in range(self.n_feeds):
                 self.src[k] = <char*>cnp.PyArray_DATA(self.epoch_arrays[k])
                 self.stride[k] = self.width[k]
         else:
             self.order = None
+            self.order_ptr = NULL
             for k in range(self.n_feeds):
                 self.src[k] = <char*>cnp.PyArray_DATA(self.arrays[k]) + self.rank * self.width[k]
                 self.stride[k] = self.workers * self.width[k]
@@ -159,6 +162,10 @@ cdef class FeedSampler(Sampler):
                 self.prefetched_ids[self.row_prefetches[t].leaf] = (
                     <Variable>self.leaves[self.row_prefetches[t].leaf]).size
         return 0
+
+    cdef inline Py_ssize_t _row_of(self, Py_ssize_t row) noexcept nogil:
+        """The row of the feeds (a BagSampler's bag) that is this epoch's row `row`."""
+        return self.order_ptr[row] if self.order_ptr != NULL else self.rank + self.workers * row
 
     cdef bint next_example(self) noexcept nogil:
         cdef Py_ssize_t k, j
@@ -194,9 +201,7 @@ cdef class FeedSampler(Sampler):
     def where(self):
         if self.row == 0:
             return "before the first row"
-        last = self.row - 1
-        row = int(self.order[last]) if self.order is not None else self.rank + self.workers * last
-        return f"row {row} of the feeds"
+        return f"row {self._row_of(self.row - 1)} of the feeds"
 
 
 # ---------------------------------------------------------------- bags of ids of any length
@@ -254,7 +259,6 @@ cdef class BagSampler(FeedSampler):
     cdef const int32_t* ids32        # the bags' ids: one of these two is set
     cdef const int64_t* ids64
     cdef const int64_t* offsets
-    cdef const int64_t* order_ptr    # this epoch's rows, when shuffled
     cdef int64_t* ids_dst
     cdef int64_t* offsets_dst
     cdef Py_ssize_t capacity
@@ -299,11 +303,6 @@ cdef class BagSampler(FeedSampler):
         self.offsets_dst[0] = self.offsets_dst[1] = 0
         self._bind(who, feeds, lengths.shape[0], (ids_leaf, offsets_leaf), shuffle, seed, rank, workers)
 
-    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
-        FeedSampler.begin_epoch(self, epoch)
-        self.order_ptr = <const int64_t*>cnp.PyArray_DATA(self.order) if self.order is not None else NULL
-        return 0
-
     cdef int set_row_prefetches(self, list targets) except -1:
         cdef int t
         FeedSampler.set_row_prefetches(self, targets)
@@ -312,15 +311,11 @@ cdef class BagSampler(FeedSampler):
             self.prefetch_bag |= self.row_prefetches[t].leaf == self.n_feeds
         return 0
 
-    cdef inline Py_ssize_t _bag_of(self, Py_ssize_t row) noexcept nogil:
-        """The bag of this epoch's row `row`."""
-        return self.order_ptr[row] if self.order_ptr != NULL else self.rank + self.workers * row
-
     cdef bint next_example(self) noexcept nogil:
         cdef Py_ssize_t k, b, lo, n
         if self.row >= self.shard_rows:
             return False
-        b = self._bag_of(self.row)
+        b = self._row_of(self.row)
         lo, n = self.offsets[b], self.offsets[b + 1] - self.offsets[b]
         if self.ids32 != NULL:
             for k in range(n):
@@ -330,7 +325,7 @@ cdef class BagSampler(FeedSampler):
         self.offsets_dst[1] = n
         FeedSampler.next_example(self)
         if self.prefetch_bag and self.row < self.shard_rows:     # the next bag's table rows
-            b = self._bag_of(self.row)
+            b = self._row_of(self.row)
             for k in range(self.offsets[b], self.offsets[b + 1]):
                 self.prefetch_rows(self.n_feeds, self.ids32[k] if self.ids32 != NULL else self.ids64[k])
         return True
@@ -352,4 +347,4 @@ cdef class BagSampler(FeedSampler):
     def where(self):
         if self.row == 0:
             return "before the first bag"
-        return f"bag {self._bag_of(self.row - 1)}"
+        return f"bag {self._row_of(self.row - 1)}"
