@@ -420,7 +420,7 @@ cdef class Recording:
         cdef dict leaf_rows = _stack_leaves(self.leaves)
         cdef list nodes = self.nodes
         cdef Py_ssize_t i, level, max_depth = max([(<Lazy>n).depth for n in nodes])
-        cdef Lazy node, first
+        cdef Lazy node
         cdef Variable x
         for x in needed:
             node = _base(x)
@@ -454,8 +454,7 @@ cdef class Recording:
             groups = []
             for node in reversed(<list>by_level[level]):
                 for members in groups:
-                    first = <Lazy>members[0]
-                    if memcmp(&first.sig, &node.sig, sizeof(Signature)) == 0:
+                    if memcmp(&(<Lazy>members[0]).sig, &node.sig, sizeof(Signature)) == 0:
                         members.append(node)
                         break
                 else:
@@ -513,8 +512,6 @@ cdef Variable locate(Variable x, dict leaf_rows, Py_ssize_t* row0):
     in row0."""
     cdef Lazy lazy
     if type(x) is not Lazy:
-        if leaf_rows is None:
-            return None
         src, start = leaf_rows[x]
         row0[0] = start
         return src
