@@ -78,18 +78,15 @@ class GraphCache:
             leaf.set_value(a)
         root.forward()
         if self.check:
-            self._compare(structure, arrays, root)
+            fresh = self._build(structure, *_leaves_of(arrays))
+            if fresh.shape != root.shape or fresh.dtype != root.dtype or not np.array_equal(
+                    fresh.numpy(), root.numpy(), equal_nan=True):
+                raise RuntimeError(
+                    f"GraphCache(check=True): the graph kept for structure {structure!r} gives "
+                    f"{root.numpy()!r} where a graph built anew gives {fresh.numpy()!r}: `build` "
+                    f"makes graphs that the structure and the data's shapes do not determine; put "
+                    f"what differs into the structure, or into the data")
         return root
-
-    def _compare(self, structure, arrays, root):
-        fresh = self._build(structure, *_leaves_of(arrays))
-        if fresh.shape != root.shape or fresh.dtype != root.dtype or not np.array_equal(
-                fresh.numpy(), root.numpy(), equal_nan=True):
-            raise RuntimeError(
-                f"GraphCache(check=True): the graph kept for structure {structure!r} gives "
-                f"{root.numpy()!r} where a graph built anew gives {fresh.numpy()!r}: `build` "
-                f"makes graphs that the structure and the data's shapes do not determine; put "
-                f"what differs into the structure, or into the data")
 
     def _add(self, key, structure, arrays):
         self.misses += 1
