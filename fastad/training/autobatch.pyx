@@ -18,7 +18,6 @@ member's in a run. Whole rows of a recorded value (x[i], x[a:b]) and a reshape t
 the row width are views of its runs, with no node of their own.
 """
 cimport cython
-cimport numpy as cnp
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
@@ -36,8 +35,6 @@ from fastad.ops.linalg import matmul
 from fastad.ops.losses import cross_entropy
 from fastad.ops.shape import getitem, reshape
 from fastad.ops.sparse import take, embedding
-
-cnp.import_array()
 
 BATCHABLE = ("elementwise unary ops (tanh, exp, relu, scalar + - * /, ...)",
              "add sub mul div pow maximum minimum of two recorded values of one shape, or of a "

@@ -13,7 +13,7 @@ import numpy as np
 from cpython.ref cimport PyObject
 
 from fastad.checks import check_callable
-from fastad._engine.graph cimport (Variable, IndexInput, Parameter, Plan, RowGather, replay_forward,
+from fastad._engine.graph cimport (Variable, Parameter, Plan, RowGather, replay_forward,
                               replay_plan_forward, seed_scalar_grad, replay_plan_backward,
                               claim_parameters, release_parameters, check_int)
 from fastad.optim.optimizers cimport Optimizer
