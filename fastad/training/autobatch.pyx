@@ -411,19 +411,17 @@ cdef class Recording:
 
     # ---- evaluation
 
-    cdef int evaluate(self, list needed) except -1:
-        """Build the batched graph of what the recorded `needed` values need: each node
-        that runs learns its rows there."""
+    cdef int evaluate(self, Lazy root) except -1:
+        """Build the batched graph of what the recorded op node `root` (fa.batch's sum of the
+        losses) needs: each node that runs learns its rows there."""
         cdef dict leaf_rows = _stack_leaves(self.leaves)
         cdef list nodes = self.nodes
         cdef Py_ssize_t i, level, max_depth = max([(<Lazy>n).depth for n in nodes])
         cdef Lazy node
         cdef Variable x
-        for x in needed:
-            node = _base(x)
-            node.live = True
-            node.tail = True
-            node.latest = max_depth
+        root.live = True
+        root.tail = True
+        root.latest = max_depth
         # Backward sweep (readers come after what they read): a node runs when a needed one
         # reads it. The losses, and the chains of one-operand ops that lead only to them
         # (a tail: the root's ops of a tree net), run as late as they can, so that the losses
@@ -763,7 +761,7 @@ def batch(losses):
         summed.terms = recorded
         previous = set_recording(None)       # the batched graph's own leaves are not recorded
         try:
-            rec.evaluate([summed])
+            rec.evaluate(summed)
         finally:
             set_recording(previous)
         total = reshape(summed.src, ())
