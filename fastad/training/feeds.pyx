@@ -304,11 +304,9 @@ cdef class BagSampler(FeedSampler):
         self._bind(who, feeds, lengths.shape[0], (ids_leaf, offsets_leaf), shuffle, seed, rank, workers)
 
     cdef int set_row_prefetches(self, list targets) except -1:
-        cdef int t
         FeedSampler.set_row_prefetches(self, targets)
-        self.prefetch_bag = False
-        for t in range(self.n_row_prefetches):
-            self.prefetch_bag |= self.row_prefetches[t].leaf == self.n_feeds
+        self.prefetch_bag = any(self.row_prefetches[t].leaf == self.n_feeds
+                                for t in range(self.n_row_prefetches))
         return 0
 
     cdef bint next_example(self) noexcept nogil:
