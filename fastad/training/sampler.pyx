@@ -185,16 +185,15 @@ cdef class Sampler:
         ahead than that would evict what the current step is using."""
         cdef Py_ssize_t leaf
         cdef cnp.ndarray table
-        cdef int t = 0, k
+        cdef int t, k
         kept = sorted([(leaf, table) for leaf, table in targets
                        if leaf < MAX_PREFETCHED_LEAVES and table.ndim and table.nbytes]
                       [:MAX_ROW_PREFETCHES], key=lambda target: target[0])
-        for leaf, table in kept:
+        for t, (leaf, table) in enumerate(kept):
             self.row_prefetches[t].base = <const char*>cnp.PyArray_DATA(table)
             self.row_prefetches[t].row_bytes = table.nbytes // table.shape[0]
             self.row_prefetches[t].leaf = leaf
-            t += 1
-        self.n_row_prefetches = t
+        self.n_row_prefetches = len(kept)
         t = 0
         for k in range(MAX_PREFETCHED_LEAVES + 1):      # where each leaf's targets begin
             while t < self.n_row_prefetches and self.row_prefetches[t].leaf < k:
