@@ -224,42 +224,29 @@ def _collect(processes, conns, progress, progress_interval, counters):
     results = [None] * workers
     done = [False] * workers
     waiting = {obj: rank for rank in range(workers) for obj in (conns[rank], processes[rank].sentinel)}
-
-    def receive(rank):
-        conn = conns[rank]
-        if conn not in waiting:
-            return
-        del waiting[conn]
-        try:
-            message = conn.recv()
-        except EOFError:
-            return                      # it died before sending: its sentinel reports the exit
-        results[rank] = worker_result("hogwild worker", rank, message)
-        done[rank] = True
-
     rate = ProgressRate(progress)
     while not all(done):
         timeout = progress_interval if progress is not None else None
         for ready in connection.wait(list(waiting), timeout):
-            rank = waiting.get(ready)
-            if rank is None:
-                continue                # already handled with its pair this round
-            if ready is conns[rank]:
-                receive(rank)
-            else:
-                del waiting[ready]
+            rank = waiting.pop(ready, None)
+            if rank is None or done[rank]:
+                continue                # already handled with its pair
+            ended = ready is processes[rank].sentinel
+            if ended:
                 processes[rank].join()
-                if conns[rank].poll():
-                    receive(rank)
-                if not done[rank]:
-                    exitcode = processes[rank].exitcode
-                    hint = ("; under start_method='spawn' an exit with code 1 before any "
-                            "result often means the main script lacks an `if __name__ == "
-                            "\"__main__\":` guard, or fn's module cannot be imported by the "
-                            "worker (its stderr says which)") if exitcode == 1 else ""
-                    raise WorkerError(rank, f"hogwild worker {rank} {_describe_exit(exitcode)} "
-                                            f"before returning a result; the other workers were "
-                                            f"stopped{hint}", exitcode=exitcode)
+            if not ended or conns[rank].poll():
+                with suppress(EOFError):    # it died before sending: its sentinel reports the exit
+                    results[rank] = worker_result("hogwild worker", rank, conns[rank].recv())
+                    done[rank] = True
+            if ended and not done[rank]:
+                exitcode = processes[rank].exitcode
+                hint = ("; under start_method='spawn' an exit with code 1 before any "
+                        "result often means the main script lacks an `if __name__ == "
+                        "\"__main__\":` guard, or fn's module cannot be imported by the "
+                        "worker (its stderr says which)") if exitcode == 1 else ""
+                raise WorkerError(rank, f"hogwild worker {rank} {_describe_exit(exitcode)} "
+                                        f"before returning a result; the other workers were "
+                                        f"stopped{hint}", exitcode=exitcode)
         if progress is not None and (time.monotonic() - rate.time >= progress_interval or all(done)):
             rate(int(counters.sum()))
     return results
