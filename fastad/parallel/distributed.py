@@ -173,11 +173,13 @@ class _Shard:
         """
         self.clock += 1
         for name, (_, _, rows, deltas, channel) in requests.items():
+            table = self.tables[name]
             if channel is not None:
-                link = self._link(channel, name)
+                if channel not in self.links:      # a worker's segment on this node, for this table
+                    self.links[channel] = _Channel(channel, len(table), table.shape[1], table.dtype)
+                link = self.links[channel]
                 rows, deltas = link.push_ids[:rows], link.push_values[:deltas]
             if len(rows):
-                table = self.tables[name]
                 if len(deltas) == len(table):      # dense: zero for the rows not in `rows`
                     table += deltas
                 else:
@@ -208,13 +210,6 @@ class _Shard:
         if self.checkpoint_every is not None and time.monotonic() - self.saved_at >= self.checkpoint_every:
             self.checkpoint()
         return self.token, self.clock, answer
-
-    def _link(self, channel, name):
-        """The _Channel of segment `channel` (a worker's, on this node) for table `name`."""
-        if channel not in self.links:
-            table = self.tables[name]
-            self.links[channel] = _Channel(channel, len(table), table.shape[1], table.dtype)
-        return self.links[channel]
 
     def drop_links(self, channels):
         """Forget the channels of a worker that ended (it unlinked their segments)."""
