@@ -219,9 +219,7 @@ class _Shard:
     def create_state(self, name, like, fill):
         """Make state table `name` shaped like table `like`, filled with `fill`, unless it exists."""
         if name not in self.tables:
-            table = np.empty_like(self.tables[like])
-            table[...] = fill
-            self._add_table(name, table)
+            self._add_table(name, np.full_like(self.tables[like], fill))
 
     def node(self):
         """The id of the Ray node this shard runs on."""
@@ -267,8 +265,6 @@ def _results(calls, timeout, timeout_name):
     """The results of shard calls [(block, shard index, Future)], each Future an ObjectRef's
     (`ref.future()`), waiting at most `timeout` seconds (None: no limit); an error names a
     shard that died or did not answer."""
-    if not calls:
-        return []
     ray = _ray()
     _, late = concurrent.futures.wait([answer for _, _, answer in calls], timeout=timeout)
     if late:
