@@ -121,6 +121,7 @@ class SharedArray(ArrayHandle):
         super().__init__(shape, dtype, array)
         self.segment = segment     # the segment's name under /dev/shm
         self._block = block        # the owner's segments.Block; None in a process that attached
+        _handles[segment] = self   # what an unpickled handle of this segment resolves to here
 
     @classmethod
     def _attach(cls, segment, shape, dtype_str):
@@ -134,9 +135,7 @@ class SharedArray(ArrayHandle):
                 f"shared array segment {segment!r} no longer exists: the share() block that "
                 f"made it has ended, or its owner process died") from None
         dtype = np.dtype(dtype_str)
-        handle = cls(segment, shape, dtype, segments.view(mapping, shape, dtype), None)
-        _handles[segment] = handle
-        return handle
+        return cls(segment, shape, dtype, segments.view(mapping, shape, dtype), None)
 
     def __reduce__(self):
         return (SharedArray._attach, (self.segment, self.shape, self.dtype.str))
@@ -334,9 +333,7 @@ def share(arrays):
             segment = f"{block.prefix}{n}"
             view = segments.view(block.create(segment, array.nbytes), array.shape, array.dtype)
             view[...] = array
-            handle = SharedArray(segment, array.shape, array.dtype, view, block)
-            _handles[segment] = handle
-            shared._handles[key] = handle
+            shared._handles[key] = SharedArray(segment, array.shape, array.dtype, view, block)
     except BaseException:
         shared.close()
         raise
