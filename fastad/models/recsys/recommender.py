@@ -577,12 +577,10 @@ class _FitGraph:
 
 def _share_parameters(model, shared):
     """Replace every Parameter of `model` by a zero-copy Parameter over `shared[its dotted name]`."""
+    modules = dict(model.named_modules())
     for name, _ in model.named_parameters():
         owner, _, attribute = name.rpartition(".")
-        module = model
-        for part in filter(None, owner.split(".")):
-            module = module._modules[part]
-        setattr(module, attribute, Parameter(shared[name]))
+        setattr(modules[owner], attribute, Parameter(shared[name]))
     return model
 
 
