@@ -429,9 +429,17 @@ cdef class WindowSampler(Sampler):
         self.claim_array = claim
         self.window = check_int(who, "window", window, 1)
         if isinstance(tokens, TokenStream):
-            counts = self.read_stream(who, tokens, sentence_ends, vocab_size, counts, claim)
+            self.read_stream(who, tokens, sentence_ends, vocab_size, counts, claim)
         else:
-            counts = self.read_tokens(who, tokens, sentence_ends, vocab_size, counts)
+            self.read_tokens(who, tokens, sentence_ends, vocab_size, counts)
+        if counts is None:      # the token array's own (a stream refuses None)
+            counts = np.bincount(self.tokens_array, minlength=self.vocab_size)
+        counts = np.asarray(counts, dtype=np.float64)
+        if counts.ndim != 1 or counts.size != self.vocab_size:
+            raise ValueError(f"{who}: counts must hold one count for each of the {self.vocab_size} "
+                             f"word ids (vocab_size), got shape {counts.shape}")
+        if not np.all(np.isfinite(counts)) or counts.min() < 0:
+            raise ValueError(f"{who}: counts must be finite and >= 0")
         self.read_distributions(who, counts, ns_exponent, sample)
         self.begin_epoch(0)
         return 0
@@ -473,21 +481,10 @@ cdef class WindowSampler(Sampler):
         self.epoch_examples += 1
         return True
 
-    cdef object read_counts(self, str who, object counts):
-        """The words' counts by id as float64 (`vocab_size` long), from `counts` when given
-        (None: the caller counts)."""
-        arr = np.asarray(counts, dtype=np.float64)
-        if arr.ndim != 1 or arr.size != self.vocab_size:
-            raise ValueError(f"{who}: counts must hold one count for each of the {self.vocab_size} "
-                             f"word ids (vocab_size), got shape {arr.shape}")
-        if not np.all(np.isfinite(arr)) or arr.min() < 0:
-            raise ValueError(f"{who}: counts must be finite and >= 0")
-        return arr
-
-    cdef object read_tokens(self, str who, object tokens, object sentence_ends, object vocab_size,
-                            object counts):
+    cdef int read_tokens(self, str who, object tokens, object sentence_ends, object vocab_size,
+                         object counts) except -1:
         """Walk the token array `tokens` (this worker's share of its sentences, or the blocks it
-        claims); returns the words' counts (those given, or the tokens')."""
+        claims); `counts` given, if any, set the default vocab_size."""
         self.tokens_array, largest = _word_ids(who, tokens)
         n = self.tokens_array.size
         if vocab_size is None:
@@ -520,14 +517,12 @@ cdef class WindowSampler(Sampler):
             self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
         self.buffer_array = np.zeros(max(int(np.max(ends - starts)), 1), dtype=np.int64)
         self.buffer = self.buffer_array
-        if counts is None:
-            return np.bincount(self.tokens_array, minlength=self.vocab_size).astype(np.float64)
-        return self.read_counts(who, counts)
+        return 0
 
-    cdef object read_stream(self, str who, TokenStream stream, object sentence_ends, object vocab_size,
-                            object counts, object claim):
+    cdef int read_stream(self, str who, TokenStream stream, object sentence_ends, object vocab_size,
+                         object counts, object claim) except -1:
         """Walk the blocks of `stream` (each pass whole, or the blocks its claim counter gives
-        it); returns the words' `counts`, which a stream needs."""
+        it); a stream needs the words' `counts`."""
         if counts is None:
             raise ValueError(f"{who}: a TokenStream needs counts (each word id's count in the "
                              f"corpus, e.g. from fa.data.count_words): the noise and the "
@@ -542,7 +537,7 @@ cdef class WindowSampler(Sampler):
         self.stream, self.streaming = stream, True
         self.buffer_array = np.zeros(max(stream.block_tokens, 1), dtype=np.int64)
         self.buffer = self.buffer_array
-        return self.read_counts(who, counts)
+        return 0
 
     cdef int read_distributions(self, str who, object counts, object ns_exponent, object sample) except -1:
         """The noise table (counts ** ns_exponent) and the subsampling's keep probabilities."""
