@@ -394,6 +394,7 @@ cdef class WindowSampler(Sampler):
     cdef readonly double sample
     cdef Py_ssize_t items             # pairs (skip-gram) or centres (CBOW) an example
     cdef Py_ssize_t negative          # negatives drawn for each item
+    cdef int64_t* out_scored          # the leaf of 1 + negative ids an item: its word, then the negatives
     cdef object claim_array, block_first_array
     cdef int64_t* claim               # the shared counter of the next block to claim, or NULL
     cdef const int64_t[::1] block_first   # the first sentence of each block (and the end)
@@ -447,7 +448,8 @@ cdef class WindowSampler(Sampler):
     cdef int read_negatives(self, str who, str name, object ids, str first, str item) except -1:
         """Check the IndexInput `ids` (argument `name`), which holds 1 + k ids for each of
         the `items` of an example (an `item`): `first`, then k >= 1 negatives; set `negative`
-        to k."""
+        to k and write them to `out_scored`."""
+        self.out_scored = _index_leaf(who, name, ids, -1)
         cdef Py_ssize_t size = (<Variable>ids).size
         if size % self.items:
             raise ValueError(f"{who}: {name} must hold (1 + k) ids for each of the {self.items} "
@@ -463,8 +465,12 @@ cdef class WindowSampler(Sampler):
         return False
 
     cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
-        """Copy the item in slot `source` of the leaves into `slot`."""
-        pass
+        """Copy the item in slot `source` of the leaves into `slot`: here its 1 + k ids and its
+        bag, if any; a subclass copies its other leaves."""
+        cdef Py_ssize_t width = 1 + self.negative
+        memcpy(self.out_scored + slot * width, self.out_scored + source * width, width * sizeof(int64_t))
+        if self.bags is not None:
+            self.bags.repeat(slot, source)
 
     cdef bint next_example(self) noexcept nogil:
         cdef Py_ssize_t slot, drawn = 0
@@ -764,7 +770,6 @@ cdef class SkipGramSampler(WindowSampler):
     >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, mask=m, seed=0))
     """
     cdef int64_t* out_center
-    cdef int64_t* out_context
     cdef Py_ssize_t context_pos
 
     def __init__(self, tokens, center, context, *, mask=None, sentence_ends=None, window=5,
@@ -776,7 +781,6 @@ cdef class SkipGramSampler(WindowSampler):
         self.items = (<Variable>center).size
         if self.items == 0:
             raise ValueError(f"{who}: center holds no ids; give an IndexInput of at least one id")
-        self.out_context = _index_leaf(who, "context", context, -1)
         self.read_negatives(who, "context", context, "the context word", "centre id")
         self.leaves = (center, context)
         self.read_walk(who, "pairs", mask, tokens, sentence_ends, window, ns_exponent, sample,
@@ -794,7 +798,7 @@ cdef class SkipGramSampler(WindowSampler):
 
     cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
         """Draw the next pair into `slot`; False at the epoch's end."""
-        cdef int64_t* context = self.out_context + slot * (1 + self.negative)
+        cdef int64_t* context = self.out_scored + slot * (1 + self.negative)
         while True:
             if self.context_pos == self.center_pos:
                 self.context_pos += 1
@@ -810,10 +814,8 @@ cdef class SkipGramSampler(WindowSampler):
         return True
 
     cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
-        cdef Py_ssize_t width = 1 + self.negative
+        WindowSampler.repeat_item(self, slot, source)
         self.out_center[slot] = self.out_center[source]
-        memcpy(self.out_context + slot * width, self.out_context + source * width,
-               width * sizeof(int64_t))
 
 
 cdef class CbowSampler(WindowSampler):
@@ -839,7 +841,6 @@ cdef class CbowSampler(WindowSampler):
     cdef int64_t* out_context
     cdef char* out_weights
     cdef bint weights_f64
-    cdef int64_t* out_target
     cdef Py_ssize_t slots
 
     def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
@@ -856,7 +857,6 @@ cdef class CbowSampler(WindowSampler):
         self.out_weights = _input_leaf(who, "weights (2 * window a centre)", weights,
                                        self.items * self.slots)
         self.weights_f64 = (<Variable>weights).f64
-        self.out_target = _index_leaf(who, "target", target, -1)
         self.read_negatives(who, "target", target, "the centre", "centre")
         self.leaves = (context, weights, target)
         self.read_walk(who, "centres", mask, tokens, sentence_ends, window, ns_exponent, sample,
@@ -876,7 +876,7 @@ cdef class CbowSampler(WindowSampler):
         """Draw the next centre with its window into `slot`; False at the epoch's end."""
         cdef Py_ssize_t j, n = 0
         cdef int64_t* context = self.out_context + slot * self.slots
-        cdef int64_t* target = self.out_target + slot * (1 + self.negative)
+        cdef int64_t* target = self.out_scored + slot * (1 + self.negative)
         cdef Py_ssize_t first = slot * self.slots
         cdef double share
         while n == 0:
@@ -899,14 +899,12 @@ cdef class CbowSampler(WindowSampler):
         return True
 
     cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
-        cdef Py_ssize_t width = 1 + self.negative
         cdef size_t weight_bytes = sizeof(double) if self.weights_f64 else sizeof(float)
+        WindowSampler.repeat_item(self, slot, source)
         memcpy(self.out_context + slot * self.slots, self.out_context + source * self.slots,
                self.slots * sizeof(int64_t))
         memcpy(self.out_weights + slot * self.slots * weight_bytes,
                self.out_weights + source * self.slots * weight_bytes, self.slots * weight_bytes)
-        memcpy(self.out_target + slot * width, self.out_target + source * width,
-               width * sizeof(int64_t))
 
 
 # ---------------------------------------------------------------- fastText's subword windows
@@ -1013,10 +1011,6 @@ cdef class SubwordSkipGramSampler(SkipGramSampler):
         self.bags.add_word(slot, self.out_center[slot])
         return True
 
-    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
-        SkipGramSampler.repeat_item(self, slot, source)
-        self.bags.repeat(slot, source)
-
 
 cdef class SubwordCbowSampler(CbowSampler):
     """CBOW examples over subword bags (fastText's, and gensim's `FastText`): the walk,
@@ -1057,10 +1051,6 @@ cdef class SubwordCbowSampler(CbowSampler):
         for j in range(self.window_hi - self.window_lo - 1):
             self.bags.add_word(slot, context[j])
         return True
-
-    cdef void repeat_item(self, Py_ssize_t slot, Py_ssize_t source) noexcept nogil:
-        CbowSampler.repeat_item(self, slot, source)
-        self.bags.repeat(slot, source)
 
 
 cdef Py_ssize_t _bag_count(str who, object bag_offsets) except -1:
