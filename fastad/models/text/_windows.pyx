@@ -598,26 +598,22 @@ cdef class WindowSampler(Sampler):
         when reading it failed (`end_epoch` raises the failure)."""
         with gil:
             try:
-                return self.take_block()
+                if self.exhausted or not self.stream.next_block():
+                    self.exhausted = True
+                    return False
+                self.tokens = self.stream.ids_array[:self.stream.n_ids]
+                self.ends = self.stream.ends_array[:self.stream.n_sentences]
+                if self.stream.longest > self.buffer.shape[0]:
+                    self.buffer_array = np.zeros(self.stream.longest, dtype=np.int64)
+                    self.buffer = self.buffer_array
+                self.sentence, self.end_sentence = 0, self.stream.n_sentences
+                self.token_lo, self.token_hi = 0, self.stream.n_ids
+                self.block_start, self.block_end = self.stream.block_start, self.stream.block_end
+                return True
             except BaseException as failure:
                 self.failure = failure
                 self.exhausted = True
                 return False
-
-    cdef bint take_block(self) except -1:
-        cdef TokenStream stream = self.stream
-        if self.exhausted or not stream.next_block():
-            self.exhausted = True
-            return False
-        self.tokens = stream.ids_array[:stream.n_ids]
-        self.ends = stream.ends_array[:stream.n_sentences]
-        if stream.longest > self.buffer.shape[0]:
-            self.buffer_array = np.zeros(stream.longest, dtype=np.int64)
-            self.buffer = self.buffer_array
-        self.sentence, self.end_sentence = 0, stream.n_sentences
-        self.token_lo, self.token_hi = 0, stream.n_ids
-        self.block_start, self.block_end = stream.block_start, stream.block_end
-        return True
 
     cdef int end_epoch(self) except -1:
         if self.failure is not None:
