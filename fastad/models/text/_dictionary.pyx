@@ -125,18 +125,14 @@ cdef class _Strings:
     cdef Py_ssize_t n_slots
 
     def __cinit__(self, Py_ssize_t expected=1024):
-        self.n_slots = 1024
-        while self.n_slots < 2 * expected:
-            self.n_slots *= 2
-        self.slots = <int32_t*>PyMem_Malloc(self.n_slots * sizeof(int32_t))
+        cdef Py_ssize_t n_slots = 1024
+        while n_slots < 2 * expected:
+            n_slots *= 2
         self.entries_capacity = max(expected, 16)
-        self.entries = <Entry*>PyMem_Malloc(self.entries_capacity * sizeof(Entry))
+        self.entries = <Entry*>_grown(NULL, self.entries_capacity * sizeof(Entry))
         self.arena_capacity = 8 * self.entries_capacity
-        self.arena = <char*>PyMem_Malloc(self.arena_capacity)
-        if self.slots == NULL or self.entries == NULL or self.arena == NULL:
-            raise MemoryError()
-        for i in range(self.n_slots):
-            self.slots[i] = -1
+        self.arena = <char*>_grown(NULL, self.arena_capacity)
+        self.rehash(n_slots)        # no entry yet: every slot empty
 
     def __dealloc__(self):
         PyMem_Free(self.slots)
