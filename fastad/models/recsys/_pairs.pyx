@@ -54,9 +54,8 @@ cdef object _interactions_csr(str who, object interactions, object n_users, obje
     user and item counts checked to fit int32; a CSR matrix itself when not `copy`."""
     import scipy.sparse as sp
     if sp.issparse(interactions):
-        for name, size in (("n_users (the matrix's rows)", interactions.shape[0]),
-                           ("n_items (the matrix's columns)", interactions.shape[1])):
-            _check_int32(who, name, size)
+        _check_int32(who, "n_users (the matrix's rows)", interactions.shape[0])
+        _check_int32(who, "n_items (the matrix's columns)", interactions.shape[1])
         matrix = sp.csr_matrix(interactions, copy=copy)
         if matrix.nnz and (not np.all(np.isfinite(matrix.data)) or matrix.data.min() < 0):
             raise ValueError(f"{who}: interactions must hold finite values >= 0 "
