@@ -766,7 +766,7 @@ cdef class SkipGramSampler(WindowSampler):
     >>> fa.train(loss, opt, fa.data.SkipGramSampler(tokens, c, ctx, mask=m, seed=0))
     """
     cdef int64_t* out_center
-    cdef Py_ssize_t context_pos
+    cdef Py_ssize_t context_pos       # the next context word (each new centre sets it: an epoch begins with none)
 
     def __init__(self, tokens, center, context, *, mask=None, sentence_ends=None, window=5,
                  ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None, seed=None, rank=0,
@@ -781,11 +781,6 @@ cdef class SkipGramSampler(WindowSampler):
         self.leaves = (center, context)
         self.read_walk(who, "pairs", mask, tokens, sentence_ends, window, ns_exponent, sample,
                        vocab_size, counts, claim, block_tokens)
-
-    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
-        WindowSampler.begin_epoch(self, epoch)
-        self.context_pos = 0
-        return 0
 
     @property
     def epoch_pairs(self):
