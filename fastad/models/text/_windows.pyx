@@ -381,7 +381,7 @@ cdef class WindowSampler(Sampler):
     """The corpus walk word2vec's two models share: sentences of this worker's shard,
     frequent words subsampled, a reduced window drawn per centre, and negatives
     from the unigram distribution ** ns_exponent. Subclasses fill the leaves."""
-    cdef object tokens_array, ends_array, keep_array, buffer_array
+    cdef object tokens_array         # a token array given (the memoryviews hold their own arrays)
     cdef const int32_t[::1] tokens
     cdef const int64_t[::1] ends
     cdef const double[::1] keep
@@ -395,7 +395,7 @@ cdef class WindowSampler(Sampler):
     cdef Py_ssize_t items             # pairs (skip-gram) or centres (CBOW) an example
     cdef Py_ssize_t negative          # negatives drawn for each item
     cdef int64_t* out_scored          # the leaf of 1 + negative ids an item: its word, then the negatives
-    cdef object claim_array, block_first_array
+    cdef object claim_array
     cdef int64_t* claim               # the shared counter of the next block to claim, or NULL
     cdef const int64_t[::1] block_first   # the first sentence of each block (and the end)
     cdef Py_ssize_t n_blocks, block_tokens
@@ -507,22 +507,19 @@ cdef class WindowSampler(Sampler):
             if ends.size == 0 or ends[ends.size - 1] != n or np.any(np.diff(ends) < 0):
                 raise ValueError(f"{who}: sentence_ends must be non-decreasing offsets ending at "
                                  f"len(tokens) = {n}")
-        self.ends_array = ends
         self.ends = ends
         starts = np.concatenate(([0], ends[:-1]))
         if self.claim != NULL:      # the whole corpus, in blocks claimed as the walk goes
             self.n_blocks = max(1, round(n / self.block_tokens))
             bounds = n * np.arange(self.n_blocks + 1, dtype=np.int64) // self.n_blocks
-            self.block_first_array = np.searchsorted(starts, bounds, side="left").astype(np.int64)
-            self.block_first = self.block_first_array
+            self.block_first = np.searchsorted(starts, bounds, side="left").astype(np.int64)
             self.token_lo, self.token_hi = 0, n
             self.first_sentence = self.end_sentence = 0
         else:
             self.token_lo, self.token_hi = _share(n, self.rank, self.workers)
             self.first_sentence = int(np.searchsorted(starts, self.token_lo, side="left"))
             self.end_sentence = int(np.searchsorted(starts, self.token_hi, side="left"))
-        self.buffer_array = np.zeros(max(int(np.max(ends - starts)), 1), dtype=np.int64)
-        self.buffer = self.buffer_array
+        self.buffer = np.zeros(max(int(np.max(ends - starts)), 1), dtype=np.int64)
         return 0
 
     cdef int read_stream(self, str who, TokenStream stream, object sentence_ends, object vocab_size,
@@ -541,8 +538,7 @@ cdef class WindowSampler(Sampler):
             raise ValueError(f"{who}: the stream's vocabulary holds id {stream.largest_id}, out of "
                              f"range for vocab_size {self.vocab_size}")
         self.stream, self.streaming = stream, True
-        self.buffer_array = np.zeros(max(stream.block_tokens, 1), dtype=np.int64)
-        self.buffer = self.buffer_array
+        self.buffer = np.zeros(max(stream.block_tokens, 1), dtype=np.int64)
         return 0
 
     cdef int read_distributions(self, str who, object counts, object ns_exponent, object sample) except -1:
@@ -563,8 +559,7 @@ cdef class WindowSampler(Sampler):
         with np.errstate(divide="ignore", invalid="ignore"):
             keep = np.where(counts > 0, (np.sqrt(counts / threshold) + 1) * threshold / counts, 1.0) \
                 if self.subsample else np.ones(self.vocab_size)
-        self.keep_array = np.minimum(keep, 1.0)
-        self.keep = self.keep_array
+        self.keep = np.minimum(keep, 1.0)
         return 0
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
@@ -604,8 +599,7 @@ cdef class WindowSampler(Sampler):
                 self.tokens = self.stream.ids_array[:self.stream.n_ids]
                 self.ends = self.stream.ends_array[:self.stream.n_sentences]
                 if self.stream.longest > self.buffer.shape[0]:
-                    self.buffer_array = np.zeros(self.stream.longest, dtype=np.int64)
-                    self.buffer = self.buffer_array
+                    self.buffer = np.zeros(self.stream.longest, dtype=np.int64)
                 self.sentence, self.end_sentence = 0, self.stream.n_sentences
                 self.token_lo, self.token_hi = 0, self.stream.n_ids
                 self.block_start, self.block_end = self.stream.block_start, self.stream.block_end
@@ -904,7 +898,6 @@ cdef class _SubwordBags:
     """The bags of input rows a subword sampler writes: each item's rows (its words' rows
     from the vocabulary's CSR table `ids`/`offsets`, concatenated) one after another in
     the bag_ids leaf, item k's cut by bag_offsets[k]..[k + 1] (torch's include_last_offset)."""
-    cdef object ids_array, offsets_array
     cdef const int32_t[::1] ids
     cdef const int64_t[::1] offsets
     cdef int64_t* out_ids
@@ -924,7 +917,6 @@ cdef class _SubwordBags:
             raise ValueError(f"{who}: subword_offsets must be {vocab_size + 1} int64 offsets (one bag "
                              f"of at least one row for each of the {vocab_size} word ids, then the "
                              f"end), rising from 0 to len(subword_ids) = {ids.size}")
-        self.ids_array, self.offsets_array = ids, offsets
         self.ids, self.offsets = ids, offsets
         self.largest_row = int(ids.max())
         longest = int(np.diff(offsets).max()) * words_an_item * items
