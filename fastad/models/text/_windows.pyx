@@ -125,11 +125,9 @@ cdef class AliasTable:
         self.n = w.size
         w = np.ascontiguousarray(w)
         scaled = w * (self.n / total)
-        prob = np.ones(self.n)
-        alias = np.arange(self.n, dtype=np.int64)
-        _vose(scaled, w, prob, alias)
-        self.prob = prob
-        self.alias = alias
+        self.prob = np.ones(self.n)
+        self.alias = np.arange(self.n, dtype=np.int64)
+        _vose(scaled, w, self.prob, self.alias)
 
     cdef int64_t draw(self, fa_rng* rng) noexcept nogil:
         cdef int64_t i = fa_rng_below(rng, self.n)
@@ -674,10 +672,7 @@ cdef class WindowSampler(Sampler):
             total = self.stream.total_tokens
             if self.exhausted or total <= 0:
                 return 1.0
-            if span > 0:
-                done = self.block_start + (self.block_end - self.block_start) * done / span
-            else:
-                done = self.block_start
+            done = self.block_start + ((self.block_end - self.block_start) * done / span if span > 0 else 0.0)
             return min(1.0, max(0.0, done / total))
         if span <= 0 or self.exhausted or \
                 self.claim == NULL and self.sentence >= self.end_sentence and self.center_pos >= self.length:
