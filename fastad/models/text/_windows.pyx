@@ -446,7 +446,7 @@ cdef class WindowSampler(Sampler):
     cdef int read_negatives(self, str who, str name, object ids, str first, str item) except -1:
         """Check the IndexInput `ids` (argument `name`), which holds 1 + k ids for each of
         the `items` of an example (an `item`): `first`, then k >= 1 negatives; set `negative`
-        to k and write them to `out_scored`."""
+        to k, and `out_scored` to the leaf the draws write them to."""
         self.out_scored = _index_leaf(who, name, ids, -1)
         cdef Py_ssize_t size = (<Variable>ids).size
         if size % self.items:
