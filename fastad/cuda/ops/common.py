@@ -11,7 +11,7 @@ from fastad.cuda.backend import (I32, I64, copy_from_host, fill, from_host, get 
 from fastad.cuda.storage import DeviceStorage
 
 __all__ = ["I64", "I32", "backend", "launch", "scalar", "meta_array", "fill", "to_host", "from_host",
-           "copy_from_host", "same_device", "make_node", "bound_ids", "cleared_grad", "OneInput"]
+           "copy_from_host", "same_device", "make_node", "bound_ids", "cleared_grad", "InputGrads"]
 
 
 def meta_array(values):
@@ -63,12 +63,15 @@ def cleared_grad(x):
     return grad
 
 
-class OneInput:
-    """An op of one input, x = node.parents[0], whose backward writes or adds x's gradient:
-    `backward` calls `backward_into(node, x, grad, accumulate)` with x's gradient slot, only
-    when x needs a gradient."""
+class InputGrads:
+    """An op whose backward writes or adds its inputs' gradients: `backward` calls
+    `backward_into(node, k, x, grad, accumulate)` with the gradient slot of each input
+    x = node.parents[k] that needs a gradient, in order, from input `first` on (0; where's
+    condition, input 0, gets none)."""
+
+    first = 0
 
     def backward(self, node):
-        x = node.parents[0]
-        if x.requires_grad:
-            self.backward_into(node, x, *grad_slot(x))
+        for k, x in enumerate(node.parents):
+            if k >= self.first and x.requires_grad:
+                self.backward_into(node, k, x, *grad_slot(x))

@@ -4,16 +4,15 @@
 As in fastad/ops/elementwise.pyx, a Python number operand becomes a unary
 *scalar op, chosen there before a device operand is sent here.
 """
-from fastad._engine.graph import grad_slot
 from fastad.cuda.kernels import BINARY_OPS, COMPARISONS
-from fastad.cuda.ops.common import (I32, I64, OneInput, launch, scalar, meta_array, make_node,
+from fastad.cuda.ops.common import (I32, I64, InputGrads, launch, scalar, meta_array, make_node,
                                     backend, same_device)
 from fastad.cuda.ops.reduction import Fold
 
 
 # ------------------------------------------------------------------ unary
 
-class Unary(OneInput):
+class Unary(InputGrads):
     """y = f(x) elementwise; `p` is pow's exponent or a *scalar op's number."""
 
     def __init__(self, code, p):
@@ -24,7 +23,7 @@ class Unary(OneInput):
         launch("unary_forward", node.dtype, node.size, x.value, node.value, I64(node.size),
                 self.code, scalar(node.dtype, self.p))
 
-    def backward_into(self, node, x, grad, accumulate):
+    def backward_into(self, node, k, x, grad, accumulate):
         launch("unary_backward", node.dtype, node.size, x.value, node.value, node.grad, grad,
                 I64(node.size), self.code, scalar(node.dtype, self.p), I32(accumulate))
 
@@ -68,7 +67,7 @@ def broadcast_folds(op, meta, shape, operands):
     return folds
 
 
-class Binary:
+class Binary(InputGrads):
     """a op b with numpy broadcasting; `meta` is None when a, b and the output share a shape.
 
     An operand of the output's shape gets its gradient from binary_backward
@@ -94,22 +93,19 @@ class Binary:
         launch("binary_forward", node.dtype, node.size, a.value, b.value, node.value,
                I64(node.size), self.code, self.meta, self.nd)
 
-    def backward(self, node):
+    def backward_into(self, node, k, x, grad, accumulate):
         a, b = node.parents
-        for x, to_a, fold in ((a, 1, self.folds[0]), (b, 0, self.folds[1])):
-            if not x.requires_grad:
-                continue
-            grad, accumulate = grad_slot(x)
-            if fold is not None and self.scratch is None:       # + or -: sum the output's gradient
-                sign = -1 if not to_a and BINARY_OPS[self.code] == "sub" else 1
-                fold.sum(node.grad, grad, sign, accumulate)
-                continue
-            terms = grad if fold is None else self.scratch
-            launch("binary_backward", node.dtype, node.size, a.value, b.value, node.value,
-                   node.grad, terms, I64(node.size), self.code, I32(to_a), self.meta, self.nd,
-                   I32(accumulate if fold is None else 0))
-            if fold is not None:
-                fold.sum(self.scratch, grad, 1, accumulate)
+        fold = self.folds[k]
+        if fold is not None and self.scratch is None:       # + or -: sum the output's gradient
+            sign = -1 if k == 1 and BINARY_OPS[self.code] == "sub" else 1
+            fold.sum(node.grad, grad, sign, accumulate)
+            return
+        terms = grad if fold is None else self.scratch
+        launch("binary_backward", node.dtype, node.size, a.value, b.value, node.value,
+               node.grad, terms, I64(node.size), self.code, I32(k == 0), self.meta, self.nd,
+               I32(accumulate if fold is None else 0))
+        if fold is not None:
+            fold.sum(self.scratch, grad, 1, accumulate)
 
 
 def binary(name, a, b, shape):
@@ -124,10 +120,12 @@ def binary(name, a, b, shape):
 
 # ------------------------------------------------------------------ where
 
-class Where:
+class Where(InputGrads):
     """a where cond is nonzero, else b, broadcasting all three; `meta` is None when they
     share the output's shape. A broadcast a or b sums where_backward's terms, written
     into `scratch`, with its Fold (as Binary does)."""
+
+    first = 1
 
     def __init__(self, meta, shape, dtype):
         self.nd = I32(0 if meta is None else len(shape))
@@ -140,18 +138,14 @@ class Where:
         launch("where_forward", node.dtype, node.size, cond.value, a.value, b.value, node.value,
                I64(node.size), self.meta, self.nd)
 
-    def backward(self, node):
-        cond = node.parents[0]
-        for x, to_a, fold in zip(node.parents[1:], (1, 0), self.folds):
-            if not x.requires_grad:
-                continue
-            grad, accumulate = grad_slot(x)
-            terms = grad if fold is None else self.scratch
-            launch("where_backward", node.dtype, node.size, cond.value, node.grad, terms,
-                   I64(node.size), I32(to_a), self.meta, self.nd,
-                   I32(accumulate if fold is None else 0))
-            if fold is not None:
-                fold.sum(self.scratch, grad, 1, accumulate)
+    def backward_into(self, node, k, x, grad, accumulate):
+        fold = self.folds[k - 1]
+        terms = grad if fold is None else self.scratch
+        launch("where_backward", node.dtype, node.size, node.parents[0].value, node.grad, terms,
+               I64(node.size), I32(k == 1), self.meta, self.nd,
+               I32(accumulate if fold is None else 0))
+        if fold is not None:
+            fold.sum(self.scratch, grad, 1, accumulate)
 
 
 def where(cond, a, b, shape):

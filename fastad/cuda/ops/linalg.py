@@ -4,11 +4,10 @@ fastad/ops/linalg.pyx checks the shapes and works out the product's layout
 (m, k, n, the batch, and which operand the batch shares), then sends device
 operands here.
 """
-from fastad._engine.graph import grad_slot
-from fastad.cuda.ops.common import I32, I64, launch, make_node, backend, cleared_grad, fill
+from fastad.cuda.ops.common import I32, I64, InputGrads, launch, make_node, backend, fill
 
 
-class Matmul:
+class Matmul(InputGrads):
     """C_t = A_t @ B_t for t in the batch; a_step/b_step 0 mean one matrix shared by all t."""
 
     def __init__(self, m, k, n, batch, a_step, b_step):
@@ -32,28 +31,24 @@ class Matmul:
         for t in range(self.batch):
             gemm(A[0 if self.a_shared else t], B[0 if self.b_shared else t], C[t])
 
-    def backward(self, node):
-        a, b = node.parents
+    def backward_into(self, node, k, x, grad, accumulate):
+        if self.empty:
+            if not accumulate:
+                fill(grad, 0)
+            return
         A, B = self._mats(node)
         G = node.grad.reshape((self.batch, self.m, self.n))
         gemm = backend().gemm
-        for x, shared, into_a in ((a, self.a_shared, True), (b, self.b_shared, False)):
-            if not x.requires_grad:
-                continue
-            if self.empty:
-                cleared_grad(x)
-                continue
-            grad, accumulate = grad_slot(x)
-            if into_a:                            # (a and b may be one leaf: a @ a)
-                target = grad.reshape(A.shape)
-                for t in range(self.batch):       # dA_t = dC_t @ B_t^T; a shared batch sums
-                    gemm(G[t], B[0 if self.b_shared else t], target[0 if shared else t],
-                         trans_b=True, beta=1.0 if accumulate or (shared and t) else 0.0)
-            else:
-                target = grad.reshape(B.shape)
-                for t in range(self.batch):       # dB_t = A_t^T @ dC_t
-                    gemm(A[0 if self.a_shared else t], G[t], target[0 if shared else t],
-                         trans_a=True, beta=1.0 if accumulate or (shared and t) else 0.0)
+        if k == 0:                                # (a and b may be one leaf: a @ a)
+            shared, target = self.a_shared, grad.reshape(A.shape)
+            for t in range(self.batch):           # dA_t = dC_t @ B_t^T; a shared batch sums
+                gemm(G[t], B[0 if self.b_shared else t], target[0 if shared else t],
+                     trans_b=True, beta=1.0 if accumulate or (shared and t) else 0.0)
+        else:
+            shared, target = self.b_shared, grad.reshape(B.shape)
+            for t in range(self.batch):           # dB_t = A_t^T @ dC_t
+                gemm(A[0 if self.a_shared else t], G[t], target[0 if shared else t],
+                     trans_a=True, beta=1.0 if accumulate or (shared and t) else 0.0)
 
 
 def matmul(a, b, out_shape, m, k, n, batch, a_step, b_step):
@@ -61,7 +56,7 @@ def matmul(a, b, out_shape, m, k, n, batch, a_step, b_step):
     return make_node("matmul", (a, b), out_shape, a.dtype, Matmul(m, k, n, batch, a_step, b_step))
 
 
-class VectorDot:
+class VectorDot(InputGrads):
     """y[r] = sum_j a[r, j] * b[r, j] over the last axis, of length d."""
 
     def __init__(self, d):
@@ -72,13 +67,10 @@ class VectorDot:
         launch("row_dot_forward", node.dtype, node.size, a.value, b.value, node.value,
                I64(node.size), self.d)
 
-    def backward(self, node):
-        a, b = node.parents
-        for x, other in ((a, b), (b, a)):
-            if x.requires_grad:
-                grad, accumulate = grad_slot(x)
-                launch("row_dot_backward", node.dtype, x.size, other.value, node.grad, grad,
-                       I64(node.size), self.d, I32(accumulate))
+    def backward_into(self, node, k, x, grad, accumulate):
+        other = node.parents[1 - k]
+        launch("row_dot_backward", node.dtype, x.size, other.value, node.grad, grad,
+               I64(node.size), self.d, I32(accumulate))
 
 
 def vector_dot(a, b, d):

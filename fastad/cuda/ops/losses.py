@@ -19,10 +19,9 @@ an IndexInput's ignored rows), and the scale its backward applies.
 """
 import numpy as np
 
-from fastad._engine.graph import grad_slot
 from fastad.ops.losses import check_target_ids
 from fastad.cuda.kernels import POINTWISE_LOSSES
-from fastad.cuda.ops.common import (I32, I64, OneInput, backend, bound_ids, launch, scalar, make_node,
+from fastad.cuda.ops.common import (I32, I64, InputGrads, backend, bound_ids, launch, scalar, make_node,
                                     same_device, to_host, from_host)
 
 def _accumulator():
@@ -42,7 +41,7 @@ def _reduce(node, fn, kernel, n, *args):
 
 # ------------------------------------------------------ class-target losses
 
-class ClassTargets(OneInput):
+class ClassTargets(InputGrads):
     """What cross_entropy and nll_loss share, from fastad/ops/losses.pyx's checked
     arguments (`checked`): the scores' (batch, classes), the ids and the reduction.
     `ids` is the uploaded fixed targets, or the buffer each forward copies an
@@ -83,7 +82,7 @@ class CrossEntropy(ClassTargets):
                 self.ids, self.lse, node.value, I64(self.batch), I64(self.classes),
                 I64(self.ignore), scalar(node.dtype, self.smoothing))
 
-    def backward_into(self, node, x, grad, accumulate):
+    def backward_into(self, node, k, x, grad, accumulate):
         launch("cross_entropy_backward", node.dtype, x.size, x.value, self.ids, self.lse,
                node.grad, self.gy_step(), self.acc, grad, I64(self.batch), I64(self.classes),
                I64(self.ignore), scalar(node.dtype, self.smoothing), I32(accumulate))
@@ -101,7 +100,7 @@ class NLLLoss(ClassTargets):
         _reduce(node, self, "nll_forward", self.batch, x.value, self.read_ids(), self.ids,
                 node.value, I64(self.batch), I64(self.classes), I64(self.ignore))
 
-    def backward_into(self, node, x, grad, accumulate):
+    def backward_into(self, node, k, x, grad, accumulate):
         launch("nll_backward", node.dtype, x.size, self.ids, node.grad, self.gy_step(), self.acc,
                grad, I64(self.batch), I64(self.classes), I64(self.ignore), I32(accumulate))
 
@@ -114,7 +113,7 @@ def nll_loss(checked):
 
 # ------------------------------------------------------------ pairwise losses
 
-class PairLoss:
+class PairLoss(InputGrads):
     """One of kernels.POINTWISE_LOSSES of a and b (one shape), elementwise, then reduced."""
 
     def __init__(self, name, reduction, delta):
@@ -128,15 +127,11 @@ class PairLoss:
         _reduce(node, self, "pointwise_loss_forward", a.size, self.code, a.value, b.value,
                 node.value, I64(a.size), scalar(node.dtype, self.delta))
 
-    def backward(self, node):
+    def backward_into(self, node, k, x, grad, accumulate):
         a, b = node.parents
-        step = I64(1 if self.reduction == "none" else 0)
-        for side, to_a in ((a, 1), (b, 0)):
-            if side.requires_grad:
-                grad, accumulate = grad_slot(side)
-                launch("pointwise_loss_backward", node.dtype, a.size, self.code, I32(to_a),
-                       a.value, b.value, node.grad, step, self.acc, grad, I64(a.size),
-                       scalar(node.dtype, self.delta), I32(accumulate))
+        launch("pointwise_loss_backward", node.dtype, a.size, self.code, I32(k == 0), a.value,
+               b.value, node.grad, I64(1 if self.reduction == "none" else 0), self.acc, grad,
+               I64(a.size), scalar(node.dtype, self.delta), I32(accumulate))
 
 
 def pair_loss(name, a, b, reduction, delta):

@@ -8,7 +8,7 @@ around the chosen axis; one thread normalises one (outer, inner) line along n
 """
 import numpy as np
 
-from fastad.cuda.ops.common import (I32, I64, OneInput, launch, scalar, meta_array, make_node,
+from fastad.cuda.ops.common import (I32, I64, InputGrads, launch, scalar, meta_array, make_node,
                                     backend, fill)
 
 # The CPU's ReduceOp codes (fastad/ops/reduction.pyx) and the kernels' ReduceMode.
@@ -72,7 +72,7 @@ class Fold:
                self.n_chunks, self.meta, self.nd, scalar(t, scale), I32(accumulate))
 
 
-class Reduce(OneInput):
+class Reduce(InputGrads):
     def __init__(self, code, x, kept, scale):
         self.code = code
         # keep: the axes the output keeps (a length-1 axis may count as either)
@@ -91,7 +91,7 @@ class Reduce(OneInput):
             launch(FORWARD_KERNELS[self.code], node.dtype, f.n_slots, x.value, node.value,
                    f.n_slots, f.meta, f.nd)
 
-    def backward_into(self, node, x, grad, accumulate):
+    def backward_into(self, node, k, x, grad, accumulate):
         t, f = node.dtype, self.fold
         if self.code in (R_MAX, R_MIN):
             launch("count_ties", t, f.n_slots, x.value, node.value, self.ties, f.n_slots, f.meta, f.nd)
@@ -128,7 +128,7 @@ class ArgReduce(_AlongAxis):
 arg_reduce = ArgReduce      # the primitive: arg_reduce(lowest, outer, n, inner)
 
 
-class Cumsum(_AlongAxis, OneInput):
+class Cumsum(_AlongAxis, InputGrads):
     """The running sum along the middle axis of (outer, n, inner) (no flag)."""
 
     def forward(self, node):
@@ -136,7 +136,7 @@ class Cumsum(_AlongAxis, OneInput):
         launch("cumsum_forward", node.dtype, int(self.outer * self.inner), x.value, node.value,
                self.outer, self.n, self.inner)
 
-    def backward_into(self, node, x, grad, accumulate):
+    def backward_into(self, node, k, x, grad, accumulate):
         launch("cumsum_backward", node.dtype, int(self.outer * self.inner), node.grad, grad,
                self.outer, self.n, self.inner, I32(accumulate))
 
@@ -147,7 +147,7 @@ def cumsum(x, outer, n, inner, shape):
     return make_node("cumsum", (x,), shape, x.dtype, Cumsum(0, outer, n, inner))
 
 
-class Softmax(_AlongAxis, OneInput):
+class Softmax(_AlongAxis, InputGrads):
     """softmax (flag `log` False) or log_softmax (True) along the middle axis of (outer, n, inner)."""
 
     def forward(self, node):
@@ -155,7 +155,7 @@ class Softmax(_AlongAxis, OneInput):
         launch("softmax_forward", node.dtype, int(self.outer * self.inner), x.value, node.value,
                self.outer, self.n, self.inner, self.flag)
 
-    def backward_into(self, node, x, grad, accumulate):
+    def backward_into(self, node, k, x, grad, accumulate):
         launch("softmax_backward", node.dtype, int(self.outer * self.inner), node.value,
                node.grad, grad, self.outer, self.n, self.inner, self.flag, I32(accumulate))
 

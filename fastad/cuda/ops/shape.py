@@ -8,17 +8,16 @@ put each input at its positions in the output.
 """
 import numpy as np
 
-from fastad._engine.graph import grad_slot
-from fastad.cuda.ops.common import I32, I64, OneInput, cleared_grad, launch, make_node, from_host
+from fastad.cuda.ops.common import I32, I64, InputGrads, cleared_grad, launch, make_node, from_host
 
 
-class View(OneInput):
+class View(InputGrads):
     """The output is the input's buffer with another shape."""
 
     def forward(self, node):
         pass                      # the value aliases the input's buffer
 
-    def backward_into(self, node, x, grad, accumulate):
+    def backward_into(self, node, k, x, grad, accumulate):
         launch("copy_or_add", node.dtype, node.size, node.grad, grad, I64(node.size), I32(accumulate))
 
 
@@ -58,7 +57,7 @@ def transpose(x, axes):
     return gather("transpose", x, np.asarray(positions, order="C"))
 
 
-class Join:
+class Join(InputGrads):
     """Input k's elements go to output positions `positions[k]`."""
 
     def __init__(self, positions):
@@ -68,12 +67,9 @@ class Join:
         for x, positions in zip(node.parents, self.positions):
             launch("put_positions", node.dtype, x.size, x.value, positions, node.value, I64(x.size))
 
-    def backward(self, node):
-        for x, positions in zip(node.parents, self.positions):
-            if x.requires_grad:
-                grad, accumulate = grad_slot(x)
-                launch("gather_positions", node.dtype, x.size, node.grad, positions, grad,
-                       I64(x.size), I32(accumulate))
+    def backward_into(self, node, k, x, grad, accumulate):
+        launch("gather_positions", node.dtype, x.size, node.grad, self.positions[k], grad,
+               I64(x.size), I32(accumulate))
 
 
 def join(op, xs, out_shape, axis):
