@@ -64,7 +64,8 @@ def _launch_rows(b, kernel, dtype, owner, passes, row_len, head, tail):
         b.launch("release_rows", dtype, ids.size, ids, owner, np.int64(ids.size))
 
 
-def _new_owner(b, rows):
+def new_owner(b, rows):
+    """A device owner array for `rows` rows (at least one entry), every entry NO_OWNER."""
     return b.from_host(np.full(max(rows, 1), NO_OWNER, dtype=np.int32))
 
 
@@ -80,7 +81,7 @@ class DeviceState:
         self.lr = b.from_host(np.array([lr], dtype=np.float64))
         self.steps = b.zeros(len(self.params), np.int64)
         rows = max((p.shape[0] for p in self.params if len(p.shape) >= 1), default=0)
-        self.owner = _new_owner(b, rows)
+        self.owner = new_owner(b, rows)
         self.state = []
         self._launch_state = []
 
@@ -170,7 +171,7 @@ def _scratch_owner(b, rows):
     """An owner array with at least `rows` entries, all NO_OWNER (they are reset after use)."""
     global _scratch
     if _scratch is None or _scratch[0] is not b or _scratch[1].size < rows:
-        _scratch = (b, _new_owner(b, rows))
+        _scratch = (b, new_owner(b, rows))
     return _scratch[1]
 
 

@@ -10,11 +10,9 @@ import numpy as np
 
 from fastad._engine.graph import Parameter, sparse_grad_slot
 from fastad.ops.sparse import bag_bounds
+from fastad.cuda.optim import new_owner
 from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, cleared_grad, copy_from_host, launch,
                                     make_node, same_device)
-
-
-_NO_OWNER = 2147483647      # cuda/optim.cu's FA_NO_OWNER: a row no position has claimed
 
 
 class Take:
@@ -26,8 +24,7 @@ class Take:
         self.row_len = I64(row_len)
         self.padding_idx = I64(padding_idx)
         self.max_norm, self.norm_type = max_norm, norm_type
-        self.owner = (backend().from_host(np.full(rows, _NO_OWNER, dtype=np.int32))
-                      if max_norm > 0 else None)
+        self.owner = new_owner(backend(), rows) if max_norm > 0 else None
 
     def forward(self, node):
         table, ix = node.parents
