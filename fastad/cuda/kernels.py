@@ -159,11 +159,6 @@ def source_dir() -> Path:
         f"reinstall fastad (`pip install .` ships them inside the package)")
 
 
-def rules_header() -> Path:
-    """`rules.h`, the scalar rules shared with the CPU kernels, beside the op families."""
-    return Path(fastad.ops.elementwise.__file__).resolve().parent / "rules.h"
-
-
 @functools.lru_cache(maxsize=None)
 def program_source(family: str) -> str:
     """The full program text of a family: common.cuh, op_codes.h (the op codes rules.h
@@ -172,8 +167,9 @@ def program_source(family: str) -> str:
         raise KeyError(f"unknown kernel family {family!r}; known: {sorted(FAMILIES)}")
     folder = source_dir()
     common = (folder / "common.cuh").read_text()
-    rules = rules_header().read_text()
-    op_codes = (rules_header().parent / "op_codes.h").read_text()
+    ops_folder = Path(fastad.ops.elementwise.__file__).resolve().parent   # the CPU op families
+    rules = (ops_folder / "rules.h").read_text()
+    op_codes = (ops_folder / "op_codes.h").read_text()
     body = (folder / f"{family}.cu").read_text()
     return (f"{common}\n#line 1 \"op_codes.h\"\n{op_codes}\n#line 1 \"rules.h\"\n{rules}"
             f"\n#line 1 \"{family}.cu\"\n{body}")
