@@ -224,25 +224,22 @@ def get(required: bool = True):
     if emulate:
         _backend = EmulatedBackend()
         return _backend
+    problem = None
     try:
         import cupy
     except ImportError:
-        if required:
-            raise RuntimeError("fastad's GPU path needs CuPy: install it with "
-                               "`pip install fastad[cuda12]` or `fastad[cuda13]` "
-                               "(matching your CUDA driver)") from None
-        return None
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:            # no driver, or a driver too old for this CuPy
-        if required:
-            raise RuntimeError(f"fastad's GPU path found CuPy but no usable CUDA device: {e}") from None
-        return None
-    if count == 0:
-        if required:
-            raise RuntimeError("fastad's GPU path found CuPy but no CUDA device")
-        return None
-    _backend = CupyBackend(cupy)
+        problem = ("fastad's GPU path needs CuPy: install it with `pip install fastad[cuda12]` "
+                   "or `fastad[cuda13]` (matching your CUDA driver)")
+    else:
+        try:
+            if cupy.cuda.runtime.getDeviceCount() == 0:
+                problem = "fastad's GPU path found CuPy but no CUDA device"
+        except Exception as e:        # no driver, or a driver too old for this CuPy
+            problem = f"fastad's GPU path found CuPy but no usable CUDA device: {e}"
+    if problem is None:
+        _backend = CupyBackend(cupy)
+    elif required:
+        raise RuntimeError(problem)
     return _backend
 
 
