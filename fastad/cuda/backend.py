@@ -112,10 +112,6 @@ class DeviceArray(np.ndarray):
     kernel fails here as it would on a GPU."""
 
 
-def _device(array):
-    return array.view(DeviceArray)
-
-
 class EmulatedBackend:
     """The `.cu` kernels compiled as C++ and run on the CPU over numpy arrays.
 
@@ -160,15 +156,15 @@ class EmulatedBackend:
 
     def empty(self, shape, dtype):
         self._check_not_capturing("an allocation")
-        return _device(np.empty(shape, dtype=dtype))
+        return np.empty(shape, dtype=dtype).view(DeviceArray)
 
     def zeros(self, shape, dtype):
         self._check_not_capturing("an allocation")
-        return _device(np.zeros(shape, dtype=dtype))
+        return np.zeros(shape, dtype=dtype).view(DeviceArray)
 
     def from_host(self, array: np.ndarray):
         self._check_not_capturing("a host-to-device copy")
-        return _device(np.array(array, copy=True, order="C"))
+        return np.array(array, copy=True, order="C").view(DeviceArray)
 
     def to_host(self, array) -> np.ndarray:
         self._check_not_capturing("a device-to-host copy")
