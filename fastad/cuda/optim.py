@@ -102,7 +102,6 @@ class DeviceState:
         self.running_kernel, h4 = running or (None, (0.0,))
         self.running = b.from_host(np.ones(len(self.params), dtype=np.float64))
         self.extra = (self.running,) + tuple(np.float64(h) for h in h4)
-        self.state, self._launch_state = [], []
         for p in self.params:
             value = p.value
             arrays = tuple(b.from_host(np.full(value.shape, fill, dtype=value.dtype))
