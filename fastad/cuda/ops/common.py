@@ -11,7 +11,7 @@ from fastad.cuda.backend import (I32, I64, copy_from_host, fill, from_host, get 
 from fastad.cuda.storage import DeviceStorage
 
 __all__ = ["I64", "I32", "backend", "launch", "scalar", "meta_array", "fill", "to_host", "from_host",
-           "copy_from_host", "same_device", "make_node", "bound_ids", "cleared_grad", "InputGrads"]
+           "copy_from_host", "same_device", "make_node", "bound_ids", "cleared", "InputGrads"]
 
 
 def meta_array(values):
@@ -54,10 +54,9 @@ def bound_ids(ix, bound, op):
         storage.id_bound = bound
 
 
-def cleared_grad(x):
-    """x's dense gradient buffer for a backward that scatter-adds into it: zeroed first
-    when this is the pass's first contribution to x."""
-    grad, accumulate = grad_slot(x)
+def cleared(grad, accumulate):
+    """A dense gradient buffer (grad_slot's `grad, accumulate`) for a backward that
+    scatter-adds into it: zeroed first when this is the pass's first contribution."""
     if not accumulate:
         fill(grad, 0)
     return grad

@@ -10,7 +10,8 @@ folds back onto the input. Scratch buffers are made when the node is built.
 import numpy as np
 
 from fastad._engine.graph import grad_slot
-from fastad.cuda.ops.common import I32, I64, backend, cleared_grad, from_host, launch, make_node
+from fastad.cuda.ops.common import (I32, I64, InputGrads, backend, cleared, from_host, launch,
+                                    make_node)
 
 GEOMETRY = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw")
 
@@ -56,7 +57,7 @@ class Conv:
                    I64(self.out_channels), I64(self.width), I32(accumulate))
         if w.requires_grad:
             if self.width == 0:
-                cleared_grad(w)
+                cleared(*grad_slot(w))
             else:
                 grad, accumulate = grad_slot(w)
                 target = grad.reshape((self.groups, -1, self.depth))
@@ -81,7 +82,7 @@ def conv(op, inputs, out_shape, geometry, groups):
                      Conv(geometry, groups, out_shape[1], x.dtype))
 
 
-class Pool:
+class Pool(InputGrads):
     """Max or mean over each window of each (batch, channel) plane (see Pool in conv.pyx)."""
 
     def __init__(self, x_shape, out_shape, is_max, windows, divisor):
@@ -97,13 +98,9 @@ class Pool:
         launch("pool_forward", node.dtype, node.size, node.parents[0].value, node.value,
                self.argmax, self.windows, self.planes, *self.dims, self.divisor, self.is_max)
 
-    def backward(self, node):
-        x = node.parents[0]
-        if not x.requires_grad:
-            return
-        grad = cleared_grad(x)
-        launch("pool_backward", node.dtype, node.size, node.grad, grad, self.argmax,
-               self.windows, self.planes, *self.dims, self.divisor, self.is_max)
+    def backward_into(self, node, k, x, grad, accumulate):
+        launch("pool_backward", node.dtype, node.size, node.grad, cleared(grad, accumulate),
+               self.argmax, self.windows, self.planes, *self.dims, self.divisor, self.is_max)
 
 
 def pool(op, x, out_shape, is_max, windows, divisor):

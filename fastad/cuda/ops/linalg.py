@@ -4,7 +4,7 @@ fastad/ops/linalg.pyx checks the shapes and works out the product's layout
 (m, k, n, the batch, and which operand the batch shares), then sends device
 operands here.
 """
-from fastad.cuda.ops.common import I32, I64, InputGrads, launch, make_node, backend, fill
+from fastad.cuda.ops.common import I32, I64, InputGrads, cleared, launch, make_node, backend, fill
 
 
 class Matmul(InputGrads):
@@ -33,8 +33,7 @@ class Matmul(InputGrads):
 
     def backward_into(self, node, k, x, grad, accumulate):
         if self.empty:
-            if not accumulate:
-                fill(grad, 0)
+            cleared(grad, accumulate)
             return
         A, B = self._mats(node)
         G = node.grad.reshape((self.batch, self.m, self.n))

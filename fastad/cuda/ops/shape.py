@@ -8,7 +8,7 @@ put each input at its positions in the output.
 """
 import numpy as np
 
-from fastad.cuda.ops.common import I32, I64, InputGrads, cleared_grad, launch, make_node, from_host
+from fastad.cuda.ops.common import I32, I64, InputGrads, cleared, launch, make_node, from_host
 
 
 class View(InputGrads):
@@ -26,7 +26,7 @@ def reshape(x, shape):
     return make_node("reshape", (x,), shape, x.dtype, View(), value=x.value.reshape(shape))
 
 
-class Gather:
+class Gather(InputGrads):
     """out[i] = x[positions[i]]; the backward scatter-adds."""
 
     def __init__(self, positions):
@@ -37,12 +37,9 @@ class Gather:
         launch("gather_positions", node.dtype, node.size, x.value, self.positions, node.value,
                I64(node.size), I32(0))
 
-    def backward(self, node):
-        x = node.parents[0]
-        if not x.requires_grad:
-            return
+    def backward_into(self, node, k, x, grad, accumulate):
         launch("scatter_add_positions", node.dtype, node.size, node.grad, self.positions,
-               cleared_grad(x), I64(node.size))
+               cleared(grad, accumulate), I64(node.size))
 
 
 def gather(op, x, positions):

@@ -8,10 +8,10 @@ rows (see fastad/_engine/graph.pyx, sparse_grad_slot, and fastad/cuda/storage.py
 """
 import numpy as np
 
-from fastad._engine.graph import Parameter, sparse_grad_slot
+from fastad._engine.graph import Parameter, grad_slot, sparse_grad_slot
 from fastad.ops.sparse import bag_bounds
 from fastad.cuda.optim import new_owner
-from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, cleared_grad, copy_from_host, launch,
+from fastad.cuda.ops.common import (I32, I64, backend, bound_ids, cleared, copy_from_host, launch,
                                     make_node, same_device)
 
 
@@ -77,7 +77,7 @@ class TakeAlong:
             return
         ids = ix.storage.value
         # along axis 0 (sparse) the ids are row ids: record them as touched rows
-        grad = sparse_grad_slot(x, ids) if self.sparse else cleared_grad(x)
+        grad = sparse_grad_slot(x, ids) if self.sparse else cleared(*grad_slot(x))
         launch("along_scatter_add", node.dtype, node.size, node.grad, ids, grad, I64(node.size),
                self.n, self.k, self.inner)
 
@@ -129,7 +129,7 @@ class EmbeddingBag:
         launch("bag_backward_rows", node.dtype, used * int(self.row_len), node.grad, self.bounds,
                self.rows, I64(self.n_bags), I64(first), I64(used), self.row_len, self.mean)
         ids = ix.storage.value.reshape(-1)[first:first + used]
-        grad = sparse_grad_slot(table, ids) if self.sparse else cleared_grad(table)
+        grad = sparse_grad_slot(table, ids) if self.sparse else cleared(*grad_slot(table))
         launch("scatter_add_rows", node.dtype, used * int(self.row_len), rows, ids, grad,
                I64(used), self.row_len, I64(-1))
 
