@@ -78,15 +78,13 @@ class Binary(InputGrads):
 
     def __init__(self, code, meta, shape, dtype):
         self.code = I32(code)
-        nd = 0 if meta is None else len(meta) // 3
-        self.nd = I32(nd)
+        self.nd = I32(0 if meta is None else len(shape))
         self.meta = meta_array(meta or ())
         name = BINARY_OPS[code]
         self.folds = ([None, None] if name in COMPARISONS
                       else broadcast_folds(name, meta, shape, (0, 1)))
-        self.scratch = None
-        if any(self.folds) and name not in ("add", "sub"):
-            self.scratch = backend().empty(shape, dtype)
+        self.scratch = (backend().empty(shape, dtype)
+                        if any(self.folds) and name not in ("add", "sub") else None)
 
     def forward(self, node):
         a, b = node.parents
