@@ -59,7 +59,7 @@ def _additive_mask(who, mask, scores_shape, keep_when_true):
 
 def _check_operands(who, q, k, v):
     for name, x in (("query", q), ("key", k), ("value", v)):
-        check_float_variable(who, x, f"{name} must be a float fastad Variable")
+        check_float_variable(who, x, name)
         if x.ndim < 2:
             raise ValueError(f"{who}: {name} must have shape (..., length, features), got {x.shape}")
     if k.shape[:-1] != v.shape[:-1] or q.shape[:-2] != k.shape[:-2] or q.shape[-1] != k.shape[-1]:
@@ -218,7 +218,7 @@ class MultiheadAttention(Module):
                 average_attn_weights=True, is_causal=False):
         who = "MultiheadAttention"
         for name, x in (("query", query), ("key", key), ("value", value)):
-            check_float_variable(who, x, f"{name} must be a float fastad Variable")
+            check_float_variable(who, x, name)
             if x.ndim != 3 or x.shape[-1] != self.embed_dim:
                 layout = "(batch, length, embed_dim)" if self.batch_first else \
                          "(length, batch, embed_dim)"

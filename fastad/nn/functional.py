@@ -31,10 +31,12 @@ def check_dropout_rate(who, p):
     return check_number(who, "p", p, at_least=0, below=1)
 
 
-def check_float_variable(who, x, what="expected a float fastad Variable"):
-    """TypeError "`who`: `what`, got <x's type>" unless x is a float fastad Variable (the
-    layers' and dropout's check of what they are called on)."""
+def check_float_variable(who, x, name=None, expected="a float fastad Variable"):
+    """TypeError "`who`: expected `expected`, got <x's type>" ("`who`: `name` must be
+    `expected`, ..." with a name) unless x is a float fastad Variable (the layers' and
+    dropout's check of what they are called on; the message is made only on failure)."""
     if not isinstance(x, Variable) or isinstance(x, IndexInput):
+        what = f"expected {expected}" if name is None else f"{name} must be {expected}"
         raise TypeError(f"{who}: {what}, got {type(x).__name__}")
 
 
@@ -47,7 +49,7 @@ def dropout(x, p=0.5, training=True, generator=None):
     built graph between training and eval, use the `fa.nn.Dropout` module.
     """
     check_dropout_rate("dropout", p)
-    check_float_variable("dropout", x, "expected a float Variable")
+    check_float_variable("dropout", x, expected="a float Variable")
     if not training or p == 0:
         return x
     seed = fastad_random.generator("dropout", generator).bit_generator.random_raw(4)

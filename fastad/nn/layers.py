@@ -24,7 +24,6 @@ from fastad.ops.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
 from fastad.ops.shape import concat, getitem, stack
 from fastad.ops.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
-from fastad.nn.functional import check_float_variable
 from fastad.nn.module import Module
 from fastad.nn.init import normal_
 from fastad import random as fastad_random
@@ -36,7 +35,8 @@ def _uniform(shape, bound, rng, dtype):
 
 def _check_input(who, x, width):
     """x must be a float Variable whose last axis has `width` elements."""
-    check_float_variable(who, x)
+    if not isinstance(x, Variable) or isinstance(x, IndexInput):
+        raise TypeError(f"{who}: expected a float fastad Variable, got {type(x).__name__}")
     if not x.shape or x.shape[-1] != width:
         raise ValueError(f"{who}: the last axis of the input must have size {width}, "
                          f"got shape {x.shape}")
@@ -49,7 +49,9 @@ def _check_batch_input(who, x, width):
 
 
 def _check_state(who, name, s, shape, axes="(batch, hidden_size)"):
-    check_float_variable(who, s, f"the state {name} must be a float fastad Variable")
+    if not isinstance(s, Variable) or isinstance(s, IndexInput):
+        raise TypeError(f"{who}: the state {name} must be a float fastad Variable, "
+                        f"got {type(s).__name__}")
     if s.shape != shape:
         raise ValueError(f"{who}: the state {name} must have shape {shape} {axes}, got {s.shape}")
 

@@ -404,7 +404,7 @@ class Dropout(Module):
         self._flag.training = bool(mode)
 
     def forward(self, x):
-        check_float_variable("Dropout", x, "expected a float Variable")
+        check_float_variable("Dropout", x, expected="a float Variable")
         if self.p == 0:
             return x
         return dropout_with_flag(x, self.p, self._flag, self._rng.bit_generator.random_raw(4))
