@@ -25,19 +25,31 @@ cdef extern from "fastmath.h":
 
 
 cdef inline floating s_exp(floating x) noexcept nogil:
-    return fa_expf(x) if floating is float else fa_exp(x)
+    if floating is float:
+        return fa_expf(x)
+    else:
+        return fa_exp(x)
 
 
 cdef inline floating s_log(floating x) noexcept nogil:
-    return fa_logf(x) if floating is float else fa_log(x)
+    if floating is float:
+        return fa_logf(x)
+    else:
+        return fa_log(x)
 
 
 cdef inline floating s_tanh(floating x) noexcept nogil:
-    return fa_tanhf(x) if floating is float else fa_tanh(x)
+    if floating is float:
+        return fa_tanhf(x)
+    else:
+        return fa_tanh(x)
 
 
 cdef inline floating s_sigmoid(floating x) noexcept nogil:
-    return fa_sigmoidf(x) if floating is float else fa_sigmoid(x)
+    if floating is float:
+        return fa_sigmoidf(x)
+    else:
+        return fa_sigmoid(x)
 
 
 cdef extern from "rules.h":
