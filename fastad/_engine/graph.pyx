@@ -1405,19 +1405,21 @@ cdef class Leaf(Variable):
         """Copy `data` (same shape) into this leaf; `forward()` then recomputes the graph."""
         cdef cnp.ndarray arr
         if self.on_device and self._storage.copy_device_array(data):
-            pass
-        elif not self.on_device and _holds_bytes_for(data, self._value):
+            mark_changed(self)
+            return
+        if not self.on_device and _holds_bytes_for(data, self._value):
             arr = <cnp.ndarray>data
             memmove(self.val_ptr, cnp.PyArray_DATA(arr), cnp.PyArray_NBYTES(arr))
+            mark_changed(self)
+            return
+        arr = _as_numeric_array(data, "set_value")
+        if (<object>arr).shape != self._shape:
+            raise ValueError(f"set_value: got shape {(<object>arr).shape}, expected {self._shape} "
+                             f"(a leaf keeps its shape; build a new graph for a new shape)")
+        if self.on_device:
+            self._storage.copy_from_host(arr)
         else:
-            arr = _as_numeric_array(data, "set_value")
-            if (<object>arr).shape != self._shape:
-                raise ValueError(f"set_value: got shape {(<object>arr).shape}, expected {self._shape} "
-                                 f"(a leaf keeps its shape; build a new graph for a new shape)")
-            if self.on_device:
-                self._storage.copy_from_host(arr)
-            else:
-                np.copyto(self._value, arr, casting="unsafe")
+            np.copyto(self._value, arr, casting="unsafe")
         mark_changed(self)
 
 
