@@ -126,11 +126,14 @@ def _leaves_of(arrays):
     return tuple(IndexInput(a) if a.dtype.kind in "iu" else Input(a, dtype=a.dtype) for a in arrays)
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _as_data(k, d):
     a = np.asarray(d)
     kind = a.dtype.kind
     if kind not in "iuf":
         raise TypeError(f"GraphCache: data[{k}] must be an array of integers or floats, got dtype {a.dtype}")
-    if kind == "f" and a.dtype not in (np.float32, np.float64):
+    if kind == "f" and a.dtype not in _FLOATS:
         a = a.astype(np.float32)
     return a
