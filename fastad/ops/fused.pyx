@@ -547,12 +547,13 @@ cdef int _check(str op, str what, object v, tuple shape, Variable like) except -
 
 
 cdef int _wire_cell(str op, Cell node, Variable x, object h, object weight_ih, object weight_hh,
-                    object bias_ih, object bias_hh, object sequence, tuple sizes) except -1:
+                    object bias_ih, object bias_hh, object sequence, Py_ssize_t B, Py_ssize_t I,
+                    Py_ssize_t H) except -1:
     """Give a CPU cell node its operands, its (batch, input_size, hidden_size) and the
     sequence's transposed weights (None: it reads the weights)."""
     node.x, node.h, node.w_ih, node.w_hh, node.b_ih, node.b_hh = (x, h, weight_ih, weight_hh,
                                                                   bias_ih, bias_hh)
-    node.batch, node.n_in, node.H = sizes
+    node.batch, node.n_in, node.H = B, I, H
     if sequence is None:
         return 0
     if not isinstance(sequence, SequenceWeights):
@@ -581,22 +582,22 @@ cdef tuple _input_sizes(str op, object x, tuple axes, object bias, str bias_name
     return vx._shape + (H,)
 
 
-cdef int _check_operands(str op, Variable x, int gates, tuple state, object weight_ih,
-                         object weight_hh, object bias_ih, object bias_hh, Py_ssize_t B,
-                         Py_ssize_t I, Py_ssize_t H) except -1:
+cdef int _check_operands(str op, Variable x, int gates, object weight_ih, object weight_hh,
+                         object bias_ih, object bias_hh, Py_ssize_t B, Py_ssize_t I, Py_ssize_t H,
+                         str h_name, object h, str c_name=None, object c=None) except -1:
     """The weights of a cell of `gates` gates, input_size I and hidden_size H, in PyTorch's
-    layout, and its state: GRU's h or LSTM's h and c, each (name, Variable or None), of
-    batch B (LSTM's both given, or neither)."""
+    layout, and its state of batch B, each Variable or None: GRU's h, or LSTM's h and c (with
+    c_name; both given, or neither)."""
     _check(op, "weight_ih", weight_ih, (gates * H, I), x)
     _check(op, "weight_hh", weight_hh, (gates * H, H), x)
     _check(op, "bias_ih", bias_ih, (gates * H,), x)
     _check(op, "bias_hh", bias_hh, (gates * H,), x)
-    if len(state) == 2 and (state[0][1] is None) != (state[1][1] is None):
-        raise ValueError(f"{op}: give both {state[0][0]} and {state[1][0]}, or neither "
-                         f"(a zero state)")
-    for name, v in state:
-        if v is not None:
-            _check(op, name, v, (B, H), x)
+    if c_name is not None and (h is None) != (c is None):
+        raise ValueError(f"{op}: give both {h_name} and {c_name}, or neither (a zero state)")
+    if h is not None:
+        _check(op, h_name, h, (B, H), x)
+    if c is not None:
+        _check(op, c_name, c, (B, H), x)
     return 0
 
 
@@ -618,11 +619,11 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
     cdef str op = "lstm_cell"
     B, I, H = _input_sizes(op, x, ("batch", "input_size"), bias_ih, "bias_ih", 4)
     cdef Variable vx = <Variable>x
-    _check_operands(op, vx, 4, (("h", h), ("c", c)), weight_ih, weight_hh, bias_ih, bias_hh, B, I, H)
+    _check_operands(op, vx, 4, weight_ih, weight_hh, bias_ih, bias_hh, B, I, H, "h", h, "c", c)
     if (dev := backend_of(vx)) is not None:
         return dev.lstm_cell(vx, h, c, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
-    _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, (B, I, H))
+    _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, B, I, H)
     node.c = c
     dtype = np.float64 if vx.f64 else np.float32
     node.act = keep_data(np.zeros((B, 4 * H), dtype=dtype), &node.act_ptr)
@@ -657,8 +658,7 @@ def lstm_sequence(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, reverse=Fal
     cdef Variable vx = <Variable>x
     if T == 0:
         raise ValueError(f"{op}: x has no time steps (shape {vx._shape})")
-    _check_operands(op, vx, 4, (("h0", h0), ("c0", c0)), weight_ih, weight_hh, bias_ih, bias_hh,
-                    B, I, H)
+    _check_operands(op, vx, 4, weight_ih, weight_hh, bias_ih, bias_hh, B, I, H, "h0", h0, "c0", c0)
     reverse = check_flag(op, "reverse", reverse)
     return_state = check_flag(op, "return_state", return_state)
     if (dev := backend_of(vx)) is not None:
@@ -716,11 +716,11 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
     cdef str op = "gru_cell"
     B, I, H = _input_sizes(op, x, ("batch", "input_size"), bias_ih, "bias_ih", 3)
     cdef Variable vx = <Variable>x
-    _check_operands(op, vx, 3, (("h", h),), weight_ih, weight_hh, bias_ih, bias_hh, B, I, H)
+    _check_operands(op, vx, 3, weight_ih, weight_hh, bias_ih, bias_hh, B, I, H, "h", h)
     if (dev := backend_of(vx)) is not None:
         return dev.gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef GRUCell node = GRUCell.__new__(GRUCell)
-    _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, (B, I, H))
+    _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, B, I, H)
     dtype = np.float64 if vx.f64 else np.float32
     node.gi = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.gi_ptr)
     node.gh = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.gh_ptr)
