@@ -65,6 +65,9 @@ cdef class Leaf(Variable):
     cdef int grad_mode
     cdef int clear_grad(self) except -1 nogil  # forget the accumulated gradient
 
+cdef enum:
+    SMALL_GROUP = 1024     # up to this many ids, Parameter groups repeats on the stack
+
 @cython.no_gc
 cdef class Parameter(Leaf):
     cdef public object name
@@ -84,8 +87,12 @@ cdef class Parameter(Leaf):
     # buffers are one thread's at a time: see claim_parameters.
     cdef unsigned long trainer
     cdef int densify(self) except -1
-    # 1 if an id occurs twice among ids[:n], else 0 (it marks rows in slot_of and unmarks them)
+    # 1 if an id occurs twice among ids[:n], else 0
     cdef int repeats_among(self, const int64_t* ids, Py_ssize_t n) except -1 nogil
+    # The distinct ids among ids[:n] in touched and their summed rows in the slab (a RowStep's
+    # Parameter, whose sparse gradient is empty), how many; 0 when none repeats
+    cdef Py_ssize_t sum_repeats(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                                Py_ssize_t row_len) except -1 nogil
     cdef int start_sparse(self) except -1
     cdef int _grow_slab(self) except -1
     cdef int grow_slab_to(self, Py_ssize_t capacity) except -1

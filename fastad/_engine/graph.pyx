@@ -26,12 +26,12 @@ from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 from cpython.pythread cimport PyThread_get_thread_ident
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void* op)
-from libc.stdint cimport int32_t, int64_t, INT32_MAX, INT64_MAX
+from libc.stdint cimport int32_t, int64_t, uint64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 cdef extern from "<stdlib.h>" nogil:
     void* aligned_alloc(size_t alignment, size_t size)
 from libc.math cimport isinf
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcpy, memmove, memset
 from cython cimport floating
 
 from fastad._engine.loops cimport element_size, put_values, scale_each_row, zero_values
@@ -1319,6 +1319,30 @@ cdef void _scatter_add(floating* dst, const int64_t* ids, Py_ssize_t n, const fl
             d[j] += rows[k * row_len + j]
 
 
+cdef Py_ssize_t first_positions(const int64_t* ids, Py_ssize_t n, int32_t* first) noexcept nogil:
+    """first[k] = the position of ids[k]'s first occurrence among ids[:n] (n <= SMALL_GROUP);
+    returns how many positions repeat an earlier id. An open-addressing hash table on the
+    stack, twice as large as n at least (Fibonacci hashing, linear probing)."""
+    cdef int32_t table[2 * SMALL_GROUP]
+    cdef Py_ssize_t k, h, size = 16, repeats = 0
+    cdef int shift = 60
+    while size < 2 * n:
+        size *= 2
+        shift -= 1
+    memset(table, -1, size * sizeof(int32_t))
+    for k in range(n):
+        h = <Py_ssize_t>((<uint64_t>ids[k] * <uint64_t>0x9E3779B97F4A7C15) >> shift)
+        while table[h] >= 0 and ids[table[h]] != ids[k]:
+            h = (h + 1) & (size - 1)
+        if table[h] < 0:
+            table[h] = <int32_t>k
+            first[k] = <int32_t>k
+        else:
+            first[k] = table[h]
+            repeats += 1
+    return repeats
+
+
 cdef inline void _scatter_add_rows(char* dst, const int64_t* ids, Py_ssize_t n, const char* rows,
                                    Py_ssize_t row_len, bint f64) noexcept nogil:
     """Add rows[k] into row ids[k] of dst, in either precision."""
@@ -1585,10 +1609,14 @@ cdef class Parameter(Leaf):
         return 0
 
     cdef int repeats_among(self, const int64_t* ids, Py_ssize_t n) except -1 nogil:
-        """1 if an id occurs twice among ids[:n], else 0; marks rows in slot_of, which holds
-        -1 for every row while no sparse gradient is kept, and unmarks them."""
+        """1 if an id occurs twice among ids[:n], else 0. Up to SMALL_GROUP ids, a hash table
+        on the stack finds out; more mark rows in slot_of, which holds -1 for every row while
+        no sparse gradient is kept, and unmark them."""
         cdef Py_ssize_t k, marked = n
         cdef int found = 0
+        cdef int32_t first[SMALL_GROUP]
+        if n <= SMALL_GROUP:
+            return first_positions(ids, n, first) > 0
         if self.slot_of_ptr == NULL:
             with gil:
                 self.start_sparse()
@@ -1600,6 +1628,41 @@ cdef class Parameter(Leaf):
         for k in range(marked):
             self.slot_of_ptr[ids[k]] = -1
         return found
+
+    cdef Py_ssize_t sum_repeats(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                                Py_ssize_t row_len) except -1 nogil:
+        """When an id repeats among ids[:n]: each distinct id once in `touched`, in the order
+        of first occurrence, with the sum of its rows (added in order, as add_grad_rows adds
+        them) in the slab row of the same index; returns how many there are, or 0 when no id
+        repeats (the rows serve as they are). The caller takes its step of those rows and then
+        calls clear_grad(). The sparse gradient must be empty (a RowStep's Parameter).
+        Up to SMALL_GROUP ids the grouping reads no table-sized index (slot_of), whose rows
+        would each be a cache miss on a large table."""
+        cdef int32_t first[SMALL_GROUP]
+        cdef int32_t slot[SMALL_GROUP]
+        cdef Py_ssize_t k, m = 0, width = row_len * element_size(self.f64)
+        if n > SMALL_GROUP:
+            if not self.repeats_among(ids, n):
+                return 0
+            self.add_grad_rows(ids, n, rows, row_len)
+            return self.n_touched
+        if first_positions(ids, n, first) == 0:
+            return 0
+        if self.slab_rows < n:
+            with gil:
+                if self.slot_of_ptr == NULL:
+                    self.start_sparse()
+                self.grow_slab_to(n)
+        for k in range(n):
+            if first[k] == k:
+                slot[k] = <int32_t>m
+                self.touched_ptr[m] = ids[k]
+                memcpy(self.slab_ptr + m * width, rows + k * width, width)
+                m += 1
+            else:
+                put_values(self.slab_ptr + slot[first[k]] * width, rows + k * width, row_len,
+                           True, self.f64)
+        return m
 
     cdef int start_sparse(self) except -1:
         """Make the row index and the slab of a first sparse gradient."""

@@ -955,10 +955,10 @@ cdef class SGDRowStep(RowStep):
 
     cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                       Py_ssize_t row_len) except -1 nogil:
-        if n > 1 and self.param.repeats_among(ids, n):
-            self.param.add_grad_rows(ids, n, rows, row_len)
-            sgd_row_values(self.param.val_ptr, self.param.slab_ptr, self.param.touched_ptr, self.param.n_touched, row_len,
-                           self.optimizer._lr, self.param.f64)
+        cdef Py_ssize_t distinct = self.param.sum_repeats(ids, n, rows, row_len) if n > 1 else 0
+        if distinct:
+            sgd_row_values(self.param.val_ptr, self.param.slab_ptr, self.param.touched_ptr, distinct,
+                           row_len, self.optimizer._lr, self.param.f64)
             self.param.clear_grad()
         else:
             sgd_row_values(self.param.val_ptr, rows, ids, n, row_len, self.optimizer._lr, self.param.f64)
@@ -969,9 +969,12 @@ cdef class SGDRowStep(RowStep):
                              const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
                              char* scratch) except -1 nogil:
         cdef bint repeats = n > 1 and self.param.repeats_among(ids, n)
-        if repeats and self.param.slab_rows < n // 2:      # the most rows that can repeat
-            with gil:
-                self.param.grow_slab_to(n // 2)
+        if repeats and (self.param.slot_of_ptr == NULL or self.param.slab_rows < n // 2):
+            with gil:           # step_scaled_rows marks rows in slot_of; n // 2 rows can repeat
+                if self.param.slot_of_ptr == NULL:
+                    self.param.start_sparse()
+                if self.param.slab_rows < n // 2:
+                    self.param.grow_slab_to(n // 2)
         if self.param.f64:
             step_scaled_rows(<double*>self.param.val_ptr, <double*>self.param.slab_ptr, self.param.slot_of_ptr, self.param.touched_ptr,
                              ids, n, <const double*>x, <const double*>coefs, row_len, per_x,
