@@ -15,11 +15,12 @@ from cpython.ref cimport PyObject
 from fastad.checks import check_callable
 from fastad._engine.graph cimport (Variable, Parameter, Plan, RowGather, replay_forward,
                               replay_plan_forward, seed_scalar_grad, replay_plan_backward,
-                              claim_parameters, release_parameters, check_int)
+                              claim_parameters, release_parameters, check_int, check_flag)
 from fastad.optim.optimizers cimport Optimizer
 from fastad.optim.schedule cimport RULE_NONE, Schedule, read_schedule, scheduled_rate
 from fastad.training.sampler cimport Sampler
 from fastad.training.feeds import FeedSampler
+from fastad.training.fusion import fused_loss
 
 
 cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
@@ -157,7 +158,7 @@ cdef int _report_progress(Loop* loop) except -1:
 
 def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=None,
           Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1,
-          callback=None):
+          callback=None, fuse=True):
     """Train by replaying one graph per example, in compiled code.
 
     For each example: the sampler writes it into the graph's leaves, then
@@ -186,6 +187,13 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
                step every `schedule_every` examples; LinearDecay without
                total_steps decays over this whole run. The scheduler's
                last_epoch advances by the steps taken.
+    fuse       when the loss's whole graph is a chain of ops that fused nodes compute
+               (BPR's `-sum(logsigmoid(vector_dot(U[u], V[i] - V[j])))`, skip-gram's
+               `-sum(logsigmoid(gather_dot(W, c, C, ctx) * signs) * mask)`: see
+               `fastad.training.fusion`), replay the fused nodes in its place: the same
+               loss to rounding, for a fraction of the chain's cost. False replays the
+               graph as built (the values of a Python loop of forward, backward and
+               step, bit for bit).
 
     Before the first example, the ids the sampler can write are checked against
     the graph (a forward with the largest ones), so an id out of range is an
@@ -239,6 +247,11 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     cdef Variable root = <Variable>loss
     cdef Plan plan = root._get_plan()
     _require_leaves_in_graph(plan, root, sampler)
+    if check_flag("train", "fuse", fuse):
+        fused = fused_loss(loss, sampler.leaves)
+        if fused is not None:
+            root = <Variable>fused
+            plan = root._get_plan()
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
     loop.python_optimizer = <PyObject*>optimizer
