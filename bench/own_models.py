@@ -376,35 +376,44 @@ def fm_start(rows, k=8, seed=1):
     return V, np.zeros((rows, 1), np.float32), np.zeros(1, np.float32)
 
 
-def fm_fastad(train, test, pad, optimizer):
-    """The user's graph (as the issue writes it), trained by fa.train with `optimizer`."""
-    V0, W0, b0 = fm_start(pad + 1)
-    V, W, w0 = fa.Parameter(V0.copy()), fa.Parameter(W0.copy()), fa.Parameter(b0.copy())
-    ids = fa.IndexInput(np.zeros(train[0].shape[1], np.int64))
+def fm_graph(V, W, w0, pad, cap):
+    """The user's graph over the Parameters V, W, w0 (as the issue writes it), examples of `cap`
+    ids padded with `pad`: (loss, feeds), feeds(ids, labels) giving fa.train's feeds."""
+    ids = fa.IndexInput(np.zeros(cap, np.int64))
     y = fa.Input(np.zeros(1, np.float32))
     E = fa.embedding(V, ids, padding_idx=pad)
     s = fa.sum(E, axis=0)
     pair = 0.5 * (fa.sum(s * s) - fa.sum(E * E))
     lin = fa.sum(fa.embedding(W, ids, padding_idx=pad))
     loss = fa.nn.bce_with_logits(w0 + lin + pair, y)
+    return loss, lambda rows, labels: {ids: rows, y: labels[:, None]}
+
+
+def fm_c_epoch(lib, V, W, w0, ids, labels, pad, lr):
+    """One epoch of the C loop over the numpy V, W, w0, in place."""
+    lib.fm_epoch(ptr(ids), ptr(labels), len(labels), ids.shape[1], pad, V.shape[1], ptr(V), ptr(W), ptr(w0), lr)
+
+
+def fm_fastad(train, test, pad, optimizer):
+    """The user's graph trained by fa.train with `optimizer`."""
+    V, W, w0 = (fa.Parameter(a) for a in fm_start(pad + 1))
+    loss, feeds = fm_graph(V, W, w0, pad, train[0].shape[1])
     opt = optimizer([V, W, w0])
-    seconds, _ = timed(lambda: fa.train(loss, opt, {ids: train[0], y: train[1][:, None]}))
+    seconds, _ = timed(lambda: fa.train(loss, opt, feeds(*train)))
     return len(train[1]), seconds, auc(fm_logits(V.numpy(), W.numpy(), w0.numpy(), test[0]), test[1])
 
 
 def fm_c(lib, train, test, pad, lr):
     V, W, w0 = fm_start(pad + 1)
-    ids, y = np.ascontiguousarray(train[0]), train[1]
-    seconds, _ = timed(lambda: lib.fm_epoch(ptr(ids), ptr(y), len(y), ids.shape[1], pad, V.shape[1],
-                                            ptr(V), ptr(W), ptr(w0), lr))
-    return len(y), seconds, auc(fm_logits(V, W, w0, test[0]), test[1])
+    seconds, _ = timed(lambda: fm_c_epoch(lib, V, W, w0, *train, pad, lr))
+    return len(train[1]), seconds, auc(fm_logits(V, W, w0, test[0]), test[1])
 
 
 def fm_torch(torch, train, test, pad, lr):
     V0, W0, b0 = fm_start(pad + 1)
-    V = torch.nn.Embedding.from_pretrained(torch.from_numpy(V0.copy()), freeze=False, sparse=True, padding_idx=pad)
-    W = torch.nn.Embedding.from_pretrained(torch.from_numpy(W0.copy()), freeze=False, sparse=True, padding_idx=pad)
-    w0 = torch.nn.Parameter(torch.from_numpy(b0.copy()))
+    V = torch.nn.Embedding.from_pretrained(torch.from_numpy(V0), freeze=False, sparse=True, padding_idx=pad)
+    W = torch.nn.Embedding.from_pretrained(torch.from_numpy(W0), freeze=False, sparse=True, padding_idx=pad)
+    w0 = torch.nn.Parameter(torch.from_numpy(b0))
     opt = torch.optim.SGD([V.weight, W.weight, w0], lr=lr)
     ids, y = torch.from_numpy(train[0]), torch.from_numpy(train[1])
 
@@ -434,28 +443,42 @@ def bag_logits(W, b, ids, offsets):
     return b[0] + np.add.reduceat(np.append(W[ids, 0], 0), offsets[:-1])
 
 
-def bags_fastad(train, test, slots, lr):
-    W, b = fa.Parameter(np.zeros((slots, 1), np.float32)), fa.Parameter(np.zeros(1, np.float32))
-    ids, offsets = fa.IndexInput(np.zeros(np.diff(train[1]).max(), np.int64)), fa.IndexInput([0, 0])
+def bags_graph(W, b, longest):
+    """Logistic regression over bags of at most `longest` ids, on the Parameters W (slots, 1) and
+    b: (loss, sampler), sampler(ids, offsets, labels) giving fa.train's BagSampler."""
+    ids, offsets = fa.IndexInput(np.zeros(longest, np.int64)), fa.IndexInput([0, 0])
     y = fa.Input(np.zeros((1, 1), np.float32))
     loss = fa.nn.bce_with_logits(fa.embedding_bag(W, ids, offsets, mode="sum", include_last_offset=True) + b, y)
-    sampler = fa.data.BagSampler(ids, offsets, train[0], train[1], {y: train[2][:, None, None]})
-    seconds, _ = timed(lambda: fa.train(loss, fa.optim.SGD([W, b], lr=lr), sampler))
+    return loss, lambda bag_ids, bag_offsets, labels: fa.data.BagSampler(ids, offsets, bag_ids, bag_offsets,
+                                                                         {y: labels[:, None, None]})
+
+
+def bags_c_epoch(lib, W, b, ids, offsets, labels, lr):
+    """One epoch of the C loop over the numpy W, b, in place."""
+    lib.bags_epoch(ptr(ids), ptr(offsets), ptr(labels), len(labels), ptr(W), ptr(b), lr)
+
+
+def bags_start(slots):
+    return np.zeros((slots, 1), np.float32), np.zeros(1, np.float32)
+
+
+def bags_fastad(train, test, slots, lr):
+    W, b = (fa.Parameter(a) for a in bags_start(slots))
+    loss, sampler = bags_graph(W, b, np.diff(train[1]).max())
+    seconds, _ = timed(lambda: fa.train(loss, fa.optim.SGD([W, b], lr=lr), sampler(*train)))
     return len(train[2]), seconds, auc(bag_logits(W.numpy(), b.numpy(), *test[:2]), test[2])
 
 
 def bags_c(lib, train, test, slots, lr):
-    W, b = np.zeros((slots, 1), np.float32), np.zeros(1, np.float32)
-    ids, offsets, y = train
-    seconds, _ = timed(lambda: lib.bags_epoch(ptr(ids), ptr(offsets), ptr(y), len(y), ptr(W), ptr(b), lr))
-    return len(y), seconds, auc(bag_logits(W, b, *test[:2]), test[2])
+    W, b = bags_start(slots)
+    seconds, _ = timed(lambda: bags_c_epoch(lib, W, b, *train, lr))
+    return len(train[2]), seconds, auc(bag_logits(W, b, *test[:2]), test[2])
 
 
 def bags_torch(torch, train, test, slots, lr):
-    W = torch.nn.EmbeddingBag(slots, 1, mode="sum", sparse=True)
-    with torch.no_grad():
-        W.weight.zero_()
-    b = torch.nn.Parameter(torch.zeros(1))
+    W0, b0 = bags_start(slots)
+    W = torch.nn.EmbeddingBag.from_pretrained(torch.from_numpy(W0), freeze=False, mode="sum", sparse=True)
+    b = torch.nn.Parameter(torch.from_numpy(b0))
     opt = torch.optim.SGD([W.weight, b], lr=lr)
     ids, offsets, y = (torch.from_numpy(a) for a in train)
     ids = ids.long()
@@ -779,20 +802,31 @@ def rmse(P, Q, bu, bi, mu, test):
     return float(np.sqrt(np.mean((np.einsum("nk,nk->n", P[u], Q[i]) + bu[u] + bi[i] + mu - r) ** 2)))
 
 
-def mf_fastad(shape, train, test, mu, lr):
-    P, Q, bu, bi = (fa.Parameter(a) for a in mf_start(*shape))
+def mf_graph(P, Q, bu, bi, mu):
+    """The user's graph over the Parameters P, Q, bu, bi and the mean rating mu: (loss, feeds),
+    feeds(users, items, ratings) giving fa.train's feeds."""
     u, i, r = fa.IndexInput([0]), fa.IndexInput([0]), fa.Input(np.zeros(1, np.float32))
     d = fa.vector_dot(P[u], Q[i]) + bu[u] + bi[i] + mu - r
     loss = fa.sum(d * d)
-    seconds, _ = timed(lambda: fa.train(loss, fa.optim.SGD([P, Q, bu, bi], lr=lr),
-                                        {u: train[0][:, None], i: train[1][:, None], r: train[2][:, None]}))
+    return loss, lambda users, items, ratings: {u: users[:, None], i: items[:, None], r: ratings[:, None]}
+
+
+def mf_c_epoch(lib, P, Q, bu, bi, users, items, ratings, mu, lr):
+    """One epoch of the C loop over the numpy P, Q, bu, bi, in place."""
+    lib.mf_epoch(ptr(users), ptr(items), ptr(ratings), len(ratings), P.shape[1], ptr(P), ptr(Q), ptr(bu), ptr(bi),
+                 mu, lr)
+
+
+def mf_fastad(shape, train, test, mu, lr):
+    P, Q, bu, bi = (fa.Parameter(a) for a in mf_start(*shape))
+    loss, feeds = mf_graph(P, Q, bu, bi, mu)
+    seconds, _ = timed(lambda: fa.train(loss, fa.optim.SGD([P, Q, bu, bi], lr=lr), feeds(*train)))
     return len(train[2]), seconds, rmse(P.numpy(), Q.numpy(), bu.numpy(), bi.numpy(), mu, test)
 
 
 def mf_c(lib, shape, train, test, mu, lr):
     P, Q, bu, bi = mf_start(*shape)
-    seconds, _ = timed(lambda: lib.mf_epoch(ptr(train[0]), ptr(train[1]), ptr(train[2]), len(train[2]), P.shape[1],
-                                            ptr(P), ptr(Q), ptr(bu), ptr(bi), mu, lr))
+    seconds, _ = timed(lambda: mf_c_epoch(lib, P, Q, bu, bi, *train, mu, lr))
     return len(train[2]), seconds, rmse(P, Q, bu, bi, mu, test)
 
 
