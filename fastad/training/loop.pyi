@@ -26,5 +26,5 @@ def train(loss: Variable, optimizer: _Steppable, feeds: _Feeds | Sampler, epochs
           progress: Callable[[int, float], object] | None = None,
           report_every: int = 100_000, lr_schedule: _CompiledSchedule | None = None,
           schedule_every: int = 1,
-          callback: Callable[[int, float], object] | None = None,
-          fuse: bool = True) -> list[float]: ...
+          callback: Callable[[int, float], object] | None = None, *,
+          check_finite: bool = True, fuse: bool = True) -> list[float]: ...

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from cpython.ref cimport PyObject
+from libc.math cimport isfinite
 
 from fastad.checks import check_callable
 from fastad._engine.graph cimport (Variable, Parameter, Plan, RowGather, replay_forward,
@@ -104,6 +105,7 @@ cdef struct Loop:
     PyObject* python_optimizer   # any object with step() and zero_grad(), when not a fastad one
     PyObject* progress           # callable(done, per_second), or NULL
     Py_ssize_t report_every, schedule_every, epochs
+    bint check_finite            # a non-finite loss stops the run (_raise_non_finite)
     Schedule schedule
     Py_ssize_t done
     Py_ssize_t reported          # `done` at the last progress report (0 before the first)
@@ -114,10 +116,11 @@ cdef struct Loop:
 
 cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optimizer fast_opt,
                     Py_ssize_t epoch) except -1 nogil:
-    """One epoch of examples: sample, forward, backward, step, zero_grad. Runs without
-    the GIL unless a node, the optimizer (fast_opt None: a Python one) or the progress
-    callback needs Python."""
-    cdef double before = 0
+    """One epoch of examples: sample, forward, check the loss is finite, backward, step,
+    zero_grad. Runs without the GIL unless a node, the optimizer (fast_opt None: a Python
+    one), the progress callback or a non-finite loss needs Python. The lr schedule's step
+    comes after forward, which does not read the rate: an example stopped there takes none."""
+    cdef double before = 0, value
     cdef bint due
     loop.total = 0
     while True:
@@ -126,12 +129,16 @@ cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optim
             before = sampler.epoch_progress()
         if not sampler.next_example():
             break
+        replay_plan_forward(plan)
+        value = (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
+        if loop.check_finite and not isfinite(value):
+            with gil:       # before backward, whose row steps would update Parameters
+                _raise_non_finite(plan, root, sampler, value)
+        loop.total += value
         if due:
             fast_opt._lr = scheduled_rate(&loop.schedule, loop.schedule_steps,
                                          (epoch + before) / loop.epochs)
             loop.schedule_steps += 1
-        replay_plan_forward(plan)
-        loop.total += (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
         seed_scalar_grad(root)
         replay_plan_backward(plan)
         if fast_opt is not None:
@@ -147,6 +154,56 @@ cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optim
     return 0
 
 
+cdef int _raise_non_finite(Plan plan, Variable root, Sampler sampler, double loss) except -1:
+    """FloatingPointError for an example whose loss came out `loss` (NaN or Inf), naming the
+    first value in forward order that holds a non-finite entry: a leaf (one the sampler fills,
+    a Parameter), or else the node that produced it from finite inputs. Reads the graph's
+    values only here, on the failure path."""
+    cdef Variable x
+    for x in _forward_values(plan, root):
+        entry = _first_non_finite(x)
+        if entry is not None:     # found at the latest at the root, whose value is the loss
+            break
+    if not x.is_leaf:
+        culprit = (f"'{x.op_name}' (shape {x._shape}) produced {entry} from finite inputs "
+                   f"({', '.join(repr(p.op_name) for p in x.parents)})")
+    else:
+        fed = [k for k, leaf in enumerate(sampler.leaves) if leaf is x]
+        name = f" {(<Parameter>x).name!r}" if isinstance(x, Parameter) and (<Parameter>x).name is not None else ""
+        culprit = f"the {type(x).__name__}{name} of shape {x._shape}"
+        if fed:
+            culprit += f" that {type(sampler).__name__} fills (its leaf {fed[0]}) holds {entry}"
+        elif isinstance(x, Parameter):
+            culprit += (f" holds {entry}: an earlier update made it non-finite (a learning rate "
+                        f"too large?), or it started so")
+        else:
+            culprit += f", which the sampler does not fill, holds {entry}"
+    raise FloatingPointError(f"the loss is {loss}: {culprit}. This example changed no Parameter; "
+                             f"the examples before it were applied (check_finite=False trains "
+                             f"through non-finite losses)")
+
+
+cdef list _forward_values(Plan plan, Variable root):
+    """The leaves and nodes of root's graph in forward order: each node after its inputs,
+    each leaf just before the first node that reads it."""
+    order, seen = [], set()
+    for node in plan.fwd + (root,):
+        for x in (<Variable>node).parents + (node,):
+            if id(x) not in seen:
+                seen.add(id(x))
+                order.append(x)
+    return order
+
+
+cdef object _first_non_finite(Variable x):
+    """"nan at index (i, j)" for the first NaN or Inf entry of x's value, or None."""
+    bad = np.flatnonzero(~np.isfinite(x._value))
+    if not len(bad):
+        return None
+    index = np.unravel_index(bad[0], x._shape)
+    return str(x._value[index]) + (f" at index {tuple(int(i) for i in index)}" if x.size > 1 else "")
+
+
 cdef int _report_progress(Loop* loop) except -1:
     """progress(examples done in the run, examples a second since the last report): the
     clock is read only here, when a report is due, never per example."""
@@ -158,7 +215,7 @@ cdef int _report_progress(Loop* loop) except -1:
 
 def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=None,
           Py_ssize_t report_every=100_000, lr_schedule=None, Py_ssize_t schedule_every=1,
-          callback=None, fuse=True):
+          callback=None, *, check_finite=True, fuse=True):
     """Train by replaying one graph per example, in compiled code.
 
     For each example: the sampler writes it into the graph's leaves, then
@@ -187,6 +244,16 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
                step every `schedule_every` examples; LinearDecay without
                total_steps decays over this whole run. The scheduler's
                last_epoch advances by the steps taken.
+    check_finite  True (the default): an example whose loss is NaN or Inf stops the run
+               with a FloatingPointError, before its backward, naming the epoch, the
+               example (as the sampler places it: "row 7 of the feeds") and the first
+               value of the graph, in forward order, that holds a NaN or Inf: a leaf
+               (a feed's NaN label or Inf feature, a Parameter gone non-finite), or the
+               op that produced it from finite inputs (`fa.log` of a negative number).
+               That example changes no Parameter, no optimizer state and takes no lr
+               schedule step; the examples before it stay applied. The check costs one
+               comparison an example. False: train through, as a Python loop would (the
+               weights then usually become NaN).
     fuse       when the loss's whole graph is a chain of ops that fused nodes compute
                (BPR's `-sum(logsigmoid(vector_dot(U[u], V[i] - V[j])))`, skip-gram's
                `-sum(logsigmoid(gather_dot(W, c, C, ctx) * signs) * mask)`: see
@@ -213,6 +280,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5,
     ...          lr_schedule=fa.optim.LinearDecay(opt, min_lr=1e-4))
     """
+    cdef Loop loop
     if not isinstance(loss, Variable) or (<Variable>loss).size != 1:
         raise TypeError("train: `loss` must be a one-element fastad Variable")
     if not (<Variable>loss).requires_grad:
@@ -231,6 +299,8 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     check_int("train", "schedule_every", schedule_every, 1)
     check_callable("train", "progress", progress)
     check_callable("train", "callback", callback)
+    loop.check_finite = check_flag("train", "check_finite", check_finite, True)
+    cdef bint fuse_chains = check_flag("train", "fuse", fuse, True)
     cdef Sampler sampler
     if isinstance(feeds, Sampler):
         if shuffle or seed is not None:
@@ -240,14 +310,13 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
         sampler = FeedSampler(feeds, shuffle=shuffle, seed=seed)
     else:
         raise TypeError(f"train: feeds must be a dict {{leaf: array}} or a sampler, got {type(feeds).__name__}")
-    cdef Loop loop
     loop.schedule.rule, loop.schedule.base, loop.schedule.a, loop.schedule.b = RULE_NONE, 0, 0, 1
     if lr_schedule is not None:
         read_schedule("train", lr_schedule, optimizer, &loop.schedule)
     cdef Variable root = <Variable>loss
     cdef Plan plan = root._get_plan()
     _require_leaves_in_graph(plan, root, sampler)
-    if check_flag("train", "fuse", fuse):
+    if fuse_chains:
         fused = fused_loss(loss, sampler.leaves)
         if fused is not None:
             root = <Variable>fused
@@ -284,7 +353,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
             if progress is not None and (loop.done == 0 or loop.done % report_every):
                 _report_progress(&loop)
         except (IndexError, FloatingPointError) as err:
-            # Name the example (a bad id, a NaN); the examples before it have been applied.
+            # Name the example (a bad id, a non-finite loss); the examples before it have been applied.
             raise type(err)(f"train: epoch {epoch + 1}, {sampler.where()}: {err}") from err
         finally:
             sampler.set_row_prefetches([])
