@@ -215,3 +215,15 @@ def test_a_hogwild_worker_reports_the_non_finite_loss(start_method):
             in str(info.value))
     assert str(info.value).startswith("hogwild worker")
 
+
+def test_a_fit_names_itself_its_epoch_and_the_parameter():
+    likes = fa.data.planted_interactions(60, 40, per_user=5, seed=0)
+    model = fa.models.BPR(60, 40, dim=4)
+
+    def poison(epoch, loss):
+        if epoch == 1:
+            model.U.value[3, 2] = np.nan     # the fit trains the model's arrays in place
+    with pytest.raises(FloatingPointError, match=r"^BPR\.fit: epoch 2 of the fit, triple \d+ of the "
+                       r"epoch: the loss is nan: the Parameter 'U' of shape \(60, 4\) holds nan at "
+                       r"index \(3, 2\)"):
+        model.fit(likes, epochs=3, callback=poison)

@@ -274,6 +274,9 @@ class _Worker:
         self.graph = _check_follows(settings.who, model.worker_graph(weights, settings, rank),
                                     WorkerGraph if settings.device == "cpu" else DeviceWorkerGraph,
                                     "the model's worker_graph()")
+        for name, parameter in self.graph.parameters.items():
+            if parameter.name is None:      # named in fa.train's errors ("the Parameter 'U' ...")
+                parameter.name = name
         name = check_choice(settings.who, "optimizer", settings.optimizer, sorted(OPTIMIZERS))
         self.optimizer = OPTIMIZERS[name](list(self.graph.parameters.values()), lr=settings.lr)
 
@@ -300,9 +303,14 @@ class _Worker:
     def _train_on_cpu(self, epoch, progress):
         """One epoch in `fa.train`'s compiled loop: (its mean loss per step, its data)."""
         data = self.graph.epoch_data(epoch)
-        means = train(self.graph.loss, self.optimizer, data, progress=progress,
-                      report_every=self.settings.report_every, lr_schedule=self._schedule(epoch),
-                      schedule_every=self.settings.schedule_every)
+        try:
+            means = train(self.graph.loss, self.optimizer, data, progress=progress,
+                          report_every=self.settings.report_every, lr_schedule=self._schedule(epoch),
+                          schedule_every=self.settings.schedule_every)
+        except FloatingPointError as err:
+            # fa.train's run is this one epoch: its message's "epoch 1" becomes the fit's epoch
+            raise FloatingPointError(f"{self.settings.who}: epoch {epoch - self.settings.first_epoch + 1} "
+                                     f"of the fit, {str(err).removeprefix('train: epoch 1, ')}") from err
         return means[0], data
 
     def _train_on_device(self, epoch, progress):
