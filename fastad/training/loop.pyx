@@ -169,8 +169,10 @@ cdef int _raise_non_finite(Plan plan, Variable root, Sampler sampler, double los
                    f"({', '.join(repr(p.op_name) for p in x.parents)})")
     else:
         fed = [k for k, leaf in enumerate(sampler.leaves) if leaf is x]
-        name = f" {(<Parameter>x).name!r}" if isinstance(x, Parameter) and (<Parameter>x).name is not None else ""
-        culprit = f"the {type(x).__name__}{name} of shape {x._shape}"
+        culprit = f"the {type(x).__name__}"
+        if isinstance(x, Parameter) and (<Parameter>x).name is not None:
+            culprit += f" {(<Parameter>x).name!r}"
+        culprit += f" of shape {x._shape}"
         if fed:
             culprit += f" that {type(sampler).__name__} fills (its leaf {fed[0]}) holds {entry}"
         elif isinstance(x, Parameter):
@@ -179,8 +181,8 @@ cdef int _raise_non_finite(Plan plan, Variable root, Sampler sampler, double los
         else:
             culprit += f", which the sampler does not fill, holds {entry}"
     raise FloatingPointError(f"the loss is {loss}: {culprit}. This example changed no Parameter; "
-                             f"the examples before it were applied (check_finite=False trains "
-                             f"through non-finite losses)")
+                             f"the examples before it were applied (fa.train's check_finite=False "
+                             f"trains through non-finite losses)")
 
 
 cdef list _forward_values(Plan plan, Variable root):
@@ -280,7 +282,6 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5,
     ...          lr_schedule=fa.optim.LinearDecay(opt, min_lr=1e-4))
     """
-    cdef Loop loop
     if not isinstance(loss, Variable) or (<Variable>loss).size != 1:
         raise TypeError("train: `loss` must be a one-element fastad Variable")
     if not (<Variable>loss).requires_grad:
@@ -299,7 +300,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     check_int("train", "schedule_every", schedule_every, 1)
     check_callable("train", "progress", progress)
     check_callable("train", "callback", callback)
-    loop.check_finite = check_flag("train", "check_finite", check_finite, True)
+    check_finite = check_flag("train", "check_finite", check_finite, True)
     cdef bint fuse_chains = check_flag("train", "fuse", fuse, True)
     cdef Sampler sampler
     if isinstance(feeds, Sampler):
@@ -310,6 +311,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
         sampler = FeedSampler(feeds, shuffle=shuffle, seed=seed)
     else:
         raise TypeError(f"train: feeds must be a dict {{leaf: array}} or a sampler, got {type(feeds).__name__}")
+    cdef Loop loop
     loop.schedule.rule, loop.schedule.base, loop.schedule.a, loop.schedule.b = RULE_NONE, 0, 0, 1
     if lr_schedule is not None:
         read_schedule("train", lr_schedule, optimizer, &loop.schedule)
@@ -326,6 +328,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     loop.python_optimizer = <PyObject*>optimizer
     loop.progress = <PyObject*>progress if progress is not None else NULL
     loop.report_every, loop.schedule_every = report_every, schedule_every
+    loop.check_finite = check_finite
     loop.epochs = epochs
     loop.done = loop.reported = 0
     loop.schedule_steps = 0
