@@ -66,7 +66,7 @@ cdef class Leaf(Variable):
     cdef int clear_grad(self) except -1 nogil  # forget the accumulated gradient
 
 cdef enum:
-    SMALL_GROUP = 1024     # up to this many ids, Parameter groups repeats on the stack
+    SMALL_GROUP = 256      # up to this many ids, Parameter groups repeats on the stack
 
 @cython.no_gc
 cdef class Parameter(Leaf):
@@ -90,7 +90,7 @@ cdef class Parameter(Leaf):
     # 1 if an id occurs twice among ids[:n], else 0
     cdef int repeats_among(self, const int64_t* ids, Py_ssize_t n) except -1 nogil
     # The distinct ids among ids[:n] in touched and their summed rows in the slab (a RowStep's
-    # Parameter, whose sparse gradient is empty), how many; 0 when none repeats
+    # Parameter, whose sparse gradient is empty): how many
     cdef Py_ssize_t sum_repeats(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                                 Py_ssize_t row_len) except -1 nogil
     cdef int start_sparse(self) except -1

@@ -1319,28 +1319,33 @@ cdef void _scatter_add(floating* dst, const int64_t* ids, Py_ssize_t n, const fl
             d[j] += rows[k * row_len + j]
 
 
-cdef Py_ssize_t first_positions(const int64_t* ids, Py_ssize_t n, int32_t* first) noexcept nogil:
-    """first[k] = the position of ids[k]'s first occurrence among ids[:n] (n <= SMALL_GROUP);
-    returns how many positions repeat an earlier id. An open-addressing hash table on the
-    stack, twice as large as n at least (Fibonacci hashing, linear probing)."""
-    cdef int32_t table[2 * SMALL_GROUP]
-    cdef Py_ssize_t k, h, size = 16, repeats = 0
-    cdef int shift = 60
-    while size < 2 * n:
+cdef struct IdTable:
+    # An open-addressing hash table of at most SMALL_GROUP ids on the stack (Fibonacci hashing,
+    # linear probing): slot[h] is -1 when position h is empty, else the entry of the id key[h].
+    Py_ssize_t mask
+    int shift
+    int64_t key[4 * SMALL_GROUP]
+    int32_t slot[4 * SMALL_GROUP]
+
+
+cdef inline void id_table_start(IdTable* t, Py_ssize_t n) noexcept nogil:
+    """An empty table for up to n (<= SMALL_GROUP) ids, at least four times as large as n
+    (few ids then share a position: the probes rarely go on)."""
+    cdef Py_ssize_t size = 32
+    t.shift = 59
+    while size < 4 * n:
         size *= 2
-        shift -= 1
-    memset(table, -1, size * sizeof(int32_t))
-    for k in range(n):
-        h = <Py_ssize_t>((<uint64_t>ids[k] * <uint64_t>0x9E3779B97F4A7C15) >> shift)
-        while table[h] >= 0 and ids[table[h]] != ids[k]:
-            h = (h + 1) & (size - 1)
-        if table[h] < 0:
-            table[h] = <int32_t>k
-            first[k] = <int32_t>k
-        else:
-            first[k] = table[h]
-            repeats += 1
-    return repeats
+        t.shift -= 1
+    t.mask = size - 1
+    memset(t.slot, -1, size * sizeof(int32_t))
+
+
+cdef inline Py_ssize_t id_table_find(const IdTable* t, int64_t r) noexcept nogil:
+    """The position of id r in the table, or the empty one where it goes."""
+    cdef Py_ssize_t h = <Py_ssize_t>((<uint64_t>r * <uint64_t>0x9E3779B97F4A7C15) >> t.shift)
+    while t.slot[h] >= 0 and t.key[h] != r:
+        h = (h + 1) & t.mask
+    return h
 
 
 cdef inline void _scatter_add_rows(char* dst, const int64_t* ids, Py_ssize_t n, const char* rows,
@@ -1612,11 +1617,17 @@ cdef class Parameter(Leaf):
         """1 if an id occurs twice among ids[:n], else 0. Up to SMALL_GROUP ids, a hash table
         on the stack finds out; more mark rows in slot_of, which holds -1 for every row while
         no sparse gradient is kept, and unmark them."""
-        cdef Py_ssize_t k, marked = n
+        cdef Py_ssize_t k, h, marked = n
         cdef int found = 0
-        cdef int32_t first[SMALL_GROUP]
+        cdef IdTable table
         if n <= SMALL_GROUP:
-            return first_positions(ids, n, first) > 0
+            id_table_start(&table, n)
+            for k in range(n):
+                h = id_table_find(&table, ids[k])
+                if table.slot[h] >= 0:
+                    return 1
+                table.slot[h], table.key[h] = 0, ids[k]
+            return 0
         if self.slot_of_ptr == NULL:
             with gil:
                 self.start_sparse()
@@ -1631,37 +1642,34 @@ cdef class Parameter(Leaf):
 
     cdef Py_ssize_t sum_repeats(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                                 Py_ssize_t row_len) except -1 nogil:
-        """When an id repeats among ids[:n]: each distinct id once in `touched`, in the order
-        of first occurrence, with the sum of its rows (added in order, as add_grad_rows adds
-        them) in the slab row of the same index; returns how many there are, or 0 when no id
-        repeats (the rows serve as they are). The caller takes its step of those rows and then
-        calls clear_grad(). The sparse gradient must be empty (a RowStep's Parameter).
-        Up to SMALL_GROUP ids the grouping reads no table-sized index (slot_of), whose rows
-        would each be a cache miss on a large table."""
-        cdef int32_t first[SMALL_GROUP]
-        cdef int32_t slot[SMALL_GROUP]
-        cdef Py_ssize_t k, m = 0, width = row_len * element_size(self.f64)
-        if n > SMALL_GROUP:
-            if not self.repeats_among(ids, n):
-                return 0
-            self.add_grad_rows(ids, n, rows, row_len)
-            return self.n_touched
-        if first_positions(ids, n, first) == 0:
-            return 0
-        if self.slab_rows < n:
+        """Each distinct id among ids[:n] once in `touched`, in the order of first occurrence,
+        with the sum of its rows (added in order, as add_grad_rows adds them) in the slab row
+        of the same index; returns how many there are. The caller takes its step of those
+        rows and then calls clear_grad(). The sparse gradient must be empty (a RowStep's
+        Parameter). Up to SMALL_GROUP ids the grouping reads no table-sized index (slot_of),
+        whose entries would each be a cache miss on a large table, but a hash table on the
+        stack."""
+        cdef IdTable table
+        cdef Py_ssize_t k, h, m = 0, width = row_len * element_size(self.f64)
+        if self.slab_rows < min(n, SMALL_GROUP):
             with gil:
                 if self.slot_of_ptr == NULL:
                     self.start_sparse()
-                self.grow_slab_to(n)
+                self.grow_slab_to(min(n, SMALL_GROUP))
+        if n > SMALL_GROUP:
+            self.add_grad_rows(ids, n, rows, row_len)
+            return self.n_touched
+        id_table_start(&table, n)
         for k in range(n):
-            if first[k] == k:
-                slot[k] = <int32_t>m
+            h = id_table_find(&table, ids[k])
+            if table.slot[h] < 0:
+                table.slot[h], table.key[h] = <int32_t>m, ids[k]
                 self.touched_ptr[m] = ids[k]
-                memcpy(self.slab_ptr + m * width, rows + k * width, width)
+                put_values(self.slab_ptr + m * width, rows + k * width, row_len, False, self.f64)
                 m += 1
             else:
-                put_values(self.slab_ptr + slot[first[k]] * width, rows + k * width, row_len,
-                           True, self.f64)
+                put_values(self.slab_ptr + table.slot[h] * width, rows + k * width, row_len, True,
+                           self.f64)
         return m
 
     cdef int start_sparse(self) except -1:

@@ -955,8 +955,9 @@ cdef class SGDRowStep(RowStep):
 
     cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                       Py_ssize_t row_len) except -1 nogil:
-        cdef Py_ssize_t distinct = self.param.sum_repeats(ids, n, rows, row_len) if n > 1 else 0
-        if distinct:
+        cdef Py_ssize_t distinct
+        if n > 1:
+            distinct = self.param.sum_repeats(ids, n, rows, row_len)
             sgd_row_values(self.param.val_ptr, self.param.slab_ptr, self.param.touched_ptr, distinct,
                            row_len, self.optimizer._lr, self.param.f64)
             self.param.clear_grad()
