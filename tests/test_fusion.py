@@ -135,3 +135,18 @@ def test_fuse_must_be_a_flag():
     chain, leaves = bpr_chain(U, V)
     with pytest.raises(TypeError, match="fuse"):
         fa.train(chain, fa.optim.SGD([U, V], lr=0.1), bpr_feeds(leaves, n=3), fuse="yes")
+
+
+def test_a_non_finite_loss_in_a_fused_node_says_it_is_fused():
+    U, V = bpr_tables(np.float32)
+    U.value[:] = 3e19                       # finite rows whose margins overflow
+    V.value[:] = -3e19
+    chain, leaves = bpr_chain(U, V)
+    feeds = bpr_feeds(leaves, n=4)
+    feeds[leaves[2]][:] = 0                 # j = 0, i != 0 somewhere: V[i] - V[j] is finite
+    V.value[0] = 3e19
+    with pytest.raises(FloatingPointError, match="'ranking_loss'.*a fused node that fa.train replays"):
+        fa.train(chain, fa.optim.SGD([U, V], lr=0.1), feeds)
+    with pytest.raises(FloatingPointError) as err:
+        fa.train(chain, fa.optim.SGD([U, V], lr=0.1), feeds, fuse=False)
+    assert "fused" not in str(err.value)

@@ -106,6 +106,7 @@ cdef struct Loop:
     PyObject* progress           # callable(done, per_second), or NULL
     Py_ssize_t report_every, schedule_every, epochs
     bint check_finite            # a non-finite loss stops the run (_raise_non_finite)
+    bint fused                   # the plan replays fused nodes in place of the loss's chain
     Schedule schedule
     Py_ssize_t done
     Py_ssize_t reported          # `done` at the last progress report (0 before the first)
@@ -133,7 +134,7 @@ cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optim
         value = (<double*>root.val_ptr)[0] if root.f64 else (<float*>root.val_ptr)[0]
         if loop.check_finite and not isfinite(value):
             with gil:       # before backward, whose row steps would update Parameters
-                _raise_non_finite(plan, root, sampler, value)
+                _raise_non_finite(plan, root, sampler, value, loop.fused)
         loop.total += value
         if due:
             fast_opt._lr = scheduled_rate(&loop.schedule, loop.schedule_steps,
@@ -154,11 +155,13 @@ cdef int _run_epoch(Loop* loop, Sampler sampler, Plan plan, Variable root, Optim
     return 0
 
 
-cdef int _raise_non_finite(Plan plan, Variable root, Sampler sampler, double loss) except -1:
+cdef int _raise_non_finite(Plan plan, Variable root, Sampler sampler, double loss,
+                           bint fused) except -1:
     """FloatingPointError for an example whose loss came out `loss` (NaN or Inf), naming the
     first value in forward order that holds a non-finite entry: a leaf (one the sampler fills,
-    a Parameter), or else the node that produced it from finite inputs. Reads the graph's
-    values only here, on the failure path."""
+    a Parameter), or else the node that produced it from finite inputs (`fused`: a node of
+    the fused graph replayed in place of the loss's chain, which the message says). Reads the
+    graph's values only here, on the failure path."""
     cdef Variable x
     for x in _forward_values(plan, root):
         entry = _first_non_finite(x)
@@ -167,6 +170,9 @@ cdef int _raise_non_finite(Plan plan, Variable root, Sampler sampler, double los
     if not x.is_leaf:
         culprit = (f"'{x.op_name}' (shape {x._shape}) produced {entry} from finite inputs "
                    f"({', '.join(repr(p.op_name) for p in x.parents)})")
+        if fused:
+            culprit += (" (a fused node that fa.train replays in place of the loss's chain of "
+                        "ops; fuse=False names the op of the chain)")
     else:
         fed = [k for k, leaf in enumerate(sampler.leaves) if leaf is x]
         culprit = f"the {type(x).__name__}"
@@ -323,6 +329,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
         if fused is not None:
             root = <Variable>fused
             plan = root._get_plan()
+    loop.fused = root is not loss
     # A fastad optimizer is called through C; any other object with step()/zero_grad() through Python.
     cdef Optimizer fast_opt = optimizer if isinstance(optimizer, Optimizer) else None
     loop.python_optimizer = <PyObject*>optimizer
