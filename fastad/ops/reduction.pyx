@@ -70,13 +70,12 @@ cdef enum ReduceOp:
     R_SUM, R_MEAN, R_MAX, R_LOGSUMEXP, R_MIN, R_NORM2
 
 cdef enum FoldStep:
-    FOLD_SUM, FOLD_MAX, FOLD_COUNT_EQUAL, FOLD_SUM_EXP, FOLD_MIN, FOLD_SUM_SQUARES
+    FOLD_MAX, FOLD_COUNT_EQUAL, FOLD_SUM_EXP, FOLD_MIN, FOLD_SUM_SQUARES   # sum: sum_walk
 
 
 cdef inline floating fold_step(int step, floating acc, floating v, floating ref) noexcept nogil:
     """Fold input element v into its output slot's accumulator; `ref` is the slot's
     value that FOLD_COUNT_EQUAL compares with and FOLD_SUM_EXP subtracts."""
-    if step == FOLD_SUM: return acc + v
     if step == FOLD_MAX: return v if (v > acc) | (v != v) else acc    # NaN sticks, as numpy
     if step == FOLD_MIN: return v if (v < acc) | (v != v) else acc
     if step == FOLD_COUNT_EQUAL: return acc + (v == ref)
@@ -85,7 +84,52 @@ cdef inline floating fold_step(int step, floating acc, floating v, floating ref)
 
 
 cdef enum:
-    LANES = 8          # independent partial accumulators for a long folded row
+    LANES = 8          # independent partial accumulators for a long folded row (FA_SUM_LANES)
+
+cdef extern from "reduction_loops.h":
+    void fa_sum_rows_f(const float* x, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t x_step,
+                       float* acc, Py_ssize_t acc_step, int folds) noexcept nogil
+    void fa_sum_rows_d(const double* x, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t x_step,
+                       double* acc, Py_ssize_t acc_step, int folds) noexcept nogil
+    void fa_spread_rows_f(float* g, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t g_step,
+                          const float* gy, Py_ssize_t gy_step, float scale, int folds,
+                          int add) noexcept nogil
+    void fa_spread_rows_d(double* g, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t g_step,
+                          const double* gy, Py_ssize_t gy_step, double scale, int folds,
+                          int add) noexcept nogil
+
+
+cdef inline void sum_rows(const floating* x, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t x_step,
+                          floating* acc, Py_ssize_t acc_step, bint folds) noexcept nogil:
+    if floating is float:
+        fa_sum_rows_f(x, rows, n, x_step, acc, acc_step, folds)
+    else:
+        fa_sum_rows_d(x, rows, n, x_step, acc, acc_step, folds)
+
+
+cdef inline void spread_rows(floating* g, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t g_step,
+                             const floating* gy, Py_ssize_t gy_step, floating scale, bint folds,
+                             bint add) noexcept nogil:
+    if floating is float:
+        fa_spread_rows_f(g, rows, n, g_step, gy, gy_step, scale, folds, add)
+    else:
+        fa_spread_rows_d(g, rows, n, g_step, gy, gy_step, scale, folds, add)
+
+
+cdef void sum_walk(const Bcast* it, const floating* x, floating* acc) noexcept nogil:
+    """acc[slot] += every input element of the slot: fold_walk's additions for a sum, in its
+    order, in the loops of reduction_loops.h (AVX2 clones): one call for a walk of one or
+    two axes (the input's rows against the output's), a call a row beyond."""
+    cdef BcastPos pos
+    cdef Py_ssize_t r, last = it.nd - 1
+    cdef bint folds = it.sb[last] == 0
+    if it.nd <= 2:
+        sum_rows(x, it.rows, it.shape[last], it.sa[0], acc, it.sb[0], folds)
+        return
+    bcast_start(it, &pos)
+    for r in range(it.rows):
+        sum_rows(x + pos.oa, 1, it.shape[last], 0, acc + pos.ob, 0, folds)
+        bcast_next_row(it, &pos)
 
 
 cdef inline floating fold_merge(int step, floating a, floating b) noexcept nogil:
@@ -155,32 +199,17 @@ cdef inline floating spread_step(int code, floating x, floating y, floating gy,
 cdef void spread_sum(const Bcast* it, const floating* gy, floating* gx, floating scale,
                      bint add) noexcept nogil:
     """gx = (or +=) gy[slot] * scale for every input element: the backward of sum (scale 1)
-    and mean, spread_step's values in loops of their own, which the compiler vectorises."""
+    and mean, in the loops of reduction_loops.h (AVX2 clones), one call for a walk of one or
+    two axes, a call a row beyond."""
     cdef BcastPos pos
-    cdef Py_ssize_t r, i, inner = it.shape[it.nd - 1]
-    cdef bint folds = it.sb[it.nd - 1] == 0
-    cdef floating v
-    cdef floating* gr
-    cdef const floating* gyr
+    cdef Py_ssize_t r, last = it.nd - 1
+    cdef bint folds = it.sb[last] == 0
+    if it.nd <= 2:
+        spread_rows(gx, it.rows, it.shape[last], it.sa[0], gy, it.sb[0], scale, folds, add)
+        return
     bcast_start(it, &pos)
     for r in range(it.rows):
-        gr = gx + pos.oa
-        if folds:
-            v = gy[pos.ob] * scale
-            if add:
-                for i in range(inner):
-                    gr[i] += v
-            else:
-                for i in range(inner):
-                    gr[i] = v
-        else:
-            gyr = gy + pos.ob
-            if add:
-                for i in range(inner):
-                    gr[i] += gyr[i] * scale
-            else:
-                for i in range(inner):
-                    gr[i] = gyr[i] * scale
+        spread_rows(gx + pos.oa, 1, it.shape[last], 0, gy + pos.ob, 0, scale, folds, add)
         bcast_next_row(it, &pos)
 
 
@@ -231,7 +260,7 @@ cdef class Reduce(OneInput):
                 y[k] = aux[k] + s_log(y[k])
         else:
             vec_zero(y, n)
-            fold_walk(FOLD_SUM, it, x, y, y)
+            sum_walk(it, x, y)
             if code == R_MEAN:
                 for k in range(n):
                     y[k] *= scale
