@@ -70,6 +70,38 @@ def test_memory_depends_on_the_vocabulary_not_the_tokens():
     assert large < 1.1 * small and large < vectors + 1_500_000, (small, large)
 
 
+class PassesTraced(OnlyIterable):
+    """`passes` passes of the same sentences in one pass of the corpus (one epoch streams
+    them all), each token a new str (as a reader of a file splits them from a line),
+    noting the bytes tracemalloc sees alive at the end of each pass."""
+
+    def __init__(self, passes, sentences):
+        super().__init__(sentences, words=1000, length=100)
+        self.passes_an_epoch, self.alive = passes, []
+
+    def __iter__(self):
+        for _ in range(self.passes_an_epoch):
+            for sentence in super().__iter__():
+                yield " ".join(sentence).split()
+            self.alive.append(tracemalloc.get_traced_memory()[0])
+
+
+@pytest.mark.parametrize("sg", [True, False])
+def test_streaming_keeps_nothing_per_token_or_sentence_across_an_epoch(sg):
+    model = fa.models.Word2Vec(dim=8, window=5, negative=2, min_count=1, epochs=1, sg=sg)
+    model.build_vocab(OnlyIterable(1_000, words=1000, length=100))
+    corpus = PassesTraced(4, 1_000)
+    tracemalloc.start()
+    try:
+        model.train(corpus, total_words=400_000)
+    finally:
+        tracemalloc.stop()
+    # 300,000 tokens in 3,000 sentences and 30 blocks after the first pass's end: a byte
+    # kept for every 20 tokens, or a list's slot for every sentence, would break the bound
+    # (what grows, about 2 KB, is this corpus's list and the interpreter's free lists)
+    assert max(corpus.alive) - corpus.alive[0] < 16_000, corpus.alive
+
+
 def test_build_vocab_then_train_is_fit_and_gensims_calls_work():
     corpus = OnlyIterable(200)
     fitted = fa.models.Word2Vec(**SETTINGS).fit(corpus)
