@@ -7,13 +7,24 @@ from libc.stdint cimport int64_t
 from fastad._engine.graph cimport Parameter, RowStep
 from fastad.ops.scalar cimport FaAdamStep, FaRAdamStep, FaNAdamStep
 
-cdef class Optimizer
+cdef extern from "rule_rows.h":
+    # A step's arguments of the element rules (rule_rows.h): lr, the hyperparameters and
+    # flag, and the step's coefficients.
+    ctypedef struct FaRuleArgs:
+        double lr
+        double h[4]
+        int flag, first
+        double step_size
+        FaAdamStep adam
+        FaRAdamStep radam
+        FaNAdamStep nadam
 
-# An optimizer's kernel over a span of n elements (see optim.pyx's update_span), per precision.
-ctypedef void (*SpanF)(Optimizer opt, float* p, const float* g, float* s0, float* s1,
-                       Py_ssize_t n) noexcept nogil
-ctypedef void (*SpanD)(Optimizer opt, double* p, const double* g, double* s0, double* s1,
-                       Py_ssize_t n) noexcept nogil
+# An optimizer's rule over rows of a Parameter (rule_rows.h, see optimizers.pyx's
+# update_values), per precision.
+ctypedef void (*RowsF)(float* p, const float* g, float* s0, float* s1, const int64_t* rows,
+                       Py_ssize_t n_rows, Py_ssize_t len, const FaRuleArgs* a) noexcept nogil
+ctypedef void (*RowsD)(double* p, const double* g, double* s0, double* s1, const int64_t* rows,
+                       Py_ssize_t n_rows, Py_ssize_t len, const FaRuleArgs* a) noexcept nogil
 
 cdef class Optimizer:
     cdef list _params                # the Parameters, in order
@@ -22,11 +33,12 @@ cdef class Optimizer:
     cdef double _lr
     cdef tuple slot_names            # names of the per-Parameter state arrays
     cdef int n_slots
-    cdef int kernel                  # the element rule of update_span (its class's _kernel_spec)
-    cdef double h[4]                 # the hyperparameters and the flag it takes, set by
-    cdef bint flag                   # init_state, as the device kernels take them
-    cdef SpanF span_f                # the kernel's float and double instances (update_span's)
-    cdef SpanD span_d
+    cdef int kernel                  # the element rule of update_values (its class's _kernel_spec)
+    cdef FaRuleArgs args             # what the rule takes: the hyperparameters h and the flag
+                                     # (set by init_state, as the device kernels take them), lr
+                                     # and the step's coefficients (set by begin)
+    cdef RowsF rows_f                # the rule's float and double row loops (update_values')
+    cdef RowsD rows_d
     cdef list _state                 # _state[i]: tuple of Parameter i's state arrays
     cdef char** state_ptrs           # n_params * n_slots raw pointers into _state
     cdef cnp.ndarray _steps          # int64 step count per Parameter (per process)
@@ -65,7 +77,6 @@ cdef class Optimizer:
 cdef class SGD(Optimizer):
     cdef readonly double momentum, dampening, weight_decay
     cdef readonly bint nesterov
-    cdef bint first                  # this step is the Parameter's first, and dense
     cdef bint plain(self) noexcept nogil     # no momentum, no weight decay
 
 
@@ -85,7 +96,6 @@ cdef class _MomentOptimizer(Optimizer):
 
 cdef class Adam(_MomentOptimizer):
     cdef readonly bint decoupled     # AdamW's decoupled weight decay
-    cdef FaAdamStep coefficients     # this step's bias corrections and weight decay
 
 
 cdef class AdamW(Adam):
@@ -101,12 +111,11 @@ cdef class Adadelta(Optimizer):
 
 
 cdef class Adamax(_MomentOptimizer):
-    cdef double step_size            # this step's lr / (1 - beta1**t)
+    pass
 
 
 cdef class RAdam(_MomentOptimizer):
     cdef readonly bint decoupled_weight_decay
-    cdef FaRAdamStep coefficients    # this step's bias corrections and rectification
 
 
 cdef class NAdam(_MomentOptimizer):
@@ -116,5 +125,4 @@ cdef class NAdam(_MomentOptimizer):
     cdef double* products            # its data, read and filled without the GIL
     cdef Py_ssize_t capacity         # its length
     cdef Py_ssize_t n_products       # the entries filled (index 0 holds 1.0)
-    cdef FaNAdamStep coefficients
     cdef double mu_product(self, long long t) except -1.0 nogil

@@ -52,11 +52,8 @@ from fastad._engine.graph cimport (Variable, Parameter, RowStep, GRAD_NONE, GRAD
                                    check_unclaimed, mark_changed, device_backend, device_of,
                                    check_flag, check_number)
 from fastad._engine.loops cimport element_size, row_axpy, row_scale
-from fastad.ops.scalar cimport (FaAdamStep, fa_adam_step, sgd_element, adagrad_element,
-                               adam_element, rmsprop_element, FaRAdamStep, fa_radam_step,
-                               FaNAdamStep, fa_nadam_mu, fa_nadam_step, fa_adamax_step_size,
-                               adadelta_element, adamax_element,
-                               radam_element, nadam_element)
+from fastad.ops.scalar cimport (fa_adam_step, fa_radam_step, fa_nadam_mu, fa_nadam_step,
+                               fa_adamax_step_size)
 
 cnp.import_array()
 
@@ -279,16 +276,49 @@ def set_step_hooks(hook_for):
 
 
 # ------------------------------------------------------------------ kernels
-# One call updates n contiguous elements: a whole Parameter (dense gradient)
-# or one touched row (sparse gradient), by the optimizer's element rule of
-# rules.h (torch.optim's single-tensor order of operations). As the device kernels
-# of cuda/optim.cu, a rule takes the optimizer's hyperparameters h0..h3 and flag
-# (named by its class's _kernel_spec) and the step's coefficients (begin()'s),
-# read once into locals. Each kernel is written once over `floating`; an optimizer
-# keeps its float and double instances (span_f, span_d, from SPAN_F and SPAN_D) and
-# update_span calls one. One small function per kernel: a single function that
-# switched on the kernel would pay every branch's prologue (saved registers, stack
-# frame) on each call, i.e. on each touched row of a sparse step.
+# One call updates rows of a Parameter (a sparse gradient's touched rows) or all of it
+# (a dense gradient), by the optimizer's element rule of rules.h (torch.optim's
+# single-tensor order of operations), in one loop function per rule and precision
+# (rule_rows.h: its row loop runs in vector registers). As the device kernels of
+# cuda/optim.cu, a rule takes the optimizer's hyperparameters h0..h3 and flag (named by
+# its class's _kernel_spec) and the step's coefficients (begin()'s), all in the
+# optimizer's `args`; an optimizer keeps its rule's float and double loops (rows_f,
+# rows_d, from ROWS_F and ROWS_D).
+
+cdef extern from "rule_rows.h":
+    # fa_<rule>_rule_rows_<f|d>(p, g, s0, s1, rows, n_rows, len, args), as RowsF and RowsD
+    void fa_sgd_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                           Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_sgd_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                           Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_adagrad_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                               Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_adagrad_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                               Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_adam_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                            Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_adam_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                            Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_rmsprop_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                               Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_rmsprop_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                               Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_adadelta_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                                Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_adadelta_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                                Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_adamax_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                              Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_adamax_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                              Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_radam_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                             Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_radam_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                             Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_nadam_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                             Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_nadam_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                             Py_ssize_t, const FaRuleArgs*) noexcept nogil
 
 cdef enum Kernel:
     NO_KERNEL, SGD_KERNEL, ADAGRAD_KERNEL, ADAM_KERNEL, RMSPROP_KERNEL, ADADELTA_KERNEL,
@@ -299,103 +329,32 @@ _KERNELS = {"sgd": SGD_KERNEL, "adagrad": ADAGRAD_KERNEL, "adam": ADAM_KERNEL,
             "rmsprop": RMSPROP_KERNEL, "adadelta": ADADELTA_KERNEL, "adamax": ADAMAX_KERNEL,
             "radam": RADAM_KERNEL, "nadam": NADAM_KERNEL}
 
-
-cdef void sgd_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                   Py_ssize_t n) noexcept nogil:
-    # h0 weight_decay, h1 momentum, h2 dampening; flag nesterov
-    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
-    cdef bint flag = opt.flag, first = (<SGD>opt).first
-    cdef floating lr_ = lr
-    cdef Py_ssize_t i
-    if h1 == 0 and h0 == 0:     # plain SGD: a loop gcc can vectorise
-        for i in range(n):
-            p[i] = p[i] + (-lr_) * g[i]
-        return
-    for i in range(n):
-        sgd_element(p, g, s0, i, lr, h0, h1, h2, flag, first)
+# Each Kernel's row loops, in the Kernel's order (none for NO_KERNEL: begin() raises).
+cdef RowsF ROWS_F[N_KERNELS]
+cdef RowsD ROWS_D[N_KERNELS]
+ROWS_F[:] = [NULL, fa_sgd_rule_rows_f, fa_adagrad_rule_rows_f, fa_adam_rule_rows_f,
+             fa_rmsprop_rule_rows_f, fa_adadelta_rule_rows_f, fa_adamax_rule_rows_f,
+             fa_radam_rule_rows_f, fa_nadam_rule_rows_f]
+ROWS_D[:] = [NULL, fa_sgd_rule_rows_d, fa_adagrad_rule_rows_d, fa_adam_rule_rows_d,
+             fa_rmsprop_rule_rows_d, fa_adadelta_rule_rows_d, fa_adamax_rule_rows_d,
+             fa_radam_rule_rows_d, fa_nadam_rule_rows_d]
 
 
-cdef void adagrad_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                       Py_ssize_t n) noexcept nogil:
-    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1]
-    cdef Py_ssize_t i
-    for i in range(n):
-        adagrad_element(p, g, s0, i, lr, h0, h1)
-
-
-cdef void adam_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                    Py_ssize_t n) noexcept nogil:
-    cdef FaAdamStep c = (<Adam>opt).coefficients
-    cdef double h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
-    cdef Py_ssize_t i
-    for i in range(n):
-        adam_element(p, g, s0, s1, i, &c, h0, h1, h2)
-
-
-cdef void rmsprop_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                       Py_ssize_t n) noexcept nogil:
-    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2], h3 = opt.h[3]
-    cdef Py_ssize_t i
-    for i in range(n):
-        rmsprop_element(p, g, s0, s1, i, lr, h0, h1, h2, h3)
-
-
-cdef void adadelta_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                        Py_ssize_t n) noexcept nogil:
-    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
-    cdef Py_ssize_t i
-    for i in range(n):
-        adadelta_element(p, g, s0, s1, i, lr, h0, h1, h2)
-
-
-cdef void adamax_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                      Py_ssize_t n) noexcept nogil:
-    cdef double step_size = (<Adamax>opt).step_size
-    cdef double h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2], h3 = opt.h[3]
-    cdef Py_ssize_t i
-    for i in range(n):
-        adamax_element(p, g, s0, s1, i, step_size, h0, h1, h2, h3)
-
-
-cdef void radam_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                     Py_ssize_t n) noexcept nogil:
-    cdef FaRAdamStep c = (<RAdam>opt).coefficients
-    cdef double lr = opt._lr, h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
-    cdef Py_ssize_t i
-    for i in range(n):
-        radam_element(p, g, s0, s1, i, &c, lr, h0, h1, h2)
-
-
-cdef void nadam_span(Optimizer opt, floating* p, const floating* g, floating* s0, floating* s1,
-                     Py_ssize_t n) noexcept nogil:
-    cdef FaNAdamStep c = (<NAdam>opt).coefficients
-    cdef double h0 = opt.h[0], h1 = opt.h[1], h2 = opt.h[2]
-    cdef Py_ssize_t i
-    for i in range(n):
-        nadam_element(p, g, s0, s1, i, &c, h0, h1, h2)
-
-
-# Each Kernel's span function, in the Kernel's order (none for NO_KERNEL: begin() raises).
-cdef SpanF SPAN_F[N_KERNELS]
-cdef SpanD SPAN_D[N_KERNELS]
-SPAN_F[:] = [NULL, sgd_span[float], adagrad_span[float], adam_span[float], rmsprop_span[float],
-             adadelta_span[float], adamax_span[float], radam_span[float], nadam_span[float]]
-SPAN_D[:] = [NULL, sgd_span[double], adagrad_span[double], adam_span[double], rmsprop_span[double],
-             adadelta_span[double], adamax_span[double], radam_span[double], nadam_span[double]]
-
-
-cdef inline void update_span(Optimizer opt, char* value, const char* grad, char** state,
-                             Py_ssize_t offset, Py_ssize_t n, bint f64) noexcept nogil:
-    """Update n elements, the value and state from element `offset` on, with the span's
-    gradient at `grad`: the optimizer's kernel in the buffers' precision (a state slot
-    the optimizer does not keep is NULL)."""
-    cdef Py_ssize_t at = offset * element_size(f64)
-    cdef char* s0 = state[0] + at if opt.n_slots > 0 else NULL
-    cdef char* s1 = state[1] + at if opt.n_slots > 1 else NULL
+cdef inline void update_values(Optimizer opt, char* value, const char* grads, char** state,
+                               const int64_t* rows, Py_ssize_t n_rows, Py_ssize_t row_len,
+                               bint f64) noexcept nogil:
+    """The optimizer's rule, in the buffers' precision, on the rows rows[k] (row_len elements
+    each) of the value and state from the gradient rows packed in `grads`, or with rows
+    NULL on the n_rows * row_len elements from 0 (a state slot the optimizer does not keep
+    is NULL)."""
+    cdef char* s0 = state[0] if opt.n_slots > 0 else NULL
+    cdef char* s1 = state[1] if opt.n_slots > 1 else NULL
     if f64:
-        opt.span_d(opt, <double*>(value + at), <const double*>grad, <double*>s0, <double*>s1, n)
+        opt.rows_d(<double*>value, <const double*>grads, <double*>s0, <double*>s1, rows, n_rows,
+                   row_len, &opt.args)
     else:
-        opt.span_f(opt, <float*>(value + at), <const float*>grad, <float*>s0, <float*>s1, n)
+        opt.rows_f(<float*>value, <const float*>grads, <float*>s0, <float*>s1, rows, n_rows,
+                   row_len, &opt.args)
 
 
 # --------------------------------------------------------------- Optimizer
@@ -452,7 +411,7 @@ cdef class Optimizer:
         self.row_applied = NULL
         spec = type(self)._kernel_spec
         self.kernel = NO_KERNEL if spec is None else _KERNELS[spec[0]]
-        self.span_f, self.span_d = SPAN_F[self.kernel], SPAN_D[self.kernel]
+        self.rows_f, self.rows_d = ROWS_F[self.kernel], ROWS_D[self.kernel]
 
     def __dealloc__(self):
         free(self.state_ptrs)
@@ -501,8 +460,8 @@ cdef class Optimizer:
         Optimizer.__init__(self, params)
         _, hyper, flag = self._kernel_spec
         for i, name in enumerate(hyper):
-            self.h[i] = getattr(self, name)
-        self.flag = flag is not None and getattr(self, flag)
+            self.args.h[i] = getattr(self, name)
+        self.args.flag = flag is not None and getattr(self, flag)
         self.slot_names = slot_names
         self.n_slots = len(slot_names)
         self.state_ptrs = <char**>calloc(max(1, self.n_params * self.n_slots), sizeof(char*))
@@ -531,19 +490,20 @@ cdef class Optimizer:
         if self.kernel == NO_KERNEL:
             with gil:
                 raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+        self.args.lr = self._lr
         if self.kernel == SGD_KERNEL:
-            (<SGD>self).first = step == 1 and not sparse
+            self.args.first = step == 1 and not sparse
         elif self.kernel == ADAM_KERNEL:
-            (<Adam>self).coefficients = fa_adam_step(self._lr, step, self.h[0], self.h[1],
-                                                     self.h[3], self.flag)
+            self.args.adam = fa_adam_step(self._lr, step, self.args.h[0], self.args.h[1],
+                                          self.args.h[3], self.args.flag)
         elif self.kernel == ADAMAX_KERNEL:
-            (<Adamax>self).step_size = fa_adamax_step_size(self._lr, step, self.h[0])
+            self.args.step_size = fa_adamax_step_size(self._lr, step, self.args.h[0])
         elif self.kernel == RADAM_KERNEL:
-            (<RAdam>self).coefficients = fa_radam_step(self._lr, step, self.h[0], self.h[1],
-                                                       self.h[3], self.flag)
+            self.args.radam = fa_radam_step(self._lr, step, self.args.h[0], self.args.h[1],
+                                            self.args.h[3], self.args.flag)
         elif self.kernel == NADAM_KERNEL:
-            (<NAdam>self).coefficients = fa_nadam_step(
-                self._lr, step, self.h[0], self.h[1], self.h[3], self.flag,
+            self.args.nadam = fa_nadam_step(
+                self._lr, step, self.args.h[0], self.args.h[1], self.args.h[3], self.args.flag,
                 (<NAdam>self).momentum_decay, (<NAdam>self).mu_product(step))
         return 0
 
@@ -580,15 +540,14 @@ cdef class Optimizer:
         suffix, its four double hyperparameters h0..h3, its int flag), and for an
         update that keeps a running value per Parameter (in the device optimizer state),
         the kernel that advances it and the extra doubles both kernels take."""
-        return (self._kernel_spec[0], (self.h[0], self.h[1], self.h[2], self.h[3]), int(self.flag))
+        return (self._kernel_spec[0], (self.args.h[0], self.args.h[1], self.args.h[2], self.args.h[3]),
+                int(self.args.flag))
 
     cdef void update_rows(self, char* value, const char* grads, char** state, const int64_t* rows,
                           Py_ssize_t n_rows, Py_ssize_t row_len, bint f64) noexcept nogil:
         """Update the rows rows[k] of a sparse gradient, whose row k is packed at
-        grads + k * row_len elements (an optimizer may update them all in one loop)."""
-        cdef Py_ssize_t k, width = row_len * element_size(f64)
-        for k in range(n_rows):
-            update_span(self, value, grads + k * width, state, rows[k] * row_len, row_len, f64)
+        grads + k * row_len elements, in one call of the rule's row loop."""
+        update_values(self, value, grads, state, rows, n_rows, row_len, f64)
 
     cpdef int step(self) except -1:
         """Update every Parameter that holds a gradient (dense: all of it; sparse:
@@ -657,8 +616,8 @@ cdef class Optimizer:
                 self.update_rows((<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, rows,
                                  n_spans, span_len, (<Parameter>p).f64)
             elif n_spans:
-                update_span(self, (<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, 0,
-                            span_len, (<Parameter>p).f64)
+                update_values(self, (<Parameter>p).val_ptr, span_grad(<Parameter>p, 0), state, NULL,
+                              1, span_len, (<Parameter>p).f64)
             if clear:
                 (<Parameter>p).clear_grad()
         return 0
