@@ -138,6 +138,12 @@ cdef class RowStep:
     # (not beside another thread's).
     cdef object owner
     cdef bint* applied
+    # Set by the optimizer: the step is exact only when each example sends a row once (a
+    # stateful update: two sends of a row take two updates, not one of their sum), so
+    # fastad.train routes a table to it only when one source of the graph (one (ids, table)
+    # pair of RowGather.sources) reads the table, and sets `source` to those ids.
+    cdef bint one_source
+    cdef Variable source
     # As the table's add_grad_rows and add_scaled_rows, but the rows are applied at once.
     cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                       Py_ssize_t row_len) except -1 nogil

@@ -84,6 +84,13 @@ cdef class SGDRowStep(RowStep):
     cdef SGD optimizer
 
 
+cdef class RuleRowStep(RowStep):
+    cdef Optimizer optimizer
+    cdef Py_ssize_t index            # its Parameter's index in the optimizer
+    cdef int update(self, const int64_t* ids, Py_ssize_t n, const char* grads,
+                    Py_ssize_t row_len) except -1 nogil
+
+
 cdef class Adagrad(Optimizer):
     cdef readonly double eps, weight_decay, initial_accumulator_value
 

@@ -51,7 +51,7 @@ from cython cimport floating
 from fastad._engine.graph cimport (Variable, Parameter, RowStep, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                                    check_unclaimed, mark_changed, device_backend, device_of,
                                    check_flag, check_number)
-from fastad._engine.loops cimport element_size, row_axpy, row_scale
+from fastad._engine.loops cimport element_size, row_axpy, row_scale, scale_each_row
 from fastad.ops.scalar cimport (fa_adam_step, fa_radam_step, fa_nadam_mu, fa_nadam_step,
                                fa_adamax_step_size)
 
@@ -532,8 +532,13 @@ cdef class Optimizer:
         return self._row_steps[i]
 
     cdef RowStep new_row_step(self, Py_ssize_t i):
-        """None by default: an optimizer with state or step counts updates a row in step()."""
-        return None
+        """A built-in's RuleRowStep (the rule's sparse update of each row as it comes); None
+        for an optimizer without a kernel (a subclass's own step())."""
+        if self.kernel == NO_KERNEL or self.state_ptrs == NULL:
+            return None
+        cdef RuleRowStep step = RuleRowStep.__new__(RuleRowStep)
+        step.optimizer, step.index, step.one_source = self, i, True
+        return step
 
     cdef tuple device_kernel(self):
         """The GPU update: (kernel name in cuda/optim.cu without its _dense/_rows
@@ -823,9 +828,9 @@ cdef class SGD(Optimizer):
 
     cdef RowStep new_row_step(self, Py_ssize_t i):
         """Plain SGD steps each row as it comes (SGDRowStep); with momentum or weight decay,
-        step() does."""
+        the rule's RuleRowStep does."""
         if not self.plain():
-            return None
+            return Optimizer.new_row_step(self, i)
         cdef SGDRowStep step = SGDRowStep.__new__(SGDRowStep)
         step.optimizer = self
         return step
@@ -943,6 +948,56 @@ cdef class SGDRowStep(RowStep):
             step_scaled_rows(<float*>self.param.val_ptr, <float*>self.param.slab_ptr, self.param.slot_of_ptr, self.param.touched_ptr,
                              ids, n, <const float*>x, <const float*>coefs, row_len, per_x,
                              self.optimizer._lr, repeats)
+        self.applied[0] = True
+        return 0
+
+
+cdef class RuleRowStep(RowStep):
+    """The row step of an optimizer with state or step counts (every built-in but plain SGD,
+    whose step is SGDRowStep): the optimizer's sparse rule, which step() applies to a
+    sparse gradient's rows, applied to the gradient rows a row gather's backward sends, as
+    they come. Its step t is the one the example's step() counts (the Parameter's steps
+    advance only on the examples that moved its rows: Adam's lazy rule). Rows repeated
+    among one send are summed first (in the Parameter's sparse gradient) and each takes
+    one update.
+
+    Exact only when each example sends a row once: so `one_source` (fastad.train routes
+    a table here only when one source, one ids leaf of one row gather, reads it), and a
+    send of part of that source's ids (a padding row's occurrences skipped, a bag of
+    several) goes to the Parameter's sparse gradient, which step() applies, since the
+    node may send the other parts with the same rows. The values are then those of
+    backward, step() and zero_grad() bit for bit."""
+
+    cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
+                      Py_ssize_t row_len) except -1 nogil:
+        if (self.source is None or ids != <const int64_t*>self.source.val_ptr
+                or n != self.source.size):
+            return self.param.add_grad_rows(ids, n, rows, row_len)
+        if n > 1 and self.param.repeats_among(ids, n):
+            self.param.add_grad_rows(ids, n, rows, row_len)
+            self.update(self.param.touched_ptr, self.param.n_touched, self.param.slab_ptr, row_len)
+            return self.param.clear_grad()
+        return self.update(ids, n, rows, row_len)
+
+    cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
+                             const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
+                             char* scratch) except -1 nogil:
+        """The gradient rows coefs[k] * x row k // per_x, written to scratch as the table's
+        gradient would hold them, then add_rows."""
+        if self.param.f64:
+            scale_each_row(<double*>scratch, <const double*>x, <const double*>coefs, n, row_len, per_x)
+        else:
+            scale_each_row(<float*>scratch, <const float*>x, <const float*>coefs, n, row_len, per_x)
+        return self.add_rows(ids, n, scratch, row_len)
+
+    cdef int update(self, const int64_t* ids, Py_ssize_t n, const char* grads,
+                    Py_ssize_t row_len) except -1 nogil:
+        """The rule's update of the distinct rows ids[k] from the gradient rows packed in
+        grads, at the step the example's step() counts (marked in `applied`)."""
+        self.optimizer.begin(self.optimizer.steps[self.index] + 1, True)
+        self.optimizer.update_rows(self.param.val_ptr, grads,
+                                   self.optimizer.state_ptrs + self.index * self.optimizer.n_slots,
+                                   ids, n, row_len, self.param.f64)
         self.applied[0] = True
         return 0
 

@@ -14,7 +14,7 @@ from cpython.ref cimport PyObject
 from libc.math cimport isfinite
 
 from fastad.checks import check_callable
-from fastad._engine.graph cimport (Variable, Parameter, Plan, RowGather, replay_forward,
+from fastad._engine.graph cimport (Variable, Parameter, Plan, RowGather, RowStep, replay_forward,
                               replay_plan_forward, seed_scalar_grad, replay_plan_backward,
                               claim_parameters, release_parameters, check_int, check_flag)
 from fastad.optim.optimizers cimport Optimizer
@@ -63,21 +63,33 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
     """Route the gradient rows of each Parameter that only row gathers read to `opt`'s row
     step (`Optimizer.row_step`), so that each row takes its update inside backward: no
     gradient kept, no separate step and zero_grad passes over its rows. No pass reads the
-    table after its update: the gathers copied (or used) its rows in forward. Returns the
-    (gather, table) pairs routed, which train routes back to the tables' gradients at its end."""
+    table after its update: the gathers copied (or used) its rows in forward. A step that
+    is exact only when each example sends a row once (`RowStep.one_source`: a stateful
+    optimizer's) takes a Parameter only when one source (one ids leaf of one gather) reads
+    it, and is told that source. Returns the (gather, table) pairs routed, which train
+    routes back to the tables' gradients at its end."""
     trained = {id(p) for p in opt._params}
     readers = {}                  # id(Parameter) -> whether every node reading it is a row gather
+    sources = {}                  # id(table) -> the ids leaves that row gathers read it by
     for node in plan.fwd + (root,):
         for parent in (<Variable>node).parents:
             if isinstance(parent, Parameter):
                 readers[id(parent)] = readers.get(id(parent), True) and isinstance(node, RowGather)
+        if isinstance(node, RowGather):
+            for ids, table in (<RowGather>node).sources:
+                sources.setdefault(id(table), []).append(ids)
     routed = []
+    cdef RowStep step
     for p in plan.params:
         if not readers.get(id(p), False) or id(p) not in trained or (<Parameter>p).on_device:
             continue
         step = opt.row_step(<Parameter>p)
         if step is None:
             continue
+        if step.one_source:
+            if len(sources[id(p)]) != 1:
+                continue
+            step.source = sources[id(p)][0]
         for node in plan.fwd + (root,):
             if isinstance(node, RowGather) and any(t is p for t in (<RowGather>node).tables):
                 (<RowGather>node).route(<Variable>p, step)
