@@ -218,6 +218,23 @@ def test_a_send_of_part_of_the_ids_goes_to_the_gradient():
         True, False, True, False]
 
 
+def dense_embedding_bag(dtype, seed):
+    """embedding_bag(sparse=False): its table's gradient is dense, which step() updates by
+    the dense rule (every row: momentum and weight decay move the rows no bag holds)."""
+    rng = np.random.default_rng(seed)
+    W = table(rng, 15, 4, dtype)
+    bags = fa.IndexInput(np.zeros((2, 3), np.int64))
+    loss = fa.sum(fa.softplus(fa.embedding_bag(W, bags, mode="mean", sparse=False)))
+    return loss, [W], {bags: rng.integers(0, 15, (N, 2, 3))}
+
+
+@pytest.mark.parametrize("optimizer", ["adagrad", "adam", "sgd_momentum"])
+def test_a_dense_gradient_keeps_the_dense_rule(optimizer):
+    assert_same_training(dense_embedding_bag, OPTIMIZERS[optimizer])
+    loss, (W,), feeds = dense_embedding_bag(np.float32, 0)
+    assert all(gradients_at_steps(loss, W, lambda: OPTIMIZERS[optimizer]([W]), feeds))
+
+
 @pytest.mark.parametrize("optimizer", ["adagrad", "adam", "nadam"])
 def test_ids_repeated_within_one_gather_take_one_update_of_their_sum(optimizer):
     def build(dtype, seed):

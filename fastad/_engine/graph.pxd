@@ -165,6 +165,9 @@ cdef class RowGather(Variable):
     cdef tuple tables                # the table of each slot
     cdef tuple sources               # ((ids, table), ...): the ids each table is read by
     cdef tuple routes                # the RowStep of each slot, or None: the table's gradient
+    cdef bint dense_grad             # unrouted, it makes its tables' gradients dense
+                                     # (embedding_bag(sparse=False)): step() then applies the
+                                     # dense rule, so fastad.train routes it to no one_source step
     cdef PyObject* route_ptrs[3]     # the same, borrowed (NULL for None), for the passes
     cdef int gathers(self, tuple tables, tuple sources) except -1   # at build: slots and sources
     # Send the rows of every slot whose table is `table` to `step` (None: back to its gradient).

@@ -297,7 +297,7 @@ cdef class EmbeddingBag(RowGather):
     cdef IndexInput ix
     cdef IndexInput offsets           # None: ids is 2-D, one bag per row
     cdef Py_ssize_t rows, row_len, n_bags
-    cdef bint mean, include_last_offset, dense_grad
+    cdef bint mean, include_last_offset    # (and RowGather's dense_grad)
     cdef cnp.ndarray bounds           # int64 (n_bags + 1,): bag b is ids[bounds[b]:bounds[b + 1]]
     cdef cnp.ndarray scratch          # (n_ids, row_len): each position's gradient row
     cdef int64_t* bounds_ptr          # their data, for the passes

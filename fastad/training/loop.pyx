@@ -66,11 +66,12 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
     table after its update: the gathers copied (or used) its rows in forward. A step that
     is exact only when each example sends a row once (`RowStep.one_source`: a stateful
     optimizer's) takes a Parameter only when one source (one ids leaf of one gather) reads
-    it, and is told that source. Returns the (gather, table) pairs routed, which train
+    it, and not for a dense gradient (RowGather.dense_grad), and is told that source. Returns the (gather, table) pairs routed, which train
     routes back to the tables' gradients at its end."""
     trained = {id(p) for p in opt._params}
     readers = {}                  # id(Parameter) -> whether every node reading it is a row gather
     sources = {}                  # id(table) -> the ids leaves that row gathers read it by
+    dense = set()                 # id(table) of the tables a gather gives a dense gradient
     for node in plan.fwd + (root,):
         for parent in (<Variable>node).parents:
             if isinstance(parent, Parameter):
@@ -78,6 +79,8 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
         if isinstance(node, RowGather):
             for ids, table in (<RowGather>node).sources:
                 sources.setdefault(id(table), []).append(ids)
+                if (<RowGather>node).dense_grad:
+                    dense.add(id(table))
     routed = []
     cdef RowStep step
     for p in plan.params:
@@ -87,7 +90,7 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
         if step is None:
             continue
         if step.one_source:
-            if len(sources[id(p)]) != 1:
+            if len(sources[id(p)]) != 1 or id(p) in dense:
                 continue
             step.source = sources[id(p)][0]
         for node in plan.fwd + (root,):
