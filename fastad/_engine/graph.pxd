@@ -141,7 +141,8 @@ cdef class RowStep:
     # Set by the optimizer: the step is exact only when each example sends a row once (a
     # stateful update: two sends of a row take two updates, not one of their sum), so
     # fastad.train routes a table to it only when one source of the graph (one (ids, table)
-    # pair of RowGather.sources) reads the table, and sets `source` to those ids.
+    # pair of RowGather.sources) reads the table, and sets `source` to those ids (a gather
+    # sends a source's rows by its ids leaf's own buffer: all at once, or in parts).
     cdef bint one_source
     cdef Variable source
     # As the table's add_grad_rows and add_scaled_rows, but the rows are applied at once.

@@ -39,6 +39,9 @@ class SGD(Optimizer):
 # Plain SGD's row step (SGD.row_step).
 class SGDRowStep(RowStep): ...
 
+# The row step of every other built-in optimizer: its sparse rule (Optimizer.row_step).
+class RuleRowStep(RowStep): ...
+
 class Adagrad(Optimizer):
     def __init__(self, params: Iterable[Parameter], lr: float = 1e-2, eps: float = 1e-10,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0) -> None: ...

@@ -25,10 +25,15 @@ syncs a worker's replicas every so many steps; a synchronized Hogwild run
 exchanges every step's gradients): `step()`, and `fastad.train`'s loop, then
 hand those steps to the hook.
 
-An optimizer may offer fused training a row step (`row_step(p)`, a
+Every built-in optimizer offers fused training a row step (`row_step(p)`, a
 `graph.RowStep`): its update of p's rows, applied as a row gather's backward
 sends them, when p is read only by row gathers (`fastad.train` routes them).
-Plain SGD offers one.
+Plain SGD's (SGDRowStep) steps each gather's rows; the others' (RuleRowStep)
+apply the optimizer's sparse rule at the step the example's step() counts, and,
+exact only when an example sends each row once, take a Parameter that one
+gather reads by one ids leaf, without a dense gradient: fastad.train's weights,
+step counts and state are then those of backward, step() and zero_grad() after
+each example, bit for bit (see RuleRowStep).
 
 Parameters on a GPU (all on one device: an optimizer never mixes devices, nor
 CPU and GPU) keep their state, step counts and the lr on that device, and
