@@ -600,6 +600,6 @@ def test_a_step_hook_that_reads_gradients_turns_the_row_step_off():
         set_step_hooks(None)
     assert hooked.row_step(table) is None
     assert optim.SGD([table], lr=0.1).row_step(table) is not None
-    assert optim.SGD([table], lr=0.1, momentum=0.9).row_step(table) is not None   # its rule's
+    assert optim.SGD([table], lr=0.1, momentum=0.9).row_step(table) is not None   # a RuleRowStep
     with pytest.raises(ValueError, match="not one of the optimizer's"):
         optim.SGD([table], lr=0.1).row_step(fa.Parameter(np.zeros((4, 2))))
