@@ -118,11 +118,12 @@ def python_loop(loss, optimizer, feeds):
 
 def assert_same_training(build, make_optimizer, dtype=np.float32, seed=0):
     """fa.train on one copy of the graph, the Python loop on another: the same weights and
-    the same optimizer state (step counts included), bit for bit."""
+    the same optimizer state (step counts included), bit for bit (fuse=False: the graph
+    replayed as built, not a fused node that computes a chain of it)."""
     loss1, params1, feeds1 = build(dtype, seed)
     loss2, params2, feeds2 = build(dtype, seed)
     opt1, opt2 = make_optimizer(params1), make_optimizer(params2)
-    fa.train(loss1, opt1, feeds1)
+    fa.train(loss1, opt1, feeds1, fuse=False)
     python_loop(loss2, opt2, feeds2)
     for p1, p2 in zip(params1, params2):
         np.testing.assert_array_equal(p1.value, p2.value)
@@ -205,17 +206,36 @@ def test_a_table_read_twice_an_example_keeps_the_step_after_backward_and_stays_e
     assert not any(gradients_at_steps(loss, W, lambda: fa.optim.SGD([W], lr=0.1), feeds))
 
 
-def test_a_send_of_part_of_the_ids_goes_to_the_gradient():
-    """With the padding row between other ids, fa.embedding sends its rows in parts, which
-    may hold one row twice: they are summed in the gradient and step() applies them. An
-    example without the padding row sends all its ids at once, updated inside backward."""
-    rng = np.random.default_rng(0)
-    W = table(rng, 6, 2, np.float32)
+def padding_between_ids(dtype, seed):
+    """fa.embedding with its padding row between other ids (and a row on both sides of it)."""
+    W = table(np.random.default_rng(seed), 6, 2, dtype)
     ix = fa.IndexInput([0, 0, 0])
     loss = fa.sum(fa.embedding(W, ix, padding_idx=5) ** 2)
-    feeds = {ix: np.array([[1, 5, 1], [1, 2, 3], [5, 1, 2], [4, 4, 0]])}
-    assert gradients_at_steps(loss, W, lambda: fa.optim.Adagrad([W], lr=0.1), feeds) == [
-        True, False, True, False]
+    return loss, [W], {ix: np.array([[1, 5, 1], [1, 2, 3], [5, 1, 2], [4, 4, 0]] * 3)}
+
+
+def test_padding_between_ids_still_sends_them_in_one_call():
+    """fa.embedding gathers the ids around its padding row into one send, so a stateful
+    step takes them inside backward, the one row on both sides of the padding summed first."""
+    assert_same_training(padding_between_ids, OPTIMIZERS["adagrad"])
+    loss, (W,), feeds = padding_between_ids(np.float32, 0)
+    assert not any(gradients_at_steps(loss, W, lambda: fa.optim.Adagrad([W], lr=0.1), feeds))
+
+
+def bags_of_rows_dotted(dtype, seed):
+    """fa.bag_dot of two bags: the A table's rows go bag by bag, one send each."""
+    rng = np.random.default_rng(seed)
+    A, B = table(rng, 10, 3, dtype), table(rng, 10, 3, dtype)
+    bags, offsets = fa.IndexInput([0, 0, 0, 0]), fa.IndexInput([0, 2, 4])
+    targets = fa.IndexInput(np.zeros((2, 2), np.int64))
+    loss = fa.sum(fa.softplus(fa.bag_dot(A, bags, offsets, B, targets)))
+    return loss, [A, B], {bags: rng.integers(0, 10, (N, 4)), targets: rng.integers(0, 10, (N, 2, 2))}
+
+
+def test_a_gather_that_sends_a_table_in_parts_is_not_routed_to_a_stateful_step():
+    assert_same_training(bags_of_rows_dotted, OPTIMIZERS["adam"])
+    loss, (A, B), feeds = bags_of_rows_dotted(np.float32, 0)
+    assert all(gradients_at_steps(loss, A, lambda: fa.optim.Adam([A, B], lr=0.1), feeds))
 
 
 def dense_embedding_bag(dtype, seed):

@@ -141,10 +141,9 @@ cdef class RowStep:
     # Set by the optimizer: the step is exact only when each example sends a row once (a
     # stateful update: two sends of a row take two updates, not one of their sum), so
     # fastad.train routes a table to it only when one source of the graph (one (ids, table)
-    # pair of RowGather.sources) reads the table, and sets `source` to those ids (a gather
-    # sends a source's rows by its ids leaf's own buffer: all at once, or in parts).
+    # pair of RowGather.sources) reads the table, by a gather that sends it in one call
+    # (RowGather.sends_once).
     cdef bint one_source
-    cdef Variable source
     # As the table's add_grad_rows and add_scaled_rows, but the rows are applied at once.
     cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                       Py_ssize_t row_len) except -1 nogil
@@ -169,6 +168,8 @@ cdef class RowGather(Variable):
     cdef bint dense_grad             # unrouted, it makes its tables' gradients dense
                                      # (embedding_bag(sparse=False)): step() then applies the
                                      # dense rule, so fastad.train routes it to no one_source step
+    cdef bint sends_once             # each backward sends each source's rows in one call (set
+                                     # by gathers; a node that sends one in parts clears it)
     cdef PyObject* route_ptrs[3]     # the same, borrowed (NULL for None), for the passes
     cdef int gathers(self, tuple tables, tuple sources) except -1   # at build: slots and sources
     # Send the rows of every slot whose table is `table` to `step` (None: back to its gradient).

@@ -1913,6 +1913,7 @@ cdef class RowGather(Variable):
         if len(tables) > 3:
             raise ValueError(f"{self.op_name}: a row gather has at most 3 tables, got {len(tables)}")
         self.tables, self.sources = tables, sources
+        self.sends_once = True
         self.routes = (None,) * len(tables)
         self.route_ptrs[0] = self.route_ptrs[1] = self.route_ptrs[2] = NULL
         return 0

@@ -298,6 +298,7 @@ def bag_dot(a_table, bag_ids, bag_offsets, b_table, b_ids, hidden_gradient=False
     node.hidden_gradient = check_flag(op, "hidden_gradient", hidden_gradient)
     init_node(node, op, (A, B, ids, offsets, targets), targets._shape, A.f64)
     node.gathers((A, B), ((ids, A), (targets, B)))
+    node.sends_once = bags == 1           # the A rows go bag by bag
     _keep_buffers(node, A, B, targets, bags, max(ids.size, targets.size))
     node.coefs = keep_data(empty_buffer((ids.size,), node.a_kept.dtype), &node.coefs_ptr)
     node.coefs.fill(1)

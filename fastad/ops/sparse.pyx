@@ -110,6 +110,9 @@ cdef class Take(RowGather):
     cdef IndexInput ix
     cdef Py_ssize_t rows, row_len, row_bytes
     cdef int64_t padding_idx          # the row that gets no gradient, or -1
+    cdef cnp.ndarray kept_ids, kept_rows  # with a padding row: the other ids and their gradient
+    cdef int64_t* kept_ids_ptr            # rows, gathered for one send
+    cdef char* kept_rows_ptr
     cdef double max_norm              # rows longer than this are renormalised on lookup; 0: never
     cdef double norm_type
 
@@ -147,14 +150,24 @@ cdef class Take(RowGather):
         check_ids(self, self.ix, self.rows)
         if self.padding_idx < 0:
             return send_rows(self, 0, self.table, ids, n, self.grad_ptr, self.row_len)
-        # The padding row gets nothing: send the runs of ids between its occurrences.
-        for k in range(n + 1):
-            if k == n or ids[k] == self.padding_idx:
-                if k > start:
-                    send_rows(self, 0, self.table, ids + start, k - start,
-                              self.grad_ptr + start * self.row_bytes, self.row_len)
-                start = k + 1
-        return 0
+        # The padding row gets nothing: the other ids go in one call (a stateful row step takes
+        # one send an example), as they are when every padding id comes after them.
+        while start < n and ids[start] != self.padding_idx:
+            start += 1
+        k = start
+        while k < n and ids[k] == self.padding_idx:
+            k += 1
+        if k == n:      # nothing to send when every id is the padding row's
+            return send_rows(self, 0, self.table, ids, start, self.grad_ptr, self.row_len) if start else 0
+        cdef Py_ssize_t kept = 0
+        for k in range(n):
+            if ids[k] != self.padding_idx:
+                self.kept_ids_ptr[kept] = ids[k]
+                memcpy(self.kept_rows_ptr + kept * self.row_bytes,
+                       self.grad_ptr + k * self.row_bytes, self.row_bytes)
+                kept += 1
+        return send_rows(self, 0, self.table, self.kept_ids_ptr, kept, self.kept_rows_ptr,
+                         self.row_len)
 
 
 cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, double max_norm,
@@ -176,6 +189,9 @@ cdef Variable _gather(str op, object table, object ix, int64_t padding_idx, doub
     node.norm_type = norm_type
     init_node(node, op, (t, ix), ix.shape + t._shape[1:], t.f64)
     node.gathers((t,), ((ix, t),))
+    if padding_idx >= 0:
+        node.kept_ids = keep_data(empty_buffer((ix.size,), np.int64), <char**>&node.kept_ids_ptr)
+        node.kept_rows = keep_data(empty_buffer((ix.size, node.row_len), t.dtype), &node.kept_rows_ptr)
     return finish(node)
 
 

@@ -31,7 +31,7 @@ sends them, when p is read only by row gathers (`fastad.train` routes them).
 Plain SGD's (SGDRowStep) steps each gather's rows; the others' (RuleRowStep)
 apply the optimizer's sparse rule at the step the example's step() counts, and,
 exact only when an example sends each row once, take a Parameter that one
-gather reads by one ids leaf, without a dense gradient: fastad.train's weights,
+gather reads by one ids leaf and sends in one call, without a dense gradient: fastad.train's weights,
 step counts and state are then those of backward, step() and zero_grad() after
 each example, bit for bit (see RuleRowStep).
 
@@ -963,26 +963,20 @@ cdef class RuleRowStep(RowStep):
     sparse gradient's rows, applied to the gradient rows a row gather's backward sends, as
     they come. Its step t is the one the example's step() counts (the Parameter's steps
     advance only on the examples that moved its rows: Adam's lazy rule). Rows repeated
-    among one send are summed first (in the Parameter's sparse gradient) and each takes
-    one update.
+    among one send are summed first (Parameter.sum_repeats) and each takes one update.
 
     Exact only when each example sends a row once: so `one_source` (fastad.train routes
-    a table here only when one source, one ids leaf of one row gather, reads it), and a
-    send of part of that source's ids (a padding row's occurrences skipped, a bag of
-    several) goes to the Parameter's sparse gradient, which step() applies, since the
-    node may send the other parts with the same rows. The values are then those of
-    backward, step() and zero_grad() bit for bit."""
+    a table here only when one source, one ids leaf of one row gather, reads it, and the
+    gather sends it in one call). The values are then those of backward, step() and
+    zero_grad() bit for bit."""
 
     cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                       Py_ssize_t row_len) except -1 nogil:
-        if (self.source is None or ids != <const int64_t*>self.source.val_ptr
-                or n != self.source.size):
-            return self.param.add_grad_rows(ids, n, rows, row_len)
-        if n > 1 and self.param.repeats_among(ids, n):
-            self.param.add_grad_rows(ids, n, rows, row_len)
-            self.update(self.param.touched_ptr, self.param.n_touched, self.param.slab_ptr, row_len)
-            return self.param.clear_grad()
-        return self.update(ids, n, rows, row_len)
+        if n <= 1:
+            return self.update(ids, n, rows, row_len)
+        cdef Py_ssize_t distinct = self.param.sum_repeats(ids, n, rows, row_len)   # may grow the slab
+        self.update(self.param.touched_ptr, distinct, self.param.slab_ptr, row_len)
+        return self.param.clear_grad()
 
     cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
                              const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,

@@ -66,12 +66,14 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
     table after its update: the gathers copied (or used) its rows in forward. A step that
     is exact only when each example sends a row once (`RowStep.one_source`: a stateful
     optimizer's) takes a Parameter only when one source (one ids leaf of one gather) reads
-    it, and not for a dense gradient (RowGather.dense_grad), and is told that source. Returns the (gather, table) pairs routed, which train
+    it, by a gather that sends it in one call (RowGather.sends_once) and not as a dense
+    gradient (RowGather.dense_grad). Returns the (gather, table) pairs routed, which train
     routes back to the tables' gradients at its end."""
     trained = {id(p) for p in opt._params}
     readers = {}                  # id(Parameter) -> whether every node reading it is a row gather
     sources = {}                  # id(table) -> the ids leaves that row gathers read it by
-    dense = set()                 # id(table) of the tables a gather gives a dense gradient
+    unsteady = set()              # id(table) of the tables a gather gives a dense gradient
+                                  # or sends in parts
     for node in plan.fwd + (root,):
         for parent in (<Variable>node).parents:
             if isinstance(parent, Parameter):
@@ -79,8 +81,8 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
         if isinstance(node, RowGather):
             for ids, table in (<RowGather>node).sources:
                 sources.setdefault(id(table), []).append(ids)
-                if (<RowGather>node).dense_grad:
-                    dense.add(id(table))
+                if (<RowGather>node).dense_grad or not (<RowGather>node).sends_once:
+                    unsteady.add(id(table))
     routed = []
     cdef RowStep step
     for p in plan.params:
@@ -89,10 +91,8 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
         step = opt.row_step(<Parameter>p)
         if step is None:
             continue
-        if step.one_source:
-            if len(sources[id(p)]) != 1 or id(p) in dense:
-                continue
-            step.source = sources[id(p)][0]
+        if step.one_source and (len(sources[id(p)]) != 1 or id(p) in unsteady):
+            continue
         for node in plan.fwd + (root,):
             if isinstance(node, RowGather) and any(t is p for t in (<RowGather>node).tables):
                 (<RowGather>node).route(<Variable>p, step)
@@ -243,7 +243,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
 
     For each example: the sampler writes it into the graph's leaves, then
     `loss.forward()`, `loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`,
-    with no Python in between. When the optimizer offers a row step (plain SGD does),
+    with no Python in between. When the optimizer offers a row step (every built-in one does),
     a Parameter read only by row gathers takes each row's update inside backward (see
     `_route_rows_to_steps`).
 
