@@ -5,17 +5,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
-
-
-def python_loop(loss, opt, feeds):
-    n = len(next(iter(feeds.values())))
-    for e in range(n):
-        for leaf, rows in feeds.items():
-            leaf.set_value(rows[e])
-        loss.forward()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+from loop_helpers import train_feeds_in_python
 
 
 def gather_graph(kind, rows, dim, n_ids, dtype, seed):
@@ -40,7 +30,7 @@ def trained_both_ways(kind, rows, dim, id_rows, dtype):
         if compiled:
             fa.train(loss, opt, feeds)
         else:
-            python_loop(loss, opt, feeds)
+            train_feeds_in_python(loss, opt, feeds)
         results.append(W.value.copy())
     return results
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings, HealthCheck, strategies as st
 
 import fastad as fa
 from fastad.optim.optimizers import set_step_hooks
+from loop_helpers import train_feeds_in_python
 
 # The stateful optimizers, each with hyperparameters that use every part of its rule.
 OPTIMIZERS = {
@@ -103,19 +104,6 @@ GRAPHS = {"take": take_graph, "embedding": embedding_graph, "embedding_bag": emb
           "gather_dot": gather_dot_graph, "ranking_loss": ranking_graph}
 
 
-def python_loop(loss, optimizer, feeds):
-    """The loop fa.train replaces: set each leaf to its example's row, forward, backward,
-    step, zero_grad."""
-    n = len(next(iter(feeds.values())))
-    for e in range(n):
-        for leaf, rows in feeds.items():
-            leaf.set_value(rows[e])
-        loss.forward()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-
 def assert_same_training(build, make_optimizer, dtype=np.float32, seed=0):
     """fa.train on one copy of the graph, the Python loop on another: the same weights and
     the same optimizer state (step counts included), bit for bit (fuse=False: the graph
@@ -124,7 +112,7 @@ def assert_same_training(build, make_optimizer, dtype=np.float32, seed=0):
     loss2, params2, feeds2 = build(dtype, seed)
     opt1, opt2 = make_optimizer(params1), make_optimizer(params2)
     fa.train(loss1, opt1, feeds1, fuse=False)
-    python_loop(loss2, opt2, feeds2)
+    train_feeds_in_python(loss2, opt2, feeds2)
     for p1, p2 in zip(params1, params2):
         np.testing.assert_array_equal(p1.value, p2.value)
     state1, state2 = opt1.state_dict(), opt2.state_dict()
