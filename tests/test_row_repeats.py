@@ -1,6 +1,7 @@
 """Repeated ids within one gather under the in-backward row step: the repeats are grouped
-(a hash table on the stack up to 256 ids, the table-sized row index beyond) and each
-distinct row takes one step of its rows' sum, as backward, step() and zero_grad() do."""
+(a hash table on the stack for up to 256 ids of a table of more than 65,536 rows, else the
+table-sized row index) and each distinct row takes one step of its rows' sum, as backward,
+step() and zero_grad() do."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
@@ -50,10 +51,11 @@ def test_repeats_within_a_gather_train_as_the_python_loop_bit_for_bit(kind, n_id
 
 def test_more_ids_than_the_stack_groups_train_as_the_python_loop():
     rng = np.random.default_rng(0)
-    id_rows = rng.integers(0, 700, size=(3, 2_500))       # past 256 ids: the row index path
-    for kind in ("take", "embedding_bag"):
-        compiled, python = trained_both_ways(kind, 700, 4, id_rows, np.float32)
-        np.testing.assert_array_equal(compiled, python)
+    for rows in (700, 1 << 17):        # past 256 ids the row index groups them, on any table
+        id_rows = rng.integers(0, 700, size=(3, 2_500))
+        for kind in ("take", "embedding_bag"):
+            compiled, python = trained_both_ways(kind, rows, 4, id_rows, np.float32)
+            np.testing.assert_array_equal(compiled, python)
 
 
 def test_a_repeated_row_takes_one_step_of_its_summed_rows():

@@ -66,7 +66,8 @@ cdef class Leaf(Variable):
     cdef int clear_grad(self) except -1 nogil  # forget the accumulated gradient
 
 cdef enum:
-    SMALL_GROUP = 256      # up to this many ids, Parameter groups repeats on the stack
+    SMALL_GROUP = 256      # up to this many ids of a table of more than SMALL_TABLE rows,
+    SMALL_TABLE = 65536    # Parameter groups repeats on the stack (groups_on_stack)
 
 @cython.no_gc
 cdef class Parameter(Leaf):
@@ -87,10 +88,11 @@ cdef class Parameter(Leaf):
     # buffers are one thread's at a time: see claim_parameters.
     cdef unsigned long trainer
     cdef int densify(self) except -1
+    cdef bint groups_on_stack(self, Py_ssize_t n) noexcept nogil
     # 1 if an id occurs twice among ids[:n], else 0
     cdef int repeats_among(self, const int64_t* ids, Py_ssize_t n) except -1 nogil
-    # The distinct ids among ids[:n] in touched and their summed rows in the slab (a RowStep's
-    # Parameter, whose sparse gradient is empty): how many
+    # 0 when no id repeats among ids[:n], else the distinct ids in touched and their summed
+    # rows in the slab (a RowStep's Parameter, whose sparse gradient is empty): how many
     cdef Py_ssize_t sum_repeats(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                                 Py_ssize_t row_len) except -1 nogil
     cdef int start_sparse(self) except -1

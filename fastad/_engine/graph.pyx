@@ -1613,14 +1613,21 @@ cdef class Parameter(Leaf):
             put_values(self.slab_ptr + slot * width, rows + k * width, row_len, not fresh, self.f64)
         return 0
 
+    cdef bint groups_on_stack(self, Py_ssize_t n) noexcept nogil:
+        """Whether repeats among n ids are found with a hash table on the stack (up to
+        SMALL_GROUP ids of a table of more than SMALL_TABLE rows) rather than by marking rows
+        in slot_of, the table-sized row index: its entries are cache misses on a large table,
+        and cheaper than hashing on a small one."""
+        return n <= SMALL_GROUP and self.size > SMALL_TABLE * self.row_len    # rows > SMALL_TABLE
+
     cdef int repeats_among(self, const int64_t* ids, Py_ssize_t n) except -1 nogil:
-        """1 if an id occurs twice among ids[:n], else 0. Up to SMALL_GROUP ids, a hash table
-        on the stack finds out; more mark rows in slot_of, which holds -1 for every row while
-        no sparse gradient is kept, and unmark them."""
+        """1 if an id occurs twice among ids[:n], else 0 (groups_on_stack: in a hash table on
+        the stack; else marking rows in slot_of, which holds -1 for every row while no sparse
+        gradient is kept, and unmarking them)."""
         cdef Py_ssize_t k, h, marked = n
         cdef int found = 0
         cdef IdTable table
-        if n <= SMALL_GROUP:
+        if self.groups_on_stack(n):
             id_table_start(&table, n)
             for k in range(n):
                 h = id_table_find(&table, ids[k])
@@ -1642,23 +1649,25 @@ cdef class Parameter(Leaf):
 
     cdef Py_ssize_t sum_repeats(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                                 Py_ssize_t row_len) except -1 nogil:
-        """Each distinct id among ids[:n] once in `touched`, in the order of first occurrence,
-        with the sum of its rows (added in order, as add_grad_rows adds them) in the slab row
-        of the same index; returns how many there are. The caller takes its step of those
-        rows and then calls clear_grad(). The sparse gradient must be empty (a RowStep's
-        Parameter). Up to SMALL_GROUP ids the grouping reads no table-sized index (slot_of),
-        whose entries would each be a cache miss on a large table, but a hash table on the
-        stack."""
+        """0 when the rows serve as they are (no id repeats among ids[:n]); else each distinct
+        id once in `touched`, in the order of first occurrence, with the sum of its rows
+        (added in order, as add_grad_rows adds them) in the slab row of the same index, and
+        how many there are, after which the caller takes its step of those rows and calls
+        clear_grad(). The sparse gradient must be empty (a RowStep's Parameter). With
+        groups_on_stack, one pass over a hash table groups the ids (and may group them when
+        none repeats); else slot_of finds the repeats first."""
         cdef IdTable table
         cdef Py_ssize_t k, h, m = 0, width = row_len * element_size(self.f64)
-        if self.slab_rows < min(n, SMALL_GROUP):
+        if not self.groups_on_stack(n):
+            if not self.repeats_among(ids, n):
+                return 0
+            self.add_grad_rows(ids, n, rows, row_len)
+            return self.n_touched
+        if self.slab_rows < n:
             with gil:
                 if self.slot_of_ptr == NULL:
                     self.start_sparse()
-                self.grow_slab_to(min(n, SMALL_GROUP))
-        if n > SMALL_GROUP:
-            self.add_grad_rows(ids, n, rows, row_len)
-            return self.n_touched
+                self.grow_slab_to(n)
         id_table_start(&table, n)
         for k in range(n):
             h = id_table_find(&table, ids[k])

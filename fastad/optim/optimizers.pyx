@@ -924,9 +924,8 @@ cdef class SGDRowStep(RowStep):
 
     cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                       Py_ssize_t row_len) except -1 nogil:
-        cdef Py_ssize_t distinct
-        if n > 1:
-            distinct = self.param.sum_repeats(ids, n, rows, row_len)
+        cdef Py_ssize_t distinct = self.param.sum_repeats(ids, n, rows, row_len) if n > 1 else 0
+        if distinct:
             sgd_row_values(self.param.val_ptr, self.param.slab_ptr, self.param.touched_ptr, distinct,
                            row_len, self.optimizer._lr, self.param.f64)
             self.param.clear_grad()
@@ -972,11 +971,11 @@ cdef class RuleRowStep(RowStep):
 
     cdef int add_rows(self, const int64_t* ids, Py_ssize_t n, const char* rows,
                       Py_ssize_t row_len) except -1 nogil:
-        if n <= 1:
+        cdef Py_ssize_t distinct = self.param.sum_repeats(ids, n, rows, row_len) if n > 1 else 0
+        if not distinct:
             return self.update(ids, n, rows, row_len)
-        cdef Py_ssize_t distinct = self.param.sum_repeats(ids, n, rows, row_len)   # may grow the slab
-        self.update(self.param.touched_ptr, distinct, self.param.slab_ptr, row_len)
-        return self.param.clear_grad()
+        self.update(self.param.touched_ptr, distinct, self.param.slab_ptr, row_len)   # after
+        return self.param.clear_grad()                          # sum_repeats, which may grow them
 
     cdef int add_scaled_rows(self, const int64_t* ids, Py_ssize_t n, const char* x,
                              const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
