@@ -34,7 +34,7 @@ from libc.math cimport isinf
 from libc.string cimport memcpy, memmove, memset
 from cython cimport floating
 
-from fastad._engine.loops cimport element_size, put_values, scale_each_row, zero_values
+from fastad._engine.loops cimport element_size, put_values, scale_rows_of, zero_values
 
 cnp.import_array()
 
@@ -1040,10 +1040,7 @@ cdef class Variable:
                              const char* coefs, Py_ssize_t row_len, Py_ssize_t per_x,
                              char* scratch) except -1 nogil:
         """add_grad_rows of the rows coefs[k] * x row k // per_x, written to `scratch` first."""
-        if self.f64:
-            scale_each_row(<double*>scratch, <const double*>x, <const double*>coefs, n, row_len, per_x)
-        else:
-            scale_each_row(<float*>scratch, <const float*>x, <const float*>coefs, n, row_len, per_x)
+        scale_rows_of(scratch, x, coefs, n, row_len, per_x, self.f64)
         return self.add_grad_rows(ids, n, scratch, row_len)
 
     # ---- the public face

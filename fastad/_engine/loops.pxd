@@ -189,3 +189,12 @@ cdef inline void scale_each_row(floating* y, const floating* x, const floating* 
     cdef Py_ssize_t k
     for k in range(n_rows):
         row_scale(y + k * row_len, x + (k // per_x) * row_len, row_len, coefs[k])
+
+
+cdef inline void scale_rows_of(char* y, const char* x, const char* coefs, Py_ssize_t n_rows,
+                               Py_ssize_t row_len, Py_ssize_t per_x, bint f64) noexcept nogil:
+    """scale_each_row on buffers of either precision."""
+    if f64:
+        scale_each_row(<double*>y, <const double*>x, <const double*>coefs, n_rows, row_len, per_x)
+    else:
+        scale_each_row(<float*>y, <const float*>x, <const float*>coefs, n_rows, row_len, per_x)

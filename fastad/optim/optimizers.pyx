@@ -56,7 +56,7 @@ from cython cimport floating
 from fastad._engine.graph cimport (Variable, Parameter, RowStep, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
                                    check_unclaimed, mark_changed, device_backend, device_of,
                                    check_flag, check_number)
-from fastad._engine.loops cimport element_size, row_axpy, row_scale, scale_each_row
+from fastad._engine.loops cimport element_size, row_axpy, row_scale, scale_rows_of
 from fastad.ops.scalar cimport (fa_adam_step, fa_radam_step, fa_nadam_mu, fa_nadam_step,
                                fa_adamax_step_size)
 
@@ -982,10 +982,7 @@ cdef class RuleRowStep(RowStep):
                              char* scratch) except -1 nogil:
         """The gradient rows coefs[k] * x row k // per_x, written to scratch as the table's
         gradient would hold them, then add_rows."""
-        if self.param.f64:
-            scale_each_row(<double*>scratch, <const double*>x, <const double*>coefs, n, row_len, per_x)
-        else:
-            scale_each_row(<float*>scratch, <const float*>x, <const float*>coefs, n, row_len, per_x)
+        scale_rows_of(scratch, x, coefs, n, row_len, per_x, self.param.f64)
         return self.add_rows(ids, n, scratch, row_len)
 
     cdef int update(self, const int64_t* ids, Py_ssize_t n, const char* grads,
