@@ -288,3 +288,20 @@ def test_softmax_bad_axis():
         log_softmax(v, 2)
     with pytest.raises(np.exceptions.AxisError, match="axis 1 is out of range"):
         softmax(fa.Input(1.0), 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [2, 7, 8, 9, 31, 32, 33, 45, 70])
+def test_sum_over_rows_adds_each_column_in_row_order(dtype, width):
+    """sum over the leading axis (a column sum, kept in registers block by block) adds row
+    after row into each column, as the row-at-a-time loop did: every clone, every width
+    (blocks of 32, of 8 and single columns) gives the sequential sum bit for bit."""
+    rng = np.random.default_rng(width)
+    x = (rng.standard_normal((41, width)) * 10 ** rng.uniform(-3, 3, (41, width))).astype(dtype)
+    expected = np.zeros(width, dtype)
+    for row in x:
+        expected = expected + row
+    got = fsum(fa.Input(x, dtype=dtype), axis=0).numpy()
+    np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
+    got3 = fsum(fa.Input(x.reshape(41, 1, width), dtype=dtype), axis=0).numpy()   # two axes
+    np.testing.assert_array_equal(got3.reshape(width).view(np.uint8), expected.view(np.uint8))

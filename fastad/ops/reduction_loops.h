@@ -9,6 +9,7 @@
 #include "clones.h"
 
 #define FA_SUM_LANES 8
+#define FA_SUM_BLOCK 32    /* columns of a column sum held in registers at once */
 
 #define FA_REDUCTION_LOOPS(T, S)                                                           \
 /* acc + x[0] + ... + x[n-1], rows of 2 * FA_SUM_LANES and more in FA_SUM_LANES lanes. */     \
@@ -23,10 +24,32 @@ static inline T fa_fold_sum_##S(const T* restrict x, ptrdiff_t n, T acc) {      
     for (; i < n; i++) acc += x[i];                                                       \
     return acc;                                                                           \
 }                                                                                         \
+/* acc[i] + x[i] + x[x_step + i] + ... over `rows` rows, for the columns i of [from, to), \
+ * block by block of `width` columns held in registers (a row added into acc in memory     \
+ * would wait on the store of the row before). */                                         \
+static inline ptrdiff_t fa_sum_columns_##S(const T* restrict x, ptrdiff_t rows,            \
+                                           ptrdiff_t x_step, T* restrict acc,              \
+                                           ptrdiff_t from, ptrdiff_t to, ptrdiff_t width) { \
+    ptrdiff_t c = from;                                                                   \
+    for (; c + width <= to; c += width) {                                                 \
+        T part[FA_SUM_BLOCK];                                                             \
+        for (ptrdiff_t l = 0; l < width; l++) part[l] = acc[c + l];                       \
+        for (ptrdiff_t r = 0; r < rows; r++)                                              \
+            for (ptrdiff_t l = 0; l < width; l++) part[l] += x[r * x_step + c + l];       \
+        for (ptrdiff_t l = 0; l < width; l++) acc[c + l] = part[l];                       \
+    }                                                                                     \
+    return c;                                                                             \
+}                                                                                         \
 /* Rows r < rows of n values, x + r * x_step: each folded into acc[r * acc_step] (`folds`)  \
  * or added into the row acc + r * acc_step, in row order. One call for all the rows. */  \
 FA_CLONED void fa_sum_rows_##S(const T* x, ptrdiff_t rows, ptrdiff_t n, ptrdiff_t x_step,  \
                                T* acc, ptrdiff_t acc_step, int folds) {                   \
+    if (!folds && acc_step == 0 && rows > 1) {      /* every row into one: a column sum */ \
+        ptrdiff_t c = fa_sum_columns_##S(x, rows, x_step, acc, 0, n, FA_SUM_BLOCK);        \
+        c = fa_sum_columns_##S(x, rows, x_step, acc, c, n, FA_SUM_LANES);                  \
+        fa_sum_columns_##S(x, rows, x_step, acc, c, n, 1);                                 \
+        return;                                                                           \
+    }                                                                                     \
     for (ptrdiff_t r = 0; r < rows; r++) {                                                \
         const T* restrict xr = x + r * x_step;                                            \
         T* restrict ar = acc + r * acc_step;                                              \
