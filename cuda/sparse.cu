@@ -81,35 +81,60 @@ __global__ void along_scatter_add(const T* g, const i64* ids, T* grad, i64 size,
     }
 }
 
-// embedding_bag: out[b, :] = the sum (or, when mean, the mean) of table[ids[k], :] over bag
-// b's positions k in [bounds[b], bounds[b + 1]); an empty bag is zeros. The bounds come from
-// offsets checked on the host (sorted, within the ids).
+// embedding_bag: out[b, :] = the sum (or, when mean, the mean) of table[ids[k], :] (times
+// weights[k] when weighted: per_sample_weights) over bag b's positions k in [bounds[b],
+// bounds[b + 1]); an empty bag is zeros. The bounds come from offsets checked on the host
+// (sorted, within the ids).
 template <typename T>
-__global__ void bag_forward(const T* table, const i64* ids, const i64* bounds, T* out, i64 n_bags,
-                            i64 row_len, int mean) {
+__global__ void bag_forward(const T* table, const i64* ids, const i64* bounds, const T* weights,
+                            T* out, i64 n_bags, i64 row_len, int mean, int weighted) {
     FA_GRID_STRIDE(i, n_bags * row_len) {
         i64 b = i / row_len, j = i % row_len;
         i64 start = bounds[b], end = bounds[b + 1];
         T total = T(0);
-        for (i64 k = start; k < end; ++k) total += table[ids[k] * row_len + j];
+        for (i64 k = start; k < end; ++k)
+            total += weighted ? weights[k] * table[ids[k] * row_len + j] : table[ids[k] * row_len + j];
         out[i] = mean && end - start > 1 ? total * T(1.0 / double(end - start)) : total;
     }
 }
 
-// rows[k, :] = grad[b, :] (times 1 / the bag's size when mean) for each position k in
-// [first, first + used) of bag b, the last bag with bounds[b] <= k (so empty bags are skipped).
+// The bag of position k: the last bag b with bounds[b] <= k (so empty bags are skipped).
+__device__ inline i64 bag_of(const i64* bounds, i64 n_bags, i64 k) {
+    i64 lo = 0, hi = n_bags - 1;
+    while (lo < hi) {
+        i64 mid = (lo + hi + 1) / 2;
+        if (bounds[mid] <= k) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+// rows[k, :] = grad[b, :] (times 1 / the bag's size when mean, weights[k] when weighted) for
+// each position k in [first, first + used) of bag b.
 template <typename T>
-__global__ void bag_backward_rows(const T* grad, const i64* bounds, T* rows, i64 n_bags, i64 first,
-                                  i64 used, i64 row_len, int mean) {
+__global__ void bag_backward_rows(const T* grad, const i64* bounds, const T* weights, T* rows,
+                                  i64 n_bags, i64 first, i64 used, i64 row_len, int mean,
+                                  int weighted) {
     FA_GRID_STRIDE(i, used * row_len) {
         i64 k = first + i / row_len, j = i % row_len;
-        i64 lo = 0, hi = n_bags - 1;
-        while (lo < hi) {
-            i64 mid = (lo + hi + 1) / 2;
-            if (bounds[mid] <= k) lo = mid; else hi = mid - 1;
+        i64 b = bag_of(bounds, n_bags, k);
+        i64 count = bounds[b + 1] - bounds[b];
+        T scale = mean ? T(1.0 / double(count)) : weighted ? weights[k] : T(1);
+        rows[k * row_len + j] = grad[b * row_len + j] * scale;
+    }
+}
+
+// The gradient of per_sample_weights: gw[k] = (gw[k] +) grad[b, :] . table[ids[k], :] for the
+// position k of bag b, 0 for positions outside every bag.
+template <typename T>
+__global__ void bag_weights_backward(const T* grad, const T* table, const i64* ids,
+                                     const i64* bounds, T* gw, i64 n_ids, i64 n_bags, i64 row_len,
+                                     int accumulate) {
+    FA_GRID_STRIDE(k, n_ids) {
+        T dot = T(0);
+        if (n_bags > 0 && k >= bounds[0] && k < bounds[n_bags]) {
+            i64 b = bag_of(bounds, n_bags, k);
+            for (i64 j = 0; j < row_len; ++j) dot += grad[b * row_len + j] * table[ids[k] * row_len + j];
         }
-        i64 count = bounds[lo + 1] - bounds[lo];
-        T scale = mean ? T(1.0 / double(count)) : T(1);
-        rows[k * row_len + j] = grad[lo * row_len + j] * scale;
+        gw[k] = accumulate ? gw[k] + dot : dot;
     }
 }

@@ -38,7 +38,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "shape": ("gather_positions", "put_positions", "scatter_add_positions"),
     "sparse": ("gather_rows", "scatter_add_rows", "renorm_rows", "zero_rows", "copy_ids",
-               "bag_forward", "bag_backward_rows", "along_forward", "along_scatter_add"),
+               "bag_forward", "bag_backward_rows", "bag_weights_backward", "along_forward",
+               "along_scatter_add"),
     "linalg": ("row_dot_forward", "row_dot_backward"),
     "conv": (
         "im2col", "col2im", "conv_unstage", "conv_stage", "conv_bias_backward", "pool_forward",
@@ -132,7 +133,8 @@ OPS: dict[str, tuple[str, ...]] = {
     **{op: ("gather_positions", "fill", "scatter_add_positions") for op in ("flip", "tile")},
     "embedding": ("claim_rows", "renorm_rows", "release_rows", "gather_rows", "fill", "copy_ids",
                   "scatter_add_rows"),
-    "embedding_bag": ("bag_forward", "bag_backward_rows", "fill", "copy_ids", "scatter_add_rows"),
+    "embedding_bag": ("bag_forward", "bag_backward_rows", "bag_weights_backward", "fill",
+                      "copy_ids", "scatter_add_rows"),
     "cross_entropy": ("fill", "cross_entropy_forward", "loss_finish", "cross_entropy_backward"),
     "nll_loss": ("fill", "nll_forward", "loss_finish", "nll_backward"),
     **{optimizer: ("count_step", f"{step}_dense", f"{step}_rows") + _ROWS

@@ -202,7 +202,8 @@ class Embedding(Module):
 class EmbeddingBag(Module):
     """Sums or means of bags of rows of a (num_embeddings, embedding_dim) table.
 
-    `bag(ids, offsets=None)` as torch.nn.EmbeddingBag (see `fa.embedding_bag`):
+    `bag(ids, offsets=None, per_sample_weights=None)` as torch.nn.EmbeddingBag (see
+    `fa.embedding_bag`):
     1-D ids with offsets where each bag starts (or, with
     include_last_offset=True, one more offset ending the last bag), or 2-D ids
     with one bag per row; the result is (bags, embedding_dim). `mode` is "sum"
@@ -249,9 +250,9 @@ class EmbeddingBag(Module):
             bag.weight.requires_grad = False
         return bag
 
-    def forward(self, ids, offsets=None):
+    def forward(self, ids, offsets=None, per_sample_weights=None):
         return embedding_bag(self.weight, ids, offsets, self.mode, self.include_last_offset,
-                             self.sparse)
+                             self.sparse, per_sample_weights)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}, " \

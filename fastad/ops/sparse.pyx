@@ -19,11 +19,11 @@ from libc.math cimport fabs, pow, sqrt, INFINITY
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
 
-from fastad._engine.graph cimport (Variable, IndexInput, Parameter, RowGather, empty_buffer,
+from fastad._engine.graph cimport (Variable, Input, IndexInput, Parameter, RowGather, empty_buffer,
                                    init_node, finish, require_float, same_dtype, backend_of,
                                    send_rows, keep_data)
 from fastad._engine.graph import register_methods
-from fastad._engine.loops cimport element_size, vec_zero
+from fastad._engine.loops cimport element_size, row_dot, vec_zero
 from fastad.ops.reduction import _normalize_axes
 from fastad.ops.shape import reshape as _reshape
 
@@ -307,11 +307,12 @@ def bag_bounds(IndexInput offsets, Py_ssize_t n_ids, Py_ssize_t n_bags, bint inc
 
 @cython.no_gc
 cdef class EmbeddingBag(RowGather):
-    """out[b] = sum (or mean) of table[ids[k]] over bag b's positions k; a sparse (or
-    dense) row gradient."""
+    """out[b] = sum (or mean) of table[ids[k]] (times weights[k]) over bag b's positions k;
+    a sparse (or dense) row gradient."""
     cdef Variable table
     cdef IndexInput ix
     cdef IndexInput offsets           # None: ids is 2-D, one bag per row
+    cdef Variable weights             # per_sample_weights (the ids' shape), or None
     cdef Py_ssize_t rows, row_len, n_bags
     cdef bint mean, include_last_offset    # (and RowGather's dense_grad)
     cdef cnp.ndarray bounds           # int64 (n_bags + 1,): bag b is ids[bounds[b]:bounds[b + 1]]
@@ -339,6 +340,7 @@ cdef class EmbeddingBag(RowGather):
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
         cdef const int64_t* bounds = self.bounds_ptr
         cdef Py_ssize_t b, k, j, row_len = self.row_len
+        cdef const floating* weights = <const floating*>self.weights.val_ptr if self.weights is not None else NULL
         cdef floating* o
         cdef const floating* row
         cdef floating inv
@@ -347,8 +349,12 @@ cdef class EmbeddingBag(RowGather):
             vec_zero(o, row_len)
             for k in range(bounds[b], bounds[b + 1]):
                 row = table + ids[k] * row_len
-                for j in range(row_len):
-                    o[j] += row[j]
+                if weights != NULL:
+                    for j in range(row_len):
+                        o[j] += weights[k] * row[j]
+                else:
+                    for j in range(row_len):
+                        o[j] += row[j]
             if self.mean and bounds[b + 1] > bounds[b] + 1:
                 inv = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
                 for j in range(row_len):
@@ -356,16 +362,39 @@ cdef class EmbeddingBag(RowGather):
         return 0
 
     cdef int run_backward(self) except -1 nogil:
-        if not self.table.requires_grad:
+        cdef bint to_weights = self.weights is not None and self.weights.requires_grad
+        if not (self.table.requires_grad or to_weights):
             return 0
         self.check_inputs()
+        if to_weights:      # from the rows as forward read them: before a row step moves them
+            (self._weights_backward(<const double*>self.grad_ptr) if self.f64
+             else self._weights_backward(<const float*>self.grad_ptr))
+        if not self.table.requires_grad:
+            return 0
         return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
 
+    cdef int _weights_backward(self, const floating* grad) except -1 nogil:
+        """Position k of bag b: grad[b] . table[ids[k]], into the weights' gradient (0 for
+        positions outside every bag)."""
+        cdef const int64_t* bounds = self.bounds_ptr
+        cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
+        cdef const floating* table = <const floating*>self.table.val_ptr
+        cdef bint add = self.weights.prepare_grad()
+        cdef floating* gw = <floating*>self.weights.grad_ptr
+        cdef Py_ssize_t b, k, row_len = self.row_len
+        if not add:
+            vec_zero(gw, self.weights.size)
+        for b in range(self.n_bags):
+            for k in range(bounds[b], bounds[b + 1]):
+                gw[k] += row_dot(grad + b * row_len, table + ids[k] * row_len, row_len)
+        return 0
+
     cdef int _backward(self, const floating* grad) except -1 nogil:
-        """Position k of bag b gets the row grad[b] (/ the bag's size for a mean), to the
-        table's rows ids[k]."""
+        """Position k of bag b gets the row grad[b] (/ the bag's size for a mean; times
+        weights[k] when weighted), to the table's rows ids[k]."""
         cdef const int64_t* bounds = self.bounds_ptr
         cdef floating* rows = <floating*>self.scratch_ptr
+        cdef const floating* weights = <const floating*>self.weights.val_ptr if self.weights is not None else NULL
         # ids outside the bags (past an include_last_offset end) count for nothing
         cdef Py_ssize_t b, k, j, row_len = self.row_len, first = bounds[0]
         cdef floating scale
@@ -374,6 +403,8 @@ cdef class EmbeddingBag(RowGather):
             if self.mean and bounds[b + 1] > bounds[b]:
                 scale = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
             for k in range(bounds[b], bounds[b + 1]):
+                if weights != NULL:
+                    scale = weights[k]
                 for j in range(row_len):
                     rows[k * row_len + j] = grad[b * row_len + j] * scale
         if (self.dense_grad and self.table_is_parameter and self.route_ptrs[0] == NULL
@@ -385,7 +416,8 @@ cdef class EmbeddingBag(RowGather):
                          bounds[self.n_bags] - first, <char*>(rows + first * row_len), row_len)
 
 
-def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=False, sparse=True):
+def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=False, sparse=True,
+                  per_sample_weights=None):
     """Sums or means of bags of rows of `weight`, as torch.nn.functional.embedding_bag.
 
     `ids` is an IndexInput (or integer ids). 1-D ids come with `offsets` (an
@@ -396,6 +428,12 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     no offsets: each row is a bag. `mode` is "sum" or "mean"; an empty bag
     gives zeros. The result is (bags, dim). Ids and offsets are checked on every
     forward and backward (set_value may change them, keeping their lengths).
+
+    `per_sample_weights` (a float Variable, or numbers, of the ids' shape and the table's
+    dtype, with mode="sum" only, as in torch) scales each id's row: bag b is the sum of
+    per_sample_weights[k] * weight[ids[k]]; weighted features (a value per hashed
+    feature) and normalised feature rows are such bags. The weights get a gradient when
+    they require one (grad[b] . weight[ids[k]]).
 
     The gradient is sparse (only the rows used; repeated ids add) when `sparse`,
     else a dense gradient of the whole table. Under plain SGD, `fa.train` steps
@@ -411,6 +449,9 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     if mode not in ("sum", "mean"):
         raise ValueError(f"embedding_bag: mode must be 'sum' or 'mean', got {mode!r}")
     cdef IndexInput ix = as_ids("embedding_bag", "ids", ids, t.device)
+    cdef Variable w = None
+    if per_sample_weights is not None:
+        w = _bag_weights(per_sample_weights, t, ix, mode)
     if offsets is not None:
         offsets = as_ids("embedding_bag", "offsets", offsets, None)
     cdef Py_ssize_t n_bags
@@ -434,7 +475,7 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
                          f"got shape {ix._shape}")
     if (dev := backend_of(t, ix)) is not None:
         return dev.embedding_bag(t, ix, offsets, n_bags, mode == "mean",
-                                 bool(include_last_offset), bool(sparse))
+                                 bool(include_last_offset), bool(sparse), w)
     cdef EmbeddingBag node = EmbeddingBag.__new__(EmbeddingBag)
     node.table = t
     node.ix = ix
@@ -451,10 +492,35 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     node.bounds_ptr = <int64_t*>cnp.PyArray_DATA(node.bounds)
     node.scratch_ptr = <char*>cnp.PyArray_DATA(node.scratch)
     node.table_is_parameter = isinstance(t, Parameter)
-    init_node(node, "embedding_bag", (t, ix) if offsets is None else (t, ix, offsets),
-              (n_bags, node.row_len), t.f64)
+    node.weights = w
+    inputs = (t, ix) if offsets is None else (t, ix, offsets)
+    init_node(node, "embedding_bag", inputs if w is None else inputs + (w,), (n_bags, node.row_len),
+              t.f64)
     node.gathers((t,), ((ix, t),))
     return finish(node)
+
+
+cdef Variable _bag_weights(object weights, Variable table, IndexInput ix, str mode):
+    """embedding_bag's per_sample_weights, checked: a float Variable of the ids' shape and the
+    table's dtype, with mode "sum"."""
+    if mode != "sum":
+        raise ValueError(f"embedding_bag: per_sample_weights needs mode='sum' (got {mode!r}), as "
+                         f"in torch; divide the weighted sum by the bag's size in the graph")
+    if not isinstance(weights, Variable):
+        values = np.asarray(weights)
+        if values.dtype.kind not in "fiub":
+            raise TypeError(f"embedding_bag: per_sample_weights must be a float Variable or "
+                            f"numbers, got dtype {values.dtype}")
+        weights = Input(values, dtype=table.dtype, device=None if table.device == "cpu" else table.device)
+    cdef Variable w = require_float("embedding_bag", weights, "per_sample_weights")
+    if w._shape != ix._shape:
+        raise ValueError(f"embedding_bag: per_sample_weights has shape {w._shape}, expected the "
+                         f"ids' shape {ix._shape} (one weight per id)")
+    same_dtype("embedding_bag", table, w)
+    if w.device != table.device:
+        raise ValueError(f"embedding_bag: per_sample_weights is on {w.device}, weight on "
+                         f"{table.device}")
+    return w
 
 
 cdef inline void along(floating* x, const int64_t* ids, floating* y, Py_ssize_t outer,

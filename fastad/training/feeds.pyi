@@ -18,4 +18,5 @@ class BagSampler(FeedSampler):
     def __init__(self, ids_leaf: IndexInput, offsets_leaf: IndexInput, ids: ArrayLike,
                  offsets: ArrayLike, feeds: Mapping[Input, ArrayLike] | Mapping[IndexInput, ArrayLike]
                  | None = None, shuffle: bool = False, seed: _Seed = None, rank: int = 0,
-                 workers: int = 1) -> None: ...
+                 workers: int = 1, weights_leaf: Input | None = None,
+                 weights: ArrayLike | None = None) -> None: ...

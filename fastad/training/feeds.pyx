@@ -245,6 +245,11 @@ cdef class BagSampler(FeedSampler):
     shuffle, seed, rank, workers   as FeedSampler's: a new order each epoch (only the
                   feeds' rows are copied in it; the bags are read in place), the
                   shard rank, rank + workers, ...
+    weights_leaf, weights   per-id values, for `embedding_bag(...,
+                  per_sample_weights=weights_leaf)`: an Input of ids_leaf's shape and
+                  the values (float, one per id of `ids`, in the Input's dtype), each
+                  bag's going into the leaf beside its ids (a feature's value, a
+                  normalised row's weight)
 
     The sampler owns its leaves while it trains: it zeroes the ids leaf when made (its
     positions past a bag keep ids of earlier bags, all in range). An empty bag is an
@@ -255,17 +260,20 @@ cdef class BagSampler(FeedSampler):
     >>> loss = fa.nn.cross_entropy(fa.linear(hidden, W), label)
     >>> fa.train(loss, opt, fa.data.BagSampler(ids, offs, text_ids, text_offsets, {label: labels}))
     """
-    cdef object bag_ids_array, bag_offsets_array
+    cdef object bag_ids_array, bag_offsets_array, bag_weights_array
     cdef const int32_t* ids32        # the bags' ids: one of these two is set
     cdef const int64_t* ids64
     cdef const int64_t* offsets
     cdef int64_t* ids_dst
     cdef int64_t* offsets_dst
+    cdef const char* weights_src     # the bags' per-id values, or NULL
+    cdef char* weights_dst
+    cdef Py_ssize_t weight_size
     cdef Py_ssize_t capacity
     cdef bint prefetch_bag
 
     def __init__(self, ids_leaf, offsets_leaf, ids, offsets, feeds=None, shuffle=False, seed=None,
-                 rank=0, workers=1):
+                 rank=0, workers=1, weights_leaf=None, weights=None):
         who = "BagSampler"
         for name, leaf in (("ids_leaf", ids_leaf), ("offsets_leaf", offsets_leaf)):
             if not isinstance(leaf, IndexInput):
@@ -301,7 +309,44 @@ cdef class BagSampler(FeedSampler):
         self.offsets_dst = <int64_t*>(<Variable>offsets_leaf).val_ptr
         memset(self.ids_dst, 0, self.capacity * sizeof(int64_t))
         self.offsets_dst[0] = self.offsets_dst[1] = 0
-        self._bind(who, feeds, lengths.shape[0], (ids_leaf, offsets_leaf), shuffle, seed, rank, workers)
+        own = (ids_leaf, offsets_leaf)
+        if (weights_leaf is None) != (weights is None):
+            raise ValueError(f"{who}: weights_leaf and weights come together (the leaf that "
+                             f"per_sample_weights reads and the values of every id)")
+        if weights is not None:
+            self._bind_weights(who, weights_leaf, weights, ids_leaf, ids.shape[0])
+            own += (weights_leaf,)
+        self._bind(who, feeds, lengths.shape[0], own, shuffle, seed, rank, workers)
+
+    cdef int _bind_weights(self, str who, object weights_leaf, object weights, object ids_leaf,
+                           Py_ssize_t n_ids) except -1:
+        """The values of every id, checked against their leaf (an Input of ids_leaf's shape):
+        one per id, finite, in the leaf's dtype."""
+        if not isinstance(weights_leaf, Input) or isinstance(weights_leaf, IndexInput):
+            raise TypeError(f"{who}: weights_leaf must be an Input (float values), got "
+                            f"{type(weights_leaf).__name__}")
+        if weights_leaf.shape != ids_leaf.shape:
+            raise ValueError(f"{who}: weights_leaf has shape {weights_leaf.shape}, expected "
+                             f"ids_leaf's {ids_leaf.shape}")
+        if weights_leaf.device != "cpu":
+            raise ValueError(f"{who}: the compiled loop runs on the CPU; weights_leaf "
+                             f"{weights_leaf!r} is on {weights_leaf.device}")
+        values = np.asarray(weights)
+        if values.ndim != 1 or values.shape[0] != n_ids:
+            raise ValueError(f"{who}: weights must be 1-D with one value per id ({n_ids}), got "
+                             f"shape {values.shape}")
+        if values.dtype.kind not in "fiu":
+            raise TypeError(f"{who}: weights must be numbers, got dtype {values.dtype}")
+        values = np.ascontiguousarray(values, dtype=weights_leaf.dtype)
+        if not np.isfinite(values).all():
+            k = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise ValueError(f"{who}: weights[{k}] is {values[k]}; every weight must be finite")
+        self.bag_weights_array = values
+        self.weights_src = <const char*>cnp.PyArray_DATA(values)
+        self.weights_dst = (<Variable>weights_leaf).val_ptr
+        self.weight_size = values.itemsize
+        memset(self.weights_dst, 0, self.capacity * self.weight_size)
+        return 0
 
     cdef int set_row_prefetches(self, list targets) except -1:
         FeedSampler.set_row_prefetches(self, targets)
@@ -320,6 +365,8 @@ cdef class BagSampler(FeedSampler):
                 self.ids_dst[k] = self.ids32[lo + k]
         else:
             memcpy(self.ids_dst, self.ids64 + lo, n * sizeof(int64_t))
+        if self.weights_src != NULL:
+            memcpy(self.weights_dst, self.weights_src + lo * self.weight_size, n * self.weight_size)
         self.offsets_dst[1] = n
         FeedSampler.next_example(self)
         if self.prefetch_bag and self.row < self.shard_rows:     # the next bag's table rows
@@ -331,8 +378,8 @@ cdef class BagSampler(FeedSampler):
     cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
         if k == self.n_feeds:
             return int(self.bag_ids_array.max()) if self.bag_ids_array.size else -1
-        if k == self.n_feeds + 1:
-            return -1         # offsets, not ids of a table: embedding_bag checks them each pass
+        if k > self.n_feeds:
+            return -1         # offsets (embedding_bag checks them each pass) and weights: no ids
         return FeedSampler.largest_id(self, k)
 
     def origin_of(self, k, id):

@@ -237,6 +237,27 @@ def test_embedding_bag_matches_the_cpu(backend, dtype, mode, sparse):
             np.testing.assert_array_equal(np.sort(dev.sparse_rows()), np.sort(cpu.sparse_rows()))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("include_last_offset", [False, True])
+def test_weighted_embedding_bag_matches_the_cpu(backend, dtype, include_last_offset):
+    table, weights, cotangent = r(8, 3), r(8), r(5 - include_last_offset, 3)
+    ids, offsets = [4, 1, 4, 4, 0, 2, 5, 1], [0, 0, 3, 3, 6]     # with the last offset: ids 6, 7 in no bag
+    grads = {}
+    for device in ("cpu", "cuda"):
+        E = fa.Parameter(table, dtype=dtype, device=None if device == "cpu" else device)
+        w = fa.Parameter(weights, dtype=dtype, device=None if device == "cpu" else device)
+        ix = fa.IndexInput(ids, device=None if device == "cpu" else device)
+        y = fa.embedding_bag(E, ix, offsets, mode="sum", include_last_offset=include_last_offset,
+                             per_sample_weights=w)
+        y.backward(cotangent)
+        grads[device] = (host(y), host(E.grad), host(w.grad))
+    for cpu, dev in zip(grads["cpu"], grads["cuda"]):
+        np.testing.assert_allclose(dev, cpu, **tolerance(dtype))
+    with pytest.raises(ValueError, match="per_sample_weights is on cpu, weight on cuda"):
+        fa.embedding_bag(fa.Parameter(table, device="cuda"), fa.IndexInput(ids, device="cuda"),
+                         offsets, mode="sum", per_sample_weights=fa.Input(weights.astype(np.float32)))
+
+
 def test_embedding_bag_fixed_bags_include_last_offset_and_checks(backend):
     check_against_cpu(lambda t: fa.embedding_bag(t, fa.IndexInput([[0, 3, 3], [1, 2, 0]],
                                                                   device=t.device), mode="mean"),

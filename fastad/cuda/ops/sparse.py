@@ -94,9 +94,10 @@ def take_along_axis(x, ix, axis):
 
 
 class EmbeddingBag:
-    """Bags of rows summed (or averaged). The offsets stay on the host: before each
-    pass they are checked there (fastad.ops.sparse.bag_bounds, as on the CPU) and the
-    bags' bounds are copied to the device; 2-D ids have fixed bounds, copied once."""
+    """Bags of rows summed (or averaged), each row times its per_sample_weights when
+    weighted (the node's third parent). The offsets stay on the host: before each pass
+    they are checked there (fastad.ops.sparse.bag_bounds, as on the CPU) and the bags'
+    bounds are copied to the device; 2-D ids have fixed bounds, copied once."""
 
     def __init__(self, offsets, n_bags, n_ids, row_len, mean, include_last_offset, sparse, bounds,
                  dtype):
@@ -114,29 +115,45 @@ class EmbeddingBag:
             copy_from_host(self.bounds, self.host_bounds)
         return int(self.host_bounds[0]), int(self.host_bounds[-1] - self.host_bounds[0])
 
+    @staticmethod
+    def weights_of(node):
+        """(the weights' values, 1) of a weighted bag, else (the table's values, 0): the
+        kernels read the weights only when weighted."""
+        table = node.parents[0]
+        return (node.parents[2].value, I32(1)) if len(node.parents) == 3 else (table.value, I32(0))
+
     def forward(self, node):
-        table, ix = node.parents
+        table, ix = node.parents[:2]
         self.refresh_bounds()
         launch("bag_forward", node.dtype, node.size, table.value, ix.storage.value, self.bounds,
-               node.value, I64(self.n_bags), self.row_len, self.mean)
+               self.weights_of(node)[0], node.value, I64(self.n_bags), self.row_len, self.mean,
+               self.weights_of(node)[1])
 
     def backward(self, node):
-        table, ix = node.parents
+        table, ix = node.parents[:2]
+        first, used = self.refresh_bounds()
+        weights, weighted = self.weights_of(node)
+        if weighted and node.parents[2].requires_grad:    # from the rows forward read
+            gw, accumulate = grad_slot(node.parents[2])
+            launch("bag_weights_backward", node.dtype, self.n_ids, node.grad, table.value,
+                   ix.storage.value, self.bounds, gw, I64(self.n_ids), I64(self.n_bags),
+                   self.row_len, I32(accumulate))
         if not table.requires_grad:
             return
-        first, used = self.refresh_bounds()
         rows = self.rows[first:first + used]
         launch("bag_backward_rows", node.dtype, used * int(self.row_len), node.grad, self.bounds,
-               self.rows, I64(self.n_bags), I64(first), I64(used), self.row_len, self.mean)
+               weights, self.rows, I64(self.n_bags), I64(first), I64(used), self.row_len,
+               self.mean, weighted)
         ids = ix.storage.value.reshape(-1)[first:first + used]
         grad = sparse_grad_slot(table, ids) if self.sparse else cleared(*grad_slot(table))
         launch("scatter_add_rows", node.dtype, used * int(self.row_len), rows, ids, grad,
                I64(used), self.row_len, I64(-1))
 
 
-def embedding_bag(table, ix, offsets, n_bags, mean, include_last_offset, sparse):
+def embedding_bag(table, ix, offsets, n_bags, mean, include_last_offset, sparse, weights=None):
     """fastad/ops/sparse.pyx's `embedding_bag` on a GPU, after its checks: ids are checked
-    now and at every `ix.set_value`, offsets (on the host) before every pass."""
+    now and at every `ix.set_value`, offsets (on the host) before every pass; `weights`
+    (per_sample_weights, on the device) or None."""
     same_device("embedding_bag", table, ix)
     bound_ids(ix, table.shape[0], "embedding_bag")
     n_ids = ix.size
@@ -149,4 +166,5 @@ def embedding_bag(table, ix, offsets, n_bags, mean, include_last_offset, sparse)
                       bounds, table.dtype)
     # The host offsets are no input of the device node (the engine keeps a node's inputs
     # on one device): fn reads them before each pass.
-    return make_node("embedding_bag", (table, ix), (n_bags, table.shape[1]), table.dtype, fn)
+    parents = (table, ix) if weights is None else (table, ix, weights)
+    return make_node("embedding_bag", parents, (n_bags, table.shape[1]), table.dtype, fn)
