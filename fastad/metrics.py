@@ -23,6 +23,16 @@ first. `k` larger than the number of items is capped at it.
 >>> scores = model.scores(np.arange(model.n_users))
 >>> fa.metrics.precision_at_k(scores, test, k=10, train=train)
 >>> fa.metrics.evaluate(model, test, train=train, k=10)   # all five, in batches of users
+
+Binary classification (click prediction, a `bce_with_logits` model), as scikit-learn's
+`roc_auc_score` and `log_loss`, with sample weights:
+
+- roc_auc(labels, scores): the area under the ROC curve, ties counting one half
+- log_loss(labels, predictions, from_logits=False): the mean negative log-likelihood of
+  probabilities (clipped to [eps, 1 - eps] of their float type), or of logits, computed
+  stably without forming probabilities
+
+>>> fa.metrics.roc_auc(y_test, logits), fa.metrics.log_loss(y_test, logits, from_logits=True)
 """
 import numpy as np
 
@@ -31,7 +41,7 @@ from fastad.models.recsys.interactions import check_interactions
 from fastad.models.recsys.recommender import top_k
 
 __all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision_at_k", "auc",
-           "evaluate", "top_k"]
+           "evaluate", "top_k", "roc_auc", "log_loss"]
 
 
 def _check_split(who, test, train):
@@ -215,3 +225,77 @@ def evaluate(model, test, train=None, k=10, users=None, batch_size=1000):
         raise ValueError("evaluate: no user of `users` has a held-out item in test")
     return {name: float(sums[name] / counts[name]) if counts[name] else float("nan")
             for name in names}
+
+
+# ------------------------------------------------------------- binary classification
+
+def _binary_inputs(who, labels, predictions, sample_weight):
+    """(labels as 0/1 float64, predictions as float64, weights or None), checked: 1-D, one
+    length, labels 0 or 1 (or booleans), finite predictions, finite non-negative weights."""
+    y = np.asarray(labels)
+    p = np.asarray(predictions)
+    if y.ndim != 1 or p.ndim != 1 or y.shape != p.shape:
+        raise ValueError(f"{who}: labels and predictions must be 1-D of one length, got shapes "
+                         f"{y.shape} and {p.shape}")
+    if y.size == 0:
+        raise ValueError(f"{who}: no examples (labels of shape {y.shape})")
+    if y.dtype.kind not in "biuf" or not np.isin(y, (0, 1)).all():
+        bad = y[~np.isin(y, (0, 1))][:3] if y.dtype.kind in "biuf" else y.dtype
+        raise ValueError(f"{who}: labels must be 0 or 1, got {bad}")
+    if p.dtype.kind not in "biuf" or not np.isfinite(p).all():
+        raise ValueError(f"{who}: predictions must be finite numbers, got "
+                         f"{p[~np.isfinite(p)][:3] if p.dtype.kind in 'biuf' else p.dtype}")
+    w = None
+    if sample_weight is not None:
+        w = np.asarray(sample_weight, dtype=np.float64)
+        if w.shape != y.shape:
+            raise ValueError(f"{who}: sample_weight has shape {w.shape}, expected {y.shape}")
+        if not np.isfinite(w).all() or (w < 0).any():
+            raise ValueError(f"{who}: sample_weight must be finite and non-negative")
+    return y.astype(np.float64), p.astype(np.float64), w
+
+
+def roc_auc(labels, scores, sample_weight=None):
+    """The area under the ROC curve of `scores` (any real numbers, higher meaning label 1)
+    for the 0/1 `labels`: the (weighted) share of (positive, negative) pairs scored in the
+    right order, ties counting one half; scikit-learn's roc_auc_score for binary labels.
+    Both classes must be present (with positive weight).
+
+    >>> fa.metrics.roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    0.75
+    """
+    y, s, w = _binary_inputs("roc_auc", labels, scores, sample_weight)
+    w = np.ones_like(y) if w is None else w
+    order = np.argsort(-s, kind="stable")
+    s, y, w = s[order], y[order], w[order]
+    last_of_tie = np.r_[np.flatnonzero(np.diff(s)), s.size - 1]
+    tp = np.cumsum(w * y)[last_of_tie]
+    fp = np.cumsum(w * (1 - y))[last_of_tie]
+    if tp[-1] <= 0 or fp[-1] <= 0:
+        raise ValueError(f"roc_auc: both classes must be present, got {tp[-1]:g} positive and "
+                         f"{fp[-1]:g} negative (weighted) examples")
+    tp, fp = np.r_[0.0, tp], np.r_[0.0, fp]
+    return float(np.sum((fp[1:] - fp[:-1]) * (tp[1:] + tp[:-1])) / 2 / (tp[-1] * fp[-1]))
+
+
+def log_loss(labels, predictions, sample_weight=None, from_logits=False):
+    """The (weighted) mean of -log p(label) over the examples: `predictions` are
+    probabilities of label 1, clipped to [eps, 1 - eps] (eps of their float type, as
+    scikit-learn's log_loss), or logits with `from_logits=True` (softplus(-x) for a 1,
+    softplus(x) for a 0, without rounding a probability first).
+
+    >>> fa.metrics.log_loss([1, 0], [0.9, 0.2])
+    0.16425203348601802
+    """
+    y, p, w = _binary_inputs("log_loss", labels, predictions, sample_weight)
+    if from_logits:
+        losses = np.logaddexp(0.0, np.where(y == 1, -p, p))
+    else:
+        if (p < 0).any() or (p > 1).any():
+            raise ValueError(f"log_loss: probabilities must lie in [0, 1], got "
+                             f"{p[(p < 0) | (p > 1)][:3]}; pass logits with from_logits=True")
+        dtype = np.asarray(predictions).dtype
+        eps = np.finfo(dtype if dtype.kind == "f" else np.float64).eps
+        p = np.clip(p, eps, 1 - eps)
+        losses = -np.where(y == 1, np.log(p), np.log1p(-p))
+    return float(np.average(losses, weights=w))
