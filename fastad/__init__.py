@@ -31,7 +31,7 @@ from fastad.ops.sparse import *  # noqa: F403
 from fastad.ops.ranking import *  # noqa: F403
 from fastad.ops.gather_dot import *  # noqa: F403
 from fastad.ops.conv import *  # noqa: F403
-from fastad.training.loop import train
+from fastad.training.loop import predict, train
 from fastad.gradcheck import finite_difference, gradcheck
 from fastad.io import save, load
 from fastad.viz import to_dot, render
@@ -57,7 +57,7 @@ __all__ = [
     "is_grad_enabled", "is_anomaly_enabled", "set_default_dtype", "get_default_dtype", "float32", "float64",
     *(name for family in (_elementwise, _reduction, _shape, _linalg, _sparse, _ranking, _gather_dot, _conv)
       for name in family.__all__),
-    "train", "finite_difference", "gradcheck", "save", "load", "to_dot", "render", "manual_seed",
+    "train", "predict", "finite_difference", "gradcheck", "save", "load", "to_dot", "render", "manual_seed",
     "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text", "cuda",
     "scaled_dot_product_attention", "progress_bar", "GraphCache", "graph_nbytes", "autobatch", "batch",
 ]

@@ -130,6 +130,11 @@ cdef class FeedSampler(Sampler):
         """The examples of this worker's shard: its rows (a BagSampler's bags)."""
         return self.shard_rows
 
+    @property
+    def shuffled(self):
+        """Whether the rows come in a new random order each epoch (else in their order)."""
+        return bool(self.shuffle)
+
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         cdef Py_ssize_t k
         self.epoch_examples = 0

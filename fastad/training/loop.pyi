@@ -1,7 +1,8 @@
-"""Type stubs for fastad/training/loop.pyx: the compiled per-example training loop."""
+"""Type stubs for fastad/training/loop.pyx: the compiled per-example loops (train, predict)."""
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeAlias
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from fastad._engine.graph import IndexInput, Input, Variable
@@ -28,3 +29,5 @@ def train(loss: Variable, optimizer: _Steppable, feeds: _Feeds | Sampler, epochs
           schedule_every: int = 1,
           callback: Callable[[int, float], object] | None = None, *,
           check_finite: bool = True, fuse: bool = True) -> list[float]: ...
+
+def predict(output: Variable, feeds: _Feeds | Sampler) -> np.ndarray: ...

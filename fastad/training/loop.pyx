@@ -1,4 +1,4 @@
-"""Per-example training loops run in compiled code: `fastad.train`.
+"""Per-example loops run in compiled code: `fastad.train`, and `fastad.predict` (forward only).
 
 A Python loop of `set_value`/`forward`/`backward`/`step` costs a few
 microseconds per example in interpreter overhead alone. `train` runs the same
@@ -10,8 +10,10 @@ import time
 from collections.abc import Mapping
 
 import numpy as np
+cimport numpy as cnp
 from cpython.ref cimport PyObject
 from libc.math cimport isfinite
+from libc.string cimport memcpy
 
 from fastad.checks import check_callable
 from fastad._engine.graph cimport (Variable, Parameter, Plan, RowGather, RowStep, replay_forward,
@@ -23,8 +25,10 @@ from fastad.training.sampler cimport Sampler
 from fastad.training.feeds import FeedSampler
 from fastad.training.fusion import fused_loss
 
+cnp.import_array()
 
-cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
+
+cdef int _check_sampled_ids(str who, Variable root, Sampler sampler) except -1:
     """Run the graph with the largest id the sampler can write into each leaf in turn,
     so that an id out of range fails here (IndexError), before any Parameter changes.
     A leaf that the graph reads as more than ids into a table (embedding_bag's offsets, which
@@ -37,9 +41,9 @@ cdef int _check_sampled_ids(Variable root, Sampler sampler) except -1:
             leaf.set_value(np.full(leaf.shape, top, dtype=np.int64))
             replay_forward(root)
         except IndexError as err:
-            raise IndexError(f"train: the sampler writes ids up to {top}{sampler.origin_of(k, top)} "
+            raise IndexError(f"{who}: the sampler writes ids up to {top}{sampler.origin_of(k, top)} "
                              f"into leaf {k} of {type(sampler).__name__}, out of range for the "
-                             f"graph ({err}); nothing was trained") from None
+                             f"graph ({err}); nothing was {'trained' if who == 'train' else 'run'}") from None
         except ValueError:
             continue
         finally:
@@ -359,7 +363,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     cdef list routed = []
     cdef list claimed = claim_parameters("train", list(plan.params) + (fast_opt.params if fast_opt is not None else []))
     try:
-        _check_sampled_ids(root, sampler)
+        _check_sampled_ids("train", root, sampler)
         loop.reported_at = time.monotonic()
         try:
             sampler.set_row_prefetches(_row_prefetches(plan, root, sampler))
@@ -391,3 +395,75 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
     finally:
         release_parameters(claimed)
     return means
+
+
+cdef Py_ssize_t _predict_rows(Sampler sampler, Plan plan, Variable output, char* dst,
+                              Py_ssize_t n) except -1 nogil:
+    """Up to n examples: fill the leaves, replay the forward, copy the output's values to
+    the next row of dst; how many there were."""
+    cdef Py_ssize_t done = 0, row_bytes = output.size * (8 if output.f64 else 4)
+    while done < n and sampler.next_example():
+        replay_plan_forward(plan)
+        memcpy(dst + done * row_bytes, output.val_ptr, row_bytes)
+        done += 1
+    return done
+
+
+def predict(output, feeds):
+    """The values of `output` for every example, by replaying its forward in compiled code:
+    what `fa.train` does without backward or steps, for a graph built over one example.
+
+    output  a Variable built once over the leaves that `feeds` fill (a model's logits,
+            scores, or any value of the graph).
+    feeds   {leaf: array of N rows} (as `fa.train`'s), or a `fa.data.FeedSampler` or
+            `BagSampler` without shuffle (a Hogwild shard's rank and workers give its
+            rows): the examples in their order.
+
+    Returns an array of shape (examples,) + output.shape, in output's dtype: row r is the
+    output of example r. Nothing is trained and no gradient is kept; the ids the feeds can
+    write are checked against the graph first (an IndexError names the leaf). Random ops
+    draw as they do in a forward: build the graph in eval mode (`model.eval()`) to predict.
+
+    >>> logit = w0 + fa.embedding_bag(W, ids, offs, mode="sum", include_last_offset=True)
+    >>> fa.predict(logit, fa.data.BagSampler(ids, offs, test_ids, test_offsets)).shape
+    (20000, 1)
+    """
+    if not isinstance(output, Variable):
+        raise TypeError(f"predict: `output` must be a fastad Variable, got {type(output).__name__}")
+    if (<Variable>output).on_device:
+        raise ValueError(f"predict: the compiled loop runs on the CPU, and `output` is on "
+                         f"{output.device}")
+    cdef Sampler sampler
+    if isinstance(feeds, FeedSampler):
+        if feeds.shuffled:
+            raise ValueError("predict: the sampler shuffles its rows; give one without shuffle "
+                             "so that row r of the result is example r")
+        sampler = feeds
+    elif isinstance(feeds, Mapping):
+        sampler = FeedSampler(feeds)
+    elif isinstance(feeds, Sampler):
+        raise TypeError(f"predict: {type(feeds).__name__} draws its examples at random; give "
+                        f"feeds {{leaf: array}} or a FeedSampler or BagSampler")
+    else:
+        raise TypeError(f"predict: feeds must be a dict {{leaf: array}} or a FeedSampler, got "
+                        f"{type(feeds).__name__}")
+    cdef Variable out = <Variable>output
+    cdef Plan plan = out._get_plan()
+    below = {id(parent) for node in plan.fwd + (out,) for parent in (<Variable>node).parents}
+    below.add(id(out))
+    for k, leaf in enumerate(sampler.leaves):
+        if id(leaf) not in below:
+            raise ValueError(f"predict: leaf {k} of {type(sampler).__name__}, {leaf!r}, is not "
+                             f"in the output's graph; feed the leaves the output was built on")
+    _check_sampled_ids("predict", out, sampler)
+    result = np.empty((sampler.examples_per_epoch,) + tuple(out.shape), dtype=out.dtype)
+    cdef char* dst = <char*>cnp.PyArray_DATA(result)
+    cdef Py_ssize_t n = result.shape[0], done
+    sampler.begin_epoch(0)
+    try:
+        with nogil:
+            done = _predict_rows(sampler, plan, out, dst, n)
+    except IndexError as err:
+        raise IndexError(f"predict: {sampler.where()}: {err}") from err
+    sampler.end_epoch()
+    return result[:done]
