@@ -1,5 +1,6 @@
 """embedding_bag(per_sample_weights=): weighted bags (a value per id) as torch's, their
-gradients to the table and to the weights, in fa.train through BagSampler(weights=)."""
+gradients to the table and to the weights, in fa.train through BagSampler(weights=); and
+1-D tables (a number a row: a linear model's), bags of shape (bags,)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -194,3 +195,42 @@ def test_bag_sampler_weights_bad_input():
     bad[3] = np.nan
     with pytest.raises(ValueError, match=r"weights\[3\] is nan; every weight must be finite"):
         fa.data.BagSampler(ix, off, ids, offsets, feeds, weights_leaf=vals, weights=bad)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_1d_table_is_a_table_of_one_column(weighted):
+    """A (rows,) table gives (bags,) sums: the values and gradients of the (rows, 1) table."""
+    table, ids, offsets, weights = _case(seed=8, dim=1)
+    per = weights if weighted else None
+    flat, column = fa.Parameter(table[:, 0], dtype=np.float64), fa.Parameter(table, dtype=np.float64)
+    out_flat = fa.embedding_bag(flat, ids, offsets, mode="sum", per_sample_weights=per)
+    out_column = fa.embedding_bag(column, ids, offsets, mode="sum", per_sample_weights=per)
+    assert out_flat.shape == (offsets.size,) and out_column.shape == (offsets.size, 1)
+    np.testing.assert_array_equal(out_flat.value, out_column.value[:, 0])
+    cot = np.random.default_rng(9).normal(size=offsets.size)
+    out_flat.backward(cot)
+    out_column.backward(cot[:, None])
+    np.testing.assert_array_equal(flat.grad, column.grad[:, 0])
+    assert flat.is_sparse_grad
+    check_vjp(lambda t: fa.embedding_bag(t, ids, offsets, mode="mean", sparse=False), table[:, 0])
+
+
+def test_a_linear_model_over_a_1d_table_trains_as_over_a_column():
+    """fa.train of bce(sum of w_k W[ids_k] + b, y) with W (rows,) and labels (N, 1): the weights
+    of the same model over W (rows, 1) with labels (N, 1, 1), bit for bit."""
+    ids, offsets, values, labels = _bags(3)
+    trained = []
+    for shape in ((20,), (20, 1)):
+        W = fa.Parameter(np.zeros(shape), dtype=np.float64)
+        b = fa.Parameter(np.zeros(1), dtype=np.float64)
+        ix, off = fa.IndexInput(np.zeros(6, np.int64)), fa.IndexInput([0, 0])
+        vals = fa.Input(np.zeros(6), dtype=np.float64)
+        y = fa.Input(np.zeros((1,) * len(shape)), dtype=np.float64)
+        bag = fa.embedding_bag(W, ix, off, mode="sum", include_last_offset=True,
+                               per_sample_weights=vals)
+        loss = fa.nn.bce_with_logits(bag + b, y)
+        fa.train(loss, fa.optim.Adagrad([W, b], lr=0.1), fa.data.BagSampler(
+            ix, off, ids, offsets, {y: labels.reshape((-1,) + (1,) * len(shape))},
+            weights_leaf=vals, weights=values), epochs=2)
+        trained.append(W.numpy().reshape(-1))
+    np.testing.assert_array_equal(trained[0], trained[1])

@@ -333,8 +333,8 @@ def test_embedding_bag_bad_input():
         fa.embedding_bag(E, [0])
     with pytest.raises(ValueError, match=r"2-D ids \(1, 2\) are one bag per row"):
         fa.embedding_bag(E, [[0, 1]], [0])
-    with pytest.raises(ValueError, match="weight must be 2-D"):
-        fa.embedding_bag(fa.Parameter(np.zeros(3)), [0], [0])
+    with pytest.raises(ValueError, match=r"weight must be 2-D \(rows, dim\) or 1-D"):
+        fa.embedding_bag(fa.Parameter(np.zeros((3, 1, 1))), [0], [0])
     with pytest.raises(ValueError, match="needs at least one entry"):
         fa.embedding_bag(E, [0], np.zeros(0, np.int64), include_last_offset=True)
     with pytest.raises(ValueError, match="EmbeddingBag: mode"):

@@ -426,7 +426,8 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     decrease. With include_last_offset=True, offsets has one entry more than
     there are bags and its last entry ends the last bag. 2-D ids (bags, n) need
     no offsets: each row is a bag. `mode` is "sum" or "mean"; an empty bag
-    gives zeros. The result is (bags, dim). Ids and offsets are checked on every
+    gives zeros. The result is (bags, dim), or (bags,) for a 1-D weight (a number a row: a
+    linear model's weights over hashed features). Ids and offsets are checked on every
     forward and backward (set_value may change them, keeping their lengths).
 
     `per_sample_weights` (a float Variable, or numbers, of the ids' shape and the table's
@@ -444,8 +445,9 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     (3, 8)
     """
     cdef Variable t = require_float("embedding_bag", weight, "weight")
-    if len(t._shape) != 2:
-        raise ValueError(f"embedding_bag: weight must be 2-D (rows, dim), got shape {t._shape}")
+    if len(t._shape) not in (1, 2):
+        raise ValueError(f"embedding_bag: weight must be 2-D (rows, dim) or 1-D (rows,: a "
+                         f"number a row, as a linear model's), got shape {t._shape}")
     if mode not in ("sum", "mean"):
         raise ValueError(f"embedding_bag: mode must be 'sum' or 'mean', got {mode!r}")
     cdef IndexInput ix = as_ids("embedding_bag", "ids", ids, t.device)
@@ -481,7 +483,7 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     node.ix = ix
     node.offsets = offsets
     node.rows = t._shape[0]
-    node.row_len = t._shape[1]
+    node.row_len = t._shape[1] if len(t._shape) == 2 else 1
     node.n_bags = n_bags
     node.mean = mode == "mean"
     node.include_last_offset = bool(include_last_offset)
@@ -494,8 +496,8 @@ def embedding_bag(weight, ids, offsets=None, mode="mean", include_last_offset=Fa
     node.table_is_parameter = isinstance(t, Parameter)
     node.weights = w
     inputs = (t, ix) if offsets is None else (t, ix, offsets)
-    init_node(node, "embedding_bag", inputs if w is None else inputs + (w,), (n_bags, node.row_len),
-              t.f64)
+    init_node(node, "embedding_bag", inputs if w is None else inputs + (w,),
+              (n_bags,) + t._shape[1:], t.f64)
     node.gathers((t,), ((ix, t),))
     return finish(node)
 

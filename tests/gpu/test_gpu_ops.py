@@ -253,6 +253,8 @@ def test_weighted_embedding_bag_matches_the_cpu(backend, dtype, include_last_off
         grads[device] = (host(y), host(E.grad), host(w.grad))
     for cpu, dev in zip(grads["cpu"], grads["cuda"]):
         np.testing.assert_allclose(dev, cpu, **tolerance(dtype))
+    check_against_cpu(lambda t: fa.embedding_bag(t, fa.IndexInput(ids, device=t.device), offsets,
+                                                 mode="mean"), r(8))       # a 1-D table
     with pytest.raises(ValueError, match="per_sample_weights is on cpu, weight on cuda"):
         fa.embedding_bag(fa.Parameter(table, device="cuda"), fa.IndexInput(ids, device="cuda"),
                          offsets, mode="sum", per_sample_weights=fa.Input(weights.astype(np.float32)))

@@ -162,9 +162,10 @@ def embedding_bag(table, ix, offsets, n_bags, mean, include_last_offset, sparse,
     else:
         bounds = bag_bounds(offsets, n_ids, n_bags, include_last_offset,
                             np.zeros(n_bags + 1, dtype=np.int64))
-    fn = EmbeddingBag(offsets, n_bags, n_ids, table.shape[1], mean, include_last_offset, sparse,
+    row_len = table.shape[1] if len(table.shape) == 2 else 1
+    fn = EmbeddingBag(offsets, n_bags, n_ids, row_len, mean, include_last_offset, sparse,
                       bounds, table.dtype)
     # The host offsets are no input of the device node (the engine keeps a node's inputs
     # on one device): fn reads them before each pass.
     parents = (table, ix) if weights is None else (table, ix, weights)
-    return make_node("embedding_bag", parents, (n_bags, table.shape[1]), table.dtype, fn)
+    return make_node("embedding_bag", parents, (n_bags,) + tuple(table.shape[1:]), table.dtype, fn)
