@@ -234,3 +234,31 @@ def test_a_linear_model_over_a_1d_table_trains_as_over_a_column():
             weights_leaf=vals, weights=values), epochs=2)
         trained.append(W.numpy().reshape(-1))
     np.testing.assert_array_equal(trained[0], trained[1])
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_bag_sampler_pad_fills_the_leaves_past_each_bag(seed):
+    """With pad=, every example's ids leaf holds its bag's ids then the padding id, and the
+    weights leaf its values then zeros, whatever the bags before it (longer or shorter)."""
+    ids, offsets, values, labels = _bags(seed)
+    pad = 20
+    rows = fa.Parameter(np.arange(21, dtype=np.float64)[:, None], dtype=np.float64)
+    ix, off = fa.IndexInput(np.zeros(6, np.int64)), fa.IndexInput([0, 0])
+    vals = fa.Input(np.zeros(6), dtype=np.float64)
+    seen = fa.concat([fa.reshape(fa.embedding(rows, ix), (6,)), vals, fa.embedding_bag(
+        rows, ix, off, mode="sum", include_last_offset=True).reshape((1,))])
+    sampler = fa.data.BagSampler(ix, off, ids, offsets, weights_leaf=vals, weights=values, pad=pad)
+    got = fa.predict(seen, sampler)
+    for r in range(labels.size):
+        lo, hi = offsets[r], offsets[r + 1]
+        np.testing.assert_array_equal(got[r, :6], np.r_[ids[lo:hi], [pad] * (6 - hi + lo)])
+        np.testing.assert_array_equal(got[r, 6:12], np.r_[values[lo:hi], [0.0] * (6 - hi + lo)])
+        assert got[r, 12] == ids[lo:hi].sum()
+    with pytest.raises(IndexError, match="ids up to 20"):          # pad is an id of the table
+        ix, off = fa.IndexInput(np.zeros(6, np.int64)), fa.IndexInput([0, 0])
+        bags = fa.embedding_bag(fa.Parameter(np.zeros((20, 1))), ix, off, mode="sum",
+                                include_last_offset=True)
+        fa.predict(bags, fa.data.BagSampler(ix, off, ids, offsets, pad=pad))
+    with pytest.raises(ValueError, match="pad"):
+        fa.data.BagSampler(ix, off, ids, offsets, pad=-1)

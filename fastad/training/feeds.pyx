@@ -7,7 +7,7 @@ from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
-from fastad._engine.graph cimport Variable, IndexInput, Input, check_flag
+from fastad._engine.graph cimport Variable, IndexInput, Input, check_flag, check_int
 from fastad.training.sampler cimport Sampler, _seed_stream, _integer_array
 
 cnp.import_array()
@@ -255,10 +255,14 @@ cdef class BagSampler(FeedSampler):
                   the values (float, one per id of `ids`, in the Input's dtype), each
                   bag's going into the leaf beside its ids (a feature's value, a
                   normalised row's weight)
+    pad           None, or an id written into ids_leaf past each bag's ids (and 0 into
+                  weights_leaf past its values): for ops over the whole leaf, such as
+                  `fa.embedding(table, ids_leaf, padding_idx=pad)`, where the positions
+                  past the bag then gather the padding row and weigh nothing
 
-    The sampler owns its leaves while it trains: it zeroes the ids leaf when made (its
-    positions past a bag keep ids of earlier bags, all in range). An empty bag is an
-    example whose embedding_bag is zeros.
+    The sampler owns its leaves while it trains: it zeroes the ids leaf when made (without
+    `pad`, its positions past a bag keep ids of earlier bags, all in range). An empty bag is
+    an example whose embedding_bag is zeros.
 
     >>> ids = fa.IndexInput(np.zeros(longest, np.int64)); offs = fa.IndexInput([0, 0])
     >>> hidden = fa.embedding_bag(E, ids, offs, mode="mean", include_last_offset=True)
@@ -275,10 +279,12 @@ cdef class BagSampler(FeedSampler):
     cdef char* weights_dst
     cdef Py_ssize_t weight_size
     cdef Py_ssize_t capacity
+    cdef int64_t pad                 # the id past each bag, or -1: the ids of earlier bags
+    cdef Py_ssize_t padded_to        # the ids leaf holds pad from here on (with pad)
     cdef bint prefetch_bag
 
     def __init__(self, ids_leaf, offsets_leaf, ids, offsets, feeds=None, shuffle=False, seed=None,
-                 rank=0, workers=1, weights_leaf=None, weights=None):
+                 rank=0, workers=1, weights_leaf=None, weights=None, pad=None):
         who = "BagSampler"
         for name, leaf in (("ids_leaf", ids_leaf), ("offsets_leaf", offsets_leaf)):
             if not isinstance(leaf, IndexInput):
@@ -314,6 +320,11 @@ cdef class BagSampler(FeedSampler):
         self.offsets_dst = <int64_t*>(<Variable>offsets_leaf).val_ptr
         memset(self.ids_dst, 0, self.capacity * sizeof(int64_t))
         self.offsets_dst[0] = self.offsets_dst[1] = 0
+        self.pad = -1
+        if pad is not None:
+            self.pad = check_int(who, "pad", pad, 0)
+            for k in range(self.capacity):
+                self.ids_dst[k] = self.pad
         own = (ids_leaf, offsets_leaf)
         if (weights_leaf is None) != (weights is None):
             raise ValueError(f"{who}: weights_leaf and weights come together (the leaf that "
@@ -372,6 +383,8 @@ cdef class BagSampler(FeedSampler):
             memcpy(self.ids_dst, self.ids64 + lo, n * sizeof(int64_t))
         if self.weights_src != NULL:
             memcpy(self.weights_dst, self.weights_src + lo * self.weight_size, n * self.weight_size)
+        if self.pad >= 0:
+            self._pad_after(n)
         self.offsets_dst[1] = n
         FeedSampler.next_example(self)
         if self.prefetch_bag and self.row < self.shard_rows:     # the next bag's table rows
@@ -380,9 +393,20 @@ cdef class BagSampler(FeedSampler):
                 self.prefetch_rows(self.n_feeds, self.ids32[k] if self.ids32 != NULL else self.ids64[k])
         return True
 
+    cdef void _pad_after(self, Py_ssize_t n) noexcept nogil:
+        """The padding id in the ids leaf's positions past the bag's n ids (0 in the weights
+        leaf's), up to where the last bag's ended: past that they hold it already."""
+        cdef Py_ssize_t k
+        for k in range(n, self.padded_to):
+            self.ids_dst[k] = self.pad
+        if self.weights_src != NULL and self.padded_to > n:
+            memset(self.weights_dst + n * self.weight_size, 0, (self.padded_to - n) * self.weight_size)
+        self.padded_to = n
+
     cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
         if k == self.n_feeds:
-            return int(self.bag_ids_array.max()) if self.bag_ids_array.size else -1
+            top = int(self.bag_ids_array.max()) if self.bag_ids_array.size else -1
+            return max(top, self.pad)
         if k > self.n_feeds:
             return -1         # offsets (embedding_bag checks them each pass) and weights: no ids
         return FeedSampler.largest_id(self, k)
