@@ -11,7 +11,9 @@ runner (`runner`).
   `KeyedVectors` (`keyed_vectors`, gensim's API);
 - `FastText` (`fasttext`): Word2Vec over words and their character n-grams, with
   vectors for words outside the vocabulary;
-- `TextClassifier` (`text_classifier`): fastText's supervised model.
+- `TextClassifier` (`text_classifier`): fastText's supervised model;
+- `LinearModel` and `FactorizationMachine` (`linear`): models over sparse (hashed)
+  features, trained per example, as Vowpal Wabbit's and libFM's.
 
 A model trains through `runner.EpochRunner`: in this process, in Hogwild threads or
 processes, or on a GPU, as a `runner.RunSettings` says, over what the protocols of
@@ -30,6 +32,8 @@ from fastad.models.text.keyed_vectors import KeyedVectors
 from fastad.models.text.word2vec import EncodedCorpus, LineSentences, Word2Vec
 from fastad.models.text.fasttext import FastText, FastTextKeyedVectors
 from fastad.models.text.text_classifier import TextClassifier
+from fastad.models.linear import FactorizationMachine, LinearModel
 
 __all__ = ["Model", "Recommender", "BPR", "TwoTower", "Word2Vec", "FastText", "FastTextKeyedVectors",
-           "EncodedCorpus", "LineSentences", "KeyedVectors", "TextClassifier", "bpr_hogwild_worker"]
+           "EncodedCorpus", "LineSentences", "KeyedVectors", "TextClassifier", "bpr_hogwild_worker",
+           "LinearModel", "FactorizationMachine"]

@@ -1,0 +1,155 @@
+"""fa.models.LinearModel and FactorizationMachine: the per-example updates against numpy
+loops, the factorization machine's pairs against brute force, labels, importance weights,
+Hogwild workers, save/load and bad input."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fastad as fa
+
+
+def _data(n=400, features=50, seed=0, valued=False):
+    """Sparse examples of 1-8 features (values 1, or in [0.5, 2]) and planted logistic labels."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 9, n)
+    indptr = np.concatenate(([0], np.cumsum(lengths)))
+    indices = np.concatenate([np.sort(rng.choice(features, k, replace=False)) for k in lengths])
+    values = rng.uniform(0.5, 2, indices.size) if valued else np.ones(indices.size)
+    X = sp.csr_matrix((values.astype(np.float32), indices, indptr), shape=(n, features))
+    truth = rng.normal(size=features)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X @ truth)))).astype(np.int64)
+    return X, y
+
+
+def _sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+@pytest.mark.parametrize("valued", [False, True])
+def test_logistic_sgd_is_the_per_example_update(valued):
+    X, y = _data(valued=valued)
+    model = fa.models.LinearModel(loss="logistic", optimizer="sgd", lr=0.1).fit(X, y)
+    w, b = np.zeros(X.shape[1]), 0.0
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        g = _sigmoid(b + row.data @ w[row.indices]) - y[r]
+        w[row.indices] -= 0.1 * g * row.data
+        b -= 0.1 * g
+    np.testing.assert_allclose(model.weights["W"], w, rtol=2e-4, atol=2e-6)
+    np.testing.assert_allclose(model.weights["b"], [b], rtol=2e-4, atol=2e-6)
+    np.testing.assert_allclose(model.decision_function(X), X @ w + b, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("loss, targets", [("squared", lambda y: y), ("hinge", lambda y: 2 * y - 1)])
+def test_squared_and_hinge_sgd_are_their_per_example_updates(loss, targets):
+    X, y = _data(seed=1, valued=True)
+    t = targets(y).astype(np.float64)
+    model = fa.models.LinearModel(loss=loss, optimizer="sgd", lr=0.05).fit(X, y.astype(float) if loss == "squared" else y)
+    w, b = np.zeros(X.shape[1]), 0.0
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        z = b + row.data @ w[row.indices]
+        g = 2 * (z - t[r]) if loss == "squared" else (-t[r] if 1 - t[r] * z > 0 else 0.0)
+        w[row.indices] -= 0.05 * g * row.data
+        b -= 0.05 * g
+    np.testing.assert_allclose(model.weights["W"], w, rtol=2e-4, atol=2e-6)
+
+
+def test_factorization_machine_pairs_are_every_pair_of_features():
+    X, y = _data(n=60, features=12, seed=2, valued=True)
+    fm = fa.models.FactorizationMachine(k=4, init_std=0.3, passes=1).fit(X, y)
+    V, W, b = fm.weights["V"][:12].astype(np.float64), fm.weights["W"][:12], fm.weights["b"][0]
+    expected = []
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        pairs = sum(row.data[i] * row.data[j] * V[row.indices[i]] @ V[row.indices[j]]
+                    for i in range(row.nnz) for j in range(i + 1, row.nnz))
+        expected.append(b + row.data @ W[row.indices] + pairs)
+    np.testing.assert_allclose(fm.decision_function(X), expected, rtol=1e-5, atol=1e-6)
+    assert fm.weights["V"].shape == (13, 4) and not fm.weights["V"][12].any()   # the padding row
+
+
+@pytest.mark.parametrize("valued", [False, True])
+def test_factorization_machine_sgd_is_the_per_example_update(valued):
+    X, y = _data(n=150, features=20, seed=3, valued=valued)
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, optimizer="sgd", lr=0.05).fit(X, y)
+    V = np.random.default_rng(0).normal(0, 0.2, (21, 3))[:20]
+    w, b = np.zeros(20), 0.0
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        ids, x = row.indices, row.data.astype(np.float64)
+        s = x @ V[ids]
+        z = b + x @ w[ids] + 0.5 * (s @ s - ((x[:, None] * V[ids]) ** 2).sum())
+        g = _sigmoid(z) - y[r]
+        grad_V = g * (x[:, None] * s[None, :] - (x ** 2)[:, None] * V[ids])
+        w[ids] -= 0.05 * g * x
+        V[ids] -= 0.05 * grad_V
+        b -= 0.05 * g
+    np.testing.assert_allclose(fm.weights["V"][:20], V, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(fm.weights["W"][:20], w, rtol=1e-3, atol=1e-5)
+
+
+def test_labels_classes_and_probabilities():
+    X, y = _data(seed=4)
+    names = np.where(y == 1, "click", "skip")
+    model = fa.models.LinearModel(passes=3).fit(X, names)
+    assert list(model.classes_) == ["click", "skip"]
+    proba = model.predict_proba(X)
+    assert proba.shape == (X.shape[0], 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1)
+    predicted = model.predict(X)
+    np.testing.assert_array_equal(predicted, np.where(proba[:, 1] > 0.5, "skip", "click"))
+    assert fa.metrics.roc_auc(names == "skip", proba[:, 1]) > 0.75      # it learned the planted rule
+    dense = fa.models.LinearModel(passes=3).fit(X.toarray(), names)
+    np.testing.assert_array_equal(dense.weights["W"], model.weights["W"])
+
+
+def test_importance_weights_of_zero_train_nothing():
+    X, y = _data(seed=5)
+    keep = np.arange(X.shape[0]) % 3 != 0
+    weighted = fa.models.LinearModel(optimizer="sgd").fit(X, y, sample_weight=keep.astype(float))
+    kept = fa.models.LinearModel(optimizer="sgd").fit(X[keep], y[keep])
+    np.testing.assert_array_equal(weighted.weights["W"], kept.weights["W"])
+    doubled = fa.models.LinearModel(optimizer="sgd").fit(X, y, sample_weight=np.full(X.shape[0], 2.0))
+    twice_lr = fa.models.LinearModel(optimizer="sgd", lr=0.2).fit(X, y)
+    np.testing.assert_allclose(doubled.weights["W"], twice_lr.weights["W"], rtol=1e-5, atol=1e-6)
+
+
+def test_hogwild_workers_and_save_load(tmp_path):
+    X, y = _data(n=2000, seed=6)
+    fm = fa.models.FactorizationMachine(k=4, passes=2, workers=2, shuffle=True).fit(
+        X, y, start_method="threads")
+    assert fa.metrics.roc_auc(y, fm.decision_function(X)) > 0.75
+    fm.save(tmp_path / "fm.npz")
+    back = fa.models.FactorizationMachine.load(tmp_path / "fm.npz")
+    np.testing.assert_array_equal(back.decision_function(X), fm.decision_function(X))
+    assert back.k == 4 and list(back.classes_) == [0, 1]
+    reg = fa.models.LinearModel(loss="squared").fit(X, y.astype(float))
+    reg.save(tmp_path / "reg.safetensors")
+    np.testing.assert_array_equal(fa.models.LinearModel.load(tmp_path / "reg.safetensors").predict(X),
+                                  reg.predict(X))
+
+
+def test_bad_input():
+    X, y = _data(seed=7)
+    with pytest.raises(ValueError, match=r"y must hold one label per example \(400\), got shape \(3,\)"):
+        fa.models.LinearModel().fit(X, y[:3])
+    with pytest.raises(ValueError, match="needs two classes, y holds 1"):
+        fa.models.LinearModel().fit(X, np.zeros(400))
+    bad = X.copy()
+    bad.data[5] = np.nan
+    with pytest.raises(ValueError, match="example 0 of X holds a value that is not finite"):
+        fa.models.LinearModel().fit(bad, y)
+    with pytest.raises(ValueError, match="sample_weight must hold one finite, non-negative weight"):
+        fa.models.LinearModel().fit(X, y, sample_weight=-np.ones(400))
+    with pytest.raises(ValueError, match="loss must be one of"):
+        fa.models.LinearModel(loss="quantile")
+    with pytest.raises(RuntimeError, match="not trained"):
+        fa.models.FactorizationMachine().predict(X)
+    model = fa.models.LinearModel(loss="hinge").fit(X, y)
+    with pytest.raises(ValueError, match="X has 49 features"):
+        model.predict(X[:, :49])
+    with pytest.raises(ValueError, match="hinge loss gives no probabilities"):
+        model.predict_proba(X)
+    with pytest.raises(ValueError, match="squared loss takes finite numbers"):
+        fa.models.LinearModel(loss="squared").fit(X, np.full(400, np.inf))
