@@ -33,6 +33,7 @@ COMPILED_MODULES = (
     "fastad.optim.optimizers", "fastad.optim.schedule",
     "fastad.training.autobatch", "fastad.training.feeds", "fastad.training.loop",
     "fastad.training.sampler",
+    "fastad.features._featuriser",
     "fastad.models.recsys._pairs",
     "fastad.models.text._dictionary", "fastad.models.text._windows",
 )
@@ -142,8 +143,9 @@ extensions = [
         name,
         [path],
         include_dirs=list(HEADER_DIRS),
-        # a changed header recompiles
-        depends=sorted(path for folder in HEADER_DIRS for path in glob.glob(os.path.join(folder, "*.h"))),
+        # a changed header recompiles: the shared ones, and those beside the module
+        depends=sorted(header for folder in (*HEADER_DIRS, os.path.dirname(path))
+                       for header in glob.glob(os.path.join(folder, "*.h"))),
         define_macros=macros,
         extra_compile_args=compile_args,
         libraries=["m"],   # bind expf/logf to libm's current symbols, not the slow compat ones

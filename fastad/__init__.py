@@ -37,7 +37,7 @@ from fastad.io import save, load
 from fastad.viz import to_dot, render
 from fastad.random import manual_seed
 from fastad.progress import progress_bar
-from fastad import optim, nn, io, data, metrics, models, cuda
+from fastad import optim, nn, io, data, metrics, models, cuda, features
 # fa.hogwild is the name DESIGN.md and the docs use for fastad.parallel (the same module
 # object), fa.distributed its Ray module and fa.text fastad.models.text; their earlier
 # import paths (`from fastad.hogwild import share`) name the same modules.
@@ -58,6 +58,6 @@ __all__ = [
     *(name for family in (_elementwise, _reduction, _shape, _linalg, _sparse, _ranking, _gather_dot, _conv)
       for name in family.__all__),
     "train", "predict", "finite_difference", "gradcheck", "save", "load", "to_dot", "render", "manual_seed",
-    "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text", "cuda",
+    "optim", "nn", "io", "data", "metrics", "models", "hogwild", "distributed", "text", "cuda", "features",
     "scaled_dot_product_attention", "progress_bar", "GraphCache", "graph_nbytes", "autobatch", "batch",
 ]

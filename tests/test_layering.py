@@ -23,7 +23,7 @@ LAYERS = [
     ("fastad._engine",),
     ("fastad.ops",),
     ("fastad.optim",),
-    ("fastad.training", "fastad.random"),
+    ("fastad.training", "fastad.random", "fastad.features"),
     ("fastad.nn", "fastad.cuda", "fastad.gradcheck", "fastad.viz"),
     ("fastad.parallel",),
     ("fastad.models",),
