@@ -328,3 +328,23 @@ def test_the_bags_feed_a_bag_sampler_and_train():
     fa.train(loss, fa.optim.SGD([table], lr=0.5), sampler, epochs=3)
     good, bad = Hasher(bits=12).hash("good0", "w"), Hasher(bits=12).hash("bad0", "w")
     assert table.value[good, 0] > 0.5 > -0.5 > table.value[bad, 0]
+
+
+def test_random_bytes_are_parsed_or_skipped_never_a_crash():
+    rng = np.random.default_rng(3)
+    alphabet = np.frombuffer(b"|: \t0123456789.-+eEabnix'\"\xff\xc3\xa9,", np.uint8)
+    lines = [bytes(rng.choice(alphabet, size=rng.integers(1, 40))).replace(b"\n", b"") for _ in range(3000)]
+    text = b"\n".join(lines) + b"\n"
+    nonblank = sum(1 for line in lines if line.strip(b" \t\r"))
+    f = vw(text, Hasher(quadratic=["ab"], ngram=2, char_ngrams={"a": 3}), on_error="skip")
+    assert len(f) + f.skipped == nonblank and 0 < len(f) and 0 < f.skipped
+    assert f.offsets[-1] == len(f.ids) and np.all(np.diff(f.offsets) >= 0) and np.all(np.isfinite(f.values))
+    header = b"y,a,b\n"
+    g = read_csv(io.BytesIO(header + text), label="y", categorical={"a": "a"}, numeric={"b": "b"},
+                 on_error="skip")
+    assert len(g) + g.skipped == sum(1 for line in lines if line.rstrip(b"\r")) and np.all(np.isfinite(g.labels))
+
+
+def test_a_source_is_a_path_or_a_binary_file():
+    with pytest.raises(TypeError, match="source must be a path or a binary file, got int"):
+        read_vw(3)

@@ -87,14 +87,12 @@ cdef class Parser:
         self.bits = bits
         self.f.mask = <uint32_t>((1 << bits) - 1) if bits < 32 else <uint32_t>0xFFFFFFFF
         self.f.constant = constant
-        for table, target in ((ngram, 0), (skip, 1), (char_n, 2)):
-            for index, n in table.items():
-                if target == 0:
-                    self.f.ngram[index] = n
-                elif target == 1:
-                    self.f.skip[index] = n
-                else:
-                    self.f.char_n[index] = n
+        for index, n in ngram.items():
+            self.f.ngram[index] = n
+        for index, n in skip.items():
+            self.f.skip[index] = n
+        for index, n in char_n.items():
+            self.f.char_n[index] = n
         if len(quadratic) > FA_MAX_CROSSES or len(cubic) > FA_MAX_CROSSES:
             raise ValueError(f"fa.features: at most {FA_MAX_CROSSES} quadratic and {FA_MAX_CROSSES} cubic "
                              f"crosses, got {len(quadratic)} and {len(cubic)}")
