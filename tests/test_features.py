@@ -107,6 +107,16 @@ def test_bits_32_gives_int64_ids():
     assert f.ids.dtype == np.int64 and f.ids[0] == hash_name("x", hash_name("a"))
 
 
+def test_hasher_settings_round_trip_through_json():
+    import json
+    hasher = Hasher(bits=20, quadratic=["ab", ("words", "site")], cubic=["abc"], ngram={"w": 2}, skips=1,
+                    char_ngrams={"n": 3}, constant=False)
+    again = Hasher(**json.loads(json.dumps(hasher.settings())))
+    assert again._compiled() == hasher._compiled() and again.settings() == hasher.settings()
+    line = "1 |w a b c |site x |a y |b z |c q |n john\n"
+    assert bags(vw(line, again)) == bags(vw(line, hasher))
+
+
 def test_hasher_checks_its_arguments():
     with pytest.raises(ValueError, match="bits must be an int in"):
         Hasher(bits=33)

@@ -103,20 +103,27 @@ class Hasher:
         if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 32:
             raise ValueError(f"Hasher: bits must be an int in [1, 32], got {bits!r}")
         self.bits = int(bits)
-        self.quadratic = [tuple(c) for c in quadratic]
-        self.cubic = [tuple(c) for c in cubic]
-        self.ngram = ngram
-        self.skips = skips
-        self.char_ngrams = dict(char_ngrams or {})
         self.constant = bool(constant)
         self._ngram = _per_namespace("ngram", ngram, 1)
         self._skips = _per_namespace("skips", skips, 0)
         self._char_ngrams = _per_namespace("char_ngrams", char_ngrams, 1)
         self._quadratic = _crosses("quadratic", quadratic, 2)
         self._cubic = _crosses("cubic", cubic, 3)
+        self.quadratic, self.cubic = ([c if isinstance(c, str) else list(c) for c in crosses]
+                                      for crosses in (quadratic, cubic))
+        self.ngram, self.skips, self.char_ngrams = (
+            None if table is None else int(table) if isinstance(table, (int, np.integer))
+            else {namespace: int(n) for namespace, n in table.items()}
+            for table in (ngram, skips, char_ngrams or {}))
 
     def settings(self):
-        """The settings as JSON values (a cache records them)."""
+        """The constructor's arguments as JSON values: `Hasher(**h.settings())` hashes as h
+        (a model saves its hasher so)."""
+        return {"bits": self.bits, "quadratic": self.quadratic, "cubic": self.cubic, "ngram": self.ngram,
+                "skips": self.skips, "char_ngrams": self.char_ngrams, "constant": self.constant}
+
+    def _compiled(self):
+        """The settings as the parser takes them, as JSON values (a cache records them)."""
         return {"bits": self.bits, "quadratic": self._quadratic, "cubic": self._cubic,
                 "ngram": sorted(self._ngram.items()), "skips": sorted(self._skips.items()),
                 "char_ngrams": sorted(self._char_ngrams.items()), "constant": self.constant}
@@ -300,7 +307,7 @@ def read_vw(source, hasher=None, *, on_error="raise", cache=None):
     """
     hasher = _check("fa.features.read_vw", hasher, on_error, None)
     return _cached("fa.features.read_vw", source, cache,
-                   {"reader": "vw", "hasher": hasher.settings(), "on_error": on_error},
+                   {"reader": "vw", "hasher": hasher._compiled(), "on_error": on_error},
                    lambda: next(iter_vw(source, hasher, chunk=None, on_error=on_error)))
 
 
@@ -400,7 +407,7 @@ def read_csv(source, hasher=None, *, label=None, weight=None, categorical=None, 
     hasher = _check(who, hasher, on_error, None)
     settings = dict(label=label, weight=weight, categorical=categorical, numeric=numeric, text=text,
                     delimiter=delimiter, header=header, columns=columns)
-    return _cached(who, source, cache, {"reader": "csv", "hasher": hasher.settings(), "on_error": on_error,
+    return _cached(who, source, cache, {"reader": "csv", "hasher": hasher._compiled(), "on_error": on_error,
                                         **{k: (list(v) if k == "columns" and v is not None else v)
                                            for k, v in settings.items()}},
                    lambda: next(iter_csv(source, hasher, chunk=None, on_error=on_error, **settings)))
