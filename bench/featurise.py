@@ -9,8 +9,9 @@ fastad: `fa.features.read_vw(path, Hasher(bits=21))`, from the path to the array
 offsets, values, labels, weights). VW: its own C++ driver over the file, parsing only as
 near as it goes: `--noop` (no learner) `-t` (no training) `--quiet`, `-b 21`, the workspace
 made, its parser run and finished; the same with an empty file (made and finished: the 2^21
-weights allocated) is timed too and taken off, so the row is VW's parse alone. The two are
-alternated in this process, one thread each; the figures are medians.
+weights allocated) is timed too and taken off, so the row is VW's parse alone (VW parses in
+a thread of its own beside its no-op learner: a second thread fastad does not use). The two
+are alternated in this process; the figures are medians.
 
 Run: python bench/featurise.py [--quick]
 """

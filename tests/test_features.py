@@ -358,3 +358,14 @@ def test_random_bytes_are_parsed_or_skipped_never_a_crash():
 def test_a_source_is_a_path_or_a_binary_file():
     with pytest.raises(TypeError, match="source must be a path or a binary file, got int"):
         read_vw(3)
+
+
+def test_values_are_the_float32_of_the_decimal():
+    rng = np.random.default_rng(0)
+    texts = ([f"{rng.random():.{rng.integers(1, 18)}f}" for _ in range(1000)]
+             + [f"{rng.normal() * 10.0 ** int(rng.integers(-44, 38)):.{rng.integers(1, 12)}e}" for _ in range(1000)]
+             + [str(rng.integers(-10 ** 6, 10 ** 6)) for _ in range(500)]
+             + [repr(float(np.float32(rng.normal()))) for _ in range(500)] + ["+1.5E+3", "-0.0", ".5", "5."])
+    f = vw("".join(f"1 |a x:{t}\n" for t in texts), Hasher(constant=False))
+    expected = np.array([np.float32(float(t)) for t in texts])
+    np.testing.assert_array_equal(f.values, expected[expected != 0])     # VW keeps no zero value

@@ -281,7 +281,7 @@ def iter_vw(source, hasher=None, *, chunk=65536, on_error="raise"):
               number, a negative importance weight, a feature `name:value` whose value is
               not a finite number, '|:' without a namespace name, invalid UTF-8, more than
               `label importance` before the first '|', no '|') raises ValueError naming the
-              source, the line (1-based) and the column; "skip": the line is left out and
+              source, the line and the byte column (1-based); "skip": the line is left out and
               counted in each chunk's `skipped`
 
     Unlike VW, a bad line is an error (VW warns and reads NaN values as 0), and VW's
