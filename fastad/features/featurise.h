@@ -261,8 +261,10 @@ static int fa_reserve(fa_featuriser* f, size_t ids, size_t examples)
 }
 
 /* Fails the line: records what was wrong (printf-style) and returns -1. */
+#if defined(__GNUC__)
 static int fa_fail(fa_featuriser* f, int64_t column, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
+#endif
 static int fa_fail(fa_featuriser* f, int64_t column, const char* format, ...)
 {
     va_list args;
