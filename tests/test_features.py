@@ -369,3 +369,15 @@ def test_values_are_the_float32_of_the_decimal():
     f = vw("".join(f"1 |a x:{t}\n" for t in texts), Hasher(constant=False))
     expected = np.array([np.float32(float(t)) for t in texts])
     np.testing.assert_array_equal(f.values, expected[expected != 0])     # VW keeps no zero value
+
+
+def test_csv_in_chunks_numbers_lines_after_the_header(monkeypatch):
+    rows = "".join(f"{r % 2},s{r % 7},{r / 10},w{r % 5} w{r % 3},1\n" for r in range(50))
+    spec = dict(label="click", weight="w", categorical={"site": "s"}, numeric={"price": "p"}, text={"title": "t"})
+    whole = csv(CSV + rows)
+    monkeypatch.setattr(reader, "BLOCK", 5)
+    parts = list(iter_csv(io.BytesIO((CSV + rows).encode()), chunk=16, **spec))
+    assert [len(p) for p in parts] == [16, 16, 16, 4]
+    assert [b for p in parts for b in bags(p)] == bags(whole)
+    with pytest.raises(ValueError, match="<stream>: line 40, column 'price'"):
+        list(iter_csv(io.BytesIO((CSV + rows.replace("3.6,", "x,")).encode()), chunk=16, **spec))
