@@ -153,3 +153,66 @@ def test_bad_input():
         model.predict_proba(X)
     with pytest.raises(ValueError, match="squared loss takes finite numbers"):
         fa.models.LinearModel(loss="squared").fit(X, np.full(400, np.inf))
+
+
+def _vw_file(path, n=600, seed=8):
+    """A VW-format file of words (some repeated within a line), a site and importance
+    weights on some lines, labels planted on two words."""
+    rng = np.random.default_rng(seed)
+    vocabulary = [f"w{k}" for k in range(40)]
+    lines, labels = [], []
+    for r in range(n):
+        words = rng.choice(vocabulary, rng.integers(2, 7))
+        label = int(("w1" in words) or ("w2" in words and rng.random() < 0.8))
+        importance = " 2" if r % 5 == 0 else ""
+        lines.append(f"{label}{importance} |w {' '.join(words)} |s site={r % 7}\n")
+        labels.append(label)
+    path.write_text("".join(lines))
+    return np.array(labels)
+
+
+def test_fit_and_predict_from_a_vw_file_and_features(tmp_path):
+    labels = _vw_file(tmp_path / "train.vw")
+    hasher = fa.features.Hasher(bits=12, quadratic=["ws"])
+    model = fa.models.LinearModel(passes=3, hasher=hasher).fit(tmp_path / "train.vw")
+    features = fa.features.read_vw(tmp_path / "train.vw", hasher)
+    same = fa.models.LinearModel(passes=3, hasher=hasher).fit(features)
+    np.testing.assert_array_equal(model.weights["W"], same.weights["W"])
+    assert model.n_features == 2 ** 12
+    assert fa.metrics.roc_auc(labels, model.decision_function(tmp_path / "train.vw")) > 0.9
+    unweighted = fa.models.LinearModel(passes=3, hasher=hasher).fit(
+        features, sample_weight=np.ones(len(features)))
+    assert not np.array_equal(unweighted.weights["W"], model.weights["W"])   # the file's weights count
+    model.save(tmp_path / "m.npz")
+    back = fa.models.LinearModel.load(tmp_path / "m.npz")
+    assert back.hasher == hasher.settings()
+    np.testing.assert_array_equal(back.decision_function(tmp_path / "train.vw"),
+                                  model.decision_function(features))
+
+
+def test_factorization_machine_counts_a_repeated_feature_at_each_position(tmp_path):
+    (tmp_path / "r.vw").write_text("1 |w a a b\n0 |w b c c c\n1 |w a\n")
+    hasher = fa.features.Hasher(bits=6, constant=False)
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.5, hasher=hasher).fit(tmp_path / "r.vw")
+    f = fa.features.read_vw(tmp_path / "r.vw", hasher)
+    V, W, b = fm.weights["V"].astype(np.float64), fm.weights["W"], fm.weights["b"][0]
+    for r in range(3):
+        ids, x = f.ids[f.offsets[r]:f.offsets[r + 1]], f.values[f.offsets[r]:f.offsets[r + 1]]
+        pairs = sum(x[p] * x[q] * V[ids[p]] @ V[ids[q]] for p in range(ids.size)
+                    for q in range(p + 1, ids.size))
+        expected = b + x @ W[ids] + pairs
+        assert fm.decision_function(f)[r] == pytest.approx(expected, rel=1e-5)
+    ix, off = fa.IndexInput(np.zeros(4, np.int64)), fa.IndexInput([0, 0])
+    graph = fm._logit({k: fa.Parameter(v) for k, v in fm.weights.items()}, ix, off, None)
+    in_graph = fa.predict(graph, fa.data.BagSampler(ix, off, f.ids, f.offsets, pad=2 ** 6))
+    np.testing.assert_allclose(in_graph.ravel(), fm.decision_function(f), rtol=1e-5)
+
+
+def test_unlabelled_lines_are_refused_for_training(tmp_path):
+    (tmp_path / "u.vw").write_text("1 |w a\n|w b\n")
+    with pytest.raises(ValueError, match=r"example 1 has no label \(NaN\)"):
+        fa.models.LinearModel().fit(tmp_path / "u.vw")
+    with pytest.raises(ValueError, match="give y, the labels of X"):
+        fa.models.LinearModel().fit(sp.csr_matrix(np.eye(3)))
+    with pytest.raises(TypeError, match="hasher must be a fa.features.Hasher or its settings"):
+        fa.models.LinearModel(hasher=18)

@@ -33,9 +33,9 @@ class FactorizationMachine(LinearModel):
     _extra_rows = 1
 
     def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=0.1,
-                 passes=1, workers=1, shuffle=False, seed=0):
+                 passes=1, workers=1, shuffle=False, seed=0, hasher=None):
         super().__init__(loss=loss, optimizer=optimizer, lr=lr, passes=passes, workers=workers,
-                         shuffle=shuffle, seed=seed)
+                         shuffle=shuffle, seed=seed, hasher=hasher)
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
 
@@ -59,4 +59,6 @@ class FactorizationMachine(LinearModel):
     def _pairs(self, X):
         V = self.weights["V"][:self.n_features].astype(np.float64)
         XV = X @ V
-        return 0.5 * ((XV * XV).sum(axis=1) - X.multiply(X) @ (V * V).sum(axis=1))
+        squares = X.copy()      # each position's value squared: a feature met twice counts twice
+        squares.data = squares.data.astype(np.float64) ** 2
+        return 0.5 * ((XV * XV).sum(axis=1) - squares @ (V * V).sum(axis=1))

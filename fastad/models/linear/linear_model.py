@@ -1,13 +1,17 @@
 """`fa.models.LinearModel`: a linear model over sparse features (hashed ones, as Vowpal
 Wabbit's), and the data and worker graph it shares with `FactorizationMachine`.
 
-An example is a row of a sparse matrix: its features' ids and values, one bag of any
-length (`fa.data.BagSampler` with per-id values), trained by `fa.train`'s compiled loop in
-this process or in Hogwild workers; predictions are sparse products in numpy."""
+An example is a row of a sparse matrix (or of `fa.features`' bags, from a VW file): its
+features' ids and values, one bag of any length (`fa.data.BagSampler` with per-id values),
+trained by `fa.train`'s compiled loop in this process or in Hogwild workers; predictions
+are sparse products in numpy."""
+import os
+
 import numpy as np
 import scipy.sparse as sp
 
 from fastad.training.feeds import BagSampler
+from fastad.features import Features, Hasher, read_vw
 from fastad._engine.graph import IndexInput, Input, Parameter
 from fastad.ops.losses import bce_with_logits, hinge, mse
 from fastad.ops.sparse import embedding_bag
@@ -34,22 +38,33 @@ class LinearModel(Model):
     shuffle      visit the examples in a new random order each pass (else in their order,
                  as VW reads its file)
     seed         the seed of the shuffle (and of a factorization machine's factors)
+    hasher       how a VW-format file given to `fit` or a prediction is hashed: a
+                 `fa.features.Hasher` or its settings (None: `Hasher()`, 18 bits)
 
-    `fit(X, y)` takes X, a scipy sparse matrix (or a dense array) of examples x features:
-    row r holds example r's feature values at the columns of its (hashed) feature ids;
-    its number of columns is the model's number of features. Binary labels are any two
-    values (classes_, sorted; the second is the positive class).
+    The examples X are a scipy sparse matrix (or a dense array) of examples x features
+    (row r holds example r's feature values at the columns of its (hashed) feature ids;
+    its number of columns is the model's number of features); or `fa.features.Features`
+    (2**bits features; its labels and importance weights are y and sample_weight unless
+    given); or the path of a file in VW's text format, read by `fa.features.read_vw` with
+    the model's hasher. Binary labels are any two values (classes_, sorted; the second is
+    the positive class).
 
-    >>> model = fa.models.LinearModel(loss="logistic", passes=2).fit(X_train, y_train)
-    >>> fa.metrics.roc_auc(y_test, model.decision_function(X_test))
+    >>> model = fa.models.LinearModel(loss="logistic", passes=2).fit("train.vw")
+    >>> fa.metrics.roc_auc(test_labels, model.decision_function("test.vw"))
 
     Not yet: VW's normalised and invariant updates, FTRL, L1/L2 terms, the quantile loss,
     multiclass (one against all).
     """
 
     def __init__(self, loss="logistic", optimizer="adagrad", lr=0.1, passes=1, workers=1,
-                 shuffle=False, seed=0):
+                 shuffle=False, seed=0, hasher=None):
         who = type(self).__name__
+        if isinstance(hasher, Hasher):
+            hasher = hasher.settings()
+        elif hasher is not None and not isinstance(hasher, dict):
+            raise TypeError(f"{who}: hasher must be a fa.features.Hasher or its settings (a "
+                            f"dict), got {type(hasher).__name__}")
+        self.hasher = Hasher(**(hasher or {})).settings()      # checked by Hasher
         self.loss = check_choice(who, "loss", loss, LOSSES)
         self.optimizer = check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
         self.lr = check_number(who, "lr", lr, above=0)
@@ -61,13 +76,15 @@ class LinearModel(Model):
 
     # ------------------------------------------------------------ training
 
-    def fit(self, X, y, sample_weight=None, callback=None, progress=None, start_method=None):
+    def fit(self, X, y=None, sample_weight=None, callback=None, progress=None, start_method=None):
         """Train for `passes` from new weights; returns self.
 
-        X              examples x features: a scipy sparse matrix or a dense array
+        X              the examples: a scipy sparse matrix or a dense array (examples x
+                       features), `fa.features.Features`, or a VW-format file's path
         y              a label per example: two values for "logistic" and "hinge", numbers
-                       for "squared"
-        sample_weight  an importance weight per example (VW's importance), or None
+                       for "squared" (from the features or the file when None)
+        sample_weight  an importance weight per example (VW's importance), or None (the
+                       features' or the file's)
         callback       `callback(pass, loss)` after each pass (from 1)
         progress       `progress(done, per_second)` as examples are trained
         start_method   how `workers` > 1 run: "threads", "fork" or "spawn"
@@ -75,7 +92,7 @@ class LinearModel(Model):
         who = f"{type(self).__name__}.fit"
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        X = _rows(who, X)
+        X, y, sample_weight = self._examples(who, X, y, sample_weight)
         targets, classes = self._targets(who, y, X.shape[0])
         importance = _importance(who, sample_weight, X.shape[0])
         settings = RunSettings.for_fit(who, self.workers, start_method, "cpu", None,
@@ -87,6 +104,25 @@ class LinearModel(Model):
             history = runner.train(range(1, self.passes + 1), callback)
         self.weights, self.classes_, self.history = weights, classes, history
         return self
+
+    def _examples(self, who, X, y=None, sample_weight=None, n_features=None):
+        """(X as a checked CSR matrix, y, sample_weight): a file is read with the model's
+        hasher; Features give their labels and weights where y and sample_weight are None."""
+        if isinstance(X, (str, os.PathLike)):
+            X = read_vw(X, Hasher(**self.hasher))
+        if isinstance(X, Features):
+            if y is None and n_features is None:        # fit's labels
+                y = X.labels
+                if np.isnan(y).any():
+                    line = int(np.argmax(np.isnan(y)))
+                    raise ValueError(f"{who}: example {line} has no label (NaN); give y or "
+                                     f"label every line")
+            if sample_weight is None and (X.weights != 1).any():
+                sample_weight = X.weights
+            X = sp.csr_matrix((X.values, X.ids, X.offsets), shape=(len(X), 2 ** X.bits))
+        elif y is None and n_features is None:
+            raise ValueError(f"{who}: give y, the labels of X (a matrix has none)")
+        return _rows(who, X, n_features), y, sample_weight
 
     def _targets(self, who, y, n):
         """(the training targets as float32, the classes or None): 0/1 for "logistic", -1/+1
@@ -133,9 +169,11 @@ class LinearModel(Model):
         return self.weights["W"].shape[0] - self._extra_rows
 
     def decision_function(self, X):
-        """The logit (the prediction, for "squared") of each example of X, float64."""
+        """The logit (the prediction, for "squared") of each example of X (a matrix,
+        Features or a VW file, as `fit` takes), float64."""
         self._require_trained("decision_function")
-        X = _rows(f"{type(self).__name__}.decision_function", X, self.n_features)
+        X = self._examples(f"{type(self).__name__}.decision_function", X,
+                           n_features=self.n_features)[0]
         W = self.weights["W"][:self.n_features].astype(np.float64)
         return X @ W + float(self.weights["b"][0]) + self._pairs(X)
 
