@@ -73,7 +73,9 @@ def test_factorization_machine_pairs_are_every_pair_of_features():
 def test_factorization_machine_sgd_is_the_per_example_update(valued):
     X, y = _data(n=150, features=20, seed=3, valued=valued)
     fm = fa.models.FactorizationMachine(k=3, init_std=0.2, optimizer="sgd", lr=0.05).fit(X, y)
-    V = np.random.default_rng(0).normal(0, 0.2, (21, 3))[:20]
+    V = np.zeros((20, 3))
+    used = np.unique(X.indices)
+    V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
     w, b = np.zeros(20), 0.0
     for r in range(X.shape[0]):
         row = X.getrow(r)

@@ -18,7 +18,8 @@ class FactorizationMachine(LinearModel):
     SGD and VW's `--lrq`/quadratic interactions are.
 
     k         the factors of a feature (V's columns)
-    init_std  the factors start normal(0, init_std), W and b at zero
+    init_std  the factors of the features the training examples use start normal(0,
+              init_std), the others (a hashed table's unused rows) and W and b at zero
 
     The other arguments, `fit`, `predict`, `predict_proba` and `decision_function` are
     `LinearModel`'s. V and W hold one row more than the features: the padding row that
@@ -39,12 +40,14 @@ class FactorizationMachine(LinearModel):
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
 
-    def _new_weights(self, n_features):
-        rows = n_features + 1
-        V = np.random.default_rng(self.seed).normal(0, self.init_std, (rows, self.k))
-        V[-1] = 0
-        return {"V": V.astype(np.float32), "W": np.zeros(rows, np.float32),
-                "b": np.zeros(1, np.float32)}
+    def _new_weights(self, n_features, used=()):
+        """V's rows of the features used drawn normal(0, init_std) (in the order of their
+        ids), the others zero: a hashed table's unused rows cost no drawing and add nothing
+        to a prediction; W and b zero."""
+        rows, used = n_features + 1, np.asarray(used, dtype=np.int64)
+        V = np.zeros((rows, self.k), np.float32)
+        V[used] = np.random.default_rng(self.seed).normal(0, self.init_std, (used.size, self.k))
+        return {"V": V, "W": np.zeros(rows, np.float32), "b": np.zeros(1, np.float32)}
 
     def _pad(self, n_features):
         return n_features

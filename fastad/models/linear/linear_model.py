@@ -99,7 +99,7 @@ class LinearModel(Model):
                                        optimizer=self.optimizer, lr=self.lr, epochs=self.passes,
                                        first_epoch=1)
         examples = _Examples(self, X, targets, importance)
-        weights = self._new_weights(X.shape[1])
+        weights = self._new_weights(X.shape[1], np.unique(X.indices))
         with EpochRunner(examples, weights, settings, progress) as runner:
             history = runner.train(range(1, self.passes + 1), callback)
         self.weights, self.classes_, self.history = weights, classes, history
@@ -143,8 +143,9 @@ class LinearModel(Model):
 
     _extra_rows = 0      # the rows of W beyond the features (a factorization machine's padding)
 
-    def _new_weights(self, n_features):
-        """The weights a fit starts from: W (a number a feature) and the bias b, zero."""
+    def _new_weights(self, n_features, used=()):
+        """The weights a fit starts from, for the features `used` by its examples: W (a number
+        a feature) and the bias b, zero."""
         return {"W": np.zeros(n_features, np.float32), "b": np.zeros(1, np.float32)}
 
     def _pad(self, n_features):

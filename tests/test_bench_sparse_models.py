@@ -1,0 +1,38 @@
+"""bench/sparse_models.py compares like with like: its files read the same in fastad and VW
+(labels, example count), and both libraries' test scores come back one per test line and
+learn the planted task. No time is measured."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import fastad as fa
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+
+
+@pytest.fixture(scope="module")
+def sparse_models():
+    sys.path.insert(0, BENCH)
+    try:
+        import sparse_models
+    finally:
+        sys.path.remove(BENCH)
+    return sparse_models
+
+
+def test_the_files_and_both_libraries_scores(sparse_models, tmp_path):
+    train, test = sparse_models.write_files(str(tmp_path), 30000, 2000)
+    features = fa.features.read_vw(train, fa.features.Hasher(bits=sparse_models.BITS))
+    labels = sparse_models.labels_of(train)
+    assert len(features) == 30000
+    np.testing.assert_array_equal(features.labels, labels)
+    assert (features.weights != 1).sum() == 3000                   # a tenth of the lines
+    truth = sparse_models.labels_of(test)
+    for kind, better_than in (("linear", 0.6), ("fm", 0.56)):   # a factorization machine
+        _, scores = sparse_models.fastad_fit(kind, train, test, 1)  # learns slower (see the bench)
+        assert scores.shape == (2000,) and sparse_models.quality(truth, scores)[0] > better_than
+    pytest.importorskip("vowpalwabbit")
+    _, vw_scores = sparse_models.vw_fit("linear", train, test, str(tmp_path))
+    assert vw_scores.shape == (2000,) and sparse_models.quality(truth, vw_scores)[0] > 0.6
