@@ -153,3 +153,11 @@ def test_tree_rnn_learns_and_replays_kept_graphs(capsys):
     assert history["accuracy"][-1] > history["majority"]
     out = capsys.readouterr().out
     assert "distinct tree shapes" in out and "graphs kept" in out and "epoch 2:" in out
+
+
+@pytest.mark.parametrize("model, better_than", [("linear", 0.64), ("fm", 0.6)])
+def test_click_prediction_learns_from_its_tsv(model, better_than, capsys):
+    result = load_example("click_prediction").main(["--rows", "30000", "--model", model])
+    assert result["auc"] > better_than                  # 0.5 is chance
+    assert result["history"][1] < result["history"][0]   # the training loss falls
+    assert "held-out AUC" in capsys.readouterr().out
