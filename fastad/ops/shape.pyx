@@ -300,6 +300,9 @@ cdef Variable _index(str op, Variable v, object key):
         if basic and dev is None:
             # A trailing Ellipsis makes numpy return a 0-d view, not a scalar, for all-int keys.
             view = v._value[parts if ellipsis else parts + (Ellipsis,)]
+        elif basic:      # the positions as a view of a count: a device's (or a recording's) x[i]
+            positions = np.arange(v.size, dtype=np.int64).reshape(v._shape)[
+                parts if ellipsis else parts + (Ellipsis,)]
         else:
             positions = _flat_positions(v._shape, key)
     except (IndexError, TypeError, ValueError) as e:
