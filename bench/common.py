@@ -139,6 +139,14 @@ def alternate(candidates, repeats, min_time=0.05):
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
+def not_installed(module, install):
+    """The reason a benchmark against `module` is skipped ("... is not installed (pip install
+    `install`)"), or None when it can be imported."""
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed (pip install {install})"
+    return None
+
+
 def machine():
     """One line describing where the figures were measured."""
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

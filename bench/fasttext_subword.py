@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli  # noqa: E402
+from common import cli, not_installed  # noqa: E402
 from peers import SGNS, gensim_missing, heldout_sgns_loss, sgns_data  # noqa: E402
 
 import fastad as fa  # noqa: E402
@@ -101,10 +101,7 @@ def rows(quick):
 
 
 def skip_reason():
-    import importlib.util
-    if importlib.util.find_spec("gensim") is None:
-        return "gensim is not installed (pip install gensim)"
-    return None
+    return not_installed("gensim", "gensim")
 
 
 def run(quick=False):

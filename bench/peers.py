@@ -35,7 +35,7 @@ import tokenize
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli  # noqa: E402
+from common import cli, not_installed  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -222,15 +222,9 @@ def sgns_rows(quick):
 
 
 def skip_reason():
-    missing = [name for name in ("implicit", "gensim") if _absent(name)]
-    if len(missing) == 2:
+    if not_installed("implicit", "implicit") and not_installed("gensim", "gensim"):
         return "neither implicit nor gensim is installed (pip install implicit gensim)"
     return None
-
-
-def _absent(name):
-    import importlib.util
-    return importlib.util.find_spec(name) is None
 
 
 def run(quick=False):

@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli  # noqa: E402
+from common import cli, not_installed  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -143,10 +143,7 @@ def rows(quick):
 
 
 def skip_reason():
-    import importlib.util
-    if importlib.util.find_spec("vowpalwabbit") is None:
-        return "vowpalwabbit is not installed (pip install vowpalwabbit)"
-    return None
+    return not_installed("vowpalwabbit", "vowpalwabbit")
 
 
 def run(quick=False):

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli  # noqa: E402
+from common import cli, not_installed  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -114,10 +114,7 @@ def fasttext_fit(train, threads):
 
 
 def skip_reason():
-    import importlib.util
-    if importlib.util.find_spec("fasttext") is None:
-        return "fastText is not installed (pip install fasttext-wheel)"
-    return None
+    return not_installed("fasttext", "fasttext-wheel")
 
 
 def run(quick=False):

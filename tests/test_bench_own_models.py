@@ -5,25 +5,17 @@ arithmetic and update order": on the workloads whose examples are given (not dra
 sampler), one epoch of each from the same start ends at the same weights, to float32
 rounding. No time is measured.
 """
-import os
-import sys
 
 import numpy as np
 import pytest
 
 import fastad as fa
-
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+from bench_modules import bench_module
 
 
 @pytest.fixture(scope="module")
 def own_models():
-    sys.path.insert(0, BENCH)
-    try:
-        import own_models
-    finally:
-        sys.path.remove(BENCH)
-    return own_models
+    return bench_module("own_models")
 
 
 @pytest.fixture(scope="module")

@@ -1,25 +1,17 @@
 """bench/sparse_models.py compares like with like: its files read the same in fastad and VW
 (labels, example count), and both libraries' test scores come back one per test line and
 learn the planted task. No time is measured."""
-import os
-import sys
 
 import numpy as np
 import pytest
 
 import fastad as fa
-
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+from bench_modules import bench_module
 
 
 @pytest.fixture(scope="module")
 def sparse_models():
-    sys.path.insert(0, BENCH)
-    try:
-        import sparse_models
-    finally:
-        sys.path.remove(BENCH)
-    return sparse_models
+    return bench_module("sparse_models")
 
 
 def test_the_files_and_both_libraries_scores(sparse_models, tmp_path):
