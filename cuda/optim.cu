@@ -115,6 +115,7 @@ __device__ __forceinline__ void fa_update_rows(FA_ROWS_PARAMS) {
 //   Adadelta: rho, eps, weight_decay; s0 square_avg, s1 acc_delta
 //   Adamax:   beta1, beta2, eps, weight_decay; s0 exp_avg, s1 exp_inf
 //   RAdam:    beta1, beta2, eps, weight_decay; flag decoupled weight decay; s0, s1 as Adam's
+//   FTRL:     beta, l1, l2 (lr its alpha); s0 z, s1 n
 //   NAdam:    beta1, beta2, eps, weight_decay, h4 momentum_decay; flag decoupled weight
 //             decay; running P_t = mu_1 * ... * mu_t (nadam_product_step advances it after
 //             count_step); s0, s1 as Adam's
@@ -145,6 +146,9 @@ struct FaAdamaxStep : FaLaunch {
 struct FaRAdamKernelStep : FaLaunch {
     FaRAdamStep c = fa_radam_step(lr, t, h0, h1, h3, flag);
     FA_ELEMENT_UPDATE { fa_radam_element(p, g, s0, s1, e, &c, lr, h0, h1, h2); }
+};
+struct FaFtrlStep : FaLaunch {
+    FA_ELEMENT_UPDATE { fa_ftrl_element(p, g, s0, s1, e, lr, h0, h1, h2); }
 };
 struct FaNAdamKernelStep : FaLaunch {
     FaNAdamStep c = fa_nadam_step(lr, t, h0, h1, h3, flag, h4, running);
@@ -193,6 +197,10 @@ template <typename T>
 __global__ void nadam_dense(FA_DENSE_PARAMS) { fa_update_dense<FaNAdamKernelStep>(FA_DENSE_ARGS); }
 template <typename T>
 __global__ void nadam_rows(FA_ROWS_PARAMS) { fa_update_rows<FaNAdamKernelStep>(FA_ROWS_ARGS); }
+template <typename T>
+__global__ void ftrl_dense(FA_DENSE_PARAMS) { fa_update_dense<FaFtrlStep>(FA_DENSE_ARGS); }
+template <typename T>
+__global__ void ftrl_rows(FA_ROWS_PARAMS) { fa_update_rows<FaFtrlStep>(FA_ROWS_ARGS); }
 
 // ------------------------------------------------------------------ gradient clipping
 // The norm accumulates into acc[0] (a float64 array starting at 0), as norm_accumulate:

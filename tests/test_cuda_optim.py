@@ -36,6 +36,7 @@ OPTIMIZERS = {
     "radam-decoupled": lambda ps: fa.optim.RAdam(ps, lr=0.01, weight_decay=0.1,
                                                  decoupled_weight_decay=True),
     "nadam": lambda ps: fa.optim.NAdam(ps, lr=0.01),
+    "ftrl": lambda ps: fa.optim.FTRL(ps, lr=0.1, beta=0.5, l1=0.05, l2=0.1),
     "nadam-decoupled-small-beta1": lambda ps: fa.optim.NAdam(
         ps, lr=0.01, betas=(0.3, 0.9), weight_decay=0.1, momentum_decay=0.01,
         decoupled_weight_decay=True),

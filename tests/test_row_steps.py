@@ -27,6 +27,7 @@ OPTIMIZERS = {
     "nadam": lambda ps: fa.optim.NAdam(ps, lr=0.01, weight_decay=0.01),
     "radam": lambda ps: fa.optim.RAdam(ps, lr=0.01, decoupled_weight_decay=True,
                                        weight_decay=0.01),
+    "ftrl": lambda ps: fa.optim.FTRL(ps, lr=0.1, l1=0.01, l2=0.1),
 }
 
 N = 40          # examples per run (RAdam's rectified step starts after its sixth)
@@ -284,6 +285,7 @@ def make_optimizer(kind, lr, decay, params):
         "adamax": lambda: fa.optim.Adamax(params, lr=lr, weight_decay=decay),
         "nadam": lambda: fa.optim.NAdam(params, lr=lr, weight_decay=decay),
         "radam": lambda: fa.optim.RAdam(params, lr=lr, weight_decay=decay),
+        "ftrl": lambda: fa.optim.FTRL(params, lr=lr * 10, l1=decay, l2=decay),
     }[kind]()
 
 
@@ -332,7 +334,7 @@ specs = st.tuples(st.integers(0, 2**16), st.lists(st.sampled_from(GATHERS), min_
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs, kind=st.sampled_from(["sgd", "nesterov", "adagrad", "adam", "adamw", "rmsprop",
-                                         "adadelta", "adamax", "nadam", "radam"]),
+                                         "adadelta", "adamax", "nadam", "radam", "ftrl"]),
        lr=st.floats(1e-3, 0.3), decay=st.sampled_from([0.0, 0.01, 0.1]),
        dtype=st.sampled_from([np.float32, np.float64]))
 def test_random_graphs_and_optimizers_train_as_the_python_loop(spec, kind, lr, decay, dtype):

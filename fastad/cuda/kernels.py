@@ -50,7 +50,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "claim_rows", "release_rows", "count_step", "sgd_dense", "sgd_rows", "adagrad_dense",
         "adagrad_rows", "adam_dense", "adam_rows", "rmsprop_dense", "rmsprop_rows",
         "adadelta_dense", "adadelta_rows", "adamax_dense", "adamax_rows", "radam_dense",
-        "radam_rows", "nadam_product_step", "nadam_dense", "nadam_rows",
+        "radam_rows", "nadam_product_step", "nadam_dense", "nadam_rows", "ftrl_dense", "ftrl_rows",
         "grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows", "clamp_dense",
         "clamp_rows",
     ),
@@ -140,7 +140,8 @@ OPS: dict[str, tuple[str, ...]] = {
     **{optimizer: ("count_step", f"{step}_dense", f"{step}_rows") + _ROWS
        for optimizer, step in (("SGD", "sgd"), ("Adagrad", "adagrad"), ("Adam", "adam"),
                                ("AdamW", "adam"), ("RMSprop", "rmsprop"),
-                               ("Adadelta", "adadelta"), ("Adamax", "adamax"), ("RAdam", "radam"))},
+                               ("Adadelta", "adadelta"), ("Adamax", "adamax"), ("RAdam", "radam"),
+                               ("FTRL", "ftrl"))},
     "NAdam": ("count_step", "nadam_product_step", "nadam_dense", "nadam_rows") + _ROWS,
     "clip_grad_norm": ("grad_norm_dense", "grad_norm_rows", "scale_dense", "scale_rows") + _ROWS,
     "clip_grad_value": ("clamp_dense", "clamp_rows"),

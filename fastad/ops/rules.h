@@ -601,4 +601,21 @@ FA_RULE void FA_NAME(fa_nadam_element)(FA_T* p, const FA_T* g, FA_T* m, FA_T* v,
     p[e] = p[e] + (FA_T)c->grad_factor * d / denom;
     p[e] = p[e] + (FA_T)c->avg_factor * mi / denom;
 }
+
+/* FTRL-Proximal (McMahan et al. 2013, per coordinate): z and n its sums, alpha the rate:
+ * sigma = (sqrt(n + g^2) - sqrt(n)) / alpha; z += g - sigma p; n += g^2; then p is the
+ * proximal solution, 0 where |z| <= l1 (the L1 term's sparsity), else
+ * -(z - sign(z) l1) / ((beta + sqrt(n)) / alpha + l2). */
+FA_RULE void FA_NAME(fa_ftrl_element)(FA_T* p, const FA_T* g, FA_T* z, FA_T* n, long long e,
+                                      double alpha, double beta, double l1, double l2) {
+    FA_T gi = g[e], ni = n[e], n_new = ni + gi * gi, root = FA_SQRT(n_new);
+    FA_T sigma = (root - FA_SQRT(ni)) / (FA_T)alpha;
+    FA_T zi = z[e] + (gi - sigma * p[e]), l1_ = (FA_T)l1;
+    z[e] = zi;
+    n[e] = n_new;
+    if (FA_ABS(zi) <= l1_)
+        p[e] = (FA_T)0;
+    else
+        p[e] = -(zi - (zi > (FA_T)0 ? l1_ : -l1_)) / (((FA_T)beta + root) / (FA_T)alpha + (FA_T)l2);
+}
 #endif /* FA_RULES_BODY */

@@ -19,9 +19,9 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)     # see fastad/__init__.py
 
 from fastad.optim.optimizers import (Optimizer, SGD, Adagrad, Adam, AdamW, RMSprop, Adadelta, Adamax,
-                                     NAdam, RAdam, clip_grad_norm, clip_grad_value)
+                                     NAdam, RAdam, FTRL, clip_grad_norm, clip_grad_value)
 from fastad.optim.schedulers import LRScheduler, StepLR, CosineAnnealingLR, LinearWarmup, LinearDecay
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
-           "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value", "LRScheduler", "StepLR",
+           "NAdam", "RAdam", "FTRL", "clip_grad_norm", "clip_grad_value", "LRScheduler", "StepLR",
            "CosineAnnealingLR", "LinearWarmup", "LinearDecay"]

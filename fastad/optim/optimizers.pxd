@@ -117,6 +117,10 @@ cdef class Adadelta(Optimizer):
     cdef readonly double rho, eps, weight_decay
 
 
+cdef class FTRL(Optimizer):
+    cdef readonly double beta, l1, l2
+
+
 cdef class Adamax(_MomentOptimizer):
     pass
 

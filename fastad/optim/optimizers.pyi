@@ -9,7 +9,7 @@ from typing_extensions import Self
 from fastad._engine.graph import Parameter, RowStep
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
-           "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value", "set_step_hooks"]
+           "NAdam", "RAdam", "FTRL", "clip_grad_norm", "clip_grad_value", "set_step_hooks"]
 
 class Optimizer:
     def __init__(self, params: Iterable[Parameter] | list[dict[str, Any]]) -> None: ...
@@ -81,6 +81,13 @@ class Adadelta(Optimizer):
     rho: Final[float]
     eps: Final[float]
     weight_decay: Final[float]
+
+class FTRL(Optimizer):
+    def __init__(self, params: Iterable[Parameter], lr: float = 0.1, beta: float = 1.0,
+                 l1: float = 0.0, l2: float = 0.0) -> None: ...
+    beta: Final[float]
+    l1: Final[float]
+    l2: Final[float]
 
 class Adamax(_MomentOptimizer):
     def __init__(self, params: Iterable[Parameter], lr: float = 2e-3,

@@ -63,7 +63,7 @@ from fastad.ops.scalar cimport (fa_adam_step, fa_radam_step, fa_nadam_mu, fa_nad
 cnp.import_array()
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
-           "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value", "set_step_hooks"]
+           "NAdam", "RAdam", "FTRL", "clip_grad_norm", "clip_grad_value", "set_step_hooks"]
 
 cdef extern from "sgd_rows.h":
     void fa_sgd_rows_f(float* p, const float* g, const int64_t* rows, Py_ssize_t n_rows,
@@ -324,25 +324,29 @@ cdef extern from "rule_rows.h":
                              Py_ssize_t, const FaRuleArgs*) noexcept nogil
     void fa_nadam_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
                              Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_ftrl_rule_rows_f(float*, const float*, float*, float*, const int64_t*, Py_ssize_t,
+                            Py_ssize_t, const FaRuleArgs*) noexcept nogil
+    void fa_ftrl_rule_rows_d(double*, const double*, double*, double*, const int64_t*, Py_ssize_t,
+                            Py_ssize_t, const FaRuleArgs*) noexcept nogil
 
 cdef enum Kernel:
     NO_KERNEL, SGD_KERNEL, ADAGRAD_KERNEL, ADAM_KERNEL, RMSPROP_KERNEL, ADADELTA_KERNEL,
-    ADAMAX_KERNEL, RADAM_KERNEL, NADAM_KERNEL, N_KERNELS
+    ADAMAX_KERNEL, RADAM_KERNEL, NADAM_KERNEL, FTRL_KERNEL, N_KERNELS
 
 # The kernel of each name of cuda/optim.cu (a _kernel_spec's first entry).
 _KERNELS = {"sgd": SGD_KERNEL, "adagrad": ADAGRAD_KERNEL, "adam": ADAM_KERNEL,
             "rmsprop": RMSPROP_KERNEL, "adadelta": ADADELTA_KERNEL, "adamax": ADAMAX_KERNEL,
-            "radam": RADAM_KERNEL, "nadam": NADAM_KERNEL}
+            "radam": RADAM_KERNEL, "nadam": NADAM_KERNEL, "ftrl": FTRL_KERNEL}
 
 # Each Kernel's row loops, in the Kernel's order (none for NO_KERNEL: begin() raises).
 cdef RowsF ROWS_F[N_KERNELS]
 cdef RowsD ROWS_D[N_KERNELS]
 ROWS_F[:] = [NULL, fa_sgd_rule_rows_f, fa_adagrad_rule_rows_f, fa_adam_rule_rows_f,
              fa_rmsprop_rule_rows_f, fa_adadelta_rule_rows_f, fa_adamax_rule_rows_f,
-             fa_radam_rule_rows_f, fa_nadam_rule_rows_f]
+             fa_radam_rule_rows_f, fa_nadam_rule_rows_f, fa_ftrl_rule_rows_f]
 ROWS_D[:] = [NULL, fa_sgd_rule_rows_d, fa_adagrad_rule_rows_d, fa_adam_rule_rows_d,
              fa_rmsprop_rule_rows_d, fa_adadelta_rule_rows_d, fa_adamax_rule_rows_d,
-             fa_radam_rule_rows_d, fa_nadam_rule_rows_d]
+             fa_radam_rule_rows_d, fa_nadam_rule_rows_d, fa_ftrl_rule_rows_d]
 
 
 cdef inline void update_values(Optimizer opt, char* value, const char* grads, char** state,
@@ -1128,6 +1132,35 @@ cdef class Adadelta(Optimizer):
         self.eps = _check_eps(who, eps)
         self.weight_decay = _non_negative(who, "weight_decay", weight_decay)
         self.init_state(params, ("square_avg", "acc_delta"))
+
+
+cdef class FTRL(Optimizer):
+    """FTRL-Proximal (McMahan et al. 2013, "Ad click prediction: a view from the trenches"):
+    `FTRL(params, lr=0.1, beta=1.0, l1=0, l2=0)`, `lr` its alpha.
+
+    Rule, per element, with the sums z and n (starting at 0): sigma = (sqrt(n + g^2) -
+    sqrt(n)) / lr; z += g - sigma * p; n += g^2; then p = 0 where |z| <= l1, else
+    p = -(z - sign(z) * l1) / ((beta + sqrt(n)) / lr + l2). An L1 term keeps rarely useful
+    weights at exactly zero; the rate of each element falls as its gradients add up (as
+    Adagrad's). A value is its own rule's output from the first step on: start the weights
+    at zero (a linear model's), as the paper does.
+
+    Sparse rule: the same on the touched rows only (no step count is involved).
+
+    >>> opt = fa.optim.FTRL([W, b], lr=0.1, l1=1.0, l2=1.0)
+    """
+    _kernel_spec = "ftrl", ("beta", "l1", "l2"), None
+    _hyperparameter_names = ("beta", "l1", "l2")
+
+    def __init__(self, params, lr=0.1, beta=1.0, l1=0.0, l2=0.0):
+        who = "FTRL"
+        self._lr = _non_negative(who, "lr", lr)
+        if self._lr == 0:
+            raise ValueError("FTRL: lr (alpha) must be positive, got 0")
+        self.beta = _non_negative(who, "beta", beta)
+        self.l1 = _non_negative(who, "l1", l1)
+        self.l2 = _non_negative(who, "l2", l2)
+        self.init_state(params, ("z", "n"))
 
 
 cdef class Adamax(_MomentOptimizer):

@@ -62,7 +62,8 @@ FA_RULE_ROWS(rmsprop, T, S, fa_rmsprop_element_##S(p, g, s0, s1, e, lr, h0, h1, 
 FA_RULE_ROWS(adadelta, T, S, fa_adadelta_element_##S(p, g, s0, s1, e, lr, h0, h1, h2))    \
 FA_RULE_ROWS(adamax, T, S, fa_adamax_element_##S(p, g, s0, s1, e, step_size, h0, h1, h2, h3)) \
 FA_RULE_ROWS(radam, T, S, fa_radam_element_##S(p, g, s0, s1, e, &radam, lr, h0, h1, h2))  \
-FA_RULE_ROWS(nadam, T, S, fa_nadam_element_##S(p, g, s0, s1, e, &nadam, h0, h1, h2))
+FA_RULE_ROWS(nadam, T, S, fa_nadam_element_##S(p, g, s0, s1, e, &nadam, h0, h1, h2))     \
+FA_RULE_ROWS(ftrl, T, S, fa_ftrl_element_##S(p, g, s0, s1, e, lr, h0, h1, h2))
 
 FA_RULES_ROWS(float, f)
 FA_RULES_ROWS(double, d)

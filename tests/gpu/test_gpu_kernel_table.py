@@ -104,7 +104,7 @@ def test_every_listed_kernel_exists_and_every_op_is_listed():
     for op, names in kernels.OPS.items():
         assert set(names) <= known, f"{op}: {sorted(set(names) - known)} not in kernels.FAMILIES"
     assert set(BUILDS) | {"SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta", "Adamax",
-                          "NAdam", "RAdam", "clip_grad_norm", "clip_grad_value"} == set(kernels.OPS)
+                          "NAdam", "RAdam", "FTRL", "clip_grad_norm", "clip_grad_value"} == set(kernels.OPS)
 
 
 @pytest.mark.parametrize("op", sorted(BUILDS))
@@ -118,7 +118,7 @@ def test_an_op_launches_exactly_its_listed_kernels(launched, op):
 
 
 @pytest.mark.parametrize("name", ["SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "Adadelta",
-                                  "Adamax", "NAdam", "RAdam"])
+                                  "Adamax", "NAdam", "RAdam", "FTRL"])
 def test_an_optimizer_step_launches_its_listed_kernels(launched, name):
     dense, table = P(3, 2), P(6, 2)
     loss = (dense * dense).sum() + fa.take(table, ids([1, 1, 4])).sum()

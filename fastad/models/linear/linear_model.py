@@ -31,7 +31,7 @@ class LinearModel(Model):
     loss         "logistic" (binary labels, `predict_proba`), "hinge" (binary labels, a
                  linear SVM) or "squared" (regression)
     optimizer    "adagrad" (the default: adaptive per feature, as VW's default update),
-                 "sgd" or "adam"
+                 "sgd", "adam" or "ftrl" (FTRL-Proximal, `fa.optim.FTRL`, lr its alpha)
     lr           the learning rate
     passes       passes over the training examples (VW's `--passes`)
     workers      Hogwild threads or processes; 1 is deterministic for a seed
@@ -52,8 +52,8 @@ class LinearModel(Model):
     >>> model = fa.models.LinearModel(loss="logistic", passes=2).fit("train.vw")
     >>> fa.metrics.roc_auc(test_labels, model.decision_function("test.vw"))
 
-    Not yet: VW's normalised and invariant updates, FTRL, L1/L2 terms, the quantile loss,
-    multiclass (one against all).
+    Not yet: VW's normalised and invariant updates, L1/L2 terms (but FTRL's defaults), the
+    quantile loss, multiclass (one against all).
     """
 
     def __init__(self, loss="logistic", optimizer="adagrad", lr=0.1, passes=1, workers=1,
