@@ -35,7 +35,7 @@ COMPILED_MODULES = (
     "fastad.training.sampler",
     "fastad.features._featuriser",
     "fastad.models.recsys._pairs",
-    "fastad.models.text._dictionary", "fastad.models.text._windows",
+    "fastad.models.text._dictionary", "fastad.models.text._shared", "fastad.models.text._windows",
 )
 
 #: The folders of the C headers the compiled modules include.

@@ -48,6 +48,15 @@ class CbowSampler(WindowSampler):
                  block_tokens: int = 10_000) -> None: ...
     epoch_centres: Final[int]
 
+class SharedNegativeSampler(CbowSampler):
+    def __init__(self, tokens: ArrayLike | TokenStream, context: IndexInput, weights: Input, target: IndexInput, *,
+                 mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5, ns_exponent: float = 0.75,
+                 sample: float = 0.0, vocab_size: int | None = None, counts: ArrayLike | None = None,
+                 seed: _Seed = None,
+                 rank: int = 0, workers: int = 1, claim: np.ndarray | None = None,
+                 block_tokens: int = 10_000) -> None: ...
+    epoch_pairs: Final[int]
+
 class SubwordSkipGramSampler(SkipGramSampler):
     def __init__(self, tokens: ArrayLike | TokenStream, bag_ids: IndexInput, bag_offsets: IndexInput,
                  context: IndexInput, *, subword_ids: np.ndarray, subword_offsets: np.ndarray,

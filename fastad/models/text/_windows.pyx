@@ -1,4 +1,5 @@
-"""word2vec's samplers: `SkipGramSampler` and `CbowSampler` walk a token stream
+"""word2vec's samplers: `SkipGramSampler`, `CbowSampler` and `SharedNegativeSampler` (skip-gram
+with shared negatives) walk a token stream
 (`WindowSampler`, the walk they share: a token array, or a `TokenStream` that encodes a
 corpus of token lists block by block as it reads it, after `count_words` counted it) and
 draw negatives from an `AliasTable`."""
@@ -27,8 +28,8 @@ cdef extern from *:
     """
     int64_t fa_claim_next(int64_t* counter) noexcept nogil
 
-__all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "SubwordSkipGramSampler", "SubwordCbowSampler",
-           "AliasTable", "TokenStream", "count_words",
+__all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "SharedNegativeSampler",
+           "SubwordSkipGramSampler", "SubwordCbowSampler", "AliasTable", "TokenStream", "count_words",
            "check_restartable"]
 
 
@@ -822,11 +823,21 @@ cdef class CbowSampler(WindowSampler):
     cdef char* out_weights
     cdef bint weights_f64
     cdef Py_ssize_t slots
+    cdef bint mean                    # each context word weighs 1 / n (CBOW's mean), else 1
+    cdef Py_ssize_t epoch_context     # the context words of the centres drawn this epoch
 
     def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
                  window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None, seed=None,
                  rank=0, workers=1, claim=None, block_tokens=10_000):
-        who = "CbowSampler"
+        self.mean = True
+        self.read_window("CbowSampler", tokens, context, weights, target, mask, sentence_ends, window,
+                         ns_exponent, sample, vocab_size, counts, seed, rank, workers, claim, block_tokens)
+
+    cdef int read_window(self, str who, object tokens, object context, object weights, object target,
+                         object mask, object sentence_ends, object window, object ns_exponent,
+                         object sample, object vocab_size, object counts, object seed, object rank,
+                         object workers, object claim, object block_tokens) except -1:
+        """Check the leaves and the walk's arguments (the constructor's), naming `who`."""
         _seed_stream(self, who, seed, rank, workers)
         self.slots = 2 * check_int(who, "window", window, 1)
         self.out_context = _index_leaf(who, "context", context, -1)
@@ -841,10 +852,12 @@ cdef class CbowSampler(WindowSampler):
         self.leaves = (context, weights, target)
         self.read_walk(who, "centres", mask, tokens, sentence_ends, window, ns_exponent, sample,
                        vocab_size, counts, claim, block_tokens)
+        return 0
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         WindowSampler.begin_epoch(self, epoch)
         self.center_pos = -1
+        self.epoch_context = 0
         return 0
 
     @property
@@ -863,7 +876,8 @@ cdef class CbowSampler(WindowSampler):
             if not self.next_center():
                 return False
             n = self.window_hi - self.window_lo - 1
-        share = 1.0 / n
+        self.epoch_context += n
+        share = 1.0 / n if self.mean else 1.0
         for j in range(self.slots):
             context[j] = 0
             _put_weight(self.out_weights, self.weights_f64, first + j, 0.0)
@@ -885,6 +899,74 @@ cdef class CbowSampler(WindowSampler):
                self.slots * sizeof(int64_t))
         memcpy(self.out_weights + slot * self.slots * weight_bytes,
                self.out_weights + source * self.slots * weight_bytes, self.slots * weight_bytes)
+
+
+cdef class SharedNegativeSampler(CbowSampler):
+    """Skip-gram examples with shared negatives (pWord2Vec, Ji et al. 2016): one example is a
+    centre's whole reduced window and k negatives drawn once for the centre, which every
+    context word of the window shares, for `window_loss` (`Word2Vec(shared_negatives=True)`).
+    The corpus walk, windows and arguments are CbowSampler's; the leaves are too, the weights
+    1 for each context word (0 for the empty slots):
+
+    context   IndexInput of B * 2 * window ids: for each centre in turn, the words of its
+              reduced window (padded with id 0).
+    weights   Input of B * 2 * window values: 1 for each context word, 0 for padding.
+    target    IndexInput of B * (1 + k) ids: for each centre in turn, the centre, then k
+              negatives (a draw equal to the centre kept).
+    mask      Input of B values, needed when B > 1 (as CbowSampler's).
+
+    `epoch_pairs` counts the (centre, context word) pairs of the epoch's examples, the pairs
+    SkipGramSampler would draw from the same windows. The negatives of each window are
+    drawn with the window before it, and `fastad.train` starts loading their rows (and the
+    next centre's) while that one trains.
+
+    >>> ctx, wts, tgt = fa.IndexInput([0] * 10), fa.Input(np.zeros(10)), fa.IndexInput([0] * 6)
+    >>> loss = window_loss(W, ctx, wts, C, tgt)               # or: scores = W[ctx] @ C[tgt].T, ...
+    >>> fa.train(loss, opt, fa.data.SharedNegativeSampler(tokens, ctx, wts, tgt, window=5, seed=0))
+    """
+
+    cdef int64_t[::1] ahead            # the next window's negatives
+    cdef bint ahead_drawn
+
+    def __init__(self, tokens, context, weights, target, *, mask=None, sentence_ends=None,
+                 window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None, seed=None,
+                 rank=0, workers=1, claim=None, block_tokens=10_000):
+        self.mean = False
+        self.read_window("SharedNegativeSampler", tokens, context, weights, target, mask, sentence_ends,
+                         window, ns_exponent, sample, vocab_size, counts, seed, rank, workers, claim,
+                         block_tokens)
+        self.ahead = np.zeros(self.negative, dtype=np.int64)
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        CbowSampler.begin_epoch(self, epoch)
+        self.ahead_drawn = False
+        return 0
+
+    cdef int draw_negatives(self, int64_t* out, Py_ssize_t k) noexcept nogil:
+        """The k negatives drawn with the window before (the epoch's first window: drawn now),
+        then the next window's, whose rows (of the tables the target leaf selects) start
+        loading now."""
+        cdef Py_ssize_t i
+        if not self.ahead_drawn:
+            WindowSampler.draw_negatives(self, &self.ahead[0], k)
+            self.ahead_drawn = True
+        memcpy(out, &self.ahead[0], k * sizeof(int64_t))
+        WindowSampler.draw_negatives(self, &self.ahead[0], k)
+        for i in range(k):
+            self.prefetch_rows(2, self.ahead[i])
+        return 0
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
+        if not CbowSampler.draw_item(self, slot):
+            return False
+        if self.center_pos + 1 < self.length:       # the next centre's row starts loading
+            self.prefetch_rows(2, self.buffer[self.center_pos + 1])
+        return True
+
+    @property
+    def epoch_pairs(self):
+        """The (centre, context word) pairs of the examples drawn in the current (or last) epoch."""
+        return self.epoch_context
 
 
 # ---------------------------------------------------------------- fastText's subword windows

@@ -13,7 +13,9 @@ import numpy as np
 
 from fastad._engine.graph import IndexInput, Input, Parameter
 from fastad.ops.reduction import sum as fa_sum
-from fastad.models.text._windows import CbowSampler, SkipGramSampler, TokenStream, check_restartable, count_words
+from fastad.models.text._shared import window_loss
+from fastad.models.text._windows import (CbowSampler, SharedNegativeSampler, SkipGramSampler, TokenStream,
+                                         check_restartable, count_words)
 from fastad.ops.linalg import vector_dot
 from fastad.ops.losses import bce_with_logits
 from fastad.ops.shape import reshape
@@ -150,6 +152,12 @@ class Word2Vec(Model):
     whose update here is the exact gradient of the context words' mean). The
     input vectors start uniform in [-1, 1) / dim, as gensim 4's, the output
     vectors at zero.
+    `shared_negatives=True` (skip-gram only) trains skip-gram with shared negatives, as
+    pWord2Vec (Ji et al. 2016): one step is a centre's whole window, its context words
+    scored against the centre and k negatives drawn once for it, as one small block of
+    n x (1 + k) scores (`fa.data.SharedNegativeSampler` and its loss node): the same
+    objective, n + 1 + k rows touched a centre where the pair form touches n (2 + k).
+    It trains on the CPU, one window a step (batch_size 1).
     With `workers` > 1 the vectors train lock-free in Hogwild processes (or
     threads), which take the corpus in blocks of about 10,000 tokens in order from
     one shared counter, as gensim's threads take its jobs from one queue, the lr
@@ -159,8 +167,8 @@ class Word2Vec(Model):
     """
 
     def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
-                 min_lr=1e-4, sg=True, workers=1, seed=0, *, vector_size=None, alpha=None,
-                 min_alpha=None, sentences=None, corpus_file=None):
+                 min_lr=1e-4, sg=True, workers=1, seed=0, shared_negatives=False, *, vector_size=None,
+                 alpha=None, min_alpha=None, sentences=None, corpus_file=None):
         who = "Word2Vec"
         dim = either(who, "dim", dim, 100, "gensim's vector_size", vector_size)
         lr = either(who, "lr", lr, None, "gensim's alpha", alpha)
@@ -173,6 +181,8 @@ class Word2Vec(Model):
         self.min_lr = check_number(who, "min_lr", min_lr, at_least=0, at_most=self.lr)
         self.sample = check_number(who, "sample", sample, at_least=0)
         self.seed = check_int(who, "seed", seed, minimum=0)
+        self.shared_negatives = check_flag(who, "shared_negatives", shared_negatives)
+        self._check_shared(who, "cpu", None)
         self.words, self.index, self.counts = [], {}, np.zeros(0, dtype=np.int64)
         self.vectors = self.output = None
         self.corpus_count = self.corpus_total_words = 0
@@ -244,8 +254,8 @@ class Word2Vec(Model):
                    example (accumulated in float64 by each worker, weighted by their
                    examples). Without a callback, Hogwild processes start once a fit.
         progress   progress(done, per_second), as `fa.progress_bar(total)`: the
-                   examples (skip-gram pairs or CBOW centres) done so far, counting on
-                   across epochs, and the rate.
+                   examples (skip-gram pairs, CBOW centres, or with shared negatives
+                   the windows) done so far, counting on across epochs, and the rate.
         start_method  how `workers` > 1 run (`fa.hogwild.run`): "threads" (threads of
                    this process, the compiled loop releasing the GIL), "fork" (the
                    default on Linux) or "spawn" (the default elsewhere). Each worker
@@ -271,6 +281,7 @@ class Word2Vec(Model):
         check_callable(who, "progress", progress)
         source = _corpus(who, sentences, corpus_file)
         RunSettings.for_fit(who, self.workers, start_method, device, batch_size)    # bad settings: before any pass
+        self._check_shared(who, device, batch_size)
         before = dict(self.__dict__)
         try:
             self.build_vocab(source)
@@ -314,7 +325,9 @@ class Word2Vec(Model):
         total_words = check_int(who, "total_words", total_words, minimum=0)
         settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=lr,
                                        min_lr=min_lr, epochs=epochs)
-        corpus = self._corpus(dict(self.settings(), batch=settings.batch), source, total_words)
+        self._check_shared(who, device, batch_size)
+        corpus = self._corpus(dict(self.settings(), batch=settings.batch, shared_negatives=self.shared_negatives),
+                              source, total_words)
         weights = {"W": self.vectors, "C": self.output}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
             weights["claim"] = np.zeros(epochs, dtype=np.float64)
@@ -326,6 +339,22 @@ class Word2Vec(Model):
                           RuntimeWarning, stacklevel=2)
         self.history = history
         return self
+
+    def _check_shared(self, who, device, batch_size):
+        """A ValueError when `shared_negatives` meets what it does not train: CBOW (whose
+        centre already shares its negatives among its window), a GPU, or several windows a
+        step. Checked on construction and by every fit and train (the attribute may be set
+        between them: a loaded model trains on with either form)."""
+        if not self.shared_negatives:
+            return
+        if not self.sg:
+            raise ValueError(f"{who}: shared_negatives=True is a form of skip-gram (sg=True); CBOW "
+                             f"already scores each centre's window against one draw of negatives")
+        if device != "cpu":
+            raise ValueError(f"{who}: shared_negatives=True trains on the CPU only, got device={device!r}")
+        if batch_size not in (None, 1):
+            raise ValueError(f"{who}: shared_negatives=True trains one window a step (its pairs share "
+                             f"one update); batch_size must be 1 or None, got {batch_size!r}")
 
     def _corpus(self, settings, source, total_words):
         """The picklable description of a run that each worker builds its graph from."""
@@ -459,6 +488,8 @@ class _Corpus:
 
     def sampler(self, tokens, leaves, **walk):
         """The compiled window sampler over `leaves` (the example graph's, the mask left out)."""
+        if self.settings.get("shared_negatives"):
+            return SharedNegativeSampler(tokens, *leaves, **walk)
         return (SkipGramSampler if self.settings["sg"] else CbowSampler)(tokens, *leaves, **walk)
 
 
@@ -508,8 +539,9 @@ class _WindowGraph:
         return self._sampler(self.leaves, epoch)
 
     def epoch_loss(self, mean, sampler):
-        # the skip-gram pairs or CBOW centres the sampler drew
-        items = sampler.epoch_pairs if isinstance(sampler, SkipGramSampler) else sampler.epoch_centres
+        # the skip-gram pairs (a shared-negative sampler's: its windows' pairs) or CBOW centres drawn
+        items = (sampler.epoch_pairs if isinstance(sampler, (SkipGramSampler, SharedNegativeSampler))
+                 else sampler.epoch_centres)
         return (mean * sampler.epoch_examples / items if items else math.nan), items
 
     def device_sampler(self, epoch):
@@ -524,9 +556,10 @@ class _WindowGraph:
 
 def _example_graph(W, C, settings, device="cpu"):
     """(leaves, loss) of one step of `settings["batch"]` examples: the leaves in the
-    order the window sampler takes them (skip-gram: centre ids, context ids; CBOW:
-    context ids, their weights, target ids; then the mask when the batch holds more
-    than one example) and the summed negative-sampling loss, each example's
+    order the window sampler takes them (skip-gram: centre ids, context ids; CBOW, and
+    skip-gram with shared negatives: context ids, their weights, target ids; then the
+    mask when the batch holds more than one example) and the summed negative-sampling
+    loss (with shared negatives, one window's: `window_loss`), each example's
     -log sigmoid(±score) for its word and `negative` noise words, times its mask: the
     binary cross-entropy of sigmoid(score) against 1 for the word and 0 for the noise
     words, one node in place of a sign product, a log-sigmoid, a sum and a negation."""
@@ -536,6 +569,10 @@ def _example_graph(W, C, settings, device="cpu"):
         return IndexInput(np.zeros(shape, dtype=np.int64), device=device)
 
     target = ids(b, k + 1)
+    if settings.get("shared_negatives"):        # one window a step (checked by Word2Vec._check_shared)
+        context, target = ids(2 * settings["window"]), ids(k + 1)
+        weights = Input(np.zeros(2 * settings["window"], dtype=W.dtype), device=device)
+        return (context, weights, target), window_loss(W, context, weights, C, target)
     if settings["sg"]:
         centre = ids(b)
         leaves = (centre, target)

@@ -1,0 +1,320 @@
+"""Skip-gram with shared negatives in one node (pWord2Vec's form, Ji et al. 2016):
+`window_loss`, the negative-sampling loss of a centre's whole window against the centre and
+k negatives drawn once for it, which `fa.data.SharedNegativeSampler` fills and
+`Word2Vec(shared_negatives=True)` trains.
+
+One example is a block: the n context rows of W (n <= 2 * window) and the 1 + k rows of C
+(the centre, then its negatives), copied once into two small dense blocks. The scores are
+one small matrix product (n x (1 + k)), the gradients of the two blocks two more, and the
+rows go back through send_rows, or, under `fastad.train`'s plain SGD, are stepped in place
+(lock-free, Hogwild-style, as the pair-at-a-time path's rows are). A word touches
+n + 1 + k rows for its n (1 + k) scores, where the pair form touches 2 + k rows a pair:
+n (2 + k) rows for the same flops.
+"""
+import numpy as np
+cimport cython
+cimport numpy as cnp
+from cython cimport floating
+from libc.stdint cimport int64_t
+
+from fastad._engine.graph cimport (Variable, IndexInput, Input, RowGather, RowStep, empty_buffer,
+                                   init_node, finish, same_dtype, backend_among, send_rows, keep_data)
+from fastad._engine.loops cimport element_size
+from fastad.ops.pointwise_loss cimport fa_bce_backward_d, fa_bce_backward_f
+from fastad.ops.sparse cimport as_ids, check_ids, row_tables
+
+cnp.import_array()
+
+__all__ = ["window_loss"]
+
+
+cdef inline double row_loss(const floating* scores, Py_ssize_t m, floating* exps) noexcept nogil:
+    if floating is float:
+        return fa_window_row_loss_f(scores, m, exps)
+    else:
+        return fa_window_row_loss_d(scores, m, exps)
+
+
+cdef inline void bce_row_backward(const floating* scores, const floating* labels, const floating* exps,
+                                  Py_ssize_t m, floating coef, floating* g) noexcept nogil:
+    """g = coef * (sigmoid(scores) - labels) over m scores."""
+    if floating is float:
+        fa_bce_backward_f(scores, labels, exps, m, &coef, 0, 1, g, False)
+    else:
+        fa_bce_backward_d(scores, labels, exps, m, &coef, 0, 1, g, False)
+
+
+cdef extern from *:
+    """
+    #include <math.h>
+    #include <stdint.h>
+    #include <string.h>
+    #include "clones.h"
+    #include "elementwise_loops.h"
+    /* The block kernels of window_loss, in vectors of 32 bytes (8 floats or 4 doubles: one
+     * AVX2 register in the AVX2 clone, two SSE ones elsewhere, the same values either way).
+     *
+     * fa_window_scores: copy the n context rows of W and the m target rows of C into the
+     * blocks `rows` and `outs`, and score them: scores (n x m) = rows outs^T.
+     *
+     * fa_window_rows: for r < n_out, the row sum_k g[r * gr + k * gk] * src[k] (src: n_in
+     * rows), times `scale`: written into dst row r (ids NULL), or added into dst row ids[r]
+     * (a table's row, stepped in place; a repeated id is stepped twice). The row is read
+     * and written once, a vector at a time, the n_in source rows summed in registers.
+     *
+     * fa_window_row_loss: sum_j bce(s_j, j == 0) of a row of m scores, keeping t_j =
+     * exp(-|s_j|) for fa_bce_backward (elementwise_loops.h), the loss nodes' rule: the
+     * softplus's m terms log1p(t_j) taken as one log of the product of the 1 + t_j (in
+     * double; each factor lies in [1, 2]), one log a context word instead of m. */
+    #define FA_WINDOW_KERNELS(T, S, LANES, EXP_NEGABS)                                           \
+    static inline double fa_window_row_loss_##S(const T* s, Py_ssize_t m, T* t) {               \
+        double product = 1, linear = 0;                                                          \
+        for (Py_ssize_t j = 0; j < m; j++) {                                                     \
+            t[j] = EXP_NEGABS(s[j]);                                                             \
+            product *= 1.0 + (double)t[j];                                                       \
+            linear += (s[j] > 0 ? (double)s[j] : 0.0) - (j == 0 ? (double)s[j] : 0.0);           \
+        }                                                                                        \
+        return linear + log(product);                                                            \
+    }                                                                                            \
+    typedef T fa_win_vec_##S __attribute__((vector_size(32)));                                   \
+    static inline T fa_win_dot_##S(const T* x, const T* y, Py_ssize_t dim) {                     \
+        fa_win_vec_##S acc = {0}, a, b;                                                          \
+        Py_ssize_t p = 0;                                                                        \
+        for (; p + LANES <= dim; p += LANES) {                                                   \
+            memcpy(&a, x + p, 32); memcpy(&b, y + p, 32);                                        \
+            acc += a * b;                                                                        \
+        }                                                                                        \
+        T total = 0;                                                                             \
+        for (int l = 0; l < LANES; l++) total += acc[l];                                         \
+        for (; p < dim; p++) total += x[p] * y[p];                                               \
+        return total;                                                                            \
+    }                                                                                            \
+    FA_CLONED void fa_window_scores_##S(const T* W, const int64_t* context, Py_ssize_t n,        \
+                                        const T* C, const int64_t* target, Py_ssize_t m,         \
+                                        Py_ssize_t dim, T* rows, T* outs, T* scores) {           \
+        size_t row_bytes = (size_t)dim * sizeof(T);                                              \
+        for (Py_ssize_t i = 0; i < n; i++) memcpy(rows + i * dim, W + context[i] * dim, row_bytes); \
+        for (Py_ssize_t j = 0; j < m; j++) memcpy(outs + j * dim, C + target[j] * dim, row_bytes); \
+        for (Py_ssize_t i = 0; i < n; i++)                                                       \
+            for (Py_ssize_t j = 0; j < m; j++)                                                   \
+                scores[i * m + j] = fa_win_dot_##S(rows + i * dim, outs + j * dim, dim);         \
+    }                                                                                            \
+    FA_CLONED void fa_window_rows_##S(const T* g, Py_ssize_t gr, Py_ssize_t gk, Py_ssize_t n_out, \
+                                      Py_ssize_t n_in, const T* src, Py_ssize_t dim, T* dst,     \
+                                      const int64_t* ids, T scale) {                             \
+        for (Py_ssize_t r = 0; r < n_out; r++) {                                                 \
+            T* y = ids ? dst + ids[r] * dim : dst + r * dim;                                     \
+            const T* c = g + r * gr;                                                             \
+            Py_ssize_t p = 0;                                                                    \
+            for (; p + LANES <= dim; p += LANES) {                                               \
+                fa_win_vec_##S acc = {0}, x, out;                                                \
+                for (Py_ssize_t k = 0; k < n_in; k++) {                                          \
+                    memcpy(&x, src + k * dim + p, 32);                                           \
+                    acc += c[k * gk] * x;                                                        \
+                }                                                                                \
+                if (ids) { memcpy(&out, y + p, 32); out += scale * acc; }                        \
+                else out = scale * acc;                                                          \
+                memcpy(y + p, &out, 32);                                                         \
+            }                                                                                    \
+            for (; p < dim; p++) {                                                               \
+                T acc = 0;                                                                       \
+                for (Py_ssize_t k = 0; k < n_in; k++) acc += c[k * gk] * src[k * dim + p];      \
+                y[p] = ids ? y[p] + scale * acc : scale * acc;                                   \
+            }                                                                                    \
+        }                                                                                        \
+    }
+    FA_WINDOW_KERNELS(float, f, 8, fa_exp_negabsf)
+    FA_WINDOW_KERNELS(double, d, 4, fa_exp_negabs)
+    """
+    double fa_window_row_loss_f(const float* s, Py_ssize_t m, float* t) noexcept nogil
+    double fa_window_row_loss_d(const double* s, Py_ssize_t m, double* t) noexcept nogil
+    void fa_window_scores_f(const float* W, const int64_t* context, Py_ssize_t n, const float* C,
+                            const int64_t* target, Py_ssize_t m, Py_ssize_t dim, float* rows,
+                            float* outs, float* scores) noexcept nogil
+    void fa_window_scores_d(const double* W, const int64_t* context, Py_ssize_t n, const double* C,
+                            const int64_t* target, Py_ssize_t m, Py_ssize_t dim, double* rows,
+                            double* outs, double* scores) noexcept nogil
+    void fa_window_rows_f(const float* g, Py_ssize_t gr, Py_ssize_t gk, Py_ssize_t n_out,
+                          Py_ssize_t n_in, const float* src, Py_ssize_t dim, float* dst,
+                          const int64_t* ids, float scale) noexcept nogil
+    void fa_window_rows_d(const double* g, Py_ssize_t gr, Py_ssize_t gk, Py_ssize_t n_out,
+                          Py_ssize_t n_in, const double* src, Py_ssize_t dim, double* dst,
+                          const int64_t* ids, double scale) noexcept nogil
+
+
+cdef inline void window_scores(const floating* W, const int64_t* context, Py_ssize_t n,
+                               const floating* C, const int64_t* target, Py_ssize_t m, Py_ssize_t dim,
+                               floating* rows, floating* outs, floating* scores) noexcept nogil:
+    if floating is float:
+        fa_window_scores_f(W, context, n, C, target, m, dim, rows, outs, scores)
+    else:
+        fa_window_scores_d(W, context, n, C, target, m, dim, rows, outs, scores)
+
+
+cdef inline void window_rows(const floating* g, Py_ssize_t gr, Py_ssize_t gk, Py_ssize_t n_out,
+                             Py_ssize_t n_in, const floating* src, Py_ssize_t dim, floating* dst,
+                             const int64_t* ids, floating scale) noexcept nogil:
+    if floating is float:
+        fa_window_rows_f(g, gr, gk, n_out, n_in, src, dim, dst, ids, scale)
+    else:
+        fa_window_rows_d(g, gr, gk, n_out, n_in, src, dim, dst, ids, scale)
+
+
+# The node's buffers of rows: the context rows kept, the centre's and negatives' rows kept,
+# then the gradients of each.
+cdef enum:
+    B_IN, B_OUT, B_IN_GRADS, B_OUT_GRADS
+    N_BLOCKS
+
+
+@cython.no_gc
+@cython.final
+cdef class WindowLoss(RowGather):
+    """sum over i of weights[i] * sum over j of bce(W[context[i]] . C[target[j]], j == 0), the
+    rows of weight 0 skipped: skip-gram's negative-sampling loss of a window whose context
+    words share one target and its negatives (see the module's docstring)."""
+    cdef Variable in_table, out_table, weights
+    cdef IndexInput context, target
+    cdef Py_ssize_t dim, slots, m, n_in_rows, n_out_rows
+    cdef Py_ssize_t block_rows       # the rows of each block: max(slots, m)
+    cdef Py_ssize_t n                # the context rows of the current example (weight != 0)
+    cdef bint steps_in_place         # both tables' rows go to plain SGD row steps
+    # the blocks (N_BLOCKS, block_rows, dim); scores, exps and grads (slots, m); labels (m,); ids and
+    # weights of the kept rows (slots,)
+    cdef cnp.ndarray blocks, scores, exps, grads, labels, kept_ids, kept_weights
+    cdef char* blocks_ptr
+    cdef char* scores_ptr
+    cdef char* exps_ptr
+    cdef char* grads_ptr
+    cdef char* labels_ptr
+    cdef char* kept_ids_ptr
+    cdef char* kept_weights_ptr
+
+    cdef inline char* block(self, int kind) noexcept nogil:
+        return self.blocks_ptr + kind * self.block_rows * self.dim * element_size(self.f64)
+
+    cdef int routes_changed(self) except -1:
+        self.steps_in_place = all(slot is not None and (<RowStep>slot).plain_sgd_rate() != NULL
+                                  for slot in self.routes)
+        return 0
+
+    cdef int run_forward(self) except -1 nogil:
+        check_ids(self, self.context, self.n_in_rows)
+        check_ids(self, self.target, self.n_out_rows)
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* y) except -1 nogil:
+        """Copy the rows into the blocks, score them, and sum each row's losses by its weight."""
+        cdef const int64_t* context = <const int64_t*>self.context.val_ptr
+        cdef const floating* weights = <const floating*>self.weights.val_ptr
+        cdef floating* scores = <floating*>self.scores_ptr
+        cdef int64_t* kept_ids = <int64_t*>self.kept_ids_ptr
+        cdef floating* kept_weights = <floating*>self.kept_weights_ptr
+        cdef Py_ssize_t i, n = 0, m = self.m
+        cdef double total = 0.0
+        for i in range(self.slots):
+            if weights[i] != 0:
+                kept_ids[n], kept_weights[n] = context[i], weights[i]
+                n += 1
+        self.n = n
+        window_scores(<const floating*>self.in_table.val_ptr, kept_ids, n,
+                      <const floating*>self.out_table.val_ptr, <const int64_t*>self.target.val_ptr, m,
+                      self.dim, <floating*>self.block(B_IN), <floating*>self.block(B_OUT), scores)
+        for i in range(n):
+            total += kept_weights[i] * row_loss(scores + i * m, m, <floating*>self.exps_ptr + i * m)
+        y[0] = <floating>total
+        return 0
+
+    cdef int run_backward(self) except -1 nogil:
+        return self._backward(<const double*>self.grad_ptr) if self.f64 else self._backward(<const float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* gy) except -1 nogil:
+        """The scores' gradient g (n x m), then the context rows' g C_block and the target
+        rows' g^T W_block, both from the rows the forward kept, stepped or sent."""
+        cdef floating* scores = <floating*>self.scores_ptr
+        cdef floating* g = <floating*>self.grads_ptr
+        cdef floating* in_grads = <floating*>self.block(B_IN_GRADS)
+        cdef floating* out_grads = <floating*>self.block(B_OUT_GRADS)
+        cdef const floating* kept_weights = <const floating*>self.kept_weights_ptr
+        cdef const int64_t* kept_ids = <const int64_t*>self.kept_ids_ptr
+        cdef const int64_t* target = <const int64_t*>self.target.val_ptr
+        cdef const floating* rows = <const floating*>self.block(B_IN)
+        cdef const floating* outs = <const floating*>self.block(B_OUT)
+        cdef Py_ssize_t i, n = self.n, m = self.m, dim = self.dim
+        for i in range(n):
+            bce_row_backward(scores + i * m, <const floating*>self.labels_ptr,
+                             <const floating*>self.exps_ptr + i * m, m, gy[0] * kept_weights[i], g + i * m)
+        if self.steps_in_place:        # each row's step: its gradient summed in registers, added once
+            window_rows(g, m, 1, n, m, outs, dim, <floating*>self.in_table.val_ptr, kept_ids,
+                        <floating>-(<RowStep>self.route_ptrs[0]).plain_sgd_rate()[0])
+            window_rows(g, 1, m, m, n, rows, dim, <floating*>self.out_table.val_ptr, target,
+                        <floating>-(<RowStep>self.route_ptrs[1]).plain_sgd_rate()[0])
+            (<RowStep>self.route_ptrs[0]).applied[0] = True
+            (<RowStep>self.route_ptrs[1]).applied[0] = True
+            return 0
+        window_rows(g, m, 1, n, m, outs, dim, in_grads, NULL, 1)
+        window_rows(g, 1, m, m, n, rows, dim, out_grads, NULL, 1)
+        if self.in_table.requires_grad:
+            send_rows(self, 0, self.in_table, kept_ids, n, <char*>in_grads, dim)
+        if self.out_table.requires_grad:
+            send_rows(self, 1, self.out_table, target, m, <char*>out_grads, dim)
+        return 0
+
+
+def window_loss(in_table, context, weights, out_table, target):
+    """Skip-gram's negative-sampling loss of one window with shared negatives (pWord2Vec):
+    `sum_i weights[i] * (-log sigmoid(W[context[i]] . C[target[0]])
+    - sum_{j >= 1} log sigmoid(-W[context[i]] . C[target[j]]))`, a scalar.
+
+    `in_table` (W) and `out_table` (C) are float tables (rows, dim) of one dtype, usually
+    Parameters; `context` a 1-D IndexInput of the window's slots (up to 2 * window ids),
+    `weights` an Input of as many values of the tables' dtype (1 for a context word, 0 for
+    an empty slot: its row is not read, and gets no gradient), `target` a 1-D IndexInput
+    of 1 + k ids: the centre word, then its k negatives, which every context word shares.
+    What `take`, a matmul and `bce_with_logits` compute, in one node that copies the
+    n + 1 + k rows once; the scores are one (n x (1 + k)) product and the two gradients two
+    more. Gradients are sparse (rows of W and C; repeated ids add); under `fastad.train`'s
+    plain SGD the rows take their step inside backward, in place (a row repeated within an
+    example takes one step per occurrence, its sum to rounding), else they go to the
+    tables' gradients or the optimizer's row step. CPU only.
+
+    >>> ctx, wts, tgt = fa.IndexInput([0] * 10), fa.Input(np.zeros(10)), fa.IndexInput([0] * 6)
+    >>> loss = window_loss(W, ctx, wts, C, tgt)
+    >>> fa.train(loss, opt, fa.data.SharedNegativeSampler(tokens, ctx, wts, tgt, window=5, seed=0))
+    """
+    cdef str op = "window_loss"
+    cdef Variable W, C
+    W, C = row_tables(op, "in_table", in_table, "out_table", out_table)
+    cdef IndexInput ctx = as_ids(op, "context", context, W.device)
+    cdef IndexInput tgt = as_ids(op, "target", target, C.device)
+    if len(ctx._shape) != 1 or ctx.size == 0:
+        raise ValueError(f"{op}: context must be a non-empty 1-D IndexInput (the window's slots), "
+                         f"got shape {ctx._shape}")
+    if len(tgt._shape) != 1 or tgt.size == 0:
+        raise ValueError(f"{op}: target must be a non-empty 1-D IndexInput (the centre, then its "
+                         f"negatives), got shape {tgt._shape}")
+    if not isinstance(weights, Input) or (<Variable>weights).size != ctx.size or weights.requires_grad:
+        raise ValueError(f"{op}: weights must be an Input of {ctx.size} values (one per slot of context) "
+                         f"that takes no gradient, got {weights!r}")
+    same_dtype(op, W, <Variable>weights)
+    if backend_among((W, C, ctx, tgt, weights)) is not None:
+        raise ValueError(f"{op}: the tables and leaves must be on the CPU: window_loss has no GPU path")
+    cdef WindowLoss node = WindowLoss.__new__(WindowLoss)
+    node.in_table, node.out_table, node.weights = W, C, weights
+    node.context, node.target = ctx, tgt
+    node.dim, node.slots, node.m = W._shape[1], ctx.size, tgt.size
+    node.n_in_rows, node.n_out_rows = W._shape[0], C._shape[0]
+    init_node(node, op, (W, ctx, weights, C, tgt), (), W.f64)
+    node.gathers((W, C), ((ctx, W), (tgt, C)))
+    dtype = np.float64 if W.f64 else np.float32
+    cdef Py_ssize_t rows = max(node.slots, node.m)
+    node.block_rows = rows
+    node.blocks = keep_data(empty_buffer((N_BLOCKS, rows, node.dim), dtype), &node.blocks_ptr)
+    node.scores = keep_data(empty_buffer((node.slots, node.m), dtype), &node.scores_ptr)
+    node.exps = keep_data(empty_buffer((node.slots, node.m), dtype), &node.exps_ptr)
+    node.grads = keep_data(empty_buffer((node.slots, node.m), dtype), &node.grads_ptr)
+    node.labels = keep_data(np.zeros(node.m, dtype=dtype), &node.labels_ptr)
+    node.labels[0] = 1
+    node.kept_ids = keep_data(empty_buffer((node.slots,), np.int64), &node.kept_ids_ptr)
+    node.kept_weights = keep_data(empty_buffer((node.slots,), dtype), &node.kept_weights_ptr)
+    return finish(node)

@@ -1,0 +1,182 @@
+"""Skip-gram with shared negatives (pWord2Vec's form): the window loss node against a float64
+numpy reference of one example (value, gradients, and the rows' SGD step inside backward),
+its sampler, `Word2Vec(shared_negatives=True)` in one and several workers, files, and bad
+input."""
+import numpy as np
+import pytest
+
+import fastad as fa
+from fastad.data import SharedNegativeSampler
+from fastad.models.text._shared import window_loss
+
+
+def reference(W, C, context, weights, target):
+    """(loss, dW, dC) of one window in float64 numpy: each kept context row (weight != 0)
+    scored against the centre (label 1) and the negatives (label 0), the logits' binary
+    cross-entropy weighted by the row's weight; repeated ids add."""
+    W, C = W.astype(np.float64), C.astype(np.float64)
+    keep = np.asarray(weights) != 0
+    rows, w = np.asarray(context)[keep], np.asarray(weights, dtype=np.float64)[keep]
+    target = np.asarray(target)
+    scores = W[rows] @ C[target].T
+    labels = np.zeros(target.size)
+    labels[0] = 1
+    loss = float((w[:, None] * (np.logaddexp(0, scores) - scores * labels)).sum())
+    g = w[:, None] * (1 / (1 + np.exp(-scores)) - labels)
+    dW, dC = np.zeros_like(W), np.zeros_like(C)
+    np.add.at(dW, rows, g @ C[target])
+    np.add.at(dC, target, g.T @ W[rows])
+    return loss, dW, dC
+
+
+# a window of 6 slots: a repeated context word, two empty slots, a weight of 2; the target
+# repeats a negative and holds the centre again as a negative
+CONTEXT, WEIGHTS, TARGET = [3, 5, 3, 0, 9, 0], [1, 1, 1, 0, 2, 0], [4, 1, 1, 7, 4]
+
+
+def tables(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(0, 0.5, (12, 7)).astype(dtype), rng.normal(0, 0.5, (10, 7)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+def test_window_loss_and_gradients_match_the_numpy_reference(dtype, tol):
+    W0, C0 = tables(dtype)
+    W, C = fa.Parameter(W0.copy(), dtype=dtype), fa.Parameter(C0.copy(), dtype=dtype)
+    weights = fa.Input(np.array(WEIGHTS), dtype=dtype)
+    loss = window_loss(W, fa.IndexInput(CONTEXT), weights, C, fa.IndexInput(TARGET))
+    loss.backward()
+    want, dW, dC = reference(W0, C0, CONTEXT, WEIGHTS, TARGET)
+    assert loss.shape == () and loss.dtype == dtype
+    assert abs(loss.item() - want) <= tol * abs(want)
+    np.testing.assert_allclose(W.grad, dW, rtol=tol, atol=tol)
+    np.testing.assert_allclose(C.grad, dC, rtol=tol, atol=tol)
+    assert not W.grad[[0, 1, 2]].any()          # the empty slots' id 0 gets nothing
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
+def test_the_rows_steps_inside_fastad_train_match_the_reference(dtype, optimizer):
+    # plain SGD: the node steps the rows in place; Adagrad: the rows go to its row step
+    W0, C0 = tables(dtype, seed=1)
+    W, C = fa.Parameter(W0.copy(), dtype=dtype), fa.Parameter(C0.copy(), dtype=dtype)
+    context, target = fa.IndexInput(CONTEXT), fa.IndexInput(TARGET)
+    weights = fa.Input(np.array(WEIGHTS), dtype=dtype)
+    loss = window_loss(W, context, weights, C, target)
+    lr = 0.1
+    opt = fa.optim.SGD([W, C], lr=lr) if optimizer == "sgd" else fa.optim.Adagrad([W, C], lr=lr)
+    fa.train(loss, opt, {context: np.array([CONTEXT]), weights: np.array([WEIGHTS], dtype=dtype),
+                         target: np.array([TARGET])})
+    _, dW, dC = reference(W0, C0, CONTEXT, WEIGHTS, TARGET)
+    if optimizer == "adagrad":      # one step of Adagrad from zero state: lr * g / (sqrt(g^2) + eps)
+        eps = opt.eps
+        dW = np.where(dW != 0, dW / (np.abs(dW) + eps), 0)
+        dC = np.where(dC != 0, dC / (np.abs(dC) + eps), 0)
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    np.testing.assert_allclose(W.numpy(), W0 - lr * dW, rtol=tol, atol=tol)
+    np.testing.assert_allclose(C.numpy(), C0 - lr * dC, rtol=tol, atol=tol)
+
+
+def test_window_loss_arguments_are_checked():
+    W, C = fa.Parameter(np.zeros((5, 3))), fa.Parameter(np.zeros((4, 3)))
+    ctx, tgt = fa.IndexInput([0, 1]), fa.IndexInput([0, 1, 2])
+    with pytest.raises(ValueError, match="weights must be an Input of 2 values"):
+        window_loss(W, ctx, fa.Input(np.zeros(3)), C, tgt)
+    with pytest.raises(ValueError, match="weights must be an Input of 2 values"):
+        window_loss(W, ctx, fa.Parameter(np.zeros(2)), C, tgt)
+    with pytest.raises(TypeError):
+        window_loss(W, ctx, fa.Input(np.zeros(2), dtype=np.float64), C, tgt)
+    with pytest.raises(ValueError, match="context must be a non-empty 1-D"):
+        window_loss(W, fa.IndexInput([[0, 1]]), fa.Input(np.zeros(2)), C, tgt)
+    loss = window_loss(W, ctx, fa.Input(np.ones(2)), C, tgt)
+    tgt.set_value([0, 1, 4])
+    with pytest.raises(IndexError):
+        loss.forward()
+
+
+def test_the_sampler_fills_a_whole_window_and_shares_the_centres_negatives():
+    tokens = np.array([0, 1, 2, 3, 4, 5])
+    context, weights, target = fa.IndexInput([0] * 4), fa.Input(np.zeros(4)), fa.IndexInput([0] * 4)
+    sampler = SharedNegativeSampler(tokens, context, weights, target, window=2, seed=0)
+    drawn = [(c.tolist(), w.tolist(), t.tolist()) for c, w, t in sampler.epoch()]
+    assert [t[0] for _, _, t in drawn] == [0, 1, 2, 3, 4, 5]        # every centre, once
+    for k, (c, w, t) in enumerate(drawn):
+        n = int(sum(w))
+        assert w == [1.0] * n + [0.0] * (4 - n) and 1 <= n <= 4
+        assert all(abs(word - k) <= 2 and word != k for word in c[:n]) and c[n:] == [0] * (4 - n)
+        assert len(t) == 4            # the centre, then 3 negatives
+    assert sampler.epoch_pairs == sum(sum(w) for _, w, _ in drawn)
+    assert sampler.epoch_examples == 6
+    with pytest.raises(ValueError, match="SharedNegativeSampler: context must hold 2 \\* window = 6 ids"):
+        SharedNegativeSampler(tokens, context, weights, target, window=3)
+    with pytest.raises(ValueError, match="SharedNegativeSampler: window"):
+        SharedNegativeSampler(tokens, context, weights, target, window=0)
+    with pytest.raises(ValueError, match="SharedNegativeSampler: target must hold the centre and at least one"):
+        SharedNegativeSampler(tokens, context, weights, fa.IndexInput([0]), window=2)
+
+
+def topics_corpus(sentences=400, seed=0):
+    """Sentences of one topic each: words a0..a7 or b0..b7, never mixed."""
+    rng = np.random.default_rng(seed)
+    return [[f"{'ab'[k % 2]}{i}" for i in rng.integers(0, 8, 12)] for k in range(sentences)]
+
+
+SETTINGS = dict(dim=16, window=3, negative=4, min_count=1, sample=0, epochs=5, shared_negatives=True)
+
+
+def test_word2vec_with_shared_negatives_learns_the_topics_deterministically():
+    corpus = topics_corpus()
+    losses = []
+    model = fa.models.Word2Vec(seed=3, **SETTINGS).fit(corpus, callback=lambda e, loss: losses.append(loss))
+    assert len(losses) == 5 and losses[-1] < losses[0]
+    near = [w for w, _ in model.most_similar("a0", topn=5)]
+    assert all(w.startswith("a") for w in near)
+    again = fa.models.Word2Vec(seed=3, **SETTINGS).fit(corpus)
+    assert np.array_equal(model.vectors, again.vectors)
+    pairs = fa.models.Word2Vec(seed=3, **dict(SETTINGS, shared_negatives=False)).fit(corpus)
+    assert not np.array_equal(model.vectors, pairs.vectors)       # the option reaches the training
+
+
+@pytest.mark.parametrize("start_method", ["threads", "fork"])
+def test_hogwild_workers_train_the_shared_form(start_method):
+    model = fa.models.Word2Vec(seed=1, workers=2, **SETTINGS).fit(topics_corpus(), start_method=start_method)
+    near = [w for w, _ in model.most_similar("b2", topn=5)]
+    assert all(w.startswith("b") for w in near), near
+
+
+def test_bad_input_gives_the_errors_of_the_pair_form():
+    with pytest.raises(ValueError, match="window"):
+        fa.models.Word2Vec(window=0, shared_negatives=True)
+    with pytest.raises(ValueError, match="negative"):
+        fa.models.Word2Vec(negative=0, shared_negatives=True)
+    with pytest.raises(ValueError, match="empty"):
+        fa.models.Word2Vec(shared_negatives=True).fit([[], []])
+    with pytest.raises(ValueError, match="min_count=1 leaves 1 word"):
+        fa.models.Word2Vec(min_count=1, shared_negatives=True).fit([["only", "only"]])
+    with pytest.raises(ValueError, match="shared_negatives=True is a form of skip-gram"):
+        fa.models.Word2Vec(sg=False, shared_negatives=True)
+    with pytest.raises(TypeError, match="shared_negatives"):
+        fa.models.Word2Vec(shared_negatives="yes")
+    model = fa.models.Word2Vec(**SETTINGS)
+    with pytest.raises(ValueError, match="one window a step"):
+        model.fit(topics_corpus(20), batch_size=4)
+    assert model.vectors is None          # refused before any pass
+
+
+def test_save_load_keeps_the_option_and_a_loaded_model_trains_on_with_either_form(tmp_path):
+    corpus = topics_corpus(100)
+    model = fa.models.Word2Vec(seed=2, **dict(SETTINGS, epochs=1)).fit(corpus)
+    model.save(tmp_path / "shared.npz")
+    back = fa.models.Word2Vec.load(tmp_path / "shared.npz")
+    assert back.shared_negatives is True and np.array_equal(back.vectors, model.vectors)
+    # switching is a training setting: the tables are the same, so the loaded model trains on
+    # with the pair form, and the file it saves then records the form it holds
+    back.shared_negatives = False
+    back.train(corpus, epochs=1)
+    back.save(tmp_path / "pairs.npz")
+    assert fa.models.Word2Vec.load(tmp_path / "pairs.npz").shared_negatives is False
+    # a setting that the shared form does not train is refused when training, not later
+    cbow = fa.models.Word2Vec(sg=False, min_count=1, dim=8, epochs=1).fit(corpus)
+    cbow.shared_negatives = True
+    with pytest.raises(ValueError, match="a form of skip-gram"):
+        cbow.train(corpus)
