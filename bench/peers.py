@@ -221,6 +221,111 @@ def sgns_rows(quick):
     return rows
 
 
+# ---------------------------------------------------------------- shared negatives (issue 55)
+
+#: skip-gram with shared negatives beside the pair form and gensim: dim 100, window 5, 5
+#: negatives, min_count 5, no subsampling, one epoch, lr 0.025 to 1e-4 (both libraries' defaults)
+SHARED = dict(window=5, negative=5, min_count=5, sample=0, epochs=1)
+SHARED_DIM = 100
+NEIGHBOURS, QUERIES = 10, 500     # the overlap of the 10 nearest words of the 500 most frequent
+
+
+def neighbours(vectors, queries=QUERIES, k=NEIGHBOURS):
+    """The k nearest words (by cosine, the word itself left out) of each of the first `queries`
+    rows (the most frequent words: both libraries order their vocabulary by count)."""
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    cosines = unit[:queries] @ unit.T
+    cosines[np.arange(queries), np.arange(queries)] = -np.inf
+    return np.argpartition(-cosines, k, axis=1)[:, :k]
+
+
+def neighbour_overlap(a, b):
+    """The mean share of the k nearest words that two neighbour lists hold in common."""
+    return float(np.mean([len(set(x) & set(y)) / x.size for x, y in zip(a, b)]))
+
+
+def shared_fits(sentences, threads, seed):
+    """{name: fit(words) -> (seconds of `train`, W, C in the vocabulary's order)}: gensim's
+    skip-gram and fastad's in both forms, each building its vocabulary untimed."""
+    from gensim.models import Word2Vec as GensimWord2Vec
+
+    def gensim():
+        model = GensimWord2Vec(vector_size=SHARED_DIM, sg=1, workers=threads, seed=seed, **SHARED)
+        model.build_vocab(sentences)
+        start = time.perf_counter()
+        model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
+        return time.perf_counter() - start, model.wv.vectors, model.syn1neg, model.wv.index_to_key
+
+    def fastad(shared):
+        def fit():
+            model = fa.models.Word2Vec(dim=SHARED_DIM, workers=threads, seed=seed, shared_negatives=shared,
+                                       **SHARED).build_vocab(sentences)
+            start = time.perf_counter()
+            model.train(sentences, total_words=model.corpus_total_words, start_method="threads")
+            return time.perf_counter() - start, model.vectors, model.output, model.words
+        return fit
+
+    return {"gensim": gensim, "pairs": fastad(False), "shared": fastad(True)}
+
+
+def shared_negative_rows(quick):
+    """Words/s of skip-gram's two forms beside gensim at 1 and 2 threads, on a Zipf corpus
+    and on the standard library's text (whose held-out SGNS loss and neighbour overlap with
+    gensim are measured too, over seeds: each fastad form against gensim of the same seed,
+    and gensim against gensim of the next seed, the overlap two gensim runs reach)."""
+    if gensim_missing("shared-negative skip-gram"):
+        return []
+    import memory
+    text_train, text_held = split_text(stdlib_text(300_000 if quick else 1_000_000))
+    corpora = {"a Zipf(1.1) corpus": memory.zipf_corpus(300_000 if quick else 1_000_000, 1)[0],
+               "the standard library's text": text_train}
+    seeds = (0, 1) if quick else (0, 1, 2)
+    rows = []
+    for corpus_name, sentences in corpora.items():
+        vocabulary = fa.models.Word2Vec(min_count=SHARED["min_count"]).build_vocab(sentences)
+        words = int(vocabulary.counts.sum()) * SHARED["epochs"]      # the tokens an epoch trains
+        real = sentences is text_train
+        if real:
+            held_tokens, held_ends = encode(text_held, vocabulary.index)
+        for threads in (1, 2):
+            seconds, losses, overlaps, found = {}, {}, {}, {}
+            for seed in seeds:          # the libraries alternated, each seed once
+                for name, fit in shared_fits(sentences, threads, seed).items():
+                    elapsed, W, C, order = fit()
+                    seconds.setdefault(name, []).append(elapsed)
+                    if real:
+                        if name == "gensim":       # in fastad's order (gensim breaks ties otherwise)
+                            at = {w: k for k, w in enumerate(order)}
+                            index = np.array([at[w] for w in vocabulary.words])
+                            W, C = W[index], C[index]
+                        losses.setdefault(name, []).append(heldout_sgns_loss(W, C, held_tokens, held_ends))
+                        found[name, seed] = neighbours(W)
+            if real:
+                for name in ("pairs", "shared"):
+                    overlaps[name] = statistics.median(neighbour_overlap(found[name, s], found["gensim", s])
+                                                       for s in seeds)
+                overlaps["gensim"] = statistics.median(
+                    neighbour_overlap(found["gensim", s], found["gensim", t]) for s, t in zip(seeds, seeds[1:]))
+            peer = words / statistics.median(seconds["gensim"])
+            for name in ("pairs", "shared"):
+                rate = words / statistics.median(seconds[name])
+                quality = ""
+                if real:
+                    quality = (f", held-out loss {statistics.median(losses[name]):.3f} vs "
+                               f"{statistics.median(losses['gensim']):.3f}, top-{NEIGHBOURS} overlap with "
+                               f"gensim {overlaps[name]:.3f} (gensim's with itself {overlaps['gensim']:.3f})")
+                form = "shared negatives (one window a step)" if name == "shared" else "pair form (one pair a step)"
+                print(f"skip-gram dim {SHARED_DIM}, {form}, {threads} thread(s), {corpus_name} ({words:,} words), "
+                      f"medians of {len(seeds)} seeds: fastad {rate:,.0f} words/s | gensim {peer:,.0f} words/s | "
+                      f"{rate / peer:.2f}x{quality}")
+                rows.append({"workload": f"Word2Vec skip-gram dim {SHARED_DIM}, {form}, {threads} thread(s), "
+                                         f"{corpus_name}, training alone, vs gensim{quality}",
+                             "unit": "word", "fastad": 1 / rate, "peer": 1 / peer, "peer_name": "gensim",
+                             "target": (">= 2.5x gensim, held-out loss within 0.02, overlap within 0.05"
+                                        if name == "shared" else ">= 1.0x gensim, held-out loss no worse")})
+    return rows
+
+
 def skip_reason():
     if not_installed("implicit", "implicit") and not_installed("gensim", "gensim"):
         return "neither implicit nor gensim is installed (pip install implicit gensim)"
@@ -228,7 +333,7 @@ def skip_reason():
 
 
 def run(quick=False):
-    return bpr_rows(quick) + sgns_rows(quick)
+    return bpr_rows(quick) + sgns_rows(quick) + shared_negative_rows(quick)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,9 @@ cdef extern from *:
     /* The block kernels of window_loss, in vectors of 32 bytes (8 floats or 4 doubles: one
      * AVX2 register in the AVX2 clone, two SSE ones elsewhere, the same values either way).
      *
+     * A row's last elements short of a whole vector go through one of half its width (dim 100
+     * in floats: 12 vectors and one half), the rest one at a time.
+     *
      * fa_window_scores: copy the n context rows of W and the m target rows of C into the
      * blocks `rows` and `outs`, and score them: scores (n x m) = rows outs^T.
      *
@@ -66,6 +69,12 @@ cdef extern from *:
      * exp(-|s_j|) for fa_bce_backward (elementwise_loops.h), the loss nodes' rule: the
      * softplus's m terms log1p(t_j) taken as one log of the product of the 1 + t_j (in
      * double; each factor lies in [1, 2]), one log a context word instead of m. */
+    /* y[0:LANES] = scale * acc, or += when ids (a table's row), in fa_window_rows */
+    #define FA_WIN_PUT(S, Y, ACC) do {                                                            \
+        fa_win_vec_##S out_;                                                                     \
+        if (ids) { memcpy(&out_, (Y), 32); out_ += scale * (ACC); } else out_ = scale * (ACC);   \
+        memcpy((Y), &out_, 32);                                                                  \
+    } while (0)
     #define FA_WINDOW_KERNELS(T, S, LANES, EXP_NEGABS)                                           \
     static inline double fa_window_row_loss_##S(const T* s, Py_ssize_t m, T* t) {               \
         double product = 1, linear = 0;                                                          \
@@ -77,17 +86,46 @@ cdef extern from *:
         return linear + log(product);                                                            \
     }                                                                                            \
     typedef T fa_win_vec_##S __attribute__((vector_size(32)));                                   \
+    typedef T fa_win_half_##S __attribute__((vector_size(16)));                                  \
     static inline T fa_win_dot_##S(const T* x, const T* y, Py_ssize_t dim) {                     \
         fa_win_vec_##S acc = {0}, a, b;                                                          \
+        fa_win_half_##S h = {0}, ha, hb;                                                         \
         Py_ssize_t p = 0;                                                                        \
         for (; p + LANES <= dim; p += LANES) {                                                   \
             memcpy(&a, x + p, 32); memcpy(&b, y + p, 32);                                        \
             acc += a * b;                                                                        \
         }                                                                                        \
+        if (p + LANES / 2 <= dim) {                                                              \
+            memcpy(&ha, x + p, 16); memcpy(&hb, y + p, 16);                                      \
+            h = ha * hb;                                                                         \
+            p += LANES / 2;                                                                      \
+        }                                                                                        \
         T total = 0;                                                                             \
-        for (int l = 0; l < LANES; l++) total += acc[l];                                         \
+        for (int l = 0; l < LANES / 2; l++) total += acc[l] + acc[l + LANES / 2] + h[l];         \
         for (; p < dim; p++) total += x[p] * y[p];                                               \
         return total;                                                                            \
+    }                                                                                            \
+    static inline void fa_win_dot2_##S(const T* x, const T* y0, const T* y1, Py_ssize_t dim,     \
+                                       T* out) {                                                 \
+        fa_win_vec_##S acc0 = {0}, acc1 = {0}, a, b0, b1;                                        \
+        fa_win_half_##S h0 = {0}, h1 = {0}, ha, hb;                                              \
+        Py_ssize_t p = 0;                                                                        \
+        for (; p + LANES <= dim; p += LANES) {                                                   \
+            memcpy(&a, x + p, 32); memcpy(&b0, y0 + p, 32); memcpy(&b1, y1 + p, 32);             \
+            acc0 += a * b0; acc1 += a * b1;                                                      \
+        }                                                                                        \
+        if (p + LANES / 2 <= dim) {                                                              \
+            memcpy(&ha, x + p, 16); memcpy(&hb, y0 + p, 16); h0 = ha * hb;                       \
+            memcpy(&hb, y1 + p, 16); h1 = ha * hb;                                               \
+            p += LANES / 2;                                                                      \
+        }                                                                                        \
+        T t0 = 0, t1 = 0;                                                                        \
+        for (int l = 0; l < LANES / 2; l++) {                                                    \
+            t0 += acc0[l] + acc0[l + LANES / 2] + h0[l];                                         \
+            t1 += acc1[l] + acc1[l + LANES / 2] + h1[l];                                         \
+        }                                                                                        \
+        for (; p < dim; p++) { t0 += x[p] * y0[p]; t1 += x[p] * y1[p]; }                        \
+        out[0] = t0; out[1] = t1;                                                                \
     }                                                                                            \
     FA_CLONED void fa_window_scores_##S(const T* W, const int64_t* context, Py_ssize_t n,        \
                                         const T* C, const int64_t* target, Py_ssize_t m,         \
@@ -95,9 +133,13 @@ cdef extern from *:
         size_t row_bytes = (size_t)dim * sizeof(T);                                              \
         for (Py_ssize_t i = 0; i < n; i++) memcpy(rows + i * dim, W + context[i] * dim, row_bytes); \
         for (Py_ssize_t j = 0; j < m; j++) memcpy(outs + j * dim, C + target[j] * dim, row_bytes); \
-        for (Py_ssize_t i = 0; i < n; i++)                                                       \
-            for (Py_ssize_t j = 0; j < m; j++)                                                   \
-                scores[i * m + j] = fa_win_dot_##S(rows + i * dim, outs + j * dim, dim);         \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                     \
+            Py_ssize_t j = 0;                                                                    \
+            for (; j + 2 <= m; j += 2)      /* two target rows a pass over the context row */    \
+                fa_win_dot2_##S(rows + i * dim, outs + j * dim, outs + (j + 1) * dim, dim,      \
+                                scores + i * m + j);                                             \
+            if (j < m) scores[i * m + j] = fa_win_dot_##S(rows + i * dim, outs + j * dim, dim);  \
+        }                                                                                        \
     }                                                                                            \
     FA_CLONED void fa_window_rows_##S(const T* g, Py_ssize_t gr, Py_ssize_t gk, Py_ssize_t n_out, \
                                       Py_ssize_t n_in, const T* src, Py_ssize_t dim, T* dst,     \
@@ -106,15 +148,36 @@ cdef extern from *:
             T* y = ids ? dst + ids[r] * dim : dst + r * dim;                                     \
             const T* c = g + r * gr;                                                             \
             Py_ssize_t p = 0;                                                                    \
+            for (; p + 4 * LANES <= dim; p += 4 * LANES) {   /* four vectors: one broadcast each k */ \
+                fa_win_vec_##S a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, x0, x1, x2, x3;           \
+                for (Py_ssize_t k = 0; k < n_in; k++) {                                          \
+                    const T* xs = src + k * dim + p;                                             \
+                    T ck = c[k * gk];                                                            \
+                    memcpy(&x0, xs, 32); memcpy(&x1, xs + LANES, 32);                            \
+                    memcpy(&x2, xs + 2 * LANES, 32); memcpy(&x3, xs + 3 * LANES, 32);            \
+                    a0 += ck * x0; a1 += ck * x1; a2 += ck * x2; a3 += ck * x3;                  \
+                }                                                                                \
+                FA_WIN_PUT(S, y + p, a0); FA_WIN_PUT(S, y + p + LANES, a1);                      \
+                FA_WIN_PUT(S, y + p + 2 * LANES, a2); FA_WIN_PUT(S, y + p + 3 * LANES, a3);      \
+            }                                                                                    \
             for (; p + LANES <= dim; p += LANES) {                                               \
-                fa_win_vec_##S acc = {0}, x, out;                                                \
+                fa_win_vec_##S acc = {0}, x;                                                     \
                 for (Py_ssize_t k = 0; k < n_in; k++) {                                          \
                     memcpy(&x, src + k * dim + p, 32);                                           \
                     acc += c[k * gk] * x;                                                        \
                 }                                                                                \
-                if (ids) { memcpy(&out, y + p, 32); out += scale * acc; }                        \
+                FA_WIN_PUT(S, y + p, acc);                                                       \
+            }                                                                                    \
+            if (p + LANES / 2 <= dim) {                                                          \
+                fa_win_half_##S acc = {0}, x, out;                                               \
+                for (Py_ssize_t k = 0; k < n_in; k++) {                                          \
+                    memcpy(&x, src + k * dim + p, 16);                                           \
+                    acc += c[k * gk] * x;                                                        \
+                }                                                                                \
+                if (ids) { memcpy(&out, y + p, 16); out += scale * acc; }                        \
                 else out = scale * acc;                                                          \
-                memcpy(y + p, &out, 32);                                                         \
+                memcpy(y + p, &out, 16);                                                         \
+                p += LANES / 2;                                                                  \
             }                                                                                    \
             for (; p < dim; p++) {                                                               \
                 T acc = 0;                                                                       \
