@@ -14,6 +14,13 @@ both sides from their learned vectors.
   min_count 5, no subsampling, lr 0.025 decayed linearly to 1e-4, one epoch;
   `fa.models.Word2Vec` vs `gensim.models.Word2Vec(sg=1)`, both from the raw
   sentences (vocabulary included).
+- Skip-gram's two forms beside gensim (issue 55): words/s of `train` alone (the vocabulary
+  built untimed) of the pair form and of `shared_negatives=True` (one window a step, its
+  negatives shared: pWord2Vec's form) against gensim's, dim 100, window 5, 5 negatives,
+  min_count 5, no subsampling, one epoch, at 1 and 2 threads, on a Zipf(1.1) corpus
+  (bench/memory.py's) and on the standard library's text, where the held-out SGNS loss
+  and the overlap of the 10 nearest words of the 500 most frequent with gensim's are
+  measured too (medians over seeds; gensim's overlap with itself across seeds beside).
 
 fastad runs each model twice: one example a step (per-example SGD, as the
 peers do) and BATCH examples a step (one replay of a graph of BATCH triples or
