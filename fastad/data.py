@@ -5,7 +5,8 @@ data, and user x item interaction matrices with their splits.
   given rows; `PairwiseSampler` (`fastad.models.recsys`) draws BPR's triples from an
   `Interactions` matrix; `SkipGramSampler`, `CbowSampler`, `SharedNegativeSampler`
   (skip-gram with shared negatives) and the subword forms `SubwordSkipGramSampler`,
-  `SubwordCbowSampler` (`fastad.models.text`) walk a corpus's windows. Each fills a graph's leaves with one example at a time inside `fastad.train`,
+  `SubwordCbowSampler`, `SubwordSharedNegativeSampler` (`fastad.models.text`) walk a
+  corpus's windows. Each fills a graph's leaves with one example at a time inside `fastad.train`,
   with no Python between examples; every one follows the protocol of `Sampler`.
 - `planted_preferences`, `planted_interactions`, `train_test_split`, `leave_k_out` and
   `sample_triples`: the recommenders' data (`fastad.models.recsys.interactions`).
@@ -17,12 +18,12 @@ from fastad.models.recsys.interactions import (check_interactions, leave_k_out, 
                                                planted_interactions, planted_preferences,
                                                sample_triples, train_test_split)
 from fastad.models.text._windows import (AliasTable, CbowSampler, SharedNegativeSampler, SkipGramSampler,
-                                         SubwordCbowSampler, SubwordSkipGramSampler, TokenStream, WindowSampler,
-                                         count_words)
+                                         SubwordCbowSampler, SubwordSharedNegativeSampler, SubwordSkipGramSampler,
+                                         TokenStream, WindowSampler, count_words)
 
 __all__ = ["Sampler", "FeedSampler", "BagSampler", "PairwiseSampler", "Interactions", "WindowSampler",
            "SkipGramSampler", "CbowSampler", "SharedNegativeSampler", "SubwordSkipGramSampler",
-           "SubwordCbowSampler", "AliasTable",
+           "SubwordCbowSampler", "SubwordSharedNegativeSampler", "AliasTable",
            "TokenStream", "count_words",
            "planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
            "train_test_split", "leave_k_out", "sample_triples"]

@@ -180,3 +180,57 @@ def test_save_load_keeps_the_option_and_a_loaded_model_trains_on_with_either_for
     cbow.shared_negatives = True
     with pytest.raises(ValueError, match="a form of skip-gram"):
         cbow.train(corpus)
+
+
+# ---------------------------------------------------------------- FastText's shared form
+
+def test_the_subword_sampler_scores_the_centres_bag_against_its_window_and_shared_negatives():
+    from fastad.data import SubwordSharedNegativeSampler
+    words = ["ab", "cd", "ef", "gh", "ij", "kl"]
+    ids, offsets = fa.text.subword_table(words, 3, 4, 50)
+    bag, cut = fa.IndexInput([0] * int(np.diff(offsets).max())), fa.IndexInput([0, 0])
+    scored, weights = fa.IndexInput([0] * 7), fa.Input(np.zeros(7))          # window 2: 4 slots, k = 3
+    sampler = SubwordSharedNegativeSampler(np.arange(6), bag, cut, scored, weights, subword_ids=ids,
+                                           subword_offsets=offsets, window=2, seed=0)
+    drawn = [(b[:c[1]].tolist(), s.tolist(), w.tolist()) for b, c, s, w in sampler.epoch()]
+    assert len(drawn) == 6
+    for centre, (rows, s, w) in enumerate(drawn):
+        n = int(sum(w[:4]))
+        assert rows == ids[offsets[centre]:offsets[centre + 1]].tolist()      # the centre's own bag
+        assert w[:4] == [1.0] * n + [0.0] * (4 - n) and w[4:] == [float(n)] * 3
+        assert all(abs(word - centre) <= 2 and word != centre for word in s[:n]) and s[n:4] == [0] * (4 - n)
+    assert sampler.epoch_pairs == sum(sum(w[:4]) for _, _, w in drawn)
+    with pytest.raises(ValueError, match="needs no mask"):
+        SubwordSharedNegativeSampler(np.arange(6), bag, cut, scored, weights, subword_ids=ids,
+                                     subword_offsets=offsets, window=2, mask=fa.Input(np.ones(1)))
+    with pytest.raises(ValueError, match="scored must hold 2 \\* window = 4 ids of the window and at least one"):
+        SubwordSharedNegativeSampler(np.arange(6), bag, cut, fa.IndexInput([0] * 4), fa.Input(np.zeros(4)),
+                                     subword_ids=ids, subword_offsets=offsets, window=2)
+
+
+def test_fasttexts_shared_loss_is_the_sum_of_its_windows_pair_losses():
+    from fastad.models.text.fasttext import _shared_graph
+    rng = np.random.default_rng(4)
+    W0, C0 = rng.normal(0, 0.5, (30, 5)), rng.normal(0, 0.5, (9, 5))
+    W, C = fa.Parameter(W0, dtype=np.float64), fa.Parameter(C0, dtype=np.float64)
+    (bag, cut, scored, weights), loss = _shared_graph(W, C, dict(window=2, negative=3, bag_capacity=4))
+    bag.set_value([7, 21, 3, 0]), cut.set_value([0, 3])
+    scored.set_value([[4, 6, 0, 0, 1, 8, 8]]), weights.set_value(np.array([[1, 1, 0, 0, 2, 2, 2.0]]))
+    loss.forward()
+    h = W0[[7, 21, 3]].mean(axis=0)
+    softplus = lambda x: np.logaddexp(0, x)
+    pairs = [softplus(-h @ C0[c]) + sum(softplus(h @ C0[j]) for j in (1, 8, 8)) for c in (4, 6)]
+    assert abs(loss.item() - sum(pairs)) < 1e-12
+
+
+def test_fasttext_with_shared_negatives_learns_saves_and_refuses_cbow(tmp_path):
+    settings = dict(SETTINGS, bucket=1_000, seed=1)
+    model = fa.models.FastText(**settings).fit(topics_corpus())
+    near = [w for w, _ in model.wv.most_similar("a0", topn=5)]
+    assert all(w.startswith("a") for w in near), near
+    assert model.history[-1] < model.history[0]
+    model.save(tmp_path / "ft.npz")
+    back = fa.models.FastText.load(tmp_path / "ft.npz")
+    assert back.shared_negatives is True and np.array_equal(back.vectors, model.vectors)
+    with pytest.raises(ValueError, match="a form of skip-gram"):
+        fa.models.FastText(sg=False, shared_negatives=True)

@@ -72,3 +72,11 @@ class SubwordCbowSampler(CbowSampler):
                  ns_exponent: float = 0.75, sample: float = 0.0, vocab_size: int | None = None,
                  counts: ArrayLike | None = None, seed: _Seed = None, rank: int = 0, workers: int = 1,
                  claim: np.ndarray | None = None, block_tokens: int = 10_000) -> None: ...
+
+class SubwordSharedNegativeSampler(SharedNegativeSampler):
+    def __init__(self, tokens: ArrayLike | TokenStream, bag_ids: IndexInput, bag_offsets: IndexInput,
+                 scored: IndexInput, weights: Input, *, subword_ids: np.ndarray, subword_offsets: np.ndarray,
+                 mask: Input | None = None, sentence_ends: ArrayLike | None = None, window: int = 5,
+                 ns_exponent: float = 0.75, sample: float = 0.0, vocab_size: int | None = None,
+                 counts: ArrayLike | None = None, seed: _Seed = None, rank: int = 0, workers: int = 1,
+                 claim: np.ndarray | None = None, block_tokens: int = 10_000) -> None: ...

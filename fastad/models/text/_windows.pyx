@@ -29,7 +29,7 @@ cdef extern from *:
     int64_t fa_claim_next(int64_t* counter) noexcept nogil
 
 __all__ = ["WindowSampler", "SkipGramSampler", "CbowSampler", "SharedNegativeSampler",
-           "SubwordSkipGramSampler", "SubwordCbowSampler", "AliasTable", "TokenStream", "count_words",
+           "SubwordSkipGramSampler", "SubwordCbowSampler", "SubwordSharedNegativeSampler", "AliasTable", "TokenStream", "count_words",
            "check_restartable"]
 
 
@@ -1110,6 +1110,75 @@ cdef class SubwordCbowSampler(CbowSampler):
         self.bags.begin(slot)
         for j in range(self.window_hi - self.window_lo - 1):
             self.bags.add_word(slot, context[j])
+        return True
+
+
+cdef class SubwordSharedNegativeSampler(SharedNegativeSampler):
+    """Subword skip-gram with shared negatives (FastText's `shared_negatives=True`): the walk,
+    windows and negatives of `SharedNegativeSampler` (same arguments after the leaves),
+    fastText's direction: the centre's bag of input rows (its own row and its character
+    n-gram rows) scored against each word of its window and against k negatives drawn
+    once for the window, for `fa.bag_dot`. The negatives' terms, shared by the window's n
+    pairs, are weighed n: the loss is the sum of the n pairs' negative-sampling losses.
+
+    bag_ids       IndexInput of at least the longest word's rows: the centre's bag.
+    bag_offsets   IndexInput of 2 offsets: the bag is bag_ids[bag_offsets[0]:bag_offsets[1]].
+    scored        IndexInput of 2 * window + k ids: the window's words (padded with id 0),
+                  then the k negatives.
+    weights       Input of 2 * window + k values: 1 for each word of the window, 0 for
+                  padding, then n (the window's words) for each negative.
+    subword_ids, subword_offsets  each word id's input rows, as `SubwordSkipGramSampler`'s.
+
+    >>> scores = fa.bag_dot(W, bag, cut, C, fa.reshape(scored, (1, -1)), hidden_gradient=True)
+    >>> loss = fa.sum(fa.nn.bce_with_logits(scores, labels, reduction="none") * weights)
+    """
+    cdef int64_t* out_all
+    cdef char* out_all_weights
+    cdef bint all_weights_f64
+
+    def __init__(self, tokens, bag_ids, bag_offsets, scored, weights, *, subword_ids, subword_offsets,
+                 mask=None, sentence_ends=None, window=5, ns_exponent=0.75, sample=0.0, vocab_size=None, counts=None,
+                 seed=None, rank=0, workers=1, claim=None, block_tokens=10_000):
+        who = "SubwordSharedNegativeSampler"
+        if mask is not None:
+            raise ValueError(f"{who}: an example is one window, which needs no mask; give mask=None")
+        slots = 2 * check_int(who, "window", window, 1)
+        self.out_all = _index_leaf(who, "scored", scored, -1)
+        negative = (<Variable>scored).size - slots
+        if negative < 1:
+            raise ValueError(f"{who}: scored must hold 2 * window = {slots} ids of the window and at "
+                             f"least one negative, got {(<Variable>scored).size}")
+        self.out_all_weights = _input_leaf(who, "weights (2 * window + k)", weights, slots + negative)
+        self.all_weights_f64 = (<Variable>weights).f64
+        if _bag_count(who, bag_offsets) != 1:
+            raise ValueError(f"{who}: bag_offsets must hold 2 offsets (one centre's bag), got "
+                             f"{(<Variable>bag_offsets).size}")
+        self.mean = False
+        self.read_window(who, tokens, IndexInput(np.zeros(slots, dtype=np.int64)),
+                         Input(np.zeros(slots, dtype=np.float32)),
+                         IndexInput(np.zeros(1 + negative, dtype=np.int64)), None, sentence_ends, window,
+                         ns_exponent, sample, vocab_size, counts, seed, rank, workers, claim, block_tokens)
+        self.ahead = np.zeros(self.negative, dtype=np.int64)
+        self.bags = _SubwordBags(who, bag_ids, bag_offsets, 1, 1, subword_ids, subword_offsets,
+                                 self.vocab_size)
+        self.bagged = self.leaves           # the window sampler's own leaves, which this one copies
+        self.leaves = (bag_ids, bag_offsets, scored, weights)
+
+    cdef bint draw_item(self, Py_ssize_t slot) noexcept nogil:
+        """The window's words and the negatives into `scored`, with their weights, and the
+        centre's bag."""
+        cdef Py_ssize_t j, n
+        if not SharedNegativeSampler.draw_item(self, 0):
+            return False
+        n = self.window_hi - self.window_lo - 1
+        for j in range(self.slots):
+            self.out_all[j] = self.out_context[j]
+            _put_weight(self.out_all_weights, self.all_weights_f64, j, 1.0 if j < n else 0.0)
+        for j in range(self.negative):
+            self.out_all[self.slots + j] = self.out_scored[1 + j]
+            _put_weight(self.out_all_weights, self.all_weights_f64, self.slots + j, <double>n)
+        self.bags.begin(0)
+        self.bags.add_word(0, self.out_scored[0])
         return True
 
 

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastad._engine.graph import IndexInput
+from fastad._engine.graph import IndexInput, Input
 from fastad.ops.gather_dot import bag_dot
+from fastad.ops.losses import bce_with_logits
+from fastad.ops.reduction import sum as fa_sum
 from fastad.models.text._dictionary import subword_table
-from fastad.models.text._windows import SubwordCbowSampler, SubwordSkipGramSampler
+from fastad.models.text._windows import SubwordCbowSampler, SubwordSharedNegativeSampler, SubwordSkipGramSampler
 from fastad.checks import check_int, either
 from fastad.models.text.keyed_vectors import KeyedVectors, _terms
 from fastad.models.text.word2vec import Word2Vec, _Corpus, _negative_sampling_loss
@@ -54,10 +56,17 @@ class FastText(Word2Vec):
     `adjust_vectors`), and `wv[word]` of a word outside the vocabulary is the mean of
     its n-gram rows (a KeyError naming it when it has none). Training runs on the CPU
     (`bag_dot` has no GPU path yet).
+
+    `shared_negatives=True` (skip-gram): one step is a centre's whole window, in
+    fastText's direction: the centre's bag scored against each word of its window and
+    against k negatives drawn once for the window, whose terms count once for each of the
+    window's n pairs (`fa.data.SubwordSharedNegativeSampler`): the n pairs' loss, with
+    one hidden (the bag's mean) a window instead of one a pair.
     """
 
     def __init__(self, dim=100, window=5, negative=5, min_count=5, sample=1e-3, epochs=5, lr=None,
-                 min_lr=1e-4, sg=True, workers=1, seed=0, min_n=3, max_n=6, bucket=2_000_000, *,
+                 min_lr=1e-4, sg=True, workers=1, seed=0, min_n=3, max_n=6, bucket=2_000_000,
+                 shared_negatives=False, *,
                  vector_size=None, alpha=None, min_alpha=None, minn=None, maxn=None, sentences=None,
                  corpus_file=None):
         who = "FastText"
@@ -73,7 +82,7 @@ class FastText(Word2Vec):
         self._wv_at = None
         self._trained = 0
         super().__init__(dim, window, negative, min_count, sample, epochs, lr, min_lr, sg, workers, seed,
-                         vector_size=vector_size, alpha=alpha, min_alpha=min_alpha, sentences=sentences,
+                         shared_negatives, vector_size=vector_size, alpha=alpha, min_alpha=min_alpha, sentences=sentences,
                          corpus_file=corpus_file)
 
     def _default_lr(self):
@@ -166,6 +175,21 @@ class FastText(Word2Vec):
                                                                self.bucket)
 
 
+def _shared_graph(W, C, settings):
+    """(leaves, loss) of one window with shared negatives (SubwordSharedNegativeSampler's
+    leaves): the centre's bag against the window's 2 * window slots (label 1) and the k
+    negatives (label 0), each term times its weight (0 for an empty slot, n for a negative)."""
+    slots, k = 2 * settings["window"], settings["negative"]
+    bag = IndexInput(np.zeros(settings["bag_capacity"], dtype=np.int64))
+    cuts = IndexInput(np.array([0, 1], dtype=np.int64))
+    scored = IndexInput(np.zeros((1, slots + k), dtype=np.int64))
+    weights = Input(np.zeros((1, slots + k)), dtype=W.dtype)
+    labels = np.zeros((1, slots + k), dtype=W.dtype)
+    labels[0, :slots] = 1
+    scores = bag_dot(W, bag, cuts, C, scored, hidden_gradient=True)
+    return (bag, cuts, scored, weights), fa_sum(bce_with_logits(scores, labels, reduction="none") * weights)
+
+
 def _require_cpu(who, device):
     if device != "cpu":
         raise ValueError(f"{who}: device={device!r}: FastText trains on the CPU only (fa.bag_dot, its "
@@ -224,6 +248,8 @@ class _SubwordCorpus(_Corpus):
         centres (CBOW) with their negatives, scored by `bag_dot` (every bag row taking the
         hidden's gradient), then the mask when a step holds more than one example."""
         b, k = self.settings["batch"], self.settings["negative"]
+        if self.settings.get("shared_negatives"):
+            return _shared_graph(W, C, self.settings)
         bag = IndexInput(np.zeros(b * self.settings["bag_capacity"], dtype=np.int64))
         cuts = IndexInput(np.arange(b + 1, dtype=np.int64))
         words = IndexInput(np.zeros((b, k + 1), dtype=np.int64))
@@ -232,5 +258,7 @@ class _SubwordCorpus(_Corpus):
 
     def sampler(self, tokens, leaves, **walk):
         kind = SubwordSkipGramSampler if self.settings["sg"] else SubwordCbowSampler
+        if self.settings.get("shared_negatives"):
+            kind = SubwordSharedNegativeSampler
         return kind(tokens, *leaves, subword_ids=self.subword_ids, subword_offsets=self.subword_offsets,
                     **walk)
