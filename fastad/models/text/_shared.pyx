@@ -29,6 +29,7 @@ __all__ = ["window_loss"]
 
 
 cdef inline double row_loss(const floating* scores, Py_ssize_t m, floating* exps) noexcept nogil:
+    """sum_j bce(scores[j], j == 0), keeping exp(-|scores[j]|) in exps (fa_window_row_loss)."""
     if floating is float:
         return fa_window_row_loss_f(scores, m, exps)
     else:
