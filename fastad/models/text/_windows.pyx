@@ -961,6 +961,8 @@ cdef class SharedNegativeSampler(CbowSampler):
             return False
         if self.center_pos + 1 < self.length:       # the next centre's row starts loading
             self.prefetch_rows(2, self.buffer[self.center_pos + 1])
+        if self.center_pos + 1 + self.window < self.length:     # and the word its window may reach first
+            self.prefetch_rows(0, self.buffer[self.center_pos + 1 + self.window])
         return True
 
     @property
