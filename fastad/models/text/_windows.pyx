@@ -918,7 +918,8 @@ cdef class SharedNegativeSampler(CbowSampler):
     `epoch_pairs` counts the (centre, context word) pairs of the epoch's examples, the pairs
     SkipGramSampler would draw from the same windows. The negatives of each window are
     drawn with the window before it, and `fastad.train` starts loading their rows (and the
-    next centre's) while that one trains.
+    next centre's, and the input row of the word the next windows reach first) while that
+    one trains.
 
     >>> ctx, wts, tgt = fa.IndexInput([0] * 10), fa.Input(np.zeros(10)), fa.IndexInput([0] * 6)
     >>> loss = window_loss(W, ctx, wts, C, tgt)               # or: scores = W[ctx] @ C[tgt].T, ...
