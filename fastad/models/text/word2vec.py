@@ -326,8 +326,7 @@ class Word2Vec(Model):
         settings = RunSettings.for_fit(who, self.workers, start_method, device, batch_size, lr=lr,
                                        min_lr=min_lr, epochs=epochs)
         self._check_shared(who, device, batch_size)
-        corpus = self._corpus(dict(self.settings(), batch=settings.batch, shared_negatives=self.shared_negatives),
-                              source, total_words)
+        corpus = self._corpus(dict(self.settings(), batch=settings.batch), source, total_words)
         weights = {"W": self.vectors, "C": self.output}
         if self.workers > 1:      # each epoch's claim counter: an int64 in a float64's place
             weights["claim"] = np.zeros(epochs, dtype=np.float64)
