@@ -91,25 +91,29 @@ class Backend:
 
     @staticmethod
     def ranking(user_table, users, item_table, pos, neg, item_bias, reduction, regularization=0.0,
-                loss="bpr"):
+                loss="bpr", weights=None):
         """ranking_margin's margins (reduction None), or ranking_loss's `loss` of them with
-        that reduction and L2 term (margin_loss, the same pointwise loss); the arguments are
-        checked (fastad.ops.ranking)."""
+        that reduction, L2 term and weights (margin_loss, the same pointwise loss); the
+        arguments are checked (fastad.ops.ranking)."""
         margin = vector_dot(take(user_table, users), sub(take(item_table, pos), take(item_table, neg)))
         if item_bias is not None:
             margin = add(margin, reshape(sub(take(item_bias, pos), take(item_bias, neg)), margin.shape))
         if reduction is None:
             return margin
-        if regularization == 0:
+        if regularization == 0 and weights is None:
             return margin_loss(margin, loss, reduction)
-        # the L2 term joins each triple's loss before the reduction, as the CPU node's does
-        rows = [take(user_table, users), take(item_table, pos), take(item_table, neg)]
-        squares = [vector_dot(row, row) for row in rows]
-        if item_bias is not None:
-            squares += [reshape(mul(take(item_bias, ids), take(item_bias, ids)), margin.shape)
-                        for ids in (pos, neg)]
-        penalty = reduce(add, squares)
-        losses = add(margin_loss(margin, loss, "none"), mul(penalty, 0.5 * regularization))
+        # the L2 term joins each triple's loss, and the weight scales it, before the reduction,
+        # as the CPU node's do
+        losses = margin_loss(margin, loss, "none")
+        if regularization != 0:
+            rows = [take(user_table, users), take(item_table, pos), take(item_table, neg)]
+            squares = [vector_dot(row, row) for row in rows]
+            if item_bias is not None:
+                squares += [reshape(mul(take(item_bias, ids), take(item_bias, ids)), margin.shape)
+                            for ids in (pos, neg)]
+            losses = add(losses, mul(reduce(add, squares), 0.5 * regularization))
+        if weights is not None:
+            losses = mul(losses, weights)
         total = losses if reduction == "none" else reduce_sum(losses)
         return mul(total, 1.0 / losses.size) if reduction == "mean" else total
 

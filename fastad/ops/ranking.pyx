@@ -120,7 +120,7 @@ cdef inline void regularized_grads(const floating* V, const floating* bias, cons
 
 # A Ranking node's buffers: one vector per triple of each kind, and rows of dim per triple.
 cdef enum:
-    V_MARGINS, V_KEPT, V_ONES, V_COEFS, V_NEGATED, V_PENALTIES, V_RATES, V_POS_BIAS, V_NEG_BIAS
+    V_MARGINS, V_KEPT, V_ONES, V_COEFS, V_NEGATED, V_PENALTIES, V_RATES, V_POS_BIAS, V_NEG_BIAS, V_LOSSES
     N_VECTORS
 cdef enum:
     R_USERS, R_DIFFERENCES, R_GRADS     # R_GRADS: the user gradient rows (or the scaled rows'
@@ -140,8 +140,10 @@ cdef class Ranking(RowGather):
     With a loss (`ranking_loss`), its value is that loss of each margin against a target of
     one, reduced, plus each triple's L2 term: what the loss's PairLoss node computes of the
     margins, by the same loops (pointwise_loss.pxd), and the backward's coefficient of each
-    triple is the loss's gradient instead of y's."""
+    triple is the loss's gradient instead of y's. With `weights`, each triple's loss (its L2
+    term included) is multiplied by its weight, a constant (WARP's rank weight)."""
     cdef Variable user_table, item_table, item_bias    # item_bias: None or n_items values
+    cdef Variable weights            # None, or one constant per triple that scales its loss
     cdef IndexInput users, pos, neg
     cdef Py_ssize_t dim, n_users, n_items
     cdef Py_ssize_t n_triples        # the size of users, pos and neg (the node's too, unless reduced)
@@ -184,6 +186,8 @@ cdef class Ranking(RowGather):
                     penalties)
         if self.loss < 0:
             return 0
+        if self.weights is not None:
+            return self._weighted_forward(y, margins, penalties)
         total = loss_forward(self.loss, <char*>margins, self.vector(V_ONES), n, 0.0, self.vector(V_KEPT),
                              <char*>y if self.reduction == RED_NONE else NULL, self.f64)
         if penalties != NULL:
@@ -191,6 +195,25 @@ cdef class Ranking(RowGather):
                 total += half_r * penalties[k]
                 if self.reduction == RED_NONE:
                     y[k] += <floating>(half_r * penalties[k])
+        if self.reduction != RED_NONE:
+            y[0] = <floating>(total * self.scale)
+        return 0
+
+    cdef int _weighted_forward(self, floating* y, const floating* margins,
+                               const floating* penalties) except -1 nogil:
+        """The losses of the margins (with their L2 terms), each times its weight, into y for
+        reduction "none", else their sum times the reduction's scale."""
+        cdef Py_ssize_t k, n = self.n_triples
+        cdef const floating* w = <const floating*>self.weights.val_ptr
+        cdef floating* losses = y if self.reduction == RED_NONE else <floating*>self.vector(V_LOSSES)
+        cdef double total = 0.0, half_r = 0.5 * self.regularization
+        loss_forward(self.loss, <const char*>margins, self.vector(V_ONES), n, 0.0, self.vector(V_KEPT),
+                     <char*>losses, self.f64)
+        for k in range(n):
+            if penalties != NULL:
+                losses[k] += <floating>(half_r * penalties[k])
+            losses[k] *= w[k]
+            total += losses[k]
         if self.reduction != RED_NONE:
             y[0] = <floating>(total * self.scale)
         return 0
@@ -214,6 +237,8 @@ cdef class Ranking(RowGather):
                           1 if self.reduction == RED_NONE else 0, self.scale,
                           self.vector(V_COEFS), False, self.f64)
             g = <const floating*>self.vector(V_COEFS)
+            if self.weights is not None:
+                self._weigh(<floating*>self.vector(V_COEFS))
             if self.regularization != 0:
                 self._fill_rates(gy)
                 if n == 1 and self.steps_in_place:
@@ -237,14 +262,25 @@ cdef class Ranking(RowGather):
                              self.block(R_GRADS))
         return 0
 
+    cdef int _weigh(self, floating* coefficients) except -1 nogil:
+        """Each triple's coefficient times its weight."""
+        cdef Py_ssize_t k
+        cdef const floating* w = <const floating*>self.weights.val_ptr
+        for k in range(self.n_triples):
+            coefficients[k] *= w[k]
+        return 0
+
     cdef int _fill_rates(self, const floating* gy) except -1 nogil:
         """rates[k] = the coefficient of triple k's rows in its L2 term's gradient: r times
-        the loss's gradient (its k-th under reduction "none") and the reduction's scale."""
+        the loss's gradient (its k-th under reduction "none") and the reduction's scale (and
+        the triple's weight)."""
         cdef Py_ssize_t k, step = 1 if self.reduction == RED_NONE else 0
         cdef double r = self.regularization * self.scale
         cdef floating* rates = <floating*>self.vector(V_RATES)
         for k in range(self.n_triples):
             rates[k] = <floating>(r * gy[k * step])
+        if self.weights is not None:
+            self._weigh(rates)
         return 0
 
     cdef int _add_regularized_grads(self, const floating* g) except -1 nogil:
@@ -332,11 +368,11 @@ def ranking_margin(user_table, users, item_table, pos, neg, item_bias=None):
     >>> loss = -fa.sum(fa.logsigmoid(margins))
     """
     return _ranking_node("ranking_margin", user_table, users, item_table, pos, neg, item_bias, None,
-                         -1, 0.0)
+                         -1, 0.0, None)
 
 
 def ranking_loss(user_table, users, item_table, pos, neg, item_bias=None, reduction="mean",
-                 regularization=0.0, loss="bpr"):
+                 regularization=0.0, loss="bpr", weights=None):
     """A pairwise ranking loss of each `ranking_margin` m: `loss` "bpr" (the default, BPR's
     -log sigmoid(m)) or "hinge" (max(0, 1 - m)), averaged ("mean", the default), summed
     ("sum") or one per example ("none").
@@ -346,6 +382,11 @@ def ranking_loss(user_table, users, item_table, pos, neg, item_bias=None, reduct
     gradient r * row joins each row's: under per-example SGD at rate lr each touched row
     takes `row += lr * (its loss's gradient step - r * row)`, with "bpr" implicit's
     BayesianPersonalizedRanking update (its `regularization`) exactly.
+
+    `weights` (optional), a float Variable of the ids' shape that takes no gradient (an
+    `Input`: constants a sampler writes), multiplies each triple's loss, its L2 term
+    included, before the reduction: WARP's rank weight of each triple
+    (`fastad.data.WarpSampler` writes them; a weight 0 leaves its triple's rows as they are).
 
     It is `margin_loss(ranking_margin(...), loss, reduction)` (for "bpr",
     `bce_with_logits(margins, ones, reduction)`) with the same values and gradients bit for
@@ -363,7 +404,7 @@ def ranking_loss(user_table, users, item_table, pos, neg, item_bias=None, reduct
     if r < 0:
         raise ValueError(f"ranking_loss: regularization must be >= 0, got {regularization!r}")
     return _ranking_node("ranking_loss", user_table, users, item_table, pos, neg, item_bias, loss,
-                         reduction_code("ranking_loss", reduction), r)
+                         reduction_code("ranking_loss", reduction), r, weights)
 
 
 def margin_loss(margins, loss="bpr", reduction="sum"):
@@ -384,9 +425,9 @@ def margin_loss(margins, loss="bpr", reduction="sum"):
 
 cdef object _ranking_node(str op, object user_table, object users, object item_table, object pos,
                           object neg, object item_bias, object loss, int reduction,
-                          double regularization):
+                          double regularization, object weights):
     """ranking_margin's node (reduction -1: no loss), or ranking_loss's with that loss,
-    reduction code and L2 term."""
+    reduction code, L2 term and weights (None or a float Variable of the ids' shape)."""
     cdef int code = -1 if reduction < 0 else loss_code(op, loss)
     cdef Variable U, V
     U, V = row_tables(op, "user_table", user_table, "item_table", item_table)
@@ -403,9 +444,19 @@ cdef object _ranking_node(str op, object user_table, object users, object item_t
     if not (user_ids._shape == pos_ids._shape == neg_ids._shape):
         raise ValueError(f"{op}: users, pos and neg must have one shape, got {user_ids._shape}, "
                          f"{pos_ids._shape} and {neg_ids._shape}")
-    if (dev := backend_among((U, V, b, user_ids, pos_ids, neg_ids))) is not None:
+    cdef Variable w = None
+    if weights is not None:
+        w = require_float(op, weights, "weights")
+        same_dtype(op, U, w)
+        if w._shape != user_ids._shape:
+            raise ValueError(f"{op}: weights must have the ids' shape {user_ids._shape} (one weight "
+                             f"per triple), got {w._shape}")
+        if w.requires_grad:
+            raise ValueError(f"{op}: weights must take no gradient (an Input of constants, such as "
+                             f"WARP's rank weights), got a {type(w).__name__} that requires one")
+    if (dev := backend_among((U, V, b, user_ids, pos_ids, neg_ids, w))) is not None:
         return dev.ranking(U, user_ids, V, pos_ids, neg_ids, b,
-                           None if reduction < 0 else reduction_name(reduction), regularization, loss)
+                           None if reduction < 0 else reduction_name(reduction), regularization, loss, w)
     cdef Ranking node = Ranking.__new__(Ranking)
     node.user_table, node.item_table, node.item_bias = U, V, b
     node.users, node.pos, node.neg = user_ids, pos_ids, neg_ids
@@ -415,7 +466,10 @@ cdef object _ranking_node(str op, object user_table, object users, object item_t
     node.reduction = reduction
     node.scale = reduction_scale(reduction, user_ids.size)
     node.regularization = regularization
+    node.weights = w
     inputs = (U, V, user_ids, pos_ids, neg_ids) if b is None else (U, V, b, user_ids, pos_ids, neg_ids)
+    if w is not None:
+        inputs += (w,)
     init_node(node, op, inputs, () if code >= 0 and reduction != RED_NONE else user_ids._shape, U.f64)
     sources = ((user_ids, U), (pos_ids, V), (neg_ids, V))
     node.gathers((U, V) if b is None else (U, V, b),
