@@ -181,5 +181,6 @@ def test_bpr_trains_with_the_hinge_and_keeps_it_when_saved(tmp_path):
     model.save(tmp_path / "hinge.npz")
     loaded = fa.models.BPR.load(tmp_path / "hinge.npz")
     assert loaded.loss == "hinge" and loaded.settings() == model.settings()
-    with pytest.raises(ValueError, match=r"BPR: loss must be one of \['bpr', 'hinge'\], got 'warp'"):
-        fa.models.BPR(10, 5, loss="warp")
+    with pytest.raises(ValueError, match=r"BPR: loss must be one of \['bpr', 'hinge', 'warp', 'warp-kos'\], "
+                                         r"got 'wrap'"):
+        fa.models.BPR(10, 5, loss="wrap")

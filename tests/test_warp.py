@@ -1,10 +1,14 @@
 """WARP and k-OS WARP in the compiled loop: `fa.ranking_loss(..., weights=)` (each triple's loss
 times a constant), `fa.data.WarpSampler` (negatives drawn against the current scores, LightFM's
 rank weight) and `BPR(loss="warp" | "warp-kos")`."""
+import math
+
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import fastad as fa
+from fastad.models.recsys._pairs import WARP_MAX_WEIGHT, warp_weight
 
 # ------------------------------------------------------------------ ranking_loss(weights=)
 
@@ -94,3 +98,206 @@ def test_bad_weights_raise():
         fa.ranking_loss(U, IDS[0], V, IDS[1], IDS[2], weights=fa.Input(np.ones(3), dtype=np.float32))
     with pytest.raises(TypeError, match="ranking_loss: weights must be a fastad Variable"):
         fa.ranking_loss(U, IDS[0], V, IDS[1], IDS[2], weights=np.ones(3))
+
+
+# ------------------------------------------------------------------ the rank weight
+
+def test_the_rank_weight_is_lightfms_log_of_the_estimated_rank():
+    assert warp_weight(1001, 1) == pytest.approx(math.log(1000))
+    assert warp_weight(1001, 3) == pytest.approx(math.log(333))       # floor(1000 / 3)
+    assert warp_weight(1001, 10) == pytest.approx(math.log(100))
+    assert warp_weight(5, 2) == pytest.approx(math.log(2))
+    assert warp_weight(5, 3) == 0.0 and warp_weight(5, 9) == 0.0       # floor below 1: log(max(1, .))
+    assert warp_weight(10 ** 6, 1) == WARP_MAX_WEIGHT == 10.0          # log(999,999) > 10: capped
+
+
+# ------------------------------------------------------------------ WarpSampler
+
+def _warp_setup(likes, U, V, bias=None, batch=1, **kwargs):
+    dtype = U.dtype
+    users, pos, neg = (fa.IndexInput([0] * batch) for _ in range(3))
+    weights = fa.Input(np.zeros(batch), dtype=dtype)
+    params = [fa.Parameter(x, dtype=dtype) for x in (U, V) + (() if bias is None else (bias,))]
+    sampler = fa.data.WarpSampler(likes, users, pos, neg, weights, *params, **kwargs)
+    loss = fa.ranking_loss(params[0], users, params[1], pos, neg, item_bias=params[2] if bias is not None else None,
+                           loss="hinge", weights=weights, reduction="sum")
+    return sampler, loss, params
+
+
+def _one_user_likes(items, n_items):
+    return sp.csr_matrix((np.ones(len(items)), ([0] * len(items), items)), shape=(1, n_items))
+
+
+def test_one_warp_step_is_the_weighted_hinge_update_of_the_drawn_violator():
+    """One positive, every unliked item a violator: the first draw that is not the liked item
+    is the negative (tries = 1 with this seed), its weight log(floor((n - 1) / 1)), and the SGD
+    step that of the weighted hinge, computed here in numpy."""
+    n_items, dim, lr = 1001, 4, 0.01
+    rng = np.random.default_rng(0)
+    U = rng.normal(size=(1, dim))
+    V = np.tile(U, (n_items, 1))             # every item scores |U|^2 ...
+    V[7] = -U[0]                             # ... but the liked one, far below: all violate
+    bias = rng.normal(size=(n_items, 1)) * 0.01
+    sampler, loss, (Up, Vp, bp) = _warp_setup(_one_user_likes([7], n_items), U, V, bias, examples=1,
+                                              seed=3)
+    fa.train(loss, fa.optim.SGD([Up, Vp, bp], lr=lr), sampler, epochs=1)
+    user, pos, neg = (int(leaf.value[0]) for leaf in sampler.leaves[:3])
+    weight = float(sampler.leaves[3].value[0])
+    assert (user, pos) == (0, 7) and neg != 7
+    assert weight == pytest.approx(math.log(n_items - 1))
+    # numpy: the hinge's gradient of the margin is -1 (the triple violates), times the weight
+    u, vi, vj = U[0].copy(), V[7].copy(), V[neg].copy()
+    assert u @ vj + bias[neg, 0] > u @ vi + bias[7, 0] - 1
+    np.testing.assert_allclose(Up.value[0], u + lr * weight * (vi - vj), rtol=1e-12)
+    np.testing.assert_allclose(Vp.value[7], vi + lr * weight * u, rtol=1e-12)
+    np.testing.assert_allclose(Vp.value[neg], vj - lr * weight * u, rtol=1e-12)
+    np.testing.assert_allclose(bp.value[[7, neg], 0], bias[[7, neg], 0] + lr * weight * np.array([1, -1]))
+    untouched = np.setdiff1d(np.arange(n_items), [7, neg])
+    np.testing.assert_array_equal(Vp.value[untouched], V[untouched])
+
+
+def test_tries_count_every_draw_a_liked_one_included():
+    """Five items, the user likes item 0 and only item 3 violates: the draw that finds it is
+    geometric (p = 1/5), and the weight log(max(1, floor(4 / tries))) is log 4 at the first
+    draw, log 2 at the second, 0 later: their shares are 1/5 and 4/25."""
+    V = np.array([[1.0], [-5.0], [-5.0], [5.0], [-5.0]])
+    sampler, _, _ = _warp_setup(_one_user_likes([0], 5), np.ones((1, 1)), V, max_sampled=100,
+                                examples=20_000, seed=0)
+    drawn = list(sampler.epoch())
+    assert {int(neg[0]) for _, _, neg, _ in drawn} == {3}
+    weights = np.array([w[0] for _, _, _, w in drawn])
+    assert set(np.round(weights, 6)) <= {round(math.log(4), 6), round(math.log(2), 6), 0.0}
+    assert abs(np.mean(np.isclose(weights, math.log(4))) - 1 / 5) < 0.015
+    assert abs(np.mean(np.isclose(weights, math.log(2))) - 4 / 25) < 0.015
+
+
+def test_a_positive_that_exhausts_max_sampled_takes_no_update():
+    """No item comes within the margin of the liked one: every positive draws max_sampled
+    negatives and is skipped; nothing is replayed and the tables stay as they were."""
+    V = np.array([[10.0], [-5.0], [-5.0], [-5.0]])
+    sampler, loss, params = _warp_setup(_one_user_likes([0], 4), np.ones((1, 1)), V, max_sampled=3,
+                                        examples=50, seed=0)
+    assert list(sampler.epoch()) == [] and sampler.skipped == 50
+    history = fa.train(loss, fa.optim.SGD(params, lr=0.1), sampler, epochs=2)
+    assert history == [0.0, 0.0] and sampler.skipped == 150
+    np.testing.assert_array_equal(params[1].value, V)
+
+
+def test_a_batch_whose_epoch_runs_out_fills_its_last_slots_with_weight_zero():
+    V = np.array([[1.0], [-5.0], [5.0], [-5.0]])          # only item 2 violates
+    sampler, _, _ = _warp_setup(_one_user_likes([0], 4), np.ones((1, 1)), V, batch=4,
+                                max_sampled=1, examples=1, seed=2)
+    (users, pos, neg, weights), = list(sampler.epoch())     # 2 of the 4 positives found item 2
+    found = neg == 2
+    assert found.sum() == 4 - sampler.skipped >= 1
+    assert np.all(weights[~found] == 0) and np.all(neg[~found] == pos[~found])
+    assert np.all(weights[found] == pytest.approx(math.log(3)))
+
+
+def test_kos_takes_the_kth_best_of_the_sampled_positives():
+    """The user's items score 3, 2, 1 (items 0, 1, 2): k-OS draws min(kos_n, 3) = 3 of them
+    uniformly (with repetition, as LightFM) and takes the k-th best. The best of three is
+    item 0 unless none was drawn (19/27), the median is item 1 in 13/27 of the draws, the
+    worst is item 2 in 19/27."""
+    V = np.array([[3.0], [2.0], [1.0], [9.0], [9.0]])
+    likes = _one_user_likes([0, 1, 2], 5)
+    for k, item, share in ((1, 0, 19 / 27), (2, 1, 13 / 27), (3, 2, 19 / 27)):
+        sampler, _, _ = _warp_setup(likes, np.ones((1, 1)), V, kos_k=k, kos_n=10, examples=20_000, seed=1)
+        positives = np.array([int(p[0]) for _, p, _, _ in sampler.epoch()])
+        assert len(positives) > 19_000
+        assert abs(np.mean(positives == item) - share) < 0.015, (k, np.bincount(positives))
+
+
+def test_kos_with_a_user_without_items_skips_them_and_ends():
+    likes = sp.csr_matrix(([1.0, 1.0], ([0, 2], [0, 1])), shape=(3, 6))    # user 1 has no item
+    rng = np.random.default_rng(0)
+    sampler, _, _ = _warp_setup(likes, rng.normal(size=(3, 2)), rng.normal(size=(6, 2)), kos_k=1,
+                                kos_n=2, max_sampled=50, examples=300, seed=0)
+    drawn = list(sampler.epoch())
+    assert 0 < len(drawn) < 300 and {int(u[0]) for u, _, _, _ in drawn} <= {0, 2}
+    assert len(drawn) + sampler.skipped == 300
+
+
+def test_warp_sampler_bad_input_raises():
+    likes = _one_user_likes([0], 4)
+    U, V = np.ones((1, 2)), np.ones((4, 2))
+    with pytest.raises(ValueError, match="WarpSampler: max_sampled must be >= 1, got 0"):
+        _warp_setup(likes, U, V, max_sampled=0)
+    with pytest.raises(TypeError, match="WarpSampler: max_sampled must be an integer"):
+        _warp_setup(likes, U, V, max_sampled=2.0)
+    with pytest.raises(ValueError, match=r"WarpSampler: kos_k \(3\) must be <= kos_n \(2\)"):
+        _warp_setup(likes, U, V, kos_k=3, kos_n=2)
+    with pytest.raises(ValueError, match="WarpSampler: the tables have 1 user rows and 5 item rows"):
+        _warp_setup(likes, U, np.ones((5, 2)))
+    with pytest.raises(ValueError, match=r"WarpSampler: item_bias must have shape \(4,\) or \(4, 1\)"):
+        _warp_setup(likes, U, V, np.ones((3, 1)))
+    users, pos, neg = (fa.IndexInput([0]) for _ in range(3))
+    Up, Vp = fa.Parameter(U), fa.Parameter(V)
+    with pytest.raises(ValueError, match="WarpSampler: weights must be an Input of 1 values"):
+        fa.data.WarpSampler(likes, users, pos, neg, fa.Input(np.zeros(2)), Up, Vp)
+    with pytest.raises(TypeError, match="WarpSampler: weights is float64 but user_table is float32"):
+        fa.data.WarpSampler(likes, users, pos, neg, fa.Input(np.zeros(1), dtype=np.float64), Up, Vp)
+
+
+# ------------------------------------------------------------------ BPR(loss="warp" | "warp-kos")
+
+@pytest.fixture(scope="module")
+def split():
+    likes = fa.data.planted_interactions(600, 200, per_user=15, seed=1)
+    return fa.data.train_test_split(likes, 0.2, seed=1)
+
+
+@pytest.mark.parametrize("loss, epochs, auc", [("warp", 15, 0.68), ("warp-kos", 200, 0.64)])
+def test_bpr_trains_with_warp(split, loss, epochs, auc):
+    """(k-OS's epoch is one positive per user: 600 here, against WARP's 7,200.)"""
+    train, test = split
+    model = fa.models.BPR(600, 200, dim=16, loss=loss, biases=True, seed=2)
+    before = fa.metrics.evaluate(model, test, train=train)["auc"]
+    model.fit(train, epochs=epochs, lr=0.05, optimizer="adagrad", seed=0)
+    after = fa.metrics.evaluate(model, test, train=train)["auc"]
+    assert after > before + 0.14 and after > auc, (before, after)
+    assert model(fa.IndexInput([1]), fa.IndexInput([2]), fa.IndexInput([3])).op_name == "ranking_loss"
+
+
+def test_warp_kos_epochs_are_one_positive_per_user_by_default(split):
+    train, _ = split
+    model = fa.models.BPR(600, 200, dim=8, loss="warp-kos")
+    assert model.epoch_samples(train) == 600 and fa.models.BPR(600, 200).epoch_samples(train) == train.nnz
+
+
+@pytest.mark.parametrize("start_method", ["threads", "fork"])
+def test_warp_trains_in_two_workers(split, start_method):
+    train, test = split
+    model = fa.models.BPR(600, 200, dim=16, loss="warp", biases=True, seed=2)
+    history = model.fit(train, epochs=15, lr=0.05, optimizer="adagrad", seed=0, workers=2,
+                        start_method=start_method).history
+    assert len(history) == 15 and np.all(np.isfinite(history))
+    assert fa.metrics.evaluate(model, test, train=train)["auc"] > 0.68
+
+
+def test_save_and_load_keep_the_warp_loss_and_its_settings(split, tmp_path):
+    train, _ = split
+    model = fa.models.BPR(600, 200, dim=8, loss="warp-kos", max_sampled=7, kos_k=2, kos_n=4)
+    model.fit(train, epochs=1, optimizer="adagrad")
+    model.save(tmp_path / "warp.npz")
+    loaded = fa.models.BPR.load(tmp_path / "warp.npz")
+    assert (loaded.loss, loaded.max_sampled, loaded.kos_k, loaded.kos_n) == ("warp-kos", 7, 2, 4)
+    assert loaded.settings() == model.settings()
+    np.testing.assert_array_equal(loaded.scores([0, 1]), model.scores([0, 1]))
+    _, feeds = loaded.example_graph()
+    sampler = loaded.epoch_sampler(feeds, fa.data.Interactions(train), 5, 0)
+    assert (sampler.max_sampled, sampler.kos_k, sampler.kos_n) == (7, 2, 4)
+
+
+def test_bpr_warp_bad_input_raises():
+    with pytest.raises(ValueError, match="BPR: max_sampled must be >= 1, got 0"):
+        fa.models.BPR(10, 5, loss="warp", max_sampled=0)
+    with pytest.raises(ValueError, match="BPR: kos_n must be >= 5, got 3"):
+        fa.models.BPR(10, 5, loss="warp-kos", kos_n=3)
+    model = fa.models.BPR(10, 5, loss="warp")
+    settings = fa.models.runner.RunSettings.for_fit("BPR.fit", 1, None, "cpu", None, samples=10,
+                                                    optimizer="sgd", lr=0.05, first_epoch=1)
+    model.check_run("BPR.fit", settings)
+    with pytest.raises(ValueError, match="BPR.fit: loss='warp' draws its negatives against the current "
+                                         "scores in the CPU loop"):
+        model.check_run("BPR.fit", type("Settings", (), {"device": "cuda"})())

@@ -1,7 +1,8 @@
-"""Type stubs for fastad/models/recsys/_pairs.pyx: Interactions and PairwiseSampler (ranking triples)."""
+"""Type stubs for fastad/models/recsys/_pairs.pyx: Interactions, PairwiseSampler (ranking triples)
+and WarpSampler (WARP's triples and their rank weights)."""
 from typing import Any, Final, Literal
 
-from fastad._engine.graph import IndexInput
+from fastad._engine.graph import IndexInput, Input, Variable
 from fastad.training.sampler import Sampler, _Seed
 
 class Interactions:
@@ -19,5 +20,21 @@ class PairwiseSampler(Sampler):
     def __init__(self, interactions: Any, users: IndexInput, pos: IndexInput, neg: IndexInput, *,
                  sample: Literal["interaction", "user"] = "interaction",
                  negatives: Literal["uniform", "popularity"] = "uniform",
+                 examples: int | None = None, n_users: int | None = None, n_items: int | None = None,
+                 seed: _Seed = None, rank: int = 0, workers: int = 1) -> None: ...
+
+WARP_MAX_WEIGHT: float
+
+def warp_weight(n_items: int, tries: int) -> float: ...
+
+class WarpSampler(PairwiseSampler):
+    max_sampled: Final[int]
+    kos_k: Final[int]
+    kos_n: Final[int]
+    skipped: Final[int]
+    def __init__(self, interactions: Any, users: IndexInput, pos: IndexInput, neg: IndexInput,
+                 weights: Input, user_table: Variable, item_table: Variable,
+                 item_bias: Variable | None = None, *, max_sampled: int = 10, kos_k: int | None = None,
+                 kos_n: int = 10, negatives: Literal["uniform", "popularity"] = "uniform",
                  examples: int | None = None, n_users: int | None = None, n_items: int | None = None,
                  seed: _Seed = None, rank: int = 0, workers: int = 1) -> None: ...

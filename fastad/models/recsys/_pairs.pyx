@@ -1,12 +1,17 @@
 """`PairwiseSampler`: (user, liked item, other item) triples from implicit feedback,
 for BPR-style ranking losses, drawn from `Interactions` (the user x item matrix,
-laid out once for every sampler made from it)."""
+laid out once for every sampler made from it); `WarpSampler`: WARP's and k-OS WARP's
+triples, whose negatives are drawn against the model's current scores, with their rank
+weights."""
 import numpy as np
 cimport cython
 cimport numpy as cnp
+from cython cimport floating
+from libc.math cimport floor, log
 from libc.stdint cimport int32_t, int64_t
 
-from fastad._engine.graph cimport Variable, empty_buffer, check_flag, check_int
+from fastad._engine.graph cimport Variable, Input, empty_buffer, check_flag, check_int, require_float
+from fastad._engine.loops cimport row_dot
 from fastad._engine.rng cimport fa_rng_below
 from fastad.training.sampler cimport (Sampler, fa_prefetch, _share, _seed_stream, _index_leaf,
                                 _integer_array)
@@ -24,7 +29,12 @@ cdef extern from *:
 
 cdef int64_t INT32_LIMIT = 2147483647      # the largest user or item id count PairwiseSampler holds
 
-__all__ = ["Interactions", "PairwiseSampler"]
+__all__ = ["Interactions", "PairwiseSampler", "WarpSampler"]
+
+#: The largest rank weight of a WARP triple (LightFM's MAX_LOSS): log(floor((n_items - 1) /
+#: tries)) is capped here.
+WARP_MAX_WEIGHT = 10.0
+cdef double MAX_WEIGHT = WARP_MAX_WEIGHT
 
 
 cdef tuple _drawable_share(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
@@ -398,3 +408,222 @@ cdef class PairwiseSampler(Sampler):
 
     def where(self):
         return f"triple {self.epoch_examples} of the epoch"
+
+
+cdef inline double _score(const floating* user_row, const floating* V, const floating* bias, int64_t item,
+                          Py_ssize_t dim) noexcept nogil:
+    """The model's score of `item` for the user of `user_row`: its dot with V[item], plus the
+    item's bias when there are biases."""
+    cdef double score = row_dot(user_row, V + item * dim, dim)
+    if bias != NULL:
+        score += bias[item]
+    return score
+
+
+cpdef double warp_weight(int64_t n_items, int64_t tries) noexcept nogil:
+    """The rank weight of a WARP triple whose violating negative came at draw `tries` (>= 1)
+    of `n_items` items: log(max(1, floor((n_items - 1) / tries))), at most WARP_MAX_WEIGHT
+    (LightFM's rule: (n_items - 1) / tries estimates how many items outscore the positive).
+
+    >>> warp_weight(1001, 1)        # log(1000)
+    6.907755278982137
+    """
+    cdef double weight = log(max(1.0, floor((n_items - 1) / <double>tries)))
+    return weight if weight < MAX_WEIGHT else MAX_WEIGHT
+
+
+@cython.final
+cdef class WarpSampler(PairwiseSampler):
+    """WARP's triples (Weston et al. 2011), and k-OS WARP's (Weston et al. 2013), drawn
+    against the model's current scores inside `fastad.train`'s loop, each with its rank
+    weight, for `fa.ranking_loss(..., loss="hinge", weights=weights)` over the same tables.
+
+    For each positive (user u, liked item i), with score s(u, x) = U[u] . V[x] (+ b[x]):
+    draw candidate negatives j (uniformly, or by popularity) up to `max_sampled` times,
+    until one violates the margin, s(u, j) > s(u, i) - 1, and is not liked by u (a liked
+    one counts as a draw); then fill the leaves with (u, i, j) and its weight
+    log(max(1, floor((n_items - 1) / tries))) (capped at WARP_MAX_WEIGHT), LightFM's
+    rule. A positive that finds no violating negative in `max_sampled` draws takes no
+    update: the sampler moves on to the next positive without filling the leaves.
+
+    interactions, users, pos, neg, negatives, n_users, n_items, seed, rank, workers
+                  as PairwiseSampler's (positives drawn from the worker's share of the
+                  interactions, uniformly).
+    weights       an `Input` of the leaves' size and the tables' dtype: each triple's weight.
+    user_table, item_table, item_bias  the model's U (n_users, dim), V (n_items, dim) and
+                  optional item biases b (n_items,) or (n_items, 1): the graph's tables,
+                  read as they train (Hogwild threads and processes included).
+    max_sampled   the most candidate negatives a positive draws (>= 1; LightFM's 10).
+    kos_k, kos_n  k-OS WARP (kos_k given): a positive is a user drawn uniformly from the
+                  worker's share of the users, then kos_n (>= 1) of their items drawn
+                  uniformly (with repetition; all of them when they have fewer), and the
+                  one of the kos_k-th highest score among those (the lowest, when fewer
+                  were drawn) is the positive. A user with no item takes no update.
+                  LightFM's k and n.
+    examples      positives tried per epoch, in steps of b (the leaves' size): default
+                  interactions / (b * workers), or with kos_k users / (b * workers). A
+                  step fills b triples from the positives that find a violating negative;
+                  when the epoch's positives run out before b are found, the slots left
+                  get weight 0 (no update). `epoch_examples` counts steps' worth of
+                  positives tried, so fastad.train's mean loss is per positive tried.
+
+    `skipped` counts the positives of the last epochs that took no update (no violating
+    negative in max_sampled draws, or a user with no item).
+
+    >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
+    >>> w = fa.Input([0.0])
+    >>> loss = fa.ranking_loss(U, u, V, i, j, loss="hinge", weights=w, reduction="sum")
+    >>> fa.train(loss, opt, fa.data.WarpSampler(csr, u, i, j, w, U, V, seed=0), epochs=5)
+    """
+    cdef Variable user_table, item_table, item_bias
+    cdef char* out_weights
+    cdef Py_ssize_t dim
+    cdef readonly Py_ssize_t max_sampled, kos_k, kos_n       # kos_k 0: WARP
+    cdef object kos_scores_array, kos_items_array    # k-OS: a user's kos_n drawn items and scores
+    cdef double* kos_scores
+    cdef int64_t* kos_items
+    cdef int64_t budget              # positives to try this epoch
+    cdef int64_t tried               # positives tried this epoch
+    cdef readonly int64_t skipped
+
+    def __init__(self, interactions, users, pos, neg, weights, user_table, item_table, item_bias=None, *,
+                 max_sampled=10, kos_k=None, kos_n=10, negatives="uniform", examples=None, n_users=None,
+                 n_items=None, seed=None, rank=0, workers=1):
+        who = "WarpSampler"
+        self.max_sampled = check_int(who, "max_sampled", max_sampled, 1)
+        if kos_k is not None:
+            self.kos_k = check_int(who, "kos_k", kos_k, 1)
+            self.kos_n = check_int(who, "kos_n", kos_n, 1)
+            if self.kos_k > self.kos_n:
+                raise ValueError(f"{who}: kos_k ({kos_k}) must be <= kos_n ({kos_n}): the positive is "
+                                 f"the kos_k-th best of kos_n sampled items")
+        PairwiseSampler.__init__(self, interactions, users, pos, neg, negatives=negatives,
+                                 examples=1 if examples is None else examples, n_users=n_users,
+                                 n_items=n_items, seed=seed, rank=rank, workers=workers)
+        if examples is None:
+            drawn = self.n_users if self.kos_k else self.nnz
+            self.examples_per_epoch = max(1, drawn // (self.batch * self.workers))
+        cdef Variable U = require_float(who, user_table, "user_table")
+        cdef Variable V = require_float(who, item_table, "item_table")
+        if len(U._shape) != 2 or len(V._shape) != 2 or U._shape[1] != V._shape[1]:
+            raise ValueError(f"{who}: user_table and item_table must be (n_users, dim) and (n_items, dim) "
+                             f"tables of one dim, got shapes {U._shape} and {V._shape}")
+        if U._shape[0] != self.n_users or V._shape[0] != self.n_items:
+            raise ValueError(f"{who}: the tables have {U._shape[0]} user rows and {V._shape[0]} item "
+                             f"rows, but the interactions have {self.n_users} users and "
+                             f"{self.n_items} items")
+        cdef Variable w = require_float(who, weights, "weights")
+        cdef Variable b = None
+        if item_bias is not None:
+            b = require_float(who, item_bias, "item_bias")
+            if b._shape not in ((self.n_items,), (self.n_items, 1)):
+                raise ValueError(f"{who}: item_bias must have shape ({self.n_items},) or "
+                                 f"({self.n_items}, 1), got {b._shape}")
+        for name, x in (("item_table", V), ("item_bias", b), ("weights", w)):
+            if x is not None and x.f64 != U.f64:
+                raise TypeError(f"{who}: {name} is {x.dtype} but user_table is {U.dtype}: give "
+                                f"them one dtype")
+        if not isinstance(w, Input) or w.size != self.batch or w.device != "cpu":
+            raise ValueError(f"{who}: weights must be an Input of {self.batch} values on the CPU "
+                             f"(one per triple, as users holds), got a {type(w).__name__} of shape "
+                             f"{w._shape} on {w.device}")
+        if any(x is not None and x.device != "cpu" for x in (U, V, b)):
+            raise ValueError(f"{who}: the tables must be on the CPU, where the loop draws")
+        self.user_table, self.item_table, self.item_bias = U, V, b
+        self.dim = U._shape[1]
+        self.out_weights = w.val_ptr
+        self.leaves = (users, pos, neg, weights)
+        if self.kos_k:
+            self.kos_scores_array = empty_buffer((self.kos_n,), np.float64)
+            self.kos_items_array = empty_buffer((self.kos_n,), np.int64)
+            self.kos_scores = <double*>cnp.PyArray_DATA(self.kos_scores_array)
+            self.kos_items = <int64_t*>cnp.PyArray_DATA(self.kos_items_array)
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        self.budget = self.examples_per_epoch * self.batch
+        self.tried = 0
+        return Sampler.begin_epoch(self, epoch)
+
+    cdef bint next_example(self) noexcept nogil:
+        """Fill each slot of the leaves with the next positive that finds a violating negative
+        (and its weight); slots left when the epoch's positives run out get weight 0. False
+        once the epoch's positives are all tried and no slot was filled."""
+        return self._next(<double*>self.out_weights) if self.user_table.f64 else self._next(<float*>self.out_weights)
+
+    cdef bint _next(self, floating* weights) noexcept nogil:
+        cdef Py_ssize_t b = 0
+        while b < self.batch and self.tried < self.budget:
+            self.tried += 1
+            if self._draw(b, weights):
+                b += 1
+            else:
+                self.skipped += 1
+        self.epoch_examples = (self.tried + self.batch - 1) // self.batch
+        if b == 0:
+            return False
+        while b < self.batch:           # the epoch ran out: slots that change nothing
+            self.out_users[b] = self.out_users[0]
+            self.out_pos[b] = self.out_neg[b] = self.out_pos[0]
+            weights[b] = 0
+            b += 1
+        return True
+
+    cdef bint _draw(self, Py_ssize_t b, floating* weights) noexcept nogil:
+        """Draw a positive and its negatives into slot b; False when it takes no update."""
+        cdef const floating* U = <const floating*>self.user_table.val_ptr
+        cdef const floating* V = <const floating*>self.item_table.val_ptr
+        cdef const floating* bias = (<const floating*>self.item_bias.val_ptr if self.item_bias is not None
+                                     else NULL)
+        cdef int64_t user, item, negative
+        cdef fa_pair pair
+        cdef Py_ssize_t tries
+        cdef double positive_score
+        if self.kos_k:
+            user = self.first_user + fa_rng_below(&self.rng, self.shard_users)
+            if self.indptr[user + 1] == self.indptr[user]:
+                return False
+            item = self._kth_positive(user, U + user * self.dim, V, bias)
+        else:
+            pair = self.pairs[self.first_pair + fa_rng_below(&self.rng, self.shard_pairs)]
+            user, item = pair.user, pair.item
+        positive_score = _score(U + user * self.dim, V, bias, item, self.dim)
+        for tries in range(1, self.max_sampled + 1):
+            negative = (self.pairs[fa_rng_below(&self.rng, self.nnz)].item if self.by_popularity
+                        else fa_rng_below(&self.rng, self.n_items))
+            if _score(U + user * self.dim, V, bias, negative, self.dim) > positive_score - 1.0:
+                if self.liked(user, negative):
+                    continue
+                self.out_users[b] = user
+                self.out_pos[b] = item
+                self.out_neg[b] = negative
+                weights[b] = <floating>warp_weight(self.n_items, tries)
+                return True
+        return False
+
+    cdef int64_t _kth_positive(self, int64_t user, const floating* user_row, const floating* V,
+                               const floating* bias) noexcept nogil:
+        """k-OS: the item of the kos_k-th highest score among min(kos_n, the user's items)
+        of their items drawn uniformly (of the lowest, when fewer than kos_k were drawn)."""
+        cdef int64_t start = self.indptr[user], count = self.indptr[user + 1] - start
+        cdef Py_ssize_t n = self.kos_n if self.kos_n < count else count, k = self.kos_k if self.kos_k < n else n
+        cdef Py_ssize_t a, c, best
+        for a in range(n):
+            self.kos_items[a] = self.indices[start + fa_rng_below(&self.rng, count)]
+            self.kos_scores[a] = _score(user_row, V, bias, self.kos_items[a], self.dim)
+        for a in range(k):          # selection: the k highest first, in order
+            best = a
+            for c in range(a + 1, n):
+                if self.kos_scores[c] > self.kos_scores[best]:
+                    best = c
+            self.kos_scores[a], self.kos_scores[best] = self.kos_scores[best], self.kos_scores[a]
+            self.kos_items[a], self.kos_items[best] = self.kos_items[best], self.kos_items[a]
+        return self.kos_items[k - 1]
+
+    cdef double epoch_progress(self) noexcept nogil:
+        return self.tried / <double>self.budget if self.budget else 0.0
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        return -1 if k == 3 else PairwiseSampler.largest_id(self, k)
+
+    def where(self):
+        return f"positive {self.tried} of the epoch"

@@ -4,9 +4,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastad._engine.graph import IndexInput, Parameter
+from fastad._engine.graph import IndexInput, Input, Parameter
 from fastad.training.feeds import FeedSampler
-from fastad.models.recsys._pairs import PairwiseSampler
+from fastad.models.recsys._pairs import PairwiseSampler, WarpSampler
 from fastad.ops.ranking import RANKING_LOSSES, ranking_loss
 from fastad.checks import check_choice, check_flag, check_int, check_number, either
 from fastad.random import generator_of, seed_of
@@ -16,17 +16,25 @@ from fastad.models.runner import RunSettings, run_worker
 
 __all__ = ["BPR", "TripleFeeds", "bpr_hogwild_worker"]
 
+#: The losses whose negatives the loop draws against the current scores (`WarpSampler`): each
+#: trains the pairwise hinge of `fa.ranking_loss`, weighted by the triple's rank weight.
+WARP_LOSSES = ("warp", "warp-kos")
+
 
 class TripleFeeds:
     """`feeds(triples)`: the `{leaf: ids}` of a graph over (users, pos, neg) IndexInputs, for
-    triples as `fa.data.planted_preferences` and `sample_triples` make them."""
+    triples as `fa.data.planted_preferences` and `sample_triples` make them; with a `weights`
+    Input (a WARP graph's), the triples' `weights` too (ones when they have none)."""
 
-    def __init__(self, users, pos, neg):
-        self.leaves = (users, pos, neg)
+    def __init__(self, users, pos, neg, weights=None):
+        self.leaves = (users, pos, neg) if weights is None else (users, pos, neg, weights)
 
     def __call__(self, triples):
-        users, pos, neg = self.leaves
-        return {users: triples["users"], pos: triples["pos"], neg: triples["neg"]}
+        users, pos, neg = self.leaves[:3]
+        feeds = {users: triples["users"], pos: triples["pos"], neg: triples["neg"]}
+        if len(self.leaves) == 4:
+            feeds[self.leaves[3]] = triples.get("weights", np.ones(np.shape(triples["users"])))
+        return feeds
 
 
 class BPR(TripleSampling, Recommender):
@@ -41,6 +49,15 @@ class BPR(TripleSampling, Recommender):
     Gradients are sparse: a step touches three rows (and two biases). `loss="hinge"`
     trains the same factors with the pairwise hinge max(0, 1 - margin) instead of BPR's
     -log sigmoid(margin) (`fa.ranking_loss`'s `loss`).
+
+    `loss="warp"` (WARP, LightFM's rules) draws each positive's negative inside the loop
+    against the current scores: up to `max_sampled` (>= 1, default 10) items until one
+    outscores the positive minus 1, and trains that triple's hinge times its rank weight
+    log(floor((n_items - 1) / draws)) (capped at 10); a positive that finds none takes no
+    update. `loss="warp-kos"` (k-OS WARP) draws a user, `kos_n` of their items, and takes
+    the `kos_k`-th best scored as the positive; an epoch is then one positive per user
+    (`fit`'s default `samples`). Both train on the CPU (`fa.data.WarpSampler`, in threads
+    and Hogwild processes as BPR does); `regularization` is weighted as the triple is.
 
     Two ways to build one:
 
@@ -72,7 +89,8 @@ class BPR(TripleSampling, Recommender):
 
     def __init__(self, n_users=None, n_items=None, dim=None, scale=0.1, seed=0, dtype=None, U=None,
                  V=None, biases=None, regularization=None, *, factors=None, learning_rate=None,
-                 iterations=None, random_state=None, copy=False, loss="bpr"):
+                 iterations=None, random_state=None, copy=False, loss="bpr", max_sampled=10, kos_k=5,
+                 kos_n=10):
         super().__init__()
         who = "BPR"
         dim = either(who, "dim", dim, None, "implicit's factors", factors)
@@ -94,7 +112,10 @@ class BPR(TripleSampling, Recommender):
         self.iterations = check_int(who, "iterations", setting("iterations", iterations))
         self._with_biases = check_flag(who, "biases", setting("biases", biases))
         self._copy_given = check_flag(who, "copy", copy)
-        self.loss = check_choice(who, "loss", loss, sorted(RANKING_LOSSES))
+        self.loss = check_choice(who, "loss", loss, sorted(RANKING_LOSSES) + list(WARP_LOSSES))
+        self.max_sampled = check_int(who, "max_sampled", max_sampled, minimum=1)
+        self.kos_k = check_int(who, "kos_k", kos_k, minimum=1)
+        self.kos_n = check_int(who, "kos_n", kos_n, minimum=self.kos_k)
         if sized:
             if (n_users is None and U is None) or (n_items is None and V is None):
                 raise TypeError(f"{who}: give both n_users and n_items (or U and V), or neither: "
@@ -145,17 +166,25 @@ class BPR(TripleSampling, Recommender):
         return {"n_users": self.n_users, "n_items": self.n_items, "dim": self.dim, "scale": self.scale,
                 "seed": int(self.seed), "dtype": self.dtype.name, "biases": self.biases,
                 "regularization": self.regularization, "learning_rate": self.learning_rate,
-                "iterations": self.iterations, "loss": self.loss}
+                "iterations": self.iterations, "loss": self.loss, "max_sampled": self.max_sampled,
+                "kos_k": self.kos_k, "kos_n": self.kos_n}
 
     @classmethod
     def _around(cls, settings, arrays, weights):
         return _share_parameters(cls(**settings, U=weights["U"], V=weights["V"]), weights)
 
-    def forward(self, users, pos, neg):
-        """The summed loss of the triples given as IndexInputs (or integer ids) of one shape."""
+    @property
+    def warp(self):
+        """Whether the loss is WARP's or k-OS WARP's (negatives drawn against the scores)."""
+        return self.loss in WARP_LOSSES
+
+    def forward(self, users, pos, neg, weights=None):
+        """The summed loss of the triples given as IndexInputs (or integer ids) of one shape,
+        each times its weight (a float Input) when `weights` is given: WARP's is the hinge."""
         bias = self.item_bias if self.biases else None
         return ranking_loss(self.U, users, self.V, pos, neg, item_bias=bias, reduction="sum",
-                            regularization=self.regularization, loss=self.loss)
+                            regularization=self.regularization, loss="hinge" if self.warp else self.loss,
+                            weights=weights)
 
     def example_graph(self, batch=1, device="cpu"):
         """A graph of `batch` triples (default one) to replay, and a function mapping
@@ -164,14 +193,35 @@ class BPR(TripleSampling, Recommender):
         Returns `(loss, feeds)`; `feeds(triples)` gives the `{leaf: ids}` dict
         that `fastad.train` takes, for triples as made by
         `fastad.data.planted_preferences` or `fastad.data.sample_triples`.
+        With a WARP loss the graph has a fourth leaf, the triples' weights (an Input), which
+        `feeds` fills from the triples' `weights` (ones when they have none).
         """
-        feeds = TripleFeeds(*(IndexInput(np.zeros(batch, dtype=np.int64), device=device) for _ in range(3)))
+        ids = [IndexInput(np.zeros(batch, dtype=np.int64), device=device) for _ in range(3)]
+        weights = Input(np.ones(batch), dtype=self.dtype, device=device) if self.warp else None
+        feeds = TripleFeeds(*ids, weights)
         return self(*feeds.leaves), feeds
 
     def epoch_sampler(self, feeds, interactions, n, seed, negatives="uniform"):
-        """The compiled `PairwiseSampler` over the graph's leaves: triples drawn in the loop
+        """The compiled sampler over the graph's leaves, drawing in the loop: `PairwiseSampler`'s
+        triples, or with a WARP loss `WarpSampler`'s against the model's tables
         (`TripleSampling` gives the rest of BPR's sampling)."""
-        return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed, negatives=negatives)
+        if not self.warp:
+            return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed, negatives=negatives)
+        return WarpSampler(interactions, *feeds.leaves, self.U, self.V, self.item_bias if self.biases else None,
+                           max_sampled=self.max_sampled, kos_k=self.kos_k if self.loss == "warp-kos" else None,
+                           kos_n=self.kos_n, examples=n, seed=seed, negatives=negatives)
+
+    def epoch_samples(self, matrix):
+        """fit's default examples an epoch: one per interaction, or with k-OS WARP one per user
+        (LightFM's epoch of each)."""
+        return matrix.shape[0] if self.loss == "warp-kos" else matrix.nnz
+
+    def check_run(self, who, settings):
+        """A WARP loss draws its negatives against the scores in the CPU loop: a fit on a device
+        is a ValueError."""
+        if self.warp and settings.device != "cpu":
+            raise ValueError(f"{who}: loss={self.loss!r} draws its negatives against the current "
+                             f"scores in the CPU loop; fit it with device='cpu' (got {settings.device!r})")
 
     def user_vectors(self, user_ids):
         return self.U.value[user_ids]

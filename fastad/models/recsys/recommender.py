@@ -148,6 +148,15 @@ class Recommender(Model, Module):
         of `example_graph()` take them."""
         raise NotImplementedError(f"{type(self).__name__} does not define drawn_examples()")
 
+    def epoch_samples(self, matrix):
+        """fit's default examples an epoch for the checked user x item `matrix`: one per
+        interaction."""
+        return matrix.nnz
+
+    def check_run(self, who, settings):
+        """Raise what the model cannot train as `settings` (a `RunSettings`) ask, before fit
+        changes anything; nothing by default."""
+
     def _size_for(self, shape):
         """Make the weights for a user x item matrix of `shape`, if the model has none yet
         (a `BPR` built implicit's way, without sizes); `fit` calls it once the matrix is checked."""
@@ -161,7 +170,8 @@ class Recommender(Model, Module):
         0.05, or implicit's 100 and 0.01 for a `BPR` built implicit's way). A model built
         without sizes is sized by its first fit, from the matrix's shape.
 
-        Each epoch draws `samples` examples (default: one per interaction)
+        Each epoch draws `samples` examples (default `epoch_samples(matrix)`: one per
+        interaction; one per user for `BPR(loss="warp-kos")`)
         with the model's sampler (`BPR` and `TwoTower`: triples by
         `fa.data.sample_triples`' rule, users by interaction and negatives among
         the items the user did not like, `negatives="uniform"` over the items
@@ -217,7 +227,7 @@ class Recommender(Model, Module):
         require_negatives(matrix, who, negatives=negatives)
         epochs = check_int(who, "epochs", self.iterations if epochs is None else epochs)
         workers = check_int(who, "workers", workers)
-        samples = matrix.nnz if samples is None else check_int(who, "samples", samples)
+        samples = self.epoch_samples(matrix) if samples is None else check_int(who, "samples", samples)
         if samples < workers:
             raise ValueError(f"{who}: samples ({samples}) must be >= workers ({workers}): every "
                              f"worker trains on its share of each epoch's examples")
@@ -228,6 +238,7 @@ class Recommender(Model, Module):
         check_callable(who, "progress", progress)
         settings = RunSettings.for_fit(who, workers, start_method, device, batch_size, samples=samples,
                                        optimizer=optimizer, lr=lr, first_epoch=1)
+        self.check_run(who, settings)
         self._size_for(matrix.shape)
         self.liked = matrix
         # the matrix laid out once for every epoch's and worker's sampler
