@@ -171,6 +171,20 @@ def test_tries_count_every_draw_a_liked_one_included():
     assert abs(np.mean(np.isclose(weights, math.log(2))) - 4 / 25) < 0.015
 
 
+def test_an_epoch_walks_each_interaction_once():
+    """Every unliked item violates, so every positive is a triple: an epoch of the default size
+    is each interaction once, in a shuffled order, and so is the next (another order); two
+    workers walk their shares."""
+    likes = fa.data.planted_interactions(40, 30, per_user=5, seed=0)
+    U, V = np.ones((40, 1)), np.ones((30, 1))
+    expected = sorted(zip(*likes.nonzero()))
+    for rank, workers in ((0, 1), (0, 2), (1, 2)):
+        sampler, _, _ = _warp_setup(likes, U, V, max_sampled=1000, seed=0, rank=rank, workers=workers)
+        epochs = [[(int(u[0]), int(p[0])) for u, p, _, _ in sampler.epoch(e)] for e in range(2)]
+        share = expected[rank * len(expected) // workers:(rank + 1) * len(expected) // workers]
+        assert sorted(epochs[0]) == sorted(epochs[1]) == share and epochs[0] != epochs[1]
+
+
 def test_a_positive_that_exhausts_max_sampled_takes_no_update():
     """No item comes within the margin of the liked one: every positive draws max_sampled
     negatives and is skipped; nothing is replayed and the tables stay as they were."""

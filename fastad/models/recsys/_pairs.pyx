@@ -410,6 +410,42 @@ cdef class PairwiseSampler(Sampler):
         return f"triple {self.epoch_examples} of the epoch"
 
 
+cdef extern from *:
+    """
+    #include "clones.h"
+    /* WarpSampler's scan of its candidate negatives: the first k in [start, n) whose score
+     * for the user (user_row . V[items[k]] by fa_dot (loops.pxd), plus bias[items[k]] unless
+     * bias is NULL) is above `threshold`, else n. */
+    #define FA_FIRST_ABOVE(T, S)                                                            \
+    FA_CLONED Py_ssize_t fa_first_above_##S(const T* user_row, const T* V, const T* bias,   \
+                                            const int64_t* items, Py_ssize_t start,         \
+                                            Py_ssize_t n, Py_ssize_t dim, double threshold) { \
+        for (Py_ssize_t k = start; k < n; k++) {                                            \
+            double score = fa_dot_##S(user_row, V + items[k] * dim, dim);                   \
+            if (bias != NULL) score += bias[items[k]];                                      \
+            if (score > threshold) return k;                                                \
+        }                                                                                   \
+        return n;                                                                           \
+    }
+    FA_FIRST_ABOVE(float, f)
+    FA_FIRST_ABOVE(double, d)
+    """
+    Py_ssize_t fa_first_above_f(const float* user_row, const float* V, const float* bias,
+                                const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                double threshold) noexcept nogil
+    Py_ssize_t fa_first_above_d(const double* user_row, const double* V, const double* bias,
+                                const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                double threshold) noexcept nogil
+
+
+cdef inline Py_ssize_t _first_above(const floating* user_row, const floating* V, const floating* bias,
+                                    const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                    double threshold) noexcept nogil:
+    if floating is float:
+        return fa_first_above_f(user_row, V, bias, items, start, n, dim, threshold)
+    return fa_first_above_d(user_row, V, bias, items, start, n, dim, threshold)
+
+
 cdef inline double _score(const floating* user_row, const floating* V, const floating* bias, int64_t item,
                           Py_ssize_t dim) noexcept nogil:
     """The model's score of `item` for the user of `user_row`: its dot with V[item], plus the
@@ -418,6 +454,19 @@ cdef inline double _score(const floating* user_row, const floating* V, const flo
     if bias != NULL:
         score += bias[item]
     return score
+
+
+cdef inline void _prefetch_row(const void* table, Py_ssize_t row_bytes, int64_t row) noexcept nogil:
+    """Start loading (for reading) the cache lines of a table's row."""
+    cdef const char* line = <const char*>table + row * row_bytes
+    cdef const char* end = line + row_bytes
+    while line < end:
+        fa_prefetch(line)
+        line += 64
+
+
+cdef enum:
+    CANDIDATES = 16         # WarpSampler draws its candidate negatives, and loads their rows, this many at a time
 
 
 cpdef double warp_weight(int64_t n_items, int64_t tries) noexcept nogil:
@@ -447,8 +496,10 @@ cdef class WarpSampler(PairwiseSampler):
     update: the sampler moves on to the next positive without filling the leaves.
 
     interactions, users, pos, neg, negatives, n_users, n_items, seed, rank, workers
-                  as PairwiseSampler's (positives drawn from the worker's share of the
-                  interactions, uniformly).
+                  as PairwiseSampler's. The positives are the worker's share of the
+                  interactions, walked in an order shuffled at each pass: each once a
+                  pass, as LightFM's epoch takes its interactions (drawing them with
+                  repetition instead cost 0.01 of test AUC on a documents x words set).
     weights       an `Input` of the leaves' size and the tables' dtype: each triple's weight.
     user_table, item_table, item_bias  the model's U (n_users, dim), V (n_items, dim) and
                   optional item biases b (n_items,) or (n_items, 1): the graph's tables,
@@ -479,6 +530,12 @@ cdef class WarpSampler(PairwiseSampler):
     cdef char* out_weights
     cdef Py_ssize_t dim
     cdef readonly Py_ssize_t max_sampled, kos_k, kos_n       # kos_k 0: WARP
+    cdef int64_t candidates[CANDIDATES]   # the candidate negatives being scanned
+    cdef int64_t ahead_pair          # the positive after next (an interaction), drawn and loading
+    cdef object order_array          # WARP: the worker's share of the interactions in a shuffled order,
+    cdef int32_t* order              # each once a pass (offsets from first_pair)
+    cdef int64_t cursor              # the next of `order` to take
+    cdef fa_pair next_pair           # the next positive, read, its rows loading
     cdef object kos_scores_array, kos_items_array    # k-OS: a user's kos_n drawn items and scores
     cdef double* kos_scores
     cdef int64_t* kos_items
@@ -542,6 +599,11 @@ cdef class WarpSampler(PairwiseSampler):
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.budget = self.examples_per_epoch * self.batch
         self.tried = 0
+        self.primed = False
+        if not self.kos_k and self.order_array is None:     # made at the first epoch, kept
+            self.order_array = np.arange(self.shard_pairs, dtype=np.int32)
+            self.order = <int32_t*>cnp.PyArray_DATA(self.order_array)
+        self.cursor = self.shard_pairs          # the epoch's first positive shuffles the order
         return Sampler.begin_epoch(self, epoch)
 
     cdef bint next_example(self) noexcept nogil:
@@ -574,31 +636,72 @@ cdef class WarpSampler(PairwiseSampler):
         cdef const floating* V = <const floating*>self.item_table.val_ptr
         cdef const floating* bias = (<const floating*>self.item_bias.val_ptr if self.item_bias is not None
                                      else NULL)
-        cdef int64_t user, item, negative
-        cdef fa_pair pair
-        cdef Py_ssize_t tries
-        cdef double positive_score
+        cdef int64_t user, item
+        cdef Py_ssize_t drawn = 0, chunk, k, found
+        cdef Py_ssize_t row_bytes = self.dim * sizeof(floating)
+        cdef double threshold
         if self.kos_k:
             user = self.first_user + fa_rng_below(&self.rng, self.shard_users)
             if self.indptr[user + 1] == self.indptr[user]:
                 return False
             item = self._kth_positive(user, U + user * self.dim, V, bias)
         else:
-            pair = self.pairs[self.first_pair + fa_rng_below(&self.rng, self.shard_pairs)]
-            user, item = pair.user, pair.item
-        positive_score = _score(U + user * self.dim, V, bias, item, self.dim)
-        for tries in range(1, self.max_sampled + 1):
-            negative = (self.pairs[fa_rng_below(&self.rng, self.nnz)].item if self.by_popularity
-                        else fa_rng_below(&self.rng, self.n_items))
-            if _score(U + user * self.dim, V, bias, negative, self.dim) > positive_score - 1.0:
-                if self.liked(user, negative):
-                    continue
-                self.out_users[b] = user
-                self.out_pos[b] = item
-                self.out_neg[b] = negative
-                weights[b] = <floating>warp_weight(self.n_items, tries)
-                return True
+            user, item = self._next_positive()
+        threshold = _score(U + user * self.dim, V, bias, item, self.dim) - 1.0
+        while drawn < self.max_sampled:         # the candidates, a chunk at a time, in draw order
+            chunk = min(<Py_ssize_t>CANDIDATES, self.max_sampled - drawn)
+            for k in range(chunk):
+                self.candidates[k] = (self.pairs[fa_rng_below(&self.rng, self.nnz)].item if self.by_popularity
+                                      else fa_rng_below(&self.rng, self.n_items))
+                _prefetch_row(V, row_bytes, self.candidates[k])
+            found = -1
+            while True:
+                found = _first_above(U + user * self.dim, V, bias, self.candidates, found + 1, chunk,
+                                     self.dim, threshold)
+                if found == chunk:
+                    break
+                if not self.liked(user, self.candidates[found]):   # a liked violator counts as a draw
+                    self.out_users[b] = user
+                    self.out_pos[b] = item
+                    self.out_neg[b] = self.candidates[found]
+                    weights[b] = <floating>warp_weight(self.n_items, drawn + found + 1)
+                    return True
+            drawn += chunk
         return False
+
+    cdef (int64_t, int64_t) _next_positive(self) noexcept nogil:
+        """The next positive (user, item): the worker's share of the interactions is walked in
+        an order shuffled each pass, each interaction once (LightFM's epoch over its
+        interactions); the next is read one positive ahead (its rows loading) and drawn two
+        ahead (its pair loading), so their cache misses overlap the work in between."""
+        cdef fa_pair pair
+        if not self.primed:
+            self.next_pair = self.pairs[self._walk()]
+            self.ahead_pair = self._walk()
+            self.primed = True
+        pair = self.next_pair
+        self.next_pair = self.pairs[self.ahead_pair]
+        self.prefetch_rows(0, self.next_pair.user)
+        self.prefetch_rows(1, self.next_pair.item)
+        fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])
+        self.ahead_pair = self._walk()
+        fa_prefetch(&self.pairs[self.ahead_pair])
+        return pair.user, pair.item
+
+    cdef int64_t _walk(self) noexcept nogil:
+        """The next interaction of the shuffled walk (a pass done, the order is shuffled anew:
+        Fisher-Yates, from the sampler's stream)."""
+        cdef int64_t k, j
+        cdef int32_t swap
+        if self.cursor == self.shard_pairs:
+            for k in range(self.shard_pairs - 1, 0, -1):
+                j = fa_rng_below(&self.rng, k + 1)
+                swap = self.order[k]
+                self.order[k] = self.order[j]
+                self.order[j] = swap
+            self.cursor = 0
+        self.cursor += 1
+        return self.first_pair + self.order[self.cursor - 1]
 
     cdef int64_t _kth_positive(self, int64_t user, const floating* user_row, const floating* V,
                                const floating* bias) noexcept nogil:
