@@ -315,3 +315,32 @@ def test_bpr_warp_bad_input_raises():
     with pytest.raises(ValueError, match="BPR.fit: loss='warp' draws its negatives against the current "
                                          "scores in the CPU loop"):
         model.check_run("BPR.fit", type("Settings", (), {"device": "cuda"})())
+
+
+@pytest.mark.parametrize("workers, start_method", [(1, None), (2, "threads"), (2, "fork")])
+def test_fit_passes_optimizer_options_to_every_workers_optimizer(split, workers, start_method):
+    """Adagrad's sums starting at 1e12 (optimizer_options) make its steps vanish: the factors
+    stay where they started, in one worker or two, threads or processes."""
+    train, _ = split
+    model = fa.models.BPR(600, 200, dim=8, loss="warp", seed=2)
+    start = model.V.value.copy()
+    model.fit(train, epochs=2, optimizer="adagrad", workers=workers, start_method=start_method,
+              optimizer_options={"initial_accumulator_value": 1e12})
+    assert np.abs(model.V.value - start).max() < 1e-4
+    model.fit(train, epochs=1, optimizer="adagrad", workers=workers, start_method=start_method)
+    assert np.abs(model.V.value - start).max() > 1e-3
+
+
+def test_bad_optimizer_options_raise_before_training(split):
+    train, _ = split
+    model = fa.models.BPR(600, 200, dim=8, loss="warp")
+    start = model.V.value.copy()
+    with pytest.raises(TypeError, match="BPR.fit: optimizer_options {'momentum': 0.9} are not adagrad's"):
+        model.fit(train, optimizer="adagrad", optimizer_options={"momentum": 0.9})
+    with pytest.raises(ValueError, match="BPR.fit: optimizer_options: Adagrad: initial_accumulator_value"):
+        model.fit(train, optimizer="adagrad", optimizer_options={"initial_accumulator_value": -1})
+    with pytest.raises(TypeError, match="BPR.fit: optimizer_options must be a dict"):
+        model.fit(train, optimizer_options=[("momentum", 0.9)])
+    with pytest.raises(TypeError, match="BPR.fit: give the learning rate as lr"):
+        model.fit(train, optimizer_options={"lr": 0.1})
+    np.testing.assert_array_equal(model.V.value, start)

@@ -49,6 +49,8 @@ class RunSettings:
     start_method    how workers > 1 run: "threads", "fork" or "spawn" (`fa.hogwild.run`)
     device          "cpu", or the GPU ("cuda", "cuda:N") a one-worker run trains on
     optimizer, lr   the optimizer's name (`OPTIMIZERS`) and learning rate
+    optimizer_options  the optimizer's other keyword arguments, as (name, value) pairs
+                    (Adagrad's initial_accumulator_value=1 is LightFM's schedule)
     min_lr          None: a constant lr; else the lr falls linearly from `lr` to `min_lr`
                     over `epochs` epochs, within an epoch every `schedule_every` steps
                     with the sampler's progress (word2vec's schedule)
@@ -63,6 +65,7 @@ class RunSettings:
     device: str = "cpu"
     optimizer: str = "sgd"
     lr: float = 0.05
+    optimizer_options: tuple = ()
     min_lr: float | None = None
     epochs: int = 1
     first_epoch: int = 0
@@ -278,7 +281,8 @@ class _Worker:
             if parameter.name is None:      # named in fa.train's errors ("the Parameter 'U' ...")
                 parameter.name = name
         name = check_choice(settings.who, "optimizer", settings.optimizer, sorted(OPTIMIZERS))
-        self.optimizer = OPTIMIZERS[name](list(self.graph.parameters.values()), lr=settings.lr)
+        self.optimizer = OPTIMIZERS[name](list(self.graph.parameters.values()), lr=settings.lr,
+                                          **dict(settings.optimizer_options))
 
     def run(self, epochs, progress_of):
         """Train `epochs`; `progress_of()`, called as each epoch starts, gives its

@@ -163,7 +163,7 @@ class Recommender(Model, Module):
 
     def fit(self, interactions, epochs=None, workers=1, lr=None, optimizer="sgd", seed=0, samples=None,
             callback=None, progress=None, start_method=None, device="cpu", batch_size=None,
-            negatives="uniform"):
+            negatives="uniform", optimizer_options=None):
         """Train on a scipy user x item matrix with the model's ranking loss; returns the model (as
         implicit's, gensim's and scikit-learn's fit do), its `history` the mean loss per epoch.
         `epochs` and `lr` default to the model's `iterations` and `learning_rate` (1 and
@@ -178,7 +178,9 @@ class Recommender(Model, Module):
         or `"popularity"` in proportion to their interactions, as implicit's
         BPR draws them; `BPR` draws them inside `fa.train`'s loop with
         `fa.data.PairwiseSampler`), and trains on them
-        with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr`: in this
+        with `optimizer` ("sgd", "adagrad" or "adam") at rate `lr` (and the keyword
+        arguments of `optimizer_options`, a dict: `{"initial_accumulator_value": 1.0}`
+        gives Adagrad LightFM's schedule, its sums starting at 1): in this
         process with `fa.train` when `workers` is 1, else in `workers` Hogwild
         workers that each draw and train on their share of the examples:
         processes (`start_method` "fork" on Linux by default, else "spawn"),
@@ -234,10 +236,11 @@ class Recommender(Model, Module):
         seed = fastad_random.seed_of(who, seed)
         lr = check_number(who, "lr", self.learning_rate if lr is None else lr, above=0)
         check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
+        options = _optimizer_options(who, optimizer, optimizer_options, lr)
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
         settings = RunSettings.for_fit(who, workers, start_method, device, batch_size, samples=samples,
-                                       optimizer=optimizer, lr=lr, first_epoch=1)
+                                       optimizer=optimizer, lr=lr, optimizer_options=options, first_epoch=1)
         self.check_run(who, settings)
         self._size_for(matrix.shape)
         self.liked = matrix
@@ -584,6 +587,25 @@ class _FitGraph:
 
     def device_feeds(self, drawn):
         return self.feeds(self.model.drawn_examples(drawn))
+
+
+def _optimizer_options(who, optimizer, options, lr):
+    """fit's `optimizer_options` (None or a dict of the optimizer's keyword arguments) as the
+    sorted (name, value) pairs of RunSettings, checked by making the optimizer with them."""
+    if options is None:
+        return ()
+    if not isinstance(options, dict) or not all(isinstance(name, str) for name in options):
+        raise TypeError(f"{who}: optimizer_options must be a dict of {optimizer}'s keyword arguments, "
+                        f"got {options!r}")
+    if "lr" in options:
+        raise TypeError(f"{who}: give the learning rate as lr, not in optimizer_options")
+    try:
+        OPTIMIZERS[optimizer]([Parameter(np.zeros(1))], lr=lr, **options)
+    except TypeError as err:
+        raise TypeError(f"{who}: optimizer_options {options!r} are not {optimizer}'s: {err}") from err
+    except ValueError as err:
+        raise ValueError(f"{who}: optimizer_options: {err}") from err
+    return tuple(sorted(options.items()))
 
 
 def _share_parameters(model, shared):
