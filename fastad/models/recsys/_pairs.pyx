@@ -12,7 +12,7 @@ from libc.stdint cimport int32_t, int64_t
 
 from fastad._engine.graph cimport Variable, Input, empty_buffer, check_flag, check_int, require_float
 from fastad._engine.loops cimport row_dot
-from fastad._engine.rng cimport fa_rng_below
+from fastad._engine.rng cimport fa_rng, fa_rng_below
 from fastad.training.sampler cimport (Sampler, fa_prefetch, _share, _seed_stream, _index_leaf,
                                 _integer_array)
 
@@ -640,6 +640,7 @@ cdef class WarpSampler(PairwiseSampler):
         cdef Py_ssize_t drawn = 0, chunk, k, found
         cdef Py_ssize_t row_bytes = self.dim * sizeof(floating)
         cdef double threshold
+        cdef fa_rng rng
         if self.kos_k:
             user = self.first_user + fa_rng_below(&self.rng, self.shard_users)
             if self.indptr[user + 1] == self.indptr[user]:
@@ -650,10 +651,12 @@ cdef class WarpSampler(PairwiseSampler):
         threshold = _score(U + user * self.dim, V, bias, item, self.dim) - 1.0
         while drawn < self.max_sampled:         # the candidates, a chunk at a time, in draw order
             chunk = min(<Py_ssize_t>CANDIDATES, self.max_sampled - drawn)
+            rng = self.rng          # in registers for the draws, not through the object's memory
             for k in range(chunk):
-                self.candidates[k] = (self.pairs[fa_rng_below(&self.rng, self.nnz)].item if self.by_popularity
-                                      else fa_rng_below(&self.rng, self.n_items))
+                self.candidates[k] = (self.pairs[fa_rng_below(&rng, self.nnz)].item if self.by_popularity
+                                      else fa_rng_below(&rng, self.n_items))
                 _prefetch_row(V, row_bytes, self.candidates[k])
+            self.rng = rng
             found = -1
             while True:
                 found = _first_above(U + user * self.dim, V, bias, self.candidates, found + 1, chunk,
