@@ -1,0 +1,43 @@
+"""LightFM's side of bench/lightfm_warp.py: fit LightFM on a user x item matrix and return its
+factors and the fit's seconds. It needs only numpy, scipy and lightfm (not fastad), so that it
+also runs as a script in the interpreter that has LightFM: lightfm 1.17 builds only with
+setuptools < 70, often in a venv of its own.
+
+Run: python bench/lightfm_fit.py IN.npz OUT.npz LOSS EPOCHS THREADS SEED
+IN.npz holds the CSR matrix's `indptr`, `indices` and `shape`; OUT.npz gets `user_factors`,
+`item_factors`, `item_biases` and `seconds`.
+"""
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+DIM, LR, MAX_SAMPLED = 64, 0.05, 10
+
+
+def fit(train, loss, epochs, threads, seed):
+    """LightFM(no_components=64, loss=loss, learning_rate=0.05, its default Adagrad schedule,
+    max_sampled=10) fitted on `train` (CSR) for `epochs`: (user factors, item factors, item
+    biases, seconds of the fit)."""
+    from lightfm import LightFM
+
+    model = LightFM(no_components=DIM, loss=loss, learning_rate=LR, learning_schedule="adagrad",
+                    max_sampled=MAX_SAMPLED, random_state=int(seed))
+    coo = train.tocoo()
+    start = time.perf_counter()
+    model.fit(coo, epochs=int(epochs), num_threads=int(threads))
+    seconds = time.perf_counter() - start
+    return model.user_embeddings, model.item_embeddings, model.item_biases, seconds
+
+
+def main(source, target, loss, epochs, threads, seed):
+    saved = np.load(source)
+    train = sp.csr_matrix((np.ones(len(saved["indices"]), np.float32), saved["indices"], saved["indptr"]),
+                          shape=tuple(saved["shape"]))
+    users, items, biases, seconds = fit(train, loss, epochs, threads, seed)
+    np.savez(target, user_factors=users, item_factors=items, item_biases=biases, seconds=seconds)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
