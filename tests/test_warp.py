@@ -344,3 +344,10 @@ def test_bad_optimizer_options_raise_before_training(split):
     with pytest.raises(TypeError, match="BPR.fit: give the learning rate as lr"):
         model.fit(train, optimizer_options={"lr": 0.1})
     np.testing.assert_array_equal(model.V.value, start)
+
+
+def test_a_bpr_saved_before_the_warp_settings_loads_with_their_defaults():
+    import os
+    path = os.path.join(os.path.dirname(__file__), "data", "saved_before_one_format", "bpr.npz")
+    model = fa.models.BPR.load(path)
+    assert (model.loss, model.max_sampled, model.kos_k, model.kos_n) == ("bpr", 10, 5, 10)

@@ -610,7 +610,9 @@ cdef class WarpSampler(PairwiseSampler):
         """Fill each slot of the leaves with the next positive that finds a violating negative
         (and its weight); slots left when the epoch's positives run out get weight 0. False
         once the epoch's positives are all tried and no slot was filled."""
-        return self._next(<double*>self.out_weights) if self.user_table.f64 else self._next(<float*>self.out_weights)
+        if self.user_table.f64:
+            return self._next(<double*>self.out_weights)
+        return self._next(<float*>self.out_weights)
 
     cdef bint _next(self, floating* weights) noexcept nogil:
         cdef Py_ssize_t b = 0

@@ -53,7 +53,7 @@ class BPR(TripleSampling, Recommender):
     `loss="warp"` (WARP, LightFM's rules) draws each positive's negative inside the loop
     against the current scores: up to `max_sampled` (>= 1, default 10) items until one
     outscores the positive minus 1, and trains that triple's hinge times its rank weight
-    log(floor((n_items - 1) / draws)) (capped at 10); a positive that finds none takes no
+    log(max(1, floor((n_items - 1) / draws))) (capped at 10); a positive that finds none takes no
     update. `loss="warp-kos"` (k-OS WARP) draws a user, `kos_n` of their items, and takes
     the `kos_k`-th best scored as the positive; an epoch is then one positive per user
     (`fit`'s default `samples`). Both train on the CPU (`fa.data.WarpSampler`, in threads
