@@ -57,7 +57,7 @@ def test_sparse_rows_step_only_the_rows_touched():
     assert not E.numpy()[[0, 2, 3, 5]].any()
 
 
-def test_a_linear_model_trains_with_ftrl():
+def test_a_linear_model_trains_with_ftrl_and_its_l1_term_keeps_weights_at_zero():
     rng = np.random.default_rng(1)
     X = sparse.csr_matrix((rng.random((2000, 200)) < 0.05).astype(np.float32))
     truth = np.zeros(200)
@@ -65,6 +65,14 @@ def test_a_linear_model_trains_with_ftrl():
     y = (rng.random(2000) < 1 / (1 + np.exp(-(X @ truth - 0.5)))).astype(int)
     model = fa.models.LinearModel(optimizer="ftrl", lr=0.5, passes=3).fit(X, y)
     assert fa.metrics.roc_auc(y, model.decision_function(X)) > 0.8
+    sparse_model = fa.models.LinearModel(optimizer="ftrl", lr=0.5, passes=3,
+                                         optimizer_options={"l1": 20.0, "l2": 1.0}).fit(X, y)
+    assert fa.metrics.roc_auc(y, sparse_model.decision_function(X)) > 0.8
+    assert (sparse_model.weights["W"] == 0).mean() > 0.7      # L1 keeps most noise weights at 0
+    assert (sparse_model.weights["W"][:10] != 0).all()        # and the planted ones
+    assert (model.weights["W"] == 0).mean() < 0.1
+    with pytest.raises(TypeError, match="optimizer_options .* are not ftrl's"):
+        fa.models.LinearModel(optimizer="ftrl", optimizer_options={"momentum": 0.9})
 
 
 def test_bad_arguments():

@@ -33,7 +33,7 @@ from fastad.cuda import check_device
 from fastad.optim import FTRL, SGD, Adagrad, Adam, LinearDecay
 from fastad.progress import ProgressRate
 
-__all__ = ["OPTIMIZERS", "RunSettings", "ModelDescription", "WorkerGraph", "DeviceWorkerGraph", "EpochRunner",
+__all__ = ["OPTIMIZERS", "optimizer_options_of", "RunSettings", "ModelDescription", "WorkerGraph", "DeviceWorkerGraph", "EpochRunner",
            "run_worker"]
 
 OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam, "ftrl": FTRL}   # RunSettings.optimizer names
@@ -108,6 +108,25 @@ class RunSettings:
         # max: lr - drop * epochs / epochs can round to just below min_lr
         return (max(self.min_lr, self.lr - drop * index / self.epochs),
                 max(self.min_lr, self.lr - drop * (index + 1) / self.epochs))
+
+
+def optimizer_options_of(who, optimizer, options, lr):
+    """A model's `optimizer_options` (None or a dict of the optimizer's keyword arguments) as
+    the sorted (name, value) pairs of RunSettings, checked by making the optimizer with them."""
+    if options is None:
+        return ()
+    if not isinstance(options, dict) or not all(isinstance(name, str) for name in options):
+        raise TypeError(f"{who}: optimizer_options must be a dict of {optimizer}'s keyword arguments, "
+                        f"got {options!r}")
+    if "lr" in options:
+        raise TypeError(f"{who}: give the learning rate as lr, not in optimizer_options")
+    try:
+        OPTIMIZERS[optimizer]([Parameter(np.zeros(1))], lr=lr, **options)
+    except TypeError as err:
+        raise TypeError(f"{who}: optimizer_options {options!r} are not {optimizer}'s: {err}") from err
+    except ValueError as err:
+        raise ValueError(f"{who}: optimizer_options: {err}") from err
+    return tuple(sorted(options.items()))
 
 
 @runtime_checkable

@@ -34,9 +34,9 @@ class FactorizationMachine(LinearModel):
     _extra_rows = 1
 
     def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=0.1,
-                 passes=1, workers=1, shuffle=False, seed=0, hasher=None):
+                 passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None):
         super().__init__(loss=loss, optimizer=optimizer, lr=lr, passes=passes, workers=workers,
-                         shuffle=shuffle, seed=seed, hasher=hasher)
+                         shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options)
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
 

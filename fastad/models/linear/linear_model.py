@@ -17,7 +17,7 @@ from fastad.ops.losses import bce_with_logits, hinge, mse
 from fastad.ops.sparse import embedding_bag
 from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.models.base import Model
-from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings
+from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings, optimizer_options_of
 
 __all__ = ["LinearModel"]
 
@@ -32,6 +32,8 @@ class LinearModel(Model):
                  linear SVM) or "squared" (regression)
     optimizer    "adagrad" (the default: adaptive per feature, as VW's default update),
                  "sgd", "adam" or "ftrl" (FTRL-Proximal, `fa.optim.FTRL`, lr its alpha)
+    optimizer_options   the optimizer's other keyword arguments: {"l1": 1.0, "l2": 1.0}
+                 for FTRL's terms, {"weight_decay": 1e-4}, ...
     lr           the learning rate
     passes       passes over the training examples (VW's `--passes`)
     workers      Hogwild threads or processes; 1 is deterministic for a seed
@@ -52,12 +54,12 @@ class LinearModel(Model):
     >>> model = fa.models.LinearModel(loss="logistic", passes=2).fit("train.vw")
     >>> fa.metrics.roc_auc(test_labels, model.decision_function("test.vw"))
 
-    Not yet: VW's normalised and invariant updates, L1/L2 terms (but FTRL's defaults), the
-    quantile loss, multiclass (one against all).
+    Not yet: VW's normalised and invariant updates, the quantile loss, multiclass (one
+    against all).
     """
 
     def __init__(self, loss="logistic", optimizer="adagrad", lr=0.1, passes=1, workers=1,
-                 shuffle=False, seed=0, hasher=None):
+                 shuffle=False, seed=0, hasher=None, optimizer_options=None):
         who = type(self).__name__
         if isinstance(hasher, Hasher):
             hasher = hasher.settings()
@@ -68,6 +70,8 @@ class LinearModel(Model):
         self.loss = check_choice(who, "loss", loss, LOSSES)
         self.optimizer = check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
         self.lr = check_number(who, "lr", lr, above=0)
+        self.optimizer_options = dict(optimizer_options_of(who, self.optimizer, optimizer_options,
+                                                           self.lr))
         self.passes, self.workers = check_sizes(who, passes=passes, workers=workers)
         self.shuffle = check_flag(who, "shuffle", shuffle)
         self.seed = check_int(who, "seed", seed, minimum=0)
@@ -97,6 +101,7 @@ class LinearModel(Model):
         importance = _importance(who, sample_weight, X.shape[0])
         settings = RunSettings.for_fit(who, self.workers, start_method, "cpu", None,
                                        optimizer=self.optimizer, lr=self.lr, epochs=self.passes,
+                                       optimizer_options=tuple(sorted(self.optimizer_options.items())),
                                        first_epoch=1)
         examples = _Examples(self, X, targets, importance)
         weights = self._new_weights(X.shape[1], np.unique(X.indices))

@@ -21,7 +21,7 @@ from fastad.checks import check_callable, check_choice, check_flag, check_ids, c
 from fastad.models.base import Model
 from fastad.models.recsys._pairs import Interactions
 from fastad.models.recsys.interactions import check_interactions, require_negatives
-from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings
+from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings, optimizer_options_of
 from fastad.nn.module import Module
 
 __all__ = ["Recommender", "bpr_loss", "margin_loss", "top_k"]
@@ -236,7 +236,7 @@ class Recommender(Model, Module):
         seed = fastad_random.seed_of(who, seed)
         lr = check_number(who, "lr", self.learning_rate if lr is None else lr, above=0)
         check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
-        options = _optimizer_options(who, optimizer, optimizer_options, lr)
+        options = optimizer_options_of(who, optimizer, optimizer_options, lr)
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
         settings = RunSettings.for_fit(who, workers, start_method, device, batch_size, samples=samples,
@@ -587,25 +587,6 @@ class _FitGraph:
 
     def device_feeds(self, drawn):
         return self.feeds(self.model.drawn_examples(drawn))
-
-
-def _optimizer_options(who, optimizer, options, lr):
-    """fit's `optimizer_options` (None or a dict of the optimizer's keyword arguments) as the
-    sorted (name, value) pairs of RunSettings, checked by making the optimizer with them."""
-    if options is None:
-        return ()
-    if not isinstance(options, dict) or not all(isinstance(name, str) for name in options):
-        raise TypeError(f"{who}: optimizer_options must be a dict of {optimizer}'s keyword arguments, "
-                        f"got {options!r}")
-    if "lr" in options:
-        raise TypeError(f"{who}: give the learning rate as lr, not in optimizer_options")
-    try:
-        OPTIMIZERS[optimizer]([Parameter(np.zeros(1))], lr=lr, **options)
-    except TypeError as err:
-        raise TypeError(f"{who}: optimizer_options {options!r} are not {optimizer}'s: {err}") from err
-    except ValueError as err:
-        raise ValueError(f"{who}: optimizer_options: {err}") from err
-    return tuple(sorted(options.items()))
 
 
 def _share_parameters(model, shared):
