@@ -553,6 +553,24 @@ def test_the_loop_loads_ahead_the_rows_each_leaf_selects_and_lets_them_go_after(
     assert during == {(1, *table(W))} and after == []
 
 
+def test_a_stateful_row_step_loads_its_state_rows_ahead_beside_the_table():
+    """Under Adagrad (a rule with state, stepped inside backward) the sums' rows of the next
+    example's ids load ahead with the table's; under plain SGD there is no state to load."""
+    W = fa.Parameter(np.ones((6, 3)))
+    x, ix = fa.Input(np.ones(1)), ids(2)
+    feeds = {x: np.ones(4), ix: np.array([[0, 5], [1, 2], [5, 5], [3, 4]])}
+    loss = fa.sum(W[ix]) * fa.sum(x)
+    adagrad = fa.optim.Adagrad([W], lr=0.1)
+    during, after = rows_loaded_ahead(loss, adagrad, FeedSampler(feeds))
+    sums = adagrad.state_dict()["state.0.sum"]
+    assert sums.shape == W.shape
+    state_address = [address for leaf, address, width in during if address != table(W)[0]]
+    assert during - {(1, *table(W))} and len(state_address) == 1 and after == []
+    assert {(leaf, width) for leaf, _, width in during} == {(1, table(W)[1])}
+    during, _ = rows_loaded_ahead(loss, fa.optim.SGD([W], lr=0.1), FeedSampler(feeds))
+    assert during == {(1, *table(W))}
+
+
 def test_rows_loaded_ahead_are_let_go_when_the_loop_fails():
     U, V, (u, i, j), loss = bpr_graph(30, 40)
     sampler = PairwiseSampler(random_interactions(), u, i, j, seed=0, examples=3)

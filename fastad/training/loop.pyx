@@ -71,8 +71,8 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
     is exact only when each example sends a row once (`RowStep.one_source`: a stateful
     optimizer's) takes a Parameter only when one source (one ids leaf of one gather) reads
     it, by a gather that sends it in one call (RowGather.sends_once) and not as a dense
-    gradient (RowGather.dense_grad). Returns the (gather, table) pairs routed, which train
-    routes back to the tables' gradients at its end."""
+    gradient (RowGather.dense_grad). Returns the (gather, table, step) of each table routed,
+    which train routes back to the tables' gradients at its end."""
     trained = {id(p) for p in opt._params}
     readers = {}                  # id(Parameter) -> whether every node reading it is a row gather
     sources = {}                  # id(table) -> the ids leaves that row gathers read it by
@@ -100,15 +100,18 @@ cdef list _route_rows_to_steps(Plan plan, Variable root, Optimizer opt):
         for node in plan.fwd + (root,):
             if isinstance(node, RowGather) and any(t is p for t in (<RowGather>node).tables):
                 (<RowGather>node).route(<Variable>p, step)
-                routed.append((node, p))
+                routed.append((node, p, step))
     return routed
 
 
-cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
-    """(leaf index, table array) for each host table that a row gather of the graph reads
-    by one of the sampler's leaves: the rows the sampler loads ahead for the next example."""
+cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler, list routed,
+                          Optimizer opt):
+    """(leaf index, array) for each host table that a row gather of the graph reads by one
+    of the sampler's leaves, then for each state array of a table routed to a stateful row
+    step (an optimizer's rule past plain SGD's updates its state rows beside the table's):
+    the rows the sampler loads ahead for the next example."""
     position = {id(leaf): k for k, leaf in enumerate(sampler.leaves)}
-    targets, seen = [], set()
+    targets, seen, leaves_of = [], set(), {}
     for node in plan.fwd + (root,):
         if isinstance(node, RowGather):
             for ids, table in (<RowGather>node).sources:
@@ -116,6 +119,12 @@ cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler):
                 if key[0] is not None and not (<Variable>table).on_device and key not in seen:
                     seen.add(key)
                     targets.append((key[0], (<Variable>table)._value))
+                    leaves_of.setdefault(id(table), []).append(key[0])
+    for _, table, step in routed:
+        if (<RowStep>step).plain_sgd_rate() == NULL:
+            index = next(i for i, p in enumerate(opt._params) if p is table)
+            targets += [(leaf, state) for state in opt._state[index]
+                        for leaf in leaves_of.get(id(table), ())]
     return targets
 
 
@@ -366,10 +375,10 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
         _check_sampled_ids("train", root, sampler)
         loop.reported_at = time.monotonic()
         try:
-            sampler.set_row_prefetches(_row_prefetches(plan, root, sampler))
             optimizer.zero_grad()
             if fast_opt is not None:
                 routed = _route_rows_to_steps(plan, root, fast_opt)
+            sampler.set_row_prefetches(_row_prefetches(plan, root, sampler, routed, fast_opt))
             for epoch in range(loop.epochs):
                 sampler.begin_epoch(epoch)
                 with nogil:
@@ -386,7 +395,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
             raise type(err)(f"train: epoch {epoch + 1}, {sampler.where()}: {err}") from err
         finally:
             sampler.set_row_prefetches([])
-            for node, table in routed:
+            for node, table, _ in routed:
                 (<RowGather>node).route(<Variable>table, None)
             if fast_opt is not None and loop.done:
                 fast_opt.mark_stepped()
