@@ -51,15 +51,17 @@ cdef int _check_sampled_ids(str who, Variable root, Sampler sampler) except -1:
     return 0
 
 
-cdef int _require_leaves_in_graph(Plan plan, Variable root, Sampler sampler) except -1:
-    """ValueError when the sampler fills a leaf that the loss does not read: its data would
-    train nothing."""
+cdef int _require_leaves_in_graph(str who, str root_name, Plan plan, Variable root,
+                                  Sampler sampler) except -1:
+    """ValueError when the sampler fills a leaf that `root` (the loss, the output) does not
+    read: its data would change nothing."""
     below = {id(parent) for node in plan.fwd + (root,) for parent in (<Variable>node).parents}
+    below.add(id(root))
     for k, leaf in enumerate(sampler.leaves):
         if id(leaf) not in below:
-            raise ValueError(f"train: leaf {k} of {type(sampler).__name__}, {leaf!r}, is not in "
-                             f"the loss's graph, so its data would train nothing; feed the "
-                             f"leaves the loss was built on")
+            raise ValueError(f"{who}: leaf {k} of {type(sampler).__name__}, {leaf!r}, is not in "
+                             f"the {root_name}'s graph, so its data would change nothing; feed "
+                             f"the leaves the {root_name} was built on")
     return 0
 
 
@@ -351,7 +353,7 @@ def train(loss, optimizer, feeds, epochs=1, shuffle=False, seed=None, progress=N
         read_schedule("train", lr_schedule, optimizer, &loop.schedule)
     cdef Variable root = <Variable>loss
     cdef Plan plan = root._get_plan()
-    _require_leaves_in_graph(plan, root, sampler)
+    _require_leaves_in_graph("train", "loss", plan, root, sampler)
     if fuse_chains:
         fused = fused_loss(loss, sampler.leaves)
         if fused is not None:
@@ -458,12 +460,7 @@ def predict(output, feeds):
                         f"{type(feeds).__name__}")
     cdef Variable out = <Variable>output
     cdef Plan plan = out._get_plan()
-    below = {id(parent) for node in plan.fwd + (out,) for parent in (<Variable>node).parents}
-    below.add(id(out))
-    for k, leaf in enumerate(sampler.leaves):
-        if id(leaf) not in below:
-            raise ValueError(f"predict: leaf {k} of {type(sampler).__name__}, {leaf!r}, is not "
-                             f"in the output's graph; feed the leaves the output was built on")
+    _require_leaves_in_graph("predict", "output", plan, out, sampler)
     _check_sampled_ids("predict", out, sampler)
     result = np.empty((sampler.examples_per_epoch,) + tuple(out.shape), dtype=out.dtype)
     cdef char* dst = <char*>cnp.PyArray_DATA(result)
