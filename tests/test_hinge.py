@@ -149,7 +149,8 @@ def test_fa_train_steps_the_fused_hinge_as_the_composed_graph_bit_for_bit(batch,
         np.testing.assert_array_equal(ours, theirs)
 
 
-def test_on_a_device_the_hinge_is_the_composed_ops():
+@pytest.mark.parametrize("weights", [None, [0.5, 0.0, 2.0, 1.5]])    # WARP's rank weights
+def test_on_a_device_the_hinge_is_the_composed_ops(weights):
     from fastad.cuda import backend
     backend.set_emulation(True)
     try:
@@ -157,8 +158,9 @@ def test_on_a_device_the_hinge_is_the_composed_ops():
         for device in (None, "cuda"):
             U, V, b = (fa.Parameter(t.value, dtype=np.float64, device=device) for t in tables())
             ids = [fa.IndexInput(i, device=device) for i in IDS["rows"]]
+            w = None if weights is None else fa.Input(weights, dtype=np.float64, device=device)
             loss = fa.ranking_loss(U, ids[0], V, ids[1], ids[2], item_bias=b, loss="hinge",
-                                   regularization=0.1)
+                                   regularization=0.1, weights=w)
             loss.backward()
             results.append([loss.numpy()] + [backend.to_host(p.grad) if device else p.grad
                                              for p in (U, V, b)])

@@ -68,26 +68,6 @@ def test_a_weight_of_zero_leaves_its_rows_alone_and_a_weight_scales_the_gradient
     np.testing.assert_allclose(U.grad, expected)
 
 
-def test_weights_on_the_device_path_are_the_composed_ops():
-    from fastad.cuda import backend
-    backend.set_emulation(True)
-    try:
-        results = []
-        for device in (None, "cuda"):
-            U, V, b = (fa.Parameter(t.value, dtype=np.float64, device=device) for t in _tables())
-            ids = [fa.IndexInput(i, device=device) for i in IDS]
-            w = fa.Input([0.5, 0.0, 2.0], dtype=np.float64, device=device)
-            loss = fa.ranking_loss(U, ids[0], V, ids[1], ids[2], item_bias=b, loss="hinge",
-                                   regularization=0.1, weights=w)
-            loss.backward()
-            results.append([loss.numpy()] + [backend.to_host(p.grad) if device else p.grad
-                                             for p in (U, V, b)])
-        for cpu, dev in zip(*results):
-            np.testing.assert_allclose(dev, cpu, rtol=1e-12, atol=1e-13)
-    finally:
-        backend.set_emulation(None)
-
-
 def test_bad_weights_raise():
     U, V, b = _tables()
     with pytest.raises(ValueError, match=r"ranking_loss: weights must have the ids' shape \(3,\)"):
