@@ -11,9 +11,19 @@ cdef extern from *:
     static inline void fa_prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
     /* The same, for a line about to be written: loaded in a state this core may write. */
     static inline void fa_prefetch_for_write(const void* p) { __builtin_prefetch(p, 1, 3); }
+    /* Every cache line of the n bytes at p, from the line holding the first byte to the
+     * line holding the last (for writing, or for reading). */
+    static inline void fa_prefetch_span(const void* p, size_t n, int for_write) {
+        size_t line = (size_t)p & ~(size_t)63, last = ((size_t)p + n - 1) & ~(size_t)63;
+        for (; line <= last; line += 64) {
+            if (for_write) fa_prefetch_for_write((const void*)line);
+            else fa_prefetch((const void*)line);
+        }
+    }
     """
     void fa_prefetch(const void* p) noexcept nogil
     void fa_prefetch_for_write(const void* p) noexcept nogil
+    void fa_prefetch_span(const void* p, size_t n, int for_write) noexcept nogil
 
 
 # A table whose rows a leaf's ids select (a row gather of the graph being trained): the
@@ -48,16 +58,11 @@ cdef class Sampler:
         """Start loading, for writing, the cache lines of row `row` of each table that
         `leaf`'s ids select (the graph's gathers read and then update them)."""
         cdef int t
-        cdef size_t line, last
         if leaf >= MAX_PREFETCHED_LEAVES:
             return
         for t in range(self.leaf_prefetches[leaf], self.leaf_prefetches[leaf + 1]):
-            line = <size_t>(self.row_prefetches[t].base + row * self.row_prefetches[t].row_bytes)
-            last = (line + <size_t>self.row_prefetches[t].row_bytes - 1) & ~(<size_t>63)
-            line &= ~(<size_t>63)
-            while line <= last:
-                fa_prefetch_for_write(<const void*>line)
-                line += 64
+            fa_prefetch_span(self.row_prefetches[t].base + row * self.row_prefetches[t].row_bytes,
+                             self.row_prefetches[t].row_bytes, True)
 
 
 # The checks of the samplers' arguments and the seeding of their streams (sampler.pyx).

@@ -13,7 +13,7 @@ from libc.stdint cimport int32_t, int64_t
 from fastad._engine.graph cimport Variable, Input, empty_buffer, check_flag, check_int, require_float
 from fastad._engine.loops cimport row_dot
 from fastad._engine.rng cimport fa_rng, fa_rng_below
-from fastad.training.sampler cimport (Sampler, fa_prefetch, _share, _seed_stream, _index_leaf,
+from fastad.training.sampler cimport (Sampler, fa_prefetch, fa_prefetch_span, _share, _seed_stream, _index_leaf,
                                 _integer_array)
 
 cnp.import_array()
@@ -456,15 +456,6 @@ cdef inline double _score(const floating* user_row, const floating* V, const flo
     return score
 
 
-cdef inline void _prefetch_row(const void* table, Py_ssize_t row_bytes, int64_t row) noexcept nogil:
-    """Start loading (for reading) the cache lines of a table's row."""
-    cdef const char* line = <const char*>table + row * row_bytes
-    cdef const char* end = line + row_bytes
-    while line < end:
-        fa_prefetch(line)
-        line += 64
-
-
 cdef enum:
     CANDIDATES = 16         # WarpSampler draws its candidate negatives, and loads their rows, this many at a time
 
@@ -657,7 +648,7 @@ cdef class WarpSampler(PairwiseSampler):
             for k in range(chunk):
                 self.candidates[k] = (self.pairs[fa_rng_below(&rng, self.nnz)].item if self.by_popularity
                                       else fa_rng_below(&rng, self.n_items))
-                _prefetch_row(V, row_bytes, self.candidates[k])
+                fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes, False)
             self.rng = rng
             found = -1
             while True:
