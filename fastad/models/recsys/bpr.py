@@ -33,7 +33,8 @@ class TripleFeeds:
         users, pos, neg = self.leaves[:3]
         feeds = {users: triples["users"], pos: triples["pos"], neg: triples["neg"]}
         if len(self.leaves) == 4:
-            feeds[self.leaves[3]] = triples.get("weights", np.ones(np.shape(triples["users"])))
+            feeds[self.leaves[3]] = (triples["weights"] if "weights" in triples
+                                     else np.ones(np.shape(triples["users"])))
         return feeds
 
 

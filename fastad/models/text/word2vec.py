@@ -567,11 +567,11 @@ def _example_graph(W, C, settings, device="cpu"):
     def ids(*shape):
         return IndexInput(np.zeros(shape, dtype=np.int64), device=device)
 
-    target = ids(b, k + 1)
     if settings.get("shared_negatives"):        # one window a step (checked by Word2Vec._check_shared)
         context, target = ids(2 * settings["window"]), ids(k + 1)
         weights = Input(np.zeros(2 * settings["window"]), dtype=W.dtype, device=device)
         return (context, weights, target), window_loss(W, context, weights, C, target)
+    target = ids(b, k + 1)
     if settings["sg"]:
         centre = ids(b)
         leaves = (centre, target)
