@@ -12,18 +12,19 @@ cdef extern from *:
     /* The same, for a line about to be written: loaded in a state this core may write. */
     static inline void fa_prefetch_for_write(const void* p) { __builtin_prefetch(p, 1, 3); }
     /* Every cache line of the n bytes at p, from the line holding the first byte to the
-     * line holding the last (for writing, or for reading). */
-    static inline void fa_prefetch_span(const void* p, size_t n, int for_write) {
-        size_t line = (size_t)p & ~(size_t)63, last = ((size_t)p + n - 1) & ~(size_t)63;
-        for (; line <= last; line += 64) {
-            if (for_write) fa_prefetch_for_write((const void*)line);
-            else fa_prefetch((const void*)line);
-        }
+     * line holding the last: fa_prefetch_span (for reading), fa_prefetch_span_for_write. */
+    #define FA_PREFETCH_SPAN(name, prefetch)                                                \
+    static inline void name(const void* p, size_t n) {                                   \
+        size_t line = (size_t)p & ~(size_t)63, last = ((size_t)p + n - 1) & ~(size_t)63;  \
+        for (; line <= last; line += 64) prefetch((const void*)line);                     \
     }
+    FA_PREFETCH_SPAN(fa_prefetch_span, fa_prefetch)
+    FA_PREFETCH_SPAN(fa_prefetch_span_for_write, fa_prefetch_for_write)
     """
     void fa_prefetch(const void* p) noexcept nogil
     void fa_prefetch_for_write(const void* p) noexcept nogil
-    void fa_prefetch_span(const void* p, size_t n, int for_write) noexcept nogil
+    void fa_prefetch_span(const void* p, size_t n) noexcept nogil
+    void fa_prefetch_span_for_write(const void* p, size_t n) noexcept nogil
 
 
 # A table whose rows a leaf's ids select (a row gather of the graph being trained): the
@@ -61,8 +62,8 @@ cdef class Sampler:
         if leaf >= MAX_PREFETCHED_LEAVES:
             return
         for t in range(self.leaf_prefetches[leaf], self.leaf_prefetches[leaf + 1]):
-            fa_prefetch_span(self.row_prefetches[t].base + row * self.row_prefetches[t].row_bytes,
-                             self.row_prefetches[t].row_bytes, True)
+            fa_prefetch_span_for_write(self.row_prefetches[t].base + row * self.row_prefetches[t].row_bytes,
+                                       self.row_prefetches[t].row_bytes)
 
 
 # The checks of the samplers' arguments and the seeding of their streams (sampler.pyx).

@@ -648,7 +648,7 @@ cdef class WarpSampler(PairwiseSampler):
             for k in range(chunk):
                 self.candidates[k] = (self.pairs[fa_rng_below(&rng, self.nnz)].item if self.by_popularity
                                       else fa_rng_below(&rng, self.n_items))
-                fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes, False)
+                fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes)
             self.rng = rng
             found = -1
             while True:
