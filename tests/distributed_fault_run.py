@@ -28,7 +28,8 @@ def main(shard_restarts, steps, folder):
                            checkpoint_every=0.05, shard_restarts=shard_restarts) as shared:
         try:
             results = distributed.run(jobs.kill_a_shard_midway, workers=2,
-                                      args=(shared, steps, meet, 0.005), sync_every=10)
+                                      args=(shared, steps, meet, 0.005), sync_every=10,
+                                      node_replicas=False)
         except WorkerError as e:
             outcome["error"] = str(e)
         else:

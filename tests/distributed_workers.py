@@ -34,6 +34,30 @@ def read_state(rank, shared):
     return shared["w"].state_array("count", fill=-7.0).copy()
 
 
+def add_ones_to_own_rows(rank, shared, times, workers=2):
+    """Add 1 to rows rank, rank + workers, ... of shared["w"] and of its "count" state, `times`
+    times: workers that share one replica write disjoint elements, so none of their writes race."""
+    w = fa.Parameter(shared["w"])
+    count = shared["w"].state_array("count", fill=0.5)
+    for _ in range(times):
+        w.value[rank::workers] += 1.0
+        count[rank::workers] += 1.0
+        hogwild.report(1)
+    return rank
+
+
+def see_without_sync(rank, shared, seconds):
+    """Rank r adds 10 + r to w[r] and, never syncing, waits until its replica holds the other
+    rank's addition. Returns (seen, the writer id the shards know this worker by)."""
+    w = fa.Parameter(shared["w"])
+    w.value[rank] += 10.0 + rank
+    other = 1 - rank
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and w.value[other] != 10.0 + other:
+        time.sleep(0.01)
+    return bool(w.value[other] == 10.0 + other), distributed._session.id
+
+
 def exchange(rank, shared, seconds):
     """Rank r adds 10 + r to w[r] and waits (syncing) until it sees the other rank's addition."""
     w = fa.Parameter(shared["w"])
@@ -68,10 +92,11 @@ def die_once(rank, marker):
     return rank
 
 
-def push_then_die_once(rank, shared, folder):
-    """Add 3 to shared["w"] and push; rank 1 then kills its process the first time."""
+def push_then_die_once(rank, shared, folder, own_row=False):
+    """Add 3 to shared["w"] (or, with `own_row`, to its row `rank`) and push; rank 1 then
+    kills its process the first time."""
     w = fa.Parameter(shared["w"])
-    w.value[...] += 3.0
+    w.value[rank if own_row else ...] += 3.0
     distributed.sync()
     marker = os.path.join(folder, "died")
     if rank == 1 and not os.path.exists(marker):

@@ -26,7 +26,9 @@ staleness bound it implies, the fault policy (workers that raise or die,
 shards that stop answering or die, checkpoints and `restore`) and the figures.
 """
 import concurrent.futures
+import fcntl
 import functools
+import hashlib
 import os
 import re
 import secrets
@@ -131,7 +133,7 @@ class _Shard:
         self.index, self.count = index, count
         self.shapes, self.first_rows = shapes, first_rows
         self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
-        self.token = secrets.token_hex(8)        # a new one per start: workers then pull again
+        self.token = secrets.randbits(62) + 1    # a new one per start: workers then pull again
         self.links = {}                          # segment name -> _Channel of a worker on this node
         self.clock = 0
         self.saved_at = time.monotonic()
@@ -641,24 +643,38 @@ class _Channel:
 
 
 class _Replica:
-    """One table (an array or its optimizer state) as a worker holds it."""
+    """One table (an array or its optimizer state) as a worker holds it: in memory of its own,
+    or in a segment that the workers of its run on its node share (see `_Replicas`), laid out
+    as the shard start (token) and clock (since) of each shard's last pull, the replica and
+    its base."""
 
     def __init__(self, block, key, name, shape, dtype, local_shards, own_segments):
         self.block = block
         self.name = name                       # the shard's table name: key or "key/state key"
         self.bounds = block.bounds[key]
-        self.array = np.zeros(shape, dtype)    # what the worker's Parameter adopts
-        self.rows = as_rows(self.array)        # a view of it
-        self.base = np.zeros_like(self.rows)   # the value last pulled from or pushed to the shards
+        self.shape, self.dtype = shape, np.dtype(dtype)
         count = len(block.shards)
-        self.tokens = [None] * count           # the shard start each row range was pulled from
-        self.since = [-1] * count              # the shard clock of that pull
         self.channels = [None] * count         # per shard on this worker's node: its _Channel
         self.changed_rows = 0                  # rows its requests pushed since the session last read it
+        width = as_rows(np.empty(shape, dtype)).shape[1]
         for s in local_shards:
             rows = self.bounds[s + 1] - self.bounds[s]
             self.channels[s] = _Channel(own_segments.prefix + secrets.token_hex(4), rows,
-                                        self.rows.shape[1], dtype, own_segments)
+                                        width, dtype, own_segments)
+
+    def nbytes(self):
+        """The size of the memory `bind` lays the replica out in."""
+        return 16 * len(self.block.shards) + 2 * int(np.prod(self.shape)) * self.dtype.itemsize
+
+    def bind(self, mapping):
+        """Lay the replica out in `mapping` (of `nbytes()` bytes)."""
+        count = len(self.block.shards)
+        self.tokens = segments.view(mapping, (count,), np.int64)        # 0: never pulled
+        self.since = segments.view(mapping, (count,), np.int64, 8 * count)
+        self.array = segments.view(mapping, self.shape, self.dtype, 16 * count)  # the Parameter's
+        self.rows = as_rows(self.array)        # a view of it
+        # the value last pulled from or pushed to the shards
+        self.base = segments.view(mapping, self.rows.shape, self.dtype, 16 * count + self.array.nbytes)
 
     def request(self, s):
         """The request to shard s: the ids of this replica's rows of that shard changed since
@@ -674,21 +690,22 @@ class _Replica:
         dense = _dense(len(ids), hi - lo)
         deltas = (np.empty_like(rows) if channel is None else channel.push_values)[
             :hi - lo if dense else len(ids)]
-        # The shard adds the deltas to the same base unless someone else wrote the row: take
-        # its float result (within an ulp of ours) so that replica, base and shard agree.
+        # The shard adds the deltas to the same base unless someone else wrote the row, so the
+        # base follows it. The rows are not written: other workers of this node may be
+        # training them. Where base + (rows - base) rounds away from rows, the next request
+        # pushes that last ulp.
         if dense:
             np.subtract(rows, base, out=deltas)
             deltas[~changed] = 0            # not inf - inf: an unchanged row adds nothing
             base += deltas
-            rows[...] = base
         else:
-            old = base[ids]
-            np.subtract(rows[ids], old, out=deltas)
-            rows[ids] = base[ids] = old + deltas
+            np.subtract(rows[ids], base[ids], out=deltas)
+            base[ids] += deltas
+        token, since = int(self.tokens[s]), int(self.since[s])
         if channel is None:
-            return (self.tokens[s], self.since[s], ids, deltas, None)
+            return (token, since, ids, deltas, None)
         channel.push_ids[:len(ids)] = ids
-        return (self.tokens[s], self.since[s], len(ids), len(deltas), channel.name)
+        return (token, since, len(ids), len(deltas), channel.name)
 
     def merge(self, s, token, clock, ids, values):
         """Take shard s's answer: `values` of rows `ids`, or of every row of the shard (or
@@ -697,16 +714,18 @@ class _Replica:
         if channel is not None:
             ids, values = channel.answer_ids[:ids], channel.answer_values[:values]
         lo, hi = self.bounds[s], self.bounds[s + 1]
-        if len(values) == hi - lo:             # every row: in place, without temporaries
+        # One pass that adds what the shard holds beyond the base: a worker of this node
+        # that reads a row meanwhile sees its old value or its new one.
+        if len(values) == hi - lo:             # every row
             rows, base = self.rows[lo:hi], self.base[lo:hi]
-            rows -= base
-            rows += values
+            rows += values - base
             base[...] = values
         else:
             ids = ids + lo
-            self.rows[ids] = values + (self.rows[ids] - self.base[ids])
+            self.rows[ids] += values - self.base[ids]
             self.base[ids] = values
         self.tokens[s], self.since[s] = token, clock
+        return len(ids)
 
 
 # The default sync interval (sync_every=None) follows the work done: a worker syncs once it has
@@ -730,14 +749,107 @@ _MIN_SYNC_SECONDS = 0.005
 _MAX_SYNC_STEPS = 20_000
 
 
-def _next_interval(steps, changed_fraction):
+def _next_interval(steps, changed_fraction, alone=False):
     """The adaptive sync interval after a sync that came `steps` steps after the last one and
     found `changed_fraction` of some table's rows changed (the largest over the tables). With
     rows touched at random, the rows changed after t touches of an n-row table are
-    n(1 - exp(-t/n)): touches grow as -log(1 - fraction), and steps with them."""
+    n(1 - exp(-t/n)): touches grow as -log(1 - fraction), and steps with them.
+
+    `alone`: the last answer held no row that another writer changed (one node, or the
+    other nodes idle). Staleness then costs nothing, and the interval grows 4x a sync,
+    with no cap in steps: sync_seconds bounds it."""
+    if alone:
+        return 4 * steps
     fraction = min(changed_fraction, 0.999)
     scale = np.log1p(-_CHANGED_ROWS_PER_SYNC) / np.log1p(-fraction) if fraction > 0 else 4.0
     return min(max(1, int(steps * min(max(scale, 0.25), 4.0))), _MAX_SYNC_STEPS)
+
+
+class _Replicas:
+    """Where a worker keeps its replicas: in memory of its own, or (`prefix`, a `run`'s) in
+    segments that the workers of that run on this node share, so that they train one replica
+    of each table Hogwild-style and one of them at a time syncs it with the shards.
+
+    The shared form has a header segment (the node's writer id, which the shards see instead
+    of the workers', the number of workers using it and the number of sync rounds made) whose
+    file lock the worker holding a sync round holds from its push to the merge of its answer,
+    and a segment per table, made and pulled by the first worker to open it."""
+
+    _WRITER, _USERS, _SYNCS = range(3)
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.tracked = []          # the shared segments this worker tracks
+        self.lock_fd = None
+        if prefix is None:
+            self.header = np.array([secrets.randbits(62), 1, 0], np.int64)
+            return
+        name = prefix + "node"
+        mapping, _ = segments.attach_or_create(
+            name, 3 * 8, lambda fresh: segments.view(fresh, (1,), np.int64).fill(secrets.randbits(62)))
+        self.header = segments.view(mapping, (3,), np.int64)
+        self._track(name)
+        self.lock_fd = segments.lock_descriptor(name)
+        self.lock(blocking=True)
+        self.header[self._USERS] += 1
+        self.unlock()
+
+    def _track(self, name):
+        segments.track(name)       # a worker that dies leaves its node's segments to its tracker
+        self.tracked.append(name)
+
+    @property
+    def writer(self):
+        return int(self.header[self._WRITER])
+
+    @property
+    def syncs(self):
+        return int(self.header[self._SYNCS])
+
+    def count_sync(self):
+        self.header[self._SYNCS] += 1
+        return self.syncs
+
+    def table(self, block_id, name, nbytes, fill):
+        """The memory of table `name` of share `block_id`: attached, or made and filled by
+        `fill(memory)` first."""
+        if self.prefix is None:
+            memory = bytearray(nbytes)
+            fill(memory)
+            return memory
+        segment = self.prefix + "t" + hashlib.blake2b(f"{block_id}/{name}".encode(),
+                                                      digest_size=8).hexdigest()
+        mapping, _ = segments.attach_or_create(segment, nbytes, fill)
+        self._track(segment)
+        return mapping
+
+    def lock(self, blocking):
+        """Take the sync lock; False when another worker holds it and `blocking` is False."""
+        if self.lock_fd is not None:
+            try:
+                fcntl.flock(self.lock_fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return False
+        return True
+
+    def unlock(self):
+        if self.lock_fd is not None:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    def close(self):
+        """Leave the shared segments; the last worker to leave unlinks them."""
+        if self.lock_fd is None:
+            return
+        self.lock(blocking=True)
+        try:
+            self.header[self._USERS] -= 1
+            if self.header[self._USERS] == 0:
+                segments.unlink_prefixed(self.prefix)
+        finally:
+            os.close(self.lock_fd)         # and with it the lock
+            self.lock_fd = None
+            for name in self.tracked:
+                segments.untrack(name)
 
 
 class _StepClock:
@@ -762,8 +874,11 @@ class _StepClock:
 class _Session:
     """The replicas of one worker of `run` and its exchanges with the shards."""
 
-    def __init__(self, sync_every, sync_seconds, sync_timeout, run_tag):
-        self.id = secrets.randbits(62)   # this worker as a writer of rows, to the shards
+    def __init__(self, sync_every, sync_seconds, sync_timeout, run_tag, node_prefix):
+        self.home = _Replicas(node_prefix)
+        self.id = self.home.writer       # this worker (or its node) as a writer of rows, to the shards
+        self.seen_syncs = self.home.syncs   # the node's sync rounds when this worker last looked
+        self.foreign_rows = None         # rows written by others in the last round's answers
         self.adaptive = sync_every is None
         self.sync_every = _FIRST_SYNC_STEPS if self.adaptive else sync_every   # the interval
         self.sync_seconds = sync_seconds
@@ -854,17 +969,34 @@ class _Session:
         if replica is None:
             local = [s for s, node in enumerate(block.nodes) if node == self.node]
             replica = _Replica(block, handle.key, name, handle.shape, handle.dtype, local, self.segments)
-            answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}).future())
-                                  for s, shard in enumerate(block.shards)])
-            for s, (token, clock, answer) in enumerate(answers):
-                replica.merge(s, token, clock, *answer[name])
+
+            def pull(memory):
+                replica.bind(memory)
+                replica.since[...] = -1
+                answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}).future())
+                                      for s, shard in enumerate(block.shards)])
+                for s, (token, clock, answer) in enumerate(answers):
+                    replica.merge(s, token, clock, *answer[name])
+
+            replica.bind(self.home.table(block.id, name, replica.nbytes(), pull))
             self.replicas[(block.id, name)] = replica
         return replica
 
     def sync(self, wait):
-        """Merge the previous round's answers, push changed rows, ask for fresh ones."""
+        """Merge the previous round's answers, push changed rows, ask for fresh ones. Unless
+        `wait`, a worker whose node's replicas another worker is syncing, or has synced since
+        this one last looked, counts that round as its own instead."""
         started = time.thread_time()
-        self._finish_round()
+        if self.pending:
+            self._finish_round()
+        if not self.home.lock(blocking=wait):
+            self._count_as_synced()
+            return
+        if not wait and self.home.syncs != self.seen_syncs:
+            self.home.unlock()
+            self._count_as_synced()
+            return
+        self.seen_syncs = self.home.count_sync()
         requests = {}            # (block id, shard) -> {table: request}
         blocks = {}
         changed_fraction = 0.0   # the largest share of a table's rows changed since the last sync
@@ -881,26 +1013,40 @@ class _Session:
             self._finish_round()
         progress = self.progress()
         if self.adaptive and progress > self.synced_steps:
-            self.sync_every = _next_interval(progress - self.synced_steps, changed_fraction)
-        self.synced_at = time.monotonic()
+            self.sync_every = _next_interval(progress - self.synced_steps, changed_fraction,
+                                             alone=self.foreign_rows == 0)
         if self.adaptive:
             cost = time.thread_time() - started
             self.sync_cost = cost if self.sync_cost is None else (self.sync_cost + cost) / 2
             self.min_gap = max(_MIN_SYNC_SECONDS, _SYNC_COST_SHARE * self.sync_cost)
+        self._count_as_synced()
+
+    def _count_as_synced(self):
+        """Start the next interval now."""
+        progress = self.progress()
+        self.synced_at = time.monotonic()
         self.synced_steps = progress
         self.next_sync = progress + self.sync_every
 
     def _finish_round(self):
+        """Merge the answers of the round in flight and release the sync lock."""
         pending, self.pending = self.pending, []
-        for (block, s, _), (token, clock, answer) in zip(pending, self._wait(pending)):
-            for name, (rows, values) in answer.items():
-                self.replicas[(block.id, name)].merge(s, token, clock, rows, values)
+        try:
+            foreign = 0
+            for (block, s, _), (token, clock, answer) in zip(pending, self._wait(pending)):
+                for name, (rows, values) in answer.items():
+                    foreign += self.replicas[(block.id, name)].merge(s, token, clock, rows, values)
+            self.foreign_rows = foreign
+        finally:
+            self.home.unlock()
 
     def _wait(self, calls):
         return _results(calls, self.sync_timeout, "sync_timeout")
 
     def close(self):
-        """Unlink every channel's segment and tell the shards to forget them (not waiting)."""
+        """Leave the node's replicas, unlink every channel's segment and tell the shards to
+        forget them (not waiting)."""
+        self.home.close()
         self.segments.free()
         for replica in self.replicas.values():
             for s, channel in enumerate(replica.channels):
@@ -928,11 +1074,11 @@ def sync():
         _session.sync(wait=True)
 
 
-def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, run_tag):
+def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, run_tag, node_prefix):
     """One rank of `run`, as a Ray task: ("ok", result) or ("error", message, traceback)."""
     global _session
     fn, args = payload
-    _session = session = _Session(sync_every, sync_seconds, sync_timeout, run_tag)
+    _session = session = _Session(sync_every, sync_seconds, sync_timeout, run_tag, node_prefix)
     pool.set_report_listener(session.count)
     set_step_hooks(session.step_clock_for)
     try:
@@ -953,7 +1099,7 @@ def _first_line(exc):
 
 
 def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
-        sync_timeout=60.0, timeout=None, max_restarts=0):
+        sync_timeout=60.0, timeout=None, max_restarts=0, node_replicas=True):
     """Call `fn(rank, *args)` in `workers` Ray worker processes; return the results in rank order.
 
     `rank` runs from 0 to workers - 1; each worker is a Ray task with one CPU
@@ -982,6 +1128,10 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
                   workers are stopped and TimeoutError names the unfinished ranks.
     max_restarts  how many times a rank whose process died is started again
                   from the beginning of `fn` (0: report it).
+    node_replicas True (the default): the workers on one node train one
+                  replica of each table in that node's shared memory (Hogwild
+                  within the node), which one of them at a time syncs with the
+                  shards. False: each worker trains a replica of its own.
 
     A worker that raises stops the run with `WorkerError` (rank, traceback);
     so does a worker whose process died past its restarts. The other workers
@@ -1005,6 +1155,8 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
     if timeout is not None:
         check_number("run", "timeout", timeout, above=0)
     max_restarts = check_int("run", "max_restarts", max_restarts, minimum=0)
+    if not isinstance(node_replicas, bool):
+        raise TypeError(f"run: node_replicas must be True or False, got {node_replicas!r}")
     if not callable(fn):
         raise TypeError(f"run: fn must be callable, got {type(fn).__name__}")
     args = tuple(args)
@@ -1033,9 +1185,14 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
     running = {}
     restarts = [0] * workers
     run_tag = secrets.token_hex(4)     # in the names of the workers' segments
+    # The prefix of the segments the workers on a node share. On a node without this process
+    # the pid in it means nothing: the last worker there to leave unlinks them (or the
+    # resource tracker of a worker that dies).
+    shared_segments = segments.Block(run_tag)
 
     def start(rank):
-        running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout, run_tag)] = rank
+        running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout, run_tag,
+                            shared_segments.prefix if node_replicas else None)] = rank
 
     results = [None] * workers
     try:
@@ -1070,4 +1227,5 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
         # A stopped worker had no time to unlink its channels' segments: once its process is
         # gone, sweep them (those of this node; elsewhere its resource tracker unlinks them).
         ray.wait(list(running), num_returns=len(running), timeout=10)
+        shared_segments.free()      # first: the sweep would wait for this process to exit
         segments.sweep_stale_segments(waiting_for=run_tag, timeout=10)

@@ -25,7 +25,7 @@ from multiprocessing import resource_tracker
 import numpy as np
 
 __all__ = ["Block", "require_shm_dir", "create_segment", "attach_segment", "attach_or_create",
-           "view", "sweep_stale_segments"]
+           "view", "lock_descriptor", "track", "untrack", "unlink_prefixed", "sweep_stale_segments"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -100,6 +100,31 @@ def _unlink(name):
     """Unlink segment `name`; nothing if it is gone already, or another user's."""
     with suppress(FileNotFoundError, PermissionError):
         os.unlink(_path(name))
+
+
+def unlink_prefixed(prefix):
+    """Unlink every segment whose name starts with `prefix`; the names unlinked."""
+    names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(prefix)}
+    for name in names:
+        _unlink(name)
+    return names
+
+
+def lock_descriptor(name):
+    """A new file descriptor of segment `name`, for `fcntl.flock`: a lock between the
+    processes that open it, released when they close it or die."""
+    return os.open(_path(name), os.O_RDWR | os.O_NOFOLLOW)
+
+
+def track(name):
+    """Let this process's resource tracker unlink segment `name` if the process dies
+    without cleanup."""
+    resource_tracker.register("/" + name, "shared_memory")
+
+
+def untrack(name):
+    """Undo `track(name)` (the segment was unlinked, or is left to others)."""
+    resource_tracker.unregister("/" + name, "shared_memory")
 
 
 def view(mapping, shape, dtype, offset=0):
@@ -178,7 +203,7 @@ class Block:
 
     def track(self, name):
         """Let the resource tracker unlink segment `name` if this process dies without cleanup."""
-        resource_tracker.register("/" + name, "shared_memory")
+        track(name)
         self.tracked.append(name)
 
     def create(self, name, nbytes):
@@ -192,8 +217,7 @@ class Block:
         if os.getpid() != self.owner_pid or self.closed:
             return                      # a forked child's copy of the block owns nothing
         self.closed = True
-        names = {entry for entry in os.listdir(_SHM_DIR) if entry.startswith(self.prefix)}
-        for name in names.union(self.tracked):
-            _unlink(name)
+        unlink_prefixed(self.prefix)
         for name in self.tracked:
-            resource_tracker.unregister("/" + name, "shared_memory")
+            _unlink(name)
+            untrack(name)
