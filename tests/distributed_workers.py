@@ -8,6 +8,7 @@ from ray import cloudpickle
 
 import fastad as fa
 from fastad import distributed, hogwild
+from fastad.parallel import segments
 
 # The Hogwild BPR worker as a user writes it (a Python loop of set_value, forward, backward,
 # step and zero_grad that calls neither report nor sync): the one bench/distributed_bpr.py
@@ -193,7 +194,7 @@ def wait_for(path, seconds=60):
 
 def kill_a_shard_midway(rank, shared, steps, folder, seconds_per_step):
     """Both ranks add 1 to every element of shared["w"] `steps` times, sync, and meet; rank 0
-    then reads shard 0's last checkpoint, kills that shard, and both add `steps` more.
+    then kills shard 0 and reads its last checkpoint, and both add `steps` more.
     Returns (rank, shard 0's rows of w in its last checkpoint before the kill, or None)."""
     w = fa.Parameter(shared["w"])
 
@@ -209,9 +210,14 @@ def kill_a_shard_midway(rank, shared, steps, folder, seconds_per_step):
     wait_for(os.path.join(folder, f"pushed-{1 - rank}"))
     checkpointed = None
     if rank == 0:
-        checkpointed = fa.load(shared._block.checkpoint_path(0))["arrays"]["w"]
         import ray
+        pid = ray.get(shared._block.shards[0].place.remote())[2]
         ray.kill(shared._block.shards[0], no_restart=False)
+        while segments.pid_alive(pid):    # ray.kill returns before the process is gone
+            time.sleep(0.01)
+        # What the restarted shard loads: a checkpoint asked for before the kill may have
+        # been written after the pushes met.
+        checkpointed = fa.load(shared._block.checkpoint_path(0))["arrays"]["w"]
         open(os.path.join(folder, "killed"), "w").close()
     wait_for(os.path.join(folder, "killed"))
     add_ones()

@@ -66,7 +66,7 @@ def test_a_two_node_cluster_trains_with_a_shard_and_a_worker_on_each_node(two_no
                            address=two_nodes.address) as shared:
         nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
         assert len(nodes) == 2
-        assert {ray.get(shard.node.remote()) for shard in shared._block.shards} == nodes
+        assert {ray.get(shard.place.remote())[0] for shard in shared._block.shards} == nodes
         assert sorted(distributed.run(jobs.node_of, workers=2)) == sorted(nodes)
         assert distributed.run(jobs.bpr_train_worker, workers=2, args=(shared, train, 2, 0.2),
                                sync_every=250) == [0, 1]

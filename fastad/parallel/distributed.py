@@ -34,6 +34,7 @@ import re
 import secrets
 import socket
 import time
+from contextlib import suppress
 
 import numpy as np
 
@@ -124,19 +125,162 @@ def _dense(rows, total):
 
 # ------------------------------------------------------------------ shards
 
+def _segment_name(prefix, name):
+    """The segment of table `name` (an array's or its state's: "key/state key") in a block
+    of segments named after `prefix`."""
+    return prefix + "t" + hashlib.blake2b(name.encode(), digest_size=8).hexdigest()
+
+
+# A writer that pushed to a shard within this many seconds counts as active (see
+# _ShardMemory.sync); writers push at least every sync_seconds (1 s by default).
+_ACTIVE_WRITER_SECONDS = 10.0
+_WRITER_SLOTS = 8
+
+
+class _ShardMemory:
+    """A shard's tables in shared memory on its node: for each table its rows and, per row,
+    the clock of its last write (version), who wrote it (writer) and its version before that
+    writer's run of writes began; a header with the shard's clock, its token (new at each
+    start of the shard: workers then pull again), when it last saved its checkpoint, and the
+    last few writers with the time of their last push. The
+    shard actor serves the syncs of workers on other nodes from it; workers on its node sync
+    with it directly, without a Ray call. Either holds the header's file lock for a sync."""
+
+    _CLOCK, _TOKEN, _SAVED_AT = range(3)
+
+    def __init__(self, prefix, pid, header_mapping):
+        self.prefix, self.pid = prefix, pid      # the shard actor's segments and process
+        self.header = segments.view(header_mapping, (3,), np.int64)
+        self.recent = segments.view(header_mapping, (_WRITER_SLOTS, 2), np.int64, 3 * 8)  # writer, ns
+        self.lock_fd = segments.lock_descriptor(prefix + "head")
+        self.tables, self.versions, self.writers, self.before = {}, {}, {}, {}
+
+    @classmethod
+    def create(cls, block, tables):
+        """The memory of a starting shard, in segments of `block` (its actor's), holding
+        `tables` ({name: 2-D rows})."""
+        memory = cls(block.prefix, os.getpid(),
+                     block.create(block.prefix + "head", (3 + 2 * _WRITER_SLOTS) * 8))
+        memory.header[cls._TOKEN] = secrets.randbits(62) + 1
+        memory.header[cls._SAVED_AT] = time.monotonic_ns()
+        for name, rows in tables.items():
+            memory.add_table(name, rows, block)
+        return memory
+
+    @classmethod
+    def attach(cls, prefix, pid):
+        """A worker's view of the memory of the shard whose actor runs as `pid` on its node."""
+        return cls(prefix, pid, segments.attach_segment(prefix + "head"))
+
+    @staticmethod
+    def _layout(mapping, rows, width, dtype):
+        values = segments.view(mapping, (rows, width), dtype)
+        bookkeeping = segments.view(mapping, (3, rows), np.int64, values.nbytes)
+        return values, bookkeeping
+
+    def add_table(self, name, rows, block):
+        """Make table `name` holding a copy of `rows` (shard side)."""
+        rows = as_rows(rows)
+        dtype = np.dtype(rows.dtype)
+        mapping = block.create(_segment_name(self.prefix, name),
+                               rows.size * dtype.itemsize + 3 * 8 * len(rows))
+        values, bookkeeping = self._layout(mapping, len(rows), rows.shape[1], dtype)
+        values[...] = rows
+        bookkeeping[1] = -1
+        self._bind(name, values, bookkeeping)
+
+    def table(self, name, rows, width, dtype):
+        """Table `name` (`rows` x `width` of `dtype`), attached on first use (worker side)."""
+        if name not in self.tables:
+            mapping = segments.attach_segment(_segment_name(self.prefix, name))
+            self._bind(name, *self._layout(mapping, rows, width, dtype))
+        return self.tables[name]
+
+    def _bind(self, name, values, bookkeeping):
+        self.tables[name] = values
+        self.versions[name], self.writers[name], self.before[name] = bookkeeping
+
+    def lock(self):
+        fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+
+    def unlock(self):
+        fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    @property
+    def token(self):
+        return int(self.header[self._TOKEN])
+
+    def alive(self):
+        """Whether the shard actor that made this memory still runs (else a restarted one
+        serves from memory of its own)."""
+        return segments.pid_alive(self.pid)
+
+    def saved_seconds_ago(self):
+        return (time.monotonic_ns() - int(self.header[self._SAVED_AT])) / 1e9
+
+    def mark_saved(self):
+        self.header[self._SAVED_AT] = time.monotonic_ns()
+
+    def sync(self, writer, requests):
+        """Add the deltas pushed by `writer`; answer each table's rows changed since its last
+        request. Call it holding the lock.
+
+        requests: {table: (token, since, local rows, deltas)}, the deltas of
+        those rows, or of every row (dense, zero where not in `rows`). A caller
+        whose token is not this start's, or whose since is -1, gets every row of
+        the table; otherwise the rows that someone else wrote after `since`.
+        Rows only the caller wrote since then are left out: the caller computed
+        their value itself, with the same float additions.
+        Returns (token, clock, {table: (local rows, values)}, others): the
+        values of those rows, or every row of the table when many are asked for
+        (dense: the table itself, which changes once the lock is released), and
+        whether another writer pushed in the last _ACTIVE_WRITER_SECONDS.
+        """
+        self.header[self._CLOCK] += 1
+        clock = int(self.header[self._CLOCK])
+        now = time.monotonic_ns()
+        if any(len(rows) for _, _, rows, _ in requests.values()):
+            mine = np.flatnonzero(self.recent[:, 0] == writer)
+            slot = mine[0] if len(mine) else np.argmin(self.recent[:, 1])
+            self.recent[slot] = writer, now
+        others = bool(np.any((self.recent[:, 0] != writer) & (self.recent[:, 1] > 0) & (
+            now - self.recent[:, 1] < _ACTIVE_WRITER_SECONDS * 1e9)))
+        for name, (_, _, rows, deltas) in requests.items():
+            if len(rows):
+                table = self.tables[name]
+                if len(deltas) == len(table):      # dense: zero for the rows not in `rows`
+                    table += deltas
+                else:
+                    table[rows] += deltas
+                new_run = rows[self.writers[name][rows] != writer]
+                self.before[name][new_run] = self.versions[name][new_run]
+                self.writers[name][rows] = writer
+                self.versions[name][rows] = clock
+        answer = {}
+        for name, (token, since, _, _) in requests.items():
+            table = self.tables[name]
+            if token != self.token or since < 0:
+                rows = np.arange(len(table), dtype=np.int64)
+            else:
+                rows = np.flatnonzero((self.versions[name] > since) & (
+                    (self.writers[name] != writer) | (self.before[name] > since)))
+            answer[name] = (rows, table if _dense(len(rows), len(table)) else table[rows])
+        return self.token, clock, answer, others
+
+    def close(self):
+        os.close(self.lock_fd)
+
+
 class _Shard:
     """A parameter server: rows [first_row, first_row + n) of every shared array, their
-    optimizer state, a version per row, and its checkpoint file. Runs as a Ray actor."""
+    optimizer state, a version per row, and its checkpoint file. Runs as a Ray actor, its
+    tables in shared memory on its node (`_ShardMemory`)."""
 
     def __init__(self, index, count, shapes, first_rows, arrays, checkpoint_path,
                  checkpoint_every):
         self.index, self.count = index, count
         self.shapes, self.first_rows = shapes, first_rows
         self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
-        self.token = secrets.randbits(62) + 1    # a new one per start: workers then pull again
-        self.links = {}                          # segment name -> _Channel of a worker on this node
-        self.clock = 0
-        self.saved_at = time.monotonic()
         if checkpoint_path is not None and _ray().get_runtime_context().was_current_actor_reconstructed:
             snapshot = load(checkpoint_path)
             if snapshot.get("format") != _FORMAT or (snapshot["shard"], snapshot["shards"]) != (
@@ -146,97 +290,64 @@ class _Shard:
             tables = _tables(snapshot["arrays"], snapshot["state"])
         else:
             tables = arrays
-        self.tables = {}
-        self.versions = {}       # per row: the clock of its last write
-        self.writers = {}        # per row: who wrote it last
-        self.before = {}         # per row: its version before that writer's run of writes began
-        for name, rows in tables.items():
-            self._add_table(name, np.array(rows, copy=True))
+        # A shard killed by Ray leaves its segments behind (its resource tracker goes with it):
+        # the shard restarted in its place, another share or the driver's close() unlinks them.
+        segments.sweep_stale_segments()
+        self.segments = segments.Block()
+        self.memory = _ShardMemory.create(self.segments, tables)
         if checkpoint_path is not None:
             self.checkpoint()
 
-    def _add_table(self, name, table):
-        self.tables[name] = table
-        self.versions[name] = np.zeros(len(table), np.int64)
-        self.writers[name] = np.full(len(table), -1, np.int64)
-        self.before[name] = np.zeros(len(table), np.int64)
-
     def sync(self, writer, requests):
-        """Add the deltas pushed by `writer`; answer each table's rows changed since its last request.
-
-        requests: {table: (token, since, local rows, deltas)}, the deltas of
-        those rows, or of every row (dense, zero where not in `rows`). A caller
-        whose token is not this start's, or whose since is -1, gets every row of
-        the table; otherwise the rows that someone else wrote after `since`.
-        Rows only the caller wrote since then are left out: the caller computed
-        their value itself, with the same float additions.
-        Returns (token, clock, {table: (local rows, values)}): the values of
-        those rows, or of every row when many are asked for (dense).
-        """
-        self.clock += 1
-        for name, (_, _, rows, deltas, channel) in requests.items():
-            table = self.tables[name]
-            if channel is not None:
-                if channel not in self.links:      # a worker's segment on this node, for this table
-                    self.links[channel] = _Channel(channel, len(table), table.shape[1], table.dtype)
-                link = self.links[channel]
-                rows, deltas = link.push_ids[:rows], link.push_values[:deltas]
-            if len(rows):
-                if len(deltas) == len(table):      # dense: zero for the rows not in `rows`
-                    table += deltas
-                else:
-                    table[rows] += deltas
-                new_run = rows[self.writers[name][rows] != writer]
-                self.before[name][new_run] = self.versions[name][new_run]
-                self.writers[name][rows] = writer
-                self.versions[name][rows] = self.clock
-        answer = {}
-        for name, (token, since, _, _, channel) in requests.items():
-            if token != self.token or since < 0:
-                rows = np.arange(len(self.tables[name]), dtype=np.int64)
-            else:
-                rows = np.flatnonzero((self.versions[name] > since) & (
-                    (self.writers[name] != writer) | (self.before[name] > since)))
-            table = self.tables[name]
-            dense = _dense(len(rows), len(table))
-            if channel is None:
-                answer[name] = (rows, table.copy() if dense else table[rows])
-            else:
-                link = self.links[channel]
-                link.answer_ids[:len(rows)] = rows
-                if dense:
-                    link.answer_values[...] = table
-                else:
-                    np.take(table, rows, axis=0, out=link.answer_values[:len(rows)])
-                answer[name] = (len(rows), len(table) if dense else len(rows))
-        if self.checkpoint_every is not None and time.monotonic() - self.saved_at >= self.checkpoint_every:
+        """`_ShardMemory.sync` for a worker on another node (the answer copied before the
+        lock is released)."""
+        self.memory.lock()
+        try:
+            token, clock, answer, others = self.memory.sync(writer, requests)
+            answer = {name: (rows, values.copy() if values is self.memory.tables[name] else values)
+                      for name, (rows, values) in answer.items()}
+        finally:
+            self.memory.unlock()
+        if self.checkpoint_every is not None and self.memory.saved_seconds_ago() >= self.checkpoint_every:
             self.checkpoint()
-        return self.token, self.clock, answer
-
-    def drop_links(self, channels):
-        """Forget the channels of a worker that ended (it unlinked their segments)."""
-        for channel in channels:
-            self.links.pop(channel, None)
+        return token, clock, answer, others
 
     def create_state(self, name, like, fill):
         """Make state table `name` shaped like table `like`, filled with `fill`, unless it exists."""
-        if name not in self.tables:
-            self._add_table(name, np.full_like(self.tables[like], fill))
+        self.memory.lock()
+        try:
+            if name not in self.memory.tables:
+                self.memory.add_table(name, np.full_like(self.memory.tables[like], fill), self.segments)
+        finally:
+            self.memory.unlock()
 
-    def node(self):
-        """The id of the Ray node this shard runs on."""
-        return _ray().get_runtime_context().get_node_id()
+    def free(self):
+        """Unlink this shard's segments: it is ending (workers still attached keep theirs)."""
+        self.segments.free()
+
+    def place(self):
+        """(the id of the Ray node this shard runs on, the prefix of its segments, its pid)."""
+        return _ray().get_runtime_context().get_node_id(), self.segments.prefix, os.getpid()
 
     def read(self, name):
-        return self.tables[name]
+        self.memory.lock()
+        try:
+            return self.memory.tables[name].copy()
+        finally:
+            self.memory.unlock()
 
     def snapshot(self):
         """This shard as a checkpoint dict."""
-        return _checkpoint(self.index, self.count, self.first_rows, self.shapes, self.tables)
+        self.memory.lock()
+        try:
+            tables = {name: rows.copy() for name, rows in self.memory.tables.items()}
+        finally:
+            self.memory.unlock()
+        return _checkpoint(self.index, self.count, self.first_rows, self.shapes, tables)
 
     def checkpoint(self):
+        self.memory.mark_saved()
         save(self.snapshot(), self.checkpoint_path)
-        self.saved_at = time.monotonic()
         return self.checkpoint_path
 
 
@@ -305,13 +416,15 @@ def _checkpoint_path(checkpoint_dir, s, shards):
 class _Block:
     """What the handles of one `share` call have in common (pickled to workers as it is)."""
 
-    def __init__(self, shards, bounds, checkpoint_dir, shard_restarts):
+    def __init__(self, shards, bounds, checkpoint_dir, checkpoint_every, shard_restarts):
         self.id = secrets.token_hex(8)
         self.shards = shards              # Ray actor handles, in shard order
         self.bounds = bounds              # key -> int64 array of len(shards) + 1 row bounds
         self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
         self.shard_restarts = shard_restarts
-        self.nodes = None                 # the node of each shard (a restart keeps it there)
+        # (node, segment prefix, pid) of each shard as it started; a restart keeps the node
+        self.places = None
         self.job = _ray().get_runtime_context().get_job_id()   # the Ray session it lives in
         self.closed = False
 
@@ -463,8 +576,12 @@ class DistributedArrays(array_handles.ArrayHandles):
         if self._owner and not self._block.closed:
             self._block.closed = True
             ray = _ray()
+            # Unlinking first: a killed shard leaves its segments behind.
+            ray.wait([shard.free.remote() for shard in self._block.shards],
+                     num_returns=len(self._block.shards), timeout=10)
             for shard in self._block.shards:
                 ray.kill(shard)
+            segments.sweep_stale_segments()     # those of shards that had died (on this node)
 
 
 def _merge_snapshots(snapshots, who):
@@ -527,12 +644,12 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
             held[name] = table[lo:hi]
         actors.append(Shard.remote(s, shards, shapes, {key: int(b[s]) for key, b in bounds.items()}, held,
                                    _checkpoint_path(checkpoint_dir, s, shards), checkpoint_every))
-    block = _Block(actors, bounds, checkpoint_dir, shard_restarts)
+    block = _Block(actors, bounds, checkpoint_dir, checkpoint_every, shard_restarts)
     shared = DistributedArrays(
         {key: DistributedArray(key, a.shape, a.dtype, block) for key, a in arrays.items()},
         block, owner=True)
     try:
-        block.nodes = block.call("node")     # the shards are up (and wrote their first checkpoint)
+        block.places = block.call("place")   # the shards are up (and wrote their first checkpoint)
     except BaseException:
         shared.close()
         raise
@@ -621,46 +738,18 @@ def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
 
 # ------------------------------------------------------------ worker side
 
-class _Channel:
-    """A shared-memory segment through which a worker and a shard on one node exchange one
-    table's rows of that shard: the ids and values of a push, then those of the answer.
-    Ray would copy them through its object store, at several times the cost. One sync per
-    shard is in flight at a time, so the worker writes a push only after it has read the
-    last answer, and the shard touches the segment only while it answers a sync."""
-
-    def __init__(self, name, rows, width, dtype, own_segments=None):
-        """The channel of segment `name`: made in `own_segments` (a worker's segments.Block),
-        or attached (a shard's)."""
-        self.name = name
-        values = rows * width * np.dtype(dtype).itemsize
-        size = 2 * (rows * 8 + values)
-        self.mapping = (segments.attach_segment(name) if own_segments is None
-                        else own_segments.create(name, size))
-        self.push_ids = np.ndarray(rows, np.int64, self.mapping, 0)
-        self.answer_ids = np.ndarray(rows, np.int64, self.mapping, rows * 8)
-        self.push_values = np.ndarray((rows, width), dtype, self.mapping, 2 * rows * 8)
-        self.answer_values = np.ndarray((rows, width), dtype, self.mapping, 2 * rows * 8 + values)
-
-
 class _Replica:
     """One table (an array or its optimizer state) as a worker holds it: in memory of its own,
     or in a segment that the workers of its run on its node share (see `_Replicas`), laid out
     as the shard start (token) and clock (since) of each shard's last pull, the replica and
     its base."""
 
-    def __init__(self, block, key, name, shape, dtype, local_shards, own_segments):
+    def __init__(self, block, key, name, shape, dtype):
         self.block = block
         self.name = name                       # the shard's table name: key or "key/state key"
         self.bounds = block.bounds[key]
         self.shape, self.dtype = shape, np.dtype(dtype)
-        count = len(block.shards)
-        self.channels = [None] * count         # per shard on this worker's node: its _Channel
         self.changed_rows = 0                  # rows its requests pushed since the session last read it
-        width = as_rows(np.empty(shape, dtype)).shape[1]
-        for s in local_shards:
-            rows = self.bounds[s + 1] - self.bounds[s]
-            self.channels[s] = _Channel(own_segments.prefix + secrets.token_hex(4), rows,
-                                        width, dtype, own_segments)
 
     def nbytes(self):
         """The size of the memory `bind` lays the replica out in."""
@@ -679,17 +768,14 @@ class _Replica:
     def request(self, s):
         """The request to shard s: the ids of this replica's rows of that shard changed since
         the last push and their deltas (replica - base), which are added to the base, as
-        (token, since, ids, deltas, None), or (token, since, len(ids), len(deltas), channel
-        name) when they are in the channel's segment."""
+        (token, since, ids, deltas)."""
         lo, hi = self.bounds[s], self.bounds[s + 1]
         rows, base = self.rows[lo:hi], self.base[lo:hi]
         changed = _changed(rows, base)
         ids = np.flatnonzero(changed)
         self.changed_rows += len(ids)
-        channel = self.channels[s]
         dense = _dense(len(ids), hi - lo)
-        deltas = (np.empty_like(rows) if channel is None else channel.push_values)[
-            :hi - lo if dense else len(ids)]
+        deltas = np.empty((hi - lo if dense else len(ids), rows.shape[1]), rows.dtype)
         # The shard adds the deltas to the same base unless someone else wrote the row, so the
         # base follows it. The rows are not written: other workers of this node may be
         # training them. Where base + (rows - base) rounds away from rows, the next request
@@ -701,18 +787,10 @@ class _Replica:
         else:
             np.subtract(rows[ids], base[ids], out=deltas)
             base[ids] += deltas
-        token, since = int(self.tokens[s]), int(self.since[s])
-        if channel is None:
-            return (token, since, ids, deltas, None)
-        channel.push_ids[:len(ids)] = ids
-        return (token, since, len(ids), len(deltas), channel.name)
+        return (int(self.tokens[s]), int(self.since[s]), ids, deltas)
 
     def merge(self, s, token, clock, ids, values):
-        """Take shard s's answer: `values` of rows `ids`, or of every row of the shard (or
-        their counts, when they are in the channel's segment)."""
-        channel = self.channels[s]
-        if channel is not None:
-            ids, values = channel.answer_ids[:ids], channel.answer_values[:values]
+        """Take shard s's answer: `values` of rows `ids`, or of every row of the shard."""
         lo, hi = self.bounds[s], self.bounds[s + 1]
         # One pass that adds what the shard holds beyond the base: a worker of this node
         # that reads a row meanwhile sees its old value or its new one.
@@ -725,7 +803,6 @@ class _Replica:
             self.rows[ids] += values - self.base[ids]
             self.base[ids] = values
         self.tokens[s], self.since[s] = token, clock
-        return len(ids)
 
 
 # The default sync interval (sync_every=None) follows the work done: a worker syncs once it has
@@ -755,7 +832,7 @@ def _next_interval(steps, changed_fraction, alone=False):
     rows touched at random, the rows changed after t touches of an n-row table are
     n(1 - exp(-t/n)): touches grow as -log(1 - fraction), and steps with them.
 
-    `alone`: the last answer held no row that another writer changed (one node, or the
+    `alone`: no shard of the last round saw another writer push lately (one node, or the
     other nodes idle). Staleness then costs nothing, and the interval grows 4x a sync,
     with no cap in steps: sync_seconds bounds it."""
     if alone:
@@ -817,8 +894,7 @@ class _Replicas:
             memory = bytearray(nbytes)
             fill(memory)
             return memory
-        segment = self.prefix + "t" + hashlib.blake2b(f"{block_id}/{name}".encode(),
-                                                      digest_size=8).hexdigest()
+        segment = _segment_name(self.prefix, f"{block_id}/{name}")
         mapping, _ = segments.attach_or_create(segment, nbytes, fill)
         self._track(segment)
         return mapping
@@ -874,11 +950,12 @@ class _StepClock:
 class _Session:
     """The replicas of one worker of `run` and its exchanges with the shards."""
 
-    def __init__(self, sync_every, sync_seconds, sync_timeout, run_tag, node_prefix):
+    def __init__(self, sync_every, sync_seconds, sync_timeout, node_prefix):
         self.home = _Replicas(node_prefix)
         self.id = self.home.writer       # this worker (or its node) as a writer of rows, to the shards
         self.seen_syncs = self.home.syncs   # the node's sync rounds when this worker last looked
-        self.foreign_rows = None         # rows written by others in the last round's answers
+        self.others = True               # whether another writer pushed lately, at the last round
+        self.round_others = False        # ... at the shards of the round in flight answered so far
         self.adaptive = sync_every is None
         self.sync_every = _FIRST_SYNC_STEPS if self.adaptive else sync_every   # the interval
         self.sync_seconds = sync_seconds
@@ -891,7 +968,7 @@ class _Session:
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fa.hogwild.report
         self.node = _ray().get_runtime_context().get_node_id()
-        self.segments = segments.Block(run_tag)   # the channels to the shards on this node
+        self.shard_memory = {}   # (block id, shard) -> its _ShardMemory on this node, or None
         self.next_sync = self.sync_every
         self.synced_at = time.monotonic()
         self.synced_steps = 0    # progress() at the last sync
@@ -967,16 +1044,15 @@ class _Session:
         block = handle._block
         replica = self.replicas.get((block.id, name))
         if replica is None:
-            local = [s for s, node in enumerate(block.nodes) if node == self.node]
-            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype, local, self.segments)
+            replica = _Replica(block, handle.key, name, handle.shape, handle.dtype)
 
             def pull(memory):
                 replica.bind(memory)
                 replica.since[...] = -1
-                answers = self._wait([(block, s, shard.sync.remote(self.id, {name: replica.request(s)}).future())
-                                      for s, shard in enumerate(block.shards)])
-                for s, (token, clock, answer) in enumerate(answers):
-                    replica.merge(s, token, clock, *answer[name])
+                self.replicas[(block.id, name)] = replica
+                pending, _ = self._send({(block.id, s): {name: replica.request(s)}
+                                         for s in range(len(block.shards))}, {block.id: block})
+                self._merge(pending)
 
             replica.bind(self.home.table(block.id, name, replica.nbytes(), pull))
             self.replicas[(block.id, name)] = replica
@@ -1006,15 +1082,13 @@ class _Session:
                 requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(s)
             changed_fraction = max(changed_fraction, replica.changed_rows / max(len(replica.rows), 1))
             replica.changed_rows = 0
-        self.pending = [(blocks[block_id], s,
-                         blocks[block_id].shards[s].sync.remote(self.id, tables).future())
-                        for (block_id, s), tables in requests.items()]
-        if wait:
+        self.pending, self.round_others = self._send(requests, blocks)
+        if wait or not self.pending:
             self._finish_round()
         progress = self.progress()
         if self.adaptive and progress > self.synced_steps:
             self.sync_every = _next_interval(progress - self.synced_steps, changed_fraction,
-                                             alone=self.foreign_rows == 0)
+                                             alone=not self.others)
         if self.adaptive:
             cost = time.thread_time() - started
             self.sync_cost = cost if self.sync_cost is None else (self.sync_cost + cost) / 2
@@ -1028,15 +1102,77 @@ class _Session:
         self.synced_steps = progress
         self.next_sync = progress + self.sync_every
 
+    def _send(self, requests, blocks):
+        """Send `requests` ({(block id, shard): {table: request}}): to a shard on this node
+        directly, merging its answer at once, to the others by a Ray call. Returns the calls
+        in flight, as (block, shard, Future of the answer), and whether a shard that answered
+        has seen another writer lately."""
+        pending, others = [], False
+        for (block_id, s), tables in requests.items():
+            block = blocks[block_id]
+            memory = self._shard_memory(block, s)
+            if memory is None:
+                pending.append((block, s, block.shards[s].sync.remote(self.id, tables).future()))
+                continue
+            memory.lock()
+            try:
+                for name in tables:
+                    replica = self.replicas[(block_id, name)]
+                    lo, hi = replica.bounds[s], replica.bounds[s + 1]
+                    memory.table(name, hi - lo, replica.rows.shape[1], replica.dtype)
+                token, clock, answer, shard_others = memory.sync(self.id, tables)
+                others |= shard_others
+                for name, (rows, values) in answer.items():
+                    self.replicas[(block_id, name)].merge(s, token, clock, rows, values)
+                save = (block.checkpoint_every is not None
+                        and memory.saved_seconds_ago() >= block.checkpoint_every)
+                if save:
+                    memory.mark_saved()
+            finally:
+                memory.unlock()
+            if save:
+                block.shards[s].checkpoint.remote()
+        return pending, others
+
+    def _shard_memory(self, block, s):
+        """The memory of shard s of `block` when it runs on this node, attached on first use;
+        None when it runs elsewhere. When the shard's actor has died, asks the restarted one
+        where it runs (waiting for it, as a Ray call would)."""
+        key = (block.id, s)
+        memory = self.shard_memory.get(key)
+        if memory is not None and memory.alive():
+            return memory
+        if memory is not None:
+            del self.shard_memory[key]
+            memory.close()
+            place = self._wait([(block, s, block.shards[s].place.remote().future())])[0]
+        elif key in self.shard_memory:
+            return None
+        else:
+            place = block.places[s]
+        node, prefix, pid = place
+        memory = None
+        if node == self.node:
+            with suppress(FileNotFoundError):        # it died again: Ray calls reach it
+                memory = _ShardMemory.attach(prefix, pid)
+        self.shard_memory[key] = memory
+        return memory
+
+    def _merge(self, pending):
+        """Wait for the answers of the calls `pending` and merge them; whether a shard has
+        seen another writer lately."""
+        others = False
+        for (block, s, _), (token, clock, answer, shard_others) in zip(pending, self._wait(pending)):
+            others |= shard_others
+            for name, (rows, values) in answer.items():
+                self.replicas[(block.id, name)].merge(s, token, clock, rows, values)
+        return others
+
     def _finish_round(self):
         """Merge the answers of the round in flight and release the sync lock."""
         pending, self.pending = self.pending, []
         try:
-            foreign = 0
-            for (block, s, _), (token, clock, answer) in zip(pending, self._wait(pending)):
-                for name, (rows, values) in answer.items():
-                    foreign += self.replicas[(block.id, name)].merge(s, token, clock, rows, values)
-            self.foreign_rows = foreign
+            self.others = self._merge(pending) or self.round_others
         finally:
             self.home.unlock()
 
@@ -1044,14 +1180,11 @@ class _Session:
         return _results(calls, self.sync_timeout, "sync_timeout")
 
     def close(self):
-        """Leave the node's replicas, unlink every channel's segment and tell the shards to
-        forget them (not waiting)."""
+        """Leave the node's replicas and the shards' memory."""
         self.home.close()
-        self.segments.free()
-        for replica in self.replicas.values():
-            for s, channel in enumerate(replica.channels):
-                if channel is not None:
-                    replica.block.shards[s].drop_links.remote([channel.name])
+        for memory in self.shard_memory.values():
+            if memory is not None:
+                memory.close()
 
 
 _session = None     # in a worker of `run`: its _Session
@@ -1074,11 +1207,11 @@ def sync():
         _session.sync(wait=True)
 
 
-def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, run_tag, node_prefix):
+def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, node_prefix):
     """One rank of `run`, as a Ray task: ("ok", result) or ("error", message, traceback)."""
     global _session
     fn, args = payload
-    _session = session = _Session(sync_every, sync_seconds, sync_timeout, run_tag, node_prefix)
+    _session = session = _Session(sync_every, sync_seconds, sync_timeout, node_prefix)
     pool.set_report_listener(session.count)
     set_step_hooks(session.step_clock_for)
     try:
@@ -1184,14 +1317,13 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
     deadline = None if timeout is None else time.monotonic() + timeout
     running = {}
     restarts = [0] * workers
-    run_tag = secrets.token_hex(4)     # in the names of the workers' segments
     # The prefix of the segments the workers on a node share. On a node without this process
     # the pid in it means nothing: the last worker there to leave unlinks them (or the
     # resource tracker of a worker that dies).
-    shared_segments = segments.Block(run_tag)
+    shared_segments = segments.Block()
 
     def start(rank):
-        running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout, run_tag,
+        running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout,
                             shared_segments.prefix if node_replicas else None)] = rank
 
     results = [None] * workers
@@ -1224,8 +1356,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
     finally:
         for ref in running:
             ray.cancel(ref, force=True)
-        # A stopped worker had no time to unlink its channels' segments: once its process is
-        # gone, sweep them (those of this node; elsewhere its resource tracker unlinks them).
+        # A stopped worker had no time to leave its node's segments: once its process is
+        # gone, unlink them (those of this node; elsewhere its resource tracker unlinks them).
         ray.wait(list(running), num_returns=len(running), timeout=10)
-        shared_segments.free()      # first: the sweep would wait for this process to exit
-        segments.sweep_stale_segments(waiting_for=run_tag, timeout=10)
+        shared_segments.free()

@@ -25,7 +25,8 @@ from multiprocessing import resource_tracker
 import numpy as np
 
 __all__ = ["Block", "require_shm_dir", "create_segment", "attach_segment", "attach_or_create",
-           "view", "lock_descriptor", "track", "untrack", "unlink_prefixed", "sweep_stale_segments"]
+           "view", "lock_descriptor", "track", "untrack", "unlink_prefixed", "pid_alive",
+           "sweep_stale_segments"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -144,7 +145,7 @@ def _pid_namespace():
 _PID_NAMESPACE = _pid_namespace()
 
 
-def _pid_alive(pid):
+def pid_alive(pid):
     """Whether process `pid` runs: an exited one not yet reaped (a zombie) maps no segment."""
     try:
         os.kill(pid, 0)
@@ -168,12 +169,12 @@ def sweep_stale_segments(waiting_for=None, timeout=0.0):
     (Ray's force-stopped workers sometimes left them)."""
     deadline = time.monotonic() + timeout
     while waiting_for is not None and time.monotonic() < deadline and any(
-            _pid_alive(int(match.group(1))) for match in map(_OWNED_NAME.match, os.listdir(_SHM_DIR))
+            pid_alive(int(match.group(1))) for match in map(_OWNED_NAME.match, os.listdir(_SHM_DIR))
             if match and match.group(3) == waiting_for and match.group(2) == _PID_NAMESPACE):
         time.sleep(0.02)
     for entry in os.listdir(_SHM_DIR):
         match = _OWNED_NAME.match(entry)
-        if match and match.group(2) == _PID_NAMESPACE and not _pid_alive(int(match.group(1))):
+        if match and match.group(2) == _PID_NAMESPACE and not pid_alive(int(match.group(1))):
             _unlink(entry)
 
 
