@@ -229,3 +229,19 @@ def node_of(rank):
     import ray
     time.sleep(1.0)
     return ray.get_runtime_context().get_node_id()
+
+
+def add_halves_around_a_move(rank, shared, steps, folder):
+    """Add 1 to rows rank, rank + 2, ... of shared["w"] `steps` // 2 times, sync, say so
+    (folder/half-<rank>), wait for folder/moved, then add the other half."""
+    w = fa.Parameter(shared["w"])
+    for half in (0, 1):
+        for _ in range(steps // 2):
+            w.value[rank::2] += 1.0
+            hogwild.report(1)
+            time.sleep(0.001)
+        if half == 0:
+            distributed.sync()
+            open(os.path.join(folder, f"half-{rank}"), "w").close()
+            wait_for(os.path.join(folder, "moved"))
+    return rank

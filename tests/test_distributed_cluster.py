@@ -2,6 +2,7 @@
 machine, and an address where nothing answers."""
 import os
 import socket
+import threading
 
 import numpy as np
 import pytest
@@ -72,3 +73,46 @@ def test_a_two_node_cluster_trains_with_a_shard_and_a_worker_on_each_node(two_no
                                sync_every=250) == [0, 1]
         auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
     assert auc > 0.85
+
+
+def test_a_shard_whose_node_leaves_starts_again_elsewhere_from_its_checkpoint(tmp_path):
+    """Three nodes, a shard on each; the two workers run on the two nodes with CPUs. Once both
+    have pushed half their updates and every shard has checkpointed, the third node leaves:
+    its shard starts again on a live node from its checkpoint, the workers' next syncs find
+    it there, and the run ends with every update in place."""
+    if ray.is_initialized():
+        ray.shutdown()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([REPO, TESTS]))
+        patch.setattr(ray._private.utils, "write_ray_address", lambda *args, **kwargs: None)
+        cluster = Cluster(initialize_head=True,
+                          head_node_args={"num_cpus": 1, "include_dashboard": False})
+        try:
+            cluster.add_node(num_cpus=1)
+            leaving = cluster.add_node(num_cpus=0)          # a shard and no worker
+            cluster.wait_for_nodes()
+            with distributed.share({"w": np.zeros((6, 2))}, shards=3, checkpoint_dir=tmp_path / "ckpt",
+                                   address=cluster.address) as shared:
+                moved = [s for s, place in enumerate(shared._block.places)
+                         if place[0] == leaving.node_id]
+                assert len(moved) == 1
+
+                def leave_midway():
+                    jobs.wait_for(str(tmp_path / "half-0"))
+                    jobs.wait_for(str(tmp_path / "half-1"))
+                    shared.checkpoint()
+                    cluster.remove_node(leaving)
+                    open(tmp_path / "moved", "w").close()
+
+                thread = threading.Thread(target=leave_midway)
+                thread.start()
+                assert distributed.run(jobs.add_halves_around_a_move, workers=2,
+                                       args=(shared, 200, str(tmp_path)), sync_every=20) == [0, 1]
+                thread.join()
+                np.testing.assert_array_equal(shared["w"].numpy(), np.full((6, 2), 200.0))
+                mover = ray.get_actor(shared._block.moved_name(moved[0]))
+                node = ray.get(mover.place.remote())[0]
+                assert node != leaving.node_id and node in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        finally:
+            ray.shutdown()
+            cluster.shutdown()

@@ -281,7 +281,8 @@ class _Shard:
         self.index, self.count = index, count
         self.shapes, self.first_rows = shapes, first_rows
         self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
-        if checkpoint_path is not None and _ray().get_runtime_context().was_current_actor_reconstructed:
+        # `arrays` None: a shard moved from a node that is gone
+        if arrays is None or _ray().get_runtime_context().was_current_actor_reconstructed:
             snapshot = load(checkpoint_path)
             if snapshot.get("format") != _FORMAT or (snapshot["shard"], snapshot["shards"]) != (
                     index, count):
@@ -375,19 +376,26 @@ def _checkpoint(shard, shards, first_rows, shapes, tables):
 
 
 def _results(calls, timeout, timeout_name):
-    """The results of shard calls [(block, shard index, Future)], each Future an ObjectRef's
-    (`ref.future()`), waiting at most `timeout` seconds (None: no limit); an error names a
-    shard that died or did not answer."""
+    """The results of shard calls (made by `_Block.start`), waiting at most `timeout` seconds
+    (None: no limit). A shard whose node is gone is started again on a live node from its
+    last checkpoint, when its share allows restarts, and called again; any other error names
+    a shard that died or did not answer."""
     ray = _ray()
-    _, late = concurrent.futures.wait([answer for _, _, answer in calls], timeout=timeout)
+    _, late = concurrent.futures.wait([call.answer for call in calls], timeout=timeout)
     if late:
-        names = "; ".join(b.describe(s) for b, s, answer in calls if answer in late)
+        names = "; ".join(call.block.describe(call.shard) for call in calls if call.answer in late)
         raise TimeoutError(f"no answer from {names} within {timeout_name}={timeout} s")
     results = []
-    for block, s, answer in calls:
+    for call in calls:
+        block, s = call.block, call.shard
         try:
-            results.append(answer.result())
-        except ray.exceptions.RayActorError as exc:
+            results.append(call.answer.result())
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
+            if block.movable(s):
+                block.move(s)
+                results.append(_results([block.start(s, call.method, *call.args)], timeout,
+                                        timeout_name)[0])
+                continue
             if block.checkpoint_dir is None:
                 policy = "share() had no checkpoint_dir, so it is not restarted and its rows are lost"
             elif block.shard_restarts == 0:
@@ -398,6 +406,24 @@ def _results(calls, timeout, timeout_name):
                           f"{block.checkpoint_path(s)} (shard_restarts={block.shard_restarts})")
             raise RuntimeError(f"{block.describe(s)} died; {policy}\n{exc}") from None
     return results
+
+
+class _ShardCall:
+    """A call of a shard's method in flight: what `_results` needs to wait for it, and to
+    make it again on a shard that moved."""
+
+    __slots__ = ("block", "shard", "method", "args", "answer")
+
+    def __init__(self, block, shard, method, args, answer):
+        self.block, self.shard, self.method, self.args = block, shard, method, args
+        self.answer = answer       # the Future of its ObjectRef (`ref.future()`)
+
+    def done(self):
+        return self.answer.done()
+
+
+def _live_nodes():
+    return {node["NodeID"] for node in _ray().nodes() if node["Alive"]}
 
 
 @functools.cache
@@ -416,9 +442,10 @@ def _checkpoint_path(checkpoint_dir, s, shards):
 class _Block:
     """What the handles of one `share` call have in common (pickled to workers as it is)."""
 
-    def __init__(self, shards, bounds, checkpoint_dir, checkpoint_every, shard_restarts):
+    def __init__(self, count, shapes, bounds, checkpoint_dir, checkpoint_every, shard_restarts):
         self.id = secrets.token_hex(8)
-        self.shards = shards              # Ray actor handles, in shard order
+        self.shards = [None] * count      # Ray actor handles, in shard order
+        self.shapes = shapes              # key -> the shape of the whole array
         self.bounds = bounds              # key -> int64 array of len(shards) + 1 row bounds
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
@@ -431,10 +458,46 @@ class _Block:
     def __getstate__(self):
         return {**self.__dict__, "closed": False}
 
+    def start_shard(self, s, node, tables, moved=False):
+        """Start shard s on `node` (a Ray node id) with `tables` (None: from its checkpoint).
+        A shard `moved` from a node that is gone is detached from the process that starts
+        it (any process that finds it gone may), under a name that makes the others find it."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        restartable = self.checkpoint_dir is not None
+        options = dict(num_cpus=0, max_restarts=self.shard_restarts if restartable else 0,
+                       max_task_retries=-1 if restartable else 0,
+                       scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        if moved:
+            options.update(name=self.moved_name(s), lifetime="detached", get_if_exists=True)
+        first_rows = {key: int(b[s]) for key, b in self.bounds.items()}
+        self.shards[s] = _remote(_Shard).options(**options).remote(
+            s, len(self.shards), self.shapes, first_rows, tables, self.checkpoint_path(s),
+            self.checkpoint_every)
+
+    def moved_name(self, s):
+        return f"fastad-{self.id}-shard-{s}"
+
+    def movable(self, s):
+        """Whether shard s, which Ray reports dead, is to start again elsewhere: its share
+        restarts shards from checkpoints, and the node it ran on is gone (a shard whose
+        process died comes back on its node by Ray's own restarts)."""
+        return (self.checkpoint_dir is not None and self.shard_restarts > 0
+                and self.places[s][0] not in _live_nodes())
+
+    def move(self, s):
+        """Start shard s again from its last checkpoint on a live node (node s mod n of the
+        n live ones), or find the one another process started there."""
+        nodes = sorted(_live_nodes())
+        self.start_shard(s, nodes[s % len(nodes)], None, moved=True)
+        self.places[s] = _results([self.start(s, "place")], None, "")[0]
+
+    def start(self, s, method, *args):
+        """Call `method(*args)` on shard s, not waiting: a `_ShardCall` for `_results`."""
+        return _ShardCall(self, s, method, args, getattr(self.shards[s], method).remote(*args).future())
+
     def call(self, method, *args):
         """Call `method(*args)` on every shard and wait for the results, in shard order."""
-        return _results([(self, s, getattr(shard, method).remote(*args).future())
-                         for s, shard in enumerate(self.shards)], None, "")
+        return _results([self.start(s, method, *args) for s in range(len(self.shards))], None, "")
 
     def checkpoint_path(self, s):
         """Where shard s writes its checkpoint (None without a checkpoint_dir)."""
@@ -576,10 +639,13 @@ class DistributedArrays(array_handles.ArrayHandles):
         if self._owner and not self._block.closed:
             self._block.closed = True
             ray = _ray()
+            shards = list(self._block.shards)
+            for s in range(len(shards)):       # moved by a worker: this process never saw it
+                with suppress(ValueError):
+                    shards[s] = ray.get_actor(self._block.moved_name(s))
             # Unlinking first: a killed shard leaves its segments behind.
-            ray.wait([shard.free.remote() for shard in self._block.shards],
-                     num_returns=len(self._block.shards), timeout=10)
-            for shard in self._block.shards:
+            ray.wait([shard.free.remote() for shard in shards], num_returns=len(shards), timeout=10)
+            for shard in shards:
                 ray.kill(shard)
             segments.sweep_stale_segments()     # those of shards that had died (on this node)
 
@@ -619,32 +685,24 @@ def _merge_snapshots(snapshots, who):
 
 
 def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restarts, address):
-    ray = _connect(address)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    _connect(address)
     if checkpoint_dir is not None:
         checkpoint_dir = os.path.abspath(os.fspath(checkpoint_dir))
         os.makedirs(checkpoint_dir, exist_ok=True)
     bounds = {key: np.array([len(as_rows(a)) * s // shards for s in range(shards + 1)], np.int64)
               for key, a in arrays.items()}
-    shapes = {key: a.shape for key, a in arrays.items()}
     tables = _tables(arrays, state)
-    restartable = checkpoint_dir is not None
+    block = _Block(shards, {key: a.shape for key, a in arrays.items()}, bounds, checkpoint_dir,
+                   checkpoint_every, shard_restarts)
     # Shard s lives on node s mod n. A hard affinity: Ray's soft one and "SPREAD" put shards
     # that take no CPU all on one node.
-    nodes = sorted(node["NodeID"] for node in ray.nodes() if node["Alive"])
-    actors = []
+    nodes = sorted(_live_nodes())
     for s in range(shards):
-        Shard = _remote(_Shard).options(
-            num_cpus=0, max_restarts=shard_restarts if restartable else 0,
-            max_task_retries=-1 if restartable else 0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[s % len(nodes)], soft=False))
         held = {}                  # shard s's rows of every table (an array's, or its state's)
         for name, table in tables.items():
             lo, hi = bounds[name.split("/")[0]][s:s + 2]
             held[name] = table[lo:hi]
-        actors.append(Shard.remote(s, shards, shapes, {key: int(b[s]) for key, b in bounds.items()}, held,
-                                   _checkpoint_path(checkpoint_dir, s, shards), checkpoint_every))
-    block = _Block(actors, bounds, checkpoint_dir, checkpoint_every, shard_restarts)
+        block.start_shard(s, nodes[s % len(nodes)], held)
     shared = DistributedArrays(
         {key: DistributedArray(key, a.shape, a.dtype, block) for key, a in arrays.items()},
         block, owner=True)
@@ -961,9 +1019,8 @@ class _Session:
         self.sync_seconds = sync_seconds
         self.sync_timeout = sync_timeout
         self.replicas = {}       # (block id, table name) -> _Replica
-        # (block, shard index, Future of the answer) of the sync round in flight. Asking a
-        # Future whether it is done takes a microsecond; ray.wait(timeout=0) on an answer not
-        # yet here took about 200.
+        # The _ShardCalls of the sync round in flight. Asking a Future whether it is done
+        # takes a microsecond; ray.wait(timeout=0) on an answer not yet here took about 200.
         self.pending = []
         self.clocks = []         # a _StepClock per optimizer over the replicas
         self.reported = 0        # examples counted by fa.hogwild.report
@@ -1002,7 +1059,7 @@ class _Session:
                                             or progress - self.synced_steps >= _MAX_SYNC_STEPS)
                 or since >= self.sync_seconds):
             self.sync(wait=False)
-        elif self.pending and all(answer.done() for _, _, answer in self.pending):
+        elif self.pending and all(call.done() for call in self.pending):
             self._finish_round()
 
     def steps_to_next_check(self, steps, seconds):
@@ -1034,8 +1091,8 @@ class _Session:
                 rows = as_rows(filled)
                 parts = [np.ascontiguousarray(rows[bounds[s]:bounds[s + 1]])
                          for s in range(len(block.shards))]
-            self._wait([(block, s, shard.create_state.remote(name, handle.key, parts[s]).future())
-                        for s, shard in enumerate(block.shards)])
+            self._wait([block.start(s, "create_state", name, handle.key, parts[s])
+                        for s in range(len(block.shards))])
         return self.replica(handle, name)
 
     def replica(self, handle, name=None):
@@ -1105,14 +1162,14 @@ class _Session:
     def _send(self, requests, blocks):
         """Send `requests` ({(block id, shard): {table: request}}): to a shard on this node
         directly, merging its answer at once, to the others by a Ray call. Returns the calls
-        in flight, as (block, shard, Future of the answer), and whether a shard that answered
-        has seen another writer lately."""
+        in flight (`_ShardCall`s), and whether a shard that answered has seen another writer
+        lately."""
         pending, others = [], False
         for (block_id, s), tables in requests.items():
             block = blocks[block_id]
             memory = self._shard_memory(block, s)
             if memory is None:
-                pending.append((block, s, block.shards[s].sync.remote(self.id, tables).future()))
+                pending.append(block.start(s, "sync", self.id, tables))
                 continue
             memory.lock()
             try:
@@ -1145,7 +1202,7 @@ class _Session:
         if memory is not None:
             del self.shard_memory[key]
             memory.close()
-            place = self._wait([(block, s, block.shards[s].place.remote().future())])[0]
+            place = self._wait([block.start(s, "place")])[0]
         elif key in self.shard_memory:
             return None
         else:
@@ -1162,10 +1219,10 @@ class _Session:
         """Wait for the answers of the calls `pending` and merge them; whether a shard has
         seen another writer lately."""
         others = False
-        for (block, s, _), (token, clock, answer, shard_others) in zip(pending, self._wait(pending)):
+        for call, (token, clock, answer, shard_others) in zip(pending, self._wait(pending)):
             others |= shard_others
             for name, (rows, values) in answer.items():
-                self.replicas[(block.id, name)].merge(s, token, clock, rows, values)
+                self.replicas[(call.block.id, name)].merge(call.shard, token, clock, rows, values)
         return others
 
     def _finish_round(self):
