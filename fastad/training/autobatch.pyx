@@ -18,6 +18,7 @@ member's in a run. Whole rows of a recorded value (x[i], x[a:b]) and a reshape t
 the row width are views of its runs, with no node of their own.
 """
 cimport cython
+from cython cimport floating
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
@@ -29,7 +30,7 @@ import numpy as np
 
 from fastad._engine.graph cimport Variable, Input, IndexInput, init_node, set_storage
 from fastad._engine.graph import set_recording
-from fastad._engine.loops cimport element_size, row_axpy, zero_values
+from fastad._engine.loops cimport element_size, row_axpy, row_scale, zero_values
 from fastad.ops.elementwise import unary_node, binary_node, add, sub, mul
 from fastad.ops.linalg import matmul
 from fastad.ops.losses import cross_entropy
@@ -515,17 +516,63 @@ cdef Variable locate(Variable x, dict leaf_rows, Py_ssize_t* row0):
     return lazy.src
 
 
-cdef Variable _stacked(list members, int which, dict leaf_rows):
-    """The rows of each member's operand a (which 0) or b (1), or the sum of its terms' rows
-    (2), one member after another: the batched value that holds exactly those, in order,
-    when there is one, else a RowSum of them."""
-    cdef Py_ssize_t m, t, n = len(members), n_terms = 0, expected = 0, row0 = 0, s
-    cdef Lazy member
-    cdef Variable x, src, only = None
-    cdef bint whole = which != 2
-    cdef list sources = []
+cdef list _as(list members, int which):
+    """Each member's operand a (which 0) or b (1)."""
+    return [(<Lazy>m).a if which == 0 else (<Lazy>m).b for m in members]
+
+
+cdef Variable _located(Lazy member, Variable x, dict leaf_rows, Py_ssize_t* row0):
+    """locate(x), for the batched node of `member`: a ValueError when x was discarded."""
+    cdef Variable src = locate(x, leaf_rows, row0)
+    if src is None:
+        raise ValueError(f"autobatch: {member.op_name} reads a recorded value that was "
+                         f"discarded before fa.batch evaluated it (its autobatch block "
+                         f"ended, or it was recorded in an earlier one)")
+    return src
+
+
+cdef Variable _stacked(list members, list operands, Py_ssize_t blocks, dict leaf_rows):
+    """The rows of operands[m], each member m's operand (a recorded value), stacked: with
+    `blocks` 1, one member's rows after another; else each operand is `blocks` blocks of equal
+    rows (a fused op's (T, batch, ...) input: a block a time step), and the result holds
+    block 0 of every member, then block 1 of every member, ... (see _gathered)."""
+    cdef Py_ssize_t m, k, n = len(members), rows, row0 = 0
+    cdef list sources = [None] * n, starts = [0] * n, terms = []
+    cdef Variable x
     for m in range(n):
-        n_terms += len((<Lazy>members[m]).terms) if which == 2 else 1
+        x = <Variable>operands[m]
+        sources[m] = _located(<Lazy>members[m], x, leaf_rows, &row0)
+        starts[m] = row0
+    cdef list runs = [(<Variable>operands[m]).size // width_of((<Variable>operands[m])._shape) // blocks
+                      for m in range(n)] * blocks
+    for k in range(blocks):
+        for m in range(n):
+            terms.append((sources[m], <Py_ssize_t>starts[m] + k * <Py_ssize_t>runs[m]))
+    return _gathered(terms, [(rows, 1) for rows in runs], None)
+
+
+cdef Variable _summed(list members, dict leaf_rows):
+    """The sum of each member's terms (a K_SUM's), one member's rows after another."""
+    cdef Py_ssize_t row0 = 0
+    cdef list terms = [], runs = []
+    cdef Lazy member
+    for member in members:
+        for x in member.terms:
+            terms.append((_located(member, x, leaf_rows, &row0), row0))
+        runs.append((member.rows, len(member.terms)))
+    return _gathered(terms, runs, None)
+
+
+cdef Variable _gathered(list terms, list runs, list scales):
+    """Runs of rows, one after another, of 2-D Variables of one width: run r, runs[r] =
+    (rows, n), is the sum of its n terms (the next n of `terms`, each (source, first row):
+    that many rows of the source from that row on), times scales[r] (scales None: 1). The
+    one source itself when the runs are exactly its rows in order, one term each and no
+    scale; else a RowSum."""
+    cdef Py_ssize_t r, t, s, n = len(runs), n_terms = len(terms), expected = 0, rows, count, row0
+    cdef Variable src
+    cdef list sources = []
+    cdef bint whole = scales is None and n_terms == n
     cdef RowSum node = RowSum.__new__(RowSum)
     node.n_runs = n
     node.n_terms = n_terms
@@ -533,19 +580,20 @@ cdef Variable _stacked(list members, int which, dict leaf_rows):
     node.run_terms = <int64_t*>malloc((n + 1) * sizeof(int64_t))
     node.term_source = <int32_t*>malloc(n_terms * sizeof(int32_t))
     node.term_row = <int64_t*>malloc(n_terms * sizeof(int64_t))
-    if node.run_rows == NULL or node.run_terms == NULL or node.term_source == NULL or node.term_row == NULL:
+    if scales is not None:
+        node.run_scale = <double*>malloc(n * sizeof(double))
+    if (node.run_rows == NULL or node.run_terms == NULL or node.term_source == NULL
+            or node.term_row == NULL or (scales is not None and node.run_scale == NULL)):
         raise MemoryError()
     t = 0
-    for m in range(n):
-        member = <Lazy>members[m]
-        node.run_terms[m] = t
-        terms = member.terms if which == 2 else (member.a if which == 0 else member.b,)
-        for x in terms:
-            src = locate(x, leaf_rows, &row0)
-            if src is None:
-                raise ValueError(f"autobatch: {member.op_name} reads a recorded value that was "
-                                 f"discarded before fa.batch evaluated it (its autobatch block "
-                                 f"ended, or it was recorded in an earlier one)")
+    for r in range(n):
+        rows, count = runs[r]
+        node.run_rows[r] = rows
+        node.run_terms[r] = t
+        if scales is not None:
+            node.run_scale[r] = scales[r]
+        for _ in range(count):
+            src, row0 = terms[t]
             for s in range(len(sources)):
                 if sources[s] is src:
                     break
@@ -554,12 +602,11 @@ cdef Variable _stacked(list members, int which, dict leaf_rows):
                 sources.append(src)
             node.term_source[t] = s
             node.term_row[t] = row0
-            t += 1
             whole = whole and s == 0 and row0 == expected
-        node.run_rows[m] = member.rows if which == 2 else (<Variable>terms[0]).size // member.sig.width
-        expected += node.run_rows[m]
+            t += 1
+        expected += rows
     node.run_terms[n] = t
-    only = <Variable>sources[0]
+    cdef Variable only = <Variable>sources[0]
     if whole and expected == only._shape[0]:
         return only
     init_node(node, "autobatch_rows", tuple(sources), (expected, only._shape[1]), only.f64)
@@ -580,15 +627,16 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
     cdef int kind = first.sig.kind
     cdef Variable out
     if kind == K_SUM:
-        out = _stacked(members, 2, leaf_rows)
+        out = _summed(members, leaf_rows)
     elif kind == K_UNARY:
-        out = unary_node(first.op_name, first.sig.code, _stacked(members, 0, leaf_rows), first.sig.p)
+        out = unary_node(first.op_name, first.sig.code, _stacked(members, _as(members, 0), 1, leaf_rows),
+                         first.sig.p)
     elif kind == K_BINARY:
         out = binary_node(first.op_name,
-                          _stacked(members, 0, leaf_rows) if first.sig.recorded & 1 else first.a,
-                          _stacked(members, 1, leaf_rows) if first.sig.recorded & 2 else first.b)
+                          _stacked(members, _as(members, 0), 1, leaf_rows) if first.sig.recorded & 1 else first.a,
+                          _stacked(members, _as(members, 1), 1, leaf_rows) if first.sig.recorded & 2 else first.b)
     elif kind == K_MATMUL:
-        out = matmul(_stacked(members, 0, leaf_rows), first.b)
+        out = matmul(_stacked(members, _as(members, 0), 1, leaf_rows), first.b)
     elif kind == K_TAKE:
         ids = IndexInput(np.concatenate([(<Lazy>node).b._value.reshape(-1) for node in members]))
         if first.op_name == "take":
@@ -602,7 +650,7 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
                 raise NotImplementedError(
                     "autobatch: cross_entropy with reduction 'mean' of an example whose one "
                     "target is ignore_index is NaN (no row counts); it cannot be batched")
-        out = cross_entropy(_stacked(members, 0, leaf_rows), IndexInput(targets),
+        out = cross_entropy(_stacked(members, _as(members, 0), 1, leaf_rows), IndexInput(targets),
                             reduction="none", ignore_index=first.sig.extra,
                             label_smoothing=first.sig.p)
     if len(out._shape) != 2:
@@ -625,14 +673,16 @@ cdef object _target_ids(Lazy node):
 @cython.no_gc
 cdef class RowSum(Variable):
     """Runs of rows, one after another, of 2-D Variables of one width: run r is the sum of
-    its terms, each `run_rows[r]` rows of one source from a row on (one term: a gather).
-    The gradient of a run adds into each of its terms' rows."""
+    its terms, each `run_rows[r]` rows of one source from a row on (one term: a gather),
+    times run_scale[r] (run_scale NULL: 1). The gradient of a run, times its scale, adds
+    into each of its terms' rows."""
     cdef PyObject** sources          # the parents, borrowed (the parents tuple keeps them)
     cdef Py_ssize_t n_sources, n_runs, n_terms, row_bytes
     cdef int64_t* run_rows
     cdef int64_t* run_terms          # run r's terms are run_terms[r] .. run_terms[r + 1] - 1
     cdef int32_t* term_source        # per term: its source and first row there
     cdef int64_t* term_row
+    cdef double* run_scale           # NULL, or per run: its factor
 
     def __dealloc__(self):
         free(self.sources)
@@ -640,42 +690,50 @@ cdef class RowSum(Variable):
         free(self.run_terms)
         free(self.term_source)
         free(self.term_row)
+        free(self.run_scale)
 
     cdef inline char* _term(self, Py_ssize_t t, bint grad) noexcept nogil:
         cdef PyObject* src = self.sources[self.term_source[t]]
         return ((<Variable>src).grad_ptr if grad else (<Variable>src).val_ptr) + self.term_row[t] * self.row_bytes
 
     cdef int run_forward(self) except -1 nogil:
+        return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
+
+    cdef int _forward(self, floating* out) except -1 nogil:
         cdef Py_ssize_t r, t, n
-        cdef char* out = self.val_ptr
+        cdef floating scale = 1
         for r in range(self.n_runs):
-            n = self.run_rows[r] * self.row_bytes
-            memcpy(out, self._term(self.run_terms[r], False), n)
-            for t in range(self.run_terms[r] + 1, self.run_terms[r + 1]):
-                if self.f64:
-                    row_axpy(<double*>out, <const double*>self._term(t, False), n // 8, 1.0)
-                else:
-                    row_axpy(<float*>out, <const float*>self._term(t, False), n // 4, 1.0)
+            n = self.run_rows[r] * self.row_bytes // sizeof(floating)
+            t = self.run_terms[r]
+            if self.run_scale == NULL:
+                memcpy(out, self._term(t, False), n * sizeof(floating))
+            else:
+                scale = <floating>self.run_scale[r]
+                row_scale(out, <const floating*>self._term(t, False), n, scale)
+            for t in range(t + 1, self.run_terms[r + 1]):
+                row_axpy(out, <const floating*>self._term(t, False), n, scale)
             out += n
         return 0
 
     cdef int run_backward(self) except -1 nogil:
-        cdef Py_ssize_t r, s, t, n
-        cdef const char* g = self.grad_ptr
+        cdef Py_ssize_t s
         cdef PyObject* src
         for s in range(self.n_sources):
             src = self.sources[s]
             if (<Variable>src).requires_grad and not (<Variable>src).prepare_grad():
                 zero_values((<Variable>src).grad_ptr, (<Variable>src).size, self.f64)
+        return self._backward(<double*>self.grad_ptr) if self.f64 else self._backward(<float*>self.grad_ptr)
+
+    cdef int _backward(self, const floating* g) except -1 nogil:
+        cdef Py_ssize_t r, t, n
+        cdef floating scale = 1
         for r in range(self.n_runs):
-            n = self.run_rows[r] * self.row_bytes
+            n = self.run_rows[r] * self.row_bytes // sizeof(floating)
+            if self.run_scale != NULL:
+                scale = <floating>self.run_scale[r]
             for t in range(self.run_terms[r], self.run_terms[r + 1]):
-                if not (<Variable>self.sources[self.term_source[t]]).requires_grad:
-                    continue
-                if self.f64:
-                    row_axpy(<double*>self._term(t, True), <const double*>g, n // 8, 1.0)
-                else:
-                    row_axpy(<float*>self._term(t, True), <const float*>g, n // 4, 1.0)
+                if (<Variable>self.sources[self.term_source[t]]).requires_grad:
+                    row_axpy(<floating*>self._term(t, True), g, n, scale)
             g += n
         return 0
 
