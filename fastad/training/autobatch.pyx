@@ -33,8 +33,9 @@ from fastad._engine.graph import set_recording
 from fastad._engine.loops cimport element_size, row_axpy, row_scale, zero_values
 from fastad.ops.elementwise import unary_node, binary_node, add, sub, mul
 from fastad.ops.linalg import matmul
+from fastad.ops.fused import gru_cell, lstm_cell, lstm_sequence
 from fastad.ops.losses import cross_entropy
-from fastad.ops.shape import getitem, reshape
+from fastad.ops.shape import concat, getitem, reshape
 from fastad.ops.sparse import take, embedding
 
 BATCHABLE = ("elementwise unary ops (tanh, exp, relu, scalar + - * /, ...)",
@@ -43,10 +44,14 @@ BATCHABLE = ("elementwise unary ops (tanh, exp, relu, scalar + - * /, ...)",
              "matmul of a recorded (k,) or (rows, k) value by a shared (k, n) matrix",
              "take / embedding / table[ix] of a shared 2-D table at recorded IndexInput ids "
              "(no max_norm)",
-             "cross_entropy of recorded one-row logits ((C,) or (1, C))",
-             "whole rows x[i], x[a:b] of a recorded value, and reshapes that keep the last axis")
+             "cross_entropy of recorded logits ((C,) or (rows, C); reduction 'none' of one row only)",
+             "whole rows x[i], x[a:b] of a recorded value, and reshapes that keep the last axis",
+             "concat and stack of recorded values along a leading axis, and concat along the last axis",
+             "lstm_cell, gru_cell and lstm_sequence (fa.nn.LSTMCell, GRUCell, LSTM, GRU) of a recorded "
+             "input and a recorded or zero state, by shared weights (sequences: one call per length)")
 
 _ARITHMETIC = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+_FUSED = ("lstm_cell", "gru_cell", "lstm_sequence")       # a K_FUSED node's code: its op
 
 cdef enum Kind:
     K_UNARY = 1
@@ -56,6 +61,9 @@ cdef enum Kind:
     K_CROSS_ENTROPY = 5
     K_VIEW = 6           # whole rows of another recorded value: no node of its own
     K_SUM = 7            # a sum of recorded values of one shape (chains of + flattened)
+    K_ROWS = 8           # concat or stack along a leading axis: the parts' rows, joined
+    K_CONCAT = 9         # concat along the last axis: each row joins the parts' rows
+    K_FUSED = 10         # a fused recurrent op (_FUSED) of an example's input and state
 
 
 # What makes two recorded ops one batched node (compared whole, with memcmp: every field is
@@ -64,11 +72,15 @@ cdef struct Signature:
     int kind
     int code             # a unary op's code; a binary op's place in _ARITHMETIC
     int f64
-    int recorded         # a binary op's: bit 0, operand a is recorded; bit 1, operand b is
-    double p             # a unary op's parameter, cross_entropy's label smoothing
+    int recorded         # a binary op's: bit 0, operand a is recorded; bit 1, operand b is;
+                         # a fused op's: how many state operands it has (0: a zero state)
+    double p             # a unary op's parameter, cross_entropy's label smoothing, a fused
+                         # op's direction (1: reverse)
     Py_ssize_t width     # the row width of the (first) recorded operand
-    PyObject* shared     # the operand made outside the recording, or NULL
-    Py_ssize_t extra     # take: the padding row (-1: none); cross_entropy: ignore_index
+    PyObject* shared     # the operand made outside the recording, or NULL; a fused op's
+                         # weights and a last-axis concat's widths: a tuple (Recording.intern)
+    Py_ssize_t extra     # take: the padding row (-1: none); cross_entropy: ignore_index;
+                         # lstm_sequence: its steps; a leading-axis join: its blocks
 
 
 cdef class Recording
@@ -79,7 +91,8 @@ cdef class Lazy(Variable):
     """A recorded Variable: a shape and a dtype, and a value once fa.batch has evaluated it."""
     cdef Signature sig
     cdef Variable a, b               # the operands (b None for one)
-    cdef list terms                  # a sum's terms, once needed (a + b of sums: theirs)
+    cdef list terms                  # a sum's terms, once needed (a + b of sums: theirs); a
+                                     # join's parts; a fused op's input, then its state
     cdef object targets              # cross_entropy: the targets' IndexInput or int64 ids
     cdef int reduction_mean          # cross_entropy with reduction "mean"
     cdef Py_ssize_t depth            # 1 + its deepest recorded operand's: the soonest it can run
@@ -102,7 +115,7 @@ cdef class Lazy(Variable):
             raise RuntimeError(f"autobatch: this {self.op_name} is recorded, not computed: it "
                                f"has a value once fa.batch(losses) has evaluated its recording "
                                f"(and a loss given to it needs this value)")
-        return src._value[row0:row0 + self.rows].reshape(self._shape)
+        return src._value.reshape(-1, width_of(self._shape))[row0:row0 + self.rows].reshape(self._shape)
 
     @property
     def grad(self):
@@ -220,14 +233,15 @@ cdef Lazy new_lazy(Recording rec, int kind, str op, tuple shape, bint f64, Varia
     return node
 
 
-cdef Lazy record_view(Recording rec, Lazy x, tuple shape, Py_ssize_t offset):
-    """Rows [offset, offset + rows) of x, with `shape` (its last axis x's row width)."""
+cdef Lazy record_view(Recording rec, Variable x, tuple shape, Py_ssize_t offset):
+    """Rows [offset, offset + rows) of x (a recorded value: an op's or a leaf's), with `shape`
+    (its last axis x's row width)."""
     cdef Lazy node
-    if x.sig.kind == K_VIEW:                     # a view of a view: of the same op's rows
-        offset += x.offset
-        x = <Lazy>x.a
+    if type(x) is Lazy and (<Lazy>x).sig.kind == K_VIEW:     # a view of a view: of the same rows
+        offset += (<Lazy>x).offset
+        x = (<Lazy>x).a
     node = new_lazy(rec, K_VIEW, "view", shape, x.f64, x, None)
-    node.depth = x.depth
+    node.depth = depth_of(x)
     node.offset = offset
     return node
 
@@ -312,12 +326,37 @@ cdef Lazy record_matmul(Recording rec, Variable a, Variable w):
     return node
 
 
+cdef Lazy record_fused(Recording rec, int code, tuple shape, Variable x, list state,
+                       tuple weights, bint reverse):
+    """The fused recurrent op _FUSED[code] of recorded input x and state (recorded values, or
+    none for zeros) by shared weights: its group (the same op, weights, direction, widths and
+    state; a sequence's steps, set by the caller) runs as one call over all its members'
+    batch rows."""
+    cdef str op = _FUSED[code]
+    cdef Py_ssize_t i
+    for i in range(len(state)):
+        if not is_recorded(rec, op, ("h", "c")[i], <Variable>state[i]):
+            raise NotImplementedError(f"autobatch: {op} batches a recorded state (an example's) "
+                                      f"or none (zeros); {('h', 'c')[i]} ({state[i]!r}) is shared")
+    cdef Lazy node = new_lazy(rec, K_FUSED, op, shape, x.f64, x, None)
+    node.terms = [x] + state
+    node.depth = 1 + max([depth_of(v) for v in node.terms])
+    node.requires_grad = any([(<Variable>w).requires_grad for w in weights])
+    node.sig.code = code
+    node.sig.recorded = len(state)
+    node.sig.p = reverse
+    node.sig.width = width_of(x._shape)
+    node.sig.shared = rec.intern(tuple([id(w) for w in weights]), weights)
+    return node
+
+
 @cython.no_gc
 cdef class Recording:
     """The ops recorded since the last fa.batch: the storage and the backend of its
     Variables (the engine hands it every op on one of them, as a device's backend)."""
     cdef list nodes                  # the recorded op nodes, inputs first (not the views)
     cdef list leaves                 # the Inputs and IndexInputs made while it was on
+    cdef dict interned               # the tuples of signatures (see intern)
     cdef readonly object device      # None: recorded values mix with host Variables
 
     def __cinit__(self):
@@ -336,6 +375,7 @@ cdef class Recording:
         """Forget what was recorded and not evaluated (leaving autobatch does this)."""
         self.nodes = []
         self.leaves = []
+        self.interned = {}
 
     # ---- the ops (the backend primitives that batch; every other one raises)
 
@@ -375,24 +415,25 @@ cdef class Recording:
         """x[key] for whole rows of x (positions: x.flat positions of the result)."""
         cdef Py_ssize_t w = width_of(x._shape), n = positions.size
         flat = positions.reshape(-1)
-        if (type(x) is Lazy and n and width_of(positions.shape) == w and flat[0] % w == 0
+        if (n and width_of(positions.shape) == w and flat[0] % w == 0
                 and n % w == 0 and flat[n - 1] - flat[0] == n - 1 and (np.diff(flat) == 1).all()):
-            return record_view(self, <Lazy>x, positions.shape, flat[0] // w)
+            return record_view(self, x, positions.shape, flat[0] // w)
         raise NotImplementedError(f"autobatch: {op} of a recorded value batches whole rows "
                                   f"(x[i], x[a:b] over the leading axes) only; shape "
                                   f"{x._shape} to {positions.shape}")
 
     def reshape(self, Variable x, tuple shape):
-        if type(x) is Lazy and width_of(shape) == width_of(x._shape):
-            return record_view(self, <Lazy>x, shape, 0)
+        if width_of(shape) == width_of(x._shape):
+            return record_view(self, x, shape, 0)
         raise NotImplementedError(f"autobatch: reshape of a recorded value keeps its last axis "
                                   f"only; {x._shape} to {shape}")
 
     def cross_entropy(self, checked, double smoothing):
         cdef Variable x = checked.x
-        if checked.batch != 1:
-            raise NotImplementedError(f"autobatch: cross_entropy batches one row of logits per "
-                                      f"example ((C,) or (1, C)), got shape {x._shape}")
+        if checked.batch != 1 and checked.reduction_name == "none":
+            raise NotImplementedError(f"autobatch: cross_entropy with reduction 'none' batches "
+                                      f"one row of logits per example ((C,) or (1, C)), got "
+                                      f"shape {x._shape}; reduce with 'mean' or 'sum'")
         targets = checked.ids if checked.source is None else checked.source
         if isinstance(targets, Variable):
             is_recorded(self, "cross_entropy", "targets", <Variable>targets)
@@ -404,6 +445,58 @@ cdef class Recording:
         node.sig.p = smoothing
         node.sig.extra = checked.ignore_index
         return node
+
+    def join(self, str op, tuple xs, tuple out_shape, Py_ssize_t axis):
+        """concat or stack of recorded values: along a leading axis (the rows of the parts,
+        `blocks` times: a block of each in turn), or concat along the last axis."""
+        cdef Py_ssize_t i, w = width_of(out_shape), last = len(out_shape) - 1
+        cdef Variable x
+        for i in range(len(xs)):
+            if not is_recorded(self, op, f"xs[{i}]", <Variable>xs[i]):
+                raise NotImplementedError(f"autobatch: {op} batches recorded values only; xs[{i}] "
+                                          f"({xs[i]!r}) is shared")
+        cdef Variable first = <Variable>xs[0]
+        cdef Lazy node
+        if op == "concat" and axis == last:
+            widths = tuple([width_of((<Variable>x)._shape) for x in xs])
+            node = new_lazy(self, K_CONCAT, op, out_shape, first.f64, first, None)
+            node.sig.shared = self.intern(("concat",) + widths, widths)
+        elif axis < last and all([width_of((<Variable>x)._shape) == w for x in xs]):
+            node = new_lazy(self, K_ROWS, op, out_shape, first.f64, first, None)
+            node.sig.extra = math.prod(out_shape[:axis])
+        else:
+            raise NotImplementedError(f"autobatch: {op} of recorded values batches along a "
+                                      f"leading axis, or a concat along the last axis; got axis "
+                                      f"{axis} to shape {out_shape}")
+        node.terms = list(xs)
+        node.depth = 1 + max([depth_of(x) for x in xs])
+        return node
+
+    def lstm_cell(self, Variable x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, Py_ssize_t H):
+        return record_fused(self, 0, (2, x._shape[0], H), x, [] if h is None else [h, c],
+                            (weight_ih, weight_hh, bias_ih, bias_hh), False)
+
+    def gru_cell(self, Variable x, h, weight_ih, weight_hh, bias_ih, bias_hh, Py_ssize_t H):
+        return record_fused(self, 1, (x._shape[0], H), x, [] if h is None else [h],
+                            (weight_ih, weight_hh, bias_ih, bias_hh), False)
+
+    def lstm_sequence(self, Variable x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh,
+                      Py_ssize_t H, bint reverse):
+        """(hs, h, c), views of one recorded node whose rows are hs's (T, batch, H), then the
+        final c's (batch, H)."""
+        cdef Py_ssize_t T = x._shape[0], B = x._shape[1]
+        cdef Lazy node = record_fused(self, 2, (T + 1, B, H), x, [] if h0 is None else [h0, c0],
+                                      (weight_ih, weight_hh, bias_ih, bias_hh), reverse)
+        node.sig.extra = T
+        return (record_view(self, node, (T, B, H), 0),
+                record_view(self, node, (B, H), (0 if reverse else T - 1) * B),
+                record_view(self, node, (B, H), T * B))
+
+    cdef PyObject* intern(self, tuple key, tuple value):
+        """The one tuple this recording keeps for `key` (`value` the first time): a
+        signature's shared pointer, equal for equal keys."""
+        value = self.interned.setdefault(key, value)
+        return <PyObject*>value
 
     def __getattr__(self, name):
         raise NotImplementedError(f"autobatch: {name} of a recorded Variable cannot be batched "
@@ -464,9 +557,9 @@ cdef class Recording:
 cdef inline Lazy _base(Variable x):
     """The recorded op node whose rows x is (x itself, or a view's), or None (a leaf, a shared
     operand, or x None)."""
-    if type(x) is not Lazy:
-        return None
-    return <Lazy>(<Lazy>x).a if (<Lazy>x).sig.kind == K_VIEW else <Lazy>x
+    if type(x) is Lazy and (<Lazy>x).sig.kind == K_VIEW:
+        x = (<Lazy>x).a
+    return <Lazy>x if type(x) is Lazy else None
 
 
 cdef inline void _reads(Lazy node, Variable operand, bint chain):
@@ -505,15 +598,20 @@ cdef dict _stack_leaves(list leaves):
 
 cdef Variable locate(Variable x, dict leaf_rows, Py_ssize_t* row0):
     """The batched value holding x's rows (None before evaluation), and x's first row there
-    in row0."""
-    cdef Lazy lazy
-    if type(x) is not Lazy:
-        src, start = leaf_rows[x]
-        row0[0] = start
-        return src
-    lazy = _base(x)
-    row0[0] = lazy.row0 + (<Lazy>x).offset       # 0 unless x is a view
-    return lazy.src
+    in row0; for a leaf's rows with leaf_rows None (Lazy.value), the leaf itself."""
+    cdef Py_ssize_t offset = 0
+    if type(x) is Lazy and (<Lazy>x).sig.kind == K_VIEW:
+        offset = (<Lazy>x).offset
+        x = (<Lazy>x).a                          # what it views: an op node or a leaf
+    if type(x) is Lazy:
+        row0[0] = (<Lazy>x).row0 + offset
+        return (<Lazy>x).src
+    if leaf_rows is None:
+        row0[0] = offset
+        return x
+    src, start = leaf_rows[x]
+    row0[0] = start + offset
+    return src
 
 
 cdef list _as(list members, int which):
@@ -536,19 +634,28 @@ cdef Variable _stacked(list members, list operands, Py_ssize_t blocks, dict leaf
     `blocks` 1, one member's rows after another; else each operand is `blocks` blocks of equal
     rows (a fused op's (T, batch, ...) input: a block a time step), and the result holds
     block 0 of every member, then block 1 of every member, ... (see _gathered)."""
-    cdef Py_ssize_t m, k, n = len(members), rows, row0 = 0
-    cdef list sources = [None] * n, starts = [0] * n, terms = []
+    cdef list terms = [], runs = []
+    _add_rows(terms, runs, members, operands, blocks, leaf_rows)
+    return _gathered(terms, runs, None)
+
+
+cdef int _add_rows(list terms, list runs, list members, list operands, Py_ssize_t blocks,
+                   dict leaf_rows) except -1:
+    """Append to terms and runs (see _gathered) the rows of operands[m], member m's, block by
+    block: block 0 of each operand in turn, then block 1, ..."""
+    cdef Py_ssize_t m, k, n = len(members), row0 = 0
+    cdef list sources = [None] * n, starts = [0] * n, rows = [0] * n
     cdef Variable x
     for m in range(n):
         x = <Variable>operands[m]
         sources[m] = _located(<Lazy>members[m], x, leaf_rows, &row0)
         starts[m] = row0
-    cdef list runs = [(<Variable>operands[m]).size // width_of((<Variable>operands[m])._shape) // blocks
-                      for m in range(n)] * blocks
+        rows[m] = x.size // width_of(x._shape) // blocks
     for k in range(blocks):
         for m in range(n):
-            terms.append((sources[m], <Py_ssize_t>starts[m] + k * <Py_ssize_t>runs[m]))
-    return _gathered(terms, [(rows, 1) for rows in runs], None)
+            terms.append((sources[m], <Py_ssize_t>starts[m] + k * <Py_ssize_t>rows[m]))
+            runs.append((rows[m], 1))
+    return 0
 
 
 cdef Variable _summed(list members, dict leaf_rows):
@@ -643,16 +750,18 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
             out = take(first.a, ids)
         else:
             out = embedding(first.a, ids, padding_idx=None if first.sig.extra < 0 else first.sig.extra)
-    else:
-        targets = np.concatenate([_target_ids(node) for node in members])
+    elif kind == K_ROWS:
+        terms, runs = [], []
         for node in members:
-            if node.reduction_mean and _target_ids(node)[0] == node.sig.extra:
-                raise NotImplementedError(
-                    "autobatch: cross_entropy with reduction 'mean' of an example whose one "
-                    "target is ignore_index is NaN (no row counts); it cannot be batched")
-        out = cross_entropy(_stacked(members, _as(members, 0), 1, leaf_rows), IndexInput(targets),
-                            reduction="none", ignore_index=first.sig.extra,
-                            label_smoothing=first.sig.p)
+            _add_rows(terms, runs, [node] * len(node.terms), node.terms, node.sig.extra, leaf_rows)
+        out = _gathered(terms, runs, None)
+    elif kind == K_CONCAT:
+        out = concat([_stacked(members, [(<Lazy>node).terms[k] for node in members], 1, leaf_rows)
+                      for k in range(len(first.terms))], axis=1)
+    elif kind == K_FUSED:
+        out = _fused_group(members, leaf_rows)
+    else:
+        out = _cross_entropy_group(members, leaf_rows)
     if len(out._shape) != 2:
         out = reshape(out, (-1, width_of(first._shape)))
     cdef Py_ssize_t row0 = 0
@@ -661,6 +770,70 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
         node.row0 = row0
         row0 += node.rows
     return 0
+
+
+cdef Variable _fused_group(list members, dict leaf_rows):
+    """The batched call of a group of fused recurrent ops: their inputs' and states' batch
+    rows stacked (an LSTM sequence's input time step by time step), then each member's rows
+    of its outputs, one member after another: lstm_cell's h' then c', gru_cell's h',
+    lstm_sequence's states step by step, then its final c."""
+    cdef Lazy first = <Lazy>members[0], node
+    cdef tuple weights = <tuple>first.sig.shared
+    cdef Py_ssize_t k, l, batch = 0, row = 0, steps = first.sig.extra
+    cdef Py_ssize_t H = width_of(first._shape), blocks_in = steps if first.sig.code == 2 else 1
+    cdef list inputs = [_stacked(members, [(<Lazy>node).terms[k] for node in members],
+                                 blocks_in if k == 0 else 1, leaf_rows)
+                        for k in range(len(first.terms))]
+    cdef list rows = [(<Variable>node.terms[0]).size // first.sig.width // blocks_in for node in members]
+    for k in range(len(rows)):
+        batch += <Py_ssize_t>rows[k]
+    state = inputs[1:] if first.sig.recorded else [None, None]
+    if first.sig.code == 0:
+        outputs = ((reshape(lstm_cell(inputs[0], state[0], state[1], *weights), (2 * batch, H)), 2),)
+    elif first.sig.code == 1:
+        outputs = ((gru_cell(inputs[0], state[0], *weights), 1),)
+    else:
+        hs, (h, c) = lstm_sequence(reshape(inputs[0], (steps, batch, first.sig.width)),
+                                   state[0], state[1], *weights, reverse=first.sig.p != 0,
+                                   return_state=True)
+        outputs = ((reshape(hs, (steps * batch, H)), steps), (c, 1))
+    cdef list terms = [], runs = []
+    for k in range(len(members)):
+        for out, blocks in outputs:
+            for l in range(blocks):
+                terms.append((out, l * batch + row))
+                runs.append((rows[k], 1))
+        row += <Py_ssize_t>rows[k]
+    return _gathered(terms, runs, None)
+
+
+cdef Variable _cross_entropy_group(list members, dict leaf_rows):
+    """The batched cross_entropy of a group: one node over all the members' rows of logits
+    (reduction "none"), then each member's loss: its row's, or the sum (reduction "sum") or
+    mean (over the rows whose target is not ignore_index) of its rows'."""
+    cdef Lazy first = <Lazy>members[0], node
+    cdef list ids = [_target_ids(node) for node in members], terms = [], runs = [], scales = []
+    cdef Py_ssize_t k, j, row = 0, n
+    out = reshape(cross_entropy(_stacked(members, _as(members, 0), 1, leaf_rows),
+                                IndexInput(np.concatenate(ids)), reduction="none",
+                                ignore_index=first.sig.extra, label_smoothing=first.sig.p), (-1, 1))
+    for k in range(len(members)):
+        node = <Lazy>members[k]
+        n = len(ids[k])
+        for j in range(n):
+            terms.append((out, row + j))
+        runs.append((1, n))
+        row += n
+        if node.reduction_mean:
+            counted = int(np.count_nonzero(ids[k] != first.sig.extra))
+            if counted == 0:
+                raise NotImplementedError(
+                    "autobatch: cross_entropy with reduction 'mean' of an example whose every "
+                    "target is ignore_index is NaN (no row counts); it cannot be batched")
+            scales.append(1.0 / counted)
+        else:
+            scales.append(1.0)
+    return _gathered(terms, runs, None if all([s == 1.0 for s in scales]) else scales)
 
 
 cdef object _target_ids(Lazy node):
@@ -815,7 +988,7 @@ def batch(losses):
     cdef Lazy summed
     if recorded:
         summed = new_lazy(rec, K_SUM, "batch", (), (<Variable>recorded[0]).f64, recorded[0], None)
-        summed.depth = 1 + max((<Lazy>_base(x)).depth for x in recorded)
+        summed.depth = 1 + max([depth_of(x) for x in recorded])
         summed.terms = recorded
         previous = set_recording(None)       # the batched graph's own leaves are not recorded
         try:
