@@ -815,7 +815,7 @@ cdef Variable _cross_entropy_group(list members, dict leaf_rows):
     cdef list ids = [_target_ids(node) for node in members], terms = [], runs = [], scales = []
     cdef Py_ssize_t k, j, row = 0, n
     out = reshape(cross_entropy(_stacked(members, _as(members, 0), 1, leaf_rows),
-                                IndexInput(np.concatenate(ids)), reduction="none",
+                                np.concatenate(ids), reduction="none",
                                 ignore_index=first.sig.extra, label_smoothing=first.sig.p), (-1, 1))
     for k in range(len(members)):
         node = <Lazy>members[k]
