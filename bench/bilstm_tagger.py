@@ -2,6 +2,10 @@
 task): fastad eager (a new graph per sentence) and with fa.GraphCache (a graph per length,
 replayed), both with a bidirectional fa.nn.LSTM (one fused node a direction), PyTorch eager
 stepping LSTM cells, and PyTorch eager with its fused bidirectional nn.LSTM, in one process.
+Beside them, 16 sentences a step (the sum of their losses, one SGD step): fastad under
+fa.autobatch (one fused LSTM call per sentence length and direction) and, where dynet38 is
+installed, DyNet with its autobatching (its VanillaLSTMBuilder each way, as its users write
+the tagger, holding the same weights); the two see the same minibatches and agree on the loss.
 
 Sentences: the logical lines of code of the standard library's modules, 5-60 tokens each;
 each token's word (the 5,000 commonest, else unknown) is tagged with its kind (keyword,
@@ -17,12 +21,13 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import (cli, example, fastad_train_step, timed_epoch, torch_or_none,  # noqa: E402
-                    torch_train_step)
+from common import (cli, dynet_or_none, example, fastad_train_step, timed_epoch,  # noqa: E402
+                    torch_or_none, torch_train_step)
 
 import fastad as fa  # noqa: E402
 
 EMBED, HIDDEN, LR, VOCAB = 32, 64, 0.05, 5000
+MINIBATCH = 16                  # sentences a step of the autobatched modes
 
 
 def code_sentences(limit, min_len=5, max_len=60):
@@ -66,7 +71,8 @@ def fastad_net(length, words, tags, p):
     return fa.nn.cross_entropy(both @ p["out_w"] + p["out_b"], tags)
 
 
-def fastad_trainer(weights, dtype, cached=False):
+def fastad_model(weights, dtype):
+    """The tagger's Parameters from `weights`, and their SGD optimizer."""
     params = {k: fa.Parameter(weights[k], dtype=dtype, name=k) for k in ("E", "out_w", "out_b")}
     params["lstm"] = fa.nn.LSTM(EMBED, HIDDEN, bidirectional=True, dtype=dtype)
     params["lstm"].load_state_dict({f"{name}_l0{suffix}": weights[f"{d}_{key}"]
@@ -75,6 +81,11 @@ def fastad_trainer(weights, dtype, cached=False):
                                                       ("bias_ih", "bih"), ("bias_hh", "bhh"))})
     opt = fa.optim.SGD([params["E"], params["out_w"], params["out_b"], *params["lstm"].parameters()],
                        lr=LR)
+    return params, opt
+
+
+def fastad_trainer(weights, dtype, cached=False):
+    params, opt = fastad_model(weights, dtype)
     cache = fa.GraphCache(lambda length, words, tags: fastad_net(length, words, tags, params), max_bytes=4 << 30)
 
     def step(sentence):
@@ -86,6 +97,86 @@ def fastad_trainer(weights, dtype, cached=False):
         return fastad_train_step(loss, opt)
     step.cache = cache
     return step
+
+
+def one_bias(weights):
+    """`weights` with each direction's two LSTM biases as one, as DyNet's builder has it:
+    b_ih + b_hh, and b_hh zero (fastad_autobatch_trainer freezes it, so that both train the
+    same model the same way)."""
+    merged = dict(weights)
+    for d in ("f", "b"):
+        merged[f"{d}_bih"] = weights[f"{d}_bih"] + weights[f"{d}_bhh"]
+        merged[f"{d}_bhh"] = np.zeros_like(weights[f"{d}_bhh"])
+    return merged
+
+
+def fastad_autobatch_trainer(weights, dtype):
+    """A step over a minibatch of sentences: each sentence's graph recorded under fa.autobatch,
+    evaluated as one (fa.batch: the sum of their losses), one SGD step. The LSTM's bias_hh
+    is zero and frozen: one trained bias a direction, as DyNet's (see one_bias)."""
+    params, opt = fastad_model(one_bias(weights), dtype)
+    for name in ("bias_hh_l0", "bias_hh_l0_reverse"):
+        getattr(params["lstm"], name).requires_grad = False
+
+    def step(sentences):
+        with fa.autobatch():
+            total = fa.batch([fastad_net(len(words), fa.IndexInput(words), fa.IndexInput(tags), params)
+                              for words, tags in sentences])
+        return fastad_train_step(total, opt)
+    return step
+
+
+# PyTorch's gate order (i, f, g, o) to DyNet's (i, f, o, g)
+_DYNET_GATES = np.r_[0:HIDDEN, HIDDEN:2 * HIDDEN, 3 * HIDDEN:4 * HIDDEN, 2 * HIDDEN:3 * HIDDEN]
+
+
+def dynet_autobatch_trainer(dy, weights):
+    """DyNet (float32), as its users write the tagger: a lookup table, a VanillaLSTMBuilder
+    each way (one bias, DyNet's gate order, and a forget bias of 1 it adds itself: the same
+    function as fastad's weights), each token's pickneglogsoftmax averaged over the sentence;
+    a minibatch's graph is the sum of its sentences' losses, autobatched, one plain SGD step
+    (no gradient clipping)."""
+    model = dy.ParameterCollection()
+    table = model.lookup_parameters_from_numpy(weights["E"].astype(np.float32))
+    out_w = model.parameters_from_numpy(weights["out_w"].T.astype(np.float32))
+    out_b = model.parameters_from_numpy(weights["out_b"].astype(np.float32))
+    builders = []
+    for d in ("f", "b"):
+        builder = dy.VanillaLSTMBuilder(1, EMBED, HIDDEN, model)
+        w_x, w_h, bias = builder.get_parameters()[0]
+        w_x.set_value(weights[f"{d}_ih"][_DYNET_GATES])
+        w_h.set_value(weights[f"{d}_hh"][_DYNET_GATES])
+        b = one_bias(weights)[f"{d}_bih"][_DYNET_GATES]
+        b[HIDDEN:2 * HIDDEN] -= 1.0
+        bias.set_value(b)
+        builders.append(builder)
+    trainer = dy.SimpleSGDTrainer(model, learning_rate=LR)
+    trainer.set_clip_threshold(0)
+
+    def loss_of(words, tags):
+        xs = [table[int(w)] for w in words]
+        forward = builders[0].initial_state().transduce(xs)
+        backward = builders[1].initial_state().transduce(xs[::-1])[::-1]
+        return dy.esum([dy.pickneglogsoftmax(out_w * dy.concatenate([f, b]) + out_b, int(t))
+                        for f, b, t in zip(forward, backward, tags)]) / len(tags)
+
+    def step(sentences):
+        dy.renew_cg(autobatching=True)
+        total = dy.esum([loss_of(words, tags) for words, tags in sentences])
+        value = total.value()
+        total.backward()
+        trainer.update()
+        return value
+    step.model = model              # DyNet frees the parameters with their collection
+    return step
+
+
+def timed_minibatches(step, data, size=MINIBATCH):
+    """(sentences per second, mean loss a sentence) of one pass of `step(minibatch)` (which
+    returns the sum of the minibatch's losses) over `data` in minibatches of `size`."""
+    batches = [data[i:i + size] for i in range(0, len(data), size)]
+    rate, mean = timed_epoch(step, batches)
+    return rate * len(data) / len(batches), mean * len(batches) / len(data)
 
 
 def torch_trainer(torch, weights, dtype, fused):
@@ -135,17 +226,23 @@ def run(quick=False, sentences=None, epochs=2):
     print(f"{len(data)} sentences of 5-60 tokens ({np.mean(lengths):.0f} on average), "
           f"{len(set(lengths))} lengths, {n_tags} tags")
     weights = initial_weights(n_tags)
-    torch = torch_or_none()
+    torch, dy = torch_or_none(), dynet_or_none()
     if torch is None:
-        print("PyTorch is not installed: fastad only")
+        print("PyTorch is not installed: no PyTorch rows")
+    if dy is None:
+        print("DyNet is not installed (pip install dynet38): no DyNet rows")
     measured = []
     for dtype in (np.float32,) if quick else (np.float32, np.float64):
         steps = {"fastad": fastad_trainer(weights, dtype), "fastad cached": fastad_trainer(weights, dtype, True)}
         if torch is not None:
             steps["torch"] = torch_trainer(torch, weights, dtype, fused=False)
             steps["torch nn.LSTM"] = torch_trainer(torch, weights, dtype, fused=True)
+        batched = {"fastad autobatch": fastad_autobatch_trainer(weights, dtype)}
+        if dy is not None and dtype == np.float32:
+            batched["dynet autobatch"] = dynet_autobatch_trainer(dy, weights)
         for e in range(1, epochs + 1):
             results = {name: timed_epoch(step, data) for name, step in steps.items()}   # alternating per epoch
+            results.update({name: timed_minibatches(step, data) for name, step in batched.items()})
             measured.append((np.dtype(dtype).name, e, results))
     show(measured)
     return rows_of(measured, len(data))
@@ -161,22 +258,30 @@ def rows_of(measured, n_sentences):
                             f"{label}", "unit": "sentence", "fastad": 1 / results[name][0],
                 "torch": 1 / torch[0] if torch else None, "target": target}
 
+    dynet = results.get("dynet autobatch")
     return [row("fa.GraphCache vs PyTorch's fused bidirectional nn.LSTM", "fastad cached", "torch nn.LSTM",
                 ">= 10x torch eager, the same loss after an epoch"),
             row("eager build vs PyTorch's fused nn.LSTM", "fastad", "torch nn.LSTM", "-"),
-            row("fa.GraphCache vs PyTorch stepping LSTMCells", "fastad cached", "torch", "-")]
+            row("fa.GraphCache vs PyTorch stepping LSTMCells", "fastad cached", "torch", "-"),
+            {"workload": f"BiLSTM tagger, hidden 64, {MINIBATCH} sentences a step ({n_sentences:,} of 5-60 "
+                         f"tokens), fa.autobatch with the fused fa.nn.LSTM vs DyNet autobatched",
+             "unit": "sentence", "fastad": 1 / results["fastad autobatch"][0], "torch": None,
+             "peer": 1 / dynet[0] if dynet else None, "peer_name": "DyNet", "target": ">= 2x DyNet autobatched"}]
 
 
 def show(measured):
     for dtype, e, results in measured:
         print(f"{dtype} epoch {e}:")
         for name, (speed, loss) in results.items():
-            line = f"  {name:14s} {speed:8,.0f} sentences/s, loss {loss:.8f}"
-            if name.startswith("fastad") and "torch" in results:
+            line = f"  {name:16s} {speed:8,.0f} sentences/s, loss {loss:.8f}"
+            if name == "fastad autobatch" and "dynet autobatch" in results:
+                line += f"  ({speed / results['dynet autobatch'][0]:5.2f}x DyNet autobatched, {MINIBATCH} a step)"
+            elif name.startswith("fastad") and "torch" in results:
                 line += (f"  ({speed / results['torch'][0]:5.1f}x torch eager cells, "
                          f"{speed / results['torch nn.LSTM'][0]:5.1f}x torch nn.LSTM)")
             print(line)
-    print("[target: >= 10x PyTorch eager per sentence, the same loss after an epoch from the same start]")
+    print("[targets: >= 10x PyTorch eager per sentence, the same loss after an epoch from the same start; "
+          f"autobatched ({MINIBATCH} a step, the same loss): >= 2x DyNet autobatched]")
 
 
 if __name__ == "__main__":

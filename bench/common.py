@@ -35,6 +35,16 @@ def torch_or_none():
     return torch
 
 
+def dynet_or_none():
+    """DyNet (the dynet38 package) if installed (an optional comparator), or None. Its
+    autobatching is chosen per graph, by dynet.renew_cg(autobatching=...)."""
+    try:
+        import dynet
+    except ImportError:
+        return None
+    return dynet
+
+
 def classifier_steps(data, labels, logits, params, lr, torch=None, torch_model=None):
     """The train steps of one classifier, fastad's and (when `torch` is given) PyTorch's,
     for `alternate`: SGD at `lr` on the cross-entropy of batch k of `data`/`labels`, the
