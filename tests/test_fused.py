@@ -547,3 +547,109 @@ def test_sequence_bad_input():
         lstm_sequence(x, h, c, *weights, reverse="yes")
     with pytest.raises(TypeError, match="lstm_sequence: return_state must be True or False, got"):
         lstm_sequence(x, h, c, *weights, return_state=None)
+
+
+# ------------------------------------------------------ lstm_sequence, the packed form
+
+def packed_arrays(lengths, n_in=3, H=4, seed=0):
+    """Sequences of `lengths` (longest first), one row each: x packed (N, n_in), the
+    batch_sizes, each sequence's rows of x (its (T, 1, n_in) input), then h0, c0 and the
+    weights as arrays() gives them."""
+    g = np.random.default_rng(seed)
+    xs = [g.standard_normal((T, 1, n_in)) for T in lengths]
+    sizes = [sum(T > k for T in lengths) for k in range(lengths[0])]
+    packed = np.concatenate([xs[s][k] for k in range(lengths[0]) for s in range(sizes[k])])
+    return (packed, sizes, xs) + arrays(len(lengths), n_in, H, seed + 1)[1:]
+
+
+def packed_rows(lengths, sizes):
+    """rows[s][t]: the packed row of sequence s at time t."""
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return [[starts[t] + s for t in range(T)] for s, T in enumerate(lengths)]
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("lengths", [[4, 2, 2, 1], [3, 3], [1, 1, 1], [5]])
+def test_packed_sequences_match_one_call_each(with_state, lengths):
+    """Values, final states and every gradient of the packed call equal those of one
+    lstm_sequence a sequence (each from its row of h0 and c0)."""
+    packed, sizes, xs, h0, c0, *weights = packed_arrays(lengths, seed=len(lengths))
+    rows = packed_rows(lengths, sizes)
+    g = np.random.default_rng(7)
+    g_hs, g_h, g_c = (g.standard_normal((len(packed), 4)), g.standard_normal(h0.shape),
+                      g.standard_normal(c0.shape))
+    W = [fa.Parameter(w, dtype=F64) for w in weights]
+    state = [fa.Parameter(h0, dtype=F64), fa.Parameter(c0, dtype=F64)] if with_state else [None, None]
+    x = fa.Parameter(packed, dtype=F64)
+    hs, (h, c) = lstm_sequence(x, *state, *W, return_state=True, batch_sizes=sizes)
+    assert hs.shape == (len(packed), 4) and h.shape == c.shape == (len(lengths), 4)
+    (fa.sum(hs * g_hs) + fa.sum(h * g_h) + fa.sum(c * g_c)).backward()
+    W1 = [fa.Parameter(w, dtype=F64) for w in weights]
+    for s, T in enumerate(lengths):
+        x1 = fa.Parameter(xs[s], dtype=F64)
+        state1 = ([fa.Parameter(h0[s:s + 1], dtype=F64), fa.Parameter(c0[s:s + 1], dtype=F64)]
+                  if with_state else [None, None])
+        hs1, (h1, c1) = lstm_sequence(x1, *state1, *W1, return_state=True)
+        np.testing.assert_allclose(hs.value[rows[s]], hs1.value[:, 0], rtol=1e-12)
+        np.testing.assert_allclose(h.value[s], h1.value[0], rtol=1e-12)
+        np.testing.assert_allclose(c.value[s], c1.value[0], rtol=1e-12)
+        (fa.sum(hs1 * g_hs[rows[s]][:, None]) + fa.sum(h1 * g_h[s:s + 1])
+         + fa.sum(c1 * g_c[s:s + 1])).backward()
+        np.testing.assert_allclose(x.grad[rows[s]], x1.grad[:, 0], rtol=1e-10, atol=1e-12)
+        if with_state:
+            np.testing.assert_allclose(state[0].grad[s], state1[0].grad[0], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(state[1].grad[s], state1[1].grad[0], rtol=1e-10, atol=1e-12)
+    for w, w1 in zip(W, W1):
+        if w1.grad is None:         # weight_hh, from zeros over single steps
+            assert w.grad is None
+        else:
+            np.testing.assert_allclose(w.grad, w1.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_packed_sequence_gradcheck():
+    packed, sizes, _, h0, c0, *weights = packed_arrays([3, 2, 2, 1], seed=11)
+
+    def loss(x, h, c, *w):
+        hs, (hn, cn) = lstm_sequence(x, h, c, *w, return_state=True, batch_sizes=sizes)
+        return weighted(hs) + weighted(hn, seed=3) + weighted(cn, seed=4)
+
+    assert fa.gradcheck(loss, packed, h0, c0, *weights)
+
+
+def test_packed_sequence_float32_and_replay():
+    packed, sizes, _, h0, c0, *weights = packed_arrays([3, 1], seed=12)
+    out = {}
+    for dtype in (np.float32, F64):
+        x = fa.Input(packed, dtype=dtype)
+        hs = lstm_sequence(x, None, None, *(fa.Parameter(w, dtype=dtype) for w in weights),
+                           batch_sizes=sizes)
+        out[dtype] = hs.value.copy()
+        assert hs.dtype == dtype
+        x.set_value(packed * 2)
+        hs.forward()
+        fresh = lstm_sequence(fa.Input(packed * 2, dtype=dtype), None, None,
+                              *(fa.Parameter(w, dtype=dtype) for w in weights), batch_sizes=sizes)
+        np.testing.assert_array_equal(hs.value, fresh.value)
+    np.testing.assert_allclose(out[np.float32], out[F64], rtol=1e-5, atol=1e-6)
+
+
+def test_packed_sequence_bad_input():
+    packed, sizes, _, h0, c0, *weights = packed_arrays([3, 2], seed=13)
+    x = fa.Input(packed, dtype=F64)
+    W = [fa.Parameter(w, dtype=F64) for w in weights]
+    with pytest.raises(ValueError, match=r"lstm_sequence: batch_sizes must be at least 1 and "
+                                         r"non-increasing .* got \[1, 2, 2\]"):
+        lstm_sequence(x, None, None, *W, batch_sizes=[1, 2, 2])
+    with pytest.raises(ValueError, match=r"at least 1 and non-increasing .* got \[5, 0\]"):
+        lstm_sequence(x, None, None, *W, batch_sizes=[5, 0])
+    with pytest.raises(ValueError, match="lstm_sequence: batch_sizes add up to 4, but x has 5 rows"):
+        lstm_sequence(x, None, None, *W, batch_sizes=[2, 2])
+    with pytest.raises(TypeError, match="lstm_sequence: batch_sizes must be a non-empty 1-D sequence"):
+        lstm_sequence(x, None, None, *W, batch_sizes=[2.0, 2.0, 1.0])
+    with pytest.raises(ValueError, match="lstm_sequence: the packed form .* takes no reverse"):
+        lstm_sequence(x, None, None, *W, batch_sizes=sizes, reverse=True)
+    with pytest.raises(ValueError, match=r"lstm_sequence: x must have shape \(rows, input_size\)"):
+        lstm_sequence(fa.Input(packed[None], dtype=F64), None, None, *W, batch_sizes=sizes)
+    with pytest.raises(ValueError, match=r"lstm_sequence: h0 must have shape \(2, 4\)"):
+        lstm_sequence(x, fa.Input(h0[:1], dtype=F64), fa.Input(c0[:1], dtype=F64), *W,
+                      batch_sizes=sizes)

@@ -1,4 +1,6 @@
 """Type stubs for fastad/ops/fused.pyx: one-node LSTM and GRU cells, and a one-node LSTM sequence."""
+from typing import Sequence
+
 from fastad._engine.graph import Variable
 
 class SequenceWeights: ...
@@ -14,7 +16,7 @@ def lstm_cell(x: Variable, h: Variable | None, c: Variable | None, weight_ih: Va
               sequence: SequenceWeights | None = None) -> Variable: ...
 def lstm_sequence(x: Variable, h0: Variable | None, c0: Variable | None, weight_ih: Variable,
                   weight_hh: Variable, bias_ih: Variable, bias_hh: Variable, reverse: bool = False,
-                  return_state: bool = False
+                  return_state: bool = False, batch_sizes: Sequence[int] | None = None
                   ) -> Variable | tuple[Variable, tuple[Variable, Variable]]: ...
 def gru_cell(x: Variable, h: Variable | None, weight_ih: Variable, weight_hh: Variable,
              bias_ih: Variable, bias_hh: Variable,

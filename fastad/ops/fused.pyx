@@ -18,6 +18,7 @@ import numpy as np
 cimport cython
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
+from libc.stdint cimport int64_t
 from cython cimport floating
 from fastad._engine.blas cimport gemm
 
@@ -296,10 +297,13 @@ cdef class LSTMCell(Cell):
 @cython.no_gc
 cdef class LSTMSequence(Variable):
     """Value (T, batch, H): the hidden states of an LSTM over x (T, batch, I), each at its own
-    time position; the steps run from t = 0 up, or from t = T - 1 down when `reverse`.
+    time position; the steps run from t = 0 up, or from t = T - 1 down when `reverse`. In the
+    packed form (`step_rows` set), x is (N, I): the rows of step 0, then those of step 1, ...,
+    step k's the first step_rows[k] of step k - 1's (sequences sorted longest first), and the
+    value is (N, H), row for row.
 
-    The forward makes every step's input product x_t @ W_ih^T in one GEMM over the T * batch
-    rows, then per step adds h_prev @ W_hh^T and runs the cell's gate pass (lstm_pointwise),
+    The forward makes every step's input product x_t @ W_ih^T in one GEMM over all the rows,
+    then per step adds h_prev @ W_hh^T and runs the cell's gate pass (lstm_pointwise),
     keeping each step's activations and cell state. The backward walks the steps back for
     the gate gradients and dh_prev, then makes the weights' gradients, the biases' and dx in
     one product (or column sum) each over all the steps.
@@ -307,12 +311,20 @@ cdef class LSTMSequence(Variable):
     cdef Variable x, h0, c0, w_ih, w_hh, b_ih, b_hh   # h0 and c0 are None for a zero state
     cdef bint reverse
     cdef Py_ssize_t steps, batch, n_in, H
-    # made at build, reused by every pass: act and dgates (T, B, 4H): the gates after their
-    # nonlinearities and their gradients; cells and tanh_c (T, B, H): c_t and tanh(c_t);
+    cdef Py_ssize_t n_rows                            # all the steps' rows (T * batch unpacked)
+    # the packed form (else None and NULL): per step, its rows and its first row; and per
+    # sequence (a row of the batch), the row of its last step
+    cdef cnp.ndarray packing
+    cdef int64_t* step_rows
+    cdef int64_t* step_start
+    cdef int64_t* last_row
+    # made at build, reused by every pass: act and dgates (rows, 4H): the gates after their
+    # nonlinearities and their gradients; cells and tanh_c (rows, H): c_t and tanh(c_t);
     # dh and dc (B, H): the gradients flowing back into the previous step's h and c;
     # dc_final (B, H): the final c's gradient from its LSTMFinalCell, valid when
-    # dc_final_pass == grad_pass (the node's own pass stamp)
-    cdef cnp.ndarray act, dgates, cells, tanh_c, dh, dc, dc_final
+    # dc_final_pass == grad_pass (the node's own pass stamp); packed, h_prev (rows - B, H):
+    # for the backward, each step's previous hidden state rows
+    cdef cnp.ndarray act, dgates, cells, tanh_c, dh, dc, dc_final, h_prev
     cdef char* act_ptr
     cdef char* dgates_ptr
     cdef char* cells_ptr
@@ -320,11 +332,20 @@ cdef class LSTMSequence(Variable):
     cdef char* dh_ptr
     cdef char* dc_ptr
     cdef char* dc_final_ptr
+    cdef char* h_prev_ptr
     cdef unsigned long dc_final_pass
 
     cdef inline Py_ssize_t time_of(self, Py_ssize_t k) noexcept nogil:
         """The time position of the k-th step run."""
         return self.steps - 1 - k if self.reverse else k
+
+    cdef inline Py_ssize_t first_row(self, Py_ssize_t k) noexcept nogil:
+        """The first row (of x, of the value and of the scratch buffers) of the k-th step run."""
+        return self.step_start[k] if self.step_rows != NULL else self.time_of(k) * self.batch
+
+    cdef inline Py_ssize_t rows_of(self, Py_ssize_t k) noexcept nogil:
+        """The rows of the k-th step run: the first that many of the batch."""
+        return self.step_rows[k] if self.step_rows != NULL else self.batch
 
     cdef int run_forward(self) except -1 nogil:
         if self.batch == 0:
@@ -332,7 +353,7 @@ cdef class LSTMSequence(Variable):
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
     cdef int _forward(self, floating* out) except -1 nogil:
-        cdef int T = self.steps, B = self.batch, I = self.n_in, H = self.H, G = 4 * H
+        cdef int T = self.steps, I = self.n_in, H = self.H, G = 4 * H
         cdef floating* act = <floating*>self.act_ptr
         cdef floating* cells = <floating*>self.cells_ptr
         cdef floating* tanh_c = <floating*>self.tanh_c_ptr
@@ -341,16 +362,16 @@ cdef class LSTMSequence(Variable):
         cdef const floating* w_hh = <floating*>val_ptr_or_null(self.w_hh)
         cdef const floating* h_prev = <floating*>val_ptr_or_null(self.h0)
         cdef const floating* c_prev = <floating*>val_ptr_or_null(self.c0)
-        cdef Py_ssize_t k, t
-        gemm(False, True, T * B, G, I, <floating*>self.x.val_ptr, I, <floating*>self.w_ih.val_ptr,
-             I, act, G, False)
+        cdef Py_ssize_t k, r, n
+        gemm(False, True, self.n_rows, G, I, <floating*>self.x.val_ptr, I,
+             <floating*>self.w_ih.val_ptr, I, act, G, False)
         for k in range(T):
-            t = self.time_of(k)
+            r, n = self.first_row(k), self.rows_of(k)
             if h_prev != NULL:
-                gemm(False, True, B, G, H, h_prev, H, w_hh, H, act + t * B * G, G, True)
-            lstm_pointwise(b_ih, b_hh, c_prev, act + t * B * G, tanh_c + t * B * H,
-                           out + t * B * H, cells + t * B * H, B, H)
-            h_prev, c_prev = out + t * B * H, cells + t * B * H
+                gemm(False, True, n, G, H, h_prev, H, w_hh, H, act + r * G, G, True)
+            lstm_pointwise(b_ih, b_hh, c_prev, act + r * G, tanh_c + r * H, out + r * H,
+                           cells + r * H, n, H)
+            h_prev, c_prev = out + r * H, cells + r * H
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -365,24 +386,27 @@ cdef class LSTMSequence(Variable):
         cdef floating* dgates = <floating*>self.dgates_ptr
         cdef floating* dh = <floating*>self.dh_ptr
         cdef floating* dc = <floating*>self.dc_ptr
+        cdef const floating* dc_final = <floating*>self.dc_final_ptr
         cdef const floating* w_hh = <floating*>val_ptr_or_null(self.w_hh)
+        cdef floating* h_prev = <floating*>self.h_prev_ptr
         cdef const floating* c_prev
         cdef floating* dc_prev
-        cdef bint add
-        cdef Py_ssize_t k, t, first = self.time_of(0)
+        cdef bint add, final = self.dc_final_pass == self.grad_pass
+        cdef Py_ssize_t k, r, n, m = 0
         if B == 0:
             return zero_unwritten_grads(self)
-        if self.dc_final_pass == self.grad_pass:
-            vec_put(dc, <floating*>self.dc_final_ptr, B * H, False)
-        else:
-            vec_zero(dc, B * H)
-        t = self.time_of(T - 1)
-        vec_put(dh, grad + t * B * H, B * H, False)
-        for k in range(T - 1, -1, -1):      # dh and dc hold the gradients of step k's h and c
-            t = self.time_of(k)
+        for k in range(T - 1, -1, -1):
+            # dh and dc hold the gradients of step k's h and c: rows [0, m) carried from the
+            # step after, rows [m, n) those of the sequences whose last step this is
+            r, n = self.first_row(k), self.rows_of(k)
+            vec_put(dh + m * H, grad + (r + m) * H, (n - m) * H, False)
+            if final:
+                vec_put(dc + m * H, dc_final + m * H, (n - m) * H, False)
+            else:
+                vec_zero(dc + m * H, (n - m) * H)
             add = False
             if k > 0:
-                c_prev, dc_prev = cells + self.time_of(k - 1) * B * H, dc
+                c_prev, dc_prev = cells + self.first_row(k - 1) * H, dc
             elif self.c0 is not None:
                 c_prev, dc_prev = <floating*>self.c0.val_ptr, NULL
                 if self.c0.requires_grad:
@@ -390,40 +414,55 @@ cdef class LSTMSequence(Variable):
                     dc_prev = <floating*>self.c0.grad_ptr
             else:
                 c_prev, dc_prev = NULL, NULL
-            lstm_pointwise_backward(act + t * B * G, tanh_c + t * B * H, c_prev, dh, dc,
-                                    dgates + t * B * G, dc_prev, add, B, H)
+            lstm_pointwise_backward(act + r * G, tanh_c + r * H, c_prev, dh, dc, dgates + r * G,
+                                    dc_prev, add, n, H)
             if k > 0:
-                vec_put(dh, grad + self.time_of(k - 1) * B * H, B * H, False)
-                gemm(False, False, B, H, G, dgates + t * B * G, G, w_hh, H, dh, H, True)
+                vec_put(dh, grad + self.first_row(k - 1) * H, n * H, False)
+                gemm(False, False, n, H, G, dgates + r * G, G, w_hh, H, dh, H, True)
             elif self.h0 is not None and self.h0.requires_grad:
                 add = self.h0.prepare_grad()
-                gemm(False, False, B, H, G, dgates + t * B * G, G, w_hh, H,
+                gemm(False, False, n, H, G, dgates + r * G, G, w_hh, H,
                      <floating*>self.h0.grad_ptr, H, add)
-        product_backward(self.x, self.w_ih, dgates, T * B, I, G)
+            m = n
+        product_backward(self.x, self.w_ih, dgates, self.n_rows, I, G)
         if self.w_hh is not None and self.w_hh.requires_grad:
             add = self.w_hh.prepare_grad()
             if T > 1:       # every step after the first, against the hidden state before it
-                gemm(True, False, G, H, (T - 1) * B, dgates + (0 if self.reverse else B * G), G,
-                     hs + (B * H if self.reverse else 0), H, <floating*>self.w_hh.grad_ptr, H, add)
+                if self.step_rows != NULL:      # packed: those rows of each step's previous one
+                    for k in range(1, T):
+                        vec_put(h_prev + (self.step_start[k] - B) * H,
+                                hs + self.step_start[k - 1] * H, self.step_rows[k] * H, False)
+                    gemm(True, False, G, H, self.n_rows - B, dgates + B * G, G, h_prev, H,
+                         <floating*>self.w_hh.grad_ptr, H, add)
+                else:
+                    gemm(True, False, G, H, (T - 1) * B, dgates + (0 if self.reverse else B * G), G,
+                         hs + (B * H if self.reverse else 0), H, <floating*>self.w_hh.grad_ptr, H, add)
                 add = True
             if self.h0 is not None:
-                gemm(True, False, G, H, B, dgates + first * B * G, G, <floating*>self.h0.val_ptr,
-                     H, <floating*>self.w_hh.grad_ptr, H, add)
-        bias_backward(self.b_ih, dgates, T * B, G)
-        bias_backward(self.b_hh, dgates, T * B, G)
+                gemm(True, False, G, H, B, dgates + self.first_row(0) * G, G,
+                     <floating*>self.h0.val_ptr, H, <floating*>self.w_hh.grad_ptr, H, add)
+        bias_backward(self.b_ih, dgates, self.n_rows, G)
+        bias_backward(self.b_hh, dgates, self.n_rows, G)
         return 0
 
 
 @cython.no_gc
 cdef class LSTMFinalCell(Variable):
-    """Value (batch, H): the cell state after the last step of its input, an LSTMSequence. Its
-    gradient goes to the sequence's dc_final, which the sequence's backward starts from."""
+    """Value (batch, H): the cell state after the last step of its input, an LSTMSequence
+    (packed: each sequence's after its own last step). Its gradient goes to the sequence's
+    dc_final, which the sequence's backward starts from."""
     cdef LSTMSequence seq
-    cdef Py_ssize_t offset          # the last step's cell state in seq.cells, in elements
+    cdef Py_ssize_t offset          # unpacked: the last step's cell state in seq.cells, in elements
 
     cdef int run_forward(self) except -1 nogil:
-        put_values(self.val_ptr, self.seq.cells_ptr + self.offset * element_size(self.f64),
-                   self.size, False, self.f64)
+        cdef Py_ssize_t r, H = self.seq.H, size = element_size(self.f64)
+        if self.seq.last_row == NULL:
+            put_values(self.val_ptr, self.seq.cells_ptr + self.offset * size, self.size, False,
+                       self.f64)
+            return 0
+        for r in range(self.seq.batch):
+            put_values(self.val_ptr + r * H * size, self.seq.cells_ptr + self.seq.last_row[r] * H * size,
+                       H, False, self.f64)
         return 0
 
     cdef int run_backward(self) except -1 nogil:
@@ -636,7 +675,7 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
 
 
 def lstm_sequence(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, reverse=False,
-                  return_state=False):
+                  return_state=False, batch_sizes=None):
     """An LSTM over a whole sequence in one node; returns its hidden states hs of shape
     (T, batch, H), hs[t] the state after the step at time t, or with return_state
     (hs, (h, c)): also the state after the last step run, each (batch, H).
@@ -649,44 +688,96 @@ def lstm_sequence(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, reverse=Fal
     reversed), computed with the input products of all the steps as one GEMM.
     fa.nn.LSTM calls it on a 3-D input. On a device, the steps are its lstm_cell's.
 
+    The packed form (PyTorch's PackedSequence's layout) runs sequences of different lengths
+    in one call: `batch_sizes` lists, per time step, how many sequences have a step there
+    (each at least 1 and none above the one before: the sequences sorted longest first), x
+    is (N, I), N = sum(batch_sizes): the rows of time 0, one a sequence, then those of time
+    1 (of the first batch_sizes[1] sequences), ...; hs is (N, H), row for row, and the final
+    h and c (batch_sizes[0], H) each sequence's after its own last step. It takes no
+    `reverse` (reverse each sequence's rows instead) and runs on the CPU.
+
     >>> hs = lstm_sequence(x, None, None, w_ih, w_hh, b_ih, b_hh)   # x (20, 1, 16): hs (20, 1, 32)
     >>> hs, (h, c) = lstm_sequence(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=True,
     ...                            return_state=True)               # h is hs[0]
+    >>> hs = lstm_sequence(x, None, None, w_ih, w_hh, b_ih, b_hh,
+    ...                    batch_sizes=[2, 2, 1])                   # x (5, 16): hs (5, 32)
     """
     cdef str op = "lstm_sequence"
-    T, B, I, H = _input_sizes(op, x, ("T", "batch", "input_size"), bias_ih, "bias_ih", 4)
+    cdef cnp.ndarray packing = None
+    cdef Py_ssize_t T, B, I, H, N
+    if batch_sizes is None:
+        T, B, I, H = _input_sizes(op, x, ("T", "batch", "input_size"), bias_ih, "bias_ih", 4)
+        if T == 0:
+            raise ValueError(f"{op}: x has no time steps (shape {(<Variable>x)._shape})")
+        N = T * B
+    else:
+        N, I, H = _input_sizes(op, x, ("rows", "input_size"), bias_ih, "bias_ih", 4)
+        packing = _packing(op, batch_sizes, N)
+        T, B = len(batch_sizes), packing[0]
     cdef Variable vx = <Variable>x
-    if T == 0:
-        raise ValueError(f"{op}: x has no time steps (shape {vx._shape})")
     _check_operands(op, vx, 4, weight_ih, weight_hh, bias_ih, bias_hh, B, I, H, "h0", h0, "c0", c0)
     reverse = check_flag(op, "reverse", reverse)
     return_state = check_flag(op, "return_state", return_state)
+    if packing is not None and reverse:
+        raise ValueError(f"{op}: the packed form (batch_sizes) takes no reverse; reverse the "
+                         f"rows of each sequence instead")
     if (dev := backend_of(vx)) is not None:
+        if packing is not None:
+            raise NotImplementedError(f"{op}: the packed form (batch_sizes) runs on the CPU; x "
+                                      f"is not a CPU Variable ({vx!r})")
         hs, h, c = dev.lstm_sequence(vx, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, H, reverse)
         return (hs, (h, c)) if return_state else hs
     cdef LSTMSequence node = LSTMSequence.__new__(LSTMSequence)
     # from a zero state, one step takes no part of weight_hh (and gives it no gradient)
     cdef bint recurrent = T > 1 or h0 is not None
+    cdef char* packed
     node.x, node.w_ih, node.b_ih, node.b_hh = vx, weight_ih, bias_ih, bias_hh
     node.w_hh = weight_hh if recurrent else None
     node.h0, node.c0 = h0, c0
     node.reverse = reverse
-    node.steps, node.batch, node.n_in, node.H = T, B, I, H
+    node.steps, node.batch, node.n_in, node.H, node.n_rows = T, B, I, H, N
     dtype = np.float64 if vx.f64 else np.float32
-    node.act = keep_data(np.zeros((T, B, 4 * H), dtype=dtype), &node.act_ptr)
-    node.dgates = keep_data(np.zeros((T, B, 4 * H), dtype=dtype), &node.dgates_ptr)
-    node.cells = keep_data(np.zeros((T, B, H), dtype=dtype), &node.cells_ptr)
-    node.tanh_c = keep_data(np.zeros((T, B, H), dtype=dtype), &node.tanh_c_ptr)
+    if packing is not None:
+        node.packing = keep_data(packing, &packed)
+        node.step_rows = <int64_t*>packed
+        node.step_start = node.step_rows + T
+        node.last_row = node.step_rows + 2 * T
+        if T > 1:
+            node.h_prev = keep_data(np.zeros((N - B, H), dtype=dtype), &node.h_prev_ptr)
+    node.act = keep_data(np.zeros((N, 4 * H), dtype=dtype), &node.act_ptr)
+    node.dgates = keep_data(np.zeros((N, 4 * H), dtype=dtype), &node.dgates_ptr)
+    node.cells = keep_data(np.zeros((N, H), dtype=dtype), &node.cells_ptr)
+    node.tanh_c = keep_data(np.zeros((N, H), dtype=dtype), &node.tanh_c_ptr)
     node.dh = keep_data(np.zeros((B, H), dtype=dtype), &node.dh_ptr)
     node.dc = keep_data(np.zeros((B, H), dtype=dtype), &node.dc_ptr)
     node.dc_final = keep_data(np.zeros((B, H), dtype=dtype), &node.dc_final_ptr)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh,) if recurrent else ()) \
         + ((h0, c0) if h0 is not None else ())
-    init_node(node, op, inputs, (T, B, H), vx.f64)
+    init_node(node, op, inputs, vx._shape[:len(vx._shape) - 1] + (H,), vx.f64)
     finish(node)
     if not return_state:
         return node
-    return node, (getitem(node, node.time_of(T - 1)), _final_cell(node))
+    last = node.time_of(T - 1) if packing is None else packing[2 * T:]
+    return node, (getitem(node, last), _final_cell(node))
+
+
+cdef cnp.ndarray _packing(str op, object batch_sizes, Py_ssize_t rows):
+    """The packed form's int64 [step rows (T), step first rows (T), each sequence's last row
+    (batch)] from batch_sizes, checked against x's rows."""
+    sizes = np.asarray(batch_sizes)
+    if sizes.ndim != 1 or sizes.size == 0 or sizes.dtype.kind not in "iu":
+        raise TypeError(f"{op}: batch_sizes must be a non-empty 1-D sequence of integers, got "
+                        f"{batch_sizes!r}")
+    sizes = sizes.astype(np.int64)
+    if sizes[sizes.size - 1] < 1 or (sizes.size > 1 and (np.diff(sizes) > 0).any()):
+        raise ValueError(f"{op}: batch_sizes must be at least 1 and non-increasing (the "
+                         f"sequences sorted longest first), got {sizes.tolist()}")
+    if sizes.sum() != rows:
+        raise ValueError(f"{op}: batch_sizes add up to {sizes.sum()}, but x has {rows} rows")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    # sequence r's last step is the last whose rows include it
+    lengths = (sizes[None, :] > np.arange(sizes[0])[:, None]).sum(axis=1)
+    return np.concatenate([sizes, starts, starts[lengths - 1] + np.arange(sizes[0])]).astype(np.int64)
 
 
 cdef Variable _final_cell(LSTMSequence seq):

@@ -80,7 +80,7 @@ cdef struct Signature:
     PyObject* shared     # the operand made outside the recording, or NULL; a fused op's
                          # weights and a last-axis concat's widths: a tuple (Recording.intern)
     Py_ssize_t extra     # take: the padding row (-1: none); cross_entropy: ignore_index;
-                         # lstm_sequence: its steps; a leading-axis join: its blocks
+                         # a leading-axis join: its blocks
 
 
 cdef class Recording
@@ -330,8 +330,8 @@ cdef Lazy record_fused(Recording rec, int code, tuple shape, Variable x, list st
                        tuple weights, bint reverse):
     """The fused recurrent op _FUSED[code] of recorded input x and state (recorded values, or
     none for zeros) by shared weights: its group (the same op, weights, direction, widths and
-    state; a sequence's steps, set by the caller) runs as one call over all its members'
-    batch rows."""
+    state form) runs as one call over all its members' batch rows (LSTM sequences of any
+    lengths: one call in the packed form)."""
     cdef str op = _FUSED[code]
     cdef Py_ssize_t i
     for i in range(len(state)):
@@ -487,7 +487,6 @@ cdef class Recording:
         cdef Py_ssize_t T = x._shape[0], B = x._shape[1]
         cdef Lazy node = record_fused(self, 2, (T + 1, B, H), x, [] if h0 is None else [h0, c0],
                                       (weight_ih, weight_hh, bias_ih, bias_hh), reverse)
-        node.sig.extra = T
         return (record_view(self, node, (T, B, H), 0),
                 record_view(self, node, (B, H), (0 if reverse else T - 1) * B),
                 record_view(self, node, (B, H), T * B))
@@ -629,13 +628,11 @@ cdef Variable _located(Lazy member, Variable x, dict leaf_rows, Py_ssize_t* row0
     return src
 
 
-cdef Variable _stacked(list members, list operands, Py_ssize_t blocks, dict leaf_rows):
-    """The rows of operands[m], each member m's operand (a recorded value), stacked: with
-    `blocks` 1, one member's rows after another; else each operand is `blocks` blocks of equal
-    rows (a fused op's (T, batch, ...) input: a block a time step), and the result holds
-    block 0 of every member, then block 1 of every member, ... (see _gathered)."""
+cdef Variable _stacked(list members, list operands, dict leaf_rows):
+    """The rows of operands[m], each member m's operand (a recorded value), one member's after
+    another (see _gathered)."""
     cdef list terms = [], runs = []
-    _add_rows(terms, runs, members, operands, blocks, leaf_rows)
+    _add_rows(terms, runs, members, operands, 1, leaf_rows)
     return _gathered(terms, runs, None)
 
 
@@ -736,14 +733,14 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
     if kind == K_SUM:
         out = _summed(members, leaf_rows)
     elif kind == K_UNARY:
-        out = unary_node(first.op_name, first.sig.code, _stacked(members, _as(members, 0), 1, leaf_rows),
+        out = unary_node(first.op_name, first.sig.code, _stacked(members, _as(members, 0), leaf_rows),
                          first.sig.p)
     elif kind == K_BINARY:
         out = binary_node(first.op_name,
-                          _stacked(members, _as(members, 0), 1, leaf_rows) if first.sig.recorded & 1 else first.a,
-                          _stacked(members, _as(members, 1), 1, leaf_rows) if first.sig.recorded & 2 else first.b)
+                          _stacked(members, _as(members, 0), leaf_rows) if first.sig.recorded & 1 else first.a,
+                          _stacked(members, _as(members, 1), leaf_rows) if first.sig.recorded & 2 else first.b)
     elif kind == K_MATMUL:
-        out = matmul(_stacked(members, _as(members, 0), 1, leaf_rows), first.b)
+        out = matmul(_stacked(members, _as(members, 0), leaf_rows), first.b)
     elif kind == K_TAKE:
         ids = IndexInput(np.concatenate([(<Lazy>node).b._value.reshape(-1) for node in members]))
         if first.op_name == "take":
@@ -756,10 +753,10 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
             _add_rows(terms, runs, [node] * len(node.terms), node.terms, node.sig.extra, leaf_rows)
         out = _gathered(terms, runs, None)
     elif kind == K_CONCAT:
-        out = concat([_stacked(members, [(<Lazy>node).terms[k] for node in members], 1, leaf_rows)
+        out = concat([_stacked(members, [(<Lazy>node).terms[k] for node in members], leaf_rows)
                       for k in range(len(first.terms))], axis=1)
     elif kind == K_FUSED:
-        out = _fused_group(members, leaf_rows)
+        out = _sequence_group(members, leaf_rows) if first.sig.code == 2 else _cell_group(members, leaf_rows)
     else:
         out = _cross_entropy_group(members, leaf_rows)
     if len(out._shape) != 2:
@@ -772,38 +769,77 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
     return 0
 
 
-cdef Variable _fused_group(list members, dict leaf_rows):
-    """The batched call of a group of fused recurrent ops: their inputs' and states' batch
-    rows stacked (an LSTM sequence's input time step by time step), then each member's rows
-    of its outputs, one member after another: lstm_cell's h' then c', gru_cell's h',
-    lstm_sequence's states step by step, then its final c."""
+cdef Variable _cell_group(list members, dict leaf_rows):
+    """The batched call of a group of lstm_cell or gru_cell: their inputs' and states' batch
+    rows stacked, then each member's rows of the output, one member after another
+    (lstm_cell's h' then c')."""
     cdef Lazy first = <Lazy>members[0], node
     cdef tuple weights = <tuple>first.sig.shared
-    cdef Py_ssize_t k, l, batch = 0, row = 0, steps = first.sig.extra
-    cdef Py_ssize_t H = width_of(first._shape), blocks_in = steps if first.sig.code == 2 else 1
-    cdef list inputs = [_stacked(members, [(<Lazy>node).terms[k] for node in members],
-                                 blocks_in if k == 0 else 1, leaf_rows)
+    cdef Py_ssize_t k, l, batch = 0, row = 0
+    cdef list inputs = [_stacked(members, [(<Lazy>node).terms[k] for node in members], leaf_rows)
                         for k in range(len(first.terms))]
-    cdef list rows = [(<Variable>node.terms[0]).size // first.sig.width // blocks_in for node in members]
+    cdef list rows = [(<Variable>node.terms[0])._shape[0] for node in members]
     for k in range(len(rows)):
         batch += <Py_ssize_t>rows[k]
     state = inputs[1:] if first.sig.recorded else [None, None]
-    if first.sig.code == 0:
-        outputs = ((reshape(lstm_cell(inputs[0], state[0], state[1], *weights), (2 * batch, H)), 2),)
-    elif first.sig.code == 1:
-        outputs = ((gru_cell(inputs[0], state[0], *weights), 1),)
-    else:
-        hs, (h, c) = lstm_sequence(reshape(inputs[0], (steps, batch, first.sig.width)),
-                                   state[0], state[1], *weights, reverse=first.sig.p != 0,
-                                   return_state=True)
-        outputs = ((reshape(hs, (steps * batch, H)), steps), (c, 1))
+    if first.sig.code == 1:
+        return gru_cell(inputs[0], state[0], *weights)
+    out = reshape(lstm_cell(inputs[0], state[0], state[1], *weights), (2 * batch, width_of(first._shape)))
     cdef list terms = [], runs = []
     for k in range(len(members)):
-        for out, blocks in outputs:
-            for l in range(blocks):
-                terms.append((out, l * batch + row))
-                runs.append((rows[k], 1))
+        for l in range(2):
+            terms.append((out, l * batch + row))
+            runs.append((rows[k], 1))
         row += <Py_ssize_t>rows[k]
+    return _gathered(terms, runs, None)
+
+
+cdef Variable _sequence_group(list members, dict leaf_rows):
+    """The batched call of a group of lstm_sequence, of any lengths: one call in the packed
+    form, each member's batch rows one sequence each, the sequences longest first (a reverse
+    one's steps taken from its last time position down, so that the call runs forward), then
+    each member's rows: its states at their time positions, then its final c."""
+    cdef Lazy first = <Lazy>members[0]
+    cdef Variable x
+    cdef bint reverse = first.sig.p != 0
+    cdef Py_ssize_t m, k, t, b, n = len(members), row0 = 0, row = 0
+    cdef list steps = [], batch = [], sources = [], starts = [], terms = [], runs = [], sizes = []
+    for m in range(n):
+        x = (<Lazy>members[m]).terms[0]
+        steps.append(x._shape[0])
+        batch.append(x._shape[1])
+        sources.append(_located(<Lazy>members[m], x, leaf_rows, &row0))
+        starts.append(row0)
+    cdef list order = sorted(range(n), key=steps.__getitem__, reverse=True)    # stable
+    cdef list seq_row = [0] * n                 # each member's first sequence
+    for m in order:
+        seq_row[m] = row
+        row += <Py_ssize_t>batch[m]
+    for k in range(<Py_ssize_t>steps[order[0]]):
+        b = 0
+        for m in order:
+            if <Py_ssize_t>steps[m] <= k:
+                break
+            t = <Py_ssize_t>steps[m] - 1 - k if reverse else k
+            terms.append((sources[m], <Py_ssize_t>starts[m] + t * <Py_ssize_t>batch[m]))
+            runs.append((batch[m], 1))
+            b += <Py_ssize_t>batch[m]
+        sizes.append(b)
+    state = ([_stacked([members[m] for m in order], [(<Lazy>members[m]).terms[j] for m in order],
+                       leaf_rows) for j in (1, 2)] if first.sig.recorded else [None, None])
+    hs, (h, c) = lstm_sequence(_gathered(terms, runs, None), state[0], state[1],
+                               *<tuple>first.sig.shared, return_state=True, batch_sizes=sizes)
+    cdef list step_start = [0] * len(sizes)
+    for k in range(1, len(sizes)):
+        step_start[k] = <Py_ssize_t>step_start[k - 1] + <Py_ssize_t>sizes[k - 1]
+    terms, runs = [], []
+    for m in range(n):
+        for t in range(<Py_ssize_t>steps[m]):
+            k = <Py_ssize_t>steps[m] - 1 - t if reverse else t
+            terms.append((hs, <Py_ssize_t>step_start[k] + <Py_ssize_t>seq_row[m]))
+            runs.append((batch[m], 1))
+        terms.append((c, seq_row[m]))
+        runs.append((batch[m], 1))
     return _gathered(terms, runs, None)
 
 
@@ -814,7 +850,7 @@ cdef Variable _cross_entropy_group(list members, dict leaf_rows):
     cdef Lazy first = <Lazy>members[0], node
     cdef list ids = [_target_ids(node) for node in members], terms = [], runs = [], scales = []
     cdef Py_ssize_t k, j, row = 0, n
-    out = reshape(cross_entropy(_stacked(members, _as(members, 0), 1, leaf_rows),
+    out = reshape(cross_entropy(_stacked(members, _as(members, 0), leaf_rows),
                                 np.concatenate(ids), reduction="none",
                                 ignore_index=first.sig.extra, label_smoothing=first.sig.p), (-1, 1))
     for k in range(len(members)):
