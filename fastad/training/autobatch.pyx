@@ -48,7 +48,7 @@ BATCHABLE = ("elementwise unary ops (tanh, exp, relu, scalar + - * /, ...)",
              "whole rows x[i], x[a:b] of a recorded value, and reshapes that keep the last axis",
              "concat and stack of recorded values along a leading axis, and concat along the last axis",
              "lstm_cell, gru_cell and lstm_sequence (fa.nn.LSTMCell, GRUCell, LSTM, GRU) of a recorded "
-             "input and a recorded or zero state, by shared weights (sequences: one call per length)")
+             "input and a recorded or zero state, by shared weights (sequences of any lengths: one call)")
 
 _ARITHMETIC = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 _FUSED = ("lstm_cell", "gru_cell", "lstm_sequence")       # a K_FUSED node's code: its op
