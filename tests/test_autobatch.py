@@ -257,3 +257,33 @@ def test_nn_linear_layers_batch_across_examples():
     assert total.item() == pytest.approx(eager, rel=1e-5)
     for p, g in zip(params, grads):
         np.testing.assert_allclose(np.array(p.grad), g, rtol=1e-4, atol=1e-6)
+
+
+def test_row_slices_of_recorded_values_are_views_and_other_slices_raise():
+    rng = np.random.default_rng(8)
+    E = fa.Parameter(rng.normal(size=(TYPES, DIM)), dtype=np.float64)
+    V = fa.Parameter(rng.normal(size=(DIM, CLASSES)), dtype=np.float64)
+    examples = [(rng.integers(0, TYPES, 5), rng.normal(size=(4, DIM)), k % CLASSES) for k in range(3)]
+
+    def loss(ids, x, y):
+        rows, data = fa.embedding(E, fa.IndexInput(ids)), fa.Input(x, dtype=np.float64)
+        total = rows[1:3] + rows[-2:] + data[0:2] + fa.getitem(data, slice(2, 4))
+        return fa.nn.cross_entropy((total[1:2] + rows[0:1]) @ V, fa.IndexInput([y]))
+
+    eager = 0.0
+    for example in examples:
+        out = loss(*example)
+        out.backward()
+        eager += out.item()
+    grads = [E.grad.copy() if not E.is_sparse_grad else np.array(E.grad), V.grad.copy()]
+    E.zero_grad(), V.zero_grad()
+    with fa.autobatch():
+        total = fa.batch([loss(*example) for example in examples])
+        rows = fa.embedding(E, fa.IndexInput([1, 2, 3]))
+        for key in (slice(None, None, 2), slice(None, None, -1), (slice(0, 2), slice(0, 2))):
+            with pytest.raises(NotImplementedError, match="getitem of a recorded value batches whole rows"):
+                rows[key]
+    total.backward()
+    assert total.item() == pytest.approx(eager, rel=1e-12)
+    np.testing.assert_allclose(np.array(E.grad), grads[0], rtol=1e-10)
+    np.testing.assert_allclose(V.grad, grads[1], rtol=1e-10)

@@ -168,12 +168,19 @@ cdef class Lazy(Variable):
         return matmul(self, other)
 
     def __getitem__(self, key):
-        cdef Py_ssize_t i, n
-        if type(key) is int and len(self._shape) >= 2:
+        cdef Py_ssize_t i, n, start, stop, step
+        if len(self._shape) >= 2:               # x[i] and x[a:b]: whole rows, as views
             n = self._shape[0]
-            i = key + n if key < 0 else key
-            if 0 <= i < n:
-                return record_view(<Recording>self._storage, self, self._shape[1:], i * (self.rows // n))
+            if type(key) is int:
+                i = key + n if key < 0 else key
+                if 0 <= i < n:
+                    return record_view(<Recording>self._storage, self, self._shape[1:],
+                                       i * (self.rows // n))
+            elif type(key) is slice:
+                start, stop, step = key.indices(n)
+                if step == 1 and start < stop:
+                    return record_view(<Recording>self._storage, self,
+                                       (stop - start,) + self._shape[1:], start * (self.rows // n))
         return getitem(self, key)
 
     def reshape(self, *shape):
@@ -413,10 +420,14 @@ cdef class Recording:
 
     def gather(self, str op, Variable x, positions):
         """x[key] for whole rows of x (positions: x.flat positions of the result)."""
-        cdef Py_ssize_t w = width_of(x._shape), n = positions.size
-        flat = positions.reshape(-1)
-        if (n and width_of(positions.shape) == w and flat[0] % w == 0
-                and n % w == 0 and flat[n - 1] - flat[0] == n - 1 and (np.diff(flat) == 1).all()):
+        cdef Py_ssize_t w = width_of(x._shape), n = positions.size, i
+        cdef const int64_t[::1] flat = np.ascontiguousarray(positions, dtype=np.int64).reshape(-1)
+        cdef bint rows = n > 0 and width_of(positions.shape) == w and flat[0] % w == 0 and n % w == 0
+        for i in range(1, n if rows else 0):        # consecutive positions: whole rows in order
+            if flat[i] != flat[0] + i:
+                rows = False
+                break
+        if rows:
             return record_view(self, x, positions.shape, flat[0] // w)
         raise NotImplementedError(f"autobatch: {op} of a recorded value batches whole rows "
                                   f"(x[i], x[a:b] over the leading axes) only; shape "
