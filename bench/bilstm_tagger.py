@@ -274,8 +274,9 @@ def show(measured):
         print(f"{dtype} epoch {e}:")
         for name, (speed, loss) in results.items():
             line = f"  {name:16s} {speed:8,.0f} sentences/s, loss {loss:.8f}"
-            if name == "fastad autobatch" and "dynet autobatch" in results:
-                line += f"  ({speed / results['dynet autobatch'][0]:5.2f}x DyNet autobatched, {MINIBATCH} a step)"
+            if name == "fastad autobatch":
+                if "dynet autobatch" in results:
+                    line += f"  ({speed / results['dynet autobatch'][0]:5.2f}x DyNet autobatched, {MINIBATCH} a step)"
             elif name.startswith("fastad") and "torch" in results:
                 line += (f"  ({speed / results['torch'][0]:5.1f}x torch eager cells, "
                          f"{speed / results['torch nn.LSTM'][0]:5.1f}x torch nn.LSTM)")
