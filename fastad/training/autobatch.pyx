@@ -21,7 +21,7 @@ cimport cython
 from cython cimport floating
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport free, realloc
 from libc.string cimport memcmp, memcpy
 
 import math
@@ -641,99 +641,38 @@ cdef Variable _located(Lazy member, Variable x, dict leaf_rows, Py_ssize_t* row0
 
 cdef Variable _stacked(list members, list operands, dict leaf_rows):
     """The rows of operands[m], each member m's operand (a recorded value), one member's after
-    another (see _gathered)."""
-    cdef list terms = [], runs = []
-    _add_rows(terms, runs, members, operands, 1, leaf_rows)
-    return _gathered(terms, runs, None)
+    another (see RowSum.built)."""
+    cdef RowSum rows = new_rows(len(members), len(members))
+    _add_rows(rows, members, operands, 1, leaf_rows)
+    return rows.built()
 
 
-cdef int _add_rows(list terms, list runs, list members, list operands, Py_ssize_t blocks,
+cdef int _add_rows(RowSum out, list members, list operands, Py_ssize_t blocks,
                    dict leaf_rows) except -1:
-    """Append to terms and runs (see _gathered) the rows of operands[m], member m's, block by
-    block: block 0 of each operand in turn, then block 1, ..."""
-    cdef Py_ssize_t m, k, n = len(members), row0 = 0
-    cdef list sources = [None] * n, starts = [0] * n, rows = [0] * n
-    cdef Variable x
-    for m in range(n):
-        x = <Variable>operands[m]
-        sources[m] = _located(<Lazy>members[m], x, leaf_rows, &row0)
-        starts[m] = row0
-        rows[m] = x.size // width_of(x._shape) // blocks
+    """Add to `out` a run of each operand's rows, operands[m] member m's, block by block:
+    block 0 of each operand in turn, then block 1, ..."""
+    cdef Py_ssize_t m, k, rows, row0 = 0
+    cdef Variable x, src
     for k in range(blocks):
-        for m in range(n):
-            terms.append((sources[m], <Py_ssize_t>starts[m] + k * <Py_ssize_t>rows[m]))
-            runs.append((rows[m], 1))
+        for m in range(len(members)):
+            x = <Variable>operands[m]
+            src = _located(<Lazy>members[m], x, leaf_rows, &row0)
+            rows = x.size // width_of(x._shape) // blocks
+            out.add(src, row0 + k * rows)
+            out.close(rows, 1.0)
     return 0
 
 
 cdef Variable _summed(list members, dict leaf_rows):
     """The sum of each member's terms (a K_SUM's), one member's rows after another."""
     cdef Py_ssize_t row0 = 0
-    cdef list terms = [], runs = []
+    cdef RowSum out = new_rows(len(members), len(members))
     cdef Lazy member
     for member in members:
         for x in member.terms:
-            terms.append((_located(member, x, leaf_rows, &row0), row0))
-        runs.append((member.rows, len(member.terms)))
-    return _gathered(terms, runs, None)
-
-
-cdef Variable _gathered(list terms, list runs, list scales):
-    """Runs of rows, one after another, of 2-D Variables of one width: run r, runs[r] =
-    (rows, n), is the sum of its n terms (the next n of `terms`, each (source, first row):
-    that many rows of the source from that row on), times scales[r] (scales None: 1). The
-    one source itself when the runs are exactly its rows in order, one term each and no
-    scale; else a RowSum."""
-    cdef Py_ssize_t r, t, s, n = len(runs), n_terms = len(terms), expected = 0, rows, count, row0
-    cdef Variable src
-    cdef list sources = []
-    cdef bint whole = scales is None and n_terms == n
-    cdef RowSum node = RowSum.__new__(RowSum)
-    node.n_runs = n
-    node.n_terms = n_terms
-    node.run_rows = <int64_t*>malloc(n * sizeof(int64_t))
-    node.run_terms = <int64_t*>malloc((n + 1) * sizeof(int64_t))
-    node.term_source = <int32_t*>malloc(n_terms * sizeof(int32_t))
-    node.term_row = <int64_t*>malloc(n_terms * sizeof(int64_t))
-    if scales is not None:
-        node.run_scale = <double*>malloc(n * sizeof(double))
-    if (node.run_rows == NULL or node.run_terms == NULL or node.term_source == NULL
-            or node.term_row == NULL or (scales is not None and node.run_scale == NULL)):
-        raise MemoryError()
-    t = 0
-    for r in range(n):
-        rows, count = runs[r]
-        node.run_rows[r] = rows
-        node.run_terms[r] = t
-        if scales is not None:
-            node.run_scale[r] = scales[r]
-        for _ in range(count):
-            src, row0 = terms[t]
-            for s in range(len(sources)):
-                if sources[s] is src:
-                    break
-            else:
-                s = len(sources)
-                sources.append(src)
-            node.term_source[t] = s
-            node.term_row[t] = row0
-            whole = whole and s == 0 and row0 == expected
-            t += 1
-        expected += rows
-    node.run_terms[n] = t
-    cdef Variable only = <Variable>sources[0]
-    if whole and expected == only._shape[0]:
-        return only
-    init_node(node, "autobatch_rows", tuple(sources), (expected, only._shape[1]), only.f64)
-    node.row_bytes = only._shape[1] * element_size(only.f64)
-    node.n_sources = len(sources)
-    node.sources = <PyObject**>malloc(node.n_sources * sizeof(PyObject*))
-    if node.sources == NULL:
-        raise MemoryError()
-    for s in range(node.n_sources):
-        node.sources[s] = <PyObject*>sources[s]
-    node.run_forward()
-    return node
+            out.add(_located(member, x, leaf_rows, &row0), row0)
+        out.close(member.rows, 1.0)
+    return out.built()
 
 
 cdef int _build_group(list members, dict leaf_rows) except -1:
@@ -741,6 +680,7 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
     cdef Lazy first = <Lazy>members[0], node
     cdef int kind = first.sig.kind
     cdef Variable out
+    cdef RowSum rows
     if kind == K_SUM:
         out = _summed(members, leaf_rows)
     elif kind == K_UNARY:
@@ -759,10 +699,10 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
         else:
             out = embedding(first.a, ids, padding_idx=None if first.sig.extra < 0 else first.sig.extra)
     elif kind == K_ROWS:
-        terms, runs = [], []
+        rows = new_rows(len(members), len(members))
         for node in members:
-            _add_rows(terms, runs, [node] * len(node.terms), node.terms, node.sig.extra, leaf_rows)
-        out = _gathered(terms, runs, None)
+            _add_rows(rows, [node] * len(node.terms), node.terms, node.sig.extra, leaf_rows)
+        out = rows.built()
     elif kind == K_CONCAT:
         out = concat([_stacked(members, [(<Lazy>node).terms[k] for node in members], leaf_rows)
                       for k in range(len(first.terms))], axis=1)
@@ -796,13 +736,13 @@ cdef Variable _cell_group(list members, dict leaf_rows):
     if first.sig.code == 1:
         return gru_cell(inputs[0], state[0], *weights)
     out = reshape(lstm_cell(inputs[0], state[0], state[1], *weights), (2 * batch, width_of(first._shape)))
-    cdef list terms = [], runs = []
+    cdef RowSum gathered = new_rows(2 * len(members), 2 * len(members))
     for k in range(len(members)):
         for l in range(2):
-            terms.append((out, l * batch + row))
-            runs.append((rows[k], 1))
+            gathered.add(out, l * batch + row)
+            gathered.close(rows[k], 1.0)
         row += <Py_ssize_t>rows[k]
-    return _gathered(terms, runs, None)
+    return gathered.built()
 
 
 cdef Variable _sequence_group(list members, dict leaf_rows):
@@ -813,12 +753,13 @@ cdef Variable _sequence_group(list members, dict leaf_rows):
     cdef Lazy first = <Lazy>members[0]
     cdef Variable x
     cdef bint reverse = first.sig.p != 0
-    cdef Py_ssize_t m, k, t, b, n = len(members), row0 = 0, row = 0
-    cdef list steps = [], batch = [], sources = [], starts = [], terms = [], runs = [], sizes = []
+    cdef Py_ssize_t m, k, t, b, n = len(members), row0 = 0, row = 0, total = 0
+    cdef list steps = [], batch = [], sources = [], starts = [], sizes = []
     for m in range(n):
         x = (<Lazy>members[m]).terms[0]
         steps.append(x._shape[0])
         batch.append(x._shape[1])
+        total += x._shape[0] * x._shape[1]
         sources.append(_located(<Lazy>members[m], x, leaf_rows, &row0))
         starts.append(row0)
     cdef list order = sorted(range(n), key=steps.__getitem__, reverse=True)    # stable
@@ -826,32 +767,33 @@ cdef Variable _sequence_group(list members, dict leaf_rows):
     for m in order:
         seq_row[m] = row
         row += <Py_ssize_t>batch[m]
+    cdef RowSum packed = new_rows(total, total)
     for k in range(<Py_ssize_t>steps[order[0]]):
         b = 0
         for m in order:
             if <Py_ssize_t>steps[m] <= k:
                 break
             t = <Py_ssize_t>steps[m] - 1 - k if reverse else k
-            terms.append((sources[m], <Py_ssize_t>starts[m] + t * <Py_ssize_t>batch[m]))
-            runs.append((batch[m], 1))
+            packed.add(<Variable>sources[m], <Py_ssize_t>starts[m] + t * <Py_ssize_t>batch[m])
+            packed.close(batch[m], 1.0)
             b += <Py_ssize_t>batch[m]
         sizes.append(b)
     state = ([_stacked([members[m] for m in order], [(<Lazy>members[m]).terms[j] for m in order],
                        leaf_rows) for j in (1, 2)] if first.sig.recorded else [None, None])
-    hs, (h, c) = lstm_sequence(_gathered(terms, runs, None), state[0], state[1],
+    hs, (h, c) = lstm_sequence(packed.built(), state[0], state[1],
                                *<tuple>first.sig.shared, return_state=True, batch_sizes=sizes)
     cdef list step_start = [0] * len(sizes)
     for k in range(1, len(sizes)):
         step_start[k] = <Py_ssize_t>step_start[k - 1] + <Py_ssize_t>sizes[k - 1]
-    terms, runs = [], []
+    cdef RowSum out = new_rows(total + n, total + n)
     for m in range(n):
         for t in range(<Py_ssize_t>steps[m]):
             k = <Py_ssize_t>steps[m] - 1 - t if reverse else t
-            terms.append((hs, <Py_ssize_t>step_start[k] + <Py_ssize_t>seq_row[m]))
-            runs.append((batch[m], 1))
-        terms.append((c, seq_row[m]))
-        runs.append((batch[m], 1))
-    return _gathered(terms, runs, None)
+            out.add(hs, <Py_ssize_t>step_start[k] + <Py_ssize_t>seq_row[m])
+            out.close(batch[m], 1.0)
+        out.add(c, seq_row[m])
+        out.close(batch[m], 1.0)
+    return out.built()
 
 
 cdef Variable _cross_entropy_group(list members, dict leaf_rows):
@@ -859,28 +801,29 @@ cdef Variable _cross_entropy_group(list members, dict leaf_rows):
     (reduction "none"), then each member's loss: its row's, or the sum (reduction "sum") or
     mean (over the rows whose target is not ignore_index) of its rows'."""
     cdef Lazy first = <Lazy>members[0], node
-    cdef list ids = [_target_ids(node) for node in members], terms = [], runs = [], scales = []
+    cdef list ids = [_target_ids(node) for node in members]
     cdef Py_ssize_t k, j, row = 0, n
-    out = reshape(cross_entropy(_stacked(members, _as(members, 0), leaf_rows),
+    cdef double scale
+    cdef Variable out = reshape(cross_entropy(_stacked(members, _as(members, 0), leaf_rows),
                                 np.concatenate(ids), reduction="none",
                                 ignore_index=first.sig.extra, label_smoothing=first.sig.p), (-1, 1))
+    cdef RowSum losses = new_rows(out._shape[0], len(members))
     for k in range(len(members)):
         node = <Lazy>members[k]
         n = len(ids[k])
         for j in range(n):
-            terms.append((out, row + j))
-        runs.append((1, n))
+            losses.add(out, row + j)
         row += n
+        scale = 1.0
         if node.reduction_mean:
             counted = int(np.count_nonzero(ids[k] != first.sig.extra))
             if counted == 0:
                 raise NotImplementedError(
                     "autobatch: cross_entropy with reduction 'mean' of an example whose every "
                     "target is ignore_index is NaN (no row counts); it cannot be batched")
-            scales.append(1.0 / counted)
-        else:
-            scales.append(1.0)
-    return _gathered(terms, runs, None if all([s == 1.0 for s in scales]) else scales)
+            scale = 1.0 / counted
+        losses.close(1, scale)
+    return losses.built()
 
 
 cdef object _target_ids(Lazy node):
@@ -903,6 +846,12 @@ cdef class RowSum(Variable):
     cdef int32_t* term_source        # per term: its source and first row there
     cdef int64_t* term_row
     cdef double* run_scale           # NULL, or per run: its factor
+    # while it is built (new_rows, add, close, built): its sources, the one of the last term,
+    # its arrays' room, its runs' rows so far, the first term of the run being built, and
+    # whether its runs are so far exactly the first source's rows in order
+    cdef list parts
+    cdef Py_ssize_t last, room_terms, room_runs, rows_so_far, run_first
+    cdef bint whole
 
     def __dealloc__(self):
         free(self.sources)
@@ -911,6 +860,70 @@ cdef class RowSum(Variable):
         free(self.term_source)
         free(self.term_row)
         free(self.run_scale)
+
+    cdef int add(self, Variable src, Py_ssize_t row) except -1:
+        """Add a term to the run being built: rows of src from `row` on."""
+        cdef Py_ssize_t s = self.last
+        if s < 0 or self.parts[s] is not src:
+            for s in range(len(self.parts)):
+                if self.parts[s] is src:
+                    break
+            else:
+                s = len(self.parts)
+                self.parts.append(src)
+            self.last = s
+        if self.n_terms == self.room_terms:
+            self.room_terms = 2 * self.room_terms + 8
+            self.term_source = <int32_t*>_grown(self.term_source, self.room_terms * sizeof(int32_t))
+            self.term_row = <int64_t*>_grown(self.term_row, self.room_terms * sizeof(int64_t))
+        self.term_source[self.n_terms] = s
+        self.term_row[self.n_terms] = row
+        self.whole = self.whole and s == 0 and row == self.rows_so_far and self.n_terms == self.run_first
+        self.n_terms += 1
+        return 0
+
+    cdef int close(self, Py_ssize_t rows, double scale) except -1:
+        """End the run being built: `rows` rows, the sum of the terms added since the last run
+        ended, times `scale`."""
+        cdef Py_ssize_t r
+        if self.n_runs == self.room_runs:
+            self.room_runs = 2 * self.room_runs + 8
+            self.run_rows = <int64_t*>_grown(self.run_rows, self.room_runs * sizeof(int64_t))
+            self.run_terms = <int64_t*>_grown(self.run_terms, (self.room_runs + 1) * sizeof(int64_t))
+            if self.run_scale != NULL:
+                self.run_scale = <double*>_grown(self.run_scale, self.room_runs * sizeof(double))
+        if scale != 1.0 and self.run_scale == NULL:
+            self.run_scale = <double*>_grown(NULL, self.room_runs * sizeof(double))
+            for r in range(self.n_runs):
+                self.run_scale[r] = 1.0
+            self.whole = False
+        if self.run_scale != NULL:
+            self.run_scale[self.n_runs] = scale
+        self.run_rows[self.n_runs] = rows
+        self.run_terms[self.n_runs] = self.run_first
+        self.n_runs += 1
+        self.run_first = self.n_terms
+        self.rows_so_far += rows
+        return 0
+
+    cdef Variable built(self):
+        """The runs, once all are added: the one source itself when they are exactly its
+        rows in order (one term each, no scale), else this node, computed."""
+        self.run_terms[self.n_runs] = self.n_terms
+        cdef Variable only = <Variable>self.parts[0]
+        cdef Py_ssize_t s
+        if self.whole and self.rows_so_far == only._shape[0]:
+            return only
+        init_node(self, "autobatch_rows", tuple(self.parts), (self.rows_so_far, only._shape[1]),
+                  only.f64)
+        self.row_bytes = only._shape[1] * element_size(only.f64)
+        self.n_sources = len(self.parts)
+        self.sources = <PyObject**>_grown(NULL, self.n_sources * sizeof(PyObject*))
+        for s in range(self.n_sources):
+            self.sources[s] = <PyObject*>self.parts[s]
+        self.parts = None
+        self.run_forward()
+        return self
 
     cdef inline char* _term(self, Py_ssize_t t, bint grad) noexcept nogil:
         cdef PyObject* src = self.sources[self.term_source[t]]
@@ -956,6 +969,29 @@ cdef class RowSum(Variable):
                     row_axpy(<floating*>self._term(t, True), g, n, scale)
             g += n
         return 0
+
+
+cdef RowSum new_rows(Py_ssize_t terms, Py_ssize_t runs):
+    """A RowSum to build (add, close, built), with room for about `terms` terms and `runs` runs."""
+    cdef RowSum node = RowSum.__new__(RowSum)
+    node.parts = []
+    node.last = -1
+    node.whole = True
+    node.room_terms, node.room_runs = terms, runs
+    node.term_source = <int32_t*>_grown(NULL, terms * sizeof(int32_t))
+    node.term_row = <int64_t*>_grown(NULL, terms * sizeof(int64_t))
+    node.run_rows = <int64_t*>_grown(NULL, runs * sizeof(int64_t))
+    node.run_terms = <int64_t*>_grown(NULL, (runs + 1) * sizeof(int64_t))
+    return node
+
+
+cdef void* _grown(void* block, size_t size) except NULL:
+    """`block` (or NULL) reallocated to `size` bytes (at least one); MemoryError when it
+    cannot be."""
+    cdef void* grown = realloc(block, size if size else 1)
+    if grown == NULL:
+        raise MemoryError()
+    return grown
 
 
 # ---------------------------------------------------------------- public
