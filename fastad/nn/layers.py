@@ -21,7 +21,7 @@ from fastad._engine.graph import IndexInput, Parameter, Variable
 from fastad.ops.reduction import mean
 from fastad.ops.linalg import linear
 from fastad.ops.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
-from fastad.ops.shape import concat, getitem, stack
+from fastad.ops.shape import concat, stack
 from fastad.ops.sparse import check_positive, embedding, embedding_bag, padding_row, take
 from fastad.checks import check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.nn.module import Module
@@ -412,7 +412,7 @@ class _Sequence(_Recurrent):
                              "(num_directions, batch, hidden_size)")
         outputs, finals = [], []
         for d, suffix in enumerate(("_l0", "_l0_reverse")[:directions]):
-            initial = [None if part is None else getitem(part, d) for part in parts]
+            initial = [None if part is None else part[d] for part in parts]
             hs, final = self._direction(x, initial, d == 1, suffix, return_state)
             outputs.append(hs)
             finals.append(final)
@@ -517,7 +517,7 @@ class GRU(_Sequence):
         h, hs = initial[0], [None] * steps
         sequence = SequenceWeights() if steps > 1 else None
         for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
-            h = hs[t] = gru_cell(getitem(x, t), h, *weights, sequence)
+            h = hs[t] = gru_cell(x[t], h, *weights, sequence)   # a recorded x: a view at once
         return stack(hs, 0), (h,)
 
 
