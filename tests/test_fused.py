@@ -411,8 +411,9 @@ def step_against_sequence(arrays_, reverse, with_state, dtype=F64):
 
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("with_state", [False, True])
-@pytest.mark.parametrize("steps, batch", [(5, 3), (1, 3), (2, 1)])
+@pytest.mark.parametrize("steps, batch", [(5, 3), (1, 3), (2, 1), (3, 9)])
 def test_sequence_matches_stepping_the_cell(reverse, with_state, steps, batch):
+    """(batch 9: the recurrent products read weight_hh's transposed copy)"""
     fused, stepped = step_against_sequence(sequence_arrays(steps, batch, 3, 4, seed=4), reverse,
                                            with_state)
     for got, want in zip(fused, stepped):
@@ -569,7 +570,7 @@ def packed_rows(lengths, sizes):
 
 
 @pytest.mark.parametrize("with_state", [False, True])
-@pytest.mark.parametrize("lengths", [[4, 2, 2, 1], [3, 3], [1, 1, 1], [5]])
+@pytest.mark.parametrize("lengths", [[4, 2, 2, 1], [3, 3], [1, 1, 1], [5], [4] * 3 + [3] * 5 + [1] * 2])
 def test_packed_sequences_match_one_call_each(with_state, lengths):
     """Values, final states and every gradient of the packed call equal those of one
     lstm_sequence a sequence (each from its row of h0 and c0)."""
