@@ -25,7 +25,7 @@ def main(shard_restarts, steps, folder):
     os.makedirs(meet)
     outcome = {"error": None}
     with distributed.share({"w": np.zeros((4, 2))}, shards=2, checkpoint_dir=os.path.join(folder, "ckpt"),
-                           checkpoint_every=0.05, shard_restarts=shard_restarts) as shared:
+                           shard_restarts=shard_restarts) as shared:
         try:
             results = distributed.run(jobs.kill_a_shard_midway, workers=2,
                                       args=(shared, steps, meet, 0.005), sync_every=10,

@@ -193,9 +193,10 @@ def wait_for(path, seconds=60):
 
 
 def kill_a_shard_midway(rank, shared, steps, folder, seconds_per_step):
-    """Both ranks add 1 to every element of shared["w"] `steps` times, sync, and meet; rank 0
-    then kills shard 0 and reads its last checkpoint, and both add `steps` more.
-    Returns (rank, shard 0's rows of w in its last checkpoint before the kill, or None)."""
+    """Both ranks add 1 to every element of shared["w"] `steps` times, sync, meet, and sync
+    again (each replica then holds every push); rank 0 then kills shard 0 and reads its last
+    checkpoint, and both add `steps` more. Returns (rank, shard 0's rows of w in its last
+    checkpoint before the kill, or None)."""
     w = fa.Parameter(shared["w"])
 
     def add_ones():
@@ -205,9 +206,10 @@ def kill_a_shard_midway(rank, shared, steps, folder, seconds_per_step):
             time.sleep(seconds_per_step)
 
     add_ones()
-    distributed.sync()
-    open(os.path.join(folder, f"pushed-{rank}"), "w").close()
-    wait_for(os.path.join(folder, f"pushed-{1 - rank}"))
+    for meeting in ("pushed", "merged"):
+        distributed.sync()
+        open(os.path.join(folder, f"{meeting}-{rank}"), "w").close()
+        wait_for(os.path.join(folder, f"{meeting}-{1 - rank}"))
     checkpointed = None
     if rank == 0:
         import ray
@@ -215,8 +217,6 @@ def kill_a_shard_midway(rank, shared, steps, folder, seconds_per_step):
         ray.kill(shared._block.shards[0], no_restart=False)
         while segments.pid_alive(pid):    # ray.kill returns before the process is gone
             time.sleep(0.01)
-        # What the restarted shard loads: a checkpoint asked for before the kill may have
-        # been written after the pushes met.
         checkpointed = fa.load(shared._block.checkpoint_path(0))["arrays"]["w"]
         open(os.path.join(folder, "killed"), "w").close()
     wait_for(os.path.join(folder, "killed"))
@@ -232,8 +232,9 @@ def node_of(rank):
 
 
 def add_halves_around_a_move(rank, shared, steps, folder):
-    """Add 1 to rows rank, rank + 2, ... of shared["w"] `steps` // 2 times, sync, say so
-    (folder/half-<rank>), wait for folder/moved, then add the other half."""
+    """Add 1 to rows rank, rank + 2, ... of shared["w"] `steps` // 2 times, sync, meet the
+    other rank (folder/half-<rank>) and sync again (each replica then holds both halves),
+    say so (folder/merged-<rank>), wait for folder/moved, then add the other half."""
     w = fa.Parameter(shared["w"])
     for half in (0, 1):
         for _ in range(steps // 2):
@@ -241,7 +242,9 @@ def add_halves_around_a_move(rank, shared, steps, folder):
             hogwild.report(1)
             time.sleep(0.001)
         if half == 0:
-            distributed.sync()
-            open(os.path.join(folder, f"half-{rank}"), "w").close()
+            for meeting in ("half", "merged"):
+                distributed.sync()
+                open(os.path.join(folder, f"{meeting}-{rank}"), "w").close()
+                wait_for(os.path.join(folder, f"{meeting}-{1 - rank}"))
             wait_for(os.path.join(folder, "moved"))
     return rank

@@ -77,9 +77,10 @@ def test_a_two_node_cluster_trains_with_a_shard_and_a_worker_on_each_node(two_no
 
 def test_a_shard_whose_node_leaves_starts_again_elsewhere_from_its_checkpoint(tmp_path):
     """Three nodes, a shard on each; the two workers run on the two nodes with CPUs. Once both
-    have pushed half their updates and every shard has checkpointed, the third node leaves:
-    its shard starts again on a live node from its checkpoint, the workers' next syncs find
-    it there, and the run ends with every update in place."""
+    have pushed half their updates and merged each other's, the third node leaves: its shard
+    starts again on a live node from its checkpoint (made at the start, before any push),
+    the first worker to reach it seeds it with its replica, and the run ends with every
+    update in place."""
     if ray.is_initialized():
         ray.shutdown()
     with pytest.MonkeyPatch.context() as patch:
@@ -98,9 +99,8 @@ def test_a_shard_whose_node_leaves_starts_again_elsewhere_from_its_checkpoint(tm
                 assert len(moved) == 1
 
                 def leave_midway():
-                    jobs.wait_for(str(tmp_path / "half-0"))
-                    jobs.wait_for(str(tmp_path / "half-1"))
-                    shared.checkpoint()
+                    jobs.wait_for(str(tmp_path / "merged-0"))
+                    jobs.wait_for(str(tmp_path / "merged-1"))
                     cluster.remove_node(leaving)
                     open(tmp_path / "moved", "w").close()
 

@@ -131,6 +131,8 @@ def _segment_name(prefix, name):
     return prefix + "t" + hashlib.blake2b(name.encode(), digest_size=8).hexdigest()
 
 
+_SEED = -2          # a request's `since` that offers the shard a seed (see _ShardMemory.sync)
+
 # A writer that pushed to a shard within this many seconds counts as active (see
 # _ShardMemory.sync); writers push at least every sync_seconds (1 s by default).
 _ACTIVE_WRITER_SECONDS = 10.0
@@ -141,28 +143,33 @@ class _ShardMemory:
     """A shard's tables in shared memory on its node: for each table its rows and, per row,
     the clock of its last write (version), who wrote it (writer) and its version before that
     writer's run of writes began; a header with the shard's clock, its token (new at each
-    start of the shard: workers then pull again), when it last saved its checkpoint, and the
-    last few writers with the time of their last push. The
-    shard actor serves the syncs of workers on other nodes from it; workers on its node sync
-    with it directly, without a Ray call. Either holds the header's file lock for a sync."""
+    start of the shard: workers then pull again), when it last saved its checkpoint, the clock
+    after which a seed is awaited (see `sync`; -1: none), and the last few writers with the
+    time of their last push. The shard actor serves the syncs of workers on other nodes from
+    it; workers on its node sync with it directly, without a Ray call. Either holds the
+    header's file lock for a sync."""
 
-    _CLOCK, _TOKEN, _SAVED_AT = range(3)
+    _CLOCK, _TOKEN, _SAVED_AT, _SEED_AFTER = range(4)
+    _HEADER = 4
 
     def __init__(self, prefix, pid, header_mapping):
         self.prefix, self.pid = prefix, pid      # the shard actor's segments and process
-        self.header = segments.view(header_mapping, (3,), np.int64)
-        self.recent = segments.view(header_mapping, (_WRITER_SLOTS, 2), np.int64, 3 * 8)  # writer, ns
+        self.header = segments.view(header_mapping, (self._HEADER,), np.int64)
+        self.recent = segments.view(header_mapping, (_WRITER_SLOTS, 2), np.int64,
+                                    self._HEADER * 8)  # writer, when (ns)
         self.lock_fd = segments.lock_descriptor(prefix + "head")
         self.tables, self.versions, self.writers, self.before = {}, {}, {}, {}
 
     @classmethod
-    def create(cls, block, tables):
+    def create(cls, block, tables, clock=0, seed_after=-1):
         """The memory of a starting shard, in segments of `block` (its actor's), holding
-        `tables` ({name: 2-D rows})."""
+        `tables` ({name: 2-D rows}), its clock starting at `clock`."""
         memory = cls(block.prefix, os.getpid(),
-                     block.create(block.prefix + "head", (3 + 2 * _WRITER_SLOTS) * 8))
+                     block.create(block.prefix + "head", (cls._HEADER + 2 * _WRITER_SLOTS) * 8))
+        memory.header[cls._CLOCK] = clock
         memory.header[cls._TOKEN] = secrets.randbits(62) + 1
         memory.header[cls._SAVED_AT] = time.monotonic_ns()
+        memory.header[cls._SEED_AFTER] = seed_after
         for name, rows in tables.items():
             memory.add_table(name, rows, block)
         return memory
@@ -210,6 +217,10 @@ class _ShardMemory:
     def token(self):
         return int(self.header[self._TOKEN])
 
+    @property
+    def clock(self):
+        return int(self.header[self._CLOCK])
+
     def alive(self):
         """Whether the shard actor that made this memory still runs (else a restarted one
         serves from memory of its own)."""
@@ -235,9 +246,37 @@ class _ShardMemory:
         values of those rows, or every row of the table when many are asked for
         (dense: the table itself, which changes once the lock is released), and
         whether another writer pushed in the last _ACTIVE_WRITER_SECONDS.
+
+        Seeds. A shard started again from its checkpoint lost what was pushed
+        after it; the workers that knew the shard before (their token is the
+        last start's) still hold it, up to their last sync. The first of them
+        whose last answer came after the checkpoint (since > its clock: the clock
+        goes on from the checkpoint's) gets the answer None, nothing it pushed
+        applied: it then sends its replica's rows as (token, SEED, None, rows),
+        which become the shard's. A later seed, or a worker whose view is older
+        than the checkpoint, finds the shard seeded and is answered every row.
         """
         self.header[self._CLOCK] += 1
         clock = int(self.header[self._CLOCK])
+        if self.header[self._SEED_AFTER] >= 0:
+            seeds = {name: rows for name, (_, since, _, rows) in requests.items() if since == _SEED}
+            if seeds:
+                for name, rows in seeds.items():
+                    self.tables[name][...] = rows
+                    self.versions[name][...] = clock
+                    self.writers[name][...] = writer
+                    self.before[name][...] = 0
+                self.header[self._SEED_AFTER] = -1
+                empty = np.zeros(0, np.int64)
+                return self.token, clock, {name: (empty, self.tables[name][:0]) for name in requests}, True
+            known = [since for token, since, _, _ in requests.values() if token not in (0, self.token)]
+            if known and max(known) > self.header[self._SEED_AFTER]:
+                return self.token, clock, None, True
+            if known:
+                self.header[self._SEED_AFTER] = -1     # the checkpoint is newer than its view
+        # A seed that came second is a request for every row.
+        requests = {name: (token, -1, np.zeros(0, np.int64), rows[:0]) if since == _SEED
+                    else (token, since, ids, rows) for name, (token, since, ids, rows) in requests.items()}
         now = time.monotonic_ns()
         if any(len(rows) for _, _, rows, _ in requests.values()):
             mine = np.flatnonzero(self.recent[:, 0] == writer)
@@ -289,13 +328,14 @@ class _Shard:
                 raise RuntimeError(f"parameter shard {index} of {count}: "
                                    f"{checkpoint_path} is not this shard's checkpoint")
             tables = _tables(snapshot["arrays"], snapshot["state"])
+            clock = seed_after = int(snapshot.get("clock", 0))
         else:
-            tables = arrays
+            tables, clock, seed_after = arrays, 0, -1
         # A shard killed by Ray leaves its segments behind (its resource tracker goes with it):
         # the shard restarted in its place, another share or the driver's close() unlinks them.
         segments.sweep_stale_segments()
         self.segments = segments.Block()
-        self.memory = _ShardMemory.create(self.segments, tables)
+        self.memory = _ShardMemory.create(self.segments, tables, clock, seed_after)
         if checkpoint_path is not None:
             self.checkpoint()
 
@@ -305,8 +345,9 @@ class _Shard:
         self.memory.lock()
         try:
             token, clock, answer, others = self.memory.sync(writer, requests)
-            answer = {name: (rows, values.copy() if values is self.memory.tables[name] else values)
-                      for name, (rows, values) in answer.items()}
+            if answer is not None:
+                answer = {name: (rows, values.copy() if values is self.memory.tables[name] else values)
+                          for name, (rows, values) in answer.items()}
         finally:
             self.memory.unlock()
         if self.checkpoint_every is not None and self.memory.saved_seconds_ago() >= self.checkpoint_every:
@@ -342,9 +383,10 @@ class _Shard:
         self.memory.lock()
         try:
             tables = {name: rows.copy() for name, rows in self.memory.tables.items()}
+            clock = self.memory.clock
         finally:
             self.memory.unlock()
-        return _checkpoint(self.index, self.count, self.first_rows, self.shapes, tables)
+        return _checkpoint(self.index, self.count, self.first_rows, self.shapes, tables, clock)
 
     def checkpoint(self):
         self.memory.mark_saved()
@@ -361,10 +403,10 @@ def _tables(arrays, state):
     return tables
 
 
-def _checkpoint(shard, shards, first_rows, shapes, tables):
+def _checkpoint(shard, shards, first_rows, shapes, tables, clock=0):
     """The checkpoint dict (see `_merge_snapshots` for the layout) of shard `shard` of
     `shards`, which holds `tables` (as `_tables` names them) of arrays of `shapes`, from
-    `first_rows` on."""
+    `first_rows` on, at the shard's `clock`."""
     state = {key: {} for key in shapes}
     for name, rows in tables.items():
         if "/" in name:
@@ -372,7 +414,7 @@ def _checkpoint(shard, shards, first_rows, shapes, tables):
             state[key][state_key] = rows
     return {"format": _FORMAT, "shard": shard, "shards": shards, "first_row": dict(first_rows),
             "shape": {key: np.array(shape, np.int64) for key, shape in shapes.items()},
-            "arrays": {key: tables[key] for key in shapes}, "state": state}
+            "arrays": {key: tables[key] for key in shapes}, "state": state, "clock": clock}
 
 
 def _results(calls, timeout, timeout_name):
@@ -847,6 +889,23 @@ class _Replica:
             base[ids] += deltas
         return (int(self.tokens[s]), int(self.since[s]), ids, deltas)
 
+    def unpush(self, s, ids, deltas):
+        """Take back the push of `request(s)`: the shard did not apply it."""
+        lo, hi = self.bounds[s], self.bounds[s + 1]
+        base = self.base[lo:hi]
+        if len(deltas) == hi - lo:
+            base -= deltas
+        else:
+            base[ids] -= deltas
+
+    def seed(self, s):
+        """The seed of shard s (see _ShardMemory.sync): this replica's rows of it, which
+        become their base."""
+        lo, hi = self.bounds[s], self.bounds[s + 1]
+        rows = self.rows[lo:hi].copy()
+        self.base[lo:hi] = rows
+        return (int(self.tokens[s]), _SEED, None, rows)
+
     def merge(self, s, token, clock, ids, values):
         """Take shard s's answer: `values` of rows `ids`, or of every row of the shard."""
         lo, hi = self.bounds[s], self.bounds[s + 1]
@@ -1178,6 +1237,9 @@ class _Session:
                     lo, hi = replica.bounds[s], replica.bounds[s + 1]
                     memory.table(name, hi - lo, replica.rows.shape[1], replica.dtype)
                 token, clock, answer, shard_others = memory.sync(self.id, tables)
+                if answer is None:
+                    token, clock, answer, shard_others = memory.sync(self.id,
+                                                                     self._seeds(block_id, s, tables))
                 others |= shard_others
                 for name, (rows, values) in answer.items():
                     self.replicas[(block_id, name)].merge(s, token, clock, rows, values)
@@ -1190,6 +1252,16 @@ class _Session:
             if save:
                 block.shards[s].checkpoint.remote()
         return pending, others
+
+    def _seeds(self, block_id, s, tables):
+        """Shard s, started again, asked for a seed instead of applying `tables` (the
+        requests it got): take the pushes back, and offer it the replicas' rows."""
+        seeds = {}
+        for name, (_, _, ids, deltas) in tables.items():
+            replica = self.replicas[(block_id, name)]
+            replica.unpush(s, ids, deltas)
+            seeds[name] = replica.seed(s)
+        return seeds
 
     def _shard_memory(self, block, s):
         """The memory of shard s of `block` when it runs on this node, attached on first use;
@@ -1220,6 +1292,10 @@ class _Session:
         seen another writer lately."""
         others = False
         for call, (token, clock, answer, shard_others) in zip(pending, self._wait(pending)):
+            if answer is None:
+                seeds = self._seeds(call.block.id, call.shard, call.args[1])
+                token, clock, answer, shard_others = self._wait(
+                    [call.block.start(call.shard, "sync", self.id, seeds)])[0]
             others |= shard_others
             for name, (rows, values) in answer.items():
                 self.replicas[(call.block.id, name)].merge(call.shard, token, clock, rows, values)
