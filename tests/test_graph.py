@@ -1,5 +1,6 @@
 """The engine: define-by-run values, replay, gradient accumulation, modes, bad input."""
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -196,6 +197,23 @@ def test_set_value_checks_shape_and_data():
         x.set_value([[1.0, 2.0, 3.0], [1.0]])
     x.set_value(np.arange(6, dtype=np.int64).reshape(2, 3))
     np.testing.assert_array_equal(x.value, np.arange(6).reshape(2, 3))
+
+
+def test_set_value_copies_the_bytes_of_an_equivalent_dtype_and_converts_a_swapped_one():
+    """An unpickled array (Ray's and spawned processes' arguments) has a dtype object of its
+    own, equivalent to numpy's: its bytes are copied as they are. A byte-swapped array is
+    not equivalent: its values are converted, not its bytes copied."""
+    ids, x = fa.IndexInput([0, 0, 0]), fa.Input(np.zeros(3), dtype=np.float64)
+    unpickled = pickle.loads(pickle.dumps(np.array([3, 1, 2], np.int64)))
+    assert unpickled.dtype is not np.dtype(np.int64)
+    ids.set_value(unpickled)
+    x.set_value(pickle.loads(pickle.dumps(np.array([0.5, 1.5, 2.5]))))
+    np.testing.assert_array_equal(ids.value, [3, 1, 2])
+    np.testing.assert_array_equal(x.value, [0.5, 1.5, 2.5])
+    ids.set_value(np.array([4, 5, 6], ">i8"))
+    x.set_value(np.array([7.0, 8.0, 9.0], ">f8"))
+    np.testing.assert_array_equal(ids.value, [4, 5, 6])
+    np.testing.assert_array_equal(x.value, [7.0, 8.0, 9.0])
 
 
 def test_leaves_reject_bad_data():

@@ -1487,15 +1487,19 @@ cdef class Leaf(Variable):
 
 
 cdef bint _holds_bytes_for(object data, cnp.ndarray value):
-    """`data` is a C-contiguous array of `value`'s very dtype object (numpy's native one: a
-    byte-swapped twin is another object) and shape, whose bytes set_value copies as they
-    are. C-level tests: a leaf set once an example pays no dtype or shape tuple compares."""
+    """`data` is a C-contiguous array of `value`'s dtype (the same object, or an equivalent
+    one: an unpickled array, as Ray's and spawned processes' arguments are, has a dtype
+    object of its own; a byte-swapped twin is not equivalent) and shape, whose bytes
+    set_value copies as they are. C-level tests: a leaf set once an example pays no dtype
+    or shape tuple compares."""
     if not isinstance(data, np.ndarray):
         return False
     cdef cnp.ndarray arr = <cnp.ndarray>data
     cdef int nd = cnp.PyArray_NDIM(arr), i
-    if (<void*>cnp.PyArray_DESCR(arr) != <void*>cnp.PyArray_DESCR(value)
-            or nd != cnp.PyArray_NDIM(value) or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+    if (nd != cnp.PyArray_NDIM(value) or not cnp.PyArray_IS_C_CONTIGUOUS(arr)
+            or (<void*>cnp.PyArray_DESCR(arr) != <void*>cnp.PyArray_DESCR(value)
+                and not cnp.PyArray_EquivTypes(<cnp.dtype><void*>cnp.PyArray_DESCR(arr),
+                                               <cnp.dtype><void*>cnp.PyArray_DESCR(value)))):
         return False
     for i in range(nd):
         if cnp.PyArray_DIMS(arr)[i] != cnp.PyArray_DIMS(value)[i]:
