@@ -1,15 +1,19 @@
 """Parameter-server BPR on Ray (fa.distributed) beside local Hogwild (fa.hogwild).
 
 BPR, k=32, 5,000 users x 1,000 items of planted rank-8 preferences, one epoch
-of per-example SGD from the same start, on a local Ray instance. Part 1 runs
+of per-example SGD from the same start, on a local Ray instance (one node: its
+workers train one replica, as Hogwild's processes do). Part 1 runs
 the same examples with 1 and 2 Ray workers (at the default sync interval, which
 follows the work done) and 1 and 2 Hogwild processes, alternating them over
 several rounds, with two workers: `fa.models.bpr_hogwild_worker` (fa.train, which
 reports its progress) and the Hogwild loop as a user writes it (a Python loop of
 set_value/forward/backward/step that calls neither `report` nor `sync`), both
-unchanged; in a Ray worker their optimizer's steps pace the syncs. Part 2 varies
-a fixed `sync_every` (the push/pull interval, in examples per worker) with 2 Ray
-workers. Each row gives
+unchanged; in a Ray worker their optimizer's steps pace the syncs; then the
+fa.train worker on small tables (1,000 x 500, 2,000,000 examples) the same way.
+Part 2 varies a fixed `sync_every` (the push/pull interval, in examples per
+worker) with 2 Ray workers. Part 3 times one sync of 1,000 changed rows x 64
+float32 with the shard on the worker's node (shared memory, no Ray call).
+Each row gives
 examples per second measured inside the workers (start-up excluded; for Ray the
 syncs made during training are included), end to end (the whole `run` call:
 process or task start, the first pull, the final push) and the test AUC after
@@ -27,6 +31,8 @@ import statistics
 import sys
 import time
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(__file__))
 from common import cli  # noqa: E402
 
@@ -34,6 +40,7 @@ import fastad as fa  # noqa: E402
 from fastad import distributed  # noqa: E402
 
 USERS, ITEMS, DIM, LR = 5_000, 1_000, 32, 0.1
+SMALL_USERS, SMALL_ITEMS, SMALL_EXAMPLES = 1_000, 500, 2_000_000
 
 
 def bpr_loop_worker(rank, shared, triples, workers, lr):
@@ -58,6 +65,19 @@ def bpr_loop_worker(rank, shared, triples, workers, lr):
 
 WORKERS = {"fa.train": (fa.models.bpr_hogwild_worker, ("sgd", LR)),
            "Python loop": (bpr_loop_worker, (LR,))}
+
+
+def time_syncs(rank, shared, rounds):
+    """The median seconds of `rounds` syncs that each push every row of shared["V"] changed
+    (after a few unmeasured ones)."""
+    V = fa.Parameter(shared["V"])
+    times = []
+    for _ in range(rounds + 5):
+        V.value[...] += np.float32(1e-3)
+        start = time.perf_counter()
+        distributed.sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[5:])
 
 
 def _measure(results, seconds, shared, test):
@@ -108,11 +128,17 @@ def run(quick=False, rounds=None):
     train, test = fa.data.planted_preferences(USERS, ITEMS, n_train=500_000 if quick else 1_000_000,
                                               n_test=20_000, rank=8, noise=0.5, seed=0)
     model = fa.models.BPR(USERS, ITEMS, dim=DIM, seed=1)
+    small_train, small_test = fa.data.planted_preferences(
+        SMALL_USERS, SMALL_ITEMS, n_train=SMALL_EXAMPLES // (2 if quick else 1), n_test=20_000,
+        rank=8, noise=0.5, seed=0)
+    small_model = fa.models.BPR(SMALL_USERS, SMALL_ITEMS, dim=DIM, seed=1)
     cpus = min(os.cpu_count() or 1, 2)
     configs = {}
     for w in range(1, cpus + 1):
         configs[("hogwild", w)] = lambda w=w: hogwild_round(train, test, model, w)
         configs[("ray", w)] = lambda w=w: ray_round(train, test, model, w)
+    configs[("hogwild small", cpus)] = lambda: hogwild_round(small_train, small_test, small_model, cpus)
+    configs[("ray small", cpus)] = lambda: ray_round(small_train, small_test, small_model, cpus)
     configs[("hogwild loop", cpus)] = lambda: hogwild_round(train, test, model, cpus, "Python loop")
     configs[("ray loop", cpus)] = lambda: ray_round(train, test, model, cpus, None, "Python loop")
     cold = {key: fn() for key, fn in configs.items()}       # warms Ray's worker pool
@@ -132,6 +158,11 @@ def run(quick=False, rounds=None):
     rows.append(_row(f"BPR Ray, {cpus} workers, the Python-loop worker unchanged (no report), "
                      f"default sync", samples[("ray loop", cpus)], base=hog,
                      target=">= 0.8x Hogwild's examples/s, test AUC within 0.02"))
+    hog = _row(f"BPR Hogwild, {cpus} processes, small tables ({SMALL_USERS:,} x {SMALL_ITEMS:,})",
+               samples[("hogwild small", cpus)])
+    rows.append(hog)
+    rows.append(_row(f"BPR Ray, {cpus} workers, default sync, small tables", samples[("ray small", cpus)],
+                     base=hog, target=">= 0.8x Hogwild's examples/s, test AUC within 0.02"))
     rows.append(_row(f"BPR Ray, {cpus} workers, default sync, the first run in a fresh "
                      f"Ray instance (cold worker processes)", [cold[("ray", cpus)]],
                      base=_row("", [cold[("hogwild", cpus)]])))
@@ -143,11 +174,19 @@ def run(quick=False, rounds=None):
     for k in intervals:
         label = "once, at the end" if k == len(train["users"]) else f"{k:,}"
         rows.append(_row(f"BPR Ray, {cpus} workers, sync_every={label}", sweep[k]))
+    with distributed.share({"V": np.zeros((1_000, 64), np.float32)}) as shared:
+        seconds = distributed.run(time_syncs, workers=1, args=(shared, 50 if quick else 200))[0]
+    rows.append({"workload": "one sync of 1,000 changed rows x 64 float32, the shard on the "
+                             "worker's node", "unit": "sync", "fastad": seconds,
+                 "target": "well under a millisecond"})
     return rows
 
 
 def report(rows):
     for r in rows:
+        if r["unit"] == "sync":
+            print(f"{r['workload']}: {r['fastad'] * 1e6:,.0f} us")
+            continue
         low, high = min(r["inside"]), max(r["inside"])
         e2e = statistics.median(r["end_to_end"])
         line = (f"{r['workload']}: {1 / r['fastad']:11,.0f} examples/s inside "
