@@ -13,17 +13,20 @@ this module does not import Ray; the first `share`, `run` or `restore` does.
         U = shared["U"].numpy()                # gathered from the shards
 
 Parameter server. `share` splits every array into `shards` contiguous blocks
-of rows and gives each to a shard, a Ray actor that also holds the optimizer
-state made for its rows. In a worker of `run`, `fa.Parameter(shared["U"])`
-adopts a local replica of U that the compiled loop and the optimizers update at
-full speed; the worker pushes the rows it changed as deltas (which the shards
-add: no update is lost) and merges the rows others changed, at sync points
-that its optimizer's steps reach by themselves (see `run`'s `sync_every`),
-at `sync()` and when its function returns.
+of rows and gives each to a shard, a Ray actor that keeps them, and the
+optimizer state made for its rows, in shared memory on its node. In a worker
+of `run`, `fa.Parameter(shared["U"])` adopts a replica of U, one per node (the
+workers of a run on a node train it together, Hogwild-style), that the
+compiled loop and the optimizers update at full speed; at sync points that
+its optimizer's steps reach by themselves (see `run`'s `sync_every`), at
+`sync()` and when its function returns, a worker pushes the rows its node
+changed as deltas (which the shards add: no update is lost) and merges the
+rows others changed: directly with the shards on its node, through Ray with
+the others. A shard that dies, or whose node leaves, starts again from its
+checkpoint and is seeded by a worker's replica.
 
-The user guide's Ray page (docs/guide/ray.md) gives the sync rule and the
-staleness bound it implies, the fault policy (workers that raise or die,
-shards that stop answering or die, checkpoints and `restore`) and the figures.
+The user guide's Ray page (docs/guide/ray.md) gives the layout, the sync rule
+and the staleness bound it implies, the fault policy and the figures.
 """
 import concurrent.futures
 import fcntl
