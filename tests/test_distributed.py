@@ -113,6 +113,27 @@ def test_run_rejects_bad_arguments(kwargs, error, match):
         distributed.run(jobs.sleep_forever, **kwargs)
 
 
+def test_a_worker_or_shard_on_a_node_with_another_fastad_stops_naming_the_node(monkeypatch):
+    """Every process of a run must run the driver's fastad and protocol: a worker (or a
+    shard) that does not is an error naming it and its node, before it touches anything."""
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    outcome = distributed._run_rank(1, (jobs.sleep_forever, ()), None, 1.0, 60.0, None,
+                                    "fastad 0.0.1, fastad.distributed protocol 1")
+    assert outcome[0] == "error"
+    assert re.match(r"raised RuntimeError: distributed worker 1 on Ray node \S+ runs fastad "
+                    r"\S+, fastad.distributed protocol \d+, but the driver runs fastad 0.0.1, "
+                    r"fastad.distributed protocol 1: install the same fastad on every node",
+                    outcome[1]), outcome[1]
+    if node is not None:
+        assert node in outcome[1]
+    monkeypatch.setattr(distributed, "_PROTOCOL", -1)       # the driver's: the shards differ
+    with pytest.raises(RuntimeError, match=r"(?s)parameter shard 0 of 1 \('w' rows 0..1\) could "
+                                           r"not start.*parameter shard 0 of 1 on Ray node \S+ "
+                                           r"runs fastad \S+, fastad.distributed protocol \d+, "
+                                           r"but the driver runs .* protocol -1"):
+        distributed.share({"w": np.zeros(2)})
+
+
 def test_a_share_of_another_kind_or_session_is_refused():
     with fa.hogwild.share({"w": np.zeros(2)}) as local:
         with pytest.raises(TypeError, match="args hold a fastad.hogwild share"):

@@ -36,6 +36,7 @@ import os
 import re
 import secrets
 import socket
+import sys
 import time
 from contextlib import suppress
 
@@ -54,9 +55,24 @@ __all__ = ["share", "restore", "run", "sync", "DistributedArray", "DistributedAr
            "WorkerError"]
 
 _FORMAT = "fastad-distributed-shard-1"
+# What a driver, its shards and its workers exchange; one that changes it bumps this.
+_PROTOCOL = 2
 _SHARD_FILE = re.compile(r"shard-(\d+)-of-(\d+)\.npz")
 _HOST_PORT = re.compile(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d{1,5})")
 _CONNECT_SECONDS = 10.0
+
+
+def _version():
+    """This process's fastad, as the driver, the shards and the workers must agree on it."""
+    return f"fastad {sys.modules['fastad'].__version__}, fastad.distributed protocol {_PROTOCOL}"
+
+
+def _check_version(who, expected):
+    """RuntimeError naming `who` and its node unless it runs the driver's fastad."""
+    if expected != _version():
+        node = _ray().get_runtime_context().get_node_id()
+        raise RuntimeError(f"{who} on Ray node {node} runs {_version()}, but the driver runs "
+                           f"{expected}: install the same fastad on every node")
 
 
 def _ray():
@@ -319,7 +335,8 @@ class _Shard:
     tables in shared memory on its node (`_ShardMemory`)."""
 
     def __init__(self, index, count, shapes, first_rows, arrays, checkpoint_path,
-                 checkpoint_every):
+                 checkpoint_every, version):
+        _check_version(f"parameter shard {index} of {count}", version)
         self.index, self.count = index, count
         self.shapes, self.first_rows = shapes, first_rows
         self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
@@ -436,6 +453,8 @@ def _results(calls, timeout, timeout_name):
         try:
             results.append(call.answer.result())
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:
+            if getattr(exc, "actor_init_failed", False):
+                raise RuntimeError(f"{block.describe(s)} could not start\n{exc}") from None
             if block.movable(s):
                 block.move(s)
                 results.append(_results([block.start(s, call.method, *call.args)], timeout,
@@ -517,7 +536,7 @@ class _Block:
         first_rows = {key: int(b[s]) for key, b in self.bounds.items()}
         self.shards[s] = _remote(_Shard).options(**options).remote(
             s, len(self.shards), self.shapes, first_rows, tables, self.checkpoint_path(s),
-            self.checkpoint_every)
+            self.checkpoint_every, _version())
 
     def moved_name(self, s):
         return f"fastad-{self.id}-shard-{s}"
@@ -1343,9 +1362,13 @@ def sync():
         _session.sync(wait=True)
 
 
-def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, node_prefix):
+def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, node_prefix, version):
     """One rank of `run`, as a Ray task: ("ok", result) or ("error", message, traceback)."""
     global _session
+    try:
+        _check_version(f"distributed worker {rank}", version)
+    except RuntimeError as exc:
+        return pool.raised(exc)
     fn, args = payload
     _session = session = _Session(sync_every, sync_seconds, sync_timeout, node_prefix)
     pool.set_report_listener(session.count)
@@ -1460,7 +1483,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
 
     def start(rank):
         running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout,
-                            shared_segments.prefix if node_replicas else None)] = rank
+                            shared_segments.prefix if node_replicas else None, _version())] = rank
 
     results = [None] * workers
     try:
