@@ -13,7 +13,12 @@ Rows:
 - the same with one node (not the head) removed a third of the way through: its shard
   starts again on a live node from its checkpoint and the first worker to reach it seeds it
   with its replica; its worker, restarted (max_restarts=1), trains its part of the epoch
-  again from the start once a CPU is free.
+  again from the start once a CPU is free;
+- PyTorch-BigGraph's scheme: U and V in NODES partitions each (the shards' rows), the
+  examples split into NODES x NODES buckets (`fa.data.partition_triples`, negatives drawn
+  within the bucket's item partition), handed out by `fa.distributed.buckets` so that no
+  two workers hold a partition at once; beside it, one node's Hogwild on those same
+  bucketed examples.
 
 Each row gives the test AUC and the run's seconds. The nodes share this machine's cores, so
 examples/s say nothing about a real cluster and are not compared.
@@ -25,6 +30,8 @@ import tempfile
 import threading
 import time
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(__file__))
 from common import cli  # noqa: E402
 
@@ -35,20 +42,34 @@ USERS, ITEMS, DIM, LR = 5_000, 1_000, 32, 0.1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def bucket_worker(rank, shared, parts, lr, axes):
+    """BPR over the buckets of `parts` on `axes`, one pass, each bucket's examples with
+    fa.train."""
+    model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
+    loss, feeds = model.example_graph()
+    opt = fa.optim.SGD(model.parameters(), lr=lr)
+    examples = 0
+    for bucket in distributed.buckets(shared, axes):
+        if len(parts[bucket]["users"]):
+            fa.train(loss, opt, feeds(parts[bucket]), shuffle=True, seed=rank)
+            examples += len(parts[bucket]["users"])
+    return examples
+
+
 def _auc(shared, test):
     return fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
 
 
-def hogwild_row(train, test, model):
+def hogwild_row(train, test, model, label=""):
     with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
         start = time.perf_counter()
         fa.hogwild.run(fa.models.bpr_hogwild_worker, workers=2, args=(shared, train, 2, "sgd", LR),
                        start_method="fork")
-        return {"workload": "BPR Hogwild, 2 processes, one node", "seconds": time.perf_counter() - start,
-                "auc": _auc(shared, test)}
+        return {"workload": "BPR Hogwild, 2 processes, one node" + label,
+                "seconds": time.perf_counter() - start, "auc": _auc(shared, test)}
 
 
-def cluster_rows(train, test, model, nodes):
+def cluster_rows(train, test, model, nodes, bucketings):
     import ray
     from ray.cluster_utils import Cluster
     # Cluster records its address in /tmp/ray/ray_current_cluster, which every later
@@ -65,13 +86,20 @@ def cluster_rows(train, test, model, nodes):
         with distributed.share({"U": model.U.value, "V": model.V.value}, shards=nodes) as shared:
             # unmeasured: the first run on fresh nodes starts their Ray worker processes
             distributed.run(fa.models.bpr_hogwild_worker, workers=nodes, args=(shared,) + args)
+        for label, parts, axes, examples in bucketings:
+            with distributed.share({"U": model.U.value, "V": model.V.value}, shards=nodes) as shared:
+                start = time.perf_counter()
+                distributed.run(bucket_worker, workers=nodes, args=(shared, parts, LR, axes))
+                rows.append({"workload": f"BPR Ray, {nodes} simulated nodes, {label}",
+                             "seconds": time.perf_counter() - start, "auc": _auc(shared, test),
+                             "examples": examples})
         for leave in (False, True):
             with tempfile.TemporaryDirectory() as folder, distributed.share(
                     {"U": model.U.value, "V": model.V.value}, shards=nodes,
                     checkpoint_dir=folder) as shared:
                 timer = None
                 if leave:
-                    timer = threading.Timer(rows[0]["seconds"] / 3, cluster.remove_node, (others[-1],))
+                    timer = threading.Timer(rows[-1]["seconds"] / 3, cluster.remove_node, (others[-1],))
                     timer.start()
                 start = time.perf_counter()
                 distributed.run(fa.models.bpr_hogwild_worker, workers=nodes, args=(shared,) + args,
@@ -96,7 +124,8 @@ def cluster_rows(train, test, model, nodes):
 
 
 def run(quick=False, nodes=4):
-    """Rows: one node's Hogwild, then NODES simulated nodes, whole and with one leaving."""
+    """Rows: one node's Hogwild (on the examples and on the bucketed ones), then NODES
+    simulated nodes: in buckets, whole, and with one leaving."""
     import ray
     if ray.is_initialized():          # a local instance of another benchmark: this one makes its own
         ray.shutdown()
@@ -104,10 +133,18 @@ def run(quick=False, nodes=4):
     train, test = fa.data.planted_preferences(USERS, ITEMS, n_train=500_000 if quick else 1_000_000,
                                               n_test=20_000, rank=8, noise=0.5, seed=0)
     model = fa.models.BPR(USERS, ITEMS, dim=DIM, seed=1)
+    parts = fa.data.partition_triples(train, USERS, ITEMS, parts=nodes, seed=0)
+    bucketed = {key: np.concatenate([parts[b][key] for b in sorted(parts)]) for key in train}
+    bucketings = [(f"{nodes} x {nodes} buckets (U and V partitioned)", parts, [["U"], ["V"]],
+                   "bucketed"),
+                  (f"{nodes} buckets of users (U partitioned, V whole)",
+                   fa.data.partition_triples(train, USERS, None, parts=nodes), [["U"]], "as they are")]
     hog = hogwild_row(train, test, model)
-    rows = [hog] + cluster_rows(train, test, model, nodes)
-    for row in rows[1:]:
-        row["auc_vs"] = row["auc"] - hog["auc"]
+    hog_bucketed = hogwild_row(bucketed, test, model, f", the {nodes} x {nodes} buckets' examples")
+    rows = [hog, hog_bucketed] + cluster_rows(train, test, model, nodes, bucketings)
+    for row in rows[2:]:
+        base = hog_bucketed if row.get("examples") == "bucketed" else hog
+        row["auc_vs"] = row["auc"] - base["auc"]
         row["target"] = "test AUC within 0.02 of one node's Hogwild"
     return rows
 
@@ -118,7 +155,7 @@ def report(rows):
         if r.get("moved"):
             line += f", {r['moved']} shard(s) moved"
         if "auc_vs" in r:
-            line += f" | AUC {r['auc_vs']:+.4f} against one node's Hogwild"
+            line += f" | AUC {r['auc_vs']:+.4f} against one node's Hogwild (on the same examples)"
         print(line)
 
 

@@ -9,15 +9,17 @@ data, and user x item interaction matrices with their splits.
   `SubwordCbowSampler`, `SubwordSharedNegativeSampler` (`fastad.models.text`) walk a
   corpus's windows. Each fills a graph's leaves with one example at a time inside `fastad.train`,
   with no Python between examples; every one follows the protocol of `Sampler`.
-- `planted_preferences`, `planted_interactions`, `train_test_split`, `leave_k_out` and
-  `sample_triples`: the recommenders' data (`fastad.models.recsys.interactions`).
+- `planted_preferences`, `planted_interactions`, `train_test_split`, `leave_k_out`,
+  `sample_triples` and `partition_triples` (the buckets of `fa.distributed.buckets`): the
+  recommenders' data (`fastad.models.recsys.interactions`).
 """
 from fastad.training.sampler import Sampler
 from fastad.training.feeds import BagSampler, FeedSampler
 from fastad.models.recsys._pairs import Interactions, PairwiseSampler, WarpSampler
 from fastad.models.recsys.interactions import (check_interactions, leave_k_out, pairwise_auc,
-                                               planted_interactions, planted_preferences,
-                                               sample_triples, train_test_split)
+                                               partition_triples, planted_interactions,
+                                               planted_preferences, sample_triples,
+                                               train_test_split)
 from fastad.models.text._windows import (AliasTable, CbowSampler, SharedNegativeSampler, SkipGramSampler,
                                          SubwordCbowSampler, SubwordSharedNegativeSampler, SubwordSkipGramSampler,
                                          TokenStream, WindowSampler, count_words)
@@ -27,4 +29,4 @@ __all__ = ["Sampler", "FeedSampler", "BagSampler", "PairwiseSampler", "WarpSampl
            "SubwordCbowSampler", "SubwordSharedNegativeSampler", "AliasTable",
            "TokenStream", "count_words",
            "planted_preferences", "pairwise_auc", "planted_interactions", "check_interactions",
-           "train_test_split", "leave_k_out", "sample_triples"]
+           "train_test_split", "leave_k_out", "sample_triples", "partition_triples"]

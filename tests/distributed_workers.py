@@ -248,3 +248,44 @@ def add_halves_around_a_move(rank, shared, steps, folder):
                 wait_for(os.path.join(folder, f"{meeting}-{1 - rank}"))
             wait_for(os.path.join(folder, "moved"))
     return rank
+
+
+def log_buckets(rank, shared, seconds_per_bucket):
+    """One pass over the buckets of [["U"], ["V"]]: in each, add 1 to the bucket's
+    partitions of U and V. Returns, per bucket, (bucket, the value its U and V partitions
+    held when it began, start, end) on the machine's monotonic clock."""
+    U, V = fa.Parameter(shared["U"]), fa.Parameter(shared["V"])
+    bounds = shared._block.bounds
+    log = []
+    for i, j in distributed.buckets(shared, [["U"], ["V"]]):
+        u, v = slice(*bounds["U"][i:i + 2]), slice(*bounds["V"][j:j + 2])
+        start = time.monotonic()
+        seen = (float(U.value[u].min()), float(U.value[u].max()),
+                float(V.value[v].min()), float(V.value[v].max()))
+        time.sleep(seconds_per_bucket)
+        U.value[u] += 1.0
+        V.value[v] += 1.0
+        log.append(((i, j), seen, start, time.monotonic()))
+    return log
+
+
+def bucket_errors(rank, shared):
+    """The errors `buckets` raises for bad axes, in a worker."""
+    errors = []
+    for axes in ([["U"], ["nope"]], [["U"], ["U"]], [["U", "V"]], "U", []):
+        try:
+            distributed.buckets(shared, axes)
+        except (TypeError, KeyError, ValueError) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+    return errors
+
+
+def bpr_bucket_worker(rank, shared, parts, lr):
+    """BPR on the buckets of `parts` (fa.data.partition_triples), one pass, with fa.train."""
+    model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
+    loss, feeds = model.example_graph()
+    opt = fa.optim.SGD(model.parameters(), lr=lr)
+    for bucket in distributed.buckets(shared, [["U"], ["V"]]):
+        if len(parts[bucket]["users"]):
+            fa.train(loss, opt, feeds(parts[bucket]), shuffle=True, seed=rank)
+    return rank

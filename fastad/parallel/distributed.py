@@ -32,6 +32,7 @@ import concurrent.futures
 import fcntl
 import functools
 import hashlib
+import itertools
 import os
 import re
 import secrets
@@ -51,7 +52,7 @@ from fastad.parallel.arrays import as_rows
 from fastad.parallel import workers as pool
 from fastad.parallel.workers import WorkerError
 
-__all__ = ["share", "restore", "run", "sync", "DistributedArray", "DistributedArrays",
+__all__ = ["share", "restore", "run", "sync", "buckets", "DistributedArray", "DistributedArrays",
            "WorkerError"]
 
 _FORMAT = "fastad-distributed-shard-1"
@@ -494,6 +495,35 @@ def _live_nodes():
 def _remote(target):
     """The Ray actor class or remote function of `target`, made once (Ray is imported late)."""
     return _ray().remote(target)
+
+
+class _BucketScheduler:
+    """The buckets of one pass of `buckets`: every tuple of partitions, one per axis, handed
+    to one worker at a time so that no two workers hold a partition of one axis at once.
+    Runs as a Ray actor, named after the run, the share and the pass."""
+
+    def __init__(self, sizes):
+        self.todo = set(itertools.product(*(range(n) for n in sizes)))
+        self.held = {}           # rank -> its bucket
+
+    def acquire(self, rank, done):
+        """Take back rank's bucket (trained if `done`, else to do again), and hand it the
+        next: a bucket none of whose partitions another worker holds, sharing most
+        partitions with its last one; () when every bucket left has a held partition (ask
+        again); None when none is left in this pass."""
+        last = self.held.pop(rank, None)
+        if last is not None and not done:
+            self.todo.add(last)
+        if not self.todo:
+            return None
+        busy = [{bucket[axis] for bucket in self.held.values()} for axis in range(len(last or next(iter(self.todo))))]
+        free = [b for b in self.todo if not any(b[axis] in busy[axis] for axis in range(len(b)))]
+        if not free:
+            return ()
+        bucket = min(free, key=lambda b: (-sum(x == y for x, y in zip(b, last or ())), b))
+        self.todo.remove(bucket)
+        self.held[rank] = bucket
+        return bucket
 
 
 # ------------------------------------------------------------ driver side
@@ -1089,7 +1119,12 @@ class _StepClock:
 class _Session:
     """The replicas of one worker of `run` and its exchanges with the shards."""
 
-    def __init__(self, sync_every, sync_seconds, sync_timeout, node_prefix):
+    def __init__(self, sync_every, sync_seconds, sync_timeout, node_prefix, rank=0, run_id=""):
+        self.rank, self.run_id = rank, run_id
+        # block id -> {key: the partition (shard) of it this worker's bucket holds, None
+        # between buckets}, while a pass of `buckets` is on: syncs touch only those
+        self.partitioned = {}
+        self.passes = {}         # block id -> passes of `buckets` begun
         self.home = _Replicas(node_prefix)
         self.id = self.home.writer       # this worker (or its node) as a writer of rows, to the shards
         self.seen_syncs = self.home.syncs   # the node's sync rounds when this worker last looked
@@ -1216,7 +1251,7 @@ class _Session:
         changed_fraction = 0.0   # the largest share of a table's rows changed since the last sync
         for replica in self.replicas.values():
             blocks[replica.block.id] = replica.block
-            for s in range(len(replica.block.shards)):
+            for s in self._shards_to_sync(replica):
                 requests.setdefault((replica.block.id, s), {})[replica.name] = replica.request(s)
             changed_fraction = max(changed_fraction, replica.changed_rows / max(len(replica.rows), 1))
             replica.changed_rows = 0
@@ -1232,6 +1267,51 @@ class _Session:
             self.sync_cost = cost if self.sync_cost is None else (self.sync_cost + cost) / 2
             self.min_gap = max(_MIN_SYNC_SECONDS, _SYNC_COST_SHARE * self.sync_cost)
         self._count_as_synced()
+
+    def _shards_to_sync(self, replica):
+        """The shards whose rows of `replica` a sync exchanges: every shard, or while a pass
+        of `buckets` holds its table's axis, the partition its bucket holds (or none)."""
+        held = self.partitioned.get(replica.block.id, {})
+        key = replica.name.split("/")[0]
+        if key not in held:
+            return range(len(replica.block.shards))
+        return () if held[key] is None else (held[key],)
+
+    def buckets(self, shared, axes):
+        """`buckets`, in this worker."""
+        block = shared._block
+        if block.id in self.partitioned:
+            raise RuntimeError("buckets: a pass over this share's buckets is already going on "
+                               "in this worker; finish it first")
+        keys = [key for axis in axes for key in axis]
+        self.passes[block.id] = index = self.passes.get(block.id, 0) + 1
+        ray = _ray()
+        scheduler = _remote(_BucketScheduler).options(
+            name=f"fastad-{self.run_id}-{block.id}-buckets-{index}", get_if_exists=True,
+            lifetime="detached",            # not with the worker that made it: `run` ends it
+            num_cpus=0).remote([len(block.shards)] * len(axes))
+        self.partitioned[block.id] = dict.fromkeys(keys)
+        done = False
+        try:
+            while True:
+                bucket = ray.get(scheduler.acquire.remote(self.rank, done), timeout=self.sync_timeout)
+                done = False
+                if bucket is None:
+                    return
+                if bucket == ():
+                    time.sleep(0.002)
+                    continue
+                self.partitioned[block.id] = {key: part for part, axis in zip(bucket, axes)
+                                              for key in axis}
+                self.sync(wait=True)           # pull the bucket's partitions
+                yield bucket
+                self.sync(wait=True)           # push them
+                self.partitioned[block.id] = dict.fromkeys(keys)
+                done = True
+        finally:
+            if not done:                       # left mid-bucket: to do again
+                scheduler.acquire.remote(self.rank, False)
+            del self.partitioned[block.id]
 
     def _count_as_synced(self):
         """Start the next interval now."""
@@ -1362,7 +1442,59 @@ def sync():
         _session.sync(wait=True)
 
 
-def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, node_prefix, version):
+def buckets(shared, axes):
+    """In a worker of `run`: one pass over the buckets of `shared`'s partitions, each handed
+    to one worker at a time, so that no two workers train rows of one partition at once.
+
+    The partitions of a table are its shards' blocks of rows. `axes` lists the
+    tables of each axis of a bucket, e.g. `[["U"], ["V"]]` for BPR: a bucket
+    `(i, j)` is then partition i of U and partition j of V, and the pass hands
+    out every (i, j) once, to the workers of the run, each bucket to a worker
+    whose other partitions are not held by anyone (PyTorch-BigGraph's scheme).
+    The tables of one axis have the same number of rows (their partitions are
+    the same ids). Iterating yields a bucket after pulling its partitions (and
+    their optimizer state) and pushes them when the worker asks for the next;
+    in between, syncs touch only the bucket's partitions and the tables that
+    are on no axis (the small ones every worker shares). A worker trains, in
+    each bucket, the examples whose ids fall in its partitions: see
+    `fa.data.partition_triples`. A worker that stops mid-bucket (an error, or
+    a `break`) gives the bucket back to be done again.
+
+    Example::
+
+        def worker(rank, shared, parts):       # parts = fa.data.partition_triples(...)
+            model = fa.models.BPR(1, 1, U=shared["U"], V=shared["V"])
+            loss, feeds = model.example_graph()
+            opt = fa.optim.SGD(model.parameters(), lr=0.05)
+            for bucket in fa.distributed.buckets(shared, [["U"], ["V"]]):
+                fa.train(loss, opt, feeds(parts[bucket]), shuffle=True)
+    """
+    if _session is None:
+        raise RuntimeError("buckets: only inside a worker of fastad.distributed.run")
+    if not isinstance(shared, DistributedArrays):
+        raise TypeError(f"buckets: shared must be a fastad.distributed.share(...), got "
+                        f"{type(shared).__name__}")
+    if (not isinstance(axes, (list, tuple)) or not axes
+            or not all(isinstance(axis, (list, tuple)) and axis for axis in axes)):
+        raise TypeError(f"buckets: axes must be a non-empty list of non-empty lists of table "
+                        f"names, e.g. [['U'], ['V']], got {axes!r}")
+    keys = [key for axis in axes for key in axis]
+    unknown = [key for key in keys if key not in shared]
+    if unknown:
+        raise KeyError(f"buckets: axes name {unknown}, which the share does not hold (it holds "
+                       f"{sorted(shared)})")
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"buckets: a table is on two axes in {axes!r}")
+    for axis in axes:
+        rows = {key: shared[key].shape[0] if shared[key].shape else 1 for key in axis}
+        if len(set(rows.values())) > 1:
+            raise ValueError(f"buckets: the tables of one axis must have as many rows (their "
+                             f"partitions are the same ids), got {rows}")
+    return _session.buckets(shared, [list(axis) for axis in axes])
+
+
+def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, node_prefix, version,
+              run_id=""):
     """One rank of `run`, as a Ray task: ("ok", result) or ("error", message, traceback)."""
     global _session
     try:
@@ -1370,7 +1502,7 @@ def _run_rank(rank, payload, sync_every, sync_seconds, sync_timeout, node_prefix
     except RuntimeError as exc:
         return pool.raised(exc)
     fn, args = payload
-    _session = session = _Session(sync_every, sync_seconds, sync_timeout, node_prefix)
+    _session = session = _Session(sync_every, sync_seconds, sync_timeout, node_prefix, rank, run_id)
     pool.set_report_listener(session.count)
     set_step_hooks(session.step_clock_for)
     try:
@@ -1480,10 +1612,12 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
     # the pid in it means nothing: the last worker there to leave unlinks them (or the
     # resource tracker of a worker that dies).
     shared_segments = segments.Block()
+    run_id = secrets.token_hex(6)        # in the names of the run's bucket schedulers
 
     def start(rank):
         running[task.remote(rank, payload, sync_every, sync_seconds, sync_timeout,
-                            shared_segments.prefix if node_replicas else None, _version())] = rank
+                            shared_segments.prefix if node_replicas else None, _version(),
+                            run_id)] = rank
 
     results = [None] * workers
     try:
@@ -1519,3 +1653,7 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
         # gone, unlink them (those of this node; elsewhere its resource tracker unlinks them).
         ray.wait(list(running), num_returns=len(running), timeout=10)
         shared_segments.free()
+        for name in ray.util.list_named_actors():
+            if name.startswith(f"fastad-{run_id}-"):
+                with suppress(ValueError):
+                    ray.kill(ray.get_actor(name))
