@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
+from autobatch_checks import assert_batch_matches_eager, eager, gradients
 from test_examples import load_example
 
 DIM, TYPES, CLASSES = 5, 7, 3
@@ -39,37 +40,16 @@ def _trees(draw):
     return types, children, draw(st.integers(0, CLASSES - 1))
 
 
-def _grads(params):
-    return {k: np.array(p.grad) if p.grad is not None else np.zeros(p.shape)
-            for k, p in params.items()}
-
-
 def _eager(trees, params):
     """Each tree's loss, and the gradients of their sum, built one tree at a time."""
-    losses = []
-    for tree in trees:
-        loss = _tree_loss(tree, params)
-        loss.backward()
-        losses.append(loss.item())
-    grads = _grads(params)
-    for p in params.values():
-        p.zero_grad()
-    return losses, grads
+    return eager(trees, lambda tree: _tree_loss(tree, params), params)
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(_trees(), min_size=1, max_size=9))
 def test_batched_sum_has_the_values_and_summed_gradients_of_the_trees_one_by_one(trees):
     params = _params()
-    losses, grads = _eager(trees, params)
-    with fa.autobatch():
-        recorded = [_tree_loss(tree, params) for tree in trees]
-        total = fa.batch(recorded)
-    total.backward()
-    np.testing.assert_allclose(total.item(), sum(losses), rtol=1e-12)
-    np.testing.assert_allclose([r.item() for r in recorded], losses, rtol=1e-12)
-    for k, g in _grads(params).items():
-        np.testing.assert_allclose(g, grads[k], rtol=1e-10, atol=1e-12, err_msg=k)
+    assert_batch_matches_eager(trees, lambda tree: _tree_loss(tree, params), params)
 
 
 def test_a_batch_of_one_is_the_example_itself():
@@ -80,7 +60,7 @@ def test_a_batch_of_one_is_the_example_itself():
         total = fa.batch([_tree_loss(tree, params)])
     total.backward()
     assert total.item() == pytest.approx(loss, rel=1e-12)
-    for k, g in _grads(params).items():
+    for k, g in gradients(params).items():
         np.testing.assert_allclose(g, grads[k], rtol=1e-12, atol=1e-14)
 
 
@@ -203,7 +183,7 @@ def test_one_block_serves_many_minibatches_and_leaves_eager_mode_after():
     with fa.autobatch():
         for half in (trees[:2], trees[2:]):
             fa.batch([_tree_loss(tree, params) for tree in half]).backward()
-    for k, g in _grads(params).items():
+    for k, g in gradients(params).items():
         np.testing.assert_allclose(g, grads[k], rtol=1e-10, err_msg=k)
     ix = fa.IndexInput([1])
     assert ix.device == "cpu" and ix.storage is None

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastad as fa
+from autobatch_checks import assert_batch_matches_eager, gradients
 
 IN, H, CLASSES = 3, 4, 5
 
@@ -71,23 +72,6 @@ def _examples(draw):
             rng.integers(0, CLASSES, T * B), rng.integers(0, CLASSES, 9 * B))
 
 
-def _grads(params):
-    return {k: np.array(p.grad) if p.grad is not None else np.zeros(p.shape)
-            for k, p in params.items()}
-
-
-def _eager(examples, model):
-    """Each example's loss, and the gradients of their sum, built one example at a time."""
-    params = _parameters(model)
-    losses = []
-    for example in examples:
-        loss = _loss(example, model)
-        loss.backward()
-        losses.append(loss.item())
-    grads = _grads(params)
-    for p in params.values():
-        p.zero_grad()
-    return losses, grads
 
 
 def _nodes(root):
@@ -113,15 +97,7 @@ def _node_types(root):
 @given(st.lists(_examples(), min_size=1, max_size=6))
 def test_batched_recurrent_ops_have_the_losses_and_summed_gradients_of_the_examples(examples):
     model = _model()
-    losses, grads = _eager(examples, model)
-    with fa.autobatch():
-        recorded = [_loss(example, model) for example in examples]
-        total = fa.batch(recorded)
-    total.backward()
-    np.testing.assert_allclose(total.item(), sum(losses), rtol=1e-12)
-    np.testing.assert_allclose([r.item() for r in recorded], losses, rtol=1e-12)
-    for k, g in _grads(_parameters(model)).items():
-        np.testing.assert_allclose(g, grads[k], rtol=1e-10, atol=1e-12, err_msg=k)
+    assert_batch_matches_eager(examples, lambda example: _loss(example, model), _parameters(model))
 
 
 def _tagger_loss(x, tags, lstm, out):
@@ -215,7 +191,7 @@ def test_float32_batches_within_float32_precision():
         out = loss(x, t)
         out.backward()
         eager += out.item()
-    grads = _grads(params)
+    grads = gradients(params)
     for p in params.values():
         p.zero_grad()
     with fa.autobatch():
@@ -223,7 +199,7 @@ def test_float32_batches_within_float32_precision():
     total.backward()
     assert total.dtype == np.float32
     assert total.item() == pytest.approx(eager, rel=1e-5)
-    for k, g in _grads(params).items():
+    for k, g in gradients(params).items():
         assert g.dtype == np.float32
         np.testing.assert_allclose(g, grads[k], rtol=1e-4, atol=1e-6, err_msg=k)
 

@@ -1,5 +1,6 @@
 """fastad.distributed joining a cluster by address: a two-node Ray cluster started on this
 machine, and an address where nothing answers."""
+import contextlib
 import os
 import socket
 import threading
@@ -39,9 +40,10 @@ def test_an_unreachable_address_fails_at_once_and_starts_nothing():
     assert not ray.is_initialized()
 
 
-@pytest.fixture(scope="module")
-def two_nodes():
-    """A head and a second node of one CPU each; their workers import this checkout."""
+@contextlib.contextmanager
+def cluster_of(*node_cpus):
+    """A Ray cluster on this machine: a head of one CPU and a node of each of `node_cpus`
+    CPUs; their workers import this checkout. Yields (cluster, the added nodes)."""
     if ray.is_initialized():
         ray.shutdown()
     with pytest.MonkeyPatch.context() as patch:
@@ -52,12 +54,19 @@ def two_nodes():
         cluster = Cluster(initialize_head=True,
                           head_node_args={"num_cpus": 1, "include_dashboard": False})
         try:
-            cluster.add_node(num_cpus=1)
+            nodes = [cluster.add_node(num_cpus=cpus) for cpus in node_cpus]
             cluster.wait_for_nodes()
-            yield cluster
+            yield cluster, nodes
         finally:
             ray.shutdown()
             cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A head and a second node of one CPU each."""
+    with cluster_of(1) as (cluster, _):
+        yield cluster
 
 
 def test_a_two_node_cluster_trains_with_a_shard_and_a_worker_on_each_node(two_nodes):
@@ -81,38 +90,24 @@ def test_a_shard_whose_node_leaves_starts_again_elsewhere_from_its_checkpoint(tm
     starts again on a live node from its checkpoint (made at the start, before any push),
     the first worker to reach it seeds it with its replica, and the run ends with every
     update in place."""
-    if ray.is_initialized():
-        ray.shutdown()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", os.pathsep.join([REPO, TESTS]))
-        patch.setattr(ray._private.utils, "write_ray_address", lambda *args, **kwargs: None)
-        cluster = Cluster(initialize_head=True,
-                          head_node_args={"num_cpus": 1, "include_dashboard": False})
-        try:
-            cluster.add_node(num_cpus=1)
-            leaving = cluster.add_node(num_cpus=0)          # a shard and no worker
-            cluster.wait_for_nodes()
-            with distributed.share({"w": np.zeros((6, 2))}, shards=3, checkpoint_dir=tmp_path / "ckpt",
-                                   address=cluster.address) as shared:
-                moved = [s for s, place in enumerate(shared._block.places)
-                         if place[0] == leaving.node_id]
-                assert len(moved) == 1
+    with cluster_of(1, 0) as (cluster, (_, leaving)), distributed.share(
+            {"w": np.zeros((6, 2))}, shards=3, checkpoint_dir=tmp_path / "ckpt",
+            address=cluster.address) as shared:      # the last node: a shard and no worker
+        moved = [s for s, place in enumerate(shared._block.places) if place[0] == leaving.node_id]
+        assert len(moved) == 1
 
-                def leave_midway():
-                    jobs.wait_for(str(tmp_path / "merged-0"))
-                    jobs.wait_for(str(tmp_path / "merged-1"))
-                    cluster.remove_node(leaving)
-                    open(tmp_path / "moved", "w").close()
+        def leave_midway():
+            jobs.wait_for(str(tmp_path / "merged-0"))
+            jobs.wait_for(str(tmp_path / "merged-1"))
+            cluster.remove_node(leaving)
+            open(tmp_path / "moved", "w").close()
 
-                thread = threading.Thread(target=leave_midway)
-                thread.start()
-                assert distributed.run(jobs.add_halves_around_a_move, workers=2,
-                                       args=(shared, 200, str(tmp_path)), sync_every=20) == [0, 1]
-                thread.join()
-                np.testing.assert_array_equal(shared["w"].numpy(), np.full((6, 2), 200.0))
-                mover = ray.get_actor(shared._block.moved_name(moved[0]))
-                node = ray.get(mover.place.remote())[0]
-                assert node != leaving.node_id and node in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
-        finally:
-            ray.shutdown()
-            cluster.shutdown()
+        thread = threading.Thread(target=leave_midway)
+        thread.start()
+        assert distributed.run(jobs.add_halves_around_a_move, workers=2,
+                               args=(shared, 200, str(tmp_path)), sync_every=20) == [0, 1]
+        thread.join()
+        np.testing.assert_array_equal(shared["w"].numpy(), np.full((6, 2), 200.0))
+        mover = ray.get_actor(shared._block.moved_name(moved[0]))
+        node = ray.get(mover.place.remote())[0]
+        assert node != leaving.node_id and node in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
