@@ -295,8 +295,10 @@ def test_buckets_train_bpr_as_well_as_hogwild():
     model = fa.models.BPR(600, 300, dim=16, seed=1)
     start = {"U": model.U.value, "V": model.V.value}
     with fa.hogwild.share(start) as shared:
+        # threads: a fork of this process, which holds Ray's connections, once hung its
+        # next call to Ray (ray.nodes() in share) in a full run of the suite
         fa.hogwild.run(jobs.bpr_train_worker, workers=2, args=(shared, triples, 2, 0.2),
-                       start_method="fork")
+                       start_method="threads")
         hogwild_auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
     with distributed.share(start, shards=2) as shared:
         distributed.run(jobs.bpr_bucket_worker, workers=2, args=(shared, parts, 0.2),
@@ -395,7 +397,7 @@ def _hogwild_and_ray_auc(worker, users, items, n_train, dim, lr, rank=8, **ray_o
     model = fa.models.BPR(users, items, dim=dim, seed=1)
     start = {"U": model.U.value, "V": model.V.value}
     aucs = []
-    for share, run, options in ((fa.hogwild.share, fa.hogwild.run, {"start_method": "fork"}),
+    for share, run, options in ((fa.hogwild.share, fa.hogwild.run, {"start_method": "threads"}),
                                 (distributed.share, distributed.run, ray_options)):
         with share(start) as shared:
             run(worker, workers=2, args=(shared, train, 2, lr), **options)
