@@ -289,3 +289,22 @@ def bpr_bucket_worker(rank, shared, parts, lr):
         if len(parts[bucket]["users"]):
             fa.train(loss, opt, feeds(parts[bucket]), shuffle=True, seed=rank)
     return rank
+
+
+def held_bytes_per_bucket(rank, shared):
+    """Add 1 to each user partition of shared["U"] in its bucket (axes [["U"]]); the bytes
+    the node's replica of U holds in memory when opened, in each bucket and after the pass."""
+    U = fa.Parameter(shared["U"])
+    block = shared._block
+    prefix = distributed._session.home.prefix
+    if prefix is None:              # memory of its own (node_replicas=False): nothing to stat
+        for (i,) in distributed.buckets(shared, [["U"]]):
+            U.value[slice(*block.bounds["U"][i:i + 2])] += 1.0
+        return None
+    path = os.path.join("/dev/shm", distributed._segment_name(prefix, f"{block.id}/U"))
+    held = [os.stat(path).st_blocks * 512]
+    for (i,) in distributed.buckets(shared, [["U"]]):
+        U.value[slice(*block.bounds["U"][i:i + 2])] += 1.0
+        held.append(os.stat(path).st_blocks * 512)
+    held.append(os.stat(path).st_blocks * 512)
+    return held

@@ -81,6 +81,9 @@ def test_share_splits_rows_and_gathers_every_shape():
     ({"w": np.zeros(2)}, {"shards": 1.5}, TypeError, r"shards must be an int, got 1.5 \(float\)"),
     ({"w": np.zeros(2)}, {"checkpoint_every": 5}, ValueError, "checkpoint_every needs a checkpoint_dir"),
     ({"w": np.zeros(2)}, {"shard_restarts": -1}, ValueError, "shard_restarts must be >= 0, got -1"),
+    ({"w": np.zeros(2)}, {"partitioned": ["v"]}, KeyError,
+     r"partitioned names \['v'\], which are not among the arrays \['w'\]"),
+    ({"w": np.zeros(2)}, {"partitioned": "w"}, TypeError, "partitioned must be a list of array names"),
 ])
 def test_share_rejects_bad_input(arrays, kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -265,11 +268,14 @@ def test_a_worker_dies_while_its_node_shares_a_replica(tmp_path):
         np.testing.assert_array_equal(shared["w"].numpy(), [3.0, 6.0])   # rank 1 twice
 
 
-def test_buckets_hand_out_every_bucket_once_and_no_partition_twice_at_once():
+@pytest.mark.parametrize("partitioned", [(), ("U", "V")])
+def test_buckets_hand_out_every_bucket_once_and_no_partition_twice_at_once(partitioned):
     """Two workers (replicas of their own, as on two nodes), 3 x 3 buckets: each bucket is
     trained once; buckets that share a partition never overlap in time; each bucket starts
-    from its partitions as the buckets before it left them (pulled); every update lands."""
-    with distributed.share({"U": np.zeros((6, 2)), "V": np.zeros((9, 2))}, shards=3) as shared:
+    from its partitions as the buckets before it left them (pulled; for partitioned tables,
+    after the memory of the last bucket's rows was given back); every update lands."""
+    with distributed.share({"U": np.zeros((6, 2)), "V": np.zeros((9, 2))}, shards=3,
+                           partitioned=partitioned) as shared:
         logs = distributed.run(jobs.log_buckets, workers=2, args=(shared, 0.02), node_replicas=False)
         final_U, final_V = shared["U"].numpy(), shared["V"].numpy()
     entries = [entry for log in logs for entry in log]
@@ -305,6 +311,29 @@ def test_buckets_train_bpr_as_well_as_hogwild():
                         node_replicas=False)
         bucket_auc = fa.data.pairwise_auc(shared["U"].numpy(), shared["V"].numpy(), test)
     assert hogwild_auc > 0.8 and bucket_auc > hogwild_auc - 0.03, (hogwild_auc, bucket_auc)
+
+
+@pytest.mark.parametrize("partitioned,node_replicas", [(("U",), True), ((), True), (("U",), False)])
+def test_a_partitioned_table_takes_memory_for_its_buckets_rows_only(partitioned, node_replicas):
+    """A 40,000 x 16 float64 table in 4 partitions, one worker, a pass over its user buckets:
+    partitioned, the node's replica takes no memory when it opens, a quarter of it in each
+    bucket (the bucket's rows, given back once pushed) and none after the pass; whole, all
+    of it from the start. Every update lands either way (and with replicas of the workers'
+    own, whose given-back memory is private)."""
+    start = np.arange(40_000 * 16, dtype=np.float64).reshape(40_000, 16)
+    with distributed.share({"U": start}, shards=4, partitioned=partitioned) as shared:
+        held = distributed.run(jobs.held_bytes_per_bucket, workers=1, args=(shared,),
+                               node_replicas=node_replicas)[0]
+        np.testing.assert_array_equal(shared["U"].numpy(), start + 1.0)
+    whole = 2 * start.nbytes                       # the replica and its base
+    if not node_replicas:
+        assert held is None
+    elif partitioned:
+        assert held[0] < 0.01 * whole and held[5] < 0.01 * whole, held
+        for k in range(1, 5):
+            assert abs(held[k] - whole / 4) < 0.02 * whole, held
+    else:
+        assert all(h >= whole for h in held), held
 
 
 def test_buckets_reject_bad_axes_and_outside_a_worker():

@@ -33,6 +33,7 @@ import fcntl
 import functools
 import hashlib
 import itertools
+import mmap
 import os
 import re
 import secrets
@@ -536,8 +537,10 @@ def _checkpoint_path(checkpoint_dir, s, shards):
 class _Block:
     """What the handles of one `share` call have in common (pickled to workers as it is)."""
 
-    def __init__(self, count, shapes, bounds, checkpoint_dir, checkpoint_every, shard_restarts):
+    def __init__(self, count, shapes, bounds, checkpoint_dir, checkpoint_every, shard_restarts,
+                 partitioned=frozenset()):
         self.id = secrets.token_hex(8)
+        self.partitioned = partitioned    # keys whose replicas hold the buckets' rows only
         self.shards = [None] * count      # Ray actor handles, in shard order
         self.shapes = shapes              # key -> the shape of the whole array
         self.bounds = bounds              # key -> int64 array of len(shards) + 1 row bounds
@@ -778,7 +781,8 @@ def _merge_snapshots(snapshots, who):
     return arrays, state
 
 
-def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restarts, address):
+def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restarts, address,
+           partitioned):
     _connect(address)
     if checkpoint_dir is not None:
         checkpoint_dir = os.path.abspath(os.fspath(checkpoint_dir))
@@ -787,7 +791,7 @@ def _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restar
               for key, a in arrays.items()}
     tables = _tables(arrays, state)
     block = _Block(shards, {key: a.shape for key, a in arrays.items()}, bounds, checkpoint_dir,
-                   checkpoint_every, shard_restarts)
+                   checkpoint_every, shard_restarts, partitioned)
     # Shard s lives on node s mod n. A hard affinity: Ray's soft one and "SPREAD" put shards
     # that take no CPU all on one node.
     nodes = sorted(_live_nodes())
@@ -818,8 +822,19 @@ def _check_options(who, shards, checkpoint_dir, checkpoint_every, shard_restarts
     return shards, check_int(who, "shard_restarts", shard_restarts, minimum=0)
 
 
+def _check_partitioned(who, partitioned, keys):
+    """`partitioned` (names of arrays among `keys`) as a frozenset."""
+    if isinstance(partitioned, str) or not all(isinstance(key, str) for key in partitioned):
+        raise TypeError(f"{who}: partitioned must be a list of array names, got {partitioned!r}")
+    unknown = sorted(set(partitioned) - set(keys))
+    if unknown:
+        raise KeyError(f"{who}: partitioned names {unknown}, which are not among the arrays "
+                       f"{sorted(keys)}")
+    return frozenset(partitioned)
+
+
 def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_restarts=3,
-          address=None):
+          address=None, partitioned=()):
     """Put float arrays in parameter shards on Ray: `with share({...}) as shared:`.
 
     `arrays` maps names (str of 1 to 128 characters without "/", as for
@@ -841,6 +856,12 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
                       running cluster (ConnectionError within 10 s when
                       nothing answers there). An initialised Ray is used as
                       it is.
+    partitioned       names of arrays trained only in `buckets`: a worker's
+                      replica of one (and of its optimizer state) is not
+                      pulled when it opens, takes memory only for the rows
+                      its buckets pull, and syncs only the partitions its
+                      bucket holds (its changes outside a bucket are not
+                      pushed).
 
     Shards take no CPU from Ray's accounting; shard i starts on node i mod n of the
     cluster's n nodes.
@@ -855,11 +876,13 @@ def share(arrays, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
     sources = array_handles.check_shareable(arrays)
     shards, shard_restarts = _check_options("share", shards, checkpoint_dir, checkpoint_every,
                                             shard_restarts)
-    return _share(sources, {}, shards, checkpoint_dir, checkpoint_every, shard_restarts, address)
+    partitioned = _check_partitioned("share", partitioned, sources)
+    return _share(sources, {}, shards, checkpoint_dir, checkpoint_every, shard_restarts, address,
+                  partitioned)
 
 
 def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_restarts=3,
-            address=None):
+            address=None, partitioned=()):
     """A new share with the arrays and optimizer state of a checkpoint; options as `share`.
 
     `path` is a file written by `shared.save(path)` or a `checkpoint_dir`
@@ -885,7 +908,9 @@ def restore(path, shards=1, checkpoint_dir=None, checkpoint_every=None, shard_re
     else:
         snapshots = [load(path)]
     arrays, state = _merge_snapshots(snapshots, f"restore({path!r})")
-    return _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restarts, address)
+    partitioned = _check_partitioned("restore", partitioned, arrays)
+    return _share(arrays, state, shards, checkpoint_dir, checkpoint_every, shard_restarts, address,
+                  partitioned)
 
 
 # ------------------------------------------------------------ worker side
@@ -907,8 +932,10 @@ class _Replica:
         """The size of the memory `bind` lays the replica out in."""
         return 16 * len(self.block.shards) + 2 * int(np.prod(self.shape)) * self.dtype.itemsize
 
-    def bind(self, mapping):
-        """Lay the replica out in `mapping` (of `nbytes()` bytes)."""
+    def bind(self, mapping, private=False):
+        """Lay the replica out in `mapping` (of `nbytes()` bytes: a segment, or with
+        `private` memory of this process's own)."""
+        self.mapping, self.private = mapping, private
         count = len(self.block.shards)
         self.tokens = segments.view(mapping, (count,), np.int64)        # 0: never pulled
         self.since = segments.view(mapping, (count,), np.int64, 8 * count)
@@ -940,6 +967,22 @@ class _Replica:
             np.subtract(rows[ids], base[ids], out=deltas)
             base[ids] += deltas
         return (int(self.tokens[s]), int(self.since[s]), ids, deltas)
+
+    def release(self, s):
+        """Give back the memory of shard s's rows (a partitioned table's bucket is done and
+        pushed): they read as zeros until the next sync pulls them whole."""
+        lo, hi = self.bounds[s], self.bounds[s + 1]
+        start = np.frombuffer(self.mapping, np.uint8).ctypes.data
+        # A shared segment's pages go back to /dev/shm with MADV_REMOVE; private memory's
+        # with MADV_DONTNEED (both read as zeros after).
+        advice = mmap.MADV_DONTNEED if self.private else mmap.MADV_REMOVE
+        for array in (self.rows, self.base):
+            first = array[lo:hi].ctypes.data - start
+            begin = -(-first // mmap.PAGESIZE) * mmap.PAGESIZE
+            end = (first + array[lo:hi].nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+            if end > begin:
+                self.mapping.madvise(advice, begin, end - begin)
+        self.tokens[s], self.since[s] = 0, -1
 
     def unpush(self, s, ids, deltas):
         """Take back the push of `request(s)`: the shard did not apply it."""
@@ -1056,15 +1099,15 @@ class _Replicas:
         self.header[self._SYNCS] += 1
         return self.syncs
 
-    def table(self, block_id, name, nbytes, fill):
+    def table(self, block_id, name, nbytes, fill, reserve=True):
         """The memory of table `name` of share `block_id`: attached, or made and filled by
-        `fill(memory)` first."""
+        `fill(memory)` first; without `reserve`, a page of it is taken when first written."""
         if self.prefix is None:
-            memory = bytearray(nbytes)
+            memory = mmap.mmap(-1, max(nbytes, 1))      # zero pages, taken as written
             fill(memory)
             return memory
         segment = _segment_name(self.prefix, f"{block_id}/{name}")
-        mapping, _ = segments.attach_or_create(segment, nbytes, fill)
+        mapping, _ = segments.attach_or_create(segment, nbytes, fill, reserve)
         self._track(segment)
         return mapping
 
@@ -1218,16 +1261,21 @@ class _Session:
         replica = self.replicas.get((block.id, name))
         if replica is None:
             replica = _Replica(block, handle.key, name, handle.shape, handle.dtype)
+            partitioned = handle.key in block.partitioned
 
             def pull(memory):
                 replica.bind(memory)
                 replica.since[...] = -1
+                if partitioned:            # its buckets' syncs pull each partition
+                    return
                 self.replicas[(block.id, name)] = replica
                 pending, _ = self._send({(block.id, s): {name: replica.request(s)}
                                          for s in range(len(block.shards))}, {block.id: block})
                 self._merge(pending)
 
-            replica.bind(self.home.table(block.id, name, replica.nbytes(), pull))
+            replica.bind(self.home.table(block.id, name, replica.nbytes(), pull,
+                                         reserve=not partitioned),
+                         private=self.home.prefix is None)
             self.replicas[(block.id, name)] = replica
         return replica
 
@@ -1270,12 +1318,13 @@ class _Session:
 
     def _shards_to_sync(self, replica):
         """The shards whose rows of `replica` a sync exchanges: every shard, or while a pass
-        of `buckets` holds its table's axis, the partition its bucket holds (or none)."""
+        of `buckets` holds its table's axis, the partition its bucket holds (or none). A
+        table `share` partitioned syncs in buckets only."""
         held = self.partitioned.get(replica.block.id, {})
         key = replica.name.split("/")[0]
-        if key not in held:
-            return range(len(replica.block.shards))
-        return () if held[key] is None else (held[key],)
+        if key in held:
+            return () if held[key] is None else (held[key],)
+        return () if key in replica.block.partitioned else range(len(replica.block.shards))
 
     def buckets(self, shared, axes):
         """`buckets`, in this worker."""
@@ -1306,12 +1355,22 @@ class _Session:
                 self.sync(wait=True)           # pull the bucket's partitions
                 yield bucket
                 self.sync(wait=True)           # push them
+                self._release(block)
                 self.partitioned[block.id] = dict.fromkeys(keys)
                 done = True
         finally:
             if not done:                       # left mid-bucket: to do again
                 scheduler.acquire.remote(self.rank, False)
             del self.partitioned[block.id]
+
+    def _release(self, block):
+        """Give back the memory of the rows of the tables `share` partitioned that this
+        worker's bucket held (pushed)."""
+        held = self.partitioned[block.id]
+        for (block_id, name), replica in self.replicas.items():
+            key = name.split("/")[0]
+            if block_id == block.id and key in block.partitioned and held.get(key) is not None:
+                replica.release(held[key])
 
     def _count_as_synced(self):
         """Start the next interval now."""

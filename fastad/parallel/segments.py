@@ -48,16 +48,21 @@ def _map(fd):
     return mmap.mmap(fd, os.fstat(fd).st_size)
 
 
-def create_segment(name, nbytes):
+def create_segment(name, nbytes, reserve=True):
     """Make segment `name` of `nbytes` zero bytes (FileExistsError if it exists) and map it.
 
-    It is not registered with any resource tracker: a segment of a `Block` is unlinked by
-    its owner (`Block.create` also registers it)."""
+    `reserve`: its pages are taken now, so that a full /dev/shm is an OSError here, not a
+    SIGBUS on a write later; without it, a page is taken when first written (for a segment
+    of which a process writes only a part). It is not registered with any resource
+    tracker: a segment of a `Block` is unlinked by its owner (`Block.create` also registers
+    it)."""
     fd = os.open(_path(name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        # Reserve the pages now: a full /dev/shm is then an OSError here, not a SIGBUS on a write
-        # later. An empty array still needs one mappable byte.
-        os.posix_fallocate(fd, 0, max(nbytes, 1))
+        # An empty array still needs one mappable byte.
+        if reserve:
+            os.posix_fallocate(fd, 0, max(nbytes, 1))
+        else:
+            os.ftruncate(fd, max(nbytes, 1))
         return _map(fd)
     except BaseException:
         os.unlink(_path(name))
@@ -75,18 +80,19 @@ def attach_segment(name):
         os.close(fd)
 
 
-def attach_or_create(name, nbytes, fill):
+def attach_or_create(name, nbytes, fill, reserve=True):
     """(mapping, made): segment `name` attached if it exists, else made here with `nbytes`
-    bytes and filled by `fill(mapping)` before any other process can see it (`made` is then
-    True). Of several processes or threads that ask at once, one makes it and the others
-    attach to it: a reader sees either no segment or a completely filled one. `name` holds
-    no "~" (the private names of the segments being filled have one)."""
+    bytes (`reserve`: as create_segment) and filled by `fill(mapping)` before any other
+    process can see it (`made` is then True). Of several processes or threads that ask at
+    once, one makes it and the others attach to it: a reader sees either no segment or a
+    completely filled one. `name` holds no "~" (the private names of the segments being
+    filled have one)."""
     with suppress(FileNotFoundError):
         return attach_segment(name), False
     # Fill a private segment, then publish it under the final name with link(2), which fails
     # if the name exists.
     temp = f"{name}~{os.getpid()}_{threading.get_ident()}"
-    mapping = create_segment(temp, nbytes)
+    mapping = create_segment(temp, nbytes, reserve)
     try:
         fill(mapping)
         os.link(_path(temp), _path(name))
