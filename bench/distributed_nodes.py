@@ -17,8 +17,9 @@ Rows:
 - PyTorch-BigGraph's scheme: U and V in NODES partitions each (the shards' rows), the
   examples split into NODES x NODES buckets (`fa.data.partition_triples`, negatives drawn
   within the bucket's item partition), handed out by `fa.distributed.buckets` so that no
-  two workers hold a partition at once; beside it, one node's Hogwild on those same
-  bucketed examples.
+  two workers hold a partition at once, the partitioned tables held a bucket at a time
+  (`share(partitioned=...)`); beside it, one node's Hogwild on those same bucketed
+  examples; and users alone partitioned, V whole.
 
 Each row gives the test AUC and the run's seconds. The nodes share this machine's cores, so
 examples/s say nothing about a real cluster and are not compared.
@@ -87,7 +88,8 @@ def cluster_rows(train, test, model, nodes, bucketings):
             # unmeasured: the first run on fresh nodes starts their Ray worker processes
             distributed.run(fa.models.bpr_hogwild_worker, workers=nodes, args=(shared,) + args)
         for label, parts, axes, examples in bucketings:
-            with distributed.share({"U": model.U.value, "V": model.V.value}, shards=nodes) as shared:
+            with distributed.share({"U": model.U.value, "V": model.V.value}, shards=nodes,
+                                   partitioned=[key for axis in axes for key in axis]) as shared:
                 start = time.perf_counter()
                 distributed.run(bucket_worker, workers=nodes, args=(shared, parts, LR, axes))
                 rows.append({"workload": f"BPR Ray, {nodes} simulated nodes, {label}",
