@@ -37,7 +37,9 @@ def torch_or_none():
 
 def dynet_or_none():
     """DyNet (the dynet38 package) if installed (an optional comparator), or None. Its
-    autobatching is chosen per graph, by dynet.renew_cg(autobatching=...)."""
+    autobatching is chosen per graph, by dynet.renew_cg(autobatching=...). Loading its
+    library turns on flush-to-zero for the whole process: whatever runs after it in one
+    process (both sides of every later benchmark of bench/run.py) sees subnormals as 0."""
     try:
         import dynet
     except ImportError:
