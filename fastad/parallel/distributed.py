@@ -29,6 +29,7 @@ The user guide's Ray page (docs/guide/ray.md) gives the layout, the sync rule
 and the staleness bound it implies, the fault policy and the figures.
 """
 import concurrent.futures
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -40,7 +41,6 @@ import secrets
 import socket
 import sys
 import time
-from contextlib import suppress
 
 import numpy as np
 
@@ -228,11 +228,14 @@ class _ShardMemory:
         self.tables[name] = values
         self.versions[name], self.writers[name], self.before[name] = bookkeeping
 
-    def lock(self):
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the shard's file lock (the actor's, or a worker's on its node) for a sync."""
         fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
-
-    def unlock(self):
-        fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+        try:
+            yield self
+        finally:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
 
     @property
     def token(self):
@@ -364,26 +367,20 @@ class _Shard:
     def sync(self, writer, requests):
         """`_ShardMemory.sync` for a worker on another node (the answer copied before the
         lock is released)."""
-        self.memory.lock()
-        try:
+        with self.memory.locked():
             token, clock, answer, others = self.memory.sync(writer, requests)
             if answer is not None:
                 answer = {name: (rows, values.copy() if values is self.memory.tables[name] else values)
                           for name, (rows, values) in answer.items()}
-        finally:
-            self.memory.unlock()
         if self.checkpoint_every is not None and self.memory.saved_seconds_ago() >= self.checkpoint_every:
             self.checkpoint()
         return token, clock, answer, others
 
     def create_state(self, name, like, fill):
         """Make state table `name` shaped like table `like`, filled with `fill`, unless it exists."""
-        self.memory.lock()
-        try:
+        with self.memory.locked():
             if name not in self.memory.tables:
                 self.memory.add_table(name, np.full_like(self.memory.tables[like], fill), self.segments)
-        finally:
-            self.memory.unlock()
 
     def free(self):
         """Unlink this shard's segments: it is ending (workers still attached keep theirs)."""
@@ -394,20 +391,14 @@ class _Shard:
         return _ray().get_runtime_context().get_node_id(), self.segments.prefix, os.getpid()
 
     def read(self, name):
-        self.memory.lock()
-        try:
+        with self.memory.locked():
             return self.memory.tables[name].copy()
-        finally:
-            self.memory.unlock()
 
     def snapshot(self):
         """This shard as a checkpoint dict."""
-        self.memory.lock()
-        try:
+        with self.memory.locked():
             tables = {name: rows.copy() for name, rows in self.memory.tables.items()}
             clock = self.memory.clock
-        finally:
-            self.memory.unlock()
         return _checkpoint(self.index, self.count, self.first_rows, self.shapes, tables, clock)
 
     def checkpoint(self):
@@ -504,6 +495,7 @@ class _BucketScheduler:
     Runs as a Ray actor, named after the run, the share and the pass."""
 
     def __init__(self, sizes):
+        self.axes = len(sizes)
         self.todo = set(itertools.product(*(range(n) for n in sizes)))
         self.held = {}           # rank -> its bucket
 
@@ -517,8 +509,8 @@ class _BucketScheduler:
             self.todo.add(last)
         if not self.todo:
             return None
-        busy = [{bucket[axis] for bucket in self.held.values()} for axis in range(len(last or next(iter(self.todo))))]
-        free = [b for b in self.todo if not any(b[axis] in busy[axis] for axis in range(len(b)))]
+        busy = [{bucket[axis] for bucket in self.held.values()} for axis in range(self.axes)]
+        free = [b for b in self.todo if not any(b[axis] in busy[axis] for axis in range(self.axes))]
         if not free:
             return ()
         bucket = min(free, key=lambda b: (-sum(x == y for x, y in zip(b, last or ())), b))
@@ -738,7 +730,7 @@ class DistributedArrays(array_handles.ArrayHandles):
             ray = _ray()
             shards = list(self._block.shards)
             for s in range(len(shards)):       # moved by a worker: this process never saw it
-                with suppress(ValueError):
+                with contextlib.suppress(ValueError):
                     shards[s] = ray.get_actor(self._block.moved_name(s))
             # Unlinking first: a killed shard leaves its segments behind.
             ray.wait([shard.free.remote() for shard in shards], num_returns=len(shards), timeout=10)
@@ -1391,8 +1383,7 @@ class _Session:
             if memory is None:
                 pending.append(block.start(s, "sync", self.id, tables))
                 continue
-            memory.lock()
-            try:
+            with memory.locked():
                 for name in tables:
                     replica = self.replicas[(block_id, name)]
                     lo, hi = replica.bounds[s], replica.bounds[s + 1]
@@ -1408,8 +1399,6 @@ class _Session:
                         and memory.saved_seconds_ago() >= block.checkpoint_every)
                 if save:
                     memory.mark_saved()
-            finally:
-                memory.unlock()
             if save:
                 block.shards[s].checkpoint.remote()
         return pending, others
@@ -1443,7 +1432,7 @@ class _Session:
         node, prefix, pid = place
         memory = None
         if node == self.node:
-            with suppress(FileNotFoundError):        # it died again: Ray calls reach it
+            with contextlib.suppress(FileNotFoundError):        # it died again: Ray calls reach it
                 memory = _ShardMemory.attach(prefix, pid)
         self.shard_memory[key] = memory
         return memory
@@ -1714,5 +1703,5 @@ def run(fn, workers=1, args=(), address=None, sync_every=None, sync_seconds=1.0,
         shared_segments.free()
         for name in ray.util.list_named_actors():
             if name.startswith(f"fastad-{run_id}-"):
-                with suppress(ValueError):
+                with contextlib.suppress(ValueError):
                     ray.kill(ray.get_actor(name))
