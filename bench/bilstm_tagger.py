@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (cli, dynet_or_none, example, fastad_train_step, timed_epoch,  # noqa: E402
-                    torch_or_none, torch_train_step)
+                    timed_minibatches, torch_or_none, torch_train_step)
 
 import fastad as fa  # noqa: E402
 
@@ -171,14 +171,6 @@ def dynet_autobatch_trainer(dy, weights):
     return step
 
 
-def timed_minibatches(step, data, size=MINIBATCH):
-    """(sentences per second, mean loss a sentence) of one pass of `step(minibatch)` (which
-    returns the sum of the minibatch's losses) over `data` in minibatches of `size`."""
-    batches = [data[i:i + size] for i in range(0, len(data), size)]
-    rate, mean = timed_epoch(step, batches)
-    return rate * len(data) / len(batches), mean * len(batches) / len(data)
-
-
 def torch_trainer(torch, weights, dtype, fused):
     """PyTorch eager: LSTM cell steps, or with `fused` its bidirectional nn.LSTM over the
     sentence."""
@@ -242,7 +234,7 @@ def run(quick=False, sentences=None, epochs=2):
             batched["dynet autobatch"] = dynet_autobatch_trainer(dy, weights)
         for e in range(1, epochs + 1):
             results = {name: timed_epoch(step, data) for name, step in steps.items()}   # alternating per epoch
-            results.update({name: timed_minibatches(step, data) for name, step in batched.items()})
+            results.update({name: timed_minibatches(step, data, MINIBATCH) for name, step in batched.items()})
             measured.append((np.dtype(dtype).name, e, results))
     show(measured)
     return rows_of(measured, len(data))

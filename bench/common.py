@@ -124,6 +124,14 @@ def timed_epoch(step, examples):
     return len(examples) / (time.perf_counter() - t0), total / len(examples)
 
 
+def timed_minibatches(step, data, size):
+    """(examples per second, mean loss an example) of one pass of `step(minibatch)` (which
+    returns the sum of the minibatch's losses) over `data` in minibatches of `size`."""
+    batches = [data[i:i + size] for i in range(0, len(data), size)]
+    rate, mean = timed_epoch(step, batches)
+    return rate * len(data) / len(batches), mean * len(batches) / len(data)
+
+
 def alternate(candidates, repeats, min_time=0.05):
     """Time each candidate `repeats` times, alternating A, B, A, B ... in this process.
 

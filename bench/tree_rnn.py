@@ -1,6 +1,8 @@
 """A child-sum tree RNN over the ASTs of the standard library's functions, one tree a step:
 fastad eager (a new graph per tree), fastad with fa.GraphCache (a graph per tree shape,
-replayed) and PyTorch eager, in one process, in float32 and in float64.
+replayed) and PyTorch eager, in one process, in float32 and in float64; and, where dynet38
+is installed, DyNet (float32) eager, one tree a step, and autobatched, AUTOBATCH trees a step
+(its on-the-fly batching of one graph of their summed losses), issue 52's references.
 
 h = tanh(W emb(type) + U sum(h(children)) + b) per node (dim 64), a softmax over the root's
 h (four classes: the function returns a value, yields, both, neither), plain SGD. All start
@@ -17,13 +19,14 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import (cli, example, fastad_train_step, timed_epoch, torch_or_none,  # noqa: E402
-                    torch_train_step)
+from common import (cli, dynet_or_none, example, fastad_train_step, timed_epoch,  # noqa: E402
+                    timed_minibatches, torch_or_none, torch_train_step)
 from trees import function_trees, shape_of  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
 DIM, CLASSES, LR = 64, 4, 0.01
+AUTOBATCH = 16                  # trees a step of DyNet's autobatched mode
 root_state = example("tree_rnn").root_state      # the model's recurrence, the example's code
 
 
@@ -87,6 +90,42 @@ def torch_trainer(torch, weights, dtype=np.float32):
     return step
 
 
+def dynet_trainer(dy, weights, autobatch=False):
+    """DyNet (float32): fastad's model in column form (its row-form weights transposed): every
+    node's W e + b in one product over the tree's looked-up columns (a third faster in DyNet
+    than a product a node), then each node's tanh(that column + U (sum of its children's
+    h)), pickneglogsoftmax at the root, plain SGD without clipping. Eager: a graph and a
+    step a tree (fastad's trajectory: the same losses to rounding); with `autobatch`,
+    step(trees) builds the sum of their losses in one autobatched graph and takes one
+    step."""
+    model = dy.ParameterCollection()
+    table = model.lookup_parameters_from_numpy(weights["E"].astype(np.float32))
+    W, U, V = (model.parameters_from_numpy(weights[k].T.astype(np.float32)) for k in ("W", "U", "V"))
+    b, c = (model.parameters_from_numpy(weights[k].astype(np.float32)) for k in ("b", "c"))
+    trainer = dy.SimpleSGDTrainer(model, learning_rate=LR)
+    trainer.set_clip_threshold(0)
+
+    def loss_of(tree):
+        types, children, target = tree
+        xw = dy.colwise_add(W * dy.concatenate_cols([table[int(t)] for t in types]), b)
+        h = []
+        for node, kids in enumerate(children):
+            pre = dy.pick(xw, node, 1)
+            if kids:
+                pre = pre + U * dy.esum([h[k] for k in kids])
+            h.append(dy.tanh(pre))
+        return dy.pickneglogsoftmax(V * h[-1] + c, int(target))
+
+    def step(example):
+        dy.renew_cg(autobatching=autobatch)
+        loss = dy.esum([loss_of(tree) for tree in example]) if autobatch else loss_of(example)
+        value = loss.value()
+        loss.backward()
+        trainer.update()
+        return value
+    step.model = model              # DyNet frees the parameters with their collection
+    return step
+
 
 def run(quick=False, trees=None, epochs=2):
     """Print every epoch's rates and losses; return bench/run.py's rows (float32: the cache's
@@ -96,16 +135,22 @@ def run(quick=False, trees=None, epochs=2):
     print(f"{len(data)} trees of 5-200 nodes ({nodes / len(data):.0f} on average), "
           f"{len({shape_of(t) for t in data})} distinct shapes, {len(vocab)} node types")
     weights = initial_weights(len(vocab))
-    torch = torch_or_none()
+    torch, dy = torch_or_none(), dynet_or_none()
     if torch is None:
-        print("PyTorch is not installed: fastad only")
+        print("PyTorch is not installed: no PyTorch rows")
+    if dy is None:
+        print("DyNet is not installed (pip install dynet38): no DyNet rows")
     measured = []
     for dtype in (np.float32, np.float64):
         steps = {"fastad": fastad_trainer(weights, dtype), "fastad cached": fastad_trainer(weights, dtype, True)}
         if torch is not None:
             steps["torch"] = torch_trainer(torch, weights, dtype)
+        if dy is not None and dtype == np.float32:
+            steps["dynet"] = dynet_trainer(dy, weights)
+        batched = {"dynet autobatch": dynet_trainer(dy, weights, autobatch=True)} if "dynet" in steps else {}
         for e in range(1, epochs + 1):
             results = {name: timed_epoch(step, data) for name, step in steps.items()}  # alternating per epoch
+            results.update({name: timed_minibatches(step, data, AUTOBATCH) for name, step in batched.items()})
             cache = steps["fastad cached"].cache
             measured.append((np.dtype(dtype).name, e, results, (len(cache), cache.nbytes)))
         if quick:
@@ -119,16 +164,30 @@ def rows_of(measured, n_trees):
     by_epoch = {e: results for dtype, e, results, _ in measured if dtype == "float32"}
     last = max(by_epoch)
 
-    def row(label, results, name, target):
-        torch = results.get("torch")
-        return {"workload": f"tree RNN dim 64, one tree a step ({n_trees:,} ASTs of 5-200 nodes), {label}",
-                "unit": "tree", "fastad": 1 / results[name][0], "torch": 1 / torch[0] if torch else None,
-                "target": target}
+    def row(label, results, name, target, peer="torch"):
+        against = results.get(peer)
+        workload = f"tree RNN dim 64, one tree a step ({n_trees:,} ASTs of 5-200 nodes), {label}"
+        if peer == "torch":
+            return {"workload": workload, "unit": "tree", "fastad": 1 / results[name][0],
+                    "torch": 1 / against[0] if against else None, "target": target}
+        return {"workload": workload, "unit": "tree", "fastad": 1 / results[name][0],
+                "peer": 1 / against[0], "peer_name": DYNET_NAMES[peer], "target": target}
 
-    return [row(f"fa.GraphCache, epoch {last} (shapes seen)", by_epoch[last], "fastad cached",
+    rows = [row(f"fa.GraphCache, epoch {last} (shapes seen)", by_epoch[last], "fastad cached",
                 ">= 20x torch eager, the same loss after an epoch"),
             row("fa.GraphCache, epoch 1 (most shapes new)", by_epoch[1], "fastad cached", "-"),
             row("eager build, epoch 1", by_epoch[1], "fastad", "-")]
+    if "dynet" in by_epoch[1]:
+        rows += [row("eager build, epoch 1, vs DyNet eager", by_epoch[1], "fastad",
+                     ">= 1.5x DyNet eager", "dynet"),
+                 row(f"fa.GraphCache, epoch 1, vs DyNet autobatched ({AUTOBATCH} trees a step)", by_epoch[1],
+                     "fastad cached", ">= 2x DyNet autobatched", "dynet autobatch"),
+                 row(f"fa.GraphCache, epoch {last}, vs DyNet autobatched ({AUTOBATCH} trees a step)",
+                     by_epoch[last], "fastad cached", ">= 2x DyNet autobatched", "dynet autobatch")]
+    return rows
+
+
+DYNET_NAMES = {"dynet": "DyNet eager", "dynet autobatch": f"DyNet autobatched, {AUTOBATCH} a step"}
 
 
 def show(measured):
@@ -137,10 +196,15 @@ def show(measured):
         for name in results:
             speed, loss = results[name]
             line += f" | {name} {speed:7,.0f} trees/s, loss {loss:.8f}"
-            if name != "torch" and "torch" in results:
+            if name.startswith("fastad") and "torch" in results:
                 line += f" ({speed / results['torch'][0]:4.1f}x torch)"
+            if name.startswith("fastad") and "dynet" in results:
+                line += (f" ({speed / results['dynet'][0]:4.2f}x DyNet eager, "
+                         f"{speed / results['dynet autobatch'][0]:4.2f}x DyNet autobatched)")
         print(line + f" | cache: {kept} graphs, {nbytes / 2**20:.0f} MiB")
-    print("[target: >= 20x torch eager, the same loss after an epoch from the same start]")
+    print("[targets: >= 20x torch eager, the same loss after an epoch from the same start; eager >= 1.5x "
+          "DyNet eager in epoch 1, the best mode >= 2x DyNet autobatched in epochs 1 and 2 (issue 52); "
+          f"DyNet autobatched's loss is that of {AUTOBATCH} trees a step, another trajectory]")
 
 
 if __name__ == "__main__":
