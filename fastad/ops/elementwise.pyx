@@ -38,17 +38,22 @@ cdef extern from "elementwise_loops.h":
     double fa_binary_da_d(int op, double a, double b, double y) noexcept nogil
     float fa_binary_db_f(int op, float a, float b, float y) noexcept nogil
     double fa_binary_db_d(int op, double a, double b, double y) noexcept nogil
-    # One row of a binary op, strides sa and sb (see the header).
-    void fa_binary_forward_f(int op, const float* a, Py_ssize_t sa, const float* b, Py_ssize_t sb,
-                             float* y, Py_ssize_t n) noexcept nogil
-    void fa_binary_forward_d(int op, const double* a, Py_ssize_t sa, const double* b,
-                             Py_ssize_t sb, double* y, Py_ssize_t n) noexcept nogil
-    void fa_binary_backward_f(int op, bint to_a, const float* a, Py_ssize_t sa, const float* b,
-                              Py_ssize_t sb, const float* y, const float* gy, float* g,
-                              Py_ssize_t n, bint add) noexcept nogil
-    void fa_binary_backward_d(int op, bint to_a, const double* a, Py_ssize_t sa, const double* b,
-                              Py_ssize_t sb, const double* y, const double* gy, double* g,
-                              Py_ssize_t n, bint add) noexcept nogil
+    # `rows` rows of n of a binary op, row strides ra and rb, element strides sa and sb (see
+    # the header).
+    void fa_binary_forward_f(int op, const float* a, Py_ssize_t ra, Py_ssize_t sa, const float* b,
+                             Py_ssize_t rb, Py_ssize_t sb, float* y, Py_ssize_t rows,
+                             Py_ssize_t n) noexcept nogil
+    void fa_binary_forward_d(int op, const double* a, Py_ssize_t ra, Py_ssize_t sa, const double* b,
+                             Py_ssize_t rb, Py_ssize_t sb, double* y, Py_ssize_t rows,
+                             Py_ssize_t n) noexcept nogil
+    void fa_binary_backward_f(int op, bint to_a, const float* a, Py_ssize_t ra, Py_ssize_t sa,
+                              const float* b, Py_ssize_t rb, Py_ssize_t sb, const float* y,
+                              const float* gy, float* g, Py_ssize_t rows, Py_ssize_t n,
+                              bint add) noexcept nogil
+    void fa_binary_backward_d(int op, bint to_a, const double* a, Py_ssize_t ra, Py_ssize_t sa,
+                              const double* b, Py_ssize_t rb, Py_ssize_t sb, const double* y,
+                              const double* gy, double* g, Py_ssize_t rows, Py_ssize_t n,
+                              bint add) noexcept nogil
 
 
 cdef inline void unary_forward(int op, const char* x, char* y, Py_ssize_t n, double p,
@@ -204,35 +209,37 @@ def clip(x, a_min=None, a_max=None):
 
 # ------------------------------------------------- binary (and where's node)
 
-cdef inline void binary_forward(int op, const floating* a, Py_ssize_t sa, const floating* b,
-                                Py_ssize_t sb, floating* y, Py_ssize_t n) noexcept nogil:
-    """One row: y[i] = a[i*sa] op b[i*sb]."""
-    if n == 1 and floating is float:
+cdef inline void binary_forward(int op, const floating* a, Py_ssize_t ra, Py_ssize_t sa,
+                                const floating* b, Py_ssize_t rb, Py_ssize_t sb, floating* y,
+                                Py_ssize_t rows, Py_ssize_t n) noexcept nogil:
+    """`rows` rows of n: y[r*n + i] = a[r*ra + i*sa] op b[r*rb + i*sb]."""
+    if rows == 1 and n == 1 and floating is float:
         y[0] = fa_binary_value_f(op, a[0], b[0])
-    elif n == 1:
+    elif rows == 1 and n == 1:
         y[0] = fa_binary_value_d(op, a[0], b[0])
     elif floating is float:
-        fa_binary_forward_f(op, a, sa, b, sb, y, n)
+        fa_binary_forward_f(op, a, ra, sa, b, rb, sb, y, rows, n)
     else:
-        fa_binary_forward_d(op, a, sa, b, sb, y, n)
+        fa_binary_forward_d(op, a, ra, sa, b, rb, sb, y, rows, n)
 
 
-cdef inline void binary_backward_row(int op, bint to_a, const floating* a, Py_ssize_t sa,
-                                     const floating* b, Py_ssize_t sb, const floating* y,
-                                     const floating* gy, floating* g, Py_ssize_t n,
-                                     bint add) noexcept nogil:
-    """One row of the gradient into a (to_a) or b; g has that side's stride."""
+cdef inline void binary_backward_rows(int op, bint to_a, const floating* a, Py_ssize_t ra,
+                                      Py_ssize_t sa, const floating* b, Py_ssize_t rb,
+                                      Py_ssize_t sb, const floating* y, const floating* gy,
+                                      floating* g, Py_ssize_t rows, Py_ssize_t n,
+                                      bint add) noexcept nogil:
+    """`rows` rows of n of the gradient into a (to_a) or b; g has that side's strides."""
     cdef floating slope
-    if n == 1:
+    if rows == 1 and n == 1:
         if floating is float:
             slope = fa_binary_da_f(op, a[0], b[0], y[0]) if to_a else fa_binary_db_f(op, a[0], b[0], y[0])
         else:
             slope = fa_binary_da_d(op, a[0], b[0], y[0]) if to_a else fa_binary_db_d(op, a[0], b[0], y[0])
         g[0] = g[0] + gy[0] * slope if add else gy[0] * slope
     elif floating is float:
-        fa_binary_backward_f(op, to_a, a, sa, b, sb, y, gy, g, n, add)
+        fa_binary_backward_f(op, to_a, a, ra, sa, b, rb, sb, y, gy, g, rows, n, add)
     else:
-        fa_binary_backward_d(op, to_a, a, sa, b, sb, y, gy, g, n, add)
+        fa_binary_backward_d(op, to_a, a, ra, sa, b, rb, sb, y, gy, g, rows, n, add)
 
 
 cdef void where_forward_row(const floating* c, Py_ssize_t sc, const floating* a, Py_ssize_t sa,
@@ -285,7 +292,7 @@ cdef inline void forward_row(int op, const floating* c, Py_ssize_t sc, const flo
     if c != NULL:
         where_forward_row(c, sc, a, sa, b, sb, y, n)
     else:
-        binary_forward(op, a, sa, b, sb, y, n)
+        binary_forward(op, a, 0, sa, b, 0, sb, y, 1, n)
 
 
 @cython.no_gc
@@ -299,7 +306,8 @@ cdef class Binary(TwoInputs):
         return self._forward(<double*>self.val_ptr) if self.f64 else self._forward(<float*>self.val_ptr)
 
     cdef int _forward(self, floating* y) except -1 nogil:
-        """The whole output: one flat row when `it` is NULL (one shape), else row by row."""
+        """The whole output: one flat row when `it` is NULL (one shape), rows of a two-axis
+        broadcast in one call, else row by row."""
         cdef const floating* a = <floating*>self.a.val_ptr
         cdef const floating* b = <floating*>self.b.val_ptr
         cdef const floating* c = <floating*>val_ptr_or_null(self.cond)
@@ -311,6 +319,9 @@ cdef class Binary(TwoInputs):
             return 0
         last = it.nd - 1
         inner = it.shape[last]
+        if it.nd == 2 and c == NULL:
+            binary_forward(self.code, a, it.sa[0], it.sa[1], b, it.sb[0], it.sb[1], y, it.rows, inner)
+            return 0
         bcast_start(it, &pos)
         for r in range(it.rows):
             forward_row(self.code, c + pos.oc if c != NULL else NULL, it.sc[last], a + pos.oa,
@@ -324,7 +335,8 @@ cdef class Binary(TwoInputs):
 
     cdef int _gradient_into(self, floating* g, bint to_a, bint add) except -1 nogil:
         """The gradient g into a (to_a) or b: written or added (`add`) when `it` is NULL (one
-        shape), else added row by row, summed over the axes it was broadcast along."""
+        shape), else added (rows of a two-axis broadcast in one call, else row by row),
+        summed over the axes it was broadcast along."""
         cdef const floating* a = <floating*>self.a.val_ptr
         cdef const floating* b = <floating*>self.b.val_ptr
         cdef const floating* c = <floating*>val_ptr_or_null(self.cond)
@@ -337,10 +349,14 @@ cdef class Binary(TwoInputs):
             if c != NULL:
                 where_backward_same(to_a, c, gy, g, self.size, add)
             else:
-                binary_backward_row(self.code, to_a, a, 1, b, 1, y, gy, g, self.size, add)
+                binary_backward_rows(self.code, to_a, a, 0, 1, b, 0, 1, y, gy, g, 1, self.size, add)
             return 0
         last = it.nd - 1
         inner = it.shape[last]
+        if it.nd == 2 and c == NULL:
+            binary_backward_rows(self.code, to_a, a, it.sa[0], it.sa[1], b, it.sb[0], it.sb[1], y, gy,
+                                 g, it.rows, inner, True)
+            return 0
         bcast_start(it, &pos)
         for r in range(it.rows):
             if c != NULL:
@@ -348,9 +364,9 @@ cdef class Binary(TwoInputs):
                                    g + (pos.oa if to_a else pos.ob),
                                    it.sa[last] if to_a else it.sb[last], inner)
             else:
-                binary_backward_row(self.code, to_a, a + pos.oa, it.sa[last], b + pos.ob,
-                                    it.sb[last], y + r * inner, gy + r * inner,
-                                    g + (pos.oa if to_a else pos.ob), inner, True)
+                binary_backward_rows(self.code, to_a, a + pos.oa, 0, it.sa[last], b + pos.ob, 0,
+                                     it.sb[last], y + r * inner, gy + r * inner,
+                                     g + (pos.oa if to_a else pos.ob), 1, inner, True)
             bcast_next_row(it, &pos)
         return 0
 

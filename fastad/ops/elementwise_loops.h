@@ -69,46 +69,55 @@ static inline void fa_unary_backward_##S(int op, const T* x, const T* y, const T
 FA_UNARY_LOOPS(float, f)
 FA_UNARY_LOOPS(double, d)
 
-/* Binary ops over one row: y[i] = a[i*sa] op b[i*sb] (y contiguous), and the gradient
- * into a (to_a) or b, g[i*sg] (+)= gy[i] * slope, sg that side's stride. A stride of 0
- * is a side broadcast along the row; its gradient then sums into g[0], so only `add`
- * may take a stride other than 1. */
+/* Binary ops over `rows` rows of n: row r is y[r*n + i] = a[r*ra + i*sa] op b[r*rb + i*sb]
+ * (y contiguous), and the gradient into a (to_a) or b, g[r*rg + i*sg] (+)= gy[r*n + i] *
+ * slope, rg and sg that side's row and element strides. A stride of 0 is a side broadcast
+ * along the row or across the rows; its gradient then sums into the same elements, in row
+ * order, so only `add` may take a stride other than the output's. One call walks a
+ * two-axis broadcast (a bias over a batch's rows) whole: a call a row would cost more than
+ * a short row's arithmetic. */
 /* FA_EACH_BINARY_CODE: every binary code, from op_codes.h (the op manifest). */
 
 #define FA_BINARY_FORWARD_CASE(k, S)                                                        \
     case k:                                                                                 \
-        if (sa == 1 && sb == 1) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i], b[i]);          \
-        else if (sb == 0) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i * sa], b[0]);            \
-        else if (sa == 0) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[0], b[i * sb]);            \
-        else for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i * sa], b[i * sb]);                    \
+        for (r = 0; r < rows; r++, a += ra, b += rb, y += n) {                              \
+            if (sa == 1 && sb == 1) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i], b[i]);          \
+            else if (sb == 0) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i * sa], b[0]);            \
+            else if (sa == 0) for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[0], b[i * sb]);            \
+            else for (i = 0; i < n; i++) y[i] = fa_binary_value_##S(k, a[i * sa], b[i * sb]);                    \
+        }                                                                                   \
         return;
 
 #define FA_BINARY_GRAD_LOOP(k, S, SLOPE, OP, G)                                             \
     for (i = 0; i < n; i++) G OP gy[i] * fa_binary_##SLOPE##_##S(k, a[i * sa], b[i * sb], y[i]);
 #define FA_BINARY_BACKWARD_CASE(k, S)                                                       \
     case k:                                                                                 \
-        if (sa == 1 && sb == 1) {                                                           \
-            if (to_a && add) { for (i = 0; i < n; i++) g[i] += gy[i] * fa_binary_da_##S(k, a[i], b[i], y[i]); } \
-            else if (to_a) { for (i = 0; i < n; i++) g[i] = gy[i] * fa_binary_da_##S(k, a[i], b[i], y[i]); }   \
-            else if (add) { for (i = 0; i < n; i++) g[i] += gy[i] * fa_binary_db_##S(k, a[i], b[i], y[i]); }   \
-            else { for (i = 0; i < n; i++) g[i] = gy[i] * fa_binary_db_##S(k, a[i], b[i], y[i]); }            \
-        } else if (to_a) {                                                                  \
-            FA_BINARY_GRAD_LOOP(k, S, da, +=, g[i * sa])                                    \
-        } else {                                                                            \
-            FA_BINARY_GRAD_LOOP(k, S, db, +=, g[i * sb])                                    \
+        for (r = 0; r < rows; r++, a += ra, b += rb, y += n, gy += n, g += to_a ? ra : rb) { \
+            if (sa == 1 && sb == 1) {                                                       \
+                if (to_a && add) { for (i = 0; i < n; i++) g[i] += gy[i] * fa_binary_da_##S(k, a[i], b[i], y[i]); } \
+                else if (to_a) { for (i = 0; i < n; i++) g[i] = gy[i] * fa_binary_da_##S(k, a[i], b[i], y[i]); }   \
+                else if (add) { for (i = 0; i < n; i++) g[i] += gy[i] * fa_binary_db_##S(k, a[i], b[i], y[i]); }   \
+                else { for (i = 0; i < n; i++) g[i] = gy[i] * fa_binary_db_##S(k, a[i], b[i], y[i]); }            \
+            } else if (to_a) {                                                              \
+                FA_BINARY_GRAD_LOOP(k, S, da, +=, g[i * sa])                                \
+            } else {                                                                        \
+                FA_BINARY_GRAD_LOOP(k, S, db, +=, g[i * sb])                                \
+            }                                                                               \
         }                                                                                   \
         return;
 
 #define FA_BINARY_LOOPS(T, S)                                                               \
-FA_CLONED FA_FLATTEN void fa_binary_forward_##S(int op, const T* a, ptrdiff_t sa, const T* b,    \
-                                                    ptrdiff_t sb, T* y, ptrdiff_t n) {      \
-    ptrdiff_t i;                                                                            \
+FA_CLONED FA_FLATTEN void fa_binary_forward_##S(int op, const T* a, ptrdiff_t ra, ptrdiff_t sa, \
+                                                    const T* b, ptrdiff_t rb, ptrdiff_t sb, \
+                                                    T* y, ptrdiff_t rows, ptrdiff_t n) {    \
+    ptrdiff_t i, r;                                                                         \
     switch (op) { FA_EACH_BINARY_CODE(FA_BINARY_FORWARD_CASE, S) }                          \
 }                                                                                           \
-FA_CLONED FA_FLATTEN void fa_binary_backward_##S(int op, int to_a, const T* a, ptrdiff_t sa,     \
-                                                     const T* b, ptrdiff_t sb, const T* y,  \
-                                                     const T* gy, T* g, ptrdiff_t n, int add) { \
-    ptrdiff_t i;                                                                            \
+FA_CLONED FA_FLATTEN void fa_binary_backward_##S(int op, int to_a, const T* a, ptrdiff_t ra,     \
+                                                     ptrdiff_t sa, const T* b, ptrdiff_t rb, \
+                                                     ptrdiff_t sb, const T* y, const T* gy, \
+                                                     T* g, ptrdiff_t rows, ptrdiff_t n, int add) { \
+    ptrdiff_t i, r;                                                                         \
     switch (op) { FA_EACH_BINARY_CODE(FA_BINARY_BACKWARD_CASE, S) }                         \
 }
 
