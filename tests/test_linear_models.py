@@ -145,7 +145,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="sample_weight must hold one finite, non-negative weight"):
         fa.models.LinearModel().fit(X, y, sample_weight=-np.ones(400))
     with pytest.raises(ValueError, match="loss must be one of"):
-        fa.models.LinearModel(loss="quantile")
+        fa.models.LinearModel(loss="poisson")
     with pytest.raises(RuntimeError, match="not trained"):
         fa.models.FactorizationMachine().predict(X)
     model = fa.models.LinearModel(loss="hinge").fit(X, y)
@@ -218,3 +218,173 @@ def test_unlabelled_lines_are_refused_for_training(tmp_path):
         fa.models.LinearModel().fit(sp.csr_matrix(np.eye(3)))
     with pytest.raises(TypeError, match="hasher must be a fa.features.Hasher or its settings"):
         fa.models.LinearModel(hasher=18)
+
+
+# ---------------------------------------------------------------- optimizer="vw"
+
+def test_vw_update_is_vowpal_wabbits(tmp_path):
+    """The default update trains as VW's own (adaptive, normalised, invariant) on one file:
+    our b plays VW's constant feature when the hasher adds none. (VW's squared and quantile
+    losses train on the prediction clipped to the range of the labels seen so far, which
+    ours do not.)"""
+    pyvw = pytest.importorskip("vowpalwabbit.pyvw")
+    rng = np.random.default_rng(11)
+    lines = []
+    for r in range(800):
+        words = rng.choice(30, rng.integers(2, 6))
+        label = 1 if (3 in words or 4 in words) != (rng.random() < 0.1) else -1
+        weight = " 3" if r % 7 == 0 else ""
+        lines.append(f"{label}{weight} |w {' '.join(f'w{k}:{1 + k % 3}' for k in words)} |s site={r % 5}\n")
+    (tmp_path / "t.vw").write_text("".join(lines))
+    for loss in ("logistic", "hinge"):
+        ours = fa.models.LinearModel(loss=loss, hasher=fa.features.Hasher(bits=16, constant=False)).fit(
+            tmp_path / "t.vw").decision_function(tmp_path / "t.vw")
+        model, preds = tmp_path / "vw.model", tmp_path / "vw.preds"
+        train = pyvw.Workspace(f"--quiet --loss_function {loss} -b 16 -d {tmp_path / 't.vw'} -f {model}")
+        train.run_parser()
+        train.finish()
+        score = pyvw.Workspace(f"--quiet -t -i {model} -d {tmp_path / 't.vw'} -r {preds}")
+        score.run_parser()
+        score.finish()
+        theirs = np.array([float(line.split()[0]) for line in preds.read_text().splitlines()])
+        # VW approximates 1/sqrt and the logistic step (to ~1e-4); the rest is float rounding
+        np.testing.assert_allclose(ours, theirs, atol=0.02 * np.abs(theirs).max(), err_msg=loss)
+
+
+def test_vw_update_is_invariant_to_a_features_scale():
+    """Normalised: a column multiplied by 1000 trains to the same predictions (its weight
+    divided by 1000), where Adagrad's do not."""
+    X, y = _data(seed=12, valued=True)
+    scaled = X.tocsc(copy=True)
+    scaled.data[scaled.indptr[3]:scaled.indptr[4]] *= 1000
+    scaled = scaled.tocsr()
+    for optimizer, same in (("vw", True), ("adagrad", False)):
+        plain = fa.models.LinearModel(optimizer=optimizer, passes=2).fit(X, y)
+        big = fa.models.LinearModel(optimizer=optimizer, passes=2).fit(scaled, y)
+        close = np.allclose(plain.decision_function(X), big.decision_function(scaled), rtol=1e-4, atol=1e-4)
+        assert close == same, optimizer
+    assert big.weights["W"][3] != 0
+
+
+@pytest.mark.parametrize("loss, label", [("squared", 3.0), ("quantile", 3.0), ("logistic", 1), ("hinge", 1)])
+def test_vw_update_never_steps_past_the_label(loss, label):
+    """Invariant: one example of a huge importance weight moves the prediction to the label
+    (squared, quantile, hinge's margin) or towards it without passing (logistic), as if
+    it were seen that many times in small steps."""
+    X = sp.csr_matrix(np.array([[1.0, 2.0, 0.5], [1.0, 0.0, 0.0]], np.float32))
+    y = np.array([label, -label if loss == "hinge" else 0 if loss == "logistic" else 0.0])
+    model = fa.models.LinearModel(loss=loss).fit(X, y, sample_weight=[1e6, 0.0])
+    p = model.decision_function(X[:1])[0]
+    if loss in ("squared", "quantile"):
+        assert p == pytest.approx(label, rel=1e-3)
+    elif loss == "hinge":
+        assert p == pytest.approx(1.0, rel=1e-3)
+    else:
+        assert 5 < p < 40              # the logistic loss has no minimum: far, but finite
+    small = fa.models.LinearModel(loss=loss, optimizer="sgd", lr=0.5).fit(X, y, sample_weight=[1e6, 0.0])
+    assert abs(small.decision_function(X[:1])[0]) > 1e3     # a plain step flies past
+
+
+def test_vw_update_hogwild_threads_and_progress():
+    X, y = _data(n=3000, seed=13)
+    seen = []
+    model = fa.models.LinearModel(passes=3, workers=2, shuffle=True).fit(
+        X, y, callback=lambda epoch, loss: seen.append((epoch, loss)))
+    assert [epoch for epoch, _ in seen] == [1, 2, 3] and seen[2][1] < seen[0][1]
+    assert fa.metrics.roc_auc(y, model.decision_function(X)) > 0.8
+    with pytest.raises(ValueError, match="optimizer 'vw' runs its workers as threads"):
+        fa.models.LinearModel(workers=2).fit(X, y, start_method="spawn")
+    with pytest.raises(TypeError, match="optimizer 'vw' takes no optimizer_options"):
+        fa.models.LinearModel(optimizer_options={"l1": 1.0})
+    assert fa.models.LinearModel().lr == 0.5 and fa.models.LinearModel(optimizer="sgd").lr == 0.1
+
+
+def test_factorization_machine_vw_update_learns_pairs():
+    rng = np.random.default_rng(14)
+    n = 4000
+    a, b = rng.integers(0, 10, n), rng.integers(10, 20, n)
+    X = sp.csr_matrix((np.ones(2 * n, np.float32), np.stack([a, b], 1).ravel(), np.arange(0, 2 * n + 1, 2)),
+                      shape=(n, 20))
+    y = ((a % 2) == (b % 2)).astype(int)           # only the pair tells: no linear term does
+    for optimizer in ("vw", "adagrad"):
+        fm = fa.models.FactorizationMachine(k=4, init_std=0.1, passes=5, optimizer=optimizer).fit(X, y)
+        assert fa.metrics.roc_auc(y, fm.decision_function(X)) > 0.95, optimizer
+
+
+# ---------------------------------------------------------------- quantile loss
+
+@pytest.mark.parametrize("optimizer", ["vw", "adagrad"])
+def test_quantile_loss_fits_the_quantile(optimizer):
+    """y = noise of a known quantile at one constant feature: the intercept learns the tau
+    quantile of the labels."""
+    rng = np.random.default_rng(15)
+    n = 6000
+    X = sp.csr_matrix(np.ones((n, 1), np.float32))
+    y = rng.exponential(1.0, n)
+    for tau in (0.2, 0.5, 0.9):
+        model = fa.models.LinearModel(loss="quantile", quantile_tau=tau, optimizer=optimizer, passes=4,
+                                      lr=0.5 if optimizer == "vw" else 0.05).fit(X, y)
+        assert model.predict(X[:1])[0] == pytest.approx(np.quantile(y, tau), abs=0.12), tau
+    with pytest.raises(ValueError, match="quantile_tau must be"):
+        fa.models.LinearModel(loss="quantile", quantile_tau=1.0)
+    with pytest.raises(ValueError, match="quantile loss takes finite numbers"):
+        fa.models.LinearModel(loss="quantile").fit(X, np.full(n, np.nan))
+
+
+def test_quantile_loss_graph_step_is_the_per_example_update():
+    X, y = _data(seed=16, valued=True)
+    t = y.astype(np.float64) * 3
+    model = fa.models.LinearModel(loss="quantile", quantile_tau=0.3, optimizer="sgd", lr=0.05).fit(X, t)
+    w, b = np.zeros(X.shape[1]), 0.0
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        z = b + row.data @ w[row.indices]
+        g = -0.3 if t[r] > z else 0.7 if t[r] < z else 0.0
+        w[row.indices] -= 0.05 * g * row.data
+        b -= 0.05 * g
+    np.testing.assert_allclose(model.weights["W"], w, rtol=2e-4, atol=2e-6)
+
+
+# ---------------------------------------------------------------- one against all
+
+@pytest.mark.parametrize("optimizer", ["vw", "adagrad"])
+def test_one_against_all_multiclass(tmp_path, optimizer):
+    rng = np.random.default_rng(17)
+    lines, labels = [], []
+    for r in range(1500):
+        label = int(rng.integers(1, 4))
+        words = [f"c{label}"] * 2 + [f"n{k}" for k in rng.integers(0, 20, 3)]
+        lines.append(f"{label} |w {' '.join(words)}\n")
+        labels.append(label)
+    (tmp_path / "m.vw").write_text("".join(lines))
+    hasher = fa.features.Hasher(bits=10)
+    model = fa.models.LinearModel(oaa=3, optimizer=optimizer, passes=2, hasher=hasher).fit(tmp_path / "m.vw")
+    assert model.weights["W"].shape == (2 ** 10, 3) and model.weights["b"].shape == (3,)
+    predicted = model.predict(tmp_path / "m.vw")
+    assert set(predicted) <= {1, 2, 3} and (predicted == np.array(labels)).mean() > 0.95
+    proba = model.predict_proba(tmp_path / "m.vw")
+    assert proba.shape == (1500, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)
+    np.testing.assert_array_equal(np.argmax(proba, axis=1) + 1, predicted)
+    model.save(tmp_path / "oaa.npz")
+    back = fa.models.LinearModel.load(tmp_path / "oaa.npz")
+    np.testing.assert_array_equal(back.predict(tmp_path / "m.vw"), predicted)
+    with pytest.raises(ValueError, match=r"with oaa=3 the labels are the classes 1..3 \(VW's --oaa\), got 4"):
+        fa.models.LinearModel(oaa=3).fit(sp.csr_matrix(np.eye(3)), [1, 2, 4])
+    with pytest.raises(ValueError, match="oaa must be >= 2"):
+        fa.models.LinearModel(oaa=1)
+
+
+def test_one_against_all_graph_step_is_each_classes_binary_update():
+    X, _ = _data(n=200, seed=18, valued=True)
+    y = np.random.default_rng(18).integers(1, 4, X.shape[0])
+    model = fa.models.LinearModel(oaa=3, optimizer="sgd", lr=0.1).fit(X, y)
+    W, b = np.zeros((X.shape[1], 3)), np.zeros(3)
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        z = b + row.data @ W[row.indices]
+        g = _sigmoid(z) - (np.arange(1, 4) == y[r])
+        W[row.indices] -= 0.1 * row.data[:, None] * g[None, :]
+        b -= 0.1 * g
+    np.testing.assert_allclose(model.weights["W"], W, rtol=2e-4, atol=2e-6)
+    np.testing.assert_allclose(model.weights["b"], b, rtol=2e-4, atol=2e-6)

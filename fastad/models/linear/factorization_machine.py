@@ -22,7 +22,9 @@ class FactorizationMachine(LinearModel):
               init_std), the others (a hashed table's unused rows) and W and b at zero
 
     The other arguments, `fit`, `predict`, `predict_proba` and `decision_function` are
-    `LinearModel`'s. V and W hold one row more than the features: the padding row that
+    `LinearModel`'s (but `oaa`; the default optimizer is "adagrad": "vw" trains V's
+    coordinates by VW's rule too, each one's input its derivative of the logit, as VW's
+    --lrq features are). V and W hold one row more than the features: the padding row that
     BagSampler writes past each example's features (`pad=`), which no example trains.
 
     >>> fm = fa.models.FactorizationMachine(k=8, passes=2).fit(X_train, y_train)
@@ -33,10 +35,12 @@ class FactorizationMachine(LinearModel):
 
     _extra_rows = 1
 
-    def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=0.1,
-                 passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None):
+    def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=None,
+                 passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None,
+                 quantile_tau=0.5):
         super().__init__(loss=loss, optimizer=optimizer, lr=lr, passes=passes, workers=workers,
-                         shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options)
+                         shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options,
+                         quantile_tau=quantile_tau)
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
 

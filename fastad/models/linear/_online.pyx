@@ -1,0 +1,108 @@
+"""The compiled half of LinearModel's and FactorizationMachine's optimizer="vw": Vowpal
+Wabbit's adaptive, normalised and invariant update, one example at a time over CSR bags in
+C, without the GIL (online.h)."""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t
+
+cnp.import_array()
+
+__all__ = ["LOSSES", "OnlineUpdate"]
+
+cdef extern from "online.h" nogil:
+    enum:
+        FA_ONLINE_LOGISTIC
+        FA_ONLINE_SQUARED
+        FA_ONLINE_HINGE
+        FA_ONLINE_QUANTILE
+    ctypedef struct fa_online:
+        int loss
+        double tau, eta
+        int64_t classes, k
+        float *w
+        float *b
+        float *v
+        double total_weight, sum_norm_x
+    double fa_online_pass(fa_online* m, const int32_t* ids, const int64_t* offsets, const float* values,
+                          const float* targets, const float* weights, const int64_t* order, int64_t n,
+                          double* scratch)
+
+#: The losses of the update, by LinearModel's names.
+LOSSES = {"logistic": FA_ONLINE_LOGISTIC, "squared": FA_ONLINE_SQUARED, "hinge": FA_ONLINE_HINGE,
+          "quantile": FA_ONLINE_QUANTILE}
+
+
+cdef float* _data(cnp.ndarray a):
+    return <float*>cnp.PyArray_DATA(a)
+
+
+def _interleaved(weights):
+    """(size, 3) float32: each weight beside its adaptive sum and normaliser (zero)."""
+    state = np.zeros((weights.size, 3), np.float32)
+    state[:, 0] = weights.ravel()
+    return state
+
+
+cdef class OnlineUpdate:
+    """The update's state over a model's weights: W (rows x classes or rows), b (classes),
+    and V (rows x k) for a factorization machine, float32, written back after each pass
+    (`train`); each weight held beside its adaptive sum and normaliser (new, zero); and the
+    normalised rule's running sums, which Hogwild workers each keep and `merge` after a
+    pass. Made by LinearModel.fit, which checks every array."""
+    cdef fa_online m
+    cdef dict arrays
+    cdef readonly int64_t longest
+
+    def __init__(self, weights, loss, tau, eta, longest):
+        self.arrays = {name: (weights[name], _interleaved(weights[name]))
+                       for name in ("W", "b", "V") if name in weights}
+        self.m.loss = LOSSES[loss]
+        self.m.tau, self.m.eta = tau, eta
+        self.m.classes = weights["b"].shape[0]
+        self.m.w, self.m.b = _data(self.arrays["W"][1]), _data(self.arrays["b"][1])
+        self.m.k = 0
+        if "V" in weights:
+            self.m.k = weights["V"].shape[1]
+            self.m.v = _data(self.arrays["V"][1])
+        self.longest = longest
+        self.m.total_weight = self.m.sum_norm_x = 0
+
+    def worker(self):
+        """An update over the same weights and statistics with running sums of its own (a
+        Hogwild worker's, which `merge` adds back)."""
+        cdef OnlineUpdate other = OnlineUpdate.__new__(OnlineUpdate)
+        other.m = self.m
+        other.arrays, other.longest = self.arrays, self.longest
+        return other
+
+    def merge(self, list workers):
+        """Add the running sums the workers gathered since they were made to this one's."""
+        cdef OnlineUpdate w
+        base_weight, base_norm = self.m.total_weight, self.m.sum_norm_x
+        for w in workers:
+            self.m.total_weight += w.m.total_weight - base_weight
+            self.m.sum_norm_x += w.m.sum_norm_x - base_norm
+
+    def train(self, const int32_t[::1] ids, const int64_t[::1] offsets, values, const float[::1] targets,
+              weights, const int64_t[::1] order):
+        """One pass over the examples order (CSR bags: ids, offsets, values or None for all
+        ones; targets, examples x classes; importance weights or None); returns the sum of
+        importance * loss before each update. Runs without the GIL; `write_back` puts the
+        weights into the model's arrays."""
+        cdef const float[::1] v = values if values is not None else None
+        cdef const float[::1] w = weights if weights is not None else None
+        cdef const float* vp = &v[0] if v is not None and v.shape[0] else NULL
+        cdef const float* wp = &w[0] if w is not None and w.shape[0] else NULL
+        cdef double[::1] scratch = np.empty((self.longest + 1) * (2 + 2 * self.m.k) + self.m.k, np.float64)
+        cdef double total
+        cdef int64_t n = order.shape[0]
+        cdef const int32_t* ip = &ids[0] if ids.shape[0] else NULL
+        with nogil:
+            total = fa_online_pass(&self.m, ip, &offsets[0], vp, &targets[0], wp,
+                                   &order[0] if n else NULL, n, &scratch[0])
+        return total
+
+    def write_back(self):
+        """Copy the trained weights into the arrays the update was made over."""
+        for weights, state in self.arrays.values():
+            weights.reshape(-1)[:] = state[:, 0]
