@@ -299,16 +299,9 @@ def test_vw_update_hogwild_threads_and_progress():
     assert fa.models.LinearModel().lr == 0.5 and fa.models.LinearModel(optimizer="sgd").lr == 0.1
 
 
-def test_factorization_machine_vw_update_learns_pairs():
-    rng = np.random.default_rng(14)
-    n = 4000
-    a, b = rng.integers(0, 10, n), rng.integers(10, 20, n)
-    X = sp.csr_matrix((np.ones(2 * n, np.float32), np.stack([a, b], 1).ravel(), np.arange(0, 2 * n + 1, 2)),
-                      shape=(n, 20))
-    y = ((a % 2) == (b % 2)).astype(int)           # only the pair tells: no linear term does
-    for optimizer in ("vw", "adagrad"):
-        fm = fa.models.FactorizationMachine(k=4, init_std=0.1, passes=5, optimizer=optimizer).fit(X, y)
-        assert fa.metrics.roc_auc(y, fm.decision_function(X)) > 0.95, optimizer
+def test_factorization_machine_refuses_the_vw_update():
+    with pytest.raises(ValueError, match="optimizer 'vw' is LinearModel's"):
+        fa.models.FactorizationMachine(optimizer="vw")
 
 
 # ---------------------------------------------------------------- quantile loss

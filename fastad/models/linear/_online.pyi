@@ -1,5 +1,5 @@
 """Type stubs for fastad/models/linear/_online.pyx: Vowpal Wabbit's adaptive, normalised and
-invariant update of LinearModel and FactorizationMachine (optimizer="vw")."""
+invariant update of LinearModel (optimizer="vw")."""
 from typing import Final
 
 import numpy as np

@@ -1,5 +1,4 @@
-"""The compiled half of LinearModel's and FactorizationMachine's optimizer="vw": Vowpal
-Wabbit's adaptive, normalised and invariant update, one example at a time over CSR bags in
+"""The compiled half of LinearModel's optimizer="vw": Vowpal Wabbit's adaptive, normalised and invariant update, one example at a time over CSR bags in
 C, without the GIL (online.h)."""
 import numpy as np
 cimport numpy as cnp
@@ -18,10 +17,9 @@ cdef extern from "online.h" nogil:
     ctypedef struct fa_online:
         int loss
         double tau, eta
-        int64_t classes, k
+        int64_t classes
         float *w
         float *b
-        float *v
         double total_weight, sum_norm_x
     double fa_online_pass(fa_online* m, const int32_t* ids, const int64_t* offsets, const float* values,
                           const float* targets, const float* weights, const int64_t* order, int64_t n,
@@ -44,26 +42,21 @@ def _interleaved(weights):
 
 
 cdef class OnlineUpdate:
-    """The update's state over a model's weights: W (rows x classes or rows), b (classes),
-    and V (rows x k) for a factorization machine, float32, written back after each pass
-    (`train`); each weight held beside its adaptive sum and normaliser (new, zero); and the
-    normalised rule's running sums, which Hogwild workers each keep and `merge` after a
-    pass. Made by LinearModel.fit, which checks every array."""
+    """The update's state over a model's weights: W (rows x classes or rows) and b (classes),
+    float32, written back by `write_back`; each weight held beside its adaptive sum and
+    normaliser (new, zero); and the normalised rule's running sums, which Hogwild workers
+    each keep and `merge` after a pass. Made by LinearModel.fit, which checks every array."""
     cdef fa_online m
     cdef dict arrays
     cdef readonly int64_t longest
 
     def __init__(self, weights, loss, tau, eta, longest):
         self.arrays = {name: (weights[name], _interleaved(weights[name]))
-                       for name in ("W", "b", "V") if name in weights}
+                       for name in ("W", "b")}
         self.m.loss = LOSSES[loss]
         self.m.tau, self.m.eta = tau, eta
         self.m.classes = weights["b"].shape[0]
         self.m.w, self.m.b = _data(self.arrays["W"][1]), _data(self.arrays["b"][1])
-        self.m.k = 0
-        if "V" in weights:
-            self.m.k = weights["V"].shape[1]
-            self.m.v = _data(self.arrays["V"][1])
         self.longest = longest
         self.m.total_weight = self.m.sum_norm_x = 0
 
@@ -93,7 +86,7 @@ cdef class OnlineUpdate:
         cdef const float[::1] w = weights if weights is not None else None
         cdef const float* vp = &v[0] if v is not None and v.shape[0] else NULL
         cdef const float* wp = &w[0] if w is not None and w.shape[0] else NULL
-        cdef double[::1] scratch = np.empty((self.longest + 1) * (2 + 2 * self.m.k) + self.m.k, np.float64)
+        cdef double[::1] scratch = np.empty(self.longest + 1, np.float64)
         cdef double total
         cdef int64_t n = order.shape[0]
         cdef const int32_t* ip = &ids[0] if ids.shape[0] else NULL

@@ -22,9 +22,9 @@ class FactorizationMachine(LinearModel):
               init_std), the others (a hashed table's unused rows) and W and b at zero
 
     The other arguments, `fit`, `predict`, `predict_proba` and `decision_function` are
-    `LinearModel`'s (but `oaa`; the default optimizer is "adagrad": "vw" trains V's
-    coordinates by VW's rule too, each one's input its derivative of the logit, as VW's
-    --lrq features are). V and W hold one row more than the features: the padding row that
+    `LinearModel`'s, but `oaa` and the optimizer "vw" (the default is "adagrad"): VW's
+    normalised rule, given a factor's derivative of the logit as its input (as VW's --lrq
+    features are), diverges on the bench's data, as VW's --lrq does there. V and W hold one row more than the features: the padding row that
     BagSampler writes past each example's features (`pad=`), which no example trains.
 
     >>> fm = fa.models.FactorizationMachine(k=8, passes=2).fit(X_train, y_train)
@@ -43,6 +43,10 @@ class FactorizationMachine(LinearModel):
                          quantile_tau=quantile_tau)
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
+        if self.optimizer == "vw":
+            raise ValueError(f"{type(self).__name__}: optimizer 'vw' is LinearModel's (its normalised "
+                             f"rule diverges on a factorization machine's factors); use 'adagrad', "
+                             f"'sgd', 'adam' or 'ftrl'")
 
     def _new_weights(self, n_features, used=()):
         """V's rows of the features used drawn normal(0, init_std) (in the order of their

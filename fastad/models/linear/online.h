@@ -15,9 +15,8 @@
  *     large importance weight never steps past the label.
  *
  * A coordinate's input a_j is its derivative of the logit: the feature's value for W, 1 for
- * b, x_i (sum_l x_l V[l,f] - x_i V[i,f]) for a factorization machine's V[i,f]. Classes > 1:
- * one against all, W and b hold a column per class, each class a binary problem (its targets
- * +1 for the example's class, -1 for the others).
+ * b. Classes > 1: one against all, W and b hold a column per class, each class a binary
+ * problem (its targets +1 for the example's class, -1 for the others).
  */
 #ifndef FASTAD_ONLINE_H
 #define FASTAD_ONLINE_H
@@ -32,11 +31,9 @@ typedef struct {
     double tau;                 /* the quantile loss's tau */
     double eta;                 /* the learning rate */
     int64_t classes;            /* the columns of W and b (1, or one against all's K) */
-    int64_t k;                  /* a factorization machine's factors (0: linear) */
     /* each weight interleaved with its G and N (one cache line: w[3j], w[3j + 1], w[3j + 2]) */
     float *w;                   /* W (rows x classes) */
     float *b;                   /* b (classes) */
-    float *v;                   /* V (rows x k) */
     double total_weight;        /* the normalised rule's running sums */
     double sum_norm_x;
 } fa_online;
@@ -112,65 +109,33 @@ static inline double fa_online_rate(float* w, double a, double g2, double* norm)
     return 1.0 / (sqrt((double)*g) * *n);
 }
 
-/* The logit of one example for class c; s (k) receives sum_i x_i V[i] (a factorization
- * machine). */
+/* The logit of one example for class c. */
 static inline double fa_online_logit(const fa_online* m, const int32_t* ids, const float* x,
-                                     int64_t len, int64_t c, double* s) {
+                                     int64_t len, int64_t c) {
     double p = m->b[3 * c];
-    int64_t C = m->classes, k = m->k;
+    int64_t C = m->classes;
     for (int64_t i = 0; i < len; i++) p += (double)(x ? x[i] : 1.0f) * m->w[3 * ((int64_t)ids[i] * C + c)];
-    if (k) {
-        double squares = 0;
-        for (int64_t f = 0; f < k; f++) s[f] = 0;
-        for (int64_t i = 0; i < len; i++) {
-            double xi = x ? x[i] : 1.0;
-            const float* vi = m->v + 3 * (int64_t)ids[i] * k;
-            for (int64_t f = 0; f < k; f++) {
-                double xv = xi * vi[3 * f];
-                s[f] += xv;
-                squares += xv * xv;
-            }
-        }
-        double total = 0;
-        for (int64_t f = 0; f < k; f++) total += s[f] * s[f];
-        p += 0.5 * (total - squares);
-    }
     return p;
 }
 
-/* One update of class c on one example of importance `weight` towards target y; `a` and
- * `rate` are scratch of len * (1 + k) doubles, s of k. Returns the loss before the update. */
+/* One update of class c on one example of importance `weight` towards target y; `rate` is
+ * scratch of len + 1 doubles. Returns the loss before the update. */
 static inline double fa_online_example(fa_online* m, const int32_t* ids, const float* x, int64_t len,
-                                       int64_t c, double y, double weight, double* a, double* rate,
-                                       double* s) {
-    int64_t C = m->classes, k = m->k;
-    double p = fa_online_logit(m, ids, x, len, c, s);
+                                       int64_t c, double y, double weight, double* rate) {
+    int64_t C = m->classes;
+    double p = fa_online_logit(m, ids, x, len, c);
     double loss = fa_online_loss(m, p, y);
     double slope = fa_online_slope(m, p, y);
     double g2 = slope * slope * weight;
     if (loss <= 0 || g2 <= 0) return loss;
-    /* the inputs of the coordinates, from the weights before the update */
-    for (int64_t i = 0; i < len; i++) {
-        double xi = x ? x[i] : 1.0;
-        a[i] = xi;
-        const float* vi = m->v + 3 * (int64_t)ids[i] * k;
-        for (int64_t f = 0; f < k; f++) a[len + i * k + f] = xi * (s[f] - xi * vi[3 * f]);
-    }
     double norm = 0, u = 0;
     rate[0] = fa_online_rate(m->b + 3 * c, 1.0, g2, &norm);
     u += rate[0];
     for (int64_t i = 0; i < len; i++) {
-        int64_t j = (int64_t)ids[i] * C + c;
-        if (a[i] == 0) { rate[1 + i] = 0; continue; }
-        rate[1 + i] = fa_online_rate(m->w + 3 * j, a[i], g2, &norm);
-        u += a[i] * a[i] * rate[1 + i];
-    }
-    for (int64_t i = 0; i < len * k; i++) {
-        int64_t j = (int64_t)ids[i / k] * k + i % k;
-        double ai = a[len + i];
-        if (ai == 0) { rate[1 + len + i] = 0; continue; }
-        rate[1 + len + i] = fa_online_rate(m->v + 3 * j, ai, g2, &norm);
-        u += ai * ai * rate[1 + len + i];
+        double a = x ? x[i] : 1.0;
+        if (a == 0) { rate[1 + i] = 0; continue; }
+        rate[1 + i] = fa_online_rate(m->w + 3 * ((int64_t)ids[i] * C + c), a, g2, &norm);
+        u += a * a * rate[1 + i];
     }
     m->total_weight += weight;
     m->sum_norm_x += weight * norm;
@@ -179,9 +144,7 @@ static inline double fa_online_example(fa_online* m, const int32_t* ids, const f
     double step = fa_online_step(m, p, y, m->eta * weight, u) * multiplier;
     m->b[3 * c] += (float)(step * rate[0]);
     for (int64_t i = 0; i < len; i++)
-        m->w[3 * ((int64_t)ids[i] * C + c)] += (float)(step * a[i] * rate[1 + i]);
-    for (int64_t i = 0; i < len * k; i++)
-        m->v[3 * ((int64_t)ids[i / k] * k + i % k)] += (float)(step * a[len + i] * rate[1 + len + i]);
+        m->w[3 * ((int64_t)ids[i] * C + c)] += (float)(step * (x ? x[i] : 1.0) * rate[1 + i]);
     return loss;
 }
 
@@ -190,18 +153,15 @@ static inline double fa_online_example(fa_online* m, const int32_t* ids, const f
 static inline double fa_online_pass(fa_online* m, const int32_t* ids, const int64_t* offsets,
                                     const float* values, const float* targets, const float* weights,
                                     const int64_t* order, int64_t n, double* scratch) {
-    int64_t C = m->classes, k = m->k;
+    int64_t C = m->classes;
     double total = 0;
     for (int64_t e = 0; e < n; e++) {
         int64_t r = order[e], start = offsets[r], len = offsets[r + 1] - start;
         double weight = weights ? weights[r] : 1.0;
         if (weight <= 0) continue;
-        double* a = scratch;
-        double* rate = a + len * (1 + k);
-        double* s = rate + 1 + len * (1 + k);
         for (int64_t c = 0; c < C; c++)
             total += weight * fa_online_example(m, ids + start, values ? values + start : 0, len, c,
-                                                targets[r * C + c], weight, a, rate, s);
+                                                targets[r * C + c], weight, scratch);
     }
     return total;
 }
