@@ -32,6 +32,7 @@ cdef extern from "featurise.h" nogil:
         uint8_t* col_seen
         uint32_t* ids
         float* values
+        uint8_t* fields
         size_t n_ids
         int64_t* offsets
         float* labels
@@ -209,17 +210,20 @@ cdef class Parser:
         return f"{source}: line {line}, {where}: {message}"
 
     def take(self):
-        """(ids, offsets, values, labels, weights) of the examples parsed since the last take,
-        as new arrays (ids int32 for bits <= 31, else int64), and the parser emptied."""
+        """(ids, offsets, values, labels, weights, fields) of the examples parsed since the last
+        take, as new arrays (ids int32 for bits <= 31, else int64; fields uint8), and the
+        parser emptied."""
         cdef Py_ssize_t n_ids = self.f.n_ids, n_ex = self.f.n_examples
         ids32 = np.empty(n_ids, np.uint32)
         values = np.empty(n_ids, np.float32)
+        fields = np.empty(n_ids, np.uint8)
         offsets = np.empty(n_ex + 1, np.int64)
         labels = np.empty(n_ex, np.float32)
         weights = np.empty(n_ex, np.float32)
         if n_ids:
             memcpy(cnp.PyArray_DATA(ids32), self.f.ids, n_ids * sizeof(uint32_t))
             memcpy(cnp.PyArray_DATA(values), self.f.values, n_ids * sizeof(float))
+            memcpy(cnp.PyArray_DATA(fields), self.f.fields, n_ids * sizeof(uint8_t))
         memcpy(cnp.PyArray_DATA(offsets), self.f.offsets, (n_ex + 1) * sizeof(int64_t))
         if n_ex:
             memcpy(cnp.PyArray_DATA(labels), self.f.labels, n_ex * sizeof(float))
@@ -227,4 +231,4 @@ cdef class Parser:
         self.f.n_ids = 0
         self.f.n_examples = 0
         ids = ids32.view(np.int32) if self.bits <= 31 else ids32.astype(np.int64)
-        return ids, offsets, values, labels, weights
+        return ids, offsets, values, labels, weights, fields

@@ -32,6 +32,7 @@
 #define FA_NGRAM_CONSTANT 27942141u
 #define FA_CONSTANT 11650396u
 #define FA_MAX_CROSSES 64
+#define FA_CONSTANT_FIELD 128       /* VW's constant_namespace */
 
 /* ------------------------------------------------------------------ hashing */
 
@@ -213,6 +214,8 @@ typedef struct {
     /* the output: CSR bags, their values, labels and importance weights */
     uint32_t* ids;
     float* values;
+    uint8_t* fields;            /* each id's field: its namespace index (a cross's, its first
+                                   namespace's; the constant feature's, VW's 128) */
     size_t n_ids, cap_ids;
     int64_t* offsets;           /* n_examples + 1 entries */
     float* labels;
@@ -248,6 +251,9 @@ static int fa_reserve(fa_featuriser* f, size_t ids, size_t examples)
         q = realloc(f->values, cap * sizeof(float));
         if (!q) return -1;
         f->values = (float*)q;
+        q = realloc(f->fields, cap * sizeof(uint8_t));
+        if (!q) return -1;
+        f->fields = (uint8_t*)q;
         f->cap_ids = cap;
     }
     if (examples > f->cap_examples) {
@@ -394,15 +400,18 @@ static int fa_finish_line(fa_featuriser* f, float label, float weight)
     const uint32_t mask = f->mask;
     uint32_t* ids = f->ids + f->n_ids;
     float* values = f->values + f->n_ids;
+    uint8_t* fields = f->fields + f->n_ids;
     size_t out = 0;
     for (int k = 0; k < f->n_order; k++) {
         const fa_group* g = &f->groups[f->order[k]];
+        memset(fields + out, f->order[k], g->n);
         for (size_t i = 0; i < g->n; i++) { ids[out] = g->h[i] & mask; values[out] = g->v[i]; out++; }
     }
-    if (f->constant) { ids[out] = FA_CONSTANT & mask; values[out] = 1.0f; out++; }
+    if (f->constant) { ids[out] = FA_CONSTANT & mask; values[out] = 1.0f; fields[out] = FA_CONSTANT_FIELD; out++; }
     for (int c = 0; c < f->n_quadratic; c++) {
         const fa_group *a = &f->groups[f->quadratic[c][0]], *b = &f->groups[f->quadratic[c][1]];
         const int same = a == b;
+        memset(fields + out, f->quadratic[c][0], same ? a->n * (a->n + 1) / 2 : a->n * b->n);
         for (size_t i = 0; i < a->n; i++) {
             const uint32_t half = FA_FNV_PRIME * a->h[i];
             const float va = a->v[i];
@@ -420,7 +429,8 @@ static int fa_finish_line(fa_featuriser* f, float label, float weight)
                 const uint32_t half = FA_FNV_PRIME * (half1 ^ b->h[j]);
                 const float vab = a->v[i] * b->v[j];
                 for (size_t l = same_bd ? j : 0; l < d->n; l++) {
-                    ids[out] = (half ^ d->h[l]) & mask; values[out] = vab * d->v[l]; out++;
+                    ids[out] = (half ^ d->h[l]) & mask; values[out] = vab * d->v[l]; fields[out] = f->cubic[c][0];
+                    out++;
                 }
             }
         }
@@ -859,7 +869,7 @@ static void fa_free(fa_featuriser* f)
 {
     for (int i = 0; i < 256; i++) { free(f->groups[i].h); free(f->groups[i].v); }
     free(f->gram_mask);
-    free(f->ids); free(f->values); free(f->offsets); free(f->labels); free(f->weights);
+    free(f->ids); free(f->values); free(f->fields); free(f->offsets); free(f->labels); free(f->weights);
     free(f->col_kind); free(f->col_index); free(f->col_channel); free(f->col_feature);
     free(f->col_key); free(f->col_key_len); free(f->col_seen); free(f->text);
     memset(f, 0, sizeof(*f));

@@ -16,7 +16,7 @@ from fastad.io import write_atomically
 #: Bytes read from the source at a time.
 BLOCK = 1 << 20
 #: The version of the cached binary form; a cache of another version is parsed again.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: featurise.h's column kinds (FA_COL_*).
 _COLUMN_KINDS = {"label": 1, "weight": 2, "categorical": 3, "numeric": 4, "text": 5}
 _ARRAYS = ("ids", "offsets", "values", "labels", "weights")
@@ -155,14 +155,18 @@ class Features:
     labels   float32, one per example (NaN for a line without a label)
     weights  float32, the importance weights (1 where a line gives none)
     bits     the hasher's bits; skipped: the lines left out (on_error="skip")
+    fields   uint8, one per id: its namespace's index (the first byte of the namespace's
+             name, VW's; a cross's, its first namespace's; the constant feature's 128), the
+             fields of a field-aware factorization machine; None when not given
 
     >>> fa.data.BagSampler(ids_leaf, offsets_leaf, f.ids, f.offsets, {label: f.labels})
     """
 
-    def __init__(self, ids, offsets, values, labels, weights, bits, skipped=0):
+    def __init__(self, ids, offsets, values, labels, weights, bits, skipped=0, fields=None):
         self.ids, self.offsets, self.values, self.labels, self.weights = ids, offsets, values, labels, weights
         self.bits = bits
         self.skipped = skipped
+        self.fields = fields
 
     def __len__(self):
         return len(self.labels)
@@ -176,6 +180,8 @@ class Features:
         `fa.features.load` without pickle); `key`, JSON values a cache checks."""
         record = {"format": CACHE_FORMAT, "bits": self.bits, "skipped": self.skipped, "key": key}
         arrays = {name: getattr(self, name) for name in _ARRAYS}
+        if self.fields is not None:
+            arrays["fields"] = self.fields
         arrays["record"] = np.frombuffer(json.dumps(record).encode(), np.uint8)
         write_atomically(os.fspath(path), lambda f: np.savez(f, **arrays), "Features.save")
 
@@ -196,7 +202,8 @@ def _load(path):
             raise ValueError(f"fa.features.load: {path} has format {record.get('format')!r}, "
                              f"this version reads {CACHE_FORMAT}")
         arrays = [data[name] for name in _ARRAYS]
-    return Features(*arrays, bits=record["bits"], skipped=record["skipped"]), record["key"]
+        fields = data["fields"] if "fields" in data.files else None
+    return Features(*arrays, bits=record["bits"], skipped=record["skipped"], fields=fields), record["key"]
 
 
 def _check(who, hasher, on_error, chunk):
@@ -239,13 +246,15 @@ def _stream(hasher, parser, f, name, chunk, on_error, line):
             pos, line = parser.feed(data, pos, final, limit, line, skip, name)
             if parser.examples < limit:
                 break
-            yield Features(*parser.take(), bits=hasher.bits, skipped=parser.skipped - skipped)
+            *arrays, fields = parser.take()
+            yield Features(*arrays, bits=hasher.bits, skipped=parser.skipped - skipped, fields=fields)
             skipped, yielded = parser.skipped, True
         carry = data[pos:]
         if final:
             break
     if parser.examples or not yielded:
-        yield Features(*parser.take(), bits=hasher.bits, skipped=parser.skipped - skipped)
+        *arrays, fields = parser.take()
+        yield Features(*arrays, bits=hasher.bits, skipped=parser.skipped - skipped, fields=fields)
 
 
 def _cached(who, source, cache, key, parse):
