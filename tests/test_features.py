@@ -455,3 +455,18 @@ def test_csv_in_chunks_numbers_lines_after_the_header(monkeypatch):
     assert [b for p in parts for b in bags(p)] == bags(whole)
     with pytest.raises(ValueError, match="<stream>: line 40, column 'price'"):
         list(iter_csv(io.BytesIO((CSV + rows.replace("3.6,", "x,")).encode()), chunk=16, **spec))
+
+
+def test_each_id_has_its_namespace_as_its_field(tmp_path):
+    """Features.fields: a feature's namespace index, a cross's first namespace's, the
+    constant feature's 128; the same from CSV and JSON columns; saved and loaded."""
+    f = vw("1 |a x y |bc z\n0 |a q\n", Hasher(bits=10, quadratic=["ab"]))
+    assert f.fields.dtype == np.uint8 and f.fields.tolist() == [97, 97, 98, 128, 97, 97, 97, 128]
+    c = read_csv(io.BytesIO(b"y,s,t\n1,a,b c\n"), Hasher(bits=10, constant=False), label="y",
+                 categorical={"s": "site"}, text={"t": "words"})
+    assert c.fields.tolist() == [ord("s"), ord("w"), ord("w")]
+    j = read_json(io.BytesIO(b'{"y": 1, "s": "a", "t": "b c"}\n'), Hasher(bits=10, constant=False), label="y",
+                  categorical={"s": "site"}, text={"t": "words"})
+    assert j.fields.tolist() == c.fields.tolist() and j.ids.tolist() == c.ids.tolist()
+    f.save(tmp_path / "f.npz")
+    assert load(tmp_path / "f.npz").fields.tolist() == f.fields.tolist()
