@@ -381,3 +381,112 @@ def test_one_against_all_graph_step_is_each_classes_binary_update():
         b -= 0.1 * g
     np.testing.assert_allclose(model.weights["W"], W, rtol=2e-4, atol=2e-6)
     np.testing.assert_allclose(model.weights["b"], b, rtol=2e-4, atol=2e-6)
+
+
+# ---------------------------------------------------------------- field-aware
+
+def _ffm_logit(W, b, V, ids, x, fields):
+    """libffm's logit in float64, pair by pair."""
+    z = b + sum(x[p] * W[ids[p]] for p in range(len(ids)))
+    for p in range(len(ids)):
+        for q in range(p + 1, len(ids)):
+            if fields[p] >= 0 and fields[q] >= 0:
+                z += x[p] * x[q] * V[ids[p], fields[q]] @ V[ids[q], fields[p]]
+    return z
+
+
+def test_field_aware_gradient_is_the_logits_finite_difference():
+    from fastad.models.linear._online import FieldAwareUpdate
+    rng = np.random.default_rng(20)
+    weights = {"W": rng.normal(size=12).astype(np.float32), "b": np.array([0.3], np.float32),
+               "V": rng.normal(size=(12, 3, 4)).astype(np.float32)}
+    ids = np.array([1, 5, 5, 9, 2], np.int32)          # a feature twice, a field unseen (-1)
+    x = np.array([1.0, 0.5, 2.0, -1.5, 1.0], np.float32)
+    fields = np.array([0, 2, 1, 2, -1], np.int32)
+    logit, grad = FieldAwareUpdate(weights, 0.1, True).gradient(ids, x, fields)
+    W, b, V = (weights[n].astype(np.float64) for n in ("W", "b", "V"))
+    assert logit == pytest.approx(_ffm_logit(W, b[0], V, ids, x, fields), rel=1e-6)
+    # the gradient in V[ids[p], f], summed over the positions of one feature, by central differences
+    for p in range(len(ids)):
+        for f in range(3):
+            for j in range(4):
+                up, down = V.copy(), V.copy()
+                up[ids[p], f, j] += 1e-6
+                down[ids[p], f, j] -= 1e-6
+                numeric = (_ffm_logit(W, b[0], up, ids, x, fields) - _ffm_logit(W, b[0], down, ids, x, fields)) / 2e-6
+                analytic = sum(grad[q, f, j] for q in range(len(ids)) if ids[q] == ids[p])
+                assert analytic == pytest.approx(numeric, abs=1e-5), (p, f, j)
+
+
+def test_field_aware_steps_are_libffms_adagrad():
+    rng = np.random.default_rng(21)
+    n, features = 60, 15
+    lengths = rng.integers(2, 6, n)
+    indptr = np.concatenate(([0], np.cumsum(lengths)))
+    indices = np.concatenate([rng.choice(features, k, replace=False) for k in lengths])
+    X = sp.csr_matrix((rng.uniform(0.5, 2, indices.size).astype(np.float32), indices, indptr), shape=(n, features))
+    y = rng.integers(0, 2, n)
+    column_fields = np.arange(features) % 3
+    ffm = fa.models.FactorizationMachine(k=2, init_std=0.3, field_aware=True, lr=0.2).fit(X, y, fields=column_fields)
+    used = np.unique(X.indices)
+    V = np.zeros((features + 1, 3, 2))
+    V[used] = np.random.default_rng(0).normal(0, 0.3, (used.size, 3, 2))
+    W, b = np.zeros(features + 1), 0.0
+    GV, GW, Gb = np.ones_like(V), np.ones_like(W), 1.0
+    for r in range(n):
+        row = X.getrow(r)
+        ids, x, f = row.indices, row.data.astype(np.float64), column_fields[row.indices]
+        slope = _sigmoid(_ffm_logit(W, b, V, ids, x, f)) - y[r]
+        dV = np.zeros_like(V)
+        for p in range(len(ids)):
+            for q in range(len(ids)):
+                if p != q:
+                    dV[ids[p], f[q]] += x[p] * x[q] * V[ids[q], f[p]]
+        Gb += slope ** 2
+        b -= 0.2 * slope / np.sqrt(Gb)
+        gW = np.zeros_like(W)
+        gW[ids] = slope * x
+        GW += gW ** 2
+        W -= 0.2 * gW / np.sqrt(GW)
+        gV = slope * dV
+        GV += gV ** 2
+        V -= 0.2 * gV / np.sqrt(GV)
+    np.testing.assert_allclose(ffm.weights["V"], V, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(ffm.weights["W"], W, rtol=1e-3, atol=1e-5)
+    expected = [_ffm_logit(W, b, V, X.getrow(r).indices, X.getrow(r).data, column_fields[X.getrow(r).indices])
+                for r in range(n)]
+    np.testing.assert_allclose(ffm.decision_function(X), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_field_aware_from_a_vw_file_learns_field_pairs(tmp_path):
+    """A label that only a pair of fields tells: the namespaces are the fields."""
+    rng = np.random.default_rng(22)
+    lines, labels = [], []
+    for r in range(4000):
+        a, c = rng.integers(0, 6), rng.integers(0, 6)
+        label = int((a % 2) == (c % 2))
+        lines.append(f"{label} |user u{a} |item i{c}\n")
+        labels.append(label)
+    (tmp_path / "p.vw").write_text("".join(lines))
+    hasher = fa.features.Hasher(bits=12)
+    ffm = fa.models.FactorizationMachine(k=4, init_std=0.1, passes=4, field_aware=True, hasher=hasher,
+                                         workers=2, shuffle=True).fit(tmp_path / "p.vw")
+    assert ffm.weights["V"].shape == (2 ** 12 + 1, 3, 4)       # fields: u, i and the constant's
+    assert list(ffm.fields_) == [ord("i"), ord("u"), 128]
+    assert fa.metrics.roc_auc(labels, ffm.decision_function(tmp_path / "p.vw")) > 0.95
+    ffm.save(tmp_path / "ffm.npz")
+    back = fa.models.FactorizationMachine.load(tmp_path / "ffm.npz")
+    np.testing.assert_array_equal(back.decision_function(tmp_path / "p.vw"), ffm.decision_function(tmp_path / "p.vw"))
+    (tmp_path / "new.vw").write_text("1 |user u1 |zzz q\n")             # field z unseen: no pairs
+    assert np.isfinite(ffm.decision_function(tmp_path / "new.vw")).all()
+    with pytest.raises(ValueError, match="learned its fields from Features"):
+        ffm.decision_function(sp.csr_matrix((1, 2 ** 12)))
+    X = sp.csr_matrix(np.eye(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="needs fields=, each column's field"):
+        fa.models.FactorizationMachine(field_aware=True).fit(X, [0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"fields must hold one int >= 0 per column of X \(4\)"):
+        fa.models.FactorizationMachine(field_aware=True).fit(X, [0, 1, 0, 1], fields=[0, 1])
+    with pytest.raises(ValueError, match="fields= is the field-aware form's"):
+        fa.models.FactorizationMachine().fit(X, [0, 1, 0, 1], fields=[0, 1, 0, 1])
+    with pytest.raises(ValueError, match="trains as libffm, by Adagrad"):
+        fa.models.FactorizationMachine(field_aware=True, optimizer="sgd")

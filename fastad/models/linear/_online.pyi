@@ -1,5 +1,6 @@
 """Type stubs for fastad/models/linear/_online.pyx: Vowpal Wabbit's adaptive, normalised and
-invariant update of LinearModel (optimizer="vw")."""
+invariant update of LinearModel (optimizer="vw") and the field-aware factorization
+machine's AdaGrad."""
 from typing import Final
 
 import numpy as np
@@ -15,3 +16,13 @@ class OnlineUpdate:
     def train(self, ids: np.ndarray, offsets: np.ndarray, values: np.ndarray | None, targets: np.ndarray,
               weights: np.ndarray | None, order: np.ndarray) -> float: ...
     def write_back(self) -> None: ...
+
+class FieldAwareUpdate:
+    def __init__(self, weights: dict[str, np.ndarray], lr: float, logistic: bool) -> None: ...
+    def train(self, ids: np.ndarray, offsets: np.ndarray, values: np.ndarray | None, fields: np.ndarray,
+              targets: np.ndarray, weights: np.ndarray | None, order: np.ndarray) -> float: ...
+    def gradient(self, ids: np.ndarray, values: np.ndarray | None,
+                 fields: np.ndarray) -> tuple[float, np.ndarray]: ...
+
+def ffm_logits(weights: dict[str, np.ndarray], ids: np.ndarray, offsets: np.ndarray, values: np.ndarray | None,
+               fields: np.ndarray) -> np.ndarray: ...

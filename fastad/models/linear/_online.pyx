@@ -1,12 +1,13 @@
-"""The compiled half of LinearModel's optimizer="vw": Vowpal Wabbit's adaptive, normalised and invariant update, one example at a time over CSR bags in
-C, without the GIL (online.h)."""
+"""The compiled loops of the linear models, one example at a time over CSR bags in C, without
+the GIL: LinearModel's optimizer="vw", Vowpal Wabbit's adaptive, normalised and invariant
+update (online.h), and the field-aware factorization machine's AdaGrad (ffm.h)."""
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t
 
 cnp.import_array()
 
-__all__ = ["LOSSES", "OnlineUpdate"]
+__all__ = ["LOSSES", "OnlineUpdate", "FieldAwareUpdate", "ffm_logits"]
 
 cdef extern from "online.h" nogil:
     enum:
@@ -99,3 +100,95 @@ cdef class OnlineUpdate:
         """Copy the trained weights into the arrays the update was made over."""
         for weights, state in self.arrays.values():
             weights.reshape(-1)[:] = state[:, 0]
+
+
+cdef extern from "ffm.h" nogil:
+    ctypedef struct fa_ffm:
+        int64_t fields, k
+        float* w
+        float* w_g
+        float* b
+        float* b_g
+        float* v
+        float* v_g
+        double lr
+        int logistic
+    double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
+                        int64_t len, double* dv)
+    double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
+                       const int32_t* fields, const float* targets, const float* weights, const int64_t* order,
+                       int64_t n, double* scratch)
+    void fa_ffm_logits(const fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
+                       const int32_t* fields, int64_t n, double* out)
+
+
+cdef const float* _values(values):
+    cdef const float[::1] v
+    if values is None or len(values) == 0:
+        return NULL
+    v = values
+    return &v[0]
+
+
+cdef class FieldAwareUpdate:
+    """A field-aware factorization machine's weights (W (rows), b (1), V (rows x fields x
+    k), float32 and C-contiguous, updated in place) and their AdaGrad sums (libffm's: from
+    1): its training passes (ffm.h). Made by FactorizationMachine, which
+    checks every array; an example's fields are int32 in [-1, fields), -1 for none."""
+    cdef fa_ffm m
+    cdef dict arrays
+
+    def __init__(self, weights, lr, logistic):
+        W, b, V = weights["W"], weights["b"], weights["V"]
+        self.arrays = {"W": W, "b": b, "V": V, "W_g": np.ones_like(W), "b_g": np.ones_like(b),
+                       "V_g": np.ones_like(V)}
+        self.m.fields, self.m.k = V.shape[1], V.shape[2]
+        self.m.w, self.m.w_g = _data(W), _data(self.arrays["W_g"])
+        self.m.b, self.m.b_g = _data(b), _data(self.arrays["b_g"])
+        self.m.v, self.m.v_g = _data(V), _data(self.arrays["V_g"])
+        self.m.lr = lr
+        self.m.logistic = bool(logistic)
+
+    def train(self, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields,
+              const float[::1] targets, weights, const int64_t[::1] order):
+        """One pass over the examples order (CSR bags with their fields; targets 0/1 for the
+        logistic loss, values for the squared; importance weights or None); returns the sum
+        of importance * loss before each step. Runs without the GIL."""
+        cdef const float* vp = _values(values)
+        cdef const float* wp = _values(weights)
+        cdef int64_t n = order.shape[0], longest = 1
+        if offsets.shape[0] > 1:
+            longest = max(1, int(np.diff(np.asarray(offsets)).max()))
+        cdef double[::1] scratch = np.empty(longest * self.m.fields * self.m.k, np.float64)
+        cdef double total
+        with nogil:
+            total = fa_ffm_pass(&self.m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,
+                                &fields[0] if fields.shape[0] else NULL, &targets[0], wp,
+                                &order[0] if n else NULL, n, &scratch[0])
+        return total
+
+    def gradient(self, const int32_t[::1] ids, values, const int32_t[::1] fields):
+        """(the logit of one example, its gradient in V at each position and field: (len,
+        fields, k)), float64: what a training step uses."""
+        cdef int64_t n = ids.shape[0]
+        cdef double[::1] dv = np.zeros(max(n, 1) * self.m.fields * self.m.k, np.float64)
+        cdef double logit = fa_ffm_logit(&self.m, &ids[0] if n else NULL, _values(values),
+                                         &fields[0] if n else NULL, n, &dv[0])
+        return logit, np.asarray(dv)[:n * self.m.fields * self.m.k].reshape(n, self.m.fields, self.m.k)
+
+
+def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields):
+    """Each example's logit under a field-aware factorization machine's weights (as
+    FieldAwareUpdate takes them), float64."""
+    cdef fa_ffm m
+    cdef int64_t n = offsets.shape[0] - 1
+    cdef double[::1] out = np.empty(max(n, 0), np.float64)
+    cdef const float* vp = _values(values)
+    V = weights["V"]
+    m.fields, m.k = V.shape[1], V.shape[2]
+    m.w, m.b, m.v = _data(weights["W"]), _data(weights["b"]), _data(V)
+    with nogil:
+        if n > 0:
+            fa_ffm_logits(&m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,
+                          &fields[0] if fields.shape[0] else NULL, n, &out[0])
+    return np.asarray(out)

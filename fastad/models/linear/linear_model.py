@@ -370,36 +370,47 @@ class _ExampleGraph:
 
 
 def _fit_online(model, examples, weights, callback, progress):
-    """Train `weights` in place with VW's update (_online.pyx), `workers` Hogwild threads each
-    over its share of a pass's examples; returns each pass's progressive loss (the mean
-    importance-weighted loss of the examples before their updates, VW's average loss)."""
+    """Train `weights` in place with VW's update (_online.pyx); returns each pass's
+    progressive loss (VW's average loss), as `run_passes`."""
     ex = examples
     targets = 2 * ex.targets - 1 if model.loss == "logistic" else ex.targets     # VW's -1/+1
     targets = np.ascontiguousarray(targets, dtype=np.float32).reshape(-1)
     update = OnlineUpdate(weights, model.loss, model.quantile_tau, model.lr, ex.longest)
     ids = ex.ids.astype(np.int32, copy=False)
-    total_weight = float(ex.targets.shape[0] if ex.importance is None else ex.importance.sum())
+
+    def train(parts, pool):
+        if len(parts) == 1:
+            total = update.train(ids, ex.offsets, ex.values, targets, ex.importance, parts[0])
+        else:
+            workers = [update.worker() for _ in parts]
+            total = sum(pool.map(lambda w, part: w.train(ids, ex.offsets, ex.values, targets, ex.importance, part),
+                                 workers, parts))
+            update.merge(workers)
+        update.write_back()
+        return total
+
     classes = 1 if ex.targets.ndim == 1 else ex.targets.shape[1]
+    return run_passes(model, ex, classes, train, callback, progress)
+
+
+def run_passes(model, examples, classes, train, callback, progress):
+    """The passes of a compiled loop of its own (_online.pyx): each pass's examples in order
+    or shuffled, split among `workers` Hogwild threads, `train(parts, pool)` training them
+    and returning the sum of importance * loss; returns each pass's progressive loss (the
+    mean importance-weighted loss of the examples before their updates, per class)."""
+    n = examples.targets.shape[0]
+    total_weight = float(n if examples.importance is None else examples.importance.sum())
     history, done = [], 0
     with ThreadPoolExecutor(model.workers) as pool:
         for epoch in range(1, model.passes + 1):
-            order = (np.random.default_rng([model.seed, epoch]).permutation(ex.targets.shape[0])
-                     if model.shuffle else np.arange(ex.targets.shape[0]))
+            order = (np.random.default_rng([model.seed, epoch]).permutation(n) if model.shuffle
+                     else np.arange(n))
             started = time.perf_counter()
-            if model.workers == 1:
-                total = update.train(ids, ex.offsets, ex.values, targets, ex.importance, order)
-            else:
-                workers = [update.worker() for _ in range(model.workers)]
-                total = sum(pool.map(lambda w, part: w.train(ids, ex.offsets, ex.values, targets,
-                                                             ex.importance, part),
-                                     workers, np.array_split(order, model.workers)))
-                update.merge(workers)
-            update.write_back()
-            loss = total / max(total_weight * classes, 1e-300)
+            loss = train(np.array_split(order, model.workers), pool) / max(total_weight * classes, 1e-300)
             history.append(loss)
-            done += order.size
+            done += n
             if progress is not None:
-                progress(done, order.size / max(time.perf_counter() - started, 1e-9))
+                progress(done, n / max(time.perf_counter() - started, 1e-9))
             if callback is not None:
                 callback(epoch, loss)
     return history
