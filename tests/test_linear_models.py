@@ -285,6 +285,17 @@ def test_vw_update_never_steps_past_the_label(loss, label):
     assert abs(small.decision_function(X[:1])[0]) > 1e3     # a plain step flies past
 
 
+def test_vw_update_skips_examples_of_importance_zero():
+    """An importance of 0 trains nothing and counts in no running sum: as if the example
+    were left out."""
+    X, y = _data(seed=19, valued=True)
+    keep = np.arange(X.shape[0]) % 3 != 0
+    weighted = fa.models.LinearModel(passes=2).fit(X, y, sample_weight=keep.astype(float))
+    kept = fa.models.LinearModel(passes=2).fit(X[keep], y[keep])
+    np.testing.assert_array_equal(weighted.weights["W"], kept.weights["W"])
+    np.testing.assert_array_equal(weighted.weights["b"], kept.weights["b"])
+
+
 def test_vw_update_hogwild_threads_and_progress():
     X, y = _data(n=3000, seed=13)
     seen = []
@@ -340,8 +351,8 @@ def test_quantile_loss_graph_step_is_the_per_example_update():
 
 # ---------------------------------------------------------------- one against all
 
-@pytest.mark.parametrize("optimizer", ["vw", "adagrad"])
-def test_one_against_all_multiclass(tmp_path, optimizer):
+@pytest.mark.parametrize("optimizer, loss", [("vw", "logistic"), ("adagrad", "logistic"), ("vw", "hinge")])
+def test_one_against_all_multiclass(tmp_path, optimizer, loss):
     rng = np.random.default_rng(17)
     lines, labels = [], []
     for r in range(1500):
@@ -351,10 +362,13 @@ def test_one_against_all_multiclass(tmp_path, optimizer):
         labels.append(label)
     (tmp_path / "m.vw").write_text("".join(lines))
     hasher = fa.features.Hasher(bits=10)
-    model = fa.models.LinearModel(oaa=3, optimizer=optimizer, passes=2, hasher=hasher).fit(tmp_path / "m.vw")
+    model = fa.models.LinearModel(oaa=3, optimizer=optimizer, loss=loss, passes=2, hasher=hasher).fit(
+        tmp_path / "m.vw")
     assert model.weights["W"].shape == (2 ** 10, 3) and model.weights["b"].shape == (3,)
     predicted = model.predict(tmp_path / "m.vw")
     assert set(predicted) <= {1, 2, 3} and (predicted == np.array(labels)).mean() > 0.95
+    if loss != "logistic":
+        return
     proba = model.predict_proba(tmp_path / "m.vw")
     assert proba.shape == (1500, 3)
     np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)
