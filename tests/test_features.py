@@ -1,6 +1,7 @@
 """fa.features: VW's hashing (its parity with Vowpal Wabbit's own, where vowpalwabbit is
 installed), the VW text, CSV/TSV and JSON-lines readers, chunks, the cache, and bad input."""
 import io
+import json
 import os
 import re
 
@@ -470,3 +471,18 @@ def test_each_id_has_its_namespace_as_its_field(tmp_path):
     assert j.fields.tolist() == c.fields.tolist() and j.ids.tolist() == c.ids.tolist()
     f.save(tmp_path / "f.npz")
     assert load(tmp_path / "f.npz").fields.tolist() == f.fields.tolist()
+
+
+def test_features_saved_before_fields_load_and_their_cache_is_parsed_again(tmp_path):
+    """Format 1 (no fields) still loads; as a cache it is parsed again, for the fields."""
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x\n")
+    f = read_vw(data, Hasher(bits=10), cache=tmp_path / "c.npz")
+    record = json.loads(np.load(tmp_path / "c.npz")["record"].tobytes())
+    arrays = {name: getattr(f, name) for name in ("ids", "offsets", "values", "labels", "weights")}
+    old = dict(record, format=1)
+    np.savez(tmp_path / "c.npz", **arrays, record=np.frombuffer(json.dumps(old).encode(), np.uint8))
+    assert load(tmp_path / "c.npz").fields is None and bags(load(tmp_path / "c.npz")) == bags(f)
+    again = read_vw(data, Hasher(bits=10), cache=tmp_path / "c.npz")
+    assert again.fields.tolist() == f.fields.tolist()
+    assert json.loads(np.load(tmp_path / "c.npz")["record"].tobytes())["format"] == 2

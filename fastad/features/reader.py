@@ -16,7 +16,9 @@ from fastad.io import write_atomically
 #: Bytes read from the source at a time.
 BLOCK = 1 << 20
 #: The version of the cached binary form; a cache of another version is parsed again.
+#: Format 1 had no fields (Features.fields): `load` reads it, with fields None.
 CACHE_FORMAT = 2
+_FORMATS = (1, CACHE_FORMAT)
 #: featurise.h's column kinds (FA_COL_*).
 _COLUMN_KINDS = {"label": 1, "weight": 2, "categorical": 3, "numeric": 4, "text": 5}
 _ARRAYS = ("ids", "offsets", "values", "labels", "weights")
@@ -198,12 +200,13 @@ def _load(path):
         if missing:
             raise ValueError(f"fa.features.load: {path} is not a saved Features (no {', '.join(missing)})")
         record = json.loads(data["record"].tobytes())
-        if record.get("format") != CACHE_FORMAT:
+        if record.get("format") not in _FORMATS:
             raise ValueError(f"fa.features.load: {path} has format {record.get('format')!r}, "
-                             f"this version reads {CACHE_FORMAT}")
+                             f"this version reads {' and '.join(map(str, _FORMATS))}")
         arrays = [data[name] for name in _ARRAYS]
         fields = data["fields"] if "fields" in data.files else None
-    return Features(*arrays, bits=record["bits"], skipped=record["skipped"], fields=fields), record["key"]
+    key = record["key"] if record["format"] == CACHE_FORMAT else None       # an older cache: parse again
+    return Features(*arrays, bits=record["bits"], skipped=record["skipped"], fields=fields), key
 
 
 def _check(who, hasher, on_error, chunk):
