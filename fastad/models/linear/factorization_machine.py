@@ -10,7 +10,8 @@ from fastad.ops.shape import reshape
 from fastad.ops.sparse import embedding
 from fastad.checks import check_callable, check_flag, check_number, check_sizes
 from fastad.models.linear._online import FieldAwareUpdate, ffm_logits
-from fastad.models.linear.linear_model import LinearModel, _Examples, _importance, run_passes
+from fastad.models.linear.linear_model import (LinearModel, _Examples, _importance, run_passes, threads_only,
+                                               used_rows)
 
 __all__ = ["FactorizationMachine"]
 
@@ -105,9 +106,7 @@ class FactorizationMachine(LinearModel):
             return super().fit(X, y, sample_weight, callback, progress, start_method)
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        if start_method not in (None, "threads"):
-            raise ValueError(f"{who}: the field-aware form runs its workers as threads (start_method None "
-                             f"or 'threads'), got {start_method!r}")
+        threads_only(who, start_method, "the field-aware form")
         X = self._read(X)
         rows, y, sample_weight = self._examples(who, X, y, sample_weight)
         column_fields = None if isinstance(X, Features) else _column_fields(who, fields, rows.shape[1])
@@ -115,7 +114,7 @@ class FactorizationMachine(LinearModel):
         targets, classes = self._targets(who, y, rows.shape[0])
         examples = _Examples(self, rows, targets, _importance(who, sample_weight, rows.shape[0]))
         self.fields_, self.column_fields_ = np.unique(raw).astype(np.int64), column_fields
-        weights = self._new_weights(rows.shape[1], np.flatnonzero(np.bincount(rows.indices, minlength=rows.shape[1])))
+        weights = self._new_weights(rows.shape[1], used_rows(rows))
         update = FieldAwareUpdate(weights, self.lr, self.loss == "logistic")
         ids, positions = examples.ids.astype(np.int32, copy=False), self._positions(raw)
         targets = np.ascontiguousarray(examples.targets, dtype=np.float32)

@@ -126,11 +126,9 @@ class LinearModel(Model):
         targets, classes = self._targets(who, y, X.shape[0])
         importance = _importance(who, sample_weight, X.shape[0])
         examples = _Examples(self, X, targets, importance)
-        weights = self._new_weights(X.shape[1], np.flatnonzero(np.bincount(X.indices, minlength=X.shape[1])))
+        weights = self._new_weights(X.shape[1], used_rows(X))
         if self.optimizer == "vw":
-            if start_method not in (None, "threads"):
-                raise ValueError(f"{who}: optimizer 'vw' runs its workers as threads (start_method "
-                                 f"None or 'threads'), got {start_method!r}")
+            threads_only(who, start_method, "optimizer 'vw'")
             history = _fit_online(self, examples, weights, callback, progress)
         else:
             history = self._fit_graph(who, examples, weights, start_method, callback, progress)
@@ -367,6 +365,19 @@ class _ExampleGraph:
 
     def epoch_loss(self, mean, sampler):
         return mean, sampler.epoch_examples
+
+
+def used_rows(X):
+    """The feature ids (columns) the examples of CSR X use, sorted."""
+    return np.flatnonzero(np.bincount(X.indices, minlength=X.shape[1]))
+
+
+def threads_only(who, start_method, what):
+    """A compiled loop of its own runs its Hogwild workers as threads: start_method None or
+    "threads"."""
+    if start_method not in (None, "threads"):
+        raise ValueError(f"{who}: {what} runs its workers as threads (start_method None or 'threads'), "
+                         f"got {start_method!r}")
 
 
 def _fit_online(model, examples, weights, callback, progress):
