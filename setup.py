@@ -34,6 +34,7 @@ COMPILED_MODULES = (
     "fastad.training.autobatch", "fastad.training.feeds", "fastad.training.loop",
     "fastad.training.sampler",
     "fastad.features._featuriser",
+    "fastad.models.linear._online",
     "fastad.models.recsys._pairs",
     "fastad.models.text._dictionary", "fastad.models.text._shared", "fastad.models.text._windows",
 )

@@ -1,6 +1,7 @@
 """fa.features: VW's hashing (its parity with Vowpal Wabbit's own, where vowpalwabbit is
-installed), the VW text and CSV/TSV readers, chunks, the cache, and bad input."""
+installed), the VW text, CSV/TSV and JSON-lines readers, chunks, the cache, and bad input."""
 import io
+import json
 import os
 import re
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad.features import Hasher, hash_name, iter_csv, iter_vw, load, read_csv, read_vw
+from fastad.features import Hasher, hash_name, iter_csv, iter_json, iter_vw, load, read_csv, read_json, read_vw
 from fastad.features import reader
 
 
@@ -285,6 +286,73 @@ def test_csv_invalid_utf8_and_spec_errors():
         csv(CSV, delimiter=";;")
 
 
+# ----------------------------------------------------------------- JSON lines
+
+JSON_ROLES = dict(label="click", weight="w", categorical={"site": "s"}, numeric={"price": "p"}, text={"title": "t"})
+
+
+def jsonl(text, hasher=None, **kw):
+    return read_json(io.BytesIO(text.encode() if isinstance(text, str) else text), hasher or Hasher(bits=18),
+                     **{**JSON_ROLES, **kw})
+
+
+def test_json_lines_are_the_vw_line_of_their_namespaces():
+    """Keys by name, in any order; escapes (a surrogate pair too) unescaped; a key no role
+    names skipped whatever its value; a missing or null key gives nothing."""
+    f = jsonl('{"title": "red shoes", "click": 1, "extra": {"a": [1, {"b": "x}"}]}, "site": "abc", '
+              '"price": 2.5, "w": 2}\n'
+              '{"click": 0, "site": 12, "price": null, "title": "caf\\u00e9 \\ud83d\\ude00"}\n'
+              '\n'
+              '  {"site": "x"}  \n')
+    expected = vw("1 2 |s abc |p price:2.5 |t red shoes\n0 |s 12 |t café 😀\n|s x\n", Hasher(bits=18))
+    assert sorted(map(sorted, bags(f))) == sorted(map(sorted, bags(expected)))
+    assert bag_values(f)[0] == bag_values(expected)[0]
+    np.testing.assert_array_equal(f.labels, [1, 0, np.nan])
+    np.testing.assert_array_equal(f.weights, [2, 1, 1])
+    chunks = list(iter_json(io.BytesIO(b'{"click": 1}\n' * 5), Hasher(), label="click", chunk=2))
+    assert [len(c) for c in chunks] == [2, 2, 1]
+
+
+BAD_JSON = [
+    ('{"click": "x"}', "key 'click'", "the label 'x' is not a number"),
+    ('{"click": 1, "click": 1}', "key 'click'", "the key is given twice"),
+    ('{"site": [1]}', "key 'site'", "the value is an array"),
+    ('{"price": "inf"}', "key 'price'", "the value 'inf' is not finite"),
+    ('{"w": -1}', "key 'w'", "importance weight '-1' is negative"),
+    ('{"click": tru}', "key 'click'", "the value 'tru' is not JSON"),
+    ('{"click": "\\q"}', "key 'click'", "a bad escape in a string"),
+    ('[1]', None, "a line is one JSON object"),
+    ('{"click": 1,', None, "a key \\(a string\\) expected at byte 13"),
+    ('{"click": 1 "a": 2}', None, "',' or '}' expected at byte 13"),
+    ('{"click": 1} x', None, "text after the object at byte 14"),
+    ('{"a": "open}', None, "a string without its closing quote"),
+]
+
+
+@pytest.mark.parametrize("line, key, message", BAD_JSON)
+def test_a_malformed_json_line_names_the_line_and_key(line, key, message):
+    text = '{"click": 1}\n' + line + '\n{"click": 0}\n'
+    where = f", {key}" if key else ""
+    with pytest.raises(ValueError, match=rf"<stream>: line 2{where}: .*{message}"):
+        jsonl(text)
+    f = jsonl(text, on_error="skip")
+    assert len(f) == 2 and f.skipped == 1
+
+
+def test_json_lines_invalid_utf8_and_spec_errors(tmp_path):
+    with pytest.raises(ValueError, match=r"line 1: invalid UTF-8 \(byte 0xff"):
+        jsonl(b'{"site": "a\xff"}\n')
+    with pytest.raises(ValueError, match="name the keys to read"):
+        read_json(io.BytesIO(b"{}\n"))
+    with pytest.raises(ValueError, match="column 'click' is given two roles"):
+        jsonl("{}\n", categorical={"click": "c"})
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"click": 1, "site": "a"}\n')
+    cached = read_json(path, Hasher(bits=12), label="click", categorical={"site": "s"}, cache=tmp_path / "c")
+    again = read_json(path, Hasher(bits=12), label="click", categorical={"site": "s"}, cache=tmp_path / "c")
+    assert bags(again) == bags(cached) == bags(vw("1 |s a\n", Hasher(bits=12)))
+
+
 # ----------------------------------------------------------------- the cache
 
 def test_cache_is_written_reused_and_rewritten(tmp_path, monkeypatch):
@@ -353,6 +421,13 @@ def test_random_bytes_are_parsed_or_skipped_never_a_crash():
     g = read_csv(io.BytesIO(header + text), label="y", categorical={"a": "a"}, numeric={"b": "b"},
                  on_error="skip")
     assert len(g) + g.skipped == sum(1 for line in lines if line.rstrip(b"\r")) and np.all(np.isfinite(g.labels))
+    json_alphabet = np.frombuffer(b'{}[]":, \t0123456789.-eE\\unltrfaysbxq\xff\xc3\xa9', np.uint8)
+    json_lines = [b'{"y": 1, "a": "x", ' + bytes(rng.choice(json_alphabet, size=rng.integers(1, 40))) for _ in range(3000)]
+    json_lines = [line.replace(b"\n", b"").replace(b"\r", b"") for line in json_lines] + [b'{"y": 0, "a": "b", "b": 2}']
+    j = read_json(io.BytesIO(b"\n".join(json_lines) + b"\n"), label="y", categorical={"a": "a"}, numeric={"b": "b"},
+                  text={"c": "c"}, on_error="skip")
+    assert len(j) + j.skipped == len(json_lines) and 0 < len(j) and 0 < j.skipped
+    assert j.offsets[-1] == len(j.ids) and np.all(np.isfinite(j.values))
 
 
 def test_a_source_is_a_path_or_a_binary_file():
@@ -381,3 +456,33 @@ def test_csv_in_chunks_numbers_lines_after_the_header(monkeypatch):
     assert [b for p in parts for b in bags(p)] == bags(whole)
     with pytest.raises(ValueError, match="<stream>: line 40, column 'price'"):
         list(iter_csv(io.BytesIO((CSV + rows.replace("3.6,", "x,")).encode()), chunk=16, **spec))
+
+
+def test_each_id_has_its_namespace_as_its_field(tmp_path):
+    """Features.fields: a feature's namespace index, a cross's first namespace's, the
+    constant feature's 128; the same from CSV and JSON columns; saved and loaded."""
+    f = vw("1 |a x y |bc z\n0 |a q\n", Hasher(bits=10, quadratic=["ab"]))
+    assert f.fields.dtype == np.uint8 and f.fields.tolist() == [97, 97, 98, 128, 97, 97, 97, 128]
+    c = read_csv(io.BytesIO(b"y,s,t\n1,a,b c\n"), Hasher(bits=10, constant=False), label="y",
+                 categorical={"s": "site"}, text={"t": "words"})
+    assert c.fields.tolist() == [ord("s"), ord("w"), ord("w")]
+    j = read_json(io.BytesIO(b'{"y": 1, "s": "a", "t": "b c"}\n'), Hasher(bits=10, constant=False), label="y",
+                  categorical={"s": "site"}, text={"t": "words"})
+    assert j.fields.tolist() == c.fields.tolist() and j.ids.tolist() == c.ids.tolist()
+    f.save(tmp_path / "f.npz")
+    assert load(tmp_path / "f.npz").fields.tolist() == f.fields.tolist()
+
+
+def test_features_saved_before_fields_load_and_their_cache_is_parsed_again(tmp_path):
+    """Format 1 (no fields) still loads; as a cache it is parsed again, for the fields."""
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x\n")
+    f = read_vw(data, Hasher(bits=10), cache=tmp_path / "c.npz")
+    record = json.loads(np.load(tmp_path / "c.npz")["record"].tobytes())
+    arrays = {name: getattr(f, name) for name in ("ids", "offsets", "values", "labels", "weights")}
+    old = dict(record, format=1)
+    np.savez(tmp_path / "c.npz", **arrays, record=np.frombuffer(json.dumps(old).encode(), np.uint8))
+    assert load(tmp_path / "c.npz").fields is None and bags(load(tmp_path / "c.npz")) == bags(f)
+    again = read_vw(data, Hasher(bits=10), cache=tmp_path / "c.npz")
+    assert again.fields.tolist() == f.fields.tolist()
+    assert json.loads(np.load(tmp_path / "c.npz")["record"].tobytes())["format"] == 2

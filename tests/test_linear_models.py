@@ -145,7 +145,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="sample_weight must hold one finite, non-negative weight"):
         fa.models.LinearModel().fit(X, y, sample_weight=-np.ones(400))
     with pytest.raises(ValueError, match="loss must be one of"):
-        fa.models.LinearModel(loss="quantile")
+        fa.models.LinearModel(loss="poisson")
     with pytest.raises(RuntimeError, match="not trained"):
         fa.models.FactorizationMachine().predict(X)
     model = fa.models.LinearModel(loss="hinge").fit(X, y)
@@ -218,3 +218,289 @@ def test_unlabelled_lines_are_refused_for_training(tmp_path):
         fa.models.LinearModel().fit(sp.csr_matrix(np.eye(3)))
     with pytest.raises(TypeError, match="hasher must be a fa.features.Hasher or its settings"):
         fa.models.LinearModel(hasher=18)
+
+
+# ---------------------------------------------------------------- optimizer="vw"
+
+def test_vw_update_is_vowpal_wabbits(tmp_path):
+    """The default update trains as VW's own (adaptive, normalised, invariant) on one file:
+    our b plays VW's constant feature when the hasher adds none. (VW's squared and quantile
+    losses train on the prediction clipped to the range of the labels seen so far, which
+    ours do not.)"""
+    pyvw = pytest.importorskip("vowpalwabbit.pyvw")
+    rng = np.random.default_rng(11)
+    lines = []
+    for r in range(800):
+        words = rng.choice(30, rng.integers(2, 6))
+        label = 1 if (3 in words or 4 in words) != (rng.random() < 0.1) else -1
+        weight = " 3" if r % 7 == 0 else ""
+        lines.append(f"{label}{weight} |w {' '.join(f'w{k}:{1 + k % 3}' for k in words)} |s site={r % 5}\n")
+    (tmp_path / "t.vw").write_text("".join(lines))
+    for loss in ("logistic", "hinge"):
+        ours = fa.models.LinearModel(loss=loss, hasher=fa.features.Hasher(bits=16, constant=False)).fit(
+            tmp_path / "t.vw").decision_function(tmp_path / "t.vw")
+        model, preds = tmp_path / "vw.model", tmp_path / "vw.preds"
+        train = pyvw.Workspace(f"--quiet --loss_function {loss} -b 16 -d {tmp_path / 't.vw'} -f {model}")
+        train.run_parser()
+        train.finish()
+        score = pyvw.Workspace(f"--quiet -t -i {model} -d {tmp_path / 't.vw'} -r {preds}")
+        score.run_parser()
+        score.finish()
+        theirs = np.array([float(line.split()[0]) for line in preds.read_text().splitlines()])
+        # VW approximates 1/sqrt and the logistic step (to ~1e-4); the rest is float rounding
+        np.testing.assert_allclose(ours, theirs, atol=0.02 * np.abs(theirs).max(), err_msg=loss)
+
+
+def test_vw_update_is_invariant_to_a_features_scale():
+    """Normalised: a column multiplied by 1000 trains to the same predictions (its weight
+    divided by 1000), where Adagrad's do not."""
+    X, y = _data(seed=12, valued=True)
+    scaled = X.tocsc(copy=True)
+    scaled.data[scaled.indptr[3]:scaled.indptr[4]] *= 1000
+    scaled = scaled.tocsr()
+    for optimizer, same in (("vw", True), ("adagrad", False)):
+        plain = fa.models.LinearModel(optimizer=optimizer, passes=2).fit(X, y)
+        big = fa.models.LinearModel(optimizer=optimizer, passes=2).fit(scaled, y)
+        close = np.allclose(plain.decision_function(X), big.decision_function(scaled), rtol=1e-4, atol=1e-4)
+        assert close == same, optimizer
+    assert big.weights["W"][3] != 0
+
+
+@pytest.mark.parametrize("loss, label", [("squared", 3.0), ("quantile", 3.0), ("logistic", 1), ("hinge", 1)])
+def test_vw_update_never_steps_past_the_label(loss, label):
+    """Invariant: one example of a huge importance weight moves the prediction to the label
+    (squared, quantile, hinge's margin) or towards it without passing (logistic), as if
+    it were seen that many times in small steps."""
+    X = sp.csr_matrix(np.array([[1.0, 2.0, 0.5], [1.0, 0.0, 0.0]], np.float32))
+    y = np.array([label, -label if loss == "hinge" else 0 if loss == "logistic" else 0.0])
+    model = fa.models.LinearModel(loss=loss).fit(X, y, sample_weight=[1e6, 0.0])
+    p = model.decision_function(X[:1])[0]
+    if loss in ("squared", "quantile"):
+        assert p == pytest.approx(label, rel=1e-3)
+    elif loss == "hinge":
+        assert p == pytest.approx(1.0, rel=1e-3)
+    else:
+        assert 5 < p < 40              # the logistic loss has no minimum: far, but finite
+    small = fa.models.LinearModel(loss=loss, optimizer="sgd", lr=0.5).fit(X, y, sample_weight=[1e6, 0.0])
+    assert abs(small.decision_function(X[:1])[0]) > 1e3     # a plain step flies past
+
+
+def test_vw_update_skips_examples_of_importance_zero():
+    """An importance of 0 trains nothing and counts in no running sum: as if the example
+    were left out."""
+    X, y = _data(seed=19, valued=True)
+    keep = np.arange(X.shape[0]) % 3 != 0
+    weighted = fa.models.LinearModel(passes=2).fit(X, y, sample_weight=keep.astype(float))
+    kept = fa.models.LinearModel(passes=2).fit(X[keep], y[keep])
+    np.testing.assert_array_equal(weighted.weights["W"], kept.weights["W"])
+    np.testing.assert_array_equal(weighted.weights["b"], kept.weights["b"])
+
+
+def test_vw_update_hogwild_threads_and_progress():
+    X, y = _data(n=3000, seed=13)
+    seen = []
+    model = fa.models.LinearModel(passes=3, workers=2, shuffle=True).fit(
+        X, y, callback=lambda epoch, loss: seen.append((epoch, loss)))
+    assert [epoch for epoch, _ in seen] == [1, 2, 3] and seen[2][1] < seen[0][1]
+    assert fa.metrics.roc_auc(y, model.decision_function(X)) > 0.8
+    with pytest.raises(ValueError, match="optimizer 'vw' runs its workers as threads"):
+        fa.models.LinearModel(workers=2).fit(X, y, start_method="spawn")
+    with pytest.raises(TypeError, match="optimizer 'vw' takes no optimizer_options"):
+        fa.models.LinearModel(optimizer_options={"l1": 1.0})
+    assert fa.models.LinearModel().lr == 0.5 and fa.models.LinearModel(optimizer="sgd").lr == 0.1
+
+
+def test_factorization_machine_refuses_the_vw_update():
+    with pytest.raises(ValueError, match="optimizer 'vw' is LinearModel's"):
+        fa.models.FactorizationMachine(optimizer="vw")
+
+
+# ---------------------------------------------------------------- quantile loss
+
+@pytest.mark.parametrize("optimizer", ["vw", "adagrad"])
+def test_quantile_loss_fits_the_quantile(optimizer):
+    """y = noise of a known quantile at one constant feature: the intercept learns the tau
+    quantile of the labels."""
+    rng = np.random.default_rng(15)
+    n = 6000
+    X = sp.csr_matrix(np.ones((n, 1), np.float32))
+    y = rng.exponential(1.0, n)
+    for tau in (0.2, 0.5, 0.9):
+        model = fa.models.LinearModel(loss="quantile", quantile_tau=tau, optimizer=optimizer, passes=4,
+                                      lr=0.5 if optimizer == "vw" else 0.05).fit(X, y)
+        assert model.predict(X[:1])[0] == pytest.approx(np.quantile(y, tau), abs=0.12), tau
+    with pytest.raises(ValueError, match="quantile_tau must be"):
+        fa.models.LinearModel(loss="quantile", quantile_tau=1.0)
+    with pytest.raises(ValueError, match="quantile loss takes finite numbers"):
+        fa.models.LinearModel(loss="quantile").fit(X, np.full(n, np.nan))
+
+
+def test_quantile_loss_graph_step_is_the_per_example_update():
+    X, y = _data(seed=16, valued=True)
+    t = y.astype(np.float64) * 3
+    model = fa.models.LinearModel(loss="quantile", quantile_tau=0.3, optimizer="sgd", lr=0.05).fit(X, t)
+    w, b = np.zeros(X.shape[1]), 0.0
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        z = b + row.data @ w[row.indices]
+        g = -0.3 if t[r] > z else 0.7 if t[r] < z else 0.0
+        w[row.indices] -= 0.05 * g * row.data
+        b -= 0.05 * g
+    np.testing.assert_allclose(model.weights["W"], w, rtol=2e-4, atol=2e-6)
+
+
+# ---------------------------------------------------------------- one against all
+
+@pytest.mark.parametrize("optimizer, loss", [("vw", "logistic"), ("adagrad", "logistic"), ("vw", "hinge")])
+def test_one_against_all_multiclass(tmp_path, optimizer, loss):
+    rng = np.random.default_rng(17)
+    lines, labels = [], []
+    for r in range(1500):
+        label = int(rng.integers(1, 4))
+        words = [f"c{label}"] * 2 + [f"n{k}" for k in rng.integers(0, 20, 3)]
+        lines.append(f"{label} |w {' '.join(words)}\n")
+        labels.append(label)
+    (tmp_path / "m.vw").write_text("".join(lines))
+    hasher = fa.features.Hasher(bits=10)
+    model = fa.models.LinearModel(oaa=3, optimizer=optimizer, loss=loss, passes=2, hasher=hasher).fit(
+        tmp_path / "m.vw")
+    assert model.weights["W"].shape == (2 ** 10, 3) and model.weights["b"].shape == (3,)
+    predicted = model.predict(tmp_path / "m.vw")
+    assert set(predicted) <= {1, 2, 3} and (predicted == np.array(labels)).mean() > 0.95
+    if loss != "logistic":
+        return
+    proba = model.predict_proba(tmp_path / "m.vw")
+    assert proba.shape == (1500, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)
+    np.testing.assert_array_equal(np.argmax(proba, axis=1) + 1, predicted)
+    model.save(tmp_path / "oaa.npz")
+    back = fa.models.LinearModel.load(tmp_path / "oaa.npz")
+    np.testing.assert_array_equal(back.predict(tmp_path / "m.vw"), predicted)
+    with pytest.raises(ValueError, match=r"with oaa=3 the labels are the classes 1..3 \(VW's --oaa\), got 4"):
+        fa.models.LinearModel(oaa=3).fit(sp.csr_matrix(np.eye(3)), [1, 2, 4])
+    with pytest.raises(ValueError, match="oaa must be >= 2"):
+        fa.models.LinearModel(oaa=1)
+
+
+def test_one_against_all_graph_step_is_each_classes_binary_update():
+    X, _ = _data(n=200, seed=18, valued=True)
+    y = np.random.default_rng(18).integers(1, 4, X.shape[0])
+    model = fa.models.LinearModel(oaa=3, optimizer="sgd", lr=0.1).fit(X, y)
+    W, b = np.zeros((X.shape[1], 3)), np.zeros(3)
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        z = b + row.data @ W[row.indices]
+        g = _sigmoid(z) - (np.arange(1, 4) == y[r])
+        W[row.indices] -= 0.1 * row.data[:, None] * g[None, :]
+        b -= 0.1 * g
+    np.testing.assert_allclose(model.weights["W"], W, rtol=2e-4, atol=2e-6)
+    np.testing.assert_allclose(model.weights["b"], b, rtol=2e-4, atol=2e-6)
+
+
+# ---------------------------------------------------------------- field-aware
+
+def _ffm_logit(W, b, V, ids, x, fields):
+    """libffm's logit in float64, pair by pair."""
+    z = b + sum(x[p] * W[ids[p]] for p in range(len(ids)))
+    for p in range(len(ids)):
+        for q in range(p + 1, len(ids)):
+            if fields[p] >= 0 and fields[q] >= 0:
+                z += x[p] * x[q] * V[ids[p], fields[q]] @ V[ids[q], fields[p]]
+    return z
+
+
+def test_field_aware_gradient_is_the_logits_finite_difference():
+    from fastad.models.linear._online import FieldAwareUpdate
+    rng = np.random.default_rng(20)
+    weights = {"W": rng.normal(size=12).astype(np.float32), "b": np.array([0.3], np.float32),
+               "V": rng.normal(size=(12, 3, 4)).astype(np.float32)}
+    ids = np.array([1, 5, 5, 9, 2], np.int32)          # a feature twice, a field unseen (-1)
+    x = np.array([1.0, 0.5, 2.0, -1.5, 1.0], np.float32)
+    fields = np.array([0, 2, 1, 2, -1], np.int32)
+    logit, grad = FieldAwareUpdate(weights, 0.1, True).gradient(ids, x, fields)
+    W, b, V = (weights[n].astype(np.float64) for n in ("W", "b", "V"))
+    assert logit == pytest.approx(_ffm_logit(W, b[0], V, ids, x, fields), rel=1e-6)
+    # the gradient in V[ids[p], f], summed over the positions of one feature, by central differences
+    for p in range(len(ids)):
+        for f in range(3):
+            for j in range(4):
+                up, down = V.copy(), V.copy()
+                up[ids[p], f, j] += 1e-6
+                down[ids[p], f, j] -= 1e-6
+                numeric = (_ffm_logit(W, b[0], up, ids, x, fields) - _ffm_logit(W, b[0], down, ids, x, fields)) / 2e-6
+                analytic = sum(grad[q, f, j] for q in range(len(ids)) if ids[q] == ids[p])
+                assert analytic == pytest.approx(numeric, abs=1e-5), (p, f, j)
+
+
+def test_field_aware_steps_are_libffms_adagrad():
+    rng = np.random.default_rng(21)
+    n, features = 60, 15
+    lengths = rng.integers(2, 6, n)
+    indptr = np.concatenate(([0], np.cumsum(lengths)))
+    indices = np.concatenate([rng.choice(features, k, replace=False) for k in lengths])
+    X = sp.csr_matrix((rng.uniform(0.5, 2, indices.size).astype(np.float32), indices, indptr), shape=(n, features))
+    y = rng.integers(0, 2, n)
+    column_fields = np.arange(features) % 3
+    ffm = fa.models.FactorizationMachine(k=2, init_std=0.3, field_aware=True, lr=0.2).fit(X, y, fields=column_fields)
+    used = np.unique(X.indices)
+    V = np.zeros((features + 1, 3, 2))
+    V[used] = np.random.default_rng(0).normal(0, 0.3, (used.size, 3, 2))
+    W, b = np.zeros(features + 1), 0.0
+    GV, GW, Gb = np.ones_like(V), np.ones_like(W), 1.0
+    for r in range(n):
+        row = X.getrow(r)
+        ids, x, f = row.indices, row.data.astype(np.float64), column_fields[row.indices]
+        slope = _sigmoid(_ffm_logit(W, b, V, ids, x, f)) - y[r]
+        dV = np.zeros_like(V)
+        for p in range(len(ids)):
+            for q in range(len(ids)):
+                if p != q:
+                    dV[ids[p], f[q]] += x[p] * x[q] * V[ids[q], f[p]]
+        Gb += slope ** 2
+        b -= 0.2 * slope / np.sqrt(Gb)
+        gW = np.zeros_like(W)
+        gW[ids] = slope * x
+        GW += gW ** 2
+        W -= 0.2 * gW / np.sqrt(GW)
+        gV = slope * dV
+        GV += gV ** 2
+        V -= 0.2 * gV / np.sqrt(GV)
+    np.testing.assert_allclose(ffm.weights["V"], V, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(ffm.weights["W"], W, rtol=1e-3, atol=1e-5)
+    expected = [_ffm_logit(W, b, V, X.getrow(r).indices, X.getrow(r).data, column_fields[X.getrow(r).indices])
+                for r in range(n)]
+    np.testing.assert_allclose(ffm.decision_function(X), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_field_aware_from_a_vw_file_learns_field_pairs(tmp_path):
+    """A label that only a pair of fields tells: the namespaces are the fields."""
+    rng = np.random.default_rng(22)
+    lines, labels = [], []
+    for r in range(4000):
+        a, c = rng.integers(0, 6), rng.integers(0, 6)
+        label = int((a % 2) == (c % 2))
+        lines.append(f"{label} |user u{a} |item i{c}\n")
+        labels.append(label)
+    (tmp_path / "p.vw").write_text("".join(lines))
+    hasher = fa.features.Hasher(bits=12)
+    ffm = fa.models.FactorizationMachine(k=4, init_std=0.1, passes=4, field_aware=True, hasher=hasher,
+                                         workers=2, shuffle=True).fit(tmp_path / "p.vw")
+    assert ffm.weights["V"].shape == (2 ** 12 + 1, 3, 4)       # fields: u, i and the constant's
+    assert list(ffm.fields_) == [ord("i"), ord("u"), 128]
+    assert fa.metrics.roc_auc(labels, ffm.decision_function(tmp_path / "p.vw")) > 0.95
+    ffm.save(tmp_path / "ffm.npz")
+    back = fa.models.FactorizationMachine.load(tmp_path / "ffm.npz")
+    np.testing.assert_array_equal(back.decision_function(tmp_path / "p.vw"), ffm.decision_function(tmp_path / "p.vw"))
+    (tmp_path / "new.vw").write_text("1 |user u1 |zzz q\n")             # field z unseen: no pairs
+    assert np.isfinite(ffm.decision_function(tmp_path / "new.vw")).all()
+    with pytest.raises(ValueError, match="learned its fields from Features"):
+        ffm.decision_function(sp.csr_matrix((1, 2 ** 12)))
+    X = sp.csr_matrix(np.eye(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="needs fields=, each column's field"):
+        fa.models.FactorizationMachine(field_aware=True).fit(X, [0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"fields must hold one int >= 0 per column of X \(4\)"):
+        fa.models.FactorizationMachine(field_aware=True).fit(X, [0, 1, 0, 1], fields=[0, 1])
+    with pytest.raises(ValueError, match="fields= is the field-aware form's"):
+        fa.models.FactorizationMachine().fit(X, [0, 1, 0, 1], fields=[0, 1, 0, 1])
+    with pytest.raises(ValueError, match="trains as libffm, by Adagrad"):
+        fa.models.FactorizationMachine(field_aware=True, optimizer="sgd")

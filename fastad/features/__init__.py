@@ -1,5 +1,5 @@
 """fa.features: hashed sparse features from text, in compiled code, as Vowpal Wabbit hashes
-them: its text format and CSV/TSV columns, namespaces, `name:value` features, n-grams and
+them: its text format, CSV/TSV columns and JSON lines, namespaces, `name:value` features, n-grams and
 skip-grams, character n-grams, quadratic and cubic crosses, labels and importance weights,
 into the CSR bags the samplers read (`fa.data.BagSampler`), whole or in chunks, with a
 cached binary form.
@@ -12,6 +12,7 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)     # see fastad/__init__.py
 
 from fastad.features._featuriser import hash_name
-from fastad.features.reader import Features, Hasher, iter_csv, iter_vw, load, read_csv, read_vw
+from fastad.features.reader import (Features, Hasher, iter_csv, iter_json, iter_vw, load, read_csv, read_json,
+                                    read_vw)
 
-__all__ = ["Hasher", "Features", "read_vw", "iter_vw", "read_csv", "iter_csv", "load", "hash_name"]
+__all__ = ["Hasher", "Features", "read_vw", "iter_vw", "read_csv", "iter_csv", "read_json", "iter_json", "load", "hash_name"]

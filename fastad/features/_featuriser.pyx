@@ -1,5 +1,5 @@
 """fa.features' compiled half: Vowpal Wabbit's hash of a name, and `Parser`, which parses
-blocks of lines (VW's text format or CSV/TSV columns) in C, without the GIL and without
+blocks of lines (VW's text format, CSV/TSV columns or JSON lines) in C, without the GIL and without
 Python per line, into hashed CSR bags (featurise.h)."""
 import numpy as np
 cimport numpy as cnp
@@ -27,8 +27,12 @@ cdef extern from "featurise.h" nogil:
         uint32_t* col_channel
         uint32_t* col_feature
         char delimiter
+        const char** col_key
+        size_t* col_key_len
+        uint8_t* col_seen
         uint32_t* ids
         float* values
+        uint8_t* fields
         size_t n_ids
         int64_t* offsets
         float* labels
@@ -39,6 +43,7 @@ cdef extern from "featurise.h" nogil:
     uint32_t fa_hash_name(const char* s, size_t n, uint32_t seed)
     int fa_parse_vw_line(fa_featuriser* f, const char* line, size_t n)
     int fa_parse_csv_line(fa_featuriser* f, const char* line, size_t n)
+    int fa_parse_json_line(fa_featuriser* f, const char* line, size_t n)
     int fa_reserve(fa_featuriser* f, size_t ids, size_t examples)
     void fa_free(fa_featuriser* f)
 
@@ -60,12 +65,14 @@ def hash_name(name, unsigned int seed=0):
 
 
 cdef class Parser:
-    """The C state of one featuriser: its hashing settings, its columns (CSV), and the
-    examples parsed since the last `take`. Made by fa.features' readers: `configure` once,
-    `columns` for CSV, then `feed` blocks of the file and `take` the arrays."""
+    """The C state of one featuriser: its hashing settings, its columns (CSV, JSON lines), and
+    the examples parsed since the last `take`. Made by fa.features' readers: `configure`
+    once, `columns` for CSV or `keys` for JSON lines, then `feed` blocks of the file and
+    `take` the arrays."""
     cdef fa_featuriser f
-    cdef int csv
+    cdef int mode               # 0: VW's text format, 1: CSV, 2: JSON lines
     cdef tuple names
+    cdef tuple encoded          # JSON lines: the keys' UTF-8, which f.col_key points into
     cdef int bits
     cdef readonly Py_ssize_t skipped
 
@@ -106,8 +113,28 @@ cdef class Parser:
     def columns(self, tuple names, list kinds, list indexes, list channels, list features, str delimiter):
         """CSV/TSV: each column's name (for errors), kind (featurise.h's FA_COL_*), namespace
         index, namespace hash and (numeric columns) feature hash; the one-byte delimiter."""
+        self._columns(names, kinds, indexes, channels, features)
+        self.mode = 1
+        self.f.delimiter = ord(delimiter)
+
+    def keys(self, tuple names, list kinds, list indexes, list channels, list features):
+        """JSON lines: each column's key and, as `columns`, its kind, namespace index and hash
+        and feature hash."""
         cdef Py_ssize_t n = len(names), k
-        self.csv = 1
+        self._columns(names, kinds, indexes, channels, features)
+        self.mode = 2
+        self.encoded = tuple(name.encode("utf-8") for name in names)
+        self.f.col_key = <const char**>calloc(max(n, 1), sizeof(char*))
+        self.f.col_key_len = <size_t*>calloc(max(n, 1), sizeof(size_t))
+        self.f.col_seen = <uint8_t*>calloc(max(n, 1), sizeof(uint8_t))
+        if not (self.f.col_key and self.f.col_key_len and self.f.col_seen):
+            raise MemoryError("fa.features: no memory for the keys")
+        for k in range(n):
+            self.f.col_key[k] = <const char*>self.encoded[k]
+            self.f.col_key_len[k] = len(self.encoded[k])
+
+    cdef _columns(self, tuple names, list kinds, list indexes, list channels, list features):
+        cdef Py_ssize_t n = len(names), k
         self.names = names
         self.f.n_columns = <int>n
         self.f.col_kind = <uint8_t*>calloc(n, sizeof(uint8_t))
@@ -121,7 +148,6 @@ cdef class Parser:
             self.f.col_index[k] = indexes[k]
             self.f.col_channel[k] = channels[k]
             self.f.col_feature[k] = features[k]
-        self.f.delimiter = ord(delimiter)
 
     @property
     def examples(self):
@@ -150,8 +176,10 @@ cdef class Parser:
                     stop = n
                 else:
                     stop = nl - base
-                if self.csv:
+                if self.mode == 1:
                     status = fa_parse_csv_line(&self.f, base + pos, <size_t>(stop - pos))
+                elif self.mode == 2:
+                    status = fa_parse_json_line(&self.f, base + pos, <size_t>(stop - pos))
                 else:
                     status = fa_parse_vw_line(&self.f, base + pos, <size_t>(stop - pos))
                 if status < 0 and not (status == -1 and skip_errors):
@@ -169,7 +197,11 @@ cdef class Parser:
 
     cdef str _describe(self, str source, int64_t line):
         message = self.f.error.decode("utf-8", "replace")
-        if self.csv:
+        if self.mode == 2:
+            where = (f"key {self.names[self.f.error_column]!r}" if 0 <= self.f.error_column < len(self.names)
+                     else "")
+            return f"{source}: line {line}{', ' if where else ''}{where}: {message}"
+        if self.mode == 1:
             name = self.names[self.f.error_column] if self.f.error_column < len(self.names) else None
             where = (f"column {name!r} (field {self.f.error_column + 1})" if name is not None
                      else f"field {self.f.error_column + 1}")
@@ -178,17 +210,20 @@ cdef class Parser:
         return f"{source}: line {line}, {where}: {message}"
 
     def take(self):
-        """(ids, offsets, values, labels, weights) of the examples parsed since the last take,
-        as new arrays (ids int32 for bits <= 31, else int64), and the parser emptied."""
+        """(ids, offsets, values, labels, weights, fields) of the examples parsed since the last
+        take, as new arrays (ids int32 for bits <= 31, else int64; fields uint8), and the
+        parser emptied."""
         cdef Py_ssize_t n_ids = self.f.n_ids, n_ex = self.f.n_examples
         ids32 = np.empty(n_ids, np.uint32)
         values = np.empty(n_ids, np.float32)
+        fields = np.empty(n_ids, np.uint8)
         offsets = np.empty(n_ex + 1, np.int64)
         labels = np.empty(n_ex, np.float32)
         weights = np.empty(n_ex, np.float32)
         if n_ids:
             memcpy(cnp.PyArray_DATA(ids32), self.f.ids, n_ids * sizeof(uint32_t))
             memcpy(cnp.PyArray_DATA(values), self.f.values, n_ids * sizeof(float))
+            memcpy(cnp.PyArray_DATA(fields), self.f.fields, n_ids * sizeof(uint8_t))
         memcpy(cnp.PyArray_DATA(offsets), self.f.offsets, (n_ex + 1) * sizeof(int64_t))
         if n_ex:
             memcpy(cnp.PyArray_DATA(labels), self.f.labels, n_ex * sizeof(float))
@@ -196,4 +231,4 @@ cdef class Parser:
         self.f.n_ids = 0
         self.f.n_examples = 0
         ids = ids32.view(np.int32) if self.bits <= 31 else ids32.astype(np.int64)
-        return ids, offsets, values, labels, weights
+        return ids, offsets, values, labels, weights, fields

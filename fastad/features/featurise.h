@@ -32,6 +32,7 @@
 #define FA_NGRAM_CONSTANT 27942141u
 #define FA_CONSTANT 11650396u
 #define FA_MAX_CROSSES 64
+#define FA_CONSTANT_FIELD 128       /* VW's constant_namespace */
 
 /* ------------------------------------------------------------------ hashing */
 
@@ -180,7 +181,7 @@ typedef struct {
     size_t n, cap;
 } fa_group;
 
-/* What the CSV parser does with a column. */
+/* What the CSV and JSON-lines parsers do with a column. */
 enum { FA_COL_IGNORE = 0, FA_COL_LABEL, FA_COL_WEIGHT, FA_COL_CATEGORICAL, FA_COL_NUMERIC, FA_COL_TEXT };
 
 typedef struct {
@@ -197,6 +198,13 @@ typedef struct {
     uint32_t* col_channel;
     uint32_t* col_feature;
     char delimiter;
+    /* JSON lines: each column's key (UTF-8, not owned), whether a line gave it, and the
+     * buffer of unescaped strings */
+    const char** col_key;
+    size_t* col_key_len;
+    uint8_t* col_seen;
+    char* text;
+    size_t text_cap;
     /* one line's feature groups, in the order they first appear */
     fa_group groups[256];
     uint8_t order[256];
@@ -206,6 +214,8 @@ typedef struct {
     /* the output: CSR bags, their values, labels and importance weights */
     uint32_t* ids;
     float* values;
+    uint8_t* fields;            /* each id's field: its namespace index (a cross's, its first
+                                   namespace's; the constant feature's, VW's 128) */
     size_t n_ids, cap_ids;
     int64_t* offsets;           /* n_examples + 1 entries */
     float* labels;
@@ -241,6 +251,9 @@ static int fa_reserve(fa_featuriser* f, size_t ids, size_t examples)
         q = realloc(f->values, cap * sizeof(float));
         if (!q) return -1;
         f->values = (float*)q;
+        q = realloc(f->fields, cap * sizeof(uint8_t));
+        if (!q) return -1;
+        f->fields = (uint8_t*)q;
         f->cap_ids = cap;
     }
     if (examples > f->cap_examples) {
@@ -387,15 +400,18 @@ static int fa_finish_line(fa_featuriser* f, float label, float weight)
     const uint32_t mask = f->mask;
     uint32_t* ids = f->ids + f->n_ids;
     float* values = f->values + f->n_ids;
+    uint8_t* fields = f->fields + f->n_ids;
     size_t out = 0;
     for (int k = 0; k < f->n_order; k++) {
         const fa_group* g = &f->groups[f->order[k]];
+        memset(fields + out, f->order[k], g->n);
         for (size_t i = 0; i < g->n; i++) { ids[out] = g->h[i] & mask; values[out] = g->v[i]; out++; }
     }
-    if (f->constant) { ids[out] = FA_CONSTANT & mask; values[out] = 1.0f; out++; }
+    if (f->constant) { ids[out] = FA_CONSTANT & mask; values[out] = 1.0f; fields[out] = FA_CONSTANT_FIELD; out++; }
     for (int c = 0; c < f->n_quadratic; c++) {
         const fa_group *a = &f->groups[f->quadratic[c][0]], *b = &f->groups[f->quadratic[c][1]];
         const int same = a == b;
+        memset(fields + out, f->quadratic[c][0], same ? a->n * (a->n + 1) / 2 : a->n * b->n);
         for (size_t i = 0; i < a->n; i++) {
             const uint32_t half = FA_FNV_PRIME * a->h[i];
             const float va = a->v[i];
@@ -413,7 +429,8 @@ static int fa_finish_line(fa_featuriser* f, float label, float weight)
                 const uint32_t half = FA_FNV_PRIME * (half1 ^ b->h[j]);
                 const float vab = a->v[i] * b->v[j];
                 for (size_t l = same_bd ? j : 0; l < d->n; l++) {
-                    ids[out] = (half ^ d->h[l]) & mask; values[out] = vab * d->v[l]; out++;
+                    ids[out] = (half ^ d->h[l]) & mask; values[out] = vab * d->v[l]; fields[out] = f->cubic[c][0];
+                    out++;
                 }
             }
         }
@@ -552,6 +569,50 @@ static int fa_parse_vw_line(fa_featuriser* f, const char* line, size_t len)
     return fa_finish_line(f, label, weight) ? -2 : 0;
 }
 
+/* One field [s, e) of column `column` (CSV's field, JSON's value), as f->col_kind says: the
+ * label or importance weight into *label, *weight, or the features of its namespace. Returns
+ * 0, -1 with f->error set, -2 out of memory. */
+static int fa_column_field(fa_featuriser* f, int column, const char* s, const char* e, float* label, float* weight)
+{
+    const uint8_t kind = f->col_kind[column];
+    const uint8_t index = f->col_index[column];
+    const uint32_t channel = f->col_channel[column];
+    int status = 0;
+    if (kind == FA_COL_LABEL || kind == FA_COL_WEIGHT) {
+        if (s == e) status = fa_fail(f, column, "the %s is empty", kind == FA_COL_LABEL ? "label" : "importance weight");
+        else if (fa_label_token(f, s, s, e, kind == FA_COL_WEIGHT, kind == FA_COL_LABEL ? label : weight)) {
+            f->error_column = column;
+            status = -1;
+        }
+    } else if (kind == FA_COL_CATEGORICAL) {
+        if (s != e) status = fa_push_token(f, index, channel, s, (size_t)(e - s), 1.0f) ? -2 : 0;
+    } else if (kind == FA_COL_NUMERIC) {
+        const char* t = s;
+        const char* u = e;
+        while (t < u && fa_space(*t)) t++;
+        while (u > t && fa_space(u[-1])) u--;
+        if (t != u) {
+            double x;
+            const char* stop;
+            if (!fa_parse_number(t, u, &stop, &x) || stop != u)
+                status = fa_fail(f, column, "the value '%.*s' is not a number", FA_SHOW(t, (size_t)(u - t)));
+            else if (!isfinite((float)x))
+                status = fa_fail(f, column, "the value '%.*s' is not finite", FA_SHOW(t, (size_t)(u - t)));
+            else if (x != 0.0)
+                status = fa_push(f, index, f->col_feature[column], (float)x) ? -2 : 0;
+        }
+    } else if (kind == FA_COL_TEXT) {
+        const char* t = s;
+        while (!status && t < e) {
+            if (fa_space(*t)) { t++; continue; }
+            const char* w = t;
+            while (t < e && !fa_space(*t)) t++;
+            status = fa_push_token(f, index, channel, w, (size_t)(t - w), 1.0f) ? -2 : 0;
+        }
+    }
+    return status;
+}
+
 /* One line of CSV/TSV (without its newline), its columns as f->col_* say. A field may be
  * quoted ("a, b" and "" inside for a quote); a quoted field runs to its closing quote on the
  * same line. Returns as fa_parse_vw_line; f->error_column is the 0-based field. */
@@ -614,42 +675,7 @@ static int fa_parse_csv_line(fa_featuriser* f, const char* line, size_t len)
             while (p < end && *p != f->delimiter) p++;
             e = p;
         }
-        const uint8_t kind = f->col_kind[column];
-        const uint8_t index = f->col_index[column];
-        const uint32_t channel = f->col_channel[column];
-        int status = 0;
-        if (kind == FA_COL_LABEL || kind == FA_COL_WEIGHT) {
-            if (s == e) status = fa_fail(f, column, "the %s is empty", kind == FA_COL_LABEL ? "label" : "importance weight");
-            else if (fa_label_token(f, s, s, e, kind == FA_COL_WEIGHT, kind == FA_COL_LABEL ? &label : &weight)) {
-                f->error_column = column;
-                status = -1;
-            }
-        } else if (kind == FA_COL_CATEGORICAL) {
-            if (s != e) status = fa_push_token(f, index, channel, s, (size_t)(e - s), 1.0f) ? -2 : 0;
-        } else if (kind == FA_COL_NUMERIC) {
-            const char* t = s;
-            const char* u = e;
-            while (t < u && fa_space(*t)) t++;
-            while (u > t && fa_space(u[-1])) u--;
-            if (t != u) {
-                double x;
-                const char* stop;
-                if (!fa_parse_number(t, u, &stop, &x) || stop != u)
-                    status = fa_fail(f, column, "the value '%.*s' is not a number", FA_SHOW(t, (size_t)(u - t)));
-                else if (!isfinite((float)x))
-                    status = fa_fail(f, column, "the value '%.*s' is not finite", FA_SHOW(t, (size_t)(u - t)));
-                else if (x != 0.0)
-                    status = fa_push(f, index, f->col_feature[column], (float)x) ? -2 : 0;
-            }
-        } else if (kind == FA_COL_TEXT) {
-            const char* t = s;
-            while (!status && t < e) {
-                if (fa_space(*t)) { t++; continue; }
-                const char* w = t;
-                while (t < e && !fa_space(*t)) t++;
-                status = fa_push_token(f, index, channel, w, (size_t)(t - w), 1.0f) ? -2 : 0;
-            }
-        }
+        int status = fa_column_field(f, column, s, e, &label, &weight);
         if (unquoted && unquoted != stack) free(unquoted);
         if (status) return status;
         column++;
@@ -661,12 +687,191 @@ static int fa_parse_csv_line(fa_featuriser* f, const char* line, size_t len)
     return fa_finish_line(f, label, weight) ? -2 : 0;
 }
 
+/* ------------------------------------------------------------------ JSON lines */
+
+static inline const char* fa_json_space(const char* p, const char* end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    return p;
+}
+
+/* Appends code point c as UTF-8 to f->text at *n (room checked by the caller: 4 bytes). */
+static inline void fa_json_utf8(fa_featuriser* f, size_t* n, uint32_t c)
+{
+    char* t = f->text + *n;
+    if (c < 0x80) { t[0] = (char)c; *n += 1; }
+    else if (c < 0x800) { t[0] = (char)(0xC0 | c >> 6); t[1] = (char)(0x80 | (c & 0x3F)); *n += 2; }
+    else if (c < 0x10000) {
+        t[0] = (char)(0xE0 | c >> 12); t[1] = (char)(0x80 | (c >> 6 & 0x3F)); t[2] = (char)(0x80 | (c & 0x3F));
+        *n += 3;
+    } else {
+        t[0] = (char)(0xF0 | c >> 18); t[1] = (char)(0x80 | (c >> 12 & 0x3F));
+        t[2] = (char)(0x80 | (c >> 6 & 0x3F)); t[3] = (char)(0x80 | (c & 0x3F)); *n += 4;
+    }
+}
+
+static inline int fa_json_hex4(const char* p, const char* end, uint32_t* out)
+{
+    uint32_t c = 0;
+    if (end - p < 4) return 0;
+    for (int i = 0; i < 4; i++) {
+        char h = p[i];
+        int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+              : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (d < 0) return 0;
+        c = c * 16 + (uint32_t)d;
+    }
+    *out = c;
+    return 1;
+}
+
+/* The JSON string whose opening quote is at p, unescaped into f->text from offset *n (which
+ * it advances). Returns the position after its closing quote; NULL with f->error set (-1)
+ * or, *status -2, out of memory. */
+static const char* fa_json_string(fa_featuriser* f, const char* line, const char* p, const char* end,
+                                  size_t* n, int column, int* status)
+{
+    const char* open = p++;
+    for (;;) {
+        if (f->text_cap < *n + 8 && fa_grow((void**)&f->text, &f->text_cap, *n + 8, 1)) { *status = -2; return NULL; }
+        if (p == end) { *status = fa_fail(f, column, "a string without its closing quote (from byte %lld)",
+                                          (long long)(open - line) + 1); return NULL; }
+        char c = *p;
+        if (c == '"') return p + 1;
+        if ((uint8_t)c < 0x20) { *status = fa_fail(f, column, "a control character in a string (byte %lld)",
+                                                   (long long)(p - line) + 1); return NULL; }
+        if (c != '\\') { f->text[(*n)++] = c; p++; continue; }
+        if (p + 1 == end) { p++; continue; }                        /* the unclosed string's error */
+        char e = p[1];
+        const char* simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            f->text[(*n)++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            p += 2;
+            continue;
+        }
+        uint32_t u, low;
+        if (e != 'u' || !fa_json_hex4(p + 2, end, &u)) {
+            *status = fa_fail(f, column, "a bad escape in a string (byte %lld)", (long long)(p - line) + 1);
+            return NULL;
+        }
+        p += 6;
+        if (u >= 0xD800 && u < 0xDC00) {                            /* a surrogate pair */
+            if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !fa_json_hex4(p + 2, end, &low)
+                || low < 0xDC00 || low >= 0xE000) {
+                *status = fa_fail(f, column, "a lone surrogate \\u escape (byte %lld)", (long long)(p - line) - 5);
+                return NULL;
+            }
+            u = 0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00);
+            p += 6;
+        } else if (u >= 0xDC00 && u < 0xE000) {
+            *status = fa_fail(f, column, "a lone surrogate \\u escape (byte %lld)", (long long)(p - line) - 5);
+            return NULL;
+        }
+        fa_json_utf8(f, n, u);
+    }
+}
+
+/* The end of the JSON value at p (a key's value that no column reads: any value, nested
+ * ones too); NULL with f->error set. */
+static const char* fa_json_skip(fa_featuriser* f, const char* line, const char* p, const char* end, int* status)
+{
+    int depth = 0;
+    do {
+        p = fa_json_space(p, end);
+        if (p == end) break;
+        if (*p == '"') {
+            size_t n = 0;
+            p = fa_json_string(f, line, p, end, &n, -1, status);
+            if (!p) return NULL;
+        } else if (*p == '{' || *p == '[') { depth++; p++; }
+        else if (*p == '}' || *p == ']') { if (!depth) break; depth--; p++; }
+        else if (*p == ',' || *p == ':') { if (!depth) break; p++; }
+        else { while (p < end && !strchr(" \t\r\n,:]}[{\"", *p)) p++; }
+    } while (depth);
+    return p;
+}
+
+/* One line of JSON lines (without its newline): an object whose keys name the columns
+ * (f->col_key); a key no column names is skipped, a column whose key is missing or null
+ * gives nothing (a label NaN, an importance weight 1). A string value is its text, a number
+ * or true/false the text written. Returns as fa_parse_vw_line; f->error_column is the
+ * column of the key at fault, or -1 (the message gives the byte). */
+static int fa_parse_json_line(fa_featuriser* f, const char* line, size_t len)
+{
+    fa_reset_line(f);
+    const char* end = line + len;
+    const char* p = fa_json_space(line, end);
+    if (p == end) return 1;
+    int64_t bad = fa_utf8_error(line, len);
+    if (bad >= 0)
+        return fa_fail(f, -1, "invalid UTF-8 (byte 0x%02x at byte %lld of the line)", (uint8_t)line[bad],
+                       (long long)bad + 1);
+    if (*p != '{') return fa_fail(f, -1, "a line is one JSON object {...}, byte %lld is '%c'",
+                                  (long long)(p - line) + 1, *p);
+    memset(f->col_seen, 0, (size_t)f->n_columns);
+    float label = NAN, weight = 1.0f;
+    int status = 0;
+    p = fa_json_space(p + 1, end);
+    if (p < end && *p == '}') p++;
+    else for (;;) {
+        if (p == end || *p != '"')
+            return fa_fail(f, -1, "a key (a string) expected at byte %lld", (long long)(p - line) + 1);
+        size_t key_len = 0;
+        p = fa_json_string(f, line, p, end, &key_len, -1, &status);
+        if (!p) return status;
+        int column = -1;
+        for (int k = 0; k < f->n_columns && column < 0; k++)
+            if (f->col_key_len[k] == key_len && !memcmp(f->col_key[k], f->text, key_len)) column = k;
+        p = fa_json_space(p, end);
+        if (p == end || *p != ':')
+            return fa_fail(f, column, "':' expected after a key at byte %lld", (long long)(p - line) + 1);
+        p = fa_json_space(p + 1, end);
+        if (p == end) return fa_fail(f, column, "a value expected at the end of the line");
+        if (column < 0) {
+            const char* after = fa_json_skip(f, line, p, end, &status);
+            if (!after) return status;
+            if (after == p) return fa_fail(f, -1, "a value expected at byte %lld", (long long)(p - line) + 1);
+            p = after;
+        } else {
+            if (f->col_seen[column]) return fa_fail(f, column, "the key is given twice");
+            f->col_seen[column] = 1;
+            if (*p == '{' || *p == '[')
+                return fa_fail(f, column, "the value is %s; a column reads a string, a number, true, false "
+                               "or null", *p == '{' ? "an object" : "an array");
+            if (*p == '"') {
+                size_t n = 0;
+                p = fa_json_string(f, line, p, end, &n, column, &status);
+                if (!p) return status;
+                status = fa_column_field(f, column, f->text, f->text + n, &label, &weight);
+            } else {
+                const char* s = p;
+                while (p < end && !strchr(" \t\r\n,}]", *p)) p++;
+                if (p - s == 4 && !memcmp(s, "null", 4)) status = 0;
+                else if (((p - s == 4 && !memcmp(s, "true", 4)) || (p - s == 5 && !memcmp(s, "false", 5)))
+                         || (s < p && (*s == '-' || (*s >= '0' && *s <= '9'))))
+                    status = fa_column_field(f, column, s, p, &label, &weight);
+                else
+                    status = fa_fail(f, column, "the value '%.*s' is not JSON", FA_SHOW(s, (size_t)(p - s)));
+            }
+            if (status) return status;
+        }
+        p = fa_json_space(p, end);
+        if (p < end && *p == ',') { p = fa_json_space(p + 1, end); continue; }
+        if (p < end && *p == '}') { p++; break; }
+        return fa_fail(f, -1, "',' or '}' expected at byte %lld", (long long)(p - line) + 1);
+    }
+    p = fa_json_space(p, end);
+    if (p != end) return fa_fail(f, -1, "text after the object at byte %lld", (long long)(p - line) + 1);
+    return fa_finish_line(f, label, weight) ? -2 : 0;
+}
+
 static void fa_free(fa_featuriser* f)
 {
     for (int i = 0; i < 256; i++) { free(f->groups[i].h); free(f->groups[i].v); }
     free(f->gram_mask);
-    free(f->ids); free(f->values); free(f->offsets); free(f->labels); free(f->weights);
+    free(f->ids); free(f->values); free(f->fields); free(f->offsets); free(f->labels); free(f->weights);
     free(f->col_kind); free(f->col_index); free(f->col_channel); free(f->col_feature);
+    free(f->col_key); free(f->col_key_len); free(f->col_seen); free(f->text);
     memset(f, 0, sizeof(*f));
 }
 

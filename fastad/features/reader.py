@@ -1,5 +1,5 @@
-"""fa.features' Python face: the hashing settings (`Hasher`), the readers of VW's text format
-and of CSV/TSV columns, whole or streamed in chunks, the parsed arrays (`Features`) and
+"""fa.features' Python face: the hashing settings (`Hasher`), the readers of VW's text format,
+of CSV/TSV columns and of JSON lines, whole or streamed in chunks, the parsed arrays (`Features`) and
 their cached binary form.
 
 Every line is parsed and hashed in C (`fastad.features._featuriser`); Python runs once per
@@ -16,7 +16,9 @@ from fastad.io import write_atomically
 #: Bytes read from the source at a time.
 BLOCK = 1 << 20
 #: The version of the cached binary form; a cache of another version is parsed again.
-CACHE_FORMAT = 1
+#: Format 1 had no fields (Features.fields): `load` reads it, with fields None.
+CACHE_FORMAT = 2
+_FORMATS = (1, CACHE_FORMAT)
 #: featurise.h's column kinds (FA_COL_*).
 _COLUMN_KINDS = {"label": 1, "weight": 2, "categorical": 3, "numeric": 4, "text": 5}
 _ARRAYS = ("ids", "offsets", "values", "labels", "weights")
@@ -155,14 +157,18 @@ class Features:
     labels   float32, one per example (NaN for a line without a label)
     weights  float32, the importance weights (1 where a line gives none)
     bits     the hasher's bits; skipped: the lines left out (on_error="skip")
+    fields   uint8, one per id: its namespace's index (the first byte of the namespace's
+             name, VW's; a cross's, its first namespace's; the constant feature's 128), the
+             fields of a field-aware factorization machine; None when not given
 
     >>> fa.data.BagSampler(ids_leaf, offsets_leaf, f.ids, f.offsets, {label: f.labels})
     """
 
-    def __init__(self, ids, offsets, values, labels, weights, bits, skipped=0):
+    def __init__(self, ids, offsets, values, labels, weights, bits, skipped=0, fields=None):
         self.ids, self.offsets, self.values, self.labels, self.weights = ids, offsets, values, labels, weights
         self.bits = bits
         self.skipped = skipped
+        self.fields = fields
 
     def __len__(self):
         return len(self.labels)
@@ -176,6 +182,8 @@ class Features:
         `fa.features.load` without pickle); `key`, JSON values a cache checks."""
         record = {"format": CACHE_FORMAT, "bits": self.bits, "skipped": self.skipped, "key": key}
         arrays = {name: getattr(self, name) for name in _ARRAYS}
+        if self.fields is not None:
+            arrays["fields"] = self.fields
         arrays["record"] = np.frombuffer(json.dumps(record).encode(), np.uint8)
         write_atomically(os.fspath(path), lambda f: np.savez(f, **arrays), "Features.save")
 
@@ -192,11 +200,13 @@ def _load(path):
         if missing:
             raise ValueError(f"fa.features.load: {path} is not a saved Features (no {', '.join(missing)})")
         record = json.loads(data["record"].tobytes())
-        if record.get("format") != CACHE_FORMAT:
+        if record.get("format") not in _FORMATS:
             raise ValueError(f"fa.features.load: {path} has format {record.get('format')!r}, "
-                             f"this version reads {CACHE_FORMAT}")
+                             f"this version reads {' and '.join(map(str, _FORMATS))}")
         arrays = [data[name] for name in _ARRAYS]
-    return Features(*arrays, bits=record["bits"], skipped=record["skipped"]), record["key"]
+        fields = data["fields"] if "fields" in data.files else None
+    key = record["key"] if record["format"] == CACHE_FORMAT else None       # an older cache: parse again
+    return Features(*arrays, bits=record["bits"], skipped=record["skipped"], fields=fields), key
 
 
 def _check(who, hasher, on_error, chunk):
@@ -239,13 +249,15 @@ def _stream(hasher, parser, f, name, chunk, on_error, line):
             pos, line = parser.feed(data, pos, final, limit, line, skip, name)
             if parser.examples < limit:
                 break
-            yield Features(*parser.take(), bits=hasher.bits, skipped=parser.skipped - skipped)
+            *arrays, fields = parser.take()
+            yield Features(*arrays, bits=hasher.bits, skipped=parser.skipped - skipped, fields=fields)
             skipped, yielded = parser.skipped, True
         carry = data[pos:]
         if final:
             break
     if parser.examples or not yielded:
-        yield Features(*parser.take(), bits=hasher.bits, skipped=parser.skipped - skipped)
+        *arrays, fields = parser.take()
+        yield Features(*arrays, bits=hasher.bits, skipped=parser.skipped - skipped, fields=fields)
 
 
 def _cached(who, source, cache, key, parse):
@@ -411,3 +423,65 @@ def read_csv(source, hasher=None, *, label=None, weight=None, categorical=None, 
                                         **{k: (list(v) if k == "columns" and v is not None else v)
                                            for k, v in settings.items()}},
                    lambda: next(iter_csv(source, hasher, chunk=None, on_error=on_error, **settings)))
+
+
+def _json_keys(who, label, weight, categorical, numeric, text):
+    """The keys a JSON-lines reader reads, in the order given (label, weight, then each
+    table's)."""
+    keys = [key for key in (label, weight) if key is not None]
+    for kind, table in (("categorical", categorical), ("numeric", numeric), ("text", text)):
+        if not hasattr(table, "items"):
+            raise TypeError(f"{who}: {kind} must be a dict {{key: namespace}}, got {type(table).__name__}")
+        keys.extend(table)
+    if not keys:
+        raise ValueError(f"{who}: name the keys to read (label=, weight=, categorical=, numeric=, text=)")
+    if not all(isinstance(key, str) for key in keys):
+        raise TypeError(f"{who}: a key is a string, got {[key for key in keys if not isinstance(key, str)][0]!r}")
+    return list(dict.fromkeys(keys))        # a key of two roles: _column_plan names it
+
+
+def iter_json(source, hasher=None, *, label=None, weight=None, categorical=None, numeric=None, text=None,
+              chunk=65536, on_error="raise"):
+    """Features of JSON lines (one object a line), `chunk` examples at a time; the columns
+    are keys, read as iter_csv reads its columns.
+
+    source       a path or a binary file, one JSON object a line: {"click": 1, "site": "a", ...}
+    label        the label key (a number, or a string holding one); weight: the importance
+                 weight's
+    categorical  {key: namespace}: the value (a string, or a number or true/false as
+                 written) is a feature of the namespace
+    numeric      {key: namespace}: a feature named as the key, valued by the value
+    text         {key: namespace}: each whitespace-separated word of the value a feature
+    A key no argument names is skipped (any value, nested ones too); a named key missing or
+    null gives nothing (a label NaN, an importance weight 1). A line that is not one JSON
+    object, a named key given twice or holding an object or array, a label, weight or
+    numeric value that is not a finite number (a weight below 0), invalid UTF-8: ValueError
+    naming the line and the key, or with on_error="skip" the line left out and counted.
+    Parsed in C, as the other readers.
+
+    >>> f = fa.features.read_json("clicks.jsonl", hasher, label="click", categorical={"site": "s"})
+    """
+    who = "fa.features.iter_json"
+    hasher = _check(who, hasher, on_error, chunk)
+    keys = _json_keys(who, label, weight, categorical or {}, numeric or {}, text or {})
+    f, name, close = _open(who, source)
+    try:
+        parser = hasher.parser()
+        parser.keys(tuple(keys), *_column_plan(who, hasher, keys, label, weight, categorical or {},
+                                               numeric or {}, text or {}))
+        yield from _stream(hasher, parser, f, name, chunk, on_error, 1)
+    finally:
+        if close:
+            f.close()
+
+
+def read_json(source, hasher=None, *, label=None, weight=None, categorical=None, numeric=None, text=None,
+              on_error="raise", cache=None):
+    """All of `source`'s examples (JSON lines) as one Features; see iter_json, and read_vw
+    for `cache`."""
+    who = "fa.features.read_json"
+    hasher = _check(who, hasher, on_error, None)
+    settings = dict(label=label, weight=weight, categorical=categorical, numeric=numeric, text=text)
+    return _cached(who, source, cache, {"reader": "json", "hasher": hasher._compiled(), "on_error": on_error,
+                                        **settings},
+                   lambda: next(iter_json(source, hasher, chunk=None, on_error=on_error, **settings)))

@@ -1,12 +1,17 @@
 """`fa.models.FactorizationMachine`: Rendle's factorization machine over sparse features,
 a `LinearModel` whose logit adds every pair of the example's features' interaction."""
+import os
+
 import numpy as np
 
+from fastad.features import Features, Hasher, read_vw
 from fastad.ops.reduction import sum as fa_sum
 from fastad.ops.shape import reshape
 from fastad.ops.sparse import embedding
-from fastad.checks import check_number, check_sizes
-from fastad.models.linear.linear_model import LinearModel
+from fastad.checks import check_callable, check_flag, check_number, check_sizes
+from fastad.models.linear._online import FieldAwareUpdate, ffm_logits
+from fastad.models.linear.linear_model import (LinearModel, _Examples, _importance, run_passes, threads_only,
+                                               used_rows)
 
 __all__ = ["FactorizationMachine"]
 
@@ -22,31 +27,55 @@ class FactorizationMachine(LinearModel):
               init_std), the others (a hashed table's unused rows) and W and b at zero
 
     The other arguments, `fit`, `predict`, `predict_proba` and `decision_function` are
-    `LinearModel`'s. V and W hold one row more than the features: the padding row that
+    `LinearModel`'s, but `oaa` and the optimizer "vw" (the default is "adagrad"): VW's
+    normalised rule, given a factor's derivative of the logit as its input (as VW's --lrq
+    features are), diverges on the bench's data, as VW's --lrq does there. V and W hold one row more than the features: the padding row that
     BagSampler writes past each example's features (`pad=`), which no example trains.
+
+    field_aware  libffm's field-aware form (Juan et al. 2016): V holds a k-vector per feature
+                 and field, (rows, fields, k), and a pair of features i, j of fields f, g adds
+                 x_i x_j <V[i, g], V[j, f]>; trained by AdaGrad as libffm (each accumulator
+                 from 1) in a compiled loop of its own (ffm.h), "logistic" or "squared", Hogwild
+                 workers as threads. The fields are the features' namespaces (`Features.fields`:
+                 a VW file's, or the namespaces of CSV or JSON columns), or for a matrix
+                 `fit(X, y, fields=...)`, each column's field (an int), which the model keeps
+                 for its predictions on matrices. A field not seen in training takes no pair.
 
     >>> fm = fa.models.FactorizationMachine(k=8, passes=2).fit(X_train, y_train)
     >>> fa.metrics.roc_auc(y_test, fm.decision_function(X_test))
-
-    Not yet: the field-aware form (libffm's).
+    >>> ffm = fa.models.FactorizationMachine(k=4, field_aware=True).fit("train.vw")
     """
 
     _extra_rows = 1
 
-    def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=0.1,
-                 passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None):
+    def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=None,
+                 passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None,
+                 quantile_tau=0.5, field_aware=False):
         super().__init__(loss=loss, optimizer=optimizer, lr=lr, passes=passes, workers=workers,
-                         shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options)
+                         shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options,
+                         quantile_tau=quantile_tau)
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
+        self.field_aware = check_flag(type(self).__name__, "field_aware", field_aware)
+        self.fields_ = self.column_fields_ = None
+        if self.field_aware and (self.optimizer != "adagrad" or self.loss not in ("logistic", "squared")
+                                 or self.optimizer_options):
+            raise ValueError(f"{type(self).__name__}: the field-aware form trains as libffm, by Adagrad "
+                             f"without optimizer_options, on the logistic or squared loss; got optimizer "
+                             f"{self.optimizer!r}, loss {self.loss!r}")
+        if self.optimizer == "vw":
+            raise ValueError(f"{type(self).__name__}: optimizer 'vw' is LinearModel's (its normalised "
+                             f"rule diverges on a factorization machine's factors); use 'adagrad', "
+                             f"'sgd', 'adam' or 'ftrl'")
 
     def _new_weights(self, n_features, used=()):
         """V's rows of the features used drawn normal(0, init_std) (in the order of their
         ids), the others zero: a hashed table's unused rows cost no drawing and add nothing
         to a prediction; W and b zero."""
         rows, used = n_features + 1, np.asarray(used, dtype=np.int64)
-        V = np.zeros((rows, self.k), np.float32)
-        V[used] = np.random.default_rng(self.seed).normal(0, self.init_std, (used.size, self.k))
+        shape = (len(self.fields_), self.k) if self.field_aware else (self.k,)
+        V = np.zeros((rows, *shape), np.float32)
+        V[used] = np.random.default_rng(self.seed).normal(0, self.init_std, (used.size, *shape))
         return {"V": V, "W": np.zeros(rows, np.float32), "b": np.zeros(1, np.float32)}
 
     def _pad(self, n_features):
@@ -65,3 +94,100 @@ class FactorizationMachine(LinearModel):
         squares = X.copy()      # each position's value squared: a feature met twice counts twice
         squares.data = squares.data.astype(np.float64) ** 2
         return 0.5 * ((XV * XV).sum(axis=1) - squares @ (V * V).sum(axis=1))
+
+    # ------------------------------------------------------------ the field-aware form
+
+    def fit(self, X, y=None, sample_weight=None, callback=None, progress=None, start_method=None, fields=None):
+        """`LinearModel.fit`; `fields` (field_aware=True, X a matrix): each column's field, ints."""
+        who = f"{type(self).__name__}.fit"
+        if not self.field_aware:
+            if fields is not None:
+                raise ValueError(f"{who}: fields= is the field-aware form's (field_aware=True)")
+            return super().fit(X, y, sample_weight, callback, progress, start_method)
+        check_callable(who, "callback", callback)
+        check_callable(who, "progress", progress)
+        threads_only(who, start_method, "the field-aware form")
+        X = self._read(X)
+        rows, y, sample_weight = self._examples(who, X, y, sample_weight)
+        column_fields = None if isinstance(X, Features) else _column_fields(who, fields, rows.shape[1])
+        raw = self._raw_fields(who, X, rows, column_fields)
+        targets, classes = self._targets(who, y, rows.shape[0])
+        examples = _Examples(self, rows, targets, _importance(who, sample_weight, rows.shape[0]))
+        self.fields_, self.column_fields_ = np.unique(raw).astype(np.int64), column_fields
+        weights = self._new_weights(rows.shape[1], used_rows(rows))
+        update = FieldAwareUpdate(weights, self.lr, self.loss == "logistic")
+        ids, positions = examples.ids.astype(np.int32, copy=False), self._positions(raw)
+        targets = np.ascontiguousarray(examples.targets, dtype=np.float32)
+
+        def train(parts, pool):
+            return sum(pool.map(lambda part: update.train(ids, examples.offsets, examples.values, positions,
+                                                          targets, examples.importance, part), parts))
+
+        history = run_passes(self, examples, 1, train, callback, progress)
+        self.weights, self.classes_, self.history = weights, classes, history
+        return self
+
+    def decision_function(self, X):
+        if not self.field_aware:
+            return super().decision_function(X)
+        self._require_trained("decision_function")
+        who = f"{type(self).__name__}.decision_function"
+        X = self._read(X)
+        rows = self._examples(who, X, n_features=self.n_features)[0]
+        if not isinstance(X, Features) and self.column_fields_ is None:
+            raise ValueError(f"{who}: this model learned its fields from Features (namespaces); give "
+                             f"Features or a VW file, not a matrix")
+        positions = self._positions(self._raw_fields(who, X, rows, self.column_fields_))
+        values = None if (rows.data == 1).all() else rows.data
+        return ffm_logits(self.weights, rows.indices.astype(np.int32, copy=False),
+                          rows.indptr.astype(np.int64), values, positions)
+
+    decision_function.__doc__ = LinearModel.decision_function.__doc__
+
+    def _read(self, X):
+        """A VW file's path read as Features (which keep their fields)."""
+        return read_vw(X, Hasher(**self.hasher)) if isinstance(X, (str, os.PathLike)) else X
+
+    def _raw_fields(self, who, X, rows, column_fields):
+        """Each position's field as given (Features' namespace index, or its column's field)."""
+        if isinstance(X, Features):
+            if X.fields is None:
+                raise ValueError(f"{who}: these Features hold no fields (Features.fields); read them with "
+                                 f"fa.features' readers")
+            return X.fields.astype(np.int64)
+        return column_fields[rows.indices]
+
+    def _positions(self, raw):
+        """Each position's field number (int32, the index in fields_), -1 for a field not seen
+        in training."""
+        at = np.minimum(np.searchsorted(self.fields_, raw), len(self.fields_) - 1)
+        return np.where(self.fields_[at] == raw, at, -1).astype(np.int32)
+
+    def _state(self):
+        state = super()._state()
+        if self.field_aware:
+            state["fields"] = self.fields_
+            if self.column_fields_ is not None:
+                state["column_fields"] = self.column_fields_
+        return state
+
+    def _restore(self, state):
+        if self.field_aware:
+            if "fields" not in state:
+                raise ValueError("a field-aware model's file holds its fields; this one has none")
+            self.fields_ = np.asarray(state["fields"], dtype=np.int64)
+            column = state.get("column_fields")
+            self.column_fields_ = None if column is None else np.asarray(column, dtype=np.int64)
+        super()._restore(state)
+
+
+def _column_fields(who, fields, n_features):
+    """A matrix's column fields: ints >= 0, one per column."""
+    if fields is None:
+        raise ValueError(f"{who}: the field-aware form of a matrix needs fields=, each column's field "
+                         f"({n_features} ints)")
+    fields = np.asarray(fields)
+    if fields.shape != (n_features,) or fields.dtype.kind not in "iu" or (fields < 0).any():
+        raise ValueError(f"{who}: fields must hold one int >= 0 per column of X ({n_features}), got "
+                         f"shape {fields.shape} and dtype {fields.dtype}")
+    return fields.astype(np.int64)

@@ -6,6 +6,8 @@ features' ids and values, one bag of any length (`fa.data.BagSampler` with per-i
 trained by `fa.train`'s compiled loop in this process or in Hogwild workers; predictions
 are sparse products in numpy."""
 import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -13,15 +15,23 @@ import scipy.sparse as sp
 from fastad.training.feeds import BagSampler
 from fastad.features import Features, Hasher, read_vw
 from fastad._engine.graph import IndexInput, Input, Parameter
+from fastad.ops.elementwise import relu
 from fastad.ops.losses import bce_with_logits, hinge, mse
+from fastad.ops.reduction import sum as fa_sum
 from fastad.ops.sparse import embedding_bag
 from fastad.checks import check_callable, check_choice, check_flag, check_int, check_number, check_sizes
 from fastad.models.base import Model
 from fastad.models.runner import OPTIMIZERS, EpochRunner, RunSettings, optimizer_options_of
+from fastad.models.linear._online import OnlineUpdate
 
 __all__ = ["LinearModel"]
 
-LOSSES = ("logistic", "squared", "hinge")
+LOSSES = ("logistic", "squared", "hinge", "quantile")
+#: The optimizers of `optimizer=`: fa.optim's (in fa.train's loop) and "vw", VW's update
+#: (in a loop of its own, _online.pyx).
+MODEL_OPTIMIZERS = sorted([*OPTIMIZERS, "vw"])
+#: The learning rate of each optimizer when lr is None (VW's -l 0.5 for its update).
+DEFAULT_LR = {"vw": 0.5}
 
 
 class LinearModel(Model):
@@ -29,12 +39,15 @@ class LinearModel(Model):
     value * W[feature], trained per example (as Vowpal Wabbit trains).
 
     loss         "logistic" (binary labels, `predict_proba`), "hinge" (binary labels, a
-                 linear SVM) or "squared" (regression)
-    optimizer    "adagrad" (the default: adaptive per feature, as VW's default update),
-                 "sgd", "adam" or "ftrl" (FTRL-Proximal, `fa.optim.FTRL`, lr its alpha)
-    optimizer_options   the optimizer's other keyword arguments: {"l1": 1.0, "l2": 1.0}
-                 for FTRL's terms, {"weight_decay": 1e-4}, ...
-    lr           the learning rate
+                 linear SVM), "squared" (regression) or "quantile" (regression of the
+                 quantile_tau quantile: VW's --loss_function quantile)
+    optimizer    "vw" (the default: Vowpal Wabbit's own update, adaptive per feature,
+                 normalised by each feature's scale, invariant to importance weights; in a
+                 compiled loop of its own), "adagrad", "sgd", "adam" or "ftrl"
+                 (FTRL-Proximal, `fa.optim.FTRL`, lr its alpha), fa.optim's, in fa.train's loop
+    optimizer_options   the fa.optim optimizer's other keyword arguments: {"l1": 1.0, "l2":
+                 1.0} for FTRL's terms, {"weight_decay": 1e-4}, ... ("vw" takes none)
+    lr           the learning rate; None: 0.5 for "vw" (VW's -l), else 0.1
     passes       passes over the training examples (VW's `--passes`)
     workers      Hogwild threads or processes; 1 is deterministic for a seed
     shuffle      visit the examples in a new random order each pass (else in their order,
@@ -42,6 +55,13 @@ class LinearModel(Model):
     seed         the seed of the shuffle (and of a factorization machine's factors)
     hasher       how a VW-format file given to `fit` or a prediction is hashed: a
                  `fa.features.Hasher` or its settings (None: `Hasher()`, 18 bits)
+    quantile_tau the quantile of the "quantile" loss (VW's --quantile_tau), in (0, 1)
+    oaa          None (binary labels or regression), or K: multiclass one against all
+                 (VW's --oaa K): labels 1..K, as VW's text format gives them; a column of
+                 W and b per class, each class's binary problem trained on every example
+                 (targets +1 for its class, -1 for the others); `predict` gives classes
+                 1..K, `predict_proba` (logistic) each class's sigmoid normalised to sum 1
+                 (VW's --probabilities)
 
     The examples X are a scipy sparse matrix (or a dense array) of examples x features
     (row r holds example r's feature values at the columns of its (hashed) feature ids;
@@ -53,13 +73,10 @@ class LinearModel(Model):
 
     >>> model = fa.models.LinearModel(loss="logistic", passes=2).fit("train.vw")
     >>> fa.metrics.roc_auc(test_labels, model.decision_function("test.vw"))
-
-    Not yet: VW's normalised and invariant updates, the quantile loss, multiclass (one
-    against all).
     """
 
-    def __init__(self, loss="logistic", optimizer="adagrad", lr=0.1, passes=1, workers=1,
-                 shuffle=False, seed=0, hasher=None, optimizer_options=None):
+    def __init__(self, loss="logistic", optimizer="vw", lr=None, passes=1, workers=1,
+                 shuffle=False, seed=0, hasher=None, optimizer_options=None, quantile_tau=0.5, oaa=None):
         who = type(self).__name__
         if isinstance(hasher, Hasher):
             hasher = hasher.settings()
@@ -68,13 +85,20 @@ class LinearModel(Model):
                             f"dict), got {type(hasher).__name__}")
         self.hasher = Hasher(**(hasher or {})).settings()      # checked by Hasher
         self.loss = check_choice(who, "loss", loss, LOSSES)
-        self.optimizer = check_choice(who, "optimizer", optimizer, sorted(OPTIMIZERS))
-        self.lr = check_number(who, "lr", lr, above=0)
-        self.optimizer_options = dict(optimizer_options_of(who, self.optimizer, optimizer_options,
-                                                           self.lr))
+        self.optimizer = check_choice(who, "optimizer", optimizer, MODEL_OPTIMIZERS)
+        self.lr = check_number(who, "lr", DEFAULT_LR.get(optimizer, 0.1) if lr is None else lr, above=0)
+        if self.optimizer == "vw":
+            if optimizer_options:
+                raise TypeError(f"{who}: optimizer 'vw' takes no optimizer_options, got {optimizer_options!r}")
+            self.optimizer_options = {}
+        else:
+            self.optimizer_options = dict(optimizer_options_of(who, self.optimizer, optimizer_options,
+                                                               self.lr))
         self.passes, self.workers = check_sizes(who, passes=passes, workers=workers)
         self.shuffle = check_flag(who, "shuffle", shuffle)
         self.seed = check_int(who, "seed", seed, minimum=0)
+        self.quantile_tau = check_number(who, "quantile_tau", quantile_tau, above=0, below=1)
+        self.oaa = None if oaa is None else check_int(who, "oaa", oaa, minimum=2)
         self.weights = self.classes_ = None
         self.history = []
 
@@ -86,12 +110,14 @@ class LinearModel(Model):
         X              the examples: a scipy sparse matrix or a dense array (examples x
                        features), `fa.features.Features`, or a VW-format file's path
         y              a label per example: two values for "logistic" and "hinge", numbers
-                       for "squared" (from the features or the file when None)
+                       for "squared" and "quantile", 1..K with oaa=K (from the features or
+                       the file when None)
         sample_weight  an importance weight per example (VW's importance), or None (the
                        features' or the file's)
         callback       `callback(pass, loss)` after each pass (from 1)
         progress       `progress(done, per_second)` as examples are trained
-        start_method   how `workers` > 1 run: "threads", "fork" or "spawn"
+        start_method   how `workers` > 1 run: "threads", "fork" or "spawn" ("vw": threads,
+                       None or "threads")
         """
         who = f"{type(self).__name__}.fit"
         check_callable(who, "callback", callback)
@@ -99,16 +125,25 @@ class LinearModel(Model):
         X, y, sample_weight = self._examples(who, X, y, sample_weight)
         targets, classes = self._targets(who, y, X.shape[0])
         importance = _importance(who, sample_weight, X.shape[0])
+        examples = _Examples(self, X, targets, importance)
+        weights = self._new_weights(X.shape[1], used_rows(X))
+        if self.optimizer == "vw":
+            threads_only(who, start_method, "optimizer 'vw'")
+            history = _fit_online(self, examples, weights, callback, progress)
+        else:
+            history = self._fit_graph(who, examples, weights, start_method, callback, progress)
+        self.weights, self.classes_, self.history = weights, classes, history
+        return self
+
+    def _fit_graph(self, who, examples, weights, start_method, callback, progress):
+        """Train `weights` with a fa.optim optimizer in fa.train's loop (EpochRunner); returns
+        the passes' losses."""
         settings = RunSettings.for_fit(who, self.workers, start_method, "cpu", None,
                                        optimizer=self.optimizer, lr=self.lr, epochs=self.passes,
                                        optimizer_options=tuple(sorted(self.optimizer_options.items())),
                                        first_epoch=1)
-        examples = _Examples(self, X, targets, importance)
-        weights = self._new_weights(X.shape[1], np.unique(X.indices))
         with EpochRunner(examples, weights, settings, progress) as runner:
-            history = runner.train(range(1, self.passes + 1), callback)
-        self.weights, self.classes_, self.history = weights, classes, history
-        return self
+            return runner.train(range(1, self.passes + 1), callback)
 
     def _examples(self, who, X, y=None, sample_weight=None, n_features=None):
         """(X as a checked CSR matrix, y, sample_weight): a file is read with the model's
@@ -131,13 +166,22 @@ class LinearModel(Model):
 
     def _targets(self, who, y, n):
         """(the training targets as float32, the classes or None): 0/1 for "logistic", -1/+1
-        for "hinge", the labels for "squared"."""
+        for "hinge", the labels for "squared" and "quantile"; with oaa=K, (n, K) of each
+        class's binary targets (for "logistic" 0/1, else -1/+1) and the classes 1..K."""
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != n:
             raise ValueError(f"{who}: y must hold one label per example ({n}), got shape {y.shape}")
-        if self.loss == "squared":
+        if self.oaa is not None:
+            classes = np.arange(1, self.oaa + 1)
+            if y.dtype.kind not in "biuf" or not np.isin(y, classes).all():
+                bad = (y[~np.isin(y, classes)][0] if y.dtype.kind in "biuf" else y[0]).item()
+                raise ValueError(f"{who}: with oaa={self.oaa} the labels are the classes 1..{self.oaa} "
+                                 f"(VW's --oaa), got {bad!r}")
+            targets = (y.astype(np.int64)[:, None] == classes[None, :]).astype(np.float32)
+            return (targets if self.loss == "logistic" else 2 * targets - 1), classes
+        if self.loss in ("squared", "quantile"):
             if y.dtype.kind not in "biuf" or not np.isfinite(y.astype(np.float64)).all():
-                raise ValueError(f"{who}: the squared loss takes finite numbers as labels")
+                raise ValueError(f"{who}: the {self.loss} loss takes finite numbers as labels")
             return y.astype(np.float32), None
         classes, positive = np.unique(y, return_inverse=True)
         if classes.size != 2:
@@ -150,7 +194,9 @@ class LinearModel(Model):
 
     def _new_weights(self, n_features, used=()):
         """The weights a fit starts from, for the features `used` by its examples: W (a number
-        a feature) and the bias b, zero."""
+        a feature, or with oaa=K a row of K) and the bias b (1, or K), zero."""
+        if self.oaa is not None:
+            return {"W": np.zeros((n_features, self.oaa), np.float32), "b": np.zeros(self.oaa, np.float32)}
         return {"W": np.zeros(n_features, np.float32), "b": np.zeros(1, np.float32)}
 
     def _pad(self, n_features):
@@ -158,8 +204,8 @@ class LinearModel(Model):
         return None
 
     def _logit(self, parameters, ids, offsets, values):
-        """The example's logit in the worker's graph (shape (1,)), over its leaves (values
-        None: every value is 1, and multiplying by it is left out)."""
+        """The example's logit in the worker's graph (shape (1,), or (1, K) with oaa=K), over
+        its leaves (values None: every value is 1, and multiplying by it is left out)."""
         return embedding_bag(parameters["W"], ids, offsets, mode="sum", include_last_offset=True,
                              per_sample_weights=values) + parameters["b"]
 
@@ -175,31 +221,39 @@ class LinearModel(Model):
         return self.weights["W"].shape[0] - self._extra_rows
 
     def decision_function(self, X):
-        """The logit (the prediction, for "squared") of each example of X (a matrix,
-        Features or a VW file, as `fit` takes), float64."""
+        """The logit (the prediction, for "squared" and "quantile") of each example of X (a
+        matrix, Features or a VW file, as `fit` takes), float64; with oaa=K, (examples, K),
+        each class's."""
         self._require_trained("decision_function")
         X = self._examples(f"{type(self).__name__}.decision_function", X,
                            n_features=self.n_features)[0]
         W = self.weights["W"][:self.n_features].astype(np.float64)
-        return X @ W + float(self.weights["b"][0]) + self._pairs(X)
+        b = self.weights["b"].astype(np.float64)
+        return X @ W + (b if self.oaa is not None else b[0]) + self._pairs(X)
 
     def _pairs(self, X):
         """The interactions' part of each example's logit (none in a linear model)."""
         return 0.0
 
     def predict(self, X):
-        """Each example's class (a label of y) or, for "squared", its predicted value."""
+        """Each example's class (a label of y; with oaa=K, the class 1..K of the highest
+        score) or, for "squared" and "quantile", its predicted value."""
         scores = self.decision_function(X)
-        if self.loss == "squared":
+        if self.oaa is not None:
+            return self.classes_[np.argmax(scores, axis=1)]
+        if self.classes_ is None:
             return scores
         return self.classes_[(scores > 0).astype(np.int64)]
 
     def predict_proba(self, X):
-        """(examples, 2): the probabilities of classes_[0] and classes_[1] ("logistic" only)."""
+        """(examples, 2): the probabilities of classes_[0] and classes_[1]; with oaa=K,
+        (examples, K): each class's sigmoid, normalised to sum 1 ("logistic" only)."""
         if self.loss != "logistic":
             raise ValueError(f"{type(self).__name__}.predict_proba: the {self.loss} loss gives "
                              f"no probabilities; use loss='logistic'")
         p = 1 / (1 + np.exp(-self.decision_function(X)))
+        if self.oaa is not None:
+            return p / p.sum(axis=1, keepdims=True)
         return np.stack([1 - p, p], axis=1)
 
     # ------------------------------------------------------------ files
@@ -220,9 +274,9 @@ class LinearModel(Model):
                                  f"{expected[name].shape}")
         self.weights = weights
         self.classes_ = state.get("classes")
-        if (self.classes_ is None) != (self.loss == "squared"):
-            raise ValueError(f"the {self.loss} loss {'has no' if self.loss == 'squared' else 'needs'} "
-                             f"classes")
+        regression = self.loss in ("squared", "quantile") and self.oaa is None
+        if (self.classes_ is None) != regression:
+            raise ValueError(f"the {self.loss} loss {'has no' if regression else 'needs'} classes")
 
 
 def _rows(who, X, n_features=None):
@@ -284,11 +338,15 @@ class _ExampleGraph:
         self.offsets = IndexInput(np.zeros(2, dtype=np.int64))
         self.values = (None if examples.values is None
                        else Input(np.zeros(examples.longest, dtype=np.float32)))
-        self.target = Input(np.zeros(1, dtype=np.float32))
         model = examples.model
+        self.target = Input(np.zeros((1, model.oaa) if model.oaa else 1, dtype=np.float32))
         logit = model._logit(self.parameters, self.ids, self.offsets, self.values)
-        loss = {"logistic": bce_with_logits, "squared": mse, "hinge": hinge}[model.loss](
-            logit, self.target)
+        if model.loss == "quantile":
+            error = self.target - logit
+            loss = fa_sum(model.quantile_tau * relu(error) + (1 - model.quantile_tau) * relu(-error))
+        else:
+            loss = {"logistic": bce_with_logits, "squared": mse, "hinge": hinge}[model.loss](
+                logit, self.target, reduction="sum")
         self.importance = None
         if examples.importance is not None:
             self.importance = Input(np.zeros(1, dtype=np.float32))
@@ -297,7 +355,7 @@ class _ExampleGraph:
 
     def epoch_data(self, epoch):
         ex = self.examples
-        feeds = {self.target: ex.targets[:, None]}
+        feeds = {self.target: ex.targets[:, None] if ex.targets.ndim == 1 else ex.targets[:, None, :]}
         if self.importance is not None:
             feeds[self.importance] = ex.importance[:, None]
         return BagSampler(self.ids, self.offsets, ex.ids, ex.offsets, feeds, shuffle=ex.model.shuffle,
@@ -307,3 +365,63 @@ class _ExampleGraph:
 
     def epoch_loss(self, mean, sampler):
         return mean, sampler.epoch_examples
+
+
+def used_rows(X):
+    """The feature ids (columns) the examples of CSR X use, sorted."""
+    return np.flatnonzero(np.bincount(X.indices, minlength=X.shape[1]))
+
+
+def threads_only(who, start_method, what):
+    """A compiled loop of its own runs its Hogwild workers as threads: start_method None or
+    "threads"."""
+    if start_method not in (None, "threads"):
+        raise ValueError(f"{who}: {what} runs its workers as threads (start_method None or 'threads'), "
+                         f"got {start_method!r}")
+
+
+def _fit_online(model, examples, weights, callback, progress):
+    """Train `weights` in place with VW's update (_online.pyx); returns each pass's
+    progressive loss (VW's average loss), as `run_passes`."""
+    ex = examples
+    targets = 2 * ex.targets - 1 if model.loss == "logistic" else ex.targets     # VW's -1/+1
+    targets = np.ascontiguousarray(targets, dtype=np.float32).reshape(-1)
+    update = OnlineUpdate(weights, model.loss, model.quantile_tau, model.lr, ex.longest)
+    ids = ex.ids.astype(np.int32, copy=False)
+
+    def train(parts, pool):
+        if len(parts) == 1:
+            total = update.train(ids, ex.offsets, ex.values, targets, ex.importance, parts[0])
+        else:
+            workers = [update.worker() for _ in parts]
+            total = sum(pool.map(lambda w, part: w.train(ids, ex.offsets, ex.values, targets, ex.importance, part),
+                                 workers, parts))
+            update.merge(workers)
+        update.write_back()
+        return total
+
+    classes = 1 if ex.targets.ndim == 1 else ex.targets.shape[1]
+    return run_passes(model, ex, classes, train, callback, progress)
+
+
+def run_passes(model, examples, classes, train, callback, progress):
+    """The passes of a compiled loop of its own (_online.pyx): each pass's examples in order
+    or shuffled, split among `workers` Hogwild threads, `train(parts, pool)` training them
+    and returning the sum of importance * loss; returns each pass's progressive loss (the
+    mean importance-weighted loss of the examples before their updates, per class)."""
+    n = examples.targets.shape[0]
+    total_weight = float(n if examples.importance is None else examples.importance.sum())
+    history, done = [], 0
+    with ThreadPoolExecutor(model.workers) as pool:
+        for epoch in range(1, model.passes + 1):
+            order = (np.random.default_rng([model.seed, epoch]).permutation(n) if model.shuffle
+                     else np.arange(n))
+            started = time.perf_counter()
+            loss = train(np.array_split(order, model.workers), pool) / max(total_weight * classes, 1e-300)
+            history.append(loss)
+            done += n
+            if progress is not None:
+                progress(done, n / max(time.perf_counter() - started, 1e-9))
+            if callback is not None:
+                callback(epoch, loss)
+    return history

@@ -1,0 +1,194 @@
+"""The compiled loops of the linear models, one example at a time over CSR bags in C, without
+the GIL: LinearModel's optimizer="vw", Vowpal Wabbit's adaptive, normalised and invariant
+update (online.h), and the field-aware factorization machine's AdaGrad (ffm.h)."""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t
+
+cnp.import_array()
+
+__all__ = ["LOSSES", "OnlineUpdate", "FieldAwareUpdate", "ffm_logits"]
+
+cdef extern from "online.h" nogil:
+    enum:
+        FA_ONLINE_LOGISTIC
+        FA_ONLINE_SQUARED
+        FA_ONLINE_HINGE
+        FA_ONLINE_QUANTILE
+    ctypedef struct fa_online:
+        int loss
+        double tau, eta
+        int64_t classes
+        float *w
+        float *b
+        double total_weight, sum_norm_x
+    double fa_online_pass(fa_online* m, const int32_t* ids, const int64_t* offsets, const float* values,
+                          const float* targets, const float* weights, const int64_t* order, int64_t n,
+                          double* scratch)
+
+#: The losses of the update, by LinearModel's names.
+LOSSES = {"logistic": FA_ONLINE_LOGISTIC, "squared": FA_ONLINE_SQUARED, "hinge": FA_ONLINE_HINGE,
+          "quantile": FA_ONLINE_QUANTILE}
+
+
+cdef float* _data(cnp.ndarray a):
+    return <float*>cnp.PyArray_DATA(a)
+
+
+def _interleaved(weights):
+    """(size, 3) float32: each weight beside its adaptive sum and normaliser (zero)."""
+    state = np.zeros((weights.size, 3), np.float32)
+    state[:, 0] = weights.ravel()
+    return state
+
+
+cdef class OnlineUpdate:
+    """The update's state over a model's weights: W (rows x classes or rows) and b (classes),
+    float32, written back by `write_back`; each weight held beside its adaptive sum and
+    normaliser (new, zero); and the normalised rule's running sums, which Hogwild workers
+    each keep and `merge` after a pass. Made by LinearModel.fit, which checks every array."""
+    cdef fa_online m
+    cdef dict arrays
+    cdef readonly int64_t longest
+
+    def __init__(self, weights, loss, tau, eta, longest):
+        self.arrays = {name: (weights[name], _interleaved(weights[name]))
+                       for name in ("W", "b")}
+        self.m.loss = LOSSES[loss]
+        self.m.tau, self.m.eta = tau, eta
+        self.m.classes = weights["b"].shape[0]
+        self.m.w, self.m.b = _data(self.arrays["W"][1]), _data(self.arrays["b"][1])
+        self.longest = longest
+        self.m.total_weight = self.m.sum_norm_x = 0
+
+    def worker(self):
+        """An update over the same weights and statistics with running sums of its own (a
+        Hogwild worker's, which `merge` adds back)."""
+        cdef OnlineUpdate other = OnlineUpdate.__new__(OnlineUpdate)
+        other.m = self.m
+        other.arrays, other.longest = self.arrays, self.longest
+        return other
+
+    def merge(self, list workers):
+        """Add the running sums the workers gathered since they were made to this one's."""
+        cdef OnlineUpdate w
+        base_weight, base_norm = self.m.total_weight, self.m.sum_norm_x
+        for w in workers:
+            self.m.total_weight += w.m.total_weight - base_weight
+            self.m.sum_norm_x += w.m.sum_norm_x - base_norm
+
+    def train(self, const int32_t[::1] ids, const int64_t[::1] offsets, values, const float[::1] targets,
+              weights, const int64_t[::1] order):
+        """One pass over the examples order (CSR bags: ids, offsets, values or None for all
+        ones; targets, examples x classes; importance weights or None); returns the sum of
+        importance * loss before each update. Runs without the GIL; `write_back` puts the
+        weights into the model's arrays."""
+        cdef const float[::1] v = values if values is not None else None
+        cdef const float[::1] w = weights if weights is not None else None
+        cdef const float* vp = &v[0] if v is not None and v.shape[0] else NULL
+        cdef const float* wp = &w[0] if w is not None and w.shape[0] else NULL
+        cdef double[::1] scratch = np.empty(self.longest + 1, np.float64)
+        cdef double total
+        cdef int64_t n = order.shape[0]
+        cdef const int32_t* ip = &ids[0] if ids.shape[0] else NULL
+        with nogil:
+            total = fa_online_pass(&self.m, ip, &offsets[0], vp, &targets[0], wp,
+                                   &order[0] if n else NULL, n, &scratch[0])
+        return total
+
+    def write_back(self):
+        """Copy the trained weights into the arrays the update was made over."""
+        for weights, state in self.arrays.values():
+            weights.reshape(-1)[:] = state[:, 0]
+
+
+cdef extern from "ffm.h" nogil:
+    ctypedef struct fa_ffm:
+        int64_t fields, k
+        float* w
+        float* w_g
+        float* b
+        float* b_g
+        float* v
+        float* v_g
+        double lr
+        int logistic
+    double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
+                        int64_t len, double* dv)
+    double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
+                       const int32_t* fields, const float* targets, const float* weights, const int64_t* order,
+                       int64_t n, double* scratch)
+    void fa_ffm_logits(const fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
+                       const int32_t* fields, int64_t n, double* out)
+
+
+cdef const float* _values(values):
+    cdef const float[::1] v
+    if values is None or len(values) == 0:
+        return NULL
+    v = values
+    return &v[0]
+
+
+cdef class FieldAwareUpdate:
+    """A field-aware factorization machine's weights (W (rows), b (1), V (rows x fields x
+    k), float32 and C-contiguous, updated in place) and their AdaGrad sums (libffm's: from
+    1): its training passes (ffm.h). Made by FactorizationMachine, which
+    checks every array; an example's fields are int32 in [-1, fields), -1 for none."""
+    cdef fa_ffm m
+    cdef dict arrays
+
+    def __init__(self, weights, lr, logistic):
+        W, b, V = weights["W"], weights["b"], weights["V"]
+        self.arrays = {"W": W, "b": b, "V": V, "W_g": np.ones_like(W), "b_g": np.ones_like(b),
+                       "V_g": np.ones_like(V)}
+        self.m.fields, self.m.k = V.shape[1], V.shape[2]
+        self.m.w, self.m.w_g = _data(W), _data(self.arrays["W_g"])
+        self.m.b, self.m.b_g = _data(b), _data(self.arrays["b_g"])
+        self.m.v, self.m.v_g = _data(V), _data(self.arrays["V_g"])
+        self.m.lr = lr
+        self.m.logistic = bool(logistic)
+
+    def train(self, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields,
+              const float[::1] targets, weights, const int64_t[::1] order):
+        """One pass over the examples order (CSR bags with their fields; targets 0/1 for the
+        logistic loss, values for the squared; importance weights or None); returns the sum
+        of importance * loss before each step. Runs without the GIL."""
+        cdef const float* vp = _values(values)
+        cdef const float* wp = _values(weights)
+        cdef int64_t n = order.shape[0], longest = 1
+        if offsets.shape[0] > 1:
+            longest = max(1, int(np.diff(np.asarray(offsets)).max()))
+        cdef double[::1] scratch = np.empty(longest * self.m.fields * self.m.k, np.float64)
+        cdef double total
+        with nogil:
+            total = fa_ffm_pass(&self.m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,
+                                &fields[0] if fields.shape[0] else NULL, &targets[0], wp,
+                                &order[0] if n else NULL, n, &scratch[0])
+        return total
+
+    def gradient(self, const int32_t[::1] ids, values, const int32_t[::1] fields):
+        """(the logit of one example, its gradient in V at each position and field: (len,
+        fields, k)), float64: what a training step uses."""
+        cdef int64_t n = ids.shape[0]
+        cdef double[::1] dv = np.zeros(max(n, 1) * self.m.fields * self.m.k, np.float64)
+        cdef double logit = fa_ffm_logit(&self.m, &ids[0] if n else NULL, _values(values),
+                                         &fields[0] if n else NULL, n, &dv[0])
+        return logit, np.asarray(dv)[:n * self.m.fields * self.m.k].reshape(n, self.m.fields, self.m.k)
+
+
+def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields):
+    """Each example's logit under a field-aware factorization machine's weights (as
+    FieldAwareUpdate takes them), float64."""
+    cdef fa_ffm m
+    cdef int64_t n = offsets.shape[0] - 1
+    cdef double[::1] out = np.empty(max(n, 0), np.float64)
+    cdef const float* vp = _values(values)
+    V = weights["V"]
+    m.fields, m.k = V.shape[1], V.shape[2]
+    m.w, m.b, m.v = _data(weights["W"]), _data(weights["b"]), _data(V)
+    with nogil:
+        if n > 0:
+            fa_ffm_logits(&m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,
+                          &fields[0] if fields.shape[0] else NULL, n, &out[0])
+    return np.asarray(out)

@@ -1,0 +1,119 @@
+/* FactorizationMachine(field_aware=True): a field-aware factorization machine (libffm's form,
+ * Juan et al. 2016), one example at a time over CSR bags:
+ *
+ *   logit = b + sum_p x_p W[i_p] + sum over pairs p < q of x_p x_q <V[i_p, f_q], V[i_q, f_p]>
+ *
+ * for the example's positions p (feature i_p, value x_p, field f_p): each feature holds a
+ * k-vector per field, and a pair takes the vector each feature keeps for the other's field.
+ * A position of field -1 (a field the model was not trained on) takes no pair. Trained by
+ * AdaGrad as libffm (each coordinate's accumulator starting at 1), our code.
+ */
+#ifndef FASTAD_FFM_H
+#define FASTAD_FFM_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    int64_t fields, k;
+    float *w, *w_g;             /* W (rows) and its AdaGrad sums */
+    float *b, *b_g;             /* b (1) */
+    float *v, *v_g;             /* V (rows x fields x k) */
+    double lr;
+    int logistic;               /* the loss: logistic (targets 0/1) or squared */
+} fa_ffm;
+
+static inline const float* fa_ffm_row(const fa_ffm* m, const float* table, int32_t id, int32_t field) {
+    return table + ((int64_t)id * m->fields + field) * m->k;
+}
+
+/* The logit of one example; with dv (len x fields x k), also its gradient in V[i_p, f] at
+ * dv[p, f] (only the fields of the example's positions are written; the rest zeroed). */
+static inline double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
+                                  int64_t len, double* dv) {
+    int64_t F = m->fields, k = m->k;
+    double p = m->b[0];
+    if (dv) memset(dv, 0, sizeof(double) * (size_t)(len * F * k));
+    for (int64_t a = 0; a < len; a++) {
+        double xa = x ? x[a] : 1.0;
+        p += xa * m->w[ids[a]];
+        if (fields[a] < 0) continue;
+        for (int64_t c = a + 1; c < len; c++) {
+            if (fields[c] < 0) continue;
+            double xc = x ? x[c] : 1.0, xx = xa * xc, dot = 0;
+            const float* va = fa_ffm_row(m, m->v, ids[a], fields[c]);
+            const float* vc = fa_ffm_row(m, m->v, ids[c], fields[a]);
+            for (int64_t f = 0; f < k; f++) dot += (double)va[f] * vc[f];
+            p += xx * dot;
+            if (dv) {
+                double* ga = dv + (a * F + fields[c]) * k;
+                double* gc = dv + (c * F + fields[a]) * k;
+                for (int64_t f = 0; f < k; f++) { ga[f] += xx * vc[f]; gc[f] += xx * va[f]; }
+            }
+        }
+    }
+    return p;
+}
+
+static inline void fa_ffm_adagrad(float* w, float* g, double grad, double lr) {
+    *g += (float)(grad * grad);
+    *w -= (float)(lr * grad / sqrt((double)*g));
+}
+
+/* One AdaGrad step on one example of importance `weight`; dv is scratch of len x fields x k.
+ * Returns the loss before the step. */
+static inline double fa_ffm_example(fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
+                                    int64_t len, double y, double weight, double* dv) {
+    int64_t F = m->fields, k = m->k;
+    double p = fa_ffm_logit(m, ids, x, fields, len, dv), loss, slope;
+    if (m->logistic) {
+        double z = p > 0 ? p : -p;
+        loss = log1p(exp(-z)) + (p > 0 ? p : 0) - y * p;
+        slope = 1 / (1 + exp(-p)) - y;
+    } else {
+        loss = (p - y) * (p - y);
+        slope = 2 * (p - y);
+    }
+    slope *= weight;
+    if (slope == 0) return loss;
+    fa_ffm_adagrad(m->b, m->b_g, slope, m->lr);
+    for (int64_t a = 0; a < len; a++) {
+        fa_ffm_adagrad(m->w + ids[a], m->w_g + ids[a], slope * (x ? x[a] : 1.0), m->lr);
+        if (fields[a] < 0) continue;
+        for (int64_t f = 0; f < F; f++) {
+            const double* g = dv + (a * F + f) * k;
+            int64_t row = ((int64_t)ids[a] * F + f) * k;
+            int touched = 0;
+            for (int64_t j = 0; j < k; j++) touched |= g[j] != 0;
+            if (!touched) continue;
+            for (int64_t j = 0; j < k; j++) fa_ffm_adagrad(m->v + row + j, m->v_g + row + j, slope * g[j], m->lr);
+        }
+    }
+    return loss;
+}
+
+/* One pass over the examples order[0..n); returns the sum of importance * loss. */
+static inline double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
+                                 const int32_t* fields, const float* targets, const float* weights,
+                                 const int64_t* order, int64_t n, double* scratch) {
+    double total = 0;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t r = order[e], start = offsets[r];
+        double weight = weights ? weights[r] : 1.0;
+        if (weight <= 0) continue;
+        total += weight * fa_ffm_example(m, ids + start, values ? values + start : 0, fields + start,
+                                         offsets[r + 1] - start, targets[r], weight, scratch);
+    }
+    return total;
+}
+
+/* The logit of each example r < n into out. */
+static inline void fa_ffm_logits(const fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
+                                 const int32_t* fields, int64_t n, double* out) {
+    for (int64_t r = 0; r < n; r++)
+        out[r] = fa_ffm_logit(m, ids + offsets[r], values ? values + offsets[r] : 0, fields + offsets[r],
+                              offsets[r + 1] - offsets[r], 0);
+}
+
+#endif
