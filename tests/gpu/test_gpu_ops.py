@@ -28,7 +28,8 @@ UNARY = {
     "gelu": (fa.gelu, False), "gelu tanh": (lambda x: fa.gelu(x, "tanh"), False),
     "elu": (fa.elu, False), "elu 0.4": (lambda x: fa.elu(x, 0.4), False), "silu": (fa.silu, False),
     "hardtanh": (fa.hardtanh, False), "hardtanh 0 6": (lambda x: fa.hardtanh(x * 4, 0, 6), False),
-    "softsign": (fa.softsign, False),
+    "softsign": (fa.softsign, False), "floor": (lambda x: fa.floor(x * 3), False),
+    "detach": (lambda x: fa.detach(x) * x, False),
 }
 
 
