@@ -97,6 +97,19 @@ cdef object _interactions_csr(str who, object interactions, object n_users, obje
     return matrix
 
 
+cdef int64_t _count_items(const int32_t* items, int64_t nnz, int64_t n_items) except -1:
+    """How many of the n_items items occur among `items` (ids below n_items), with one byte
+    an item."""
+    seen_array = np.zeros(n_items, dtype=np.uint8)
+    cdef unsigned char* seen = <unsigned char*>cnp.PyArray_DATA(seen_array)
+    cdef int64_t k, count = 0
+    with nogil:
+        for k in range(nnz):
+            count += seen[items[k]] == 0
+            seen[items[k]] = 1
+    return count
+
+
 cdef class Interactions:
     """A user x item interaction matrix made ready for `PairwiseSampler`, once.
 
@@ -119,7 +132,7 @@ cdef class Interactions:
     cdef const int32_t* indices       # the items of each user, sorted: for liked() and unliked_item()
     cdef const fa_pair* pairs         # interaction k as (user, item): a draw reads one 8-byte pair
     cdef readonly int64_t n_users, n_items, nnz
-    cdef object no_popular_negative   # the users users_without_negative(True) gives, once found
+    cdef int64_t liked_items          # the items with an interaction: those popularity draws
 
     def __init__(self, interactions, n_users=None, n_items=None, copy=True):
         self.prepare("Interactions", interactions, n_users, n_items, check_flag("Interactions", "copy", copy))
@@ -143,6 +156,7 @@ cdef class Interactions:
         self.indptr = <const int64_t*>cnp.PyArray_DATA(indptr)
         self.indices = <const int32_t*>cnp.PyArray_DATA(items)
         self.pairs = <const fa_pair*>cnp.PyArray_DATA(pairs)
+        self.liked_items = _count_items(self.indices, self.nnz, self.n_items)
         return 0
 
     def __reduce__(self):
@@ -154,17 +168,10 @@ cdef class Interactions:
     cdef object users_without_negative(self, bint by_popularity):
         """The users for whom no negative can be drawn: they liked every item (uniform
         negatives) or every item with an interaction (popularity)."""
-        if not by_popularity:
-            return np.flatnonzero(self.degree >= self.n_items)
-        if self.no_popular_negative is None:
-            # a user's liked mass (the interactions of the items they liked), from a running sum
-            # over their slices: it reaches nnz when they liked every item that has one
-            counts = np.bincount(self.indices_array, minlength=self.n_items)
-            running = np.zeros(self.nnz + 1, dtype=np.int64)
-            np.cumsum(counts[self.indices_array], out=running[1:])
-            liked_mass = running[self.indptr_array[1:]] - running[self.indptr_array[:self.n_users]]
-            self.no_popular_negative = np.flatnonzero((self.degree > 0) & (liked_mass == self.nnz))
-        return self.no_popular_negative
+        # A user's items are distinct items with an interaction: they are all of those items
+        # when there are as many of them. (No array of the interactions' size is made here:
+        # each epoch's sampler, in each thread, asks.)
+        return np.flatnonzero(self.degree >= (self.liked_items if by_popularity else self.n_items))
 
 
 cdef class PairwiseSampler(Sampler):
