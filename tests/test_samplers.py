@@ -203,8 +203,8 @@ def test_pairwise_bad_input_is_named():
         PairwiseSampler((np.array([-1]), np.array([0])), u, i, j)
     with pytest.raises(TypeError, match="must hold integers"):
         PairwiseSampler((np.array([0.5]), np.array([0])), u, i, j)
-    with pytest.raises(ValueError, match="neg holds 2 ids, expected 1"):
-        PairwiseSampler(good, u, i, ids(2))
+    with pytest.raises(ValueError, match="neg holds 3 ids, expected K >= 1 negatives for each of the 2"):
+        PairwiseSampler(good, ids(2), ids(2), ids(3))
     with pytest.raises(TypeError, match="pos must be an IndexInput"):
         PairwiseSampler(good, u, fa.Input(np.zeros(1)), j)
     with pytest.raises(ValueError, match="rank must be below workers"):
