@@ -60,6 +60,16 @@ def test_a_detached_weight_under_fa_train():
     np.testing.assert_allclose(U.value, ref, rtol=1e-12)
 
 
+def test_autobatch_refuses_to_detach_a_recorded_value():
+    """A recorded value's gradient would flow on through its batched view: refused, named."""
+    W = fa.Parameter(np.ones((3, 2)))
+    with fa.autobatch():
+        h = fa.Input(np.ones(3)) @ W
+        with pytest.raises(NotImplementedError, match="autobatch: detach of a recorded Variable"):
+            fa.detach(h)
+        fa.detach(W)                            # a shared value is not recorded: it detaches
+
+
 def test_shapes_and_bad_input():
     assert fa.detach(fa.Input(np.zeros((0, 3)))).shape == (0, 3)
     assert fa.detach(fa.Input(1.5)).shape == ()

@@ -291,7 +291,8 @@ def detach(x):
     The result is a node of the graph, not a copy: its value is a view of x's
     buffer, so it follows x on every `forward()` (graph re-use, `fa.train`), and
     costs nothing; backward stops there, so a weight computed from the model's own
-    scores (a rank weight, a target) scales a loss without being trained.
+    scores (a rank weight, a target) scales a loss without being trained. Under
+    `fa.autobatch`, detaching a recorded value raises NotImplementedError.
 
     >>> w = fa.Parameter([2.0, 3.0])
     >>> (fa.detach(w) * w).sum().backward()     # the gradient of c * w, c = w's value
@@ -301,7 +302,7 @@ def detach(x):
     cdef Variable v = require_float("detach", x, "x")
     cdef Variable node
     if (dev := backend_of(v)) is not None:
-        node = dev.reshape(v, v._shape)         # the device's view of x's buffer
+        node = dev.detach(v)                    # the device's view of x's buffer
     else:
         node = _from_view("detach", v, v._value)
     node.requires_grad = False
