@@ -208,6 +208,14 @@ def test_take_checks_ids_at_build_and_at_set_value(backend):
     rows.forward()
 
 
+def test_integer_ids_reshape_on_the_host_only(backend):
+    """Reshaped ids on a device are refused, naming where they are (they reshape on the CPU)."""
+    ids = fa.IndexInput([1, 4, 0, 2], device="cuda")
+    with pytest.raises(ValueError, match="reshape: x holds integer ids on cuda:0; integer ids "
+                                         "reshape on the CPU only"):
+        ids.reshape(2, 2)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 @pytest.mark.parametrize("sparse", [True, False])
