@@ -282,7 +282,6 @@ def _lightfm_ranks(who, model, test, args, kwargs, with_k=True):
                         f"train_interactions=None, k=10, user_features=None, item_features=None, "
                         f"preserve_rows=False, num_threads=1, check_intersections=True)") from None
     k = check_int(who, "k", call["k"]) if with_k else None
-    check_int(who, "num_threads", call["num_threads"])
     ranks = predict_rank(model, call["test_interactions"], call["train_interactions"],
                          user_features=call["user_features"], item_features=call["item_features"],
                          num_threads=call["num_threads"],
