@@ -13,6 +13,12 @@ Workloads (`WORKLOADS`, one row each per size and thread count):
   power-law item popularity (about 1 M and 5 M interactions): fastad's
   `BPR(factors=64, iterations=1)` (workers in Hogwild threads) beside implicit's
   `BayesianPersonalizedRanking(factors=64, iterations=1, num_threads=...)`.
+- "bpr-stream": issue 53's settings, as a user streams a fit: BPR, 64 factors with item
+  biases, popularity negatives, 20 epochs, on the 5 M-interaction matrix (500,000 users x
+  100,000 items): fastad's `BPR(factors=64, iterations=20, biases=True)` fitted with
+  `negatives="popularity"` beside implicit's `BayesianPersonalizedRanking(factors=64,
+  iterations=20)` (whose negatives are the items of interactions drawn uniformly: by
+  popularity too).
 - "word2vec": skip-gram, dim 100, window 5, negative 5, one epoch, on 100-token
   sentences of words drawn from a Zipf(1.1) law (1 M and 10 M tokens: about 9,000 and
   76,000 words of count >= 5 kept), given as a list of token lists: fastad's
@@ -35,6 +41,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: workload -> {size: the arguments of its data maker}; --quick runs each workload's first
 SIZES = {"bpr": {"1M": (100_000, 20_000, 1_000_000), "5M": (500_000, 100_000, 5_000_000)},
+         "bpr-stream": {"5M": (500_000, 100_000, 5_000_000)},
          "word2vec": {"1M": (1_000_000, 1), "10M": (10_000_000, 1)}}
 LARGE_SIZES = {"word2vec": {"10M x 10": (10_000_000, 10)}}
 
@@ -96,6 +103,18 @@ def _implicit_bpr(likes, threads):
     return lambda: model.fit(likes, show_progress=False)
 
 
+def _fastad_bpr_stream(likes, threads):
+    import fastad as fa
+    model = fa.models.BPR(factors=64, iterations=20, biases=True)
+    return lambda: model.fit(likes, workers=threads, start_method="threads", negatives="popularity")
+
+
+def _implicit_bpr_stream(likes, threads):
+    from implicit.cpu.bpr import BayesianPersonalizedRanking
+    model = BayesianPersonalizedRanking(factors=64, iterations=20, num_threads=threads, random_state=0)
+    return lambda: model.fit(likes, show_progress=False)
+
+
 def _fastad_word2vec(data, threads):
     import fastad as fa
     corpus, min_count = data
@@ -112,8 +131,10 @@ def _gensim_word2vec(data, threads):
 
 #: workload -> {library: (module it needs, the fit's maker (data, threads) -> fit())}
 WORKLOADS = {"bpr": {"fastad": (None, _fastad_bpr), "implicit": ("implicit", _implicit_bpr)},
+             "bpr-stream": {"fastad": (None, _fastad_bpr_stream),
+                            "implicit": ("implicit", _implicit_bpr_stream)},
              "word2vec": {"fastad": (None, _fastad_word2vec), "gensim": ("gensim", _gensim_word2vec)}}
-DATA = {"bpr": power_law_likes, "word2vec": zipf_corpus}
+DATA = {"bpr": power_law_likes, "bpr-stream": power_law_likes, "word2vec": zipf_corpus}
 
 
 def measure(workload, library, size, threads):

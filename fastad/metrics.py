@@ -33,15 +33,34 @@ Binary classification (click prediction, a `bce_with_logits` model), as scikit-l
   stably without forming probabilities
 
 >>> fa.metrics.roc_auc(y_test, logits), fa.metrics.log_loss(y_test, logits, from_logits=True)
+
+LightFM's call forms (`lightfm.evaluation`), per-user arrays as LightFM returns them, for
+any fastad recommender (a model with `scores(user_ids)`) or a model with LightFM's
+`predict_rank` (LightFM's own, a hybrid model's):
+
+- precision_at_k(model, test_interactions, train_interactions=None, k=10, ...) (the call
+  form is told by the first argument: a model, not an array of scores)
+- recall_at_k(model, test_interactions, train_interactions=None, k=10, ...)
+- auc_score(model, test_interactions, train_interactions=None, ...)
+- reciprocal_rank(model, test_interactions, train_interactions=None, ...)
+
+with LightFM's `user_features=None, item_features=None, preserve_rows=False,
+num_threads=1, check_intersections=True`. Each ranks the test items of every user among
+all items but those of `train_interactions` (`predict_rank`'s rule: an item's rank counts
+the other items scoring at least as high, ties against it) and returns one value per user
+with a test item (every user with `preserve_rows=True`: 0, or AUC 0.5, for those without).
+
+>>> fa.metrics.precision_at_k(model, test, train, k=10).mean()      # LightFM's quick start
 """
 import numpy as np
+import scipy.sparse as sp
 
 from fastad.checks import check_ids, check_int
 from fastad.models.recsys.interactions import check_interactions
 from fastad.models.recsys.recommender import top_k
 
 __all__ = ["precision_at_k", "recall_at_k", "ndcg_at_k", "mean_average_precision_at_k", "auc",
-           "evaluate", "top_k", "roc_auc", "log_loss"]
+           "evaluate", "top_k", "roc_auc", "log_loss", "auc_score", "reciprocal_rank", "predict_rank"]
 
 
 def _check_split(who, test, train):
@@ -146,21 +165,43 @@ def _mean_over_users(who, metric, scores, test, k, train, users):
     return float(values[counted].mean())
 
 
-def precision_at_k(scores, test, k=10, train=None, users=None):
-    """Mean over users of (held-out items in the top k) / k. See the module docstring.
+def precision_at_k(scores, test, *args, **kwargs):
+    """Precision@k, in two call forms told apart by the first argument.
+
+    - `precision_at_k(scores, test, k=10, train=None, users=None)`: scores an array;
+      the mean over users of (held-out items in the top k) / k (the module docstring).
+    - `precision_at_k(model, test_interactions, train_interactions=None, k=10,
+      user_features=None, item_features=None, preserve_rows=False, num_threads=1,
+      check_intersections=True)`: LightFM's; each user's (test items ranked below k) / k,
+      an array (see `predict_rank`).
 
     >>> fa.metrics.precision_at_k(np.array([[0.9, 0.1, 0.5]]), sp.csr_matrix([[1, 0, 0]]), k=2)
     0.5
+    >>> fa.metrics.precision_at_k(model, test, train, k=10).mean()
     """
-    return _mean_over_users("precision_at_k", "precision", scores, test, k, train, users)
+    if _is_model(scores):
+        ranks, test, rows = _lightfm_ranks("precision_at_k", scores, test, args, kwargs)
+        return _per_row(ranks.k_hits() / ranks.k, rows)
+    return _mean_over_users("precision_at_k", "precision",
+                            *_scores_form("precision_at_k", scores, test, args, kwargs))
 
 
-def recall_at_k(scores, test, k=10, train=None, users=None):
-    """Mean over users of (held-out items in the top k) / (the user's held-out items).
+def recall_at_k(scores, test, *args, **kwargs):
+    """Recall@k, in precision_at_k's two call forms.
+
+    - `recall_at_k(scores, test, k=10, train=None, users=None)`: the mean over users of
+      (held-out items in the top k) / (the user's held-out items).
+    - `recall_at_k(model, test_interactions, train_interactions=None, k=10, ...)`:
+      LightFM's; each user's (test items ranked below k) / (their test items), an array.
 
     >>> fa.metrics.recall_at_k(scores, test, k=10, train=train)
+    >>> fa.metrics.recall_at_k(model, test, train, k=10).mean()
     """
-    return _mean_over_users("recall_at_k", "recall", scores, test, k, train, users)
+    if _is_model(scores):
+        ranks, test, rows = _lightfm_ranks("recall_at_k", scores, test, args, kwargs)
+        with np.errstate(invalid="ignore"):      # a user with no test item: nan, as LightFM's
+            return _per_row(ranks.k_hits() / np.diff(test.indptr), rows)
+    return _mean_over_users("recall_at_k", "recall", *_scores_form("recall_at_k", scores, test, args, kwargs))
 
 
 def ndcg_at_k(scores, test, k=10, train=None, users=None):
@@ -187,6 +228,167 @@ def auc(scores, test, train=None, users=None):
     >>> fa.metrics.auc(scores, test, train=train)      # 0.5 is chance
     """
     return _mean_over_users("auc", "auc", scores, test, None, train, users)
+
+
+# ------------------------------------------------------------- LightFM's call forms
+
+def _scores_form(who, scores, test, args, kwargs):
+    """(scores, test, k, train, users) of the call `who(scores, test, k=10, train=None,
+    users=None)`, bound as Python binds it."""
+    def form(scores, test, k=10, train=None, users=None):
+        return scores, test, k, train, users
+    try:
+        return form(scores, test, *args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{who}: {str(e).replace('form()', 'the call with scores')}; with an array "
+                        f"of scores it takes (scores, test, k=10, train=None, users=None)") from None
+
+
+def _lightfm_form(test_interactions, train_interactions=None, k=10, user_features=None,
+                  item_features=None, preserve_rows=False, num_threads=1, check_intersections=True):
+    return dict(locals())
+
+
+def _is_model(obj):
+    """Whether `obj` is a model (LightFM's call form): it has predict_rank or scores."""
+    return not isinstance(obj, np.ndarray) and (hasattr(obj, "predict_rank") or hasattr(obj, "scores"))
+
+
+class _Ranks:
+    """The ranks of the test interactions (a CSR matrix of test's layout) and k."""
+
+    def __init__(self, matrix, k):
+        self.matrix, self.k = matrix, k
+
+    def k_hits(self):
+        """Each user's test items ranked below k, as a float array over the rows."""
+        below = self.matrix.copy()
+        below.data = (below.data < self.k).astype(np.float32)
+        return np.asarray(below.sum(axis=1), dtype=np.float32).ravel()
+
+
+def _per_row(values, rows):
+    return values if rows is None else values[rows]
+
+
+def _lightfm_ranks(who, model, test, args, kwargs, with_k=True):
+    """(_Ranks, test as canonical CSR, the rows returned: those with a test item, or None
+    with preserve_rows) of a LightFM-form call `who(model, test, *args, **kwargs)`."""
+    try:
+        call = _lightfm_form(test, *args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{who}: {str(e).replace('_lightfm_form()', 'the call with a model')}; with "
+                        f"a model it takes LightFM's (model, test_interactions, "
+                        f"train_interactions=None, k=10, user_features=None, item_features=None, "
+                        f"preserve_rows=False, num_threads=1, check_intersections=True)") from None
+    k = check_int(who, "k", call["k"]) if with_k else None
+    ranks = predict_rank(model, call["test_interactions"], call["train_interactions"],
+                         user_features=call["user_features"], item_features=call["item_features"],
+                         num_threads=call["num_threads"],
+                         check_intersections=call["check_intersections"], who=who)
+    test = sp.csr_matrix((np.ones_like(ranks.data), ranks.indices, ranks.indptr), shape=ranks.shape)
+    rows = None if call["preserve_rows"] else np.diff(test.indptr) > 0
+    return _Ranks(ranks, k), test, rows
+
+
+def predict_rank(model, test_interactions, train_interactions=None, user_features=None,
+                 item_features=None, num_threads=1, check_intersections=True, *, batch_size=1000,
+                 who="predict_rank"):
+    """The rank of each test interaction among all items for its user, LightFM's
+    `predict_rank`: a float32 CSR matrix of test_interactions' layout, 0 the top.
+
+    The rank of item i for user u counts the items j != i, not in u's train
+    interactions, whose score is at least i's (ties rank i lower, as LightFM's). A
+    model with its own `predict_rank` (LightFM's, a hybrid model's) is asked for it,
+    with the features; one with `scores(user_ids)` (every fastad recommender) is
+    scored `batch_size` users at a time, and takes no features (ValueError).
+    `check_intersections` raises ValueError when test and train share an interaction.
+
+    >>> ranks = fa.metrics.predict_rank(model, test, train)
+    """
+    test = check_interactions(test_interactions, who, "test_interactions")
+    train = (None if train_interactions is None else
+             check_interactions(train_interactions, who, "train_interactions", shape=test.shape))
+    check_int(who, "num_threads", num_threads)
+    batch_size = check_int(who, "batch_size", batch_size)
+    if check_intersections and train is not None and test.multiply(train).nnz:
+        raise ValueError(f"{who}: test_interactions and train_interactions share "
+                         f"{test.multiply(train).nnz} interactions; a test item the user trained "
+                         f"on ranks too well (split the data again, or check_intersections=False)")
+    if hasattr(model, "predict_rank"):
+        ranks = model.predict_rank(test, train_interactions=train, user_features=user_features,
+                                   item_features=item_features, num_threads=num_threads,
+                                   check_intersections=check_intersections)
+        return sp.csr_matrix(ranks, dtype=np.float32)
+    if not hasattr(model, "scores"):
+        raise TypeError(f"{who}: model must have predict_rank (LightFM's) or scores(user_ids) "
+                        f"(fastad's recommenders), got {type(model).__name__}")
+    for name, features in (("user_features", user_features), ("item_features", item_features)):
+        if features is not None:
+            raise ValueError(f"{who}: {name} given, but {type(model).__name__} scores users and "
+                             f"items by their ids (it has scores(user_ids), no predict_rank)")
+    ranks = np.zeros(test.nnz, dtype=np.float32)
+    users = np.flatnonzero(np.diff(test.indptr))
+    for start in range(0, len(users), batch_size):
+        batch = users[start:start + batch_size]
+        scores = np.asarray(model.scores(batch))
+        if scores.shape != (len(batch), test.shape[1]):
+            raise ValueError(f"{who}: {type(model).__name__}.scores gave shape {scores.shape} for "
+                             f"{len(batch)} users, expected ({len(batch)}, {test.shape[1]}): the "
+                             f"model's items must be test_interactions' columns")
+        for row, user in zip(scores, batch):
+            items = test.indices[test.indptr[user]:test.indptr[user + 1]]
+            own = row[items]
+            counted = row.copy()
+            if train is not None:
+                counted[train.indices[train.indptr[user]:train.indptr[user + 1]]] = -np.inf
+            ordered = np.sort(counted)
+            at_least = counted.size - np.searchsorted(ordered, own, side="left")
+            ranks[test.indptr[user]:test.indptr[user + 1]] = at_least - (counted[items] >= own)
+    return sp.csr_matrix((ranks, test.indices.copy(), test.indptr.copy()), shape=test.shape)
+
+
+def auc_score(model, test_interactions, train_interactions=None, user_features=None,
+              item_features=None, preserve_rows=False, num_threads=1, check_intersections=True):
+    """LightFM's AUC per user: for each test item, the share of the user's negatives (the
+    items neither in test nor in train) ranked below it, averaged over their test items
+    (test items ranked above it do not count against it). A float32 array; 0.5 for a user
+    with no test item (preserve_rows=True).
+
+    >>> fa.metrics.auc_score(model, test, train).mean()
+    """
+    ranks, test, rows = _lightfm_ranks("auc_score", model, test_interactions,
+                                       (train_interactions, 10, user_features, item_features,
+                                        preserve_rows, num_threads, check_intersections), {},
+                                       with_k=False)
+    n_items = test.shape[1]
+    positives = np.diff(test.indptr)
+    trained = (np.zeros_like(positives) if train_interactions is None
+               else np.diff(check_interactions(train_interactions, "auc_score", "train_interactions").indptr))
+    negatives = n_items - (positives + trained)
+    auc = np.full(test.shape[0], 0.5, dtype=np.float32)
+    for user in np.flatnonzero(positives):
+        own = np.sort(ranks.matrix.data[test.indptr[user]:test.indptr[user + 1]])
+        above = np.maximum(own - np.arange(own.size, dtype=np.float32), 0)   # less the other test items
+        with np.errstate(divide="ignore", invalid="ignore"):
+            auc[user] = np.float32(np.mean(1 - above / np.float32(negatives[user])))
+    return _per_row(auc, rows)
+
+
+def reciprocal_rank(model, test_interactions, train_interactions=None, user_features=None,
+                    item_features=None, preserve_rows=False, num_threads=1, check_intersections=True):
+    """LightFM's reciprocal rank per user: 1 / (1 + the rank of their best-ranked test item);
+    0 for a user with no test item (preserve_rows=True).
+
+    >>> fa.metrics.reciprocal_rank(model, test, train).mean()
+    """
+    ranks, test, rows = _lightfm_ranks("reciprocal_rank", model, test_interactions,
+                                       (train_interactions, 10, user_features, item_features,
+                                        preserve_rows, num_threads, check_intersections), {},
+                                       with_k=False)
+    inverse = ranks.matrix.copy()
+    inverse.data = 1 / (inverse.data + 1)
+    return _per_row(np.asarray(inverse.max(axis=1).todense(), dtype=np.float32).ravel(), rows)
 
 
 def evaluate(model, test, train=None, k=10, users=None, batch_size=1000):

@@ -1,5 +1,7 @@
 """The samplers of fastad.train's compiled loop: what they draw, their streams and
 shards, their bad input, and training with them (schedules included)."""
+import tracemalloc
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -201,8 +203,8 @@ def test_pairwise_bad_input_is_named():
         PairwiseSampler((np.array([-1]), np.array([0])), u, i, j)
     with pytest.raises(TypeError, match="must hold integers"):
         PairwiseSampler((np.array([0.5]), np.array([0])), u, i, j)
-    with pytest.raises(ValueError, match="neg holds 2 ids, expected 1"):
-        PairwiseSampler(good, u, i, ids(2))
+    with pytest.raises(ValueError, match="neg holds 3 ids, expected K >= 1 negatives for each of the 2"):
+        PairwiseSampler(good, ids(2), ids(2), ids(3))
     with pytest.raises(TypeError, match="pos must be an IndexInput"):
         PairwiseSampler(good, u, fa.Input(np.zeros(1)), j)
     with pytest.raises(ValueError, match="rank must be below workers"):
@@ -251,6 +253,24 @@ def test_samplers_made_from_one_interactions_share_its_arrays():
     for _ in range(2):
         with pytest.raises(ValueError, match=r"PairwiseSampler: users 1 liked every item"):
             PairwiseSampler(everything, ids(), ids(), ids(), negatives="popularity")
+
+
+def test_a_popularity_sampler_makes_no_array_of_the_interactions_size():
+    """Which users have no popularity negative is found from the Interactions' count of liked
+    items: every epoch's sampler in every thread asks, and a transient array per
+    interaction each time was most of BPR's peak memory beyond implicit's."""
+    rng = np.random.default_rng(0)
+    users, items = rng.integers(0, 500, 300_000), rng.integers(0, 2_000, 300_000)
+    data = fa.data.Interactions((users, items), n_users=500, n_items=2_000)
+    tracemalloc.start()
+    PairwiseSampler(data, ids(), ids(), ids(), negatives="popularity")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < data.nnz            # bytes: below one byte an interaction
+    lonely = fa.data.Interactions(sp.csr_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0]])))
+    with pytest.raises(ValueError, match="PairwiseSampler: users 0 liked every item"):
+        PairwiseSampler(lonely, ids(), ids(), ids(), negatives="popularity")
+    PairwiseSampler(lonely, ids(), ids(), ids(), negatives="uniform")     # item 2 is drawable
 
 
 def test_ids_beyond_int32_are_refused_naming_the_argument():

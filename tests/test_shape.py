@@ -61,10 +61,34 @@ def test_reshape_bad_input():
         reshape(p, (2.5, 2))
     with pytest.raises(TypeError, match="reshape"):
         reshape(p, None)
-    with pytest.raises(TypeError, match="IndexInput"):
-        reshape(fa.IndexInput([1, 2]), (2,))
+    with pytest.raises(ValueError, match=r"reshape: cannot reshape integer ids of shape \(2,\)"):
+        reshape(fa.IndexInput([1, 2]), (3,))
     with pytest.raises(TypeError, match="Variable"):
         reshape(np.zeros(3), (3,))
+
+
+def test_reshaped_ids_index_tables_and_follow_their_input():
+    """Integer ids reshape (an IndexInput's, an argmax's): the result is ids that index a table,
+    a view that follows the input's new ids, and cannot be set itself."""
+    table = fa.Parameter(np.arange(12.0).reshape(6, 2), dtype=np.float64)
+    ix = fa.IndexInput([0, 5, 2, 3])
+    block = ix.reshape(2, 2)
+    assert isinstance(block, fa.IndexInput) and block.shape == (2, 2)
+    rows = table[block]                               # shape (2, 2, 2)
+    np.testing.assert_array_equal(rows.value, table.value[[[0, 5], [2, 3]]])
+    ix.set_value([1, 1, 4, 0])
+    np.testing.assert_array_equal(rows.forward().value, table.value[[[1, 1], [4, 0]]])
+    rows.sum().backward()                             # the gradient reaches the rows the view names
+    np.testing.assert_array_equal(table.grad[:, 0], [1, 2, 0, 0, 1, 0])
+    with pytest.raises(TypeError, match="reshape: a reshaped integer node shows its input's ids"):
+        block.set_value([[0, 0], [0, 0]])
+    assert repr(block) == "Variable(op='reshape', shape=(2, 2), dtype=int64)"
+    scores = fa.Parameter([[1.0, 5.0], [7.0, 2.0]], dtype=np.float64)
+    best = fa.reshape(fa.argmax(scores, axis=1), (2, 1))
+    picked = table[best]
+    np.testing.assert_array_equal(best.value, [[1], [0]])
+    scores.set_value([[9.0, 5.0], [7.0, 8.0]])
+    np.testing.assert_array_equal(picked.forward().value, table.value[[[0], [1]]])
 
 
 # ---------------------------------------------------------------- transpose

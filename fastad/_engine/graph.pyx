@@ -283,8 +283,9 @@ cdef Variable require_float(str op, object x, str argname):
     if not isinstance(x, Variable):
         raise TypeError(f"{op}: {argname} must be a fastad Variable, got {type(x).__name__}")
     if isinstance(x, IndexInput):
-        raise TypeError(f"{op}: {argname} is an IndexInput (integer ids); "
-                        f"use it to index a Parameter (p[ix]) or as targets")
+        what = "an IndexInput" if (<Variable>x).is_leaf else f"the integer node of {(<Variable>x).op_name!r}"
+        raise TypeError(f"{op}: {argname} is {what} (integer ids); use it to index a Parameter "
+                        f"(p[ix]), as targets, or reshape it")
     return <Variable>x
 
 

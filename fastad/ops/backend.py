@@ -42,6 +42,10 @@ class Backend:
         if missing:
             raise TypeError(f"{cls.__name__}: a device backend needs {', '.join(missing)}")
 
+    def detach(self, x):
+        """A view of x's buffer, the node `fa.detach` stops the gradient at (shape.pyx)."""
+        return self.reshape(x, x.shape)
+
     @staticmethod
     def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, H):
         """hc (2, batch, H) = [h', c'] with PyTorch's gate order i, f, g, o and weight layout

@@ -98,6 +98,9 @@ UNARY_OPS = (
     {"name": "clamp_max"},
     {"name": "softsign", "public": "softsign", "builder": "generated", "doc": "x / (1 + |x|), elementwise.",
      "example": ("[-1.0, 3.0]", "[-0.5 ,  0.75]")},
+    {"name": "floor", "public": "floor", "builder": "generated",
+     "doc": "The largest integer <= x, elementwise (a float); its gradient is 0, as PyTorch's.",
+     "example": ("[-1.5, 2.7]", "[-2.,  2.]")},
 )
 
 BINARY_OPS = (

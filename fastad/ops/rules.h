@@ -208,6 +208,7 @@ FA_RULE FA_T FA_NAME(fa_unary_value)(int op, FA_T x, FA_T p) {
         case U_ELU: return x > 0 ? x : p * FA_EXPM1(x);
         case U_SILU: return x * FA_SIGMOID(x);
         case U_SOFTSIGN: return x / ((FA_T)1 + FA_ABS(x));
+        case U_FLOOR: return (FA_T)floor((double)x);   /* exact: a float's floor is a float */
         case U_ADD_SCALAR: return x + p;
         case U_RSUB_SCALAR: return p - x;
         case U_MUL_SCALAR: return x * p;
@@ -253,6 +254,7 @@ FA_RULE FA_T FA_NAME(fa_unary_slope)(int op, FA_T x, FA_T y, FA_T p) {
             FA_T t = (FA_T)1 + FA_ABS(x);
             return (FA_T)1 / (t * t);
         }
+        case U_FLOOR: return (FA_T)0;
         /* hardtanh's gradient flows strictly inside (min_val, max_val), as PyTorch's */
         case U_HARDTANH_MIN: return x > p ? (FA_T)1 : (FA_T)0;
         case U_HARDTANH_MAX: return x < p ? (FA_T)1 : (FA_T)0;

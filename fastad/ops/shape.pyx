@@ -1,4 +1,5 @@
-"""Shape ops: reshape, transpose, indexing, concat, stack, expand_dims, squeeze, split, flip, tile.
+"""Shape ops: reshape, transpose, indexing, concat, stack, expand_dims, squeeze, split, flip, tile,
+and detach (x's value without its gradient).
 
 Three node kinds do the work, each with its forward and backward side by side:
 
@@ -10,6 +11,8 @@ Three node kinds do the work, each with its forward and backward side by side:
 - `Gather`: transpose and every other index. At build, the flat input position
   of each output element is computed once; forward gathers, backward
   scatter-adds (an integer array may repeat a position).
+- `IndexView`: reshape of integer ids (an IndexInput's, an argmax's): a view of
+  their buffer that is itself an IndexInput, so that tables can be indexed by it.
 - `Join`: concat and stack. Each input fills one block of every outer row of
   the output.
 
@@ -29,7 +32,7 @@ from libc.stdlib cimport malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad._engine.graph cimport (Variable, OneInput, init_node, init_node_on, finish, require_float, same_dtype,
+from fastad._engine.graph cimport (Variable, IndexInput, OneInput, init_node, init_node_on, finish, require_float, same_dtype,
                               backend_of, backend_among)
 from fastad._engine.graph import register_methods
 from fastad._engine.loops cimport element_size, put_values, zero_values, vec_zero
@@ -39,7 +42,7 @@ cnp.import_array()
 
 #: Its ops in the `fa.` namespace.
 __all__ = ["reshape", "transpose", "getitem", "concat", "stack", "expand_dims", "squeeze",
-           "split", "flip", "tile"]
+           "split", "flip", "tile", "detach"]
 
 
 # -------------------------------------------------------------------- View
@@ -70,6 +73,22 @@ cdef class View(Variable):
         cdef bint add = self.x.prepare_grad()
         put_run(self.x.grad_ptr, self.x.size, self.grad_ptr, self.offset, self.size, add, self.f64)
         return 0
+
+
+@cython.no_gc
+cdef class IndexView(IndexInput):
+    """Integer ids of another shape: a read-only view of an integer node's buffer (an
+    IndexInput's, or an op's such as argmax's), which follows its input by itself."""
+
+    cdef int run_forward(self) except -1 nogil:
+        return 0                    # the value is a view: it follows x by itself
+
+    def set_value(self, ids):
+        raise TypeError(f"{self.op_name}: a reshaped integer node shows its input's ids; set the "
+                        f"input's value instead")
+
+    def __repr__(self):
+        return f"Variable(op={self.op_name!r}, shape={self._shape}, dtype=int64)"
 
 
 # ------------------------------------------------------------------ Gather
@@ -208,13 +227,42 @@ def reshape(x, shape):
     `shape` is an int or a tuple of ints. The value is a view of x's buffer
     (forward costs nothing); the gradient is x's gradient reshaped back.
 
+    Integer ids (an IndexInput, or an integer node such as `fa.argmax`'s) reshape
+    too, on the CPU: the result is integer ids that index tables as x does, and
+    follow x's ids as they change (`set_value`, a sampler, a forward).
+
     >>> fa.reshape(fa.Parameter(np.arange(6.0)), (2, -1)).shape
     (2, 3)
+    >>> fa.reshape(fa.argmax(fa.Input([[1.0, 5.0], [7.0, 2.0]]), axis=1), (2, 1)).value
+    array([[1],
+           [0]])
     """
-    require_float("reshape", x, "x")
     if shape is None:
         raise TypeError("reshape: shape must be an int or a tuple of ints, got None")
+    if isinstance(x, IndexInput):
+        return _reshaped_ids(<IndexInput>x, shape)
+    require_float("reshape", x, "x")
     return _reshaped("reshape", <Variable>x, shape)
+
+
+cdef IndexInput _reshaped_ids(IndexInput x, object shape):
+    """The IndexView of x's ids with `shape` (checked by numpy; one -1 inferred)."""
+    if x.on_device:
+        raise ValueError(f"reshape: x holds integer ids on {x.device}; integer ids reshape on the "
+                         f"CPU only (reshape the ids before moving them)")
+    try:
+        view = x._value.reshape(shape)
+    except ValueError as e:
+        raise ValueError(f"reshape: cannot reshape integer ids of shape {x._shape} ({x.size} "
+                         f"elements) into {shape} ({e})") from None
+    except TypeError as e:
+        raise TypeError(f"reshape: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
+    if view is x._value:
+        view = view.view()
+    cnp.PyArray_CLEARFLAGS(view, cnp.NPY_ARRAY_WRITEABLE)
+    cdef IndexView node = IndexView.__new__(IndexView)
+    init_node_on(node, "reshape", (x,), view)
+    return node
 
 
 cdef Variable _reshaped(str op, Variable v, object shape):
@@ -234,6 +282,31 @@ cdef Variable _reshaped(str op, Variable v, object shape):
     if dev is not None:
         return dev.reshape(v, view.shape)
     return _from_view(op, v, view)
+
+
+def detach(x):
+    """x's value, through which no gradient flows: a stop-gradient (PyTorch's
+    `detach`, JAX's `stop_gradient`).
+
+    The result is a node of the graph, not a copy: its value is a view of x's
+    buffer, so it follows x on every `forward()` (graph re-use, `fa.train`), and
+    costs nothing; backward stops there, so a weight computed from the model's own
+    scores (a rank weight, a target) scales a loss without being trained. Under
+    `fa.autobatch`, detaching a recorded value raises NotImplementedError.
+
+    >>> w = fa.Parameter([2.0, 3.0])
+    >>> (fa.detach(w) * w).sum().backward()     # the gradient of c * w, c = w's value
+    >>> w.grad
+    array([2., 3.], dtype=float32)
+    """
+    cdef Variable v = require_float("detach", x, "x")
+    cdef Variable node
+    if (dev := backend_of(v)) is not None:
+        node = dev.detach(v)                    # the device's view of x's buffer
+    else:
+        node = _from_view("detach", v, v._value)
+    node.requires_grad = False
+    return node
 
 
 cdef tuple _transpose_axes(tuple shape, object axes):

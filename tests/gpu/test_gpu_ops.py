@@ -28,7 +28,8 @@ UNARY = {
     "gelu": (fa.gelu, False), "gelu tanh": (lambda x: fa.gelu(x, "tanh"), False),
     "elu": (fa.elu, False), "elu 0.4": (lambda x: fa.elu(x, 0.4), False), "silu": (fa.silu, False),
     "hardtanh": (fa.hardtanh, False), "hardtanh 0 6": (lambda x: fa.hardtanh(x * 4, 0, 6), False),
-    "softsign": (fa.softsign, False),
+    "softsign": (fa.softsign, False), "floor": (lambda x: fa.floor(x * 3), False),
+    "detach": (lambda x: fa.detach(x) * x, False),
 }
 
 
@@ -205,6 +206,14 @@ def test_take_checks_ids_at_build_and_at_set_value(backend):
         ix.set_value([-1, 0])
     np.testing.assert_array_equal(ix.numpy(), [1, 2])       # unchanged after refusals
     rows.forward()
+
+
+def test_integer_ids_reshape_on_the_host_only(backend):
+    """Reshaped ids on a device are refused, naming where they are (they reshape on the CPU)."""
+    ids = fa.IndexInput([1, 4, 0, 2], device="cuda")
+    with pytest.raises(ValueError, match="reshape: x holds integer ids on cuda:0; integer ids "
+                                         "reshape on the CPU only"):
+        ids.reshape(2, 2)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

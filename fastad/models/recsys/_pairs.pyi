@@ -17,7 +17,8 @@ class PairwiseSampler(Sampler):
     examples_per_epoch: Final[int]
     redraws: Final[int]
     data: Final[Interactions]
-    def __init__(self, interactions: Any, users: IndexInput, pos: IndexInput, neg: IndexInput, *,
+    negs: Final[int]
+    def __init__(self, interactions: Any, users: IndexInput, pos: IndexInput, neg: IndexInput | None = None, *,
                  sample: Literal["interaction", "user"] = "interaction",
                  negatives: Literal["uniform", "popularity"] = "uniform",
                  examples: int | None = None, n_users: int | None = None, n_items: int | None = None,

@@ -97,6 +97,19 @@ cdef object _interactions_csr(str who, object interactions, object n_users, obje
     return matrix
 
 
+cdef int64_t _count_items(const int32_t* items, int64_t nnz, int64_t n_items) except -1:
+    """How many of the n_items items occur among `items` (ids below n_items), with one byte
+    an item."""
+    seen_array = np.zeros(n_items, dtype=np.uint8)
+    cdef unsigned char* seen = <unsigned char*>cnp.PyArray_DATA(seen_array)
+    cdef int64_t k, count = 0
+    with nogil:
+        for k in range(nnz):
+            count += seen[items[k]] == 0
+            seen[items[k]] = 1
+    return count
+
+
 cdef class Interactions:
     """A user x item interaction matrix made ready for `PairwiseSampler`, once.
 
@@ -119,7 +132,7 @@ cdef class Interactions:
     cdef const int32_t* indices       # the items of each user, sorted: for liked() and unliked_item()
     cdef const fa_pair* pairs         # interaction k as (user, item): a draw reads one 8-byte pair
     cdef readonly int64_t n_users, n_items, nnz
-    cdef object no_popular_negative   # the users users_without_negative(True) gives, once found
+    cdef int64_t liked_items          # the items with an interaction: those popularity draws
 
     def __init__(self, interactions, n_users=None, n_items=None, copy=True):
         self.prepare("Interactions", interactions, n_users, n_items, check_flag("Interactions", "copy", copy))
@@ -143,6 +156,7 @@ cdef class Interactions:
         self.indptr = <const int64_t*>cnp.PyArray_DATA(indptr)
         self.indices = <const int32_t*>cnp.PyArray_DATA(items)
         self.pairs = <const fa_pair*>cnp.PyArray_DATA(pairs)
+        self.liked_items = _count_items(self.indices, self.nnz, self.n_items)
         return 0
 
     def __reduce__(self):
@@ -154,17 +168,10 @@ cdef class Interactions:
     cdef object users_without_negative(self, bint by_popularity):
         """The users for whom no negative can be drawn: they liked every item (uniform
         negatives) or every item with an interaction (popularity)."""
-        if not by_popularity:
-            return np.flatnonzero(self.degree >= self.n_items)
-        if self.no_popular_negative is None:
-            # a user's liked mass (the interactions of the items they liked), from a running sum
-            # over their slices: it reaches nnz when they liked every item that has one
-            counts = np.bincount(self.indices_array, minlength=self.n_items)
-            running = np.zeros(self.nnz + 1, dtype=np.int64)
-            np.cumsum(counts[self.indices_array], out=running[1:])
-            liked_mass = running[self.indptr_array[1:]] - running[self.indptr_array[:self.n_users]]
-            self.no_popular_negative = np.flatnonzero((self.degree > 0) & (liked_mass == self.nnz))
-        return self.no_popular_negative
+        # A user's items are distinct items with an interaction: they are all of those items
+        # when there are as many of them. (No array of the interactions' size is made here:
+        # each epoch's sampler, in each thread, asks.)
+        return np.flatnonzero(self.degree >= (self.liked_items if by_popularity else self.n_items))
 
 
 cdef class PairwiseSampler(Sampler):
@@ -176,13 +183,20 @@ cdef class PairwiseSampler(Sampler):
                   optional `n_users`, `n_items` (default: the largest id + 1), or
                   `Interactions` made from either: samplers made from one
                   `Interactions` (each epoch's, each worker's) share its arrays.
-    users, pos, neg  IndexInput leaves of one size b: each example fills b triples.
+    users, pos, neg  IndexInput leaves: each example fills b triples, b = users' size;
+                  pos holds b ids, and neg b * K: each positive's K >= 1 negatives, drawn
+                  independently (neg of shape (b, K), or (b * K,) in that order). With neg
+                  left out, pos holds b * (1 + K) ids: each example's positive then its K
+                  negatives (shape (b, 1 + K)), so one node scores them together:
+                  `fa.gather_dot(U, users, V, pos)` gives the (b, 1 + K) scores of
+                  [positive, K negatives] (softmax or WARP-style losses over the block).
     sample        "interaction": a liked (user, item) pair drawn uniformly (a
                   user weighs by activity, as implicit's BPR does); "user": a user
                   drawn uniformly, then one of their items.
-    negatives     "uniform" over the items, or "popularity" (in proportion to
-                  each item's interactions). A negative the user liked is redrawn
-                  (never skipped); `redraws` counts them.
+    negatives     the negatives' law: "uniform" over the items, or "popularity" (in
+                  proportion to each item's interactions). A negative the user liked is
+                  redrawn (never skipped); `redraws` counts them. (How many negatives an
+                  example has is neg's size, not this.)
     examples      examples per epoch for this worker (default: interactions / (b * workers)).
     seed, rank, workers  the stream: workers draw independent streams; the same seed
                   gives the same triples. Worker `rank` draws its positives from its
@@ -202,6 +216,10 @@ cdef class PairwiseSampler(Sampler):
     >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
     >>> loss = -fa.logsigmoid(fa.vector_dot(U[u], V[i] - V[j])).sum()
     >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, i, j, seed=0), epochs=5)
+    >>> u, items = fa.IndexInput([0]), fa.IndexInput([[0] * 11])      # a positive, 10 negatives
+    >>> scores = fa.gather_dot(U, u, V, items)                        # (1, 11)
+    >>> loss = -fa.log_softmax(scores, axis=1)[:, 0].sum()
+    >>> fa.train(loss, opt, fa.data.PairwiseSampler(csr, u, items, seed=0), epochs=5)
     """
     cdef readonly Interactions data   # the interactions, shared with every sampler made from them
     cdef const int64_t* indptr        # data's arrays, read without the GIL
@@ -209,36 +227,59 @@ cdef class PairwiseSampler(Sampler):
     cdef const fa_pair* pairs
     cdef object ahead_array, next_array, ahead_noise_array, next_noise_array
     cdef int64_t* ahead_k             # the interactions drawn for the example after next
-    cdef int64_t* ahead_noise_k       # its first negative candidates: by popularity the interactions
-                                      # whose items they are, else the items
+    cdef int64_t* ahead_noise_k       # its first negative candidates (b * negs): by popularity the
+                                      # interactions whose items they are, else the items
     cdef fa_pair* next_pairs          # the next example's (user, item) pairs, read ahead
     cdef int32_t* next_noise          # and its first negative candidates
     cdef bint primed                  # whether those hold this epoch's next examples
     cdef int64_t* out_users
     cdef int64_t* out_pos
-    cdef int64_t* out_neg
+    cdef int64_t* out_neg             # triple b's negative k at out_neg[b * neg_stride + k]
     cdef Py_ssize_t batch
+    cdef readonly Py_ssize_t negs     # K: negatives a positive
+    cdef Py_ssize_t pos_stride, neg_stride, neg_leaf   # 1, K, 2; or with pos and negatives in one leaf: 1 + K, 1 + K, 1
     cdef int64_t n_users, n_items, nnz
     cdef int64_t first_pair, shard_pairs, first_user, shard_users   # this worker's positives
     cdef bint by_user, by_popularity
     cdef readonly Py_ssize_t examples_per_epoch
     cdef readonly int64_t redraws
 
-    def __init__(self, interactions, users, pos, neg, *, sample="interaction", negatives="uniform",
+    def __init__(self, interactions, users, pos, neg=None, *, sample="interaction", negatives="uniform",
                  examples=None, n_users=None, n_items=None, seed=None, rank=0, workers=1):
         who = "PairwiseSampler"
         if sample not in ("interaction", "user"):
             raise ValueError(f"{who}: sample must be 'interaction' or 'user', got {sample!r}")
+        if isinstance(negatives, int):
+            raise TypeError(f"{who}: negatives names the negatives' law, 'uniform' or 'popularity', "
+                            f"got {negatives!r}; for {negatives} negatives a positive give neg "
+                            f"{negatives} ids per id of users (shape (b, {negatives}))")
         if negatives not in ("uniform", "popularity"):
             raise ValueError(f"{who}: negatives must be 'uniform' or 'popularity', got {negatives!r}")
         _seed_stream(self, who, seed, rank, workers)
         self.batch = (<Variable>users).size if isinstance(users, Variable) else 0
         self.out_users = _index_leaf(who, "users", users, -1)
-        self.out_pos = _index_leaf(who, "pos", pos, self.batch)
-        self.out_neg = _index_leaf(who, "neg", neg, self.batch)
         if self.batch == 0:
             raise ValueError(f"{who}: the leaves hold no ids; give IndexInputs of at least one id")
-        self.leaves = (users, pos, neg)
+        if neg is None:       # pos holds each positive and its negatives: b * (1 + K) ids
+            self.out_pos = _index_leaf(who, "pos", pos, -1)
+            self.negs = (<Variable>pos).size // self.batch - 1
+            if self.negs < 1 or (<Variable>pos).size % self.batch:
+                raise ValueError(f"{who}: without neg, pos holds each positive and its K >= 1 "
+                                 f"negatives, b * (1 + K) ids for b = {self.batch} (users' size), "
+                                 f"got {(<Variable>pos).size} ids")
+            self.out_neg = self.out_pos + 1
+            self.pos_stride = self.neg_stride = 1 + self.negs
+            self.neg_leaf = 1
+            self.leaves = (users, pos)
+        else:
+            self.out_pos = _index_leaf(who, "pos", pos, self.batch)
+            self.out_neg = _index_leaf(who, "neg", neg, -1)
+            self.negs = (<Variable>neg).size // self.batch
+            if self.negs < 1 or (<Variable>neg).size % self.batch:
+                raise ValueError(f"{who}: neg holds {(<Variable>neg).size} ids, expected K >= 1 "
+                                 f"negatives for each of the {self.batch} ids of users (b * K ids)")
+            self.pos_stride, self.neg_stride, self.neg_leaf = 1, self.negs, 2
+            self.leaves = (users, pos, neg)
         if isinstance(interactions, Interactions):
             if n_users is not None or n_items is not None:
                 raise ValueError(f"{who}: n_users and n_items are the Interactions' own "
@@ -258,8 +299,8 @@ cdef class PairwiseSampler(Sampler):
                              f"sample='interaction', or leave them out of the matrix)")
         self.ahead_array = empty_buffer((self.batch,), np.int64)       # written every example:
         self.next_array = empty_buffer((self.batch, 2), np.int32)      # this thread's own memory
-        self.ahead_noise_array = empty_buffer((self.batch,), np.int64)
-        self.next_noise_array = empty_buffer((self.batch,), np.int32)
+        self.ahead_noise_array = empty_buffer((self.batch * self.negs,), np.int64)
+        self.next_noise_array = empty_buffer((self.batch * self.negs,), np.int32)
         self.ahead_k = <int64_t*>cnp.PyArray_DATA(self.ahead_array)
         self.next_pairs = <fa_pair*>cnp.PyArray_DATA(self.next_array)
         self.ahead_noise_k = <int64_t*>cnp.PyArray_DATA(self.ahead_noise_array)
@@ -329,7 +370,7 @@ cdef class PairwiseSampler(Sampler):
         user uniformly and then one of theirs) and its negative candidates (an item
         uniformly, or by popularity the item of an interaction drawn uniformly), and start
         loading their pairs."""
-        cdef Py_ssize_t b
+        cdef Py_ssize_t b, n
         cdef int64_t k, user
         for b in range(self.batch):
             if self.by_user:
@@ -339,26 +380,25 @@ cdef class PairwiseSampler(Sampler):
                 k = self.first_pair + fa_rng_below(&self.rng, self.shard_pairs)
             self.ahead_k[b] = k
             fa_prefetch(&self.pairs[k])
-            if self.by_popularity:
-                k = fa_rng_below(&self.rng, self.nnz)
-                self.ahead_noise_k[b] = k
-                fa_prefetch(&self.pairs[k])
-            else:
-                self.ahead_noise_k[b] = fa_rng_below(&self.rng, self.n_items)
+            for n in range(b * self.negs, (b + 1) * self.negs):
+                if self.by_popularity:
+                    k = fa_rng_below(&self.rng, self.nnz)
+                    self.ahead_noise_k[n] = k
+                    fa_prefetch(&self.pairs[k])
+                else:
+                    self.ahead_noise_k[n] = fa_rng_below(&self.rng, self.n_items)
 
     @cython.final
     cdef void read_ahead(self) noexcept nogil:
         """Read the pairs drawn by draw_ahead (loaded since) as the next example's, and
         start loading each user's items, where `negative` searches, and the table rows
         its ids select."""
-        cdef Py_ssize_t b
+        cdef Py_ssize_t b, n
         cdef fa_pair pair
         cdef int64_t start, end
         for b in range(self.batch):
             pair = self.pairs[self.ahead_k[b]]
             self.next_pairs[b] = pair
-            self.next_noise[b] = (self.pairs[self.ahead_noise_k[b]].item if self.by_popularity
-                                  else <int32_t>self.ahead_noise_k[b])
             start = self.indptr[pair.user]
             end = self.indptr[pair.user + 1]        # > start: the user has this interaction
             fa_prefetch(&self.indices[start])
@@ -366,7 +406,10 @@ cdef class PairwiseSampler(Sampler):
             fa_prefetch(&self.indices[end - 1])
             self.prefetch_rows(0, pair.user)
             self.prefetch_rows(1, pair.item)
-            self.prefetch_rows(2, self.next_noise[b])
+            for n in range(b * self.negs, (b + 1) * self.negs):
+                self.next_noise[n] = (self.pairs[self.ahead_noise_k[n]].item if self.by_popularity
+                                      else <int32_t>self.ahead_noise_k[n])
+                self.prefetch_rows(self.neg_leaf, self.next_noise[n])
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.primed = False         # the epoch's first example draws its own interactions
@@ -377,7 +420,8 @@ cdef class PairwiseSampler(Sampler):
         the previous call (a pipeline two examples deep: draw, read, use), so their
         cache misses overlap the training step in between; it reads the next example's
         and draws the one after's, never past the epoch's last example."""
-        cdef Py_ssize_t b
+        cdef Py_ssize_t b, k, negs = self.negs
+        cdef int64_t* neg
         cdef Py_ssize_t left = self.examples_per_epoch - self.epoch_examples
         if left <= 0:
             return False
@@ -389,14 +433,18 @@ cdef class PairwiseSampler(Sampler):
             self.primed = True
         for b in range(self.batch):
             self.out_users[b] = self.next_pairs[b].user
-            self.out_pos[b] = self.next_pairs[b].item
-            self.out_neg[b] = self.next_noise[b]      # read ahead: read_ahead overwrites it
+            self.out_pos[b * self.pos_stride] = self.next_pairs[b].item
+            neg = self.out_neg + b * self.neg_stride
+            for k in range(negs):
+                neg[k] = self.next_noise[b * negs + k]    # read ahead: read_ahead overwrites it
         if left > 1:
             self.read_ahead()
             if left > 2:
                 self.draw_ahead()
         for b in range(self.batch):
-            self.out_neg[b] = self.negative(self.out_users[b], self.out_neg[b])
+            neg = self.out_neg + b * self.neg_stride
+            for k in range(negs):
+                neg[k] = self.negative(self.out_users[b], neg[k])
         self.epoch_examples += 1
         return True
 
@@ -548,6 +596,9 @@ cdef class WarpSampler(PairwiseSampler):
         PairwiseSampler.__init__(self, interactions, users, pos, neg, negatives=negatives,
                                  examples=1 if examples is None else examples, n_users=n_users,
                                  n_items=n_items, seed=seed, rank=rank, workers=workers)
+        if self.negs != 1:
+            raise ValueError(f"{who}: neg holds {(<Variable>neg).size} ids, expected {self.batch}: "
+                             f"WARP draws one violating negative a positive")
         if examples is None:
             drawn = self.n_users if self.kos_k else self.nnz
             self.examples_per_epoch = max(1, drawn // (self.batch * self.workers))
