@@ -261,6 +261,13 @@ cdef class FeatureBags:
         return total
 
     @cython.final
+    cdef void prefetch(self, int64_t row, const char* table, Py_ssize_t row_bytes) noexcept nogil:
+        """Start loading the table rows of row `row`'s features."""
+        cdef int64_t p
+        for p in range(self.indptr[row], self.indptr[row + 1]):
+            fa_prefetch_span(table + <int64_t>self.indices[p] * row_bytes, row_bytes)
+
+    @cython.final
     cdef Py_ssize_t write(self, int64_t row, int64_t* ids, floating* weights, Py_ssize_t at,
                           double sign) noexcept nogil:
         """Write row `row`'s feature ids into ids[at:] and sign * their weights into
@@ -782,6 +789,8 @@ cdef class WarpSampler(PairwiseSampler):
                                       else fa_rng_below(&rng, self.n_items))
                 if self.item_features is None:
                     fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes)
+                else:
+                    self.item_features.prefetch(self.candidates[k], <const char*>V, row_bytes)
             self.rng = rng
             found = -1
             while True:
@@ -809,12 +818,22 @@ cdef class WarpSampler(PairwiseSampler):
             self.primed = True
         pair = self.next_pair
         self.next_pair = self.pairs[self.ahead_pair]
-        self.prefetch_rows(0, self.next_pair.user)
-        self.prefetch_rows(1, self.next_pair.item)
+        self._prefetch_rows_of(0, self.user_features, self.next_pair.user)
+        self._prefetch_rows_of(1, self.item_features, self.next_pair.item)
         fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])
         self.ahead_pair = self._walk()
         fa_prefetch(&self.pairs[self.ahead_pair])
         return pair.user, pair.item
+
+    cdef void _prefetch_rows_of(self, Py_ssize_t leaf, FeatureBags bags, int64_t row) noexcept nogil:
+        """Start loading the table rows of `leaf`'s id `row`: that row, or with feature bags the
+        rows of its features (`FeatureSampler` passes its bags' tables on to these leaves)."""
+        cdef int64_t p
+        if bags is None:
+            self.prefetch_rows(leaf, row)
+            return
+        for p in range(bags.indptr[row], bags.indptr[row + 1]):
+            self.prefetch_rows(leaf, bags.indices[p])
 
     cdef const floating* _user_row(self, int64_t user, const floating* U) noexcept nogil:
         """The user's representation: row `user` of U, or with user features their weighted
@@ -1046,6 +1065,15 @@ cdef class FeatureSampler(Sampler):
 
     cdef int end_epoch(self) except -1:
         return self.inner.end_epoch()
+
+    cdef int set_row_prefetches(self, list targets) except -1:
+        """A WarpSampler loads the next positive's feature rows ahead: the tables of the user
+        bags' ids (leaf 0) go to its users leaf, those of the item bags' ids (leaf 3) to its
+        pos leaf. Other samplers load nothing ahead here (their ids are not feature ids)."""
+        if isinstance(self.inner, WarpSampler):
+            moved = {0: 0, 3: 1}
+            self.inner.set_row_prefetches([(moved[leaf], table) for leaf, table in targets if leaf in moved])
+        return 0
 
     cdef double epoch_progress(self) noexcept nogil:
         return self.inner.epoch_progress()
