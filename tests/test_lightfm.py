@@ -286,3 +286,23 @@ def test_feature_sampler_checks_its_leaves():
     with pytest.raises(ValueError, match="neg must be one of the sampler's leaves"):
         fa.data.FeatureSampler(inner, identity_u, identity_i, (ids, offsets, w), (ids, offsets, w), u, i,
                                fa.IndexInput([0]))
+
+
+def test_alpha_decays_the_rows_an_example_touches():
+    likes = _likes()
+    norms = {}
+    for alpha in (0.0, 0.05):
+        model = fa.models.LightFM(no_components=4, loss="bpr", item_alpha=alpha, user_alpha=alpha, random_state=0)
+        model.fit(likes, epochs=3)
+        norms[alpha] = np.linalg.norm(model.item_embeddings.value)
+    assert norms[0.05] < 0.9 * norms[0.0]
+
+
+def test_recommend_without_features_filters_the_fit_likes_and_verbose_prints(capsys):
+    likes = _likes()
+    model = fa.models.LightFM(no_components=4, loss="warp", random_state=0).fit(likes, epochs=2, verbose=True)
+    assert "Epoch 2: loss" in capsys.readouterr().out
+    ids, _ = model.recommend(3, k=5)
+    assert not set(ids) & set(likes[3].indices)
+    np.testing.assert_allclose(model.scores([3])[0], model.predict(3, np.arange(N_ITEMS)) -
+                               model.get_user_representations()[0][3], rtol=1e-5, atol=1e-6)

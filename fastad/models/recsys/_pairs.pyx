@@ -168,6 +168,60 @@ cdef class Interactions:
         return self.no_popular_negative
 
 
+cdef extern from *:
+    """
+    #include "clones.h"
+    /* A row's score through its bag of weighted features (FeatureBags.score): sum over its
+     * features f of w_f * (user_row . V[f] by fa_dot (loops.pxd), plus bias[f] unless bias is
+     * NULL). fa_bag_first_above: WarpSampler's scan of its candidate negatives with item
+     * features, the first k in [start, n) whose score is above `threshold`, else n; it starts
+     * loading the rows of candidate k + FA_BAG_AHEAD as it scores candidate k. */
+    #define FA_BAG_AHEAD 2
+    #define FA_BAG_SCORE(T, S)                                                                  \
+    static inline double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,         \
+                                          const int64_t* indptr, const int32_t* indices,        \
+                                          const double* values, int64_t row, Py_ssize_t dim) {  \
+        double total = 0;                                                                       \
+        for (int64_t p = indptr[row]; p < indptr[row + 1]; p++) {                               \
+            double term = fa_dot_##S(user_row, V + (int64_t)indices[p] * dim, dim);             \
+            if (bias != NULL) term += bias[indices[p]];                                         \
+            total += values[p] * term;                                                          \
+        }                                                                                       \
+        return total;                                                                           \
+    }                                                                                           \
+    FA_CLONED Py_ssize_t fa_bag_first_above_##S(const T* user_row, const T* V, const T* bias,   \
+            const int64_t* indptr, const int32_t* indices, const double* values,                \
+            const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,               \
+            double threshold) {                                                                 \
+        for (Py_ssize_t k = start; k < n; k++) {                                                \
+            if (k + FA_BAG_AHEAD < n) {                                                         \
+                int64_t ahead = items[k + FA_BAG_AHEAD];                                        \
+                for (int64_t p = indptr[ahead]; p < indptr[ahead + 1]; p++)                     \
+                    fa_prefetch_span(V + (int64_t)indices[p] * dim, dim * sizeof(T));           \
+            }                                                                                   \
+            if (fa_bag_score_##S(user_row, V, bias, indptr, indices, values, items[k], dim)     \
+                    > threshold) return k;                                                      \
+        }                                                                                       \
+        return n;                                                                               \
+    }
+    FA_BAG_SCORE(float, f)
+    FA_BAG_SCORE(double, d)
+    """
+    enum: FA_BAG_AHEAD
+    double fa_bag_score_f(const float* user_row, const float* V, const float* bias, const int64_t* indptr,
+                          const int32_t* indices, const double* values, int64_t row, Py_ssize_t dim) noexcept nogil
+    double fa_bag_score_d(const double* user_row, const double* V, const double* bias, const int64_t* indptr,
+                          const int32_t* indices, const double* values, int64_t row, Py_ssize_t dim) noexcept nogil
+    Py_ssize_t fa_bag_first_above_f(const float* user_row, const float* V, const float* bias,
+                                    const int64_t* indptr, const int32_t* indices, const double* values,
+                                    const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                    double threshold) noexcept nogil
+    Py_ssize_t fa_bag_first_above_d(const double* user_row, const double* V, const double* bias,
+                                    const int64_t* indptr, const int32_t* indices, const double* values,
+                                    const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                    double threshold) noexcept nogil
+
+
 cdef class FeatureBags:
     """A feature matrix made ready for the samplers, once: row r (a user or an item) is the
     bag of its features, each with its weight (LightFM's `user_features`/`item_features`).
@@ -250,15 +304,21 @@ cdef class FeatureBags:
                       const floating* bias, Py_ssize_t dim) noexcept nogil:
         """The score of row `row` (an item) for a user's representation `user_row`:
         sum_f w[row, f] * (user_row . table[f] + bias[f]) (no bias when bias is NULL)."""
-        cdef double total = 0, term
-        cdef int64_t p, f
-        for p in range(self.indptr[row], self.indptr[row + 1]):
-            f = self.indices[p]
-            term = row_dot(user_row, table + f * dim, dim)
-            if bias != NULL:
-                term += bias[f]
-            total += self.values[p] * term
-        return total
+        if floating is float:
+            return fa_bag_score_f(user_row, table, bias, self.indptr, self.indices, self.values, row, dim)
+        return fa_bag_score_d(user_row, table, bias, self.indptr, self.indices, self.values, row, dim)
+
+    @cython.final
+    cdef Py_ssize_t first_above(self, const floating* user_row, const floating* table, const floating* bias,
+                                const int64_t* rows, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                double threshold) noexcept nogil:
+        """The first k in [start, n) whose row rows[k] scores above `threshold` (`score`), else
+        n, loading the rows of the features of rows[k + FA_BAG_AHEAD] as it goes."""
+        if floating is float:
+            return fa_bag_first_above_f(user_row, table, bias, self.indptr, self.indices, self.values, rows,
+                                        start, n, dim, threshold)
+        return fa_bag_first_above_d(user_row, table, bias, self.indptr, self.indices, self.values, rows,
+                                    start, n, dim, threshold)
 
     @cython.final
     cdef void prefetch(self, int64_t row, const char* table, Py_ssize_t row_bytes) noexcept nogil:
@@ -789,7 +849,7 @@ cdef class WarpSampler(PairwiseSampler):
                                       else fa_rng_below(&rng, self.n_items))
                 if self.item_features is None:
                     fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes)
-                else:
+                elif k < FA_BAG_AHEAD:         # the later ones' as the scan reaches them
                     self.item_features.prefetch(self.candidates[k], <const char*>V, row_bytes)
             self.rng = rng
             found = -1
@@ -854,13 +914,9 @@ cdef class WarpSampler(PairwiseSampler):
     cdef Py_ssize_t _first_violating(self, const floating* user_row, const floating* V, const floating* bias,
                                      Py_ssize_t start, Py_ssize_t n, double threshold) noexcept nogil:
         """The first of candidates[start:n] that scores above `threshold`, else n."""
-        cdef Py_ssize_t k
         if self.item_features is None:
             return _first_above(user_row, V, bias, self.candidates, start, n, self.dim, threshold)
-        for k in range(start, n):
-            if self.item_features.score(self.candidates[k], user_row, V, bias, self.dim) > threshold:
-                return k
-        return n
+        return self.item_features.first_above(user_row, V, bias, self.candidates, start, n, self.dim, threshold)
 
     cdef int64_t _walk(self) noexcept nogil:
         """The next interaction of the shuffled walk (a pass done, the order is shuffled anew:
