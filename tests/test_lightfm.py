@@ -306,3 +306,11 @@ def test_recommend_without_features_filters_the_fit_likes_and_verbose_prints(cap
     assert not set(ids) & set(likes[3].indices)
     np.testing.assert_allclose(model.scores([3])[0], model.predict(3, np.arange(N_ITEMS)) -
                                model.get_user_representations()[0][3], rtol=1e-5, atol=1e-6)
+
+
+def test_hogwild_processes_train_the_feature_model():
+    likes, features, user_tag, item_tag = _tagged(2)
+    model = fa.models.LightFM(no_components=8, loss="warp", learning_rate=0.1, random_state=0)
+    model.fit(likes, item_features=features, epochs=8, num_threads=2, start_method="fork")
+    ids, _ = model.recommend(np.arange(200), k=3, filter_liked=False)
+    assert (item_tag[ids] == user_tag[:, None]).mean() > 0.9

@@ -145,9 +145,10 @@ class LightFM(Recommender):
 
         `user_features`/`item_features`: scipy (users, features) / (items, features)
         matrices of weights >= 0, the identity when None; a later call must give as many
-        features. `num_threads`: Hogwild threads. `verbose`: a progress line per epoch.
-        `sample_weight` is not supported (NotImplementedError unless None). Other keyword
-        arguments go to `Recommender.fit` (`callback`, `progress`, `negatives`, `samples`).
+        features. `num_threads`: Hogwild threads (`start_method="fork"` or "spawn": Hogwild
+        processes). `verbose`: a line per epoch. `sample_weight` is not supported
+        (NotImplementedError unless None). Other keyword arguments go to `Recommender.fit`
+        (`callback`, `progress`, `negatives`, `samples`).
         LightFM's Adagrad sums carry over between its calls; here each call starts them
         anew."""
         who = "LightFM.fit"
@@ -175,7 +176,8 @@ class LightFM(Recommender):
                         lr=self.learning_rate if self.learning_schedule == "adagrad" else 1.0,
                         optimizer=SCHEDULES[self.learning_schedule], optimizer_options=options,
                         seed=int(self._draws.integers(2 ** 62)),
-                        start_method="threads" if workers > 1 else None, **fastad_options)
+                        start_method=fastad_options.pop("start_method", "threads" if workers > 1 else None),
+                        **fastad_options)
         return self
 
     def epoch_samples(self, matrix):
