@@ -54,6 +54,9 @@ class LightFM(Recommender):
     - Trained in `fastad.train`'s compiled loop: the sampler draws ids and `FeatureSampler`
       writes each as its feature bag; `num_threads` > 1 trains Hogwild threads.
 
+    `user_features=`/`item_features=` (keyword-only, not LightFM's) give the constructor the
+    feature matrices of a fit, as `load` and `fit`'s workers rebuild the model.
+
     Parameters: `user_embeddings` (n_user_features, no_components), `item_embeddings`,
     `user_bias` and `item_bias` (n_features,), LightFM's `user_biases`/`item_biases`
     arrays (here `item_biases()` is the Recommender's per-item bias).
@@ -65,7 +68,7 @@ class LightFM(Recommender):
 
     def __init__(self, no_components=10, k=5, n=10, learning_schedule="adagrad", loss="logistic",
                  learning_rate=0.05, rho=0.95, epsilon=1e-6, item_alpha=0.0, user_alpha=0.0,
-                 max_sampled=10, random_state=None, dtype=None):
+                 max_sampled=10, random_state=None, dtype=None, *, user_features=None, item_features=None):
         super().__init__()
         who = "LightFM"
         self.no_components = check_int(who, "no_components", no_components)
@@ -86,7 +89,10 @@ class LightFM(Recommender):
         self.random_state = seed_of(who, random_state)
         self.dtype = Parameter(np.zeros(0), dtype=dtype).dtype.name
         self._draws = generator_of(who, self.random_state)      # each fit's sampling seed
-        self.user_features = self.item_features = None          # FeatureBags of the last fit
+        # FeatureBags of the last fit: `_arrays()` gives them as CSR arrays, as `load` passes them
+        self.user_features, self.item_features = (None if features is None else _saved_bags(name, features)
+                                                  for name, features in (("user_features", user_features),
+                                                                         ("item_features", item_features)))
 
     # ------------------------------------------------------------------ sizes and features
 
@@ -252,13 +258,10 @@ class LightFM(Recommender):
 
     @classmethod
     def _around(cls, settings, arrays, weights):
-        """The model of `settings` over `weights` (adopted zero-copy) with the feature matrices
-        of `arrays`: how `load` and each worker of `fit` rebuild it."""
-        model = cls(**settings)
-        for name in ("user_features", "item_features"):
-            saved = arrays[name]
-            matrix = sp.csr_matrix((saved["data"], saved["indices"], saved["indptr"]), shape=tuple(saved["shape"]))
-            setattr(model, name, FeatureBags(matrix, matrix.shape[0], "LightFM.load", name))
+        """The model of `settings` and the feature matrices of `arrays` over `weights` (adopted
+        zero-copy): how `load` and each worker of `fit` rebuild it (the tables are made by a
+        fit, so there are none to replace)."""
+        model = cls(**settings, **arrays)
         for name, value in weights.items():
             setattr(model, name, Parameter(value))
         return model
@@ -391,6 +394,15 @@ class LightFM(Recommender):
         bags = self._query_bags(who, "item_features", item_features, "item")
         return _nearest(who, "item_ids", item_ids, self._representations(bags, "item")[1], N, k, filter_items,
                         items, "items")
+
+
+def _saved_bags(name, features):
+    """The FeatureBags of a feature matrix given as `_arrays()` gives it (a dict of its CSR
+    arrays) or as a scipy matrix."""
+    if isinstance(features, dict):
+        features = sp.csr_matrix((features["data"], features["indices"], features["indptr"]),
+                                 shape=tuple(features["shape"]))
+    return FeatureBags(features, getattr(features, "shape", (0,))[0], "LightFM", name)
 
 
 class _Bags:
