@@ -314,3 +314,18 @@ def test_hogwild_processes_train_the_feature_model():
     model.fit(likes, item_features=features, epochs=8, num_threads=2, start_method="fork")
     ids, _ = model.recommend(np.arange(200), k=3, filter_liked=False)
     assert (item_tag[ids] == user_tag[:, None]).mean() > 0.9
+
+
+def test_feature_ids_past_a_table_are_an_index_error_before_training():
+    likes = _likes()
+    model = _fitted_tables("bpr", likes, None, None)
+    loss, bags = model.example_graph()
+    columns = np.append(np.arange(N_ITEMS - 1), N_ITEMS)          # the last item's feature is past the table
+    wide = sp.csr_matrix((np.ones(N_ITEMS), (np.arange(N_ITEMS), columns)), shape=(N_ITEMS, N_ITEMS + 1))
+    inner = fa.data.PairwiseSampler(likes, *bags.ids, seed=0)
+    sampler = fa.data.FeatureSampler(inner, model.user_features, wide, bags.user + (bags.user_weights,),
+                                     bags.item + (bags.item_weights,), *bags.ids)
+    kept = model.item_embeddings.value.copy()
+    with pytest.raises(IndexError, match="the sampler writes ids up to 40"):
+        fa.train(loss, fa.optim.SGD(list(model.parameters()), lr=0.1), sampler)
+    np.testing.assert_array_equal(model.item_embeddings.value, kept)
