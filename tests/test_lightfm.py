@@ -329,3 +329,14 @@ def test_feature_ids_past_a_table_are_an_index_error_before_training():
     with pytest.raises(IndexError, match="the sampler writes ids up to 40"):
         fa.train(loss, fa.optim.SGD(list(model.parameters()), lr=0.1), sampler)
     np.testing.assert_array_equal(model.item_embeddings.value, kept)
+
+
+def test_feature_bags_pickle_and_check_their_matrix():
+    import pickle
+    features = _features(N_ITEMS, 3, 0)
+    bags = fa.data.FeatureBags(features, N_ITEMS)
+    back = pickle.loads(pickle.dumps(bags))
+    assert (back.n_rows, back.n_features, back.longest) == (bags.n_rows, bags.n_features, bags.longest)
+    np.testing.assert_array_equal(back.matrix.toarray(), features.toarray())
+    with pytest.raises(ValueError, match="features has shape"):
+        fa.data.FeatureBags(features, N_ITEMS + 1)

@@ -34,8 +34,6 @@ class FeatureBags:
 class FeatureSampler(Sampler):
     user_features: Final[FeatureBags]
     item_features: Final[FeatureBags]
-    @property
-    def sampler(self) -> Sampler: ...
     def __init__(self, sampler: Sampler, user_features: Any, item_features: Any,
                  user_bags: tuple[IndexInput, IndexInput, Input], item_bags: tuple[IndexInput, IndexInput, Input],
                  users: IndexInput, pos: IndexInput, neg: IndexInput | None = None) -> None: ...

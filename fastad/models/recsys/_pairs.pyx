@@ -1141,10 +1141,5 @@ cdef class FeatureSampler(Sampler):
             return self.item_features.n_features - 1
         return -1
 
-    @property
-    def sampler(self):
-        """The sampler of ids it runs."""
-        return self.inner
-
     def where(self):
         return self.inner.where()
