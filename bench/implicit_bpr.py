@@ -158,10 +158,11 @@ def run(quick=False):
     return {"users": users, "items": items, "train": train.nnz, "epochs": epochs, "rows": rows}
 
 
-def stdlib_documents(limit_tokens):
+def stdlib_documents(limit_tokens, with_words=False):
     """A documents x words CSR matrix from the standard library's docstrings and comments
     (bench/peers.py's sentences): a sentence of five kept words or more is a document, a
-    word found in five documents or more an item."""
+    word found in five documents or more an item; with `with_words`, (the matrix, the word
+    of each item)."""
     import scipy.sparse as sp
     from peers import stdlib_text
 
@@ -177,8 +178,8 @@ def stdlib_documents(limit_tokens):
         if len(kept) >= 5:
             rows.extend([rows[-1] + 1 if rows else 0] * len(kept))
             columns.extend(kept)
-    return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, columns)),
-                         shape=(rows[-1] + 1, len(vocabulary)))
+    matrix = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, columns)), shape=(rows[-1] + 1, len(vocabulary)))
+    return (matrix, sorted(vocabulary, key=vocabulary.get)) if with_words else matrix
 
 
 def defaults_rows(quick=False):

@@ -77,14 +77,20 @@ class LightFM:
             self.source = os.path.join(folder, "train.npz")
             np.savez(self.source, indptr=train.indptr, indices=train.indices, shape=np.array(train.shape))
 
-    def fit(self, loss, epochs, threads, seed):
-        """(a model to score with, seconds of the fit)."""
+    def fit(self, loss, epochs, threads, seed, item_features=None):
+        """(a model to score with, seconds of the fit); with `item_features` (CSR, as
+        lightfm_fit.fit takes them), the scores of every row of it."""
         if self.python is None:
-            users, items, biases, seconds = lightfm_fit.fit(self.train, loss, epochs, threads, seed)
+            users, items, biases, seconds = lightfm_fit.fit(self.train, loss, epochs, threads, seed, item_features)
         else:
             target = os.path.join(self.folder, "factors.npz")
+            features = []
+            if item_features is not None:
+                features = [os.path.join(self.folder, "item_features.npz")]
+                np.savez(features[0], indptr=item_features.indptr, indices=item_features.indices,
+                         data=item_features.data, shape=np.array(item_features.shape))
             subprocess.run([self.python, lightfm_fit.__file__, self.source, target, loss, str(epochs),
-                            str(threads), str(seed)], check=True)
+                            str(threads), str(seed)] + features, check=True)
             saved = np.load(target)
             users, items, biases, seconds = (saved["user_factors"], saved["item_factors"],
                                              saved["item_biases"], float(saved["seconds"]))

@@ -20,7 +20,7 @@ sys.path.insert(0, HERE)
 from blas_threads import pin_blas_to_one_thread  # noqa: E402
 from common import machine  # noqa: E402
 
-BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "peers", "lightfm_warp", "own_models", "text_classifier",
+BENCHMARKS = ["scalar_graph", "bpr", "hogwild_bpr", "peers", "lightfm_warp", "lightfm_features", "own_models", "text_classifier",
               "fasttext_subword", "featurise", "sparse_models", "two_cores", "optim_step", "char_lstm", "tree_rnn",
               "bilstm_tagger", "mlp", "cnn", "distributed_bpr", "gpu"]
 

@@ -4,7 +4,8 @@ data, and user x item interaction matrices with their splits.
 - `FeedSampler` and `BagSampler` (`fastad.training.feeds`) fill a graph's leaves with
   given rows; `PairwiseSampler` (`fastad.models.recsys`) draws BPR's triples from an
   `Interactions` matrix, `WarpSampler` WARP's (negatives drawn against the current scores,
-  with their rank weights); `SkipGramSampler`, `CbowSampler`, `SharedNegativeSampler`
+  with their rank weights), `FeatureSampler` either's ids as bags of weighted features
+  (`FeatureBags`, LightFM's feature matrices); `SkipGramSampler`, `CbowSampler`, `SharedNegativeSampler`
   (skip-gram with shared negatives) and the subword forms `SubwordSkipGramSampler`,
   `SubwordCbowSampler`, `SubwordSharedNegativeSampler` (`fastad.models.text`) walk a
   corpus's windows. Each fills a graph's leaves with one example at a time inside `fastad.train`,
@@ -15,7 +16,8 @@ data, and user x item interaction matrices with their splits.
 """
 from fastad.training.sampler import Sampler
 from fastad.training.feeds import BagSampler, FeedSampler
-from fastad.models.recsys._pairs import Interactions, PairwiseSampler, WarpSampler
+from fastad.models.recsys._pairs import (FeatureBags, FeatureSampler, Interactions, PairwiseSampler,
+                                        WarpSampler)
 from fastad.models.recsys.interactions import (check_interactions, leave_k_out, pairwise_auc,
                                                partition_triples, planted_interactions,
                                                planted_preferences, sample_triples,
@@ -24,7 +26,8 @@ from fastad.models.text._windows import (AliasTable, CbowSampler, SharedNegative
                                          SubwordCbowSampler, SubwordSharedNegativeSampler, SubwordSkipGramSampler,
                                          TokenStream, WindowSampler, count_words)
 
-__all__ = ["Sampler", "FeedSampler", "BagSampler", "PairwiseSampler", "WarpSampler", "Interactions",
+__all__ = ["Sampler", "FeedSampler", "BagSampler", "PairwiseSampler", "WarpSampler", "FeatureBags", "FeatureSampler",
+           "Interactions",
            "WindowSampler", "SkipGramSampler", "CbowSampler", "SharedNegativeSampler", "SubwordSkipGramSampler",
            "SubwordCbowSampler", "SubwordSharedNegativeSampler", "AliasTable",
            "TokenStream", "count_words",

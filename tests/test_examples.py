@@ -139,6 +139,13 @@ def test_implicit_tutorial_runs_implicits_calls_and_learns(capsys):
     assert "held-out check" in capsys.readouterr().out
 
 
+def test_lightfm_tutorial_runs_lightfms_calls_and_learns(capsys):
+    result = load_example("lightfm_tutorial").main(["--users", "400", "--items", "160", "--epochs", "20"])
+    assert result["precision@5"] > 2 * result["chance"]
+    assert result["cold_hit"] > 2 * result["cold_chance"]      # new items found by their genre
+    assert "test precision@5" in capsys.readouterr().out
+
+
 def test_bilstm_tagger_learns_and_replays_a_graph_per_length(capsys):
     history = load_example("bilstm_tagger").main(sentences=600, epochs=2, hidden=16)
     assert history["train_loss"][1] < history["train_loss"][0]

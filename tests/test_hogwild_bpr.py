@@ -61,7 +61,7 @@ def test_unknown_optimizer_is_reported_with_the_rank(data):
     train, _ = data
     model = fa.models.BPR(USERS, ITEMS, dim=8, seed=0)
     with fa.hogwild.share({"U": model.U.value, "V": model.V.value}) as shared:
-        with pytest.raises(fa.hogwild.WorkerError, match=r"optimizer must be one of \[.adagrad., .adam., .ftrl., .sgd.\]"):
+        with pytest.raises(fa.hogwild.WorkerError, match=r"optimizer must be one of \[.adadelta., .adagrad., .adam., .ftrl., .sgd.\]"):
             fa.hogwild.run(fa.models.bpr_hogwild_worker, workers=2,
                            args=(shared, train, 2, "lbfgs"), start_method="fork")
 

@@ -240,7 +240,7 @@ def test_out_of_range_ids_are_named_in_scalar_and_list_form(small_fitted, method
     (LIKES, {"workers": 0}, ValueError, "workers must be >= 1, got 0"),
     (LIKES, {"samples": 2.5}, TypeError, "samples must be an int"),
     (LIKES, {"lr": -0.1}, ValueError, "lr must be a finite number > 0"),
-    (LIKES, {"optimizer": "lbfgs"}, ValueError, r"optimizer must be one of \['adagrad', 'adam', 'ftrl', 'sgd'\]"),
+    (LIKES, {"optimizer": "lbfgs"}, ValueError, r"optimizer must be one of \['adadelta', 'adagrad', 'adam', 'ftrl', 'sgd'\]"),
     (LIKES, {"callback": 3}, TypeError, r"callback must be callable or None, got 3 \(int\)"),
     (LIKES, {"samples": 2, "workers": 3}, ValueError, r"samples \(2\) must be >= workers \(3\)"),
     (LIKES, {"seed": -1}, ValueError, "seed must be >= 0, got -1"),

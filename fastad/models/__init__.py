@@ -7,6 +7,8 @@ runner (`runner`).
   ranking;
 - `BPR` (`bpr`): matrix factorisation, and `bpr_hogwild_worker` on precomputed triples;
 - `TwoTower` (`two_tower`): users and items as sums of feature embeddings;
+- `LightFM` (`lightfm`): LightFM's hybrid model, users and items as weighted sums of their
+  features' embeddings (scipy feature matrices), its losses and calls;
 - `Word2Vec` (`word2vec`): skip-gram and CBOW with negative sampling, its vectors a
   `KeyedVectors` (`keyed_vectors`, gensim's API);
 - `FastText` (`fasttext`): Word2Vec over words and their character n-grams, with
@@ -28,12 +30,13 @@ from fastad.models.recsys.recommender import Recommender, bpr_loss, margin_loss
 from fastad.models.runner import OPTIMIZERS
 from fastad.models.recsys.bpr import BPR, bpr_hogwild_worker
 from fastad.models.recsys.two_tower import TwoTower
+from fastad.models.recsys.lightfm import LightFM
 from fastad.models.text.keyed_vectors import KeyedVectors
 from fastad.models.text.word2vec import EncodedCorpus, LineSentences, Word2Vec
 from fastad.models.text.fasttext import FastText, FastTextKeyedVectors
 from fastad.models.text.text_classifier import TextClassifier
 from fastad.models.linear import FactorizationMachine, LinearModel
 
-__all__ = ["Model", "Recommender", "BPR", "TwoTower", "Word2Vec", "FastText", "FastTextKeyedVectors",
+__all__ = ["Model", "Recommender", "BPR", "TwoTower", "LightFM", "Word2Vec", "FastText", "FastTextKeyedVectors",
            "EncodedCorpus", "LineSentences", "KeyedVectors", "TextClassifier", "bpr_hogwild_worker",
            "LinearModel", "FactorizationMachine"]

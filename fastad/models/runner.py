@@ -30,13 +30,13 @@ from fastad.training.loop import train
 from fastad import parallel as hogwild
 from fastad.checks import check_choice, check_int
 from fastad.cuda import check_device
-from fastad.optim import FTRL, SGD, Adagrad, Adam, LinearDecay
+from fastad.optim import FTRL, SGD, Adadelta, Adagrad, Adam, LinearDecay
 from fastad.progress import ProgressRate
 
 __all__ = ["OPTIMIZERS", "optimizer_options_of", "RunSettings", "ModelDescription", "WorkerGraph", "DeviceWorkerGraph", "EpochRunner",
            "run_worker"]
 
-OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam, "ftrl": FTRL}   # RunSettings.optimizer names
+OPTIMIZERS = {"sgd": SGD, "adagrad": Adagrad, "adam": Adam, "ftrl": FTRL, "adadelta": Adadelta}   # RunSettings.optimizer names
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 for BPR-style ranking losses, drawn from `Interactions` (the user x item matrix,
 laid out once for every sampler made from it); `WarpSampler`: WARP's and k-OS WARP's
 triples, whose negatives are drawn against the model's current scores, with their rank
-weights."""
+weights; `FeatureBags` and `FeatureSampler`: users and items described by weighted
+features (LightFM's feature matrices), each sampled id written as its bag of features."""
 import numpy as np
 cimport cython
 cimport numpy as cnp
@@ -29,7 +30,7 @@ cdef extern from *:
 
 cdef int64_t INT32_LIMIT = 2147483647      # the largest user or item id count PairwiseSampler holds
 
-__all__ = ["Interactions", "PairwiseSampler", "WarpSampler"]
+__all__ = ["Interactions", "PairwiseSampler", "WarpSampler", "FeatureBags", "FeatureSampler"]
 
 #: The largest rank weight of a WARP triple (LightFM's MAX_LOSS): log(floor((n_items - 1) /
 #: tries)) is capped here.
@@ -172,6 +173,183 @@ cdef class Interactions:
         # when there are as many of them. (No array of the interactions' size is made here:
         # each epoch's sampler, in each thread, asks.)
         return np.flatnonzero(self.degree >= (self.liked_items if by_popularity else self.n_items))
+
+
+cdef extern from *:
+    """
+    #include "clones.h"
+    /* A row's score through its bag of weighted features (FeatureBags.score): sum over its
+     * features f of w_f * (user_row . V[f] by fa_dot (loops.pxd), plus bias[f] unless bias is
+     * NULL). fa_bag_first_above: WarpSampler's scan of its candidate negatives with item
+     * features, the first k in [start, n) whose score is above `threshold`, else n; it starts
+     * loading the rows of candidate k + FA_BAG_AHEAD as it scores candidate k. */
+    #define FA_BAG_AHEAD 2
+    #define FA_BAG_SCORE(T, S)                                                                  \
+    static inline double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,         \
+                                          const int64_t* indptr, const int32_t* indices,        \
+                                          const double* values, int64_t row, Py_ssize_t dim) {  \
+        double total = 0;                                                                       \
+        for (int64_t p = indptr[row]; p < indptr[row + 1]; p++) {                               \
+            double term = fa_dot_##S(user_row, V + (int64_t)indices[p] * dim, dim);             \
+            if (bias != NULL) term += bias[indices[p]];                                         \
+            total += values[p] * term;                                                          \
+        }                                                                                       \
+        return total;                                                                           \
+    }                                                                                           \
+    FA_CLONED Py_ssize_t fa_bag_first_above_##S(const T* user_row, const T* V, const T* bias,   \
+            const int64_t* indptr, const int32_t* indices, const double* values,                \
+            const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,               \
+            double threshold) {                                                                 \
+        for (Py_ssize_t k = start; k < n; k++) {                                                \
+            if (k + FA_BAG_AHEAD < n) {                                                         \
+                int64_t ahead = items[k + FA_BAG_AHEAD];                                        \
+                for (int64_t p = indptr[ahead]; p < indptr[ahead + 1]; p++)                     \
+                    fa_prefetch_span(V + (int64_t)indices[p] * dim, dim * sizeof(T));           \
+            }                                                                                   \
+            if (fa_bag_score_##S(user_row, V, bias, indptr, indices, values, items[k], dim)     \
+                    > threshold) return k;                                                      \
+        }                                                                                       \
+        return n;                                                                               \
+    }
+    FA_BAG_SCORE(float, f)
+    FA_BAG_SCORE(double, d)
+    """
+    enum: FA_BAG_AHEAD
+    double fa_bag_score_f(const float* user_row, const float* V, const float* bias, const int64_t* indptr,
+                          const int32_t* indices, const double* values, int64_t row, Py_ssize_t dim) noexcept nogil
+    double fa_bag_score_d(const double* user_row, const double* V, const double* bias, const int64_t* indptr,
+                          const int32_t* indices, const double* values, int64_t row, Py_ssize_t dim) noexcept nogil
+    Py_ssize_t fa_bag_first_above_f(const float* user_row, const float* V, const float* bias,
+                                    const int64_t* indptr, const int32_t* indices, const double* values,
+                                    const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                    double threshold) noexcept nogil
+    Py_ssize_t fa_bag_first_above_d(const double* user_row, const double* V, const double* bias,
+                                    const int64_t* indptr, const int32_t* indices, const double* values,
+                                    const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                    double threshold) noexcept nogil
+
+
+cdef class FeatureBags:
+    """A feature matrix made ready for the samplers, once: row r (a user or an item) is the
+    bag of its features, each with its weight (LightFM's `user_features`/`item_features`).
+
+    `FeatureBags(features, rows, who="FeatureBags", name="features")` takes a scipy sparse
+    (rows, n_features) matrix of finite weights >= 0 (a stored zero is left out) whose row
+    count is `rows`, and holds it as canonical CSR: int32 feature ids, float64 weights. The
+    representation of row r is sum_f w[r, f] * E[f] over a table E of n_features rows, its
+    bias sum_f w[r, f] * b[f]. Rows are taken as given: not normalised (normalise them
+    yourself, as LightFM's users do, when a row should weigh 1 in all). Errors name `who`
+    and `name`.
+
+    >>> bags = fa.data.FeatureBags(sp.identity(1000, format="csr"), 1000)
+    """
+    cdef readonly object matrix
+    cdef object indices_array, values_array, indptr_array
+    cdef const int64_t* indptr
+    cdef const int32_t* indices
+    cdef const double* values
+    cdef readonly int64_t n_rows, n_features, longest
+
+    def __init__(self, features, rows, who="FeatureBags", name="features"):
+        import scipy.sparse as sp
+        if not sp.issparse(features):
+            raise TypeError(f"{who}: {name} must be a scipy sparse (rows, features) matrix, got "
+                            f"{type(features).__name__}")
+        if features.ndim != 2 or features.shape[0] != rows:
+            raise ValueError(f"{who}: {name} has shape {features.shape}, expected {rows} rows (one "
+                             f"per row of the interactions' {'users' if 'user' in name else 'items'})")
+        if features.shape[1] == 0:
+            raise ValueError(f"{who}: {name} has shape {features.shape}: no feature")
+        _check_int32(who, f"{name}'s features", features.shape[1])
+        matrix = sp.csr_matrix(features, dtype=np.float64, copy=True)
+        matrix.sum_duplicates()
+        bad = ~np.isfinite(matrix.data) | (matrix.data < 0)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            row = int(np.searchsorted(matrix.indptr, first, side="right")) - 1
+            raise ValueError(f"{who}: {name} must hold finite weights >= 0; it holds "
+                             f"{matrix.data[first]} at row {row}, feature {matrix.indices[first]} "
+                             f"({int(bad.sum())} such weight(s) in all)")
+        matrix.eliminate_zeros()
+        matrix.sort_indices()
+        self.matrix = matrix
+        self.n_rows, self.n_features = matrix.shape
+        self.indptr_array = np.ascontiguousarray(matrix.indptr, dtype=np.int64)
+        self.indices_array = np.ascontiguousarray(matrix.indices, dtype=np.int32)
+        self.values_array = np.ascontiguousarray(matrix.data, dtype=np.float64)
+        for arr in (self.indptr_array, self.indices_array, self.values_array):
+            arr.flags.writeable = False
+        self.longest = int(np.diff(self.indptr_array).max())
+        self.indptr = <const int64_t*>cnp.PyArray_DATA(self.indptr_array)
+        self.indices = <const int32_t*>cnp.PyArray_DATA(self.indices_array)
+        self.values = <const double*>cnp.PyArray_DATA(self.values_array)
+
+    def __reduce__(self):
+        return _feature_bags, (self.matrix,)
+
+    def __repr__(self):
+        return f"FeatureBags({self.n_rows} rows x {self.n_features} features, {self.matrix.nnz} weights)"
+
+    @cython.final
+    cdef void represent(self, int64_t row, const floating* table, Py_ssize_t dim,
+                        floating* out) noexcept nogil:
+        """out = sum_f w[row, f] * table[f] (dim values a row), in the table's precision."""
+        cdef Py_ssize_t d
+        cdef int64_t p
+        cdef const floating* source
+        cdef floating w
+        for d in range(dim):
+            out[d] = 0
+        for p in range(self.indptr[row], self.indptr[row + 1]):
+            source = table + <int64_t>self.indices[p] * dim
+            w = <floating>self.values[p]
+            for d in range(dim):
+                out[d] += w * source[d]
+
+    @cython.final
+    cdef double score(self, int64_t row, const floating* user_row, const floating* table,
+                      const floating* bias, Py_ssize_t dim) noexcept nogil:
+        """The score of row `row` (an item) for a user's representation `user_row`:
+        sum_f w[row, f] * (user_row . table[f] + bias[f]) (no bias when bias is NULL)."""
+        if floating is float:
+            return fa_bag_score_f(user_row, table, bias, self.indptr, self.indices, self.values, row, dim)
+        return fa_bag_score_d(user_row, table, bias, self.indptr, self.indices, self.values, row, dim)
+
+    @cython.final
+    cdef Py_ssize_t first_above(self, const floating* user_row, const floating* table, const floating* bias,
+                                const int64_t* rows, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                double threshold) noexcept nogil:
+        """The first k in [start, n) whose row rows[k] scores above `threshold` (`score`), else
+        n, loading the rows of the features of rows[k + FA_BAG_AHEAD] as it goes."""
+        if floating is float:
+            return fa_bag_first_above_f(user_row, table, bias, self.indptr, self.indices, self.values, rows,
+                                        start, n, dim, threshold)
+        return fa_bag_first_above_d(user_row, table, bias, self.indptr, self.indices, self.values, rows,
+                                    start, n, dim, threshold)
+
+    @cython.final
+    cdef void prefetch(self, int64_t row, const char* table, Py_ssize_t row_bytes) noexcept nogil:
+        """Start loading the table rows of row `row`'s features."""
+        cdef int64_t p
+        for p in range(self.indptr[row], self.indptr[row + 1]):
+            fa_prefetch_span(table + <int64_t>self.indices[p] * row_bytes, row_bytes)
+
+    @cython.final
+    cdef Py_ssize_t write(self, int64_t row, int64_t* ids, floating* weights, Py_ssize_t at,
+                          double sign) noexcept nogil:
+        """Write row `row`'s feature ids into ids[at:] and sign * their weights into
+        weights[at:]; returns the position past them."""
+        cdef int64_t p
+        for p in range(self.indptr[row], self.indptr[row + 1]):
+            ids[at] = self.indices[p]
+            weights[at] = <floating>(sign * self.values[p])
+            at += 1
+        return at
+
+
+def _feature_bags(matrix):
+    """FeatureBags rebuilt from its matrix on arrival (pickling)."""
+    return FeatureBags(matrix, matrix.shape[0])
 
 
 cdef class PairwiseSampler(Sampler):
@@ -543,6 +721,12 @@ cdef class WarpSampler(PairwiseSampler):
     user_table, item_table, item_bias  the model's U (n_users, dim), V (n_items, dim) and
                   optional item biases b (n_items,) or (n_items, 1): the graph's tables,
                   read as they train (Hogwild threads and processes included).
+    user_features, item_features  None (ids: row u of U is user u), or `FeatureBags` (or a
+                  scipy matrix made into one) of one row per user (item): then the tables
+                  have a row per feature, a user's representation is sum_f w[u, f] * U[f]
+                  and an item's score sum_f w[i, f] * (user . V[f] + b[f]): LightFM's
+                  hybrid model. The leaves still take ids; `FeatureSampler` writes them
+                  as the graph's feature bags.
     max_sampled   the most candidate negatives a positive draws (>= 1; LightFM's 10).
     kos_k, kos_n  k-OS WARP (kos_k given): a positive is a user drawn uniformly from the
                   worker's share of the users, then kos_n (>= 1) of their items drawn
@@ -566,6 +750,9 @@ cdef class WarpSampler(PairwiseSampler):
     >>> fa.train(loss, opt, fa.data.WarpSampler(csr, u, i, j, w, U, V, seed=0), epochs=5)
     """
     cdef Variable user_table, item_table, item_bias
+    cdef readonly FeatureBags user_features, item_features     # None: ids
+    cdef object user_row_array       # with user features: the drawn user's representation
+    cdef char* user_row
     cdef char* out_weights
     cdef Py_ssize_t dim
     cdef readonly Py_ssize_t max_sampled, kos_k, kos_n       # kos_k 0: WARP
@@ -584,7 +771,7 @@ cdef class WarpSampler(PairwiseSampler):
 
     def __init__(self, interactions, users, pos, neg, weights, user_table, item_table, item_bias=None, *,
                  max_sampled=10, kos_k=None, kos_n=10, negatives="uniform", examples=None, n_users=None,
-                 n_items=None, seed=None, rank=0, workers=1):
+                 n_items=None, seed=None, rank=0, workers=1, user_features=None, item_features=None):
         who = "WarpSampler"
         self.max_sampled = check_int(who, "max_sampled", max_sampled, 1)
         if kos_k is not None:
@@ -607,17 +794,24 @@ cdef class WarpSampler(PairwiseSampler):
         if len(U._shape) != 2 or len(V._shape) != 2 or U._shape[1] != V._shape[1]:
             raise ValueError(f"{who}: user_table and item_table must be (n_users, dim) and (n_items, dim) "
                              f"tables of one dim, got shapes {U._shape} and {V._shape}")
-        if U._shape[0] != self.n_users or V._shape[0] != self.n_items:
+        if user_features is not None:
+            self.user_features = _bags_of(who, "user_features", user_features, self.n_users)
+        if item_features is not None:
+            self.item_features = _bags_of(who, "item_features", item_features, self.n_items)
+        user_rows = self.n_users if user_features is None else self.user_features.n_features
+        item_rows = self.n_items if item_features is None else self.item_features.n_features
+        if U._shape[0] != user_rows or V._shape[0] != item_rows:
             raise ValueError(f"{who}: the tables have {U._shape[0]} user rows and {V._shape[0]} item "
-                             f"rows, but the interactions have {self.n_users} users and "
-                             f"{self.n_items} items")
+                             f"rows, but the {'user features' if user_features is not None else 'interactions'} "
+                             f"have {user_rows} and the {'item features' if item_features is not None else 'interactions'} "
+                             f"{item_rows}")
         cdef Variable w = require_float(who, weights, "weights")
         cdef Variable b = None
         if item_bias is not None:
             b = require_float(who, item_bias, "item_bias")
-            if b._shape not in ((self.n_items,), (self.n_items, 1)):
-                raise ValueError(f"{who}: item_bias must have shape ({self.n_items},) or "
-                                 f"({self.n_items}, 1), got {b._shape}")
+            if b._shape not in ((item_rows,), (item_rows, 1)):
+                raise ValueError(f"{who}: item_bias must have shape ({item_rows},) or "
+                                 f"({item_rows}, 1), got {b._shape}")
         for name, x in (("item_table", V), ("item_bias", b), ("weights", w)):
             if x is not None and x.f64 != U.f64:
                 raise TypeError(f"{who}: {name} is {x.dtype} but user_table is {U.dtype}: give "
@@ -632,6 +826,8 @@ cdef class WarpSampler(PairwiseSampler):
         self.dim = U._shape[1]
         self.out_weights = w.val_ptr
         self.leaves = (users, pos, neg, weights)
+        self.user_row_array = empty_buffer((self.dim,), U.dtype)
+        self.user_row = <char*>cnp.PyArray_DATA(self.user_row_array)
         if self.kos_k:
             self.kos_scores_array = empty_buffer((self.kos_n,), np.float64)
             self.kos_items_array = empty_buffer((self.kos_n,), np.int64)
@@ -685,26 +881,31 @@ cdef class WarpSampler(PairwiseSampler):
         cdef Py_ssize_t row_bytes = self.dim * sizeof(floating)
         cdef double threshold
         cdef fa_rng rng
+        cdef const floating* user_row
         if self.kos_k:
             user = self.first_user + fa_rng_below(&self.rng, self.shard_users)
             if self.indptr[user + 1] == self.indptr[user]:
                 return False
-            item = self._kth_positive(user, U + user * self.dim, V, bias)
+            user_row = self._user_row(user, U)
+            item = self._kth_positive(user, user_row, V, bias)
         else:
             user, item = self._next_positive()
-        threshold = _score(U + user * self.dim, V, bias, item, self.dim) - 1.0
+            user_row = self._user_row(user, U)
+        threshold = self._score_of(item, user_row, V, bias) - 1.0
         while drawn < self.max_sampled:         # the candidates, a chunk at a time, in draw order
             chunk = min(<Py_ssize_t>CANDIDATES, self.max_sampled - drawn)
             rng = self.rng          # in registers for the draws, not through the object's memory
             for k in range(chunk):
                 self.candidates[k] = (self.pairs[fa_rng_below(&rng, self.nnz)].item if self.by_popularity
                                       else fa_rng_below(&rng, self.n_items))
-                fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes)
+                if self.item_features is None:
+                    fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes)
+                elif k < FA_BAG_AHEAD:         # the later ones' as the scan reaches them
+                    self.item_features.prefetch(self.candidates[k], <const char*>V, row_bytes)
             self.rng = rng
             found = -1
             while True:
-                found = _first_above(U + user * self.dim, V, bias, self.candidates, found + 1, chunk,
-                                     self.dim, threshold)
+                found = self._first_violating(user_row, V, bias, found + 1, chunk, threshold)
                 if found == chunk:
                     break
                 if not self.liked(user, self.candidates[found]):   # a liked violator counts as a draw
@@ -728,12 +929,45 @@ cdef class WarpSampler(PairwiseSampler):
             self.primed = True
         pair = self.next_pair
         self.next_pair = self.pairs[self.ahead_pair]
-        self.prefetch_rows(0, self.next_pair.user)
-        self.prefetch_rows(1, self.next_pair.item)
+        self._prefetch_rows_of(0, self.user_features, self.next_pair.user)
+        self._prefetch_rows_of(1, self.item_features, self.next_pair.item)
         fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])
         self.ahead_pair = self._walk()
         fa_prefetch(&self.pairs[self.ahead_pair])
         return pair.user, pair.item
+
+    cdef void _prefetch_rows_of(self, Py_ssize_t leaf, FeatureBags bags, int64_t row) noexcept nogil:
+        """Start loading the table rows of `leaf`'s id `row`: that row, or with feature bags the
+        rows of its features (`FeatureSampler` passes its bags' tables on to these leaves)."""
+        cdef int64_t p
+        if bags is None:
+            self.prefetch_rows(leaf, row)
+            return
+        for p in range(bags.indptr[row], bags.indptr[row + 1]):
+            self.prefetch_rows(leaf, bags.indices[p])
+
+    cdef const floating* _user_row(self, int64_t user, const floating* U) noexcept nogil:
+        """The user's representation: row `user` of U, or with user features their weighted
+        sum, made in this sampler's own buffer."""
+        if self.user_features is None:
+            return U + user * self.dim
+        self.user_features.represent(user, U, self.dim, <floating*>self.user_row)
+        return <const floating*>self.user_row
+
+    cdef double _score_of(self, int64_t item, const floating* user_row, const floating* V,
+                          const floating* bias) noexcept nogil:
+        """The model's score of `item` for the user of `user_row` (through its features, with
+        item features)."""
+        if self.item_features is None:
+            return _score(user_row, V, bias, item, self.dim)
+        return self.item_features.score(item, user_row, V, bias, self.dim)
+
+    cdef Py_ssize_t _first_violating(self, const floating* user_row, const floating* V, const floating* bias,
+                                     Py_ssize_t start, Py_ssize_t n, double threshold) noexcept nogil:
+        """The first of candidates[start:n] that scores above `threshold`, else n."""
+        if self.item_features is None:
+            return _first_above(user_row, V, bias, self.candidates, start, n, self.dim, threshold)
+        return self.item_features.first_above(user_row, V, bias, self.candidates, start, n, self.dim, threshold)
 
     cdef int64_t _walk(self) noexcept nogil:
         """The next interaction of the shuffled walk (a pass done, the order is shuffled anew:
@@ -759,7 +993,7 @@ cdef class WarpSampler(PairwiseSampler):
         cdef Py_ssize_t a, c, best
         for a in range(n):
             self.kos_items[a] = self.indices[start + fa_rng_below(&self.rng, count)]
-            self.kos_scores[a] = _score(user_row, V, bias, self.kos_items[a], self.dim)
+            self.kos_scores[a] = self._score_of(self.kos_items[a], user_row, V, bias)
         for a in range(k):          # selection: the k highest first, in order
             best = a
             for c in range(a + 1, n):
@@ -777,3 +1011,186 @@ cdef class WarpSampler(PairwiseSampler):
 
     def where(self):
         return f"positive {self.tried} of the epoch"
+
+
+cdef FeatureBags _bags_of(str who, str name, object features, int64_t rows):
+    """`features` as FeatureBags of `rows` rows: itself when it is one (its rows checked),
+    else made from a scipy matrix."""
+    if isinstance(features, FeatureBags):
+        if (<FeatureBags>features).n_rows != rows:
+            raise ValueError(f"{who}: {name} has {(<FeatureBags>features).n_rows} rows, expected {rows} "
+                             f"(one per row of the interactions' {'users' if 'user' in name else 'items'})")
+        return features
+    return FeatureBags(features, rows, who, name)
+
+
+cdef FeatureBags _covering_bags(str who, str name, object features, Sampler sampler, object leaf):
+    """`features` as FeatureBags of its own rows, which must cover every id `sampler` writes
+    into `leaf`."""
+    bags = features if isinstance(features, FeatureBags) else FeatureBags(
+        features, getattr(features, "shape", (0,))[0], who, name)
+    top = sampler.largest_ids()[[x is leaf for x in sampler.leaves].index(True)]
+    if top >= (<FeatureBags>bags).n_rows:
+        raise ValueError(f"{who}: the sampler writes ids up to {top}, but {name} has "
+                         f"{(<FeatureBags>bags).n_rows} rows")
+    return bags
+
+
+cdef tuple _bag_leaves(str who, str name, object leaves, Py_ssize_t capacity, Py_ssize_t bags):
+    """The (ids, offsets, weights) leaves of an `embedding_bag(table, ids, offsets,
+    per_sample_weights=weights, mode="sum", include_last_offset=True)` of `bags` bags whose
+    ids take up to `capacity` positions: their buffers, checked."""
+    if not isinstance(leaves, tuple) or len(leaves) != 3:
+        raise TypeError(f"{who}: {name} must be an (ids, offsets, weights) tuple of leaves, got {leaves!r:.60}")
+    ids, offsets, weights = leaves
+    cdef int64_t* ids_buffer = _index_leaf(who, f"{name}[0] (ids)", ids, -1)
+    cdef int64_t* offsets_buffer = _index_leaf(who, f"{name}[1] (offsets)", offsets, bags + 1)
+    if (<Variable>ids).size < capacity:
+        raise ValueError(f"{who}: {name}[0] (ids) holds {(<Variable>ids).size} ids, fewer than the "
+                         f"{capacity} its longest bags can take; make it at least that long")
+    require_float(who, weights, f"{name}[2] (weights)")
+    if not isinstance(weights, Input) or (<Variable>weights).size != (<Variable>ids).size or \
+            weights.device != "cpu":
+        raise ValueError(f"{who}: {name}[2] (weights) must be an Input on the CPU of the ids' "
+                         f"{(<Variable>ids).size} values, got {weights!r:.80}")
+    return <size_t>ids_buffer, <size_t>offsets_buffer
+
+
+@cython.final
+cdef class FeatureSampler(Sampler):
+    """A sampler's users and items written as their bags of weighted features: LightFM's
+    hybrid model in `fastad.train`'s compiled loop.
+
+    `FeatureSampler(sampler, user_features, item_features, user_bags, item_bags, users, pos,
+    neg=None)` runs `sampler` (a `PairwiseSampler`, a `WarpSampler` or a `FeedSampler`),
+    which draws ids into its own leaves `users`, `pos` (and `neg`), b of each an example,
+    and writes each example into the graph's leaves as bags:
+
+    user_features, item_features  `FeatureBags` (or scipy matrices) of one row per user and
+                  per item (feature ids below the tables' rows).
+    user_bags     (ids, offsets, weights) leaves of `fa.embedding_bag(U, ids, offsets,
+                  per_sample_weights=weights, mode="sum", include_last_offset=True)`: bag
+                  k is user k's features and their weights, offsets b + 1 entries;
+    item_bags     the same for the items: bag k is pos[k]'s features with their weights
+                  followed, when there is `neg`, by neg[k]'s with their weights negated,
+                  so that its sum is the representation of pos[k] minus that of neg[k]
+                  (and over a bias table the bias difference).
+
+    The ids leaves must hold b times the longest bag (twice that for items with `neg`);
+    positions past the last offset are not read. Other leaves of `sampler` that the graph
+    reads (WarpSampler's weights, a FeedSampler's labels) are filled by it directly and
+    are leaves of this sampler too. Threads and Hogwild processes each run their own
+    FeatureSampler over their own `sampler`, as they run the sampler.
+
+    >>> inner = fa.data.PairwiseSampler(likes, u, i, j, seed=0)
+    >>> sampler = fa.data.FeatureSampler(inner, user_features, item_features,
+    ...                                  (uids, uoffs, uw), (iids, ioffs, iw), u, i, j)
+    """
+    cdef Sampler inner
+    cdef readonly FeatureBags user_features, item_features
+    cdef const int64_t* users
+    cdef const int64_t* pos
+    cdef const int64_t* neg             # NULL: items are pos alone
+    cdef int64_t* user_ids
+    cdef int64_t* user_offsets
+    cdef char* user_weights
+    cdef int64_t* item_ids
+    cdef int64_t* item_offsets
+    cdef char* item_weights
+    cdef Py_ssize_t batch
+    cdef bint f64
+
+    def __init__(self, sampler, user_features, item_features, user_bags, item_bags, users, pos,
+                 neg=None):
+        who = "FeatureSampler"
+        if not isinstance(sampler, Sampler) or isinstance(sampler, FeatureSampler):
+            raise TypeError(f"{who}: sampler must be a sampler of ids (PairwiseSampler, WarpSampler, "
+                            f"FeedSampler), got {type(sampler).__name__}")
+        self.inner = sampler
+        inner_leaves = list(sampler.leaves)
+        for name, leaf in (("users", users), ("pos", pos), ("neg", neg)):
+            if leaf is not None and not any(leaf is x for x in inner_leaves):
+                raise ValueError(f"{who}: {name} must be one of the sampler's leaves, which it draws "
+                                 f"ids into")
+        self.batch = (<Variable>users).size if isinstance(users, Variable) else 0
+        self.users = _index_leaf(who, "users", users, -1)
+        self.pos = _index_leaf(who, "pos", pos, self.batch)
+        self.neg = NULL if neg is None else _index_leaf(who, "neg", neg, self.batch)
+        if isinstance(sampler, PairwiseSampler):
+            self.user_features = _bags_of(who, "user_features", user_features, (<PairwiseSampler>sampler).n_users)
+            self.item_features = _bags_of(who, "item_features", item_features, (<PairwiseSampler>sampler).n_items)
+        else:
+            self.user_features = _covering_bags(who, "user_features", user_features, sampler, users)
+            self.item_features = _covering_bags(who, "item_features", item_features, sampler, pos)
+        item_capacity = self.batch * self.item_features.longest * (1 if neg is None else 2)
+        user_pointers = _bag_leaves(who, "user_bags", user_bags, self.batch * self.user_features.longest,
+                                    self.batch)
+        item_pointers = _bag_leaves(who, "item_bags", item_bags, item_capacity, self.batch)
+        self.user_ids, self.user_offsets = <int64_t*><size_t>user_pointers[0], <int64_t*><size_t>user_pointers[1]
+        self.item_ids, self.item_offsets = <int64_t*><size_t>item_pointers[0], <int64_t*><size_t>item_pointers[1]
+        self.user_weights = (<Variable>user_bags[2]).val_ptr
+        self.item_weights = (<Variable>item_bags[2]).val_ptr
+        self.f64 = (<Variable>user_bags[2]).f64
+        if (<Variable>item_bags[2]).f64 != self.f64:
+            raise TypeError(f"{who}: the user and item weights leaves have dtypes {user_bags[2].dtype} "
+                            f"and {item_bags[2].dtype}; give them one dtype")
+        # until the first example, one bag over every id: fastad.train's check of the largest ids
+        # (and a bag's offsets) then reads the whole ids leaves
+        cdef Py_ssize_t k
+        self.user_offsets[0] = self.item_offsets[0] = 0
+        for k in range(1, self.batch + 1):
+            self.user_offsets[k] = (<Variable>user_bags[0]).size
+            self.item_offsets[k] = (<Variable>item_bags[0]).size
+        self.leaves = tuple(user_bags) + tuple(item_bags) + tuple(
+            x for x in inner_leaves if not any(x is y for y in (users, pos, neg)))
+        self.rank, self.workers = sampler.rank, sampler.workers
+
+    cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
+        Sampler.begin_epoch(self, epoch)
+        return self.inner.begin_epoch(epoch)
+
+    cdef bint next_example(self) noexcept nogil:
+        """The inner sampler's next example, its ids written as their feature bags."""
+        if not self.inner.next_example():
+            return False
+        if self.f64:
+            self._write(<double*>self.user_weights, <double*>self.item_weights)
+        else:
+            self._write(<float*>self.user_weights, <float*>self.item_weights)
+        self.epoch_examples = self.inner.epoch_examples
+        return True
+
+    cdef void _write(self, floating* user_weights, floating* item_weights) noexcept nogil:
+        cdef Py_ssize_t b, at_user = 0, at_item = 0
+        for b in range(self.batch):
+            at_user = self.user_features.write(self.users[b], self.user_ids, user_weights, at_user, 1.0)
+            self.user_offsets[b + 1] = at_user
+            at_item = self.item_features.write(self.pos[b], self.item_ids, item_weights, at_item, 1.0)
+            if self.neg != NULL:
+                at_item = self.item_features.write(self.neg[b], self.item_ids, item_weights, at_item, -1.0)
+            self.item_offsets[b + 1] = at_item
+
+    cdef int end_epoch(self) except -1:
+        return self.inner.end_epoch()
+
+    cdef int set_row_prefetches(self, list targets) except -1:
+        """A WarpSampler loads the next positive's feature rows ahead: the tables of the user
+        bags' ids (leaf 0) go to its users leaf, those of the item bags' ids (leaf 3) to its
+        pos leaf. Other samplers load nothing ahead here (their ids are not feature ids)."""
+        if isinstance(self.inner, WarpSampler):
+            moved = {0: 0, 3: 1}
+            self.inner.set_row_prefetches([(moved[leaf], table) for leaf, table in targets if leaf in moved])
+        return 0
+
+    cdef double epoch_progress(self) noexcept nogil:
+        return self.inner.epoch_progress()
+
+    cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        if k == 0:
+            return self.user_features.n_features - 1
+        if k == 3:
+            return self.item_features.n_features - 1
+        return -1
+
+    def where(self):
+        return self.inner.where()
