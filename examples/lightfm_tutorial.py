@@ -6,9 +6,8 @@ no network: each item has one of 8 genres and each user likes 20 items, most of 
 into `data['train']` and `data['test']`, with `data['item_features']` as LightFM's datasets
 give them (the identity beside the genres, each row normalised). The calls below are LightFM's,
 unchanged: `LightFM(loss='warp')`, `fit(data['train'], epochs=30, num_threads=2)`,
-`precision_at_k(model, data['test'], k=5).mean()`. `precision_at_k` is LightFM's (the share of
-each user's top 5 that are test items, from `model.predict_rank`), written here: fastad's
-metrics take scores (`fa.metrics.precision_at_k(scores, test, k)`).
+`precision_at_k(model, data['test'], k=5).mean()`, with `fa.metrics.precision_at_k` in
+LightFM's call form (a model first: per-user arrays, from `model.predict_rank`).
 
 Then the hybrid model, LightFM's way: the items described by their features, and items that
 no one has liked yet (the cold start) recommended by their genre alone.
@@ -21,18 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 
 import fastad as fa
-from fastad.models import LightFM        # LightFM: from lightfm import LightFM
-
-
-def precision_at_k(model, test_interactions, train_interactions=None, k=10, user_features=None,
-                   item_features=None):
-    """LightFM's `lightfm.evaluation.precision_at_k`: per user with a test item, the share of
-    the k best ranked items (train items left out) that are test items."""
-    ranks = model.predict_rank(test_interactions, train_interactions, item_features=item_features,
-                               user_features=user_features)
-    ranks.data = (ranks.data < k).astype(np.float64)
-    hits = np.asarray(ranks.sum(axis=1)).ravel() / k
-    return hits[np.diff(ranks.indptr) > 0]
+from fastad.metrics import precision_at_k    # LightFM: from lightfm.evaluation import precision_at_k
+from fastad.models import LightFM            # LightFM: from lightfm import LightFM
 
 
 def planted_movielens(n_users, n_items, genres=8, seed=0):
