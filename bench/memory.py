@@ -25,6 +25,15 @@ Workloads (`WORKLOADS`, one row each per size and thread count):
   `Word2Vec` (workers in Hogwild threads) beside gensim's `Word2Vec(sg=1)`; with
   `--large`, also the 10 M corpus streamed 10 times from a restartable iterable (100 M
   tokens, min_count 50: the same vocabulary), where memory must not grow with the tokens.
+- "word2vec-stream": the streaming setting of issue 55: 10 M tokens of 100-word sentences
+  drawn by a Zipf(1.1) law over a 200,000-word vocabulary, given as lists of strings from
+  a restartable iterable that makes each pass's lists anew, streamed once and three times
+  over (one epoch, skip-gram dim 100 in both forms: pairs and `shared_negatives=True`).
+  min_count is 5 a pass (5, then 15), so that both keep the same vocabulary (99,139
+  words): a fixed min_count keeps more words as the stream grows (172,738 words at 30 M
+  tokens), and the tables grow with them, which is no growth per token. `--quick` runs
+  1 M tokens once and three times over. Rows: the library "fastad" (pairs) and
+  "fastad shared" (shared negatives); each row's vocabulary is printed beside it.
 
 A peer that is not installed is skipped, with the reason. Linux only (it reads /proc).
 Run: python bench/memory.py [--quick] [--large] [--workload NAME]
@@ -44,6 +53,11 @@ SIZES = {"bpr": {"1M": (100_000, 20_000, 1_000_000), "5M": (500_000, 100_000, 5_
          "bpr-stream": {"5M": (500_000, 100_000, 5_000_000)},
          "word2vec": {"1M": (1_000_000, 1), "10M": (10_000_000, 1)}}
 LARGE_SIZES = {"word2vec": {"10M x 10": (10_000_000, 10)}}
+#: the streaming setting: {size: (tokens a pass, passes)}; --quick runs the 1 M sizes
+STREAM_SIZES = {"1M x 1": (1_000_000, 1), "1M x 3": (1_000_000, 3),
+                "10M x 1": (10_000_000, 1), "10M x 3": (10_000_000, 3)}
+#: the sizes --quick runs of a workload, when not only its first
+QUICK_SIZES = {"word2vec-stream": 2}
 
 
 def power_law_likes(users, items, interactions, seed=0):
@@ -81,6 +95,52 @@ def zipf_corpus(tokens, passes, seed=0):
     flat = words[ids].tolist()
     sentences = [flat[k:k + 100] for k in range(0, len(flat), 100)]
     return (sentences if passes == 1 else Repeated(sentences, passes)), 5 * passes
+
+
+class ZipfStream:
+    """A restartable corpus of 100-word sentences drawn by a Zipf(1.1) law over a vocabulary
+    of `vocabulary` words ("w0", "w1", ...), `passes` times over the same draw: each pass
+    makes its sentences anew as lists of strings (a reader of a file would), so nothing a
+    fit keeps of a sentence outlives it unseen."""
+
+    def __init__(self, tokens, passes, vocabulary=200_000, seed=0):
+        rng = np.random.default_rng(seed)
+        weights = 1.0 / np.arange(1, vocabulary + 1) ** 1.1
+        self.ids = rng.choice(vocabulary, size=tokens, p=weights / weights.sum()).astype(np.int32)
+        self.words = [f"w{i}" for i in range(vocabulary)]
+        self.passes = passes
+
+    def __iter__(self):
+        for _ in range(self.passes):
+            for k in range(0, self.ids.size, 100):
+                yield [self.words[i] for i in self.ids[k:k + 100].tolist()]
+
+
+def zipf_stream(tokens, passes):
+    """(the ZipfStream, min_count 5 a pass: the vocabulary of one pass at min_count 5)."""
+    return ZipfStream(tokens, passes), 5 * passes
+
+
+def _fastad_word2vec_shared(data, threads):
+    import fastad as fa
+    corpus, min_count = data
+    model = fa.models.Word2Vec(dim=100, window=5, negative=5, min_count=min_count, epochs=1, workers=threads,
+                               shared_negatives=True)
+    return lambda: model.fit(corpus, start_method="threads")
+
+
+def stream_growth(rows):
+    """The lines of the streaming setting: each library's peak at three passes over its
+    peak at one, per pass size and threads (flat: under 10% more)."""
+    peaks = {(r["library"], r["size"], r["threads"]): r["peak_mb"] for r in rows
+             if r["workload"] == "word2vec-stream" and "peak_mb" in r}
+    lines = []
+    for (library, size, threads), once in sorted(peaks.items()):
+        thrice = peaks.get((library, size.replace("x 1", "x 3"), threads))
+        if size.endswith("x 1") and thrice is not None:
+            lines.append(f"word2vec-stream {library}, {threads} thread(s): {size} {once:.0f} MB -> "
+                         f"{size.replace('x 1', 'x 3')} {thrice:.0f} MB ({100 * (thrice / once - 1):+.1f}%)")
+    return lines
 
 
 def _resident_mb(field):
@@ -133,8 +193,12 @@ def _gensim_word2vec(data, threads):
 WORKLOADS = {"bpr": {"fastad": (None, _fastad_bpr), "implicit": ("implicit", _implicit_bpr)},
              "bpr-stream": {"fastad": (None, _fastad_bpr_stream),
                             "implicit": ("implicit", _implicit_bpr_stream)},
-             "word2vec": {"fastad": (None, _fastad_word2vec), "gensim": ("gensim", _gensim_word2vec)}}
-DATA = {"bpr": power_law_likes, "bpr-stream": power_law_likes, "word2vec": zipf_corpus}
+             "word2vec": {"fastad": (None, _fastad_word2vec), "gensim": ("gensim", _gensim_word2vec)},
+             "word2vec-stream": {"fastad": (None, _fastad_word2vec),
+                                 "fastad shared": (None, _fastad_word2vec_shared)}}
+DATA = {"bpr": power_law_likes, "bpr-stream": power_law_likes, "word2vec": zipf_corpus,
+        "word2vec-stream": zipf_stream}
+SIZES["word2vec-stream"] = STREAM_SIZES
 
 
 def measure(workload, library, size, threads):
@@ -164,7 +228,7 @@ def run(quick=False, workloads=None, large=False):
     rows = []
     for workload in workloads or WORKLOADS:
         sizes = list(SIZES[workload]) + (list(LARGE_SIZES.get(workload, {})) if large else [])
-        for size in (sizes[:1] if quick else sizes):
+        for size in (sizes[:QUICK_SIZES.get(workload, 1)] if quick else sizes):
             for threads in (1, 2):
                 for library, (module, _) in WORKLOADS[workload].items():
                     reason = skip_reason(module)
@@ -218,6 +282,7 @@ def main():
                     parts.append(f"{threads} thread(s): memory {mine['peak_mb'] / theirs['peak_mb']:.2f}x "
                                  f"{peer}'s, speed {theirs['seconds'] / mine['seconds']:.2f}x")
         print(f"{key[0]} {key[1]}: " + "; ".join(parts))
+    print("\n".join(stream_growth(rows)))
     return rows
 
 

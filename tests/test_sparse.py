@@ -353,6 +353,23 @@ def test_embedding_bag_bad_input():
         y.backward(np.ones((2, 3)))
 
 
+def test_embedding_bag_checks_only_the_ids_its_bags_hold():
+    # a leaf made for the longest bag (as fa.data.BagSampler fills) holds, past the last bag's
+    # end, ids that are never read: they are not checked, so a short bag costs its own length
+    E = table(rows=6, dim=3)
+    ix, off = fa.IndexInput([0, 1, 2, 3]), fa.IndexInput([0, 4])
+    y = fa.embedding_bag(E, ix, off, mode="mean", include_last_offset=True)
+    ix.set_value([4, 5, 99, 7])
+    off.set_value([0, 2])
+    y.forward()
+    np.testing.assert_allclose(y.value[0], E.value[[4, 5]].mean(axis=0), rtol=1e-6)
+    y.backward(np.ones((1, 3), np.float32))
+    assert sorted(E.sparse_rows()) == [4, 5]
+    off.set_value([0, 3])       # the bag now reaches the bad id
+    with pytest.raises(IndexError, match="id 99 at position 2"):
+        y.forward()
+
+
 def test_embedding_bag_no_bags_and_no_ids():
     E = table(rows=3, dim=2)
     none = fa.embedding_bag(E, np.zeros(0, np.int64), np.zeros(0, np.int64))

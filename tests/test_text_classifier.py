@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import fastad as fa
-from fastad.models.text.text_classifier import _huffman_paths, _input_table
+from fastad.models.text._dictionary import distinct_rows
+from fastad.models.text.text_classifier import _Examples, _huffman_paths, _input_table
 
 TOPICS = {"sport": "goal match team score player win league",
           "food": "bread cake oven sugar flour bake recipe",
@@ -44,10 +45,10 @@ def test_each_loss_learns_the_topics(corpus, loss):
 # ---------------------------------------------------------------- one step against NumPy
 
 def _one_step(loss):
-    """Train on one text of two words and two labels, one epoch, and return (model, the
-    start E rows, the dictionary rows of the text)."""
+    """Train on two texts that repeat a word, two labels, one epoch, and return (model, the
+    start E rows)."""
     model = fa.models.TextClassifier(dim=5, epochs=1, lr=0.3, loss=loss, seed=7, shuffle=False)
-    model.fit(["red green", "blue"], ["x", "y"])
+    model.fit(["red green red", "blue blue"], ["x", "y"])
     start = _input_table(np.random.default_rng(7), model.input_rows.size, 5).astype(np.float64)
     return model, start
 
@@ -60,14 +61,16 @@ def _sigmoid(z):
 def test_one_epoch_equals_fasttexts_update_in_float64(loss):
     """Two texts, one epoch: each step's lr falls linearly from lr to 0 over the epoch
     (the compiled loop updates it every 256 examples: here once, so both steps take lr),
-    the text's rows take the mean's gradient, the output rows theirs."""
+    the text's rows take the mean's gradient (a repeated word once per occurrence, as
+    fastText's: the classifier trains on distinct rows times their shares, the same
+    update), the output rows theirs."""
     model, E = _one_step(loss)
     d = model.dictionary
     rows = {w: int(np.searchsorted(model.input_rows, d.word_id(w))) for w in ("red", "green", "blue", "</s>")}
     n_labels = 2
     O = np.zeros((1 if loss == "hs" else n_labels, 5))
     lr = 0.3
-    for words, label in ((["red", "green", "</s>"], "__label__x"), (["blue", "</s>"], "__label__y")):
+    for words, label in ((["red", "green", "red", "</s>"], "__label__x"), (["blue", "blue", "</s>"], "__label__y")):
         ids = [rows[w] for w in words]
         y = d.label_id(label)
         h = E[ids].mean(axis=0)
@@ -90,6 +93,29 @@ def test_one_epoch_equals_fasttexts_update_in_float64(loss):
             E[i] -= lr * grad_h / len(ids)
     np.testing.assert_allclose(model.output, O, atol=1e-6)
     np.testing.assert_allclose(model.input, E, atol=1e-6)
+
+
+def test_distinct_rows_with_their_shares():
+    ids = np.array([3, 1, 3, 3, 2, 2, 0], np.int32)
+    rows, offsets, shares = distinct_rows(ids, np.array([0, 4, 4, 7]), 5)
+    assert rows.tolist() == [3, 1, 2, 0] and offsets.tolist() == [0, 2, 2, 4]
+    np.testing.assert_allclose(shares, [0.75, 0.25, 2 / 3, 1 / 3], rtol=1e-6)
+    with pytest.raises(ValueError, match=r"ids must lie in \[0, 3\)"):
+        distinct_rows(ids, np.array([0, 7]), 3)
+    with pytest.raises(ValueError, match="offsets must rise from 0 to len"):
+        distinct_rows(ids, np.array([0, 5]), 5)
+
+
+def test_the_classifier_trains_each_texts_distinct_rows_once():
+    # a long document repeats its words: each example reads and updates a row once, its
+    # share of the mean the weight (the update equals fastText's per occurrence: above)
+    model = fa.models.TextClassifier(dim=4, epochs=1)
+    ids = np.array([5, 5, 5, 2, 5, 2, 7], np.int32)
+    examples = _Examples(model, np.array([1, 1]), ids, 8, np.array([0, 5, 7]), np.array([0, 1], np.int32),
+                         np.array([0, 1, 2]))
+    assert examples.ids.tolist() == [5, 2, 2, 7] and examples.offsets.tolist() == [0, 2, 4]
+    np.testing.assert_allclose(examples.shares, [0.8, 0.2, 0.5, 0.5], rtol=1e-6)
+    assert examples.longest == 2
 
 
 def test_huffman_paths_follow_the_counts():

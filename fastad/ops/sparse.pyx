@@ -322,9 +322,17 @@ cdef class EmbeddingBag(RowGather):
     cdef bint table_is_parameter
 
     cdef int check_inputs(self) except -1 nogil:
-        """Ids in range, and the bounds from offsets that form a valid partition: ids and
-        offsets can change through set_value between passes."""
-        check_ids(self, self.ix, self.rows)
+        """The bounds from offsets that form a valid partition, and the ids the bags hold in
+        range: ids and offsets can change through set_value between passes. The ids past
+        the last bag's end (include_last_offset: a leaf made for the longest of bags of
+        any length, as `fa.data.BagSampler` fills) are never read, so only the bags' ids are
+        checked: a short bag in a long leaf costs its own length, not the leaf's."""
+        cdef Py_ssize_t end = self.ix.size      # where the last bag can end; the ids first,
+        if self.offsets is not None and self.include_last_offset:     # as fa.train's check expects
+            end = min(max((<const int64_t*>self.offsets.val_ptr)[self.n_bags], 0), end)
+        # the bags start at position 0 (offsets[0] must be 0), so the first bad id is a bag's
+        if fa_any_id_out_of_range(<const uint64_t*>self.ix.val_ptr, end, self.rows):
+            return raise_bad_id(self, self.ix, self.rows)
         if self.offsets is not None:      # else fixed bags: the bounds were set at build
             fill_bounds(<const int64_t*>self.offsets.val_ptr, self.offsets.size, self.ix.size,
                         self.n_bags, self.include_last_offset, self.bounds_ptr)

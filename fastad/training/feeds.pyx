@@ -214,11 +214,9 @@ cdef class FeedSampler(Sampler):
 cdef object _bag_arrays(str who, object ids, object offsets):
     """(ids as int32 or int64, offsets as int64, the bags' lengths), checked: CSR bags, bag r
     being ids[offsets[r]:offsets[r + 1]], ids >= 0."""
-    ids = _integer_array(who, "ids", ids)
+    ids = _integer_array(who, "ids", ids, keep_int32=True)
     if ids.ndim != 1:
         raise ValueError(f"{who}: ids must be 1-D (every bag's ids one after another), got shape {ids.shape}")
-    if ids.dtype != np.int32:
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
     offsets = np.ascontiguousarray(_integer_array(who, "offsets", offsets), dtype=np.int64)
     if offsets.ndim != 1 or offsets.shape[0] < 2:
         raise ValueError(f"{who}: offsets must be 1-D with one entry per bag and one more (where "
@@ -260,8 +258,9 @@ cdef class BagSampler(FeedSampler):
                   `fa.embedding(table, ids_leaf, padding_idx=pad)`, where the positions
                   past the bag then gather the padding row and weigh nothing
 
-    The sampler owns its leaves while it trains: it zeroes the ids leaf when made (without
-    `pad`, its positions past a bag keep ids of earlier bags, all in range). An empty bag is
+    The sampler owns its leaves while it trains: it zeroes the ids leaf when made, and sets
+    the offsets leaf to [0, capacity] until the first example (without `pad`, the positions
+    past a bag keep ids of earlier bags, all in range). An empty bag is
     an example whose embedding_bag is zeros.
 
     >>> ids = fa.IndexInput(np.zeros(longest, np.int64)); offs = fa.IndexInput([0, 0])
@@ -319,7 +318,10 @@ cdef class BagSampler(FeedSampler):
         self.ids_dst = <int64_t*>(<Variable>ids_leaf).val_ptr
         self.offsets_dst = <int64_t*>(<Variable>offsets_leaf).val_ptr
         memset(self.ids_dst, 0, self.capacity * sizeof(int64_t))
-        self.offsets_dst[0] = self.offsets_dst[1] = 0
+        # until the first example the whole leaf is one bag: the check of the sampled ids
+        # before training (fa.train fills the leaf with the largest id) reaches every position
+        # through embedding_bag, which checks only the ids its bags hold
+        self.offsets_dst[0], self.offsets_dst[1] = 0, self.capacity
         self.pad = -1
         if pad is not None:
             self.pad = check_int(who, "pad", pad, 0)

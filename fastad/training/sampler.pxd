@@ -70,4 +70,4 @@ cdef class Sampler:
 cdef tuple _share(int64_t n, Py_ssize_t rank, Py_ssize_t workers)
 cdef object _seed_stream(Sampler sampler, str who, object seed, object rank, object workers)
 cdef int64_t* _index_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL
-cdef object _integer_array(str who, str name, object data)
+cdef object _integer_array(str who, str name, object data, bint keep_int32=*)

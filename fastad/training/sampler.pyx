@@ -103,14 +103,15 @@ cdef int64_t* _index_leaf(str who, str name, object leaf, Py_ssize_t size) excep
     return <int64_t*>(<Variable>leaf).val_ptr
 
 
-cdef object _integer_array(str who, str name, object data):
-    """`data` as a C-contiguous int64 array of non-negative ids."""
+cdef object _integer_array(str who, str name, object data, bint keep_int32=False):
+    """`data` as a C-contiguous int64 array of non-negative ids (an int32 one kept as it is,
+    without a copy when it is contiguous, with `keep_int32`)."""
     arr = np.asarray(data)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{who}: {name} must hold integers, got dtype {arr.dtype}")
     if arr.size and arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
         raise IndexError(f"{who}: {name} holds an id too large for int64 ({arr.max()})")
-    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    arr = np.ascontiguousarray(arr, dtype=np.int32 if keep_int32 and arr.dtype == np.int32 else np.int64)
     if arr.size and arr.min() < 0:
         raise IndexError(f"{who}: {name} holds a negative id ({arr.min()}) at position "
                          f"{int(np.argmin(arr))}")

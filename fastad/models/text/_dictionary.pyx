@@ -563,6 +563,58 @@ cdef class Dictionary:
         return n >= m and memcmp(s, PyBytes_AS_STRING(self.label_bytes), m) == 0
 
 
+def distinct_rows(ids, offsets, Py_ssize_t rows):
+    """Each bag's distinct rows, in the order first seen, with the share of the bag each
+    holds (its count over the bag's length): (ids int32, offsets int64, shares float32),
+    bag k's rows ids[offsets[k]:offsets[k + 1]]. A bag's mean row is the sum of its
+    distinct rows times their shares, and the gradient of the mean reaches each distinct
+    row once, times its share: the same mean and the same update (fastText's adds the
+    gradient once per occurrence), with a row read and updated once per text, where a
+    long document repeats its common words and bigrams (a man page of 900 rows holds
+    about 470 distinct ones).
+
+    ids      int32 rows in [0, rows), bag k's ids[offsets[k]:offsets[k + 1]]
+    offsets  int64, non-decreasing from 0 to len(ids)
+
+    >>> distinct_rows(np.array([3, 1, 3, 3], np.int32), np.array([0, 4]), 5)
+    (array([3, 1], dtype=int32), array([0, 2]), array([0.75, 0.25], dtype=float32))
+    """
+    cdef const int32_t[::1] src = np.ascontiguousarray(ids, dtype=np.int32)
+    cdef const int64_t[::1] bounds = np.ascontiguousarray(offsets, dtype=np.int64)
+    if src.shape[0] and (np.min(src) < 0 or np.max(src) >= rows):
+        raise ValueError(f"distinct_rows: ids must lie in [0, {rows}), got [{np.min(src)}, {np.max(src)}]")
+    if bounds.shape[0] < 1 or bounds[0] != 0 or bounds[bounds.shape[0] - 1] != src.shape[0] \
+            or np.any(np.diff(bounds) < 0):
+        raise ValueError(f"distinct_rows: offsets must rise from 0 to len(ids) = {src.shape[0]}")
+    out_array = np.empty(src.shape[0], dtype=np.int32)
+    out_offsets_array = np.zeros(bounds.shape[0], dtype=np.int64)
+    shares_array = np.empty(src.shape[0], dtype=np.float32)
+    seen_in_array = np.full(rows, -1, dtype=np.int64)      # the last bag that held each row
+    at_array = np.empty(rows, dtype=np.int64)               # where that bag's output holds it
+    cdef int32_t[::1] out = out_array
+    cdef int64_t[::1] out_offsets = out_offsets_array, seen_in = seen_in_array, at = at_array
+    cdef float[::1] shares = shares_array
+    cdef Py_ssize_t b, k, start, m = 0
+    cdef int32_t r
+    cdef float scale
+    with nogil:
+        for b in range(bounds.shape[0] - 1):
+            start = m
+            for k in range(bounds[b], bounds[b + 1]):
+                r = src[k]
+                if seen_in[r] != b:
+                    seen_in[r], at[r] = b, m
+                    out[m], shares[m] = r, 0
+                    m += 1
+                shares[at[r]] += 1
+            if bounds[b + 1] > bounds[b]:
+                scale = <float>(1.0 / (bounds[b + 1] - bounds[b]))
+                for k in range(start, m):
+                    shares[k] *= scale
+            out_offsets[b + 1] = m
+    return out_array[:m].copy(), out_offsets_array, shares_array[:m].copy()
+
+
 def _lines_of(lines):
     """The lines of an iterable, or of a file at a path (read as bytes)."""
     if isinstance(lines, (str, os.PathLike)):
