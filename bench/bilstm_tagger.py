@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import (cli, dynet_or_none, example, fastad_train_step, timed_epoch,  # noqa: E402
+from common import (cli, dynet_or_none, dynet_step, example, fastad_train_step, timed_epoch,  # noqa: E402
                     timed_minibatches, torch_or_none, torch_train_step)
 
 import fastad as fa  # noqa: E402
@@ -160,15 +160,8 @@ def dynet_autobatch_trainer(dy, weights):
         return dy.esum([dy.pickneglogsoftmax(out_w * dy.concatenate([f, b]) + out_b, int(t))
                         for f, b, t in zip(forward, backward, tags)]) / len(tags)
 
-    def step(sentences):
-        dy.renew_cg(autobatching=True)
-        total = dy.esum([loss_of(words, tags) for words, tags in sentences])
-        value = total.value()
-        total.backward()
-        trainer.update()
-        return value
-    step.model = model              # DyNet frees the parameters with their collection
-    return step
+    return dynet_step(dy, model, trainer,
+                      lambda sentences: dy.esum([loss_of(words, tags) for words, tags in sentences]), True)
 
 
 def torch_trainer(torch, weights, dtype, fused):

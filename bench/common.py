@@ -47,6 +47,22 @@ def dynet_or_none():
     return dynet
 
 
+def dynet_step(dy, model, trainer, build, autobatching):
+    """A DyNet train step as its users write one: step(example) makes a fresh graph
+    (autobatched or not), builds build(example)'s loss in it, and returns its value after
+    the backward pass and one trainer update. `model` stays referenced by the step: DyNet
+    frees the parameters with their collection."""
+    def step(example):
+        dy.renew_cg(autobatching=autobatching)
+        loss = build(example)
+        value = loss.value()
+        loss.backward()
+        trainer.update()
+        return value
+    step.model = model
+    return step
+
+
 def classifier_steps(data, labels, logits, params, lr, torch=None, torch_model=None):
     """The train steps of one classifier, fastad's and (when `torch` is given) PyTorch's,
     for `alternate`: SGD at `lr` on the cross-entropy of batch k of `data`/`labels`, the

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import (cli, dynet_or_none, example, fastad_train_step, timed_epoch,  # noqa: E402
+from common import (cli, dynet_or_none, dynet_step, example, fastad_train_step, timed_epoch,  # noqa: E402
                     timed_minibatches, torch_or_none, torch_train_step)
 from trees import function_trees, shape_of  # noqa: E402
 
@@ -116,15 +116,8 @@ def dynet_trainer(dy, weights, autobatch=False):
             h.append(dy.tanh(pre))
         return dy.pickneglogsoftmax(V * h[-1] + c, int(target))
 
-    def step(example):
-        dy.renew_cg(autobatching=autobatch)
-        loss = dy.esum([loss_of(tree) for tree in example]) if autobatch else loss_of(example)
-        value = loss.value()
-        loss.backward()
-        trainer.update()
-        return value
-    step.model = model              # DyNet frees the parameters with their collection
-    return step
+    batch = (lambda trees: dy.esum([loss_of(tree) for tree in trees])) if autobatch else loss_of
+    return dynet_step(dy, model, trainer, batch, autobatch)
 
 
 def run(quick=False, trees=None, epochs=2):
