@@ -181,10 +181,12 @@ def test_cold_start_users_by_their_features():
     assert (item_tag[ids] == 3).all()
 
 
-def test_warp_learns_and_ranks_held_out_items():
+@pytest.mark.parametrize("rank_estimate", ["sampled", "online"])
+def test_warp_learns_and_ranks_held_out_items(rank_estimate):
     likes = fa.data.planted_interactions(300, 150, per_user=15, seed=0)
     train, test = fa.data.train_test_split(likes, 0.2, seed=0)
-    model = fa.models.LightFM(no_components=16, loss="warp", random_state=0).fit(train, epochs=20)
+    model = fa.models.LightFM(no_components=16, loss="warp", random_state=0, rank_estimate=rank_estimate)
+    model.fit(train, epochs=20)
     ranks = model.predict_rank(test, train)
     assert ranks.shape == test.shape and ranks.nnz == test.nnz
     assert ranks.data.mean() < 0.25 * 150
@@ -202,6 +204,19 @@ def test_predict_rank_counts_higher_scores():
     for user, item in ((2, 3), (5, 9)):
         scores = model.predict(user, np.arange(N_ITEMS))
         assert ranks[user, item] == (scores > scores[item]).sum()
+
+
+def test_the_online_rank_estimate_reaches_the_sampler_and_the_checkpoint(tmp_path):
+    """The same seed trains other factors with rank_estimate="online" (one candidate a
+    positive), and save/load keeps the setting."""
+    likes = _likes()
+    trained = {}
+    for estimate in ("sampled", "online"):
+        model = fa.models.LightFM(no_components=4, loss="warp", random_state=0, rank_estimate=estimate)
+        trained[estimate] = model.fit(likes, epochs=1).item_embeddings.value.copy()
+    assert not np.allclose(trained["sampled"], trained["online"])
+    model.save(tmp_path / "online.npz")
+    assert fa.models.LightFM.load(tmp_path / "online.npz").rank_estimate == "online"
 
 
 def test_save_and_load(tmp_path):
@@ -261,6 +276,8 @@ def test_bad_input_names_the_argument_and_trains_nothing():
         fa.models.LightFM(max_sampled=0)
     with pytest.raises(ValueError, match="loss"):
         fa.models.LightFM(loss="hinge")
+    with pytest.raises(ValueError, match="LightFM: rank_estimate must be one of"):
+        fa.models.LightFM(loss="warp", rank_estimate="exact")
     with pytest.raises(ValueError, match="item_alpha .* and user_alpha .* differ"):
         fa.models.LightFM(item_alpha=0.1, user_alpha=0.2)
     with pytest.raises(NotImplementedError, match="sample_weight"):

@@ -12,7 +12,7 @@ from fastad.ops.sparse import embedding_bag
 from fastad.training.feeds import FeedSampler
 from fastad.checks import check_choice, check_flag, check_ids, check_int, check_number
 from fastad.random import generator_of, seed_of
-from fastad.models.recsys._pairs import FeatureBags, FeatureSampler, PairwiseSampler, WarpSampler
+from fastad.models.recsys._pairs import RANK_ESTIMATES, FeatureBags, FeatureSampler, PairwiseSampler, WarpSampler
 from fastad.models.recsys.interactions import check_interactions
 from fastad.models.recsys.recommender import Recommender, _nearest, _queries, _top_k_in_batches
 
@@ -42,6 +42,8 @@ class LightFM(Recommender):
       per interaction, -log sigmoid of the margin), "warp" (negatives drawn against the
       current scores until one violates the margin, up to `max_sampled`, the hinge times the
       log-rank weight: `fa.data.WarpSampler`), "warp-kos" (k-OS WARP with `k` of `n`).
+    - `rank_estimate` (fastad's, keyword-only): "sampled" (LightFM's) or "online" (WARP's
+      positives draw one candidate each, weighted by the user's running violation rate).
     - `learning_schedule`: "adagrad" (the rate over the root of each weight's sum of squared
       gradients, the sums from 1, as LightFM's) or "adadelta" (`rho`, `epsilon`;
       `learning_rate` unused, as in LightFM).
@@ -68,7 +70,8 @@ class LightFM(Recommender):
 
     def __init__(self, no_components=10, k=5, n=10, learning_schedule="adagrad", loss="logistic",
                  learning_rate=0.05, rho=0.95, epsilon=1e-6, item_alpha=0.0, user_alpha=0.0,
-                 max_sampled=10, random_state=None, dtype=None, *, user_features=None, item_features=None):
+                 max_sampled=10, random_state=None, dtype=None, *, user_features=None, item_features=None,
+                 rank_estimate="sampled"):
         super().__init__()
         who = "LightFM"
         self.no_components = check_int(who, "no_components", no_components)
@@ -86,6 +89,7 @@ class LightFM(Recommender):
                              f"fastad applies them as one optimizer's weight decay: give one value, "
                              f"or one of them 0")
         self.max_sampled = check_int(who, "max_sampled", max_sampled, minimum=1)
+        self.rank_estimate = check_choice(who, "rank_estimate", rank_estimate, list(RANK_ESTIMATES))
         self.random_state = seed_of(who, random_state)
         self.dtype = Parameter(np.zeros(0), dtype=dtype).dtype.name
         self._draws = generator_of(who, self.random_state)      # each fit's sampling seed
@@ -237,7 +241,7 @@ class LightFM(Recommender):
                               self.item_bias, max_sampled=self.max_sampled,
                               kos_k=self.k if self.loss == "warp-kos" else None, kos_n=self.n, examples=n,
                               seed=seed, negatives=negatives, user_features=self.user_features,
-                              item_features=self.item_features)
+                              item_features=self.item_features, rank_estimate=self.rank_estimate)
         return FeatureSampler(ids, self.user_features, self.item_features, bags.user + (bags.user_weights,),
                               bags.item + (bags.item_weights,), u, i, j)
 
@@ -248,7 +252,7 @@ class LightFM(Recommender):
                 "learning_schedule": self.learning_schedule, "loss": self.loss,
                 "learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon,
                 "item_alpha": self.item_alpha, "user_alpha": self.user_alpha,
-                "max_sampled": self.max_sampled, "random_state": int(self.random_state), "dtype": self.dtype}
+                "max_sampled": self.max_sampled, "rank_estimate": self.rank_estimate, "random_state": int(self.random_state), "dtype": self.dtype}
 
     def _arrays(self):
         """The feature matrices of the last fit, as CSR arrays."""
