@@ -385,3 +385,23 @@ def test_a_bpr_saved_before_the_warp_settings_loads_with_their_defaults():
     model = fa.models.BPR.load(path)
     assert (model.loss, model.max_sampled, model.kos_k, model.kos_n, model.rank_estimate) == \
         ("bpr", 10, 5, 10, "sampled")
+
+
+def test_warp_models_saved_before_the_rank_estimate_load_with_the_sampled_one():
+    """Files saved by BPR and LightFM before `rank_estimate` existed (a k-OS WARP BPR and a WARP
+    LightFM, 20 users x 10 items): they load with its default, their settings and factors kept,
+    and train on."""
+    import os
+    folder = os.path.join(os.path.dirname(__file__), "data", "saved_before_rank_estimate")
+    bpr = fa.models.BPR.load(os.path.join(folder, "bpr_warp.npz"))
+    assert (bpr.loss, bpr.max_sampled, bpr.kos_k, bpr.kos_n, bpr.rank_estimate, bpr.biases) == \
+        ("warp-kos", 7, 2, 4, "sampled", True)
+    np.testing.assert_allclose(bpr.scores([0, 1])[0][:4], [-0.2563682, -0.14561585, 0.01236786, -0.10503429],
+                               rtol=1e-6)
+    lightfm = fa.models.LightFM.load(os.path.join(folder, "lightfm_warp.npz"))
+    assert (lightfm.loss, lightfm.max_sampled, lightfm.rank_estimate) == ("warp", 7, "sampled")
+    np.testing.assert_allclose(lightfm.predict(np.zeros(4, int), np.arange(4)),
+                               [-0.07748758, -0.0156539, -0.02642097, -0.029581], rtol=1e-6)
+    likes = fa.data.planted_interactions(20, 10, per_user=4, seed=0)
+    bpr.fit(likes, epochs=1, optimizer="adagrad")
+    lightfm.fit_partial(likes, epochs=1)
