@@ -136,6 +136,24 @@ def test_one_warp_step_is_the_weighted_hinge_update_of_the_drawn_violator():
     np.testing.assert_array_equal(Vp.value[untouched], V[untouched])
 
 
+@pytest.mark.parametrize("rank_estimate", ["sampled", "online"])
+def test_weighted_multiplies_the_rank_weight_by_the_positives_stored_value(rank_estimate):
+    """One user likes items 7 (stored 2.5) and 9 (stored 0.5); every other item violates at once."""
+    n_items, dim = 1001, 4
+    U = np.ones((1, dim))
+    V = np.ones((n_items, dim))
+    V[[7, 9]] = -1.0
+    likes = sp.csr_matrix(([2.5, 0.5], ([0, 0], [7, 9])), shape=(1, n_items))
+    for weighted in (False, True):
+        sampler, loss, _ = _warp_setup(likes, U, V, examples=2, seed=3, weighted=weighted,
+                                       rank_estimate=rank_estimate)
+        drawn = {int(pos[0]): float(weight[0]) for _, pos, _, weight in sampler.epoch()}
+        assert drawn.keys() == {7, 9} and sampler.weighted == weighted
+        base = math.log(n_items - 1)        # every draw violates: the first draw, or a rate of 1
+        expected = {7: 2.5 * base, 9: 0.5 * base} if weighted else {7: base, 9: base}
+        assert drawn == pytest.approx(expected, rel=1e-6)
+
+
 def test_tries_count_every_draw_a_liked_one_included():
     """Five items, the user likes item 0 and only item 3 violates: the draw that finds it is
     geometric (p = 1/5), and the weight log(max(1, floor(4 / tries))) is log 4 at the first
@@ -231,6 +249,8 @@ def test_warp_sampler_bad_input_raises():
         fa.data.WarpSampler(likes, users, pos, neg, fa.Input(np.zeros(2)), Up, Vp)
     with pytest.raises(TypeError, match="WarpSampler: weights is float64 but user_table is float32"):
         fa.data.WarpSampler(likes, users, pos, neg, fa.Input(np.zeros(1), dtype=np.float64), Up, Vp)
+    with pytest.raises(ValueError, match="WarpSampler: weighted positives are WARP's"):
+        _warp_setup(likes, U, V, kos_k=1, weighted=True)
     with pytest.raises(ValueError, match="WarpSampler: rank_estimate must be one of 'sampled', 'online', "
                                          "got 'exact'"):
         _warp_setup(likes, U, V, rank_estimate="exact")

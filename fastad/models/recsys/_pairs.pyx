@@ -761,6 +761,10 @@ cdef class WarpSampler(PairwiseSampler):
                   as the graph's feature bags.
     max_sampled   the most candidate negatives a positive draws (>= 1; LightFM's 10).
     rank_estimate "sampled" (default, LightFM's) or "online", as above.
+    weighted      WARP (not k-OS): each triple's weight times its positive's stored value in
+                  the interactions (LightFM's sample_weight; which must then be > 0, as
+                  every stored value of `Interactions` is). Default False: the values are
+                  ignored.
     kos_k, kos_n  k-OS WARP (kos_k given): a positive is a user drawn uniformly from the
                   worker's share of the users, then kos_n (>= 1) of their items drawn
                   uniformly (with repetition; all of them when they have fewer), and the
@@ -795,6 +799,7 @@ cdef class WarpSampler(PairwiseSampler):
     cdef int32_t* order              # each once a pass (offsets from first_pair)
     cdef int64_t cursor              # the next of `order` to take
     cdef fa_pair next_pair           # the next positive, read, its rows loading
+    cdef int64_t next_k              # its interaction
     cdef object kos_scores_array, kos_items_array    # k-OS: a user's kos_n drawn items and scores
     cdef double* kos_scores
     cdef int64_t* kos_items
@@ -804,17 +809,25 @@ cdef class WarpSampler(PairwiseSampler):
     cdef readonly str rank_estimate
     cdef readonly object rates       # online: each user's running rate of violating draws (else None)
     cdef float* user_rates
+    cdef readonly bint weighted
+    cdef object pair_weights_array   # weighted: the interactions' stored values, pair k's at k
+    cdef const double* pair_weights
+    cdef int64_t positive_k          # the interaction of the positive last drawn (WARP)
 
     def __init__(self, interactions, users, pos, neg, weights, user_table, item_table, item_bias=None, *,
                  max_sampled=10, kos_k=None, kos_n=10, negatives="uniform", examples=None, n_users=None,
                  n_items=None, seed=None, rank=0, workers=1, user_features=None, item_features=None,
-                 rank_estimate="sampled"):
+                 rank_estimate="sampled", weighted=False):
         who = "WarpSampler"
         self.max_sampled = check_int(who, "max_sampled", max_sampled, 1)
         if rank_estimate not in RANK_ESTIMATES:
             raise ValueError(f"{who}: rank_estimate must be one of {', '.join(map(repr, RANK_ESTIMATES))}, "
                              f"got {rank_estimate!r}")
         self.rank_estimate = rank_estimate
+        self.weighted = check_flag(who, "weighted", weighted)
+        if self.weighted and kos_k is not None:
+            raise ValueError(f"{who}: weighted positives are WARP's: k-OS WARP (kos_k given) draws "
+                             f"its positive among a user's items, not an interaction")
         if kos_k is not None:
             self.kos_k = check_int(who, "kos_k", kos_k, 1)
             self.kos_n = check_int(who, "kos_n", kos_n, 1)
@@ -874,6 +887,9 @@ cdef class WarpSampler(PairwiseSampler):
             self.kos_items_array = empty_buffer((self.kos_n,), np.int64)
             self.kos_scores = <double*>cnp.PyArray_DATA(self.kos_scores_array)
             self.kos_items = <int64_t*>cnp.PyArray_DATA(self.kos_items_array)
+        if self.weighted:
+            self.pair_weights_array = np.ascontiguousarray(self.data.matrix.data, dtype=np.float64)
+            self.pair_weights = <const double*>cnp.PyArray_DATA(self.pair_weights_array)
         if rank_estimate == "online":
             self.rates = np.ones(self.n_users, dtype=np.float32)
             self.user_rates = <float*>cnp.PyArray_DATA(self.rates)
@@ -901,6 +917,8 @@ cdef class WarpSampler(PairwiseSampler):
         while b < self.batch and self.tried < self.budget:
             self.tried += 1
             if self._draw(b, weights):
+                if self.pair_weights != NULL:
+                    weights[b] *= <floating>self.pair_weights[self.positive_k]
                 b += 1
             else:
                 self.skipped += 1
@@ -989,11 +1007,14 @@ cdef class WarpSampler(PairwiseSampler):
         ahead (its pair loading), so their cache misses overlap the work in between."""
         cdef fa_pair pair
         if not self.primed:
-            self.next_pair = self.pairs[self._walk()]
+            self.next_k = self._walk()
+            self.next_pair = self.pairs[self.next_k]
             self.ahead_pair = self._walk()
             self.primed = True
         pair = self.next_pair
+        self.positive_k = self.next_k
         self.next_pair = self.pairs[self.ahead_pair]
+        self.next_k = self.ahead_pair
         self._prefetch_rows_of(0, self.user_features, self.next_pair.user)
         self._prefetch_rows_of(1, self.item_features, self.next_pair.item)
         fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])

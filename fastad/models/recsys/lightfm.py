@@ -156,15 +156,20 @@ class LightFM(Recommender):
         `user_features`/`item_features`: scipy (users, features) / (items, features)
         matrices of weights >= 0, the identity when None; a later call must give as many
         features. `num_threads`: Hogwild threads (`start_method="fork"` or "spawn": Hogwild
-        processes). `verbose`: a line per epoch. `sample_weight` is not supported
-        (NotImplementedError unless None). Other keyword arguments go to `Recommender.fit`
+        processes). `verbose`: a line per epoch. `sample_weight` (loss "warp" only; a
+        NotImplementedError for the others): a scipy matrix of finite weights > 0 stored at
+        exactly the interactions' entries (LightFM's rule), each positive's triple weighted
+        by its weight; without it every interaction weighs 1 (its stored value is ignored, as
+        LightFM's is). Other keyword arguments go to `Recommender.fit`
         (`callback`, `progress`, `negatives`, `samples`).
         LightFM's Adagrad sums carry over between its calls; here each call starts them
         anew."""
         who = "LightFM.fit"
-        if sample_weight is not None:
-            raise NotImplementedError(f"{who}: sample_weight is not supported yet; give None")
+        if sample_weight is not None and self.loss != "warp":
+            raise NotImplementedError(f"{who}: sample_weight is supported with loss='warp' only, not "
+                                      f"{self.loss!r}" + (" (nor in LightFM)" if self.loss == "warp-kos" else ""))
         matrix = check_interactions(interactions, who)
+        matrix.data[:] = 1.0 if sample_weight is None else _sample_weights(who, sample_weight, matrix)
         epochs = check_int(who, "epochs", epochs, minimum=0)
         workers = check_int(who, "num_threads", num_threads)
         check_flag(who, "verbose", verbose)
@@ -241,7 +246,8 @@ class LightFM(Recommender):
                               self.item_bias, max_sampled=self.max_sampled,
                               kos_k=self.k if self.loss == "warp-kos" else None, kos_n=self.n, examples=n,
                               seed=seed, negatives=negatives, user_features=self.user_features,
-                              item_features=self.item_features, rank_estimate=self.rank_estimate)
+                              item_features=self.item_features, rank_estimate=self.rank_estimate,
+                              weighted=self.loss == "warp")
         return FeatureSampler(ids, self.user_features, self.item_features, bags.user + (bags.user_weights,),
                               bags.item + (bags.item_weights,), u, i, j)
 
@@ -398,6 +404,30 @@ class LightFM(Recommender):
         bags = self._query_bags(who, "item_features", item_features, "item")
         return _nearest(who, "item_ids", item_ids, self._representations(bags, "item")[1], N, k, filter_items,
                         items, "items")
+
+
+def _sample_weights(who, sample_weight, matrix):
+    """`sample_weight`'s values in the order of `matrix`'s stored entries (canonical CSR), checked
+    to be finite, > 0 and stored at exactly those entries."""
+    if not sp.issparse(sample_weight):
+        raise TypeError(f"{who}: sample_weight must be a scipy sparse matrix of the interactions' shape "
+                        f"(LightFM's COO matrix), got {type(sample_weight).__name__}")
+    if sample_weight.shape != matrix.shape:
+        raise ValueError(f"{who}: sample_weight has shape {sample_weight.shape}, expected the "
+                         f"interactions' {matrix.shape}")
+    weights = sp.csr_matrix(sample_weight, dtype=np.float64, copy=True)
+    weights.sum_duplicates()
+    weights.sort_indices()
+    if not (np.array_equal(weights.indptr, matrix.indptr) and np.array_equal(weights.indices, matrix.indices)):
+        raise ValueError(f"{who}: sample_weight must store one weight at each interaction and none "
+                         f"elsewhere (it stores {weights.nnz} values for {matrix.nnz} interactions)")
+    bad = ~np.isfinite(weights.data) | (weights.data <= 0)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        user = np.searchsorted(weights.indptr, first, side="right") - 1
+        raise ValueError(f"{who}: sample_weight must hold finite weights > 0; it holds {weights.data[first]} "
+                         f"at user {user}, item {weights.indices[first]}")
+    return weights.data
 
 
 def _saved_bags(name, features):
