@@ -1020,6 +1020,8 @@ cdef class WarpSampler(PairwiseSampler):
         fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])
         self.ahead_pair = self._walk()
         fa_prefetch(&self.pairs[self.ahead_pair])
+        if self.pair_weights != NULL:
+            fa_prefetch(&self.pair_weights[self.ahead_pair])
         return pair.user, pair.item
 
     cdef void _prefetch_rows_of(self, Py_ssize_t leaf, FeatureBags bags, int64_t row) noexcept nogil:
