@@ -19,6 +19,12 @@ Workloads (`WORKLOADS`, one row each per size and thread count):
   `negatives="popularity"` beside implicit's `BayesianPersonalizedRanking(factors=64,
   iterations=20)` (whose negatives are the items of interactions drawn uniformly: by
   popularity too).
+- "warp" and "lightfm": issue 53's WARP models beside LightFM 1.17's `LightFM(no_components=64,
+  loss="warp")` (`fit(likes, epochs=2, num_threads=...)`; it runs in the Python that
+  FASTAD_LIGHTFM_PYTHON names when it does not import here, as in bench/lightfm_warp.py), on
+  the 1 M-interaction matrix, 2 epochs: fastad's `BPR(factors=64, iterations=2, biases=True,
+  loss="warp")` fitted with Adagrad, and fastad's `LightFM(no_components=64, loss="warp")`
+  (identity features), in Hogwild threads.
 - "word2vec": skip-gram, dim 100, window 5, negative 5, one epoch, on 100-token
   sentences of words drawn from a Zipf(1.1) law (1 M and 10 M tokens: about 9,000 and
   76,000 words of count >= 5 kept), given as a list of token lists: fastad's
@@ -51,6 +57,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #: workload -> {size: the arguments of its data maker}; --quick runs each workload's first
 SIZES = {"bpr": {"1M": (100_000, 20_000, 1_000_000), "5M": (500_000, 100_000, 5_000_000)},
          "bpr-stream": {"5M": (500_000, 100_000, 5_000_000)},
+         "warp": {"1M": (100_000, 20_000, 1_000_000)},
+         "lightfm": {"1M": (100_000, 20_000, 1_000_000)},
          "word2vec": {"1M": (1_000_000, 1), "10M": (10_000_000, 1)}}
 LARGE_SIZES = {"word2vec": {"10M x 10": (10_000_000, 10)}}
 #: the streaming setting: {size: (tokens a pass, passes)}; --quick runs the 1 M sizes
@@ -175,6 +183,25 @@ def _implicit_bpr_stream(likes, threads):
     return lambda: model.fit(likes, show_progress=False)
 
 
+def _fastad_bpr_warp(likes, threads):
+    import fastad as fa
+    model = fa.models.BPR(factors=64, iterations=2, biases=True, loss="warp")
+    return lambda: model.fit(likes, workers=threads, start_method="threads", optimizer="adagrad")
+
+
+def _fastad_lightfm(likes, threads):
+    import fastad as fa
+    model = fa.models.LightFM(no_components=64, loss="warp")
+    return lambda: model.fit(likes, epochs=2, num_threads=threads)
+
+
+def _lightfm_warp(likes, threads):
+    from lightfm import LightFM
+    model = LightFM(no_components=64, loss="warp")
+    likes = likes.tocoo()
+    return lambda: model.fit(likes, epochs=2, num_threads=threads)
+
+
 def _fastad_word2vec(data, threads):
     import fastad as fa
     corpus, min_count = data
@@ -193,12 +220,16 @@ def _gensim_word2vec(data, threads):
 WORKLOADS = {"bpr": {"fastad": (None, _fastad_bpr), "implicit": ("implicit", _implicit_bpr)},
              "bpr-stream": {"fastad": (None, _fastad_bpr_stream),
                             "implicit": ("implicit", _implicit_bpr_stream)},
+             "warp": {"fastad": (None, _fastad_bpr_warp), "LightFM": ("lightfm", _lightfm_warp)},
+             "lightfm": {"fastad": (None, _fastad_lightfm), "LightFM": ("lightfm", _lightfm_warp)},
              "word2vec": {"fastad": (None, _fastad_word2vec), "gensim": ("gensim", _gensim_word2vec)},
              "word2vec-stream": {"fastad": (None, _fastad_word2vec),
                                  "fastad shared": (None, _fastad_word2vec_shared)}}
-DATA = {"bpr": power_law_likes, "bpr-stream": power_law_likes, "word2vec": zipf_corpus,
-        "word2vec-stream": zipf_stream}
+DATA = {"bpr": power_law_likes, "bpr-stream": power_law_likes, "warp": power_law_likes,
+        "lightfm": power_law_likes, "word2vec": zipf_corpus, "word2vec-stream": zipf_stream}
 SIZES["word2vec-stream"] = STREAM_SIZES
+#: a peer's module -> the environment variable naming another Python that has it (when this one does not)
+OTHER_PYTHON = {"lightfm": "FASTAD_LIGHTFM_PYTHON"}
 
 
 def measure(workload, library, size, threads):
@@ -214,13 +245,22 @@ def measure(workload, library, size, threads):
     return _resident_mb("VmHWM") - before, seconds
 
 
-def skip_reason(module):
+def python_for(module):
+    """The Python that runs a fit needing `module` (None: none here): this one when it imports
+    `module`, else the one OTHER_PYTHON's variable names."""
     if module is None:
-        return None
+        return sys.executable
     try:
         __import__(module)
     except ImportError:
-        return f"{module} is not installed"
+        return os.environ.get(OTHER_PYTHON.get(module, ""))
+    return sys.executable
+
+
+def skip_reason(module):
+    if python_for(module) is None:
+        extra = f" (nor is {OTHER_PYTHON[module]} set)" if module in OTHER_PYTHON else ""
+        return f"{module} is not installed{extra}"
     return None
 
 
@@ -237,7 +277,7 @@ def run(quick=False, workloads=None, large=False):
                                      "threads": threads, "skipped": reason})
                         continue
                     out = subprocess.run(
-                        [sys.executable, __file__, "--one", workload, library, size, str(threads)],
+                        [python_for(module), __file__, "--one", workload, library, size, str(threads)],
                         capture_output=True, text=True, check=True,
                         env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS=str(threads)))
                     peak, seconds = json.loads(out.stdout.strip().splitlines()[-1])

@@ -181,10 +181,12 @@ def test_cold_start_users_by_their_features():
     assert (item_tag[ids] == 3).all()
 
 
-def test_warp_learns_and_ranks_held_out_items():
+@pytest.mark.parametrize("rank_estimate", ["sampled", "online"])
+def test_warp_learns_and_ranks_held_out_items(rank_estimate):
     likes = fa.data.planted_interactions(300, 150, per_user=15, seed=0)
     train, test = fa.data.train_test_split(likes, 0.2, seed=0)
-    model = fa.models.LightFM(no_components=16, loss="warp", random_state=0).fit(train, epochs=20)
+    model = fa.models.LightFM(no_components=16, loss="warp", random_state=0, rank_estimate=rank_estimate)
+    model.fit(train, epochs=20)
     ranks = model.predict_rank(test, train)
     assert ranks.shape == test.shape and ranks.nnz == test.nnz
     assert ranks.data.mean() < 0.25 * 150
@@ -202,6 +204,37 @@ def test_predict_rank_counts_higher_scores():
     for user, item in ((2, 3), (5, 9)):
         scores = model.predict(user, np.arange(N_ITEMS))
         assert ranks[user, item] == (scores > scores[item]).sum()
+
+
+def test_the_online_rank_estimate_reaches_the_sampler_and_the_checkpoint(tmp_path):
+    """The same seed trains other factors with rank_estimate="online" (one candidate a
+    positive), and save/load keeps the setting."""
+    likes = _likes()
+    trained = {}
+    for estimate in ("sampled", "online"):
+        model = fa.models.LightFM(no_components=4, loss="warp", random_state=0, rank_estimate=estimate)
+        trained[estimate] = model.fit(likes, epochs=1).item_embeddings.value.copy()
+    assert not np.allclose(trained["sampled"], trained["online"])
+    model.save(tmp_path / "online.npz")
+    assert fa.models.LightFM.load(tmp_path / "online.npz").rank_estimate == "online"
+
+
+def test_sample_weight_weighs_each_interactions_warp_triples():
+    """Without sample_weight the interactions' stored values are ignored (as LightFM's are):
+    values of 5 train what ones do. sample_weight trains otherwise, and weights of 1 as none."""
+    likes = _likes()
+    fives = likes * 5.0
+    weights = likes.tocoo()
+    weights.data = np.random.default_rng(0).uniform(0.5, 3.0, weights.nnz)
+
+    def trained(interactions, sample_weight=None):
+        model = fa.models.LightFM(no_components=4, loss="warp", random_state=0)
+        return model.fit(interactions, sample_weight=sample_weight, epochs=2).item_embeddings.value.copy()
+
+    plain = trained(likes)
+    np.testing.assert_array_equal(trained(fives), plain)
+    np.testing.assert_array_equal(trained(likes, likes.tocoo()), plain)
+    assert not np.allclose(trained(likes, weights), plain)
 
 
 def test_save_and_load(tmp_path):
@@ -261,10 +294,25 @@ def test_bad_input_names_the_argument_and_trains_nothing():
         fa.models.LightFM(max_sampled=0)
     with pytest.raises(ValueError, match="loss"):
         fa.models.LightFM(loss="hinge")
+    with pytest.raises(ValueError, match="LightFM: rank_estimate must be one of"):
+        fa.models.LightFM(loss="warp", rank_estimate="exact")
     with pytest.raises(ValueError, match="item_alpha .* and user_alpha .* differ"):
         fa.models.LightFM(item_alpha=0.1, user_alpha=0.2)
-    with pytest.raises(NotImplementedError, match="sample_weight"):
-        model.fit_partial(likes, sample_weight=likes)
+    ones = likes.tocoo()
+    with pytest.raises(TypeError, match="LightFM.fit: sample_weight must be a scipy sparse matrix"):
+        model.fit_partial(likes, sample_weight=likes.toarray())
+    with pytest.raises(ValueError, match=r"sample_weight has shape \(60, 39\), expected the interactions' \(60, 40\)"):
+        model.fit_partial(likes, sample_weight=likes[:, :39])
+    with pytest.raises(ValueError, match="sample_weight must store one weight at each interaction and none elsewhere"):
+        model.fit_partial(likes, sample_weight=likes + sp.identity(60, format="csr")[:, :40] * 3)
+    for bad in (0.0, -1.0, np.nan):
+        weights = ones.copy()
+        weights.data[2] = bad
+        with pytest.raises(ValueError, match="LightFM.fit: sample_weight must hold finite weights > 0"):
+            model.fit_partial(likes, sample_weight=weights)
+    for loss in ("bpr", "logistic", "warp-kos"):
+        with pytest.raises(NotImplementedError, match=f"sample_weight is supported with loss='warp' only, not '{loss}'"):
+            fa.models.LightFM(loss=loss).fit(likes, sample_weight=ones)
     with pytest.raises(IndexError, match="item_ids"):
         model.predict(0, [0, 40])
     with pytest.raises(ValueError, match="item_features has 3 features"):

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import fastad as fa
-from fastad.models.recsys._pairs import WARP_MAX_WEIGHT, warp_weight
+from fastad.models.recsys._pairs import ONLINE_RATE_STEP, WARP_MAX_WEIGHT, online_weight, warp_weight
 
 # ------------------------------------------------------------------ ranking_loss(weights=)
 
@@ -136,6 +136,24 @@ def test_one_warp_step_is_the_weighted_hinge_update_of_the_drawn_violator():
     np.testing.assert_array_equal(Vp.value[untouched], V[untouched])
 
 
+@pytest.mark.parametrize("rank_estimate", ["sampled", "online"])
+def test_weighted_multiplies_the_rank_weight_by_the_positives_stored_value(rank_estimate):
+    """One user likes items 7 (stored 2.5) and 9 (stored 0.5); every other item violates at once."""
+    n_items, dim = 1001, 4
+    U = np.ones((1, dim))
+    V = np.ones((n_items, dim))
+    V[[7, 9]] = -1.0
+    likes = sp.csr_matrix(([2.5, 0.5], ([0, 0], [7, 9])), shape=(1, n_items))
+    for weighted in (False, True):
+        sampler, loss, _ = _warp_setup(likes, U, V, examples=2, seed=3, weighted=weighted,
+                                       rank_estimate=rank_estimate)
+        drawn = {int(pos[0]): float(weight[0]) for _, pos, _, weight in sampler.epoch()}
+        assert drawn.keys() == {7, 9} and sampler.weighted == weighted
+        base = math.log(n_items - 1)        # every draw violates: the first draw, or a rate of 1
+        expected = {7: 2.5 * base, 9: 0.5 * base} if weighted else {7: base, 9: base}
+        assert drawn == pytest.approx(expected, rel=1e-6)
+
+
 def test_tries_count_every_draw_a_liked_one_included():
     """Five items, the user likes item 0 and only item 3 violates: the draw that finds it is
     geometric (p = 1/5), and the weight log(max(1, floor(4 / tries))) is log 4 at the first
@@ -231,6 +249,53 @@ def test_warp_sampler_bad_input_raises():
         fa.data.WarpSampler(likes, users, pos, neg, fa.Input(np.zeros(2)), Up, Vp)
     with pytest.raises(TypeError, match="WarpSampler: weights is float64 but user_table is float32"):
         fa.data.WarpSampler(likes, users, pos, neg, fa.Input(np.zeros(1), dtype=np.float64), Up, Vp)
+    with pytest.raises(ValueError, match="WarpSampler: weighted positives are WARP's"):
+        _warp_setup(likes, U, V, kos_k=1, weighted=True)
+    with pytest.raises(ValueError, match="WarpSampler: rank_estimate must be one of 'sampled', 'online', "
+                                         "got 'exact'"):
+        _warp_setup(likes, U, V, rank_estimate="exact")
+
+
+# ------------------------------------------------------------------ the online rank estimate
+
+def test_the_online_weight_is_the_log_of_the_rate_times_the_other_items():
+    assert online_weight(1001, 1.0) == pytest.approx(math.log(1000))
+    assert online_weight(1001, 0.325) == pytest.approx(math.log(325))
+    assert online_weight(1001, 0.0005) == 0.0                          # floor below 1: log(max(1, .))
+    assert online_weight(10 ** 6, 1.0) == WARP_MAX_WEIGHT              # capped as warp_weight is
+
+
+def test_online_draws_one_candidate_a_positive_and_moves_the_users_rate():
+    """The liked item scores far above the others: no draw violates, each positive draws one
+    candidate (the rate falls by ONLINE_RATE_STEP's factor once a positive) and takes no update."""
+    n_items = 50
+    U = np.ones((1, 2))
+    V = -np.ones((n_items, 2))
+    V[0] = 10.0
+    sampler, loss, (Up, Vp) = _warp_setup(_one_user_likes([0], n_items), U, V, examples=6, seed=0,
+                                          rank_estimate="online", max_sampled=10)
+    assert sampler.rank_estimate == "online" and sampler.rates.tolist() == [1.0]
+    fa.train(loss, fa.optim.SGD([Up, Vp], lr=0.1), sampler, epochs=1)
+    assert sampler.skipped == 6
+    assert sampler.rates[0] == pytest.approx((1 - ONLINE_RATE_STEP) ** 6, rel=1e-6)
+    np.testing.assert_array_equal(Vp.value, V)
+    assert _warp_setup(_one_user_likes([0], n_items), U, V)[0].rates is None
+
+
+def test_online_weighs_a_violator_by_the_users_rate_counting_that_draw():
+    n_items, dim = 1001, 4
+    U = np.ones((1, dim))
+    V = np.ones((n_items, dim))
+    V[7] = -1.0                             # every item but the liked one violates
+    sampler, loss, (Up, Vp) = _warp_setup(_one_user_likes([7], n_items), U, V, examples=1, seed=3,
+                                          rank_estimate="online")
+    sampler.rates[0] = 0.25
+    fa.train(loss, fa.optim.SGD([Up, Vp], lr=0.01), sampler, epochs=1)
+    rate = 0.25 + ONLINE_RATE_STEP * 0.75
+    assert sampler.rates[0] == pytest.approx(rate, rel=1e-6)
+    # log(324): the rate is a float32, 0.325 just below
+    assert float(sampler.leaves[3].value[0]) == pytest.approx(math.log(math.floor(1000 * float(sampler.rates[0]))))
+    assert int(sampler.leaves[2].value[0]) != 7
 
 
 # ------------------------------------------------------------------ BPR(loss="warp" | "warp-kos")
@@ -241,11 +306,15 @@ def split():
     return fa.data.train_test_split(likes, 0.2, seed=1)
 
 
-@pytest.mark.parametrize("loss, epochs, auc", [("warp", 15, 0.68), ("warp-kos", 200, 0.64)])
-def test_bpr_trains_with_warp(split, loss, epochs, auc):
-    """(k-OS's epoch is one positive per user: 600 here, against WARP's 7,200.)"""
+@pytest.mark.parametrize("loss, epochs, auc, rank_estimate", [("warp", 15, 0.68, "sampled"),
+                                                            ("warp-kos", 200, 0.64, "sampled"),
+                                                            ("warp", 15, 0.68, "online"),
+                                                            ("warp-kos", 200, 0.62, "online")])
+def test_bpr_trains_with_warp(split, loss, epochs, auc, rank_estimate):
+    """(k-OS's epoch is one positive per user: 600 here, against WARP's 7,200. The online rank
+    estimate draws one candidate a positive, so fewer positives find a violator and train.)"""
     train, test = split
-    model = fa.models.BPR(600, 200, dim=16, loss=loss, biases=True, seed=2)
+    model = fa.models.BPR(600, 200, dim=16, loss=loss, biases=True, seed=2, rank_estimate=rank_estimate)
     before = fa.metrics.evaluate(model, test, train=train)["auc"]
     model.fit(train, epochs=epochs, lr=0.05, optimizer="adagrad", seed=0)
     after = fa.metrics.evaluate(model, test, train=train)["auc"]
@@ -271,16 +340,18 @@ def test_warp_trains_in_two_workers(split, start_method):
 
 def test_save_and_load_keep_the_warp_loss_and_its_settings(split, tmp_path):
     train, _ = split
-    model = fa.models.BPR(600, 200, dim=8, loss="warp-kos", max_sampled=7, kos_k=2, kos_n=4)
+    model = fa.models.BPR(600, 200, dim=8, loss="warp-kos", max_sampled=7, kos_k=2, kos_n=4,
+                          rank_estimate="online")
     model.fit(train, epochs=1, optimizer="adagrad")
     model.save(tmp_path / "warp.npz")
     loaded = fa.models.BPR.load(tmp_path / "warp.npz")
     assert (loaded.loss, loaded.max_sampled, loaded.kos_k, loaded.kos_n) == ("warp-kos", 7, 2, 4)
+    assert loaded.rank_estimate == "online"
     assert loaded.settings() == model.settings()
     np.testing.assert_array_equal(loaded.scores([0, 1]), model.scores([0, 1]))
     _, feeds = loaded.example_graph()
     sampler = loaded.epoch_sampler(feeds, fa.data.Interactions(train), 5, 0)
-    assert (sampler.max_sampled, sampler.kos_k, sampler.kos_n) == (7, 2, 4)
+    assert (sampler.max_sampled, sampler.kos_k, sampler.kos_n, sampler.rank_estimate) == (7, 2, 4, "online")
 
 
 def test_bpr_warp_bad_input_raises():
@@ -288,6 +359,8 @@ def test_bpr_warp_bad_input_raises():
         fa.models.BPR(10, 5, loss="warp", max_sampled=0)
     with pytest.raises(ValueError, match="BPR: kos_n must be >= 5, got 3"):
         fa.models.BPR(10, 5, loss="warp-kos", kos_n=3)
+    with pytest.raises(ValueError, match="BPR: rank_estimate must be one of"):
+        fa.models.BPR(10, 5, loss="warp", rank_estimate="exact")
     model = fa.models.BPR(10, 5, loss="warp")
     settings = fa.models.runner.RunSettings.for_fit("BPR.fit", 1, None, "cpu", None, samples=10,
                                                     optimizer="sgd", lr=0.05, first_epoch=1)
@@ -330,4 +403,25 @@ def test_a_bpr_saved_before_the_warp_settings_loads_with_their_defaults():
     import os
     path = os.path.join(os.path.dirname(__file__), "data", "saved_before_one_format", "bpr.npz")
     model = fa.models.BPR.load(path)
-    assert (model.loss, model.max_sampled, model.kos_k, model.kos_n) == ("bpr", 10, 5, 10)
+    assert (model.loss, model.max_sampled, model.kos_k, model.kos_n, model.rank_estimate) == \
+        ("bpr", 10, 5, 10, "sampled")
+
+
+def test_warp_models_saved_before_the_rank_estimate_load_with_the_sampled_one():
+    """Files saved by BPR and LightFM before `rank_estimate` existed (a k-OS WARP BPR and a WARP
+    LightFM, 20 users x 10 items): they load with its default, their settings and factors kept,
+    and train on."""
+    import os
+    folder = os.path.join(os.path.dirname(__file__), "data", "saved_before_rank_estimate")
+    bpr = fa.models.BPR.load(os.path.join(folder, "bpr_warp.npz"))
+    assert (bpr.loss, bpr.max_sampled, bpr.kos_k, bpr.kos_n, bpr.rank_estimate, bpr.biases) == \
+        ("warp-kos", 7, 2, 4, "sampled", True)
+    np.testing.assert_allclose(bpr.scores([0, 1])[0][:4], [-0.2563682, -0.14561585, 0.01236786, -0.10503429],
+                               rtol=1e-6)
+    lightfm = fa.models.LightFM.load(os.path.join(folder, "lightfm_warp.npz"))
+    assert (lightfm.loss, lightfm.max_sampled, lightfm.rank_estimate) == ("warp", 7, "sampled")
+    np.testing.assert_allclose(lightfm.predict(np.zeros(4, int), np.arange(4)),
+                               [-0.07748758, -0.0156539, -0.02642097, -0.029581], rtol=1e-6)
+    likes = fa.data.planted_interactions(20, 10, per_user=4, seed=0)
+    bpr.fit(likes, epochs=1, optimizer="adagrad")
+    lightfm.fit_partial(likes, epochs=1)

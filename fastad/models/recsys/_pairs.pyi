@@ -41,13 +41,20 @@ class FeatureSampler(Sampler):
 
 WARP_MAX_WEIGHT: float
 
+RANK_ESTIMATES: tuple[str, ...]
+ONLINE_RATE_STEP: float
+
 def warp_weight(n_items: int, tries: int) -> float: ...
+def online_weight(n_items: int, rate: float) -> float: ...
 
 class WarpSampler(PairwiseSampler):
     max_sampled: Final[int]
     kos_k: Final[int]
     kos_n: Final[int]
     skipped: Final[int]
+    rank_estimate: Final[Literal["sampled", "online"]]
+    rates: Final[Any]
+    weighted: Final[bool]
     user_features: Final[FeatureBags | None]
     item_features: Final[FeatureBags | None]
     def __init__(self, interactions: Any, users: IndexInput, pos: IndexInput, neg: IndexInput,
@@ -56,4 +63,5 @@ class WarpSampler(PairwiseSampler):
                  kos_n: int = 10, negatives: Literal["uniform", "popularity"] = "uniform",
                  examples: int | None = None, n_users: int | None = None, n_items: int | None = None,
                  seed: _Seed = None, rank: int = 0, workers: int = 1, user_features: Any = None,
-                 item_features: Any = None) -> None: ...
+                 item_features: Any = None, rank_estimate: Literal["sampled", "online"] = "sampled",
+                 weighted: bool = False) -> None: ...

@@ -36,6 +36,13 @@ __all__ = ["Interactions", "PairwiseSampler", "WarpSampler", "FeatureBags", "Fea
 #: tries)) is capped here.
 WARP_MAX_WEIGHT = 10.0
 cdef double MAX_WEIGHT = WARP_MAX_WEIGHT
+#: How WarpSampler estimates a positive's rank: "sampled" (LightFM's: from the draws until a
+#: violating negative) or "online" (from the user's running violation rate, one draw a positive).
+RANK_ESTIMATES = ("sampled", "online")
+#: The online rank estimate's running violation rate weighs each new draw by this much (an
+#: exponential average over about the user's last 1 / ONLINE_RATE_STEP draws).
+ONLINE_RATE_STEP = 0.1
+cdef double RATE_STEP = ONLINE_RATE_STEP
 
 
 cdef tuple _drawable_share(int64_t n, Py_ssize_t rank, Py_ssize_t workers):
@@ -694,7 +701,24 @@ cpdef double warp_weight(int64_t n_items, int64_t tries) noexcept nogil:
     >>> warp_weight(1001, 1)        # log(1000)
     6.907755278982137
     """
-    cdef double weight = log(max(1.0, floor((n_items - 1) / <double>tries)))
+    return _capped_log_rank((n_items - 1) / <double>tries)
+
+
+cpdef double online_weight(int64_t n_items, double rate) noexcept nogil:
+    """The rank weight of a WARP triple under the online rank estimate, for a user whose
+    running rate of violating draws is `rate`: log(max(1, floor((n_items - 1) * rate))), at most
+    WARP_MAX_WEIGHT ((n_items - 1) * rate estimates how many items outscore the positive, as
+    (n_items - 1) / tries does when tries is about 1 / rate).
+
+    >>> online_weight(1001, 0.5)    # log(500)
+    6.214608098422191
+    """
+    return _capped_log_rank((n_items - 1) * rate)
+
+
+cdef inline double _capped_log_rank(double rank) noexcept nogil:
+    """log(max(1, floor(rank))), at most WARP_MAX_WEIGHT."""
+    cdef double weight = log(max(1.0, floor(rank)))
     return weight if weight < MAX_WEIGHT else MAX_WEIGHT
 
 
@@ -712,6 +736,14 @@ cdef class WarpSampler(PairwiseSampler):
     rule. A positive that finds no violating negative in `max_sampled` draws takes no
     update: the sampler moves on to the next positive without filling the leaves.
 
+    `rank_estimate="online"` (the online rank estimate, for large catalogues where most
+    positives draw all `max_sampled` candidates): each positive draws one candidate, as
+    BPR does, and each user keeps a running rate r of their draws that violated (an
+    exponential average, ONLINE_RATE_STEP a draw, from 1); a violating draw trains with
+    weight log(max(1, floor((n_items - 1) * r))) (`online_weight`), r counting that draw.
+    The rates live in the sampler (`rates`, n_users float32s), each thread's or process's
+    its own, and start anew with it (each fit). `max_sampled` is then unused.
+
     interactions, users, pos, neg, negatives, n_users, n_items, seed, rank, workers
                   as PairwiseSampler's. The positives are the worker's share of the
                   interactions, walked in an order shuffled at each pass: each once a
@@ -728,6 +760,11 @@ cdef class WarpSampler(PairwiseSampler):
                   hybrid model. The leaves still take ids; `FeatureSampler` writes them
                   as the graph's feature bags.
     max_sampled   the most candidate negatives a positive draws (>= 1; LightFM's 10).
+    rank_estimate "sampled" (default, LightFM's) or "online", as above.
+    weighted      WARP (not k-OS): each triple's weight times its positive's stored value in
+                  the interactions (LightFM's sample_weight; which must then be > 0, as
+                  every stored value of `Interactions` is). Default False: the values are
+                  ignored.
     kos_k, kos_n  k-OS WARP (kos_k given): a positive is a user drawn uniformly from the
                   worker's share of the users, then kos_n (>= 1) of their items drawn
                   uniformly (with repetition; all of them when they have fewer), and the
@@ -762,18 +799,35 @@ cdef class WarpSampler(PairwiseSampler):
     cdef int32_t* order              # each once a pass (offsets from first_pair)
     cdef int64_t cursor              # the next of `order` to take
     cdef fa_pair next_pair           # the next positive, read, its rows loading
+    cdef int64_t next_k              # its interaction
     cdef object kos_scores_array, kos_items_array    # k-OS: a user's kos_n drawn items and scores
     cdef double* kos_scores
     cdef int64_t* kos_items
     cdef int64_t budget              # positives to try this epoch
     cdef int64_t tried               # positives tried this epoch
     cdef readonly int64_t skipped
+    cdef readonly str rank_estimate
+    cdef readonly object rates       # online: each user's running rate of violating draws (else None)
+    cdef float* user_rates
+    cdef readonly bint weighted
+    cdef object pair_weights_array   # weighted: the interactions' stored values, pair k's at k
+    cdef const double* pair_weights
+    cdef int64_t positive_k          # the interaction of the positive last drawn (WARP)
 
     def __init__(self, interactions, users, pos, neg, weights, user_table, item_table, item_bias=None, *,
                  max_sampled=10, kos_k=None, kos_n=10, negatives="uniform", examples=None, n_users=None,
-                 n_items=None, seed=None, rank=0, workers=1, user_features=None, item_features=None):
+                 n_items=None, seed=None, rank=0, workers=1, user_features=None, item_features=None,
+                 rank_estimate="sampled", weighted=False):
         who = "WarpSampler"
         self.max_sampled = check_int(who, "max_sampled", max_sampled, 1)
+        if rank_estimate not in RANK_ESTIMATES:
+            raise ValueError(f"{who}: rank_estimate must be one of {', '.join(map(repr, RANK_ESTIMATES))}, "
+                             f"got {rank_estimate!r}")
+        self.rank_estimate = rank_estimate
+        self.weighted = check_flag(who, "weighted", weighted)
+        if self.weighted and kos_k is not None:
+            raise ValueError(f"{who}: weighted positives are WARP's: k-OS WARP (kos_k given) draws "
+                             f"its positive among a user's items, not an interaction")
         if kos_k is not None:
             self.kos_k = check_int(who, "kos_k", kos_k, 1)
             self.kos_n = check_int(who, "kos_n", kos_n, 1)
@@ -833,6 +887,12 @@ cdef class WarpSampler(PairwiseSampler):
             self.kos_items_array = empty_buffer((self.kos_n,), np.int64)
             self.kos_scores = <double*>cnp.PyArray_DATA(self.kos_scores_array)
             self.kos_items = <int64_t*>cnp.PyArray_DATA(self.kos_items_array)
+        if self.weighted:
+            self.pair_weights_array = np.ascontiguousarray(self.data.matrix.data, dtype=np.float64)
+            self.pair_weights = <const double*>cnp.PyArray_DATA(self.pair_weights_array)
+        if rank_estimate == "online":
+            self.rates = np.ones(self.n_users, dtype=np.float32)
+            self.user_rates = <float*>cnp.PyArray_DATA(self.rates)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:
         self.budget = self.examples_per_epoch * self.batch
@@ -857,6 +917,8 @@ cdef class WarpSampler(PairwiseSampler):
         while b < self.batch and self.tried < self.budget:
             self.tried += 1
             if self._draw(b, weights):
+                if self.pair_weights != NULL:
+                    weights[b] *= <floating>self.pair_weights[self.positive_k]
                 b += 1
             else:
                 self.skipped += 1
@@ -892,6 +954,8 @@ cdef class WarpSampler(PairwiseSampler):
             user, item = self._next_positive()
             user_row = self._user_row(user, U)
         threshold = self._score_of(item, user_row, V, bias) - 1.0
+        if self.user_rates != NULL:
+            return self._draw_online(b, weights, user, item, user_row, V, bias, threshold)
         while drawn < self.max_sampled:         # the candidates, a chunk at a time, in draw order
             chunk = min(<Py_ssize_t>CANDIDATES, self.max_sampled - drawn)
             rng = self.rng          # in registers for the draws, not through the object's memory
@@ -917,6 +981,25 @@ cdef class WarpSampler(PairwiseSampler):
             drawn += chunk
         return False
 
+    cdef bint _draw_online(self, Py_ssize_t b, floating* weights, int64_t user, int64_t item,
+                           const floating* user_row, const floating* V, const floating* bias,
+                           double threshold) noexcept nogil:
+        """The online rank estimate: one candidate for the positive (user, item) whose score
+        less 1 is `threshold`; it moves the user's violation rate, and a violating one (not
+        liked by the user) fills slot b with the rate's weight. False when it does not violate."""
+        cdef int64_t candidate = (self.pairs[fa_rng_below(&self.rng, self.nnz)].item if self.by_popularity
+                                  else fa_rng_below(&self.rng, self.n_items))
+        cdef bint violates = (self._score_of(candidate, user_row, V, bias) > threshold
+                              and not self.liked(user, candidate))
+        self.user_rates[user] += <float>(RATE_STEP * (violates - self.user_rates[user]))
+        if not violates:
+            return False
+        self.out_users[b] = user
+        self.out_pos[b] = item
+        self.out_neg[b] = candidate
+        weights[b] = <floating>online_weight(self.n_items, self.user_rates[user])
+        return True
+
     cdef (int64_t, int64_t) _next_positive(self) noexcept nogil:
         """The next positive (user, item): the worker's share of the interactions is walked in
         an order shuffled each pass, each interaction once (LightFM's epoch over its
@@ -924,16 +1007,21 @@ cdef class WarpSampler(PairwiseSampler):
         ahead (its pair loading), so their cache misses overlap the work in between."""
         cdef fa_pair pair
         if not self.primed:
-            self.next_pair = self.pairs[self._walk()]
+            self.next_k = self._walk()
+            self.next_pair = self.pairs[self.next_k]
             self.ahead_pair = self._walk()
             self.primed = True
         pair = self.next_pair
+        self.positive_k = self.next_k
         self.next_pair = self.pairs[self.ahead_pair]
+        self.next_k = self.ahead_pair
         self._prefetch_rows_of(0, self.user_features, self.next_pair.user)
         self._prefetch_rows_of(1, self.item_features, self.next_pair.item)
         fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])
         self.ahead_pair = self._walk()
         fa_prefetch(&self.pairs[self.ahead_pair])
+        if self.pair_weights != NULL:
+            fa_prefetch(&self.pair_weights[self.ahead_pair])
         return pair.user, pair.item
 
     cdef void _prefetch_rows_of(self, Py_ssize_t leaf, FeatureBags bags, int64_t row) noexcept nogil:

@@ -6,7 +6,7 @@ import numpy as np
 
 from fastad._engine.graph import IndexInput, Input, Parameter
 from fastad.training.feeds import FeedSampler
-from fastad.models.recsys._pairs import PairwiseSampler, WarpSampler
+from fastad.models.recsys._pairs import RANK_ESTIMATES, PairwiseSampler, WarpSampler
 from fastad.ops.ranking import RANKING_LOSSES, ranking_loss
 from fastad.checks import check_choice, check_flag, check_int, check_number, either
 from fastad.random import generator_of, seed_of
@@ -57,7 +57,9 @@ class BPR(TripleSampling, Recommender):
     log(max(1, floor((n_items - 1) / draws))) (capped at 10); a positive that finds none takes no
     update. `loss="warp-kos"` (k-OS WARP) draws a user, `kos_n` of their items, and takes
     the `kos_k`-th best scored as the positive; an epoch is then one positive per user
-    (`fit`'s default `samples`). Both train on the CPU (`fa.data.WarpSampler`, in threads
+    (`fit`'s default `samples`). `rank_estimate="online"` draws one candidate a positive
+    instead, its weight from the user's running rate of violating draws (the online rank
+    estimate, `fa.data.WarpSampler`'s). Both train on the CPU (`fa.data.WarpSampler`, in threads
     and Hogwild processes as BPR does); `regularization` is weighted as the triple is.
 
     Two ways to build one:
@@ -91,7 +93,7 @@ class BPR(TripleSampling, Recommender):
     def __init__(self, n_users=None, n_items=None, dim=None, scale=0.1, seed=0, dtype=None, U=None,
                  V=None, biases=None, regularization=None, *, factors=None, learning_rate=None,
                  iterations=None, random_state=None, copy=False, loss="bpr", max_sampled=10, kos_k=5,
-                 kos_n=10):
+                 kos_n=10, rank_estimate="sampled"):
         super().__init__()
         who = "BPR"
         dim = either(who, "dim", dim, None, "implicit's factors", factors)
@@ -117,6 +119,7 @@ class BPR(TripleSampling, Recommender):
         self.max_sampled = check_int(who, "max_sampled", max_sampled, minimum=1)
         self.kos_k = check_int(who, "kos_k", kos_k, minimum=1)
         self.kos_n = check_int(who, "kos_n", kos_n, minimum=self.kos_k)
+        self.rank_estimate = check_choice(who, "rank_estimate", rank_estimate, list(RANK_ESTIMATES))
         if sized:
             if (n_users is None and U is None) or (n_items is None and V is None):
                 raise TypeError(f"{who}: give both n_users and n_items (or U and V), or neither: "
@@ -168,7 +171,7 @@ class BPR(TripleSampling, Recommender):
                 "seed": int(self.seed), "dtype": self.dtype.name, "biases": self.biases,
                 "regularization": self.regularization, "learning_rate": self.learning_rate,
                 "iterations": self.iterations, "loss": self.loss, "max_sampled": self.max_sampled,
-                "kos_k": self.kos_k, "kos_n": self.kos_n}
+                "kos_k": self.kos_k, "kos_n": self.kos_n, "rank_estimate": self.rank_estimate}
 
     @classmethod
     def _around(cls, settings, arrays, weights):
@@ -210,7 +213,8 @@ class BPR(TripleSampling, Recommender):
             return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed, negatives=negatives)
         return WarpSampler(interactions, *feeds.leaves, self.U, self.V, self.item_bias if self.biases else None,
                            max_sampled=self.max_sampled, kos_k=self.kos_k if self.loss == "warp-kos" else None,
-                           kos_n=self.kos_n, examples=n, seed=seed, negatives=negatives)
+                           kos_n=self.kos_n, examples=n, seed=seed, negatives=negatives,
+                           rank_estimate=self.rank_estimate)
 
     def epoch_samples(self, matrix):
         """fit's default examples an epoch: one per interaction, or with k-OS WARP one per user

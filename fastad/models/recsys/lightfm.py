@@ -12,7 +12,7 @@ from fastad.ops.sparse import embedding_bag
 from fastad.training.feeds import FeedSampler
 from fastad.checks import check_choice, check_flag, check_ids, check_int, check_number
 from fastad.random import generator_of, seed_of
-from fastad.models.recsys._pairs import FeatureBags, FeatureSampler, PairwiseSampler, WarpSampler
+from fastad.models.recsys._pairs import RANK_ESTIMATES, FeatureBags, FeatureSampler, PairwiseSampler, WarpSampler
 from fastad.models.recsys.interactions import check_interactions
 from fastad.models.recsys.recommender import Recommender, _nearest, _queries, _top_k_in_batches
 
@@ -42,6 +42,8 @@ class LightFM(Recommender):
       per interaction, -log sigmoid of the margin), "warp" (negatives drawn against the
       current scores until one violates the margin, up to `max_sampled`, the hinge times the
       log-rank weight: `fa.data.WarpSampler`), "warp-kos" (k-OS WARP with `k` of `n`).
+    - `rank_estimate` (fastad's, keyword-only): "sampled" (LightFM's) or "online" (WARP's
+      positives draw one candidate each, weighted by the user's running violation rate).
     - `learning_schedule`: "adagrad" (the rate over the root of each weight's sum of squared
       gradients, the sums from 1, as LightFM's) or "adadelta" (`rho`, `epsilon`;
       `learning_rate` unused, as in LightFM).
@@ -68,7 +70,8 @@ class LightFM(Recommender):
 
     def __init__(self, no_components=10, k=5, n=10, learning_schedule="adagrad", loss="logistic",
                  learning_rate=0.05, rho=0.95, epsilon=1e-6, item_alpha=0.0, user_alpha=0.0,
-                 max_sampled=10, random_state=None, dtype=None, *, user_features=None, item_features=None):
+                 max_sampled=10, random_state=None, dtype=None, *, user_features=None, item_features=None,
+                 rank_estimate="sampled"):
         super().__init__()
         who = "LightFM"
         self.no_components = check_int(who, "no_components", no_components)
@@ -86,6 +89,7 @@ class LightFM(Recommender):
                              f"fastad applies them as one optimizer's weight decay: give one value, "
                              f"or one of them 0")
         self.max_sampled = check_int(who, "max_sampled", max_sampled, minimum=1)
+        self.rank_estimate = check_choice(who, "rank_estimate", rank_estimate, list(RANK_ESTIMATES))
         self.random_state = seed_of(who, random_state)
         self.dtype = Parameter(np.zeros(0), dtype=dtype).dtype.name
         self._draws = generator_of(who, self.random_state)      # each fit's sampling seed
@@ -152,15 +156,20 @@ class LightFM(Recommender):
         `user_features`/`item_features`: scipy (users, features) / (items, features)
         matrices of weights >= 0, the identity when None; a later call must give as many
         features. `num_threads`: Hogwild threads (`start_method="fork"` or "spawn": Hogwild
-        processes). `verbose`: a line per epoch. `sample_weight` is not supported
-        (NotImplementedError unless None). Other keyword arguments go to `Recommender.fit`
+        processes). `verbose`: a line per epoch. `sample_weight` (loss "warp" only; a
+        NotImplementedError for the others): a scipy matrix of finite weights > 0 stored at
+        exactly the interactions' entries (LightFM's rule), each positive's triple weighted
+        by its weight; without it every interaction weighs 1 (its stored value is ignored, as
+        LightFM's is). Other keyword arguments go to `Recommender.fit`
         (`callback`, `progress`, `negatives`, `samples`).
         LightFM's Adagrad sums carry over between its calls; here each call starts them
         anew."""
         who = "LightFM.fit"
-        if sample_weight is not None:
-            raise NotImplementedError(f"{who}: sample_weight is not supported yet; give None")
+        if sample_weight is not None and self.loss != "warp":
+            raise NotImplementedError(f"{who}: sample_weight is supported with loss='warp' only, not "
+                                      f"{self.loss!r}" + (" (nor in LightFM)" if self.loss == "warp-kos" else ""))
         matrix = check_interactions(interactions, who)
+        matrix.data[:] = 1.0 if sample_weight is None else _sample_weights(who, sample_weight, matrix)
         epochs = check_int(who, "epochs", epochs, minimum=0)
         workers = check_int(who, "num_threads", num_threads)
         check_flag(who, "verbose", verbose)
@@ -237,7 +246,8 @@ class LightFM(Recommender):
                               self.item_bias, max_sampled=self.max_sampled,
                               kos_k=self.k if self.loss == "warp-kos" else None, kos_n=self.n, examples=n,
                               seed=seed, negatives=negatives, user_features=self.user_features,
-                              item_features=self.item_features)
+                              item_features=self.item_features, rank_estimate=self.rank_estimate,
+                              weighted=self.loss == "warp")
         return FeatureSampler(ids, self.user_features, self.item_features, bags.user + (bags.user_weights,),
                               bags.item + (bags.item_weights,), u, i, j)
 
@@ -248,7 +258,7 @@ class LightFM(Recommender):
                 "learning_schedule": self.learning_schedule, "loss": self.loss,
                 "learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon,
                 "item_alpha": self.item_alpha, "user_alpha": self.user_alpha,
-                "max_sampled": self.max_sampled, "random_state": int(self.random_state), "dtype": self.dtype}
+                "max_sampled": self.max_sampled, "rank_estimate": self.rank_estimate, "random_state": int(self.random_state), "dtype": self.dtype}
 
     def _arrays(self):
         """The feature matrices of the last fit, as CSR arrays."""
@@ -394,6 +404,30 @@ class LightFM(Recommender):
         bags = self._query_bags(who, "item_features", item_features, "item")
         return _nearest(who, "item_ids", item_ids, self._representations(bags, "item")[1], N, k, filter_items,
                         items, "items")
+
+
+def _sample_weights(who, sample_weight, matrix):
+    """`sample_weight`'s values in the order of `matrix`'s stored entries (canonical CSR), checked
+    to be finite, > 0 and stored at exactly those entries."""
+    if not sp.issparse(sample_weight):
+        raise TypeError(f"{who}: sample_weight must be a scipy sparse matrix of the interactions' shape "
+                        f"(LightFM's COO matrix), got {type(sample_weight).__name__}")
+    if sample_weight.shape != matrix.shape:
+        raise ValueError(f"{who}: sample_weight has shape {sample_weight.shape}, expected the "
+                         f"interactions' {matrix.shape}")
+    weights = sp.csr_matrix(sample_weight, dtype=np.float64, copy=True)
+    weights.sum_duplicates()
+    weights.sort_indices()
+    if not (np.array_equal(weights.indptr, matrix.indptr) and np.array_equal(weights.indices, matrix.indices)):
+        raise ValueError(f"{who}: sample_weight must store one weight at each interaction and none "
+                         f"elsewhere (it stores {weights.nnz} values for {matrix.nnz} interactions)")
+    bad = ~np.isfinite(weights.data) | (weights.data <= 0)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        user = np.searchsorted(weights.indptr, first, side="right") - 1
+        raise ValueError(f"{who}: sample_weight must hold finite weights > 0; it holds {weights.data[first]} "
+                         f"at user {user}, item {weights.indices[first]}")
+    return weights.data
 
 
 def _saved_bags(name, features):
