@@ -91,6 +91,56 @@ def test_factorization_machine_sgd_is_the_per_example_update(valued):
     np.testing.assert_allclose(fm.weights["W"][:20], w, rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.parametrize("valued", [False, True])
+def test_factorization_machine_adagrad_is_libffms_per_example_step(valued):
+    """The default optimizer trains in ffm.h's compiled loop (one field, the O(len k) form):
+    AdaGrad from accumulators of 1, each step from the example's gradient in float64."""
+    X, y = _data(n=150, features=20, seed=3, valued=valued)
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, lr=0.1).fit(X, y)
+    V = np.zeros((20, 3))
+    used = np.unique(X.indices)
+    V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
+    w, b = np.zeros(20), 0.0
+    GV, Gw, Gb = np.ones_like(V), np.ones_like(w), 1.0
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        ids, x = row.indices, row.data.astype(np.float64)
+        s = x @ V[ids]
+        z = b + x @ w[ids] + 0.5 * (s @ s - ((x[:, None] * V[ids]) ** 2).sum())
+        g = _sigmoid(z) - y[r]
+        grad_V = g * (x[:, None] * s[None, :] - (x ** 2)[:, None] * V[ids])
+        Gb += g ** 2
+        b -= 0.1 * g / np.sqrt(Gb)
+        Gw[ids] += (g * x) ** 2
+        w[ids] -= 0.1 * g * x / np.sqrt(Gw[ids])
+        GV[ids] += grad_V ** 2
+        V[ids] -= 0.1 * grad_V / np.sqrt(GV[ids])
+    np.testing.assert_allclose(fm.weights["V"][:20], V, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(fm.weights["W"][:20], w, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(fm.weights["b"][0], b, rtol=1e-3, atol=1e-5)
+
+
+def test_factorization_machine_one_field_gradient_is_the_logits_finite_difference():
+    from fastad.models.linear._online import FieldAwareUpdate
+    rng = np.random.default_rng(22)
+    weights = {"W": rng.normal(size=12).astype(np.float32), "b": np.array([0.3], np.float32),
+               "V": rng.normal(size=(12, 1, 4)).astype(np.float32)}
+    ids = np.array([1, 5, 5, 9, 2], np.int32)          # a feature twice, a position without a field
+    x = np.array([1.0, 0.5, 2.0, -1.5, 1.0], np.float32)
+    fields = np.array([0, 0, 0, 0, -1], np.int32)
+    logit, grad = FieldAwareUpdate(weights, 0.1, True).gradient(ids, x, fields)
+    W, b, V = (weights[n].astype(np.float64) for n in ("W", "b", "V"))
+    assert logit == pytest.approx(_ffm_logit(W, b[0], V, ids, x, fields), rel=1e-6)
+    for p in range(len(ids)):
+        for j in range(4):
+            up, down = V.copy(), V.copy()
+            up[ids[p], 0, j] += 1e-6
+            down[ids[p], 0, j] -= 1e-6
+            numeric = (_ffm_logit(W, b[0], up, ids, x, fields) - _ffm_logit(W, b[0], down, ids, x, fields)) / 2e-6
+            analytic = sum(grad[q, 0, j] for q in range(len(ids)) if ids[q] == ids[p])
+            assert analytic == pytest.approx(numeric, abs=1e-5), (p, j)
+
+
 def test_labels_classes_and_probabilities():
     X, y = _data(seed=4)
     names = np.where(y == 1, "click", "skip")
@@ -504,3 +554,5 @@ def test_field_aware_from_a_vw_file_learns_field_pairs(tmp_path):
         fa.models.FactorizationMachine().fit(X, [0, 1, 0, 1], fields=[0, 1, 0, 1])
     with pytest.raises(ValueError, match="trains as libffm, by Adagrad"):
         fa.models.FactorizationMachine(field_aware=True, optimizer="sgd")
+    with pytest.raises(ValueError, match="takes no optimizer_options"):
+        fa.models.FactorizationMachine(optimizer_options={"eps": 1e-8})

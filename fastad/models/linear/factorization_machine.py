@@ -58,8 +58,11 @@ class FactorizationMachine(LinearModel):
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
         self.field_aware = check_flag(type(self).__name__, "field_aware", field_aware)
         self.fields_ = self.column_fields_ = None
-        if self.field_aware and (self.optimizer != "adagrad" or self.loss not in ("logistic", "squared")
-                                 or self.optimizer_options):
+        if self._compiled() and self.optimizer_options:
+            raise ValueError(f"{type(self).__name__}: optimizer 'adagrad' trains as libffm (its "
+                             f"accumulators from 1) and takes no optimizer_options, got "
+                             f"{self.optimizer_options!r}")
+        if self.field_aware and not self._compiled():
             raise ValueError(f"{type(self).__name__}: the field-aware form trains as libffm, by Adagrad "
                              f"without optimizer_options, on the logistic or squared loss; got optimizer "
                              f"{self.optimizer!r}, loss {self.loss!r}")
@@ -100,23 +103,28 @@ class FactorizationMachine(LinearModel):
     def fit(self, X, y=None, sample_weight=None, callback=None, progress=None, start_method=None, fields=None):
         """`LinearModel.fit`; `fields` (field_aware=True, X a matrix): each column's field, ints."""
         who = f"{type(self).__name__}.fit"
-        if not self.field_aware:
-            if fields is not None:
-                raise ValueError(f"{who}: fields= is the field-aware form's (field_aware=True)")
+        if not self.field_aware and fields is not None:
+            raise ValueError(f"{who}: fields= is the field-aware form's (field_aware=True)")
+        if not self._compiled():
             return super().fit(X, y, sample_weight, callback, progress, start_method)
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        threads_only(who, start_method, "the field-aware form")
+        threads_only(who, start_method, "optimizer 'adagrad'")
         X = self._read(X)
         rows, y, sample_weight = self._examples(who, X, y, sample_weight)
-        column_fields = None if isinstance(X, Features) else _column_fields(who, fields, rows.shape[1])
-        raw = self._raw_fields(who, X, rows, column_fields)
+        if self.field_aware:
+            column_fields = None if isinstance(X, Features) else _column_fields(who, fields, rows.shape[1])
+            raw = self._raw_fields(who, X, rows, column_fields)
+            self.fields_, self.column_fields_ = np.unique(raw).astype(np.int64), column_fields
+            positions = self._positions(raw)
+        else:
+            positions = np.zeros(rows.nnz, np.int32)       # one field: every pair
         targets, classes = self._targets(who, y, rows.shape[0])
         examples = _Examples(self, rows, targets, _importance(who, sample_weight, rows.shape[0]))
-        self.fields_, self.column_fields_ = np.unique(raw).astype(np.int64), column_fields
         weights = self._new_weights(rows.shape[1], used_rows(rows))
-        update = FieldAwareUpdate(weights, self.lr, self.loss == "logistic")
-        ids, positions = examples.ids.astype(np.int32, copy=False), self._positions(raw)
+        V = weights["V"].reshape(weights["V"].shape[0], -1, self.k)     # (rows, fields, k), a view
+        update = FieldAwareUpdate({**weights, "V": V}, self.lr, self.loss == "logistic")
+        ids = examples.ids.astype(np.int32, copy=False)
         targets = np.ascontiguousarray(examples.targets, dtype=np.float32)
 
         def train(parts, pool):
@@ -126,6 +134,11 @@ class FactorizationMachine(LinearModel):
         history = run_passes(self, examples, 1, train, callback, progress)
         self.weights, self.classes_, self.history = weights, classes, history
         return self
+
+    def _compiled(self):
+        """Whether fit trains in the compiled loop of ffm.h (optimizer "adagrad" on the
+        logistic or squared loss, as libffm) rather than in fa.train's."""
+        return self.optimizer == "adagrad" and self.loss in ("logistic", "squared")
 
     def decision_function(self, X):
         if not self.field_aware:

@@ -7,6 +7,11 @@
  * k-vector per field, and a pair takes the vector each feature keeps for the other's field.
  * A position of field -1 (a field the model was not trained on) takes no pair. Trained by
  * AdaGrad as libffm (each coordinate's accumulator starting at 1), our code.
+ *
+ * With one field this is Rendle's factorization machine (FactorizationMachine's default
+ * form): every pair takes <V[i_p], V[i_q]>, and the logit is computed in O(len k) as
+ * 1/2 sum_f ((sum_p x_p V[i_p, f])^2 - sum_p x_p^2 V[i_p, f]^2), with the gradient
+ * x_p (s_f - x_p V[i_p, f]) in V[i_p, f], s the first sum (libFM's form).
  */
 #ifndef FASTAD_FFM_H
 #define FASTAD_FFM_H
@@ -28,12 +33,42 @@ static inline const float* fa_ffm_row(const fa_ffm* m, const float* table, int32
     return table + ((int64_t)id * m->fields + field) * m->k;
 }
 
+/* A one-field model's linear part and pairs in O(len k) (the factorization machine); dv as
+ * fa_ffm_logit's. */
+static inline double fa_fm_pairs(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
+                                 int64_t len, double* dv) {
+    int64_t k = m->k;
+    double s[k], p = 0, squares = 0;            /* k is at most a few hundred */
+    for (int64_t f = 0; f < k; f++) s[f] = 0;
+    for (int64_t a = 0; a < len; a++) {
+        double xa = x ? x[a] : 1.0;
+        p += xa * m->w[ids[a]];
+        if (fields[a] < 0) continue;
+        const float* va = m->v + (int64_t)ids[a] * k;
+        for (int64_t f = 0; f < k; f++) {
+            double t = xa * va[f];
+            s[f] += t;
+            squares += t * t;
+        }
+    }
+    for (int64_t f = 0; f < k; f++) p += 0.5 * s[f] * s[f];
+    p -= 0.5 * squares;
+    if (dv)
+        for (int64_t a = 0; a < len; a++) {
+            double xa = x ? x[a] : 1.0;
+            const float* va = m->v + (int64_t)ids[a] * k;
+            for (int64_t f = 0; f < k; f++) dv[a * k + f] = fields[a] < 0 ? 0 : xa * (s[f] - xa * va[f]);
+        }
+    return p;
+}
+
 /* The logit of one example; with dv (len x fields x k), also its gradient in V[i_p, f] at
  * dv[p, f] (only the fields of the example's positions are written; the rest zeroed). */
 static inline double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
                                   int64_t len, double* dv) {
     int64_t F = m->fields, k = m->k;
     double p = m->b[0];
+    if (F == 1) return p + fa_fm_pairs(m, ids, x, fields, len, dv);
     if (dv) memset(dv, 0, sizeof(double) * (size_t)(len * F * k));
     for (int64_t a = 0; a < len; a++) {
         double xa = x ? x[a] : 1.0;
