@@ -120,23 +120,35 @@ def test_factorization_machine_adagrad_is_libffms_per_example_step(valued):
     np.testing.assert_allclose(fm.weights["b"][0], b, rtol=1e-3, atol=1e-5)
 
 
-def test_factorization_machine_one_field_gradient_is_the_logits_finite_difference():
+def _crossed_logit(W, b, V, ids, x, sides):
+    """VW's --lrq logit in float64: the pairs of positions on sides 0 and 1 only."""
+    z = b + sum(x[p] * W[ids[p]] for p in range(len(ids)))
+    for p in range(len(ids)):
+        for q in range(len(ids)):
+            if sides[p] == 0 and sides[q] == 1:
+                z += x[p] * x[q] * V[ids[p], 0] @ V[ids[q], 0]
+    return z
+
+
+@pytest.mark.parametrize("crossed", [False, True])
+def test_factorization_machine_one_field_gradient_is_the_logits_finite_difference(crossed):
     from fastad.models.linear._online import FieldAwareUpdate
     rng = np.random.default_rng(22)
     weights = {"W": rng.normal(size=12).astype(np.float32), "b": np.array([0.3], np.float32),
                "V": rng.normal(size=(12, 1, 4)).astype(np.float32)}
     ids = np.array([1, 5, 5, 9, 2], np.int32)          # a feature twice, a position without a field
     x = np.array([1.0, 0.5, 2.0, -1.5, 1.0], np.float32)
-    fields = np.array([0, 0, 0, 0, -1], np.int32)
-    logit, grad = FieldAwareUpdate(weights, 0.1, True).gradient(ids, x, fields)
+    fields = np.array([0, 1, 0, 1, -1] if crossed else [0, 0, 0, 0, -1], np.int32)
+    logit, grad = FieldAwareUpdate(weights, 0.1, True, crossed).gradient(ids, x, fields)
     W, b, V = (weights[n].astype(np.float64) for n in ("W", "b", "V"))
-    assert logit == pytest.approx(_ffm_logit(W, b[0], V, ids, x, fields), rel=1e-6)
+    reference = _crossed_logit if crossed else _ffm_logit
+    assert logit == pytest.approx(reference(W, b[0], V, ids, x, fields), rel=1e-6)
     for p in range(len(ids)):
         for j in range(4):
             up, down = V.copy(), V.copy()
             up[ids[p], 0, j] += 1e-6
             down[ids[p], 0, j] -= 1e-6
-            numeric = (_ffm_logit(W, b[0], up, ids, x, fields) - _ffm_logit(W, b[0], down, ids, x, fields)) / 2e-6
+            numeric = (reference(W, b[0], up, ids, x, fields) - reference(W, b[0], down, ids, x, fields)) / 2e-6
             analytic = sum(grad[q, 0, j] for q in range(len(ids)) if ids[q] == ids[p])
             assert analytic == pytest.approx(numeric, abs=1e-5), (p, j)
 
@@ -556,3 +568,57 @@ def test_field_aware_from_a_vw_file_learns_field_pairs(tmp_path):
         fa.models.FactorizationMachine(field_aware=True, optimizer="sgd")
     with pytest.raises(ValueError, match="takes no optimizer_options"):
         fa.models.FactorizationMachine(optimizer_options={"eps": 1e-8})
+
+
+def test_factorization_machine_interactions_pair_two_namespaces_only(tmp_path):
+    """interactions="ui" (VW's --lrq ui): only user x item pairs; the steps are AdaGrad's on
+    that logit, the predictions its, and a matrix (no namespaces) is refused."""
+    rng = np.random.default_rng(23)
+    users, items = rng.integers(0, 30, 400), rng.integers(0, 30, 400)
+    labels = ((users % 2) == (items % 2)).astype(int)      # a pure user x item interaction
+    lines = [f"{2 * t - 1} |u u{a} |i i{b} |t t{a % 3}" for t, a, b in zip(labels, users, items)]
+    (tmp_path / "p.vw").write_text("\n".join(lines) + "\n")
+    hasher = fa.features.Hasher(bits=12)
+    fm = fa.models.FactorizationMachine(k=2, init_std=0.3, lr=0.2, passes=1, hasher=hasher,
+                                        interactions="ui").fit(tmp_path / "p.vw")
+    features = fa.features.read_vw(tmp_path / "p.vw", hasher)
+    sides = np.where(features.fields == ord("u"), 0, np.where(features.fields == ord("i"), 1, -1))
+    V = np.zeros((2 ** 12 + 1, 1, 2))
+    used = np.unique(features.ids)
+    V[used] = np.random.default_rng(0).normal(0, 0.3, (used.size, 1, 2))
+    W, b = np.zeros(2 ** 12 + 1), 0.0
+    GV, GW, Gb = np.ones_like(V), np.ones_like(W), 1.0
+    for r in range(len(features)):
+        at = slice(features.offsets[r], features.offsets[r + 1])
+        ids, x, side = features.ids[at], features.values[at].astype(np.float64), sides[at]
+        g = _sigmoid(_crossed_logit(W, b, V, ids, x, side)) - labels[r]
+        s0, s1 = (x[side == i] @ V[ids[side == i], 0] for i in (0, 1))
+        gV = np.zeros_like(V)
+        for p in range(len(ids)):
+            if side[p] >= 0:
+                gV[ids[p], 0] += g * x[p] * (s1 if side[p] == 0 else s0)
+        Gb += g ** 2
+        b -= 0.2 * g / np.sqrt(Gb)
+        gW = np.zeros_like(W)
+        gW[ids] = g * x
+        GW += gW ** 2
+        W -= 0.2 * gW / np.sqrt(GW)
+        GV += gV ** 2
+        V -= 0.2 * gV / np.sqrt(GV)
+    np.testing.assert_allclose(fm.weights["V"], V[:, 0], rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(fm.weights["W"], W, rtol=1e-3, atol=1e-5)
+    expected = [_crossed_logit(W, b, V, features.ids[features.offsets[r]:features.offsets[r + 1]],
+                               features.values[features.offsets[r]:features.offsets[r + 1]],
+                               sides[features.offsets[r]:features.offsets[r + 1]]) for r in range(len(features))]
+    np.testing.assert_allclose(fm.decision_function(tmp_path / "p.vw"), expected, rtol=1e-4, atol=1e-5)
+    fm.save(tmp_path / "fm.npz")
+    back = fa.models.FactorizationMachine.load(tmp_path / "fm.npz")
+    assert back.interactions == "ui"
+    np.testing.assert_array_equal(back.decision_function(features), fm.decision_function(features))
+    with pytest.raises(ValueError, match="pairs namespaces: give Features"):
+        fm.decision_function(sp.csr_matrix((1, 2 ** 12)))
+    for bad in ("uu", "u", 3):
+        with pytest.raises(ValueError, match="interactions takes two different namespaces"):
+            fa.models.FactorizationMachine(interactions=bad)
+    with pytest.raises(ValueError, match="interactions takes two different namespaces"):
+        fa.models.FactorizationMachine(interactions="ui", optimizer="sgd")

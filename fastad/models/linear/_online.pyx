@@ -112,7 +112,7 @@ cdef extern from "ffm.h" nogil:
         float* v
         float* v_g
         double lr
-        int logistic
+        int logistic, crossed
     double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
                         int64_t len, double* dv)
     double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
@@ -134,11 +134,13 @@ cdef class FieldAwareUpdate:
     """A field-aware factorization machine's weights (W (rows), b (1), V (rows x fields x
     k), float32 and C-contiguous, updated in place) and their AdaGrad sums (libffm's: from
     1): its training passes (ffm.h). Made by FactorizationMachine, which
-    checks every array; an example's fields are int32 in [-1, fields), -1 for none."""
+    checks every array; an example's fields are int32 in [-1, fields), -1 for none. One field
+    is Rendle's factorization machine; crossed (one field), its pairs only across the sides
+    0 and 1 that the example's fields then give (VW's --lrq)."""
     cdef fa_ffm m
     cdef dict arrays
 
-    def __init__(self, weights, lr, logistic):
+    def __init__(self, weights, lr, logistic, crossed=False):
         W, b, V = weights["W"], weights["b"], weights["V"]
         self.arrays = {"W": W, "b": b, "V": V, "W_g": np.ones_like(W), "b_g": np.ones_like(b),
                        "V_g": np.ones_like(V)}
@@ -148,6 +150,7 @@ cdef class FieldAwareUpdate:
         self.m.v, self.m.v_g = _data(V), _data(self.arrays["V_g"])
         self.m.lr = lr
         self.m.logistic = bool(logistic)
+        self.m.crossed = bool(crossed)
 
     def train(self, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields,
               const float[::1] targets, weights, const int64_t[::1] order):
@@ -177,9 +180,10 @@ cdef class FieldAwareUpdate:
         return logit, np.asarray(dv)[:n * self.m.fields * self.m.k].reshape(n, self.m.fields, self.m.k)
 
 
-def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields):
+def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields,
+               crossed=False):
     """Each example's logit under a field-aware factorization machine's weights (as
-    FieldAwareUpdate takes them), float64."""
+    FieldAwareUpdate takes them, with its crossed), float64."""
     cdef fa_ffm m
     cdef int64_t n = offsets.shape[0] - 1
     cdef double[::1] out = np.empty(max(n, 0), np.float64)
@@ -187,6 +191,7 @@ def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, valu
     V = weights["V"]
     m.fields, m.k = V.shape[1], V.shape[2]
     m.w, m.b, m.v = _data(weights["W"]), _data(weights["b"]), _data(V)
+    m.crossed = bool(crossed)
     with nogil:
         if n > 0:
             fa_ffm_logits(&m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,

@@ -50,7 +50,7 @@ class FactorizationMachine(LinearModel):
 
     def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=None,
                  passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None,
-                 quantile_tau=0.5, field_aware=False):
+                 quantile_tau=0.5, field_aware=False, interactions=None):
         super().__init__(loss=loss, optimizer=optimizer, lr=lr, passes=passes, workers=workers,
                          shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options,
                          quantile_tau=quantile_tau)
@@ -58,6 +58,13 @@ class FactorizationMachine(LinearModel):
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
         self.field_aware = check_flag(type(self).__name__, "field_aware", field_aware)
         self.fields_ = self.column_fields_ = None
+        self.interactions = interactions
+        if interactions is not None and (not isinstance(interactions, str) or len(interactions) != 2
+                                         or interactions[0] == interactions[1] or field_aware
+                                         or not self._compiled() or not interactions.isascii()):
+            raise ValueError(f"{type(self).__name__}: interactions takes two different namespaces' first "
+                             f"letters (VW's --lrq ab: 'cw'), without field_aware, trained by 'adagrad' "
+                             f"on the logistic or squared loss; got {interactions!r}")
         if self._compiled() and self.optimizer_options:
             raise ValueError(f"{type(self).__name__}: optimizer 'adagrad' trains as libffm (its "
                              f"accumulators from 1) and takes no optimizer_options, got "
@@ -118,12 +125,13 @@ class FactorizationMachine(LinearModel):
             self.fields_, self.column_fields_ = np.unique(raw).astype(np.int64), column_fields
             positions = self._positions(raw)
         else:
-            positions = np.zeros(rows.nnz, np.int32)       # one field: every pair
+            positions = self._sides(who, X, rows)
         targets, classes = self._targets(who, y, rows.shape[0])
         examples = _Examples(self, rows, targets, _importance(who, sample_weight, rows.shape[0]))
         weights = self._new_weights(rows.shape[1], used_rows(rows))
         V = weights["V"].reshape(weights["V"].shape[0], -1, self.k)     # (rows, fields, k), a view
-        update = FieldAwareUpdate({**weights, "V": V}, self.lr, self.loss == "logistic")
+        update = FieldAwareUpdate({**weights, "V": V}, self.lr, self.loss == "logistic",
+                                  self.interactions is not None)
         ids = examples.ids.astype(np.int32, copy=False)
         targets = np.ascontiguousarray(examples.targets, dtype=np.float32)
 
@@ -141,25 +149,42 @@ class FactorizationMachine(LinearModel):
         return self.optimizer == "adagrad" and self.loss in ("logistic", "squared")
 
     def decision_function(self, X):
-        if not self.field_aware:
+        if not self.field_aware and self.interactions is None:
             return super().decision_function(X)
         self._require_trained("decision_function")
         who = f"{type(self).__name__}.decision_function"
         X = self._read(X)
         rows = self._examples(who, X, n_features=self.n_features)[0]
-        if not isinstance(X, Features) and self.column_fields_ is None:
-            raise ValueError(f"{who}: this model learned its fields from Features (namespaces); give "
-                             f"Features or a VW file, not a matrix")
-        positions = self._positions(self._raw_fields(who, X, rows, self.column_fields_))
+        if self.field_aware:
+            if not isinstance(X, Features) and self.column_fields_ is None:
+                raise ValueError(f"{who}: this model learned its fields from Features (namespaces); give "
+                                 f"Features or a VW file, not a matrix")
+            positions = self._positions(self._raw_fields(who, X, rows, self.column_fields_))
+            weights = self.weights
+        else:
+            positions = self._sides(who, X, rows)
+            weights = {**self.weights, "V": self.weights["V"].reshape(-1, 1, self.k)}
         values = None if (rows.data == 1).all() else rows.data
-        return ffm_logits(self.weights, rows.indices.astype(np.int32, copy=False),
-                          rows.indptr.astype(np.int64), values, positions)
+        return ffm_logits(weights, rows.indices.astype(np.int32, copy=False),
+                          rows.indptr.astype(np.int64), values, positions, self.interactions is not None)
 
     decision_function.__doc__ = LinearModel.decision_function.__doc__
 
     def _read(self, X):
         """A VW file's path read as Features (which keep their fields)."""
         return read_vw(X, Hasher(**self.hasher)) if isinstance(X, (str, os.PathLike)) else X
+
+    def _sides(self, who, X, rows):
+        """The one-field model's field of each position (int32): 0 for every pair; with
+        interactions "ab", 0 for namespace a, 1 for b, -1 for the others."""
+        if self.interactions is None:
+            return np.zeros(rows.nnz, np.int32)
+        if not isinstance(X, Features):
+            raise ValueError(f"{who}: interactions={self.interactions!r} pairs namespaces: give Features "
+                             f"or a VW file, not a matrix")
+        raw = self._raw_fields(who, X, rows, None)
+        a, b = (ord(name) for name in self.interactions)
+        return np.where(raw == a, 0, np.where(raw == b, 1, -1)).astype(np.int32)
 
     def _raw_fields(self, who, X, rows, column_fields):
         """Each position's field as given (Features' namespace index, or its column's field)."""

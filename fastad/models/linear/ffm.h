@@ -11,7 +11,8 @@
  * With one field this is Rendle's factorization machine (FactorizationMachine's default
  * form): every pair takes <V[i_p], V[i_q]>, and the logit is computed in O(len k) as
  * 1/2 sum_f ((sum_p x_p V[i_p, f])^2 - sum_p x_p^2 V[i_p, f]^2), with the gradient
- * x_p (s_f - x_p V[i_p, f]) in V[i_p, f], s the first sum (libFM's form).
+ * x_p (s_f - x_p V[i_p, f]) in V[i_p, f], s the first sum (libFM's form); or, crossed,
+ * only the pairs between two sides (two namespaces: VW's --lrq).
  */
 #ifndef FASTAD_FFM_H
 #define FASTAD_FFM_H
@@ -27,6 +28,7 @@ typedef struct {
     float *v, *v_g;             /* V (rows x fields x k) */
     double lr;
     int logistic;               /* the loss: logistic (targets 0/1) or squared */
+    int crossed;                /* one field: only the pairs across sides 0 and 1 (fa_fm_pairs) */
 } fa_ffm;
 
 static inline const float* fa_ffm_row(const fa_ffm* m, const float* table, int32_t id, int32_t field) {
@@ -34,30 +36,43 @@ static inline const float* fa_ffm_row(const fa_ffm* m, const float* table, int32
 }
 
 /* A one-field model's linear part and pairs in O(len k) (the factorization machine); dv as
- * fa_ffm_logit's. */
+ * fa_ffm_logit's. Crossed (VW's --lrq ab): a position's field is its side, 0 or 1 (-1: none),
+ * and only pairs across the sides count, sum_f s0_f s1_f with s_i the sides' sums; the
+ * gradient in V[i_p, f] is x_p times the other side's sum. */
 static inline double fa_fm_pairs(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
                                  int64_t len, double* dv) {
     int64_t k = m->k;
-    double s[k], p = 0, squares = 0;            /* k is at most a few hundred */
-    for (int64_t f = 0; f < k; f++) s[f] = 0;
+    double s[2 * k], p = 0, squares = 0;        /* k is at most a few hundred */
+    for (int64_t f = 0; f < 2 * k; f++) s[f] = 0;
     for (int64_t a = 0; a < len; a++) {
         double xa = x ? x[a] : 1.0;
         p += xa * m->w[ids[a]];
         if (fields[a] < 0) continue;
         const float* va = m->v + (int64_t)ids[a] * k;
+        double* sa = s + (m->crossed ? fields[a] : 0) * k;
         for (int64_t f = 0; f < k; f++) {
             double t = xa * va[f];
-            s[f] += t;
+            sa[f] += t;
             squares += t * t;
         }
     }
-    for (int64_t f = 0; f < k; f++) p += 0.5 * s[f] * s[f];
-    p -= 0.5 * squares;
+    if (m->crossed)
+        for (int64_t f = 0; f < k; f++) p += s[f] * s[k + f];
+    else {
+        for (int64_t f = 0; f < k; f++) p += 0.5 * s[f] * s[f];
+        p -= 0.5 * squares;
+    }
     if (dv)
         for (int64_t a = 0; a < len; a++) {
             double xa = x ? x[a] : 1.0;
             const float* va = m->v + (int64_t)ids[a] * k;
-            for (int64_t f = 0; f < k; f++) dv[a * k + f] = fields[a] < 0 ? 0 : xa * (s[f] - xa * va[f]);
+            if (fields[a] < 0)
+                for (int64_t f = 0; f < k; f++) dv[a * k + f] = 0;
+            else if (m->crossed) {
+                const double* other = s + (1 - fields[a]) * k;
+                for (int64_t f = 0; f < k; f++) dv[a * k + f] = xa * other[f];
+            } else
+                for (int64_t f = 0; f < k; f++) dv[a * k + f] = xa * (s[f] - xa * va[f]);
         }
     return p;
 }
