@@ -132,8 +132,7 @@ cdef const float* _values(values):
 
 cdef class FieldAwareUpdate:
     """A field-aware factorization machine's weights (W (rows), b (1), V (rows x fields x
-    k), float32 and C-contiguous, updated in place) and their AdaGrad sums (libffm's: from
-    1): its training passes (ffm.h). Made by FactorizationMachine, which
+    k), float32 and C-contiguous, updated in place) and their AdaGrad sums (libffm's, less its initial 1: zeros): its training passes (ffm.h). Made by FactorizationMachine, which
     checks every array; an example's fields are int32 in [-1, fields), -1 for none. One field
     is Rendle's factorization machine; crossed (one field), its pairs only across the sides
     0 and 1 that the example's fields then give (VW's --lrq)."""
@@ -142,8 +141,8 @@ cdef class FieldAwareUpdate:
 
     def __init__(self, weights, lr, logistic, crossed=False):
         W, b, V = weights["W"], weights["b"], weights["V"]
-        self.arrays = {"W": W, "b": b, "V": V, "W_g": np.ones_like(W), "b_g": np.ones_like(b),
-                       "V_g": np.ones_like(V)}
+        self.arrays = {"W": W, "b": b, "V": V, "W_g": np.zeros_like(W), "b_g": np.zeros_like(b),
+                       "V_g": np.zeros_like(V)}
         self.m.fields, self.m.k = V.shape[1], V.shape[2]
         self.m.w, self.m.w_g = _data(W), _data(self.arrays["W_g"])
         self.m.b, self.m.b_g = _data(b), _data(self.arrays["b_g"])

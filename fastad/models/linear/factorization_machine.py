@@ -128,11 +128,17 @@ class FactorizationMachine(LinearModel):
             positions = self._sides(who, X, rows)
         targets, classes = self._targets(who, y, rows.shape[0])
         examples = _Examples(self, rows, targets, _importance(who, sample_weight, rows.shape[0]))
-        weights = self._new_weights(rows.shape[1], used_rows(rows))
-        V = weights["V"].reshape(weights["V"].shape[0], -1, self.k)     # (rows, fields, k), a view
-        update = FieldAwareUpdate({**weights, "V": V}, self.lr, self.loss == "logistic",
+        # trained on tables of the used rows only (their ids renumbered in order): a hashed
+        # table's few used rows then share cache lines and pages; the same draws as
+        # _new_weights' over the whole table, which they are put back into
+        used = used_rows(rows)
+        renumbered = np.zeros(rows.shape[1], np.int32)
+        renumbered[used] = np.arange(used.size, dtype=np.int32)
+        compact = self._new_weights(used.size, np.arange(used.size))
+        V = compact["V"].reshape(used.size + 1, -1, self.k)     # (rows, fields, k), a view
+        update = FieldAwareUpdate({**compact, "V": V}, self.lr, self.loss == "logistic",
                                   self.interactions is not None)
-        ids = examples.ids.astype(np.int32, copy=False)
+        ids = renumbered[examples.ids]
         targets = np.ascontiguousarray(examples.targets, dtype=np.float32)
 
         def train(parts, pool):
@@ -140,6 +146,10 @@ class FactorizationMachine(LinearModel):
                                                           targets, examples.importance, part), parts))
 
         history = run_passes(self, examples, 1, train, callback, progress)
+        weights = self._new_weights(rows.shape[1])
+        for name in ("V", "W"):
+            weights[name][used] = compact[name][:used.size]
+        weights["b"][:] = compact["b"]
         self.weights, self.classes_, self.history = weights, classes, history
         return self
 
