@@ -112,7 +112,7 @@ cdef extern from "ffm.h" nogil:
         float* v
         float* v_g
         double lr
-        int logistic, crossed
+        int logistic, crossed, interleaved
     double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
                         int64_t len, double* dv)
     double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
@@ -131,22 +131,28 @@ cdef const float* _values(values):
 
 
 cdef class FieldAwareUpdate:
-    """A field-aware factorization machine's weights (W (rows), b (1), V (rows x fields x
-    k), float32 and C-contiguous, updated in place) and their AdaGrad sums (libffm's, less its initial 1: zeros): its training passes (ffm.h). Made by FactorizationMachine, which
-    checks every array; an example's fields are int32 in [-1, fields), -1 for none. One field
-    is Rendle's factorization machine; crossed (one field), its pairs only across the sides
-    0 and 1 that the example's fields then give (VW's --lrq)."""
+    """A field-aware factorization machine's training passes (ffm.h) over its weights (W
+    (rows), b (1), V (rows x fields x k), float32), held interleaved with their AdaGrad sums
+    (libffm's, less its initial 1: zeros) and copied back into those arrays by `write_back`.
+    Made by FactorizationMachine, which checks every array; an example's fields are int32 in
+    [-1, fields), -1 for none. One field is Rendle's factorization machine; crossed (one
+    field), its pairs only across the sides 0 and 1 that the example's fields then give (VW's
+    --lrq)."""
     cdef fa_ffm m
     cdef dict arrays
 
     def __init__(self, weights, lr, logistic, crossed=False):
         W, b, V = weights["W"], weights["b"], weights["V"]
-        self.arrays = {"W": W, "b": b, "V": V, "W_g": np.zeros_like(W), "b_g": np.zeros_like(b),
-                       "V_g": np.zeros_like(V)}
+        w_state = np.zeros((W.shape[0], 2), np.float32)
+        w_state[:, 0] = W
+        v_state = np.zeros((*V.shape[:2], 2 * V.shape[2]), np.float32)
+        v_state[:, :, :V.shape[2]] = V
+        self.arrays = {"W": W, "b": b, "V": V, "b_g": np.zeros_like(b), "w_state": w_state, "v_state": v_state}
         self.m.fields, self.m.k = V.shape[1], V.shape[2]
-        self.m.w, self.m.w_g = _data(W), _data(self.arrays["W_g"])
+        self.m.interleaved = 1
+        self.m.w, self.m.w_g = _data(w_state), _data(w_state) + 1
         self.m.b, self.m.b_g = _data(b), _data(self.arrays["b_g"])
-        self.m.v, self.m.v_g = _data(V), _data(self.arrays["V_g"])
+        self.m.v, self.m.v_g = _data(v_state), _data(v_state) + self.m.k
         self.m.lr = lr
         self.m.logistic = bool(logistic)
         self.m.crossed = bool(crossed)
@@ -169,6 +175,11 @@ cdef class FieldAwareUpdate:
                                 &order[0] if n else NULL, n, &scratch[0])
         return total
 
+    def write_back(self):
+        """Copy the trained W and V into the arrays the update was made over."""
+        self.arrays["W"][:] = self.arrays["w_state"][:, 0]
+        self.arrays["V"][:] = self.arrays["v_state"][:, :, :self.m.k]
+
     def gradient(self, const int32_t[::1] ids, values, const int32_t[::1] fields):
         """(the logit of one example, its gradient in V at each position and field: (len,
         fields, k)), float64: what a training step uses."""
@@ -190,6 +201,7 @@ def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, valu
     V = weights["V"]
     m.fields, m.k = V.shape[1], V.shape[2]
     m.w, m.b, m.v = _data(weights["W"]), _data(weights["b"]), _data(V)
+    m.interleaved = 0
     m.crossed = bool(crossed)
     with nogil:
         if n > 0:

@@ -146,6 +146,7 @@ class FactorizationMachine(LinearModel):
                                                           targets, examples.importance, part), parts))
 
         history = run_passes(self, examples, 1, train, callback, progress)
+        update.write_back()
         weights = self._new_weights(rows.shape[1])
         for name in ("V", "W"):
             weights[name][used] = compact[name][:used.size]

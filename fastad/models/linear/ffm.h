@@ -28,13 +28,22 @@ typedef struct {
     float *w, *w_g;             /* W (rows) and its AdaGrad sums (less libffm's initial 1) */
     float *b, *b_g;             /* b (1) */
     float *v, *v_g;             /* V (rows x fields x k) */
+    int interleaved;            /* 0: W and V alone; 1: each weight of W followed by its sum, each
+                                   k-vector of V by its k sums (w_g = w + 1, v_g = v + k): a row's
+                                   step then reads one cache line where it read two */
     double lr;
     int logistic;               /* the loss: logistic (targets 0/1) or squared */
     int crossed;                /* one field: only the pairs across sides 0 and 1 (fa_fm_pairs) */
 } fa_ffm;
 
+/* The k-vector of V (or of its sums, table m->v_g) of feature id and field. */
 static inline const float* fa_ffm_row(const fa_ffm* m, const float* table, int32_t id, int32_t field) {
-    return table + ((int64_t)id * m->fields + field) * m->k;
+    return table + (((int64_t)id * m->fields + field) * m->k << m->interleaved);
+}
+
+/* W's weight (or sum) of feature id. */
+static inline int64_t fa_ffm_at(const fa_ffm* m, int32_t id) {
+    return (int64_t)id << m->interleaved;
 }
 
 /* A one-field model's linear part and pairs in O(len k) (the factorization machine); dv as
@@ -48,9 +57,9 @@ static inline double fa_fm_pairs(const fa_ffm* m, const int32_t* ids, const floa
     for (int64_t f = 0; f < 2 * k; f++) s[f] = 0;
     for (int64_t a = 0; a < len; a++) {
         double xa = x ? x[a] : 1.0;
-        p += xa * m->w[ids[a]];
+        p += xa * m->w[fa_ffm_at(m, ids[a])];
         if (fields[a] < 0) continue;
-        const float* va = m->v + (int64_t)ids[a] * k;
+        const float* va = fa_ffm_row(m, m->v, ids[a], 0);
         double* sa = s + (m->crossed ? fields[a] : 0) * k;
         for (int64_t f = 0; f < k; f++) {
             double t = xa * va[f];
@@ -67,7 +76,7 @@ static inline double fa_fm_pairs(const fa_ffm* m, const int32_t* ids, const floa
     if (dv)
         for (int64_t a = 0; a < len; a++) {
             double xa = x ? x[a] : 1.0;
-            const float* va = m->v + (int64_t)ids[a] * k;
+            const float* va = fa_ffm_row(m, m->v, ids[a], 0);
             if (fields[a] < 0)
                 for (int64_t f = 0; f < k; f++) dv[a * k + f] = 0;
             else if (m->crossed) {
@@ -89,7 +98,7 @@ static inline double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const flo
     if (dv) memset(dv, 0, sizeof(double) * (size_t)(len * F * k));
     for (int64_t a = 0; a < len; a++) {
         double xa = x ? x[a] : 1.0;
-        p += xa * m->w[ids[a]];
+        p += xa * m->w[fa_ffm_at(m, ids[a])];
         if (fields[a] < 0) continue;
         for (int64_t c = a + 1; c < len; c++) {
             if (fields[c] < 0) continue;
@@ -143,11 +152,12 @@ static inline double fa_ffm_example(fa_ffm* m, const int32_t* ids, const float* 
     if (slope == 0) return loss;
     fa_ffm_adagrad(m->b, m->b_g, slope, m->lr);
     for (int64_t a = 0; a < len; a++) {
-        fa_ffm_adagrad(m->w + ids[a], m->w_g + ids[a], slope * (x ? x[a] : 1.0), m->lr);
+        int64_t at = fa_ffm_at(m, ids[a]);
+        fa_ffm_adagrad(m->w + at, m->w_g + at, slope * (x ? x[a] : 1.0), m->lr);
         if (fields[a] < 0) continue;
         for (int64_t f = 0; f < F; f++) {
             const double* g = dv + (a * F + f) * k;
-            int64_t row = ((int64_t)ids[a] * F + f) * k;
+            int64_t row = fa_ffm_row(m, m->v, ids[a], (int32_t)f) - m->v;
             int touched = 0;
             for (int64_t j = 0; j < k; j++) touched |= g[j] != 0;
             if (!touched) continue;
