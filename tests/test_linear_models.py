@@ -57,7 +57,7 @@ def test_squared_and_hinge_sgd_are_their_per_example_updates(loss, targets):
 
 def test_factorization_machine_pairs_are_every_pair_of_features():
     X, y = _data(n=60, features=12, seed=2, valued=True)
-    fm = fa.models.FactorizationMachine(k=4, init_std=0.3, passes=1).fit(X, y)
+    fm = fa.models.FactorizationMachine(k=4, init_std=0.3, passes=1, normalize=False).fit(X, y)
     V, W, b = fm.weights["V"][:12].astype(np.float64), fm.weights["W"][:12], fm.weights["b"][0]
     expected = []
     for r in range(X.shape[0]):
@@ -72,7 +72,7 @@ def test_factorization_machine_pairs_are_every_pair_of_features():
 @pytest.mark.parametrize("valued", [False, True])
 def test_factorization_machine_sgd_is_the_per_example_update(valued):
     X, y = _data(n=150, features=20, seed=3, valued=valued)
-    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, optimizer="sgd", lr=0.05).fit(X, y)
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, optimizer="sgd", lr=0.05, normalize=False).fit(X, y)
     V = np.zeros((20, 3))
     used = np.unique(X.indices)
     V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
@@ -96,7 +96,7 @@ def test_factorization_machine_adagrad_is_libffms_per_example_step(valued):
     """The default optimizer trains in ffm.h's compiled loop (one field, the O(len k) form):
     AdaGrad from accumulators of 1, each step from the example's gradient in float64."""
     X, y = _data(n=150, features=20, seed=3, valued=valued)
-    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, lr=0.1).fit(X, y)
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, lr=0.1, normalize=False).fit(X, y)
     V = np.zeros((20, 3))
     used = np.unique(X.indices)
     V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
@@ -257,7 +257,7 @@ def test_fit_and_predict_from_a_vw_file_and_features(tmp_path):
 def test_factorization_machine_counts_a_repeated_feature_at_each_position(tmp_path):
     (tmp_path / "r.vw").write_text("1 |w a a b\n0 |w b c c c\n1 |w a\n")
     hasher = fa.features.Hasher(bits=6, constant=False)
-    fm = fa.models.FactorizationMachine(k=3, init_std=0.5, hasher=hasher).fit(tmp_path / "r.vw")
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.5, hasher=hasher, normalize=False).fit(tmp_path / "r.vw")
     f = fa.features.read_vw(tmp_path / "r.vw", hasher)
     V, W, b = fm.weights["V"].astype(np.float64), fm.weights["W"], fm.weights["b"][0]
     for r in range(3):
@@ -503,7 +503,8 @@ def test_field_aware_steps_are_libffms_adagrad():
     X = sp.csr_matrix((rng.uniform(0.5, 2, indices.size).astype(np.float32), indices, indptr), shape=(n, features))
     y = rng.integers(0, 2, n)
     column_fields = np.arange(features) % 3
-    ffm = fa.models.FactorizationMachine(k=2, init_std=0.3, field_aware=True, lr=0.2).fit(X, y, fields=column_fields)
+    ffm = fa.models.FactorizationMachine(k=2, init_std=0.3, field_aware=True, lr=0.2,
+                                        normalize=False).fit(X, y, fields=column_fields)
     used = np.unique(X.indices)
     V = np.zeros((features + 1, 3, 2))
     V[used] = np.random.default_rng(0).normal(0, 0.3, (used.size, 3, 2))
@@ -580,7 +581,7 @@ def test_factorization_machine_interactions_pair_two_namespaces_only(tmp_path):
     (tmp_path / "p.vw").write_text("\n".join(lines) + "\n")
     hasher = fa.features.Hasher(bits=12)
     fm = fa.models.FactorizationMachine(k=2, init_std=0.3, lr=0.2, passes=1, hasher=hasher,
-                                        interactions="ui").fit(tmp_path / "p.vw")
+                                        interactions="ui", normalize=False).fit(tmp_path / "p.vw")
     features = fa.features.read_vw(tmp_path / "p.vw", hasher)
     sides = np.where(features.fields == ord("u"), 0, np.where(features.fields == ord("i"), 1, -1))
     V = np.zeros((2 ** 12 + 1, 1, 2))
@@ -622,3 +623,27 @@ def test_factorization_machine_interactions_pair_two_namespaces_only(tmp_path):
             fa.models.FactorizationMachine(interactions=bad)
     with pytest.raises(ValueError, match="interactions takes two different namespaces"):
         fa.models.FactorizationMachine(interactions="ui", optimizer="sgd")
+
+
+@pytest.mark.parametrize("options", [{}, {"interactions": "ui"}, {"field_aware": True},
+                                     {"optimizer": "sgd", "lr": 0.05}])
+def test_factorization_machine_normalize_is_libffms_instance_wise_normalisation(tmp_path, options):
+    """normalize=True (the default) trains and predicts on each example's values divided by
+    their norm, position by position (a feature met twice stays two positions)."""
+    rng = np.random.default_rng(24)
+    lines = [f"{rng.choice([-1, 1])} |u u{rng.integers(9)}:{rng.uniform(0.5, 3):.3f} u{rng.integers(9)} "
+             f"|i i{rng.integers(9)} i{rng.integers(9)}:2" for _ in range(200)]
+    (tmp_path / "n.vw").write_text("\n".join(lines) + "\n")
+    hasher = fa.features.Hasher(bits=10)
+    features = fa.features.read_vw(tmp_path / "n.vw", hasher)
+    scaled = fa.features.read_vw(tmp_path / "n.vw", hasher)
+    for r in range(len(scaled)):
+        at = slice(scaled.offsets[r], scaled.offsets[r + 1])
+        scaled.values[at] /= np.sqrt((scaled.values[at].astype(np.float64) ** 2).sum())
+    normed = fa.models.FactorizationMachine(k=3, hasher=hasher, **options).fit(features)
+    raw = fa.models.FactorizationMachine(k=3, hasher=hasher, normalize=False, **options).fit(scaled)
+    for name in ("V", "W", "b"):
+        np.testing.assert_allclose(normed.weights[name], raw.weights[name], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(normed.decision_function(features), raw.decision_function(scaled), rtol=1e-5,
+                               atol=1e-6)
+    assert not np.allclose(normed.decision_function(features), raw.decision_function(features))

@@ -3,6 +3,7 @@ a `LinearModel` whose logit adds every pair of the example's features' interacti
 import os
 
 import numpy as np
+import scipy.sparse as sp
 
 from fastad.features import Features, Hasher, read_vw
 from fastad.ops.reduction import sum as fa_sum
@@ -50,13 +51,16 @@ class FactorizationMachine(LinearModel):
 
     def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=None,
                  passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None,
-                 quantile_tau=0.5, field_aware=False, interactions=None):
+                 quantile_tau=0.5, field_aware=False, interactions=None, normalize=True):
+        if lr is None and _compiled(optimizer, loss):
+            lr = LIBFFM_LR
         super().__init__(loss=loss, optimizer=optimizer, lr=lr, passes=passes, workers=workers,
                          shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options,
                          quantile_tau=quantile_tau)
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
         self.field_aware = check_flag(type(self).__name__, "field_aware", field_aware)
+        self.normalize = check_flag(type(self).__name__, "normalize", normalize)
         self.fields_ = self.column_fields_ = None
         self.interactions = interactions
         if interactions is not None and (not isinstance(interactions, str) or len(interactions) != 2
@@ -155,9 +159,21 @@ class FactorizationMachine(LinearModel):
         return self
 
     def _compiled(self):
-        """Whether fit trains in the compiled loop of ffm.h (optimizer "adagrad" on the
-        logistic or squared loss, as libffm) rather than in fa.train's."""
-        return self.optimizer == "adagrad" and self.loss in ("logistic", "squared")
+        """Whether fit trains in the compiled loop of ffm.h rather than in fa.train's."""
+        return _compiled(self.optimizer, self.loss)
+
+    def _examples(self, who, X, y=None, sample_weight=None, n_features=None):
+        """LinearModel's, each example's values divided by their norm when normalize (libffm's
+        instance-wise normalisation; an example without features as it is)."""
+        rows, y, sample_weight = super()._examples(who, X, y, sample_weight, n_features)
+        if self.normalize:         # in place of each position (a feature met twice stays two)
+            lengths = np.diff(rows.indptr)
+            example = np.repeat(np.arange(rows.shape[0]), lengths)
+            squares = np.bincount(example, weights=rows.data.astype(np.float64) ** 2, minlength=rows.shape[0])
+            norms = np.sqrt(squares, out=np.ones(rows.shape[0]), where=squares > 0)
+            rows = sp.csr_matrix(((rows.data / norms[example]).astype(np.float32), rows.indices, rows.indptr),
+                                 shape=rows.shape)
+        return rows, y, sample_weight
 
     def decision_function(self, X):
         if not self.field_aware and self.interactions is None:
@@ -228,6 +244,16 @@ class FactorizationMachine(LinearModel):
             column = state.get("column_fields")
             self.column_fields_ = None if column is None else np.asarray(column, dtype=np.int64)
         super()._restore(state)
+
+
+#: libffm's learning rate (its -r), the compiled AdaGrad's when lr is None.
+LIBFFM_LR = 0.2
+
+
+def _compiled(optimizer, loss):
+    """Whether a factorization machine of this optimizer and loss trains in ffm.h's compiled
+    loop ("adagrad" on the logistic or squared loss, as libffm)."""
+    return optimizer == "adagrad" and loss in ("logistic", "squared")
 
 
 def _column_fields(who, fields, n_features):
