@@ -26,18 +26,30 @@ class FactorizationMachine(LinearModel):
     k         the factors of a feature (V's columns)
     init_std  the factors of the features the training examples use start normal(0,
               init_std), the others (a hashed table's unused rows) and W and b at zero
+    optimizer "adagrad" (the default) on the logistic or squared loss: libffm's AdaGrad
+              (each accumulator from 1), lr 0.2 (libffm's) when None, in the compiled loop of
+              ffm.h (no graph; Hogwild workers as threads; no optimizer_options), trained on
+              tables of the used rows only; any other optimizer or loss: fa.optim's, in
+              fa.train's loop (a graph per example, BagSampler)
+    normalize libffm's instance-wise normalisation (the default): each example's values are
+              divided by their norm, in training and in predictions (a feature met twice
+              stays two positions); False takes the values as they are
+    interactions  None (every pair of the example's features), or "ab", two namespaces'
+              first letters: only the pairs of a feature of namespace a and one of b (VW's
+              --lrq ab<k>), sum_f (sum_a x V[a, f]) (sum_b x V[b, f]), beside every feature's
+              linear term; from Features or a VW file (namespaces), by "adagrad"
 
     The other arguments, `fit`, `predict`, `predict_proba` and `decision_function` are
-    `LinearModel`'s, but `oaa` and the optimizer "vw" (the default is "adagrad"): VW's
-    normalised rule, given a factor's derivative of the logit as its input (as VW's --lrq
-    features are), diverges on the bench's data, as VW's --lrq does there. V and W hold one row more than the features: the padding row that
-    BagSampler writes past each example's features (`pad=`), which no example trains.
+    `LinearModel`'s, but `oaa` and the optimizer "vw": VW's normalised rule, given a
+    factor's derivative of the logit as its input (as VW's --lrq features are), diverges on
+    the bench's data, as VW's --lrq does there. V and W hold one row more than the features:
+    the padding row that BagSampler writes past each example's features (`pad=`), which no
+    example trains.
 
     field_aware  libffm's field-aware form (Juan et al. 2016): V holds a k-vector per feature
                  and field, (rows, fields, k), and a pair of features i, j of fields f, g adds
-                 x_i x_j <V[i, g], V[j, f]>; trained by AdaGrad as libffm (each accumulator
-                 from 1) in a compiled loop of its own (ffm.h), "logistic" or "squared", Hogwild
-                 workers as threads. The fields are the features' namespaces (`Features.fields`:
+                 x_i x_j <V[i, g], V[j, f]>; trained by "adagrad" only, "logistic" or
+                 "squared". The fields are the features' namespaces (`Features.fields`:
                  a VW file's, or the namespaces of CSV or JSON columns), or for a matrix
                  `fit(X, y, fields=...)`, each column's field (an int), which the model keeps
                  for its predictions on matrices. A field not seen in training takes no pair.
