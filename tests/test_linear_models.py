@@ -647,3 +647,11 @@ def test_factorization_machine_normalize_is_libffms_instance_wise_normalisation(
     np.testing.assert_allclose(normed.decision_function(features), raw.decision_function(scaled), rtol=1e-5,
                                atol=1e-6)
     assert not np.allclose(normed.decision_function(features), raw.decision_function(features))
+
+
+def test_unit_rows_divides_each_example_by_its_norm():
+    from fastad.models.linear._online import unit_rows
+    data = np.array([3, 4, 0, 0, -2], np.float32)
+    out = unit_rows(data, np.array([0, 2, 2, 4, 5], np.int64))     # an empty example, a zero one
+    np.testing.assert_allclose(out, [0.6, 0.8, 0, 0, -1], rtol=1e-7)
+    assert out.dtype == np.float32 and data[0] == 3                  # a new array

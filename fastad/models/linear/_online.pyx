@@ -3,11 +3,12 @@ the GIL: LinearModel's optimizer="vw", Vowpal Wabbit's adaptive, normalised and 
 update (online.h), and the field-aware factorization machine's AdaGrad (ffm.h)."""
 import numpy as np
 cimport numpy as cnp
+from libc.math cimport sqrt
 from libc.stdint cimport int32_t, int64_t
 
 cnp.import_array()
 
-__all__ = ["LOSSES", "OnlineUpdate", "FieldAwareUpdate", "ffm_logits"]
+__all__ = ["LOSSES", "OnlineUpdate", "FieldAwareUpdate", "ffm_logits", "unit_rows"]
 
 cdef extern from "online.h" nogil:
     enum:
@@ -207,4 +208,22 @@ def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, valu
         if n > 0:
             fa_ffm_logits(&m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,
                           &fields[0] if fields.shape[0] else NULL, n, &out[0])
+    return np.asarray(out)
+
+
+def unit_rows(const float[::1] data, const int64_t[::1] offsets):
+    """CSR values (data, offsets: examples + 1) with each example's divided by their norm
+    (libffm's instance-wise normalisation), as a new float32 array; an example whose values
+    are all zero (or that has none) as it is. The norm is summed in float64."""
+    cdef int64_t n = offsets.shape[0] - 1, r, i
+    cdef float[::1] out = np.empty(data.shape[0], np.float32)
+    cdef double squares, scale
+    with nogil:
+        for r in range(n):
+            squares = 0
+            for i in range(offsets[r], offsets[r + 1]):
+                squares += <double>data[i] * data[i]
+            scale = 1 / sqrt(squares) if squares > 0 else 1
+            for i in range(offsets[r], offsets[r + 1]):
+                out[i] = <float>(data[i] * scale)
     return np.asarray(out)

@@ -10,7 +10,7 @@ from fastad.ops.reduction import sum as fa_sum
 from fastad.ops.shape import reshape
 from fastad.ops.sparse import embedding
 from fastad.checks import check_callable, check_flag, check_number, check_sizes
-from fastad.models.linear._online import FieldAwareUpdate, ffm_logits
+from fastad.models.linear._online import FieldAwareUpdate, ffm_logits, unit_rows
 from fastad.models.linear.linear_model import (LinearModel, _Examples, _importance, run_passes, threads_only,
                                                used_rows)
 
@@ -179,12 +179,8 @@ class FactorizationMachine(LinearModel):
         instance-wise normalisation; an example without features as it is)."""
         rows, y, sample_weight = super()._examples(who, X, y, sample_weight, n_features)
         if self.normalize:         # in place of each position (a feature met twice stays two)
-            lengths = np.diff(rows.indptr)
-            example = np.repeat(np.arange(rows.shape[0]), lengths)
-            squares = np.bincount(example, weights=rows.data.astype(np.float64) ** 2, minlength=rows.shape[0])
-            norms = np.sqrt(squares, out=np.ones(rows.shape[0]), where=squares > 0)
-            rows = sp.csr_matrix(((rows.data / norms[example]).astype(np.float32), rows.indices, rows.indptr),
-                                 shape=rows.shape)
+            data = unit_rows(np.ascontiguousarray(rows.data, dtype=np.float32), rows.indptr.astype(np.int64))
+            rows = sp.csr_matrix((data, rows.indices, rows.indptr), shape=rows.shape)
         return rows, y, sample_weight
 
     def decision_function(self, X):
