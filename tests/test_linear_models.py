@@ -655,3 +655,10 @@ def test_unit_rows_divides_each_example_by_its_norm():
     out = unit_rows(data, np.array([0, 2, 2, 4, 5], np.int64))     # an empty example, a zero one
     np.testing.assert_allclose(out, [0.6, 0.8, 0, 0, -1], rtol=1e-7)
     assert out.dtype == np.float32 and data[0] == 3                  # a new array
+
+
+def test_renumber_numbers_the_used_ids_in_order():
+    from fastad.models.linear._online import renumber
+    used, ids = renumber(np.array([7, 2, 7, 0], np.int32), 9)
+    np.testing.assert_array_equal(used, [0, 2, 7])
+    np.testing.assert_array_equal(ids, [2, 1, 2, 0])

@@ -8,7 +8,7 @@ from libc.stdint cimport int32_t, int64_t
 
 cnp.import_array()
 
-__all__ = ["LOSSES", "OnlineUpdate", "FieldAwareUpdate", "ffm_logits", "unit_rows"]
+__all__ = ["LOSSES", "OnlineUpdate", "FieldAwareUpdate", "ffm_logits", "unit_rows", "renumber"]
 
 cdef extern from "online.h" nogil:
     enum:
@@ -227,3 +227,24 @@ def unit_rows(const float[::1] data, const int64_t[::1] offsets):
             for i in range(offsets[r], offsets[r + 1]):
                 out[i] = <float>(data[i] * scale)
     return np.asarray(out)
+
+
+def renumber(const int32_t[::1] ids, int64_t n_features):
+    """(the ids used, sorted: int64; each id's number among them: int32) for ids in [0,
+    n_features), checked by the caller: a hashed table's used rows, numbered in order."""
+    cdef int32_t[::1] number = np.zeros(n_features, np.int32)
+    cdef int32_t[::1] out = np.empty(ids.shape[0], np.int32)
+    cdef int64_t i, count = 0, n = ids.shape[0]
+    with nogil:
+        for i in range(n):
+            number[ids[i]] = 1
+        for i in range(n_features):
+            if number[i]:
+                number[i] = <int32_t>count
+                count += 1
+            else:
+                number[i] = -1
+        for i in range(n):
+            out[i] = number[ids[i]]
+    used = np.flatnonzero(np.asarray(number) >= 0)
+    return used, np.asarray(out)

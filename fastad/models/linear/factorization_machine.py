@@ -10,9 +10,8 @@ from fastad.ops.reduction import sum as fa_sum
 from fastad.ops.shape import reshape
 from fastad.ops.sparse import embedding
 from fastad.checks import check_callable, check_flag, check_number, check_sizes
-from fastad.models.linear._online import FieldAwareUpdate, ffm_logits, unit_rows
-from fastad.models.linear.linear_model import (LinearModel, _Examples, _importance, run_passes, threads_only,
-                                               used_rows)
+from fastad.models.linear._online import FieldAwareUpdate, ffm_logits, renumber, unit_rows
+from fastad.models.linear.linear_model import LinearModel, _Examples, _importance, run_passes, threads_only
 
 __all__ = ["FactorizationMachine"]
 
@@ -147,14 +146,11 @@ class FactorizationMachine(LinearModel):
         # trained on tables of the used rows only (their ids renumbered in order): a hashed
         # table's few used rows then share cache lines and pages; the same draws as
         # _new_weights' over the whole table, which they are put back into
-        used = used_rows(rows)
-        renumbered = np.zeros(rows.shape[1], np.int32)
-        renumbered[used] = np.arange(used.size, dtype=np.int32)
+        used, ids = renumber(examples.ids.astype(np.int32, copy=False), rows.shape[1])
         compact = self._new_weights(used.size, np.arange(used.size))
         V = compact["V"].reshape(used.size + 1, -1, self.k)     # (rows, fields, k), a view
         update = FieldAwareUpdate({**compact, "V": V}, self.lr, self.loss == "logistic",
                                   self.interactions is not None)
-        ids = renumbered[examples.ids]
         targets = np.ascontiguousarray(examples.targets, dtype=np.float32)
 
         def train(parts, pool):
@@ -217,9 +213,9 @@ class FactorizationMachine(LinearModel):
         if not isinstance(X, Features):
             raise ValueError(f"{who}: interactions={self.interactions!r} pairs namespaces: give Features "
                              f"or a VW file, not a matrix")
-        raw = self._raw_fields(who, X, rows, None)
-        a, b = (ord(name) for name in self.interactions)
-        return np.where(raw == a, 0, np.where(raw == b, 1, -1)).astype(np.int32)
+        side = np.full(256, -1, np.int32)          # Features.fields are uint8
+        side[[ord(name) for name in self.interactions]] = (0, 1)
+        return side[self._raw_fields(who, X, rows, None)]
 
     def _raw_fields(self, who, X, rows, column_fields):
         """Each position's field as given (Features' namespace index, or its column's field)."""
@@ -227,7 +223,7 @@ class FactorizationMachine(LinearModel):
             if X.fields is None:
                 raise ValueError(f"{who}: these Features hold no fields (Features.fields); read them with "
                                  f"fa.features' readers")
-            return X.fields.astype(np.int64)
+            return X.fields
         return column_fields[rows.indices]
 
     def _positions(self, raw):
