@@ -57,7 +57,7 @@ def test_squared_and_hinge_sgd_are_their_per_example_updates(loss, targets):
 
 def test_factorization_machine_pairs_are_every_pair_of_features():
     X, y = _data(n=60, features=12, seed=2, valued=True)
-    fm = fa.models.FactorizationMachine(k=4, init_std=0.3, passes=1).fit(X, y)
+    fm = fa.models.FactorizationMachine(k=4, init_std=0.3, passes=1, normalize=False).fit(X, y)
     V, W, b = fm.weights["V"][:12].astype(np.float64), fm.weights["W"][:12], fm.weights["b"][0]
     expected = []
     for r in range(X.shape[0]):
@@ -72,7 +72,7 @@ def test_factorization_machine_pairs_are_every_pair_of_features():
 @pytest.mark.parametrize("valued", [False, True])
 def test_factorization_machine_sgd_is_the_per_example_update(valued):
     X, y = _data(n=150, features=20, seed=3, valued=valued)
-    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, optimizer="sgd", lr=0.05).fit(X, y)
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, optimizer="sgd", lr=0.05, normalize=False).fit(X, y)
     V = np.zeros((20, 3))
     used = np.unique(X.indices)
     V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
@@ -89,6 +89,68 @@ def test_factorization_machine_sgd_is_the_per_example_update(valued):
         b -= 0.05 * g
     np.testing.assert_allclose(fm.weights["V"][:20], V, rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(fm.weights["W"][:20], w, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("valued", [False, True])
+def test_factorization_machine_adagrad_is_libffms_per_example_step(valued):
+    """The default optimizer trains in ffm.h's compiled loop (one field, the O(len k) form):
+    AdaGrad from accumulators of 1, each step from the example's gradient in float64."""
+    X, y = _data(n=150, features=20, seed=3, valued=valued)
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.2, lr=0.1, normalize=False).fit(X, y)
+    V = np.zeros((20, 3))
+    used = np.unique(X.indices)
+    V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
+    w, b = np.zeros(20), 0.0
+    GV, Gw, Gb = np.ones_like(V), np.ones_like(w), 1.0
+    for r in range(X.shape[0]):
+        row = X.getrow(r)
+        ids, x = row.indices, row.data.astype(np.float64)
+        s = x @ V[ids]
+        z = b + x @ w[ids] + 0.5 * (s @ s - ((x[:, None] * V[ids]) ** 2).sum())
+        g = _sigmoid(z) - y[r]
+        grad_V = g * (x[:, None] * s[None, :] - (x ** 2)[:, None] * V[ids])
+        Gb += g ** 2
+        b -= 0.1 * g / np.sqrt(Gb)
+        Gw[ids] += (g * x) ** 2
+        w[ids] -= 0.1 * g * x / np.sqrt(Gw[ids])
+        GV[ids] += grad_V ** 2
+        V[ids] -= 0.1 * grad_V / np.sqrt(GV[ids])
+    np.testing.assert_allclose(fm.weights["V"][:20], V, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(fm.weights["W"][:20], w, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(fm.weights["b"][0], b, rtol=1e-3, atol=1e-5)
+
+
+def _crossed_logit(W, b, V, ids, x, sides):
+    """VW's --lrq logit in float64: the pairs of positions on sides 0 and 1 only."""
+    z = b + sum(x[p] * W[ids[p]] for p in range(len(ids)))
+    for p in range(len(ids)):
+        for q in range(len(ids)):
+            if sides[p] == 0 and sides[q] == 1:
+                z += x[p] * x[q] * V[ids[p], 0] @ V[ids[q], 0]
+    return z
+
+
+@pytest.mark.parametrize("crossed", [False, True])
+def test_factorization_machine_one_field_gradient_is_the_logits_finite_difference(crossed):
+    from fastad.models.linear._online import FieldAwareUpdate
+    rng = np.random.default_rng(22)
+    weights = {"W": rng.normal(size=12).astype(np.float32), "b": np.array([0.3], np.float32),
+               "V": rng.normal(size=(12, 1, 4)).astype(np.float32)}
+    ids = np.array([1, 5, 5, 9, 2], np.int32)          # a feature twice, a position without a field
+    x = np.array([1.0, 0.5, 2.0, -1.5, 1.0], np.float32)
+    fields = np.array([0, 1, 0, 1, -1] if crossed else [0, 0, 0, 0, -1], np.int32)
+    logit, grad = FieldAwareUpdate(weights, 0.1, True, crossed).gradient(ids, x, fields)
+    W, b, V = (weights[n].astype(np.float64) for n in ("W", "b", "V"))
+    reference = _crossed_logit if crossed else _ffm_logit
+    assert logit == pytest.approx(reference(W, b[0], V, ids, x, fields), rel=1e-6)
+    for p in range(len(ids)):
+        for j in range(4):
+            up, down = V.copy(), V.copy()
+            up[ids[p], 0, j] += 1e-6
+            down[ids[p], 0, j] -= 1e-6
+            numeric = (reference(W, b[0], up, ids, x, fields) - reference(W, b[0], down, ids, x, fields)) / 2e-6
+            analytic = sum(grad[q, 0, j] for q in range(len(ids)) if ids[q] == ids[p])
+            assert analytic == pytest.approx(numeric, abs=1e-5), (p, j)
 
 
 def test_labels_classes_and_probabilities():
@@ -195,7 +257,7 @@ def test_fit_and_predict_from_a_vw_file_and_features(tmp_path):
 def test_factorization_machine_counts_a_repeated_feature_at_each_position(tmp_path):
     (tmp_path / "r.vw").write_text("1 |w a a b\n0 |w b c c c\n1 |w a\n")
     hasher = fa.features.Hasher(bits=6, constant=False)
-    fm = fa.models.FactorizationMachine(k=3, init_std=0.5, hasher=hasher).fit(tmp_path / "r.vw")
+    fm = fa.models.FactorizationMachine(k=3, init_std=0.5, hasher=hasher, normalize=False).fit(tmp_path / "r.vw")
     f = fa.features.read_vw(tmp_path / "r.vw", hasher)
     V, W, b = fm.weights["V"].astype(np.float64), fm.weights["W"], fm.weights["b"][0]
     for r in range(3):
@@ -441,7 +503,8 @@ def test_field_aware_steps_are_libffms_adagrad():
     X = sp.csr_matrix((rng.uniform(0.5, 2, indices.size).astype(np.float32), indices, indptr), shape=(n, features))
     y = rng.integers(0, 2, n)
     column_fields = np.arange(features) % 3
-    ffm = fa.models.FactorizationMachine(k=2, init_std=0.3, field_aware=True, lr=0.2).fit(X, y, fields=column_fields)
+    ffm = fa.models.FactorizationMachine(k=2, init_std=0.3, field_aware=True, lr=0.2,
+                                        normalize=False).fit(X, y, fields=column_fields)
     used = np.unique(X.indices)
     V = np.zeros((features + 1, 3, 2))
     V[used] = np.random.default_rng(0).normal(0, 0.3, (used.size, 3, 2))
@@ -504,3 +567,98 @@ def test_field_aware_from_a_vw_file_learns_field_pairs(tmp_path):
         fa.models.FactorizationMachine().fit(X, [0, 1, 0, 1], fields=[0, 1, 0, 1])
     with pytest.raises(ValueError, match="trains as libffm, by Adagrad"):
         fa.models.FactorizationMachine(field_aware=True, optimizer="sgd")
+    with pytest.raises(ValueError, match="takes no optimizer_options"):
+        fa.models.FactorizationMachine(optimizer_options={"eps": 1e-8})
+
+
+def test_factorization_machine_interactions_pair_two_namespaces_only(tmp_path):
+    """interactions="ui" (VW's --lrq ui): only user x item pairs; the steps are AdaGrad's on
+    that logit, the predictions its, and a matrix (no namespaces) is refused."""
+    rng = np.random.default_rng(23)
+    users, items = rng.integers(0, 30, 400), rng.integers(0, 30, 400)
+    labels = ((users % 2) == (items % 2)).astype(int)      # a pure user x item interaction
+    lines = [f"{2 * t - 1} |u u{a} |i i{b} |t t{a % 3}" for t, a, b in zip(labels, users, items)]
+    (tmp_path / "p.vw").write_text("\n".join(lines) + "\n")
+    hasher = fa.features.Hasher(bits=12)
+    fm = fa.models.FactorizationMachine(k=2, init_std=0.3, lr=0.2, passes=1, hasher=hasher,
+                                        interactions="ui", normalize=False).fit(tmp_path / "p.vw")
+    features = fa.features.read_vw(tmp_path / "p.vw", hasher)
+    sides = np.where(features.fields == ord("u"), 0, np.where(features.fields == ord("i"), 1, -1))
+    V = np.zeros((2 ** 12 + 1, 1, 2))
+    used = np.unique(features.ids)
+    V[used] = np.random.default_rng(0).normal(0, 0.3, (used.size, 1, 2))
+    W, b = np.zeros(2 ** 12 + 1), 0.0
+    GV, GW, Gb = np.ones_like(V), np.ones_like(W), 1.0
+    for r in range(len(features)):
+        at = slice(features.offsets[r], features.offsets[r + 1])
+        ids, x, side = features.ids[at], features.values[at].astype(np.float64), sides[at]
+        g = _sigmoid(_crossed_logit(W, b, V, ids, x, side)) - labels[r]
+        s0, s1 = (x[side == i] @ V[ids[side == i], 0] for i in (0, 1))
+        gV = np.zeros_like(V)
+        for p in range(len(ids)):
+            if side[p] >= 0:
+                gV[ids[p], 0] += g * x[p] * (s1 if side[p] == 0 else s0)
+        Gb += g ** 2
+        b -= 0.2 * g / np.sqrt(Gb)
+        gW = np.zeros_like(W)
+        gW[ids] = g * x
+        GW += gW ** 2
+        W -= 0.2 * gW / np.sqrt(GW)
+        GV += gV ** 2
+        V -= 0.2 * gV / np.sqrt(GV)
+    np.testing.assert_allclose(fm.weights["V"], V[:, 0], rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(fm.weights["W"], W, rtol=1e-3, atol=1e-5)
+    expected = [_crossed_logit(W, b, V, features.ids[features.offsets[r]:features.offsets[r + 1]],
+                               features.values[features.offsets[r]:features.offsets[r + 1]],
+                               sides[features.offsets[r]:features.offsets[r + 1]]) for r in range(len(features))]
+    np.testing.assert_allclose(fm.decision_function(tmp_path / "p.vw"), expected, rtol=1e-4, atol=1e-5)
+    fm.save(tmp_path / "fm.npz")
+    back = fa.models.FactorizationMachine.load(tmp_path / "fm.npz")
+    assert back.interactions == "ui"
+    np.testing.assert_array_equal(back.decision_function(features), fm.decision_function(features))
+    with pytest.raises(ValueError, match="pairs namespaces: give Features"):
+        fm.decision_function(sp.csr_matrix((1, 2 ** 12)))
+    for bad in ("uu", "u", 3):
+        with pytest.raises(ValueError, match="interactions takes two different namespaces"):
+            fa.models.FactorizationMachine(interactions=bad)
+    with pytest.raises(ValueError, match="interactions takes two different namespaces"):
+        fa.models.FactorizationMachine(interactions="ui", optimizer="sgd")
+
+
+@pytest.mark.parametrize("options", [{}, {"interactions": "ui"}, {"field_aware": True},
+                                     {"optimizer": "sgd", "lr": 0.05}])
+def test_factorization_machine_normalize_is_libffms_instance_wise_normalisation(tmp_path, options):
+    """normalize=True (the default) trains and predicts on each example's values divided by
+    their norm, position by position (a feature met twice stays two positions)."""
+    rng = np.random.default_rng(24)
+    lines = [f"{rng.choice([-1, 1])} |u u{rng.integers(9)}:{rng.uniform(0.5, 3):.3f} u{rng.integers(9)} "
+             f"|i i{rng.integers(9)} i{rng.integers(9)}:2" for _ in range(200)]
+    (tmp_path / "n.vw").write_text("\n".join(lines) + "\n")
+    hasher = fa.features.Hasher(bits=10)
+    features = fa.features.read_vw(tmp_path / "n.vw", hasher)
+    scaled = fa.features.read_vw(tmp_path / "n.vw", hasher)
+    for r in range(len(scaled)):
+        at = slice(scaled.offsets[r], scaled.offsets[r + 1])
+        scaled.values[at] /= np.sqrt((scaled.values[at].astype(np.float64) ** 2).sum())
+    normed = fa.models.FactorizationMachine(k=3, hasher=hasher, **options).fit(features)
+    raw = fa.models.FactorizationMachine(k=3, hasher=hasher, normalize=False, **options).fit(scaled)
+    for name in ("V", "W", "b"):
+        np.testing.assert_allclose(normed.weights[name], raw.weights[name], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(normed.decision_function(features), raw.decision_function(scaled), rtol=1e-5,
+                               atol=1e-6)
+    assert not np.allclose(normed.decision_function(features), raw.decision_function(features))
+
+
+def test_unit_rows_divides_each_example_by_its_norm():
+    from fastad.models.linear._online import unit_rows
+    data = np.array([3, 4, 0, 0, -2], np.float32)
+    out = unit_rows(data, np.array([0, 2, 2, 4, 5], np.int64))     # an empty example, a zero one
+    np.testing.assert_allclose(out, [0.6, 0.8, 0, 0, -1], rtol=1e-7)
+    assert out.dtype == np.float32 and data[0] == 3                  # a new array
+
+
+def test_renumber_numbers_the_used_ids_in_order():
+    from fastad.models.linear._online import renumber
+    used, ids = renumber(np.array([7, 2, 7, 0], np.int32), 9)
+    np.testing.assert_array_equal(used, [0, 2, 7])
+    np.testing.assert_array_equal(ids, [2, 1, 2, 0])

@@ -3,11 +3,12 @@ the GIL: LinearModel's optimizer="vw", Vowpal Wabbit's adaptive, normalised and 
 update (online.h), and the field-aware factorization machine's AdaGrad (ffm.h)."""
 import numpy as np
 cimport numpy as cnp
+from libc.math cimport sqrt
 from libc.stdint cimport int32_t, int64_t
 
 cnp.import_array()
 
-__all__ = ["LOSSES", "OnlineUpdate", "FieldAwareUpdate", "ffm_logits"]
+__all__ = ["LOSSES", "OnlineUpdate", "FieldAwareUpdate", "ffm_logits", "unit_rows", "renumber"]
 
 cdef extern from "online.h" nogil:
     enum:
@@ -112,7 +113,7 @@ cdef extern from "ffm.h" nogil:
         float* v
         float* v_g
         double lr
-        int logistic
+        int logistic, crossed, interleaved
     double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
                         int64_t len, double* dv)
     double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
@@ -131,23 +132,31 @@ cdef const float* _values(values):
 
 
 cdef class FieldAwareUpdate:
-    """A field-aware factorization machine's weights (W (rows), b (1), V (rows x fields x
-    k), float32 and C-contiguous, updated in place) and their AdaGrad sums (libffm's: from
-    1): its training passes (ffm.h). Made by FactorizationMachine, which
-    checks every array; an example's fields are int32 in [-1, fields), -1 for none."""
+    """A field-aware factorization machine's training passes (ffm.h) over its weights (W
+    (rows), b (1), V (rows x fields x k), float32), held interleaved with their AdaGrad sums
+    (libffm's, less its initial 1: zeros) and copied back into those arrays by `write_back`.
+    Made by FactorizationMachine, which checks every array; an example's fields are int32 in
+    [-1, fields), -1 for none. One field is Rendle's factorization machine; crossed (one
+    field), its pairs only across the sides 0 and 1 that the example's fields then give (VW's
+    --lrq)."""
     cdef fa_ffm m
     cdef dict arrays
 
-    def __init__(self, weights, lr, logistic):
+    def __init__(self, weights, lr, logistic, crossed=False):
         W, b, V = weights["W"], weights["b"], weights["V"]
-        self.arrays = {"W": W, "b": b, "V": V, "W_g": np.ones_like(W), "b_g": np.ones_like(b),
-                       "V_g": np.ones_like(V)}
+        w_state = np.zeros((W.shape[0], 2), np.float32)
+        w_state[:, 0] = W
+        v_state = np.zeros((*V.shape[:2], 2 * V.shape[2]), np.float32)
+        v_state[:, :, :V.shape[2]] = V
+        self.arrays = {"W": W, "b": b, "V": V, "b_g": np.zeros_like(b), "w_state": w_state, "v_state": v_state}
         self.m.fields, self.m.k = V.shape[1], V.shape[2]
-        self.m.w, self.m.w_g = _data(W), _data(self.arrays["W_g"])
+        self.m.interleaved = 1
+        self.m.w, self.m.w_g = _data(w_state), _data(w_state) + 1
         self.m.b, self.m.b_g = _data(b), _data(self.arrays["b_g"])
-        self.m.v, self.m.v_g = _data(V), _data(self.arrays["V_g"])
+        self.m.v, self.m.v_g = _data(v_state), _data(v_state) + self.m.k
         self.m.lr = lr
         self.m.logistic = bool(logistic)
+        self.m.crossed = bool(crossed)
 
     def train(self, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields,
               const float[::1] targets, weights, const int64_t[::1] order):
@@ -167,6 +176,11 @@ cdef class FieldAwareUpdate:
                                 &order[0] if n else NULL, n, &scratch[0])
         return total
 
+    def write_back(self):
+        """Copy the trained W and V into the arrays the update was made over."""
+        self.arrays["W"][:] = self.arrays["w_state"][:, 0]
+        self.arrays["V"][:] = self.arrays["v_state"][:, :, :self.m.k]
+
     def gradient(self, const int32_t[::1] ids, values, const int32_t[::1] fields):
         """(the logit of one example, its gradient in V at each position and field: (len,
         fields, k)), float64: what a training step uses."""
@@ -177,9 +191,10 @@ cdef class FieldAwareUpdate:
         return logit, np.asarray(dv)[:n * self.m.fields * self.m.k].reshape(n, self.m.fields, self.m.k)
 
 
-def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields):
+def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, values, const int32_t[::1] fields,
+               crossed=False):
     """Each example's logit under a field-aware factorization machine's weights (as
-    FieldAwareUpdate takes them), float64."""
+    FieldAwareUpdate takes them, with its crossed), float64."""
     cdef fa_ffm m
     cdef int64_t n = offsets.shape[0] - 1
     cdef double[::1] out = np.empty(max(n, 0), np.float64)
@@ -187,8 +202,49 @@ def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, valu
     V = weights["V"]
     m.fields, m.k = V.shape[1], V.shape[2]
     m.w, m.b, m.v = _data(weights["W"]), _data(weights["b"]), _data(V)
+    m.interleaved = 0
+    m.crossed = bool(crossed)
     with nogil:
         if n > 0:
             fa_ffm_logits(&m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,
                           &fields[0] if fields.shape[0] else NULL, n, &out[0])
     return np.asarray(out)
+
+
+def unit_rows(const float[::1] data, const int64_t[::1] offsets):
+    """CSR values (data, offsets: examples + 1) with each example's divided by their norm
+    (libffm's instance-wise normalisation), as a new float32 array; an example whose values
+    are all zero (or that has none) as it is. The norm is summed in float64."""
+    cdef int64_t n = offsets.shape[0] - 1, r, i
+    cdef float[::1] out = np.empty(data.shape[0], np.float32)
+    cdef double squares, scale
+    with nogil:
+        for r in range(n):
+            squares = 0
+            for i in range(offsets[r], offsets[r + 1]):
+                squares += <double>data[i] * data[i]
+            scale = 1 / sqrt(squares) if squares > 0 else 1
+            for i in range(offsets[r], offsets[r + 1]):
+                out[i] = <float>(data[i] * scale)
+    return np.asarray(out)
+
+
+def renumber(const int32_t[::1] ids, int64_t n_features):
+    """(the ids used, sorted: int64; each id's number among them: int32) for ids in [0,
+    n_features), checked by the caller: a hashed table's used rows, numbered in order."""
+    cdef int32_t[::1] number = np.zeros(n_features, np.int32)
+    cdef int32_t[::1] out = np.empty(ids.shape[0], np.int32)
+    cdef int64_t i, count = 0, n = ids.shape[0]
+    with nogil:
+        for i in range(n):
+            number[ids[i]] = 1
+        for i in range(n_features):
+            if number[i]:
+                number[i] = <int32_t>count
+                count += 1
+            else:
+                number[i] = -1
+        for i in range(n):
+            out[i] = number[ids[i]]
+    used = np.flatnonzero(np.asarray(number) >= 0)
+    return used, np.asarray(out)

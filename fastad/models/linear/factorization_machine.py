@@ -3,15 +3,15 @@ a `LinearModel` whose logit adds every pair of the example's features' interacti
 import os
 
 import numpy as np
+import scipy.sparse as sp
 
 from fastad.features import Features, Hasher, read_vw
 from fastad.ops.reduction import sum as fa_sum
 from fastad.ops.shape import reshape
 from fastad.ops.sparse import embedding
 from fastad.checks import check_callable, check_flag, check_number, check_sizes
-from fastad.models.linear._online import FieldAwareUpdate, ffm_logits
-from fastad.models.linear.linear_model import (LinearModel, _Examples, _importance, run_passes, threads_only,
-                                               used_rows)
+from fastad.models.linear._online import FieldAwareUpdate, ffm_logits, renumber, unit_rows
+from fastad.models.linear.linear_model import LinearModel, _Examples, _importance, run_passes, threads_only
 
 __all__ = ["FactorizationMachine"]
 
@@ -25,18 +25,30 @@ class FactorizationMachine(LinearModel):
     k         the factors of a feature (V's columns)
     init_std  the factors of the features the training examples use start normal(0,
               init_std), the others (a hashed table's unused rows) and W and b at zero
+    optimizer "adagrad" (the default) on the logistic or squared loss: libffm's AdaGrad
+              (each accumulator from 1), lr 0.2 (libffm's) when None, in the compiled loop of
+              ffm.h (no graph; Hogwild workers as threads; no optimizer_options), trained on
+              tables of the used rows only; any other optimizer or loss: fa.optim's, in
+              fa.train's loop (a graph per example, BagSampler)
+    normalize libffm's instance-wise normalisation (the default): each example's values are
+              divided by their norm, in training and in predictions (a feature met twice
+              stays two positions); False takes the values as they are
+    interactions  None (every pair of the example's features), or "ab", two namespaces'
+              first letters: only the pairs of a feature of namespace a and one of b (VW's
+              --lrq ab<k>), sum_f (sum_a x V[a, f]) (sum_b x V[b, f]), beside every feature's
+              linear term; from Features or a VW file (namespaces), by "adagrad"
 
     The other arguments, `fit`, `predict`, `predict_proba` and `decision_function` are
-    `LinearModel`'s, but `oaa` and the optimizer "vw" (the default is "adagrad"): VW's
-    normalised rule, given a factor's derivative of the logit as its input (as VW's --lrq
-    features are), diverges on the bench's data, as VW's --lrq does there. V and W hold one row more than the features: the padding row that
-    BagSampler writes past each example's features (`pad=`), which no example trains.
+    `LinearModel`'s, but `oaa` and the optimizer "vw": VW's normalised rule, given a
+    factor's derivative of the logit as its input (as VW's --lrq features are), diverges on
+    the bench's data, as VW's --lrq does there. V and W hold one row more than the features:
+    the padding row that BagSampler writes past each example's features (`pad=`), which no
+    example trains.
 
     field_aware  libffm's field-aware form (Juan et al. 2016): V holds a k-vector per feature
                  and field, (rows, fields, k), and a pair of features i, j of fields f, g adds
-                 x_i x_j <V[i, g], V[j, f]>; trained by AdaGrad as libffm (each accumulator
-                 from 1) in a compiled loop of its own (ffm.h), "logistic" or "squared", Hogwild
-                 workers as threads. The fields are the features' namespaces (`Features.fields`:
+                 x_i x_j <V[i, g], V[j, f]>; trained by "adagrad" only, "logistic" or
+                 "squared". The fields are the features' namespaces (`Features.fields`:
                  a VW file's, or the namespaces of CSV or JSON columns), or for a matrix
                  `fit(X, y, fields=...)`, each column's field (an int), which the model keeps
                  for its predictions on matrices. A field not seen in training takes no pair.
@@ -50,16 +62,29 @@ class FactorizationMachine(LinearModel):
 
     def __init__(self, k=8, init_std=0.01, loss="logistic", optimizer="adagrad", lr=None,
                  passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None,
-                 quantile_tau=0.5, field_aware=False):
+                 quantile_tau=0.5, field_aware=False, interactions=None, normalize=True):
+        if lr is None and _compiled(optimizer, loss):
+            lr = LIBFFM_LR
         super().__init__(loss=loss, optimizer=optimizer, lr=lr, passes=passes, workers=workers,
                          shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options,
                          quantile_tau=quantile_tau)
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
         self.field_aware = check_flag(type(self).__name__, "field_aware", field_aware)
+        self.normalize = check_flag(type(self).__name__, "normalize", normalize)
         self.fields_ = self.column_fields_ = None
-        if self.field_aware and (self.optimizer != "adagrad" or self.loss not in ("logistic", "squared")
-                                 or self.optimizer_options):
+        self.interactions = interactions
+        if interactions is not None and (not isinstance(interactions, str) or len(interactions) != 2
+                                         or interactions[0] == interactions[1] or field_aware
+                                         or not self._compiled() or not interactions.isascii()):
+            raise ValueError(f"{type(self).__name__}: interactions takes two different namespaces' first "
+                             f"letters (VW's --lrq ab: 'cw'), without field_aware, trained by 'adagrad' "
+                             f"on the logistic or squared loss; got {interactions!r}")
+        if self._compiled() and self.optimizer_options:
+            raise ValueError(f"{type(self).__name__}: optimizer 'adagrad' trains as libffm (its "
+                             f"accumulators from 1) and takes no optimizer_options, got "
+                             f"{self.optimizer_options!r}")
+        if self.field_aware and not self._compiled():
             raise ValueError(f"{type(self).__name__}: the field-aware form trains as libffm, by Adagrad "
                              f"without optimizer_options, on the logistic or squared loss; got optimizer "
                              f"{self.optimizer!r}, loss {self.loss!r}")
@@ -100,23 +125,32 @@ class FactorizationMachine(LinearModel):
     def fit(self, X, y=None, sample_weight=None, callback=None, progress=None, start_method=None, fields=None):
         """`LinearModel.fit`; `fields` (field_aware=True, X a matrix): each column's field, ints."""
         who = f"{type(self).__name__}.fit"
-        if not self.field_aware:
-            if fields is not None:
-                raise ValueError(f"{who}: fields= is the field-aware form's (field_aware=True)")
+        if not self.field_aware and fields is not None:
+            raise ValueError(f"{who}: fields= is the field-aware form's (field_aware=True)")
+        if not self._compiled():
             return super().fit(X, y, sample_weight, callback, progress, start_method)
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        threads_only(who, start_method, "the field-aware form")
+        threads_only(who, start_method, "optimizer 'adagrad'")
         X = self._read(X)
         rows, y, sample_weight = self._examples(who, X, y, sample_weight)
-        column_fields = None if isinstance(X, Features) else _column_fields(who, fields, rows.shape[1])
-        raw = self._raw_fields(who, X, rows, column_fields)
+        if self.field_aware:
+            column_fields = None if isinstance(X, Features) else _column_fields(who, fields, rows.shape[1])
+            raw = self._raw_fields(who, X, rows, column_fields)
+            self.fields_, self.column_fields_ = np.unique(raw).astype(np.int64), column_fields
+            positions = self._positions(raw)
+        else:
+            positions = self._sides(who, X, rows)
         targets, classes = self._targets(who, y, rows.shape[0])
         examples = _Examples(self, rows, targets, _importance(who, sample_weight, rows.shape[0]))
-        self.fields_, self.column_fields_ = np.unique(raw).astype(np.int64), column_fields
-        weights = self._new_weights(rows.shape[1], used_rows(rows))
-        update = FieldAwareUpdate(weights, self.lr, self.loss == "logistic")
-        ids, positions = examples.ids.astype(np.int32, copy=False), self._positions(raw)
+        # trained on tables of the used rows only (their ids renumbered in order): a hashed
+        # table's few used rows then share cache lines and pages; the same draws as
+        # _new_weights' over the whole table, which they are put back into
+        used, ids = renumber(examples.ids.astype(np.int32, copy=False), rows.shape[1])
+        compact = self._new_weights(used.size, np.arange(used.size))
+        V = compact["V"].reshape(used.size + 1, -1, self.k)     # (rows, fields, k), a view
+        update = FieldAwareUpdate({**compact, "V": V}, self.lr, self.loss == "logistic",
+                                  self.interactions is not None)
         targets = np.ascontiguousarray(examples.targets, dtype=np.float32)
 
         def train(parts, pool):
@@ -124,23 +158,46 @@ class FactorizationMachine(LinearModel):
                                                           targets, examples.importance, part), parts))
 
         history = run_passes(self, examples, 1, train, callback, progress)
+        update.write_back()
+        weights = self._new_weights(rows.shape[1])
+        for name in ("V", "W"):
+            weights[name][used] = compact[name][:used.size]
+        weights["b"][:] = compact["b"]
         self.weights, self.classes_, self.history = weights, classes, history
         return self
 
+    def _compiled(self):
+        """Whether fit trains in the compiled loop of ffm.h rather than in fa.train's."""
+        return _compiled(self.optimizer, self.loss)
+
+    def _examples(self, who, X, y=None, sample_weight=None, n_features=None):
+        """LinearModel's, each example's values divided by their norm when normalize (libffm's
+        instance-wise normalisation; an example without features as it is)."""
+        rows, y, sample_weight = super()._examples(who, X, y, sample_weight, n_features)
+        if self.normalize:         # in place of each position (a feature met twice stays two)
+            data = unit_rows(np.ascontiguousarray(rows.data, dtype=np.float32), rows.indptr.astype(np.int64))
+            rows = sp.csr_matrix((data, rows.indices, rows.indptr), shape=rows.shape)
+        return rows, y, sample_weight
+
     def decision_function(self, X):
-        if not self.field_aware:
+        if not self.field_aware and self.interactions is None:
             return super().decision_function(X)
         self._require_trained("decision_function")
         who = f"{type(self).__name__}.decision_function"
         X = self._read(X)
         rows = self._examples(who, X, n_features=self.n_features)[0]
-        if not isinstance(X, Features) and self.column_fields_ is None:
-            raise ValueError(f"{who}: this model learned its fields from Features (namespaces); give "
-                             f"Features or a VW file, not a matrix")
-        positions = self._positions(self._raw_fields(who, X, rows, self.column_fields_))
+        if self.field_aware:
+            if not isinstance(X, Features) and self.column_fields_ is None:
+                raise ValueError(f"{who}: this model learned its fields from Features (namespaces); give "
+                                 f"Features or a VW file, not a matrix")
+            positions = self._positions(self._raw_fields(who, X, rows, self.column_fields_))
+            weights = self.weights
+        else:
+            positions = self._sides(who, X, rows)
+            weights = {**self.weights, "V": self.weights["V"].reshape(-1, 1, self.k)}
         values = None if (rows.data == 1).all() else rows.data
-        return ffm_logits(self.weights, rows.indices.astype(np.int32, copy=False),
-                          rows.indptr.astype(np.int64), values, positions)
+        return ffm_logits(weights, rows.indices.astype(np.int32, copy=False),
+                          rows.indptr.astype(np.int64), values, positions, self.interactions is not None)
 
     decision_function.__doc__ = LinearModel.decision_function.__doc__
 
@@ -148,13 +205,25 @@ class FactorizationMachine(LinearModel):
         """A VW file's path read as Features (which keep their fields)."""
         return read_vw(X, Hasher(**self.hasher)) if isinstance(X, (str, os.PathLike)) else X
 
+    def _sides(self, who, X, rows):
+        """The one-field model's field of each position (int32): 0 for every pair; with
+        interactions "ab", 0 for namespace a, 1 for b, -1 for the others."""
+        if self.interactions is None:
+            return np.zeros(rows.nnz, np.int32)
+        if not isinstance(X, Features):
+            raise ValueError(f"{who}: interactions={self.interactions!r} pairs namespaces: give Features "
+                             f"or a VW file, not a matrix")
+        side = np.full(256, -1, np.int32)          # Features.fields are uint8
+        side[[ord(name) for name in self.interactions]] = (0, 1)
+        return side[self._raw_fields(who, X, rows, None)]
+
     def _raw_fields(self, who, X, rows, column_fields):
         """Each position's field as given (Features' namespace index, or its column's field)."""
         if isinstance(X, Features):
             if X.fields is None:
                 raise ValueError(f"{who}: these Features hold no fields (Features.fields); read them with "
                                  f"fa.features' readers")
-            return X.fields.astype(np.int64)
+            return X.fields
         return column_fields[rows.indices]
 
     def _positions(self, raw):
@@ -179,6 +248,16 @@ class FactorizationMachine(LinearModel):
             column = state.get("column_fields")
             self.column_fields_ = None if column is None else np.asarray(column, dtype=np.int64)
         super()._restore(state)
+
+
+#: libffm's learning rate (its -r), the compiled AdaGrad's when lr is None.
+LIBFFM_LR = 0.2
+
+
+def _compiled(optimizer, loss):
+    """Whether a factorization machine of this optimizer and loss trains in ffm.h's compiled
+    loop ("adagrad" on the logistic or squared loss, as libffm)."""
+    return optimizer == "adagrad" and loss in ("logistic", "squared")
 
 
 def _column_fields(who, fields, n_features):
