@@ -69,21 +69,32 @@ def test_factorization_machine_pairs_are_every_pair_of_features():
     assert fm.weights["V"].shape == (13, 4) and not fm.weights["V"][12].any()   # the padding row
 
 
+def _fm_start(X):
+    """The factors a FactorizationMachine(k=3, init_std=0.2) draws for X's used rows of 20
+    (seed 0), zero weights and bias, in float64."""
+    V = np.zeros((20, 3))
+    used = np.unique(X.indices)
+    V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
+    return V, np.zeros(20), 0.0
+
+
+def _fm_gradients(X, y, r, V, w, b):
+    """(ids, values, the logit's loss slope g, the factors' gradient) of example r."""
+    row = X.getrow(r)
+    ids, x = row.indices, row.data.astype(np.float64)
+    s = x @ V[ids]
+    z = b + x @ w[ids] + 0.5 * (s @ s - ((x[:, None] * V[ids]) ** 2).sum())
+    g = _sigmoid(z) - y[r]
+    return ids, x, g, g * (x[:, None] * s[None, :] - (x ** 2)[:, None] * V[ids])
+
+
 @pytest.mark.parametrize("valued", [False, True])
 def test_factorization_machine_sgd_is_the_per_example_update(valued):
     X, y = _data(n=150, features=20, seed=3, valued=valued)
     fm = fa.models.FactorizationMachine(k=3, init_std=0.2, optimizer="sgd", lr=0.05, normalize=False).fit(X, y)
-    V = np.zeros((20, 3))
-    used = np.unique(X.indices)
-    V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
-    w, b = np.zeros(20), 0.0
+    V, w, b = _fm_start(X)
     for r in range(X.shape[0]):
-        row = X.getrow(r)
-        ids, x = row.indices, row.data.astype(np.float64)
-        s = x @ V[ids]
-        z = b + x @ w[ids] + 0.5 * (s @ s - ((x[:, None] * V[ids]) ** 2).sum())
-        g = _sigmoid(z) - y[r]
-        grad_V = g * (x[:, None] * s[None, :] - (x ** 2)[:, None] * V[ids])
+        ids, x, g, grad_V = _fm_gradients(X, y, r, V, w, b)
         w[ids] -= 0.05 * g * x
         V[ids] -= 0.05 * grad_V
         b -= 0.05 * g
@@ -97,18 +108,10 @@ def test_factorization_machine_adagrad_is_libffms_per_example_step(valued):
     AdaGrad from accumulators of 1, each step from the example's gradient in float64."""
     X, y = _data(n=150, features=20, seed=3, valued=valued)
     fm = fa.models.FactorizationMachine(k=3, init_std=0.2, lr=0.1, normalize=False).fit(X, y)
-    V = np.zeros((20, 3))
-    used = np.unique(X.indices)
-    V[used] = np.random.default_rng(0).normal(0, 0.2, (used.size, 3))
-    w, b = np.zeros(20), 0.0
+    V, w, b = _fm_start(X)
     GV, Gw, Gb = np.ones_like(V), np.ones_like(w), 1.0
     for r in range(X.shape[0]):
-        row = X.getrow(r)
-        ids, x = row.indices, row.data.astype(np.float64)
-        s = x @ V[ids]
-        z = b + x @ w[ids] + 0.5 * (s @ s - ((x[:, None] * V[ids]) ** 2).sum())
-        g = _sigmoid(z) - y[r]
-        grad_V = g * (x[:, None] * s[None, :] - (x ** 2)[:, None] * V[ids])
+        ids, x, g, grad_V = _fm_gradients(X, y, r, V, w, b)
         Gb += g ** 2
         b -= 0.1 * g / np.sqrt(Gb)
         Gw[ids] += (g * x) ** 2
