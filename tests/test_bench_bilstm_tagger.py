@@ -33,7 +33,7 @@ def _losses_beside_dynets():
     import dynet as dy
     data, weights = _data()
     ours = tagger.fastad_autobatch_trainer(weights, np.float32)
-    theirs = tagger.dynet_autobatch_trainer(dy, weights)
+    theirs = tagger.dynet_trainer(dy, weights, autobatch=True)
     return [(ours(data[k:k + tagger.MINIBATCH]), theirs(data[k:k + tagger.MINIBATCH]))
             for k in range(0, len(data), tagger.MINIBATCH)]
 
@@ -48,3 +48,24 @@ def test_the_autobatched_steps_give_dynets_losses():
         losses = pool.submit(_losses_beside_dynets).result(timeout=300)
     for ours, theirs in losses:
         assert ours == pytest.approx(theirs, rel=1e-5)
+
+
+def _first_losses_beside_dynets():
+    """(fastad's, DyNet's) eager loss of the first sentence, and DyNet's eager steps' losses."""
+    import dynet as dy
+    data, weights = _data()
+    import fastad as fa
+    params, _ = tagger.fastad_model(tagger.one_bias(weights), np.float32)
+    words, tags = data[0]
+    ours = tagger.fastad_net(len(words), fa.IndexInput(words), fa.IndexInput(tags), params).item()
+    step = tagger.dynet_trainer(dy, weights)
+    return ours, [step(sentence) for sentence in data[:8]]
+
+
+def test_dynets_eager_steps_start_from_fastads_loss():
+    if importlib.util.find_spec("dynet") is None:
+        pytest.skip("DyNet is not installed: pip install dynet38")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        ours, theirs = pool.submit(_first_losses_beside_dynets).result(timeout=300)
+    assert theirs[0] == pytest.approx(ours, rel=1e-5)
+    assert all(np.isfinite(theirs)) and len(theirs) == 8
