@@ -201,10 +201,11 @@ def report(rows):
         print(line + f"   [target: {r['target']}]")
 
 
-def cli(run, doc, show=report, **options):
+def cli(run, doc, show=report, skip_reason=None, **options):
     """The command line of one benchmark module: `python bench/NAME.py [--quick] [--OPTION N]`,
     each of `options` (name=help) an int option passed to `run` as that keyword when given;
-    `show` prints `run`'s rows."""
+    `show` prints `run`'s rows; `skip_reason()`, when given, says why this machine cannot
+    run it (then printed instead), or None."""
     from blas_threads import pin_blas_to_one_thread
 
     ap = argparse.ArgumentParser(description=doc)
@@ -212,6 +213,10 @@ def cli(run, doc, show=report, **options):
     for name, help in options.items():
         ap.add_argument("--" + name.replace("_", "-"), type=int, help=help)
     args = {name: value for name, value in vars(ap.parse_args()).items() if value is not None}
+    reason = skip_reason() if skip_reason is not None else None
+    if reason:
+        print(f"skipped: {reason}")
+        return
     print(machine())
     print("BLAS:", pin_blas_to_one_thread())
     show(run(**args))

@@ -190,8 +190,4 @@ def run(quick=False):
 
 
 if __name__ == "__main__":
-    reason = skip_reason()
-    if reason:
-        print(f"skipped: {reason}")
-    else:
-        cli(run, __doc__)
+    cli(run, __doc__, skip_reason=skip_reason)
