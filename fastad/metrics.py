@@ -318,7 +318,7 @@ def predict_rank(model, test_interactions, train_interactions=None, user_feature
     if hasattr(model, "predict_rank"):
         ranks = model.predict_rank(test, train_interactions=train, user_features=user_features,
                                    item_features=item_features, num_threads=num_threads,
-                                   check_intersections=check_intersections)
+                                   check_intersections=False)       # checked above
         return sp.csr_matrix(ranks, dtype=np.float32)
     if not hasattr(model, "scores"):
         raise TypeError(f"{who}: model must have predict_rank (LightFM's) or scores(user_ids) "

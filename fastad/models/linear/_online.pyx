@@ -43,6 +43,15 @@ def _interleaved(weights):
     return state
 
 
+cdef const float* _values(values):
+    """The data of a float32 array, or NULL for None or an empty one (all ones, no weights)."""
+    cdef const float[::1] v
+    if values is None or len(values) == 0:
+        return NULL
+    v = values
+    return &v[0]
+
+
 cdef class OnlineUpdate:
     """The update's state over a model's weights: W (rows x classes or rows) and b (classes),
     float32, written back by `write_back`; each weight held beside its adaptive sum and
@@ -84,10 +93,8 @@ cdef class OnlineUpdate:
         ones; targets, examples x classes; importance weights or None); returns the sum of
         importance * loss before each update. Runs without the GIL; `write_back` puts the
         weights into the model's arrays."""
-        cdef const float[::1] v = values if values is not None else None
-        cdef const float[::1] w = weights if weights is not None else None
-        cdef const float* vp = &v[0] if v is not None and v.shape[0] else NULL
-        cdef const float* wp = &w[0] if w is not None and w.shape[0] else NULL
+        cdef const float* vp = _values(values)
+        cdef const float* wp = _values(weights)
         cdef double[::1] scratch = np.empty(self.longest + 1, np.float64)
         cdef double total
         cdef int64_t n = order.shape[0]
@@ -121,14 +128,6 @@ cdef extern from "ffm.h" nogil:
                        int64_t n, double* scratch)
     void fa_ffm_logits(const fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
                        const int32_t* fields, int64_t n, double* out)
-
-
-cdef const float* _values(values):
-    cdef const float[::1] v
-    if values is None or len(values) == 0:
-        return NULL
-    v = values
-    return &v[0]
 
 
 cdef class FieldAwareUpdate:

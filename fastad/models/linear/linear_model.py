@@ -397,11 +397,12 @@ def _fit_online(model, examples, weights, callback, progress):
             total = sum(pool.map(lambda w, part: w.train(ids, ex.offsets, ex.values, targets, ex.importance, part),
                                  workers, parts))
             update.merge(workers)
-        update.write_back()
         return total
 
     classes = 1 if ex.targets.ndim == 1 else ex.targets.shape[1]
-    return run_passes(model, ex, classes, train, callback, progress)
+    history = run_passes(model, ex, classes, train, callback, progress)
+    update.write_back()                 # nothing reads the model's arrays between passes
+    return history
 
 
 def run_passes(model, examples, classes, train, callback, progress):

@@ -236,7 +236,7 @@ class LightFM(Recommender):
             matrix = interactions.matrix
             chosen = rng.permutation(matrix.nnz)[:n * bags.batch] if n * bags.batch <= matrix.nnz else \
                 rng.integers(matrix.nnz, size=n * bags.batch)
-            users = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))[chosen]
+            users = np.searchsorted(matrix.indptr, chosen, side="right") - 1     # each like's user
             ids = FeedSampler({u: users.reshape(n, -1), i: matrix.indices[chosen].reshape(n, -1).astype(np.int64),
                                bags.extra: np.ones((n, bags.batch))})
         elif self.loss == "bpr":
@@ -286,8 +286,17 @@ class LightFM(Recommender):
             return getattr(self, f"{side}_features")
         return self._features(who, name, features, None, self._table(f"{side}_embeddings"))
 
-    def _representations(self, bags, side):
-        matrix = bags.matrix.astype(self.dtype)
+    def _weights_of(self, bags, rows=None):
+        """The feature weights of bags' rows (all when None), in the model's dtype."""
+        return (bags.matrix if rows is None else bags.matrix[rows]).astype(self.dtype)
+
+    def _embeddings(self, bags, side, rows=None):
+        """The embeddings of bags' rows (all when None) on `side`'s table."""
+        return self._weights_of(bags, rows) @ self._parameters[f"{side}_embeddings"].value
+
+    def _representations(self, bags, side, rows=None):
+        """(biases, embeddings) of bags' rows (all when None) on `side`'s tables."""
+        matrix = self._weights_of(bags, rows)
         return (matrix @ self._parameters[f"{side}_bias"].value,
                 matrix @ self._parameters[f"{side}_embeddings"].value)
 
@@ -317,14 +326,9 @@ class LightFM(Recommender):
         if users.shape != items.shape or users.ndim != 1:
             raise ValueError(f"{who}: user_ids and item_ids must be 1-D of one length (or one user id), "
                              f"got shapes {users.shape} and {items.shape}")
-        user_bias, user_rows = self._representations_of(user_bags, "user", users)
-        item_bias, item_rows = self._representations_of(item_bags, "item", items)
+        user_bias, user_rows = self._representations(user_bags, "user", users)
+        item_bias, item_rows = self._representations(item_bags, "item", items)
         return np.einsum("nk,nk->n", user_rows, item_rows) + user_bias + item_bias
-
-    def _representations_of(self, bags, side, rows):
-        matrix = bags.matrix[rows].astype(self.dtype)
-        return (matrix @ self._parameters[f"{side}_bias"].value,
-                matrix @ self._parameters[f"{side}_embeddings"].value)
 
     def predict_rank(self, test_interactions, train_interactions=None, item_features=None, user_features=None,
                      num_threads=1, check_intersections=True):
@@ -344,7 +348,8 @@ class LightFM(Recommender):
             raise ValueError(f"{who}: test_interactions and train_interactions share "
                              f"{test.multiply(train).nnz} interaction(s); pass check_intersections=False "
                              f"to rank them anyway")
-        user_bias, users = self._representations(user_bags, "user")
+        # a user's bias adds to all its scores alike: the ranks take the embeddings alone
+        users = self._embeddings(user_bags, "user")
         item_bias, items = self._representations(item_bags, "item")
         ranks = np.zeros(test.nnz, dtype=np.float32)
         rows = np.flatnonzero(np.diff(test.indptr))
@@ -362,13 +367,13 @@ class LightFM(Recommender):
     # ------------------------------------------------------------------ the Recommender's vectors
 
     def user_vectors(self, user_ids):
-        return self._representations_of(self.user_features, "user", user_ids)[1]
+        return self._embeddings(self.user_features, "user", user_ids)
 
     def item_vectors(self):
-        return self._representations(self.item_features, "item")[1]
+        return self._embeddings(self.item_features, "item")
 
     def item_biases(self):
-        return self._representations(self.item_features, "item")[0]
+        return self._weights_of(self.item_features) @ self._parameters["item_bias"].value
 
     def recommend(self, user_ids, *args, user_features=None, item_features=None, **kwargs):
         """`Recommender.recommend`, or with `user_features` and/or `item_features` (scipy
@@ -391,7 +396,7 @@ class LightFM(Recommender):
         item_bias, items = self._representations(item_bags, "item")
 
         def score_rows(positions):
-            return self._representations_of(user_bags, "user", users[positions])[1] @ items.T + item_bias
+            return self._embeddings(user_bags, "user", users[positions]) @ items.T + item_bias
 
         ids, scores = _top_k_in_batches(np.arange(len(users)), min(k, len(items)), score_rows)
         return (ids[0], scores[0]) if np.ndim(user_ids) == 0 else (ids, scores)
