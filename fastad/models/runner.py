@@ -196,11 +196,23 @@ class EpochRunner:
     copy there, copied back after each run. `progress(done, per_second)` is called during
     training with the examples done since the runner was made: the count goes on across
     epochs and runs (each step counting `settings.batch` examples).
+
+    `state` ({weight name: {slot: array}}, the slots of the optimizer's `slot_names`, each
+    array of its weight's shape and dtype), on the CPU: the optimizer state the workers start
+    from and keep, as they keep the weights (threads train the arrays themselves, processes a
+    copy in shared memory, copied back after each run): LightFM's Adagrad sums, carried from
+    one `fit_partial` to the next. Without it, each runner's optimizer starts anew.
     """
 
-    def __init__(self, model, weights, settings, progress=None):
+    def __init__(self, model, weights, settings, progress=None, state=None):
         _check_follows(settings.who, model, ModelDescription, "the model")
+        if state and settings.device != "cpu":
+            raise ValueError(f"{settings.who}: optimizer state to carry (state=) is kept on the CPU; "
+                             f"a fit on {settings.device} starts its optimizer anew")
         self.model, self.weights, self.settings, self.progress = model, weights, settings, progress
+        prefix = OPTIMIZERS[settings.optimizer].__name__        # the optimizers' key: "Adagrad.sum"
+        self.state = [(name, f"{prefix}.{slot}", array) for name, slots in (state or {}).items()
+                      for slot, array in slots.items()]
         self.shared = self.worker = None
         self.reported = 0       # the `done` that `progress` heard last: the runs before end there
 
@@ -211,6 +223,8 @@ class EpochRunner:
         else:
             self.shared = hogwild.share_for("threads" if settings.workers == 1 else settings.start_method,
                                             self.weights)
+            for name, key, array in self.state:
+                self.shared[name].start_state(key, array)
             if settings.workers == 1:
                 self.worker = _Worker(self.model, self.shared, settings)
         return self
@@ -248,6 +262,8 @@ class EpochRunner:
             if not hogwild.in_place(self.shared):
                 for name, array in self.weights.items():
                     array[...] = self.shared[name].numpy()
+                for name, key, array in self.state:
+                    array[...] = self.shared[name].state_array(key)
         return [_mean_loss(results, i) for i in range(len(epochs))]
 
     def _reporter(self, examples_per_unit):
@@ -311,6 +327,7 @@ class _Worker:
         for epoch in epochs:
             mean, data = train_epoch(epoch, progress_of())
             loss, n = self.graph.epoch_loss(mean, data)
+            del data        # the epoch's sampler and its arrays, freed before the next epoch's are made
             losses.append(loss)
             examples.append(n)
         return {"loss": losses, "examples": sum(examples), "epoch_examples": examples,

@@ -78,9 +78,34 @@ class ArrayHandle:
                 self._states[key] = array
         return array
 
+    def start_state(self, key, array):
+        """Make the optimizer state `key` (as `state_array` names it) start from `array`, of this
+        handle's shape and dtype, before any worker asks for it: an `InProcessArray` adopts
+        `array` itself (the threads train it in place), a `SharedArray` fills its segment from it
+        (read it back with `state_array(key)`). A ValueError when `array` does not fit or the
+        state is already made.
+
+        Example::
+
+            shared["U"].start_state("Adagrad.sum", sums)     # a fit that goes on from earlier sums
+        """
+        check_state_key(key)
+        if not isinstance(array, np.ndarray) or array.shape != self.shape or array.dtype != self.dtype:
+            raise ValueError(f"start_state({key!r}): expected an array of shape {self.shape} and dtype "
+                             f"{self.dtype}, got {type(array).__name__} {getattr(array, 'shape', '')} "
+                             f"{getattr(array, 'dtype', '')}")
+        with self._states_lock:
+            if key in self._states:
+                raise ValueError(f"start_state({key!r}): the state is already made")
+            self._states[key] = self._adopt_state(key, array)
+
     def _open_state(self, key, fill):
         """The state array `key`, made filled with `fill` by the first to ask."""
         raise NotImplementedError
+
+    def _adopt_state(self, key, array):
+        """The state array `key` started from `array` (checked to fit): made filled with it."""
+        return self._open_state(key, array)
 
 
 def as_rows(array):
@@ -178,6 +203,12 @@ class InProcessArray(ArrayHandle):
 
     def _open_state(self, key, fill):
         return np.array(state_fill(key, self.shape, self.dtype, fill))     # a writeable copy
+
+    def _adopt_state(self, key, array):
+        if not (array.flags.c_contiguous and array.flags.writeable):
+            raise ValueError(f"start_state({key!r}): the array must be C-contiguous and writeable "
+                             f"(the threads update it in place)")
+        return array
 
     def __repr__(self):
         return f"InProcessArray(shape={self.shape}, dtype={self.dtype.name})"

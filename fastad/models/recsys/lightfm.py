@@ -12,7 +12,8 @@ from fastad.ops.sparse import embedding_bag
 from fastad.training.feeds import FeedSampler
 from fastad.checks import check_choice, check_flag, check_ids, check_int, check_number
 from fastad.random import generator_of, seed_of
-from fastad.models.recsys._pairs import RANK_ESTIMATES, FeatureBags, FeatureSampler, PairwiseSampler, WarpSampler
+from fastad.models.recsys._pairs import (RANK_ESTIMATES, FeatureBags, FeatureSampler, Interactions, PairwiseSampler,
+                                         WarpSampler)
 from fastad.models.recsys.interactions import check_interactions
 from fastad.models.recsys.recommender import Recommender, _nearest, _queries, _top_k_in_batches
 
@@ -22,6 +23,9 @@ __all__ = ["LightFM"]
 LOSSES = ("logistic", "bpr", "warp", "warp-kos")
 #: LightFM's learning schedules -> fastad's optimizer of the same rule (Adagrad's sums from 1).
 SCHEDULES = {"adagrad": "adagrad", "adadelta": "adadelta"}
+#: each schedule's accumulators (its optimizer's state slots) -> their starting values: LightFM's
+#: `*_gradients` (Adagrad's sums of squared gradients, from 1) and Adadelta's `*_momentum`
+ACCUMULATORS = {"adagrad": {"sum": 1.0}, "adadelta": {"square_avg": 0.0, "acc_delta": 0.0}}
 
 
 class LightFM(Recommender):
@@ -93,6 +97,7 @@ class LightFM(Recommender):
         self.random_state = seed_of(who, random_state)
         self.dtype = Parameter(np.zeros(0), dtype=dtype).dtype.name
         self._draws = generator_of(who, self.random_state)      # each fit's sampling seed
+        self._accumulators = None       # {table: {slot: array}}: the schedule's state, kept across fits
         # FeatureBags of the last fit: `_arrays()` gives them as CSR arrays, as `load` passes them
         self.user_features, self.item_features = (None if features is None else _saved_bags(name, features)
                                                   for name, features in (("user_features", user_features),
@@ -129,6 +134,7 @@ class LightFM(Recommender):
         for name in ("user_embeddings", "item_embeddings", "user_bias", "item_bias"):
             self._parameters.pop(name, None)
         self.user_features = self.item_features = None
+        self._accumulators = None
 
     def _make_tables(self, n_user_features, n_item_features):
         """LightFM's initialisation: embeddings uniform in [-0.5, 0.5) / no_components, biases 0."""
@@ -162,8 +168,9 @@ class LightFM(Recommender):
         by its weight; without it every interaction weighs 1 (its stored value is ignored, as
         LightFM's is). Other keyword arguments go to `Recommender.fit`
         (`callback`, `progress`, `negatives`, `samples`).
-        LightFM's Adagrad sums carry over between its calls; here each call starts them
-        anew."""
+        The schedule's accumulators (Adagrad's sums, Adadelta's averages) carry over from one
+        call to the next, as LightFM's do (`fit` starts them anew), and are saved with the
+        model (a checkpoint saved before they were kept starts them at their defaults)."""
         who = "LightFM.fit"
         if sample_weight is not None and self.loss != "warp":
             raise NotImplementedError(f"{who}: sample_weight is supported with loss='warp' only, not "
@@ -181,19 +188,30 @@ class LightFM(Recommender):
             self._make_tables(user_bags.n_features, item_bags.n_features)
         self.user_features, self.item_features = user_bags, item_bags
         alpha = max(self.item_alpha, self.user_alpha)
-        options = ({"initial_accumulator_value": 1.0, "weight_decay": alpha}
+        options = ({"initial_accumulator_value": ACCUMULATORS["adagrad"]["sum"], "weight_decay": alpha}
                    if self.learning_schedule == "adagrad" else
                    {"rho": self.rho, "eps": self.epsilon, "weight_decay": alpha})
         if verbose and "callback" not in fastad_options:
             fastad_options["callback"] = lambda epoch, loss: print(f"Epoch {epoch}: loss {loss:.4f}")
         if epochs:
-            super().fit(matrix, epochs=epochs, workers=workers,
+            # laid out here for the fit, so that Recommender.fit takes it without a second copy
+            super().fit(Interactions(matrix, copy=False), epochs=epochs, workers=workers,
                         lr=self.learning_rate if self.learning_schedule == "adagrad" else 1.0,
                         optimizer=SCHEDULES[self.learning_schedule], optimizer_options=options,
                         seed=int(self._draws.integers(2 ** 62)),
                         start_method=fastad_options.pop("start_method", "threads" if workers > 1 else None),
                         **fastad_options)
         return self
+
+    def _optimizer_state(self, optimizer):
+        """The schedule's accumulators, which every fit starts from and keeps (LightFM's carry
+        over between its fit_partial calls): made at their starting values when the model has
+        none (a fresh fit, or a checkpoint saved before they were kept)."""
+        if self._accumulators is None:
+            self._accumulators = {name: {slot: np.full(table.shape, start, dtype=self.dtype)
+                                         for slot, start in ACCUMULATORS[self.learning_schedule].items()}
+                                  for name, table in self._parameters.items()}
+        return self._accumulators
 
     def epoch_samples(self, matrix):
         """An epoch: one example per interaction, or with k-OS WARP one per user (LightFM's)."""
@@ -266,6 +284,30 @@ class LightFM(Recommender):
                        "shape": np.array(bags.matrix.shape)}
                 for name, bags in (("user_features", self.user_features), ("item_features", self.item_features))}
 
+    def _state(self):
+        """Recommender's state, and the schedule's accumulators when the model has them."""
+        state = super()._state()
+        if self._accumulators is not None:
+            state["accumulators"] = self._accumulators
+        return state
+
+    @classmethod
+    def _from_state(cls, settings, state):
+        """The saved model, its accumulators checked against its tables and schedule (a file
+        saved before they were kept has none: the next fit starts them at their defaults)."""
+        model = super()._from_state(settings, state)
+        if "accumulators" in state:
+            slots = sorted(ACCUMULATORS[model.learning_schedule])
+            saved = state["accumulators"]
+            for name, table in model._parameters.items():
+                if sorted(saved.get(name, {})) != slots or any(np.shape(saved[name][slot]) != table.shape
+                                                              for slot in slots):
+                    raise ValueError(f"its accumulators of {name} do not fit the table and the "
+                                     f"{model.learning_schedule} schedule (slots {slots}, shape {table.shape})")
+            model._accumulators = {name: {slot: np.array(saved[name][slot], dtype=model.dtype) for slot in slots}
+                                   for name in model._parameters}
+        return model
+
     @classmethod
     def _around(cls, settings, arrays, weights):
         """The model of `settings` and the feature matrices of `arrays` over `weights` (adopted
@@ -273,7 +315,7 @@ class LightFM(Recommender):
         fit, so there are none to replace)."""
         model = cls(**settings, **arrays)
         for name, value in weights.items():
-            setattr(model, name, Parameter(value))
+            setattr(model, name, Parameter(value, dtype=model.dtype))     # a float64 model's stay float64
         return model
 
     # ------------------------------------------------------------------ LightFM's queries

@@ -157,6 +157,12 @@ class Recommender(Model, Module):
         """Raise what the model cannot train as `settings` (a `RunSettings`) ask, before fit
         changes anything; nothing by default."""
 
+    def _optimizer_state(self, optimizer):
+        """The state of `optimizer` (its name) that `fit` starts from and keeps, trained in place:
+        {weight name: {slot: array}}, `EpochRunner`'s `state` (LightFM's Adagrad sums, carried
+        from one `fit_partial` to the next); None by default: each fit's optimizer starts anew."""
+        return None
+
     def _size_for(self, shape):
         """Make the weights for a user x item matrix of `shape`, if the model has none yet
         (a `BPR` built implicit's way, without sizes); `fit` calls it once the matrix is checked."""
@@ -164,7 +170,8 @@ class Recommender(Model, Module):
     def fit(self, interactions, epochs=None, workers=1, lr=None, optimizer="sgd", seed=0, samples=None,
             callback=None, progress=None, start_method=None, device="cpu", batch_size=None,
             negatives="uniform", optimizer_options=None):
-        """Train on a scipy user x item matrix with the model's ranking loss; returns the model (as
+        """Train on a scipy user x item matrix (or a `fa.data.Interactions` made from one, read
+        without a copy) with the model's ranking loss; returns the model (as
         implicit's, gensim's and scikit-learn's fit do), its `history` the mean loss per epoch.
         `epochs` and `lr` default to the model's `iterations` and `learning_rate` (1 and
         0.05, or implicit's 100 and 0.01 for a `BPR` built implicit's way). A model built
@@ -224,8 +231,14 @@ class Recommender(Model, Module):
         >>> model.fit(train, epochs=5, workers=2, lr=0.1)
         """
         who = f"{type(self).__name__}.fit"
-        matrix = check_interactions(interactions, who, shape=None if self.n_users is None else
-                                    (self.n_users, self.n_items))
+        shape = None if self.n_users is None else (self.n_users, self.n_items)
+        if isinstance(interactions, Interactions):      # laid out by the caller: read without a copy
+            data, matrix = interactions, interactions.matrix
+            if shape is not None and matrix.shape != shape:
+                raise ValueError(f"{who}: interactions has shape {matrix.shape}, expected {shape} "
+                                 f"(users x items of the model)")
+        else:
+            data, matrix = None, check_interactions(interactions, who, shape=shape)
         require_negatives(matrix, who, negatives=negatives)
         epochs = check_int(who, "epochs", self.iterations if epochs is None else epochs)
         workers = check_int(who, "workers", workers)
@@ -245,10 +258,11 @@ class Recommender(Model, Module):
         self._size_for(matrix.shape)
         self.liked = matrix
         # the matrix laid out once for every epoch's and worker's sampler
-        fitting = _Fitting(type(self), self.settings(), self._arrays(), Interactions(matrix, copy=False),
+        fitting = _Fitting(type(self), self.settings(), self._arrays(),
+                           Interactions(matrix, copy=False) if data is None else data,
                            seed, negatives)
         weights = {name: p.value for name, p in self.named_parameters()}
-        with EpochRunner(fitting, weights, settings, progress) as runner:
+        with EpochRunner(fitting, weights, settings, progress, state=self._optimizer_state(optimizer)) as runner:
             self.history = runner.train(range(1, epochs + 1), callback)
         return self
 

@@ -1,0 +1,122 @@
+"""fa.models.LightFM's training as LightFM's: the schedule's accumulators carried from one
+fit_partial to the next (and saved), sample_weight under every loss but k-OS WARP, and the
+logistic loss of interactions holding LightFM's -1 entries."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fastad as fa
+
+
+def _model(schedule="adagrad", loss="logistic", **options):
+    return fa.models.LightFM(no_components=3, loss=loss, learning_schedule=schedule, random_state=4,
+                             dtype=np.float64, **options)
+
+
+def _weights(model):
+    return {name: p.value.copy() for name, p in model.named_parameters()}
+
+
+# Each user likes one item of their own: the examples of an epoch touch disjoint rows, so the
+# order they come in (each fit draws its own) changes nothing, and two calls of one epoch each
+# train as one fit of two epochs exactly when the second call goes on from the first's sums.
+DIAGONAL = sp.identity(8, format="csr")
+
+
+@pytest.mark.parametrize("schedule", ["adagrad", "adadelta"])
+def test_fit_partial_carries_the_accumulators(schedule):
+    whole = _model(schedule).fit(DIAGONAL, epochs=2)
+    parts = _model(schedule).fit(DIAGONAL, epochs=1).fit_partial(DIAGONAL, epochs=1)
+    for name, value in _weights(whole).items():
+        np.testing.assert_allclose(_weights(parts)[name], value, rtol=0, atol=1e-15)
+    for name, slots in whole._accumulators.items():
+        for slot, value in slots.items():
+            np.testing.assert_allclose(parts._accumulators[name][slot], value, rtol=0, atol=1e-15)
+    restarted = _model(schedule).fit(DIAGONAL, epochs=1)
+    restarted._accumulators = None               # the sums started anew, as before they were kept
+    restarted.fit_partial(DIAGONAL, epochs=1)
+    assert not np.allclose(restarted.item_embeddings.value, whole.item_embeddings.value, rtol=0, atol=1e-9)
+
+
+def test_the_accumulators_are_lightfms_sums():
+    """One epoch of one like: the Adagrad sums are 1 plus the squared gradient of each weight
+    (LightFM's *_gradients), and fit starts them anew."""
+    like = sp.csr_matrix(np.array([[1.0, 0.0]]))
+    model = _model().fit(like, epochs=0)
+    before = _weights(model)
+    model.fit_partial(like, epochs=1)
+    ue, ie = before["user_embeddings"][0], before["item_embeddings"][0]
+    slope = 1 / (1 + np.exp(-(ue @ ie))) - 1        # d bce(s, 1)/ds, the biases 0
+    sums = model._accumulators
+    np.testing.assert_allclose(sums["user_embeddings"]["sum"][0], 1 + (slope * ie) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(sums["item_embeddings"]["sum"][0], 1 + (slope * ue) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(sums["item_bias"]["sum"], [1 + slope ** 2, 1], rtol=1e-12)
+    model.fit(like, epochs=0)
+    assert model._accumulators is None             # made at their defaults by the next epoch
+
+
+@pytest.mark.parametrize("start_method", ["threads", "fork"])
+def test_workers_carry_the_accumulators(start_method):
+    """Hogwild threads train the model's sums in place; processes a copy in shared memory, copied
+    back: the next call goes on from them either way."""
+    likes = fa.data.planted_interactions(40, 30, per_user=4, seed=0)
+    model = _model(loss="bpr").fit(likes, epochs=1, num_threads=2, start_method=start_method)
+    first = {name: slots["sum"].copy() for name, slots in model._accumulators.items()}
+    assert all((sums > 1).any() for name, sums in first.items() if name != "user_bias")
+    model.fit_partial(likes, epochs=1, num_threads=2, start_method=start_method)
+    for name, sums in first.items():
+        grown = model._accumulators[name]["sum"]
+        assert (grown >= sums).all() and (name == "user_bias" or (grown > sums).any())
+
+
+def test_saved_accumulators_load_and_go_on(tmp_path):
+    model = _model().fit(DIAGONAL, epochs=1)
+    model.save(tmp_path / "m.npz")
+    loaded = fa.models.LightFM.load(tmp_path / "m.npz")
+    assert loaded.item_embeddings.dtype == np.float64          # a float64 model loads as one
+    for name, slots in model._accumulators.items():
+        np.testing.assert_array_equal(loaded._accumulators[name]["sum"], slots["sum"])
+    model.fit_partial(DIAGONAL, epochs=1)
+    loaded.fit_partial(DIAGONAL, epochs=1)
+    np.testing.assert_allclose(loaded.item_embeddings.value, model.item_embeddings.value, rtol=0, atol=1e-15)
+    state = fa.load(tmp_path / "m.npz")
+    state["state"]["accumulators"]["item_bias"]["sum"] = np.ones(3)
+    fa.save(state, tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match=r"is not a saved LightFM \(its accumulators of item_bias do not fit"):
+        fa.models.LightFM.load(tmp_path / "bad.npz")
+
+
+def test_a_checkpoint_without_accumulators_starts_them_at_their_defaults(tmp_path):
+    model = _model().fit(DIAGONAL, epochs=1)
+    model.save(tmp_path / "m.npz")
+    state = fa.load(tmp_path / "m.npz")
+    del state["state"]["accumulators"]
+    fa.save(state, tmp_path / "old.npz")
+    old = fa.models.LightFM.load(tmp_path / "old.npz")
+    assert old._accumulators is None
+    fresh = _model().fit(DIAGONAL, epochs=1)
+    fresh._accumulators = None
+    old.fit_partial(DIAGONAL, epochs=1)
+    fresh.fit_partial(DIAGONAL, epochs=1)
+    np.testing.assert_allclose(old.item_embeddings.value, fresh.item_embeddings.value, rtol=0, atol=1e-15)
+
+
+def test_the_runner_keeps_state_on_the_cpu_only():
+    from fastad.models.runner import EpochRunner, RunSettings
+    settings = RunSettings(who="X.fit", batch=1, device="cuda")
+    with pytest.raises(ValueError, match="X.fit: optimizer state to carry .* is kept on the CPU"):
+        EpochRunner(fa.models.recsys.recommender._Fitting(None, {}, {}, None, 0, "uniform"), {}, settings,
+                    state={"U": {"sum": np.ones(2)}})
+
+
+def test_start_state_checks_the_array():
+    handle = fa.hogwild.InProcessArrays({"w": np.zeros(3)})["w"]
+    with pytest.raises(ValueError, match=r"start_state\('Adagrad.sum'\): expected an array of shape \(3,\)"):
+        handle.start_state("Adagrad.sum", np.zeros(4))
+    with pytest.raises(ValueError, match="C-contiguous and writeable"):
+        handle.start_state("Adagrad.sum", np.zeros(6)[::2])
+    sums = np.ones(3)
+    handle.start_state("Adagrad.sum", sums)
+    assert handle.state_array("Adagrad.sum") is sums
+    with pytest.raises(ValueError, match="already made"):
+        handle.start_state("Adagrad.sum", sums)
