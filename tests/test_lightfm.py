@@ -124,9 +124,12 @@ def test_feature_sampler_writes_the_bags():
     uf, itf = _features(N_USERS, 3, 1), _features(N_ITEMS, 4, 2)
     model = _fitted_tables("bpr", likes, uf, itf)
     _, bags = model.example_graph(batch=2)
-    sampler = model.epoch_sampler(bags, fa.data.Interactions(likes), 1, 9)
-    users_ids, users_offsets, users_w, items_ids, items_offsets, items_w = next(sampler.epoch())
+    weighed = likes.copy()
+    weighed.data = np.arange(1.0, 1 + likes.nnz)
+    sampler = model.epoch_sampler(bags, fa.data.Interactions(weighed), 1, 9)
+    users_ids, users_offsets, users_w, items_ids, items_offsets, items_w, weights = next(sampler.epoch())
     users, pos, neg = (leaf.value for leaf in bags.ids)
+    np.testing.assert_array_equal(weights, [weighed[users[b], pos[b]] for b in range(2)])   # each like's weight
     for b in range(2):
         lo, hi = users_offsets[b], users_offsets[b + 1]
         row = uf[users[b]]
@@ -310,9 +313,16 @@ def test_bad_input_names_the_argument_and_trains_nothing():
         weights.data[2] = bad
         with pytest.raises(ValueError, match="LightFM.fit: sample_weight must hold finite weights > 0"):
             model.fit_partial(likes, sample_weight=weights)
-    for loss in ("bpr", "logistic", "warp-kos"):
-        with pytest.raises(NotImplementedError, match=f"sample_weight is supported with loss='warp' only, not '{loss}'"):
-            fa.models.LightFM(loss=loss).fit(likes, sample_weight=ones)
+    with pytest.raises(NotImplementedError, match="sample_weight is not supported with loss='warp-kos'"):
+        fa.models.LightFM(loss="warp-kos").fit(likes, sample_weight=ones)
+    signed = likes.copy()
+    signed.data[4] = -1.0
+    for loss in ("bpr", "warp"):
+        with pytest.raises(ValueError, match=f"interactions hold negative values .*: loss='logistic' trains on "
+                                             f"them as negatives; loss='{loss}' reads positives only"):
+            fa.models.LightFM(loss=loss).fit(signed)
+    with pytest.raises(ValueError, match="LightFM.fit: interactions must hold finite values; it holds nan"):
+        fa.models.LightFM(loss="logistic").fit(signed * np.nan)
     with pytest.raises(IndexError, match="item_ids"):
         model.predict(0, [0, 40])
     with pytest.raises(ValueError, match="item_features has 3 features"):

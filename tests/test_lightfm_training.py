@@ -120,3 +120,104 @@ def test_start_state_checks_the_array():
     assert handle.state_array("Adagrad.sum") is sums
     with pytest.raises(ValueError, match="already made"):
         handle.start_state("Adagrad.sum", sums)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _squared_gradients(model):
+    """Each weight's squared gradient of the one step a fresh fit took: the growth of its Adagrad
+    sum (from 1)."""
+    return {name: slots["sum"] - 1 for name, slots in model._accumulators.items()}
+
+
+def test_logistic_weighs_each_entry_and_reads_negative_entries_as_negatives():
+    """LightFM's logistic loss: an entry > 0 is a positive (label 1), one <= 0 (its -1) a negative
+    (label 0), each loss times its sample weight. User 0 likes item 0 (weight 2), user 1 marks
+    item 1 with -1 (weight 0.5): disjoint rows, so each entry's gradient is read from its sums."""
+    likes = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, -1.0]]))
+    weights = sp.coo_matrix(np.array([[2.0, 0.0], [0.0, 0.5]]))
+    model = _model().fit(likes, epochs=0)
+    before = _weights(model)
+    model.fit_partial(likes, sample_weight=weights, epochs=1)
+    squared = _squared_gradients(model)
+    for row, label, weight in ((0, 1.0, 2.0), (1, 0.0, 0.5)):
+        ue, ie = before["user_embeddings"][row], before["item_embeddings"][row]
+        slope = weight * (_sigmoid(ue @ ie) - label)       # d(w * bce(s, y))/ds, the biases 0
+        np.testing.assert_allclose(squared["user_embeddings"][row], (slope * ie) ** 2, rtol=1e-10)
+        np.testing.assert_allclose(squared["item_embeddings"][row], (slope * ue) ** 2, rtol=1e-10)
+        np.testing.assert_allclose([squared["user_bias"][row], squared["item_bias"][row]], [slope ** 2] * 2,
+                                   rtol=1e-10)
+        # the score moves toward the label
+        assert np.sign(model.predict(row, [row])[0] - ue @ ie) == (1 if label else -1)
+    ids, _ = model.recommend(1, k=2, filter_liked=True)
+    assert 1 not in ids                     # the negative entry's item is left out as a seen one
+
+
+def test_bpr_weighs_each_interactions_triple():
+    """User 0 likes item 0 of two (weight 3): the one triple (0, 0, 1) a step, its gradient
+    3 times BPR's."""
+    likes = sp.csr_matrix(np.array([[1.0, 0.0]]))
+    model = _model(loss="bpr").fit(likes, epochs=0)
+    model.item_bias.value[:] = [0.1, -0.2]
+    before = _weights(model)
+    model.fit_partial(likes, sample_weight=sp.coo_matrix(np.array([[3.0, 0.0]])), epochs=1)
+    squared = _squared_gradients(model)
+    ue, (i0, i1), b = before["user_embeddings"][0], before["item_embeddings"], before["item_bias"]
+    margin = ue @ (i0 - i1) + b[0] - b[1]
+    slope = 3.0 * -_sigmoid(-margin)                      # d(w * -log sigmoid(m))/dm
+    np.testing.assert_allclose(squared["user_embeddings"][0], (slope * (i0 - i1)) ** 2, rtol=1e-10)
+    np.testing.assert_allclose(squared["item_embeddings"], [(slope * ue) ** 2] * 2, rtol=1e-10)
+    np.testing.assert_allclose(squared["item_bias"], [slope ** 2] * 2, rtol=1e-10)
+    np.testing.assert_array_equal(squared["user_bias"], [0.0])
+
+
+@pytest.mark.parametrize("loss", ["bpr", "logistic"])
+def test_sample_weight_of_ones_trains_as_none(loss):
+    likes = fa.data.planted_interactions(40, 30, per_user=4, seed=0)
+    ones, scaled = likes.tocoo(), likes.tocoo()
+    scaled.data = np.random.default_rng(0).uniform(0.5, 3.0, scaled.nnz)
+
+    def trained(sample_weight=None):
+        model = fa.models.LightFM(no_components=4, loss=loss, random_state=0)
+        return model.fit(likes * 5.0, sample_weight=sample_weight, epochs=2).item_embeddings.value.copy()
+
+    plain = trained()
+    np.testing.assert_array_equal(trained(ones), plain)       # the stored 5s are not weights
+    assert not np.allclose(trained(scaled), plain)
+
+
+def test_logistic_negatives_train_their_scores_down():
+    """Planted clusters: each user likes items of their own cluster and marks some of another
+    with -1. The fit scores held-out items of the user's cluster above those of the others
+    (it learns from both), and the -1 items below the liked ones."""
+    rng = np.random.default_rng(0)
+    n_users, n_items = 120, 60
+    user_group, item_group = rng.integers(0, 3, n_users), np.arange(n_items) % 3
+    values = np.zeros((n_users, n_items))
+    for u in range(n_users):
+        mine, other = np.flatnonzero(item_group == user_group[u]), np.flatnonzero(item_group != user_group[u])
+        values[u, rng.choice(mine, 6, replace=False)] = 1.0
+        values[u, rng.choice(other, 6, replace=False)] = -1.0
+    model = fa.models.LightFM(no_components=6, loss="logistic", learning_rate=0.1, random_state=0)
+    model.fit(sp.csr_matrix(values), epochs=30)
+    scores = np.stack([model.predict(u, np.arange(n_items)) for u in range(n_users)])
+    assert (scores[values > 0].mean() - scores[values < 0].mean()) > 1.0
+    same = item_group[None, :] == user_group[:, None]
+    held = values == 0
+    assert scores[held & same].mean() > scores[held & ~same].mean() + 0.5
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pairwise_sampler_writes_each_positives_stored_value(dtype):
+    likes = fa.data.planted_interactions(30, 20, per_user=3, seed=1)
+    likes.data = np.random.default_rng(1).uniform(0.5, 2.0, likes.nnz)
+    u, i, j = (fa.IndexInput([0, 0, 0]) for _ in range(3))
+    w = fa.Input(np.zeros(3), dtype=dtype)
+    sampler = fa.data.PairwiseSampler(likes, u, i, j, weights=w, seed=0, examples=20)
+    for users, pos, neg, weights in sampler.epoch():
+        np.testing.assert_allclose(weights, likes[users, pos].A1, rtol=1e-6)
+    assert sampler.largest_ids()[3] == -1            # the weights leaf holds no ids
+    with pytest.raises(ValueError, match="PairwiseSampler: weights must be an Input of 3 values"):
+        fa.data.PairwiseSampler(likes, u, i, j, weights=fa.Input(np.zeros(2)), seed=0)

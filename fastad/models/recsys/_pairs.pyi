@@ -23,7 +23,7 @@ class PairwiseSampler(Sampler):
                  sample: Literal["interaction", "user"] = "interaction",
                  negatives: Literal["uniform", "popularity"] = "uniform",
                  examples: int | None = None, n_users: int | None = None, n_items: int | None = None,
-                 seed: _Seed = None, rank: int = 0, workers: int = 1) -> None: ...
+                 seed: _Seed = None, rank: int = 0, workers: int = 1, weights: Input | None = None) -> None: ...
 
 class FeatureBags:
     matrix: Final[Any]

@@ -383,6 +383,10 @@ cdef class PairwiseSampler(Sampler):
                   redrawn (never skipped); `redraws` counts them. (How many negatives an
                   example has is neg's size, not this.)
     examples      examples per epoch for this worker (default: interactions / (b * workers)).
+    weights       optional, an `Input` of b values in a float dtype: each triple's weight, its
+                  positive's stored value in the interactions (LightFM's sample_weight; every
+                  stored value of `Interactions` is > 0), for a loss that multiplies each
+                  triple's by it. Without it the stored values are not read.
     seed, rank, workers  the stream: workers draw independent streams; the same seed
                   gives the same triples. Worker `rank` draws its positives from its
                   contiguous 1/workers share of the interactions (or of the users, with
@@ -428,9 +432,16 @@ cdef class PairwiseSampler(Sampler):
     cdef bint by_user, by_popularity
     cdef readonly Py_ssize_t examples_per_epoch
     cdef readonly int64_t redraws
+    cdef Py_ssize_t id_leaves        # the leaves of ids (users, pos, neg), before any weights leaf
+    cdef char* out_weights           # the weights leaf (WarpSampler: the rank weights), or NULL
+    cdef bint weights_f64
+    cdef object pair_weights_array   # weighted: the interactions' stored values, pair k's at k
+    cdef const double* pair_weights
+    cdef object next_weights_array   # weights=: the next example's triples' weights, read ahead
+    cdef double* next_weights
 
     def __init__(self, interactions, users, pos, neg=None, *, sample="interaction", negatives="uniform",
-                 examples=None, n_users=None, n_items=None, seed=None, rank=0, workers=1):
+                 examples=None, n_users=None, n_items=None, seed=None, rank=0, workers=1, weights=None):
         who = "PairwiseSampler"
         if sample not in ("interaction", "user"):
             raise ValueError(f"{who}: sample must be 'interaction' or 'user', got {sample!r}")
@@ -500,6 +511,24 @@ cdef class PairwiseSampler(Sampler):
             self.examples_per_epoch = max(1, self.nnz // (self.batch * self.workers))
         else:
             self.examples_per_epoch = check_int(who, "examples", examples, 1)
+        self.id_leaves = len(self.leaves)
+        if weights is not None:
+            w = require_float(who, weights, "weights")
+            if not isinstance(w, Input) or w.size != self.batch or w.device != "cpu":
+                raise ValueError(f"{who}: weights must be an Input of {self.batch} values on the CPU "
+                                 f"(one per triple, as users holds), got a {type(w).__name__} of shape "
+                                 f"{w._shape} on {w.device}")
+            self.out_weights, self.weights_f64 = (<Variable>w).val_ptr, (<Variable>w).f64
+            self.leaves = self.leaves + (weights,)
+            self.weigh_pairs()
+            self.next_weights_array = empty_buffer((self.batch,), np.float64)
+            self.next_weights = <double*>cnp.PyArray_DATA(self.next_weights_array)
+
+    cdef int weigh_pairs(self) except -1:
+        """Read each interaction's stored value as the weight of its positive's triples."""
+        self.pair_weights_array = np.ascontiguousarray(self.data.matrix.data, dtype=np.float64)
+        self.pair_weights = <const double*>cnp.PyArray_DATA(self.pair_weights_array)
+        return 0
 
     @cython.final      # called directly, not through the vtable, so it can be inlined
     cdef bint liked(self, int64_t user, int64_t item) noexcept nogil:
@@ -565,6 +594,8 @@ cdef class PairwiseSampler(Sampler):
                 k = self.first_pair + fa_rng_below(&self.rng, self.shard_pairs)
             self.ahead_k[b] = k
             fa_prefetch(&self.pairs[k])
+            if self.next_weights != NULL:
+                fa_prefetch(&self.pair_weights[k])
             for n in range(b * self.negs, (b + 1) * self.negs):
                 if self.by_popularity:
                     k = fa_rng_below(&self.rng, self.nnz)
@@ -584,6 +615,8 @@ cdef class PairwiseSampler(Sampler):
         for b in range(self.batch):
             pair = self.pairs[self.ahead_k[b]]
             self.next_pairs[b] = pair
+            if self.next_weights != NULL:
+                self.next_weights[b] = self.pair_weights[self.ahead_k[b]]
             start = self.indptr[pair.user]
             end = self.indptr[pair.user + 1]        # > start: the user has this interaction
             fa_prefetch(&self.indices[start])
@@ -619,6 +652,11 @@ cdef class PairwiseSampler(Sampler):
         for b in range(self.batch):
             self.out_users[b] = self.next_pairs[b].user
             self.out_pos[b * self.pos_stride] = self.next_pairs[b].item
+            if self.next_weights != NULL:
+                if self.weights_f64:
+                    (<double*>self.out_weights)[b] = self.next_weights[b]
+                else:
+                    (<float*>self.out_weights)[b] = <float>self.next_weights[b]
             neg = self.out_neg + b * self.neg_stride
             for k in range(negs):
                 neg[k] = self.next_noise[b * negs + k]    # read ahead: read_ahead overwrites it
@@ -637,6 +675,8 @@ cdef class PairwiseSampler(Sampler):
         return self.epoch_examples / <double>self.examples_per_epoch
 
     cdef int64_t largest_id(self, Py_ssize_t k) except? -2:
+        if k >= self.id_leaves:
+            return -1           # the weights leaf: no ids
         return self.n_users - 1 if k == 0 else self.n_items - 1
 
     def where(self):
@@ -790,7 +830,6 @@ cdef class WarpSampler(PairwiseSampler):
     cdef readonly FeatureBags user_features, item_features     # None: ids
     cdef object user_row_array       # with user features: the drawn user's representation
     cdef char* user_row
-    cdef char* out_weights
     cdef Py_ssize_t dim
     cdef readonly Py_ssize_t max_sampled, kos_k, kos_n       # kos_k 0: WARP
     cdef int64_t candidates[CANDIDATES]   # the candidate negatives being scanned
@@ -810,8 +849,6 @@ cdef class WarpSampler(PairwiseSampler):
     cdef readonly object rates       # online: each user's running rate of violating draws (else None)
     cdef float* user_rates
     cdef readonly bint weighted
-    cdef object pair_weights_array   # weighted: the interactions' stored values, pair k's at k
-    cdef const double* pair_weights
     cdef int64_t positive_k          # the interaction of the positive last drawn (WARP)
 
     def __init__(self, interactions, users, pos, neg, weights, user_table, item_table, item_bias=None, *,
@@ -888,8 +925,7 @@ cdef class WarpSampler(PairwiseSampler):
             self.kos_scores = <double*>cnp.PyArray_DATA(self.kos_scores_array)
             self.kos_items = <int64_t*>cnp.PyArray_DATA(self.kos_items_array)
         if self.weighted:
-            self.pair_weights_array = np.ascontiguousarray(self.data.matrix.data, dtype=np.float64)
-            self.pair_weights = <const double*>cnp.PyArray_DATA(self.pair_weights_array)
+            self.weigh_pairs()
         if rank_estimate == "online":
             self.rates = np.ones(self.n_users, dtype=np.float32)
             self.user_rates = <float*>cnp.PyArray_DATA(self.rates)

@@ -112,14 +112,16 @@ def _planted_factors(name, groups, n, rank, rng):
     return rng.standard_normal((int(groups.max()) + 1, rank))[groups]
 
 
-def check_interactions(interactions, who, name="interactions", shape=None):
+def check_interactions(interactions, who, name="interactions", shape=None, signed=False):
     """`interactions` as a canonical CSR copy (sorted, summed, no stored zeros), or a clear error.
 
     A user x item scipy sparse matrix of non-negative finite values: a stored
     positive value is an interaction (its size is ignored by the ranking
     models). Raises TypeError or ValueError naming `who` (the caller) and
     `name` for another type, negative or non-finite values, an empty matrix, or
-    a shape other than `shape` (when given).
+    a shape other than `shape` (when given). `signed` (LightFM's logistic loss):
+    any finite values, stored zeros kept, each stored value an example (> 0 a
+    positive, <= 0 a negative).
 
     >>> train = check_interactions(train, "fit")
     """
@@ -133,15 +135,16 @@ def check_interactions(interactions, who, name="interactions", shape=None):
         raise ValueError(f"{who}: {name} has shape {matrix.shape}, expected {tuple(shape)} "
                          f"(users x items of the model)")
     matrix.sum_duplicates()
-    bad = ~np.isfinite(matrix.data) | (matrix.data < 0)
+    bad = ~np.isfinite(matrix.data) | (not signed and matrix.data < 0)
     if bad.any():
         first = np.flatnonzero(bad)[0]
         user = np.searchsorted(matrix.indptr, first, side="right") - 1
-        raise ValueError(f"{who}: {name} must hold non-negative finite values; it holds "
+        raise ValueError(f"{who}: {name} must hold {'' if signed else 'non-negative '}finite values; it holds "
                          f"{matrix.data[first]} at user {user}, item {matrix.indices[first]} "
                          f"({int(bad.sum())} such value(s) in all)")
-    matrix.eliminate_zeros()
-    if matrix.nnz == 0:
+    if not signed:
+        matrix.eliminate_zeros()
+    if matrix.nnz == 0 or not (matrix.data > 0).any():
         raise ValueError(f"{who}: {name} is empty: shape {matrix.shape} with no positive value")
     return matrix
 

@@ -42,7 +42,9 @@ class LightFM(Recommender):
     `recommend`, `similar_items` (with features: for users and items not seen in training),
     `save`/`load`.
 
-    - `loss`: "logistic" (each interaction, its label 1), "bpr" (a negative drawn uniformly
+    - `loss`: "logistic" (each stored entry of the interactions, LightFM's: a value > 0 is a
+      positive, its label 1, and a value <= 0, LightFM's -1, a negative, its label 0), "bpr" (a
+      negative drawn uniformly
       per interaction, -log sigmoid of the margin), "warp" (negatives drawn against the
       current scores until one violates the margin, up to `max_sampled`, the hinge times the
       log-rank weight: `fa.data.WarpSampler`), "warp-kos" (k-OS WARP with `k` of `n`).
@@ -157,25 +159,35 @@ class LightFM(Recommender):
     def fit_partial(self, interactions, user_features=None, item_features=None, sample_weight=None,
                     epochs=1, num_threads=1, verbose=False, **fastad_options):
         """Train `epochs` more epochs on `interactions` (a scipy user x item matrix; a stored
-        value > 0 is an interaction), from the current weights; returns the model.
+        value > 0 is an interaction; with loss "logistic" each stored value is an example, > 0 a
+        positive and <= 0 a negative, as in LightFM, duplicates summed), from the current
+        weights; returns the model.
 
         `user_features`/`item_features`: scipy (users, features) / (items, features)
         matrices of weights >= 0, the identity when None; a later call must give as many
         features. `num_threads`: Hogwild threads (`start_method="fork"` or "spawn": Hogwild
-        processes). `verbose`: a line per epoch. `sample_weight` (loss "warp" only; a
-        NotImplementedError for the others): a scipy matrix of finite weights > 0 stored at
-        exactly the interactions' entries (LightFM's rule), each positive's triple weighted
-        by its weight; without it every interaction weighs 1 (its stored value is ignored, as
-        LightFM's is). Other keyword arguments go to `Recommender.fit`
+        processes). `verbose`: a line per epoch. `sample_weight` (every loss but "warp-kos",
+        as LightFM's; a NotImplementedError for it): a scipy matrix of finite weights > 0 stored
+        at exactly the interactions' entries (LightFM's rule), each entry's example (its
+        logistic loss, its BPR or WARP triple) weighted by its weight, which scales its update;
+        without it every entry weighs 1 (its stored value is ignored, as LightFM's is).
+        `recommend` leaves out the items of every stored entry, negatives included. Other
+        keyword arguments go to `Recommender.fit`
         (`callback`, `progress`, `negatives`, `samples`).
         The schedule's accumulators (Adagrad's sums, Adadelta's averages) carry over from one
         call to the next, as LightFM's do (`fit` starts them anew), and are saved with the
         model (a checkpoint saved before they were kept starts them at their defaults)."""
         who = "LightFM.fit"
-        if sample_weight is not None and self.loss != "warp":
-            raise NotImplementedError(f"{who}: sample_weight is supported with loss='warp' only, not "
-                                      f"{self.loss!r}" + (" (nor in LightFM)" if self.loss == "warp-kos" else ""))
-        matrix = check_interactions(interactions, who)
+        if sample_weight is not None and self.loss == "warp-kos":
+            raise NotImplementedError(f"{who}: sample_weight is not supported with loss='warp-kos' (nor in "
+                                      f"LightFM): k-OS WARP draws its positives among a user's items")
+        signed = self.loss == "logistic"
+        if not signed and sp.issparse(interactions) and interactions.nnz and interactions.min() < 0:
+            raise ValueError(f"{who}: interactions hold negative values (LightFM's -1 entries): loss="
+                             f"'logistic' trains on them as negatives; loss={self.loss!r} reads positives "
+                             f"only: leave them out")
+        matrix = check_interactions(interactions, who, signed=signed)
+        positive = matrix.data > 0 if signed else None
         matrix.data[:] = 1.0 if sample_weight is None else _sample_weights(who, sample_weight, matrix)
         epochs = check_int(who, "epochs", epochs, minimum=0)
         workers = check_int(who, "num_threads", num_threads)
@@ -195,7 +207,8 @@ class LightFM(Recommender):
             fastad_options["callback"] = lambda epoch, loss: print(f"Epoch {epoch}: loss {loss:.4f}")
         if epochs:
             # laid out here for the fit, so that Recommender.fit takes it without a second copy
-            super().fit(Interactions(matrix, copy=False), epochs=epochs, workers=workers,
+            data = _Labelled(matrix, positive) if signed else Interactions(matrix, copy=False)
+            super().fit(data, epochs=epochs, workers=workers,
                         lr=self.learning_rate if self.learning_schedule == "adagrad" else 1.0,
                         optimizer=SCHEDULES[self.learning_schedule], optimizer_options=options,
                         seed=int(self._draws.integers(2 ** 62)),
@@ -224,7 +237,8 @@ class LightFM(Recommender):
 
     def example_graph(self, batch=1, device="cpu"):
         """The loss of `batch` examples over bag leaves, and its `_Bags` (the leaves, which
-        `epoch_sampler` fills): a ranking loss of triples, or the logistic loss of pairs."""
+        `epoch_sampler` fills): a ranking loss of triples, or the logistic loss of pairs, each
+        example's times its weight (`extra`: its sample weight, under WARP times its rank weight)."""
         bags = _Bags(self, batch)
         users = embedding_bag(self.user_embeddings, *bags.user, mode="sum", include_last_offset=True,
                               per_sample_weights=bags.user_weights)
@@ -236,17 +250,17 @@ class LightFM(Recommender):
         if self.loss == "logistic":
             score = score + embedding_bag(self.user_bias, *bags.user, mode="sum", include_last_offset=True,
                                           per_sample_weights=bags.user_weights)
-            loss = total(bce_with_logits(score, bags.extra, reduction="none"))
-        elif self.loss == "bpr":
-            loss = margin_loss(score, "bpr")
+            loss = total(bce_with_logits(score, bags.labels, reduction="none") * bags.extra)
         else:
-            loss = total(margin_loss(score, "hinge", reduction="none") * bags.extra)
+            loss = total(margin_loss(score, "bpr" if self.loss == "bpr" else "hinge", reduction="none") * bags.extra)
         return loss, bags
 
     def epoch_sampler(self, bags, interactions, n, seed, negatives="uniform"):
-        """The epoch's sampler: the ids' sampler of the loss (pairs for "logistic", PairwiseSampler's
-        triples for "bpr", WarpSampler's against the current scores for WARP), its ids written
-        as feature bags by `FeatureSampler`."""
+        """The epoch's sampler: the ids' sampler of the loss (the entries for "logistic", with
+        their labels, PairwiseSampler's triples for "bpr", WarpSampler's against the current
+        scores for WARP), each example's weight its entry's stored value, its ids written as
+        feature bags by `FeatureSampler`. `interactions`: a `fa.data.Interactions`, all of
+        whose entries are positives unless it is a logistic fit's (`_Labelled`)."""
         u, i = bags.ids[0], bags.ids[1]
         j = bags.ids[2] if len(bags.ids) == 3 else None
         if self.loss == "logistic":
@@ -254,11 +268,14 @@ class LightFM(Recommender):
             matrix = interactions.matrix
             chosen = rng.permutation(matrix.nnz)[:n * bags.batch] if n * bags.batch <= matrix.nnz else \
                 rng.integers(matrix.nnz, size=n * bags.batch)
-            users = np.searchsorted(matrix.indptr, chosen, side="right") - 1     # each like's user
+            users = np.searchsorted(matrix.indptr, chosen, side="right") - 1     # each entry's user
+            labels = interactions.positive[chosen] if isinstance(interactions, _Labelled) else 1.0
             ids = FeedSampler({u: users.reshape(n, -1), i: matrix.indices[chosen].reshape(n, -1).astype(np.int64),
-                               bags.extra: np.ones((n, bags.batch))})
+                               bags.labels: np.broadcast_to(labels, chosen.shape).reshape(n, -1).astype(self.dtype),
+                               bags.extra: matrix.data[chosen].reshape(n, -1).astype(self.dtype)})
         elif self.loss == "bpr":
-            ids = PairwiseSampler(interactions, u, i, j, examples=n, seed=seed, negatives=negatives)
+            ids = PairwiseSampler(interactions, u, i, j, examples=n, seed=seed, negatives=negatives,
+                                  weights=bags.extra)
         else:
             ids = WarpSampler(interactions, u, i, j, bags.extra, self.user_embeddings, self.item_embeddings,
                               self.item_bias, max_sampled=self.max_sampled,
@@ -486,10 +503,24 @@ def _saved_bags(name, features):
     return FeatureBags(features, getattr(features, "shape", (0,))[0], "LightFM", name)
 
 
+class _Labelled(Interactions):
+    """The entries of a logistic fit as `Interactions` (every stored entry, its value its weight),
+    and `positive`, each entry's label (True: a value > 0; False: <= 0, LightFM's negatives), in
+    the order of the stored values: what its epochs draw their examples from."""
+
+    def __init__(self, matrix, positive):
+        super().__init__(matrix, copy=False)
+        self.positive = positive
+
+    def __reduce__(self):
+        return _Labelled, (self.matrix, self.positive)
+
+
 class _Bags:
     """The leaves of `LightFM.example_graph`: the user and item bags (ids, offsets, weights
     of `embedding_bag`s), the sampler's id leaves (users, pos, and for the ranking losses
-    neg) and `extra`, the Input of each example's label (logistic) or rank weight (WARP)."""
+    neg), `extra`, the Input of each example's weight (its sample weight, under WARP times its
+    rank weight), and `labels`, each example's label (logistic; else None)."""
 
     def __init__(self, model, batch):
         dtype = model.dtype
@@ -502,4 +533,5 @@ class _Bags:
         self.user_weights = Input(np.zeros(user_room), dtype=dtype)
         self.item_weights = Input(np.zeros(item_room), dtype=dtype)
         self.ids = tuple(IndexInput(np.zeros(batch, np.int64)) for _ in range(3 if triples else 2))
-        self.extra = (None if model.loss == "bpr" else Input(np.ones(batch), dtype=dtype))
+        self.extra = Input(np.ones(batch), dtype=dtype)
+        self.labels = Input(np.ones(batch), dtype=dtype) if model.loss == "logistic" else None
