@@ -123,6 +123,8 @@ def test_feature_sampler_writes_the_bags():
     likes = _likes()
     uf, itf = _features(N_USERS, 3, 1), _features(N_ITEMS, 4, 2)
     model = _fitted_tables("bpr", likes, uf, itf)
+    assert len(model.epoch_sampler(model.example_graph(batch=2)[1], fa.data.Interactions(likes), 1, 9).leaves) == 6
+    model.sample_weighted = True            # as a fit with sample_weight makes it: a weights leaf more
     _, bags = model.example_graph(batch=2)
     weighed = likes.copy()
     weighed.data = np.arange(1.0, 1 + likes.nnz)

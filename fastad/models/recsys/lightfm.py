@@ -62,7 +62,10 @@ class LightFM(Recommender):
     - Trained in `fastad.train`'s compiled loop: the sampler draws ids and `FeatureSampler`
       writes each as its feature bag; `num_threads` > 1 trains Hogwild threads.
 
-    `user_features=`/`item_features=` (keyword-only, not LightFM's) give the constructor the
+    `sample_weighted` (keyword-only, fastad's; set by each fit: whether its `sample_weight`
+    was given) makes the graph multiply each example's loss by its weight, a node and a weight
+    a step that a fit without weights does not pay (under "warp" the weight rides on the
+    rank weight and is always read). `user_features=`/`item_features=` (keyword-only, not LightFM's) give the constructor the
     feature matrices of a fit, as `load` and `fit`'s workers rebuild the model.
 
     Parameters: `user_embeddings` (n_user_features, no_components), `item_embeddings`,
@@ -77,7 +80,7 @@ class LightFM(Recommender):
     def __init__(self, no_components=10, k=5, n=10, learning_schedule="adagrad", loss="logistic",
                  learning_rate=0.05, rho=0.95, epsilon=1e-6, item_alpha=0.0, user_alpha=0.0,
                  max_sampled=10, random_state=None, dtype=None, *, user_features=None, item_features=None,
-                 rank_estimate="sampled"):
+                 rank_estimate="sampled", sample_weighted=False):
         super().__init__()
         who = "LightFM"
         self.no_components = check_int(who, "no_components", no_components)
@@ -96,6 +99,7 @@ class LightFM(Recommender):
                              f"or one of them 0")
         self.max_sampled = check_int(who, "max_sampled", max_sampled, minimum=1)
         self.rank_estimate = check_choice(who, "rank_estimate", rank_estimate, list(RANK_ESTIMATES))
+        self.sample_weighted = check_flag(who, "sample_weighted", sample_weighted)
         self.random_state = seed_of(who, random_state)
         self.dtype = Parameter(np.zeros(0), dtype=dtype).dtype.name
         self._draws = generator_of(who, self.random_state)      # each fit's sampling seed
@@ -189,6 +193,7 @@ class LightFM(Recommender):
         matrix = check_interactions(interactions, who, signed=signed)
         positive = matrix.data > 0 if signed else None
         matrix.data[:] = 1.0 if sample_weight is None else _sample_weights(who, sample_weight, matrix)
+        self.sample_weighted = sample_weight is not None        # the workers' graphs weigh their examples
         epochs = check_int(who, "epochs", epochs, minimum=0)
         workers = check_int(who, "num_threads", num_threads)
         check_flag(who, "verbose", verbose)
@@ -238,7 +243,8 @@ class LightFM(Recommender):
     def example_graph(self, batch=1, device="cpu"):
         """The loss of `batch` examples over bag leaves, and its `_Bags` (the leaves, which
         `epoch_sampler` fills): a ranking loss of triples, or the logistic loss of pairs, each
-        example's times its weight (`extra`: its sample weight, under WARP times its rank weight)."""
+        example's times its weight (`extra`: its sample weight, under WARP times its rank weight;
+        under "bpr" and "logistic" only when `sample_weighted`)."""
         bags = _Bags(self, batch)
         users = embedding_bag(self.user_embeddings, *bags.user, mode="sum", include_last_offset=True,
                               per_sample_weights=bags.user_weights)
@@ -250,9 +256,10 @@ class LightFM(Recommender):
         if self.loss == "logistic":
             score = score + embedding_bag(self.user_bias, *bags.user, mode="sum", include_last_offset=True,
                                           per_sample_weights=bags.user_weights)
-            loss = total(bce_with_logits(score, bags.labels, reduction="none") * bags.extra)
+            losses = bce_with_logits(score, bags.labels, reduction="none")
         else:
-            loss = total(margin_loss(score, "bpr" if self.loss == "bpr" else "hinge", reduction="none") * bags.extra)
+            losses = margin_loss(score, "bpr" if self.loss == "bpr" else "hinge", reduction="none")
+        loss = total(losses if bags.extra is None else losses * bags.extra)
         return loss, bags
 
     def epoch_sampler(self, bags, interactions, n, seed, negatives="uniform"):
@@ -272,7 +279,8 @@ class LightFM(Recommender):
             labels = interactions.positive[chosen] if isinstance(interactions, _Labelled) else 1.0
             ids = FeedSampler({u: users.reshape(n, -1), i: matrix.indices[chosen].reshape(n, -1).astype(np.int64),
                                bags.labels: np.broadcast_to(labels, chosen.shape).reshape(n, -1).astype(self.dtype),
-                               bags.extra: matrix.data[chosen].reshape(n, -1).astype(self.dtype)})
+                               **({} if bags.extra is None else
+                                  {bags.extra: matrix.data[chosen].reshape(n, -1).astype(self.dtype)})})
         elif self.loss == "bpr":
             ids = PairwiseSampler(interactions, u, i, j, examples=n, seed=seed, negatives=negatives,
                                   weights=bags.extra)
@@ -293,7 +301,8 @@ class LightFM(Recommender):
                 "learning_schedule": self.learning_schedule, "loss": self.loss,
                 "learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon,
                 "item_alpha": self.item_alpha, "user_alpha": self.user_alpha,
-                "max_sampled": self.max_sampled, "rank_estimate": self.rank_estimate, "random_state": int(self.random_state), "dtype": self.dtype}
+                "max_sampled": self.max_sampled, "rank_estimate": self.rank_estimate,
+                "sample_weighted": self.sample_weighted, "random_state": int(self.random_state), "dtype": self.dtype}
 
     def _arrays(self):
         """The feature matrices of the last fit, as CSR arrays."""
@@ -520,7 +529,8 @@ class _Bags:
     """The leaves of `LightFM.example_graph`: the user and item bags (ids, offsets, weights
     of `embedding_bag`s), the sampler's id leaves (users, pos, and for the ranking losses
     neg), `extra`, the Input of each example's weight (its sample weight, under WARP times its
-    rank weight), and `labels`, each example's label (logistic; else None)."""
+    rank weight; None for "bpr" and "logistic" unless `sample_weighted`), and `labels`, each
+    example's label (logistic; else None)."""
 
     def __init__(self, model, batch):
         dtype = model.dtype
@@ -533,5 +543,6 @@ class _Bags:
         self.user_weights = Input(np.zeros(user_room), dtype=dtype)
         self.item_weights = Input(np.zeros(item_room), dtype=dtype)
         self.ids = tuple(IndexInput(np.zeros(batch, np.int64)) for _ in range(3 if triples else 2))
-        self.extra = Input(np.ones(batch), dtype=dtype)
+        weighted = model.sample_weighted or model.loss not in ("bpr", "logistic")
+        self.extra = Input(np.ones(batch), dtype=dtype) if weighted else None
         self.labels = Input(np.ones(batch), dtype=dtype) if model.loss == "logistic" else None
