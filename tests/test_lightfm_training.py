@@ -260,3 +260,16 @@ def test_pairwise_sampler_writes_each_positives_stored_value(dtype):
     assert sampler.largest_ids()[3] == -1            # the weights leaf holds no ids
     with pytest.raises(ValueError, match="PairwiseSampler: weights must be an Input of 3 values"):
         fa.data.PairwiseSampler(likes, u, i, j, weights=fa.Input(np.zeros(2)), seed=0)
+
+
+def test_recommender_fit_takes_interactions_without_a_copy():
+    """A fa.data.Interactions (as LightFM's fit lays its matrix out once) trains as its matrix
+    does, read in place; its shape is checked against the model's."""
+    likes = fa.data.planted_interactions(30, 20, per_user=3, seed=2)
+    data = fa.data.Interactions(likes)
+    by_matrix = fa.models.BPR(30, 20, dim=4, seed=0).fit(likes, epochs=2)
+    by_data = fa.models.BPR(30, 20, dim=4, seed=0).fit(data, epochs=2)
+    assert by_data.liked is data.matrix
+    np.testing.assert_array_equal(by_data.item_factors, by_matrix.item_factors)
+    with pytest.raises(ValueError, match=r"BPR.fit: interactions has shape \(30, 20\), expected \(30, 21\)"):
+        fa.models.BPR(30, 21, dim=4).fit(data)
