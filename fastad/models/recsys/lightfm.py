@@ -65,8 +65,9 @@ class LightFM(Recommender):
     `sample_weighted` (keyword-only, fastad's; set by each fit: whether its `sample_weight`
     was given) makes the graph multiply each example's loss by its weight, a node and a weight
     a step that a fit without weights does not pay (under "warp" the weight rides on the
-    rank weight and is always read). `user_features=`/`item_features=` (keyword-only, not LightFM's) give the constructor the
-    feature matrices of a fit, as `load` and `fit`'s workers rebuild the model.
+    rank weight and is always read). `user_features=`/`item_features=` (keyword-only, not
+    LightFM's) give the constructor the feature matrices of a fit, as `load` and `fit`'s
+    workers rebuild the model.
 
     Parameters: `user_embeddings` (n_user_features, no_components), `item_embeddings`,
     `user_bias` and `item_bias` (n_features,), LightFM's `user_biases`/`item_biases`
@@ -193,7 +194,6 @@ class LightFM(Recommender):
         matrix = check_interactions(interactions, who, signed=signed)
         positive = matrix.data > 0 if signed else None
         matrix.data[:] = 1.0 if sample_weight is None else _sample_weights(who, sample_weight, matrix)
-        self.sample_weighted = sample_weight is not None        # the workers' graphs weigh their examples
         epochs = check_int(who, "epochs", epochs, minimum=0)
         workers = check_int(who, "num_threads", num_threads)
         check_flag(who, "verbose", verbose)
@@ -211,6 +211,7 @@ class LightFM(Recommender):
         if verbose and "callback" not in fastad_options:
             fastad_options["callback"] = lambda epoch, loss: print(f"Epoch {epoch}: loss {loss:.4f}")
         if epochs:
+            self.sample_weighted = sample_weight is not None        # the workers' graphs weigh their examples
             # laid out here for the fit, so that Recommender.fit takes it without a second copy
             data = _Labelled(matrix, positive) if signed else Interactions(matrix, copy=False)
             super().fit(data, epochs=epochs, workers=workers,
