@@ -273,3 +273,18 @@ def test_recommender_fit_takes_interactions_without_a_copy():
     np.testing.assert_array_equal(by_data.item_factors, by_matrix.item_factors)
     with pytest.raises(ValueError, match=r"BPR.fit: interactions has shape \(30, 20\), expected \(30, 21\)"):
         fa.models.BPR(30, 21, dim=4).fit(data)
+
+
+def test_the_workers_share_the_fits_feature_bags():
+    """A fit's threads rebuild the model around the model's own FeatureBags (no copy each);
+    processes get their own from the pickled matrix; a save writes them as CSR arrays."""
+    import pickle
+    likes = fa.data.planted_interactions(30, 20, per_user=3, seed=2)
+    tags = sp.random(20, 4, density=0.5, format="csr", random_state=0)
+    model = _model(loss="bpr").fit(likes, item_features=tags, epochs=0)
+    weights = {name: p.value for name, p in model.named_parameters()}
+    worker = fa.models.LightFM._around(model.settings(), model._arrays(), weights)
+    assert worker.user_features is model.user_features and worker.item_features is model.item_features
+    sent = pickle.loads(pickle.dumps(model._arrays()))
+    np.testing.assert_array_equal(sent["item_features"].matrix.toarray(), tags.toarray())
+    assert set(model._state()["arrays"]["item_features"]) == {"indptr", "indices", "data", "shape"}

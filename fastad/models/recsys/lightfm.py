@@ -105,7 +105,8 @@ class LightFM(Recommender):
         self.dtype = Parameter(np.zeros(0), dtype=dtype).dtype.name
         self._draws = generator_of(who, self.random_state)      # each fit's sampling seed
         self._accumulators = None       # {table: {slot: array}}: the schedule's state, kept across fits
-        # FeatureBags of the last fit: `_arrays()` gives them as CSR arrays, as `load` passes them
+        # FeatureBags of the last fit: `_arrays()` gives them to the fit's workers, `_state()` as
+        # CSR arrays, as `load` passes them
         self.user_features, self.item_features = (None if features is None else _saved_bags(name, features)
                                                   for name, features in (("user_features", user_features),
                                                                          ("item_features", item_features)))
@@ -306,14 +307,17 @@ class LightFM(Recommender):
                 "sample_weighted": self.sample_weighted, "random_state": int(self.random_state), "dtype": self.dtype}
 
     def _arrays(self):
-        """The feature matrices of the last fit, as CSR arrays."""
-        return {name: {"indptr": bags.matrix.indptr, "indices": bags.matrix.indices, "data": bags.matrix.data,
-                       "shape": np.array(bags.matrix.shape)}
-                for name, bags in (("user_features", self.user_features), ("item_features", self.item_features))}
+        """The FeatureBags of the last fit, which each worker of a fit adopts: its threads these
+        ones, without a copy; its processes their own, rebuilt from the matrix pickled."""
+        return {"user_features": self.user_features, "item_features": self.item_features}
 
     def _state(self):
-        """Recommender's state, and the schedule's accumulators when the model has them."""
+        """Recommender's state, the feature matrices as CSR arrays, and the schedule's
+        accumulators when the model has them."""
         state = super()._state()
+        state["arrays"] = {name: {"indptr": bags.matrix.indptr, "indices": bags.matrix.indices,
+                                  "data": bags.matrix.data, "shape": np.array(bags.matrix.shape)}
+                           for name, bags in state["arrays"].items()}
         if self._accumulators is not None:
             state["accumulators"] = self._accumulators
         return state
@@ -505,8 +509,10 @@ def _sample_weights(who, sample_weight, matrix):
 
 
 def _saved_bags(name, features):
-    """The FeatureBags of a feature matrix given as `_arrays()` gives it (a dict of its CSR
-    arrays) or as a scipy matrix."""
+    """The FeatureBags of a feature matrix given as `_arrays()` gives it (FeatureBags, taken as
+    they are), as `_state()` saves it (a dict of its CSR arrays) or as a scipy matrix."""
+    if isinstance(features, FeatureBags):
+        return features
     if isinstance(features, dict):
         features = sp.csr_matrix((features["data"], features["indices"], features["indptr"]),
                                  shape=tuple(features["shape"]))
