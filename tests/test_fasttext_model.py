@@ -475,6 +475,11 @@ def test_vectors_ngrams_holds_the_trained_rows_and_the_others_starting_values():
     np.testing.assert_array_equal(start.vectors, whole[np.r_[:n, n + buckets]])
     unused = np.setdiff1d(np.arange(700), buckets)
     np.testing.assert_array_equal(ngrams[unused], whole[n + unused])
+    np.testing.assert_array_equal(model.wv.bucket_vectors([unused[0], buckets[0]]),
+                                  ngrams[[unused[0], buckets[0]]])
+    for bad in ([700], [-1], [[1]]):
+        with pytest.raises(ValueError, match=r"bucket_vectors: buckets must be a 1-D array of buckets in \[0, 700\)"):
+            model.wv.bucket_vectors(bad)
     model.train(corpus(5), epochs=1)
     assert model.vectors_ngrams is not ngrams                                 # made again
 

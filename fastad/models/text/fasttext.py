@@ -251,6 +251,10 @@ class FastTextKeyedVectors(KeyedVectors):
         (`ngram_vectors`, in the order of `ngram_buckets`), another's starting values (the
         rows len(vocabulary) + bucket of the model's start from `seed`, `_initial_rows`)."""
         buckets = np.asarray(buckets, dtype=np.int64)
+        if buckets.ndim != 1 or (buckets.size and (buckets.min() < 0 or buckets.max() >= self.bucket)):
+            raise ValueError(f"FastText.bucket_vectors: buckets must be a 1-D array of buckets in "
+                             f"[0, {self.bucket}), got shape {buckets.shape}"
+                             + (f" holding {buckets.min()}..{buckets.max()}" if buckets.size else ""))
         place = np.searchsorted(self.ngram_buckets, buckets)
         used = place < self.ngram_buckets.size
         used[used] = self.ngram_buckets[place[used]] == buckets[used]
