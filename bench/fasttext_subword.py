@@ -5,8 +5,9 @@ comments of Python's standard library, dim 64, window 5, 5 negatives, min_count 
 subsampling, lr 0.025 decayed linearly to 1e-4, one epoch, and character n-grams of
 lengths 3..6 hashed into BUCKET rows (gensim's default). `fa.models.FastText` vs
 `gensim.models.FastText(sg=1)`, both from the raw sentences (vocabulary, n-gram
-tables and the drawing of the input table included), at 1 and 2 threads, the
-libraries alternated in this process; the figures are medians. fastad's FastText runs in
+tables and the drawing of the input table included: gensim's holds every bucket,
+fastad's the vocabulary's rows and the buckets its words use, about 29,000 on the quick
+text), at 1 and 2 threads, the libraries alternated in this process; the figures are medians. fastad's FastText runs in
 both forms: one pair a step, and `shared_negatives=True` (one window a step, the centre's
 bag against its window and k negatives drawn once for it).
 

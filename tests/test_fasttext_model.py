@@ -49,8 +49,10 @@ def test_a_models_buckets_equal_gensims_buckets_word():
     model = FastText(dim=8, min_count=1, bucket=5000, min_n=2, max_n=5).build_vocab(sentences)
     for k, word in enumerate(model.words):
         rows = model.subword_ids[model.subword_offsets[k]:model.subword_offsets[k + 1]]
-        np.testing.assert_array_equal(rows[1:] - len(model.words),
+        np.testing.assert_array_equal(model.ngram_buckets[rows[1:] - len(model.words)],
                                       peer.wv.buckets_word[peer.wv.key_to_index[word]])
+    assert model.vectors.shape == (len(model.words) + model.ngram_buckets.size, 8)
+    assert np.array_equal(np.unique(np.concatenate(peer.wv.buckets_word)), model.ngram_buckets)
 
 
 # ---------------------------------------------------------------- bag_dot
@@ -265,7 +267,7 @@ def test_unseen_words_take_the_mean_of_their_ngram_rows():
     model = FastText(dim=8, min_count=1, epochs=1, bucket=1000, seed=1).fit(corpus(100))
     for word in ("walker", "swimmingly", "talk"):
         ids, _ = fa.text.subword_table([word], 3, 6, 1000)
-        expected = model.vectors[len(model.words) + ids[1:] - 1].mean(axis=0)
+        expected = model.vectors_ngrams[ids[1:] - 1].mean(axis=0)
         if word in model.index:
             k = model.index[word]
             expected = model.vectors[model.subword_ids[model.subword_offsets[k]:model.subword_offsets[k + 1]]
@@ -416,3 +418,82 @@ def test_cpu_only_and_untrained_queries():
         before = model.vectors.copy()
         model.train([["unknown", "words"]] * 3, epochs=1)
     np.testing.assert_array_equal(model.vectors, before)
+
+
+# ---------------------------------------------------------------- the used buckets alone
+
+EARLIER = os.path.join(os.path.dirname(__file__), "data", "saved_before_compact_ngrams")
+OOV = ("walker", "swimmingly", "zzzq")
+
+
+def test_initial_rows_are_those_of_the_whole_stream():
+    """`_initial_rows` draws rows of `_initial_vectors`' stream without the rows between, for
+    odd and even dims (a float32 takes half of a 64-bit output) and after rows drawn."""
+    from fastad.models.text.word2vec import _initial_rows, _initial_vectors
+    rows = np.unique(np.random.default_rng(1).integers(0, 300, 60))
+    for dim in (1, 3, 8):
+        whole = _initial_vectors(np.random.default_rng(5), 300, dim)
+        for drawn in (0, 13, 50):
+            rng = np.random.default_rng(5)
+            _initial_vectors(rng, drawn, dim)
+            later = rows[rows >= drawn]
+            np.testing.assert_array_equal(_initial_rows(rng, later, dim, drawn=drawn), whole[later])
+    assert _initial_rows(np.random.default_rng(5), [], 4).shape == (0, 4)
+
+
+@pytest.mark.parametrize("form, settings", [("sg", {}), ("shared", {"shared_negatives": True}),
+                                            ("cbow", {"sg": False})])
+def test_a_seed_trains_what_the_table_of_every_bucket_trained(form, settings):
+    """The input table holds the vocabulary's rows and the used buckets' alone, and a fit
+    trains bit for bit what it trained when the table held every bucket: the figures in
+    tests/data/saved_before_compact_ngrams/expected.npz were written by the code of 6d71701
+    (FastText(dim=8, min_count=1, epochs=2, bucket=1000, seed=3, sample=0, window=3) on
+    corpus(60), skip-gram, shared negatives and CBOW): the loss of each epoch, the
+    vocabulary's vectors, the output table, unseen words' vectors and vectors_ngrams (whose
+    unused buckets hold their starting values)."""
+    expected = np.load(os.path.join(EARLIER, "expected.npz"))
+    model = FastText(dim=8, min_count=1, epochs=2, bucket=1000, seed=3, sample=0, window=3,
+                     **settings).fit(corpus(60))
+    used = np.unique(model.subword_ids[model.subword_ids >= len(model.words)])
+    assert model.vectors.shape == (len(model.words) + used.size, 8) and used.size < 1000 / 2
+    assert model.history == expected[f"{form}_history"].tolist()
+    np.testing.assert_array_equal(model.word_vectors(), expected[f"{form}_word_vectors"])
+    np.testing.assert_array_equal(model.output, expected[f"{form}_output"])
+    np.testing.assert_array_equal(np.stack([model.wv[w] for w in OOV]), expected[f"{form}_oov"])
+    np.testing.assert_array_equal(model.vectors_ngrams, expected[f"{form}_ngrams"])
+
+
+def test_vectors_ngrams_holds_the_trained_rows_and_the_others_starting_values():
+    model = FastText(dim=8, min_count=1, epochs=1, bucket=700, seed=2).fit(corpus(40))
+    n, buckets = len(model.words), model.ngram_buckets
+    ngrams = model.vectors_ngrams
+    assert ngrams.shape == (700, 8) and ngrams is model.vectors_ngrams      # made once
+    np.testing.assert_array_equal(ngrams[buckets], model.vectors[n:])
+    start = FastText(dim=8, min_count=1, bucket=700, seed=2).build_vocab(corpus(40))
+    from fastad.models.text.word2vec import _initial_vectors
+    whole = _initial_vectors(np.random.default_rng(2), n + 700, 8)
+    np.testing.assert_array_equal(start.vectors, whole[np.r_[:n, n + buckets]])
+    unused = np.setdiff1d(np.arange(700), buckets)
+    np.testing.assert_array_equal(ngrams[unused], whole[n + unused])
+    np.testing.assert_array_equal(model.wv.bucket_vectors([unused[0], buckets[0]]),
+                                  ngrams[[unused[0], buckets[0]]])
+    for bad in ([700], [-1], [[1]]):
+        with pytest.raises(ValueError, match=r"bucket_vectors: buckets must be a 1-D array of buckets in \[0, 700\)"):
+            model.wv.bucket_vectors(bad)
+    model.train(corpus(5), epochs=1)
+    assert model.vectors_ngrams is not ngrams                                 # made again
+
+
+def test_a_file_saved_with_every_bucket_loads_as_it_was():
+    """A checkpoint of the code before the table kept the used buckets alone (every bucket's
+    row, 6d71701's save of the skip-gram fit above) loads to the same vectors, unseen
+    words' included, and trains on."""
+    expected = np.load(os.path.join(EARLIER, "expected.npz"))
+    saved = fa.load(os.path.join(EARLIER, "ft.npz"))
+    model = FastText.load(os.path.join(EARLIER, "ft.npz"))
+    assert saved["state"]["vectors"].shape[0] == len(model.words) + 1000
+    assert model.vectors.shape == (len(model.words) + model.ngram_buckets.size, 8)
+    np.testing.assert_array_equal(model.word_vectors(), expected["sg_word_vectors"])
+    np.testing.assert_array_equal(np.stack([model.wv[w] for w in OOV]), expected["sg_oov"])
+    np.testing.assert_array_equal(model.vectors_ngrams, expected["sg_ngrams"])
+    model.train(corpus(5), epochs=1)

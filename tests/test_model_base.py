@@ -112,7 +112,9 @@ def test_a_file_saved_before_the_one_format_still_loads(name, file):
         assert model.recommend([0, 1], k=3)[0].shape == (2, 3)
     elif isinstance(model, fa.models.Word2Vec):
         assert model.settings()["dim"] == 8 and model.words == json.loads(saved["words"])
-        np.testing.assert_array_equal(model.vectors, saved["vectors"])
+        n = len(model.words)          # a FastText keeps the rows of the buckets its words use
+        kept = np.r_[:n, n + model.ngram_buckets] if name == "FastText" else slice(None)
+        np.testing.assert_array_equal(model.vectors, saved["vectors"][kept])
         assert model.wv["a"].shape == (8,) and model.corpus_count == saved["corpus"]["count"]
     else:
         np.testing.assert_array_equal(model.input, saved["input"])

@@ -3,6 +3,7 @@
 into `bucket` shared rows, so that words outside the vocabulary get vectors too. The
 corpus walk, windows, negatives, Hogwild workers and files are `Word2Vec`'s; the
 centre (skip-gram) or context (CBOW) is a bag of input rows, scored by `fa.bag_dot`."""
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,7 @@ from fastad.models.text._dictionary import subword_table
 from fastad.models.text._windows import SubwordCbowSampler, SubwordSharedNegativeSampler, SubwordSkipGramSampler
 from fastad.checks import check_int, either
 from fastad.models.text.keyed_vectors import KeyedVectors, _terms
-from fastad.models.text.word2vec import Word2Vec, _Corpus, _negative_sampling_loss
+from fastad.models.text.word2vec import Word2Vec, _Corpus, _initial_rows, _negative_sampling_loss
 
 __all__ = ["FastText", "FastTextKeyedVectors"]
 
@@ -37,10 +38,16 @@ class FastText(Word2Vec):
     bucket        the rows the n-grams are hashed into (fastText's FNV-1a hash, as
                   gensim's: `len(vocabulary) + hash % bucket`), >= 1.
 
-    The input table holds len(vocabulary) + bucket rows, gensim's `vectors_vocab` then
-    `vectors_ngrams` (`model.vectors_vocab`, `model.vectors_ngrams` are views of it),
-    drawn uniform in [-1, 1) / dim in float32 in place (at bucket=2,000,000 and dim
-    100 it is 800 MB, the one large allocation). A word's training vector (its hidden)
+    The input table `model.vectors` holds the vocabulary's rows (gensim's
+    `vectors_vocab`), then the rows of the n-gram buckets the vocabulary's words use,
+    `model.ngram_buckets` (increasing), and no other: nothing in a fit is proportional to
+    `bucket` (the buckets of 2,000,000 that a vocabulary of 4,000 words uses are some
+    29,000). The rows start as those of a table of every bucket would, uniform in
+    [-1, 1) / dim in float32 from `seed` (`_initial_rows`: the same values as before the
+    table was cut, so a seed trains the same vectors). A bucket no word uses never trains
+    and holds its starting values: `model.vectors_ngrams` (gensim's (bucket, dim) array)
+    is made on first use from the trained rows and those, and an unseen word's n-grams
+    read them too, as gensim's unused buckets hold their random start. A word's training vector (its hidden)
     is the mean of its rows: its own and its n-grams' (fastText's rule; gensim's
     skip-gram divides that sum by the n-gram count alone). CBOW's hidden is the mean
     of all the rows of the window's words, as fastText and gensim's cbow_mean=1 take it.
@@ -78,7 +85,7 @@ class FastText(Word2Vec):
             raise ValueError(f"{who}: min_n must be <= max_n (the n-gram lengths), got min_n="
                              f"{self.min_n}, max_n={self.max_n}")
         self.bucket = check_int(who, "bucket", bucket, minimum=1)
-        self.subword_ids = self.subword_offsets = None
+        self.subword_ids = self.subword_offsets = self.ngram_buckets = None
         self._wv_at = None
         self._trained = 0
         super().__init__(dim, window, negative, min_count, sample, epochs, lr, min_lr, sg, workers, seed,
@@ -89,18 +96,30 @@ class FastText(Word2Vec):
         return 0.025
 
     def _input_rows(self, n_words):
-        return n_words + self.bucket
+        return n_words + self.ngram_buckets.size
 
     def _new_tables(self, who, words, rng):
         """The subword table of `words` (a TypeError naming a token that is not a str, before
-        any table is drawn), the input table of len(words) + bucket rows and the output table."""
+        any table is drawn), the input table (the vocabulary's rows, drawn first, then those
+        of the buckets its words use, as `_initial_rows` draws them) and the output table."""
         for k, word in enumerate(words):
             if not isinstance(word, str):
                 raise TypeError(f"{who}: the tokens must be str (their characters make the n-grams), "
                                 f"got {type(word).__name__} {word!r} (word {k} of the vocabulary)")
-        subword_ids, subword_offsets = subword_table(words, self.min_n, self.max_n, self.bucket)
-        return dict(super()._new_tables(who, words, rng), subword_ids=subword_ids,
-                    subword_offsets=subword_offsets)
+        subwords = self._subwords(words)
+        tables = super()._new_tables(who, words, rng)
+        ngrams = _initial_rows(rng, len(words) + subwords["ngram_buckets"], self.dim, drawn=len(words))
+        return dict(tables, vectors=np.concatenate([tables["vectors"], ngrams]), **subwords)
+
+    def _subwords(self, words):
+        """{subword_ids, subword_offsets, ngram_buckets} of a vocabulary: its words' rows of
+        the input table (`subword_table`'s, each bucket b of `ngram_buckets` at row
+        len(words) + its place there) and the buckets they use, increasing."""
+        ids, offsets = subword_table(words, self.min_n, self.max_n, self.bucket)
+        grams = ids >= len(words)
+        buckets, place = np.unique(ids[grams] - len(words), return_inverse=True)
+        ids[grams] = len(words) + place
+        return {"subword_ids": ids, "subword_offsets": offsets, "ngram_buckets": buckets}
 
     def fit(self, sentences=None, callback=None, progress=None, start_method=None, device="cpu",
             batch_size=None, *, corpus_file=None):
@@ -136,9 +155,11 @@ class FastText(Word2Vec):
 
     @property
     def vectors_ngrams(self):
-        """The n-gram buckets' rows of the input table (a view), gensim's `wv.vectors_ngrams`."""
+        """gensim's `wv.vectors_ngrams`, (bucket, dim) float32: the trained rows of the used
+        buckets, the starting values of the others (`wv.vectors_ngrams`: made on first use,
+        again after each training; a copy: writing to it does not change the model)."""
         self._require_trained("vectors_ngrams")
-        return self.vectors[len(self.words):]
+        return self.wv.vectors_ngrams
 
     def word_vectors(self):
         """Each vocabulary word's vector: the mean of its own row and its n-gram rows (float32),
@@ -160,19 +181,25 @@ class FastText(Word2Vec):
         self._require_trained("wv")
         at = (self._trained, id(self.vectors), id(self.words))
         if self._wv is None or self._wv_at != at:
-            self._wv = FastTextKeyedVectors(self.words, self.word_vectors(), self.vectors_ngrams, self.min_n,
-                                            self.max_n, self.bucket, self.index,
-                                            vocabulary=f"min_count={self.min_count}")
+            self._wv = FastTextKeyedVectors(self.words, self.word_vectors(), self.vectors[len(self.words):],
+                                            self.ngram_buckets, self.min_n, self.max_n, self.bucket,
+                                            self.seed, self.index, vocabulary=f"min_count={self.min_count}")
             self._wv_at = at
         return self._wv
 
     # ------------------------------------------------------------ files
 
     def _restore(self, state):
-        """`Word2Vec._restore`, and the subword table of the saved vocabulary."""
-        super()._restore(state)
-        self.subword_ids, self.subword_offsets = subword_table(self.words, self.min_n, self.max_n,
-                                                               self.bucket)
+        """`Word2Vec._restore`, with the subword table of the saved vocabulary. A file saved
+        before the table kept only the used buckets holds a row for every bucket: its
+        vocabulary's and used buckets' rows are kept (the others hold their starting
+        values, which `vectors_ngrams` draws again from the seed)."""
+        words = json.loads(state["words"])
+        self.__dict__.update(self._subwords(words))
+        vectors = np.asarray(state["vectors"])
+        if vectors.shape[0] == len(words) + self.bucket:
+            vectors = vectors[np.r_[:len(words), len(words) + self.ngram_buckets]]
+        super()._restore(dict(state, vectors=vectors))
 
 
 def _shared_graph(W, C, settings):
@@ -201,17 +228,50 @@ class FastTextKeyedVectors(KeyedVectors):
     for a word outside it: the mean of its character n-gram rows (gensim's rule), a
     KeyError naming it when it has no n-gram. Queries (`most_similar`, `similarity`)
     take such words too; the answers are words of the vocabulary. `word in wv` is True
-    for any word that has a vector (as gensim's)."""
+    for any word that has a vector (as gensim's).
 
-    def __init__(self, index_to_key, vectors, vectors_ngrams, min_n, max_n, bucket, key_to_index=None,
-                 vocabulary=""):
+    ngram_vectors  the trained rows of the buckets `ngram_buckets` (increasing), in order
+    seed           the model's seed: a bucket outside `ngram_buckets` holds its starting
+                   value, row len(vocabulary) + bucket of `_initial_vectors` from it"""
+
+    def __init__(self, index_to_key, vectors, ngram_vectors, ngram_buckets, min_n, max_n, bucket, seed,
+                 key_to_index=None, vocabulary=""):
         super().__init__(index_to_key, vectors, key_to_index, owner="FastText", vocabulary=vocabulary)
-        self.vectors_ngrams, self.min_n, self.max_n, self.bucket = vectors_ngrams, min_n, max_n, bucket
+        self.ngram_vectors, self.ngram_buckets = ngram_vectors, ngram_buckets
+        self.min_n, self.max_n, self.bucket, self.seed = min_n, max_n, bucket, seed
+        self._vectors_ngrams = None
 
     def ngram_rows(self, word):
-        """The rows of vectors_ngrams that word's character n-grams hash to."""
+        """The rows of vectors_ngrams (the buckets) that word's character n-grams hash to."""
         ids, _ = subword_table([word], self.min_n, self.max_n, self.bucket)
         return ids[1:] - 1
+
+    def bucket_vectors(self, buckets):
+        """The rows of vectors_ngrams of `buckets` (a new array): a used bucket's trained row
+        (`ngram_vectors`, in the order of `ngram_buckets`), another's starting values (the
+        rows len(vocabulary) + bucket of the model's start from `seed`, `_initial_rows`)."""
+        buckets = np.asarray(buckets, dtype=np.int64)
+        if buckets.ndim != 1 or (buckets.size and (buckets.min() < 0 or buckets.max() >= self.bucket)):
+            raise ValueError(f"FastText.bucket_vectors: buckets must be a 1-D array of buckets in "
+                             f"[0, {self.bucket}), got shape {buckets.shape}"
+                             + (f" holding {buckets.min()}..{buckets.max()}" if buckets.size else ""))
+        place = np.searchsorted(self.ngram_buckets, buckets)
+        used = place < self.ngram_buckets.size
+        used[used] = self.ngram_buckets[place[used]] == buckets[used]
+        out = np.empty((buckets.size, self.vector_size), dtype=np.float32)
+        out[used] = self.ngram_vectors[place[used]]
+        unused = np.unique(buckets[~used])
+        start = _initial_rows(np.random.default_rng(self.seed), len(self) + unused, self.vector_size)
+        out[~used] = start[np.searchsorted(unused, buckets[~used])]
+        return out
+
+    @property
+    def vectors_ngrams(self):
+        """gensim's (bucket, dim) array of every bucket's row (`bucket_vectors`), made on
+        first use."""
+        if self._vectors_ngrams is None:
+            self._vectors_ngrams = self.bucket_vectors(np.arange(self.bucket))
+        return self._vectors_ngrams
 
     def __contains__(self, key):
         return key in self.key_to_index or (isinstance(key, str) and self.ngram_rows(key).size > 0)
@@ -225,7 +285,7 @@ class FastTextKeyedVectors(KeyedVectors):
         if rows.size == 0:
             raise KeyError(f"FastText.get_vector: {key!r} is not in the vocabulary and has no character "
                            f"n-gram of lengths {self.min_n}..{self.max_n}")
-        vector = self.vectors_ngrams[rows].mean(axis=0)
+        vector = self.bucket_vectors(rows).mean(axis=0)
         return vector / max(np.linalg.norm(vector), 1e-12) if norm else vector
 
     def most_similar(self, positive=None, negative=None, topn=10, exclude=()):
