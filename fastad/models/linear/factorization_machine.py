@@ -153,11 +153,11 @@ class FactorizationMachine(LinearModel):
                                   self.interactions is not None)
         targets = np.ascontiguousarray(examples.targets, dtype=np.float32)
 
-        def train(parts, pool):
-            return sum(pool.map(lambda part: update.train(ids, examples.offsets, examples.values, positions,
-                                                          targets, examples.importance, part), parts))
+        def train(block, parts, pool):
+            return sum(pool.map(lambda part: update.train(ids, block.offsets, block.values, positions,
+                                                          targets, block.importance, part), parts))
 
-        history = run_passes(self, examples, 1, train, callback, progress)
+        history = run_passes(self, [examples], train, callback, progress)
         update.write_back()
         weights = self._new_weights(rows.shape[1])
         for name in ("V", "W"):
