@@ -23,8 +23,8 @@ def test_the_files_and_both_libraries_scores(sparse_models, tmp_path):
     assert (features.weights != 1).sum() == 3000                   # a tenth of the lines
     truth = sparse_models.labels_of(test)
     for kind, better_than in (("linear", 0.6), ("fm", 0.6), ("ffm", 0.6)):
-        _, scores = sparse_models.fastad_fit(kind, train, test, 1)
+        _, scores, _ = sparse_models.fastad_fit(kind, train, test, 1)
         assert scores.shape == (2000,) and sparse_models.quality(truth, scores)[0] > better_than
     pytest.importorskip("vowpalwabbit")
-    _, vw_scores = sparse_models.vw_fit("linear", train, test, str(tmp_path))
+    _, vw_scores, _ = sparse_models.vw_fit("linear", train, test, str(tmp_path))
     assert vw_scores.shape == (2000,) and sparse_models.quality(truth, vw_scores)[0] > 0.6
