@@ -15,8 +15,9 @@ group: what a factorization machine, or VW's crosses of w and c, can learn), has
   -1/+1, as VW's logistic loss expects them (fed 0/1 labels, its test log loss on this data
   was 0.84 against 0.62 with -1/+1);
 - factorization machine, k = 8: fastad `FactorizationMachine(k=8, interactions="cw")` (the
-  pairs of a site and a word only, as VW's `--lrq cw8`; at its defaults, libffm's: AdaGrad
-  at lr 0.2 in ffm.h's compiled loop, each example's values normalised)
+  pairs of a site and a word only, as VW's `--lrq cw8`; at its defaults: libffm's AdaGrad
+  at lr 0.5 in ffm.h's compiled loop, factors from normal(0, 0.1), each example's values
+  normalised)
   against VW with `-q cw` (the sites crossed with the words, hashed, beside the linear
   terms); then the test AUC and speed of both, and of VW's `--lrq cw8`, at 1 and 5 passes
   (one run each; VW's passes through its cache file, -c, made in its first pass). (Every pair
