@@ -196,12 +196,14 @@ class LinearModel(Model):
             if y.dtype.kind not in "biuf" or not np.isfinite(y.astype(np.float64)).all():
                 raise ValueError(f"{who}: the {self.loss} loss takes finite numbers as labels")
             return y.astype(np.float32), None
-        found = np.unique(y if classes is None else np.concatenate([classes, y]))
-        if found.size != 2:
+        if classes is None:
+            classes = np.unique(y)
+        positive = y == classes[1] if classes.size == 2 else None
+        if positive is None or not (positive | (y == classes[0])).all():
+            found = np.unique(np.concatenate([classes, y]))
             raise ValueError(f"{who}: the {self.loss} loss needs two classes, y holds "
                              f"{found.size}: {found[:5]}")
-        classes = found
-        targets = (y == classes[1]).astype(np.float32)
+        targets = positive.astype(np.float32)
         return (targets if self.loss == "logistic" else 2 * targets - 1), classes
 
     _extra_rows = 0      # the rows of W beyond the features (a factorization machine's padding)
