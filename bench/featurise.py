@@ -14,11 +14,15 @@ parse alone. VW parses in a thread of its own beside its no-op learner's: the CP
 of both libraries are printed beside their wall times.
 
 Each library is timed in a fresh process of its own (this file run with --child), which
-imports only that library: what ran before in the calling process (bench/run.py's earlier
-benchmarks: their threads, their heap, the libraries they loaded) cannot change either
-figure, so bench/run.py's row measures what this file measures alone. In bench/run.py's
-process VW's setup and parse had measured twice as fast as in a process of their own. The
-two are alternated, one warm-up run each first; the figures are medians.
+imports only that library: what ran before in the calling process cannot change either
+figure, so bench/run.py's row measures what this file measures alone. Timed in the calling
+process, bench/run.py's row (1.13x) and this file's (1.70x-2.08x) had disagreed: both
+libraries' times depend on the process's history. After large arrays have been freed
+(bench/run.py's earlier benchmarks), glibc's malloc serves large buffers from its heap, its
+pages already mapped, instead of fresh mmaps whose pages fault in: in one such test, on a
+shared machine, fastad's parse of the quick file took 11.5 ms of CPU against 15.5 ms in a
+process that had freed none, and VW's setup (taken off its run) 3.4 ms against 6.7 ms. The
+two libraries are alternated, each child run once untimed first; the figures are medians.
 
 Run: python bench/featurise.py [--quick]
 """
