@@ -131,7 +131,7 @@ class LinearModel(Model):
         if self.optimizer == "vw":
             threads_only(who, start_method, "optimizer 'vw'")
             if isinstance(X, (str, os.PathLike)) and y is None and sample_weight is None and not self.shuffle:
-                blocks = _FileBlocks(self, who, X)           # streamed: parsed beside the training
+                blocks = _FileBlocks(self, who, X)    # streamed: parsed beside the weights' making and training
                 n_features = 2 ** self.hasher["bits"]
             else:
                 X, y, sample_weight = self._examples(who, X, y, sample_weight)
@@ -139,7 +139,10 @@ class LinearModel(Model):
                 blocks = _Whole(classes, [_block(self, X.indices, X.indptr, X.data, targets,
                                                  _importance(who, sample_weight, X.shape[0]))])
                 n_features = X.shape[1]
-            weights, history = _fit_online(self, blocks, n_features, callback, progress)
+            try:
+                weights, history = _fit_online(self, blocks, n_features, callback, progress)
+            finally:
+                blocks.close()
             self.weights, self.classes_, self.history = weights, blocks.classes, history
             return self
         X, y, sample_weight = self._examples(who, X, y, sample_weight)
@@ -427,6 +430,9 @@ class _Whole:
     def __iter__(self):
         return iter(self.blocks)
 
+    def close(self):
+        """Nothing to end (the _FileBlocks' counterpart)."""
+
 
 class _FileBlocks:
     """The blocks of a VW file's examples, CHUNK at a time, parsed in a thread of their own
@@ -438,12 +444,17 @@ class _FileBlocks:
     def __init__(self, model, who, path):
         self.model, self.who, self.path = model, who, path
         self.classes = None
+        self.chunks = _Ahead(iter_vw(path, Hasher(**model.hasher), chunk=CHUNK))    # parsing from now
+
+    def close(self):
+        """End the parsing thread (`fit` closes the blocks when done, or on an error)."""
+        self.chunks.close()
 
     def __iter__(self):
         model, who = self.model, self.who
         binary = model.loss in ("logistic", "hinge") and model.oaa is None
         held, start = [], 0
-        for chunk in _ahead(iter_vw(self.path, Hasher(**model.hasher), chunk=CHUNK)):
+        for chunk in self.chunks:
             if not len(chunk):                 # an empty file's
                 continue
             _labelled(who, chunk.labels, start)
@@ -467,45 +478,49 @@ class _FileBlocks:
             raise ValueError(f"{who}: {os.fspath(self.path)} holds no examples")
 
 
-def _ahead(items, depth=2):
-    """The items of iterator `items`, each made in a thread of its own up to `depth` ahead of
-    their use (its compiled work, without the GIL, beside the caller's); an error there is
-    raised here, where its item would have come. Closed (`items.close()`) when done or
-    abandoned."""
-    made = queue.Queue(depth)
-    stop = threading.Event()
-    end = object()
+class _Ahead:
+    """The items of iterator `items`, made in a thread of its own, started at once, up to
+    `depth` ahead of their use (its compiled work, without the GIL, beside the caller's: a
+    parser's first chunk beside the allocation of the weights); an error there is raised
+    where its item would have come. `close()` (after iterating, or instead) ends the thread
+    and closes `items`."""
 
-    def produce():
+    _END = object()
+
+    def __init__(self, items, depth=2):
+        self.items, self.made, self.stop = items, queue.Queue(depth), threading.Event()
+        self.thread = threading.Thread(target=self._produce, name="fastad-parse", daemon=True)
+        self.thread.start()
+
+    def _produce(self):
         try:
-            for item in items:
-                if stop.is_set():
+            for item in self.items:
+                if self.stop.is_set():
                     break
-                made.put((item, None))
-            made.put((end, None))
+                self.made.put((item, None))
+            self.made.put((self._END, None))
         except BaseException as exc:           # handed to the consumer
-            made.put((end, exc))
+            self.made.put((self._END, exc))
         finally:
-            items.close()
+            self.items.close()
 
-    thread = threading.Thread(target=produce, name="fastad-parse", daemon=True)
-    thread.start()
-    try:
+    def __iter__(self):
         while True:
-            item, error = made.get()
+            item, error = self.made.get()
             if error is not None:
                 raise error
-            if item is end:
+            if item is self._END:
                 return
             yield item
-    finally:
-        stop.set()
-        while thread.is_alive():               # unblock a producer waiting on a full queue
+
+    def close(self):
+        self.stop.set()
+        while self.thread.is_alive():          # unblock a producer waiting on a full queue
             try:
-                made.get(timeout=0.01)
+                self.made.get(timeout=0.01)
             except queue.Empty:
                 pass
-        thread.join()
+        self.thread.join()
 
 
 def _fit_online(model, blocks, n_features, callback, progress):
