@@ -49,6 +49,28 @@ def test_feature_ids_are_the_name_seeded_with_the_namespace_masked():
     assert h.hash("7") == 7 and h.hash("x", "a") == hash_name("x", hash_name("a")) & 1023
 
 
+def test_names_of_every_length_end_at_each_separator():
+    """A name ends at a space, a tab, ':' or '|' wherever it falls in the eight bytes that
+    featurise.h scans at a time (names of 0 to 20 bytes, some not ASCII, at every offset)."""
+    rng = np.random.default_rng(3)
+    letters = list("abcdefgh") + ["é", "ñ"]
+    h = Hasher(bits=24, constant=False)
+    for _ in range(40):
+        expected, parts = [], []
+        for k in range(rng.integers(1, 12)):
+            namespace = "ABCDEFGHIJKL"[k] + "".join(rng.choice(letters, rng.integers(0, 14)))  # own group
+            parts.append("|" + namespace + rng.choice([" ", "\t"]))
+            for _ in range(rng.integers(1, 5)):
+                name = "".join(rng.choice(letters, rng.integers(1, 21)))
+                value = rng.choice(["", ":2"])
+                parts.append(name + value + rng.choice([" ", "\t", "  "]))
+                expected.append((h.hash(name, namespace), 2.0 if value else 1.0))
+        f = vw("1 " + "".join(parts).rstrip() + "\n", h)
+        assert list(zip(f.ids.tolist(), f.values.tolist())) == expected
+        f = vw("1 " + "".join(parts).rstrip().replace(" |", "|"), h)           # '|' right after a name
+        assert f.ids.tolist() == [i for i, _ in expected]
+
+
 def test_values_namespace_scale_and_zero_features():
     f = vw("1 |a:2 x y:3 z:0 |b w:-1.5e1\n", Hasher(constant=False))
     h = Hasher()
