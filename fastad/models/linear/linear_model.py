@@ -564,7 +564,7 @@ def run_passes(model, blocks, train, callback, progress):
                 rows = block.targets.shape[0]
                 order = (np.random.default_rng([model.seed, epoch]).permutation(rows) if model.shuffle
                          else np.arange(rows))
-                total += train(block, np.array_split(order, model.workers), pool)
+                total += train(block, [order] if model.workers == 1 else np.array_split(order, model.workers), pool)
                 weight += rows if block.importance is None else float(block.importance.sum())
                 n += rows
                 classes = block.targets.shape[1] if block.targets.ndim == 2 else 1
