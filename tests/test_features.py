@@ -187,6 +187,21 @@ def test_chunks_and_block_boundaries_give_the_same_arrays(monkeypatch):
     assert bags(whole) == [b for p in parts for b in bags(p)]
 
 
+def test_the_last_take_hands_the_parsers_buffers_over():
+    """A whole parse's arrays are the parser's own buffers, freed with the arrays (no copy);
+    the parser parses on after it, from empty buffers."""
+    f = vw("1 |a x y\n0 |b z\n")
+    assert all(type(a.base).__name__ == "PyCapsule" for a in (f.offsets, f.values, f.labels, f.weights, f.fields))
+    assert type(f.ids.base.base).__name__ == "PyCapsule"                  # a view of the uint32 ids
+    h = Hasher(constant=False)
+    parser = h.parser()
+    for text, expected in ((b"1 |a x y\n", [[h.hash("x", "a"), h.hash("y", "a")]]), (b"0 |b z\n", [[h.hash("z", "b")]])):
+        parser.feed(text, 0, True, 1 << 40, 1, False, "<test>")
+        ids, offsets, values, labels, weights, fields = parser.take(last=True)
+        assert [ids[offsets[r]:offsets[r + 1]].tolist() for r in range(len(labels))] == expected
+        assert offsets[0] == 0 and values.tolist() == [1.0] * len(ids)
+
+
 def test_a_path_source(tmp_path):
     path = tmp_path / "d.vw"
     path.write_text("1 |a x\n")
