@@ -74,8 +74,10 @@ class LinearModel(Model):
     its number of columns is the model's number of features); or `fa.features.Features`
     (2**bits features; its labels and importance weights are y and sample_weight unless
     given); or the path of a file in VW's text format, read by `fa.features.read_vw` with
-    the model's hasher. Binary labels are any two values (classes_, sorted; the second is
-    the positive class).
+    the model's hasher (by optimizer "vw", without shuffle, y or sample_weight, streamed:
+    parsed CHUNK examples at a time in a thread of its own beside the training, as VW's
+    parser thread beside its learner). Binary labels are any two values (classes_, sorted;
+    the second is the positive class).
 
     >>> model = fa.models.LinearModel(loss="logistic", passes=2).fit("train.vw")
     >>> fa.metrics.roc_auc(test_labels, model.decision_function("test.vw"))
