@@ -49,6 +49,28 @@ def test_feature_ids_are_the_name_seeded_with_the_namespace_masked():
     assert h.hash("7") == 7 and h.hash("x", "a") == hash_name("x", hash_name("a")) & 1023
 
 
+def test_names_of_every_length_end_at_each_separator():
+    """A name ends at a space, a tab, ':' or '|' wherever it falls in the eight bytes that
+    featurise.h scans at a time (names of 0 to 20 bytes, some not ASCII, at every offset)."""
+    rng = np.random.default_rng(3)
+    letters = list("abcdefgh") + ["é", "ñ"]
+    h = Hasher(bits=24, constant=False)
+    for _ in range(40):
+        expected, parts = [], []
+        for k in range(rng.integers(1, 12)):
+            namespace = "ABCDEFGHIJKL"[k] + "".join(rng.choice(letters, rng.integers(0, 14)))  # own group
+            parts.append("|" + namespace + rng.choice([" ", "\t"]))
+            for _ in range(rng.integers(1, 5)):
+                name = "".join(rng.choice(letters, rng.integers(1, 21)))
+                value = rng.choice(["", ":2"])
+                parts.append(name + value + rng.choice([" ", "\t", "  "]))
+                expected.append((h.hash(name, namespace), 2.0 if value else 1.0))
+        f = vw("1 " + "".join(parts).rstrip() + "\n", h)
+        assert list(zip(f.ids.tolist(), f.values.tolist())) == expected
+        f = vw("1 " + "".join(parts).rstrip().replace(" |", "|"), h)           # '|' right after a name
+        assert f.ids.tolist() == [i for i, _ in expected]
+
+
 def test_values_namespace_scale_and_zero_features():
     f = vw("1 |a:2 x y:3 z:0 |b w:-1.5e1\n", Hasher(constant=False))
     h = Hasher()
@@ -163,6 +185,21 @@ def test_chunks_and_block_boundaries_give_the_same_arrays(monkeypatch):
     assert np.array_equal(np.concatenate([p.ids for p in parts]), whole.ids)
     assert np.array_equal(np.concatenate([p.labels for p in parts]), whole.labels)
     assert bags(whole) == [b for p in parts for b in bags(p)]
+
+
+def test_the_last_take_hands_the_parsers_buffers_over():
+    """A whole parse's arrays are the parser's own buffers, freed with the arrays (no copy);
+    the parser parses on after it, from empty buffers."""
+    f = vw("1 |a x y\n0 |b z\n")
+    assert all(type(a.base).__name__ == "PyCapsule" for a in (f.offsets, f.values, f.labels, f.weights, f.fields))
+    assert type(f.ids.base.base).__name__ == "PyCapsule"                  # a view of the uint32 ids
+    h = Hasher(constant=False)
+    parser = h.parser()
+    for text, expected in ((b"1 |a x y\n", [[h.hash("x", "a"), h.hash("y", "a")]]), (b"0 |b z\n", [[h.hash("z", "b")]])):
+        parser.feed(text, 0, True, 1 << 40, 1, False, "<test>")
+        ids, offsets, values, labels, weights, fields = parser.take(last=True)
+        assert [ids[offsets[r]:offsets[r + 1]].tolist() for r in range(len(labels))] == expected
+        assert offsets[0] == 0 and values.tolist() == [1.0] * len(ids)
 
 
 def test_a_path_source(tmp_path):

@@ -1,6 +1,8 @@
 """fa.models.LinearModel and FactorizationMachine: the per-example updates against numpy
 loops, the factorization machine's pairs against brute force, labels, importance weights,
 Hogwild workers, save/load and bad input."""
+import threading
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -373,6 +375,74 @@ def test_vw_update_hogwild_threads_and_progress():
     with pytest.raises(TypeError, match="optimizer 'vw' takes no optimizer_options"):
         fa.models.LinearModel(optimizer_options={"l1": 1.0})
     assert fa.models.LinearModel().lr == 0.5 and fa.models.LinearModel(optimizer="sgd").lr == 0.1
+
+
+def _streamed_file(path, labels, seed=21):
+    """A VW file of the given labels (values -1/+1, or classes), words planted on them."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for r, label in enumerate(labels):
+        words = [f"c{label}"] * int(rng.random() < 0.7) + [f"n{k}" for k in rng.integers(0, 30, 3)]
+        importance = " 3" if r % 4 == 0 else ""
+        lines.append(f"{label}{importance} |w {' '.join(words)} |s v:{rng.uniform(0.5, 2):.3f}\n")
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("loss, oaa, workers", [("logistic", None, 1), ("hinge", None, 1),
+                                                ("squared", None, 1), ("logistic", 3, 1),
+                                                ("logistic", None, 2)])
+def test_vw_update_from_a_path_streams_chunks_as_the_whole_file(tmp_path, monkeypatch, loss, oaa, workers):
+    """fit(path) with optimizer="vw" trains CHUNK examples at a time as the file is parsed (in
+    a thread of its own): at one worker bit for bit the whole file's training, the first
+    chunks held back until they show a binary loss's two classes (here the first 13 lines
+    are all -1)."""
+    from fastad.models.linear import linear_model
+    rng = np.random.default_rng(22)
+    labels = rng.integers(1, 4, 300) if oaa else np.where(np.arange(300) < 13, -1, rng.choice([-1, 1], 300))
+    _streamed_file(tmp_path / "s.vw", labels)
+    threads = []
+    original = linear_model.iter_vw
+
+    def recorded(*args, **kwargs):
+        for chunk in original(*args, **kwargs):
+            threads.append(threading.current_thread().name)
+            yield chunk
+
+    monkeypatch.setattr(linear_model, "CHUNK", 5)
+    monkeypatch.setattr(linear_model, "iter_vw", recorded)
+    hasher = fa.features.Hasher(bits=9)
+    settings = dict(loss=loss, oaa=oaa, passes=2, hasher=hasher, workers=workers)
+    streamed = fa.models.LinearModel(**settings).fit(tmp_path / "s.vw")
+    assert len(threads) == 60 and set(threads) == {"fastad-parse"}
+    whole = fa.models.LinearModel(**settings).fit(fa.features.read_vw(tmp_path / "s.vw", hasher))
+    np.testing.assert_array_equal(streamed.classes_, whole.classes_)
+    if workers == 1:
+        np.testing.assert_allclose(streamed.history, whole.history, rtol=1e-6)
+        np.testing.assert_array_equal(streamed.weights["W"], whole.weights["W"])
+        np.testing.assert_array_equal(streamed.weights["b"], whole.weights["b"])
+    else:
+        assert fa.metrics.roc_auc(labels > 0, streamed.decision_function(tmp_path / "s.vw")) > 0.8
+    assert not [t for t in threading.enumerate() if t.name == "fastad-parse"]
+
+
+def test_vw_update_from_a_path_raises_a_chunks_errors(tmp_path, monkeypatch):
+    """A streamed file's bad line, unlabelled example, third class or single class raises
+    as the whole file's would, the parsing thread ended and the model untouched."""
+    from fastad.models.linear import linear_model
+    monkeypatch.setattr(linear_model, "CHUNK", 4)
+    hasher = fa.features.Hasher(bits=8)
+    model = fa.models.LinearModel(hasher=hasher)
+    cases = {"-1 |w a\n1 |w b\n" * 5 + "1 |w c:x\n": r"line 11, column 8: feature 'c:x'",
+             "-1 |w a\n1 |w b\n" * 5 + "|w c\n": r"example 10 has no label \(NaN\)",
+             "-1 |w a\n1 |w b\n" * 5 + "2 |w c\n": r"needs two classes, y holds 3: \[-1.  1.  2.\]",
+             "1 |w a\n" * 9: r"needs two classes, y holds 1",
+             "": r"holds no examples"}
+    for text, message in cases.items():
+        (tmp_path / "bad.vw").write_text(text)
+        with pytest.raises(ValueError, match=message):
+            model.fit(tmp_path / "bad.vw")
+        assert model.weights is None
+        assert not [t for t in threading.enumerate() if t.name == "fastad-parse"]
 
 
 def test_factorization_machine_refuses_the_vw_update():

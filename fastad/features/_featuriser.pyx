@@ -3,7 +3,9 @@ blocks of lines (VW's text format, CSV/TSV columns or JSON lines) in C, without 
 Python per line, into hashed CSR bags (featurise.h)."""
 import numpy as np
 cimport numpy as cnp
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
 
 cnp.import_array()
@@ -33,11 +35,11 @@ cdef extern from "featurise.h" nogil:
         uint32_t* ids
         float* values
         uint8_t* fields
-        size_t n_ids
+        size_t n_ids, cap_ids
         int64_t* offsets
         float* labels
         float* weights
-        size_t n_examples
+        size_t n_examples, cap_examples
         int64_t error_column
         char error[400]
     uint32_t fa_hash_name(const char* s, size_t n, uint32_t seed)
@@ -209,26 +211,62 @@ cdef class Parser:
             where = f"column {self.f.error_column}"
         return f"{source}: line {line}, {where}: {message}"
 
-    def take(self):
+    def take(self, bint last=False):
         """(ids, offsets, values, labels, weights, fields) of the examples parsed since the last
-        take, as new arrays (ids int32 for bits <= 31, else int64; fields uint8), and the
-        parser emptied."""
+        take (ids int32 for bits <= 31, else int64; fields uint8), and the parser emptied: new
+        arrays, or with `last` (nothing more will be parsed) the parser's own buffers, shrunk
+        to them, which the arrays free when collected (no copy)."""
         cdef Py_ssize_t n_ids = self.f.n_ids, n_ex = self.f.n_examples
-        ids32 = np.empty(n_ids, np.uint32)
-        values = np.empty(n_ids, np.float32)
-        fields = np.empty(n_ids, np.uint8)
-        offsets = np.empty(n_ex + 1, np.int64)
-        labels = np.empty(n_ex, np.float32)
-        weights = np.empty(n_ex, np.float32)
-        if n_ids:
-            memcpy(cnp.PyArray_DATA(ids32), self.f.ids, n_ids * sizeof(uint32_t))
-            memcpy(cnp.PyArray_DATA(values), self.f.values, n_ids * sizeof(float))
-            memcpy(cnp.PyArray_DATA(fields), self.f.fields, n_ids * sizeof(uint8_t))
-        memcpy(cnp.PyArray_DATA(offsets), self.f.offsets, (n_ex + 1) * sizeof(int64_t))
-        if n_ex:
-            memcpy(cnp.PyArray_DATA(labels), self.f.labels, n_ex * sizeof(float))
-            memcpy(cnp.PyArray_DATA(weights), self.f.weights, n_ex * sizeof(float))
+        if last:
+            arrays = (_handed(<void**>&self.f.ids, n_ids, sizeof(uint32_t), cnp.NPY_UINT32),
+                      _handed(<void**>&self.f.offsets, n_ex + 1, sizeof(int64_t), cnp.NPY_INT64),
+                      _handed(<void**>&self.f.values, n_ids, sizeof(float), cnp.NPY_FLOAT32),
+                      _handed(<void**>&self.f.labels, n_ex, sizeof(float), cnp.NPY_FLOAT32),
+                      _handed(<void**>&self.f.weights, n_ex, sizeof(float), cnp.NPY_FLOAT32),
+                      _handed(<void**>&self.f.fields, n_ids, sizeof(uint8_t), cnp.NPY_UINT8))
+            self.f.cap_ids = self.f.cap_examples = 0
+            if fa_reserve(&self.f, 1, 1):
+                raise MemoryError("fa.features: no memory for the parser's buffers")
+            self.f.offsets[0] = 0
+        else:
+            arrays = (np.empty(n_ids, np.uint32), np.empty(n_ex + 1, np.int64), np.empty(n_ids, np.float32),
+                      np.empty(n_ex, np.float32), np.empty(n_ex, np.float32), np.empty(n_ids, np.uint8))
+            if n_ids:
+                memcpy(cnp.PyArray_DATA(arrays[0]), self.f.ids, n_ids * sizeof(uint32_t))
+                memcpy(cnp.PyArray_DATA(arrays[2]), self.f.values, n_ids * sizeof(float))
+                memcpy(cnp.PyArray_DATA(arrays[5]), self.f.fields, n_ids * sizeof(uint8_t))
+            memcpy(cnp.PyArray_DATA(arrays[1]), self.f.offsets, (n_ex + 1) * sizeof(int64_t))
+            if n_ex:
+                memcpy(cnp.PyArray_DATA(arrays[3]), self.f.labels, n_ex * sizeof(float))
+                memcpy(cnp.PyArray_DATA(arrays[4]), self.f.weights, n_ex * sizeof(float))
         self.f.n_ids = 0
         self.f.n_examples = 0
+        ids32, offsets, values, labels, weights, fields = arrays
         ids = ids32.view(np.int32) if self.bits <= 31 else ids32.astype(np.int64)
         return ids, offsets, values, labels, weights, fields
+
+
+cdef void _free_capsule(object capsule) noexcept:
+    free(PyCapsule_GetPointer(capsule, NULL))
+
+
+cdef object _handed(void** data, Py_ssize_t n, size_t item, int typenum):
+    """A 1-D array of the n items at *data, a malloc'd buffer shrunk to them, which the array
+    frees when collected; *data becomes NULL."""
+    cdef void* p = data[0]
+    cdef void* shrunk
+    cdef cnp.npy_intp size = n
+    data[0] = NULL
+    if n == 0:
+        free(p)
+        return cnp.PyArray_EMPTY(1, &size, typenum, 0)
+    shrunk = realloc(p, n * item)
+    if shrunk != NULL:
+        p = shrunk
+    try:
+        array = cnp.PyArray_SimpleNewFromData(1, &size, typenum, p)
+        cnp.set_array_base(array, PyCapsule_New(p, NULL, _free_capsule))
+    except BaseException:
+        free(p)
+        raise
+    return array

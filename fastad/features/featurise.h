@@ -445,6 +445,28 @@ static int fa_finish_line(fa_featuriser* f, float label, float weight)
 
 static inline int fa_space(char c) { return c == ' ' || c == '\t'; }
 
+/* The end of a name in VW's format: the first byte of [p, end) that is a space, a tab, ':' or
+ * '|', or end. Eight bytes at a time where the machine is little-endian: a byte equal to c is
+ * a zero byte of w ^ (c in every byte), and the lowest set bit of (x - 0x01...) & ~x & 0x80...
+ * marks x's first zero byte (bits above it may be set by the borrow, never below), so the
+ * lowest bit of the four masks together is the first of the four bytes. */
+static inline const char* fa_name_end(const char* p, const char* end)
+{
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (end - p >= 8) {
+        uint64_t w, a, b, c, d;
+        memcpy(&w, p, 8);
+        a = w ^ (ones * ' '); b = w ^ (ones * '\t'); c = w ^ (ones * ':'); d = w ^ (ones * '|');
+        uint64_t found = (((a - ones) & ~a) | ((b - ones) & ~b) | ((c - ones) & ~c) | ((d - ones) & ~d)) & highs;
+        if (found) return p + (__builtin_ctzll(found) >> 3);
+        p += 8;
+    }
+#endif
+    while (p < end && !fa_space(*p) && *p != ':' && *p != '|') p++;
+    return p;
+}
+
 /* A label or importance weight: finite, and a weight >= 0. */
 static int fa_label_token(fa_featuriser* f, const char* line, const char* s, const char* e, int is_weight, float* out)
 {
@@ -515,7 +537,7 @@ static int fa_parse_vw_line(fa_featuriser* f, const char* line, size_t len)
             return fa_fail(f, p - line + 1, "a namespace value without a namespace name ('|:')");
         if (p < end && !fa_space(*p) && *p != '|') {
             const char* name = p;
-            while (p < end && !fa_space(*p) && *p != ':' && *p != '|') p++;
+            p = fa_name_end(p, end);
             index = (uint8_t)name[0];
             channel = fa_hash_name(name, (size_t)(p - name), 0);
             if (p < end && *p == ':') {
@@ -539,7 +561,7 @@ static int fa_parse_vw_line(fa_featuriser* f, const char* line, size_t len)
         while (p < end && *p != '|') {
             if (fa_space(*p)) { p++; continue; }
             const char* name = p;
-            while (p < end && !fa_space(*p) && *p != ':' && *p != '|') p++;
+            p = fa_name_end(p, end);
             size_t name_len = (size_t)(p - name);
             double x = 1.0;
             if (p < end && *p == ':') {

@@ -256,7 +256,7 @@ def _stream(hasher, parser, f, name, chunk, on_error, line):
         if final:
             break
     if parser.examples or not yielded:
-        *arrays, fields = parser.take()
+        *arrays, fields = parser.take(last=True)
         yield Features(*arrays, bits=hasher.bits, skipped=parser.skipped - skipped, fields=fields)
 
 

@@ -36,13 +36,6 @@ cdef float* _data(cnp.ndarray a):
     return <float*>cnp.PyArray_DATA(a)
 
 
-def _interleaved(weights):
-    """(size, 3) float32: each weight beside its adaptive sum and normaliser (zero)."""
-    state = np.zeros((weights.size, 3), np.float32)
-    state[:, 0] = weights.ravel()
-    return state
-
-
 cdef const float* _values(values):
     """The data of a float32 array, or NULL for None or an empty one (all ones, no weights)."""
     cdef const float[::1] v
@@ -53,22 +46,21 @@ cdef const float* _values(values):
 
 
 cdef class OnlineUpdate:
-    """The update's state over a model's weights: W (rows x classes or rows) and b (classes),
-    float32, written back by `write_back`; each weight held beside its adaptive sum and
-    normaliser (new, zero); and the normalised rule's running sums, which Hogwild workers
-    each keep and `merge` after a pass. Made by LinearModel.fit, which checks every array."""
+    """The update's state from zero: W (rows x classes) and b (classes), each weight held
+    beside its adaptive sum and normaliser (interleaved, float32), and the normalised rule's
+    running sums, which Hogwild workers each keep and `merge` after a pass; `write_back`
+    copies the weights into a model's arrays. Made by LinearModel.fit, which checks every
+    array it trains on."""
     cdef fa_online m
-    cdef dict arrays
-    cdef readonly int64_t longest
+    cdef cnp.ndarray w_state, b_state
 
-    def __init__(self, weights, loss, tau, eta, longest):
-        self.arrays = {name: (weights[name], _interleaved(weights[name]))
-                       for name in ("W", "b")}
+    def __init__(self, rows, classes, loss, tau, eta):
+        self.w_state = np.zeros((rows * classes, 3), np.float32)    # untouched pages stay unmapped
+        self.b_state = np.zeros((classes, 3), np.float32)
         self.m.loss = LOSSES[loss]
         self.m.tau, self.m.eta = tau, eta
-        self.m.classes = weights["b"].shape[0]
-        self.m.w, self.m.b = _data(self.arrays["W"][1]), _data(self.arrays["b"][1])
-        self.longest = longest
+        self.m.classes = classes
+        self.m.w, self.m.b = _data(self.w_state), _data(self.b_state)
         self.m.total_weight = self.m.sum_norm_x = 0
 
     def worker(self):
@@ -76,7 +68,7 @@ cdef class OnlineUpdate:
         Hogwild worker's, which `merge` adds back)."""
         cdef OnlineUpdate other = OnlineUpdate.__new__(OnlineUpdate)
         other.m = self.m
-        other.arrays, other.longest = self.arrays, self.longest
+        other.w_state, other.b_state = self.w_state, self.b_state
         return other
 
     def merge(self, list workers):
@@ -89,25 +81,27 @@ cdef class OnlineUpdate:
 
     def train(self, const int32_t[::1] ids, const int64_t[::1] offsets, values, const float[::1] targets,
               weights, const int64_t[::1] order):
-        """One pass over the examples order (CSR bags: ids, offsets, values or None for all
-        ones; targets, examples x classes; importance weights or None); returns the sum of
-        importance * loss before each update. Runs without the GIL; `write_back` puts the
-        weights into the model's arrays."""
+        """One pass over the examples order (CSR bags: ids in [0, rows), offsets, values or
+        None for all ones; targets, examples x classes; importance weights or None); returns
+        the sum of importance * loss before each update. Runs without the GIL."""
         cdef const float* vp = _values(values)
         cdef const float* wp = _values(weights)
-        cdef double[::1] scratch = np.empty(self.longest + 1, np.float64)
+        cdef int64_t n = order.shape[0], longest = 1
+        if offsets.shape[0] > 1:
+            longest = max(1, int(np.diff(np.asarray(offsets)).max()))
+        cdef double[::1] scratch = np.empty(longest + 1, np.float64)
         cdef double total
-        cdef int64_t n = order.shape[0]
         cdef const int32_t* ip = &ids[0] if ids.shape[0] else NULL
         with nogil:
             total = fa_online_pass(&self.m, ip, &offsets[0], vp, &targets[0], wp,
                                    &order[0] if n else NULL, n, &scratch[0])
         return total
 
-    def write_back(self):
-        """Copy the trained weights into the arrays the update was made over."""
-        for weights, state in self.arrays.values():
-            weights.reshape(-1)[:] = state[:, 0]
+    def write_back(self, dict weights):
+        """Copy the trained weights into a model's arrays W (rows, or rows x classes) and b
+        (classes)."""
+        weights["W"].reshape(-1)[:] = self.w_state[:, 0]
+        weights["b"][:] = self.b_state[:, 0]
 
 
 cdef extern from "ffm.h" nogil:

@@ -6,14 +6,17 @@ features' ids and values, one bag of any length (`fa.data.BagSampler` with per-i
 trained by `fa.train`'s compiled loop in this process or in Hogwild workers; predictions
 are sparse products in numpy."""
 import os
+import queue
+import threading
 import time
+from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
 
 from fastad.training.feeds import BagSampler
-from fastad.features import Features, Hasher, read_vw
+from fastad.features import Features, Hasher, iter_vw, read_vw
 from fastad._engine.graph import IndexInput, Input, Parameter
 from fastad.ops.elementwise import relu
 from fastad.ops.losses import bce_with_logits, hinge, mse
@@ -32,6 +35,9 @@ LOSSES = ("logistic", "squared", "hinge", "quantile")
 MODEL_OPTIMIZERS = sorted([*OPTIMIZERS, "vw"])
 #: The learning rate of each optimizer when lr is None (VW's -l 0.5 for its update).
 DEFAULT_LR = {"vw": 0.5}
+#: Examples a chunk when optimizer="vw" trains from a VW file's path: the file is parsed in a
+#: thread of its own, a chunk or two ahead of the training.
+CHUNK = 4096
 
 
 class LinearModel(Model):
@@ -68,8 +74,10 @@ class LinearModel(Model):
     its number of columns is the model's number of features); or `fa.features.Features`
     (2**bits features; its labels and importance weights are y and sample_weight unless
     given); or the path of a file in VW's text format, read by `fa.features.read_vw` with
-    the model's hasher. Binary labels are any two values (classes_, sorted; the second is
-    the positive class).
+    the model's hasher (by optimizer "vw", without shuffle, y or sample_weight, streamed:
+    parsed CHUNK examples at a time in a thread of its own beside the training, as VW's
+    parser thread beside its learner). Binary labels are any two values (classes_, sorted;
+    the second is the positive class).
 
     >>> model = fa.models.LinearModel(loss="logistic", passes=2).fit("train.vw")
     >>> fa.metrics.roc_auc(test_labels, model.decision_function("test.vw"))
@@ -122,16 +130,28 @@ class LinearModel(Model):
         who = f"{type(self).__name__}.fit"
         check_callable(who, "callback", callback)
         check_callable(who, "progress", progress)
-        X, y, sample_weight = self._examples(who, X, y, sample_weight)
-        targets, classes = self._targets(who, y, X.shape[0])
-        importance = _importance(who, sample_weight, X.shape[0])
-        examples = _Examples(self, X, targets, importance)
-        weights = self._new_weights(X.shape[1], used_rows(X))
         if self.optimizer == "vw":
             threads_only(who, start_method, "optimizer 'vw'")
-            history = _fit_online(self, examples, weights, callback, progress)
-        else:
-            history = self._fit_graph(who, examples, weights, start_method, callback, progress)
+            if isinstance(X, (str, os.PathLike)) and y is None and sample_weight is None and not self.shuffle:
+                blocks = _FileBlocks(self, who, X)    # streamed: parsed beside the weights' making and training
+                n_features = 2 ** self.hasher["bits"]
+            else:
+                X, y, sample_weight = self._examples(who, X, y, sample_weight)
+                targets, classes = self._targets(who, y, X.shape[0])
+                blocks = _Whole(classes, [_block(self, X.indices, X.indptr, X.data, targets,
+                                                 _importance(who, sample_weight, X.shape[0]))])
+                n_features = X.shape[1]
+            try:
+                weights, history = _fit_online(self, blocks, n_features, callback, progress)
+            finally:
+                blocks.close()
+            self.weights, self.classes_, self.history = weights, blocks.classes, history
+            return self
+        X, y, sample_weight = self._examples(who, X, y, sample_weight)
+        targets, classes = self._targets(who, y, X.shape[0])
+        examples = _Examples(self, X, targets, _importance(who, sample_weight, X.shape[0]))
+        weights = self._new_weights(X.shape[1], used_rows(X))
+        history = self._fit_graph(who, examples, weights, start_method, callback, progress)
         self.weights, self.classes_, self.history = weights, classes, history
         return self
 
@@ -152,11 +172,7 @@ class LinearModel(Model):
             X = read_vw(X, Hasher(**self.hasher))
         if isinstance(X, Features):
             if y is None and n_features is None:        # fit's labels
-                y = X.labels
-                if np.isnan(y).any():
-                    line = int(np.argmax(np.isnan(y)))
-                    raise ValueError(f"{who}: example {line} has no label (NaN); give y or "
-                                     f"label every line")
+                y = _labelled(who, X.labels, 0)
             if sample_weight is None and (X.weights != 1).any():
                 sample_weight = X.weights
             X = sp.csr_matrix((X.values, X.ids, X.offsets), shape=(len(X), 2 ** X.bits))
@@ -164,10 +180,12 @@ class LinearModel(Model):
             raise ValueError(f"{who}: give y, the labels of X (a matrix has none)")
         return _rows(who, X, n_features), y, sample_weight
 
-    def _targets(self, who, y, n):
+    def _targets(self, who, y, n, classes=None):
         """(the training targets as float32, the classes or None): 0/1 for "logistic", -1/+1
         for "hinge", the labels for "squared" and "quantile"; with oaa=K, (n, K) of each
-        class's binary targets (for "logistic" 0/1, else -1/+1) and the classes 1..K."""
+        class's binary targets (for "logistic" 0/1, else -1/+1) and the classes 1..K. A
+        binary loss's classes are y's two values, or `classes` when given (the first chunks'
+        of a streamed file)."""
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != n:
             raise ValueError(f"{who}: y must hold one label per example ({n}), got shape {y.shape}")
@@ -183,10 +201,13 @@ class LinearModel(Model):
             if y.dtype.kind not in "biuf" or not np.isfinite(y.astype(np.float64)).all():
                 raise ValueError(f"{who}: the {self.loss} loss takes finite numbers as labels")
             return y.astype(np.float32), None
-        classes, positive = np.unique(y, return_inverse=True)
-        if classes.size != 2:
+        if classes is None:
+            classes = np.unique(y)
+        positive = y == classes[1] if classes.size == 2 else None
+        if positive is None or not (positive | (y == classes[0])).all():
+            found = np.unique(np.concatenate([classes, y]))
             raise ValueError(f"{who}: the {self.loss} loss needs two classes, y holds "
-                             f"{classes.size}: {classes[:5]}")
+                             f"{found.size}: {found[:5]}")
         targets = positive.astype(np.float32)
         return (targets if self.loss == "logistic" else 2 * targets - 1), classes
 
@@ -380,45 +401,176 @@ def threads_only(who, start_method, what):
                          f"got {start_method!r}")
 
 
-def _fit_online(model, examples, weights, callback, progress):
-    """Train `weights` in place with VW's update (_online.pyx); returns each pass's
-    progressive loss (VW's average loss), as `run_passes`."""
-    ex = examples
-    targets = 2 * ex.targets - 1 if model.loss == "logistic" else ex.targets     # VW's -1/+1
-    targets = np.ascontiguousarray(targets, dtype=np.float32).reshape(-1)
-    update = OnlineUpdate(weights, model.loss, model.quantile_tau, model.lr, ex.longest)
-    ids = ex.ids.astype(np.int32, copy=False)
+def _labelled(who, labels, start):
+    """The labels of examples start, start + 1, ...; an unlabelled one (NaN) is an error."""
+    if np.isnan(labels).any():
+        raise ValueError(f"{who}: example {start + int(np.argmax(np.isnan(labels)))} has no label (NaN); "
+                         f"give y or label every line")
+    return labels
 
-    def train(parts, pool):
+
+#: A block of examples that optimizer="vw" trains: CSR bags (ids int32, offsets int64, values
+#: float32 or None for all ones), their targets (VW's: -1/+1 for "logistic") and importance
+#: weights (or None).
+_Block = namedtuple("_Block", "ids offsets values targets importance")
+
+
+def _block(model, ids, offsets, values, targets, importance):
+    """The _Block of CSR examples and their targets (as LinearModel._targets gives them)."""
+    targets = 2 * targets - 1 if model.loss == "logistic" else targets       # VW's -1/+1
+    return _Block(ids.astype(np.int32, copy=False), offsets.astype(np.int64, copy=False),
+                  None if (values == 1).all() else values,
+                  np.ascontiguousarray(targets, dtype=np.float32), importance)
+
+
+class _Whole:
+    """The examples in memory as one block, and their classes."""
+
+    def __init__(self, classes, blocks):
+        self.classes, self.blocks = classes, blocks
+
+    def __iter__(self):
+        return iter(self.blocks)
+
+    def close(self):
+        """Nothing to end (the _FileBlocks' counterpart)."""
+
+
+class _FileBlocks:
+    """The blocks of a VW file's examples, CHUNK at a time, parsed in a thread of their own
+    (fa.features' parser runs without the GIL) a chunk or two ahead of the training: the file
+    is never held whole. A binary loss's classes are those of the first chunks that hold two
+    (those chunks held back until then); `classes` once read. The parser guarantees finite
+    values and importance weights; a label is checked as it comes."""
+
+    def __init__(self, model, who, path):
+        self.model, self.who, self.path = model, who, path
+        self.classes = None
+        self.chunks = _Ahead(iter_vw(path, Hasher(**model.hasher), chunk=CHUNK))    # parsing from now
+
+    def close(self):
+        """End the parsing thread (`fit` closes the blocks when done, or on an error)."""
+        self.chunks.close()
+
+    def __iter__(self):
+        model, who = self.model, self.who
+        binary = model.loss in ("logistic", "hinge") and model.oaa is None
+        held, start = [], 0
+        for chunk in self.chunks:
+            if not len(chunk):                 # an empty file's
+                continue
+            _labelled(who, chunk.labels, start)
+            start += len(chunk)
+            if binary and self.classes is None:
+                held.append(chunk)
+                seen = np.unique(np.concatenate([c.labels for c in held]))
+                if seen.size < 2:
+                    continue
+                self.classes = model._targets(who, seen, seen.size)[1]     # two, or its error
+                chunks, held = held, []
+            else:
+                chunks = [chunk]
+            for c in chunks:
+                targets, self.classes = model._targets(who, c.labels, len(c), self.classes)
+                yield _block(model, c.ids, c.offsets, c.values, targets,
+                             c.weights if (c.weights != 1).any() else None)
+        if held:                               # one class in the whole file: _targets' error
+            model._targets(who, np.concatenate([c.labels for c in held]), start)
+        if start == 0:
+            raise ValueError(f"{who}: {os.fspath(self.path)} holds no examples")
+
+
+class _Ahead:
+    """The items of iterator `items`, made in a thread of its own, started at once, up to
+    `depth` ahead of their use (its compiled work, without the GIL, beside the caller's: a
+    parser's first chunk beside the allocation of the weights); an error there is raised
+    where its item would have come. `close()` (after iterating, or instead) ends the thread
+    and closes `items`."""
+
+    _END = object()
+
+    def __init__(self, items, depth=2):
+        self.items, self.made, self.stop = items, queue.Queue(depth), threading.Event()
+        self.thread = threading.Thread(target=self._produce, name="fastad-parse", daemon=True)
+        self.thread.start()
+
+    def _produce(self):
+        try:
+            for item in self.items:
+                if self.stop.is_set():
+                    break
+                self.made.put((item, None))
+            self.made.put((self._END, None))
+        except BaseException as exc:           # handed to the consumer
+            self.made.put((self._END, exc))
+        finally:
+            self.items.close()
+
+    def __iter__(self):
+        while True:
+            item, error = self.made.get()
+            if error is not None:
+                raise error
+            if item is self._END:
+                return
+            yield item
+
+    def close(self):
+        self.stop.set()
+        while self.thread.is_alive():          # unblock a producer waiting on a full queue
+            try:
+                self.made.get(timeout=0.01)
+            except queue.Empty:
+                pass
+        self.thread.join()
+
+
+def _fit_online(model, blocks, n_features, callback, progress):
+    """(new weights trained with VW's update (_online.pyx) over `blocks`, each pass's
+    progressive loss (VW's average loss) as `run_passes`)."""
+    classes = model.oaa or 1
+    update = OnlineUpdate(n_features, classes, model.loss, model.quantile_tau, model.lr)
+
+    def train(block, parts, pool):
+        args = (block.ids, block.offsets, block.values, block.targets.reshape(-1), block.importance)
         if len(parts) == 1:
-            total = update.train(ids, ex.offsets, ex.values, targets, ex.importance, parts[0])
-        else:
-            workers = [update.worker() for _ in parts]
-            total = sum(pool.map(lambda w, part: w.train(ids, ex.offsets, ex.values, targets, ex.importance, part),
-                                 workers, parts))
-            update.merge(workers)
+            return update.train(*args, parts[0])
+        workers = [update.worker() for _ in parts]
+        total = sum(pool.map(lambda w, part: w.train(*args, part), workers, parts))
+        update.merge(workers)
         return total
 
-    classes = 1 if ex.targets.ndim == 1 else ex.targets.shape[1]
-    history = run_passes(model, ex, classes, train, callback, progress)
-    update.write_back()                 # nothing reads the model's arrays between passes
-    return history
+    history = run_passes(model, blocks, train, callback, progress)
+    weights = model._new_weights(n_features)
+    update.write_back(weights)          # nothing reads the model's arrays between passes
+    return weights, history
 
 
-def run_passes(model, examples, classes, train, callback, progress):
-    """The passes of a compiled loop of its own (_online.pyx): each pass's examples in order
-    or shuffled, split among `workers` Hogwild threads, `train(parts, pool)` training them
-    and returning the sum of importance * loss; returns each pass's progressive loss (the
-    mean importance-weighted loss of the examples before their updates, per class)."""
-    n = examples.targets.shape[0]
-    total_weight = float(n if examples.importance is None else examples.importance.sum())
-    history, done = [], 0
+def run_passes(model, blocks, train, callback, progress):
+    """The passes of a compiled loop of its own (_online.pyx): each block's examples (a block
+    has `targets`, examples or examples x classes, and `importance`, or None) in order or
+    shuffled, split among `workers` Hogwild threads, `train(block, parts, pool)` training them
+    and returning the sum of importance * loss; `blocks` is iterated once (a file's are made
+    as they are trained) and kept for the passes after the first. Returns each pass's
+    progressive loss (the mean importance-weighted loss of the examples before their
+    updates, per class)."""
+    history, done, kept = [], 0, []
     with ThreadPoolExecutor(model.workers) as pool:
         for epoch in range(1, model.passes + 1):
-            order = (np.random.default_rng([model.seed, epoch]).permutation(n) if model.shuffle
-                     else np.arange(n))
             started = time.perf_counter()
-            loss = train(np.array_split(order, model.workers), pool) / max(total_weight * classes, 1e-300)
+            total = weight = 0.0
+            n = 0
+            for block in (blocks if epoch == 1 else kept):
+                if epoch == 1 and model.passes > 1:
+                    kept.append(block)
+                rows = block.targets.shape[0]
+                order = (np.random.default_rng([model.seed, epoch]).permutation(rows) if model.shuffle
+                         else np.arange(rows))
+                total += train(block, [order] if model.workers == 1 else np.array_split(order, model.workers), pool)
+                weight += rows if block.importance is None else float(block.importance.sum())
+                n += rows
+                classes = block.targets.shape[1] if block.targets.ndim == 2 else 1
+            loss = total / max(weight * classes, 1e-300)
             history.append(loss)
             done += n
             if progress is not None:

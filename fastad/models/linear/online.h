@@ -24,6 +24,13 @@
 #include <math.h>
 #include <stdint.h>
 
+/* A hint to fetch the cache line at p for writing (a hashed table's rows are far apart). */
+#if defined(__GNUC__)
+#define FA_ONLINE_PREFETCH(p) __builtin_prefetch((p), 1)
+#else
+#define FA_ONLINE_PREFETCH(p) ((void)(p))
+#endif
+
 enum { FA_ONLINE_LOGISTIC = 0, FA_ONLINE_SQUARED = 1, FA_ONLINE_HINGE = 2, FA_ONLINE_QUANTILE = 3 };
 
 typedef struct {
@@ -158,6 +165,11 @@ static inline double fa_online_pass(fa_online* m, const int32_t* ids, const int6
     for (int64_t e = 0; e < n; e++) {
         int64_t r = order[e], start = offsets[r], len = offsets[r + 1] - start;
         double weight = weights ? weights[r] : 1.0;
+        if (e + 1 < n) {            /* the next example's weights on their way while this one trains */
+            int64_t next = order[e + 1];
+            for (int64_t i = offsets[next]; i < offsets[next + 1]; i++)
+                FA_ONLINE_PREFETCH(m->w + 3 * (int64_t)ids[i] * C);
+        }
         if (weight <= 0) continue;
         for (int64_t c = 0; c < C; c++)
             total += weight * fa_online_example(m, ids + start, values ? values + start : 0, len, c,
