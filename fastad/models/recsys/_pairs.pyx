@@ -289,7 +289,8 @@ cdef extern from *:
      * fa_first_above: WarpSampler's scans of its candidate negatives, with item features
      * (bags) or by ids (one row each, score fa_row_dot plus bias[item]): the first k in
      * [start, n) whose score is above `threshold`, else n; the bags' scan starts loading the
-     * rows of candidate k + FA_BAG_AHEAD as it scores candidate k. */
+     * rows of candidate k + FA_BAG_AHEAD as it scores candidate k, and the feature ids and
+     * weights of candidate k + 2 * FA_BAG_AHEAD (whose offsets the caller has loading). */
     #define FA_BAG_AHEAD 2
     #define FA_BAG_SCORE(T, S)                                                                     \
     static inline double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,            \
@@ -311,6 +312,14 @@ cdef extern from *:
             const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,                  \
             double threshold) {                                                                    \
         for (Py_ssize_t k = start; k < n; k++) {                                                   \
+            if (k + 2 * FA_BAG_AHEAD < n) {                                                        \
+                int64_t later = items[k + 2 * FA_BAG_AHEAD];                                       \
+                int64_t first = indptr[later], count = indptr[later + 1] - first;                  \
+                if (count) {                                                                       \
+                    fa_prefetch_span(indices + first, count * sizeof(int32_t));                    \
+                    fa_prefetch_span(values + first, count * sizeof(double));                      \
+                }                                                                                  \
+            }                                                                                      \
             if (k + FA_BAG_AHEAD < n) {                                                            \
                 int64_t ahead = items[k + FA_BAG_AHEAD];                                           \
                 for (int64_t p = indptr[ahead]; p < indptr[ahead + 1]; p++)                        \
@@ -478,11 +487,23 @@ cdef class FeatureBags:
             fa_prefetch_span(table + <int64_t>self.indices[p] * row_bytes, row_bytes)
 
     @cython.final
+    cdef void prefetch_bag(self, int64_t row) noexcept nogil:
+        """Start loading row `row`'s feature ids and weights (its offsets read)."""
+        cdef int64_t start = self.indptr[row], count = self.indptr[row + 1] - start
+        if count:
+            fa_prefetch_span(self.indices + start, count * sizeof(int32_t))
+            fa_prefetch_span(self.values + start, count * sizeof(double))
+
+    @cython.final
     cdef Py_ssize_t write(self, int64_t row, int64_t* ids, floating* weights, Py_ssize_t at,
                           double sign) noexcept nogil:
         """Write row `row`'s feature ids into ids[at:] and sign * their weights into
-        weights[at:]; returns the position past them."""
+        weights[at:]; returns the position past them (the identity's bag without reading it)."""
         cdef int64_t p
+        if self.identity:
+            ids[at] = row
+            weights[at] = <floating>sign
+            return at + 1
         for p in range(self.indptr[row], self.indptr[row + 1]):
             ids[at] = self.indices[p]
             weights[at] = <floating>(sign * self.values[p])
@@ -1077,8 +1098,12 @@ cdef class WarpSampler(PairwiseSampler):
                                       else fa_rng_below(&rng, self.n_items))
                 if self.item_bags is None:
                     fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes)
-                elif k < FA_BAG_AHEAD:         # the later ones' as the scan reaches them
+                elif k < FA_BAG_AHEAD:         # the later ones' rows as the scan reaches them
                     self.item_bags.prefetch(self.candidates[k], <const char*>V, row_bytes)
+                elif k < 2 * FA_BAG_AHEAD:     # their bags' ids and weights: the scan loads
+                    self.item_bags.prefetch_bag(self.candidates[k])      # the later ones'
+                else:                          # their offsets
+                    fa_prefetch(&self.item_bags.indptr[self.candidates[k]])
             self.rng = rng
             found = -1
             while True:
