@@ -195,91 +195,86 @@ cdef extern from *:
      * sum_p w_p V[rows[p]], each element's products added in the bag's order (a user's
      * representation). */
     #if defined(__GNUC__)
-    #define FA_LANES(T) typedef T fa_lanes __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));
+    typedef float fa_lanes_f __attribute__((vector_size(32), aligned(4), may_alias));
+    typedef double fa_lanes_d __attribute__((vector_size(32), aligned(8), may_alias));
     #define FA_IN_LANES(T, i, n) for (; (i) + 2 * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += 2 * 32 / sizeof(T))
     #else
-    #define FA_LANES(T) typedef T fa_lanes;
+    typedef float fa_lanes_f;
+    typedef double fa_lanes_d;
     #define FA_IN_LANES(T, i, n) if (0)
     #endif
-    #define FA_LANE_OF(p, i) (*(const fa_lanes*)((p) + (i)))
-    #define FA_LANE_WIDTH(T) ((Py_ssize_t)(32 / sizeof(T)))
     #define FA_BAG_DOTS(T, S)                                                                      \
-    static inline double fa_lanes_total_##S(const void* sums, size_t bytes) {                      \
-        T lanes[32 / sizeof(T)];                                                                   \
-        memcpy(lanes, sums, bytes);                                                                \
-        for (size_t half = bytes / sizeof(T) / 2; half > 0; half /= 2)   /* halves folded */      \
+    /* the bag's sum over elements [i, i + 2 L) (L: the lanes of 32 bytes), into *a and *b */     \
+    static inline void fa_bag_lanes_##S(const T* V, const int32_t* rows, const double* weights,    \
+                                        int64_t count, Py_ssize_t dim, Py_ssize_t i,               \
+                                        fa_lanes_##S* a, fa_lanes_##S* b) {                        \
+        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
+        memset(a, 0, sizeof *a);                                                                   \
+        memset(b, 0, sizeof *b);                                                                   \
+        for (int64_t p = 0; p < count; p++) {                                                      \
+            const T* row = V + (int64_t)rows[p] * dim + i;                                         \
+            T w = (T)weights[p];                                                                   \
+            *a += w * *(const fa_lanes_##S*)row;                                                   \
+            *b += w * *(const fa_lanes_##S*)(row + L);                                             \
+        }                                                                                          \
+    }                                                                                              \
+    /* the bag's sum at element i */                                                               \
+    static inline T fa_bag_element_##S(const T* V, const int32_t* rows, const double* weights,     \
+                                       int64_t count, Py_ssize_t dim, Py_ssize_t i) {              \
+        T sum = 0;                                                                                 \
+        for (int64_t p = 0; p < count; p++) sum += (T)weights[p] * V[(int64_t)rows[p] * dim + i];  \
+        return sum;                                                                                \
+    }                                                                                              \
+    /* the two sums' lanes added (halves folded), and the products of the elements past them */   \
+    static inline double fa_lanes_total_##S(fa_lanes_##S low, fa_lanes_##S high) {                 \
+        T lanes[sizeof(fa_lanes_##S) / sizeof(T)];                                                 \
+        low += high;                                                                               \
+        memcpy(lanes, &low, sizeof lanes);                                                         \
+        for (size_t half = sizeof lanes / sizeof(T) / 2; half > 0; half /= 2)                      \
             for (size_t l = 0; l < half; l++) lanes[l] += lanes[l + half];                         \
         return lanes[0];                                                                           \
     }                                                                                              \
     static inline double fa_bag_dot_##S(const T* user_row, const T* V, const int32_t* rows,        \
                                         const double* weights, int64_t count, Py_ssize_t dim) {    \
-        FA_LANES(T)                                                                                \
-        const Py_ssize_t L = FA_LANE_WIDTH(T);                                                     \
-        fa_lanes low, high;                                                                        \
+        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
+        fa_lanes_##S low, high, a, b;                                                              \
         memset(&low, 0, sizeof low);                                                               \
         memset(&high, 0, sizeof high);                                                             \
         Py_ssize_t i = 0;                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            fa_lanes a, b;                                                                         \
-            memset(&a, 0, sizeof a);                                                               \
-            memset(&b, 0, sizeof b);                                                               \
-            for (int64_t p = 0; p < count; p++) {                                                  \
-                const T* row = V + (int64_t)rows[p] * dim + i;                                     \
-                T w = (T)weights[p];                                                               \
-                a += w * FA_LANE_OF(row, 0);                                                       \
-                b += w * FA_LANE_OF(row, L);                                                       \
-            }                                                                                      \
-            low += FA_LANE_OF(user_row, i) * a;                                                    \
-            high += FA_LANE_OF(user_row, i + L) * b;                                               \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, &a, &b);                             \
+            low += *(const fa_lanes_##S*)(user_row + i) * a;                                       \
+            high += *(const fa_lanes_##S*)(user_row + i + L) * b;                                  \
         }                                                                                          \
-        low += high;                                                                               \
-        double total = fa_lanes_total_##S(&low, sizeof low);                               \
-        for (; i < dim; i++) {                                                                     \
-            T sum = 0;                                                                             \
-            for (int64_t p = 0; p < count; p++) sum += (T)weights[p] * V[(int64_t)rows[p] * dim + i]; \
-            total += user_row[i] * sum;                                                            \
-        }                                                                                          \
+        double total = fa_lanes_total_##S(low, high);                                              \
+        for (; i < dim; i++) total += user_row[i] * fa_bag_element_##S(V, rows, weights, count, dim, i); \
         return total;                                                                              \
     }                                                                                              \
     static inline double fa_row_dot_##S(const T* user_row, const T* row, Py_ssize_t dim) {         \
-        FA_LANES(T)                                                                                \
-        const Py_ssize_t L = FA_LANE_WIDTH(T);                                                     \
-        fa_lanes low, high;                                                                        \
+        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
+        fa_lanes_##S low, high;                                                                    \
         memset(&low, 0, sizeof low);                                                               \
         memset(&high, 0, sizeof high);                                                             \
         Py_ssize_t i = 0;                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            low += FA_LANE_OF(user_row, i) * FA_LANE_OF(row, i);                                   \
-            high += FA_LANE_OF(user_row, i + L) * FA_LANE_OF(row, i + L);                          \
+            low += *(const fa_lanes_##S*)(user_row + i) * *(const fa_lanes_##S*)(row + i);         \
+            high += *(const fa_lanes_##S*)(user_row + i + L) * *(const fa_lanes_##S*)(row + i + L); \
         }                                                                                          \
-        low += high;                                                                               \
-        double total = fa_lanes_total_##S(&low, sizeof low);                               \
+        double total = fa_lanes_total_##S(low, high);                                              \
         for (; i < dim; i++) total += user_row[i] * row[i];                                        \
         return total;                                                                              \
     }                                                                                              \
     FA_CLONED void fa_bag_represent_##S(T* __restrict out, const T* V, const int32_t* rows,        \
                                         const double* weights, int64_t count, Py_ssize_t dim) {    \
-        FA_LANES(T)                                                                                \
-        const Py_ssize_t L = FA_LANE_WIDTH(T);                                                     \
+        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
+        fa_lanes_##S a, b;                                                                         \
         Py_ssize_t i = 0;                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            fa_lanes a, b;                                                                         \
-            memset(&a, 0, sizeof a);                                                               \
-            memset(&b, 0, sizeof b);                                                               \
-            for (int64_t p = 0; p < count; p++) {                                                  \
-                const T* row = V + (int64_t)rows[p] * dim + i;                                     \
-                T w = (T)weights[p];                                                               \
-                a += w * FA_LANE_OF(row, 0);                                                       \
-                b += w * FA_LANE_OF(row, L);                                                       \
-            }                                                                                      \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, &a, &b);                             \
             memcpy(out + i, &a, sizeof a);                                                         \
             memcpy(out + i + L, &b, sizeof b);                                                     \
         }                                                                                          \
-        for (; i < dim; i++) {                                                                     \
-            T sum = 0;                                                                             \
-            for (int64_t p = 0; p < count; p++) sum += (T)weights[p] * V[(int64_t)rows[p] * dim + i]; \
-            out[i] = sum;                                                                          \
-        }                                                                                          \
+        for (; i < dim; i++) out[i] = fa_bag_element_##S(V, rows, weights, count, dim, i);         \
     }
     FA_BAG_DOTS(float, f)
     FA_BAG_DOTS(double, d)
