@@ -400,3 +400,12 @@ def test_feature_bags_pickle_and_check_their_matrix():
     np.testing.assert_array_equal(back.matrix.toarray(), features.toarray())
     with pytest.raises(ValueError, match="features has shape"):
         fa.data.FeatureBags(features, N_ITEMS + 1)
+
+
+def test_feature_bags_know_the_identity():
+    """The identity (LightFM's features when none are given) is known as such, whose bags
+    WarpSampler scores as ids; a permutation, other weights or another shape are not it."""
+    assert fa.data.FeatureBags(sp.identity(5, format="csr"), 5).identity
+    for other in (sp.identity(5, format="csr")[[1, 0, 2, 3, 4]], sp.identity(5, format="csr") * 2.0,
+                  sp.hstack([sp.identity(5), sp.csr_matrix((5, 1))]).tocsr(), _features(5, 2, 0)):
+        assert not fa.data.FeatureBags(other, 5).identity

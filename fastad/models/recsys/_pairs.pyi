@@ -30,6 +30,7 @@ class FeatureBags:
     n_rows: Final[int]
     n_features: Final[int]
     longest: Final[int]
+    identity: Final[bool]
     def __init__(self, features: Any, rows: int, who: str = "FeatureBags", name: str = "features") -> None: ...
 
 class FeatureSampler(Sampler):

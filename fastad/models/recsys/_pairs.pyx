@@ -12,7 +12,6 @@ from libc.math cimport floor, log
 from libc.stdint cimport int32_t, int64_t
 
 from fastad._engine.graph cimport Variable, Input, empty_buffer, check_flag, check_int, require_float
-from fastad._engine.loops cimport row_dot
 from fastad._engine.rng cimport fa_rng, fa_rng_below
 from fastad.training.sampler cimport (Sampler, fa_prefetch, fa_prefetch_span, _share, _seed_stream, _index_leaf,
                                 _integer_array)
@@ -184,48 +183,178 @@ cdef class Interactions:
 
 cdef extern from *:
     """
+    #include <string.h>
     #include "clones.h"
-    /* A row's score through its bag of weighted features (FeatureBags.score): sum over its
-     * features f of w_f * (user_row . V[f] by fa_dot (loops.pxd), plus bias[f] unless bias is
-     * NULL). fa_bag_first_above: WarpSampler's scan of its candidate negatives with item
-     * features, the first k in [start, n) whose score is above `threshold`, else n; it starts
-     * loading the rows of candidate k + FA_BAG_AHEAD as it scores candidate k. */
+    /* WarpSampler's scores, LightFM's way: a row's representation is made once and dotted with
+     * the user's once (not one dot a feature), in lanes of 32 bytes (one AVX2 register in the
+     * AVX2 clones, two SSE ones in the others, the same values in both) with two sums, each
+     * lane's products added in one order, the rest one element at a time.
+     * fa_bag_dot: user_row . (sum_p w_p V[rows[p]]) over a bag's `count` feature rows of V and
+     * their weights; fa_row_dot: user_row . row, the same value as a bag of one row of weight 1
+     * (an id is the identity's bag), without the multiplications by 1. fa_bag_represent: out =
+     * sum_p w_p V[rows[p]], each element's products added in the bag's order (a user's
+     * representation). */
+    #if defined(__GNUC__)
+    typedef float fa_lanes_f __attribute__((vector_size(32), aligned(4), may_alias));
+    typedef double fa_lanes_d __attribute__((vector_size(32), aligned(8), may_alias));
+    #define FA_IN_LANES(T, i, n) for (; (i) + 2 * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += 2 * 32 / sizeof(T))
+    #else
+    typedef float fa_lanes_f;
+    typedef double fa_lanes_d;
+    #define FA_IN_LANES(T, i, n) if (0)
+    #endif
+    #define FA_BAG_DOTS(T, S)                                                                      \
+    /* the bag's sum over elements [i, i + 2 L) (L: the lanes of 32 bytes), into *a and *b */     \
+    static inline void fa_bag_lanes_##S(const T* V, const int32_t* rows, const double* weights,    \
+                                        int64_t count, Py_ssize_t dim, Py_ssize_t i,               \
+                                        fa_lanes_##S* a, fa_lanes_##S* b) {                        \
+        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
+        memset(a, 0, sizeof *a);                                                                   \
+        memset(b, 0, sizeof *b);                                                                   \
+        for (int64_t p = 0; p < count; p++) {                                                      \
+            const T* row = V + (int64_t)rows[p] * dim + i;                                         \
+            T w = (T)weights[p];                                                                   \
+            *a += w * *(const fa_lanes_##S*)row;                                                   \
+            *b += w * *(const fa_lanes_##S*)(row + L);                                             \
+        }                                                                                          \
+    }                                                                                              \
+    /* the bag's sum at element i */                                                               \
+    static inline T fa_bag_element_##S(const T* V, const int32_t* rows, const double* weights,     \
+                                       int64_t count, Py_ssize_t dim, Py_ssize_t i) {              \
+        T sum = 0;                                                                                 \
+        for (int64_t p = 0; p < count; p++) sum += (T)weights[p] * V[(int64_t)rows[p] * dim + i];  \
+        return sum;                                                                                \
+    }                                                                                              \
+    /* the two sums' lanes added (halves folded), and the products of the elements past them */   \
+    static inline double fa_lanes_total_##S(fa_lanes_##S low, fa_lanes_##S high) {                 \
+        T lanes[sizeof(fa_lanes_##S) / sizeof(T)];                                                 \
+        low += high;                                                                               \
+        memcpy(lanes, &low, sizeof lanes);                                                         \
+        for (size_t half = sizeof lanes / sizeof(T) / 2; half > 0; half /= 2)                      \
+            for (size_t l = 0; l < half; l++) lanes[l] += lanes[l + half];                         \
+        return lanes[0];                                                                           \
+    }                                                                                              \
+    static inline double fa_bag_dot_##S(const T* user_row, const T* V, const int32_t* rows,        \
+                                        const double* weights, int64_t count, Py_ssize_t dim) {    \
+        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
+        fa_lanes_##S low, high, a, b;                                                              \
+        memset(&low, 0, sizeof low);                                                               \
+        memset(&high, 0, sizeof high);                                                             \
+        Py_ssize_t i = 0;                                                                          \
+        FA_IN_LANES(T, i, dim) {                                                                   \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, &a, &b);                             \
+            low += *(const fa_lanes_##S*)(user_row + i) * a;                                       \
+            high += *(const fa_lanes_##S*)(user_row + i + L) * b;                                  \
+        }                                                                                          \
+        double total = fa_lanes_total_##S(low, high);                                              \
+        for (; i < dim; i++) total += user_row[i] * fa_bag_element_##S(V, rows, weights, count, dim, i); \
+        return total;                                                                              \
+    }                                                                                              \
+    static inline double fa_row_dot_##S(const T* user_row, const T* row, Py_ssize_t dim) {         \
+        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
+        fa_lanes_##S low, high;                                                                    \
+        memset(&low, 0, sizeof low);                                                               \
+        memset(&high, 0, sizeof high);                                                             \
+        Py_ssize_t i = 0;                                                                          \
+        FA_IN_LANES(T, i, dim) {                                                                   \
+            low += *(const fa_lanes_##S*)(user_row + i) * *(const fa_lanes_##S*)(row + i);         \
+            high += *(const fa_lanes_##S*)(user_row + i + L) * *(const fa_lanes_##S*)(row + i + L); \
+        }                                                                                          \
+        double total = fa_lanes_total_##S(low, high);                                              \
+        for (; i < dim; i++) total += user_row[i] * row[i];                                        \
+        return total;                                                                              \
+    }                                                                                              \
+    FA_CLONED void fa_bag_represent_##S(T* __restrict out, const T* V, const int32_t* rows,        \
+                                        const double* weights, int64_t count, Py_ssize_t dim) {    \
+        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
+        fa_lanes_##S a, b;                                                                         \
+        Py_ssize_t i = 0;                                                                          \
+        FA_IN_LANES(T, i, dim) {                                                                   \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, &a, &b);                             \
+            memcpy(out + i, &a, sizeof a);                                                         \
+            memcpy(out + i + L, &b, sizeof b);                                                     \
+        }                                                                                          \
+        for (; i < dim; i++) out[i] = fa_bag_element_##S(V, rows, weights, count, dim, i);         \
+    }
+    FA_BAG_DOTS(float, f)
+    FA_BAG_DOTS(double, d)
+
+    /* A bag's score for a user's representation (FeatureBags.score): fa_bag_dot over row
+     * `row`'s features, plus sum_f w_f * bias[f] unless bias is NULL. fa_bag_first_above and
+     * fa_first_above: WarpSampler's scans of its candidate negatives, with item features
+     * (bags) or by ids (one row each, score fa_row_dot plus bias[item]): the first k in
+     * [start, n) whose score is above `threshold`, else n; the bags' scan starts loading the
+     * rows of candidate k + FA_BAG_AHEAD as it scores candidate k, and the feature ids and
+     * weights of candidate k + 2 * FA_BAG_AHEAD (whose offsets the caller has loading). */
     #define FA_BAG_AHEAD 2
-    #define FA_BAG_SCORE(T, S)                                                                  \
-    static inline double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,         \
-                                          const int64_t* indptr, const int32_t* indices,        \
-                                          const double* values, int64_t row, Py_ssize_t dim) {  \
-        double total = 0;                                                                       \
-        for (int64_t p = indptr[row]; p < indptr[row + 1]; p++) {                               \
-            double term = fa_dot_##S(user_row, V + (int64_t)indices[p] * dim, dim);             \
-            if (bias != NULL) term += bias[indices[p]];                                         \
-            total += values[p] * term;                                                          \
-        }                                                                                       \
-        return total;                                                                           \
-    }                                                                                           \
-    FA_CLONED Py_ssize_t fa_bag_first_above_##S(const T* user_row, const T* V, const T* bias,   \
-            const int64_t* indptr, const int32_t* indices, const double* values,                \
-            const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,               \
-            double threshold) {                                                                 \
-        for (Py_ssize_t k = start; k < n; k++) {                                                \
-            if (k + FA_BAG_AHEAD < n) {                                                         \
-                int64_t ahead = items[k + FA_BAG_AHEAD];                                        \
-                for (int64_t p = indptr[ahead]; p < indptr[ahead + 1]; p++)                     \
-                    fa_prefetch_span(V + (int64_t)indices[p] * dim, dim * sizeof(T));           \
-            }                                                                                   \
-            if (fa_bag_score_##S(user_row, V, bias, indptr, indices, values, items[k], dim)     \
-                    > threshold) return k;                                                      \
-        }                                                                                       \
-        return n;                                                                               \
+    #define FA_BAG_SCORE(T, S)                                                                     \
+    static inline double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,            \
+                                          const int64_t* indptr, const int32_t* indices,           \
+                                          const double* values, int64_t row, Py_ssize_t dim) {     \
+        int64_t start = indptr[row], count = indptr[row + 1] - start;                              \
+        double total = fa_bag_dot_##S(user_row, V, indices + start, values + start, count, dim);   \
+        if (bias != NULL)                                                                          \
+            for (int64_t p = start; p < start + count; p++) total += values[p] * bias[indices[p]]; \
+        return total;                                                                              \
+    }                                                                                              \
+    FA_CLONED double fa_bag_score_cloned_##S(const T* user_row, const T* V, const T* bias,         \
+            const int64_t* indptr, const int32_t* indices, const double* values, int64_t row,      \
+            Py_ssize_t dim) {                                                                      \
+        return fa_bag_score_##S(user_row, V, bias, indptr, indices, values, row, dim);             \
+    }                                                                                              \
+    FA_CLONED Py_ssize_t fa_bag_first_above_##S(const T* user_row, const T* V, const T* bias,      \
+            const int64_t* indptr, const int32_t* indices, const double* values,                   \
+            const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,                  \
+            double threshold) {                                                                    \
+        for (Py_ssize_t k = start; k < n; k++) {                                                   \
+            if (k + 2 * FA_BAG_AHEAD < n) {                                                        \
+                int64_t later = items[k + 2 * FA_BAG_AHEAD];                                       \
+                int64_t first = indptr[later], count = indptr[later + 1] - first;                  \
+                if (count) {                                                                       \
+                    fa_prefetch_span(indices + first, count * sizeof(int32_t));                    \
+                    fa_prefetch_span(values + first, count * sizeof(double));                      \
+                }                                                                                  \
+            }                                                                                      \
+            if (k + FA_BAG_AHEAD < n) {                                                            \
+                int64_t ahead = items[k + FA_BAG_AHEAD];                                           \
+                for (int64_t p = indptr[ahead]; p < indptr[ahead + 1]; p++)                        \
+                    fa_prefetch_span(V + (int64_t)indices[p] * dim, dim * sizeof(T));              \
+            }                                                                                      \
+            if (fa_bag_score_##S(user_row, V, bias, indptr, indices, values, items[k], dim)        \
+                    > threshold) return k;                                                         \
+        }                                                                                          \
+        return n;                                                                                  \
+    }                                                                                              \
+    static inline double fa_id_score_##S(const T* user_row, const T* V, const T* bias,             \
+                                         int64_t item, Py_ssize_t dim) {                           \
+        double total = fa_row_dot_##S(user_row, V + item * dim, dim);                              \
+        return bias != NULL ? total + bias[item] : total;                                          \
+    }                                                                                              \
+    FA_CLONED double fa_id_score_cloned_##S(const T* user_row, const T* V, const T* bias,          \
+                                            int64_t item, Py_ssize_t dim) {                        \
+        return fa_id_score_##S(user_row, V, bias, item, dim);                                      \
+    }                                                                                              \
+    FA_CLONED Py_ssize_t fa_first_above_##S(const T* user_row, const T* V, const T* bias,          \
+                                            const int64_t* items, Py_ssize_t start,                \
+                                            Py_ssize_t n, Py_ssize_t dim, double threshold) {      \
+        for (Py_ssize_t k = start; k < n; k++)                                                     \
+            if (fa_id_score_##S(user_row, V, bias, items[k], dim) > threshold) return k;           \
+        return n;                                                                                  \
     }
     FA_BAG_SCORE(float, f)
     FA_BAG_SCORE(double, d)
     """
     enum: FA_BAG_AHEAD
-    double fa_bag_score_f(const float* user_row, const float* V, const float* bias, const int64_t* indptr,
-                          const int32_t* indices, const double* values, int64_t row, Py_ssize_t dim) noexcept nogil
-    double fa_bag_score_d(const double* user_row, const double* V, const double* bias, const int64_t* indptr,
-                          const int32_t* indices, const double* values, int64_t row, Py_ssize_t dim) noexcept nogil
+    void fa_bag_represent_f(float* out, const float* V, const int32_t* rows, const double* weights, int64_t count,
+                            Py_ssize_t dim) noexcept nogil
+    void fa_bag_represent_d(double* out, const double* V, const int32_t* rows, const double* weights,
+                            int64_t count, Py_ssize_t dim) noexcept nogil
+    double fa_bag_score_cloned_f(const float* user_row, const float* V, const float* bias, const int64_t* indptr,
+                                 const int32_t* indices, const double* values, int64_t row,
+                                 Py_ssize_t dim) noexcept nogil
+    double fa_bag_score_cloned_d(const double* user_row, const double* V, const double* bias,
+                                 const int64_t* indptr, const int32_t* indices, const double* values, int64_t row,
+                                 Py_ssize_t dim) noexcept nogil
     Py_ssize_t fa_bag_first_above_f(const float* user_row, const float* V, const float* bias,
                                     const int64_t* indptr, const int32_t* indices, const double* values,
                                     const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
@@ -234,6 +363,16 @@ cdef extern from *:
                                     const int64_t* indptr, const int32_t* indices, const double* values,
                                     const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
                                     double threshold) noexcept nogil
+    double fa_id_score_cloned_f(const float* user_row, const float* V, const float* bias, int64_t item,
+                                Py_ssize_t dim) noexcept nogil
+    double fa_id_score_cloned_d(const double* user_row, const double* V, const double* bias, int64_t item,
+                                Py_ssize_t dim) noexcept nogil
+    Py_ssize_t fa_first_above_f(const float* user_row, const float* V, const float* bias,
+                                const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                double threshold) noexcept nogil
+    Py_ssize_t fa_first_above_d(const double* user_row, const double* V, const double* bias,
+                                const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
+                                double threshold) noexcept nogil
 
 
 cdef class FeatureBags:
@@ -244,7 +383,9 @@ cdef class FeatureBags:
     (rows, n_features) matrix of finite weights >= 0 (a stored zero is left out) whose row
     count is `rows`, and holds it as canonical CSR: int32 feature ids, float64 weights. The
     representation of row r is sum_f w[r, f] * E[f] over a table E of n_features rows, its
-    bias sum_f w[r, f] * b[f]. Rows are taken as given: not normalised (normalise them
+    bias sum_f w[r, f] * b[f]. `identity`: whether it is the identity matrix (row r the
+    feature r of weight 1, LightFM's features when none are given), whose bags the samplers
+    read as the ids they are. Rows are taken as given: not normalised (normalise them
     yourself, as LightFM's users do, when a row should weigh 1 in all). Errors name `who`
     and `name`.
 
@@ -256,6 +397,7 @@ cdef class FeatureBags:
     cdef const int32_t* indices
     cdef const double* values
     cdef readonly int64_t n_rows, n_features, longest
+    cdef readonly bint identity     # row r is feature r alone, of weight 1: the bags of ids
 
     def __init__(self, features, rows, who="FeatureBags", name="features"):
         import scipy.sparse as sp
@@ -287,6 +429,9 @@ cdef class FeatureBags:
         for arr in (self.indptr_array, self.indices_array, self.values_array):
             arr.flags.writeable = False
         self.longest = int(np.diff(self.indptr_array).max())
+        self.identity = bool(self.n_rows == self.n_features and matrix.nnz == self.n_rows
+                             and np.array_equal(self.indices_array, np.arange(self.n_rows))
+                             and np.all(self.values_array == 1.0))
         self.indptr = <const int64_t*>cnp.PyArray_DATA(self.indptr_array)
         self.indices = <const int32_t*>cnp.PyArray_DATA(self.indices_array)
         self.values = <const double*>cnp.PyArray_DATA(self.values_array)
@@ -301,26 +446,21 @@ cdef class FeatureBags:
     cdef void represent(self, int64_t row, const floating* table, Py_ssize_t dim,
                         floating* out) noexcept nogil:
         """out = sum_f w[row, f] * table[f] (dim values a row), in the table's precision."""
-        cdef Py_ssize_t d
-        cdef int64_t p
-        cdef const floating* source
-        cdef floating w
-        for d in range(dim):
-            out[d] = 0
-        for p in range(self.indptr[row], self.indptr[row + 1]):
-            source = table + <int64_t>self.indices[p] * dim
-            w = <floating>self.values[p]
-            for d in range(dim):
-                out[d] += w * source[d]
+        cdef int64_t start = self.indptr[row], count = self.indptr[row + 1] - start
+        if floating is float:
+            fa_bag_represent_f(out, table, self.indices + start, self.values + start, count, dim)
+        else:
+            fa_bag_represent_d(out, table, self.indices + start, self.values + start, count, dim)
 
     @cython.final
     cdef double score(self, int64_t row, const floating* user_row, const floating* table,
                       const floating* bias, Py_ssize_t dim) noexcept nogil:
-        """The score of row `row` (an item) for a user's representation `user_row`:
-        sum_f w[row, f] * (user_row . table[f] + bias[f]) (no bias when bias is NULL)."""
+        """The score of row `row` (an item) for a user's representation `user_row`: its
+        representation sum_f w[row, f] * table[f] dotted with user_row, plus
+        sum_f w[row, f] * bias[f] (no bias when bias is NULL)."""
         if floating is float:
-            return fa_bag_score_f(user_row, table, bias, self.indptr, self.indices, self.values, row, dim)
-        return fa_bag_score_d(user_row, table, bias, self.indptr, self.indices, self.values, row, dim)
+            return fa_bag_score_cloned_f(user_row, table, bias, self.indptr, self.indices, self.values, row, dim)
+        return fa_bag_score_cloned_d(user_row, table, bias, self.indptr, self.indices, self.values, row, dim)
 
     @cython.final
     cdef Py_ssize_t first_above(self, const floating* user_row, const floating* table, const floating* bias,
@@ -342,11 +482,23 @@ cdef class FeatureBags:
             fa_prefetch_span(table + <int64_t>self.indices[p] * row_bytes, row_bytes)
 
     @cython.final
+    cdef void prefetch_bag(self, int64_t row) noexcept nogil:
+        """Start loading row `row`'s feature ids and weights (its offsets read)."""
+        cdef int64_t start = self.indptr[row], count = self.indptr[row + 1] - start
+        if count:
+            fa_prefetch_span(self.indices + start, count * sizeof(int32_t))
+            fa_prefetch_span(self.values + start, count * sizeof(double))
+
+    @cython.final
     cdef Py_ssize_t write(self, int64_t row, int64_t* ids, floating* weights, Py_ssize_t at,
                           double sign) noexcept nogil:
         """Write row `row`'s feature ids into ids[at:] and sign * their weights into
-        weights[at:]; returns the position past them."""
+        weights[at:]; returns the position past them (the identity's bag without reading it)."""
         cdef int64_t p
+        if self.identity:
+            ids[at] = row
+            weights[at] = <floating>sign
+            return at + 1
         for p in range(self.indptr[row], self.indptr[row + 1]):
             ids[at] = self.indices[p]
             weights[at] = <floating>(sign * self.values[p])
@@ -683,34 +835,6 @@ cdef class PairwiseSampler(Sampler):
         return f"triple {self.epoch_examples} of the epoch"
 
 
-cdef extern from *:
-    """
-    #include "clones.h"
-    /* WarpSampler's scan of its candidate negatives: the first k in [start, n) whose score
-     * for the user (user_row . V[items[k]] by fa_dot (loops.pxd), plus bias[items[k]] unless
-     * bias is NULL) is above `threshold`, else n. */
-    #define FA_FIRST_ABOVE(T, S)                                                            \
-    FA_CLONED Py_ssize_t fa_first_above_##S(const T* user_row, const T* V, const T* bias,   \
-                                            const int64_t* items, Py_ssize_t start,         \
-                                            Py_ssize_t n, Py_ssize_t dim, double threshold) { \
-        for (Py_ssize_t k = start; k < n; k++) {                                            \
-            double score = fa_dot_##S(user_row, V + items[k] * dim, dim);                   \
-            if (bias != NULL) score += bias[items[k]];                                      \
-            if (score > threshold) return k;                                                \
-        }                                                                                   \
-        return n;                                                                           \
-    }
-    FA_FIRST_ABOVE(float, f)
-    FA_FIRST_ABOVE(double, d)
-    """
-    Py_ssize_t fa_first_above_f(const float* user_row, const float* V, const float* bias,
-                                const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
-                                double threshold) noexcept nogil
-    Py_ssize_t fa_first_above_d(const double* user_row, const double* V, const double* bias,
-                                const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
-                                double threshold) noexcept nogil
-
-
 cdef inline Py_ssize_t _first_above(const floating* user_row, const floating* V, const floating* bias,
                                     const int64_t* items, Py_ssize_t start, Py_ssize_t n, Py_ssize_t dim,
                                     double threshold) noexcept nogil:
@@ -721,12 +845,11 @@ cdef inline Py_ssize_t _first_above(const floating* user_row, const floating* V,
 
 cdef inline double _score(const floating* user_row, const floating* V, const floating* bias, int64_t item,
                           Py_ssize_t dim) noexcept nogil:
-    """The model's score of `item` for the user of `user_row`: its dot with V[item], plus the
-    item's bias when there are biases."""
-    cdef double score = row_dot(user_row, V + item * dim, dim)
-    if bias != NULL:
-        score += bias[item]
-    return score
+    """The model's score of `item` for the user of `user_row`: its dot with V[item] (fa_row_dot,
+    as the scans score), plus the item's bias when there are biases."""
+    if floating is float:
+        return fa_id_score_cloned_f(user_row, V, bias, item, dim)
+    return fa_id_score_cloned_d(user_row, V, bias, item, dim)
 
 
 cdef enum:
@@ -798,7 +921,8 @@ cdef class WarpSampler(PairwiseSampler):
                   have a row per feature, a user's representation is sum_f w[u, f] * U[f]
                   and an item's score sum_f w[i, f] * (user . V[f] + b[f]): LightFM's
                   hybrid model. The leaves still take ids; `FeatureSampler` writes them
-                  as the graph's feature bags.
+                  as the graph's feature bags. Scores are made LightFM's way: a row's
+                  representation once, then one dot (identity bags are scored as ids).
     max_sampled   the most candidate negatives a positive draws (>= 1; LightFM's 10).
     rank_estimate "sampled" (default, LightFM's) or "online", as above.
     weighted      WARP (not k-OS): each triple's weight times its positive's stored value in
@@ -828,12 +952,15 @@ cdef class WarpSampler(PairwiseSampler):
     """
     cdef Variable user_table, item_table, item_bias
     cdef readonly FeatureBags user_features, item_features     # None: ids
+    cdef FeatureBags user_bags, item_bags     # the bags its scores read: None for ids or identity bags
     cdef object user_row_array       # with user features: the drawn user's representation
     cdef char* user_row
     cdef Py_ssize_t dim
     cdef readonly Py_ssize_t max_sampled, kos_k, kos_n       # kos_k 0: WARP
     cdef int64_t candidates[CANDIDATES]   # the candidate negatives being scanned
-    cdef int64_t ahead_pair          # the positive after next (an interaction), drawn and loading
+    cdef fa_pair ahead_pair          # the positive after next, read, its bags' offsets loading
+    cdef int64_t ahead_k             # its interaction
+    cdef int64_t drawn_k             # the positive after that (an interaction), drawn, its pair loading
     cdef object order_array          # WARP: the worker's share of the interactions in a shuffled order,
     cdef int32_t* order              # each once a pass (offsets from first_pair)
     cdef int64_t cursor              # the next of `order` to take
@@ -889,6 +1016,8 @@ cdef class WarpSampler(PairwiseSampler):
             self.user_features = _bags_of(who, "user_features", user_features, self.n_users)
         if item_features is not None:
             self.item_features = _bags_of(who, "item_features", item_features, self.n_items)
+        self.user_bags = None if self.user_features is None or self.user_features.identity else self.user_features
+        self.item_bags = None if self.item_features is None or self.item_features.identity else self.item_features
         user_rows = self.n_users if user_features is None else self.user_features.n_features
         item_rows = self.n_items if item_features is None else self.item_features.n_features
         if U._shape[0] != user_rows or V._shape[0] != item_rows:
@@ -998,10 +1127,14 @@ cdef class WarpSampler(PairwiseSampler):
             for k in range(chunk):
                 self.candidates[k] = (self.pairs[fa_rng_below(&rng, self.nnz)].item if self.by_popularity
                                       else fa_rng_below(&rng, self.n_items))
-                if self.item_features is None:
+                if self.item_bags is None:
                     fa_prefetch_span(<const char*>V + self.candidates[k] * row_bytes, row_bytes)
-                elif k < FA_BAG_AHEAD:         # the later ones' as the scan reaches them
-                    self.item_features.prefetch(self.candidates[k], <const char*>V, row_bytes)
+                elif k < FA_BAG_AHEAD:         # the later ones' rows as the scan reaches them
+                    self.item_bags.prefetch(self.candidates[k], <const char*>V, row_bytes)
+                elif k < 2 * FA_BAG_AHEAD:     # their bags' ids and weights: the scan loads
+                    self.item_bags.prefetch_bag(self.candidates[k])      # the later ones'
+                else:                          # their offsets
+                    fa_prefetch(&self.item_bags.indptr[self.candidates[k]])
             self.rng = rng
             found = -1
             while True:
@@ -1039,25 +1172,34 @@ cdef class WarpSampler(PairwiseSampler):
     cdef (int64_t, int64_t) _next_positive(self) noexcept nogil:
         """The next positive (user, item): the worker's share of the interactions is walked in
         an order shuffled each pass, each interaction once (LightFM's epoch over its
-        interactions); the next is read one positive ahead (its rows loading) and drawn two
-        ahead (its pair loading), so their cache misses overlap the work in between."""
+        interactions). A pipeline three positives deep, so that each load's cache miss overlaps
+        the work in between: the positive drawn three ahead has its pair loading, the one two
+        ahead (its pair read) the offsets of its bags and of its user's items, the next (its
+        offsets read) its table rows and its user's items."""
         cdef fa_pair pair
         if not self.primed:
             self.next_k = self._walk()
             self.next_pair = self.pairs[self.next_k]
-            self.ahead_pair = self._walk()
+            self.ahead_k = self._walk()
+            self.ahead_pair = self.pairs[self.ahead_k]
+            self.drawn_k = self._walk()
             self.primed = True
         pair = self.next_pair
         self.positive_k = self.next_k
-        self.next_pair = self.pairs[self.ahead_pair]
-        self.next_k = self.ahead_pair
-        self._prefetch_rows_of(0, self.user_features, self.next_pair.user)
-        self._prefetch_rows_of(1, self.item_features, self.next_pair.item)
+        self.next_pair, self.next_k = self.ahead_pair, self.ahead_k
+        self._prefetch_rows_of(0, self.user_bags, self.next_pair.user)
+        self._prefetch_rows_of(1, self.item_bags, self.next_pair.item)
         fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])
-        self.ahead_pair = self._walk()
-        fa_prefetch(&self.pairs[self.ahead_pair])
+        self.ahead_pair, self.ahead_k = self.pairs[self.drawn_k], self.drawn_k
+        fa_prefetch(&self.indptr[self.ahead_pair.user])
+        if self.user_bags is not None:
+            fa_prefetch(&self.user_bags.indptr[self.ahead_pair.user])
+        if self.item_bags is not None:
+            fa_prefetch(&self.item_bags.indptr[self.ahead_pair.item])
+        self.drawn_k = self._walk()
+        fa_prefetch(&self.pairs[self.drawn_k])
         if self.pair_weights != NULL:
-            fa_prefetch(&self.pair_weights[self.ahead_pair])
+            fa_prefetch(&self.pair_weights[self.drawn_k])
         return pair.user, pair.item
 
     cdef void _prefetch_rows_of(self, Py_ssize_t leaf, FeatureBags bags, int64_t row) noexcept nogil:
@@ -1071,27 +1213,27 @@ cdef class WarpSampler(PairwiseSampler):
             self.prefetch_rows(leaf, bags.indices[p])
 
     cdef const floating* _user_row(self, int64_t user, const floating* U) noexcept nogil:
-        """The user's representation: row `user` of U, or with user features their weighted
-        sum, made in this sampler's own buffer."""
-        if self.user_features is None:
+        """The user's representation: row `user` of U (by id, or the identity's bag), or with
+        user features their weighted sum, made in this sampler's own buffer."""
+        if self.user_bags is None:
             return U + user * self.dim
-        self.user_features.represent(user, U, self.dim, <floating*>self.user_row)
+        self.user_bags.represent(user, U, self.dim, <floating*>self.user_row)
         return <const floating*>self.user_row
 
     cdef double _score_of(self, int64_t item, const floating* user_row, const floating* V,
                           const floating* bias) noexcept nogil:
         """The model's score of `item` for the user of `user_row` (through its features, with
         item features)."""
-        if self.item_features is None:
+        if self.item_bags is None:
             return _score(user_row, V, bias, item, self.dim)
-        return self.item_features.score(item, user_row, V, bias, self.dim)
+        return self.item_bags.score(item, user_row, V, bias, self.dim)
 
     cdef Py_ssize_t _first_violating(self, const floating* user_row, const floating* V, const floating* bias,
                                      Py_ssize_t start, Py_ssize_t n, double threshold) noexcept nogil:
         """The first of candidates[start:n] that scores above `threshold`, else n."""
-        if self.item_features is None:
+        if self.item_bags is None:
             return _first_above(user_row, V, bias, self.candidates, start, n, self.dim, threshold)
-        return self.item_features.first_above(user_row, V, bias, self.candidates, start, n, self.dim, threshold)
+        return self.item_bags.first_above(user_row, V, bias, self.candidates, start, n, self.dim, threshold)
 
     cdef int64_t _walk(self) noexcept nogil:
         """The next interaction of the shuffled walk (a pass done, the order is shuffled anew:
