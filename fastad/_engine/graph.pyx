@@ -1528,7 +1528,7 @@ cdef int _init_leaf(Variable leaf, str op, cnp.ndarray arr, bint requires_grad, 
         set_storage(leaf, _backend.from_host(device, arr))
         leaf.size = arr.size
     leaf._shape = (<object>arr).shape
-    leaf.f64 = arr.dtype == float64
+    leaf.f64 = cnp.PyArray_TYPE(arr) == cnp.NPY_FLOAT64
     leaf.op_name = op
     leaf.parents = ()
     leaf.is_leaf = True
@@ -1843,20 +1843,29 @@ cdef bint _any_negative(const int64_t* ids, Py_ssize_t n) noexcept nogil:
 
 
 cdef cnp.ndarray _index_array(object ids, str argname):
-    try:
-        arr = np.asarray(ids)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{argname}: cannot make an array of ids from this data ({e})") from None
-    if arr.dtype.kind not in "iu":
-        if arr.size == 0 and arr.dtype.kind == "f":
-            arr = arr.astype(np.int64)
-        else:
+    """`ids` as a new C-contiguous int64 buffer (new_buffer), or the error naming `argname`:
+    integers (an empty float array passes), each >= 0 and < 2**63. The copy and its check
+    are C loops: a leaf made an example pays no numpy reductions."""
+    cdef cnp.ndarray arr
+    if isinstance(ids, np.ndarray):
+        arr = <cnp.ndarray>ids
+    else:
+        try:
+            arr = np.asarray(ids)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{argname}: cannot make an array of ids from this data ({e})") from None
+    cdef int type_num = cnp.PyArray_TYPE(arr)
+    if not cnp.PyTypeNum_ISINTEGER(type_num):
+        if not (cnp.PyArray_SIZE(arr) == 0 and cnp.PyTypeNum_ISFLOAT(type_num)):
             raise TypeError(f"{argname}: ids must be integers, got dtype {arr.dtype}")
-    if arr.size and arr.min() < 0:
-        raise IndexError(f"{argname}: ids must be >= 0, got {arr.min()}")
-    if arr.size and arr.dtype.kind == "u" and arr.max() > INT64_MAX:
+    elif (cnp.PyTypeNum_ISUNSIGNED(type_num) and cnp.PyArray_ITEMSIZE(arr) == 8
+            and cnp.PyArray_SIZE(arr) and arr.max() > INT64_MAX):
         raise IndexError(f"{argname}: ids must be < 2**63, got {arr.max()}")
-    return own_buffer_copy(np.array(arr, dtype=np.int64, order="C", copy=True))
+    cdef cnp.ndarray out = new_buffer(cnp.PyArray_NDIM(arr), cnp.PyArray_DIMS(arr), cnp.NPY_INT64)
+    cnp.PyArray_CopyInto(out, arr)
+    if _any_negative(<const int64_t*>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(out)):
+        raise IndexError(f"{argname}: ids must be >= 0, got {arr.min()}")
+    return out
 
 
 @cython.no_gc
