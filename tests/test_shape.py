@@ -197,6 +197,7 @@ def test_an_int_key_picks_the_entry_numpy_picks_with_its_gradient(shape):
         p = fa.Parameter(x, dtype=np.float64)
         y = p[key]
         assert y.shape == x[key].shape and np.array_equal(y.value, x[key])
+        assert np.shares_memory(y.value, p.value) and not y.value.flags.writeable
         (y * 2.0).sum().backward()
         expected = np.zeros_like(x)
         expected[key] = 2.0

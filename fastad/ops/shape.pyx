@@ -194,6 +194,36 @@ cdef Variable _from_view(str op, Variable x, cnp.ndarray view):
     return _gather(op, x, positions, size == x.size)
 
 
+cdef Variable _row(str op, Variable x, object key):
+    """x[key] for an int key of x's first axis, in range (negative from the end), of a
+    C-contiguous x on the host: the View _from_view makes of numpy's view, the view made
+    here without numpy's indexing (a tree's nodes each read their row this way). None for
+    any other x or key: _index's general path then answers (and words the errors)."""
+    cdef cnp.ndarray value = x._value
+    cdef int nd = cnp.PyArray_NDIM(value)
+    if nd == 0 or not cnp.PyArray_IS_C_CONTIGUOUS(value):
+        return None
+    cdef Py_ssize_t n = cnp.PyArray_DIMS(value)[0], i
+    try:
+        i = key
+    except OverflowError:
+        return None
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        return None
+    cdef Py_ssize_t row = cnp.PyArray_SIZE(value) // n
+    cdef cnp.ndarray view = cnp.PyArray_New(
+        np.ndarray, nd - 1, cnp.PyArray_DIMS(value) + 1, cnp.PyArray_TYPE(value), NULL,
+        <char*>cnp.PyArray_DATA(value) + i * row * cnp.PyArray_ITEMSIZE(value), 0, 0, None)  # read-only
+    cnp.set_array_base(view, value)
+    cdef View node = View.__new__(View)
+    node.x = x
+    node.offset = i * row
+    init_node_on(node, op, (x,), view)
+    return finish(node)
+
+
 cdef bint _is_basic_index(object part):
     """True for the parts of a key that numpy answers with a view: ints, slices, None, ...."""
     if type(part) is int or part is None or part is Ellipsis or type(part) is slice:
@@ -360,6 +390,10 @@ def getitem(x, key):
 
 cdef Variable _index(str op, Variable v, object key):
     """The `op` node picking v[key] (see getitem): a View, or a Gather of flat positions."""
+    if type(key) is int and backend_of(v) is None:
+        row = _row(op, v, key)
+        if row is not None:
+            return row
     cdef tuple parts = key if isinstance(key, tuple) else (key,)
     cdef bint basic = True, ellipsis = False
     for part in parts:
