@@ -32,7 +32,7 @@ from libc.stdlib cimport malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad._engine.graph cimport (Variable, IndexInput, OneInput, init_node, init_node_on, finish, require_float, same_dtype,
+from fastad._engine.graph cimport (Variable, IndexInput, OneInput, init_node, init_node_on, finish, value_array, require_float, same_dtype,
                               backend_of, backend_among)
 from fastad._engine.graph import register_methods
 from fastad._engine.loops cimport element_size, put_values, zero_values, vec_zero
@@ -176,7 +176,7 @@ cdef Variable _from_view(str op, Variable x, cnp.ndarray view):
     cdef int nd = cnp.PyArray_NDIM(view)
     cdef Py_ssize_t steps[cnp.NPY_MAXDIMS]
     cdef View node
-    if view is x._value:            # the read-only flag below must not reach x's own array
+    if view is value_array(x):      # the read-only flag below must not reach x's own array
         view = view.view()
     if cnp.PyArray_IS_C_CONTIGUOUS(view):
         node = View.__new__(View)
@@ -199,7 +199,7 @@ cdef Variable _row(str op, Variable x, object key):
     C-contiguous x on the host: the View _from_view makes of numpy's view, the view made
     here without numpy's indexing (a tree's nodes each read their row this way). None for
     any other x or key: _index's general path then answers (and words the errors)."""
-    cdef cnp.ndarray value = x._value
+    cdef cnp.ndarray value = value_array(x)
     cdef int nd = cnp.PyArray_NDIM(value)
     if nd == 0 or not cnp.PyArray_IS_C_CONTIGUOUS(value):
         return None
@@ -281,13 +281,13 @@ cdef IndexInput _reshaped_ids(IndexInput x, object shape):
         raise ValueError(f"reshape: x holds integer ids on {x.device}; integer ids reshape on the "
                          f"CPU only (reshape the ids before moving them)")
     try:
-        view = x._value.reshape(shape)
+        view = value_array(x).reshape(shape)
     except ValueError as e:
         raise ValueError(f"reshape: cannot reshape integer ids of shape {x._shape} ({x.size} "
                          f"elements) into {shape} ({e})") from None
     except TypeError as e:
         raise TypeError(f"reshape: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
-    if view is x._value:
+    if view is value_array(x):
         view = view.view()
     cnp.PyArray_CLEARFLAGS(view, cnp.NPY_ARRAY_WRITEABLE)
     cdef IndexView node = IndexView.__new__(IndexView)
@@ -300,7 +300,7 @@ cdef Variable _reshaped(str op, Variable v, object shape):
     # On a device, a stand-in host array of x's shape (zero strides: it allocates nothing)
     # checks `shape` and infers the -1.
     dev = backend_of(v)
-    cdef object source = (v._value if dev is None
+    cdef object source = (value_array(v) if dev is None
                           else np.broadcast_to(np.empty((), dtype=np.int8), v._shape))
     try:
         view = source.reshape(shape)
@@ -334,7 +334,7 @@ def detach(x):
     if (dev := backend_of(v)) is not None:
         node = dev.detach(v)                    # the device's view of x's buffer
     else:
-        node = _from_view("detach", v, v._value)
+        node = _from_view("detach", v, value_array(v))
     node.requires_grad = False
     return node
 
@@ -370,7 +370,7 @@ def transpose(x, axes=None):
     cdef Variable v = require_float("transpose", x, "x")
     if (dev := backend_of(v)) is not None:
         return dev.transpose(v, _transpose_axes(v._shape, axes))
-    return _from_view("transpose", v, v._value.transpose(_transpose_axes(v._shape, axes)))
+    return _from_view("transpose", v, value_array(v).transpose(_transpose_axes(v._shape, axes)))
 
 
 def getitem(x, key):
@@ -406,7 +406,7 @@ cdef Variable _index(str op, Variable v, object key):
     try:
         if basic and dev is None:
             # A trailing Ellipsis makes numpy return a 0-d view, not a scalar, for all-int keys.
-            view = v._value[parts if ellipsis else parts + (Ellipsis,)]
+            view = value_array(v)[parts if ellipsis else parts + (Ellipsis,)]
         elif basic:      # the positions as a view of a count: a device's (or a recording's) x[i]
             positions = np.arange(v.size, dtype=np.int64).reshape(v._shape)[
                 parts if ellipsis else parts + (Ellipsis,)]
