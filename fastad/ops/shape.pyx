@@ -474,7 +474,8 @@ cdef tuple _join_inputs(str op, object xs):
         raise ValueError(f"{op}: xs is empty; need at least one Variable")
     cdef Py_ssize_t i
     for i in range(len(xs)):
-        require_float(op, xs[i], f"xs[{i}]")
+        if not isinstance(xs[i], Variable) or isinstance(xs[i], IndexInput):
+            require_float(op, xs[i], f"xs[{i}]")      # raises, naming xs[i]
         same_dtype(op, <Variable>xs[0], <Variable>xs[i])
     return tuple(xs)
 
