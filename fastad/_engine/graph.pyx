@@ -579,6 +579,20 @@ cdef int init_node_on(Variable node, str op, tuple inputs, cnp.ndarray value) ex
                       cnp.PyArray_TYPE(value) == cnp.NPY_FLOAT64)
 
 
+cdef int init_view_node(Variable node, str op, tuple inputs, tuple shape, Py_ssize_t size, bint f64,
+                        char* data, object owner) except -1:
+    """Like init_node, for a node whose value is `size` elements of an input's buffer from
+    `data` on (a contiguous run of it), which `owner` keeps alive: no buffer of its own, and
+    its array, made when read (value_array), is read-only."""
+    _wire(node, op, inputs, f64)
+    node._shape = _untracked(shape)
+    node.size = size
+    node.val_ptr = data
+    node._value_block = owner
+    node.value_read_only = True
+    return 0
+
+
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1:
     """Like init_node, with the shape and dtype of `like` (no tuple work)."""
     return _init_placed(node, op, inputs, like._shape, like.size, like.f64)
@@ -960,10 +974,12 @@ cdef cnp.ndarray _array_over(Variable x, char* data, object owner):
 
 cdef cnp.ndarray value_array(Variable x):
     """x's value as an array (None on a device, or never initialised): an op node's is made
-    over its slot of the value arena when first read, and kept (its base is the block, not
-    the node: no cycle)."""
+    over its slot of the value arena (or a view node's over its input's buffer) when first
+    read, and kept (its base is the block or the input's array, not the node: no cycle)."""
     if x._value is None and x._value_block is not None and x.val_ptr != NULL and not x.on_device:
         x._value = _array_over(x, x.val_ptr, x._value_block)
+        if x.value_read_only:
+            cnp.PyArray_CLEARFLAGS(x._value, cnp.NPY_ARRAY_WRITEABLE)
     return x._value
 
 

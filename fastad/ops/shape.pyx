@@ -32,7 +32,7 @@ from libc.stdlib cimport malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad._engine.graph cimport (Variable, IndexInput, OneInput, init_node, init_node_on, finish, value_array, require_float, same_dtype,
+from fastad._engine.graph cimport (Variable, IndexInput, OneInput, init_node, init_node_on, init_view_node, finish, value_array, require_float, same_dtype,
                               backend_of, backend_among)
 from fastad._engine.graph import register_methods
 from fastad._engine.loops cimport element_size, put_values, zero_values, vec_zero
@@ -196,14 +196,15 @@ cdef Variable _from_view(str op, Variable x, cnp.ndarray view):
 
 cdef Variable _row(str op, Variable x, object key):
     """x[key] for an int key of x's first axis, in range (negative from the end), of a
-    C-contiguous x on the host: the View _from_view makes of numpy's view, the view made
-    here without numpy's indexing (a tree's nodes each read their row this way). None for
-    any other x or key: _index's general path then answers (and words the errors)."""
-    cdef cnp.ndarray value = value_array(x)
-    cdef int nd = cnp.PyArray_NDIM(value)
-    if nd == 0 or not cnp.PyArray_IS_C_CONTIGUOUS(value):
+    C-contiguous x on the host: the View _from_view makes of numpy's view, made here without
+    numpy's indexing, and without an array until its value is read (init_view_node): a
+    tree's nodes each read their row this way. None for any other x or key: _index's general
+    path then answers (and words the errors)."""
+    cdef object owner = x._value if x._value is not None else x._value_block
+    if (owner is None or len(x._shape) == 0
+            or (x._value is not None and not cnp.PyArray_IS_C_CONTIGUOUS(x._value))):
         return None
-    cdef Py_ssize_t n = cnp.PyArray_DIMS(value)[0], i
+    cdef Py_ssize_t n = x._shape[0], i
     try:
         i = key
     except OverflowError:
@@ -212,15 +213,12 @@ cdef Variable _row(str op, Variable x, object key):
         i += n
     if not 0 <= i < n:
         return None
-    cdef Py_ssize_t row = cnp.PyArray_SIZE(value) // n
-    cdef cnp.ndarray view = cnp.PyArray_New(
-        np.ndarray, nd - 1, cnp.PyArray_DIMS(value) + 1, cnp.PyArray_TYPE(value), NULL,
-        <char*>cnp.PyArray_DATA(value) + i * row * cnp.PyArray_ITEMSIZE(value), 0, 0, None)  # read-only
-    cnp.set_array_base(view, value)
+    cdef Py_ssize_t row = x.size // n
     cdef View node = View.__new__(View)
     node.x = x
     node.offset = i * row
-    init_node_on(node, op, (x,), view)
+    init_view_node(node, op, (x,), x._shape[1:], row, x.f64,
+                   x.val_ptr + i * row * element_size(x.f64), owner)
     return finish(node)
 
 
