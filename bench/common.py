@@ -1,6 +1,7 @@
 """Shared benchmark plumbing: alternate timings of competitors in one process."""
 import argparse
 import functools
+import gc
 import importlib.util
 import os
 import platform
@@ -134,7 +135,11 @@ def torch_train_step(loss, opt):
 
 def timed_epoch(step, examples):
     """(examples per second, mean loss) of one pass of `step(example)` (which returns the
-    example's loss) over `examples`."""
+    example's loss) over `examples`. Python's cyclic collector runs first, outside the
+    clock: a full collection of what the process made before (the data, the libraries'
+    imports: tens of ms, about a third of a quick epoch) would otherwise land on whichever
+    library's epoch its threshold happened to trip in."""
+    gc.collect()
     t0 = time.perf_counter()
     total = sum(step(example) for example in examples)
     return len(examples) / (time.perf_counter() - t0), total / len(examples)

@@ -122,3 +122,14 @@ def test_the_gpu_benchmark_says_why_it_skips_and_runs_on_the_emulator():
                           "--batch", "2", "--quick"], capture_output=True, text=True, check=True,
                          env=same_fastad)
     assert out.stdout.count("ns/step") == 3, out.stdout
+
+
+def test_a_timed_epoch_runs_the_cyclic_collector_before_its_clock_starts(monkeypatch):
+    from bench_modules import bench_module
+    common = bench_module("common")
+    events = []
+    monkeypatch.setattr(common.gc, "collect", lambda: events.append("collect"))
+    real_clock = common.time.perf_counter
+    monkeypatch.setattr(common.time, "perf_counter", lambda: events.append("clock") or real_clock())
+    rate, mean = common.timed_epoch(lambda example: example * 2.0, [1.0, 2.0, 3.0])
+    assert events == ["collect", "clock", "clock"] and mean == 4.0 and rate > 0

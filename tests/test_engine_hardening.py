@@ -1,5 +1,6 @@
 """Regression tests for engine edge cases found in review."""
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -65,6 +66,30 @@ def test_shared_arrays_must_be_writeable_numpy_arrays():
 def test_huge_unsigned_ids_are_rejected():
     with pytest.raises(IndexError, match="2\\*\\*63"):
         fa.IndexInput(np.array([2**63 + 5], dtype=np.uint64))
+
+
+@pytest.mark.parametrize("ids", [[3, 0, 7], np.array([3, 0, 7], dtype=np.int32),
+                                 np.array([3, 0, 7], dtype=np.uint8), np.array([3, 9, 0, 9, 7])[::2]])
+def test_index_inputs_copy_any_integer_ids_into_int64(ids):
+    source = np.array(ids)
+    ix = fa.IndexInput(ids)
+    assert ix.value.dtype == np.int64 and ix.value.flags.c_contiguous
+    np.testing.assert_array_equal(ix.value, [3, 0, 7])
+    source[...] = 1                          # a copy: the leaf does not see its source change
+    np.testing.assert_array_equal(ix.value, [3, 0, 7])
+    assert fa.IndexInput(np.zeros((0, 2))).shape == (0, 2)     # no ids: an empty float array will do
+
+
+@pytest.mark.parametrize("ids, error, message", [
+    ([2, -1], IndexError, "IndexInput: ids must be >= 0, got -1"),
+    (np.array([[4, -3], [1, 0]], dtype=np.int16), IndexError, "IndexInput: ids must be >= 0, got -3"),
+    (np.array([1.0]), TypeError, "IndexInput: ids must be integers, got dtype float64"),
+    (np.array([True]), TypeError, "IndexInput: ids must be integers, got dtype bool"),
+    ([[1], [2, 3]], ValueError, "IndexInput: cannot make an array of ids from this data"),
+])
+def test_index_inputs_refuse_what_are_no_row_ids(ids, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        fa.IndexInput(ids)
 
 
 def test_a_gather_of_no_rows_leaves_an_empty_sparse_gradient():

@@ -197,12 +197,21 @@ def test_an_int_key_picks_the_entry_numpy_picks_with_its_gradient(shape):
         p = fa.Parameter(x, dtype=np.float64)
         y = p[key]
         assert y.shape == x[key].shape and np.array_equal(y.value, x[key])
+        assert np.shares_memory(y.value, p.value) and not y.value.flags.writeable
         (y * 2.0).sum().backward()
         expected = np.zeros_like(x)
         expected[key] = 2.0
         np.testing.assert_array_equal(p.grad, expected)
     # a bool is a mask to numpy, not the int 1: it takes the general path
     assert getitem(fa.Parameter(x), True).shape == x[True].shape == (1, *shape)
+    # a row of an op node: read-only over its buffer, and it follows a replay
+    source = fa.Input(x, dtype=np.float64)
+    h = source * 2.0
+    row = h[-1]
+    assert not row.value.flags.writeable and np.shares_memory(row.value, h.value)
+    source.set_value(x + 1.0)
+    row.forward()
+    np.testing.assert_array_equal(row.value, 2.0 * (x[-1] + 1.0))
 
 
 @pytest.mark.parametrize("shape, key, axis, size", [

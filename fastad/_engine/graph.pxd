@@ -14,7 +14,8 @@ cdef enum GradMode:
 
 @cython.no_gc        # graph nodes make no reference cycles: the cyclic collector skips them
 cdef class Variable:
-    cdef cnp.ndarray _value          # C-contiguous, made once at build time
+    cdef cnp.ndarray _value          # C-contiguous: a leaf's or a view's, made at build time;
+                                     # an op node's made when first read (value_array)
     cdef cnp.ndarray _grad           # same shape, made on first gradient
     cdef char* val_ptr
     cdef char* grad_ptr
@@ -34,6 +35,10 @@ cdef class Variable:
     cdef readonly tuple parents      # the nodes this one was computed from
     cdef readonly str op_name        # name shown in errors and anomaly reports
     cdef object _plan                # cached Plan for replays rooted here
+    cdef object _value_block         # what keeps val_ptr's memory alive while _value is None: the
+                                     # block of the value arena (an op node's value: see init_node),
+                                     # or an input's array or block (init_view_node); else None
+    cdef bint value_read_only        # its array, when made, is read-only (a view of an input's)
     cdef object _grad_block          # the block of a plan's gradients grad_ptr points into (see
                                      # place_grads), or None; _grad is then made on first read
     # Off the host: the storage object of the device package that holds the value and the
@@ -236,7 +241,11 @@ cdef cnp.ndarray empty_buffer(tuple shape, object dtype)   # scratch written on 
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1
 cdef int init_node_on(Variable node, str op, tuple inputs, cnp.ndarray value) except -1  # value: a view the op made
+# value: `size` elements of an input's buffer from `data`, kept alive by `owner` (no array until read)
+cdef int init_view_node(Variable node, str op, tuple inputs, tuple shape, Py_ssize_t size, bint f64,
+                        char* data, object owner) except -1
 cdef int set_storage(Variable node, object storage) except -1   # sets _storage and on_device
+cdef cnp.ndarray value_array(Variable x)   # x's value as an array on the host (None off it), made when first read
 cdef object new_storage(object device, tuple shape, object dtype)  # an empty one, from the device package
 cdef object device_of(Variable x)          # None on the host, else the canonical device name
 cdef int same_device(str op, Variable a, Variable b) except -1   # ValueError naming both devices

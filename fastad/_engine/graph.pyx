@@ -193,12 +193,8 @@ cdef object _current_grad(Variable x):
 cdef cnp.ndarray _grad_array(Variable x):
     """x's host gradient buffer as an array: made now, over its slice of a plan's block
     (place_grads), when it has none yet; None before any buffer."""
-    cdef cnp.ndarray arr
     if x._grad is None and x.grad_ptr != NULL:
-        arr = cnp.PyArray_SimpleNewFromData(cnp.PyArray_NDIM(x._value), cnp.PyArray_DIMS(x._value),
-                                            _type_num(x.f64), x.grad_ptr)
-        cnp.set_array_base(arr, x._grad_block)
-        x._grad = arr
+        x._grad = _array_over(x, x.grad_ptr, x._grad_block)
     return x._grad
 
 
@@ -214,7 +210,7 @@ cdef int _all_finite(Variable owner, object values) except -1:
 cdef int check_anomaly(Variable node, str phase) except -1:
     cdef Variable x
     if phase == "forward":
-        if not _all_finite(node, node._storage.value if node.on_device else node._value):
+        if not _all_finite(node, node._storage.value if node.on_device else value_array(node)):
             raise FloatingPointError(
                 f"detect_anomaly: the forward of '{node.op_name}' produced NaN or Inf "
                 f"(output shape {node._shape})")
@@ -544,9 +540,36 @@ cdef inline int _init_with(Variable node, str op, tuple inputs, tuple shape, cnp
     return 0
 
 
+cdef inline int _init_placed(Variable node, str op, tuple inputs, tuple shape, Py_ssize_t size,
+                             bint f64) except -1:
+    """_init_with for a new value of `size` elements: its buffer a slot of the value arena
+    (place_value), its array made only when something reads it (value_array)."""
+    _wire(node, op, inputs, f64)
+    node._shape = _untracked(shape)
+    node.size = size
+    node.val_ptr = _place_value(node, size * element_size(f64))
+    return 0
+
+
+cdef Py_ssize_t _size_of_shape(str op, tuple shape) except -1:
+    """The number of elements of `shape`; ValueError naming `op` for a negative dimension,
+    more than 64 dimensions or more elements than memory can hold."""
+    cdef Py_ssize_t size = 1, d
+    if len(shape) > 64:
+        raise ValueError(f"{op}: at most 64 dimensions, got {len(shape)}")
+    for dim in shape:
+        d = dim
+        if d < 0:
+            raise ValueError(f"{op}: negative dimensions are not allowed, got shape {shape}")
+        if d and size > INT64_MAX // 8 // d:
+            raise ValueError(f"{op}: a value of shape {shape} is too big")
+        size *= d
+    return size
+
+
 cdef int init_node(Variable node, str op, tuple inputs, tuple shape, bint f64) except -1:
     """Wire a new op node to its inputs and give it an output buffer of `shape`."""
-    return _init_with(node, op, inputs, shape, _buffer_of_shape(op, shape, _type_num(f64)), f64)
+    return _init_placed(node, op, inputs, shape, _size_of_shape(op, shape), f64)
 
 
 cdef int init_node_on(Variable node, str op, tuple inputs, cnp.ndarray value) except -1:
@@ -556,11 +579,23 @@ cdef int init_node_on(Variable node, str op, tuple inputs, cnp.ndarray value) ex
                       cnp.PyArray_TYPE(value) == cnp.NPY_FLOAT64)
 
 
+cdef int init_view_node(Variable node, str op, tuple inputs, tuple shape, Py_ssize_t size, bint f64,
+                        char* data, object owner) except -1:
+    """Like init_node, for a node whose value is `size` elements of an input's buffer from
+    `data` on (a contiguous run of it), which `owner` keeps alive: no buffer of its own, and
+    its array, made when read (value_array), is read-only."""
+    _wire(node, op, inputs, f64)
+    node._shape = _untracked(shape)
+    node.size = size
+    node.val_ptr = data
+    node._value_block = owner
+    node.value_read_only = True
+    return 0
+
+
 cdef int init_node_like(Variable node, str op, tuple inputs, Variable like) except -1:
     """Like init_node, with the shape and dtype of `like` (no tuple work)."""
-    return _init_with(node, op, inputs, like._shape,
-                      new_buffer(cnp.PyArray_NDIM(like._value), cnp.PyArray_DIMS(like._value),
-                                 _type_num(like.f64)), like.f64)
+    return _init_placed(node, op, inputs, like._shape, like.size, like.f64)
 
 
 cdef Variable finish(Variable node):
@@ -707,7 +742,7 @@ cdef int place_grads(Plan plan) except -1:
     plan.grads_placed = True
     for i in range(plan.n_bwd):
         node = <Variable>plan.bwd_nodes[i]
-        if node.grad_ptr == NULL and not node.on_device and node._value is not None:
+        if node.grad_ptr == NULL and not node.on_device and node.val_ptr != NULL:
             total += _slot_bytes(node)
     if total == 0:
         return 0
@@ -715,7 +750,7 @@ cdef int place_grads(Plan plan) except -1:
     total = 0
     for i in range(plan.n_bwd):
         node = <Variable>plan.bwd_nodes[i]
-        if node.grad_ptr == NULL and not node.on_device and node._value is not None:
+        if node.grad_ptr == NULL and not node.on_device and node.val_ptr != NULL:
             node.grad_ptr = block.data + total
             node._grad_block = block
             total += _slot_bytes(node)
@@ -865,9 +900,10 @@ def graph_nbytes(Variable root, bint gradients=True):
     cdef Variable node
     for i in range(plan.n_fwd):
         node = <Variable>plan.fwd_nodes[i]
-        # The node's object, its value and gradient, and what comes with them: two array
-        # headers, the parents tuple, the value's capsule and the allocator's own words (about
-        # 150 bytes, measured: a kept graph's resident memory is within a few percent of this).
+        # The node's object, its value and gradient, and what comes with them: array headers
+        # (a leaf's or a view's value, a gradient once read), the parents tuple, a value's
+        # rounding to cache lines (about 150 bytes: a kept graph's resident memory is within a
+        # few percent of this, or below it).
         total += (Py_TYPE(node).tp_basicsize + 2 * sizeof(cnp.PyArrayObject) + 150
                   + node.size * element_size(node.f64) * (2 if node.requires_grad and gradients else 1))
     return total
@@ -891,6 +927,60 @@ cdef class _ArenaBlock:
 
     def __dealloc__(self):
         free(self.data)
+
+
+# The value arena: the op nodes' value buffers, placed one after another in blocks shared by
+# many nodes (each node keeps its block alive; the last to go frees it), with the GIL. A block
+# serves one thread (another thread's first node starts a new one) and a slot is whole cache
+# lines: values that two threads write never share a line (see new_buffer).
+cdef Py_ssize_t VALUE_BLOCK = 64 * 1024     # the bytes of a shared block
+cdef Py_ssize_t OWN_BLOCK = 4096            # a value of this many bytes or more gets a block of its own
+cdef _ArenaBlock _values = None             # the block new values go into
+cdef Py_ssize_t _values_used = 0            # its bytes handed out
+cdef unsigned long _values_thread = 0       # the thread it serves
+
+
+cdef char* _place_value(Variable node, Py_ssize_t nbytes) except NULL:
+    """A new op node's value buffer of `nbytes`, a slot of the value arena, whose block the
+    node keeps (`_value_block`): no allocation, array or capsule of its own, and the values
+    of a graph built together side by side in memory."""
+    global _values, _values_used, _values_thread
+    cdef Py_ssize_t slot = (nbytes + CACHE_LINE - 1) // CACHE_LINE * CACHE_LINE if nbytes else CACHE_LINE
+    cdef char* data
+    if slot >= OWN_BLOCK:
+        node._value_block = _ArenaBlock(slot, 0)
+        return (<_ArenaBlock>node._value_block).data
+    cdef unsigned long me = PyThread_get_thread_ident()
+    if _values is None or _values_used + slot > VALUE_BLOCK or _values_thread != me:
+        _values = _ArenaBlock(VALUE_BLOCK, 0)
+        _values_used = 0
+        _values_thread = me
+    node._value_block = _values
+    data = _values.data + _values_used
+    _values_used += slot
+    return data
+
+
+cdef cnp.ndarray _array_over(Variable x, char* data, object owner):
+    """An array of x's shape and dtype over `data`, whose memory `owner` keeps alive."""
+    cdef cnp.npy_intp dims[64]
+    cdef int nd = len(x._shape), i
+    for i in range(nd):
+        dims[i] = x._shape[i]
+    cdef cnp.ndarray arr = cnp.PyArray_SimpleNewFromData(nd, dims, _type_num(x.f64), data)
+    cnp.set_array_base(arr, owner)
+    return arr
+
+
+cdef cnp.ndarray value_array(Variable x):
+    """x's value as an array (None on a device, or never initialised): an op node's is made
+    over its slot of the value arena (or a view node's over its input's buffer) when first
+    read, and kept (its base is the block or the input's array, not the node: no cycle)."""
+    if x._value is None and x._value_block is not None and x.val_ptr != NULL and not x.on_device:
+        x._value = _array_over(x, x.val_ptr, x._value_block)
+        if x.value_read_only:
+            cnp.PyArray_CLEARFLAGS(x._value, cnp.NPY_ARRAY_WRITEABLE)
+    return x._value
 
 
 @cython.no_gc
@@ -930,7 +1020,7 @@ cdef class GradientArena:
         cdef bint grew = False
         for i in range(plan.n_bwd):
             node = <Variable>plan.bwd_nodes[i]
-            if node.on_device or node._value is None:
+            if node.on_device or node.val_ptr == NULL:
                 return None
             if node.grad_ptr == NULL:
                 fresh += 1
@@ -976,6 +1066,8 @@ cdef double _python_scalar(Variable v, str who) except? -1.0:
     if v.size != 1:
         raise ValueError(f"{who}: only one-element Variables can be converted to Python "
                          f"scalars; this one has {v.size} elements (shape {v._shape})")
+    if v._value is None and v._value_block is not None and not v.on_device:
+        return (<double*>v.val_ptr)[0] if v.f64 else (<float*>v.val_ptr)[0]     # an op node's float
     return float(v.numpy().reshape(-1)[0])
 
 
@@ -1017,10 +1109,9 @@ cdef class Variable:
         if self.on_device:
             self._storage.ensure_grad()
         elif self.grad_ptr == NULL:
-            if self._value is None:
+            if self.val_ptr == NULL:
                 raise TypeError("this Variable was never initialised: it has no value and no gradient")
-            self._grad = new_buffer(cnp.PyArray_NDIM(self._value), cnp.PyArray_DIMS(self._value),
-                                    _type_num(self.f64))
+            self._grad = _buffer_of_shape("a gradient", self._shape, _type_num(self.f64))
             self.grad_ptr = <char*>cnp.PyArray_DATA(self._grad)
         return 0
 
@@ -1056,7 +1147,7 @@ cdef class Variable:
     def value(self):
         """The forward value, owned by the node (do not resize it): a numpy array on
         the CPU, a CuPy array on a GPU."""
-        return self._storage.value if self.on_device else self._value
+        return self._storage.value if self.on_device else value_array(self)
 
     @property
     def grad(self):
@@ -1129,7 +1220,7 @@ cdef class Variable:
         """A copy of the value, as a numpy array on the host."""
         if self.on_device:
             return self._storage.to_host()
-        return self._value.copy()
+        return value_array(self).copy()
 
     def to(self, device):
         """This leaf on `device` ("cpu", "cuda", "cuda:N"): itself if it is there
@@ -1528,7 +1619,7 @@ cdef int _init_leaf(Variable leaf, str op, cnp.ndarray arr, bint requires_grad, 
         set_storage(leaf, _backend.from_host(device, arr))
         leaf.size = arr.size
     leaf._shape = (<object>arr).shape
-    leaf.f64 = arr.dtype == float64
+    leaf.f64 = cnp.PyArray_TYPE(arr) == cnp.NPY_FLOAT64
     leaf.op_name = op
     leaf.parents = ()
     leaf.is_leaf = True
@@ -1843,20 +1934,29 @@ cdef bint _any_negative(const int64_t* ids, Py_ssize_t n) noexcept nogil:
 
 
 cdef cnp.ndarray _index_array(object ids, str argname):
-    try:
-        arr = np.asarray(ids)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{argname}: cannot make an array of ids from this data ({e})") from None
-    if arr.dtype.kind not in "iu":
-        if arr.size == 0 and arr.dtype.kind == "f":
-            arr = arr.astype(np.int64)
-        else:
+    """`ids` as a new C-contiguous int64 buffer (new_buffer), or the error naming `argname`:
+    integers (an empty float array passes), each >= 0 and < 2**63. The copy and its check
+    are C loops: a leaf made an example pays no numpy reductions."""
+    cdef cnp.ndarray arr
+    if isinstance(ids, np.ndarray):
+        arr = <cnp.ndarray>ids
+    else:
+        try:
+            arr = np.asarray(ids)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{argname}: cannot make an array of ids from this data ({e})") from None
+    cdef int type_num = cnp.PyArray_TYPE(arr)
+    if not cnp.PyTypeNum_ISINTEGER(type_num):
+        if not (cnp.PyArray_SIZE(arr) == 0 and cnp.PyTypeNum_ISFLOAT(type_num)):
             raise TypeError(f"{argname}: ids must be integers, got dtype {arr.dtype}")
-    if arr.size and arr.min() < 0:
-        raise IndexError(f"{argname}: ids must be >= 0, got {arr.min()}")
-    if arr.size and arr.dtype.kind == "u" and arr.max() > INT64_MAX:
+    elif (cnp.PyTypeNum_ISUNSIGNED(type_num) and cnp.PyArray_ITEMSIZE(arr) == 8
+            and cnp.PyArray_SIZE(arr) and arr.max() > INT64_MAX):
         raise IndexError(f"{argname}: ids must be < 2**63, got {arr.max()}")
-    return own_buffer_copy(np.array(arr, dtype=np.int64, order="C", copy=True))
+    cdef cnp.ndarray out = new_buffer(cnp.PyArray_NDIM(arr), cnp.PyArray_DIMS(arr), cnp.NPY_INT64)
+    cnp.PyArray_CopyInto(out, arr)
+    if _any_negative(<const int64_t*>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(out)):
+        raise IndexError(f"{argname}: ids must be >= 0, got {arr.min()}")
+    return out
 
 
 @cython.no_gc

@@ -16,7 +16,7 @@ cimport numpy as cnp
 from cython cimport floating
 from libc.stdint cimport uint64_t
 
-from fastad._engine.graph cimport (Variable, init_node, finish, require_float, backend_of)
+from fastad._engine.graph cimport (Variable, init_node, finish, require_float, backend_of, value_array)
 from fastad._engine.rng cimport fa_rng, fa_rng_next
 from fastad.ops.elementwise import mul
 
@@ -68,7 +68,7 @@ cdef class DropoutMask(Variable):
     def draw(self):
         """Draw the next mask into the value, as a forward does, and return the value."""
         self.run_forward()
-        return self._value
+        return value_array(self)
 
 
 def dropout_mask(tuple shape, dtype, double p, TrainingFlag flag not None, seed):

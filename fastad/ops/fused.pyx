@@ -655,6 +655,15 @@ cdef int _check_operands(str op, Variable x, int gates, object weight_ih, object
     return 0
 
 
+cdef cnp.ndarray _zeros(Py_ssize_t rows, Py_ssize_t cols, bint f64, char** data):
+    """A zeroed (rows, cols) buffer of a fused node, its data pointer in *data (np.zeros
+    without parsing a shape and a dtype: a cell or sequence node makes up to nine)."""
+    cdef cnp.npy_intp dims[2]
+    dims[0], dims[1] = rows, cols
+    return keep_data(<cnp.ndarray>cnp.PyArray_ZEROS(2, dims, cnp.NPY_FLOAT64 if f64 else cnp.NPY_FLOAT32, 0),
+                     data)
+
+
 def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
     """One LSTM step in one node; returns hc of shape (2, batch, H): h' = hc[0], c' = hc[1].
 
@@ -679,10 +688,10 @@ def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
     cdef LSTMCell node = LSTMCell.__new__(LSTMCell)
     _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, B, I, H)
     node.c = c
-    dtype = np.float64 if vx.f64 else np.float32
-    node.act = keep_data(np.zeros((B, 4 * H), dtype=dtype), &node.act_ptr)
-    node.tanh_c = keep_data(np.zeros((B, H), dtype=dtype), &node.tanh_c_ptr)
-    node.dgates = keep_data(np.zeros((B, 4 * H), dtype=dtype), &node.dgates_ptr)
+    cdef bint f64 = vx.f64
+    node.act = _zeros(B, 4 * H, f64, &node.act_ptr)
+    node.tanh_c = _zeros(B, H, f64, &node.tanh_c_ptr)
+    node.dgates = _zeros(B, 4 * H, f64, &node.dgates_ptr)
     # without a state, weight_hh takes no part (and receives no gradient)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh, h, c) if h is not None else ())
     init_node(node, op, inputs, (2, B, H), vx.f64)
@@ -751,23 +760,23 @@ def lstm_sequence(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, reverse=Fal
     node.h0, node.c0 = h0, c0
     node.reverse = reverse
     node.steps, node.batch, node.n_in, node.H, node.n_rows = T, B, I, H, N
-    dtype = np.float64 if vx.f64 else np.float32
+    cdef bint f64 = vx.f64
     if packing is not None:
         node.packing = keep_data(packing, &packed)
         node.step_rows = <int64_t*>packed
         node.step_start = node.step_rows + T
         node.last_row = node.step_rows + 2 * T
         if T > 1:
-            node.h_prev = keep_data(np.zeros((N - B, H), dtype=dtype), &node.h_prev_ptr)
+            node.h_prev = _zeros(N - B, H, f64, &node.h_prev_ptr)
     if recurrent and B >= TRANSPOSED_FROM:
-        node.w_hh_t = keep_data(np.zeros((H, 4 * H), dtype=dtype), &node.w_hh_t_ptr)
-    node.act = keep_data(np.zeros((N, 4 * H), dtype=dtype), &node.act_ptr)
-    node.dgates = keep_data(np.zeros((N, 4 * H), dtype=dtype), &node.dgates_ptr)
-    node.cells = keep_data(np.zeros((N, H), dtype=dtype), &node.cells_ptr)
-    node.tanh_c = keep_data(np.zeros((N, H), dtype=dtype), &node.tanh_c_ptr)
-    node.dh = keep_data(np.zeros((B, H), dtype=dtype), &node.dh_ptr)
-    node.dc = keep_data(np.zeros((B, H), dtype=dtype), &node.dc_ptr)
-    node.dc_final = keep_data(np.zeros((B, H), dtype=dtype), &node.dc_final_ptr)
+        node.w_hh_t = _zeros(H, 4 * H, f64, &node.w_hh_t_ptr)
+    node.act = _zeros(N, 4 * H, f64, &node.act_ptr)
+    node.dgates = _zeros(N, 4 * H, f64, &node.dgates_ptr)
+    node.cells = _zeros(N, H, f64, &node.cells_ptr)
+    node.tanh_c = _zeros(N, H, f64, &node.tanh_c_ptr)
+    node.dh = _zeros(B, H, f64, &node.dh_ptr)
+    node.dc = _zeros(B, H, f64, &node.dc_ptr)
+    node.dc_final = _zeros(B, H, f64, &node.dc_final_ptr)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh,) if recurrent else ()) \
         + ((h0, c0) if h0 is not None else ())
     init_node(node, op, inputs, vx._shape[:len(vx._shape) - 1] + (H,), vx.f64)
@@ -829,11 +838,11 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence=None):
         return dev.gru_cell(vx, h, weight_ih, weight_hh, bias_ih, bias_hh, H)
     cdef GRUCell node = GRUCell.__new__(GRUCell)
     _wire_cell(op, node, vx, h, weight_ih, weight_hh, bias_ih, bias_hh, sequence, B, I, H)
-    dtype = np.float64 if vx.f64 else np.float32
-    node.gi = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.gi_ptr)
-    node.gh = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.gh_ptr)
-    node.dgi = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.dgi_ptr)
-    node.dgh = keep_data(np.zeros((B, 3 * H), dtype=dtype), &node.dgh_ptr)
+    cdef bint f64 = vx.f64
+    node.gi = _zeros(B, 3 * H, f64, &node.gi_ptr)
+    node.gh = _zeros(B, 3 * H, f64, &node.gh_ptr)
+    node.dgi = _zeros(B, 3 * H, f64, &node.dgi_ptr)
+    node.dgh = _zeros(B, 3 * H, f64, &node.dgh_ptr)
     # without a state, weight_hh takes no part (and receives no gradient)
     inputs = (vx, weight_ih, bias_ih, bias_hh) + ((weight_hh, h) if h is not None else ())
     init_node(node, op, inputs, (B, H), vx.f64)

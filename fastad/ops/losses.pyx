@@ -187,7 +187,7 @@ cdef int setup_class_targets(ClassTargetLoss node, str op, ClassTargets c) excep
     node.gy_step = 1 if c.reduction == RED_NONE else 0
     node.ignore_index = c.ignore_index
     node.batch, node.classes = c.batch, c.classes
-    node.targets = np.empty(node.batch, dtype=np.int64)
+    node.targets = empty_buffer((node.batch,), np.int64)
     node.tgt = <int64_t*>cnp.PyArray_DATA(node.targets)
     if c.ids is not None:
         node.targets[:] = c.ids
@@ -306,7 +306,7 @@ def cross_entropy(logits, targets, reduction="mean", ignore_index=-100, label_sm
     cdef CrossEntropy node = CrossEntropy.__new__(CrossEntropy)
     node.smoothing = smoothing
     setup_class_targets(node, "cross_entropy", checked)
-    node.lse = keep_data(np.empty(node.batch, dtype=node.x.dtype), &node.lse_ptr)
+    node.lse = keep_data(empty_buffer((node.batch,), np.float64 if node.x.f64 else np.float32), &node.lse_ptr)
     return finish(node)
 
 

@@ -32,7 +32,7 @@ from libc.stdlib cimport malloc, free
 from cpython.ref cimport PyObject
 from cython cimport floating
 
-from fastad._engine.graph cimport (Variable, IndexInput, OneInput, init_node, init_node_on, finish, require_float, same_dtype,
+from fastad._engine.graph cimport (Variable, IndexInput, OneInput, init_node, init_node_on, init_view_node, finish, value_array, require_float, same_dtype,
                               backend_of, backend_among)
 from fastad._engine.graph import register_methods
 from fastad._engine.loops cimport element_size, put_values, zero_values, vec_zero
@@ -176,7 +176,7 @@ cdef Variable _from_view(str op, Variable x, cnp.ndarray view):
     cdef int nd = cnp.PyArray_NDIM(view)
     cdef Py_ssize_t steps[cnp.NPY_MAXDIMS]
     cdef View node
-    if view is x._value:            # the read-only flag below must not reach x's own array
+    if view is value_array(x):      # the read-only flag below must not reach x's own array
         view = view.view()
     if cnp.PyArray_IS_C_CONTIGUOUS(view):
         node = View.__new__(View)
@@ -192,6 +192,34 @@ cdef Variable _from_view(str op, Variable x, cnp.ndarray view):
                       steps, start)
     # A view never repeats an element, so one as large as x is a permutation of it.
     return _gather(op, x, positions, size == x.size)
+
+
+cdef Variable _row(str op, Variable x, object key):
+    """x[key] for an int key of x's first axis, in range (negative from the end), of a
+    C-contiguous x on the host: the View _from_view makes of numpy's view, made here without
+    numpy's indexing, and without an array until its value is read (init_view_node): a
+    tree's nodes each read their row this way. None for any other x or key: _index's general
+    path then answers (and words the errors)."""
+    cdef object owner = x._value if x._value is not None else x._value_block
+    if (owner is None or len(x._shape) == 0
+            or (x._value is not None and not cnp.PyArray_IS_C_CONTIGUOUS(x._value))):
+        return None
+    cdef Py_ssize_t n = x._shape[0], i
+    try:
+        i = key
+    except OverflowError:
+        return None
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        return None
+    cdef Py_ssize_t row = x.size // n
+    cdef View node = View.__new__(View)
+    node.x = x
+    node.offset = i * row
+    init_view_node(node, op, (x,), x._shape[1:], row, x.f64,
+                   x.val_ptr + i * row * element_size(x.f64), owner)
+    return finish(node)
 
 
 cdef bint _is_basic_index(object part):
@@ -251,13 +279,13 @@ cdef IndexInput _reshaped_ids(IndexInput x, object shape):
         raise ValueError(f"reshape: x holds integer ids on {x.device}; integer ids reshape on the "
                          f"CPU only (reshape the ids before moving them)")
     try:
-        view = x._value.reshape(shape)
+        view = value_array(x).reshape(shape)
     except ValueError as e:
         raise ValueError(f"reshape: cannot reshape integer ids of shape {x._shape} ({x.size} "
                          f"elements) into {shape} ({e})") from None
     except TypeError as e:
         raise TypeError(f"reshape: shape must be an int or a tuple of ints, got {shape!r} ({e})") from None
-    if view is x._value:
+    if view is value_array(x):
         view = view.view()
     cnp.PyArray_CLEARFLAGS(view, cnp.NPY_ARRAY_WRITEABLE)
     cdef IndexView node = IndexView.__new__(IndexView)
@@ -270,7 +298,7 @@ cdef Variable _reshaped(str op, Variable v, object shape):
     # On a device, a stand-in host array of x's shape (zero strides: it allocates nothing)
     # checks `shape` and infers the -1.
     dev = backend_of(v)
-    cdef object source = (v._value if dev is None
+    cdef object source = (value_array(v) if dev is None
                           else np.broadcast_to(np.empty((), dtype=np.int8), v._shape))
     try:
         view = source.reshape(shape)
@@ -304,7 +332,7 @@ def detach(x):
     if (dev := backend_of(v)) is not None:
         node = dev.detach(v)                    # the device's view of x's buffer
     else:
-        node = _from_view("detach", v, v._value)
+        node = _from_view("detach", v, value_array(v))
     node.requires_grad = False
     return node
 
@@ -340,7 +368,7 @@ def transpose(x, axes=None):
     cdef Variable v = require_float("transpose", x, "x")
     if (dev := backend_of(v)) is not None:
         return dev.transpose(v, _transpose_axes(v._shape, axes))
-    return _from_view("transpose", v, v._value.transpose(_transpose_axes(v._shape, axes)))
+    return _from_view("transpose", v, value_array(v).transpose(_transpose_axes(v._shape, axes)))
 
 
 def getitem(x, key):
@@ -360,6 +388,10 @@ def getitem(x, key):
 
 cdef Variable _index(str op, Variable v, object key):
     """The `op` node picking v[key] (see getitem): a View, or a Gather of flat positions."""
+    if type(key) is int and backend_of(v) is None:
+        row = _row(op, v, key)
+        if row is not None:
+            return row
     cdef tuple parts = key if isinstance(key, tuple) else (key,)
     cdef bint basic = True, ellipsis = False
     for part in parts:
@@ -372,7 +404,7 @@ cdef Variable _index(str op, Variable v, object key):
     try:
         if basic and dev is None:
             # A trailing Ellipsis makes numpy return a 0-d view, not a scalar, for all-int keys.
-            view = v._value[parts if ellipsis else parts + (Ellipsis,)]
+            view = value_array(v)[parts if ellipsis else parts + (Ellipsis,)]
         elif basic:      # the positions as a view of a count: a device's (or a recording's) x[i]
             positions = np.arange(v.size, dtype=np.int64).reshape(v._shape)[
                 parts if ellipsis else parts + (Ellipsis,)]
@@ -440,7 +472,8 @@ cdef tuple _join_inputs(str op, object xs):
         raise ValueError(f"{op}: xs is empty; need at least one Variable")
     cdef Py_ssize_t i
     for i in range(len(xs)):
-        require_float(op, xs[i], f"xs[{i}]")
+        if not isinstance(xs[i], Variable) or isinstance(xs[i], IndexInput):
+            require_float(op, xs[i], f"xs[{i}]")      # raises, naming xs[i]
         same_dtype(op, <Variable>xs[0], <Variable>xs[i])
     return tuple(xs)
 

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from fastad._engine.graph cimport Variable, Input, IndexInput, init_node, set_storage
+from fastad._engine.graph cimport Variable, Input, IndexInput, init_node, set_storage, value_array
 from fastad._engine.graph import set_recording
 from fastad._engine.loops cimport element_size, row_axpy, row_scale, zero_values
 from fastad.ops.elementwise import unary_node, binary_node, add, sub, mul
@@ -115,7 +115,7 @@ cdef class Lazy(Variable):
             raise RuntimeError(f"autobatch: this {self.op_name} is recorded, not computed: it "
                                f"has a value once fa.batch(losses) has evaluated its recording "
                                f"(and a loss given to it needs this value)")
-        return src._value.reshape(-1, width_of(self._shape))[row0:row0 + self.rows].reshape(self._shape)
+        return value_array(src).reshape(-1, width_of(self._shape))[row0:row0 + self.rows].reshape(self._shape)
 
     @property
     def grad(self):
@@ -597,7 +597,7 @@ cdef dict _stack_leaves(list leaves):
         if type(leaf) is not IndexInput:
             kinds.setdefault((width_of(leaf._shape), leaf.f64), []).append(leaf)
     for (w, f64), members in kinds.items():
-        stacked = Input(np.concatenate([(<Variable>m)._value.reshape(-1, w) for m in members]),
+        stacked = Input(np.concatenate([value_array(<Variable>m).reshape(-1, w) for m in members]),
                         dtype=np.float64 if f64 else np.float32)
         start = 0
         for m in members:
@@ -693,7 +693,7 @@ cdef int _build_group(list members, dict leaf_rows) except -1:
     elif kind == K_MATMUL:
         out = matmul(_stacked(members, _as(members, 0), leaf_rows), first.b)
     elif kind == K_TAKE:
-        ids = IndexInput(np.concatenate([(<Lazy>node).b._value.reshape(-1) for node in members]))
+        ids = IndexInput(np.concatenate([value_array((<Lazy>node).b).reshape(-1) for node in members]))
         if first.op_name == "take":
             out = take(first.a, ids)
         else:
@@ -828,7 +828,7 @@ cdef Variable _cross_entropy_group(list members, dict leaf_rows):
 
 cdef object _target_ids(Lazy node):
     t = node.targets
-    return (<Variable>t)._value.reshape(-1) if isinstance(t, Variable) else t
+    return value_array(<Variable>t).reshape(-1) if isinstance(t, Variable) else t
 
 
 # ---------------------------------------------------------------- RowSum

@@ -18,7 +18,7 @@ from libc.string cimport memcpy
 from fastad.checks import check_callable
 from fastad._engine.graph cimport (Variable, Parameter, Plan, RowGather, RowStep, replay_forward,
                               replay_plan_forward, seed_scalar_grad, replay_plan_backward,
-                              claim_parameters, release_parameters, check_int, check_flag)
+                              claim_parameters, release_parameters, check_int, check_flag, value_array)
 from fastad.optim.optimizers cimport Optimizer
 from fastad.optim.schedule cimport RULE_NONE, Schedule, read_schedule, scheduled_rate
 from fastad.training.sampler cimport Sampler
@@ -120,7 +120,7 @@ cdef list _row_prefetches(Plan plan, Variable root, Sampler sampler, list routed
                 key = (position.get(id(ids)), id(table))
                 if key[0] is not None and not (<Variable>table).on_device and key not in seen:
                     seen.add(key)
-                    targets.append((key[0], (<Variable>table)._value))
+                    targets.append((key[0], value_array(<Variable>table)))
                     leaves_of.setdefault(id(table), []).append(key[0])
     for _, table, step in routed:
         if (<RowStep>step).plain_sgd_rate() == NULL:
@@ -235,11 +235,11 @@ cdef list _forward_values(Plan plan, Variable root):
 
 cdef object _first_non_finite(Variable x):
     """"nan at index (i, j)" for the first NaN or Inf entry of x's value, or None."""
-    bad = np.flatnonzero(~np.isfinite(x._value))
+    bad = np.flatnonzero(~np.isfinite(value_array(x)))
     if not len(bad):
         return None
     index = np.unravel_index(bad[0], x._shape)
-    return str(x._value[index]) + (f" at index {tuple(int(i) for i in index)}" if x.size > 1 else "")
+    return str(value_array(x)[index]) + (f" at index {tuple(int(i) for i in index)}" if x.size > 1 else "")
 
 
 cdef int _report_progress(Loop* loop) except -1:
