@@ -567,6 +567,26 @@ def test_field_aware_gradient_is_the_logits_finite_difference():
                 assert analytic == pytest.approx(numeric, abs=1e-5), (p, f, j)
 
 
+class _LibffmAdagrad:
+    """The numpy reference of libffm's AdaGrad (each accumulator from 1, lr 0.2) over a
+    factorization machine's V and W (float64, stepped in place) and its bias b."""
+
+    def __init__(self, V, W):
+        self.V, self.W, self.b = V, W, 0.0
+        self.GV, self.GW, self.Gb = np.ones_like(V), np.ones_like(W), 1.0
+
+    def step(self, slope, ids, x, gV):
+        """One example's step: the logit's slope, its features' ids and values, V's gradient."""
+        self.Gb += slope ** 2
+        self.b -= 0.2 * slope / np.sqrt(self.Gb)
+        gW = np.zeros_like(self.W)
+        gW[ids] = slope * x
+        self.GW += gW ** 2
+        self.W -= 0.2 * gW / np.sqrt(self.GW)
+        self.GV += gV ** 2
+        self.V -= 0.2 * gV / np.sqrt(self.GV)
+
+
 def test_field_aware_steps_are_libffms_adagrad():
     rng = np.random.default_rng(21)
     n, features = 60, 15
@@ -581,26 +601,19 @@ def test_field_aware_steps_are_libffms_adagrad():
     used = np.unique(X.indices)
     V = np.zeros((features + 1, 3, 2))
     V[used] = np.random.default_rng(0).normal(0, 0.3, (used.size, 3, 2))
-    W, b = np.zeros(features + 1), 0.0
-    GV, GW, Gb = np.ones_like(V), np.ones_like(W), 1.0
+    ref = _LibffmAdagrad(V, np.zeros(features + 1))
+    W = ref.W
     for r in range(n):
         row = X.getrow(r)
         ids, x, f = row.indices, row.data.astype(np.float64), column_fields[row.indices]
-        slope = _sigmoid(_ffm_logit(W, b, V, ids, x, f)) - y[r]
+        slope = _sigmoid(_ffm_logit(W, ref.b, V, ids, x, f)) - y[r]
         dV = np.zeros_like(V)
         for p in range(len(ids)):
             for q in range(len(ids)):
                 if p != q:
                     dV[ids[p], f[q]] += x[p] * x[q] * V[ids[q], f[p]]
-        Gb += slope ** 2
-        b -= 0.2 * slope / np.sqrt(Gb)
-        gW = np.zeros_like(W)
-        gW[ids] = slope * x
-        GW += gW ** 2
-        W -= 0.2 * gW / np.sqrt(GW)
-        gV = slope * dV
-        GV += gV ** 2
-        V -= 0.2 * gV / np.sqrt(GV)
+        ref.step(slope, ids, x, slope * dV)
+    b = ref.b
     np.testing.assert_allclose(ffm.weights["V"], V, rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(ffm.weights["W"], W, rtol=1e-3, atol=1e-5)
     expected = [_ffm_logit(W, b, V, X.getrow(r).indices, X.getrow(r).data, column_fields[X.getrow(r).indices])
@@ -660,25 +673,19 @@ def test_factorization_machine_interactions_pair_two_namespaces_only(tmp_path):
     V = np.zeros((2 ** 12 + 1, 1, 2))
     used = np.unique(features.ids)
     V[used] = np.random.default_rng(0).normal(0, 0.3, (used.size, 1, 2))
-    W, b = np.zeros(2 ** 12 + 1), 0.0
-    GV, GW, Gb = np.ones_like(V), np.ones_like(W), 1.0
+    ref = _LibffmAdagrad(V, np.zeros(2 ** 12 + 1))
+    W = ref.W
     for r in range(len(features)):
         at = slice(features.offsets[r], features.offsets[r + 1])
         ids, x, side = features.ids[at], features.values[at].astype(np.float64), sides[at]
-        g = _sigmoid(_crossed_logit(W, b, V, ids, x, side)) - labels[r]
+        g = _sigmoid(_crossed_logit(W, ref.b, V, ids, x, side)) - labels[r]
         s0, s1 = (x[side == i] @ V[ids[side == i], 0] for i in (0, 1))
         gV = np.zeros_like(V)
         for p in range(len(ids)):
             if side[p] >= 0:
                 gV[ids[p], 0] += g * x[p] * (s1 if side[p] == 0 else s0)
-        Gb += g ** 2
-        b -= 0.2 * g / np.sqrt(Gb)
-        gW = np.zeros_like(W)
-        gW[ids] = g * x
-        GW += gW ** 2
-        W -= 0.2 * gW / np.sqrt(GW)
-        GV += gV ** 2
-        V -= 0.2 * gV / np.sqrt(GV)
+        ref.step(g, ids, x, gV)
+    b = ref.b
     np.testing.assert_allclose(fm.weights["V"], V[:, 0], rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(fm.weights["W"], W, rtol=1e-3, atol=1e-5)
     expected = [_crossed_logit(W, b, V, features.ids[features.offsets[r]:features.offsets[r + 1]],
