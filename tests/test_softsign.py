@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import fastad as fa
+from shape_helpers import assert_matches_torch_for_a_cotangent
 from vjp import check_vjp
 
 SHAPES = [(), (1,), (1, 5), (3, 4), (2, 3, 2)]
@@ -35,16 +36,8 @@ def test_the_slope_is_one_over_the_square_of_one_plus_abs_x():
 
 def test_matches_torch():
     torch = pytest.importorskip("torch")
-    x = sample((3, 4), 11)
-    cot = np.random.default_rng(5).normal(size=(3, 4))
-    w = fa.Parameter(x, dtype=np.float64)
-    y = fa.softsign(w)
-    y.backward(cot)
-    t = torch.tensor(x, requires_grad=True)
-    ty = torch.nn.functional.softsign(t)
-    ty.backward(torch.tensor(cot))
-    np.testing.assert_allclose(y.value, ty.detach().numpy(), rtol=1e-15)
-    np.testing.assert_allclose(w.grad, t.grad.numpy(), rtol=1e-14)
+    assert_matches_torch_for_a_cotangent(torch, fa.softsign, torch.nn.functional.softsign, sample((3, 4), 11),
+                                         grad_rtol=1e-14, grad_atol=0, value_rtol=1e-15)
 
 
 def test_float32_matches_float64():
