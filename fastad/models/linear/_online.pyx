@@ -116,12 +116,12 @@ cdef extern from "ffm.h" nogil:
         double lr
         int logistic, crossed, interleaved
     double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
-                        int64_t len, double* dv)
+                        int64_t len, double* dv, double* sums)
     double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
                        const int32_t* fields, const float* targets, const float* weights, const int64_t* order,
                        int64_t n, double* scratch)
     void fa_ffm_logits(const fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
-                       const int32_t* fields, int64_t n, double* out)
+                       const int32_t* fields, int64_t n, double* out, double* sums)
 
 
 cdef class FieldAwareUpdate:
@@ -161,7 +161,7 @@ cdef class FieldAwareUpdate:
         cdef int64_t n = order.shape[0], longest = 1
         if offsets.shape[0] > 1:
             longest = max(1, int(np.diff(np.asarray(offsets)).max()))
-        cdef double[::1] scratch = np.empty(longest * self.m.fields * self.m.k, np.float64)
+        cdef double[::1] scratch = np.empty((2 + longest * self.m.fields) * self.m.k, np.float64)
         cdef double total
         with nogil:
             total = fa_ffm_pass(&self.m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,
@@ -179,8 +179,9 @@ cdef class FieldAwareUpdate:
         fields, k)), float64: what a training step uses."""
         cdef int64_t n = ids.shape[0]
         cdef double[::1] dv = np.zeros(max(n, 1) * self.m.fields * self.m.k, np.float64)
+        cdef double[::1] sums = np.empty(2 * self.m.k, np.float64)
         cdef double logit = fa_ffm_logit(&self.m, &ids[0] if n else NULL, _values(values),
-                                         &fields[0] if n else NULL, n, &dv[0])
+                                         &fields[0] if n else NULL, n, &dv[0], &sums[0])
         return logit, np.asarray(dv)[:n * self.m.fields * self.m.k].reshape(n, self.m.fields, self.m.k)
 
 
@@ -197,10 +198,11 @@ def ffm_logits(weights, const int32_t[::1] ids, const int64_t[::1] offsets, valu
     m.w, m.b, m.v = _data(weights["W"]), _data(weights["b"]), _data(V)
     m.interleaved = 0
     m.crossed = bool(crossed)
+    cdef double[::1] sums = np.empty(2 * m.k, np.float64)
     with nogil:
         if n > 0:
             fa_ffm_logits(&m, &ids[0] if ids.shape[0] else NULL, &offsets[0], vp,
-                          &fields[0] if fields.shape[0] else NULL, n, &out[0])
+                          &fields[0] if fields.shape[0] else NULL, n, &out[0], &sums[0])
     return np.asarray(out)
 
 

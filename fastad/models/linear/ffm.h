@@ -49,11 +49,11 @@ static inline int64_t fa_ffm_at(const fa_ffm* m, int32_t id) {
 /* A one-field model's linear part and pairs in O(len k) (the factorization machine); dv as
  * fa_ffm_logit's. Crossed (VW's --lrq ab): a position's field is its side, 0 or 1 (-1: none),
  * and only pairs across the sides count, sum_f s0_f s1_f with s_i the sides' sums; the
- * gradient in V[i_p, f] is x_p times the other side's sum. */
+ * gradient in V[i_p, f] is x_p times the other side's sum. s: scratch of 2 k (the sums). */
 static inline double fa_fm_pairs(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
-                                 int64_t len, double* dv) {
+                                 int64_t len, double* dv, double* s) {
     int64_t k = m->k;
-    double s[2 * k], p = 0, squares = 0;        /* k is at most a few hundred */
+    double p = 0, squares = 0;
     for (int64_t f = 0; f < 2 * k; f++) s[f] = 0;
     for (int64_t a = 0; a < len; a++) {
         double xa = x ? x[a] : 1.0;
@@ -89,12 +89,13 @@ static inline double fa_fm_pairs(const fa_ffm* m, const int32_t* ids, const floa
 }
 
 /* The logit of one example; with dv (len x fields x k), also its gradient in V[i_p, f] at
- * dv[p, f] (only the fields of the example's positions are written; the rest zeroed). */
+ * dv[p, f] (only the fields of the example's positions are written; the rest zeroed).
+ * sums: scratch of 2 k (the one-field model's, fa_fm_pairs). */
 static inline double fa_ffm_logit(const fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
-                                  int64_t len, double* dv) {
+                                  int64_t len, double* dv, double* sums) {
     int64_t F = m->fields, k = m->k;
     double p = m->b[0];
-    if (F == 1) return p + fa_fm_pairs(m, ids, x, fields, len, dv);
+    if (F == 1) return p + fa_fm_pairs(m, ids, x, fields, len, dv, sums);
     if (dv) memset(dv, 0, sizeof(double) * (size_t)(len * F * k));
     for (int64_t a = 0; a < len; a++) {
         double xa = x ? x[a] : 1.0;
@@ -134,12 +135,12 @@ static inline void fa_ffm_adagrad_row(float* restrict w, float* restrict g, cons
     }
 }
 
-/* One AdaGrad step on one example of importance `weight`; dv is scratch of len x fields x k.
- * Returns the loss before the step. */
+/* One AdaGrad step on one example of importance `weight`; dv is scratch of len x fields x k,
+ * sums of 2 k. Returns the loss before the step. */
 static inline double fa_ffm_example(fa_ffm* m, const int32_t* ids, const float* x, const int32_t* fields,
-                                    int64_t len, double y, double weight, double* dv) {
+                                    int64_t len, double y, double weight, double* dv, double* sums) {
     int64_t F = m->fields, k = m->k;
-    double p = fa_ffm_logit(m, ids, x, fields, len, dv), loss, slope;
+    double p = fa_ffm_logit(m, ids, x, fields, len, dv, sums), loss, slope;
     if (m->logistic) {
         double z = p > 0 ? p : -p;
         loss = log1p(exp(-z)) + (p > 0 ? p : 0) - y * p;
@@ -167,7 +168,8 @@ static inline double fa_ffm_example(fa_ffm* m, const int32_t* ids, const float* 
     return loss;
 }
 
-/* One pass over the examples order[0..n); returns the sum of importance * loss. */
+/* One pass over the examples order[0..n); returns the sum of importance * loss. scratch: 2 k
+ * doubles, then longest x fields x k. */
 static inline double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
                                  const int32_t* fields, const float* targets, const float* weights,
                                  const int64_t* order, int64_t n, double* scratch) {
@@ -177,17 +179,17 @@ static inline double fa_ffm_pass(fa_ffm* m, const int32_t* ids, const int64_t* o
         double weight = weights ? weights[r] : 1.0;
         if (weight <= 0) continue;
         total += weight * fa_ffm_example(m, ids + start, values ? values + start : 0, fields + start,
-                                         offsets[r + 1] - start, targets[r], weight, scratch);
+                                         offsets[r + 1] - start, targets[r], weight, scratch + 2 * m->k, scratch);
     }
     return total;
 }
 
-/* The logit of each example r < n into out. */
+/* The logit of each example r < n into out; sums: scratch of 2 k. */
 static inline void fa_ffm_logits(const fa_ffm* m, const int32_t* ids, const int64_t* offsets, const float* values,
-                                 const int32_t* fields, int64_t n, double* out) {
+                                 const int32_t* fields, int64_t n, double* out, double* sums) {
     for (int64_t r = 0; r < n; r++)
         out[r] = fa_ffm_logit(m, ids + offsets[r], values ? values + offsets[r] : 0, fields + offsets[r],
-                              offsets[r + 1] - offsets[r], 0);
+                              offsets[r + 1] - offsets[r], 0, sums);
 }
 
 #endif

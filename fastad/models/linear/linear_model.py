@@ -455,7 +455,7 @@ class _FileBlocks:
     def __iter__(self):
         model, who = self.model, self.who
         binary = model.loss in ("logistic", "hinge") and model.oaa is None
-        held, start = [], 0
+        held, seen, start = [], np.empty(0), 0
         for chunk in self.chunks:
             if not len(chunk):                 # an empty file's
                 continue
@@ -463,7 +463,7 @@ class _FileBlocks:
             start += len(chunk)
             if binary and self.classes is None:
                 held.append(chunk)
-                seen = np.unique(np.concatenate([c.labels for c in held]))
+                seen = np.union1d(seen, chunk.labels)      # the held chunks' labels
                 if seen.size < 2:
                     continue
                 self.classes = model._targets(who, seen, seen.size)[1]     # two, or its error
