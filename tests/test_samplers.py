@@ -610,3 +610,16 @@ def test_empty_tables_train_with_nothing_to_load_ahead(rows, width, ids_per_exam
     sampler = FeedSampler({ix: np.zeros((2, ids_per_example), dtype=np.int64)})
     during, after = rows_loaded_ahead(fa.sum(W[ix]), fa.optim.SGD([W], lr=0.1), sampler)
     assert during == set() and after == []
+
+
+def test_ids_made_by_an_op_are_not_fed():
+    """A reshape of an IndexInput is an IndexInput the op writes, not a leaf a sampler may:
+    a FeedSampler and PairwiseSampler refuse it, naming the op."""
+    ids = fa.IndexInput(np.zeros(4, np.int64))
+    view = fa.reshape(ids, (2, 2))
+    with pytest.raises(TypeError, match="feeds must be keyed by Input or IndexInput leaves, got 'reshape'"):
+        fa.data.FeedSampler({view: np.zeros((3, 2, 2), np.int64)})
+    likes = fa.data.planted_interactions(10, 8, per_user=2, seed=0)
+    u, i = fa.IndexInput([0]), fa.IndexInput([0])
+    with pytest.raises(TypeError, match="neg must be an IndexInput leaf of the graph, got 'reshape'"):
+        fa.data.PairwiseSampler(likes, u, i, fa.reshape(fa.IndexInput([0]), (1,)), seed=0)

@@ -547,7 +547,7 @@ cdef inline int _init_placed(Variable node, str op, tuple inputs, tuple shape, P
     _wire(node, op, inputs, f64)
     node._shape = _untracked(shape)
     node.size = size
-    node.val_ptr = _place_value(node, size * element_size(f64))
+    node.val_ptr = _place_value(node)
     return 0
 
 
@@ -758,7 +758,8 @@ cdef int place_grads(Plan plan) except -1:
 
 
 cdef inline Py_ssize_t _slot_bytes(Variable node) noexcept:
-    """A node's gradient slice of a plan's block: whole cache lines (nodes share none)."""
+    """A node's value slot of the value arena, or its gradient slice of a plan's block: whole
+    cache lines (nodes share none)."""
     cdef Py_ssize_t nbytes = node.size * element_size(node.f64)
     return (nbytes + CACHE_LINE - 1) // CACHE_LINE * CACHE_LINE if nbytes else CACHE_LINE
 
@@ -914,8 +915,9 @@ cdef unsigned long long _arena_serial = 0     # tells arenas apart (blocks outli
 
 @cython.no_gc
 cdef class _ArenaBlock:
-    """One allocation of gradient buffers (a GradientArena's, or a plan's: see place_grads),
-    owned by the buffers placed in it: `nbytes` from a cache line on, of GradientArena `arena`."""
+    """One allocation of gradient buffers (a GradientArena's, or a plan's: see place_grads) or
+    of op nodes' values (the value arena, _place_value), owned by the buffers placed in it:
+    `nbytes` from a cache line on, of GradientArena `arena`."""
     cdef char* data
     cdef unsigned long long arena
 
@@ -940,12 +942,12 @@ cdef Py_ssize_t _values_used = 0            # its bytes handed out
 cdef unsigned long _values_thread = 0       # the thread it serves
 
 
-cdef char* _place_value(Variable node, Py_ssize_t nbytes) except NULL:
-    """A new op node's value buffer of `nbytes`, a slot of the value arena, whose block the
-    node keeps (`_value_block`): no allocation, array or capsule of its own, and the values
-    of a graph built together side by side in memory."""
+cdef char* _place_value(Variable node) except NULL:
+    """A new op node's value buffer (of its size and dtype), a slot of the value arena, whose
+    block the node keeps (`_value_block`): no allocation, array or capsule of its own, and
+    the values of a graph built together side by side in memory."""
     global _values, _values_used, _values_thread
-    cdef Py_ssize_t slot = (nbytes + CACHE_LINE - 1) // CACHE_LINE * CACHE_LINE if nbytes else CACHE_LINE
+    cdef Py_ssize_t slot = _slot_bytes(node)
     cdef char* data
     if slot >= OWN_BLOCK:
         node._value_block = _ArenaBlock(slot, 0)
@@ -1146,7 +1148,9 @@ cdef class Variable:
     @property
     def value(self):
         """The forward value, owned by the node (do not resize it): a numpy array on
-        the CPU, a CuPy array on a GPU."""
+        the CPU, a CuPy array on a GPU. An op node's array lives in a block of memory
+        shared with the values built beside it, which it keeps alive: keep `.numpy()`, a
+        copy, of a value you hold on to after its graph."""
         return self._storage.value if self.on_device else value_array(self)
 
     @property

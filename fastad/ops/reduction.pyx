@@ -544,6 +544,7 @@ cdef Variable _arg_reduce(str name, bint lowest, object x, object axis, object k
         node.val_ptr = NULL
     else:
         node._value = keep_data(np.empty(out, dtype=np.int64), &node.val_ptr)
+    node._value_block = None      # init_node's float slot, replaced: its block not kept alive
     return finish(node)
 
 

@@ -19,8 +19,9 @@ __all__ = ["FeedSampler", "BagSampler"]
 
 cdef object _feed_array(str who, object leaf, object data):
     """`data` as a C-contiguous array of shape (N,) + leaf.shape, checked."""
-    if not isinstance(leaf, (Input, IndexInput)):
-        # A Parameter too is a leaf, but feeding it would overwrite what the optimizer learns.
+    if not isinstance(leaf, (Input, IndexInput)) or not (<Variable>leaf).is_leaf:
+        # A Parameter too is a leaf, but feeding it would overwrite what the optimizer learns;
+        # an IndexInput made by an op (a reshape of ids, an argmax) is not one to write.
         kind = leaf.op_name if isinstance(leaf, Variable) else type(leaf).__name__
         raise TypeError(f"{who}: feeds must be keyed by Input or IndexInput leaves, got '{kind}'")
     if leaf.device != "cpu":

@@ -94,8 +94,9 @@ cdef object _seed_stream(Sampler sampler, str who, object seed, object rank, obj
 
 cdef int64_t* _index_leaf(str who, str name, object leaf, Py_ssize_t size) except NULL:
     """The id buffer of an IndexInput on the CPU, of `size` ids (any size when size < 0)."""
-    if not isinstance(leaf, IndexInput):
-        raise TypeError(f"{who}: {name} must be an IndexInput leaf of the graph, got {type(leaf).__name__}")
+    if not isinstance(leaf, IndexInput) or not (<Variable>leaf).is_leaf:
+        kind = type(leaf).__name__ if not isinstance(leaf, Variable) else f"'{leaf.op_name}'"
+        raise TypeError(f"{who}: {name} must be an IndexInput leaf of the graph, got {kind}")
     if leaf.device != "cpu":
         raise ValueError(f"{who}: {name} is on {leaf.device}; the compiled loop samples on the CPU")
     if size >= 0 and (<Variable>leaf).size != size:
