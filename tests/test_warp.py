@@ -346,6 +346,31 @@ def test_online_weighs_a_violator_by_the_users_rate_counting_that_draw():
     assert int(sampler.leaves[2].value[0]) != 7
 
 
+def test_a_fits_epochs_carry_the_users_rates():
+    """A worker's epoch samplers (one an epoch) share its feeds' rates: the estimate builds up
+    over a fit, as documented, instead of starting from 1 each epoch; BPR's and LightFM's."""
+    likes = fa.data.planted_interactions(30, 20, per_user=4, seed=0)
+    model = fa.models.BPR(30, 20, dim=4, loss="warp", rank_estimate="online", seed=0)
+    _, feeds = model.example_graph(batch=1)
+    first = model.epoch_sampler(feeds, fa.data.Interactions(likes), 40, [0, 0, 0])
+    second = model.epoch_sampler(feeds, fa.data.Interactions(likes), 40, [0, 1, 0])
+    assert first.rates is second.rates is feeds.rates and first.rates.shape == (30,)
+    lightfm = fa.models.LightFM(no_components=4, loss="warp", rank_estimate="online").fit(likes, epochs=1)
+    _, bags = lightfm.example_graph(batch=1)
+    lightfm.epoch_sampler(bags, fa.data.Interactions(likes), 40, [0, 0, 0])
+    rates = bags.rates
+    lightfm.epoch_sampler(bags, fa.data.Interactions(likes), 40, [0, 1, 0])
+    assert rates is not None and bags.rates is rates and rates.shape == (30,)
+
+
+def test_rates_given_must_be_one_float32_per_user():
+    U, V = np.ones((1, 2)), np.ones((50, 2))
+    for bad in (np.ones(2, np.float32), np.ones(1, np.float64), [1.0]):
+        with pytest.raises(ValueError, match="WarpSampler: rates must be a writeable C-contiguous float32 "
+                                             "array of 1 values"):
+            _warp_setup(_one_user_likes([0], 50), U, V, rank_estimate="online", rates=bad)
+
+
 # ------------------------------------------------------------------ BPR(loss="warp" | "warp-kos")
 
 @pytest.fixture(scope="module")

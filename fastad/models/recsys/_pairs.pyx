@@ -904,8 +904,9 @@ cdef class WarpSampler(PairwiseSampler):
     BPR does, and each user keeps a running rate r of their draws that violated (an
     exponential average, ONLINE_RATE_STEP a draw, from 1); a violating draw trains with
     weight log(max(1, floor((n_items - 1) * r))) (`online_weight`), r counting that draw.
-    The rates live in the sampler (`rates`, n_users float32s), each thread's or process's
-    its own, and start anew with it (each fit). `max_sampled` is then unused.
+    The rates live in `rates` (n_users float32s), each thread's or process's its own: the
+    array given (a model's workers keep one across a fit's epochs), or new ones from 1.
+    `max_sampled` is then unused.
 
     interactions, users, pos, neg, negatives, n_users, n_items, seed, rank, workers
                   as PairwiseSampler's. The positives are the worker's share of the
@@ -925,6 +926,8 @@ cdef class WarpSampler(PairwiseSampler):
                   representation once, then one dot (identity bags are scored as ids).
     max_sampled   the most candidate negatives a positive draws (>= 1; LightFM's 10).
     rank_estimate "sampled" (default, LightFM's) or "online", as above.
+    rates         "online": the users' rates to update (a writeable float32 array of n_users),
+                  or None for new ones from 1.
     weighted      WARP (not k-OS): each triple's weight times its positive's stored value in
                   the interactions (LightFM's sample_weight; which must then be > 0, as
                   every stored value of `Interactions` is). Default False: the values are
@@ -981,7 +984,7 @@ cdef class WarpSampler(PairwiseSampler):
     def __init__(self, interactions, users, pos, neg, weights, user_table, item_table, item_bias=None, *,
                  max_sampled=10, kos_k=None, kos_n=10, negatives="uniform", examples=None, n_users=None,
                  n_items=None, seed=None, rank=0, workers=1, user_features=None, item_features=None,
-                 rank_estimate="sampled", weighted=False):
+                 rank_estimate="sampled", weighted=False, rates=None):
         who = "WarpSampler"
         self.max_sampled = check_int(who, "max_sampled", max_sampled, 1)
         if rank_estimate not in RANK_ESTIMATES:
@@ -1056,7 +1059,14 @@ cdef class WarpSampler(PairwiseSampler):
         if self.weighted:
             self.weigh_pairs()
         if rank_estimate == "online":
-            self.rates = np.ones(self.n_users, dtype=np.float32)
+            if rates is None:
+                rates = np.ones(self.n_users, dtype=np.float32)
+            elif (not isinstance(rates, np.ndarray) or rates.dtype != np.float32 or rates.shape != (self.n_users,)
+                  or not rates.flags.c_contiguous or not rates.flags.writeable):
+                raise ValueError(f"{who}: rates must be a writeable C-contiguous float32 array of "
+                                 f"{self.n_users} values (one per user), got {type(rates).__name__} "
+                                 f"{getattr(rates, 'dtype', '')} of shape {np.shape(rates)}")
+            self.rates = rates
             self.user_rates = <float*>cnp.PyArray_DATA(self.rates)
 
     cdef int begin_epoch(self, Py_ssize_t epoch) except -1:

@@ -28,6 +28,7 @@ class TripleFeeds:
 
     def __init__(self, users, pos, neg, weights=None):
         self.leaves = (users, pos, neg) if weights is None else (users, pos, neg, weights)
+        self.rates = None       # the online rank estimate's, kept across a fit's epochs (WarpSampler)
 
     def __call__(self, triples):
         users, pos, neg = self.leaves[:3]
@@ -211,10 +212,12 @@ class BPR(TripleSampling, Recommender):
         (`TripleSampling` gives the rest of BPR's sampling)."""
         if not self.warp:
             return PairwiseSampler(interactions, *feeds.leaves, examples=n, seed=seed, negatives=negatives)
-        return WarpSampler(interactions, *feeds.leaves, self.U, self.V, self.item_bias if self.biases else None,
-                           max_sampled=self.max_sampled, kos_k=self.kos_k if self.loss == "warp-kos" else None,
-                           kos_n=self.kos_n, examples=n, seed=seed, negatives=negatives,
-                           rank_estimate=self.rank_estimate)
+        sampler = WarpSampler(interactions, *feeds.leaves, self.U, self.V, self.item_bias if self.biases else None,
+                              max_sampled=self.max_sampled, kos_k=self.kos_k if self.loss == "warp-kos" else None,
+                              kos_n=self.kos_n, examples=n, seed=seed, negatives=negatives,
+                              rank_estimate=self.rank_estimate, rates=feeds.rates)
+        feeds.rates = sampler.rates
+        return sampler
 
     def epoch_samples(self, matrix):
         """fit's default examples an epoch: one per interaction, or with k-OS WARP one per user

@@ -292,7 +292,8 @@ class LightFM(Recommender):
                               kos_k=self.k if self.loss == "warp-kos" else None, kos_n=self.n, examples=n,
                               seed=seed, negatives=negatives, user_features=self.user_features,
                               item_features=self.item_features, rank_estimate=self.rank_estimate,
-                              weighted=self.loss == "warp")
+                              weighted=self.loss == "warp", rates=bags.rates)
+            bags.rates = ids.rates
         return FeatureSampler(ids, self.user_features, self.item_features, bags.user + (bags.user_weights,),
                               bags.item + (bags.item_weights,), u, i, j)
 
@@ -553,3 +554,4 @@ class _Bags:
         weighted = model.sample_weighted or model.loss not in ("bpr", "logistic")
         self.extra = Input(np.ones(batch), dtype=dtype) if weighted else None
         self.labels = Input(np.ones(batch), dtype=dtype) if model.loss == "logistic" else None
+        self.rates = None       # the online rank estimate's, kept across a fit's epochs (WarpSampler)
