@@ -742,3 +742,60 @@ def test_renumber_numbers_the_used_ids_in_order():
     used, ids = renumber(np.array([7, 2, 7, 0], np.int32), 9)
     np.testing.assert_array_equal(used, [0, 2, 7])
     np.testing.assert_array_equal(ids, [2, 1, 2, 0])
+
+
+@pytest.mark.parametrize("options", [{}, {"interactions": "ui"}, {"field_aware": True},
+                                     {"optimizer": "sgd", "lr": 0.05}, {"loss": "squared"}])
+def test_factorization_machine_one_against_all_is_k_binary_machines(tmp_path, monkeypatch, options):
+    """FactorizationMachine(oaa=K) trains K factorization machines, class c's towards the binary
+    targets of class c on every example: each class's predictions are those of a binary model
+    started from the class's initial tables (class 1's are a binary model's of the same seed);
+    predict is the highest class, predict_proba the sigmoids normalised, and a file keeps it."""
+    rng = np.random.default_rng(26)
+    users, items = rng.integers(0, 12, 600), rng.integers(0, 12, 600)
+    labels = np.where(rng.random(600) < 0.9, 1 + users % 3, rng.integers(1, 4, 600))
+    lines = [f"{t} |u u{a} |i i{b} |t t{a % 4}" for t, a, b in zip(labels, users, items)]
+    (tmp_path / "m.vw").write_text("\n".join(lines) + "\n")
+    hasher = fa.features.Hasher(bits=10)
+    settings = dict(k=4, init_std=0.2, passes=3, hasher=hasher, **options)
+    model = fa.models.FactorizationMachine(oaa=3, **settings).fit(tmp_path / "m.vw")
+    shape = (3, len(model.fields_), 4) if options.get("field_aware") else (3, 4)
+    assert model.weights["V"].shape == (2 ** 10 + 1, *shape)
+    assert model.weights["W"].shape == (2 ** 10 + 1, 3) and model.weights["b"].shape == (3,)
+    scores = model.decision_function(tmp_path / "m.vw")
+    assert scores.shape == (600, 3)
+    exact = options.get("optimizer") is None            # the compiled loop: the same float steps
+    for c in range(3):
+        binary = fa.models.FactorizationMachine(**settings)
+        if c > 0:                                        # class c's initial tables
+            def start(n_features, used=(), c=c):
+                tables = model._new_weights(n_features, used)
+                return {"V": tables["V"][:, c].copy(), "W": tables["W"][:, c].copy(), "b": tables["b"][c:c + 1].copy()}
+            monkeypatch.setattr(binary, "_new_weights", start)
+        features = fa.features.read_vw(tmp_path / "m.vw", hasher)
+        target = (labels == c + 1).astype(np.float64)
+        binary.fit(features, target if options.get("loss") == "squared" else target.astype(int))
+        if options.get("loss") == "squared":             # oaa's regression targets are -1/+1
+            binary = fa.models.FactorizationMachine(**settings)
+            if c > 0:
+                monkeypatch.setattr(binary, "_new_weights", start)
+            binary.fit(features, 2 * target - 1)
+        expected = binary.decision_function(tmp_path / "m.vw")
+        if exact:
+            np.testing.assert_array_equal(scores[:, c], expected)
+        else:
+            np.testing.assert_allclose(scores[:, c], expected, rtol=1e-3, atol=1e-4)
+    predicted = model.predict(tmp_path / "m.vw")
+    np.testing.assert_array_equal(predicted, 1 + np.argmax(scores, axis=1))
+    assert (predicted == labels).mean() > 0.8                 # three classes: chance is a third
+    if options.get("loss") != "squared":
+        proba = model.predict_proba(tmp_path / "m.vw")
+        np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)
+        np.testing.assert_array_equal(np.argmax(proba, axis=1) + 1, predicted)
+    model.save(tmp_path / "oaa.npz")
+    back = fa.models.FactorizationMachine.load(tmp_path / "oaa.npz")
+    assert back.oaa == 3
+    np.testing.assert_array_equal(back.decision_function(tmp_path / "m.vw"), scores)
+    with pytest.raises(ValueError, match=r"with oaa=3 the labels are the classes 1..3 \(VW's --oaa\), got 4"):
+        fa.models.FactorizationMachine(oaa=3, **settings).fit(fa.features.read_vw(tmp_path / "m.vw", hasher),
+                                                              np.where(labels == 3, 4, labels))

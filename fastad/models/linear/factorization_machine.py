@@ -39,8 +39,16 @@ class FactorizationMachine(LinearModel):
               --lrq ab<k>), sum_f (sum_a x V[a, f]) (sum_b x V[b, f]), beside every feature's
               linear term; from Features or a VW file (namespaces), by "adagrad"
 
+    oaa       None, or K: multiclass one against all (VW's --oaa K with --lrq), K factorization
+              machines, one a class, each trained on every example towards its class's
+              binary target (as LinearModel's oaa): V, W and b hold a class axis after the
+              rows' ((rows, K, k), (rows, K), (K,)); class 1's factors start as a binary
+              model's of the same seed (the classes' draws follow one another); by any
+              optimizer and form, and `predict`, `predict_proba` and `decision_function`
+              as LinearModel's
+
     The other arguments, `fit`, `predict`, `predict_proba` and `decision_function` are
-    `LinearModel`'s, but `oaa` and the optimizer "vw": VW's normalised rule, given a
+    `LinearModel`'s, but the optimizer "vw": VW's normalised rule, given a
     factor's derivative of the logit as its input (as VW's --lrq features are), diverges on
     the bench's data, as VW's --lrq does there. V and W hold one row more than the features:
     the padding row that BagSampler writes past each example's features (`pad=`), which no
@@ -63,12 +71,12 @@ class FactorizationMachine(LinearModel):
 
     def __init__(self, k=8, init_std=0.1, loss="logistic", optimizer="adagrad", lr=None,
                  passes=1, workers=1, shuffle=False, seed=0, hasher=None, optimizer_options=None,
-                 quantile_tau=0.5, field_aware=False, interactions=None, normalize=True):
+                 quantile_tau=0.5, field_aware=False, interactions=None, normalize=True, oaa=None):
         if lr is None and _compiled(optimizer, loss):
             lr = ADAGRAD_LR
         super().__init__(loss=loss, optimizer=optimizer, lr=lr, passes=passes, workers=workers,
                          shuffle=shuffle, seed=seed, hasher=hasher, optimizer_options=optimizer_options,
-                         quantile_tau=quantile_tau)
+                         quantile_tau=quantile_tau, oaa=oaa)
         (self.k,) = check_sizes(type(self).__name__, k=k)
         self.init_std = check_number(type(self).__name__, "init_std", init_std, at_least=0)
         self.field_aware = check_flag(type(self).__name__, "field_aware", field_aware)
@@ -96,30 +104,40 @@ class FactorizationMachine(LinearModel):
 
     def _new_weights(self, n_features, used=()):
         """V's rows of the features used drawn normal(0, init_std) (in the order of their
-        ids), the others zero: a hashed table's unused rows cost no drawing and add nothing
-        to a prediction; W and b zero."""
+        ids; with oaa=K, class by class), the others zero: a hashed table's unused rows cost
+        no drawing and add nothing to a prediction; W and b zero."""
         rows, used = n_features + 1, np.asarray(used, dtype=np.int64)
+        classes = () if self.oaa is None else (self.oaa,)
         shape = (len(self.fields_), self.k) if self.field_aware else (self.k,)
-        V = np.zeros((rows, *shape), np.float32)
-        V[used] = np.random.default_rng(self.seed).normal(0, self.init_std, (used.size, *shape))
-        return {"V": V, "W": np.zeros(rows, np.float32), "b": np.zeros(1, np.float32)}
+        V = np.zeros((rows, *classes, *shape), np.float32)
+        draws = np.random.default_rng(self.seed).normal(0, self.init_std, (*classes, used.size, *shape))
+        V[used] = np.moveaxis(draws, 0, 1) if classes else draws
+        return {"V": V, **super()._new_weights(rows)}
 
     def _pad(self, n_features):
         return n_features
 
     def _logit(self, parameters, ids, offsets, values):
         rows = embedding(parameters["V"], ids, padding_idx=parameters["V"].shape[0] - 1)
-        scaled = rows if values is None else rows * reshape(values, (ids.shape[0], 1))
+        linear = super()._logit(parameters, ids, offsets, values)
+        if self.oaa is None:        # rows: (positions, k)
+            scaled = rows if values is None else rows * reshape(values, (ids.shape[0], 1))
+            total = fa_sum(scaled, axis=0)
+            return linear + 0.5 * (fa_sum(total * total) - fa_sum(scaled * scaled))
+        # rows: (positions, K, k), each class's pairs summed over its k factors
+        scaled = rows if values is None else rows * reshape(values, (ids.shape[0], 1, 1))
         total = fa_sum(scaled, axis=0)
-        pairs = 0.5 * (fa_sum(total * total) - fa_sum(scaled * scaled))
-        return super()._logit(parameters, ids, offsets, values) + pairs
+        pairs = 0.5 * (fa_sum(total * total, axis=1) - fa_sum(fa_sum(scaled * scaled, axis=0), axis=1))
+        return linear + reshape(pairs, (1, self.oaa))
 
     def _pairs(self, X):
-        V = self.weights["V"][:self.n_features].astype(np.float64)
-        XV = X @ V
+        n = self.n_features
+        V = self.weights["V"][:n].astype(np.float64).reshape(n, -1, self.k)     # (features, classes, k)
+        XV = (X @ V.reshape(n, -1)).reshape(X.shape[0], -1, self.k)
         squares = X.copy()      # each position's value squared: a feature met twice counts twice
         squares.data = squares.data.astype(np.float64) ** 2
-        return 0.5 * ((XV * XV).sum(axis=1) - squares @ (V * V).sum(axis=1))
+        pairs = 0.5 * ((XV * XV).sum(axis=2) - squares @ (V * V).sum(axis=2))
+        return pairs if self.oaa is not None else pairs[:, 0]
 
     # ------------------------------------------------------------ the field-aware form
 
@@ -149,23 +167,39 @@ class FactorizationMachine(LinearModel):
         # _new_weights' over the whole table, which they are put back into
         used, ids = renumber(examples.ids.astype(np.int32, copy=False), rows.shape[1])
         compact = self._new_weights(used.size, np.arange(used.size))
-        V = compact["V"].reshape(used.size + 1, -1, self.k)     # (rows, fields, k), a view
-        update = FieldAwareUpdate({**compact, "V": V}, self.lr, self.loss == "logistic",
-                                  self.interactions is not None)
-        targets = np.ascontiguousarray(examples.targets, dtype=np.float32)
+        # one update a class (one in all without oaa), each over its views of the tables
+        updates, class_targets = [], []
+        for c, weights in enumerate(self._class_weights(compact)):
+            updates.append(FieldAwareUpdate(weights, self.lr, self.loss == "logistic",
+                                            self.interactions is not None))
+            class_targets.append(np.ascontiguousarray(examples.targets.reshape(rows.shape[0], -1)[:, c],
+                                                      dtype=np.float32))
+
+        def train_part(block, part):
+            return sum(update.train(ids, block.offsets, block.values, positions, targets, block.importance, part)
+                       for update, targets in zip(updates, class_targets))
 
         def train(block, parts, pool):
-            return sum(pool.map(lambda part: update.train(ids, block.offsets, block.values, positions,
-                                                          targets, block.importance, part), parts))
+            return sum(pool.map(lambda part: train_part(block, part), parts))
 
         history = run_passes(self, [examples], train, callback, progress)
-        update.write_back()
+        for update in updates:
+            update.write_back()
         weights = self._new_weights(rows.shape[1])
         for name in ("V", "W"):
             weights[name][used] = compact[name][:used.size]
         weights["b"][:] = compact["b"]
         self.weights, self.classes_, self.history = weights, classes, history
         return self
+
+    def _class_weights(self, weights):
+        """Each class's tables as views of `weights` (one class without oaa), in the forms
+        FieldAwareUpdate and ffm_logits take: W (rows), b (1), V (rows, fields, k)."""
+        rows = weights["W"].shape[0]
+        V = weights["V"].reshape(rows, self.oaa or 1, -1, self.k)      # a view
+        if self.oaa is None:
+            return [{"W": weights["W"], "b": weights["b"], "V": V[:, 0]}]
+        return [{"W": weights["W"][:, c], "b": weights["b"][c:c + 1], "V": V[:, c]} for c in range(self.oaa)]
 
     def _compiled(self):
         """Whether fit trains in the compiled loop of ffm.h rather than in fa.train's."""
@@ -192,13 +226,14 @@ class FactorizationMachine(LinearModel):
                 raise ValueError(f"{who}: this model learned its fields from Features (namespaces); give "
                                  f"Features or a VW file, not a matrix")
             positions = self._positions(self._raw_fields(who, X, rows, self.column_fields_))
-            weights = self.weights
         else:
             positions = self._sides(who, X, rows)
-            weights = {**self.weights, "V": self.weights["V"].reshape(-1, 1, self.k)}
         values = None if (rows.data == 1).all() else rows.data
-        return ffm_logits(weights, rows.indices.astype(np.int32, copy=False),
-                          rows.indptr.astype(np.int64), values, positions, self.interactions is not None)
+        ids, offsets = rows.indices.astype(np.int32, copy=False), rows.indptr.astype(np.int64)
+        logits = [ffm_logits({name: np.ascontiguousarray(array) for name, array in weights.items()},
+                             ids, offsets, values, positions, self.interactions is not None)
+                  for weights in self._class_weights(self.weights)]
+        return np.stack(logits, axis=1) if self.oaa is not None else logits[0]
 
     decision_function.__doc__ = LinearModel.decision_function.__doc__
 
