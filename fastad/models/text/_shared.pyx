@@ -202,7 +202,57 @@ cdef extern from *:
     }
     FA_WINDOW_KERNELS(float, f, 8, fa_exp_negabsf)
     FA_WINDOW_KERNELS(double, d, 4, fa_exp_negabs)
+    /* fa_window_rows_running: the context rows' SGD steps of a window, row i (of n, group gi)
+     * stepped against the centre's row as the steps of rows 0..i-1 left it: W[ids[i]] +=
+     * in_scale * (g[i, 0] * run + sum_{j >= 1} g[i, j] * (group gi's negative j)), then
+     * run += out_scale * g[i, 0] * rows[i], run starting from `centre`. A chunk of the
+     * columns at a time, its part of the running centre held in registers over the n rows
+     * (the pair form's order, at one more multiply-add a context row and column). */
+    #define FA_RUN_CHUNK(T, V, STEP, NV)                                                         \
+    for (; p + (NV) * (STEP) <= dim; p += (NV) * (STEP)) {                                       \
+        V run[NV], acc[NV], x, y;                                                                \
+        for (int v = 0; v < (NV); v++) memcpy(&run[v], centre + p + v * (STEP), sizeof(V));      \
+        Py_ssize_t gi = 0, next = n / groups;                                                    \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                     \
+            if (i == next) { gi++; next = (gi + 1) * n / groups; }                               \
+            const T* c = g + i * m;                                                              \
+            const T* negs = outs + (gi * m + 1) * dim + p;                                       \
+            for (int v = 0; v < (NV); v++) acc[v] = c[0] * run[v];                               \
+            for (Py_ssize_t j = 1; j < m; j++)                                                   \
+                for (int v = 0; v < (NV); v++) {                                                 \
+                    memcpy(&x, negs + (j - 1) * dim + v * (STEP), sizeof(V));                    \
+                    acc[v] += c[j] * x;                                                          \
+                }                                                                                \
+            T* w = W + ids[i] * dim + p;                                                         \
+            const T* r = rows + i * dim + p;                                                     \
+            T up = out_scale * c[0];                                                             \
+            for (int v = 0; v < (NV); v++) {                                                     \
+                memcpy(&y, w + v * (STEP), sizeof(V)); y += in_scale * acc[v];                   \
+                memcpy(w + v * (STEP), &y, sizeof(V));                                           \
+                memcpy(&x, r + v * (STEP), sizeof(V)); run[v] += up * x;                         \
+            }                                                                                    \
+        }                                                                                        \
+    }
+    #define FA_WINDOW_RUNNING(T, S, LANES)                                                       \
+    FA_CLONED void fa_window_rows_running_##S(const T* g, Py_ssize_t n, Py_ssize_t m,            \
+                                              Py_ssize_t groups, const T* centre, const T* outs, \
+                                              const T* rows, Py_ssize_t dim, T* W,               \
+                                              const int64_t* ids, T in_scale, T out_scale) {     \
+        Py_ssize_t p = 0;                                                                        \
+        FA_RUN_CHUNK(T, fa_win_vec_##S, LANES, 4)                                                \
+        FA_RUN_CHUNK(T, fa_win_vec_##S, LANES, 1)                                                \
+        FA_RUN_CHUNK(T, fa_win_half_##S, LANES / 2, 1)                                           \
+        FA_RUN_CHUNK(T, T, 1, 1)                                                                 \
+    }
+    FA_WINDOW_RUNNING(float, f, 8)
+    FA_WINDOW_RUNNING(double, d, 4)
     """
+    void fa_window_rows_running_f(const float* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
+                                  const float* centre, const float* outs, const float* rows, Py_ssize_t dim,
+                                  float* W, const int64_t* ids, float in_scale, float out_scale) noexcept nogil
+    void fa_window_rows_running_d(const double* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
+                                  const double* centre, const double* outs, const double* rows, Py_ssize_t dim,
+                                  double* W, const int64_t* ids, double in_scale, double out_scale) noexcept nogil
     double fa_window_row_loss_f(const float* s, Py_ssize_t m, float* t) noexcept nogil
     double fa_window_row_loss_d(const double* s, Py_ssize_t m, double* t) noexcept nogil
     void fa_window_scores_f(const float* W, const int64_t* context, Py_ssize_t n, const float* C,
@@ -237,6 +287,16 @@ cdef inline void window_rows(const floating* g, Py_ssize_t gr, Py_ssize_t gk, Py
         fa_window_rows_d(g, gr, gk, n_out, n_in, src, dim, dst, ids, scale)
 
 
+cdef inline void window_rows_running(const floating* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
+                                     const floating* centre, const floating* outs, const floating* rows,
+                                     Py_ssize_t dim, floating* W, const int64_t* ids, floating in_scale,
+                                     floating out_scale) noexcept nogil:
+    if floating is float:
+        fa_window_rows_running_f(g, n, m, groups, centre, outs, rows, dim, W, ids, in_scale, out_scale)
+    else:
+        fa_window_rows_running_d(g, n, m, groups, centre, outs, rows, dim, W, ids, in_scale, out_scale)
+
+
 # The node's buffers of rows: the context rows kept, the centre's and negatives' rows kept,
 # then the gradients of each.
 cdef enum:
@@ -258,6 +318,7 @@ cdef class WindowLoss(RowGather):
     cdef Py_ssize_t n                # the context rows of the current example (weight != 0)
     cdef Py_ssize_t n_groups         # the groups of the current example: min(groups, n)
     cdef bint steps_in_place         # both tables' rows go to plain SGD row steps
+    cdef bint sequential_centre      # in place: each context row steps against the centre as the rows before left it
     # the blocks (N_BLOCKS, block_rows, dim): the context rows, each group's centre and negatives
     # (groups * m rows, the centre's copied into each), then their gradients (the centre's and
     # each negative's once: 1 + groups * k rows); scores, exps and grads (slots, m); labels (m,); ids and
@@ -323,6 +384,13 @@ cdef class WindowLoss(RowGather):
         for i in range(n):
             bce_row_backward(scores + i * m, <const floating*>self.labels_ptr,
                              <const floating*>self.exps_ptr + i * m, m, gy[0] * kept_weights[i], g + i * m)
+        if self.steps_in_place and self.sequential_centre and n > 1:
+            self._rows_running(g, <floating*>self.in_table.val_ptr, <floating*>self.out_table.val_ptr,
+                                  <floating>-(<RowStep>self.route_ptrs[0]).plain_sgd_rate()[0],
+                                  <floating>-(<RowStep>self.route_ptrs[1]).plain_sgd_rate()[0])
+            (<RowStep>self.route_ptrs[0]).applied[0] = True
+            (<RowStep>self.route_ptrs[1]).applied[0] = True
+            return 0
         if self.steps_in_place:        # each row's step: its gradient summed in registers, added once
             self._rows(g, <floating*>self.in_table.val_ptr, <floating*>self.out_table.val_ptr, True,
                        <floating>-(<RowStep>self.route_ptrs[0]).plain_sgd_rate()[0],
@@ -339,6 +407,26 @@ cdef class WindowLoss(RowGather):
             send_rows(self, 1, self.out_table, <const int64_t*>self.target.val_ptr,
                       1 + self.n_groups * self.k, <char*>out_grads, self.dim)
         return 0
+
+    cdef void _rows_running(self, const floating* g, floating* W, floating* C, floating in_scale,
+                            floating out_scale) noexcept nogil:
+        """The rows' SGD steps in place, each context row stepping against the centre's row as
+        the steps of the rows before it left it (`sequential_centre`); the centre's and the
+        negatives' rows as `_rows` steps them."""
+        cdef const int64_t* target = <const int64_t*>self.target.val_ptr
+        cdef const floating* rows = <const floating*>self.block(B_IN)
+        cdef const floating* outs = <const floating*>self.block(B_OUT)
+        cdef Py_ssize_t n = self.n, m = self.m, k = self.k, dim = self.dim, groups = self.n_groups
+        cdef Py_ssize_t gi, lo, hi
+        window_rows_running(g, n, m, groups, outs, outs, rows, dim, W, <const int64_t*>self.kept_ids_ptr,
+                            in_scale, out_scale)
+        if groups <= 1:
+            window_rows(g, 1, m, m, n, rows, dim, C, target, out_scale)
+            return
+        window_rows(g, 1, m, 1, n, rows, dim, C, target, out_scale)     # the centre's row: its n steps
+        for gi in range(groups):
+            lo, hi = gi * n // groups, (gi + 1) * n // groups
+            window_rows(g + lo * m + 1, 1, m, k, hi - lo, rows + lo * dim, dim, C, target + 1 + gi * k, out_scale)
 
     cdef void _rows(self, const floating* g, floating* in_dst, floating* out_dst, bint tables,
                     floating in_scale, floating out_scale) noexcept nogil:
@@ -368,7 +456,7 @@ cdef class WindowLoss(RowGather):
                         target + 1 + gi * k if tables else NULL, out_scale)
 
 
-def window_loss(in_table, context, weights, out_table, target, groups=1):
+def window_loss(in_table, context, weights, out_table, target, groups=1, sequential_centre=False):
     """Skip-gram's negative-sampling loss of one window with shared negatives (pWord2Vec):
     `sum_i weights[i] * (-log sigmoid(W[context[i]] . C[target[0]])
     - sum_{j >= 1} log sigmoid(-W[context[i]] . C[target[j]]))`, a scalar.
@@ -394,6 +482,15 @@ def window_loss(in_table, context, weights, out_table, target, groups=1):
     read). Still n (1 + k) scores, the rows of all groups copied once; the window's pairs
     draw `groups` times as many distinct negatives.
 
+    `sequential_centre=True` changes the rows' in-place SGD step only (under `fastad.train`'s
+    plain SGD; the gradients sent to another optimizer are the loss's, as without it): the
+    centre's row is stepped after each context word in turn, as word2vec's pair form steps
+    it, so that context word i is scored against the centre's row as words 0..i-1 left it
+    and steps against that row; the negatives' scores and steps are the block's. The loss
+    is the window's as the forward found it. `Word2Vec(shared_negatives=True)` trains so:
+    with the centre's n steps taken together from the row as the window found it, its
+    neighbours drifted from gensim's by more than the issue's 0.05 (docs/guide/models.md).
+
     >>> ctx, wts, tgt = fa.IndexInput([0] * 10), fa.Input(np.zeros(10)), fa.IndexInput([0] * 6)
     >>> loss = window_loss(W, ctx, wts, C, tgt)
     >>> fa.train(loss, opt, fa.data.SharedNegativeSampler(tokens, ctx, wts, tgt, window=5, seed=0))
@@ -407,6 +504,8 @@ def window_loss(in_table, context, weights, out_table, target, groups=1):
         raise ValueError(f"{op}: groups must be >= 1 (the groups of context words, each with its "
                          f"own negatives), got {groups}")
     groups = int(groups)
+    if not isinstance(sequential_centre, (bool, np.bool_)):
+        raise TypeError(f"{op}: sequential_centre must be a bool, got {type(sequential_centre).__name__}")
     W, C = row_tables(op, "in_table", in_table, "out_table", out_table)
     cdef IndexInput ctx = as_ids(op, "context", context, W.device)
     cdef IndexInput tgt = as_ids(op, "target", target, C.device)
@@ -429,6 +528,7 @@ def window_loss(in_table, context, weights, out_table, target, groups=1):
     node.in_table, node.out_table, node.weights = W, C, weights
     node.context, node.target = ctx, tgt
     node.groups, node.k = groups, (tgt.size - 1) // groups
+    node.sequential_centre = sequential_centre
     node.dim, node.slots, node.m = W._shape[1], ctx.size, 1 + node.k
     node.n_in_rows, node.n_out_rows = W._shape[0], C._shape[0]
     init_node(node, op, (W, ctx, weights, C, tgt), (), W.f64)
