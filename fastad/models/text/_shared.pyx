@@ -73,6 +73,11 @@ cdef extern from *:
      * exp(-|s_j|) for fa_bce_backward (elementwise_loops.h), the loss nodes' rule: the
      * softplus's m terms log1p(t_j) taken as one log of the product of the 1 + t_j (in
      * double; each factor lies in [1, 2]), one log a context word instead of m. */
+    /* the first context row of group g of `groups` over n rows (g = groups: n), with no
+     * division when there is one group (a division costs more than a window's scores' loop) */
+    static inline Py_ssize_t fa_win_bound(Py_ssize_t g, Py_ssize_t n, Py_ssize_t groups) {
+        return groups == 1 ? (g ? n : 0) : g * n / groups;
+    }
     /* y[0:LANES] = scale * acc, or += when ids (a table's row), in fa_window_rows */
     #define FA_WIN_PUT(S, Y, ACC) do {                                                            \
         fa_win_vec_##S out_;                                                                     \
@@ -146,7 +151,8 @@ cdef extern from *:
         }                                                                                        \
         for (Py_ssize_t g = 0; g < groups; g++) {                                                \
             const T* block = outs + g * m * dim;                                                 \
-            for (Py_ssize_t i = g * n / groups; i < (g + 1) * n / groups; i++) {                 \
+            Py_ssize_t hi = fa_win_bound(g + 1, n, groups);                                      \
+            for (Py_ssize_t i = fa_win_bound(g, n, groups); i < hi; i++) {                       \
                 Py_ssize_t j = 0;                                                                \
                 for (; j + 2 <= m; j += 2)      /* two target rows a pass over the context row */ \
                     fa_win_dot2_##S(rows + i * dim, block + j * dim, block + (j + 1) * dim, dim, \
@@ -205,16 +211,19 @@ cdef extern from *:
     /* fa_window_rows_running: the context rows' SGD steps of a window, row i (of n, group gi)
      * stepped against the centre's row as the steps of rows 0..i-1 left it: W[ids[i]] +=
      * in_scale * (g[i, 0] * run + sum_{j >= 1} g[i, j] * (group gi's negative j)), then
-     * run += out_scale * g[i, 0] * rows[i], run starting from `centre`. A chunk of the
-     * columns at a time, its part of the running centre held in registers over the n rows
-     * (the pair form's order, at one more multiply-add a context row and column). */
+     * run += out_scale * g[i, 0] * rows[i], run starting from `centre`; then the centre's
+     * table row takes the n steps, centre_dst += run - centre. A chunk of two vectors of
+     * the columns at a time, its part of the running centre held in registers over the n
+     * rows (four vectors, or a row at a time with the running centre in memory, measured
+     * slower): the pair form's order at the multiply-adds of the block's (the centre's
+     * row summed here, not in the output rows' product). */
     #define FA_RUN_CHUNK(T, V, STEP, NV)                                                         \
     for (; p + (NV) * (STEP) <= dim; p += (NV) * (STEP)) {                                       \
         V run[NV], acc[NV], x, y;                                                                \
         for (int v = 0; v < (NV); v++) memcpy(&run[v], centre + p + v * (STEP), sizeof(V));      \
-        Py_ssize_t gi = 0, next = n / groups;                                                    \
+        Py_ssize_t gi = 0, next = first_next;                                                    \
         for (Py_ssize_t i = 0; i < n; i++) {                                                     \
-            if (i == next) { gi++; next = (gi + 1) * n / groups; }                               \
+            if (i == next) { gi++; next = fa_win_bound(gi + 1, n, groups); }                     \
             const T* c = g + i * m;                                                              \
             const T* negs = outs + (gi * m + 1) * dim + p;                                       \
             for (int v = 0; v < (NV); v++) acc[v] = c[0] * run[v];                               \
@@ -232,14 +241,21 @@ cdef extern from *:
                 memcpy(&x, r + v * (STEP), sizeof(V)); run[v] += up * x;                         \
             }                                                                                    \
         }                                                                                        \
+        for (int v = 0; v < (NV); v++) {                                                         \
+            memcpy(&x, centre + p + v * (STEP), sizeof(V));                                      \
+            memcpy(&y, centre_dst + p + v * (STEP), sizeof(V));                                  \
+            y += run[v] - x;                                                                     \
+            memcpy(centre_dst + p + v * (STEP), &y, sizeof(V));                                  \
+        }                                                                                        \
     }
     #define FA_WINDOW_RUNNING(T, S, LANES)                                                       \
     FA_CLONED void fa_window_rows_running_##S(const T* g, Py_ssize_t n, Py_ssize_t m,            \
                                               Py_ssize_t groups, const T* centre, const T* outs, \
                                               const T* rows, Py_ssize_t dim, T* W,               \
-                                              const int64_t* ids, T in_scale, T out_scale) {     \
-        Py_ssize_t p = 0;                                                                        \
-        FA_RUN_CHUNK(T, fa_win_vec_##S, LANES, 4)                                                \
+                                              const int64_t* ids, T* centre_dst, T in_scale,     \
+                                              T out_scale) {                                     \
+        Py_ssize_t p = 0, first_next = fa_win_bound(1, n, groups);                               \
+        FA_RUN_CHUNK(T, fa_win_vec_##S, LANES, 2)                                                \
         FA_RUN_CHUNK(T, fa_win_vec_##S, LANES, 1)                                                \
         FA_RUN_CHUNK(T, fa_win_half_##S, LANES / 2, 1)                                           \
         FA_RUN_CHUNK(T, T, 1, 1)                                                                 \
@@ -247,12 +263,15 @@ cdef extern from *:
     FA_WINDOW_RUNNING(float, f, 8)
     FA_WINDOW_RUNNING(double, d, 4)
     """
+    Py_ssize_t fa_win_bound(Py_ssize_t g, Py_ssize_t n, Py_ssize_t groups) noexcept nogil
     void fa_window_rows_running_f(const float* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
                                   const float* centre, const float* outs, const float* rows, Py_ssize_t dim,
-                                  float* W, const int64_t* ids, float in_scale, float out_scale) noexcept nogil
+                                  float* W, const int64_t* ids, float* centre_dst, float in_scale,
+                                  float out_scale) noexcept nogil
     void fa_window_rows_running_d(const double* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
                                   const double* centre, const double* outs, const double* rows, Py_ssize_t dim,
-                                  double* W, const int64_t* ids, double in_scale, double out_scale) noexcept nogil
+                                  double* W, const int64_t* ids, double* centre_dst, double in_scale,
+                                  double out_scale) noexcept nogil
     double fa_window_row_loss_f(const float* s, Py_ssize_t m, float* t) noexcept nogil
     double fa_window_row_loss_d(const double* s, Py_ssize_t m, double* t) noexcept nogil
     void fa_window_scores_f(const float* W, const int64_t* context, Py_ssize_t n, const float* C,
@@ -289,12 +308,12 @@ cdef inline void window_rows(const floating* g, Py_ssize_t gr, Py_ssize_t gk, Py
 
 cdef inline void window_rows_running(const floating* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
                                      const floating* centre, const floating* outs, const floating* rows,
-                                     Py_ssize_t dim, floating* W, const int64_t* ids, floating in_scale,
-                                     floating out_scale) noexcept nogil:
+                                     Py_ssize_t dim, floating* W, const int64_t* ids, floating* centre_dst,
+                                     floating in_scale, floating out_scale) noexcept nogil:
     if floating is float:
-        fa_window_rows_running_f(g, n, m, groups, centre, outs, rows, dim, W, ids, in_scale, out_scale)
+        fa_window_rows_running_f(g, n, m, groups, centre, outs, rows, dim, W, ids, centre_dst, in_scale, out_scale)
     else:
-        fa_window_rows_running_d(g, n, m, groups, centre, outs, rows, dim, W, ids, in_scale, out_scale)
+        fa_window_rows_running_d(g, n, m, groups, centre, outs, rows, dim, W, ids, centre_dst, in_scale, out_scale)
 
 
 # The node's buffers of rows: the context rows kept, the centre's and negatives' rows kept,
@@ -411,21 +430,17 @@ cdef class WindowLoss(RowGather):
     cdef void _rows_running(self, const floating* g, floating* W, floating* C, floating in_scale,
                             floating out_scale) noexcept nogil:
         """The rows' SGD steps in place, each context row stepping against the centre's row as
-        the steps of the rows before it left it (`sequential_centre`); the centre's and the
-        negatives' rows as `_rows` steps them."""
+        the steps of the rows before it left it (`sequential_centre`), the centre's row taking
+        their n steps in the same pass; the negatives' rows as `_rows` steps them."""
         cdef const int64_t* target = <const int64_t*>self.target.val_ptr
         cdef const floating* rows = <const floating*>self.block(B_IN)
         cdef const floating* outs = <const floating*>self.block(B_OUT)
         cdef Py_ssize_t n = self.n, m = self.m, k = self.k, dim = self.dim, groups = self.n_groups
         cdef Py_ssize_t gi, lo, hi
         window_rows_running(g, n, m, groups, outs, outs, rows, dim, W, <const int64_t*>self.kept_ids_ptr,
-                            in_scale, out_scale)
-        if groups <= 1:
-            window_rows(g, 1, m, m, n, rows, dim, C, target, out_scale)
-            return
-        window_rows(g, 1, m, 1, n, rows, dim, C, target, out_scale)     # the centre's row: its n steps
-        for gi in range(groups):
-            lo, hi = gi * n // groups, (gi + 1) * n // groups
+                            C + target[0] * dim, in_scale, out_scale)      # the centre's row too
+        for gi in range(groups):          # each group's negatives
+            lo, hi = fa_win_bound(gi, n, groups), fa_win_bound(gi + 1, n, groups)
             window_rows(g + lo * m + 1, 1, m, k, hi - lo, rows + lo * dim, dim, C, target + 1 + gi * k, out_scale)
 
     cdef void _rows(self, const floating* g, floating* in_dst, floating* out_dst, bint tables,
@@ -445,12 +460,12 @@ cdef class WindowLoss(RowGather):
             window_rows(g, 1, m, m, n, rows, dim, out_dst, target if tables else NULL, out_scale)
             return
         for gi in range(groups):
-            lo, hi = gi * n // groups, (gi + 1) * n // groups
+            lo, hi = fa_win_bound(gi, n, groups), fa_win_bound(gi + 1, n, groups)
             window_rows(g + lo * m, m, 1, hi - lo, m, outs + gi * m * dim, dim,
                         in_dst if tables else in_dst + lo * dim, kept_ids + lo if tables else NULL, in_scale)
         window_rows(g, 1, m, 1, n, rows, dim, out_dst, target if tables else NULL, out_scale)     # the centre
         for gi in range(groups):
-            lo, hi = gi * n // groups, (gi + 1) * n // groups
+            lo, hi = fa_win_bound(gi, n, groups), fa_win_bound(gi + 1, n, groups)
             window_rows(g + lo * m + 1, 1, m, k, hi - lo, rows + lo * dim, dim,
                         out_dst if tables else out_dst + (1 + gi * k) * dim,
                         target + 1 + gi * k if tables else NULL, out_scale)
