@@ -280,9 +280,11 @@ def test_word2vec_with_shared_negatives_learns_the_topics_deterministically():
     assert not np.array_equal(model.vectors, pairs.vectors)       # the option reaches the training
 
 
+@pytest.mark.parametrize("groups", [1, 2])
 @pytest.mark.parametrize("start_method", ["threads", "fork"])
-def test_hogwild_workers_train_the_shared_form(start_method):
-    model = fa.models.Word2Vec(seed=1, workers=2, **SETTINGS).fit(topics_corpus(), start_method=start_method)
+def test_hogwild_workers_train_the_shared_form(start_method, groups):
+    model = fa.models.Word2Vec(seed=1, workers=2, negative_groups=groups, **SETTINGS).fit(
+        topics_corpus(), start_method=start_method)
     near = [w for w, _ in model.most_similar("b2", topn=5)]
     assert all(w.startswith("b") for w in near), near
 
