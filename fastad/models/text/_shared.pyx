@@ -500,9 +500,10 @@ def window_loss(in_table, context, weights, out_table, target, groups=1, sequent
     `sequential_centre=True` changes the rows' in-place SGD step only (under `fastad.train`'s
     plain SGD; the gradients sent to another optimizer are the loss's, as without it): the
     centre's row is stepped after each context word in turn, as word2vec's pair form steps
-    it, so that context word i is scored against the centre's row as words 0..i-1 left it
-    and steps against that row; the negatives' scores and steps are the block's. The loss
-    is the window's as the forward found it. `Word2Vec(shared_negatives=True)` trains so:
+    it, and context word i steps against the centre's row as the steps of words 0..i-1 left
+    it (its scores, and so its gradient, are the block's, as the window found it: scoring
+    it against the stepped row too moved the neighbours no further); the negatives' steps
+    are the block's. The loss is the window's as the forward found it. `Word2Vec(shared_negatives=True)` trains so:
     with the centre's n steps taken together from the row as the window found it, its
     neighbours drifted from gensim's by more than the issue's 0.05 (docs/guide/models.md).
 
