@@ -77,6 +77,149 @@ def test_the_rows_steps_inside_fastad_train_match_the_reference(dtype, optimizer
     np.testing.assert_allclose(C.numpy(), C0 - lr * dC, rtol=tol, atol=tol)
 
 
+def grouped_reference(W, C, context, weights, target, groups):
+    """(loss, dW, dC) of one window whose kept context rows (weight != 0, in slot order) go in
+    order to min(groups, n) groups, group g taking rows g n // groups up to (g + 1) n // groups,
+    each scored against the centre and its own k negatives, target[1 + g k : 1 + (g + 1) k]:
+    the sum of `reference` over the groups."""
+    keep = np.flatnonzero(np.asarray(weights) != 0)
+    n, k = keep.size, (len(target) - 1) // groups
+    used = min(groups, n)
+    loss, dW, dC = 0.0, np.zeros(W.shape), np.zeros(C.shape)
+    for g in range(used):
+        rows = keep[g * n // used:(g + 1) * n // used]
+        part = reference(W, C, np.asarray(context)[rows], np.asarray(weights)[rows],
+                         [target[0]] + list(target[1 + g * k:1 + (g + 1) * k]))
+        loss, dW, dC = loss + part[0], dW + part[1], dC + part[2]
+    return loss, dW, dC
+
+
+# seven kept context rows (a repeated word, an empty slot between them) and two groups of three
+# negatives: the first group repeats a negative and holds the centre again, and the second shares
+# a negative with the first; with three groups the rows split 2, 2, 3
+GROUP_CONTEXT, GROUP_WEIGHTS = [3, 5, 3, 0, 9, 2, 8, 11, 0, 6], [1, 1, 1, 0, 2, 1, 1, 1, 0, 1]
+GROUP_TARGETS = {2: [4, 1, 1, 4, 7, 2, 1], 3: [4, 1, 1, 4, 7, 2, 1, 0, 9, 6]}
+
+
+@pytest.mark.parametrize("groups", [2, 3])
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+def test_each_group_of_context_words_is_scored_against_its_own_negatives(groups, dtype, tol):
+    W0, C0 = tables(dtype)
+    target = GROUP_TARGETS[groups]
+    W, C = fa.Parameter(W0.copy(), dtype=dtype), fa.Parameter(C0.copy(), dtype=dtype)
+    weights = fa.Input(np.array(GROUP_WEIGHTS), dtype=dtype)
+    loss = window_loss(W, fa.IndexInput(GROUP_CONTEXT), weights, C, fa.IndexInput(target), groups)
+    loss.backward()
+    want, dW, dC = grouped_reference(W0, C0, GROUP_CONTEXT, GROUP_WEIGHTS, target, groups)
+    assert abs(loss.item() - want) <= tol * abs(want)
+    np.testing.assert_allclose(W.grad, dW, rtol=tol, atol=tol)
+    np.testing.assert_allclose(C.grad, dC, rtol=tol, atol=tol)
+    # not the window against all of its negatives at once, nor against the first group's alone
+    everything = reference(W0, C0, GROUP_CONTEXT, GROUP_WEIGHTS, target)[0]
+    first = reference(W0, C0, GROUP_CONTEXT, GROUP_WEIGHTS, target[:1 + (len(target) - 1) // groups])[0]
+    assert abs(everything - want) > 0.1 and abs(first - want) > 0.01
+
+
+@pytest.mark.parametrize("groups", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_groups_rows_step_in_place_as_the_reference_and_fewer_words_than_groups_leave_negatives_unread(
+        groups, dtype):
+    W0, C0 = tables(dtype, seed=2)
+    lr, tol = 0.1, (1e-12 if dtype == np.float64 else 2e-6)
+    target = GROUP_TARGETS[groups]
+    # the window with all its words, then one with two words (two groups of one word: with three
+    # groups the third's negatives, rows 0, 9 and 6, are neither read nor stepped)
+    short = [5, 0, 0, 0, 0, 0, 0, 0, 0, 3], [1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    for context_ids, weight_values in [(GROUP_CONTEXT, GROUP_WEIGHTS), short]:
+        W, C = fa.Parameter(W0.copy(), dtype=dtype), fa.Parameter(C0.copy(), dtype=dtype)
+        context, tgt = fa.IndexInput(context_ids), fa.IndexInput(target)
+        weights = fa.Input(np.array(weight_values), dtype=dtype)
+        loss = window_loss(W, context, weights, C, tgt, groups)
+        fa.train(loss, fa.optim.SGD([W, C], lr=lr), {context: np.array([context_ids]), tgt: np.array([target]),
+                                                    weights: np.array([weight_values], dtype=dtype)})
+        _, dW, dC = grouped_reference(W0, C0, context_ids, weight_values, target, groups)
+        np.testing.assert_allclose(W.numpy(), W0 - lr * dW, rtol=tol, atol=tol)
+        np.testing.assert_allclose(C.numpy(), C0 - lr * dC, rtol=tol, atol=tol)
+    assert np.array_equal(C.numpy()[[0, 6, 9]], C0[[0, 6, 9]])
+
+
+def sequential_centre_step(W, C, context, weights, target, groups, lr):
+    """(W, C) after one in-place SGD step of lr with `sequential_centre`: the gradients of
+    `grouped_reference` (the scores as the window found them), except that context row i
+    steps against the centre's row as the steps of rows 0..i-1 left it, in float64."""
+    W, C = W.astype(np.float64), C.astype(np.float64)
+    keep = np.flatnonzero(np.asarray(weights) != 0)
+    n, k = keep.size, (len(target) - 1) // groups
+    used = min(groups, n)
+    newW = W.copy()
+    running = C[target[0]].copy()
+    for g in range(used):
+        negatives = list(target[1 + g * k:1 + (g + 1) * k])
+        for i in keep[g * n // used:(g + 1) * n // used]:
+            row, weight = context[i], weights[i]
+            scores = W[row] @ C[[target[0]] + negatives].T
+            grad = weight * (1 / (1 + np.exp(-scores)) - np.eye(1, 1 + k)[0])
+            newW[row] -= lr * (grad[0] * running + grad[1:] @ C[negatives])
+            running -= lr * grad[0] * W[row]
+    _, _, dC = grouped_reference(W, C, context, weights, target, groups)
+    return newW, C - lr * dC
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sequential_centre_steps_each_context_row_against_the_centre_the_rows_before_left(groups, dtype):
+    W0, C0 = tables(dtype, seed=3)
+    W0 *= 4                                      # steps large enough for the order to show
+    lr, tol = 0.5, (1e-12 if dtype == np.float64 else 5e-6)
+    target = GROUP_TARGETS.get(groups, TARGET)
+    context_ids, weight_values = (GROUP_CONTEXT, GROUP_WEIGHTS) if groups > 1 else (CONTEXT, WEIGHTS)
+    results = {}
+    for sequential in (True, False):
+        W, C = fa.Parameter(W0.copy(), dtype=dtype), fa.Parameter(C0.copy(), dtype=dtype)
+        context, tgt = fa.IndexInput(context_ids), fa.IndexInput(target)
+        weights = fa.Input(np.array(weight_values), dtype=dtype)
+        loss = window_loss(W, context, weights, C, tgt, groups, sequential_centre=sequential)
+        history = fa.train(loss, fa.optim.SGD([W, C], lr=lr),
+                           {context: np.array([context_ids]), tgt: np.array([target]),
+                            weights: np.array([weight_values], dtype=dtype)})
+        results[sequential] = W.numpy().copy(), C.numpy().copy(), history
+    wantW, wantC = sequential_centre_step(W0, C0, context_ids, weight_values, target, groups, lr)
+    np.testing.assert_allclose(results[True][0], wantW, rtol=tol, atol=tol)
+    np.testing.assert_allclose(results[True][1], wantC, rtol=tol, atol=tol)
+    # the output rows and the loss are the simultaneous step's; the context rows are not
+    np.testing.assert_allclose(results[True][1], results[False][1], rtol=tol, atol=tol)
+    assert results[True][2] == results[False][2]
+    assert np.abs(results[True][0] - results[False][0]).max() > 1e-3
+
+
+def test_sequential_centre_leaves_the_gradients_sent_to_other_optimizers_as_they_are():
+    W0, C0 = tables(np.float64, seed=4)
+    grads = []
+    for sequential in (True, False):
+        W, C = fa.Parameter(W0.copy()), fa.Parameter(C0.copy())
+        weights = fa.Input(np.array(WEIGHTS, dtype=np.float64))
+        window_loss(W, fa.IndexInput(CONTEXT), weights, C, fa.IndexInput(TARGET),
+                    sequential_centre=sequential).backward()
+        grads.append((W.grad.copy(), C.grad.copy()))
+    assert all(np.array_equal(a, b) for a, b in zip(*grads))
+
+
+def test_window_loss_groups_are_checked():
+    W, C = fa.Parameter(np.zeros((5, 3))), fa.Parameter(np.zeros((4, 3)))
+    ctx, weights = fa.IndexInput([0, 1]), fa.Input(np.ones(2))
+    with pytest.raises(ValueError, match="target must hold the centre, then k >= 1 negatives for each of the 2"):
+        window_loss(W, ctx, weights, C, fa.IndexInput([0, 1, 2, 3]), 2)
+    with pytest.raises(ValueError, match="for each of the 3 group"):
+        window_loss(W, ctx, weights, C, fa.IndexInput([0, 1, 2]), 3)
+    with pytest.raises(ValueError, match="groups must be >= 1"):
+        window_loss(W, ctx, weights, C, fa.IndexInput([0, 1, 2]), 0)
+    with pytest.raises(TypeError, match="groups must be an int"):
+        window_loss(W, ctx, weights, C, fa.IndexInput([0, 1, 2]), 1.0)
+    with pytest.raises(TypeError, match="sequential_centre must be a bool"):
+        window_loss(W, ctx, weights, C, fa.IndexInput([0, 1, 2]), sequential_centre=1)
+    assert window_loss(W, ctx, weights, C, fa.IndexInput([0, 1, 2]), 2).item() == pytest.approx(4 * np.log(2))
+
+
 def test_window_loss_arguments_are_checked():
     W, C = fa.Parameter(np.zeros((5, 3))), fa.Parameter(np.zeros((4, 3)))
     ctx, tgt = fa.IndexInput([0, 1]), fa.IndexInput([0, 1, 2])
@@ -137,11 +280,39 @@ def test_word2vec_with_shared_negatives_learns_the_topics_deterministically():
     assert not np.array_equal(model.vectors, pairs.vectors)       # the option reaches the training
 
 
+@pytest.mark.parametrize("groups", [1, 2])
 @pytest.mark.parametrize("start_method", ["threads", "fork"])
-def test_hogwild_workers_train_the_shared_form(start_method):
-    model = fa.models.Word2Vec(seed=1, workers=2, **SETTINGS).fit(topics_corpus(), start_method=start_method)
+def test_hogwild_workers_train_the_shared_form(start_method, groups):
+    model = fa.models.Word2Vec(seed=1, workers=2, negative_groups=groups, **SETTINGS).fit(
+        topics_corpus(), start_method=start_method)
     near = [w for w, _ in model.most_similar("b2", topn=5)]
     assert all(w.startswith("b") for w in near), near
+
+
+def test_negative_groups_reach_the_training_are_kept_and_checked(tmp_path):
+    corpus = topics_corpus(100)
+    one = fa.models.Word2Vec(seed=2, **dict(SETTINGS, epochs=1)).fit(corpus)
+    two = fa.models.Word2Vec(seed=2, negative_groups=2, **dict(SETTINGS, epochs=1)).fit(corpus)
+    assert one.negative_groups == 1 and not np.array_equal(one.vectors, two.vectors)
+    again = fa.models.Word2Vec(seed=2, negative_groups=2, **dict(SETTINGS, epochs=1)).fit(corpus)
+    assert np.array_equal(two.vectors, again.vectors)
+    two.save(tmp_path / "two.npz")
+    assert fa.models.Word2Vec.load(tmp_path / "two.npz").negative_groups == 2
+    with pytest.raises(ValueError, match="negative_groups .* must be >= 1, got 0"):
+        fa.models.Word2Vec(shared_negatives=True, negative_groups=0)
+    with pytest.raises(TypeError, match="negative_groups .* must be an int"):
+        fa.models.Word2Vec(shared_negatives=True, negative_groups=2.0)
+
+
+def test_word2vec_steps_the_centre_after_each_context_word(monkeypatch):
+    # the same fit with the centre's steps taken together (pWord2Vec's order) ends elsewhere
+    from fastad.models.text import word2vec
+    corpus = topics_corpus(100)
+    ordered = fa.models.Word2Vec(seed=2, **dict(SETTINGS, epochs=1)).fit(corpus)
+    real = word2vec.window_loss
+    monkeypatch.setattr(word2vec, "window_loss", lambda *a, **kw: real(*a, **dict(kw, sequential_centre=False)))
+    together = fa.models.Word2Vec(seed=2, **dict(SETTINGS, epochs=1)).fit(corpus)
+    assert not np.array_equal(ordered.vectors, together.vectors)
 
 
 def test_bad_input_gives_the_errors_of_the_pair_form():

@@ -58,8 +58,11 @@ cdef extern from *:
      * A row's last elements short of a whole vector go through one of half its width (dim 100
      * in floats: 12 vectors and one half), the rest one at a time.
      *
-     * fa_window_scores: copy the n context rows of W and the m target rows of C into the
-     * blocks `rows` and `outs`, and score them: scores (n x m) = rows outs^T.
+     * fa_window_scores: copy the n context rows of W into the block `rows` and, for each of
+     * the `groups` groups of context rows (n split in order into groups of n / groups rows,
+     * to rounding), the centre's row and the group's k negatives (target[1 + g k ...]) of C
+     * into group g's m = 1 + k rows of the block `outs`, and score each group's rows
+     * against its own: scores (n x m), row i against its group's block of outs.
      *
      * fa_window_rows: for r < n_out, the row sum_k g[r * gr + k * gk] * src[k] (src: n_in
      * rows), times `scale`: written into dst row r (ids NULL), or added into dst row ids[r]
@@ -70,6 +73,11 @@ cdef extern from *:
      * exp(-|s_j|) for fa_bce_backward (elementwise_loops.h), the loss nodes' rule: the
      * softplus's m terms log1p(t_j) taken as one log of the product of the 1 + t_j (in
      * double; each factor lies in [1, 2]), one log a context word instead of m. */
+    /* the first context row of group g of `groups` over n rows (g = groups: n), with no
+     * division when there is one group (a division costs more than a window's scores' loop) */
+    static inline Py_ssize_t fa_win_bound(Py_ssize_t g, Py_ssize_t n, Py_ssize_t groups) {
+        return groups == 1 ? (g ? n : 0) : g * n / groups;
+    }
     /* y[0:LANES] = scale * acc, or += when ids (a table's row), in fa_window_rows */
     #define FA_WIN_PUT(S, Y, ACC) do {                                                            \
         fa_win_vec_##S out_;                                                                     \
@@ -129,17 +137,28 @@ cdef extern from *:
         out[0] = t0; out[1] = t1;                                                                \
     }                                                                                            \
     FA_CLONED void fa_window_scores_##S(const T* W, const int64_t* context, Py_ssize_t n,        \
-                                        const T* C, const int64_t* target, Py_ssize_t m,         \
-                                        Py_ssize_t dim, T* rows, T* outs, T* scores) {           \
+                                        const T* C, const int64_t* target, Py_ssize_t groups,    \
+                                        Py_ssize_t k, Py_ssize_t dim, T* rows, T* outs,          \
+                                        T* scores) {                                             \
         size_t row_bytes = (size_t)dim * sizeof(T);                                              \
+        Py_ssize_t m = 1 + k;                                                                    \
         for (Py_ssize_t i = 0; i < n; i++) memcpy(rows + i * dim, W + context[i] * dim, row_bytes); \
-        for (Py_ssize_t j = 0; j < m; j++) memcpy(outs + j * dim, C + target[j] * dim, row_bytes); \
-        for (Py_ssize_t i = 0; i < n; i++) {                                                     \
-            Py_ssize_t j = 0;                                                                    \
-            for (; j + 2 <= m; j += 2)      /* two target rows a pass over the context row */    \
-                fa_win_dot2_##S(rows + i * dim, outs + j * dim, outs + (j + 1) * dim, dim,      \
-                                scores + i * m + j);                                             \
-            if (j < m) scores[i * m + j] = fa_win_dot_##S(rows + i * dim, outs + j * dim, dim);  \
+        for (Py_ssize_t g = 0; g < groups; g++) {                                                \
+            T* block = outs + g * m * dim;                                                       \
+            memcpy(block, C + target[0] * dim, row_bytes);                                       \
+            for (Py_ssize_t j = 0; j < k; j++)                                                   \
+                memcpy(block + (1 + j) * dim, C + target[1 + g * k + j] * dim, row_bytes);      \
+        }                                                                                        \
+        for (Py_ssize_t g = 0; g < groups; g++) {                                                \
+            const T* block = outs + g * m * dim;                                                 \
+            Py_ssize_t hi = fa_win_bound(g + 1, n, groups);                                      \
+            for (Py_ssize_t i = fa_win_bound(g, n, groups); i < hi; i++) {                       \
+                Py_ssize_t j = 0;                                                                \
+                for (; j + 2 <= m; j += 2)      /* two target rows a pass over the context row */ \
+                    fa_win_dot2_##S(rows + i * dim, block + j * dim, block + (j + 1) * dim, dim, \
+                                    scores + i * m + j);                                         \
+                if (j < m) scores[i * m + j] = fa_win_dot_##S(rows + i * dim, block + j * dim, dim); \
+            }                                                                                    \
         }                                                                                        \
     }                                                                                            \
     FA_CLONED void fa_window_rows_##S(const T* g, Py_ssize_t gr, Py_ssize_t gk, Py_ssize_t n_out, \
@@ -189,15 +208,78 @@ cdef extern from *:
     }
     FA_WINDOW_KERNELS(float, f, 8, fa_exp_negabsf)
     FA_WINDOW_KERNELS(double, d, 4, fa_exp_negabs)
+    /* fa_window_rows_running: the context rows' SGD steps of a window, row i (of n, group gi)
+     * stepped against the centre's row as the steps of rows 0..i-1 left it: W[ids[i]] +=
+     * in_scale * (g[i, 0] * run + sum_{j >= 1} g[i, j] * (group gi's negative j)), then
+     * run += out_scale * g[i, 0] * rows[i], run starting from `centre`; then the centre's
+     * table row takes the n steps, centre_dst += run - centre. A chunk of two vectors of
+     * the columns at a time, its part of the running centre held in registers over the n
+     * rows (four vectors, or a row at a time with the running centre in memory, measured
+     * slower): the pair form's order at the multiply-adds of the block's (the centre's
+     * row summed here, not in the output rows' product). */
+    #define FA_RUN_CHUNK(T, V, STEP, NV)                                                         \
+    for (; p + (NV) * (STEP) <= dim; p += (NV) * (STEP)) {                                       \
+        V run[NV], acc[NV], x, y;                                                                \
+        for (int v = 0; v < (NV); v++) memcpy(&run[v], centre + p + v * (STEP), sizeof(V));      \
+        Py_ssize_t gi = 0, next = first_next;                                                    \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                     \
+            if (i == next) { gi++; next = fa_win_bound(gi + 1, n, groups); }                     \
+            const T* c = g + i * m;                                                              \
+            const T* negs = outs + (gi * m + 1) * dim + p;                                       \
+            for (int v = 0; v < (NV); v++) acc[v] = c[0] * run[v];                               \
+            for (Py_ssize_t j = 1; j < m; j++)                                                   \
+                for (int v = 0; v < (NV); v++) {                                                 \
+                    memcpy(&x, negs + (j - 1) * dim + v * (STEP), sizeof(V));                    \
+                    acc[v] += c[j] * x;                                                          \
+                }                                                                                \
+            T* w = W + ids[i] * dim + p;                                                         \
+            const T* r = rows + i * dim + p;                                                     \
+            T up = out_scale * c[0];                                                             \
+            for (int v = 0; v < (NV); v++) {                                                     \
+                memcpy(&y, w + v * (STEP), sizeof(V)); y += in_scale * acc[v];                   \
+                memcpy(w + v * (STEP), &y, sizeof(V));                                           \
+                memcpy(&x, r + v * (STEP), sizeof(V)); run[v] += up * x;                         \
+            }                                                                                    \
+        }                                                                                        \
+        for (int v = 0; v < (NV); v++) {                                                         \
+            memcpy(&x, centre + p + v * (STEP), sizeof(V));                                      \
+            memcpy(&y, centre_dst + p + v * (STEP), sizeof(V));                                  \
+            y += run[v] - x;                                                                     \
+            memcpy(centre_dst + p + v * (STEP), &y, sizeof(V));                                  \
+        }                                                                                        \
+    }
+    #define FA_WINDOW_RUNNING(T, S, LANES)                                                       \
+    FA_CLONED void fa_window_rows_running_##S(const T* g, Py_ssize_t n, Py_ssize_t m,            \
+                                              Py_ssize_t groups, const T* centre, const T* outs, \
+                                              const T* rows, Py_ssize_t dim, T* W,               \
+                                              const int64_t* ids, T* centre_dst, T in_scale,     \
+                                              T out_scale) {                                     \
+        Py_ssize_t p = 0, first_next = fa_win_bound(1, n, groups);                               \
+        FA_RUN_CHUNK(T, fa_win_vec_##S, LANES, 2)                                                \
+        FA_RUN_CHUNK(T, fa_win_vec_##S, LANES, 1)                                                \
+        FA_RUN_CHUNK(T, fa_win_half_##S, LANES / 2, 1)                                           \
+        FA_RUN_CHUNK(T, T, 1, 1)                                                                 \
+    }
+    FA_WINDOW_RUNNING(float, f, 8)
+    FA_WINDOW_RUNNING(double, d, 4)
     """
+    Py_ssize_t fa_win_bound(Py_ssize_t g, Py_ssize_t n, Py_ssize_t groups) noexcept nogil
+    void fa_window_rows_running_f(const float* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
+                                  const float* centre, const float* outs, const float* rows, Py_ssize_t dim,
+                                  float* W, const int64_t* ids, float* centre_dst, float in_scale,
+                                  float out_scale) noexcept nogil
+    void fa_window_rows_running_d(const double* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
+                                  const double* centre, const double* outs, const double* rows, Py_ssize_t dim,
+                                  double* W, const int64_t* ids, double* centre_dst, double in_scale,
+                                  double out_scale) noexcept nogil
     double fa_window_row_loss_f(const float* s, Py_ssize_t m, float* t) noexcept nogil
     double fa_window_row_loss_d(const double* s, Py_ssize_t m, double* t) noexcept nogil
     void fa_window_scores_f(const float* W, const int64_t* context, Py_ssize_t n, const float* C,
-                            const int64_t* target, Py_ssize_t m, Py_ssize_t dim, float* rows,
-                            float* outs, float* scores) noexcept nogil
+                            const int64_t* target, Py_ssize_t groups, Py_ssize_t k, Py_ssize_t dim,
+                            float* rows, float* outs, float* scores) noexcept nogil
     void fa_window_scores_d(const double* W, const int64_t* context, Py_ssize_t n, const double* C,
-                            const int64_t* target, Py_ssize_t m, Py_ssize_t dim, double* rows,
-                            double* outs, double* scores) noexcept nogil
+                            const int64_t* target, Py_ssize_t groups, Py_ssize_t k, Py_ssize_t dim,
+                            double* rows, double* outs, double* scores) noexcept nogil
     void fa_window_rows_f(const float* g, Py_ssize_t gr, Py_ssize_t gk, Py_ssize_t n_out,
                           Py_ssize_t n_in, const float* src, Py_ssize_t dim, float* dst,
                           const int64_t* ids, float scale) noexcept nogil
@@ -207,12 +289,12 @@ cdef extern from *:
 
 
 cdef inline void window_scores(const floating* W, const int64_t* context, Py_ssize_t n,
-                               const floating* C, const int64_t* target, Py_ssize_t m, Py_ssize_t dim,
-                               floating* rows, floating* outs, floating* scores) noexcept nogil:
+                               const floating* C, const int64_t* target, Py_ssize_t groups, Py_ssize_t k,
+                               Py_ssize_t dim, floating* rows, floating* outs, floating* scores) noexcept nogil:
     if floating is float:
-        fa_window_scores_f(W, context, n, C, target, m, dim, rows, outs, scores)
+        fa_window_scores_f(W, context, n, C, target, groups, k, dim, rows, outs, scores)
     else:
-        fa_window_scores_d(W, context, n, C, target, m, dim, rows, outs, scores)
+        fa_window_scores_d(W, context, n, C, target, groups, k, dim, rows, outs, scores)
 
 
 cdef inline void window_rows(const floating* g, Py_ssize_t gr, Py_ssize_t gk, Py_ssize_t n_out,
@@ -222,6 +304,16 @@ cdef inline void window_rows(const floating* g, Py_ssize_t gr, Py_ssize_t gk, Py
         fa_window_rows_f(g, gr, gk, n_out, n_in, src, dim, dst, ids, scale)
     else:
         fa_window_rows_d(g, gr, gk, n_out, n_in, src, dim, dst, ids, scale)
+
+
+cdef inline void window_rows_running(const floating* g, Py_ssize_t n, Py_ssize_t m, Py_ssize_t groups,
+                                     const floating* centre, const floating* outs, const floating* rows,
+                                     Py_ssize_t dim, floating* W, const int64_t* ids, floating* centre_dst,
+                                     floating in_scale, floating out_scale) noexcept nogil:
+    if floating is float:
+        fa_window_rows_running_f(g, n, m, groups, centre, outs, rows, dim, W, ids, centre_dst, in_scale, out_scale)
+    else:
+        fa_window_rows_running_d(g, n, m, groups, centre, outs, rows, dim, W, ids, centre_dst, in_scale, out_scale)
 
 
 # The node's buffers of rows: the context rows kept, the centre's and negatives' rows kept,
@@ -240,10 +332,15 @@ cdef class WindowLoss(RowGather):
     cdef Variable in_table, out_table, weights
     cdef IndexInput context, target
     cdef Py_ssize_t dim, slots, m, n_in_rows, n_out_rows
-    cdef Py_ssize_t block_rows       # the rows of each block: max(slots, m)
+    cdef Py_ssize_t groups, k        # the groups of context rows, each with its own k negatives; m = 1 + k
+    cdef Py_ssize_t block_rows       # the rows of each block: max(slots, groups * m)
     cdef Py_ssize_t n                # the context rows of the current example (weight != 0)
+    cdef Py_ssize_t n_groups         # the groups of the current example: min(groups, n)
     cdef bint steps_in_place         # both tables' rows go to plain SGD row steps
-    # the blocks (N_BLOCKS, block_rows, dim); scores, exps and grads (slots, m); labels (m,); ids and
+    cdef bint sequential_centre      # in place: each context row steps against the centre as the rows before left it
+    # the blocks (N_BLOCKS, block_rows, dim): the context rows, each group's centre and negatives
+    # (groups * m rows, the centre's copied into each), then their gradients (the centre's and
+    # each negative's once: 1 + groups * k rows); scores, exps and grads (slots, m); labels (m,); ids and
     # weights of the kept rows (slots,)
     cdef cnp.ndarray blocks, scores, exps, grads, labels, kept_ids, kept_weights
     cdef char* blocks_ptr
@@ -281,9 +378,11 @@ cdef class WindowLoss(RowGather):
                 kept_ids[n], kept_weights[n] = context[i], weights[i]
                 n += 1
         self.n = n
+        self.n_groups = min(self.groups, n)
         window_scores(<const floating*>self.in_table.val_ptr, kept_ids, n,
-                      <const floating*>self.out_table.val_ptr, <const int64_t*>self.target.val_ptr, m,
-                      self.dim, <floating*>self.block(B_IN), <floating*>self.block(B_OUT), scores)
+                      <const floating*>self.out_table.val_ptr, <const int64_t*>self.target.val_ptr,
+                      self.n_groups, self.k, self.dim, <floating*>self.block(B_IN), <floating*>self.block(B_OUT),
+                      scores)
         for i in range(n):
             total += kept_weights[i] * row_loss(scores + i * m, m, <floating*>self.exps_ptr + i * m)
         y[0] = <floating>total
@@ -294,38 +393,85 @@ cdef class WindowLoss(RowGather):
 
     cdef int _backward(self, const floating* gy) except -1 nogil:
         """The scores' gradient g (n x m), then the context rows' g C_block and the target
-        rows' g^T W_block, both from the rows the forward kept, stepped or sent."""
+        rows' g^T W_block, both from the rows the forward kept, stepped or sent; with groups,
+        each group's context rows against its own block of outs, the centre's row summed over
+        all n context rows, each group's negatives over its own."""
         cdef floating* scores = <floating*>self.scores_ptr
         cdef floating* g = <floating*>self.grads_ptr
+        cdef const floating* kept_weights = <const floating*>self.kept_weights_ptr
+        cdef Py_ssize_t i, n = self.n, m = self.m
+        for i in range(n):
+            bce_row_backward(scores + i * m, <const floating*>self.labels_ptr,
+                             <const floating*>self.exps_ptr + i * m, m, gy[0] * kept_weights[i], g + i * m)
+        if self.steps_in_place and self.sequential_centre and n > 1:
+            self._rows_running(g, <floating*>self.in_table.val_ptr, <floating*>self.out_table.val_ptr,
+                                  <floating>-(<RowStep>self.route_ptrs[0]).plain_sgd_rate()[0],
+                                  <floating>-(<RowStep>self.route_ptrs[1]).plain_sgd_rate()[0])
+            (<RowStep>self.route_ptrs[0]).applied[0] = True
+            (<RowStep>self.route_ptrs[1]).applied[0] = True
+            return 0
+        if self.steps_in_place:        # each row's step: its gradient summed in registers, added once
+            self._rows(g, <floating*>self.in_table.val_ptr, <floating*>self.out_table.val_ptr, True,
+                       <floating>-(<RowStep>self.route_ptrs[0]).plain_sgd_rate()[0],
+                       <floating>-(<RowStep>self.route_ptrs[1]).plain_sgd_rate()[0])
+            (<RowStep>self.route_ptrs[0]).applied[0] = True
+            (<RowStep>self.route_ptrs[1]).applied[0] = True
+            return 0
         cdef floating* in_grads = <floating*>self.block(B_IN_GRADS)
         cdef floating* out_grads = <floating*>self.block(B_OUT_GRADS)
-        cdef const floating* kept_weights = <const floating*>self.kept_weights_ptr
+        self._rows(g, in_grads, out_grads, False, 1, 1)
+        if self.in_table.requires_grad:
+            send_rows(self, 0, self.in_table, <const int64_t*>self.kept_ids_ptr, n, <char*>in_grads, self.dim)
+        if self.out_table.requires_grad:
+            send_rows(self, 1, self.out_table, <const int64_t*>self.target.val_ptr,
+                      1 + self.n_groups * self.k, <char*>out_grads, self.dim)
+        return 0
+
+    cdef void _rows_running(self, const floating* g, floating* W, floating* C, floating in_scale,
+                            floating out_scale) noexcept nogil:
+        """The rows' SGD steps in place, each context row stepping against the centre's row as
+        the steps of the rows before it left it (`sequential_centre`), the centre's row taking
+        their n steps in the same pass; the negatives' rows as `_rows` steps them."""
+        cdef const int64_t* target = <const int64_t*>self.target.val_ptr
+        cdef const floating* rows = <const floating*>self.block(B_IN)
+        cdef const floating* outs = <const floating*>self.block(B_OUT)
+        cdef Py_ssize_t n = self.n, m = self.m, k = self.k, dim = self.dim, groups = self.n_groups
+        cdef Py_ssize_t gi, lo, hi
+        window_rows_running(g, n, m, groups, outs, outs, rows, dim, W, <const int64_t*>self.kept_ids_ptr,
+                            C + target[0] * dim, in_scale, out_scale)      # the centre's row too
+        for gi in range(groups):          # each group's negatives
+            lo, hi = fa_win_bound(gi, n, groups), fa_win_bound(gi + 1, n, groups)
+            window_rows(g + lo * m + 1, 1, m, k, hi - lo, rows + lo * dim, dim, C, target + 1 + gi * k, out_scale)
+
+    cdef void _rows(self, const floating* g, floating* in_dst, floating* out_dst, bint tables,
+                    floating in_scale, floating out_scale) noexcept nogil:
+        """The context rows' gradients (g C_block, a group at a time) times in_scale and the
+        target rows' (g^T W_block: the centre's, then each group's negatives) times
+        out_scale: added into the tables' rows (`tables`), else written into in_dst's n
+        rows and out_dst's 1 + n_groups k rows."""
         cdef const int64_t* kept_ids = <const int64_t*>self.kept_ids_ptr
         cdef const int64_t* target = <const int64_t*>self.target.val_ptr
         cdef const floating* rows = <const floating*>self.block(B_IN)
         cdef const floating* outs = <const floating*>self.block(B_OUT)
-        cdef Py_ssize_t i, n = self.n, m = self.m, dim = self.dim
-        for i in range(n):
-            bce_row_backward(scores + i * m, <const floating*>self.labels_ptr,
-                             <const floating*>self.exps_ptr + i * m, m, gy[0] * kept_weights[i], g + i * m)
-        if self.steps_in_place:        # each row's step: its gradient summed in registers, added once
-            window_rows(g, m, 1, n, m, outs, dim, <floating*>self.in_table.val_ptr, kept_ids,
-                        <floating>-(<RowStep>self.route_ptrs[0]).plain_sgd_rate()[0])
-            window_rows(g, 1, m, m, n, rows, dim, <floating*>self.out_table.val_ptr, target,
-                        <floating>-(<RowStep>self.route_ptrs[1]).plain_sgd_rate()[0])
-            (<RowStep>self.route_ptrs[0]).applied[0] = True
-            (<RowStep>self.route_ptrs[1]).applied[0] = True
-            return 0
-        window_rows(g, m, 1, n, m, outs, dim, in_grads, NULL, 1)
-        window_rows(g, 1, m, m, n, rows, dim, out_grads, NULL, 1)
-        if self.in_table.requires_grad:
-            send_rows(self, 0, self.in_table, kept_ids, n, <char*>in_grads, dim)
-        if self.out_table.requires_grad:
-            send_rows(self, 1, self.out_table, target, m, <char*>out_grads, dim)
-        return 0
+        cdef Py_ssize_t n = self.n, m = self.m, k = self.k, dim = self.dim, groups = self.n_groups
+        cdef Py_ssize_t gi, lo, hi
+        if groups <= 1:                # one block: the rows of the window against the same m
+            window_rows(g, m, 1, n, m, outs, dim, in_dst, kept_ids if tables else NULL, in_scale)
+            window_rows(g, 1, m, m, n, rows, dim, out_dst, target if tables else NULL, out_scale)
+            return
+        for gi in range(groups):
+            lo, hi = fa_win_bound(gi, n, groups), fa_win_bound(gi + 1, n, groups)
+            window_rows(g + lo * m, m, 1, hi - lo, m, outs + gi * m * dim, dim,
+                        in_dst if tables else in_dst + lo * dim, kept_ids + lo if tables else NULL, in_scale)
+        window_rows(g, 1, m, 1, n, rows, dim, out_dst, target if tables else NULL, out_scale)     # the centre
+        for gi in range(groups):
+            lo, hi = fa_win_bound(gi, n, groups), fa_win_bound(gi + 1, n, groups)
+            window_rows(g + lo * m + 1, 1, m, k, hi - lo, rows + lo * dim, dim,
+                        out_dst if tables else out_dst + (1 + gi * k) * dim,
+                        target + 1 + gi * k if tables else NULL, out_scale)
 
 
-def window_loss(in_table, context, weights, out_table, target):
+def window_loss(in_table, context, weights, out_table, target, groups=1, sequential_centre=False):
     """Skip-gram's negative-sampling loss of one window with shared negatives (pWord2Vec):
     `sum_i weights[i] * (-log sigmoid(W[context[i]] . C[target[0]])
     - sum_{j >= 1} log sigmoid(-W[context[i]] . C[target[j]]))`, a scalar.
@@ -342,12 +488,40 @@ def window_loss(in_table, context, weights, out_table, target):
     example takes one step per occurrence, its sum to rounding), else they go to the
     tables' gradients or the optimizer's row step. CPU only.
 
+    `groups` (default 1) splits the window's context words into that many groups, each with
+    k negatives of its own: `target` then holds the centre and `groups` runs of k negatives
+    (1 + groups * k ids), and the n context words of the example (those of weight != 0, in
+    slot order) go in order to the groups, group g taking words g n // groups up to
+    (g + 1) n // groups, each scored against the centre and its own k negatives (with
+    fewer words than groups, the first n groups, one word each; the other negatives are not
+    read). Still n (1 + k) scores, the rows of all groups copied once; the window's pairs
+    draw `groups` times as many distinct negatives.
+
+    `sequential_centre=True` changes the rows' in-place SGD step only (under `fastad.train`'s
+    plain SGD; the gradients sent to another optimizer are the loss's, as without it): the
+    centre's row is stepped after each context word in turn, as word2vec's pair form steps
+    it, and context word i steps against the centre's row as the steps of words 0..i-1 left
+    it (its scores, and so its gradient, are the block's, as the window found it: scoring
+    it against the stepped row too moved the neighbours no further); the negatives' steps
+    are the block's. The loss is the window's as the forward found it. `Word2Vec(shared_negatives=True)` trains so:
+    with the centre's n steps taken together from the row as the window found it, its
+    neighbours drifted from gensim's by more than the issue's 0.05 (docs/guide/models.md).
+
     >>> ctx, wts, tgt = fa.IndexInput([0] * 10), fa.Input(np.zeros(10)), fa.IndexInput([0] * 6)
     >>> loss = window_loss(W, ctx, wts, C, tgt)
     >>> fa.train(loss, opt, fa.data.SharedNegativeSampler(tokens, ctx, wts, tgt, window=5, seed=0))
     """
     cdef str op = "window_loss"
     cdef Variable W, C
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise TypeError(f"{op}: groups must be an int (the groups of context words, each with its "
+                        f"own negatives), got {type(groups).__name__}")
+    if groups < 1:
+        raise ValueError(f"{op}: groups must be >= 1 (the groups of context words, each with its "
+                         f"own negatives), got {groups}")
+    groups = int(groups)
+    if not isinstance(sequential_centre, (bool, np.bool_)):
+        raise TypeError(f"{op}: sequential_centre must be a bool, got {type(sequential_centre).__name__}")
     W, C = row_tables(op, "in_table", in_table, "out_table", out_table)
     cdef IndexInput ctx = as_ids(op, "context", context, W.device)
     cdef IndexInput tgt = as_ids(op, "target", target, C.device)
@@ -360,18 +534,23 @@ def window_loss(in_table, context, weights, out_table, target):
     if not isinstance(weights, Input) or (<Variable>weights).size != ctx.size or weights.requires_grad:
         raise ValueError(f"{op}: weights must be an Input of {ctx.size} values (one per slot of context) "
                          f"that takes no gradient, got {weights!r}")
+    if (tgt.size - 1) % groups or tgt.size - 1 < groups:
+        raise ValueError(f"{op}: target must hold the centre, then k >= 1 negatives for each of the "
+                         f"{groups} group(s) (1 + {groups} * k ids), got {tgt.size} ids")
     same_dtype(op, W, <Variable>weights)
     if backend_among((W, C, ctx, tgt, weights)) is not None:
         raise ValueError(f"{op}: the tables and leaves must be on the CPU: window_loss has no GPU path")
     cdef WindowLoss node = WindowLoss.__new__(WindowLoss)
     node.in_table, node.out_table, node.weights = W, C, weights
     node.context, node.target = ctx, tgt
-    node.dim, node.slots, node.m = W._shape[1], ctx.size, tgt.size
+    node.groups, node.k = groups, (tgt.size - 1) // groups
+    node.sequential_centre = sequential_centre
+    node.dim, node.slots, node.m = W._shape[1], ctx.size, 1 + node.k
     node.n_in_rows, node.n_out_rows = W._shape[0], C._shape[0]
     init_node(node, op, (W, ctx, weights, C, tgt), (), W.f64)
     node.gathers((W, C), ((ctx, W), (tgt, C)))
     dtype = np.float64 if W.f64 else np.float32
-    cdef Py_ssize_t rows = max(node.slots, node.m)
+    cdef Py_ssize_t rows = max(node.slots, node.groups * node.m)
     node.block_rows = rows
     node.blocks = keep_data(empty_buffer((N_BLOCKS, rows, node.dim), dtype), &node.blocks_ptr)
     node.scores = keep_data(empty_buffer((node.slots, node.m), dtype), &node.scores_ptr)

@@ -912,7 +912,9 @@ cdef class SharedNegativeSampler(CbowSampler):
               reduced window (padded with id 0).
     weights   Input of B * 2 * window values: 1 for each context word, 0 for padding.
     target    IndexInput of B * (1 + k) ids: for each centre in turn, the centre, then k
-              negatives (a draw equal to the centre kept).
+              negatives (a draw equal to the centre kept). For `window_loss(...,
+              groups=G)`, whose context words split into G groups with k negatives
+              each, make it 1 + G k ids a centre: the G k negatives are drawn alike.
     mask      Input of B values, needed when B > 1 (as CbowSampler's).
 
     `epoch_pairs` counts the (centre, context word) pairs of the epoch's examples, the pairs
