@@ -154,30 +154,34 @@ def test_weighted_multiplies_the_rank_weight_by_the_positives_stored_value(rank_
         assert drawn == pytest.approx(expected, rel=1e-6)
 
 
-TARGETS = (0, 5, 9, 13, 17)     # in each 32-byte lane block of a row of 19 floats or doubles, and its tail
+#: each row size's target elements: in each 32-byte lane block of a row of 19 floats or doubles,
+#: and its tail; of a row of 83 (a tile of 64 floats or two of 32 doubles, then pairs of lanes, then
+#: a tail of 3), every fourth element and the last
+TARGETS = {19: (0, 5, 9, 13, 17), 83: tuple(range(1, 83, 4)) + (82,)}
+SCAN_EPOCHS = 12
 
 
-def _scan_setup(dtype, features, violate):
+def _scan_setup(dtype, features, violate, dim):
     """50 users of one representation u who like item 0 (score 0: a candidate violates above -1),
-    and one candidate a target element d: +-4 at d (in the item's first feature, weight 4, with
+    and for each target element d of a row of `dim` a candidate: +-4 at d (in the item's first feature, weight 4, with
     features), the rest of its score (-4.5 or +2.5: -0.5 or -1.5 in all) at another element
     (its second feature, weight 0.5). A scan that missed d, either feature or its weight would
     judge the candidate the other way. With features the user is 2 * U[0] + 0.5 * U[1]."""
-    dim, n_users = 19, 50
+    targets, n_users = TARGETS[dim], 50
     u = np.linspace(0.5, 1.5, dim)
     big, rest = (4.0, -4.5) if violate else (-4.0, 2.5)
-    parts = np.zeros((2, len(TARGETS) + 1, dim))     # (feature, item, element): each item's two parts
-    for k, d in enumerate(TARGETS, start=1):
+    parts = np.zeros((2, len(targets) + 1, dim))     # (feature, item, element): each item's two parts
+    for k, d in enumerate(targets, start=1):
         other = (d + 7) % dim
         parts[0, k, d], parts[1, k, other] = big / u[d], rest / u[other]
-    likes = sp.csr_matrix((np.ones(n_users), (np.arange(n_users), np.zeros(n_users))), shape=(n_users, len(TARGETS) + 1))
+    likes = sp.csr_matrix((np.ones(n_users), (np.arange(n_users), np.zeros(n_users))), shape=(n_users, len(targets) + 1))
     users, pos, neg = (fa.IndexInput([0]) for _ in range(3))
     weights = fa.Input([0.0], dtype=dtype)
     if not features:
         tables = (u[None, :].repeat(n_users, 0), parts[0] + parts[1])
         options = {}
     else:
-        n_items = len(TARGETS) + 1
+        n_items = len(targets) + 1
         tables = (np.stack([0.6 * u, -0.4 * u]), np.concatenate([parts[0] / 4.0, parts[1] / 0.5]))
         item_features = sp.hstack([sp.identity(n_items) * 4.0, sp.identity(n_items) * 0.5]).tocsr()
         options = {"user_features": sp.csr_matrix(np.tile([2.0, 0.5], (n_users, 1))),
@@ -188,18 +192,20 @@ def _scan_setup(dtype, features, violate):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("features", [False, True])
-def test_the_scans_score_every_element_and_feature(dtype, features):
-    """One draw a positive. Candidates that violate only when every element (the lane blocks and
-    the tail), every feature and its weight count: each is drawn as a negative (the draws of the
-    liked item 0 are skipped); candidates that do not violate, but would without any one of
-    them: every positive is skipped."""
-    sampler = _scan_setup(dtype, features, violate=True)
-    drawn = [(int(j[0]), float(w[0])) for e in range(4) for _, _, j, w in sampler.epoch(e)]
-    assert {j for j, _ in drawn} == set(range(1, len(TARGETS) + 1))
-    assert len(drawn) + sampler.skipped == 200
-    assert [w for _, w in drawn] == pytest.approx([warp_weight(len(TARGETS) + 1, 1)] * len(drawn))
-    sampler = _scan_setup(dtype, features, violate=False)
-    assert [ex for e in range(4) for ex in sampler.epoch(e)] == [] and sampler.skipped == 200
+@pytest.mark.parametrize("dim", sorted(TARGETS))
+def test_the_scans_score_every_element_and_feature(dtype, features, dim):
+    """One draw a positive. Candidates that violate only when every element (the tiles, the lane
+    blocks and the tail), every feature and its weight count: each is drawn as a negative (the
+    draws of the liked item 0 are skipped); candidates that do not violate, but would without
+    any one of them: every positive is skipped."""
+    n_items, positives = len(TARGETS[dim]) + 1, 50 * SCAN_EPOCHS
+    sampler = _scan_setup(dtype, features, violate=True, dim=dim)
+    drawn = [(int(j[0]), float(w[0])) for e in range(SCAN_EPOCHS) for _, _, j, w in sampler.epoch(e)]
+    assert {j for j, _ in drawn} == set(range(1, n_items))
+    assert len(drawn) + sampler.skipped == positives
+    assert [w for _, w in drawn] == pytest.approx([warp_weight(n_items, 1)] * len(drawn))
+    sampler = _scan_setup(dtype, features, violate=False, dim=dim)
+    assert [ex for e in range(SCAN_EPOCHS) for ex in sampler.epoch(e)] == [] and sampler.skipped == positives
 
 
 def test_tries_count_every_draw_a_liked_one_included():

@@ -188,34 +188,43 @@ cdef extern from *:
     /* WarpSampler's scores, LightFM's way: a row's representation is made once and dotted with
      * the user's once (not one dot a feature), in lanes of 32 bytes (one AVX2 register in the
      * AVX2 clones, two SSE ones in the others, the same values in both) with two sums, each
-     * lane's products added in one order, the rest one element at a time.
+     * lane's products added in one order, the rest one element at a time. A bag is summed a
+     * tile of FA_TILE_LANES lanes at a time (dim 64 of floats in one tile), its sums held in
+     * registers while its rows are read once each, then a pair of lanes at a time: the
+     * same values, the lanes being independent. The helpers the cloned scans call are always
+     * inlined (FA_UNROLLED): a call out of an AVX2 clone would run the default code.
      * fa_bag_dot: user_row . (sum_p w_p V[rows[p]]) over a bag's `count` feature rows of V and
      * their weights; fa_row_dot: user_row . row, the same value as a bag of one row of weight 1
      * (an id is the identity's bag), without the multiplications by 1. fa_bag_represent: out =
      * sum_p w_p V[rows[p]], each element's products added in the bag's order (a user's
      * representation). */
+    #define FA_TILE_LANES 8
     #if defined(__GNUC__)
     typedef float fa_lanes_f __attribute__((vector_size(32), aligned(4), may_alias));
     typedef double fa_lanes_d __attribute__((vector_size(32), aligned(8), may_alias));
     #define FA_IN_LANES(T, i, n) for (; (i) + 2 * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += 2 * 32 / sizeof(T))
+    #define FA_IN_TILES(T, i, n) \
+        for (; (i) + FA_TILE_LANES * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += FA_TILE_LANES * 32 / sizeof(T))
+    #define FA_UNROLLED inline __attribute__((always_inline))
     #else
     typedef float fa_lanes_f;
     typedef double fa_lanes_d;
     #define FA_IN_LANES(T, i, n) if (0)
+    #define FA_IN_TILES(T, i, n) if (0)
+    #define FA_UNROLLED inline
     #endif
     #define FA_BAG_DOTS(T, S)                                                                      \
-    /* the bag's sum over elements [i, i + 2 L) (L: the lanes of 32 bytes), into *a and *b */     \
-    static inline void fa_bag_lanes_##S(const T* V, const int32_t* rows, const double* weights,    \
-                                        int64_t count, Py_ssize_t dim, Py_ssize_t i,               \
-                                        fa_lanes_##S* a, fa_lanes_##S* b) {                        \
+    /* the bag's sums over elements [i, i + lanes L) (L: the lanes of 32 bytes) into sums[0:lanes] \
+     * (always inlined: `lanes` a constant, the sums stay in registers) */                        \
+    static FA_UNROLLED void fa_bag_lanes_##S(const T* V, const int32_t* rows, const double* weights, \
+                                             int64_t count, Py_ssize_t dim, Py_ssize_t i,          \
+                                             fa_lanes_##S* sums, int lanes) {                      \
         const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        memset(a, 0, sizeof *a);                                                                   \
-        memset(b, 0, sizeof *b);                                                                   \
+        for (int l = 0; l < lanes; l++) sums[l] = (fa_lanes_##S){0};                               \
         for (int64_t p = 0; p < count; p++) {                                                      \
             const T* row = V + (int64_t)rows[p] * dim + i;                                         \
             T w = (T)weights[p];                                                                   \
-            *a += w * *(const fa_lanes_##S*)row;                                                   \
-            *b += w * *(const fa_lanes_##S*)(row + L);                                             \
+            for (int l = 0; l < lanes; l++) sums[l] += w * *(const fa_lanes_##S*)(row + l * L);    \
         }                                                                                          \
     }                                                                                              \
     /* the bag's sum at element i */                                                               \
@@ -234,17 +243,24 @@ cdef extern from *:
             for (size_t l = 0; l < half; l++) lanes[l] += lanes[l + half];                         \
         return lanes[0];                                                                           \
     }                                                                                              \
-    static inline double fa_bag_dot_##S(const T* user_row, const T* V, const int32_t* rows,        \
+    static FA_UNROLLED double fa_bag_dot_##S(const T* user_row, const T* V, const int32_t* rows,   \
                                         const double* weights, int64_t count, Py_ssize_t dim) {    \
         const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        fa_lanes_##S low, high, a, b;                                                              \
-        memset(&low, 0, sizeof low);                                                               \
-        memset(&high, 0, sizeof high);                                                             \
+        fa_lanes_##S low = {0}, high = {0};                                                        \
         Py_ssize_t i = 0;                                                                          \
+        FA_IN_TILES(T, i, dim) {                                                                   \
+            fa_lanes_##S tile[FA_TILE_LANES];                                                      \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, tile, FA_TILE_LANES);                \
+            for (int l = 0; l < FA_TILE_LANES; l += 2) {                                           \
+                low += *(const fa_lanes_##S*)(user_row + i + l * L) * tile[l];                     \
+                high += *(const fa_lanes_##S*)(user_row + i + (l + 1) * L) * tile[l + 1];          \
+            }                                                                                      \
+        }                                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            fa_bag_lanes_##S(V, rows, weights, count, dim, i, &a, &b);                             \
-            low += *(const fa_lanes_##S*)(user_row + i) * a;                                       \
-            high += *(const fa_lanes_##S*)(user_row + i + L) * b;                                  \
+            fa_lanes_##S pair[2];                                                                  \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, pair, 2);                            \
+            low += *(const fa_lanes_##S*)(user_row + i) * pair[0];                                 \
+            high += *(const fa_lanes_##S*)(user_row + i + L) * pair[1];                            \
         }                                                                                          \
         double total = fa_lanes_total_##S(low, high);                                              \
         for (; i < dim; i++) total += user_row[i] * fa_bag_element_##S(V, rows, weights, count, dim, i); \
@@ -267,12 +283,16 @@ cdef extern from *:
     FA_CLONED void fa_bag_represent_##S(T* __restrict out, const T* V, const int32_t* rows,        \
                                         const double* weights, int64_t count, Py_ssize_t dim) {    \
         const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        fa_lanes_##S a, b;                                                                         \
         Py_ssize_t i = 0;                                                                          \
+        FA_IN_TILES(T, i, dim) {                                                                   \
+            fa_lanes_##S tile[FA_TILE_LANES];                                                      \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, tile, FA_TILE_LANES);                \
+            memcpy(out + i, tile, sizeof tile);                                                    \
+        }                                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            fa_bag_lanes_##S(V, rows, weights, count, dim, i, &a, &b);                             \
-            memcpy(out + i, &a, sizeof a);                                                         \
-            memcpy(out + i + L, &b, sizeof b);                                                     \
+            fa_lanes_##S pair[2];                                                                  \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, pair, 2);                            \
+            memcpy(out + i, pair, sizeof pair);                                                    \
         }                                                                                          \
         for (; i < dim; i++) out[i] = fa_bag_element_##S(V, rows, weights, count, dim, i);         \
     }
@@ -288,7 +308,7 @@ cdef extern from *:
      * weights of candidate k + 2 * FA_BAG_AHEAD (whose offsets the caller has loading). */
     #define FA_BAG_AHEAD 2
     #define FA_BAG_SCORE(T, S)                                                                     \
-    static inline double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,            \
+    static FA_UNROLLED double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,       \
                                           const int64_t* indptr, const int32_t* indices,           \
                                           const double* values, int64_t row, Py_ssize_t dim) {     \
         int64_t start = indptr[row], count = indptr[row + 1] - start;                              \
