@@ -237,6 +237,48 @@ def test_an_epoch_walks_each_interaction_once():
         assert sorted(epochs[0]) == sorted(epochs[1]) == share and epochs[0] != epochs[1]
 
 
+def _rows(side, array):
+    """A table or state array as the sampler's prefetch targets name it: (side, address, row bytes)."""
+    return side, array.ctypes.data, array[0].nbytes
+
+
+def test_only_the_tables_rows_load_ahead_and_the_optimizers_state_rows_load_for_a_triple_found(monkeypatch):
+    """Under Adagrad the loop gives the sampler the tables and the sums beside them: the next
+    positive's user and item rows of the tables load ahead; the sums' rows (on the user's side
+    and the items', the negative's included) only once a positive has found its triple, which
+    most positives of a trained model do not. Both are let go after the run. By ids, and in
+    LightFM's model (its WarpSampler inside FeatureSampler, the leaves its bags)."""
+    likes = fa.data.planted_interactions(40, 30, per_user=5, seed=0)
+    rng = np.random.default_rng(0)
+    sampler, loss, (U, V, b) = _warp_setup(likes, rng.normal(size=(40, 8)), rng.normal(size=(30, 8)),
+                                           np.zeros((30, 1)), examples=20, seed=0)
+    during = []
+    fa.train(loss, fa.optim.Adagrad([U, V, b], lr=0.1), sampler, report_every=1, progress=lambda done, per_second:
+             during.append((sampler._row_prefetch_targets(), sampler._state_prefetch_targets())))
+    ahead, states = during[0]
+    tables = {_rows(0, U.value), _rows(1, V.value), _rows(1, b.value)}
+    assert set(ahead) == tables
+    assert not {address for _, address, _ in states} & {address for _, address, _ in tables}
+    assert (0, U.value[0].nbytes) in {(side, width) for side, _, width in states}      # the user's sums
+    assert sampler._row_prefetch_targets() == sampler._state_prefetch_targets() == []
+
+    made, during = [], []
+    real = fa.models.recsys.lightfm.WarpSampler
+    monkeypatch.setattr(fa.models.recsys.lightfm, "WarpSampler", lambda *args, **kw: made.append(real(*args, **kw))
+                        or made[-1])
+    model = fa.models.LightFM(no_components=8, loss="warp", random_state=0)
+    tags = sp.random(30, 12, density=0.3, format="csr", random_state=0)
+    model.fit(likes, item_features=tags, epochs=1, progress=lambda done, per_second: during.append(
+        (made[-1]._row_prefetch_targets(), made[-1]._state_prefetch_targets())))
+    ahead, states = during[0]
+    tables = {_rows(0, model.user_embeddings.value), _rows(1, model.item_embeddings.value),
+              _rows(1, model.item_bias.value)}
+    assert set(ahead) == tables
+    assert {(side, width) for side, _, width in states} == {(side, width) for side, _, width in tables}
+    assert not {address for _, address, _ in states} & {address for _, address, _ in tables}
+    assert made[-1]._row_prefetch_targets() == made[-1]._state_prefetch_targets() == []
+
+
 def test_a_positive_that_exhausts_max_sampled_takes_no_update():
     """No item comes within the margin of the liked one: every positive draws max_sampled
     negatives and is skipped; nothing is replayed and the tables stay as they were."""

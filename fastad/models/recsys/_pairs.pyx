@@ -13,8 +13,8 @@ from libc.stdint cimport int32_t, int64_t
 
 from fastad._engine.graph cimport Variable, Input, empty_buffer, check_flag, check_int, require_float
 from fastad._engine.rng cimport fa_rng, fa_rng_below
-from fastad.training.sampler cimport (Sampler, fa_prefetch, fa_prefetch_span, _share, _seed_stream, _index_leaf,
-                                _integer_array)
+from fastad.training.sampler cimport (Sampler, RowPrefetch, MAX_ROW_PREFETCHES, fa_prefetch, fa_prefetch_span,
+                                fa_prefetch_span_for_write, _share, _seed_stream, _index_leaf, _integer_array)
 
 cnp.import_array()
 
@@ -966,7 +966,10 @@ cdef class WarpSampler(PairwiseSampler):
                   positives tried, so fastad.train's mean loss is per positive tried.
 
     `skipped` counts the positives of the last epochs that took no update (no violating
-    negative in max_sampled draws, or a user with no item).
+    negative in max_sampled draws, or a user with no item). Under `fastad.train` the next
+    positive's rows of the tables load ahead as it draws; the rows of an optimizer's state
+    beside them (Adagrad's sums) load only for a positive that found its triple (the
+    negative's too), as most positives of a trained model find none.
 
     >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
     >>> w = fa.Input([0.0])
@@ -1000,6 +1003,8 @@ cdef class WarpSampler(PairwiseSampler):
     cdef float* user_rates
     cdef readonly bint weighted
     cdef int64_t positive_k          # the interaction of the positive last drawn (WARP)
+    cdef RowPrefetch state_prefetches[MAX_ROW_PREFETCHES]   # an optimizer's state rows beside the tables,
+    cdef int n_state_prefetches      # loaded for a triple once found (leaf 0: the user's side, 1: the items')
 
     def __init__(self, interactions, users, pos, neg, weights, user_table, item_table, item_bias=None, *,
                  max_sampled=10, kos_k=None, kos_n=10, negatives="uniform", examples=None, n_users=None,
@@ -1176,6 +1181,7 @@ cdef class WarpSampler(PairwiseSampler):
                     self.out_pos[b] = item
                     self.out_neg[b] = self.candidates[found]
                     weights[b] = <floating>warp_weight(self.n_items, drawn + found + 1)
+                    self._prefetch_states(user, item, self.candidates[found])
                     return True
             drawn += chunk
         return False
@@ -1197,7 +1203,53 @@ cdef class WarpSampler(PairwiseSampler):
         self.out_pos[b] = item
         self.out_neg[b] = candidate
         weights[b] = <floating>online_weight(self.n_items, self.user_rates[user])
+        self._prefetch_states(user, item, candidate)
         return True
+
+    cdef void _prefetch_states(self, int64_t user, int64_t item, int64_t neg) noexcept nogil:
+        """Start loading, for writing, the optimizer's state rows that the triple found will update:
+        the user's and the two items' (their features' rows, with feature bags)."""
+        cdef int t
+        for t in range(self.n_state_prefetches):
+            if self.state_prefetches[t].leaf == 0:
+                _prefetch_rows_for_write(&self.state_prefetches[t], self.user_bags, user)
+            else:
+                _prefetch_rows_for_write(&self.state_prefetches[t], self.item_bags, item)
+                _prefetch_rows_for_write(&self.state_prefetches[t], self.item_bags, neg)
+
+    cdef int set_row_prefetches(self, list targets) except -1:
+        """`targets` as Sampler takes them, split: the rows of its own tables (the graph's) load
+        ahead for the next positive, by the users' and positives' leaves (0 and 1); the other
+        arrays, an optimizer's state beside the tables, only for a positive that found its
+        triple (most positives of a trained model find none), the negative's rows included:
+        leaf 0's on the user's side, the other leaves' on the items'."""
+        cdef cnp.ndarray array
+        cdef Variable table
+        tables = set()
+        for table in (self.user_table, self.item_table, self.item_bias):
+            if table is not None:
+                tables.add(<size_t>table.val_ptr)
+        ahead, states = [], {}
+        for leaf, array in targets:
+            if <size_t>cnp.PyArray_DATA(array) in tables:
+                if leaf < 2:
+                    ahead.append((leaf, array))
+            elif array.ndim and array.nbytes and len(states) < MAX_ROW_PREFETCHES:
+                states.setdefault((min(leaf, 1), <size_t>cnp.PyArray_DATA(array)), array)
+        Sampler.set_row_prefetches(self, ahead)
+        for t, ((side, _), array) in enumerate(states.items()):
+            self.state_prefetches[t].base = <const char*>cnp.PyArray_DATA(array)
+            self.state_prefetches[t].row_bytes = array.nbytes // array.shape[0]
+            self.state_prefetches[t].leaf = side
+        self.n_state_prefetches = len(states)
+        return 0
+
+    def _state_prefetch_targets(self):
+        """The state arrays whose rows it loads for each triple found, as (side: 0 the user's, 1
+        the items'; array address, row bytes): those `fastad.train` set for the run in
+        progress, else none (for checks)."""
+        return [(self.state_prefetches[t].leaf, <size_t>self.state_prefetches[t].base,
+                 self.state_prefetches[t].row_bytes) for t in range(self.n_state_prefetches)]
 
     cdef (int64_t, int64_t) _next_positive(self) noexcept nogil:
         """The next positive (user, item): the worker's share of the interactions is walked in
@@ -1307,6 +1359,17 @@ cdef class WarpSampler(PairwiseSampler):
 
     def where(self):
         return f"positive {self.tried} of the epoch"
+
+
+cdef inline void _prefetch_rows_for_write(const RowPrefetch* target, FeatureBags bags, int64_t row) noexcept nogil:
+    """Start loading, for writing, row `row` of `target`'s array, or with feature bags the rows
+    of row `row`'s features."""
+    cdef int64_t p
+    if bags is None:
+        fa_prefetch_span_for_write(target.base + row * target.row_bytes, target.row_bytes)
+        return
+    for p in range(bags.indptr[row], bags.indptr[row + 1]):
+        fa_prefetch_span_for_write(target.base + <int64_t>bags.indices[p] * target.row_bytes, target.row_bytes)
 
 
 cdef FeatureBags _bags_of(str who, str name, object features, int64_t rows):
