@@ -1259,6 +1259,7 @@ cdef class WarpSampler(PairwiseSampler):
         ahead (its pair read) the offsets of its bags and of its user's items, the next (its
         offsets read) its table rows and its user's items."""
         cdef fa_pair pair
+        cdef int64_t first, end
         if not self.primed:
             self.next_k = self._walk()
             self.next_pair = self.pairs[self.next_k]
@@ -1271,14 +1272,18 @@ cdef class WarpSampler(PairwiseSampler):
         self.next_pair, self.next_k = self.ahead_pair, self.ahead_k
         self._prefetch_rows_of(0, self.user_bags, self.next_pair.user)
         self._prefetch_rows_of(1, self.item_bags, self.next_pair.item)
-        fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])
+        first, end = self.indptr[self.next_pair.user], self.indptr[self.next_pair.user + 1]
+        fa_prefetch(&self.indices[first])           # where `liked` searches: its first probe and ends
+        fa_prefetch(&self.indices[(first + end) >> 1])
+        fa_prefetch(&self.indices[end - 1])
         self.ahead_pair, self.ahead_k = self.pairs[self.drawn_k], self.drawn_k
         fa_prefetch(&self.indptr[self.ahead_pair.user])
         if self.user_bags is not None:
             fa_prefetch(&self.user_bags.indptr[self.ahead_pair.user])
         if self.item_bags is not None:
             fa_prefetch(&self.item_bags.indptr[self.ahead_pair.item])
-        self.drawn_k = self._walk()
+        if self.tried + 2 < self.budget:     # past the epoch's last positive it would shuffle a pass for nothing
+            self.drawn_k = self._walk()
         fa_prefetch(&self.pairs[self.drawn_k])
         if self.pair_weights != NULL:
             fa_prefetch(&self.pair_weights[self.drawn_k])
