@@ -224,17 +224,24 @@ def test_the_online_rank_estimate_reaches_the_sampler_and_the_checkpoint(tmp_pat
     assert fa.models.LightFM.load(tmp_path / "online.npz").rank_estimate == "online"
 
 
-def test_sample_weight_weighs_each_interactions_warp_triples():
+def test_sample_weight_weighs_each_interactions_warp_triples(monkeypatch):
     """Without sample_weight the interactions' stored values are ignored (as LightFM's are):
-    values of 5 train what ones do. sample_weight trains otherwise, and weights of 1 as none."""
+    values of 5 train what ones do, and the sampler does not read them. sample_weight trains
+    otherwise, and weights of 1 as none."""
     likes = _likes()
     fives = likes * 5.0
     weights = likes.tocoo()
     weights.data = np.random.default_rng(0).uniform(0.5, 3.0, weights.nnz)
+    made = []
+    real = fa.models.recsys.lightfm.WarpSampler
+    monkeypatch.setattr(fa.models.recsys.lightfm, "WarpSampler", lambda *args, **kw: made.append(real(*args, **kw))
+                        or made[-1])
 
     def trained(interactions, sample_weight=None):
         model = fa.models.LightFM(no_components=4, loss="warp", random_state=0)
-        return model.fit(interactions, sample_weight=sample_weight, epochs=2).item_embeddings.value.copy()
+        values = model.fit(interactions, sample_weight=sample_weight, epochs=2).item_embeddings.value.copy()
+        assert made[-1].weighted == (sample_weight is not None)
+        return values
 
     plain = trained(likes)
     np.testing.assert_array_equal(trained(fives), plain)

@@ -154,30 +154,34 @@ def test_weighted_multiplies_the_rank_weight_by_the_positives_stored_value(rank_
         assert drawn == pytest.approx(expected, rel=1e-6)
 
 
-TARGETS = (0, 5, 9, 13, 17)     # in each 32-byte lane block of a row of 19 floats or doubles, and its tail
+#: each row size's target elements: in each 32-byte lane block of a row of 19 floats or doubles,
+#: and its tail; of a row of 83 (a tile of 64 floats or two of 32 doubles, then pairs of lanes, then
+#: a tail of 3), every fourth element and the last
+TARGETS = {19: (0, 5, 9, 13, 17), 83: tuple(range(1, 83, 4)) + (82,)}
+SCAN_EPOCHS = 12
 
 
-def _scan_setup(dtype, features, violate):
+def _scan_setup(dtype, features, violate, dim):
     """50 users of one representation u who like item 0 (score 0: a candidate violates above -1),
-    and one candidate a target element d: +-4 at d (in the item's first feature, weight 4, with
+    and for each target element d of a row of `dim` a candidate: +-4 at d (in the item's first feature, weight 4, with
     features), the rest of its score (-4.5 or +2.5: -0.5 or -1.5 in all) at another element
     (its second feature, weight 0.5). A scan that missed d, either feature or its weight would
     judge the candidate the other way. With features the user is 2 * U[0] + 0.5 * U[1]."""
-    dim, n_users = 19, 50
+    targets, n_users = TARGETS[dim], 50
     u = np.linspace(0.5, 1.5, dim)
     big, rest = (4.0, -4.5) if violate else (-4.0, 2.5)
-    parts = np.zeros((2, len(TARGETS) + 1, dim))     # (feature, item, element): each item's two parts
-    for k, d in enumerate(TARGETS, start=1):
+    parts = np.zeros((2, len(targets) + 1, dim))     # (feature, item, element): each item's two parts
+    for k, d in enumerate(targets, start=1):
         other = (d + 7) % dim
         parts[0, k, d], parts[1, k, other] = big / u[d], rest / u[other]
-    likes = sp.csr_matrix((np.ones(n_users), (np.arange(n_users), np.zeros(n_users))), shape=(n_users, len(TARGETS) + 1))
+    likes = sp.csr_matrix((np.ones(n_users), (np.arange(n_users), np.zeros(n_users))), shape=(n_users, len(targets) + 1))
     users, pos, neg = (fa.IndexInput([0]) for _ in range(3))
     weights = fa.Input([0.0], dtype=dtype)
     if not features:
         tables = (u[None, :].repeat(n_users, 0), parts[0] + parts[1])
         options = {}
     else:
-        n_items = len(TARGETS) + 1
+        n_items = len(targets) + 1
         tables = (np.stack([0.6 * u, -0.4 * u]), np.concatenate([parts[0] / 4.0, parts[1] / 0.5]))
         item_features = sp.hstack([sp.identity(n_items) * 4.0, sp.identity(n_items) * 0.5]).tocsr()
         options = {"user_features": sp.csr_matrix(np.tile([2.0, 0.5], (n_users, 1))),
@@ -188,18 +192,20 @@ def _scan_setup(dtype, features, violate):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("features", [False, True])
-def test_the_scans_score_every_element_and_feature(dtype, features):
-    """One draw a positive. Candidates that violate only when every element (the lane blocks and
-    the tail), every feature and its weight count: each is drawn as a negative (the draws of the
-    liked item 0 are skipped); candidates that do not violate, but would without any one of
-    them: every positive is skipped."""
-    sampler = _scan_setup(dtype, features, violate=True)
-    drawn = [(int(j[0]), float(w[0])) for e in range(4) for _, _, j, w in sampler.epoch(e)]
-    assert {j for j, _ in drawn} == set(range(1, len(TARGETS) + 1))
-    assert len(drawn) + sampler.skipped == 200
-    assert [w for _, w in drawn] == pytest.approx([warp_weight(len(TARGETS) + 1, 1)] * len(drawn))
-    sampler = _scan_setup(dtype, features, violate=False)
-    assert [ex for e in range(4) for ex in sampler.epoch(e)] == [] and sampler.skipped == 200
+@pytest.mark.parametrize("dim", sorted(TARGETS))
+def test_the_scans_score_every_element_and_feature(dtype, features, dim):
+    """One draw a positive. Candidates that violate only when every element (the tiles, the lane
+    blocks and the tail), every feature and its weight count: each is drawn as a negative (the
+    draws of the liked item 0 are skipped); candidates that do not violate, but would without
+    any one of them: every positive is skipped."""
+    n_items, positives = len(TARGETS[dim]) + 1, 50 * SCAN_EPOCHS
+    sampler = _scan_setup(dtype, features, violate=True, dim=dim)
+    drawn = [(int(j[0]), float(w[0])) for e in range(SCAN_EPOCHS) for _, _, j, w in sampler.epoch(e)]
+    assert {j for j, _ in drawn} == set(range(1, n_items))
+    assert len(drawn) + sampler.skipped == positives
+    assert [w for _, w in drawn] == pytest.approx([warp_weight(n_items, 1)] * len(drawn))
+    sampler = _scan_setup(dtype, features, violate=False, dim=dim)
+    assert [ex for e in range(SCAN_EPOCHS) for ex in sampler.epoch(e)] == [] and sampler.skipped == positives
 
 
 def test_tries_count_every_draw_a_liked_one_included():
@@ -229,6 +235,48 @@ def test_an_epoch_walks_each_interaction_once():
         epochs = [[(int(u[0]), int(p[0])) for u, p, _, _ in sampler.epoch(e)] for e in range(2)]
         share = expected[rank * len(expected) // workers:(rank + 1) * len(expected) // workers]
         assert sorted(epochs[0]) == sorted(epochs[1]) == share and epochs[0] != epochs[1]
+
+
+def _rows(side, array):
+    """A table or state array as the sampler's prefetch targets name it: (side, address, row bytes)."""
+    return side, array.ctypes.data, array[0].nbytes
+
+
+def test_only_the_tables_rows_load_ahead_and_the_optimizers_state_rows_load_for_a_triple_found(monkeypatch):
+    """Under Adagrad the loop gives the sampler the tables and the sums beside them: the next
+    positive's user and item rows of the tables load ahead; the sums' rows (on the user's side
+    and the items', the negative's included) only once a positive has found its triple, which
+    most positives of a trained model do not. Both are let go after the run. By ids, and in
+    LightFM's model (its WarpSampler inside FeatureSampler, the leaves its bags)."""
+    likes = fa.data.planted_interactions(40, 30, per_user=5, seed=0)
+    rng = np.random.default_rng(0)
+    sampler, loss, (U, V, b) = _warp_setup(likes, rng.normal(size=(40, 8)), rng.normal(size=(30, 8)),
+                                           np.zeros((30, 1)), examples=20, seed=0)
+    during = []
+    fa.train(loss, fa.optim.Adagrad([U, V, b], lr=0.1), sampler, report_every=1, progress=lambda done, per_second:
+             during.append((sampler._row_prefetch_targets(), sampler._state_prefetch_targets())))
+    ahead, states = during[0]
+    tables = {_rows(0, U.value), _rows(1, V.value), _rows(1, b.value)}
+    assert set(ahead) == tables
+    assert not {address for _, address, _ in states} & {address for _, address, _ in tables}
+    assert (0, U.value[0].nbytes) in {(side, width) for side, _, width in states}      # the user's sums
+    assert sampler._row_prefetch_targets() == sampler._state_prefetch_targets() == []
+
+    made, during = [], []
+    real = fa.models.recsys.lightfm.WarpSampler
+    monkeypatch.setattr(fa.models.recsys.lightfm, "WarpSampler", lambda *args, **kw: made.append(real(*args, **kw))
+                        or made[-1])
+    model = fa.models.LightFM(no_components=8, loss="warp", random_state=0)
+    tags = sp.random(30, 12, density=0.3, format="csr", random_state=0)
+    model.fit(likes, item_features=tags, epochs=1, progress=lambda done, per_second: during.append(
+        (made[-1]._row_prefetch_targets(), made[-1]._state_prefetch_targets())))
+    ahead, states = during[0]
+    tables = {_rows(0, model.user_embeddings.value), _rows(1, model.item_embeddings.value),
+              _rows(1, model.item_bias.value)}
+    assert set(ahead) == tables
+    assert {(side, width) for side, _, width in states} == {(side, width) for side, _, width in tables}
+    assert not {address for _, address, _ in states} & {address for _, address, _ in tables}
+    assert made[-1]._row_prefetch_targets() == made[-1]._state_prefetch_targets() == []
 
 
 def test_a_positive_that_exhausts_max_sampled_takes_no_update():

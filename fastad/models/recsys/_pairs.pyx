@@ -13,8 +13,8 @@ from libc.stdint cimport int32_t, int64_t
 
 from fastad._engine.graph cimport Variable, Input, empty_buffer, check_flag, check_int, require_float
 from fastad._engine.rng cimport fa_rng, fa_rng_below
-from fastad.training.sampler cimport (Sampler, fa_prefetch, fa_prefetch_span, _share, _seed_stream, _index_leaf,
-                                _integer_array)
+from fastad.training.sampler cimport (Sampler, RowPrefetch, MAX_ROW_PREFETCHES, fa_prefetch, fa_prefetch_span,
+                                fa_prefetch_span_for_write, _share, _seed_stream, _index_leaf, _integer_array)
 
 cnp.import_array()
 
@@ -188,34 +188,43 @@ cdef extern from *:
     /* WarpSampler's scores, LightFM's way: a row's representation is made once and dotted with
      * the user's once (not one dot a feature), in lanes of 32 bytes (one AVX2 register in the
      * AVX2 clones, two SSE ones in the others, the same values in both) with two sums, each
-     * lane's products added in one order, the rest one element at a time.
+     * lane's products added in one order, the rest one element at a time. A bag is summed a
+     * tile of FA_TILE_LANES lanes at a time (dim 64 of floats in one tile), its sums held in
+     * registers while its rows are read once each, then a pair of lanes at a time: the
+     * same values, the lanes being independent. The helpers the cloned scans call are always
+     * inlined (FA_UNROLLED): a call out of an AVX2 clone would run the default code.
      * fa_bag_dot: user_row . (sum_p w_p V[rows[p]]) over a bag's `count` feature rows of V and
      * their weights; fa_row_dot: user_row . row, the same value as a bag of one row of weight 1
      * (an id is the identity's bag), without the multiplications by 1. fa_bag_represent: out =
      * sum_p w_p V[rows[p]], each element's products added in the bag's order (a user's
      * representation). */
+    #define FA_TILE_LANES 8
     #if defined(__GNUC__)
     typedef float fa_lanes_f __attribute__((vector_size(32), aligned(4), may_alias));
     typedef double fa_lanes_d __attribute__((vector_size(32), aligned(8), may_alias));
     #define FA_IN_LANES(T, i, n) for (; (i) + 2 * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += 2 * 32 / sizeof(T))
+    #define FA_IN_TILES(T, i, n) \
+        for (; (i) + FA_TILE_LANES * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += FA_TILE_LANES * 32 / sizeof(T))
+    #define FA_UNROLLED inline __attribute__((always_inline))
     #else
     typedef float fa_lanes_f;
     typedef double fa_lanes_d;
     #define FA_IN_LANES(T, i, n) if (0)
+    #define FA_IN_TILES(T, i, n) if (0)
+    #define FA_UNROLLED inline
     #endif
     #define FA_BAG_DOTS(T, S)                                                                      \
-    /* the bag's sum over elements [i, i + 2 L) (L: the lanes of 32 bytes), into *a and *b */     \
-    static inline void fa_bag_lanes_##S(const T* V, const int32_t* rows, const double* weights,    \
-                                        int64_t count, Py_ssize_t dim, Py_ssize_t i,               \
-                                        fa_lanes_##S* a, fa_lanes_##S* b) {                        \
+    /* the bag's sums over elements [i, i + lanes L) (L: the lanes of 32 bytes) into sums[0:lanes] \
+     * (always inlined: `lanes` a constant, the sums stay in registers) */                        \
+    static FA_UNROLLED void fa_bag_lanes_##S(const T* V, const int32_t* rows, const double* weights, \
+                                             int64_t count, Py_ssize_t dim, Py_ssize_t i,          \
+                                             fa_lanes_##S* sums, int lanes) {                      \
         const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        memset(a, 0, sizeof *a);                                                                   \
-        memset(b, 0, sizeof *b);                                                                   \
+        for (int l = 0; l < lanes; l++) sums[l] = (fa_lanes_##S){0};                               \
         for (int64_t p = 0; p < count; p++) {                                                      \
             const T* row = V + (int64_t)rows[p] * dim + i;                                         \
             T w = (T)weights[p];                                                                   \
-            *a += w * *(const fa_lanes_##S*)row;                                                   \
-            *b += w * *(const fa_lanes_##S*)(row + L);                                             \
+            for (int l = 0; l < lanes; l++) sums[l] += w * *(const fa_lanes_##S*)(row + l * L);    \
         }                                                                                          \
     }                                                                                              \
     /* the bag's sum at element i */                                                               \
@@ -234,17 +243,24 @@ cdef extern from *:
             for (size_t l = 0; l < half; l++) lanes[l] += lanes[l + half];                         \
         return lanes[0];                                                                           \
     }                                                                                              \
-    static inline double fa_bag_dot_##S(const T* user_row, const T* V, const int32_t* rows,        \
+    static FA_UNROLLED double fa_bag_dot_##S(const T* user_row, const T* V, const int32_t* rows,   \
                                         const double* weights, int64_t count, Py_ssize_t dim) {    \
         const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        fa_lanes_##S low, high, a, b;                                                              \
-        memset(&low, 0, sizeof low);                                                               \
-        memset(&high, 0, sizeof high);                                                             \
+        fa_lanes_##S low = {0}, high = {0};                                                        \
         Py_ssize_t i = 0;                                                                          \
+        FA_IN_TILES(T, i, dim) {                                                                   \
+            fa_lanes_##S tile[FA_TILE_LANES];                                                      \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, tile, FA_TILE_LANES);                \
+            for (int l = 0; l < FA_TILE_LANES; l += 2) {                                           \
+                low += *(const fa_lanes_##S*)(user_row + i + l * L) * tile[l];                     \
+                high += *(const fa_lanes_##S*)(user_row + i + (l + 1) * L) * tile[l + 1];          \
+            }                                                                                      \
+        }                                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            fa_bag_lanes_##S(V, rows, weights, count, dim, i, &a, &b);                             \
-            low += *(const fa_lanes_##S*)(user_row + i) * a;                                       \
-            high += *(const fa_lanes_##S*)(user_row + i + L) * b;                                  \
+            fa_lanes_##S pair[2];                                                                  \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, pair, 2);                            \
+            low += *(const fa_lanes_##S*)(user_row + i) * pair[0];                                 \
+            high += *(const fa_lanes_##S*)(user_row + i + L) * pair[1];                            \
         }                                                                                          \
         double total = fa_lanes_total_##S(low, high);                                              \
         for (; i < dim; i++) total += user_row[i] * fa_bag_element_##S(V, rows, weights, count, dim, i); \
@@ -267,12 +283,16 @@ cdef extern from *:
     FA_CLONED void fa_bag_represent_##S(T* __restrict out, const T* V, const int32_t* rows,        \
                                         const double* weights, int64_t count, Py_ssize_t dim) {    \
         const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        fa_lanes_##S a, b;                                                                         \
         Py_ssize_t i = 0;                                                                          \
+        FA_IN_TILES(T, i, dim) {                                                                   \
+            fa_lanes_##S tile[FA_TILE_LANES];                                                      \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, tile, FA_TILE_LANES);                \
+            memcpy(out + i, tile, sizeof tile);                                                    \
+        }                                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            fa_bag_lanes_##S(V, rows, weights, count, dim, i, &a, &b);                             \
-            memcpy(out + i, &a, sizeof a);                                                         \
-            memcpy(out + i + L, &b, sizeof b);                                                     \
+            fa_lanes_##S pair[2];                                                                  \
+            fa_bag_lanes_##S(V, rows, weights, count, dim, i, pair, 2);                            \
+            memcpy(out + i, pair, sizeof pair);                                                    \
         }                                                                                          \
         for (; i < dim; i++) out[i] = fa_bag_element_##S(V, rows, weights, count, dim, i);         \
     }
@@ -285,10 +305,12 @@ cdef extern from *:
      * (bags) or by ids (one row each, score fa_row_dot plus bias[item]): the first k in
      * [start, n) whose score is above `threshold`, else n; the bags' scan starts loading the
      * rows of candidate k + FA_BAG_AHEAD as it scores candidate k, and the feature ids and
-     * weights of candidate k + 2 * FA_BAG_AHEAD (whose offsets the caller has loading). */
-    #define FA_BAG_AHEAD 2
+     * weights of candidate k + 2 * FA_BAG_AHEAD (whose offsets the caller has loading). One
+     * candidate ahead: a bag's rows are many cache lines, and loading two candidates' ahead
+     * (more wasted when an early one violates) kept the scan about 4% slower. */
+    #define FA_BAG_AHEAD 1
     #define FA_BAG_SCORE(T, S)                                                                     \
-    static inline double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,            \
+    static FA_UNROLLED double fa_bag_score_##S(const T* user_row, const T* V, const T* bias,       \
                                           const int64_t* indptr, const int32_t* indices,           \
                                           const double* values, int64_t row, Py_ssize_t dim) {     \
         int64_t start = indptr[row], count = indptr[row + 1] - start;                              \
@@ -946,7 +968,10 @@ cdef class WarpSampler(PairwiseSampler):
                   positives tried, so fastad.train's mean loss is per positive tried.
 
     `skipped` counts the positives of the last epochs that took no update (no violating
-    negative in max_sampled draws, or a user with no item).
+    negative in max_sampled draws, or a user with no item). Under `fastad.train` the next
+    positive's rows of the tables load ahead as it draws; the rows of an optimizer's state
+    beside them (Adagrad's sums) load only for a positive that found its triple (the
+    negative's too), as most positives of a trained model find none.
 
     >>> u, i, j = fa.IndexInput([0]), fa.IndexInput([0]), fa.IndexInput([0])
     >>> w = fa.Input([0.0])
@@ -980,6 +1005,8 @@ cdef class WarpSampler(PairwiseSampler):
     cdef float* user_rates
     cdef readonly bint weighted
     cdef int64_t positive_k          # the interaction of the positive last drawn (WARP)
+    cdef RowPrefetch state_prefetches[MAX_ROW_PREFETCHES]   # an optimizer's state rows beside the tables,
+    cdef int n_state_prefetches      # loaded for a triple once found (leaf 0: the user's side, 1: the items')
 
     def __init__(self, interactions, users, pos, neg, weights, user_table, item_table, item_bias=None, *,
                  max_sampled=10, kos_k=None, kos_n=10, negatives="uniform", examples=None, n_users=None,
@@ -1156,6 +1183,7 @@ cdef class WarpSampler(PairwiseSampler):
                     self.out_pos[b] = item
                     self.out_neg[b] = self.candidates[found]
                     weights[b] = <floating>warp_weight(self.n_items, drawn + found + 1)
+                    self._prefetch_states(user, item, self.candidates[found])
                     return True
             drawn += chunk
         return False
@@ -1177,7 +1205,53 @@ cdef class WarpSampler(PairwiseSampler):
         self.out_pos[b] = item
         self.out_neg[b] = candidate
         weights[b] = <floating>online_weight(self.n_items, self.user_rates[user])
+        self._prefetch_states(user, item, candidate)
         return True
+
+    cdef void _prefetch_states(self, int64_t user, int64_t item, int64_t neg) noexcept nogil:
+        """Start loading, for writing, the optimizer's state rows that the triple found will update:
+        the user's and the two items' (their features' rows, with feature bags)."""
+        cdef int t
+        for t in range(self.n_state_prefetches):
+            if self.state_prefetches[t].leaf == 0:
+                _prefetch_rows_for_write(&self.state_prefetches[t], self.user_bags, user)
+            else:
+                _prefetch_rows_for_write(&self.state_prefetches[t], self.item_bags, item)
+                _prefetch_rows_for_write(&self.state_prefetches[t], self.item_bags, neg)
+
+    cdef int set_row_prefetches(self, list targets) except -1:
+        """`targets` as Sampler takes them, split: the rows of its own tables (the graph's) load
+        ahead for the next positive, by the users' and positives' leaves (0 and 1); the other
+        arrays, an optimizer's state beside the tables, only for a positive that found its
+        triple (most positives of a trained model find none), the negative's rows included:
+        leaf 0's on the user's side, the other leaves' on the items'."""
+        cdef cnp.ndarray array
+        cdef Variable table
+        tables = set()
+        for table in (self.user_table, self.item_table, self.item_bias):
+            if table is not None:
+                tables.add(<size_t>table.val_ptr)
+        ahead, states = [], {}
+        for leaf, array in targets:
+            if <size_t>cnp.PyArray_DATA(array) in tables:
+                if leaf < 2:
+                    ahead.append((leaf, array))
+            elif array.ndim and array.nbytes and len(states) < MAX_ROW_PREFETCHES:
+                states.setdefault((min(leaf, 1), <size_t>cnp.PyArray_DATA(array)), array)
+        Sampler.set_row_prefetches(self, ahead)
+        for t, ((side, _), array) in enumerate(states.items()):
+            self.state_prefetches[t].base = <const char*>cnp.PyArray_DATA(array)
+            self.state_prefetches[t].row_bytes = array.nbytes // array.shape[0]
+            self.state_prefetches[t].leaf = side
+        self.n_state_prefetches = len(states)
+        return 0
+
+    def _state_prefetch_targets(self):
+        """The state arrays whose rows it loads for each triple found, as (side: 0 the user's, 1
+        the items'; array address, row bytes): those `fastad.train` set for the run in
+        progress, else none (for checks)."""
+        return [(self.state_prefetches[t].leaf, <size_t>self.state_prefetches[t].base,
+                 self.state_prefetches[t].row_bytes) for t in range(self.n_state_prefetches)]
 
     cdef (int64_t, int64_t) _next_positive(self) noexcept nogil:
         """The next positive (user, item): the worker's share of the interactions is walked in
@@ -1187,6 +1261,7 @@ cdef class WarpSampler(PairwiseSampler):
         ahead (its pair read) the offsets of its bags and of its user's items, the next (its
         offsets read) its table rows and its user's items."""
         cdef fa_pair pair
+        cdef int64_t first, end
         if not self.primed:
             self.next_k = self._walk()
             self.next_pair = self.pairs[self.next_k]
@@ -1199,14 +1274,18 @@ cdef class WarpSampler(PairwiseSampler):
         self.next_pair, self.next_k = self.ahead_pair, self.ahead_k
         self._prefetch_rows_of(0, self.user_bags, self.next_pair.user)
         self._prefetch_rows_of(1, self.item_bags, self.next_pair.item)
-        fa_prefetch(&self.indices[self.indptr[self.next_pair.user]])
+        first, end = self.indptr[self.next_pair.user], self.indptr[self.next_pair.user + 1]
+        fa_prefetch(&self.indices[first])           # where `liked` searches: its first probe and ends
+        fa_prefetch(&self.indices[(first + end) >> 1])
+        fa_prefetch(&self.indices[end - 1])
         self.ahead_pair, self.ahead_k = self.pairs[self.drawn_k], self.drawn_k
         fa_prefetch(&self.indptr[self.ahead_pair.user])
         if self.user_bags is not None:
             fa_prefetch(&self.user_bags.indptr[self.ahead_pair.user])
         if self.item_bags is not None:
             fa_prefetch(&self.item_bags.indptr[self.ahead_pair.item])
-        self.drawn_k = self._walk()
+        if self.tried + 2 < self.budget:     # past the epoch's last positive it would shuffle a pass for nothing
+            self.drawn_k = self._walk()
         fa_prefetch(&self.pairs[self.drawn_k])
         if self.pair_weights != NULL:
             fa_prefetch(&self.pair_weights[self.drawn_k])
@@ -1287,6 +1366,17 @@ cdef class WarpSampler(PairwiseSampler):
 
     def where(self):
         return f"positive {self.tried} of the epoch"
+
+
+cdef inline void _prefetch_rows_for_write(const RowPrefetch* target, FeatureBags bags, int64_t row) noexcept nogil:
+    """Start loading, for writing, row `row` of `target`'s array, or with feature bags the rows
+    of row `row`'s features."""
+    cdef int64_t p
+    if bags is None:
+        fa_prefetch_span_for_write(target.base + row * target.row_bytes, target.row_bytes)
+        return
+    for p in range(bags.indptr[row], bags.indptr[row + 1]):
+        fa_prefetch_span_for_write(target.base + <int64_t>bags.indices[p] * target.row_bytes, target.row_bytes)
 
 
 cdef FeatureBags _bags_of(str who, str name, object features, int64_t rows):

@@ -65,7 +65,7 @@ class LightFM(Recommender):
     `sample_weighted` (keyword-only, fastad's; set by each fit: whether its `sample_weight`
     was given) makes the graph multiply each example's loss by its weight, a node and a weight
     a step that a fit without weights does not pay (under "warp" the weight rides on the
-    rank weight and is always read). `user_features=`/`item_features=` (keyword-only, not
+    rank weight: the sampler reads the stored weights only when it is set). `user_features=`/`item_features=` (keyword-only, not
     LightFM's) give the constructor the feature matrices of a fit, as `load` and `fit`'s
     workers rebuild the model.
 
@@ -267,7 +267,8 @@ class LightFM(Recommender):
     def epoch_sampler(self, bags, interactions, n, seed, negatives="uniform"):
         """The epoch's sampler: the ids' sampler of the loss (the entries for "logistic", with
         their labels, PairwiseSampler's triples for "bpr", WarpSampler's against the current
-        scores for WARP), each example's weight its entry's stored value, its ids written as
+        scores for WARP), each example's weight its entry's stored value (read when
+        `sample_weighted`: without, every stored value is 1), its ids written as
         feature bags by `FeatureSampler`. `interactions`: a `fa.data.Interactions`, all of
         whose entries are positives unless it is a logistic fit's (`_Labelled`)."""
         u, i = bags.ids[0], bags.ids[1]
@@ -292,7 +293,7 @@ class LightFM(Recommender):
                               kos_k=self.k if self.loss == "warp-kos" else None, kos_n=self.n, examples=n,
                               seed=seed, negatives=negatives, user_features=self.user_features,
                               item_features=self.item_features, rank_estimate=self.rank_estimate,
-                              weighted=self.loss == "warp", rates=bags.rates)
+                              weighted=self.loss == "warp" and self.sample_weighted, rates=bags.rates)
             bags.rates = ids.rates
         return FeatureSampler(ids, self.user_features, self.item_features, bags.user + (bags.user_weights,),
                               bags.item + (bags.item_weights,), u, i, j)
