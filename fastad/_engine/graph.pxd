@@ -73,6 +73,7 @@ cdef class Leaf(Variable):
 cdef enum:
     SMALL_GROUP = 256      # up to this many ids of a table of more than SMALL_TABLE rows,
     SMALL_TABLE = 65536    # Parameter groups repeats on the stack (groups_on_stack)
+    CACHE_LINE = 64        # bytes: buffers that must share no line with another start on one
 
 @cython.no_gc
 cdef class Parameter(Leaf):

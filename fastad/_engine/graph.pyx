@@ -389,7 +389,6 @@ cdef inline int _type_num(bint f64) noexcept:
 
 # ---------------------------------------------------------------- buffers
 
-cdef Py_ssize_t CACHE_LINE = 64
 cdef Py_ssize_t SMALL_BUFFER = 1024   # numpy keeps freed blocks below this size for any thread's next array
 
 
