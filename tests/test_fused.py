@@ -392,6 +392,24 @@ def test_sequence_gradients_add_into_inputs_used_elsewhere():
     assert fa.gradcheck(loss, x, s, *weights)
 
 
+@pytest.mark.parametrize("other_first", [False, True])
+def test_sequence_bias_gradients_add_when_a_bias_takes_others(other_first):
+    """b_hh takes a copy of the column sums written into b_ih only as its first gradient of
+    the pass: a b_hh used elsewhere too (its gradient from there written before the
+    sequence's backward, or after it) and one Parameter as both biases add up."""
+    x, _, _, *weights = sequence_arrays(4, 2, 3, 4, seed=11)
+
+    def loss(x_, w_ih, w_hh, b_ih, b_hh):
+        other = weighted(fa.tanh(b_hh), seed=2)
+        sequence = weighted(lstm_sequence(x_, None, None, w_ih, w_hh, b_ih, b_hh))
+        # the backward runs the right-hand term's nodes first
+        return sequence + other if other_first else other + sequence
+
+    assert fa.gradcheck(loss, x, *weights)
+    assert fa.gradcheck(lambda x_, w_ih, w_hh, b: weighted(lstm_sequence(x_, None, None, w_ih, w_hh, b, b)),
+                        x, *weights[:3])
+
+
 def step_against_sequence(arrays_, reverse, with_state, dtype=F64):
     """(the sequence node's outputs, the stepped cells' outputs): [hs, h, c, then the gradients
     of x, h0, c0 and the weights] of one weighted loss each."""

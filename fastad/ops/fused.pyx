@@ -19,6 +19,7 @@ cimport cython
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
 from libc.stdint cimport int64_t
+from libc.string cimport memcpy
 from cython cimport floating
 from fastad._engine.blas cimport gemm
 
@@ -173,7 +174,8 @@ cdef int product_backward(Variable x, Variable w, const floating* dout, int B, i
 cdef int bias_backward(Variable bias, const floating* dout, Py_ssize_t B,
                        Py_ssize_t n_out) except -1 nogil:
     """The gradient of a bias (n_out,) added to each row of a (B, n_out) result: dout's
-    column sums, when the bias takes one."""
+    column sums, when the bias takes one. Returns 1 when they were written (its first
+    gradient of the pass), else 0 (added, or none taken)."""
     cdef Py_ssize_t r, j
     if not bias.requires_grad:
         return 0
@@ -184,7 +186,20 @@ cdef int bias_backward(Variable bias, const floating* dout, Py_ssize_t B,
     for r in range(B):
         for j in range(n_out):
             out[j] += dout[r * n_out + j]
-    return 0
+    return not add
+
+
+cdef bint copy_bias_grad(Variable written, Variable bias) except -1 nogil:
+    """The second of two biases added to the same rows (an LSTM's b_ih and b_hh) takes the
+    column sums bias_backward has just written into the first's gradient, when this is its
+    first gradient of the pass too (a copy instead of a second pass over the rows). Returns
+    whether it did (or takes none); else the caller sums for it."""
+    if not bias.requires_grad:
+        return True
+    if bias is written or bias.prepare_grad():
+        return False
+    memcpy(bias.grad_ptr, written.grad_ptr, written.size * element_size(written.f64))
+    return True
 
 
 cdef void transpose_into(const floating* w, floating* out, Py_ssize_t rows,
@@ -508,8 +523,8 @@ cdef class LSTMSequence(Variable):
             if self.h0 is not None:
                 gemm(True, False, G, H, B, dgates + self.first_row(0) * G, G,
                      <floating*>self.h0.val_ptr, H, <floating*>self.w_hh.grad_ptr, H, add)
-        bias_backward(self.b_ih, dgates, self.n_rows, G)
-        bias_backward(self.b_hh, dgates, self.n_rows, G)
+        if not bias_backward(self.b_ih, dgates, self.n_rows, G) or not copy_bias_grad(self.b_ih, self.b_hh):
+            bias_backward(self.b_hh, dgates, self.n_rows, G)
         return 0
 
 
