@@ -843,7 +843,7 @@ cdef void release_parameters(list claimed) noexcept:
 
 cdef int check_unclaimed(str who, Parameter p) except -1:
     """RuntimeError if another thread's compiled training loop is using `p`."""
-    if p.trainer != 0 and p.trainer != PyThread_get_thread_ident():
+    if claimed_elsewhere(p):
         raise RuntimeError(
             f"{who}: {p!r} is being trained by fa.train in another thread. A Parameter takes "
             f"gradients in one thread at a time; for Hogwild threads, put the weights in "
