@@ -211,3 +211,24 @@ def test_incompatible_shapes_name_both():
 def test_binary_needs_a_variable():
     with pytest.raises(TypeError, match="at least one operand"):
         fa.add(1.0, 2.0)
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unary_long_rows_give_the_short_rows_bits(name, dtype):
+    # A long row runs the cloned loop of the widest vectors the CPU has (AVX-512 here, its
+    # multiplies not fused into adds); a row under 16 elements the inlined loop built for
+    # any x86-64: every value and slope must be the same, bit for bit.
+    op, _, domain = UNARY[name]
+    x = sample((400,), domain, 11).astype(dtype)
+    x[::7] *= 20
+    g = np.random.default_rng(12).normal(size=400).astype(dtype)
+    long_in = fa.Parameter(x, dtype=dtype)
+    long_out = op(long_in)
+    long_out.backward(g)
+    for i in range(0, 400, 4):
+        short_in = fa.Parameter(x[i:i + 4], dtype=dtype)
+        short_out = op(short_in)
+        short_out.backward(g[i:i + 4])
+        assert short_out.value.tobytes() == long_out.value[i:i + 4].tobytes(), (name, x[i:i + 4])
+        assert short_in.grad.tobytes() == long_in.grad[i:i + 4].tobytes(), (name, x[i:i + 4])

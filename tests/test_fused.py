@@ -2,6 +2,7 @@
 whole LSTM sequence as one node, against finite differences, numpy and the stepped cells."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import fastad as fa
 from fastad.ops.fused import SequenceWeights, gru_cell, lstm_cell, lstm_sequence
@@ -391,6 +392,24 @@ def test_sequence_gradients_add_into_inputs_used_elsewhere():
     assert fa.gradcheck(loss, x, s, *weights)
 
 
+@pytest.mark.parametrize("other_first", [False, True])
+def test_sequence_bias_gradients_add_when_a_bias_takes_others(other_first):
+    """b_hh takes a copy of the column sums written into b_ih only as its first gradient of
+    the pass: a b_hh used elsewhere too (its gradient from there written before the
+    sequence's backward, or after it) and one Parameter as both biases add up."""
+    x, _, _, *weights = sequence_arrays(4, 2, 3, 4, seed=11)
+
+    def loss(x_, w_ih, w_hh, b_ih, b_hh):
+        other = weighted(fa.tanh(b_hh), seed=2)
+        sequence = weighted(lstm_sequence(x_, None, None, w_ih, w_hh, b_ih, b_hh))
+        # the backward runs the right-hand term's nodes first
+        return sequence + other if other_first else other + sequence
+
+    assert fa.gradcheck(loss, x, *weights)
+    assert fa.gradcheck(lambda x_, w_ih, w_hh, b: weighted(lstm_sequence(x_, None, None, w_ih, w_hh, b, b)),
+                        x, *weights[:3])
+
+
 def step_against_sequence(arrays_, reverse, with_state, dtype=F64):
     """(the sequence node's outputs, the stepped cells' outputs): [hs, h, c, then the gradients
     of x, h0, c0 and the weights] of one weighted loss each."""
@@ -421,6 +440,63 @@ def test_sequence_matches_stepping_the_cell(reverse, with_state, steps, batch):
             assert got is None
         else:
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def poison_freed_memory():
+    """Free blocks of NaN of a few sizes: the allocations right after (a sequence node's work
+    block, which is not zeroed) likely reuse them, so a buffer read before it is written
+    shows as NaN."""
+    blocks = [np.full(n, np.nan) for n in (96, 256, 512, 1024, 2048, 4096, 8192)]
+    del blocks
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.integers(1, 6), batch=st.integers(1, 9), n_in=st.integers(1, 5), H=st.integers(1, 6),
+       reverse=st.booleans(), with_state=st.booleans(), f64=st.booleans(), seed=st.integers(0, 99))
+def test_sequence_over_reused_memory_matches_stepping_the_cell(steps, batch, n_in, H, reverse,
+                                                               with_state, f64, seed):
+    """The sequence's work buffers (gates, their gradients, the carried dh and dc, the input's
+    transposed copy) are not zeroed: over memory that held NaNs its values and every gradient
+    still equal the stepped cells', at build and after a replay from new values."""
+    dtype = np.float64 if f64 else np.float32
+    arrays_ = sequence_arrays(steps, batch, n_in, H, seed=seed)
+    poison_freed_memory()
+    fused, stepped = step_against_sequence(arrays_, reverse, with_state, dtype)
+    tol = dict(rtol=1e-10, atol=1e-12) if f64 else dict(rtol=2e-4, atol=2e-5)
+    for got, want in zip(fused, stepped):
+        if want is None:
+            assert got is None
+        else:
+            np.testing.assert_allclose(got, want, **tol)
+    leaves = [fa.Parameter(a, dtype=dtype) for a in arrays_]
+    x, h0, c0, *weights = leaves
+    state = (h0, c0) if with_state else (None, None)
+    loss = sequence_and_state_loss(lstm_sequence, x, *state, *weights, reverse=reverse)[0]
+    loss.backward()
+    for leaf, a in zip(leaves, sequence_arrays(steps, batch, n_in, H, seed=seed + 100)):
+        leaf.set_value(a.astype(dtype))
+        leaf.zero_grad()
+    poison_freed_memory()
+    loss.forward()
+    loss.backward()
+    fresh = [fa.Parameter(a, dtype=dtype) for a in sequence_arrays(steps, batch, n_in, H, seed=seed + 100)]
+    fx, fh0, fc0, *fweights = fresh
+    fresh_loss = sequence_and_state_loss(lstm_sequence, fx, *((fh0, fc0) if with_state else (None, None)),
+                                         *fweights, reverse=reverse)[0]
+    fresh_loss.backward()
+    assert loss.value.tobytes() == fresh_loss.value.tobytes()
+    for leaf, f in zip(leaves, fresh):
+        assert (leaf.grad is None) == (f.grad is None)
+        if f.grad is not None:
+            assert leaf.grad.tobytes() == f.grad.tobytes()
+
+
+def test_sequence_too_big_for_the_transposed_input_copy_matches_stepping_the_cell():
+    """80 rows of 50 into 4 x 64 gates (over 10^6 multiply-adds): the input product reads x
+    in place instead of a transposed copy, with the same results."""
+    fused, stepped = step_against_sequence(sequence_arrays(40, 2, 50, 64, seed=8), False, True)
+    for got, want in zip(fused, stepped):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
 def test_sequence_reverse_runs_from_the_last_step():

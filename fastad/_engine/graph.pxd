@@ -2,6 +2,7 @@
 cimport cython
 cimport numpy as cnp
 from cpython.ref cimport PyObject
+from cpython.pythread cimport PyThread_get_thread_ident
 
 cdef class Plan
 from libc.stdint cimport int32_t, int64_t
@@ -73,6 +74,7 @@ cdef class Leaf(Variable):
 cdef enum:
     SMALL_GROUP = 256      # up to this many ids of a table of more than SMALL_TABLE rows,
     SMALL_TABLE = 65536    # Parameter groups repeats on the stack (groups_on_stack)
+    CACHE_LINE = 64        # bytes: buffers that must share no line with another start on one
 
 @cython.no_gc
 cdef class Parameter(Leaf):
@@ -225,6 +227,11 @@ cdef class Plan:
 cdef list claim_parameters(str who, object params)   # the ones this call claimed: release them
 cdef void release_parameters(list claimed) noexcept
 cdef int check_unclaimed(str who, Parameter p) except -1
+
+cdef inline bint claimed_elsewhere(Parameter p) noexcept:
+    """Whether another thread's compiled training loop holds p (see claim_parameters): the
+    test of check_unclaimed, for a caller that builds its message only when it fails."""
+    return p.trainer != 0 and p.trainer != PyThread_get_thread_ident()
 
 # Record that `leaf`'s value was changed from outside the graph (holding the GIL): the nodes
 # computed from it are stale until a forward recomputes them, and backward() refuses them.

@@ -389,7 +389,6 @@ cdef inline int _type_num(bint f64) noexcept:
 
 # ---------------------------------------------------------------- buffers
 
-cdef Py_ssize_t CACHE_LINE = 64
 cdef Py_ssize_t SMALL_BUFFER = 1024   # numpy keeps freed blocks below this size for any thread's next array
 
 
@@ -844,7 +843,7 @@ cdef void release_parameters(list claimed) noexcept:
 
 cdef int check_unclaimed(str who, Parameter p) except -1:
     """RuntimeError if another thread's compiled training loop is using `p`."""
-    if p.trainer != 0 and p.trainer != PyThread_get_thread_ident():
+    if claimed_elsewhere(p):
         raise RuntimeError(
             f"{who}: {p!r} is being trained by fa.train in another thread. A Parameter takes "
             f"gradients in one thread at a time; for Hogwild threads, put the weights in "

@@ -54,7 +54,7 @@ ATTR FA_FLATTEN void P##backward_##S(int op, const T* x, const T* y, const T* gy
  * nanoseconds) would cost more than the vectors save on them. */
 #define FA_SHORT_ROW 16
 #define FA_UNARY_LOOPS(T, S)                                                                \
-FA_UNARY_LOOP_BODIES(T, S, FA_CLONED, fa_unary_rows_)                                       \
+FA_UNARY_LOOP_BODIES(T, S, FA_CLONED_WIDE, fa_unary_rows_)                                     \
 FA_UNARY_LOOP_BODIES(T, S, static inline, fa_unary_short_)                                  \
 static inline void fa_unary_forward_##S(int op, const T* x, T* y, ptrdiff_t n, T p) {       \
     if (n < FA_SHORT_ROW) fa_unary_short_forward_##S(op, x, y, n, p);                       \

@@ -54,7 +54,7 @@ from cpython.ref cimport PyObject
 from cython cimport floating
 
 from fastad._engine.graph cimport (Variable, Parameter, RowStep, GRAD_NONE, GRAD_SPARSE, GRAD_DENSE,
-                                   check_unclaimed, mark_changed, device_backend, device_of,
+                                   check_unclaimed, claimed_elsewhere, mark_changed, device_backend, device_of,
                                    check_flag, check_number)
 from fastad._engine.loops cimport element_size, row_axpy, row_scale, scale_rows_of
 from fastad.ops.scalar cimport (fa_adam_step, fa_radam_step, fa_nadam_mu, fa_nadam_step,
@@ -665,7 +665,8 @@ cdef class Optimizer:
         """RuntimeError if another thread's fa.train is using one of the Parameters."""
         cdef Py_ssize_t i
         for i in range(self.n_params):
-            check_unclaimed(f"{type(self).__name__}.{who}", <Parameter>self.param_ptrs[i])
+            if claimed_elsewhere(<Parameter>self.param_ptrs[i]):      # the message only then
+                check_unclaimed(f"{type(self).__name__}.{who}", <Parameter>self.param_ptrs[i])
         return 0
 
     cdef int clear_grads(self) except -1 nogil:
