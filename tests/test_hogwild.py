@@ -136,6 +136,34 @@ def test_share_that_fails_halfway_frees_what_it_made(monkeypatch):
     assert len(made) == 1 and segments_of(os.getpid()) == []
 
 
+def test_a_lockable_segment_unlinked_before_its_lock_opens_is_made_again(monkeypatch):
+    """attach_or_create_lockable: a segment unlinked between its making and the opening of its
+    lock (a dead worker's resource tracker unlinking a node's header) is made again; the
+    mapping and the lock's descriptor are of one file."""
+    name = f"fastad_{os.getpid()}_0_{secrets.token_hex(4)}_node"
+    unlinked = []
+    real_open = segments.lock_descriptor
+
+    def unlink_then_open(segment):
+        if not unlinked:
+            unlinked.append(segment)
+            os.unlink(os.path.join("/dev/shm", segment))
+        return real_open(segment)
+
+    monkeypatch.setattr(segments, "lock_descriptor", unlink_then_open)
+    fills = []
+    mapping, fd = segments.attach_or_create_lockable(name, 8, lambda m: fills.append(m.write(b"made 1st")))
+    try:
+        assert unlinked == [name] and len(fills) == 2            # made, unlinked, made again
+        mapping[:8] = b"the same"
+        assert os.pread(fd, 8, 0) == b"the same"
+        assert os.fstat(fd).st_ino == os.stat(os.path.join("/dev/shm", name)).st_ino
+    finally:
+        mapping.close()
+        os.close(fd)
+        os.unlink(os.path.join("/dev/shm", name))
+
+
 def test_missing_name_lists_the_shared_names():
     with hogwild.share({"U": np.zeros(2)}) as shared:
         with pytest.raises(KeyError, match=r"'V'.*\['U'\]"):

@@ -1066,11 +1066,10 @@ class _Replicas:
             self.header = np.array([secrets.randbits(62), 1, 0], np.int64)
             return
         name = prefix + "node"
-        mapping, _ = segments.attach_or_create(
+        mapping, self.lock_fd = segments.attach_or_create_lockable(
             name, 3 * 8, lambda fresh: segments.view(fresh, (1,), np.int64).fill(secrets.randbits(62)))
         self.header = segments.view(mapping, (3,), np.int64)
         self._track(name)
-        self.lock_fd = segments.lock_descriptor(name)
         self.lock(blocking=True)
         self.header[self._USERS] += 1
         self.unlock()

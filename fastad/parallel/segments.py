@@ -25,8 +25,8 @@ from multiprocessing import resource_tracker
 import numpy as np
 
 __all__ = ["Block", "require_shm_dir", "create_segment", "attach_segment", "attach_or_create",
-           "view", "lock_descriptor", "track", "untrack", "unlink_prefixed", "pid_alive",
-           "sweep_stale_segments"]
+           "attach_or_create_lockable", "view", "lock_descriptor", "track", "untrack", "unlink_prefixed",
+           "pid_alive", "sweep_stale_segments"]
 
 _SHM_DIR = "/dev/shm"
 _PREFIX = "fastad_"
@@ -115,6 +115,25 @@ def unlink_prefixed(prefix):
     for name in names:
         _unlink(name)
     return names
+
+
+def attach_or_create_lockable(name, nbytes, fill):
+    """(mapping, descriptor): segment `name` attached or made as `attach_or_create` does,
+    mapped from `descriptor`, a file descriptor of the same file for `fcntl.flock` (open
+    until the caller closes it). A segment unlinked between its making and its opening here
+    (by a dead process's resource tracker) is attached or made again: a lock opened by name
+    apart from the mapping could fail, or lock another file of the same name."""
+    while True:
+        attach_or_create(name, nbytes, fill)[0].close()       # it exists, filled
+        try:
+            fd = lock_descriptor(name)
+        except FileNotFoundError:
+            continue
+        try:
+            return _map(fd), fd
+        except BaseException:
+            os.close(fd)
+            raise
 
 
 def lock_descriptor(name):
