@@ -1,3 +1,4 @@
+import fcntl
 import gc
 import os
 import pickle
@@ -139,7 +140,8 @@ def test_share_that_fails_halfway_frees_what_it_made(monkeypatch):
 def test_a_lockable_segment_unlinked_before_its_lock_opens_is_made_again(monkeypatch):
     """attach_or_create_lockable: a segment unlinked between its making and the opening of its
     lock (a dead worker's resource tracker unlinking a node's header) is made again; the
-    mapping and the lock's descriptor are of one file."""
+    mapping and the lock's descriptor are of one file, and closing the descriptor releases its
+    lock while the mapping lives."""
     name = f"fastad_{os.getpid()}_0_{secrets.token_hex(4)}_node"
     unlinked = []
     real_open = segments.lock_descriptor
@@ -158,9 +160,19 @@ def test_a_lockable_segment_unlinked_before_its_lock_opens_is_made_again(monkeyp
         mapping[:8] = b"the same"
         assert os.pread(fd, 8, 0) == b"the same"
         assert os.fstat(fd).st_ino == os.stat(os.path.join("/dev/shm", name)).st_ino
+        other = real_open(name)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(fd)                                # the lock goes with it, the mapping stays
+        fd = None
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(other)
+        assert bytes(mapping[:8]) == b"the same"
     finally:
         mapping.close()
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
         os.unlink(os.path.join("/dev/shm", name))
 
 

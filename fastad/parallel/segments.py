@@ -119,10 +119,13 @@ def unlink_prefixed(prefix):
 
 def attach_or_create_lockable(name, nbytes, fill):
     """(mapping, descriptor): segment `name` attached or made as `attach_or_create` does,
-    mapped from `descriptor`, a file descriptor of the same file for `fcntl.flock` (open
-    until the caller closes it). A segment unlinked between its making and its opening here
-    (by a dead process's resource tracker) is attached or made again: a lock opened by name
-    apart from the mapping could fail, or lock another file of the same name."""
+    and `descriptor`, a file descriptor of the same file for `fcntl.flock` (open until the
+    caller closes it, which releases its lock). A segment unlinked between its making and
+    its opening here (by a dead process's resource tracker) is attached or made again: a
+    lock opened by name apart from the mapping could fail, or lock another file of the same
+    name. The mapping is made from a second open of the descriptor's file (Linux's
+    /proc/self/fd): mmap keeps a duplicate of the descriptor it maps, which would keep the
+    lock held after the caller closes the descriptor."""
     while True:
         attach_or_create(name, nbytes, fill)[0].close()       # it exists, filled
         try:
@@ -130,7 +133,11 @@ def attach_or_create_lockable(name, nbytes, fill):
         except FileNotFoundError:
             continue
         try:
-            return _map(fd), fd
+            again = os.open(f"/proc/self/fd/{fd}", os.O_RDWR)
+            try:
+                return _map(again), fd
+            finally:
+                os.close(again)
         except BaseException:
             os.close(fd)
             raise
