@@ -262,3 +262,25 @@ def test_bag_sampler_pad_fills_the_leaves_past_each_bag(seed):
         fa.predict(bags, fa.data.BagSampler(ix, off, ids, offsets, pad=pad))
     with pytest.raises(ValueError, match="pad"):
         fa.data.BagSampler(ix, off, ids, offsets, pad=-1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dim", [1, 7, 16, 83, 130])
+def test_bag_sums_add_each_element_in_the_bags_order(dtype, weighted, dim):
+    """The forward's tiles of registers (bag_sums.h) give the values of adding each row's
+    products to a zero row one row after another, bit for bit, at every width (the tiles of
+    8 and 2 vectors and the elements past them); an empty bag is zeros."""
+    rng = np.random.default_rng(dim)
+    table = rng.normal(size=(50, dim)).astype(dtype)
+    ids = rng.integers(50, size=23)
+    offsets = np.array([0, 1, 1, 9, 23], dtype=np.int64)
+    weights = rng.normal(size=ids.size).astype(dtype) if weighted else None
+    out = fa.embedding_bag(fa.Parameter(table, dtype=dtype), fa.IndexInput(ids), fa.IndexInput(offsets),
+                           mode="sum", include_last_offset=True,
+                           per_sample_weights=None if weights is None else fa.Input(weights, dtype=dtype))
+    expected = np.zeros((offsets.size - 1, dim), dtype)
+    for b in range(offsets.size - 1):
+        for k in range(offsets[b], offsets[b + 1]):
+            expected[b] = expected[b] + (table[ids[k]] if weights is None else weights[k] * table[ids[k]])
+    np.testing.assert_array_equal(out.value, expected)
