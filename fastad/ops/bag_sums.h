@@ -1,4 +1,4 @@
-/* The forward of embedding_bag's node (fastad/ops/sparse.pyx): a bag's rows summed, each
+/* The loops of embedding_bag's node (fastad/ops/sparse.pyx). Its forward: a bag's rows summed, each
  * element's products added in the bag's order from zero, the values of
  * `out[j] = 0; out[j] += w[k] * row_k[j]` row after row. The sums of a tile of 8 vectors of
  * 32 bytes (64 floats, 32 doubles) stay in registers while each row's part is read once, then
@@ -83,5 +83,19 @@ static FA_BAG_INLINE void fa_bag_sum_lanes_##S(const T* table, const int64_t* id
 
 FA_BAG_SUMS(float, f)
 FA_BAG_SUMS(double, d)
+
+/* The backward's rows: fa_bag_spread_<f|d>(rows, grad, weights, scale, count, len): row k of
+ * `rows` (k < count, len elements each) = grad[0:len] * weights[k] (weights NULL: * scale), in
+ * the AVX2 clone eight floats a store. */
+#define FA_BAG_SPREAD(T, S)                                                                  \
+FA_CLONED void fa_bag_spread_##S(T* __restrict rows, const T* __restrict grad,                \
+                                 const T* weights, T scale, Py_ssize_t count, Py_ssize_t len) { \
+    for (Py_ssize_t k = 0; k < count; k++) {                                                 \
+        T w = weights ? weights[k] : scale;                                                  \
+        for (Py_ssize_t j = 0; j < len; j++) rows[k * len + j] = grad[j] * w;                \
+    }                                                                                        \
+}
+FA_BAG_SPREAD(float, f)
+FA_BAG_SPREAD(double, d)
 
 #endif

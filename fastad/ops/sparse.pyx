@@ -63,6 +63,10 @@ cdef extern from "bag_sums.h":
                       Py_ssize_t count, Py_ssize_t len) noexcept nogil
     void fa_bag_sum_d(double* out, const double* table, const int64_t* ids, const double* weights,
                       Py_ssize_t count, Py_ssize_t len) noexcept nogil
+    void fa_bag_spread_f(float* rows, const float* grad, const float* weights, float scale,
+                         Py_ssize_t count, Py_ssize_t len) noexcept nogil
+    void fa_bag_spread_d(double* rows, const double* grad, const double* weights, double scale,
+                         Py_ssize_t count, Py_ssize_t len) noexcept nogil
 
 
 cdef int raise_bad_id(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil:
@@ -406,17 +410,20 @@ cdef class EmbeddingBag(RowGather):
         cdef floating* rows = <floating*>self.scratch_ptr
         cdef const floating* weights = <const floating*>self.weights.val_ptr if self.weights is not None else NULL
         # ids outside the bags (past an include_last_offset end) count for nothing
-        cdef Py_ssize_t b, k, j, row_len = self.row_len, first = bounds[0]
+        cdef Py_ssize_t b, row_len = self.row_len, first = bounds[0]
         cdef floating scale
         for b in range(self.n_bags):
             scale = 1
             if self.mean and bounds[b + 1] > bounds[b]:
                 scale = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
-            for k in range(bounds[b], bounds[b + 1]):
-                if weights != NULL:
-                    scale = weights[k]
-                for j in range(row_len):
-                    rows[k * row_len + j] = grad[b * row_len + j] * scale
+            if floating is float:
+                fa_bag_spread_f(rows + bounds[b] * row_len, grad + b * row_len,
+                                weights + bounds[b] if weights != NULL else NULL, scale,
+                                bounds[b + 1] - bounds[b], row_len)
+            else:
+                fa_bag_spread_d(rows + bounds[b] * row_len, grad + b * row_len,
+                                weights + bounds[b] if weights != NULL else NULL, scale,
+                                bounds[b + 1] - bounds[b], row_len)
         if (self.dense_grad and self.table_is_parameter and self.route_ptrs[0] == NULL
                 and not self.table.prepare_grad()):
             # a Parameter's first dense contribution: start from zeros (none while its rows go
