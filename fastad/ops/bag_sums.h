@@ -1,6 +1,7 @@
-/* The loops of embedding_bag's node (fastad/ops/sparse.pyx). Its forward: a bag's rows summed, each
- * element's products added in the bag's order from zero, the values of
- * `out[j] = 0; out[j] += w[k] * row_k[j]` row after row. The sums of a tile of 8 vectors of
+/* The loops of embedding_bag's node (fastad/ops/sparse.pyx) and of WarpSampler's feature bags
+ * (fastad/models/recsys/_pairs.pyx). A bag's rows summed: each element's products added in
+ * the bag's order from zero, the values of `out[j] = 0; out[j] += w[k] * row_k[j]` row after
+ * row. The sums of a tile of 8 vectors of
  * 32 bytes (64 floats, 32 doubles) stay in registers while each row's part is read once, then
  * a tile of 2, then one element at a time: the elements are independent, so the values are
  * the same; the AVX2 clone takes no FMA (clones.h), so every CPU gives the same values. A
@@ -18,71 +19,64 @@ typedef double fa_bag_vec_d __attribute__((vector_size(32), aligned(8), may_alia
 #define FA_BAG_INLINE inline __attribute__((always_inline))
 #define FA_BAG_TILED 1
 #else
+typedef float fa_bag_vec_f;
+typedef double fa_bag_vec_d;
 #define FA_BAG_INLINE inline
 #define FA_BAG_TILED 0
 #endif
+#define FA_BAG_TILE 8           /* vectors of a tile: 64 floats, 32 doubles */
 
-/* fa_bag_sum_<f|d>(out, table, ids, weights, count, len): out[0:len] = the sum over k < count
+/* FA_BAG_SUM_LOOPS(T, VEC, ID, W, tag): the loops of a bag of rows of a T table (VEC: its
+ * vector of 32 bytes), ids of type ID, weights of type W (each taken as a T):
+ * fa_bag_sum_<tag>(out, table, ids, weights, count, len): out[0:len] = the sum over k < count
  * of weights[k] * table[ids[k] * len:][0:len] (weights NULL: the rows' plain sum; count 0:
- * zeros). */
-#define FA_BAG_SUMS(T, S)                                                                    \
-static FA_BAG_INLINE T fa_bag_sum_element_##S(const T* table, const int64_t* ids,            \
-                                              const T* weights, Py_ssize_t count,            \
-                                              Py_ssize_t len, Py_ssize_t j) {                \
+ * zeros); fa_bag_sum_lanes_<tag>, the sums over elements [j, j + lanes vectors) into
+ * sums[0:lanes] (always inlined: `lanes` a constant, the sums stay in registers), and
+ * fa_bag_sum_element_<tag>, the sum at element j, for loops that go on with the sums
+ * (WarpSampler's scores, fastad/models/recsys/_pairs.pyx). */
+#define FA_BAG_SUM_LOOPS(T, VEC, ID, W, tag)                                                 \
+static FA_BAG_INLINE T fa_bag_sum_element_##tag(const T* table, const ID* ids, const W* weights, \
+                                                Py_ssize_t count, Py_ssize_t len, Py_ssize_t j) { \
     T sum = 0;                                                                               \
     for (Py_ssize_t k = 0; k < count; k++)                                                   \
-        sum += weights ? weights[k] * table[ids[k] * len + j] : table[ids[k] * len + j];     \
+        sum += weights ? (T)weights[k] * table[(int64_t)ids[k] * len + j]                    \
+                       : table[(int64_t)ids[k] * len + j];                                   \
     return sum;                                                                              \
 }                                                                                            \
-FA_BAG_SUM_TILES(T, S)                                                                       \
-FA_CLONED void fa_bag_sum_##S(T* __restrict out, const T* table, const int64_t* ids,         \
-                              const T* weights, Py_ssize_t count, Py_ssize_t len) {          \
-    Py_ssize_t j = 0;                                                                        \
-    FA_BAG_SUM_TILED_PART(S)                                                                 \
-    for (; j < len; j++) out[j] = fa_bag_sum_element_##S(table, ids, weights, count, len, j); \
-}
-
-#if FA_BAG_TILED
-/* the bag's sums over elements [j, j + lanes vectors) into sums[0:lanes] (always inlined:
- * `lanes` a constant, the sums stay in registers) */
-#define FA_BAG_SUM_TILES(T, S)                                                               \
-static FA_BAG_INLINE void fa_bag_sum_lanes_##S(const T* table, const int64_t* ids,           \
-                                               const T* weights, Py_ssize_t count,           \
-                                               Py_ssize_t len, Py_ssize_t j,                 \
-                                               fa_bag_vec_##S* sums, int lanes) {            \
-    const Py_ssize_t L = sizeof(fa_bag_vec_##S) / sizeof(T);                                 \
-    for (int l = 0; l < lanes; l++) sums[l] = (fa_bag_vec_##S){0};                           \
+static FA_BAG_INLINE void fa_bag_sum_lanes_##tag(const T* table, const ID* ids, const W* weights, \
+                                                 Py_ssize_t count, Py_ssize_t len, Py_ssize_t j, \
+                                                 VEC* sums, int lanes) {                     \
+    const Py_ssize_t L = sizeof(VEC) / sizeof(T);                                            \
+    for (int l = 0; l < lanes; l++) sums[l] = (VEC){0};                                      \
     for (Py_ssize_t k = 0; k < count; k++) {                                                 \
-        const T* row = table + ids[k] * len + j;                                             \
+        const T* row = table + (int64_t)ids[k] * len + j;                                    \
         if (weights) {                                                                       \
-            T w = weights[k];                                                                \
-            for (int l = 0; l < lanes; l++) sums[l] += w * *(const fa_bag_vec_##S*)(row + l * L); \
+            T w = (T)weights[k];                                                             \
+            for (int l = 0; l < lanes; l++) sums[l] += w * *(const VEC*)(row + l * L);       \
         } else {                                                                             \
-            for (int l = 0; l < lanes; l++) sums[l] += *(const fa_bag_vec_##S*)(row + l * L); \
+            for (int l = 0; l < lanes; l++) sums[l] += *(const VEC*)(row + l * L);           \
         }                                                                                    \
     }                                                                                        \
+}                                                                                            \
+FA_CLONED void fa_bag_sum_##tag(T* __restrict out, const T* table, const ID* ids,            \
+                                const W* weights, Py_ssize_t count, Py_ssize_t len) {        \
+    Py_ssize_t j = 0;                                                                        \
+    const Py_ssize_t L = sizeof(VEC) / sizeof(T);                                            \
+    for (; FA_BAG_TILED && j + FA_BAG_TILE * L <= len; j += FA_BAG_TILE * L) {               \
+        VEC tile[FA_BAG_TILE];                                                               \
+        fa_bag_sum_lanes_##tag(table, ids, weights, count, len, j, tile, FA_BAG_TILE);       \
+        memcpy(out + j, tile, sizeof tile);                                                  \
+    }                                                                                        \
+    for (; FA_BAG_TILED && j + 2 * L <= len; j += 2 * L) {                                   \
+        VEC pair[2];                                                                         \
+        fa_bag_sum_lanes_##tag(table, ids, weights, count, len, j, pair, 2);                 \
+        memcpy(out + j, pair, sizeof pair);                                                  \
+    }                                                                                        \
+    for (; j < len; j++) out[j] = fa_bag_sum_element_##tag(table, ids, weights, count, len, j); \
 }
-#define FA_BAG_SUM_TILED_PART(S)                                                             \
-    {                                                                                        \
-        const Py_ssize_t L = sizeof(fa_bag_vec_##S) / sizeof(*out);                          \
-        for (; j + 8 * L <= len; j += 8 * L) {                                               \
-            fa_bag_vec_##S tile[8];                                                          \
-            fa_bag_sum_lanes_##S(table, ids, weights, count, len, j, tile, 8);               \
-            memcpy(out + j, tile, sizeof tile);                                              \
-        }                                                                                    \
-        for (; j + 2 * L <= len; j += 2 * L) {                                               \
-            fa_bag_vec_##S pair[2];                                                          \
-            fa_bag_sum_lanes_##S(table, ids, weights, count, len, j, pair, 2);               \
-            memcpy(out + j, pair, sizeof pair);                                              \
-        }                                                                                    \
-    }
-#else
-#define FA_BAG_SUM_TILES(T, S)
-#define FA_BAG_SUM_TILED_PART(S)
-#endif
 
-FA_BAG_SUMS(float, f)
-FA_BAG_SUMS(double, d)
+FA_BAG_SUM_LOOPS(float, fa_bag_vec_f, int64_t, float, f)
+FA_BAG_SUM_LOOPS(double, fa_bag_vec_d, int64_t, double, d)
 
 /* The backward's rows: fa_bag_spread_<f|d>(rows, grad, weights, scale, count, len): row k of
  * `rows` (k < count, len elements each) = grad[0:len] * weights[k] (weights NULL: * scale), in
