@@ -262,3 +262,36 @@ def test_bag_sampler_pad_fills_the_leaves_past_each_bag(seed):
         fa.predict(bags, fa.data.BagSampler(ix, off, ids, offsets, pad=pad))
     with pytest.raises(ValueError, match="pad"):
         fa.data.BagSampler(ix, off, ids, offsets, pad=-1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mode", ["sum", "weighted", "mean"])
+@pytest.mark.parametrize("dim", [1, 7, 16, 83, 130])
+def test_bag_loops_give_the_values_of_the_plain_loops(dtype, mode, dim):
+    """The forward's tiles of registers (bag_sums.h) give the values of adding each row's
+    products to a zero row one row after another, bit for bit, at every width (the tiles of
+    8 and 2 vectors and the elements past them), an empty bag zeros; the backward's rows are
+    the bag's gradient row times the id's weight (a mean's 1 / its size), one product each."""
+    rng = np.random.default_rng(dim)
+    table = rng.normal(size=(50, dim)).astype(dtype)
+    ids = rng.permutation(50)[:23]          # distinct: each row's gradient is one bag's
+    offsets = np.array([0, 1, 1, 9, 23], dtype=np.int64)
+    weights = rng.normal(size=ids.size).astype(dtype) if mode == "weighted" else None
+    E = fa.Parameter(table, dtype=dtype)
+    out = fa.embedding_bag(E, fa.IndexInput(ids), fa.IndexInput(offsets), mode="mean" if mode == "mean" else "sum",
+                           include_last_offset=True,
+                           per_sample_weights=None if weights is None else fa.Input(weights, dtype=dtype))
+    grad = rng.normal(size=out.shape).astype(dtype)
+    out.backward(grad)
+    expected = np.zeros((offsets.size - 1, dim), dtype)
+    expected_grad = np.zeros_like(table)
+    for b in range(offsets.size - 1):
+        size = offsets[b + 1] - offsets[b]
+        for k in range(offsets[b], offsets[b + 1]):
+            expected[b] = expected[b] + (table[ids[k]] if weights is None else weights[k] * table[ids[k]])
+            scale = weights[k] if weights is not None else dtype(1 / size) if mode == "mean" else dtype(1)
+            expected_grad[ids[k]] = grad[b] * scale
+        if mode == "mean" and size > 1:
+            expected[b] = expected[b] * dtype(1 / size)
+    np.testing.assert_array_equal(out.value, expected)
+    np.testing.assert_array_equal(np.asarray(E.grad), expected_grad)

@@ -58,6 +58,16 @@ cdef extern from *:
     void fa_gather_rows(char* dst, const char* table, const int64_t* ids, Py_ssize_t n,
                         Py_ssize_t width) noexcept nogil
 
+cdef extern from "bag_sums.h":
+    void fa_bag_sum_f(float* out, const float* table, const int64_t* ids, const float* weights,
+                      Py_ssize_t count, Py_ssize_t len) noexcept nogil
+    void fa_bag_sum_d(double* out, const double* table, const int64_t* ids, const double* weights,
+                      Py_ssize_t count, Py_ssize_t len) noexcept nogil
+    void fa_bag_spread_f(float* rows, const float* grad, const float* weights, float scale,
+                         Py_ssize_t count, Py_ssize_t len) noexcept nogil
+    void fa_bag_spread_d(double* rows, const double* grad, const double* weights, double scale,
+                         Py_ssize_t count, Py_ssize_t len) noexcept nogil
+
 
 cdef int raise_bad_id(Variable node, IndexInput ix, Py_ssize_t rows) except -1 nogil:
     cdef const int64_t* ids = <const int64_t*>ix.val_ptr
@@ -347,22 +357,18 @@ cdef class EmbeddingBag(RowGather):
         cdef const floating* table = <floating*>self.table.val_ptr
         cdef const int64_t* ids = <const int64_t*>self.ix.val_ptr
         cdef const int64_t* bounds = self.bounds_ptr
-        cdef Py_ssize_t b, k, j, row_len = self.row_len
+        cdef Py_ssize_t b, j, row_len = self.row_len
         cdef const floating* weights = <const floating*>self.weights.val_ptr if self.weights is not None else NULL
         cdef floating* o
-        cdef const floating* row
         cdef floating inv
         for b in range(self.n_bags):
             o = out + b * row_len
-            vec_zero(o, row_len)
-            for k in range(bounds[b], bounds[b + 1]):
-                row = table + ids[k] * row_len
-                if weights != NULL:
-                    for j in range(row_len):
-                        o[j] += weights[k] * row[j]
-                else:
-                    for j in range(row_len):
-                        o[j] += row[j]
+            if floating is float:
+                fa_bag_sum_f(o, table, ids + bounds[b], weights + bounds[b] if weights != NULL else NULL,
+                             bounds[b + 1] - bounds[b], row_len)
+            else:
+                fa_bag_sum_d(o, table, ids + bounds[b], weights + bounds[b] if weights != NULL else NULL,
+                             bounds[b + 1] - bounds[b], row_len)
             if self.mean and bounds[b + 1] > bounds[b] + 1:
                 inv = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
                 for j in range(row_len):
@@ -404,17 +410,20 @@ cdef class EmbeddingBag(RowGather):
         cdef floating* rows = <floating*>self.scratch_ptr
         cdef const floating* weights = <const floating*>self.weights.val_ptr if self.weights is not None else NULL
         # ids outside the bags (past an include_last_offset end) count for nothing
-        cdef Py_ssize_t b, k, j, row_len = self.row_len, first = bounds[0]
+        cdef Py_ssize_t b, row_len = self.row_len, first = bounds[0]
         cdef floating scale
         for b in range(self.n_bags):
             scale = 1
             if self.mean and bounds[b + 1] > bounds[b]:
                 scale = <floating>(1.0 / (bounds[b + 1] - bounds[b]))
-            for k in range(bounds[b], bounds[b + 1]):
-                if weights != NULL:
-                    scale = weights[k]
-                for j in range(row_len):
-                    rows[k * row_len + j] = grad[b * row_len + j] * scale
+            if floating is float:
+                fa_bag_spread_f(rows + bounds[b] * row_len, grad + b * row_len,
+                                weights + bounds[b] if weights != NULL else NULL, scale,
+                                bounds[b + 1] - bounds[b], row_len)
+            else:
+                fa_bag_spread_d(rows + bounds[b] * row_len, grad + b * row_len,
+                                weights + bounds[b] if weights != NULL else NULL, scale,
+                                bounds[b + 1] - bounds[b], row_len)
         if (self.dense_grad and self.table_is_parameter and self.route_ptrs[0] == NULL
                 and not self.table.prepare_grad()):
             # a Parameter's first dense contribution: start from zeros (none while its rows go

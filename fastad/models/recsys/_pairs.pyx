@@ -185,58 +185,37 @@ cdef extern from *:
     """
     #include <string.h>
     #include "clones.h"
+    #include "bag_sums.h"
     /* WarpSampler's scores, LightFM's way: a row's representation is made once and dotted with
      * the user's once (not one dot a feature), in lanes of 32 bytes (one AVX2 register in the
      * AVX2 clones, two SSE ones in the others, the same values in both) with two sums, each
      * lane's products added in one order, the rest one element at a time. A bag is summed a
-     * tile of FA_TILE_LANES lanes at a time (dim 64 of floats in one tile), its sums held in
+     * tile of FA_BAG_TILE lanes at a time (dim 64 of floats in one tile), its sums held in
      * registers while its rows are read once each, then a pair of lanes at a time: the
-     * same values, the lanes being independent. The helpers the cloned scans call are always
+     * same values, the lanes being independent (bag_sums.h's loops, which embedding_bag's forward
+     * runs too, over feature ids of 32 bits and weights in double). The helpers the cloned scans call are always
      * inlined (FA_UNROLLED): a call out of an AVX2 clone would run the default code.
      * fa_bag_dot: user_row . (sum_p w_p V[rows[p]]) over a bag's `count` feature rows of V and
      * their weights; fa_row_dot: user_row . row, the same value as a bag of one row of weight 1
-     * (an id is the identity's bag), without the multiplications by 1. fa_bag_represent: out =
-     * sum_p w_p V[rows[p]], each element's products added in the bag's order (a user's
+     * (an id is the identity's bag), without the multiplications by 1. fa_bag_sum_feature_<f|d>:
+     * out = sum_p w_p V[rows[p]], each element's products added in the bag's order (a user's
      * representation). */
-    #define FA_TILE_LANES 8
+    FA_BAG_SUM_LOOPS(float, fa_bag_vec_f, int32_t, double, feature_f)
+    FA_BAG_SUM_LOOPS(double, fa_bag_vec_d, int32_t, double, feature_d)
     #if defined(__GNUC__)
-    typedef float fa_lanes_f __attribute__((vector_size(32), aligned(4), may_alias));
-    typedef double fa_lanes_d __attribute__((vector_size(32), aligned(8), may_alias));
     #define FA_IN_LANES(T, i, n) for (; (i) + 2 * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += 2 * 32 / sizeof(T))
     #define FA_IN_TILES(T, i, n) \
-        for (; (i) + FA_TILE_LANES * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += FA_TILE_LANES * 32 / sizeof(T))
-    #define FA_UNROLLED inline __attribute__((always_inline))
+        for (; (i) + FA_BAG_TILE * (Py_ssize_t)(32 / sizeof(T)) <= (n); (i) += FA_BAG_TILE * 32 / sizeof(T))
+    #define FA_UNROLLED FA_BAG_INLINE
     #else
-    typedef float fa_lanes_f;
-    typedef double fa_lanes_d;
     #define FA_IN_LANES(T, i, n) if (0)
     #define FA_IN_TILES(T, i, n) if (0)
-    #define FA_UNROLLED inline
+    #define FA_UNROLLED FA_BAG_INLINE
     #endif
     #define FA_BAG_DOTS(T, S)                                                                      \
-    /* the bag's sums over elements [i, i + lanes L) (L: the lanes of 32 bytes) into sums[0:lanes] \
-     * (always inlined: `lanes` a constant, the sums stay in registers) */                        \
-    static FA_UNROLLED void fa_bag_lanes_##S(const T* V, const int32_t* rows, const double* weights, \
-                                             int64_t count, Py_ssize_t dim, Py_ssize_t i,          \
-                                             fa_lanes_##S* sums, int lanes) {                      \
-        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        for (int l = 0; l < lanes; l++) sums[l] = (fa_lanes_##S){0};                               \
-        for (int64_t p = 0; p < count; p++) {                                                      \
-            const T* row = V + (int64_t)rows[p] * dim + i;                                         \
-            T w = (T)weights[p];                                                                   \
-            for (int l = 0; l < lanes; l++) sums[l] += w * *(const fa_lanes_##S*)(row + l * L);    \
-        }                                                                                          \
-    }                                                                                              \
-    /* the bag's sum at element i */                                                               \
-    static inline T fa_bag_element_##S(const T* V, const int32_t* rows, const double* weights,     \
-                                       int64_t count, Py_ssize_t dim, Py_ssize_t i) {              \
-        T sum = 0;                                                                                 \
-        for (int64_t p = 0; p < count; p++) sum += (T)weights[p] * V[(int64_t)rows[p] * dim + i];  \
-        return sum;                                                                                \
-    }                                                                                              \
     /* the two sums' lanes added (halves folded), and the products of the elements past them */   \
-    static inline double fa_lanes_total_##S(fa_lanes_##S low, fa_lanes_##S high) {                 \
-        T lanes[sizeof(fa_lanes_##S) / sizeof(T)];                                                 \
+    static inline double fa_lanes_total_##S(fa_bag_vec_##S low, fa_bag_vec_##S high) {                 \
+        T lanes[sizeof(fa_bag_vec_##S) / sizeof(T)];                                                 \
         low += high;                                                                               \
         memcpy(lanes, &low, sizeof lanes);                                                         \
         for (size_t half = sizeof lanes / sizeof(T) / 2; half > 0; half /= 2)                      \
@@ -245,56 +224,40 @@ cdef extern from *:
     }                                                                                              \
     static FA_UNROLLED double fa_bag_dot_##S(const T* user_row, const T* V, const int32_t* rows,   \
                                         const double* weights, int64_t count, Py_ssize_t dim) {    \
-        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        fa_lanes_##S low = {0}, high = {0};                                                        \
+        const Py_ssize_t L = sizeof(fa_bag_vec_##S) / sizeof(T);                                     \
+        fa_bag_vec_##S low = {0}, high = {0};                                                        \
         Py_ssize_t i = 0;                                                                          \
         FA_IN_TILES(T, i, dim) {                                                                   \
-            fa_lanes_##S tile[FA_TILE_LANES];                                                      \
-            fa_bag_lanes_##S(V, rows, weights, count, dim, i, tile, FA_TILE_LANES);                \
-            for (int l = 0; l < FA_TILE_LANES; l += 2) {                                           \
-                low += *(const fa_lanes_##S*)(user_row + i + l * L) * tile[l];                     \
-                high += *(const fa_lanes_##S*)(user_row + i + (l + 1) * L) * tile[l + 1];          \
+            fa_bag_vec_##S tile[FA_BAG_TILE];                                                      \
+            fa_bag_sum_lanes_feature_##S(V, rows, weights, count, dim, i, tile, FA_BAG_TILE);     \
+            for (int l = 0; l < FA_BAG_TILE; l += 2) {                                             \
+                low += *(const fa_bag_vec_##S*)(user_row + i + l * L) * tile[l];                     \
+                high += *(const fa_bag_vec_##S*)(user_row + i + (l + 1) * L) * tile[l + 1];          \
             }                                                                                      \
         }                                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            fa_lanes_##S pair[2];                                                                  \
-            fa_bag_lanes_##S(V, rows, weights, count, dim, i, pair, 2);                            \
-            low += *(const fa_lanes_##S*)(user_row + i) * pair[0];                                 \
-            high += *(const fa_lanes_##S*)(user_row + i + L) * pair[1];                            \
+            fa_bag_vec_##S pair[2];                                                                  \
+            fa_bag_sum_lanes_feature_##S(V, rows, weights, count, dim, i, pair, 2);               \
+            low += *(const fa_bag_vec_##S*)(user_row + i) * pair[0];                                 \
+            high += *(const fa_bag_vec_##S*)(user_row + i + L) * pair[1];                            \
         }                                                                                          \
         double total = fa_lanes_total_##S(low, high);                                              \
-        for (; i < dim; i++) total += user_row[i] * fa_bag_element_##S(V, rows, weights, count, dim, i); \
+        for (; i < dim; i++) total += user_row[i] * fa_bag_sum_element_feature_##S(V, rows, weights, count, dim, i); \
         return total;                                                                              \
     }                                                                                              \
     static inline double fa_row_dot_##S(const T* user_row, const T* row, Py_ssize_t dim) {         \
-        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        fa_lanes_##S low, high;                                                                    \
+        const Py_ssize_t L = sizeof(fa_bag_vec_##S) / sizeof(T);                                     \
+        fa_bag_vec_##S low, high;                                                                    \
         memset(&low, 0, sizeof low);                                                               \
         memset(&high, 0, sizeof high);                                                             \
         Py_ssize_t i = 0;                                                                          \
         FA_IN_LANES(T, i, dim) {                                                                   \
-            low += *(const fa_lanes_##S*)(user_row + i) * *(const fa_lanes_##S*)(row + i);         \
-            high += *(const fa_lanes_##S*)(user_row + i + L) * *(const fa_lanes_##S*)(row + i + L); \
+            low += *(const fa_bag_vec_##S*)(user_row + i) * *(const fa_bag_vec_##S*)(row + i);         \
+            high += *(const fa_bag_vec_##S*)(user_row + i + L) * *(const fa_bag_vec_##S*)(row + i + L); \
         }                                                                                          \
         double total = fa_lanes_total_##S(low, high);                                              \
         for (; i < dim; i++) total += user_row[i] * row[i];                                        \
         return total;                                                                              \
-    }                                                                                              \
-    FA_CLONED void fa_bag_represent_##S(T* __restrict out, const T* V, const int32_t* rows,        \
-                                        const double* weights, int64_t count, Py_ssize_t dim) {    \
-        const Py_ssize_t L = sizeof(fa_lanes_##S) / sizeof(T);                                     \
-        Py_ssize_t i = 0;                                                                          \
-        FA_IN_TILES(T, i, dim) {                                                                   \
-            fa_lanes_##S tile[FA_TILE_LANES];                                                      \
-            fa_bag_lanes_##S(V, rows, weights, count, dim, i, tile, FA_TILE_LANES);                \
-            memcpy(out + i, tile, sizeof tile);                                                    \
-        }                                                                                          \
-        FA_IN_LANES(T, i, dim) {                                                                   \
-            fa_lanes_##S pair[2];                                                                  \
-            fa_bag_lanes_##S(V, rows, weights, count, dim, i, pair, 2);                            \
-            memcpy(out + i, pair, sizeof pair);                                                    \
-        }                                                                                          \
-        for (; i < dim; i++) out[i] = fa_bag_element_##S(V, rows, weights, count, dim, i);         \
     }
     FA_BAG_DOTS(float, f)
     FA_BAG_DOTS(double, d)
@@ -367,9 +330,9 @@ cdef extern from *:
     FA_BAG_SCORE(double, d)
     """
     enum: FA_BAG_AHEAD
-    void fa_bag_represent_f(float* out, const float* V, const int32_t* rows, const double* weights, int64_t count,
+    void fa_bag_sum_feature_f(float* out, const float* V, const int32_t* rows, const double* weights, int64_t count,
                             Py_ssize_t dim) noexcept nogil
-    void fa_bag_represent_d(double* out, const double* V, const int32_t* rows, const double* weights,
+    void fa_bag_sum_feature_d(double* out, const double* V, const int32_t* rows, const double* weights,
                             int64_t count, Py_ssize_t dim) noexcept nogil
     double fa_bag_score_cloned_f(const float* user_row, const float* V, const float* bias, const int64_t* indptr,
                                  const int32_t* indices, const double* values, int64_t row,
@@ -470,9 +433,9 @@ cdef class FeatureBags:
         """out = sum_f w[row, f] * table[f] (dim values a row), in the table's precision."""
         cdef int64_t start = self.indptr[row], count = self.indptr[row + 1] - start
         if floating is float:
-            fa_bag_represent_f(out, table, self.indices + start, self.values + start, count, dim)
+            fa_bag_sum_feature_f(out, table, self.indices + start, self.values + start, count, dim)
         else:
-            fa_bag_represent_d(out, table, self.indices + start, self.values + start, count, dim)
+            fa_bag_sum_feature_d(out, table, self.indices + start, self.values + start, count, dim)
 
     @cython.final
     cdef double score(self, int64_t row, const floating* user_row, const floating* table,
