@@ -5,6 +5,7 @@ import gc
 import importlib.util
 import os
 import platform
+import resource
 import statistics
 import time
 
@@ -178,6 +179,12 @@ def alternate(candidates, repeats, min_time=0.05):
                 units += fn()
             samples[name].append((time.perf_counter() - t0) / units)
     return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def cpu_seconds():
+    """The CPU seconds of every thread of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def not_installed(module, install):

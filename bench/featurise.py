@@ -28,7 +28,6 @@ Run: python bench/featurise.py [--quick]
 """
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli, not_installed  # noqa: E402
+from common import cli, cpu_seconds, not_installed  # noqa: E402
 
 LINES = 60_000
 BITS = 21
@@ -64,8 +63,7 @@ def write_file(path, lines, seed=0):
 
 def _clock():
     """(wall, CPU) seconds: the CPU of every thread of this process."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return np.array([time.perf_counter(), usage.ru_utime + usage.ru_stime])
+    return np.array([time.perf_counter(), cpu_seconds()])
 
 
 def _vw_run(path):

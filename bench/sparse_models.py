@@ -47,7 +47,6 @@ measured on TEST by each library's own predictions. Each library runs once untim
 Run: python bench/sparse_models.py [--quick]
 """
 import os
-import resource
 import statistics
 import sys
 import tempfile
@@ -56,7 +55,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import cli, not_installed  # noqa: E402
+from common import cli, cpu_seconds, not_installed  # noqa: E402
 
 import fastad as fa  # noqa: E402
 
@@ -101,12 +100,6 @@ def labels_of(path):
         return np.array([float(line.split(" ", 1)[0]) > 0 for line in f], dtype=np.int64)
 
 
-def _cpu():
-    """The CPU seconds of every thread of this process so far."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def fastad_fit(kind, train, test, workers, passes=1, optimizer=None):
     """(seconds from the path to a trained model, test scores, CPU seconds); optimizer None:
     the model's default."""
@@ -120,9 +113,9 @@ def fastad_fit(kind, train, test, workers, passes=1, optimizer=None):
     else:                                                           # "ffm"
         model = fa.models.FactorizationMachine(k=4, field_aware=True, hasher=hasher, workers=workers,
                                                passes=passes)
-    cpu, start = _cpu(), time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     model.fit(train, start_method="threads")
-    seconds, cpu = time.perf_counter() - start, _cpu() - cpu
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     return seconds, model.decision_function(test), cpu
 
 
@@ -134,11 +127,11 @@ def vw_fit(kind, train, test, folder, passes=1):
     extra = {"fm": " -q cw", "lrq": " --lrq cw8"}.get(kind, "")
     if passes > 1:
         extra += f" --passes {passes} -c -k --holdout_off"
-    cpu, start = _cpu(), time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     workspace = pyvw.Workspace(f"--quiet --loss_function logistic -b {BITS}{extra} -d {train} -f {model}")
     workspace.run_parser()
     workspace.finish()
-    seconds, cpu = time.perf_counter() - start, _cpu() - cpu
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     scorer = pyvw.Workspace(f"--quiet -t -i {model} -d {test} -r {predictions}")
     scorer.run_parser()
     scorer.finish()

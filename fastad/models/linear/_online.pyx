@@ -36,6 +36,14 @@ cdef float* _data(cnp.ndarray a):
     return <float*>cnp.PyArray_DATA(a)
 
 
+cdef int64_t _longest(const int64_t[::1] offsets) noexcept:
+    """The most positions of one example of CSR offsets (at least 1: a scratch's size)."""
+    cdef int64_t r, longest = 1
+    for r in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[r + 1] - offsets[r])
+    return longest
+
+
 cdef const float* _values(values):
     """The data of a float32 array, or NULL for None or an empty one (all ones, no weights)."""
     cdef const float[::1] v
@@ -86,9 +94,7 @@ cdef class OnlineUpdate:
         the sum of importance * loss before each update. Runs without the GIL."""
         cdef const float* vp = _values(values)
         cdef const float* wp = _values(weights)
-        cdef int64_t n = order.shape[0], longest = 1
-        if offsets.shape[0] > 1:
-            longest = max(1, int(np.diff(np.asarray(offsets)).max()))
+        cdef int64_t n = order.shape[0], longest = _longest(offsets)
         cdef double[::1] scratch = np.empty(longest + 1, np.float64)
         cdef double total
         cdef const int32_t* ip = &ids[0] if ids.shape[0] else NULL
@@ -158,9 +164,7 @@ cdef class FieldAwareUpdate:
         of importance * loss before each step. Runs without the GIL."""
         cdef const float* vp = _values(values)
         cdef const float* wp = _values(weights)
-        cdef int64_t n = order.shape[0], longest = 1
-        if offsets.shape[0] > 1:
-            longest = max(1, int(np.diff(np.asarray(offsets)).max()))
+        cdef int64_t n = order.shape[0], longest = _longest(offsets)
         cdef double[::1] scratch = np.empty((2 + longest * self.m.fields) * self.m.k, np.float64)
         cdef double total
         with nogil:

@@ -230,9 +230,13 @@ class FactorizationMachine(LinearModel):
             positions = self._sides(who, X, rows)
         values = None if (rows.data == 1).all() else rows.data
         ids, offsets = rows.indices.astype(np.int32, copy=False), rows.indptr.astype(np.int64)
+        tables = self.weights
+        if self.oaa is not None:    # a class's tables are strided: copy the rows used, not all
+            used, ids = renumber(ids, self.n_features)
+            tables = {"W": tables["W"][used], "V": tables["V"][used], "b": tables["b"]}
         logits = [ffm_logits({name: np.ascontiguousarray(array) for name, array in weights.items()},
                              ids, offsets, values, positions, self.interactions is not None)
-                  for weights in self._class_weights(self.weights)]
+                  for weights in self._class_weights(tables)]
         return np.stack(logits, axis=1) if self.oaa is not None else logits[0]
 
     decision_function.__doc__ = LinearModel.decision_function.__doc__
